@@ -1,0 +1,85 @@
+"""The leader's fence (spec R8-R12): an in-memory seen window scoped to a term that
+decides early admission. It only decides liveness; safety is the apply-time check."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from model.errors import ModelError, require_int  # noqa: F401 (ModelError: contracts)
+from model.partition import PartitionState, well_formed  # noqa: F401 (contracts)
+from model.variants import REFERENCE, Variant
+
+
+@dataclass(frozen=True)
+class SeenWindow:
+    term: int
+    previous: int
+    max: int
+
+
+@dataclass(frozen=True)
+class FenceResult:
+    admitted: bool
+    window: tuple[int, int] | None  # the effective window after the decision
+    seen: SeenWindow | None  # the leader's seen window after the decision
+
+
+def _max_present(a: int | None, b: int | None) -> int | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return max(a, b)
+
+
+def effective_window(
+    seen: SeenWindow | None, applied: PartitionState, term: int, variant: Variant = REFERENCE
+) -> tuple[int | None, int | None]:
+    """R9: (lo, hi) from the seen window (if it counts in this term) and the applied one."""
+    valid = seen is not None and (seen.term == term or not variant.term_scoped_seen)
+    s_prev = seen.previous if seen is not None and valid else None
+    s_max = seen.max if seen is not None and valid else None
+    if variant.fence_lo_from_applied:
+        return (
+            _max_present(s_prev, applied.previous_applied_epoch),
+            _max_present(s_max, applied.max_applied_epoch),
+        )
+    # Production before its fixes: `previous_seen ?? previous_applied`.
+    return (
+        s_prev if s_prev is not None else applied.previous_applied_epoch,
+        s_max if s_max is not None else applied.max_applied_epoch,
+    )
+
+
+def fence(
+    seen: SeenWindow | None,
+    applied: PartitionState,
+    term: int,
+    epoch: int,
+    variant: Variant = REFERENCE,
+) -> FenceResult:
+    """R10-R12: admit above the window (sliding the seen window), admit inside it, reject
+    below it reporting the window.
+
+    pre: seen is None or seen.previous <= seen.max
+    pre: well_formed(applied)
+    raises: ModelError
+    post: __return__.seen is None or __return__.seen.previous <= __return__.seen.max
+    post: __return__.admitted or (__return__.window is not None and epoch < __return__.window[1])
+    post: not __return__.admitted or not variant.fence_lo_from_applied or applied.previous_applied_epoch is None or epoch >= applied.previous_applied_epoch
+    """
+    require_int("fence", "term", term)
+    require_int("fence", "epoch", epoch)
+    valid = seen is not None and (seen.term == term or not variant.term_scoped_seen)
+    lo, hi = effective_window(seen, applied, term, variant)
+    if hi is None or epoch > hi:
+        if variant.single_epoch or (variant.collapse_first_slide and not valid):
+            new = SeenWindow(term, epoch, epoch)
+        else:
+            new = SeenWindow(term, epoch if hi is None else hi, epoch)
+        return FenceResult(True, (new.previous, new.max), new)
+    assert lo is not None
+    floor = hi if variant.single_epoch else lo
+    if epoch >= floor:
+        return FenceResult(True, (lo, hi), seen)
+    return FenceResult(False, (lo, hi), seen)

@@ -1,0 +1,94 @@
+"""L0 object keys: `level_zero/data/{prefix:03}/{epoch:018}/{uuid}` (spec R20-R22).
+
+Zero padding makes lexicographic order equal epoch order inside a prefix, which is what
+lets a lister stop at the first key above M.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from model.errors import ModelError, require_int
+
+DATA_PREFIX = "level_zero/data/"
+PREFIXES = 1000
+MAX_EPOCH = 10**18 - 1
+_KEY = re.compile(r"level_zero/data/(\d{3})/(\d{18})/([0-9A-Za-z][0-9A-Za-z_.-]{0,127})")
+
+
+@dataclass(frozen=True)
+class L0Key:
+    prefix: int
+    epoch: int
+    name: str
+
+
+def prefix_path(prefix: int) -> str:
+    """The listing prefix of one of the 1000 shards, e.g. `level_zero/data/007/`."""
+    require_int("prefix_path", "prefix", prefix)
+    if prefix >= PREFIXES:
+        raise ModelError("prefix_path", "prefix", f"must be < {PREFIXES}, got {prefix}")
+    return f"{DATA_PREFIX}{prefix:03d}/"
+
+
+def format_key(prefix: int, epoch: int, name: str) -> str:
+    """
+    raises: ModelError
+    post: parse_key(__return__) == L0Key(prefix, epoch, name)
+    """
+    require_int("format_key", "epoch", epoch)
+    if epoch > MAX_EPOCH:
+        raise ModelError("format_key", "epoch", f"must be <= {MAX_EPOCH}, got {epoch}")
+    key = prefix_path(prefix) + f"{epoch:018d}/{name}"
+    parse_key(key)  # the name must be one the parser accepts back
+    return key
+
+
+def parse_key(key: str) -> L0Key:
+    """Parse a key under the data prefix; anything else is a ModelError naming the key."""
+    if not isinstance(key, str):
+        raise ModelError("parse_key", "key", f"must be a string, got {key!r}")
+    m = _KEY.fullmatch(key)
+    if m is None:
+        raise ModelError(
+            "parse_key", "key", f"{key!r} is not level_zero/data/<3 digits>/<18 digits>/<name>"
+        )
+    return L0Key(int(m.group(1)), int(m.group(2)), m.group(3))
+
+
+def is_data_key(key: str) -> bool:
+    """True for every key under the data prefix, parsable or not (those are never skipped
+    silently: a malformed one there is reported)."""
+    return key.startswith(DATA_PREFIX)
+
+
+def epoch_collectible(epoch: int, m: int | None) -> bool:
+    """The heart of eligibility (R23): inclusive `epoch <= M`; nothing while M is unknown."""
+    return m is not None and epoch <= m
+
+
+@dataclass(frozen=True)
+class Eligibility:
+    eligible: bool
+    error: str | None
+
+
+def gc_eligible(key: str, age_s: float, m: int | None, grace_s: float) -> Eligibility:
+    """R24: eligible iff the key parses, `epoch <= M` and `age >= grace`.
+
+    raises: ModelError
+    post: not __return__.eligible or (m is not None and age_s >= grace_s and parse_key(key).epoch <= m)
+    post: __return__.error is None or not __return__.eligible
+    """
+    if isinstance(age_s, bool) or not isinstance(age_s, int | float) or age_s < 0:
+        raise ModelError("gc_eligible", "age_s", f"must be a number >= 0, got {age_s!r}")
+    if isinstance(grace_s, bool) or not isinstance(grace_s, int | float) or grace_s < 0:
+        raise ModelError("gc_eligible", "grace_s", f"must be a number >= 0, got {grace_s!r}")
+    if m is not None:
+        require_int("gc_eligible", "M", m, minimum=None)
+    try:
+        parsed = parse_key(key)
+    except ModelError as e:
+        return Eligibility(False, e.message)
+    return Eligibility(epoch_collectible(parsed.epoch, m) and age_s >= grace_s, None)

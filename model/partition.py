@@ -1,0 +1,186 @@
+"""The per-partition window state machine, applied in log order on every replica
+(spec R1-R10). Pure functions: a frozen state in, a new frozen state out.
+
+Absent values are `None`; offsets that have not happened yet are -1 (nothing reconciled).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from model.errors import ModelError, require_int
+from model.logic import le_opt
+from model.variants import REFERENCE, Variant
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    max_applied_epoch: int | None = None
+    previous_applied_epoch: int | None = None
+    min_epoch_lower_bound: int | None = None
+    window_offset: int | None = None  # log offset where max_applied_epoch was applied
+    last_reconciled_offset: int = -1  # LRO, in record offsets
+    last_reconciled_log_offset: int = -1  # LRLO, in log offsets
+    start_offset: int = 0
+
+
+INITIAL = PartitionState()
+
+
+@dataclass(frozen=True)
+class Applied:
+    state: PartitionState
+    accepted: bool
+
+
+def well_formed(state: PartitionState) -> bool:
+    """The shape every reachable state has (spec I3): the four window fields are set
+    together, floor <= previous <= max, offsets in range."""
+    fields = (state.max_applied_epoch, state.previous_applied_epoch,
+              state.min_epoch_lower_bound, state.window_offset)
+    if state.last_reconciled_log_offset < -1 or state.last_reconciled_offset < -1:
+        return False
+    if all(f is None for f in fields):
+        return True
+    if any(f is None for f in fields):
+        return False
+    assert state.max_applied_epoch is not None and state.previous_applied_epoch is not None
+    assert state.min_epoch_lower_bound is not None and state.window_offset is not None
+    return (
+        0 <= state.min_epoch_lower_bound <= state.previous_applied_epoch
+        <= state.max_applied_epoch
+        and state.window_offset >= 0
+    )
+
+
+def window(state: PartitionState) -> tuple[int, int] | None:
+    """The applied admission window [previous_applied_epoch, max_applied_epoch]."""
+    if state.max_applied_epoch is None or state.previous_applied_epoch is None:
+        return None
+    return (state.previous_applied_epoch, state.max_applied_epoch)
+
+
+def accepts(state: PartitionState, epoch: int, variant: Variant = REFERENCE) -> bool:
+    """Would a placeholder with this epoch be accepted if it were applied now (R3)?
+
+    Monotone: once False for an epoch it stays False, because the window only moves up.
+    """
+    if state.max_applied_epoch is None or not variant.apply_time_check:
+        return True
+    if variant.single_epoch:
+        return epoch >= state.max_applied_epoch
+    assert state.previous_applied_epoch is not None
+    return epoch >= state.previous_applied_epoch
+
+
+def _check_offset(where: str, state: PartitionState, offset: int) -> None:
+    require_int(where, "offset", offset)
+    if state.window_offset is not None and offset <= state.window_offset:
+        raise ModelError(
+            where,
+            "offset",
+            f"log offsets must increase: {offset} is not after the window offset "
+            f"{state.window_offset}",
+        )
+
+
+def _slide(state: PartitionState, epoch: int, offset: int, variant: Variant) -> PartitionState:
+    """Move max_applied_epoch up to `epoch` (caller checked it is above), R2."""
+    if state.max_applied_epoch is None:
+        return replace(
+            state,
+            max_applied_epoch=epoch,
+            previous_applied_epoch=epoch,
+            min_epoch_lower_bound=epoch,
+            window_offset=offset,
+        )
+    previous = epoch if variant.single_epoch else state.max_applied_epoch
+    return replace(
+        state, max_applied_epoch=epoch, previous_applied_epoch=previous, window_offset=offset
+    )
+
+
+def apply_placeholder(
+    state: PartitionState, epoch: int, offset: int, variant: Variant = REFERENCE
+) -> Applied:
+    """R3: accepted iff nothing was applied yet or `epoch >= previous_applied_epoch`; a
+    rejected placeholder changes nothing. An accepted epoch above max slides the window.
+
+    pre: well_formed(state)
+    raises: ModelError
+    post: well_formed(__return__.state)
+    post: le_opt(state.max_applied_epoch, __return__.state.max_applied_epoch)
+    post: le_opt(state.min_epoch_lower_bound, __return__.state.min_epoch_lower_bound)
+    post: __return__.accepted or __return__.state == state
+    post: not __return__.accepted or not variant.apply_time_check or state.previous_applied_epoch is None or epoch >= state.previous_applied_epoch
+    """
+    require_int("apply_placeholder", "epoch", epoch)
+    _check_offset("apply_placeholder", state, offset)
+    if not accepts(state, epoch, variant):
+        return Applied(state, False)
+    if state.max_applied_epoch is None or epoch > state.max_applied_epoch:
+        return Applied(_slide(state, epoch, offset, variant), True)
+    return Applied(state, True)
+
+
+def apply_advance_epoch(
+    state: PartitionState, epoch: int, offset: int, variant: Variant = REFERENCE
+) -> PartitionState:
+    """R4: the same slide as a placeholder, never rejected; a no-op unless above max.
+
+    pre: well_formed(state)
+    raises: ModelError
+    post: well_formed(__return__)
+    post: le_opt(state.max_applied_epoch, __return__.max_applied_epoch)
+    post: le_opt(state.min_epoch_lower_bound, __return__.min_epoch_lower_bound)
+    """
+    require_int("apply_advance_epoch", "epoch", epoch)
+    _check_offset("apply_advance_epoch", state, offset)
+    if state.max_applied_epoch is None or epoch > state.max_applied_epoch:
+        return _slide(state, epoch, offset, variant)
+    return state
+
+
+def apply_reconciled(
+    state: PartitionState, lrlo: int, lro: int | None = None
+) -> PartitionState:
+    """R5: LRLO (and LRO) only move forward; once LRLO reaches the window offset every
+    placeholder applied before the current window is reconciled, so the floor rises to
+    previous_applied_epoch.
+
+    pre: well_formed(state)
+    raises: ModelError
+    post: well_formed(__return__)
+    post: __return__.last_reconciled_log_offset >= state.last_reconciled_log_offset
+    post: le_opt(state.min_epoch_lower_bound, __return__.min_epoch_lower_bound)
+    """
+    require_int("apply_reconciled", "lrlo", lrlo, minimum=-1)
+    new_lrlo = max(state.last_reconciled_log_offset, lrlo)
+    new_lro = state.last_reconciled_offset
+    if lro is not None:
+        require_int("apply_reconciled", "lro", lro, minimum=-1)
+        new_lro = max(new_lro, lro)
+    out = replace(state, last_reconciled_log_offset=new_lrlo, last_reconciled_offset=new_lro)
+    if state.window_offset is not None and state.window_offset <= new_lrlo:
+        out = replace(out, min_epoch_lower_bound=state.previous_applied_epoch)
+    return out
+
+
+def apply_set_start_offset(state: PartitionState, start_offset: int) -> PartitionState:
+    """R6: the start offset only moves forward (prefix truncation)."""
+    require_int("apply_set_start_offset", "start_offset", start_offset)
+    return replace(state, start_offset=max(state.start_offset, start_offset))
+
+
+def inactive_epoch(state: PartitionState, variant: Variant = REFERENCE) -> int | None:
+    """R7: M(p) = min_epoch_lower_bound - 1: every epoch <= M(p) is no longer referenced
+    by this partition. None while no epoch was ever applied.
+
+    pre: well_formed(state)
+    post: __return__ is None or variant.watermark_from_max or __return__ < state.previous_applied_epoch
+    """
+    if variant.watermark_from_max:
+        return None if state.max_applied_epoch is None else state.max_applied_epoch - 1
+    if state.min_epoch_lower_bound is None:
+        return None
+    return state.min_epoch_lower_bound - 1

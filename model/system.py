@@ -1,0 +1,574 @@
+"""The whole design as one transition system (spec section S).
+
+A cluster epoch service on the controller's revision line, partitions that are created
+over time, brokers whose epoch caches lag, producers that upload an L0 object and then
+fence and replicate one placeholder per partition, replicates that land in any order or
+fail, leadership changes and restarts, the reconciler, the idle-partition housekeeper,
+replicas whose view of M(p) lags, health reports that may be stale, and GC rounds that
+delete objects.
+
+Every action is a pure function `(System, Variant, params) -> System` that raises
+`NotEnabled` when its precondition does not hold. The Z3 proofs run these very functions
+on symbolic values; the conformance harness steps them beside the implementation.
+
+Invariants are written with `model.logic` connectives so that they evaluate to one formula.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from model.cluster import GcEpoch, Report, gc_epoch_of_valid
+from model.errors import ModelError, require_int
+from model.fence import SeenWindow, fence
+from model.keys import epoch_collectible
+from model.logic import Cond, all_of, any_of, iff, implies, le_opt, neg
+from model.partition import (
+    INITIAL,
+    PartitionState,
+    accepts,
+    apply_advance_epoch,
+    apply_placeholder,
+    apply_reconciled,
+    inactive_epoch,
+)
+from model.variants import REFERENCE, Variant
+
+# Write (one placeholder of one object for one partition) life cycle.
+IDLE, UPLOADED, FENCED, ACCEPTED, REJECTED, FAILED = range(6)
+WRITE_STATUS = ("idle", "uploaded", "fenced", "accepted", "rejected", "failed")
+# Object life cycle in the store.
+ABSENT, STORED, DELETED = range(3)
+OBJECT_STATUS = ("absent", "stored", "deleted")
+
+
+class NotEnabled(ModelError):
+    """The action's precondition does not hold in this state."""
+
+
+@dataclass(frozen=True)
+class Replica:
+    seen: SeenWindow | None = None  # this node's in-memory seen window (lost on restart)
+    inactive: int | None = None  # M(p) of this replica's applied state (may lag)
+    reported: int | None = None  # the value in its last published health report
+
+
+@dataclass(frozen=True)
+class Partition:
+    created: bool = False
+    creation_revision: int = 0
+    state: PartitionState = INITIAL  # the committed window state (every replica's, in time)
+    log_end: int = 0  # next log offset
+    term: int = 0
+    leader: int = 0  # index into replicas
+    in_snapshot: bool = False  # listed in the published partition snapshot
+    replicas: tuple[Replica, ...] = (Replica(), Replica(), Replica())
+
+
+@dataclass(frozen=True)
+class Obj:
+    status: int = ABSENT
+    epoch: int = 0
+
+
+@dataclass(frozen=True)
+class Write:
+    obj: int  # index into System.objects
+    partition: int  # index into System.partitions
+    status: int = IDLE
+    offset: int = -1  # log offset once landed
+
+
+@dataclass(frozen=True)
+class System:
+    revision: int = 0  # controller log position: epochs and revisions share it
+    cluster_epoch: int = 0
+    snapshot_revision: int = 0
+    partitions: tuple[Partition, ...] = ()
+    objects: tuple[Obj, ...] = ()
+    writes: tuple[Write, ...] = ()
+    last_gc: GcEpoch | None = field(default=None, compare=False)
+
+
+def initial(
+    n_partitions: int, n_replicas: int, writes: Sequence[tuple[int, int]], n_objects: int
+) -> System:
+    """An empty cluster with `writes` = (object, partition) placeholder slots."""
+    for i, (o, p) in enumerate(writes):
+        if not (0 <= o < n_objects and 0 <= p < n_partitions):
+            raise ModelError("initial", f"writes[{i}]", f"({o}, {p}) is out of range")
+    part = Partition(replicas=tuple(Replica() for _ in range(n_replicas)))
+    return System(
+        partitions=tuple(part for _ in range(n_partitions)),
+        objects=tuple(Obj() for _ in range(n_objects)),
+        writes=tuple(Write(o, p) for o, p in writes),
+    )
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+def _set(tup: tuple[Any, ...], i: int, value: Any) -> tuple[Any, ...]:
+    return (*tup[:i], value, *tup[i + 1 :])
+
+
+def _part(s: System, p: int) -> Partition:
+    if not 0 <= p < len(s.partitions):
+        raise NotEnabled("system", "partition", f"no partition {p}")
+    return s.partitions[p]
+
+
+def _with_part(s: System, p: int, part: Partition) -> System:
+    return replace(s, partitions=_set(s.partitions, p, part))
+
+
+def _require(cond: Cond, where: str, what: str) -> None:
+    if not cond:
+        raise NotEnabled(where, "precondition", what)
+
+
+def write_epoch(s: System, w: Write) -> int:
+    return s.objects[w.obj].epoch
+
+
+def _cache(s: System, where: str, cache: int) -> int:
+    """A broker's cached cluster epoch: any value it once saw, so never above the current
+    one (assumption A3); caches lag, they do not lead."""
+    require_int(where, "cache", cache)
+    _require(cache <= s.cluster_epoch, where, "a cached epoch is never above the cluster epoch")
+    return cache
+
+
+# -- controller actions -------------------------------------------------------------------
+
+
+def mint(s: System, v: Variant = REFERENCE) -> System:
+    """The epoch service mints a new epoch: the revision of its own command (R13)."""
+    return replace(s, revision=s.revision + 1, cluster_epoch=s.revision + 1)
+
+
+def create_partition(s: System, v: Variant, p: int) -> System:
+    """A partition's creation revision is the revision of its create command (R14)."""
+    part = _part(s, p)
+    _require(not part.created, "create_partition", "partition already exists")
+    rev = s.revision + 1
+    return _with_part(replace(s, revision=rev), p, replace(part, created=True, creation_revision=rev))
+
+
+def publish_snapshot(s: System, v: Variant = REFERENCE) -> System:
+    """The controller publishes the partition table with the revision it was read at."""
+    parts = tuple(replace(q, in_snapshot=q.created) for q in s.partitions)
+    return replace(s, snapshot_revision=s.revision, partitions=parts)
+
+
+# -- produce path ---------------------------------------------------------------------------
+
+
+def upload(s: System, v: Variant, o: int, cache: int) -> System:
+    """A producer stamps an object with max(cached epoch, each target's creation revision)
+    (A2) and uploads it; its placeholders become in-flight writes."""
+    _require(0 <= o < len(s.objects), "upload", f"no object {o}")
+    _require(s.objects[o].status == ABSENT, "upload", "object already uploaded")
+    epoch = _cache(s, "upload", cache)
+    writes = s.writes
+    for i, w in enumerate(s.writes):
+        if w.obj != o:
+            continue
+        part = _part(s, w.partition)
+        _require(part.created, "upload", f"partition {w.partition} does not exist yet")
+        epoch = max(epoch, part.creation_revision)
+        writes = _set(writes, i, replace(w, status=UPLOADED))
+    return replace(s, objects=_set(s.objects, o, Obj(STORED, epoch)), writes=writes)
+
+
+def _fence_at_leader(
+    s: System, v: Variant, p: int, epoch: int
+) -> tuple[bool, System]:
+    part = _part(s, p)
+    leader = part.replicas[part.leader]
+    r = fence(leader.seen, part.state, part.term, epoch, v)
+    reps = _set(part.replicas, part.leader, replace(leader, seen=r.seen))
+    return r.admitted, _with_part(s, p, replace(part, replicas=reps))
+
+
+def _land(s: System, v: Variant, p: int, epoch: int) -> tuple[bool, int, System]:
+    part = _part(s, p)
+    res = apply_placeholder(part.state, epoch, part.log_end, v)
+    new = replace(part, state=res.state, log_end=part.log_end + 1)
+    return res.accepted, part.log_end, _with_part(s, p, new)
+
+
+def _write(s: System, w: int, status: int) -> Write:
+    _require(0 <= w < len(s.writes), "write", f"no write {w}")
+    wr = s.writes[w]
+    _require(wr.status == status, "write", f"write {w} is not {WRITE_STATUS[status]}")
+    return wr
+
+
+def fence_write(s: System, v: Variant, w: int) -> System:
+    """The partition leader fences an uploaded write (R10-R12)."""
+    wr = _write(s, w, UPLOADED)
+    admitted, s2 = _fence_at_leader(s, v, wr.partition, write_epoch(s, wr))
+    new = replace(wr, status=FENCED if admitted else FAILED)
+    return replace(s2, writes=_set(s2.writes, w, new))
+
+
+def fail_replicate(s: System, v: Variant, w: int) -> System:
+    """The replicate after a fence fails; the seen window keeps its slide (F1)."""
+    wr = _write(s, w, FENCED)
+    return replace(s, writes=_set(s.writes, w, replace(wr, status=FAILED)))
+
+
+def land_write(s: System, v: Variant, w: int) -> System:
+    """A fenced write's placeholder is committed and applied; fenced writes land in any
+    order and may land after the term that fenced them (F3)."""
+    wr = _write(s, w, FENCED)
+    accepted, offset, s2 = _land(s, v, wr.partition, write_epoch(s, wr))
+    new = replace(wr, status=ACCEPTED if accepted else REJECTED, offset=offset)
+    return replace(s2, writes=_set(s2.writes, w, new))
+
+
+def other_write(s: System, v: Variant, p: int, epoch: int) -> System:
+    """Any other producer's placeholder (not tracked as an object here): fenced and, if
+    admitted, applied. Its epoch is at least the partition's creation revision (A2)."""
+    part = _part(s, p)
+    require_int("other_write", "epoch", epoch)
+    _require(epoch <= s.cluster_epoch, "other_write", "no epoch above the cluster epoch (A3)")
+    _require(part.created, "other_write", "partition does not exist")
+    _require(epoch >= part.creation_revision, "other_write", "epoch below creation revision")
+    admitted, s2 = _fence_at_leader(s, v, p, epoch)
+    _require(admitted, "other_write", "fence rejected it")
+    return _land(s2, v, p, epoch)[2]
+
+
+def late_land(s: System, v: Variant, p: int, epoch: int) -> System:
+    """Another producer's placeholder, fenced at some earlier time by some leader, lands
+    now. The fence that admitted it is gone, so any epoch the assumptions allow may arrive
+    (A2, A3): safety must come from the apply-time check alone."""
+    part = _part(s, p)
+    require_int("late_land", "epoch", epoch)
+    _require(epoch <= s.cluster_epoch, "late_land", "no epoch above the cluster epoch (A3)")
+    _require(part.created, "late_land", "partition does not exist")
+    _require(epoch >= part.creation_revision, "late_land", "epoch below creation revision")
+    return _land(s, v, p, epoch)[2]
+
+
+def phantom_fence(s: System, v: Variant, p: int, epoch: int) -> System:
+    """A fence whose replicate then fails: only the seen window moves (F1's first half)."""
+    part = _part(s, p)
+    require_int("phantom_fence", "epoch", epoch)
+    _require(epoch <= s.cluster_epoch, "phantom_fence", "no epoch above the cluster epoch (A3)")
+    _require(part.created, "phantom_fence", "partition does not exist")
+    _require(epoch >= part.creation_revision, "phantom_fence", "epoch below creation revision")
+    return _fence_at_leader(s, v, p, epoch)[1]
+
+
+# -- partition upkeep ------------------------------------------------------------------------
+
+
+def housekeep(s: System, v: Variant, p: int, cache: int) -> System:
+    """The idle-partition housekeeper replicates advance_epoch(max(cached epoch, creation
+    revision)) so an idle partition's floor can rise (R4)."""
+    part = _part(s, p)
+    _require(part.created, "housekeep", "partition does not exist")
+    epoch = max(_cache(s, "housekeep", cache), part.creation_revision)
+    state = apply_advance_epoch(part.state, epoch, part.log_end, v)
+    return _with_part(s, p, replace(part, state=state, log_end=part.log_end + 1))
+
+
+def reconcile(s: System, v: Variant, p: int, lrlo: int) -> System:
+    """The reconciler copied every accepted placeholder up to `lrlo` into L1 and records
+    it (R5). It never passes the log end (A4)."""
+    part = _part(s, p)
+    require_int("reconcile", "lrlo", lrlo)
+    _require(lrlo < part.log_end, "reconcile", "LRLO never passes the log end")
+    return _with_part(s, p, replace(part, state=apply_reconciled(part.state, lrlo)))
+
+
+def change_leader(s: System, v: Variant, p: int, r: int) -> System:
+    """Leadership moves to replica r in a new term; r keeps whatever seen window it had
+    from an earlier term (which only the term scoping makes harmless: F2)."""
+    part = _part(s, p)
+    _require(0 <= r < len(part.replicas), "change_leader", f"no replica {r}")
+    return _with_part(s, p, replace(part, term=part.term + 1, leader=r))
+
+
+def restart(s: System, v: Variant, p: int, r: int) -> System:
+    """A node restarts: its in-memory seen window is gone."""
+    part = _part(s, p)
+    _require(0 <= r < len(part.replicas), "restart", f"no replica {r}")
+    reps = _set(part.replicas, r, replace(part.replicas[r], seen=None))
+    return _with_part(s, p, replace(part, replicas=reps))
+
+
+def sync_replica(s: System, v: Variant, p: int, r: int) -> System:
+    """A replica applies the committed log up to now (its M(p) catches up)."""
+    part = _part(s, p)
+    _require(0 <= r < len(part.replicas), "sync_replica", f"no replica {r}")
+    rep = replace(part.replicas[r], inactive=inactive_epoch(part.state, v))
+    return _with_part(s, p, replace(part, replicas=_set(part.replicas, r, rep)))
+
+
+def report(s: System, v: Variant, p: int, r: int) -> System:
+    """A replica publishes its current M(p) in a health report (which may then go stale)."""
+    part = _part(s, p)
+    _require(0 <= r < len(part.replicas), "report", f"no replica {r}")
+    rep = replace(part.replicas[r], reported=part.replicas[r].inactive)
+    return _with_part(s, p, replace(part, replicas=_set(part.replicas, r, rep)))
+
+
+# -- GC ---------------------------------------------------------------------------------------
+
+
+def partition_id(p: int) -> str:
+    return f"p{p}"
+
+
+def reports_of(s: System, fresh: bool = False, v: Variant = REFERENCE) -> list[Report]:
+    """The health reports in the store (or, `fresh`, what each replica would say now)."""
+    out = []
+    for p, part in enumerate(s.partitions):
+        for r, rep in enumerate(part.replicas):
+            value = inactive_epoch(part.state, v) if fresh else rep.reported
+            out.append(Report(partition_id(p), f"r{r}", value))
+    return out
+
+
+def round_epoch(
+    s: System, v: Variant, foreign: tuple[int | None, ...] = (), fresh: bool = False
+) -> GcEpoch:
+    """M for a GC round over the published snapshot. `foreign` are reports of partitions
+    outside this model (in the proofs: every other partition, chosen by the adversary)."""
+    parts = [partition_id(p) for p, q in enumerate(s.partitions) if q.in_snapshot]
+    reps = reports_of(s, fresh, v)
+    for i, value in enumerate(foreign):
+        parts.append(f"x{i}")
+        reps.append(Report(f"x{i}", "r0", value))
+    return gc_epoch_of_valid(s.snapshot_revision, parts, reps, v)
+
+
+def gc_round(s: System, v: Variant, foreign: tuple[int | None, ...] = ()) -> System:
+    """One GC round: compute M and delete every stored object with epoch <= M (the grace
+    period only removes deletions, so the model deletes all it may)."""
+    g = round_epoch(s, v, foreign)
+    objs = tuple(
+        replace(o, status=DELETED)
+        if o.status == STORED and epoch_collectible(o.epoch, g.M)
+        else o
+        for o in s.objects
+    )
+    return replace(s, objects=objs, last_gc=g)
+
+
+# -- the action table ---------------------------------------------------------------------
+
+# Parameter kinds: "partition", "replica", "object", "write": indices; "epoch", "offset":
+# integers; "foreign": a tuple of optional foreign M(p) values.
+Action = Callable[..., System]
+ACTIONS: dict[str, tuple[Action, tuple[tuple[str, str], ...]]] = {
+    "mint": (mint, ()),
+    "create_partition": (create_partition, (("p", "partition"),)),
+    "publish_snapshot": (publish_snapshot, ()),
+    "upload": (upload, (("o", "object"), ("cache", "epoch"))),
+    "fence_write": (fence_write, (("w", "write"),)),
+    "fail_replicate": (fail_replicate, (("w", "write"),)),
+    "land_write": (land_write, (("w", "write"),)),
+    "other_write": (other_write, (("p", "partition"), ("epoch", "epoch"))),
+    "late_land": (late_land, (("p", "partition"), ("epoch", "epoch"))),
+    "phantom_fence": (phantom_fence, (("p", "partition"), ("epoch", "epoch"))),
+    "housekeep": (housekeep, (("p", "partition"), ("cache", "epoch"))),
+    "reconcile": (reconcile, (("p", "partition"), ("lrlo", "offset"))),
+    "change_leader": (change_leader, (("p", "partition"), ("r", "replica"))),
+    "restart": (restart, (("p", "partition"), ("r", "replica"))),
+    "sync_replica": (sync_replica, (("p", "partition"), ("r", "replica"))),
+    "report": (report, (("p", "partition"), ("r", "replica"))),
+    "gc_round": (gc_round, (("foreign", "foreign"),)),
+}
+
+
+def step(s: System, v: Variant, action: str, **params: Any) -> System:
+    if action not in ACTIONS:
+        raise ModelError("step", "action", f"unknown action {action!r}")
+    return ACTIONS[action][0](s, v, **params)
+
+
+# -- invariants (state predicates) -----------------------------------------------------------
+
+
+def live(s: System, w: Write, v: Variant = REFERENCE) -> Cond:
+    """Does the placeholder of write `w` still need its object? Accepted and not yet
+    reconciled, or in flight and still acceptable (acceptance is monotone: a write the
+    window has passed can never be accepted again)."""
+    part = s.partitions[w.partition]
+    e = write_epoch(s, w)
+    inflight = (w.status == UPLOADED) | (w.status == FENCED)
+    return ((w.status == ACCEPTED) & (w.offset > part.state.last_reconciled_log_offset)) | (
+        inflight & accepts(part.state, e, v)
+    )
+
+
+def inv_safety(s: System, v: Variant = REFERENCE) -> Cond:
+    """I1 (the safety property): no GC round ever deleted an object that a committed,
+    unreconciled placeholder or an in-flight, still-acceptable write refers to."""
+    return all_of(implies(live(s, w, v), s.objects[w.obj].status != DELETED) for w in s.writes)
+
+
+def inv_floor(s: System, v: Variant = REFERENCE) -> Cond:
+    """I2: every accepted, unreconciled placeholder has epoch >= min_epoch_lower_bound, and
+    every accepted placeholder at or after the window offset has epoch >= previous_applied."""
+    conds = []
+    for w in s.writes:
+        st = s.partitions[w.partition].state
+        if st.min_epoch_lower_bound is None or st.previous_applied_epoch is None:
+            conds.append(w.status != ACCEPTED)
+            continue
+        assert st.window_offset is not None
+        e = write_epoch(s, w)
+        acc = w.status == ACCEPTED
+        conds.append(
+            implies(acc & (w.offset > st.last_reconciled_log_offset), e >= st.min_epoch_lower_bound)
+        )
+        conds.append(implies(acc & (w.offset >= st.window_offset), e >= st.previous_applied_epoch))
+    return all_of(conds)
+
+
+def _state_ok(part: Partition) -> Cond:
+    st = part.state
+    fields = (st.max_applied_epoch, st.previous_applied_epoch, st.min_epoch_lower_bound,
+              st.window_offset)
+    base = (
+        (st.last_reconciled_log_offset >= -1)
+        & (st.last_reconciled_log_offset < part.log_end)
+        & (part.log_end >= 0)
+    )
+    if all(f is None for f in fields):
+        return base
+    if any(f is None for f in fields):
+        return False
+    assert st.max_applied_epoch is not None and st.previous_applied_epoch is not None
+    assert st.min_epoch_lower_bound is not None and st.window_offset is not None
+    return base & all_of(
+        (
+            part.created,
+            st.min_epoch_lower_bound <= st.previous_applied_epoch,
+            st.previous_applied_epoch <= st.max_applied_epoch,
+            part.creation_revision <= st.min_epoch_lower_bound,
+            st.window_offset >= 0,
+            st.window_offset < part.log_end,
+        )
+    )
+
+
+def inv_window(s: System, v: Variant = REFERENCE) -> Cond:
+    """I3: every window is well formed: previous <= max, the floor below both and at or
+    above the creation revision, fields set together, offsets inside the log; seen windows
+    have previous <= max."""
+    conds = []
+    for part in s.partitions:
+        conds.append(_state_ok(part))
+        conds.append(implies(neg(part.created), part.log_end == 0))
+        conds.extend(r.seen.previous <= r.seen.max for r in part.replicas if r.seen is not None)
+    return all_of(conds)
+
+
+def inv_reports(s: System, v: Variant = REFERENCE) -> Cond:
+    """I4: a replica's M(p), and any report it published, is at most the partition's
+    current M(p) (M(p) is monotone, so stale views are low, never high)."""
+    conds = []
+    for part in s.partitions:
+        truth = inactive_epoch(part.state, v)
+        for r in part.replicas:
+            conds.append(le_opt(r.inactive, truth))
+            conds.append(le_opt(r.reported, r.inactive))
+    return all_of(conds)
+
+
+def inv_revisions(s: System, v: Variant = REFERENCE) -> Cond:
+    """I5: one number line: the cluster epoch and the snapshot revision are at most the
+    revision; the snapshot lists exactly the partitions created by its revision."""
+    conds: list[Cond] = [
+        s.cluster_epoch >= 0,
+        s.cluster_epoch <= s.revision,
+        s.snapshot_revision >= 0,
+        s.snapshot_revision <= s.revision,
+    ]
+    for part in s.partitions:
+        c = part.created
+        conds.append(implies(c, (part.creation_revision >= 1) & (part.creation_revision <= s.revision)))
+        conds.append(implies(part.in_snapshot, c & (part.creation_revision <= s.snapshot_revision)))
+        conds.append(implies(c & neg(part.in_snapshot), part.creation_revision > s.snapshot_revision))
+        conds.append(implies(neg(c), neg(part.in_snapshot)))
+    return all_of(conds)
+
+
+def inv_objects(s: System, v: Variant = REFERENCE) -> Cond:
+    """I6: writes and objects agree: a write leaves idle exactly when its object is
+    uploaded, its object's epoch is at least its partition's creation revision, and an
+    accepted write sits inside its partition's log."""
+    conds = []
+    for o in s.objects:
+        conds.append((o.status >= ABSENT) & (o.status <= DELETED))
+    for w in s.writes:
+        obj = s.objects[w.obj]
+        part = s.partitions[w.partition]
+        conds.append((w.status >= IDLE) & (w.status <= FAILED))
+        conds.append(iff(w.status == IDLE, obj.status == ABSENT))
+        conds.append(implies(w.status != IDLE, part.created & (obj.epoch >= part.creation_revision)))
+        conds.append(implies(w.status == ACCEPTED, (w.offset >= 0) & (w.offset < part.log_end)))
+    return all_of(conds)
+
+
+INVARIANTS: dict[str, Callable[[System, Variant], Cond]] = {
+    "safety": inv_safety,
+    "floor": inv_floor,
+    "window": inv_window,
+    "reports": inv_reports,
+    "revisions": inv_revisions,
+    "objects": inv_objects,
+}
+
+
+def holds(s: System, v: Variant = REFERENCE) -> Cond:
+    return all_of(f(s, v) for f in INVARIANTS.values())
+
+
+# -- transition invariants (monotonicity) ---------------------------------------------------
+
+
+def fresh_m(s: System, v: Variant = REFERENCE) -> int | None:
+    """M computed from fresh reports (every replica says its partition's current M(p))."""
+    return round_epoch(s, v, (), fresh=True).M
+
+
+def mono_max_applied(a: System, b: System, v: Variant = REFERENCE) -> Cond:
+    return all_of(le_opt(p.state.max_applied_epoch, q.state.max_applied_epoch)
+                  for p, q in zip(a.partitions, b.partitions, strict=True))
+
+
+def mono_floor(a: System, b: System, v: Variant = REFERENCE) -> Cond:
+    return all_of(le_opt(p.state.min_epoch_lower_bound, q.state.min_epoch_lower_bound)
+                  for p, q in zip(a.partitions, b.partitions, strict=True))
+
+
+def mono_inactive(a: System, b: System, v: Variant = REFERENCE) -> Cond:
+    return all_of(le_opt(inactive_epoch(p.state, v), inactive_epoch(q.state, v))
+                  for p, q in zip(a.partitions, b.partitions, strict=True))
+
+
+def mono_fresh_m(a: System, b: System, v: Variant = REFERENCE) -> Cond:
+    """M over fresh reports never goes backwards (a blocked round is no value, not lower)."""
+    ma, mb = fresh_m(a, v), fresh_m(b, v)
+    if ma is None or mb is None:
+        return True
+    return ma <= mb
+
+
+TRANSITION_INVARIANTS: dict[str, Callable[[System, System, Variant], Cond]] = {
+    "mono_max_applied": mono_max_applied,
+    "mono_floor": mono_floor,
+    "mono_inactive": mono_inactive,
+    "mono_fresh_M": mono_fresh_m,
+}
+

@@ -1,0 +1,5 @@
+import sys
+
+from proofs.runner import main
+
+sys.exit(main())

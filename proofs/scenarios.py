@@ -1,0 +1,203 @@
+"""The schedules the bounded checks follow: one tour that fires every action (reachability
+witnesses), one shape per known production bug (F1-F5) and the liveness witnesses.
+
+Each bug schedule names the variant that has the bug; the runner also runs it under
+`reference`, where the solver must find no choice of numbers that breaks safety.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from model.logic import Cond, neg
+from model.system import (
+    DELETED,
+    FAILED,
+    FENCED,
+    System,
+    initial,
+    inv_floor,
+    inv_safety,
+)
+from model.variants import REFERENCE, Variant, variant
+
+Schedule = list[tuple[str, dict[str, Any]]]
+
+# Template for the induction proofs: one partition on two replicas and one tracked write.
+# Every other write is `other_write` / `late_land` (any epoch the assumptions allow), every
+# other partition a `foreign` report chosen by the adversary (spec section P).
+INDUCTION_TEMPLATE = initial(1, 2, [(0, 0)], 1)
+# Template for the bounded traces: two tracked writes, so two fences can land out of order.
+TRACE_TEMPLATE = initial(1, 2, [(0, 0), (1, 0)], 2)
+
+
+def _mints(n: int) -> Schedule:
+    return [("mint", {})] * n
+
+
+def _gc_tail(foreign: tuple[Any, ...] = ()) -> Schedule:
+    return [
+        ("sync_replica", {"p": 0, "r": 0}),
+        ("report", {"p": 0, "r": 0}),
+        ("publish_snapshot", {}),
+        ("gc_round", {"foreign": foreign}),
+    ]
+
+
+# Every action once, in an order where each can take effect.
+TOUR: Schedule = [
+    ("create_partition", {"p": 0}),
+    ("mint", {}),
+    ("mint", {}),
+    ("publish_snapshot", {}),
+    ("upload", {"o": 0}),
+    ("fence_write", {"w": 0}),
+    ("land_write", {"w": 0}),
+    ("upload", {"o": 1}),
+    ("fence_write", {"w": 1}),
+    ("fail_replicate", {"w": 1}),
+    ("mint", {}),
+    ("other_write", {"p": 0}),
+    ("late_land", {"p": 0}),
+    ("mint", {}),
+    ("phantom_fence", {"p": 0}),
+    ("mint", {}),
+    ("housekeep", {"p": 0}),
+    ("reconcile", {"p": 0}),
+    ("change_leader", {"p": 0}),
+    ("restart", {"p": 0}),
+    ("sync_replica", {"p": 0}),
+    ("report", {"p": 0}),
+    ("gc_round", {"foreign": ()}),
+]
+
+
+def changed(states: Sequence[System]) -> Cond:
+    """The last step changed the state (for gc_round: it deleted an object)."""
+    return states[-1] != states[-2]
+
+
+@dataclass(frozen=True)
+class BugScenario:
+    name: str  # the brief's label
+    variant: str
+    title: str
+    schedule: Schedule
+    invariant: str  # which invariant the solver must break
+
+    def goal(self, v: Variant) -> Any:
+        inv = {"safety": inv_safety, "floor": inv_floor}[self.invariant]
+        return lambda states: neg(inv(states[-1], v))
+
+
+BUGS: tuple[BugScenario, ...] = (
+    BugScenario(
+        "F1", "fence-only",
+        "phantom bump: a slide whose replicate failed lets a write land below the window",
+        [("create_partition", {"p": 0}), *_mints(5),
+         ("other_write", {"p": 0}), ("phantom_fence", {"p": 0}),
+         ("other_write", {"p": 0}), ("other_write", {"p": 0}),
+         ("upload", {"o": 0}), ("fence_write", {"w": 0}), ("land_write", {"w": 0}),
+         ("reconcile", {"p": 0}), *_gc_tail()],
+        "safety",
+    ),
+    BugScenario(
+        "F2", "untermed",
+        "stale window across terms: a returning leader admits an epoch the log moved past",
+        [("create_partition", {"p": 0}), *_mints(5),
+         ("other_write", {"p": 0}), ("change_leader", {"p": 0, "r": 1}),
+         ("other_write", {"p": 0}), ("other_write", {"p": 0}),
+         ("change_leader", {"p": 0, "r": 0}),
+         ("upload", {"o": 0}), ("fence_write", {"w": 0}), ("land_write", {"w": 0}),
+         ("reconcile", {"p": 0}), *_gc_tail()],
+        "safety",
+    ),
+    BugScenario(
+        "F3", "fence-only",
+        "out-of-order landing: two in-window fences land in the other order",
+        [("create_partition", {"p": 0}), *_mints(5), ("other_write", {"p": 0}),
+         ("upload", {"o": 0}), ("upload", {"o": 1}),
+         ("fence_write", {"w": 0}), ("fence_write", {"w": 1}), ("land_write", {"w": 1}),
+         ("other_write", {"p": 0}), ("land_write", {"w": 0}),
+         ("reconcile", {"p": 0}), *_gc_tail()],
+        "safety",
+    ),
+    BugScenario(
+        "F4-missing", "skip-missing",
+        "late partition: a partition without a report is skipped instead of blocking",
+        [("mint", {}), ("create_partition", {"p": 0}), ("publish_snapshot", {}),
+         ("upload", {"o": 0}), ("gc_round", {})],
+        "safety",
+    ),
+    BugScenario(
+        "F4-uncapped", "uncapped",
+        "late partition: M is not capped by the snapshot revision",
+        [("mint", {}), ("publish_snapshot", {}), ("create_partition", {"p": 0}),
+         ("upload", {"o": 0}), ("gc_round", {})],
+        "safety",
+    ),
+    BugScenario(
+        "F5", "watermark-from-max",
+        "wrong watermark: M(p) from max_applied deletes unreconciled data",
+        [("create_partition", {"p": 0}), *_mints(3),
+         ("upload", {"o": 0}), ("fence_write", {"w": 0}), ("land_write", {"w": 0}),
+         ("other_write", {"p": 0}), *_gc_tail()],
+        "safety",
+    ),
+)
+
+
+@dataclass(frozen=True)
+class LivenessScenario:
+    name: str
+    variant: str
+    title: str
+    schedule: Schedule
+    write: int  # the write the variant rejects at its fence and `reference` admits
+
+    def goal(self, v: Variant) -> Any:
+        def g(states: Sequence[System]) -> Cond:
+            return states[-1].writes[self.write].status == FAILED
+        return g
+
+    def reference_goal(self, states: Sequence[System], ref: Sequence[System]) -> Cond:
+        return ref[-1].writes[self.write].status == FENCED
+
+    def reference_admits(self, trace_params: Sequence[dict[str, Any]]) -> bool:
+        from model.system import step
+
+        s = TRACE_TEMPLATE
+        for (action, _), p in zip(self.schedule, trace_params, strict=True):
+            s = step(s, REFERENCE, action, **p)
+        return s.writes[self.write].status == FENCED
+
+
+LIVENESS: tuple[LivenessScenario, ...] = (
+    LivenessScenario(
+        "F6-strict", "strict",
+        "a single accepted epoch rejects an in-flight write the window admits",
+        [("create_partition", {"p": 0}), *_mints(3), ("other_write", {"p": 0}),
+         ("upload", {"o": 0}), ("upload", {"o": 1}),
+         ("fence_write", {"w": 1}), ("fence_write", {"w": 0})],
+        0,
+    ),
+    LivenessScenario(
+        "collapse", "collapse",
+        "collapsing the seen window on a new term rejects a write the window admits",
+        [("create_partition", {"p": 0}), *_mints(4), ("other_write", {"p": 0}),
+         ("other_write", {"p": 0}), ("change_leader", {"p": 0, "r": 1}),
+         ("upload", {"o": 0}), ("upload", {"o": 1}),
+         ("fence_write", {"w": 1}), ("fence_write", {"w": 0})],
+        0,
+    ),
+)
+
+
+def object_deleted(states: Sequence[System]) -> Cond:
+    return states[-1].objects[0].status == DELETED
+
+
+def bug_variant(b: BugScenario) -> Variant:
+    return variant(b.variant)

@@ -1,0 +1,329 @@
+"""Run the model's own Python code on Z3 terms.
+
+The model is plain Python (`if`, `max`, `is None`, frozen dataclasses). We hand it
+`SymInt`/`SymBool` values; every time Python asks a symbolic condition for its truth value
+the current `Explorer` decides a branch, records it in the path condition and, with the
+solver, prunes branches that cannot happen. Re-running the function with a different
+decision trail enumerates every feasible path (depth first), the way CrossHair does.
+
+So the proof obligations are about exactly the code the harness, the vectors and the
+implementation's pure parts run: there is no second, hand-written encoding of the model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import z3
+from z3 import z3core
+
+
+class SolverUnknown(RuntimeError):
+    """The solver answered `unknown` (or timed out): never counted as a proof."""
+
+
+class Prune(Exception):
+    """Raised inside an explored function to abandon the current path (an assumption
+    does not hold on it)."""
+
+
+_current: list[Explorer] = []
+
+
+def _explorer() -> Explorer:
+    if not _current:
+        raise TypeError("a symbolic value was used outside an Explorer run")
+    return _current[-1]
+
+
+_CTX = z3.main_ctx()
+_INT = z3.IntSort()
+_TRUE, _FALSE = z3.BoolVal(True), z3.BoolVal(False)
+_ints: dict[int, z3.ArithRef] = {}
+
+
+def expr_of(v: object) -> z3.ExprRef:
+    if isinstance(v, SymInt | SymBool):
+        return v.expr
+    if isinstance(v, bool):
+        return _TRUE if v else _FALSE
+    if isinstance(v, int):
+        e = _ints.get(v)
+        if e is None:
+            e = _ints[v] = z3.IntVal(v)
+        return e
+    raise TypeError(f"not a symbolic-compatible value: {v!r}")
+
+
+# Terms are built through Z3's C API directly: the Python layer's coercions cost more
+# than solving here, and every operand is already of the right sort.
+def _mk(fn: Callable[..., Any], *args: z3.ExprRef) -> Any:
+    return fn(_CTX.ref(), *(a.as_ast() for a in args))
+
+
+def _bool(ast: Any) -> z3.BoolRef:
+    return z3.BoolRef(ast, _CTX)
+
+
+def _and(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
+    arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
+    return _bool(z3core.Z3_mk_and(_CTX.ref(), 2, arr))
+
+
+def _or(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
+    arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
+    return _bool(z3core.Z3_mk_or(_CTX.ref(), 2, arr))
+
+
+def _not(a: z3.BoolRef) -> z3.BoolRef:
+    return _bool(_mk(z3core.Z3_mk_not, a))
+
+
+_CMP = {
+    "lt": z3core.Z3_mk_lt,
+    "le": z3core.Z3_mk_le,
+    "gt": z3core.Z3_mk_gt,
+    "ge": z3core.Z3_mk_ge,
+    "eq": z3core.Z3_mk_eq,
+}
+
+
+class SymBool:
+    __slots__ = ("expr",)
+
+    def __init__(self, expr: z3.BoolRef) -> None:
+        self.expr = expr
+
+    def __bool__(self) -> bool:
+        return _explorer().decide(self.expr)
+
+    # `&`, `|`, `~` build formulas without forking; model.logic uses them for invariants.
+    def __and__(self, o: object) -> SymBool:
+        return SymBool(_and(self.expr, expr_of(o)))
+
+    __rand__ = __and__
+
+    def __or__(self, o: object) -> SymBool:
+        return SymBool(_or(self.expr, expr_of(o)))
+
+    __ror__ = __or__
+
+    def __invert__(self) -> SymBool:
+        return SymBool(_not(self.expr))
+
+    def __repr__(self) -> str:
+        return f"SymBool({self.expr})"
+
+
+class SymInt(int):
+    """An int whose value is a Z3 term. Subclassing int lets the model's input checks
+    (`isinstance(x, int)`) accept it; everything that would read a concrete value raises."""
+
+    expr: z3.ArithRef
+
+    def __new__(cls, expr: z3.ArithRef) -> SymInt:
+        obj = super().__new__(cls, 0)
+        obj.expr = expr
+        return obj
+
+    def _bin(self, other: object, op: Callable[[Any, Any], Any]) -> Any:
+        if isinstance(other, bool) or not isinstance(other, int):
+            return NotImplemented
+        return op(self.expr, expr_of(other))
+
+    def __add__(self, o: object) -> Any:
+        r = self._bin(o, lambda a, b: a + b)
+        return r if r is NotImplemented else SymInt(r)
+
+    __radd__ = __add__
+
+    def __sub__(self, o: object) -> Any:
+        r = self._bin(o, lambda a, b: a - b)
+        return r if r is NotImplemented else SymInt(r)
+
+    def __rsub__(self, o: object) -> Any:
+        r = self._bin(o, lambda a, b: b - a)
+        return r if r is NotImplemented else SymInt(r)
+
+    def __neg__(self) -> SymInt:
+        return SymInt(-self.expr)
+
+    def _cmp(self, o: object, op: str) -> Any:
+        if isinstance(o, bool) or not isinstance(o, int):
+            return NotImplemented
+        return SymBool(_bool(_mk(_CMP[op], self.expr, expr_of(o))))
+
+    def __lt__(self, o: object) -> Any:
+        return self._cmp(o, "lt")
+
+    def __le__(self, o: object) -> Any:
+        return self._cmp(o, "le")
+
+    def __gt__(self, o: object) -> Any:
+        return self._cmp(o, "gt")
+
+    def __ge__(self, o: object) -> Any:
+        return self._cmp(o, "ge")
+
+    def __eq__(self, o: object) -> Any:  # type: ignore[override]
+        return self._cmp(o, "eq")
+
+    def __ne__(self, o: object) -> Any:  # type: ignore[override]
+        r = self._cmp(o, "eq")
+        return r if r is NotImplemented else ~r
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __bool__(self) -> bool:
+        return _explorer().decide(self.expr != 0)
+
+    def _concrete(self, *_: object) -> Any:
+        raise TypeError(f"symbolic integer {self.expr} has no concrete value here")
+
+    __index__ = __int__ = __float__ = _concrete  # type: ignore[assignment]
+
+    def __format__(self, spec: str) -> str:  # error messages on refused paths
+        return f"<{self.expr}>"
+
+    __str__ = __repr__ = lambda self: f"<{self.expr}>"  # noqa: E731
+
+
+@dataclass(frozen=True)
+class Path:
+    pc: tuple[z3.BoolRef, ...]
+    kind: str  # "ok" | "error" | "pruned"
+    value: Any
+
+
+class Explorer:
+    """Depth-first enumeration of the feasible paths of one function."""
+
+    def __init__(self, timeout_ms: int = 2000, seed: int = 0) -> None:
+        self.solver = z3.Solver()
+        self.solver.set("timeout", timeout_ms)
+        self.solver.set("random_seed", seed)
+        self._trail: list[tuple[bool, bool]] = []  # (choice, forced)
+        self._pos = 0
+        self._pc: list[z3.BoolRef] = []
+        self._names = itertools.count()
+        self.checks = 0
+
+    # -- solver helpers -------------------------------------------------------------------
+    def _sat(self, *extra: z3.BoolRef) -> bool:
+        self.checks += 1
+        r = self.solver.check(*extra)
+        if r == z3.unknown:
+            raise SolverUnknown(self.solver.reason_unknown())
+        return bool(r == z3.sat)
+
+    def decide(self, cond: z3.BoolRef) -> bool:
+        if z3.is_true(cond):
+            return True
+        if z3.is_false(cond):
+            return False
+        if self._pos < len(self._trail):
+            choice = self._trail[self._pos][0]
+        else:
+            if not self._sat(cond):
+                self._trail.append((False, True))
+            elif not self._sat(z3.Not(cond)):
+                self._trail.append((True, True))
+            else:
+                self._trail.append((True, False))
+            choice = self._trail[self._pos][0]
+        self._pos += 1
+        lit = cond if choice else z3.Not(cond)
+        self._pc.append(lit)
+        self.solver.add(lit)
+        return choice
+
+    def assume(self, cond: object) -> None:
+        """Continue only where `cond` holds; a symbolic condition is added to the path
+        condition without forking (the other side would only be pruned)."""
+        if isinstance(cond, SymBool):
+            if not self._sat(cond.expr):
+                raise Prune()
+            self._pc.append(cond.expr)
+            self.solver.add(cond.expr)
+            return
+        if not cond:
+            raise Prune()
+
+    # -- fresh symbolic inputs ------------------------------------------------------------
+    def fresh_int(self, name: str) -> SymInt:
+        return SymInt(z3.Int(f"{name}#{next(self._names)}"))
+
+    def fresh_bool(self, name: str) -> SymBool:
+        return SymBool(z3.Bool(f"{name}#{next(self._names)}"))
+
+    def fresh_opt_int(self, name: str) -> SymInt | None:
+        present = z3.Bool(f"{name}?#{next(self._names)}")
+        return self.fresh_int(name) if self.decide(present) else None
+
+    # -- running --------------------------------------------------------------------------
+    def paths(self, fn: Callable[[Explorer], Any], errors: tuple[type[BaseException], ...] = ()
+              ) -> Iterator[Path]:
+        """Yield every feasible path of `fn(self)`; the solver state at yield time holds the
+        path condition (so callers can ask further questions about it)."""
+        while True:
+            self._pos = 0
+            self._pc = []
+            self._names = itertools.count()  # same names on every run: readable traces
+            self.solver.push()
+            _current.append(self)
+            try:
+                try:
+                    value: Any = fn(self)
+                    kind = "ok"
+                except Prune:
+                    kind, value = "pruned", None
+                except errors as e:  # the model refused the input: action not enabled
+                    kind, value = "error", e
+            finally:
+                _current.pop()
+            try:
+                yield Path(tuple(self._pc), kind, value)
+            finally:
+                self.solver.pop()
+            del self._trail[self._pos :]
+            while self._trail and (self._trail[-1][1] or not self._trail[-1][0]):
+                self._trail.pop()
+            if not self._trail:
+                return
+            self._trail[-1] = (False, True)
+
+    def model_for(self, pc: tuple[z3.BoolRef, ...], *extra: z3.BoolRef) -> z3.ModelRef | None:
+        self.solver.push()
+        try:
+            self.solver.add(*pc)
+            if not self._sat(*extra):
+                return None
+            return self.solver.model()
+        finally:
+            self.solver.pop()
+
+
+def concretize(value: Any, model: z3.ModelRef) -> Any:
+    """Replace every symbolic value inside (dataclasses, tuples, lists, dicts) by its value
+    in `model`, giving plain Python the model code can be re-run on."""
+    if isinstance(value, SymInt):
+        return model.eval(value.expr, model_completion=True).as_long()
+    if isinstance(value, SymBool):
+        return z3.is_true(model.eval(value.expr, model_completion=True))
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.replace(
+            value,
+            **{f.name: concretize(getattr(value, f.name), model) for f in dataclasses.fields(value)
+               if f.init},
+        )
+    if isinstance(value, tuple):
+        return tuple(concretize(v, model) for v in value)
+    if isinstance(value, list):
+        return [concretize(v, model) for v in value]
+    if isinstance(value, dict):
+        return {k: concretize(v, model) for k, v in value.items()}
+    return value

@@ -1,0 +1,142 @@
+"""Symbolic states and action parameters for the proofs, built from a concrete template.
+
+The template fixes the structure (how many partitions, replicas, objects and write slots,
+and which object each write belongs to); every number in it becomes an unbounded Z3
+integer and every flag a Z3 boolean. Optional values fork into "absent" and "present"
+shapes, so each path sees plain `None` or a symbolic int, exactly as the model expects.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+from model.fence import SeenWindow
+from model.partition import PartitionState
+from model.system import ACTIONS, Obj, Partition, Replica, System, Write
+from proofs.sym import Explorer, SymInt
+
+
+def choice(ex: Explorer, name: str, n: int) -> int:
+    """A concrete index in range(n), chosen by the explorer (one path per value)."""
+    import z3
+
+    var = z3.Int(name)
+    for i in range(n - 1):
+        if ex.decide(var == i):
+            return i
+    return n - 1
+
+
+def _seen(ex: Explorer, name: str) -> SeenWindow | None:
+    import z3
+
+    if not ex.decide(z3.Bool(f"{name}.present")):
+        return None
+    return SeenWindow(ex.fresh_int(f"{name}.term"), ex.fresh_int(f"{name}.prev"),
+                      ex.fresh_int(f"{name}.max"))
+
+
+def _state(ex: Explorer, name: str) -> PartitionState:
+    import z3
+
+    # Invariant I3 says the four window fields are set together, so one fork covers them.
+    set_ = ex.decide(z3.Bool(f"{name}.set"))
+
+    def opt(f: str) -> SymInt | None:
+        return ex.fresh_int(f"{name}.{f}") if set_ else None
+
+    return PartitionState(
+        max_applied_epoch=opt("max"),
+        previous_applied_epoch=opt("prev"),
+        min_epoch_lower_bound=opt("floor"),
+        window_offset=opt("woff"),
+        last_reconciled_offset=ex.fresh_int(f"{name}.lro"),
+        last_reconciled_log_offset=ex.fresh_int(f"{name}.lrlo"),
+        start_offset=ex.fresh_int(f"{name}.start"),
+    )
+
+
+def _replica(ex: Explorer, name: str, state_set: bool) -> Replica:
+    """Shapes that break invariant I4 (a replica's view above the truth, a report above
+    the view) are not built: they would only be pruned, one solver call each."""
+    import z3
+
+    seen = _seen(ex, f"{name}.seen")
+    if not state_set or not ex.decide(z3.Bool(f"{name}.inactive?")):
+        return Replica(seen)
+    inactive = ex.fresh_int(f"{name}.inactive")
+    if not ex.decide(z3.Bool(f"{name}.reported?")):
+        return Replica(seen, inactive)
+    return Replica(seen, inactive, ex.fresh_int(f"{name}.reported"))
+
+
+def symbolic_system(ex: Explorer, template: System) -> System:
+    """Replicas are interchangeable, so the leader is replica 0 (by symmetry every state
+    with another leader is a renaming of one of these)."""
+    parts = []
+    for p, tp in enumerate(template.partitions):
+        state = _state(ex, f"p{p}")
+        set_ = state.max_applied_epoch is not None
+        reps = tuple(_replica(ex, f"p{p}.r{r}", set_) for r in range(len(tp.replicas)))
+        parts.append(
+            Partition(
+                created=ex.fresh_bool(f"p{p}.created"),  # type: ignore[arg-type]
+                creation_revision=ex.fresh_int(f"p{p}.crev"),
+                state=state,
+                log_end=ex.fresh_int(f"p{p}.log_end"),
+                term=ex.fresh_int(f"p{p}.term"),
+                leader=0,
+                in_snapshot=ex.fresh_bool(f"p{p}.in_snapshot"),  # type: ignore[arg-type]
+                replicas=reps,
+            )
+        )
+    objs = tuple(Obj(ex.fresh_int(f"o{o}.status"), ex.fresh_int(f"o{o}.epoch"))
+                 for o in range(len(template.objects)))
+    writes = tuple(
+        Write(w.obj, w.partition, ex.fresh_int(f"w{i}.status"), ex.fresh_int(f"w{i}.offset"))
+        for i, w in enumerate(template.writes)
+    )
+    return replace(
+        template,
+        revision=ex.fresh_int("revision"),
+        cluster_epoch=ex.fresh_int("cluster_epoch"),
+        snapshot_revision=ex.fresh_int("snapshot_revision"),
+        partitions=tuple(parts),
+        objects=objs,
+        writes=writes,
+    )
+
+
+def symbolic_params(
+    ex: Explorer, s: System, action: str, fixed: dict[str, Any] | None = None, tag: str = "",
+    symmetric: bool = False,
+) -> dict[str, Any]:
+    """Parameters for `action`: indices enumerated, numbers symbolic (unless `fixed`).
+
+    `symmetric`: the template's write slots (each with its own object, all on one
+    partition) are interchangeable, so acting on slot 0 covers acting on any slot."""
+    import z3
+
+    fixed = fixed or {}
+    out: dict[str, Any] = {}
+    for name, kind in ACTIONS[action][1]:
+        key = f"{tag}{action}.{name}"
+        if name in fixed:
+            out[name] = fixed[name]
+        elif kind == "partition":
+            out[name] = choice(ex, key, len(s.partitions))
+        elif kind == "replica":
+            out[name] = choice(ex, key, len(s.partitions[0].replicas))
+        elif kind == "object":
+            out[name] = 0 if symmetric else choice(ex, key, len(s.objects))
+        elif kind == "write":
+            out[name] = 0 if symmetric else choice(ex, key, len(s.writes))
+        elif kind in ("epoch", "offset"):
+            out[name] = ex.fresh_int(key)
+        elif kind == "foreign":
+            # No foreign partition, or one whose (adversarial) report may be absent.
+            out[name] = (ex.fresh_opt_int(key),) if ex.decide(z3.Bool(f"{key}.any")) else ()
+        else:
+            raise AssertionError(kind)
+    return out
