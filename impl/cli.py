@@ -31,3 +31,7 @@ class _LazyGroup(click.Group):
 @click.version_option(package_name="epochgc")
 def main() -> None:
     """epochgc: windowed epoch fencing and epoch-based GC of L0 objects."""
+
+
+if __name__ == "__main__":
+    main()

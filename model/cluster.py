@@ -29,6 +29,11 @@ class GcEpoch:
 
 def _validate(snapshot_revision: int, partitions: Sequence[str], reports: Sequence[Report]) -> None:
     require_int("gc_epoch", "snapshot_revision", snapshot_revision)
+    for i, pid in enumerate(partitions):
+        if not isinstance(pid, str) or not pid:
+            raise ModelError(
+                "gc_epoch", f"partitions[{i}]", f"must be a non-empty string, got {pid!r}"
+            )
     if len(set(partitions)) != len(partitions):
         raise ModelError("gc_epoch", "partitions", "snapshot lists a partition twice")
     seen: set[tuple[str, str]] = set()

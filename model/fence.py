@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from model.errors import ModelError, require_int  # noqa: F401 (ModelError: contracts)
-from model.partition import PartitionState, well_formed  # noqa: F401 (contracts)
+from model.partition import PartitionState, accepts, well_formed  # noqa: F401 (contracts)
 from model.variants import REFERENCE, Variant
 
 
@@ -66,7 +66,7 @@ def fence(
     raises: ModelError
     post: __return__.seen is None or __return__.seen.previous <= __return__.seen.max
     post: __return__.admitted or (__return__.window is not None and epoch < __return__.window[1])
-    post: not __return__.admitted or not variant.fence_lo_from_applied or applied.previous_applied_epoch is None or epoch >= applied.previous_applied_epoch
+    post: not (__return__.admitted and variant.fence_lo_from_applied) or accepts(applied, epoch)
     """
     require_int("fence", "term", term)
     require_int("fence", "epoch", epoch)

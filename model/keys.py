@@ -78,15 +78,17 @@ def gc_eligible(key: str, age_s: float, m: int | None, grace_s: float) -> Eligib
     """R24: eligible iff the key parses, `epoch <= M` and `age >= grace`.
 
     raises: ModelError
-    post: not __return__.eligible or (m is not None and age_s >= grace_s and parse_key(key).epoch <= m)
+    post: not __return__.eligible or (m is not None and age_s >= grace_s)
+    post: not __return__.eligible or m is None or parse_key(key).epoch <= m
     post: __return__.error is None or not __return__.eligible
     """
-    if isinstance(age_s, bool) or not isinstance(age_s, int | float) or age_s < 0:
+    # `not (x >= 0)` also refuses NaN, which every ordered comparison lets through.
+    if isinstance(age_s, bool) or not isinstance(age_s, int | float) or not age_s >= 0:
         raise ModelError("gc_eligible", "age_s", f"must be a number >= 0, got {age_s!r}")
-    if isinstance(grace_s, bool) or not isinstance(grace_s, int | float) or grace_s < 0:
+    if isinstance(grace_s, bool) or not isinstance(grace_s, int | float) or not grace_s >= 0:
         raise ModelError("gc_eligible", "grace_s", f"must be a number >= 0, got {grace_s!r}")
     if m is not None:
-        require_int("gc_eligible", "M", m, minimum=None)
+        require_int("gc_eligible", "M", m, minimum=-1)
     try:
         parsed = parse_key(key)
     except ModelError as e:

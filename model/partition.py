@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from model.errors import ModelError, require_int
-from model.logic import le_opt
+from model.logic import le_opt  # noqa: F401 (used by the PEP 316 contracts)
 from model.variants import REFERENCE, Variant
 
 
@@ -112,7 +112,7 @@ def apply_placeholder(
     post: le_opt(state.max_applied_epoch, __return__.state.max_applied_epoch)
     post: le_opt(state.min_epoch_lower_bound, __return__.state.min_epoch_lower_bound)
     post: __return__.accepted or __return__.state == state
-    post: not __return__.accepted or not variant.apply_time_check or state.previous_applied_epoch is None or epoch >= state.previous_applied_epoch
+    post: not (__return__.accepted and variant.apply_time_check) or accepts(state, epoch)
     """
     require_int("apply_placeholder", "epoch", epoch)
     _check_offset("apply_placeholder", state, offset)
@@ -177,7 +177,7 @@ def inactive_epoch(state: PartitionState, variant: Variant = REFERENCE) -> int |
     by this partition. None while no epoch was ever applied.
 
     pre: well_formed(state)
-    post: __return__ is None or variant.watermark_from_max or __return__ < state.previous_applied_epoch
+    post: __return__ is None or variant.watermark_from_max or __return__ < state.max_applied_epoch
     """
     if variant.watermark_from_max:
         return None if state.max_applied_epoch is None else state.max_applied_epoch - 1

@@ -24,7 +24,7 @@ from model.cluster import GcEpoch, Report, gc_epoch_of_valid
 from model.errors import ModelError, require_int
 from model.fence import SeenWindow, fence
 from model.keys import epoch_collectible
-from model.logic import Cond, all_of, any_of, iff, implies, le_opt, neg
+from model.logic import Cond, all_of, iff, implies, le_opt, neg
 from model.partition import (
     INITIAL,
     PartitionState,
@@ -154,7 +154,8 @@ def create_partition(s: System, v: Variant, p: int) -> System:
     part = _part(s, p)
     _require(not part.created, "create_partition", "partition already exists")
     rev = s.revision + 1
-    return _with_part(replace(s, revision=rev), p, replace(part, created=True, creation_revision=rev))
+    new = replace(part, created=True, creation_revision=rev)
+    return _with_part(replace(s, revision=rev), p, new)
 
 
 def publish_snapshot(s: System, v: Variant = REFERENCE) -> System:
@@ -268,12 +269,18 @@ def phantom_fence(s: System, v: Variant, p: int, epoch: int) -> System:
 # -- partition upkeep ------------------------------------------------------------------------
 
 
+def housekeep_epoch(part: Partition, cache: int) -> int:
+    """The epoch the housekeeper advances to: never below the creation revision, so an
+    idle new partition's floor cannot pull M below an earlier snapshot (mono_fresh_M)."""
+    return max(cache, part.creation_revision)
+
+
 def housekeep(s: System, v: Variant, p: int, cache: int) -> System:
     """The idle-partition housekeeper replicates advance_epoch(max(cached epoch, creation
     revision)) so an idle partition's floor can rise (R4)."""
     part = _part(s, p)
     _require(part.created, "housekeep", "partition does not exist")
-    epoch = max(_cache(s, "housekeep", cache), part.creation_revision)
+    epoch = housekeep_epoch(part, _cache(s, "housekeep", cache))
     state = apply_advance_epoch(part.state, epoch, part.log_end, v)
     return _with_part(s, p, replace(part, state=state, log_end=part.log_end + 1))
 
@@ -495,10 +502,10 @@ def inv_revisions(s: System, v: Variant = REFERENCE) -> Cond:
         s.snapshot_revision <= s.revision,
     ]
     for part in s.partitions:
-        c = part.created
-        conds.append(implies(c, (part.creation_revision >= 1) & (part.creation_revision <= s.revision)))
-        conds.append(implies(part.in_snapshot, c & (part.creation_revision <= s.snapshot_revision)))
-        conds.append(implies(c & neg(part.in_snapshot), part.creation_revision > s.snapshot_revision))
+        c, crev = part.created, part.creation_revision
+        conds.append(implies(c, (crev >= 1) & (crev <= s.revision)))
+        conds.append(implies(part.in_snapshot, c & (crev <= s.snapshot_revision)))
+        conds.append(implies(c & neg(part.in_snapshot), crev > s.snapshot_revision))
         conds.append(implies(neg(c), neg(part.in_snapshot)))
     return all_of(conds)
 
@@ -515,7 +522,8 @@ def inv_objects(s: System, v: Variant = REFERENCE) -> Cond:
         part = s.partitions[w.partition]
         conds.append((w.status >= IDLE) & (w.status <= FAILED))
         conds.append(iff(w.status == IDLE, obj.status == ABSENT))
-        conds.append(implies(w.status != IDLE, part.created & (obj.epoch >= part.creation_revision)))
+        stamped = part.created & (obj.epoch >= part.creation_revision)
+        conds.append(implies(w.status != IDLE, stamped))
         conds.append(implies(w.status == ACCEPTED, (w.offset >= 0) & (w.offset < part.log_end)))
     return all_of(conds)
 

@@ -86,7 +86,7 @@ def search(
             raise TimeoutError(f"no answer within {budget_s:.0f}s")
         if path.kind != "ok":
             continue
-        states, params_all, g = path.value
+        _, params_all, g = path.value
         expr = g.expr if isinstance(g, SymBool) else z3.BoolVal(bool(g))
         model = ex.model_for((), expr)
         if model is None:
@@ -133,8 +133,10 @@ def table(trace: Trace) -> str:
         p = s.partitions[0]
         ps = p.state
         params = ",".join(f"{k}={val}" for k, val in st.params.items())
-        objs = " ".join(f"o{j}:{OBJECT_STATUS[o.status]}@{o.epoch}" for j, o in enumerate(s.objects))
-        writes = " ".join(f"w{j}:{WRITE_STATUS[w.status]}" + (f"@{w.offset}" if w.offset >= 0 else "")
+        objs = " ".join(f"o{j}:{OBJECT_STATUS[o.status]}@{o.epoch}"
+                        for j, o in enumerate(s.objects))
+        writes = " ".join(f"w{j}:{WRITE_STATUS[w.status]}"
+                          + (f"@{w.offset}" if w.offset >= 0 else "")
                           for j, w in enumerate(s.writes))
         m = "" if st.action != "gc_round" or s.last_gc is None else (
             f"M={s.last_gc.M}" if s.last_gc.blocked is None else "blocked")

@@ -78,10 +78,11 @@ def task_bug(index: int) -> list[Outcome]:
             if tr is None:
                 out.append(Outcome(name, kind, "failed", dt, "expected counterexample not found"))
             else:
-                lines = vectors.trace_to_vector(tr, v, f"{b.name}: {b.title}")
+                title = f"{b.name}: {b.title}"
+                lines = vectors.trace_to_vector(tr, v, title)
                 out.append(Outcome(name, kind, "found", dt, bmc.table(tr),
                                    {"file": f"{b.name.lower()}-{b.variant}.jsonl",
-                                    "jsonl": vectors.dump(lines, b.variant, f"{b.name}: {b.title}")}))
+                                    "jsonl": vectors.dump(lines, b.variant, title)}))
         else:
             status = "proved" if tr is None else "failed"
             out.append(Outcome(name, kind, status, dt,

@@ -169,10 +169,10 @@ class SymInt(int):
     def __ge__(self, o: object) -> Any:
         return self._cmp(o, "ge")
 
-    def __eq__(self, o: object) -> Any:  # type: ignore[override]
+    def __eq__(self, o: object) -> Any:
         return self._cmp(o, "eq")
 
-    def __ne__(self, o: object) -> Any:  # type: ignore[override]
+    def __ne__(self, o: object) -> Any:
         r = self._cmp(o, "eq")
         return r if r is NotImplemented else ~r
 
@@ -184,12 +184,15 @@ class SymInt(int):
     def _concrete(self, *_: object) -> Any:
         raise TypeError(f"symbolic integer {self.expr} has no concrete value here")
 
-    __index__ = __int__ = __float__ = _concrete  # type: ignore[assignment]
+    __index__ = __int__ = __float__ = _concrete
 
     def __format__(self, spec: str) -> str:  # error messages on refused paths
         return f"<{self.expr}>"
 
-    __str__ = __repr__ = lambda self: f"<{self.expr}>"  # noqa: E731
+    def __repr__(self) -> str:
+        return f"<{self.expr}>"
+
+    __str__ = __repr__
 
 
 @dataclass(frozen=True)

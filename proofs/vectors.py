@@ -7,10 +7,18 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from model.keys import format_key
 from model.fence import fence as model_fence
+from model.keys import format_key
 from model.partition import accepts, inactive_epoch
-from model.system import DELETED, System, live, round_epoch, write_epoch
+from model.system import (
+    DELETED,
+    Partition,
+    System,
+    housekeep_epoch,
+    live,
+    round_epoch,
+    write_epoch,
+)
 from model.variants import Variant
 from proofs.bmc import Trace
 
@@ -31,39 +39,39 @@ def object_key(s: System, o: int) -> str:
     return format_key(0, s.objects[o].epoch, f"o{o}")
 
 
+def _fence(pb: Partition, epoch: int, v: Variant, note: str) -> dict[str, Any]:
+    r = model_fence(pb.replicas[pb.leader].seen, pb.state, pb.term, epoch, v)
+    window = None if r.window is None else list(r.window)
+    return {"op": "fence", "term": pb.term, "epoch": epoch, "node": f"r{pb.leader}",
+            "note": note, "expect": {"admitted": r.admitted, "window": window}}
+
+
+def _apply(pb: Partition, epoch: int, v: Variant, note: str) -> dict[str, Any]:
+    return {"op": "apply_placeholder", "epoch": epoch, "offset": pb.log_end, "note": note,
+            "expect": {"accepted": accepts(pb.state, epoch, v)}}
+
+
 def trace_to_vector(trace: Trace, v: Variant, title: str) -> list[dict[str, Any]]:
     lines: list[dict[str, Any]] = [{"op": "state", "note": title,
                                     "expect": _state_expect(trace.initial, v)}]
     before = trace.initial
     for st in trace.steps:
         after = st.state
-        pb, pa = before.partitions[0], after.partitions[0]
-        node = f"r{pb.leader}"
+        pb = before.partitions[0]
         a, p = st.action, st.params
         note = f"{a}({', '.join(f'{k}={val}' for k, val in p.items())})"
-
-        def fence(epoch: int, n: str = note) -> dict[str, Any]:
-            r = model_fence(pb.replicas[pb.leader].seen, pb.state, pb.term, epoch, v)
-            return {"op": "fence", "term": pb.term, "epoch": epoch, "node": node, "note": n,
-                    "expect": {"admitted": r.admitted,
-                               "window": None if r.window is None else list(r.window)}}
-
-        def apply(epoch: int, n: str = note) -> dict[str, Any]:
-            return {"op": "apply_placeholder", "epoch": epoch, "offset": pb.log_end, "note": n,
-                    "expect": {"accepted": accepts(pb.state, epoch, v)}}
-
         if a == "other_write":
-            lines += [fence(p["epoch"]), apply(p["epoch"])]
+            lines += [_fence(pb, p["epoch"], v, note), _apply(pb, p["epoch"], v, note)]
         elif a == "late_land":
-            lines.append(apply(p["epoch"]))
+            lines.append(_apply(pb, p["epoch"], v, note))
         elif a == "phantom_fence":
-            lines.append(fence(p["epoch"], note + ": its replicate then fails"))
+            lines.append(_fence(pb, p["epoch"], v, note + ": its replicate then fails"))
         elif a == "fence_write":
-            lines.append(fence(write_epoch(after, after.writes[p["w"]])))
+            lines.append(_fence(pb, write_epoch(after, after.writes[p["w"]]), v, note))
         elif a == "land_write":
-            lines.append(apply(write_epoch(after, after.writes[p["w"]])))
+            lines.append(_apply(pb, write_epoch(after, after.writes[p["w"]]), v, note))
         elif a == "housekeep":
-            epoch = max(p["cache"], pb.creation_revision)
+            epoch = housekeep_epoch(pb, p["cache"])
             lines.append({"op": "apply_advance_epoch", "epoch": epoch, "offset": pb.log_end,
                           "note": note})
         elif a == "reconcile":

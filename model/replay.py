@@ -1,0 +1,540 @@
+"""Replay conformance vectors through the model (format: spec/VECTORS.md).
+
+A vector is JSON Lines: one step per line, run in order against one partition (its
+replicated `PartitionState` plus each node's in-memory seen window) or against the
+stateless cluster functions. Every step yields one result dict; a step's optional
+`"expect"` lists result keys whose values must match, and a disagreement is recorded in the
+result under `"mismatch"`. Input the format or the model refuses raises `ReplayError`,
+which names the source, line, step and field.
+
+Pure apart from `run`, which reads a file and writes lines through the callables it is
+given (so the library works without click).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from model import cluster, keys
+from model.errors import ModelError
+from model.fence import SeenWindow, fence
+from model.partition import (
+    INITIAL,
+    PartitionState,
+    apply_advance_epoch,
+    apply_placeholder,
+    apply_reconciled,
+    inactive_epoch,
+    window,
+)
+from model.variants import VARIANTS, Variant, variant
+
+DEFAULT_NODE = "n0"
+DEFAULT_VARIANT = "reference"
+# `# variant: NAME` before the first step selects the variant (unless the caller chose one).
+# Any comment of that shape is a header, so a malformed one is refused, not ignored.
+_HEADER = re.compile(r"#\s*variant\s*:(.*)")
+# Keys every step may carry besides its op's own fields.
+_COMMON = ("op", "note", "expect")
+
+EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
+
+
+class ReplayError(ValueError):
+    """A step the format or the model refuses. `str()` is one line:
+    `SOURCE:LINE: step N: FIELD: message`, leaving out the parts that are unknown."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        field: str | None = None,
+        step: int | None = None,
+        line: int | None = None,
+        source: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.field = field
+        self.step = step
+        self.line = line
+        self.source = source
+
+    def located(self, *, line: int, source: str) -> ReplayError:
+        return ReplayError(
+            self.message, field=self.field, step=self.step, line=line, source=source
+        )
+
+    def __str__(self) -> str:
+        parts = []
+        if self.source is not None:
+            parts.append(self.source if self.line is None else f"{self.source}:{self.line}")
+        if self.step is not None:
+            parts.append(f"step {self.step}")
+        if self.field is not None:
+            parts.append(self.field)
+        parts.append(self.message)
+        return ": ".join(parts)
+
+
+class _Bad(Exception):
+    """A field check failed; `Replayer.step` adds the step number."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+# -- field checks: each returns the value or raises _Bad ------------------------------------
+
+Check = Callable[[str, Any], Any]
+
+
+def _int(minimum: int) -> Check:
+    def check(name: str, v: Any) -> int:
+        # bool is an int in Python but never a valid epoch or offset.
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise _Bad(name, f"must be an integer, got {json.dumps(v)}")
+        if v < minimum:
+            raise _Bad(name, f"must be >= {minimum}, got {v}")
+        return v
+
+    return check
+
+
+_nat = _int(0)
+_offset_or_none = _int(-1)  # -1 = nothing reconciled yet (and M(p) of a floor at 0)
+
+
+def _opt(check: Check) -> Check:
+    return lambda name, v: None if v is None else check(name, v)
+
+
+def _name(name: str, v: Any) -> str:
+    if not isinstance(v, str) or not v:
+        raise _Bad(name, f"must be a non-empty string, got {json.dumps(v)}")
+    return v
+
+
+def _text(name: str, v: Any) -> str:
+    if not isinstance(v, str):
+        raise _Bad(name, f"must be a string, got {json.dumps(v)}")
+    return v
+
+
+def _seconds(name: str, v: Any) -> float:
+    if isinstance(v, bool) or not isinstance(v, int | float) or v < 0:
+        raise _Bad(name, f"must be a number >= 0, got {json.dumps(v)}")
+    return v
+
+
+def _names(name: str, v: Any) -> list[str]:
+    if not isinstance(v, list):
+        raise _Bad(name, f"must be a list, got {json.dumps(v)}")
+    return [_name(f"{name}[{i}]", x) for i, x in enumerate(v)]
+
+
+_REPORT_FIELDS: dict[str, Check] = {
+    "partition": _name,
+    "replica": _name,
+    "inactive_epoch": _opt(_offset_or_none),
+}
+
+
+def _reports(name: str, v: Any) -> list[cluster.Report]:
+    if not isinstance(v, list):
+        raise _Bad(name, f"must be a list, got {json.dumps(v)}")
+    out = []
+    for i, r in enumerate(v):
+        where = f"{name}[{i}]"
+        if not isinstance(r, dict):
+            raise _Bad(where, f"must be an object, got {json.dumps(r)}")
+        f = _fields(r, _REPORT_FIELDS, {}, prefix=f"{where}.")
+        out.append(cluster.Report(f["partition"], f["replica"], f["inactive_epoch"]))
+    return out
+
+
+def _fields(
+    obj: Mapping[str, Any],
+    required: Mapping[str, Check],
+    optional: Mapping[str, Check],
+    *,
+    prefix: str = "",
+    allowed: Iterable[str] = (),
+) -> dict[str, Any]:
+    """Check an object's fields: all required present, nothing unknown (typos must not
+    pass silently), each value of its kind."""
+    known = {*required, *optional, *allowed}
+    for k in obj:
+        if k not in known:
+            raise _Bad(f"{prefix}{k}", f"unknown field (expected: {', '.join(sorted(known))})")
+    out: dict[str, Any] = {}
+    for k, check in required.items():
+        if k not in obj:
+            raise _Bad(f"{prefix}{k}", "missing")
+        out[k] = check(f"{prefix}{k}", obj[k])
+    for k, check in optional.items():
+        if k in obj:
+            out[k] = check(f"{prefix}{k}", obj[k])
+    return out
+
+
+# -- results --------------------------------------------------------------------------------
+
+
+def _pair(w: tuple[int, int] | None) -> list[int] | None:
+    return None if w is None else [w[0], w[1]]
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality of JSON values: unlike Python's ==, `true` is not `1`."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return a == b
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    return type(a) is type(b) and bool(a == b)
+
+
+@dataclass(frozen=True)
+class _Op:
+    required: Mapping[str, Check]
+    optional: Mapping[str, Check]
+    results: tuple[str, ...]  # result keys besides "step" and "op" (what expect may list)
+    run: Callable[[Replayer, dict[str, Any]], dict[str, Any]]
+
+
+class Replayer:
+    """One partition's replicated state, each node's seen window, and the steps on them."""
+
+    def __init__(self, variant_or_name: Variant | str = DEFAULT_VARIANT) -> None:
+        self.variant = (
+            resolve_variant(variant_or_name)
+            if isinstance(variant_or_name, str)
+            else variant_or_name
+        )
+        self.state: PartitionState = INITIAL
+        self.seen: dict[str, SeenWindow | None] = {}
+        # Log offsets only grow: every apply comes after the previous one and after LRLO
+        # (the reconciler never passes the log end, spec A4). The model itself only checks
+        # against the window offset, which a non-sliding apply does not move.
+        self.last_offset = -1
+
+    def step(self, obj: Mapping[str, Any], index: int) -> dict[str, Any]:
+        """Run one step; the result always has "step": index and "op"."""
+        try:
+            if not isinstance(obj, Mapping):
+                raise _Bad("op", f"a step must be a JSON object, got {json.dumps(obj)}")
+            if "op" not in obj:
+                raise _Bad("op", "missing")
+            name = obj["op"]
+            op = OPS.get(name) if isinstance(name, str) else None
+            if op is None:
+                raise _Bad("op", f"unknown op {json.dumps(name)} (known: {', '.join(OPS)})")
+            args = _fields(obj, op.required, op.optional, allowed=_COMMON)
+            if "note" in obj:
+                _text("note", obj["note"])
+            expect = _expect(obj["expect"], op.results) if "expect" in obj else {}
+            result: dict[str, Any] = {"step": index, "op": name, **op.run(self, args)}
+        except _Bad as e:
+            raise ReplayError(e.message, field=e.field, step=index) from None
+        except ModelError as e:
+            # `where` may carry a path after the function name ("gc_epoch reports[1]").
+            _, _, path = e.where.partition(" ")
+            field = f"{path}.{e.field}" if path else e.field
+            raise ReplayError(e.message, field=field, step=index) from None
+        if expect:
+            mismatch = {
+                k: {"expected": v, "actual": result[k]}
+                for k, v in expect.items()
+                if not json_equal(v, result[k])
+            }
+            if mismatch:
+                result["mismatch"] = mismatch
+        return result
+
+    # -- partition ops --
+
+    def _check_log_order(self, offset: int) -> None:
+        floor = max(self.last_offset, self.state.last_reconciled_log_offset)
+        if offset <= floor:
+            raise _Bad(
+                "offset",
+                f"log offsets must increase: {offset} is not after {floor} (the last "
+                "applied offset or the last reconciled log offset)",
+            )
+
+    def _fence(self, a: dict[str, Any]) -> dict[str, Any]:
+        node = a.get("node", DEFAULT_NODE)
+        r = fence(self.seen.get(node), self.state, a["term"], a["epoch"], self.variant)
+        self.seen[node] = r.seen
+        return {"admitted": r.admitted, "window": _pair(r.window)}
+
+    def _apply_placeholder(self, a: dict[str, Any]) -> dict[str, Any]:
+        self._check_log_order(a["offset"])
+        r = apply_placeholder(self.state, a["epoch"], a["offset"], self.variant)
+        self.state, self.last_offset = r.state, a["offset"]
+        return {"accepted": r.accepted, "applied_window": _pair(window(self.state))}
+
+    def _apply_advance_epoch(self, a: dict[str, Any]) -> dict[str, Any]:
+        self._check_log_order(a["offset"])
+        self.state = apply_advance_epoch(self.state, a["epoch"], a["offset"], self.variant)
+        self.last_offset = a["offset"]
+        return {"applied_window": _pair(window(self.state))}
+
+    def _apply_reconciled(self, a: dict[str, Any]) -> dict[str, Any]:
+        self.state = apply_reconciled(self.state, a["lrlo"], a.get("lro"))
+        return {
+            "min_epoch_lower_bound": self.state.min_epoch_lower_bound,
+            "inactive_epoch": inactive_epoch(self.state, self.variant),
+        }
+
+    def _restart(self, a: dict[str, Any]) -> dict[str, Any]:
+        if "node" in a:
+            self.seen[a["node"]] = None
+        else:
+            self.seen = {n: None for n in self.seen}
+        return {}
+
+    def _state(self, a: dict[str, Any]) -> dict[str, Any]:
+        s = self.state
+        return {
+            "max_applied_epoch": s.max_applied_epoch,
+            "previous_applied_epoch": s.previous_applied_epoch,
+            "min_epoch_lower_bound": s.min_epoch_lower_bound,
+            "window_offset": s.window_offset,
+            "last_reconciled_log_offset": s.last_reconciled_log_offset,
+            "last_reconciled_offset": s.last_reconciled_offset,
+            "inactive_epoch": inactive_epoch(s, self.variant),
+        }
+
+    # -- cluster ops (stateless) --
+
+    def _gc_epoch(self, a: dict[str, Any]) -> dict[str, Any]:
+        g = cluster.gc_epoch(a["snapshot_revision"], a["partitions"], a["reports"], self.variant)
+        best = cluster.partition_epochs(a["partitions"], a["reports"])
+        # `missing` is the structured form of `blocked`: its wording is not part of the format.
+        missing = [p for p, v in best.items() if v is None]
+        return {"M": g.M, "blocked": g.blocked, "missing": missing}
+
+    def _gc_eligible(self, a: dict[str, Any]) -> dict[str, Any]:
+        e = keys.gc_eligible(a["key"], a["age_s"], a["M"], a["grace_s"])
+        try:
+            epoch: int | None = keys.parse_key(a["key"]).epoch
+        except ModelError:
+            epoch = None
+        return {"eligible": e.eligible, "error": e.error, "epoch": epoch}
+
+
+def _expect(v: Any, results: tuple[str, ...]) -> dict[str, Any]:
+    if not isinstance(v, dict):
+        raise _Bad("expect", f"must be an object, got {json.dumps(v)}")
+    allowed = ("step", "op", *results)
+    for k in v:
+        if k not in allowed:
+            raise _Bad(f"expect.{k}", f"not a result of this op (results: {', '.join(allowed)})")
+    return v
+
+
+_NODE: dict[str, Check] = {"node": _name}
+
+OPS: dict[str, _Op] = {
+    "fence": _Op(
+        {"term": _nat, "epoch": _nat}, _NODE, ("admitted", "window"), Replayer._fence
+    ),
+    "apply_placeholder": _Op(
+        {"epoch": _nat, "offset": _nat},
+        {},
+        ("accepted", "applied_window"),
+        Replayer._apply_placeholder,
+    ),
+    "apply_advance_epoch": _Op(
+        {"epoch": _nat, "offset": _nat}, {}, ("applied_window",), Replayer._apply_advance_epoch
+    ),
+    "apply_reconciled": _Op(
+        {"lrlo": _offset_or_none},
+        {"lro": _offset_or_none},
+        ("min_epoch_lower_bound", "inactive_epoch"),
+        Replayer._apply_reconciled,
+    ),
+    "restart": _Op({}, _NODE, (), Replayer._restart),
+    "state": _Op(
+        {},
+        {},
+        (
+            "max_applied_epoch",
+            "previous_applied_epoch",
+            "min_epoch_lower_bound",
+            "window_offset",
+            "last_reconciled_log_offset",
+            "last_reconciled_offset",
+            "inactive_epoch",
+        ),
+        Replayer._state,
+    ),
+    "gc_epoch": _Op(
+        {"snapshot_revision": _nat, "partitions": _names, "reports": _reports},
+        {},
+        ("M", "blocked", "missing"),
+        Replayer._gc_epoch,
+    ),
+    "gc_eligible": _Op(
+        {"key": _text, "age_s": _seconds, "M": _opt(_offset_or_none), "grace_s": _seconds},
+        {},
+        ("eligible", "error", "epoch"),
+        Replayer._gc_eligible,
+    ),
+}
+
+
+# -- files ---------------------------------------------------------------------------------
+
+
+def resolve_variant(name: str) -> Variant:
+    try:
+        return variant(name)
+    except ModelError as e:
+        raise ReplayError(e.message, field="variant") from None
+
+
+def variant_from_filename(path: str | Path) -> str | None:
+    """`...-NAME.jsonl` or `NAME.jsonl` for a known variant NAME (longest name wins)."""
+    stem = Path(path).name.removesuffix(".jsonl")
+    hits = [n for n in VARIANTS if stem == n or stem.endswith(f"-{n}")]
+    return max(hits, key=len) if hits else None
+
+
+def _reject_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _Bad(k, "appears twice in one object")
+        out[k] = v
+    return out
+
+
+def _reject_constant(name: str) -> Any:
+    raise _Bad("json", f"{name} is not valid JSON")
+
+
+def parse_step(text: str) -> Any:
+    """One line of JSON, strictly: no NaN/Infinity, no duplicate keys."""
+    try:
+        return json.loads(
+            text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant
+        )
+    except json.JSONDecodeError as e:
+        raise _Bad("json", f"malformed JSON: {e.msg} at column {e.colno}") from None
+
+
+def iter_replay(
+    lines: Iterable[str],
+    variant_name: str | None = None,
+    *,
+    source: str = "<input>",
+    default: str = DEFAULT_VARIANT,
+) -> Iterator[dict[str, Any]]:
+    """Replay lines lazily, yielding one result per step. The variant is `variant_name`,
+    else the file's `# variant: NAME` header, else `default`. Blank lines and `#` comments
+    are skipped but counted; steps are numbered from 1. Raises ReplayError (located)."""
+    replayer: Replayer | None = None
+    header: str | None = None
+    index = 0
+    for line_no, raw in enumerate(lines, start=1):
+        text = raw.strip()
+        try:
+            if not text or text.startswith("#"):
+                m = _HEADER.fullmatch(text)
+                if m is not None:
+                    # A late or repeated header would silently not apply: refuse it.
+                    if replayer is not None:
+                        raise ReplayError("the variant header must come before the first step",
+                                          field="variant")
+                    if header is not None:
+                        raise ReplayError("the variant header is given twice", field="variant")
+                    header = m.group(1).strip()
+                    resolve_variant(header)
+                continue
+            index += 1
+            if replayer is None:
+                replayer = Replayer(variant_name or header or default)
+            try:
+                obj = parse_step(text)
+            except _Bad as e:
+                raise ReplayError(e.message, field=e.field, step=index) from None
+            result = replayer.step(obj, index)
+        except ReplayError as e:
+            raise e.located(line=line_no, source=source) from None
+        yield result
+
+
+def replay_lines(
+    lines: Iterable[str], variant_name: str | None = None, *, source: str = "<input>",
+    default: str = DEFAULT_VARIANT,
+) -> list[dict[str, Any]]:
+    return list(iter_replay(lines, variant_name, source=source, default=default))
+
+
+def replay_file(path: str | Path, variant_name: str | None = None) -> list[dict[str, Any]]:
+    """Replay a vector file with `variant_name`, else its header, else its file name."""
+    default = variant_from_filename(path) or DEFAULT_VARIANT
+    with open(path, encoding="utf-8") as f:
+        return replay_lines(f, variant_name, source=str(path), default=default)
+
+
+def mismatched(results: Iterable[Mapping[str, Any]]) -> list[int]:
+    """Step numbers whose expect disagreed."""
+    return [r["step"] for r in results if "mismatch" in r]
+
+
+def _open(path: str, stdin: TextIO | None) -> AbstractContextManager[TextIO]:
+    if path == "-":
+        return nullcontext(stdin or sys.stdin)  # stdin is the caller's to close
+    return open(path, encoding="utf-8")  # the caller's `with` closes it
+
+
+def run(
+    path: str,
+    variant_name: str | None,
+    out: Callable[[str], None],
+    err: Callable[[str], None],
+    stdin: TextIO | None = None,
+) -> int:
+    """The `epochgc replay` command without click: print one compact JSON line per step,
+    return the exit code (0 ok, 1 an expect disagreed, 2 bad input)."""
+    source = "<stdin>" if path == "-" else path
+    default = DEFAULT_VARIANT if path == "-" else variant_from_filename(path) or DEFAULT_VARIANT
+    bad: list[int] = []
+    steps = 0
+    try:
+        if variant_name is not None:
+            resolve_variant(variant_name)
+        with _open(path, stdin) as f:
+            for r in iter_replay(f, variant_name, source=source, default=default):
+                steps += 1
+                if "mismatch" in r:
+                    bad.append(r["step"])
+                out(json.dumps(r, separators=(",", ":")))
+    except ReplayError as e:
+        err(f"epochgc replay: {e}")
+        return EXIT_BAD_INPUT
+    except (OSError, UnicodeDecodeError) as e:
+        err(f"epochgc replay: {source}: cannot read: {e}")
+        return EXIT_BAD_INPUT
+    if bad:
+        listed = ", ".join(map(str, bad))
+        err(f"epochgc replay: {source}: {len(bad)} of {steps} steps disagree with expect "
+            f"(steps {listed})")
+        return EXIT_MISMATCH
+    return EXIT_OK

@@ -1,0 +1,241 @@
+"""The replay engine and `epochgc replay` (spec/VECTORS.md)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from model.replay import (
+    Replayer,
+    ReplayError,
+    json_equal,
+    mismatched,
+    replay_lines,
+    run,
+    variant_from_filename,
+)
+from model.replay_cli import replay as replay_cmd
+
+
+def _steps(*steps: dict[str, Any]) -> list[str]:
+    return [json.dumps(s) for s in steps]
+
+
+def _cli(tmp_path: Path, lines: list[str], *args: str, name: str = "v.jsonl") -> Any:
+    f = tmp_path / name
+    f.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return CliRunner().invoke(replay_cmd, [*args, str(f)])
+
+
+# -- every op ------------------------------------------------------------------------------
+
+
+def test_partition_ops() -> None:
+    r = Replayer()
+    assert r.step({"op": "fence", "term": 1, "epoch": 5}, 1) == {
+        "step": 1, "op": "fence", "admitted": True, "window": [5, 5]}
+    assert r.step({"op": "apply_placeholder", "epoch": 5, "offset": 0}, 2)["accepted"] is True
+    out = r.step({"op": "apply_advance_epoch", "epoch": 8, "offset": 1}, 3)
+    assert out["applied_window"] == [5, 8]
+    out = r.step({"op": "apply_reconciled", "lrlo": 1, "lro": 4}, 4)
+    assert out == {"step": 4, "op": "apply_reconciled", "min_epoch_lower_bound": 5,
+                   "inactive_epoch": 4}
+    assert r.step({"op": "state"}, 5) == {
+        "step": 5, "op": "state", "max_applied_epoch": 8, "previous_applied_epoch": 5,
+        "min_epoch_lower_bound": 5, "window_offset": 1, "last_reconciled_log_offset": 1,
+        "last_reconciled_offset": 4, "inactive_epoch": 4}
+
+
+def test_seen_windows_are_per_node_and_restart_forgets() -> None:
+    r = Replayer()
+    r.step({"op": "fence", "term": 1, "epoch": 5, "node": "a"}, 1)
+    r.step({"op": "fence", "term": 1, "epoch": 9, "node": "b"}, 2)
+    assert r.seen["a"] is not None and r.seen["b"] is not None
+    assert r.step({"op": "restart", "node": "a"}, 3) == {"step": 3, "op": "restart"}
+    assert r.seen["a"] is None and r.seen["b"] is not None
+    r.step({"op": "restart"}, 4)
+    assert r.seen == {"a": None, "b": None}
+
+
+def test_cluster_ops() -> None:
+    r = Replayer()
+    out = r.step({"op": "gc_epoch", "snapshot_revision": 9, "partitions": ["a", "b"],
+                  "reports": [{"partition": "a", "replica": "r0", "inactive_epoch": 3}]}, 1)
+    assert out["M"] is None and "b" in out["blocked"] and out["missing"] == ["b"]
+    out = r.step({"op": "gc_eligible", "key": "level_zero/data/001/000000000000000003/x",
+                  "age_s": 5, "M": 3, "grace_s": 5}, 2)
+    assert out == {"step": 2, "op": "gc_eligible", "eligible": True, "error": None, "epoch": 3}
+    out = r.step({"op": "gc_eligible", "key": "junk", "age_s": 5, "M": 3, "grace_s": 5}, 3)
+    assert out["eligible"] is False and out["error"] and out["epoch"] is None
+
+
+def test_variant_is_used() -> None:
+    steps = _steps({"op": "apply_placeholder", "epoch": 5, "offset": 0},
+                   {"op": "apply_placeholder", "epoch": 7, "offset": 1}, {"op": "state"})
+    assert replay_lines(steps)[-1]["inactive_epoch"] == 4
+    assert replay_lines(steps, "watermark-from-max")[-1]["inactive_epoch"] == 6
+
+
+# -- expect --------------------------------------------------------------------------------
+
+
+def test_expect_lists_only_what_it_checks() -> None:
+    out = replay_lines(_steps({"op": "fence", "term": 1, "epoch": 5,
+                               "expect": {"admitted": True, "window": [5, 6]}}))
+    assert out[0]["mismatch"] == {"window": {"expected": [5, 6], "actual": [5, 5]}}
+    assert mismatched(out) == [1]
+
+
+def test_json_equality_is_not_python_equality() -> None:
+    assert not json_equal(True, 1) and not json_equal(0, False)
+    assert json_equal(1, 1.0) and json_equal([1, None], [1, None])
+    assert not json_equal(None, [])
+
+
+def test_mismatch_exits_1_after_printing_every_step(tmp_path: Path) -> None:
+    res = _cli(tmp_path, _steps(
+        {"op": "fence", "term": 1, "epoch": 5, "expect": {"admitted": False}},
+        {"op": "state", "expect": {"max_applied_epoch": None}}))
+    assert res.exit_code == 1
+    lines = res.stdout.splitlines()
+    assert len(lines) == 2 and "mismatch" in json.loads(lines[0])
+    assert "1 of 2 steps" in res.stderr and "steps 1" in res.stderr
+
+
+def test_all_expectations_hold_exits_0(tmp_path: Path) -> None:
+    step = {"op": "state", "expect": {"window_offset": None}}
+    res = _cli(tmp_path, ["# comment", "", *_steps(step)])
+    assert res.exit_code == 0 and res.stderr == ""
+    assert json.loads(res.stdout) == {
+        "step": 1, "op": "state", "max_applied_epoch": None, "previous_applied_epoch": None,
+        "min_epoch_lower_bound": None, "window_offset": None, "last_reconciled_log_offset": -1,
+        "last_reconciled_offset": -1, "inactive_epoch": None}
+
+
+def test_stdin(tmp_path: Path) -> None:
+    res = CliRunner().invoke(replay_cmd, ["-"], input='{"op":"state"}\n')
+    assert res.exit_code == 0 and json.loads(res.stdout)["step"] == 1
+
+
+# -- variant selection ---------------------------------------------------------------------
+
+_F5 = _steps({"op": "apply_placeholder", "epoch": 5, "offset": 0},
+             {"op": "apply_placeholder", "epoch": 7, "offset": 1},
+             {"op": "state", "expect": {"inactive_epoch": 6}})
+
+
+def test_header_selects_variant_and_option_overrides(tmp_path: Path) -> None:
+    lines = ["# variant: watermark-from-max", *_F5]
+    assert _cli(tmp_path, lines).exit_code == 0
+    assert _cli(tmp_path, lines, "--variant", "reference").exit_code == 1
+
+
+def test_file_name_selects_variant_without_header(tmp_path: Path) -> None:
+    assert variant_from_filename("x/f5-watermark-from-max.jsonl") == "watermark-from-max"
+    assert variant_from_filename("fence-only.jsonl") == "fence-only"
+    assert variant_from_filename("other.jsonl") is None
+    assert _cli(tmp_path, _F5, name="f5-watermark-from-max.jsonl").exit_code == 0
+    assert _cli(tmp_path, _F5, name="f5.jsonl").exit_code == 1
+
+
+# -- bad input: exit 2, one line naming line, step and field --------------------------------
+
+
+@pytest.mark.parametrize(
+    ("line", "needles"),
+    [
+        ('{"op":"fence","term":1', ["step 1", "json", "malformed JSON"]),
+        ("[1, 2]", ["step 1", "op", "JSON object"]),
+        ('{"term":1}', ["step 1", "op: missing"]),
+        ('{"op":"fnce","term":1,"epoch":1}', ["step 1", "op", "unknown op", "fnce"]),
+        ('{"op":"fence","epoch":1}', ["step 1", "term: missing"]),
+        ('{"op":"fence","term":1,"epoch":1,"epch":2}', ["step 1", "epch", "unknown field"]),
+        ('{"op":"fence","term":1,"epoch":true}', ["step 1", "epoch", "integer"]),
+        ('{"op":"fence","term":1,"epoch":1.0}', ["step 1", "epoch", "integer"]),
+        ('{"op":"fence","term":-1,"epoch":1}', ["step 1", "term", ">= 0"]),
+        ('{"op":"fence","term":1,"epoch":1,"node":""}', ["step 1", "node"]),
+        ('{"op":"apply_placeholder","epoch":-3,"offset":0}', ["step 1", "epoch", ">= 0"]),
+        ('{"op":"apply_reconciled","lrlo":-2}', ["step 1", "lrlo"]),
+        ('{"op":"apply_reconciled","lrlo":1,"lro":"x"}', ["step 1", "lro"]),
+        ('{"op":"state","note":5}', ["step 1", "note"]),
+        ('{"op":"state","expect":{"max_epoch":1}}', ["step 1", "expect.max_epoch"]),
+        ('{"op":"state","expect":[1]}', ["step 1", "expect"]),
+        ('{"op":"state","expect":null}', ["step 1", "expect", "object"]),
+        ('{"op":"state","op":"state"}', ["step 1", "op", "twice"]),
+        ('{"op":"gc_eligible","key":"k","age_s":NaN,"M":1,"grace_s":0}', ["step 1", "NaN"]),
+        ('{"op":"gc_eligible","key":"k","age_s":-1,"M":1,"grace_s":0}', ["step 1", "age_s"]),
+        ('{"op":"gc_eligible","key":7,"age_s":1,"M":1,"grace_s":0}', ["step 1", "key"]),
+        ('{"op":"gc_eligible","key":"k","age_s":1,"M":false,"grace_s":0}', ["step 1", "M"]),
+        ('{"op":"gc_epoch","snapshot_revision":1,"partitions":"a","reports":[]}',
+         ["step 1", "partitions"]),
+        ('{"op":"gc_epoch","snapshot_revision":1,"partitions":["a","a"],"reports":[]}',
+         ["step 1", "partitions", "twice"]),
+        ('{"op":"gc_epoch","snapshot_revision":1,"partitions":["a"],'
+         '"reports":[{"partition":"a","replica":"r","inactive_epoch":-5}]}',
+         ["step 1", "reports[0].inactive_epoch"]),
+        ('{"op":"gc_epoch","snapshot_revision":1,"partitions":["a"],'
+         '"reports":[{"partition":"a","replica":"r"}]}',
+         ["step 1", "reports[0].inactive_epoch: missing"]),
+        ('{"op":"gc_epoch","snapshot_revision":1,"partitions":["a"],"reports":['
+         '{"partition":"a","replica":"r","inactive_epoch":1},'
+         '{"partition":"a","replica":"r","inactive_epoch":2}]}', ["step 1", "reports[1].replica"]),
+    ],
+)
+def test_bad_step_exits_2_naming_step_and_field(
+    tmp_path: Path, line: str, needles: list[str]
+) -> None:
+    res = _cli(tmp_path, ["# variant: reference", "", line])
+    assert res.exit_code == 2, res.stdout
+    err = res.stderr.strip()
+    assert "\n" not in err and "v.jsonl:3:" in err  # comment and blank lines are counted
+    for n in needles:
+        assert n in err
+
+
+def test_offsets_must_increase(tmp_path: Path) -> None:
+    res = _cli(tmp_path, _steps({"op": "apply_placeholder", "epoch": 5, "offset": 3},
+                                {"op": "apply_placeholder", "epoch": 4, "offset": 3}))
+    assert res.exit_code == 2 and ":2: step 2: offset: log offsets must increase" in res.stderr
+    assert len(res.stdout.splitlines()) == 1  # the good step before it was printed
+    # after LRLO: the reconciler never passes the log end, so a later entry is above it
+    res = _cli(tmp_path, _steps({"op": "apply_reconciled", "lrlo": 5},
+                                {"op": "apply_placeholder", "epoch": 4, "offset": 5}))
+    assert res.exit_code == 2 and "step 2: offset" in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("lines", "needle"),
+    [
+        (["# variant: nope", '{"op":"state"}'], ":1: variant: unknown variant 'nope'"),
+        (['{"op":"state"}', "# variant: strict"], ":2: variant: the variant header must come"),
+        (["# variant: strict", "# variant: strict"], ":2: variant: the variant header is given"),
+        (["# variant: strict # F6", '{"op":"state"}'], "unknown variant 'strict # F6'"),
+    ],
+)
+def test_bad_header(tmp_path: Path, lines: list[str], needle: str) -> None:
+    res = _cli(tmp_path, lines)
+    assert res.exit_code == 2 and needle in res.stderr
+
+
+def test_unknown_variant_option_and_missing_file(tmp_path: Path) -> None:
+    res = _cli(tmp_path, ['{"op":"state"}'], "--variant", "nope")
+    assert res.exit_code == 2 and "unknown variant 'nope'" in res.stderr
+    res = CliRunner().invoke(replay_cmd, [str(tmp_path / "absent.jsonl")])
+    assert res.exit_code == 2 and "absent.jsonl: cannot read" in res.stderr
+
+
+def test_library_without_click() -> None:
+    out: list[str] = []
+    err: list[str] = []
+    code = run("-", None, out.append, err.append, stdin=io.StringIO('{"op":"state"}\n'))
+    assert code == 0 and len(out) == 1 and not err
+    with pytest.raises(ReplayError) as e:
+        replay_lines(["", '{"op":"fence","term":1}'], source="mem")
+    assert str(e.value) == "mem:2: step 1: epoch: missing"
+    assert (e.value.line, e.value.step, e.value.field) == (2, 1, "epoch")
+
