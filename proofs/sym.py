@@ -184,7 +184,12 @@ class SymInt(int):
     def _concrete(self, *_: object) -> Any:
         raise TypeError(f"symbolic integer {self.expr} has no concrete value here")
 
-    __index__ = __int__ = __float__ = _concrete
+    # Every other int operation would silently compute on the placeholder value 0: refuse.
+    # (CPython indexes lists with an int subclass's own value without asking __index__, so
+    # the state builders in symstate.py keep every index concrete.)
+    __index__ = __int__ = __float__ = __mul__ = __rmul__ = __floordiv__ = _concrete
+    __rfloordiv__ = __mod__ = __rmod__ = __truediv__ = __rtruediv__ = __pow__ = _concrete
+    __lshift__ = __rshift__ = __and__ = __or__ = __xor__ = __abs__ = __divmod__ = _concrete
 
     def __format__(self, spec: str) -> str:  # error messages on refused paths
         return f"<{self.expr}>"
