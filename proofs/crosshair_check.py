@@ -25,7 +25,7 @@ MODULES = (
     "model.keys.format_key",
     "model.keys.gc_eligible",
 )
-PER_CONDITION_S = 1.5
+PER_CONDITION_S = 1.0
 
 
 def check(target: str) -> Outcome:

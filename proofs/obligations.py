@@ -23,7 +23,7 @@ from model.errors import ModelError
 from model.logic import neg
 from model.system import ACTIONS, INVARIANTS, TRANSITION_INVARIANTS, System, holds
 from model.variants import Variant
-from proofs.sym import Explorer, SolverUnknown, SymBool, concretize
+from proofs.sym import Explorer, SolverUnknown, SymBool, concretize, conj, disj
 from proofs.symstate import symbolic_params, symbolic_system
 
 
@@ -89,7 +89,7 @@ def induction(
                 # One check for all obligations on this path; only if some obligation can
                 # fail here do we ask them one by one (to name it and get its witness).
                 goals = [_goal(name, pre, post, v) for name in open_]
-                if not _violated(ex, z3.Or(*goals)):
+                if not _violated(ex, disj(goals)):
                     share_ = (time.perf_counter() - t0) / max(1, len(open_))
                     for name in open_:
                         accs[name].seconds += share_
@@ -123,23 +123,21 @@ def _goal(name: str, pre: System, post: System, v: Variant) -> z3.BoolRef:
     """The negated obligation on this path as one formula. Obligations that branch
     (the fresh M is a min/max over reports) are explored and joined as a disjunction of
     (branch condition and negated result)."""
-    sub = Explorer(timeout_ms=2000)
+    sub = Explorer(prune=False)  # branches are joined into one formula: no solver calls
 
     def goal(_: Explorer) -> Any:
         if name in INVARIANTS:
             return neg(INVARIANTS[name](post, v))
         return neg(TRANSITION_INVARIANTS[name](pre, post, v))
 
-    sub.solver = z3.Solver()  # branches here are not pruned: no solver calls needed
-    sub._sat = lambda *extra: True  # type: ignore[method-assign]
-    disj = []
+    alternatives: list[z3.BoolRef] = []
     for leaf in sub.paths(goal, errors=(ModelError,)):
         value = leaf.value
         if leaf.kind == "error":  # cannot even evaluate it there: count as a violation
             value = True
         expr = value.expr if isinstance(value, SymBool) else z3.BoolVal(bool(value))
-        disj.append(z3.And(*leaf.pc, expr) if leaf.pc else expr)
-    return z3.Or(*disj) if len(disj) > 1 else disj[0]
+        alternatives.append(conj([*leaf.pc, expr]))
+    return disj(alternatives)
 
 
 def _check_one(

@@ -79,6 +79,30 @@ def _or(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
     return _bool(z3core.Z3_mk_or(_CTX.ref(), 2, arr))
 
 
+def conj(items: list[z3.BoolRef]) -> z3.BoolRef:
+    """And over a list, built in one C call."""
+    if not items:
+        return _TRUE
+    if len(items) == 1:
+        return items[0]
+    arr = (z3.Ast * len(items))(*(i.as_ast() for i in items))
+    return _bool(z3core.Z3_mk_and(_CTX.ref(), len(items), arr))
+
+
+def disj(items: list[z3.BoolRef]) -> z3.BoolRef:
+    if not items:
+        return _FALSE
+    if len(items) == 1:
+        return items[0]
+    arr = (z3.Ast * len(items))(*(i.as_ast() for i in items))
+    return _bool(z3core.Z3_mk_or(_CTX.ref(), len(items), arr))
+
+
+def _arith(fn: Any, a: z3.ExprRef, b: z3.ExprRef) -> z3.ArithRef:
+    arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
+    return z3.ArithRef(fn(_CTX.ref(), 2, arr), _CTX)
+
+
 def _not(a: z3.BoolRef) -> z3.BoolRef:
     return _bool(_mk(z3core.Z3_mk_not, a))
 
@@ -136,17 +160,17 @@ class SymInt(int):
         return op(self.expr, expr_of(other))
 
     def __add__(self, o: object) -> Any:
-        r = self._bin(o, lambda a, b: a + b)
+        r = self._bin(o, lambda a, b: _arith(z3core.Z3_mk_add, a, b))
         return r if r is NotImplemented else SymInt(r)
 
     __radd__ = __add__
 
     def __sub__(self, o: object) -> Any:
-        r = self._bin(o, lambda a, b: a - b)
+        r = self._bin(o, lambda a, b: _arith(z3core.Z3_mk_sub, a, b))
         return r if r is NotImplemented else SymInt(r)
 
     def __rsub__(self, o: object) -> Any:
-        r = self._bin(o, lambda a, b: b - a)
+        r = self._bin(o, lambda a, b: _arith(z3core.Z3_mk_sub, b, a))
         return r if r is NotImplemented else SymInt(r)
 
     def __neg__(self) -> SymInt:
@@ -207,13 +231,29 @@ class Path:
     value: Any
 
 
-class Explorer:
-    """Depth-first enumeration of the feasible paths of one function."""
+class _NoSolver:
+    """Stands in for the solver when paths are enumerated without pruning."""
 
-    def __init__(self, timeout_ms: int = 2000, seed: int = 0) -> None:
-        self.solver = z3.Solver()
-        self.solver.set("timeout", timeout_ms)
-        self.solver.set("random_seed", seed)
+    def push(self) -> None: ...
+
+    def pop(self) -> None: ...
+
+    def add(self, *_: object) -> None: ...
+
+
+class Explorer:
+    """Depth-first enumeration of the feasible paths of one function.
+
+    `prune=False` enumerates every path without asking the solver (for formulas that are
+    joined into one query afterwards, where infeasible paths are harmless)."""
+
+    def __init__(self, timeout_ms: int = 2000, seed: int = 0, prune: bool = True) -> None:
+        self.prune = prune
+        self.solver: Any = _NoSolver()
+        if prune:
+            self.solver = z3.Solver()
+            self.solver.set("timeout", timeout_ms)
+            self.solver.set("random_seed", seed)
         self._trail: list[tuple[bool, bool]] = []  # (choice, forced)
         self._pos = 0
         self._pc: list[z3.BoolRef] = []
@@ -222,6 +262,8 @@ class Explorer:
 
     # -- solver helpers -------------------------------------------------------------------
     def _sat(self, *extra: z3.BoolRef) -> bool:
+        if not self.prune:
+            return True
         self.checks += 1
         r = self.solver.check(*extra)
         if r == z3.unknown:
@@ -229,22 +271,21 @@ class Explorer:
         return bool(r == z3.sat)
 
     def decide(self, cond: z3.BoolRef) -> bool:
-        if z3.is_true(cond):
-            return True
-        if z3.is_false(cond):
-            return False
+        const = z3core.Z3_get_bool_value(_CTX.ref(), cond.as_ast())
+        if const != 0:  # the literal true (1) or false (-1)
+            return bool(const == 1)
         if self._pos < len(self._trail):
             choice = self._trail[self._pos][0]
         else:
             if not self._sat(cond):
                 self._trail.append((False, True))
-            elif not self._sat(z3.Not(cond)):
+            elif not self._sat(_not(cond)):
                 self._trail.append((True, True))
             else:
                 self._trail.append((True, False))
             choice = self._trail[self._pos][0]
         self._pos += 1
-        lit = cond if choice else z3.Not(cond)
+        lit = cond if choice else _not(cond)
         self._pc.append(lit)
         self.solver.add(lit)
         return choice
