@@ -10,6 +10,9 @@ import click
 SUBCOMMANDS: dict[str, str] = {
     "replay": "model.replay_cli:replay",
     "gc": "impl.gc.cli:gc",
+    "cluster": "impl.cluster.cli:cluster",
+    "produce": "impl.cluster.cli:produce",
+    "consume": "impl.cluster.cli:consume",
 }
 
 

@@ -1,0 +1,307 @@
+"""One broker: a Raft host (RaftServer over TCP, or the simulator's host) carrying the
+controller replica and every partition replica, all groups on one loop and one tick timer,
+plus the services that run on it: epoch service and partition-table publisher (controller
+leader), reconciler and housekeeper (per partition leader), health reporter (every broker).
+
+The same class runs in both worlds; only the RaftPort, the IoRunner, the loop and the wall
+clock differ.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from impl.broker.health import ReplicaReport, health_document, health_key
+from impl.broker.housekeeper import HousekeepResult, housekeep_once
+from impl.broker.metrics import NodeMetrics
+from impl.broker.raftport import GroupHandle, IoRunner, RaftPort
+from impl.broker.reconciler import ReconcileResult, reconcile_once
+from impl.broker.records import read_records
+from impl.controller.epochcache import EpochCache
+from impl.controller.publisher import publish_partitions
+from impl.controller.statemachine import (
+    ControllerStateMachine,
+    PartitionInfo,
+    encode_create,
+    encode_mint,
+)
+from impl.partition.commands import Placeholder
+from impl.partition.fence import FenceDecision, NotLeaderError, PartitionFence
+from impl.partition.statemachine import ApplyEvent, PartitionStateMachine, PlaceholderResult
+from impl.store.base import ObjectStore
+from model.partition import window
+from model.variants import REFERENCE, Variant
+
+CONTROLLER_GROUP = 1
+log = logging.getLogger("epochgc.broker")
+
+
+@dataclass
+class BrokerConfig:
+    node_name: str
+    epoch_cache_ttl: float = 2.0
+    mint_interval: float | None = 3.0  # None: epochs are minted only on request
+    publish_interval: float | None = 1.0
+    health_interval: float | None = 1.0
+    reconcile_interval: float | None = 0.5
+    housekeep_interval: float | None = 1.0
+    idle_after: float = 2.0  # a partition whose state did not move this long is idle
+    initial_partitions: tuple[str, ...] = ()  # the controller leader creates missing ones
+    variant: Variant = REFERENCE
+
+
+@dataclass
+class Replica:
+    info: PartitionInfo
+    sm: PartitionStateMachine
+    fence: PartitionFence
+    last_change: float = 0.0
+
+
+@dataclass
+class Hooks:
+    """Observers for the conformance harness: every fence and apply decision."""
+
+    on_fence: Callable[[int, str, FenceDecision], None] | None = None
+    on_apply: Callable[[int, str, ApplyEvent], None] | None = None
+
+
+class Broker:
+    def __init__(
+        self,
+        port: RaftPort,
+        store: ObjectStore,
+        config: BrokerConfig,
+        loop: asyncio.AbstractEventLoop,
+        wall: Callable[[], float],
+        io: IoRunner,
+        metrics: NodeMetrics | None = None,
+        hooks: Hooks | None = None,
+    ) -> None:
+        self.port = port
+        self.node_id = port.node_id
+        self.store = store
+        self.config = config
+        self.loop = loop
+        self.wall = wall
+        self.io = io
+        self.metrics = metrics or NodeMetrics()
+        self.hooks = hooks or Hooks()
+        self.replicas: dict[str, Replica] = {}
+        self.by_group: dict[int, Replica] = {}
+        self.leader_changes = 0
+        self._tasks: list[asyncio.Task[None]] = []
+        self._sync_scheduled = False
+        self.controller = ControllerStateMachine()
+        self.controller.on_change = self._controller_changed
+        self.cache = EpochCache(lambda: self.controller.epoch, loop.time, config.epoch_cache_ttl)
+        port.add_group(CONTROLLER_GROUP, self.controller)
+        port.host.on_leader_change = self._on_leader_change
+        self.sync_partitions()
+
+    # ---- groups --------------------------------------------------------------------------
+
+    def _controller_changed(self) -> None:
+        # Called from inside the Ready loop: add groups afterwards, not in the middle of it.
+        if not self._sync_scheduled:
+            self._sync_scheduled = True
+            self.loop.call_soon(self.sync_partitions)
+
+    def sync_partitions(self) -> None:
+        self._sync_scheduled = False
+        for name, info in sorted(self.controller.partitions.items()):
+            if name in self.replicas:
+                continue
+            sm = PartitionStateMachine(self.config.variant)
+            fence = PartitionFence(
+                GroupHandle(self.port, info.group), sm, self.config.variant,
+                on_decision=functools.partial(self._on_fence, name),
+            )
+            rep = Replica(info, sm, fence, self.loop.time())
+            sm.on_apply = functools.partial(self._on_apply, rep)
+            self.replicas[name] = rep
+            self.by_group[info.group] = rep
+            self.port.add_group(info.group, sm)
+
+    def _on_fence(self, name: str, d: FenceDecision) -> None:
+        self.metrics.on_fence(name, d)
+        if self.hooks.on_fence is not None:
+            self.hooks.on_fence(self.node_id, name, d)
+
+    def _on_apply(self, rep: Replica, ev: ApplyEvent) -> None:
+        rep.last_change = self.loop.time()
+        self.metrics.on_apply(rep.info.name, ev, rep.sm.next_offset)
+        if self.hooks.on_apply is not None:
+            self.hooks.on_apply(self.node_id, rep.info.name, ev)
+
+    def _on_leader_change(self, group: int, term: int, leader: int, i_lead: bool) -> None:
+        rep = self.by_group.get(group)
+        if rep is not None:
+            rep.fence.on_leadership(term, i_lead)
+        if i_lead:
+            self.leader_changes += 1
+            self.metrics.leader_changes.labels(str(group)).inc()
+            log.info("leadership", extra={"group": group, "term": term, "node": self.node_id})
+
+    # ---- queries -------------------------------------------------------------------------
+
+    def cluster_epoch(self) -> int:
+        return self.cache.get()
+
+    def creation_revision(self, name: str) -> int:
+        info = self.controller.partitions.get(name)
+        if info is None:
+            raise KeyError(f"unknown partition {name!r}")
+        return info.creation_revision
+
+    def replica(self, name: str) -> Replica:
+        rep = self.replicas.get(name)
+        if rep is None:
+            raise NotLeaderError(0)  # not known here yet: the caller retries elsewhere
+        return rep
+
+    def leads(self, name: str) -> bool:
+        rep = self.replicas.get(name)
+        return rep is not None and self.port.is_leader(rep.info.group)
+
+    def read(self, name: str, offset: int, max_records: int = 1000) -> list[tuple[int, bytes]]:
+        return read_records(self.replica(name).sm, self.store, offset, max_records)
+
+    def status(self) -> dict[str, Any]:
+        parts: dict[str, Any] = {}
+        for name, rep in sorted(self.replicas.items()):
+            g = rep.info.group
+            s, seen = rep.sm.state, rep.fence.seen
+            parts[name] = {
+                "group": g,
+                "creation_revision": rep.info.creation_revision,
+                "leader": self.port.leader(g),
+                "term": self.port.term(g),
+                "applied_window": window(s),
+                "seen_window": None if seen is None else [seen.term, seen.previous, seen.max],
+                "min_epoch_lower_bound": s.min_epoch_lower_bound,
+                "lro": s.last_reconciled_offset,
+                "lrlo": s.last_reconciled_log_offset,
+                "next_offset": rep.sm.next_offset,
+                "inactive_epoch": rep.sm.inactive_epoch(),
+                "unreconciled": len(rep.sm.unreconciled()),
+            }
+        return {
+            "node": self.node_id,
+            "name": self.config.node_name,
+            "controller": {
+                "leader": self.port.leader(CONTROLLER_GROUP),
+                "term": self.port.term(CONTROLLER_GROUP),
+                "revision": self.controller.revision,
+                "epoch": self.controller.epoch,
+                "cached_epoch": self.cache.cached,
+            },
+            "partitions": parts,
+        }
+
+    # ---- operations ----------------------------------------------------------------------
+
+    async def replicate(self, name: str, ph: Placeholder) -> PlaceholderResult:
+        return await self.replica(name).fence.replicate_placeholder(ph)
+
+    async def _controller_propose(self, data: bytes) -> int:
+        if not self.port.is_leader(CONTROLLER_GROUP):
+            raise NotLeaderError(self.port.leader(CONTROLLER_GROUP))
+        term = self.port.term(CONTROLLER_GROUP)
+        result = await self.port.propose(CONTROLLER_GROUP, data, expected_term=term)
+        return int(result)
+
+    async def mint(self) -> int:
+        """Mint a new cluster epoch (controller leader only); returns it."""
+        return await self._controller_propose(encode_mint())
+
+    async def create_partition(self, name: str) -> int:
+        """Create a partition (controller leader only); returns its creation revision."""
+        if name in self.controller.partitions:
+            return self.controller.partitions[name].creation_revision
+        await self._controller_propose(encode_create(name))
+        return self.controller.partitions[name].creation_revision
+
+    async def reconcile(self, name: str) -> ReconcileResult:
+        rep = self.replica(name)
+        return await reconcile_once(name, rep.sm, rep.fence, self.store, self.io)
+
+    async def housekeep(self, name: str) -> HousekeepResult:
+        rep = self.replica(name)
+        return await housekeep_once(
+            rep.sm, rep.fence, self.cluster_epoch(), rep.info.creation_revision
+        )
+
+    def health_replicas(self) -> list[ReplicaReport]:
+        return [
+            ReplicaReport(name, self.port.term(rep.info.group), rep.sm.inactive_epoch())
+            for name, rep in sorted(self.replicas.items())
+        ]
+
+    async def publish_health(self) -> None:
+        doc = health_document(self.config.node_name, self.wall(), self.health_replicas())
+        await self.io(functools.partial(self.store.put, health_key(self.config.node_name), doc))
+
+    async def publish_partitions(self) -> int:
+        if not self.port.is_leader(CONTROLLER_GROUP):
+            raise NotLeaderError(self.port.leader(CONTROLLER_GROUP))
+        rev: int = await self.io(functools.partial(publish_partitions, self.store, self.controller))
+        return rev
+
+    # ---- periodic services ---------------------------------------------------------------
+
+    def start(self) -> None:
+        c = self.config
+        plan: list[tuple[float | None, Callable[[], Awaitable[Any]]]] = [
+            (c.mint_interval, self._mint_tick),
+            (c.publish_interval, self._publish_tick),
+            (c.health_interval, self.publish_health),
+            (c.reconcile_interval, self._reconcile_tick),
+            (c.housekeep_interval, self._housekeep_tick),
+        ]
+        for interval, fn in plan:
+            if interval is not None:
+                self._tasks.append(self.loop.create_task(self._every(interval, fn)))
+
+    def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        self._tasks.clear()
+
+    async def _every(self, interval: float, fn: Callable[[], Awaitable[Any]]) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await fn()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # a service round failing is retried next interval
+                log.info("service round failed", extra={"service": fn.__name__, "error": str(e)})
+
+    async def _mint_tick(self) -> None:
+        if self.port.is_leader(CONTROLLER_GROUP):
+            for name in self.config.initial_partitions:
+                if name not in self.controller.partitions:
+                    await self.create_partition(name)
+            await self.mint()
+
+    async def _publish_tick(self) -> None:
+        if self.port.is_leader(CONTROLLER_GROUP):
+            await self.publish_partitions()
+
+    async def _reconcile_tick(self) -> None:
+        for name in sorted(self.replicas):
+            if self.leads(name) and self.replicas[name].sm.unreconciled():
+                await self.reconcile(name)
+
+    async def _housekeep_tick(self) -> None:
+        now = self.loop.time()
+        for name, rep in sorted(self.replicas.items()):
+            if self.leads(name) and now - rep.last_change >= self.config.idle_after:
+                await self.housekeep(name)
+                rep.last_change = now

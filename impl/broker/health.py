@@ -1,0 +1,33 @@
+"""Health reports: per hosted replica, partition id, term and inactive epoch M(p), written
+to `_cluster/health/{node}.json` with the store's atomic put in the format
+`impl.gc.reports.parse_health` reads."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from impl.gc.reports import HEALTH_PREFIX
+
+
+@dataclass(frozen=True)
+class ReplicaReport:
+    partition: str
+    term: int
+    inactive_epoch: int | None
+
+
+def health_key(node: str) -> str:
+    return f"{HEALTH_PREFIX}{node}.json"
+
+
+def health_document(node: str, written_at: float, replicas: list[ReplicaReport]) -> bytes:
+    doc = {
+        "node": node,
+        "written_at": written_at,
+        "replicas": [
+            {"partition": r.partition, "term": r.term, "inactive_epoch": r.inactive_epoch}
+            for r in sorted(replicas, key=lambda r: r.partition)
+        ],
+    }
+    return json.dumps(doc, sort_keys=True).encode()

@@ -1,0 +1,176 @@
+"""The produce path: one L0 object for a batch over several partitions, one placeholder per
+partition, acknowledged only once committed and accepted.
+
+Epoch = max(cached cluster epoch, every partition's creation revision): the creation
+revision floor is what keeps a new partition's objects above any earlier GC snapshot's M.
+A stale rejection (at the fence or at apply time) retries the partitions it hit with a fresh
+epoch and a NEW object; the old object becomes an orphan the GC later deletes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import random
+import uuid
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from impl.broker.raftport import IoRunner
+from impl.partition.commands import Placeholder, encode_records
+from impl.partition.fence import NotLeaderError, ReplicateFailed, StaleEpoch
+from impl.partition.statemachine import PlaceholderResult
+from impl.store.base import ObjectStore, StoreError
+from model.keys import MAX_EPOCH, PREFIXES, format_key
+
+log = logging.getLogger("epochgc.producer")
+
+
+class ProduceError(Exception):
+    """Nothing in the failed part of the batch was acknowledged."""
+
+
+class ClusterAccess(Protocol):
+    """How a producer reaches the cluster (in-process brokers or RPC to broker processes)."""
+
+    async def cluster_epoch(self) -> int: ...
+
+    async def creation_revision(self, partition: str) -> int: ...
+
+    async def replicate(self, partition: str, ph: Placeholder) -> PlaceholderResult: ...
+
+    def invalidate_epoch(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class Ack:
+    partition: str
+    base: int  # record offset of the first record
+    count: int
+    epoch: int
+    key: str
+
+
+@dataclass
+class ProduceStats:
+    objects_created: int = 0
+    stale_rejections: int = 0
+    retries: int = 0
+    keys: list[str] = field(default_factory=list)
+
+
+def check_epoch(epoch: int) -> int:
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch <= MAX_EPOCH:
+        raise ProduceError(f"refusing to produce with epoch {epoch!r}: must be in [0, {MAX_EPOCH}]")
+    return epoch
+
+
+class Producer:
+    def __init__(
+        self,
+        cluster: ClusterAccess,
+        store: ObjectStore,
+        io: IoRunner,
+        rng: random.Random,
+        max_attempts: int = 8,
+        not_leader_backoff: float = 0.05,
+        not_leader_wait: float = 10.0,
+    ) -> None:
+        self.cluster = cluster
+        self.store = store
+        self.io = io
+        self.rng = rng
+        self.max_attempts = max_attempts
+        self.not_leader_backoff = not_leader_backoff
+        self.not_leader_wait = not_leader_wait
+        self.stats = ProduceStats()
+
+    def new_key(self, epoch: int) -> str:
+        name = uuid.UUID(int=self.rng.getrandbits(128), version=4).hex
+        return format_key(self.rng.randrange(PREFIXES), epoch, name)
+
+    async def produce(
+        self, batch: dict[str, list[bytes]], epoch: int | None = None
+    ) -> dict[str, Ack]:
+        """Acks for every partition of the batch, or ProduceError (after retries) naming
+        what was not acknowledged. `epoch` overrides the stamp (tests, the CLI)."""
+        if epoch is not None:
+            check_epoch(epoch)
+        pending = {p: recs for p, recs in batch.items() if recs}
+        acks: dict[str, Ack] = {}
+        last_error = ""
+        for attempt in range(self.max_attempts):
+            if not pending:
+                break
+            if attempt:
+                self.stats.retries += 1
+            stamp = epoch
+            if stamp is None:
+                stamp = await self.cluster.cluster_epoch()
+                for p in sorted(pending):
+                    stamp = max(stamp, await self.cluster.creation_revision(p))
+            check_epoch(stamp)
+            key, placeholders, data = self._build(stamp, pending)
+            try:
+                await self.io(functools.partial(self.store.put, key, data))
+            except StoreError as e:
+                raise ProduceError(
+                    f"object store unreachable ({e}); nothing acknowledged"
+                ) from e
+            self.stats.objects_created += 1
+            self.stats.keys.append(key)
+            names = sorted(placeholders)
+            results = await asyncio.gather(
+                *(self._replicate(p, placeholders[p]) for p in names), return_exceptions=True
+            )
+            stale = False
+            for p, r in zip(names, results, strict=True):
+                if isinstance(r, PlaceholderResult):
+                    acks[p] = Ack(p, r.base, placeholders[p].count, stamp, key)
+                    del pending[p]
+                elif isinstance(r, StaleEpoch):
+                    self.stats.stale_rejections += 1
+                    stale = True
+                    last_error = str(r)
+                elif isinstance(r, Exception):
+                    last_error = f"{p}: {r}"  # outcome unknown: retried with a new object
+                else:
+                    raise r  # CancelledError and other BaseExceptions propagate
+            if stale:
+                self.cluster.invalidate_epoch()
+        if pending:
+            raise ProduceError(
+                f"not acknowledged after {self.max_attempts} attempts: {sorted(pending)} "
+                f"(last error: {last_error}); acknowledged: {sorted(acks)}"
+            )
+        return acks
+
+    def _build(
+        self, epoch: int, pending: dict[str, list[bytes]]
+    ) -> tuple[str, dict[str, Placeholder], bytes]:
+        key = self.new_key(epoch)
+        parts: list[bytes] = []
+        placeholders: dict[str, Placeholder] = {}
+        off = 0
+        for p in sorted(pending):
+            blob = encode_records(pending[p])
+            placeholders[p] = Placeholder(epoch, key, off, off + len(blob), len(pending[p]))
+            parts.append(blob)
+            off += len(blob)
+        return key, placeholders, b"".join(parts)
+
+    async def _replicate(self, partition: str, ph: Placeholder) -> PlaceholderResult:
+        """Route to the leader; a missing leader is waited for (bounded), anything else is
+        the caller's to judge."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.not_leader_wait
+        while True:
+            try:
+                return await self.cluster.replicate(partition, ph)
+            except NotLeaderError:
+                if loop.time() >= deadline:
+                    raise
+                await asyncio.sleep(self.not_leader_backoff)
+            except ReplicateFailed:
+                raise

@@ -1,0 +1,112 @@
+"""The producer's and consumer's access to broker processes over the RPC protocol."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any
+
+from impl.cluster.rpc import RpcClient
+from impl.partition.commands import Placeholder
+from impl.partition.fence import NotLeaderError, ReplicateFailed, StaleEpoch
+from impl.partition.statemachine import PlaceholderResult
+
+
+class ProcClusterAccess:
+    def __init__(self, nodes: dict[int, tuple[str, int]], via: int | None = None) -> None:
+        self.nodes = nodes
+        self.via = via if via is not None else min(nodes)
+        self._clients: dict[int, RpcClient] = {}
+        self._leaders: dict[str, int] = {}
+        self._fresh = False
+
+    async def client(self, nid: int) -> RpcClient:
+        c = self._clients.get(nid)
+        if c is None or c.writer.is_closing() or c._task.done():
+            host, port = self.nodes[nid]
+            c = await RpcClient.connect(host, port)
+            self._clients[nid] = c
+        return c
+
+    async def call(self, nid: int, **req: Any) -> dict[str, Any]:
+        try:
+            return await (await self.client(nid)).call(**req)
+        except (OSError, ConnectionError, TimeoutError) as e:
+            self._clients.pop(nid, None)
+            return {"status": "unreachable", "message": str(e)}
+
+    async def any_call(self, **req: Any) -> dict[str, Any]:
+        order = [self.via] + [n for n in sorted(self.nodes) if n != self.via]
+        last: dict[str, Any] = {}
+        for nid in order:
+            last = await self.call(nid, **req)
+            if last["status"] == "ok":
+                return last
+        raise ConnectionError(f"no broker answered {req.get('op')}: {last}")
+
+    async def cluster_epoch(self) -> int:
+        fresh, self._fresh = self._fresh, False
+        return int((await self.any_call(op="epoch", fresh=fresh))["epoch"])
+
+    async def creation_revision(self, partition: str) -> int:
+        meta = await self.any_call(op="meta")
+        if partition not in meta["partitions"]:
+            raise KeyError(f"unknown partition {partition!r}")
+        return int(meta["partitions"][partition]["revision"])
+
+    async def _leader(self, partition: str) -> int:
+        if partition in self._leaders:
+            return self._leaders[partition]
+        meta = await self.any_call(op="meta")
+        info = meta["partitions"].get(partition)
+        leader = int(info["leader"]) if info else 0
+        if leader not in self.nodes:
+            raise NotLeaderError(0)
+        self._leaders[partition] = leader
+        return leader
+
+    async def replicate(self, partition: str, ph: Placeholder) -> PlaceholderResult:
+        nid = await self._leader(partition)
+        r = await self.call(nid, op="replicate", partition=partition, epoch=ph.epoch,
+                            key=ph.key, start=ph.start, end=ph.end, count=ph.count)
+        st = r["status"]
+        if st == "ok":
+            return PlaceholderResult(True, int(r["base"]), None)
+        if st == "stale":
+            w = r["window"]
+            raise StaleEpoch(ph.epoch, None if w is None else (int(w[0]), int(w[1])), r["at"])
+        self._leaders.pop(partition, None)
+        if st == "not_leader":
+            if int(r["leader"]) in self.nodes:
+                self._leaders[partition] = int(r["leader"])
+            raise NotLeaderError(int(r["leader"]))
+        if st == "unreachable":
+            raise NotLeaderError(0)
+        raise ReplicateFailed(r.get("message", st))
+
+    def invalidate_epoch(self) -> None:
+        self._fresh = True
+
+    async def read_partition(self, partition: str, retries: int = 100) -> list[tuple[int, bytes]]:
+        out: list[tuple[int, bytes]] = []
+        for _ in range(retries):
+            try:
+                nid = await self._leader(partition)
+            except (NotLeaderError, ConnectionError):
+                await asyncio.sleep(0.2)
+                continue
+            r = await self.call(nid, op="read", partition=partition, offset=len(out))
+            if r["status"] != "ok":
+                self._leaders.pop(partition, None)
+                await asyncio.sleep(0.2)
+                continue
+            recs = r["records"]
+            if not recs:
+                return out
+            out.extend((int(o), base64.b64decode(b)) for o, b in recs)
+        raise ConnectionError(f"could not read {partition}")
+
+    async def close(self) -> None:
+        for c in self._clients.values():
+            await c.close()
+        self._clients.clear()

@@ -1,0 +1,110 @@
+"""One broker process: RaftServer (TCP + DiskStorage) with the controller and every
+partition group, the broker services, the client RPC port and a Prometheus endpoint.
+
+  python -m impl.cluster.node_main --id 1 --peers 1=127.0.0.1:7001,... --client-port 8001 \
+      --data-dir DIR --store URL [--partitions t/0,t/1] [--metrics-port 9001]
+
+Prints "READY <raft port> <client port>" once serving. A corrupted journal or snapshot makes
+it exit with status 2 and a message naming the file, before anything is served.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import functools
+import logging
+import os
+import signal
+import sys
+import time
+
+from impl.broker.broker import Broker, BrokerConfig
+from impl.broker.logs import setup_json_logging
+from impl.broker.metrics import NodeMetrics
+from impl.broker.raftport import thread_io
+from impl.cluster.rpc import serve_client
+from impl.raft.node import Config
+from impl.raft.node_main import parse_peers
+from impl.raft.server import RaftServer
+from impl.raft.storage import StorageCorruption
+from impl.raft.transport import TransportConfig
+from impl.store.url import open_store
+
+log = logging.getLogger("epochgc.node")
+
+
+async def run(args: argparse.Namespace) -> int:
+    peers = parse_peers(args.peers)
+    host, port = peers.pop(args.id)
+    secret = os.environ.get("EPOCHGC_RAFT_SECRET", "").encode() or None
+    tcfg = TransportConfig(args.id, "epochgc", port, peers, host=host, secret=secret)
+    server = RaftServer(tcfg, args.data_dir, Config(), tick_interval=args.tick,
+                        snapshot_interval=args.snapshot_interval)
+    store = open_store(args.store, args.s3_endpoint)
+    cfg = BrokerConfig(
+        node_name=f"n{args.id}",
+        mint_interval=args.mint_interval or None,
+        initial_partitions=tuple(p for p in args.partitions.split(",") if p),
+        epoch_cache_ttl=args.cache_ttl,
+    )
+    metrics = NodeMetrics()
+    loop = asyncio.get_running_loop()
+    try:
+        broker = Broker(server, store, cfg, loop, time.time, thread_io, metrics)
+        broker.sync_partitions()
+    except StorageCorruption as e:
+        print(f"refusing to start: corrupted Raft storage: {e}", file=sys.stderr, flush=True)
+        return 2
+    await server.start()
+    broker.start()
+    srv = await asyncio.start_server(functools.partial(serve_client, broker), host,
+                                     args.client_port)
+    if args.metrics_port:
+        from prometheus_client import start_http_server
+
+        start_http_server(args.metrics_port, addr=host, registry=metrics.registry)
+    print(f"READY {server.transport.port} {srv.sockets[0].getsockname()[1]}", flush=True)
+    log.info("serving", extra={"node": args.id})
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    broker.stop()
+    srv.close()
+    await server.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--id", type=int, required=True)
+    ap.add_argument("--peers", required=True)
+    ap.add_argument("--client-port", type=int, default=0)
+    ap.add_argument("--data-dir", required=True)
+    ap.add_argument("--store", required=True)
+    ap.add_argument("--s3-endpoint", default=None)
+    ap.add_argument("--partitions", default="")
+    ap.add_argument("--mint-interval", type=float, default=3.0)
+    ap.add_argument("--cache-ttl", type=float, default=2.0)
+    ap.add_argument("--tick", type=float, default=0.05)
+    ap.add_argument("--snapshot-interval", type=int, default=2000)
+    ap.add_argument("--metrics-port", type=int, default=0)
+    args = ap.parse_args(argv)
+    setup_json_logging(logging.WARNING)
+    code = 1
+    try:
+        code = asyncio.run(run(args))
+    except StorageCorruption as e:
+        print(f"refusing to start: corrupted Raft storage: {e}", file=sys.stderr, flush=True)
+        code = 2
+    except KeyboardInterrupt:
+        code = 0
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+    sys.exit(code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,131 @@
+"""The broker's client protocol: newline-delimited JSON over TCP, requests carry an id so a
+client can pipeline. Record bytes travel base64-encoded."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+from typing import Any
+
+from impl.broker.broker import Broker
+from impl.partition.commands import Placeholder
+from impl.partition.fence import NotLeaderError, ReplicateFailed, StaleEpoch
+from impl.raft.host import ProposalFailed
+from impl.raft.node import ProposalRefused
+from impl.store.base import StoreError
+
+log = logging.getLogger("epochgc.rpc")
+
+
+async def handle(broker: Broker, req: dict[str, Any]) -> dict[str, Any]:
+    op = req.get("op")
+    try:
+        if op == "status":
+            return {"status": "ok", "data": broker.status()}
+        if op == "epoch":
+            if req.get("fresh"):
+                broker.cache.invalidate()  # the caller just saw a stale rejection
+            return {"status": "ok", "epoch": broker.cluster_epoch()}
+        if op == "meta":
+            parts = {
+                n: {"revision": r.info.creation_revision,
+                    "leader": broker.port.leader(r.info.group)}
+                for n, r in broker.replicas.items()
+            }
+            return {"status": "ok", "partitions": parts}
+        if op == "replicate":
+            ph = Placeholder(int(req["epoch"]), str(req["key"]), int(req["start"]),
+                             int(req["end"]), int(req["count"]))
+            res = await broker.replicate(str(req["partition"]), ph)
+            return {"status": "ok", "base": res.base}
+        if op == "read":
+            recs = broker.read(str(req["partition"]), int(req["offset"]), int(req.get("max", 500)))
+            return {"status": "ok", "records": [[o, base64.b64encode(r).decode()] for o, r in recs]}
+        if op == "mint":
+            return {"status": "ok", "epoch": await broker.mint()}
+        if op == "create":
+            return {"status": "ok", "revision": await broker.create_partition(str(req["name"]))}
+        return {"status": "error", "message": f"unknown op {op!r}"}
+    except StaleEpoch as e:
+        return {"status": "stale", "epoch": e.epoch, "window": e.window, "at": e.at}
+    except NotLeaderError as e:
+        return {"status": "not_leader", "leader": e.leader_hint}
+    except (ReplicateFailed, ProposalFailed, ProposalRefused) as e:
+        return {"status": "failed", "message": str(e)}
+    except (StoreError, KeyError, ValueError) as e:
+        return {"status": "error", "message": str(e)}
+
+
+async def serve_client(
+    broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+) -> None:
+    tasks: set[asyncio.Task[None]] = set()
+
+    async def one(req: dict[str, Any]) -> None:
+        resp = await handle(broker, req)
+        resp["id"] = req.get("id")
+        if not writer.is_closing():
+            writer.write(json.dumps(resp).encode() + b"\n")
+
+    try:
+        while line := await reader.readline():
+            try:
+                req = json.loads(line)
+            except json.JSONDecodeError:
+                writer.write(b'{"status": "error", "message": "bad json"}\n')
+                continue
+            t = asyncio.create_task(one(req))
+            tasks.add(t)
+            t.add_done_callback(tasks.discard)
+    except ConnectionError:
+        pass
+    finally:
+        for t in tasks:
+            t.cancel()
+        with contextlib.suppress(Exception):
+            writer.close()
+
+
+class RpcClient:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self._next = 0
+        self._waiting: dict[int, asyncio.Future[dict[str, Any]]] = {}
+        self._task = asyncio.create_task(self._read())
+
+    @classmethod
+    async def connect(cls, host: str, port: int, timeout: float = 2.0) -> RpcClient:
+        r, w = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        return cls(r, w)
+
+    async def call(self, timeout: float = 30.0, **req: Any) -> dict[str, Any]:
+        self._next += 1
+        rid = req["id"] = self._next
+        fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        self._waiting[rid] = fut
+        self.writer.write(json.dumps(req).encode() + b"\n")
+        try:
+            return await asyncio.wait_for(fut, timeout)
+        finally:
+            self._waiting.pop(rid, None)
+
+    async def _read(self) -> None:
+        try:
+            while line := await self.reader.readline():
+                resp = json.loads(line)
+                fut = self._waiting.get(resp.get("id"))
+                if fut is not None and not fut.done():
+                    fut.set_result(resp)
+        except (ConnectionError, json.JSONDecodeError):
+            pass
+        for fut in self._waiting.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError("broker connection closed"))
+
+    async def close(self) -> None:
+        self._task.cancel()
+        with contextlib.suppress(Exception):
+            self.writer.close()

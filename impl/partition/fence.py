@@ -1,0 +1,213 @@
+"""The leader's fence for one partition (the design gist's windowed fence).
+
+Protocol, in order: sync with the log (a barrier entry of the current term must have been
+applied, so the applied window includes every earlier term's entries); decide with
+`model.fence.fence` on the term-scoped seen window; in-window => shared lock; above-window =>
+exclusive lock, slide the seen window, downgrade; below => `StaleEpoch` with the window.
+The shared lock is held until the placeholder's replicate completes or fails, and the
+replicate is proposed with the fence's term (expected-term), so a leadership change aborts it.
+
+The seen window only decides early admission (liveness): the state machine re-checks the
+window at apply time (`model.partition.apply_placeholder`), which is where safety lives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from impl.partition import commands as c
+from impl.partition.rwlock import EXCLUSIVE, SHARED, RWLock
+from impl.partition.statemachine import PartitionStateMachine, PlaceholderResult
+from model.fence import SeenWindow, fence
+from model.variants import REFERENCE, Variant
+
+
+class GroupRaft(Protocol):
+    """The Raft operations a partition leader needs, for one group (both worlds)."""
+
+    def propose(self, data: bytes, expected_term: int | None) -> asyncio.Future[Any]: ...
+
+    def term(self) -> int: ...
+
+    def is_leader(self) -> bool: ...
+
+    def leader(self) -> int: ...
+
+
+class FenceError(Exception):
+    pass
+
+
+class StaleEpoch(FenceError):
+    """Rejected below the window, at the fence or at apply time (`at`)."""
+
+    def __init__(self, epoch: int, window: tuple[int, int] | None, at: str) -> None:
+        super().__init__(f"stale_cluster_epoch: epoch {epoch} below window {window} ({at})")
+        self.epoch = epoch
+        self.window = window
+        self.at = at
+
+
+class NotLeaderError(FenceError):
+    def __init__(self, leader_hint: int) -> None:
+        super().__init__(f"not the leader (leader hint {leader_hint})")
+        self.leader_hint = leader_hint
+
+
+class ReplicateFailed(FenceError):
+    """The placeholder's fate is unknown or negative (leadership lost, overwritten, fault)."""
+
+
+@dataclass(frozen=True)
+class FenceDecision:
+    term: int
+    epoch: int
+    admitted: bool
+    kind: str  # "in_window" | "above_window" | "below_window"
+    window: tuple[int, int] | None
+    seen_before: SeenWindow | None
+    seen_after: SeenWindow | None
+
+    @property
+    def slid(self) -> bool:
+        return self.seen_before != self.seen_after
+
+
+class PartitionFence:
+    def __init__(
+        self,
+        raft: GroupRaft,
+        sm: PartitionStateMachine,
+        variant: Variant = REFERENCE,
+        on_decision: Callable[[FenceDecision], None] | None = None,
+    ) -> None:
+        self.raft = raft
+        self.sm = sm
+        self.variant = variant
+        self.on_decision = on_decision
+        self.seen: SeenWindow | None = None
+        self.lock = RWLock()
+        self.synced_term: int | None = None
+        self._barrier: tuple[int, asyncio.Future[Any]] | None = None
+        # Fault injection (harness): return True to fail this replicate after its fence.
+        self.fail_replicate: Callable[[int], bool] | None = None
+
+    def on_leadership(self, term: int, is_leader: bool) -> None:
+        """Leadership changed: the sync is per term; with a term-scoped variant the seen
+        window of an old term is useless, so it is forgotten (the model ignores it anyway)."""
+        if not is_leader or term != self.synced_term:
+            self.synced_term = None
+        if self.variant.term_scoped_seen and (
+            not is_leader or (self.seen is not None and self.seen.term != term)
+        ):
+            self.seen = None
+
+    async def sync(self) -> int:
+        """Return the current term once this leader has applied its own barrier of it."""
+        if not self.raft.is_leader():
+            raise NotLeaderError(self.raft.leader())
+        term = self.raft.term()
+        if self.synced_term == term:
+            return term
+        if self._barrier is None or self._barrier[0] != term or (self._barrier[1].done() and (
+            self._barrier[1].cancelled() or self._barrier[1].exception() is not None
+        )):
+            try:
+                fut = self.raft.propose(c.encode(c.Barrier()), term)
+            except Exception as e:  # refused at once: not leader / term moved / transfer
+                raise NotLeaderError(self.raft.leader()) from e
+            self._barrier = (term, fut)
+        fut = self._barrier[1]
+        try:
+            await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            raise NotLeaderError(self.raft.leader()) from e
+        if self.raft.term() == term and self.raft.is_leader():
+            self.synced_term = term
+            return term
+        raise NotLeaderError(self.raft.leader())
+
+    def _decide(self, term: int, epoch: int) -> FenceDecision:
+        before = self.seen
+        r = fence(before, self.sm.state, term, epoch, self.variant)
+        if not r.admitted:
+            kind = "below_window"
+        elif r.seen != before:
+            kind = "above_window"
+        else:
+            kind = "in_window"
+        return FenceDecision(term, epoch, r.admitted, kind, r.window, before, r.seen)
+
+    def _report(self, d: FenceDecision) -> None:
+        if self.on_decision is not None:
+            self.on_decision(d)
+
+    async def admit(self, epoch: int) -> int:
+        """Fence `epoch`; on return this caller holds the shared lock for term (returned)."""
+        while True:
+            term = await self.sync()
+            d = self._decide(term, epoch)
+            if not d.admitted:
+                self._report(d)
+                raise StaleEpoch(epoch, d.window, "fence")
+            mode = SHARED if d.kind == "in_window" else EXCLUSIVE
+            await self.lock.acquire(mode)
+            # Re-decide under the lock: the window or the term may have moved while waiting.
+            if self.raft.term() != term or not self.raft.is_leader():
+                self.lock.release(mode)
+                continue
+            d = self._decide(term, epoch)
+            if not d.admitted:
+                self.lock.release(mode)
+                self._report(d)
+                raise StaleEpoch(epoch, d.window, "fence")
+            if d.kind == "above_window" and mode == SHARED:
+                self.lock.release(mode)  # it must slide now: queue for the exclusive lock
+                continue
+            if mode == EXCLUSIVE:
+                self.seen = d.seen_after
+                self.lock.downgrade()
+            self._report(d)
+            return term
+
+    async def replicate_placeholder(self, ph: c.Placeholder) -> PlaceholderResult:
+        """Fence and replicate; returns the apply result of an accepted placeholder."""
+        term = await self.admit(ph.epoch)
+        try:
+            if self.fail_replicate is not None and self.fail_replicate(ph.epoch):
+                raise ReplicateFailed("injected replicate failure after the fence")
+            try:
+                fut = self.raft.propose(c.encode(ph), term)
+            except Exception as e:
+                raise ReplicateFailed(f"proposal refused: {e}") from e
+            try:
+                res = await fut
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                raise ReplicateFailed(f"replicate failed: {e}") from e
+        finally:
+            self.lock.release(SHARED)
+        assert isinstance(res, PlaceholderResult)
+        if not res.accepted:
+            raise StaleEpoch(ph.epoch, res.window, "apply")
+        return res
+
+    async def replicate_command(self, cmd: c.Command) -> Any:
+        """A non-placeholder command (advance_epoch, reconciled, start offset) of this term."""
+        term = await self.sync()
+        try:
+            fut = self.raft.propose(c.encode(cmd), term)
+        except Exception as e:
+            raise ReplicateFailed(f"proposal refused: {e}") from e
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            raise ReplicateFailed(f"replicate failed: {e}") from e

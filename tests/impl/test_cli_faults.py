@@ -1,0 +1,40 @@
+"""CLI-level bad input and a corrupted journal refusing to start."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from impl.cli import main
+from impl.cluster.local import LocalCluster
+
+
+def test_produce_refuses_out_of_range_epoch_before_anything(tmp_path: Path) -> None:
+    lc = LocalCluster(tmp_path / "c")
+    lc.init(3, str(tmp_path / "store"), ["t/0"], 1.0)
+    r = CliRunner().invoke(main, ["produce", "--data-dir", str(tmp_path / "c"),
+                                  "--partition", "t/0", "--epoch", str(10**18)])
+    assert r.exit_code != 0 and "refusing to produce with epoch" in r.output
+
+
+@pytest.mark.slow
+def test_corrupted_journal_refuses_to_start_naming_the_file(tmp_path: Path) -> None:
+    (tmp_path / "store").mkdir()
+    lc = LocalCluster(tmp_path / "c")
+    lc.init(3, str(tmp_path / "store"), ["t/0"], 1.0)
+    for n in lc.ids:
+        lc.start(n)
+    time.sleep(3)  # elect and commit something in the controller group
+    lc.stop_all()
+    gdir = tmp_path / "c" / "n1" / "g1"
+    target = gdir / "hardstate"  # a CRC'd file: damage there is never a torn tail
+    assert target.exists()
+    data = bytearray(target.read_bytes())
+    data[-1] ^= 0xFF
+    target.write_bytes(bytes(data))
+    with pytest.raises(RuntimeError, match="refusing to start") as ei:
+        lc.start(1)
+    assert str(gdir) in str(ei.value)
