@@ -1,0 +1,282 @@
+"""DiskStorage: a segmented, append-only, CRC'd log plus atomically replaced hard state and
+snapshot files, for one Raft group in one directory.
+
+Layout:
+  hardstate          crc32 | encoded HardState        (temp + fsync + rename + fsync dir)
+  snapshot           crc32 | encoded Snapshot         (same)
+  NNNNNNNNNNNNNNNN.seg  magic | records...
+A record is  u32 length | u32 crc32(payload) | payload,  payload = u8 kind | body.
+Kinds: ENTRY (an encoded Entry; an index at or below the current last replaces the suffix),
+MARK (index, term of a snapshot: the log restarts after it).
+
+Hard state is rewritten only when term or vote change (rare, and it must be durable before a
+vote is sent); the commit index it carries may lag, which is safe: commit is re-learned from
+the leader, and an old commit is still a committed index.
+
+Recovery: an incomplete final record (or zero-filled tail) in the last segment is a torn
+write and is truncated; any other damage raises StorageCorruption naming file and offset.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from collections.abc import Sequence
+
+from impl.raft.codec import (
+    CodecError,
+    decode_entry,
+    decode_hard_state,
+    decode_snapshot,
+    encode_entry,
+    encode_hard_state,
+    encode_snapshot,
+)
+from impl.raft.messages import Entry, HardState, InitialState, Snapshot
+from impl.raft.storage import StorageCorruption, apply_entries, apply_snapshot
+
+MAGIC = b"EGRLOG\x00\x01"  # 7 bytes of magic + 1 byte format version
+_REC = struct.Struct(">II")
+_MARK = struct.Struct(">QQ")
+KIND_ENTRY = 1
+KIND_MARK = 2
+MAX_RECORD = 256 << 20
+
+
+def _fsync_dir(path: str) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    """Replace path with data so that a crash leaves either the old or the new content."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    _fsync_dir(os.path.dirname(path) or ".")
+
+
+def _read_crc_file(path: str) -> bytes | None:
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as f:
+        raw = f.read()
+    if len(raw) < 4:
+        raise StorageCorruption(path, 0, "file shorter than its checksum")
+    (crc,) = struct.unpack_from(">I", raw, 0)
+    if zlib.crc32(raw[4:]) != crc:
+        raise StorageCorruption(path, 0, "checksum mismatch")
+    return raw[4:]
+
+
+def _record(kind: int, body: bytes) -> bytes:
+    payload = bytes([kind]) + body
+    return _REC.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+class DiskStorage:
+    def __init__(self, directory: str, segment_bytes: int = 64 << 20) -> None:
+        self.dir = directory
+        self.segment_bytes = segment_bytes
+        os.makedirs(directory, exist_ok=True)
+        self._hs = HardState()
+        self._snap = Snapshot()
+        self._segments: list[tuple[int, int]] = []  # (sequence number, max entry index)
+        self._fd = -1
+        self._size = 0
+        self._dirty_fds: list[int] = []  # rolled segments still to fsync
+        self._dir_dirty = False
+        self._unsynced = False  # bytes appended to the live segment since the last fsync
+        self._last_index = 0
+        self._loaded: InitialState | None = None
+
+    # ---- recovery ------------------------------------------------------------------------
+
+    def load(self) -> InitialState:
+        if self._loaded is not None:
+            return self._loaded
+        for name in os.listdir(self.dir):
+            if name.endswith(".tmp"):
+                os.unlink(os.path.join(self.dir, name))  # an interrupted atomic write
+        raw = _read_crc_file(self._path("hardstate"))
+        if raw is not None:
+            try:
+                self._hs = decode_hard_state(raw)
+            except CodecError as e:
+                raise StorageCorruption(self._path("hardstate"), 4, str(e)) from e
+        raw = _read_crc_file(self._path("snapshot"))
+        if raw is not None:
+            try:
+                self._snap = decode_snapshot(raw)
+            except CodecError as e:
+                raise StorageCorruption(self._path("snapshot"), 4, str(e)) from e
+        log: list[Entry] = []
+        seqs = sorted(int(n[:-4]) for n in os.listdir(self.dir) if n.endswith(".seg"))
+        for i, seq in enumerate(seqs):
+            max_index = self._replay_segment(seq, log, last=i == len(seqs) - 1)
+            self._segments.append((seq, max_index))
+        apply_snapshot(log, self._snap)
+        self._last_index = log[-1].index if log else self._snap.index
+        if self._segments:
+            seq = self._segments[-1][0]
+            self._fd = os.open(self._seg_path(seq), os.O_WRONLY | os.O_APPEND)
+            self._size = os.fstat(self._fd).st_size
+        self._loaded = InitialState(self._hs, self._snap, tuple(log))
+        return self._loaded
+
+    def _replay_segment(self, seq: int, log: list[Entry], last: bool) -> int:
+        path = self._seg_path(seq)
+        with open(path, "rb") as f:
+            data = f.read()
+        if len(data) < len(MAGIC):
+            if last and MAGIC.startswith(data):
+                self._truncate(path, 0, rewrite_magic=True)  # torn while being created
+                return 0
+            raise StorageCorruption(path, 0, "segment shorter than its header")
+        if data[: len(MAGIC)] != MAGIC:
+            raise StorageCorruption(path, 0, "bad segment header")
+        off = len(MAGIC)
+        max_index = 0
+        while off < len(data):
+            if off + _REC.size > len(data):
+                if last:
+                    self._truncate(path, off)
+                    break
+                raise StorageCorruption(path, off, "truncated record header")
+            n, crc = _REC.unpack_from(data, off)
+            end = off + _REC.size + n
+            if end > len(data) and last and n <= MAX_RECORD:
+                self._truncate(path, off)  # torn tail: the write of this record never finished
+                break
+            if n == 0 or n > MAX_RECORD or end > len(data):
+                if last and not any(data[off:]):
+                    self._truncate(path, off)
+                    break
+                raise StorageCorruption(path, off, f"bad record length {n}")
+            payload = data[off + _REC.size : end]
+            if zlib.crc32(payload) != crc:
+                if last and not any(data[off:]):
+                    self._truncate(path, off)  # a zero-filled tail: space reserved, never written
+                    break
+                raise StorageCorruption(path, off, "record checksum mismatch")
+            try:
+                max_index = max(max_index, self._replay_record(payload, log))
+            except (CodecError, ValueError) as e:
+                raise StorageCorruption(path, off, f"bad record: {e}") from e
+            off = end
+        return max_index
+
+    @staticmethod
+    def _replay_record(payload: bytes, log: list[Entry]) -> int:
+        kind, body = payload[0], payload[1:]
+        if kind == KIND_ENTRY:
+            e = decode_entry(body)
+            if log and e.index > log[-1].index + 1:
+                raise ValueError(f"gap: entry {e.index} after {log[-1].index}")
+            apply_entries(log, [e])
+            return e.index
+        if kind == KIND_MARK:
+            index, term = _MARK.unpack(body)
+            apply_snapshot(log, Snapshot(index, term))
+            if not log:
+                # Nothing survives the mark: the next entry must be index + 1. A placeholder
+                # keeps that expectation; it is removed by apply_snapshot at the end of load.
+                log.append(Entry(index, term))
+            return 0
+        raise ValueError(f"unknown record kind {kind}")
+
+    def _truncate(self, path: str, off: int, rewrite_magic: bool = False) -> None:
+        with open(path, "r+b") as f:
+            f.truncate(off)
+            if rewrite_magic:
+                f.write(MAGIC)
+            f.flush()
+            os.fsync(f.fileno())
+
+    # ---- writing -------------------------------------------------------------------------
+
+    def write(
+        self, hard_state: HardState | None, snapshot: Snapshot | None, entries: Sequence[Entry]
+    ) -> None:
+        if self._loaded is None:
+            self.load()
+        if snapshot is not None and snapshot.index > self._snap.index:
+            atomic_write(self._path("snapshot"), self._crc(encode_snapshot(snapshot)))
+            self._snap = snapshot
+            self._append(_record(KIND_MARK, _MARK.pack(snapshot.index, snapshot.term)), 0)
+        if hard_state is not None:
+            if (hard_state.term, hard_state.vote) != (self._hs.term, self._hs.vote):
+                atomic_write(self._path("hardstate"), self._crc(encode_hard_state(hard_state)))
+            self._hs = hard_state
+        if entries:
+            buf = b"".join(_record(KIND_ENTRY, encode_entry(e)) for e in entries)
+            self._append(buf, entries[-1].index)
+            self._last_index = entries[-1].index
+        if snapshot is not None:
+            self._drop_old_segments()
+
+    def sync(self) -> None:
+        for fd in self._dirty_fds:
+            os.fsync(fd)
+            os.close(fd)
+        self._dirty_fds.clear()
+        if self._fd >= 0 and self._unsynced:
+            os.fsync(self._fd)
+            self._unsynced = False
+        if self._dir_dirty:
+            _fsync_dir(self.dir)
+            self._dir_dirty = False
+
+    def close(self) -> None:
+        self.sync()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def _append(self, buf: bytes, max_index: int) -> None:
+        if self._fd < 0 or self._size >= self.segment_bytes:
+            self._roll()
+        os.write(self._fd, buf)
+        self._unsynced = True
+        self._size += len(buf)
+        seq, old = self._segments[-1]
+        self._segments[-1] = (seq, max(old, max_index))
+
+    def _roll(self) -> None:
+        if self._fd >= 0:
+            self._dirty_fds.append(self._fd)
+        seq = self._segments[-1][0] + 1 if self._segments else 1
+        self._fd = os.open(self._seg_path(seq), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        os.write(self._fd, MAGIC)
+        self._size = len(MAGIC)
+        self._segments.append((seq, 0))
+        self._dir_dirty = True
+
+    def _drop_old_segments(self) -> None:
+        # Only a prefix of segments whose entries are all covered by the (already durable)
+        # snapshot is removed; the live segment is never removed.
+        while len(self._segments) > 1 and self._segments[0][1] <= self._snap.index:
+            seq, _ = self._segments.pop(0)
+            os.unlink(self._seg_path(seq))
+            self._dir_dirty = True
+
+    # ---- paths ---------------------------------------------------------------------------
+
+    def _path(self, name: str) -> str:
+        return os.path.join(self.dir, name)
+
+    def _seg_path(self, seq: int) -> str:
+        return os.path.join(self.dir, f"{seq:016d}.seg")
+
+    @staticmethod
+    def _crc(body: bytes) -> bytes:
+        return struct.pack(">I", zlib.crc32(body)) + body

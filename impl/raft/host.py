@@ -1,0 +1,258 @@
+"""MultiRaftHost: runs many Raft groups of one node, sans-IO.
+
+It owns, per group, a RaftNode, a Storage and the application's StateMachine, and turns each
+Ready into: storage write + one sync per batch, messages handed to `send` (only after the
+sync), snapshot restore, apply in log order, proposal completion, and `advance`.
+The asyncio server (`server.py`) and the simulator (`sim.py`) both drive this same class, so
+the code path tested in the simulator is the one that runs over TCP.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from impl.raft.messages import ENTRY_NOOP, ENTRY_NORMAL, Entry, Message, Snapshot
+from impl.raft.node import Config, RaftNode, Ready, Role
+from impl.raft.storage import Storage
+
+
+class StateMachine(Protocol):
+    """The application side of one group. `apply` sees every committed non-no-op entry once,
+    in log order (after a restart: replayed from the last snapshot)."""
+
+    def apply(self, entry: Entry) -> Any: ...
+
+    def snapshot(self) -> bytes:
+        """The state as of the last applied entry, as opaque bytes."""
+        ...
+
+    def restore(self, snapshot: Snapshot) -> None:
+        """Replace the state by a snapshot (index 0 means: the empty initial state)."""
+        ...
+
+
+class ProposalFailed(Exception):
+    """The proposal's fate is unknown or negative: leadership was lost before it applied,
+    or another leader's entry took its index."""
+
+
+class LeadershipLost(ProposalFailed):
+    pass
+
+
+class Overwritten(ProposalFailed):
+    pass
+
+
+@dataclass(slots=True)
+class Proposal:
+    """A handle on one proposal; `on_done` callbacks run when it applies or fails."""
+
+    group: int
+    index: int
+    term: int
+    done: bool = False
+    result: Any = None
+    error: Exception | None = None
+    callbacks: list[Callable[[Proposal], None]] = field(default_factory=list)
+
+    def on_done(self, cb: Callable[[Proposal], None]) -> None:
+        if self.done:
+            cb(self)
+        else:
+            self.callbacks.append(cb)
+
+    def _finish(self, result: Any, error: Exception | None) -> None:
+        self.done, self.result, self.error = True, result, error
+        for cb in self.callbacks:
+            cb(self)
+        self.callbacks.clear()
+
+
+@dataclass(slots=True)
+class Group:
+    id: int
+    node: RaftNode
+    storage: Storage
+    sm: StateMachine
+    pending: dict[int, Proposal] = field(default_factory=dict)
+    lead_term: int = 0  # the term the pending proposals were accepted in
+
+
+SendFn = Callable[[int, int, Message], None]  # (to node, group id, message)
+# (group id, term, leader id or 0, this node leads) after any change of leader or role
+LeaderChangeFn = Callable[[int, int, int, bool], None]
+
+
+class MultiRaftHost:
+    def __init__(
+        self,
+        node_id: int,
+        send: SendFn,
+        rng: random.Random,
+        config: Config | None = None,
+        snapshot_interval: int = 0,
+    ) -> None:
+        self.node_id = node_id
+        self.send = send
+        self.rng = rng
+        self.config = config or Config()
+        self.snapshot_interval = snapshot_interval  # 0: the application compacts itself
+        self.groups: dict[int, Group] = {}
+        self._dirty: set[int] = set()
+        self.on_leader_change: LeaderChangeFn | None = None
+        # Observer of every applied non-no-op entry (group id, entry), after the state machine.
+        self.on_applied: Callable[[int, Entry], None] | None = None
+
+    # ---- groups ----------------------------------------------------------------------------
+
+    def add_group(
+        self, group_id: int, peers: list[int], storage: Storage, sm: StateMachine
+    ) -> RaftNode:
+        """Recover the group from storage (restoring the state machine from its snapshot)."""
+        if group_id in self.groups:
+            raise ValueError(f"group {group_id} already exists")
+        init = storage.load()
+        sm.restore(init.snapshot)
+        node = RaftNode(
+            self.node_id, peers, init, random.Random(self.rng.getrandbits(64)), self.config
+        )
+        self.groups[group_id] = Group(group_id, node, storage, sm)
+        self._dirty.add(group_id)
+        return node
+
+    def close(self) -> None:
+        for g in self.groups.values():
+            g.storage.close()
+
+    # ---- inputs ----------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        for gid, g in self.groups.items():
+            g.node.tick()
+            self._dirty.add(gid)
+
+    def receive(self, group_id: int, msg: Message) -> None:
+        g = self.groups.get(group_id)
+        if g is None:
+            return  # unknown group: Raft tolerates loss
+        g.node.step(msg)
+        self._dirty.add(group_id)
+
+    def propose(
+        self,
+        group_id: int,
+        data: bytes,
+        entry_type: int = ENTRY_NORMAL,
+        expected_term: int | None = None,
+    ) -> Proposal:
+        """Raises ProposalRefused (NotLeader, TermMismatch, ...) if nothing was appended."""
+        g = self.groups[group_id]
+        index, term = g.node.propose(data, entry_type, expected_term)
+        p = Proposal(group_id, index, term)
+        old = g.pending.pop(index, None)
+        if old is not None:
+            old._finish(None, Overwritten(f"index {index} reused in term {term}"))
+        g.pending[index] = p
+        g.lead_term = term
+        self._dirty.add(group_id)
+        return p
+
+    def transfer_leadership(self, group_id: int, target: int) -> None:
+        self.groups[group_id].node.transfer_leadership(target)
+        self._dirty.add(group_id)
+
+    def compact(self, group_id: int, index: int, data: bytes) -> None:
+        self.groups[group_id].node.compact(index, data)
+        self._dirty.add(group_id)
+
+    # ---- queries ---------------------------------------------------------------------------
+
+    def leader(self, group_id: int) -> int:
+        """The leader this node knows of for the group (0 if unknown)."""
+        return self.groups[group_id].node.lead
+
+    def is_leader(self, group_id: int) -> bool:
+        return self.groups[group_id].node.is_leader()
+
+    def term(self, group_id: int) -> int:
+        return self.groups[group_id].node.term
+
+    def applied_index(self, group_id: int) -> int:
+        return self.groups[group_id].node.log.applied
+
+    def has_work(self) -> bool:
+        return bool(self._dirty)
+
+    # ---- the Ready loop --------------------------------------------------------------------
+
+    def process_ready(self, crash_before_sync: bool = False) -> int:
+        """Handle every group with work; returns how many Readies were processed.
+        `crash_before_sync` (simulator only) writes the batch and stops before the fsync."""
+        todo = [gid for gid in sorted(self._dirty) if self.groups[gid].node.has_ready()]
+        self._dirty.clear()
+        batch: list[tuple[Group, Ready]] = []
+        for gid in todo:
+            g = self.groups[gid]
+            rd = g.node.ready()
+            snap = rd.snapshot or rd.compacted
+            if rd.must_sync:
+                g.storage.write(rd.hard_state, snap, rd.entries)
+            for m in rd.early_messages:
+                self.send(m.to, g.id, m)
+            batch.append((g, rd))
+        if crash_before_sync:
+            return len(batch)
+        synced: set[int] = set()
+        for g, rd in batch:
+            if rd.must_sync and id(g.storage) not in synced:
+                g.storage.sync()  # group commit: one fsync per storage per batch
+                synced.add(id(g.storage))
+        for g, rd in batch:
+            for m in rd.messages:
+                self.send(m.to, g.id, m)
+            self._apply(g, rd)
+            g.node.advance(rd)
+            self._fail_if_deposed(g)
+            if rd.soft_state is not None and self.on_leader_change is not None:
+                n = g.node
+                self.on_leader_change(g.id, n.term, n.lead, n.role is Role.LEADER)
+            if g.node.has_ready():
+                self._dirty.add(g.id)
+        return len(batch)
+
+    def _apply(self, g: Group, rd: Ready) -> None:
+        if rd.snapshot is not None:
+            g.sm.restore(rd.snapshot)
+            for idx in [i for i in g.pending if i <= rd.snapshot.index]:
+                g.pending.pop(idx)._finish(None, LeadershipLost("replaced by a snapshot"))
+        for e in rd.committed_entries:
+            result = None
+            if e.type != ENTRY_NOOP:
+                result = g.sm.apply(e)
+                if self.on_applied is not None:
+                    self.on_applied(g.id, e)
+            p = g.pending.pop(e.index, None)
+            if p is not None:
+                if p.term == e.term:
+                    p._finish(result, None)
+                else:
+                    p._finish(None, Overwritten(f"index {e.index} holds term {e.term}"))
+        n = g.node
+        if (
+            self.snapshot_interval
+            and rd.committed_entries
+            and n.log.applied - n.log.snapshot.index >= self.snapshot_interval
+        ):
+            n.compact(n.log.applied, g.sm.snapshot())
+
+    def _fail_if_deposed(self, g: Group) -> None:
+        n = g.node
+        if not g.pending or (n.role is Role.LEADER and n.term == g.lead_term):
+            return
+        pending, g.pending = g.pending, {}
+        for p in pending.values():
+            p._finish(None, LeadershipLost(f"no longer leader of term {p.term}"))

@@ -1,0 +1,142 @@
+"""RaftServer: a MultiRaftHost on an asyncio event loop with one tick timer and a TCP
+transport. Proposals return asyncio futures resolved when the entry is committed and applied
+(or failed: refused, leadership lost, overwritten).
+
+Each group stores its log under `data_dir/g<group id>` (DiskStorage). The Ready loop runs
+once per event-loop iteration in which something happened, so all messages that arrived
+together share one fsync per group (group commit).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+from collections.abc import Callable
+from typing import Any
+
+from impl.raft.disklog import DiskStorage
+from impl.raft.host import MultiRaftHost, Proposal, StateMachine
+from impl.raft.messages import ENTRY_NORMAL, Message
+from impl.raft.node import Config
+from impl.raft.storage import Storage
+from impl.raft.transport import Transport, TransportConfig
+
+
+class RaftServer:
+    def __init__(
+        self,
+        transport_config: TransportConfig,
+        data_dir: str,
+        config: Config | None = None,
+        tick_interval: float = 0.1,
+        snapshot_interval: int = 10_000,
+        seed: int | None = None,
+        storage_factory: Callable[[str], Storage] | None = None,
+    ) -> None:
+        self.node_id = transport_config.node_id
+        self.voters = sorted([self.node_id, *transport_config.peers])
+        self.data_dir = data_dir
+        self.tick_interval = tick_interval
+        self.transport = Transport(transport_config, self._on_message)
+        rng = random.Random(seed if seed is not None else int.from_bytes(os.urandom(8), "big"))
+        self.host = MultiRaftHost(self.node_id, self.transport.send, rng, config, snapshot_interval)
+        self._storage_factory = storage_factory or (lambda d: DiskStorage(d))
+        self._flush_scheduled = False
+        self._ticker: asyncio.TimerHandle | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def add_group(self, group_id: int, sm: StateMachine) -> None:
+        storage = self._storage_factory(os.path.join(self.data_dir, f"g{group_id}"))
+        self.host.add_group(group_id, self.voters, storage, sm)
+        self._schedule_flush()
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        await self.transport.start()
+        self._ticker = self._loop.call_later(self.tick_interval, self._tick)
+        self._schedule_flush()
+
+    async def close(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+        await self.transport.close()
+        self.host.close()
+
+    # ---- application API -------------------------------------------------------------------
+
+    def propose(
+        self,
+        group_id: int,
+        data: bytes,
+        entry_type: int = ENTRY_NORMAL,
+        expected_term: int | None = None,
+    ) -> asyncio.Future[Any]:
+        """Future of the apply result; raises ProposalRefused at once if not accepted."""
+        assert self._loop is not None
+        fut: asyncio.Future[Any] = self._loop.create_future()
+        p = self.host.propose(group_id, data, entry_type, expected_term)
+        p.on_done(lambda done: _settle(fut, done))
+        self._schedule_flush()
+        return fut
+
+    def propose_cb(
+        self,
+        group_id: int,
+        data: bytes,
+        entry_type: int = ENTRY_NORMAL,
+        expected_term: int | None = None,
+    ) -> Proposal:
+        """Like `propose` but returns the host's Proposal handle (attach `on_done`)."""
+        p = self.host.propose(group_id, data, entry_type, expected_term)
+        self._schedule_flush()
+        return p
+
+    def transfer_leadership(self, group_id: int, target: int) -> None:
+        self.host.transfer_leadership(group_id, target)
+        self._schedule_flush()
+
+    def compact(self, group_id: int, index: int, data: bytes) -> None:
+        self.host.compact(group_id, index, data)
+        self._schedule_flush()
+
+    def is_leader(self, group_id: int) -> bool:
+        return self.host.is_leader(group_id)
+
+    def leader(self, group_id: int) -> int:
+        return self.host.leader(group_id)
+
+    def term(self, group_id: int) -> int:
+        return self.host.term(group_id)
+
+    # ---- loop plumbing ---------------------------------------------------------------------
+
+    def _on_message(self, frm: int, group: int, msg: Message) -> None:
+        self.host.receive(group, msg)
+        self._schedule_flush()
+
+    def _tick(self) -> None:
+        assert self._loop is not None
+        self.host.tick()
+        self._schedule_flush()
+        self._ticker = self._loop.call_later(self.tick_interval, self._tick)
+
+    def _schedule_flush(self) -> None:
+        if not self._flush_scheduled and self._loop is not None:
+            self._flush_scheduled = True
+            self._loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        self.host.process_ready()
+        if self.host.has_work():
+            self._schedule_flush()
+
+
+def _settle(fut: asyncio.Future[Any], p: Proposal) -> None:
+    if fut.done():
+        return
+    if p.error is None:
+        fut.set_result(p.result)
+    else:
+        fut.set_exception(p.error)
