@@ -1,0 +1,89 @@
+"""`tox -e bench`: every benchmark of the project, one table, `build/bench.json`.
+
+Runs the proof phase (timed) and each `benchmarks/bench_*.py` in its own process (so one
+benchmark's threads, Spark session or cluster cannot slow the next), each writing its own
+`build/bench-*.json`; then merges all rows. `--quick` passes through (smaller sizes).
+
+Rows: {"name", "value", "unit", "baseline", "ratio", "target"}. `ratio` is value/baseline
+of a baseline run in the same command; `target` is the ratio its issue asks for (at least,
+or for time rows in seconds, at most), null where none was asked.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "build"
+
+
+def _prove_rows(quick: bool) -> list[dict[str, object]]:
+    report = BUILD / "prove-report.json"
+    t0 = time.perf_counter()
+    args = [sys.executable, "-m", "proofs", "--report", str(report)]
+    proc = subprocess.run([*args, "--quick"] if quick else args, cwd=ROOT, check=False,
+                          capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
+        raise SystemExit("proofs failed; no benchmark figures for them")
+    data = json.loads(report.read_text())
+    z3_rows = [o for o in data["obligations"] if o["kind"] != "crosshair"]
+    slowest = max(o["seconds"] for o in z3_rows)
+    budget = 60.0
+    return [
+        {"name": "prove_total_wall_s" + ("_quick" if quick else ""), "value": round(wall, 2),
+         "unit": "s", "baseline": budget, "ratio": round(wall / budget, 3), "target": 1.0},
+        {"name": "prove_slowest_solver_obligation_s", "value": round(slowest, 3), "unit": "s",
+         "baseline": 2.0, "ratio": round(slowest / 2.0, 3), "target": 1.0},
+        {"name": "prove_obligations", "value": len(data["obligations"]), "unit": "count",
+         "baseline": None, "ratio": None, "target": None},
+    ]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="smaller sizes (under 10 minutes)")
+    ap.add_argument("--only", nargs="*", help="benchmark names, e.g. raft gc impl harness prove")
+    args = ap.parse_args()
+    BUILD.mkdir(exist_ok=True)
+    rows: list[dict[str, object]] = []
+    failures: list[str] = []
+    wanted = set(args.only or [])
+    if not wanted or "prove" in wanted:
+        print("== prove", flush=True)
+        rows += _prove_rows(args.quick)
+    for script in sorted((ROOT / "benchmarks").glob("bench_*.py")):
+        name = script.stem.removeprefix("bench_")
+        if wanted and name not in wanted:
+            continue
+        out = BUILD / f"bench-{name}.json"
+        out.unlink(missing_ok=True)
+        cmd = [sys.executable, str(script), "--out", str(out)] + (["--quick"] if args.quick else [])
+        print(f"== {name}: {' '.join(cmd[1:])}", flush=True)
+        proc = subprocess.run(cmd, cwd=ROOT, check=False)
+        if proc.returncode != 0 or not out.exists():
+            failures.append(name)
+            continue
+        rows += json.loads(out.read_text())
+    (BUILD / "bench.json").write_text(json.dumps(rows, indent=1) + "\n")
+    head = ("name", "value", "unit", "baseline", "ratio", "target")
+    table = [head] + [tuple("" if r.get(k) is None else str(r.get(k)) for k in head) for r in rows]
+    widths = [max(len(t[i]) for t in table) for i in range(len(head))]
+    print()
+    for t in table:
+        print("  ".join(c.ljust(w) for c, w in zip(t, widths, strict=True)).rstrip())
+    print(f"\n{len(rows)} rows -> build/bench.json")
+    if failures:
+        print(f"benchmarks that failed: {', '.join(failures)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
