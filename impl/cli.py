@@ -13,6 +13,7 @@ SUBCOMMANDS: dict[str, str] = {
     "cluster": "impl.cluster.cli:cluster",
     "produce": "impl.cluster.cli:produce",
     "consume": "impl.cluster.cli:consume",
+    "demo": "impl.demo:demo",
 }
 
 

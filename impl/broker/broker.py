@@ -31,6 +31,7 @@ from impl.controller.statemachine import (
     encode_mint,
 )
 from impl.partition.commands import Placeholder
+from impl.partition.commands import encode as encode_command
 from impl.partition.fence import FenceDecision, NotLeaderError, PartitionFence
 from impl.partition.statemachine import ApplyEvent, PartitionStateMachine, PlaceholderResult
 from impl.store.base import ObjectStore
@@ -53,6 +54,7 @@ class BrokerConfig:
     idle_after: float = 2.0  # a partition whose state did not move this long is idle
     initial_partitions: tuple[str, ...] = ()  # the controller leader creates missing ones
     variant: Variant = REFERENCE
+    bench_ops: bool = False  # serve `propose_unfenced` (benchmarks only; off by default)
 
 
 @dataclass
@@ -208,6 +210,19 @@ class Broker:
 
     async def replicate(self, name: str, ph: Placeholder) -> PlaceholderResult:
         return await self.replica(name).fence.replicate_placeholder(ph)
+
+    async def propose_unfenced(self, name: str, ph: Placeholder) -> PlaceholderResult:
+        """The benchmark's baseline: the same placeholder bytes proposed straight to the
+        Raft core (expected-term, no sync, no lock, no fence decision). Apply still checks
+        the window, so even this cannot land a stale write."""
+        if not self.config.bench_ops:
+            raise ValueError("propose_unfenced is disabled (start the node with --bench-ops)")
+        g = self.replica(name).info.group
+        if not self.port.is_leader(g):
+            raise NotLeaderError(self.port.leader(g))
+        res = await self.port.propose(g, encode_command(ph), expected_term=self.port.term(g))
+        assert isinstance(res, PlaceholderResult)
+        return res
 
     async def _controller_propose(self, data: bytes) -> int:
         if not self.port.is_leader(CONTROLLER_GROUP):

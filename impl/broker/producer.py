@@ -14,6 +14,7 @@ import functools
 import logging
 import random
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -85,6 +86,11 @@ class Producer:
         self.not_leader_backoff = not_leader_backoff
         self.not_leader_wait = not_leader_wait
         self.stats = ProduceStats()
+        # (key, "upload") just before an object's upload, (key, "stored") once it is in the
+        # store, (key, "settled") once every placeholder of that attempt has an outcome:
+        # upload..settled is when the object is an in-flight write (the demo's independent
+        # GC safety check uses it).
+        self.on_attempt: Callable[[str, str], None] | None = None
 
     def new_key(self, epoch: int) -> str:
         name = uuid.UUID(int=self.rng.getrandbits(128), version=4).hex
@@ -112,18 +118,23 @@ class Producer:
                     stamp = max(stamp, await self.cluster.creation_revision(p))
             check_epoch(stamp)
             key, placeholders, data = self._build(stamp, pending)
+            self._note(key, "upload")
             try:
-                await self.io(functools.partial(self.store.put, key, data))
-            except StoreError as e:
-                raise ProduceError(
-                    f"object store unreachable ({e}); nothing acknowledged"
-                ) from e
-            self.stats.objects_created += 1
-            self.stats.keys.append(key)
-            names = sorted(placeholders)
-            results = await asyncio.gather(
-                *(self._replicate(p, placeholders[p]) for p in names), return_exceptions=True
-            )
+                try:
+                    await self.io(functools.partial(self.store.put, key, data))
+                except StoreError as e:
+                    raise ProduceError(
+                        f"object store unreachable ({e}); nothing acknowledged"
+                    ) from e
+                self._note(key, "stored")
+                self.stats.objects_created += 1
+                self.stats.keys.append(key)
+                names = sorted(placeholders)
+                results = await asyncio.gather(
+                    *(self._replicate(p, placeholders[p]) for p in names), return_exceptions=True
+                )
+            finally:
+                self._note(key, "settled")
             stale = False
             for p, r in zip(names, results, strict=True):
                 if isinstance(r, PlaceholderResult):
@@ -145,6 +156,10 @@ class Producer:
                 f"(last error: {last_error}); acknowledged: {sorted(acks)}"
             )
         return acks
+
+    def _note(self, key: str, phase: str) -> None:
+        if self.on_attempt is not None:
+            self.on_attempt(key, phase)
 
     def _build(
         self, epoch: int, pending: dict[str, list[bytes]]

@@ -6,6 +6,7 @@ import asyncio
 import json
 import random
 import signal
+import uuid
 from typing import Any
 
 import click
@@ -96,11 +97,17 @@ def status(data_dir: str, as_json: bool) -> None:
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False))
 @click.option("--partition", "partitions", multiple=True, required=True)
 @click.option("--count", default=10, show_default=True)
+@click.option("--size", default=48, show_default=True, help="payload body bytes per record")
 @click.option("--epoch", type=int, default=None, help="override the stamp (tests)")
-def produce(data_dir: str, partitions: tuple[str, ...], count: int, epoch: int | None) -> None:
-    """Produce `count` records to each partition in one L0 object."""
+def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int,
+            epoch: int | None) -> None:
+    """Produce `count` verifiable records to each partition in one L0 object.
+
+    Records are deterministic and checksummed (impl/cluster/payload.py); every acknowledged
+    run is appended to DATA_DIR/acked.jsonl, which `consume --verify` checks byte for byte."""
     from impl.broker.producer import ProduceError, Producer, check_epoch
     from impl.broker.raftport import thread_io
+    from impl.cluster.payload import AckedRun, append_manifest, make_record
     from impl.store.url import open_store
 
     lc = LocalCluster(data_dir)
@@ -109,21 +116,26 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, epoch: int |
             check_epoch(epoch)
         except ProduceError as e:
             raise click.ClickException(str(e)) from e
+    name = f"cli-{uuid.uuid4().hex[:12]}"  # a fresh producer id: its seqs start at 0
 
     async def go() -> None:
         access = ProcClusterAccess(lc.client_addrs())
         prod = Producer(access, open_store(lc.meta["store"]), thread_io, random.Random())
         try:
             acks = await prod.produce(
-                {p: [f"{p}:{i}".encode() for i in range(count)] for p in partitions}, epoch
+                {p: [make_record(name, p, i, size) for i in range(count)] for p in partitions},
+                epoch,
             )
         except ProduceError as e:
             raise click.ClickException(str(e)) from e
         finally:
             await access.close()
+        runs = [AckedRun(a.partition, a.base, a.count, name, 0, size, a.epoch, a.key)
+                for a in acks.values()]
+        append_manifest(data_dir, runs)  # only after every ack: the manifest is what was acked
         for a in acks.values():
             click.echo(json.dumps({"partition": a.partition, "base": a.base, "count": a.count,
-                                   "epoch": a.epoch, "key": a.key}))
+                                   "epoch": a.epoch, "key": a.key, "producer": name}))
 
     asyncio.run(go())
 
@@ -131,20 +143,41 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, epoch: int |
 @click.command()
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False))
 @click.option("--partition", "partitions", multiple=True, required=True)
-@click.option("--verify", is_flag=True, help="check offsets are dense from 0")
+@click.option("--verify", is_flag=True,
+              help="dense offsets, every record's checksum, and every acknowledged record "
+                   "(DATA_DIR/acked.jsonl) present with exactly its produced bytes")
 def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
     """Read every record of the partitions (L1 below LRO, L0 above)."""
-    lc = LocalCluster(data_dir)
+    from impl.cluster.payload import PayloadError, check_record, compare, read_manifest
 
-    async def go() -> None:
+    lc = LocalCluster(data_dir)
+    runs = read_manifest(data_dir) if verify else []
+
+    async def go() -> list[str]:
+        problems: list[str] = []
         access = ProcClusterAccess(lc.client_addrs())
         try:
             for p in partitions:
                 recs = await access.read_partition(p)
-                if verify and [o for o, _ in recs] != list(range(len(recs))):
-                    raise click.ClickException(f"{p}: offsets are not dense")
-                click.echo(json.dumps({"partition": p, "records": len(recs)}))
+                out: dict[str, object] = {"partition": p, "records": len(recs)}
+                if verify:
+                    if [o for o, _ in recs] != list(range(len(recs))):
+                        problems.append(f"{p}: offsets are not dense")
+                    for o, data in recs:
+                        try:
+                            check_record(data, p)
+                        except PayloadError as e:
+                            problems.append(f"{p}@{o}: {e}")
+                    mine = [r for r in runs if r.partition == p]
+                    problems += compare(mine, {p: dict(recs)})
+                    out["acked_checked"] = sum(r.count for r in mine)
+                click.echo(json.dumps(out))
         finally:
             await access.close()
+        return problems
 
-    asyncio.run(go())
+    problems = asyncio.run(go())
+    if problems:
+        for line in problems[:20]:
+            click.echo(f"verify: {line}", err=True)
+        raise click.ClickException(f"verification failed: {len(problems)} problem(s)")

@@ -3,6 +3,7 @@ ports and pids, `n<id>/` each node's Raft data, `n<id>.log` its JSON logs."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -87,20 +88,29 @@ class LocalCluster:
             os.kill(pid, sig)
         except ProcessLookupError:
             return
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-                if done:
-                    return
-            except ChildProcessError:
-                if not _alive(pid):
-                    return
-            time.sleep(0.02)
+        if not _wait_exit(pid, 10.0) and sig != signal.SIGKILL:
+            # A node that ignores or hangs on SIGTERM must not outlive `stop`.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            _wait_exit(pid, 10.0)
 
     def stop_all(self) -> None:
         for nid in self.ids:
             self.kill(nid, signal.SIGTERM)
+
+
+def _wait_exit(pid: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            done, _ = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return True
+        except ChildProcessError:  # not our child (another `epochgc` invocation started it)
+            if not _alive(pid):
+                return True
+        time.sleep(0.02)
+    return False
 
 
 def _alive(pid: int) -> bool:

@@ -25,6 +25,7 @@ from impl.broker.logs import setup_json_logging
 from impl.broker.metrics import NodeMetrics
 from impl.broker.raftport import thread_io
 from impl.cluster.rpc import serve_client
+from impl.raft.disklog import DiskStorage
 from impl.raft.node import Config
 from impl.raft.node_main import parse_peers
 from impl.raft.server import RaftServer
@@ -48,15 +49,32 @@ async def run(args: argparse.Namespace) -> int:
         mint_interval=args.mint_interval or None,
         initial_partitions=tuple(p for p in args.partitions.split(",") if p),
         epoch_cache_ttl=args.cache_ttl,
+        bench_ops=args.bench_ops,
     )
     metrics = NodeMetrics()
     loop = asyncio.get_running_loop()
     try:
+        check_storage(args.data_dir)
         broker = Broker(server, store, cfg, loop, time.time, thread_io, metrics)
         broker.sync_partitions()
     except StorageCorruption as e:
         print(f"refusing to start: corrupted Raft storage: {e}", file=sys.stderr, flush=True)
         return 2
+    stop = asyncio.Event()
+    fatal: list[StorageCorruption] = []
+
+    def on_error(lp: asyncio.AbstractEventLoop, ctx: dict[str, object]) -> None:
+        # A group opened later (a partition created while running) found damaged storage:
+        # stop serving rather than run with part of the node's state missing.
+        exc = ctx.get("exception")
+        if isinstance(exc, StorageCorruption):
+            print(f"stopping: corrupted Raft storage: {exc}", file=sys.stderr, flush=True)
+            fatal.append(exc)
+            stop.set()
+        else:
+            lp.default_exception_handler(ctx)
+
+    loop.set_exception_handler(on_error)
     await server.start()
     broker.start()
     srv = await asyncio.start_server(functools.partial(serve_client, broker), host,
@@ -67,14 +85,31 @@ async def run(args: argparse.Namespace) -> int:
         start_http_server(args.metrics_port, addr=host, registry=metrics.registry)
     print(f"READY {server.transport.port} {srv.sockets[0].getsockname()[1]}", flush=True)
     log.info("serving", extra={"node": args.id})
-    stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     await stop.wait()
     broker.stop()
     srv.close()
-    await server.close()
-    return 0
+    try:
+        await asyncio.wait_for(server.close(), 5.0)
+    except TimeoutError:  # a peer that never answers must not keep a stopped node alive
+        log.warning("transport did not close in 5 s; exiting anyway")
+        server.host.close()
+    return 2 if fatal else 0
+
+
+def check_storage(data_dir: str) -> None:
+    """Open every Raft group stored under data_dir before serving anything. Partition
+    groups are otherwise opened only when the controller log replays, which happens after
+    the node is already serving: a damaged partition journal would then go unnoticed."""
+    if not os.path.isdir(data_dir):
+        return
+    for name in sorted(os.listdir(data_dir)):
+        path = os.path.join(data_dir, name)
+        if name.startswith("g") and name[1:].isdigit() and os.path.isdir(path):
+            storage = DiskStorage(path)
+            storage.load()  # raises StorageCorruption naming the file and offset
+            storage.close()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -91,6 +126,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tick", type=float, default=0.05)
     ap.add_argument("--snapshot-interval", type=int, default=2000)
     ap.add_argument("--metrics-port", type=int, default=0)
+    ap.add_argument("--bench-ops", action="store_true", help="serve the benchmark's "
+                    "unfenced-propose baseline (never in production)")
     args = ap.parse_args(argv)
     setup_json_logging(logging.WARNING)
     code = 1

@@ -32,7 +32,8 @@ async def handle(broker: Broker, req: dict[str, Any]) -> dict[str, Any]:
         if op == "meta":
             parts = {
                 n: {"revision": r.info.creation_revision,
-                    "leader": broker.port.leader(r.info.group)}
+                    "leader": broker.port.leader(r.info.group),
+                    "term": broker.port.term(r.info.group)}
                 for n, r in broker.replicas.items()
             }
             return {"status": "ok", "partitions": parts}
@@ -41,9 +42,22 @@ async def handle(broker: Broker, req: dict[str, Any]) -> dict[str, Any]:
                              int(req["end"]), int(req["count"]))
             res = await broker.replicate(str(req["partition"]), ph)
             return {"status": "ok", "base": res.base}
+        if op == "bench_propose":
+            ph = Placeholder(int(req["epoch"]), str(req["key"]), int(req["start"]),
+                             int(req["end"]), int(req["count"]))
+            res = await broker.propose_unfenced(str(req["partition"]), ph)
+            return {"status": "ok" if res.accepted else "stale", "base": res.base,
+                    "epoch": ph.epoch, "window": res.window, "at": "apply"}
         if op == "read":
             recs = broker.read(str(req["partition"]), int(req["offset"]), int(req.get("max", 500)))
             return {"status": "ok", "records": [[o, base64.b64encode(r).decode()] for o, r in recs]}
+        if op == "in_use":
+            # The L0 keys this replica's applied (= committed) state still references: the
+            # accepted placeholders not yet reconciled, with the applied index they are as of.
+            return {"status": "ok", "partitions": {
+                n: {"applied": r.sm.last_index, "keys": sorted({p.key for p in r.sm.placeholders})}
+                for n, r in broker.replicas.items()
+            }}
         if op == "mint":
             return {"status": "ok", "epoch": await broker.mint()}
         if op == "create":

@@ -5,7 +5,9 @@ Layout:
   hardstate          crc32 | encoded HardState        (temp + fsync + rename + fsync dir)
   snapshot           crc32 | encoded Snapshot         (same)
   NNNNNNNNNNNNNNNN.seg  magic | records...
-A record is  u32 length | u32 crc32(payload) | payload,  payload = u8 kind | body.
+A record is  u32 length | u32 crc32(payload) | u32 crc32(length, crc) | payload,
+payload = u8 kind | body. The header has its own checksum so a damaged length can never be
+mistaken for a torn tail (which would silently drop fsynced records after it).
 Kinds: ENTRY (an encoded Entry; an index at or below the current last replaces the suffix),
 MARK (index, term of a snapshot: the log restarts after it).
 
@@ -36,8 +38,8 @@ from impl.raft.codec import (
 from impl.raft.messages import Entry, HardState, InitialState, Snapshot
 from impl.raft.storage import StorageCorruption, apply_entries, apply_snapshot
 
-MAGIC = b"EGRLOG\x00\x01"  # 7 bytes of magic + 1 byte format version
-_REC = struct.Struct(">II")
+MAGIC = b"EGRLOG\x00\x02"  # 7 bytes of magic + 1 byte format version
+_REC = struct.Struct(">III")  # length, crc32(payload), crc32 of the first 8 header bytes
 _MARK = struct.Struct(">QQ")
 KIND_ENTRY = 1
 KIND_MARK = 2
@@ -80,7 +82,8 @@ def _read_crc_file(path: str) -> bytes | None:
 
 def _record(kind: int, body: bytes) -> bytes:
     payload = bytes([kind]) + body
-    return _REC.pack(len(payload), zlib.crc32(payload)) + payload
+    head = struct.pack(">II", len(payload), zlib.crc32(payload))
+    return head + struct.pack(">I", zlib.crc32(head)) + payload
 
 
 class DiskStorage:
@@ -152,16 +155,20 @@ class DiskStorage:
                     self._truncate(path, off)
                     break
                 raise StorageCorruption(path, off, "truncated record header")
-            n, crc = _REC.unpack_from(data, off)
-            end = off + _REC.size + n
-            if end > len(data) and last and n <= MAX_RECORD:
-                self._truncate(path, off)  # torn tail: the write of this record never finished
-                break
-            if n == 0 or n > MAX_RECORD or end > len(data):
+            n, crc, hcrc = _REC.unpack_from(data, off)
+            if zlib.crc32(data[off : off + 8]) != hcrc:
                 if last and not any(data[off:]):
-                    self._truncate(path, off)
+                    self._truncate(path, off)  # a zero-filled tail: space reserved, never written
                     break
+                raise StorageCorruption(path, off, "record header checksum mismatch")
+            end = off + _REC.size + n
+            if n == 0 or n > MAX_RECORD:
                 raise StorageCorruption(path, off, f"bad record length {n}")
+            if end > len(data):
+                if last:
+                    self._truncate(path, off)  # torn tail: the write of this record never finished
+                    break
+                raise StorageCorruption(path, off, "record runs past the end of the segment")
             payload = data[off + _REC.size : end]
             if zlib.crc32(payload) != crc:
                 if last and not any(data[off:]):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import struct
+import zlib
 import tempfile
 from pathlib import Path
 
@@ -85,7 +86,8 @@ def test_torn_tail_is_truncated(tmp_path: Path) -> None:
     size = seg.stat().st_size
     with open(seg, "ab") as f:
         rec = ents(4, 4)[0]
-        f.write(struct.pack(">II", 100, 0) + b"partial")  # the crash hit mid-record
+        head = struct.pack(">II", 100, 0)  # the crash hit mid-record: header whole, body not
+        f.write(head + struct.pack(">I", zlib.crc32(head)) + b"partial")
     init = reopen(tmp_path).load()
     assert [e.index for e in init.entries] == [1, 2, 3]
     assert seg.stat().st_size == size  # truncated back to the last whole record
@@ -125,7 +127,7 @@ def test_mid_file_corruption_refuses_naming_file_and_offset(tmp_path: Path) -> N
     s.close()
     (seg,) = segs(tmp_path)
     data = bytearray(seg.read_bytes())
-    record = 8 + 1 + 24 + 10
+    record = 12 + 1 + 24 + 10
     second = len(MAGIC) + record
     data[second + 20] ^= 0xFF  # flip a byte inside the second record's payload
     seg.write_bytes(bytes(data))
@@ -133,6 +135,24 @@ def test_mid_file_corruption_refuses_naming_file_and_offset(tmp_path: Path) -> N
         reopen(tmp_path).load()
     assert ei.value.path == str(seg) and ei.value.offset == second
     assert str(seg) in str(ei.value) and f"offset {second}" in str(ei.value)
+
+
+@pytest.mark.parametrize("byte", [0, 1, 2, 3])
+def test_damaged_length_mid_file_is_corruption_not_a_torn_tail(tmp_path: Path, byte: int) -> None:
+    s = DiskStorage(str(tmp_path))
+    s.write(None, None, ents(1, 10))
+    s.sync()
+    s.close()
+    (seg,) = segs(tmp_path)
+    data = bytearray(seg.read_bytes())
+    size = len(data)
+    fifth = len(MAGIC) + 4 * (12 + 1 + 24 + 10)
+    data[fifth + byte] ^= 0x40  # a length that now runs past the end of the file
+    seg.write_bytes(bytes(data))
+    with pytest.raises(StorageCorruption) as ei:
+        reopen(tmp_path).load()
+    assert ei.value.offset == fifth and "header checksum" in str(ei.value)
+    assert seg.stat().st_size == size  # nothing truncated: fsynced records are not dropped
 
 
 def test_corruption_in_an_older_segment_refuses(tmp_path: Path) -> None:

@@ -1,0 +1,312 @@
+"""GC job benchmark (not a timed test): writes build/bench-gc.json.
+
+    python benchmarks/bench_gc.py [--quick] [--dir DIR] [--out build/bench-gc.json]
+
+(a) local directory, 1,000,000 L0 objects of which 100,000 eligible: deleted/s of the Spark
+    job (Spark start-up excluded: the session is created and warmed first) against a plain
+    single-process loop that lists the same directories and unlinks the same files;
+(b) listing efficiency, 1,000,000 live objects above M and 10,000 eligible: keys listed per
+    key deleted (examined keys, i.e. up to and including the first key above M per prefix;
+    also reported: keys the store returned in its pages of up to 1000);
+(c) S3 on a loopback moto server, 50,000 objects: deleted/s against a boto3 loop that lists
+    and batch-deletes the same keys from one process. Objects are created through moto's
+    in-process backend (setup only: 50,000 HTTP PUTs to moto take minutes).
+`--quick` divides every size by 10.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from impl.gc.job import GcOptions, run_gc
+from impl.gc.summary import GcSummary
+from impl.store.base import ObjectStore
+from impl.store.local import LocalStore
+from impl.store.url import StoreSpec
+from model.keys import PREFIXES, prefix_path
+
+HOUR = 3600.0
+GRACE = 12 * HOUR
+M = 10
+ELIGIBLE_EPOCHS = (1, 2, 3, 4, 5)
+LIVE_EPOCHS = tuple(range(11, 20))
+
+
+def clock() -> float:
+    return time.time() + GRACE + HOUR  # every object counts as older than the grace period
+
+
+def row(
+    name: str,
+    value: float,
+    unit: str,
+    baseline: float | None,
+    target: str | None,
+    ratio: float | None = None,
+) -> dict[str, Any]:
+    if ratio is None and baseline:
+        ratio = value / baseline
+    return {
+        "name": name,
+        "value": round(value, 3),
+        "unit": unit,
+        "baseline": None if baseline is None else round(baseline, 3),
+        "ratio": None if ratio is None else round(ratio, 4),
+        "target": target,
+    }
+
+
+def write_reports(store: ObjectStore, m: int) -> None:
+    store.put(
+        "_cluster/partitions.json", json.dumps({"revision": 10**6, "partitions": ["t/0"]}).encode()
+    )
+    doc = {
+        "node": "n1",
+        "written_at": clock(),
+        "replicas": [{"partition": "t/0", "term": 1, "inactive_epoch": m}],
+    }
+    store.put("_cluster/health/n1.json", json.dumps(doc).encode())
+
+
+def make_files(root: Path, per_prefix: dict[int, int], tag: str) -> int:
+    """`per_prefix[epoch]` empty files in every prefix; returns how many."""
+    n = 0
+    for p in range(PREFIXES):
+        for epoch, count in per_prefix.items():
+            d = root / prefix_path(p) / f"{epoch:018d}"
+            d.mkdir(parents=True, exist_ok=True)
+            for i in range(count):
+                os.close(os.open(d / f"{tag}-{i:06d}", os.O_CREAT | os.O_WRONLY, 0o644))
+            n += count
+    return n
+
+
+def baseline_local(root: Path, m: int, rmdir: bool = False) -> tuple[int, float]:
+    """The physical limit: list the prefix and epoch directories in order, unlink <= M
+    (and, with `rmdir`, remove the emptied epoch directories as the store does)."""
+    t = time.perf_counter()
+    deleted = 0
+    for p in range(PREFIXES):
+        d = root / prefix_path(p)
+        try:
+            epochs = sorted(os.listdir(d))
+        except FileNotFoundError:
+            continue
+        for e in epochs:
+            if int(e) > m:
+                break
+            for f in sorted(os.listdir(d / e)):
+                os.unlink(d / e / f)
+                deleted += 1
+            if rmdir:
+                os.rmdir(d / e)
+    return deleted, time.perf_counter() - t
+
+
+def gc(spark: Any, spec: Any, tasks: int | None = None) -> GcSummary:
+    s = run_gc(spark, spec, GcOptions(grace_s=GRACE, tasks=tasks), clock=clock)
+    if s.exit_code != 0:
+        raise SystemExit(f"GC round failed: {s.lines()}")
+    return s
+
+
+def bench_local(spark: Any, base: Path, scale: int) -> list[dict[str, Any]]:
+    root = base / "local"
+    root.mkdir()
+    store = LocalStore(root)
+    write_reports(store, M)
+    per_eligible = {e: 20 // scale if scale > 1 else 20 for e in ELIGIBLE_EPOCHS}
+    per_live = {e: 100 // scale for e in LIVE_EPOCHS}
+    t = time.perf_counter()
+    eligible = make_files(root, per_eligible, "g")
+    live = make_files(root, per_live, "l")
+    print(
+        f"(a) created {eligible + live} objects ({eligible} eligible) in "
+        f"{time.perf_counter() - t:.0f}s",
+        file=sys.stderr,
+    )
+    deleted, seconds = baseline_local(root, M)
+    assert deleted == eligible, (deleted, eligible)
+    base_rate = deleted / seconds
+    print(f"(a) baseline loop: {deleted} in {seconds:.2f}s", file=sys.stderr)
+    make_files(root, per_eligible, "g")
+    deleted, seconds = baseline_local(root, M, rmdir=True)
+    assert deleted == eligible, (deleted, eligible)
+    prune_rate = deleted / seconds
+    print(f"(a) baseline loop + rmdir: {deleted} in {seconds:.2f}s", file=sys.stderr)
+    make_files(root, per_eligible, "g")
+    s = gc(spark, StoreSpec("file", str(root)))
+    assert s.deleted == eligible, s
+    rate = s.deleted / s.seconds
+    print(
+        f"(a) spark job: {s.deleted} in {s.seconds:.2f}s (list {s.list_seconds:.2f}s, "
+        f"delete {s.delete_seconds:.2f}s)",
+        file=sys.stderr,
+    )
+    n = eligible + live
+    rows = [
+        row(
+            f"local_deleted_per_s[{n} objects, {eligible} eligible]",
+            rate,
+            "keys/s",
+            base_rate,
+            ">= 0.5",
+        ),
+        # The store also removes the epoch directories it empties (else every later round
+        # would walk them); the same loop doing that too is the like-for-like baseline.
+        row(
+            f"local_deleted_per_s_vs_loop_with_rmdir[{n} objects, {eligible} eligible]",
+            rate,
+            "keys/s",
+            prune_rate,
+            None,
+        ),
+    ]
+
+    # (b) bring live objects to the full count, then add 1% eligible.
+    live += make_files(root, {19: (1_000_000 // scale - live) // PREFIXES}, "x")
+    few = make_files(root, {3: 10}, "f")  # 1% of 1M; kept at 10 per prefix in --quick
+    s = gc(spark, StoreSpec("file", str(root)))
+    assert s.deleted == few, s
+    full_listing = (live + few) / few
+    print(
+        f"(b) {live} live, {few} eligible: listed {s.listed}, fetched {s.fetched}, "
+        f"{s.list_requests} list requests",
+        file=sys.stderr,
+    )
+    rows += [
+        row(
+            f"listed_per_deleted[{live} live, {few} eligible]",
+            s.listed / s.deleted,
+            "keys/key",
+            full_listing,
+            "<= 1.2",
+        ),
+        row(
+            f"fetched_per_deleted[{live} live, {few} eligible, local directory]",
+            s.fetched / s.deleted,
+            "keys/key",
+            full_listing,
+            None,
+        ),
+        row(f"list_requests[{live} live, {few} eligible]", s.list_requests, "requests", None, None),
+    ]
+    return rows
+
+
+def bench_s3(spark: Any, scale: int) -> list[dict[str, Any]]:
+    import boto3
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+    from moto.server import ThreadedMotoServer
+
+    from tests.store.s3server import free_port
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        client = boto3.client("s3", endpoint_url=endpoint)
+        client.create_bucket(Bucket="bench-gc")
+        backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+        n = 50_000 // scale
+        per = n // PREFIXES
+
+        def populate() -> list[str]:
+            keys = [
+                f"{prefix_path(p)}{1 + i % 5:018d}/obj-{i:05d}"
+                for p in range(PREFIXES)
+                for i in range(per)
+            ]
+            for k in keys:
+                backend.put_object("bench-gc", "c/" + k, b"x")
+            return keys
+
+        spec = StoreSpec("s3", "bench-gc", "c", endpoint)
+        write_reports(spec(), M)
+        keys = populate()
+        t = time.perf_counter()
+        deleted = 0
+        batch: list[dict[str, str]] = []
+        for p in range(PREFIXES):
+            for page in client.get_paginator("list_objects_v2").paginate(
+                Bucket="bench-gc", Prefix="c/" + prefix_path(p)
+            ):
+                for o in page.get("Contents", []):
+                    batch.append({"Key": o["Key"]})
+                    if len(batch) == 1000:
+                        client.delete_objects(
+                            Bucket="bench-gc", Delete={"Objects": batch, "Quiet": True}
+                        )
+                        deleted, batch = deleted + len(batch), []
+        if batch:
+            client.delete_objects(Bucket="bench-gc", Delete={"Objects": batch, "Quiet": True})
+            deleted += len(batch)
+        seconds = time.perf_counter() - t
+        assert deleted == len(keys)
+        print(f"(c) boto3 loop: {deleted} in {seconds:.2f}s", file=sys.stderr)
+        populate()
+        s = gc(spark, spec)
+        assert s.deleted == len(keys), s
+        print(f"(c) spark job: {s.deleted} in {s.seconds:.2f}s", file=sys.stderr)
+        return [
+            row(
+                f"s3_deleted_per_s[{len(keys)} objects, loopback moto]",
+                s.deleted / s.seconds,
+                "keys/s",
+                deleted / seconds,
+                "report",
+            )
+        ]
+    finally:
+        server.stop()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="every size / 10")
+    ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
+    ap.add_argument("--out", default="build/bench-gc.json")
+    ap.add_argument("--skip-s3", action="store_true")
+    args = ap.parse_args()
+    scale = 10 if args.quick else 1
+
+    from tests.store.s3server import set_dummy_aws_env
+
+    set_dummy_aws_env()  # before Spark starts: its Python workers inherit the environment
+    from impl.gc.session import spark_session
+
+    spark = spark_session("local[*]", app_name="epochgc-bench")
+    base = Path(tempfile.mkdtemp(prefix="epochgc-bench-", dir=args.dir))
+    try:
+        warm = base / "warm"
+        warm.mkdir()
+        write_reports(LocalStore(warm), M)
+        gc(spark, StoreSpec("file", str(warm)))  # start Python workers: excluded from timing
+        rows = bench_local(spark, base, scale)
+        if not args.skip_s3:
+            rows += bench_s3(spark, scale)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+        spark.stop()
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(rows, indent=2) + "\n")
+    print(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()

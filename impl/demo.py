@@ -1,0 +1,316 @@
+"""`epochgc demo --seconds S [--json]`: the whole design in one command, on the embedded
+defaults.
+
+A 3-node cluster as processes (LocalCluster, temp data dir, local-directory store), two
+producers writing verifiable records (`impl.cluster.payload`) to 8 partitions in shared L0
+objects, epochs minted every 2 s, the leader of t/0 SIGKILLed and restarted, the brokers'
+reconcilers and housekeepers running, GC rounds (the PySpark job when pyspark is importable,
+the model's round otherwise), and a final read-back.
+
+`S` is the budget for the whole run: start-up, workload, and a reserved tail for the drain,
+the final GC round and the read-back (start-up of Spark and the nodes can push the end a few
+seconds past it on a loaded machine).
+
+The two safety figures are independent of the code under test:
+- `lost`: every acknowledged record is read back and compared byte for byte with the record
+  recomputed from its acknowledgement.
+- `in_use_deleted`: deleted keys are observed by listing the store after each round, and
+  compared with the keys the partitions' committed state still references (accepted,
+  unreconciled placeholders, from the most advanced replica) and with the writes that were
+  in flight during the round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import click
+
+from impl.broker.producer import ProduceError, Producer
+from impl.broker.raftport import thread_io
+from impl.cluster.client import ProcClusterAccess
+from impl.cluster.demo_checks import InflightLog, LeaderWatch, in_use_keys
+from impl.cluster.demo_gc import DemoGc
+from impl.cluster.local import LocalCluster
+from impl.cluster.payload import AckedRun, compare, make_record
+from impl.store.local import LocalStore
+from impl.store.url import parse_store_url
+from model.keys import DATA_PREFIX
+
+PARTS = [f"t/{i}" for i in range(8)]
+MINT_INTERVAL = 2.0
+GRACE_S = 2.0  # production uses 12 h; the demo's objects must age out within seconds
+TAIL_S = 4.0  # reserved at the end: drain, final GC round, read-back
+MIN_WORK_S = 4.0
+RECORDS_PER_PARTITION = 4
+RECORD_SIZE = 48
+PRODUCERS = 2
+GC_EVERY_S = 1.5
+PAUSE_S = 0.15  # between a producer's batches
+
+
+@dataclass
+class DemoResult:
+    acked: int = 0
+    lost: int = 0
+    stale_rejections: int = 0
+    leader_changes: int = 0
+    objects_created: int = 0
+    objects_deleted: int = 0
+    in_use_deleted: int = 0
+    cluster_M: int | None = None
+
+    def ok(self) -> bool:
+        return self.lost == 0 and self.in_use_deleted == 0
+
+
+class Demo:
+    def __init__(self, seconds: float, say: Callable[[str], None], engine: str = "auto") -> None:
+        self.t0 = time.monotonic()
+        self.deadline = self.t0 + seconds
+        self.say = say
+        self.tmp = Path(tempfile.mkdtemp(prefix="epochgc-demo-"))
+        store_dir = self.tmp / "store"
+        self.store = LocalStore(store_dir, create=True)
+        self.lc = LocalCluster(self.tmp / "cluster")
+        self.lc.init(3, str(store_dir), PARTS, MINT_INTERVAL, extra=["--cache-ttl", "1.0"])
+        self.gc = DemoGc(parse_store_url(str(store_dir)), self.store, GRACE_S, engine)
+        self.inflight = InflightLog(time.time)
+        self.watch = LeaderWatch()
+        self.live: list[int] = []
+        self.runs: list[AckedRun] = []
+        self.producers: list[Producer] = []
+        self.deleted: set[str] = set()
+        self.bad: set[str] = set()
+        self.result = DemoResult()
+        self.failed_batches = 0
+        self.rounds = 0
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.t0
+
+    # ---- top level -----------------------------------------------------------------------
+
+    def run(self, keep: bool = False) -> DemoResult:
+        try:
+            for n in self.lc.ids:
+                self.lc.start(n)
+                self.live.append(n)
+            self.say(f"3 broker processes up under {self.tmp}; GC engine: {self.gc.engine}")
+            asyncio.run(self._main())
+            return self.result
+        finally:
+            self.lc.stop_all()
+            self.gc.close()
+            if keep:
+                self.say(f"data kept in {self.tmp}")
+            else:
+                shutil.rmtree(self.tmp, ignore_errors=True)
+
+    async def _main(self) -> None:
+        access = ProcClusterAccess(self.lc.client_addrs())
+        try:
+            await self._wait_ready(access)
+            work_end = max(self.deadline - TAIL_S, time.monotonic() + MIN_WORK_S)
+            self.say(f"producing to {len(PARTS)} partitions for {work_end - time.monotonic():.1f}s")
+            stop = asyncio.Event()
+            producers = [
+                asyncio.create_task(self._produce_loop(access, w, stop)) for w in range(PRODUCERS)
+            ]
+            background = [
+                asyncio.create_task(self._watch_loop(access, stop)),
+                asyncio.create_task(self._gc_loop(access, stop)),
+            ]
+            chaos = asyncio.create_task(self._chaos(access, work_end))
+            await asyncio.sleep(max(0.0, work_end - time.monotonic()))
+            stop.set()
+            await asyncio.gather(*producers, chaos)  # the current batches finish; no cancel
+            await asyncio.gather(*background)
+            await self._drain(access)
+            await self._gc_round(access, final=True)
+            await self._read_back(access)
+        finally:
+            await access.close()
+        r = self.result
+        r.leader_changes = self.watch.changes
+        r.objects_created = sum(p.stats.objects_created for p in self.producers)
+        r.stale_rejections = sum(p.stats.stale_rejections for p in self.producers)
+        r.objects_deleted = len(self.deleted)
+        r.in_use_deleted = len(self.bad)
+        r.acked = sum(run.count for run in self.runs)
+
+    async def _wait_ready(self, access: ProcClusterAccess, timeout: float = 30.0) -> None:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            leaders = await self.watch.poll(access, self.live)
+            if all(leaders.get(p) for p in PARTS):
+                try:
+                    if await access.cluster_epoch() > 0:
+                        return
+                except ConnectionError:
+                    pass
+            await asyncio.sleep(0.1)
+        raise RuntimeError("the cluster did not elect partition leaders and mint an epoch")
+
+    # ---- workload ------------------------------------------------------------------------
+
+    async def _produce_loop(self, access: ProcClusterAccess, w: int, stop: asyncio.Event) -> None:
+        prod = Producer(access, self.store, thread_io, random.Random(w), max_attempts=10,
+                        not_leader_wait=8.0)
+        prod.on_attempt = self.inflight.note
+        self.producers.append(prod)
+        name = f"demo{w}"
+        seq = dict.fromkeys(PARTS, 0)
+        while not stop.is_set():
+            first = dict(seq)
+            batch = {
+                p: [make_record(name, p, seq[p] + i, RECORD_SIZE)
+                    for i in range(RECORDS_PER_PARTITION)]
+                for p in PARTS
+            }
+            for p in PARTS:  # seqs are never reused, even by a failed batch
+                seq[p] += RECORDS_PER_PARTITION
+            try:
+                acks = await prod.produce(batch)
+            except (ProduceError, ConnectionError) as e:
+                self.failed_batches += 1
+                self.say(f"batch not acknowledged (nothing counted): {str(e)[:100]}")
+                await asyncio.sleep(0.2)
+                continue
+            for p, a in acks.items():
+                self.runs.append(AckedRun(p, a.base, a.count, name, first[p], RECORD_SIZE,
+                                          a.epoch, a.key))
+            await asyncio.sleep(PAUSE_S)  # leave CPU to the brokers and Spark (2 cores)
+
+    async def _chaos(self, access: ProcClusterAccess, work_end: float) -> None:
+        await asyncio.sleep(max(0.5, (work_end - time.monotonic()) * 0.3))
+        leaders = await self.watch.poll(access, self.live)
+        victim = leaders.get("t/0") or next(v for v in leaders.values() if v)
+        led = [p for p, n in leaders.items() if n == victim]
+        self.say(f"SIGKILL node {victim} (leader of {', '.join(led)})")
+        self.lc.kill(victim, signal.SIGKILL)
+        self.live.remove(victim)
+        end = time.monotonic() + 8.0
+        while time.monotonic() < end:
+            cur = await self.watch.poll(access, self.live)
+            if all(cur.get(p) not in (0, victim) for p in led):
+                self.say(f"new leaders elected for {', '.join(led)}")
+                break
+            await asyncio.sleep(0.1)
+        pid = await asyncio.to_thread(self.lc.start, victim)
+        self.live.append(victim)
+        self.say(f"node {victim} restarted (pid {pid})")
+
+    async def _watch_loop(self, access: ProcClusterAccess, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            await self.watch.poll(access, list(self.live))
+            await asyncio.sleep(0.25)
+
+    async def _gc_loop(self, access: ProcClusterAccess, stop: asyncio.Event) -> None:
+        announced = False
+        while not stop.is_set():
+            await asyncio.sleep(GC_EVERY_S)
+            if self.gc.ready() and not stop.is_set():
+                if not announced and self.gc.engine == "spark":
+                    self.say("Spark session ready")
+                announced = True
+                await self._gc_round(access)
+
+    # ---- GC and the independent checks ---------------------------------------------------
+
+    def _l0_keys(self) -> set[str]:
+        return {i.key for i in self.store.list_all(DATA_PREFIX)}
+
+    async def _gc_round(self, access: ProcClusterAccess, final: bool = False) -> None:
+        start = time.time()
+        r = await asyncio.to_thread(self.gc.run_round)
+        end = time.time()
+        self.rounds += 1
+        # Deleted = stored before this listing and absent from it (only GC deletes).
+        stored = set(self.inflight.stored)
+        listing = await asyncio.to_thread(self._l0_keys)
+        gone = stored - listing - self.deleted
+        self.deleted |= gone
+        referenced: set[str] = set()
+        for keys in (await in_use_keys(access, list(self.live))).values():
+            referenced |= keys
+        self.bad |= self.deleted & referenced
+        self.bad |= {k for k in gone if self.inflight.overlaps(k, start, end)}
+        if r.M is not None:
+            self.result.cluster_M = r.M
+        why = f" (blocked: {r.blocked})" if r.blocked else ""
+        self.say(f"{'final ' if final else ''}GC round ({r.engine}): M={r.M}, "
+                 f"deleted {len(gone)} object(s){why}")
+
+    async def _drain(self, access: ProcClusterAccess, timeout: float = 3.0) -> None:
+        """Let the reconcilers catch up and the next health reports go out."""
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            pending = 0
+            for n in list(self.live):
+                st = await access.call(n, op="status")
+                if st.get("status") != "ok":
+                    continue
+                pending += sum(s["unreconciled"] for s in st["data"]["partitions"].values()
+                               if s["leader"] == n)
+            if pending == 0:
+                break
+            await asyncio.sleep(0.2)
+        await asyncio.sleep(1.2)  # one health-report interval
+        if not self.gc.ready():
+            self.say("waiting for Spark to finish starting")
+
+    async def _read_back(self, access: ProcClusterAccess) -> None:
+        got: dict[str, dict[int, bytes]] = {}
+        for p in PARTS:
+            got[p], unreadable = await access.read_checked(p)
+            if unreadable:
+                self.say(f"{p}: {len(unreadable)} record(s) unreadable (object gone)")
+        bad = compare(self.runs, got)
+        for line in bad[:10]:
+            self.say(f"LOST {line}")
+        self.result.lost = len(bad)
+        self.say(f"read back {sum(len(v) for v in got.values())} records; "
+                 f"{sum(r.count for r in self.runs)} acknowledged, {len(bad)} lost")
+
+
+@click.command()
+@click.option("--seconds", type=click.FloatRange(5, 3600), default=20.0, show_default=True,
+              help="budget for the whole run")
+@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@click.option("--gc-engine", type=click.Choice(["auto", "spark", "model"]), default="auto",
+              show_default=True, help="auto: PySpark when importable, else the model's round")
+@click.option("--keep-data", is_flag=True, help="keep the temp data directory")
+def demo(seconds: float, as_json: bool, gc_engine: str, keep_data: bool) -> None:
+    """The whole design in one command: cluster, produce, SIGKILL, reconcile, GC, read-back."""
+    t0 = time.monotonic()
+
+    def say(msg: str) -> None:
+        if not as_json:
+            click.echo(f"[{time.monotonic() - t0:5.1f}s] {msg}", err=True)
+
+    d = Demo(seconds, say, gc_engine)
+    res = d.run(keep_data)
+    if as_json:
+        click.echo(json.dumps(asdict(res)))
+    else:
+        click.echo(
+            f"acked {res.acked} records in {res.objects_created} L0 objects; "
+            f"lost {res.lost}; stale rejections {res.stale_rejections}; "
+            f"leader changes {res.leader_changes}\n"
+            f"GC ({d.gc.engine}, {d.rounds} rounds): deleted {res.objects_deleted} objects, "
+            f"in use deleted {res.in_use_deleted}; cluster M = {res.cluster_M}\n"
+            f"{'OK' if res.ok() else 'FAILED'} in {time.monotonic() - t0:.1f}s"
+        )
+    if not res.ok():
+        sys.exit(1)

@@ -1,0 +1,222 @@
+"""`epochgc gc`: one GC round from the command line (also the spark-submit entry point).
+
+Exit codes: 0 done; 1 incomplete (malformed keys without --skip-malformed, delete errors,
+M moved backwards, unreadable store or report, failed Spark job); 2 blocked round;
+64 bad arguments.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from impl.gc.duration import format_duration, parse_duration
+from impl.gc.errors import GcError
+from impl.gc.job import DEFAULT_MAX_REPORT_AGE_S, GcOptions, run_gc
+from impl.gc.summary import EXIT_INCOMPLETE, EXIT_USAGE
+from impl.store.base import StoreError
+from impl.store.url import parse_store_url
+
+
+class _Usage(click.UsageError):
+    exit_code = EXIT_USAGE
+
+
+class _GcCommand(click.Command):
+    """Bad arguments exit 64, so that 2 always means "blocked round" to a scheduler."""
+
+    def make_context(
+        self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
+    ) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            raise _Usage(e.format_message(), e.ctx) from None
+
+
+class _Duration(click.ParamType):  # type: ignore[type-arg]  # generic only in new click
+    name = "duration"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        if isinstance(value, int | float):
+            return float(value)
+        try:
+            return parse_duration(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+DURATION = _Duration()
+
+
+@click.command(cls=_GcCommand)
+@click.option(
+    "--store",
+    "store_url",
+    required=True,
+    metavar="URL",
+    help="Object store: a directory path, file:///path or s3://bucket/prefix.",
+)
+@click.option(
+    "--s3-endpoint",
+    metavar="URL",
+    help="Endpoint of an S3-compatible server. Credentials come only from boto3's "
+    "standard chain (env, config files, instance role).",
+)
+@click.option(
+    "--grace",
+    type=DURATION,
+    default="12h",
+    show_default=True,
+    help="Minimum object age, e.g. 12h, 30m, 600s.",
+)
+@click.option(
+    "--i-know-grace-is-short", "short_grace", is_flag=True, help="Allow a grace period below 1h."
+)
+@click.option(
+    "--max-report-age",
+    type=DURATION,
+    default=format_duration(DEFAULT_MAX_REPORT_AGE_S),
+    show_default=True,
+    help="Health reports older than this count as absent.",
+)
+@click.option("--dry-run", is_flag=True, help="Delete nothing; count (and --manifest) only.")
+@click.option(
+    "--manifest",
+    type=click.Path(dir_okay=True, file_okay=True),
+    metavar="PATH",
+    help="Write the eligible keys here (a Spark output directory: Parquet, or CSV "
+    "when PATH ends in .csv), written by the executors.",
+)
+@click.option(
+    "--skip-malformed",
+    is_flag=True,
+    help="Delete the eligible keys even if malformed keys were found (they are "
+    "still never deleted, and still reported).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@click.option(
+    "--master",
+    metavar="URL",
+    help="Spark master; default local[*], or spark-submit's when launched by it.",
+)
+@click.option(
+    "--tasks",
+    type=click.IntRange(1, 1000),
+    help="Spark tasks for the 1000 prefixes (default one per core; on a cluster 2-4 per "
+    "core evens out stragglers).",
+)
+@click.option(
+    "--delete-concurrency",
+    type=click.IntRange(1, 64),
+    default=4,
+    show_default=True,
+    help="Delete requests in flight per task.",
+)
+@click.option(
+    "--delete-batch-size",
+    type=click.IntRange(1, 1000),
+    default=1000,
+    show_default=True,
+    help="Keys per delete request.",
+)
+@click.option(
+    "--page-size",
+    type=click.IntRange(1, 1000),
+    default=1000,
+    show_default=True,
+    help="Keys per list request.",
+)
+@click.option(
+    "--metrics-file",
+    type=click.Path(dir_okay=False),
+    metavar="PATH",
+    help="Write Prometheus metrics (node-exporter textfile format) here.",
+)
+@click.option("--pushgateway", metavar="HOST:PORT", help="Push Prometheus metrics here.")
+@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
+@click.option("--now", type=float, hidden=True, help="Wall clock override (tests).")
+def gc(
+    store_url: str,
+    s3_endpoint: str | None,
+    grace: float,
+    short_grace: bool,
+    max_report_age: float,
+    dry_run: bool,
+    manifest: str | None,
+    skip_malformed: bool,
+    as_json: bool,
+    master: str | None,
+    tasks: int | None,
+    delete_concurrency: int,
+    delete_batch_size: int,
+    page_size: int,
+    metrics_file: str | None,
+    pushgateway: str | None,
+    quiet: bool,
+    now: float | None,
+) -> None:
+    """Run one garbage-collection round of L0 objects as a PySpark job."""
+    try:
+        spec = parse_store_url(store_url, s3_endpoint)
+    except StoreError as e:
+        raise _Usage(str(e)) from None
+    options = GcOptions(
+        grace_s=grace,
+        allow_short_grace=short_grace,
+        max_report_age_s=max_report_age,
+        dry_run=dry_run,
+        manifest=manifest,
+        skip_malformed=skip_malformed,
+        page_size=page_size,
+        delete_batch_size=delete_batch_size,
+        delete_concurrency=delete_concurrency,
+        tasks=tasks,
+    )
+    try:
+        options.validate()
+    except GcError as e:
+        raise _Usage(str(e)) from None
+
+    def say(msg: str) -> None:
+        if not quiet:
+            click.echo(msg, err=True)
+
+    def session() -> Any:
+        from impl.gc.session import spark_session
+
+        say(f"gc: starting Spark ({master or 'local[*]'})")
+        return spark_session(master)
+
+    clock = (lambda: now) if now is not None else None
+    try:
+        spec().close()  # fail fast on an unreadable store, before Spark starts
+        kwargs: dict[str, Any] = {"say": say}
+        if clock is not None:
+            kwargs["clock"] = clock
+        summary = run_gc(session, spec, options, **kwargs)
+    except (GcError, StoreError) as e:
+        after = (
+            "keys not deleted yet are listed again next round"
+            if isinstance(e, GcError) and e.deleting
+            else "nothing was deleted"
+        )
+        click.echo(f"epochgc gc: error: {e}; {after}", err=True)
+        sys.exit(EXIT_INCOMPLETE)
+    if metrics_file or pushgateway:
+        from impl.gc.metrics import export_metrics
+
+        try:
+            export_metrics(summary, metrics_file, pushgateway)
+        except OSError as e:
+            click.echo(f"epochgc gc: warning: metrics not exported: {e}", err=True)
+    if as_json:
+        for line in summary.lines()[1:]:
+            click.echo(line, err=True)
+        click.echo(summary.to_json())
+    else:
+        for line in summary.lines():
+            click.echo(line)
+    sys.exit(summary.exit_code)

@@ -1,0 +1,17 @@
+"""Errors that end a GC round with one clear message (and nothing deleted)."""
+
+from __future__ import annotations
+
+
+class GcError(Exception):
+    """A round that cannot go on; the message names what and where.
+
+    `deleting` is True when it happened during the delete phase (some keys may be gone)."""
+
+    def __init__(self, message: str, *, deleting: bool = False) -> None:
+        super().__init__(message)
+        self.deleting = deleting
+
+
+class ReportError(GcError):
+    """A report file that is missing, unreadable or not in the published format."""

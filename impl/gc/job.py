@@ -1,0 +1,266 @@
+"""One GC round as a PySpark job.
+
+Driver: read the reports and compute M with the model; executors: list the 1000 prefixes
+(early stop above M) and classify keys with the model; driver: re-read M and refuse if it
+moved backwards; executors: delete the eligible keys in batches. Eligible keys stay on the
+executors (a persisted RDD); the driver only ever sees per-task counts and a few samples.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from impl.gc.delete import DeleteStats, delete_task
+from impl.gc.errors import GcError
+from impl.gc.progress import StageProgress
+from impl.gc.reports import ClusterView, read_cluster_view
+from impl.gc.scan import (
+    ELIGIBLE,
+    MALFORMED,
+    STATS,
+    ScanStats,
+    parse_stats_row,
+    scan_task,
+    split_prefixes,
+)
+from impl.gc.summary import GcSummary
+from impl.store.base import MAX_DELETE_BATCH, MAX_PAGE_SIZE, ObjectStore
+from model.keys import PREFIXES, parse_key
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_GRACE_S = 12 * 3600.0
+MIN_GRACE_S = 3600.0
+DEFAULT_MAX_REPORT_AGE_S = 300.0
+_SAMPLES = 20
+
+
+@dataclass(frozen=True)
+class GcOptions:
+    grace_s: float = DEFAULT_GRACE_S
+    allow_short_grace: bool = False  # below MIN_GRACE_S only when set (--i-know-...)
+    max_report_age_s: float = DEFAULT_MAX_REPORT_AGE_S
+    dry_run: bool = False
+    manifest: str | None = None  # a directory Spark writes (Parquet, or CSV if *.csv)
+    skip_malformed: bool = False
+    page_size: int = MAX_PAGE_SIZE
+    delete_batch_size: int = MAX_DELETE_BATCH
+    delete_concurrency: int = 4  # delete requests in flight per task
+    tasks: int | None = None  # Spark tasks for the listing; default one per core
+
+    def validate(self) -> None:
+        if self.grace_s < 0:
+            raise GcError(f"grace must be >= 0, got {self.grace_s:g}s")
+        if self.grace_s < MIN_GRACE_S and not self.allow_short_grace:
+            raise GcError(
+                f"grace {self.grace_s:g}s is below the 1h safety minimum; objects that young "
+                "may still be in flight (pass --i-know-grace-is-short to force)"
+            )
+        if self.max_report_age_s <= 0:
+            raise GcError("max report age must be > 0")
+        if not 1 <= self.page_size <= MAX_PAGE_SIZE:
+            raise GcError(f"page size must be in 1..{MAX_PAGE_SIZE}, got {self.page_size}")
+        if not 1 <= self.delete_batch_size <= MAX_DELETE_BATCH:
+            raise GcError(f"delete batch must be in 1..{MAX_DELETE_BATCH}")
+        if self.delete_concurrency < 1:
+            raise GcError("delete concurrency must be >= 1")
+        if self.tasks is not None and not 1 <= self.tasks <= PREFIXES:
+            raise GcError(f"tasks must be in 1..{PREFIXES}, got {self.tasks}")
+        if self.manifest is not None and os.path.exists(self.manifest):
+            raise GcError(f"manifest path {self.manifest} already exists; refusing to overwrite")
+
+
+def run_gc(
+    spark: SparkSession | Callable[[], SparkSession],
+    open_store: Callable[[], ObjectStore],
+    options: GcOptions = GcOptions(),  # frozen: a shared default is safe
+    *,
+    clock: Callable[[], float] = time.time,
+    say: Callable[[str], None] | None = None,
+) -> GcSummary:
+    """Run one round. `open_store` must be picklable (e.g. a StoreSpec): every Spark task
+    calls it to open its own store. `clock` is the wall clock used for object and report
+    ages (inject it for determinism). `spark` may be a factory, called only when there is
+    something to list, so a blocked round never pays for Spark start-up. Raises
+    GcError/StoreError before any delete on bad input; returns a summary whose
+    `exit_code` says how the round ended."""
+    started = time.monotonic()
+    options.validate()
+    note = say or (lambda _msg: None)
+    summary = GcSummary(dry_run=options.dry_run)
+
+    now = clock()
+    store = open_store()
+    try:
+        view = read_cluster_view(store, now, options.max_report_age_s)
+    finally:
+        store.close()
+    decision = view.gc_epoch()
+    summary.revision = view.revision
+    summary.stale_nodes = list(view.stale_nodes)
+    summary.blocked = decision.blocked
+    summary.M = decision.M
+    if decision.blocked is not None or decision.M is None:
+        note(f"gc: no collection this round ({decision.blocked or 'nothing collectible'})")
+        summary.seconds = time.monotonic() - started
+        return summary
+    m = decision.M
+    note(f"gc: M={m} (snapshot revision {view.revision}); listing {PREFIXES} prefixes")
+
+    from pyspark.sql import SparkSession
+
+    if not isinstance(spark, SparkSession):
+        spark = spark()
+    sc = spark.sparkContext
+    # One task per core: each Python task costs tens of ms to launch in local mode.
+    tasks = options.tasks or min(PREFIXES, sc.defaultParallelism)
+    groups = split_prefixes(PREFIXES, tasks)
+    scan = functools.partial(scan_task, open_store, m, now, options.grace_s, options.page_size)
+    rows = sc.parallelize(groups, len(groups)).mapPartitions(
+        lambda it: scan(p for group in it for p in group)
+    )
+    rows = rows.persist(_storage_level())
+    try:
+        t = time.monotonic()
+        sc.setJobDescription("epochgc gc: list and classify")
+        with StageProgress(sc, "gc: listing", say), _spark_errors("listing"):
+            stats_rows = rows.filter(lambda r: r[0] == STATS).collect()
+            scanned = ScanStats()
+            for r in stats_rows:
+                scanned.add(ScanStats(**parse_stats_row(r)))
+            if scanned.malformed:
+                summary.malformed_keys = (
+                    rows.filter(lambda r: r[0] == MALFORMED).map(lambda r: r[1]).take(_SAMPLES)
+                )
+            if options.manifest is not None:
+                _write_manifest(spark, rows, options.manifest)
+        summary.list_seconds = time.monotonic() - t
+        _fill_scan(summary, scanned)
+        note(f"gc: listed {scanned.listed} keys, {scanned.eligible} eligible")
+
+        if scanned.malformed and not options.skip_malformed:
+            summary.refused = (
+                f"{scanned.malformed} malformed key(s) under the data prefix "
+                "(pass --skip-malformed to delete the rest anyway)"
+            )
+        if options.dry_run or summary.refused or not scanned.eligible:
+            return summary
+
+        # Re-read right before deleting: if M went backwards, the reports we decided on
+        # were stale or inconsistent, and nothing decided with them may be deleted.
+        recheck = _recheck(open_store, clock(), options.max_report_age_s)
+        again = recheck.gc_epoch()
+        if again.blocked is not None:
+            summary.blocked = f"on re-check before deleting: {again.blocked}"
+            return summary
+        if again.M is None or m > again.M:
+            summary.refused = f"M moved backwards from {m} to {again.M} before the delete phase"
+            return summary
+
+        t = time.monotonic()
+        delete = functools.partial(
+            delete_task, open_store, options.delete_batch_size, options.delete_concurrency
+        )
+        sc.setJobDescription("epochgc gc: delete")
+        with StageProgress(sc, "gc: deleting", say), _spark_errors("delete"):
+            counts = rows.filter(lambda r: r[0] == ELIGIBLE).mapPartitions(delete).collect()
+        deleted = DeleteStats()
+        for c, samples in counts:
+            deleted.add(DeleteStats(**c))
+            summary.error_samples.extend(samples)
+        summary.delete_seconds = time.monotonic() - t
+        summary.deleted = deleted.deleted
+        summary.errors = deleted.errors
+        summary.delete_requests = deleted.delete_requests
+        summary.bytes_deleted = deleted.bytes_deleted
+        if deleted.errors:
+            summary.error_samples.append(
+                f"{deleted.errors} key(s) could not be deleted; they are listed again next round"
+            )
+        return summary
+    finally:
+        rows.unpersist()
+        sc.setJobDescription(None)  # type: ignore[arg-type]
+        summary.seconds = time.monotonic() - started
+
+
+def _fill_scan(summary: GcSummary, s: ScanStats) -> None:
+    summary.listed = s.listed
+    summary.fetched = s.fetched
+    summary.list_requests = s.list_requests
+    summary.eligible = s.eligible
+    summary.eligible_bytes = s.eligible_bytes
+    summary.skipped_too_new = s.skipped_too_new
+    summary.skipped_too_young = s.skipped_too_young
+    summary.malformed = s.malformed
+
+
+def _recheck(open_store: Callable[[], ObjectStore], now: float, max_age: float) -> ClusterView:
+    store = open_store()
+    try:
+        return read_cluster_view(store, now, max_age)
+    finally:
+        store.close()
+
+
+def _storage_level() -> Any:
+    from pyspark import StorageLevel
+
+    return StorageLevel.MEMORY_AND_DISK
+
+
+def _write_manifest(spark: SparkSession, rows: Any, path: str) -> None:
+    """Executors write the eligible keys; the driver never holds them."""
+    from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
+
+    schema = StructType(
+        [
+            StructField("key", StringType(), False),
+            StructField("size", LongType(), False),
+            StructField("epoch", LongType(), False),
+            StructField("age_s", DoubleType(), False),
+        ]
+    )
+    eligible = rows.filter(lambda r: r[0] == ELIGIBLE).map(
+        lambda r: (r[1], r[2], parse_key(r[1]).epoch, r[3])
+    )
+    writer = spark.createDataFrame(eligible, schema).write.mode("errorifexists")
+    target = os.path.abspath(path)
+    if path.lower().endswith(".csv"):
+        writer.option("header", "true").csv(target)
+    else:
+        writer.parquet(target)
+
+
+@contextlib.contextmanager
+def _spark_errors(phase: str) -> Iterator[None]:
+    """Turn a failed Spark job into a GcError carrying the Python error's own last line."""
+    try:
+        yield
+    except Exception as e:
+        if type(e).__module__.startswith(("py4j", "pyspark")):
+            raise GcError(
+                f"{phase} phase failed: {spark_error_line(e)}", deleting=phase == "delete"
+            ) from e
+        raise
+
+
+_ERR_LINE = re.compile(r"^([\w.]+(?:Error|Exception|Crash|Interrupt)): (.*)$")
+
+
+def spark_error_line(e: BaseException) -> str:
+    """The last `SomeError: message` line of the worker's traceback inside a Spark error."""
+    found = None
+    for line in str(e).splitlines():
+        m = _ERR_LINE.match(line.strip())
+        if m and not m.group(1).startswith(("org.apache", "py4j", "java.")):
+            found = f"{m.group(1).rsplit('.', 1)[-1]}: {m.group(2)}"
+    return found or str(e).splitlines()[0][:300]

@@ -1,0 +1,72 @@
+"""Prometheus export of a round's summary: a textfile-collector file and/or a Pushgateway.
+
+Values describe the last round (gauges), which is what a textfile collector or a push
+per run can represent; rates come from the scraper across rounds.
+"""
+
+from __future__ import annotations
+
+import math
+
+from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, write_to_textfile
+
+from impl.gc.summary import GcSummary
+
+_OBJECTS = (
+    "listed",
+    "fetched",
+    "eligible",
+    "deleted",
+    "skipped_too_new",
+    "skipped_too_young",
+    "malformed",
+)
+
+
+def build_registry(s: GcSummary) -> CollectorRegistry:
+    reg = CollectorRegistry()
+    objects = Gauge(
+        "epochgc_gc_objects", "Objects in the last GC round, by outcome", ["outcome"], registry=reg
+    )
+    for name in _OBJECTS:
+        objects.labels(name).set(getattr(s, name))
+    Gauge("epochgc_gc_errors", "Keys whose delete failed in the last round", registry=reg).set(
+        s.errors
+    )
+    Gauge("epochgc_gc_bytes_deleted", "Bytes deleted in the last round", registry=reg).set(
+        s.bytes_deleted
+    )
+    requests = Gauge(
+        "epochgc_gc_requests", "Store requests in the last round", ["op"], registry=reg
+    )
+    requests.labels("list").set(s.list_requests)
+    requests.labels("delete").set(s.delete_requests)
+    Gauge(
+        "epochgc_gc_safe_epoch", "The inclusive safe epoch M (NaN when unknown)", registry=reg
+    ).set(math.nan if s.M is None else s.M)
+    Gauge(
+        "epochgc_gc_epoch_lag",
+        "Snapshot revision minus M: how far GC trails the cluster",
+        registry=reg,
+    ).set(math.nan if s.M is None or s.revision is None else s.revision - s.M)
+    Gauge(
+        "epochgc_gc_round_blocked", "1 if the last round was blocked by safety checks", registry=reg
+    ).set(1 if s.blocked else 0)
+    Gauge("epochgc_gc_round_exit_code", "Exit code of the last round", registry=reg).set(
+        s.exit_code
+    )
+    Gauge("epochgc_gc_round_seconds", "Duration of the last round", registry=reg).set(s.seconds)
+    Gauge(
+        "epochgc_gc_last_round_timestamp_seconds", "When the last round ended", registry=reg
+    ).set_to_current_time()
+    return reg
+
+
+def export_metrics(
+    s: GcSummary, metrics_file: str | None = None, pushgateway: str | None = None
+) -> None:
+    reg = build_registry(s)
+    if metrics_file:
+        write_to_textfile(metrics_file, reg)  # writes a temp file and renames: atomic
+    if pushgateway:
+        push_to_gateway(pushgateway, job="epochgc_gc", registry=reg)

@@ -1,0 +1,151 @@
+"""Reads the cluster's published reports and computes M with the model (one source of truth).
+
+`_cluster/partitions.json` = {"revision": int, "partitions": ["topic/N", ...]}
+`_cluster/health/{node}.json` = {"node": str, "written_at": unix_seconds,
+    "replicas": [{"partition": "topic/N", "term": int, "inactive_epoch": int | null}]}
+
+Validation is strict (unknown fields too), because a report we misread could raise M.
+A health file older than the maximum report age counts as absent: a stale observer can only
+lower M, but an absent one blocks, which is the safe reading of "we do not know".
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from impl.gc.errors import ReportError
+from impl.store.base import ObjectStore, StoreError
+from model.cluster import GcEpoch, Report, gc_epoch
+from model.errors import ModelError
+
+PARTITIONS_KEY = "_cluster/partitions.json"
+HEALTH_PREFIX = "_cluster/health/"
+_PARTITION = re.compile(r"[^/\s]+/\d+")
+_NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    node: str
+    written_at: float
+    reports: tuple[Report, ...]
+
+
+@dataclass(frozen=True)
+class ClusterView:
+    """What one read of the reports saw, and the M the model computes from it."""
+
+    revision: int
+    partitions: tuple[str, ...]
+    fresh: tuple[HealthReport, ...]
+    stale_nodes: tuple[str, ...] = field(default=())
+
+    def gc_epoch(self) -> GcEpoch:
+        reports = [r for h in self.fresh for r in h.reports]
+        try:
+            return gc_epoch(self.revision, list(self.partitions), reports)
+        except ModelError as e:  # validated already; a model refusal is still a clear error
+            raise ReportError(f"reports refused by the model: {e}") from e
+
+
+def read_cluster_view(store: ObjectStore, now: float, max_report_age_s: float) -> ClusterView:
+    revision, partitions = parse_partitions(_read_json(store, PARTITIONS_KEY), PARTITIONS_KEY)
+    fresh: list[HealthReport] = []
+    stale: list[str] = []
+    try:
+        infos = list(store.list_all(HEALTH_PREFIX))
+    except StoreError as e:
+        raise ReportError(f"cannot list {HEALTH_PREFIX}: {e}") from e
+    for info in infos:
+        name = info.key[len(HEALTH_PREFIX) :]
+        if "/" in name or not name.endswith(".json"):
+            continue  # not a node report (e.g. a subdirectory); never guessed at
+        report = parse_health(_read_json(store, info.key), info.key)
+        if now - report.written_at > max_report_age_s:
+            stale.append(report.node)
+        else:
+            fresh.append(report)
+    return ClusterView(revision, partitions, tuple(fresh), tuple(stale))
+
+
+def _read_json(store: ObjectStore, key: str) -> Any:
+    try:
+        raw = store.get(key)
+    except StoreError as e:
+        raise ReportError(f"cannot read {key}: {e}") from e
+    try:
+        return json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ReportError(f"{key}: not valid JSON: {e}") from e
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _fields(doc: object, where: str, expected: set[str]) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise ReportError(f"{where}: must be a JSON object, got {type(doc).__name__}")
+    missing = sorted(expected - doc.keys())
+    extra = sorted(doc.keys() - expected)
+    if missing:
+        raise ReportError(f"{where}: missing field {missing[0]!r}")
+    if extra:
+        raise ReportError(f"{where}: unknown field {extra[0]!r}")
+    return doc
+
+
+def parse_partitions(doc: object, key: str) -> tuple[int, tuple[str, ...]]:
+    d = _fields(doc, key, {"revision", "partitions"})
+    revision = d["revision"]
+    if not _is_int(revision) or revision < 0:
+        raise ReportError(f"{key}: field 'revision' must be an integer >= 0, got {revision!r}")
+    parts = d["partitions"]
+    if not isinstance(parts, list):
+        raise ReportError(f"{key}: field 'partitions' must be a list")
+    seen: set[str] = set()
+    for i, p in enumerate(parts):
+        if not isinstance(p, str) or not _PARTITION.fullmatch(p):
+            raise ReportError(f"{key}: partitions[{i}] must be 'topic/N', got {p!r}")
+        if p in seen:
+            raise ReportError(f"{key}: partitions[{i}] {p!r} is listed twice")
+        seen.add(p)
+    return revision, tuple(parts)
+
+
+def parse_health(doc: object, key: str) -> HealthReport:
+    d = _fields(doc, key, {"node", "written_at", "replicas"})
+    node = d["node"]
+    if not isinstance(node, str) or not _NODE.fullmatch(node):
+        raise ReportError(f"{key}: field 'node' must be a node name, got {node!r}")
+    if key != f"{HEALTH_PREFIX}{node}.json":
+        raise ReportError(f"{key}: field 'node' is {node!r}, which does not match the file name")
+    written = d["written_at"]
+    if isinstance(written, bool) or not isinstance(written, int | float) or written < 0:
+        raise ReportError(f"{key}: field 'written_at' must be unix seconds, got {written!r}")
+    replicas = d["replicas"]
+    if not isinstance(replicas, list):
+        raise ReportError(f"{key}: field 'replicas' must be a list")
+    reports: list[Report] = []
+    seen: set[str] = set()
+    for i, r in enumerate(replicas):
+        where = f"{key}: replicas[{i}]"
+        rd = _fields(r, where, {"partition", "term", "inactive_epoch"})
+        p, term, epoch = rd["partition"], rd["term"], rd["inactive_epoch"]
+        if not isinstance(p, str) or not _PARTITION.fullmatch(p):
+            raise ReportError(f"{where}: field 'partition' must be 'topic/N', got {p!r}")
+        if p in seen:
+            raise ReportError(f"{where}: partition {p!r} is reported twice by this node")
+        seen.add(p)
+        if not _is_int(term) or term < 0:
+            raise ReportError(f"{where}: field 'term' must be an integer >= 0, got {term!r}")
+        # M(p) = min_epoch_lower_bound - 1, so -1 is a real value (lower bound 0).
+        if epoch is not None and (not _is_int(epoch) or epoch < -1):
+            raise ReportError(
+                f"{where}: field 'inactive_epoch' must be an integer >= -1 or null, got {epoch!r}"
+            )
+        reports.append(Report(p, node, epoch))
+    return HealthReport(node, float(written), tuple(reports))

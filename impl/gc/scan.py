@@ -1,0 +1,116 @@
+"""What one Spark task does in the listing phase, as plain Python (testable without Spark).
+
+Each prefix is listed in key order, which inside a prefix is epoch order, and listing stops
+at the first well-formed key whose epoch is above M: every later key has an epoch at least
+as large, so the work is proportional to the garbage, not to the bucket.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, fields
+
+from impl.store.base import ObjectStore
+from model.keys import epoch_collectible, gc_eligible, parse_key, prefix_path
+
+# Rows flowing through the Spark job: (kind, key, size, age_s).
+ELIGIBLE = "E"
+MALFORMED = "M"
+STATS = "S"
+Row = tuple[str, str, int, float]
+
+
+@dataclass
+class ScanStats:
+    listed: int = 0  # keys examined: up to and including the first key above M
+    fetched: int = 0  # keys the store returned (a page may run past the stop key)
+    list_requests: int = 0
+    eligible: int = 0
+    eligible_bytes: int = 0
+    skipped_too_new: int = 0
+    skipped_too_young: int = 0
+    malformed: int = 0
+
+    def add(self, other: ScanStats) -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def as_dict(self) -> dict[str, int]:
+        return asdict(self)
+
+
+def scan_prefix(
+    store: ObjectStore,
+    prefix: int,
+    m: int,
+    now: float,
+    grace_s: float,
+    page_size: int,
+    stats: ScanStats,
+) -> Iterator[Row]:
+    """Eligible and malformed keys of one prefix, in key order; counts into `stats`."""
+    start_after: str | None = None
+    path = prefix_path(prefix)
+    # Every well-formed key from here on has an epoch above M: a backend that can stop
+    # there (a directory) does, so listing work matches the examined keys.
+    until = f"{path}{m + 1:018d}"
+    while True:
+        page = store.list_page(path, start_after, page_size, until)
+        stats.list_requests += 1
+        stats.fetched += len(page.objects)
+        for obj in page.objects:
+            stats.listed += 1
+            age = obj.age(now)
+            # The model decides; the common case (eligible) costs one parse of the key.
+            verdict = gc_eligible(obj.key, age, m, grace_s)
+            if verdict.eligible:
+                stats.eligible += 1
+                stats.eligible_bytes += obj.size
+                yield (ELIGIBLE, obj.key, obj.size, age)
+            elif verdict.error is not None:
+                # Never deleted, never a reason to stop: it has no epoch to compare.
+                stats.malformed += 1
+                yield (MALFORMED, obj.key, obj.size, age)
+            elif epoch_collectible(parse_key(obj.key).epoch, m):
+                stats.skipped_too_young += 1
+            else:
+                stats.skipped_too_new += 1
+                return  # the early stop: nothing after this key can be <= M
+        if not page.truncated or not page.objects:
+            return
+        start_after = page.objects[-1].key
+
+
+def scan_task(
+    open_store: Callable[[], ObjectStore],
+    m: int,
+    now: float,
+    grace_s: float,
+    page_size: int,
+    prefixes: Iterator[int],
+) -> Iterator[Row]:
+    """Spark `mapPartitions` body: scan this task's prefixes, then emit one stats row."""
+    store = open_store()
+    stats = ScanStats()
+    try:
+        for p in prefixes:
+            yield from scan_prefix(store, p, m, now, grace_s, page_size, stats)
+    finally:
+        store.close()
+    yield stats_row(stats.as_dict())
+
+
+def stats_row(counts: dict[str, int]) -> Row:
+    # Stats ride in the key column as "name=value,..." so every row has one schema.
+    return (STATS, ",".join(f"{k}={v}" for k, v in counts.items()), 0, 0.0)
+
+
+def parse_stats_row(row: Row) -> dict[str, int]:
+    return {k: int(v) for k, v in (item.split("=") for item in row[1].split(","))}
+
+
+def split_prefixes(prefixes: int, tasks: int) -> list[list[int]]:
+    """Contiguous, near-equal ranges of prefixes, one per task."""
+    tasks = max(1, min(tasks, prefixes))
+    bounds = [prefixes * i // tasks for i in range(tasks + 1)]
+    return [list(range(bounds[i], bounds[i + 1])) for i in range(tasks)]

@@ -1,0 +1,47 @@
+"""A small, quiet Spark session for the GC job (local[*] unless spark-submit chose)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+# The repository root: Python workers need `impl` and `model` importable.
+_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def launched_by_spark_submit() -> bool:
+    # spark-submit starts the JVM first and hands its gateway to the Python driver.
+    return "PYSPARK_GATEWAY_PORT" in os.environ
+
+
+def spark_session(master: str | None = None, app_name: str = "epochgc-gc") -> SparkSession:
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    if master is not None or not launched_by_spark_submit():
+        builder = builder.master(master or DEFAULT_MASTER)
+    # Small and fast: no UI, no console bars (we print our own progress), few shuffles.
+    builder = (
+        builder.config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "4")
+        .config("spark.python.worker.reuse", "true")
+    )
+    if (master or DEFAULT_MASTER).startswith("local") and not launched_by_spark_submit():
+        # Local mode talks only to itself: keep the driver on loopback.
+        builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
+            "spark.driver.host", "127.0.0.1"
+        )
+    if not launched_by_spark_submit():
+        path = os.environ.get("PYTHONPATH")
+        builder = builder.config(
+            "spark.executorEnv.PYTHONPATH", _ROOT + (os.pathsep + path if path else "")
+        )
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session

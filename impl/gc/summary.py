@@ -1,0 +1,87 @@
+"""The result of one GC round, its exit code and its one-line/JSON renderings."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+EXIT_OK = 0
+EXIT_INCOMPLETE = 1  # malformed keys, delete errors, refused deletes, or a failed round
+EXIT_BLOCKED = 2
+EXIT_USAGE = 64  # bad arguments (BSD EX_USAGE), distinct from a blocked round
+
+# The keys of `--json`, exactly as the issue specifies them.
+JSON_KEYS = (
+    "M",
+    "blocked",
+    "listed",
+    "eligible",
+    "deleted",
+    "skipped_too_new",
+    "skipped_too_young",
+    "malformed",
+    "errors",
+    "seconds",
+)
+
+
+@dataclass
+class GcSummary:
+    M: int | None = None
+    blocked: str | None = None
+    listed: int = 0
+    eligible: int = 0
+    deleted: int = 0
+    skipped_too_new: int = 0
+    skipped_too_young: int = 0
+    malformed: int = 0
+    errors: int = 0
+    seconds: float = 0.0
+    # Beyond the JSON summary: for metrics, messages and tests.
+    revision: int | None = None
+    dry_run: bool = False
+    fetched: int = 0
+    list_requests: int = 0
+    delete_requests: int = 0
+    eligible_bytes: int = 0
+    bytes_deleted: int = 0
+    refused: str | None = None  # why the delete phase did not run, when it should have
+    malformed_keys: list[str] = field(default_factory=list)  # a sample
+    error_samples: list[str] = field(default_factory=list)
+    stale_nodes: list[str] = field(default_factory=list)
+    list_seconds: float = 0.0
+    delete_seconds: float = 0.0
+
+    @property
+    def exit_code(self) -> int:
+        if self.blocked is not None:
+            return EXIT_BLOCKED
+        if self.refused is not None or self.errors:
+            return EXIT_INCOMPLETE
+        return EXIT_OK
+
+    def to_json(self) -> str:
+        return json.dumps({k: getattr(self, k) for k in JSON_KEYS})
+
+    def lines(self) -> list[str]:
+        """The human summary."""
+        if self.blocked is not None:
+            return [f"gc: round blocked, nothing deleted: {self.blocked}"]
+        m = "none (nothing collectible)" if self.M is None else str(self.M)
+        verb = "would delete" if self.dry_run else "deleted"
+        out = [
+            f"gc: M={m} listed={self.listed} eligible={self.eligible} {verb}="
+            f"{self.eligible if self.dry_run else self.deleted} "
+            f"skipped_too_new={self.skipped_too_new} "
+            f"skipped_too_young={self.skipped_too_young} malformed={self.malformed} "
+            f"errors={self.errors} in {self.seconds:.1f}s"
+        ]
+        if self.stale_nodes:
+            out.append(
+                "gc: health reports too old, counted as absent: " + ", ".join(self.stale_nodes)
+            )
+        out.extend(f"gc: malformed key (never deleted): {k}" for k in self.malformed_keys)
+        out.extend(f"gc: delete error: {e}" for e in self.error_samples)
+        if self.refused is not None:
+            out.append(f"gc: nothing deleted: {self.refused}")
+        return out

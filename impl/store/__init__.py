@@ -1,0 +1,26 @@
+"""Object storage: one small interface, a local-directory backend and an S3 backend."""
+
+from impl.store.base import (
+    MAX_DELETE_BATCH,
+    MAX_PAGE_SIZE,
+    DeleteResult,
+    ListPage,
+    ObjectInfo,
+    ObjectStore,
+    StoreError,
+)
+from impl.store.url import StoreSpec, open_spec, open_store, parse_store_url
+
+__all__ = [
+    "MAX_DELETE_BATCH",
+    "MAX_PAGE_SIZE",
+    "DeleteResult",
+    "ListPage",
+    "ObjectInfo",
+    "ObjectStore",
+    "StoreError",
+    "StoreSpec",
+    "open_spec",
+    "open_store",
+    "parse_store_url",
+]

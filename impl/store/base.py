@@ -1,0 +1,130 @@
+"""The object-store interface the GC job and the reports reader are written against.
+
+One request-shaped primitive per operation (`list_page`, `delete_batch`), so wrappers can
+count or fail requests, and a few helpers built on top of them.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+# S3 refuses more than this many keys in one DeleteObjects request.
+MAX_DELETE_BATCH = 1000
+MAX_PAGE_SIZE = 1000
+
+
+class StoreError(Exception):
+    """An object store could not be opened or a request failed; the message is for people."""
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    key: str
+    size: int
+    mtime: float  # unix seconds of the last write
+
+    def age(self, now: float) -> float:
+        """Seconds since the last write; a clock ahead of `now` counts as age 0."""
+        return max(0.0, now - self.mtime)
+
+
+@dataclass(frozen=True)
+class ListPage:
+    objects: list[ObjectInfo]
+    truncated: bool  # more keys may follow the last one returned
+
+
+@dataclass
+class DeleteResult:
+    """Outcome of one batch: `errors` maps each key that could not be deleted to why.
+
+    A key that was already gone is a success, so every key not in `errors` is gone now.
+    """
+
+    requested: int
+    errors: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def deleted(self) -> int:
+        return self.requested - len(self.errors)
+
+
+class ObjectStore(abc.ABC):
+    """Keys are `/`-separated relative names; listing is in key (code point) order."""
+
+    @abc.abstractmethod
+    def describe(self) -> str:
+        """A human-readable location without secrets, for messages."""
+
+    @abc.abstractmethod
+    def put(self, key: str, data: bytes) -> None:
+        """Write the whole object atomically: readers see the old or the new bytes."""
+
+    @abc.abstractmethod
+    def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        """Bytes `[start, end)` of the object (all of it by default); StoreError if absent."""
+
+    @abc.abstractmethod
+    def head(self, key: str) -> ObjectInfo | None:
+        """Size and mtime of one object, None if it does not exist."""
+
+    @abc.abstractmethod
+    def list_page(
+        self,
+        prefix: str,
+        start_after: str | None = None,
+        limit: int = MAX_PAGE_SIZE,
+        until: str | None = None,
+    ) -> ListPage:
+        """One listing request: up to `limit` keys starting with `prefix` and strictly
+        greater than `start_after`, in key order.
+
+        `until` is a hint: a backend that can (a directory) ends the page right after the
+        first key >= `until` (marking it truncated); one that cannot (S3) ignores it."""
+
+    @abc.abstractmethod
+    def delete_batch(self, keys: list[str]) -> DeleteResult:
+        """One delete request for at most MAX_DELETE_BATCH keys."""
+
+    def list(
+        self, prefix: str, start_after: str | None = None, page_size: int = MAX_PAGE_SIZE
+    ) -> Iterator[list[ObjectInfo]]:
+        """Pages of keys under `prefix`, lazily: a consumer that stops early stops listing."""
+        while True:
+            page = self.list_page(prefix, start_after, page_size)
+            if page.objects:
+                yield page.objects
+                start_after = page.objects[-1].key
+            if not page.truncated or not page.objects:
+                return
+
+    def list_all(self, prefix: str) -> Iterator[ObjectInfo]:
+        for page in self.list(prefix):
+            yield from page
+
+    def age(self, key: str, now: float) -> float | None:
+        info = self.head(key)
+        return None if info is None else info.age(now)
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
+        """Release connections; the store is not used afterwards."""
+
+
+def check_batch(keys: Iterable[str]) -> list[str]:
+    batch = list(keys)
+    if len(batch) > MAX_DELETE_BATCH:
+        raise ValueError(f"delete batch of {len(batch)} keys exceeds {MAX_DELETE_BATCH}")
+    return batch
+
+
+def check_key(key: str) -> str:
+    """Refuse keys that would not map to the same object on every backend (or would
+    escape a local root): empty, absolute, `.`/`..` or empty components, NUL, backslash."""
+    if not isinstance(key, str) or not key:
+        raise StoreError(f"invalid key {key!r}: must be a non-empty string")
+    parts = key.split("/")
+    if any(p in ("", ".", "..") for p in parts) or "\0" in key or "\\" in key:
+        raise StoreError(f"invalid key {key!r}: needs non-empty relative '/'-separated parts")
+    return key

@@ -1,0 +1,98 @@
+"""Store URLs: a plain path, `file:///abs/path`, or `s3://bucket/prefix`."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+from impl.store.base import ObjectStore, StoreError
+
+_BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
+
+
+@dataclass(frozen=True)
+class StoreSpec:
+    """Where a store lives, as plain data: Spark ships this to executors, which open their
+    own store with it (connections are per process). Calling it opens the store."""
+
+    kind: str  # "file" or "s3"
+    location: str  # absolute directory, or bucket name
+    prefix: str = ""  # s3 only
+    endpoint_url: str | None = None  # s3 only
+
+    def __call__(self) -> ObjectStore:
+        return open_spec(self)
+
+    def describe(self) -> str:
+        if self.kind == "file":
+            return self.location
+        where = f"s3://{self.location}/{self.prefix}"
+        return where + (f" at {self.endpoint_url}" if self.endpoint_url else "")
+
+
+def parse_store_url(url: str, s3_endpoint: str | None = None) -> StoreSpec:
+    """Validate a store URL without touching the store (errors are StoreError)."""
+    if not url or not url.strip():
+        raise StoreError("store URL is empty")
+    if s3_endpoint is not None:
+        check_endpoint(s3_endpoint)
+    if "://" not in url:
+        if s3_endpoint is not None:
+            raise StoreError("--s3-endpoint only applies to s3:// stores")
+        return StoreSpec("file", str(Path(url).expanduser().absolute()))
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise StoreError(f"file URL {url!r} names a host; use file:///absolute/path")
+        if not parts.path:
+            raise StoreError(f"file URL {url!r} has no path")
+        if s3_endpoint is not None:
+            raise StoreError("--s3-endpoint only applies to s3:// stores")
+        return StoreSpec("file", str(Path(unquote(parts.path)).absolute()))
+    if scheme == "s3":
+        if "@" in parts.netloc:
+            raise StoreError("s3 URL must not carry credentials; use boto3's standard chain")
+        bucket = parts.netloc
+        if not _BUCKET.fullmatch(bucket) or ".." in bucket:
+            raise StoreError(f"s3 URL {url!r}: {bucket!r} is not a valid bucket name")
+        if parts.query or parts.fragment:
+            raise StoreError(f"s3 URL {url!r} must not have a query or fragment")
+        prefix = parts.path.strip("/")
+        if any(p in ("", ".", "..") for p in prefix.split("/")) and prefix:
+            raise StoreError(f"s3 URL {url!r} has an empty or relative path component")
+        return StoreSpec("s3", bucket, prefix, s3_endpoint)
+    raise StoreError(
+        f"unsupported store URL scheme {parts.scheme!r} in {url!r} (use a path, file:// or s3://)"
+    )
+
+
+def check_endpoint(endpoint: str) -> str:
+    parts = urlsplit(endpoint)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise StoreError(f"S3 endpoint {endpoint!r} must be http(s)://host[:port]")
+    if parts.username or parts.password:
+        raise StoreError("S3 endpoint must not carry credentials; use boto3's standard chain")
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise StoreError(f"S3 endpoint {endpoint!r} has an invalid port") from None
+    return endpoint
+
+
+def open_spec(spec: StoreSpec) -> ObjectStore:
+    if spec.kind == "file":
+        from impl.store.local import LocalStore
+
+        return LocalStore(spec.location)
+    if spec.kind == "s3":
+        from impl.store.s3 import S3Store
+
+        return S3Store(spec.location, spec.prefix, endpoint_url=spec.endpoint_url)
+    raise StoreError(f"unknown store kind {spec.kind!r}")
+
+
+def open_store(url: str, s3_endpoint: str | None = None) -> ObjectStore:
+    return open_spec(parse_store_url(url, s3_endpoint))
