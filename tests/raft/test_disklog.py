@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 import struct
-import zlib
 import tempfile
+import zlib
 from pathlib import Path
 
 import pytest
