@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 
 import click
 
@@ -18,6 +19,20 @@ SUBCOMMANDS: dict[str, str] = {
 
 
 class _LazyGroup(click.Group):
+    """Subcommands load on first use; a failure the user can act on (bad input, an
+    unreachable store or node, refused storage) is one line on stderr and exit 1, not a
+    traceback (EPOCHGC_DEBUG=1 shows the traceback)."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise
+        except (OSError, RuntimeError, ValueError) as e:
+            if os.environ.get("EPOCHGC_DEBUG"):
+                raise
+            raise click.ClickException(f"{type(e).__name__}: {e}") from e
+
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(SUBCOMMANDS)
 

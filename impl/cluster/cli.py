@@ -7,6 +7,7 @@ import json
 import random
 import signal
 import uuid
+from pathlib import Path
 from typing import Any
 
 import click
@@ -29,11 +30,40 @@ def cluster() -> None:
 @click.option("--mint-interval", default=3.0, show_default=True)
 def start(data_dir: str, store: str, nodes: int, partitions: str, mint_interval: float) -> None:
     lc = LocalCluster(data_dir)
+    if store.startswith("file://") or "://" not in store:
+        # The default store is a local directory: make it, as a new user expects.
+        Path(store.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
     if not lc.meta:
         lc.init(nodes, store, [p for p in partitions.split(",") if p], mint_interval)
     for n in lc.ids:
         if str(n) not in lc.meta["pids"]:
             click.echo(f"node {n}: pid {lc.start(n)}")
+    asyncio.run(_until_ready(lc, list(lc.meta["partitions"])))
+    click.echo("cluster ready: every partition has a leader")
+
+
+async def _until_ready(lc: LocalCluster, partitions: list[str], timeout_s: float = 60.0) -> None:
+    """`start` returns when the cluster can take writes: the controller has created every
+    partition and each has a leader (so a `produce` right after it succeeds)."""
+    access = ProcClusterAccess(lc.client_addrs())
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    missing = partitions
+    try:
+        while loop.time() < deadline:
+            try:
+                meta = await access.any_call(op="meta")
+            except ConnectionError:
+                meta = {"partitions": {}}
+            known = meta.get("partitions", {})
+            missing = [p for p in partitions if not (known.get(p) or {}).get("leader")]
+            if not missing:
+                return
+            await asyncio.sleep(0.2)
+    finally:
+        await access.close()
+    raise RuntimeError(f"cluster not ready after {timeout_s:.0f}s: no leader for "
+                       + ", ".join(missing))
 
 
 @cluster.command()

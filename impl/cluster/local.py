@@ -47,6 +47,9 @@ class LocalCluster:
 
     @property
     def ids(self) -> list[int]:
+        if not self.meta:
+            raise RuntimeError(
+                f"no cluster under {self.dir}: start one with `epochgc cluster start`")
         return [int(i) for i in self.meta["ids"]]
 
     def client_addrs(self) -> dict[int, tuple[str, int]]:
