@@ -1,6 +1,7 @@
 """GC job benchmark (not a timed test): writes build/bench-gc.json.
 
-    python benchmarks/bench_gc.py [--quick] [--dir DIR] [--out build/bench-gc.json]
+    python benchmarks/bench_gc.py [--quick] [--repeat N] [--skip-s3] [--dir DIR]
+                                  [--out build/bench-gc.json]
 
 (a) local directory, 1,000,000 L0 objects of which 100,000 eligible: deleted/s of the Spark
     job (Spark start-up excluded: the session is created and warmed first) against a plain
@@ -11,7 +12,8 @@
 (c) S3 on a loopback moto server, 50,000 objects: deleted/s against a boto3 loop that lists
     and batch-deletes the same keys from one process. Objects are created through moto's
     in-process backend (setup only: 50,000 HTTP PUTs to moto take minutes).
-`--quick` divides every size by 10.
+`--quick` divides every size by 10, except (b)'s eligible keys (kept at 10 per prefix, so the
+ratio measures the same shape). `--repeat N` reports the best of N runs for (a).
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ def row(
     value: float,
     unit: str,
     baseline: float | None,
-    target: str | None,
+    target: float | None,
     ratio: float | None = None,
 ) -> dict[str, Any]:
     if ratio is None and baseline:
@@ -115,18 +117,19 @@ def baseline_local(root: Path, m: int, rmdir: bool = False) -> tuple[int, float]
 
 
 def gc(spark: Any, spec: Any, tasks: int | None = None) -> GcSummary:
+    write_reports(spec(), M)  # fresh reports, as the cluster republishes them (max age 5m)
     s = run_gc(spark, spec, GcOptions(grace_s=GRACE, tasks=tasks), clock=clock)
     if s.exit_code != 0:
         raise SystemExit(f"GC round failed: {s.lines()}")
     return s
 
 
-def bench_local(spark: Any, base: Path, scale: int) -> list[dict[str, Any]]:
+def bench_local(spark: Any, base: Path, scale: int, repeat: int) -> list[dict[str, Any]]:
     root = base / "local"
     root.mkdir()
     store = LocalStore(root)
     write_reports(store, M)
-    per_eligible = {e: 20 // scale if scale > 1 else 20 for e in ELIGIBLE_EPOCHS}
+    per_eligible = {e: 20 // scale for e in ELIGIBLE_EPOCHS}
     per_live = {e: 100 // scale for e in LIVE_EPOCHS}
     t = time.perf_counter()
     eligible = make_files(root, per_eligible, "g")
@@ -136,24 +139,29 @@ def bench_local(spark: Any, base: Path, scale: int) -> list[dict[str, Any]]:
         f"{time.perf_counter() - t:.0f}s",
         file=sys.stderr,
     )
-    deleted, seconds = baseline_local(root, M)
-    assert deleted == eligible, (deleted, eligible)
-    base_rate = deleted / seconds
-    print(f"(a) baseline loop: {deleted} in {seconds:.2f}s", file=sys.stderr)
-    make_files(root, per_eligible, "g")
-    deleted, seconds = baseline_local(root, M, rmdir=True)
-    assert deleted == eligible, (deleted, eligible)
-    prune_rate = deleted / seconds
-    print(f"(a) baseline loop + rmdir: {deleted} in {seconds:.2f}s", file=sys.stderr)
-    make_files(root, per_eligible, "g")
-    s = gc(spark, StoreSpec("file", str(root)))
-    assert s.deleted == eligible, s
-    rate = s.deleted / s.seconds
-    print(
-        f"(a) spark job: {s.deleted} in {s.seconds:.2f}s (list {s.list_seconds:.2f}s, "
-        f"delete {s.delete_seconds:.2f}s)",
-        file=sys.stderr,
-    )
+    # Best of `repeat` for each contender: the machine is shared, so noise only slows.
+    base_rate = prune_rate = rate = 0.0
+    for r in range(repeat):
+        if r:
+            make_files(root, per_eligible, "g")
+        deleted, seconds = baseline_local(root, M)
+        assert deleted == eligible, (deleted, eligible)
+        base_rate = max(base_rate, deleted / seconds)
+        print(f"(a) baseline loop: {deleted} in {seconds:.2f}s", file=sys.stderr)
+        make_files(root, per_eligible, "g")
+        deleted, seconds = baseline_local(root, M, rmdir=True)
+        assert deleted == eligible, (deleted, eligible)
+        prune_rate = max(prune_rate, deleted / seconds)
+        print(f"(a) baseline loop + rmdir: {deleted} in {seconds:.2f}s", file=sys.stderr)
+        make_files(root, per_eligible, "g")
+        s = gc(spark, StoreSpec("file", str(root)))
+        assert s.deleted == eligible, s
+        rate = max(rate, s.deleted / s.seconds)
+        print(
+            f"(a) spark job: {s.deleted} in {s.seconds:.2f}s (list {s.list_seconds:.2f}s, "
+            f"delete {s.delete_seconds:.2f}s)",
+            file=sys.stderr,
+        )
     n = eligible + live
     rows = [
         row(
@@ -161,7 +169,7 @@ def bench_local(spark: Any, base: Path, scale: int) -> list[dict[str, Any]]:
             rate,
             "keys/s",
             base_rate,
-            ">= 0.5",
+            0.5,  # ratio at least
         ),
         # The store also removes the epoch directories it empties (else every later round
         # would walk them); the same loop doing that too is the like-for-like baseline.
@@ -179,25 +187,27 @@ def bench_local(spark: Any, base: Path, scale: int) -> list[dict[str, Any]]:
     few = make_files(root, {3: 10}, "f")  # 1% of 1M; kept at 10 per prefix in --quick
     s = gc(spark, StoreSpec("file", str(root)))
     assert s.deleted == few, s
-    full_listing = (live + few) / few
+    full_listing = round((live + few) / few)
+    bound = 1.2  # the issue's bound on keys listed per key deleted
     print(
         f"(b) {live} live, {few} eligible: listed {s.listed}, fetched {s.fetched}, "
         f"{s.list_requests} list requests",
         file=sys.stderr,
     )
     rows += [
+        # Like the project's time rows: baseline = the bound, target 1.0 = at most.
         row(
-            f"listed_per_deleted[{live} live, {few} eligible]",
+            f"listed_per_deleted[{live} live, {few} eligible; full listing: {full_listing}]",
             s.listed / s.deleted,
             "keys/key",
-            full_listing,
-            "<= 1.2",
+            bound,
+            1.0,
         ),
         row(
             f"fetched_per_deleted[{live} live, {few} eligible, local directory]",
             s.fetched / s.deleted,
             "keys/key",
-            full_listing,
+            bound,
             None,
         ),
         row(f"list_requests[{live} live, {few} eligible]", s.list_requests, "requests", None, None),
@@ -268,7 +278,7 @@ def bench_s3(spark: Any, scale: int) -> list[dict[str, Any]]:
                 s.deleted / s.seconds,
                 "keys/s",
                 deleted / seconds,
-                "report",
+                None,  # the issue asks only to report the ratio
             )
         ]
     finally:
@@ -281,6 +291,7 @@ def main() -> None:
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     ap.add_argument("--out", default="build/bench-gc.json")
     ap.add_argument("--skip-s3", action="store_true")
+    ap.add_argument("--repeat", type=int, default=1, help="best of N for (a)")
     args = ap.parse_args()
     scale = 10 if args.quick else 1
 
@@ -296,7 +307,7 @@ def main() -> None:
         warm.mkdir()
         write_reports(LocalStore(warm), M)
         gc(spark, StoreSpec("file", str(warm)))  # start Python workers: excluded from timing
-        rows = bench_local(spark, base, scale)
+        rows = bench_local(spark, base, scale, args.repeat)
         if not args.skip_s3:
             rows += bench_s3(spark, scale)
     finally:

@@ -1,0 +1,199 @@
+"""Store builders, an oracle from the model, and instrumented stores for the GC tests."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY
+from impl.store.base import DeleteResult, ListPage, ObjectInfo, ObjectStore
+from impl.store.local import LocalStore
+from impl.store.url import StoreSpec
+from model.errors import ModelError
+from model.keys import PREFIXES, gc_eligible, parse_key, prefix_path
+
+NOW = 1_800_000_000.0
+HOUR = 3600.0
+
+
+def write_partitions(store: ObjectStore, revision: int, partitions: list[str]) -> None:
+    store.put(PARTITIONS_KEY, json.dumps({"revision": revision, "partitions": partitions}).encode())
+
+
+def write_health(
+    store: ObjectStore, node: str, written_at: float, replicas: list[tuple[str, int | None]]
+) -> None:
+    doc = {
+        "node": node,
+        "written_at": written_at,
+        "replicas": [{"partition": p, "term": 1, "inactive_epoch": e} for p, e in replicas],
+    }
+    store.put(f"{HEALTH_PREFIX}{node}.json", json.dumps(doc).encode())
+
+
+def simple_cluster(store: ObjectStore, m: int, revision: int = 10**6, now: float = NOW) -> None:
+    """Two partitions, two nodes, cluster M = m."""
+    write_partitions(store, revision, ["t/0", "t/1"])
+    write_health(store, "n1", now - 10, [("t/0", m), ("t/1", m + 5)])
+    write_health(store, "n2", now - 10, [("t/0", m - 3), ("t/1", None)])
+
+
+def put_local(root: Path, key: str, age: float, now: float = NOW, data: bytes = b"x") -> None:
+    path = root / key
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data)
+    os.utime(path, (now - age, now - age))
+
+
+def all_keys(store: ObjectStore) -> set[str]:
+    return {o.key for o in store.list_all("")}
+
+
+def expected_eligible(ages: dict[str, float], m: int | None, grace_s: float) -> set[str]:
+    """The model's eligible set over every key in the store."""
+    return {k for k, age in ages.items() if gc_eligible(k, age, m, grace_s).eligible}
+
+
+def visible_malformed(keys: set[str], m: int | None) -> set[str]:
+    """Malformed shard keys the early-stopping lister reaches (key order, stop above M)."""
+    if m is None:
+        return set()
+    seen: set[str] = set()
+    for p in range(PREFIXES):
+        path = prefix_path(p)
+        for k in sorted(k for k in keys if k.startswith(path)):
+            try:
+                if parse_key(k).epoch > m:
+                    break
+            except ModelError:
+                seen.add(k)
+    return seen
+
+
+# --- instrumented stores (picklable factories: Spark tasks run in other processes) ---
+
+
+class _Delegating(ObjectStore):
+    def __init__(self, inner: ObjectStore) -> None:
+        self.inner = inner
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def put(self, key: str, data: bytes) -> None:
+        self.inner.put(key, data)
+
+    def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        return self.inner.get(key, start, end)
+
+    def head(self, key: str) -> ObjectInfo | None:
+        return self.inner.head(key)
+
+    def list_page(
+        self,
+        prefix: str,
+        start_after: str | None = None,
+        limit: int = 1000,
+        until: str | None = None,
+    ) -> ListPage:
+        return self.inner.list_page(prefix, start_after, limit, until)
+
+    def delete_batch(self, keys: list[str]) -> DeleteResult:
+        return self.inner.delete_batch(keys)
+
+
+class _CountingStore(_Delegating):
+    def __init__(self, inner: ObjectStore, log: str) -> None:
+        super().__init__(inner)
+        self.log = log
+
+    def list_page(
+        self,
+        prefix: str,
+        start_after: str | None = None,
+        limit: int = 1000,
+        until: str | None = None,
+    ) -> ListPage:
+        page = self.inner.list_page(prefix, start_after, limit, until)
+        line = json.dumps([prefix, start_after, len(page.objects)]) + "\n"
+        fd = os.open(self.log, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, line.encode())  # one small O_APPEND write: atomic across processes
+        finally:
+            os.close(fd)
+        return page
+
+
+@dataclass(frozen=True)
+class CountingFactory:
+    inner: StoreSpec
+    log: str
+
+    def __call__(self) -> ObjectStore:
+        return _CountingStore(self.inner(), self.log)
+
+    def calls(self) -> list[tuple[str, str | None, int]]:
+        if not os.path.exists(self.log):
+            return []
+        return [tuple(json.loads(line)) for line in Path(self.log).read_text().splitlines()]
+
+
+class InjectedCrash(RuntimeError):
+    pass
+
+
+class _CrashingStore(_Delegating):
+    def __init__(self, inner: ObjectStore, counter: str, after: int) -> None:
+        super().__init__(inner)
+        self.counter, self.after = counter, after
+
+    def delete_batch(self, keys: list[str]) -> DeleteResult:
+        with open(self.counter, "a+") as f:  # a batch counter shared by all Spark workers
+            fcntl.flock(f, fcntl.LOCK_EX)
+            f.seek(0)
+            n = len(f.read())
+            f.write("x")
+        if n >= self.after:
+            raise InjectedCrash(f"injected crash at delete batch {n}")
+        return self.inner.delete_batch(keys)
+
+
+@dataclass(frozen=True)
+class CrashAfterBatches:
+    inner: StoreSpec
+    counter: str
+    after: int
+
+    def __call__(self) -> ObjectStore:
+        return _CrashingStore(self.inner(), self.counter, self.after)
+
+
+def local_spec(root: Path) -> StoreSpec:
+    LocalStore(root, create=True)
+    return StoreSpec("file", str(root))
+
+
+class _RefusingStore(_Delegating):
+    """Deletes every key except those containing `marker`, which fail per key (as S3's
+    DeleteObjects reports AccessDenied for single keys)."""
+
+    def __init__(self, inner: ObjectStore, marker: str) -> None:
+        super().__init__(inner)
+        self.marker = marker
+
+    def delete_batch(self, keys: list[str]) -> DeleteResult:
+        refused = [k for k in keys if self.marker in k]
+        result = self.inner.delete_batch([k for k in keys if self.marker not in k])
+        return DeleteResult(len(keys), {**result.errors, **dict.fromkeys(refused, "AccessDenied")})
+
+
+@dataclass(frozen=True)
+class RefuseKeys:
+    inner: StoreSpec
+    marker: str
+
+    def __call__(self) -> ObjectStore:
+        return _RefusingStore(self.inner(), self.marker)

@@ -1,0 +1,138 @@
+"""`epochgc gc` end to end through click: exit codes, one clear message, nothing deleted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
+
+from impl.cli import main
+from impl.gc.summary import JSON_KEYS
+from impl.store.local import LocalStore
+from model.keys import format_key
+from tests.gc.helpers import HOUR, NOW, all_keys, put_local, simple_cluster, write_partitions
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(main, ["gc", "--now", str(NOW), "-q", *args])
+
+
+def small_store(root: Path) -> set[str]:
+    simple_cluster(LocalStore(root, create=True), 50)
+    old = {format_key(p, 40, "old") for p in (0, 7)}
+    for k in old:
+        put_local(root, k, age=13 * HOUR)
+    put_local(root, format_key(7, 60, "new"), age=13 * HOUR)
+    put_local(root, format_key(7, 45, "young"), age=HOUR)
+    return old
+
+
+@pytest.mark.spark
+def test_json_summary_and_metrics_file(spark: Any, tmp_path: Path) -> None:
+    old = small_store(tmp_path / "s")
+    metrics = tmp_path / "gc.prom"
+    r = run("--store", f"file://{tmp_path / 's'}", "--json", "--metrics-file", str(metrics))
+    assert r.exit_code == 0, r.output
+    summary = json.loads(r.stdout)
+    assert tuple(summary) == JSON_KEYS
+    assert {k: summary[k] for k in ("M", "blocked", "eligible", "deleted")} == {
+        "M": 50,
+        "blocked": None,
+        "eligible": 2,
+        "deleted": 2,
+    }
+    assert (summary["skipped_too_new"], summary["skipped_too_young"]) == (1, 1)
+    assert not old & all_keys(LocalStore(tmp_path / "s"))
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(metrics.read_text())
+        for s in f.samples
+    }
+    assert samples[("epochgc_gc_objects", (("outcome", "deleted"),))] == 2
+    assert samples[("epochgc_gc_safe_epoch", ())] == 50
+    assert samples[("epochgc_gc_round_blocked", ())] == 0
+
+
+def test_blocked_round_exits_2_without_spark(tmp_path: Path) -> None:
+    small_store(tmp_path)
+    write_partitions(LocalStore(tmp_path), 100, ["t/0", "t/1", "late/0"])
+    before = all_keys(LocalStore(tmp_path))
+    r = run("--store", str(tmp_path), "--json")
+    assert r.exit_code == 2
+    assert json.loads(r.stdout)["blocked"] == "no inactive epoch reported for: late/0"
+    assert all_keys(LocalStore(tmp_path)) == before
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--grace", "12x"], "'12x' is not a duration"),
+        (["--grace", "30m"], "below the 1h safety minimum"),
+        (["--max-report-age", "0s"], "max report age must be > 0"),
+        (["--store", "gs://bucket/x"], "unsupported store URL scheme 'gs'"),
+        (["--store", "s3://Bad_Bucket/x"], "not a valid bucket name"),
+        (["--store", "s3://b", "--s3-endpoint", "http://key:secret@h:1"], "must not carry"),
+        (["--s3-endpoint", "http://127.0.0.1:9"], "only applies to s3:// stores"),
+        (["--delete-batch-size", "1001"], "1001 is not in the range"),
+    ],
+)
+def test_bad_arguments(tmp_path: Path, args: list[str], message: str) -> None:
+    small_store(tmp_path)
+    before = all_keys(LocalStore(tmp_path))
+    r = run("--store", str(tmp_path), *args)
+    assert r.exit_code == 64, r.output
+    assert message in r.output and "secret" not in r.output
+    assert all_keys(LocalStore(tmp_path)) == before
+
+
+def test_progress_goes_to_stderr(tmp_path: Path) -> None:
+    small_store(tmp_path)
+    write_partitions(LocalStore(tmp_path), 100, ["t/0", "t/1", "late/0"])
+    r = CliRunner().invoke(main, ["gc", "--now", str(NOW), "--store", str(tmp_path), "--json"])
+    assert r.exit_code == 2
+    assert "gc: no collection this round (no inactive epoch reported for: late/0)" in r.stderr
+    assert json.loads(r.stdout)["blocked"]
+
+
+def test_short_grace_allowed_when_forced(tmp_path: Path) -> None:
+    small_store(tmp_path)
+    write_partitions(LocalStore(tmp_path), 100, ["t/0", "t/1", "late/0"])  # stays blocked
+    r = run("--store", str(tmp_path), "--grace", "30m", "--i-know-grace-is-short")
+    assert r.exit_code == 2, r.output
+
+
+def test_unreadable_store(tmp_path: Path) -> None:
+    r = run("--store", str(tmp_path / "missing"))
+    assert r.exit_code == 1
+    assert r.output.count("\n") == 1 and "does not exist or is not a directory" in r.output
+
+
+def test_malformed_report_file(tmp_path: Path) -> None:
+    small_store(tmp_path)
+    LocalStore(tmp_path).put("_cluster/health/n2.json", b'{"node": "n2", "written_at": 1}')
+    before = all_keys(LocalStore(tmp_path))
+    r = run("--store", str(tmp_path))
+    assert r.exit_code == 1
+    assert r.output.strip() == (
+        "epochgc gc: error: _cluster/health/n2.json: missing field 'replicas'; nothing was deleted"
+    )
+    assert all_keys(LocalStore(tmp_path)) == before
+
+
+def test_unreachable_s3_store_is_one_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from tests.store.s3server import free_port, set_dummy_aws_env
+
+    set_dummy_aws_env()
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "2")  # boto3's own setting: keep the test short
+    endpoint = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    r = CliRunner().invoke(
+        main, ["gc", "-q", "--store", "s3://nobucket/x", "--s3-endpoint", endpoint]
+    )
+    assert r.exit_code == 1
+    assert "cannot read _cluster/partitions.json" in r.output and r.output.count("\n") == 1

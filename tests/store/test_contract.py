@@ -1,0 +1,109 @@
+"""The ObjectStore contract, run against both backends (S3 on the loopback moto server)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from impl.store.base import ObjectStore, StoreError
+from impl.store.local import LocalStore
+from impl.store.s3 import S3Store
+
+
+@pytest.fixture(params=["local", "s3"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[ObjectStore]:
+    if request.param == "local":
+        yield LocalStore(tmp_path)
+        return
+    bucket = request.getfixturevalue("s3_bucket")
+    endpoint = request.getfixturevalue("s3_endpoint")
+    s = S3Store(bucket, "root/dir", endpoint_url=endpoint)
+    yield s
+    s.close()
+
+
+# Names chosen so that flat key order differs from a naive sorted directory walk:
+# "a.b" (0x2e) sorts before "a/x" (0x2f), "a-z" (0x2d) before both.
+KEYS = ["a/x", "a.b", "a-z", "a/y/1", "a/y/2", "b", "a/y0"]
+
+
+def test_put_get_head_and_range(store: ObjectStore) -> None:
+    store.put("d/obj", b"0123456789")
+    assert store.get("d/obj") == b"0123456789"
+    assert store.get("d/obj", 2, 5) == b"234"
+    assert store.get("d/obj", 7) == b"789"
+    assert store.get("d/obj", 0, 0) == b""
+    info = store.head("d/obj")
+    assert info is not None and info.size == 10 and abs(info.mtime - time.time()) < 60
+    assert store.head("d/none") is None
+    store.put("d/obj", b"new")  # replace
+    assert store.get("d/obj") == b"new"
+    with pytest.raises(StoreError, match="does not exist"):
+        store.get("d/none")
+
+
+def test_listing_is_in_key_order_and_pages(store: ObjectStore) -> None:
+    for k in KEYS:
+        store.put(k, k.encode())
+    assert [o.key for o in store.list_all("")] == sorted(KEYS)
+    pages = list(store.list("", page_size=2))
+    assert [len(p) for p in pages] == [2, 2, 2, 1]
+    assert [o.key for p in pages for o in p] == sorted(KEYS)
+    assert [o.key for o in store.list_all("a/")] == ["a/x", "a/y/1", "a/y/2", "a/y0"]
+    assert [o.key for o in store.list_all("a/y")] == ["a/y/1", "a/y/2", "a/y0"]
+    page = store.list_page("", start_after="a/x", limit=3)
+    assert [o.key for o in page.objects] == ["a/y/1", "a/y/2", "a/y0"] and page.truncated
+    after_dir = store.list_page("", start_after="a/y/", limit=10)
+    assert [o.key for o in after_dir.objects] == ["a/y/1", "a/y/2", "a/y0", "b"]
+    assert not after_dir.truncated
+    assert store.list_page("zz/").objects == []
+
+
+def test_until_hint_ends_a_page_early_only_where_it_can(store: ObjectStore) -> None:
+    for k in KEYS:
+        store.put(k, b"x")
+    keys = [o.key for o in store.list_page("", None, 10, until="a/y").objects]
+    full = sorted(KEYS)
+    if isinstance(store, LocalStore):
+        assert keys == ["a-z", "a.b", "a/x", "a/y/1"]  # up to the first key >= until
+    else:
+        assert keys == full  # S3 has no end bound: the hint is ignored
+
+
+def test_delete_batch_treats_missing_as_success(store: ObjectStore) -> None:
+    for k in KEYS:
+        store.put(k, b"x")
+    result = store.delete_batch(["a/x", "a/y/1", "never/there"])
+    assert result.errors == {} and result.deleted == 3
+    assert [o.key for o in store.list_all("")] == sorted(set(KEYS) - {"a/x", "a/y/1"})
+    with pytest.raises(ValueError, match="exceeds 1000"):
+        store.delete_batch([f"k{i}" for i in range(1001)])
+
+
+@pytest.mark.parametrize("key", ["", "/abs", "a//b", "a/../b", "./a", "a/", "a\\b"])
+def test_invalid_keys_are_refused(store: ObjectStore, key: str) -> None:
+    with pytest.raises(StoreError, match="invalid key"):
+        store.put(key, b"x")
+
+
+def test_large_listing_pages_of_1000(store: ObjectStore) -> None:
+    n = 2500 if isinstance(store, LocalStore) else 1100  # moto serves ~200 puts/s
+    if isinstance(store, LocalStore):
+        for i in range(n):
+            p = store.root / f"many/{i // 100:02d}/{i:05d}"
+            p.parent.mkdir(parents=True, exist_ok=True)
+            p.write_bytes(b"")
+    else:
+        with ThreadPoolExecutor(8) as pool:  # only to make the setup quick
+            list(pool.map(lambda i: store.put(f"many/{i // 100:02d}/{i:05d}", b""), range(n)))
+    pages = list(store.list("many/"))
+    assert [len(p) for p in pages] == [1000] * (n // 1000) + [n % 1000]
+    keys = [o.key for p in pages for o in p]
+    assert keys == sorted(keys) and len(set(keys)) == n
+    removed = store.delete_batch(keys[:1000])
+    assert removed.deleted == 1000 and not removed.errors
+    assert sum(len(p) for p in store.list("many/")) == n - 1000

@@ -1,0 +1,78 @@
+"""Local-directory specifics: atomic puts, temp files, pruning, bounded listing work."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from impl.store.base import StoreError
+from impl.store.local import LocalStore
+
+
+def test_missing_root_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="does not exist or is not a directory"):
+        LocalStore(tmp_path / "nope")
+    (tmp_path / "file").write_bytes(b"")
+    with pytest.raises(StoreError, match="not a directory"):
+        LocalStore(tmp_path / "file")
+
+
+def test_temp_files_of_puts_are_never_listed(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.put("r/a.json", b"{}")
+    (tmp_path / "r" / ".epochgc-tmp-123").write_bytes(b"partial")
+    assert [o.key for o in store.list_all("r/")] == ["r/a.json"]
+
+
+def test_put_is_atomic_replace(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.put("r/a.json", b"old")
+    inode = os.stat(tmp_path / "r/a.json").st_ino
+    store.put("r/a.json", b"new")
+    assert os.stat(tmp_path / "r/a.json").st_ino != inode  # replaced by rename, not rewritten
+    assert os.listdir(tmp_path / "r") == ["a.json"]
+
+
+def test_deletes_prune_emptied_directories(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.put("level_zero/data/001/000000000000000001/a", b"")
+    store.put("level_zero/data/001/000000000000000002/b", b"")
+    store.delete_batch(["level_zero/data/001/000000000000000001/a"])
+    assert os.listdir(tmp_path / "level_zero/data/001") == ["000000000000000002"]
+    store.delete_batch(["level_zero/data/001/000000000000000002/b"])
+    assert os.listdir(tmp_path) == []
+    store.put("level_zero/data/001/000000000000000003/c", b"")  # recreates its directories
+    assert store.head("level_zero/data/001/000000000000000003/c") is not None
+
+
+def test_delete_error_is_per_key(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    store.put("d/file", b"")
+    (tmp_path / "d/dir").mkdir()
+    result = store.delete_batch(["d/file", "d/dir"])  # a directory cannot be unlinked
+    assert list(result.errors) == ["d/dir"] and result.deleted == 1
+
+
+def test_listing_a_page_reads_only_directories_on_the_way(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = LocalStore(tmp_path)
+    for shard in range(20):
+        for epoch in range(5):
+            d = tmp_path / f"s/{shard:03d}/{epoch:02d}"
+            d.mkdir(parents=True)
+            (d / "k").write_bytes(b"")
+    scanned: list[str] = []
+    real = os.scandir
+
+    def counting(path: str) -> object:
+        scanned.append(os.fspath(path))
+        return real(path)
+
+    monkeypatch.setattr(os, "scandir", counting)
+    page = store.list_page("s/007/", start_after="s/007/02/k", limit=2)
+    assert [o.key for o in page.objects] == ["s/007/03/k", "s/007/04/k"]
+    # the shard directory, and the epoch directories 02 (start-after), 03 and 04 only
+    assert len(scanned) == 4

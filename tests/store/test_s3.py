@@ -1,0 +1,39 @@
+"""S3 specifics against the loopback server: failures are per key or one clear StoreError."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from impl.store.base import StoreError
+from impl.store.s3 import S3Store
+
+pytestmark = pytest.mark.s3
+
+
+def test_missing_bucket_is_a_clear_error(s3_endpoint: str) -> None:
+    store = S3Store("no-such-bucket", "p", endpoint_url=s3_endpoint)
+    with pytest.raises(StoreError, match="NoSuchBucket"):
+        store.list_page("")
+    with pytest.raises(StoreError, match="s3://no-such-bucket/p/"):
+        store.put("k", b"x")
+    result = store.delete_batch(["a", "b"])
+    assert set(result.errors) == {"a", "b"} and result.deleted == 0
+
+
+def test_store_pickles_without_its_client(s3_endpoint: str, s3_bucket: str) -> None:
+    store = S3Store(s3_bucket, "p", endpoint_url=s3_endpoint)
+    store.put("k", b"v")  # creates the client
+    clone = pickle.loads(pickle.dumps(store))
+    assert clone.get("k") == b"v"
+
+
+def test_prefix_isolates_stores_in_one_bucket(s3_endpoint: str, s3_bucket: str) -> None:
+    a = S3Store(s3_bucket, "a", endpoint_url=s3_endpoint)
+    ab = S3Store(s3_bucket, "ab", endpoint_url=s3_endpoint)
+    a.put("k", b"1")
+    ab.put("k", b"2")
+    assert [o.key for o in a.list_all("")] == ["k"] and a.get("k") == b"1"
+    a.delete_batch(["k"])
+    assert ab.get("k") == b"2"

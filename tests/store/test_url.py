@@ -1,0 +1,61 @@
+"""Store URL parsing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from impl.store.base import StoreError
+from impl.store.local import LocalStore
+from impl.store.s3 import S3Store
+from impl.store.url import StoreSpec, open_store, parse_store_url
+
+
+def test_plain_path_and_file_url(tmp_path: Path) -> None:
+    assert parse_store_url(str(tmp_path)) == StoreSpec("file", str(tmp_path))
+    assert parse_store_url(f"file://{tmp_path}") == StoreSpec("file", str(tmp_path))
+    assert parse_store_url("file://localhost/tmp/x") == StoreSpec("file", "/tmp/x")
+    assert parse_store_url("rel/dir").location == str(Path.cwd() / "rel/dir")
+    assert isinstance(open_store(str(tmp_path)), LocalStore)
+
+
+def test_s3_url() -> None:
+    spec = parse_store_url("s3://my-bucket/some/prefix/", "http://127.0.0.1:9000")
+    assert spec == StoreSpec("s3", "my-bucket", "some/prefix", "http://127.0.0.1:9000")
+    store = spec()
+    assert isinstance(store, S3Store) and store.prefix == "some/prefix/"
+    assert parse_store_url("s3://bucket").prefix == ""
+
+
+@pytest.mark.parametrize(
+    ("url", "message"),
+    [
+        ("", "empty"),
+        ("gs://b/x", "unsupported store URL scheme"),
+        ("http://host/x", "unsupported store URL scheme"),
+        ("file://otherhost/x", "names a host"),
+        ("s3://", "not a valid bucket name"),
+        ("s3://UPPER/x", "not a valid bucket name"),
+        ("s3://key:secret@bucket/x", "must not carry credentials"),
+        ("s3://bucket/a//b", "empty or relative path component"),
+        ("s3://bucket/x?versionId=1", "query"),
+    ],
+)
+def test_bad_urls(url: str, message: str) -> None:
+    with pytest.raises(StoreError, match=message):
+        parse_store_url(url)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "message"),
+    [
+        ("127.0.0.1:9000", "must be http"),
+        ("ftp://h", "must be http"),
+        ("http://user:pw@h:1", "must not carry credentials"),
+        ("http://h:99999", "invalid port"),
+    ],
+)
+def test_bad_endpoints(endpoint: str, message: str) -> None:
+    with pytest.raises(StoreError, match=message):
+        parse_store_url("s3://bucket/x", endpoint)
