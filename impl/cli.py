@@ -15,6 +15,7 @@ SUBCOMMANDS: dict[str, str] = {
     "produce": "impl.cluster.cli:produce",
     "consume": "impl.cluster.cli:consume",
     "demo": "impl.demo:demo",
+    "check-trace": "impl.checktrace:check_trace",
 }
 
 

@@ -28,13 +28,23 @@ def cluster() -> None:
 @click.option("--nodes", default=3, show_default=True)
 @click.option("--partitions", default="t/0,t/1,t/2,t/3,t/4,t/5,t/6,t/7", show_default=True)
 @click.option("--mint-interval", default=3.0, show_default=True)
-def start(data_dir: str, store: str, nodes: int, partitions: str, mint_interval: float) -> None:
+@click.option("--trace", default=None, type=click.Path(dir_okay=False),
+              help="every node appends an NDJSON trace here (epochgc check-trace FILE)")
+@click.option("--s3-endpoint", default=None,
+              help="endpoint of an S3-compatible server, for s3:// stores")
+def start(data_dir: str, store: str, nodes: int, partitions: str, mint_interval: float,
+          trace: str | None, s3_endpoint: str | None) -> None:
     lc = LocalCluster(data_dir)
     if store.startswith("file://") or "://" not in store:
         # The default store is a local directory: make it, as a new user expects.
         Path(store.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
     if not lc.meta:
-        lc.init(nodes, store, [p for p in partitions.split(",") if p], mint_interval)
+        extra = ["--trace", str(Path(trace).absolute())] if trace else []
+        if s3_endpoint:
+            extra += ["--s3-endpoint", s3_endpoint]
+        lc.init(nodes, store, [p for p in partitions.split(",") if p], mint_interval, extra)
+        lc.meta["s3_endpoint"] = s3_endpoint
+        lc.save()
     for n in lc.ids:
         if str(n) not in lc.meta["pids"]:
             click.echo(f"node {n}: pid {lc.start(n)}")
@@ -102,7 +112,8 @@ def status(data_dir: str, as_json: bool) -> None:
     try:
         import time
 
-        m = read_cluster_view(open_store(lc.meta["store"]), time.time(), 60).gc_epoch()
+        store = open_store(lc.meta["store"], lc.meta.get("s3_endpoint"))
+        m = read_cluster_view(store, time.time(), 60).gc_epoch()
         cluster_m: Any = {"M": m.M, "blocked": m.blocked}
     except Exception as e:  # reports not published yet
         cluster_m = {"M": None, "error": str(e)}
@@ -150,7 +161,8 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int,
 
     async def go() -> None:
         access = ProcClusterAccess(lc.client_addrs())
-        prod = Producer(access, open_store(lc.meta["store"]), thread_io, random.Random())
+        store = open_store(lc.meta["store"], lc.meta.get("s3_endpoint"))
+        prod = Producer(access, store, thread_io, random.Random())
         try:
             acks = await prod.produce(
                 {p: [make_record(name, p, i, size) for i in range(count)] for p in partitions},

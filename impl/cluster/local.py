@@ -40,9 +40,9 @@ class LocalCluster:
             "extra": extra or [],
             "pids": {},
         }
-        self._save()
+        self.save()
 
-    def _save(self) -> None:
+    def save(self) -> None:
         self.meta_path.write_text(json.dumps(self.meta, indent=1))
 
     @property
@@ -79,12 +79,12 @@ class LocalCluster:
             err = (self.dir / f"n{nid}.log").read_text().strip().splitlines()
             raise RuntimeError(f"node {nid} failed to start: {err[-1] if err else line!r}")
         self.meta["pids"][str(nid)] = p.pid
-        self._save()
+        self.save()
         return p.pid
 
     def kill(self, nid: int, sig: int = signal.SIGKILL) -> None:
         pid = self.meta["pids"].pop(str(nid), None)
-        self._save()
+        self.save()
         if pid is None:
             return
         try:

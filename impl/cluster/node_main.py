@@ -55,7 +55,12 @@ async def run(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     try:
         check_storage(args.data_dir)
-        broker = Broker(server, store, cfg, loop, time.time, thread_io, metrics)
+        hooks = None
+        if args.trace:  # NDJSON trace of window transitions and decisions (impl/trace.py)
+            from impl.trace import TraceWriter, broker_hooks
+
+            hooks = broker_hooks(TraceWriter(args.trace, args.id), lambda: broker)
+        broker = Broker(server, store, cfg, loop, time.time, thread_io, metrics, hooks)
         broker.sync_partitions()
     except StorageCorruption as e:
         print(f"refusing to start: corrupted Raft storage: {e}", file=sys.stderr, flush=True)
@@ -126,6 +131,7 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--tick", type=float, default=0.05)
     ap.add_argument("--snapshot-interval", type=int, default=2000)
     ap.add_argument("--metrics-port", type=int, default=0)
+    ap.add_argument("--trace", default=None, help="append an NDJSON trace to this file")
     ap.add_argument("--bench-ops", action="store_true", help="serve the benchmark's "
                     "unfenced-propose baseline (never in production)")
     args = ap.parse_args(argv)

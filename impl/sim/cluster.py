@@ -166,7 +166,9 @@ class SimCluster:
             tu = max(self.sim.now, math.ceil(tt * UNITS_PER_SECOND - 1e-9))
             if te is None or tu <= te:
                 self.sim.now = tu
-                self.loop.set_time(tu / UNITS_PER_SECOND)
+                # At least the timer's own due time: tu is rounded to whole units, and a due
+                # time like 16.020000000000003 s would otherwise never fire (a livelock).
+                self.loop.set_time(max(tu / UNITS_PER_SECOND, tt))
                 self.loop.fire_due()
                 self.loop.drain()
                 return True

@@ -1,0 +1,278 @@
+"""`epochgc check-trace FILE`: replay an NDJSON trace (impl/trace.py) against the model.
+
+1. Parse every line strictly; anything malformed is exit 2 with FILE:LINE.
+2. Per partition, collect the committed command at each log index from every node's `apply`
+   records (two nodes with different commands at one index is a divergence: state-machine
+   safety), and replay them in index order through `model.partition` from the initial state.
+3. Walk the records in file order: each `apply` must report the model's state after its
+   index (and, for a placeholder, the model's accept/reject decision); each `fence` must be
+   `model.fence.fence` of its logged inputs, deciding on an applied state the model's replay
+   reaches; within one node run, a partition's applied indices must increase.
+The first record that disagrees is reported with the records before it for that partition
+(exit 1); a conforming trace exits 0.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections import defaultdict, deque
+from dataclasses import dataclass, fields
+from typing import Any
+
+import click
+
+from model import partition as mp
+from model.fence import SeenWindow, fence
+from model.partition import PartitionState
+
+_STATE_FIELDS = {f.name for f in fields(PartitionState)}
+_COMMON = {"v", "kind", "node", "run", "seq", "partition"}
+_KINDS = {
+    "apply": {"index", "command", "accepted", "state"},
+    "fence": {"term", "epoch", "admitted", "decision", "window", "seen_before", "seen_after",
+              "applied"},
+}
+_CMD_FIELDS = {
+    "placeholder": {"epoch", "key", "start", "end", "count"},
+    "advance_epoch": {"epoch"},
+    "advance_reconciled": {"lro", "lrlo", "l1_key", "l1_base", "l1_count"},
+    "set_start_offset": {"start_offset"},
+    "barrier": set(),
+}
+
+
+class Malformed(ValueError):
+    pass
+
+
+@dataclass
+class Rec:
+    line: int
+    doc: dict[str, Any]
+
+    def __getitem__(self, k: str) -> Any:
+        return self.doc[k]
+
+
+def _int(v: object, what: str, minimum: int | None = 0) -> int:
+    if not isinstance(v, int) or isinstance(v, bool) or (minimum is not None and v < minimum):
+        raise Malformed(f"{what} must be an integer >= {minimum}, got {v!r}")
+    return v
+
+
+def _state(v: object, what: str) -> PartitionState:
+    if not isinstance(v, dict) or set(v) != _STATE_FIELDS:
+        raise Malformed(f"{what} must be an object with fields {sorted(_STATE_FIELDS)}")
+    for k, x in v.items():
+        if x is not None:
+            _int(x, f"{what}.{k}", -1)
+    s = PartitionState(**v)
+    if not mp.well_formed(s):
+        raise Malformed(f"{what} is not a well-formed window state: {s}")
+    return s
+
+
+def _seen(v: object, what: str) -> SeenWindow | None:
+    if v is None:
+        return None
+    if not isinstance(v, list) or len(v) != 3:
+        raise Malformed(f"{what} must be [term, previous, max] or null")
+    return SeenWindow(*(_int(x, what) for x in v))
+
+
+def _window(v: object, what: str) -> tuple[int, int] | None:
+    if v is None:
+        return None
+    if not isinstance(v, list) or len(v) != 2:
+        raise Malformed(f"{what} must be [lo, hi] or null")
+    return (_int(v[0], what), _int(v[1], what))
+
+
+def _validate(doc: object) -> dict[str, Any]:
+    if not isinstance(doc, dict):
+        raise Malformed("a record must be a JSON object")
+    kind = doc.get("kind")
+    if kind not in _KINDS:
+        raise Malformed(f"unknown record kind {kind!r}")
+    want = _COMMON | _KINDS[kind]
+    missing, extra = sorted(want - doc.keys()), sorted(doc.keys() - want)
+    if missing:
+        raise Malformed(f"missing field {missing[0]!r}")
+    if extra:
+        raise Malformed(f"unknown field {extra[0]!r}")
+    if doc["v"] != 1:
+        raise Malformed(f"unsupported trace version {doc['v']!r}")
+    _int(doc["node"], "node")
+    _int(doc["seq"], "seq")
+    if not isinstance(doc["run"], str) or not isinstance(doc["partition"], str):
+        raise Malformed("run and partition must be strings")
+    out = dict(doc)
+    if kind == "apply":
+        _int(doc["index"], "index", 1)
+        cmd = doc["command"]
+        if not isinstance(cmd, dict) or cmd.get("type") not in _CMD_FIELDS:
+            raise Malformed(f"command must be an object with a known type, got {cmd!r}")
+        if set(cmd) - {"type"} != _CMD_FIELDS[cmd["type"]]:
+            raise Malformed(f"command {cmd['type']} has fields {sorted(cmd)}")
+        if doc["accepted"] not in (True, False, None):
+            raise Malformed("accepted must be true, false or null")
+        out["state"] = _state(doc["state"], "state")
+    else:
+        _int(doc["term"], "term")
+        _int(doc["epoch"], "epoch")
+        if not isinstance(doc["admitted"], bool):
+            raise Malformed("admitted must be a boolean")
+        if doc["decision"] not in ("in_window", "above_window", "below_window"):
+            raise Malformed(f"unknown fence decision {doc['decision']!r}")
+        out["window"] = _window(doc["window"], "window")
+        out["seen_before"] = _seen(doc["seen_before"], "seen_before")
+        out["seen_after"] = _seen(doc["seen_after"], "seen_after")
+        out["applied"] = _state(doc["applied"], "applied")
+    return out
+
+
+def parse(path: str) -> list[Rec]:
+    recs = []
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                recs.append(Rec(n, _validate(json.loads(line))))
+            except (json.JSONDecodeError, Malformed, TypeError) as e:
+                raise Malformed(f"{path}:{n}: {e}") from None
+    return recs
+
+
+def _replay(state: PartitionState, cmd: dict[str, Any], index: int) -> tuple[PartitionState, Any]:
+    t = cmd["type"]
+    if t == "placeholder":
+        r = mp.apply_placeholder(state, cmd["epoch"], index)
+        return r.state, r.accepted
+    if t == "advance_epoch":
+        return mp.apply_advance_epoch(state, cmd["epoch"], index), None
+    if t == "advance_reconciled":
+        return mp.apply_reconciled(state, cmd["lrlo"], cmd["lro"]), None
+    if t == "set_start_offset":
+        return mp.apply_set_start_offset(state, cmd["start_offset"]), None
+    return state, None
+
+
+@dataclass
+class Result:
+    records: int
+    applies: int
+    fences: int
+    partitions: int
+    divergence: str | None = None
+
+
+def check(path: str, context: int = 5) -> Result:
+    """Raises Malformed (with FILE:LINE) on bad input."""
+    recs = parse(path)
+    # 1. the committed command at each index, agreed by every node
+    logs: dict[str, dict[int, Rec]] = defaultdict(dict)
+    for r in recs:
+        if r["kind"] == "apply":
+            first = logs[r["partition"]].setdefault(r["index"], r)
+            if first["command"] != r["command"]:
+                return Result(len(recs), 0, 0, len(logs), (
+                    f"{path}:{r.line}: node {r['node']} applied {r['command']} at"
+                    f" {r['partition']} index {r['index']}, but node {first['node']} applied"
+                    f" {first['command']} there ({path}:{first.line}): state-machine safety"))
+    # 2. the model's replay per partition
+    model: dict[str, tuple[list[int], list[PartitionState], dict[int, Any]]] = {}
+    reached: dict[str, set[PartitionState]] = {}
+    for p, log in logs.items():
+        idx, states, decisions = [0], [mp.INITIAL], {}
+        s = mp.INITIAL
+        for i in sorted(log):
+            s, d = _replay(s, log[i]["command"], i)
+            idx.append(i)
+            states.append(s)
+            decisions[i] = d
+        model[p] = (idx, states, decisions)
+        reached[p] = set(states)
+    # 3. every record, in file order
+    recent: dict[str, deque[Rec]] = defaultdict(lambda: deque(maxlen=context))
+    last_index: dict[tuple[int, str, str], int] = {}
+    n_apply = n_fence = 0
+
+    def fail(r: Rec, msg: str) -> Result:
+        ctx = "\n".join(f"  {path}:{q.line}: {json.dumps(_plain(q.doc), sort_keys=True)}"
+                        for q in recent[r["partition"]])
+        where = f"{path}:{r.line}: node {r['node']} partition {r['partition']}"
+        text = f"{where}: {msg}"
+        if ctx:
+            text += f"\ncontext (previous records for {r['partition']}):\n{ctx}"
+        return Result(len(recs), n_apply, n_fence, len(logs), text)
+
+    for r in recs:
+        p = r["partition"]
+        if r["kind"] == "apply":
+            n_apply += 1
+            key = (r["node"], r["run"], p)
+            if r["index"] <= last_index.get(key, 0):
+                return fail(r, f"applied index {r['index']} after {last_index[key]} in one run")
+            last_index[key] = r["index"]
+            idx, states, decisions = model[p]
+            want = states[bisect.bisect_right(idx, r["index"]) - 1]
+            if r["state"] != want:
+                return fail(r, f"after {r['command']} at index {r['index']} the node's state is"
+                               f" {r['state']}, the model's is {want}")
+            if r["command"]["type"] == "placeholder" and r["accepted"] != decisions[r["index"]]:
+                before = states[bisect.bisect_left(idx, r["index"]) - 1]
+                return fail(r, f"placeholder epoch {r['command']['epoch']} under window"
+                               f" {mp.window(before)}: node accepted={r['accepted']}, model"
+                               f" accepted={decisions[r['index']]}")
+        else:
+            n_fence += 1
+            applied = r["applied"]
+            if p in reached and applied not in reached[p]:
+                return fail(r, f"fence decided on applied state {applied}, which the model's"
+                               " replay of the committed log never reaches")
+            m = fence(r["seen_before"], applied, r["term"], r["epoch"])
+            got = (r["admitted"], r["window"], r["seen_after"])
+            want_f = (m.admitted, m.window, m.seen)
+            if got != want_f:
+                return fail(r, f"fence of epoch {r['epoch']} in term {r['term']} (seen"
+                               f" {r['seen_before']}, applied window {mp.window(applied)}):"
+                               f" node (admitted, window, seen) = {got}, model = {want_f}")
+        recent[p].append(r)
+    return Result(len(recs), n_apply, n_fence, len(logs))
+
+
+def _plain(doc: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in doc.items():
+        if isinstance(v, PartitionState):
+            v = {f: getattr(v, f) for f in sorted(_STATE_FIELDS)}
+        elif isinstance(v, SeenWindow):
+            v = [v.term, v.previous, v.max]
+        elif isinstance(v, tuple):
+            v = list(v)
+        out[k] = v
+    return out
+
+
+@click.command("check-trace")
+@click.argument("trace", type=click.Path(dir_okay=False))
+@click.option("--context", default=5, show_default=True, help="records of context to show")
+def check_trace(trace: str, context: int) -> None:
+    """Replay a cluster trace (NDJSON, `epochgc cluster start --trace`) against the model."""
+    try:
+        res = check(trace, context)
+    except OSError as e:
+        click.echo(f"{trace}: cannot read: {e}", err=True)
+        raise SystemExit(2) from e
+    except Malformed as e:
+        click.echo(f"malformed trace: {e}", err=True)
+        raise SystemExit(2) from e
+    summary = (f"{res.records} records ({res.applies} apply, {res.fences} fence) over"
+               f" {res.partitions} partitions")
+    if res.divergence is not None:
+        click.echo(f"trace diverges from the model: {res.divergence}", err=True)
+        click.echo(f"checked: {summary}", err=True)
+        raise SystemExit(1)
+    click.echo(f"trace conforms to the model: {summary}")

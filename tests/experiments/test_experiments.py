@@ -1,0 +1,56 @@
+"""The experiments on a tiny grid (seconds): the invariants that must hold whatever the
+figures are."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments import gccost, windows
+
+
+@pytest.fixture(scope="module")
+def window_results() -> dict[str, windows.Result]:
+    cells = windows.cells(windows.TINY)
+    return {c.variant: windows.run_cell(c) for c in cells}
+
+
+def test_windows_zero_safety_violations(window_results: dict[str, windows.Result]) -> None:
+    for v, r in window_results.items():
+        assert r.violations == [], (v, r.violations[:5])
+        assert r.acked > 0 and r.changes > 0, (v, r)  # the run exercised something
+
+
+def test_windows_reference_rejects_no_more_than_strict(
+    window_results: dict[str, windows.Result],
+) -> None:
+    ref, strict = window_results["reference"], window_results["strict"]
+    assert strict.stale > 0  # the grid makes strict reject: otherwise the comparison is empty
+    assert ref.rejected_rate <= strict.rejected_rate
+    assert ref.stall_mean <= strict.stall_mean
+    assert ref.retries_per_ack <= strict.retries_per_ack
+
+
+def test_windows_stalls_are_measured_per_change(
+    window_results: dict[str, windows.Result],
+) -> None:
+    for r in window_results.values():
+        assert len(r.stalls) == r.changes
+        assert all(s >= 0.0 for s in r.stalls)
+
+
+def test_windows_same_seed_same_result() -> None:
+    c = windows.Cell("reference", 1.0, 0.2, 1.0, 9, 5.0, 2.0)
+    a, b = windows.run_cell(c), windows.run_cell(c)
+    assert (a.requests, a.acked, a.stale, a.retries, a.stalls) == (
+        b.requests, b.acked, b.stale, b.retries, b.stalls)
+
+
+def test_gc_retained_garbage_at_least_ideal() -> None:
+    (cell,) = gccost.cells(gccost.TINY)
+    r = gccost.run_cell(cell)
+    assert r.violations == [], r.violations[:5]
+    assert r.deleted > 0  # GC collected something: the run is not vacuous
+    for t, n_actual, b_actual, n_ideal, b_ideal in r.series:
+        assert n_actual >= n_ideal and b_actual >= b_ideal, t
+    assert r.stored_bytes_mean >= r.live_bytes_mean
+    assert r.retention_mean >= 0 and r.garbage_objects_mean >= 0
