@@ -83,7 +83,12 @@ class Demo:
         store_dir = self.tmp / "store"
         self.store = LocalStore(store_dir, create=True)
         self.lc = LocalCluster(self.tmp / "cluster")
-        self.lc.init(3, str(store_dir), PARTS, MINT_INTERVAL, extra=["--cache-ttl", "1.0"])
+        # Every node traces its window transitions and decisions; the run checks the trace
+        # against the model at the end (epochgc check-trace).
+        self.trace = self.tmp / "trace.ndjson"
+        self.lc.init(3, str(store_dir), PARTS, MINT_INTERVAL,
+                     extra=["--cache-ttl", "1.0", "--trace", str(self.trace)])
+        self.trace_check: str | None = None  # None: conforms
         self.gc = DemoGc(parse_store_url(str(store_dir)), self.store, GRACE_S, engine)
         self.inflight = InflightLog(time.time)
         self.watch = LeaderWatch()
@@ -95,6 +100,20 @@ class Demo:
         self.result = DemoResult()
         self.failed_batches = 0
         self.rounds = 0
+
+    def _check_trace(self) -> None:
+        """Replay the nodes' own trace against the model: the run's decisions, not only its
+        outcome, must be the model's."""
+        from impl.checktrace import Malformed, check
+
+        try:
+            res = check(str(self.trace))
+        except (Malformed, OSError) as e:
+            self.trace_check = f"trace unreadable: {e}"
+            return
+        self.trace_check = res.divergence
+        self.say(f"trace: {res.records} records ({res.applies} applies, {res.fences} fences) "
+                 + ("conform to the model" if res.divergence is None else "DIVERGE"))
 
     def elapsed(self) -> float:
         return time.monotonic() - self.t0
@@ -112,6 +131,7 @@ class Demo:
         finally:
             self.lc.stop_all()
             self.gc.close()
+            self._check_trace()
             if keep:
                 self.say(f"data kept in {self.tmp}")
             else:
@@ -312,5 +332,7 @@ def demo(seconds: float, as_json: bool, gc_engine: str, keep_data: bool) -> None
             f"in use deleted {res.in_use_deleted}; cluster M = {res.cluster_M}\n"
             f"{'OK' if res.ok() else 'FAILED'} in {time.monotonic() - t0:.1f}s"
         )
-    if not res.ok():
+    if d.trace_check is not None:
+        click.echo(f"trace check against the model failed:\n{d.trace_check}", err=True)
+    if not res.ok() or d.trace_check is not None:
         sys.exit(1)

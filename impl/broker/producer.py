@@ -115,7 +115,11 @@ class Producer:
             if stamp is None:
                 stamp = await self.cluster.cluster_epoch()
                 for p in sorted(pending):
-                    stamp = max(stamp, await self.cluster.creation_revision(p))
+                    try:
+                        stamp = max(stamp, await self.cluster.creation_revision(p))
+                    except KeyError as e:  # this broker has not learnt of the partition yet
+                        raise ProduceError(f"partition {p!r} is unknown to the cluster: "
+                                           "nothing was uploaded or acknowledged") from e
             check_epoch(stamp)
             key, placeholders, data = self._build(stamp, pending)
             self._note(key, "upload")

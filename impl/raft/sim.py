@@ -220,8 +220,9 @@ class Simulator:
         """The live leader with the highest term, if any."""
         best: tuple[int, int] | None = None
         for nid, sn in self.nodes.items():
-            if sn.host is not None:
-                n = sn.host.groups[group].node
+            grp = None if sn.host is None else sn.host.groups.get(group)
+            if grp is not None:  # a node may not have learnt of a group created at runtime
+                n = grp.node
                 if n.role is Role.LEADER and (best is None or n.term > best[0]):
                     best = (n.term, nid)
         return None if best is None else best[1]

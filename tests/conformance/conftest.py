@@ -1,0 +1,49 @@
+"""Session summary of the conformance harness: steps, rules and faults that ran, printed at
+the end of the run and written to build/harness-summary.json."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+_T0 = time.monotonic()
+_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _summary() -> dict[str, Any] | None:
+    from tests.conformance.harness import STATS
+    from tests.conformance.machine import PROFILE
+
+    if not STATS.get("examples"):
+        return None  # no state-machine run in this session
+    return {
+        "profile": PROFILE,
+        "seconds": round(time.monotonic() - _T0, 1),
+        "examples": STATS.get("examples", 0),
+        "steps": STATS.get("steps", 0),
+        "faults": {k[6:]: v for k, v in sorted(STATS.items()) if k.startswith("fault.")},
+        "rules": {k[5:]: v for k, v in sorted(STATS.items()) if k.startswith("rule.")},
+        "other": {k: v for k, v in sorted(STATS.items())
+                  if not k.startswith(("fault.", "rule.")) and k not in ("steps", "examples")},
+    }
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    s = _summary()
+    if s is None:
+        return
+    out = _ROOT / "build" / "harness-summary.json"
+    try:
+        out.parent.mkdir(exist_ok=True)
+        out.write_text(json.dumps(s, indent=1) + "\n")
+    except OSError:
+        pass
+    tr = terminalreporter
+    tr.section("conformance harness")
+    tr.write_line(f"profile {s['profile']}: {s['examples']} programs, {s['steps']} steps")
+    tr.write_line("faults: " + ", ".join(f"{k}={v}" for k, v in s["faults"].items()))
+    tr.write_line("rules: " + ", ".join(f"{k}={v}" for k, v in s["rules"].items()))
+    tr.write_line("other: " + ", ".join(f"{k}={v}" for k, v in s["other"].items()))
+    tr.write_line(f"summary written to {out}")

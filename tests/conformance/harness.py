@@ -1,0 +1,730 @@
+"""The conformance harness: the real implementation (SimCluster: the project's Raft core on
+its simulator, real brokers, fence, producer, reconciler, housekeeper, controller, health
+reports) driven step by step, with the model alongside.
+
+`Harness` owns one simulated cluster and every check; `ConformanceMachine` (below) is the
+Hypothesis `RuleBasedStateMachine` whose rules are the operations and faults and whose
+invariants are `Harness.check_step()`. Regression tests and the benchmark drive `Harness`
+directly with the same operations.
+
+Checks after every step:
+- refinement: every live replica's window state == the model's replay of the committed log
+  (`Shadow`), every new fence decision == `model.fence.fence` on its logged inputs, every new
+  apply decision == `model.partition` at the same index, the seen window obeys R8 (forgotten
+  on loss of leadership, scoped to the leader's term), every health value == the model's
+  M(p) of that replica's state;
+- the proven invariants `model.system.INVARIANTS` on the abstraction of the cluster
+  (`abstract()`), and `TRANSITION_INVARIANTS` between consecutive abstractions (M(p), M never
+  go backwards on fresh reports);
+- acknowledged records read back (after steps that can lose them);
+- the Raft core's own invariants run inside the simulator after every event, with the
+  state-machine safety hook enabled for the broker groups.
+GC rounds (model-level and PySpark) are checked against `model.cluster.gc_epoch` over the
+published documents and `model.keys.gc_eligible` over the listing before the round.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import shutil
+import tempfile
+from collections import Counter
+from collections.abc import Callable, Coroutine
+from dataclasses import replace
+from typing import Any
+
+from impl.broker.producer import Ack, ProduceError, Producer
+from impl.broker.raftport import inline_io
+from impl.cluster.gcround import gc_round
+from impl.partition.fence import FenceDecision
+from impl.partition.statemachine import ApplyEvent
+from impl.raft.host import MultiRaftHost
+from impl.raft.sim import Faults
+from impl.sim.cluster import SimCluster, SimClusterAccess
+from impl.sim.network import BrokerSimulator
+from impl.store.base import DeleteResult, ListPage, ObjectInfo, ObjectStore, StoreError
+from impl.store.local import LocalStore
+from model import partition as mp
+from model import system as ms
+from model.keys import DATA_PREFIX, parse_key
+from model.partition import PartitionState
+from tests.conformance.shadow import Divergence, Shadow, check_apply, check_fence, model_gc
+
+NODES = (1, 2, 3)
+INITIAL_PARTITIONS = ("t/0", "t/1")
+ALL_PARTITIONS = ("t/0", "t/1", "t/2", "t/3")
+MAX_REPORT_AGE_S = 60.0
+RAFT_CHECK = os.environ.get("EPOCHGC_CONFORMANCE_RAFT_CHECK", "step")  # or "event"
+WAIT_STEPS = 30_000  # bound on one operation's simulated events (a stuck op is left running)
+
+# Counters of everything the harness ran, for the summary (process-wide).
+STATS: Counter[str] = Counter()
+
+
+class FaultyStore(ObjectStore):
+    """The local store with one injectable fault: the next `put` (of a key with a given
+    prefix) fails. Records every L0 key that was durably written."""
+
+    def __init__(self, inner: LocalStore) -> None:
+        self.inner = inner
+        self.fail_next_put: str | None = None  # key prefix, or None
+        self.written: list[str] = []
+
+    def describe(self) -> str:
+        return self.inner.describe()
+
+    def put(self, key: str, data: bytes) -> None:
+        if self.fail_next_put is not None and key.startswith(self.fail_next_put):
+            self.fail_next_put = None
+            STATS["fault.store_put_failed"] += 1
+            raise StoreError(f"injected put failure for {key!r}")
+        self.inner.put(key, data)
+        if key.startswith(DATA_PREFIX):
+            self.written.append(key)
+
+    def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        return self.inner.get(key, start, end)
+
+    def head(self, key: str) -> ObjectInfo | None:
+        return self.inner.head(key)
+
+    def list_page(
+        self, prefix: str, start_after: str | None = None, max_keys: int = 1000,
+        until: str | None = None,
+    ) -> ListPage:
+        return self.inner.list_page(prefix, start_after, max_keys, until)
+
+    def delete_batch(self, keys: list[str]) -> DeleteResult:
+        return self.inner.delete_batch(keys)
+
+
+class HarnessCluster(SimCluster):
+    """SimCluster plus two observers: the applied state each fence decided on (read at the
+    moment of the decision), and the Raft checker's state-machine-safety hook on the broker
+    groups (the broker simulator leaves `host.on_applied` unset)."""
+
+    def __init__(self, **kw: Any) -> None:
+        self.fence_inputs: list[tuple[int, str, FenceDecision, PartitionState]] = []
+        super().__init__(**kw)
+
+    def _make_broker(self, sim: BrokerSimulator, nid: int, host: MultiRaftHost) -> None:
+        super()._make_broker(sim, nid, host)
+        host.on_applied = sim._app_apply_hook(nid)
+
+    def _on_fence(self, nid: int, name: str, d: FenceDecision) -> None:
+        super()._on_fence(nid, name, d)
+        b = self.brokers.get(nid)
+        state = b.replicas[name].sm.state if b is not None else mp.INITIAL
+        self.fence_inputs.append((nid, name, d, state))
+
+
+def _count_network(sim: BrokerSimulator) -> None:
+    """Count what the simulator's seeded network faults did (instrumentation only)."""
+    push, record = sim._push, sim._record
+
+    def counting_push(time: int, kind: int, a: int, b: int, c: int, payload: bytes = b"") -> None:
+        if kind == 1:
+            STATS["net.delivered_or_queued"] += 1
+            tail = sim._link_tail.get((a, b))
+            if tail != time:
+                STATS["fault.net_reordered"] += 1
+            elif time - sim.now > 3:
+                STATS["fault.net_delayed"] += 1
+            if sim._last_send == (a, b, sim.now, c, payload):
+                STATS["fault.net_duplicated"] += 1
+            sim._last_send = (a, b, sim.now, c, payload)
+        push(time, kind, a, b, c, payload)
+
+    def counting_record(tag: bytes, *nums: int) -> None:
+        if tag == b"d":
+            STATS["fault.net_dropped"] += 1
+        elif tag == b"L":
+            STATS["fault.net_lost_at_delivery"] += 1
+        record(tag, *nums)
+
+    sim._last_send = None  # type: ignore[attr-defined]
+    sim._push = counting_push  # type: ignore[method-assign]
+    sim._record = counting_record  # type: ignore[method-assign]
+
+
+class Harness:
+    def __init__(self, seed: int = 0, spark: Callable[[], Any] | None = None) -> None:
+        self.tmp = tempfile.mkdtemp(prefix="conformance-")
+        self.local = LocalStore(os.path.join(self.tmp, "store"), create=True)
+        self.store = FaultyStore(self.local)
+        self.c = HarnessCluster(
+            seed=seed, n_nodes=len(NODES), partitions=INITIAL_PARTITIONS, store=self.store,
+            faults=Faults(),
+        )
+        _count_network(self.c.sim)
+        # The Raft core's invariants: after every simulator event (thorough, ~3x slower) or
+        # once per harness step over every group (the default; apply-time state-machine
+        # safety and acknowledged-entry checks still run on every apply).
+        self.raft_check_per_event = RAFT_CHECK == "event"
+        if not self.raft_check_per_event:
+            self.c.sim.check = lambda touched=None: None  # type: ignore[method-assign]
+        self.spark = spark
+        self.rng = random.Random(seed)
+        self.shadows: dict[str, Shadow] = {}
+        self.fence_seen = 0
+        self.apply_seen = 0
+        self.objects: dict[str, tuple[int, tuple[str, ...]]] = {}  # key -> (epoch, targets)
+        self._targets: dict[str, tuple[str, ...]] = {}
+        self.deleted: set[str] = set()
+        self.expected: dict[str, dict[int, bytes]] = {p: {} for p in ALL_PARTITIONS}
+        self.record_seq = 0
+        self.snapshot: tuple[int, tuple[str, ...]] | None = None
+        self.health: dict[int, dict[str, int | None]] = {}
+        self.max_revision = 0
+        self.prev_system: ms.System | None = None
+        self.readback_dirty = False
+        self.tasks: list[asyncio.Task[Any]] = []
+        self.steps = 0
+        self.c.bootstrap()
+        self.check_step()
+
+    def close(self) -> None:
+        for t in self.tasks:
+            t.cancel()
+        with contextlib.suppress(Exception):
+            self.c.loop.drain()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    # ---- driving helpers -------------------------------------------------------------------
+
+    def live(self) -> list[int]:
+        return sorted(self.c.brokers)
+
+    def created(self) -> list[str]:
+        return [p for p in ALL_PARTITIONS if self._creation(p) is not None]
+
+    def _controller_sm(self) -> Any:
+        return max((b.controller for b in self.c.brokers.values()), key=lambda s: s.revision)
+
+    def _creation(self, p: str) -> int | None:
+        info = self._controller_sm().partitions.get(p)
+        return None if info is None else info.creation_revision
+
+    def cluster_epoch(self) -> int:
+        return int(self._controller_sm().epoch)
+
+    def wait(self, coro: Coroutine[Any, Any, Any], steps: int = WAIT_STEPS) -> Any:
+        """Run `coro` to completion (bounded); None plus a count if it timed out."""
+        task = self.c.spawn(coro)
+        if not self.c.run_until(task.done, steps):
+            self.tasks.append(task)
+            STATS["op.timed_out"] += 1
+            return None
+        return task.result()
+
+    def _leader_of(self, group_leader: Callable[[], int | None]) -> int | None:
+        if not self.c.run_until(lambda: group_leader() is not None, 5_000):
+            return None
+        return group_leader()
+
+    def _producer(self, via: int, max_attempts: int) -> Producer:
+        access = SimClusterAccess(self.c, via)
+        prod = Producer(access, self.store, inline_io, random.Random(self.c.rng.getrandbits(64)),
+                        max_attempts=max_attempts, not_leader_wait=2.0)
+        build = prod._build
+
+        def tracked(epoch: int, pending: dict[str, list[bytes]]) -> Any:
+            key, placeholders, data = build(epoch, pending)
+            self._targets[key] = tuple(sorted(placeholders))
+            return key, placeholders, data
+
+        prod._build = tracked  # type: ignore[method-assign]
+        return prod
+
+    def _records(self, parts: list[str], n: int) -> dict[str, list[bytes]]:
+        out = {}
+        for p in parts:
+            recs = []
+            for _ in range(n):
+                self.record_seq += 1
+                recs.append(f"{p}#{self.record_seq}".encode())
+            out[p] = recs
+        return out
+
+    async def _produce(self, prod: Producer, batch: dict[str, list[bytes]],
+                       epoch: int | None) -> dict[str, Ack]:
+        try:
+            acks = await prod.produce(batch, epoch)
+        except ProduceError:
+            STATS["produce.failed"] += 1
+            return {}
+        except KeyError:
+            # Found by the harness (reported): a producer whose broker has not learnt of a
+            # partition yet gets a bare KeyError from creation_revision, not a ProduceError.
+            STATS["produce.unknown_partition_at_broker"] += 1
+            return {}
+        for a in acks.values():
+            self.c.acked.append(a)
+            for i, rec in enumerate(batch[a.partition]):
+                self.expected[a.partition][a.base + i] = rec
+        STATS["produce.acked_partitions"] += len(acks)
+        return acks
+
+    def _register_objects(self) -> None:
+        for key in self.store.written:
+            if key not in self.objects:
+                self.objects[key] = (parse_key(key).epoch, self._targets.get(key, ()))
+        self.store.written.clear()
+
+    # ---- operations (the rules) ----------------------------------------------------------
+
+    def produce(self, parts: list[str], n: int = 2, via: int = 1, epoch: int | None = None,
+                wait: bool = True) -> None:
+        parts = [p for p in parts if self._creation(p) is not None]
+        if not parts or not self.c.brokers:
+            return
+        via = via if via in self.c.brokers else self.live()[0]
+        if epoch is not None:
+            epoch = max([epoch, *(self._creation(p) or 0 for p in parts)])
+        prod = self._producer(via, max_attempts=1 if epoch is not None else 4)
+        coro = self._produce(prod, self._records(parts, n), epoch)
+        if wait:
+            self.wait(coro)
+        else:
+            self.tasks.append(self.c.spawn(coro))
+        self._register_objects()
+
+    def produce_below(self, parts: list[str], back: int, wait: bool = True) -> None:
+        """Produce with an explicit epoch `back` below the cluster epoch (in-flight and
+        late writes, below-window rejections)."""
+        self.produce(parts, 1, 1, max(0, self.cluster_epoch() - back), wait)
+
+    def phantom(self, p: str, epoch_ahead: bool) -> None:
+        """F1's first half: the next replicate at p's leader fails right after its fence slid
+        the window."""
+        nid = self.c.leader(p)
+        if nid is None:
+            return
+        self.c.fail_next_replicate(p, nid)
+        STATS["fault.replicate_failed_after_fence"] += 1
+        e = self.cluster_epoch() if epoch_ahead else max(0, self.cluster_epoch() - 1)
+        self.produce([p], 1, nid, e, wait=True)
+        rep = self.c.brokers.get(nid)
+        if rep is not None and p in rep.replicas:
+            rep.replicas[p].fence.fail_replicate = None
+
+    def mint(self) -> None:
+        nid = self._leader_of(self.c.controller_leader)
+        if nid is not None:
+            with contextlib.suppress(Exception):
+                self.wait(self.c.brokers[nid].mint())
+
+    def create_partition(self) -> None:
+        todo = [p for p in ALL_PARTITIONS if self._creation(p) is None]
+        nid = self._leader_of(self.c.controller_leader)
+        if not todo or nid is None:
+            return
+        with contextlib.suppress(Exception):
+            self.wait(self.c.brokers[nid].create_partition(todo[0]))
+        self.c.run(50)
+
+    def lag_cache(self, nid: int, back: int) -> None:
+        if nid in self.c.brokers:
+            self.c.lag_cache(nid, max(0, self.cluster_epoch() - back))
+            STATS["fault.cache_lag"] += 1
+
+    def refresh_cache(self, nid: int) -> None:
+        if nid in self.c.brokers:
+            self.c.refresh_cache(nid)
+
+    def crash(self, nid: int) -> None:
+        if nid in self.c.brokers:
+            self.c.crash(nid)
+            STATS["fault.crash"] += 1
+            self.readback_dirty = True
+
+    def restart(self, nid: int) -> None:
+        if nid not in self.c.brokers:
+            self.c.restart(nid)
+            STATS["fault.restart"] += 1
+            self.readback_dirty = True
+
+    def cut(self, a: int, b: int) -> None:
+        if a != b:
+            self.c.cut(a, b)
+            STATS["fault.cut"] += 1
+
+    def isolate(self, nid: int) -> None:
+        self.c.isolate(nid)
+        STATS["fault.isolate"] += 1
+
+    def heal(self) -> None:
+        self.c.heal()
+
+    def net_faults(self, drop: float, duplicate: float, reorder: float, delay: int) -> None:
+        self.c.sim.faults = Faults(drop=drop, duplicate=duplicate, reorder=reorder,
+                                   max_latency=3 + delay, reorder_window=30)
+        STATS["fault.net_fault_windows"] += 1
+
+    def calm(self) -> None:
+        self.c.sim.faults = Faults()
+
+    def transfer(self, p: str, target: int) -> None:
+        nid = self.c.leader(p)
+        if nid is None or nid == target or target not in self.c.brokers:
+            return
+        with contextlib.suppress(Exception):
+            self.c.transfer_leadership(p, target)
+            STATS["fault.leadership_transfer"] += 1
+        self.c.run(50)
+
+    def run(self, n: int) -> None:
+        self.c.run(n)
+
+    def settle(self) -> None:
+        """Let in-flight operations finish (bounded)."""
+        self.c.run_until(lambda: all(t.done() for t in self.tasks), WAIT_STEPS)
+        self.tasks = [t for t in self.tasks if not t.done()]
+
+    def reconcile(self, p: str) -> None:
+        nid = self.c.leader(p)
+        if nid is None or p not in self.c.brokers[nid].replicas:
+            return
+        with contextlib.suppress(Exception):
+            self.wait(self.c.brokers[nid].reconcile(p))
+        self.readback_dirty = True
+
+    def housekeep(self, p: str) -> None:
+        nid = self.c.leader(p)
+        if nid is None or p not in self.c.brokers[nid].replicas:
+            return
+        with contextlib.suppress(Exception):
+            self.wait(self.c.brokers[nid].housekeep(p))
+
+    def store_fault(self, prefix: str) -> None:
+        self.store.fail_next_put = prefix
+
+    def publish_health(self, nodes: list[int], stale: bool = False) -> None:
+        """Each node publishes its health report; `stale`: written with a clock older than
+        the GC's maximum report age (a lagging node), so the GC must treat it as absent."""
+        for nid in nodes:
+            b = self.c.brokers.get(nid)
+            if b is None:
+                continue
+            if stale:
+                b.wall = lambda: self.c.wall() - MAX_REPORT_AGE_S - 1.0  # type: ignore[method-assign]
+                STATS["fault.stale_health_report"] += 1
+            try:
+                self.wait(b.publish_health())
+            except StoreError:
+                continue
+            finally:
+                b.wall = self.c.wall  # type: ignore[method-assign]
+            self.health[nid] = {r.partition: r.inactive_epoch for r in b.health_replicas()}
+
+    def publish_partitions(self) -> None:
+        nid = self._leader_of(self.c.controller_leader)
+        if nid is None:
+            return
+        try:
+            self.wait(self.c.brokers[nid].publish_partitions())
+        except Exception:
+            return
+        self._read_snapshot()
+
+    def _read_snapshot(self) -> None:
+        with contextlib.suppress(StoreError):
+            doc = json.loads(self.local.get("_cluster/partitions.json"))
+            self.snapshot = (int(doc["revision"]), tuple(doc["partitions"]))
+
+    def compact(self, nid: int, p: str | None) -> None:
+        b = self.c.brokers.get(nid)
+        if b is None or (p is not None and p not in b.replicas):
+            return
+        self.c.compact(nid, p)
+        STATS["op.compact"] += 1
+        self.readback_dirty = True
+
+    def service_round(self, publish_table: bool = True, collect: bool = True) -> None:
+        """One pass of what the brokers' periodic services do: mint, reconcile and
+        housekeep every partition, publish the partition table and every node's health,
+        then one model-level GC round. Epoch caches that are not lagging (a fault) expire,
+        as they would over the services' seconds."""
+        self.mint()
+        for b in self.c.brokers.values():
+            if not b.cache._frozen:
+                b.cache.invalidate()
+        for p in self.created():
+            self.reconcile(p)
+            self.housekeep(p)
+        if publish_table:  # else GC runs on an older snapshot (M capped at its revision)
+            self.publish_partitions()
+        self.publish_health(self.live())
+        if collect:
+            self.gc()
+
+    # ---- GC rounds -------------------------------------------------------------------------
+
+    def _docs_and_listing(self) -> tuple[dict[str, object], list[tuple[str, float]], float]:
+        now = self.c.wall()
+        docs: dict[str, object] = {}
+        for info in self.local.list_all("_cluster/"):
+            with contextlib.suppress(ValueError, StoreError):
+                docs[info.key] = json.loads(self.local.get(info.key))
+        listing = [(i.key, i.age(now)) for i in self.local.list_all(DATA_PREFIX)]
+        return docs, listing, now
+
+    def gc(self) -> None:
+        """The model-level GC round (impl/cluster/gcround.py, the simulator's GC)."""
+        docs, listing, now = self._docs_and_listing()
+        want = model_gc(docs, listing, now, MAX_REPORT_AGE_S, 0.0)
+        try:
+            got = gc_round(self.local, now, 0.0, MAX_REPORT_AGE_S)
+        except Exception as e:
+            if want.error is None:
+                raise Divergence(f"GC round failed ({e!r}); the model expected {want}") from e
+            self._after_gc(want, "gc")
+            return
+        if want.error is not None:
+            raise Divergence(f"GC round ran ({got}) but the model says: {want.error}")
+        assert want.decision is not None
+        if (got.M, got.blocked) != (want.decision.M, want.decision.blocked):
+            raise Divergence(
+                f"GC decision: implementation M={got.M} blocked={got.blocked!r}, model"
+                f" M={want.decision.M} blocked={want.decision.blocked!r} (snapshot revision"
+                f" {want.revision} partitions {want.partitions} reports {want.reports})"
+            )
+        if set(got.deleted) != want.deletable:
+            raise Divergence(
+                f"GC deleted set differs at M={got.M}: extra"
+                f" {sorted(set(got.deleted) - want.deletable)}, missing"
+                f" {sorted(want.deletable - set(got.deleted))}"
+            )
+        self._after_gc(want, "gc")
+
+    def spark_gc(self) -> None:
+        """The real PySpark GC job (impl/gc) on the shared session."""
+        if self.spark is None:
+            return
+        from impl.gc.job import GcOptions, run_gc
+        from impl.store.url import parse_store_url
+
+        docs, listing, now = self._docs_and_listing()
+        want = model_gc(docs, listing, now, MAX_REPORT_AGE_S, 0.0)
+        opts = GcOptions(grace_s=0.0, allow_short_grace=True, max_report_age_s=MAX_REPORT_AGE_S,
+                         tasks=2)
+        try:
+            summary = run_gc(self.spark, parse_store_url(str(self.local.root)), opts,
+                             clock=self.c.wall)
+        except Exception as e:
+            if want.error is None:
+                raise Divergence(f"Spark GC failed ({e!r}); the model expected {want}") from e
+            self._after_gc(want, "spark")
+            return
+        if want.error is not None:
+            raise Divergence(f"Spark GC ran but the model says: {want.error}")
+        assert want.decision is not None
+        if (summary.M, summary.blocked) != (want.decision.M, want.decision.blocked):
+            raise Divergence(
+                f"Spark GC decision: M={summary.M} blocked={summary.blocked!r}, model"
+                f" M={want.decision.M} blocked={want.decision.blocked!r}"
+            )
+        self._after_gc(want, "spark")
+
+    def _after_gc(self, want: Any, kind: str) -> None:
+        now_keys = {i.key for i in self.local.list_all(DATA_PREFIX)}
+        gone = set(want.listing) - now_keys
+        if gone != set(want.deletable):
+            raise Divergence(
+                f"{kind} GC: objects gone {sorted(gone)} != model-eligible"
+                f" {sorted(want.deletable)}"
+            )
+        self.deleted |= gone
+        STATS[f"gc.{kind}_rounds"] += 1
+        if want.decision is not None and want.decision.blocked is not None:
+            STATS[f"gc.{kind}_blocked"] += 1
+        STATS[f"gc.{kind}_deleted"] += len(gone)
+        self.readback_dirty = True
+
+    # ---- checks ----------------------------------------------------------------------------
+
+    def check_step(self) -> None:
+        self.steps += 1
+        STATS["steps"] += 1
+        self._register_objects()
+        if not self.raft_check_per_event:
+            BrokerSimulator.check(self.c.sim)  # the Raft core's invariants, every group
+        self._advance_shadows()
+        self._check_replicas()
+        self._check_decisions()
+        self._check_model_invariants()
+        if self.readback_dirty:
+            self.check_readback()
+        errs = self.c.loop.errors
+        if errs:
+            raise Divergence(f"unhandled error in the simulated loop: {errs[0]}")
+
+    def _advance_shadows(self) -> None:
+        checker = self.c.sim.checker
+        assert checker is not None
+        for p in self.created():
+            sh = self.shadows.get(p)
+            if sh is None:
+                sh = self.shadows[p] = Shadow(p, self.c.group_of(p))
+            hosts = [b.port.host for b in self.c.brokers.values() if sh.group in b.port.host.groups]
+            upto = max([sh.done, *(h.applied_index(sh.group) for h in hosts)])
+            if upto > sh.done:
+                sh.advance(checker.history(sh.group).applied, upto)
+
+    def _check_replicas(self) -> None:
+        for nid, b in sorted(self.c.brokers.items()):
+            for p, rep in b.replicas.items():
+                sh = self.shadows.get(p)
+                g = rep.info.group
+                if sh is None or g not in b.port.host.groups:
+                    continue
+                idx = b.port.host.applied_index(g)
+                want = sh.state_at(idx)
+                if rep.sm.state != want:
+                    raise Divergence(
+                        f"replica state on node {nid} for {p} at applied index {idx}:"
+                        f" implementation {rep.sm.state}, model replay {want}"
+                    )
+                got_m = rep.sm.inactive_epoch()
+                want_m = mp.inactive_epoch(want)
+                if got_m != want_m:
+                    raise Divergence(
+                        f"M(p) on node {nid} for {p}: implementation reports {got_m}, model"
+                        f" M(p) of the same state is {want_m} ({want})"
+                    )
+                # R8: the seen window is forgotten on loss of leadership, scoped to a term.
+                seen = rep.fence.seen
+                if seen is not None:
+                    leads = b.port.is_leader(g)
+                    if not leads or seen.term != b.port.term(g):
+                        raise Divergence(
+                            f"R8: node {nid} keeps seen window {seen} for {p} while"
+                            f" {'leading term ' + str(b.port.term(g)) if leads else 'not leader'}"
+                        )
+                    if seen.previous > seen.max:
+                        raise Divergence(f"seen window {seen} on node {nid} for {p} is inverted")
+
+    def _check_decisions(self) -> None:
+        log = self.c.fence_inputs
+        while self.fence_seen < len(log):
+            nid, name, d, applied = log[self.fence_seen]
+            self.fence_seen += 1
+            STATS[f"fence.{d.kind}"] += 1
+            check_fence(nid, name, d, applied)
+        alog = self.c.apply_log
+        while self.apply_seen < len(alog):
+            rec = alog[self.apply_seen]
+            self.apply_seen += 1
+            ev: ApplyEvent = rec.event
+            sh = self.shadows.get(rec.partition)
+            if sh is None or ev.index > sh.done:
+                raise Divergence(f"apply on node {rec.node} for {rec.partition} at index"
+                                 f" {ev.index} is not in the committed log the model replayed")
+            STATS["apply.events"] += 1
+            if ev.result is not None and not ev.result.accepted:
+                STATS["apply.rejected_stale"] += 1
+            check_apply(rec.node, rec.partition, sh, ev)
+
+    def abstract(self) -> ms.System:
+        """The abstraction function: the cluster as a `model.system.System`."""
+        ctl = self._controller_sm()
+        self.max_revision = max(self.max_revision, ctl.revision)
+        snap_rev, snap_parts = self.snapshot if self.snapshot is not None else (0, ())
+        parts = []
+        index = {p: i for i, p in enumerate(ALL_PARTITIONS)}
+        for p in ALL_PARTITIONS:
+            info = ctl.partitions.get(p)
+            sh = self.shadows.get(p)
+            if info is None or sh is None:
+                parts.append(ms.Partition(replicas=tuple(ms.Replica() for _ in NODES)))
+                continue
+            truth = mp.inactive_epoch(sh.state)
+            reps = []
+            for nid in NODES:
+                b = self.c.brokers.get(nid)
+                seen = b.replicas[p].fence.seen if b is not None and p in b.replicas else None
+                reps.append(ms.Replica(seen, truth, self.health.get(nid, {}).get(p)))
+            parts.append(ms.Partition(
+                created=True, creation_revision=info.creation_revision, state=sh.state,
+                log_end=sh.done + 1, in_snapshot=p in snap_parts, replicas=tuple(reps),
+            ))
+        objects, writes = [], []
+        for key, (epoch, targets) in self.objects.items():
+            o = len(objects)
+            objects.append(ms.Obj(ms.DELETED if key in self.deleted else ms.STORED, epoch))
+            for p in targets:
+                pl = self.shadows[p].placements.get(key) if p in self.shadows else None
+                if pl is None:
+                    writes.append(ms.Write(o, index[p], ms.FENCED))
+                else:
+                    st = ms.ACCEPTED if pl.accepted else ms.REJECTED
+                    writes.append(ms.Write(o, index[p], st, pl.index))
+        return ms.System(
+            revision=self.max_revision, cluster_epoch=ctl.epoch, snapshot_revision=snap_rev,
+            partitions=tuple(parts), objects=tuple(objects), writes=tuple(writes),
+        )
+
+    def _check_model_invariants(self) -> None:
+        s = self.abstract()
+        for name, inv in ms.INVARIANTS.items():
+            if not inv(s, ms.REFERENCE):
+                raise Divergence(f"model invariant {name} fails on the cluster's abstraction:"
+                                 f" {_explain(name, s)}")
+        prev = self.prev_system
+        if prev is not None:
+            for name, tinv in ms.TRANSITION_INVARIANTS.items():
+                if not tinv(prev, s, ms.REFERENCE):
+                    raise Divergence(
+                        f"transition invariant {name} fails: before"
+                        f" {[q.state for q in prev.partitions]} M={ms.fresh_m(prev)}, after"
+                        f" {[q.state for q in s.partitions]} M={ms.fresh_m(s)}"
+                    )
+        self.prev_system = s
+
+    def check_readback(self) -> None:
+        """Every acknowledged record reads back, from every live replica that applied it."""
+        self.readback_dirty = False
+        STATS["check.readback"] += 1
+        for p, want in self.expected.items():
+            if not want:
+                continue
+            top = max(want)
+            sh = self.shadows.get(p)
+            for nid, b in sorted(self.c.brokers.items()):
+                rep = b.replicas.get(p)
+                if rep is None or rep.sm.next_offset <= top or sh is None:
+                    continue
+                # Only a replica that has applied the whole committed log: a lagging one
+                # still points below LRO at L0 objects GC may already have collected (found
+                # by the harness; reads must be served by an up-to-date replica).
+                if b.port.host.applied_index(rep.info.group) < sh.done:
+                    STATS["check.readback_skipped_lagging_replica"] += 1
+                    continue
+                try:
+                    got = dict(b.read(p, 0, max_records=10**6))
+                except StoreError as e:
+                    raise Divergence(f"acknowledged records of {p} unreadable on node {nid}:"
+                                     f" {e}") from e
+                for off, rec in want.items():
+                    if got.get(off) != rec:
+                        raise Divergence(
+                            f"acknowledged record {p}@{off} ({rec!r}) reads back as"
+                            f" {got.get(off)!r} on node {nid}"
+                        )
+
+
+def _explain(name: str, s: ms.System) -> str:
+    if name == "safety":
+        bad = [
+            (w, s.objects[w.obj]) for w in s.writes
+            if ms.live(s, w) and s.objects[w.obj].status == ms.DELETED
+        ]
+        return f"live placeholders whose object was deleted: {bad[:3]}"
+    if name == "reports":
+        return str([(q.state.min_epoch_lower_bound, [r.reported for r in q.replicas])
+                    for q in s.partitions])
+    return str(replace(s, objects=s.objects[:5], writes=s.writes[:5]))

@@ -1,0 +1,271 @@
+"""The Hypothesis state machine: rules are operations and faults on `Harness`, invariants are
+its checks. Profiles (`ci`, `deep`, `mutants`) are selected with EPOCHGC_CONFORMANCE_PROFILE.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import time
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+)
+
+from tests.conformance.harness import ALL_PARTITIONS, NODES, STATS, Harness
+
+_HC = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
+settings.register_profile(
+    "conformance-ci", max_examples=500, stateful_step_count=50, deadline=None,
+    derandomize=True, suppress_health_check=_HC, print_blob=True,
+)
+settings.register_profile(
+    "conformance-deep", max_examples=3000, stateful_step_count=200, deadline=None,
+    derandomize=False, suppress_health_check=_HC, print_blob=True,
+)
+settings.register_profile(
+    "conformance-mutants", max_examples=60, stateful_step_count=40, deadline=None,
+    derandomize=True, suppress_health_check=_HC, database=None,
+    phases=[Phase.explicit, Phase.generate],  # a kill needs a failure, not a shrunk one
+)
+PROFILE = os.environ.get("EPOCHGC_CONFORMANCE_PROFILE", "ci")
+# Spark rounds per test session (the Spark rule is rare; its start-up is seconds).
+SPARK_BUDGET = {"ci": 3, "deep": 40, "mutants": 0}.get(PROFILE, 3)
+if os.environ.get("EPOCHGC_CONFORMANCE_SPARK") == "0":
+    SPARK_BUDGET = 0
+
+_spark: Any = None
+
+
+def shared_spark() -> Any:
+    """ONE local SparkSession for the whole test session, created on first use."""
+    global _spark
+    if _spark is None:
+        from impl.gc.session import spark_session
+
+        t = time.monotonic()
+        _spark = spark_session("local[2]", app_name="epochgc-conformance")
+        _spark.conf.set("spark.sql.shuffle.partitions", "2")
+        STATS["spark.startup_ms"] += int((time.monotonic() - t) * 1000)
+        atexit.register(_stop_spark)
+    return _spark
+
+
+def _stop_spark() -> None:
+    global _spark
+    if _spark is not None:
+        try:
+            _spark.stop()
+        finally:
+            _spark = None
+
+
+nodes = st.sampled_from(NODES)
+partitions = st.sampled_from(ALL_PARTITIONS)
+part_sets = st.lists(partitions, min_size=1, max_size=3, unique=True)
+
+
+class ConformanceMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.h: Harness | None = None
+
+    @initialize(seed=st.integers(0, 2**16))
+    def boot(self, seed: int) -> None:
+        STATS["examples"] += 1
+        self.h = Harness(seed, spark=shared_spark if SPARK_BUDGET else None)
+
+    @property
+    def H(self) -> Harness:
+        assert self.h is not None
+        return self.h
+
+    def teardown(self) -> None:
+        if self.h is not None:
+            try:
+                self.h.settle()
+                self.h.check_step()
+                self.h.check_readback()
+            finally:
+                self.h.close()
+
+    def _count(self, name: str) -> None:
+        STATS[f"rule.{name}"] += 1
+
+    def _quorum_ok(self) -> bool:
+        return len(self.H.c.brokers) == len(NODES) and not self.H.c.sim.cuts
+
+    # ---- produce ---------------------------------------------------------------------------
+
+    @rule(parts=part_sets, n=st.integers(1, 3), via=nodes, wait=st.booleans())
+    def produce(self, parts: list[str], n: int, via: int, wait: bool) -> None:
+        self._count("produce")
+        self.H.produce(parts, n, via, None, wait)
+
+    @rule(parts=part_sets, back=st.integers(0, 4), wait=st.booleans())
+    def produce_at_epoch(self, parts: list[str], back: int, wait: bool) -> None:
+        self._count("produce_at_epoch")
+        self.H.produce_below(parts, back, wait)
+
+    @rule(p=partitions, ahead=st.booleans())
+    def replicate_fails_after_fence(self, p: str, ahead: bool) -> None:
+        self._count("replicate_fails_after_fence")
+        self.H.phantom(p, ahead)
+
+    @rule(steps=st.sampled_from([20, 100, 400]))
+    def run(self, steps: int) -> None:
+        self._count("run")
+        self.H.run(steps)
+
+    # ---- controller ------------------------------------------------------------------------
+
+    @rule(times=st.integers(1, 3))
+    def mint(self, times: int) -> None:
+        self._count("mint")
+        for _ in range(times):
+            self.H.mint()
+
+    @precondition(lambda self: self.h is not None
+                  and len(self.h.created()) < len(ALL_PARTITIONS))
+    @rule()
+    def create_partition(self) -> None:
+        self._count("create_partition")
+        self.H.create_partition()
+
+    @rule(nid=nodes, back=st.integers(0, 3))
+    def lag_cache(self, nid: int, back: int) -> None:
+        self._count("lag_cache")
+        self.H.lag_cache(nid, back)
+
+    @rule(nid=nodes)
+    def refresh_cache(self, nid: int) -> None:
+        self._count("refresh_cache")
+        self.H.refresh_cache(nid)
+
+    # ---- faults ----------------------------------------------------------------------------
+
+    @precondition(lambda self: self.h is not None and self._quorum_ok())
+    @rule(nid=nodes)
+    def crash(self, nid: int) -> None:
+        self._count("crash")
+        self.H.crash(nid)
+
+    @rule(nid=nodes)
+    def restart(self, nid: int) -> None:
+        self._count("restart")
+        self.H.restart(nid)
+
+    @precondition(lambda self: self.h is not None and self._quorum_ok())
+    @rule(a=nodes, b=nodes)
+    def cut(self, a: int, b: int) -> None:
+        self._count("cut")
+        self.H.cut(a, b)
+
+    @precondition(lambda self: self.h is not None and self._quorum_ok())
+    @rule(nid=nodes)
+    def isolate(self, nid: int) -> None:
+        self._count("isolate")
+        self.H.isolate(nid)
+
+    @rule()
+    def heal(self) -> None:
+        self._count("heal")
+        self.H.heal()
+
+    @rule(drop=st.sampled_from([0.0, 0.05, 0.2]), dup=st.sampled_from([0.0, 0.1, 0.3]),
+          reorder=st.sampled_from([0.0, 0.2, 0.5]), delay=st.integers(0, 20))
+    def network_faults(self, drop: float, dup: float, reorder: float, delay: int) -> None:
+        self._count("network_faults")
+        self.H.net_faults(drop, dup, reorder, delay)
+
+    @rule()
+    def calm_network(self) -> None:
+        self._count("calm_network")
+        self.H.calm()
+
+    @rule(p=partitions, to=nodes)
+    def transfer_leadership(self, p: str, to: int) -> None:
+        self._count("transfer_leadership")
+        self.H.transfer(p, to)
+
+    @rule(prefix=st.sampled_from(["level_zero/", "level_one/", "_cluster/"]))
+    def store_put_fails(self, prefix: str) -> None:
+        self._count("store_put_fails")
+        self.H.store_fault(prefix)
+
+    # ---- services --------------------------------------------------------------------------
+
+    @rule(p=partitions)
+    def reconcile(self, p: str) -> None:
+        self._count("reconcile")
+        self.H.reconcile(p)
+
+    @rule(p=partitions)
+    def housekeep(self, p: str) -> None:
+        self._count("housekeep")
+        self.H.housekeep(p)
+
+    @rule(which=st.lists(nodes, min_size=1, max_size=3, unique=True), stale=st.booleans())
+    def publish_health(self, which: list[int], stale: bool) -> None:
+        self._count("publish_health")
+        self.H.publish_health(which, stale)
+
+    @rule()
+    def publish_partitions(self) -> None:
+        self._count("publish_partitions")
+        self.H.publish_partitions()
+
+    @rule()
+    def let_time_pass(self) -> None:
+        """One second of logical time (elections, cache expiry, in-flight work)."""
+        self._count("let_time_pass")
+        self.H.c.run_for(1.0)
+
+    @rule(times=st.integers(1, 3), publish_table=st.booleans())
+    def service_round(self, times: int, publish_table: bool) -> None:
+        self._count("service_round")
+        for _ in range(times):
+            self.H.service_round(publish_table)
+
+    @rule()
+    def gc(self) -> None:
+        self._count("gc")
+        self.H.gc()
+
+    @rule(go=st.integers(0, 3))
+    def spark_gc(self, go: int) -> None:
+        # Rare: one draw in four, and at most SPARK_BUDGET rounds per test session (a budget,
+        # not a precondition: a precondition on global state makes Hypothesis's replay flaky).
+        if go != 0 or STATS["gc.spark_rounds"] >= SPARK_BUDGET:
+            return
+        self._count("spark_gc")
+        self.H.service_round(collect=False)  # so the Spark job has something to collect
+        self.H.spark_gc()
+
+    @rule(nid=nodes, p=st.none() | partitions)
+    def compact(self, nid: int, p: str | None) -> None:
+        self._count("compact")
+        self.H.compact(nid, p)
+
+    @rule()
+    def settle(self) -> None:
+        self._count("settle")
+        self.H.settle()
+
+    # ---- checks ----------------------------------------------------------------------------
+
+    @invariant()
+    def conforms(self) -> None:
+        if self.h is not None:
+            self.h.check_step()
+
+
+def profile_settings() -> settings:
+    return settings.get_profile(f"conformance-{PROFILE}")

@@ -1,0 +1,209 @@
+"""Mutation check: seeded bugs the conformance harness must catch (`tox -e mutants`).
+
+    python -m tests.conformance.mutants [NAME ...] [--keep]
+
+Each mutant is a small text patch to the implementation's source, applied to a COPY of the
+tree (impl/, model/, tests/) in a temp directory, so the real code is what is mutated; the
+harness (the `mutants` Hypothesis profile, derandomized, no Spark) and the pinned regression
+programs then run against the copy. A mutant is killed when a test fails with an assertion
+(not an import or syntax error). The unmutated copy must pass first. Last line:
+`mutants killed: K/N`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    what: str
+    path: str
+    old: str
+    new: str
+    extra: tuple[tuple[str, str, str], ...] = ()  # more (path, old, new) edits
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "F1-phantom-bump",
+        "fence lower end not raised by previous_applied, and no apply-time check",
+        "impl/partition/fence.py",
+        "r = fence(before, self.sm.state, term, epoch, self.variant)",
+        "r = fence(before, self.sm.state, term, epoch,"
+        " replace(self.variant, fence_lo_from_applied=False))",
+        (
+            ("impl/partition/fence.py", "from dataclasses import dataclass",
+             "from dataclasses import dataclass, replace"),
+            ("impl/partition/statemachine.py",
+             "applied = mp.apply_placeholder(s, cmd.epoch, entry.index, self.variant)",
+             "applied = mp.apply_placeholder(s, cmd.epoch, entry.index,"
+             " replace(self.variant, apply_time_check=False))"),
+            ("impl/partition/statemachine.py", "from dataclasses import asdict, dataclass, field",
+             "from dataclasses import asdict, dataclass, field, replace"),
+        ),
+    ),
+    Mutant(
+        "F2-untermed-seen",
+        "the seen window is not scoped to a term (and so never forgotten)",
+        "impl/partition/fence.py",
+        "self.variant = variant\n",
+        "self.variant = replace(variant, term_scoped_seen=False)\n",
+        (("impl/partition/fence.py", "from dataclasses import dataclass",
+          "from dataclasses import dataclass, replace"),),
+    ),
+    Mutant(
+        "F4-skip-missing",
+        "a partition absent from the health reports is skipped instead of blocking GC",
+        "impl/gc/reports.py",
+        "return gc_epoch(self.revision, list(self.partitions), reports)",
+        "return gc_epoch(self.revision,"
+        " [p for p in self.partitions if any(r.partition == p and r.inactive_epoch is not None"
+        " for r in reports)], reports)",
+    ),
+    Mutant(
+        "F4-no-revision-cap",
+        "M is not capped at the partition snapshot's revision",
+        "impl/gc/reports.py",
+        "return gc_epoch(self.revision, list(self.partitions), reports)",
+        "return gc_epoch(10**17, list(self.partitions), reports)",
+    ),
+    Mutant(
+        "F5-watermark-from-max",
+        "M(p) computed from max_applied_epoch (ignores reconciler progress)",
+        "impl/partition/statemachine.py",
+        "return mp.inactive_epoch(self.state, self.variant)",
+        "return None if self.state.max_applied_epoch is None"
+        " else self.state.max_applied_epoch - 1",
+    ),
+    Mutant(
+        "eligibility-off-by-one",
+        "GC eligibility compares epoch <= M + 1",
+        "impl/cluster/gcround.py",
+        "e = gc_eligible(info.key, info.age(now), ge.M, grace_s)",
+        "e = gc_eligible(info.key, info.age(now), ge.M + 1, grace_s)",
+    ),
+    Mutant(
+        "seen-not-forgotten",
+        "the seen window is not forgotten on loss of leadership (R8)",
+        "impl/partition/fence.py",
+        "            self.seen = None\n",
+        "            pass\n",
+    ),
+    Mutant(
+        "reconciler-lro-before-durable",
+        "the reconciler replicates advance_reconciled before the L1 object is durable",
+        "impl/broker/reconciler.py",
+        "    await io(functools.partial(store.put, key, encode_records(records)))"
+        "  # durable first\n"
+        "    await fence.replicate_command(\n"
+        "        AdvanceReconciled(last, pending[-1].log_index, key, base, last - base + 1)\n"
+        "    )\n",
+        "    await fence.replicate_command(\n"
+        "        AdvanceReconciled(last, pending[-1].log_index, key, base, last - base + 1)\n"
+        "    )\n"
+        "    await io(functools.partial(store.put, key, encode_records(records)))\n",
+    ),
+)
+
+
+def _patch(root: Path, path: str, old: str, new: str) -> None:
+    f = root / path
+    text = f.read_text()
+    n = text.count(old)
+    if n != 1:
+        raise SystemExit(f"mutant patch does not apply to {path}: {n} matches for {old!r}")
+    f.write_text(text.replace(old, new))
+
+
+def make_copy(dest: Path) -> None:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
+    for d in ("impl", "model", "tests"):
+        shutil.copytree(ROOT / d, dest / d, ignore=ignore)
+    (dest / "build").mkdir()
+
+
+def run_tests(root: Path, timeout: float) -> tuple[int, str, float]:
+    env = dict(os.environ)
+    env.update(PYTHONPATH=str(root), EPOCHGC_CONFORMANCE_PROFILE="mutants",
+               EPOCHGC_CONFORMANCE_SPARK="0", PYTHONHASHSEED="0")
+    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+           "--rootdir", str(root), "-o", "addopts=",
+           "tests/conformance/test_harness.py", "tests/conformance/test_regressions.py"]
+    t = time.monotonic()
+    try:
+        p = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return -1, "timeout", time.monotonic() - t
+    return p.returncode, p.stdout + p.stderr, time.monotonic() - t
+
+
+def _reason(out: str) -> str:
+    for pat in (r"(Divergence: [^\n]*)", r"(InvariantViolation: [^\n]*)",
+                r"(AssertionError[^\n]*)", r"^E\s+(\S[^\n]*)"):
+        m = re.search(pat, out, re.M)
+        if m:
+            return m.group(1)[:240]
+    return "(no assertion message)"
+
+
+def _failed_test(out: str) -> str:
+    m = re.search(r"FAILED (\S+)", out)
+    return m.group(1) if m else "?"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", help="run only these mutants")
+    ap.add_argument("--timeout", type=float, default=900.0)
+    ap.add_argument("--keep", action="store_true", help="keep the temp copies")
+    args = ap.parse_args(argv)
+    chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
+    base = Path(tempfile.mkdtemp(prefix="epochgc-mutants-"))
+    try:
+        clean = base / "clean"
+        make_copy(clean)
+        code, out, secs = run_tests(clean, args.timeout)
+        if code != 0:
+            print(out[-3000:])
+            print(f"the unmutated copy fails (exit {code}); fix that first")
+            print(f"mutants killed: 0/{len(chosen)}")
+            return 2
+        print(f"baseline: unmutated copy passes ({secs:.0f}s)", flush=True)
+        killed = 0
+        for m in chosen:
+            root = base / m.name
+            make_copy(root)
+            _patch(root, m.path, m.old, m.new)
+            for path, old, new in m.extra:
+                _patch(root, path, old, new)
+            code, out, secs = run_tests(root, args.timeout)
+            ok = code == 1 and "FAILED" in out
+            killed += ok
+            verdict = "KILLED " if ok else ("TIMEOUT" if code == -1 else "SURVIVED")
+            by = f" by {_failed_test(out)}: {_reason(out)}" if ok else f" (exit {code})"
+            print(f"{verdict} {m.name} [{m.what}] {secs:.0f}s{by}", flush=True)
+            if not args.keep:
+                shutil.rmtree(root, ignore_errors=True)
+        print(f"mutants killed: {killed}/{len(chosen)}")
+        return 0 if killed == len(chosen) else 1
+    finally:
+        if not args.keep:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,86 @@
+"""`epochgc check-trace`: a trace written by impl/trace.py from a simulated run conforms; a
+doctored decision is the first divergence (exit 1); malformed input is exit 2 with FILE:LINE."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from impl.cli import main
+from impl.trace import TraceWriter
+from tests.conformance.harness import Harness
+
+
+def write_trace(path: Path) -> None:
+    h = Harness(seed=5)
+    try:
+        for _ in range(3):
+            h.produce(["t/0", "t/1"], 2, 1, None)
+            h.service_round()
+        leader = h.c.leader("t/0")
+        h.c.fail_next_replicate("t/0", leader)
+        h.produce(["t/0"], 1, leader, h.cluster_epoch())
+        h.produce(["t/0"], 1, leader, 1)  # below the window: rejected at the fence
+        h.check_step()
+        writers = {n: TraceWriter(path, n) for n in (1, 2, 3)}
+        # Interleave as the processes would: fences and applies in the order they happened.
+        for nid, name, d, applied in h.c.fence_inputs:
+            writers[nid].fence(name, d, applied)
+        for rec in h.c.apply_log:
+            writers[rec.node].apply(rec.partition, rec.event)
+        for w in writers.values():
+            w.close()
+    finally:
+        h.close()
+
+
+def run(path: Path) -> tuple[int, str]:
+    r = CliRunner().invoke(main, ["check-trace", str(path)])
+    return r.exit_code, r.output
+
+
+def test_conforming_trace(tmp_path: Path) -> None:
+    t = tmp_path / "trace.ndjson"
+    write_trace(t)
+    code, out = run(t)
+    assert code == 0, out
+    assert "conforms" in out
+
+
+def test_doctored_fence_decision_is_the_first_divergence(tmp_path: Path) -> None:
+    t = tmp_path / "trace.ndjson"
+    write_trace(t)
+    lines = t.read_text().splitlines()
+    i = next(i for i, ln in enumerate(lines) if '"admitted":false' in ln)
+    lines[i] = lines[i].replace('"admitted":false', '"admitted":true')
+    t.write_text("\n".join(lines) + "\n")
+    code, out = run(t)
+    assert code == 1, out
+    assert f"trace.ndjson:{i + 1}:" in out and "model" in out
+
+
+def test_doctored_apply_state_diverges(tmp_path: Path) -> None:
+    t = tmp_path / "trace.ndjson"
+    write_trace(t)
+    lines = t.read_text().splitlines()
+    i = max(i for i, ln in enumerate(lines) if '"kind":"apply"' in ln)
+    doc = json.loads(lines[i])
+    doc["state"]["last_reconciled_offset"] += 1
+    lines[i] = json.dumps(doc)
+    t.write_text("\n".join(lines) + "\n")
+    code, out = run(t)
+    assert code == 1, out
+    assert f":{i + 1}:" in out
+
+
+def test_malformed_line_is_exit_2_with_file_and_line(tmp_path: Path) -> None:
+    t = tmp_path / "trace.ndjson"
+    write_trace(t)
+    with t.open("a") as f:
+        f.write('{"v": 1, "kind": "apply"\n')
+    n = len(t.read_text().splitlines())
+    code, out = run(t)
+    assert code == 2
+    assert f"trace.ndjson:{n}:" in out
