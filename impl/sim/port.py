@@ -35,7 +35,7 @@ class SimRaftPort:
     ) -> asyncio.Future[Any]:
         if not self.alive:
             raise NotLeader(0)
-        p = self.sim.propose_typed(self.node_id, data, group_id, entry_type, expected_term)
+        p = self.sim.propose(self.node_id, data, group_id, expected_term, entry_type)
         fut: asyncio.Future[Any] = self.loop.create_future()
         self._pending.add(fut)
         fut.add_done_callback(self._pending.discard)

@@ -42,7 +42,6 @@ from impl.broker.raftport import inline_io
 from impl.cluster.gcround import gc_round
 from impl.partition.fence import FenceDecision
 from impl.partition.statemachine import ApplyEvent
-from impl.raft.host import MultiRaftHost
 from impl.raft.sim import Faults
 from impl.sim.cluster import SimCluster, SimClusterAccess
 from impl.sim.network import BrokerSimulator
@@ -103,17 +102,13 @@ class FaultyStore(ObjectStore):
 
 
 class HarnessCluster(SimCluster):
-    """SimCluster plus two observers: the applied state each fence decided on (read at the
-    moment of the decision), and the Raft checker's state-machine-safety hook on the broker
-    groups (the broker simulator leaves `host.on_applied` unset)."""
+    """SimCluster plus one observer: the applied state each fence decided on (read at the
+    moment of the decision). (The Raft checker's state-machine-safety hook on the broker
+    groups comes with the simulator.)"""
 
     def __init__(self, **kw: Any) -> None:
         self.fence_inputs: list[tuple[int, str, FenceDecision, PartitionState]] = []
         super().__init__(**kw)
-
-    def _make_broker(self, sim: BrokerSimulator, nid: int, host: MultiRaftHost) -> None:
-        super()._make_broker(sim, nid, host)
-        host.on_applied = sim._app_apply_hook(nid)
 
     def _on_fence(self, nid: int, name: str, d: FenceDecision) -> None:
         super()._on_fence(nid, name, d)
