@@ -1,0 +1,15 @@
+"""Session-wide test setup."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.store.s3server import set_dummy_aws_env
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Every S3 endpoint in the tests is a loopback server: use dummy credentials for the
+    # whole session, set before any test starts a Spark JVM (its Python workers inherit
+    # the environment at start-up, whichever suite starts it first), and so that no test
+    # can ever reach a developer's real credentials.
+    set_dummy_aws_env()
