@@ -56,6 +56,20 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
     ),
     Mutant(
+        "F3-out-of-order-landing",
+        "the shared lock is dropped between the fence and the propose (so a slide can"
+        " overtake an in-window write) and the window is not checked where entries apply",
+        "impl/partition/statemachine.py",
+        "applied = mp.apply_placeholder(s, cmd.epoch, entry.index, self.variant)",
+        "applied = mp.apply_placeholder(s, cmd.epoch, entry.index,"
+        " replace(self.variant, apply_time_check=False))",
+        (("impl/partition/statemachine.py", "from dataclasses import asdict, dataclass, field",
+          "from dataclasses import asdict, dataclass, field, replace"),
+         ("impl/partition/fence.py", "        term = await self.admit(ph.epoch)\n",
+          "        term = await self.admit(ph.epoch)\n        self.lock.release(SHARED)\n"
+          "        await asyncio.sleep(0)\n        await self.lock.acquire(SHARED)\n")),
+    ),
+    Mutant(
         "F2-untermed-seen",
         "the seen window is not scoped to a term (and so never forgotten)",
         "impl/partition/fence.py",

@@ -152,6 +152,21 @@ def test_f1_phantom_bump_shape(h: Harness) -> None:
     assert kinds and not any(a for _, a in kinds)
 
 
+def test_f3_concurrent_in_window_and_above_window_fences(h: Harness) -> None:
+    """F3's shape: an in-window write and an above-window write fenced at the same time.
+    Whatever order their entries land in, every apply decision must be the model's (the
+    harness compares them) and nothing may land below the applied window."""
+    mint_to(h, 8)
+    leader = h.c.leader(P)
+    assert leader is not None
+    step(h, h.produce, [P], 1, leader, 5)
+    step(h, h.produce, [P], 1, leader, 6)  # applied window [5, 6]
+    for lo, hi in ((5, 7), (6, 8)):
+        h.produce([P], 1, leader, lo, wait=False)  # in window: shared lock
+        h.produce([P], 1, leader, hi, wait=False)  # above: exclusive lock, slides
+        step(h, h.settle)
+
+
 def test_f2_leadership_round_trip(h: Harness) -> None:
     """A leader slides its seen window, loses leadership and gets it back: the old seen
     window must be forgotten (R8) and never used."""
