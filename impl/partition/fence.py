@@ -14,7 +14,7 @@ window at apply time (`model.partition.apply_placeholder`), which is where safet
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -94,6 +94,9 @@ class PartitionFence:
         self._barrier: tuple[int, asyncio.Future[Any]] | None = None
         # Fault injection (harness): return True to fail this replicate after its fence.
         self.fail_replicate: Callable[[int], bool] | None = None
+        # Delay injection (harness): awaited between the fence and the propose, as a slow
+        # caller would be; the lock is held throughout, which is what orders the log.
+        self.before_propose: Callable[[int], Awaitable[None]] | None = None
 
     def on_leadership(self, term: int, is_leader: bool) -> None:
         """Leadership changed: the sync is per term; with a term-scoped variant the seen
@@ -179,6 +182,8 @@ class PartitionFence:
         """Fence and replicate; returns the apply result of an accepted placeholder."""
         term = await self.admit(ph.epoch)
         try:
+            if self.before_propose is not None:
+                await self.before_propose(ph.epoch)
             if self.fail_replicate is not None and self.fail_replicate(ph.epoch):
                 raise ReplicateFailed("injected replicate failure after the fence")
             try:

@@ -307,6 +307,39 @@ class Harness:
         if rep is not None and p in rep.replicas:
             rep.replicas[p].fence.fail_replicate = None
 
+    def slow_write_overtaken(self, p: str, back: int) -> None:
+        """F3's shape: a write fenced inside the window is held between its fence and its
+        propose while a write above the window is fenced and replicated; then the held write
+        proposes. With the shared lock held through the replicate (as specified) the slide
+        waits for it; if it were not, the held write would land below the slid window and
+        only the apply-time check would keep it out."""
+        nid = self.c.leader(p)
+        if nid is None or p not in self.c.brokers[nid].replicas:
+            return
+        fence = self.c.brokers[nid].replicas[p].fence
+        gate: asyncio.Future[None] = self.c.loop.create_future()
+        low = max(0, self.cluster_epoch() - back)
+        held: list[int] = []
+
+        async def hold(epoch: int) -> None:
+            if epoch == low and not held:
+                held.append(epoch)
+                await gate
+
+        fence.before_propose = hold
+        try:
+            self.produce([p], 1, nid, low, wait=False)
+            self.c.run_until(lambda: bool(held), 2_000)
+            if held:
+                STATS["fault.write_held_after_fence"] += 1
+            self.produce([p], 1, nid, self.cluster_epoch(), wait=False)
+            self.c.run(400)  # the other write goes as far as the lock lets it
+        finally:
+            if not gate.done():
+                gate.set_result(None)
+            fence.before_propose = None
+        self.settle()
+
     def mint(self) -> None:
         nid = self._leader_of(self.c.controller_leader)
         if nid is not None:

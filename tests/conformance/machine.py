@@ -119,6 +119,11 @@ class ConformanceMachine(RuleBasedStateMachine):
         self._count("replicate_fails_after_fence")
         self.H.phantom(p, ahead)
 
+    @rule(p=partitions, back=st.integers(0, 2))
+    def slow_write_overtaken(self, p: str, back: int) -> None:
+        self._count("slow_write_overtaken")
+        self.H.slow_write_overtaken(p, back)
+
     @rule(steps=st.sampled_from([20, 100, 400]))
     def run(self, steps: int) -> None:
         self._count("run")

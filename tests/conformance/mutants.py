@@ -57,8 +57,8 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         "F3-out-of-order-landing",
-        "the shared lock is dropped between the fence and the propose (so a slide can"
-        " overtake an in-window write) and the window is not checked where entries apply",
+        "the shared lock is released right after the fence decision (so a slide can overtake"
+        " an in-window write before it proposes) and the window is not checked at apply",
         "impl/partition/statemachine.py",
         "applied = mp.apply_placeholder(s, cmd.epoch, entry.index, self.variant)",
         "applied = mp.apply_placeholder(s, cmd.epoch, entry.index,"
@@ -66,8 +66,9 @@ MUTANTS: tuple[Mutant, ...] = (
         (("impl/partition/statemachine.py", "from dataclasses import asdict, dataclass, field",
           "from dataclasses import asdict, dataclass, field, replace"),
          ("impl/partition/fence.py", "        term = await self.admit(ph.epoch)\n",
-          "        term = await self.admit(ph.epoch)\n        self.lock.release(SHARED)\n"
-          "        await asyncio.sleep(0)\n        await self.lock.acquire(SHARED)\n")),
+          "        term = await self.admit(ph.epoch)\n        self.lock.release(SHARED)\n"),
+         ("impl/partition/fence.py", "        finally:\n            self.lock.release(SHARED)\n",
+          "        finally:\n            pass\n")),
     ),
     Mutant(
         "F2-untermed-seen",

@@ -165,6 +165,8 @@ def test_f3_concurrent_in_window_and_above_window_fences(h: Harness) -> None:
         h.produce([P], 1, leader, lo, wait=False)  # in window: shared lock
         h.produce([P], 1, leader, hi, wait=False)  # above: exclusive lock, slides
         step(h, h.settle)
+    # and the adversarial timing: the in-window write held between fence and propose
+    step(h, h.slow_write_overtaken, P, 1)
 
 
 def test_f2_leadership_round_trip(h: Harness) -> None:
