@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import z3
@@ -43,7 +43,6 @@ class _Acc:
     checks: int = 0
     cex: Any = None
     unknown: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
 
 def _violated(ex: Explorer, goal: z3.BoolRef) -> bool:

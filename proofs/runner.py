@@ -29,21 +29,23 @@ BUDGET_S = 30.0  # per bounded search; running out is a failure, never a pass
 # -- tasks (module level so worker processes can run them) ----------------------------------
 
 
-def task_induction(variant_name: str, action: str) -> list[Outcome]:
-    v = variant(variant_name)
-    out = obligations.induction(scenarios.INDUCTION_TEMPLATE, v, [action])
+def _labelled(variant_name: str, out: list[Outcome]) -> list[Outcome]:
+    """Rows of a variant other than `reference` carry its name."""
     if variant_name != "reference":
         for o in out:
             o.name = f"[{variant_name}] {o.name}"
     return out
+
+
+def task_induction(variant_name: str, action: str) -> list[Outcome]:
+    v = variant(variant_name)
+    return _labelled(variant_name,
+                     obligations.induction(scenarios.INDUCTION_TEMPLATE, v, [action]))
 
 
 def task_init(variant_name: str) -> list[Outcome]:
-    out = obligations.init_obligations(scenarios.INDUCTION_TEMPLATE, variant(variant_name))
-    if variant_name != "reference":
-        for o in out:
-            o.name = f"[{variant_name}] {o.name}"
-    return out
+    v = variant(variant_name)
+    return _labelled(variant_name, obligations.init_obligations(scenarios.INDUCTION_TEMPLATE, v))
 
 
 def task_witness(index: int) -> list[Outcome]:

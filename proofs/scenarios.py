@@ -13,7 +13,6 @@ from typing import Any
 
 from model.logic import Cond, neg
 from model.system import (
-    DELETED,
     FAILED,
     FENCED,
     System,
@@ -21,7 +20,7 @@ from model.system import (
     inv_floor,
     inv_safety,
 )
-from model.variants import REFERENCE, Variant, variant
+from model.variants import REFERENCE, Variant
 
 Schedule = list[tuple[str, dict[str, Any]]]
 
@@ -194,10 +193,3 @@ LIVENESS: tuple[LivenessScenario, ...] = (
     ),
 )
 
-
-def object_deleted(states: Sequence[System]) -> Cond:
-    return states[-1].objects[0].status == DELETED
-
-
-def bug_variant(b: BugScenario) -> Variant:
-    return variant(b.variant)
