@@ -14,7 +14,11 @@ from model.errors import ModelError, require_int
 DATA_PREFIX = "level_zero/data/"
 PREFIXES = 1000
 MAX_EPOCH = 10**18 - 1
-_KEY = re.compile(r"level_zero/data/(\d{3})/(\d{18})/([0-9A-Za-z][0-9A-Za-z_.-]{0,127})")
+# ASCII only (R20): `\d` alone would match every Unicode digit ("٥" is 5 to int()), and such a
+# key sorts after every ASCII key of its prefix, past the lister's early stop (R22).
+_KEY = re.compile(
+    r"level_zero/data/([0-9]{3})/([0-9]{18})/([0-9A-Za-z][0-9A-Za-z_.-]{0,127})", re.ASCII
+)
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
 import re
 
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)([smhd]?)")
+# ASCII digits only: `\d` also matches "٥", which float() reads as 5.
+_DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhd]?)", re.ASCII)
 _UNIT = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -13,7 +15,10 @@ def parse_duration(text: str) -> float:
     m = _DURATION.fullmatch(text.strip().lower())
     if m is None:
         raise ValueError(f"{text!r} is not a duration (use e.g. 12h, 30m, 600s)")
-    return float(m.group(1)) * _UNIT[m.group(2)]
+    seconds = float(m.group(1)) * _UNIT[m.group(2)]
+    if not math.isfinite(seconds):  # 400 nines are infinity: a report age that never expires
+        raise ValueError(f"{text!r} is not a duration (too large)")
+    return seconds
 
 
 def format_duration(seconds: float) -> str:

@@ -23,7 +23,7 @@ from model.errors import ModelError
 
 PARTITIONS_KEY = "_cluster/partitions.json"
 HEALTH_PREFIX = "_cluster/health/"
-_PARTITION = re.compile(r"[^/\s]+/\d+")
+_PARTITION = re.compile(r"[^/\s]+/[0-9]+")  # ASCII digits: `\d` also matches "٥"
 _NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 
 

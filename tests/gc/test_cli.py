@@ -71,6 +71,7 @@ def test_blocked_round_exits_2_without_spark(tmp_path: Path) -> None:
     ("args", "message"),
     [
         (["--grace", "12x"], "'12x' is not a duration"),
+        (["--grace", "٥h"], "is not a duration"),  # issue 12: an Arabic-Indic five was 5h
         (["--grace", "30m"], "below the 1h safety minimum"),
         (["--max-report-age", "0s"], "max report age must be > 0"),
         (["--store", "gs://bucket/x"], "unsupported store URL scheme 'gs'"),

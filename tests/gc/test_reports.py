@@ -63,6 +63,8 @@ def test_missing_partitions_file(tmp_path: Path) -> None:
         ('{"revision": -1, "partitions": []}', "field 'revision' must be an integer >= 0"),
         ('{"revision": 1, "partitions": ["t"]}', r"partitions\[0\] must be 'topic/N'"),
         ('{"revision": 1, "partitions": ["t/0", "t/0"]}', "listed twice"),
+        # Issue 12 item 1: a partition number in Arabic-Indic digits is not 'topic/N'.
+        ('{"revision": 1, "partitions": ["t/\u0665"]}', r"partitions\[0\] must be 'topic/N'"),
     ],
 )
 def test_bad_partitions_file(tmp_path: Path, doc: str, message: str) -> None:

@@ -92,7 +92,11 @@ def test_durations(text: str, seconds: float) -> None:
     assert parse_duration(text) == seconds
 
 
-@pytest.mark.parametrize("text", ["", "12x", "h", "-5m", "1h30m"])
+@pytest.mark.parametrize(
+    "text",
+    # Issue 12 item 1: "٥h" (an Arabic-Indic five) read as 5h; 400 nines read as infinity.
+    ["", "12x", "h", "-5m", "1h30m", "٥h", "１２h", "1.٥h", "inf", "nan", "9" * 400],
+)
 def test_bad_durations(text: str) -> None:
     with pytest.raises(ValueError, match="not a duration"):
         parse_duration(text)
