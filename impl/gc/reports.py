@@ -5,13 +5,19 @@
     "replicas": [{"partition": "topic/N", "term": int, "inactive_epoch": int | null}]}
 
 Validation is strict (unknown fields too), because a report we misread could raise M.
+Non-finite numbers (NaN, Infinity, 1e400) and integers beyond the key space are refused in
+every document, naming the file and the field.
+
 A health file older than the maximum report age counts as absent: a stale observer can only
-lower M, but an absent one blocks, which is the safe reading of "we do not know".
+lower M, but an absent one blocks, which is the safe reading of "we do not know". A report's
+age is the older of its own `written_at` and the store's timestamp of the file (mtime or
+LastModified), so a node whose clock runs ahead cannot keep its report fresh.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,11 +26,17 @@ from impl.gc.errors import ReportError
 from impl.store.base import ObjectStore, StoreError
 from model.cluster import GcEpoch, Report, gc_epoch
 from model.errors import ModelError
+from model.keys import MAX_EPOCH
 
 PARTITIONS_KEY = "_cluster/partitions.json"
 HEALTH_PREFIX = "_cluster/health/"
 _PARTITION = re.compile(r"[^/\s]+/[0-9]+")  # ASCII digits: `\d` also matches "٥"
 _NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+# Revisions and epochs share one number line with the 18-digit epochs of keys (spec R20).
+MAX_REVISION = MAX_EPOCH
+MAX_TERM = 2**63 - 1
+MAX_WRITTEN_AT = 253402300799.0  # 9999-12-31T23:59:59Z
+_MAX_INT_DIGITS = 40  # longer integer literals are refused before int() (which stops at 4300)
 
 
 @dataclass(frozen=True)
@@ -32,6 +44,8 @@ class HealthReport:
     node: str
     written_at: float
     reports: tuple[Report, ...]
+    stored_at: float | None = None  # the store's own timestamp of the file
+    age_s: float = 0.0  # the older of the two, as the reader saw it
 
 
 @dataclass(frozen=True)
@@ -64,11 +78,27 @@ def read_cluster_view(store: ObjectStore, now: float, max_report_age_s: float) -
         if "/" in name or not name.endswith(".json"):
             continue  # not a node report (e.g. a subdirectory); never guessed at
         report = parse_health(_read_json(store, info.key), info.key)
-        if now - report.written_at > max_report_age_s:
+        age = report_age(now, report.written_at, info.mtime)
+        report = HealthReport(report.node, report.written_at, report.reports, info.mtime, age)
+        if age > max_report_age_s:
             stale.append(report.node)
         else:
             fresh.append(report)
     return ClusterView(revision, partitions, tuple(fresh), tuple(stale))
+
+
+def report_age(now: float, written_at: float, stored_at: float) -> float:
+    """The older of the writer's claim and the store's timestamp: one lying clock (the
+    node's, ahead) cannot make a report look younger than the store saw it arrive."""
+    return max(now - written_at, now - stored_at)
+
+
+class _Huge(str):
+    """An integer literal too long to be a real value; refused with its field's name."""
+
+
+def _parse_int(text: str) -> int | _Huge:
+    return _Huge(text) if len(text.lstrip("-")) > _MAX_INT_DIGITS else int(text)
 
 
 def _read_json(store: ObjectStore, key: str) -> Any:
@@ -77,9 +107,26 @@ def _read_json(store: ObjectStore, key: str) -> Any:
     except StoreError as e:
         raise ReportError(f"cannot read {key}: {e}") from e
     try:
-        return json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        doc = json.loads(raw, parse_int=_parse_int)
+    except (UnicodeDecodeError, ValueError) as e:  # JSONDecodeError is a ValueError
         raise ReportError(f"{key}: not valid JSON: {e}") from e
+    check_numbers(doc, key)
+    return doc
+
+
+def check_numbers(doc: Any, key: str, path: str = "") -> None:
+    """Refuse NaN, Infinity, 1e400 (which Python's json reads as inf) and integer literals
+    of more than 40 digits anywhere in a document, naming the field."""
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            check_numbers(v, key, f"{path}.{k}" if path else str(k))
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            check_numbers(v, key, f"{path}[{i}]")
+    elif isinstance(doc, _Huge):
+        raise ReportError(f"{key}: field {path!r} is an integer of {len(doc)} digits")
+    elif isinstance(doc, float) and not math.isfinite(doc):
+        raise ReportError(f"{key}: field {path!r} must be a finite number, got {doc!r}")
 
 
 def _is_int(v: object) -> bool:
@@ -101,8 +148,10 @@ def _fields(doc: object, where: str, expected: set[str]) -> dict[str, Any]:
 def parse_partitions(doc: object, key: str) -> tuple[int, tuple[str, ...]]:
     d = _fields(doc, key, {"revision", "partitions"})
     revision = d["revision"]
-    if not _is_int(revision) or revision < 0:
-        raise ReportError(f"{key}: field 'revision' must be an integer >= 0, got {revision!r}")
+    if not _is_int(revision) or not 0 <= revision <= MAX_REVISION:
+        raise ReportError(
+            f"{key}: field 'revision' must be an integer in 0..{MAX_REVISION}, got {revision!r}"
+        )
     parts = d["partitions"]
     if not isinstance(parts, list):
         raise ReportError(f"{key}: field 'partitions' must be a list")
@@ -124,7 +173,11 @@ def parse_health(doc: object, key: str) -> HealthReport:
     if key != f"{HEALTH_PREFIX}{node}.json":
         raise ReportError(f"{key}: field 'node' is {node!r}, which does not match the file name")
     written = d["written_at"]
-    if isinstance(written, bool) or not isinstance(written, int | float) or written < 0:
+    if (
+        isinstance(written, bool)
+        or not isinstance(written, int | float)
+        or not 0 <= written <= MAX_WRITTEN_AT
+    ):
         raise ReportError(f"{key}: field 'written_at' must be unix seconds, got {written!r}")
     replicas = d["replicas"]
     if not isinstance(replicas, list):
@@ -140,12 +193,15 @@ def parse_health(doc: object, key: str) -> HealthReport:
         if p in seen:
             raise ReportError(f"{where}: partition {p!r} is reported twice by this node")
         seen.add(p)
-        if not _is_int(term) or term < 0:
-            raise ReportError(f"{where}: field 'term' must be an integer >= 0, got {term!r}")
-        # M(p) = min_epoch_lower_bound - 1, so -1 is a real value (lower bound 0).
-        if epoch is not None and (not _is_int(epoch) or epoch < -1):
+        if not _is_int(term) or not 0 <= term <= MAX_TERM:
             raise ReportError(
-                f"{where}: field 'inactive_epoch' must be an integer >= -1 or null, got {epoch!r}"
+                f"{where}: field 'term' must be an integer in 0..{MAX_TERM}, got {term!r}"
+            )
+        # M(p) = min_epoch_lower_bound - 1, so -1 is a real value (lower bound 0).
+        if epoch is not None and (not _is_int(epoch) or not -1 <= epoch <= MAX_EPOCH):
+            raise ReportError(
+                f"{where}: field 'inactive_epoch' must be an integer in -1..{MAX_EPOCH} or "
+                f"null, got {epoch!r}"
             )
         reports.append(Report(p, node, epoch))
     return HealthReport(node, float(written), tuple(reports))

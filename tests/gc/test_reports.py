@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 
 import pytest
@@ -60,7 +62,7 @@ def test_missing_partitions_file(tmp_path: Path) -> None:
         ('{"partitions": []}', "missing field 'revision'"),
         ('{"revision": 1, "partitions": [], "x": 1}', "unknown field 'x'"),
         ('{"revision": true, "partitions": []}', "field 'revision' must be an integer"),
-        ('{"revision": -1, "partitions": []}', "field 'revision' must be an integer >= 0"),
+        ('{"revision": -1, "partitions": []}', "field 'revision' must be an integer in 0"),
         ('{"revision": 1, "partitions": ["t"]}', r"partitions\[0\] must be 'topic/N'"),
         ('{"revision": 1, "partitions": ["t/0", "t/0"]}', "listed twice"),
         # Issue 12 item 1: a partition number in Arabic-Indic digits is not 'topic/N'.
@@ -94,7 +96,7 @@ GOOD_REPLICA = {"partition": "t/0", "term": 1, "inactive_epoch": 3}
                 "written_at": NOW,
                 "replicas": [{**GOOD_REPLICA, "inactive_epoch": 1.5}],
             },
-            r"replicas\[0\]: field 'inactive_epoch' must be an integer >= -1 or null",
+            r"replicas\[0\]: field 'inactive_epoch' must be an integer in -1\.\.\d+ or null",
         ),
         (
             {"node": "n1", "written_at": NOW, "replicas": [GOOD_REPLICA, GOOD_REPLICA]},
@@ -127,3 +129,77 @@ def test_non_report_files_are_ignored(tmp_path: Path) -> None:
     store.put("_cluster/health/README.txt", b"not a report")
     store.put("_cluster/health/old/n9.json", b"{}")
     assert view_epoch(store) == GcEpoch(7, None)
+
+
+# --- issue 12 item 3: non-finite and huge numbers; freshness a node's clock cannot fool ---
+
+HEALTH = '{"node": "n1", "written_at": %s, "replicas": [%s]}'
+REPLICA = '{"partition": "t/0", "term": %s, "inactive_epoch": %s}'
+
+
+@pytest.mark.parametrize(
+    ("key", "doc", "field"),
+    [
+        ("_cluster/health/n1.json", HEALTH % ("NaN", ""), "written_at"),
+        ("_cluster/health/n1.json", HEALTH % ("Infinity", ""), "written_at"),
+        ("_cluster/health/n1.json", HEALTH % ("-Infinity", ""), "written_at"),
+        ("_cluster/health/n1.json", HEALTH % ("1e400", ""), "written_at"),
+        ("_cluster/health/n1.json", HEALTH % (NOW, REPLICA % (1, "NaN")), "inactive_epoch"),
+        ("_cluster/health/n1.json", HEALTH % (NOW, REPLICA % ("1e999", 3)), "term"),
+        ("_cluster/health/n1.json", HEALTH % (NOW, REPLICA % (1, "9" * 5000)), "inactive_epoch"),
+        ("_cluster/health/n1.json", HEALTH % ("9" * 5000, ""), "written_at"),
+        ("_cluster/partitions.json", '{"revision": NaN, "partitions": []}', "revision"),
+        (
+            "_cluster/partitions.json",
+            '{"revision": %s, "partitions": []}' % ("9" * 5000),
+            "revision",
+        ),
+    ],
+)
+def test_non_finite_or_huge_numbers_are_refused_naming_file_and_field(
+    tmp_path: Path, key: str, doc: str, field: str
+) -> None:
+    store = LocalStore(tmp_path)
+    write_partitions(store, 10, ["t/0"])
+    store.put(key, doc.encode())
+    with pytest.raises(
+        ReportError, match=f"^{re.escape(key)}: field '(replicas\\[0\\]\\.)?{field}'"
+    ):
+        read_cluster_view(store, NOW, 300)
+
+
+@pytest.mark.parametrize(
+    ("doc", "field"),
+    [
+        ('{"revision": 1000000000000000000, "partitions": []}', "revision"),
+        (HEALTH % (NOW, REPLICA % (1, 10**18)), "inactive_epoch"),
+        (HEALTH % (NOW, REPLICA % (2**63, 1)), "term"),
+        (HEALTH % (1e300, ""), "written_at"),
+    ],
+)
+def test_numbers_beyond_the_key_space_are_refused(tmp_path: Path, doc: str, field: str) -> None:
+    # Epochs and revisions share one number line with the 18-digit key epochs (< 10**18).
+    store = LocalStore(tmp_path)
+    write_partitions(store, 10, ["t/0"])
+    key = "_cluster/partitions.json" if "revision" in doc else "_cluster/health/n1.json"
+    store.put(key, doc.encode())
+    with pytest.raises(ReportError, match=f"'{field}'"):
+        read_cluster_view(store, NOW, 300)
+
+
+def test_age_is_the_older_of_written_at_and_the_stores_timestamp(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    write_partitions(store, 100, ["t/0"])
+    # The node's clock says "just now" (or the future), the store says an hour ago.
+    for written in (NOW - 1, NOW + 10**6, 10**11):
+        write_health(store, "n1", written, [("t/0", 50)])
+        os.utime(tmp_path / "_cluster/health/n1.json", (NOW - 3600, NOW - 3600))
+        view = read_cluster_view(store, NOW, 300)
+        assert view.stale_nodes == ("n1",) and "t/0" in (view.gc_epoch().blocked or "")
+    # Both agree it is fresh: used.
+    write_health(store, "n1", NOW - 5, [("t/0", 50)])
+    assert read_cluster_view(store, NOW, 300).gc_epoch() == GcEpoch(50, None)
+    # The store says fresh, the node's clock says old: the older one wins.
+    write_health(store, "n1", NOW - 301, [("t/0", 50)])
+    os.utime(tmp_path / "_cluster/health/n1.json", (NOW, NOW))
+    assert read_cluster_view(store, NOW, 300).stale_nodes == ("n1",)

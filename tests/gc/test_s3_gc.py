@@ -37,7 +37,14 @@ def test_gc_round_on_s3(spark: Any, s3_endpoint: str, s3_bucket: str) -> None:
     s = run_gc(
         spark,
         spec,
-        GcOptions(grace_s=HOUR, skip_malformed=True, tasks=3, delete_batch_size=2),
+        # The reports' LastModified is the server's real clock, 2h behind `now`.
+        GcOptions(
+            grace_s=HOUR,
+            max_report_age_s=3 * HOUR,
+            skip_malformed=True,
+            tasks=3,
+            delete_batch_size=2,
+        ),
         clock=lambda: now,
     )
     assert (s.M, s.exit_code, s.malformed) == (50, 0, 1)
