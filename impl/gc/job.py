@@ -32,6 +32,7 @@ from impl.gc.scan import (
 )
 from impl.gc.summary import GcSummary
 from impl.store.base import MAX_DELETE_BATCH, MAX_PAGE_SIZE, ObjectStore
+from impl.store.url import sized_for
 from model.keys import PREFIXES, parse_key
 
 if TYPE_CHECKING:
@@ -41,6 +42,7 @@ DEFAULT_GRACE_S = 12 * 3600.0
 MIN_GRACE_S = 3600.0
 DEFAULT_MAX_REPORT_AGE_S = 300.0
 _SAMPLES = 20
+_PREFIXES_PER_TASK = 50
 
 
 @dataclass(frozen=True)
@@ -120,9 +122,12 @@ def run_gc(
     if not isinstance(spark, SparkSession):
         spark = spark()
     sc = spark.sparkContext
-    # One task per core: each Python task costs tens of ms to launch in local mode.
-    tasks = options.tasks or min(PREFIXES, sc.defaultParallelism)
+    # A fixed function of the prefix count: defaultParallelism is whatever executors have
+    # registered so far (2 on a fresh cluster), and would make the split depend on timing.
+    tasks = options.tasks or listing_tasks(PREFIXES)
     groups = split_prefixes(PREFIXES, tasks)
+    # Each task's client needs a connection per delete thread, plus the lister's.
+    open_store = sized_for(open_store, options.delete_concurrency + 1)
     scan = functools.partial(scan_task, open_store, m, now, options.grace_s, options.page_size)
     rows = sc.parallelize(groups, len(groups)).mapPartitions(
         lambda it: scan(p for group in it for p in group)
@@ -190,6 +195,12 @@ def run_gc(
         rows.unpersist()
         sc.setJobDescription(None)  # type: ignore[arg-type]
         summary.seconds = time.monotonic() - started
+
+
+def listing_tasks(prefixes: int) -> int:
+    """Default number of listing tasks: one per 50 prefixes (20 for the 1000), enough to
+    spread over a cluster, few enough that task launch (tens of ms each) stays small."""
+    return max(1, -(-prefixes // _PREFIXES_PER_TASK))
 
 
 def _fill_scan(summary: GcSummary, s: ScanStats) -> None:

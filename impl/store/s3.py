@@ -2,12 +2,14 @@
 
 Credentials come only from boto3's standard chain (environment, shared config, instance
 role): this module never accepts or prints them. Throttling is botocore's adaptive retry
-mode (client-side rate limiting plus backoff), not a hand-written loop.
+mode (client-side rate limiting plus backoff). Per-key errors inside a 200 DeleteObjects
+reply are invisible to botocore: `delete_batch` retries those keys itself (`retry.py`).
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from typing import Any
 
 from impl.store.base import (
@@ -20,6 +22,7 @@ from impl.store.base import (
     check_batch,
     check_key,
 )
+from impl.store.retry import RETRYABLE_KEY_CODES, Backoff, Retrier
 
 # S3 error codes that mean "the key is not there", which for a delete is success.
 _GONE = frozenset({"NoSuchKey", "404", "NotFound"})
@@ -34,39 +37,54 @@ class S3Store(ObjectStore):
         endpoint_url: str | None = None,
         max_attempts: int | None = None,
         max_pool_connections: int = 16,
+        key_retry: Retrier | None = None,
     ) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
         self.endpoint_url = endpoint_url
         self.max_attempts = max_attempts
+        # At least one connection per thread that uses the client at once (the delete
+        # phase's in-flight requests plus the lister), else urllib3 discards and reopens.
         self.max_pool_connections = max_pool_connections
+        self.key_retry = key_retry if key_retry is not None else Retrier(Backoff())
         self._client: Any = None
+        # The delete threads' first calls race to create the client: without the lock each
+        # made its own client (and pool), so the pool size bounded nothing.
+        self._lock = threading.Lock()
 
     # A boto3 client cannot be pickled; Spark tasks rebuild it from the settings.
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_client"] = None
+        del state["_lock"]
         return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     @property
     def client(self) -> Any:
-        if self._client is None:
-            import boto3  # imported lazily: local-only users do not need boto3
-            from botocore.config import Config
+        with self._lock:
+            return self._client or self._make_client()
 
-            retries: dict[str, Any] = {"mode": "adaptive"}
-            # Explicit, else AWS_MAX_ATTEMPTS / the config file (boto3's chain), else 10.
-            if self.max_attempts is not None:
-                retries["max_attempts"] = self.max_attempts
-            elif "AWS_MAX_ATTEMPTS" not in os.environ:
-                retries["max_attempts"] = 10
-            config = Config(
-                retries=retries,
-                max_pool_connections=self.max_pool_connections,
-            )
-            self._client = boto3.session.Session().client(
-                "s3", endpoint_url=self.endpoint_url, config=config
-            )
+    def _make_client(self) -> Any:
+        import boto3  # imported lazily: local-only users do not need boto3
+        from botocore.config import Config
+
+        retries: Any = {"mode": "adaptive"}  # botocore's _RetryDict
+        # Explicit, else AWS_MAX_ATTEMPTS / the config file (boto3's chain), else 10.
+        if self.max_attempts is not None:
+            retries["max_attempts"] = self.max_attempts
+        elif "AWS_MAX_ATTEMPTS" not in os.environ:
+            retries["max_attempts"] = 10
+        config = Config(
+            retries=retries,
+            max_pool_connections=self.max_pool_connections,
+        )
+        self._client = boto3.session.Session().client(
+            "s3", endpoint_url=self.endpoint_url, config=config
+        )
         return self._client
 
     def describe(self) -> str:
@@ -137,10 +155,29 @@ class S3Store(ObjectStore):
         return ListPage(objects, truncated=bool(r.get("IsTruncated")))
 
     def delete_batch(self, keys: list[str]) -> DeleteResult:
+        """One DeleteObjects, then the keys it failed with a retryable code again (bounded,
+        with jittered backoff); what still fails is returned in `errors`."""
         batch = check_batch(keys)
         result = DeleteResult(len(batch))
-        if not batch:
-            return result
+        pending = batch
+        retry = 0
+        while pending:
+            failed = self._delete_once(pending)
+            again = [k for k, (code, _) in failed.items() if code in RETRYABLE_KEY_CODES]
+            if not again or retry + 1 >= self.key_retry.policy.attempts:
+                result.errors.update({k: f"{c}: {m}" for k, (c, m) in failed.items()})
+                break
+            result.errors.update(
+                {k: f"{c}: {m}" for k, (c, m) in failed.items() if c not in RETRYABLE_KEY_CODES}
+            )
+            self.key_retry.wait(retry)
+            retry += 1
+            pending = again
+        return result
+
+    def _delete_once(self, batch: list[str]) -> dict[str, tuple[str, str]]:
+        """One request; the keys it did not delete, with (code, message). A request that
+        failed as a whole (after botocore's own retries) fails every key, non-retryably."""
         objects = [{"Key": self._full(k)} for k in batch]
         try:
             # Quiet: the reply lists only failures, which is all we need.
@@ -149,14 +186,15 @@ class S3Store(ObjectStore):
             )
         except Exception as e:
             msg = str(self._error("delete batch", e))
-            result.errors.update(dict.fromkeys(batch, msg))
-            return result
+            return dict.fromkeys(batch, ("RequestFailed", msg))
         cut = len(self.prefix)
+        failed: dict[str, tuple[str, str]] = {}
         for err in r.get("Errors", []):
-            if err.get("Code") in _GONE:
+            code = str(err.get("Code"))
+            if code in _GONE:
                 continue
-            result.errors[err["Key"][cut:]] = f"{err.get('Code')}: {err.get('Message', '')}"
-        return result
+            failed[err["Key"][cut:]] = (code, str(err.get("Message", "")))
+        return failed
 
     def close(self) -> None:
         if self._client is not None:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from impl.store.base import ObjectStore, StoreError
 
+DEFAULT_CONNECTIONS = 16
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 
 
@@ -21,6 +23,7 @@ class StoreSpec:
     location: str  # absolute directory, or bucket name
     prefix: str = ""  # s3 only
     endpoint_url: str | None = None  # s3 only
+    connections: int = DEFAULT_CONNECTIONS  # s3 only: the client's connection pool
 
     def __call__(self) -> ObjectStore:
         return open_spec(self)
@@ -90,8 +93,21 @@ def open_spec(spec: StoreSpec) -> ObjectStore:
     if spec.kind == "s3":
         from impl.store.s3 import S3Store
 
-        return S3Store(spec.location, spec.prefix, endpoint_url=spec.endpoint_url)
+        return S3Store(
+            spec.location,
+            spec.prefix,
+            endpoint_url=spec.endpoint_url,
+            max_pool_connections=spec.connections,
+        )
     raise StoreError(f"unknown store kind {spec.kind!r}")
+
+
+def sized_for(open_store: Callable[[], ObjectStore], threads: int) -> Callable[[], ObjectStore]:
+    """The same store factory with a connection pool for `threads` concurrent users (a
+    store that has no pool, or a factory that is not a StoreSpec, is returned as is)."""
+    if isinstance(open_store, StoreSpec) and open_store.connections < threads:
+        return replace(open_store, connections=threads)
+    return open_store
 
 
 def open_store(url: str, s3_endpoint: str | None = None) -> ObjectStore:

@@ -1,0 +1,204 @@
+"""A loopback HTTP proxy in front of the S3-protocol server, for faults and latency.
+
+- `latency_s`: every request waits this long before it is forwarded (a far-away endpoint).
+- `fail(key, attempt) -> code | None`: a DeleteObjects key for which it returns a code is
+  NOT forwarded (so it is really not deleted) and comes back as a per-key `<Error>` inside
+  a 200 reply, as S3 does under load (`SlowDown`, `InternalError`). `attempt` counts the
+  DeleteObjects requests that named the key so far (0 for the first).
+
+It also counts the TCP connections it accepted (a client whose pool is too small opens and
+discards connections) and the DeleteObjects requests per key.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import http.client
+import threading
+import time
+import xml.etree.ElementTree as ET
+from collections import Counter
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+from xml.sax.saxutils import escape
+
+_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
+ET.register_namespace("", _NS[1:-1])  # re-serialise as the default namespace, like S3
+_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection"}
+
+FailFn = Callable[[str, int], str | None]
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256
+
+    def __init__(self, proxy: S3Proxy) -> None:
+        self.proxy = proxy
+        super().__init__(("127.0.0.1", 0), _Handler)
+
+    def process_request(self, request: object, client_address: object) -> None:
+        with self.proxy.lock:
+            self.proxy.connections += 1
+        super().process_request(request, client_address)  # type: ignore[arg-type]
+
+
+class S3Proxy:
+    def __init__(self, upstream: str, latency_s: float = 0.0, fail: FailFn | None = None):
+        self.upstream = urlsplit(upstream)
+        self.latency_s = latency_s
+        self.fail = fail
+        self.lock = threading.Lock()
+        self.connections = 0
+        self.delete_attempts: Counter[str] = Counter()  # full keys, as sent
+        self.injected: Counter[str] = Counter()  # per-key errors injected, by code
+        self._server = _Server(self)
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def start(self) -> S3Proxy:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def rewrite_delete(self, body: bytes) -> tuple[bytes | None, list[tuple[str, str]]]:
+        """Split a DeleteObjects body into what is forwarded and the injected errors."""
+        root = ET.fromstring(body)
+        ns = _NS if root.tag.startswith(_NS) else ""
+        errors: list[tuple[str, str]] = []
+        for obj in list(root.findall(f"{ns}Object")):
+            key = obj.findtext(f"{ns}Key") or ""
+            with self.lock:
+                attempt = self.delete_attempts[key]
+                self.delete_attempts[key] += 1
+            code = self.fail(key, attempt) if self.fail is not None else None
+            if code is not None:
+                errors.append((key, code))
+                root.remove(obj)
+                with self.lock:
+                    self.injected[code] += 1
+        if not root.findall(f"{ns}Object"):
+            return None, errors
+        return ET.tostring(root, xml_declaration=True, encoding="UTF-8"), errors
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"  # keep-alive, as boto3 expects
+    server: _Server
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def finish(self) -> None:
+        super().finish()
+        conn = getattr(_local, "conn", None)
+        if conn is not None:  # one upstream connection per client connection (thread)
+            conn.close()
+            _local.conn = None
+
+    def _forward(self) -> None:
+        proxy = self.server.proxy
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        if proxy.latency_s:
+            time.sleep(proxy.latency_s)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
+        injected: list[tuple[str, str]] = []
+        is_delete = self.command == "POST" and "delete" in urlsplit(self.path).query.split("&")
+        if is_delete and body:
+            new_body, injected = proxy.rewrite_delete(body)
+            if new_body is None:  # every key failed: answer without the server
+                self._reply(200, {"Content-Type": "application/xml"}, _delete_result(b"", injected))
+                return
+            body = new_body
+            # The body changed: its digests must too (the server may check them).
+            headers = {
+                k: v for k, v in headers.items() if not k.lower().startswith("x-amz-checksum")
+            }
+            headers.pop("x-amz-sdk-checksum-algorithm", None)
+            headers["Content-MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
+        conn = _upstream(proxy)
+        try:
+            conn.request(self.command, self.path, body=body or None, headers=headers)
+            resp = conn.getresponse()
+            data = resp.read()
+        except (OSError, http.client.HTTPException):
+            conn.close()
+            _local.conn = None
+            raise
+        out = {k: v for k, v in resp.getheaders() if k.lower() not in _HOP}
+        if injected and resp.status == 200:
+            data = _delete_result(data, injected)
+        if self.command == "HEAD":
+            self._reply(
+                resp.status,
+                {**out, "Content-Length": resp.getheader("Content-Length") or "0"},
+                b"",
+                head=True,
+            )
+        else:
+            self._reply(resp.status, out, data)
+
+    def _reply(self, status: int, headers: dict[str, str], data: bytes, head: bool = False) -> None:
+        self.send_response(status)
+        for k, v in headers.items():
+            if k.lower() not in ("server", "date"):
+                self.send_header(k, v)
+        if not head:
+            self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if not head:
+            self.wfile.write(data)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
+
+
+_local = threading.local()
+
+
+def _upstream(proxy: S3Proxy) -> http.client.HTTPConnection:
+    conn: http.client.HTTPConnection | None = getattr(_local, "conn", None)
+    if conn is None or getattr(_local, "proxy", None) is not proxy:
+        conn = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=60)
+        _local.conn, _local.proxy = conn, proxy
+    return conn
+
+
+def _delete_result(data: bytes, injected: list[tuple[str, str]]) -> bytes:
+    """Add per-key <Error> entries to a (quiet) DeleteResult document."""
+    errors = "".join(
+        f"<Error><Key>{escape(k)}</Key><Code>{c}</Code><Message>injected {c}</Message></Error>"
+        for k, c in injected
+    ).encode()
+    if not data.strip():
+        return (
+            b'<?xml version="1.0" encoding="UTF-8"?>\n'
+            b'<DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">'
+            + errors
+            + b"</DeleteResult>"
+        )
+    end = data.rindex(b"</DeleteResult>")
+    return data[:end] + errors + data[end:]
+
+
+@contextmanager
+def s3_proxy(
+    upstream: str, latency_s: float = 0.0, fail: FailFn | None = None
+) -> Iterator[S3Proxy]:
+    proxy = S3Proxy(upstream, latency_s, fail).start()
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
+
+
+__all__ = ["S3Proxy", "s3_proxy"]
