@@ -11,6 +11,7 @@ import click
 SUBCOMMANDS: dict[str, str] = {
     "replay": "model.replay_cli:replay",
     "gc": "impl.gc.cli:gc",
+    "gc-package": "impl.gc.package_cli:gc_package",
     "cluster": "impl.cluster.cli:cluster",
     "produce": "impl.cluster.cli:produce",
     "consume": "impl.cluster.cli:consume",

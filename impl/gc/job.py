@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from impl.gc.delete import DeleteStats, delete_task
 from impl.gc.errors import GcError
+from impl.gc.manifest import check_manifest_absent, has_scheme, manifest_target
 from impl.gc.progress import StageProgress
 from impl.gc.reports import ClusterView, read_cluster_view
 from impl.gc.scan import (
@@ -76,7 +77,11 @@ class GcOptions:
             raise GcError("delete concurrency must be >= 1")
         if self.tasks is not None and not 1 <= self.tasks <= PREFIXES:
             raise GcError(f"tasks must be in 1..{PREFIXES}, got {self.tasks}")
-        if self.manifest is not None and os.path.exists(self.manifest):
+        # A plain path fails fast here; every target is checked on its own file system
+        # once Spark is up (`manifest.check_manifest_absent`).
+        if self.manifest is not None and not has_scheme(self.manifest) and os.path.exists(
+            self.manifest
+        ):
             raise GcError(f"manifest path {self.manifest} already exists; refusing to overwrite")
 
 
@@ -122,6 +127,8 @@ def run_gc(
     if not isinstance(spark, SparkSession):
         spark = spark()
     sc = spark.sparkContext
+    if options.manifest is not None:
+        check_manifest_absent(spark, options.manifest)
     # A fixed function of the prefix count: defaultParallelism is whatever executors have
     # registered so far (2 on a fresh cluster), and would make the split depend on timing.
     tasks = options.tasks or listing_tasks(PREFIXES)
@@ -244,7 +251,7 @@ def _write_manifest(spark: SparkSession, rows: Any, path: str) -> None:
         lambda r: (r[1], r[2], parse_key(r[1]).epoch, r[3])
     )
     writer = spark.createDataFrame(eligible, schema).write.mode("errorifexists")
-    target = os.path.abspath(path)
+    target = manifest_target(path)  # a URI as given: only a plain path is made absolute
     if path.lower().endswith(".csv"):
         writer.option("header", "true").csv(target)
     else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -37,11 +38,27 @@ def spark_session(master: str | None = None, app_name: str = "epochgc-gc") -> Sp
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
             "spark.driver.host", "127.0.0.1"
         )
-    if not launched_by_spark_submit():
+    if (master or DEFAULT_MASTER).startswith("local") and not launched_by_spark_submit():
         path = os.environ.get("PYTHONPATH")
         builder = builder.config(
             "spark.executorEnv.PYTHONPATH", _ROOT + (os.pathsep + path if path else "")
         )
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
+    ship_code(session)
     return session
+
+
+def ship_code(session: SparkSession) -> None:
+    """On a cluster, executors import `impl` and `model` from a zip of the installed code
+    (`addPyFile`), unless spark-submit already ships one (`--py-files epochgc.zip`). A
+    local master's executors share the driver's machine and PYTHONPATH."""
+    sc = session.sparkContext
+    master = sc.master or ""
+    shipped = sc.getConf().get("spark.submit.pyFiles") or ""
+    if master.startswith("local") or "epochgc" in shipped:
+        return
+    from impl.gc.package import build_zip
+
+    directory = tempfile.mkdtemp(prefix="epochgc-pyfiles-")
+    sc.addPyFile(str(build_zip(Path(directory) / "epochgc.zip")))

@@ -1,14 +1,71 @@
-"""spark-submit entry point: `spark-submit [--master URL] impl/gc/submit.py --store ...`.
+"""spark-submit entry point: `spark-submit [--master URL] [--py-files epochgc.zip]
+impl/gc/submit.py --store ...` (or the copy `epochgc gc-package` writes).
 
-Same options as `epochgc gc`; the master comes from spark-submit unless --master is given.
+Same options as `epochgc gc`. Every option can also come from Spark conf as
+`spark.epochgc.<option>` (`--conf spark.epochgc.store=s3://b/p --conf
+spark.epochgc.dry-run=true`); the command line wins. An unknown `spark.epochgc.*` key is
+refused (exit 64). The master comes from spark-submit unless --master is given.
 """
+
+from __future__ import annotations
 
 import os
 import sys
+from typing import Any
+
+CONF_PREFIX = "spark.epochgc."
+
+
+def conf_defaults(conf: dict[str, str], command: Any) -> dict[str, Any]:
+    """click `default_map` from `spark.epochgc.*` entries, keyed by parameter name."""
+    import click
+
+    names = {
+        opt[2:]: p.name
+        for p in command.params
+        if isinstance(p, click.Option)
+        for opt in p.opts
+        if opt.startswith("--")
+    }
+    defaults: dict[str, Any] = {}
+    for key, value in sorted(conf.items()):
+        if not key.startswith(CONF_PREFIX):
+            continue
+        option = key[len(CONF_PREFIX) :]
+        if option not in names:
+            known = ", ".join(CONF_PREFIX + n for n in sorted(names))
+            raise click.UsageError(f"unknown Spark conf {key!r}; known: {known}")
+        defaults[names[option]] = value
+    return defaults
+
+
+def spark_conf() -> dict[str, str]:
+    """The conf spark-submit gave the driver JVM (attaching to it is cheap: it runs)."""
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    return dict(SparkConf().getAll())
+
+
+def main() -> None:
+    import click
+
+    from impl.gc.cli import gc
+    from impl.gc.session import launched_by_spark_submit
+    from impl.gc.summary import EXIT_USAGE
+
+    try:
+        defaults = conf_defaults(spark_conf(), gc) if launched_by_spark_submit() else {}
+    except click.UsageError as e:
+        click.echo(f"epochgc gc: error: {e.format_message()}", err=True)
+        sys.exit(EXIT_USAGE)
+    gc.main(prog_name="epochgc gc", default_map=defaults)
+
 
 if __name__ == "__main__":
-    # spark-submit runs this file as a script: make the repository importable.
-    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    from impl.gc.cli import gc
-
-    gc(prog_name="epochgc gc")
+    # Run as a script from a checkout: make the repository importable (harmless when the
+    # code comes from --py-files instead).
+    here = os.path.dirname(os.path.abspath(__file__))
+    if os.path.basename(here) == "gc" and os.path.isfile(os.path.join(here, "job.py")):
+        sys.path.insert(0, os.path.dirname(os.path.dirname(here)))
+    main()
