@@ -7,6 +7,7 @@ M moved backwards, unreadable store or report, failed Spark job); 2 blocked roun
 
 from __future__ import annotations
 
+import importlib
 import sys
 from typing import Any
 
@@ -15,9 +16,15 @@ import click
 from impl.gc.duration import format_duration, parse_duration
 from impl.gc.errors import GcError
 from impl.gc.job import DEFAULT_MAX_REPORT_AGE_S, GcOptions, run_gc
-from impl.gc.summary import EXIT_INCOMPLETE, EXIT_USAGE
+from impl.gc.summary import EXIT_INCOMPLETE, EXIT_USAGE, GcSummary
 from impl.store.base import StoreError
-from impl.store.url import parse_store_url
+from impl.store.url import StoreSpec, parse_store_url
+
+# The GC's optional dependencies and the extra that installs each (`pip install
+# 'epochgc[gc]'` installs both). They stay extras: the base install also serves the model,
+# the Raft core and the cluster, and pyspark alone is ~300 MB and needs a Java runtime that
+# pip cannot install anyway.
+_NEEDS = {"pyspark": "spark", "boto3": "s3"}
 
 
 class _Usage(click.UsageError):
@@ -192,6 +199,9 @@ def gc(
 
     clock = (lambda: now) if now is not None else None
     try:
+        missing = missing_dependency(spec)
+        if missing is not None:
+            raise GcError(missing)
         spec().close()  # fail fast on an unreadable store, before Spark starts
         kwargs: dict[str, Any] = {"say": say}
         if clock is not None:
@@ -204,14 +214,16 @@ def gc(
             else "nothing was deleted"
         )
         click.echo(f"epochgc gc: error: {e}; {after}", err=True)
+        # The failure is a round like any other to a scheduler and a scraper: the JSON
+        # summary with "error", and metrics whose exit gauge is no longer the last success.
+        failed = getattr(e, "summary", None)
+        if not isinstance(failed, GcSummary):
+            failed = GcSummary(dry_run=dry_run, error=str(e))
+        _export(failed, metrics_file, pushgateway)
+        if as_json:
+            click.echo(failed.to_json())
         sys.exit(EXIT_INCOMPLETE)
-    if metrics_file or pushgateway:
-        from impl.gc.metrics import export_metrics
-
-        try:
-            export_metrics(summary, metrics_file, pushgateway)
-        except OSError as e:
-            click.echo(f"epochgc gc: warning: metrics not exported: {e}", err=True)
+    _export(summary, metrics_file, pushgateway)
     if as_json:
         for line in summary.lines()[1:]:
             click.echo(line, err=True)
@@ -220,3 +232,30 @@ def gc(
         for line in summary.lines():
             click.echo(line)
     sys.exit(summary.exit_code)
+
+
+def missing_dependency(spec: StoreSpec) -> str | None:
+    """A one-line message naming the extra to install, if the round cannot import what it
+    needs (pyspark always, boto3 for s3:// stores); None if everything is there."""
+    for module, extra in _NEEDS.items():
+        if module == "boto3" and spec.kind != "s3":
+            continue
+        try:
+            importlib.import_module(module)
+        except ImportError:
+            return (
+                f"epochgc gc needs {module}, which is not installed: "
+                f"pip install 'epochgc[{extra}]' (or 'epochgc[gc]' for everything the GC uses)"
+            )
+    return None
+
+
+def _export(summary: GcSummary, metrics_file: str | None, pushgateway: str | None) -> None:
+    if not (metrics_file or pushgateway):
+        return
+    from impl.gc.metrics import export_metrics
+
+    try:
+        export_metrics(summary, metrics_file, pushgateway)
+    except OSError as e:
+        click.echo(f"epochgc gc: warning: metrics not exported: {e}", err=True)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class GcError(Exception):
     """A round that cannot go on; the message names what and where.
@@ -11,6 +13,9 @@ class GcError(Exception):
     def __init__(self, message: str, *, deleting: bool = False) -> None:
         super().__init__(message)
         self.deleting = deleting
+        # The round's partial summary (`error` set), when the round had started: the CLI
+        # prints it as JSON and exports its metrics, so a failure is visible as one.
+        self.summary: Any = None
 
 
 class ReportError(GcError):

@@ -14,17 +14,19 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from impl.gc.delete import DeleteStats, delete_task
+from impl.gc.delete import DeleteStats
 from impl.gc.errors import GcError
 from impl.gc.manifest import check_manifest_absent, has_scheme, manifest_target
+from impl.gc.outcome import COUNTS, DELETED, delete_with_outcome, parse_counts
 from impl.gc.progress import StageProgress
 from impl.gc.reports import ClusterView, read_cluster_view
 from impl.gc.scan import (
     ELIGIBLE,
     MALFORMED,
+    REFUSED,
     STATS,
     ScanStats,
     parse_stats_row,
@@ -32,7 +34,7 @@ from impl.gc.scan import (
     split_prefixes,
 )
 from impl.gc.summary import GcSummary
-from impl.store.base import MAX_DELETE_BATCH, MAX_PAGE_SIZE, ObjectStore
+from impl.store.base import MAX_DELETE_BATCH, MAX_PAGE_SIZE, ObjectStore, StoreError
 from impl.store.url import sized_for
 from model.keys import PREFIXES, parse_key
 
@@ -97,14 +99,54 @@ def run_gc(
     calls it to open its own store. `clock` is the wall clock used for object and report
     ages (inject it for determinism). `spark` may be a factory, called only when there is
     something to list, so a blocked round never pays for Spark start-up. Raises
-    GcError/StoreError before any delete on bad input; returns a summary whose
-    `exit_code` says how the round ended."""
-    started = time.monotonic()
+    GcError before any delete on bad input; returns a summary whose `exit_code` says how
+    the round ended. Every round that gets past option validation writes its deletion
+    record (`impl/gc/record.py`); a round that fails raises GcError carrying the partial
+    summary (`.summary`, with `.error` set) after writing its record."""
     options.validate()
-    note = say or (lambda _msg: None)
-    summary = GcSummary(dry_run=options.dry_run)
-
     now = clock()
+    summary = GcSummary(dry_run=options.dry_run, started_at=now)
+    started = time.monotonic()
+    try:
+        _round(spark, open_store, options, now, clock, say, summary)
+    except (GcError, StoreError) as e:
+        summary.error = str(e)
+        err = e if isinstance(e, GcError) else GcError(str(e))
+        err.summary = summary
+        if err is e:
+            raise
+        raise err from e
+    finally:
+        summary.seconds = time.monotonic() - started
+        _write_record(open_store, summary, options)
+    return summary
+
+
+def _write_record(
+    open_store: Callable[[], ObjectStore], summary: GcSummary, options: GcOptions
+) -> None:
+    from impl.gc.record import write_record
+
+    try:
+        store = open_store()
+        try:
+            summary.record = write_record(store, summary, asdict(options))
+        finally:
+            store.close()
+    except (StoreError, OSError) as e:  # a round's outcome stands; the record is reported
+        summary.record_error = str(e)
+
+
+def _round(
+    spark: SparkSession | Callable[[], SparkSession],
+    open_store: Callable[[], ObjectStore],
+    options: GcOptions,
+    now: float,
+    clock: Callable[[], float],
+    say: Callable[[str], None] | None,
+    summary: GcSummary,
+) -> None:
+    note = say or (lambda _msg: None)
     store = open_store()
     try:
         view = read_cluster_view(store, now, options.max_report_age_s)
@@ -113,12 +155,15 @@ def run_gc(
     decision = view.gc_epoch()
     summary.revision = view.revision
     summary.stale_nodes = list(view.stale_nodes)
+    summary.reports_used = [
+        {"node": h.node, "written_at": h.written_at, "stored_at": h.stored_at, "age_s": h.age_s}
+        for h in view.fresh
+    ]
     summary.blocked = decision.blocked
     summary.M = decision.M
     if decision.blocked is not None or decision.M is None:
         note(f"gc: no collection this round ({decision.blocked or 'nothing collectible'})")
-        summary.seconds = time.monotonic() - started
-        return summary
+        return
     m = decision.M
     note(f"gc: M={m} (snapshot revision {view.revision}); listing {PREFIXES} prefixes")
 
@@ -140,6 +185,7 @@ def run_gc(
         lambda it: scan(p for group in it for p in group)
     )
     rows = rows.persist(_storage_level())
+    outcome: Any = None
     try:
         t = time.monotonic()
         sc.setJobDescription("epochgc gc: list and classify")
@@ -152,41 +198,60 @@ def run_gc(
                 summary.malformed_keys = (
                     rows.filter(lambda r: r[0] == MALFORMED).map(lambda r: r[1]).take(_SAMPLES)
                 )
-            if options.manifest is not None:
-                _write_manifest(spark, rows, options.manifest)
+            if scanned.refused:
+                summary.refused_samples = (
+                    rows.filter(lambda r: r[0] == REFUSED).map(lambda r: r[1]).take(_SAMPLES)
+                )
         summary.list_seconds = time.monotonic() - t
         _fill_scan(summary, scanned)
         note(f"gc: listed {scanned.listed} keys, {scanned.eligible} eligible")
 
-        if scanned.malformed and not options.skip_malformed:
+        if (scanned.malformed or scanned.refused) and not options.skip_malformed:
+            what = f"{scanned.malformed} malformed key(s)"
+            if scanned.refused:
+                what += f" and {scanned.refused} refused entr(ies) (links, special files)"
             summary.refused = (
-                f"{scanned.malformed} malformed key(s) under the data prefix "
-                "(pass --skip-malformed to delete the rest anyway)"
+                f"{what} under the data prefix (pass --skip-malformed to delete the rest anyway)"
             )
-        if options.dry_run or summary.refused or not scanned.eligible:
-            return summary
-
-        # Re-read right before deleting: if M went backwards, the reports we decided on
-        # were stale or inconsistent, and nothing decided with them may be deleted.
-        recheck = _recheck(open_store, clock(), options.max_report_age_s)
-        again = recheck.gc_epoch()
-        if again.blocked is not None:
-            summary.blocked = f"on re-check before deleting: {again.blocked}"
-            return summary
-        if again.M is None or m > again.M:
-            summary.refused = f"M moved backwards from {m} to {again.M} before the delete phase"
-            return summary
+        if summary.refused:
+            return
+        eligible = rows.filter(lambda r: r[0] == ELIGIBLE)
+        if scanned.eligible:
+            # Re-read right before deleting (and before a dry run's manifest): if M went
+            # backwards, the reports we decided on were stale or inconsistent, and nothing
+            # decided with them may be deleted or listed as deletable.
+            recheck = _recheck(open_store, clock(), options.max_report_age_s)
+            again = recheck.gc_epoch()
+            if again.blocked is not None:
+                summary.blocked = f"on re-check before deleting: {again.blocked}"
+                return
+            if again.M is None or m > again.M:
+                summary.refused = f"M moved backwards from {m} to {again.M} before the delete phase"
+                return
+        if options.dry_run or not scanned.eligible:
+            if options.manifest is not None:  # what would be deleted, after the re-read
+                _write_manifest(spark, eligible, options.manifest)
+                summary.manifest = options.manifest
+            return
 
         t = time.monotonic()
         delete = functools.partial(
-            delete_task, open_store, options.delete_batch_size, options.delete_concurrency
+            delete_with_outcome,
+            open_store,
+            options.delete_batch_size,
+            options.delete_concurrency,
+            options.manifest is not None,
         )
         sc.setJobDescription("epochgc gc: delete")
+        # Per-key outcome rows stay on the executors; a recomputed partition deletes again,
+        # which is harmless (a key already gone counts as deleted).
+        outcome = eligible.mapPartitions(delete).persist(_storage_level())
         with StageProgress(sc, "gc: deleting", say), _spark_errors("delete"):
-            counts = rows.filter(lambda r: r[0] == ELIGIBLE).mapPartitions(delete).collect()
+            counts = outcome.filter(lambda r: r[0] == COUNTS).collect()
         deleted = DeleteStats()
-        for c, samples in counts:
-            deleted.add(DeleteStats(**c))
+        for row in counts:
+            c, samples = parse_counts(row)
+            deleted.add(c)
             summary.error_samples.extend(samples)
         summary.delete_seconds = time.monotonic() - t
         summary.deleted = deleted.deleted
@@ -197,11 +262,15 @@ def run_gc(
             summary.error_samples.append(
                 f"{deleted.errors} key(s) could not be deleted; they are listed again next round"
             )
-        return summary
+        if options.manifest is not None:  # the keys really gone, written by the executors
+            with _spark_errors("manifest"):
+                _write_manifest(spark, outcome.filter(lambda r: r[0] == DELETED), options.manifest)
+            summary.manifest = options.manifest
     finally:
         rows.unpersist()
+        if outcome is not None:
+            outcome.unpersist()
         sc.setJobDescription(None)  # type: ignore[arg-type]
-        summary.seconds = time.monotonic() - started
 
 
 def listing_tasks(prefixes: int) -> int:
@@ -219,6 +288,7 @@ def _fill_scan(summary: GcSummary, s: ScanStats) -> None:
     summary.skipped_too_new = s.skipped_too_new
     summary.skipped_too_young = s.skipped_too_young
     summary.malformed = s.malformed
+    summary.refused_entries = s.refused
 
 
 def _recheck(open_store: Callable[[], ObjectStore], now: float, max_age: float) -> ClusterView:
@@ -236,7 +306,8 @@ def _storage_level() -> Any:
 
 
 def _write_manifest(spark: SparkSession, rows: Any, path: str) -> None:
-    """Executors write the eligible keys; the driver never holds them."""
+    """Executors write the (kind, key, size, age_s) rows' keys; the driver never holds
+    them."""
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
     schema = StructType(
@@ -247,9 +318,7 @@ def _write_manifest(spark: SparkSession, rows: Any, path: str) -> None:
             StructField("age_s", DoubleType(), False),
         ]
     )
-    eligible = rows.filter(lambda r: r[0] == ELIGIBLE).map(
-        lambda r: (r[1], r[2], parse_key(r[1]).epoch, r[3])
-    )
+    eligible = rows.map(lambda r: (r[1], r[2], parse_key(r[1]).epoch, r[3]))
     writer = spark.createDataFrame(eligible, schema).write.mode("errorifexists")
     target = manifest_target(path)  # a URI as given: only a plain path is made absolute
     if path.lower().endswith(".csv"):

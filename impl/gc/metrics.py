@@ -20,6 +20,7 @@ _OBJECTS = (
     "skipped_too_new",
     "skipped_too_young",
     "malformed",
+    "refused_entries",
 )
 
 
@@ -54,6 +55,9 @@ def build_registry(s: GcSummary) -> CollectorRegistry:
     ).set(1 if s.blocked else 0)
     Gauge("epochgc_gc_round_exit_code", "Exit code of the last round", registry=reg).set(
         s.exit_code
+    )
+    Gauge("epochgc_gc_round_failed", "1 if the last round ended in an error", registry=reg).set(
+        1 if s.error is not None else 0
     )
     Gauge("epochgc_gc_round_seconds", "Duration of the last round", registry=reg).set(s.seconds)
     Gauge(

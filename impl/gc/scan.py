@@ -16,6 +16,7 @@ from model.keys import epoch_collectible, gc_eligible, parse_key, prefix_path
 # Rows flowing through the Spark job: (kind, key, size, age_s).
 ELIGIBLE = "E"
 MALFORMED = "M"
+REFUSED = "R"  # an entry the store would not list as an object (a link): never deleted
 STATS = "S"
 Row = tuple[str, str, int, float]
 
@@ -30,6 +31,7 @@ class ScanStats:
     skipped_too_new: int = 0
     skipped_too_young: int = 0
     malformed: int = 0
+    refused: int = 0
 
     def add(self, other: ScanStats) -> None:
         for f in fields(self):
@@ -58,6 +60,9 @@ def scan_prefix(
         page = store.list_page(path, start_after, page_size, until)
         stats.list_requests += 1
         stats.fetched += len(page.objects)
+        for key, why in page.refused:
+            stats.refused += 1
+            yield (REFUSED, f"{key} ({why})", 0, 0.0)
         for obj in page.objects:
             stats.listed += 1
             age = obj.age(now)

@@ -22,6 +22,13 @@ JSON_KEYS = (
     "malformed",
     "errors",
     "seconds",
+    # Issue 12: what the round refused to list (links, special files), how it ended, the
+    # deletion record and manifest it wrote, and the error that ended it, if any.
+    "refused_entries",
+    "outcome",
+    "record",
+    "manifest",
+    "error",
 )
 
 
@@ -51,9 +58,33 @@ class GcSummary:
     stale_nodes: list[str] = field(default_factory=list)
     list_seconds: float = 0.0
     delete_seconds: float = 0.0
+    started_at: float = 0.0  # wall clock (the injected one) when the round started
+    refused_entries: int = 0  # entries under the data prefix the store would not list
+    refused_samples: list[str] = field(default_factory=list)
+    reports_used: list[dict[str, object]] = field(default_factory=list)
+    manifest: str | None = None  # set only once the manifest is completely written
+    record: str | None = None  # the deletion record's key in the store
+    record_error: str | None = None
+    error: str | None = None  # the error that ended the round (exit 1)
+
+    @property
+    def outcome(self) -> str:
+        if self.error is not None:
+            return "error"
+        if self.blocked is not None:
+            return "blocked"
+        if self.refused is not None:
+            return "refused"
+        if self.errors:
+            return "incomplete"
+        if self.M is None:
+            return "nothing-collectible"
+        return "dry-run" if self.dry_run else "done"
 
     @property
     def exit_code(self) -> int:
+        if self.error is not None:
+            return EXIT_INCOMPLETE
         if self.blocked is not None:
             return EXIT_BLOCKED
         if self.refused is not None or self.errors:
@@ -65,6 +96,8 @@ class GcSummary:
 
     def lines(self) -> list[str]:
         """The human summary."""
+        if self.error is not None:
+            return [f"gc: round failed: {self.error}"]
         if self.blocked is not None:
             return [f"gc: round blocked, nothing deleted: {self.blocked}"]
         m = "none (nothing collectible)" if self.M is None else str(self.M)
@@ -82,6 +115,11 @@ class GcSummary:
             )
         out.extend(f"gc: malformed key (never deleted): {k}" for k in self.malformed_keys)
         out.extend(f"gc: delete error: {e}" for e in self.error_samples)
+        out.extend(
+            f"gc: refused entry (never followed, never deleted): {k}" for k in self.refused_samples
+        )
         if self.refused is not None:
             out.append(f"gc: nothing deleted: {self.refused}")
+        if self.record_error is not None:
+            out.append(f"gc: warning: deletion record not written: {self.record_error}")
         return out

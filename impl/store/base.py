@@ -34,6 +34,9 @@ class ObjectInfo:
 class ListPage:
     objects: list[ObjectInfo]
     truncated: bool  # more keys may follow the last one returned
+    # Entries the backend would not list as objects, with why: a local store's symbolic
+    # links and special files. Never deleted; a GC round reports them.
+    refused: list[tuple[str, str]] = field(default_factory=list)
 
 
 @dataclass

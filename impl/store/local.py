@@ -1,14 +1,26 @@
 """Local-directory backend: keys are relative paths under a root directory.
 
+Symbolic links are never followed and never listed as objects: every directory below the
+root is opened one component at a time with O_NOFOLLOW relative to its parent's descriptor,
+so neither a link planted in the tree (`level_zero/data/004 -> /elsewhere`) nor one swapped
+in between a listing and a delete can take a read, a write, a delete or a directory removal
+outside the root. Links and other non-regular files met while listing are reported in the
+page's `refused` list instead.
+
 Listing walks only the directories on the way to `start_after` and stops as soon as a page
-is full, so a page costs a few directory reads, never a walk of the whole tree.
+is full. A listing that continues from the last key of the previous page resumes the same
+walk (a cursor), so listing a directory of n keys in pages costs O(n), not O(n^2/page).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
+import stat
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,6 +37,18 @@ from impl.store.base import (
 
 # Temp files of in-progress atomic puts; never listed as objects.
 _TMP_PREFIX = ".epochgc-tmp-"
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_CURSORS = 32  # suspended listings kept per store (each holds a few directory descriptors)
+# Deletes never remove the top two levels of the tree (`level_zero/data`, `_cluster/gc`):
+# they are the store's layout, outside what a GC round may change.
+_KEEP_DEPTH = 2
+
+# A walk yields objects and refused entries: (key, info, None) or (key, None, why).
+_Item = tuple[str, ObjectInfo | None, str | None]
+
+
+class SymlinkRefused(StoreError):
+    """A path component is a symbolic link (or not a directory where one is needed)."""
 
 
 class LocalStore(ObjectStore):
@@ -37,6 +61,8 @@ class LocalStore(ObjectStore):
         if not os.access(self.root, os.R_OK | os.X_OK):
             raise StoreError(f"store directory {self.root} is not readable")
         self._root = str(self.root)  # hot paths join strings: pathlib costs ~2x per key
+        self._cursors: OrderedDict[tuple[str, str], Iterator[_Item]] = OrderedDict()
+        self._lock = threading.Lock()
 
     def __reduce__(self) -> tuple[type[LocalStore], tuple[str]]:
         return (LocalStore, (str(self.root),))
@@ -44,48 +70,94 @@ class LocalStore(ObjectStore):
     def describe(self) -> str:
         return f"local directory {self.root}"
 
-    def _path(self, key: str) -> Path:
-        return self.root / check_key(key)
+    # --- descriptors: the only way any path below the root is reached ---
+
+    def _open_root(self) -> int:
+        return os.open(self._root, _DIR & ~os.O_NOFOLLOW)  # the root is the operator's choice
+
+    def _open_dir(self, rel: str, create: bool = False) -> int:
+        """A descriptor of directory `rel` ('' is the root), reached without following a
+        symbolic link. FileNotFoundError if absent; SymlinkRefused if a component is a
+        link or a non-directory."""
+        fd = self._open_root()
+        for part in rel.split("/") if rel else ():
+            fd = _open_child(fd, part, rel, create)  # consumes (closes) the parent's fd
+        return fd
+
+    # --- single objects ---
 
     def put(self, key: str, data: bytes) -> None:
-        path = self._path(key)
-        tmp = path.with_name(f"{_TMP_PREFIX}{uuid.uuid4().hex}")
+        parent, _, name = check_key(key).rpartition("/")
         for _ in range(3):  # a concurrent delete may remove an emptied parent directory
             try:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                with open(tmp, "wb") as f:
-                    f.write(data)
-                os.replace(tmp, path)  # atomic on POSIX: readers see old or new bytes
+                fd = self._open_dir(parent, create=True)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                raise StoreError(f"cannot write {key!r} in {self.describe()}: {e}") from e
+            tmp = f"{_TMP_PREFIX}{uuid.uuid4().hex}"
+            try:
+                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+                out = os.open(tmp, flags, 0o644, dir_fd=fd)
+                try:
+                    _write_all(out, data)
+                finally:
+                    os.close(out)
+                # rename replaces a link at `name` rather than writing through it
+                os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
                 return
             except FileNotFoundError:
                 continue
             except OSError as e:
                 with contextlib.suppress(OSError):
-                    tmp.unlink()
+                    os.unlink(tmp, dir_fd=fd)
                 raise StoreError(f"cannot write {key!r} in {self.describe()}: {e}") from e
+            finally:
+                os.close(fd)
         raise StoreError(f"cannot write {key!r} in {self.describe()}: directory keeps vanishing")
 
     def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        parent, _, name = check_key(key).rpartition("/")
         try:
-            with open(self._path(key), "rb") as f:
+            fd = self._open_dir(parent)
+            try:
+                f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+            finally:
+                os.close(fd)
+            with os.fdopen(f, "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                    raise StoreError(f"{key!r} in {self.describe()} is not a regular file")
                 if start:
-                    f.seek(start)
+                    fh.seek(start)
                 if end is None:
-                    return f.read()
-                return f.read(max(0, end - (start or 0)))
+                    return fh.read()
+                return fh.read(max(0, end - (start or 0)))
         except FileNotFoundError:
             raise StoreError(f"{key!r} does not exist in {self.describe()}") from None
         except OSError as e:
+            if e.errno == errno.ELOOP:
+                raise StoreError(
+                    f"cannot read {key!r} in {self.describe()}: a symbolic link, never followed"
+                ) from None
             raise StoreError(f"cannot read {key!r} in {self.describe()}: {e}") from e
 
     def head(self, key: str) -> ObjectInfo | None:
+        parent, _, name = check_key(key).rpartition("/")
         try:
-            st = self._path(key).stat()
+            fd = self._open_dir(parent)
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            finally:
+                os.close(fd)
         except FileNotFoundError:
             return None
         except OSError as e:
             raise StoreError(f"cannot stat {key!r} in {self.describe()}: {e}") from e
+        if not stat.S_ISREG(st.st_mode):
+            return None  # a link or a directory is not an object
         return ObjectInfo(key, st.st_size, st.st_mtime)
+
+    # --- listing ---
 
     def list_page(
         self,
@@ -96,28 +168,151 @@ class LocalStore(ObjectStore):
     ) -> ListPage:
         if limit < 1:
             raise ValueError(f"limit must be >= 1, got {limit}")
+        after = start_after or ""
+        with self._lock:
+            walk = self._cursors.pop((prefix, after), None)
+        if walk is None:
+            walk = self._walk_prefix(prefix, after)
         out: list[ObjectInfo] = []
+        refused: list[tuple[str, str]] = []
+        try:
+            for key, info, why in walk:
+                if info is None:
+                    refused.append((key, why or "refused"))
+                    continue
+                if len(out) == limit:
+                    self._park(prefix, out[-1].key, _prepend((key, info, why), walk))
+                    return ListPage(out, truncated=True, refused=refused)
+                out.append(info)
+                if until is not None and key >= until:
+                    # spare the stat()s past the hint
+                    self._park(prefix, key, walk)
+                    return ListPage(out, truncated=True, refused=refused)
+        except OSError as e:
+            _close(walk)
+            raise StoreError(f"cannot list {prefix!r} in {self.describe()}: {e}") from e
+        return ListPage(out, truncated=False, refused=refused)
+
+    def _park(self, prefix: str, last: str, walk: Iterator[_Item]) -> None:
+        with self._lock:
+            self._cursors[(prefix, last)] = walk
+            while len(self._cursors) > _CURSORS:
+                _close(self._cursors.popitem(last=False)[1])
+
+    def close(self) -> None:
+        with self._lock:
+            cursors, self._cursors = list(self._cursors.values()), OrderedDict()
+        for walk in cursors:
+            _close(walk)
+
+    def _walk_prefix(self, prefix: str, after: str) -> Iterator[_Item]:
         dir_rel, _, name_prefix = prefix.rpartition("/")
         base = dir_rel + "/" if dir_rel else ""
         try:
-            for info in self._walk(base, name_prefix, start_after or ""):
-                if len(out) == limit:
-                    return ListPage(out, truncated=True)
-                out.append(info)
-                if until is not None and info.key >= until:
-                    return ListPage(out, truncated=True)  # spare the stat()s past the hint
-        except OSError as e:
-            raise StoreError(f"cannot list {prefix!r} in {self.describe()}: {e}") from e
-        return ListPage(out, truncated=False)
-
-    def _walk(self, base: str, name_prefix: str, after: str) -> Iterator[ObjectInfo]:
-        """Keys under directory `base` (relative, '' or ending in '/') whose first component
-        starts with `name_prefix`, greater than `after`, in key order."""
-        try:
-            with os.scandir(self._root + "/" + base if base else self._root) as it:
-                entries = [e for e in it if e.name.startswith(name_prefix)]
+            fd = self._open_dir(dir_rel)
         except (FileNotFoundError, NotADirectoryError):
             return  # an absent directory lists as empty, like an absent S3 prefix
+        except SymlinkRefused as e:
+            yield (base, None, str(e))
+            return
+        yield from _walk(fd, base, name_prefix, after)
+
+    # --- deletes ---
+
+    def delete_batch(self, keys: list[str]) -> DeleteResult:
+        batch = check_batch(keys)
+        result = DeleteResult(len(batch))
+        dirs: dict[str, int | BaseException] = {}
+        emptied: set[str] = set()
+        try:
+            for key in batch:
+                try:
+                    parent, _, name = check_key(key).rpartition("/")
+                    fd = self._dir_for_delete(parent, dirs)
+                    if fd is None:
+                        continue  # the directory is gone: so is the key
+                    os.unlink(name, dir_fd=fd)  # unlink never follows a link
+                except FileNotFoundError:
+                    pass  # already gone: the goal is reached
+                except (OSError, StoreError) as e:
+                    result.errors[key] = str(e)
+                    continue
+                if parent:
+                    emptied.add(parent)
+            self._prune(emptied, dirs)
+        finally:
+            for d in dirs.values():
+                if isinstance(d, int):
+                    os.close(d)
+        return result
+
+    def _dir_for_delete(self, rel: str, dirs: dict[str, int | BaseException]) -> int | None:
+        """The descriptor of `rel`, opened once per batch (None: it does not exist)."""
+        got: int | BaseException | None = dirs.get(rel)
+        if got is None:
+            try:
+                got = self._open_dir(rel)
+            except (OSError, StoreError) as e:
+                got = e
+            dirs[rel] = got
+        if isinstance(got, FileNotFoundError):
+            return None
+        if isinstance(got, SymlinkRefused):
+            raise got
+        if isinstance(got, BaseException):
+            raise StoreError(f"cannot open {rel!r}: {got}")
+        return got
+
+    def _prune(self, emptied: set[str], dirs: dict[str, int | BaseException]) -> None:
+        """Remove directories emptied by deletes and their emptied ancestors, deepest first,
+        so dead epochs stop costing list time; never the top levels, never the root, and
+        only through descriptors reached without links (rmdir never follows one)."""
+        todo = sorted(emptied, key=lambda p: p.count("/"), reverse=True)
+        done: set[str] = set()
+        for rel in todo:
+            while rel.count("/") >= _KEEP_DEPTH and rel not in done:
+                done.add(rel)
+                parent, _, name = rel.rpartition("/")
+                try:
+                    fd = self._dir_for_delete(parent, dirs)
+                    if fd is None:
+                        break
+                    os.rmdir(name, dir_fd=fd)
+                except (OSError, StoreError):
+                    break  # not empty (or gone, or raced with a put): stop here
+                rel = parent
+
+
+def _open_child(fd: int, part: str, rel: str, create: bool) -> int:
+    """Open directory `part` below `fd` without following a link; closes `fd`."""
+    try:
+        if create:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(part, 0o755, dir_fd=fd)
+        try:
+            child = os.open(part, _DIR, dir_fd=fd)
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                try:
+                    is_link = stat.S_ISLNK(os.stat(part, dir_fd=fd, follow_symlinks=False).st_mode)
+                except OSError:
+                    is_link = False
+                what = "is a symbolic link, never followed" if is_link else "is not a directory"
+                if is_link or e.errno == errno.ELOOP:
+                    raise SymlinkRefused(f"{rel!r}: component {part!r} {what}") from None
+            raise
+    finally:
+        os.close(fd)
+    return child
+
+
+def _walk(fd: int, base: str, name_prefix: str, after: str) -> Iterator[_Item]:
+    """Keys under the directory open as `fd` (relative `base`, '' or ending in '/') whose
+    first component starts with `name_prefix`, greater than `after`, in key order. Owns
+    `fd` (closed when the walk ends or is closed)."""
+    try:
+        with os.scandir(fd) as it:
+            entries = [e for e in it if e.name.startswith(name_prefix)]
         # A directory's keys all start with "name/", so sort it as "name/": that puts
         # "a.b" (0x2e) before "a/x" (0x2f) exactly as a flat key listing would.
         keyed = []
@@ -130,41 +325,51 @@ class LocalStore(ObjectStore):
         for rel, is_dir, entry in keyed:
             if is_dir:
                 if after.startswith(rel):
-                    yield from self._walk(rel, "", after)
+                    sub_after = after
                 elif rel > after:
-                    yield from self._walk(rel, "", "")
-                # else: the whole subtree sorts at or before `after`
+                    sub_after = ""
+                else:
+                    continue  # the whole subtree sorts at or before `after`
+                try:
+                    child = os.open(entry.name, _DIR, dir_fd=fd)
+                except FileNotFoundError:
+                    continue  # removed while listing
+                except OSError as e:
+                    if e.errno in (errno.ELOOP, errno.ENOTDIR):  # swapped for a link
+                        yield (rel, None, "a symbolic link, never followed")
+                        continue
+                    raise
+                yield from _walk(child, rel, "", sub_after)
             elif rel > after:
                 try:
                     st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue  # deleted while listing
-                yield ObjectInfo(rel, st.st_size, st.st_mtime)
+                if stat.S_ISREG(st.st_mode):
+                    yield (rel, ObjectInfo(rel, st.st_size, st.st_mtime), None)
+                elif stat.S_ISLNK(st.st_mode):
+                    yield (rel, None, "a symbolic link, never followed")
+                else:
+                    yield (rel, None, "not a regular file")
+    finally:
+        os.close(fd)
 
-    def delete_batch(self, keys: list[str]) -> DeleteResult:
-        batch = check_batch(keys)
-        result = DeleteResult(len(batch))
-        parents: set[str] = set()
-        for key in batch:
-            try:
-                os.unlink(f"{self._root}/{check_key(key)}")
-            except FileNotFoundError:
-                pass  # already gone: the goal is reached
-            except (OSError, StoreError) as e:
-                result.errors[key] = str(e)
-                continue
-            if "/" in key:
-                parents.add(key.rpartition("/")[0])
-        for parent in sorted(parents, key=lambda p: p.count("/"), reverse=True):
-            self._prune(parent)
-        return result
 
-    def _prune(self, rel_dir: str) -> None:
-        """Remove directories emptied by deletes (relative `rel_dir` and its ancestors), so
-        dead epochs stop costing list time."""
-        while rel_dir:
-            try:
-                os.rmdir(f"{self._root}/{rel_dir}")
-            except OSError:
-                return  # not empty (or already gone / raced with a put): stop here
-            rel_dir = rel_dir.rpartition("/")[0]
+def _prepend(item: _Item, walk: Iterator[_Item]) -> Iterator[_Item]:
+    try:
+        yield item
+        yield from walk
+    finally:
+        _close(walk)
+
+
+def _close(walk: Iterator[_Item]) -> None:
+    close = getattr(walk, "close", None)
+    if close is not None:
+        close()  # runs the walk's `finally`: its directory descriptors are closed
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]

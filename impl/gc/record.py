@@ -1,0 +1,80 @@
+"""The deletion record: every round (dry or real, blocked, refused or failed) leaves one JSON
+document in the store, like a table format's commit log entry (Iceberg snapshot summaries,
+Delta's `_delta_log`): `_cluster/gc/rounds/<start time>-<id>.json`.
+
+It says what the round decided from (M, snapshot revision, the reports it used and their
+ages), what it found and did (counts), how it ended (outcome, exit code, error), and where
+the manifest of the keys it actually deleted is (written by the executors after the M
+re-read). Keys sort by start time, so the newest record is the last one listed.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+from impl.gc.summary import GcSummary
+from impl.store.base import ObjectStore
+
+ROUNDS_PREFIX = "_cluster/gc/rounds/"
+FORMAT = 1
+
+
+def round_key(started_at: float) -> str:
+    t = datetime.fromtimestamp(started_at, UTC)
+    stamp = t.strftime("%Y%m%dT%H%M%S") + f".{t.microsecond // 1000:03d}Z"
+    return f"{ROUNDS_PREFIX}{stamp}-{uuid.uuid4().hex[:8]}.json"
+
+
+def _iso(t: float | None) -> str | None:
+    return None if t is None else datetime.fromtimestamp(t, UTC).isoformat()
+
+
+def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "format": FORMAT,
+        "started_at": _iso(s.started_at),
+        "outcome": s.outcome,
+        "exit_code": s.exit_code,
+        "dry_run": s.dry_run,
+        "M": s.M,
+        "snapshot_revision": s.revision,
+        "blocked": s.blocked,
+        "refused": s.refused,
+        "error": s.error,
+        "reports_used": s.reports_used,
+        "stale_nodes": s.stale_nodes,
+        "counts": {
+            "listed": s.listed,
+            "fetched": s.fetched,
+            "eligible": s.eligible,
+            "eligible_bytes": s.eligible_bytes,
+            "deleted": s.deleted,
+            "bytes_deleted": s.bytes_deleted,
+            "errors": s.errors,
+            "skipped_too_new": s.skipped_too_new,
+            "skipped_too_young": s.skipped_too_young,
+            "malformed": s.malformed,
+            "refused_entries": s.refused_entries,
+            "list_requests": s.list_requests,
+            "delete_requests": s.delete_requests,
+        },
+        "manifest": s.manifest,
+        "samples": {
+            "malformed": s.malformed_keys,
+            "refused_entries": s.refused_samples,
+            "errors": s.error_samples,
+        },
+        "options": options,
+        "seconds": round(s.seconds, 3),
+    }
+
+
+def write_record(store: ObjectStore, s: GcSummary, options: dict[str, Any]) -> str:
+    """Write the record; returns its key. Raises StoreError (the caller decides)."""
+    key = round_key(s.started_at)
+    doc = record_document(s, options)
+    store.put(key, json.dumps(doc, allow_nan=False, indent=1).encode())
+    return key

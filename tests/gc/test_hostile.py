@@ -1,0 +1,178 @@
+"""The hostile-store suite (issue 12): for every generated store, the keys a round deletes
+are a subset of the model's eligible set over the well-formed keys, nothing outside
+`level_zero/data/` changes (a full-tree fingerprint of the root and of every link target
+outside it, before and after), and the round reports what it refused.
+
+Many stores go through the real listing and delete code without Spark (the same functions
+each Spark task runs, on the real disk); a few go through full rounds on the real local
+Spark session; hostile key names that only S3 can hold go through the loopback S3 server.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import boto3
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from impl.gc.delete import delete_keys
+from impl.gc.job import GcOptions, run_gc
+from impl.gc.scan import ELIGIBLE, REFUSED, ScanStats, scan_prefix
+from impl.store.local import LocalStore
+from impl.store.url import StoreSpec
+from model.keys import format_key
+from tests.gc.helpers import NOW, all_keys, local_spec, simple_cluster
+from tests.gc.hostile import GRACE, HOUR, M, Plan, build, check_round, fingerprint, oracle, plans
+
+SCANNED = range(10)  # shards 1-3 hold keys, 4-7 may be links; the rest are empty
+
+
+def make(tmp: Path, plan: Plan) -> tuple[Path, Path, dict[str, float]]:
+    root, outside = tmp / "store", tmp / "elsewhere"
+    root.mkdir(parents=True)
+    outside.mkdir(parents=True)
+    simple_cluster(LocalStore(root), M)
+    return root, outside, build(plan, root, outside, NOW)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(plan=plans, page_size=st.integers(1, 4))
+def test_listing_and_deleting_hostile_stores(plan: Plan, page_size: int) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root, outside, real = make(Path(tmp), plan)
+        before = fingerprint(root, outside)
+        store = LocalStore(root)
+        stats = ScanStats()
+        rows = [r for p in SCANNED for r in scan_prefix(store, p, M, NOW, GRACE, page_size, stats)]
+        eligible = oracle(real, M, GRACE)
+        listed = {r[1] for r in rows if r[0] == ELIGIBLE}
+        assert listed <= eligible
+        refused = {r[1].split(" (")[0] for r in rows if r[0] == REFUSED}
+        # Links planted as whole shards are always reached (the listing opens the shard).
+        for i, (kind, _, _) in enumerate(plan.links):
+            if kind.startswith("prefix->"):
+                assert f"level_zero/data/{4 + i:03d}/" in refused
+        delete_keys(store, [(r[1], r[2]) for r in rows if r[0] == ELIGIBLE], 2, 2)
+        store.close()
+        gone = check_round(before, fingerprint(root, outside), root, eligible)
+        assert gone == listed
+
+
+def found_store(tmp: Path) -> tuple[Path, Path, dict[str, float]]:
+    """The two found defects in one store: an Arabic-Indic epoch ending in five, and
+    level_zero/data/004 -> /elsewhere holding old victims; plus file links and a link for
+    the deletion record's directory."""
+    plan = Plan(
+        good=[(1, 3, "a", 30 * HOUR), (2, 9, "b", 30 * HOUR)],
+        bad=[("arabic epoch", 3, 5)],
+        links=[
+            ("prefix->outside", 1, 0),
+            ("file->outside", 1, 3),
+            ("dangling", 2, 1),
+            ("cluster->outside", 1, 1),
+        ],
+    )
+    return make(tmp, plan)
+
+
+@pytest.mark.spark
+def test_found_store_full_round(spark: Any, tmp_path: Path) -> None:
+    root, outside, real = found_store(tmp_path)
+    before = fingerprint(root, outside)
+    s = run_gc(
+        spark, local_spec(root), GcOptions(grace_s=GRACE, skip_malformed=True), clock=lambda: NOW
+    )
+    gone = check_round(before, fingerprint(root, outside), root, oracle(real, M, GRACE))
+    assert gone == {"level_zero/data/001/000000000000000003/a"}
+    assert s.exit_code == 0 and s.malformed == 1 and s.refused_entries == 3
+    assert any(k.startswith("level_zero/data/004/ (") for k in s.refused_samples)
+    assert s.record is None and "symbolic link" in (s.record_error or "")
+    # Without --skip-malformed the same store deletes nothing and says why.
+    root2, outside2, _ = found_store(tmp_path / "again")
+    before = fingerprint(root2, outside2)
+    s = run_gc(spark, local_spec(root2), GcOptions(grace_s=GRACE), clock=lambda: NOW)
+    assert s.exit_code == 1 and "3 refused entr" in (s.refused or "")
+    assert check_round(before, fingerprint(root2, outside2), root2, set()) == set()
+
+
+@settings(
+    max_examples=4,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
+@given(plan=plans, skip=st.booleans())
+@pytest.mark.spark
+def test_full_rounds_on_hostile_stores(spark: Any, plan: Plan, skip: bool) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        root, outside, real = make(Path(tmp), plan)
+        before = fingerprint(root, outside)
+        s = run_gc(
+            spark,
+            local_spec(root),
+            GcOptions(grace_s=GRACE, skip_malformed=skip, tasks=2, delete_batch_size=2),
+            clock=lambda: NOW,
+        )
+        gone = check_round(before, fingerprint(root, outside), root, oracle(real, M, GRACE))
+        assert s.deleted == len(gone)
+        if s.refused_entries:
+            assert s.refused_samples
+        if not skip and (s.malformed or s.refused_entries):
+            assert not gone and s.exit_code == 1
+
+
+# Names only S3 can hold: empty and dot segments, trailing slashes, 900-byte names.
+S3_HOSTILE = [
+    "level_zero/data/003//000000000000000001/x",
+    "level_zero/data/003/000000000000000001//x",
+    "level_zero/data/003/../004/000000000000000001/x",
+    "level_zero/data/003/./000000000000000001/x",
+    "level_zero/data/003/000000000000000001/x/",
+    "level_zero/data/003/000000000000000001/",
+    "level_zero/data/003/000000000000000001/..",
+    "level_zero/data/003/" + "٠" * 17 + "١" + "/x",
+    "level_zero/data/٠٠٣/000000000000000001/x",
+    "level_zero/data/003/000000000000000001/" + "n" * 900,
+    "level_zero/data/003/000000000000000001/é",
+]
+
+
+@pytest.mark.spark
+@pytest.mark.s3
+def test_hostile_names_on_s3(spark: Any, s3_endpoint: str, s3_bucket: str) -> None:
+    spec = StoreSpec("s3", s3_bucket, "hostile", s3_endpoint)
+    store = spec()
+    now = time.time()
+    simple_cluster(store, M, now=now)
+    client = boto3.client("s3", endpoint_url=s3_endpoint)
+    good = {format_key(3, 1, "ok"), format_key(3, 2, "ok")}
+    for key in [*S3_HOSTILE, *good, format_key(3, M + 1, "live")]:
+        client.put_object(Bucket=s3_bucket, Key="hostile/" + key, Body=b"x")
+    client.put_object(Bucket=s3_bucket, Key="outside/" + format_key(3, 1, "x"), Body=b"x")
+
+    def everything() -> dict[str, str]:
+        pages = client.get_paginator("list_objects_v2").paginate(Bucket=s3_bucket)
+        return {o["Key"]: o["ETag"] for p in pages for o in p.get("Contents", [])}
+
+    before = everything()
+    s = run_gc(
+        spark,
+        spec,
+        GcOptions(grace_s=0, allow_short_grace=True, skip_malformed=True, tasks=2),
+        clock=lambda: now + 1,
+    )
+    after = everything()
+    assert {k[len("hostile/") :] for k in set(before) - set(after)} == good
+    added = set(after) - set(before)
+    assert all(k.startswith("hostile/_cluster/gc/rounds/") for k in added) and len(added) == 1
+    assert all(before[k] == after[k] for k in after if k in before)
+    assert s.deleted == 2 and s.malformed >= 8
+    record = json.loads(store.get(added.pop()[len("hostile/") :]))
+    assert record["outcome"] == "done" and record["counts"]["deleted"] == 2
+    assert all_keys(store) >= {"level_zero/data/003/" + "٠" * 17 + "١" + "/x"}
