@@ -103,6 +103,12 @@ DURATION = _Duration()
     help="Delete the eligible keys even if malformed keys were found (they are "
     "still never deleted, and still reported).",
 )
+@click.option(
+    "--allow-versioned",
+    is_flag=True,
+    help="Run on a versioned S3 bucket, where a delete only adds a delete marker (refused "
+    "by default).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 @click.option(
     "--master",
@@ -154,6 +160,7 @@ def gc(
     dry_run: bool,
     manifest: str | None,
     skip_malformed: bool,
+    allow_versioned: bool,
     as_json: bool,
     master: str | None,
     tasks: int | None,
@@ -177,6 +184,7 @@ def gc(
         dry_run=dry_run,
         manifest=manifest,
         skip_malformed=skip_malformed,
+        allow_versioned=allow_versioned,
         page_size=page_size,
         delete_batch_size=delete_batch_size,
         delete_concurrency=delete_concurrency,

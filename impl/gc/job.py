@@ -34,6 +34,7 @@ from impl.gc.scan import (
     split_prefixes,
 )
 from impl.gc.summary import GcSummary
+from impl.gc.versioning import check_versioning
 from impl.store.base import MAX_DELETE_BATCH, MAX_PAGE_SIZE, ObjectStore, StoreError
 from impl.store.url import sized_for
 from model.keys import PREFIXES, parse_key
@@ -56,6 +57,7 @@ class GcOptions:
     dry_run: bool = False
     manifest: str | None = None  # a directory Spark writes (Parquet, or CSV if *.csv)
     skip_malformed: bool = False
+    allow_versioned: bool = False  # run on a versioned bucket (deletes add delete markers)
     page_size: int = MAX_PAGE_SIZE
     delete_batch_size: int = MAX_DELETE_BATCH
     delete_concurrency: int = 4  # delete requests in flight per task
@@ -150,6 +152,7 @@ def _round(
     store = open_store()
     try:
         view = read_cluster_view(store, now, options.max_report_age_s)
+        check_versioning(store, options.allow_versioned)  # before anything is listed
     finally:
         store.close()
     decision = view.gc_epoch()

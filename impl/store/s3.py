@@ -196,6 +196,16 @@ class S3Store(ObjectStore):
             failed[err["Key"][cut:]] = (code, str(err.get("Message", "")))
         return failed
 
+    def versioning(self) -> str | None:
+        """The bucket's versioning status ("Enabled" or "Suspended"), None if never enabled.
+        In a versioned bucket a delete only adds a delete marker: the bytes stay."""
+        try:
+            r = self.client.get_bucket_versioning(Bucket=self.bucket)
+        except Exception as e:
+            raise self._error("get bucket versioning", e) from e
+        status = r.get("Status")
+        return str(status) if status else None
+
     def close(self) -> None:
         if self._client is not None:
             self._client.close()
