@@ -251,7 +251,16 @@ class LocalStore(ObjectStore):
         got: int | BaseException | None = dirs.get(rel)
         if got is None:
             try:
-                got = self._open_dir(rel)
+                if rel:
+                    # One component from the (cached) parent: a batch spanning many sibling
+                    # epoch directories opens each once, not the whole path each time.
+                    parent, _, name = rel.rpartition("/")
+                    up = self._dir_for_delete(parent, dirs)
+                    if up is None:
+                        raise FileNotFoundError(errno.ENOENT, "parent directory is gone", parent)
+                    got = _open_child(os.dup(up), name, rel, create=False)
+                else:
+                    got = self._open_root()
             except (OSError, StoreError) as e:
                 got = e
             dirs[rel] = got
