@@ -1,6 +1,7 @@
 """GC job benchmark (not a timed test): writes build/bench-gc.json.
 
-    python benchmarks/bench_gc.py [--quick] [--repeat N] [--skip-s3] [--dir DIR]
+    python benchmarks/bench_gc.py [--quick] [--repeat N] [--skip-s3] [--skip-local]
+                                  [--latency-ms 30] [--dir DIR]
                                   [--out build/bench-gc.json]
 
 (a) local directory, 1,000,000 L0 objects of which 100,000 eligible: deleted/s of the Spark
@@ -12,6 +13,8 @@
 (c) S3 on a loopback moto server, 50,000 objects: deleted/s against a boto3 loop that lists
     and batch-deletes the same keys from one process. Objects are created through moto's
     in-process backend (setup only: 50,000 HTTP PUTs to moto take minutes).
+(d) S3 behind a proxy adding 30 ms to every request: deleted/s in the delete phase against
+    the concurrency bound (in-flight requests x keys per request / latency).
 `--quick` divides every size by 10, except (b)'s eligible keys (kept at 10 per prefix, so the
 ratio measures the same shape). `--repeat N` reports the best of N runs for (a).
 """
@@ -56,6 +59,7 @@ def row(
     baseline: float | None,
     target: float | None,
     ratio: float | None = None,
+    better: str = "higher",
 ) -> dict[str, Any]:
     if ratio is None and baseline:
         ratio = value / baseline
@@ -66,6 +70,7 @@ def row(
         "baseline": None if baseline is None else round(baseline, 3),
         "ratio": None if ratio is None else round(ratio, 4),
         "target": target,
+        "better": better,
     }
 
 
@@ -116,11 +121,11 @@ def baseline_local(root: Path, m: int, rmdir: bool = False) -> tuple[int, float]
     return deleted, time.perf_counter() - t
 
 
-def gc(spark: Any, spec: Any, tasks: int | None = None) -> GcSummary:
+def gc(spark: Any, spec: Any, tasks: int | None = None, **options: Any) -> GcSummary:
     write_reports(spec(), M)  # fresh reports, as the cluster republishes them (max age 5m)
     # The clock runs 13h ahead so objects count as old; the reports' mtime (real time) then
     # looks 13h old too, and the reader takes the older of written_at and mtime.
-    opts = GcOptions(grace_s=GRACE, max_report_age_s=2 * GRACE, tasks=tasks)
+    opts = GcOptions(grace_s=GRACE, max_report_age_s=2 * GRACE, tasks=tasks, **options)
     s = run_gc(spark, spec, opts, clock=clock)
     if s.exit_code != 0:
         raise SystemExit(f"GC round failed: {s.lines()}")
@@ -205,6 +210,7 @@ def bench_local(spark: Any, base: Path, scale: int, repeat: int) -> list[dict[st
             "keys/key",
             bound,
             1.0,
+            better="lower",
         ),
         row(
             f"fetched_per_deleted[{live} live, {few} eligible, local directory]",
@@ -212,8 +218,16 @@ def bench_local(spark: Any, base: Path, scale: int, repeat: int) -> list[dict[st
             "keys/key",
             bound,
             None,
+            better="lower",
         ),
-        row(f"list_requests[{live} live, {few} eligible]", s.list_requests, "requests", None, None),
+        row(
+            f"list_requests[{live} live, {few} eligible]",
+            s.list_requests,
+            "requests",
+            None,
+            None,
+            better="lower",
+        ),
     ]
     return rows
 
@@ -288,12 +302,104 @@ def bench_s3(spark: Any, scale: int) -> list[dict[str, Any]]:
         server.stop()
 
 
+def bench_s3_latency(spark: Any, scale: int, latency_s: float) -> list[dict[str, Any]]:
+    """(d) the job against a far-away endpoint: a proxy adds `latency_s` to every request
+    in front of the loopback server. Deleted keys/s in the delete phase against the bound
+    in-flight requests x keys per request / latency (2 tasks x --delete-concurrency 4).
+
+    The bound only measures the job if the server is not the bottleneck, and moto deletes
+    only a few thousand keys/s on one core, far below 8 x 1000 / 30 ms. So the server's
+    serial capacity is measured first (same command) and the largest batch size (1000,
+    S3's limit, down to 1) whose bound is at most half of it is used; the row names it."""
+    import boto3
+    from moto.core.models import DEFAULT_ACCOUNT_ID
+    from moto.s3.models import s3_backends
+    from moto.server import ThreadedMotoServer
+
+    from tests.store.s3proxy import s3_proxy
+    from tests.store.s3server import free_port
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    port = free_port()
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=port, verbose=False)
+    server.start()
+    bucket = "bench-gc-latency"
+    tasks, concurrency = 2, 4
+    in_flight = tasks * concurrency
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        client = boto3.client("s3", endpoint_url=endpoint)
+        client.create_bucket(Bucket=bucket)
+        backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+
+        def populate(n: int, tag: str) -> list[str]:
+            keys = [f"{prefix_path(i % PREFIXES)}{1 + i % 5:018d}/{tag}-{i:07d}" for i in range(n)]
+            for k in keys:
+                backend.put_object(bucket, "c/" + k, b"x")
+            return keys
+
+        # The server's serial capacity at a batch size, without the proxy: the bound
+        # measures the job only where the server has room for it (half its capacity).
+        def capacity_at(batch: int) -> float:
+            probe = populate(max(4 * batch, 200), f"probe{batch}")
+            t = time.perf_counter()
+            for i in range(0, len(probe), batch):
+                objects = [{"Key": "c/" + k} for k in probe[i : i + batch]]
+                client.delete_objects(Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
+            return len(probe) / (time.perf_counter() - t)
+
+        for batch in (1000, 300, 100, 30, 10, 3, 1):
+            capacity = capacity_at(batch)
+            if in_flight * batch / latency_s <= 0.5 * capacity:
+                break
+        bound = in_flight * batch / latency_s
+        # Enough keys for about 10 s at the bound, so task start-up is a small part.
+        keys = populate(max(int(10 * bound), 2000), "obj")
+        print(
+            f"(d) server capacity {capacity:.0f} keys/s at {batch} keys per request; "
+            f"bound {bound:.0f} keys/s;"
+            f" {len(keys)} keys",
+            file=sys.stderr,
+        )
+        with s3_proxy(endpoint, latency_s=latency_s) as proxy:
+            spec = StoreSpec("s3", bucket, "c", proxy.endpoint)
+            s = gc(spark, spec, tasks, delete_concurrency=concurrency, delete_batch_size=batch)
+        assert s.deleted == len(keys), s
+        rate = s.deleted / s.delete_seconds
+        print(
+            f"(d) spark job: {s.deleted} in {s.delete_seconds:.2f}s delete phase "
+            f"({s.seconds:.1f}s round): {rate:.0f} keys/s = {rate / bound:.2f} of the bound",
+            file=sys.stderr,
+        )
+        ms = f"{latency_s * 1000:g}ms"
+        return [
+            row(
+                f"s3_latency_deleted_per_s_vs_bound[{ms}, {in_flight} in flight x {batch} keys]",
+                rate,
+                "keys/s",
+                bound,
+                0.8,
+            ),
+            row(
+                f"s3_server_delete_capacity[moto, serial, {batch} keys per request]",
+                capacity,
+                "keys/s",
+                None,
+                None,
+            ),
+        ]
+    finally:
+        server.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="every size / 10")
     ap.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     ap.add_argument("--out", default="build/bench-gc.json")
     ap.add_argument("--skip-s3", action="store_true")
+    ap.add_argument("--skip-local", action="store_true")
+    ap.add_argument("--latency-ms", type=float, default=30.0, help="(d)'s injected latency")
     ap.add_argument("--repeat", type=int, default=1, help="best of N for (a)")
     args = ap.parse_args()
     scale = 10 if args.quick else 1
@@ -310,9 +416,10 @@ def main() -> None:
         warm.mkdir()
         write_reports(LocalStore(warm), M)
         gc(spark, StoreSpec("file", str(warm)))  # start Python workers: excluded from timing
-        rows = bench_local(spark, base, scale, args.repeat)
+        rows = [] if args.skip_local else bench_local(spark, base, scale, args.repeat)
         if not args.skip_s3:
             rows += bench_s3(spark, scale)
+            rows += bench_s3_latency(spark, scale, args.latency_ms / 1000)
     finally:
         shutil.rmtree(base, ignore_errors=True)
         spark.stop()

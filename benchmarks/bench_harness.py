@@ -57,12 +57,12 @@ def main(argv: list[str] | None = None) -> int:
     rate, base = steps / secs, base_steps / base_secs
     rows = [
         {"name": "harness_steps_per_s", "value": round(rate, 1), "unit": "steps/s",
-         "baseline": None, "ratio": None, "target": TARGET},
+         "baseline": None, "ratio": None, "target": TARGET, "better": "higher"},
         {"name": "harness_steps_per_s_vs_per_event_raft_checks", "value": round(rate, 1),
          "unit": "steps/s", "baseline": round(base, 1), "ratio": round(rate / base, 3),
-         "target": None},
+         "target": None, "better": "higher"},
         {"name": "harness_steps", "value": steps, "unit": "steps", "baseline": None,
-         "ratio": None, "target": None},
+         "ratio": None, "target": None, "better": "higher"},
     ]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -3,7 +3,7 @@ latency, and the simulator's speed.
 
   python benchmarks/bench_impl.py [--quick] [--out build/bench-impl.json]
 
-Rows (JSON list of {"name","value","unit","baseline","ratio","target"}):
+Rows (JSON list of {"name","value","unit","baseline","ratio","target","better"}):
   fence_replicate_per_s   one partition on a 3-process loopback cluster: placeholders fenced
                           and replicated per second, pipelined (W requests in flight on one
                           connection to the leader). Baseline, in the same run and cluster:
@@ -47,11 +47,12 @@ KEY = "level_zero/data/000/" + "0" * 18 + "/" + "b" * 32  # same shape as a real
 
 
 def row(name: str, value: float, unit: str, baseline: float | None = None,
-        target: float | None = None) -> dict[str, Any]:
+        target: float | None = None, better: str = "higher") -> dict[str, Any]:
     ratio = value / baseline if baseline else None
     return {"name": name, "value": round(value, 3), "unit": unit,
             "baseline": None if baseline is None else round(baseline, 3),
-            "ratio": None if ratio is None else round(ratio, 3), "target": target}
+            "ratio": None if ratio is None else round(ratio, 3), "target": target,
+            "better": better}
 
 
 def pct(xs: list[float], q: float) -> float:
@@ -129,10 +130,10 @@ async def cluster_bench(lc: LocalCluster, store: LocalStore, quick: bool) -> lis
     f, r = statistics.median(fenced), statistics.median(raw)
     return [
         row("fence_replicate_per_s", f, "placeholders/s", r, 0.8),
-        row("fence_latency_p50", pct(fence_lat, 0.5) * 1e3, "ms"),
-        row("fence_latency_p99", pct(fence_lat, 0.99) * 1e3, "ms"),
-        row("produce_latency_p50", pct(lats, 0.5) * 1e3, "ms"),
-        row("produce_latency_p99", pct(lats, 0.99) * 1e3, "ms"),
+        row("fence_latency_p50", pct(fence_lat, 0.5) * 1e3, "ms", better="lower"),
+        row("fence_latency_p99", pct(fence_lat, 0.99) * 1e3, "ms", better="lower"),
+        row("produce_latency_p50", pct(lats, 0.5) * 1e3, "ms", better="lower"),
+        row("produce_latency_p99", pct(lats, 0.99) * 1e3, "ms", better="lower"),
     ]
 
 

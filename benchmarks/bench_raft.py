@@ -2,7 +2,7 @@
 
   python benchmarks/bench_raft.py [--quick] [--out build/bench-raft.json]
 
-Rows (JSON list of {"name","value","unit","baseline","ratio","target"}):
+Rows (JSON list of {"name","value","unit","baseline","ratio","target","better"}):
   tcp_3proc_commits_per_s   3 processes on loopback, one group, pipelined 1 KiB proposals,
                             committed proposals/s; ours fsyncs every batch, pysyncobj does not.
   sim_commits_per_wall_s    committed entries per wall second, 3 nodes in one process: our
@@ -51,6 +51,7 @@ def row(
         "baseline": None if baseline is None else round(baseline, 2),
         "ratio": None if ratio is None else round(ratio, 3),
         "target": target,
+        "better": "higher" if higher else "lower",
     }
 
 

@@ -4,9 +4,10 @@ Runs the proof phase (timed) and each `benchmarks/bench_*.py` in its own process
 benchmark's threads, Spark session or cluster cannot slow the next), each writing its own
 `build/bench-*.json`; then merges all rows. `--quick` passes through (smaller sizes).
 
-Rows: {"name", "value", "unit", "baseline", "ratio", "target"}. `ratio` is value/baseline
+Rows: {"name", "value", "unit", "baseline", "ratio", "target", "better"}. `ratio` is value/baseline
 of a baseline run in the same command; `target` is the ratio its issue asks for (at least,
-or for time rows in seconds, at most), null where none was asked.
+or for time rows in seconds, at most), null where none was asked; `better` says which way
+the value improves ("higher" or "lower"): a row without it fails the run.
 """
 
 from __future__ import annotations
@@ -38,11 +39,12 @@ def _prove_rows(quick: bool) -> list[dict[str, object]]:
     budget = 60.0
     return [
         {"name": "prove_total_wall_s" + ("_quick" if quick else ""), "value": round(wall, 2),
-         "unit": "s", "baseline": budget, "ratio": round(wall / budget, 3), "target": 1.0},
+         "unit": "s", "baseline": budget, "ratio": round(wall / budget, 3), "target": 1.0,
+         "better": "lower"},
         {"name": "prove_slowest_solver_obligation_s", "value": round(slowest, 3), "unit": "s",
-         "baseline": 2.0, "ratio": round(slowest / 2.0, 3), "target": 1.0},
+         "baseline": 2.0, "ratio": round(slowest / 2.0, 3), "target": 1.0, "better": "lower"},
         {"name": "prove_obligations", "value": len(data["obligations"]), "unit": "count",
-         "baseline": None, "ratio": None, "target": None},
+         "baseline": None, "ratio": None, "target": None, "better": "higher"},
     ]
 
 
@@ -71,8 +73,11 @@ def main() -> int:
             failures.append(name)
             continue
         rows += json.loads(out.read_text())
+    unsaid = [str(r.get("name")) for r in rows if r.get("better") not in ("higher", "lower")]
+    if unsaid:
+        failures.append("rows without better=higher|lower: " + ", ".join(unsaid))
     (BUILD / "bench.json").write_text(json.dumps(rows, indent=1) + "\n")
-    head = ("name", "value", "unit", "baseline", "ratio", "target")
+    head = ("name", "value", "unit", "baseline", "ratio", "target", "better")
     table = [head] + [tuple("" if r.get(k) is None else str(r.get(k)) for k in head) for r in rows]
     widths = [max(len(t[i]) for t in table) for i in range(len(head))]
     print()
