@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from impl.gc.errors import ReportError
-from impl.store.base import ObjectStore, StoreError
+from impl.store.base import ObjectInfo, ObjectStore, StoreError
 from model.cluster import GcEpoch, Report, gc_epoch
 from model.errors import ModelError
 from model.keys import MAX_EPOCH
@@ -70,9 +70,14 @@ def read_cluster_view(store: ObjectStore, now: float, max_report_age_s: float) -
     fresh: list[HealthReport] = []
     stale: list[str] = []
     try:
-        infos = list(store.list_all(HEALTH_PREFIX))
+        infos, refused = _list_health(store)
     except StoreError as e:
         raise ReportError(f"cannot list {HEALTH_PREFIX}: {e}") from e
+    if refused:
+        # A link (or special file) where a report belongs: never followed, and not silently
+        # treated as an absent node either; the round stops and names it.
+        key, why = refused[0]
+        raise ReportError(f"{key}: {why}; refusing to read reports through it")
     for info in infos:
         name = info.key[len(HEALTH_PREFIX) :]
         if "/" in name or not name.endswith(".json"):
@@ -85,6 +90,19 @@ def read_cluster_view(store: ObjectStore, now: float, max_report_age_s: float) -
         else:
             fresh.append(report)
     return ClusterView(revision, partitions, tuple(fresh), tuple(stale))
+
+
+def _list_health(store: ObjectStore) -> tuple[list[ObjectInfo], list[tuple[str, str]]]:
+    infos: list[ObjectInfo] = []
+    refused: list[tuple[str, str]] = []
+    start: str | None = None
+    while True:
+        page = store.list_page(HEALTH_PREFIX, start)
+        infos += page.objects
+        refused += page.refused
+        if not page.truncated or not page.objects:
+            return infos, refused
+        start = page.objects[-1].key
 
 
 def report_age(now: float, written_at: float, stored_at: float) -> float:

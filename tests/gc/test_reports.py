@@ -203,3 +203,27 @@ def test_age_is_the_older_of_written_at_and_the_stores_timestamp(tmp_path: Path)
     write_health(store, "n1", NOW - 301, [("t/0", 50)])
     os.utime(tmp_path / "_cluster/health/n1.json", (NOW, NOW))
     assert read_cluster_view(store, NOW, 300).stale_nodes == ("n1",)
+
+
+@pytest.mark.parametrize("target", ["inside", "outside", "dangling"])
+def test_a_linked_report_is_refused_by_name(tmp_path: Path, target: str) -> None:
+    root = tmp_path / "store"
+    store = LocalStore(root, create=True)
+    simple_cluster(store, 7)
+    elsewhere = tmp_path / "n3.json"
+    write_health(LocalStore(tmp_path), "n3", NOW, [("t/0", 99), ("t/1", 99)])
+    link = root / "_cluster/health/n3.json"
+    link.symlink_to(
+        {
+            "inside": root / "_cluster/health/n1.json",
+            "outside": tmp_path / "_cluster/health/n3.json",
+            "dangling": elsewhere,
+        }[target]
+    )
+    with pytest.raises(ReportError, match=r"^_cluster/health/n3\.json: a symbolic link"):
+        read_cluster_view(store, NOW, 300)
+    link.unlink()
+    (root / "_cluster/partitions.json").rename(root / "p.json")
+    (root / "_cluster/partitions.json").symlink_to(root / "p.json")
+    with pytest.raises(ReportError, match=r"partitions\.json.*symbolic link, never followed"):
+        read_cluster_view(store, NOW, 300)
