@@ -57,7 +57,8 @@ def time_baseline(d: Path) -> float:
 
 
 def row(name: str, value: float, unit: str, better: str, **extra: Any) -> dict[str, Any]:
-    return {"name": name, "value": round(value, 6), "unit": unit, "better": better, **extra}
+    base = {"baseline": None, "ratio": None, "target": None}
+    return {"name": name, "value": round(value, 6), "unit": unit, **base, **extra, "better": better}
 
 
 def main() -> None:
