@@ -1,6 +1,6 @@
 """GC job benchmark (not a timed test): writes build/bench-gc.json.
 
-    python benchmarks/bench_gc.py [--quick] [--repeat N] [--skip-s3] [--skip-local]
+    python benchmarks/bench_gc.py [--quick] [--repeat N] [--skip-s3] [--skip-local] [--skip-s3-loop]
                                   [--latency-ms 30] [--dir DIR]
                                   [--out build/bench-gc.json]
 
@@ -399,6 +399,7 @@ def main() -> None:
     ap.add_argument("--out", default="build/bench-gc.json")
     ap.add_argument("--skip-s3", action="store_true")
     ap.add_argument("--skip-local", action="store_true")
+    ap.add_argument("--skip-s3-loop", action="store_true", help="skip (c), keep (d)")
     ap.add_argument("--latency-ms", type=float, default=30.0, help="(d)'s injected latency")
     ap.add_argument("--repeat", type=int, default=1, help="best of N for (a)")
     args = ap.parse_args()
@@ -418,7 +419,7 @@ def main() -> None:
         gc(spark, StoreSpec("file", str(warm)))  # start Python workers: excluded from timing
         rows = [] if args.skip_local else bench_local(spark, base, scale, args.repeat)
         if not args.skip_s3:
-            rows += bench_s3(spark, scale)
+            rows += [] if args.skip_s3_loop else bench_s3(spark, scale)
             rows += bench_s3_latency(spark, scale, args.latency_ms / 1000)
     finally:
         shutil.rmtree(base, ignore_errors=True)
