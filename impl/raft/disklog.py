@@ -21,6 +21,7 @@ write and is truncated; any other damage raises StorageCorruption naming file an
 
 from __future__ import annotations
 
+import contextlib
 import os
 import struct
 import zlib
@@ -35,6 +36,7 @@ from impl.raft.codec import (
     encode_hard_state,
     encode_snapshot,
 )
+from impl.raft.fileio import FileIO, OsFileIO
 from impl.raft.messages import Entry, HardState, InitialState, Snapshot
 from impl.raft.storage import StorageCorruption, apply_entries, apply_snapshot
 
@@ -46,32 +48,24 @@ KIND_MARK = 2
 MAX_RECORD = 256 << 20
 
 
-def _fsync_dir(path: str) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write(path: str, data: bytes) -> None:
+def atomic_write(path: str, data: bytes, fs: FileIO | None = None) -> None:
     """Replace path with data so that a crash leaves either the old or the new content."""
+    fs = fs or OsFileIO()
     tmp = path + ".tmp"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = fs.open_trunc(tmp)
     try:
-        os.write(fd, data)
-        os.fsync(fd)
+        fs.write(fd, data)
+        fs.fsync(fd)
     finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    _fsync_dir(os.path.dirname(path) or ".")
+        fs.close(fd)
+    fs.replace(tmp, path)
+    fs.fsync_dir(os.path.dirname(path) or ".")
 
 
-def _read_crc_file(path: str) -> bytes | None:
-    if not os.path.exists(path):
+def _read_crc_file(path: str, fs: FileIO) -> bytes | None:
+    if not fs.exists(path):
         return None
-    with open(path, "rb") as f:
-        raw = f.read()
+    raw = fs.read(path)
     if len(raw) < 4:
         raise StorageCorruption(path, 0, "file shorter than its checksum")
     (crc,) = struct.unpack_from(">I", raw, 0)
@@ -87,10 +81,13 @@ def _record(kind: int, body: bytes) -> bytes:
 
 
 class DiskStorage:
-    def __init__(self, directory: str, segment_bytes: int = 64 << 20) -> None:
+    def __init__(
+        self, directory: str, segment_bytes: int = 64 << 20, fs: FileIO | None = None
+    ) -> None:
         self.dir = directory
         self.segment_bytes = segment_bytes
-        os.makedirs(directory, exist_ok=True)
+        self.fs: FileIO = fs or OsFileIO()
+        self.fs.makedirs(directory)
         self._hs = HardState()
         self._snap = Snapshot()
         self._segments: list[tuple[int, int]] = []  # (sequence number, max entry index)
@@ -107,23 +104,23 @@ class DiskStorage:
     def load(self) -> InitialState:
         if self._loaded is not None:
             return self._loaded
-        for name in os.listdir(self.dir):
+        for name in self.fs.listdir(self.dir):
             if name.endswith(".tmp"):
-                os.unlink(os.path.join(self.dir, name))  # an interrupted atomic write
-        raw = _read_crc_file(self._path("hardstate"))
+                self.fs.unlink(os.path.join(self.dir, name))  # an interrupted atomic write
+        raw = _read_crc_file(self._path("hardstate"), self.fs)
         if raw is not None:
             try:
                 self._hs = decode_hard_state(raw)
             except CodecError as e:
                 raise StorageCorruption(self._path("hardstate"), 4, str(e)) from e
-        raw = _read_crc_file(self._path("snapshot"))
+        raw = _read_crc_file(self._path("snapshot"), self.fs)
         if raw is not None:
             try:
                 self._snap = decode_snapshot(raw)
             except CodecError as e:
                 raise StorageCorruption(self._path("snapshot"), 4, str(e)) from e
         log: list[Entry] = []
-        seqs = sorted(int(n[:-4]) for n in os.listdir(self.dir) if n.endswith(".seg"))
+        seqs = sorted(int(n[:-4]) for n in self.fs.listdir(self.dir) if n.endswith(".seg"))
         for i, seq in enumerate(seqs):
             max_index = self._replay_segment(seq, log, last=i == len(seqs) - 1)
             self._segments.append((seq, max_index))
@@ -131,15 +128,14 @@ class DiskStorage:
         self._last_index = log[-1].index if log else self._snap.index
         if self._segments:
             seq = self._segments[-1][0]
-            self._fd = os.open(self._seg_path(seq), os.O_WRONLY | os.O_APPEND)
-            self._size = os.fstat(self._fd).st_size
+            self._fd = self.fs.open_append(self._seg_path(seq), create=False)
+            self._size = self.fs.size(self._fd)
         self._loaded = InitialState(self._hs, self._snap, tuple(log))
         return self._loaded
 
     def _replay_segment(self, seq: int, log: list[Entry], last: bool) -> int:
         path = self._seg_path(seq)
-        with open(path, "rb") as f:
-            data = f.read()
+        data = self.fs.read(path)
         if len(data) < len(MAGIC):
             if last and MAGIC.startswith(data):
                 self._truncate(path, 0, rewrite_magic=True)  # torn while being created
@@ -202,12 +198,14 @@ class DiskStorage:
         raise ValueError(f"unknown record kind {kind}")
 
     def _truncate(self, path: str, off: int, rewrite_magic: bool = False) -> None:
-        with open(path, "r+b") as f:
-            f.truncate(off)
-            if rewrite_magic:
-                f.write(MAGIC)
-            f.flush()
-            os.fsync(f.fileno())
+        self.fs.truncate(path, off)
+        if rewrite_magic:
+            fd = self.fs.open_append(path, create=False)
+            try:
+                self.fs.write(fd, MAGIC)
+                self.fs.fsync(fd)
+            finally:
+                self.fs.close(fd)
 
     # ---- writing -------------------------------------------------------------------------
 
@@ -217,12 +215,14 @@ class DiskStorage:
         if self._loaded is None:
             self.load()
         if snapshot is not None and snapshot.index > self._snap.index:
-            atomic_write(self._path("snapshot"), self._crc(encode_snapshot(snapshot)))
+            atomic_write(self._path("snapshot"), self._crc(encode_snapshot(snapshot)), self.fs)
             self._snap = snapshot
             self._append(_record(KIND_MARK, _MARK.pack(snapshot.index, snapshot.term)), 0)
         if hard_state is not None:
             if (hard_state.term, hard_state.vote) != (self._hs.term, self._hs.vote):
-                atomic_write(self._path("hardstate"), self._crc(encode_hard_state(hard_state)))
+                atomic_write(
+                    self._path("hardstate"), self._crc(encode_hard_state(hard_state)), self.fs
+                )
             self._hs = hard_state
         if entries:
             buf = b"".join(_record(KIND_ENTRY, encode_entry(e)) for e in entries)
@@ -233,26 +233,36 @@ class DiskStorage:
 
     def sync(self) -> None:
         for fd in self._dirty_fds:
-            os.fsync(fd)
-            os.close(fd)
+            self.fs.fsync(fd)
+            self.fs.close(fd)
         self._dirty_fds.clear()
         if self._fd >= 0 and self._unsynced:
-            os.fsync(self._fd)
+            self.fs.fsync(self._fd)
             self._unsynced = False
         if self._dir_dirty:
-            _fsync_dir(self.dir)
+            self.fs.fsync_dir(self.dir)
             self._dir_dirty = False
 
     def close(self) -> None:
         self.sync()
         if self._fd >= 0:
-            os.close(self._fd)
+            self.fs.close(self._fd)
             self._fd = -1
+
+    def abandon(self) -> None:
+        """A killed process: close the descriptors without syncing (what reaches the disk is
+        then the kernel's business, or CrashFS.crash's)."""
+        for fd in [self._fd, *self._dirty_fds]:
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    self.fs.close(fd)
+        self._fd = -1
+        self._dirty_fds = []
 
     def _append(self, buf: bytes, max_index: int) -> None:
         if self._fd < 0 or self._size >= self.segment_bytes:
             self._roll()
-        os.write(self._fd, buf)
+        self.fs.write(self._fd, buf)
         self._unsynced = True
         self._size += len(buf)
         seq, old = self._segments[-1]
@@ -262,8 +272,8 @@ class DiskStorage:
         if self._fd >= 0:
             self._dirty_fds.append(self._fd)
         seq = self._segments[-1][0] + 1 if self._segments else 1
-        self._fd = os.open(self._seg_path(seq), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
-        os.write(self._fd, MAGIC)
+        self._fd = self.fs.open_append(self._seg_path(seq), create=True)
+        self.fs.write(self._fd, MAGIC)
         self._size = len(MAGIC)
         self._segments.append((seq, 0))
         self._dir_dirty = True
@@ -273,7 +283,7 @@ class DiskStorage:
         # snapshot is removed; the live segment is never removed.
         while len(self._segments) > 1 and self._segments[0][1] <= self._snap.index:
             seq, _ = self._segments.pop(0)
-            os.unlink(self._seg_path(seq))
+            self.fs.unlink(self._seg_path(seq))
             self._dir_dirty = True
 
     # ---- paths ---------------------------------------------------------------------------

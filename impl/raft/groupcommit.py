@@ -1,0 +1,105 @@
+"""Group commit across Raft groups: one durability barrier per Ready batch for every group of a
+node that wrote in it, instead of one fsync per group.
+
+Choice: syncfs(2) on the file system holding the node's data directory.
+
+* A node-wide shared WAL (etcd's one-WAL-per-process, TiKV's raft-engine) is the other
+  correct design, but it replaces the per-group segment files, their compaction and their
+  recovery with a shared log whose garbage collection must track every group's snapshot:
+  a different storage engine, not a change to this one.
+* Batching fdatasync calls (or issuing them from threads) keeps one flush per file: the
+  number of device cache flushes is what costs, and that does not go down reliably.
+* syncfs writes back every dirty page and inode of the file system and commits its journal,
+  so every segment append, file creation, rename and unlink a group made before the call is
+  durable when it returns 0. Since Linux 5.8 it reports writeback errors that happened since
+  the descriptor was opened (errseq on the superblock); on older kernels it always returns 0,
+  so there `syncfs_usable()` is False and storages fall back to one fsync per group.
+  It also flushes other processes' dirty data on the same file system: correct, only slower
+  on a busy shared disk (the data directory should be its own file system in production).
+
+`GroupCommit(data_dir)` is shared by every DiskStorage of one node; `commit(storages)` runs
+each storage's pre-barrier step, one syncfs, then each post-barrier step. A failed barrier
+is fatal for every storage in it (StorageFailed): after a failed fsync the page cache can no
+longer be trusted to hold what was written.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import os
+import platform
+from collections.abc import Sequence
+from typing import Protocol
+
+_libc: ctypes.CDLL | None = None
+
+
+def _load_libc() -> ctypes.CDLL:
+    global _libc
+    if _libc is None:
+        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+    return _libc
+
+
+def syncfs_usable() -> bool:
+    """syncfs exists and reports writeback errors (Linux >= 5.8)."""
+    if platform.system() != "Linux":
+        return False
+    try:
+        major, minor = (int(x) for x in platform.release().split(".")[:2])
+        _load_libc().syncfs  # noqa: B018 - attribute lookup checks the symbol exists
+    except (ValueError, AttributeError, OSError):
+        return False
+    return (major, minor) >= (5, 8)
+
+
+def syncfs(path: str) -> None:
+    """syncfs(2) on the file system holding `path`; raises OSError on failure."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        if _load_libc().syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"syncfs({path}): {os.strerror(err)}")
+    finally:
+        os.close(fd)
+
+
+class Committable(Protocol):
+    def pre_barrier(self) -> bool:
+        """Everything but the barrier itself; False if there is nothing to make durable."""
+        ...
+
+    def post_barrier(self) -> None:
+        """The barrier succeeded: record what is durable, do deferred deletions."""
+        ...
+
+    def fail(self, exc: BaseException) -> None:
+        """The barrier failed: the storage must refuse all further use."""
+        ...
+
+
+class GroupCommit:
+    """One barrier (syncfs on `path`'s file system, through the storages' FileIO) for many
+    storages. Shared by every DiskStorage of one node."""
+
+    def __init__(self, path: str, fs: object | None = None) -> None:
+        from impl.raft.fileio import FileIO, OsFileIO
+
+        self.path = path
+        self.fs: FileIO = fs if fs is not None else OsFileIO()  # type: ignore[assignment]
+        self.barriers = 0
+
+    def commit(self, storages: Sequence[Committable]) -> None:
+        dirty = [s for s in storages if s.pre_barrier()]
+        if not dirty:
+            return
+        try:
+            self.fs.syncfs(self.path)
+        except OSError as e:
+            for s in dirty:
+                s.fail(e)
+            raise
+        self.barriers += 1
+        for s in dirty:
+            s.post_barrier()
