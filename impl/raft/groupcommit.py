@@ -74,8 +74,9 @@ class Committable(Protocol):
         """The barrier succeeded: record what is durable, do deferred deletions."""
         ...
 
-    def fail(self, exc: BaseException) -> None:
-        """The barrier failed: the storage must refuse all further use."""
+    def fail(self, exc: BaseException) -> Exception:
+        """The barrier failed: the storage must refuse all further use; returns the error
+        to raise (StorageFailed)."""
         ...
 
 
@@ -92,14 +93,11 @@ class GroupCommit:
 
     def commit(self, storages: Sequence[Committable]) -> None:
         dirty = [s for s in storages if s.pre_barrier()]
-        if not dirty:
-            return
-        try:
-            self.fs.syncfs(self.path)
-        except OSError as e:
-            for s in dirty:
-                s.fail(e)
-            raise
-        self.barriers += 1
-        for s in dirty:
+        if dirty:
+            try:
+                self.fs.syncfs(self.path)
+            except OSError as e:
+                raise next(s.fail(e) for s in dirty) from e
+            self.barriers += 1
+        for s in storages:
             s.post_barrier()

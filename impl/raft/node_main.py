@@ -77,9 +77,13 @@ class NodeProcess:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        stopped = asyncio.ensure_future(self.server.stopped.wait())
+        await asyncio.wait([asyncio.ensure_future(stop.wait()), stopped],
+                           return_when=asyncio.FIRST_COMPLETED)
         srv.close()
         await self.server.close()
+        if self.server.failed is not None:
+            raise SystemExit(f"stopping: {self.server.failed}")
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
