@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import heapq
+import inspect
 import os
 import random
 import shutil
@@ -42,6 +43,12 @@ from impl.raft.invariants import InvariantChecker, InvariantViolation
 from impl.raft.messages import ENTRY_NORMAL, Entry, InitialState, Message, Snapshot
 from impl.raft.node import Config, Ready, Role
 from impl.raft.storage import MemStorage, Storage
+
+try:  # the injectable file layer and its power-loss model
+    from impl.raft.fileio import CrashFS
+except ImportError:  # a disk log without one: a crash is a process kill (the page cache lives)
+    CrashFS = None  # type: ignore[assignment,misc]
+_FS_PARAM = "fs" in inspect.signature(DiskStorage.__init__).parameters
 
 _SNAP = struct.Struct(">Q32s")
 _HISTORY = 512  # sent messages remembered for late replays
@@ -122,6 +129,10 @@ class SimNode:
     flush_pending: bool = False  # a batched Ready is scheduled
     durable: dict[int, DurableMark] = field(default_factory=dict)
 
+    @property
+    def up(self) -> bool:
+        return self.host is not None
+
 
 class _SimHost(MultiRaftHost):
     """The real host; the simulator only observes it: after every complete batch it records
@@ -175,6 +186,7 @@ class Simulator:
         disk: bool = False,
         disk_dir: str | None = None,
         segment_bytes: int = 4096,
+        check_durability: bool = True,
     ) -> None:
         """`groups` get a DigestStateMachine each. `on_start(sim, node_id, host)` runs every
         time a node (re)starts, after those, so an application can add its own groups with
@@ -182,7 +194,10 @@ class Simulator:
 
         `disk`: every group of every node runs on the real DiskStorage under `disk_dir` (a
         fresh temporary directory if None, removed with the simulator), with small segments
-        so that segment rolls and deletions are frequent."""
+        so that segment rolls and deletions are frequent.
+
+        `check_durability=False` leaves only the end-to-end checks (the Raft invariants,
+        state-machine safety, acknowledged entries): to see what a lost write does later."""
         self.rng = random.Random(seed)
         self.ids = list(range(1, n_nodes + 1))
         self.group_ids = sorted(groups)  # every group (checked); grows with add_group
@@ -193,6 +208,7 @@ class Simulator:
         self.tick_interval = tick_interval
         self.on_start = on_start
         self.checker: InvariantChecker | None = InvariantChecker() if check else None
+        self.check_durability = check_durability
         self.now = 0
         self.steps = 0
         self.cuts: set[tuple[int, int]] = set()
@@ -211,6 +227,9 @@ class Simulator:
             self.disk_dir = disk_dir or _tmp_root()
             if disk_dir is None:
                 weakref.finalize(self, shutil.rmtree, self.disk_dir, True)
+        # One file system per node (all its groups' directories): what a power loss keeps.
+        self.power_loss = disk and CrashFS is not None and _FS_PARAM
+        self._fs: dict[int, CrashFS] = {}
         self.nodes: dict[int, SimNode] = {i: SimNode(i, {}) for i in self.ids}
         for i in self.ids:
             self._start(i)
@@ -274,11 +293,16 @@ class Simulator:
         if not self.disk:
             return MemStorage()
         path = os.path.join(self.disk_dir, f"n{nid}", f"g{group}")
+        if self.power_loss:
+            fs = self._fs.setdefault(nid, CrashFS())
+            return DiskStorage(path, segment_bytes=self.segment_bytes, fs=fs)
         return DiskStorage(path, segment_bytes=self.segment_bytes)
 
     def _check_recovered(self, sn: SimNode, group: int, init: InitialState) -> None:
         """The recovered state keeps what the node made durable before it went down."""
         mark = sn.durable.get(group)
+        if not self.check_durability:
+            return
         hs, snap, ents = init.hard_state, init.snapshot, init.entries
         last = ents[-1].index if ents else snap.index
         where = f"node {sn.id} group {group} after restart {sn.incarnation}"
@@ -322,8 +346,14 @@ class Simulator:
         if mid_write:
             self._relax_marks(sn)
             sn.host.process_ready(crash_before_sync=True)
-        for st in sn.storages.values():
-            self._crash_storage(st)
+        if self.power_loss:
+            # Power loss: every descriptor closes; each file keeps its fsynced bytes and a
+            # random torn or zero-filled part of the rest; unsynced creations and
+            # deletions of files may be undone.
+            self._fs[nid].crash(self.rng)
+        else:
+            for st in sn.storages.values():
+                self._crash_storage(st)
         if self.disk:
             sn.storages = {}  # the next incarnation opens its disks afresh
         sn.host = None
@@ -351,7 +381,7 @@ class Simulator:
         if isinstance(st, MemStorage):
             st.crash(self.rng)
         elif isinstance(st, DiskStorage):
-            _abandon(st)
+            _abandon(st)  # a process kill: what was written survives, synced or not
 
     def restart(self, nid: int) -> None:
         if self.nodes[nid].host is None:
@@ -362,9 +392,12 @@ class Simulator:
         """Stop every node (without syncing) and remove the simulated disks."""
         for nid in self.ids:
             sn = self.nodes[nid]
-            for st in sn.storages.values():
-                if isinstance(st, DiskStorage):
-                    _abandon(st)
+            if nid in self._fs:
+                self._fs[nid].crash(self.rng)  # closes every descriptor it opened
+            else:
+                for st in sn.storages.values():
+                    if isinstance(st, DiskStorage):
+                        _abandon(st)
             sn.host = None
         if self.disk:
             shutil.rmtree(self.disk_dir, ignore_errors=True)
@@ -644,12 +677,16 @@ class Simulator:
 
 
 def _abandon(st: DiskStorage) -> None:
-    """A killed process: its descriptors go away without a sync. What reaches the disk is the
-    kernel's business (all of it, on a real file system; see the crash model for less)."""
-    fds = [getattr(st, "_fd", -1), *getattr(st, "_dirty_fds", [])]
-    for fd in fds:
-        if isinstance(fd, int) and fd >= 0:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-    st._fd = -1
-    st._dirty_fds = []
+    """A killed process: its descriptors go away without a sync; what was written stays in
+    the page cache, synced or not."""
+    if hasattr(st, "abandon"):
+        st.abandon()
+        return
+    for name in ("_fd", "_dirty_fds"):
+        v = getattr(st, name, None)
+        for fd in v if isinstance(v, list) else [v]:
+            if isinstance(fd, int) and fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        if v is not None:
+            setattr(st, name, [] if isinstance(v, list) else -1)

@@ -41,6 +41,12 @@ SPARK_BUDGET = {"ci": 3, "deep": 40, "mutants": 0}.get(PROFILE, 3)
 if os.environ.get("EPOCHGC_CONFORMANCE_SPARK") == "0":
     SPARK_BUDGET = 0
 
+# Sixths of the programs on the disk log. 0 until the disk-log fix of issue 10 lands (the old
+# disk log loses synced entries after a restart, which the disk programs find at once).
+DISK_SHARE = {"ci": 0, "deep": 0, "mutants": 0}.get(PROFILE, 0) / 6
+if "EPOCHGC_CONFORMANCE_DISK" in os.environ:
+    DISK_SHARE = float(os.environ["EPOCHGC_CONFORMANCE_DISK"])
+
 _spark: Any = None
 
 
@@ -77,10 +83,13 @@ class ConformanceMachine(RuleBasedStateMachine):
         super().__init__()
         self.h: Harness | None = None
 
-    @initialize(seed=st.integers(0, 2**16))
-    def boot(self, seed: int) -> None:
+    # DISK_SHARE of the programs run every broker group on the real disk log (DiskStorage,
+    # power-loss crashes): the acknowledged-record read-back then covers recovery.
+    @initialize(seed=st.integers(0, 2**16), disk=st.integers(0, 5))
+    def boot(self, seed: int, disk: int) -> None:
         STATS["examples"] += 1
-        self.h = Harness(seed, spark=shared_spark if SPARK_BUDGET else None)
+        self.h = Harness(seed, spark=shared_spark if SPARK_BUDGET else None,
+                         disk=disk < DISK_SHARE * 6)
 
     @property
     def H(self) -> Harness:

@@ -61,50 +61,98 @@ def disk_setup(seed: int) -> tuple[Config, Faults, dict[str, int]]:
     return cfg, faults, disk
 
 
-def disk_program(seed: int, rounds: int = DISK_ROUNDS, converge_at_end: bool = True) -> Simulator:
-    """One seeded program on DiskStorage; raises InvariantViolation (or RestartRefused) on a
-    safety or durability failure. The caller closes the simulator."""
+Op = tuple[object, ...]  # ("propose", count) | ("crash", node, mid_write) | ... (see run_op)
+
+
+def disk_ops(seed: int, n: int, rounds: int) -> list[Op]:
+    """The program of a seed: operations drawn from their own rng (so a shrunk program is an
+    explicit list that replays without its seed's other draws), each followed by a run."""
+    r = random.Random(seed ^ 0x0975)
+    ids = list(range(1, n + 1))
+    ops: list[Op] = []
+    for _ in range(rounds):
+        op = r.random()
+        if op < 0.35:
+            ops.append(("propose", r.randint(1, 6), r.random() < 0.5))
+        elif op < 0.47:
+            ops.append(("crash", r.choice(ids), None))
+        elif op < 0.59:
+            ops.append(("restart", r.choice(ids)))
+        elif op < 0.71:
+            ops.append(("compact", r.choice(ids)))
+        elif op < 0.76:
+            ops.append(("cut", r.choice(ids), r.choice(ids)))
+        elif op < 0.81:
+            ops.append(("cut_one_way", r.choice(ids), r.choice(ids)))
+        elif op < 0.86:
+            ops.append(("heal",))
+        elif op < 0.90:
+            ops.append(("replay", r.randint(1, 5)))
+        elif op < 0.93:
+            ops.append(("transfer", r.choice(ids)))
+        ops.append(("run", r.randint(1, 60)))
+    return ops
+
+
+def _i(x: object) -> int:
+    assert isinstance(x, int)
+    return x
+
+
+def run_op(s: Simulator, op: Op, tag: int) -> None:
+    kind, args = op[0], op[1:]
+    lead = s.leader()
+    if kind == "propose" and lead:
+        count, fenced = args
+        for j in range(_i(count)):
+            term = s.host(lead).term(1) if fenced else None
+            with contextlib.suppress(ProposalRefused):
+                s.propose(lead, b"%d-%d" % (tag, j), expected_term=term)
+    elif kind == "crash":
+        s.crash(_i(args[0]), None if args[1] is None else bool(args[1]))
+    elif kind == "restart":
+        s.restart(_i(args[0]))
+    elif kind == "compact":
+        if s.nodes[_i(args[0])].up:
+            s.compact(_i(args[0]))
+    elif kind == "cut":
+        s.cut(_i(args[0]), _i(args[1]))
+    elif kind == "cut_one_way":
+        s.cut_one_way(_i(args[0]), _i(args[1]))
+    elif kind == "heal":
+        s.heal()
+    elif kind == "replay":
+        s.replay_old(_i(args[0]))
+    elif kind == "transfer" and lead:
+        with contextlib.suppress(ProposalRefused):
+            s.transfer_leadership(lead, _i(args[0]))
+    elif kind == "run":
+        s.run(_i(args[0]))
+
+
+def disk_program(
+    seed: int, rounds: int = DISK_ROUNDS, ops: list[Op] | None = None,
+    converge_at_end: bool = True, check_durability: bool = True,
+) -> Simulator:
+    """One seeded program on DiskStorage (`ops`: an explicit one, e.g. a shrunk failure);
+    raises InvariantViolation (or RestartRefused) on a safety or durability failure. The
+    caller closes the simulator."""
     cfg, faults, disk = disk_setup(seed)
+    n = 3 if seed % 3 else 5
     s = Simulator(
-        3 if seed % 3 else 5, seed=seed, config=cfg, faults=faults, disk=True,
+        n, seed=seed, config=cfg, faults=faults, disk=True,
         segment_bytes=disk["segment_bytes"], snapshot_interval=disk["snapshot_interval"],
+        check_durability=check_durability,
     )
     try:
-        r = s.rng
-        for k in range(rounds):
-            op = r.random()
-            lead = s.leader()
-            if op < 0.35 and lead:
-                for j in range(r.randint(1, 6)):
-                    term = s.host(lead).term(1) if r.random() < 0.5 else None
-                    with contextlib.suppress(ProposalRefused):
-                        s.propose(lead, b"%d-%d-%d" % (seed, k, j), expected_term=term)
-            elif op < 0.47:
-                s.crash(r.choice(s.ids))
-            elif op < 0.59:
-                s.restart(r.choice(s.ids))
-            elif op < 0.71:
-                live = s.live()
-                if live:
-                    s.compact(r.choice(live))
-            elif op < 0.76:
-                s.cut(r.choice(s.ids), r.choice(s.ids))
-            elif op < 0.81:
-                s.cut_one_way(r.choice(s.ids), r.choice(s.ids))
-            elif op < 0.86:
-                s.heal()
-            elif op < 0.90:
-                s.replay_old(r.randint(1, 5))
-            elif op < 0.93 and lead:
-                with contextlib.suppress(ProposalRefused):
-                    s.transfer_leadership(lead, r.choice(s.ids))
-            s.run(r.randint(1, 60))
+        for k, op in enumerate(ops if ops is not None else disk_ops(seed, n, rounds)):
+            run_op(s, op, k)
         if converge_at_end:
             converge(s)
-            # One more crash of everyone and a restart: every acknowledged entry must come back
-            # from the disks alone.
+            # Everyone crashes (between a write and its fsync where one is under way) and
+            # restarts: every acknowledged entry must come back from the disks alone.
             for i in s.ids:
-                s.crash(i, mid_write=False)
+                s.crash(i)
             converge(s)
     except BaseException:
         s.close()
@@ -134,13 +182,14 @@ def test_disk_fuzz_keeps_every_invariant(chunk: int) -> None:
 
 @dataclass
 class Campaign:
+    check_durability: bool = True
     counts: Counter[str] = field(default_factory=Counter)
     failures: list[tuple[int, str, str]] = field(default_factory=list)  # seed, kind, message
 
     def run(self, seed: int, rounds: int) -> None:
         s = None
         try:
-            s = disk_program(seed, rounds)
+            s = disk_program(seed, rounds, check_durability=self.check_durability)
         except RestartRefused as e:
             self._fail(seed, "refused_restart", e)
         except InvariantViolation as e:
@@ -190,14 +239,56 @@ def _sim_from(e: BaseException) -> Simulator | None:
     return found
 
 
+def failure_of(seed: int, ops: list[Op]) -> str | None:
+    """The failure kind of an explicit program (None if it runs clean)."""
+    try:
+        disk_program(seed, ops=ops).close()
+    except RestartRefused:
+        return "refused_restart"
+    except InvariantViolation as e:
+        return _classify(str(e))
+    except Exception as e:
+        return f"other_error:{type(e).__name__}"
+    return None
+
+
+def shrink(seed: int, rounds: int) -> list[Op]:
+    """Delta debugging over the seed's program: drop chunks of operations while it still
+    fails the same way; the result replays with `disk_program(seed, ops=...)`."""
+    n = 3 if seed % 3 else 5
+    ops = disk_ops(seed, n, rounds)
+    kind = failure_of(seed, ops)
+    if kind is None:
+        raise SystemExit(f"seed {seed} does not fail")
+    chunk = len(ops) // 2
+    while chunk >= 1:
+        i = 0
+        while i < len(ops):
+            cand = ops[:i] + ops[i + chunk:]
+            if failure_of(seed, cand) == kind:
+                ops = cand
+            else:
+                i += chunk
+        chunk //= 2
+    return ops
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--steps", type=int, default=100_000, help="simulator steps to run at least")
     ap.add_argument("--first-seed", type=int, default=0)
     ap.add_argument("--rounds", type=int, default=DISK_ROUNDS * 2)
     ap.add_argument("--json", help="write the counts and failures here")
+    ap.add_argument("--shrink", type=int, metavar="SEED",
+                    help="print a failing seed's shrunk program")
+    ap.add_argument("--end-to-end-only", action="store_true",
+                    help="no durability check at restart: only Raft/state-machine/ack checks")
     args = ap.parse_args(argv)
-    c = Campaign()
+    if args.shrink is not None:
+        ops = shrink(args.shrink, args.rounds)
+        print(f"seed {args.shrink}: {failure_of(args.shrink, ops)}\nops = {ops!r}")
+        return 0
+    c = Campaign(check_durability=not args.end_to_end_only)
     seed = args.first_seed
     t0 = time.monotonic()
     while c.counts["steps"] < args.steps:
