@@ -9,7 +9,8 @@ A record is  u32 length | u32 crc32(payload) | u32 crc32(length, crc) | payload,
 payload = u8 kind | body. The header has its own checksum so a damaged length can never be
 mistaken for a torn tail (which would silently drop fsynced records after it).
 Kinds: START (first record of every segment: the index and term of the log's last entry when
-the segment was cut, and the hard state then), ENTRY (an encoded Entry; an index at or below the
+the segment was cut, the hard state then, and a flag FRESH if it was cut for an installed
+snapshot), ENTRY (an encoded Entry; an index at or below the
 last replaces the suffix from there), STATE (a new hard state: term, vote, commit).
 
 Snapshots are not log records, so what recovery makes of the log never depends on which
@@ -37,10 +38,11 @@ Recovery checks the recovered log: contiguous indexes, terms never decreasing, t
 term not above the first entry's, each segment starting where the previous ended, commit within
 the log. Any violation, and any damage that is not a torn write, raises StorageCorruption
 naming file and offset. A torn write is tolerated only in the last segment, in its last
-record: an incomplete record at the end, a zero-filled tail, or a record whose payload fails
-its checksum, is followed only by zeros and holds a zero-filled sector (a crash persists whole
-sectors; bit rot does not zero them). The format is not the previous one's (version 2, whose
-snapshot markers were ambiguous): such a directory is refused with a message saying so.
+record: an incomplete record at the end, or a record whose header or payload fails its
+checksum if only zeros follow it and they begin at its start or at a sector boundary inside it
+(a crash persists whole sectors; bit rot does not zero them). The format is not the previous
+one's (version 2, whose snapshot markers were ambiguous): such a directory is refused with a
+message saying so (restore the node from a peer).
 
 `group_commit`: storages of one node may share a GroupCommit (impl/raft/groupcommit.py) so
 that one syncfs per Ready batch covers every group; see `impl.raft.storage.sync_all`.
@@ -63,7 +65,8 @@ from impl.raft.storage import StorageCorruption, StorageFailed
 FORMAT = 3
 MAGIC = b"EGRLOG\x00" + bytes([FORMAT])  # 7 bytes of magic + 1 byte format version
 _REC = struct.Struct(">III")  # length, crc32(payload), crc32 of the first 8 header bytes
-_START = struct.Struct(">QQQQQ")  # tail index, tail term, hs term, vote, commit
+_START = struct.Struct(">BQQQQQ")  # flags, tail index, tail term, hs term, vote, commit
+START_FRESH = 1  # the segment was cut for an installed snapshot: a fresh log starts here
 _STATE = struct.Struct(">QQQ")  # term, vote, commit
 _SNAPHEAD = struct.Struct(">BQ")  # format, install_seq
 KIND_ENTRY = 1
@@ -106,18 +109,14 @@ def _state_record(hs: HardState) -> bytes:
     return _record(KIND_STATE, _STATE.pack(hs.term, hs.vote, hs.commit))
 
 
-def _torn_payload(data: bytes, start: int, end: int) -> bool:
-    """A record [start, end) that fails its checksum is a torn write only if nothing but zeros
-    follows it and part of it lies in a sector that reads as zeros."""
-    if any(data[end:]):
+def _torn(data: bytes, start: int, end: int) -> bool:
+    """A record [start, end) that fails a checksum is a torn write only if nothing but zeros
+    follows it and the zeros begin at its start or at a sector boundary inside it (a crash
+    persists whole sectors; bit rot does not zero them)."""
+    zt = len(data.rstrip(b"\0"))  # where the trailing zeros begin
+    if zt >= end:
         return False
-    s = start - start % SECTOR
-    while s < end:
-        lo, hi = max(s, start), min(s + SECTOR, end)
-        if not any(data[lo:hi]):
-            return True
-        s += SECTOR
-    return False
+    return zt <= start or -(-zt // SECTOR) * SECTOR < end
 
 
 class DiskStorage:
@@ -149,6 +148,7 @@ class DiskStorage:
         self._last = (0, 0)  # index and term of the last entry written (or the snapshot's)
         self._loaded: InitialState | None = None
         self._failed: StorageFailed | None = None
+        self._need_fresh = False  # the next segment starts the log after an installed snapshot
 
     # ---- recovery ------------------------------------------------------------------------
 
@@ -181,6 +181,8 @@ class DiskStorage:
         if self._segments and self._segments[-1][0] >= self._install_seq:
             self._fd = self.fs.open_append(self._seg_path(self._segments[-1][0]), create=False)
             self._size = self.fs.size(self._fd)
+        else:  # the installed snapshot's segment never reached the disk: cut it afresh
+            self._need_fresh = self._install_seq > 0
         if self._dir_dirty:
             self.fs.fsync_dir(self.dir)
             self._dir_dirty = False
@@ -210,6 +212,7 @@ class DiskStorage:
     def _replay(self, seqs: list[int]) -> list[Entry]:
         s = self._snap
         log: list[Entry] = []  # entries above the snapshot, contiguous from s.index + 1
+        at: list[tuple[str, int]] = []  # where each of them was read
         tail: int | None = None  # index of the log's last entry at this point of the replay
         hs_at: tuple[str, int] = (self.dir, 0)
         seen_active = False
@@ -240,19 +243,23 @@ class DiskStorage:
                     if kind == KIND_START:
                         if off != len(MAGIC):
                             raise ValueError("START record inside a segment")
-                        t_index, _t_term, term, vote, commit = _START.unpack(body)
-                        if tail is not None and t_index != tail and seq != self._install_seq:
+                        flags, t_index, _t_term, term, vote, commit = _START.unpack(body)
+                        fresh = bool(flags & START_FRESH)
+                        if tail is not None and t_index != tail and not fresh:
                             raise ValueError(
                                 f"segment starts after entry {t_index} but the log before "
                                 f"it ends at {tail}"
                             )
-                        if seq == self._install_seq:
+                        if fresh and active:
                             if t_index > s.index:
                                 raise ValueError(
                                     f"installed-snapshot segment at {t_index} is past the "
                                     f"snapshot file's index {s.index}"
                                 )
                             log.clear()
+                            at.clear()
+                        elif seq == self._install_seq:
+                            raise ValueError("the installed snapshot's segment is not fresh")
                         tail = t_index
                         seen_active = seen_active or active
                         self._hs = HardState(term, vote, commit)
@@ -268,12 +275,21 @@ class DiskStorage:
                         if not active:
                             continue  # before an installed snapshot: discarded by it
                         max_index = max(max_index, e.index)
-                        self._replay_entry(e, log)
+                        self._replay_entry(e, log, at, (path, off))
                     else:
                         raise ValueError(f"unknown record kind {kind}")
                 except (CodecError, ValueError, struct.error) as err:
                     raise StorageCorruption(path, off, f"bad record: {err}") from err
             self._segments.append((seq, max_index))
+        # Terms are checked on the recovered log only: a record that a later one replaced may
+        # well have had a lower term than the snapshot taken after the replacement.
+        prev = s.term
+        for e, (path, off) in zip(log, at, strict=True):
+            if e.term < prev:
+                raise StorageCorruption(
+                    path, off, f"entry {e.index} of term {e.term} follows term {prev}"
+                )
+            prev = e.term
         last = s.index + len(log)
         if seen_active and tail is not None and tail > last:
             path = self._seg_path(self._segments[-1][0])
@@ -289,21 +305,23 @@ class DiskStorage:
             )
         return log
 
-    def _replay_entry(self, e: Entry, log: list[Entry]) -> None:
+    def _replay_entry(
+        self, e: Entry, log: list[Entry], at: list[tuple[str, int]], loc: tuple[str, int]
+    ) -> None:
         s = self._snap
         if e.index <= s.index:
             log.clear()  # the suffix it truncates is all above the snapshot; itself covered
+            at.clear()
             return
         del log[e.index - s.index - 1 :]
+        del at[e.index - s.index - 1 :]
         if e.index != s.index + 1 + len(log):
             raise ValueError(
                 f"gap: entry {e.index} but the log after the snapshot at {s.index} ends at "
                 f"{s.index + len(log)}"
             )
-        prev = log[-1].term if log else s.term
-        if e.term < prev:
-            raise ValueError(f"entry {e.index} of term {e.term} after term {prev}")
         log.append(e)
+        at.append(loc)
 
     def _records(self, path: str, data: bytes, last: bool) -> list[tuple[int, bytes]]:
         """(offset, payload) of every whole record; a torn tail of the last segment is cut."""
@@ -325,13 +343,14 @@ class DiskStorage:
                 n, crc, hcrc = _REC.unpack_from(data, off)
                 end = off + _REC.size + n
                 if zlib.crc32(data[off : off + 8]) != hcrc:
-                    torn, why = not any(data[off:]), "record header checksum mismatch"
+                    torn = _torn(data, off, off + _REC.size)
+                    why = "record header checksum mismatch"
                 elif n == 0 or n > MAX_RECORD:
                     raise StorageCorruption(path, off, f"bad record length {n}")
                 elif end > len(data):
                     torn, why = True, "record runs past the end of the segment"
                 elif zlib.crc32(data[off + _REC.size : end]) != crc:
-                    torn = _torn_payload(data, off + _REC.size, end)
+                    torn = _torn(data, off, end)
                     why = "record checksum mismatch"
                 else:
                     out.append((off, data[off + _REC.size : end]))
@@ -358,6 +377,21 @@ class DiskStorage:
             self.load()
         self._check()
         if snapshot is not None:
+            if snapshot.index <= self._snap.index:
+                raise ValueError(
+                    f"installing a snapshot at {snapshot.index}, not past the one at "
+                    f"{self._snap.index}"
+                )
+            if hard_state is not None and hard_state != self._hs:
+                # The snapshot file is durable at once: make the term that came with it
+                # durable first, so that a crash never leaves a snapshot of a newer term
+                # than the recovered hard state.
+                hs = HardState(
+                    hard_state.term, hard_state.vote, min(hard_state.commit, self._last[0])
+                )
+                self._append(_state_record(hs), 0)
+                self._hs = hs
+                self._flush_live()
             self._install(snapshot)
         elif compacted is not None and compacted.index > self._snap.index:
             self._write_snapshot_file(compacted, self._install_seq)
@@ -428,12 +462,22 @@ class DiskStorage:
         self._failed = StorageFailed(path, f"{what} failed: {exc}")
         return self._failed
 
+    def _flush_live(self) -> None:
+        try:
+            self.fs.fsync(self._fd)
+            if self._dir_dirty:
+                self.fs.fsync_dir(self.dir)
+        except OSError as e:
+            raise self.fail(e) from e
+        self._dir_dirty = False
+        self._unsynced = False
+
     def _install(self, snap: Snapshot) -> None:
         seq = self._next_seq()
         self._write_snapshot_file(snap, seq)
         self._install_seq = seq
         self._last = (snap.index, snap.term)
-        self._cut()
+        self._cut(fresh=True)
 
     def _write_snapshot_file(self, snap: Snapshot, install_seq: int) -> None:
         body = _SNAPHEAD.pack(FORMAT, install_seq) + encode_snapshot(snap)
@@ -460,7 +504,7 @@ class DiskStorage:
         seq, old = self._segments[-1]
         self._segments[-1] = (seq, max(old, max_index))
 
-    def _cut(self) -> None:
+    def _cut(self, fresh: bool = False) -> None:
         seq = self._next_seq()
         try:
             if self._fd >= 0:
@@ -475,7 +519,9 @@ class DiskStorage:
             self._dir_dirty = True
             self._unsynced = True
             hs = self._hs
-            start = _START.pack(self._last[0], self._last[1], hs.term, hs.vote, hs.commit)
+            flags = START_FRESH if fresh or self._need_fresh else 0
+            self._need_fresh = False
+            start = _START.pack(flags, *self._last, hs.term, hs.vote, hs.commit)
             head = MAGIC + _record(KIND_START, start)
             _write_all(self.fs, self._fd, head)
         except OSError as e:

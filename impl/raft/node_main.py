@@ -78,8 +78,9 @@ class NodeProcess:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         stopped = asyncio.ensure_future(self.server.stopped.wait())
-        await asyncio.wait([asyncio.ensure_future(stop.wait()), stopped],
-                           return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait(
+            [asyncio.ensure_future(stop.wait()), stopped], return_when=asyncio.FIRST_COMPLETED
+        )
         srv.close()
         await self.server.close()
         if self.server.failed is not None:
