@@ -17,14 +17,18 @@ import contextlib
 import json
 import os
 import random
+import re
 import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import pytest
 
+from impl.raft.disklog import DiskStorage
 from impl.raft.invariants import InvariantViolation
+from impl.raft.messages import Entry, HardState, Snapshot
 from impl.raft.node import Config, ProposalRefused
 from impl.raft.sim import Faults, RestartRefused, Simulator
 from tests.raft.test_sim import converge
@@ -160,21 +164,80 @@ def disk_program(
     return s
 
 
-# Strict: the old disk log loses synced entries and refuses restarts (issue 10); this turns
-# into a failure (XPASS) the moment the fixed disk log lands, so the marker cannot linger.
-@pytest.mark.xfail(reason="issue 10: disk-log recovery bugs (fix pending)", strict=True)
+# A defect found by this fuzz in the fixed disk log and reported to its owner (see
+# test_found_restart_after_overwrite_and_compaction): a chunk whose only failures are this one
+# xfails (visibly) instead of failing; any other failure fails the chunk.
+KNOWN = re.compile(r"refused to restart .*bad record: entry \d+ of term \d+ after term \d+")
+
+
 @pytest.mark.parametrize("chunk", range(10))
 def test_disk_fuzz_keeps_every_invariant(chunk: int) -> None:
     per = DISK_PROGRAMS // 10
     totals: Counter[str] = Counter()
+    known: list[str] = []
     for seed in range(chunk * per, (chunk + 1) * per):
-        s = disk_program(seed)
+        try:
+            s = disk_program(seed)
+        except RestartRefused as e:
+            if not KNOWN.search(str(e)):
+                raise
+            known.append(f"seed {seed}: {e}")
+            continue
         totals.update(s.stats)
         totals["acked"] += len(s.checker.history(1).acked) if s.checker else 0
         s.close()
     # The programs exercised what they claim to (a check on the generator, not on Raft).
     assert totals["crashes"] and totals["restarts"] and totals["compactions"]
     assert totals["acked"] > per
+    if known:
+        pytest.xfail(f"{len(known)} program(s) hit the reported disk-log defect: {known[0]}")
+
+
+# ---- what the fuzz found, pinned ----------------------------------------------------------
+
+# Shrunk programs (`--shrink SEED`). On the pre-issue-10 disk log: 8 lost synced entries on a
+# restart (a node compacted behind its log end; recovery returned the snapshot and no entries),
+# 4 refused to restart ("gap: entry 26 after 19"). On the first fixed disk log: 33 refused
+# to restart (see the storage-level test below).
+FOUND: dict[int, list[Op]] = {
+    8: [("crash", 1, None), ("run", 52), ("run", 15), ("run", 26), ("run", 41), ("run", 47),
+        ("propose", 5, True), ("run", 21), ("run", 21), ("propose", 5, False)],
+    4: [("run", 34), ("run", 36), ("crash", 2, None), ("run", 44), ("propose", 5, True),
+        ("run", 36), ("compact", 1), ("restart", 2), ("run", 38), ("compact", 1)],
+    33: [("run", 60), ("run", 53), ("replay", 5), ("run", 46), ("propose", 6, True),
+         ("run", 25), ("cut", 3, 4), ("run", 16), ("crash", 4, None)],
+}
+
+
+@pytest.mark.parametrize("seed", sorted(FOUND))
+def test_found_programs_run_clean(seed: int) -> None:
+    try:
+        disk_program(seed, ops=FOUND[seed]).close()
+    except RestartRefused as e:
+        if KNOWN.search(str(e)):
+            pytest.xfail(f"the reported disk-log defect: {e}")
+        raise
+
+
+@pytest.mark.xfail(reason="reported to the disk log's owner: a stale suffix replayed above a"
+                   " compaction is checked before the record that overwrote it", strict=True)
+def test_found_restart_after_overwrite_and_compaction(tmp_path: Path) -> None:
+    """Found by the disk fuzz (seed 33, shrunk, node 4): entries 1-7 of term 1 are synced, a
+    new leader (term 3) overwrites from index 3, the node compacts at 3. The records replay as
+    1-7 (term 1) then 3-4 (term 3); 1-3 are at or below the snapshot and skipped, and 4 of
+    term 1 is then checked against the snapshot's term 3 and refused, though the record
+    after it replaces it. A plain restart must recover snapshot 3 + entry 4 of term 3."""
+    s = DiskStorage(str(tmp_path))
+    s.write(HardState(1, 1, 0), None, [Entry(i, 1) for i in range(1, 8)])
+    s.sync()
+    s.write(HardState(3, 0, 0), None, [Entry(3, 3), Entry(4, 3)])
+    s.sync()
+    s.write(HardState(3, 0, 3), None, [], compacted=Snapshot(3, 3, b"state at 3"))
+    s.sync()
+    s.close()
+    init = DiskStorage(str(tmp_path)).load()
+    assert (init.snapshot.index, init.snapshot.term) == (3, 3)
+    assert [(e.index, e.term) for e in init.entries] == [(4, 3)]
 
 
 # ---- the campaign ------------------------------------------------------------------------
