@@ -17,7 +17,6 @@ import contextlib
 import json
 import os
 import random
-import re
 import sys
 import time
 from collections import Counter
@@ -164,41 +163,26 @@ def disk_program(
     return s
 
 
-# A defect found by this fuzz in the fixed disk log and reported to its owner (see
-# test_found_restart_after_overwrite_and_compaction): a chunk whose only failures are this one
-# xfails (visibly) instead of failing; any other failure fails the chunk.
-KNOWN = re.compile(r"refused to restart .*bad record: entry \d+ of term \d+ after term \d+")
-
-
 @pytest.mark.parametrize("chunk", range(10))
 def test_disk_fuzz_keeps_every_invariant(chunk: int) -> None:
     per = DISK_PROGRAMS // 10
     totals: Counter[str] = Counter()
-    known: list[str] = []
     for seed in range(chunk * per, (chunk + 1) * per):
-        try:
-            s = disk_program(seed)
-        except RestartRefused as e:
-            if not KNOWN.search(str(e)):
-                raise
-            known.append(f"seed {seed}: {e}")
-            continue
+        s = disk_program(seed)
         totals.update(s.stats)
         totals["acked"] += len(s.checker.history(1).acked) if s.checker else 0
         s.close()
     # The programs exercised what they claim to (a check on the generator, not on Raft).
     assert totals["crashes"] and totals["restarts"] and totals["compactions"]
     assert totals["acked"] > per
-    if known:
-        pytest.xfail(f"{len(known)} program(s) hit the reported disk-log defect: {known[0]}")
 
 
 # ---- what the fuzz found, pinned ----------------------------------------------------------
 
 # Shrunk programs (`--shrink SEED`). On the pre-issue-10 disk log: 8 lost synced entries on a
 # restart (a node compacted behind its log end; recovery returned the snapshot and no entries),
-# 4 refused to restart ("gap: entry 26 after 19"). On the first fixed disk log: 33 refused
-# to restart (see the storage-level test below).
+# 4 refused to restart ("gap: entry 26 after 19"). On the first fixed disk log (9741177): 33
+# refused to restart (the storage-level test below; fixed in 62d31a3).
 FOUND: dict[int, list[Op]] = {
     8: [("crash", 1, None), ("run", 52), ("run", 15), ("run", 26), ("run", 41), ("run", 47),
         ("propose", 5, True), ("run", 21), ("run", 21), ("propose", 5, False)],
@@ -211,16 +195,9 @@ FOUND: dict[int, list[Op]] = {
 
 @pytest.mark.parametrize("seed", sorted(FOUND))
 def test_found_programs_run_clean(seed: int) -> None:
-    try:
-        disk_program(seed, ops=FOUND[seed]).close()
-    except RestartRefused as e:
-        if KNOWN.search(str(e)):
-            pytest.xfail(f"the reported disk-log defect: {e}")
-        raise
+    disk_program(seed, ops=FOUND[seed]).close()
 
 
-@pytest.mark.xfail(reason="reported to the disk log's owner: a stale suffix replayed above a"
-                   " compaction is checked before the record that overwrote it", strict=True)
 def test_found_restart_after_overwrite_and_compaction(tmp_path: Path) -> None:
     """Found by the disk fuzz (seed 33, shrunk, node 4): entries 1-7 of term 1 are synced, a
     new leader (term 3) overwrites from index 3, the node compacts at 3. The records replay as
