@@ -413,13 +413,7 @@ class DiskStorage:
             self.group_commit.commit([self])
             return
         self._check()
-        try:
-            if self._unsynced:
-                self.fs.fsync(self._fd)
-            if self._dir_dirty:
-                self.fs.fsync_dir(self.dir)
-        except OSError as e:
-            raise self.fail(e) from e
+        self.fsync_own()
         self.post_barrier()
 
     # The two halves of a sync, for GroupCommit (one barrier for many storages).
@@ -427,6 +421,16 @@ class DiskStorage:
     def pre_barrier(self) -> bool:
         self._check()
         return self._unsynced or self._dir_dirty
+
+    def fsync_own(self) -> None:
+        """This storage's own barrier: fsync the live segment and, if needed, the directory."""
+        try:
+            if self._unsynced:
+                self.fs.fsync(self._fd)
+            if self._dir_dirty:
+                self.fs.fsync_dir(self.dir)
+        except OSError as e:
+            raise self.fail(e) from e
 
     def post_barrier(self) -> None:
         """Everything written is durable: record it, and delete what the snapshot covers."""
@@ -463,12 +467,7 @@ class DiskStorage:
         return self._failed
 
     def _flush_live(self) -> None:
-        try:
-            self.fs.fsync(self._fd)
-            if self._dir_dirty:
-                self.fs.fsync_dir(self.dir)
-        except OSError as e:
-            raise self.fail(e) from e
+        self.fsync_own()
         self._dir_dirty = False
         self._unsynced = False
 

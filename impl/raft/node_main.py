@@ -61,6 +61,7 @@ class NodeProcess:
             cfg,
             tick_interval=args.tick,
             snapshot_interval=args.snapshot_interval,
+            group_commit={"auto": None, "on": True, "off": False}[args.group_commit],
         )
         self.groups = list(range(1, args.groups + 1))
         for g in self.groups:
@@ -141,6 +142,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--heartbeat-tick", type=int, default=2)
     ap.add_argument("--max-inflight", type=int, default=64)
     ap.add_argument("--snapshot-interval", type=int, default=10_000)
+    ap.add_argument(
+        "--group-commit",
+        choices=["auto", "on", "off"],
+        default="auto",
+        help="one syncfs per batch for all groups (auto: where syncfs reports errors); "
+        "off: one fsync per group",
+    )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     profile = os.environ.get("EPOCHGC_RAFT_PROFILE")  # a path prefix: dump cProfile stats
