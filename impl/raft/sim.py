@@ -48,7 +48,13 @@ try:  # the injectable file layer and its power-loss model
     from impl.raft.fileio import CrashFS
 except ImportError:  # a disk log without one: a crash is a process kill (the page cache lives)
     CrashFS = None  # type: ignore[assignment,misc]
-_FS_PARAM = "fs" in inspect.signature(DiskStorage.__init__).parameters
+try:  # one durability barrier per Ready batch for all of a node's groups
+    from impl.raft.groupcommit import GroupCommit
+except ImportError:
+    GroupCommit = None  # type: ignore[assignment,misc]
+_PARAMS = inspect.signature(DiskStorage.__init__).parameters
+_FS_PARAM = "fs" in _PARAMS
+_GC_PARAM = "group_commit" in _PARAMS
 
 _SNAP = struct.Struct(">Q32s")
 _HISTORY = 512  # sent messages remembered for late replays
@@ -187,6 +193,7 @@ class Simulator:
         disk_dir: str | None = None,
         segment_bytes: int = 4096,
         check_durability: bool = True,
+        group_commit: bool = False,
     ) -> None:
         """`groups` get a DigestStateMachine each. `on_start(sim, node_id, host)` runs every
         time a node (re)starts, after those, so an application can add its own groups with
@@ -194,7 +201,8 @@ class Simulator:
 
         `disk`: every group of every node runs on the real DiskStorage under `disk_dir` (a
         fresh temporary directory if None, removed with the simulator), with small segments
-        so that segment rolls and deletions are frequent.
+        so that segment rolls and deletions are frequent. `group_commit`: a node's groups
+        share one GroupCommit (one barrier per Ready batch), as the asyncio server's do.
 
         `check_durability=False` leaves only the end-to-end checks (the Raft invariants,
         state-machine safety, acknowledged entries): to see what a lost write does later."""
@@ -230,6 +238,8 @@ class Simulator:
         # One file system per node (all its groups' directories): what a power loss keeps.
         self.power_loss = disk and CrashFS is not None and _FS_PARAM
         self._fs: dict[int, CrashFS] = {}
+        self.group_commit = disk and group_commit and GroupCommit is not None and _GC_PARAM
+        self._gc: dict[int, GroupCommit] = {}
         self.nodes: dict[int, SimNode] = {i: SimNode(i, {}) for i in self.ids}
         for i in self.ids:
             self._start(i)
@@ -292,11 +302,15 @@ class Simulator:
     def _open_storage(self, nid: int, group: int) -> Storage:
         if not self.disk:
             return MemStorage()
-        path = os.path.join(self.disk_dir, f"n{nid}", f"g{group}")
+        node_dir = os.path.join(self.disk_dir, f"n{nid}")
+        path = os.path.join(node_dir, f"g{group}")
+        kw: dict[str, object] = {}
         if self.power_loss:
-            fs = self._fs.setdefault(nid, CrashFS())
-            return DiskStorage(path, segment_bytes=self.segment_bytes, fs=fs)
-        return DiskStorage(path, segment_bytes=self.segment_bytes)
+            kw["fs"] = self._fs.setdefault(nid, CrashFS())
+        if self.group_commit:
+            os.makedirs(node_dir, exist_ok=True)
+            kw["group_commit"] = self._gc.setdefault(nid, GroupCommit(node_dir, kw.get("fs")))
+        return DiskStorage(path, segment_bytes=self.segment_bytes, **kw)  # type: ignore[arg-type]
 
     def _check_recovered(self, sn: SimNode, group: int, init: InitialState) -> None:
         """The recovered state keeps what the node made durable before it went down."""

@@ -102,9 +102,11 @@ class SimCluster:
         wall_start: float = 1_700_000_000.0,
         disk: bool = False,
         segment_bytes: int = 4096,
+        group_commit: bool = False,
     ) -> None:
         """`disk`: every broker group on the real DiskStorage (a temporary directory per
-        cluster, tmpfs where present); a crash then loses what was not fsynced."""
+        cluster, tmpfs where present); a crash then loses what was not fsynced.
+        `group_commit`: a node's groups share one durability barrier per Ready batch."""
         self.seed = seed
         self.loop = SimLoop()  # type: ignore[abstract]  # only the subset asyncio needs
         self.rng = random.Random(seed ^ 0x5EED)
@@ -136,6 +138,7 @@ class SimCluster:
             snapshot_interval=snapshot_interval,
             disk=disk,
             segment_bytes=segment_bytes,
+            group_commit=group_commit,
         )
 
     # ---- nodes ---------------------------------------------------------------------------

@@ -58,6 +58,7 @@ INITIAL_PARTITIONS = ("t/0", "t/1")
 ALL_PARTITIONS = ("t/0", "t/1", "t/2", "t/3")
 MAX_REPORT_AGE_S = 60.0
 RAFT_CHECK = os.environ.get("EPOCHGC_CONFORMANCE_RAFT_CHECK", "step")  # or "event"
+DISK_SNAPSHOT_INTERVAL = 4
 WAIT_STEPS = 30_000  # bound on one operation's simulated events (a stuck op is left running)
 
 # Counters of everything the harness ran, for the summary (process-wide).
@@ -152,14 +153,18 @@ class Harness:
     ) -> None:
         """`disk`: every broker group on the real DiskStorage with small segments; crashes
         are power losses (unsynced bytes torn or zero-filled, unsynced file creations and
-        deletions undone) half of them between a batch's write and its fsync."""
+        deletions undone) half of them between a batch's write and its fsync; even seeds
+        share one group commit per node (as the server does), odd ones sync each group."""
         self.tmp = tempfile.mkdtemp(prefix="conformance-")
         self.local = LocalStore(os.path.join(self.tmp, "store"), create=True)
         self.store = FaultyStore(self.local)
         self.disk = disk
         self.c = HarnessCluster(
             seed=seed, n_nodes=len(NODES), partitions=INITIAL_PARTITIONS, store=self.store,
-            faults=Faults(), disk=disk, segment_bytes=512,
+            faults=Faults(), disk=disk, segment_bytes=512, group_commit=seed % 2 == 0,
+            # Disk programs also compact on their own every few entries: the disk log's
+            # recovery after compactions behind the log end is what they are for.
+            snapshot_interval=DISK_SNAPSHOT_INTERVAL if disk else 0,
         )
         if disk:
             STATS["disk.programs"] += 1

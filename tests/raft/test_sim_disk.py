@@ -60,6 +60,7 @@ def disk_setup(seed: int) -> tuple[Config, Faults, dict[str, int]]:
     disk = {
         "segment_bytes": r.choice([64, 200, 1024]),
         "snapshot_interval": r.choice([0, 3, 8]),
+        "group_commit": r.random() < 0.5,
     }
     return cfg, faults, disk
 
@@ -145,7 +146,7 @@ def disk_program(
     s = Simulator(
         n, seed=seed, config=cfg, faults=faults, disk=True,
         segment_bytes=disk["segment_bytes"], snapshot_interval=disk["snapshot_interval"],
-        check_durability=check_durability,
+        check_durability=check_durability, group_commit=bool(disk["group_commit"]),
     )
     try:
         for k, op in enumerate(ops if ops is not None else disk_ops(seed, n, rounds)):
@@ -343,6 +344,7 @@ def main(argv: list[str] | None = None) -> int:
     text = json.dumps(out, indent=1)
     print(text)
     if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             f.write(text + "\n")
     return 1 if c.failures else 0
