@@ -61,7 +61,7 @@ class NodeProcess:
             cfg,
             tick_interval=args.tick,
             snapshot_interval=args.snapshot_interval,
-            group_commit={"auto": None, "on": True, "off": False}[args.group_commit],
+            group_commit={"auto": None, "off": False}.get(args.group_commit, args.group_commit),
         )
         self.groups = list(range(1, args.groups + 1))
         for g in self.groups:
@@ -144,10 +144,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--snapshot-interval", type=int, default=10_000)
     ap.add_argument(
         "--group-commit",
-        choices=["auto", "on", "off"],
+        choices=["auto", "parallel", "syncfs", "off"],
         default="auto",
-        help="one syncfs per batch for all groups (auto: where syncfs reports errors); "
-        "off: one fsync per group",
+        help="one barrier per batch for all groups: the groups' fsyncs issued concurrently "
+        "(parallel, the default) or one syncfs; off: one fsync per group in turn",
     )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)

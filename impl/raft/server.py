@@ -40,9 +40,11 @@ class RaftServer:
         snapshot_interval: int = 10_000,
         seed: int | None = None,
         storage_factory: Callable[[str], Storage] | None = None,
-        group_commit: bool | None = None,
+        group_commit: bool | str | None = None,
     ) -> None:
-        """`group_commit`: one syncfs per batch for all groups (None: where usable)."""
+        """`group_commit`: one barrier per batch for all groups: "syncfs", "parallel" (the
+        groups' fsyncs issued concurrently), True (= "parallel"), False (one fsync per group
+        in turn), None (the default: "parallel")."""
         self.node_id = transport_config.node_id
         self.voters = sorted([self.node_id, *transport_config.peers])
         self.data_dir = data_dir
@@ -50,11 +52,13 @@ class RaftServer:
         self.transport = Transport(transport_config, self._on_message)
         rng = random.Random(seed if seed is not None else int.from_bytes(os.urandom(8), "big"))
         self.host = MultiRaftHost(self.node_id, self.transport.send, rng, config, snapshot_interval)
-        if group_commit is None:
-            group_commit = syncfs_usable()
+        if group_commit is None or group_commit is True:
+            group_commit = "parallel"
+        if group_commit == "syncfs" and not syncfs_usable():
+            group_commit = "parallel"  # syncfs does not report errors before Linux 5.8
         if group_commit:
             os.makedirs(data_dir, exist_ok=True)
-            self.group_commit: GroupCommit | None = GroupCommit(data_dir)
+            self.group_commit: GroupCommit | None = GroupCommit(data_dir, mode=str(group_commit))
         else:
             self.group_commit = None
         self._storage_factory = storage_factory or (
@@ -84,6 +88,8 @@ class RaftServer:
         await self.transport.close()
         if self.failed is None:
             self.host.close()
+        if self.group_commit is not None:
+            self.group_commit.close()
 
     # ---- application API -------------------------------------------------------------------
 

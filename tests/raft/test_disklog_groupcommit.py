@@ -1,6 +1,7 @@
 """Group commit across groups: a node's DiskStorages share one GroupCommit, so one Ready batch
 costs one barrier (syncfs) for every group that wrote in it, and a power loss after it keeps
-every group's acknowledged entries (CrashFS models syncfs as covering the whole file system)."""
+every group's acknowledged entries (CrashFS models syncfs as covering the whole file system,
+and the parallel mode is each storage's own fsync, issued from a thread pool)."""
 
 from __future__ import annotations
 
@@ -39,13 +40,14 @@ def _host(base: Path, fs: CrashFS, gc: GroupCommit | None) -> MultiRaftHost:
     return h
 
 
+@pytest.mark.parametrize("mode", ["syncfs", "parallel"])
 def test_one_barrier_per_batch_for_every_group_and_a_crash_keeps_all_acks(
-    tmp_path: Path,
+    tmp_path: Path, mode: str
 ) -> None:
     for seed in range(5):
         base = tmp_path / str(seed)
         fs = CrashFS()
-        gc = GroupCommit(str(base), fs)
+        gc = GroupCommit(str(base), fs, mode=mode)
         h = _host(base, fs, gc)
         for _ in range(10):
             h.tick()
@@ -55,13 +57,15 @@ def test_one_barrier_per_batch_for_every_group_and_a_crash_keeps_all_acks(
         rng = random.Random(seed)
         for _round in range(20):
             ps = [h.propose(g, b"x" * rng.randint(1, 300)) for g in range(1, GROUPS + 1)]
-            before = (fs.fsyncs, fs.syncfs_calls)
+            before = (fs.fsyncs, fs.syncfs_calls, gc.barriers)
             batches = 0
             while h.has_work():  # append + persist, then commit + apply
                 batches += h.process_ready() > 0
-            # One barrier per batch for the 16 groups, and no per-group fsync at all.
-            assert 1 <= fs.syncfs_calls - before[1] <= batches
-            assert fs.fsyncs - before[0] == fs.syncfs_calls - before[1]
+            # One barrier per batch for the 16 groups.
+            assert 1 <= gc.barriers - before[2] <= batches
+            if mode == "syncfs":  # and no per-group fsync at all
+                assert fs.syncfs_calls - before[1] == gc.barriers - before[2]
+                assert fs.fsyncs - before[0] == fs.syncfs_calls - before[1]
             for p in ps:
                 assert p.done and p.error is None
                 acked[p.group].append(p.index)
@@ -89,9 +93,10 @@ def test_without_group_commit_each_group_fsyncs(tmp_path: Path) -> None:
     assert fs.fsyncs - before >= GROUPS and fs.syncfs_calls == 0
 
 
-def test_a_failed_barrier_fails_every_group_in_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["syncfs", "parallel"])
+def test_a_failed_barrier_fails_every_group_in_it(tmp_path: Path, mode: str) -> None:
     fs = CrashFS()
-    gc = GroupCommit(str(tmp_path), fs)
+    gc = GroupCommit(str(tmp_path), fs, mode=mode)
     sts = [DiskStorage(str(tmp_path / f"g{i}"), fs=fs, group_commit=gc) for i in range(3)]
     for st in sts:
         st.load()
