@@ -301,3 +301,27 @@ def test_disk_acked_records_survive_compaction_behind_the_log_end_and_power_loss
         assert sum(len(v) for v in h.expected.values()) >= 20  # records were acknowledged
     finally:
         h.close()
+
+
+def test_disk_found_refused_restart_after_routine_compactions() -> None:
+    """Found by a disk-backed harness program on the pre-issue-10 disk log, shrunk: produces
+    while the groups compact on their own every 4 entries (the disk programs' setting), then
+    one crash and restart. The restart was refused (StorageCorruption "gap: entry 10 after 8"
+    in a partition group): a compaction marker replayed without the segments it assumed.
+    It must run clean, and every acknowledged record must read back."""
+    h = Harness(seed=25, disk=True)
+    both = ["t/0", "t/1"]
+    try:
+        for n, via, wait in [(2, 3, True), (3, 2, True)]:
+            step(h, h.produce, both, n, via, None, wait)
+        step(h, h.run, 400)
+        for n, via, wait in [(2, 3, True), (3, 3, True), (1, 3, True), (3, 1, False),
+                             (1, 3, True), (2, 3, True), (3, 1, False), (1, 2, True)]:
+            step(h, h.produce, both, n, via, None, wait)
+        step(h, h.crash, 1)
+        step(h, h.restart, 1)
+        step(h, h.settle)
+        h.check_readback()
+        assert sum(len(v) for v in h.expected.values()) >= 10
+    finally:
+        h.close()
