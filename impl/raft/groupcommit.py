@@ -1,28 +1,33 @@
 """Group commit across Raft groups: one durability barrier per Ready batch for every group of a
-node that wrote in it, instead of one fsync per group.
+node that wrote in it, instead of one fsync per group in turn.
 
-Choice: syncfs(2) on the file system holding the node's data directory.
+What was weighed (correct = every file a group wrote is durable before any acknowledgement):
 
-* A node-wide shared WAL (etcd's one-WAL-per-process, TiKV's raft-engine) is the other
-  correct design, but it replaces the per-group segment files, their compaction and their
-  recovery with a shared log whose garbage collection must track every group's snapshot:
-  a different storage engine, not a change to this one.
-* Batching fdatasync calls (or issuing them from threads) keeps one flush per file: the
-  number of device cache flushes is what costs, and that does not go down reliably.
-* syncfs writes back every dirty page and inode of the file system and commits its journal,
-  so every segment append, file creation, rename and unlink a group made before the call is
-  durable when it returns 0. Since Linux 5.8 it reports writeback errors that happened since
-  the descriptor was opened (errseq on the superblock); on older kernels it always returns 0,
-  so there `syncfs_usable()` is False and storages fall back to one fsync per group.
-  It also flushes other processes' dirty data on the same file system: correct, only slower
-  on a busy shared disk (the data directory should be its own file system in production).
+* A node-wide shared WAL (etcd's one WAL per process, TiKV's raft-engine): correct and the
+  long-term answer, but it replaces the per-group segment files, their compaction and their
+  recovery with a shared log whose garbage collection must track every group's snapshot: a
+  different storage engine, not a change to this one. Not done here.
+* syncfs(2) on the data directory's file system (mode "syncfs"): one call writes back every
+  dirty page and inode of the file system and commits its journal, so every append, creation,
+  rename and unlink any group made is durable when it returns 0. Since Linux 5.8 it reports
+  writeback errors (errseq on the superblock); before, it always returns 0, so it is refused
+  there. Its cost is the whole file system's dirty data: on a disk shared with other busy
+  processes (this machine) it also waits for their writeback.
+* The batch's fsyncs issued concurrently from a thread pool (mode "parallel", the default):
+  still one fsync per file, so each file reports its own error and nothing else is flushed,
+  but the journal (ext4's jbd2, XFS's log) folds concurrent fsyncs into one commit and one
+  device cache flush. Correct on every kernel.
+
+Measured (ext4 here, 1.1 KiB appended per file, one barrier, ms): 1 file: fsync 0.2-2.2,
+syncfs 2.6-3.6; 16 files: fsyncs in turn 50, parallel 4.3, syncfs 3.8-4.4; 64 files: 128-279,
+parallel 16, syncfs 3.3-26; 256 files: 186-580, parallel 42, syncfs 9-26. The Raft benchmark
+with 256 groups per node (benchmarks/bench_raft.py) has both modes' figures.
 
 `GroupCommit(data_dir)` is shared by every DiskStorage of one node; `commit(storages)` runs
-each storage's pre-barrier step, one syncfs, then each post-barrier step. A batch in which
-only one storage wrote uses that storage's own fsync instead (measured on ext4 here: one fsync
-2.2 ms vs syncfs 2.6 ms; 16 files 50 ms of fsyncs vs 3.8 ms; 256 files 186 ms vs 9 ms).
-A failed barrier is fatal for every storage in it (StorageFailed): after a failed fsync the
-page cache can no longer be trusted to hold what was written.
+each storage's pre-barrier step, the barrier, then each post-barrier step. A batch in which
+only one storage wrote uses that storage's own fsync. A failed barrier is fatal for every
+storage in it (StorageFailed): after a failed fsync the page cache can no longer be trusted to
+hold what was written.
 """
 
 from __future__ import annotations
