@@ -202,7 +202,12 @@ class DiskStorage:
             raise StorageCorruption(path, 0, "checksum mismatch")
         fmt, install_seq = _SNAPHEAD.unpack_from(raw, 4)
         if fmt != FORMAT:
-            raise StorageCorruption(path, 4, f"snapshot file of on-disk format {fmt}, not {FORMAT}")
+            raise StorageCorruption(
+                path,
+                4,
+                f"snapshot file of another on-disk format (byte {fmt}; this version writes "
+                f"{FORMAT}): logs of format 2 or older are refused, restore this node from a peer",
+            )
         try:
             self._snap = decode_snapshot(raw[4 + _SNAPHEAD.size :])
         except CodecError as e:

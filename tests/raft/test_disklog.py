@@ -240,6 +240,11 @@ def test_format_2_directory_is_refused_with_a_clear_message(tmp_path: Path) -> N
     (tmp_path / "0000000000000001.seg").write_bytes(b"EGRLOG\x00\x02" + b"\x01" * 30)
     with pytest.raises(StorageCorruption, match="on-disk format 2"):
         reopen(tmp_path).load()
+    (tmp_path / "0000000000000001.seg").unlink()
+    body = b"\x01" + bytes(20)  # a format-2 snapshot file: codec version 1 first
+    (tmp_path / "snapshot").write_bytes(struct.pack(">I", zlib.crc32(body)) + body)
+    with pytest.raises(StorageCorruption, match="format 2 or older are refused"):
+        reopen(tmp_path).load()
 
 
 @settings(max_examples=60, derandomize=True, deadline=None)
