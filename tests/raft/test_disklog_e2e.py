@@ -118,3 +118,40 @@ def test_compaction_behind_the_log_end_and_clean_restarts_keep_every_entry(
             assert after[1] >= max(acked)
     for i in c.ids:
         c.hosts[i].close()
+
+
+def test_two_compactions_without_new_entries_then_a_restart_keep_the_log_end(
+    tmp_path: Path,
+) -> None:
+    # The silent-loss shape end to end: a follower compacts early (its record lands in the
+    # live segment), then at its applied index (deleting the older segments), and restarts
+    # before any new entry. The old disk log came back with its log ending at the second
+    # compaction, before entries it had acknowledged.
+    c = DiskCluster(tmp_path, seed=9, segment_bytes=300)
+    for _ in range(40):
+        c.step()
+        if c.leader() is not None:
+            break
+    lead = c.leader()
+    assert lead is not None
+    ps = []
+    for _ in range(3):  # three batches: the follower's log spans several segments
+        ps += [c.hosts[lead].propose(1, b"w" * 30) for _ in range(10)]
+        for _ in range(10):
+            c.step()
+    assert all(p.done and p.error is None for p in ps)
+    f = next(i for i in c.ids if i != lead)
+    h = c.hosts[f]
+    applied = h.applied_index(1)
+    assert applied >= 30
+    h.compact(1, 3, b"early")
+    c.step()
+    h.compact(1, applied - 2, h.groups[1].sm.snapshot())
+    c.step()
+    before = _durable(h)
+    c.stop(f)
+    c.start(f)
+    assert _durable(c.hosts[f])[1:] == before[1:]
+    assert c.hosts[f].groups[1].node.log.last_index() >= max(p.index for p in ps)
+    for i in list(c.hosts):
+        c.hosts[i].close()
