@@ -193,7 +193,7 @@ class Simulator:
         disk_dir: str | None = None,
         segment_bytes: int = 4096,
         check_durability: bool = True,
-        group_commit: bool = False,
+        group_commit: bool | str = False,
     ) -> None:
         """`groups` get a DigestStateMachine each. `on_start(sim, node_id, host)` runs every
         time a node (re)starts, after those, so an application can add its own groups with
@@ -202,7 +202,8 @@ class Simulator:
         `disk`: every group of every node runs on the real DiskStorage under `disk_dir` (a
         fresh temporary directory if None, removed with the simulator), with small segments
         so that segment rolls and deletions are frequent. `group_commit`: a node's groups
-        share one GroupCommit (one barrier per Ready batch), as the asyncio server's do.
+        share one GroupCommit (one barrier per Ready batch), as the asyncio server's do;
+        True or "syncfs" (one syncfs), "parallel" (the batch's fsyncs issued concurrently).
 
         `check_durability=False` leaves only the end-to-end checks (the Raft invariants,
         state-machine safety, acknowledged entries): to see what a lost write does later."""
@@ -238,7 +239,8 @@ class Simulator:
         # One file system per node (all its groups' directories): what a power loss keeps.
         self.power_loss = disk and CrashFS is not None and _FS_PARAM
         self._fs: dict[int, CrashFS] = {}
-        self.group_commit = disk and group_commit and GroupCommit is not None and _GC_PARAM
+        self.group_commit = bool(disk and group_commit and GroupCommit is not None and _GC_PARAM)
+        self.group_commit_mode = group_commit if isinstance(group_commit, str) else "syncfs"
         self._gc: dict[int, GroupCommit] = {}
         self.nodes: dict[int, SimNode] = {i: SimNode(i, {}) for i in self.ids}
         for i in self.ids:
@@ -309,7 +311,12 @@ class Simulator:
             kw["fs"] = self._fs.setdefault(nid, CrashFS())
         if self.group_commit:
             os.makedirs(node_dir, exist_ok=True)
-            kw["group_commit"] = self._gc.setdefault(nid, GroupCommit(node_dir, kw.get("fs")))
+            if nid not in self._gc:
+                mode = self.group_commit_mode
+                # (only a parallel commit names its mode: older GroupCommits have none)
+                extra = {"mode": mode} if mode != "syncfs" else {}
+                self._gc[nid] = GroupCommit(node_dir, kw.get("fs"), **extra)  # type: ignore[arg-type]
+            kw["group_commit"] = self._gc[nid]
         return DiskStorage(path, segment_bytes=self.segment_bytes, **kw)  # type: ignore[arg-type]
 
     def _check_recovered(self, sn: SimNode, group: int, init: InitialState) -> None:
@@ -413,6 +420,10 @@ class Simulator:
                     if isinstance(st, DiskStorage):
                         _abandon(st)
             sn.host = None
+        for gc in self._gc.values():
+            close = getattr(gc, "close", None)  # a parallel group commit's thread pool
+            if close is not None:
+                close()
         if self.disk:
             shutil.rmtree(self.disk_dir, ignore_errors=True)
 

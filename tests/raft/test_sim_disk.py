@@ -37,6 +37,9 @@ DISK_PROGRAMS = 3000 if DEEP else 300
 DISK_ROUNDS = 120 if DEEP else 40
 
 
+GROUP_COMMIT: list[bool | str] = [False, "syncfs", "parallel"]
+
+
 def disk_setup(seed: int) -> tuple[Config, Faults, dict[str, int]]:
     r = random.Random(seed ^ 0xD15C)
     cfg = Config(
@@ -60,7 +63,7 @@ def disk_setup(seed: int) -> tuple[Config, Faults, dict[str, int]]:
     disk = {
         "segment_bytes": r.choice([64, 200, 1024]),
         "snapshot_interval": r.choice([0, 3, 8]),
-        "group_commit": r.random() < 0.5,
+        "group_commit": r.choice([0, 0, 1, 2]),  # off, syncfs, parallel fsyncs
     }
     return cfg, faults, disk
 
@@ -146,7 +149,7 @@ def disk_program(
     s = Simulator(
         n, seed=seed, config=cfg, faults=faults, disk=True,
         segment_bytes=disk["segment_bytes"], snapshot_interval=disk["snapshot_interval"],
-        check_durability=check_durability, group_commit=bool(disk["group_commit"]),
+        check_durability=check_durability, group_commit=GROUP_COMMIT[disk["group_commit"]],
     )
     try:
         for k, op in enumerate(ops if ops is not None else disk_ops(seed, n, rounds)):
