@@ -174,6 +174,15 @@ class ConformanceMachine(RuleBasedStateMachine):
         self._count("crash")
         self.H.crash(nid)
 
+    @precondition(lambda self: self.h is not None and self.h.disk and self._quorum_ok())
+    @rule(nid=nodes, mid_write=st.booleans())
+    def power_loss_and_recover(self, nid: int, mid_write: bool) -> None:
+        """Disk programs: a power loss (between a write and its fsync, or not) and at once
+        the recovery from disk, so every disk program exercises recovery often."""
+        self._count("power_loss_and_recover")
+        self.H.crash(nid, mid_write)
+        self.H.restart(nid)
+
     @rule(nid=nodes)
     def restart(self, nid: int) -> None:
         self._count("restart")
