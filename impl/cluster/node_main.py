@@ -29,7 +29,7 @@ from impl.raft.disklog import DiskStorage
 from impl.raft.node import Config
 from impl.raft.node_main import parse_peers
 from impl.raft.server import RaftServer
-from impl.raft.storage import StorageCorruption
+from impl.raft.storage import StorageCorruption, StorageFailed
 from impl.raft.transport import TransportConfig
 from impl.store.url import open_store
 
@@ -66,14 +66,16 @@ async def run(args: argparse.Namespace) -> int:
         print(f"refusing to start: corrupted Raft storage: {e}", file=sys.stderr, flush=True)
         return 2
     stop = asyncio.Event()
-    fatal: list[StorageCorruption] = []
+    fatal: list[Exception] = []
 
     def on_error(lp: asyncio.AbstractEventLoop, ctx: dict[str, object]) -> None:
         # A group opened later (a partition created while running) found damaged storage:
         # stop serving rather than run with part of the node's state missing.
         exc = ctx.get("exception")
-        if isinstance(exc, StorageCorruption):
-            print(f"stopping: corrupted Raft storage: {exc}", file=sys.stderr, flush=True)
+        if isinstance(exc, StorageCorruption | StorageFailed):
+            # StorageFailed: a write or fsync failed (disk full, I/O error); nothing of that
+            # batch was acknowledged, and a node must not carry on after a failed fsync.
+            print(f"stopping: Raft storage: {exc}", file=sys.stderr, flush=True)
             fatal.append(exc)
             stop.set()
         else:

@@ -23,7 +23,7 @@ from impl.raft.node import (
     TermMismatch,
     TransferInProgress,
 )
-from impl.raft.storage import MemStorage, Storage, StorageCorruption
+from impl.raft.storage import MemStorage, Storage, StorageCorruption, StorageFailed
 
 __all__ = [
     "ENTRY_NOOP",
@@ -46,6 +46,7 @@ __all__ = [
     "StateMachine",
     "Storage",
     "StorageCorruption",
+    "StorageFailed",
     "TermMismatch",
     "TransferInProgress",
 ]

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 from impl.raft.messages import ENTRY_NOOP, ENTRY_NORMAL, Entry, Message, Snapshot
 from impl.raft.node import Config, RaftNode, Ready, Role
-from impl.raft.storage import Storage
+from impl.raft.storage import Storage, StorageFailed, sync_all
 
 
 class StateMachine(Protocol):
@@ -80,6 +80,7 @@ class Group:
     sm: StateMachine
     pending: dict[int, Proposal] = field(default_factory=dict)
     lead_term: int = 0  # the term the pending proposals were accepted in
+    applied: int = 0  # what the state machine holds (the core's `applied` runs ahead of it)
 
 
 SendFn = Callable[[int, int, Message], None]  # (to node, group id, message)
@@ -106,6 +107,8 @@ class MultiRaftHost:
         self.on_leader_change: LeaderChangeFn | None = None
         # Observer of every applied non-no-op entry (group id, entry), after the state machine.
         self.on_applied: Callable[[int, Entry], None] | None = None
+        # A storage failure (disk full, failed fsync) is fatal: the host refuses to go on.
+        self.failed: StorageFailed | None = None
 
     # ---- groups ----------------------------------------------------------------------------
 
@@ -120,7 +123,7 @@ class MultiRaftHost:
         node = RaftNode(
             self.node_id, peers, init, random.Random(self.rng.getrandbits(64)), self.config
         )
-        self.groups[group_id] = Group(group_id, node, storage, sm)
+        self.groups[group_id] = Group(group_id, node, storage, sm, applied=init.snapshot.index)
         self._dirty.add(group_id)
         return node
 
@@ -182,7 +185,9 @@ class MultiRaftHost:
         return self.groups[group_id].node.term
 
     def applied_index(self, group_id: int) -> int:
-        return self.groups[group_id].node.log.applied
+        """The index the state machine has applied (a received snapshot counts only once the
+        state machine has been restored from it)."""
+        return self.groups[group_id].applied
 
     def has_work(self) -> bool:
         return bool(self._dirty)
@@ -191,26 +196,35 @@ class MultiRaftHost:
 
     def process_ready(self, crash_before_sync: bool = False) -> int:
         """Handle every group with work; returns how many Readies were processed.
-        `crash_before_sync` (simulator only) writes the batch and stops before the fsync."""
+        `crash_before_sync` (simulator only) writes the batch and stops before the fsync.
+        Raises StorageFailed (then and on every later call) if a write or sync failed:
+        nothing of that batch is sent, applied or acknowledged."""
+        if self.failed is not None:
+            raise self.failed
+        try:
+            return self._process_ready(crash_before_sync)
+        except StorageFailed as e:
+            self.failed = e
+            raise
+
+    def _process_ready(self, crash_before_sync: bool) -> int:
         todo = [gid for gid in sorted(self._dirty) if self.groups[gid].node.has_ready()]
         self._dirty.clear()
         batch: list[tuple[Group, Ready]] = []
         for gid in todo:
             g = self.groups[gid]
             rd = g.node.ready()
-            snap = rd.snapshot or rd.compacted
             if rd.must_sync:
-                g.storage.write(rd.hard_state, snap, rd.entries)
+                g.storage.write(rd.hard_state, rd.snapshot, rd.entries, rd.compacted)
             for m in rd.early_messages:
                 self.send(m.to, g.id, m)
             batch.append((g, rd))
         if crash_before_sync:
             return len(batch)
-        synced: set[int] = set()
-        for g, rd in batch:
-            if rd.must_sync and id(g.storage) not in synced:
-                g.storage.sync()  # group commit: one fsync per storage per batch
-                synced.add(id(g.storage))
+        # Group commit: one barrier per batch for all storages that share one (a node's
+        # DiskStorages on a GroupCommit), else one sync per storage.
+        to_sync = {id(g.storage): g.storage for g, rd in batch if rd.must_sync}
+        sync_all(list(to_sync.values()))
         for g, rd in batch:
             for m in rd.messages:
                 self.send(m.to, g.id, m)
@@ -227,6 +241,7 @@ class MultiRaftHost:
     def _apply(self, g: Group, rd: Ready) -> None:
         if rd.snapshot is not None:
             g.sm.restore(rd.snapshot)
+            g.applied = rd.snapshot.index
             for idx in [i for i in g.pending if i <= rd.snapshot.index]:
                 g.pending.pop(idx)._finish(None, LeadershipLost("replaced by a snapshot"))
         for e in rd.committed_entries:
@@ -235,6 +250,7 @@ class MultiRaftHost:
                 result = g.sm.apply(e)
                 if self.on_applied is not None:
                     self.on_applied(g.id, e)
+            g.applied = e.index
             p = g.pending.pop(e.index, None)
             if p is not None:
                 if p.term == e.term:

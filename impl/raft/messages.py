@@ -77,3 +77,4 @@ class InitialState:
     hard_state: HardState = HardState()
     snapshot: Snapshot = Snapshot()
     entries: tuple[Entry, ...] = ()
+    origin: str = ""  # where it was recovered from (a directory), for error messages

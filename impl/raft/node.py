@@ -119,7 +119,9 @@ class RaftNode:
         hs = storage_view.hard_state
         self.term = hs.term
         self.vote = hs.vote
-        self.log = RaftLog(storage_view.snapshot, storage_view.entries, hs.commit)
+        self.log = RaftLog(
+            storage_view.snapshot, storage_view.entries, hs.commit, storage_view.origin
+        )
         self.role = Role.FOLLOWER
         self.lead = NONE
         self.msgs: list[Message] = []

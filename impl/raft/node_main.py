@@ -61,6 +61,7 @@ class NodeProcess:
             cfg,
             tick_interval=args.tick,
             snapshot_interval=args.snapshot_interval,
+            group_commit={"auto": None, "off": False}.get(args.group_commit, args.group_commit),
         )
         self.groups = list(range(1, args.groups + 1))
         for g in self.groups:
@@ -77,9 +78,14 @@ class NodeProcess:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+        stopped = asyncio.ensure_future(self.server.stopped.wait())
+        await asyncio.wait(
+            [asyncio.ensure_future(stop.wait()), stopped], return_when=asyncio.FIRST_COMPLETED
+        )
         srv.close()
         await self.server.close()
+        if self.server.failed is not None:
+            raise SystemExit(f"stopping: {self.server.failed}")
 
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -136,6 +142,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--heartbeat-tick", type=int, default=2)
     ap.add_argument("--max-inflight", type=int, default=64)
     ap.add_argument("--snapshot-interval", type=int, default=10_000)
+    ap.add_argument(
+        "--group-commit",
+        choices=["auto", "parallel", "syncfs", "off"],
+        default="auto",
+        help="one barrier per batch for all groups: the groups' fsyncs issued concurrently "
+        "(parallel, the default) or one syncfs; off: one fsync per group in turn",
+    )
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
     profile = os.environ.get("EPOCHGC_RAFT_PROFILE")  # a path prefix: dump cProfile stats

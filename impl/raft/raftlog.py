@@ -18,7 +18,9 @@ class LogInvariantError(AssertionError):
 
 
 class RaftLog:
-    def __init__(self, snapshot: Snapshot, entries: Sequence[Entry], commit: int) -> None:
+    def __init__(
+        self, snapshot: Snapshot, entries: Sequence[Entry], commit: int, origin: str = ""
+    ) -> None:
         self.snapshot = snapshot
         self.entries: list[Entry] = []
         for e in entries:
@@ -28,7 +30,13 @@ class RaftLog:
                 raise LogInvariantError(f"recovered log has a gap at index {e.index}")
             self.entries.append(e)
         last = self.last_index()
-        self.committed = max(snapshot.index, min(commit, last))
+        if commit > last:
+            # etcd panics here too: the durable log lost entries that were committed.
+            raise LogInvariantError(
+                f"recovered commit {commit} is past the last entry {last} of "
+                f"{origin or 'the recovered log'}: committed entries were lost"
+            )
+        self.committed = max(snapshot.index, commit)
         self.applied = snapshot.index
         self.stable = last  # everything recovered from storage is durable
         self.unstable_from = last + 1  # first index not yet handed to the host to persist

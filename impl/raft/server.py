@@ -4,7 +4,13 @@ transport. Proposals return asyncio futures resolved when the entry is committed
 
 Each group stores its log under `data_dir/g<group id>` (DiskStorage). The Ready loop runs
 once per event-loop iteration in which something happened, so all messages that arrived
-together share one fsync per group (group commit).
+together share one durability barrier: with `group_commit` (the default where syncfs reports
+errors, Linux >= 5.8) one syncfs for every group of the node that wrote in the batch, else one
+fsync per group.
+
+A storage failure (disk full, failed fsync) is fatal: the server stops ticking and sending,
+sets `failed`, resolves `stopped`, and re-raises StorageFailed so the event loop's exception
+handler sees it. Nothing of the failed batch was acknowledged.
 """
 
 from __future__ import annotations
@@ -16,10 +22,11 @@ from collections.abc import Callable
 from typing import Any
 
 from impl.raft.disklog import DiskStorage
+from impl.raft.groupcommit import GroupCommit, syncfs_usable
 from impl.raft.host import MultiRaftHost, Proposal, StateMachine
 from impl.raft.messages import ENTRY_NORMAL, Message
 from impl.raft.node import Config
-from impl.raft.storage import Storage
+from impl.raft.storage import Storage, StorageFailed
 from impl.raft.transport import Transport, TransportConfig
 
 
@@ -33,7 +40,11 @@ class RaftServer:
         snapshot_interval: int = 10_000,
         seed: int | None = None,
         storage_factory: Callable[[str], Storage] | None = None,
+        group_commit: bool | str | None = None,
     ) -> None:
+        """`group_commit`: one barrier per batch for all groups: "syncfs", "parallel" (the
+        groups' fsyncs issued concurrently), True (= "parallel"), False (one fsync per group
+        in turn), None (the default: "parallel")."""
         self.node_id = transport_config.node_id
         self.voters = sorted([self.node_id, *transport_config.peers])
         self.data_dir = data_dir
@@ -41,7 +52,21 @@ class RaftServer:
         self.transport = Transport(transport_config, self._on_message)
         rng = random.Random(seed if seed is not None else int.from_bytes(os.urandom(8), "big"))
         self.host = MultiRaftHost(self.node_id, self.transport.send, rng, config, snapshot_interval)
-        self._storage_factory = storage_factory or (lambda d: DiskStorage(d))
+        if group_commit is None or group_commit is True:
+            group_commit = "parallel"
+        if group_commit == "syncfs" and not syncfs_usable():
+            group_commit = "parallel"  # syncfs does not report errors before Linux 5.8
+        if group_commit:
+            os.makedirs(data_dir, exist_ok=True)
+            self.group_commit: GroupCommit | None = GroupCommit(data_dir, mode=str(group_commit))
+        else:
+            self.group_commit = None
+        self._storage_factory = storage_factory or (
+            lambda d: DiskStorage(d, group_commit=self.group_commit)
+        )
+        self.failed: StorageFailed | None = None
+        self._closer: asyncio.Task[None] | None = None
+        self.stopped: asyncio.Event = asyncio.Event()
         self._flush_scheduled = False
         self._ticker: asyncio.TimerHandle | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -61,7 +86,10 @@ class RaftServer:
         if self._ticker is not None:
             self._ticker.cancel()
         await self.transport.close()
-        self.host.close()
+        if self.failed is None:
+            self.host.close()
+        if self.group_commit is not None:
+            self.group_commit.close()
 
     # ---- application API -------------------------------------------------------------------
 
@@ -112,6 +140,8 @@ class RaftServer:
     # ---- loop plumbing ---------------------------------------------------------------------
 
     def _on_message(self, frm: int, group: int, msg: Message) -> None:
+        if self.failed is not None:
+            return
         self.host.receive(group, msg)
         self._schedule_flush()
 
@@ -128,9 +158,23 @@ class RaftServer:
 
     def _flush(self) -> None:
         self._flush_scheduled = False
-        self.host.process_ready()
+        if self.failed is not None:
+            return
+        try:
+            self.host.process_ready()
+        except StorageFailed as e:
+            self._fatal(e)
+            raise
         if self.host.has_work():
             self._schedule_flush()
+
+    def _fatal(self, e: StorageFailed) -> None:
+        self.failed = e
+        if self._ticker is not None:
+            self._ticker.cancel()
+        if self._loop is not None:  # stop talking to peers: this node is out until restarted
+            self._closer = self._loop.create_task(self.transport.close())
+        self.stopped.set()
 
 
 def _settle(fut: asyncio.Future[Any], p: Proposal) -> None:

@@ -1,33 +1,71 @@
-"""Deterministic simulator: the real RaftNode + MultiRaftHost over an in-memory network and an
-in-memory disk (MemStorage), driven by a logical clock and one seeded random.Random.
+"""Deterministic simulator: the real RaftNode + MultiRaftHost over an in-memory network and
+either an in-memory disk (MemStorage) or the real DiskStorage on a temporary directory (tmpfs
+where present), driven by a logical clock and one seeded random.Random.
 
-Faults: message drop, duplication, delay and reordering, link cuts, crashes (optionally in
-the middle of a write, losing whatever was not synced) and restarts. Every decision is drawn
-from the simulator's rng and events are ordered by (time, sequence), so the same seed and the
-same calls give the same trace, byte for byte (`trace_digest`).
+Faults: message drop, duplication, delay and reordering, link cuts (both ways or one way),
+late replays of old messages, several inputs batched before one Ready (as the asyncio server
+does), crashes (optionally in the middle of a write, losing whatever was not synced) and
+restarts. A restart is a new host recovering every group from its disk. Every decision is
+drawn from the simulator's rng and events are ordered by (time, sequence), so the same seed and
+the same calls give the same trace, byte for byte (`trace_digest`).
+
+After every event the Raft invariants run over every group (impl/raft/invariants.py), and a
+restart checks that the recovered state keeps everything the node had made durable (its term
+and vote, every entry up to its last synced index, a commit index within its log); a restart
+the storage or the core refuses is an InvariantViolation too (`RestartRefused`).
 
 Drive it with `step()` (one event), `run(n)` or `run_until(pred)`; between steps call
-`propose`, `crash`, `restart`, `cut`, `heal`, `transfer_leadership`.
+`propose`, `compact`, `crash`, `restart`, `cut`, `cut_one_way`, `heal`, `replay_old`,
+`transfer_leadership`.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import heapq
+import inspect
+import os
 import random
+import shutil
 import struct
+import tempfile
+import weakref
 import zlib
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from impl.raft.codec import decode_message, encode_message
-from impl.raft.host import MultiRaftHost, Proposal, StateMachine
-from impl.raft.invariants import InvariantChecker
-from impl.raft.messages import ENTRY_NORMAL, Entry, Message, Snapshot
-from impl.raft.node import Config, Role
-from impl.raft.storage import MemStorage
+from impl.raft.disklog import DiskStorage
+from impl.raft.host import Group, MultiRaftHost, Proposal, StateMachine
+from impl.raft.invariants import InvariantChecker, InvariantViolation
+from impl.raft.messages import ENTRY_NORMAL, Entry, InitialState, Message, Snapshot
+from impl.raft.node import Config, Ready, Role
+from impl.raft.storage import MemStorage, Storage
+
+try:  # the injectable file layer and its power-loss model
+    from impl.raft.fileio import CrashFS
+except ImportError:  # a disk log without one: a crash is a process kill (the page cache lives)
+    CrashFS = None  # type: ignore[assignment,misc]
+try:  # one durability barrier per Ready batch for all of a node's groups
+    from impl.raft.groupcommit import GroupCommit
+except ImportError:
+    GroupCommit = None  # type: ignore[assignment,misc]
+_PARAMS = inspect.signature(DiskStorage.__init__).parameters
+_FS_PARAM = "fs" in _PARAMS
+_GC_PARAM = "group_commit" in _PARAMS
 
 _SNAP = struct.Struct(">Q32s")
+_HISTORY = 512  # sent messages remembered for late replays
+
+# Event kinds, in the heap as (time, seq, kind, a, b, c, payload).
+_TICK, _DELIVER, _FLUSH = 0, 1, 2
+
+
+class RestartRefused(InvariantViolation):
+    """A node could not recover from its own disk (corruption reported, or a recovered log
+    the core rejects): an outage Raft should never need."""
 
 
 class DigestStateMachine:
@@ -70,19 +108,73 @@ class Faults:
     max_latency: int = 3
     reorder_window: int = 30
     crash_mid_write: float = 0.0  # probability a crash happens between write and sync
+    replay: float = 0.0  # probability a send also re-delivers an old message, late
+    replay_window: int = 200  # how late (time units) a replayed message arrives
+    batch: float = 0.0  # probability a node waits for more inputs before its next Ready
+    batch_window: int = 5  # how long (time units) a batch may gather inputs
+
+
+@dataclass(frozen=True)
+class DurableMark:
+    """What one group of one node has made durable (as of its last completed Ready batch):
+    a restart must recover at least this."""
+
+    term: int
+    vote: int
+    stable: int  # every entry up to here was synced
+    stable_term: int
 
 
 @dataclass
 class SimNode:
     id: int
-    storages: dict[int, MemStorage]
+    storages: dict[int, Storage]
     host: MultiRaftHost | None = None
     sms: dict[int, DigestStateMachine] = field(default_factory=dict)
     incarnation: int = 0
+    flush_pending: bool = False  # a batched Ready is scheduled
+    durable: dict[int, DurableMark] = field(default_factory=dict)
 
     @property
     def up(self) -> bool:
         return self.host is not None
+
+
+class _SimHost(MultiRaftHost):
+    """The real host; the simulator only observes it: after every complete batch it records
+    what each group made durable, and it counts compactions and snapshot installs."""
+
+    def __init__(self, sim: Simulator, sn: SimNode, *args: object, **kw: object) -> None:
+        super().__init__(*args, **kw)  # type: ignore[arg-type]
+        self._sim = sim
+        self._sn = sn
+
+    def process_ready(self, crash_before_sync: bool = False) -> int:
+        n = super().process_ready(crash_before_sync)
+        if n and not crash_before_sync:
+            for gid, g in self.groups.items():
+                self._sn.durable[gid] = _mark(g)
+        return n
+
+    def _apply(self, g: Group, rd: Ready) -> None:
+        if rd.snapshot is not None:
+            self._sim.stats["snapshot_installs"] += 1
+        if rd.compacted is not None:
+            self._sim.stats["compactions"] += 1
+        super()._apply(g, rd)
+
+
+def _mark(g: Group) -> DurableMark:
+    n = g.node
+    log = n.log
+    return DurableMark(n.term, n.vote, log.stable, log.term(log.stable) or 0)
+
+
+def _tmp_root() -> str:
+    """A fresh directory for simulated disks: tmpfs (/dev/shm) where present, so that a
+    fuzz run's fsyncs cost no real I/O."""
+    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+    return tempfile.mkdtemp(prefix="raftsim-", dir=base)
 
 
 class Simulator:
@@ -97,10 +189,24 @@ class Simulator:
         check: bool = True,
         tick_interval: int = 10,
         on_start: Callable[[Simulator, int, MultiRaftHost], None] | None = None,
+        disk: bool = False,
+        disk_dir: str | None = None,
+        segment_bytes: int = 4096,
+        check_durability: bool = True,
+        group_commit: bool | str = False,
     ) -> None:
         """`groups` get a DigestStateMachine each. `on_start(sim, node_id, host)` runs every
         time a node (re)starts, after those, so an application can add its own groups with
-        `add_group` (recovering them from the node's simulated disks after a restart)."""
+        `add_group` (recovering them from the node's simulated disks after a restart).
+
+        `disk`: every group of every node runs on the real DiskStorage under `disk_dir` (a
+        fresh temporary directory if None, removed with the simulator), with small segments
+        so that segment rolls and deletions are frequent. `group_commit`: a node's groups
+        share one GroupCommit (one barrier per Ready batch), as the asyncio server's do;
+        True or "syncfs" (one syncfs), "parallel" (the batch's fsyncs issued concurrently).
+
+        `check_durability=False` leaves only the end-to-end checks (the Raft invariants,
+        state-machine safety, acknowledged entries): to see what a lost write does later."""
         self.rng = random.Random(seed)
         self.ids = list(range(1, n_nodes + 1))
         self.group_ids = sorted(groups)  # every group (checked); grows with add_group
@@ -111,17 +217,32 @@ class Simulator:
         self.tick_interval = tick_interval
         self.on_start = on_start
         self.checker: InvariantChecker | None = InvariantChecker() if check else None
+        self.check_durability = check_durability
         self.now = 0
         self.steps = 0
         self.cuts: set[tuple[int, int]] = set()
+        self.one_way: set[tuple[int, int]] = set()  # (from, to) links that lose everything
         self.committed_entries = 0  # entries applied by the leader-side proposals' groups
+        self.stats: Counter[str] = Counter()
         self._events: list[tuple[int, int, int, int, int, int, bytes]] = []
         self._seq = 0
         self._link_tail: dict[tuple[int, int], int] = {}  # last FIFO delivery time per link
+        self._history: list[tuple[int, int, int, bytes]] = []  # (from, to, group, payload)
         self._trace = hashlib.sha256()
-        self.nodes: dict[int, SimNode] = {
-            i: SimNode(i, {g: MemStorage() for g in self.group_ids}) for i in self.ids
-        }
+        self.disk = disk
+        self.segment_bytes = segment_bytes
+        self.disk_dir = ""
+        if disk:
+            self.disk_dir = disk_dir or _tmp_root()
+            if disk_dir is None:
+                weakref.finalize(self, shutil.rmtree, self.disk_dir, True)
+        # One file system per node (all its groups' directories): what a power loss keeps.
+        self.power_loss = disk and CrashFS is not None and _FS_PARAM
+        self._fs: dict[int, CrashFS] = {}
+        self.group_commit = bool(disk and group_commit and GroupCommit is not None and _GC_PARAM)
+        self.group_commit_mode = group_commit if isinstance(group_commit, str) else "syncfs"
+        self._gc: dict[int, GroupCommit] = {}
+        self.nodes: dict[int, SimNode] = {i: SimNode(i, {}) for i in self.ids}
         for i in self.ids:
             self._start(i)
 
@@ -130,21 +251,25 @@ class Simulator:
     def _start(self, nid: int) -> None:
         sn = self.nodes[nid]
         sn.incarnation += 1
-        host = MultiRaftHost(
+        sn.flush_pending = False
+        host = _SimHost(
+            self,
+            sn,
             nid,
             self._sender(nid),
             random.Random(self.rng.getrandbits(64)),
             self.config,
             self.snapshot_interval,
         )
+        sn.host = host  # before any group is recovered: add_group needs the live host
         for g in self.digest_groups:
             sm = DigestStateMachine(self._apply_hook(nid, g))
             sn.sms[g] = sm
-            host.add_group(g, self.ids, sn.storages[g], sm)
+            self._add(sn, host, g, sm)
         host.on_applied = self._app_apply_hook(nid)
-        sn.host = host
         self._record(b"U", nid)
-        self._push(self.now + 1 + self.rng.randrange(self.tick_interval), 0, nid, sn.incarnation, 0)
+        self._push(self.now + 1 + self.rng.randrange(self.tick_interval), _TICK, nid,
+                   sn.incarnation, 0)
         if self.on_start is not None:
             self.on_start(self, nid, host)
         host.process_ready()
@@ -153,11 +278,84 @@ class Simulator:
         """Add (or, after a restart, recover) one group on a live node from its simulated disk;
         the group's voters are all simulated nodes."""
         sn = self.nodes[nid]
-        storage = sn.storages.setdefault(group, MemStorage())
-        self._host(nid).add_group(group, self.ids, storage, sm)
+        self._add(sn, self._host(nid), group, sm)
         if group not in self.group_ids:
             self.group_ids.append(group)
             self.group_ids.sort()
+
+    def _add(self, sn: SimNode, host: MultiRaftHost, group: int, sm: StateMachine) -> None:
+        storage = sn.storages.get(group)
+        if storage is None:
+            storage = sn.storages[group] = self._open_storage(sn.id, group)
+        try:
+            init = storage.load()
+            self._check_recovered(sn, group, init)
+            host.add_group(group, self.ids, storage, sm)
+        except InvariantViolation:
+            raise
+        except Exception as e:  # StorageCorruption, LogInvariantError, ValueError, ...
+            self.stats["refused_restarts"] += 1
+            raise RestartRefused(
+                f"node {sn.id} group {group} refused to restart (incarnation"
+                f" {sn.incarnation}): {type(e).__name__}: {e}"
+            ) from e
+        sn.durable[group] = _mark(host.groups[group])  # what it recovered is durable
+
+    def _open_storage(self, nid: int, group: int) -> Storage:
+        if not self.disk:
+            return MemStorage()
+        node_dir = os.path.join(self.disk_dir, f"n{nid}")
+        path = os.path.join(node_dir, f"g{group}")
+        kw: dict[str, object] = {}
+        if self.power_loss:
+            kw["fs"] = self._fs.setdefault(nid, CrashFS())
+        if self.group_commit:
+            os.makedirs(node_dir, exist_ok=True)
+            if nid not in self._gc:
+                mode = self.group_commit_mode
+                # (only a parallel commit names its mode: older GroupCommits have none)
+                extra = {"mode": mode} if mode != "syncfs" else {}
+                self._gc[nid] = GroupCommit(node_dir, kw.get("fs"), **extra)  # type: ignore[arg-type]
+            kw["group_commit"] = self._gc[nid]
+        return DiskStorage(path, segment_bytes=self.segment_bytes, **kw)  # type: ignore[arg-type]
+
+    def _check_recovered(self, sn: SimNode, group: int, init: InitialState) -> None:
+        """The recovered state keeps what the node made durable before it went down."""
+        mark = sn.durable.get(group)
+        if not self.check_durability:
+            return
+        hs, snap, ents = init.hard_state, init.snapshot, init.entries
+        last = ents[-1].index if ents else snap.index
+        where = f"node {sn.id} group {group} after restart {sn.incarnation}"
+        if hs.commit > last:
+            self.stats["lost_committed_on_restart"] += 1
+            raise InvariantViolation(
+                f"durability: {where}: commit index {hs.commit} is past the recovered log's"
+                f" last index {last} (committed entries lost)"
+            )
+        if mark is None:
+            return
+        if hs.term < mark.term or (
+            hs.term == mark.term and mark.vote and hs.vote != mark.vote
+        ):
+            raise InvariantViolation(
+                f"durability: {where}: term/vote {hs.term}/{hs.vote} recovered, but"
+                f" {mark.term}/{mark.vote} had been synced"
+            )
+        stable = mark.stable
+        if stable <= snap.index:
+            return
+        term = None
+        if ents and ents[0].index <= stable <= last:
+            term = ents[stable - ents[0].index].term
+        if term != mark.stable_term:
+            self.stats["lost_durable_entries"] += 1
+            raise InvariantViolation(
+                f"durability: {where}: entry {stable} (term {mark.stable_term}) had been"
+                f" synced, but the recovered log is snapshot {snap.index}/{snap.term} +"
+                f" entries {ents[0].index if ents else '-'}..{last}"
+                f" (term there: {term})"
+            )
 
     def crash(self, nid: int, mid_write: bool | None = None) -> None:
         """Stop a node; unsynced writes are lost (a seeded prefix may survive)."""
@@ -167,31 +365,99 @@ class Simulator:
         if mid_write is None:
             mid_write = self.rng.random() < self.faults.crash_mid_write
         if mid_write:
+            self._relax_marks(sn)
             sn.host.process_ready(crash_before_sync=True)
-        for st in sn.storages.values():
-            st.crash(self.rng)
+        if self.power_loss:
+            # Power loss: every descriptor closes; each file keeps its fsynced bytes and a
+            # random torn or zero-filled part of the rest; unsynced creations and
+            # deletions of files may be undone.
+            self._fs[nid].crash(self.rng)
+        else:
+            for st in sn.storages.values():
+                self._crash_storage(st)
+        if self.disk:
+            sn.storages = {}  # the next incarnation opens its disks afresh
         sn.host = None
+        sn.flush_pending = False
+        self.stats["crashes"] += 1
         self._record(b"C", nid)
+
+    def _relax_marks(self, sn: SimNode) -> None:
+        """A crash between write and sync may keep a prefix of a batch that replaces a log
+        suffix (or installs a snapshot): only what precedes it must survive."""
+        assert sn.host is not None
+        for gid, g in sn.host.groups.items():
+            mark = sn.durable.get(gid)
+            if mark is None:
+                continue
+            log = g.node.log
+            keep = min(mark.stable, log.unstable_from - 1, log.last_index())
+            if keep < mark.stable:
+                term = log.term(keep)
+                # Compacted away in memory (maybe not on disk yet): nothing left to compare.
+                keep, term = (keep, term) if term is not None else (0, 0)
+                sn.durable[gid] = DurableMark(mark.term, mark.vote, keep, term)
+
+    def _crash_storage(self, st: Storage) -> None:
+        if isinstance(st, MemStorage):
+            st.crash(self.rng)
+        elif isinstance(st, DiskStorage):
+            _abandon(st)  # a process kill: what was written survives, synced or not
 
     def restart(self, nid: int) -> None:
         if self.nodes[nid].host is None:
+            self.stats["restarts"] += 1
             self._start(nid)
+
+    def close(self) -> None:
+        """Stop every node (without syncing) and remove the simulated disks."""
+        for nid in self.ids:
+            sn = self.nodes[nid]
+            if nid in self._fs:
+                self._fs[nid].crash(self.rng)  # closes every descriptor it opened
+            else:
+                for st in sn.storages.values():
+                    if isinstance(st, DiskStorage):
+                        _abandon(st)
+            sn.host = None
+        for gc in self._gc.values():
+            close = getattr(gc, "close", None)  # a parallel group commit's thread pool
+            if close is not None:
+                close()
+        if self.disk:
+            shutil.rmtree(self.disk_dir, ignore_errors=True)
 
     def cut(self, a: int, b: int) -> None:
         self.cuts.add((min(a, b), max(a, b)))
         self._record(b"X", a, b)
 
+    def cut_one_way(self, frm: int, to: int) -> None:
+        """Lose every message from `frm` to `to` (the other direction still works)."""
+        if frm != to:
+            self.one_way.add((frm, to))
+            self._record(b"Y", frm, to)
+
     def heal(self, a: int | None = None, b: int | None = None) -> None:
         if a is None or b is None:
             self.cuts.clear()
+            self.one_way.clear()
         else:
             self.cuts.discard((min(a, b), max(a, b)))
+            self.one_way.discard((a, b))
+            self.one_way.discard((b, a))
         self._record(b"H", a or 0, b or 0)
 
     def isolate(self, nid: int) -> None:
         for other in self.ids:
             if other != nid:
                 self.cut(nid, other)
+
+    def replay_old(self, count: int = 1) -> None:
+        """Deliver `count` old messages (seeded picks from the recent history, possibly from
+        earlier terms and earlier incarnations) again, each after a random delay."""
+        for _ in range(count):
+            if self._history:
+                self._replay_one()
 
     # ---- client operations ----------------------------------------------------------------
 
@@ -208,13 +474,26 @@ class Simulator:
         p = host.propose(group, data, entry_type, expected_term)
         p.on_done(self._on_done(data))
         self._record(b"P", nid, group, p.index, p.term)
-        host.process_ready()
+        self._ready(nid)
         return p
+
+    def compact(self, nid: int, group: int = 1) -> int:
+        """Compact a simulator-run group at its applied index (the log may run further);
+        returns that index (0: nothing to compact)."""
+        host = self._host(nid)
+        sm = self.nodes[nid].sms[group]
+        index = host.applied_index(group)
+        if index <= host.groups[group].node.log.snapshot.index:
+            return 0
+        host.compact(group, index, sm.snapshot())
+        self._record(b"K", nid, group, index)
+        self._ready(nid)
+        return index
 
     def transfer_leadership(self, nid: int, target: int, group: int = 1) -> None:
         host = self._host(nid)
         host.transfer_leadership(group, target)
-        host.process_ready()
+        self._ready(nid)
 
     def leader(self, group: int = 1) -> int | None:
         """The live leader with the highest term, if any."""
@@ -236,29 +515,42 @@ class Simulator:
     # ---- running -------------------------------------------------------------------------
 
     def step(self) -> bool:
-        """Process one event (a tick or a delivery); False if nothing is scheduled."""
+        """Process one event (a tick, a delivery or a batched Ready); False if nothing is
+        scheduled."""
         if not self._events:
             return False
         time, _, kind, a, b, c, payload = heapq.heappop(self._events)
         self.now = max(self.now, time)
         self.steps += 1
-        if kind == 0:  # tick of node a, incarnation b
+        if kind == _TICK:  # tick of node a, incarnation b
             sn = self.nodes[a]
             if sn.host is None or sn.incarnation != b:
                 return True
             self._record(b"T", a)
             sn.host.tick()
+            self._ready(a)
+            self._push(self.now + self.tick_interval, _TICK, a, b, 0)
+            touched = a
+        elif kind == _FLUSH:  # the batched Ready of node a, incarnation b
+            sn = self.nodes[a]
+            if sn.host is None or sn.incarnation != b:
+                return True
+            self._record(b"F", a)
+            sn.flush_pending = False
             sn.host.process_ready()
-            self._push(self.now + self.tick_interval, 0, a, b, 0)
             touched = a
         else:  # delivery from a to b in group c
             sn = self.nodes[b]
-            if sn.host is None or (min(a, b), max(a, b)) in self.cuts:
+            if (
+                sn.host is None
+                or (min(a, b), max(a, b)) in self.cuts
+                or (a, b) in self.one_way
+            ):
                 self._record(b"L", a, b, c, zlib.crc32(payload))
                 return True
             self._record(b"D", a, b, c, zlib.crc32(payload))
             sn.host.receive(c, decode_message(payload))
-            sn.host.process_ready()
+            self._ready(b)
             touched = b
         if self.checker is not None:
             self.check(touched)
@@ -319,11 +611,37 @@ class Simulator:
             raise RuntimeError(f"node {nid} is down")
         return host
 
+    def _ready(self, nid: int) -> None:
+        """After an input: process the Ready now, or (batch fault) let more inputs gather
+        first, as the asyncio server does between loop iterations."""
+        sn = self.nodes[nid]
+        assert sn.host is not None
+        if sn.flush_pending:
+            return
+        f = self.faults
+        if f.batch and self.rng.random() < f.batch:
+            sn.flush_pending = True
+            self.stats["batched_readies"] += 1
+            self._push(self.now + self.rng.randint(0, f.batch_window), _FLUSH, nid,
+                       sn.incarnation, 0)
+            return
+        sn.host.process_ready()
+
     def _sender(self, src: int) -> Callable[[int, int, Message], None]:
         def send(to: int, group: int, msg: Message) -> None:
             payload = encode_message(msg)
             f = self.faults
-            if (min(src, to), max(src, to)) in self.cuts or (f.drop and self.rng.random() < f.drop):
+            if len(self._history) < _HISTORY:
+                self._history.append((src, to, group, payload))
+            else:
+                self._history[self.rng.randrange(_HISTORY)] = (src, to, group, payload)
+            if f.replay and self.rng.random() < f.replay:
+                self._replay_one()
+            if (
+                (min(src, to), max(src, to)) in self.cuts
+                or (src, to) in self.one_way
+                or (f.drop and self.rng.random() < f.drop)
+            ):
                 self._record(b"d", src, to, group, zlib.crc32(payload))
                 return
             copies = 2 if f.duplicate and self.rng.random() < f.duplicate else 1
@@ -335,9 +653,16 @@ class Simulator:
                     # Like TCP, a link is FIFO unless the reorder fault fires.
                     at = max(at, self._link_tail.get((src, to), 0))
                     self._link_tail[(src, to)] = at
-                self._push(at, 1, src, to, group, payload)
+                self._push(at, _DELIVER, src, to, group, payload)
 
         return send
+
+    def _replay_one(self) -> None:
+        src, to, group, payload = self._history[self.rng.randrange(len(self._history))]
+        at = self.now + self.rng.randint(1, max(1, self.faults.replay_window))
+        self.stats["replayed_messages"] += 1
+        self._record(b"R", src, to, group, zlib.crc32(payload))
+        self._push(at, _DELIVER, src, to, group, payload)
 
     def _apply_hook(self, nid: int, group: int) -> Callable[[Entry, bytes], None]:
         def hook(entry: Entry, digest: bytes) -> None:
@@ -374,3 +699,19 @@ class Simulator:
 
     def _record(self, tag: bytes, *nums: int) -> None:
         self._trace.update(tag + struct.pack(f">Q{len(nums)}Q", self.now, *nums))
+
+
+def _abandon(st: DiskStorage) -> None:
+    """A killed process: its descriptors go away without a sync; what was written stays in
+    the page cache, synced or not."""
+    if hasattr(st, "abandon"):
+        st.abandon()
+        return
+    for name in ("_fd", "_dirty_fds"):
+        v = getattr(st, name, None)
+        for fd in v if isinstance(v, list) else [v]:
+            if isinstance(fd, int) and fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        if v is not None:
+            setattr(st, name, [] if isinstance(v, list) else -1)

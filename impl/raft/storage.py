@@ -3,14 +3,17 @@ simulator that loses (a seeded prefix of) whatever was written but not yet synce
 
 Write order inside one batch is snapshot, hard state, entries; `sync` makes the batch durable.
 Entries written with a first index at or below the current last index replace the suffix from
-there (the core only does that from the first conflicting entry).
+there (the core only does that from the first conflicting entry). A snapshot comes in two
+kinds: `snapshot`, installed from the leader, replaces the whole log (the log restarts after
+it); `compacted`, the application's own, drops the entries up to its index and keeps the rest.
+`sync_all` makes several storages durable with as few barriers as they allow (group commit).
 """
 
 from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from impl.raft.messages import Entry, HardState, InitialState, Snapshot
 
@@ -21,9 +24,14 @@ class Storage(Protocol):
         ...
 
     def write(
-        self, hard_state: HardState | None, snapshot: Snapshot | None, entries: Sequence[Entry]
+        self,
+        hard_state: HardState | None,
+        snapshot: Snapshot | None,
+        entries: Sequence[Entry],
+        compacted: Snapshot | None = None,
     ) -> None:
-        """Buffer one Ready's worth of state; not durable until `sync`."""
+        """Buffer one Ready's worth of state; not durable until `sync`. `snapshot` is an
+        installed one (fresh log), `compacted` a local compaction (trim only)."""
         ...
 
     def sync(self) -> None:
@@ -42,6 +50,20 @@ class StorageCorruption(Exception):
         self.offset = offset
 
 
+class StorageFailed(Exception):
+    """A write or fsync failed (disk full, I/O error). Fatal and sticky: the storage refuses all
+    further use and the node must stop; nothing written since the last good sync was
+    acknowledged, and a failed fsync is never retried (the page cache may have dropped the
+    data while marking it clean)."""
+
+    def __init__(self, path: str, reason: str) -> None:
+        super().__init__(
+            f"storage failed: {reason}, in {path}; the node must stop (nothing written since "
+            "the last successful sync was acknowledged)"
+        )
+        self.path = path
+
+
 def apply_entries(log: list[Entry], entries: Sequence[Entry]) -> None:
     """Append entries to a contiguous log, replacing any suffix they overlap."""
     if not entries:
@@ -58,18 +80,18 @@ def apply_entries(log: list[Entry], entries: Sequence[Entry]) -> None:
     log.extend(entries)
 
 
-def apply_snapshot(log: list[Entry], snap: Snapshot) -> None:
-    """Keep only the entries after the snapshot, and only if they extend it consistently."""
-    if (
-        log
-        and log[0].index <= snap.index <= log[-1].index
-        and log[snap.index - log[0].index].term == snap.term
-    ):
-        del log[: snap.index - log[0].index + 1]
-        return
-    if log and log[0].index == snap.index + 1:
-        return
-    log.clear()
+def sync_all(storages: Sequence[Storage]) -> None:
+    """Make every storage durable: storages sharing a `group_commit` (DiskStorage of one node)
+    get one barrier between them, any other storage its own `sync`."""
+    shared: dict[int, tuple[Any, list[Any]]] = {}
+    for st in storages:
+        gc = getattr(st, "group_commit", None)
+        if gc is None:
+            st.sync()
+        else:
+            shared.setdefault(id(gc), (gc, []))[1].append(st)
+    for gc, members in shared.values():
+        gc.commit(members)
 
 
 class MemStorage:
@@ -80,16 +102,22 @@ class MemStorage:
         self.hard_state = HardState()
         self.snapshot = Snapshot()
         self.log: list[Entry] = []
-        self._pending: list[tuple[HardState | None, Snapshot | None, tuple[Entry, ...]]] = []
+        self._pending: list[
+            tuple[HardState | None, Snapshot | None, tuple[Entry, ...], Snapshot | None]
+        ] = []
         self.syncs = 0
 
     def load(self) -> InitialState:
         return InitialState(self.hard_state, self.snapshot, tuple(self.log))
 
     def write(
-        self, hard_state: HardState | None, snapshot: Snapshot | None, entries: Sequence[Entry]
+        self,
+        hard_state: HardState | None,
+        snapshot: Snapshot | None,
+        entries: Sequence[Entry],
+        compacted: Snapshot | None = None,
     ) -> None:
-        self._pending.append((hard_state, snapshot, tuple(entries)))
+        self._pending.append((hard_state, snapshot, tuple(entries), compacted))
 
     def sync(self) -> None:
         for op in self._pending:
@@ -108,11 +136,18 @@ class MemStorage:
         self._pending.clear()
 
     def _apply(
-        self, hs: HardState | None, snap: Snapshot | None, entries: tuple[Entry, ...]
+        self,
+        hs: HardState | None,
+        snap: Snapshot | None,
+        entries: tuple[Entry, ...],
+        compacted: Snapshot | None,
     ) -> None:
-        if snap is not None and snap.index > self.snapshot.index:
-            self.snapshot = snap
-            apply_snapshot(self.log, snap)
+        if snap is not None:
+            self.snapshot = snap  # installed: the log restarts after it
+            self.log.clear()
+        elif compacted is not None and compacted.index > self.snapshot.index:
+            self.snapshot = compacted
+            del self.log[: max(0, compacted.index - (self.log[0].index if self.log else 0) + 1)]
         if hs is not None:
             self.hard_state = hs
         entries = tuple(e for e in entries if e.index > self.snapshot.index)

@@ -100,7 +100,13 @@ class SimCluster:
         epoch_cache_ttl: float = 2.0,
         broker_config: Callable[[int], BrokerConfig] | None = None,
         wall_start: float = 1_700_000_000.0,
+        disk: bool = False,
+        segment_bytes: int = 4096,
+        group_commit: bool = False,
     ) -> None:
+        """`disk`: every broker group on the real DiskStorage (a temporary directory per
+        cluster, tmpfs where present); a crash then loses what was not fsynced.
+        `group_commit`: a node's groups share one durability barrier per Ready batch."""
         self.seed = seed
         self.loop = SimLoop()  # type: ignore[abstract]  # only the subset asyncio needs
         self.rng = random.Random(seed ^ 0x5EED)
@@ -130,6 +136,9 @@ class SimCluster:
             config=Config(),
             faults=faults,
             snapshot_interval=snapshot_interval,
+            disk=disk,
+            segment_bytes=segment_bytes,
+            group_commit=group_commit,
         )
 
     # ---- nodes ---------------------------------------------------------------------------
@@ -310,6 +319,10 @@ class SimCluster:
         if port is not None:
             port.fail_all()
         self.loop.drain()
+
+    def close(self) -> None:
+        """Remove the simulated disks (DiskStorage runs)."""
+        self.sim.close()
 
     def restart(self, nid: int) -> None:
         """Recover the node from its simulated disk: a fresh broker, seen windows empty."""

@@ -1,8 +1,8 @@
 """The Raft core's Simulator carrying brokers instead of its digest state machine: no
 digest groups; every time a node (re)starts, its broker adds its own groups (the controller
 and, as partitions are created, partition groups) through the simulator's `on_start` hook.
-Everything else (network, MemStorage disks, crashes, cuts, trace digest, Raft invariants)
-is the real simulator's.
+Everything else (network, MemStorage or DiskStorage disks, crashes, cuts, trace digest, Raft
+invariants) is the real simulator's.
 """
 
 from __future__ import annotations

@@ -58,6 +58,7 @@ INITIAL_PARTITIONS = ("t/0", "t/1")
 ALL_PARTITIONS = ("t/0", "t/1", "t/2", "t/3")
 MAX_REPORT_AGE_S = 60.0
 RAFT_CHECK = os.environ.get("EPOCHGC_CONFORMANCE_RAFT_CHECK", "step")  # or "event"
+DISK_SNAPSHOT_INTERVAL = 4
 WAIT_STEPS = 30_000  # bound on one operation's simulated events (a stuck op is left running)
 
 # Counters of everything the harness ran, for the summary (process-wide).
@@ -147,14 +148,26 @@ def _count_network(sim: BrokerSimulator) -> None:
 
 
 class Harness:
-    def __init__(self, seed: int = 0, spark: Callable[[], Any] | None = None) -> None:
+    def __init__(
+        self, seed: int = 0, spark: Callable[[], Any] | None = None, disk: bool = False
+    ) -> None:
+        """`disk`: every broker group on the real DiskStorage with small segments; crashes
+        are power losses (unsynced bytes torn or zero-filled, unsynced file creations and
+        deletions undone) half of them between a batch's write and its fsync; even seeds
+        share one group commit per node (as the server does), odd ones sync each group."""
         self.tmp = tempfile.mkdtemp(prefix="conformance-")
         self.local = LocalStore(os.path.join(self.tmp, "store"), create=True)
         self.store = FaultyStore(self.local)
+        self.disk = disk
         self.c = HarnessCluster(
             seed=seed, n_nodes=len(NODES), partitions=INITIAL_PARTITIONS, store=self.store,
-            faults=Faults(),
+            faults=Faults(), disk=disk, segment_bytes=512, group_commit=seed % 2 == 0,
+            # Disk programs also compact on their own every few entries: the disk log's
+            # recovery after compactions behind the log end is what they are for.
+            snapshot_interval=DISK_SNAPSHOT_INTERVAL if disk else 0,
         )
+        if disk:
+            STATS["disk.programs"] += 1
         _count_network(self.c.sim)
         # The Raft core's invariants: after every simulator event (thorough, ~3x slower) or
         # once per harness step over every group (the default; apply-time state-machine
@@ -187,6 +200,7 @@ class Harness:
             t.cancel()
         with contextlib.suppress(Exception):
             self.c.loop.drain()
+        self.c.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     # ---- driving helpers -------------------------------------------------------------------
@@ -364,16 +378,22 @@ class Harness:
         if nid in self.c.brokers:
             self.c.refresh_cache(nid)
 
-    def crash(self, nid: int) -> None:
+    def crash(self, nid: int, mid_write: bool | None = None) -> None:
         if nid in self.c.brokers:
-            self.c.crash(nid)
+            if mid_write is None and self.disk:
+                mid_write = self.rng.random() < 0.5
+            self.c.crash(nid, mid_write)
             STATS["fault.crash"] += 1
+            if self.disk:
+                STATS["fault.disk_crash" + ("_mid_write" if mid_write else "")] += 1
             self.readback_dirty = True
 
     def restart(self, nid: int) -> None:
         if nid not in self.c.brokers:
             self.c.restart(nid)
             STATS["fault.restart"] += 1
+            if self.disk:
+                STATS["fault.disk_restart"] += 1
             self.readback_dirty = True
 
     def cut(self, a: int, b: int) -> None:

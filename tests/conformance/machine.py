@@ -41,6 +41,11 @@ SPARK_BUDGET = {"ci": 3, "deep": 40, "mutants": 0}.get(PROFILE, 3)
 if os.environ.get("EPOCHGC_CONFORMANCE_SPARK") == "0":
     SPARK_BUDGET = 0
 
+# The share of programs on the disk log (EPOCHGC_CONFORMANCE_DISK overrides; in sixths).
+DISK_SHARE = {"ci": 2, "deep": 3, "mutants": 0}.get(PROFILE, 2) / 6
+if "EPOCHGC_CONFORMANCE_DISK" in os.environ:
+    DISK_SHARE = float(os.environ["EPOCHGC_CONFORMANCE_DISK"])
+
 _spark: Any = None
 
 
@@ -77,10 +82,13 @@ class ConformanceMachine(RuleBasedStateMachine):
         super().__init__()
         self.h: Harness | None = None
 
-    @initialize(seed=st.integers(0, 2**16))
-    def boot(self, seed: int) -> None:
+    # DISK_SHARE of the programs run every broker group on the real disk log (DiskStorage,
+    # power-loss crashes): the acknowledged-record read-back then covers recovery.
+    @initialize(seed=st.integers(0, 2**16), disk=st.integers(0, 5))
+    def boot(self, seed: int, disk: int) -> None:
         STATS["examples"] += 1
-        self.h = Harness(seed, spark=shared_spark if SPARK_BUDGET else None)
+        self.h = Harness(seed, spark=shared_spark if SPARK_BUDGET else None,
+                         disk=disk < DISK_SHARE * 6)
 
     @property
     def H(self) -> Harness:
@@ -90,6 +98,10 @@ class ConformanceMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         if self.h is not None:
             try:
+                if self.h.disk:
+                    # Every crash of a disk program ends in a recovery from its disk.
+                    for nid in NODES:
+                        self.h.restart(nid)
                 self.h.settle()
                 self.h.check_step()
                 self.h.check_readback()
@@ -161,6 +173,15 @@ class ConformanceMachine(RuleBasedStateMachine):
     def crash(self, nid: int) -> None:
         self._count("crash")
         self.H.crash(nid)
+
+    @precondition(lambda self: self.h is not None and self.h.disk and self._quorum_ok())
+    @rule(nid=nodes, mid_write=st.booleans())
+    def power_loss_and_recover(self, nid: int, mid_write: bool) -> None:
+        """Disk programs: a power loss (between a write and its fsync, or not) and at once
+        the recovery from disk, so every disk program exercises recovery often."""
+        self._count("power_loss_and_recover")
+        self.H.crash(nid, mid_write)
+        self.H.restart(nid)
 
     @rule(nid=nodes)
     def restart(self, nid: int) -> None:

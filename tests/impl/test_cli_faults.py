@@ -30,10 +30,12 @@ def test_corrupted_journal_refuses_to_start_naming_the_file(tmp_path: Path) -> N
     time.sleep(3)  # elect and commit something in the controller group
     lc.stop_all()
     gdir = tmp_path / "c" / "n1" / "g1"
-    target = gdir / "hardstate"  # a CRC'd file: damage there is never a torn tail
-    assert target.exists()
+    # The first record of the first segment (START: where the log stands and the hard state);
+    # records follow it, so damage there is never a torn tail.
+    target = sorted(gdir.glob("*.seg"))[0]
     data = bytearray(target.read_bytes())
-    data[-1] ^= 0xFF
+    assert len(data) > 8 + 12 + 46 + 12
+    data[8 + 12 + 5] ^= 0xFF
     target.write_bytes(bytes(data))
     with pytest.raises(RuntimeError, match="refusing to start") as ei:
         lc.start(1)

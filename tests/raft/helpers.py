@@ -56,7 +56,7 @@ class Cluster:
             return None
         rd = n.ready()
         st = self.storages[i]
-        st.write(rd.hard_state, rd.snapshot or rd.compacted, rd.entries)
+        st.write(rd.hard_state, rd.snapshot, rd.entries, rd.compacted)
         st.sync()
         self.outbox.extend(rd.early_messages + rd.messages)
         self.applied[i].extend(rd.committed_entries)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from impl.raft.disklog import MAGIC, DiskStorage, atomic_write
 from impl.raft.messages import Entry, HardState, Snapshot
-from impl.raft.storage import StorageCorruption
+from impl.raft.storage import StorageCorruption, StorageFailed
 
 
 def ents(lo: int, hi: int, term: int = 1, size: int = 10) -> list[Entry]:
@@ -27,6 +27,17 @@ def segs(d: Path) -> list[Path]:
 
 def reopen(d: Path) -> DiskStorage:
     return DiskStorage(str(d))
+
+
+def offsets(seg: Path) -> list[int]:
+    """Offset of every record in a segment (the first is its START record)."""
+    data = seg.read_bytes()
+    out, off = [], len(MAGIC)
+    while off + 12 <= len(data):
+        (n,) = struct.unpack_from(">I", data, off)
+        out.append(off)
+        off += 12 + n
+    return out
 
 
 def test_round_trip_of_entries_hard_state_and_truncation(tmp_path: Path) -> None:
@@ -56,7 +67,7 @@ def test_segments_roll_and_compaction_drops_covered_prefix(tmp_path: Path) -> No
         s.sync()
     assert len(segs(tmp_path)) > 5
     n_before = len(segs(tmp_path))
-    s.write(None, Snapshot(30, 1, b"state"), [])
+    s.write(None, None, [], compacted=Snapshot(30, 1, b"state"))
     s.sync()
     assert len(segs(tmp_path)) < n_before
     s.close()
@@ -127,8 +138,7 @@ def test_mid_file_corruption_refuses_naming_file_and_offset(tmp_path: Path) -> N
     s.close()
     (seg,) = segs(tmp_path)
     data = bytearray(seg.read_bytes())
-    record = 12 + 1 + 24 + 10
-    second = len(MAGIC) + record
+    second = offsets(seg)[2]  # START, the entry 1, then entry 2
     data[second + 20] ^= 0xFF  # flip a byte inside the second record's payload
     seg.write_bytes(bytes(data))
     with pytest.raises(StorageCorruption) as ei:
@@ -146,7 +156,7 @@ def test_damaged_length_mid_file_is_corruption_not_a_torn_tail(tmp_path: Path, b
     (seg,) = segs(tmp_path)
     data = bytearray(seg.read_bytes())
     size = len(data)
-    fifth = len(MAGIC) + 4 * (12 + 1 + 24 + 10)
+    fifth = offsets(seg)[5]
     data[fifth + byte] ^= 0x40  # a length that now runs past the end of the file
     seg.write_bytes(bytes(data))
     with pytest.raises(StorageCorruption) as ei:
@@ -178,21 +188,24 @@ def test_bad_segment_header_refuses(tmp_path: Path) -> None:
         reopen(tmp_path).load()
 
 
-def test_corrupt_hard_state_refuses(tmp_path: Path) -> None:
+def test_corrupt_state_record_refuses(tmp_path: Path) -> None:
     s = DiskStorage(str(tmp_path))
     s.write(HardState(3, 2, 0), None, [])
+    s.write(None, None, ents(1, 2))
     s.close()
-    hs = tmp_path / "hardstate"
-    raw = bytearray(hs.read_bytes())
-    raw[-1] ^= 1
-    hs.write_bytes(bytes(raw))
-    with pytest.raises(StorageCorruption, match="hardstate"):
+    (seg,) = segs(tmp_path)
+    state = offsets(seg)[1]
+    raw = bytearray(seg.read_bytes())
+    raw[state + 14] ^= 1
+    seg.write_bytes(bytes(raw))
+    with pytest.raises(StorageCorruption, match=f"offset {state}: record checksum"):
         reopen(tmp_path).load()
 
 
-def test_hard_state_replacement_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_snapshot_replacement_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     s = DiskStorage(str(tmp_path))
-    s.write(HardState(1, 1, 0), None, [])
+    s.write(HardState(1, 1, 0), None, ents(1, 10))
+    s.write(None, None, [], compacted=Snapshot(3, 1, b"three"))
     s.close()
 
     def crash(src: str, dst: str) -> None:
@@ -201,13 +214,15 @@ def test_hard_state_replacement_is_atomic(tmp_path: Path, monkeypatch: pytest.Mo
     s = reopen(tmp_path)
     s.load()
     monkeypatch.setattr(os, "replace", crash)
-    with pytest.raises(OSError):
-        s.write(HardState(2, 3, 0), None, [])
+    with pytest.raises(StorageFailed):
+        s.write(None, None, [], compacted=Snapshot(6, 1, b"six"))
     monkeypatch.undo()
-    # The old state is intact and the half-written temp file is cleaned up on recovery.
-    assert (tmp_path / "hardstate.tmp").exists()
-    assert reopen(tmp_path).load().hard_state == HardState(1, 1, 0)
-    assert not (tmp_path / "hardstate.tmp").exists()
+    # The old snapshot is intact and the half-written temp file is cleaned up on recovery.
+    assert (tmp_path / "snapshot.tmp").exists()
+    init = reopen(tmp_path).load()
+    assert init.snapshot == Snapshot(3, 1, b"three")
+    assert [e.index for e in init.entries] == list(range(4, 11))
+    assert not (tmp_path / "snapshot.tmp").exists()
 
 
 def test_atomic_write_replaces_content(tmp_path: Path) -> None:
@@ -217,13 +232,19 @@ def test_atomic_write_replaces_content(tmp_path: Path) -> None:
     assert p.read_bytes() == b"two"
 
 
-def test_hard_state_only_rewritten_when_term_or_vote_change(tmp_path: Path) -> None:
-    s = DiskStorage(str(tmp_path))
-    s.write(HardState(1, 1, 0), None, [])
-    inode = (tmp_path / "hardstate").stat().st_ino
-    s.write(HardState(1, 1, 5), None, ents(1, 5))
-    assert (tmp_path / "hardstate").stat().st_ino == inode
-    s.close()
+def test_format_2_directory_is_refused_with_a_clear_message(tmp_path: Path) -> None:
+    (tmp_path / "hardstate").write_bytes(b"\x00" * 8)
+    with pytest.raises(StorageCorruption, match="on-disk format 2"):
+        reopen(tmp_path).load()
+    (tmp_path / "hardstate").unlink()
+    (tmp_path / "0000000000000001.seg").write_bytes(b"EGRLOG\x00\x02" + b"\x01" * 30)
+    with pytest.raises(StorageCorruption, match="on-disk format 2"):
+        reopen(tmp_path).load()
+    (tmp_path / "0000000000000001.seg").unlink()
+    body = b"\x01" + bytes(20)  # a format-2 snapshot file: codec version 1 first
+    (tmp_path / "snapshot").write_bytes(struct.pack(">I", zlib.crc32(body)) + body)
+    with pytest.raises(StorageCorruption, match="format 2 or older are refused"):
+        reopen(tmp_path).load()
 
 
 @settings(max_examples=60, derandomize=True, deadline=None)

@@ -15,6 +15,7 @@ from impl.raft.invariants import InvariantChecker, InvariantViolation
 from impl.raft.messages import Entry
 from impl.raft.node import Config, ProposalRefused, Role
 from impl.raft.sim import Faults, Simulator
+from impl.raft.storage import MemStorage
 
 DEEP = os.environ.get("EPOCHGC_DEEP") == "1"
 
@@ -164,6 +165,7 @@ def test_crash_before_sync_loses_the_unsynced_batch() -> None:
     lead = s.leader()
     assert lead is not None
     st = s.nodes[lead].storages[1]
+    assert isinstance(st, MemStorage)
     before = len(st.log)
     host = s.host(lead)
     host.propose(1, b"lost")  # appended in memory; not yet written

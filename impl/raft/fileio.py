@@ -1,0 +1,344 @@
+"""The file-system calls DiskStorage makes, behind a small injectable interface, and CrashFS:
+real files on a real directory plus a model of what a power loss leaves of them.
+
+`OsFileIO` is the default (plain `os`). `CrashFS` performs every call on the real files too,
+so a test reads back exactly the bytes DiskStorage wrote, and in addition records what has
+been made durable:
+
+* per file, its length at its last `fsync` (or `truncate`, which fsyncs);
+* per directory, the entry operations (create, rename, unlink) since its last `fsync_dir`;
+* `syncfs(path)` makes every file and every directory operation durable at once.
+
+`crash(rng)` then mutates the real directory the way a power loss may, and closes every
+descriptor opened through it (the process died):
+
+1. unsynced directory operations are undone, newest first, each with probability 1/2; an
+   operation on a name is only undone if every later one on that name was (the journal of a
+   file system keeps the operations on one name in order): a file created since the last
+   directory fsync may vanish, an unlinked file may come back (with its content as it was
+   when unlinked), a renamed file may go back to its old name (and the old target return);
+2. every surviving file is cut at a random point p at or after its last fsynced length:
+   either truncated at p, or, from p rounded down to a 512-byte sector (but never below the
+   fsynced length), filled with zeros up to a random length at or before the written one
+   (the size reached the disk, the data blocks did not). Bytes before the fsynced length are
+   never changed. Files CrashFS never saw written (present before it was created) are durable.
+
+Outside the model (a check that passes under it says nothing about these): bit rot in fsynced
+data, a later sector of an unsynced write persisting while an earlier one does not, lying
+fsync. Faults for error paths: `space_left` (bytes that may still be written before ENOSPC;
+the write that crosses it is short, the next raises), `fail_fsync` (fsync raises EIO),
+`short_writes` (every write of more than one byte writes a random shorter prefix).
+
+Usage::
+
+    fs = CrashFS()
+    s = DiskStorage(path, fs=fs)
+    s.write(HardState(1, 0, 0), None, entries); s.sync()   # durable
+    s.write(None, None, more)                                # not yet
+    fs.crash(random.Random(7))    # closes s's descriptors; `more` may be partly or wholly gone
+    init = DiskStorage(path, fs=fs).load()                   # every synced entry is there
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import random
+from dataclasses import dataclass, field
+from typing import Protocol
+
+SECTOR = 512
+
+
+class FileIO(Protocol):
+    """What DiskStorage needs from the file system. Descriptors are plain ints."""
+
+    def makedirs(self, path: str) -> None: ...
+    def listdir(self, path: str) -> list[str]: ...
+    def exists(self, path: str) -> bool: ...
+    def read(self, path: str) -> bytes: ...
+    def open_append(self, path: str, create: bool) -> int:
+        """Open for appending; `create` makes a new file (failing if it exists)."""
+        ...
+
+    def open_trunc(self, path: str) -> int:
+        """Create or empty a file and open it for writing."""
+        ...
+
+    def write(self, fd: int, data: bytes) -> int:
+        """One write(2): returns how many bytes were written (maybe fewer); raises OSError."""
+        ...
+
+    def fsync(self, fd: int) -> None: ...
+    def close(self, fd: int) -> None: ...
+    def size(self, fd: int) -> int: ...
+    def truncate(self, path: str, length: int) -> None:
+        """Cut a file to `length` bytes and fsync it."""
+        ...
+
+    def replace(self, src: str, dst: str) -> None: ...
+    def unlink(self, path: str) -> None: ...
+    def fsync_dir(self, path: str) -> None: ...
+    def syncfs(self, path: str) -> None:
+        """Make every file and directory operation on the file system holding `path`
+        durable (syncfs(2)); raises OSError if the kernel reports a writeback error."""
+        ...
+
+
+class OsFileIO:
+    """The real thing."""
+
+    def makedirs(self, path: str) -> None:
+        os.makedirs(path, exist_ok=True)
+
+    def listdir(self, path: str) -> list[str]:
+        return os.listdir(path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def read(self, path: str) -> bytes:
+        with open(path, "rb") as f:
+            return f.read()
+
+    def open_append(self, path: str, create: bool) -> int:
+        flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
+        return os.open(path, flags, 0o644)
+
+    def open_trunc(self, path: str) -> int:
+        return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+    def write(self, fd: int, data: bytes) -> int:
+        return os.write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        os.fsync(fd)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def size(self, fd: int) -> int:
+        return os.fstat(fd).st_size
+
+    def truncate(self, path: str, length: int) -> None:
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.ftruncate(fd, length)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def replace(self, src: str, dst: str) -> None:
+        os.replace(src, dst)
+
+    def unlink(self, path: str) -> None:
+        os.unlink(path)
+
+    def fsync_dir(self, path: str) -> None:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
+    def syncfs(self, path: str) -> None:
+        from impl.raft.groupcommit import syncfs
+
+        syncfs(path)
+
+
+@dataclass
+class _DirOp:
+    kind: str  # "create" | "unlink" | "rename"
+    path: str  # created / unlinked / rename target
+    src: str = ""  # rename source
+    content: bytes | None = None  # unlink: the file's bytes; rename: the old target's (or None)
+    synced: int = 0  # unlink: the file's fsynced length; rename: the old target's
+
+
+@dataclass
+class _FileState:
+    synced: int = 0  # length at the last fsync
+
+
+@dataclass
+class CrashFS(OsFileIO):
+    """Real files plus a power-loss model (see the module docstring)."""
+
+    space_left: int | None = None
+    fail_fsync: bool = False
+    short_writes: bool = False
+    rng: random.Random = field(default_factory=lambda: random.Random(0))
+    _files: dict[str, _FileState] = field(default_factory=dict)
+    _fds: dict[int, str] = field(default_factory=dict)
+    _ops: dict[str, list[_DirOp]] = field(default_factory=dict)
+    fsyncs: int = 0  # fsync + fsync_dir + syncfs calls, for tests of group commit
+    syncfs_calls: int = 0
+
+    # ---- tracked calls -------------------------------------------------------------------
+
+    def open_append(self, path: str, create: bool) -> int:
+        path = os.path.abspath(path)
+        fd = super().open_append(path, create)
+        self._fds[fd] = path
+        if create:
+            self._files[path] = _FileState(0)
+            self._op(_DirOp("create", path))
+        else:
+            self._files.setdefault(path, _FileState(os.fstat(fd).st_size))
+        return fd
+
+    def open_trunc(self, path: str) -> int:
+        path = os.path.abspath(path)
+        existed = os.path.exists(path)
+        fd = super().open_trunc(path)
+        self._fds[fd] = path
+        # Truncating an existing file is a data change: its durable length is unknown now;
+        # model the worst case of a fresh file (everything may be lost until fsync).
+        self._files[path] = _FileState(0)
+        if not existed:
+            self._op(_DirOp("create", path))
+        return fd
+
+    def write(self, fd: int, data: bytes) -> int:
+        n = len(data)
+        if self.space_left is not None:
+            if self.space_left <= 0:
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            n = min(n, self.space_left)
+        if self.short_writes and n > 1:
+            n = self.rng.randint(1, n - 1)
+        written = super().write(fd, data[:n])
+        if self.space_left is not None:
+            self.space_left -= written
+        return written
+
+    def fsync(self, fd: int) -> None:
+        self.fsyncs += 1
+        if self.fail_fsync:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        super().fsync(fd)
+        path = self._fds.get(fd)
+        if path is not None:
+            self._files.setdefault(path, _FileState()).synced = os.fstat(fd).st_size
+
+    def close(self, fd: int) -> None:
+        self._fds.pop(fd, None)
+        super().close(fd)
+
+    def truncate(self, path: str, length: int) -> None:
+        path = os.path.abspath(path)
+        self.fsyncs += 1
+        if self.fail_fsync:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        super().truncate(path, length)
+        self._files.setdefault(path, _FileState()).synced = length
+
+    def replace(self, src: str, dst: str) -> None:
+        src, dst = os.path.abspath(src), os.path.abspath(dst)
+        old = self._snapshot_file(dst)
+        super().replace(src, dst)
+        content, synced = old if old is not None else (None, 0)
+        self._op(_DirOp("rename", dst, src, content, synced))
+        self._files[dst] = self._files.pop(src, _FileState(os.path.getsize(dst)))
+
+    def unlink(self, path: str) -> None:
+        path = os.path.abspath(path)
+        old = self._snapshot_file(path)
+        super().unlink(path)
+        assert old is not None
+        self._op(_DirOp("unlink", path, content=old[0], synced=old[1]))
+        self._files.pop(path, None)
+
+    def fsync_dir(self, path: str) -> None:
+        self.fsyncs += 1
+        if self.fail_fsync:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        super().fsync_dir(path)
+        self._ops.pop(os.path.abspath(path), None)
+
+    def syncfs(self, path: str) -> None:
+        """Modelled for the whole CrashFS (one file system): everything becomes durable."""
+        self.fsyncs += 1
+        self.syncfs_calls += 1
+        if self.fail_fsync:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        self._ops.clear()
+        for fd, p in self._fds.items():
+            self._files.setdefault(p, _FileState()).synced = os.fstat(fd).st_size
+        for p, st in self._files.items():
+            if os.path.exists(p):
+                st.synced = os.path.getsize(p)
+
+    # ---- the crash -----------------------------------------------------------------------
+
+    def crash(self, rng: random.Random) -> None:
+        """Power loss: close every descriptor, then mutate the files as the model allows."""
+        for fd in list(self._fds):
+            self.close(fd)
+        for d in sorted(self._ops):
+            self._undo_dir_ops(d, self._ops[d], rng)
+        self._ops.clear()
+        for path in sorted(self._files):
+            if os.path.exists(path):
+                self._cut(path, self._files[path].synced, rng)
+        self._files.clear()  # what is on disk now is all there is: durable
+
+    def _undo_dir_ops(self, d: str, ops: list[_DirOp], rng: random.Random) -> None:
+        kept: set[str] = set()  # names with a later operation that survives
+        for op in reversed(ops):
+            names = {op.path, op.src} - {""}
+            if names & kept or rng.random() < 0.5:
+                kept |= names
+                continue
+            if op.kind == "create":
+                if os.path.exists(op.path):
+                    os.unlink(op.path)
+                self._files.pop(op.path, None)
+            elif op.kind == "unlink":
+                assert op.content is not None
+                with open(op.path, "wb") as f:
+                    f.write(op.content)
+                self._files[op.path] = _FileState(op.synced)
+            else:  # rename: the source name comes back, the old target too (if any)
+                st = self._files.pop(op.path, _FileState(0))
+                os.replace(op.path, op.src)
+                self._files[op.src] = st
+                if op.content is not None:
+                    with open(op.path, "wb") as f:
+                        f.write(op.content)
+                    self._files[op.path] = _FileState(op.synced)
+
+    @staticmethod
+    def _cut(path: str, synced: int, rng: random.Random) -> None:
+        size = os.path.getsize(path)
+        if size <= synced:
+            return
+        p = rng.randint(synced, size)
+        if rng.random() < 0.5:
+            os.truncate(path, p)
+            return
+        z = max(synced, p - p % SECTOR)
+        end = rng.randint(p, size)
+        with open(path, "r+b") as f:
+            f.seek(z)
+            f.write(bytes(end - z))
+            f.truncate(end)
+
+    # ---- helpers -------------------------------------------------------------------------
+
+    def _op(self, op: _DirOp) -> None:
+        self._ops.setdefault(os.path.dirname(op.path), []).append(op)
+
+    def _snapshot_file(self, path: str) -> tuple[bytes, int] | None:
+        if not os.path.exists(path):
+            return None
+        with open(path, "rb") as f:
+            content = f.read()
+        st = self._files.get(path)
+        return content, (len(content) if st is None else st.synced)
+
+    def synced_length(self, path: str) -> int | None:
+        """The durable length CrashFS assumes for a file (None: unknown to it, so all)."""
+        st = self._files.get(os.path.abspath(path))
+        return None if st is None else st.synced
