@@ -16,7 +16,7 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import z3
 from z3 import z3core
@@ -116,7 +116,24 @@ _CMP = {
 }
 
 
+def _refuse(what: str, v: object) -> TypeError:
+    return TypeError(f"{what} on a symbolic value ({v!r}) cannot be modelled here")
+
+
+def _bool_expr(o: object, v: object, what: str) -> z3.BoolRef:
+    """A bool or symbolic bool operand; anything else (an int, a symbolic int) is refused
+    rather than silently mixing sorts."""
+    if isinstance(o, SymBool):
+        return o.expr
+    if isinstance(o, bool):
+        return _TRUE if o else _FALSE
+    raise _refuse(f"{what} with {type(o).__name__}", v)
+
+
 class SymBool:
+    """A boolean whose value is a Z3 formula. Truth is asked only inside an Explorer run
+    (where it forks); `&`, `|`, `~`, `==` and `!=` build formulas; everything else raises."""
+
     __slots__ = ("expr",)
 
     def __init__(self, expr: z3.BoolRef) -> None:
@@ -127,59 +144,120 @@ class SymBool:
 
     # `&`, `|`, `~` build formulas without forking; model.logic uses them for invariants.
     def __and__(self, o: object) -> SymBool:
-        return SymBool(_and(self.expr, expr_of(o)))
+        return SymBool(_and(self.expr, _bool_expr(o, self, "&")))
 
     __rand__ = __and__
 
     def __or__(self, o: object) -> SymBool:
-        return SymBool(_or(self.expr, expr_of(o)))
+        return SymBool(_or(self.expr, _bool_expr(o, self, "|")))
 
     __ror__ = __or__
 
     def __invert__(self) -> SymBool:
         return SymBool(_not(self.expr))
 
+    # Without these, `==` on two symbolic bools (and so dataclass `==`/`!=` on states
+    # holding them) would be an identity test.
+    def __eq__(self, o: object) -> Any:
+        if o is None or isinstance(o, str):
+            return False
+        return SymBool(_bool(_mk(z3core.Z3_mk_eq, self.expr, _bool_expr(o, self, "=="))))
+
+    def __ne__(self, o: object) -> Any:
+        r = self.__eq__(o)
+        return (not r) if isinstance(r, bool) else ~r
+
+    def __hash__(self) -> int:
+        raise _refuse("hash()", self)
+
+    def _refused(self, *_: object) -> Any:
+        raise _refuse("arithmetic, ordering or conversion", self)
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __neg__ = __pos__ = _refused
+    __lt__ = __le__ = __gt__ = __ge__ = __index__ = __int__ = __float__ = _refused
+    __xor__ = __rxor__ = __abs__ = __round__ = _refused
+
     def __repr__(self) -> str:
         return f"SymBool({self.expr})"
 
 
-class SymInt(int):
-    """An int whose value is a Z3 term. Subclassing int lets the model's input checks
-    (`isinstance(x, int)`) accept it; everything that would read a concrete value raises."""
+# Under mypy a symbolic int is an int (it flows through the model's `int` fields); at run
+# time it is NOT an int subclass, so CPython's int fast paths (`True + x`, `x < True`,
+# `[10, 20][x]`, `round(x)`, `x.real`) cannot read a placeholder value: every operation
+# lands in a method below, which models it or raises.
+if TYPE_CHECKING:
+    _IntBase = int
+else:
+    _IntBase = object
 
+
+class SymInt(_IntBase):
+    """An integer whose value is a Z3 term. `isinstance(x, int)` holds (the model's input
+    checks accept it, via `__class__`), `isinstance(x, bool)` does not."""
+
+    __slots__ = ("expr",)
     expr: z3.ArithRef
 
-    def __new__(cls, expr: z3.ArithRef) -> SymInt:
-        obj = super().__new__(cls, 0)
-        obj.expr = expr
-        return obj
+    def __init__(self, expr: z3.ArithRef) -> None:
+        self.expr = expr
 
-    def _bin(self, other: object, op: Callable[[Any, Any], Any]) -> Any:
-        if isinstance(other, bool) or not isinstance(other, int):
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # isinstance(x, int) falls back to this
+        return int
+
+    def _operand(self, o: object, what: str) -> z3.ArithRef | None:
+        """The Z3 term of an integer operand; None for types that are simply not numbers
+        (the caller answers NotImplemented); bools and floats are refused."""
+        if isinstance(o, SymInt):
+            return o.expr
+        if isinstance(o, bool | float | complex | SymBool):
+            raise _refuse(f"{what} with {type(o).__name__}", self)
+        if isinstance(o, int):
+            return z3.IntVal(int(o)) if type(o) is not int else expr_of(o)
+        return None
+
+    def _arith(self, o: object, fn: Any, what: str, swap: bool = False) -> Any:
+        e = self._operand(o, what)
+        if e is None:
             return NotImplemented
-        return op(self.expr, expr_of(other))
+        a, b = (e, self.expr) if swap else (self.expr, e)
+        return SymInt(_arith(fn, a, b))
 
     def __add__(self, o: object) -> Any:
-        r = self._bin(o, lambda a, b: _arith(z3core.Z3_mk_add, a, b))
-        return r if r is NotImplemented else SymInt(r)
+        return self._arith(o, z3core.Z3_mk_add, "+")
 
-    __radd__ = __add__
+    def __radd__(self, o: object) -> Any:
+        return self._arith(o, z3core.Z3_mk_add, "+", swap=True)
 
     def __sub__(self, o: object) -> Any:
-        r = self._bin(o, lambda a, b: _arith(z3core.Z3_mk_sub, a, b))
-        return r if r is NotImplemented else SymInt(r)
+        return self._arith(o, z3core.Z3_mk_sub, "-")
 
     def __rsub__(self, o: object) -> Any:
-        r = self._bin(o, lambda a, b: _arith(z3core.Z3_mk_sub, b, a))
-        return r if r is NotImplemented else SymInt(r)
+        return self._arith(o, z3core.Z3_mk_sub, "-", swap=True)
 
     def __neg__(self) -> SymInt:
         return SymInt(-self.expr)
 
+    def __pos__(self) -> SymInt:
+        return self
+
+    def __round__(self, ndigits: object = None) -> SymInt:
+        if ndigits is not None:
+            raise _refuse("round() with ndigits", self)
+        return self
+
+    def __trunc__(self) -> SymInt:
+        return self
+
+    __floor__ = __ceil__ = __trunc__
+
     def _cmp(self, o: object, op: str) -> Any:
-        if isinstance(o, bool) or not isinstance(o, int):
+        e = self._operand(o, op)
+        if e is None:
+            if op == "eq":  # a number is never equal to None, a string, ...
+                return False
             return NotImplemented
-        return SymBool(_bool(_mk(_CMP[op], self.expr, expr_of(o))))
+        return SymBool(_bool(_mk(_CMP[op], self.expr, e)))
 
     def __lt__(self, o: object) -> Any:
         return self._cmp(o, "lt")
@@ -198,24 +276,35 @@ class SymInt(int):
 
     def __ne__(self, o: object) -> Any:
         r = self._cmp(o, "eq")
-        return r if r is NotImplemented else ~r
+        return (not r) if isinstance(r, bool) else ~r
 
-    __hash__ = None  # type: ignore[assignment]
+    def __hash__(self) -> int:
+        raise _refuse("hash()", self)
 
     def __bool__(self) -> bool:
-        return _explorer().decide(self.expr != 0)
+        return _explorer().decide(_bool(_mk(z3core.Z3_mk_not, _bool(
+            _mk(z3core.Z3_mk_eq, self.expr, expr_of(0))))))
 
     def _concrete(self, *_: object) -> Any:
-        raise TypeError(f"symbolic integer {self.expr} has no concrete value here")
+        raise _refuse("an operation that needs a concrete value", self)
 
-    # Every other int operation would silently compute on the placeholder value 0: refuse.
-    # (CPython indexes lists with an int subclass's own value without asking __index__, so
-    # the state builders in symstate.py keep every index concrete.)
-    __index__ = __int__ = __float__ = __mul__ = __rmul__ = __floordiv__ = _concrete
-    __rfloordiv__ = __mod__ = __rmod__ = __truediv__ = __rtruediv__ = __pow__ = _concrete
-    __lshift__ = __rshift__ = __and__ = __or__ = __xor__ = __abs__ = __divmod__ = _concrete
+    # Non-linear, bitwise and conversion operations: refused.
+    __index__ = __int__ = __float__ = __complex__ = __mul__ = __rmul__ = _concrete
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __truediv__ = __rtruediv__ = _concrete
+    __pow__ = __rpow__ = __lshift__ = __rlshift__ = __rshift__ = __rrshift__ = _concrete
+    __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __invert__ = _concrete
+    __abs__ = __divmod__ = __rdivmod__ = _concrete
 
-    def __format__(self, spec: str) -> str:  # error messages on refused paths
+    def __getattr__(self, name: str) -> Any:
+        # `x.real`, `x.bit_length()`, ...: an int's attributes would need its value.
+        # (Dunder probes such as copy's `__deepcopy__` get the plain answer.)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(f"a symbolic integer has no concrete .{name}")
+
+    def __format__(self, spec: str) -> str:
+        if spec:  # a padded or numeric rendering would print a made-up value
+            raise _refuse(f"format spec {spec!r}", self)
         return f"<{self.expr}>"
 
     def __repr__(self) -> str:
