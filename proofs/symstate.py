@@ -94,7 +94,8 @@ def symbolic_system(ex: Explorer, template: System) -> System:
     objs = tuple(Obj(ex.fresh_int(f"o{o}.status"), ex.fresh_int(f"o{o}.epoch"))
                  for o in range(len(template.objects)))
     writes = tuple(
-        Write(w.obj, w.partition, ex.fresh_int(f"w{i}.status"), ex.fresh_int(f"w{i}.offset"))
+        Write(w.obj, w.partition, ex.fresh_int(f"w{i}.status"), ex.fresh_int(f"w{i}.offset"),
+              ex.fresh_bool(f"w{i}.durable"))  # type: ignore[arg-type]
         for i, w in enumerate(template.writes)
     )
     return replace(
@@ -105,6 +106,7 @@ def symbolic_system(ex: Explorer, template: System) -> System:
         partitions=tuple(parts),
         objects=objs,
         writes=writes,
+        gc_m=ex.fresh_opt_int("gc_m"),
     )
 
 

@@ -1,0 +1,297 @@
+"""One source of truth, checked: the quantified transition formulas (`spec.py`) against
+the Python model (`model/system.py`) on small concrete universes.
+
+For a universe (partitions, replicas, objects and which partitions each object feeds), a
+seeded random walk of the Python model visits states; at each one, for every action:
+
+- every Python step (every parameter in a finite domain) must satisfy the formula:
+  its abstract successor is among those the formula allows (soundness of the encoding);
+- every successor the formula allows (every parameter and existential choice in the
+  domain) must be produced by some Python step, from some concretization of the state
+  the abstraction forgets (the leader's seen window: the fence is havocked in the formula).
+
+Integers range over [-2, largest value in the state + 2], which covers every bound the
+guards test from both sides; element parameters over the whole universe. Both sides are
+compared as sets of abstract states; a disagreement prints both sides.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from typing import Any
+
+from model.errors import ModelError
+from model.fence import SeenWindow
+from model.system import ACTIONS, System, initial, step
+from model.variants import REFERENCE
+from proofs.param import spec
+from proofs.param.logic import BOOL, INT, SIG, FiniteLogic, Structure, finite_state, materialize
+
+
+class NotAbstractable(ValueError):
+    pass
+
+
+def abstract(s: System) -> Structure:
+    """The abstraction function: what the formulas see of a Python state. Unset optional
+    fields are 0 (canonical), so equal abstract states compare equal."""
+    n_r = len(s.partitions[0].replicas) if s.partitions else 0
+    out: Structure = {
+        "revision": s.revision, "cluster_epoch": s.cluster_epoch,
+        "snapshot_revision": s.snapshot_revision,
+        "gc_set": s.gc_m is not None, "gc_m": 0 if s.gc_m is None else s.gc_m,
+    }
+    per_p: dict[str, dict[tuple[int, ...], Any]] = {n: {} for n, (a, _) in SIG.items()
+                                                    if a and a[0] == "P"}
+    for p, part in enumerate(s.partitions):
+        st = part.state
+        vals = (st.max_applied_epoch, st.previous_applied_epoch, st.min_epoch_lower_bound,
+                st.window_offset)
+        if any(v is None for v in vals) and not all(v is None for v in vals):
+            raise NotAbstractable(f"p{p}: window fields not set together: {st}")
+        k = (p,)
+        per_p["created"][k], per_p["crev"][k] = part.created, part.creation_revision
+        per_p["wset"][k] = vals[0] is not None
+        for name, v in zip(("max", "prev", "floor", "woff"), vals, strict=True):
+            per_p[name][k] = 0 if v is None else v
+        per_p["lrlo"][k], per_p["log_end"][k] = st.last_reconciled_log_offset, part.log_end
+        per_p["in_snap"][k] = part.in_snapshot
+        if len(part.replicas) != n_r:
+            raise NotAbstractable("partitions with different replica counts")
+        for r, rep in enumerate(part.replicas):
+            per_p["iset"][(p, r)] = rep.inactive is not None
+            per_p["inact"][(p, r)] = 0 if rep.inactive is None else rep.inactive
+            per_p["rset"][(p, r)] = rep.reported is not None
+            per_p["rep"][(p, r)] = 0 if rep.reported is None else rep.reported
+    out.update(per_p)
+    out["ostatus"] = {(o,): ob.status for o, ob in enumerate(s.objects)}
+    out["oepoch"] = {(o,): ob.epoch for o, ob in enumerate(s.objects)}
+    out["wstatus"] = {(w,): wr.status for w, wr in enumerate(s.writes)}
+    out["woffset"] = {(w,): wr.offset for w, wr in enumerate(s.writes)}
+    out["durable"] = {(w,): wr.durable for w, wr in enumerate(s.writes)}
+    out["wobj"] = {(w,): wr.obj for w, wr in enumerate(s.writes)}
+    out["wpart"] = {(w,): wr.partition for w, wr in enumerate(s.writes)}
+    return out
+
+
+def key(struct: Structure) -> tuple[Any, ...]:
+    """Hashable; both sides build their dicts in element order (itertools.product)."""
+    return tuple((n, tuple(struct[n].values()) if SIG[n][0] else struct[n]) for n in SIG)
+
+
+def sizes_of(s: System) -> dict[str, int]:
+    return {"W": len(s.writes), "O": len(s.objects), "P": len(s.partitions),
+            "R": len(s.partitions[0].replicas)}
+
+
+def int_domain(struct: Structure) -> range:
+    vals = [0]
+    for v in struct.values():
+        for x in (v.values() if isinstance(v, dict) else (v,)):
+            if isinstance(x, int) and not isinstance(x, bool):
+                vals.append(x)
+    return range(-2, max(vals) + 3)
+
+
+# -- the Python side -----------------------------------------------------------------------
+
+
+def _seen_variants(s: System, p: int, dom: range) -> Iterator[System]:
+    """Concretizations of what the abstraction forgets that matter: the leader's seen
+    window of partition p. None admits exactly what the applied window accepts (or above
+    it); a window above every epoch of the domain in the current term rejects them all;
+    every other seen window decides between these (the fence's postcondition)."""
+    part = s.partitions[p]
+    top = dom[-1] + 1
+    for seen in (None, SeenWindow(part.term, top, top)):
+        reps = list(part.replicas)
+        reps[part.leader] = replace(reps[part.leader], seen=seen)
+        parts = list(s.partitions)
+        parts[p] = replace(part, replicas=tuple(reps))
+        yield replace(s, partitions=tuple(parts))
+
+
+def python_steps(s: System, action: str, dom: range) -> dict[tuple[Any, ...], tuple[Any, ...]]:
+    """abstract successor key -> (params, concrete successor) of one Python step."""
+    sz = sizes_of(s)
+    kinds = ACTIONS[action][1]
+    ranges: list[list[Any]] = []
+    for _, kind in kinds:
+        if kind in ("partition", "replica", "object", "write"):
+            ranges.append(list(range(sz[{"partition": "P", "replica": "R", "object": "O",
+                                          "write": "W"}[kind]])))
+        elif kind in ("epoch", "offset"):
+            ranges.append(list(dom))
+        elif kind == "foreign":
+            ranges.append([(), (None,), *((x,) for x in dom)])
+        else:
+            raise AssertionError(kind)
+    out: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+    fence_sensitive = action in ("fence_write", "other_write", "phantom_fence")
+    for values in itertools.product(*ranges):
+        params = {n: v for (n, _), v in zip(kinds, values, strict=True)}
+        bases: Iterator[System] | list[System] = [s]
+        if fence_sensitive:
+            p = params["p"] if "p" in params else s.writes[params["w"]].partition
+            bases = _seen_variants(s, p, dom)
+        for base in bases:
+            try:
+                post = step(base, REFERENCE, action, **params)
+            except ModelError:
+                continue
+            out.setdefault(key(abstract(post)), (params, post))
+    return out
+
+
+# -- the formula side ----------------------------------------------------------------------
+
+
+def formula_steps(struct: Structure, sizes: dict[str, int], action: str, dom: range,
+                  actions: dict[str, Any] | None = None) -> dict[tuple[Any, ...], dict[str, Any]]:
+    params, choices, fn = (actions or spec.ACTIONS)[action]
+    L = FiniteLogic(sizes)
+    pre = finite_state(struct)
+    ranges = []
+    for _, kind in (*params, *choices):
+        if kind == INT:
+            ranges.append(list(dom))
+        elif kind == BOOL:
+            ranges.append([False, True])
+        else:
+            ranges.append(list(range(sizes[kind])))
+    out: dict[tuple[Any, ...], dict[str, Any]] = {}
+    names = [n for n, _ in (*params, *choices)]
+    for values in itertools.product(*ranges):
+        prm = dict(zip(names, values, strict=True))
+        guard, post = fn(L, pre, prm)
+        if guard:
+            out.setdefault(key(materialize(post, sizes, struct)), prm)
+    return out
+
+
+# -- the check -------------------------------------------------------------------------------
+
+
+@dataclass
+class Disagreement:
+    universe: str
+    action: str
+    side: str  # "python step the formula forbids" | "formula step python never takes"
+    pre: System
+    params: dict[str, Any]
+    post: Any
+
+    def __str__(self) -> str:
+        post = self.post
+        return (f"{self.side}: {self.action}({self.params}) on {self.universe}\n"
+                f"  pre (Python):  {self.pre}\n  post:          {post}")
+
+
+def _diff(a: tuple[Any, ...], b: tuple[Any, ...]) -> str:
+    da, db = dict(a), dict(b)
+    return ", ".join(f"{k}: {da[k]} -> {db[k]}" for k in da if da[k] != db.get(k)) or "nothing"
+
+
+def check_state(s: System, universe: str, actions: dict[str, Any] | None = None,
+                only: list[str] | None = None) -> tuple[list[Disagreement], int, list[System]]:
+    """Compare both sides at one state; returns disagreements, steps compared, successors."""
+    struct = abstract(s)
+    sizes = sizes_of(s)
+    dom = int_domain(struct)
+    pre_key = key(struct)
+    bad: list[Disagreement] = []
+    n = 0
+    succ: list[System] = []
+    for action in only or list(spec.ACTIONS):
+        py = python_steps(s, action, dom)
+        fo = formula_steps(struct, sizes, action, dom, actions)
+        n += len(py) + len(fo)
+        succ += [post for _, post in py.values()]
+        for k, (params, _) in py.items():
+            if k not in fo:
+                bad.append(Disagreement(universe, action, "python step the formula forbids",
+                                        s, params, "changed " + _diff(pre_key, k)))
+        for k, prm in fo.items():
+            if k not in py:
+                bad.append(Disagreement(universe, action, "formula step python never takes",
+                                        s, prm, "changed " + _diff(pre_key, k)))
+    return bad, n, succ
+
+
+def universes(max_p: int = 3, max_writes: int = 3, replicas: tuple[int, ...] = (1, 2)
+              ) -> list[tuple[str, System]]:
+    """Every shape up to partition renaming: 1..max_p partitions, objects each feeding a
+    set of 1-3 partitions, at most max_writes placeholder slots in all."""
+    out = []
+    for n_p in range(1, max_p + 1):
+        subsets = [c for k in range(1, n_p + 1) for c in itertools.combinations(range(n_p), k)]
+        seen: set[tuple[Any, ...]] = set()
+        for n_o in range(1, max_writes + 1):
+            for feeds in itertools.combinations_with_replacement(subsets, n_o):
+                if sum(map(len, feeds)) > max_writes:
+                    continue
+                canon = min(tuple(sorted(tuple(sorted(perm[p] for p in f)) for f in feeds))
+                            for perm in itertools.permutations(range(n_p)))
+                if canon in seen:
+                    continue
+                seen.add(canon)
+                writes = [(o, p) for o, f in enumerate(canon) for p in f]
+                for n_r in replicas:
+                    name = f"{n_p}p{n_r}r:" + "|".join("".join(map(str, f)) for f in canon)
+                    out.append((name, initial(n_p, n_r, writes, n_o)))
+    return out
+
+
+# The walk favours the produce path so that the sampled states have writes in every
+# status (the check at a state still tries every action).
+WALK_WEIGHTS = {"create_partition": 3, "mint": 2, "upload": 4, "fence_write": 4,
+                "land_write": 4, "fail_replicate": 2, "copy_to_l1": 2}
+
+
+def _random_step(s: System, rng: random.Random) -> System:
+    """One Python step with random parameters (the walk; cheap, unlike the check)."""
+    sz = sizes_of(s)
+    dom = int_domain(abstract(s))
+    names = list(ACTIONS)
+    weights = [WALK_WEIGHTS.get(a, 1) for a in names]
+    for _ in range(200):
+        action = rng.choices(names, weights)[0]
+        params: dict[str, Any] = {}
+        for n, kind in ACTIONS[action][1]:
+            if kind in ("epoch", "offset"):
+                params[n] = rng.choice(dom)
+            elif kind == "foreign":
+                params[n] = rng.choice([(), (None,), (rng.choice(dom),)])
+            else:
+                params[n] = rng.randrange(sz[{"partition": "P", "replica": "R",
+                                              "object": "O", "write": "W"}[kind]])
+        try:
+            t = step(s, REFERENCE, action, **params)
+        except ModelError:
+            continue
+        if t != s:
+            return t
+    return s
+
+
+def walk(name: str, s0: System, steps: int, checks: int, seed: int,
+         actions: dict[str, Any] | None = None) -> tuple[list[Disagreement], int, int]:
+    """A seeded random walk of `steps` Python steps; both sides are compared in full at
+    `checks` states spread evenly along it, ending at its last. Returns disagreements,
+    states checked, steps compared."""
+    rng = random.Random(f"{seed}:{name}")
+    at = {round((i + 1) * steps / checks) for i in range(checks)}  # the last state included
+    s, bad, compared, states = s0, [], 0, 0
+    for i in range(steps + 1):
+        if i in at:
+            b, n, _ = check_state(s, name, actions)
+            bad += b
+            compared += n
+            states += 1
+            if bad:
+                break
+        s = _random_step(s, rng)
+    return bad, states, compared
