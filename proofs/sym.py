@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -348,13 +349,16 @@ class Explorer:
         self._pc: list[z3.BoolRef] = []
         self._names = itertools.count()
         self.checks = 0
+        self.slowest_query_s = 0.0
 
     # -- solver helpers -------------------------------------------------------------------
     def _sat(self, *extra: z3.BoolRef) -> bool:
         if not self.prune:
             return True
         self.checks += 1
+        t0 = time.perf_counter()
         r = self.solver.check(*extra)
+        self.slowest_query_s = max(self.slowest_query_s, time.perf_counter() - t0)
         if r == z3.unknown:
             raise SolverUnknown(self.solver.reason_unknown())
         return bool(r == z3.sat)
@@ -379,11 +383,13 @@ class Explorer:
         self.solver.add(lit)
         return choice
 
-    def assume(self, cond: object) -> None:
+    def assume(self, cond: object, check: bool = True) -> None:
         """Continue only where `cond` holds; a symbolic condition is added to the path
-        condition without forking (the other side would only be pruned)."""
+        condition without forking (the other side would only be pruned). `check=False`
+        skips the satisfiability check (for a constraint on a fresh input alone, which
+        cannot make the path infeasible)."""
         if isinstance(cond, SymBool):
-            if not self._sat(cond.expr):
+            if check and not self._sat(cond.expr):
                 raise Prune()
             self._pc.append(cond.expr)
             self.solver.add(cond.expr)

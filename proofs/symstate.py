@@ -110,6 +110,9 @@ def symbolic_system(ex: Explorer, template: System) -> System:
     )
 
 
+DOMAIN_MIN = {"epoch": 0, "offset": 0}
+
+
 def symbolic_params(
     ex: Explorer, s: System, action: str, fixed: dict[str, Any] | None = None, tag: str = "",
     symmetric: bool = False,
@@ -135,7 +138,11 @@ def symbolic_params(
         elif kind == "write":
             out[name] = 0 if symmetric else choice(ex, key, len(s.writes))
         elif kind in ("epoch", "offset"):
-            out[name] = ex.fresh_int(key)
+            # The parameter's domain (epochs and offsets are >= 0): the
+            # model refusing a value inside it on an admitted state is a failure.
+            x = ex.fresh_int(key)
+            ex.assume(x >= DOMAIN_MIN[kind], check=False)
+            out[name] = x
         elif kind == "foreign":
             # No foreign partition, or one whose (adversarial) report may be absent.
             out[name] = (ex.fresh_opt_int(key),) if ex.decide(z3.Bool(f"{key}.any")) else ()

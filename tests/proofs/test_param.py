@@ -146,3 +146,23 @@ def test_formula_drift_is_a_disagreement() -> None:
         if name in ("1p1r:0|0", "2p1r:0|1"):
             found += correspond.walk(name, s0, 30, 6, 1, acts)[0]
     assert found and "formula step python never takes" in str(found[0])
+
+
+def test_invariant_drift_is_a_disagreement(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A quantified invariant written differently from the Python one (`>=` for `>`)."""
+    conjs = list(spec.INVARIANTS["l1"])
+    name, sorts, _ = conjs[1]
+    conjs[1] = (name, sorts, lambda L, s, w: L.Implies(
+        L.And(s.wstatus(w) == ms.ACCEPTED, s.woffset(w) < s.lrlo(s.wpart(w))), s.durable(w)))
+    monkeypatch.setitem(spec.INVARIANTS, "l1", conjs)
+    import random
+
+    found = []
+    for name, s0 in correspond.universes():
+        if name == "1p1r:0|0":
+            rng = random.Random(1)
+            s = s0
+            for _ in range(40):
+                s = correspond._random_step(s, rng)
+                found += correspond.check_invariants(s, name, rng, 5)
+    assert found and "invariant l1" in str(found[0])
