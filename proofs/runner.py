@@ -234,14 +234,14 @@ def grid(results: list[Outcome]) -> list[str]:
     lines.append(f"actions: {legend}")
     order = ["vacuity", *INVARIANTS, *TRANSITION_INVARIANTS]
     for (scope, vname), rows in sorted(blocks.items()):
-        lines.append("\n" + f"{scope} [{vname}]".ljust(22) + "".join(
+        lines.append("\n" + f"{scope} [{vname}]".ljust(27) + "".join(
             chr(97 + i) for i in range(len(actions))))
         for ob in sorted(rows, key=lambda n: (order.index(n) if n in order else 99, n)):
             cells = rows[ob]
             marks = "".join(mk[cells[a].status] if a in cells else mk[""] for a in actions)
             n_ok = sum(c.status in ("proved", "found") for c in cells.values())
             paths = sum(c.paths or 0 for c in cells.values())
-            lines.append(f"  {ob:<19} {marks}  {n_ok}/{len(cells)}"
+            lines.append(f"  {ob:<24} {marks}  {n_ok}/{len(cells)}"
                          + (f", {paths} paths" if scope == "one-partition" else ""))
     return lines
 
