@@ -17,17 +17,12 @@ import time
 
 from proofs.obligations import Outcome
 
-# One target per contract-carrying function, so the checks spread over the workers; the
-# budget (CPU seconds per condition) is where a seeded break was found in about half of it.
+# What the symbolic executor cannot take (strings, floats, report lists), one target per
+# function so the checks spread over the workers; budget = CPU seconds per condition. The
+# int-only contracts are proved on every path by proofs/contracts_sym.py instead (CrossHair
+# missed a seeded break of apply_reconciled at 1 s and needed about 5 s per condition).
 TARGETS: dict[str, float] = {
-    "proofs.contracts.reconciled": 2.0,
-    "proofs.contracts.capped": 1.0,
-    "proofs.contracts.watermark": 1.0,
-    "model.partition.apply_placeholder": 1.0,
-    "model.partition.apply_advance_epoch": 1.0,
-    "model.partition.apply_reconciled": 1.0,
-    "model.partition.inactive_epoch": 1.0,
-    "model.fence.fence": 1.0,
+    "proofs.contracts.capped": 1.0,  # its seeded cap break is found in well under 1 s
     "model.cluster.gc_epoch": 1.0,
     "model.keys.format_key": 1.0,
     "model.keys.gc_eligible": 1.0,

@@ -28,7 +28,15 @@ from typing import Any
 
 from model.system import ACTIONS, INVARIANTS, TRANSITION_INVARIANTS
 from model.variants import REFERENCE, SAFE_VARIANTS, variant
-from proofs import bmc, crosshair_check, explain, obligations, scenarios, vectors
+from proofs import (
+    bmc,
+    contracts_sym,
+    crosshair_check,
+    explain,
+    obligations,
+    scenarios,
+    vectors,
+)
 from proofs.obligations import Outcome
 
 BUDGET_S = 30.0  # per bounded search; running out is a failure, never a pass
@@ -138,6 +146,10 @@ def task_crosshair(module: str) -> list[Outcome]:
     return [crosshair_check.check(module)]
 
 
+def task_contracts(target: str) -> list[Outcome]:
+    return [contracts_sym.check_target(target, _CFG["timeout_ms"])]
+
+
 Task = tuple[Callable[..., list[Outcome]], tuple[Any, ...], str]
 
 
@@ -165,6 +177,8 @@ def _tasks(quick: bool) -> list[Task]:
     tasks: list[Task] = [(task_crosshair, (m,), f"crosshair contracts of {m}")
                          for m in crosshair_check.MODULES]
     tasks += _param_tasks()
+    tasks += [(task_contracts, (t,), f"contracts of {t} (all paths)")
+              for t in contracts_sym.TARGETS]
     variants = ("reference",) if quick else SAFE_VARIANTS
     tasks += [(task_init, (vname,), f"[{vname}] init {names}") for vname in variants]
     tags = " ".join(f"[{vname}]" for vname in variants)
@@ -186,6 +200,7 @@ def _tasks(quick: bool) -> list[Task]:
 
 _ROW = re.compile(r"^(?:\[(?P<variant>[^\]]+)\] )?(?P<ob>\S+) preserved by (?P<action>\S+)")
 _BAD = ("failed", "unknown")
+FAIL_FAST_KINDS = ("invariant", "transition", "vacuity", "correspondence")
 
 
 def _marks() -> dict[str, str]:
@@ -294,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", metavar="PATTERN",
                     help="only rows whose name matches this regular expression")
     ap.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
+    ap.add_argument("--fail-fast", action="store_true",
+                    help="stop at the first failed safety, transition, vacuity or "
+                    "correspondence row (what proofs.mutants needs to know)")
     ap.add_argument("--timeout", type=float, default=2.0, metavar="S",
                     help="per solver query, seconds (default 2); running out is a failure")
     args = ap.parse_args(argv)
@@ -307,8 +325,10 @@ def main(argv: list[str] | None = None) -> int:
         tasks = [t for t in tasks if only.search(t[2])]
     results: list[Outcome] = []
     per_task: list[list[Outcome]] = [[] for _ in tasks]
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs), initializer=_configure,
-                             initargs=(args.seed, timeout_ms)) as pool:
+    pool = ProcessPoolExecutor(max_workers=max(1, args.jobs), initializer=_configure,
+                               initargs=(args.seed, timeout_ms))
+    stopped = False
+    try:
         futures = {pool.submit(fn, *a): i for i, (fn, a, _) in enumerate(tasks)}
         for f in as_completed(futures):
             rows = f.result()
@@ -319,6 +339,18 @@ def main(argv: list[str] | None = None) -> int:
             for o in rows:
                 if args.verbose:
                     print(_row_line(o), flush=True)
+            if args.fail_fast and any(o.status in _BAD and o.kind in FAIL_FAST_KINDS
+                                      for o in rows):
+                stopped = True
+                break
+    finally:
+        if stopped:
+            # Workers still busy on other tasks are ended: their rows are not needed.
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()
+        pool.shutdown(wait=not stopped, cancel_futures=True)
+    if stopped:
+        print("stopped at the first failed safety row (--fail-fast)")
     results = [o for rows in per_task for o in rows]
     total = time.perf_counter() - t0
 
