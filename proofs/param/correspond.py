@@ -19,13 +19,22 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
 from model.errors import ModelError
 from model.fence import SeenWindow
-from model.system import ACTIONS, INVARIANTS, System, initial, step
+from model.system import (
+    ACCEPTED,
+    ACTIONS,
+    INVARIANTS,
+    STORED,
+    UNKNOWN,
+    System,
+    initial,
+    step,
+)
 from model.variants import REFERENCE
 from proofs.param import spec
 from proofs.param.logic import BOOL, INT, SIG, FiniteLogic, Structure, finite_state, materialize
@@ -195,6 +204,11 @@ def _diff(a: tuple[Any, ...], b: tuple[Any, ...]) -> str:
     return ", ".join(f"{k}: {da[k]} -> {db[k]}" for k in da if da[k] != db.get(k)) or "nothing"
 
 
+# Actions that changed the abstract state in some checked Python step (this process):
+# the correspondence rows report it, so a walk that never reaches an action shows.
+EXERCISED: set[str] = set()
+
+
 def check_state(s: System, universe: str, actions: dict[str, Any] | None = None,
                 only: list[str] | None = None) -> tuple[list[Disagreement], int, list[System]]:
     """Compare both sides at one state; returns disagreements, steps compared, successors."""
@@ -210,6 +224,8 @@ def check_state(s: System, universe: str, actions: dict[str, Any] | None = None,
         fo = formula_steps(struct, sizes, action, dom, actions)
         n += len(py) + len(fo)
         succ += [post for _, post in py.values()]
+        if any(k != pre_key for k in py):
+            EXERCISED.add(action)
         for k, (params, _) in py.items():
             if k not in fo:
                 bad.append(Disagreement(universe, action, "python step the formula forbids",
@@ -324,7 +340,8 @@ def universes(max_p: int = 3, max_writes: int = 3, replicas: tuple[int, ...] = (
 # The walk favours the produce path so that the sampled states have writes in every
 # status (the check at a state still tries every action).
 WALK_WEIGHTS = {"create_partition": 3, "mint": 2, "upload": 4, "fence_write": 4,
-                "land_write": 4, "fail_replicate": 2, "copy_to_l1": 2}
+                "land_write": 4, "fail_replicate": 2, "copy_to_l1": 2, "reconcile": 2,
+                "give_up": 2, "sync_replica": 2, "report": 2, "gc_compute": 2}
 
 
 def _random_step(s: System, rng: random.Random) -> System:
@@ -353,22 +370,86 @@ def _random_step(s: System, rng: random.Random) -> System:
     return s
 
 
+# States where the rarer actions take effect; a walk checks one of these besides its last
+# state (a different feature first for each universe), so the sample covers them.
+FEATURES: dict[str, Callable[[System], bool]] = {
+    "a partition not created yet": lambda s: not all(p.created for p in s.partitions),
+    "a write of unknown outcome": lambda s: any(w.status == UNKNOWN for w in s.writes),
+    "a round's M covers a stored object": lambda s: s.gc_m is not None and any(
+        o.status == STORED and o.epoch <= s.gc_m for o in s.objects),
+    "an accepted placeholder not in L1": lambda s: any(
+        w.status == ACCEPTED and not w.durable for w in s.writes),
+    "a published report": lambda s: any(r.reported is not None for p in s.partitions
+                                        for r in p.replicas),
+}
+
+
 def walk(name: str, s0: System, steps: int, checks: int, seed: int,
          actions: dict[str, Any] | None = None) -> tuple[list[Disagreement], int, int]:
-    """A seeded random walk of `steps` Python steps; both sides are compared in full at
-    `checks` states spread evenly along it, ending at its last. Returns disagreements,
-    states checked, steps compared."""
+    """A seeded random walk of `steps` Python steps. Both sides are compared in full at
+    `checks` states spread evenly along it (ending at its last), plus the last state of the
+    walk that has one of FEATURES (tried in an order that differs per universe). Returns
+    disagreements, states checked, steps compared."""
     rng = random.Random(f"{seed}:{name}")
     at = {round((i + 1) * steps / checks) for i in range(checks)}  # the last state included
-    s, bad, compared, states = s0, [], 0, 0
-    for i in range(steps + 1):
-        if i in at:
-            b, n, _ = check_state(s, name, actions)
-            b += check_invariants(s, name, rng)
-            bad += b
-            compared += n
-            states += 1
-            if bad:
-                break
-        s = _random_step(s, rng)
+    trail = [s0]
+    for _ in range(steps):
+        trail.append(_random_step(trail[-1], rng))
+    feats = list(FEATURES.values())
+    k = sum(map(ord, name)) % len(feats)
+    for f in feats[k:] + feats[:k]:
+        hits = [i for i, t in enumerate(trail) if f(t)]
+        if hits:
+            at.add(hits[-1])
+            break
+    bad: list[Disagreement] = []
+    compared = states = 0
+    for i in sorted(at):
+        b, n, _ = check_state(trail[i], name, actions)
+        b += check_invariants(trail[i], name, rng)
+        bad += b
+        compared += n
+        states += 1
+        if bad:
+            break
     return bad, states, compared
+
+
+# Hand-written traces to states where the rarest actions take effect, or where a stamp or
+# an LRLO guard written wrongly would show (a random walk seldom gets there): checked in
+# full besides the walks. Universe 2p2r:01|0.
+_SYNC = [(a, {"p": p, "r": r}) for p in (0, 1) for r in (0, 1) for a in ("sync_replica", "report")]
+DIRECTED: dict[str, list[tuple[str, dict[str, Any]]]] = {
+    "gc_delete": [
+        ("create_partition", {"p": 0}), ("create_partition", {"p": 1}), ("mint", {}),
+        ("publish_snapshot", {}), ("upload", {"o": 0, "cache": 3}),
+        ("fence_write", {"w": 0}), ("fence_write", {"w": 1}), ("land_write", {"w": 0}),
+        ("land_write", {"w": 1}), ("copy_to_l1", {"w": 0}), ("copy_to_l1", {"w": 1}),
+        ("mint", {}), ("mint", {}),
+        *(("housekeep", {"p": p, "cache": c, "lrlo": c - 3}) for c in (4, 5) for p in (0, 1)),
+        *_SYNC, ("publish_snapshot", {}), ("gc_compute", {"foreign": ()}),
+    ],
+    "upload": [  # o0 feeds p0 and p1; the last one it feeds is the older partition
+        ("create_partition", {"p": 1}), ("mint", {}), ("create_partition", {"p": 0}),
+    ],
+    "reconcile": [  # w2 accepted at offset 0 of p0, not yet in L1
+        ("create_partition", {"p": 0}), ("mint", {}), ("upload", {"o": 1, "cache": 2}),
+        ("fence_write", {"w": 2}), ("land_write", {"w": 2}),
+    ],
+    "give_up": [
+        ("create_partition", {"p": 0}), ("mint", {}), ("upload", {"o": 1, "cache": 2}),
+        ("fence_write", {"w": 2}), ("fail_replicate", {"w": 2}), ("mint", {}),
+        ("other_write", {"p": 0, "epoch": 3}), ("other_write", {"p": 0, "epoch": 3}),
+        ("mint", {}), ("other_write", {"p": 0, "epoch": 4}),
+    ],
+}
+
+
+def directed_states() -> list[tuple[str, System]]:
+    out = []
+    for target, ops in DIRECTED.items():
+        s = initial(2, 2, [(0, 0), (0, 1), (1, 0)], 2)
+        for action, params in ops:
+            s = step(s, REFERENCE, action, **params)
+        out.append((f"2p2r:01|0 (directed to {target})", s))
+    return out
