@@ -200,7 +200,7 @@ def _tasks(quick: bool) -> list[Task]:
 
 _ROW = re.compile(r"^(?:\[(?P<variant>[^\]]+)\] )?(?P<ob>\S+) preserved by (?P<action>\S+)")
 _BAD = ("failed", "unknown")
-FAIL_FAST_KINDS = ("invariant", "transition", "vacuity", "correspondence")
+FAIL_FAST_KINDS = ("invariant", "transition", "vacuity")
 
 
 def _marks() -> dict[str, str]:
@@ -310,8 +310,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="only rows whose name matches this regular expression")
     ap.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
     ap.add_argument("--fail-fast", action="store_true",
-                    help="stop at the first failed safety, transition, vacuity or "
-                    "correspondence row (what proofs.mutants needs to know)")
+                    help="stop at the first failed safety, transition or vacuity row "
+                    "(what proofs.mutants needs to know)")
     ap.add_argument("--timeout", type=float, default=2.0, metavar="S",
                     help="per solver query, seconds (default 2); running out is a failure")
     args = ap.parse_args(argv)

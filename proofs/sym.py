@@ -70,14 +70,40 @@ def _bool(ast: Any) -> z3.BoolRef:
     return z3.BoolRef(ast, _CTX)
 
 
+# Every path re-runs the function from the start, rebuilding the same terms from the same
+# variables (fresh inputs are interned by name): memoising the term builders on operand
+# identity turns those rebuilds into dict hits. Operands are kept alive in the memo so an
+# id is never reused; an Explorer that prunes clears it (one per proof task).
+_MEMO: dict[tuple[Any, ...], tuple[Any, tuple[Any, ...]]] = {}
+_VARS: dict[str, Any] = {}
+
+
+def _memo(tag: Any, build: Callable[[], Any], *operands: Any) -> Any:
+    key = (tag, *map(id, operands))
+    hit = _MEMO.get(key)
+    if hit is not None:
+        return hit[0]
+    r = build()
+    _MEMO[key] = (r, operands)
+    return r
+
+
 def _and(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
-    arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
-    return _bool(z3core.Z3_mk_and(_CTX.ref(), 2, arr))
+    def build() -> z3.BoolRef:
+        arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
+        return _bool(z3core.Z3_mk_and(_CTX.ref(), 2, arr))
+    return _memo("and", build, a, b)
 
 
 def _or(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
-    arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
-    return _bool(z3core.Z3_mk_or(_CTX.ref(), 2, arr))
+    def build() -> z3.BoolRef:
+        arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
+        return _bool(z3core.Z3_mk_or(_CTX.ref(), 2, arr))
+    return _memo("or", build, a, b)
+
+
+def _cmp2(fn: Any, a: z3.ExprRef, b: z3.ExprRef) -> z3.BoolRef:
+    return _memo(fn, lambda: _bool(_mk(fn, a, b)), a, b)
 
 
 def conj(items: list[z3.BoolRef]) -> z3.BoolRef:
@@ -100,12 +126,14 @@ def disj(items: list[z3.BoolRef]) -> z3.BoolRef:
 
 
 def _arith(fn: Any, a: z3.ExprRef, b: z3.ExprRef) -> z3.ArithRef:
-    arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
-    return z3.ArithRef(fn(_CTX.ref(), 2, arr), _CTX)
+    def build() -> z3.ArithRef:
+        arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
+        return z3.ArithRef(fn(_CTX.ref(), 2, arr), _CTX)
+    return _memo(fn, build, a, b)
 
 
 def _not(a: z3.BoolRef) -> z3.BoolRef:
-    return _bool(_mk(z3core.Z3_mk_not, a))
+    return _memo("not", lambda: _bool(_mk(z3core.Z3_mk_not, a)), a)
 
 
 _CMP = {
@@ -162,7 +190,7 @@ class SymBool:
     def __eq__(self, o: object) -> Any:
         if o is None or isinstance(o, str):
             return False
-        return SymBool(_bool(_mk(z3core.Z3_mk_eq, self.expr, _bool_expr(o, self, "=="))))
+        return SymBool(_cmp2(z3core.Z3_mk_eq, self.expr, _bool_expr(o, self, "==")))
 
     def __ne__(self, o: object) -> Any:
         r = self.__eq__(o)
@@ -258,7 +286,7 @@ class SymInt(_IntBase):
             if op == "eq":  # a number is never equal to None, a string, ...
                 return False
             return NotImplemented
-        return SymBool(_bool(_mk(_CMP[op], self.expr, e)))
+        return SymBool(_cmp2(_CMP[op], self.expr, e))
 
     def __lt__(self, o: object) -> Any:
         return self._cmp(o, "lt")
@@ -283,8 +311,7 @@ class SymInt(_IntBase):
         raise _refuse("hash()", self)
 
     def __bool__(self) -> bool:
-        return _explorer().decide(_bool(_mk(z3core.Z3_mk_not, _bool(
-            _mk(z3core.Z3_mk_eq, self.expr, expr_of(0))))))
+        return _explorer().decide(_not(_cmp2(z3core.Z3_mk_eq, self.expr, expr_of(0))))
 
     def _concrete(self, *_: object) -> Any:
         raise _refuse("an operation that needs a concrete value", self)
@@ -314,6 +341,15 @@ class SymInt(_IntBase):
     __str__ = __repr__
 
 
+def _var(name: str, make: Callable[[str], Any]) -> Any:
+    """The same Z3 constant object for the same name on every run (see _MEMO)."""
+    key = f"{make.__name__}:{name}"
+    v = _VARS.get(key)
+    if v is None:
+        v = _VARS[key] = make(name)
+    return v
+
+
 @dataclass(frozen=True)
 class Path:
     pc: tuple[z3.BoolRef, ...]
@@ -341,6 +377,8 @@ class Explorer:
         self.prune = prune
         self.solver: Any = _NoSolver()
         if prune:
+            _MEMO.clear()
+            _VARS.clear()
             self.solver = z3.Solver()
             self.solver.set("timeout", timeout_ms)
             self.solver.set("random_seed", seed)
@@ -399,13 +437,13 @@ class Explorer:
 
     # -- fresh symbolic inputs ------------------------------------------------------------
     def fresh_int(self, name: str) -> SymInt:
-        return SymInt(z3.Int(f"{name}#{next(self._names)}"))
+        return SymInt(_var(f"{name}#{next(self._names)}", z3.Int))
 
     def fresh_bool(self, name: str) -> SymBool:
-        return SymBool(z3.Bool(f"{name}#{next(self._names)}"))
+        return SymBool(_var(f"{name}#{next(self._names)}", z3.Bool))
 
     def fresh_opt_int(self, name: str) -> SymInt | None:
-        present = z3.Bool(f"{name}?#{next(self._names)}")
+        present = _var(f"{name}?#{next(self._names)}", z3.Bool)
         return self.fresh_int(name) if self.decide(present) else None
 
     # -- running --------------------------------------------------------------------------
