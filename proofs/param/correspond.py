@@ -28,6 +28,7 @@ from model.fence import SeenWindow
 from model.system import (
     ACCEPTED,
     ACTIONS,
+    FENCED,
     INVARIANTS,
     STORED,
     UNKNOWN,
@@ -375,6 +376,7 @@ def _random_step(s: System, rng: random.Random) -> System:
 FEATURES: dict[str, Callable[[System], bool]] = {
     "a partition not created yet": lambda s: not all(p.created for p in s.partitions),
     "a write of unknown outcome": lambda s: any(w.status == UNKNOWN for w in s.writes),
+    "a fenced write": lambda s: any(w.status == FENCED for w in s.writes),
     "a round's M covers a stored object": lambda s: s.gc_m is not None and any(
         o.status == STORED and o.epoch <= s.gc_m for o in s.objects),
     "an accepted placeholder not in L1": lambda s: any(
@@ -391,6 +393,7 @@ def walk(name: str, s0: System, steps: int, checks: int, seed: int,
     walk that has one of FEATURES (tried in an order that differs per universe). Returns
     disagreements, states checked, steps compared."""
     rng = random.Random(f"{seed}:{name}")
+    # checks = 0: only the featured state (or the last one when no state has a feature)
     at = {round((i + 1) * steps / checks) for i in range(checks)}  # the last state included
     trail = [s0]
     for _ in range(steps):
@@ -402,6 +405,7 @@ def walk(name: str, s0: System, steps: int, checks: int, seed: int,
         if hits:
             at.add(hits[-1])
             break
+    at = at or {steps}
     bad: list[Disagreement] = []
     compared = states = 0
     for i in sorted(at):
