@@ -12,6 +12,7 @@ artefact of the encoding.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable
@@ -262,7 +263,10 @@ class _ReadVariant(Variant):
 
     def __getattribute__(self, name: str) -> Any:
         if name in _SWITCHES:
-            object.__getattribute__(self, "_reads").add(name)
+            # A copy made by dataclasses.replace has no record: the original recorded
+            # every switch while being copied, so nothing is shared.
+            with contextlib.suppress(AttributeError):
+                object.__getattribute__(self, "_reads").add(name)
         return object.__getattribute__(self, name)
 
 

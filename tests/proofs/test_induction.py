@@ -87,3 +87,17 @@ def test_an_action_never_enabled_is_vacuous(monkeypatch) -> None:  # type: ignor
     out = obligations.induction(T, REFERENCE, ["reconcile"])
     assert {o.status for o in out} == {"failed"}
     assert all("vacuous" in o.detail for o in out)
+
+
+def test_variants_share_an_exploration_only_when_they_agree_on_what_was_read() -> None:
+    from model.variants import VARIANTS
+
+    runs = obligations.induction_variants(T, "mint", [REFERENCE, VARIANTS["collapse"]])
+    assert all("same paths as [reference]" in o.detail for o in runs[1][1])
+    runs = obligations.induction_variants(T, "fence_write", [REFERENCE, VARIANTS["collapse"]])
+    assert not any("same paths" in o.detail for o in runs[1][1])  # fence reads its switch
+    # a copy made by dataclasses.replace inside the model does not break the recording
+    rec = obligations._recording(REFERENCE)
+    from dataclasses import replace
+
+    assert replace(rec, apply_time_check=False).apply_time_check is False
