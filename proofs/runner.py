@@ -196,6 +196,34 @@ def _tasks(quick: bool) -> list[Task]:
     return tasks
 
 
+def _last_costs(report: str) -> dict[str, float]:
+    """Seconds per action's induction rows in the last report (empty when there is none):
+    only an ordering hint, so a stale or missing report costs time, never correctness."""
+    try:
+        rows = json.loads(Path(report).read_text())["obligations"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    costs: dict[str, float] = {}
+    for a in ACTIONS:
+        tail = (f" preserved by {a}", f" and {a} enabled")
+        costs[a] = sum(float(r.get("seconds") or 0) for r in rows
+                       if isinstance(r, dict) and str(r.get("name", "")).endswith(tail))
+    return costs
+
+
+def _longest_first(tasks: list[Task], costs: dict[str, float]) -> list[Task]:
+    """CrossHair first (its subprocesses wait on wall-clock budgets), then the induction
+    tasks by their last cost, longest first, then the rest as listed: with two workers,
+    a long task started last would otherwise set the wall time alone."""
+    def key(t: Task) -> tuple[int, float]:
+        if t[0] is task_crosshair:
+            return (0, 0.0)
+        if t[0] is task_induction_shared:
+            return (1, -costs.get(t[1][0], 0.0))
+        return (2, 0.0)
+    return sorted(tasks, key=key)  # stable: ties keep their listed order
+
+
 # -- presentation -----------------------------------------------------------------------------
 
 _ROW = re.compile(r"^(?:\[(?P<variant>[^\]]+)\] )?(?P<ob>\S+) preserved by (?P<action>\S+)")
@@ -320,7 +348,7 @@ def main(argv: list[str] | None = None) -> int:
     _configure(args.seed, timeout_ms)
 
     t0 = time.perf_counter()
-    tasks = _tasks(args.quick)
+    tasks = _longest_first(_tasks(args.quick), _last_costs(args.report))
     if only is not None:
         tasks = [t for t in tasks if only.search(t[2])]
     results: list[Outcome] = []

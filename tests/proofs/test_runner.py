@@ -44,3 +44,25 @@ def test_counterexample_to_induction_names_the_conjunct_and_the_write() -> None:
     text = explain.describe(row.name, row.trace, v)
     assert text.startswith("violated: floor, about write w0 (object o0, partition p0)"), text
     assert "writes[0].status" in text and "->" in text
+
+
+def test_tasks_run_longest_first_from_the_last_report(tmp_path: Path) -> None:
+    """The pool starts CrossHair, then the induction tasks by their last cost; every task
+    is still there, and a missing or broken report only loses the hint."""
+    report = tmp_path / "r.json"
+    rows = [{"name": "[strict] safety preserved by upload", "seconds": 5.0},
+            {"name": "Inv satisfiable and mint enabled", "seconds": 9.0},
+            {"name": "safety preserved by housekeep", "seconds": 1.0}]
+    report.write_text(json.dumps({"obligations": rows}))
+    costs = runner._last_costs(str(report))
+    assert costs["mint"] == 9.0 and costs["upload"] == 5.0 and costs["housekeep"] == 1.0
+    tasks = runner._tasks(quick=True)
+    ordered = runner._longest_first(tasks, costs)
+    assert sorted(t[2] for t in ordered) == sorted(t[2] for t in tasks)
+    n_ch = sum(t[0] is runner.task_crosshair for t in tasks)
+    assert all(t[0] is runner.task_crosshair for t in ordered[:n_ch])
+    firsts = [t[1][0] for t in ordered if t[0] is runner.task_induction_shared][:3]
+    assert firsts == ["mint", "upload", "housekeep"]
+    assert runner._last_costs(str(tmp_path / "missing.json")) == {}
+    report.write_text("{not json")
+    assert runner._last_costs(str(report)) == {}
