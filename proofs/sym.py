@@ -133,6 +133,9 @@ def _arith(fn: Any, a: z3.ExprRef, b: z3.ExprRef) -> z3.ArithRef:
 
 
 def _not(a: z3.BoolRef) -> z3.BoolRef:
+    const = z3core.Z3_get_bool_value(_CTX.ref(), a.as_ast())
+    if const != 0:  # a literal: its negation is the other literal, not a term to fork on
+        return _FALSE if const == 1 else _TRUE
     return _memo("not", lambda: _bool(_mk(z3core.Z3_mk_not, a)), a)
 
 
@@ -143,6 +146,9 @@ _CMP = {
     "ge": z3core.Z3_mk_ge,
     "eq": z3core.Z3_mk_eq,
 }
+
+
+_REFLEXIVE = frozenset({"le", "ge", "eq"})
 
 
 def _refuse(what: str, v: object) -> TypeError:
@@ -286,6 +292,10 @@ class SymInt(_IntBase):
             if op == "eq":  # a number is never equal to None, a string, ...
                 return False
             return NotImplemented
+        if e.get_id() == self.expr.get_id():
+            # The same term on both sides (`max(x, x)` over replicas reporting one value):
+            # reflexivity decides it, so no path forks on a side that cannot happen.
+            return SymBool(_TRUE if op in _REFLEXIVE else _FALSE)
         return SymBool(_cmp2(_CMP[op], self.expr, e))
 
     def __lt__(self, o: object) -> Any:

@@ -156,3 +156,20 @@ def test_dataclass_inequality_on_symbolic_states_forks() -> None:
 
     _, paths = _paths(g)
     assert {p.value for p in paths if p.kind == "ok"} == {False}
+
+
+def test_comparing_a_term_with_itself_does_not_fork() -> None:
+    """`max(x, x)` (replicas reporting one value) asks `x > x`: reflexivity answers it
+    without a decision, even with no solver to prune the impossible side; a different term
+    still forks."""
+    def f(ex: Explorer) -> tuple[bool, ...]:
+        x, y = ex.fresh_int("x"), ex.fresh_int("y")
+        same = (bool(x < x), bool(x > x), bool(x <= x), bool(x >= x), bool(x == x),
+                bool(x != x), bool(~(x == x)))
+        assert max(x, x) is x
+        return (*same, bool(x < y))
+
+    ex = Explorer(prune=False)
+    leaves = [p.value for p in ex.paths(f)]
+    assert [v[:7] for v in leaves] == [(False, False, True, True, True, False, False)] * 2
+    assert sorted(v[7] for v in leaves) == [False, True]
