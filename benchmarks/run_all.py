@@ -36,13 +36,17 @@ def _prove_rows(quick: bool) -> list[dict[str, object]]:
     data = json.loads(report.read_text())
     z3_rows = [o for o in data["obligations"] if o["kind"] != "crosshair"]
     slowest = max(o["seconds"] for o in z3_rows)
-    budget = 60.0
+    slowest_query = float(data.get("slowest_query_seconds", slowest))
+    budget = 30.0  # issue 11: the whole `tox -e prove` in at most 30 s on 2 cores
     return [
         {"name": "prove_total_wall_s" + ("_quick" if quick else ""), "value": round(wall, 2),
          "unit": "s", "baseline": budget, "ratio": round(wall / budget, 3), "target": 1.0,
          "better": "lower"},
-        {"name": "prove_slowest_solver_obligation_s", "value": round(slowest, 3), "unit": "s",
-         "baseline": 2.0, "ratio": round(slowest / 2.0, 3), "target": 1.0, "better": "lower"},
+        {"name": "prove_slowest_solver_query_s", "value": round(slowest_query, 3), "unit": "s",
+         "baseline": 2.0, "ratio": round(slowest_query / 2.0, 3), "target": 1.0,
+         "better": "lower"},
+        {"name": "prove_slowest_obligation_s", "value": round(slowest, 3), "unit": "s",
+         "baseline": None, "ratio": None, "target": None, "better": "lower"},
         {"name": "prove_obligations", "value": len(data["obligations"]), "unit": "count",
          "baseline": None, "ratio": None, "target": None, "better": "higher"},
     ]

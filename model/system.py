@@ -3,9 +3,10 @@
 A cluster epoch service on the controller's revision line, partitions that are created
 over time, brokers whose epoch caches lag, producers that upload an L0 object and then
 fence and replicate one placeholder per partition, replicates that land in any order or
-fail, leadership changes and restarts, the reconciler, the idle-partition housekeeper,
-replicas whose view of M(p) lags, health reports that may be stale, and GC rounds that
-delete objects.
+fail with an unknown outcome (and may still commit), leadership changes and restarts, the
+reconciler (with a ghost record of which placeholders are durable in L1), the
+idle-partition housekeeper, replicas whose view of M(p) lags, health reports that may be
+stale, and GC rounds that compute M once and delete objects any time later.
 
 Every action is a pure function `(System, Variant, params) -> System` that raises
 `NotEnabled` when its precondition does not hold. The Z3 proofs run these very functions
@@ -36,9 +37,11 @@ from model.partition import (
 )
 from model.variants import REFERENCE, Variant
 
-# Write (one placeholder of one object for one partition) life cycle.
-IDLE, UPLOADED, FENCED, ACCEPTED, REJECTED, FAILED = range(6)
-WRITE_STATUS = ("idle", "uploaded", "fenced", "accepted", "rejected", "failed")
+# Write (one placeholder of one object for one partition) life cycle. UNKNOWN: the
+# producer saw its replicate fail, but Raft may still commit it (it stays in flight).
+IDLE, UPLOADED, FENCED, ACCEPTED, REJECTED, FAILED, UNKNOWN = range(7)
+WRITE_STATUS = ("idle", "uploaded", "fenced", "accepted", "rejected", "failed", "unknown")
+IN_FLIGHT = (UPLOADED, FENCED, UNKNOWN)
 # Object life cycle in the store.
 ABSENT, STORED, DELETED = range(3)
 OBJECT_STATUS = ("absent", "stored", "deleted")
@@ -79,6 +82,7 @@ class Write:
     partition: int  # index into System.partitions
     status: int = IDLE
     offset: int = -1  # log offset once landed
+    durable: bool = False  # ghost (R27): its data is durable in L1 (the reconciler copied it)
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,7 @@ class System:
     partitions: tuple[Partition, ...] = ()
     objects: tuple[Obj, ...] = ()
     writes: tuple[Write, ...] = ()
+    gc_m: int | None = None  # M of the GC round in progress (its deletes check against it)
     last_gc: GcEpoch | None = field(default=None, compare=False)
 
 
@@ -217,15 +222,29 @@ def fence_write(s: System, v: Variant, w: int) -> System:
 
 
 def fail_replicate(s: System, v: Variant, w: int) -> System:
-    """The replicate after a fence fails; the seen window keeps its slide (F1)."""
+    """The producer sees the replicate after a fence fail; the seen window keeps its slide
+    (F1). In Raft the entry may still commit, so the outcome is unknown: still in flight."""
     wr = _write(s, w, FENCED)
+    return replace(s, writes=_set(s.writes, w, replace(wr, status=UNKNOWN)))
+
+
+def give_up(s: System, v: Variant, w: int) -> System:
+    """A write of unknown outcome is final once the log shows it can never be accepted (the
+    window has passed its epoch; acceptance is monotone)."""
+    wr = _write(s, w, UNKNOWN)
+    st = s.partitions[wr.partition].state
+    _require(neg(accepts(st, write_epoch(s, wr), v)), "give_up", "the write may still land")
     return replace(s, writes=_set(s.writes, w, replace(wr, status=FAILED)))
 
 
 def land_write(s: System, v: Variant, w: int) -> System:
     """A fenced write's placeholder is committed and applied; fenced writes land in any
-    order and may land after the term that fenced them (F3)."""
-    wr = _write(s, w, FENCED)
+    order and may land after the term that fenced them (F3), or after their producer saw
+    the replicate fail (unknown outcome)."""
+    _require(0 <= w < len(s.writes), "land_write", f"no write {w}")
+    wr = s.writes[w]
+    _require((wr.status == FENCED) | (wr.status == UNKNOWN), "land_write",
+             f"write {w} is not fenced or of unknown outcome")
     accepted, offset, s2 = _land(s, v, wr.partition, write_epoch(s, wr))
     new = replace(wr, status=ACCEPTED if accepted else REJECTED, offset=offset)
     return replace(s2, writes=_set(s2.writes, w, new))
@@ -275,22 +294,42 @@ def housekeep_epoch(part: Partition, cache: int) -> int:
     return max(cache, part.creation_revision)
 
 
-def housekeep(s: System, v: Variant, p: int, cache: int) -> System:
+def _in_l1_up_to(s: System, p: int, lrlo: int) -> Cond:
+    """R27: every tracked placeholder of partition p at or below `lrlo` that was accepted
+    is durable in L1 (untracked placeholders' objects are not modelled)."""
+    return all_of(implies((w.status == ACCEPTED) & (w.offset <= lrlo), w.durable)
+                  for w in s.writes if w.partition == p)
+
+
+def housekeep(s: System, v: Variant, p: int, cache: int, lrlo: int) -> System:
     """The idle-partition housekeeper replicates advance_epoch(max(cached epoch, creation
-    revision)) so an idle partition's floor can rise (R4)."""
+    revision)) so an idle partition's floor can rise (R4), and moves LRLO over command
+    entries up to `lrlo` (at most its own entry), never past an unreconciled placeholder
+    (R28)."""
     part = _part(s, p)
     _require(part.created, "housekeep", "partition does not exist")
     epoch = housekeep_epoch(part, _cache(s, "housekeep", cache))
+    require_int("housekeep", "lrlo", lrlo, minimum=-1)
+    _require(lrlo <= part.log_end, "housekeep", "LRLO never passes its own entry")
+    _require(_in_l1_up_to(s, p, lrlo), "housekeep", "never past an unreconciled placeholder")
     state = apply_advance_epoch(part.state, epoch, part.log_end, v)
+    state = apply_reconciled(state, lrlo)
     return _with_part(s, p, replace(part, state=state, log_end=part.log_end + 1))
 
 
+def copy_to_l1(s: System, v: Variant, w: int) -> System:
+    """The reconciler makes an accepted placeholder's data durable in L1 (the ghost set)."""
+    wr = _write(s, w, ACCEPTED)
+    return replace(s, writes=_set(s.writes, w, replace(wr, durable=True)))
+
+
 def reconcile(s: System, v: Variant, p: int, lrlo: int) -> System:
-    """The reconciler copied every accepted placeholder up to `lrlo` into L1 and records
-    it (R5). It never passes the log end (A4)."""
+    """The reconciler records LRLO = `lrlo` (R5) once every placeholder up to it is durable
+    in L1 (R27). It never passes the log end (A4)."""
     part = _part(s, p)
     require_int("reconcile", "lrlo", lrlo)
     _require(lrlo < part.log_end, "reconcile", "LRLO never passes the log end")
+    _require(_in_l1_up_to(s, p, lrlo), "reconcile", "LRLO passes only placeholders in L1")
     return _with_part(s, p, replace(part, state=apply_reconciled(part.state, lrlo)))
 
 
@@ -356,17 +395,25 @@ def round_epoch(
     return gc_epoch_of_valid(s.snapshot_revision, parts, reps, v)
 
 
-def gc_round(s: System, v: Variant, foreign: tuple[int | None, ...] = ()) -> System:
-    """One GC round: compute M and delete every stored object with epoch <= M (the grace
-    period only removes deletions, so the model deletes all it may)."""
+def gc_compute(s: System, v: Variant, foreign: tuple[int | None, ...] = ()) -> System:
+    """A GC round starts: it computes M from the published snapshot and the reports in the
+    store (both possibly stale) and keeps it for its later deletes. Foreign reports are
+    refused below -1 as `gc_epoch` refuses them."""
+    for i, value in enumerate(foreign):
+        if value is not None:
+            _require(value >= -1, "gc_compute", f"foreign[{i}] is below -1")
     g = round_epoch(s, v, foreign)
-    objs = tuple(
-        replace(o, status=DELETED)
-        if o.status == STORED and epoch_collectible(o.epoch, g.M)
-        else o
-        for o in s.objects
-    )
-    return replace(s, objects=objs, last_gc=g)
+    return replace(s, gc_m=g.M, last_gc=g)
+
+
+def gc_delete(s: System, v: Variant, o: int) -> System:
+    """The round deletes one object, any time after computing M, checked against that M
+    (listing and deleting run long after M was computed)."""
+    _require(0 <= o < len(s.objects), "gc_delete", f"no object {o}")
+    obj = s.objects[o]
+    _require(obj.status == STORED, "gc_delete", f"object {o} is not stored")
+    _require(epoch_collectible(obj.epoch, s.gc_m), "gc_delete", "epoch above the round's M")
+    return replace(s, objects=_set(s.objects, o, replace(obj, status=DELETED)))
 
 
 # -- the action table ---------------------------------------------------------------------
@@ -381,17 +428,20 @@ ACTIONS: dict[str, tuple[Action, tuple[tuple[str, str], ...]]] = {
     "upload": (upload, (("o", "object"), ("cache", "epoch"))),
     "fence_write": (fence_write, (("w", "write"),)),
     "fail_replicate": (fail_replicate, (("w", "write"),)),
+    "give_up": (give_up, (("w", "write"),)),
     "land_write": (land_write, (("w", "write"),)),
+    "copy_to_l1": (copy_to_l1, (("w", "write"),)),
     "other_write": (other_write, (("p", "partition"), ("epoch", "epoch"))),
     "late_land": (late_land, (("p", "partition"), ("epoch", "epoch"))),
     "phantom_fence": (phantom_fence, (("p", "partition"), ("epoch", "epoch"))),
-    "housekeep": (housekeep, (("p", "partition"), ("cache", "epoch"))),
+    "housekeep": (housekeep, (("p", "partition"), ("cache", "epoch"), ("lrlo", "offset"))),
     "reconcile": (reconcile, (("p", "partition"), ("lrlo", "offset"))),
     "change_leader": (change_leader, (("p", "partition"), ("r", "replica"))),
     "restart": (restart, (("p", "partition"), ("r", "replica"))),
     "sync_replica": (sync_replica, (("p", "partition"), ("r", "replica"))),
     "report": (report, (("p", "partition"), ("r", "replica"))),
-    "gc_round": (gc_round, (("foreign", "foreign"),)),
+    "gc_compute": (gc_compute, (("foreign", "foreign"),)),
+    "gc_delete": (gc_delete, (("o", "object"),)),
 }
 
 
@@ -405,15 +455,14 @@ def step(s: System, v: Variant, action: str, **params: Any) -> System:
 
 
 def live(s: System, w: Write, v: Variant = REFERENCE) -> Cond:
-    """Does the placeholder of write `w` still need its object? Accepted and not yet
-    reconciled, or in flight and still acceptable (acceptance is monotone: a write the
-    window has passed can never be accepted again)."""
+    """Does the placeholder of write `w` still need its object? Accepted and its data not
+    yet durable in L1 (the ghost set, R27), or in flight (uploaded, fenced, or of unknown
+    outcome) and still acceptable (acceptance is monotone: a write the window has passed
+    can never be accepted again)."""
     part = s.partitions[w.partition]
     e = write_epoch(s, w)
-    inflight = (w.status == UPLOADED) | (w.status == FENCED)
-    return ((w.status == ACCEPTED) & (w.offset > part.state.last_reconciled_log_offset)) | (
-        inflight & accepts(part.state, e, v)
-    )
+    inflight = (w.status == UPLOADED) | (w.status == FENCED) | (w.status == UNKNOWN)
+    return ((w.status == ACCEPTED) & neg(w.durable)) | (inflight & accepts(part.state, e, v))
 
 
 def inv_safety(s: System, v: Variant = REFERENCE) -> Cond:
@@ -471,24 +520,28 @@ def _state_ok(part: Partition) -> Cond:
 def inv_window(s: System, v: Variant = REFERENCE) -> Cond:
     """I3: every window is well formed: previous <= max, the floor below both and at or
     above the creation revision, fields set together, offsets inside the log; seen windows
-    have previous <= max."""
+    have previous <= max; terms are not negative."""
     conds = []
     for part in s.partitions:
         conds.append(_state_ok(part))
         conds.append(implies(neg(part.created), part.log_end == 0))
+        conds.append(part.term >= 0)  # a Raft term (the fence refuses a negative one)
         conds.extend(r.seen.previous <= r.seen.max for r in part.replicas if r.seen is not None)
     return all_of(conds)
 
 
 def inv_reports(s: System, v: Variant = REFERENCE) -> Cond:
     """I4: a replica's M(p), and any report it published, is at most the partition's
-    current M(p) (M(p) is monotone, so stale views are low, never high)."""
+    current M(p) (M(p) is monotone, so stale views are low, never high), and never below
+    -1."""
     conds = []
     for part in s.partitions:
         truth = inactive_epoch(part.state, v)
         for r in part.replicas:
             conds.append(le_opt(r.inactive, truth))
             conds.append(le_opt(r.reported, r.inactive))
+            conds.append(True if r.inactive is None else r.inactive >= -1)  # M(p) >= -1
+            conds.append(True if r.reported is None else r.reported >= -1)
     return all_of(conds)
 
 
@@ -520,11 +573,37 @@ def inv_objects(s: System, v: Variant = REFERENCE) -> Cond:
     for w in s.writes:
         obj = s.objects[w.obj]
         part = s.partitions[w.partition]
-        conds.append((w.status >= IDLE) & (w.status <= FAILED))
+        conds.append((w.status >= IDLE) & (w.status <= UNKNOWN))
         conds.append(iff(w.status == IDLE, obj.status == ABSENT))
         stamped = part.created & (obj.epoch >= part.creation_revision)
         conds.append(implies(w.status != IDLE, stamped))
         conds.append(implies(w.status == ACCEPTED, (w.offset >= 0) & (w.offset < part.log_end)))
+    return all_of(conds)
+
+
+def inv_l1(s: System, v: Variant = REFERENCE) -> Cond:
+    """I7 (R27): the ghost set holds accepted placeholders only, and LRLO never passes an
+    accepted placeholder that is not in it."""
+    conds = []
+    for w in s.writes:
+        lrlo = s.partitions[w.partition].state.last_reconciled_log_offset
+        conds.append(implies(w.durable, w.status == ACCEPTED))
+        conds.append(implies((w.status == ACCEPTED) & (w.offset <= lrlo), w.durable))
+    return all_of(conds)
+
+
+def inv_round(s: System, v: Variant = REFERENCE) -> Cond:
+    """I8: the M of the round in progress is still safe: at most the revision, at least -1,
+    and at most the current M(p) of every partition created at or before it (a partition
+    created later has a creation revision, hence every epoch it accepts, above M)."""
+    m = s.gc_m
+    if m is None:
+        return True
+    conds: list[Cond] = [m >= -1, m <= s.revision]
+    for part in s.partitions:
+        truth = inactive_epoch(part.state, v)
+        early = part.created & (part.creation_revision <= m)
+        conds.append(implies(early, False if truth is None else m <= truth))
     return all_of(conds)
 
 
@@ -535,6 +614,8 @@ INVARIANTS: dict[str, Callable[[System, Variant], Cond]] = {
     "reports": inv_reports,
     "revisions": inv_revisions,
     "objects": inv_objects,
+    "l1": inv_l1,
+    "round": inv_round,
 }
 
 

@@ -138,7 +138,7 @@ def table(trace: Trace) -> str:
         writes = " ".join(f"w{j}:{WRITE_STATUS[w.status]}"
                           + (f"@{w.offset}" if w.offset >= 0 else "")
                           for j, w in enumerate(s.writes))
-        m = "" if st.action != "gc_round" or s.last_gc is None else (
+        m = "" if st.action != "gc_compute" or s.last_gc is None else (
             f"M={s.last_gc.M}" if s.last_gc.blocked is None else "blocked")
         rows.append((
             str(i), st.action, params, str(s.cluster_epoch),

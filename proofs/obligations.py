@@ -12,6 +12,8 @@ artefact of the encoding.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -21,7 +23,14 @@ import z3
 
 from model.errors import ModelError
 from model.logic import neg
-from model.system import ACTIONS, INVARIANTS, TRANSITION_INVARIANTS, System, holds
+from model.system import (
+    ACTIONS,
+    INVARIANTS,
+    TRANSITION_INVARIANTS,
+    NotEnabled,
+    System,
+    holds,
+)
 from model.variants import Variant
 from proofs.sym import Explorer, SolverUnknown, SymBool, concretize, conj, disj
 from proofs.symstate import symbolic_params, symbolic_system
@@ -30,11 +39,14 @@ from proofs.symstate import symbolic_params, symbolic_system
 @dataclass
 class Outcome:
     name: str
-    kind: str  # invariant | witness | counterexample | crosshair
-    status: str  # proved | found | failed | unknown
+    kind: str  # invariant | transition | vacuity | witness | counterexample | crosshair
+    status: str  # proved | checked | found | failed | unknown
     seconds: float = 0.0
     detail: str = ""
     trace: Any = None  # a counterexample or witness, concrete
+    scope: str = "one-partition"  # "one-partition" (the template) | "any" (quantified)
+    paths: int | None = None  # enabled paths (or satisfying pre-states) the check covered
+    slowest_query_s: float = 0.0
 
 
 @dataclass
@@ -56,33 +68,71 @@ def init_obligations(template: System, v: Variant) -> list[Outcome]:
         t0 = time.perf_counter()
         ok = inv(template, v)
         out.append(Outcome(f"init => {name}", "invariant", "proved" if ok is True else "failed",
-                           time.perf_counter() - t0))
+                           time.perf_counter() - t0, paths=1))
     return out
 
 
+@dataclass
+class _Paths:
+    """What the exploration of one action saw: enabled paths are the ones the obligations
+    are checked on; a path the model refused with a ModelError other than NotEnabled (on a
+    pre-state the invariants admit, parameters in their domain) is a failure."""
+
+    enabled: int = 0
+    disabled: int = 0
+    pruned: int = 0  # pre-state shapes the invariants exclude
+    refused: list[tuple[ModelError, Any]] | None = None
+    witness: Any = None  # a concrete pre-state + parameters of an enabled path
+
+
 def induction(
-    template: System, v: Variant, actions: list[str] | None = None, timeout_ms: int = 2000
+    template: System, v: Variant, actions: list[str] | None = None, timeout_ms: int = 2000,
+    seed: int = 0,
 ) -> list[Outcome]:
     """Explore each action once from an arbitrary pre-state satisfying every invariant, and
-    ask, on every path, whether any invariant or transition invariant can fail after it."""
+    ask, on every path, whether any invariant or transition invariant can fail after it.
+
+    Per action, a `vacuity` row shows the assumed invariant conjunction satisfiable (a
+    concrete pre-state, re-checked on the concrete model) and the action enabled on it;
+    every obligation reports the number of enabled paths it was checked on, and fails
+    when there is none."""
     results: list[Outcome] = []
     for action in actions or list(ACTIONS):
         fn = ACTIONS[action][0]
         accs: dict[str, _Acc] = {n: _Acc() for n in (*INVARIANTS, *TRANSITION_INVARIANTS)}
-        ex = Explorer(timeout_ms=timeout_ms)
+        ex = Explorer(timeout_ms=timeout_ms, seed=seed)
+        seen = _Paths(refused=[])
+        assert seen.refused is not None
 
         def run(ex: Explorer, fn: Callable[..., System] = fn, action: str = action) -> Any:
             pre = symbolic_system(ex, template)
             ex.assume(holds(pre, v))
             params = symbolic_params(ex, pre, action, symmetric=True)
-            return pre, params, fn(pre, v, **params)
+            try:
+                return pre, params, fn(pre, v, **params)
+            except NotEnabled:
+                raise
+            except ModelError as e:  # keep the inputs: the report shows them
+                e.sym_inputs = (pre, params)  # type: ignore[attr-defined]
+                raise
 
         t_explore = time.perf_counter()
+        vac_unknown: str | None = None
         try:
             for path in ex.paths(run, errors=(ModelError,)):
-                if path.kind != "ok":
+                if path.kind == "pruned":
+                    seen.pruned += 1
                     continue
+                if path.kind == "error":
+                    if isinstance(path.value, NotEnabled):
+                        seen.disabled += 1
+                    else:
+                        _refused(ex, path, v, seen)
+                    continue
+                seen.enabled += 1
                 pre, params, post = path.value
+                if seen.witness is None:
+                    _witness(ex, pre, params, v, seen)
                 open_ = [n for n, a in accs.items() if a.cex is None and a.unknown is None]
                 t0 = time.perf_counter()
                 # One check for all obligations on this path; only if some obligation can
@@ -101,21 +151,71 @@ def induction(
                         accs[name].unknown = str(e)
                     accs[name].seconds += time.perf_counter() - t1
         except SolverUnknown as e:
+            vac_unknown = f"while exploring {action}: {e}"
             for acc in accs.values():
-                acc.unknown = acc.unknown or f"while exploring {action}: {e}"
+                acc.unknown = acc.unknown or vac_unknown
         explore = time.perf_counter() - t_explore - sum(a.seconds for a in accs.values())
-        share = explore / len(accs)  # exploration is shared by every obligation of the action
+        share = explore / (len(accs) + 1)  # exploration is shared by the action's rows
+        results.append(_vacuity_row(action, seen, vac_unknown, share, ex.slowest_query_s))
         for name, acc in accs.items():
-            kind = "invariant"
+            kind = "invariant" if name in INVARIANTS else "transition"
             label = f"{name} preserved by {action}"
+            row = Outcome(label, kind, "proved", acc.seconds + share, paths=seen.enabled,
+                          slowest_query_s=ex.slowest_query_s)
             if acc.unknown is not None:
-                results.append(Outcome(label, kind, "unknown", acc.seconds + share, acc.unknown))
+                row.status, row.detail = "unknown", acc.unknown
             elif acc.cex is not None:
-                results.append(Outcome(label, kind, "failed", acc.seconds + share,
-                                       "counterexample to induction", acc.cex))
-            else:
-                results.append(Outcome(label, kind, "proved", acc.seconds + share))
+                row.status, row.detail, row.trace = "failed", "counterexample to induction", acc.cex
+            elif seen.refused:
+                row.status = "failed"
+                row.detail = f"{len(seen.refused)} admitted path(s) refused by the model"
+            elif seen.enabled == 0:
+                row.status, row.detail = "failed", "vacuous: no enabled path"
+            results.append(row)
     return results
+
+
+def _witness(ex: Explorer, pre: System, params: dict[str, Any], v: Variant, seen: _Paths) -> None:
+    """A concrete pre-state of an enabled path, re-checked on the concrete model."""
+    model = ex.model_for(())
+    if model is None:
+        return
+    c_pre, c_params = concretize(pre, model), concretize(params, model)
+    if holds(c_pre, v) is True:
+        seen.witness = {"pre": c_pre, "params": c_params}
+
+
+def _refused(ex: Explorer, path: Any, v: Variant, seen: _Paths) -> None:
+    assert seen.refused is not None
+    err = path.value
+    inputs = getattr(err, "sym_inputs", None)
+    model = ex.model_for(())
+    trace = None
+    if inputs is not None and model is not None:
+        trace = {"pre": concretize(inputs[0], model), "params": concretize(inputs[1], model)}
+    seen.refused.append((err, trace))
+
+
+def _vacuity_row(
+    action: str, seen: _Paths, unknown: str | None, seconds: float, slowest: float
+) -> Outcome:
+    name = f"Inv satisfiable and {action} enabled"
+    paths = seen.enabled
+    detail = (f"{seen.enabled} enabled, {seen.disabled} not enabled, {seen.pruned} excluded "
+              f"by Inv, {len(seen.refused or [])} refused")
+    row = Outcome(name, "vacuity", "found", seconds, detail, seen.witness, paths=paths,
+                  slowest_query_s=slowest)
+    if unknown is not None:
+        row.status, row.detail = "unknown", unknown
+    elif seen.refused:
+        err, trace = seen.refused[0]
+        row.status = "failed"
+        row.detail = (f"the model refused an admitted path: {err} ({detail})")
+        row.trace = trace
+    elif seen.enabled == 0 or seen.witness is None:
+        row.status = "failed"
+        row.detail = f"vacuous: no enabled path with a concrete pre-state ({detail})"
+    return row
 
 
 def _goal(name: str, pre: System, post: System, v: Variant) -> z3.BoolRef:
@@ -156,3 +256,47 @@ def _check_one(
     assert holds(c_pre, v) is True, "engine bug: counterexample pre-state breaks Inv"
     assert still is False, "engine bug: symbolic counterexample does not replay"
     acc.cex = {"pre": c_pre, "params": c_params, "post": c_post}
+
+
+class _ReadVariant(Variant):
+    """A variant that records which of its switches the code under proof reads."""
+
+    def __getattribute__(self, name: str) -> Any:
+        if name in _SWITCHES:
+            # A copy made by dataclasses.replace has no record: the original recorded
+            # every switch while being copied, so nothing is shared.
+            with contextlib.suppress(AttributeError):
+                object.__getattribute__(self, "_reads").add(name)
+        return object.__getattribute__(self, name)
+
+
+_SWITCHES = frozenset(f.name for f in dataclasses.fields(Variant)) - {"name"}
+
+
+def _recording(v: Variant) -> _ReadVariant:
+    r = _ReadVariant(**{f.name: getattr(v, f.name) for f in dataclasses.fields(Variant)})
+    object.__setattr__(r, "_reads", set())
+    return r
+
+
+def induction_variants(
+    template: System, action: str, variants: list[Variant], timeout_ms: int = 2000,
+    seed: int = 0,
+) -> list[tuple[Variant, list[Outcome]]]:
+    """`induction` of one action under several variants. The model is deterministic Python,
+    so a variant that agrees with the first on every switch the first run READ (action,
+    invariants and goals included) explores exactly the same paths: its rows are the first
+    run's, said so in their detail, instead of a second identical exploration."""
+    first = _recording(variants[0])
+    base = induction(template, first, [action], timeout_ms, seed)
+    reads: set[str] = object.__getattribute__(first, "_reads")
+    out = [(variants[0], base)]
+    for v in variants[1:]:
+        if all(getattr(v, f) == getattr(variants[0], f) for f in reads):
+            note = (f"same paths as [{variants[0].name}]: the run read only "
+                    f"{', '.join(sorted(reads)) or 'no switch'}, on which they agree")
+            out.append((v, [dataclasses.replace(o, detail=(o.detail + "; " if o.detail else "")
+                                                 + note) for o in base]))
+        else:
+            out.append((v, induction(template, v, [action], timeout_ms, seed)))
+    return out

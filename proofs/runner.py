@@ -1,9 +1,16 @@
-"""`python -m proofs` (what `tox -e prove` runs): every proof obligation, one row each.
+"""`python -m proofs` (what `tox -e prove` runs): every proof obligation, in parallel.
 
-Kinds: `invariant` (init and induction queries, and "no trace" bounded checks of the bug
-shapes under `reference`), `witness` (each action reachable; liveness witnesses),
-`counterexample` (each known-bad variant breaks safety), `crosshair` (the model's PEP 316
-contracts). A `failed` or `unknown` row makes the run exit 1.
+Kinds: `invariant` and `transition` (init and induction queries, and "no trace" bounded
+checks of the bug shapes under `reference`), `vacuity` (the assumed invariants are
+satisfiable and each action is enabled under them), `witness` (each action reachable;
+liveness witnesses), `counterexample` (each known-bad variant breaks safety), `crosshair`
+(PEP 316 contracts, a bounded search: `checked`). Rows have a scope: `one-partition` (the
+symbolic template, the model's own Python) or `any` (the quantified proof, proofs/param).
+A `failed` or `unknown` row makes the run exit 1.
+
+Default output: per scope and variant, one line per invariant with a mark per action,
+then the other rows grouped, then every failure with its counterexample; `-v` prints every
+row. `--only PATTERN` (a regular expression over row names) runs only the matching work.
 """
 
 from __future__ import annotations
@@ -11,19 +18,34 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from model.system import ACTIONS
+from model.system import ACTIONS, INVARIANTS, TRANSITION_INVARIANTS
 from model.variants import REFERENCE, SAFE_VARIANTS, variant
-from proofs import bmc, crosshair_check, obligations, scenarios, vectors
+from proofs import (
+    bmc,
+    contracts_sym,
+    crosshair_check,
+    explain,
+    obligations,
+    scenarios,
+    vectors,
+)
 from proofs.obligations import Outcome
 
 BUDGET_S = 30.0  # per bounded search; running out is a failure, never a pass
+# Set in every worker by `_configure` (--seed, --timeout).
+_CFG: dict[str, int] = {"seed": 0, "timeout_ms": 2000}
+
+
+def _configure(seed: int, timeout_ms: int) -> None:
+    _CFG.update(seed=seed, timeout_ms=timeout_ms)
 
 
 # -- tasks (module level so worker processes can run them) ----------------------------------
@@ -39,8 +61,18 @@ def _labelled(variant_name: str, out: list[Outcome]) -> list[Outcome]:
 
 def task_induction(variant_name: str, action: str) -> list[Outcome]:
     v = variant(variant_name)
-    return _labelled(variant_name,
-                     obligations.induction(scenarios.INDUCTION_TEMPLATE, v, [action]))
+    return _labelled(variant_name, obligations.induction(
+        scenarios.INDUCTION_TEMPLATE, v, [action], timeout_ms=_CFG["timeout_ms"],
+        seed=_CFG["seed"]))
+
+
+def task_induction_shared(action: str, variant_names: tuple[str, ...]) -> list[Outcome]:
+    """Every variant's induction rows for one action; variants that agree with the first
+    on every switch its run read share its exploration (obligations.induction_variants)."""
+    runs = obligations.induction_variants(
+        scenarios.INDUCTION_TEMPLATE, action, [variant(n) for n in variant_names],
+        timeout_ms=_CFG["timeout_ms"], seed=_CFG["seed"])
+    return [o for v, rows in runs for o in _labelled(v.name, rows)]
 
 
 def task_init(variant_name: str) -> list[Outcome]:
@@ -53,7 +85,7 @@ def task_witness(index: int) -> list[Outcome]:
     t0 = time.perf_counter()
     try:
         tr = bmc.search(scenarios.TRACE_TEMPLATE, REFERENCE, scenarios.TOUR[: index + 1],
-                        scenarios.changed, BUDGET_S)
+                        scenarios.changed, BUDGET_S, _CFG["timeout_ms"])
     except TimeoutError as e:
         return [Outcome(f"{action} is reachable", "witness", "unknown",
                         time.perf_counter() - t0, str(e))]
@@ -71,7 +103,8 @@ def task_bug(index: int) -> list[Outcome]:
         name = (f"{b.name} [{vname}] breaks {b.invariant}" if kind == "counterexample"
                 else f"{b.name} shape cannot break {b.invariant} in reference")
         try:
-            tr = bmc.search(scenarios.TRACE_TEMPLATE, v, b.schedule, b.goal(v), BUDGET_S)
+            tr = bmc.search(scenarios.TRACE_TEMPLATE, v, b.schedule, b.goal(v), BUDGET_S,
+                            _CFG["timeout_ms"])
         except TimeoutError as e:
             out.append(Outcome(name, kind, "unknown", time.perf_counter() - t0, str(e)))
             continue
@@ -100,7 +133,7 @@ def task_liveness(index: int) -> list[Outcome]:
 
     try:
         tr = bmc.search(scenarios.TRACE_TEMPLATE, v, sc.schedule, sc.goal(v), BUDGET_S,
-                        pair=REFERENCE, pair_goal=sc.reference_goal)
+                        _CFG["timeout_ms"], pair=REFERENCE, pair_goal=sc.reference_goal)
     except TimeoutError as e:
         return [Outcome(name, "witness", "unknown", time.perf_counter() - t0, str(e))]
     dt = time.perf_counter() - t0
@@ -113,25 +146,186 @@ def task_crosshair(module: str) -> list[Outcome]:
     return [crosshair_check.check(module)]
 
 
-def _tasks(quick: bool) -> list[tuple[Any, tuple[Any, ...]]]:
-    tasks: list[tuple[Any, tuple[Any, ...]]] = []
-    # Longest first, so the pool stays busy.
-    tasks += [(task_crosshair, (m,)) for m in crosshair_check.MODULES]
+def task_contracts(target: str) -> list[Outcome]:
+    return [contracts_sym.check_target(target, _CFG["timeout_ms"])]
+
+
+Task = tuple[Callable[..., list[Outcome]], tuple[Any, ...], str]
+
+
+def _param_tasks() -> list[Task]:
+    """The quantified proof's jobs (proofs/param), when that package provides them."""
+    try:
+        from proofs.param import prove as param_prove
+    except ImportError as e:
+        if e.name and e.name.startswith("proofs.param"):
+            return []
+        raise
+    jobs = getattr(param_prove, "jobs", None)
+    if jobs is None:
+        return []
+    out: list[Task] = []
+    for fn, a in jobs(seed=_CFG["seed"], timeout_ms=_CFG["timeout_ms"]):
+        out.append((fn, tuple(a), f"any {fn.__name__} {' '.join(map(str, a))}"))
+    return out
+
+
+def _tasks(quick: bool) -> list[Task]:
+    """(function, args, label): the label names what the task's rows are about, so that
+    `--only` can pick tasks before running them. Longest first, so the pool stays busy."""
+    names = " ".join((*INVARIANTS, *TRANSITION_INVARIANTS))
+    tasks: list[Task] = [(task_crosshair, (m,), f"crosshair contracts of {m}")
+                         for m in crosshair_check.MODULES]
+    tasks += _param_tasks()
+    tasks += [(task_contracts, (t,), f"contracts of {t} (all paths)")
+              for t in contracts_sym.TARGETS]
     variants = ("reference",) if quick else SAFE_VARIANTS
-    for vname in variants:
-        tasks.append((task_init, (vname,)))
-        tasks += [(task_induction, (vname, a)) for a in ACTIONS]
-    tasks += [(task_bug, (i,)) for i in range(len(scenarios.BUGS))]
-    tasks += [(task_liveness, (i,)) for i in range(len(scenarios.LIVENESS))]
+    tasks += [(task_init, (vname,), f"[{vname}] init {names}") for vname in variants]
+    tags = " ".join(f"[{vname}]" for vname in variants)
+    tasks += [(task_induction_shared, (a, tuple(variants)), f"{tags} {a} Inv satisfiable {names}")
+              for a in ACTIONS]
+    tasks += [(task_bug, (i,), f"{b.name} {b.variant} breaks {b.invariant} counterexample")
+              for i, b in enumerate(scenarios.BUGS)]
+    tasks += [(task_liveness, (i,), f"{sc.name} {sc.variant} rejects liveness")
+              for i, sc in enumerate(scenarios.LIVENESS)]
     first: dict[str, int] = {}
     for i, (a, _) in enumerate(scenarios.TOUR):
         first.setdefault(a, i)
-    tasks += [(task_witness, (i,)) for i in sorted(first.values())]
+    tasks += [(task_witness, (i,), f"{scenarios.TOUR[i][0]} is reachable witness")
+              for i in sorted(first.values())]
     return tasks
 
 
+def _last_costs(report: str) -> dict[str, float]:
+    """Seconds per action's induction rows in the last report (empty when there is none):
+    only an ordering hint, so a stale or missing report costs time, never correctness."""
+    try:
+        rows = json.loads(Path(report).read_text())["obligations"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    costs: dict[str, float] = {}
+    for a in ACTIONS:
+        tail = (f" preserved by {a}", f" and {a} enabled")
+        costs[a] = sum(float(r.get("seconds") or 0) for r in rows
+                       if isinstance(r, dict) and str(r.get("name", "")).endswith(tail))
+    return costs
+
+
+def _longest_first(tasks: list[Task], costs: dict[str, float]) -> list[Task]:
+    """CrossHair first (its subprocesses wait on wall-clock budgets), then the induction
+    tasks by their last cost, longest first, then the rest as listed: with two workers,
+    a long task started last would otherwise set the wall time alone."""
+    def key(t: Task) -> tuple[int, float]:
+        if t[0] is task_crosshair:
+            return (0, 0.0)
+        if t[0] is task_induction_shared:
+            return (1, -costs.get(t[1][0], 0.0))
+        return (2, 0.0)
+    return sorted(tasks, key=key)  # stable: ties keep their listed order
+
+
+# -- presentation -----------------------------------------------------------------------------
+
+_ROW = re.compile(r"^(?:\[(?P<variant>[^\]]+)\] )?(?P<ob>\S+) preserved by (?P<action>\S+)")
+_BAD = ("failed", "unknown")
+FAIL_FAST_KINDS = ("invariant", "transition", "vacuity")
+
+
+def _marks() -> dict[str, str]:
+    utf = (getattr(sys.stdout, "encoding", "") or "").lower().replace("-", "") == "utf8"
+    return ({"proved": "✓", "found": "✓", "checked": "~", "failed": "✗", "unknown": "?",
+             "": "·"} if utf else
+            {"proved": "+", "found": "+", "checked": "~", "failed": "X", "unknown": "?",
+             "": "."})
+
+
+def _action_of(o: Outcome, actions: list[str]) -> str | None:
+    m = _ROW.match(o.name)
+    if m:
+        return m.group("action")
+    for a in sorted(actions, key=len, reverse=True):
+        if re.search(rf"\b{re.escape(a)}\b", o.name):
+            return a
+    return None
+
+
+def _variant_of(o: Outcome) -> str:
+    m = re.match(r"^\[([^\]]+)\] ", o.name)
+    return m.group(1) if m else "reference"
+
+
+def grid(results: list[Outcome]) -> list[str]:
+    """Per (scope, variant): one line per invariant, one mark per action."""
+    actions = list(ACTIONS)
+    mk = _marks()
+    lines: list[str] = []
+    legend = "  ".join(f"{chr(97 + i)}={a}" for i, a in enumerate(actions))
+    blocks: dict[tuple[str, str], dict[str, dict[str, Outcome]]] = {}
+    for o in results:
+        if o.kind not in ("invariant", "transition", "vacuity"):
+            continue
+        a = _action_of(o, actions)
+        if a is None:
+            continue
+        m = _ROW.match(o.name)
+        ob = "vacuity" if o.kind == "vacuity" else (m.group("ob") if m else None)
+        if ob is None:
+            continue
+        blocks.setdefault((o.scope, _variant_of(o)), {}).setdefault(ob, {})[a] = o
+    if not blocks:
+        return lines
+    lines.append(f"actions: {legend}")
+    order = ["vacuity", *INVARIANTS, *TRANSITION_INVARIANTS]
+    for (scope, vname), rows in sorted(blocks.items()):
+        lines.append("\n" + f"{scope} [{vname}]".ljust(27) + "".join(
+            chr(97 + i) for i in range(len(actions))))
+        for ob in sorted(rows, key=lambda n: (order.index(n) if n in order else 99, n)):
+            cells = rows[ob]
+            marks = "".join(mk[cells[a].status] if a in cells else mk[""] for a in actions)
+            n_ok = sum(c.status in ("proved", "found") for c in cells.values())
+            paths = sum(c.paths or 0 for c in cells.values())
+            lines.append(f"  {ob:<24} {marks}  {n_ok}/{len(cells)}"
+                         + (f", {paths} paths" if scope == "one-partition" else ""))
+    return lines
+
+
+def summary(results: list[Outcome]) -> list[str]:
+    """The rows outside the grid, grouped by kind."""
+    lines = []
+    rest = [o for o in results if o.kind not in ("invariant", "transition", "vacuity")
+            or not (_ROW.match(o.name) or o.kind == "vacuity")]
+    by_kind: dict[str, list[Outcome]] = {}
+    for o in rest:
+        by_kind.setdefault(o.kind, []).append(o)
+    for kind, rows in by_kind.items():
+        counts: dict[str, int] = {}
+        for o in rows:
+            counts[o.status] = counts.get(o.status, 0) + 1
+        what = ", ".join(f"{n} {st}" for st, n in sorted(counts.items()))
+        lines.append(f"{kind:<15} {len(rows):3} rows: {what}")
+    return lines
+
+
+def _row_line(o: Outcome) -> str:
+    paths = "" if o.paths is None else f" [{o.paths} paths]"
+    return f"{o.status:8} {o.seconds:7.2f}s  {o.kind:14} {o.scope:13} {o.name}{paths}"
+
+
+def failure_text(o: Outcome) -> str:
+    text = o.detail
+    if isinstance(o.trace, dict) and "pre" in o.trace and "post" in o.trace:
+        m = _ROW.match(o.name)
+        vname = _variant_of(o)
+        if m:
+            text += "\n" + explain.describe(o.name, o.trace, variant(vname))
+    elif isinstance(o.trace, dict) and "pre" in o.trace:
+        text += f"\npre-state: {o.trace['pre']}\nparams: {o.trace.get('params')}"
+    return text
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m proofs", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m proofs", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--report", default="build/prove-report.json")
     ap.add_argument("--write-vectors", metavar="DIR",
@@ -139,26 +333,65 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true",
                     help="induction for `reference` only (strict and collapse skipped)")
     ap.add_argument("--tables", action="store_true", help="print every trace table")
+    ap.add_argument("-v", "--verbose", action="store_true", help="print every row")
+    ap.add_argument("--only", metavar="PATTERN",
+                    help="only rows whose name matches this regular expression")
+    ap.add_argument("--seed", type=int, default=0, help="solver random seed (default 0)")
+    ap.add_argument("--fail-fast", action="store_true",
+                    help="stop at the first failed safety, transition or vacuity row "
+                    "(what proofs.mutants needs to know)")
+    ap.add_argument("--timeout", type=float, default=2.0, metavar="S",
+                    help="per solver query, seconds (default 2); running out is a failure")
     args = ap.parse_args(argv)
+    only = re.compile(args.only, re.IGNORECASE) if args.only else None
+    timeout_ms = max(1, int(args.timeout * 1000))
+    _configure(args.seed, timeout_ms)
 
     t0 = time.perf_counter()
+    tasks = _longest_first(_tasks(args.quick), _last_costs(args.report))
+    if only is not None:
+        tasks = [t for t in tasks if only.search(t[2])]
     results: list[Outcome] = []
-    with ProcessPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        futures = [pool.submit(fn, *a) for fn, a in _tasks(args.quick)]
-        for f in futures:
-            for o in f.result():
-                results.append(o)
-                print(f"{o.status:8} {o.seconds:7.2f}s  {o.kind:14} {o.name}", flush=True)
-                if o.status in ("failed", "unknown") and o.detail:
-                    print("    " + o.detail.replace("\n", "\n    "))
-                    if o.trace is not None and "pre" in o.trace:
-                        print(f"    pre:    {o.trace['pre']}\n    params: {o.trace['params']}"
-                              f"\n    post:   {o.trace['post']}")
+    per_task: list[list[Outcome]] = [[] for _ in tasks]
+    pool = ProcessPoolExecutor(max_workers=max(1, args.jobs), initializer=_configure,
+                               initargs=(args.seed, timeout_ms))
+    stopped = False
+    try:
+        futures = {pool.submit(fn, *a): i for i, (fn, a, _) in enumerate(tasks)}
+        for f in as_completed(futures):
+            rows = f.result()
+            if only is not None:
+                rows = [o for o in rows if only.search(o.name)
+                        or (only.search(tasks[futures[f]][2]) and o.kind == "vacuity")]
+            per_task[futures[f]] = rows
+            for o in rows:
+                if args.verbose:
+                    print(_row_line(o), flush=True)
+            if args.fail_fast and any(o.status in _BAD and o.kind in FAIL_FAST_KINDS
+                                      for o in rows):
+                stopped = True
+                break
+    finally:
+        if stopped:
+            # Workers still busy on other tasks are ended: their rows are not needed.
+            for proc in list(getattr(pool, "_processes", {}).values()):
+                proc.terminate()
+        pool.shutdown(wait=not stopped, cancel_futures=True)
+    if stopped:
+        print("stopped at the first failed safety row (--fail-fast)")
+    results = [o for rows in per_task for o in rows]
     total = time.perf_counter() - t0
 
+    if not args.verbose:
+        for line in grid(results):
+            print(line)
+        print()
+        for line in summary(results):
+            print(line)
     found = [o for o in results if o.kind == "counterexample" and o.status == "found"]
-    for o in found:
-        print(f"\n== {o.name}\n{o.detail}")
+    if args.verbose or args.tables:
+        for o in found:
+            print(f"\n== {o.name}\n{o.detail}")
     if args.tables:
         for o in results:
             if o.kind == "witness" and o.status == "found":
@@ -170,20 +403,32 @@ def main(argv: list[str] | None = None) -> int:
             (out / o.trace["file"]).write_text(o.trace["jsonl"])
         print(f"\nwrote {len(found)} vectors to {out}")
 
-    bad = [o for o in results if o.status in ("failed", "unknown")]
-    slowest = max(results, key=lambda o: o.seconds)
+    bad = [o for o in results if o.status in _BAD]
+    for o in bad:
+        print(f"\n!! {o.status}: {o.name} ({o.kind}, {o.scope})")
+        text = failure_text(o)
+        if text:
+            print("    " + text.replace("\n", "\n    "))
+    slowest = max(results, key=lambda o: o.seconds, default=None)
+    slowest_q = max((o.slowest_query_s for o in results), default=0.0)
     report = {
         "total_seconds": round(total, 3),
         "obligations": [
-            {k: v for k, v in asdict(o).items() if k in ("name", "kind", "status", "seconds")}
+            {"name": o.name, "kind": o.kind, "status": o.status, "seconds": o.seconds,
+             "scope": o.scope, "paths": o.paths}
             for o in results
         ],
+        "slowest_query_seconds": round(slowest_q, 3),
     }
     Path(args.report).parent.mkdir(parents=True, exist_ok=True)
     Path(args.report).write_text(json.dumps(report, indent=1) + "\n")
+    if not results:
+        print("no obligation matches --only" if only else "no obligations")
+        return 1
+    assert slowest is not None
     print(f"\n{len(results)} obligations, {len(bad)} failed or unknown, "
-          f"{total:.1f}s total, slowest {slowest.seconds:.2f}s ({slowest.name}); "
-          f"report: {args.report}")
+          f"{total:.1f}s total, slowest {slowest.seconds:.2f}s ({slowest.name}), "
+          f"slowest solver query {slowest_q:.2f}s; report: {args.report}")
     return 1 if bad else 0
 
 

@@ -41,7 +41,8 @@ def _gc_tail(foreign: tuple[Any, ...] = ()) -> Schedule:
         ("sync_replica", {"p": 0, "r": 0}),
         ("report", {"p": 0, "r": 0}),
         ("publish_snapshot", {}),
-        ("gc_round", {"foreign": foreign}),
+        ("gc_compute", {"foreign": foreign}),
+        ("gc_delete", {}),
     ]
 
 
@@ -54,6 +55,7 @@ TOUR: Schedule = [
     ("upload", {"o": 0}),
     ("fence_write", {"w": 0}),
     ("land_write", {"w": 0}),
+    ("copy_to_l1", {"w": 0}),
     ("upload", {"o": 1}),
     ("fence_write", {"w": 1}),
     ("fail_replicate", {"w": 1}),
@@ -64,17 +66,19 @@ TOUR: Schedule = [
     ("phantom_fence", {"p": 0}),
     ("mint", {}),
     ("housekeep", {"p": 0}),
+    ("give_up", {"w": 1}),
     ("reconcile", {"p": 0}),
     ("change_leader", {"p": 0}),
     ("restart", {"p": 0}),
     ("sync_replica", {"p": 0}),
     ("report", {"p": 0}),
-    ("gc_round", {"foreign": ()}),
+    ("gc_compute", {"foreign": ()}),
+    ("gc_delete", {}),
 ]
 
 
 def changed(states: Sequence[System]) -> Cond:
-    """The last step changed the state (for gc_round: it deleted an object)."""
+    """The last step changed the state (for gc_delete: it deleted an object)."""
     return states[-1] != states[-2]
 
 
@@ -119,7 +123,7 @@ BUGS: tuple[BugScenario, ...] = (
         [("create_partition", {"p": 0}), *_mints(5), ("other_write", {"p": 0}),
          ("upload", {"o": 0}), ("upload", {"o": 1}),
          ("fence_write", {"w": 0}), ("fence_write", {"w": 1}), ("land_write", {"w": 1}),
-         ("other_write", {"p": 0}), ("land_write", {"w": 0}),
+         ("other_write", {"p": 0}), ("land_write", {"w": 0}), ("copy_to_l1", {"w": 1}),
          ("reconcile", {"p": 0}), *_gc_tail()],
         "safety",
     ),
@@ -127,14 +131,14 @@ BUGS: tuple[BugScenario, ...] = (
         "F4-missing", "skip-missing",
         "late partition: a partition without a report is skipped instead of blocking",
         [("mint", {}), ("create_partition", {"p": 0}), ("publish_snapshot", {}),
-         ("upload", {"o": 0}), ("gc_round", {})],
+         ("upload", {"o": 0}), ("gc_compute", {}), ("gc_delete", {"o": 0})],
         "safety",
     ),
     BugScenario(
         "F4-uncapped", "uncapped",
         "late partition: M is not capped by the snapshot revision",
         [("mint", {}), ("publish_snapshot", {}), ("create_partition", {"p": 0}),
-         ("upload", {"o": 0}), ("gc_round", {})],
+         ("upload", {"o": 0}), ("gc_compute", {}), ("gc_delete", {"o": 0})],
         "safety",
     ),
     BugScenario(

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import z3
 from z3 import z3core
@@ -69,14 +70,40 @@ def _bool(ast: Any) -> z3.BoolRef:
     return z3.BoolRef(ast, _CTX)
 
 
+# Every path re-runs the function from the start, rebuilding the same terms from the same
+# variables (fresh inputs are interned by name): memoising the term builders on operand
+# identity turns those rebuilds into dict hits. Operands are kept alive in the memo so an
+# id is never reused; an Explorer that prunes clears it (one per proof task).
+_MEMO: dict[tuple[Any, ...], tuple[Any, tuple[Any, ...]]] = {}
+_VARS: dict[str, Any] = {}
+
+
+def _memo(tag: Any, build: Callable[[], Any], *operands: Any) -> Any:
+    key = (tag, *map(id, operands))
+    hit = _MEMO.get(key)
+    if hit is not None:
+        return hit[0]
+    r = build()
+    _MEMO[key] = (r, operands)
+    return r
+
+
 def _and(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
-    arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
-    return _bool(z3core.Z3_mk_and(_CTX.ref(), 2, arr))
+    def build() -> z3.BoolRef:
+        arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
+        return _bool(z3core.Z3_mk_and(_CTX.ref(), 2, arr))
+    return _memo("and", build, a, b)
 
 
 def _or(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
-    arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
-    return _bool(z3core.Z3_mk_or(_CTX.ref(), 2, arr))
+    def build() -> z3.BoolRef:
+        arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
+        return _bool(z3core.Z3_mk_or(_CTX.ref(), 2, arr))
+    return _memo("or", build, a, b)
+
+
+def _cmp2(fn: Any, a: z3.ExprRef, b: z3.ExprRef) -> z3.BoolRef:
+    return _memo(fn, lambda: _bool(_mk(fn, a, b)), a, b)
 
 
 def conj(items: list[z3.BoolRef]) -> z3.BoolRef:
@@ -99,12 +126,17 @@ def disj(items: list[z3.BoolRef]) -> z3.BoolRef:
 
 
 def _arith(fn: Any, a: z3.ExprRef, b: z3.ExprRef) -> z3.ArithRef:
-    arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
-    return z3.ArithRef(fn(_CTX.ref(), 2, arr), _CTX)
+    def build() -> z3.ArithRef:
+        arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
+        return z3.ArithRef(fn(_CTX.ref(), 2, arr), _CTX)
+    return _memo(fn, build, a, b)
 
 
 def _not(a: z3.BoolRef) -> z3.BoolRef:
-    return _bool(_mk(z3core.Z3_mk_not, a))
+    const = z3core.Z3_get_bool_value(_CTX.ref(), a.as_ast())
+    if const != 0:  # a literal: its negation is the other literal, not a term to fork on
+        return _FALSE if const == 1 else _TRUE
+    return _memo("not", lambda: _bool(_mk(z3core.Z3_mk_not, a)), a)
 
 
 _CMP = {
@@ -116,7 +148,27 @@ _CMP = {
 }
 
 
+_REFLEXIVE = frozenset({"le", "ge", "eq"})
+
+
+def _refuse(what: str, v: object) -> TypeError:
+    return TypeError(f"{what} on a symbolic value ({v!r}) cannot be modelled here")
+
+
+def _bool_expr(o: object, v: object, what: str) -> z3.BoolRef:
+    """A bool or symbolic bool operand; anything else (an int, a symbolic int) is refused
+    rather than silently mixing sorts."""
+    if isinstance(o, SymBool):
+        return o.expr
+    if isinstance(o, bool):
+        return _TRUE if o else _FALSE
+    raise _refuse(f"{what} with {type(o).__name__}", v)
+
+
 class SymBool:
+    """A boolean whose value is a Z3 formula. Truth is asked only inside an Explorer run
+    (where it forks); `&`, `|`, `~`, `==` and `!=` build formulas; everything else raises."""
+
     __slots__ = ("expr",)
 
     def __init__(self, expr: z3.BoolRef) -> None:
@@ -127,59 +179,124 @@ class SymBool:
 
     # `&`, `|`, `~` build formulas without forking; model.logic uses them for invariants.
     def __and__(self, o: object) -> SymBool:
-        return SymBool(_and(self.expr, expr_of(o)))
+        return SymBool(_and(self.expr, _bool_expr(o, self, "&")))
 
     __rand__ = __and__
 
     def __or__(self, o: object) -> SymBool:
-        return SymBool(_or(self.expr, expr_of(o)))
+        return SymBool(_or(self.expr, _bool_expr(o, self, "|")))
 
     __ror__ = __or__
 
     def __invert__(self) -> SymBool:
         return SymBool(_not(self.expr))
 
+    # Without these, `==` on two symbolic bools (and so dataclass `==`/`!=` on states
+    # holding them) would be an identity test.
+    def __eq__(self, o: object) -> Any:
+        if o is None or isinstance(o, str):
+            return False
+        return SymBool(_cmp2(z3core.Z3_mk_eq, self.expr, _bool_expr(o, self, "==")))
+
+    def __ne__(self, o: object) -> Any:
+        r = self.__eq__(o)
+        return (not r) if isinstance(r, bool) else ~r
+
+    def __hash__(self) -> int:
+        raise _refuse("hash()", self)
+
+    def _refused(self, *_: object) -> Any:
+        raise _refuse("arithmetic, ordering or conversion", self)
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __neg__ = __pos__ = _refused
+    __lt__ = __le__ = __gt__ = __ge__ = __index__ = __int__ = __float__ = _refused
+    __xor__ = __rxor__ = __abs__ = __round__ = _refused
+
     def __repr__(self) -> str:
         return f"SymBool({self.expr})"
 
 
-class SymInt(int):
-    """An int whose value is a Z3 term. Subclassing int lets the model's input checks
-    (`isinstance(x, int)`) accept it; everything that would read a concrete value raises."""
+# Under mypy a symbolic int is an int (it flows through the model's `int` fields); at run
+# time it is NOT an int subclass, so CPython's int fast paths (`True + x`, `x < True`,
+# `[10, 20][x]`, `round(x)`, `x.real`) cannot read a placeholder value: every operation
+# lands in a method below, which models it or raises.
+if TYPE_CHECKING:
+    _IntBase = int
+else:
+    _IntBase = object
 
+
+class SymInt(_IntBase):
+    """An integer whose value is a Z3 term. `isinstance(x, int)` holds (the model's input
+    checks accept it, via `__class__`), `isinstance(x, bool)` does not."""
+
+    __slots__ = ("expr",)
     expr: z3.ArithRef
 
-    def __new__(cls, expr: z3.ArithRef) -> SymInt:
-        obj = super().__new__(cls, 0)
-        obj.expr = expr
-        return obj
+    def __init__(self, expr: z3.ArithRef) -> None:
+        self.expr = expr
 
-    def _bin(self, other: object, op: Callable[[Any, Any], Any]) -> Any:
-        if isinstance(other, bool) or not isinstance(other, int):
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:  # isinstance(x, int) falls back to this
+        return int
+
+    def _operand(self, o: object, what: str) -> z3.ArithRef | None:
+        """The Z3 term of an integer operand; None for types that are simply not numbers
+        (the caller answers NotImplemented); bools and floats are refused."""
+        if isinstance(o, SymInt):
+            return o.expr
+        if isinstance(o, bool | float | complex | SymBool):
+            raise _refuse(f"{what} with {type(o).__name__}", self)
+        if isinstance(o, int):
+            return z3.IntVal(int(o)) if type(o) is not int else expr_of(o)
+        return None
+
+    def _arith(self, o: object, fn: Any, what: str, swap: bool = False) -> Any:
+        e = self._operand(o, what)
+        if e is None:
             return NotImplemented
-        return op(self.expr, expr_of(other))
+        a, b = (e, self.expr) if swap else (self.expr, e)
+        return SymInt(_arith(fn, a, b))
 
     def __add__(self, o: object) -> Any:
-        r = self._bin(o, lambda a, b: _arith(z3core.Z3_mk_add, a, b))
-        return r if r is NotImplemented else SymInt(r)
+        return self._arith(o, z3core.Z3_mk_add, "+")
 
-    __radd__ = __add__
+    def __radd__(self, o: object) -> Any:
+        return self._arith(o, z3core.Z3_mk_add, "+", swap=True)
 
     def __sub__(self, o: object) -> Any:
-        r = self._bin(o, lambda a, b: _arith(z3core.Z3_mk_sub, a, b))
-        return r if r is NotImplemented else SymInt(r)
+        return self._arith(o, z3core.Z3_mk_sub, "-")
 
     def __rsub__(self, o: object) -> Any:
-        r = self._bin(o, lambda a, b: _arith(z3core.Z3_mk_sub, b, a))
-        return r if r is NotImplemented else SymInt(r)
+        return self._arith(o, z3core.Z3_mk_sub, "-", swap=True)
 
     def __neg__(self) -> SymInt:
         return SymInt(-self.expr)
 
+    def __pos__(self) -> SymInt:
+        return self
+
+    def __round__(self, ndigits: object = None) -> SymInt:
+        if ndigits is not None:
+            raise _refuse("round() with ndigits", self)
+        return self
+
+    def __trunc__(self) -> SymInt:
+        return self
+
+    __floor__ = __ceil__ = __trunc__
+
     def _cmp(self, o: object, op: str) -> Any:
-        if isinstance(o, bool) or not isinstance(o, int):
+        e = self._operand(o, op)
+        if e is None:
+            if op == "eq":  # a number is never equal to None, a string, ...
+                return False
             return NotImplemented
-        return SymBool(_bool(_mk(_CMP[op], self.expr, expr_of(o))))
+        if e.get_id() == self.expr.get_id():
+            # The same term on both sides (`max(x, x)` over replicas reporting one value):
+            # reflexivity decides it, so no path forks on a side that cannot happen.
+            return SymBool(_TRUE if op in _REFLEXIVE else _FALSE)
+        return SymBool(_cmp2(_CMP[op], self.expr, e))
 
     def __lt__(self, o: object) -> Any:
         return self._cmp(o, "lt")
@@ -198,30 +315,49 @@ class SymInt(int):
 
     def __ne__(self, o: object) -> Any:
         r = self._cmp(o, "eq")
-        return r if r is NotImplemented else ~r
+        return (not r) if isinstance(r, bool) else ~r
 
-    __hash__ = None  # type: ignore[assignment]
+    def __hash__(self) -> int:
+        raise _refuse("hash()", self)
 
     def __bool__(self) -> bool:
-        return _explorer().decide(self.expr != 0)
+        return _explorer().decide(_not(_cmp2(z3core.Z3_mk_eq, self.expr, expr_of(0))))
 
     def _concrete(self, *_: object) -> Any:
-        raise TypeError(f"symbolic integer {self.expr} has no concrete value here")
+        raise _refuse("an operation that needs a concrete value", self)
 
-    # Every other int operation would silently compute on the placeholder value 0: refuse.
-    # (CPython indexes lists with an int subclass's own value without asking __index__, so
-    # the state builders in symstate.py keep every index concrete.)
-    __index__ = __int__ = __float__ = __mul__ = __rmul__ = __floordiv__ = _concrete
-    __rfloordiv__ = __mod__ = __rmod__ = __truediv__ = __rtruediv__ = __pow__ = _concrete
-    __lshift__ = __rshift__ = __and__ = __or__ = __xor__ = __abs__ = __divmod__ = _concrete
+    # Non-linear, bitwise and conversion operations: refused.
+    __index__ = __int__ = __float__ = __complex__ = __mul__ = __rmul__ = _concrete
+    __floordiv__ = __rfloordiv__ = __mod__ = __rmod__ = __truediv__ = __rtruediv__ = _concrete
+    __pow__ = __rpow__ = __lshift__ = __rlshift__ = __rshift__ = __rrshift__ = _concrete
+    __and__ = __rand__ = __or__ = __ror__ = __xor__ = __rxor__ = __invert__ = _concrete
+    __abs__ = __divmod__ = __rdivmod__ = _concrete
 
-    def __format__(self, spec: str) -> str:  # error messages on refused paths
+    def __getattr__(self, name: str) -> Any:
+        # `x.real`, `x.bit_length()`, ...: an int's attributes would need its value.
+        # (Dunder probes such as copy's `__deepcopy__` get the plain answer.)
+        if name.startswith("__"):
+            raise AttributeError(name)
+        raise AttributeError(f"a symbolic integer has no concrete .{name}")
+
+    def __format__(self, spec: str) -> str:
+        if spec:  # a padded or numeric rendering would print a made-up value
+            raise _refuse(f"format spec {spec!r}", self)
         return f"<{self.expr}>"
 
     def __repr__(self) -> str:
         return f"<{self.expr}>"
 
     __str__ = __repr__
+
+
+def _var(name: str, make: Callable[[str], Any]) -> Any:
+    """The same Z3 constant object for the same name on every run (see _MEMO)."""
+    key = f"{make.__name__}:{name}"
+    v = _VARS.get(key)
+    if v is None:
+        v = _VARS[key] = make(name)
+    return v
 
 
 @dataclass(frozen=True)
@@ -251,6 +387,8 @@ class Explorer:
         self.prune = prune
         self.solver: Any = _NoSolver()
         if prune:
+            _MEMO.clear()
+            _VARS.clear()
             self.solver = z3.Solver()
             self.solver.set("timeout", timeout_ms)
             self.solver.set("random_seed", seed)
@@ -259,13 +397,16 @@ class Explorer:
         self._pc: list[z3.BoolRef] = []
         self._names = itertools.count()
         self.checks = 0
+        self.slowest_query_s = 0.0
 
     # -- solver helpers -------------------------------------------------------------------
     def _sat(self, *extra: z3.BoolRef) -> bool:
         if not self.prune:
             return True
         self.checks += 1
+        t0 = time.perf_counter()
         r = self.solver.check(*extra)
+        self.slowest_query_s = max(self.slowest_query_s, time.perf_counter() - t0)
         if r == z3.unknown:
             raise SolverUnknown(self.solver.reason_unknown())
         return bool(r == z3.sat)
@@ -290,11 +431,13 @@ class Explorer:
         self.solver.add(lit)
         return choice
 
-    def assume(self, cond: object) -> None:
+    def assume(self, cond: object, check: bool = True) -> None:
         """Continue only where `cond` holds; a symbolic condition is added to the path
-        condition without forking (the other side would only be pruned)."""
+        condition without forking (the other side would only be pruned). `check=False`
+        skips the satisfiability check (for a constraint on a fresh input alone, which
+        cannot make the path infeasible)."""
         if isinstance(cond, SymBool):
-            if not self._sat(cond.expr):
+            if check and not self._sat(cond.expr):
                 raise Prune()
             self._pc.append(cond.expr)
             self.solver.add(cond.expr)
@@ -304,13 +447,13 @@ class Explorer:
 
     # -- fresh symbolic inputs ------------------------------------------------------------
     def fresh_int(self, name: str) -> SymInt:
-        return SymInt(z3.Int(f"{name}#{next(self._names)}"))
+        return SymInt(_var(f"{name}#{next(self._names)}", z3.Int))
 
     def fresh_bool(self, name: str) -> SymBool:
-        return SymBool(z3.Bool(f"{name}#{next(self._names)}"))
+        return SymBool(_var(f"{name}#{next(self._names)}", z3.Bool))
 
     def fresh_opt_int(self, name: str) -> SymInt | None:
-        present = z3.Bool(f"{name}?#{next(self._names)}")
+        present = _var(f"{name}?#{next(self._names)}", z3.Bool)
         return self.fresh_int(name) if self.decide(present) else None
 
     # -- running --------------------------------------------------------------------------

@@ -94,7 +94,8 @@ def symbolic_system(ex: Explorer, template: System) -> System:
     objs = tuple(Obj(ex.fresh_int(f"o{o}.status"), ex.fresh_int(f"o{o}.epoch"))
                  for o in range(len(template.objects)))
     writes = tuple(
-        Write(w.obj, w.partition, ex.fresh_int(f"w{i}.status"), ex.fresh_int(f"w{i}.offset"))
+        Write(w.obj, w.partition, ex.fresh_int(f"w{i}.status"), ex.fresh_int(f"w{i}.offset"),
+              ex.fresh_bool(f"w{i}.durable"))  # type: ignore[arg-type]
         for i, w in enumerate(template.writes)
     )
     return replace(
@@ -105,7 +106,11 @@ def symbolic_system(ex: Explorer, template: System) -> System:
         partitions=tuple(parts),
         objects=objs,
         writes=writes,
+        gc_m=ex.fresh_opt_int("gc_m"),
     )
+
+
+DOMAIN_MIN = {"epoch": 0, "offset": 0}
 
 
 def symbolic_params(
@@ -133,7 +138,11 @@ def symbolic_params(
         elif kind == "write":
             out[name] = 0 if symmetric else choice(ex, key, len(s.writes))
         elif kind in ("epoch", "offset"):
-            out[name] = ex.fresh_int(key)
+            # The parameter's domain (epochs and offsets are >= 0): the
+            # model refusing a value inside it on an admitted state is a failure.
+            x = ex.fresh_int(key)
+            ex.assume(x >= DOMAIN_MIN[kind], check=False)
+            out[name] = x
         elif kind == "foreign":
             # No foreign partition, or one whose (adversarial) report may be absent.
             out[name] = (ex.fresh_opt_int(key),) if ex.decide(z3.Bool(f"{key}.any")) else ()

@@ -11,7 +11,6 @@ from model.fence import fence as model_fence
 from model.keys import format_key
 from model.partition import accepts, inactive_epoch
 from model.system import (
-    DELETED,
     Partition,
     System,
     housekeep_epoch,
@@ -74,11 +73,13 @@ def trace_to_vector(trace: Trace, v: Variant, title: str) -> list[dict[str, Any]
             epoch = housekeep_epoch(pb, p["cache"])
             lines.append({"op": "apply_advance_epoch", "epoch": epoch, "offset": pb.log_end,
                           "note": note})
+            if p["lrlo"] >= 0:
+                lines.append({"op": "apply_reconciled", "lrlo": p["lrlo"], "note": note})
         elif a == "reconcile":
             lines.append({"op": "apply_reconciled", "lrlo": p["lrlo"], "note": note})
         elif a == "restart":
             lines.append({"op": "restart", "node": f"r{p['r']}", "note": note})
-        elif a == "gc_round":
+        elif a == "gc_compute":
             g = round_epoch(before, v, tuple(p.get("foreign", ())))
             parts = ["p0"] if pb.in_snapshot else []
             reports = [{"partition": "p0", "replica": f"r{i}", "inactive_epoch": r.reported}
@@ -89,18 +90,19 @@ def trace_to_vector(trace: Trace, v: Variant, title: str) -> list[dict[str, Any]
             lines.append({"op": "gc_epoch", "snapshot_revision": before.snapshot_revision,
                           "partitions": parts, "reports": reports, "note": note,
                           "expect": {"M": g.M, "blocked": g.blocked}})
-            for o, (ob, oa) in enumerate(zip(before.objects, after.objects, strict=True)):
-                if ob.status != DELETED and oa.status == DELETED:
-                    users = [f"w{i}" for i, w in enumerate(before.writes)
-                             if w.obj == o and live(before, w, v) is True]
-                    why = f"deletes o{o} (epoch {oa.epoch})" + (
-                        f" although {', '.join(users)} still refers to it" if users else "")
-                    lines.append({"op": "gc_eligible", "key": object_key(after, o), "age_s": 0,
-                                  "M": g.M, "grace_s": 0, "note": why,
-                                  "expect": {"eligible": True, "error": None}})
+        elif a == "gc_delete":
+            o = p["o"]
+            users = [f"w{i}" for i, w in enumerate(before.writes)
+                     if w.obj == o and live(before, w, v) is True]
+            why = f"deletes o{o} (epoch {after.objects[o].epoch})" + (
+                f" although {', '.join(users)} still refers to it" if users else "")
+            lines.append({"op": "gc_eligible", "key": object_key(after, o), "age_s": 0,
+                          "M": before.gc_m, "grace_s": 0, "note": why,
+                          "expect": {"eligible": True, "error": None}})
         else:
-            # mint, create_partition, publish_snapshot, upload, fail_replicate,
-            # change_leader, sync_replica, report: nothing a single partition's log sees.
+            # mint, create_partition, publish_snapshot, upload, fail_replicate, give_up,
+            # copy_to_l1, change_leader, sync_replica, report: nothing a single partition's
+            # log sees.
             pass
         before = after
     lines.append({"op": "state", "note": "final state", "expect": _state_expect(before, v)})

@@ -710,7 +710,11 @@ class Harness:
                     writes.append(ms.Write(o, index[p], ms.FENCED))
                 else:
                     st = ms.ACCEPTED if pl.accepted else ms.REJECTED
-                    writes.append(ms.Write(o, index[p], st, pl.index))
+                    # R27's ghost: the reconciler copies a placeholder to L1 before LRLO
+                    # passes it, so what LRLO passed is what the harness knows is in L1.
+                    lrlo = self.shadows[p].state.last_reconciled_log_offset
+                    writes.append(ms.Write(o, index[p], st, pl.index,
+                                           pl.accepted and pl.index <= lrlo))
         return ms.System(
             revision=self.max_revision, cluster_epoch=ctl.epoch, snapshot_revision=snap_rev,
             partitions=tuple(parts), objects=tuple(objects), writes=tuple(writes),

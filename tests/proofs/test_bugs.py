@@ -38,7 +38,7 @@ def test_trace_table_is_readable() -> None:
     tr = bmc.search(scenarios.TRACE_TEMPLATE, v, b.schedule, b.goal(v))
     assert tr is not None
     table = bmc.table(tr)
-    assert "gc_round" in table and "deleted" in table and "accepted" in table
+    assert "gc_delete" in table and "deleted" in table and "accepted" in table
 
 
 def test_reference_schedule_has_no_violation() -> None:

@@ -1,0 +1,231 @@
+"""Seeded model bugs the proofs must kill (`tox -e prove-mutants`).
+
+    python -m proofs.mutants [NAME ...] [--keep] [--list]
+
+Each mutant is a small text patch to `model/`, applied to a COPY of the tree (model/ and
+proofs/) in a temp directory; `python -m proofs --quick` then runs on the copy (CrossHair
+skipped: it checks contracts, not the system's invariants). A mutant is killed only when a
+safety, transition or vacuity row fails (`invariant`, `transition` or `vacuity` kind, any
+scope): a failing reachability witness or correspondence row alone does not count (the
+table says when the correspondence check also saw the mutant leave the quantified
+formulas). Each run stops at its first killing row (`--fail-fast`). The
+unmutated copy must pass first. Last line: `prove mutants killed: K/N`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+KILLING_KINDS = ("invariant", "transition", "vacuity")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    what: str
+    path: str
+    old: str
+    new: str
+    extra: tuple[tuple[str, str, str], ...] = ()  # more (path, old, new) edits
+
+    def edits(self) -> tuple[tuple[str, str, str], ...]:
+        return ((self.path, self.old, self.new), *self.extra)
+
+
+MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        "upload-stamp-cache",
+        "the upload stamp keeps only the last partition's creation revision (max(cache, ..)"
+        " instead of max(epoch, ..)): an object feeding two partitions is stamped too low",
+        "model/system.py",
+        "epoch = max(epoch, part.creation_revision)",
+        "epoch = max(cache, part.creation_revision)",
+    ),
+    Mutant(
+        "housekeep-lrlo-past-placeholder",
+        "the housekeeper moves LRLO past a placeholder whose data is not in L1 (R28)",
+        "model/system.py",
+        '    _require(_in_l1_up_to(s, p, lrlo), "housekeep", '
+        '"never past an unreconciled placeholder")\n',
+        "",
+    ),
+    Mutant(
+        "reconcile-before-l1",
+        "reconcile records an LRLO past a placeholder not yet durable in L1 (R27)",
+        "model/system.py",
+        '    _require(_in_l1_up_to(s, p, lrlo), "reconcile", '
+        '"LRLO passes only placeholders in L1")\n',
+        "",
+    ),
+    Mutant(
+        "floor-to-max-applied",
+        "reconciling past the window offset raises the floor to max_applied, not previous",
+        "model/partition.py",
+        "out = replace(out, min_epoch_lower_bound=state.previous_applied_epoch)",
+        "out = replace(out, min_epoch_lower_bound=state.max_applied_epoch)",
+    ),
+    Mutant(
+        "watermark-is-floor",
+        "M(p) = floor instead of floor - 1",
+        "model/partition.py",
+        "    return state.min_epoch_lower_bound - 1\n",
+        "    return state.min_epoch_lower_bound\n",
+    ),
+    Mutant(
+        "cap-off-by-one",
+        "M is capped at the snapshot revision + 1",
+        "model/cluster.py",
+        "m = min(m, snapshot_revision)",
+        "m = min(m, snapshot_revision + 1)",
+    ),
+    Mutant(
+        "accepts-down-to-floor",
+        "the apply-time check accepts every epoch down to the floor, not previous_applied",
+        "model/partition.py",
+        "    return epoch >= state.previous_applied_epoch\n",
+        "    assert state.min_epoch_lower_bound is not None\n"
+        "    return epoch >= state.min_epoch_lower_bound\n",
+    ),
+    Mutant(
+        "lrlo-reaches-log-end",
+        "reconcile lets LRLO reach the log end (A4 off by one)",
+        "model/system.py",
+        '_require(lrlo < part.log_end, "reconcile", "LRLO never passes the log end")',
+        '_require(lrlo <= part.log_end, "reconcile", "LRLO never passes the log end")',
+    ),
+    Mutant(
+        "unknown-lands-unchecked",
+        "a replicate of unknown outcome that later commits skips the apply-time window check",
+        "model/system.py",
+        "    accepted, offset, s2 = _land(s, v, wr.partition, write_epoch(s, wr))\n"
+        "    new = replace(wr, status=ACCEPTED if accepted else REJECTED, offset=offset)\n",
+        "    vv = replace(v, apply_time_check=False) if wr.status == UNKNOWN else v\n"
+        "    accepted, offset, s2 = _land(s, vv, wr.partition, write_epoch(s, wr))\n"
+        "    new = replace(wr, status=ACCEPTED if accepted else REJECTED, offset=offset)\n",
+    ),
+    Mutant(
+        "offset-check-refuses-next",
+        "the log offset check also refuses the offset right after the window offset",
+        "model/partition.py",
+        "if state.window_offset is not None and offset <= state.window_offset:",
+        "if state.window_offset is not None and offset <= state.window_offset + 1:",
+    ),
+)
+
+
+def patch(root: Path, m: Mutant) -> None:
+    for path, old, new in m.edits():
+        f = root / path
+        text = f.read_text()
+        n = text.count(old)
+        if n != 1:
+            raise ValueError(f"mutant {m.name}: patch does not apply to {path}: "
+                             f"{n} matches for {old!r}")
+        f.write_text(text.replace(old, new))
+
+
+def make_copy(dest: Path) -> None:
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+    for d in ("model", "proofs"):
+        shutil.copytree(ROOT / d, dest / d, ignore=ignore)
+    (dest / "build").mkdir()
+
+
+def run_proofs(root: Path, timeout: float, jobs: int, fail_fast: bool = True
+               ) -> tuple[int, list[dict[str, object]], str, float]:
+    env = dict(os.environ, PYTHONPATH=str(root), PYTHONHASHSEED="0")
+    report = root / "build" / "prove-report.json"
+    cmd = [sys.executable, "-m", "proofs", "--quick", "--jobs", str(jobs),
+           "--only", "^(?!crosshair)", "--report", str(report)]
+    if fail_fast:
+        cmd.append("--fail-fast")
+    t = time.monotonic()
+    try:
+        p = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return -1, [], "timeout", time.monotonic() - t
+    rows = json.loads(report.read_text())["obligations"] if report.exists() else []
+    return p.returncode, rows, p.stdout + p.stderr, time.monotonic() - t
+
+
+def killing_rows(rows: list[dict[str, object]]) -> list[dict[str, object]]:
+    return [r for r in rows if r["status"] in ("failed", "unknown")
+            and r["kind"] in KILLING_KINDS]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", help="run only these mutants")
+    ap.add_argument("--timeout", type=float, default=600.0, help="per run, seconds")
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--keep", action="store_true", help="keep the temp copies")
+    ap.add_argument("--list", action="store_true", help="list the mutants and exit")
+    args = ap.parse_args(argv)
+    chosen = [m for m in MUTANTS if not args.names or m.name in args.names]
+    if args.list:
+        for m in chosen:
+            print(f"{m.name:34} {m.what}")
+        return 0
+    base = Path(tempfile.mkdtemp(prefix="epochgc-prove-mutants-"))
+    try:
+        clean = base / "clean"
+        make_copy(clean)
+        code, rows, out, secs = run_proofs(clean, args.timeout, args.jobs, fail_fast=False)
+        if code != 0:
+            print(out[-4000:])
+            print(f"the unmutated copy fails (exit {code}); fix that first")
+            print(f"prove mutants killed: 0/{len(chosen)}")
+            return 2
+        print(f"baseline: unmutated copy proves ({len(rows)} rows, {secs:.0f}s)", flush=True)
+        table: list[tuple[str, str, str, str]] = []
+        killed = 0
+        for m in chosen:
+            root = base / m.name
+            make_copy(root)
+            patch(root, m)
+            code, rows, out, secs = run_proofs(root, args.timeout, args.jobs)
+            kills = killing_rows(rows)
+            corr = any(r["kind"] == "correspondence" and r["status"] in ("failed", "unknown")
+                       for r in rows)
+            if code == -1:
+                verdict, why = "survived", "timeout"
+            elif kills:
+                verdict = "killed"
+                why = f"{kills[0]['name']} ({kills[0]['scope']})"
+                killed += 1
+            elif code != 0:
+                bad = [r["name"] for r in rows if r["status"] in ("failed", "unknown")]
+                verdict, why = "survived", ("only non-safety rows failed: " + ", ".join(
+                    map(str, bad[:3])) if bad else out.strip().splitlines()[-1][:200])
+            else:
+                verdict, why = "survived", "every row passes"
+            if corr:
+                why += "; correspondence check failed too"
+            table.append((m.name, verdict, f"{secs:.0f}s", why))
+            print(f"{m.name:34} {verdict:8} {secs:5.0f}s  {why}", flush=True)
+        print()
+        print(f"{'mutant':34} {'verdict':8} {'time':>6}  reason")
+        for name, verdict, secs_s, why in table:
+            print(f"{name:34} {verdict:8} {secs_s:>6}  {why}")
+        print(f"prove mutants killed: {killed}/{len(chosen)}")
+        return 0 if killed == len(chosen) else 1
+    finally:
+        if args.keep:
+            print(f"kept {base}")
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""Contracts: the symbolic check proves them on every path and finds the two seeded breaks
+CrossHair missed at its old budget (issue 11 item 6); CrossHair rows say `checked`."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+import model.partition as mp
+import proofs.contracts
+from model.cluster import gc_epoch_of_valid
+from proofs import contracts_sym, crosshair_check
+
+
+@pytest.mark.parametrize("target", contracts_sym.TARGETS)
+def test_model_contracts_hold_on_every_path(target: str) -> None:
+    o = contracts_sym.check_target(target)
+    assert o.status == "proved", o.detail
+    assert o.paths
+
+
+def _broken_reconciled(state, lrlo, lro=None):  # type: ignore[no-untyped-def]
+    """Seeded break: the floor rises to max_applied instead of previous_applied."""
+    out = mp.apply_reconciled(state, lrlo, lro)
+    if state.window_offset is not None and state.window_offset <= out.last_reconciled_log_offset:
+        out = replace(out, min_epoch_lower_bound=state.max_applied_epoch)
+    return out
+
+
+_broken_reconciled.__doc__ = mp.apply_reconciled.__doc__
+_broken_reconciled.__module__ = "model.partition"
+_broken_reconciled.__annotations__ = mp.apply_reconciled.__annotations__
+
+
+def test_broken_well_formed_postcondition_of_apply_reconciled_is_found() -> None:
+    o = contracts_sym.check(_broken_reconciled)
+    assert o.status == "failed" and "well_formed" in o.detail, o.detail
+    args = o.trace["args"]
+    assert mp.well_formed(_broken_reconciled(**args)) is False  # replays concretely
+
+
+def test_broken_revision_cap_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
+    def capped_plus_one(rev, parts, reps, variant=None):  # type: ignore[no-untyped-def]
+        g = gc_epoch_of_valid(rev + 1, parts, reps)
+        return g
+
+    monkeypatch.setattr(proofs.contracts, "gc_epoch_of_valid", capped_plus_one)
+    o = contracts_sym.check(proofs.contracts.capped)
+    assert o.status == "failed" and "<= rev" in o.detail, o.detail
+    g = proofs.contracts.capped(**o.trace["args"])
+    assert g.M is not None and o.trace["args"]["rev"] < g.M
+
+
+def test_crosshair_row_is_checked_never_proved() -> None:
+    o = crosshair_check.check("proofs.contracts.capped", budget_s=0.5)
+    assert o.status == "checked", o.detail
+    assert "bounded search" in o.detail

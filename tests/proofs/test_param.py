@@ -1,0 +1,182 @@
+"""The parameterized proof (issue 11): it proves the reference design for any number of
+partitions, it fails on the seeded model bugs, and the correspondence check catches a
+Python model that drifts from the formulas (and formulas that drift from the model)."""
+
+from __future__ import annotations
+
+import inspect
+import textwrap
+from typing import Any
+
+import pytest
+
+import model.system as ms
+from model.logic import neg
+from model.system import inv_safety
+from model.variants import REFERENCE
+from proofs import bmc
+from proofs.param import correspond, prove, spec, tasks
+from proofs.param.logic import St
+
+
+def _mutate_python(monkeypatch: pytest.MonkeyPatch, fn_name: str, old: str, new: str) -> None:
+    """A seeded bug in model/system.py: the function recompiled with one edit."""
+    src = textwrap.dedent(inspect.getsource(getattr(ms, fn_name)))
+    assert src.count(old) == 1
+    ns = dict(vars(ms))
+    exec(compile(src.replace(old, new), "<mutant>", "exec"), ns)
+    monkeypatch.setitem(ms.ACTIONS, fn_name, (ns[fn_name], ms.ACTIONS[fn_name][1]))
+
+
+STAMP = ("epoch = max(epoch, part.creation_revision)", "epoch = max(cache, part.creation_revision)")
+
+
+# -- the proof -----------------------------------------------------------------------------
+
+
+def test_every_parameterized_obligation_is_proved_and_not_vacuous() -> None:
+    rows = prove.prove_init()
+    for a in spec.ACTIONS:
+        rows += prove.prove_action(a)
+    bad = [(o.name, o.detail) for o in rows if o.status not in ("proved", "found")]
+    assert not bad
+    assert {o.scope for o in rows} == {"any"}
+    vac = [o for o in rows if o.kind == "vacuity"]
+    assert len(vac) == len(spec.ACTIONS) and all(o.status == "found" for o in vac)
+    n = len(spec.INVARIANTS) + len(spec.TRANSITION_INVARIANTS)
+    assert len(rows) == len(spec.INVARIANTS) + len(spec.ACTIONS) * (n + 1)
+    assert max(o.seconds for o in rows) < 2.0
+
+
+def _upload_one_partition(L: Any, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
+    """Seeded: the stamp is max(cache, creation revision of ONE partition it feeds)."""
+    o0, cache, e = prm["o"], prm["cache"], prm["e"]
+    one = L.Or(L.forall(("W",), lambda w: s.wobj(w) != o0),
+               L.exists(("W",), lambda w: L.And(s.wobj(w) == o0, e == spec.housekeep_epoch(
+                   L, s, s.wpart(w), cache))))
+    guard = L.And(s.ostatus(o0) == ms.ABSENT, cache >= 0, cache <= s.cluster_epoch(),
+                  L.forall(("W",), lambda w: L.Implies(s.wobj(w) == o0, s.created(s.wpart(w)))),
+                  e >= cache, one)
+    return guard, spec.upload(L, s, prm)[1]
+
+
+def _housekeep_past_placeholders(L: Any, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
+    """Seeded: the housekeeper moves LRLO to its own entry, past every placeholder."""
+    p0, cache = prm["p"], prm["cache"]
+    e = spec.housekeep_epoch(L, s, p0, cache)
+    guard = L.And(s.created(p0), cache >= 0, cache <= s.cluster_epoch(),
+                  spec.apply_ok(L, s, p0, e))
+    post = spec.apply_placeholder(L, s, p0, e, True)
+    return guard, spec.apply_reconciled(L, post, p0, s.log_end(p0))
+
+
+def _reconcile_before_l1(L: Any, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
+    """Seeded: the reconciler passes a placeholder not yet durable in L1."""
+    p0, lrlo = prm["p"], prm["lrlo"]
+    return L.And(lrlo >= 0, lrlo < s.log_end(p0)), spec.apply_reconciled(L, s, p0, lrlo)
+
+
+@pytest.mark.parametrize(("action", "fn", "invariant", "conjunct"), [
+    ("upload", _upload_one_partition, "objects", "stamped >= each target's creation revision"),
+    ("housekeep", _housekeep_past_placeholders, "l1", "LRLO never passes a placeholder"),
+    ("reconcile", _reconcile_before_l1, "l1", "LRLO never passes a placeholder"),
+])
+def test_seeded_formula_bug_fails_with_a_named_diff(action: str, fn: Any, invariant: str,
+                                                    conjunct: str) -> None:
+    acts = dict(spec.ACTIONS)
+    acts[action] = (*spec.ACTIONS[action][:2], fn)
+    rows = prove.prove_action(action, actions=acts)
+    failed = {o.name: o for o in rows if o.status == "failed"}
+    o = failed[f"{invariant} preserved by {action} (any size)"]
+    assert "violated: " in o.detail and conjunct in o.detail and " for w" in o.detail
+    assert "changed:" in o.detail and " -> " in o.detail
+
+
+def test_a_timeout_is_unknown_never_proved() -> None:
+    rows = prove.prove_action("housekeep", timeout_ms=1)
+    assert rows and all(o.status != "proved" for o in rows)
+    assert any(o.status == "unknown" for o in rows)
+
+
+# -- item 1: the 2-partition stamp bug (bounded search, and the correspondence check) -------
+
+
+def test_two_partition_stamp_bug_is_found_by_the_bounded_search(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    (row,) = tasks.task_two_partitions()
+    assert row.status == "checked", row.detail
+    _mutate_python(monkeypatch, "upload", *STAMP)
+    tr = bmc.search(tasks.TWO_PARTITIONS, REFERENCE, tasks.TWO_PARTITION_STAMP,
+                    lambda st: neg(inv_safety(st[-1], REFERENCE)))
+    assert tr is not None and "deleted" in bmc.table(tr)
+    (row,) = tasks.task_two_partitions()
+    assert row.status == "failed"
+
+
+def test_correspondence_agrees_on_every_universe_shape() -> None:
+    us = correspond.universes()
+    assert len(us) == 40
+    assert {n[:2] for n, _ in us} == {"1p", "2p", "3p"}
+    assert any("012" in n for n, _ in us) and any("2r" in n for n, _ in us)
+    (row,) = tasks.task_correspondence(0, 8)
+    assert row.status == "checked", row.detail
+
+
+def _run(template: ms.System, ops: list[tuple[str, dict[str, Any]]]) -> ms.System:
+    s = template
+    for action, params in ops:
+        s = ms.step(s, REFERENCE, action, **params)
+    return s
+
+
+# o0 feeds p0 and p1; p1 was created first, so the last partition o0 feeds is the older.
+STAMP_STATE = _run(ms.initial(2, 1, [(0, 0), (0, 1)], 1),
+                   [("create_partition", {"p": 1}), ("mint", {}), ("create_partition", {"p": 0})])
+# w2 accepted at offset 0 of p0, its data not yet in L1.
+UNRECONCILED = _run(ms.initial(2, 1, [(0, 0), (0, 1), (1, 0)], 2),
+                    [("create_partition", {"p": 0}), ("mint", {}),
+                     ("upload", {"o": 1, "cache": 2}), ("fence_write", {"w": 2}),
+                     ("land_write", {"w": 2})])
+
+
+@pytest.mark.parametrize(("fn_name", "old", "new", "state"), [
+    ("upload", *STAMP, STAMP_STATE),
+    ("housekeep", "_require(_in_l1_up_to(s, p, lrlo)",
+     "_require(True or _in_l1_up_to(s, p, lrlo)", UNRECONCILED),
+])
+def test_python_drift_is_a_disagreement(monkeypatch, fn_name: str, old: str, new: str,  # type: ignore[no-untyped-def]
+                                        state: ms.System) -> None:
+    assert correspond.check_state(state, "clean", only=[fn_name])[0] == []
+    _mutate_python(monkeypatch, fn_name, old, new)
+    found = correspond.check_state(state, "seeded", only=[fn_name])[0]
+    assert found, "the correspondence check missed a seeded Python bug"
+    text = str(found[0])
+    assert "python step the formula forbids" in text and "pre (Python)" in text
+
+
+def test_formula_drift_is_a_disagreement() -> None:
+    acts = dict(spec.ACTIONS)
+    acts["reconcile"] = (*spec.ACTIONS["reconcile"][:2], _reconcile_before_l1)
+    found = correspond.check_state(UNRECONCILED, "seeded", acts, only=["reconcile"])[0]
+    assert found and "formula step python never takes" in str(found[0])
+
+
+def test_invariant_drift_is_a_disagreement(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """A quantified invariant written differently from the Python one (`<` for `<=`)."""
+    conjs = list(spec.INVARIANTS["l1"])
+    name, sorts, _ = conjs[1]
+    conjs[1] = (name, sorts, lambda L, s, w: L.Implies(
+        L.And(s.wstatus(w) == ms.ACCEPTED, s.woffset(w) < s.lrlo(s.wpart(w))), s.durable(w)))
+    import random
+
+    reconciled = _run(UNRECONCILED, [("copy_to_l1", {"w": 2}), ("reconcile", {"p": 0, "lrlo": 0})])
+    assert correspond.check_invariants(reconciled, "clean", random.Random(1), 50) == []
+    monkeypatch.setitem(spec.INVARIANTS, "l1", conjs)
+    found = correspond.check_invariants(reconciled, "seeded", random.Random(1), 50)
+    assert found and "invariant l1" in str(found[0])
+
+
+def test_the_walks_reach_every_action() -> None:
+    correspond.EXERCISED.clear()
+    for name, s in correspond.directed_states():
+        assert correspond.check_state(s, name)[0] == []
+    assert {"gc_delete", "give_up"} <= correspond.EXERCISED

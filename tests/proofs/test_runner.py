@@ -1,0 +1,68 @@
+"""The runner: a grid line per invariant with a mark per action, --only, the report's
+scope and paths, readable counterexamples to induction."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from model.system import ACTIONS
+from model.variants import variant
+from proofs import explain, obligations, runner, scenarios
+from proofs.obligations import Outcome
+
+
+def test_grid_marks_each_action_and_names_the_failure() -> None:
+    acts = list(ACTIONS)
+    rows = [Outcome(f"safety preserved by {a}", "invariant", "proved", paths=3) for a in acts]
+    rows[2].status = "failed"
+    rows += [Outcome(f"safety preserved by {a} (any size)", "invariant", "proved",
+                     scope="any") for a in acts]
+    lines = runner.grid(rows)
+    one = next(ln for ln in lines if ln.strip().startswith("safety") and "paths" in ln)
+    marks = one.split()[1]
+    assert len(marks) == len(acts) and marks[2] in "✗X" and marks[0] in "✓+"
+    assert f"{len(acts) - 1}/{len(acts)}" in one
+    assert any(ln.startswith("\nany [reference]") for ln in lines)
+
+
+def test_only_runs_the_matching_rows_and_the_report_has_scope_and_paths(tmp_path: Path) -> None:
+    report = tmp_path / "r.json"
+    code = runner.main(["--only", r"proofs\.contracts\.watermark \(all", "--jobs", "1",
+                        "--report", str(report)])
+    assert code == 0
+    data = json.loads(report.read_text())
+    assert [o["name"] for o in data["obligations"]] == [
+        "contracts of proofs.contracts.watermark (all paths)"]
+    assert {"scope", "paths", "name", "kind", "status", "seconds"} <= set(data["obligations"][0])
+
+
+def test_counterexample_to_induction_names_the_conjunct_and_the_write() -> None:
+    v = variant("fence-only")
+    out = obligations.induction(scenarios.INDUCTION_TEMPLATE, v, ["land_write"])
+    row = next(o for o in out if o.name == "floor preserved by land_write")
+    text = explain.describe(row.name, row.trace, v)
+    assert text.startswith("violated: floor, about write w0 (object o0, partition p0)"), text
+    assert "writes[0].status" in text and "->" in text
+
+
+def test_tasks_run_longest_first_from_the_last_report(tmp_path: Path) -> None:
+    """The pool starts CrossHair, then the induction tasks by their last cost; every task
+    is still there, and a missing or broken report only loses the hint."""
+    report = tmp_path / "r.json"
+    rows = [{"name": "[strict] safety preserved by upload", "seconds": 5.0},
+            {"name": "Inv satisfiable and mint enabled", "seconds": 9.0},
+            {"name": "safety preserved by housekeep", "seconds": 1.0}]
+    report.write_text(json.dumps({"obligations": rows}))
+    costs = runner._last_costs(str(report))
+    assert costs["mint"] == 9.0 and costs["upload"] == 5.0 and costs["housekeep"] == 1.0
+    tasks = runner._tasks(quick=True)
+    ordered = runner._longest_first(tasks, costs)
+    assert sorted(t[2] for t in ordered) == sorted(t[2] for t in tasks)
+    n_ch = sum(t[0] is runner.task_crosshair for t in tasks)
+    assert all(t[0] is runner.task_crosshair for t in ordered[:n_ch])
+    firsts = [t[1][0] for t in ordered if t[0] is runner.task_induction_shared][:3]
+    assert firsts == ["mint", "upload", "housekeep"]
+    assert runner._last_costs(str(tmp_path / "missing.json")) == {}
+    report.write_text("{not json")
+    assert runner._last_costs(str(report)) == {}
