@@ -20,20 +20,11 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
+from proofs.mutants import Mutant, patch  # one mutant format for the model and the harness
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-@dataclass(frozen=True)
-class Mutant:
-    name: str
-    what: str
-    path: str
-    old: str
-    new: str
-    extra: tuple[tuple[str, str, str], ...] = ()  # more (path, old, new) edits
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -134,15 +125,6 @@ MUTANTS: tuple[Mutant, ...] = (
 )
 
 
-def _patch(root: Path, path: str, old: str, new: str) -> None:
-    f = root / path
-    text = f.read_text()
-    n = text.count(old)
-    if n != 1:
-        raise SystemExit(f"mutant patch does not apply to {path}: {n} matches for {old!r}")
-    f.write_text(text.replace(old, new))
-
-
 def make_copy(dest: Path) -> None:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
     for d in ("impl", "model", "tests"):
@@ -202,9 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         for m in chosen:
             root = base / m.name
             make_copy(root)
-            _patch(root, m.path, m.old, m.new)
-            for path, old, new in m.extra:
-                _patch(root, path, old, new)
+            patch(root, m)
             code, out, secs = run_tests(root, args.timeout)
             ok = code == 1 and "FAILED" in out
             killed += ok
