@@ -75,6 +75,16 @@ class DiskCluster:
                 return i
         return None
 
+    def elect(self, max_steps: int = 40) -> int:
+        """Step until a leader exists; its id."""
+        for _ in range(max_steps):
+            self.step()
+            if self.leader() is not None:
+                break
+        lead = self.leader()
+        assert lead is not None
+        return lead
+
 
 def _durable(h: MultiRaftHost) -> tuple[int, int, int]:
     log = h.groups[1].node.log
@@ -85,12 +95,7 @@ def test_compaction_behind_the_log_end_and_clean_restarts_keep_every_entry(
     tmp_path: Path,
 ) -> None:
     c = DiskCluster(tmp_path, seed=5)
-    for _ in range(40):
-        c.step()
-        if c.leader() is not None:
-            break
-    lead = c.leader()
-    assert lead is not None
+    c.elect()
     acked = []
     for round_ in range(8):
         lead = c.leader()
@@ -128,12 +133,7 @@ def test_two_compactions_without_new_entries_then_a_restart_keep_the_log_end(
     # before any new entry. The old disk log came back with its log ending at the second
     # compaction, before entries it had acknowledged.
     c = DiskCluster(tmp_path, seed=9, segment_bytes=300)
-    for _ in range(40):
-        c.step()
-        if c.leader() is not None:
-            break
-    lead = c.leader()
-    assert lead is not None
+    lead = c.elect()
     ps = []
     for _ in range(3):  # three batches: the follower's log spans several segments
         ps += [c.hosts[lead].propose(1, b"w" * 30) for _ in range(10)]

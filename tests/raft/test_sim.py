@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 from functools import partial
 
 import pytest
@@ -20,21 +21,23 @@ from impl.raft.storage import MemStorage
 DEEP = os.environ.get("EPOCHGC_DEEP") == "1"
 
 
-def random_setup(seed: int) -> tuple[Config, Faults]:
-    """Vary timing and batching per seed: short election timeouts make split votes common,
-    one-entry messages and small pipelines expose partial appends and stale reorderings."""
-    import random
-
-    r = random.Random(seed ^ 0x5EED)
-    election = r.choice([3, 5, 10])
-    cfg = Config(
-        election_tick=election,
+def random_config(r: random.Random) -> Config:
+    """A seeded Raft configuration (the draws, in this order, are part of every pinned seed)."""
+    return Config(
+        election_tick=r.choice([3, 5, 10]),
         heartbeat_tick=1,
         pre_vote=r.random() < 0.7,
         check_quorum=r.random() < 0.7,
         max_inflight=r.choice([1, 4, 64]),
         max_msg_bytes=r.choice([1, 64, 1 << 20]),
     )
+
+
+def random_setup(seed: int) -> tuple[Config, Faults]:
+    """Vary timing and batching per seed: short election timeouts make split votes common,
+    one-entry messages and small pipelines expose partial appends and stale reorderings."""
+    r = random.Random(seed ^ 0x5EED)
+    cfg = random_config(r)
     faults = Faults(
         drop=r.choice([0.0, 0.05, 0.2]),
         duplicate=r.choice([0.0, 0.1]),

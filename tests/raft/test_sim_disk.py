@@ -30,7 +30,7 @@ from impl.raft.invariants import InvariantViolation
 from impl.raft.messages import Entry, HardState, Snapshot
 from impl.raft.node import Config, ProposalRefused
 from impl.raft.sim import Faults, RestartRefused, Simulator
-from tests.raft.test_sim import converge
+from tests.raft.test_sim import converge, random_config
 
 DEEP = os.environ.get("EPOCHGC_DEEP") == "1"
 DISK_PROGRAMS = 3000 if DEEP else 300
@@ -42,14 +42,7 @@ GROUP_COMMIT: list[bool | str] = [False, "syncfs", "parallel"]
 
 def disk_setup(seed: int) -> tuple[Config, Faults, dict[str, int]]:
     r = random.Random(seed ^ 0xD15C)
-    cfg = Config(
-        election_tick=r.choice([3, 5, 10]),
-        heartbeat_tick=1,
-        pre_vote=r.random() < 0.7,
-        check_quorum=r.random() < 0.7,
-        max_inflight=r.choice([1, 4, 64]),
-        max_msg_bytes=r.choice([1, 64, 1 << 20]),
-    )
+    cfg = random_config(r)
     faults = Faults(
         drop=r.choice([0.0, 0.05, 0.2]),
         duplicate=r.choice([0.0, 0.1]),
