@@ -151,6 +151,11 @@ _CMP = {
 _REFLEXIVE = frozenset({"le", "ge", "eq"})
 
 
+def _same_term(a: z3.ExprRef, b: z3.ExprRef) -> bool:
+    """Z3 hash-conses terms: the same term is the same AST pointer (cheaper than get_id)."""
+    return bool(a.as_ast().value == b.as_ast().value)
+
+
 def _refuse(what: str, v: object) -> TypeError:
     return TypeError(f"{what} on a symbolic value ({v!r}) cannot be modelled here")
 
@@ -292,7 +297,7 @@ class SymInt(_IntBase):
             if op == "eq":  # a number is never equal to None, a string, ...
                 return False
             return NotImplemented
-        if e.get_id() == self.expr.get_id():
+        if e is self.expr or _same_term(e, self.expr):
             # The same term on both sides (`max(x, x)` over replicas reporting one value):
             # reflexivity decides it, so no path forks on a side that cannot happen.
             return SymBool(_TRUE if op in _REFLEXIVE else _FALSE)
@@ -372,7 +377,7 @@ class _NoSolver:
 
     def push(self) -> None: ...
 
-    def pop(self) -> None: ...
+    def pop(self, num: int = 1) -> None: ...
 
     def add(self, *_: object) -> None: ...
 
@@ -392,7 +397,16 @@ class Explorer:
             self.solver = z3.Solver()
             self.solver.set("timeout", timeout_ms)
             self.solver.set("random_seed", seed)
-        self._trail: list[tuple[bool, bool]] = []  # (choice, forced)
+        # (choice, forced, model): `model` satisfies the path condition up to and including
+        # this decision (None when unknown), so a replayed path keeps a witness at hand.
+        self._trail: list[tuple[bool, bool, Any]] = []
+        self._alt: list[Any] = []  # per trail entry: a model of the other side, if feasible
+        self._model: Any = None  # a model of the current path condition, when known
+        # The solver keeps the prefix a replayed path shares with the previous one: one
+        # push per decision, popped back to the decision being flipped. Decisions before
+        # `_kept` (and assumptions made before decision `_kept`) are already asserted.
+        self._levels = 0
+        self._kept = -1
         self._pos = 0
         self._pc: list[z3.BoolRef] = []
         self._names = itertools.count()
@@ -411,23 +425,59 @@ class Explorer:
             raise SolverUnknown(self.solver.reason_unknown())
         return bool(r == z3.sat)
 
+    def _sat_model(self, cond: z3.BoolRef) -> Any:
+        """A model of the path condition and `cond`, or None when there is none."""
+        return self.solver.model() if self._sat(cond) else None
+
+    def _holds_in(self, model: Any, cond: z3.BoolRef) -> bool:
+        """Does `cond` hold in `model` (a model of the path condition so far)? Then the
+        path condition and `cond` are satisfiable, and no solver call is needed: the model
+        is the witness. Fresh inputs the model does not mention take Z3's default values,
+        which is sound because nothing on the path constrains them yet."""
+        return model is not None and z3.is_true(model.eval(cond, model_completion=True))
+
     def decide(self, cond: z3.BoolRef) -> bool:
         const = z3core.Z3_get_bool_value(_CTX.ref(), cond.as_ast())
         if const != 0:  # the literal true (1) or false (-1)
             return bool(const == 1)
+        if self._pos < self._kept:  # shared prefix: already asserted in the solver
+            choice, _, model = self._trail[self._pos]
+            self._pos += 1
+            self._model = model
+            self._pc.append(cond if choice else _not(cond))
+            return choice
         if self._pos < len(self._trail):
-            choice = self._trail[self._pos][0]
+            choice, _, model = self._trail[self._pos]
+        elif not self.prune:
+            choice, model = True, None
+            self._trail.append((True, False, None))
+            self._alt.append(None)
         else:
-            if not self._sat(cond):
-                self._trail.append((False, True))
-            elif not self._sat(_not(cond)):
-                self._trail.append((True, True))
+            # One solver call per branch point instead of two: the model of the path so
+            # far already decides one side.
+            neg = _not(cond)
+            m = self._model
+            if self._holds_in(m, cond):
+                m_t, m_f = m, self._sat_model(neg)
+            elif self._holds_in(m, neg):
+                m_t, m_f = self._sat_model(cond), m
             else:
-                self._trail.append((True, False))
-            choice = self._trail[self._pos][0]
+                m_t = self._sat_model(cond)
+                m_f = self._sat_model(neg) if m_t is not None else None
+            if m_t is None:
+                choice, model, alt = False, m_f, None
+            elif m_f is None:
+                choice, model, alt = True, m_t, None
+            else:
+                choice, model, alt = True, m_t, m_f
+            self._trail.append((choice, alt is None, model))
+            self._alt.append(alt)
         self._pos += 1
+        self._model = model
         lit = cond if choice else _not(cond)
         self._pc.append(lit)
+        self.solver.push()
+        self._levels += 1
         self.solver.add(lit)
         return choice
 
@@ -437,8 +487,17 @@ class Explorer:
         skips the satisfiability check (for a constraint on a fresh input alone, which
         cannot make the path infeasible)."""
         if isinstance(cond, SymBool):
-            if check and not self._sat(cond.expr):
-                raise Prune()
+            if self._pos <= self._kept:  # shared prefix: asserted (and checked) before
+                self._pc.append(cond.expr)
+                return
+            if self.prune and not self._holds_in(self._model, cond.expr):
+                if check:
+                    m = self._sat_model(cond.expr)
+                    if m is None:
+                        raise Prune()
+                    self._model = m
+                else:
+                    self._model = None  # no longer known to satisfy the path
             self._pc.append(cond.expr)
             self.solver.add(cond.expr)
             return
@@ -461,32 +520,45 @@ class Explorer:
               ) -> Iterator[Path]:
         """Yield every feasible path of `fn(self)`; the solver state at yield time holds the
         path condition (so callers can ask further questions about it)."""
-        while True:
-            self._pos = 0
-            self._pc = []
-            self._names = itertools.count()  # same names on every run: readable traces
-            self.solver.push()
-            _current.append(self)
-            try:
+        self.solver.push()  # the base level: assumptions made before any decision
+        self._levels, self._kept = 0, -1
+        try:
+            while True:
+                self._pos = 0
+                self._pc = []
+                self._model = None
+                self._names = itertools.count()  # same names on every run: readable traces
+                _current.append(self)
                 try:
-                    value: Any = fn(self)
-                    kind = "ok"
-                except Prune:
-                    kind, value = "pruned", None
-                except errors as e:  # the model refused the input: action not enabled
-                    kind, value = "error", e
-            finally:
-                _current.pop()
-            try:
+                    try:
+                        value: Any = fn(self)
+                        kind = "ok"
+                    except Prune:
+                        kind, value = "pruned", None
+                    except errors as e:  # the model refused the input: action not enabled
+                        kind, value = "error", e
+                finally:
+                    _current.pop()
+                if self._pos <= self._kept:
+                    raise RuntimeError("a replayed path did not reach its flipped decision:"
+                                       " the explored function is not deterministic")
                 yield Path(tuple(self._pc), kind, value)
-            finally:
-                self.solver.pop()
-            del self._trail[self._pos :]
-            while self._trail and (self._trail[-1][1] or not self._trail[-1][0]):
-                self._trail.pop()
-            if not self._trail:
-                return
-            self._trail[-1] = (False, True)
+                del self._trail[self._pos :]
+                del self._alt[self._pos :]
+                while self._trail and (self._trail[-1][1] or not self._trail[-1][0]):
+                    self._trail.pop()
+                    self._alt.pop()
+                if not self._trail:
+                    return
+                flip = len(self._trail) - 1
+                self._trail[flip] = (False, True, self._alt[flip])  # the other side + model
+                self.solver.pop(self._levels - flip)
+                self._levels, self._kept = flip, flip
+        finally:
+            if self._levels:
+                self.solver.pop(self._levels)
+            self.solver.pop()
+            self._levels, self._kept = 0, -1
 
     def model_for(self, pc: tuple[z3.BoolRef, ...], *extra: z3.BoolRef) -> z3.ModelRef | None:
         self.solver.push()
