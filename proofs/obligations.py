@@ -106,7 +106,7 @@ def induction(
 
         def run(ex: Explorer, fn: Callable[..., System] = fn, action: str = action) -> Any:
             pre = symbolic_system(ex, template)
-            ex.assume(holds(pre, v))
+            ex.assume(_joined(lambda: holds(pre, v)))
             params = symbolic_params(ex, pre, action, symmetric=True)
             try:
                 return pre, params, fn(pre, v, **params)
@@ -216,6 +216,22 @@ def _vacuity_row(
         row.status = "failed"
         row.detail = f"vacuous: no enabled path with a concrete pre-state ({detail})"
     return row
+
+
+def _joined(fn: Callable[[], Any]) -> Any:
+    """`fn()` as one formula: its branches (a min or max over reports) are explored without
+    a solver and joined as a disjunction of (branch condition and result), so assuming it
+    adds no fork to the caller's path. Falls back to evaluating `fn()` on the caller's path
+    (forking there) when some branch raises, so that a refusal is reported as before."""
+    sub = Explorer(prune=False)
+    alternatives: list[z3.BoolRef] = []
+    for leaf in sub.paths(lambda _: fn(), errors=(ModelError,)):
+        if leaf.kind != "ok":
+            return fn()
+        value = leaf.value
+        expr = value.expr if isinstance(value, SymBool) else z3.BoolVal(bool(value))
+        alternatives.append(conj([*leaf.pc, expr]))
+    return SymBool(disj(alternatives))
 
 
 def _goal(name: str, pre: System, post: System, v: Variant) -> z3.BoolRef:
