@@ -34,6 +34,7 @@ from proofs import (
     crosshair_check,
     explain,
     obligations,
+    reach,
     scenarios,
     vectors,
 )
@@ -323,6 +324,37 @@ def failure_text(o: Outcome) -> str:
     return text
 
 
+def _reachable_counterexamples(bad: list[Outcome], out: Path, limit: int = 6) -> None:
+    """For each failed induction row (at most `limit` distinct variant and invariant), look
+    for a trace from the initial state that breaks the same invariant (proofs.reach, a
+    bounded search) and, when one is found, write it as a vector; the row's detail says
+    which file, or that none was found within the bound."""
+    done: dict[tuple[str, str], str] = {}
+    for o in bad:
+        m = _ROW.match(o.name)
+        if m is None or not (isinstance(o.trace, dict) and "post" in o.trace):
+            continue
+        vname, inv = _variant_of(o), m.group("ob")
+        key = (vname, inv)
+        if key not in done:
+            if len(done) >= limit:
+                continue
+            v = variant(vname)
+            tr = reach.search(scenarios.TRACE_TEMPLATE, v, inv)
+            if tr is None:
+                done[key] = (f"not reachable within {reach.WALKS} seeded random walks of at "
+                             f"most {reach.DEPTH} steps (a bounded search: nothing proved)")
+            else:
+                out.mkdir(parents=True, exist_ok=True)
+                f = out / f"cti-{vname}-{inv}.jsonl"
+                title = f"a reachable trace that breaks {inv} ({len(tr.steps)} steps)"
+                f.write_text(reach.vector_text(tr, v, title))
+                done[key] = (f"reachable: a {len(tr.steps)}-step trace from the initial state "
+                             f"breaks {inv}; written as a vector to {f}\n"
+                             + bmc.table(tr))
+        o.detail = (o.detail + "\n" if o.detail else "") + done[key]
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m proofs", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -404,6 +436,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nwrote {len(found)} vectors to {out}")
 
     bad = [o for o in results if o.status in _BAD]
+    _reachable_counterexamples(bad, Path(args.write_vectors or "build/counterexamples"))
     for o in bad:
         print(f"\n!! {o.status}: {o.name} ({o.kind}, {o.scope})")
         text = failure_text(o)
