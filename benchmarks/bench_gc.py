@@ -1,7 +1,8 @@
 """GC job benchmark (not a timed test): writes build/bench-gc.json.
 
     python benchmarks/bench_gc.py [--quick] [--repeat N] [--skip-s3] [--skip-local] [--skip-s3-loop]
-                                  [--latency-ms 30] [--dir DIR]
+                                  [--latency-ms 30] [--batch 10] [--listers 16] [--s3-keys 10000]
+                                  [--server-share 0.4] [--dir DIR]
                                   [--out build/bench-gc.json]
 
 (a) local directory, 1,000,000 L0 objects of which 100,000 eligible: deleted/s of the Spark
@@ -306,7 +307,7 @@ def bench_s3(spark: Any, scale: int) -> list[dict[str, Any]]:
 
 
 def bench_s3_latency(
-    spark: Any, scale: int, latency_s: float, batch: int, listers: int
+    spark: Any, n_keys: int, latency_s: float, batch: int, listers: int, share: float
 ) -> list[dict[str, Any]]:
     """(d) the job against a far-away endpoint: a proxy adds a latency to every request in
     front of the loopback server. Deleted keys/s over the whole list-and-delete stage
@@ -349,9 +350,14 @@ def bench_s3_latency(
                 backend.put_object(bucket, "c/" + k, b"x")
             return keys
 
-        # The server alone: the same batch size, `in_flight` requests at once, no proxy.
-        probe = populate(in_flight * batch * 8, "probe")
+        # The server alone, no proxy, the job's own requests: list every prefix once and
+        # delete `n_keys` keys (same shape, same bucket size: moto's list walks the whole
+        # bucket) in batches of `batch`, `in_flight` requests at a time.
+        probe = populate(n_keys, "probe")
         chunks = [probe[i : i + batch] for i in range(0, len(probe), batch)]
+
+        def list_one(p: int) -> None:
+            client.list_objects_v2(Bucket=bucket, Prefix="c/" + prefix_path(p), MaxKeys=1000)
 
         def one(chunk: list[str]) -> None:
             objects = [{"Key": "c/" + k} for k in chunk]
@@ -359,15 +365,15 @@ def bench_s3_latency(
 
         t = time.perf_counter()
         with ThreadPoolExecutor(in_flight) as pool:
+            list(pool.map(list_one, range(PREFIXES)))
             list(pool.map(one, chunks))
         capacity = len(probe) / (time.perf_counter() - t)
-        latency_s = max(latency_s, in_flight * batch / (0.5 * capacity))
+        latency_s = max(latency_s, in_flight * batch / (share * capacity))
         bound = in_flight * batch / latency_s
-        # Enough keys that the deletes outlast the listing (1000 prefixes over
-        # 2 x `listers` threads, a round trip each) several times over.
-        keys = populate(max(int(24 * bound), 2000) // scale * scale, "obj")
+        keys = populate(n_keys, "obj")
         print(
-            f"(d) server alone: {capacity:.0f} keys/s at {batch} keys per request, "
+            f"(d) server alone (1000 lists + deletes): {capacity:.0f} keys/s at {batch} keys "
+            "per request, "
             f"{in_flight} in flight; latency {latency_s * 1000:.0f} ms; "
             f"bound {bound:.0f} keys/s; {len(keys)} keys",
             file=sys.stderr,
@@ -399,7 +405,8 @@ def bench_s3_latency(
                 0.8,
             ),
             row(
-                f"s3_server_delete_capacity[moto alone, {in_flight} in flight x {batch} keys]",
+                f"s3_server_delete_capacity[moto alone, 1000 lists + deletes, "
+                f"{in_flight} in flight x {batch} keys]",
                 capacity,
                 "keys/s",
                 None,
@@ -418,11 +425,13 @@ def main() -> None:
     ap.add_argument("--skip-s3", action="store_true")
     ap.add_argument("--skip-local", action="store_true")
     ap.add_argument("--skip-s3-loop", action="store_true", help="skip (c), keep (d)")
-    ap.add_argument(
-        "--latency-ms", type=float, default=30.0, help="(d)'s least injected latency"
-    )
+    ap.add_argument("--latency-ms", type=float, default=30.0, help="(d)'s least injected latency")
     ap.add_argument("--batch", type=int, default=10, help="(d)'s keys per delete request")
     ap.add_argument("--listers", type=int, default=16, help="(d)'s list requests per task")
+    ap.add_argument("--s3-keys", type=int, default=10_000, help="(d)'s eligible keys")
+    ap.add_argument(
+        "--server-share", type=float, default=0.4, help="(d)'s bound / the server's own rate"
+    )
     ap.add_argument("--repeat", type=int, default=1, help="best of N for (a)")
     args = ap.parse_args()
     scale = 10 if args.quick else 1
@@ -443,7 +452,12 @@ def main() -> None:
         if not args.skip_s3:
             rows += [] if args.skip_s3_loop else bench_s3(spark, scale)
             rows += bench_s3_latency(
-                spark, scale, args.latency_ms / 1000, args.batch, args.listers
+                spark,
+                args.s3_keys,
+                args.latency_ms / 1000,
+                args.batch,
+                args.listers,
+                args.server_share,
             )
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -88,8 +88,10 @@ class GcOptions:
             raise GcError(f"tasks must be in 1..{PREFIXES}, got {self.tasks}")
         # A plain path fails fast here; every target is checked on its own file system
         # once Spark is up (`manifest.check_manifest_absent`).
-        if self.manifest is not None and not has_scheme(self.manifest) and os.path.exists(
-            self.manifest
+        if (
+            self.manifest is not None
+            and not has_scheme(self.manifest)
+            and os.path.exists(self.manifest)
         ):
             raise GcError(f"manifest path {self.manifest} already exists; refusing to overwrite")
 

@@ -184,4 +184,3 @@ def list_and_delete_task(
 def parse_counts(row: Row) -> tuple[DeleteStats, list[str]]:
     doc = json.loads(row[1])
     return DeleteStats(**doc["stats"]), list(doc["samples"])
-
