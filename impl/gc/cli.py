@@ -132,9 +132,9 @@ DURATION = _Duration()
 @click.option(
     "--list-concurrency",
     type=click.IntRange(1, 64),
-    default=4,
-    show_default=True,
-    help="List requests in flight per task (each prefix is listed by one thread).",
+    default=None,
+    help="List requests in flight per task (each prefix is listed by one thread); "
+    "default 4 on S3, 1 on a local directory.",
 )
 @click.option(
     "--delete-batch-size",
@@ -173,7 +173,7 @@ def gc(
     master: str | None,
     tasks: int | None,
     delete_concurrency: int,
-    list_concurrency: int,
+    list_concurrency: int | None,
     delete_batch_size: int,
     page_size: int,
     metrics_file: str | None,

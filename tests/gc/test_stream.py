@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from impl.gc.job import GcOptions, run_gc
+from impl.gc.job import GcOptions, default_listers, run_gc
 from impl.gc.scan import ScanStats
 from impl.gc.stream import COUNTS, DELETED, STOPPED, list_and_delete_task, listed
 from impl.store.base import DeleteResult, ListPage, ObjectStore, StoreError
@@ -191,3 +191,8 @@ def test_a_round_deletes_while_listing_and_rereads_m(spark: Any, tmp_path: Path)
     gone = before - all_keys(LocalStore(root2))
     assert not any(parse_key(k).epoch >= 90 for k in gone)
     assert s.deleted == len(gone) == 0 and not manifest.exists()
+
+
+def test_listers_default_to_four_on_s3_and_one_on_a_local_directory(tmp_path: Path) -> None:
+    assert default_listers(local_spec(tmp_path)) == 1
+    assert default_listers(StoreSpec("s3", "bucket", "p", "http://127.0.0.1:9")) == 4
