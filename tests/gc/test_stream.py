@@ -166,22 +166,22 @@ def test_a_round_deletes_while_listing_and_rereads_m(spark: Any, tmp_path: Path)
     # nothing at all), exits 1 and writes no manifest.
     root = tmp_path / "store"
     eligible, _ = make_store(root)
-    eligible |= _garbage(root, range(10, 200), 3)
+    eligible |= _garbage(root, range(10, 100), 3)
     rec = Recording(local_spec(root), str(tmp_path / "log"))
     opts = GcOptions(grace_s=GRACE, tasks=2, page_size=2, delete_batch_size=4)
     s = run_gc(spark, rec, opts, clock=lambda: NOW)
     assert s.exit_code == 0 and s.deleted == len(eligible)
     events = rec.events()
     first_delete = next(i for i, (kind, _) in enumerate(events) if kind == "D")
-    # The task holding prefixes 0-499 lists most of its garbage prefixes (10-199) after
+    # The task holding prefixes 0-499 lists most of its garbage prefixes (10-99) after
     # its first delete (the other task lists empty prefixes meanwhile).
-    garbage_lists = [i for i, (kind, p) in enumerate(events) if kind == "L" and _in(p, 10, 200)]
+    garbage_lists = [i for i, (kind, p) in enumerate(events) if kind == "L" and _in(p, 10, 100)]
     later = sum(i > first_delete for i in garbage_lists)
     assert later > len(garbage_lists) * 3 // 4, (first_delete, later, len(garbage_lists))
 
     root2 = tmp_path / "again"
     make_store(root2)
-    _garbage(root2, range(10, 200), 3)
+    _garbage(root2, range(10, 100), 3)
     before = all_keys(LocalStore(root2))
     rec2 = Recording(local_spec(root2), str(tmp_path / "log2"), lower_m_to=90)
     manifest = tmp_path / "m.parquet"
