@@ -100,8 +100,9 @@ DURATION = _Duration()
 @click.option(
     "--skip-malformed",
     is_flag=True,
-    help="Delete the eligible keys even if malformed keys were found (they are "
-    "still never deleted, and still reported).",
+    help="Exit 0 even if malformed keys or refused entries (links) were found: they are "
+    "never deleted and always reported; the eligible keys beside them are deleted either "
+    "way (spec R21a).",
 )
 @click.option(
     "--allow-versioned",
@@ -127,6 +128,13 @@ DURATION = _Duration()
     default=4,
     show_default=True,
     help="Delete requests in flight per task.",
+)
+@click.option(
+    "--list-concurrency",
+    type=click.IntRange(1, 64),
+    default=None,
+    help="List requests in flight per task (each prefix is listed by one thread); "
+    "default 4 on S3, 1 on a local directory.",
 )
 @click.option(
     "--delete-batch-size",
@@ -165,6 +173,7 @@ def gc(
     master: str | None,
     tasks: int | None,
     delete_concurrency: int,
+    list_concurrency: int | None,
     delete_batch_size: int,
     page_size: int,
     metrics_file: str | None,
@@ -188,6 +197,7 @@ def gc(
         page_size=page_size,
         delete_batch_size=delete_batch_size,
         delete_concurrency=delete_concurrency,
+        list_concurrency=list_concurrency,
         tasks=tasks,
     )
     try:

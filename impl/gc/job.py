@@ -1,9 +1,11 @@
 """One GC round as a PySpark job.
 
 Driver: read the reports and compute M with the model; executors: list the 1000 prefixes
-(early stop above M) and classify keys with the model; driver: re-read M and refuse if it
-moved backwards; executors: delete the eligible keys in batches. Eligible keys stay on the
-executors (a persisted RDD); the driver only ever sees per-task counts and a few samples.
+(early stop above M), classify keys with the model and, in a real round, delete eligible
+keys while the listing continues, each task re-reading M before its first delete
+(`stream.py`, SPEC R21a). A dry run lists everything, re-reads M on the driver and writes
+the would-be manifest. Per-key rows stay on the executors (a persisted RDD); the driver
+only ever sees per-task counts and a few samples.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from impl.gc.delete import DeleteStats
 from impl.gc.errors import GcError
 from impl.gc.manifest import check_manifest_absent, has_scheme, manifest_target
-from impl.gc.outcome import COUNTS, DELETED, delete_with_outcome, parse_counts
 from impl.gc.progress import StageProgress
 from impl.gc.reports import ClusterView, read_cluster_view
 from impl.gc.scan import (
@@ -33,6 +34,7 @@ from impl.gc.scan import (
     scan_task,
     split_prefixes,
 )
+from impl.gc.stream import COUNTS, DELETED, STOPPED, list_and_delete_task, parse_counts
 from impl.gc.summary import GcSummary
 from impl.gc.versioning import check_versioning
 from impl.store.base import MAX_DELETE_BATCH, MAX_PAGE_SIZE, ObjectStore, StoreError
@@ -61,6 +63,10 @@ class GcOptions:
     page_size: int = MAX_PAGE_SIZE
     delete_batch_size: int = MAX_DELETE_BATCH
     delete_concurrency: int = 4  # delete requests in flight per task
+    # List requests in flight per task in a real round; default 4 on S3 (a list is a round
+    # trip) and 1 on a local directory (threads only contend for the GIL there: the local
+    # bench ran at half speed with 4).
+    list_concurrency: int | None = None
     tasks: int | None = None  # Spark tasks for the listing; default one per core
 
     def validate(self) -> None:
@@ -79,12 +85,16 @@ class GcOptions:
             raise GcError(f"delete batch must be in 1..{MAX_DELETE_BATCH}")
         if self.delete_concurrency < 1:
             raise GcError("delete concurrency must be >= 1")
+        if self.list_concurrency is not None and self.list_concurrency < 1:
+            raise GcError("list concurrency must be >= 1")
         if self.tasks is not None and not 1 <= self.tasks <= PREFIXES:
             raise GcError(f"tasks must be in 1..{PREFIXES}, got {self.tasks}")
         # A plain path fails fast here; every target is checked on its own file system
         # once Spark is up (`manifest.check_manifest_absent`).
-        if self.manifest is not None and not has_scheme(self.manifest) and os.path.exists(
-            self.manifest
+        if (
+            self.manifest is not None
+            and not has_scheme(self.manifest)
+            and os.path.exists(self.manifest)
         ):
             raise GcError(f"manifest path {self.manifest} already exists; refusing to overwrite")
 
@@ -174,21 +184,143 @@ def _round(
 
     if not isinstance(spark, SparkSession):
         spark = spark()
-    sc = spark.sparkContext
     if options.manifest is not None:
         check_manifest_absent(spark, options.manifest)
     # A fixed function of the prefix count: defaultParallelism is whatever executors have
     # registered so far (2 on a fresh cluster), and would make the split depend on timing.
     tasks = options.tasks or listing_tasks(PREFIXES)
     groups = split_prefixes(PREFIXES, tasks)
-    # Each task's client needs a connection per delete thread, plus the lister's.
-    open_store = sized_for(open_store, options.delete_concurrency + 1)
+    # Each task's client needs a connection per delete thread and per lister thread.
+    listers = options.list_concurrency or default_listers(open_store)
+    open_store = sized_for(open_store, options.delete_concurrency + listers)
+    if options.dry_run:
+        _dry_round(spark, open_store, groups, options, m, now, clock, say, summary)
+    else:
+        _streaming_round(spark, open_store, groups, options, listers, m, now, clock, say, summary)
+
+
+def default_listers(open_store: Callable[[], ObjectStore]) -> int:
+    """4 list threads per task for a remote store, 1 for a local directory (see GcOptions)."""
+    return 1 if getattr(open_store, "kind", None) == "file" else 4
+
+
+def _streaming_round(
+    spark: SparkSession,
+    open_store: Callable[[], ObjectStore],
+    groups: list[list[int]],
+    options: GcOptions,
+    listers: int,
+    m: int,
+    now: float,
+    clock: Callable[[], float],
+    say: Callable[[str], None] | None,
+    summary: GcSummary,
+) -> None:
+    """List and delete in one stage (SPEC R21a): each task re-reads M before its first
+    delete, then deletes eligible keys page by page while its listing continues."""
+    sc = spark.sparkContext
+    task = functools.partial(
+        list_and_delete_task,
+        open_store,
+        m,
+        now,
+        options.grace_s,
+        options.page_size,
+        options.delete_batch_size,
+        options.delete_concurrency,
+        listers,
+        options.manifest is not None,
+        clock,
+        options.max_report_age_s,
+    )
+    # Per-key rows stay on the executors; a recomputed partition lists and deletes again,
+    # which is harmless (a key already gone is not listed, a deleted key stays deleted).
+    rows = sc.parallelize(groups, len(groups)).mapPartitions(
+        lambda it: task(p for group in it for p in group)
+    )
+    rows = rows.persist(_storage_level())
+    try:
+        t = time.monotonic()
+        sc.setJobDescription("epochgc gc: list and delete")
+        with StageProgress(sc, "gc: listing and deleting", say), _spark_errors("delete"):
+            small = rows.filter(lambda r: r[0] != DELETED).collect()
+        summary.delete_seconds = summary.list_seconds = time.monotonic() - t
+        scanned, deleted = ScanStats(), DeleteStats()
+        stopped: list[str] = []
+        for r in small:
+            if r[0] == STATS:
+                scanned.add(ScanStats(**parse_stats_row(r)))
+            elif r[0] == COUNTS:
+                c, samples = parse_counts(r)
+                deleted.add(c)
+                summary.error_samples.extend(samples)
+            elif r[0] == STOPPED:
+                stopped.append(r[1])
+            elif r[0] == MALFORMED and len(summary.malformed_keys) < _SAMPLES:
+                summary.malformed_keys.append(r[1])
+            elif r[0] == REFUSED and len(summary.refused_samples) < _SAMPLES:
+                summary.refused_samples.append(r[1])
+        _fill_scan(summary, scanned)
+        summary.deleted = deleted.deleted
+        summary.errors = deleted.errors
+        summary.delete_requests = deleted.delete_requests
+        summary.bytes_deleted = deleted.bytes_deleted
+        (say or (lambda _m: None))(
+            f"gc: listed {scanned.listed} keys, {scanned.eligible} eligible, "
+            f"{deleted.deleted} deleted"
+        )
+        if deleted.errors:
+            summary.error_samples.append(
+                f"{deleted.errors} key(s) could not be deleted; they are listed again next round"
+            )
+        blocked = [w for w in stopped if w.startswith("blocked")]
+        if blocked:
+            summary.blocked = blocked[0]
+        elif stopped:
+            summary.refused = stopped[0]
+        summary.failed_check = _failed_check(scanned, options)
+        if options.manifest is not None and (deleted.deleted or not stopped):
+            # The keys really gone, written by the executors; a round whose every task
+            # refused at the re-read deleted nothing and writes no manifest.
+            with _spark_errors("manifest"):
+                _write_manifest(spark, rows.filter(lambda r: r[0] == DELETED), options.manifest)
+            summary.manifest = options.manifest
+    finally:
+        rows.unpersist()
+        sc.setJobDescription(None)  # type: ignore[arg-type]
+
+
+def _failed_check(scanned: ScanStats, options: GcOptions) -> str | None:
+    """Malformed keys and refused entries are never deleted and, unless skipped, fail the
+    round (R21), though the eligible keys beside them were deleted."""
+    if not (scanned.malformed or scanned.refused) or options.skip_malformed:
+        return None
+    what = f"{scanned.malformed} malformed key(s)"
+    if scanned.refused:
+        what += f" and {scanned.refused} refused entr(ies) (links, special files)"
+    return f"{what} under the data prefix, never deleted (pass --skip-malformed to accept them)"
+
+
+def _dry_round(
+    spark: SparkSession,
+    open_store: Callable[[], ObjectStore],
+    groups: list[list[int]],
+    options: GcOptions,
+    m: int,
+    now: float,
+    clock: Callable[[], float],
+    say: Callable[[str], None] | None,
+    summary: GcSummary,
+) -> None:
+    """A dry run lists everything first, then re-reads M once on the driver and writes the
+    would-be manifest: nothing is deleted, so there is nothing to overlap."""
+    note = say or (lambda _msg: None)
+    sc = spark.sparkContext
     scan = functools.partial(scan_task, open_store, m, now, options.grace_s, options.page_size)
     rows = sc.parallelize(groups, len(groups)).mapPartitions(
         lambda it: scan(p for group in it for p in group)
     )
     rows = rows.persist(_storage_level())
-    outcome: Any = None
     try:
         t = time.monotonic()
         sc.setJobDescription("epochgc gc: list and classify")
@@ -208,21 +340,10 @@ def _round(
         summary.list_seconds = time.monotonic() - t
         _fill_scan(summary, scanned)
         note(f"gc: listed {scanned.listed} keys, {scanned.eligible} eligible")
-
-        if (scanned.malformed or scanned.refused) and not options.skip_malformed:
-            what = f"{scanned.malformed} malformed key(s)"
-            if scanned.refused:
-                what += f" and {scanned.refused} refused entr(ies) (links, special files)"
-            summary.refused = (
-                f"{what} under the data prefix (pass --skip-malformed to delete the rest anyway)"
-            )
-        if summary.refused:
-            return
-        eligible = rows.filter(lambda r: r[0] == ELIGIBLE)
+        summary.failed_check = _failed_check(scanned, options)
         if scanned.eligible:
-            # Re-read right before deleting (and before a dry run's manifest): if M went
-            # backwards, the reports we decided on were stale or inconsistent, and nothing
-            # decided with them may be deleted or listed as deletable.
+            # Re-read before the manifest: if M went backwards, nothing decided with the
+            # old reports may be listed as deletable.
             recheck = _recheck(open_store, clock(), options.max_report_age_s)
             again = recheck.gc_epoch()
             if again.blocked is not None:
@@ -231,48 +352,11 @@ def _round(
             if again.M is None or m > again.M:
                 summary.refused = f"M moved backwards from {m} to {again.M} before the delete phase"
                 return
-        if options.dry_run or not scanned.eligible:
-            if options.manifest is not None:  # what would be deleted, after the re-read
-                _write_manifest(spark, eligible, options.manifest)
-                summary.manifest = options.manifest
-            return
-
-        t = time.monotonic()
-        delete = functools.partial(
-            delete_with_outcome,
-            open_store,
-            options.delete_batch_size,
-            options.delete_concurrency,
-            options.manifest is not None,
-        )
-        sc.setJobDescription("epochgc gc: delete")
-        # Per-key outcome rows stay on the executors; a recomputed partition deletes again,
-        # which is harmless (a key already gone counts as deleted).
-        outcome = eligible.mapPartitions(delete).persist(_storage_level())
-        with StageProgress(sc, "gc: deleting", say), _spark_errors("delete"):
-            counts = outcome.filter(lambda r: r[0] == COUNTS).collect()
-        deleted = DeleteStats()
-        for row in counts:
-            c, samples = parse_counts(row)
-            deleted.add(c)
-            summary.error_samples.extend(samples)
-        summary.delete_seconds = time.monotonic() - t
-        summary.deleted = deleted.deleted
-        summary.errors = deleted.errors
-        summary.delete_requests = deleted.delete_requests
-        summary.bytes_deleted = deleted.bytes_deleted
-        if deleted.errors:
-            summary.error_samples.append(
-                f"{deleted.errors} key(s) could not be deleted; they are listed again next round"
-            )
-        if options.manifest is not None:  # the keys really gone, written by the executors
-            with _spark_errors("manifest"):
-                _write_manifest(spark, outcome.filter(lambda r: r[0] == DELETED), options.manifest)
+        if options.manifest is not None:  # what would be deleted, after the re-read
+            _write_manifest(spark, rows.filter(lambda r: r[0] == ELIGIBLE), options.manifest)
             summary.manifest = options.manifest
     finally:
         rows.unpersist()
-        if outcome is not None:
-            outcome.unpersist()
         sc.setJobDescription(None)  # type: ignore[arg-type]
 
 

@@ -43,6 +43,7 @@ def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
         "snapshot_revision": s.revision,
         "blocked": s.blocked,
         "refused": s.refused,
+        "failed_check": s.failed_check,
         "error": s.error,
         "reports_used": s.reports_used,
         "stale_nodes": s.stale_nodes,

@@ -53,6 +53,9 @@ class GcSummary:
     eligible_bytes: int = 0
     bytes_deleted: int = 0
     refused: str | None = None  # why the delete phase did not run, when it should have
+    # Why the round failed although it deleted what was safe (malformed keys, refused
+    # entries: never deleted, R21a).
+    failed_check: str | None = None
     malformed_keys: list[str] = field(default_factory=list)  # a sample
     error_samples: list[str] = field(default_factory=list)
     stale_nodes: list[str] = field(default_factory=list)
@@ -75,7 +78,7 @@ class GcSummary:
             return "blocked"
         if self.refused is not None:
             return "refused"
-        if self.errors:
+        if self.errors or self.failed_check is not None:
             return "incomplete"
         if self.M is None:
             return "nothing-collectible"
@@ -87,7 +90,7 @@ class GcSummary:
             return EXIT_INCOMPLETE
         if self.blocked is not None:
             return EXIT_BLOCKED
-        if self.refused is not None or self.errors:
+        if self.refused is not None or self.errors or self.failed_check is not None:
             return EXIT_INCOMPLETE
         return EXIT_OK
 
@@ -120,6 +123,8 @@ class GcSummary:
         )
         if self.refused is not None:
             out.append(f"gc: nothing deleted: {self.refused}")
+        if self.failed_check is not None:
+            out.append(f"gc: round incomplete: {self.failed_check}")
         if self.record_error is not None:
             out.append(f"gc: warning: deletion record not written: {self.record_error}")
         return out

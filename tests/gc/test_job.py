@@ -137,7 +137,9 @@ def test_existing_manifest_is_refused_before_anything(spark: Any, tmp_path: Path
         )
 
 
-def test_malformed_keys_stop_deletes_unless_skipped(spark: Any, tmp_path: Path) -> None:
+def test_malformed_keys_fail_the_round_unless_skipped(spark: Any, tmp_path: Path) -> None:
+    # SPEC R21a: the eligible keys beside malformed ones are deleted (safety depends only on
+    # M and the key); the malformed keys never are, and the round exits 1 naming them.
     eligible, _ = make_store(tmp_path)
     bad = [
         "level_zero/data/001/000000000000000005/bad name",
@@ -147,9 +149,11 @@ def test_malformed_keys_stop_deletes_unless_skipped(spark: Any, tmp_path: Path) 
         put_local(tmp_path, key, age=10 * GRACE)
     before = all_keys(LocalStore(tmp_path))
     s = run_gc(spark, local_spec(tmp_path), GcOptions(grace_s=GRACE), clock=clock)
-    assert s.exit_code == 1 and s.malformed == 2 and s.deleted == 0
-    assert sorted(s.malformed_keys) == sorted(bad) and "malformed" in (s.refused or "")
-    assert all_keys(LocalStore(tmp_path)) == before
+    assert s.exit_code == 1 and s.malformed == 2 and s.deleted == len(eligible)
+    assert sorted(s.malformed_keys) == sorted(bad) and "malformed" in (s.failed_check or "")
+    assert before - all_keys(LocalStore(tmp_path)) == eligible
+    for key in eligible:  # the same store again, with --skip-malformed
+        put_local(tmp_path, key, age=10 * GRACE)
     s = run_gc(
         spark, local_spec(tmp_path), GcOptions(grace_s=GRACE, skip_malformed=True), clock=clock
     )

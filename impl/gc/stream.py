@@ -1,0 +1,186 @@
+"""One Spark task of a real (not dry) round: list its prefixes and delete eligible keys
+while the listing continues (issue 12; SPEC R21a).
+
+Deleting an eligible key is safe whatever else the listing holds: safety depends only on M
+and the key (R23/R24). So a task does not wait for the whole listing: eligible keys flow
+page by page into `delete.delete_keys`, which keeps a few batches in flight. Before its
+FIRST delete the task re-reads the reports; if the round is now blocked or M moved
+backwards, the task deletes nothing and says why (the driver then refuses the round).
+Malformed keys and refused entries are never deleted; they only make the outcome a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import tempfile
+import threading
+from collections.abc import Callable, Generator, Iterable, Iterator
+
+from impl.gc.delete import DeleteStats, delete_keys
+from impl.gc.reports import read_cluster_view
+from impl.gc.scan import ELIGIBLE, Row, ScanStats, scan_prefix, stats_row
+from impl.store.base import ObjectStore
+
+DELETED = "D"
+COUNTS = "C"
+STOPPED = "X"  # the task's re-read refused its deletes: (STOPPED, why, 0, 0.0)
+_SAMPLES = 20  # malformed keys, refused entries and failed deletes each task reports
+_CHUNK = 1000  # rows a lister thread hands over at once (about one page)
+
+
+def listed(
+    store: ObjectStore,
+    prefixes: Iterable[int],
+    m: int,
+    now: float,
+    grace_s: float,
+    page_size: int,
+    stats: ScanStats,
+    threads: int,
+) -> Generator[Row, None, None]:
+    """The rows of `scan.scan_prefix` over `prefixes`, listed by `threads` threads (each
+    prefix by one thread, in key order; prefixes in no particular order). On a far-away
+    store a list request costs a round trip, and one lister in front of N delete threads
+    would be the bottleneck: the listers run ahead of the deletes through a bounded queue.
+    Closing the generator stops the listers."""
+    if threads <= 1:
+        for p in prefixes:
+            yield from scan_prefix(store, p, m, now, grace_s, page_size, stats)
+        return
+    todo = iter(prefixes)
+    lock = threading.Lock()
+    stop = threading.Event()
+    handoff: queue.Queue[list[Row] | BaseException | ScanStats] = queue.Queue(2 * threads)
+
+    def put(item: list[Row] | BaseException | ScanStats) -> bool:
+        while not stop.is_set():
+            try:
+                handoff.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def lister() -> None:
+        mine = ScanStats()  # per thread: ScanStats.add is not atomic
+        try:
+            while not stop.is_set():
+                with lock:
+                    p = next(todo, None)
+                if p is None:
+                    break
+                chunk: list[Row] = []
+                for row in scan_prefix(store, p, m, now, grace_s, page_size, mine):
+                    chunk.append(row)
+                    if len(chunk) == _CHUNK:
+                        if not put(chunk):
+                            return
+                        chunk = []
+                if chunk and not put(chunk):
+                    return
+        except BaseException as e:  # handed to the consumer, which re-raises it
+            put(e)
+        put(mine)
+
+    workers = [threading.Thread(target=lister, daemon=True) for _ in range(threads)]
+    for w in workers:
+        w.start()
+    try:
+        finished = 0
+        while finished < threads:
+            item = handoff.get()
+            if isinstance(item, BaseException):
+                raise item
+            if isinstance(item, ScanStats):
+                stats.add(item)
+                finished += 1
+                continue
+            yield from item
+    finally:
+        stop.set()
+        for w in workers:
+            w.join()
+
+
+def recheck(store: ObjectStore, m: int, now: float, max_report_age_s: float) -> str | None:
+    """Why this task may not delete with `m` (None when it may): the re-read of M."""
+    again = read_cluster_view(store, now, max_report_age_s).gc_epoch()
+    if again.blocked is not None:
+        return f"blocked on re-check before deleting: {again.blocked}"
+    if again.M is None or m > again.M:
+        return f"M moved backwards from {m} to {again.M} before the first delete"
+    return None
+
+
+def list_and_delete_task(
+    open_store: Callable[[], ObjectStore],
+    m: int,
+    now: float,
+    grace_s: float,
+    page_size: int,
+    batch_size: int,
+    concurrency: int,
+    list_concurrency: int,
+    emit_keys: bool,
+    clock: Callable[[], float],
+    max_report_age_s: float,
+    prefixes: Iterator[int],
+) -> Iterator[Row]:
+    """Spark `mapPartitions` body. Yields up to `_SAMPLES` MALFORMED and REFUSED rows, a
+    DELETED row per key really gone (only when `emit_keys`), a STOPPED row if the re-read
+    refused, one COUNTS row (json of the delete stats and error samples) and one STATS row.
+    Deleted keys are spooled to a task-local file, so a task never holds its share of the
+    eligible set in memory."""
+    scanned = ScanStats()
+    samples: list[Row] = []
+    failed: dict[str, str] = {}
+    stopped: list[str] = []
+    store = open_store()
+
+    def on_error(key: str, why: str) -> None:
+        failed.setdefault(key, why)
+
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+
+        def eligible() -> Iterator[tuple[str, int]]:
+            checked = False
+            rows = listed(store, prefixes, m, now, grace_s, page_size, scanned, list_concurrency)
+            try:
+                for row in rows:
+                    if row[0] != ELIGIBLE:
+                        if sum(r[0] == row[0] for r in samples) < _SAMPLES:
+                            samples.append(row)
+                        continue
+                    if not checked:  # the re-read, right before this task's first delete
+                        why = recheck(store, m, clock(), max_report_age_s)
+                        if why is not None:
+                            stopped.append(why)
+                            return
+                        checked = True
+                    if emit_keys:
+                        spool.write(json.dumps([row[1], row[2], row[3]]) + "\n")
+                    yield row[1], row[2]
+            finally:
+                rows.close()  # stops the lister threads
+
+        try:
+            stats = delete_keys(store, eligible(), batch_size, concurrency, on_error)
+        finally:
+            store.close()
+        yield from samples
+        spool.seek(0)
+        for line in spool:
+            key, size, age = json.loads(line)
+            if key not in failed:
+                yield (DELETED, key, size, age)
+    for why in stopped:
+        yield (STOPPED, why, 0, 0.0)
+    errs = [f"{k}: {why}" for k, why in list(failed.items())[:_SAMPLES]]
+    yield (COUNTS, json.dumps({"stats": stats.as_dict(), "samples": errs}), 0, 0.0)
+    yield stats_row(scanned.as_dict())
+
+
+def parse_counts(row: Row) -> tuple[DeleteStats, list[str]]:
+    doc = json.loads(row[1])
+    return DeleteStats(**doc["stats"]), list(doc["samples"])

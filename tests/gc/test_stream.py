@@ -1,0 +1,198 @@
+"""Issue 12 (SPEC R21a): a real round deletes while its listing continues, and every task
+re-reads M before its first delete, so a lower M published after listing started stops it."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from impl.gc.job import GcOptions, default_listers, run_gc
+from impl.gc.scan import ScanStats
+from impl.gc.stream import COUNTS, DELETED, STOPPED, list_and_delete_task, listed
+from impl.store.base import DeleteResult, ListPage, ObjectStore, StoreError
+from impl.store.local import LocalStore
+from impl.store.url import StoreSpec
+from model.keys import format_key, parse_key
+from tests.gc.helpers import NOW, _Delegating, all_keys, local_spec, put_local, write_health
+from tests.gc.test_job import GRACE, make_store
+
+
+def _append(path: str, line: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        os.write(fd, (line + "\n").encode())  # one small O_APPEND write: atomic
+    finally:
+        os.close(fd)
+
+
+class _Recording(_Delegating):
+    """Logs every data-prefix list and every delete, in the order the store saw them; on
+    the first data listing, optionally republishes the reports with a lower M (as a
+    cluster whose reports changed while the round was listing)."""
+
+    def __init__(self, inner: ObjectStore, log: str, lower_m_to: int | None) -> None:
+        super().__init__(inner)
+        self.log, self.lower_m_to = log, lower_m_to
+
+    def list_page(
+        self,
+        prefix: str,
+        start_after: str | None = None,
+        limit: int = 1000,
+        until: str | None = None,
+    ) -> ListPage:
+        if prefix.startswith("level_zero/data/"):
+            if self.lower_m_to is not None and not os.path.exists(self.log):
+                m = self.lower_m_to
+                write_health(self.inner, "n1", NOW - 5, [("t/0", m), ("t/1", m + 8)])
+                write_health(self.inner, "n2", NOW - 5, [("t/0", m), ("t/1", None)])
+            _append(self.log, f"L {prefix}")
+        return self.inner.list_page(prefix, start_after, limit, until)
+
+    def delete_batch(self, keys: list[str]) -> DeleteResult:
+        _append(self.log, "D " + json.dumps(keys))
+        return self.inner.delete_batch(keys)
+
+
+@dataclass(frozen=True)
+class Recording:
+    inner: StoreSpec
+    log: str
+    lower_m_to: int | None = None
+
+    def __call__(self) -> ObjectStore:
+        return _Recording(self.inner(), self.log, self.lower_m_to)
+
+    def events(self) -> list[tuple[str, str]]:
+        lines = Path(self.log).read_text().splitlines()
+        return [(line[0], line[2:]) for line in lines]
+
+
+def _in(prefix_path: str, lo: int, hi: int) -> bool:
+    return lo <= int(prefix_path.split("/")[2]) < hi
+
+
+def _garbage(root: Path, prefixes: range, per_prefix: int, m: int = 100) -> set[str]:
+    keys = set()
+    for p in prefixes:
+        for i in range(per_prefix):
+            key = format_key(p, m - 1 - i % 3, f"g{i}")
+            put_local(root, key, age=GRACE + 60)
+            keys.add(key)
+    return keys
+
+
+def _one_task(rec: Recording, listers: int = 1) -> list[tuple[str, str, int, float]]:
+    """One task over all prefixes: M=100, pages of 3 keys, batches of 5, one in flight."""
+    task = list_and_delete_task(
+        rec, 100, NOW, GRACE, 3, 5, 1, listers, True, lambda: NOW, 300.0, iter(range(1000))
+    )
+    return list(task)
+
+
+@pytest.mark.parametrize("listers", [1, 4])
+def test_deletes_start_before_the_listing_ends(tmp_path: Path, listers: int) -> None:
+    # One task, plain Python: the store sees deletes interleaved with the listing, not a
+    # listing followed by deletes.
+    root = tmp_path / "store"
+    make_store(root)
+    garbage = _garbage(root, range(10, 40), 4)
+    rec = Recording(local_spec(root), str(tmp_path / "log"))
+    rows = _one_task(rec, listers)
+    events = rec.events()
+    first_delete = next(i for i, (kind, _) in enumerate(events) if kind == "D")
+    last_list = max(i for i, (kind, _) in enumerate(events) if kind == "L")
+    assert first_delete < last_list / 10, (first_delete, last_list)
+    deleted = {r[1] for r in rows if r[0] == DELETED}
+    assert garbage <= deleted and not (deleted & all_keys(LocalStore(root)))
+    assert [r[0] for r in rows if r[0] in (COUNTS, STOPPED)] == [COUNTS]
+
+
+@pytest.mark.parametrize("listers", [1, 4])
+def test_m_republished_lower_after_listing_started_stops_the_first_delete(
+    tmp_path: Path, listers: int
+) -> None:
+    root = tmp_path / "store"
+    make_store(root)
+    _garbage(root, range(10, 40), 4)
+    before = all_keys(LocalStore(root))
+    rec = Recording(local_spec(root), str(tmp_path / "log"), lower_m_to=90)
+    rows = _one_task(rec, listers)
+    assert [r[1] for r in rows if r[0] == STOPPED] == [
+        "M moved backwards from 100 to 90 before the first delete"
+    ]
+    assert not any(kind == "D" for kind, _ in rec.events())
+    assert all_keys(LocalStore(root)) == before
+
+
+class _Failing(_Delegating):
+    def list_page(
+        self,
+        prefix: str,
+        start_after: str | None = None,
+        limit: int = 1000,
+        until: str | None = None,
+    ) -> ListPage:
+        if prefix == "level_zero/data/777/":
+            raise StoreError("injected: listing 777 failed")
+        return self.inner.list_page(prefix, start_after, limit, until)
+
+
+def test_a_lister_thread_error_reaches_the_task_and_stops_the_others(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    make_store(root)
+    store = _Failing(LocalStore(root))
+    before = threading.active_count()
+    with pytest.raises(StoreError, match="777"):
+        list(listed(store, range(1000), 100, NOW, GRACE, 3, ScanStats(), 4))
+    assert threading.active_count() == before  # no lister left behind
+    # Closing the generator early (a refused re-read) stops the listers too.
+    rows = listed(LocalStore(root), range(1000), 100, NOW, GRACE, 3, ScanStats(), 4)
+    next(rows)
+    rows.close()
+    assert threading.active_count() == before
+
+
+@pytest.mark.spark
+def test_a_round_deletes_while_listing_and_rereads_m(spark: Any, tmp_path: Path) -> None:
+    # Through real Spark, two tasks: deletes interleave with listing; then a round whose
+    # reports drop to M=90 once listing has begun deletes nothing at or above 90 (here:
+    # nothing at all), exits 1 and writes no manifest.
+    root = tmp_path / "store"
+    eligible, _ = make_store(root)
+    eligible |= _garbage(root, range(10, 100), 3)
+    rec = Recording(local_spec(root), str(tmp_path / "log"))
+    opts = GcOptions(grace_s=GRACE, tasks=2, page_size=2, delete_batch_size=4)
+    s = run_gc(spark, rec, opts, clock=lambda: NOW)
+    assert s.exit_code == 0 and s.deleted == len(eligible)
+    events = rec.events()
+    first_delete = next(i for i, (kind, _) in enumerate(events) if kind == "D")
+    # The task holding prefixes 0-499 lists most of its garbage prefixes (10-99) after
+    # its first delete (the other task lists empty prefixes meanwhile).
+    garbage_lists = [i for i, (kind, p) in enumerate(events) if kind == "L" and _in(p, 10, 100)]
+    later = sum(i > first_delete for i in garbage_lists)
+    assert later > len(garbage_lists) * 3 // 4, (first_delete, later, len(garbage_lists))
+
+    root2 = tmp_path / "again"
+    make_store(root2)
+    _garbage(root2, range(10, 100), 3)
+    before = all_keys(LocalStore(root2))
+    rec2 = Recording(local_spec(root2), str(tmp_path / "log2"), lower_m_to=90)
+    manifest = tmp_path / "m.parquet"
+    opts2 = GcOptions(grace_s=GRACE, tasks=2, page_size=2, manifest=str(manifest))
+    s = run_gc(spark, rec2, opts2, clock=lambda: NOW)
+    assert s.exit_code == 1 and "backwards from 100 to 90" in (s.refused or "")
+    gone = before - all_keys(LocalStore(root2))
+    assert not any(parse_key(k).epoch >= 90 for k in gone)
+    assert s.deleted == len(gone) == 0 and not manifest.exists()
+
+
+def test_listers_default_to_four_on_s3_and_one_on_a_local_directory(tmp_path: Path) -> None:
+    assert default_listers(local_spec(tmp_path)) == 1
+    assert default_listers(StoreSpec("s3", "bucket", "p", "http://127.0.0.1:9")) == 4
