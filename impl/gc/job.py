@@ -22,6 +22,7 @@ from impl.gc.errors import GcError
 from impl.gc.manifest import check_manifest_absent, has_scheme, manifest_target
 from impl.gc.outcome import COUNTS, DELETED, delete_with_outcome, parse_counts
 from impl.gc.progress import StageProgress
+from impl.gc.recheck import recheck_before_delete
 from impl.gc.reports import ClusterView, read_cluster_view
 from impl.gc.scan import (
     ELIGIBLE,
@@ -224,12 +225,9 @@ def _round(
             # backwards, the reports we decided on were stale or inconsistent, and nothing
             # decided with them may be deleted or listed as deletable.
             recheck = _recheck(open_store, clock(), options.max_report_age_s)
-            again = recheck.gc_epoch()
-            if again.blocked is not None:
-                summary.blocked = f"on re-check before deleting: {again.blocked}"
-                return
-            if again.M is None or m > again.M:
-                summary.refused = f"M moved backwards from {m} to {again.M} before the delete phase"
+            blocked, refused = recheck_before_delete(m, recheck.gc_epoch())
+            if blocked is not None or refused is not None:
+                summary.blocked, summary.refused = blocked, refused
                 return
         if options.dry_run or not scanned.eligible:
             if options.manifest is not None:  # what would be deleted, after the re-read

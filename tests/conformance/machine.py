@@ -260,10 +260,39 @@ class ConformanceMachine(RuleBasedStateMachine):
         for _ in range(times):
             self.H.service_round(publish_table)
 
-    @rule()
-    def gc(self) -> None:
+    @rule(grace=st.sampled_from([0.0, 0.0, 30.0]), lower=st.booleans())
+    def gc(self, grace: float, lower: bool) -> None:
+        """The PySpark job's task functions in process; `lower`: reports republished lower
+        between listing and deleting."""
         self._count("gc")
-        self.H.gc()
+        self.H.gc(grace, lower)
+
+    @rule()
+    def sim_gc(self) -> None:
+        self._count("sim_gc")
+        self.H.sim_gc()
+
+    @rule()
+    def young_and_old_at_m(self) -> None:
+        self._count("young_and_old_at_m")
+        self.H.young_and_old_at_m()
+
+    @rule(p=partitions, nid=nodes)
+    def restart_mid_window(self, p: str, nid: int) -> None:
+        self._count("restart_mid_window")
+        self.H.restart_mid_window(p, nid)
+
+    @precondition(lambda self: self.h is not None
+                  and len(self.h.created()) < len(ALL_PARTITIONS))
+    @rule()
+    def create_and_produce(self) -> None:
+        self._count("create_and_produce")
+        self.H.create_and_produce()
+
+    @rule(p=partitions)
+    def reelected_between_fence_and_propose(self, p: str) -> None:
+        self._count("reelected_between_fence_and_propose")
+        self.H.reelected_between_fence_and_propose(p)
 
     @rule(go=st.integers(0, 3))
     def spark_gc(self, go: int) -> None:
