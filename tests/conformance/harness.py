@@ -41,7 +41,8 @@ from impl.broker.producer import Ack, ProduceError, Producer
 from impl.broker.raftport import inline_io
 from impl.cluster.gcround import gc_round
 from impl.gc.reports import HEALTH_PREFIX
-from impl.partition.commands import Placeholder
+from impl.partition.commands import AdvanceEpoch, Placeholder
+from impl.partition.commands import encode as encode_command
 from impl.partition.fence import FenceDecision
 from impl.partition.statemachine import ApplyEvent
 from impl.raft.sim import Faults
@@ -128,10 +129,12 @@ class HarnessCluster(SimCluster):
     def __init__(self, **kw: Any) -> None:
         self.fence_inputs: list[tuple[int, str, FenceDecision, PartitionState]] = []
         self.admitted: dict[tuple[str, str], set[int]] = {}
+        self.last_admitted: dict[tuple[int, str], str] = {}
         super().__init__(**kw)
 
     def _on_admitted(self, nid: int, name: str, ph: Placeholder, term: int) -> None:
         self.admitted.setdefault((name, ph.key), set()).add(term)
+        self.last_admitted[(nid, name)] = ph.key
 
     def _on_fence(self, nid: int, name: str, d: FenceDecision) -> None:
         super()._on_fence(nid, name, d)
@@ -215,6 +218,7 @@ class Harness:
         self.tasks: list[asyncio.Task[Any]] = []
         self.steps = 0
         self.landed = LandedChecks(self.c.admitted, set(), set())
+        self.acks_seen = 0
         self.c.bootstrap()
         self.check_step()
 
@@ -398,6 +402,53 @@ class Harness:
         self.compact(nid, p)
         self.crash(nid)
         self.restart(nid)
+
+    def apply_rejects_held_write(self, p: str) -> None:
+        """An injected apply-time rejection: a write admitted in window is held between its
+        fence and its propose while the harness slides p's window twice with advance_epoch
+        entries proposed straight to Raft, around the fence's lock (a fault). The held write
+        is then rejected at apply, in its fence's term; the producer must see a failure."""
+        nid = self.c.leader(p)
+        if nid is None or p not in self.c.brokers[nid].replicas:
+            return
+        b = self.c.brokers[nid]
+        rep = b.replicas[p]
+        fence, g = rep.fence, rep.info.group
+        for _ in range(2):
+            self.mint()
+        low = rep.sm.state.previous_applied_epoch
+        top = self.cluster_epoch()
+        if low is None or rep.sm.state.max_applied_epoch is None:
+            return
+        mx = rep.sm.state.max_applied_epoch
+        if top < mx + 2 or self.c.leader(p) != nid:
+            return
+        gate: asyncio.Future[None] = self.c.loop.create_future()
+        held: list[int] = []
+
+        async def hold(epoch: int) -> None:
+            if not held:
+                held.append(epoch)
+                await gate
+
+        fence.before_propose = hold
+        try:
+            self.produce([p], 1, nid, low, wait=False)
+            self.c.run_until(lambda: bool(held), 2_000)
+            if held:
+                key = self.c.last_admitted.get((nid, p))
+                if key is not None:
+                    self.landed.explained.add((p, key))
+                for e in (mx + 1, mx + 2):
+                    with contextlib.suppress(Exception):
+                        self.wait(_awaited(b.port.propose(
+                            g, encode_command(AdvanceEpoch(e)), expected_term=b.port.term(g))))
+                STATS["fault.window_slid_around_the_lock"] += 1
+        finally:
+            if not gate.done():
+                gate.set_result(None)
+            fence.before_propose = None
+        self.settle()
 
     def create_and_produce(self) -> None:
         """Create a partition and produce to it at once (no mint in between): the stamp
@@ -779,6 +830,7 @@ class Harness:
         self._check_replicas()
         self._check_decisions()
         self._check_impl_state()
+        self._check_acks()
         self._check_model_invariants()
         if self.readback_dirty:
             self.check_readback()
@@ -863,6 +915,21 @@ class Harness:
                                          ev.command, ev.result.accepted)
                 if done:
                     STATS[done] += 1
+
+    def _check_acks(self) -> None:
+        """Every acknowledged placeholder was applied and accepted (an apply-time rejection
+        must reach the producer as a failure, never as an ack)."""
+        acked = self.c.acked
+        while self.acks_seen < len(acked):
+            a = acked[self.acks_seen]
+            self.acks_seen += 1
+            sh = self.shadows.get(a.partition)
+            pl = sh.placements.get(a.key) if sh is not None else None
+            if pl is None or not pl.accepted:
+                raise Divergence(
+                    f"acknowledged {a.partition} key {a.key} (base {a.base}) but its"
+                    f" placeholder was {'rejected at apply' if pl else 'never applied'}"
+                )
 
     def _check_impl_state(self) -> None:
         """restore == state, the reference replay, A3 and A4 on every live node (cheap:
@@ -972,6 +1039,10 @@ class Harness:
                             f"acknowledged record {p}@{off} ({rec!r}) reads back as"
                             f" {got.get(off)!r} on node {nid}"
                         )
+
+
+async def _awaited(fut: asyncio.Future[Any]) -> Any:
+    return await fut
 
 
 def _explain(name: str, s: ms.System) -> str:

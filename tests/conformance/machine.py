@@ -131,7 +131,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         self._count("replicate_fails_after_fence")
         self.H.phantom(p, ahead)
 
-    @rule(p=partitions, back=st.integers(0, 2))
+    @rule(p=partitions, back=st.integers(0, 4))
     def slow_write_overtaken(self, p: str, back: int) -> None:
         self._count("slow_write_overtaken")
         self.H.slow_write_overtaken(p, back)
@@ -281,6 +281,11 @@ class ConformanceMachine(RuleBasedStateMachine):
     def restart_mid_window(self, p: str, nid: int) -> None:
         self._count("restart_mid_window")
         self.H.restart_mid_window(p, nid)
+
+    @rule(p=partitions)
+    def apply_rejects_held_write(self, p: str) -> None:
+        self._count("apply_rejects_held_write")
+        self.H.apply_rejects_held_write(p)
 
     @precondition(lambda self: self.h is not None
                   and len(self.h.created()) < len(ALL_PARTITIONS))

@@ -107,3 +107,46 @@ def test_the_state_checks_fail_on_bad_states(h: Harness) -> None:
     finally:
         sm.state = orig
     check_restore_roundtrip("x", sm)
+
+
+def test_housekeeping_with_unreconciled_placeholders(h: Harness) -> None:
+    """Housekeeping while placeholders wait for the reconciler: LRLO may move over command
+    entries only up to the first of them (A4 checks it after every step)."""
+    for _ in range(3):
+        step(h, h.mint)
+        step(h, h.produce, [P], 1)
+        step(h, h.housekeep, P)
+    leader = h.c.leader(P)
+    assert leader is not None and h.c.brokers[leader].replicas[P].sm.unreconciled()
+    step(h, h.service_round)
+
+
+def test_a_slide_waits_for_shared_holders(h: Harness) -> None:
+    """A write admitted in window and held before its propose while an above-window write
+    slides: the slide must wait for it (else the held write is rejected at apply in its
+    fence's term: a divergence)."""
+    mint_to(h, 8)
+    leader = h.c.leader(P)
+    assert leader is not None
+    step(h, h.produce, [P], 1, leader, 6)
+    step(h, h.produce, [P], 1, leader, 7)  # applied window [6, 7]
+    mint_to(h, 10)
+    before = STATS["fault.write_held_after_fence"]
+    step(h, h.slow_write_overtaken, P, 4)  # held at 6, the other write at 10 slides
+    assert STATS["fault.write_held_after_fence"] == before + 1
+    assert h.expected[P]
+
+
+def test_an_injected_apply_time_rejection_fails_the_producer(h: Harness) -> None:
+    step(h, h.produce, [P], 1)
+    before = (STATS["fault.window_slid_around_the_lock"], STATS["produce.failed"])
+    rejected = STATS["apply.rejected_stale"]
+    step(h, h.apply_rejects_held_write, P)
+    assert STATS["fault.window_slid_around_the_lock"] == before[0] + 1
+    assert STATS["apply.rejected_stale"] > rejected
+    assert STATS["produce.failed"] == before[1] + 1
+
+
+def mint_to(h: Harness, epoch: int) -> None:
+    while h.cluster_epoch() < epoch:
+        step(h, h.mint)
