@@ -19,8 +19,12 @@ Checks after every step:
 - acknowledged records read back (after steps that can lose them);
 - the Raft core's own invariants run inside the simulator after every event, with the
   state-machine safety hook enabled for the broker groups.
-GC rounds (model-level and PySpark) are checked against `model.cluster.gc_epoch` over the
-published documents and `model.keys.gc_eligible` over the listing before the round.
+- the implementation's own state (`implchecks`): restore(snapshot()) == state, every
+  caught-up replica == a never-restored replay, landed term == fence term, A2/A3/A4, every
+  ack an accepted placement, no unexplained apply-time rejection in the fence's term.
+GC rounds (the PySpark job's task functions in process on every GC step, the simulator's
+round and, rarely, the real PySpark job) are checked against `model.cluster.gc_epoch` over
+the published documents and `model.keys.gc_eligible` over the listing before the round.
 """
 
 from __future__ import annotations

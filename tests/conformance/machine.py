@@ -268,6 +268,14 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.H.gc(grace, lower)
 
     @rule()
+    def gc_reports_lowered(self) -> None:
+        """A service pass (reconcile, housekeep, publish) so there is garbage, then a GC
+        round whose reports are republished lower between its listing and its deletes."""
+        self._count("gc_reports_lowered")
+        self.H.service_round(collect=False)
+        self.H.gc(0.0, True)
+
+    @rule()
     def sim_gc(self) -> None:
         self._count("sim_gc")
         self.H.sim_gc()
