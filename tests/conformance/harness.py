@@ -134,11 +134,16 @@ class HarnessCluster(SimCluster):
         self.fence_inputs: list[tuple[int, str, FenceDecision, PartitionState]] = []
         self.admitted: dict[tuple[str, str], set[int]] = {}
         self.last_admitted: dict[tuple[int, str], str] = {}
+        self.admissions: list[tuple[int, str, Placeholder, int]] = []
         super().__init__(**kw)
 
     def _on_admitted(self, nid: int, name: str, ph: Placeholder, term: int) -> None:
         self.admitted.setdefault((name, ph.key), set()).add(term)
         self.last_admitted[(nid, name)] = ph.key
+        b = self.brokers.get(nid)
+        rep = b.replicas.get(name) if b is not None else None
+        if rep is not None:
+            self.admissions.append((nid, name, ph, rep.info.creation_revision))
 
     def _on_fence(self, nid: int, name: str, d: FenceDecision) -> None:
         super()._on_fence(nid, name, d)
@@ -223,6 +228,7 @@ class Harness:
         self.steps = 0
         self.landed = LandedChecks(self.c.admitted, set(), set())
         self.acks_seen = 0
+        self.admitted_seen = 0
         self._impl_checked: dict[tuple[int, str], tuple[Any, ...]] = {}
         self.c.bootstrap()
         self.check_step()
@@ -900,6 +906,15 @@ class Harness:
             self.fence_seen += 1
             STATS[f"fence.{d.kind}"] += 1
             check_fence(nid, name, d, applied)
+        adm = self.c.admissions
+        while self.admitted_seen < len(adm):
+            nid, name, ph, creation = adm[self.admitted_seen]
+            self.admitted_seen += 1
+            if ph.epoch < creation:
+                raise Divergence(
+                    f"A2 on {name}: node {nid}'s fence admitted placeholder {ph.key} with"
+                    f" epoch {ph.epoch} below the partition's creation revision {creation}"
+                )
         alog = self.c.apply_log
         while self.apply_seen < len(alog):
             rec = alog[self.apply_seen]
