@@ -643,6 +643,11 @@ class Harness:
             return
         self.c.compact(nid, p)
         STATS["op.compact"] += 1
+        # restore(snapshot()) == state at the compaction itself (a crash may follow at once).
+        check_controller_roundtrip(f"node {nid}", b.controller)
+        for name, rep in sorted(b.replicas.items()):
+            if p is None or name == p:
+                check_restore_roundtrip(f"node {nid} {name} (compacted)", rep.sm)
         self.readback_dirty = True
 
     def service_round(self, publish_table: bool = True, collect: bool = True) -> None:
