@@ -71,6 +71,7 @@ class Hooks:
 
     on_fence: Callable[[int, str, FenceDecision], None] | None = None
     on_apply: Callable[[int, str, ApplyEvent], None] | None = None
+    on_admitted: Callable[[int, str, Placeholder, int], None] | None = None
 
 
 class Broker:
@@ -123,6 +124,7 @@ class Broker:
             fence = PartitionFence(
                 GroupHandle(self.port, info.group), sm, self.config.variant,
                 on_decision=functools.partial(self._on_fence, name),
+                on_admitted=functools.partial(self._on_admitted, name),
             )
             rep = Replica(info, sm, fence, self.loop.time())
             sm.on_apply = functools.partial(self._on_apply, rep)
@@ -134,6 +136,10 @@ class Broker:
         self.metrics.on_fence(name, d)
         if self.hooks.on_fence is not None:
             self.hooks.on_fence(self.node_id, name, d)
+
+    def _on_admitted(self, name: str, ph: Placeholder, term: int) -> None:
+        if self.hooks.on_admitted is not None:
+            self.hooks.on_admitted(self.node_id, name, ph, term)
 
     def _on_apply(self, rep: Replica, ev: ApplyEvent) -> None:
         rep.last_change = self.loop.time()

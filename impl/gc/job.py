@@ -23,6 +23,7 @@ from impl.gc.delete import DeleteStats
 from impl.gc.errors import GcError
 from impl.gc.manifest import check_manifest_absent, has_scheme, manifest_target
 from impl.gc.progress import StageProgress
+from impl.gc.recheck import recheck_before_delete
 from impl.gc.reports import ClusterView, read_cluster_view
 from impl.gc.scan import (
     ELIGIBLE,
@@ -345,12 +346,9 @@ def _dry_round(
             # Re-read before the manifest: if M went backwards, nothing decided with the
             # old reports may be listed as deletable.
             recheck = _recheck(open_store, clock(), options.max_report_age_s)
-            again = recheck.gc_epoch()
-            if again.blocked is not None:
-                summary.blocked = f"on re-check before deleting: {again.blocked}"
-                return
-            if again.M is None or m > again.M:
-                summary.refused = f"M moved backwards from {m} to {again.M} before the delete phase"
+            blocked, refused = recheck_before_delete(m, recheck.gc_epoch())
+            if blocked is not None or refused is not None:
+                summary.blocked, summary.refused = blocked, refused
                 return
         if options.manifest is not None:  # what would be deleted, after the re-read
             _write_manifest(spark, rows.filter(lambda r: r[0] == ELIGIBLE), options.manifest)

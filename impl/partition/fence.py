@@ -83,11 +83,15 @@ class PartitionFence:
         sm: PartitionStateMachine,
         variant: Variant = REFERENCE,
         on_decision: Callable[[FenceDecision], None] | None = None,
+        on_admitted: Callable[[c.Placeholder, int], None] | None = None,
     ) -> None:
         self.raft = raft
         self.sm = sm
         self.variant = variant
         self.on_decision = on_decision
+        # Observer (conformance harness): the placeholder a fence admitted, with the term it
+        # was admitted in, so the term of the entry that lands can be checked against it.
+        self.on_admitted = on_admitted
         self.seen: SeenWindow | None = None
         self.lock = RWLock()
         self.synced_term: int | None = None
@@ -181,6 +185,8 @@ class PartitionFence:
     async def replicate_placeholder(self, ph: c.Placeholder) -> PlaceholderResult:
         """Fence and replicate; returns the apply result of an accepted placeholder."""
         term = await self.admit(ph.epoch)
+        if self.on_admitted is not None:
+            self.on_admitted(ph, term)
         try:
             if self.before_propose is not None:
                 await self.before_propose(ph.epoch)

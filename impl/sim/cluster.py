@@ -147,7 +147,8 @@ class SimCluster:
         self.sim = sim  # also called from the simulator's constructor, before assignment
         port = SimRaftPort(sim, nid, host, self.loop)
         metrics = self.metrics.setdefault(nid, NodeMetrics())
-        hooks = Hooks(on_fence=self._on_fence, on_apply=self._on_apply)
+        hooks = Hooks(on_fence=self._on_fence, on_apply=self._on_apply,
+                      on_admitted=self._on_admitted)
         b = Broker(port, self.store, self._config(nid), self.loop, self.wall, inline_io,
                    metrics, hooks)
         self.ports[nid] = port
@@ -160,6 +161,9 @@ class SimCluster:
 
     def _on_apply(self, nid: int, name: str, ev: ApplyEvent) -> None:
         self.apply_log.append(ApplyRecord(nid, name, ev))
+
+    def _on_admitted(self, nid: int, name: str, ph: Placeholder, term: int) -> None:
+        """A fence admitted `ph` in `term` (observers override: the harness checks it)."""
 
     def wall(self) -> float:
         return self.wall_start + self.loop.time()

@@ -131,7 +131,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         self._count("replicate_fails_after_fence")
         self.H.phantom(p, ahead)
 
-    @rule(p=partitions, back=st.integers(0, 2))
+    @rule(p=partitions, back=st.integers(0, 4))
     def slow_write_overtaken(self, p: str, back: int) -> None:
         self._count("slow_write_overtaken")
         self.H.slow_write_overtaken(p, back)
@@ -260,10 +260,52 @@ class ConformanceMachine(RuleBasedStateMachine):
         for _ in range(times):
             self.H.service_round(publish_table)
 
-    @rule()
-    def gc(self) -> None:
+    @rule(grace=st.sampled_from([0.0, 0.0, 30.0]), lower=st.booleans())
+    def gc(self, grace: float, lower: bool) -> None:
+        """The PySpark job's task functions in process; `lower`: reports republished lower
+        between listing and deleting."""
         self._count("gc")
-        self.H.gc()
+        self.H.gc(grace, lower)
+
+    @rule()
+    def gc_reports_lowered(self) -> None:
+        """A service pass (reconcile, housekeep, publish) so there is garbage, then a GC
+        round whose reports are republished lower between its listing and its deletes."""
+        self._count("gc_reports_lowered")
+        self.H.service_round(collect=False)
+        self.H.gc(0.0, True)
+
+    @rule()
+    def sim_gc(self) -> None:
+        self._count("sim_gc")
+        self.H.sim_gc()
+
+    @rule()
+    def young_and_old_at_m(self) -> None:
+        self._count("young_and_old_at_m")
+        self.H.young_and_old_at_m()
+
+    @rule(p=partitions, nid=nodes)
+    def restart_mid_window(self, p: str, nid: int) -> None:
+        self._count("restart_mid_window")
+        self.H.restart_mid_window(p, nid)
+
+    @rule(p=partitions)
+    def apply_rejects_held_write(self, p: str) -> None:
+        self._count("apply_rejects_held_write")
+        self.H.apply_rejects_held_write(p)
+
+    @precondition(lambda self: self.h is not None
+                  and len(self.h.created()) < len(ALL_PARTITIONS))
+    @rule()
+    def create_and_produce(self) -> None:
+        self._count("create_and_produce")
+        self.H.create_and_produce()
+
+    @rule(p=partitions)
+    def reelected_between_fence_and_propose(self, p: str) -> None:
+        self._count("reelected_between_fence_and_propose")
+        self.H.reelected_between_fence_and_propose(p)
 
     @rule(go=st.integers(0, 3))
     def spark_gc(self, go: int) -> None:

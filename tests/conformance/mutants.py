@@ -122,6 +122,102 @@ MUTANTS: tuple[Mutant, ...] = (
         "    )\n"
         "    await io(functools.partial(store.put, key, encode_records(records)))\n",
     ),
+    # --- harness-checks mutants ---
+    # Issue 16's checks: each description ends with the check that kills it.
+    Mutant(
+        "restore-loses-floor",
+        "partition snapshot restore sets the floor to previous_applied (loses a floor below"
+        " it after unreconciled slides) [check: restore(snapshot()) == state]",
+        "impl/partition/statemachine.py",
+        'state = mp.PartitionState(**doc["state"])',
+        'state = mp.PartitionState(**{**doc["state"], "min_epoch_lower_bound":'
+        ' doc["state"]["previous_applied_epoch"]})',
+    ),
+    Mutant(
+        "restore-loses-unreconciled",
+        "partition snapshot restore drops the unreconciled placeholders list"
+        " [check: restore(snapshot()) == state]",
+        "impl/partition/statemachine.py",
+        'self.placeholders = [AcceptedPlaceholder(**p) for p in doc["placeholders"]]',
+        "self.placeholders = []",
+    ),
+    Mutant(
+        "placeholder-without-fence-term",
+        "a placeholder is proposed without its fence's term (no expected-term)"
+        " [check: landed term == fence term]",
+        "impl/partition/fence.py",
+        "fut = self.raft.propose(c.encode(ph), term)",
+        "fut = self.raft.propose(c.encode(ph), None)",
+    ),
+    Mutant(
+        "epoch-cache-ahead",
+        "the broker's epoch cache reads one ahead of the controller [check: A3]",
+        "impl/controller/epochcache.py",
+        "            self._value = self._fetch()\n",
+        "            self._value = self._fetch() + 1\n",
+    ),
+    Mutant(
+        "stamp-without-creation-floor",
+        "the producer stamps the cached epoch without the creation-revision floor"
+        " [check: A2]",
+        "impl/broker/producer.py",
+        "stamp = max(stamp, await self.cluster.creation_revision(p))",
+        "await self.cluster.creation_revision(p)",
+    ),
+    Mutant(
+        "housekeep-lrlo-past-placeholder",
+        "housekeeping moves LRLO to the last applied index, past unreconciled placeholders"
+        " [check: A4]",
+        "impl/partition/statemachine.py",
+        "return pending[0].log_index - 1 if pending else self.last_index",
+        "return self.last_index",
+    ),
+    Mutant(
+        "slide-skips-shared-holders",
+        "the shared lock is released right after the fence decision (a slide no longer waits"
+        " for in-window writes); the apply-time check is kept"
+        " [check: apply-time rejection in the fence's term is a divergence]",
+        "impl/partition/fence.py",
+        "        finally:\n            self.lock.release(SHARED)\n",
+        "        finally:\n            pass\n",
+        (("impl/partition/fence.py", "        term = await self.admit(ph.epoch)\n",
+          "        term = await self.admit(ph.epoch)\n        self.lock.release(SHARED)\n"),),
+    ),
+    Mutant(
+        "apply-rejection-acked",
+        "an apply-time rejection is returned to the producer as an acknowledgement"
+        " [check: apply-time rejection in the fence's term is a divergence]",
+        "impl/partition/fence.py",
+        "        if not res.accepted:\n"
+        '            raise StaleEpoch(ph.epoch, res.window, "apply")\n',
+        "",
+    ),
+    Mutant(
+        "scan-stops-at-young-epoch-m",
+        "the GC listing stops at the first too-young key whose epoch equals M (older epoch-M"
+        " keys after it are never collected) [check: in-process GC round, eligible set =="
+        " model's]",
+        "impl/gc/scan.py",
+        "elif epoch_collectible(parse_key(obj.key).epoch, m):",
+        "elif parse_key(obj.key).epoch < m:",
+    ),
+    Mutant(
+        "delete-ignores-m-backwards",
+        "the re-check before deleting ignores M moving backwards [check: in-process GC round"
+        " with reports republished lower, deleted set == model's]",
+        "impl/gc/recheck.py",
+        "if again.M is None or m > again.M:",
+        "if again.M is None:",
+    ),
+    Mutant(
+        "host-completes-overwritten-proposal",
+        "the Raft host completes a pending proposal with whatever entry lands at its index"
+        " (another term's) [check: tests/raft/test_host_deposed.py]",
+        "impl/raft/host.py",
+        "                if p.term == e.term:\n",
+        "                if True:\n",
+    ),
+    # --- end harness-checks mutants ---
 )
 
 

@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from impl.partition import commands as c
+from impl.partition.statemachine import PartitionStateMachine
+from impl.raft.messages import Entry
 from model import partition as mp
 from model.cluster import GcEpoch, Report, gc_epoch
 from model.fence import fence
@@ -45,6 +47,9 @@ class Shadow:
     states: list[PartitionState] = field(default_factory=lambda: [mp.INITIAL])
     decisions: dict[int, bool] = field(default_factory=dict)  # placeholder index -> accepted
     placements: dict[str, Placement] = field(default_factory=dict)  # L0 key -> where it landed
+    # The implementation's state machine on the same log, never snapshotted nor restored:
+    # what every replica that applied the whole log must equal, field for field.
+    ref: PartitionStateMachine = field(default_factory=PartitionStateMachine)
 
     @property
     def state(self) -> PartitionState:
@@ -77,6 +82,7 @@ class Shadow:
             got = applied.get(i)
             if got is not None:
                 self.feed(i, got[1])
+                self.ref.apply(Entry(i, got[0], data=got[1]))
         self.done = max(self.done, upto)
 
     def state_at(self, index: int) -> PartitionState:

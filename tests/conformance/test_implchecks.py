@@ -1,0 +1,152 @@
+"""Issue 16's rules as short programs over `Harness` (each step followed by every check,
+the new ones included): each program asserts that it reached the state its check is for,
+so a rule that stops reaching it fails here instead of checking nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from impl.gc.recheck import recheck_before_delete
+from model.cluster import GcEpoch
+from model.keys import DATA_PREFIX
+from tests.conformance.harness import STATS, Harness
+from tests.conformance.implchecks import check_a3, check_a4, check_restore_roundtrip
+from tests.conformance.shadow import Divergence
+
+P = "t/0"
+
+
+@pytest.fixture
+def h() -> Iterator[Harness]:
+    harness = Harness(seed=11)
+    yield harness
+    harness.close()
+
+
+def step(h: Harness, fn: object, *args: object) -> None:
+    fn(*args)  # type: ignore[operator]
+    h.check_step()
+
+
+def collect_ready(h: Harness) -> None:
+    """Produce, reconcile, publish: a state where a GC round has an M and garbage."""
+    for _ in range(3):
+        step(h, h.produce, ["t/0", "t/1"], 2)
+        step(h, h.service_round, True, False)
+    step(h, h.service_round, True, False)
+
+
+def test_restart_from_a_mid_window_snapshot(h: Harness) -> None:
+    before = STATS["op.snapshot_mid_window"]
+    for nid in (1, 2, 3):
+        step(h, h.restart_mid_window, P, nid)
+    assert STATS["op.snapshot_mid_window"] > before
+    step(h, h.settle)
+
+
+def test_create_a_partition_and_produce_at_once(h: Harness) -> None:
+    before = STATS["check.landed_placeholders"]
+    step(h, h.create_and_produce)
+    step(h, h.settle)
+    assert "t/2" in h.created() and h.expected["t/2"]
+    assert STATS["check.landed_placeholders"] > before
+
+
+def test_reelected_leader_does_not_land_a_write_of_its_old_term(h: Harness) -> None:
+    before = STATS["fault.reelected_between_fence_and_propose"]
+    for _ in range(3):
+        step(h, h.reelected_between_fence_and_propose, P)
+    assert STATS["fault.reelected_between_fence_and_propose"] > before
+
+
+def test_gc_refuses_when_reports_go_lower_between_listing_and_deleting(h: Harness) -> None:
+    collect_ready(h)
+    before = STATS["gc.refused_on_recheck"]
+    listed = {i.key for i in h.local.list_all(DATA_PREFIX)}
+    step(h, h.gc, 0.0, True)
+    assert STATS["gc.refused_on_recheck"] == before + 1
+    assert {i.key for i in h.local.list_all(DATA_PREFIX)} == listed
+    step(h, h.gc, 0.0, False)  # reports put back: the same round now deletes
+    assert {i.key for i in h.local.list_all(DATA_PREFIX)} < listed
+
+
+def test_young_and_old_keys_at_exactly_m(h: Harness) -> None:
+    collect_ready(h)
+    step(h, h.young_and_old_at_m)
+    left = {i.key.rsplit("/", 1)[1].rsplit("-", 1)[0] for i in h.local.list_all(DATA_PREFIX)}
+    assert "a-young" in left and "d-old-next" in left
+    assert "b-old" not in left and "c-old" not in left
+
+
+def test_recheck_before_delete() -> None:
+    assert recheck_before_delete(5, GcEpoch(5, None)) == (None, None)
+    assert recheck_before_delete(5, GcEpoch(6, None)) == (None, None)
+    assert recheck_before_delete(5, GcEpoch(4, None))[1] is not None
+    assert recheck_before_delete(5, GcEpoch(None, None))[1] is not None
+    assert recheck_before_delete(5, GcEpoch(None, "no report for t/0"))[0] is not None
+
+
+def test_the_state_checks_fail_on_bad_states(h: Harness) -> None:
+    """The checks themselves: each raises on the state it exists for."""
+    b = h.c.brokers[1]
+    with pytest.raises(Divergence, match="A3"):
+        check_a3(1, b.controller.epoch + 1, b.controller.epoch)
+    collect_ready(h)
+    step(h, h.produce, [P], 2)
+    sm = h.c.brokers[h.c.leader(P) or 1].replicas[P].sm
+    assert sm.unreconciled()
+    orig = sm.state
+    from dataclasses import replace
+
+    sm.state = replace(orig, last_reconciled_log_offset=sm.unreconciled()[0].log_index)
+    try:
+        with pytest.raises(Divergence, match="A4"):
+            check_a4("x", sm)
+    finally:
+        sm.state = orig
+    check_restore_roundtrip("x", sm)
+
+
+def test_housekeeping_with_unreconciled_placeholders(h: Harness) -> None:
+    """Housekeeping while placeholders wait for the reconciler: LRLO may move over command
+    entries only up to the first of them (A4 checks it after every step)."""
+    for _ in range(3):
+        step(h, h.mint)
+        step(h, h.produce, [P], 1)
+        step(h, h.housekeep, P)
+    leader = h.c.leader(P)
+    assert leader is not None and h.c.brokers[leader].replicas[P].sm.unreconciled()
+    step(h, h.service_round)
+
+
+def test_a_slide_waits_for_shared_holders(h: Harness) -> None:
+    """A write admitted in window and held before its propose while an above-window write
+    slides: the slide must wait for it (else the held write is rejected at apply in its
+    fence's term: a divergence)."""
+    mint_to(h, 8)
+    leader = h.c.leader(P)
+    assert leader is not None
+    step(h, h.produce, [P], 1, leader, 6)
+    step(h, h.produce, [P], 1, leader, 7)  # applied window [6, 7]
+    mint_to(h, 10)
+    before = STATS["fault.write_held_after_fence"]
+    step(h, h.slow_write_overtaken, P, 4)  # held at 6, the other write at 10 slides
+    assert STATS["fault.write_held_after_fence"] == before + 1
+    assert h.expected[P]
+
+
+def test_an_injected_apply_time_rejection_fails_the_producer(h: Harness) -> None:
+    step(h, h.produce, [P], 1)
+    before = (STATS["fault.window_slid_around_the_lock"], STATS["produce.failed"])
+    rejected = STATS["apply.rejected_stale"]
+    step(h, h.apply_rejects_held_write, P)
+    assert STATS["fault.window_slid_around_the_lock"] == before[0] + 1
+    assert STATS["apply.rejected_stale"] > rejected
+    assert STATS["produce.failed"] == before[1] + 1
+
+
+def mint_to(h: Harness, epoch: int) -> None:
+    while h.cluster_epoch() < epoch:
+        step(h, h.mint)
