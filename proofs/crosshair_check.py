@@ -39,11 +39,13 @@ _INFO = re.compile(r": info: ")
 
 # `tox -e crosshair`: the seeded breaks (proofs.mutants patches on a copy of the tree) that
 # CrossHair itself must find, and the per-condition budget that finds them. Measured on
-# the loaded 2-core machine: the apply_reconciled break is missed at 2 s and found at 5 s
-# (about 70 s wall); the +1 cap in model.cluster.gc_epoch is NOT found even at 10 s (its
-# input validation hides the paths), so that break is searched through the flat harness
+# the loaded 2-core machine (load average 11-13): the apply_reconciled break is missed at
+# 2 s, found at 5 s in two runs and missed in a third (the search is random and the budget
+# is not pure CPU under load), so the deep budget is 15 s. The +1 cap in
+# model.cluster.gc_epoch is NOT found even at 10 s (its input validation hides the paths),
+# so that break is searched through the flat harness
 # `proofs.contracts.capped`, which calls the same patched gc_epoch_of_valid.
-DEEP_BUDGET_S = 5.0
+DEEP_BUDGET_S = 15.0
 SEEDED_BREAKS: dict[str, str] = {
     "floor-to-max-applied": "model.partition.apply_reconciled",
     "cap-off-by-one": "proofs.contracts.capped",
