@@ -3,6 +3,7 @@ CrossHair missed at its old budget (issue 11 item 6); CrossHair rows say `checke
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 import pytest
@@ -56,3 +57,18 @@ def test_crosshair_row_is_checked_never_proved() -> None:
     o = crosshair_check.check("proofs.contracts.capped", budget_s=0.5)
     assert o.status == "checked", o.detail
     assert "bounded search" in o.detail
+
+
+def test_crosshair_finds_the_seeded_cap_break_through_the_flat_harness() -> None:
+    # ~7 s wall on the loaded 2-core machine: the cheap one of the two seeded breaks.
+    o = crosshair_check.seeded_break("cap-off-by-one", budget_s=1.0)
+    assert o.status == "failed" and "capped(" in o.detail, o.detail
+
+
+@pytest.mark.skipif(not os.environ.get("EPOCHGC_CROSSHAIR_DEEP"),
+                    reason="minutes of CrossHair: tox -e crosshair sets EPOCHGC_CROSSHAIR_DEEP")
+def test_crosshair_finds_both_seeded_breaks_at_the_deep_budget() -> None:
+    for mutant, target in crosshair_check.SEEDED_BREAKS.items():
+        o = crosshair_check.seeded_break(mutant)
+        assert o.status == "failed", (mutant, o.detail)
+        assert target.rsplit(".", 1)[1] + "(" in o.detail, o.detail
