@@ -1,6 +1,7 @@
-"""The re-check before the delete phase, as plain Python (the Spark driver and the
-conformance harness run this same function): M is read again right before deleting, and a
-round whose M went backwards, or that is blocked now, deletes nothing."""
+"""The re-check before deleting, as plain Python (every Spark task of a real round, the
+dry-run driver and the conformance harness run this same function): M is read again right
+before the first delete, and a round whose M went backwards, or that is blocked now,
+deletes nothing."""
 
 from __future__ import annotations
 
@@ -13,5 +14,5 @@ def recheck_before_delete(m: int, again: GcEpoch) -> tuple[str | None, str | Non
     if again.blocked is not None:
         return f"on re-check before deleting: {again.blocked}", None
     if again.M is None or m > again.M:
-        return None, f"M moved backwards from {m} to {again.M} before the delete phase"
+        return None, f"M moved backwards from {m} to {again.M} before the first delete"
     return None, None

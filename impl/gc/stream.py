@@ -18,6 +18,7 @@ import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
 
 from impl.gc.delete import DeleteStats, delete_keys
+from impl.gc.recheck import recheck_before_delete
 from impl.gc.reports import read_cluster_view
 from impl.gc.scan import ELIGIBLE, Row, ScanStats, scan_prefix, stats_row
 from impl.store.base import ObjectStore
@@ -105,12 +106,9 @@ def listed(
 
 def recheck(store: ObjectStore, m: int, now: float, max_report_age_s: float) -> str | None:
     """Why this task may not delete with `m` (None when it may): the re-read of M."""
-    again = read_cluster_view(store, now, max_report_age_s).gc_epoch()
-    if again.blocked is not None:
-        return f"blocked on re-check before deleting: {again.blocked}"
-    if again.M is None or m > again.M:
-        return f"M moved backwards from {m} to {again.M} before the first delete"
-    return None
+    blocked, refused = recheck_before_delete(
+        m, read_cluster_view(store, now, max_report_age_s).gc_epoch())
+    return blocked or refused
 
 
 def list_and_delete_task(
