@@ -73,7 +73,9 @@ def gc_epoch(
     """M = min(snapshot revision, min over partitions of max over replicas) (R15-R19).
 
     A snapshot partition with no reported value blocks the round (F4); an empty snapshot
-    means nothing is collectible. Refuses malformed input (negative revision, duplicate
+    at revision R gives M = R (R19, changed: every later partition's creation revision,
+    hence every epoch it accepts, is above R; variant `empty-is-nothing` is the old rule).
+    Refuses malformed input (negative revision, duplicate
     partitions or replica reports, epochs below -1).
 
     raises: ModelError
@@ -92,6 +94,10 @@ def gc_epoch_of_valid(
     variant: Variant = REFERENCE,
 ) -> GcEpoch:
     """`gc_epoch` for input already known to be well formed (the system model's own)."""
+    if not partitions and not variant.empty_is_nothing:
+        # R19 (changed): nothing can still need an epoch <= R. The old "nothing
+        # collectible" stranded every object of deleted partitions forever.
+        return GcEpoch(snapshot_revision, None)
     best = partition_epochs(partitions, reports)
     missing = [p for p in partitions if best[p] is None]
     if missing and not variant.skip_missing:

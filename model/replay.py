@@ -230,6 +230,7 @@ class Replayer:
         # (the reconciler never passes the log end, spec A4). The model itself only checks
         # against the window offset, which a non-sliding apply does not move.
         self.last_offset = -1
+        self.deleted = False  # spec R32-R34: the partition was deleted (until re-created)
 
     def step(self, obj: Mapping[str, Any], index: int) -> dict[str, Any]:
         """Run one step; the result always has "step": index and "op"."""
@@ -276,29 +277,51 @@ class Replayer:
             )
 
     def _fence(self, a: dict[str, Any]) -> dict[str, Any]:
+        if self.deleted:  # R34: refused, nothing changes
+            return {"admitted": False, "window": None}
         node = a.get("node", DEFAULT_NODE)
         r = fence(self.seen.get(node), self.state, a["term"], a["epoch"], self.variant)
         self.seen[node] = r.seen
         return {"admitted": r.admitted, "window": _pair(r.window)}
 
     def _apply_placeholder(self, a: dict[str, Any]) -> dict[str, Any]:
+        if self.deleted:  # R34: refused, nothing logged
+            return {"accepted": False, "applied_window": None}
         self._check_log_order(a["offset"])
         r = apply_placeholder(self.state, a["epoch"], a["offset"], self.variant)
         self.state, self.last_offset = r.state, a["offset"]
         return {"accepted": r.accepted, "applied_window": _pair(window(self.state))}
 
     def _apply_advance_epoch(self, a: dict[str, Any]) -> dict[str, Any]:
+        if self.deleted:
+            return {"applied_window": None}
         self._check_log_order(a["offset"])
         self.state = apply_advance_epoch(self.state, a["epoch"], a["offset"], self.variant)
         self.last_offset = a["offset"]
         return {"applied_window": _pair(window(self.state))}
 
     def _apply_reconciled(self, a: dict[str, Any]) -> dict[str, Any]:
+        if self.deleted:
+            return {"min_epoch_lower_bound": None, "inactive_epoch": None}
         self.state = apply_reconciled(self.state, a["lrlo"], a.get("lro"))
         return {
             "min_epoch_lower_bound": self.state.min_epoch_lower_bound,
             "inactive_epoch": inactive_epoch(self.state, self.variant),
         }
+
+    def _delete_partition(self, a: dict[str, Any]) -> dict[str, Any]:
+        """R32: the partition's state and every node's seen window are dropped."""
+        if self.deleted:
+            raise _Bad("op", "the partition is already deleted (create_partition first)")
+        self.state, self.seen, self.last_offset, self.deleted = INITIAL, {}, -1, True
+        return {}
+
+    def _create_partition(self, a: dict[str, Any]) -> dict[str, Any]:
+        """R35: a new incarnation after a delete_partition: no state, a new log."""
+        if not self.deleted:
+            raise _Bad("op", "the partition exists (create_partition follows delete_partition)")
+        self.deleted = False
+        return {}
 
     def _restart(self, a: dict[str, Any]) -> dict[str, Any]:
         if "node" in a:
@@ -369,6 +392,8 @@ OPS: dict[str, _Op] = {
         Replayer._apply_reconciled,
     ),
     "restart": _Op({}, _NODE, (), Replayer._restart),
+    "delete_partition": _Op({}, {}, (), Replayer._delete_partition),
+    "create_partition": _Op({}, {}, (), Replayer._create_partition),
     "state": _Op(
         {},
         {},

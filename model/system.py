@@ -39,8 +39,11 @@ from model.variants import REFERENCE, Variant
 
 # Write (one placeholder of one object for one partition) life cycle. UNKNOWN: the
 # producer saw its replicate fail, but Raft may still commit it (it stays in flight).
-IDLE, UPLOADED, FENCED, ACCEPTED, REJECTED, FAILED, UNKNOWN = range(7)
-WRITE_STATUS = ("idle", "uploaded", "fenced", "accepted", "rejected", "failed", "unknown")
+# ORPHANED: its partition was deleted (R33, R34): refused if still in flight, its data
+# deleted with the partition if it landed; final, whatever incarnation comes next (R35).
+IDLE, UPLOADED, FENCED, ACCEPTED, REJECTED, FAILED, UNKNOWN, ORPHANED = range(8)
+WRITE_STATUS = ("idle", "uploaded", "fenced", "accepted", "rejected", "failed", "unknown",
+                "orphaned")
 IN_FLIGHT = (UPLOADED, FENCED, UNKNOWN)
 # Object life cycle in the store.
 ABSENT, STORED, DELETED = range(3)
@@ -155,12 +158,29 @@ def mint(s: System, v: Variant = REFERENCE) -> System:
 
 
 def create_partition(s: System, v: Variant, p: int) -> System:
-    """A partition's creation revision is the revision of its create command (R14)."""
+    """A partition's creation revision is the revision of its create command (R14). On a
+    deleted partition this is re-creation: a new incarnation, with no state, whose
+    creation revision is above the deletion's (R35)."""
     part = _part(s, p)
     _require(not part.created, "create_partition", "partition already exists")
     rev = s.revision + 1
     new = replace(part, created=True, creation_revision=rev)
     return _with_part(replace(s, revision=rev), p, new)
+
+
+def delete_partition(s: System, v: Variant, p: int) -> System:
+    """Delete a partition: a controller command with its own revision (R32). It leaves the
+    partition table, and with it the published snapshot: a round ignores its reports (the
+    most permissive choice: counting stale ones could only lower M or block). Its replicas
+    drop their state; every write to it that left idle is orphaned: an in-flight one is
+    refused (its producer told), a landed one's data goes with the partition (R33, R34)."""
+    part = _part(s, p)
+    _require(part.created, "delete_partition", "partition does not exist")
+    gone = replace(part, created=False, in_snapshot=False, state=INITIAL, log_end=0,
+                   leader=0, replicas=tuple(Replica() for _ in part.replicas))
+    writes = tuple(replace(w, status=ORPHANED, offset=-1, durable=False)
+                   if w.partition == p and w.status != IDLE else w for w in s.writes)
+    return _with_part(replace(s, revision=s.revision + 1, writes=writes), p, gone)
 
 
 def publish_snapshot(s: System, v: Variant = REFERENCE) -> System:
@@ -424,6 +444,7 @@ Action = Callable[..., System]
 ACTIONS: dict[str, tuple[Action, tuple[tuple[str, str], ...]]] = {
     "mint": (mint, ()),
     "create_partition": (create_partition, (("p", "partition"),)),
+    "delete_partition": (delete_partition, (("p", "partition"),)),
     "publish_snapshot": (publish_snapshot, ()),
     "upload": (upload, (("o", "object"), ("cache", "epoch"))),
     "fence_write": (fence_write, (("w", "write"),)),
@@ -565,18 +586,25 @@ def inv_revisions(s: System, v: Variant = REFERENCE) -> Cond:
 
 def inv_objects(s: System, v: Variant = REFERENCE) -> Cond:
     """I6: writes and objects agree: a write leaves idle exactly when its object is
-    uploaded, its object's epoch is at least its partition's creation revision, and an
-    accepted write sits inside its partition's log."""
+    uploaded, its object's epoch is at most the revision and (unless its partition was
+    deleted) at least its partition's creation revision, an orphaned write's epoch is below
+    its re-created partition's creation revision, and an accepted write sits inside its
+    partition's log."""
     conds = []
     for o in s.objects:
         conds.append((o.status >= ABSENT) & (o.status <= DELETED))
+        conds.append(implies(o.status != ABSENT, o.epoch <= s.revision))  # stamped in the past
     for w in s.writes:
         obj = s.objects[w.obj]
         part = s.partitions[w.partition]
-        conds.append((w.status >= IDLE) & (w.status <= UNKNOWN))
+        conds.append((w.status >= IDLE) & (w.status <= ORPHANED))
         conds.append(iff(w.status == IDLE, obj.status == ABSENT))
         stamped = part.created & (obj.epoch >= part.creation_revision)
-        conds.append(implies(w.status != IDLE, stamped))
+        conds.append(implies((w.status != IDLE) & (w.status != ORPHANED), stamped))
+        # R35, the revision line: an orphaned write's epoch is below any later incarnation's
+        # creation revision (it was stamped at most the revision at its upload).
+        conds.append(implies((w.status == ORPHANED) & part.created,
+                             obj.epoch < part.creation_revision))
         conds.append(implies(w.status == ACCEPTED, (w.offset >= 0) & (w.offset < part.log_end)))
     return all_of(conds)
 
@@ -631,18 +659,22 @@ def fresh_m(s: System, v: Variant = REFERENCE) -> int | None:
     return round_epoch(s, v, (), fresh=True).M
 
 
+# T1-T3 hold while the partition exists: deletion drops its state (R32).
 def mono_max_applied(a: System, b: System, v: Variant = REFERENCE) -> Cond:
-    return all_of(le_opt(p.state.max_applied_epoch, q.state.max_applied_epoch)
+    return all_of(implies(q.created, le_opt(p.state.max_applied_epoch,
+                                            q.state.max_applied_epoch))
                   for p, q in zip(a.partitions, b.partitions, strict=True))
 
 
 def mono_floor(a: System, b: System, v: Variant = REFERENCE) -> Cond:
-    return all_of(le_opt(p.state.min_epoch_lower_bound, q.state.min_epoch_lower_bound)
+    return all_of(implies(q.created, le_opt(p.state.min_epoch_lower_bound,
+                                            q.state.min_epoch_lower_bound))
                   for p, q in zip(a.partitions, b.partitions, strict=True))
 
 
 def mono_inactive(a: System, b: System, v: Variant = REFERENCE) -> Cond:
-    return all_of(le_opt(inactive_epoch(p.state, v), inactive_epoch(q.state, v))
+    return all_of(implies(q.created,
+                          le_opt(inactive_epoch(p.state, v), inactive_epoch(q.state, v)))
                   for p, q in zip(a.partitions, b.partitions, strict=True))
 
 

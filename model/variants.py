@@ -23,6 +23,7 @@ class Variant:
     watermark_from_max: bool = False  # M(p) = max_applied - 1 (F5)
     skip_missing: bool = False  # absent partitions are skipped instead of blocking (F4)
     cap_at_revision: bool = True  # M <= snapshot revision (F4, late partitions)
+    empty_is_nothing: bool = False  # old R19: an empty snapshot collects nothing (F7)
 
 
 REFERENCE = Variant("reference")
@@ -43,6 +44,7 @@ VARIANTS: dict[str, Variant] = {
         Variant("skip-missing", skip_missing=True),
         Variant("uncapped", cap_at_revision=False),
         Variant("collapse", collapse_first_slide=True),
+        Variant("empty-is-nothing", empty_is_nothing=True),
     )
 }
 

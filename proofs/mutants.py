@@ -120,6 +120,37 @@ MUTANTS: tuple[Mutant, ...] = (
         "if state.window_offset is not None and offset <= state.window_offset:",
         "if state.window_offset is not None and offset <= state.window_offset + 1:",
     ),
+    Mutant(
+        "recreate-keeps-old-revision",
+        "re-creating a deleted partition keeps its old creation revision (R35)",
+        "model/system.py",
+        "new = replace(part, created=True, creation_revision=rev)",
+        "new = replace(part, created=True, creation_revision=rev if part.creation_revision"
+        " == 0 else part.creation_revision)",
+    ),
+    Mutant(
+        "deleted-reports-still-count",
+        "deleting a partition keeps its replicas' M(p) and reports (R32, R33)",
+        "model/system.py",
+        "leader=0, replicas=tuple(Replica() for _ in part.replicas))",
+        "leader=0, replicas=part.replicas)",
+    ),
+    Mutant(
+        "delete-orphans-shared-object",
+        "deleting a partition also orphans the live partitions' writes of the objects it"
+        " shared, so nothing protects those objects any more (R33)",
+        "model/system.py",
+        "if w.partition == p and w.status != IDLE else w for w in s.writes)",
+        "if (w.partition == p or any(x.obj == w.obj and x.partition == p for x in s.writes))"
+        " and w.status != IDLE else w for w in s.writes)",
+    ),
+    Mutant(
+        "write-to-deleted-accepted",
+        "another producer's placeholder is applied on a deleted partition (R34)",
+        "model/system.py",
+        '    _require(part.created, "other_write", "partition does not exist")\n',
+        "",
+    ),
 )
 
 

@@ -30,6 +30,7 @@ from model.system import (
     ACTIONS,
     FENCED,
     INVARIANTS,
+    ORPHANED,
     STORED,
     UNKNOWN,
     System,
@@ -383,6 +384,8 @@ FEATURES: dict[str, Callable[[System], bool]] = {
         w.status == ACCEPTED and not w.durable for w in s.writes),
     "a published report": lambda s: any(r.reported is not None for p in s.partitions
                                         for r in p.replicas),
+    "an orphaned write (its partition deleted)": lambda s: any(
+        w.status == ORPHANED for w in s.writes),
 }
 
 
@@ -439,6 +442,19 @@ DIRECTED: dict[str, list[tuple[str, dict[str, Any]]]] = {
     "reconcile": [  # w2 accepted at offset 0 of p0, not yet in L1
         ("create_partition", {"p": 0}), ("mint", {}), ("upload", {"o": 1, "cache": 2}),
         ("fence_write", {"w": 2}), ("land_write", {"w": 2}),
+    ],
+    "delete_partition": [  # o0 feeds p0 (accepted) and p1 (fenced); o1's w2 fenced on p0
+        ("create_partition", {"p": 0}), ("create_partition", {"p": 1}), ("mint", {}),
+        ("upload", {"o": 0, "cache": 3}), ("fence_write", {"w": 0}), ("land_write", {"w": 0}),
+        ("fence_write", {"w": 1}), ("upload", {"o": 1, "cache": 3}), ("fence_write", {"w": 2}),
+        *_SYNC, ("publish_snapshot", {}),
+    ],
+    "re-creation": [  # as above, then p0 deleted and re-created: w0, w2 are orphaned
+        ("create_partition", {"p": 0}), ("create_partition", {"p": 1}), ("mint", {}),
+        ("upload", {"o": 0, "cache": 3}), ("fence_write", {"w": 0}), ("land_write", {"w": 0}),
+        ("fence_write", {"w": 1}), ("upload", {"o": 1, "cache": 3}), ("fence_write", {"w": 2}),
+        *_SYNC, ("publish_snapshot", {}), ("delete_partition", {"p": 0}),
+        ("create_partition", {"p": 0}), ("sync_replica", {"p": 0, "r": 0}),
     ],
     "give_up": [
         ("create_partition", {"p": 0}), ("mint", {}), ("upload", {"o": 1, "cache": 2}),

@@ -23,6 +23,7 @@ from model.system import (
     FAILED,
     FENCED,
     IDLE,
+    ORPHANED,
     REJECTED,
     STORED,
     UNKNOWN,
@@ -116,13 +117,19 @@ INVARIANTS: dict[str, list[Conjunct]] = {
     "objects": [
         ("object status in range", ("O",),
          lambda L, s, o: L.And(s.ostatus(o) >= ABSENT, s.ostatus(o) <= DELETED)),
+        ("an uploaded object is stamped at most the revision", ("O",),
+         lambda L, s, o: L.Implies(s.ostatus(o) != ABSENT, s.oepoch(o) <= s.revision())),
         ("write status in range", ("W",),
-         lambda L, s, w: L.And(s.wstatus(w) >= IDLE, s.wstatus(w) <= UNKNOWN)),
+         lambda L, s, w: L.And(s.wstatus(w) >= IDLE, s.wstatus(w) <= ORPHANED)),
         ("a write is idle exactly while its object is absent", ("W",),
          lambda L, s, w: (s.wstatus(w) == IDLE) == (s.ostatus(s.wobj(w)) == ABSENT)),
         ("an uploaded object is stamped >= each target's creation revision (R25)", ("W",),
-         _w(lambda L, s, w, p, e: L.Implies(s.wstatus(w) != IDLE,
+         _w(lambda L, s, w, p, e: L.Implies(L.And(s.wstatus(w) != IDLE,
+                                                  s.wstatus(w) != ORPHANED),
                                             L.And(s.created(p), e >= s.crev(p))))),
+        ("an orphaned write is below its re-created partition's creation revision (R35)",
+         ("W",), _w(lambda L, s, w, p, e: L.Implies(
+             L.And(s.wstatus(w) == ORPHANED, s.created(p)), e < s.crev(p)))),
         ("an accepted write sits in its log", ("W",),
          _w(lambda L, s, w, p, e: L.Implies(
              s.wstatus(w) == ACCEPTED,
@@ -151,15 +158,16 @@ INVARIANTS: dict[str, list[Conjunct]] = {
 
 
 def _mono(field: str) -> Conjunct:
+    """While the partition exists (deletion drops its state, R32)."""
     return (f"{field} never decreases", ("P",),
-            lambda L, a, b, p: L.Implies(a.wset(p), L.And(
+            lambda L, a, b, p: L.Implies(L.And(a.wset(p), b.created(p)), L.And(
                 b.wset(p), getattr(a, field)(p) <= getattr(b, field)(p))))
 
 
 def fresh_defined(L: L_, s: St) -> Any:
-    """M over fresh reports has a value: some partition in the snapshot, all with M(p)."""
-    return L.And(L.exists(("P",), lambda p: s.in_snap(p)),
-                 L.forall(("P",), lambda p: L.Implies(s.in_snap(p), s.wset(p))))
+    """M over fresh reports has a value: every partition in the snapshot has M(p) (an
+    empty snapshot gives its revision: R19, changed)."""
+    return L.forall(("P",), lambda p: L.Implies(s.in_snap(p), s.wset(p)))
 
 
 def fresh_le(L: L_, s: St, x: Any) -> Any:
@@ -172,7 +180,7 @@ TRANSITION_INVARIANTS: dict[str, list[Conjunct]] = {
     "mono_max_applied": [_mono("max")],
     "mono_floor": [_mono("floor")],
     "mono_inactive": [("M(p) never decreases", ("P",),
-                       lambda L, a, b, p: L.Implies(a.wset(p), L.And(
+                       lambda L, a, b, p: L.Implies(L.And(a.wset(p), b.created(p)), L.And(
                            b.wset(p), a.floor(p) - 1 <= b.floor(p) - 1)))],
     # T4 is a minimum over all partitions: M(a) <= M(b) iff M(a) <= the snapshot revision
     # of b and M(a) <= M_b(q) for every q in b's snapshot.
@@ -262,6 +270,30 @@ def create_partition(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
         revision=lambda: r,
         created=lambda p: L.Or(s.created(p), p == p0),
         crev=_at(L, p0, lambda: r, s.crev))
+
+
+def delete_partition(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
+    """R32-R34: its own revision; out of the table and the snapshot; its state and its
+    replicas' dropped; every write to it that left idle orphaned."""
+    p0, r = prm["p"], s.revision() + 1
+
+    def off(f: Callable[..., Any], v: Any = False) -> Callable[..., Any]:
+        return _at(L, p0, lambda: v, f)
+
+    def off_r(f: Callable[..., Any], v: Any = False) -> Callable[..., Any]:
+        return lambda p, q: L.Ite(p == p0, v, f(p, q))
+
+    def hit(w: Any) -> Any:
+        return L.And(s.wpart(w) == p0, s.wstatus(w) != IDLE)
+
+    return s.created(p0), s.with_(
+        revision=lambda: r, created=off(s.created), in_snap=off(s.in_snap),
+        wset=off(s.wset), max=off(s.max, 0), prev=off(s.prev, 0), floor=off(s.floor, 0),
+        woff=off(s.woff, 0), lrlo=off(s.lrlo, -1), log_end=off(s.log_end, 0),
+        iset=off_r(s.iset), inact=off_r(s.inact, 0), rset=off_r(s.rset), rep=off_r(s.rep, 0),
+        wstatus=lambda w: L.Ite(hit(w), ORPHANED, s.wstatus(w)),
+        woffset=lambda w: L.Ite(hit(w), -1, s.woffset(w)),
+        durable=lambda w: L.And(L.Not(hit(w)), s.durable(w)))
 
 
 def publish_snapshot(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
@@ -418,6 +450,7 @@ Params = tuple[tuple[str, str], ...]
 ACTIONS: dict[str, tuple[Params, Params, Callable[..., tuple[Any, St]]]] = {
     "mint": ((), (), mint),
     "create_partition": ((("p", "P"),), (), create_partition),
+    "delete_partition": ((("p", "P"),), (), delete_partition),
     "publish_snapshot": ((), (), publish_snapshot),
     "upload": ((("o", "O"), ("cache", INT)), (("e", INT),), upload),
     "fence_write": ((("w", "W"),), (("admit", BOOL),), fence_write),

@@ -10,11 +10,11 @@ from collections.abc import Callable
 from typing import Any
 
 from model.logic import neg
-from model.system import initial, inv_safety
+from model.system import holds, initial, inv_safety
 from model.variants import REFERENCE
 from proofs import bmc
 from proofs.obligations import Outcome
-from proofs.param import correspond, prove, spec
+from proofs.param import correspond, liveness, prove, spec
 
 # Correspondence sampling: every universe of `correspond.universes()` (1-3 partitions,
 # 1-2 replicas, objects feeding 1-3 partitions, at most 3 writes: 40 shapes), a seeded
@@ -36,6 +36,32 @@ TWO_PARTITION_STAMP: list[tuple[str, dict[str, Any]]] = [
     ("publish_snapshot", {}), ("create_partition", {"p": 1}),
     ("upload", {"o": 0}), ("gc_compute", {"foreign": ()}), ("gc_delete", {"o": 0}),
 ]
+
+
+# Issue 13: o0 feeds p0 and p1; p0 is deleted while p1's placeholder is in flight, then
+# re-created. Every invariant must still hold at the end (bounded: the solver picks the
+# numbers), so a deletion that orphaned p1's write would show as a broken I6.
+TWO_PARTITIONS_SHARED = initial(2, 1, [(0, 0), (0, 1)], 1)
+DELETE_SHARED: list[tuple[str, dict[str, Any]]] = [
+    ("create_partition", {"p": 0}), ("create_partition", {"p": 1}), ("mint", {}),
+    ("upload", {"o": 0}), ("fence_write", {"w": 0}), ("land_write", {"w": 0}),
+    ("fence_write", {"w": 1}), ("delete_partition", {"p": 0}), ("publish_snapshot", {}),
+    ("create_partition", {"p": 0}), ("gc_compute", {"foreign": ()}),
+]
+
+
+def task_delete_shared() -> list[Outcome]:
+    name = "2-partition deletion shape keeps I1-I8 in reference (bounded)"
+    t0 = time.perf_counter()
+    try:
+        tr = bmc.search(TWO_PARTITIONS_SHARED, REFERENCE, DELETE_SHARED,
+                        lambda st: neg(holds(st[-1], REFERENCE)))
+    except TimeoutError as e:
+        return [prove.row(name, "invariant", "unknown", time.perf_counter() - t0, str(e))]
+    dt = time.perf_counter() - t0
+    if tr is None:
+        return [Outcome(name, "invariant", "checked", dt, "no trace along the shape")]
+    return [Outcome(name, "invariant", "failed", dt, bmc.table(tr))]
 
 
 def task_init(seed: int = prove.SEED, timeout_ms: int = prove.TIMEOUT_MS) -> list[Outcome]:
@@ -108,4 +134,6 @@ def jobs(seed: int = prove.SEED, timeout_ms: int = prove.TIMEOUT_MS
     out.append((task_init, (seed, timeout_ms)))
     out += [(task_action, (a, seed, timeout_ms)) for a in spec.ACTIONS]
     out.append((task_two_partitions, ()))
+    out.append((task_delete_shared, ()))
+    out.append((liveness.task_liveness, (seed, timeout_ms)))
     return out

@@ -32,10 +32,11 @@ def test_capped_at_snapshot_revision(tmp_path: Path) -> None:
     assert view_epoch(store) == GcEpoch(25, None)
 
 
-def test_empty_table_collects_nothing(tmp_path: Path) -> None:
+def test_empty_table_gives_its_revision(tmp_path: Path) -> None:
+    """R19 (changed, issue 13): an empty snapshot at revision 5 gives M = 5."""
     store = LocalStore(tmp_path)
     write_partitions(store, 5, [])
-    assert view_epoch(store) == GcEpoch(None, None)
+    assert view_epoch(store) == GcEpoch(5, None)
 
 
 def test_stale_reports_count_as_absent(tmp_path: Path) -> None:

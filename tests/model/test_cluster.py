@@ -6,6 +6,7 @@ import pytest
 
 from model.cluster import GcEpoch, Report, gc_epoch, partition_epochs
 from model.errors import ModelError
+from model.variants import variant
 
 
 def R(p: str, r: str, e: int | None) -> Report:
@@ -28,8 +29,17 @@ def test_all_null_reports_block() -> None:
     assert g.M is None and g.blocked is not None and "a" in g.blocked
 
 
-def test_empty_snapshot_is_nothing_collectible() -> None:
-    assert gc_epoch(100, [], [R("x", "r0", 5)]) == GcEpoch(None, None)
+def test_empty_snapshot_gives_its_revision() -> None:
+    """R19 (changed): an empty snapshot at revision R gives M = R; a deleted partition's
+    leftover report is ignored. The old rule stranded deleted topics' objects forever."""
+    assert gc_epoch(100, [], [R("x", "r0", 5)]) == GcEpoch(100, None)
+    assert gc_epoch(0, [], []) == GcEpoch(0, None)
+
+
+def test_empty_is_nothing_variant_is_the_old_rule() -> None:
+    old = variant("empty-is-nothing")
+    assert gc_epoch(100, [], [R("x", "r0", 5)], old) == GcEpoch(None, None)
+    assert gc_epoch(100, ["a"], [R("a", "r0", 9)], old) == GcEpoch(9, None)
 
 
 def test_capped_at_snapshot_revision() -> None:

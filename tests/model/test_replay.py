@@ -239,3 +239,20 @@ def test_library_without_click() -> None:
     assert str(e.value) == "mem:2: step 1: epoch: missing"
     assert (e.value.line, e.value.step, e.value.field) == (2, 1, "epoch")
 
+
+
+def test_partition_lifecycle_ops_refuse_bad_order() -> None:
+    """delete_partition twice, or create_partition on a partition that exists, is bad
+    input naming the step and the field (spec/VECTORS.md)."""
+    from model.replay import Replayer, ReplayError
+
+    r = Replayer()
+    with pytest.raises(ReplayError, match="create_partition follows delete_partition"):
+        r.step({"op": "create_partition"}, 1)
+    r.step({"op": "delete_partition"}, 2)
+    with pytest.raises(ReplayError, match="already deleted") as e:
+        r.step({"op": "delete_partition"}, 3)
+    assert e.value.step == 3 and e.value.field == "op"
+    assert r.step({"op": "fence", "term": 1, "epoch": 5}, 4)["admitted"] is False
+    r.step({"op": "create_partition"}, 5)
+    assert r.step({"op": "fence", "term": 1, "epoch": 5}, 6)["admitted"] is True

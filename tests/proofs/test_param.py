@@ -180,3 +180,63 @@ def test_the_walks_reach_every_action() -> None:
     for name, s in correspond.directed_states():
         assert correspond.check_state(s, name)[0] == []
     assert {"gc_delete", "give_up"} <= correspond.EXERCISED
+
+
+# -- issue 13: deletion, re-creation, liveness ----------------------------------------------
+
+
+def _delete_keeps_writes(L: Any, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
+    """Seeded: deletion leaves the deleted partition's writes as they were."""
+    guard, post = spec.delete_partition(L, s, prm)
+    return guard, post.with_(wstatus=s.wstatus, woffset=s.woffset, durable=s.durable)
+
+
+def _delete_keeps_reports(L: Any, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
+    """Seeded: deletion leaves the replicas' M(p) and reports: they would still count."""
+    guard, post = spec.delete_partition(L, s, prm)
+    return guard, post.with_(iset=s.iset, inact=s.inact, rset=s.rset, rep=s.rep)
+
+
+def _recreate_same_revision(L: Any, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
+    """Seeded: re-creation keeps the old creation revision when there is one."""
+    guard, post = spec.create_partition(L, s, prm)
+    p0 = prm["p"]
+    return guard, post.with_(crev=lambda p: L.Ite(
+        L.And(p == p0, s.crev(p0) > 0), s.crev(p0), post.crev(p)))
+
+
+@pytest.mark.parametrize(("action", "fn", "invariant"), [
+    ("delete_partition", _delete_keeps_writes, "objects"),
+    ("delete_partition", _delete_keeps_reports, "reports"),
+    ("create_partition", _recreate_same_revision, "objects"),
+])
+def test_seeded_lifecycle_formula_bug_fails(action: str, fn: Any, invariant: str) -> None:
+    acts = dict(spec.ACTIONS)
+    acts[action] = (*spec.ACTIONS[action][:2], fn)
+    rows = prove.prove_action(action, actions=acts)
+    failed = {o.name for o in rows if o.status == "failed"}
+    assert f"{invariant} preserved by {action} (any size)" in failed
+
+
+def test_liveness_is_proved_and_the_old_rule_strands_objects(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from proofs.param import liveness
+
+    rows = liveness.task_liveness()
+    assert all(o.status in ("proved", "found") for o in rows), [
+        (o.name, o.status, o.detail) for o in rows if o.status not in ("proved", "found")]
+    assert any("collects every stored object" in o.name for o in rows)
+    assert sum("stay stranded across" in o.name for o in rows) == len(spec.ACTIONS) - 2
+    # Seeded: the reference gc_compute (R19 changed) does leave STRANDED, so the closure
+    # query must fail for it: the proof above is about the old rule, not vacuous.
+    monkeypatch.setattr(liveness, "gc_compute_old", spec.gc_compute)
+    bad = {o.name for o in liveness.prove_empty_is_nothing() if o.status == "failed"}
+    assert any("across gc_compute" in n for n in bad)
+
+
+def test_python_delete_drift_is_a_disagreement(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    (_, state), = [(n, s) for n, s in correspond.directed_states() if "delete_partition" in n]
+    assert correspond.check_state(state, "clean", only=["delete_partition"])[0] == []
+    _mutate_python(monkeypatch, "delete_partition", "created=False, in_snapshot=False",
+                   "created=False, in_snapshot=part.in_snapshot")
+    found = correspond.check_state(state, "seeded", only=["delete_partition"])[0]
+    assert found and "python step the formula forbids" in str(found[0])
