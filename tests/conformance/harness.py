@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import os
 import random
@@ -806,8 +807,10 @@ class Harness:
         opts = GcOptions(grace_s=0.0, allow_short_grace=True, max_report_age_s=MAX_REPORT_AGE_S,
                          tasks=2)
         try:
+            # Simulated time stands still while Spark runs (the event loop is not driven),
+            # so the executors' clock is the round's `now`, as a picklable callable.
             summary = run_gc(self.spark, parse_store_url(str(self.local.root)), opts,
-                             clock=self.c.wall)
+                             clock=functools.partial(float, now))
         except Exception as e:
             if want.error is None:
                 raise Divergence(f"Spark GC failed ({e!r}); the model expected {want}") from e
