@@ -340,7 +340,8 @@ def tests_for(m: Mutant | None) -> list[str]:
     return [*dict.fromkeys([*named, *TESTS])]
 
 
-def run_tests(root: Path, m: Mutant | None, timeout: float) -> RunResult:
+def run_tests(root: Path, m: Mutant | None, timeout: float,
+              tests: list[str] | None = None) -> RunResult:
     record = root / "build" / "failures.jsonl"
     env = dict(os.environ)
     env.update(PYTHONPATH=str(root), EPOCHGC_CONFORMANCE_PROFILE="mutants",
@@ -348,7 +349,7 @@ def run_tests(root: Path, m: Mutant | None, timeout: float) -> RunResult:
                EPOCHGC_FAILRECORD=str(record))
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
            "-p", "proofs.pytest_failrecord", "--rootdir", str(root), "-o", "addopts=",
-           *tests_for(m)]
+           *(tests if tests is not None else tests_for(m))]
     code, out, secs = run_command(cmd, root, env, timeout)
     fails = ([json.loads(line) for line in record.read_text().splitlines() if line.strip()]
              if record.exists() else [])
