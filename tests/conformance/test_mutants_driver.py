@@ -55,9 +55,9 @@ def test_driver_kills_only_on_an_assertion(tmp_path: Path) -> None:
 def test_a_patch_that_does_not_apply_is_refused(tmp_path: Path) -> None:
     _tree(tmp_path)
     stale = Mutant("stale", "", "pkg/mod.py", "    return 42\n", "    return 2\n")
-    with pytest.raises(PatchRefused, match=r"pkg/mod.py.*return 42"):
+    with pytest.raises(PatchRefused, match=r"pkg/mod\.py.*return 42"):
         _run(tmp_path, [stale])
-    with pytest.raises(PatchRefused, match="no file pkg/gone.py"):
+    with pytest.raises(PatchRefused, match=r"no file pkg/gone\.py"):
         _run(tmp_path, [Mutant("gone", "", "pkg/gone.py", "a", "b")])
 
 
