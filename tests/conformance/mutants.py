@@ -242,14 +242,6 @@ MUTANTS: tuple[Mutant, ...] = (
         check=r"InvariantViolation|Divergence|LogInvariantError",
     ),
     Mutant(
-        "raft-heartbeat-commit-uncapped",
-        "the leader's heartbeat carries its commit index, not capped at the follower's match",
-        "impl/raft/node.py",
-        "commit = min(self.prs[v].match, self.log.committed)",
-        "commit = self.log.committed",
-        check=r"InvariantViolation|Divergence|LogInvariantError",
-    ),
-    Mutant(
         "disklog-sync-skips-segment-fsync",
         "the disk log's sync fsyncs the directory but not the live segment",
         "impl/raft/disklog.py",
@@ -289,6 +281,17 @@ MUTANTS: tuple[Mutant, ...] = (
 # alike) and tests/raft/test_sim.py + test_stateful.py. Kept (and checked to still apply) but
 # not counted until a check kills them; run them with --survivors.
 SURVIVORS: tuple[Mutant, ...] = (
+    # Killed by the 60 x 40 profile (a Divergence at 93 s) but not by 200 x 50: the
+    # derandomized programs that reach it depend on the profile; not counted until a
+    # targeted check kills it every time.
+    Mutant(
+        "raft-heartbeat-commit-uncapped",
+        "the leader's heartbeat carries its commit index, not capped at the follower's match",
+        "impl/raft/node.py",
+        "commit = min(self.prs[v].match, self.log.committed)",
+        "commit = self.log.committed",
+        check=r"InvariantViolation|Divergence|LogInvariantError",
+    ),
     Mutant(
         "raft-append-commit-past-shared",
         "a follower commits up to its own last index, past what the append proved it shares",
