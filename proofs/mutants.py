@@ -9,7 +9,8 @@ safety, transition or vacuity row fails (`invariant`, `transition` or `vacuity` 
 scope): a failing reachability witness or correspondence row alone does not count (the
 table says when the correspondence check also saw the mutant leave the quantified
 formulas). Each run stops at its first killing row (`--fail-fast`). The
-unmutated copy must pass first. Last line: `prove mutants killed: K/N`.
+unmutated copy must pass first; mutants run in parallel (`-j N`, the shared driver
+`proofs.mutate`). Last line: `prove mutants killed: K/N`.
 """
 
 from __future__ import annotations
@@ -17,29 +18,24 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
-from dataclasses import dataclass
 from pathlib import Path
+
+from proofs.mutate import (
+    Mutant,
+    Outcome,
+    PatchRefused,
+    RunResult,
+    Verdict,
+    campaign,
+    patch,
+    run_command,
+)
+
+__all__ = ["MUTANTS", "ROOT", "Mutant", "PatchRefused", "killing_rows", "main", "patch"]
 
 ROOT = Path(__file__).resolve().parents[1]
 KILLING_KINDS = ("invariant", "transition", "vacuity")
-
-
-@dataclass(frozen=True)
-class Mutant:
-    name: str
-    what: str
-    path: str
-    old: str
-    new: str
-    extra: tuple[tuple[str, str, str], ...] = ()  # more (path, old, new) edits
-
-    def edits(self) -> tuple[tuple[str, str, str], ...]:
-        return ((self.path, self.old, self.new), *self.extra)
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -154,40 +150,16 @@ MUTANTS: tuple[Mutant, ...] = (
 )
 
 
-def patch(root: Path, m: Mutant) -> None:
-    for path, old, new in m.edits():
-        f = root / path
-        text = f.read_text()
-        n = text.count(old)
-        if n != 1:
-            raise ValueError(f"mutant {m.name}: patch does not apply to {path}: "
-                             f"{n} matches for {old!r}")
-        f.write_text(text.replace(old, new))
-
-
-def make_copy(dest: Path) -> None:
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    for d in ("model", "proofs"):
-        shutil.copytree(ROOT / d, dest / d, ignore=ignore)
-    (dest / "build").mkdir()
-
-
-def run_proofs(root: Path, timeout: float, jobs: int, fail_fast: bool = True
-               ) -> tuple[int, list[dict[str, object]], str, float]:
+def run_proofs(root: Path, timeout: float, jobs: int, fail_fast: bool = True) -> RunResult:
     env = dict(os.environ, PYTHONPATH=str(root), PYTHONHASHSEED="0")
     report = root / "build" / "prove-report.json"
     cmd = [sys.executable, "-m", "proofs", "--quick", "--jobs", str(jobs),
            "--only", "^(?!crosshair)", "--report", str(report)]
     if fail_fast:
         cmd.append("--fail-fast")
-    t = time.monotonic()
-    try:
-        p = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True,
-                           timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return -1, [], "timeout", time.monotonic() - t
+    code, out, secs = run_command(cmd, root, env, timeout)
     rows = json.loads(report.read_text())["obligations"] if report.exists() else []
-    return p.returncode, rows, p.stdout + p.stderr, time.monotonic() - t
+    return RunResult(code, out, secs, rows)
 
 
 def killing_rows(rows: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -195,11 +167,32 @@ def killing_rows(rows: list[dict[str, object]]) -> list[dict[str, object]]:
             and r["kind"] in KILLING_KINDS]
 
 
+def classify(r: RunResult) -> Verdict:
+    rows: list[dict[str, object]] = r.detail if isinstance(r.detail, list) else []
+    kills = killing_rows(rows)
+    corr = "; correspondence check failed too" if any(
+        x["kind"] == "correspondence" and x["status"] in ("failed", "unknown") for x in rows
+    ) else ""
+    if r.code == -1:
+        return Verdict("error", "", "timeout")
+    if kills:
+        return Verdict("killed", f"{kills[0]['name']} ({kills[0]['scope']})", corr.lstrip("; "))
+    if r.code != 0:
+        bad = [str(x["name"]) for x in rows if x["status"] in ("failed", "unknown")]
+        if bad:
+            return Verdict("survived", "", "only non-safety rows failed: "
+                           + ", ".join(bad[:3]) + corr)
+        return Verdict("error", "", (r.out.strip().splitlines() or ["?"])[-1][:200])
+    return Verdict("survived", "", "every row passes")
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     ap.add_argument("names", nargs="*", help="run only these mutants")
     ap.add_argument("--timeout", type=float, default=600.0, help="per run, seconds")
-    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("-j", type=int, default=2, help="mutants run in parallel")
+    ap.add_argument("--jobs", type=int, default=0,
+                    help="proof jobs per run (default: cores / -j, at least 1)")
     ap.add_argument("--keep", action="store_true", help="keep the temp copies")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     args = ap.parse_args(argv)
@@ -208,54 +201,35 @@ def main(argv: list[str] | None = None) -> int:
         for m in chosen:
             print(f"{m.name:34} {m.what}")
         return 0
-    base = Path(tempfile.mkdtemp(prefix="epochgc-prove-mutants-"))
-    try:
-        clean = base / "clean"
-        make_copy(clean)
-        code, rows, out, secs = run_proofs(clean, args.timeout, args.jobs, fail_fast=False)
-        if code != 0:
-            print(out[-4000:])
-            print(f"the unmutated copy fails (exit {code}); fix that first")
-            print(f"prove mutants killed: 0/{len(chosen)}")
-            return 2
-        print(f"baseline: unmutated copy proves ({len(rows)} rows, {secs:.0f}s)", flush=True)
-        table: list[tuple[str, str, str, str]] = []
-        killed = 0
-        for m in chosen:
-            root = base / m.name
-            make_copy(root)
-            patch(root, m)
-            code, rows, out, secs = run_proofs(root, args.timeout, args.jobs)
-            kills = killing_rows(rows)
-            corr = any(r["kind"] == "correspondence" and r["status"] in ("failed", "unknown")
-                       for r in rows)
-            if code == -1:
-                verdict, why = "survived", "timeout"
-            elif kills:
-                verdict = "killed"
-                why = f"{kills[0]['name']} ({kills[0]['scope']})"
-                killed += 1
-            elif code != 0:
-                bad = [r["name"] for r in rows if r["status"] in ("failed", "unknown")]
-                verdict, why = "survived", ("only non-safety rows failed: " + ", ".join(
-                    map(str, bad[:3])) if bad else out.strip().splitlines()[-1][:200])
-            else:
-                verdict, why = "survived", "every row passes"
-            if corr:
-                why += "; correspondence check failed too"
-            table.append((m.name, verdict, f"{secs:.0f}s", why))
-            print(f"{m.name:34} {verdict:8} {secs:5.0f}s  {why}", flush=True)
-        print()
-        print(f"{'mutant':34} {'verdict':8} {'time':>6}  reason")
-        for name, verdict, secs_s, why in table:
-            print(f"{name:34} {verdict:8} {secs_s:>6}  {why}")
-        print(f"prove mutants killed: {killed}/{len(chosen)}")
-        return 0 if killed == len(chosen) else 1
-    finally:
-        if args.keep:
-            print(f"kept {base}")
-        else:
-            shutil.rmtree(base, ignore_errors=True)
+    jobs = args.jobs or max(1, (os.cpu_count() or 1) // max(1, args.j))
+
+    def run(root: Path, m: Mutant | None) -> RunResult:
+        return run_proofs(root, args.timeout, jobs, fail_fast=m is not None)
+
+    def show(o: Outcome) -> None:
+        v = o.verdict
+        print(f"{o.mutant.name:34} {v.outcome:8} {o.secs:5.0f}s  {v.by} {v.why}".rstrip(),
+              flush=True)
+
+    baseline, outcomes = campaign(chosen, src=ROOT, dirs=("model", "proofs"), run=run,
+                                  classify=classify, jobs=args.j, keep=args.keep,
+                                  prefix="epochgc-prove-mutants-", on_result=show)
+    if baseline.code != 0:
+        print(baseline.out[-4000:])
+        print(f"the unmutated copy fails (exit {baseline.code}); fix that first")
+        print(f"prove mutants killed: 0/{len(chosen)}")
+        return 2
+    rows = baseline.detail if isinstance(baseline.detail, list) else []
+    print(f"baseline: unmutated copy proves ({len(rows)} rows, {baseline.secs:.0f}s)")
+    print()
+    print(f"{'mutant':34} {'verdict':8} {'time':>6}  reason")
+    killed = 0
+    for o in outcomes:
+        v = o.verdict
+        killed += v.outcome == "killed"
+        print(f"{o.mutant.name:34} {v.outcome:8} {o.secs:5.0f}s  {v.by} {v.why}".rstrip())
+    print(f"prove mutants killed: {killed}/{len(chosen)}")
+    return 0 if killed == len(chosen) else 1
 
 
 if __name__ == "__main__":

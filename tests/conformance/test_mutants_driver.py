@@ -1,0 +1,76 @@
+"""The mutation driver classifies outcomes right (cheap, default run): an assertion failure
+kills, a ValueError or SyntaxError does not (error), a passing check survives, a patch that
+does not apply is refused naming file and text, and every harness mutant still applies."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from proofs.mutate import Mutant, PatchRefused, campaign, patch
+from tests.conformance.mutants import MUTANTS, ROOT, SURVIVORS, classify, run_tests
+
+
+def _tree(root: Path) -> None:
+    (root / "pkg").mkdir()
+    (root / "pkg" / "__init__.py").write_text("")
+    (root / "pkg" / "mod.py").write_text("def f() -> int:\n    return 1\n")
+    (root / "t").mkdir()
+    (root / "t" / "test_f.py").write_text(
+        "from pkg.mod import f\n\n\ndef test_f() -> None:\n    assert f() == 1\n")
+    (root / "proofs").mkdir()
+    (root / "proofs" / "__init__.py").write_text("")
+    shutil.copy(ROOT / "proofs" / "pytest_failrecord.py", root / "proofs")
+
+
+def _run(tmp: Path, mutants: list[Mutant]):  # type: ignore[no-untyped-def]
+    return campaign(mutants, src=tmp, dirs=("pkg", "t", "proofs"), jobs=2,
+                    run=lambda root, m: run_tests(root, m, 120, tests=["t/test_f.py"]),
+                    classify=classify)
+
+
+def test_driver_kills_only_on_an_assertion(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    old = "    return 1\n"
+    ms = [Mutant("wrong-value", "", "pkg/mod.py", old, "    return 2\n", check="test_f"),
+          Mutant("value-error", "", "pkg/mod.py", old, "    raise ValueError('x')\n"),
+          Mutant("syntax-error", "", "pkg/mod.py", old, "    return (\n"),
+          Mutant("equivalent", "", "pkg/mod.py", old, "    return 0 + 1\n"),
+          Mutant("other-check", "", "pkg/mod.py", old, "    return 3\n", check="nowhere")]
+    baseline, outcomes = _run(tmp_path, ms)
+    assert baseline.code == 0
+    got = {o.mutant.name: o for o in outcomes}
+    assert got["wrong-value"].verdict.outcome == "killed"
+    assert "AssertionError" in got["wrong-value"].verdict.why
+    assert not got["wrong-value"].mismatch
+    assert got["value-error"].verdict.outcome == "error"
+    assert "ValueError" in got["value-error"].verdict.why
+    assert got["syntax-error"].verdict.outcome == "error"
+    assert got["equivalent"].verdict.outcome == "survived"
+    assert got["other-check"].verdict.outcome == "killed" and got["other-check"].mismatch
+
+
+def test_a_patch_that_does_not_apply_is_refused(tmp_path: Path) -> None:
+    _tree(tmp_path)
+    stale = Mutant("stale", "", "pkg/mod.py", "    return 42\n", "    return 2\n")
+    with pytest.raises(PatchRefused, match=r"pkg/mod\.py.*return 42"):
+        _run(tmp_path, [stale])
+    with pytest.raises(PatchRefused, match=r"no file pkg/gone\.py"):
+        _run(tmp_path, [Mutant("gone", "", "pkg/gone.py", "a", "b")])
+
+
+def test_mutant_list_is_big_spread_and_named() -> None:
+    assert len({m.name for m in MUTANTS}) == len(MUTANTS) >= 25
+    assert all(m.check for m in MUTANTS)
+    dirs = {m.path.split("/")[1] for m in MUTANTS}
+    assert {"raft", "partition", "broker", "gc", "controller", "cluster"} <= dirs
+
+
+@pytest.mark.parametrize("m", MUTANTS + SURVIVORS, ids=[m.name for m in MUTANTS + SURVIVORS])
+def test_every_mutant_patch_applies_once(m: Mutant, tmp_path: Path) -> None:
+    for path, _old, _new in m.edits():
+        (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / path).write_text((ROOT / path).read_text())
+    patch(tmp_path, m)
