@@ -78,13 +78,14 @@ def check(target: str, budget_s: float | None = None, root: Path | None = None) 
 
 def seeded_break(mutant: str, budget_s: float = DEEP_BUDGET_S) -> Outcome:
     """CrossHair on a copy of the tree with `mutant` patched in: `failed` means found."""
-    from proofs import mutants  # the patch format lives there; imported only when used
+    from proofs import mutants  # the proof mutants; imported only when used
+    from proofs.mutate import copy_tree, patch
 
     m = {x.name: x for x in mutants.MUTANTS}[mutant]
     with tempfile.TemporaryDirectory(prefix="crosshair-") as d:
         root = Path(d)
-        mutants.make_copy(root)
-        mutants.patch(root, m)
+        copy_tree(mutants.ROOT, root, ("model", "proofs"))
+        patch(root, m)
         o = check(SEEDED_BREAKS[mutant], budget_s, root=root)
     o.name = f"seeded break {mutant} in {SEEDED_BREAKS[mutant]}"
     return o
