@@ -283,6 +283,39 @@ def test_follower_commit_is_min_of_leader_commit_and_last_new_entry() -> None:
     assert n.log.committed == 2  # not 5: the message proved only entries 1..2
 
 
+def test_heartbeat_never_commits_a_followers_stale_entries() -> None:
+    # Node 3 holds two term-1 entries nobody else has. Node 1 wins term 2 with node 2's
+    # vote and commits its own entries 2..3 with node 2, while node 3 hears nothing but
+    # the heartbeat: a heartbeat commit not capped at node 3's match would make node 3
+    # commit (and apply) its stale entries at indexes the leader committed differently.
+    c = Cluster(3, logs={1: [1], 2: [1], 3: [1, 1, 1]}, config=Config(pre_vote=False))
+    c.cut(1, 3)
+    c.cut(2, 3)
+    elect(c, 1)
+    leader = c.nodes[1]
+    leader.propose(b"x")
+    c.deliver()
+    assert leader.log.committed == 3 and leader.prs[3].match == 0
+    c.heal()
+    c.process_all()
+    c.outbox.clear()  # only the heartbeat reaches node 3
+    for _ in range(c.config.heartbeat_tick):
+        leader.tick()
+    c.process(1)
+    beats = [m for m in c.outbox if m.type is MsgType.HEARTBEAT and m.to == 3]
+    assert beats
+    c.outbox.clear()
+    for m in beats:
+        c.nodes[3].step(m)
+    c.process(3)
+    n3 = c.nodes[3]
+    for i in range(1, n3.log.committed + 1):
+        assert n3.log.term(i) == leader.log.term(i), (
+            f"node 3 committed index {i} of term {n3.log.term(i)}; the leader's is term"
+            f" {leader.log.term(i)}")
+    assert [e.term for e in c.applied[3]] == [leader.log.term(e.index) for e in c.applied[3]]
+
+
 def test_pipelining_is_bounded_by_max_inflight() -> None:
     cfg = Config(max_inflight=4, max_msg_bytes=1)
     c = Cluster(3, config=cfg)
