@@ -275,6 +275,14 @@ MUTANTS: tuple[Mutant, ...] = (
         " None if r.inactive_epoch is None else r.inactive_epoch + 1}",
         check=r"Divergence|InvariantViolation",
     ),
+    Mutant(
+        "epochcache-invalidate-keeps-value",
+        "invalidate() keeps the cached epoch (served again until its TTL runs out)",
+        "impl/controller/epochcache.py",
+        "        self._value = None\n        self._frozen = False\n",
+        "        self._frozen = False\n",
+        check=r"tests/impl/test_units.py::test_epoch_cache_ttl_lag_invalidate",
+    ),
     # Raft commit rules: the harness's random programs reach these rarely (the heartbeat one
     # was killed at 60 x 40 but not at 200 x 50), so each names a directed scenario test of
     # the pure core.

@@ -153,6 +153,9 @@ def test_epoch_cache_ttl_lag_invalidate() -> None:
     assert cache.get() == 2  # lagging: stale past its TTL
     cache.invalidate()
     assert cache.get() == 3
+    value[0] = 4
+    cache.invalidate()  # within the TTL: the cached value must not be served again
+    assert cache.cached is None and cache.get() == 4
 
 
 def test_health_document_parses_with_gc_reader() -> None:
