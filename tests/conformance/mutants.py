@@ -283,6 +283,22 @@ MUTANTS: tuple[Mutant, ...] = (
         "        self._frozen = False\n",
         check=r"tests/impl/test_units.py::test_epoch_cache_ttl_lag_invalidate",
     ),
+    Mutant(
+        "gc-delete-bytes-count-failures",
+        "the delete phase counts the bytes of keys whose delete failed as deleted",
+        "impl/gc/delete.py",
+        "stats.bytes_deleted += sum(s for k, s in batch if k not in result.errors)",
+        "stats.bytes_deleted += sum(s for k, s in batch)",
+        check=r"tests/gc/test_scan.py::test_delete_keys_batches_and_counts_errors",
+    ),
+    Mutant(
+        "gc-manifest-lists-failed-deletes",
+        "a task's manifest rows include keys whose delete failed (the record says deleted)",
+        "impl/gc/stream.py",
+        "            if key not in failed:\n",
+        "            if True:\n",
+        check=r"tests/gc/test_record.py",
+    ),
     # Raft commit rules: the harness's random programs reach these rarely (the heartbeat one
     # was killed at 60 x 40 but not at 200 x 50), so each names a directed scenario test of
     # the pure core.
