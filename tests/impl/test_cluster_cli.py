@@ -98,9 +98,17 @@ def test_cluster_cli_status_kill_metrics_and_verified_consume(tmp_path: Path) ->
     pids = dict(lc.meta["pids"])
     assert sorted(pids) == ["1", "2", "3"] and all(_alive(p) for p in pids.values())
     try:
-        # Every partition led, and a cluster M once housekeeping and reports ran.
-        st = wait_for(lambda: (s := status(data))["cluster"]["M"] is not None
-                      and all(leader_of(s, p) for p in ("t/0", "t/1")) and s)
+        # Every partition led, an applied window on t/0's leader (housekeeping ran), and a
+        # cluster M. (An early, empty partition snapshot gives M = its revision (R19), so M
+        # alone no longer says that housekeeping and reports ran.)
+        def ready(s: dict[str, Any]) -> bool:
+            lead = leader_of(s, "t/0")
+            return (s["cluster"]["M"] is not None and all(leader_of(s, p) for p in ("t/0", "t/1"))
+                    and lead is not None
+                    and s["nodes"][str(lead)]["partitions"]["t/0"].get("applied_window")
+                    is not None)
+
+        st = wait_for(lambda: ready(s := status(data)) and s)
         assert isinstance(st["cluster"]["M"], int)
         lead = leader_of(st, "t/0")
         assert lead is not None
