@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 _TAIL = 300  # characters of a bad line quoted in a report
+# The first answer also waits for the port to start (an interpreter, a JIT): not a hang.
+STARTUP_S = 10.0
 
 
 class ProtocolFailure(Exception):
@@ -44,6 +46,7 @@ class PortProcess:
         argv: Sequence[str],
         *,
         timeout: float = 5.0,
+        cwd: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.argv = list(argv)
@@ -51,12 +54,13 @@ class PortProcess:
         self._clock = clock
         # stderr is inherited: it is the port's log, not part of the protocol.
         self._proc = subprocess.Popen(
-            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, cwd=cwd
         )
         assert self._proc.stdin is not None and self._proc.stdout is not None
         self._in = self._proc.stdin.fileno()
         self._out = self._proc.stdout.fileno()
         self._buf = b""
+        self._answered = False
         self.failed: ProtocolFailure | None = None
 
     def ask(self, line: str) -> dict[str, Any]:
@@ -79,14 +83,16 @@ class PortProcess:
             os.write(self._in, line.encode("utf-8") + b"\n")
         except (BrokenPipeError, ConnectionResetError):
             raise self._exited() from None
-        deadline = self._clock() + self.timeout
+        wait = self.timeout if self._answered else self.timeout + STARTUP_S
+        deadline = self._clock() + wait
         while b"\n" not in self._buf:
             left = deadline - self._clock()
             if left <= 0 or not self._readable(left):
-                raise ProtocolFailure("timeout", f"no answer within {self.timeout:g} s")
+                raise ProtocolFailure("timeout", f"no answer within {wait:g} s")
             if not self._fill(left):
                 raise self._exited()
         raw, _, self._buf = self._buf.partition(b"\n")
+        self._answered = True
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:

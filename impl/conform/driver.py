@@ -26,12 +26,12 @@ class Outcome:
     """One line of a program: what was sent and both answers."""
 
     step: Step
-    port: dict[str, Any]
+    port: dict[str, Any] | None  # None: the port broke the protocol at this line
     model: dict[str, Any]
 
     @property
     def agrees(self) -> bool:
-        return agrees(self.port, self.model)
+        return self.port is not None and agrees(self.port, self.model)
 
 
 @dataclass
@@ -76,7 +76,7 @@ def run_program(port: PortProcess, variant: str, steps: list[Step], *,
         try:
             answer = port.ask(text)
         except ProtocolFailure as e:
-            run.outcomes.append(Outcome(step, {}, model.handle(text)))
+            run.outcomes.append(Outcome(step, None, model.handle(text)))
             raise Broken(e, run) from None
         run.outcomes.append(Outcome(step, answer, model.handle(text)))
         if not run.outcomes[-1].agrees:
@@ -125,7 +125,8 @@ def replay_vectors(port: PortProcess, claimed: str, files: Iterable[Path]) -> Ve
         run = run_program(port, variant, steps, source=str(path))
         report.steps += len(run.outcomes) - 1
         if run.failed:
-            refused_reset = len(run.outcomes) == 1 and "error" in run.outcomes[0].port
+            answer = run.outcomes[0].port or {}
+            refused_reset = len(run.outcomes) == 1 and "error" in answer
             if refused_reset and variant != claimed:
                 report.skipped.append(str(path))
                 continue
