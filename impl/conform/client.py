@@ -61,19 +61,33 @@ class PortProcess:
         self._out = self._proc.stdout.fileno()
         self._buf = b""
         self._answered = False
+        self._sent = 0.0
         self.failed: ProtocolFailure | None = None
 
     def ask(self, line: str) -> dict[str, Any]:
+        self.send(line)
+        return self.receive()
+
+    def send(self, line: str) -> None:
+        """Write one line; `receive` then waits for its answer (the driver computes the
+        model's answer in between, while the port works)."""
+        self._guard(self._send, line)
+
+    def receive(self) -> dict[str, Any]:
+        out: dict[str, Any] = self._guard(self._receive)
+        return out
+
+    def _guard(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self.failed is not None:
             raise self.failed
         try:
-            return self._ask(line)
+            return fn(*args)
         except ProtocolFailure as e:
             self.failed = e
             self.close()
             raise
 
-    def _ask(self, line: str) -> dict[str, Any]:
+    def _send(self, line: str) -> None:
         if self._buf or self._readable(0):
             self._fill(0)
             raise ProtocolFailure(
@@ -83,8 +97,11 @@ class PortProcess:
             os.write(self._in, line.encode("utf-8") + b"\n")
         except (BrokenPipeError, ConnectionResetError):
             raise self._exited() from None
+        self._sent = self._clock()
+
+    def _receive(self) -> dict[str, Any]:
         wait = self.timeout if self._answered else self.timeout + STARTUP_S
-        deadline = self._clock() + wait
+        deadline = self._sent + wait
         while b"\n" not in self._buf:
             left = deadline - self._clock()
             if left <= 0 or not self._readable(left):

@@ -5,6 +5,7 @@ protocol (each reported as such). Budget: about 30 s of the default run."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -21,6 +22,9 @@ from model.replay import run as replay_run
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = [sys.executable, "-m", "model.port"]
+# EPOCHGC_CONFORM_PROFILE=deep: the CLI's defaults and more (minutes, not in the default run).
+DEEP = os.environ.get("EPOCHGC_CONFORM_PROFILE") == "deep"
+EXAMPLES, MAX_STEPS = (1000, 30) if DEEP else (150, 15)
 SEMANTIC_BUGS = ["lo_off_by_one", "untermed", "m_from_max", "skip_missing", "lrlo_backwards",
                  "loose_key", "delete_keeps_seen"]
 
@@ -40,7 +44,7 @@ def _in_root(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_model_adapter_passes_vectors_and_programs() -> None:
-    code, out = cli("--examples", "40", "--json", "--", *MODEL)
+    code, out = cli("--examples", str(EXAMPLES if DEEP else 40), "--json", "--", *MODEL)
     summary = json.loads(out)
     assert code == 0, out
     assert summary["result"] == "pass"
@@ -51,7 +55,7 @@ def test_model_adapter_passes_vectors_and_programs() -> None:
 @pytest.mark.parametrize("name", SEMANTIC_BUGS)
 def test_broken_port_caught_and_shrunk(name: str, tmp_path: Path) -> None:
     with PortProcess(broken(name), timeout=10) as port:
-        g = generate(port, "reference", examples=150, seed=None, max_steps=15)
+        g = generate(port, "reference", examples=EXAMPLES, seed=None, max_steps=MAX_STEPS)
         assert g.failed is not None, f"{name}: not caught in {g.programs} programs"
         steps = len(g.failed.outcomes) - 1
         assert steps <= 10, report.table(g.failed)
