@@ -19,8 +19,10 @@ from model.port import Session as _Session
 Step = dict[str, Any] | str
 Draw = Callable[[st.SearchStrategy[Any]], Any]
 
-NODES = ("n0", "n1")
-PARTITIONS = ("p0", "p1", "p2")
+# Hostile names among the plain ones: a port keying a plain JavaScript object (or a dict
+# with defaults) by name breaks on "__proto__" or "constructor"; non-ASCII must round-trip.
+NODES = ("n0", "n1", "__proto__")
+PARTITIONS = ("p0", "constructor", "t/é 1")
 REPLICAS = ("r0", "r1")
 MAX_EPOCH = 8
 MAX_TERM = 3
