@@ -69,6 +69,13 @@ def test_broken_port_caught_and_shrunk(name: str, tmp_path: Path) -> None:
         assert replay_vectors(port, "reference", [vec]).failed is not None
 
 
+def test_seed_repeatable_and_derandomized_default() -> None:
+    with PortProcess(MODEL, timeout=10) as port:
+        runs = [generate(port, "reference", examples=15, seed=seed, max_steps=10).steps
+                for seed in (None, None, 7, 7)]
+    assert runs[0] == runs[1] and runs[2] == runs[3]
+
+
 def test_disagreement_printed_and_written(tmp_path: Path) -> None:
     out_file = tmp_path / "fail.jsonl"
     code, out = cli("--out", str(out_file), "--", *broken("skip_missing"))
