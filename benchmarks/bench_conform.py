@@ -32,13 +32,16 @@ class InProcess:
         from model.port import Session
 
         self._session = Session()
-        self._line = ""
+        self._lines: list[str] = []
 
     def send(self, line: str) -> None:
-        self._line = line
+        self.send_many([line])
+
+    def send_many(self, lines: list[str]) -> None:
+        self._lines.extend(lines)
 
     def receive(self) -> dict[str, Any]:
-        out: dict[str, Any] = json.loads(json.dumps(self._session.handle(self._line)))
+        out: dict[str, Any] = json.loads(json.dumps(self._session.handle(self._lines.pop(0))))
         return out
 
     def close(self) -> None:

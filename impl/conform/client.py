@@ -58,6 +58,7 @@ class PortProcess:
         )
         assert self._proc.stdin is not None and self._proc.stdout is not None
         self._in = self._proc.stdin.fileno()
+        os.set_blocking(self._in, False)  # writes wait in select, under the timeout
         self._out = self._proc.stdout.fileno()
         self._buf = b""
         self._answered = False
@@ -71,7 +72,11 @@ class PortProcess:
     def send(self, line: str) -> None:
         """Write one line; `receive` then waits for its answer (the driver computes the
         model's answer in between, while the port works)."""
-        self._guard(self._send, line)
+        self._guard(self._send, [line])
+
+    def send_many(self, lines: list[str]) -> None:
+        """Write several lines at once; `receive` then returns their answers in order."""
+        self._guard(self._send, lines)
 
     def receive(self) -> dict[str, Any]:
         out: dict[str, Any] = self._guard(self._receive)
@@ -87,16 +92,27 @@ class PortProcess:
             self.close()
             raise
 
-    def _send(self, line: str) -> None:
+    def _send(self, lines: list[str]) -> None:
         if self._buf or self._readable(0):
             self._fill(0)
             raise ProtocolFailure(
-                "extra-output", f"wrote more than one line for the previous step: "
-                f"{self._buf[:_TAIL]!r}")
-        try:
-            os.write(self._in, line.encode("utf-8") + b"\n")
-        except (BrokenPipeError, ConnectionResetError):
-            raise self._exited() from None
+                "extra-output", f"wrote more than one line for a step of the previous "
+                f"program: {self._buf[:_TAIL]!r}")
+        data = "".join(f"{text}\n" for text in lines).encode("utf-8")
+        deadline = self._clock() + self.timeout
+        while data:
+            # A port that neither reads nor answers must not block the driver forever.
+            left = deadline - self._clock()
+            _, ready, _ = select.select([], [self._in], [], max(0.0, left))
+            if not ready:
+                raise ProtocolFailure("timeout", f"did not read its input within "
+                                      f"{self.timeout:g} s")
+            try:
+                data = data[os.write(self._in, data):]
+            except BlockingIOError:
+                continue
+            except (BrokenPipeError, ConnectionResetError):
+                raise self._exited() from None
         self._sent = self._clock()
 
     def _receive(self) -> dict[str, Any]:
@@ -110,6 +126,7 @@ class PortProcess:
                 raise self._exited()
         raw, _, self._buf = self._buf.partition(b"\n")
         self._answered = True
+        self._sent = self._clock()  # the next answer's time starts now
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:
