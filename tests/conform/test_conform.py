@@ -17,7 +17,7 @@ from impl.conform import report
 from impl.conform.cli import conform
 from impl.conform.client import PortProcess
 from impl.conform.compare import agrees
-from impl.conform.driver import generate, replay_vectors, vector_files
+from impl.conform.driver import CHUNK, generate, replay_vectors, run_program, vector_files
 from model.replay import run as replay_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -74,6 +74,19 @@ def test_seed_repeatable_and_derandomized_default() -> None:
         runs = [generate(port, "reference", examples=15, seed=seed, max_steps=10).steps
                 for seed in (None, None, 7, 7)]
     assert runs[0] == runs[1] and runs[2] == runs[3]
+
+
+def test_programs_longer_than_a_chunk_stay_in_step() -> None:
+    """Several chunks, then a disagreement in the middle of a chunk: the answers still owed
+    are drained, so the program after it is compared line for line again."""
+    long = [{"op": "fence", "term": 1, "epoch": e} for e in range(3 * CHUNK + 5)]
+    gc = {"op": "gc_epoch", "snapshot_revision": 5, "partitions": ["p0", "p1"],
+          "reports": [{"partition": "p0", "replica": "r0", "inactive_epoch": 3}]}
+    with PortProcess(broken("skip_missing"), timeout=10) as port:
+        assert not run_program(port, "reference", long).failed
+        bad = run_program(port, "reference", [{"op": "state"}, gc, *long[: CHUNK + 3]])
+        assert bad.failed and len(bad.outcomes) == 3  # reset, state, gc_epoch
+        assert not run_program(port, "reference", long).failed
 
 
 def test_disagreement_printed_and_written(tmp_path: Path) -> None:
