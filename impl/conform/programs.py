@@ -96,10 +96,12 @@ def _apply(op: str) -> Callable[[Draw, Session], Step]:
 
 
 def _reconciled(draw: Draw, s: Session) -> Step:
-    # Near the current LRLO, often backwards (it must not move back), up to past the log end.
+    # Anchored at the window offset (where the floor rises), the log end and LRLO itself.
     r = s.replayer
+    anchors = tuple(sorted({o for o in (r.state.window_offset, r.last_offset,
+                                        r.state.last_reconciled_log_offset) if o is not None}))
     if draw(_bool):
-        lrlo = max(-1, r.state.last_reconciled_log_offset + int(draw(_int(-2, 2))))
+        lrlo = max(-1, int(draw(_pick(anchors))) + int(draw(_int(-1, 1))))
     else:
         lrlo = int(draw(_int(-1, r.last_offset + 2)))
     step: dict[str, Any] = {"op": "apply_reconciled", "lrlo": lrlo}
@@ -235,7 +237,7 @@ def programs(draw: Draw, variant: str, max_steps: int) -> list[Step]:
     enabled = [i for i, w in enumerate(_WEIGHTS) if draw(_bool) for _ in range(w)]
     choices = tuple(enabled) or _CHOICES
     out: list[Step] = []
-    while len(out) < max_steps - 1 and draw(_int(0, 15)) != 0:  # 0 (the shrink target) ends it
+    while len(out) < max_steps - 1 and draw(_int(0, 31)) != 0:  # 0 (the shrink target) ends it
         make: Callable[[Draw, Session], Step]
         if s.replayer.deleted and draw(_bool):
             make = _lifecycle  # re-create soon: a deleted partition mostly refuses things
