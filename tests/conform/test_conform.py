@@ -97,6 +97,21 @@ def test_floor_at_the_window_offset_caught_by_the_vectors() -> None:
     assert code == 1 and "disagreement in" in out
 
 
+def test_generation_catches_what_the_vectors_miss(tmp_path: Path) -> None:
+    """`missing` sorted by name instead of snapshot order: every shipped vector agrees, a
+    generated program does not; the shrunk program, written with --out, is a vector the
+    model passes and the broken port fails."""
+    out_file = tmp_path / "missing.jsonl"
+    code, out = cli("--json", "--out", str(out_file), "--", *broken("missing_sorted"))
+    summary = json.loads(out)
+    assert code == 1 and summary["failure"]["source"] == "generated", out
+    assert summary["vectors"]["passed"] == len(vector_files())
+    assert summary["failure"]["failing_step"] <= 10
+    assert replay_run(str(out_file), None, out=lambda _: None, err=lambda _: None) == 0
+    with PortProcess(broken("missing_sorted"), timeout=10) as port:
+        assert replay_vectors(port, "reference", [out_file]).failed is not None
+
+
 def test_disagreement_printed_and_written(tmp_path: Path) -> None:
     out_file = tmp_path / "fail.jsonl"
     code, out = cli("--out", str(out_file), "--", *broken("skip_missing"))
