@@ -35,7 +35,9 @@ def broken(name: str) -> list[str]:
 
 
 def cli(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(conform, list(args), catch_exceptions=False)
+    # A generous timeout unless a test sets one: a loaded CI machine is not a hanging port.
+    argv = list(args) if "--timeout-per-step" in args else ["--timeout-per-step", "30", *args]
+    result = CliRunner().invoke(conform, argv, catch_exceptions=False)
     return result.exit_code, result.output
 
 
@@ -55,7 +57,7 @@ def test_model_adapter_passes_vectors_and_programs() -> None:
 
 @pytest.mark.parametrize("name", SEMANTIC_BUGS)
 def test_broken_port_caught_and_shrunk(name: str, tmp_path: Path) -> None:
-    with PortProcess(broken(name), timeout=10) as port:
+    with PortProcess(broken(name), timeout=30) as port:
         g = generate(port, "reference", examples=EXAMPLES, seed=None, max_steps=MAX_STEPS)
         assert g.failed is not None, f"{name}: not caught in {g.programs} programs"
         steps = len(g.failed.outcomes) - 1
@@ -71,7 +73,7 @@ def test_broken_port_caught_and_shrunk(name: str, tmp_path: Path) -> None:
 
 
 def test_seed_repeatable_and_derandomized_default() -> None:
-    with PortProcess(MODEL, timeout=10) as port:
+    with PortProcess(MODEL, timeout=30) as port:
         runs = [generate(port, "reference", examples=15, seed=seed, max_steps=10).steps
                 for seed in (None, None, 7, 7)]
     assert runs[0] == runs[1] and runs[2] == runs[3]
@@ -83,7 +85,7 @@ def test_programs_longer_than_a_chunk_stay_in_step() -> None:
     long = [{"op": "fence", "term": 1, "epoch": e} for e in range(3 * CHUNK + 5)]
     gc = {"op": "gc_epoch", "snapshot_revision": 5, "partitions": ["p0", "p1"],
           "reports": [{"partition": "p0", "replica": "r0", "inactive_epoch": 3}]}
-    with PortProcess(broken("skip_missing"), timeout=10) as port:
+    with PortProcess(broken("skip_missing"), timeout=30) as port:
         assert not run_program(port, "reference", long).failed
         bad = run_program(port, "reference", [{"op": "state"}, gc, *long[: CHUNK + 3]])
         assert bad.failed and len(bad.outcomes) == 3  # reset, state, gc_epoch
@@ -108,7 +110,7 @@ def test_generation_catches_what_the_vectors_miss(tmp_path: Path) -> None:
     assert summary["vectors"]["passed"] == len(vector_files())
     assert summary["failure"]["failing_step"] <= 10
     assert replay_run(str(out_file), None, out=lambda _: None, err=lambda _: None) == 0
-    with PortProcess(broken("missing_sorted"), timeout=10) as port:
+    with PortProcess(broken("missing_sorted"), timeout=30) as port:
         assert replay_vectors(port, "reference", [out_file]).failed is not None
 
 
@@ -149,7 +151,7 @@ def test_variant_the_port_does_not_implement_is_skipped() -> None:
 def test_protocol_breakers_reported(name: str, kind: str, detail: str) -> None:
     # Only the hanging port gets the short timeout: under load, a slow answer from the
     # others must not pass for a hang.
-    timeout = "0.5" if kind == "timeout" else "20"
+    timeout = "0.5" if kind == "timeout" else "30"
     code, out = cli("--timeout-per-step", timeout, "--json", "--", *broken(name))
     summary = json.loads(out)
     assert code == 3, out
