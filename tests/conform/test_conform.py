@@ -17,7 +17,7 @@ from impl.conform import report
 from impl.conform.cli import conform
 from impl.conform.client import PortProcess
 from impl.conform.compare import agrees
-from impl.conform.driver import CHUNK, generate, replay_vectors, run_program, vector_files
+from impl.conform.driver import CHUNK, Broken, generate, replay_vectors, run_program, vector_files
 from model.replay import run as replay_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,6 +159,16 @@ def test_protocol_breakers_reported(name: str, kind: str, detail: str) -> None:
     assert summary["protocol"]["kind"] == kind and detail in summary["protocol"]["detail"]
     last = summary["failure"]["failing_step"]
     assert summary["failure"]["port"][last] is None
+
+
+def test_protocol_break_during_generation_is_not_shrunk() -> None:
+    """Inside Hypothesis too, a broken port ends the run at once (no shrinking against a
+    dead process), with the program it broke on."""
+    with PortProcess(broken("crash"), timeout=30) as port, pytest.raises(Broken) as e:
+        generate(port, "reference", examples=200, seed=None, max_steps=30)
+    assert e.value.failure.kind == "exited"
+    last = e.value.run.outcomes[-1]
+    assert last.port is None and isinstance(last.step, dict) and last.step["op"] == "gc_epoch"
 
 
 def test_usage_errors() -> None:
