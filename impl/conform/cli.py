@@ -12,10 +12,15 @@ from typing import Any
 
 import click
 
-from impl.conform import report as rep
 from impl.conform.client import PortProcess
-from impl.conform.driver import Broken, Run, generate, replay_vectors, vector_files
 from model.replay import ReplayError, resolve_variant
+
+try:  # Hypothesis is the `conform` extra: say so rather than print a traceback
+    from impl.conform import report as rep
+    from impl.conform.driver import Broken, Run, generate, replay_vectors, vector_files
+except ImportError as e:  # pragma: no cover (the test environment has it)
+    raise click.ClickException(
+        f"epochgc conform needs Hypothesis ({e}): pip install 'epochgc[conform]'") from e
 
 EXIT_OK, EXIT_DISAGREE, EXIT_USAGE, EXIT_BROKEN = 0, 1, 2, 3
 
