@@ -1,0 +1,161 @@
+#!/usr/bin/env node
+'use strict';
+// node ports/node/cli.js replay [--variant NAME] FILE.jsonl   (as `epochgc replay`)
+// node ports/node/cli.js serve                                 (the conform protocol)
+
+const fs = require('fs');
+const readline = require('readline');
+const { parse, stringify } = require('./json');
+const { Replayer, BadInput, withMismatch } = require('./replay');
+const { VARIANTS } = require('./epochgc');
+
+const HEADER = /^#\s*variant\s*:\s*(\S*)\s*$/;
+
+// VECTORS.md "Files": --variant, else the header, else the longest known `-NAME.jsonl`
+// (or `NAME.jsonl`) suffix of the file name, else reference.
+function variantFromName(path) {
+  const base = path.split('/').pop();
+  let best = null;
+  for (const v of VARIANTS) {
+    if ((base === `${v}.jsonl` || base.endsWith(`-${v}.jsonl`)) && (best === null || v.length > best.length)) best = v;
+  }
+  return best;
+}
+
+class FileError extends Error {
+  constructor(line, step, field, message) {
+    super(message);
+    Object.assign(this, { line, step, field });
+  }
+}
+
+function replay(path, cliVariant, out, err) {
+  const label = path;
+  let text;
+  try {
+    text = path === '-' ? fs.readFileSync(0, 'utf8') : fs.readFileSync(path, 'utf8');
+  } catch (e) {
+    err(`epochgc replay: ${label}: cannot read: ${e.message}`);
+    return 2;
+  }
+  const lines = text.split('\n');
+  if (lines.length && lines[lines.length - 1] === '') lines.pop();
+  // A first pass finds the header (it must come before the first step).
+  let header = null;
+  let stepsSeen = false;
+  try {
+    lines.forEach((raw, k) => {
+      const line = raw.trim();
+      if (line === '') return;
+      if (!line.startsWith('#')) {
+        stepsSeen = true;
+        return;
+      }
+      const m = HEADER.exec(line);
+      if (m === null) return;
+      if (stepsSeen) throw new FileError(k + 1, null, 'variant', 'the variant header must come before the first step');
+      if (header !== null) throw new FileError(k + 1, null, 'variant', 'a second variant header');
+      if (!VARIANTS.includes(m[1])) throw new FileError(k + 1, null, 'variant', `unknown variant ${JSON.stringify(m[1])}`);
+      header = m[1];
+    });
+  } catch (e) {
+    if (!(e instanceof FileError)) throw e;
+    err(`epochgc replay: ${label}:${e.line}: ${e.field}: ${e.message}`);
+    return 2;
+  }
+  if (cliVariant !== null && !VARIANTS.includes(cliVariant)) {
+    err(`epochgc replay: ${label}: variant: unknown variant ${JSON.stringify(cliVariant)}`);
+    return 2;
+  }
+  const variant = cliVariant ?? header ?? (path === '-' ? null : variantFromName(path)) ?? 'reference';
+  const r = new Replayer(variant);
+  let n = 0;
+  const bad = [];
+  for (const [k, raw] of lines.entries()) {
+    const line = raw.trim();
+    if (line === '' || line.startsWith('#')) continue;
+    n += 1;
+    let result;
+    try {
+      const step = parse(raw);
+      result = withMismatch({ step: BigInt(n), ...r.step(step) }, step.get('expect'));
+    } catch (e) {
+      if (!(e instanceof BadInput) && e.name !== 'Error' && !(e instanceof require('./json').JsonError)) throw e;
+      const where = e instanceof BadInput ? e.message : `malformed JSON: ${e.message}`;
+      err(`epochgc replay: ${label}:${k + 1}: step ${n}: ${where}`);
+      return 2;
+    }
+    if (result.mismatch) bad.push(n);
+    out(stringify(result));
+  }
+  if (bad.length) {
+    err(`epochgc replay: ${label}: ${bad.length} of ${n} steps disagree with expect (steps ${bad.join(', ')})`);
+    return 1;
+  }
+  return 0;
+}
+
+// The conform protocol (VECTORS.md "The port protocol"): one answer line per input line.
+function serve() {
+  let r = null;
+  const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity, terminal: false });
+  const outBuf = [];
+  const answer = (obj) => outBuf.push(stringify(obj));
+  rl.on('line', (raw) => {
+    try {
+      const msg = parse(raw);
+      if (msg instanceof Map && msg.get('op') === 'reset') {
+        const v = msg.get('variant');
+        if (typeof v !== 'string' || !VARIANTS.includes(v)) throw new BadInput('variant', `unknown variant ${stringify(v)}`);
+        r = new Replayer(v);
+        answer({});
+      } else if (r === null) {
+        throw new BadInput(null, 'no reset before the first step');
+      } else {
+        const res = r.step(msg);
+        delete res.mismatch;
+        answer(res);
+      }
+    } catch (e) {
+      if (!(e instanceof BadInput) && !(e instanceof require('./json').JsonError)) {
+        answer({ error: `internal error: ${e.stack}` });
+      } else {
+        answer({ error: e.message });
+      }
+    }
+    // One write per input line: the driver waits for each answer before sending the next.
+    process.stdout.write(`${outBuf.join('\n')}\n`);
+    outBuf.length = 0;
+  });
+}
+
+function main(argv) {
+  const [cmd, ...rest] = argv;
+  if (cmd === 'serve' && rest.length === 0) {
+    serve();
+    return;
+  }
+  if (cmd === 'replay') {
+    let variant = null;
+    const files = [];
+    for (let k = 0; k < rest.length; k++) {
+      if (rest[k] === '--variant') variant = rest[++k] ?? '';
+      else files.push(rest[k]);
+    }
+    if (files.length !== 1) {
+      process.stderr.write('usage: cli.js replay [--variant NAME] FILE.jsonl\n');
+      process.exitCode = 2;
+      return;
+    }
+    const outLines = [];
+    const code = replay(files[0], variant, (l) => outLines.push(l), (l) => process.stderr.write(`${l}\n`));
+    if (outLines.length) process.stdout.write(`${outLines.join('\n')}\n`);
+    process.exitCode = code;
+    return;
+  }
+  process.stderr.write('usage: cli.js replay [--variant NAME] FILE.jsonl | cli.js serve\n');
+  process.exitCode = 2;
+}
+
+module.exports = { replay, variantFromName };
+if (require.main === module) main(process.argv.slice(2));
