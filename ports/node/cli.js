@@ -5,11 +5,11 @@
 
 const fs = require('fs');
 const readline = require('readline');
-const { parse, stringify } = require('./json');
+const { parse, stringify, JsonError } = require('./json');
 const { Replayer, BadInput, withMismatch } = require('./replay');
 const { VARIANTS } = require('./epochgc');
 
-const HEADER = /^#\s*variant\s*:\s*(\S*)\s*$/;
+const HEADER = /^#\s*variant:\s*(.*?)\s*$/;
 
 // VECTORS.md "Files": --variant, else the header, else the longest known `-NAME.jsonl`
 // (or `NAME.jsonl`) suffix of the file name, else reference.
@@ -20,13 +20,6 @@ function variantFromName(path) {
     if ((base === `${v}.jsonl` || base.endsWith(`-${v}.jsonl`)) && (best === null || v.length > best.length)) best = v;
   }
   return best;
-}
-
-class FileError extends Error {
-  constructor(line, step, field, message) {
-    super(message);
-    Object.assign(this, { line, step, field });
-  }
 }
 
 function replay(path, cliVariant, out, err) {
@@ -40,47 +33,40 @@ function replay(path, cliVariant, out, err) {
   }
   const lines = text.split('\n');
   if (lines.length && lines[lines.length - 1] === '') lines.pop();
-  // A first pass finds the header (it must come before the first step).
-  let header = null;
-  let stepsSeen = false;
-  try {
-    lines.forEach((raw, k) => {
-      const line = raw.trim();
-      if (line === '') return;
-      if (!line.startsWith('#')) {
-        stepsSeen = true;
-        return;
-      }
-      const m = HEADER.exec(line);
-      if (m === null) return;
-      if (stepsSeen) throw new FileError(k + 1, null, 'variant', 'the variant header must come before the first step');
-      if (header !== null) throw new FileError(k + 1, null, 'variant', 'a second variant header');
-      if (!VARIANTS.includes(m[1])) throw new FileError(k + 1, null, 'variant', `unknown variant ${JSON.stringify(m[1])}`);
-      header = m[1];
-    });
-  } catch (e) {
-    if (!(e instanceof FileError)) throw e;
-    err(`epochgc replay: ${label}:${e.line}: ${e.field}: ${e.message}`);
-    return 2;
-  }
   if (cliVariant !== null && !VARIANTS.includes(cliVariant)) {
     err(`epochgc replay: ${label}: variant: unknown variant ${JSON.stringify(cliVariant)}`);
     return 2;
   }
-  const variant = cliVariant ?? header ?? (path === '-' ? null : variantFromName(path)) ?? 'reference';
-  const r = new Replayer(variant);
+  const fallback = cliVariant ?? (path === '-' ? null : variantFromName(path)) ?? 'reference';
+  let header = null;
+  let r = null;
   let n = 0;
   const bad = [];
   for (const [k, raw] of lines.entries()) {
     const line = raw.trim();
-    if (line === '' || line.startsWith('#')) continue;
+    if (line === '') continue;
+    if (line.startsWith('#')) {
+      // The header is checked where it stands: the steps before a late one were printed.
+      const m = HEADER.exec(line);
+      if (m === null) continue;
+      const why = r !== null ? 'the variant header must come before the first step'
+        : header !== null ? 'the variant header is given twice'
+          : !VARIANTS.includes(m[1]) ? `unknown variant ${JSON.stringify(m[1])}` : null;
+      if (why !== null) {
+        err(`epochgc replay: ${label}:${k + 1}: variant: ${why}`);
+        return 2;
+      }
+      header = m[1];
+      continue;
+    }
+    if (r === null) r = new Replayer(cliVariant ?? header ?? fallback);
     n += 1;
     let result;
     try {
       const step = parse(raw);
       result = withMismatch({ step: BigInt(n), ...r.step(step) }, step.get('expect'));
     } catch (e) {
-      if (!(e instanceof BadInput) && e.name !== 'Error' && !(e instanceof require('./json').JsonError)) throw e;
+      if (!(e instanceof BadInput) && !(e instanceof JsonError)) throw e;
       const where = e instanceof BadInput ? e.message : `malformed JSON: ${e.message}`;
       err(`epochgc replay: ${label}:${k + 1}: step ${n}: ${where}`);
       return 2;
@@ -117,7 +103,7 @@ function serve() {
         answer(res);
       }
     } catch (e) {
-      if (!(e instanceof BadInput) && !(e instanceof require('./json').JsonError)) {
+      if (!(e instanceof BadInput) && !(e instanceof JsonError)) {
         answer({ error: `internal error: ${e.stack}` });
       } else {
         answer({ error: e.message });
