@@ -1,0 +1,108 @@
+"""`epochgc conform [OPTIONS] -- CMD ARGS...`: drive a port with the shipped vectors and
+generated programs (spec/VECTORS.md, "The port protocol"). Exit 0 all agreed, 1 a
+disagreement (shrunk, printed, written with --out), 2 usage error, 3 the port broke the
+protocol."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from impl.conform import report as rep
+from impl.conform.client import PortProcess
+from impl.conform.driver import Broken, Run, generate, replay_vectors, vector_files
+from model.replay import ReplayError, resolve_variant
+
+EXIT_OK, EXIT_DISAGREE, EXIT_USAGE, EXIT_BROKEN = 0, 1, 2, 3
+
+
+@click.command("conform", context_settings={"ignore_unknown_options": True})
+@click.option("--variant", default="reference", show_default=True, metavar="NAME",
+              help="The variant the port claims to implement.")
+@click.option("--examples", default=200, show_default=True, type=click.IntRange(min=1),
+              help="Generated programs (before shrinking).")
+@click.option("--seed", default=None, type=int, help="Generation seed (default: derandomized).")
+@click.option("--max-steps", default=30, show_default=True, type=click.IntRange(min=1),
+              help="Longest generated program.")
+@click.option("--timeout-per-step", default=5.0, show_default=True,
+              type=click.FloatRange(min=0, min_open=True), help="Seconds per answer.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the shortest failing program here as a vector file.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON summary object on stdout.")
+@click.option("--vectors", "vectors_only", is_flag=True, help="Replay the shipped vectors only.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def conform(variant: str, examples: int, seed: int | None, max_steps: int,
+            timeout_per_step: float, out: Path | None, as_json: bool, vectors_only: bool,
+            command: tuple[str, ...]) -> None:
+    """Drive the port CMD ARGS... (after `--`) over the port protocol and compare every
+    answer with the model's."""
+    try:
+        resolve_variant(variant)
+    except ReplayError as e:
+        raise click.UsageError(f"--variant: {e.message}") from None
+    argv = list(command)
+    try:
+        port = PortProcess(argv, timeout=timeout_per_step)
+    except OSError as e:
+        click.echo(f"epochgc conform: cannot start {argv[0]!r}: {e.strerror or e}", err=True)
+        raise SystemExit(EXIT_USAGE) from None
+    summary: dict[str, Any] = {"variant": variant, "command": argv, "result": "pass"}
+    with port:
+        code = _drive(port, argv, variant, examples, seed, max_steps, out, vectors_only,
+                      summary, as_json)
+    if as_json:
+        click.echo(json.dumps(summary))
+    raise SystemExit(code)
+
+
+def _drive(port: PortProcess, argv: list[str], variant: str, examples: int, seed: int | None,
+           max_steps: int, out: Path | None, vectors_only: bool, summary: dict[str, Any],
+           as_json: bool) -> int:
+    say: Callable[[str], None] = _quiet if as_json else click.echo
+    try:
+        v = replay_vectors(port, variant, vector_files())
+        summary["vectors"] = {"passed": len(v.passed), "skipped": v.skipped, "steps": v.steps}
+        if v.failed is not None:
+            return _disagree(v.failed, argv, out, summary, say)
+        skipped = f", {len(v.skipped)} skipped (variant refused)" if v.skipped else ""
+        say(f"vectors: {len(v.passed)} files, {v.steps} steps agreed{skipped}")
+        if vectors_only:
+            return EXIT_OK
+        g = generate(port, variant, examples=examples, seed=seed, max_steps=max_steps)
+        summary["generated"] = {"programs": g.programs, "steps": g.steps}
+        if g.failed is not None:
+            return _disagree(g.failed, argv, out, summary, say)
+        say(f"generated: {g.programs} programs, {g.steps} steps agreed ({variant})")
+        return EXIT_OK
+    except Broken as b:
+        step = len(b.run.outcomes) - 1
+        summary["result"] = "broken"
+        summary["protocol"] = {"kind": b.failure.kind, "detail": b.failure.detail,
+                               "source": b.run.source, "step": step}
+        summary["failure"] = rep.summary_run(b.run)
+        say(f"the port broke the protocol at step {step} of {b.run.source} "
+            f"(step 0 is the reset): {b.failure.kind}: {b.failure.detail}")
+        say(rep.table(b.run))
+        return EXIT_BROKEN
+
+
+def _quiet(_text: str) -> None:
+    pass
+
+
+def _disagree(run: Run, argv: list[str], out: Path | None, summary: dict[str, Any],
+              say: Callable[[str], None]) -> int:
+    summary["result"] = "disagree"
+    summary["failure"] = rep.summary_run(run)
+    say(f"disagreement in {run.source} at step {len(run.outcomes) - 1} "
+        f"(variant {run.variant}; step 0 is the reset):")
+    say(rep.table(run))
+    if out is not None:
+        out.write_text(rep.vector(run, argv), encoding="utf-8")
+        summary["out"] = str(out)
+        say(f"written: {out}")
+    return EXIT_DISAGREE

@@ -1,0 +1,171 @@
+"""Run the shipped vectors and generated programs through a port and the model, step by
+step, stopping at the first disagreement; generated programs are shrunk by Hypothesis."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+
+from impl.conform.client import PortProcess, ProtocolFailure
+from impl.conform.compare import agrees
+from impl.conform.programs import Step, line, programs
+from model.port import Session
+from model.replay import _HEADER, DEFAULT_VARIANT, variant_from_filename
+
+VECTORS_DIR = Path(__file__).resolve().parents[2] / "spec" / "vectors"
+
+
+@dataclass
+class Outcome:
+    """One line of a program: what was sent and both answers."""
+
+    step: Step
+    port: dict[str, Any]
+    model: dict[str, Any]
+
+    @property
+    def agrees(self) -> bool:
+        return agrees(self.port, self.model)
+
+
+@dataclass
+class Run:
+    """A program as run: a reset then its steps, up to the first disagreement."""
+
+    variant: str
+    steps: list[Step]
+    outcomes: list[Outcome] = field(default_factory=list)
+    source: str = "generated"
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.outcomes) and not self.outcomes[-1].agrees
+
+
+class Disagreement(Exception):
+    def __init__(self, run: Run) -> None:
+        super().__init__(f"{run.source}: disagreement")
+        self.run = run
+
+
+class Broken(BaseException):
+    """The port broke the protocol. A BaseException so that Hypothesis does not try to
+    shrink it: the port is gone (or cannot be trusted) and every retry would wait."""
+
+    def __init__(self, failure: ProtocolFailure, run: Run) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+        self.run = run
+
+
+def run_program(port: PortProcess, variant: str, steps: list[Step], *,
+                source: str = "generated") -> Run:
+    """Reset, then each step through the port and the model, until they disagree.
+    Outcome 0 is the reset (its step is the reset object)."""
+    run = Run(variant, steps, source=source)
+    model = Session()
+    reset: dict[str, Any] = {"op": "reset", "variant": variant}
+    for step in [reset, *steps]:
+        text = line(step)
+        try:
+            answer = port.ask(text)
+        except ProtocolFailure as e:
+            run.outcomes.append(Outcome(step, {}, model.handle(text)))
+            raise Broken(e, run) from None
+        run.outcomes.append(Outcome(step, answer, model.handle(text)))
+        if not run.outcomes[-1].agrees:
+            break
+    return run
+
+
+# -- shipped vectors --------------------------------------------------------------------------
+
+
+def vector_files(root: Path = VECTORS_DIR) -> list[Path]:
+    return sorted(root.rglob("*.jsonl"))
+
+
+def read_vector(path: Path) -> tuple[str, list[Step]]:
+    """The file's variant (header, else file name, else reference) and its steps without
+    `expect` (the driver compares with the model itself)."""
+    header: str | None = None
+    steps: list[Step] = []
+    for raw in path.read_text(encoding="utf-8").splitlines():
+        text = raw.strip()
+        if not text or text.startswith("#"):
+            m = _HEADER.fullmatch(text)
+            if m is not None and header is None:
+                header = m.group(1).strip()
+            continue
+        obj = json.loads(text)
+        if isinstance(obj, dict):
+            obj.pop("expect", None)
+        steps.append(obj)
+    return header or variant_from_filename(path) or DEFAULT_VARIANT, steps
+
+
+@dataclass
+class VectorReport:
+    passed: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # files of variants the port refuses
+    steps: int = 0
+    failed: Run | None = None
+
+
+def replay_vectors(port: PortProcess, claimed: str, files: Iterable[Path]) -> VectorReport:
+    report = VectorReport()
+    for path in files:
+        variant, steps = read_vector(path)
+        run = run_program(port, variant, steps, source=str(path))
+        report.steps += len(run.outcomes) - 1
+        if run.failed:
+            refused_reset = len(run.outcomes) == 1 and "error" in run.outcomes[0].port
+            if refused_reset and variant != claimed:
+                report.skipped.append(str(path))
+                continue
+            report.failed = run
+            return report
+        report.passed.append(str(path))
+    return report
+
+
+# -- generated programs -----------------------------------------------------------------------
+
+
+@dataclass
+class GenReport:
+    programs: int = 0
+    steps: int = 0
+    failed: Run | None = None  # the shrunk program
+
+
+def generate(port: PortProcess, variant: str, *, examples: int, seed: int | None,
+             max_steps: int) -> GenReport:
+    report = GenReport()
+
+    # Database-less (nothing written to the user's directory) and derandomized unless a
+    # seed is given, so the same command generates the same programs.
+    @settings(max_examples=examples, derandomize=seed is None, database=None, deadline=None,
+              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet,
+              report_multiple_bugs=False, phases=(Phase.generate, Phase.shrink))
+    @given(programs(variant, max_steps))
+    def check(steps: list[Step]) -> None:
+        run = run_program(port, variant, steps)
+        report.programs += 1
+        report.steps += len(run.outcomes) - 1
+        if run.failed:
+            raise Disagreement(run)
+
+    test = check if seed is None else hypothesis_seed(seed)(check)
+    try:
+        test()
+    except Disagreement as d:
+        # Hypothesis re-raises the minimal failing example last.
+        report.failed = d.run
+    return report

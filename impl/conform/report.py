@@ -1,0 +1,68 @@
+"""A run as people and ports read it: a step table with both answers side by side, and the
+failing program as a vector file (spec/VECTORS.md) a port's authors can add to their suite."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from impl.conform.driver import Run
+from impl.conform.programs import line
+
+
+def _compact(obj: dict[str, Any]) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def _answer(obj: dict[str, Any]) -> str:
+    # The op is already in the step column.
+    return _compact({k: v for k, v in obj.items() if k not in ("op", "step")})
+
+
+def table(run: Run) -> str:
+    """Step 0 is the reset; the last row is the disagreement (marked `!=`)."""
+    rows = [("#", "step", "port", "model", "")]
+    for i, o in enumerate(run.outcomes):
+        step = line(o.step)
+        rows.append((str(i), step, _answer(o.port) if o.port else "(no answer)",
+                     _answer(o.model), "" if o.agrees else "!="))
+    widths = [max(len(r[c]) for r in rows) for c in range(4)]
+    return "\n".join(
+        "  ".join(cell.ljust(w) for cell, w in zip(r[:4], widths, strict=True)) + "  " + r[4]
+        for r in rows
+    ).rstrip()
+
+
+def _expect(model: dict[str, Any]) -> dict[str, Any]:
+    # Wording (blocked, error) is informative: assert only that it is null.
+    return {k: v for k, v in model.items()
+            if k != "op" and not (k in ("blocked", "error") and v is not None)}
+
+
+def vector(run: Run, port_argv: list[str]) -> str:
+    """The program up to its disagreement as a vector file under the run's variant. Steps
+    the model refused before it are left out (a refused step changes nothing)."""
+    out = [f"# variant: {run.variant}",
+           f"# epochgc conform: shortest failing program for the port `{' '.join(port_argv)}`"]
+    last = len(run.outcomes) - 1
+    for i, o in enumerate(run.outcomes[1:], start=1):
+        refused = "error" in o.model and "op" not in o.model
+        if refused and i != last:
+            continue
+        if i == last:
+            out.append(f"# the port answered: {_compact(o.port)}")
+        if refused:
+            out.append("# the model refuses the next step as bad input: "
+                       "`epochgc replay` exits 2 on it")
+            out.append(line(o.step))
+        else:
+            assert isinstance(o.step, dict)
+            out.append(_compact({**o.step, "expect": _expect(o.model)}))
+    return "\n".join(out) + "\n"
+
+
+def summary_run(run: Run) -> dict[str, Any]:
+    return {"source": run.source, "variant": run.variant,
+            "steps": [o.step for o in run.outcomes[1:]],
+            "port": [o.port for o in run.outcomes], "model": [o.model for o in run.outcomes],
+            "failing_step": len(run.outcomes) - 1}

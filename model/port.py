@@ -1,0 +1,82 @@
+"""The model behind the port protocol (spec/VECTORS.md, "The port protocol").
+
+`python -m model.port` reads JSON lines on stdin and answers each with one JSON line on
+stdout, exactly as a port must: a `{"op":"reset","variant":NAME}` starts a new program, a
+step is run by `model.replay.Replayer` (the code behind `epochgc replay`, so there is one
+source of truth), and a step `epochgc replay` would refuse is answered `{"error": ...}`
+and changes nothing. `epochgc conform` uses `Session` in process for the expected answers.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from model.replay import (
+    DEFAULT_VARIANT,
+    Replayer,
+    ReplayError,
+    _Bad,
+    parse_step,
+    resolve_variant,
+)
+
+_RESET_FIELDS = ("op", "variant")
+
+
+class Session:
+    """One port's state across programs: the current program's replayer."""
+
+    def __init__(self) -> None:
+        self.replayer = Replayer(DEFAULT_VARIANT)
+        self.steps = 0  # steps since the last reset (only to locate error messages)
+
+    def handle(self, line: str) -> dict[str, Any]:
+        """One protocol line in, one answer out (never raises on bad input)."""
+        try:
+            obj = parse_step(line)
+        except _Bad as e:
+            return {"error": f"{e.field}: {e.message}"}
+        if isinstance(obj, dict) and obj.get("op") == "reset":
+            return self._reset(obj)
+        self.steps += 1
+        try:
+            result = self.replayer.step(obj, self.steps)
+        except ReplayError as e:
+            # The replayer checks everything before changing state: a refusal changes nothing.
+            return {"error": str(e)}
+        del result["step"]  # optional in the protocol; the driver numbers steps itself
+        return result
+
+    def _reset(self, obj: dict[str, Any]) -> dict[str, Any]:
+        unknown = [k for k in obj if k not in _RESET_FIELDS]
+        if unknown:
+            return {"error": f"reset: {unknown[0]}: unknown field (expected: op, variant)"}
+        name = obj.get("variant")
+        if not isinstance(name, str):
+            return {"error": f"reset: variant: must be a variant name, got {json.dumps(name)}"}
+        try:
+            variant = resolve_variant(name)
+        except ReplayError as e:
+            return {"error": f"reset: {e}"}
+        self.replayer = Replayer(variant)
+        self.steps = 0
+        return {}
+
+
+def serve(stdin: TextIO, stdout: TextIO) -> None:
+    """Answer every line until end of input; each answer is flushed before the next read
+    (the driver waits for it)."""
+    session = Session()
+    for line in stdin:
+        stdout.write(json.dumps(session.handle(line), separators=(",", ":")) + "\n")
+        stdout.flush()
+
+
+def main() -> None:
+    serve(sys.stdin, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
