@@ -2,6 +2,8 @@
 'use strict';
 // node ports/node/cli.js replay [--variant NAME] FILE.jsonl   (as `epochgc replay`)
 // node ports/node/cli.js serve                                 (the conform protocol)
+// node ports/node/cli.js batch    (many replays in one process, for tests: one JSON line
+//   {"path": FILE, "variant": NAME or null} in, one {"code", "out", "err"} line out)
 
 const fs = require('fs');
 const readline = require('readline');
@@ -115,10 +117,26 @@ function serve() {
   });
 }
 
+// Node starts slowly on a loaded machine: the tests replay a hundred files in one process.
+function batch() {
+  const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity, terminal: false });
+  rl.on('line', (raw) => {
+    const req = JSON.parse(raw);
+    const out = [];
+    const err = [];
+    const code = replay(req.path, req.variant ?? null, (l) => out.push(l), (l) => err.push(l));
+    process.stdout.write(`${JSON.stringify({ code, out, err })}\n`);
+  });
+}
+
 function main(argv) {
   const [cmd, ...rest] = argv;
   if (cmd === 'serve' && rest.length === 0) {
     serve();
+    return;
+  }
+  if (cmd === 'batch' && rest.length === 0) {
+    batch();
     return;
   }
   if (cmd === 'replay') {

@@ -1,0 +1,244 @@
+"""The Node.js port (ports/node/) against the model: every shipped vector, hostile inputs,
+`epochgc conform` with the default example count, and planted bugs the checks must catch.
+Skips, with the reason, where `node` is not installed."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from model import replay as model_replay
+from tests.ports.hostile import PROGRAMS, VARIANT_PROGRAMS
+
+ROOT = Path(__file__).resolve().parents[2]
+PORT = ROOT / "ports" / "node"
+VECTORS = sorted((ROOT / "spec" / "vectors").glob("*.jsonl")) + sorted(
+    (ROOT / "spec" / "vectors" / "generated").glob("*.jsonl")
+)
+NODE = shutil.which("node")
+pytestmark = pytest.mark.skipif(
+    NODE is None, reason="node is not installed: the Node.js port is not tested"
+)
+
+
+def _normalized(line: str) -> dict[str, Any]:
+    # `blocked` and `error` wording is informative (VECTORS.md): compare null vs non-null.
+    obj: dict[str, Any] = json.loads(line)
+    for k in ("blocked", "error"):
+        if k in obj:
+            obj[k] = obj[k] is not None
+    return obj
+
+
+Result = tuple[int, list[dict[str, Any]], str]
+
+
+def port_replays(requests: list[tuple[Path, str | None]], port: Path = PORT) -> list[Result]:
+    """Replays many files through one Node process (`cli.js batch`)."""
+    assert NODE is not None
+    stdin = "".join(json.dumps({"path": str(p), "variant": v}) + "\n" for p, v in requests)
+    proc = subprocess.run(
+        [NODE, str(port / "cli.js"), "batch"],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    answers = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert len(answers) == len(requests), proc.stderr
+    return [(a["code"], [_normalized(x) for x in a["out"]], "\n".join(a["err"])) for a in answers]
+
+
+def model_run(path: Path, variant: str | None = None) -> Result:
+    out: list[str] = []
+    err: list[str] = []
+    code = model_replay.run(str(path), variant, out.append, err.append)
+    return code, [_normalized(x) for x in out], "\n".join(err)
+
+
+def differences(requests: list[tuple[Path, str | None]], port: Path = PORT) -> dict[str, str]:
+    """Per request (named FILE or FILE@VARIANT) where the port's replay differs from the model's:
+    results, exit code, or for bad input the place (FILE:LINE) the error names."""
+    diffs = {}
+    for (path, variant), (pc, pout, perr) in zip(
+        requests, port_replays(requests, port), strict=True
+    ):
+        mc, mout, merr = model_run(path, variant)
+        name = path.name + (f"@{variant}" if variant else "")
+        if pout != mout:
+            diffs[name] = f"results differ\nmodel: {mout}\nport:  {pout}\nport stderr: {perr}"
+        elif pc != mc:
+            diffs[name] = f"exit {pc}, model {mc}\nmodel: {merr}\nport: {perr}"
+        elif mc == 2 and perr.split(": ")[1] != merr.split(": ")[1]:
+            diffs[name] = f"error place differs\nmodel: {merr}\nport: {perr}"
+    return diffs
+
+
+def _write(directory: Path, name: str, lines: list[str]) -> Path:
+    path = directory / f"{name}.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def hostile_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
+    d = tmp_path_factory.mktemp("hostile")
+    return [_write(d, n, lines) for n, lines in sorted({**PROGRAMS, **VARIANT_PROGRAMS}.items())]
+
+
+FENCE_VARIANTS = ["reference", "strict", "collapse", "fence-only", "untermed"]
+
+
+def all_requests(hostile: list[Path]) -> list[tuple[Path, str | None]]:
+    """Every shipped vector under its own variant and, for the fence vectors, under each
+    fence variant (--variant: expects may then disagree, exit 1, but the port must print
+    what the model prints), and every hostile program."""
+    reqs: list[tuple[Path, str | None]] = [(p, None) for p in VECTORS]
+    reqs += [
+        (p, v) for p in VECTORS if "fence" in p.name or "scenario" in p.name for v in FENCE_VARIANTS
+    ]
+    return reqs + [(p, None) for p in hostile]
+
+
+def test_every_shipped_vector_passes() -> None:
+    results = port_replays([(p, None) for p in VECTORS])
+    failed = {p.name: err for p, (code, _, err) in zip(VECTORS, results, strict=True) if code != 0}
+    assert not failed, failed
+
+
+def test_port_replay_prints_what_epochgc_replay_prints(hostile_files: list[Path]) -> None:
+    diffs = differences(all_requests(hostile_files))
+    assert not diffs, "\n\n".join(f"{k}: {v}" for k, v in diffs.items())
+
+
+def test_serve_refuses_bad_steps_and_changes_nothing() -> None:
+    assert NODE is not None
+    lines = [
+        '{"op":"apply_placeholder","epoch":1,"offset":0}',  # before any reset
+        '{"op":"reset","variant":"bogus"}',
+        '{"op":"reset","variant":"reference"}',
+        '{"op":"apply_placeholder","epoch":5,"offset":3}',
+        '{"op":"apply_placeholder","epoch":9,"offset":3}',  # offsets must increase: refused
+        "not json",
+        '{"op":"state"}',
+    ]
+    p = subprocess.run(
+        [NODE, str(PORT / "cli.js"), "serve"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    answers = [json.loads(x) for x in p.stdout.splitlines()]
+    assert len(answers) == len(lines)
+    assert [("error" in a) for a in answers] == [True, True, False, False, True, True, False]
+    assert answers[2] == {}
+    assert answers[6]["max_applied_epoch"] == 5 and answers[6]["window_offset"] == 3
+
+
+def _conform(port: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    assert NODE is not None
+    cmd = [
+        sys.executable,
+        "-m",
+        "impl.cli",
+        "conform",
+        *args,
+        "--",
+        NODE,
+        str(port / "cli.js"),
+        "serve",
+    ]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=ROOT, check=False)
+
+
+def test_conform_with_the_default_example_count_passes() -> None:
+    p = _conform(PORT)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "200 programs" in p.stdout, p.stdout
+
+
+# Planted bugs: (file, original, planted). Each must make a check fail.
+BUGS = {
+    "window-lower-end-off-by-one": (
+        "epochgc.js",
+        "if (e >= lo) return { admitted: true, window: [lo, hi], seen };",
+        "if (e > lo) return { admitted: true, window: [lo, hi], seen };",
+    ),
+    "seen-window-not-scoped-to-term": (
+        "epochgc.js",
+        "return !termScoped(variant) || seen.term === term ? seen : null;",
+        "return seen;",
+    ),
+    "M-from-max-applied": (
+        "epochgc.js",
+        "? s.max_applied_epoch : s.min_epoch_lower_bound",
+        "? s.max_applied_epoch : s.max_applied_epoch",
+    ),
+    "missing-partition-skipped": (
+        "epochgc.js",
+        "if (missing.length > 0 && variant !== 'skip-missing') {",
+        "if (false) {",
+    ),
+    "lrlo-moves-backwards": (
+        "epochgc.js",
+        "last_reconciled_log_offset: bmax(s.last_reconciled_log_offset, lrlo)",
+        "last_reconciled_log_offset: lrlo",
+    ),
+    "malformed-key-accepted": (
+        "epochgc.js",
+        "([0-9A-Za-z][0-9A-Za-z_.-]{0,127})$/",
+        "(.+)$/",
+    ),
+    "duplicate-key-accepted": ("json.js", "if (obj.has(k)) fail(", "if (false) fail("),
+    "epochs-as-doubles": (
+        "json.js",
+        "? BigInt(m[0]) : Number(m[0])",
+        "? BigInt(Number(m[0])) : Number(m[0])",
+    ),
+}
+
+
+def _plant(tmp_path: Path, bug: str) -> Path:
+    file, old, new = BUGS[bug]
+    port = tmp_path / "node"
+    shutil.copytree(PORT, port)
+    text = (port / file).read_text(encoding="utf-8")
+    assert text.count(old) == 1, f"{bug}: the planted line is not in ports/node/{file} once"
+    (port / file).write_text(text.replace(old, new), encoding="utf-8")
+    return port
+
+
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_planted_bug_is_caught(tmp_path: Path, hostile_files: list[Path], bug: str) -> None:
+    diffs = differences(all_requests(hostile_files), _plant(tmp_path, bug))
+    assert diffs, f"{bug} survived every vector and hostile program"
+    print(f"{bug}: caught by {len(diffs)} replays, e.g. {sorted(diffs)[:3]}")
+
+
+# Planted bugs that also need generated programs to show (the shipped vectors and hostile
+# programs aside): conform must find each and shrink it to at most 10 steps. About a minute
+# or more each, so only under EPOCHGC_PORT_PROFILE=deep.
+@pytest.mark.skipif(
+    os.environ.get("EPOCHGC_PORT_PROFILE") != "deep", reason="EPOCHGC_PORT_PROFILE=deep runs it"
+)
+@pytest.mark.parametrize("bug", sorted(BUGS))
+def test_conform_catches_and_shrinks_planted_bug(tmp_path: Path, bug: str) -> None:
+    out = tmp_path / "shrunk.jsonl"
+    p = _conform(_plant(tmp_path, bug), "--out", str(out))
+    assert p.returncode == 1, p.stdout + p.stderr
+    steps = [
+        x
+        for x in out.read_text(encoding="utf-8").splitlines()
+        if x.strip() and not x.startswith("#")
+    ]
+    assert 1 <= len(steps) <= 10, out.read_text(encoding="utf-8")
