@@ -86,34 +86,32 @@ function replay(path, cliVariant, out, err) {
 // The conform protocol (VECTORS.md "The port protocol"): one answer line per input line.
 function serve() {
   let r = null;
-  const rl = readline.createInterface({ input: process.stdin, crlfDelay: Infinity, terminal: false });
-  const outBuf = [];
-  const answer = (obj) => outBuf.push(stringify(obj));
-  rl.on('line', (raw) => {
+  const answer = (raw) => {
     try {
       const msg = parse(raw);
       if (msg instanceof Map && msg.get('op') === 'reset') {
         const v = msg.get('variant');
         if (typeof v !== 'string' || !VARIANTS.includes(v)) throw new BadInput('variant', `unknown variant ${stringify(v)}`);
         r = new Replayer(v);
-        answer({});
-      } else if (r === null) {
-        throw new BadInput(null, 'no reset before the first step');
-      } else {
-        const res = r.step(msg);
-        delete res.mismatch;
-        answer(res);
+        return '{}';
       }
+      if (r === null) throw new BadInput(null, 'no reset before the first step');
+      return stringify(r.step(msg));
     } catch (e) {
-      if (!(e instanceof BadInput) && !(e instanceof JsonError)) {
-        answer({ error: `internal error: ${e.stack}` });
-      } else {
-        answer({ error: e.message });
-      }
+      if (!(e instanceof BadInput) && !(e instanceof JsonError)) return stringify({ error: `internal error: ${e.stack}` });
+      return stringify({ error: e.message });
     }
-    // One write per input line: the driver waits for each answer before sending the next.
-    process.stdout.write(`${outBuf.join('\n')}\n`);
-    outBuf.length = 0;
+  };
+  // Raw chunks rather than readline: one write per chunk of lines (one line, in lockstep).
+  let pending = '';
+  process.stdin.setEncoding('utf8');
+  process.stdin.on('data', (chunk) => {
+    const parts = (pending + chunk).split('\n');
+    pending = parts.pop();
+    if (parts.length) process.stdout.write(`${parts.map((l) => answer(l.endsWith('\r') ? l.slice(0, -1) : l)).join('\n')}\n`);
+  });
+  process.stdin.on('end', () => {
+    if (pending !== '') process.stdout.write(`${answer(pending)}\n`);
   });
 }
 
