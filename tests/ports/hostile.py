@@ -117,6 +117,13 @@ PROGRAMS: dict[str, list[str]] = {
     ],
     "delete-twice": ['{"op":"delete_partition"}', '{"op":"delete_partition"}'],
     "create-existing": ['{"op":"create_partition"}'],
+    "restart-one-node-keeps-the-others": [
+        '{"op":"fence","term":1,"epoch":5,"node":"n0"}',
+        '{"op":"fence","term":1,"epoch":9,"node":"n1"}',
+        '{"op":"restart","node":"n0"}',
+        '{"op":"fence","term":1,"epoch":6,"node":"n1"}',
+        '{"op":"fence","term":1,"epoch":4,"node":"n0"}',
+    ],
     "restart-while-deleted": [
         '{"op":"fence","term":1,"epoch":5}',
         '{"op":"delete_partition"}',

@@ -199,6 +199,16 @@ BUGS = {
         "([0-9A-Za-z][0-9A-Za-z_.-]{0,127})$/",
         "(.+)$/",
     ),
+    "restart-of-one-node-forgets-all": (
+        "replay.js",
+        "this.seen.delete(nonEmptyString(step.get('node'), 'node'))",
+        "this.seen.clear()",
+    ),
+    "apply-offset-not-checked-against-lrlo": (
+        "replay.js",
+        "if (offset <= this.state.last_reconciled_log_offset) {",
+        "if (false) {",
+    ),
     "duplicate-key-accepted": ("json.js", "if (obj.has(k)) fail(", "if (false) fail("),
     "epochs-as-doubles": (
         "json.js",
@@ -208,8 +218,8 @@ BUGS = {
 }
 
 
-def _plant(tmp_path: Path, bug: str) -> Path:
-    file, old, new = BUGS[bug]
+def _plant(tmp_path: Path, bug: str, bugs: dict[str, tuple[str, str, str]] = BUGS) -> Path:
+    file, old, new = bugs[bug]
     port = tmp_path / "node"
     shutil.copytree(PORT, port)
     text = (port / file).read_text(encoding="utf-8")
@@ -225,20 +235,29 @@ def test_planted_bug_is_caught(tmp_path: Path, hostile_files: list[Path], bug: s
     print(f"{bug}: caught by {len(diffs)} replays, e.g. {sorted(diffs)[:3]}")
 
 
-# Planted bugs that also need generated programs to show (the shipped vectors and hostile
-# programs aside): conform must find each and shrink it to at most 10 steps. About a minute
-# or more each, so only under EPOCHGC_PORT_PROFILE=deep.
+# A planted bug the shipped vectors miss and only generated programs show: `epochgc conform`
+# must find it and shrink it to at most 10 steps. About a minute or more on 2 busy cores,
+# so only under EPOCHGC_PORT_PROFILE=deep.
+GEN_BUGS = {
+    "lro-moves-backwards": (
+        "epochgc.js",
+        "next.last_reconciled_offset = bmax(s.last_reconciled_offset, lro)",
+        "next.last_reconciled_offset = lro",
+    ),
+}
+
+
 @pytest.mark.skipif(
     os.environ.get("EPOCHGC_PORT_PROFILE") != "deep", reason="EPOCHGC_PORT_PROFILE=deep runs it"
 )
-@pytest.mark.parametrize("bug", sorted(BUGS))
-def test_conform_catches_and_shrinks_planted_bug(tmp_path: Path, bug: str) -> None:
+@pytest.mark.parametrize("bug", sorted(GEN_BUGS))
+def test_conform_generates_shrinks_and_catches_planted_bug(tmp_path: Path, bug: str) -> None:
+    port = _plant(tmp_path, bug, GEN_BUGS)
+    vectors = port_replays([(p, None) for p in VECTORS], port)
+    assert all(code == 0 for code, _, _ in vectors), f"{bug}: a shipped vector already shows it"
     out = tmp_path / "shrunk.jsonl"
-    p = _conform(_plant(tmp_path, bug), "--out", str(out))
+    p = _conform(port, "--out", str(out))
     assert p.returncode == 1, p.stdout + p.stderr
-    steps = [
-        x
-        for x in out.read_text(encoding="utf-8").splitlines()
-        if x.strip() and not x.startswith("#")
-    ]
-    assert 1 <= len(steps) <= 10, out.read_text(encoding="utf-8")
+    text = out.read_text(encoding="utf-8")
+    steps = [x for x in text.splitlines() if x.strip() and not x.startswith("#")]
+    assert 1 <= len(steps) <= 10, text
