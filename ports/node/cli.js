@@ -11,6 +11,12 @@ const { parse, stringify, JsonError } = require('./json');
 const { Replayer, BadInput, withMismatch } = require('./replay');
 const { VARIANTS } = require('./epochgc');
 
+// Python's str.strip(): its white space differs from String.prototype.trim (\x1c-\x1f and
+// \x85 are white space, a BOM is not). Lines are stripped before they are classified and parsed.
+const PY_WS = '[\\t\\n\\v\\f\\r\\x1c-\\x1f \\x85\\xa0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000]';
+const PY_STRIP = new RegExp(`^${PY_WS}+|${PY_WS}+$`, 'g');
+const pyStrip = (text) => text.replace(PY_STRIP, '');
+
 const HEADER = /^#\s*variant:\s*(.*?)\s*$/;
 
 // VECTORS.md "Files": --variant, else the header, else the longest known `-NAME.jsonl`
@@ -28,12 +34,14 @@ function replay(path, cliVariant, out, err) {
   const label = path;
   let text;
   try {
-    text = path === '-' ? fs.readFileSync(0, 'utf8') : fs.readFileSync(path, 'utf8');
+    // Invalid UTF-8 makes the file unreadable (no replacement characters); a BOM stays
+    // and makes the first line malformed, as for `epochgc replay`.
+    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(fs.readFileSync(path === '-' ? 0 : path));
   } catch (e) {
     err(`epochgc replay: ${label}: cannot read: ${e.message}`);
     return 2;
   }
-  const lines = text.split('\n');
+  const lines = text.split(/\r\n|\r|\n/); // Python's universal newlines
   if (lines.length && lines[lines.length - 1] === '') lines.pop();
   if (cliVariant !== null && !VARIANTS.includes(cliVariant)) {
     err(`epochgc replay: ${label}: variant: unknown variant ${JSON.stringify(cliVariant)}`);
@@ -45,7 +53,7 @@ function replay(path, cliVariant, out, err) {
   let n = 0;
   const bad = [];
   for (const [k, raw] of lines.entries()) {
-    const line = raw.trim();
+    const line = pyStrip(raw);
     if (line === '') continue;
     if (line.startsWith('#')) {
       // The header is checked where it stands: the steps before a late one were printed.
@@ -65,7 +73,7 @@ function replay(path, cliVariant, out, err) {
     n += 1;
     let result;
     try {
-      const step = parse(raw);
+      const step = parse(line);
       result = withMismatch({ step: BigInt(n), ...r.step(step) }, step.get('expect'));
     } catch (e) {
       if (!(e instanceof BadInput) && !(e instanceof JsonError)) throw e;
@@ -88,7 +96,7 @@ function serve() {
   let r = null;
   const answer = (raw) => {
     try {
-      const msg = parse(raw);
+      const msg = parse(pyStrip(raw));
       if (msg instanceof Map && msg.get('op') === 'reset') {
         const v = msg.get('variant');
         if (typeof v !== 'string' || !VARIANTS.includes(v)) throw new BadInput('variant', `unknown variant ${stringify(v)}`);

@@ -241,3 +241,22 @@ VARIANT_PROGRAMS: dict[str, list[str]] = {
         '{"op":"apply_reconciled","lrlo":0}',
     ],
 }
+
+# Files as bytes: encoding, line breaks and white space as `epochgc replay` reads them
+# (UTF-8 without BOM, Python's universal newlines, lines stripped as by str.strip()).
+_S = b'{"op":"state"}'
+RAW_FILES: dict[str, bytes] = {
+    "bom-is-malformed": b"\xef\xbb\xbf# variant: strict\n" + A5.encode() + b"\n",
+    "invalid-utf8-is-unreadable": _S + b"\n\xff\n",
+    "cr-alone-ends-a-line": _S + b"\r" + _S + b"\n",
+    "crlf-ends-a-line": _S + b"\r\n" + _S + b"\r\n",
+    "no-final-newline": _S,
+    "file-separator-is-white-space": b"\x1c\n" + _S + b"\n",
+    "vertical-tab-is-white-space": b"\x0b\n" + _S + b"\n",
+    "nel-is-white-space": b"\xc2\x85\n" + _S + b"\n",
+    "line-separator-is-white-space": b"\xe2\x80\xa8\n" + _S + b"\n",
+    "nbsp-before-a-step-is-stripped": b"\xc2\xa0" + _S + b"\xc2\xa0\n",
+    "line-separator-inside-a-string": b'{"op":"state","note":"\xe2\x80\xa8"}\n',
+    "only-comments": b"# variant: strict\n# nothing else\n",
+    "empty-file": b"",
+}

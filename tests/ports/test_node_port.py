@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from model import replay as model_replay
-from tests.ports.hostile import PROGRAMS, VARIANT_PROGRAMS
+from tests.ports.hostile import PROGRAMS, RAW_FILES, VARIANT_PROGRAMS
 
 ROOT = Path(__file__).resolve().parents[2]
 PORT = ROOT / "ports" / "node"
@@ -91,7 +91,11 @@ def _write(directory: Path, name: str, lines: list[str]) -> Path:
 @pytest.fixture(scope="module")
 def hostile_files(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     d = tmp_path_factory.mktemp("hostile")
-    return [_write(d, n, lines) for n, lines in sorted({**PROGRAMS, **VARIANT_PROGRAMS}.items())]
+    files = [_write(d, n, lines) for n, lines in sorted({**PROGRAMS, **VARIANT_PROGRAMS}.items())]
+    for name, data in sorted(RAW_FILES.items()):
+        (d / f"{name}.jsonl").write_bytes(data)
+        files.append(d / f"{name}.jsonl")
+    return files
 
 
 FENCE_VARIANTS = ["reference", "strict", "collapse", "fence-only", "untermed"]
@@ -209,6 +213,13 @@ BUGS = {
         "if (offset <= this.state.last_reconciled_log_offset) {",
         "if (false) {",
     ),
+    "lines-trimmed-by-javascript-rules": (
+        "cli.js",
+        "const line = pyStrip(raw);",
+        "const line = raw.trim();",
+    ),
+    "bom-dropped": ("cli.js", "ignoreBOM: true", "ignoreBOM: false"),
+    "only-newline-ends-a-line": ("cli.js", "text.split(/\\r\\n|\\r|\\n/)", "text.split('\\n')"),
     "duplicate-key-accepted": ("json.js", "if (obj.has(k)) fail(", "if (false) fail("),
     "epochs-as-doubles": (
         "json.js",
