@@ -96,8 +96,9 @@ function serve() {
   let r = null;
   const answer = (raw) => {
     try {
-      const msg = parse(pyStrip(raw));
+      const msg = parse(raw); // the protocol line as is: JSON white space only
       if (msg instanceof Map && msg.get('op') === 'reset') {
+        for (const k of msg.keys()) if (k !== 'op' && k !== 'variant') throw new BadInput(`reset: ${k}`, 'unknown field');
         const v = msg.get('variant');
         if (typeof v !== 'string' || !VARIANTS.includes(v)) throw new BadInput('variant', `unknown variant ${stringify(v)}`);
         r = new Replayer(v);

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from model import replay as model_replay
+from model.port import Session
 from tests.ports.hostile import PROGRAMS, RAW_FILES, VARIANT_PROGRAMS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,30 +124,47 @@ def test_port_replay_prints_what_epochgc_replay_prints(hostile_files: list[Path]
     assert not diffs, "\n\n".join(f"{k}: {v}" for k, v in diffs.items())
 
 
-def test_serve_refuses_bad_steps_and_changes_nothing() -> None:
+SERVE_LINES = [
+    '{"op":"reset","variant":"reference"}',
+    '{"op":"reset","variant":"bogus"}',
+    '{"op":"reset","variant":"reference","note":"x"}',  # a reset has no other field
+    '{"op":"reset"}',
+    '{"op":"apply_placeholder","epoch":5,"offset":3}',
+    '{"op":"apply_placeholder","epoch":9,"offset":3}',  # offsets must increase: refused
+    "not json",
+    "[]",
+    '\u00a0{"op":"fence","term":1,"epoch":7}',  # not JSON white space: refused (a file strips it)
+    ' {"op":"fence","term":1,"epoch":7}\r',  # JSON white space
+    '{"op":"state","expect":{"inactive_epoch":4}}',
+    '{"op":"reset","variant":"strict"}',  # a new program: fresh state, offsets start again
+    '{"op":"apply_placeholder","epoch":5,"offset":0}',
+    '{"op":"apply_placeholder","epoch":7,"offset":1}',
+    '{"op":"delete_partition"}',
+    '{"op":"delete_partition"}',
+    '{"op":"state"}',
+]
+
+
+def test_serve_answers_every_line_as_the_model_does() -> None:
     assert NODE is not None
-    lines = [
-        '{"op":"apply_placeholder","epoch":1,"offset":0}',  # before any reset
-        '{"op":"reset","variant":"bogus"}',
-        '{"op":"reset","variant":"reference"}',
-        '{"op":"apply_placeholder","epoch":5,"offset":3}',
-        '{"op":"apply_placeholder","epoch":9,"offset":3}',  # offsets must increase: refused
-        "not json",
-        '{"op":"state"}',
-    ]
-    p = subprocess.run(
+    proc = subprocess.run(
         [NODE, str(PORT / "cli.js"), "serve"],
-        input="\n".join(lines) + "\n",
+        input="\n".join(SERVE_LINES) + "\n",
         capture_output=True,
         text=True,
         timeout=30,
         check=True,
     )
-    answers = [json.loads(x) for x in p.stdout.splitlines()]
-    assert len(answers) == len(lines)
-    assert [("error" in a) for a in answers] == [True, True, False, False, True, True, False]
-    assert answers[2] == {}
-    assert answers[6]["max_applied_epoch"] == 5 and answers[6]["window_offset"] == 3
+    port = [json.loads(x) for x in proc.stdout.splitlines()]
+    session = Session()
+    model = [session.handle(line) for line in SERVE_LINES]
+    assert len(port) == len(SERVE_LINES)
+    for line, p, m in zip(SERVE_LINES, port, model, strict=True):
+        if "error" in m:  # both refuse, whatever the wording
+            assert set(p) == {"error"} and p["error"], (line, p, m)
+        else:
+            assert _normalized(json.dumps(p)) == _normalized(json.dumps(m)), (line, p, m)
+    assert port[16]["max_applied_epoch"] is None and port[13]["applied_window"] == [7, 7]
 
 
 def _conform(port: Path, *args: str) -> subprocess.CompletedProcess[str]:
