@@ -55,7 +55,7 @@ def _prove_rows(quick: bool) -> list[dict[str, object]]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="smaller sizes (under 10 minutes)")
-    ap.add_argument("--only", nargs="*", help="benchmark names, e.g. raft gc impl harness prove")
+    ap.add_argument("--only", nargs="*", help="benchmark names, e.g. raft gc impl harness conform prove")
     args = ap.parse_args()
     BUILD.mkdir(exist_ok=True)
     rows: list[dict[str, object]] = []

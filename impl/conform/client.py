@@ -16,6 +16,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 _TAIL = 300  # characters of a bad line quoted in a report
+# The first answer also waits for the port to start (an interpreter, a JIT): not a hang.
+STARTUP_S = 10.0
 
 
 class ProtocolFailure(Exception):
@@ -44,6 +46,7 @@ class PortProcess:
         argv: Sequence[str],
         *,
         timeout: float = 5.0,
+        cwd: str | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.argv = list(argv)
@@ -51,42 +54,79 @@ class PortProcess:
         self._clock = clock
         # stderr is inherited: it is the port's log, not part of the protocol.
         self._proc = subprocess.Popen(
-            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0
+            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, cwd=cwd
         )
         assert self._proc.stdin is not None and self._proc.stdout is not None
         self._in = self._proc.stdin.fileno()
+        os.set_blocking(self._in, False)  # writes wait in select, under the timeout
         self._out = self._proc.stdout.fileno()
         self._buf = b""
+        self._answered = False
+        self._sent = 0.0
         self.failed: ProtocolFailure | None = None
 
     def ask(self, line: str) -> dict[str, Any]:
+        self.send(line)
+        return self.receive()
+
+    def send(self, line: str) -> None:
+        """Write one line; `receive` then waits for its answer (the driver computes the
+        model's answer in between, while the port works)."""
+        self._guard(self._send, [line])
+
+    def send_many(self, lines: list[str]) -> None:
+        """Write several lines at once; `receive` then returns their answers in order."""
+        self._guard(self._send, lines)
+
+    def receive(self) -> dict[str, Any]:
+        out: dict[str, Any] = self._guard(self._receive)
+        return out
+
+    def _guard(self, fn: Callable[..., Any], *args: Any) -> Any:
         if self.failed is not None:
             raise self.failed
         try:
-            return self._ask(line)
+            return fn(*args)
         except ProtocolFailure as e:
             self.failed = e
             self.close()
             raise
 
-    def _ask(self, line: str) -> dict[str, Any]:
+    def _send(self, lines: list[str]) -> None:
         if self._buf or self._readable(0):
             self._fill(0)
             raise ProtocolFailure(
-                "extra-output", f"wrote more than one line for the previous step: "
-                f"{self._buf[:_TAIL]!r}")
-        try:
-            os.write(self._in, line.encode("utf-8") + b"\n")
-        except (BrokenPipeError, ConnectionResetError):
-            raise self._exited() from None
+                "extra-output", f"wrote more than one line for a step of the previous "
+                f"program: {self._buf[:_TAIL]!r}")
+        data = "".join(f"{text}\n" for text in lines).encode("utf-8")
         deadline = self._clock() + self.timeout
+        while data:
+            # A port that neither reads nor answers must not block the driver forever.
+            left = deadline - self._clock()
+            _, ready, _ = select.select([], [self._in], [], max(0.0, left))
+            if not ready:
+                raise ProtocolFailure("timeout", f"did not read its input within "
+                                      f"{self.timeout:g} s")
+            try:
+                data = data[os.write(self._in, data):]
+            except BlockingIOError:
+                continue
+            except (BrokenPipeError, ConnectionResetError):
+                raise self._exited() from None
+        self._sent = self._clock()
+
+    def _receive(self) -> dict[str, Any]:
+        wait = self.timeout if self._answered else self.timeout + STARTUP_S
+        deadline = self._sent + wait
         while b"\n" not in self._buf:
             left = deadline - self._clock()
             if left <= 0 or not self._readable(left):
-                raise ProtocolFailure("timeout", f"no answer within {self.timeout:g} s")
+                raise ProtocolFailure("timeout", f"no answer within {wait:g} s")
             if not self._fill(left):
                 raise self._exited()
         raw, _, self._buf = self._buf.partition(b"\n")
+        self._answered = True
+        self._sent = self._clock()  # the next answer's time starts now
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError:

@@ -11,6 +11,8 @@ _WORDING = frozenset({"blocked", "error"})
 
 
 def agrees(port: dict[str, Any], model: dict[str, Any]) -> bool:
+    if not model:  # an accepted reset: no "op" either (a step's late answer has one)
+        return "error" not in port and "op" not in port
     if "error" in model and set(model) == {"error"}:
         return "error" in port and port["error"] not in (None, "")
     if "error" in port and "op" not in port:

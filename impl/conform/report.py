@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from impl.conform.driver import Run
-from impl.conform.programs import line
+from impl.conform.programs import Step, line
 
 
 def _compact(obj: dict[str, Any]) -> str:
@@ -19,18 +19,24 @@ def _answer(obj: dict[str, Any]) -> str:
     return _compact({k: v for k, v in obj.items() if k not in ("op", "step")})
 
 
+def _shown(step: Step) -> str:
+    # Notes are for readers of vector files; in the table they only widen the column.
+    if isinstance(step, dict):
+        return _compact({k: v for k, v in step.items() if k != "note"})
+    return step
+
+
 def table(run: Run) -> str:
-    """Step 0 is the reset; the last row is the disagreement (marked `!=`)."""
-    rows = [("#", "step", "port", "model", "")]
+    """Step 0 is the reset; the disagreement (the last row) is marked `!=`."""
+    rows = [("", "#", "step", "port", "model")]
     for i, o in enumerate(run.outcomes):
-        step = line(o.step)
-        rows.append((str(i), step, _answer(o.port) if o.port else "(no answer)",
-                     _answer(o.model), "" if o.agrees else "!="))
-    widths = [max(len(r[c]) for r in rows) for c in range(4)]
+        port = "(no answer)" if o.port is None else _answer(o.port)
+        rows.append(("" if o.agrees else "!=", str(i), _shown(o.step), port, _answer(o.model)))
+    widths = [max(len(r[c]) for r in rows) for c in range(5)]
     return "\n".join(
-        "  ".join(cell.ljust(w) for cell, w in zip(r[:4], widths, strict=True)) + "  " + r[4]
+        "  ".join(cell.ljust(w) for cell, w in zip(r, widths, strict=True)).rstrip()
         for r in rows
-    ).rstrip()
+    )
 
 
 def _expect(model: dict[str, Any]) -> dict[str, Any]:
@@ -50,7 +56,8 @@ def vector(run: Run, port_argv: list[str]) -> str:
         if refused and i != last:
             continue
         if i == last:
-            out.append(f"# the port answered: {_compact(o.port)}")
+            answered = "nothing" if o.port is None else _compact(o.port)
+            out.append(f"# the port answered: {answered}")
         if refused:
             out.append("# the model refuses the next step as bad input: "
                        "`epochgc replay` exits 2 on it")
@@ -64,5 +71,6 @@ def vector(run: Run, port_argv: list[str]) -> str:
 def summary_run(run: Run) -> dict[str, Any]:
     return {"source": run.source, "variant": run.variant,
             "steps": [o.step for o in run.outcomes[1:]],
+            # null: no answer
             "port": [o.port for o in run.outcomes], "model": [o.model for o in run.outcomes],
             "failing_step": len(run.outcomes) - 1}

@@ -1,0 +1,162 @@
+"""`epochgc conform` against the model behind the protocol (must pass), deliberately broken
+ports (each must be caught and shrunk to at most 10 steps), and ports that break the
+protocol (each reported as such). Budget: about 30 s of the default run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from impl.conform import report
+from impl.conform.cli import conform
+from impl.conform.client import PortProcess
+from impl.conform.compare import agrees
+from impl.conform.driver import CHUNK, generate, replay_vectors, run_program, vector_files
+from model.replay import run as replay_run
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = [sys.executable, "-m", "model.port"]
+# EPOCHGC_CONFORM_PROFILE=deep: the CLI's defaults and more (minutes, not in the default run).
+DEEP = os.environ.get("EPOCHGC_CONFORM_PROFILE") == "deep"
+EXAMPLES, MAX_STEPS = (1000, 30) if DEEP else (150, 15)
+SEMANTIC_BUGS = ["lo_off_by_one", "untermed", "m_from_max", "skip_missing", "lrlo_backwards",
+                 "loose_key", "delete_keeps_seen"]
+
+
+def broken(name: str) -> list[str]:
+    return [sys.executable, "-m", f"tests.conform.ports.{name}"]
+
+
+def cli(*args: str) -> tuple[int, str]:
+    result = CliRunner().invoke(conform, list(args), catch_exceptions=False)
+    return result.exit_code, result.output
+
+
+@pytest.fixture(autouse=True)
+def _in_root(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)  # `python -m tests.conform.ports.NAME` resolves from here
+
+
+def test_model_adapter_passes_vectors_and_programs() -> None:
+    code, out = cli("--examples", str(EXAMPLES if DEEP else 40), "--json", "--", *MODEL)
+    summary = json.loads(out)
+    assert code == 0, out
+    assert summary["result"] == "pass"
+    assert summary["vectors"]["passed"] == len(vector_files()) and not summary["vectors"]["skipped"]
+    assert summary["generated"]["programs"] >= 40 and summary["generated"]["steps"] > 200
+
+
+@pytest.mark.parametrize("name", SEMANTIC_BUGS)
+def test_broken_port_caught_and_shrunk(name: str, tmp_path: Path) -> None:
+    with PortProcess(broken(name), timeout=10) as port:
+        g = generate(port, "reference", examples=EXAMPLES, seed=None, max_steps=MAX_STEPS)
+        assert g.failed is not None, f"{name}: not caught in {g.programs} programs"
+        steps = len(g.failed.outcomes) - 1
+        assert steps <= 10, report.table(g.failed)
+        # The written vector is a real regression test: the model passes it ...
+        vec = tmp_path / "shrunk.jsonl"
+        vec.write_text(report.vector(g.failed, broken(name)))
+        code = replay_run(str(vec), None, out=lambda _: None, err=lambda _: None)
+        refused_last = "op" not in g.failed.outcomes[-1].model
+        assert code == (2 if refused_last else 0), vec.read_text()
+        # ... and the broken port fails it.
+        assert replay_vectors(port, "reference", [vec]).failed is not None
+
+
+def test_seed_repeatable_and_derandomized_default() -> None:
+    with PortProcess(MODEL, timeout=10) as port:
+        runs = [generate(port, "reference", examples=15, seed=seed, max_steps=10).steps
+                for seed in (None, None, 7, 7)]
+    assert runs[0] == runs[1] and runs[2] == runs[3]
+
+
+def test_programs_longer_than_a_chunk_stay_in_step() -> None:
+    """Several chunks, then a disagreement in the middle of a chunk: the answers still owed
+    are drained, so the program after it is compared line for line again."""
+    long = [{"op": "fence", "term": 1, "epoch": e} for e in range(3 * CHUNK + 5)]
+    gc = {"op": "gc_epoch", "snapshot_revision": 5, "partitions": ["p0", "p1"],
+          "reports": [{"partition": "p0", "replica": "r0", "inactive_epoch": 3}]}
+    with PortProcess(broken("skip_missing"), timeout=10) as port:
+        assert not run_program(port, "reference", long).failed
+        bad = run_program(port, "reference", [{"op": "state"}, gc, *long[: CHUNK + 3]])
+        assert bad.failed and len(bad.outcomes) == 3  # reset, state, gc_epoch
+        assert not run_program(port, "reference", long).failed
+
+
+def test_disagreement_printed_and_written(tmp_path: Path) -> None:
+    out_file = tmp_path / "fail.jsonl"
+    code, out = cli("--out", str(out_file), "--", *broken("skip_missing"))
+    assert code == 1
+    assert "disagreement in" in out and "gc-epoch-reference.jsonl" in out
+    assert "\n!=" in out  # the failing row is marked
+    assert out_file.read_text().startswith("# variant: reference\n")
+
+
+def test_json_summary_of_a_disagreement() -> None:
+    code, out = cli("--json", "--", *broken("loose_key"))
+    summary = json.loads(out)
+    assert code == 1 and summary["result"] == "disagree"
+    last = summary["failure"]["failing_step"]
+    assert summary["failure"]["port"][last] != summary["failure"]["model"][last]
+
+
+def test_variant_the_port_does_not_implement_is_skipped() -> None:
+    code, out = cli("--vectors", "--json", "--", *broken("reference_only"))
+    summary = json.loads(out)
+    assert code == 0, out
+    skipped = summary["vectors"]["skipped"]
+    assert skipped and all("reference" not in Path(p).name for p in skipped)
+    # Claiming a variant and refusing it is a disagreement, not a skip.
+    code, out = cli("--vectors", "--variant", "strict", "--", *broken("reference_only"))
+    assert code == 1 and "fence-strict.jsonl" in out
+
+
+@pytest.mark.parametrize(("name", "kind", "detail"), [
+    ("crash", "exited", "exited with status 3"),
+    ("garbage", "garbage", "b'OK'"),
+    ("hang", "timeout", "no answer within 0.5 s"),
+    ("chatty", "extra-output", "more than one line"),
+])
+def test_protocol_breakers_reported(name: str, kind: str, detail: str) -> None:
+    code, out = cli("--timeout-per-step", "0.5", "--json", "--", *broken(name))
+    summary = json.loads(out)
+    assert code == 3, out
+    assert summary["result"] == "broken"
+    assert summary["protocol"]["kind"] == kind and detail in summary["protocol"]["detail"]
+    last = summary["failure"]["failing_step"]
+    assert summary["failure"]["port"][last] is None
+
+
+def test_usage_errors() -> None:
+    code, out = cli("--variant", "nope", "--", *MODEL)
+    assert code == 2 and "unknown variant" in out
+    code, out = cli("--", "/nonexistent/port")
+    assert code == 2
+    code, _ = cli("--vectors")
+    assert code == 2  # no command
+
+
+def test_compare_wording_and_refusals() -> None:
+    model = {"op": "gc_epoch", "M": None, "blocked": "no report for p0", "missing": ["p0"]}
+    assert agrees({**model, "blocked": "p0 blocks", "step": 7}, model)
+    assert not agrees({**model, "blocked": None}, model)
+    assert not agrees({**model, "extra": 1}, model)
+    assert agrees({"error": "bad"}, {"error": "x"})
+    assert not agrees({"error": ""}, {"error": "x"})
+    assert not agrees({"error": "bad"}, model)
+    assert not agrees({"op": "state", "inactive_epoch": True}, {"op": "state", "inactive_epoch": 1})
+
+
+def test_epochgc_conform_subprocess() -> None:
+    """The installed command end to end (the CliRunner tests above share a process)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "from impl.cli import main; main()", "conform", "--vectors",
+         "--", *MODEL], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("vectors: ")
