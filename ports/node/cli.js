@@ -32,6 +32,10 @@ function variantFromName(path) {
 
 function replay(path, cliVariant, out, err) {
   const label = path;
+  if (cliVariant !== null && !VARIANTS.includes(cliVariant)) {
+    err(`epochgc replay: ${label}: variant: unknown variant ${JSON.stringify(cliVariant)}`);
+    return 2;
+  }
   let text;
   try {
     // Invalid UTF-8 makes the file unreadable (no replacement characters); a BOM stays
@@ -43,10 +47,6 @@ function replay(path, cliVariant, out, err) {
   }
   const lines = text.split(/\r\n|\r|\n/); // Python's universal newlines
   if (lines.length && lines[lines.length - 1] === '') lines.pop();
-  if (cliVariant !== null && !VARIANTS.includes(cliVariant)) {
-    err(`epochgc replay: ${label}: variant: unknown variant ${JSON.stringify(cliVariant)}`);
-    return 2;
-  }
   const fallback = cliVariant ?? (path === '-' ? null : variantFromName(path)) ?? 'reference';
   let header = null;
   let r = null;
