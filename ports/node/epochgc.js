@@ -1,0 +1,150 @@
+'use strict';
+// The partition state machine (SPEC R1-R7), the leader's fence (R8-R12), the cluster GC
+// epoch (R16-R19) and key eligibility (R20-R24), with the variants of SPEC section 6.
+// Pure functions over frozen plain objects; epochs and offsets are BigInt, absent = null.
+
+const VARIANTS = Object.freeze([
+  'reference', 'strict', 'collapse', 'fence-only', 'untermed',
+  'watermark-from-max', 'skip-missing', 'uncapped', 'empty-is-nothing',
+]);
+
+const INITIAL = Object.freeze({
+  max_applied_epoch: null,
+  previous_applied_epoch: null,
+  min_epoch_lower_bound: null,
+  window_offset: null,
+  last_reconciled_offset: -1n,
+  last_reconciled_log_offset: -1n,
+  start_offset: 0n,
+});
+
+const bmax = (a, b) => (a > b ? a : b);
+const bmin = (a, b) => (a < b ? a : b);
+// max/min over the values present (R9): null only when both are absent.
+const maxPresent = (a, b) => (a === null ? b : b === null ? a : bmax(a, b));
+
+// R2, and `strict`'s collapsing slide.
+function slide(s, e, o, variant) {
+  if (s.max_applied_epoch === null) {
+    return Object.freeze({ ...s, max_applied_epoch: e, previous_applied_epoch: e, min_epoch_lower_bound: e, window_offset: o });
+  }
+  const prev = variant === 'strict' ? e : s.max_applied_epoch;
+  return Object.freeze({ ...s, previous_applied_epoch: prev, max_applied_epoch: e, window_offset: o });
+}
+
+// R3: whether the log accepts a placeholder of epoch e.
+function accepts(s, e, variant) {
+  if (s.max_applied_epoch === null) return true;
+  if (variant === 'fence-only' || variant === 'untermed') return true; // no apply-time check
+  if (variant === 'strict') return e >= s.max_applied_epoch;
+  return e >= s.previous_applied_epoch;
+}
+
+function applyPlaceholder(s, e, o, variant) {
+  if (!accepts(s, e, variant)) return { state: s, accepted: false };
+  if (s.max_applied_epoch === null || e > s.max_applied_epoch) return { state: slide(s, e, o, variant), accepted: true };
+  return { state: s, accepted: true };
+}
+
+// R4: never rejected; a no-op at or below the max.
+function applyAdvanceEpoch(s, e, o, variant) {
+  if (s.max_applied_epoch !== null && e <= s.max_applied_epoch) return s;
+  return slide(s, e, o, variant);
+}
+
+// R5: LRLO and LRO only move forward; the floor rises to previous_applied once LRLO
+// reaches the window offset.
+function applyReconciled(s, lrlo, lro) {
+  const next = { ...s, last_reconciled_log_offset: bmax(s.last_reconciled_log_offset, lrlo) };
+  if (lro !== null) next.last_reconciled_offset = bmax(s.last_reconciled_offset, lro);
+  if (next.window_offset !== null && next.window_offset <= next.last_reconciled_log_offset) {
+    next.min_epoch_lower_bound = next.previous_applied_epoch;
+  }
+  return Object.freeze(next);
+}
+
+// R7 (and `watermark-from-max`, F5).
+function inactiveEpoch(s, variant) {
+  const base = variant === 'watermark-from-max' ? s.max_applied_epoch : s.min_epoch_lower_bound;
+  return base === null ? null : base - 1n;
+}
+
+const termScoped = (variant) => variant !== 'untermed';
+const fenceOnly = (variant) => variant === 'fence-only' || variant === 'untermed';
+
+// The seen window that counts for a fence in `term` (R8), or null.
+function validSeen(seen, term, variant) {
+  if (seen === null) return null;
+  return !termScoped(variant) || seen.term === term ? seen : null;
+}
+
+// R9; fence-only/untermed take the seen window when it counts, else the applied one.
+function effectiveWindow(seen, s, variant) {
+  if (fenceOnly(variant)) {
+    if (seen !== null) return [seen.previous, seen.max];
+    return [s.previous_applied_epoch, s.max_applied_epoch];
+  }
+  return [
+    maxPresent(seen === null ? null : seen.previous, s.previous_applied_epoch),
+    maxPresent(seen === null ? null : seen.max, s.max_applied_epoch),
+  ];
+}
+
+// R10-R12. Returns the decision, the effective window after it, and the node's new seen
+// window (unchanged unless the fence slid).
+function fence(seen, s, term, e, variant) {
+  const valid = validSeen(seen, term, variant);
+  const [lo, hi] = effectiveWindow(valid, s, variant);
+  if (hi === null || e > hi) {
+    const collapse = variant === 'strict' || (variant === 'collapse' && valid === null);
+    const next = Object.freeze({ term, previous: collapse || hi === null ? e : hi, max: e });
+    return { admitted: true, window: effectiveWindow(next, s, variant), seen: next };
+  }
+  if (e >= lo) return { admitted: true, window: [lo, hi], seen };
+  return { admitted: false, window: [lo, hi], seen };
+}
+
+// R16-R19 with `skip-missing`, `uncapped` and `empty-is-nothing`. `reports` are already
+// validated {partition, replica, inactive_epoch}.
+function gcEpoch(snapshotRevision, partitions, reports, variant) {
+  const best = new Map();
+  for (const r of reports) {
+    if (r.inactive_epoch === null) continue;
+    const old = best.get(r.partition);
+    best.set(r.partition, old === undefined ? r.inactive_epoch : bmax(old, r.inactive_epoch));
+  }
+  const missing = partitions.filter((p) => !best.has(p));
+  if (partitions.length === 0) {
+    return { M: variant === 'empty-is-nothing' ? null : snapshotRevision, blocked: null, missing };
+  }
+  if (missing.length > 0 && variant !== 'skip-missing') {
+    return { M: null, blocked: `no inactive epoch reported for: ${missing.join(', ')}`, missing };
+  }
+  let m = null;
+  for (const p of partitions) if (best.has(p)) m = m === null ? best.get(p) : bmin(m, best.get(p));
+  if (m === null) return { M: null, blocked: null, missing }; // skip-missing, every partition missing
+  if (variant !== 'uncapped') m = bmin(m, snapshotRevision);
+  return { M: m, blocked: null, missing };
+}
+
+// R20-R21: ASCII-only grammar.
+const KEY = /^level_zero\/data\/([0-9]{3})\/([0-9]{18})\/([0-9A-Za-z][0-9A-Za-z_.-]{0,127})$/;
+
+function parseKey(key) {
+  if (!key.startsWith('level_zero/data/')) return { epoch: null, error: 'not under level_zero/data/' };
+  const m = KEY.exec(key);
+  if (m === null) return { epoch: null, error: `malformed L0 key: ${key}` };
+  return { epoch: BigInt(m[2]), error: null };
+}
+
+// R23-R24: epoch <= M (inclusive), nothing while M is null, and age >= grace.
+function gcEligible(key, ageS, M, graceS) {
+  const { epoch, error } = parseKey(key);
+  const eligible = error === null && M !== null && epoch <= M && ageS >= graceS;
+  return { eligible, error, epoch };
+}
+
+module.exports = {
+  VARIANTS, INITIAL, applyPlaceholder, applyAdvanceEpoch, applyReconciled, inactiveEpoch,
+  fence, effectiveWindow, gcEpoch, parseKey, gcEligible,
+};
