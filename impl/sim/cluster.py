@@ -269,7 +269,16 @@ class SimCluster:
 
     def create_partition(self, name: str) -> int:
         rev = self.wait(self._controller().create_partition(name))
-        self.run_until(lambda: all(name in b.replicas for b in self.brokers.values()))
+        self.run_until(lambda: all(
+            name in b.replicas and b.replicas[name].info.creation_revision == rev
+            for b in self.brokers.values()))
+        return rev
+
+    def delete_partition(self, name: str) -> int:
+        """Delete a partition (R32); returns the deletion's revision once every live broker
+        has dropped its replica."""
+        rev = self.wait(self._controller().delete_partition(name))
+        self.run_until(lambda: all(name not in b.replicas for b in self.brokers.values()))
         return rev
 
     # ---- produce -------------------------------------------------------------------------
