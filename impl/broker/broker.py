@@ -39,6 +39,7 @@ from impl.partition.fence import (
     NotLeaderError,
     PartitionDeleted,
     PartitionFence,
+    StaleEpoch,
 )
 from impl.partition.statemachine import ApplyEvent, PartitionStateMachine, PlaceholderResult
 from impl.store.base import ObjectStore
@@ -256,7 +257,16 @@ class Broker:
     # ---- operations ----------------------------------------------------------------------
 
     async def replicate(self, name: str, ph: Placeholder) -> PlaceholderResult:
-        return await self.replica(name).fence.replicate_placeholder(ph)
+        rep = self.replica(name)
+        try:
+            return await rep.fence.replicate_placeholder(ph)
+        except StaleEpoch as e:
+            # Below the creation revision of a re-created partition: the write was stamped
+            # for an earlier incarnation, which is deleted (R35): say so.
+            if ph.epoch < rep.info.creation_revision and self.controller.ever_deleted(name):
+                raise PartitionDeleted(name, f"{e.at}: epoch {ph.epoch} was stamped for an "
+                                       "earlier, deleted incarnation") from e
+            raise
 
     async def propose_unfenced(self, name: str, ph: Placeholder) -> PlaceholderResult:
         """The benchmark's baseline: the same placeholder bytes proposed straight to the

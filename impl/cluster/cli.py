@@ -66,7 +66,9 @@ async def _until_ready(lc: LocalCluster, partitions: list[str], timeout_s: float
             except ConnectionError:
                 meta = {"partitions": {}}
             known = meta.get("partitions", {})
-            missing = [p for p in partitions if not (known.get(p) or {}).get("leader")]
+            gone = set(meta.get("deleted", [])) - set(known)  # deleted since (epochgc topic)
+            missing = [p for p in partitions
+                       if p not in gone and not (known.get(p) or {}).get("leader")]
             if not missing:
                 return
             await asyncio.sleep(0.2)

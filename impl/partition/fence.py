@@ -22,6 +22,7 @@ from impl.partition import commands as c
 from impl.partition.rwlock import EXCLUSIVE, SHARED, RWLock
 from impl.partition.statemachine import PartitionStateMachine, PlaceholderResult
 from model.fence import SeenWindow, fence
+from model.partition import window
 from model.variants import REFERENCE, Variant
 
 
@@ -172,10 +173,9 @@ class PartitionFence:
         while True:
             if self.sm.deleted:
                 raise PartitionDeleted(self.name, "fence")
-            if epoch < self.sm.creation_revision:  # stamped for an earlier incarnation
-                raise PartitionDeleted(self.name, f"fence: epoch {epoch} is below this "
-                                       f"incarnation's creation revision "
-                                       f"{self.sm.creation_revision}")
+            if epoch < self.sm.creation_revision:  # A2; e.g. an earlier incarnation's write
+                raise StaleEpoch(epoch, window(self.sm.state), "fence: below the partition's "
+                                 f"creation revision {self.sm.creation_revision}")
             term = await self.sync()
             d = self._decide(term, epoch)
             if not d.admitted:

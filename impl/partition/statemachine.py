@@ -86,12 +86,14 @@ class PartitionStateMachine:
         cmd = c.decode(entry.data)
         result: PlaceholderResult | None = None
         s = self.state
-        if self.deleted or (isinstance(cmd, c.Placeholder)
-                            and cmd.epoch < self.creation_revision):
-            # The partition (or the incarnation the write was meant for) is gone: nothing
-            # changes, a placeholder is refused.
+        if self.deleted:
+            # The partition is gone: nothing changes any more, a placeholder is refused.
             if isinstance(cmd, c.Placeholder):
                 result = PlaceholderResult(False, -1, mp.window(s), deleted=True)
+        elif isinstance(cmd, c.Placeholder) and cmd.epoch < self.creation_revision:
+            # Stamped below this incarnation's creation revision (A2), e.g. for an earlier,
+            # deleted incarnation of the name (R35): refused as stale, nothing changes.
+            result = PlaceholderResult(False, -1, mp.window(s))
         elif isinstance(cmd, c.Placeholder):
             window = mp.window(s)
             applied = mp.apply_placeholder(s, cmd.epoch, entry.index, self.variant)

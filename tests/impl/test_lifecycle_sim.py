@@ -70,8 +70,8 @@ def test_controller_delete_has_its_own_revision_and_recreate_is_a_new_incarnatio
 
 def test_apply_refuses_placeholders_of_a_deleted_partition_or_an_earlier_incarnation() -> None:
     sm = PartitionStateMachine(creation_revision=10)
-    r = sm.apply(Entry(index=1, term=1, data=pc.encode(ph(9))))
-    assert r is not None and r.deleted and not r.accepted and sm.state == INITIAL
+    r = sm.apply(Entry(index=1, term=1, data=pc.encode(ph(9))))  # below A2's floor: stale
+    assert r is not None and not r.deleted and not r.accepted and sm.state == INITIAL
     r = sm.apply(Entry(index=2, term=1, data=pc.encode(ph(10))))
     assert r is not None and r.accepted
     sm.deleted = True
@@ -162,7 +162,7 @@ def test_recreated_partition_is_a_new_incarnation(tmp_path: Path) -> None:
     # a write stamped for the old incarnation (epoch below crev) never lands in the new one
     nid = c.leader("u/0")
     assert nid is not None
-    with pytest.raises(PartitionDeleted, match="below this incarnation's creation revision"):
+    with pytest.raises(PartitionDeleted, match="stamped for an earlier, deleted incarnation"):
         c.wait(c.brokers[nid].replicate("u/0", ph(old.epoch, old.key)))
     new = c.produce({"u/0": [b"new"]})["u/0"]
     assert new.epoch >= crev > old.epoch and new.base == 0
