@@ -176,6 +176,8 @@ class Broker:
             self.hooks.on_admitted(self.node_id, name, ph, term)
 
     def _on_apply(self, rep: Replica, ev: ApplyEvent) -> None:
+        if rep.sm.deleted:
+            return  # refused, nothing changed: the partition is gone (no model step either)
         rep.last_change = self.loop.time()
         self.metrics.on_apply(rep.info.name, ev, rep.sm.next_offset)
         if self.hooks.on_apply is not None:
