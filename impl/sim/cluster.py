@@ -228,9 +228,12 @@ class SimCluster:
         return self.sim.leader(CONTROLLER_GROUP)
 
     def group_of(self, partition: str) -> int:
-        for b in self.brokers.values():
-            if partition in b.controller.partitions:
-                return b.controller.partitions[partition].group
+        """The group of the partition's current incarnation, by the most advanced controller
+        replica (a lagging one may still know a deleted incarnation)."""
+        if self.brokers:
+            ctl = max((b.controller for b in self.brokers.values()), key=lambda c: c.revision)
+            if partition in ctl.partitions:
+                return ctl.partitions[partition].group
         raise KeyError(partition)
 
     def leader(self, partition: str) -> int | None:
