@@ -1045,7 +1045,9 @@ class Harness:
         for sh in self.all_shadows.values():
             hosts = [b.port.host for b in self.c.brokers.values() if sh.group in b.port.host.groups]
             upto = max([sh.done, *(h.applied_index(sh.group) for h in hosts)])
-            if not hosts:  # a deleted incarnation: what its replicas applied before removal
+            if self.shadows.get(sh.name) is not sh or self._current_group(sh.name) != sh.group:
+                # A deleted incarnation: what any replica applied before removing it (a
+                # lagging host may still hold the group behind the others).
                 upto = max([upto, *checker.history(sh.group).applied])
             if upto > sh.done:
                 sh.advance(checker.history(sh.group).applied, upto)

@@ -52,3 +52,24 @@ def test_lifecycle_program(seed: int, disk: bool) -> None:
     finally:
         h.close()
     assert STATS["lifecycle.deletions_applied"] >= 3
+
+
+def test_deleted_while_a_replica_is_isolated() -> None:
+    """Found by the rules: a partition deleted while one replica is cut off; the others
+    applied (and then removed) entries the isolated one has not: the model replays the
+    deleted incarnation's log from what any replica applied."""
+    h = Harness(0)
+    try:
+        h.create_and_produce()
+        h.create_and_produce()
+        h.isolate(1)
+        h.check_step()
+        h.delete_while_writing("t/0", "t/0")
+        h.check_step()
+        h.settle()
+        h.check_step()
+        h.heal()
+        h.settle()
+        h.check_step()
+    finally:
+        h.close()
