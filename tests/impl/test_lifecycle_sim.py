@@ -127,6 +127,22 @@ def test_write_to_deleted_partition_is_refused_with_its_name(tmp_path: Path) -> 
             c.wait(b.replicate("u/0", ph(100)))
 
 
+def test_replica_refuses_from_the_moment_its_controller_applies_the_deletion(
+    tmp_path: Path,
+) -> None:
+    """R34 at apply: the controller group applies before the partition groups of the same
+    Ready batch, so the replica must refuse at once, not when the deferred sync runs."""
+    c = cluster(tmp_path)
+    b = c.brokers[1]
+    rep = b.replicas["u/0"]
+    ctl = b.controller
+    ctl.apply(Entry(index=ctl.last_index + 1, term=1, data=encode_delete("u/0")))
+    assert rep.sm.deleted  # before the loop ran the deferred sync
+    r = rep.sm.apply(Entry(index=rep.sm.last_index + 1, term=1, data=pc.encode(ph(99))))
+    assert r is not None and r.deleted and not r.accepted
+    c.close()
+
+
 def test_write_in_flight_across_the_deletion_is_refused_not_hung(tmp_path: Path) -> None:
     c = cluster(tmp_path)
     nid = c.leader("u/0")
@@ -162,8 +178,9 @@ def test_recreated_partition_is_a_new_incarnation(tmp_path: Path) -> None:
     # a write stamped for the old incarnation (epoch below crev) never lands in the new one
     nid = c.leader("u/0")
     assert nid is not None
-    with pytest.raises(PartitionDeleted, match="stamped for an earlier, deleted incarnation"):
+    with pytest.raises(PartitionDeleted, match="stamped for an earlier, deleted incarnation") as e:
         c.wait(c.brokers[nid].replicate("u/0", ph(old.epoch, old.key)))
+    assert e.value.at.startswith("fence: below the partition's creation revision")  # no entry
     new = c.produce({"u/0": [b"new"]})["u/0"]
     assert new.epoch >= crev > old.epoch and new.base == 0
     assert [r for _, r in c.read_all("u/0")] == [b"new"]
