@@ -581,7 +581,18 @@ class Harness:
             for r in b.health_replicas():
                 if r.partition not in ctl.partitions:
                     raise Divergence(f"R32: node {nid} reports deleted {r.partition}")
-        for g in self._controller_sm().deleted:
+        ctl = self._controller_sm()
+        if self.snapshot is not None:  # R32: a snapshot never lists a partition deleted by it
+            srev, names = self.snapshot
+            for d in ctl.deleted.values():
+                again = ctl.partitions.get(d.name)
+                back = again is not None and again.creation_revision <= srev
+                later = [e for e in ctl.deleted.values() if e.name == d.name
+                         and d.deletion_revision < e.creation_revision <= srev]
+                if d.name in names and d.deletion_revision <= srev and not back and not later:
+                    raise Divergence(f"R32: the snapshot at revision {srev} lists {d.name},"
+                                     f" deleted at revision {d.deletion_revision}")
+        for g in ctl.deleted:
             if g + PARTITION_GROUP_BASE not in self.deletions_seen:
                 self.deletions_seen.add(g + PARTITION_GROUP_BASE)
                 STATS["lifecycle.deletions_applied"] += 1
@@ -650,7 +661,9 @@ class Harness:
     def recreate_with_old_write(self, p: str) -> None:
         """A write to p held between its fence and its propose while p is deleted and
         created again: released, it must not land in the new incarnation (R35)."""
-        nid = self.c.leader(p)
+        if self._creation(p) is None:
+            return
+        nid = self._leader_of(lambda: self.c.leader(p))
         if nid is None or p not in self.c.brokers[nid].replicas:
             return
         fence = self.c.brokers[nid].replicas[p].fence
@@ -673,6 +686,19 @@ class Harness:
                     self.wait(self.c.brokers[ctl].create_partition(p))
                 if held and self._creation(p) is not None:
                     STATS["lifecycle.old_write_across_recreation"] += 1
+                    # ... and the old producer's late retry, stamped for the old incarnation,
+                    # reaches the new one's leader: refused at its fence (A2, R35).
+                    self.c.run_until(lambda: self.c.leader(p) is not None, 2_000)
+                    new = self.c.leader(p)
+                    if new is not None and held[0] < (self._creation(p) or 0):
+                        ph = Placeholder(held[0], f"old/{p}/{held[0]}", 0, 0, 0)
+
+                        async def late() -> None:
+                            with contextlib.suppress(Exception):
+                                await self.c.brokers[new].replicate(p, ph)
+
+                        self.wait(late())
+                        STATS["lifecycle.old_write_at_new_incarnation"] += 1
         finally:
             if not gate.done():
                 gate.set_result(None)

@@ -13,6 +13,8 @@ from tests.conformance.harness import STATS, Harness
 
 def program(h: Harness) -> None:
     h.produce(["t/0", "t/1"], 2)
+    h.recreate_with_old_write("t/0")
+    h.check_step()
     h.delete_while_writing("t/1", "t/0")  # t/1's object also feeds t/0
     h.check_step()
     h.service_round()
@@ -52,6 +54,7 @@ def test_lifecycle_program(seed: int, disk: bool) -> None:
     finally:
         h.close()
     assert STATS["lifecycle.deletions_applied"] >= 3
+    assert STATS["lifecycle.old_write_at_new_incarnation"] >= 1
 
 
 def test_deleted_while_a_replica_is_isolated() -> None:
