@@ -173,14 +173,14 @@ class PartitionFence:
         while True:
             if self.sm.deleted:
                 raise PartitionDeleted(self.name, "fence")
-            if epoch < self.sm.creation_revision:  # A2; e.g. an earlier incarnation's write
-                raise StaleEpoch(epoch, window(self.sm.state), "fence: below the partition's "
-                                 f"creation revision {self.sm.creation_revision}")
             term = await self.sync()
             d = self._decide(term, epoch)
             if not d.admitted:
                 self._report(d)
                 raise StaleEpoch(epoch, d.window, "fence")
+            if epoch < self.sm.creation_revision:  # A2; e.g. an earlier incarnation's write
+                raise StaleEpoch(epoch, window(self.sm.state), "fence: below the partition's "
+                                 f"creation revision {self.sm.creation_revision}")
             mode = SHARED if d.kind == "in_window" else EXCLUSIVE
             await self.lock.acquire(mode)
             # Re-decide under the lock: the window or the term may have moved while waiting.
