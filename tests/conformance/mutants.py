@@ -373,7 +373,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "impl/partition/fence.py",
         "            if epoch < self.sm.creation_revision:  # A2",
         "            if False:  # A2",
-        check=r"tests/conformance/test_lifecycle.py::.*A2 on",
+        check=r"tests/conformance/test_lifecycle.py::.*(A2 on|replica state on node)",
     ),
     Mutant(
         "empty-table-not-published",

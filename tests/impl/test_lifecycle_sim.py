@@ -227,6 +227,8 @@ def test_every_partition_deleted_gc_collects_every_object(tmp_path: Path) -> Non
     c = cluster(tmp_path)
     for p in PARTS:
         c.produce({p: [b"x"]})
+    c.publish_partitions()  # a snapshot listing them: the next one must replace it
+    c.publish_health()
     for p in PARTS:
         c.delete_partition(p)
     srev = c.publish_partitions()
