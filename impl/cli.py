@@ -15,6 +15,7 @@ SUBCOMMANDS: dict[str, str] = {
     "cluster": "impl.cluster.cli:cluster",
     "produce": "impl.cluster.cli:produce",
     "consume": "impl.cluster.cli:consume",
+    "topic": "impl.cluster.topic_cli:topic",
     "demo": "impl.demo:demo",
     "check-trace": "impl.checktrace:check_trace",
     "conform": "impl.conform.cli:conform",

@@ -5,15 +5,19 @@ A 3-node cluster as processes (LocalCluster, temp data dir, local-directory stor
 producers writing verifiable records (`impl.cluster.payload`) to 8 partitions in shared L0
 objects, epochs minted every 2 s, the leader of t/0 SIGKILLed and restarted, the brokers'
 reconcilers and housekeepers running, GC rounds (the PySpark job when pyspark is importable,
-the model's round otherwise), and a final read-back.
+the model's round otherwise), and a final read-back. A third producer writes to topic `u`
+(u/0, u/1; every other object also feeds t/7), which is deleted mid-run and re-created
+later (issue 13): its objects are stranded and the GC rounds collect them
+(`stranded_collected`), a shared one only once t/7 no longer needs it.
 
 `S` is the budget for the whole run: start-up, workload, and a reserved tail for the drain,
 the final GC round and the read-back (start-up of Spark and the nodes can push the end a few
 seconds past it on a loaded machine).
 
 The two safety figures are independent of the code under test:
-- `lost`: every acknowledged record is read back and compared byte for byte with the record
-  recomputed from its acknowledgement.
+- `lost`: every acknowledged record of a partition that still exists (its current
+  incarnation) is read back and compared byte for byte with the record recomputed from its
+  acknowledgement.
 - `in_use_deleted`: deleted keys are observed by listing the store after each round, and
   compared with the keys the partitions' committed state still references (accepted,
   unreconciled placeholders, from the most advanced replica) and with the writes that were
@@ -36,7 +40,7 @@ from pathlib import Path
 
 import click
 
-from impl.broker.producer import ProduceError, Producer
+from impl.broker.producer import PartitionDeletedError, ProduceError, Producer
 from impl.broker.raftport import thread_io
 from impl.cluster.client import ProcClusterAccess
 from impl.cluster.demo_checks import InflightLog, LeaderWatch, in_use_keys
@@ -57,6 +61,10 @@ RECORD_SIZE = 48
 PRODUCERS = 2
 GC_EVERY_S = 1.5
 PAUSE_S = 0.15  # between a producer's batches
+TOPIC_U = "u"  # deleted mid-run and re-created (issue 13)
+U_PARTS = [f"{TOPIC_U}/{i}" for i in range(2)]
+U_SHARED_WITH = "t/7"  # every other batch of u's producer also feeds this live partition
+DELETE_AT, RECREATE_AT = 0.45, 0.7  # shares of the work phase
 
 
 @dataclass
@@ -69,6 +77,9 @@ class DemoResult:
     objects_deleted: int = 0
     in_use_deleted: int = 0
     cluster_M: int | None = None
+    topics_deleted: int = 0
+    stranded_collected: int = 0  # objects of deleted partitions the GC rounds deleted
+    deleted_refusals: int = 0  # batches to a deleted partition refused with its name
 
     def ok(self) -> bool:
         return self.lost == 0 and self.in_use_deleted == 0
@@ -86,7 +97,7 @@ class Demo:
         # Every node traces its window transitions and decisions; the run checks the trace
         # against the model at the end (epochgc check-trace).
         self.trace = self.tmp / "trace.ndjson"
-        self.lc.init(3, str(store_dir), PARTS, MINT_INTERVAL,
+        self.lc.init(3, str(store_dir), PARTS + U_PARTS, MINT_INTERVAL,
                      extra=["--cache-ttl", "1.0", "--trace", str(self.trace)])
         self.trace_check: str | None = None  # None: conforms
         self.gc = DemoGc(parse_store_url(str(store_dir)), self.store, GRACE_S, engine)
@@ -100,6 +111,10 @@ class Demo:
         self.result = DemoResult()
         self.failed_batches = 0
         self.rounds = 0
+        self.targets: dict[str, frozenset[str]] = {}  # key -> partitions its batch was for
+        self.u_deleted_at: float | None = None  # wall time the deletion was applied
+        self.u_deletion_rev: int | None = None  # the lowest deletion revision of u's parts
+        self.u_producer: Producer | None = None
 
     def _check_trace(self) -> None:
         """Replay the nodes' own trace against the model: the run's decisions, not only its
@@ -147,14 +162,17 @@ class Demo:
             producers = [
                 asyncio.create_task(self._produce_loop(access, w, stop)) for w in range(PRODUCERS)
             ]
+            producers.append(asyncio.create_task(self._produce_u(access, stop)))
             background = [
                 asyncio.create_task(self._watch_loop(access, stop)),
                 asyncio.create_task(self._gc_loop(access, stop)),
             ]
             chaos = asyncio.create_task(self._chaos(access, work_end))
+            lifecycle = asyncio.create_task(self._lifecycle(access, work_end))
             await asyncio.sleep(max(0.0, work_end - time.monotonic()))
             stop.set()
-            await asyncio.gather(*producers, chaos)  # the current batches finish; no cancel
+            # the current batches finish; no cancel
+            await asyncio.gather(*producers, chaos, lifecycle)
             await asyncio.gather(*background)
             await self._drain(access)
             await self._gc_round(access, final=True)
@@ -168,6 +186,17 @@ class Demo:
         r.objects_deleted = len(self.deleted)
         r.in_use_deleted = len(self.bad)
         r.acked = sum(run.count for run in self.runs)
+        r.stranded_collected = len(self._stranded() & self.deleted)
+
+    def _stranded(self) -> set[str]:
+        """Objects of the deleted incarnation of u: u's producer stamped them below the
+        deletion's revision (a later object is stamped at least the re-creation's)."""
+        if self.u_producer is None or self.u_deletion_rev is None:
+            return set()
+        from model.keys import parse_key
+
+        return {k for k in self.u_producer.stats.keys
+                if parse_key(k).epoch < self.u_deletion_rev}
 
     async def _wait_ready(self, access: ProcClusterAccess, timeout: float = 30.0) -> None:
         end = time.monotonic() + timeout
@@ -211,6 +240,66 @@ class Demo:
                 self.runs.append(AckedRun(p, a.base, a.count, name, first[p], RECORD_SIZE,
                                           a.epoch, a.key))
             await asyncio.sleep(PAUSE_S)  # leave CPU to the brokers and Spark (2 cores)
+
+    async def _produce_u(self, access: ProcClusterAccess, stop: asyncio.Event) -> None:
+        """u's producer: batches over u/0, u/1 (every other one also t/7); while u is
+        deleted each batch's u part is refused with the partition's name (counted), and
+        what t/7 acknowledged is kept."""
+        prod = Producer(access, self.store, thread_io, random.Random(99), max_attempts=10,
+                        not_leader_wait=8.0)
+        self.producers.append(prod)
+        self.u_producer = prod
+        name = "demo-u"
+        seq = dict.fromkeys([*U_PARTS, U_SHARED_WITH], 0)
+        n = 0
+        while not stop.is_set():
+            parts = U_PARTS + ([U_SHARED_WITH] if n % 2 else [])
+            n += 1
+            batch = {p: [make_record(name, p, seq[p] + i, RECORD_SIZE)
+                         for i in range(RECORDS_PER_PARTITION)] for p in parts}
+            first = dict(seq)
+            for p in parts:
+                seq[p] += RECORDS_PER_PARTITION
+            targets = frozenset(parts)
+
+            def note(key: str, phase: str, targets: frozenset[str] = targets) -> None:
+                self.targets.setdefault(key, targets)
+                self.inflight.note(key, phase)
+
+            prod.on_attempt = note
+            try:
+                acks = await prod.produce(batch)
+            except PartitionDeletedError as e:
+                self.result.deleted_refusals += 1
+                acks = e.acks
+            except (ProduceError, ConnectionError) as e:
+                self.failed_batches += 1
+                self.say(f"u batch not acknowledged (nothing counted): {str(e)[:100]}")
+                await asyncio.sleep(0.2)
+                continue
+            for p, a in acks.items():
+                self.runs.append(AckedRun(p, a.base, a.count, name, first[p], RECORD_SIZE,
+                                          a.epoch, a.key))
+            await asyncio.sleep(PAUSE_S)
+
+    async def _lifecycle(self, access: ProcClusterAccess, work_end: float) -> None:
+        """Delete topic u part-way through the run, re-create it later (new incarnation)."""
+        span = work_end - time.monotonic()
+        await asyncio.sleep(max(0.5, span * DELETE_AT))
+        r = await access.controller_call(op="delete_topic", topic=TOPIC_U)
+        if r.get("status") != "ok":
+            raise RuntimeError(f"deleting topic {TOPIC_U!r} failed: {r}")
+        self.u_deleted_at = time.time()
+        self.u_deletion_rev = min(int(v) for v in r["partitions"].values())
+        self.result.topics_deleted += 1
+        self.say(f"deleted topic {TOPIC_U} ({', '.join(sorted(r['partitions']))}) at revision "
+                 f"{self.u_deletion_rev}")
+        await asyncio.sleep(max(0.5, span * (RECREATE_AT - DELETE_AT)))
+        r = await access.controller_call(op="create_topic", topic=TOPIC_U,
+                                         partitions=len(U_PARTS))
+        if r.get("status") != "ok":
+            raise RuntimeError(f"re-creating topic {TOPIC_U!r} failed: {r}")
+        self.say(f"re-created topic {TOPIC_U} at revision {min(r['partitions'].values())}")
 
     async def _chaos(self, access: ProcClusterAccess, work_end: float) -> None:
         await asyncio.sleep(max(0.5, (work_end - time.monotonic()) * 0.3))
@@ -265,12 +354,20 @@ class Demo:
         for keys in (await in_use_keys(access, list(self.live))).values():
             referenced |= keys
         self.bad |= self.deleted & referenced
-        self.bad |= {k for k in gone if self.inflight.overlaps(k, start, end)}
+        self.bad |= {k for k in gone if self.inflight.overlaps(k, start, end)
+                     and not self._orphaned_before(k, start)}
         if r.M is not None:
             self.result.cluster_M = r.M
         why = f" (blocked: {r.blocked})" if r.blocked else ""
         self.say(f"{'final ' if final else ''}GC round ({r.engine}): M={r.M}, "
                  f"deleted {len(gone)} object(s){why}")
+
+    def _orphaned_before(self, key: str, start: float) -> bool:
+        """Every partition the key's batch was for had been deleted before the round began:
+        an in-flight write of it is orphaned (R33) and protects nothing."""
+        targets = self.targets.get(key)
+        return (targets is not None and self.u_deleted_at is not None
+                and self.u_deleted_at < start and targets <= set(U_PARTS))
 
     async def _drain(self, access: ProcClusterAccess, timeout: float = 3.0) -> None:
         """Let the reconcilers catch up and the next health reports go out."""
@@ -292,16 +389,26 @@ class Demo:
 
     async def _read_back(self, access: ProcClusterAccess) -> None:
         got: dict[str, dict[int, bytes]] = {}
-        for p in PARTS:
+        info = (await access.controller_call(op="meta"))["partitions"]
+        for p in sorted(info):
             got[p], unreadable = await access.read_checked(p)
             if unreadable:
                 self.say(f"{p}: {len(unreadable)} record(s) unreadable (object gone)")
-        bad = compare(self.runs, got)
+        # Every acked record of a partition that still exists, in its current incarnation
+        # (an earlier one's records were deleted with it, R33: stamped below the creation
+        # revision). A run of a partition that no longer exists is not expected anywhere.
+        current = [run for run in self.runs if run.partition in info
+                   and run.epoch >= int(info[run.partition]["revision"])]
+        missing = sorted({run.partition for run in self.runs} - set(info))
+        if missing:
+            self.say(f"not read back (deleted): {', '.join(missing)}")
+        bad = compare(current, got)
         for line in bad[:10]:
             self.say(f"LOST {line}")
         self.result.lost = len(bad)
         self.say(f"read back {sum(len(v) for v in got.values())} records; "
-                 f"{sum(r.count for r in self.runs)} acknowledged, {len(bad)} lost")
+                 f"{sum(r.count for r in current)} acknowledged in partitions that exist, "
+                 f"{len(bad)} lost")
 
 
 @click.command()
@@ -330,6 +437,9 @@ def demo(seconds: float, as_json: bool, gc_engine: str, keep_data: bool) -> None
             f"leader changes {res.leader_changes}\n"
             f"GC ({d.gc.engine}, {d.rounds} rounds): deleted {res.objects_deleted} objects, "
             f"in use deleted {res.in_use_deleted}; cluster M = {res.cluster_M}\n"
+            f"topics deleted {res.topics_deleted} (and re-created), stranded objects "
+            f"collected {res.stranded_collected}, refused writes to deleted partitions "
+            f"{res.deleted_refusals}\n"
             f"{'OK' if res.ok() else 'FAILED'} in {time.monotonic() - t0:.1f}s"
         )
     if d.trace_check is not None:

@@ -100,10 +100,18 @@ def broker_hooks(writer: TraceWriter, broker: Callable[[], Any]) -> Any:
     returns the broker (created after its hooks), whose replica state a fence decided on."""
     from impl.broker.broker import Hooks
 
+    def incarnation(name: str) -> str:
+        # A re-created partition is a new one (SPEC R35): its records get their own name,
+        # `NAME@<creation revision>`, so the check replays each incarnation from the start.
+        b = broker()
+        if not b.controller.ever_deleted(name):
+            return name
+        return f"{name}@{b.replicas[name].info.creation_revision}"
+
     def on_fence(node: int, name: str, d: Any) -> None:
-        writer.fence(name, d, broker().replicas[name].sm.state)
+        writer.fence(incarnation(name), d, broker().replicas[name].sm.state)
 
     def on_apply(node: int, name: str, ev: Any) -> None:
-        writer.apply(name, ev)
+        writer.apply(incarnation(name), ev)
 
     return Hooks(on_fence=on_fence, on_apply=on_apply)

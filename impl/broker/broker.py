@@ -28,11 +28,19 @@ from impl.controller.statemachine import (
     ControllerStateMachine,
     PartitionInfo,
     encode_create,
+    encode_delete,
     encode_mint,
 )
+from impl.controller.topics import check_create, check_delete
 from impl.partition.commands import Placeholder
 from impl.partition.commands import encode as encode_command
-from impl.partition.fence import FenceDecision, NotLeaderError, PartitionFence
+from impl.partition.fence import (
+    FenceDecision,
+    NotLeaderError,
+    PartitionDeleted,
+    PartitionFence,
+    StaleEpoch,
+)
 from impl.partition.statemachine import ApplyEvent, PartitionStateMachine, PlaceholderResult
 from impl.store.base import ObjectStore
 from model.partition import window
@@ -110,21 +118,47 @@ class Broker:
     # ---- groups --------------------------------------------------------------------------
 
     def _controller_changed(self) -> None:
+        # A deleted partition refuses writes at once (R34): the controller group applies
+        # before the partition groups of the same Ready batch, so not even an entry of this
+        # batch is accepted after the deletion is applied here.
+        for rep in self.replicas.values():
+            if not self._current(rep.info):
+                rep.sm.deleted = True
         # Called from inside the Ready loop: add groups afterwards, not in the middle of it.
         if not self._sync_scheduled:
             self._sync_scheduled = True
             self.loop.call_soon(self.sync_partitions)
 
+    def _current(self, info: PartitionInfo) -> bool:
+        """Is this incarnation still in the partition table?"""
+        now = self.controller.partitions.get(info.name)
+        return now is not None and now.creation_revision == info.creation_revision
+
     def sync_partitions(self) -> None:
         self._sync_scheduled = False
+        # Deleted incarnations first (R32): stop the group, drop the replica's state in
+        # memory and on disk; also a group left on disk by a crash mid-removal.
+        for name, rep in sorted(self.replicas.items()):
+            if not self._current(rep.info):
+                rep.sm.deleted = True
+                del self.replicas[name]
+                self.by_group.pop(rep.info.group, None)
+                self.port.remove_group(rep.info.group)
+                log.info("partition removed", extra={"partition": name,
+                                                      "group": rep.info.group})
+        for d in self.controller.deleted.values():
+            if not self.port.removed(d.group):
+                self.port.remove_group(d.group)
         for name, info in sorted(self.controller.partitions.items()):
-            if name in self.replicas:
+            if name in self.replicas or self.port.removed(info.group):
                 continue
-            sm = PartitionStateMachine(self.config.variant)
+            sm = PartitionStateMachine(self.config.variant,
+                                       creation_revision=info.creation_revision)
             fence = PartitionFence(
                 GroupHandle(self.port, info.group), sm, self.config.variant,
                 on_decision=functools.partial(self._on_fence, name),
                 on_admitted=functools.partial(self._on_admitted, name),
+                name=name,
             )
             rep = Replica(info, sm, fence, self.loop.time())
             sm.on_apply = functools.partial(self._on_apply, rep)
@@ -142,6 +176,8 @@ class Broker:
             self.hooks.on_admitted(self.node_id, name, ph, term)
 
     def _on_apply(self, rep: Replica, ev: ApplyEvent) -> None:
+        if rep.sm.deleted:
+            return  # refused, nothing changed: the partition is gone (no model step either)
         rep.last_change = self.loop.time()
         self.metrics.on_apply(rep.info.name, ev, rep.sm.next_offset)
         if self.hooks.on_apply is not None:
@@ -164,12 +200,16 @@ class Broker:
     def creation_revision(self, name: str) -> int:
         info = self.controller.partitions.get(name)
         if info is None:
+            if self.controller.ever_deleted(name):
+                raise PartitionDeleted(name, "upload: no such partition")
             raise KeyError(f"unknown partition {name!r}")
         return info.creation_revision
 
     def replica(self, name: str) -> Replica:
         rep = self.replicas.get(name)
         if rep is None:
+            if name not in self.controller.partitions and self.controller.ever_deleted(name):
+                raise PartitionDeleted(name, "fence")
             raise NotLeaderError(0)  # not known here yet: the caller retries elsewhere
         return rep
 
@@ -183,6 +223,8 @@ class Broker:
     def status(self) -> dict[str, Any]:
         parts: dict[str, Any] = {}
         for name, rep in sorted(self.replicas.items()):
+            if rep.sm.deleted:
+                continue
             g = rep.info.group
             s, seen = rep.sm.state, rep.fence.seen
             parts[name] = {
@@ -207,6 +249,8 @@ class Broker:
                 "term": self.port.term(CONTROLLER_GROUP),
                 "revision": self.controller.revision,
                 "epoch": self.controller.epoch,
+                "deleted": [[d.name, d.creation_revision, d.deletion_revision]
+                            for _, d in sorted(self.controller.deleted.items())],
                 "cached_epoch": self.cache.cached,
             },
             "partitions": parts,
@@ -215,7 +259,16 @@ class Broker:
     # ---- operations ----------------------------------------------------------------------
 
     async def replicate(self, name: str, ph: Placeholder) -> PlaceholderResult:
-        return await self.replica(name).fence.replicate_placeholder(ph)
+        rep = self.replica(name)
+        try:
+            return await rep.fence.replicate_placeholder(ph)
+        except StaleEpoch as e:
+            # Below the creation revision of a re-created partition: the write was stamped
+            # for an earlier incarnation, which is deleted (R35): say so.
+            if ph.epoch < rep.info.creation_revision and self.controller.ever_deleted(name):
+                raise PartitionDeleted(name, f"{e.at}: epoch {ph.epoch} was stamped for an "
+                                       "earlier, deleted incarnation") from e
+            raise
 
     async def propose_unfenced(self, name: str, ph: Placeholder) -> PlaceholderResult:
         """The benchmark's baseline: the same placeholder bytes proposed straight to the
@@ -248,6 +301,38 @@ class Broker:
         await self._controller_propose(encode_create(name))
         return self.controller.partitions[name].creation_revision
 
+    async def delete_partition(self, name: str) -> int:
+        """Delete a partition (controller leader only); returns the deletion's revision.
+        KeyError if no such partition exists (nothing is proposed then)."""
+        if name not in self.controller.partitions:
+            raise KeyError(f"no partition {name!r} to delete")
+        await self._controller_propose(encode_delete(name))
+        d = self.controller.last_deletion(name)
+        assert d is not None
+        return d.deletion_revision
+
+    async def create_topic(self, topic: str, partitions: int) -> dict[str, int]:
+        """Create TOPIC/0..N-1 (controller leader only): name -> creation revision.
+        TopicError (nothing proposed) if the name is bad or the topic exists."""
+        self._require_controller_leader()
+        out: dict[str, int] = {}
+        for name in check_create(self.controller, topic, partitions):
+            out[name] = await self.create_partition(name)
+        return out
+
+    async def delete_topic(self, topic: str) -> dict[str, int]:
+        """Delete every partition of TOPIC (controller leader only): name -> deletion
+        revision. TopicError (nothing proposed) if the name is bad or the topic unknown."""
+        self._require_controller_leader()
+        out: dict[str, int] = {}
+        for name in check_delete(self.controller, topic):
+            out[name] = await self.delete_partition(name)
+        return out
+
+    def _require_controller_leader(self) -> None:
+        if not self.port.is_leader(CONTROLLER_GROUP):
+            raise NotLeaderError(self.port.leader(CONTROLLER_GROUP))
+
     async def reconcile(self, name: str) -> ReconcileResult:
         rep = self.replica(name)
         return await reconcile_once(name, rep.sm, rep.fence, self.store, self.io)
@@ -262,6 +347,7 @@ class Broker:
         return [
             ReplicaReport(name, self.port.term(rep.info.group), rep.sm.inactive_epoch())
             for name, rep in sorted(self.replicas.items())
+            if not rep.sm.deleted  # a deleted partition is no longer reported (R32)
         ]
 
     async def publish_health(self) -> None:
@@ -307,7 +393,10 @@ class Broker:
     async def _mint_tick(self) -> None:
         if self.port.is_leader(CONTROLLER_GROUP):
             for name in self.config.initial_partitions:
-                if name not in self.controller.partitions:
+                # A deleted partition stays deleted: only never-seen names are created.
+                if name not in self.controller.partitions and not self.controller.ever_deleted(
+                    name
+                ):
                     await self.create_partition(name)
             await self.mint()
 
@@ -316,13 +405,26 @@ class Broker:
             await self.publish_partitions()
 
     async def _reconcile_tick(self) -> None:
-        for name in sorted(self.replicas):
-            if self.leads(name) and self.replicas[name].sm.unreconciled():
-                await self.reconcile(name)
+        for name, rep in sorted(self.replicas.items()):
+            if not rep.sm.deleted and self.leads(name) and rep.sm.unreconciled():
+                await self._unless_deleted(rep, self.reconcile(name))
 
     async def _housekeep_tick(self) -> None:
         now = self.loop.time()
         for name, rep in sorted(self.replicas.items()):
-            if self.leads(name) and now - rep.last_change >= self.config.idle_after:
-                await self.housekeep(name)
+            if (not rep.sm.deleted and self.leads(name)
+                    and now - rep.last_change >= self.config.idle_after):
+                await self._unless_deleted(rep, self.housekeep(name))
                 rep.last_change = now
+
+    @staticmethod
+    async def _unless_deleted(rep: Replica, work: Awaitable[Any]) -> None:
+        """A service round of a partition deleted under it stops quietly (its group is
+        gone); any other failure is the caller's."""
+        try:
+            await work
+        except Exception:
+            if not rep.sm.deleted:
+                raise
+            log.info("service round stopped: partition deleted",
+                     extra={"partition": rep.info.name})

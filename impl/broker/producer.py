@@ -20,7 +20,7 @@ from typing import Protocol
 
 from impl.broker.raftport import IoRunner
 from impl.partition.commands import Placeholder, encode_records
-from impl.partition.fence import NotLeaderError, ReplicateFailed, StaleEpoch
+from impl.partition.fence import NotLeaderError, PartitionDeleted, ReplicateFailed, StaleEpoch
 from impl.partition.statemachine import PlaceholderResult
 from impl.store.base import ObjectStore, StoreError
 from model.keys import MAX_EPOCH, PREFIXES, format_key
@@ -30,6 +30,18 @@ log = logging.getLogger("epochgc.producer")
 
 class ProduceError(Exception):
     """Nothing in the failed part of the batch was acknowledged."""
+
+
+class PartitionDeletedError(ProduceError):
+    """Some partitions of the batch were deleted (R34): their records were refused and are
+    not acknowledged (never retried); `acks` holds what the rest of the batch got."""
+
+    def __init__(self, deleted: dict[str, str], acks: dict[str, Ack]) -> None:
+        names = ", ".join(f"{p!r} ({why})" for p, why in sorted(deleted.items()))
+        super().__init__(f"partition deleted: {names}: those records were refused, not "
+                         f"acknowledged; acknowledged: {sorted(acks)}")
+        self.deleted = deleted
+        self.acks = acks
 
 
 class ClusterAccess(Protocol):
@@ -105,6 +117,8 @@ class Producer:
             check_epoch(epoch)
         pending = {p: recs for p, recs in batch.items() if recs}
         acks: dict[str, Ack] = {}
+        deleted: dict[str, str] = {}  # partition -> where it was refused
+        incarnation: dict[str, int] = {}  # the creation revision the batch was meant for
         last_error = ""
         for attempt in range(self.max_attempts):
             if not pending:
@@ -116,10 +130,23 @@ class Producer:
                 stamp = await self.cluster.cluster_epoch()
                 for p in sorted(pending):
                     try:
-                        stamp = max(stamp, await self.cluster.creation_revision(p))
+                        crev = await self.cluster.creation_revision(p)
+                    except PartitionDeleted as e:  # refused before any upload
+                        deleted[p] = e.at
+                        continue
                     except KeyError as e:  # this broker has not learnt of the partition yet
                         raise ProduceError(f"partition {p!r} is unknown to the cluster: "
                                            "nothing was uploaded or acknowledged") from e
+                    # A retry never moves to a re-created partition of the same name (R35).
+                    if incarnation.setdefault(p, crev) != crev:
+                        deleted[p] = (f"re-created at revision {crev}; this batch was for "
+                                      f"the incarnation created at {incarnation[p]}")
+                        continue
+                    stamp = max(stamp, crev)
+                for p in deleted:
+                    pending.pop(p, None)
+                if not pending:
+                    break
             check_epoch(stamp)
             key, placeholders, data = self._build(stamp, pending)
             self._note(key, "upload")
@@ -144,6 +171,9 @@ class Producer:
                 if isinstance(r, PlaceholderResult):
                     acks[p] = Ack(p, r.base, placeholders[p].count, stamp, key)
                     del pending[p]
+                elif isinstance(r, PartitionDeleted):  # final: never retried (R34)
+                    deleted[p] = r.at
+                    del pending[p]
                 elif isinstance(r, StaleEpoch):
                     self.stats.stale_rejections += 1
                     stale = True
@@ -154,6 +184,8 @@ class Producer:
                     raise r  # CancelledError and other BaseExceptions propagate
             if stale:
                 self.cluster.invalidate_epoch()
+        if deleted:
+            raise PartitionDeletedError(deleted, acks)
         if pending:
             raise ProduceError(
                 f"not acknowledged after {self.max_attempts} attempts: {sorted(pending)} "

@@ -24,6 +24,14 @@ class RaftPort(Protocol):
 
     def add_group(self, group_id: int, sm: StateMachine) -> None: ...
 
+    def remove_group(self, group_id: int) -> None:
+        """Stop the group and drop its storage for good (its partition was deleted)."""
+        ...
+
+    def removed(self, group_id: int) -> bool:
+        """Was the group removed on this node (durably, across restarts)?"""
+        ...
+
     def propose(
         self, group_id: int, data: bytes, entry_type: int = 1, expected_term: int | None = None
     ) -> asyncio.Future[Any]: ...

@@ -66,7 +66,9 @@ async def _until_ready(lc: LocalCluster, partitions: list[str], timeout_s: float
             except ConnectionError:
                 meta = {"partitions": {}}
             known = meta.get("partitions", {})
-            missing = [p for p in partitions if not (known.get(p) or {}).get("leader")]
+            gone = set(meta.get("deleted", [])) - set(known)  # deleted since (epochgc topic)
+            missing = [p for p in partitions
+                       if p not in gone and not (known.get(p) or {}).get("leader")]
             if not missing:
                 return
             await asyncio.sleep(0.2)
@@ -146,7 +148,7 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int,
 
     Records are deterministic and checksummed (impl/cluster/payload.py); every acknowledged
     run is appended to DATA_DIR/acked.jsonl, which `consume --verify` checks byte for byte."""
-    from impl.broker.producer import ProduceError, Producer, check_epoch
+    from impl.broker.producer import PartitionDeletedError, ProduceError, Producer, check_epoch
     from impl.broker.raftport import thread_io
     from impl.cluster.payload import AckedRun, append_manifest, make_record
     from impl.store.url import open_store
@@ -168,6 +170,12 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int,
                 {p: [make_record(name, p, i, size) for i in range(count)] for p in partitions},
                 epoch,
             )
+        except PartitionDeletedError as e:
+            # What the other partitions acknowledged is kept (the manifest is what was acked).
+            append_manifest(data_dir, [
+                AckedRun(a.partition, a.base, a.count, name, 0, size, a.epoch, a.key)
+                for a in e.acks.values()])
+            raise click.ClickException(str(e)) from e
         except ProduceError as e:
             raise click.ClickException(str(e)) from e
         finally:
@@ -199,7 +207,14 @@ def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
         problems: list[str] = []
         access = ProcClusterAccess(lc.client_addrs())
         try:
+            meta = await access.any_call(op="meta")
             for p in partitions:
+                if p not in meta["partitions"]:
+                    gone = p in meta.get("deleted", [])
+                    raise click.ClickException(
+                        f"partition {p!r} " + ("was deleted" if gone else "does not exist")
+                        + f" (controller revision {meta.get('revision')}): nothing to read")
+                crev = int(meta["partitions"][p]["revision"])
                 recs = await access.read_partition(p)
                 out: dict[str, object] = {"partition": p, "records": len(recs)}
                 if verify:
@@ -210,7 +225,9 @@ def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
                             check_record(data, p)
                         except PayloadError as e:
                             problems.append(f"{p}@{o}: {e}")
-                    mine = [r for r in runs if r.partition == p]
+                    # Runs of an earlier, deleted incarnation of the name were deleted with it
+                    # (R33): their epochs are below this incarnation's creation revision.
+                    mine = [r for r in runs if r.partition == p and r.epoch >= crev]
                     problems += compare(mine, {p: dict(recs)})
                     out["acked_checked"] = sum(r.count for r in mine)
                 click.echo(json.dumps(out))

@@ -8,7 +8,7 @@ from typing import Any
 
 from impl.cluster.rpc import RpcClient
 from impl.partition.commands import Placeholder
-from impl.partition.fence import NotLeaderError, ReplicateFailed, StaleEpoch
+from impl.partition.fence import NotLeaderError, PartitionDeleted, ReplicateFailed, StaleEpoch
 from impl.partition.statemachine import PlaceholderResult
 
 
@@ -44,6 +44,18 @@ class ProcClusterAccess:
                 return last
         raise ConnectionError(f"no broker answered {req.get('op')}: {last}")
 
+    async def controller_call(self, **req: Any) -> dict[str, Any]:
+        """The controller leader's answer (ok or an error of its own), trying every node:
+        unlike `any_call`, an error from the leader is returned, not passed over."""
+        last: dict[str, Any] = {}
+        for _ in range(50):  # an election in progress: a few rounds
+            for nid in sorted(self.nodes):
+                last = await self.call(nid, **req)
+                if last["status"] not in ("not_leader", "unreachable"):
+                    return last
+            await asyncio.sleep(0.1)
+        raise ConnectionError(f"no controller leader answered {req.get('op')}: {last}")
+
     async def cluster_epoch(self) -> int:
         fresh, self._fresh = self._fresh, False
         return int((await self.any_call(op="epoch", fresh=fresh))["epoch"])
@@ -51,6 +63,8 @@ class ProcClusterAccess:
     async def creation_revision(self, partition: str) -> int:
         meta = await self.any_call(op="meta")
         if partition not in meta["partitions"]:
+            if partition in meta.get("deleted", []):
+                raise PartitionDeleted(partition, "upload: no such partition")
             raise KeyError(f"unknown partition {partition!r}")
         return int(meta["partitions"][partition]["revision"])
 
@@ -76,6 +90,8 @@ class ProcClusterAccess:
             w = r["window"]
             raise StaleEpoch(ph.epoch, None if w is None else (int(w[0]), int(w[1])), r["at"])
         self._leaders.pop(partition, None)
+        if st == "deleted":
+            raise PartitionDeleted(partition, str(r.get("at", "fence")))
         if st == "not_leader":
             if int(r["leader"]) in self.nodes:
                 self._leaders[partition] = int(r["leader"])

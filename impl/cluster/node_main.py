@@ -16,6 +16,7 @@ import contextlib
 import functools
 import logging
 import os
+import shutil
 import signal
 import sys
 import time
@@ -114,6 +115,10 @@ def check_storage(data_dir: str) -> None:
     for name in sorted(os.listdir(data_dir)):
         path = os.path.join(data_dir, name)
         if name.startswith("g") and name[1:].isdigit() and os.path.isdir(path):
+            if os.path.exists(os.path.join(data_dir, "removed", name)):
+                # A deleted partition's group whose removal a crash interrupted: finish it.
+                shutil.rmtree(path, ignore_errors=True)
+                continue
             storage = DiskStorage(path)
             storage.load()  # raises StorageCorruption naming the file and offset
             storage.close()

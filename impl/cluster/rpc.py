@@ -12,7 +12,7 @@ from typing import Any
 
 from impl.broker.broker import Broker
 from impl.partition.commands import Placeholder
-from impl.partition.fence import NotLeaderError, ReplicateFailed, StaleEpoch
+from impl.partition.fence import NotLeaderError, PartitionDeleted, ReplicateFailed, StaleEpoch
 from impl.raft.host import ProposalFailed
 from impl.raft.node import ProposalRefused
 from impl.store.base import StoreError
@@ -34,9 +34,11 @@ async def handle(broker: Broker, req: dict[str, Any]) -> dict[str, Any]:
                 n: {"revision": r.info.creation_revision,
                     "leader": broker.port.leader(r.info.group),
                     "term": broker.port.term(r.info.group)}
-                for n, r in broker.replicas.items()
+                for n, r in broker.replicas.items() if not r.sm.deleted
             }
-            return {"status": "ok", "partitions": parts}
+            return {"status": "ok", "partitions": parts,
+                    "revision": broker.controller.revision,
+                    "deleted": sorted({d.name for d in broker.controller.deleted.values()})}
         if op == "replicate":
             ph = Placeholder(int(req["epoch"]), str(req["key"]), int(req["start"]),
                              int(req["end"]), int(req["count"]))
@@ -56,15 +58,24 @@ async def handle(broker: Broker, req: dict[str, Any]) -> dict[str, Any]:
             # accepted placeholders not yet reconciled, with the applied index they are as of.
             return {"status": "ok", "partitions": {
                 n: {"applied": r.sm.last_index, "keys": sorted({p.key for p in r.sm.placeholders})}
-                for n, r in broker.replicas.items()
+                for n, r in broker.replicas.items() if not r.sm.deleted
             }}
         if op == "mint":
             return {"status": "ok", "epoch": await broker.mint()}
         if op == "create":
             return {"status": "ok", "revision": await broker.create_partition(str(req["name"]))}
+        if op == "create_topic":
+            return {"status": "ok", "partitions": await broker.create_topic(
+                str(req["topic"]), int(req["partitions"]))}
+        if op == "delete_topic":
+            return {"status": "ok", "partitions": await broker.delete_topic(str(req["topic"]))}
+        if op == "delete":
+            return {"status": "ok", "revision": await broker.delete_partition(str(req["name"]))}
         return {"status": "error", "message": f"unknown op {op!r}"}
     except StaleEpoch as e:
         return {"status": "stale", "epoch": e.epoch, "window": e.window, "at": e.at}
+    except PartitionDeleted as e:
+        return {"status": "deleted", "partition": e.partition, "at": e.at, "message": str(e)}
     except NotLeaderError as e:
         return {"status": "not_leader", "leader": e.leader_hint}
     except (ReplicateFailed, ProposalFailed, ProposalRefused) as e:

@@ -22,6 +22,7 @@ from impl.partition import commands as c
 from impl.partition.rwlock import EXCLUSIVE, SHARED, RWLock
 from impl.partition.statemachine import PartitionStateMachine, PlaceholderResult
 from model.fence import SeenWindow, fence
+from model.partition import window
 from model.variants import REFERENCE, Variant
 
 
@@ -57,6 +58,17 @@ class NotLeaderError(FenceError):
         self.leader_hint = leader_hint
 
 
+class PartitionDeleted(FenceError):
+    """The partition was deleted (R34): refused at the fence or at apply time (`at`); the
+    write was not and will never be acknowledged."""
+
+    def __init__(self, partition: str, at: str) -> None:
+        super().__init__(f"partition_deleted: partition {partition!r} was deleted; the write "
+                         f"was refused ({at}) and not acknowledged")
+        self.partition = partition
+        self.at = at
+
+
 class ReplicateFailed(FenceError):
     """The placeholder's fate is unknown or negative (leadership lost, overwritten, fault)."""
 
@@ -84,7 +96,9 @@ class PartitionFence:
         variant: Variant = REFERENCE,
         on_decision: Callable[[FenceDecision], None] | None = None,
         on_admitted: Callable[[c.Placeholder, int], None] | None = None,
+        name: str = "",
     ) -> None:
+        self.name = name  # the partition's name, for errors
         self.raft = raft
         self.sm = sm
         self.variant = variant
@@ -157,17 +171,25 @@ class PartitionFence:
     async def admit(self, epoch: int) -> int:
         """Fence `epoch`; on return this caller holds the shared lock for term (returned)."""
         while True:
+            if self.sm.deleted:
+                raise PartitionDeleted(self.name, "fence")
             term = await self.sync()
             d = self._decide(term, epoch)
             if not d.admitted:
                 self._report(d)
                 raise StaleEpoch(epoch, d.window, "fence")
+            if epoch < self.sm.creation_revision:  # A2; e.g. an earlier incarnation's write
+                raise StaleEpoch(epoch, window(self.sm.state), "fence: below the partition's "
+                                 f"creation revision {self.sm.creation_revision}")
             mode = SHARED if d.kind == "in_window" else EXCLUSIVE
             await self.lock.acquire(mode)
             # Re-decide under the lock: the window or the term may have moved while waiting.
             if self.raft.term() != term or not self.raft.is_leader():
                 self.lock.release(mode)
                 continue
+            if self.sm.deleted:
+                self.lock.release(mode)
+                raise PartitionDeleted(self.name, "fence")
             d = self._decide(term, epoch)
             if not d.admitted:
                 self.lock.release(mode)
@@ -195,16 +217,22 @@ class PartitionFence:
             try:
                 fut = self.raft.propose(c.encode(ph), term)
             except Exception as e:
+                if self.sm.deleted:
+                    raise PartitionDeleted(self.name, "fence") from e
                 raise ReplicateFailed(f"proposal refused: {e}") from e
             try:
                 res = await fut
             except asyncio.CancelledError:
                 raise
             except Exception as e:
+                if self.sm.deleted:  # the group was removed under it: refused for good
+                    raise PartitionDeleted(self.name, "apply") from e
                 raise ReplicateFailed(f"replicate failed: {e}") from e
         finally:
             self.lock.release(SHARED)
         assert isinstance(res, PlaceholderResult)
+        if res.deleted:
+            raise PartitionDeleted(self.name, "apply")
         if not res.accepted:
             raise StaleEpoch(ph.epoch, res.window, "apply")
         return res

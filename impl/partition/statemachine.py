@@ -50,6 +50,7 @@ class PlaceholderResult:
     accepted: bool
     base: int
     window: tuple[int, int] | None
+    deleted: bool = False  # refused because the partition was deleted (R34)
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,13 @@ class PartitionStateMachine:
     l1: list[L1Segment] = field(default_factory=list)
     next_offset: int = 0  # the next record offset an accepted placeholder gets
     last_index: int = 0  # the last applied log index
+    # Set by the broker the moment its controller replica applies the partition's deletion
+    # (before the group is removed): from then on a placeholder is refused at apply (R34).
+    deleted: bool = False
+    # Every epoch this incarnation accepts is at least its creation revision (A2): a
+    # placeholder below it was stamped for an earlier, deleted incarnation of the same name
+    # (R35) and is refused at apply, as on a deleted partition.
+    creation_revision: int = 0
 
     # ---- Raft StateMachine ----------------------------------------------------------------
 
@@ -78,7 +86,15 @@ class PartitionStateMachine:
         cmd = c.decode(entry.data)
         result: PlaceholderResult | None = None
         s = self.state
-        if isinstance(cmd, c.Placeholder):
+        if self.deleted:
+            # The partition is gone: nothing changes any more, a placeholder is refused.
+            if isinstance(cmd, c.Placeholder):
+                result = PlaceholderResult(False, -1, mp.window(s), deleted=True)
+        elif isinstance(cmd, c.Placeholder) and cmd.epoch < self.creation_revision:
+            # Stamped below this incarnation's creation revision (A2), e.g. for an earlier,
+            # deleted incarnation of the name (R35): refused as stale, nothing changes.
+            result = PlaceholderResult(False, -1, mp.window(s))
+        elif isinstance(cmd, c.Placeholder):
             window = mp.window(s)
             applied = mp.apply_placeholder(s, cmd.epoch, entry.index, self.variant)
             self.state = applied.state

@@ -47,6 +47,10 @@ class Overwritten(ProposalFailed):
     pass
 
 
+class GroupRemoved(ProposalFailed):
+    """The group was removed (its partition deleted) before the proposal applied."""
+
+
 @dataclass(slots=True)
 class Proposal:
     """A handle on one proposal; `on_done` callbacks run when it applies or fails."""
@@ -127,6 +131,21 @@ class MultiRaftHost:
         self._dirty.add(group_id)
         return node
 
+    def remove_group(self, group_id: int) -> Storage | None:
+        """Stop a group (its partition was deleted): its pending proposals fail with
+        GroupRemoved, its messages are dropped from now on; returns its storage (closed) so
+        the caller can remove it from disk."""
+        g = self.groups.pop(group_id, None)
+        self._dirty.discard(group_id)
+        if g is None:
+            return None
+        pending, g.pending = g.pending, {}
+        for p in pending.values():
+            p._finish(None, GroupRemoved(f"group {group_id} removed"))
+        if self.failed is None:
+            g.storage.close()
+        return g.storage
+
     def close(self) -> None:
         for g in self.groups.values():
             g.storage.close()
@@ -175,14 +194,17 @@ class MultiRaftHost:
     # ---- queries ---------------------------------------------------------------------------
 
     def leader(self, group_id: int) -> int:
-        """The leader this node knows of for the group (0 if unknown)."""
-        return self.groups[group_id].node.lead
+        """The leader this node knows of for the group (0 if unknown or removed)."""
+        g = self.groups.get(group_id)
+        return 0 if g is None else g.node.lead
 
     def is_leader(self, group_id: int) -> bool:
-        return self.groups[group_id].node.is_leader()
+        g = self.groups.get(group_id)
+        return g is not None and g.node.is_leader()
 
     def term(self, group_id: int) -> int:
-        return self.groups[group_id].node.term
+        g = self.groups.get(group_id)
+        return 0 if g is None else g.node.term
 
     def applied_index(self, group_id: int) -> int:
         """The index the state machine has applied (a received snapshot counts only once the
@@ -208,7 +230,8 @@ class MultiRaftHost:
             raise
 
     def _process_ready(self, crash_before_sync: bool) -> int:
-        todo = [gid for gid in sorted(self._dirty) if self.groups[gid].node.has_ready()]
+        todo = [gid for gid in sorted(self._dirty)
+                if gid in self.groups and self.groups[gid].node.has_ready()]
         self._dirty.clear()
         batch: list[tuple[Group, Ready]] = []
         for gid in todo:

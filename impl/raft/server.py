@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import os
 import random
+import shutil
 from collections.abc import Callable
 from typing import Any
 
@@ -72,9 +73,32 @@ class RaftServer:
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def add_group(self, group_id: int, sm: StateMachine) -> None:
+        if self.removed(group_id):
+            raise ValueError(f"group {group_id} was removed from {self.data_dir}")
         storage = self._storage_factory(os.path.join(self.data_dir, f"g{group_id}"))
         self.host.add_group(group_id, self.voters, storage, sm)
         self._schedule_flush()
+
+    def remove_group(self, group_id: int) -> None:
+        """Stop the group and delete its log directory. A tombstone is made durable first,
+        so a crash midway never brings the group back on restart (see `removed`)."""
+        tomb = os.path.join(self.data_dir, "removed", f"g{group_id}")
+        os.makedirs(os.path.dirname(tomb), exist_ok=True)
+        fd = os.open(tomb, os.O_CREAT | os.O_WRONLY, 0o644)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        dfd = os.open(os.path.dirname(tomb), os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        self.host.remove_group(group_id)
+        shutil.rmtree(os.path.join(self.data_dir, f"g{group_id}"), ignore_errors=True)
+
+    def removed(self, group_id: int) -> bool:
+        return os.path.exists(os.path.join(self.data_dir, "removed", f"g{group_id}"))
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()

@@ -134,6 +134,7 @@ class SimNode:
     incarnation: int = 0
     flush_pending: bool = False  # a batched Ready is scheduled
     durable: dict[int, DurableMark] = field(default_factory=dict)
+    removed: set[int] = field(default_factory=set)  # tombstones: survive crashes, as on disk
 
     @property
     def up(self) -> bool:
@@ -282,6 +283,19 @@ class Simulator:
         if group not in self.group_ids:
             self.group_ids.append(group)
             self.group_ids.sort()
+
+    def remove_group(self, nid: int, group: int) -> None:
+        """Stop a group on a live node and drop its simulated disk (its partition was
+        deleted); the tombstone keeps it from coming back after a restart."""
+        sn = self.nodes[nid]
+        sn.removed.add(group)
+        self._host(nid).remove_group(group)
+        st = sn.storages.pop(group, None)
+        sn.durable.pop(group, None)
+        # (Under CrashFS a power loss may undo recent unlinks inside the directory: leave it;
+        # the tombstone alone keeps the group from being opened again.)
+        if isinstance(st, DiskStorage) and not self.power_loss:
+            shutil.rmtree(st.dir, ignore_errors=True)
 
     def _add(self, sn: SimNode, host: MultiRaftHost, group: int, sm: StateMachine) -> None:
         storage = sn.storages.get(group)

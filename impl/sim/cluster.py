@@ -228,9 +228,12 @@ class SimCluster:
         return self.sim.leader(CONTROLLER_GROUP)
 
     def group_of(self, partition: str) -> int:
-        for b in self.brokers.values():
-            if partition in b.controller.partitions:
-                return b.controller.partitions[partition].group
+        """The group of the partition's current incarnation, by the most advanced controller
+        replica (a lagging one may still know a deleted incarnation)."""
+        if self.brokers:
+            ctl = max((b.controller for b in self.brokers.values()), key=lambda c: c.revision)
+            if partition in ctl.partitions:
+                return ctl.partitions[partition].group
         raise KeyError(partition)
 
     def leader(self, partition: str) -> int | None:
@@ -269,7 +272,16 @@ class SimCluster:
 
     def create_partition(self, name: str) -> int:
         rev = self.wait(self._controller().create_partition(name))
-        self.run_until(lambda: all(name in b.replicas for b in self.brokers.values()))
+        self.run_until(lambda: all(
+            name in b.replicas and b.replicas[name].info.creation_revision == rev
+            for b in self.brokers.values()))
+        return rev
+
+    def delete_partition(self, name: str) -> int:
+        """Delete a partition (R32); returns the deletion's revision once every live broker
+        has dropped its replica."""
+        rev = self.wait(self._controller().delete_partition(name))
+        self.run_until(lambda: all(name not in b.replicas for b in self.brokers.values()))
         return rev
 
     # ---- produce -------------------------------------------------------------------------

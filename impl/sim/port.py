@@ -29,6 +29,13 @@ class SimRaftPort:
         if self.alive:
             self.sim.add_group(self.node_id, group_id, sm)
 
+    def remove_group(self, group_id: int) -> None:
+        if self.alive:
+            self.sim.remove_group(self.node_id, group_id)
+
+    def removed(self, group_id: int) -> bool:
+        return group_id in self.sim.nodes[self.node_id].removed
+
     def propose(
         self, group_id: int, data: bytes, entry_type: int = ENTRY_NORMAL,
         expected_term: int | None = None,

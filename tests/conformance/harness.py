@@ -42,9 +42,10 @@ from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import Any
 
-from impl.broker.producer import Ack, ProduceError, Producer
+from impl.broker.producer import Ack, PartitionDeletedError, ProduceError, Producer
 from impl.broker.raftport import inline_io
 from impl.cluster.gcround import gc_round
+from impl.controller.statemachine import PARTITION_GROUP_BASE
 from impl.gc.reports import HEALTH_PREFIX
 from impl.partition.commands import AdvanceEpoch, Placeholder
 from impl.partition.commands import encode as encode_command
@@ -136,7 +137,14 @@ class HarnessCluster(SimCluster):
         self.admitted: dict[tuple[str, str], set[int]] = {}
         self.last_admitted: dict[tuple[int, str], str] = {}
         self.admissions: list[tuple[int, str, Placeholder, int]] = []
+        self.apply_groups: list[int] = []  # the group (incarnation) of each apply_log record
         super().__init__(**kw)
+
+    def _on_apply(self, nid: int, name: str, ev: ApplyEvent) -> None:
+        # The replica applying is the one in the broker's table: a deleted incarnation's is
+        # removed before a re-created one is added (and a deleted one reports nothing).
+        super()._on_apply(nid, name, ev)
+        self.apply_groups.append(self.brokers[nid].replicas[name].info.group)
 
     def _on_admitted(self, nid: int, name: str, ph: Placeholder, term: int) -> None:
         self.admitted.setdefault((name, ph.key), set()).add(term)
@@ -212,7 +220,10 @@ class Harness:
             self.c.sim.check = lambda touched=None: None  # type: ignore[method-assign]
         self.spark = spark
         self.rng = random.Random(seed)
-        self.shadows: dict[str, Shadow] = {}
+        self.shadows: dict[str, Shadow] = {}  # the current incarnation's, by name
+        self.all_shadows: dict[int, Shadow] = {}  # every incarnation's, by group (issue 13)
+        self.deletions_seen: set[int] = set()  # groups of deleted incarnations handled
+        self.health_group: dict[int, dict[str, int]] = {}  # incarnation each report was of
         self.fence_seen = 0
         self.apply_seen = 0
         self.objects: dict[str, tuple[int, tuple[str, ...]]] = {}  # key -> (epoch, targets)
@@ -229,6 +240,7 @@ class Harness:
         self.steps = 0
         self.landed = LandedChecks(self.c.admitted, set(), set())
         self.acks_seen = 0
+        self._expected_group: dict[str, int | None] = {}  # incarnation `expected[p]` is of
         self.admitted_seen = 0
         self._impl_checked: dict[tuple[int, str], tuple[Any, ...]] = {}
         self.c.bootstrap()
@@ -302,6 +314,9 @@ class Harness:
                        epoch: int | None) -> dict[str, Ack]:
         try:
             acks = await prod.produce(batch, epoch)
+        except PartitionDeletedError as e:  # refused parts named; the rest acknowledged
+            STATS["produce.refused_deleted_partition"] += 1
+            acks = e.acks
         except ProduceError:
             STATS["produce.failed"] += 1
             return {}
@@ -312,8 +327,14 @@ class Harness:
             return {}
         for a in acks.values():
             self.c.acked.append(a)
+            g, gone = self._incarnation(a.partition, a.epoch)
+            if gone or g != self._current_group(a.partition):
+                # Acked by an incarnation deleted since (R33): its data went with it.
+                STATS["produce.acked_then_deleted"] += 1
+                continue
+            want = self._expected_for(a.partition)
             for i, rec in enumerate(batch[a.partition]):
-                self.expected[a.partition][a.base + i] = rec
+                want[a.base + i] = rec
         STATS["produce.acked_partitions"] += len(acks)
         return acks
 
@@ -508,6 +529,182 @@ class Harness:
             fence.before_propose = None
         self.settle()
 
+    # ---- partition deletion and re-creation (issue 13, SPEC R32-R35) ------------------------
+
+    def _current_group(self, p: str) -> int | None:
+        info = self._controller_sm().partitions.get(p)
+        return None if info is None else info.group
+
+    def _incarnation(self, p: str, epoch: int) -> tuple[int, bool]:
+        """(group, deleted) of the incarnation of p a write stamped `epoch` was for: the
+        latest created at or below the epoch (a producer stamps at least its target's
+        creation revision, and below any later deletion's revision: R35's revision line)."""
+        ctl = self._controller_sm()
+        cands = [(d.creation_revision, d.group, True) for d in ctl.deleted.values()
+                 if d.name == p and d.creation_revision <= epoch]
+        info = ctl.partitions.get(p)
+        if info is not None and info.creation_revision <= epoch:
+            cands.append((info.creation_revision, info.group, False))
+        if not cands:
+            return (-1, False)
+        _, g, gone = max(cands)
+        return g, gone
+
+    def _expected_for(self, p: str) -> dict[int, bytes]:
+        """The acknowledged records of p's current incarnation (reset when it changes)."""
+        cur = self._current_group(p)
+        if self._expected_group.get(p, "unset") != cur:
+            self.expected[p] = {}
+            self._expected_group[p] = cur
+        return self.expected[p]
+
+    def _check_lifecycle(self) -> None:
+        """R32/R34 on every live broker: a replica of an incarnation its own controller
+        deleted refuses writes at once; once the broker's deferred sync ran, the group is
+        gone from its Raft host and its replica table; health reports name only partitions
+        that exist. Read-back expectations follow the current incarnations."""
+        for p in ALL_PARTITIONS:
+            self._expected_for(p)
+        for nid, b in sorted(self.c.brokers.items()):
+            ctl = b.controller
+            for name, rep in b.replicas.items():
+                cur = ctl.partitions.get(name)
+                if (cur is None or cur.group != rep.info.group) and not rep.sm.deleted:
+                    raise Divergence(f"R34: node {nid}'s controller deleted {name} (group"
+                                     f" {rep.info.group}) but its replica still takes writes")
+            if not b._sync_scheduled:
+                for d in ctl.deleted.values():
+                    held = b.replicas.get(d.name)
+                    if d.group in b.port.host.groups or (held and held.info.group == d.group):
+                        raise Divergence(f"R32: node {nid} still runs deleted {d.name}'s"
+                                         f" group {d.group}")
+            for r in b.health_replicas():
+                if r.partition not in ctl.partitions:
+                    raise Divergence(f"R32: node {nid} reports deleted {r.partition}")
+        ctl = self._controller_sm()
+        if self.snapshot is not None:  # R32: a snapshot never lists a partition deleted by it
+            srev, names = self.snapshot
+            for d in ctl.deleted.values():
+                again = ctl.partitions.get(d.name)
+                back = again is not None and again.creation_revision <= srev
+                later = [e for e in ctl.deleted.values() if e.name == d.name
+                         and d.deletion_revision < e.creation_revision <= srev]
+                if d.name in names and d.deletion_revision <= srev and not back and not later:
+                    raise Divergence(f"R32: the snapshot at revision {srev} lists {d.name},"
+                                     f" deleted at revision {d.deletion_revision}")
+        for g in ctl.deleted:
+            if g + PARTITION_GROUP_BASE not in self.deletions_seen:
+                self.deletions_seen.add(g + PARTITION_GROUP_BASE)
+                STATS["lifecycle.deletions_applied"] += 1
+                self.readback_dirty = True
+
+    def delete_partition(self, p: str) -> None:
+        """Delete p at the controller leader (its own revision)."""
+        nid = self._leader_of(self.c.controller_leader)
+        if nid is None or self._creation(p) is None:
+            return
+        try:
+            self.wait(self.c.brokers[nid].delete_partition(p))
+        except Exception:
+            STATS["lifecycle.delete_failed"] += 1
+            return
+        STATS["lifecycle.deleted"] += 1
+        self.c.run(50)
+
+    def delete_while_writing(self, p: str, other: str) -> None:
+        """Writes to p (one also feeding `other`) in flight while p is deleted: each is
+        refused or was acknowledged before; a shared object stays protected by `other`."""
+        if self._creation(p) is None:
+            return
+        self.produce([p, other] if other != p else [p], 1, 1, wait=False)
+        self.produce([p], 1, 2, wait=False)
+        self.c.run(self.rng.choice([0, 20, 60]))
+        self.delete_partition(p)
+        STATS["lifecycle.delete_while_writing"] += 1
+        self.settle()
+
+    def delete_on_stale_reports(self, p: str) -> None:
+        """Reports and a snapshot published while p existed, then p deleted, then GC rounds
+        over those stale documents (which still count p) before and after a new snapshot."""
+        if self._creation(p) is None:
+            return
+        self.publish_partitions()
+        self.publish_health(self.live())
+        self.delete_partition(p)
+        self.gc()
+        STATS["lifecycle.gc_on_stale_reports"] += 1
+        self.publish_partitions()
+        self.gc()
+
+    def delete_across_leader_change(self, p: str, to: int) -> None:
+        """p's leadership and the controller's move while p is deleted."""
+        if self._creation(p) is None or to not in self.c.brokers:
+            return
+        with contextlib.suppress(Exception):
+            self.transfer(p, to)
+        ctl = self.c.controller_leader()
+        if ctl is not None and ctl != to:
+            with contextlib.suppress(Exception):
+                self.c.ports[ctl].transfer_leadership(1, to)
+        nid = self.c.controller_leader()
+        if nid is not None:
+            b = self.c.brokers[nid]
+
+            async def delete() -> None:  # refused or lost with the leadership: a retry's job
+                with contextlib.suppress(Exception):
+                    await b.delete_partition(p)
+
+            self.tasks.append(self.c.spawn(delete()))
+            STATS["lifecycle.delete_across_leader_change"] += 1
+        self.settle()
+
+    def recreate_with_old_write(self, p: str) -> None:
+        """A write to p held between its fence and its propose while p is deleted and
+        created again: released, it must not land in the new incarnation (R35)."""
+        if self._creation(p) is None:
+            return
+        nid = self._leader_of(lambda: self.c.leader(p))
+        if nid is None or p not in self.c.brokers[nid].replicas:
+            return
+        fence = self.c.brokers[nid].replicas[p].fence
+        gate: asyncio.Future[None] = self.c.loop.create_future()
+        held: list[int] = []
+
+        async def hold(epoch: int) -> None:
+            if not held:
+                held.append(epoch)
+                await gate
+
+        fence.before_propose = hold
+        try:
+            self.produce([p], 1, nid, None, wait=False)
+            self.c.run_until(lambda: bool(held), 500)
+            self.delete_partition(p)
+            ctl = self._leader_of(self.c.controller_leader)
+            if ctl is not None and self._creation(p) is None:
+                with contextlib.suppress(Exception):
+                    self.wait(self.c.brokers[ctl].create_partition(p))
+                if held and self._creation(p) is not None:
+                    STATS["lifecycle.old_write_across_recreation"] += 1
+                    # ... and the old producer's late retry, stamped for the old incarnation,
+                    # reaches the new one's leader: refused at its fence (A2, R35).
+                    self.c.run_until(lambda: self.c.leader(p) is not None, 2_000)
+                    new = self.c.leader(p)
+                    if new is not None and held[0] < (self._creation(p) or 0):
+                        ph = Placeholder(held[0], f"old/{p}/{held[0]}", 0, 0, 0)
+
+                        async def late() -> None:
+                            with contextlib.suppress(Exception):
+                                await self.c.brokers[new].replicate(p, ph)
+
+                        self.wait(late())
+                        STATS["lifecycle.old_write_at_new_incarnation"] += 1
+        finally:
+            if not gate.done():
+                gate.set_result(None)
+            fence.before_propose = None
+        self.settle()
+
     def mint(self) -> None:
         nid = self._leader_of(self.c.controller_leader)
         if nid is not None:
@@ -622,6 +819,7 @@ class Harness:
             finally:
                 b.wall = self.c.wall  # type: ignore[method-assign]
             self.health[nid] = {r.partition: r.inactive_epoch for r in b.health_replicas()}
+            self.health_group[nid] = {p: b.replicas[p].info.group for p in self.health[nid]}
 
     def publish_partitions(self) -> None:
         nid = self._leader_of(self.c.controller_leader)
@@ -846,6 +1044,7 @@ class Harness:
         self.steps += 1
         STATS["steps"] += 1
         self._register_objects()
+        self._check_lifecycle()
         if not self.raft_check_per_event:
             BrokerSimulator.check(self.c.sim)  # the Raft core's invariants, every group
         self._advance_shadows()
@@ -864,20 +1063,27 @@ class Harness:
         checker = self.c.sim.checker
         assert checker is not None
         for p in self.created():
-            sh = self.shadows.get(p)
-            if sh is None:
-                sh = self.shadows[p] = Shadow(p, self.c.group_of(p))
+            g = self.c.group_of(p)
+            if p not in self.shadows or self.shadows[p].group != g:  # created or re-created
+                if p in self.shadows:  # a new incarnation's indices start again
+                    self.landed.done = {d for d in self.landed.done if d[0] != p}
+                self.shadows[p] = self.all_shadows[g] = Shadow(p, g)
+        for sh in self.all_shadows.values():
             hosts = [b.port.host for b in self.c.brokers.values() if sh.group in b.port.host.groups]
             upto = max([sh.done, *(h.applied_index(sh.group) for h in hosts)])
+            if self.shadows.get(sh.name) is not sh or self._current_group(sh.name) != sh.group:
+                # A deleted incarnation: what any replica applied before removing it (a
+                # lagging host may still hold the group behind the others).
+                upto = max([upto, *checker.history(sh.group).applied])
             if upto > sh.done:
                 sh.advance(checker.history(sh.group).applied, upto)
 
     def _check_replicas(self) -> None:
         for nid, b in sorted(self.c.brokers.items()):
             for p, rep in b.replicas.items():
-                sh = self.shadows.get(p)
                 g = rep.info.group
-                if sh is None or g not in b.port.host.groups:
+                sh = self.all_shadows.get(g)
+                if sh is None or g not in b.port.host.groups or rep.sm.deleted:
                     continue
                 idx = b.port.host.applied_index(g)
                 want = sh.state_at(idx)
@@ -928,7 +1134,7 @@ class Harness:
             rec = alog[self.apply_seen]
             self.apply_seen += 1
             ev: ApplyEvent = rec.event
-            sh = self.shadows.get(rec.partition)
+            sh = self.all_shadows.get(self.c.apply_groups[self.apply_seen - 1])
             if sh is None or ev.index > sh.done:
                 raise Divergence(f"apply on node {rec.node} for {rec.partition} at index"
                                  f" {ev.index} is not in the committed log the model replayed")
@@ -938,10 +1144,7 @@ class Harness:
             check_apply(rec.node, rec.partition, sh, ev)
             if isinstance(ev.command, Placeholder) and ev.result is not None:
                 term = checker.history(sh.group).applied[ev.index][0]
-                b = self.c.brokers.get(rec.node)
-                rep = b.replicas.get(rec.partition) if b is not None else None
-                creation = (rep.info.creation_revision if rep is not None
-                            else self._creation(rec.partition) or 0)
+                creation = sh.group - PARTITION_GROUP_BASE  # the incarnation that applied it
                 done = self.landed.check(rec.node, rec.partition, creation, ev.index, term,
                                          ev.command, ev.result.accepted)
                 if done:
@@ -954,7 +1157,7 @@ class Harness:
         while self.acks_seen < len(acked):
             a = acked[self.acks_seen]
             self.acks_seen += 1
-            sh = self.shadows.get(a.partition)
+            sh = self.all_shadows.get(self._incarnation(a.partition, a.epoch)[0])
             pl = sh.placements.get(a.key) if sh is not None else None
             if pl is None or not pl.accepted:
                 raise Divergence(
@@ -974,8 +1177,10 @@ class Harness:
                 check_controller_roundtrip(f"node {nid}", ctl)
                 memo[(nid, "")] = (ctl, ctl.last_index)
             for p, rep in sorted(b.replicas.items()):
-                sh = self.shadows.get(p)
                 g = rep.info.group
+                sh = self.all_shadows.get(g)
+                if rep.sm.deleted:
+                    continue
                 applied = b.port.host.applied_index(g) if g in b.port.host.groups else -1
                 # Only a state machine that changed since its last check (a new object after
                 # a restart, or one that applied or restored entries) is checked again.
@@ -1003,7 +1208,7 @@ class Harness:
         for p in ALL_PARTITIONS:
             info = ctl.partitions.get(p)
             sh = self.shadows.get(p)
-            if info is None or sh is None:
+            if info is None or sh is None or sh.group != info.group:
                 parts.append(ms.Partition(replicas=tuple(ms.Replica() for _ in NODES)))
                 continue
             truth = mp.inactive_epoch(sh.state)
@@ -1011,24 +1216,35 @@ class Harness:
             for nid in NODES:
                 b = self.c.brokers.get(nid)
                 seen = b.replicas[p].fence.seen if b is not None and p in b.replicas else None
-                reps.append(ms.Replica(seen, truth, self.health.get(nid, {}).get(p)))
+                # A report of an earlier incarnation is not this one's (the model drops a
+                # deleted partition's reports; see `_check_lifecycle` for the impl's side).
+                mine = self.health_group.get(nid, {}).get(p) == info.group
+                reps.append(ms.Replica(seen, truth,
+                                       self.health.get(nid, {}).get(p) if mine else None))
             parts.append(ms.Partition(
                 created=True, creation_revision=info.creation_revision, state=sh.state,
-                log_end=sh.done + 1, in_snapshot=p in snap_parts, replicas=tuple(reps),
+                log_end=sh.done + 1, replicas=tuple(reps),
+                # a snapshot lists the incarnation created by its revision, not a later one
+                in_snapshot=p in snap_parts and info.creation_revision <= snap_rev,
             ))
         objects, writes = [], []
         for key, (epoch, targets) in self.objects.items():
             o = len(objects)
             objects.append(ms.Obj(ms.DELETED if key in self.deleted else ms.STORED, epoch))
             for p in targets:
-                pl = self.shadows[p].placements.get(key) if p in self.shadows else None
+                g, gone = self._incarnation(p, epoch)
+                if gone:  # R33: every write to a deleted incarnation is orphaned
+                    writes.append(ms.Write(o, index[p], ms.ORPHANED))
+                    continue
+                sh = self.all_shadows.get(g)
+                pl = sh.placements.get(key) if sh is not None else None
                 if pl is None:
                     writes.append(ms.Write(o, index[p], ms.FENCED))
                 else:
                     st = ms.ACCEPTED if pl.accepted else ms.REJECTED
                     # R27's ghost: the reconciler copies a placeholder to L1 before LRLO
                     # passes it, so what LRLO passed is what the harness knows is in L1.
-                    lrlo = self.shadows[p].state.last_reconciled_log_offset
+                    lrlo = self.all_shadows[g].state.last_reconciled_log_offset
                     writes.append(ms.Write(o, index[p], st, pl.index,
                                            pl.accepted and pl.index <= lrlo))
         return ms.System(
@@ -1044,6 +1260,12 @@ class Harness:
                                  f" {_explain(name, s)}")
         prev = self.prev_system
         if prev is not None:
+            # A partition deleted and created again within one harness step: the model's
+            # steps between are delete (no state) then create; compare from the former.
+            prev = replace(prev, partitions=tuple(
+                ms.Partition(replicas=tuple(ms.Replica() for _ in NODES))
+                if a.created and b.created and a.creation_revision != b.creation_revision
+                else a for a, b in zip(prev.partitions, s.partitions, strict=True)))
             for name, tinv in ms.TRANSITION_INVARIANTS.items():
                 if not tinv(prev, s, ms.REFERENCE):
                     raise Divergence(
@@ -1065,6 +1287,11 @@ class Harness:
             for nid, b in sorted(self.c.brokers.items()):
                 rep = b.replicas.get(p)
                 if rep is None or rep.sm.next_offset <= top or sh is None:
+                    continue
+                if rep.info.group != sh.group:
+                    # A node that has not applied p's deletion yet still holds the earlier
+                    # incarnation: not the records expected of the current one.
+                    STATS["check.readback_skipped_earlier_incarnation"] += 1
                     continue
                 # Only a replica that has applied the whole committed log: a lagging one
                 # still points below LRO at L0 objects GC may already have collected (found

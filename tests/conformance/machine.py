@@ -329,6 +329,33 @@ class ConformanceMachine(RuleBasedStateMachine):
         self._count("settle")
         self.H.settle()
 
+    # ---- partition deletion and re-creation (issue 13) -------------------------------------
+
+    @rule(p=partitions)
+    def delete_partition(self, p: str) -> None:
+        self._count("delete_partition")
+        self.H.delete_partition(p)
+
+    @rule(p=partitions, other=partitions)
+    def delete_while_writing(self, p: str, other: str) -> None:
+        self._count("delete_while_writing")
+        self.H.delete_while_writing(p, other)
+
+    @rule(p=partitions)
+    def delete_on_stale_reports(self, p: str) -> None:
+        self._count("delete_on_stale_reports")
+        self.H.delete_on_stale_reports(p)
+
+    @rule(p=partitions, to=nodes)
+    def delete_across_leader_change(self, p: str, to: int) -> None:
+        self._count("delete_across_leader_change")
+        self.H.delete_across_leader_change(p, to)
+
+    @rule(p=partitions)
+    def recreate_with_old_write(self, p: str) -> None:
+        self._count("recreate_with_old_write")
+        self.H.recreate_with_old_write(p)
+
     # ---- checks ----------------------------------------------------------------------------
 
     @invariant()

@@ -326,6 +326,65 @@ MUTANTS: tuple[Mutant, ...] = (
         "if index > self.committed and self.term(index) is not None:",
         check=r"tests/raft/test_node.py::test_figure8_old_term_entry_commits_only_with",
     ),
+    # --- issue 13: partition deletion and re-creation (SPEC R32-R35) ---
+    Mutant(
+        "recreate-keeps-old-revision",
+        "a re-created partition takes its deleted incarnation's creation revision",
+        "impl/controller/statemachine.py",
+        "                self.partitions[name] = PartitionInfo(name, self.revision)",
+        "                old = [d.creation_revision for d in self.deleted.values()"
+        " if d.name == name]\n"
+        "                self.partitions[name] = PartitionInfo(name, max(old) if old"
+        " else self.revision)",
+        check=r"tests/impl/test_lifecycle_sim.py::test_controller_delete_has_its_own_revision",
+    ),
+    Mutant(
+        "snapshot-keeps-deleted",
+        "the published partition snapshot still lists deleted partitions (their stale or"
+        " missing reports keep counting)",
+        "impl/controller/statemachine.py",
+        "        return self.revision, sorted(self.partitions)",
+        "        return self.revision, sorted({*self.partitions,"
+        " *(d.name for d in self.deleted.values())})",
+        check=r"tests/conformance/test_lifecycle.py::.*R32: the snapshot",
+    ),
+    Mutant(
+        "write-to-deleted-accepted",
+        "a replica learns of its partition's deletion only when the deferred sync runs, so a"
+        " placeholder applied in the same batch as the deletion is accepted and acked",
+        "impl/broker/broker.py",
+        "            if not self._current(rep.info):\n                rep.sm.deleted = True\n"
+        "        # Called",
+        "            pass\n        # Called",
+        check=r"tests/impl/test_lifecycle_sim.py::test_replica_refuses_from_the_moment",
+    ),
+    Mutant(
+        "apply-ignores-deleted",
+        "a deleted partition's state machine still accepts placeholders at apply",
+        "impl/partition/statemachine.py",
+        "        if self.deleted:\n            # The partition is gone",
+        "        if False:\n            # The partition is gone",
+        check=r"tests/impl/test_lifecycle_sim.py::test_apply_refuses_placeholders",
+    ),
+    Mutant(
+        "fence-ignores-creation-revision",
+        "the fence admits an epoch below the partition's creation revision (an earlier"
+        " incarnation's write reaches the re-created partition's log)",
+        "impl/partition/fence.py",
+        "            if epoch < self.sm.creation_revision:  # A2",
+        "            if False:  # A2",
+        check=r"tests/conformance/test_lifecycle.py::.*(A2 on|replica state on node)",
+    ),
+    Mutant(
+        "empty-table-not-published",
+        "the controller skips publishing an empty partition table (the old snapshot, listing"
+        " deleted partitions without reports, blocks GC: stranded objects stay forever)",
+        "impl/controller/publisher.py",
+        "    doc = partitions_document(sm)\n",
+        "    if not sm.partitions:\n        return sm.revision\n"
+        "    doc = partitions_document(sm)\n",
+        check=r"tests/impl/test_lifecycle_sim.py::test_every_partition_deleted",
+    ),
 )
 
 # Findings: realistic bugs that survive every check. Kept (and checked to still apply) but

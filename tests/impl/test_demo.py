@@ -18,7 +18,8 @@ from model.keys import DATA_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"acked", "lost", "stale_rejections", "leader_changes", "objects_created",
-        "objects_deleted", "in_use_deleted", "cluster_M"}
+        "objects_deleted", "in_use_deleted", "cluster_M",
+        "topics_deleted", "stranded_collected", "deleted_refusals"}
 
 
 @pytest.mark.slow
@@ -35,6 +36,9 @@ def test_demo_json_loses_nothing_and_deletes_only_garbage() -> None:
     assert out["acked"] > 0 and out["leader_changes"] >= 1 and out["objects_deleted"] >= 1
     assert out["objects_created"] >= out["objects_deleted"]
     assert isinstance(out["cluster_M"], int)
+    # issue 13: topic u deleted and re-created mid-run, its stranded objects collected
+    assert out["topics_deleted"] == 1 and out["deleted_refusals"] >= 1
+    assert 1 <= out["stranded_collected"] <= out["objects_deleted"]
 
 
 def _reckless_round(self: DemoGc) -> RoundResult:

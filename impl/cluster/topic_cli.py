@@ -1,0 +1,68 @@
+"""`epochgc topic create NAME --partitions N` and `epochgc topic delete NAME` against the
+running cluster (DATA_DIR/cluster.json). The controller leader checks the request against
+its partition table before proposing anything: an unknown topic, an existing one or an
+ill-formed name is one line naming it on stderr, exit 1, nothing changed."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import click
+
+from impl.cluster.client import ProcClusterAccess
+from impl.cluster.local import LocalCluster
+from impl.controller.topics import TopicError, check_topic_name
+
+
+@click.group()
+def topic() -> None:
+    """Create and delete topics on a running cluster."""
+
+
+def _name(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    try:
+        return check_topic_name(value)
+    except TopicError as e:
+        raise click.BadParameter(str(e)) from e
+
+
+def _call(data_dir: str, **req: Any) -> dict[str, Any]:
+    lc = LocalCluster(data_dir)
+    if not lc.meta:
+        raise click.ClickException(f"no cluster in {data_dir!r} (epochgc cluster start)")
+
+    async def go() -> dict[str, Any]:
+        access = ProcClusterAccess(lc.client_addrs())
+        try:
+            return await access.controller_call(**req)
+        finally:
+            await access.close()
+
+    r = asyncio.run(go())
+    if r.get("status") != "ok":
+        raise click.ClickException(f"{req['op']} {req['topic']!r} refused: "
+                                   f"{r.get('message', r.get('status'))}")
+    return r
+
+
+@topic.command()
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--partitions", type=click.IntRange(1, 1024), required=True)
+@click.argument("name", callback=_name)
+def create(data_dir: str, partitions: int, name: str) -> None:
+    """Create topic NAME with partitions NAME/0 .. NAME/N-1 (an existing topic is refused)."""
+    r = _call(data_dir, op="create_topic", topic=name, partitions=partitions)
+    for p, rev in r["partitions"].items():
+        click.echo(json.dumps({"partition": p, "creation_revision": rev}))
+
+
+@topic.command()
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False))
+@click.argument("name", callback=_name)
+def delete(data_dir: str, name: str) -> None:
+    """Delete every partition of topic NAME (an unknown topic is refused)."""
+    r = _call(data_dir, op="delete_topic", topic=name)
+    for p, rev in r["partitions"].items():
+        click.echo(json.dumps({"partition": p, "deletion_revision": rev}))

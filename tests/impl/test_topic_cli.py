@@ -1,0 +1,182 @@
+"""`epochgc topic create|delete` on a real 3-process cluster (issue 13, SPEC R32-R35): bad
+input refused with a clear error and nothing changed; a deleted topic's groups leave every
+node (memory and disk); a write to it is refused naming the partition; its stranded L0
+objects are collected by GC rounds over the store while an object that also feeds a live
+partition stays until that partition no longer needs it; re-creation is a new incarnation."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from impl.cli import main
+from impl.cluster.client import ProcClusterAccess
+from impl.cluster.demo_checks import in_use_keys
+from impl.cluster.gcround import gc_round
+from impl.cluster.local import LocalCluster
+from impl.store.local import LocalStore
+from model.keys import DATA_PREFIX
+
+
+def cli(*args: str) -> Any:
+    return CliRunner().invoke(main, list(args))
+
+
+def meta(lc: LocalCluster) -> dict[str, Any]:
+    async def go() -> dict[str, Any]:
+        access = ProcClusterAccess(lc.client_addrs())
+        try:
+            return await access.controller_call(op="meta")
+        finally:
+            await access.close()
+
+    return asyncio.run(go())
+
+
+def in_use(lc: LocalCluster) -> set[str]:
+    async def go() -> set[str]:
+        access = ProcClusterAccess(lc.client_addrs())
+        try:
+            per = await in_use_keys(access, lc.ids)
+        finally:
+            await access.close()
+        return set().union(*per.values()) if per else set()
+
+    return asyncio.run(go())
+
+
+def revision(lc: LocalCluster) -> int:
+    """The controller revision, once every node agrees on it (nothing in flight)."""
+    def agreed() -> int | None:
+        async def go() -> set[int]:
+            access = ProcClusterAccess(lc.client_addrs())
+            try:
+                return {int((await access.call(n, op="status"))["data"]["controller"]["revision"])
+                        for n in lc.ids}
+            finally:
+                await access.close()
+        revs = asyncio.run(go())
+        return revs.pop() if len(revs) == 1 else None
+    return wait_for(agreed)
+
+
+def wait_for(pred: Any, timeout: float = 30.0) -> Any:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.2)
+    raise TimeoutError("condition not reached")
+
+
+def produced(r: Any) -> dict[str, dict[str, Any]]:
+    assert r.exit_code == 0, r.output
+    return {d["partition"]: d for d in map(json.loads, r.stdout.splitlines())}
+
+
+@pytest.mark.slow
+def test_topic_delete_recreate_bad_input_and_stranded_gc(tmp_path: Path) -> None:
+    data, store_dir = str(tmp_path / "c"), tmp_path / "store"
+    r = cli("cluster", "start", "--data-dir", data, "--store", str(store_dir),
+            "--partitions", "t/0", "--mint-interval", "0.5")
+    assert r.exit_code == 0, r.output
+    lc = LocalCluster(data)
+    store = LocalStore(store_dir)
+    try:
+        r = cli("topic", "create", "u", "--partitions", "2", "--data-dir", data)
+        assert r.exit_code == 0, r.output
+        created = {d["partition"]: d["creation_revision"]
+                   for d in map(json.loads, r.stdout.splitlines())}
+        assert sorted(created) == ["u/0", "u/1"]
+        wait_for(lambda: all((meta(lc)["partitions"].get(p) or {}).get("leader")
+                             for p in created))
+
+        # Bad input: a clear error naming what, exit non-zero, nothing changed.
+        rev = revision(lc)
+        for args, says in [
+            (("create", "u", "--partitions", "3"), "topic 'u' already exists"),
+            (("delete", "nope"), "unknown topic 'nope'"),
+            (("create", "9lives", "--partitions", "1"), "invalid topic name '9lives'"),
+            (("create", "a/b", "--partitions", "1"), "invalid topic name 'a/b'"),
+            (("delete", "has space"), "invalid topic name 'has space'"),
+            (("create", "v", "--partitions", "0"), "0 is not in the range"),
+        ]:
+            r = cli("topic", *args, "--data-dir", data)
+            assert r.exit_code != 0 and says in r.output, (args, r.output)
+        assert revision(lc) == rev
+        assert sorted(meta(lc)["partitions"]) == ["t/0", "u/0", "u/1"]
+
+        shared = produced(cli("produce", "--data-dir", data, "--partition", "t/0",
+                              "--partition", "u/0", "--count", "3"))
+        only_u = produced(cli("produce", "--data-dir", data, "--partition", "u/1"))
+        shared_key, stranded_key = shared["t/0"]["key"], only_u["u/1"]["key"]
+        groups = {p: 1000 + rev_ for p, rev_ in created.items()}
+
+        r = cli("topic", "delete", "u", "--data-dir", data)
+        assert r.exit_code == 0, r.output
+        deleted = {d["partition"]: d["deletion_revision"]
+                   for d in map(json.loads, r.stdout.splitlines())}
+        assert sorted(deleted) == ["u/0", "u/1"] and min(deleted.values()) > max(created.values())
+
+        # Every node stops and removes the groups: memory (status) and disk (the log dirs).
+        def gone() -> bool:
+            for n in lc.ids:
+                for g in groups.values():
+                    if (lc.dir / f"n{n}" / f"g{g}").exists():
+                        return False
+                    if not (lc.dir / f"n{n}" / "removed" / f"g{g}").exists():
+                        return False
+            return not any(p.startswith("u/") for p in meta(lc)["partitions"])
+        wait_for(gone)
+
+        # A write to a deleted partition: refused, naming it; nothing uploaded or acked.
+        before = {i.key for i in store.list_all(DATA_PREFIX)}
+        r = cli("produce", "--data-dir", data, "--partition", "u/0")
+        assert r.exit_code != 0 and "partition deleted: 'u/0'" in r.output, r.output
+        assert {i.key for i in store.list_all(DATA_PREFIX)} == before
+        r = cli("consume", "--data-dir", data, "--partition", "u/0")
+        assert r.exit_code != 0 and "partition 'u/0' was deleted" in r.output, r.output
+        r = cli("topic", "delete", "u", "--data-dir", data)  # twice: unknown now
+        assert r.exit_code != 0 and "unknown topic 'u' (deleted at revision" in r.output
+
+        # GC rounds over the store: the stranded object goes once M passes its epoch; the
+        # shared one never while t/0 still references it (checked on every round).
+        deleted_keys: set[str] = set()
+
+        def collected() -> bool:
+            referenced = in_use(lc)
+            res = gc_round(store, time.time(), grace_s=0.0, max_report_age_s=30.0)
+            deleted_keys.update(res.deleted)
+            assert not (deleted_keys & referenced), "GC deleted an object in use"
+            return stranded_key in deleted_keys and shared_key in deleted_keys
+        wait_for(collected, 60)
+
+        r = cli("consume", "--data-dir", data, "--partition", "t/0", "--verify")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout)["acked_checked"] == 3
+
+        # Re-creation: a new incarnation, above the deletion's revision, starting empty; the
+        # old incarnation's acknowledged runs are not expected in it.
+        r = cli("topic", "create", "u", "--partitions", "1", "--data-dir", data)
+        assert r.exit_code == 0, r.output
+        crev = json.loads(r.stdout)["creation_revision"]
+        assert crev > max(deleted.values())
+        wait_for(lambda: (meta(lc)["partitions"].get("u/0") or {}).get("leader"))
+        new = produced(cli("produce", "--data-dir", data, "--partition", "u/0", "--count", "2"))
+        assert new["u/0"]["base"] == 0 and new["u/0"]["epoch"] >= crev
+        r = cli("consume", "--data-dir", data, "--partition", "u/0", "--verify")
+        assert r.exit_code == 0, r.output
+        assert json.loads(r.stdout) == {"partition": "u/0", "records": 2, "acked_checked": 2}
+        # a restart waits only for partitions that still exist
+        lc.kill(1)
+        r = cli("cluster", "start", "--data-dir", data, "--store", str(store_dir))
+        assert r.exit_code == 0, r.output
+    finally:
+        cli("cluster", "stop", "--data-dir", data)
