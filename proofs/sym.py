@@ -412,6 +412,7 @@ class Explorer:
         self._names = itertools.count()
         self.checks = 0
         self.slowest_query_s = 0.0
+        self._by_prefix: dict[tuple[Any, ...], Any] = {}
 
     # -- solver helpers -------------------------------------------------------------------
     def _sat(self, *extra: z3.BoolRef) -> bool:
@@ -503,6 +504,21 @@ class Explorer:
             return
         if not cond:
             raise Prune()
+
+    def per_prefix(self, tag: str, compute: Callable[[], Any]) -> Any:
+        """`compute()`, once per decision prefix. Every path re-runs the explored function
+        from the start, and that function is deterministic, so the same decisions up to
+        here mean the same inputs and the same value: a replayed prefix gets the value its
+        first run computed instead of recomputing it. A `compute` that itself decides on
+        this explorer is not cached (skipping it would skip its decisions)."""
+        key = (tag, *(t[0] for t in self._trail[: self._pos]))
+        if key in self._by_prefix:
+            return self._by_prefix[key]
+        pos = self._pos
+        value = compute()
+        if self._pos == pos:
+            self._by_prefix[key] = value
+        return value
 
     # -- fresh symbolic inputs ------------------------------------------------------------
     def fresh_int(self, name: str) -> SymInt:
