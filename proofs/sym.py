@@ -409,6 +409,7 @@ class Explorer:
         self._kept = -1
         self._pos = 0
         self._pc: list[z3.BoolRef] = []
+        self._pc_terms: set[int] = set()  # addresses of the path's decided literals
         self._names = itertools.count()
         self.checks = 0
         self.slowest_query_s = 0.0
@@ -445,7 +446,9 @@ class Explorer:
             choice, _, model = self._trail[self._pos]
             self._pos += 1
             self._model = model
-            self._pc.append(cond if choice else _not(cond))
+            lit = cond if choice else _not(cond)
+            self._pc.append(lit)
+            self._pc_terms.add(lit.as_ast().value)
             return choice
         if self._pos < len(self._trail):
             choice, _, model = self._trail[self._pos]
@@ -458,25 +461,33 @@ class Explorer:
             # far already decides one side.
             neg = _not(cond)
             m = self._model
-            if self._holds_in(m, cond):
-                m_t, m_f = m, self._sat_model(neg)
-            elif self._holds_in(m, neg):
-                m_t, m_f = self._sat_model(cond), m
+            in_pc = cond.as_ast().value in self._pc_terms
+            if in_pc or neg.as_ast().value in self._pc_terms:
+                # The model code asks again what the path already decided (the same test
+                # twice, or its negation): the other side contradicts a literal of the path
+                # condition, so it is infeasible without asking the solver.
+                choice, model, alt = in_pc, m, None
             else:
-                m_t = self._sat_model(cond)
-                m_f = self._sat_model(neg) if m_t is not None else None
-            if m_t is None:
-                choice, model, alt = False, m_f, None
-            elif m_f is None:
-                choice, model, alt = True, m_t, None
-            else:
-                choice, model, alt = True, m_t, m_f
+                if self._holds_in(m, cond):
+                    m_t, m_f = m, self._sat_model(neg)
+                elif self._holds_in(m, neg):
+                    m_t, m_f = self._sat_model(cond), m
+                else:
+                    m_t = self._sat_model(cond)
+                    m_f = self._sat_model(neg) if m_t is not None else None
+                if m_t is None:
+                    choice, model, alt = False, m_f, None
+                elif m_f is None:
+                    choice, model, alt = True, m_t, None
+                else:
+                    choice, model, alt = True, m_t, m_f
             self._trail.append((choice, alt is None, model))
             self._alt.append(alt)
         self._pos += 1
         self._model = model
         lit = cond if choice else _not(cond)
         self._pc.append(lit)
+        self._pc_terms.add(lit.as_ast().value)
         self.solver.push()
         self._levels += 1
         self.solver.add(lit)
@@ -542,6 +553,7 @@ class Explorer:
             while True:
                 self._pos = 0
                 self._pc = []
+                self._pc_terms.clear()
                 self._model = None
                 self._names = itertools.count()  # same names on every run: readable traces
                 _current.append(self)
