@@ -136,7 +136,15 @@ def _not(a: z3.BoolRef) -> z3.BoolRef:
     const = z3core.Z3_get_bool_value(_CTX.ref(), a.as_ast())
     if const != 0:  # a literal: its negation is the other literal, not a term to fork on
         return _FALSE if const == 1 else _TRUE
-    return _memo("not", lambda: _bool(_mk(z3core.Z3_mk_not, a)), a)
+    return _memo("not", lambda: _negate(a), a)
+
+
+def _negate(a: z3.BoolRef) -> z3.BoolRef:
+    """`not a`, with `not not b` as `b`: a path that decided `b` then sees the test
+    `not b` as a literal it already holds (Explorer.decide) instead of a new question."""
+    if z3.is_not(a):
+        return a.arg(0)  # type: ignore[no-any-return]
+    return _bool(_mk(z3core.Z3_mk_not, a))
 
 
 _CMP = {
