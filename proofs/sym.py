@@ -143,7 +143,7 @@ def _negate(a: z3.BoolRef) -> z3.BoolRef:
     """`not a`, with `not not b` as `b`: a path that decided `b` then sees the test
     `not b` as a literal it already holds (Explorer.decide) instead of a new question."""
     if z3.is_not(a):
-        return a.arg(0)  # type: ignore[no-any-return]
+        return a.arg(0)
     return _bool(_mk(z3core.Z3_mk_not, a))
 
 
