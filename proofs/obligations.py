@@ -32,7 +32,7 @@ from model.system import (
     holds,
 )
 from model.variants import Variant
-from proofs.sym import Explorer, SolverUnknown, SymBool, concretize, conj, disj
+from proofs.sym import Explorer, SolverUnknown, SymBool, SymInt, concretize, conj, disj
 from proofs.symstate import symbolic_params, symbolic_system
 
 
@@ -101,12 +101,13 @@ def induction(
         fn = ACTIONS[action][0]
         accs: dict[str, _Acc] = {n: _Acc() for n in (*INVARIANTS, *TRANSITION_INVARIANTS)}
         ex = Explorer(timeout_ms=timeout_ms, seed=seed)
+        goal_memo = _GoalMemo()
         seen = _Paths(refused=[])
         assert seen.refused is not None
 
         def run(ex: Explorer, fn: Callable[..., System] = fn, action: str = action) -> Any:
             pre = symbolic_system(ex, template)
-            ex.assume(_joined(lambda: holds(pre, v)))
+            ex.assume(ex.per_prefix("Inv(pre)", lambda: _joined(lambda: holds(pre, v))))
             params = symbolic_params(ex, pre, action, symmetric=True)
             try:
                 return pre, params, fn(pre, v, **params)
@@ -137,7 +138,8 @@ def induction(
                 t0 = time.perf_counter()
                 # One check for all obligations on this path; only if some obligation can
                 # fail here do we ask them one by one (to name it and get its witness).
-                goals = [_goal(name, pre, post, v) for name in open_]
+                keys = goal_memo.keys(pre, post)
+                goals = [goal_memo.get(name, keys, pre, post, v) for name in open_]
                 if not _violated(ex, disj(goals)):
                     share_ = (time.perf_counter() - t0) / max(1, len(open_))
                     for name in open_:
@@ -232,6 +234,52 @@ def _joined(fn: Callable[[], Any]) -> Any:
         expr = value.expr if isinstance(value, SymBool) else z3.BoolVal(bool(value))
         alternatives.append(conj([*leaf.pc, expr]))
     return SymBool(disj(alternatives))
+
+
+def fingerprint(value: Any) -> Any:
+    """A hashable key equal for two values exactly when they are the same value: symbolic
+    leaves by their Z3 term (Z3 hash-conses terms, so the same address is the same term),
+    the rest by structure. Types it does not know are refused."""
+    t = type(value)
+    if t is SymInt or t is SymBool:
+        return ("z", value.expr.as_ast().value)  # the term's address: see _GoalMemo
+    if value is None or t is bool or t is int or t is str:
+        return value
+    if t is tuple:
+        return (tuple, *map(fingerprint, value))
+    names = _FIELDS.get(t)
+    if names is None:
+        if not (dataclasses.is_dataclass(value) and not isinstance(value, type)):
+            raise TypeError(f"no fingerprint for {t.__name__}")
+        names = _FIELDS[t] = tuple(f.name for f in dataclasses.fields(value))
+    return (t, *(fingerprint(getattr(value, n)) for n in names))
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+class _GoalMemo:
+    """`_goal` once per distinct (obligation, pre, post): many paths of an action differ
+    only in how they got there (the path condition), not in the state they produce, and a
+    goal is a function of the states alone. The states are kept alive with the goal so a
+    term address in a key is never reused by another term."""
+
+    def __init__(self) -> None:
+        self._by_key: dict[Any, tuple[z3.BoolRef, System, System]] = {}
+
+    @staticmethod
+    def keys(pre: System, post: System) -> tuple[Any, Any]:
+        """(key of the post-state, key of the pair): once per path, for all its goals."""
+        k_post = fingerprint(post)
+        return k_post, (fingerprint(pre), k_post)
+
+    def get(self, name: str, keys: tuple[Any, Any], pre: System, post: System, v: Variant
+            ) -> z3.BoolRef:
+        key = (name, keys[0] if name in INVARIANTS else keys[1])
+        hit = self._by_key.get(key)
+        if hit is None:
+            hit = self._by_key[key] = (_goal(name, pre, post, v), pre, post)
+        return hit[0]
 
 
 def _goal(name: str, pre: System, post: System, v: Variant) -> z3.BoolRef:

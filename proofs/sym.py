@@ -136,7 +136,15 @@ def _not(a: z3.BoolRef) -> z3.BoolRef:
     const = z3core.Z3_get_bool_value(_CTX.ref(), a.as_ast())
     if const != 0:  # a literal: its negation is the other literal, not a term to fork on
         return _FALSE if const == 1 else _TRUE
-    return _memo("not", lambda: _bool(_mk(z3core.Z3_mk_not, a)), a)
+    return _memo("not", lambda: _negate(a), a)
+
+
+def _negate(a: z3.BoolRef) -> z3.BoolRef:
+    """`not a`, with `not not b` as `b`: a path that decided `b` then sees the test
+    `not b` as a literal it already holds (Explorer.decide) instead of a new question."""
+    if z3.is_not(a):
+        return a.arg(0)
+    return _bool(_mk(z3core.Z3_mk_not, a))
 
 
 _CMP = {
@@ -409,9 +417,11 @@ class Explorer:
         self._kept = -1
         self._pos = 0
         self._pc: list[z3.BoolRef] = []
+        self._pc_terms: set[int] = set()  # addresses of the path's decided literals
         self._names = itertools.count()
         self.checks = 0
         self.slowest_query_s = 0.0
+        self._by_prefix: dict[tuple[Any, ...], Any] = {}
 
     # -- solver helpers -------------------------------------------------------------------
     def _sat(self, *extra: z3.BoolRef) -> bool:
@@ -444,7 +454,9 @@ class Explorer:
             choice, _, model = self._trail[self._pos]
             self._pos += 1
             self._model = model
-            self._pc.append(cond if choice else _not(cond))
+            lit = cond if choice else _not(cond)
+            self._pc.append(lit)
+            self._pc_terms.add(lit.as_ast().value)
             return choice
         if self._pos < len(self._trail):
             choice, _, model = self._trail[self._pos]
@@ -457,25 +469,33 @@ class Explorer:
             # far already decides one side.
             neg = _not(cond)
             m = self._model
-            if self._holds_in(m, cond):
-                m_t, m_f = m, self._sat_model(neg)
-            elif self._holds_in(m, neg):
-                m_t, m_f = self._sat_model(cond), m
+            in_pc = cond.as_ast().value in self._pc_terms
+            if in_pc or neg.as_ast().value in self._pc_terms:
+                # The model code asks again what the path already decided (the same test
+                # twice, or its negation): the other side contradicts a literal of the path
+                # condition, so it is infeasible without asking the solver.
+                choice, model, alt = in_pc, m, None
             else:
-                m_t = self._sat_model(cond)
-                m_f = self._sat_model(neg) if m_t is not None else None
-            if m_t is None:
-                choice, model, alt = False, m_f, None
-            elif m_f is None:
-                choice, model, alt = True, m_t, None
-            else:
-                choice, model, alt = True, m_t, m_f
+                if self._holds_in(m, cond):
+                    m_t, m_f = m, self._sat_model(neg)
+                elif self._holds_in(m, neg):
+                    m_t, m_f = self._sat_model(cond), m
+                else:
+                    m_t = self._sat_model(cond)
+                    m_f = self._sat_model(neg) if m_t is not None else None
+                if m_t is None:
+                    choice, model, alt = False, m_f, None
+                elif m_f is None:
+                    choice, model, alt = True, m_t, None
+                else:
+                    choice, model, alt = True, m_t, m_f
             self._trail.append((choice, alt is None, model))
             self._alt.append(alt)
         self._pos += 1
         self._model = model
         lit = cond if choice else _not(cond)
         self._pc.append(lit)
+        self._pc_terms.add(lit.as_ast().value)
         self.solver.push()
         self._levels += 1
         self.solver.add(lit)
@@ -504,6 +524,21 @@ class Explorer:
         if not cond:
             raise Prune()
 
+    def per_prefix(self, tag: str, compute: Callable[[], Any]) -> Any:
+        """`compute()`, once per decision prefix. Every path re-runs the explored function
+        from the start, and that function is deterministic, so the same decisions up to
+        here mean the same inputs and the same value: a replayed prefix gets the value its
+        first run computed instead of recomputing it. A `compute` that itself decides on
+        this explorer is not cached (skipping it would skip its decisions)."""
+        key = (tag, *(t[0] for t in self._trail[: self._pos]))
+        if key in self._by_prefix:
+            return self._by_prefix[key]
+        pos = self._pos
+        value = compute()
+        if self._pos == pos:
+            self._by_prefix[key] = value
+        return value
+
     # -- fresh symbolic inputs ------------------------------------------------------------
     def fresh_int(self, name: str) -> SymInt:
         return SymInt(_var(f"{name}#{next(self._names)}", z3.Int))
@@ -526,6 +561,7 @@ class Explorer:
             while True:
                 self._pos = 0
                 self._pc = []
+                self._pc_terms.clear()
                 self._model = None
                 self._names = itertools.count()  # same names on every run: readable traces
                 _current.append(self)

@@ -1,0 +1,93 @@
+"""What the explorer reuses instead of recomputing (issue 11's proof speed) must be exactly
+what recomputing would give: a per-prefix value per decision prefix, a goal per distinct
+(pre, post), and a decision forced by a literal of the path condition only when it is
+one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from model.system import INVARIANTS, TRANSITION_INVARIANTS
+from model.variants import REFERENCE
+from proofs import scenarios
+from proofs.obligations import _goal, _GoalMemo, fingerprint
+from proofs.sym import Explorer
+from proofs.symstate import symbolic_system
+
+
+def test_per_prefix_value_is_per_decision_prefix() -> None:
+    """Each shape of the input sees the value computed for that shape, also when the
+    paths after it are replayed (two decisions after the memo point)."""
+    calls: list[bool] = []
+
+    def f(ex: Explorer) -> tuple[bool, Any]:
+        a = bool(ex.fresh_bool("a"))
+
+        def compute() -> bool:
+            calls.append(a)
+            return a
+
+        seen = ex.per_prefix("v", compute)
+        b, c = bool(ex.fresh_bool("b")), bool(ex.fresh_bool("c"))
+        return seen, (a, b, c)
+
+    ex = Explorer()
+    paths = [p.value for p in ex.paths(f)]
+    assert len(paths) == 8
+    assert all(seen == shape[0] for seen, shape in paths)
+    assert sorted(calls) == [False, True]  # once per prefix, not once per path
+
+
+def test_per_prefix_does_not_cache_a_value_that_decided() -> None:
+    """A compute that forks on the caller's path must run on every path (caching it
+    would skip its decisions and desynchronise the replay)."""
+    def f(ex: Explorer) -> Any:
+        x = ex.fresh_int("x")
+        return ex.per_prefix("v", lambda: "pos" if x > 0 else "neg")
+
+    ex = Explorer()
+    assert sorted(p.value for p in ex.paths(f)) == ["neg", "pos"]
+
+
+def test_repeated_test_is_forced_without_a_solver_call() -> None:
+    """`x > 0` asked twice: the second answer follows the first (and its negation is
+    decided the other way), with no solver call for either repeat."""
+    def f(ex: Explorer) -> tuple[bool, bool, bool]:
+        x = ex.fresh_int("x")
+        first = bool(x > 0)
+        return first, bool(x > 0), bool(~(x > 0))
+
+    ex = Explorer()
+    values = sorted(p.value for p in ex.paths(f))
+    assert values == [(False, False, True), (True, True, False)]
+    ex2 = Explorer()
+
+    def once(ex: Explorer) -> bool:
+        return bool(ex.fresh_int("x") > 0)
+
+    list(ex2.paths(once))
+    assert ex.checks == ex2.checks  # the repeats cost nothing
+
+
+def test_goal_memo_keys_on_the_states() -> None:
+    """Same post-state, different pre-state: a transition goal is recomputed (it reads the
+    pre-state), an invariant goal is reused; every goal equals the unmemoised one."""
+    ex = Explorer(prune=False)
+    out: list[Any] = []
+
+    def f(ex: Explorer) -> None:
+        a = symbolic_system(ex, scenarios.INDUCTION_TEMPLATE)
+        b = symbolic_system(ex, scenarios.INDUCTION_TEMPLATE)  # other fresh names
+        out.append((a, b))
+
+    next(iter(ex.paths(f)))
+    a, b = out[0]
+    assert fingerprint(a) != fingerprint(b)
+    memo = _GoalMemo()
+    for pre in (a, b):
+        keys = memo.keys(pre, b)
+        for name in (*INVARIANTS, *TRANSITION_INVARIANTS):
+            got = memo.get(name, keys, pre, b, REFERENCE)
+            assert got.eq(_goal(name, pre, b, REFERENCE)), name
+    # one goal per invariant (post b both times), two per transition invariant
+    assert len(memo._by_key) == len(INVARIANTS) + 2 * len(TRANSITION_INVARIANTS)
