@@ -304,6 +304,20 @@ def summary(results: list[Outcome]) -> list[str]:
             counts[o.status] = counts.get(o.status, 0) + 1
         what = ", ".join(f"{n} {st}" for st, n in sorted(counts.items()))
         lines.append(f"{kind:<15} {len(rows):3} rows: {what}")
+        if kind == "liveness":
+            lines += _liveness_lines(rows)
+    return lines
+
+
+def _liveness_lines(rows: list[Outcome]) -> list[str]:
+    """The liveness witness and the `empty-is-nothing` counterexample by name (issue 13 asks
+    to see them, not only a count); the per-action closure rows are folded into one line."""
+    per_action = [o for o in rows if " across " in o.name]
+    lines = [f"  {o.status:8} {o.name}" for o in rows if " across " not in o.name]
+    if per_action:
+        st = {o.status for o in per_action}
+        lines.append(f"  {'/'.join(sorted(st)):8} {per_action[0].name.split(' across ')[0]}"
+                     f" across each of {len(per_action)} actions")
     return lines
 
 
