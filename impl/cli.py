@@ -17,6 +17,7 @@ SUBCOMMANDS: dict[str, str] = {
     "consume": "impl.cluster.cli:consume",
     "demo": "impl.demo:demo",
     "check-trace": "impl.checktrace:check_trace",
+    "chaos": "impl.chaos.cli:chaos",
 }
 
 
