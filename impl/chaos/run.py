@@ -3,10 +3,11 @@ a verifying produce workload, reconciler/housekeeper (in the brokers) and PySpar
 (in this process), then heal, quiesce and check (see impl/chaos/checker.py):
 
   lost              acknowledged records not read back byte for byte
-  in_use_deleted    L0 objects deleted (seen by listing the store around every GC round)
-                    while a committed unreconciled placeholder referenced them (asked of
-                    every live replica after the round) or while a write into them was in
-                    flight (the producers' own log of upload..settled)
+  in_use_deleted    L0 objects deleted (seen by listing the store after every GC round)
+                    while a committed unreconciled placeholder referenced them, judged
+                    from the nodes' trace (impl/chaos/inuse.py) and, during the run, from
+                    every live replica's committed state after each round; or while a
+                    write into them was in flight (the producers' log of upload..settled)
   trace_divergences the nodes' trace against the model (epochgc check-trace)
   raft_divergences  committed entries that differ between replicas' on-disk logs
 """
@@ -25,6 +26,8 @@ from typing import Any
 from impl.chaos.checker import raft_divergences, trace_divergence
 from impl.chaos.cluster import ChaosCluster
 from impl.chaos.history import History
+from impl.chaos.inuse import Round
+from impl.chaos.inuse import check as trace_inuse
 from impl.chaos.nemesis import Nemesis, dir_store_switch
 from impl.chaos.proxy import HttpProxy
 from impl.chaos.schedule import plan
@@ -88,6 +91,7 @@ class ChaosRun:
         self.inflight = InflightLog(time.time)
         self.deleted: set[str] = set()
         self.bad: set[str] = set()
+        self.rounds: list[Round] = []
         self.http: HttpProxy | None = None
         self.controller_leader = 0
 
@@ -213,6 +217,12 @@ class ChaosRun:
         if td is not None:
             self.h("TRACE DIVERGES FROM THE MODEL", detail=td.replace("\n", " | ")[:2000])
         self.result.trace_divergences = 0 if td is None else 1
+        if self.trace.exists():
+            for key, why in trace_inuse(str(self.trace), self.rounds):
+                if key not in self.bad:
+                    self.h("IN-USE OBJECT DELETED (trace)", key=key, why=why)
+                self.bad.add(key)
+        self.result.in_use_deleted = len(self.bad)
         self.h("checks done", raft_divergences=len(divs), trace="conforms" if td is None
                else "diverges")
 
@@ -262,17 +272,20 @@ class ChaosRun:
     async def _gc_round(self, access: ProcClusterAccess, gc: DemoGc, store: ObjectStore,
                         final: bool = False) -> None:
         start = time.time()
+        t_start = self._trace_len()
         try:
             r: Any = await asyncio.to_thread(gc.run_round)
         except Exception as e:  # a round failing under a store fault is retried later
             self.h("GC round failed", why=str(e)[:160])
             r = None
         end = time.time()
+        t_end = self._trace_len()
         self.result.gc_rounds += 1
         stored = set(self.inflight.stored)
         listing = await asyncio.to_thread(lambda: {i.key for i in store.list_all(DATA_PREFIX)})
         gone = stored - listing - self.deleted
         self.deleted |= gone
+        self.rounds.append(Round(t_start, t_end, frozenset(gone)))
         referenced: set[str] = set()
         live = [n for n in self.lc.up() if n not in self.lc.paused]
         for keys in (await in_use_keys(access, live)).values():
@@ -285,6 +298,12 @@ class ChaosRun:
         if r is not None:
             self.h(f"{'final ' if final else ''}GC round", engine=r.engine, M=r.M,
                    deleted=len(gone), blocked=r.blocked or "-")
+
+    def _trace_len(self) -> int:
+        try:
+            return self.trace.stat().st_size
+        except FileNotFoundError:
+            return 0
 
     # ---- the end -------------------------------------------------------------------------
 
