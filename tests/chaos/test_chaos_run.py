@@ -14,7 +14,9 @@ import pytest
 
 from impl.chaos.cli import FIELDS
 from impl.chaos.schedule import KINDS
+from tests.store.s3server import s3_bucket, s3_endpoint
 
+__all__ = ["s3_bucket", "s3_endpoint"]  # fixtures used below
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -39,3 +41,24 @@ def test_chaos_every_fault_kind_nothing_lost(tmp_path: Path) -> None:
     assert out["acked"] > 0 and out["leader_changes"] >= 1
     assert out["objects_deleted"] >= 1 and out["survived_disk_faults"] == 0
     assert "nemesis SIGKILL" in history and "node stopped after disk_fail" in history
+
+
+@pytest.mark.slow
+@pytest.mark.s3
+@pytest.mark.skipif(not os.environ.get("EPOCHGC_CHAOS_S3"),
+                    reason="set EPOCHGC_CHAOS_S3=1: a second ~2-minute run, on S3")
+def test_chaos_on_s3_behind_the_fault_proxy(
+    tmp_path: Path, s3_bucket: str, s3_endpoint: str
+) -> None:
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = subprocess.run(
+        [sys.executable, "-m", "impl.cli", "chaos", "--seconds", "70", "--seed", "4", "--json",
+         "--out", str(tmp_path), "--store", f"s3://{s3_bucket}/chaos",
+         "--s3-endpoint", s3_endpoint],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=400,
+    )
+    history = (tmp_path / "history.txt").read_text()
+    assert p.returncode == 0, p.stderr[-2000:] + history[-4000:]
+    out = json.loads(p.stdout)
+    assert all(out["faults"][k] >= 1 for k in ("store_slow", "store_fail", "store_down"))
+    assert out["acked"] > 0 and out["objects_deleted"] >= 1
