@@ -6,7 +6,8 @@ production) and polls it every POLL_S seconds:
   {"fsync_eio": bool,     # the Raft disk log's fsyncs fail with EIO (FaultFileIO)
    "enospc": bool,        # the Raft disk log's writes fail with ENOSPC (disk full)
    "store": null | "slow" | "fail" | "down", "store_delay": seconds,  # FaultyStore
-   "clock_offset": seconds}  # added to the node's wall clock and epoch-cache clock
+   "clock_offset": seconds,  # added to the node's wall clock and epoch-cache clock
+   "power_loss": bool}       # lose every unsynced write of the Raft log, exit at once
 
 The driver writes it atomically (rename), so a reader sees the old or the new document.
 """
@@ -26,6 +27,7 @@ from impl.store.faulty import FaultyStore
 
 ENV = "EPOCHGC_FAULT_FILE"
 POLL_S = 0.05
+POWER_LOSS_EXIT = 137  # what a SIGKILLed process reports
 
 
 @dataclass
@@ -35,6 +37,7 @@ class Faults:
     store: str | None = None
     store_delay: float = 0.5
     clock_offset: float = 0.0
+    power_loss: bool = False
 
     def write(self, path: str | os.PathLike[str]) -> None:
         tmp = Path(f"{path}.tmp")
@@ -83,6 +86,9 @@ class NodeFaults:
             return
         self._mtime = mtime
         f = Faults.read(self.path)
+        if f.power_loss:  # as if the machine lost power: the page cache is gone too
+            self.fs.lose_unsynced()
+            os._exit(POWER_LOSS_EXIT)
         self.fs.fail_fsync = f.fsync_eio
         self.fs.enospc = f.enospc
         self.offset = f.clock_offset

@@ -72,6 +72,31 @@ class Nemesis:
         for n in victims:
             await self._start(n)
 
+    async def _power_loss(self, ep: Episode) -> None:
+        """The whole cluster loses power: what was not fsynced is gone on every node. Every
+        acknowledged record must survive (it was durable on a majority before its ack)."""
+        victims = self.lc.up()
+        self.h("nemesis power loss", nodes=victims)
+        self.expect_exit |= set(victims)
+        for n in victims:
+            self.lc.set_faults(n, replace(self.lc.faults[n], power_loss=True))
+        self.faults["power_loss"] += 1
+        end = time.monotonic() + CRASH_DEADLINE_S
+        gone: dict[int, int] = {}
+        while time.monotonic() < end and len(gone) < len(victims):
+            await asyncio.sleep(0.05)
+            gone.update(self.lc.reap())
+        for n in victims:
+            if n not in gone:  # paused or wedged: it must not outlive the power loss
+                self.h("node did not act on the power loss; SIGKILL", node=n)
+                self.lc.resume(n)
+                self.lc.kill(n, signal.SIGKILL)
+            self.lc.set_faults(n, replace(self.lc.faults[n], power_loss=False))
+        self.expect_exit -= set(victims)
+        await asyncio.sleep(ep.duration)
+        for n in victims:
+            await self._start(n)
+
     async def _pause(self, ep: Episode) -> None:
         n = self._pick(ep)
         if n is None:

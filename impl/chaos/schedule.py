@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 KINDS = (
     "kill",            # SIGKILL + restart, up to a minority at once, leaders preferred
+    "power_loss",      # every node at once loses its unsynced Raft writes and dies
     "pause",           # SIGSTOP, then SIGCONT after more than an election timeout
     "cut_one_way",     # drop one direction of one link
     "cut_both_ways",   # drop both directions of one link

@@ -41,6 +41,7 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import random
@@ -354,6 +355,9 @@ class FaultFileIO(OsFileIO):
       disk). A node that carried on after a failed fsync would then serve, and have
       acknowledged, bytes its disk no longer has.
     * `enospc`: every write raises ENOSPC (the disk is full).
+
+    `lose_unsynced()` is a power loss's effect on the open files (node_main's fault file
+    calls it and then exits at once).
     """
 
     def __init__(self) -> None:
@@ -405,6 +409,13 @@ class FaultFileIO(OsFileIO):
         super().syncfs(path)
         for fd in list(self._synced):
             self._synced[fd] = os.fstat(fd).st_size
+
+    def lose_unsynced(self) -> None:
+        """Power loss: every open file loses what was written since its last fsync (the
+        caller then dies at once; unsynced directory entries are not modelled here)."""
+        for fd in list(self._synced):
+            with contextlib.suppress(OSError):
+                self._drop_unsynced(fd)
 
     def _drop_unsynced(self, fd: int) -> None:
         synced = self._synced.get(fd)

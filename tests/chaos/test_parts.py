@@ -220,3 +220,15 @@ def test_trace_inuse_check_flags_unreconciled_and_late_references(tmp_path: Path
     # A reference first committed after the deletion.
     trace.write_text(head + _apply("t/0", 7, {"type": "placeholder", "key": "M"}, 5, True) + "\n")
     assert [k for k, _ in check(str(trace), [Round(0, n_head, frozenset({"M"}))])] == ["M"]
+
+
+def test_power_loss_keeps_only_what_was_fsynced(tmp_path: Path) -> None:
+    fs = FaultFileIO()
+    s = DiskStorage(str(tmp_path / "g"), fs=fs)
+    s.load()
+    s.write(HardState(1, 0, 1), None, [Entry(1, 1, data=b"a")])
+    s.sync()
+    s.write(None, None, [Entry(2, 1, data=b"b" * 100)])  # written, never fsynced
+    fs.lose_unsynced()
+    s.abandon()
+    assert [e.index for e in DiskStorage(str(tmp_path / "g")).load().entries] == [1]
