@@ -5,6 +5,7 @@ production) and polls it every POLL_S seconds:
 
   {"fsync_eio": bool,     # the Raft disk log's fsyncs fail with EIO (FaultFileIO)
    "enospc": bool,        # the Raft disk log's writes fail with ENOSPC (disk full)
+   "fsync_delay": seconds,  # each of its fsyncs stalls this long first
    "store": null | "slow" | "fail" | "down", "store_delay": seconds,  # FaultyStore
    "clock_offset": seconds,  # added to the node's wall clock and epoch-cache clock
    "power_loss": bool}       # lose every unsynced write of the Raft log, exit at once
@@ -34,6 +35,7 @@ POWER_LOSS_EXIT = 137  # what a SIGKILLed process reports
 class Faults:
     fsync_eio: bool = False
     enospc: bool = False
+    fsync_delay: float = 0.0
     store: str | None = None
     store_delay: float = 0.5
     clock_offset: float = 0.0
@@ -91,6 +93,7 @@ class NodeFaults:
             os._exit(POWER_LOSS_EXIT)
         self.fs.fail_fsync = f.fsync_eio
         self.fs.enospc = f.enospc
+        self.fs.fsync_delay = f.fsync_delay
         self.offset = f.clock_offset
         for s in self.stores:
             s.delay = f.store_delay

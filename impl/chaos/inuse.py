@@ -21,6 +21,7 @@ import bisect
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -75,3 +76,20 @@ def check(trace_path: str, rounds: list[Round]) -> list[tuple[str, str]]:
 def _lrlo_before(p: _Partition, offset: int) -> int:
     i = bisect.bisect_left(p.lrlo_at, (offset, -1))
     return p.lrlo_at[i - 1][1] if i else -1
+
+
+async def live_references(access: Any, nodes: list[int]) -> dict[str, tuple[int, set[str]]]:
+    """Per partition, (applied index, referenced L0 keys) of the most advanced live replica
+    (`access`: a ProcClusterAccess). The caller must discard a partition whose answer is
+    older than one it saw before: after a crash or a power loss the only live replica may
+    still be replaying its log, and its references are then history, not the present."""
+    best: dict[str, tuple[int, set[str]]] = {}
+    for n in nodes:
+        r = await access.call(n, op="in_use")
+        if r.get("status") != "ok":
+            continue
+        for part, info in r["partitions"].items():
+            applied = int(info["applied"])
+            if part not in best or applied > best[part][0]:
+                best[part] = (applied, set(info["keys"]))
+    return best

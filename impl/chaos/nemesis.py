@@ -18,6 +18,7 @@ from impl.store.faulty import FaultyStore
 
 # A node told its disk failed must be gone within this (s); still serving then is a bug.
 CRASH_DEADLINE_S = 15.0
+POWER_STALL_S = 1.0
 
 
 class Nemesis:
@@ -74,8 +75,21 @@ class Nemesis:
 
     async def _power_loss(self, ep: Episode) -> None:
         """The whole cluster loses power: what was not fsynced is gone on every node. Every
-        acknowledged record must survive (it was durable on a majority before its ack)."""
+        acknowledged record must survive (it was durable on a majority before its ack).
+
+        Adversarial on purpose: first the disks stall, one node's briefly (leaders
+        preferred) and the others' for POWER_STALL_S per fsync, so that at the cut the slow
+        nodes hold written-but-unsynced entries; after the cut the slow nodes come back
+        first and may elect a leader between them before the fast one returns. A node that
+        acknowledged an entry before its fsync returned has then lost it for real."""
         victims = self.lc.up()
+        fast = self._pick(ep)
+        for n in victims:
+            stall = 0.02 if n == fast else POWER_STALL_S
+            self.lc.set_faults(n, replace(self.lc.faults[n], fsync_delay=stall))
+        self.h("nemesis disks stall before the power loss", nodes=victims, fast=fast,
+               fsync_s=POWER_STALL_S)
+        await asyncio.sleep(2 * POWER_STALL_S)
         self.h("nemesis power loss", nodes=victims)
         self.expect_exit |= set(victims)
         for n in victims:
@@ -91,10 +105,12 @@ class Nemesis:
                 self.h("node did not act on the power loss; SIGKILL", node=n)
                 self.lc.resume(n)
                 self.lc.kill(n, signal.SIGKILL)
-            self.lc.set_faults(n, replace(self.lc.faults[n], power_loss=False))
+            self.lc.set_faults(n, replace(self.lc.faults[n], power_loss=False, fsync_delay=0.0))
         self.expect_exit -= set(victims)
         await asyncio.sleep(ep.duration)
-        for n in victims:
+        for n in sorted(victims, key=lambda n: n == fast):  # the fast node last
+            if n == fast:
+                await asyncio.sleep(2.0)
             await self._start(n)
 
     async def _pause(self, ep: Episode) -> None:

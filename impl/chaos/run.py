@@ -26,14 +26,14 @@ from typing import Any
 from impl.chaos.checker import raft_divergences, trace_divergence
 from impl.chaos.cluster import ChaosCluster
 from impl.chaos.history import History
-from impl.chaos.inuse import Round
+from impl.chaos.inuse import Round, live_references
 from impl.chaos.inuse import check as trace_inuse
 from impl.chaos.nemesis import Nemesis, dir_store_switch
 from impl.chaos.proxy import HttpProxy
 from impl.chaos.schedule import plan
 from impl.chaos.workload import Workload
 from impl.cluster.client import ProcClusterAccess
-from impl.cluster.demo_checks import InflightLog, LeaderWatch, in_use_keys
+from impl.cluster.demo_checks import InflightLog, LeaderWatch
 from impl.cluster.demo_gc import DemoGc
 from impl.cluster.payload import compare
 from impl.store.base import ObjectStore
@@ -45,7 +45,7 @@ MINT_INTERVAL = 1.0  # epochs minted often: windows slide many times a minute
 CACHE_TTL = 1.0
 GRACE_S = 2.0
 GC_EVERY_S = 3.0
-PRODUCERS = 2
+PRODUCERS = 3
 QUIESCE_S = 60.0
 
 
@@ -92,6 +92,7 @@ class ChaosRun:
         self.deleted: set[str] = set()
         self.bad: set[str] = set()
         self.rounds: list[Round] = []
+        self.applied_hw: dict[str, int] = {}  # partition -> highest applied index answered
         self.http: HttpProxy | None = None
         self.controller_leader = 0
 
@@ -288,8 +289,10 @@ class ChaosRun:
         self.rounds.append(Round(t_start, t_end, frozenset(gone)))
         referenced: set[str] = set()
         live = [n for n in self.lc.up() if n not in self.lc.paused]
-        for keys in (await in_use_keys(access, live)).values():
-            referenced |= keys
+        for part, (applied, keys) in (await live_references(access, live)).items():
+            if applied >= self.applied_hw.get(part, -1):  # else a replica still catching up
+                self.applied_hw[part] = applied
+                referenced |= keys
         bad = (self.deleted & referenced) | {k for k in gone
                                              if self.inflight.overlaps(k, start, end)}
         for k in sorted(bad - self.bad):

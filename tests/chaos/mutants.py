@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -64,6 +65,10 @@ def main() -> None:
                 [sys.executable, "-m", "impl.cli", "chaos", "--seconds", args.seconds,
                  "--seed", args.seed, "--json", "--out", str(out), "--gc-engine",
                  args.gc_engine], root, env, float(args.seconds) + 300)
+            keep = ROOT / "build" / "chaos-mutants"
+            keep.mkdir(parents=True, exist_ok=True)
+            if (out / "history.txt").exists():
+                shutil.copy(out / "history.txt", keep / f"{m.name}.history.txt")
             try:
                 res = json.loads((out / "result.json").read_text())
             except (OSError, ValueError):
