@@ -47,6 +47,7 @@ GRACE_S = 2.0
 GC_EVERY_S = 3.0
 PRODUCERS = 3
 QUIESCE_S = 60.0
+SPARK_WAIT_S = 600.0
 
 
 @dataclass
@@ -173,6 +174,7 @@ class ChaosRun:
             self.h("cluster up", nodes=self.nodes, dir=self.tmp, store=self.store_url,
                    gc=gc.engine, seed=self.seed)
             await self._wait_ready(access)
+            await self._wait_gc(gc)
             wl = Workload(access, producer_store, self.parts, self.inflight, self.h, self.seed)
             stop = asyncio.Event()
             t_work = time.monotonic()
@@ -240,6 +242,16 @@ class ChaosRun:
                     pass
             await asyncio.sleep(0.2)
         raise RuntimeError("the cluster did not elect partition leaders and mint an epoch")
+
+    async def _wait_gc(self, gc: DemoGc) -> None:
+        """GC rounds must run during the faults, not only at the end: on a loaded machine
+        the Spark session can take minutes to start, so the nemesis waits for it."""
+        t = time.monotonic()
+        while not gc.ready() and time.monotonic() - t < SPARK_WAIT_S:
+            await asyncio.sleep(0.5)
+        if not gc.ready():
+            raise RuntimeError(f"the Spark session did not start in {SPARK_WAIT_S:.0f} s")
+        self.h("GC engine ready", engine=gc.engine, waited_s=round(time.monotonic() - t, 1))
 
     async def _poll(self, access: ProcClusterAccess) -> dict[str, int]:
         live = [n for n in self.lc.up() if n not in self.lc.paused]

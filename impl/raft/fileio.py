@@ -45,6 +45,7 @@ import contextlib
 import errno
 import os
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -355,6 +356,7 @@ class FaultFileIO(OsFileIO):
       disk). A node that carried on after a failed fsync would then serve, and have
       acknowledged, bytes its disk no longer has.
     * `enospc`: every write raises ENOSPC (the disk is full).
+    * `fsync_delay`: every fsync first sleeps this long (a stalling disk).
 
     `lose_unsynced()` is a power loss's effect on the open files (node_main's fault file
     calls it and then exits at once).
@@ -363,6 +365,7 @@ class FaultFileIO(OsFileIO):
     def __init__(self) -> None:
         self.fail_fsync = False
         self.enospc = False
+        self.fsync_delay = 0.0  # seconds every barrier takes first (a stalling disk)
         self._synced: dict[int, int] = {}  # fd -> length at its last successful fsync
 
     def open_append(self, path: str, create: bool) -> int:
@@ -380,12 +383,20 @@ class FaultFileIO(OsFileIO):
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return super().write(fd, data)
 
+    def _stall(self) -> None:
+        if self.fsync_delay > 0:
+            time.sleep(self.fsync_delay)
+
     def fsync(self, fd: int) -> None:
+        # Only what was written when the fsync was issued counts as made durable by it:
+        # bytes written while it stalls may or may not be on the disk.
+        issued = os.fstat(fd).st_size
+        self._stall()
         if self.fail_fsync:
             self._drop_unsynced(fd)
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         super().fsync(fd)
-        self._synced[fd] = os.fstat(fd).st_size
+        self._synced[fd] = max(self._synced.get(fd, 0), issued)
 
     def close(self, fd: int) -> None:
         self._synced.pop(fd, None)
@@ -397,18 +408,22 @@ class FaultFileIO(OsFileIO):
         super().truncate(path, length)
 
     def fsync_dir(self, path: str) -> None:
+        self._stall()
         if self.fail_fsync:
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         super().fsync_dir(path)
 
     def syncfs(self, path: str) -> None:
+        issued = {fd: os.fstat(fd).st_size for fd in list(self._synced)}
+        self._stall()
         if self.fail_fsync:
             for fd in list(self._synced):
                 self._drop_unsynced(fd)
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         super().syncfs(path)
-        for fd in list(self._synced):
-            self._synced[fd] = os.fstat(fd).st_size
+        for fd, size in issued.items():
+            if fd in self._synced:
+                self._synced[fd] = max(self._synced[fd], size)
 
     def lose_unsynced(self) -> None:
         """Power loss: every open file loses what was written since its last fsync (the

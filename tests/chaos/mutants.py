@@ -28,13 +28,13 @@ MUTANTS = (
         "        except OSError:\n            pass  # MUTANT\n\n    def post_barrier",
     ), "survived_disk_faults"),
     (Mutant(
-        "ack-before-fsync", "replies (append acks, votes) go out before the batch is durable",
+        "ack-before-fsync", "the Raft batch is fsynced in the background: replies, commits "
+        "and acknowledgements go out before it is durable (and its errors are lost)",
         "impl/raft/host.py",
-        "        to_sync = {id(g.storage): g.storage for g, rd in batch if rd.must_sync}\n",
-        "        for g, rd in batch:  # MUTANT\n            for m in rd.messages:\n"
-        "                self.send(m.to, g.id, m)\n            rd.messages.clear()\n"
-        "        to_sync = {id(g.storage): g.storage for g, rd in batch if rd.must_sync}\n",
-    ), "lost|raft_divergences|trace_divergences"),
+        "        sync_all(list(to_sync.values()))\n",
+        "        __import__('threading').Thread(  # MUTANT\n"
+        "            target=sync_all, args=(list(to_sync.values()),), daemon=True).start()\n",
+    ), "lost|raft_divergences|trace_divergences|survived_disk_faults"),
     (Mutant(
         "housekeeper-past-placeholder", "the housekeeper moves LRLO past unreconciled "
         "placeholders (GC may then delete objects still referenced)",
