@@ -232,3 +232,20 @@ def test_power_loss_keeps_only_what_was_fsynced(tmp_path: Path) -> None:
     fs.lose_unsynced()
     s.abandon()
     assert [e.index for e in DiskStorage(str(tmp_path / "g")).load().entries] == [1]
+
+
+def test_a_stalled_fsync_covers_only_what_was_written_when_issued(tmp_path: Path) -> None:
+    """The seeded-bug hunt needs this: with fsyncs covering later writes too, a node that
+    acknowledges before its (background) fsync lost nothing at a power loss."""
+
+    class WriteDuringStall(FaultFileIO):
+        def _stall(self) -> None:  # another thread's write lands while the fsync stalls
+            os.write(fd, b"b" * 10)
+
+    fs = WriteDuringStall()
+    fd = fs.open_append(str(tmp_path / "f"), create=True)
+    fs.write(fd, b"a" * 10)
+    fs.fsync(fd)
+    fs.lose_unsynced()
+    fs.close(fd)
+    assert (tmp_path / "f").read_bytes() == b"a" * 10
