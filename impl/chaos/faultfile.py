@@ -29,6 +29,7 @@ from impl.store.faulty import FaultyStore
 ENV = "EPOCHGC_FAULT_FILE"
 POLL_S = 0.05
 POWER_LOSS_EXIT = 137  # what a SIGKILLed process reports
+ORPHAN_EXIT = 3
 
 
 @dataclass
@@ -105,8 +106,11 @@ class NodeFaults:
         threading.Thread(target=self._poll, name="fault-file", daemon=True).start()
 
     def _poll(self) -> None:
+        parent = os.getppid()
         while True:
             time.sleep(POLL_S)
+            if os.getppid() != parent:  # the chaos driver died: leave no orphan behind
+                os._exit(ORPHAN_EXIT)
             try:
                 self.refresh()
             except (OSError, ValueError) as e:  # a bad document is the driver's bug: say so
