@@ -37,8 +37,9 @@ class _Partition:
     lrlo_at: list[tuple[int, int]] = field(default_factory=list)  # (offset, running max)
 
 
-def check(trace_path: str, rounds: list[Round]) -> list[tuple[str, str]]:
-    """(key, why) for every deleted key the trace shows was in use."""
+def check(trace_path: str, rounds: list[Round]) -> tuple[list[tuple[str, str]], set[str]]:
+    """(key, why) for every deleted key the trace shows was in use; and every key some
+    accepted placeholder referenced."""
     parts: dict[str, _Partition] = defaultdict(_Partition)
     refs: dict[str, list[tuple[str, int]]] = defaultdict(list)  # key -> (partition, index)
     offset = 0
@@ -70,7 +71,7 @@ def check(trace_path: str, rounds: list[Round]) -> list[tuple[str, str]]:
                 elif first < r.start and _lrlo_before(p, r.end) < idx:
                     bad.append((key, f"placeholder {part}@{idx} unreconciled when deleted "
                                      f"(LRLO {_lrlo_before(p, r.end)})"))
-    return bad
+    return bad, set(refs)
 
 
 def _lrlo_before(p: _Partition, offset: int) -> int:

@@ -93,6 +93,8 @@ class ChaosRun:
         self.deleted: set[str] = set()
         self.bad: set[str] = set()
         self.rounds: list[Round] = []
+        self.inflight_deleted: set[str] = set()
+        self.acked_keys: set[str] = set()
         self.applied_hw: dict[str, int] = {}  # partition -> highest applied index answered
         self.http: HttpProxy | None = None
         self.controller_leader = 0
@@ -195,6 +197,7 @@ class ChaosRun:
             await self._read_back(access, wl)
             r = self.result
             r.acked = wl.acked
+            self.acked_keys = {run.key for run in wl.runs}
             r.failed_batches = wl.failed_batches
             r.objects_created = sum(p.stats.objects_created for p in wl.producers)
             r.faults = dict(sorted(nem.faults.items()))
@@ -220,11 +223,20 @@ class ChaosRun:
         if td is not None:
             self.h("TRACE DIVERGES FROM THE MODEL", detail=td.replace("\n", " | ")[:2000])
         self.result.trace_divergences = 0 if td is None else 1
+        accepted: set[str] = set(self.acked_keys)
         if self.trace.exists():
-            for key, why in trace_inuse(str(self.trace), self.rounds):
+            found, accepted_in_trace = trace_inuse(str(self.trace), self.rounds)
+            accepted |= accepted_in_trace
+            for key, why in found:
                 if key not in self.bad:
                     self.h("IN-USE OBJECT DELETED (trace)", key=key, why=why)
                 self.bad.add(key)
+        for key in sorted(self.inflight_deleted & accepted):
+            if key not in self.bad:
+                self.h("IN-USE OBJECT DELETED (in flight, accepted)", key=key)
+            self.bad.add(key)
+        self.h("deleted while in flight", total=len(self.inflight_deleted),
+               of_them_ever_accepted=len(self.inflight_deleted & accepted))
         self.result.in_use_deleted = len(self.bad)
         self.h("checks done", raft_divergences=len(divs), trace="conforms" if td is None
                else "diverges")
@@ -305,11 +317,19 @@ class ChaosRun:
             if applied >= self.applied_hw.get(part, -1):  # else a replica still catching up
                 self.applied_hw[part] = applied
                 referenced |= keys
-        bad = (self.deleted & referenced) | {k for k in gone
-                                             if self.inflight.overlaps(k, start, end)}
+        bad = self.deleted & referenced
         for k in sorted(bad - self.bad):
             self.h("IN-USE OBJECT DELETED", key=k)
         self.bad |= bad
+        # Deleted while a write into it was in flight: a violation only if that write was
+        # still acceptable, i.e. if any placeholder of it was ever accepted (judged at the
+        # end from the trace and the acknowledgements). One that never was is an orphan
+        # upload: its epoch <= M is below every partition's window, so no fence can admit
+        # it (the design's argument), and deleting it is GC doing its job.
+        for k in sorted(gone):
+            if self.inflight.overlaps(k, start, end):
+                self.inflight_deleted.add(k)
+                self.h("deleted while in flight (judged at the end)", key=k)
         if r is not None:
             self.h(f"{'final ' if final else ''}GC round", engine=r.engine, M=r.M,
                    deleted=len(gone), blocked=r.blocked or "-")
