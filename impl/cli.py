@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, str] = {
     "demo": "impl.demo:demo",
     "check-trace": "impl.checktrace:check_trace",
     "conform": "impl.conform.cli:conform",
+    "chaos": "impl.chaos.cli:chaos",
 }
 
 

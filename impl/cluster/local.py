@@ -55,8 +55,20 @@ class LocalCluster:
     def client_addrs(self) -> dict[int, tuple[str, int]]:
         return {i: ("127.0.0.1", int(self.meta["client"][str(i)])) for i in self.ids}
 
+    def peer_addr(self, nid: int, peer: int) -> str:
+        """The address `nid` dials for `peer` (epochgc chaos puts a proxy there)."""
+        return f"127.0.0.1:{self.meta['raft'][str(peer)]}"
+
+    def node_env(self, nid: int) -> dict[str, str]:
+        """Extra environment for node `nid` (epochgc chaos: its fault file)."""
+        return {}
+
     def start(self, nid: int, timeout: float = 30.0) -> int:
-        peers = ",".join(f"{i}=127.0.0.1:{self.meta['raft'][str(i)]}" for i in self.ids)
+        peers = ",".join(
+            f"{i}=127.0.0.1:{self.meta['raft'][str(i)]}" if i == nid
+            else f"{i}={self.peer_addr(nid, i)}"
+            for i in self.ids
+        )
         cmd = [
             sys.executable, "-m", "impl.cluster.node_main", "--id", str(nid), "--peers", peers,
             "--client-port", str(self.meta["client"][str(nid)]),
@@ -68,6 +80,7 @@ class LocalCluster:
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        env.update(self.node_env(nid))
         logf = open(self.dir / f"n{nid}.log", "ab")  # noqa: SIM115 - handed to the child
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=logf, env=env, text=True,
                              start_new_session=True)

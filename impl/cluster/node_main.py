@@ -25,13 +25,17 @@ from impl.broker.broker import Broker, BrokerConfig
 from impl.broker.logs import setup_json_logging
 from impl.broker.metrics import NodeMetrics
 from impl.broker.raftport import thread_io
+from impl.chaos.faultfile import ENV as FAULT_ENV
+from impl.chaos.faultfile import NodeFaults
 from impl.cluster.rpc import serve_client
+from impl.controller.epochcache import EpochCache
 from impl.raft.disklog import DiskStorage
 from impl.raft.node import Config
 from impl.raft.node_main import parse_peers
 from impl.raft.server import RaftServer
 from impl.raft.storage import StorageCorruption, StorageFailed
 from impl.raft.transport import TransportConfig
+from impl.store.faulty import FaultyStore
 from impl.store.url import open_store
 
 log = logging.getLogger("epochgc.node")
@@ -42,9 +46,20 @@ async def run(args: argparse.Namespace) -> int:
     host, port = peers.pop(args.id)
     secret = os.environ.get("EPOCHGC_RAFT_SECRET", "").encode() or None
     tcfg = TransportConfig(args.id, "epochgc", port, peers, host=host, secret=secret)
+    faults = _test_faults()
+    factory = None
+    if faults is not None:
+        fs = faults.fs
+
+        def factory(d: str) -> DiskStorage:
+            return DiskStorage(d, fs=fs, group_commit=server.group_commit)
     server = RaftServer(tcfg, args.data_dir, Config(), tick_interval=args.tick,
-                        snapshot_interval=args.snapshot_interval)
+                        snapshot_interval=args.snapshot_interval, storage_factory=factory)
     store = open_store(args.store, args.s3_endpoint)
+    wall = time.time
+    if faults is not None:
+        store = faults.wrap(FaultyStore(store))
+        wall = faults.wall
     cfg = BrokerConfig(
         node_name=f"n{args.id}",
         mint_interval=args.mint_interval or None,
@@ -61,7 +76,10 @@ async def run(args: argparse.Namespace) -> int:
             from impl.trace import TraceWriter, broker_hooks
 
             hooks = broker_hooks(TraceWriter(args.trace, args.id), lambda: broker)
-        broker = Broker(server, store, cfg, loop, time.time, thread_io, metrics, hooks)
+        broker = Broker(server, store, cfg, loop, wall, thread_io, metrics, hooks)
+        if faults is not None:  # the epoch cache's expiry runs on the shifted clock too
+            broker.cache = EpochCache(lambda: broker.controller.epoch,
+                                      lambda: faults.clock(loop.time()), cfg.epoch_cache_ttl)
         broker.sync_partitions()
     except StorageCorruption as e:
         print(f"refusing to start: corrupted Raft storage: {e}", file=sys.stderr, flush=True)
@@ -104,6 +122,18 @@ async def run(args: argparse.Namespace) -> int:
         log.warning("transport did not close in 5 s; exiting anyway")
         server.host.close()
     return 2 if fatal else 0
+
+
+def _test_faults() -> NodeFaults | None:
+    """Test hook (impl/chaos/faultfile.py): EPOCHGC_FAULT_FILE names a control file through
+    which `epochgc chaos` fails this node's fsyncs, fills its disk, breaks its object store
+    or shifts its clocks. Unset (production): None, the plain `os` and store."""
+    path = os.environ.get(FAULT_ENV)
+    if not path:
+        return None
+    faults = NodeFaults(path)
+    faults.start()
+    return faults
 
 
 def check_storage(data_dir: str) -> None:

@@ -41,9 +41,11 @@ Usage::
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import random
+import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -342,3 +344,95 @@ class CrashFS(OsFileIO):
         """The durable length CrashFS assumes for a file (None: unknown to it, so all)."""
         st = self._files.get(os.path.abspath(path))
         return None if st is None else st.synced
+
+
+class FaultFileIO(OsFileIO):
+    """The real `os` calls with two switches a test (or `epochgc chaos`, through node_main's
+    fault file) flips at run time from another thread:
+
+    * `fail_fsync`: fsync, fsync_dir, syncfs and truncate raise EIO, and the file loses what
+      was written since its last successful fsync (as Linux may: after a failed writeback
+      the dirty pages are marked clean and can be evicted, so the page cache is not the
+      disk). A node that carried on after a failed fsync would then serve, and have
+      acknowledged, bytes its disk no longer has.
+    * `enospc`: every write raises ENOSPC (the disk is full).
+    * `fsync_delay`: every fsync first sleeps this long (a stalling disk).
+
+    `lose_unsynced()` is a power loss's effect on the open files (node_main's fault file
+    calls it and then exits at once).
+    """
+
+    def __init__(self) -> None:
+        self.fail_fsync = False
+        self.enospc = False
+        self.fsync_delay = 0.0  # seconds every barrier takes first (a stalling disk)
+        self._synced: dict[int, int] = {}  # fd -> length at its last successful fsync
+
+    def open_append(self, path: str, create: bool) -> int:
+        fd = super().open_append(path, create)
+        self._synced[fd] = os.fstat(fd).st_size
+        return fd
+
+    def open_trunc(self, path: str) -> int:
+        fd = super().open_trunc(path)
+        self._synced[fd] = 0
+        return fd
+
+    def write(self, fd: int, data: bytes) -> int:
+        if self.enospc:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return super().write(fd, data)
+
+    def _stall(self) -> None:
+        if self.fsync_delay > 0:
+            time.sleep(self.fsync_delay)
+
+    def fsync(self, fd: int) -> None:
+        # Only what was written when the fsync was issued counts as made durable by it:
+        # bytes written while it stalls may or may not be on the disk.
+        issued = os.fstat(fd).st_size
+        self._stall()
+        if self.fail_fsync:
+            self._drop_unsynced(fd)
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        super().fsync(fd)
+        self._synced[fd] = max(self._synced.get(fd, 0), issued)
+
+    def close(self, fd: int) -> None:
+        self._synced.pop(fd, None)
+        super().close(fd)
+
+    def truncate(self, path: str, length: int) -> None:
+        if self.fail_fsync:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        super().truncate(path, length)
+
+    def fsync_dir(self, path: str) -> None:
+        self._stall()
+        if self.fail_fsync:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        super().fsync_dir(path)
+
+    def syncfs(self, path: str) -> None:
+        issued = {fd: os.fstat(fd).st_size for fd in list(self._synced)}
+        self._stall()
+        if self.fail_fsync:
+            for fd in list(self._synced):
+                self._drop_unsynced(fd)
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        super().syncfs(path)
+        for fd, size in issued.items():
+            if fd in self._synced:
+                self._synced[fd] = max(self._synced[fd], size)
+
+    def lose_unsynced(self) -> None:
+        """Power loss: every open file loses what was written since its last fsync (the
+        caller then dies at once; unsynced directory entries are not modelled here)."""
+        for fd in list(self._synced):
+            with contextlib.suppress(OSError):
+                self._drop_unsynced(fd)
+
+    def _drop_unsynced(self, fd: int) -> None:
+        synced = self._synced.get(fd)
+        if synced is not None and os.fstat(fd).st_size > synced:
+            os.ftruncate(fd, synced)
