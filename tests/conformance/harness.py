@@ -59,6 +59,7 @@ from model import partition as mp
 from model import system as ms
 from model.keys import DATA_PREFIX, PREFIXES, format_key, parse_key
 from model.partition import PartitionState
+from tests.conformance.coverage import Observer
 from tests.conformance.gcinproc import inprocess_gc_round
 from tests.conformance.implchecks import (
     LandedChecks,
@@ -231,6 +232,7 @@ class Harness:
         self.acks_seen = 0
         self.admitted_seen = 0
         self._impl_checked: dict[tuple[int, str], tuple[Any, ...]] = {}
+        self.coverage = Observer(STATS)  # event counters for the coverage table
         self.c.bootstrap()
         self.check_step()
 
@@ -358,6 +360,7 @@ class Harness:
         self.produce([p], 1, nid, e, wait=True)
         rep = self.c.brokers.get(nid)
         if rep is not None and p in rep.replicas:
+            self.coverage.phantom_done(self, nid, p, rep.replicas[p].fence.fail_replicate is None)
             rep.replicas[p].fence.fail_replicate = None
 
     def slow_write_overtaken(self, p: str, back: int) -> None:
@@ -856,6 +859,7 @@ class Harness:
         self._check_model_invariants()
         if self.readback_dirty:
             self.check_readback()
+        self.coverage.observe(self)
         errs = self.c.loop.errors
         if errs:
             raise Divergence(f"unhandled error in the simulated loop: {errs[0]}")
