@@ -84,6 +84,9 @@ ALL_PARTITIONS = ("t/0", "t/1", "t/2", "t/3")
 MAX_REPORT_AGE_S = 60.0
 RAFT_CHECK = os.environ.get("EPOCHGC_CONFORMANCE_RAFT_CHECK", "step")  # or "event"
 DISK_SNAPSHOT_INTERVAL = 4
+# Each program's object store on tmpfs where present, like the Raft simulator's disks: the
+# store never fsyncs, so a real disk only adds metadata I/O waits (mkdir, rmtree).
+TMP_BASE = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
 WAIT_STEPS = 30_000  # bound on one operation's simulated events (a stuck op is left running)
 
 # Counters of everything the harness ran, for the summary (process-wide).
@@ -191,7 +194,7 @@ class Harness:
         are power losses (unsynced bytes torn or zero-filled, unsynced file creations and
         deletions undone) half of them between a batch's write and its fsync; even seeds
         share one group commit per node (as the server does), odd ones sync each group."""
-        self.tmp = tempfile.mkdtemp(prefix="conformance-")
+        self.tmp = tempfile.mkdtemp(prefix="conformance-", dir=TMP_BASE)
         self.local = LocalStore(os.path.join(self.tmp, "store"), create=True)
         self.store = FaultyStore(self.local)
         self.disk = disk
