@@ -5,9 +5,10 @@ machine, every rule and every per-step check) in this one process for fixed seed
 the same command:
 
 - now: the deep run's mix (chunk k checks the Raft core's invariants after every simulator
-  event when k % 4 == 0, else once per harness step) with each program's store on tmpfs;
+  event when k % 4 == 0, else once per harness step), each program's store on tmpfs, and
+  the held-write rules' early exit (no idle wait for a write the fence refused);
 - baseline: what `tox -e deep` ran before (Raft checks after every event in every program,
-  the store on the real disk).
+  the store on the real disk, the full idle wait).
 
 Per core = harness steps / CPU seconds of this process (the harness is one thread, so on an
 idle core that is its steps per wall second; on a shared machine CPU time is the fair clock).
@@ -37,6 +38,7 @@ def _measure(chunks: int, examples: int, steps: int, mix: bool, tmp: str | None
     from tests.conformance.deep import run_chunk
 
     harness.TMP_BASE = tmp
+    harness.HOLD_WAIT_EARLY_EXIT = mix
     total, cpu, wall = 0, 0.0, 0.0
     for k in range(chunks):
         check = "event" if not mix or k % 4 == 0 else "step"
