@@ -18,7 +18,9 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import signal
 import sys
+import threading
 import time
 import traceback
 from collections import Counter
@@ -71,7 +73,16 @@ def run_chunk(seed: int, examples: int, step_count: int, raft_check: str) -> dic
             "failure": failure}
 
 
-def _worker(w: int, args: argparse.Namespace, spark_budget: int, out: Any, stop: Any) -> None:
+def _orphan_watch(parent: int) -> None:
+    """A worker whose driver died (killed, not stopped) exits rather than run on alone."""
+    while os.getppid() == parent:
+        time.sleep(1.0)
+    os._exit(3)
+
+
+def _worker(w: int, args: argparse.Namespace, spark_budget: int, out: Any, stop: Any,
+            parent: int) -> None:
+    threading.Thread(target=_orphan_watch, args=(parent,), daemon=True).start()
     _setup_worker(spark_budget)
     k = 0
     while not stop.is_set():
@@ -144,8 +155,10 @@ def main(argv: list[str] | None = None) -> int:
 
     ctx = mp.get_context("spawn")  # no JVM or event loop inherited by a fork
     out, stop = ctx.Queue(), ctx.Event()
-    procs = [ctx.Process(target=_worker, args=(w, args, args.spark, out, stop), daemon=True)
-             for w in range(args.workers)]
+    procs = [ctx.Process(target=_worker, args=(w, args, args.spark, out, stop, os.getpid()),
+                         daemon=True) for w in range(args.workers)]
+    # SIGTERM ends the run like Ctrl-C: the finally below stops and reaps the workers.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     t0 = time.monotonic()
     for p in procs:
         p.start()
@@ -178,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         stop.set()
         for p in procs:
             p.join(timeout=60)
+            if p.is_alive():
+                p.terminate()
     rep = _report(args, chunks, total, t0, loads, total.get("steps", 0) >= args.steps)
     path.write_text(json.dumps(rep, indent=1) + "\n")
     print("\n".join(rep["coverage_table"]))
