@@ -13,6 +13,7 @@ _ROOT = Path(__file__).resolve().parents[2]
 
 
 def _summary() -> dict[str, Any] | None:
+    from tests.conformance.coverage import events
     from tests.conformance.harness import STATS
     from tests.conformance.machine import PROFILE
 
@@ -25,6 +26,7 @@ def _summary() -> dict[str, Any] | None:
         "steps": STATS.get("steps", 0),
         "faults": {k[6:]: v for k, v in sorted(STATS.items()) if k.startswith("fault.")},
         "rules": {k[5:]: v for k, v in sorted(STATS.items()) if k.startswith("rule.")},
+        "events": events(STATS),
         "other": {k: v for k, v in sorted(STATS.items())
                   if not k.startswith(("fault.", "rule.")) and k not in ("steps", "examples")},
     }
@@ -46,4 +48,12 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     tr.write_line("faults: " + ", ".join(f"{k}={v}" for k, v in s["faults"].items()))
     tr.write_line("rules: " + ", ".join(f"{k}={v}" for k, v in s["rules"].items()))
     tr.write_line("other: " + ", ".join(f"{k}={v}" for k, v in s["other"].items()))
+    from tests.conformance.coverage import rule_names, table
+    from tests.conformance.harness import STATS
+
+    lines, warnings = table(STATS, rule_names())
+    for line in lines:
+        tr.write_line(line)
+    if warnings:
+        tr.write_line(f"WARNING: {warnings} rules or events never happened")
     tr.write_line(f"summary written to {out}")
