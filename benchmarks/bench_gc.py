@@ -435,7 +435,7 @@ def _weed_put_all(filer: str, bucket: str, keys: list[str], threads: int = 16) -
     def put(key: str) -> None:
         conn = getattr(local, "conn", None)
         if conn is None:
-            conn = local.conn = http.client.HTTPConnection(where.hostname, where.port)
+            conn = local.conn = http.client.HTTPConnection(where.netloc)
         conn.request("PUT", quote(f"/buckets/{bucket}/{key}"), body=b"x")
         resp = conn.getresponse()
         body = resp.read()
