@@ -173,8 +173,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "the producer stamps the cached epoch without the creation-revision floor"
         " [check: A2]",
         "impl/broker/producer.py",
-        "stamp = max(stamp, await self.cluster.creation_revision(p))",
-        "await self.cluster.creation_revision(p)",
+        "stamp = max(stamp, crev)",
+        "stamp = stamp  # the creation-revision floor dropped",
     ),
     Mutant(
         "housekeep-lrlo-past-placeholder",
