@@ -1,7 +1,8 @@
 """Hostile reports (issue 12): non-finite and huge numbers, duplicate and conflicting
 reports, reports from the future, lying clocks and truncated documents. The reader either
 refuses with a ReportError naming the file, or computes exactly the model's M over the
-reports that are valid and fresh by the older of `written_at` and the file's mtime."""
+reports that are valid, fresh by the older of `written_at` and the file's mtime, and of the
+snapshot's incarnation of their partition (`created`, R35)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,12 @@ EPOCH = st.sampled_from(
     + [(str(e), True) for e in range(0, 13, 3)]
     + [(x, False) for x in ("1e400", "NaN", "1000000000000000000", '"5"', "1.5", "true")]
 )
-replica = st.tuples(st.sampled_from(PARTS), EPOCH)
+# The snapshot's incarnations are created at 0: a 4 is a report of another incarnation (R35).
+CREATED = st.sampled_from(
+    [("0", True), ("4", True)]
+    + [(x, False) for x in ("-1", "NaN", "1e400", "1000000000000000000", '"0"', "0.0", "null")]
+)
+replica = st.tuples(st.sampled_from(PARTS), EPOCH, CREATED)
 node_doc = st.fixed_dictionaries(
     {
         "written": WRITTEN,
@@ -60,11 +66,15 @@ def test_hostile_reports_refused_or_exactly_the_model(
             reps = n["replicas"]
             assert isinstance(reps, list)
             body = ", ".join(
-                f'{{"partition": "{p}", "term": 1, "inactive_epoch": {lit}}}'
-                for p, (lit, _) in reps
+                f'{{"partition": "{p}", "term": 1, "inactive_epoch": {lit}, "created": {c}}}'
+                for p, (lit, _), (c, _) in reps
             )
             text = f'{{"node": "n{i}", "written_at": {written}, "replicas": [{body}]}}'
-            valid = ok and all(v for _, (_, v) in reps) and len({p for p, _ in reps}) == len(reps)
+            valid = (
+                ok
+                and all(v and cv for _, (_, v), (_, cv) in reps)
+                and len({p for p, _, _ in reps}) == len(reps)
+            )
             cut = n["truncate"]
             if isinstance(cut, int) and cut < len(text):
                 text, valid = text[:cut], False
@@ -74,7 +84,9 @@ def test_hostile_reports_refused_or_exactly_the_model(
             if not valid:
                 invalid.add(key)
             elif max(NOW - float(written), NOW - stored) <= MAX_AGE:
-                fresh += [Report(p, f"n{i}", json.loads(lit)) for p, (lit, _) in reps]
+                fresh += [
+                    Report(p, f"n{i}", json.loads(lit)) for p, (lit, _), (c, _) in reps if c == "0"
+                ]
         try:
             view = read_cluster_view(store, NOW, MAX_AGE)
         except ReportError as e:
