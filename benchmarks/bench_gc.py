@@ -84,13 +84,12 @@ def row(
 
 
 def write_reports(store: ObjectStore, m: int) -> None:
-    store.put(
-        "_cluster/partitions.json", json.dumps({"revision": 10**6, "partitions": ["t/0"]}).encode()
-    )
+    snap = {"revision": 10**6, "partitions": ["t/0"], "created": {"t/0": 1}}
+    store.put("_cluster/partitions.json", json.dumps(snap).encode())
     doc = {
         "node": "n1",
         "written_at": clock(),
-        "replicas": [{"partition": "t/0", "term": 1, "inactive_epoch": m}],
+        "replicas": [{"partition": "t/0", "term": 1, "inactive_epoch": m, "created": 1}],
     }
     store.put("_cluster/health/n1.json", json.dumps(doc).encode())
 

@@ -345,7 +345,12 @@ class Broker:
 
     def health_replicas(self) -> list[ReplicaReport]:
         return [
-            ReplicaReport(name, self.port.term(rep.info.group), rep.sm.inactive_epoch())
+            ReplicaReport(
+                name,
+                self.port.term(rep.info.group),
+                rep.sm.inactive_epoch(),
+                rep.info.creation_revision,
+            )
             for name, rep in sorted(self.replicas.items())
             if not rep.sm.deleted  # a deleted partition is no longer reported (R32)
         ]

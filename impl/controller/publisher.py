@@ -1,5 +1,6 @@
-"""Writes `_cluster/partitions.json` (revision and partition table read together) with the
-store's atomic put, in exactly the format `impl.gc.reports` parses."""
+"""Writes `_cluster/partitions.json` (revision, partition table and each partition's
+creation revision, read together) with the store's atomic put, in exactly the format
+`impl.gc.reports` parses."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from impl.store.base import ObjectStore
 
 def partitions_document(sm: ControllerStateMachine) -> bytes:
     revision, names = sm.table()
-    return json.dumps({"revision": revision, "partitions": names}, sort_keys=True).encode()
+    created = {n: sm.partitions[n].creation_revision for n in names}  # R35: the incarnations
+    doc = {"revision": revision, "partitions": names, "created": created}
+    return json.dumps(doc, sort_keys=True).encode()
 
 
 def publish_partitions(store: ObjectStore, sm: ControllerStateMachine) -> int:

@@ -1,8 +1,20 @@
 """Reads the cluster's published reports and computes M with the model (one source of truth).
 
-`_cluster/partitions.json` = {"revision": int, "partitions": ["topic/N", ...]}
+`_cluster/partitions.json` = {"revision": int, "partitions": ["topic/N", ...],
+    "created": {"topic/N": int, ...}}
 `_cluster/health/{node}.json` = {"node": str, "written_at": unix_seconds,
-    "replicas": [{"partition": "topic/N", "term": int, "inactive_epoch": int | null}]}
+    "replicas": [{"partition": "topic/N", "term": int, "inactive_epoch": int | null,
+                  "created": int}]}
+
+`created` is a partition's creation revision: it names the incarnation (SPEC R35). The
+snapshot's `created` has exactly one entry per listed partition, each at most `revision`
+(a partition is created by a command at or before the snapshot). A replica entry whose
+`created` differs from the snapshot's for its partition is a report of another incarnation
+(one written before a deletion and re-creation, still fresh): it is ignored, so the new
+incarnation is missing (F4, the round blocks) until its own replicas report. Both fields
+are required: a document without them (written before incarnations were published) is
+refused naming the field, never read as "any incarnation"; every writer in the repo
+writes them.
 
 Validation is strict (unknown fields too), because a report we misread could raise M.
 Non-finite numbers (NaN, Infinity, 1e400) and integers beyond the key space are refused in
@@ -19,7 +31,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from impl.gc.errors import ReportError
@@ -44,6 +56,7 @@ class HealthReport:
     node: str
     written_at: float
     reports: tuple[Report, ...]
+    created: tuple[int, ...] = ()  # creation revision of reports[i]'s incarnation
     stored_at: float | None = None  # the store's own timestamp of the file
     age_s: float = 0.0  # the older of the two, as the reader saw it
 
@@ -56,9 +69,22 @@ class ClusterView:
     partitions: tuple[str, ...]
     fresh: tuple[HealthReport, ...]
     stale_nodes: tuple[str, ...] = field(default=())
+    created: tuple[tuple[str, int], ...] = field(default=())  # the snapshot's incarnations
+
+    def counted(self) -> list[Report]:
+        """The fresh reports of the snapshot's incarnations (R35): a replica report naming
+        another creation revision is not one of them. Reports of partitions outside the
+        snapshot pass through; the model ignores them (R16)."""
+        incarnation = dict(self.created)
+        return [
+            r
+            for h in self.fresh
+            for r, crev in zip(h.reports, h.created, strict=True)
+            if incarnation.get(r.partition, crev) == crev
+        ]
 
     def gc_epoch(self) -> GcEpoch:
-        reports = [r for h in self.fresh for r in h.reports]
+        reports = self.counted()
         try:
             return gc_epoch(self.revision, list(self.partitions), reports)
         except ModelError as e:  # validated already; a model refusal is still a clear error
@@ -66,7 +92,9 @@ class ClusterView:
 
 
 def read_cluster_view(store: ObjectStore, now: float, max_report_age_s: float) -> ClusterView:
-    revision, partitions = parse_partitions(_read_json(store, PARTITIONS_KEY), PARTITIONS_KEY)
+    revision, partitions, created = parse_partitions(
+        _read_json(store, PARTITIONS_KEY), PARTITIONS_KEY
+    )
     fresh: list[HealthReport] = []
     stale: list[str] = []
     try:
@@ -84,12 +112,12 @@ def read_cluster_view(store: ObjectStore, now: float, max_report_age_s: float) -
             continue  # not a node report (e.g. a subdirectory); never guessed at
         report = parse_health(_read_json(store, info.key), info.key)
         age = report_age(now, report.written_at, info.mtime)
-        report = HealthReport(report.node, report.written_at, report.reports, info.mtime, age)
+        report = replace(report, stored_at=info.mtime, age_s=age)
         if age > max_report_age_s:
             stale.append(report.node)
         else:
             fresh.append(report)
-    return ClusterView(revision, partitions, tuple(fresh), tuple(stale))
+    return ClusterView(revision, partitions, tuple(fresh), tuple(stale), tuple(created.items()))
 
 
 def _list_health(store: ObjectStore) -> tuple[list[ObjectInfo], list[tuple[str, str]]]:
@@ -163,8 +191,14 @@ def _fields(doc: object, where: str, expected: set[str]) -> dict[str, Any]:
     return doc
 
 
-def parse_partitions(doc: object, key: str) -> tuple[int, tuple[str, ...]]:
-    d = _fields(doc, key, {"revision", "partitions"})
+def parse_partitions(doc: object, key: str) -> tuple[int, tuple[str, ...], dict[str, int]]:
+    """(revision, partitions, creation revision by partition)."""
+    if isinstance(doc, dict) and "created" not in doc and {"revision", "partitions"} <= doc.keys():
+        raise ReportError(
+            f"{key}: missing field 'created' (each partition's creation revision, R35): "
+            "written by a publisher that predates incarnations; republish the partition table"
+        )
+    d = _fields(doc, key, {"revision", "partitions", "created"})
     revision = d["revision"]
     if not _is_int(revision) or not 0 <= revision <= MAX_REVISION:
         raise ReportError(
@@ -180,7 +214,21 @@ def parse_partitions(doc: object, key: str) -> tuple[int, tuple[str, ...]]:
         if p in seen:
             raise ReportError(f"{key}: partitions[{i}] {p!r} is listed twice")
         seen.add(p)
-    return revision, tuple(parts)
+    created = d["created"]
+    if not isinstance(created, dict):
+        raise ReportError(f"{key}: field 'created' must be an object of creation revisions")
+    for p in parts:
+        if p not in created:
+            raise ReportError(f"{key}: field 'created' has no entry for partition {p!r}")
+    for p, crev in created.items():
+        if p not in seen:
+            raise ReportError(f"{key}: field 'created' names {p!r}, which is not listed")
+        if not _is_int(crev) or not 0 <= crev <= revision:
+            raise ReportError(
+                f"{key}: field 'created[{p!r}]' must be an integer in 0..{revision} (the "
+                f"snapshot revision), got {crev!r}"
+            )
+    return revision, tuple(parts), dict(created)
 
 
 def parse_health(doc: object, key: str) -> HealthReport:
@@ -201,11 +249,12 @@ def parse_health(doc: object, key: str) -> HealthReport:
     if not isinstance(replicas, list):
         raise ReportError(f"{key}: field 'replicas' must be a list")
     reports: list[Report] = []
+    incarnations: list[int] = []
     seen: set[str] = set()
     for i, r in enumerate(replicas):
         where = f"{key}: replicas[{i}]"
-        rd = _fields(r, where, {"partition", "term", "inactive_epoch"})
-        p, term, epoch = rd["partition"], rd["term"], rd["inactive_epoch"]
+        rd = _fields(r, where, {"partition", "term", "inactive_epoch", "created"})
+        p, term, epoch, crev = rd["partition"], rd["term"], rd["inactive_epoch"], rd["created"]
         if not isinstance(p, str) or not _PARTITION.fullmatch(p):
             raise ReportError(f"{where}: field 'partition' must be 'topic/N', got {p!r}")
         if p in seen:
@@ -221,5 +270,10 @@ def parse_health(doc: object, key: str) -> HealthReport:
                 f"{where}: field 'inactive_epoch' must be an integer in -1..{MAX_EPOCH} or "
                 f"null, got {epoch!r}"
             )
+        if not _is_int(crev) or not 0 <= crev <= MAX_REVISION:
+            raise ReportError(
+                f"{where}: field 'created' must be an integer in 0..{MAX_REVISION}, got {crev!r}"
+            )
         reports.append(Report(p, node, epoch))
-    return HealthReport(node, float(written), tuple(reports))
+        incarnations.append(crev)
+    return HealthReport(node, float(written), tuple(reports), tuple(incarnations))

@@ -657,6 +657,30 @@ class Harness:
         self.publish_partitions()
         self.gc()
 
+    def recreate_on_stale_reports(self, p: str) -> None:
+        """Every node reports p, then p is deleted and created again and a snapshot listing
+        the new incarnation is published, but no health yet: the reports naming p are fresh
+        and of the old incarnation, so they must not count (R35): the round blocks on p
+        (the shadow drops them by `created`), until the new replicas report."""
+        if self._creation(p) is None:
+            return
+        self.publish_partitions()
+        self.publish_health(self.live())
+        self.delete_partition(p)
+        nid = self._leader_of(self.c.controller_leader)
+        if nid is None or self._creation(p) is not None:
+            return
+        with contextlib.suppress(Exception):
+            self.wait(self.c.brokers[nid].create_partition(p))
+        self.c.run(50)
+        if self._creation(p) is None:
+            return
+        self.publish_partitions()
+        self.gc()
+        STATS["lifecycle.gc_on_old_incarnation_reports"] += 1
+        self.publish_health(self.live())
+        self.gc()
+
     def delete_across_leader_change(self, p: str, to: int) -> None:
         """p's leadership and the controller's move while p is deleted."""
         if self._creation(p) is None or to not in self.c.brokers:

@@ -270,10 +270,18 @@ MUTANTS: tuple[Mutant, ...] = (
         "health-document-m-plus-one",
         "the health document serializes each replica's M(p) one too high",
         "impl/broker/health.py",
-        '{"partition": r.partition, "term": r.term, "inactive_epoch": r.inactive_epoch}',
-        '{"partition": r.partition, "term": r.term, "inactive_epoch":'
-        " None if r.inactive_epoch is None else r.inactive_epoch + 1}",
+        '"inactive_epoch": r.inactive_epoch,',
+        '"inactive_epoch": None if r.inactive_epoch is None else r.inactive_epoch + 1,',
         check=r"Divergence|InvariantViolation",
+    ),
+    Mutant(
+        "reader-ignores-incarnation",
+        "the GC reader counts a fresh report of a deleted incarnation for the re-created one"
+        " [check: R35, tests/conformance/test_lifecycle.py]",
+        "impl/gc/reports.py",
+        "if incarnation.get(r.partition, crev) == crev",
+        "if True",
+        check=r"tests/conformance/test_lifecycle.py|Divergence",
     ),
     Mutant(
         "epochcache-invalidate-keeps-value",

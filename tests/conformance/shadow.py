@@ -156,6 +156,7 @@ def model_gc(
         return GcExpectation("no partition snapshot", None, frozenset(), keys, None, (), ())
     rev = int(snap["revision"])
     parts = tuple(snap["partitions"])
+    created = dict(snap["created"])
     reports: list[Report] = []
     for key, doc in sorted(docs.items()):
         if not key.startswith("_cluster/health/") or not isinstance(doc, dict):
@@ -163,6 +164,8 @@ def model_gc(
         if now - float(doc["written_at"]) > max_report_age_s:
             continue  # stale: counts as absent
         for r in doc["replicas"]:
+            if r["partition"] in created and r["created"] != created[r["partition"]]:
+                continue  # another incarnation's report (R35): never counts for this one
             reports.append(Report(r["partition"], doc["node"], r["inactive_epoch"]))
     g = gc_epoch(rev, list(parts), reports, REFERENCE)
     if g.M is None:

@@ -25,6 +25,8 @@ def program(h: Harness) -> None:
     h.check_step()
     h.delete_on_stale_reports("t/2")
     h.check_step()
+    h.recreate_on_stale_reports("t/0")  # old, fresh reports of t/0 must not count (R35)
+    h.check_step()
     h.recreate_with_old_write("t/1")  # deleted and created a third time
     h.check_step()
     h.delete_across_leader_change("t/0", 2)
@@ -55,6 +57,7 @@ def test_lifecycle_program(seed: int, disk: bool) -> None:
         h.close()
     assert STATS["lifecycle.deletions_applied"] >= 3
     assert STATS["lifecycle.old_write_at_new_incarnation"] >= 1
+    assert STATS["lifecycle.gc_on_old_incarnation_reports"] >= 1
 
 
 def test_deleted_while_a_replica_is_isolated() -> None:

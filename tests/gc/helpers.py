@@ -19,17 +19,30 @@ NOW = 1_800_000_000.0
 HOUR = 3600.0
 
 
-def write_partitions(store: ObjectStore, revision: int, partitions: list[str]) -> None:
-    store.put(PARTITIONS_KEY, json.dumps({"revision": revision, "partitions": partitions}).encode())
+def write_partitions(
+    store: ObjectStore, revision: int, partitions: list[str], created: dict[str, int] | None = None
+) -> None:
+    """`created`: creation revision by partition (R35); every partition 0 unless given."""
+    incarnations = {p: 0 for p in partitions} | (created or {})
+    doc = {"revision": revision, "partitions": partitions, "created": incarnations}
+    store.put(PARTITIONS_KEY, json.dumps(doc).encode())
 
 
 def write_health(
-    store: ObjectStore, node: str, written_at: float, replicas: list[tuple[str, int | None]]
+    store: ObjectStore,
+    node: str,
+    written_at: float,
+    replicas: list[tuple[str, int | None]],
+    created: int = 0,
 ) -> None:
+    """Every replica entry of the incarnation created at revision `created`."""
     doc = {
         "node": node,
         "written_at": written_at,
-        "replicas": [{"partition": p, "term": 1, "inactive_epoch": e} for p, e in replicas],
+        "replicas": [
+            {"partition": p, "term": 1, "inactive_epoch": e, "created": created}
+            for p, e in replicas
+        ],
     }
     store.put(f"{HEALTH_PREFIX}{node}.json", json.dumps(doc).encode())
     if isinstance(store, LocalStore):

@@ -55,19 +55,45 @@ def test_missing_partitions_file(tmp_path: Path) -> None:
         view_epoch(LocalStore(tmp_path))
 
 
+CREATED_T0 = r"^_cluster/partitions\.json: field 'created\['t/0'\]' must be an integer in 0\.\."
+
+
 @pytest.mark.parametrize(
     ("doc", "message"),
     [
         ("{not json", "_cluster/partitions.json: not valid JSON"),
         ("[]", "must be a JSON object"),
-        ('{"partitions": []}', "missing field 'revision'"),
-        ('{"revision": 1, "partitions": [], "x": 1}', "unknown field 'x'"),
-        ('{"revision": true, "partitions": []}', "field 'revision' must be an integer"),
-        ('{"revision": -1, "partitions": []}', "field 'revision' must be an integer in 0"),
-        ('{"revision": 1, "partitions": ["t"]}', r"partitions\[0\] must be 'topic/N'"),
-        ('{"revision": 1, "partitions": ["t/0", "t/0"]}', "listed twice"),
+        ('{"partitions": [], "created": {}}', "missing field 'revision'"),
+        ('{"revision": 1, "partitions": [], "created": {}, "x": 1}', "unknown field 'x'"),
+        (
+            '{"revision": true, "partitions": [], "created": {}}',
+            "field 'revision' must be an integer",
+        ),
+        (
+            '{"revision": -1, "partitions": [], "created": {}}',
+            "field 'revision' must be an integer in 0",
+        ),
+        (
+            '{"revision": 1, "partitions": ["t"], "created": {}}',
+            r"partitions\[0\] must be 'topic/N'",
+        ),
+        ('{"revision": 1, "partitions": ["t/0", "t/0"], "created": {}}', "listed twice"),
         # Issue 12 item 1: a partition number in Arabic-Indic digits is not 'topic/N'.
-        ('{"revision": 1, "partitions": ["t/\u0665"]}', r"partitions\[0\] must be 'topic/N'"),
+        (
+            '{"revision": 1, "partitions": ["t/\u0665"], "created": {}}',
+            r"partitions\[0\] must be 'topic/N'",
+        ),
+        # R35: each partition's creation revision (its incarnation) is required and checked.
+        ('{"revision": 1, "partitions": ["t/0"]}', "missing field 'created' .*republish"),
+        ('{"revision": 1, "partitions": [], "created": []}', "'created' must be an object"),
+        ('{"revision": 1, "partitions": ["t/0"], "created": {}}', "no entry for partition 't/0'"),
+        ('{"revision": 1, "partitions": [], "created": {"t/0": 1}}', "names 't/0', which is not"),
+        ('{"revision": 1, "partitions": ["t/0"], "created": {"t/0": -1}}', CREATED_T0),
+        ('{"revision": 1, "partitions": ["t/0"], "created": {"t/0": 2}}', CREATED_T0 + r"1 \(the"),
+        ('{"revision": 1, "partitions": ["t/0"], "created": {"t/0": "1"}}', CREATED_T0),
+        ('{"revision": 1, "partitions": ["t/0"], "created": {"t/0": 1.0}}', CREATED_T0),
+        ('{"revision": 1, "partitions": ["t/0"], "created": {"t/0": true}}', CREATED_T0),
+        ('{"revision": 1, "partitions": ["t/0"], "created": {"t/0": null}}', CREATED_T0),
     ],
 )
 def test_bad_partitions_file(tmp_path: Path, doc: str, message: str) -> None:
@@ -77,7 +103,7 @@ def test_bad_partitions_file(tmp_path: Path, doc: str, message: str) -> None:
         view_epoch(store)
 
 
-GOOD_REPLICA = {"partition": "t/0", "term": 1, "inactive_epoch": 3}
+GOOD_REPLICA = {"partition": "t/0", "term": 1, "inactive_epoch": 3, "created": 0}
 
 
 @pytest.mark.parametrize(
@@ -105,7 +131,27 @@ GOOD_REPLICA = {"partition": "t/0", "term": 1, "inactive_epoch": 3}
         ),
         (
             {"node": "n1", "written_at": NOW, "replicas": [{"partition": "t/0", "term": 1}]},
-            r"replicas\[0\]: missing field 'inactive_epoch'",
+            r"replicas\[0\]: missing field 'created'",
+        ),
+        (
+            {"node": "n1", "written_at": NOW, "replicas": [{**GOOD_REPLICA, "created": None}]},
+            r"replicas\[0\]: field 'created' must be an integer in 0\.\.\d+, got None",
+        ),
+        (
+            {"node": "n1", "written_at": NOW, "replicas": [{**GOOD_REPLICA, "created": -1}]},
+            r"replicas\[0\]: field 'created' must be an integer in 0\.\.",
+        ),
+        (
+            {"node": "n1", "written_at": NOW, "replicas": [{**GOOD_REPLICA, "created": 2.0}]},
+            r"replicas\[0\]: field 'created' must be an integer",
+        ),
+        (
+            {"node": "n1", "written_at": NOW, "replicas": [{**GOOD_REPLICA, "created": "0"}]},
+            r"replicas\[0\]: field 'created' must be an integer",
+        ),
+        (
+            {"node": "n1", "written_at": NOW, "replicas": [{**GOOD_REPLICA, "created": False}]},
+            r"replicas\[0\]: field 'created' must be an integer",
         ),
     ],
 )
@@ -135,7 +181,9 @@ def test_non_report_files_are_ignored(tmp_path: Path) -> None:
 # --- issue 12 item 3: non-finite and huge numbers; freshness a node's clock cannot fool ---
 
 HEALTH = '{"node": "n1", "written_at": %s, "replicas": [%s]}'
-REPLICA = '{"partition": "t/0", "term": %s, "inactive_epoch": %s}'
+REPLICA = '{"partition": "t/0", "term": %s, "inactive_epoch": %s, "created": 0}'
+REPLICA_C = '{"partition": "t/0", "term": 1, "inactive_epoch": 3, "created": %s}'
+SNAP_C = '{"revision": 10, "partitions": ["t/0"], "created": {"t/0": %s}}'
 
 
 @pytest.mark.parametrize(
@@ -150,6 +198,14 @@ REPLICA = '{"partition": "t/0", "term": %s, "inactive_epoch": %s}'
         ("_cluster/health/n1.json", HEALTH % (NOW, REPLICA % (1, "9" * 5000)), "inactive_epoch"),
         ("_cluster/health/n1.json", HEALTH % ("9" * 5000, ""), "written_at"),
         ("_cluster/partitions.json", '{"revision": NaN, "partitions": []}', "revision"),
+        ("_cluster/health/n1.json", HEALTH % (NOW, REPLICA_C % "NaN"), "created"),
+        ("_cluster/health/n1.json", HEALTH % (NOW, REPLICA_C % "Infinity"), "created"),
+        ("_cluster/health/n1.json", HEALTH % (NOW, REPLICA_C % "1e400"), "created"),
+        ("_cluster/health/n1.json", HEALTH % (NOW, REPLICA_C % ("9" * 5000)), "created"),
+        ("_cluster/partitions.json", SNAP_C % "NaN", r"created\.t/0"),
+        ("_cluster/partitions.json", SNAP_C % "-Infinity", r"created\.t/0"),
+        ("_cluster/partitions.json", SNAP_C % "1e400", r"created\.t/0"),
+        ("_cluster/partitions.json", SNAP_C % ("9" * 5000), r"created\.t/0"),
         (
             "_cluster/partitions.json",
             '{"revision": %s, "partitions": []}' % ("9" * 5000),
@@ -172,7 +228,9 @@ def test_non_finite_or_huge_numbers_are_refused_naming_file_and_field(
 @pytest.mark.parametrize(
     ("doc", "field"),
     [
-        ('{"revision": 1000000000000000000, "partitions": []}', "revision"),
+        ('{"revision": 1000000000000000000, "partitions": [], "created": {}}', "revision"),
+        (HEALTH % (NOW, REPLICA_C % 10**18), "created"),
+        (SNAP_C % 10**18, r"created\['t/0'\]"),
         (HEALTH % (NOW, REPLICA % (1, 10**18)), "inactive_epoch"),
         (HEALTH % (NOW, REPLICA % (2**63, 1)), "term"),
         (HEALTH % (1e300, ""), "written_at"),
@@ -228,3 +286,27 @@ def test_a_linked_report_is_refused_by_name(tmp_path: Path, target: str) -> None
     (root / "_cluster/partitions.json").symlink_to(root / "p.json")
     with pytest.raises(ReportError, match=r"partitions\.json.*symbolic link, never followed"):
         read_cluster_view(store, NOW, 300)
+
+
+# --- issue 13 / R35: a report names its partition's incarnation ---------------------------
+
+
+def test_report_of_another_incarnation_never_counts(tmp_path: Path) -> None:
+    """t/0 deleted and re-created at revision 7: a fresh report of the old incarnation
+    (created 2, a value of 50) is ignored, so the new one is missing and the round blocks."""
+    store = LocalStore(tmp_path)
+    write_partitions(store, 10, ["t/0", "t/1"], {"t/0": 7, "t/1": 3})
+    write_health(store, "n1", NOW - 5, [("t/0", 50)], created=2)
+    write_health(store, "n2", NOW - 5, [("t/1", 40)], created=3)
+    view = read_cluster_view(store, NOW, 300)
+    assert [r.partition for r in view.counted()] == ["t/1"]
+    assert view.gc_epoch() == GcEpoch(None, "no inactive epoch reported for: t/0")
+    # a report of an incarnation newer than the snapshot's does not count either
+    write_health(store, "n3", NOW - 5, [("t/0", 9)], created=12)
+    assert view_epoch(store).blocked == "no inactive epoch reported for: t/0"
+    # the new incarnation's own replica reports: only its value counts, not the old 50
+    write_health(store, "n4", NOW - 5, [("t/0", 8)], created=7)
+    assert view_epoch(store) == GcEpoch(8, None)
+    # a partition outside the snapshot: its report passes to the model, which ignores it
+    write_health(store, "n5", NOW - 5, [("gone/0", 1)], created=1)
+    assert view_epoch(store) == GcEpoch(8, None)

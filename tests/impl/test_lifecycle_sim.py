@@ -97,7 +97,9 @@ def test_delete_drops_groups_reports_and_snapshot_entry(tmp_path: Path) -> None:
         assert "u/0" not in json.dumps(b.status()["partitions"])
     srev = c.publish_partitions()
     doc = json.loads(c.store.get(PARTITIONS_KEY))
-    assert doc == {"revision": srev, "partitions": ["t/0", "t/1"]} and srev >= drev
+    created = {p: c.brokers[1].controller.partitions[p].creation_revision for p in ("t/0", "t/1")}
+    assert doc == {"revision": srev, "partitions": ["t/0", "t/1"], "created": created}
+    assert srev >= drev
     c.publish_health()
     for info in c.store.list_all(HEALTH_PREFIX):
         assert "u/0" not in c.store.get(info.key).decode()
@@ -236,3 +238,23 @@ def test_every_partition_deleted_gc_collects_every_object(tmp_path: Path) -> Non
     r = c.gc()
     assert srev == r.M and r.blocked is None
     assert l0_keys(c) == set()
+
+
+def test_report_of_the_old_incarnation_never_counts_for_the_new_one(tmp_path: Path) -> None:
+    """Issue 13 / R35: a health file written before the deletion, still fresh, names `u/0`;
+    after `u/0` is re-created the GC reader must not count it for the new incarnation, which
+    is missing (the round blocks, F4) until its own replicas report."""
+    c = cluster(tmp_path)
+    c.produce({"u/0": [b"old"]})
+    advance(c)  # every node reports a value for the old u/0
+    assert c.gc().blocked is None
+    c.delete_partition("u/0")
+    c.create_partition("u/0")
+    assert c.run_until(lambda: c.leader("u/0") is not None)
+    c.publish_partitions()  # lists the new u/0; the health files are the old ones, fresh
+    assert any("u/0" in c.store.get(i.key).decode() for i in c.store.list_all(HEALTH_PREFIX))
+    r = c.gc()
+    assert r.M is None and r.blocked is not None and "u/0" in r.blocked
+    advance(c)  # the new incarnation's replicas report: the round runs again
+    r = c.gc()
+    assert r.blocked is None and r.M is not None

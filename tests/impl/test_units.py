@@ -131,7 +131,7 @@ def test_controller_revision_line() -> None:
     assert sm.apply(Entry(4, 1, 1, encode_create("t/1"))) == 3
     assert sm.table() == (3, ["t/0", "t/1"])
     doc = json.loads(partitions_document(sm))
-    assert parse_partitions(doc, PARTITIONS_KEY) == (3, ("t/0", "t/1"))
+    assert parse_partitions(doc, PARTITIONS_KEY) == (3, ("t/0", "t/1"), {"t/0": 1, "t/1": 3})
     other = ControllerStateMachine()
     other.restore(Snapshot(4, 1, sm.snapshot()))
     assert other.table() == sm.table() and other.epoch == 2
@@ -159,7 +159,9 @@ def test_epoch_cache_ttl_lag_invalidate() -> None:
 
 
 def test_health_document_parses_with_gc_reader() -> None:
-    doc = health_document("n1", 12.5, [ReplicaReport("t/1", 3, None), ReplicaReport("t/0", 2, 4)])
+    doc = health_document(
+        "n1", 12.5, [ReplicaReport("t/1", 3, None, 7), ReplicaReport("t/0", 2, 4, 5)]
+    )
     rep = parse_health(json.loads(doc), health_key("n1"))
     assert rep.node == "n1" and [r.partition for r in rep.reports] == ["t/0", "t/1"]
-    assert rep.reports[0].inactive_epoch == 4
+    assert rep.reports[0].inactive_epoch == 4 and rep.created == (5, 7)
