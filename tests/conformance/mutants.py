@@ -239,7 +239,10 @@ MUTANTS: tuple[Mutant, ...] = (
         "impl/raft/raftlog.py",
         "        if not self.match_term(prev_index, prev_term):\n            return None\n",
         "        if self.term(prev_index) is None:\n            return None\n",
-        check=r"InvariantViolation|Divergence|LogInvariantError",
+        # The harness's random programs stopped reaching it once the deletion rules and the
+        # held-write early exit changed the schedule (it survived 200 x 50): a directed test.
+        check=r"tests/raft/test_node.py::(test_follower_rejects_append_whose_previous_entry"
+              r"|test_figure7_leader_brings_every_follower_log_in_line)",
     ),
     Mutant(
         "disklog-sync-skips-segment-fsync",
@@ -415,7 +418,9 @@ _CHECKS = {
     "restore-loses-unreconciled": r"restore\(snapshot\(\)\) != state",
     "placeholder-without-fence-term": r"landed at index \d+ in term",
     "epoch-cache-ahead": r"A3 on node",
-    "stamp-without-creation-floor": r"A2 on",
+    # The producer stamps after learning each partition (issue 13), so the cluster's
+    # abstraction breaks the model's `objects` invariant (I6's stamp rule) first.
+    "stamp-without-creation-floor": r"A2 on|model invariant objects fails",
     "housekeep-lrlo-past-placeholder": r"A4 on",
     "slide-skips-shared-holders": r"apply-time rejection on node|test_a_slide_waits",
     "apply-rejection-acked": r"apply-time rejection|test_an_injected_apply_time_rejection",
