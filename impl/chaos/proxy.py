@@ -26,16 +26,11 @@ async def _close(w: asyncio.StreamWriter) -> None:
         await w.wait_closed()
 
 
-class LinkProxy:
-    """Listens on a fresh loopback port, forwards to `target_port`; `lo`/`hi`: the dialling
-    and the accepting node's ids."""
+class _Proxy:
+    """A loopback listener on a fresh port whose connections a subclass's `_handle` serves;
+    `close()` ends the listener and every connection it still has."""
 
-    def __init__(self, lo: int, hi: int, target_port: int) -> None:
-        self.lo, self.hi = lo, hi
-        self.target_port = target_port
-        self.cut: set[tuple[int, int]] = set()  # directions (src, dst) whose frames are dropped
-        self.dropped = 0
-        self.forwarded = 0
+    def __init__(self) -> None:
         self._server: asyncio.Server | None = None
         self._conns: set[asyncio.Task[None]] = set()
 
@@ -62,6 +57,23 @@ class LinkProxy:
         # from logging the cancellation as an error.
         with contextlib.suppress(asyncio.CancelledError):
             await self._handle(cr, cw, task)
+
+    async def _handle(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter,
+                      task: asyncio.Task[None]) -> None:
+        raise NotImplementedError
+
+
+class LinkProxy(_Proxy):
+    """Listens on a fresh loopback port, forwards to `target_port`; `lo`/`hi`: the dialling
+    and the accepting node's ids."""
+
+    def __init__(self, lo: int, hi: int, target_port: int) -> None:
+        self.lo, self.hi = lo, hi
+        self.target_port = target_port
+        self.cut: set[tuple[int, int]] = set()  # directions (src, dst) whose frames are dropped
+        self.dropped = 0
+        self.forwarded = 0
+        super().__init__()
 
     async def _handle(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter,
                       task: asyncio.Task[None]) -> None:
@@ -101,7 +113,7 @@ class LinkProxy:
                 await w.drain()
 
 
-class HttpProxy:
+class HttpProxy(_Proxy):
     """In front of an HTTP server on `target_port` (one request per connection is not
     assumed: bytes are relayed as they come, the mode is read per chunk)."""
 
@@ -110,32 +122,7 @@ class HttpProxy:
         self.mode: str | None = None  # None | "slow" | "fail" | "down"
         self.delay = 0.5
         self.refused = 0
-        self._server: asyncio.Server | None = None
-        self._conns: set[asyncio.Task[None]] = set()
-
-    @property
-    def port(self) -> int:
-        assert self._server is not None
-        return int(self._server.sockets[0].getsockname()[1])
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
-
-    async def close(self) -> None:
-        if self._server is not None:
-            self._server.close()
-        for t in list(self._conns):
-            t.cancel()
-        await asyncio.gather(*self._conns, return_exceptions=True)
-
-    async def _accept(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._conns.add(task)
-        # close() cancels this handler; ending quietly keeps asyncio's start_server callback
-        # from logging the cancellation as an error.
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._handle(cr, cw, task)
+        super().__init__()
 
     async def _handle(self, cr: asyncio.StreamReader, cw: asyncio.StreamWriter,
                       task: asyncio.Task[None]) -> None:
