@@ -38,7 +38,7 @@ import random
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -400,28 +400,35 @@ class Harness:
         if nid is None or p not in self.c.brokers[nid].replicas:
             return
         fence = self.c.brokers[nid].replicas[p].fence
-        gate: asyncio.Future[None] = self.c.loop.create_future()
         low = max(0, self.cluster_epoch() - back)
-        held: list[int] = []
-
-        async def hold(epoch: int) -> None:
-            if epoch == low and not held:
-                held.append(epoch)
-                await gate
-
-        fence.before_propose = hold
-        try:
+        with self._held_at_propose(fence, low) as held:
             self._run_until_held(held, lambda: self.produce([p], 1, nid, low, wait=False),
                                  2_000)
             if held:
                 STATS["fault.write_held_after_fence"] += 1
             self.produce([p], 1, nid, self.cluster_epoch(), wait=False)
             self.c.run(400)  # the other write goes as far as the lock lets it
+        self.settle()
+
+    @contextlib.contextmanager
+    def _held_at_propose(self, fence: Any, epoch: int | None = None) -> Iterator[list[int]]:
+        """Holds the first write through `fence` (of `epoch`, if given) between its fence
+        and its propose until the block ends; yields the held epochs (empty: none held)."""
+        gate: asyncio.Future[None] = self.c.loop.create_future()
+        held: list[int] = []
+
+        async def hold(e: int) -> None:
+            if (epoch is None or e == epoch) and not held:
+                held.append(e)
+                await gate
+
+        fence.before_propose = hold
+        try:
+            yield held
         finally:
             if not gate.done():
                 gate.set_result(None)
             fence.before_propose = None
-        self.settle()
 
     def _run_until_held(self, held: list[int], start: Callable[[], None], steps: int) -> None:
         """Start a write and run until it is held before its propose; stop early when the
@@ -477,16 +484,7 @@ class Harness:
         mx = rep.sm.state.max_applied_epoch
         if top < mx + 2 or self.c.leader(p) != nid:
             return
-        gate: asyncio.Future[None] = self.c.loop.create_future()
-        held: list[int] = []
-
-        async def hold(epoch: int) -> None:
-            if not held:
-                held.append(epoch)
-                await gate
-
-        fence.before_propose = hold
-        try:
+        with self._held_at_propose(fence) as held:
             self._run_until_held(held, lambda: self.produce([p], 1, nid, low, wait=False),
                                  2_000)
             if held:
@@ -498,10 +496,6 @@ class Harness:
                         self.wait(_awaited(b.port.propose(
                             g, encode_command(AdvanceEpoch(e)), expected_term=b.port.term(g))))
                 STATS["fault.window_slid_around_the_lock"] += 1
-        finally:
-            if not gate.done():
-                gate.set_result(None)
-            fence.before_propose = None
         self.settle()
 
     def create_and_produce(self) -> None:
@@ -524,16 +518,7 @@ class Harness:
         fence = self.c.brokers[nid].replicas[p].fence
         g = self.c.group_of(p)
         term0 = self.c.brokers[nid].port.term(g)
-        gate: asyncio.Future[None] = self.c.loop.create_future()
-        held: list[int] = []
-
-        async def hold(epoch: int) -> None:
-            if not held:
-                held.append(epoch)
-                await gate
-
-        fence.before_propose = hold
-        try:
+        with self._held_at_propose(fence) as held:
             self._run_until_held(held, lambda: self.produce([p], 1, nid, None, wait=False),
                                  500)
             other = next(n for n in self.live() if n != nid)
@@ -544,10 +529,6 @@ class Harness:
                     break
             if held and self.c.leader(p) == nid and self.c.brokers[nid].port.term(g) > term0:
                 STATS["fault.reelected_between_fence_and_propose"] += 1
-        finally:
-            if not gate.done():
-                gate.set_result(None)
-            fence.before_propose = None
         self.settle()
 
     # ---- partition deletion and re-creation (issue 13, SPEC R32-R35) ------------------------
@@ -712,16 +693,7 @@ class Harness:
         if nid is None or p not in self.c.brokers[nid].replicas:
             return
         fence = self.c.brokers[nid].replicas[p].fence
-        gate: asyncio.Future[None] = self.c.loop.create_future()
-        held: list[int] = []
-
-        async def hold(epoch: int) -> None:
-            if not held:
-                held.append(epoch)
-                await gate
-
-        fence.before_propose = hold
-        try:
+        with self._held_at_propose(fence) as held:
             self.produce([p], 1, nid, None, wait=False)
             self.c.run_until(lambda: bool(held), 500)
             self.delete_partition(p)
@@ -744,10 +716,6 @@ class Harness:
 
                         self.wait(late())
                         STATS["lifecycle.old_write_at_new_incarnation"] += 1
-        finally:
-            if not gate.done():
-                gate.set_result(None)
-            fence.before_propose = None
         self.settle()
 
     def mint(self) -> None:
