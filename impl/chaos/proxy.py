@@ -15,6 +15,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import struct
+from collections.abc import Coroutine
+from typing import Any
 
 _LEN = struct.Struct(">I")
 MAX_FRAME = 64 << 20
@@ -24,6 +26,21 @@ async def _close(w: asyncio.StreamWriter) -> None:
     w.close()
     with contextlib.suppress(Exception):
         await w.wait_closed()
+
+
+async def _splice(there: Coroutine[Any, Any, None], back: Coroutine[Any, Any, None],
+                  sw: asyncio.StreamWriter, cw: asyncio.StreamWriter) -> None:
+    """Runs both directions of a proxied connection until either ends, then ends the
+    other and closes both sockets."""
+    pumps = [asyncio.create_task(there), asyncio.create_task(back)]
+    try:
+        await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for p in pumps:
+            p.cancel()
+        await asyncio.gather(*pumps, return_exceptions=True)
+        await _close(sw)
+        await _close(cw)
 
 
 class _Proxy:
@@ -83,16 +100,8 @@ class LinkProxy(_Proxy):
             except OSError:
                 await _close(cw)
                 return
-            pumps = [asyncio.create_task(self._pump(cr, sw, (self.lo, self.hi))),
-                     asyncio.create_task(self._pump(sr, cw, (self.hi, self.lo)))]
-            try:
-                await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for p in pumps:
-                    p.cancel()
-                await asyncio.gather(*pumps, return_exceptions=True)
-                await _close(sw)
-                await _close(cw)
+            await _splice(self._pump(cr, sw, (self.lo, self.hi)),
+                          self._pump(sr, cw, (self.hi, self.lo)), sw, cw)
         finally:
             self._conns.discard(task)
 
@@ -139,16 +148,7 @@ class HttpProxy(_Proxy):
             except OSError:
                 await _close(cw)
                 return
-            pumps = [asyncio.create_task(self._relay(cr, sw)),
-                     asyncio.create_task(self._relay(sr, cw))]
-            try:
-                await asyncio.wait(pumps, return_when=asyncio.FIRST_COMPLETED)
-            finally:
-                for p in pumps:
-                    p.cancel()
-                await asyncio.gather(*pumps, return_exceptions=True)
-                await _close(sw)
-                await _close(cw)
+            await _splice(self._relay(cr, sw), self._relay(sr, cw), sw, cw)
         finally:
             self._conns.discard(task)
 
