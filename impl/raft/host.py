@@ -230,27 +230,34 @@ class MultiRaftHost:
             raise
 
     def _process_ready(self, crash_before_sync: bool) -> int:
-        todo = [gid for gid in sorted(self._dirty)
-                if gid in self.groups and self.groups[gid].node.has_ready()]
-        self._dirty.clear()
+        dirty, groups, send = self._dirty, self.groups, self.send
+        if not dirty:
+            return 0
+        todo = []
+        for gid in sorted(dirty) if len(dirty) > 1 else dirty:
+            g = groups.get(gid)
+            if g is not None and g.node.has_ready():
+                todo.append(g)
+        dirty.clear()
         batch: list[tuple[Group, Ready]] = []
-        for gid in todo:
-            g = self.groups[gid]
+        to_sync: dict[int, Storage] = {}
+        for g in todo:
             rd = g.node.ready()
             if rd.must_sync:
                 g.storage.write(rd.hard_state, rd.snapshot, rd.entries, rd.compacted)
+                to_sync[id(g.storage)] = g.storage
             for m in rd.early_messages:
-                self.send(m.to, g.id, m)
+                send(m.to, g.id, m)
             batch.append((g, rd))
         if crash_before_sync:
             return len(batch)
         # Group commit: one barrier per batch for all storages that share one (a node's
         # DiskStorages on a GroupCommit), else one sync per storage.
-        to_sync = {id(g.storage): g.storage for g, rd in batch if rd.must_sync}
-        sync_all(list(to_sync.values()))
+        if to_sync:
+            sync_all(list(to_sync.values()))
         for g, rd in batch:
             for m in rd.messages:
-                self.send(m.to, g.id, m)
+                send(m.to, g.id, m)
             self._apply(g, rd)
             g.node.advance(rd)
             self._fail_if_deposed(g)

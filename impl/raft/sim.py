@@ -41,7 +41,7 @@ from impl.raft.disklog import DiskStorage
 from impl.raft.host import Group, MultiRaftHost, Proposal, StateMachine
 from impl.raft.invariants import InvariantChecker, InvariantViolation
 from impl.raft.messages import ENTRY_NORMAL, Entry, InitialState, Message, Snapshot
-from impl.raft.node import Config, Ready, Role
+from impl.raft.node import Config, RaftNode, Ready, Role
 from impl.raft.storage import MemStorage, Storage
 
 try:  # the injectable file layer and its power-loss model
@@ -57,6 +57,7 @@ _FS_PARAM = "fs" in _PARAMS
 _GC_PARAM = "group_commit" in _PARAMS
 
 _SNAP = struct.Struct(">Q32s")
+_RECORD = [struct.Struct(f">Q{n}Q") for n in range(8)]  # a trace record: time + n numbers
 _HISTORY = 512  # sent messages remembered for late replays
 
 # Event kinds, in the heap as (time, seq, kind, a, b, c, payload).
@@ -151,13 +152,19 @@ class _SimHost(MultiRaftHost):
         self._sn = sn
 
     def process_ready(self, crash_before_sync: bool = False) -> int:
+        self._batch: list[Group] = []
         n = super().process_ready(crash_before_sync)
         if n and not crash_before_sync:
-            for gid, g in self.groups.items():
-                self._sn.durable[gid] = _mark(g)
+            # Only a group in the batch can have changed what it made durable (any input
+            # to a group makes it ready); one removed during the batch has no mark any more.
+            durable, groups = self._sn.durable, self.groups
+            for g in self._batch:
+                if groups.get(g.id) is g:
+                    durable[g.id] = _mark(g)
         return n
 
     def _apply(self, g: Group, rd: Ready) -> None:
+        self._batch.append(g)
         if rd.snapshot is not None:
             self._sim.stats["snapshot_installs"] += 1
         if rd.compacted is not None:
@@ -218,6 +225,7 @@ class Simulator:
         self.tick_interval = tick_interval
         self.on_start = on_start
         self.checker: InvariantChecker | None = InvariantChecker() if check else None
+        self._checked: dict[int, tuple[object, ...]] = {}  # group -> replicas at its last check
         self.check_durability = check_durability
         self.now = 0
         self.steps = 0
@@ -225,6 +233,9 @@ class Simulator:
         self.one_way: set[tuple[int, int]] = set()  # (from, to) links that lose everything
         self.committed_entries = 0  # entries applied by the leader-side proposals' groups
         self.stats: Counter[str] = Counter()
+        # Also count what the network faults did (net_* in `stats`): a harness's coverage.
+        self.count_net = False
+        self._last_send: tuple[int, int, int, int, bytes] | None = None
         self._events: list[tuple[int, int, int, int, int, int, bytes]] = []
         self._seq = 0
         self._link_tail: dict[tuple[int, int], int] = {}  # last FIFO delivery time per link
@@ -557,10 +568,12 @@ class Simulator:
             sn = self.nodes[b]
             if (
                 sn.host is None
-                or (min(a, b), max(a, b)) in self.cuts
-                or (a, b) in self.one_way
+                or (self.cuts and (min(a, b), max(a, b)) in self.cuts)
+                or (self.one_way and (a, b) in self.one_way)
             ):
                 self._record(b"L", a, b, c, zlib.crc32(payload))
+                if self.count_net:
+                    self.stats["net_lost"] += 1
                 return True
             self._record(b"D", a, b, c, zlib.crc32(payload))
             sn.host.receive(c, decode_message(payload))
@@ -590,15 +603,37 @@ class Simulator:
         self.now = max(self.now, end)
 
     def check(self, touched: int | None = None) -> None:
-        """Run every invariant over every group, on the live nodes that host it."""
-        assert self.checker is not None
+        """Run every invariant over every group, on the live nodes that host it.
+
+        A group whose live replicas are all as they were at its last check is skipped: the
+        checks are a function of (incarnation, role, term, commit, snapshot, log) of those
+        replicas and of the group's own history, which only a check of that group changes.
+        The log is compared by length and by its last entry object (kept alive, so its
+        identity cannot be reused): every RaftLog mutation replaces the last entry, the
+        snapshot or the length."""
+        checker = self.checker
+        assert checker is not None
+        seen = self._checked
         for g in self.group_ids:
-            live = {
-                nid: (sn.incarnation, sn.host.groups[g].node)
-                for nid, sn in self.nodes.items()
-                if sn.host is not None and g in sn.host.groups
-            }
-            self.checker.check(g, live)
+            live: dict[int, tuple[int, RaftNode]] = {}
+            fp: list[object] = []
+            for nid, sn in self.nodes.items():
+                host = sn.host
+                grp = None if host is None else host.groups.get(g)
+                if grp is None:
+                    continue
+                n = grp.node
+                live[nid] = (sn.incarnation, n)
+                log = n.log
+                ents = log.entries
+                last = ents[-1] if ents else None
+                fp.append((nid, sn.incarnation, id(n), n.role, n.term, log.committed,
+                           log.snapshot, len(ents), id(last), n, last))
+            key = tuple(fp)
+            if seen.get(g) == key:
+                continue
+            checker.check(g, live)
+            seen[g] = key
 
     def next_event_time(self) -> int | None:
         """Logical time of the next scheduled event (None if nothing is scheduled)."""
@@ -642,40 +677,64 @@ class Simulator:
         sn.host.process_ready()
 
     def _sender(self, src: int) -> Callable[[int, int, Message], None]:
+        history, cuts, one_way, link_tail = self._history, self.cuts, self.one_way, self._link_tail
+        rng = self.rng
+
         def send(to: int, group: int, msg: Message) -> None:
             payload = encode_message(msg)
             f = self.faults
-            if len(self._history) < _HISTORY:
-                self._history.append((src, to, group, payload))
+            if len(history) < _HISTORY:
+                history.append((src, to, group, payload))
             else:
-                self._history[self.rng.randrange(_HISTORY)] = (src, to, group, payload)
-            if f.replay and self.rng.random() < f.replay:
+                history[rng.randrange(_HISTORY)] = (src, to, group, payload)
+            if f.replay and rng.random() < f.replay:
                 self._replay_one()
             if (
-                (min(src, to), max(src, to)) in self.cuts
-                or (src, to) in self.one_way
-                or (f.drop and self.rng.random() < f.drop)
+                (cuts and (min(src, to), max(src, to)) in cuts)
+                or (one_way and (src, to) in one_way)
+                or (f.drop and rng.random() < f.drop)
             ):
                 self._record(b"d", src, to, group, zlib.crc32(payload))
+                if self.count_net:
+                    self.stats["net_dropped"] += 1
                 return
-            copies = 2 if f.duplicate and self.rng.random() < f.duplicate else 1
+            copies = 2 if f.duplicate and rng.random() < f.duplicate else 1
             for _ in range(copies):
-                at = self.now + self.rng.randint(f.min_latency, f.max_latency)
-                if f.reorder and self.rng.random() < f.reorder:
-                    at += self.rng.randint(1, f.reorder_window)  # may overtake or be overtaken
+                at = self.now + rng.randint(f.min_latency, f.max_latency)
+                if f.reorder and rng.random() < f.reorder:
+                    at += rng.randint(1, f.reorder_window)  # may overtake or be overtaken
                 else:
                     # Like TCP, a link is FIFO unless the reorder fault fires.
-                    at = max(at, self._link_tail.get((src, to), 0))
-                    self._link_tail[(src, to)] = at
+                    tail = link_tail.get((src, to), 0)
+                    if tail > at:
+                        at = tail
+                    link_tail[(src, to)] = at
+                if self.count_net:
+                    self._count_delivery(at, src, to, group, payload)
                 self._push(at, _DELIVER, src, to, group, payload)
 
         return send
+
+    def _count_delivery(self, at: int, src: int, to: int, group: int, payload: bytes) -> None:
+        """What the network faults did to one scheduled delivery (instrumentation only)."""
+        st = self.stats
+        st["net_scheduled"] += 1
+        if self._link_tail.get((src, to)) != at:
+            st["net_reordered"] += 1
+        elif at - self.now > 3:
+            st["net_delayed"] += 1
+        last = (src, to, self.now, group, payload)
+        if self._last_send == last:
+            st["net_duplicated"] += 1
+        self._last_send = last
 
     def _replay_one(self) -> None:
         src, to, group, payload = self._history[self.rng.randrange(len(self._history))]
         at = self.now + self.rng.randint(1, max(1, self.faults.replay_window))
         self.stats["replayed_messages"] += 1
         self._record(b"R", src, to, group, zlib.crc32(payload))
+        if self.count_net:
+            self._count_delivery(at, src, to, group, payload)
         self._push(at, _DELIVER, src, to, group, payload)
 
     def _apply_hook(self, nid: int, group: int) -> Callable[[Entry, bytes], None]:
@@ -712,7 +771,7 @@ class Simulator:
         heapq.heappush(self._events, (time, self._seq, kind, a, b, c, payload))
 
     def _record(self, tag: bytes, *nums: int) -> None:
-        self._trace.update(tag + struct.pack(f">Q{len(nums)}Q", self.now, *nums))
+        self._trace.update(tag + _RECORD[len(nums)].pack(self.now, *nums))
 
 
 def _abandon(st: DiskStorage) -> None:

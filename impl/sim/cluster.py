@@ -172,24 +172,26 @@ class SimCluster:
 
     def step(self) -> bool:
         """One simulator event or one due timer batch, then every runnable callback."""
-        self.loop.drain()
-        te = self.sim.next_event_time()
-        tt = self.loop.next_timer()
+        loop, sim = self.loop, self.sim
+        loop.drain()
+        tt = loop.next_timer()
         if tt is not None:
-            tu = max(self.sim.now, math.ceil(tt * UNITS_PER_SECOND - 1e-9))
+            te = sim.next_event_time()
+            tu = max(sim.now, math.ceil(tt * UNITS_PER_SECOND - 1e-9))
             if te is None or tu <= te:
-                self.sim.now = tu
+                sim.now = tu
                 # At least the timer's own due time: tu is rounded to whole units, and a due
                 # time like 16.020000000000003 s would otherwise never fire (a livelock).
-                self.loop.set_time(max(tu / UNITS_PER_SECOND, tt))
-                self.loop.fire_due()
-                self.loop.drain()
+                loop.set_time(max(tu / UNITS_PER_SECOND, tt))
+                loop.fire_due()
+                loop.drain()
                 return True
-        if not self.sim.step():
+        if not sim.step():
             return False
-        self.loop.set_time(self.sim.now / UNITS_PER_SECOND)
-        self.loop.fire_due()
-        self.loop.drain()
+        loop.set_time(sim.now / UNITS_PER_SECOND)
+        if loop._timers:
+            loop.fire_due()
+        loop.drain()
         return True
 
     def run(self, steps: int) -> None:

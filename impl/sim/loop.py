@@ -84,8 +84,9 @@ class SimLoop(asyncio.AbstractEventLoop):
 
     def fire_due(self) -> int:
         n = 0
-        while self._timers and self._timers[0][0] <= self._now:
-            _, _, h = heapq.heappop(self._timers)
+        timers, now = self._timers, self._now
+        while timers and timers[0][0] <= now:
+            _, _, h = heapq.heappop(timers)
             if not h.cancelled():
                 self._ready.append(h)
                 n += 1
@@ -93,6 +94,8 @@ class SimLoop(asyncio.AbstractEventLoop):
 
     def drain(self, limit: int = 1_000_000) -> int:
         """Run ready callbacks (and those they schedule) until none is left."""
+        if not self._ready:
+            return 0  # the common case between simulator events: no loop switch at all
         n = 0
         old = events._get_running_loop()
         events._set_running_loop(self)
