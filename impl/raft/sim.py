@@ -35,13 +35,14 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any, NamedTuple
 
 from impl.raft.codec import decode_message, encode_message
 from impl.raft.disklog import DiskStorage
 from impl.raft.host import Group, MultiRaftHost, Proposal, StateMachine
 from impl.raft.invariants import InvariantChecker, InvariantViolation
 from impl.raft.messages import ENTRY_NORMAL, Entry, InitialState, Message, Snapshot
-from impl.raft.node import Config, RaftNode, Ready, Role
+from impl.raft.node import Config, Ready, Role
 from impl.raft.storage import MemStorage, Storage
 
 try:  # the injectable file layer and its power-loss model
@@ -59,6 +60,7 @@ _GC_PARAM = "group_commit" in _PARAMS
 _SNAP = struct.Struct(">Q32s")
 _RECORD = [struct.Struct(f">Q{n}Q") for n in range(8)]  # a trace record: time + n numbers
 _HISTORY = 512  # sent messages remembered for late replays
+_DECODED = 4096  # decoded payloads kept (cleared when full)
 
 # Event kinds, in the heap as (time, seq, kind, a, b, c, payload).
 _TICK, _DELIVER, _FLUSH = 0, 1, 2
@@ -115,8 +117,7 @@ class Faults:
     batch_window: int = 5  # how long (time units) a batch may gather inputs
 
 
-@dataclass(frozen=True)
-class DurableMark:
+class DurableMark(NamedTuple):  # a tuple: one is built per group per Ready batch
     """What one group of one node has made durable (as of its last completed Ready batch):
     a restart must recover at least this."""
 
@@ -236,6 +237,7 @@ class Simulator:
         # Also count what the network faults did (net_* in `stats`): a harness's coverage.
         self.count_net = False
         self._last_send: tuple[int, int, int, int, bytes] | None = None
+        self._decoded: dict[bytes, Message] = {}  # payload -> its decoded message
         self._events: list[tuple[int, int, int, int, int, int, bytes]] = []
         self._seq = 0
         self._link_tail: dict[tuple[int, int], int] = {}  # last FIFO delivery time per link
@@ -576,7 +578,14 @@ class Simulator:
                     self.stats["net_lost"] += 1
                 return True
             self._record(b"D", a, b, c, zlib.crc32(payload))
-            sn.host.receive(c, decode_message(payload))
+            # Heartbeats and their answers repeat byte for byte: decode each payload once
+            # (a Message is immutable, so one object may be delivered many times).
+            msg = self._decoded.get(payload)
+            if msg is None:
+                if len(self._decoded) >= _DECODED:
+                    self._decoded.clear()
+                msg = self._decoded[payload] = decode_message(payload)
+            sn.host.receive(c, msg)
             self._ready(b)
             touched = b
         if self.checker is not None:
@@ -614,25 +623,29 @@ class Simulator:
         checker = self.checker
         assert checker is not None
         seen = self._checked
-        for g in self.group_ids:
-            live: dict[int, tuple[int, RaftNode]] = {}
-            fp: list[object] = []
-            for nid, sn in self.nodes.items():
-                host = sn.host
-                grp = None if host is None else host.groups.get(g)
-                if grp is None:
-                    continue
+        per: dict[int, list[tuple[Any, ...]]] = {}
+        for nid, sn in self.nodes.items():
+            host = sn.host
+            if host is None:
+                continue
+            inc = sn.incarnation
+            for g, grp in host.groups.items():
                 n = grp.node
-                live[nid] = (sn.incarnation, n)
                 log = n.log
                 ents = log.entries
                 last = ents[-1] if ents else None
-                fp.append((nid, sn.incarnation, id(n), n.role, n.term, log.committed,
-                           log.snapshot, len(ents), id(last), n, last))
-            key = tuple(fp)
+                fp = (nid, inc, n, n.role, n.term, log.committed, log.snapshot, len(ents),
+                      id(last), last)
+                if g in per:
+                    per[g].append(fp)
+                else:
+                    per[g] = [fp]
+        for g in sorted(per):  # a group no live node hosts has nothing to compare
+            fps = per[g]
+            key = tuple(fps)
             if seen.get(g) == key:
                 continue
-            checker.check(g, live)
+            checker.check(g, {fp[0]: (fp[1], fp[2]) for fp in fps})
             seen[g] = key
 
     def next_event_time(self) -> int | None:
