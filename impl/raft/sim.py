@@ -35,7 +35,7 @@ import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 from impl.raft.codec import decode_message, encode_message
 from impl.raft.disklog import DiskStorage
@@ -151,8 +151,12 @@ class _SimHost(MultiRaftHost):
         super().__init__(*args, **kw)  # type: ignore[arg-type]
         self._sim = sim
         self._sn = sn
+        # Groups given an input since the simulator's last Raft check: every change of a
+        # node's state goes through a host method that marks its group dirty first.
+        self.touched: set[int] = set()
 
     def process_ready(self, crash_before_sync: bool = False) -> int:
+        self.touched |= self._dirty
         self._batch: list[Group] = []
         n = super().process_ready(crash_before_sync)
         if n and not crash_before_sync:
@@ -619,31 +623,45 @@ class Simulator:
         replicas and of the group's own history, which only a check of that group changes.
         The log is compared by length and by its last entry object (kept alive, so its
         identity cannot be reused): every RaftLog mutation replaces the last entry, the
-        snapshot or the length."""
+        snapshot or the length.
+
+        After a simulator event (`touched` given) only the groups given an input since the
+        last check are compared: every change of a node's state goes through a host method
+        that marks its group dirty, a node that went down leaves the others as checked and
+        one that came up gave each of its groups an input. A call without `touched` (the
+        harness once per step, tests) compares every group, so a state changed behind the
+        host's back is still seen."""
         checker = self.checker
         assert checker is not None
-        seen = self._checked
-        per: dict[int, list[tuple[Any, ...]]] = {}
+        live: list[tuple[int, int, MultiRaftHost]] = []
+        cand: set[int] = set()
         for nid, sn in self.nodes.items():
             host = sn.host
             if host is None:
                 continue
-            inc = sn.incarnation
-            for g, grp in host.groups.items():
+            live.append((nid, sn.incarnation, host))
+            if isinstance(host, _SimHost) and host.touched:
+                cand |= host.touched
+                host.touched = set()
+            if host._dirty:  # inputs whose Ready is still batched
+                cand |= host._dirty
+            if touched is None:
+                cand.update(host.groups)
+        seen = self._checked
+        for g in sorted(cand):
+            fps = []
+            for nid, inc, host in live:
+                grp = host.groups.get(g)
+                if grp is None:
+                    continue
                 n = grp.node
                 log = n.log
                 ents = log.entries
                 last = ents[-1] if ents else None
-                fp = (nid, inc, n, n.role, n.term, log.committed, log.snapshot, len(ents),
-                      id(last), last)
-                if g in per:
-                    per[g].append(fp)
-                else:
-                    per[g] = [fp]
-        for g in sorted(per):  # a group no live node hosts has nothing to compare
-            fps = per[g]
+                fps.append((nid, inc, n, n.role, n.term, log.committed, log.snapshot,
+                            len(ents), id(last), last))
             key = tuple(fps)
-            if seen.get(g) == key:
+            if not fps or seen.get(g) == key:
                 continue
             checker.check(g, {fp[0]: (fp[1], fp[2]) for fp in fps})
             seen[g] = key

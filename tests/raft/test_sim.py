@@ -226,6 +226,34 @@ def test_checker_detects_two_leaders_in_a_term() -> None:
         s.check()
 
 
+def test_per_event_check_sees_a_bug_at_the_event_that_makes_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-event check compares only the groups given an input since the last check (and
+    skips unchanged ones): a follower whose commit index goes back on a message, in one of
+    two groups, fails the check after that very delivery."""
+    from impl.raft import node as raft_node
+
+    s = Simulator(3, seed=3, groups=(1, 2))
+    assert s.run_until(lambda: s.leader(2) is not None, 5000)
+    s.run(200)  # calm: heartbeats only
+    lead = s.leader(2)
+    real = raft_node.RaftNode._step_follower
+
+    def buggy(self: raft_node.RaftNode, m: object) -> None:
+        real(self, m)  # type: ignore[arg-type]
+        if self is s.host(follower).groups[2].node and self.log.committed > 0:
+            self.log.committed -= 1
+
+    follower = next(i for i in s.ids if i != lead)
+    monkeypatch.setattr(raft_node.RaftNode, "_step_follower", buggy)
+    with pytest.raises(InvariantViolation, match=r"commit index went back on node \d group 2"):
+        for _ in range(200):
+            before = s.steps
+            s.step()
+    # It was caught at the event that delivered to the follower in group 2.
+    assert s.steps == before + 1
+
+
 def test_trace_is_identical_across_processes_and_hash_seeds() -> None:
     import subprocess
     import sys
