@@ -273,10 +273,10 @@ class RaftNode:
             if self.role is Role.LEADER:
                 self._bcast_append()
         rd = Ready()
-        hs = self.hard_state()
-        if hs != self._prev_hs:
-            rd.hard_state = hs
-            self._prev_hs = hs
+        prev = self._prev_hs
+        if (self.term != prev.term or self.vote != prev.vote
+                or self.log.committed != prev.commit):
+            rd.hard_state = self._prev_hs = self.hard_state()
         soft = (self.lead, self.role)
         if soft != self._prev_soft:
             rd.soft_state = soft
@@ -286,8 +286,9 @@ class RaftNode:
         rd.entries = self.log.unstable_entries()
         self.log.unstable_from = self.log.last_index() + 1
         if self.role is Role.LEADER:
-            rd.early_messages = [m for m in self.msgs if m.type in _EARLY]
-            rd.messages = [m for m in self.msgs if m.type not in _EARLY]
+            early, late = rd.early_messages, rd.messages
+            for m in self.msgs:
+                (early if m.type in _EARLY else late).append(m)
         else:
             rd.messages = self.msgs
         self.msgs = []

@@ -551,7 +551,8 @@ class Simulator:
         if not self._events:
             return False
         time, _, kind, a, b, c, payload = heapq.heappop(self._events)
-        self.now = max(self.now, time)
+        if time > self.now:
+            self.now = time
         self.steps += 1
         if kind == _TICK:  # tick of node a, incarnation b
             sn = self.nodes[a]
@@ -710,6 +711,9 @@ class Simulator:
     def _sender(self, src: int) -> Callable[[int, int, Message], None]:
         history, cuts, one_way, link_tail = self._history, self.cuts, self.one_way, self._link_tail
         rng = self.rng
+        # What randrange(n) and randint(a, b) draw, without their argument checks: the same
+        # stream, so the same trace (a send is the simulator's most frequent call).
+        below = rng._randbelow  # type: ignore[attr-defined]
 
         def send(to: int, group: int, msg: Message) -> None:
             payload = encode_message(msg)
@@ -717,7 +721,7 @@ class Simulator:
             if len(history) < _HISTORY:
                 history.append((src, to, group, payload))
             else:
-                history[rng.randrange(_HISTORY)] = (src, to, group, payload)
+                history[below(_HISTORY)] = (src, to, group, payload)
             if f.replay and rng.random() < f.replay:
                 self._replay_one()
             if (
@@ -730,10 +734,14 @@ class Simulator:
                     self.stats["net_dropped"] += 1
                 return
             copies = 2 if f.duplicate and rng.random() < f.duplicate else 1
+            width = f.max_latency - f.min_latency + 1
+            if width <= 0:
+                raise ValueError(f"empty latency range in {f}")
             for _ in range(copies):
-                at = self.now + rng.randint(f.min_latency, f.max_latency)
+                at = self.now + f.min_latency + below(width)
                 if f.reorder and rng.random() < f.reorder:
-                    at += rng.randint(1, f.reorder_window)  # may overtake or be overtaken
+                    # may overtake or be overtaken
+                    at += rng.randint(1, f.reorder_window)
                 else:
                     # Like TCP, a link is FIFO unless the reorder fault fires.
                     tail = link_tail.get((src, to), 0)
