@@ -10,7 +10,7 @@ what checking once per step does). The parent stops handing out
 work once `--steps` are reached or `--seconds` are spent, writes the progress JSON after every
 chunk (a run cut short still says how far it got) and prints the coverage table at the end.
 
-    python -m tests.conformance.deep --steps 1000000 --workers 2 --json build/deep.json
+    python -m tests.conformance.deep --steps 1000000 --json build/deep.json  # a worker per core
     python -m tests.conformance.deep --replay 17          # one chunk, in this process
 """
 
@@ -103,6 +103,14 @@ def _worker(w: int, args: argparse.Namespace, spark_budget: int, out: Any, stop:
     out.put({"worker": w, "done": True})
 
 
+def _cores() -> int:
+    """The cores this process may run on (the affinity mask, not the host's count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 2
+
+
 def _loadavg() -> list[float]:
     try:
         return [round(x, 2) for x in os.getloadavg()]
@@ -142,7 +150,8 @@ def _report(args: argparse.Namespace, chunks: list[dict[str, Any]], total: Count
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--steps", type=int, default=1_000_000, help="harness steps to reach")
-    ap.add_argument("--workers", type=int, default=2, help="parallel worker processes")
+    ap.add_argument("--workers", type=int, default=_cores(),
+                    help="parallel worker processes (default: one per core)")
     ap.add_argument("--examples", type=int, default=5, help="programs per chunk")
     ap.add_argument("--step-count", type=int, default=200, help="max rules per program")
     ap.add_argument("--seed", type=int, default=0, help="base seed")
