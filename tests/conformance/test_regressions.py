@@ -10,7 +10,6 @@ import pytest
 
 from impl.sim.cluster import SimCluster
 from tests.conformance.harness import Harness
-from tests.conformance.shadow import Divergence
 
 P = "t/0"
 
@@ -33,33 +32,6 @@ def mint_to(h: Harness, epoch: int) -> None:
 
 
 # ---- failures found by the harness (shrunk programs) -------------------------------------
-
-
-@pytest.mark.xfail(strict=True, raises=Divergence,
-                   reason="open: found by the deep run (s5), not yet diagnosed")
-def test_found_apply_time_rejection_after_phantom_then_delete_while_writing() -> None:
-    """Found by the deep run (`--replay 6 --raft-check event`, the same on fe2f329, before
-    the harness's speed work, in either Raft-check mode), shrunk by Hypothesis to these rules
-    (seed 0, memory disks): a write to t/1 admitted by its fence in term 1 is rejected at
-    apply on node 1 with no injected fault to explain it. Not yet known whether the fence,
-    the state machine or the harness's explanation of the phantom's slide is wrong; strict
-    xfail so that a fix (or a changed program) flips it."""
-    h = Harness(seed=0)
-    try:
-        step(h, h.calm)
-        step(h, h.calm)
-        step(h, h.delete_while_writing, "t/0", "t/0")
-        step(h, h.publish_health, [1], False)
-        step(h, h.create_and_produce)
-        step(h, h.create_and_produce)
-        step(h, h.recreate_with_old_write, "t/0")
-        step(h, h.phantom, "t/1", False)
-        step(h, h.delete_while_writing, "t/1", "t/0")  # Divergence: apply-time rejection
-        h.settle()
-        h.check_step()
-        h.check_readback()
-    finally:
-        h.close()
 
 
 def test_found_leader_lookup_while_a_cut_node_lacks_a_new_partition() -> None:
