@@ -41,11 +41,16 @@ def _setup_worker(spark_budget: int) -> None:
     machine.SPARK_BUDGET = spark_budget
 
 
-_TESTS: dict[tuple[int, int], Any] = {}  # (examples, step count) -> the Hypothesis test
+_TESTS: dict[tuple[int, int, bool], Any] = {}  # (examples, step count, shrink) -> the test
 
 
-def run_chunk(seed: int, examples: int, step_count: int, raft_check: str) -> dict[str, Any]:
-    """One chunk of programs with a fixed seed; the STATS it added and any failure."""
+def run_chunk(seed: int, examples: int, step_count: int, raft_check: str,
+              shrink: bool = True) -> dict[str, Any]:
+    """One chunk of programs with a fixed seed; the STATS it added and any failure.
+
+    The deep run's chunks do not shrink (`shrink=False`): a shrink's steps would count as
+    harness steps (one failing chunk once counted 94,610) and spend the run's time; the
+    failure's `--replay SEED` shrinks it."""
     from hypothesis import HealthCheck, Phase, settings
     from hypothesis import seed as hseed
     from hypothesis.stateful import get_state_machine_test
@@ -60,16 +65,16 @@ def run_chunk(seed: int, examples: int, step_count: int, raft_check: str) -> dic
     failure = None
     try:
         # Built once per size: building one digests the machine's whole source (~0.1 s).
-        test = _TESTS.get((examples, step_count))
+        test = _TESTS.get((examples, step_count, shrink))
         if test is None:
             cfg = settings(
                 max_examples=examples, stateful_step_count=step_count, deadline=None,
                 derandomize=False, database=None, print_blob=True,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                        HealthCheck.data_too_large],
-                phases=[Phase.explicit, Phase.generate, Phase.shrink],
+                phases=[Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else []),
             )
-            test = _TESTS[(examples, step_count)] = get_state_machine_test(
+            test = _TESTS[(examples, step_count, shrink)] = get_state_machine_test(
                 ConformanceMachine, settings=cfg, _flaky_state={"selecting_rule": False})
         hseed(seed)(test)()
     except Exception as e:  # a finding is reported, the run goes on
@@ -96,7 +101,7 @@ def _worker(w: int, args: argparse.Namespace, spark_budget: int, out: Any, stop:
     while not stop.is_set():
         seed = args.seed + w + k * args.workers
         raft_check = "event" if args.event_share and k % args.event_share == 0 else "step"
-        res = run_chunk(seed, args.examples, args.step_count, raft_check)
+        res = run_chunk(seed, args.examples, args.step_count, raft_check, shrink=False)
         res["worker"] = w
         out.put(res)
         k += 1

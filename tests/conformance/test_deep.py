@@ -83,3 +83,22 @@ def test_driver_end_to_end(tmp_path: Path) -> None:
     assert rep["steps_per_s"] > 0 and rep["steps_per_cpu_s"] > 0 and rep["wall_s"] > 0
     assert any(ln.startswith("rules") for ln in rep["coverage_table"])
     assert set(rep["events"]) == {label for label, _, _ in EVENTS}
+
+
+def test_a_failing_chunk_counts_only_its_generated_steps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The deep run does not shrink: a shrink's steps once counted as harness steps (94,610
+    in one failing chunk). Seeded: a check failing from a program's 4th step on."""
+    orig = Harness._check_model_invariants
+
+    def late(self: Harness) -> None:
+        self._seeded_n = getattr(self, "_seeded_n", 0) + 1
+        if self._seeded_n >= 4:
+            raise Divergence("seeded: fails from the 4th step on")
+        orig(self)
+
+    monkeypatch.setattr(Harness, "_check_model_invariants", late)
+    deep_run = deep.run_chunk(11, 2, 12, "step", shrink=False)
+    replay = deep.run_chunk(11, 2, 12, "step")
+    assert deep_run["failure"] and replay["failure"]
+    # generated programs (at most 2 x 12 steps) and Hypothesis's one replay of the failure
+    assert deep_run["stats"]["steps"] <= 3 * 12 < replay["stats"]["steps"]
