@@ -1,7 +1,7 @@
 """Proof phase benchmark (not a timed test): writes build/bench-prove.json.
 
     python benchmarks/bench_prove.py [--quick] [--repeat N] [--baseline-ref REF]
-                                     [--out build/bench-prove.json]
+                                     [--fresh] [--out build/bench-prove.json]
 
 The whole `python -m proofs` (what `tox -e prove` runs) of this tree against a baseline:
 the same command on `model/` and `proofs/` exported from git at REF (default: the commit
@@ -10,7 +10,8 @@ before issue 11's speed work), run in the same command, alternating (base, new, 
 run and every process it waited for: pool workers, CrossHair) seconds, best of N, as ratios
 new / baseline; and how many report rows differ from the baseline's (name, kind, status,
 scope, paths): 0 means the same obligations, verdicts and path counts. `--quick` passes
-`--quick` to both runs (induction for `reference` only).
+`--quick` to both runs (induction for `reference` only); `--fresh` removes the last report
+before every run, so tasks are ordered as in a fresh clone (CI).
 """
 
 from __future__ import annotations
@@ -43,8 +44,11 @@ def export(ref: str, dest: Path) -> None:
         tar.extractall(dest, filter="data")
 
 
-def run(tree: Path, report: Path, quick: bool) -> tuple[float, float]:
-    """(wall s, CPU s) of one `python -m proofs` on `tree`; a failed run stops the bench."""
+def run(tree: Path, report: Path, quick: bool, fresh: bool = False) -> tuple[float, float]:
+    """(wall s, CPU s) of one `python -m proofs` on `tree`; a failed run stops the bench.
+    `fresh`: no last report to order the tasks by, as in a fresh clone (CI)."""
+    if fresh:
+        report.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "proofs", "--report", str(report)] + (["--quick"] if quick else [])
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
@@ -86,6 +90,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=2, help="runs per side (best of N)")
     ap.add_argument("--baseline-ref", default=BASELINE_REF)
     ap.add_argument("--out", default="build/bench-prove.json")
+    ap.add_argument("--fresh", action="store_true",
+                    help="every run without a last report (task order as in a fresh clone)")
     args = ap.parse_args()
     times: dict[str, list[tuple[float, float]]] = {"baseline": [], "new": []}
     with tempfile.TemporaryDirectory(prefix="bench-prove-") as d:
@@ -96,14 +102,14 @@ def main() -> None:
         for i in range(max(1, args.repeat)):
             order = ("baseline", "new") if i % 2 == 0 else ("new", "baseline")
             for side in order:
-                wall, cpu = run(trees[side], reports[side], args.quick)
+                wall, cpu = run(trees[side], reports[side], args.quick, args.fresh)
                 times[side].append((wall, cpu))
                 print(f"{side:9} run {i + 1}: {wall:6.1f} s wall, {cpu:6.1f} s CPU", flush=True)
         diff = differing(rows_of(reports["baseline"]), rows_of(reports["new"]))
     print(f"report rows differing from the baseline ({args.baseline_ref}): {len(diff)}")
     for line in diff[:40]:
         print("  " + line)
-    suffix = "_quick" if args.quick else ""
+    suffix = ("_quick" if args.quick else "") + ("_fresh" if args.fresh else "")
     rows: list[dict[str, object]] = []
     for what, idx in (("wall", 0), ("cpu", 1)):
         new = min(t[idx] for t in times["new"])

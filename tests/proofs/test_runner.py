@@ -66,3 +66,20 @@ def test_tasks_run_longest_first_from_the_last_report(tmp_path: Path) -> None:
     assert runner._last_costs(str(tmp_path / "missing.json")) == {}
     report.write_text("{not json")
     assert runner._last_costs(str(report)) == {}
+
+
+def test_a_fresh_clone_runs_longest_first_from_the_hints() -> None:
+    """No report (a fresh clone, CI): CrossHair longest first, then the longest induction
+    tasks and the longest other tasks before the short ones; every hint names a task that
+    exists (a renamed task would silently lose its place)."""
+    tasks = runner._tasks(quick=False)
+    keys = {runner.hint_key(t) for t in tasks}
+    assert set(runner.HINT_S) <= keys, set(runner.HINT_S) - keys
+    ordered = runner._longest_first(tasks, {})
+    assert sorted(t[2] for t in ordered) == sorted(t[2] for t in tasks)
+    names = [runner.hint_key(t) for t in ordered]
+    assert names[0] == "task_crosshair model.keys.gc_eligible"
+    assert names[4:6] == ["task_induction_shared other_write", "task_induction_shared housekeep"]
+    assert names.index("task_contracts model.fence.fence") < names.index("task_bug 1")
+    hints = [runner.HINT_S.get(n, 0.0) for n in names[4:]]
+    assert hints == sorted(hints, reverse=True)

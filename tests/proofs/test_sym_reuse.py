@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+import z3
+
 from model.system import INVARIANTS, TRANSITION_INVARIANTS
-from model.variants import REFERENCE
-from proofs import scenarios
+from model.variants import REFERENCE, variant
+from proofs import obligations, scenarios
 from proofs.obligations import _goal, _GoalMemo, fingerprint
 from proofs.sym import Explorer
 from proofs.symstate import symbolic_system
@@ -91,3 +94,36 @@ def test_goal_memo_keys_on_the_states() -> None:
             assert got.eq(_goal(name, pre, b, REFERENCE)), name
     # one goal per invariant (post b both times), two per transition invariant
     assert len(memo._by_key) == len(INVARIANTS) + 2 * len(TRANSITION_INVARIANTS)
+
+
+@pytest.mark.parametrize(("vname", "action"), [("fence-only", "land_write"),
+                                               ("watermark-from-max", "gc_delete"),
+                                               ("reference", "housekeep")])
+def test_batched_obligation_checks_give_the_per_path_verdicts(
+        vname: str, action: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One query per batch of paths (obligations._Batch) must reach the verdicts of one
+    query per path, wherever in a batch the violating path sits: every row's status and
+    path count with a batch of 1 and with every path in one batch."""
+    v = variant(vname)
+    runs = []
+    for size in (1, 100_000):
+        monkeypatch.setattr(obligations, "BATCH", size)
+        rows = obligations.induction(scenarios.INDUCTION_TEMPLATE, v, [action])
+        runs.append({o.name: (o.status, o.paths) for o in rows})
+    assert runs[0] == runs[1]
+    failed = sorted(n for n, (st, _) in runs[0].items() if st == "failed")
+    assert bool(failed) == (vname != "reference"), failed
+
+
+def test_a_batch_is_clean_only_when_no_path_can_break_an_obligation() -> None:
+    """Paths that share a prefix and then part: the violation sits on the second path,
+    whose condition contradicts the first's (asserting the first path's literals as the
+    shared prefix would hide it)."""
+    a, b, c = z3.Bools("a b c")
+    batch = obligations._Batch(2000, 0)
+    first = obligations._Pending((c, a), {"safety": z3.And(a, z3.Not(a))}, None, {}, None)
+    second = obligations._Pending((c, z3.Not(a)), {"safety": b}, None, {}, None)
+    assert not batch.clean([first, second])
+    assert not batch.clean([second, first])
+    safe = obligations._Pending((c, z3.Not(a)), {"safety": z3.And(b, a)}, None, {}, None)
+    assert batch.clean([first, safe])
