@@ -78,7 +78,10 @@ def run_chunk(seed: int, examples: int, step_count: int, raft_check: str,
                 ConformanceMachine, settings=cfg, _flaky_state={"selecting_rule": False})
         hseed(seed)(test)()
     except Exception as e:  # a finding is reported, the run goes on
-        failure = "".join(traceback.format_exception(e))[-6000:]
+        # The error's own line first: the tail alone (a long falsifying program) once cut
+        # it off, leaving findings without their message.
+        failure = (f"{type(e).__name__}: {str(e)[:2000]}\n"
+                   + "".join(traceback.format_exception(e))[-6000:])
     delta = Counter(STATS)
     delta.subtract(before)
     return {"seed": seed, "raft_check": raft_check, "wall": time.monotonic() - t,

@@ -71,6 +71,8 @@ def test_chunk_reports_a_seeded_failure(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(Harness, "_check_model_invariants", broken)
     res = deep.run_chunk(7, 1, 5, "step")
     assert res["failure"] is not None and "seeded: the refinement check fails" in res["failure"]
+    # its own line first, whatever the length of the falsifying program after it
+    assert res["failure"].startswith("Divergence: seeded: the refinement check fails\n")
 
 
 def test_driver_end_to_end(tmp_path: Path) -> None:
