@@ -145,6 +145,15 @@ class HarnessCluster(SimCluster):
         self.last_admitted: dict[tuple[int, str], str] = {}
         self.admissions: list[tuple[int, str, Placeholder, int]] = []
         self.apply_groups: list[int] = []  # the group (incarnation) of each apply_log record
+        # Placeholders whose apply-time rejection an injected fault explains (LandedChecks).
+        self.explained: set[tuple[str, str]] = set()
+        # (node, group, term) where a fence slid the seen window and the injected replicate
+        # failure then kept its placeholder out of the log (F1's phantom): for the rest of
+        # that term (R8) the seen window holds bounds the log never saw, so in-window writes
+        # it admits can land out of window order and be rejected at apply (REFERENCE F1; the
+        # fence is liveness only, spec section 3).
+        self.phantom_terms: set[tuple[int, int, int]] = set()
+        self._decided: dict[tuple[int, str], FenceDecision] = {}
         super().__init__(**kw)
 
     def _on_apply(self, nid: int, name: str, ev: ApplyEvent) -> None:
@@ -160,9 +169,34 @@ class HarnessCluster(SimCluster):
         rep = b.replicas.get(name) if b is not None else None
         if rep is not None:
             self.admissions.append((nid, name, ph, rep.info.creation_revision))
+            # The fence reports its decision just before it returns to this hook.
+            d = self._decided.get((nid, name))
+            if (d is not None and d.kind == "in_window"
+                    and (nid, rep.info.group, term) in self.phantom_terms):
+                self.explained.add((name, ph.key))
+                STATS["fault.admitted_under_phantom_slide"] += 1
+
+    def fail_next_replicate(self, partition: str, nid: int | None = None) -> None:
+        """As SimCluster's, and when the failure hits a write whose fence slid the seen
+        window, that node's term of the group is marked as holding a phantom slide."""
+        super().fail_next_replicate(partition, nid)
+        nid = nid if nid is not None else self.leader(partition)
+        assert nid is not None
+        rep = self.brokers[nid].replicas[partition]
+        fence, fail = rep.fence, rep.fence.fail_replicate
+        assert fail is not None
+
+        def once(epoch: int) -> bool:
+            d = self._decided.get((nid, partition))
+            if d is not None and d.slid and d.epoch == epoch:
+                self.phantom_terms.add((nid, rep.info.group, d.term))
+            return fail(epoch)
+
+        fence.fail_replicate = once
 
     def _on_fence(self, nid: int, name: str, d: FenceDecision) -> None:
         super()._on_fence(nid, name, d)
+        self._decided[(nid, name)] = d
         b = self.brokers.get(nid)
         state = b.replicas[name].sm.state if b is not None else mp.INITIAL
         self.fence_inputs.append((nid, name, d, state))
@@ -240,7 +274,7 @@ class Harness:
         self.readback_dirty = False
         self.tasks: list[asyncio.Task[Any]] = []
         self.steps = 0
-        self.landed = LandedChecks(self.c.admitted, set(), set())
+        self.landed = LandedChecks(self.c.admitted, self.c.explained, set())
         self.acks_seen = 0
         self._expected_group: dict[str, int | None] = {}  # incarnation `expected[p]` is of
         self.admitted_seen = 0

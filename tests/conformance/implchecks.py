@@ -7,7 +7,8 @@
   finally deletes something);
 - the Raft term of every applied placeholder is a term its fence admitted it in;
 - an apply-time rejection of a placeholder admitted in the same term is a divergence unless
-  an injected fault explains it;
+  an injected fault explains it (the window slid around the fence's lock, or an in-window
+  admission in a leader's term where a failed replicate left a phantom slide: F1);
 - the model's assumptions on the running cluster: A2 (placeholder epoch >= the partition's
   creation revision), A3 (no broker's cached epoch leads the controller's), A4 (LRLO never
   passes an unreconciled placeholder).
