@@ -1115,14 +1115,26 @@ class Harness:
                     self.landed.done = {d for d in self.landed.done if d[0] != p}
                 self.shadows[p] = self.all_shadows[g] = Shadow(p, g)
         for sh in self.all_shadows.values():
-            hosts = [b.port.host for b in self.c.brokers.values() if sh.group in b.port.host.groups]
-            upto = max([sh.done, *(h.applied_index(sh.group) for h in hosts)])
-            if self.shadows.get(sh.name) is not sh or self._current_group(sh.name) != sh.group:
+            g, hist = sh.group, checker.history(sh.group)
+            hosts = [b.port.host for b in self.c.brokers.values() if g in b.port.host.groups]
+            applied = [h.applied_index(g) for h in hosts]
+            if self.shadows.get(sh.name) is not sh or self._current_group(sh.name) != g:
                 # A deleted incarnation: what any replica applied before removing it (a
                 # lagging host may still hold the group behind the others).
-                upto = max([upto, *checker.history(sh.group).applied])
+                upto = max([sh.done, *applied, *hist.applied])
+            else:
+                # Every entry any replica applied (one that crashed and restarted since has
+                # its applied index back at its snapshot: issue 14), as far as the highest
+                # commit index known: a leader's as the Raft checker saw it, or any live
+                # replica's (a restart recovers its synced commit). An entry applied past
+                # that was applied uncommitted: left out, so its apply is a divergence.
+                committed = max([hist.max_committed,
+                                 *(h.groups[g].node.log.committed for h in hosts)])
+                upto = sh.done
+                if committed > upto:
+                    upto = max(upto, min(max([*applied, *hist.applied], default=0), committed))
             if upto > sh.done:
-                sh.advance(checker.history(sh.group).applied, upto)
+                sh.advance(hist.applied, upto)
 
     def _check_replicas(self) -> None:
         for nid, b in sorted(self.c.brokers.items()):
@@ -1132,6 +1144,9 @@ class Harness:
                 if sh is None or g not in b.port.host.groups or rep.sm.deleted:
                     continue
                 idx = b.port.host.applied_index(g)
+                if idx > sh.done:
+                    raise Divergence(f"node {nid} for {p} applied up to index {idx}, past the"
+                                     f" committed log the model replayed (to {sh.done})")
                 want = sh.state_at(idx)
                 if rep.sm.state != want:
                     raise Divergence(
