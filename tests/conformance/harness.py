@@ -1133,6 +1133,8 @@ class Harness:
                 upto = sh.done
                 if committed > upto:
                     upto = max(upto, min(max([*applied, *hist.applied], default=0), committed))
+                    if upto > max([sh.done, *applied]):  # the shape issue 14 was about
+                        STATS["check.shadow_past_live_replicas"] += 1
             if upto > sh.done:
                 sh.advance(hist.applied, upto)
 

@@ -20,7 +20,7 @@ import pytest
 from impl.raft import raftlog
 from impl.raft.messages import Entry
 from tests.conformance import harness
-from tests.conformance.harness import Harness
+from tests.conformance.harness import STATS, Harness
 from tests.conformance.shadow import Divergence
 
 P = "t/0"
@@ -63,7 +63,9 @@ def test_found_apply_then_restart_before_followers_learn_the_commit(raft_check: 
         # The shape is reached (else this test would no longer test anything):
         assert top > max(c for n, (_, c) in before.items() if n != nid), before
         assert after[nid][0] < top <= after[nid][1], (before, after)
+        seen = STATS["check.shadow_past_live_replicas"]
         h.check_step()
+        assert STATS["check.shadow_past_live_replicas"] == seen + 1
         h.settle()
         h.check_step()
         h.check_readback()
