@@ -32,7 +32,16 @@ from model.system import (
     holds,
 )
 from model.variants import Variant
-from proofs.sym import Explorer, SolverUnknown, SymBool, SymInt, concretize, conj, disj
+from proofs.sym import (
+    Explorer,
+    SolverUnknown,
+    Split,
+    SymBool,
+    SymInt,
+    concretize,
+    conj,
+    disj,
+)
 from proofs.symstate import symbolic_params, symbolic_system
 
 
@@ -93,63 +102,152 @@ def induction(
     when there is none."""
     results: list[Outcome] = []
     for action in actions or list(ACTIONS):
-        fn = ACTIONS[action][0]
-        accs: dict[str, _Acc] = {n: _Acc() for n in (*INVARIANTS, *TRANSITION_INVARIANTS)}
-        ex = Explorer(timeout_ms=timeout_ms, seed=seed)
-        goal_memo = _GoalMemo()
-        batch = _Batch(timeout_ms, seed)
-        seen = _Paths(refused=[])
-        assert seen.refused is not None
+        results += induction_joint(template, action, [v], timeout_ms, seed)[0]
+    return results
 
-        def run(ex: Explorer, fn: Callable[..., System] = fn, action: str = action) -> Any:
-            pre = symbolic_system(ex, template)
-            ex.assume(ex.per_prefix("Inv(pre)", lambda: _joined(lambda: holds(pre, v))))
-            params = symbolic_params(ex, pre, action, symmetric=True)
-            try:
-                return pre, params, fn(pre, v, **params)
-            except NotEnabled:
-                raise
-            except ModelError as e:  # keep the inputs: the report shows them
-                e.sym_inputs = (pre, params)  # type: ignore[attr-defined]
-                raise
 
-        t_explore = time.perf_counter()
-        vac_unknown: str | None = None
+@dataclass
+class _PerVariant:
+    """One variant's share of a joint exploration: its paths, obligations and batch."""
+
+    v: Variant
+    select: z3.BoolRef  # the switches at this variant's values
+    accs: dict[str, _Acc]
+    seen: _Paths
+    batch: _Batch
+
+
+def joint_variant(variants: list[Variant]) -> tuple[Variant, list[z3.BoolRef]]:
+    """One variant whose switches that differ among `variants` are symbolic booleans
+    (recording which switches are read, see `_ReadVariant`), and per variant the
+    condition that selects it (those switches at its values). A single variant is
+    itself, selected by `true`."""
+    if len(variants) == 1:  # nothing to select (and no switch read here)
+        return variants[0], [z3.BoolVal(True)]
+    differ = [f.name for f in dataclasses.fields(Variant) if f.name != "name"
+              and len({getattr(v, f.name) for v in variants}) > 1]
+    for f in differ:
+        if any(type(getattr(v, f)) is not bool for v in variants):
+            raise TypeError(f"variant switch {f} is not a boolean: cannot explore it jointly")
+    sw = {f: SymBool(z3.Bool(f"variant.{f}")) for f in differ}
+    fields = {f.name: getattr(variants[0], f.name) for f in dataclasses.fields(Variant)}
+    joint = _ReadVariant(**{**fields, "name": "+".join(v.name for v in variants), **sw})
+    object.__setattr__(joint, "_reads", set())
+    return joint, [_select(v, sw, set(differ)) for v in variants]
+
+
+def _select(v: Variant, sw: dict[str, SymBool], among: set[str]) -> z3.BoolRef:
+    return conj([x.expr if getattr(v, f) else z3.Not(x.expr)
+                 for f, x in sw.items() if f in among])
+
+
+def _splits(joint: Variant, variants: list[Variant]) -> Callable[[], list[Split]]:
+    """Per variant, its selecting condition over the switches read so far (a switch not
+    yet read is in no path condition, so variants that agree on the read ones share
+    their checks)."""
+    raw = {f: object.__getattribute__(joint, f) for f in _SWITCHES}  # not a read
+    sw = {f: x for f, x in raw.items() if isinstance(x, SymBool)}
+    reads: set[str] = object.__getattribute__(joint, "_reads")
+    memo: dict[frozenset[str], list[Split]] = {}
+
+    def splits() -> list[Split]:
+        key = frozenset(reads & sw.keys())
+        hit = memo.get(key)
+        if hit is None:
+            hit = memo[key] = [
+                (_select(v, sw, set(key)),
+                 [(x.expr, z3.BoolVal(getattr(v, f))) for f, x in sw.items() if f in key])
+                for v in variants]
+        return hit
+    return splits
+
+
+def induction_joint(
+    template: System, action: str, variants: list[Variant], timeout_ms: int = 2000,
+    seed: int = 0,
+) -> list[list[Outcome]]:
+    """`induction` of one action for several variants in ONE exploration: the switches
+    on which they differ are symbolic booleans (`joint_variant`), so a path that never
+    reads them is explored once for all. Each path then counts for exactly the variants
+    whose selecting condition it is satisfiable with, and each obligation is asked with
+    that condition, so every variant's rows, path counts and counterexamples (models with
+    its switches at its values, replayed on the concrete model with the variant itself)
+    are those of exploring it alone."""
+    fn = ACTIONS[action][0]
+    joint, select = joint_variant(variants)
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed)
+    if len(variants) > 1:
+        ex.splits = _splits(joint, variants)
+    goal_memo = _GoalMemo()
+    per = [_PerVariant(v, sel, {n: _Acc() for n in (*INVARIANTS, *TRANSITION_INVARIANTS)},
+                       _Paths(refused=[]), _Batch(timeout_ms, seed))
+           for v, sel in zip(variants, select, strict=True)]
+
+    def run(ex: Explorer) -> Any:
+        pre = symbolic_system(ex, template)
+        ex.assume(ex.per_prefix("Inv(pre)", lambda: _joined(lambda: holds(pre, joint))))
+        params = symbolic_params(ex, pre, action, symmetric=True)
         try:
-            for path in ex.paths(run, errors=(ModelError,)):
-                if path.kind == "pruned":
-                    seen.pruned += 1
-                    continue
-                if path.kind == "error":
+            return pre, params, fn(pre, joint, **params)
+        except NotEnabled:
+            raise
+        except ModelError as e:  # keep the inputs: the report shows them
+            e.sym_inputs = (pre, params)  # type: ignore[attr-defined]
+            raise
+
+    t_explore = time.perf_counter()
+    vac_unknown: str | None = None
+    try:
+        for path in ex.paths(run, errors=(ModelError,)):
+            # The variants this path is a path of (one variant: all of them, no check).
+            mine = per if len(per) == 1 else [
+                pv for pv, ok in zip(per, ex.split_paths(), strict=True) if ok]
+            if path.kind == "pruned":
+                for pv in mine:
+                    pv.seen.pruned += 1
+                continue
+            if path.kind == "error":
+                for pv in mine:
                     if isinstance(path.value, NotEnabled):
-                        seen.disabled += 1
+                        pv.seen.disabled += 1
                     else:
-                        _refused(ex, path, v, seen)
-                    continue
-                seen.enabled += 1
-                pre, params, post = path.value
-                if seen.witness is None:
-                    _witness(ex, pre, params, v, seen)
-                open_ = [n for n, a in accs.items() if a.cex is None and a.unknown is None]
+                        _refused(ex, path, pv.v, pv.seen, pv.select)
+                continue
+            pre, params, post = path.value
+            keys = goal_memo.keys(pre, post)
+            for pv in mine:
+                pv.seen.enabled += 1
+                if pv.seen.witness is None:
+                    _witness(ex, pre, params, pv.v, pv.seen, pv.select)
+                open_ = [n for n, a in pv.accs.items() if a.cex is None and a.unknown is None]
                 t0 = time.perf_counter()
-                keys = goal_memo.keys(pre, post)
-                goals = {name: goal_memo.get(name, keys, pre, post, v) for name in open_}
-                batch.items.append(_Pending(path.pc, goals, pre, params, post))
+                goals = {name: goal_memo.get(name, keys, pre, post, joint) for name in open_}
+                pc = path.pc if len(per) == 1 else (*path.pc, pv.select)
+                pv.batch.items.append(_Pending(pc, goals, pre, params, post))
                 share_ = (time.perf_counter() - t0) / max(1, len(open_))
                 for name in open_:
-                    accs[name].seconds += share_
-                if len(batch.items) >= BATCH:
-                    batch.flush(accs, v, fn)
-            batch.flush(accs, v, fn)
-        except SolverUnknown as e:
-            vac_unknown = f"while exploring {action}: {e}"
-            for acc in accs.values():
+                    pv.accs[name].seconds += share_
+                if len(pv.batch.items) >= BATCH:
+                    pv.batch.flush(pv.accs, pv.v, fn)
+        for pv in per:
+            pv.batch.flush(pv.accs, pv.v, fn)
+    except SolverUnknown as e:
+        vac_unknown = f"while exploring {action}: {e}"
+        for pv in per:
+            for acc in pv.accs.values():
                 acc.unknown = acc.unknown or vac_unknown
-        explore = time.perf_counter() - t_explore - sum(a.seconds for a in accs.values())
-        share = explore / (len(accs) + 1)  # exploration is shared by the action's rows
-        slowest = max(ex.slowest_query_s, batch.slowest_query_s)
-        results.append(_vacuity_row(action, seen, vac_unknown, share, slowest))
-        for name, acc in accs.items():
+    for i, pv in enumerate(per):  # prefixes a variant's own exploration would prune
+        pv.seen.pruned += sum(1 for j, _ in ex.pruned_for if j == i)
+    spent = sum(a.seconds for pv in per for a in pv.accs.values())
+    explore = time.perf_counter() - t_explore - spent
+    out: list[list[Outcome]] = []
+    for pv in per:
+        # exploration is shared by every variant's rows
+        share = explore / ((len(pv.accs) + 1) * len(per))
+        slowest = max(ex.slowest_query_s, pv.batch.slowest_query_s)
+        seen = pv.seen
+        rows = [_vacuity_row(action, seen, vac_unknown, share, slowest)]
+        for name, acc in pv.accs.items():
             kind = "invariant" if name in INVARIANTS else "transition"
             label = f"{name} preserved by {action}"
             row = Outcome(label, kind, "proved", acc.seconds + share, paths=seen.enabled,
@@ -163,13 +261,15 @@ def induction(
                 row.detail = f"{len(seen.refused)} admitted path(s) refused by the model"
             elif seen.enabled == 0:
                 row.status, row.detail = "failed", "vacuous: no enabled path"
-            results.append(row)
-    return results
+            rows.append(row)
+        out.append(rows)
+    return out
 
 
-def _witness(ex: Explorer, pre: System, params: dict[str, Any], v: Variant, seen: _Paths) -> None:
+def _witness(ex: Explorer, pre: System, params: dict[str, Any], v: Variant, seen: _Paths,
+             select: z3.BoolRef) -> None:
     """A concrete pre-state of an enabled path, re-checked on the concrete model."""
-    model = ex.model_for(())
+    model = ex.model_for((), select)
     if model is None:
         return
     c_pre, c_params = concretize(pre, model), concretize(params, model)
@@ -177,11 +277,12 @@ def _witness(ex: Explorer, pre: System, params: dict[str, Any], v: Variant, seen
         seen.witness = {"pre": c_pre, "params": c_params}
 
 
-def _refused(ex: Explorer, path: Any, v: Variant, seen: _Paths) -> None:
+def _refused(ex: Explorer, path: Any, v: Variant, seen: _Paths, select: z3.BoolRef
+             ) -> None:
     assert seen.refused is not None
     err = path.value
     inputs = getattr(err, "sym_inputs", None)
-    model = ex.model_for(())
+    model = ex.model_for((), select)
     trace = None
     if inputs is not None and model is not None:
         trace = {"pre": concretize(inputs[0], model), "params": concretize(inputs[1], model)}
@@ -436,20 +537,7 @@ def induction_variants(
     template: System, action: str, variants: list[Variant], timeout_ms: int = 2000,
     seed: int = 0,
 ) -> list[tuple[Variant, list[Outcome]]]:
-    """`induction` of one action under several variants. The model is deterministic Python,
-    so a variant that agrees with the first on every switch the first run READ (action,
-    invariants and goals included) explores exactly the same paths: its rows are the first
-    run's, said so in their detail, instead of a second identical exploration."""
-    first = _recording(variants[0])
-    base = induction(template, first, [action], timeout_ms, seed)
-    reads: set[str] = object.__getattribute__(first, "_reads")
-    out = [(variants[0], base)]
-    for v in variants[1:]:
-        if all(getattr(v, f) == getattr(variants[0], f) for f in reads):
-            note = (f"same paths as [{variants[0].name}]: the run read only "
-                    f"{', '.join(sorted(reads)) or 'no switch'}, on which they agree")
-            out.append((v, [dataclasses.replace(o, detail=(o.detail + "; " if o.detail else "")
-                                                 + note) for o in base]))
-        else:
-            out.append((v, induction(template, v, [action], timeout_ms, seed)))
-    return out
+    """`induction` of one action under several variants, in one joint exploration
+    (`induction_joint`): the variants differ only in boolean switches."""
+    runs = induction_joint(template, action, variants, timeout_ms, seed)
+    return list(zip(variants, runs, strict=True))

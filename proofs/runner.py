@@ -68,8 +68,8 @@ def task_induction(variant_name: str, action: str) -> list[Outcome]:
 
 
 def task_induction_shared(action: str, variant_names: tuple[str, ...]) -> list[Outcome]:
-    """Every variant's induction rows for one action; variants that agree with the first
-    on every switch its run read share its exploration (obligations.induction_variants)."""
+    """Every variant's induction rows for one action, from one exploration with the
+    switches on which they differ symbolic (obligations.induction_variants)."""
     runs = obligations.induction_variants(
         scenarios.INDUCTION_TEMPLATE, action, [variant(n) for n in variant_names],
         timeout_ms=_CFG["timeout_ms"], seed=_CFG["seed"])

@@ -373,6 +373,10 @@ def _var(name: str, make: Callable[[str], Any]) -> Any:
     return v
 
 
+# A split of a joint exploration: its selecting condition and (switch, value) pairs.
+Split = tuple[z3.BoolRef, list[tuple[Any, Any]]]
+
+
 @dataclass(frozen=True)
 class Path:
     pc: tuple[z3.BoolRef, ...]
@@ -422,6 +426,13 @@ class Explorer:
         self.checks = 0
         self.slowest_query_s = 0.0
         self._by_prefix: dict[tuple[Any, ...], Any] = {}
+        # Several explorations sharing this one (the variants of
+        # obligations.induction_joint): `splits()` gives, per split, the condition that
+        # selects it and its (switch, value) pairs, over the switches read so far (one not
+        # yet read is in no path condition). `assume` records in `pruned_for` the
+        # (split, prefix) pairs a split's own exploration would have pruned there.
+        self.splits: Callable[[], list[Split]] | None = None
+        self.pruned_for: set[tuple[int, Any]] = set()
 
     # -- solver helpers -------------------------------------------------------------------
     def _sat(self, *extra: z3.BoolRef) -> bool:
@@ -510,6 +521,7 @@ class Explorer:
             if self._pos <= self._kept:  # shared prefix: asserted (and checked) before
                 self._pc.append(cond.expr)
                 return
+            before = self._model
             if self.prune and not self._holds_in(self._model, cond.expr):
                 if check:
                     m = self._sat_model(cond.expr)
@@ -518,11 +530,57 @@ class Explorer:
                     self._model = m
                 else:
                     self._model = None  # no longer known to satisfy the path
+            if self.splits and check:
+                self._split_prunes(cond.expr, before)
             self._pc.append(cond.expr)
             self.solver.add(cond.expr)
             return
         if not cond:
             raise Prune()
+
+    def _split_prunes(self, cond: z3.BoolRef, before: Any) -> None:
+        """The path goes on, but a split with which the path condition so far is
+        satisfiable and `cond` is not would, explored alone, end here as a pruned path:
+        record it once for this prefix."""
+        assert self.splits is not None
+        pruned: dict[int, bool] = {}
+        for i, (sel, _) in enumerate(self.splits()):
+            k = sel.as_ast().value
+            if k not in pruned:
+                pruned[k] = (not self._holds_in(self._model, sel)  # model: path and cond
+                             and (self._holds_in(before, sel) or self._sat(sel))
+                             and not self._sat(cond, sel))
+            if pruned[k]:
+                key = tuple(t[0] for t in self._trail[: self._pos])
+                self.pruned_for.add((i, (key, len(self._pc))))
+
+    def split_paths(self) -> list[bool]:
+        """Per split: is the current path condition satisfiable with it?"""
+        assert self.splits is not None
+        known: dict[int, bool] = {}
+        out = []
+        for sel, pairs in self.splits():
+            k = sel.as_ast().value
+            if k not in known:
+                known[k] = self._satisfiable_with(sel, pairs)
+            out.append(known[k])
+        return out
+
+    def _satisfiable_with(self, cond: z3.BoolRef, pairs: list[tuple[Any, Any]]) -> bool:
+        if self._holds_in(self._model, cond):
+            return True
+        for x, val in pairs:
+            # The path decided this switch the other way: no solver call.
+            other = x if z3.is_false(val) else _not(x)
+            if other.as_ast().value in self._pc_terms:
+                return False
+        if self._model is not None and pairs:
+            # The path's model with the switches set as `cond` selects: when the path
+            # condition still holds there, it is satisfiable with `cond` (no solver call).
+            pc = z3.substitute(conj(self._pc), *pairs)
+            if z3.is_true(self._model.eval(pc, model_completion=True)):
+                return True
+        return self._sat(cond)
 
     def per_prefix(self, tag: str, compute: Callable[[], Any]) -> Any:
         """`compute()`, once per decision prefix. Every path re-runs the explored function
