@@ -154,13 +154,19 @@ class HarnessCluster(SimCluster):
         # fence is liveness only, spec section 3).
         self.phantom_terms: set[tuple[int, int, int]] = set()
         self._decided: dict[tuple[int, str], FenceDecision] = {}
+        # Per group, the highest index any replica applied: a replica that applied an entry
+        # and crashed in the same step no longer shows it in its host's applied index.
+        self.applied_upto: dict[int, int] = {}
         super().__init__(**kw)
 
     def _on_apply(self, nid: int, name: str, ev: ApplyEvent) -> None:
         # The replica applying is the one in the broker's table: a deleted incarnation's is
         # removed before a re-created one is added (and a deleted one reports nothing).
         super()._on_apply(nid, name, ev)
-        self.apply_groups.append(self.brokers[nid].replicas[name].info.group)
+        g = self.brokers[nid].replicas[name].info.group
+        self.apply_groups.append(g)
+        if ev.index > self.applied_upto.get(g, 0):
+            self.applied_upto[g] = ev.index
 
     def _on_admitted(self, nid: int, name: str, ph: Placeholder, term: int) -> None:
         self.admitted.setdefault((name, ph.key), set()).add(term)
@@ -1116,7 +1122,8 @@ class Harness:
                 self.shadows[p] = self.all_shadows[g] = Shadow(p, g)
         for sh in self.all_shadows.values():
             hosts = [b.port.host for b in self.c.brokers.values() if sh.group in b.port.host.groups]
-            upto = max([sh.done, *(h.applied_index(sh.group) for h in hosts)])
+            upto = max([sh.done, self.c.applied_upto.get(sh.group, 0),
+                        *(h.applied_index(sh.group) for h in hosts)])
             if self.shadows.get(sh.name) is not sh or self._current_group(sh.name) != sh.group:
                 # A deleted incarnation: what any replica applied before removing it (a
                 # lagging host may still hold the group behind the others).
