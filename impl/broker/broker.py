@@ -360,7 +360,10 @@ class Broker:
         await self.io(functools.partial(self.store.put, health_key(self.config.node_name), doc))
 
     async def publish_partitions(self) -> int:
-        if not self.port.is_leader(CONTROLLER_GROUP):
+        # A leader that has not yet committed an entry of its term may hold a stale table
+        # and would publish a revision below one already published (M going backwards).
+        if not (self.port.is_leader(CONTROLLER_GROUP)
+                and self.port.host.reads_current(CONTROLLER_GROUP)):
             raise NotLeaderError(self.port.leader(CONTROLLER_GROUP))
         rev: int = await self.io(functools.partial(publish_partitions, self.store, self.controller))
         return rev

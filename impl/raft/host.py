@@ -206,6 +206,17 @@ class MultiRaftHost:
         g = self.groups.get(group_id)
         return 0 if g is None else g.node.term
 
+    def reads_current(self, group_id: int) -> bool:
+        """May this node serve a read of the group's state machine as the leader? Only once
+        it has committed an entry of its own term and applied up to its commit index: a new
+        leader's commit index can lag entries an earlier leader committed (Raft section 8),
+        so its state machine may be behind what was already read elsewhere."""
+        g = self.groups.get(group_id)
+        if g is None or not g.node.is_leader():
+            return False
+        log = g.node.log
+        return log.term(log.committed) == g.node.term and g.applied >= log.committed
+
     def applied_index(self, group_id: int) -> int:
         """The index the state machine has applied (a received snapshot counts only once the
         state machine has been restored from it)."""

@@ -258,3 +258,34 @@ def test_report_of_the_old_incarnation_never_counts_for_the_new_one(tmp_path: Pa
     advance(c)  # the new incarnation's replicas report: the round runs again
     r = c.gc()
     assert r.blocked is None and r.M is not None
+
+
+# ---- issue 14, deep run seed 101: the published snapshot's revision went backwards --------
+
+
+def test_new_controller_leader_publishes_only_after_committing_in_its_term(
+        tmp_path: Path) -> None:
+    """A new controller leader whose commit index still ends in an earlier term may not have
+    applied entries an earlier leader committed (and published): the deep run's seed 101 saw
+    node 1 (term 5, commit 43 of term 3) publish revision 40 over node 3's revision 41, so
+    M over fresh reports went backwards (T4). It must refuse until a term-5 entry commits."""
+    from impl.broker.broker import CONTROLLER_GROUP
+    from impl.partition.fence import NotLeaderError
+
+    c = cluster(tmp_path)
+    first = c.publish_partitions()
+    old = c.controller_leader()
+    assert old is not None
+    new = next(n for n in sorted(c.brokers) if n != old)
+    c.ports[old].transfer_leadership(CONTROLLER_GROUP, new)
+    assert c.run_until(lambda: c.ports[new].is_leader(CONTROLLER_GROUP))
+    host = c.ports[new].host
+    log = host.groups[CONTROLLER_GROUP].node.log
+    assert log.term(log.committed) < host.term(CONTROLLER_GROUP)  # the shape: no own entry yet
+    assert not host.reads_current(CONTROLLER_GROUP)
+    with pytest.raises(NotLeaderError):
+        c.wait(c.brokers[new].publish_partitions(), max_steps=1)
+    assert json.loads(c.store.get(PARTITIONS_KEY))["revision"] == first
+    # once its no-op commits and applies it serves the read, never below what was published
+    assert c.run_until(lambda: host.reads_current(CONTROLLER_GROUP))
+    assert c.wait(c.brokers[new].publish_partitions()) >= first
