@@ -173,8 +173,11 @@ def test_found_apply_of_a_node_that_crashed_before_the_check() -> None:
     only to the live hosts' applied index (a deleted one also to the Raft checker's history),
     leaves it at 3, and the apply recorded before the crash is called 'not in the committed
     log'. The entry was committed (the Raft checker saw it applied): the harness was wrong;
-    the shadows now advance to the highest index any replica applied (HarnessCluster's
-    `applied_upto`). Seeded: without it this program fails again."""
+    the shadows now replay every applied entry up to the highest commit index known (the
+    leader's as the Raft checker saw it, or a live replica's recovered commit), and an apply
+    past that is a divergence (`Harness._advance_shadows`; the directed shape and a 22-rule
+    version of this program are in test_committed_log.py). Seeded: with the old bound this
+    program fails again."""
     state = ConformanceMachine()
     try:
         for rule, kw in _SHADOW_BEHIND_A_CRASH:
