@@ -170,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=None, help="stop handing out chunks after")
     ap.add_argument("--json", default=str(ROOT / "build" / "deep.json"))
     ap.add_argument("--replay", type=int, default=None, help="run the chunk of this seed here")
-    ap.add_argument("--raft-check", default="step", help="with --replay: step or event")
+    ap.add_argument("--raft-check", default="step", choices=["step", "event"],
+                    help="with --replay: step or event")
     args = ap.parse_args(argv)
     if args.replay is not None:
         _setup_worker(args.spark)

@@ -104,3 +104,10 @@ def test_a_failing_chunk_counts_only_its_generated_steps(monkeypatch: pytest.Mon
     assert deep_run["failure"] and replay["failure"]
     # generated programs (at most 2 x 12 steps) and Hypothesis's one replay of the failure
     assert deep_run["stats"]["steps"] <= 3 * 12 < replay["stats"]["steps"]
+
+
+def test_an_unknown_raft_check_mode_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    """`--raft-check sometimes` once ran silently as per-step checks."""
+    with pytest.raises(SystemExit) as e:
+        deep.main(["--raft-check", "sometimes", "--replay", "1"])
+    assert e.value.code == 2 and "invalid choice: 'sometimes'" in capsys.readouterr().err
