@@ -103,8 +103,10 @@ class SimCluster:
         disk: bool = False,
         segment_bytes: int = 4096,
         group_commit: bool = False,
+        raft_config: Config | None = None,
     ) -> None:
-        """`disk`: every broker group on the real DiskStorage (a temporary directory per
+        """`raft_config`: the brokers' Raft configuration (default `Config()`).
+        `disk`: every broker group on the real DiskStorage (a temporary directory per
         cluster, tmpfs where present); a crash then loses what was not fsynced.
         `group_commit`: a node's groups share one durability barrier per Ready batch."""
         self.seed = seed
@@ -133,7 +135,7 @@ class SimCluster:
             self._make_broker,
             n_nodes=n_nodes,
             seed=seed,
-            config=Config(),
+            config=raft_config or Config(),
             faults=faults,
             snapshot_interval=snapshot_interval,
             disk=disk,

@@ -419,3 +419,28 @@ def test_restart_recovers_term_vote_and_log() -> None:
     n = c.nodes[2]
     assert (n.term, n.vote) == (1, 1)
     assert n.log.last_index() == 2 and n.role is Role.FOLLOWER
+
+
+def test_heartbeat_every_heartbeat_tick_keeps_the_leader() -> None:
+    # The conformance harness's deployment (issue 14): a heartbeat every 3rd tick, election
+    # timeout 10-20 ticks. The leader beats exactly once per 3 ticks to every follower, no
+    # follower campaigns over 6 timeouts, and check-quorum still deposes a cut-off leader.
+    c = Cluster(3, config=Config(election_tick=10, heartbeat_tick=3))
+    elect(c, 1)
+    c.deliver()
+    term = c.nodes[1].term
+    rounds = []
+    for t in range(1, 61):
+        for n in c.nodes.values():
+            n.tick()
+        c.process_all()
+        beats = sorted(m.to for m in c.outbox if m.type is MsgType.HEARTBEAT)
+        if beats:
+            rounds.append((t, beats))
+        c.deliver()
+    assert rounds == [(t, [2, 3]) for t in range(3, 61, 3)]
+    assert all(n.term == term for n in c.nodes.values())
+    assert [n.role for n in c.nodes.values()] == [Role.LEADER, Role.FOLLOWER, Role.FOLLOWER]
+    c.isolate(1)
+    c.tick_all(2 * 10)
+    assert c.nodes[1].role is not Role.LEADER
