@@ -4,17 +4,18 @@ Runs the deep run's own chunks (`tests.conformance.deep.run_chunk`: the Hypothes
 machine, every rule and every per-step check) for fixed seeds, each configuration in its own
 process, all in this one command:
 
-- baseline: a git ref (`--baseline-ref`, default the tree before issue 14's speed work)
-  exported to a temporary directory, in the deep mix it ran (chunk k checks the Raft core's
-  invariants after every simulator event when k % 4 == 0, else once per harness step);
-- now: this tree in the deep run's configuration (Raft checks after every simulator event in
-  every chunk: stronger than the baseline's mix);
-- now, baseline's mix: this tree with the baseline's check mix (the code changes alone).
+- baseline: a git ref (`--baseline-ref`, default main before the sixth session's speed
+  work, 1686110) exported to a temporary directory, in the deep run's configuration (Raft
+  checks after every simulator event in every chunk; `--baseline-share 4` for a ref older
+  at or before fe2f329, whose deep mix checked after every event in 1 chunk of 4);
+- now: this tree in the deep run's configuration (the same checks, as often);
+- now, heartbeat every tick: this tree with the simulated deployment's old Raft timing (a
+  heartbeat every tick instead of every 3rd): the code changes alone.
 
 Per core = harness steps / CPU seconds of the measuring process (the harness is one thread,
 so on an idle core that is its steps per wall second; on a shared machine CPU time is the
-fairer clock). The runs alternate (baseline, now, mix, baseline, ...) over `--rounds` so that
-a change of load hits all alike. Also reports the wall time of the last deep run
+fairer clock). The runs alternate (baseline, now, heartbeat every tick, baseline, ...) over
+`--rounds` so that a change of load hits all alike. Also reports the wall time of the last deep run
 (build/deep.json) when there is one. Writes build/bench-harness.json in the benchmark row
 format.
 
@@ -36,14 +37,21 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 600.0  # steps/s per core (issue 14): 1,000,000 steps in under 30 min on 2 cores
 # The harness as it was before issue 14's speed work on the Raft core and simulator (s5).
-BASELINE_REF = "fe2f329"
+BASELINE_REF = "1686110"  # main before the sixth session (s6) speed work
 
 
-def _measure(tree: str, chunks: int, examples: int, steps: int, event_share: int) -> None:
+def _measure(tree: str, chunks: int, examples: int, steps: int, event_share: int,
+             heartbeat_tick: int) -> None:
     """In a child process: run the chunks from `tree`, print {steps, cpu, wall} as JSON."""
     sys.path.insert(0, tree)
     os.chdir(tree)
     from tests.conformance.deep import run_chunk
+
+    if heartbeat_tick:  # the simulated deployment's Raft timing, overridden
+        from impl.raft.node import Config
+        from tests.conformance import harness
+
+        harness.RAFT_CONFIG = Config(election_tick=10, heartbeat_tick=heartbeat_tick)
 
     total, cpu, wall = 0, 0.0, 0.0
     for k in range(chunks):
@@ -57,13 +65,15 @@ def _measure(tree: str, chunks: int, examples: int, steps: int, event_share: int
     print(json.dumps({"steps": total, "cpu": cpu, "wall": wall}))
 
 
-def _run(tree: str, args: argparse.Namespace, event_share: int) -> dict[str, float]:
+def _run(tree: str, args: argparse.Namespace, event_share: int,
+         heartbeat_tick: int = 0) -> dict[str, float]:
     env = dict(os.environ, EPOCHGC_CONFORMANCE_SPARK="0", PYTHONHASHSEED="0")
     env.setdefault("EPOCHGC_CONFORMANCE_PROFILE", "deep")
     out = subprocess.run(
         [sys.executable, str(Path(__file__).resolve()), "--measure", tree,
          "--chunks", str(args.chunks), "--examples", str(args.examples),
-         "--steps", str(args.steps), "--event-share", str(event_share)],
+         "--steps", str(args.steps), "--event-share", str(event_share),
+         "--heartbeat-tick", str(heartbeat_tick)],
         env=env, check=True, capture_output=True, text=True)
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))
 
@@ -116,9 +126,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "build" / "bench-harness.json"))
     ap.add_argument("--measure", default=None, help=argparse.SUPPRESS)  # child: tree to run
     ap.add_argument("--event-share", type=int, default=1, help=argparse.SUPPRESS)
+    ap.add_argument("--heartbeat-tick", type=int, default=0, help=argparse.SUPPRESS)
+    ap.add_argument("--baseline-share", type=int, default=1,
+                    help="the baseline's deep mix: every Nth chunk checks after every event")
     args = ap.parse_args(argv)
     if args.measure is not None:
-        _measure(args.measure, args.chunks, args.examples, args.steps, args.event_share)
+        _measure(args.measure, args.chunks, args.examples, args.steps, args.event_share,
+                 args.heartbeat_tick)
         return 0
     if args.quick:
         args.examples, args.steps, args.rounds = 2, 100, 1
@@ -128,18 +142,18 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-harness-") as tmp:
         old = _export(args.baseline_ref, tmp)
         for _ in range(args.rounds):
-            _add(base, _run(old, args, 4))
+            _add(base, _run(old, args, args.baseline_share))
             _add(now, _run(str(ROOT), args, 1))
-            _add(mix, _run(str(ROOT), args, 4))
+            _add(mix, _run(str(ROOT), args, 1, heartbeat_tick=1))
     rate, base_rate, mix_rate = (d["steps"] / d["cpu"] for d in (now, base, mix))
     wall_rate, base_wall = now["steps"] / now["wall"], base["steps"] / base["wall"]
-    ref = f"{args.baseline_ref} (checks after every event in 1 chunk of 4)"
+    ref = f"{args.baseline_ref} (checks after every event in 1 chunk of {args.baseline_share})"
     rows = [
         {"name": "harness steps/s/core (deep config: Raft checks after every event)",
          "value": round(rate, 1), "unit": "steps/CPU-s", "baseline": round(base_rate, 1),
          "baseline_of": ref, "ratio": round(rate / base_rate, 3), "target": TARGET,
          "better": "higher"},
-        {"name": "harness steps/s/core, the baseline's check mix (code changes only)",
+        {"name": "harness steps/s/core, heartbeat every tick (code changes only)",
          "value": round(mix_rate, 1), "unit": "steps/CPU-s", "baseline": round(base_rate, 1),
          "baseline_of": ref, "ratio": round(mix_rate / base_rate, 3), "target": None,
          "better": "higher"},
@@ -157,10 +171,10 @@ def main(argv: list[str] | None = None) -> int:
     out.write_text(json.dumps(rows, indent=2) + "\n")
     load = os.getloadavg()[0]
     print(f"deep config (Raft checks after every event): {now['steps']:.0f} steps,"
-          f" {rate:.0f} steps/CPU-s ({wall_rate:.0f}/s wall); the baseline's mix on this tree:"
-          f" {mix_rate:.0f} steps/CPU-s; baseline {args.baseline_ref} (its deep mix):"
+          f" {rate:.0f} steps/CPU-s ({wall_rate:.0f}/s wall); heartbeat every tick on this tree:"
+          f" {mix_rate:.0f} steps/CPU-s; baseline {args.baseline_ref} (its deep config):"
           f" {base['steps']:.0f} steps, {base_rate:.0f} steps/CPU-s ({base_wall:.0f}/s wall);"
-          f" ratio {rate / base_rate:.2f} (mix {mix_rate / base_rate:.2f}); target"
+          f" ratio {rate / base_rate:.2f} (heartbeat every tick {mix_rate / base_rate:.2f}); target"
           f" {TARGET:.0f}; load average {load:.1f} -> {out}")
     return 0
 

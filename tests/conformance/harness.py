@@ -574,11 +574,13 @@ class Harness:
         info = self._controller_sm().partitions.get(p)
         return None if info is None else info.group
 
-    def _incarnation(self, p: str, epoch: int) -> tuple[int, bool]:
+    def _incarnation(self, p: str, epoch: int, ctl: Any = None) -> tuple[int, bool]:
         """(group, deleted) of the incarnation of p a write stamped `epoch` was for: the
         latest created at or below the epoch (a producer stamps at least its target's
-        creation revision, and below any later deletion's revision: R35's revision line)."""
-        ctl = self._controller_sm()
+        creation revision, and below any later deletion's revision: R35's revision line).
+        `ctl`: the controller state machine to read (default: the most advanced)."""
+        if ctl is None:
+            ctl = self._controller_sm()
         cands = [(d.creation_revision, d.group, True) for d in ctl.deleted.values()
                  if d.name == p and d.creation_revision <= epoch]
         info = ctl.partitions.get(p)
@@ -1298,11 +1300,16 @@ class Harness:
                 in_snapshot=p in snap_parts and info.creation_revision <= snap_rev,
             ))
         objects, writes = [], []
+        # Many objects share (partition, epoch): resolve each pair once per abstraction.
+        incs: dict[tuple[str, int], tuple[int, bool]] = {}
         for key, (epoch, targets) in self.objects.items():
             o = len(objects)
             objects.append(ms.Obj(ms.DELETED if key in self.deleted else ms.STORED, epoch))
             for p in targets:
-                g, gone = self._incarnation(p, epoch)
+                inc = incs.get((p, epoch))
+                if inc is None:
+                    inc = incs[(p, epoch)] = self._incarnation(p, epoch, ctl)
+                g, gone = inc
                 if gone:  # R33: every write to a deleted incarnation is orphaned
                     writes.append(ms.Write(o, index[p], ms.ORPHANED))
                     continue
