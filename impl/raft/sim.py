@@ -42,7 +42,7 @@ from impl.raft.disklog import DiskStorage
 from impl.raft.host import Group, MultiRaftHost, Proposal, StateMachine
 from impl.raft.invariants import InvariantChecker, InvariantViolation
 from impl.raft.messages import ENTRY_NORMAL, Entry, InitialState, Message, Snapshot
-from impl.raft.node import Config, RaftNode, Ready, Role
+from impl.raft.node import Config, Ready, Role
 from impl.raft.storage import MemStorage, Storage
 
 try:  # the injectable file layer and its power-loss model
@@ -61,10 +61,6 @@ _SNAP = struct.Struct(">Q32s")
 _RECORD = [struct.Struct(f">Q{n}Q") for n in range(8)]  # a trace record: time + n numbers
 _HISTORY = 512  # sent messages remembered for late replays
 _DECODED = 4096  # decoded payloads kept (cleared when full)
-
-# A replica's fingerprint for the skip test of `Simulator.check`: incarnation, node, role,
-# term, commit, snapshot, log length and its last entry (by identity, kept alive).
-_Fp = tuple[int, RaftNode, Role, int, int, Snapshot, int, int, "Entry | None"]
 
 # Event kinds, in the heap as (time, seq, kind, a, b, c, payload).
 _TICK, _DELIVER, _FLUSH = 0, 1, 2
@@ -234,8 +230,7 @@ class Simulator:
         self.tick_interval = tick_interval
         self.on_start = on_start
         self.checker: InvariantChecker | None = InvariantChecker() if check else None
-        # group -> node -> its replica's fingerprint at the group's last check
-        self._checked: dict[int, dict[int, _Fp]] = {}
+        self._checked: dict[int, tuple[object, ...]] = {}  # group -> replicas at its last check
         self.check_durability = check_durability
         self.now = 0
         self.steps = 0
@@ -634,59 +629,43 @@ class Simulator:
         After a simulator event (`touched` given) only the groups given an input since the
         last check are compared: every change of a node's state goes through a host method
         that marks its group dirty, a node that went down leaves the others as checked and
-        one that came up gave each of its groups an input. For the same reason a replica
-        whose node gave its group no input keeps its fingerprint from the group's last
-        check; only the others are recomputed. A call without `touched` (the harness once
-        per step, tests) recomputes every replica of every group, so a state changed behind
-        the host's back is still seen."""
+        one that came up gave each of its groups an input. A call without `touched` (the
+        harness once per step, tests) compares every group, so a state changed behind the
+        host's back is still seen."""
         checker = self.checker
         assert checker is not None
         live: list[tuple[int, int, MultiRaftHost]] = []
-        changed: dict[int, set[int]] = {}  # node -> its groups given an input
+        cand: set[int] = set()
         for nid, sn in self.nodes.items():
             host = sn.host
             if host is None:
                 continue
             live.append((nid, sn.incarnation, host))
-            if touched is None:
-                t: set[int] = set(host.groups)
-            else:
-                t = set()
-                if isinstance(host, _SimHost) and host.touched:
-                    t, host.touched = host.touched, t
-                if host._dirty:  # inputs whose Ready is still batched
-                    t |= host._dirty
-            if isinstance(host, _SimHost) and touched is None:
+            if isinstance(host, _SimHost) and host.touched:
+                cand |= host.touched
                 host.touched = set()
-            if t:
-                changed[nid] = t
-        if not changed:
-            return
+            if host._dirty:  # inputs whose Ready is still batched
+                cand |= host._dirty
+            if touched is None:
+                cand.update(host.groups)
         seen = self._checked
-        none: set[int] = set()
-        for g in sorted(set().union(*changed.values())):
-            old = seen.get(g)
-            fps: dict[int, _Fp] = {}
+        for g in sorted(cand):
+            fps = []
             for nid, inc, host in live:
                 grp = host.groups.get(g)
                 if grp is None:
                     continue
-                # A replica given no input since the last check is as it was then: reuse
-                # its fingerprint (the same incarnation's), recompute only the others.
-                fp = old.get(nid) if old is not None and g not in changed.get(nid, none) \
-                    else None
-                if fp is None or fp[0] != inc:
-                    n = grp.node
-                    log = n.log
-                    ents = log.entries
-                    last = ents[-1] if ents else None
-                    fp = (inc, n, n.role, n.term, log.committed, log.snapshot, len(ents),
-                          id(last), last)
-                fps[nid] = fp
-            if not fps or old == fps:
+                n = grp.node
+                log = n.log
+                ents = log.entries
+                last = ents[-1] if ents else None
+                fps.append((nid, inc, n, n.role, n.term, log.committed, log.snapshot,
+                            len(ents), id(last), last))
+            key = tuple(fps)
+            if not fps or seen.get(g) == key:
                 continue
-            checker.check(g, {nid: (fp[0], fp[1]) for nid, fp in fps.items()})
-            seen[g] = fps
+            checker.check(g, {fp[0]: (fp[1], fp[2]) for fp in fps})
+            seen[g] = key
 
     def next_event_time(self) -> int | None:
         """Logical time of the next scheduled event (None if nothing is scheduled)."""
