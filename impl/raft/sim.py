@@ -41,7 +41,7 @@ from impl.raft.codec import decode_message, encode_message
 from impl.raft.disklog import DiskStorage
 from impl.raft.host import Group, MultiRaftHost, Proposal, StateMachine
 from impl.raft.invariants import InvariantChecker, InvariantViolation
-from impl.raft.messages import ENTRY_NORMAL, Entry, InitialState, Message, Snapshot
+from impl.raft.messages import ENTRY_NORMAL, Entry, InitialState, Message, MsgType, Snapshot
 from impl.raft.node import Config, Ready, Role
 from impl.raft.storage import MemStorage, Storage
 
@@ -64,6 +64,8 @@ _DECODED = 4096  # decoded payloads kept (cleared when full)
 
 # Event kinds, in the heap as (time, seq, kind, a, b, c, payload).
 _TICK, _DELIVER, _FLUSH = 0, 1, 2
+# `stats` keys of the events by kind (counted with `count_net`): where the time goes.
+_EV_DELIVERED = {t: f"ev_{t.name.lower()}" for t in MsgType}
 
 
 class RestartRefused(InvariantViolation):
@@ -238,7 +240,8 @@ class Simulator:
         self.one_way: set[tuple[int, int]] = set()  # (from, to) links that lose everything
         self.committed_entries = 0  # entries applied by the leader-side proposals' groups
         self.stats: Counter[str] = Counter()
-        # Also count what the network faults did (net_* in `stats`): a harness's coverage.
+        # Also count what the network faults did (net_* in `stats`) and the events by kind
+        # (ev_tick, ev_flush, ev_<message type> delivered): a harness's coverage and profile.
         self.count_net = False
         self._last_send: tuple[int, int, int, int, bytes] | None = None
         self._decoded: dict[bytes, Message] = {}  # payload -> its decoded message
@@ -558,6 +561,8 @@ class Simulator:
             sn = self.nodes[a]
             if sn.host is None or sn.incarnation != b:
                 return True
+            if self.count_net:
+                self.stats["ev_tick"] += 1
             self._record(b"T", a)
             sn.host.tick()
             self._ready(a)
@@ -568,6 +573,8 @@ class Simulator:
             if sn.host is None or sn.incarnation != b:
                 return True
             self._record(b"F", a)
+            if self.count_net:
+                self.stats["ev_flush"] += 1
             sn.flush_pending = False
             sn.host.process_ready()
             touched = a
@@ -590,6 +597,8 @@ class Simulator:
                 if len(self._decoded) >= _DECODED:
                     self._decoded.clear()
                 msg = self._decoded[payload] = decode_message(payload)
+            if self.count_net:
+                self.stats[_EV_DELIVERED[msg.type]] += 1
             sn.host.receive(c, msg)
             self._ready(b)
             touched = b

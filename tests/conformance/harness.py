@@ -51,6 +51,7 @@ from impl.partition.commands import AdvanceEpoch, Placeholder
 from impl.partition.commands import encode as encode_command
 from impl.partition.fence import FenceDecision
 from impl.partition.statemachine import ApplyEvent
+from impl.raft.messages import MsgType
 from impl.raft.node import Config
 from impl.raft.sim import Faults
 from impl.sim.cluster import SimCluster, SimClusterAccess
@@ -86,10 +87,10 @@ ALL_PARTITIONS = ("t/0", "t/1", "t/2", "t/3")
 MAX_REPORT_AGE_S = 60.0
 RAFT_CHECK = os.environ.get("EPOCHGC_CONFORMANCE_RAFT_CHECK", "step")  # or "event"
 DISK_SNAPSHOT_INTERVAL = 4
-# The simulated deployment's Raft timing (a tick is 0.1 s): election timeout 10-20 ticks,
-# a heartbeat every 3 ticks, as toyDB and TiKV (3 of 15) run it. Heartbeats and their answers
-# were 57% of all simulator events at one per tick (issue 14); every 3rd tick still leaves a
-# follower 3-6 heartbeats per election timeout, and check-quorum 3 rounds to hear a quorum.
+# The simulated deployment's Raft timing (a tick is 0.1 s): election timeout 10-20 ticks, a
+# heartbeat every 3rd tick (`node_main` beats every 2nd). At one beat per tick, heartbeats
+# and their answers were 57% of all simulator events (issue 14); every 3rd tick still gives
+# a follower 3-6 beats per election timeout and check-quorum 3 rounds to hear a quorum.
 RAFT_CONFIG = Config(election_tick=10, heartbeat_tick=3)
 # Each program's object store on tmpfs where present, like the Raft simulator's disks: the
 # store never fsyncs, so a real disk only adds metadata I/O waits (mkdir, rmtree).
@@ -213,6 +214,9 @@ _NET_STATS = {
     "net_scheduled": "net.delivered_or_queued", "net_reordered": "fault.net_reordered",
     "net_delayed": "fault.net_delayed", "net_duplicated": "fault.net_duplicated",
     "net_dropped": "fault.net_dropped", "net_lost": "fault.net_lost_at_delivery",
+    # The simulator's events by kind (issue 14's profile: where a harness step's time goes).
+    "ev_tick": "sim.event.tick", "ev_flush": "sim.event.batched_ready",
+    **{f"ev_{t.name.lower()}": f"sim.event.{t.name.lower()}" for t in MsgType},
 }
 
 
