@@ -341,7 +341,7 @@ def test_event_counts_by_kind_match_the_events_processed() -> None:
     seen: Counter[str] = Counter()
 
     def observe() -> None:
-        t, _, kind, a, b, c, payload = s._events[0]
+        _, _, kind, a, b, _, payload = s._events[0]
         up = s.nodes[b if kind == _DELIVER else a]
         if up.host is None:
             return
