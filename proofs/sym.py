@@ -44,6 +44,9 @@ def _explorer() -> Explorer:
 _CTX = z3.main_ctx()
 _INT = z3.IntSort()
 _TRUE, _FALSE = z3.BoolVal(True), z3.BoolVal(False)
+# Z3 hash-conses terms, so `true` and `false` are one AST each: a pointer comparison tells
+# a literal from a formula without a call into Z3 (made for every branch the model takes).
+_TRUE_P, _FALSE_P = _TRUE.as_ast().value, _FALSE.as_ast().value
 _ints: dict[int, z3.ArithRef] = {}
 
 
@@ -133,9 +136,9 @@ def _arith(fn: Any, a: z3.ExprRef, b: z3.ExprRef) -> z3.ArithRef:
 
 
 def _not(a: z3.BoolRef) -> z3.BoolRef:
-    const = z3core.Z3_get_bool_value(_CTX.ref(), a.as_ast())
-    if const != 0:  # a literal: its negation is the other literal, not a term to fork on
-        return _FALSE if const == 1 else _TRUE
+    p = a.as_ast().value
+    if p in (_TRUE_P, _FALSE_P):  # a literal: its negation is the other literal
+        return _FALSE if p == _TRUE_P else _TRUE
     return _memo("not", lambda: _negate(a), a)
 
 
@@ -502,9 +505,9 @@ class Explorer:
         return None
 
     def decide(self, cond: z3.BoolRef) -> bool:
-        const = z3core.Z3_get_bool_value(_CTX.ref(), cond.as_ast())
-        if const != 0:  # the literal true (1) or false (-1)
-            return bool(const == 1)
+        p = cond.as_ast().value
+        if p in (_TRUE_P, _FALSE_P):  # the literal true or false
+            return bool(p == _TRUE_P)
         if self._pos < self._kept:  # shared prefix: already asserted in the solver
             choice, _, model = self._trail[self._pos]
             self._pos += 1
