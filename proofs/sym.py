@@ -376,6 +376,19 @@ def _var(name: str, make: Callable[[str], Any]) -> Any:
     return v
 
 
+# `_repairs_of` per branch literal (by AST address, the literal kept alive beside it so the
+# address is not reused): the model code asks the same tests on every replayed path.
+_REPAIRS: dict[int, tuple[z3.BoolRef, list[tuple[Any, Any]]]] = {}
+
+
+def _repairs_cached(want: z3.BoolRef) -> list[tuple[Any, Any]]:
+    key = want.as_ast().value
+    hit = _REPAIRS.get(key)
+    if hit is None:
+        hit = _REPAIRS[key] = (want, _repairs_of(want))
+    return hit[1]
+
+
 def _repairs_of(want: z3.BoolRef) -> list[tuple[Any, Any]]:
     """Candidate (constant, value) settings that make `want` true: `b`/`not b` for a
     boolean constant, `x == k`/`x != k` for an integer constant x and a numeral k (the
@@ -432,6 +445,7 @@ class Explorer:
         if prune:
             _MEMO.clear()
             _VARS.clear()
+            _REPAIRS.clear()
             self.solver = z3.Solver()
             self.solver.set("timeout", timeout_ms)
             self.solver.set("random_seed", seed)
@@ -494,7 +508,7 @@ class Explorer:
         if not self.prune:
             return None
         goal = None
-        for sub in _repairs_of(want):
+        for sub in _repairs_cached(want):
             r = m.translate(_CTX)  # a copy: `m` stays the witness of the other side
             r.update_value(*sub)
             if goal is None:
