@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -64,7 +65,6 @@ def run(tree: Path, report: Path, quick: bool, fresh: bool = False) -> tuple[flo
 
 
 def _env(tree: Path) -> dict[str, str]:
-    import os
 
     # The tree first on the path: the editable install would otherwise win for `model`.
     return {**os.environ, "PYTHONPATH": str(tree), "PYTHONHASHSEED": "0"}
@@ -94,6 +94,7 @@ def main() -> None:
                     help="every run without a last report (task order as in a fresh clone)")
     args = ap.parse_args()
     times: dict[str, list[tuple[float, float]]] = {"baseline": [], "new": []}
+    loads: list[float] = []  # 1-minute load average after each run
     with tempfile.TemporaryDirectory(prefix="bench-prove-") as d:
         base_tree = Path(d) / "baseline"
         export(args.baseline_ref, base_tree)
@@ -104,7 +105,9 @@ def main() -> None:
             for side in order:
                 wall, cpu = run(trees[side], reports[side], args.quick, args.fresh)
                 times[side].append((wall, cpu))
-                print(f"{side:9} run {i + 1}: {wall:6.1f} s wall, {cpu:6.1f} s CPU", flush=True)
+                loads.append(os.getloadavg()[0])  # other processes share the 2 cores
+                print(f"{side:9} run {i + 1}: {wall:6.1f} s wall, {cpu:6.1f} s CPU, "
+                      f"load {loads[-1]:.1f}", flush=True)
         diff = differing(rows_of(reports["baseline"]), rows_of(reports["new"]))
     print(f"report rows differing from the baseline ({args.baseline_ref}): {len(diff)}")
     for line in diff[:40]:
@@ -117,6 +120,9 @@ def main() -> None:
         rows.append({"name": f"prove_{what}_s_vs_{args.baseline_ref}{suffix}",
                      "value": round(new, 2), "unit": "s", "baseline": round(base, 2),
                      "ratio": round(new / base, 3), "target": None, "better": "lower"})
+    rows.append({"name": f"prove_load_average_max{suffix}", "value": round(max(loads), 2),
+                 "unit": "load", "baseline": round(min(loads), 2), "ratio": None,
+                 "target": None, "better": "lower"})  # baseline column: the minimum
     rows.append({"name": f"prove_report_rows_differing_from_{args.baseline_ref}{suffix}",
                  "value": len(diff), "unit": "count", "baseline": None, "ratio": None,
                  "target": None, "better": "lower"})

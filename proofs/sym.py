@@ -44,6 +44,9 @@ def _explorer() -> Explorer:
 _CTX = z3.main_ctx()
 _INT = z3.IntSort()
 _TRUE, _FALSE = z3.BoolVal(True), z3.BoolVal(False)
+# Z3 hash-conses terms, so `true` and `false` are one AST each: a pointer comparison tells
+# a literal from a formula without a call into Z3 (made for every branch the model takes).
+_TRUE_P, _FALSE_P = _TRUE.as_ast().value, _FALSE.as_ast().value
 _ints: dict[int, z3.ArithRef] = {}
 
 
@@ -133,9 +136,9 @@ def _arith(fn: Any, a: z3.ExprRef, b: z3.ExprRef) -> z3.ArithRef:
 
 
 def _not(a: z3.BoolRef) -> z3.BoolRef:
-    const = z3core.Z3_get_bool_value(_CTX.ref(), a.as_ast())
-    if const != 0:  # a literal: its negation is the other literal, not a term to fork on
-        return _FALSE if const == 1 else _TRUE
+    p = a.as_ast().value
+    if p in (_TRUE_P, _FALSE_P):  # a literal: its negation is the other literal
+        return _FALSE if p == _TRUE_P else _TRUE
     return _memo("not", lambda: _negate(a), a)
 
 
@@ -373,6 +376,42 @@ def _var(name: str, make: Callable[[str], Any]) -> Any:
     return v
 
 
+# `_repairs_of` per branch literal (by AST address, the literal kept alive beside it so the
+# address is not reused): the model code asks the same tests on every replayed path.
+_REPAIRS: dict[int, tuple[z3.BoolRef, list[tuple[Any, Any]]]] = {}
+
+
+def _repairs_cached(want: z3.BoolRef) -> list[tuple[Any, Any]]:
+    key = want.as_ast().value
+    hit = _REPAIRS.get(key)
+    if hit is None:
+        hit = _REPAIRS[key] = (want, _repairs_of(want))
+    return hit[1]
+
+
+def _repairs_of(want: z3.BoolRef) -> list[tuple[Any, Any]]:
+    """Candidate (constant, value) settings that make `want` true: `b`/`not b` for a
+    boolean constant, `x == k`/`x != k` for an integer constant x and a numeral k (the
+    shape forks and parameter choices of proofs.symstate). Only candidates: the caller
+    checks the changed model against the whole path condition. (Comparisons of a constant
+    with a term were tried too: most such repairs fail that check, which cost more than
+    the solver calls they saved.)"""
+    neg = z3.is_not(want)
+    atom = want.arg(0) if neg else want
+    if z3.is_const(atom):
+        if z3.is_true(atom) or z3.is_false(atom):
+            return []
+        return [(atom, _FALSE if neg else _TRUE)]
+    if not z3.is_eq(atom):
+        return []
+    x, k = atom.arg(0), atom.arg(1)
+    if z3.is_int_value(x):
+        x, k = k, x
+    if z3.is_const(x) and z3.is_int(x) and not z3.is_int_value(x) and z3.is_int_value(k):
+        return [(x, expr_of(k.as_long() + (1 if neg else 0)))]  # for `!=` any other value
+    return []
+
+
 # A split of a joint exploration: its selecting condition and (switch, value) pairs.
 Split = tuple[z3.BoolRef, list[tuple[Any, Any]]]
 
@@ -406,6 +445,7 @@ class Explorer:
         if prune:
             _MEMO.clear()
             _VARS.clear()
+            _REPAIRS.clear()
             self.solver = z3.Solver()
             self.solver.set("timeout", timeout_ms)
             self.solver.set("random_seed", seed)
@@ -424,6 +464,7 @@ class Explorer:
         self._pc_terms: set[int] = set()  # addresses of the path's decided literals
         self._names = itertools.count()
         self.checks = 0
+        self.repairs = 0  # branch sides settled by a repaired model (no solver call)
         self.slowest_query_s = 0.0
         self._by_prefix: dict[tuple[Any, ...], Any] = {}
         # Several explorations sharing this one (the variants of
@@ -457,10 +498,30 @@ class Explorer:
         which is sound because nothing on the path constrains them yet."""
         return model is not None and z3.is_true(model.eval(cond, model_completion=True))
 
+    def _repaired(self, m: Any, want: z3.BoolRef) -> Any:
+        """A model of the path condition and `want`, made from `m` (a model of the path
+        condition) by changing one constant `want` is about (`_repairs_of`) and checked by
+        evaluating the whole path condition and `want` in it; None when no candidate
+        passes. The pre-state's shape forks and the parameter choices are on constants
+        nothing constrains yet: their other side is settled without a solver call (or a
+        model from it)."""
+        if not self.prune:
+            return None
+        goal = None
+        for sub in _repairs_cached(want):
+            r = m.translate(_CTX)  # a copy: `m` stays the witness of the other side
+            r.update_value(*sub)
+            if goal is None:
+                goal = conj([*self._pc, want])
+            if self._holds_in(r, goal):
+                self.repairs += 1
+                return r
+        return None
+
     def decide(self, cond: z3.BoolRef) -> bool:
-        const = z3core.Z3_get_bool_value(_CTX.ref(), cond.as_ast())
-        if const != 0:  # the literal true (1) or false (-1)
-            return bool(const == 1)
+        p = cond.as_ast().value
+        if p in (_TRUE_P, _FALSE_P):  # the literal true or false
+            return bool(p == _TRUE_P)
         if self._pos < self._kept:  # shared prefix: already asserted in the solver
             choice, _, model = self._trail[self._pos]
             self._pos += 1
@@ -488,9 +549,9 @@ class Explorer:
                 choice, model, alt = in_pc, m, None
             else:
                 if self._holds_in(m, cond):
-                    m_t, m_f = m, self._sat_model(neg)
+                    m_t, m_f = m, self._repaired(m, neg) or self._sat_model(neg)
                 elif self._holds_in(m, neg):
-                    m_t, m_f = self._sat_model(cond), m
+                    m_t, m_f = self._repaired(m, cond) or self._sat_model(cond), m
                 else:
                     m_t = self._sat_model(cond)
                     m_f = self._sat_model(neg) if m_t is not None else None

@@ -127,3 +127,50 @@ def test_a_batch_is_clean_only_when_no_path_can_break_an_obligation() -> None:
     assert not batch.clean([second, first])
     safe = obligations._Pending((c, z3.Not(a)), {"safety": z3.And(b, a)}, None, {}, None)
     assert batch.clean([first, safe])
+
+
+def test_repaired_model_settles_free_forks_without_a_solver_call() -> None:
+    """Forks on constants nothing constrains (the pre-state's shape, a parameter choice)
+    get their other side from the known model with that constant changed: the same paths,
+    with fewer solver calls than the explorer needs without repairs."""
+    def f(ex: Explorer) -> tuple[bool, bool, int]:
+        x = ex.fresh_int("x")
+        ex.assume(x > 3)  # a model of the path is now known
+        a, b = bool(ex.fresh_bool("a")), bool(ex.fresh_bool("b"))
+        k = z3.Int("k")
+        pick = 0 if ex.decide(k == 0) else 1 if ex.decide(k == 1) else 2
+        return a, b, pick
+
+    ex = Explorer()
+    paths = sorted(p.value for p in ex.paths(f))
+    assert paths == sorted((a, b, k) for a in (False, True) for b in (False, True)
+                           for k in (0, 1, 2))
+    # Only the assumption asks the solver: every fork's other side (11 of them) is a
+    # repaired model. (A repair cache keyed wrongly hands `not a` the repair of `a`,
+    # which fails its check and costs solver calls.)
+    assert (ex.checks, ex.repairs) == (1, 11)
+    plain = Explorer()
+    plain._repaired = lambda m, want: None  # type: ignore[method-assign]
+    assert sorted(p.value for p in plain.paths(f)) == paths
+    assert ex.checks < plain.checks
+
+
+def test_repaired_model_must_satisfy_the_path_condition() -> None:
+    """A repair that breaks a literal of the path condition is not a witness: with
+    `a or c` and `not c` assumed, `not a` is infeasible, so only one path goes on."""
+    def f(ex: Explorer) -> bool:
+        a, c = ex.fresh_bool("a"), ex.fresh_bool("c")
+        ex.assume(a | c)
+        ex.assume(~c)
+        return bool(a)
+
+    ex = Explorer()
+    assert [p.value for p in ex.paths(f)] == [True]
+    # and a constant compared with a numeral: `k == 2` forced by the path condition
+    def g(ex: Explorer) -> bool:
+        k = ex.fresh_int("k")
+        ex.assume(k >= 2)
+        ex.assume(k <= 2)
+        return bool(k == 2)
+
+    assert [p.value for p in Explorer().paths(g)] == [True]
