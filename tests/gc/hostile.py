@@ -4,8 +4,10 @@ round must pass (used by tests/gc/test_hostile*.py).
 A store is planned as a list of entries, then made on the real disk: well-formed keys,
 keys with non-ASCII digits or letters in each segment, wrong widths, long names, directories
 named like objects, symbolic links (to files and directories, inside and outside the root,
-dangling), FIFOs and unreadable files. The oracle is the model alone, over the entries that
-are regular files reached without a link and whose key parses.
+dangling), FIFOs, and unreadable files and directories (mode 0: only a non-root run sees
+them unreadable, since root bypasses permission bits; the fingerprint then records them by
+their metadata). The oracle is the model alone, over the entries that are regular files
+reached without a link and whose key parses.
 """
 
 from __future__ import annotations
@@ -67,6 +69,7 @@ class Plan:
     dir_like_object: list[tuple[int, int]] = field(default_factory=list)
     fifo: bool = False
     unreadable: bool = False
+    unreadable_dir: bool = False
 
 
 plans = st.builds(
@@ -93,6 +96,7 @@ plans = st.builds(
     dir_like_object=st.lists(st.tuples(st.sampled_from(SHARDS), st.integers(0, 12)), max_size=2),
     fifo=st.booleans(),
     unreadable=st.booleans(),
+    unreadable_dir=st.booleans(),
 )
 
 
@@ -159,7 +163,44 @@ def build(plan: Plan, root: Path, outside: Path, now: float) -> dict[str, float]
     if plan.unreadable and plan.good:
         shard, epoch, name, _ = plan.good[0]
         os.chmod(root / f"{data}{shard:03d}/{e18(epoch)}/{name}", 0)
+    locked = root / f"{data}{SHARDS[1]:03d}/{e18(1)}"
+    if plan.unreadable_dir and not locked.is_symlink():
+        key = f"{data}{SHARDS[1]:03d}/{e18(1)}/locked"
+        put(root, key, 30 * HOUR, now)
+        real[key] = 30 * HOUR
+        os.chmod(locked, 0)  # a non-root listing cannot open it: the round must say so
     return real
+
+
+def unreadable_dirs(root: Path) -> list[str]:
+    """Directories under level_zero/data/ a listing cannot open as this user (keys + '/')."""
+    data = root / "level_zero/data"
+    out = []
+    for dirpath, dirnames, _ in os.walk(data):
+        for n in dirnames:
+            p = Path(dirpath) / n
+            if not p.is_symlink() and not os.access(p, os.R_OK | os.X_OK):
+                out.append(str(p.relative_to(root)) + "/")
+    return out
+
+
+def planted_refusals(root: Path, m: int | None = None) -> set[str]:
+    """The links and special files under level_zero/data/ (keys, without a trailing slash)
+    that a listing of every shard up to epoch `m` must reach, so each must come back
+    refused; with `m` None, all of them (nothing else may be refused). Found from the tree
+    itself, not from the plan."""
+    data = root / "level_zero/data"
+    out = set()
+    for dirpath, dirnames, filenames in os.walk(data):  # links are not followed
+        for n in dirnames + filenames:
+            p = Path(dirpath) / n
+            mode = os.lstat(p).st_mode
+            if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
+                continue
+            rel = p.relative_to(data).parts
+            if m is None or len(rel) == 1 or rel[1] < f"{m + 1:018d}":
+                out.add(str(p.relative_to(root)))
+    return out
 
 
 def fingerprint(*roots: Path) -> dict[str, tuple[str, str]]:
@@ -177,7 +218,10 @@ def fingerprint(*roots: Path) -> dict[str, tuple[str, str]]:
                 elif stat.S_ISDIR(st_.st_mode):
                     out[str(p)] = ("dir", oct(st_.st_mode))
                 elif stat.S_ISREG(st_.st_mode):
-                    digest = hashlib.sha256(p.read_bytes()).hexdigest()
+                    try:
+                        digest = hashlib.sha256(p.read_bytes()).hexdigest()
+                    except PermissionError:  # a non-root run: its metadata stands for it
+                        digest = f"unreadable size={st_.st_size}"
                     out[str(p)] = ("file", f"{oct(st_.st_mode)} {digest} {st_.st_mtime}")
                 else:
                     out[str(p)] = ("special", oct(st_.st_mode))

@@ -68,6 +68,9 @@ def test_per_key_errors_are_retried_then_counted_in_a_round(
     assert any("InternalError" in e for e in s.error_samples)
     assert before - all_keys(direct) == eligible  # the stuck key is still there
     assert 1 < throttling.delete_attempts["c/" + stuck] <= 10  # retried, and bounded
+    # The proxy timed every DeleteObjects (the S3 benchmark's deleting phase uses them).
+    assert len(throttling.delete_spans) >= s.delete_requests > 0, s.lines()  # + retries
+    assert all(start <= end for start, end in throttling.delete_spans)
 
 
 @dataclass(frozen=True)

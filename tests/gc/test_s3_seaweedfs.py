@@ -74,3 +74,50 @@ def test_a_task_deletes_exactly_the_eligible_keys_on_seaweedfs(weed: Weed) -> No
     assert all_keys(StoreSpec("s3", "gc-weed", "c", weed.endpoint)()) == before - eligible
     # pages of 2 and batches of 5 (36 keys: the last batch is partial), 2 in flight
     assert counts["stats"]["delete_requests"] == -(-len(eligible) // 5)
+
+
+def test_per_key_errors_in_200_replies_on_seaweedfs(weed: Weed) -> None:
+    """Per-key `SlowDown`/`InternalError` inside 200 DeleteObjects replies, on a server that
+    checks signatures: the proxy drops the failed keys from the body and signs it again.
+    Throttled keys are retried until deleted; a key that keeps failing is retried a bounded
+    number of times, counted, and still there. (Before the proxy re-signed, SeaweedFS
+    answered SignatureDoesNotMatch to every rewritten request.)"""
+    import boto3
+
+    def fail(key: str, attempt: int) -> str | None:
+        if key.endswith("/never"):
+            return "InternalError"
+        return "SlowDown" if key.endswith("-0") and attempt < 2 else None
+
+    boto3.client("s3", endpoint_url=weed.endpoint).create_bucket(Bucket="gc-weed-errors")
+    with s3_proxy(weed.endpoint, fail=fail) as proxy:
+        spec = StoreSpec("s3", "gc-weed-errors", "c", proxy.endpoint)
+        store = spec()
+        now = time.time()
+        simple_cluster(store, M, now=now)
+        eligible = {
+            format_key(p, e, f"o{i}-{j}")
+            for p in (0, 500)
+            for e in (1, 5)
+            for i in range(3)
+            for j in range(2)
+        }
+        stuck = format_key(1, 2, "never")
+        for key in eligible | {stuck}:
+            store.put(key, b"xy")
+        before = all_keys(store)
+        rows = list(
+            list_and_delete_task(
+                spec, M, now, 0.0, 2, 5, 2, 3, True, time.time, 300.0, iter(_PREFIXES)
+            )
+        )
+
+    deleted = {r[1] for r in rows if r[0] == DELETED}
+    counts = json.loads(next(r[1] for r in rows if r[0] == COUNTS))
+    assert proxy.injected["SlowDown"] == 2 * sum(k.endswith("-0") for k in eligible)
+    assert deleted == eligible
+    assert counts["stats"]["deleted"] == len(eligible)
+    assert counts["stats"]["errors"] == 1, counts
+    assert len(counts["samples"]) == 1 and "InternalError" in counts["samples"][0], counts
+    assert all_keys(StoreSpec("s3", "gc-weed-errors", "c", weed.endpoint)()) == (before - eligible)
+    assert 1 < proxy.delete_attempts["c/" + stuck] <= 10  # retried, and bounded

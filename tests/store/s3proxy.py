@@ -7,7 +7,9 @@
   DeleteObjects requests that named the key so far (0 for the first).
 
 It also counts the TCP connections it accepted (a client whose pool is too small opens and
-discards connections) and the DeleteObjects requests per key.
+discards connections) and the DeleteObjects requests per key, and records each
+DeleteObjects request's span (from its arrival to its answer, on `time.monotonic`) so a
+benchmark can time the deleting itself, apart from the listing before it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from __future__ import annotations
 import base64
 import hashlib
 import http.client
+import os
+import re
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -55,6 +59,7 @@ class S3Proxy:
         self.connections = 0
         self.delete_attempts: Counter[str] = Counter()  # full keys, as sent
         self.injected: Counter[str] = Counter()  # per-key errors injected, by code
+        self.delete_spans: list[tuple[float, float]] = []  # (arrived, answered), monotonic
         self._server = _Server(self)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -106,6 +111,13 @@ class _Handler(BaseHTTPRequestHandler):
             _local.conn = None
 
     def _forward(self) -> None:
+        arrived = time.monotonic()
+        self._forward_one()
+        if self.command == "POST" and "delete" in urlsplit(self.path).query.split("&"):
+            with self.server.proxy.lock:
+                self.server.proxy.delete_spans.append((arrived, time.monotonic()))
+
+    def _forward_one(self) -> None:
         proxy = self.server.proxy
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else b""
@@ -121,12 +133,7 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             if injected:  # else forward the body as signed: a server may check signatures
                 body = new_body
-                # The body changed: its digests must too (the server may check them).
-                headers = {
-                    k: v for k, v in headers.items() if not k.lower().startswith("x-amz-checksum")
-                }
-                headers.pop("x-amz-sdk-checksum-algorithm", None)
-                headers["Content-MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
+                headers = _resigned(proxy, self.command, self.path, headers, body)
         conn = _upstream(proxy)
         try:
             conn.request(self.command, self.path, body=body or None, headers=headers)
@@ -172,6 +179,46 @@ def _upstream(proxy: S3Proxy) -> http.client.HTTPConnection:
         conn = http.client.HTTPConnection(proxy.upstream.hostname, proxy.upstream.port, timeout=60)
         _local.conn, _local.proxy = conn, proxy
     return conn
+
+
+_SCOPE = re.compile(r"Credential=[^/]+/\d{8}/(?P<region>[^/]+)/s3/aws4_request")
+_SIGNED = {"authorization", "x-amz-date", "x-amz-content-sha256", "x-amz-security-token"}
+
+
+def _resigned(
+    proxy: S3Proxy, method: str, path: str, headers: dict[str, str], body: bytes
+) -> dict[str, str]:
+    """Headers for a rewritten body: new digests, and signed again (SigV4, the tests'
+    credentials from the environment, the client's region) when the client signed, so a
+    server that checks signatures (SeaweedFS) takes the request as the client's."""
+    headers = {
+        k: v
+        for k, v in headers.items()
+        if not k.lower().startswith("x-amz-checksum")
+        and k.lower() not in ("x-amz-sdk-checksum-algorithm", "content-md5")
+    }
+    headers["Content-MD5"] = base64.b64encode(hashlib.md5(body).digest()).decode()
+    auth = next((v for k, v in headers.items() if k.lower() == "authorization"), None)
+    if auth is None:
+        return headers
+    from botocore.auth import S3SigV4Auth
+    from botocore.awsrequest import AWSRequest
+    from botocore.credentials import Credentials
+
+    scope = _SCOPE.search(auth)
+    if scope is None:
+        raise ValueError(f"s3proxy: cannot re-sign a request signed as {auth[:60]!r}")
+    creds = Credentials(
+        os.environ["AWS_ACCESS_KEY_ID"],
+        os.environ["AWS_SECRET_ACCESS_KEY"],
+        os.environ.get("AWS_SESSION_TOKEN"),
+    )
+    host = f"{proxy.upstream.hostname}:{proxy.upstream.port}"
+    unsigned = {k: v for k, v in headers.items() if k.lower() not in _SIGNED | {"host"}}
+    unsigned["Host"] = host
+    request = AWSRequest(method, f"http://{host}{path}", data=body, headers=unsigned)
+    S3SigV4Auth(creds, "s3", scope.group("region")).add_auth(request)
+    return dict(request.headers.items())
 
 
 def _delete_result(data: bytes, injected: list[tuple[str, str]]) -> bytes:
