@@ -134,15 +134,23 @@ class _Handler(BaseHTTPRequestHandler):
             if injected:  # else forward the body as signed: a server may check signatures
                 body = new_body
                 headers = _resigned(proxy, self.command, self.path, headers, body)
-        conn = _upstream(proxy)
-        try:
-            conn.request(self.command, self.path, body=body or None, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read()
-        except (OSError, http.client.HTTPException):
-            conn.close()
-            _local.conn = None
-            raise
+        for attempt in (0, 1):
+            conn = _upstream(proxy)
+            reused = conn.sock is not None
+            try:
+                conn.request(self.command, self.path, body=body or None, headers=headers)
+                resp = conn.getresponse()
+                data = resp.read()
+                break
+            except (OSError, http.client.HTTPException) as e:
+                conn.close()
+                _local.conn = None
+                # The server closed a kept-alive connection while it sat idle (the injected
+                # latency is longer than its idle timeout) before it read this request:
+                # nothing reached it, so send it once more on a new connection.
+                stale = isinstance(e, (http.client.RemoteDisconnected, BrokenPipeError))
+                if attempt or not reused or not stale:
+                    raise
         out = {k: v for k, v in resp.getheaders() if k.lower() not in _HOP}
         if injected and resp.status == 200:
             data = _delete_result(data, injected)
