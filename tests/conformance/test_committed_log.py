@@ -94,7 +94,7 @@ def test_found_deep_seed_15_shrunk(monkeypatch: pytest.MonkeyPatch) -> None:
     right after it applied entries of t/2's current incarnation that only it had applied."""
     monkeypatch.setattr(harness, "RAFT_CHECK", "event")
     # Replayed in the deployment it was found in (a heartbeat every tick): the shape depends
-    # on the simulated timing, which issue 14 changed to a heartbeat every 3rd tick.
+    # on the simulated timing, which EPOCHGC_CONFORMANCE_HEARTBEAT_TICK can change.
     monkeypatch.setattr(harness, "RAFT_CONFIG", Config(election_tick=10, heartbeat_tick=1))
     h = Harness(seed=57671)
     program: list[tuple[str, tuple[object, ...]]] = [
