@@ -3,7 +3,7 @@
     python benchmarks/bench_gc.py [--quick] [--repeat N] [--skip-s3] [--skip-local] [--skip-s3-loop]
                                   [--latency-ms 30] [--batch 10] [--listers 16] [--s3-keys 10000]
                                   [--server-share 0.4] [--dir DIR] [--skip-moto] [--skip-weed]
-                                  [--weed-keys 100000] [--weed-tasks 1] [--weed-concurrency 2]
+                                  [--weed-keys 20000] [--weed-tasks 1] [--weed-concurrency 2]
                                   [--weed-listers 128] [--weed-share 0.15]
                                   [--out build/bench-gc.json]
 
@@ -629,7 +629,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="best of N for (a)")
     ap.add_argument("--skip-moto", action="store_true", help="skip (c) and (d), keep (e)")
     ap.add_argument("--skip-weed", action="store_true", help="skip (e)")
-    ap.add_argument("--weed-keys", type=int, default=100_000, help="(e)'s eligible keys")
+    ap.add_argument("--weed-keys", type=int, default=20_000, help="(e)'s eligible keys")
     ap.add_argument("--weed-tasks", type=int, default=1, help="(e)'s Spark tasks")
     ap.add_argument(
         "--weed-concurrency", type=int, default=2, help="(e)'s delete requests in flight per task"
@@ -638,7 +638,7 @@ def main() -> None:
     ap.add_argument(
         "--weed-share",
         type=float,
-        default=0.1,  # each request also waits for the server: at most 1/(1+share) of the bound
+        default=0.15,  # each request also waits for the server: at most 1/(1+share) of the bound
         help="(e)'s bound / the server's own rate",
     )
     args = ap.parse_args()
