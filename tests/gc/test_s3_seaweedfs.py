@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
 from impl.gc.stream import COUNTS, DELETED, list_and_delete_task
+from impl.store.base import ObjectStore
 from impl.store.url import StoreSpec
 from model.keys import format_key
 from tests.gc.helpers import all_keys, simple_cluster
@@ -38,6 +40,23 @@ def weed() -> Iterator[Weed]:
             yield w
 
 
+def _round_task(
+    spec: StoreSpec, store: ObjectStore, keys: set[str], now: float
+) -> tuple[set[str], set[str], dict[str, Any]]:
+    """Put `keys`, run one GC task over `_PREFIXES` (pages of 2, batches of 5, 2 deletes in
+    flight): (keys before, keys it deleted, its counts)."""
+    for key in keys:
+        store.put(key, b"xy")
+    before = all_keys(store)
+    rows = list(
+        list_and_delete_task(
+            spec, M, now, 0.0, 2, 5, 2, 3, True, time.time, 300.0, iter(_PREFIXES)
+        )
+    )
+    deleted = {r[1] for r in rows if r[0] == DELETED}
+    return before, deleted, json.loads(next(r[1] for r in rows if r[0] == COUNTS))
+
+
 def test_a_task_deletes_exactly_the_eligible_keys_on_seaweedfs(weed: Weed) -> None:
     import boto3
 
@@ -56,18 +75,8 @@ def test_a_task_deletes_exactly_the_eligible_keys_on_seaweedfs(weed: Weed) -> No
             "level_zero/data/001/00000000000000000\u0665/u",  # a Unicode digit: malformed
             "level_zero/other/000000000000000001/x",  # outside the data prefix
         }
-        for key in eligible | kept:
-            store.put(key, b"xy")
-        before = all_keys(store)
+        before, deleted, counts = _round_task(spec, store, eligible | kept, now)
 
-        rows = list(
-            list_and_delete_task(
-                spec, M, now, 0.0, 2, 5, 2, 3, True, time.time, 300.0, iter(_PREFIXES)
-            )
-        )
-
-    deleted = {r[1] for r in rows if r[0] == DELETED}
-    counts = json.loads(next(r[1] for r in rows if r[0] == COUNTS))
     assert counts["samples"] == []  # no failed delete (the old proxy: SignatureDoesNotMatch)
     assert deleted == eligible
     assert counts["stats"]["deleted"] == len(eligible)
@@ -103,17 +112,8 @@ def test_per_key_errors_in_200_replies_on_seaweedfs(weed: Weed) -> None:
             for j in range(2)
         }
         stuck = format_key(1, 2, "never")
-        for key in eligible | {stuck}:
-            store.put(key, b"xy")
-        before = all_keys(store)
-        rows = list(
-            list_and_delete_task(
-                spec, M, now, 0.0, 2, 5, 2, 3, True, time.time, 300.0, iter(_PREFIXES)
-            )
-        )
+        before, deleted, counts = _round_task(spec, store, eligible | {stuck}, now)
 
-    deleted = {r[1] for r in rows if r[0] == DELETED}
-    counts = json.loads(next(r[1] for r in rows if r[0] == COUNTS))
     assert proxy.injected["SlowDown"] == 2 * sum(k.endswith("-0") for k in eligible)
     assert deleted == eligible
     assert counts["stats"]["deleted"] == len(eligible)
