@@ -178,3 +178,100 @@ def test_seeded_uncommitted_apply_then_restart_is_caught(h: Harness) -> None:
     h.restart(nid)
     with pytest.raises(Divergence, match="is not in the committed log the model replayed"):
         h.check_step()
+
+
+# ---- the controller's committed state (deep run with a beat every 3rd tick, issue s6) ----
+
+# Greedy-shrunk from the 943,032-step deep run's failing chunks (EPOCHGC_CONFORMANCE_HEARTBEAT_TICK
+# =3, --raft-check event). Each ends with the controller leader crashing after it committed
+# and applied an entry whose commit index its followers had not learnt yet (they hold the
+# entry: it is committed and the next leader applies it).
+_CTL_BEHIND_A_CRASH = {
+    # A3 (chunks 912, 929, 953 had this shape): lag_cache froze node 2's cache at the
+    # leader's applied epoch 6 (a mint at index 7); nodes 1 and 2 had applied index 6 (epoch 3).
+    "a3_seed_929": [
+        ("boot", {"seed": 86, "disk": 2}),
+        ("delete_partition", {"p": "t/0"}),
+        ("delete_partition", {"p": "t/1"}),
+        ("service_round", {"publish_table": True, "times": 1}),
+        ("lag_cache", {"back": 0, "nid": 2}),
+        ("crash", {"nid": 3}),
+    ],
+    "a3_seed_953": [
+        ("boot", {"disk": 2, "seed": 24301}),
+        ("recreate_with_old_write", {"p": "t/0"}),
+        ("recreate_with_old_write", {"p": "t/0"}),
+        ("power_loss_and_recover", {"mid_write": False, "nid": 3}),
+        ("mint", {"times": 1}),
+        ("lag_cache", {"back": 1, "nid": 1}),
+        ("crash", {"nid": 2}),
+    ],
+    # `revisions` (chunks 353, 357): node 3 applied the delete of t/0 (index 5, revision 4)
+    # and published the partition snapshot at revision 4; nodes 1 and 2 still had t/0.
+    "revisions_seed_353": [
+        ("boot", {"disk": 4, "seed": 255}),
+        ("delete_across_leader_change", {"p": "t/0", "to": 3}),
+        ("publish_partitions", {}),
+        ("crash", {"nid": 3}),
+    ],
+    "revisions_seed_357": [
+        ("boot", {"disk": 2, "seed": 671}),
+        ("isolate", {"nid": 1}),
+        ("create_and_produce", {}),
+        ("delete_across_leader_change", {"p": "t/1", "to": 2}),
+        ("publish_partitions", {}),
+        ("crash", {"nid": 2}),
+    ],
+}
+
+
+@pytest.mark.parametrize("name", sorted(_CTL_BEHIND_A_CRASH))
+def test_found_controller_applied_behind_commit_after_leader_crash(
+        name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A3 and the abstraction compared against the most advanced LIVE controller replica's
+    applied state; after the leader crashed, the live ones had not learnt the commit of
+    its last entry yet, so a cache lagged at the committed epoch 'led the controller' and
+    a snapshot published at the committed revision 'left out' a partition the live
+    replicas still had. Both now compare against `Harness.committed_controller` (the
+    committed log replayed). The program must run clean, reach the shape, and the live
+    replicas must then catch up to exactly that committed state (nothing was lost)."""
+    from tests.conformance.machine import ConformanceMachine
+
+    monkeypatch.setattr(harness, "RAFT_CHECK", "event")
+    monkeypatch.setattr(harness, "RAFT_CONFIG", Config(election_tick=10, heartbeat_tick=3))
+    program = _CTL_BEHIND_A_CRASH[name]
+    state = ConformanceMachine()
+    try:
+        for rule, kw in program[:-1]:
+            getattr(state, rule)(**kw)
+            state.conforms()
+        h = state.h
+        assert h is not None
+        victim = program[-1][1]["nid"]
+        want = h.committed_controller()
+        others = [b.controller.revision for n, b in h.c.brokers.items() if n != victim]
+        assert h.c.brokers[victim].controller.revision == want.revision > max(others), (
+            "the program no longer reaches the shape (only the crashing leader applied the"
+            " last committed controller entry)")
+        getattr(state, program[-1][0])(**program[-1][1])
+        state.conforms()
+        h.c.heal()  # seed 357's program leaves node 1 isolated
+        assert h.c.run_until(lambda: all(b.controller.revision >= want.revision
+                                         for b in h.c.brokers.values()), 50_000)
+        for b in h.c.brokers.values():
+            assert (b.controller.revision, b.controller.epoch) == (want.revision, want.epoch)
+        state.conforms()
+    finally:
+        state.teardown()
+
+
+def test_a3_still_fires_on_a_cache_ahead_of_the_committed_epoch(h: Harness) -> None:
+    """The committed reference does not blunt A3: a cache one past the committed epoch (an
+    epoch no replica applied, so never committed as far as anyone knows) is a divergence."""
+    h.mint()
+    h.check_step()
+    top = h.committed_controller().epoch
+    assert top >= 1
+    h.c.lag_cache(1, top + 1)
+    with pytest.raises(Divergence, match="A3 on node 1"):
+        h.check_step()
