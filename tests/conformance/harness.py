@@ -331,17 +331,20 @@ class Harness:
         A3 and the abstraction compare against this, never against the live maximum alone."""
         live = self._controller_sm()
         hist = self.c.sim.checker.history(CONTROLLER_GROUP)
-        hosts = [b.port.host for b in self.c.brokers.values()
-                 if CONTROLLER_GROUP in b.port.host.groups]
-        committed = max([hist.max_committed,
-                         *(h.groups[CONTROLLER_GROUP].node.log.committed for h in hosts)])
-        upto = min(committed, max(hist.applied, default=0))
+        upto = min(self._highest_commit(CONTROLLER_GROUP), max(hist.applied, default=0))
         ref = self._ctl_committed
         for i in range(ref.last_index + 1, upto + 1):
             got = hist.applied.get(i)  # a missing index is a Raft no-op
             if got is not None:
                 ref.apply(Entry(i, got[0], data=got[1]))
         return ref if ref.revision > live.revision else live
+
+    def _highest_commit(self, g: int) -> int:
+        """The highest commit index known for group `g`: a leader's as the Raft checker saw
+        it, or any live replica's (a restart recovers its synced commit)."""
+        return max([self.c.sim.checker.history(g).max_committed,
+                    *(b.port.host.groups[g].node.log.committed for b in self.c.brokers.values()
+                      if g in b.port.host.groups)])
 
     def _creation(self, p: str) -> int | None:
         info = self._controller_sm().partitions.get(p)
@@ -1170,8 +1173,7 @@ class Harness:
                 # commit index known: a leader's as the Raft checker saw it, or any live
                 # replica's (a restart recovers its synced commit). An entry applied past
                 # that was applied uncommitted: left out, so its apply is a divergence.
-                committed = max([hist.max_committed,
-                                 *(h.groups[g].node.log.committed for h in hosts)])
+                committed = self._highest_commit(g)
                 upto = sh.done
                 if committed > upto:
                     upto = max(upto, min(max([*applied, *hist.applied], default=0), committed))
