@@ -965,13 +965,17 @@ class Harness:
 
     # ---- GC rounds -------------------------------------------------------------------------
 
-    def _docs_and_listing(self) -> tuple[dict[str, object], list[tuple[str, float]], float]:
+    def _docs_and_listing(
+        self, data: bool = True
+    ) -> tuple[dict[str, object], list[tuple[str, float]], float]:
+        """The `_cluster/` documents and, if `data` (not when the caller drops it), the
+        listing of the data prefix."""
         now = self.c.wall()
         docs: dict[str, object] = {}
         for info in self.local.list_all("_cluster/"):
             with contextlib.suppress(ValueError, StoreError):
                 docs[info.key] = json.loads(self.local.get(info.key))
-        listing = [(i.key, i.age(now)) for i in self.local.list_all(DATA_PREFIX)]
+        listing = [(i.key, i.age(now)) for i in self.local.list_all(DATA_PREFIX)] if data else []
         return docs, listing, now
 
     def gc(self, grace_s: float = 0.0, lower_between: bool = False) -> None:
@@ -996,7 +1000,7 @@ class Harness:
                     saved[info.key] = raw
                     self.local.put(info.key, json.dumps(doc, sort_keys=True).encode())
                 STATS["fault.reports_lowered_before_delete"] += 1
-            d2, _, n2 = self._docs_and_listing()
+            d2, _, n2 = self._docs_and_listing(data=False)
             again.append(model_gc(d2, [], n2, MAX_REPORT_AGE_S, grace_s))
 
         try:
@@ -1072,7 +1076,7 @@ class Harness:
         """Orphan objects (written, never placed: a producer that died) at exactly epoch M
         in one prefix, a young one sorting first and old ones after it, plus an old one at
         M + 1; then a GC round with that grace. The old ones at M must go, the rest stay."""
-        docs, _, now = self._docs_and_listing()
+        docs, _, now = self._docs_and_listing(data=False)
         want = model_gc(docs, [], now, MAX_REPORT_AGE_S, grace_s)
         m = want.decision.M if want.decision is not None else None
         if m is None or m < 0:
@@ -1349,29 +1353,37 @@ class Harness:
         objects, writes = [], []
         # Many objects share (partition, epoch): resolve each pair once per abstraction.
         incs: dict[tuple[str, int], tuple[int, bool]] = {}
+        memo, deleted, shadows = self._interned, self.deleted, self.all_shadows
+        Obj, Write = ms.Obj, ms.Write  # the model's classes, interned inline
         for key, (epoch, targets) in self.objects.items():
             o = len(objects)
-            objects.append(self._intern(ms.Obj, ms.DELETED if key in self.deleted else ms.STORED,
-                                        epoch))
+            k: tuple[Any, ...] = (Obj, ms.DELETED if key in deleted else ms.STORED, epoch)
+            v = memo.get(k)
+            if v is None:
+                v = memo[k] = Obj(*k[1:])
+            objects.append(v)
             for p in targets:
                 inc = incs.get((p, epoch))
                 if inc is None:
                     inc = incs[(p, epoch)] = self._incarnation(p, epoch, ctl)
                 g, gone = inc
                 if gone:  # R33: every write to a deleted incarnation is orphaned
-                    writes.append(self._intern(ms.Write, o, index[p], ms.ORPHANED))
-                    continue
-                sh = self.all_shadows.get(g)
-                pl = sh.placements.get(key) if sh is not None else None
-                if pl is None:
-                    writes.append(self._intern(ms.Write, o, index[p], ms.FENCED))
+                    k = (Write, o, index[p], ms.ORPHANED)
                 else:
-                    st = ms.ACCEPTED if pl.accepted else ms.REJECTED
-                    # R27's ghost: the reconciler copies a placeholder to L1 before LRLO
-                    # passes it, so what LRLO passed is what the harness knows is in L1.
-                    lrlo = self.all_shadows[g].state.last_reconciled_log_offset
-                    writes.append(self._intern(ms.Write, o, index[p], st, pl.index,
-                                               pl.accepted and pl.index <= lrlo))
+                    sh = shadows.get(g)
+                    pl = sh.placements.get(key) if sh is not None else None
+                    if pl is None:
+                        k = (Write, o, index[p], ms.FENCED)
+                    else:
+                        # R27's ghost: the reconciler copies a placeholder to L1 before LRLO
+                        # passes it, so what LRLO passed is what the harness knows is in L1.
+                        lrlo = shadows[g].state.last_reconciled_log_offset
+                        k = (Write, o, index[p], ms.ACCEPTED if pl.accepted else ms.REJECTED,
+                             pl.index, pl.accepted and pl.index <= lrlo)
+                v = memo.get(k)
+                if v is None:
+                    v = memo[k] = Write(*k[1:])
+                writes.append(v)
         return ms.System(
             revision=self.max_revision, cluster_epoch=ctl.epoch, snapshot_revision=snap_rev,
             partitions=tuple(parts), objects=tuple(objects), writes=tuple(writes),
