@@ -90,21 +90,22 @@ def encode_message(m: Message) -> bytes:
         | (_FLAG_FORCE if m.force else 0)
         | (_FLAG_SNAPSHOT if m.snapshot is not None else 0)
     )
-    parts = [
-        _MSG.pack(
-            VERSION,
-            int(m.type),
-            m.to,
-            m.frm,
-            m.term,
-            m.log_term,
-            m.index,
-            m.commit,
-            m.reject_hint,
-            flags,
-            len(m.entries),
-        )
-    ]
+    head = _MSG.pack(
+        VERSION,
+        int(m.type),
+        m.to,
+        m.frm,
+        m.term,
+        m.log_term,
+        m.index,
+        m.commit,
+        m.reject_hint,
+        flags,
+        len(m.entries),
+    )
+    if not m.entries and m.snapshot is None:
+        return head  # heartbeats, votes and responses: the header is the whole message
+    parts = [head]
     parts.extend(encode_entry(e) for e in m.entries)
     if m.snapshot is not None:
         parts.append(encode_snapshot(m.snapshot))

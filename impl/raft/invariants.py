@@ -34,7 +34,10 @@ class InvariantChecker:
         self._commit_seen: dict[tuple[int, int, int], int] = {}  # (node, incarnation, g)
 
     def history(self, group: int) -> GroupHistory:
-        return self.groups.setdefault(group, GroupHistory())
+        h = self.groups.get(group)  # not setdefault: that builds a GroupHistory every call
+        if h is None:
+            h = self.groups[group] = GroupHistory()
+        return h
 
     # ---- event hooks -----------------------------------------------------------------------
 

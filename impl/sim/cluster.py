@@ -235,7 +235,11 @@ class SimCluster:
         """The group of the partition's current incarnation, by the most advanced controller
         replica (a lagging one may still know a deleted incarnation)."""
         if self.brokers:
-            ctl = max((b.controller for b in self.brokers.values()), key=lambda c: c.revision)
+            ctl = None  # max() by revision, as a loop: the first of the highest
+            for b in self.brokers.values():
+                if ctl is None or b.controller.revision > ctl.revision:
+                    ctl = b.controller
+            assert ctl is not None
             if partition in ctl.partitions:
                 return ctl.partitions[partition].group
         raise KeyError(partition)

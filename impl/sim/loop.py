@@ -33,7 +33,8 @@ class SimLoop(asyncio.AbstractEventLoop):
         return self._now
 
     def set_time(self, now: float) -> None:
-        self._now = max(self._now, now)
+        if now > self._now:  # never backwards (a comparison: max() was 1% of a step)
+            self._now = now
 
     def call_soon(  # type: ignore[override]
         self,

@@ -126,6 +126,14 @@ def _loadavg() -> list[float]:
         return []
 
 
+def _heartbeat_tick() -> int:
+    """The simulated Raft timing the workers run (their environment is this process's): a
+    finding replays only under the same one."""
+    from tests.conformance.harness import RAFT_CONFIG
+
+    return int(RAFT_CONFIG.heartbeat_tick)
+
+
 def _report(args: argparse.Namespace, chunks: list[dict[str, Any]], total: Counter[str],
             t0: float, loads: list[float], finished: bool) -> dict[str, Any]:
     from tests.conformance.coverage import events, rule_names, table
@@ -151,7 +159,7 @@ def _report(args: argparse.Namespace, chunks: list[dict[str, Any]], total: Count
         "stats": dict(sorted(total.items())),
         "settings": {"examples_per_chunk": args.examples, "step_count": args.step_count,
                      "seed": args.seed, "event_share": args.event_share,
-                     "spark_budget": args.spark},
+                     "spark_budget": args.spark, "heartbeat_tick": _heartbeat_tick()},
     }
 
 
@@ -223,7 +231,8 @@ def main(argv: list[str] | None = None) -> int:
     path.write_text(json.dumps(rep, indent=1) + "\n")
     print("\n".join(rep["coverage_table"]))
     for f in rep["failures"]:
-        print(f"\nFAILURE (replay: python -m tests.conformance.deep --replay {f['seed']}"
+        print(f"\nFAILURE (replay: EPOCHGC_CONFORMANCE_HEARTBEAT_TICK={_heartbeat_tick()}"
+              f" python -m tests.conformance.deep --replay {f['seed']}"
               f" --examples {args.examples} --step-count {args.step_count}"
               f" --raft-check {f['raft_check']}):\n{f['failure']}")
     print(f"\n{rep['steps']} steps ({rep['examples']} programs) in {rep['wall_s']} s:"

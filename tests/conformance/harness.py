@@ -89,14 +89,17 @@ MAX_REPORT_AGE_S = 60.0
 RAFT_CHECK = os.environ.get("EPOCHGC_CONFORMANCE_RAFT_CHECK", "step")  # or "event"
 DISK_SNAPSHOT_INTERVAL = 4
 # The simulated deployment's Raft timing (a tick is 0.1 s): election timeout 10-20 ticks, a
-# heartbeat every tick unless EPOCHGC_CONFORMANCE_HEARTBEAT_TICK says otherwise. At one beat
-# per tick, heartbeats and their answers were 57% of all simulator events (issue 14), but a
-# beat every 3rd tick bought only ~1.08x, and its 943,032-step deep run failed 5 chunks: the
-# harness compared with the most advanced live replica's APPLIED controller state, which
-# moves backwards when a leader crashes before its followers learn the commit index (fixed:
-# `committed_controller`). It stays opt-in until a deep run at that timing is clean.
+# heartbeat every tick, or every 3rd in the deep profile (EPOCHGC_CONFORMANCE_HEARTBEAT_TICK
+# overrides either). At one beat per tick heartbeats and their answers were 57% of all
+# simulator events (issue 14); every 3rd tick cuts a third of the events (~1.08x). Its
+# 943,032-step deep run failed 5 chunks, all the harness comparing with the most advanced
+# live replica's APPLIED controller state, which moves backwards when a leader crashes before
+# its followers learn the commit index (fixed: `committed_controller`; the five seeds pass).
+# CI and the mutants keep a beat per tick (the timing their pinned programs were found under).
+_HEARTBEAT_TICK = "3" if os.environ.get("EPOCHGC_CONFORMANCE_PROFILE") == "deep" else "1"
 RAFT_CONFIG = Config(
-    election_tick=10, heartbeat_tick=int(os.environ.get("EPOCHGC_CONFORMANCE_HEARTBEAT_TICK", "1"))
+    election_tick=10,
+    heartbeat_tick=int(os.environ.get("EPOCHGC_CONFORMANCE_HEARTBEAT_TICK", _HEARTBEAT_TICK)),
 )
 # Each program's object store on tmpfs where present, like the Raft simulator's disks: the
 # store never fsyncs, so a real disk only adds metadata I/O waits (mkdir, rmtree).
@@ -288,6 +291,9 @@ class Harness:
         self.max_revision = 0
         self._ctl_committed = ControllerStateMachine()  # the committed controller log, replayed
         self.prev_system: ms.System | None = None
+        # The abstraction's small value objects, interned by their fields (issue 14: building
+        # them was ~2% of a step; equal values, so the checks see the same System).
+        self._interned: dict[tuple[Any, ...], Any] = {}
         self._repeat_checked = False  # the transition from prev_system to itself was checked
         self.readback_dirty = False
         self.tasks: list[asyncio.Task[Any]] = []
@@ -316,10 +322,21 @@ class Harness:
         return sorted(self.c.brokers)
 
     def created(self) -> list[str]:
-        return [p for p in ALL_PARTITIONS if self._creation(p) is not None]
+        # One controller read for all (a precondition calls this at every rule draw).
+        parts = self._controller_sm().partitions
+        return [p for p in ALL_PARTITIONS if p in parts]
 
     def _controller_sm(self) -> Any:
-        return max((b.controller for b in self.c.brokers.values()), key=lambda s: s.revision)
+        """The most advanced live controller replica: max() by revision, as a loop (called
+        several times a step: the generator and key lambda were ~1% of it)."""
+        best = None
+        for b in self.c.brokers.values():
+            sm = b.controller
+            if best is None or sm.revision > best.revision:  # the first of the highest
+                best = sm
+        if best is None:
+            raise ValueError("no live broker: no controller replica")  # as max() did
+        return best
 
     def committed_controller(self) -> Any:
         """The controller state of the committed log: the most advanced live replica, or a
@@ -957,13 +974,17 @@ class Harness:
 
     # ---- GC rounds -------------------------------------------------------------------------
 
-    def _docs_and_listing(self) -> tuple[dict[str, object], list[tuple[str, float]], float]:
+    def _docs_and_listing(
+        self, data: bool = True
+    ) -> tuple[dict[str, object], list[tuple[str, float]], float]:
+        """The `_cluster/` documents and, if `data` (not when the caller drops it), the
+        listing of the data prefix."""
         now = self.c.wall()
         docs: dict[str, object] = {}
         for info in self.local.list_all("_cluster/"):
             with contextlib.suppress(ValueError, StoreError):
                 docs[info.key] = json.loads(self.local.get(info.key))
-        listing = [(i.key, i.age(now)) for i in self.local.list_all(DATA_PREFIX)]
+        listing = [(i.key, i.age(now)) for i in self.local.list_all(DATA_PREFIX)] if data else []
         return docs, listing, now
 
     def gc(self, grace_s: float = 0.0, lower_between: bool = False) -> None:
@@ -988,7 +1009,7 @@ class Harness:
                     saved[info.key] = raw
                     self.local.put(info.key, json.dumps(doc, sort_keys=True).encode())
                 STATS["fault.reports_lowered_before_delete"] += 1
-            d2, _, n2 = self._docs_and_listing()
+            d2, _, n2 = self._docs_and_listing(data=False)
             again.append(model_gc(d2, [], n2, MAX_REPORT_AGE_S, grace_s))
 
         try:
@@ -1064,7 +1085,7 @@ class Harness:
         """Orphan objects (written, never placed: a producer that died) at exactly epoch M
         in one prefix, a young one sorting first and old ones after it, plus an old one at
         M + 1; then a GC round with that grace. The old ones at M must go, the rest stay."""
-        docs, _, now = self._docs_and_listing()
+        docs, _, now = self._docs_and_listing(data=False)
         want = model_gc(docs, [], now, MAX_REPORT_AGE_S, grace_s)
         m = want.decision.M if want.decision is not None else None
         if m is None or m < 0:
@@ -1330,8 +1351,8 @@ class Harness:
                 # A report of an earlier incarnation is not this one's (the model drops a
                 # deleted partition's reports; see `_check_lifecycle` for the impl's side).
                 mine = self.health_group.get(nid, {}).get(p) == info.group
-                reps.append(ms.Replica(seen, truth,
-                                       self.health.get(nid, {}).get(p) if mine else None))
+                reps.append(self._intern(ms.Replica, seen, truth,
+                                         self.health.get(nid, {}).get(p) if mine else None))
             parts.append(ms.Partition(
                 created=True, creation_revision=info.creation_revision, state=sh.state,
                 log_end=sh.done + 1, replicas=tuple(reps),
@@ -1341,32 +1362,49 @@ class Harness:
         objects, writes = [], []
         # Many objects share (partition, epoch): resolve each pair once per abstraction.
         incs: dict[tuple[str, int], tuple[int, bool]] = {}
+        memo, deleted, shadows = self._interned, self.deleted, self.all_shadows
+        Obj, Write = ms.Obj, ms.Write  # the model's classes, interned inline
         for key, (epoch, targets) in self.objects.items():
             o = len(objects)
-            objects.append(ms.Obj(ms.DELETED if key in self.deleted else ms.STORED, epoch))
+            k: tuple[Any, ...] = (Obj, ms.DELETED if key in deleted else ms.STORED, epoch)
+            v = memo.get(k)
+            if v is None:
+                v = memo[k] = Obj(*k[1:])
+            objects.append(v)
             for p in targets:
                 inc = incs.get((p, epoch))
                 if inc is None:
                     inc = incs[(p, epoch)] = self._incarnation(p, epoch, ctl)
                 g, gone = inc
                 if gone:  # R33: every write to a deleted incarnation is orphaned
-                    writes.append(ms.Write(o, index[p], ms.ORPHANED))
-                    continue
-                sh = self.all_shadows.get(g)
-                pl = sh.placements.get(key) if sh is not None else None
-                if pl is None:
-                    writes.append(ms.Write(o, index[p], ms.FENCED))
+                    k = (Write, o, index[p], ms.ORPHANED)
                 else:
-                    st = ms.ACCEPTED if pl.accepted else ms.REJECTED
-                    # R27's ghost: the reconciler copies a placeholder to L1 before LRLO
-                    # passes it, so what LRLO passed is what the harness knows is in L1.
-                    lrlo = self.all_shadows[g].state.last_reconciled_log_offset
-                    writes.append(ms.Write(o, index[p], st, pl.index,
-                                           pl.accepted and pl.index <= lrlo))
+                    sh = shadows.get(g)
+                    pl = sh.placements.get(key) if sh is not None else None
+                    if pl is None:
+                        k = (Write, o, index[p], ms.FENCED)
+                    else:
+                        # R27's ghost: the reconciler copies a placeholder to L1 before LRLO
+                        # passes it, so what LRLO passed is what the harness knows is in L1.
+                        lrlo = shadows[g].state.last_reconciled_log_offset
+                        k = (Write, o, index[p], ms.ACCEPTED if pl.accepted else ms.REJECTED,
+                             pl.index, pl.accepted and pl.index <= lrlo)
+                v = memo.get(k)
+                if v is None:
+                    v = memo[k] = Write(*k[1:])
+                writes.append(v)
         return ms.System(
             revision=self.max_revision, cluster_epoch=ctl.epoch, snapshot_revision=snap_rev,
             partitions=tuple(parts), objects=tuple(objects), writes=tuple(writes),
         )
+
+    def _intern(self, cls: Callable[..., Any], *fields: Any) -> Any:
+        """`cls(*fields)`, one object per distinct value (the model's frozen dataclasses)."""
+        k = (cls, *fields)
+        v = self._interned.get(k)
+        if v is None:
+            v = self._interned[k] = cls(*fields)
+        return v
 
     def _check_model_invariants(self) -> None:
         s = self.abstract()

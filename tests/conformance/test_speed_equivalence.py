@@ -1,0 +1,84 @@
+"""The harness's speed changes (issue 14) see the same state as before: the abstraction built
+from interned value objects equals one built fresh, at every step of a directed program
+(produce, reconcile, GC, delete and re-create, crash and restart); and the deep profile's
+simulated timing is a heartbeat every 3rd tick, CI's every tick."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from model import system as ms
+from tests.conformance.harness import Harness
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _fresh(s: ms.System) -> ms.System:
+    """`s` rebuilt from new objects (no interning)."""
+    return ms.System(
+        revision=s.revision, cluster_epoch=s.cluster_epoch,
+        snapshot_revision=s.snapshot_revision,
+        partitions=tuple(ms.Partition(
+            q.created, q.creation_revision, q.state, q.log_end, q.term, q.leader,
+            q.in_snapshot, tuple(ms.Replica(r.seen, r.inactive, r.reported) for r in q.replicas))
+            for q in s.partitions),
+        objects=tuple(ms.Obj(o.status, o.epoch) for o in s.objects),
+        writes=tuple(ms.Write(w.obj, w.partition, w.status, w.offset, w.durable)
+                     for w in s.writes),
+    )
+
+
+def test_interned_abstraction_equals_a_fresh_one_at_every_step() -> None:
+    h = Harness(seed=21)
+    seen_durable = seen_deleted = False
+    try:
+        ops = [
+            lambda: h.produce(["t/0", "t/1"], 2),
+            lambda: h.reconcile("t/0"),
+            h.mint,
+            lambda: h.produce(["t/0"], 1),
+            lambda: h.service_round(),
+            lambda: h.gc(),
+            lambda: h.crash(2),
+            lambda: h.restart(2),
+            lambda: h.delete_partition("t/1"),
+            h.create_partition,
+            lambda: h.produce(["t/0", "t/1"], 1),
+            lambda: h.service_round(),
+            lambda: h.service_round(),
+        ]
+        for i, op in enumerate(ops):
+            op()
+            h.check_step()
+            got = h.abstract()
+            memo, h._interned = h._interned, {}
+            fresh = h.abstract()  # every value object built anew
+            h._interned = memo
+            assert got == fresh == _fresh(got), f"after operation {i}"
+            assert got.objects == fresh.objects and got.writes == fresh.writes
+            seen_durable |= any(w.durable for w in got.writes)
+            seen_deleted |= any(o.status == ms.DELETED for o in got.objects)
+        # the program reached the states whose fields change under an interned object
+        assert seen_durable and seen_deleted and len(h._interned) > 10
+    finally:
+        h.close()
+
+
+@pytest.mark.parametrize(("profile", "override", "want"), [
+    ("deep", None, 3), ("ci", None, 1), ("mutants", None, 1), ("deep", "1", 1), ("ci", "3", 3),
+])
+def test_heartbeat_tick_by_profile(profile: str, override: str | None, want: int) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "EPOCHGC_CONFORMANCE_HEARTBEAT_TICK"}
+    env["EPOCHGC_CONFORMANCE_PROFILE"] = profile
+    if override is not None:
+        env["EPOCHGC_CONFORMANCE_HEARTBEAT_TICK"] = override
+    out = subprocess.run(
+        [sys.executable, "-c", "from tests.conformance import harness as h;"
+         " print(h.RAFT_CONFIG.heartbeat_tick, h.RAFT_CONFIG.election_tick)"],
+        cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout.split()
+    assert out == [str(want), "10"]
