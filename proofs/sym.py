@@ -494,7 +494,7 @@ class Explorer:
         self._timeout_ms, self._seed = timeout_ms, seed
         self._n = 0  # fresh inputs made on this run (their names' suffix)
         self._events: list[tuple[Any, ...]] | None = None  # recorded by `replayed`
-        self._replays: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+        self._replays: dict[tuple[Any, ...], dict[int, dict[tuple[bool, ...], Any]]] = {}
         self.checks = 0
         self.repairs = 0  # branch sides settled by a repaired model (no solver call)
         self.implied = 0  # branch sides refuted by the assumptions alone (no solver call)
@@ -778,10 +778,14 @@ class Explorer:
         gets the value the first run built instead of rebuilding it."""
         pos, n0 = self._pos, self._n
         key = (tag, *(t[0] for t in self._trail[:pos]))
-        for choices, events, made, value in self._replays.get(key, ()):
-            end = pos + len(choices)
-            if end <= self._kept and all(
-                    self._trail[pos + i][0] == c for i, c in enumerate(choices)):
+        # By how many decisions a build made, then by which: one lookup per length.
+        by_len = self._replays.setdefault(key, {})
+        for k, builds in by_len.items():
+            if pos + k > self._kept:
+                continue
+            hit = builds.get(tuple(t[0] for t in self._trail[pos : pos + k]))
+            if hit is not None:
+                events, made, value = hit
                 for ev in events:
                     if ev[0] == "d":
                         self.decide(ev[1])
@@ -798,7 +802,7 @@ class Explorer:
         if outer is not None:  # nested: the outer record replays these too
             outer.extend(events)
         choices = tuple(t[0] for t in self._trail[pos:self._pos])
-        self._replays.setdefault(key, []).append((choices, events, self._n - n0, value))
+        by_len.setdefault(len(choices), {})[choices] = (events, self._n - n0, value)
         return value
 
     # -- fresh symbolic inputs ------------------------------------------------------------
