@@ -90,22 +90,38 @@ def _memo(tag: Any, build: Callable[[], Any], *operands: Any) -> Any:
     return r
 
 
+# The binary builders below are `_memo` written out (the same key, the same kept
+# operands): they run hundreds of thousands of times per task, and a closure plus an
+# argument tuple per call cost more than the dict hit they lead to.
+def _binary(tag: Any, fn: Any, a: z3.ExprRef, b: z3.ExprRef) -> Any:
+    """An n-ary Z3 constructor (`Z3_mk_and`, `Z3_mk_add`, ...) on two operands, memoised."""
+    key = (tag, id(a), id(b))
+    hit = _MEMO.get(key)
+    if hit is not None:
+        return hit[0]
+    arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
+    ast = fn(_CTX.ref(), 2, arr)
+    r = z3.ArithRef(ast, _CTX) if tag is fn else _bool(ast)  # arithmetic is tagged by fn
+    _MEMO[key] = (r, (a, b))
+    return r
+
+
 def _and(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
-    def build() -> z3.BoolRef:
-        arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
-        return _bool(z3core.Z3_mk_and(_CTX.ref(), 2, arr))
-    return _memo("and", build, a, b)
+    return _binary("and", z3core.Z3_mk_and, a, b)
 
 
 def _or(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
-    def build() -> z3.BoolRef:
-        arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
-        return _bool(z3core.Z3_mk_or(_CTX.ref(), 2, arr))
-    return _memo("or", build, a, b)
+    return _binary("or", z3core.Z3_mk_or, a, b)
 
 
 def _cmp2(fn: Any, a: z3.ExprRef, b: z3.ExprRef) -> z3.BoolRef:
-    return _memo(fn, lambda: _bool(_mk(fn, a, b)), a, b)
+    key = (fn, id(a), id(b))
+    hit = _MEMO.get(key)
+    if hit is not None:
+        return hit[0]
+    r = _bool(fn(_CTX.ref(), a.as_ast(), b.as_ast()))
+    _MEMO[key] = (r, (a, b))
+    return r
 
 
 def conj(items: list[z3.BoolRef]) -> z3.BoolRef:
@@ -128,10 +144,7 @@ def disj(items: list[z3.BoolRef]) -> z3.BoolRef:
 
 
 def _arith(fn: Any, a: z3.ExprRef, b: z3.ExprRef) -> z3.ArithRef:
-    def build() -> z3.ArithRef:
-        arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
-        return z3.ArithRef(fn(_CTX.ref(), 2, arr), _CTX)
-    return _memo(fn, build, a, b)
+    return _binary(fn, fn, a, b)
 
 
 def _not(a: z3.BoolRef) -> z3.BoolRef:
@@ -258,6 +271,12 @@ class SymInt(_IntBase):
     def _operand(self, o: object, what: str) -> z3.ArithRef | None:
         """The Z3 term of an integer operand; None for types that are simply not numbers
         (the caller answers NotImplemented); bools and floats are refused."""
+        t = type(o)
+        if t is SymInt:  # type() is the real class (`__class__` says int)
+            return o.expr  # type: ignore[attr-defined]
+        if t is int:
+            e = _ints.get(o)  # type: ignore[call-overload]
+            return e if e is not None else expr_of(o)
         if isinstance(o, SymInt):
             return o.expr
         if isinstance(o, bool | float | complex | SymBool):
