@@ -184,9 +184,12 @@ def induction_joint(
            for v, sel in zip(variants, select, strict=True)]
 
     def run(ex: Explorer) -> Any:
-        pre = symbolic_system(ex, template)
+        # Every path rebuilds the same pre-state and parameters from the same decisions:
+        # replayed, not rebuilt (Explorer.replayed).
+        pre = ex.replayed("pre", lambda: symbolic_system(ex, template))
         ex.assume(ex.per_prefix("Inv(pre)", lambda: _joined(lambda: holds(pre, joint))))
-        params = symbolic_params(ex, pre, action, symmetric=True)
+        params = ex.replayed("params", lambda: symbolic_params(ex, pre, action,
+                                                               symmetric=True))
         try:
             return pre, params, fn(pre, joint, **params)
         except NotEnabled:
@@ -327,25 +330,37 @@ def _joined(fn: Callable[[], Any]) -> Any:
     return SymBool(disj(alternatives))
 
 
-def fingerprint(value: Any) -> Any:
+def fingerprint(value: Any, seen: dict[int, tuple[Any, Any]] | None = None) -> Any:
     """A hashable key equal for two values exactly when they are the same value: symbolic
     leaves by their Z3 term (Z3 hash-conses terms, so the same address is the same term),
-    the rest by structure. Types it does not know are refused."""
+    the rest by structure. Types it does not know are refused. `seen` memoises frozen
+    dataclass instances by identity (kept alive there, so an id is never reused): a
+    post-state shares every part the action did not change with its pre-state, and the
+    pre-state is the same object on every replayed path."""
     t = type(value)
     if t is SymInt or t is SymBool:
         return ("z", value.expr.as_ast().value)  # the term's address: see _GoalMemo
     if value is None or t is bool or t is int or t is str:
         return value
     if t is tuple:
-        return (tuple, *map(fingerprint, value))
+        return (tuple, *(fingerprint(v, seen) for v in value))
+    if seen is not None:
+        hit = seen.get(id(value))
+        if hit is not None:
+            return hit[1]
     names = _FIELDS.get(t)
     if names is None:
         if not (dataclasses.is_dataclass(value) and not isinstance(value, type)):
             raise TypeError(f"no fingerprint for {t.__name__}")
         names = _FIELDS[t] = tuple(f.name for f in dataclasses.fields(value))
-    return (t, *(fingerprint(getattr(value, n)) for n in names))
+        _FROZEN[t] = bool(t.__dataclass_params__.frozen)
+    fp = (t, *(fingerprint(getattr(value, n), seen) for n in names))
+    if seen is not None and _FROZEN[t]:
+        seen[id(value)] = (value, fp)
+    return fp
 
 
+_FROZEN: dict[type, bool] = {}
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
@@ -357,12 +372,12 @@ class _GoalMemo:
 
     def __init__(self) -> None:
         self._by_key: dict[Any, tuple[z3.BoolRef, System, System]] = {}
+        self._seen: dict[int, tuple[Any, Any]] = {}  # fingerprints of the states' parts
 
-    @staticmethod
-    def keys(pre: System, post: System) -> tuple[Any, Any]:
+    def keys(self, pre: System, post: System) -> tuple[Any, Any]:
         """(key of the post-state, key of the pair): once per path, for all its goals."""
-        k_post = fingerprint(post)
-        return k_post, (fingerprint(pre), k_post)
+        k_post = fingerprint(post, self._seen)
+        return k_post, (fingerprint(pre, self._seen), k_post)
 
     def get(self, name: str, keys: tuple[Any, Any], pre: System, post: System, v: Variant
             ) -> z3.BoolRef:

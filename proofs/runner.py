@@ -143,8 +143,9 @@ def task_liveness(index: int) -> list[Outcome]:
     return [Outcome(name, "witness", "found", dt, bmc.table(tr))]
 
 
-def task_crosshair(module: str) -> list[Outcome]:
-    return [crosshair_check.check(module)]
+def task_crosshair(modules: tuple[str, ...]) -> list[Outcome]:
+    """Every CrossHair target in one CrossHair process (its start-up and imports once)."""
+    return crosshair_check.check_many(modules)
 
 
 def task_contracts(target: str) -> list[Outcome]:
@@ -175,8 +176,8 @@ def _tasks(quick: bool) -> list[Task]:
     """(function, args, label): the label names what the task's rows are about, so that
     `--only` can pick tasks before running them. Longest first, so the pool stays busy."""
     names = " ".join((*INVARIANTS, *TRANSITION_INVARIANTS))
-    tasks: list[Task] = [(task_crosshair, (m,), f"crosshair contracts of {m}")
-                         for m in crosshair_check.MODULES]
+    tasks: list[Task] = [(task_crosshair, (crosshair_check.MODULES,), "crosshair " + " ".join(
+        f"contracts of {m}" for m in crosshair_check.MODULES))]
     tasks += _param_tasks()
     tasks += [(task_contracts, (t,), f"contracts of {t} (all paths)")
               for t in contracts_sym.TARGETS]
@@ -213,50 +214,50 @@ def _last_costs(report: str) -> dict[str, float]:
 
 
 # CPU seconds per task, measured on the 2-core machine (`proofs/runner.py` timeline,
-# 2026-11-23, load about 7: the ratios are what count). Only an ordering hint, used where
-# the last report says nothing (a fresh clone has none, so CI ran in listed order and the
-# longest tasks started late): a stale or missing entry costs time, never correctness.
+# 2026-11-24, load about 1, after the speed work of branch prove8). Only an ordering hint,
+# used where the last report says nothing (a fresh clone has none, so CI ran in listed
+# order and the longest tasks started late): a stale or missing entry costs time, never
+# correctness.
 HINT_S: dict[str, float] = {
-    "task_crosshair model.keys.gc_eligible": 3.4,
-    "task_crosshair model.cluster.gc_epoch": 2.4,
-    "task_crosshair model.keys.format_key": 1.6,
-    "task_crosshair proofs.contracts.capped": 1.4,
-    "task_induction_shared other_write": 10.0,
-    "task_induction_shared housekeep": 9.1,
-    "task_induction_shared phantom_fence": 6.9,
-    "task_induction_shared fence_write": 6.4,
-    "task_induction_shared gc_compute": 5.7,
-    "task_induction_shared reconcile": 4.0,
-    "task_induction_shared land_write": 2.9,
-    "task_induction_shared late_land": 2.5,
-    "task_induction_shared upload": 2.3,
-    "task_induction_shared report": 2.2,
-    "task_induction_shared restart": 2.0,
-    "task_induction_shared sync_replica": 2.0,
-    "task_contracts model.fence.fence": 1.9,
-    "task_induction_shared change_leader": 1.9,
-    "task_induction_shared delete_partition": 1.8,
-    "task_induction_shared mint": 1.7,
-    "task_induction_shared fail_replicate": 1.6,
-    "task_induction_shared publish_snapshot": 1.5,
-    "task_induction_shared give_up": 1.4,
-    "task_correspondence 2": 1.3,
-    "task_induction_shared copy_to_l1": 1.3,
-    "task_correspondence 0": 1.2,
-    "task_induction_shared gc_delete": 1.2,
-    "task_induction_shared create_partition": 1.1,
-    "task_correspondence 3": 1.1,
-    "task_correspondence 1": 1.0,
-    "task_bug 0": 1.0,
-    "task_bug 2": 0.6,
-    "task_contracts model.partition.apply_placeholder": 0.5,
-    "task_contracts model.partition.apply_advance_epoch": 0.5,
-    "task_contracts model.partition.inactive_epoch": 0.5,
+    "task_crosshair": 8.3,
+    "task_induction_shared housekeep": 6.2,
+    "task_induction_shared other_write": 5.9,
+    "task_induction_shared fence_write": 3.4,
+    "task_induction_shared phantom_fence": 3.3,
+    "task_induction_shared gc_compute": 2.7,
+    "task_induction_shared late_land": 2.3,
+    "task_induction_shared land_write": 1.9,
+    "task_induction_shared reconcile": 1.9,
+    "task_induction_shared upload": 1.3,
+    "task_induction_shared report": 1.1,
+    "task_induction_shared give_up": 1.1,
+    "task_induction_shared restart": 1.1,
+    "task_induction_shared sync_replica": 1.0,
+    "task_induction_shared mint": 1.0,
+    "task_induction_shared copy_to_l1": 1.0,
+    "task_induction_shared change_leader": 1.0,
+    "task_contracts model.fence.fence": 1.0,
+    "task_induction_shared fail_replicate": 0.9,
+    "task_induction_shared publish_snapshot": 0.9,
+    "task_induction_shared gc_delete": 0.9,
+    "task_induction_shared delete_partition": 0.9,
+    "task_correspondence 0": 0.8,
+    "task_correspondence 2": 0.7,
+    "task_correspondence 3": 0.7,
+    "task_induction_shared create_partition": 0.6,
+    "task_bug 0": 0.5,
+    "task_correspondence 1": 0.5,
+    "task_liveness 0": 0.4,
+    "task_contracts model.partition.apply_placeholder": 0.4,
+    "task_bug 2": 0.3,
+    "task_contracts model.partition.apply_advance_epoch": 0.3,
 }
 
 
 def hint_key(t: Task) -> str:
-    return f"{t[0].__name__} {t[1][0]}" if t[1] else t[0].__name__
+    if not t[1] or isinstance(t[1][0], tuple):
+        return t[0].__name__
+    return f"{t[0].__name__} {t[1][0]}"
 
 
 def _longest_first(tasks: list[Task], costs: dict[str, float]) -> list[Task]:

@@ -13,7 +13,6 @@ implementation's pure parts run: there is no second, hand-written encoding of th
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -91,22 +90,38 @@ def _memo(tag: Any, build: Callable[[], Any], *operands: Any) -> Any:
     return r
 
 
+# The binary builders below are `_memo` written out (the same key, the same kept
+# operands): they run hundreds of thousands of times per task, and a closure plus an
+# argument tuple per call cost more than the dict hit they lead to.
+def _binary(tag: Any, fn: Any, a: z3.ExprRef, b: z3.ExprRef) -> Any:
+    """An n-ary Z3 constructor (`Z3_mk_and`, `Z3_mk_add`, ...) on two operands, memoised."""
+    key = (tag, id(a), id(b))
+    hit = _MEMO.get(key)
+    if hit is not None:
+        return hit[0]
+    arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
+    ast = fn(_CTX.ref(), 2, arr)
+    r = z3.ArithRef(ast, _CTX) if tag is fn else _bool(ast)  # arithmetic is tagged by fn
+    _MEMO[key] = (r, (a, b))
+    return r
+
+
 def _and(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
-    def build() -> z3.BoolRef:
-        arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
-        return _bool(z3core.Z3_mk_and(_CTX.ref(), 2, arr))
-    return _memo("and", build, a, b)
+    return _binary("and", z3core.Z3_mk_and, a, b)
 
 
 def _or(a: z3.BoolRef, b: z3.BoolRef) -> z3.BoolRef:
-    def build() -> z3.BoolRef:
-        arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
-        return _bool(z3core.Z3_mk_or(_CTX.ref(), 2, arr))
-    return _memo("or", build, a, b)
+    return _binary("or", z3core.Z3_mk_or, a, b)
 
 
 def _cmp2(fn: Any, a: z3.ExprRef, b: z3.ExprRef) -> z3.BoolRef:
-    return _memo(fn, lambda: _bool(_mk(fn, a, b)), a, b)
+    key = (fn, id(a), id(b))
+    hit = _MEMO.get(key)
+    if hit is not None:
+        return hit[0]
+    r = _bool(fn(_CTX.ref(), a.as_ast(), b.as_ast()))
+    _MEMO[key] = (r, (a, b))
+    return r
 
 
 def conj(items: list[z3.BoolRef]) -> z3.BoolRef:
@@ -129,10 +144,7 @@ def disj(items: list[z3.BoolRef]) -> z3.BoolRef:
 
 
 def _arith(fn: Any, a: z3.ExprRef, b: z3.ExprRef) -> z3.ArithRef:
-    def build() -> z3.ArithRef:
-        arr = (z3.Ast * 2)(a.as_ast(), b.as_ast())
-        return z3.ArithRef(fn(_CTX.ref(), 2, arr), _CTX)
-    return _memo(fn, build, a, b)
+    return _binary(fn, fn, a, b)
 
 
 def _not(a: z3.BoolRef) -> z3.BoolRef:
@@ -259,6 +271,12 @@ class SymInt(_IntBase):
     def _operand(self, o: object, what: str) -> z3.ArithRef | None:
         """The Z3 term of an integer operand; None for types that are simply not numbers
         (the caller answers NotImplemented); bools and floats are refused."""
+        t = type(o)
+        if t is SymInt:  # type() is the real class (`__class__` says int)
+            return o.expr  # type: ignore[attr-defined]
+        if t is int:
+            e = _ints.get(o)  # type: ignore[call-overload]
+            return e if e is not None else expr_of(o)
         if isinstance(o, SymInt):
             return o.expr
         if isinstance(o, bool | float | complex | SymBool):
@@ -376,6 +394,21 @@ def _var(name: str, make: Callable[[str], Any]) -> Any:
     return v
 
 
+def const_bool(name: str) -> z3.BoolRef:
+    """The boolean constant `name`, one wrapper per name for the whole exploration (z3.Bool
+    through the Python API costs more than the rest of a shape fork)."""
+    return _var(name, z3.Bool)
+
+
+def const_int(name: str) -> z3.ArithRef:
+    return _var(name, z3.Int)
+
+
+def eq_int(x: z3.ArithRef, k: int) -> z3.BoolRef:
+    """`x == k`, memoised like the model's own comparisons."""
+    return _cmp2(z3core.Z3_mk_eq, x, expr_of(k))
+
+
 # `_repairs_of` per branch literal (by AST address, the literal kept alive beside it so the
 # address is not reused): the model code asks the same tests on every replayed path.
 _REPAIRS: dict[int, tuple[z3.BoolRef, list[tuple[Any, Any]]]] = {}
@@ -412,6 +445,14 @@ def _repairs_of(want: z3.BoolRef) -> list[tuple[Any, Any]]:
     return []
 
 
+# Branch sides the path's assumptions alone refute (`Explorer._side_model`): keyed by (the
+# side's AST address, the addresses of the assumed formulas), the ASTs kept alive beside
+# the verdict so no address is reused. A probe solver per assumption set holds it asserted.
+_IMPLIED: dict[tuple[int, tuple[int, ...]], tuple[bool | None, int, tuple[z3.BoolRef, ...]]] = {}
+PROBE_AFTER = 3  # refutations of a side (with the same assumptions) before a probe
+_PROBES: dict[tuple[int, ...], tuple[Any, tuple[z3.BoolRef, ...]]] = {}
+
+
 # A split of a joint exploration: its selecting condition and (switch, value) pairs.
 Split = tuple[z3.BoolRef, list[tuple[Any, Any]]]
 
@@ -446,6 +487,8 @@ class Explorer:
             _MEMO.clear()
             _VARS.clear()
             _REPAIRS.clear()
+            _IMPLIED.clear()
+            _PROBES.clear()
             self.solver = z3.Solver()
             self.solver.set("timeout", timeout_ms)
             self.solver.set("random_seed", seed)
@@ -453,6 +496,10 @@ class Explorer:
         # this decision (None when unknown), so a replayed path keeps a witness at hand.
         self._trail: list[tuple[bool, bool, Any]] = []
         self._alt: list[Any] = []  # per trail entry: a model of the other side, if feasible
+        # Per trail entry: the solver's scope level before its literal was asserted. Only a
+        # decision that can still be flipped opens a scope (push): backtracking pops to the
+        # level of the decision being flipped, and a forced one is never flipped.
+        self._lvl: list[int] = []
         self._model: Any = None  # a model of the current path condition, when known
         # The solver keeps the prefix a replayed path shares with the previous one: one
         # push per decision, popped back to the decision being flipped. Decisions before
@@ -462,9 +509,14 @@ class Explorer:
         self._pos = 0
         self._pc: list[z3.BoolRef] = []
         self._pc_terms: set[int] = set()  # addresses of the path's decided literals
-        self._names = itertools.count()
+        self._assumed: list[z3.BoolRef] = []  # the path's assumed formulas, in order
+        self._timeout_ms, self._seed = timeout_ms, seed
+        self._n = 0  # fresh inputs made on this run (their names' suffix)
+        self._events: list[tuple[Any, ...]] | None = None  # recorded by `replayed`
+        self._replays: dict[tuple[Any, ...], dict[int, dict[tuple[bool, ...], Any]]] = {}
         self.checks = 0
         self.repairs = 0  # branch sides settled by a repaired model (no solver call)
+        self.implied = 0  # branch sides refuted by the assumptions alone (no solver call)
         self.slowest_query_s = 0.0
         self._by_prefix: dict[tuple[Any, ...], Any] = {}
         # Several explorations sharing this one (the variants of
@@ -495,8 +547,24 @@ class Explorer:
         """Does `cond` hold in `model` (a model of the path condition so far)? Then the
         path condition and `cond` are satisfiable, and no solver call is needed: the model
         is the witness. Fresh inputs the model does not mention take Z3's default values,
-        which is sound because nothing on the path constrains them yet."""
-        return model is not None and z3.is_true(model.eval(cond, model_completion=True))
+        which is sound because nothing on the path constrains them yet. (Evaluated through
+        the C API: `true` is one hash-consed AST, so a pointer comparison reads the
+        result, with no Python wrapper built for it.)"""
+        if model is None:
+            return False
+        r = (z3.Ast * 1)()
+        if not z3core.Z3_model_eval(_CTX.ref(), model.model, cond.as_ast(), True, r):
+            raise z3.Z3Exception(f"cannot evaluate {cond} in a model")
+        return bool(r[0].value == _TRUE_P)
+
+    def _add(self, lit: z3.BoolRef) -> None:
+        """`solver.add(lit)` without the Python layer's sort coercion (lit is a bool)."""
+        if self.prune:
+            z3core.Z3_solver_assert(_CTX.ref(), self.solver.solver, lit.as_ast())
+
+    def _push(self) -> None:
+        if self.prune:
+            z3core.Z3_solver_push(_CTX.ref(), self.solver.solver)
 
     def _repaired(self, m: Any, want: z3.BoolRef) -> Any:
         """A model of the path condition and `want`, made from `m` (a model of the path
@@ -518,10 +586,58 @@ class Explorer:
                 return r
         return None
 
+    def _side_model(self, m: Any, side: z3.BoolRef) -> Any:
+        """A model of the path condition and `side`, or None when there is none. The model
+        code asks the same tests on path after path (an input check `x < 0`, a guard), and
+        most impossible sides are impossible by the assumptions alone (Inv(pre), the
+        parameter domains), whatever the decisions: once a side is refuted by those (one
+        probe, on the first path where the full check says unsat), every later path whose
+        path condition holds the same assumed formulas skips the solver. Sound because
+        those formulas are conjuncts of the path condition: a subset that is unsatisfiable
+        with `side` makes the whole unsatisfiable."""
+        key = (side.as_ast().value, tuple(a.as_ast().value for a in self._assumed))
+        hit = _IMPLIED.get(key)
+        if hit is not None and hit[0] is True:
+            self.implied += 1
+            return None
+        r = (self._repaired(m, side) if m is not None else None) or self._sat_model(side)
+        if hit is None or hit[0] is None:
+            keep = (side, *self._assumed)
+            if r is not None:  # satisfiable with the path condition: with its assumptions
+                _IMPLIED[key] = (False, 0, keep)
+            elif hit is None or hit[1] + 1 < PROBE_AFTER:
+                # Refuted on this path: probe only once it keeps coming back (a probe
+                # for a side asked once or twice costs more than it saves).
+                _IMPLIED[key] = (None, 1 if hit is None else hit[1] + 1, keep)
+            else:
+                _IMPLIED[key] = (self._refuted_by_assumptions(side), 0, keep)
+        return r
+
+    def _refuted_by_assumptions(self, side: z3.BoolRef) -> bool:
+        """Is `side` unsatisfiable with the path's assumed formulas alone? (A probe solver
+        per assumption set keeps them asserted; unknown counts as no.)"""
+        if not self.prune:
+            return False
+        akey = tuple(a.as_ast().value for a in self._assumed)
+        probe = _PROBES.get(akey)
+        if probe is None:
+            s = z3.Solver()
+            s.set("timeout", self._timeout_ms)
+            s.set("random_seed", self._seed)
+            s.add(*self._assumed)
+            probe = _PROBES[akey] = (s, tuple(self._assumed))
+        self.checks += 1
+        t0 = time.perf_counter()
+        r = probe[0].check(side)
+        self.slowest_query_s = max(self.slowest_query_s, time.perf_counter() - t0)
+        return bool(r == z3.unsat)
+
     def decide(self, cond: z3.BoolRef) -> bool:
         p = cond.as_ast().value
         if p in (_TRUE_P, _FALSE_P):  # the literal true or false
             return bool(p == _TRUE_P)
+        if self._events is not None:
+            self._events.append(("d", cond))
         if self._pos < self._kept:  # shared prefix: already asserted in the solver
             choice, _, model = self._trail[self._pos]
             self._pos += 1
@@ -536,6 +652,7 @@ class Explorer:
             choice, model = True, None
             self._trail.append((True, False, None))
             self._alt.append(None)
+            self._lvl.append(self._levels)
         else:
             # One solver call per branch point instead of two: the model of the path so
             # far already decides one side.
@@ -549,12 +666,12 @@ class Explorer:
                 choice, model, alt = in_pc, m, None
             else:
                 if self._holds_in(m, cond):
-                    m_t, m_f = m, self._repaired(m, neg) or self._sat_model(neg)
+                    m_t, m_f = m, self._side_model(m, neg)
                 elif self._holds_in(m, neg):
-                    m_t, m_f = self._repaired(m, cond) or self._sat_model(cond), m
+                    m_t, m_f = self._side_model(m, cond), m
                 else:
-                    m_t = self._sat_model(cond)
-                    m_f = self._sat_model(neg) if m_t is not None else None
+                    m_t = self._side_model(None, cond)
+                    m_f = self._side_model(None, neg) if m_t is not None else None
                 if m_t is None:
                     choice, model, alt = False, m_f, None
                 elif m_f is None:
@@ -563,14 +680,16 @@ class Explorer:
                     choice, model, alt = True, m_t, m_f
             self._trail.append((choice, alt is None, model))
             self._alt.append(alt)
+            self._lvl.append(self._levels)
         self._pos += 1
         self._model = model
         lit = cond if choice else _not(cond)
         self._pc.append(lit)
         self._pc_terms.add(lit.as_ast().value)
-        self.solver.push()
-        self._levels += 1
-        self.solver.add(lit)
+        if not self._trail[self._pos - 1][1]:  # may be flipped later: its own scope
+            self._push()
+            self._levels += 1
+        self._add(lit)
         return choice
 
     def assume(self, cond: object, check: bool = True) -> None:
@@ -579,6 +698,9 @@ class Explorer:
         skips the satisfiability check (for a constraint on a fresh input alone, which
         cannot make the path infeasible)."""
         if isinstance(cond, SymBool):
+            if self._events is not None:
+                self._events.append(("a", cond.expr, check))
+            self._assumed.append(cond.expr)
             if self._pos <= self._kept:  # shared prefix: asserted (and checked) before
                 self._pc.append(cond.expr)
                 return
@@ -594,7 +716,7 @@ class Explorer:
             if self.splits and check:
                 self._split_prunes(cond.expr, before)
             self._pc.append(cond.expr)
-            self.solver.add(cond.expr)
+            self._add(cond.expr)
             return
         if not cond:
             raise Prune()
@@ -628,18 +750,26 @@ class Explorer:
         return out
 
     def _satisfiable_with(self, cond: z3.BoolRef, pairs: list[tuple[Any, Any]]) -> bool:
+        if cond.as_ast().value == _TRUE_P:  # no switch read on this path yet
+            return True
+        decided = True
+        for x, val in pairs:
+            off = val.as_ast().value == _FALSE_P
+            # The path decided this switch the other way: no solver call.
+            if (x if off else _not(x)).as_ast().value in self._pc_terms:
+                return False
+            decided = decided and (_not(x) if off else x).as_ast().value in self._pc_terms
+        if decided:
+            # Every switch decided as `cond` selects: `cond` is conjuncts of the path
+            # condition, which the path's own feasibility makes satisfiable.
+            return True
         if self._holds_in(self._model, cond):
             return True
-        for x, val in pairs:
-            # The path decided this switch the other way: no solver call.
-            other = x if z3.is_false(val) else _not(x)
-            if other.as_ast().value in self._pc_terms:
-                return False
         if self._model is not None and pairs:
             # The path's model with the switches set as `cond` selects: when the path
             # condition still holds there, it is satisfiable with `cond` (no solver call).
             pc = z3.substitute(conj(self._pc), *pairs)
-            if z3.is_true(self._model.eval(pc, model_completion=True)):
+            if self._holds_in(self._model, pc):
                 return True
         return self._sat(cond)
 
@@ -658,15 +788,56 @@ class Explorer:
             self._by_prefix[key] = value
         return value
 
+    def replayed(self, tag: str, compute: Callable[[], Any]) -> Any:
+        """`compute()`, which may decide and assume (the pre-state's shape forks, the
+        parameter choices), once per sequence of decisions it makes. A replayed path
+        whose decisions over the whole of `compute` are still the shared prefix (none of
+        them flipped yet) makes the same decisions and assumptions (recorded, replayed
+        here: the path condition is the same) and creates the same fresh inputs, so it
+        gets the value the first run built instead of rebuilding it."""
+        pos, n0 = self._pos, self._n
+        key = (tag, *(t[0] for t in self._trail[:pos]))
+        # By how many decisions a build made, then by which: one lookup per length.
+        by_len = self._replays.setdefault(key, {})
+        for k, builds in by_len.items():
+            if pos + k > self._kept:
+                continue
+            hit = builds.get(tuple(t[0] for t in self._trail[pos : pos + k]))
+            if hit is not None:
+                events, made, value = hit
+                for ev in events:
+                    if ev[0] == "d":
+                        self.decide(ev[1])
+                    else:
+                        self.assume(SymBool(ev[1]), check=ev[2])
+                self._n = n0 + made
+                return value
+        outer, self._events = self._events, []
+        try:
+            value = compute()
+            events = self._events
+        finally:
+            self._events = outer
+        if outer is not None:  # nested: the outer record replays these too
+            outer.extend(events)
+        choices = tuple(t[0] for t in self._trail[pos:self._pos])
+        by_len.setdefault(len(choices), {})[choices] = (events, self._n - n0, value)
+        return value
+
     # -- fresh symbolic inputs ------------------------------------------------------------
+    def _fresh_name(self, name: str) -> str:
+        n = self._n
+        self._n = n + 1
+        return f"{name}#{n}"
+
     def fresh_int(self, name: str) -> SymInt:
-        return SymInt(_var(f"{name}#{next(self._names)}", z3.Int))
+        return SymInt(_var(self._fresh_name(name), z3.Int))
 
     def fresh_bool(self, name: str) -> SymBool:
-        return SymBool(_var(f"{name}#{next(self._names)}", z3.Bool))
+        return SymBool(_var(self._fresh_name(name), z3.Bool))
 
     def fresh_opt_int(self, name: str) -> SymInt | None:
-        present = _var(f"{name}?#{next(self._names)}", z3.Bool)
+        present = _var(self._fresh_name(f"{name}?"), z3.Bool)
         return self.fresh_int(name) if self.decide(present) else None
 
     # -- running --------------------------------------------------------------------------
@@ -681,8 +852,9 @@ class Explorer:
                 self._pos = 0
                 self._pc = []
                 self._pc_terms.clear()
+                self._assumed = []
                 self._model = None
-                self._names = itertools.count()  # same names on every run: readable traces
+                self._n = 0  # same names on every run: readable traces
                 _current.append(self)
                 try:
                     try:
@@ -700,15 +872,18 @@ class Explorer:
                 yield Path(tuple(self._pc), kind, value)
                 del self._trail[self._pos :]
                 del self._alt[self._pos :]
+                del self._lvl[self._pos :]
                 while self._trail and (self._trail[-1][1] or not self._trail[-1][0]):
                     self._trail.pop()
                     self._alt.pop()
+                    self._lvl.pop()
                 if not self._trail:
                     return
                 flip = len(self._trail) - 1
                 self._trail[flip] = (False, True, self._alt[flip])  # the other side + model
-                self.solver.pop(self._levels - flip)
-                self._levels, self._kept = flip, flip
+                level = self._lvl[flip]
+                self.solver.pop(self._levels - level)
+                self._levels, self._kept = level, flip
         finally:
             if self._levels:
                 self.solver.pop(self._levels)

@@ -14,34 +14,28 @@ from typing import Any
 from model.fence import SeenWindow
 from model.partition import PartitionState
 from model.system import ACTIONS, Obj, Partition, Replica, System, Write
-from proofs.sym import Explorer, SymInt
+from proofs.sym import Explorer, SymInt, const_bool, const_int, eq_int
 
 
 def choice(ex: Explorer, name: str, n: int) -> int:
     """A concrete index in range(n), chosen by the explorer (one path per value)."""
-    import z3
-
-    var = z3.Int(name)
+    var = const_int(name)
     for i in range(n - 1):
-        if ex.decide(var == i):
+        if ex.decide(eq_int(var, i)):
             return i
     return n - 1
 
 
 def _seen(ex: Explorer, name: str) -> SeenWindow | None:
-    import z3
-
-    if not ex.decide(z3.Bool(f"{name}.present")):
+    if not ex.decide(const_bool(f"{name}.present")):
         return None
     return SeenWindow(ex.fresh_int(f"{name}.term"), ex.fresh_int(f"{name}.prev"),
                       ex.fresh_int(f"{name}.max"))
 
 
 def _state(ex: Explorer, name: str) -> PartitionState:
-    import z3
-
     # Invariant I3 says the four window fields are set together, so one fork covers them.
-    set_ = ex.decide(z3.Bool(f"{name}.set"))
+    set_ = ex.decide(const_bool(f"{name}.set"))
 
     def opt(f: str) -> SymInt | None:
         return ex.fresh_int(f"{name}.{f}") if set_ else None
@@ -60,13 +54,11 @@ def _state(ex: Explorer, name: str) -> PartitionState:
 def _replica(ex: Explorer, name: str, state_set: bool) -> Replica:
     """Shapes that break invariant I4 (a replica's view above the truth, a report above
     the view) are not built: they would only be pruned, one solver call each."""
-    import z3
-
     seen = _seen(ex, f"{name}.seen")
-    if not state_set or not ex.decide(z3.Bool(f"{name}.inactive?")):
+    if not state_set or not ex.decide(const_bool(f"{name}.inactive?")):
         return Replica(seen)
     inactive = ex.fresh_int(f"{name}.inactive")
-    if not ex.decide(z3.Bool(f"{name}.reported?")):
+    if not ex.decide(const_bool(f"{name}.reported?")):
         return Replica(seen, inactive)
     return Replica(seen, inactive, ex.fresh_int(f"{name}.reported"))
 
@@ -121,8 +113,6 @@ def symbolic_params(
 
     `symmetric`: the template's write slots (each with its own object, all on one
     partition) are interchangeable, so acting on slot 0 covers acting on any slot."""
-    import z3
-
     fixed = fixed or {}
     out: dict[str, Any] = {}
     for name, kind in ACTIONS[action][1]:
@@ -145,7 +135,7 @@ def symbolic_params(
             out[name] = x
         elif kind == "foreign":
             # No foreign partition, or one whose (adversarial) report may be absent.
-            out[name] = (ex.fresh_opt_int(key),) if ex.decide(z3.Bool(f"{key}.any")) else ()
+            out[name] = (ex.fresh_opt_int(key),) if ex.decide(const_bool(f"{key}.any")) else ()
         else:
             raise AssertionError(kind)
     return out

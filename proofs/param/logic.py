@@ -58,6 +58,9 @@ class St:
                  changed: frozenset[str] = frozenset()) -> None:
         self._fns = fns
         self.changed = changed  # fields a view overrides (the rest are the base state's)
+        # As instance attributes: `s.crev` then skips the failed normal lookup that
+        # precedes `__getattr__` (hundreds of thousands per correspondence task).
+        self.__dict__.update(fns)
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
         try:

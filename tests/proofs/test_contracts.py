@@ -59,6 +59,35 @@ def test_crosshair_row_is_checked_never_proved() -> None:
     assert "bounded search" in o.detail
 
 
+def test_crosshair_in_one_process_gives_each_target_its_own_row() -> None:
+    """Two targets in one CrossHair process: the rows (status, conditions) of checking
+    each in its own process."""
+    targets = ("proofs.contracts.capped", "model.keys.format_key")
+    merged = crosshair_check.check_many(targets, budget_s=0.3)
+    alone = [crosshair_check.check(t, budget_s=0.3) for t in targets]
+    assert [(o.name, o.status, o.paths) for o in merged] == [
+        (o.name, o.status, o.paths) for o in alone]
+    assert all(o.status == "checked" and o.paths for o in merged)
+
+
+def test_crosshair_lines_go_to_the_target_whose_source_holds_them() -> None:
+    """format_key and gc_eligible share model/keys.py: an error inside format_key fails
+    format_key alone; an error raised in a callee goes to the target it names, and a line
+    no target can claim to all of them."""
+    spans = {t: crosshair_check._span(t) for t in
+             ("model.keys.format_key", "model.keys.gc_eligible", "model.cluster.gc_epoch")}
+    f, a, _ = spans["model.keys.format_key"]
+    out = "\n".join([
+        f"{f}:{a + 1}: error: false when calling format_key(1)",
+        "/elsewhere/x.py:3: error: ValueError when calling gc_epoch(2)",
+        "/elsewhere/x.py:4: error: something",
+    ])
+    got = crosshair_check.distribute(out, spans)
+    assert [len(v) for v in got.values()] == [2, 1, 2]
+    assert "format_key(1)" in got["model.keys.format_key"][0]
+    assert "gc_epoch(2)" in got["model.cluster.gc_epoch"][0]
+
+
 def test_crosshair_finds_the_seeded_cap_break_through_the_flat_harness() -> None:
     # ~7 s wall on the loaded 2-core machine: the cheap one of the two seeded breaks.
     o = crosshair_check.seeded_break("cap-off-by-one", budget_s=1.0)

@@ -5,6 +5,7 @@ one."""
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import pytest
@@ -174,3 +175,113 @@ def test_repaired_model_must_satisfy_the_path_condition() -> None:
         return bool(k == 2)
 
     assert [p.value for p in Explorer().paths(g)] == [True]
+
+
+def _refutations(ex: Explorer) -> tuple[tuple[bool, ...], bool, bool, bool]:
+    """`y > 5`, 16 shapes, then `y == 4`, refuted on the `y > 5` side by a decision
+    (feasible on the other), and `x < 0`, refuted by the assumption `x >= 0` alone on
+    every path."""
+    x = ex.fresh_int("x")
+    ex.assume(x >= 0)
+    y = ex.fresh_int("y")
+    big = bool(y > 5)  # first: every `big` path refutes `y == 4` before any other sees it
+    shape = tuple(bool(ex.fresh_bool(f"b{i}")) for i in range(4))
+    low = bool(y == 4)
+    return shape, big, low, bool(x < 0)
+
+
+_REFUTATION_PATHS = sorted(
+    (shape, big, low, False)
+    for shape in itertools.product((False, True), repeat=4)
+    for big, low in ((True, False), (False, True), (False, False)))
+
+
+def test_side_refuted_by_the_assumptions_alone_skips_the_solver() -> None:
+    """`x < 0` is asked on all 48 paths: after a few refutations one probe shows the
+    assumption alone refutes it, and the later paths skip the solver for it. `y == 4`,
+    refuted only by the path's own decision, is never skipped: every path is there."""
+    ex = Explorer()
+    assert sorted(p.value for p in ex.paths(_refutations)) == _REFUTATION_PATHS
+    assert ex.implied >= 40
+    plain = Explorer()
+    plain._side_model = lambda m, side: (  # type: ignore[method-assign]
+        (plain._repaired(m, side) if m is not None else None) or plain._sat_model(side))
+    assert sorted(p.value for p in plain.paths(_refutations)) == _REFUTATION_PATHS
+    assert ex.checks < plain.checks - 30
+
+
+def test_side_refuted_only_by_decisions_is_not_cached(monkeypatch: pytest.MonkeyPatch
+                                                       ) -> None:
+    """A probe that always says "refuted" (a cache that skips the probe and trusts the
+    path's own refutation) loses the paths where `y == 4` is feasible: the check sees it."""
+    monkeypatch.setattr(Explorer, "_refuted_by_assumptions", lambda self, side: True)
+    got = sorted(p.value for p in Explorer().paths(_refutations))
+    assert got != _REFUTATION_PATHS
+
+
+def test_replayed_build_gives_every_path_its_own_shape() -> None:
+    """A build that forks (a pre-state's shape) and makes fresh inputs is replayed on the
+    paths that share its decisions: each path sees the value built for its own shape, the
+    inputs made after it keep their names, and the build runs once per shape."""
+    builds: list[tuple[bool, bool]] = []
+
+    def build(ex: Explorer) -> tuple[bool, bool, Any]:
+        a, b = bool(ex.fresh_bool("a")), bool(ex.fresh_bool("b"))
+        n = ex.fresh_int("n")
+        ex.assume(n >= 0, check=False)
+        builds.append((a, b))
+        return a, b, n
+
+    def run(ex: Explorer, replay: bool) -> Any:
+        pre = ex.replayed("pre", lambda: build(ex)) if replay else build(ex)
+        after = ex.fresh_int("after")
+        c = bool(after > pre[2])
+        return pre[0], pre[1], str(pre[2]), str(after), c
+
+    plain = sorted(p.value for p in Explorer().paths(lambda ex: run(ex, False)))
+    builds.clear()
+    ex = Explorer()
+    got = sorted(p.value for p in ex.paths(lambda ex: run(ex, True)))
+    assert got == plain
+    assert len(got) == 8
+    assert sorted(builds) == [(a, b) for a in (False, True) for b in (False, True)]
+
+
+def test_refutation_is_cached_per_assumption_set() -> None:
+    """`x < 0` is refuted on every path that assumed `x >= 0`, and feasible on the paths
+    that did not: a refutation cached for the side alone (not for the side under those
+    assumptions) would lose them."""
+    def f(ex: Explorer) -> tuple[bool, tuple[bool, ...], bool]:
+        x = ex.fresh_int("x")
+        guarded = bool(ex.fresh_bool("g"))
+        if guarded:
+            ex.assume(x >= 0)
+        shape = tuple(bool(ex.fresh_bool(f"b{i}")) for i in range(4))
+        return guarded, shape, bool(x < 0)
+
+    ex = Explorer()
+    got = sorted(p.value for p in ex.paths(f))
+    shapes = list(itertools.product((False, True), repeat=4))
+    assert got == sorted([(True, s, False) for s in shapes]
+                         + [(False, s, neg) for s in shapes for neg in (False, True)])
+    assert ex.implied > 0
+
+
+def test_fingerprint_memo_gives_the_fingerprint_of_each_state() -> None:
+    """States along a trace share the parts a step did not change (and the memo keeps
+    them by identity): with one memo over all of them, every fingerprint is the one
+    computed from scratch, and states that differ keep different fingerprints."""
+    from dataclasses import replace
+
+    s0 = scenarios.TRACE_TEMPLATE
+    s1 = replace(s0, revision=5)
+    p0 = s1.partitions[0]
+    s2 = replace(s1, partitions=(replace(p0, term=3),))
+    s3 = replace(s2, partitions=(replace(p0, state=replace(p0.state, start_offset=7)),))
+    s4 = replace(s3, writes=(replace(s3.writes[0], offset=2), *s3.writes[1:]))
+    states = [s0, s1, s2, s3, s4, replace(s4, revision=0)]
+    seen: dict[int, tuple[Any, Any]] = {}
+    memo = [fingerprint(s, seen) for s in states]
+    assert memo == [fingerprint(s) for s in states]
+    assert len(set(memo)) == len({repr(s) for s in states}) == 6
+    assert seen  # the parts were memoised
