@@ -24,7 +24,7 @@ from impl.gc.errors import GcError
 from impl.gc.manifest import check_manifest_absent, has_scheme, manifest_target
 from impl.gc.progress import StageProgress
 from impl.gc.recheck import recheck_before_delete
-from impl.gc.reports import ClusterView, read_cluster_view
+from impl.gc.reports import REPORT_READERS, ClusterView, read_cluster_view
 from impl.gc.scan import (
     ELIGIBLE,
     MALFORMED,
@@ -162,7 +162,7 @@ def _round(
     note = say or (lambda _msg: None)
     store = open_store()
     try:
-        view = read_cluster_view(store, now, options.max_report_age_s)
+        view = read_cluster_view(store, now, options.max_report_age_s, REPORT_READERS)
         check_versioning(store, options.allow_versioned)  # before anything is listed
     finally:
         store.close()
@@ -191,9 +191,10 @@ def _round(
     # registered so far (2 on a fresh cluster), and would make the split depend on timing.
     tasks = options.tasks or listing_tasks(PREFIXES)
     groups = split_prefixes(PREFIXES, tasks)
-    # Each task's client needs a connection per delete thread and per lister thread.
+    # Each task's client needs a connection per delete thread, per lister thread and per
+    # report reader of its re-read of M (which runs while the listing starts).
     listers = options.list_concurrency or default_listers(open_store)
-    open_store = sized_for(open_store, options.delete_concurrency + listers)
+    open_store = sized_for(open_store, options.delete_concurrency + listers + REPORT_READERS)
     if options.dry_run:
         _dry_round(spark, open_store, groups, options, m, now, clock, say, summary)
     else:
@@ -379,7 +380,7 @@ def _fill_scan(summary: GcSummary, s: ScanStats) -> None:
 def _recheck(open_store: Callable[[], ObjectStore], now: float, max_age: float) -> ClusterView:
     store = open_store()
     try:
-        return read_cluster_view(store, now, max_age)
+        return read_cluster_view(store, now, max_age, REPORT_READERS)
     finally:
         store.close()
 

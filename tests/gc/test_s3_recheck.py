@@ -1,0 +1,96 @@
+"""The re-read of M on a real S3-protocol server (moto on loopback) behind the latency proxy
+(issue 12, SPEC R21a/R31): its reads go out together and alongside the task's first list
+page, and still no delete reaches the server before its verdict is known."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from itertools import combinations
+
+import pytest
+
+from impl.gc.stream import DELETED, STOPPED, Row, list_and_delete_task
+from impl.store.url import StoreSpec
+from model.keys import format_key
+from tests.gc.helpers import all_keys, simple_cluster, write_health
+from tests.store.s3proxy import S3Proxy, Span, s3_proxy
+
+pytestmark = pytest.mark.s3
+
+# Every request waits this long at the proxy: requests sent one after another never
+# overlap, requests sent together overlap unless a thread starts this late.
+LATENCY_S = 0.5
+
+
+@pytest.fixture
+def slow(s3_endpoint: str) -> Iterator[S3Proxy]:
+    with s3_proxy(s3_endpoint, latency_s=LATENCY_S) as p:
+        yield p
+
+
+def _setup(bucket: str, endpoint: str, reports_m: int) -> set[str]:
+    """Three nodes' reports (cluster M = `reports_m`) and 24 keys with epochs 1-3."""
+    store = StoreSpec("s3", bucket, "c", endpoint)()
+    now = time.time()  # the store's LastModified is real time: the reports are fresh
+    simple_cluster(store, reports_m, now=now)
+    write_health(store, "n3", now - 10, [("t/0", reports_m)])
+    keys = {format_key(p, 1 + i % 3, f"obj-{i}") for p in range(4) for i in range(6)}
+    for key in keys:
+        store.put(key, b"x")
+    return keys
+
+
+def _task(bucket: str, proxy: S3Proxy, m: int) -> list[Row]:
+    """One task as Spark runs it: M=`m` from the driver, 8 prefixes, 4 listers, batches of
+    5 keys (the first one is ready after the first page), 1 delete in flight."""
+    spec = StoreSpec("s3", bucket, "c", proxy.endpoint, connections=16)
+    rows = list_and_delete_task(
+        spec, m, time.time(), 0.0, 1000, 5, 1, 4, True, time.time, 300.0, iter(range(8))
+    )
+    return list(rows)
+
+
+def _reread(spans: list[Span]) -> tuple[Span, Span, list[Span]]:
+    """The task's re-read: (snapshot GET, report listing, report GETs)."""
+    (snapshot,) = [s for s in spans if s.kind == "get" and "partitions.json" in s.path]
+    (listing,) = [s for s in spans if s.kind == "list" and "health" in s.path]
+    reports = [s for s in spans if s.kind == "get" and "/_cluster/health/" in s.path]
+    return snapshot, listing, reports
+
+
+def test_the_reread_overlaps_the_first_page_and_precedes_every_delete(
+    s3_endpoint: str, s3_bucket: str, slow: S3Proxy
+) -> None:
+    keys = _setup(s3_bucket, s3_endpoint, 10)
+    rows = _task(s3_bucket, slow, 10)
+    spans = list(slow.spans)
+    snapshot, listing, reports = _reread(spans)
+    first_page = min((s for s in spans if "level_zero" in s.path), key=lambda s: s.arrived)
+    # One round trip for the snapshot, the report listing and the first data page...
+    assert snapshot.overlaps(listing) and snapshot.overlaps(first_page), spans
+    assert listing.overlaps(first_page), spans
+    # ...and one more for the three reports together.
+    assert len(reports) == 3 and all(a.overlaps(b) for a, b in combinations(reports, 2)), spans
+    deletes = [s for s in spans if s.kind == "delete"]
+    assert deletes and min(d.arrived for d in deletes) >= max(
+        s.answered for s in (snapshot, listing, *reports)
+    ), spans
+    assert {r[1] for r in rows if r[0] == DELETED} == keys
+    assert not all_keys(StoreSpec("s3", s3_bucket, "c", s3_endpoint)()) & keys
+
+
+def test_a_lowered_report_seen_by_the_reread_refuses_every_delete(
+    s3_endpoint: str, s3_bucket: str, slow: S3Proxy
+) -> None:
+    # The driver computed M=10; by the task's re-read the reports say 5. The first batch
+    # is listed well before the re-read's verdict (one round trip against two): a task
+    # that deleted before knowing it would have deleted here.
+    keys = _setup(s3_bucket, s3_endpoint, 5)
+    rows = _task(s3_bucket, slow, 10)
+    assert [r[1] for r in rows if r[0] == STOPPED] == [
+        "M moved backwards from 10 to 5 before the first delete"
+    ]
+    assert not [s for s in slow.spans if s.kind == "delete"]
+    assert not [r for r in rows if r[0] == DELETED]
+    assert keys <= all_keys(StoreSpec("s3", s3_bucket, "c", s3_endpoint)())
