@@ -198,7 +198,9 @@ def _round(
     if options.dry_run:
         _dry_round(spark, open_store, groups, options, m, now, clock, say, summary)
     else:
-        _streaming_round(spark, open_store, groups, options, listers, m, now, clock, say, summary)
+        _streaming_round(
+            spark, open_store, groups, options, listers, view, m, now, clock, say, summary
+        )
 
 
 def default_listers(open_store: Callable[[], ObjectStore]) -> int:
@@ -212,6 +214,7 @@ def _streaming_round(
     groups: list[list[int]],
     options: GcOptions,
     listers: int,
+    view: ClusterView,
     m: int,
     now: float,
     clock: Callable[[], float],
@@ -234,6 +237,7 @@ def _streaming_round(
         options.manifest is not None,
         clock,
         options.max_report_age_s,
+        report_keys=view.report_keys,  # the re-read reads them while it lists them
     )
     # Per-key rows stay on the executors; a recomputed partition lists and deletes again,
     # which is harmless (a key already gone is not listed, a deleted key stays deleted).

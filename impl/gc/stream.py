@@ -107,11 +107,16 @@ def listed(
 
 
 def recheck(
-    store: ObjectStore, m: int, clock: Callable[[], float], max_report_age_s: float
+    store: ObjectStore,
+    m: int,
+    clock: Callable[[], float],
+    max_report_age_s: float,
+    expect: tuple[str, ...] = (),
 ) -> str | None:
     """Why this task may not delete with `m` (None when it may): the re-read of M, its
-    reads in flight together (`reports.REPORT_READERS`), report ages as of `clock()`."""
-    view = read_cluster_view(store, clock(), max_report_age_s, REPORT_READERS)
+    reads in flight together (`reports.REPORT_READERS`; the reports the driver read,
+    `expect`, alongside the listing), report ages as of `clock()`."""
+    view = read_cluster_view(store, clock(), max_report_age_s, REPORT_READERS, expect)
     blocked, refused = recheck_before_delete(m, view.gc_epoch())
     return blocked or refused
 
@@ -129,10 +134,13 @@ def list_and_delete_task(
     clock: Callable[[], float],
     max_report_age_s: float,
     prefixes: Iterator[int],
+    *,
+    report_keys: tuple[str, ...] = (),
 ) -> Iterator[Row]:
     """Spark `mapPartitions` body. Yields up to `_SAMPLES` MALFORMED and REFUSED rows, a
     DELETED row per key really gone (only when `emit_keys`), a STOPPED row if the re-read
     refused, one COUNTS row (json of the delete stats and error samples) and one STATS row.
+    `report_keys`: the reports the driver read, read again alongside the re-read's listing.
     Deleted keys are spooled to a task-local file, so a task never holds its share of the
     eligible set in memory."""
     scanned = ScanStats()
@@ -155,7 +163,7 @@ def list_and_delete_task(
         # relies on a re-read older than that. Its verdict (or error) counts only if the
         # task has something to delete, as when it ran on demand.
         ahead = ThreadPoolExecutor(1, thread_name_prefix="epochgc-recheck")
-        again = ahead.submit(recheck, store, m, clock, max_report_age_s)
+        again = ahead.submit(recheck, store, m, clock, max_report_age_s, report_keys)
 
         def eligible() -> Iterator[tuple[str, int]]:
             checked = False

@@ -35,15 +35,29 @@ def _append(path: str, line: str) -> None:
 
 class _Recording(_Delegating):
     """Logs every data-prefix list, every listing of the reports and every delete, in the
-    order the store saw them; on the `lower_on`-th listing of the reports, optionally
-    republishes them with a lower M first (as a cluster whose reports changed after the
-    driver's read: a task's re-read lists them too)."""
+    order the store saw them; optionally republishes the reports with a lower M (as a
+    cluster whose reports changed after the driver's read), `lower_when`: "reread", on a
+    task's first listing of the reports, before the listing answers (a task without the
+    driver's report keys reads every report after that); "driver-closed", when the first
+    store opened (the driver's) is closed, after its read and before any task starts (a
+    task's re-read also reads the driver's reports alongside its listing)."""
 
     def __init__(
-        self, inner: ObjectStore, log: str, lower_m_to: int | None, lower_on: int
+        self, inner: ObjectStore, log: str, lower_m_to: int | None, lower_when: str, first: bool
     ) -> None:
         super().__init__(inner)
-        self.log, self.lower_m_to, self.lower_on = log, lower_m_to, lower_on
+        self.log, self.lower_m_to, self.lower_when, self.first = log, lower_m_to, lower_when, first
+
+    def _lower(self) -> None:
+        if self.lower_m_to is not None:
+            m = self.lower_m_to
+            write_health(self.inner, "n1", NOW - 5, [("t/0", m), ("t/1", m + 8)])
+            write_health(self.inner, "n2", NOW - 5, [("t/0", m), ("t/1", None)])
+
+    def close(self) -> None:
+        if self.first and self.lower_when == "driver-closed":
+            self._lower()
+        self.inner.close()
 
     def list_page(
         self,
@@ -53,12 +67,10 @@ class _Recording(_Delegating):
         until: str | None = None,
     ) -> ListPage:
         if prefix == HEALTH_PREFIX:
-            seen = _count(self.log, "H") + 1
+            first = _count(self.log, "H") == 0
             _append(self.log, "H")
-            if self.lower_m_to is not None and seen == self.lower_on:
-                m = self.lower_m_to
-                write_health(self.inner, "n1", NOW - 5, [("t/0", m), ("t/1", m + 8)])
-                write_health(self.inner, "n2", NOW - 5, [("t/0", m), ("t/1", None)])
+            if first and self.lower_when == "reread":
+                self._lower()
         if prefix.startswith("level_zero/data/"):
             _append(self.log, f"L {prefix}")
         return self.inner.list_page(prefix, start_after, limit, until)
@@ -73,10 +85,12 @@ class Recording:
     inner: StoreSpec
     log: str
     lower_m_to: int | None = None
-    lower_on: int = 1  # the driver's read of the reports is the first, if there is one
+    lower_when: str = "reread"
 
     def __call__(self) -> ObjectStore:
-        return _Recording(self.inner(), self.log, self.lower_m_to, self.lower_on)
+        first = _count(self.log, "O") == 0
+        _append(self.log, "O")
+        return _Recording(self.inner(), self.log, self.lower_m_to, self.lower_when, first)
 
     def events(self) -> list[tuple[str, str]]:
         lines = Path(self.log).read_text().splitlines()
@@ -199,7 +213,9 @@ def test_a_round_deletes_while_listing_and_rereads_m(spark: Any, tmp_path: Path)
     make_store(root2)
     _garbage(root2, range(10, 100), 3)
     before = all_keys(LocalStore(root2))
-    rec2 = Recording(local_spec(root2), str(tmp_path / "log2"), lower_m_to=90, lower_on=2)
+    rec2 = Recording(
+        local_spec(root2), str(tmp_path / "log2"), lower_m_to=90, lower_when="driver-closed"
+    )
     manifest = tmp_path / "m.parquet"
     opts2 = GcOptions(grace_s=GRACE, tasks=2, page_size=2, manifest=str(manifest))
     s = run_gc(spark, rec2, opts2, clock=lambda: NOW)
