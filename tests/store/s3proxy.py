@@ -54,9 +54,10 @@ def request_kind(method: str, path: str) -> str:
     query = parts.query.split("&")
     if method == "POST" and "delete" in query:
         return "delete"
-    if method == "GET" and (any(q.startswith("list-type=") for q in query) or
-                            parts.path.strip("/").count("/") == 0):
-        return "list"  # ListObjects(V2): a GET of the bucket itself
+    bucket_only = "/" not in parts.path.strip("/")
+    subresource = any(q and "=" not in q for q in query)  # ?versioning, ?location, ...
+    if method == "GET" and bucket_only and not subresource:
+        return "list"  # ListObjects(V2): a GET of the bucket itself, with parameters only
     return method.lower()
 
 
