@@ -48,8 +48,8 @@ DRIVER_READ = tuple(f"_cluster/health/n{i}.json" for i in (1, 2, 3))
 
 def _task(bucket: str, proxy: S3Proxy, m: int, seen: tuple[str, ...] = DRIVER_READ) -> list[Row]:
     """One task as Spark runs it: M=`m` and the reports `seen` by the driver, 8 prefixes,
-    4 listers, batches of 5 keys (the first one is ready after the first page), 1 delete in
-    flight."""
+    4 listers, batches of 5 keys (the first one is ready after the first page), 4 deletes
+    in flight."""
     spec = StoreSpec("s3", bucket, "c", proxy.endpoint, connections=16)
     rows = list_and_delete_task(
         spec,
@@ -58,7 +58,7 @@ def _task(bucket: str, proxy: S3Proxy, m: int, seen: tuple[str, ...] = DRIVER_RE
         0.0,
         1000,
         5,
-        1,
+        4,
         4,
         True,
         time.time,
