@@ -639,9 +639,14 @@ def _progress(proxy: Any, every_s: float) -> Iterator[None]:
             with proxy.lock:
                 answered = Counter(span.kind for span in proxy.spans)
                 in_flight = {k: v for k, v in proxy.in_flight.items() if v}
+                deletes = [sp.answered - sp.arrived for sp in proxy.spans if sp.kind == "delete"]
+            # A DeleteObjects slower than botocore's 60 s read timeout is sent again by the
+            # client while the server still works on the first: the server then does it twice.
+            slowest = max(deletes[-5:], default=0.0)
             print(
                 f"(e) {time.monotonic() - t0:6.0f}s: answered {dict(answered)}, "
-                f"in flight {in_flight}",
+                f"in flight {in_flight}; slowest of the last 5 deletes {slowest:.0f}s, "
+                f"{sum(d > 60 for d in deletes)} over 60s",
                 file=sys.stderr,
                 flush=True,
             )
