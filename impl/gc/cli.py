@@ -8,6 +8,7 @@ M moved backwards, unreadable store or report, failed Spark job); 2 blocked roun
 from __future__ import annotations
 
 import importlib
+import re
 import sys
 from typing import Any
 
@@ -16,6 +17,7 @@ import click
 from impl.gc.duration import format_duration, parse_duration
 from impl.gc.errors import GcError
 from impl.gc.job import DEFAULT_MAX_REPORT_AGE_S, GcOptions, run_gc
+from impl.gc.reports import MAX_WRITTEN_AT
 from impl.gc.summary import EXIT_INCOMPLETE, EXIT_USAGE, GcSummary
 from impl.store.base import StoreError
 from impl.store.url import StoreSpec, parse_store_url
@@ -56,6 +58,25 @@ class _Duration(click.ParamType):  # type: ignore[type-arg]  # generic only in n
 
 
 DURATION = _Duration()
+
+_SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?", re.ASCII)  # float() also reads "nan", "٥"
+
+
+class _UnixTime(click.ParamType):  # type: ignore[type-arg]
+    """A wall-clock time in unix seconds: plain ASCII digits, finite, in the range a report's
+    `written_at` may take (NaN or infinity would make every age NaN or infinite)."""
+
+    name = "unix-seconds"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        text = str(value).strip()
+        if not _SECONDS.fullmatch(text) or not float(text) <= MAX_WRITTEN_AT:
+            self.fail(
+                f"{value!r} is not a time in unix seconds (digits, 0..{MAX_WRITTEN_AT:.0f})",
+                param,
+                ctx,
+            )
+        return float(text)
 
 
 @click.command(cls=_GcCommand)
@@ -158,7 +179,7 @@ DURATION = _Duration()
 )
 @click.option("--pushgateway", metavar="HOST:PORT", help="Push Prometheus metrics here.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
-@click.option("--now", type=float, hidden=True, help="Wall clock override (tests).")
+@click.option("--now", type=_UnixTime(), hidden=True, help="Wall clock override (tests).")
 def gc(
     store_url: str,
     s3_endpoint: str | None,

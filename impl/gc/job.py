@@ -24,7 +24,7 @@ from impl.gc.errors import GcError
 from impl.gc.manifest import check_manifest_absent, has_scheme, manifest_target
 from impl.gc.progress import StageProgress
 from impl.gc.recheck import recheck_before_delete
-from impl.gc.reports import ClusterView, read_cluster_view
+from impl.gc.reports import REPORT_READERS, ClusterView, read_cluster_view
 from impl.gc.scan import (
     ELIGIBLE,
     MALFORMED,
@@ -162,7 +162,7 @@ def _round(
     note = say or (lambda _msg: None)
     store = open_store()
     try:
-        view = read_cluster_view(store, now, options.max_report_age_s)
+        view = read_cluster_view(store, now, options.max_report_age_s, REPORT_READERS)
         check_versioning(store, options.allow_versioned)  # before anything is listed
     finally:
         store.close()
@@ -191,13 +191,16 @@ def _round(
     # registered so far (2 on a fresh cluster), and would make the split depend on timing.
     tasks = options.tasks or listing_tasks(PREFIXES)
     groups = split_prefixes(PREFIXES, tasks)
-    # Each task's client needs a connection per delete thread and per lister thread.
+    # Each task's client needs a connection per delete thread, per lister thread and per
+    # report reader of its re-read of M (which runs while the listing starts).
     listers = options.list_concurrency or default_listers(open_store)
-    open_store = sized_for(open_store, options.delete_concurrency + listers)
+    open_store = sized_for(open_store, options.delete_concurrency + listers + REPORT_READERS)
     if options.dry_run:
         _dry_round(spark, open_store, groups, options, m, now, clock, say, summary)
     else:
-        _streaming_round(spark, open_store, groups, options, listers, m, now, clock, say, summary)
+        _streaming_round(
+            spark, open_store, groups, options, listers, view, m, now, clock, say, summary
+        )
 
 
 def default_listers(open_store: Callable[[], ObjectStore]) -> int:
@@ -211,6 +214,7 @@ def _streaming_round(
     groups: list[list[int]],
     options: GcOptions,
     listers: int,
+    view: ClusterView,
     m: int,
     now: float,
     clock: Callable[[], float],
@@ -233,6 +237,7 @@ def _streaming_round(
         options.manifest is not None,
         clock,
         options.max_report_age_s,
+        report_keys=view.report_keys,  # the re-read reads them while it lists them
     )
     # Per-key rows stay on the executors; a recomputed partition lists and deletes again,
     # which is harmless (a key already gone is not listed, a deleted key stays deleted).
@@ -379,7 +384,7 @@ def _fill_scan(summary: GcSummary, s: ScanStats) -> None:
 def _recheck(open_store: Callable[[], ObjectStore], now: float, max_age: float) -> ClusterView:
     store = open_store()
     try:
-        return read_cluster_view(store, now, max_age)
+        return read_cluster_view(store, now, max_age, REPORT_READERS)
     finally:
         store.close()
 

@@ -4,8 +4,9 @@ while the listing continues (issue 12; SPEC R21a).
 Deleting an eligible key is safe whatever else the listing holds: safety depends only on M
 and the key (R23/R24). So a task does not wait for the whole listing: eligible keys flow
 page by page into `delete.delete_keys`, which keeps a few batches in flight. Before its
-FIRST delete the task re-reads the reports; if the round is now blocked or M moved
-backwards, the task deletes nothing and says why (the driver then refuses the round).
+FIRST delete the task re-reads the reports (started with the listing, finished before that
+delete: see `list_and_delete_task`); if the round is now blocked or M moved backwards, the
+task deletes nothing and says why (the driver then refuses the round).
 Malformed keys and refused entries are never deleted; they only make the outcome a failure.
 """
 
@@ -16,10 +17,11 @@ import queue
 import tempfile
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 from impl.gc.delete import DeleteStats, delete_keys
 from impl.gc.recheck import recheck_before_delete
-from impl.gc.reports import read_cluster_view
+from impl.gc.reports import REPORT_READERS, read_cluster_view
 from impl.gc.scan import ELIGIBLE, Row, ScanStats, scan_prefix, stats_row
 from impl.store.base import ObjectStore
 
@@ -104,10 +106,18 @@ def listed(
             w.join()
 
 
-def recheck(store: ObjectStore, m: int, now: float, max_report_age_s: float) -> str | None:
-    """Why this task may not delete with `m` (None when it may): the re-read of M."""
-    blocked, refused = recheck_before_delete(
-        m, read_cluster_view(store, now, max_report_age_s).gc_epoch())
+def recheck(
+    store: ObjectStore,
+    m: int,
+    clock: Callable[[], float],
+    max_report_age_s: float,
+    expect: tuple[str, ...] = (),
+) -> str | None:
+    """Why this task may not delete with `m` (None when it may): the re-read of M, its
+    reads in flight together (`reports.REPORT_READERS`; the reports the driver read,
+    `expect`, alongside the listing), report ages as of `clock()`."""
+    view = read_cluster_view(store, clock(), max_report_age_s, REPORT_READERS, expect)
+    blocked, refused = recheck_before_delete(m, view.gc_epoch())
     return blocked or refused
 
 
@@ -124,10 +134,13 @@ def list_and_delete_task(
     clock: Callable[[], float],
     max_report_age_s: float,
     prefixes: Iterator[int],
+    *,
+    report_keys: tuple[str, ...] = (),
 ) -> Iterator[Row]:
     """Spark `mapPartitions` body. Yields up to `_SAMPLES` MALFORMED and REFUSED rows, a
     DELETED row per key really gone (only when `emit_keys`), a STOPPED row if the re-read
     refused, one COUNTS row (json of the delete stats and error samples) and one STATS row.
+    `report_keys`: the reports the driver read, read again alongside the re-read's listing.
     Deleted keys are spooled to a task-local file, so a task never holds its share of the
     eligible set in memory."""
     scanned = ScanStats()
@@ -140,6 +153,17 @@ def list_and_delete_task(
         failed.setdefault(key, why)
 
     with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+        # The re-read of M runs while the first pages are listed (issue 12: after the
+        # first page it cost three more round trips before any delete). It keeps the order
+        # the model needs (SPEC R31: `gc_compute`, then deletes each checked against that
+        # M): it starts after the driver computed M (this task exists only with it), and
+        # the task's first delete waits for its verdict (below); listing only reads, so it
+        # may run on either side of it. At the first delete the re-read is older by the
+        # listing before the first eligible key: each later delete of the task already
+        # relies on a re-read older than that. Its verdict (or error) counts only if the
+        # task has something to delete, as when it ran on demand.
+        ahead = ThreadPoolExecutor(1, thread_name_prefix="epochgc-recheck")
+        again = ahead.submit(recheck, store, m, clock, max_report_age_s, report_keys)
 
         def eligible() -> Iterator[tuple[str, int]]:
             checked = False
@@ -150,8 +174,8 @@ def list_and_delete_task(
                         if sum(r[0] == row[0] for r in samples) < _SAMPLES:
                             samples.append(row)
                         continue
-                    if not checked:  # the re-read, right before this task's first delete
-                        why = recheck(store, m, clock(), max_report_age_s)
+                    if not checked:  # never a delete before the re-read's verdict
+                        why = again.result()
                         if why is not None:
                             stopped.append(why)
                             return
@@ -165,6 +189,7 @@ def list_and_delete_task(
         try:
             stats = delete_keys(store, eligible(), batch_size, concurrency, on_error)
         finally:
+            ahead.shutdown(cancel_futures=True)  # the re-read is done with the store
             store.close()
         yield from samples
         spool.seek(0)

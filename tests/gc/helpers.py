@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,11 +45,19 @@ def write_health(
             for p, e in replicas
         ],
     }
-    store.put(f"{HEALTH_PREFIX}{node}.json", json.dumps(doc).encode())
-    if isinstance(store, LocalStore):
-        # The reader takes the older of written_at and the file's mtime: tests that run on
-        # an injected clock make the store agree with the writer.
-        os.utime(store.root / f"{HEALTH_PREFIX}{node}.json", (written_at, written_at))
+    key = f"{HEALTH_PREFIX}{node}.json"
+    if not isinstance(store, LocalStore):
+        store.put(key, json.dumps(doc).encode())
+        return
+    # The reader takes the older of written_at and the file's mtime: tests that run on an
+    # injected clock make the store agree with the writer. Written aside, dated, then
+    # renamed into place: a concurrent reader (another Spark task) never sees the new
+    # document with the real clock's mtime.
+    aside = f"_cluster/tmp/{node}-{uuid.uuid4().hex}"
+    store.put(aside, json.dumps(doc).encode())
+    os.utime(store.root / aside, (written_at, written_at))
+    (store.root / key).parent.mkdir(parents=True, exist_ok=True)
+    os.replace(store.root / aside, store.root / key)
 
 
 def simple_cluster(store: ObjectStore, m: int, revision: int = 10**6, now: float = NOW) -> None:

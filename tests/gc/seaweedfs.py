@@ -155,6 +155,11 @@ def seaweedfs_server(base: str | None = None, extra: tuple[str, ...] = ()) -> It
         "-s3",
         f"-s3.config={config}",
         "-master.volumeSizeLimitMB=64",  # small volumes: nothing big is stored
+        # As many volumes as the disk holds (the default is 8): the filer logs every create
+        # and delete into volumes of its own, and ~350,000 of them filled the 8; it then
+        # kept failing to flush that log, its deletes slowed past botocore's 60 s read
+        # timeout, and the 100,000-key benchmark stalled (issue 12, seventh session).
+        "-volume.max=0",
         "-volume.preStopSeconds=0",
         *(f"-{k}={v}" for k, v in ports.items()),
         *extra,

@@ -1,5 +1,6 @@
 """Issue 12 (SPEC R21a): a real round deletes while its listing continues, and every task
-re-reads M before its first delete, so a lower M published after listing started stops it."""
+re-reads M before its first delete, so a lower M published after the round computed M (and
+before the task's re-read, which runs while the first pages are listed) stops it."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from impl.gc.job import GcOptions, default_listers, run_gc
+from impl.gc.reports import HEALTH_PREFIX
 from impl.gc.scan import ScanStats
 from impl.gc.stream import COUNTS, DELETED, STOPPED, list_and_delete_task, listed
 from impl.store.base import DeleteResult, ListPage, ObjectStore, StoreError
@@ -32,13 +34,30 @@ def _append(path: str, line: str) -> None:
 
 
 class _Recording(_Delegating):
-    """Logs every data-prefix list and every delete, in the order the store saw them; on
-    the first data listing, optionally republishes the reports with a lower M (as a
-    cluster whose reports changed while the round was listing)."""
+    """Logs every data-prefix list, every listing of the reports and every delete, in the
+    order the store saw them; optionally republishes the reports with a lower M (as a
+    cluster whose reports changed after the driver's read), `lower_when`: "reread", on a
+    task's first listing of the reports, before the listing answers (a task without the
+    driver's report keys reads every report after that); "driver-closed", when the first
+    store opened (the driver's) is closed, after its read and before any task starts (a
+    task's re-read also reads the driver's reports alongside its listing)."""
 
-    def __init__(self, inner: ObjectStore, log: str, lower_m_to: int | None) -> None:
+    def __init__(
+        self, inner: ObjectStore, log: str, lower_m_to: int | None, lower_when: str, first: bool
+    ) -> None:
         super().__init__(inner)
-        self.log, self.lower_m_to = log, lower_m_to
+        self.log, self.lower_m_to, self.lower_when, self.first = log, lower_m_to, lower_when, first
+
+    def _lower(self) -> None:
+        if self.lower_m_to is not None:
+            m = self.lower_m_to
+            write_health(self.inner, "n1", NOW - 5, [("t/0", m), ("t/1", m + 8)])
+            write_health(self.inner, "n2", NOW - 5, [("t/0", m), ("t/1", None)])
+
+    def close(self) -> None:
+        if self.first and self.lower_when == "driver-closed":
+            self._lower()
+        self.inner.close()
 
     def list_page(
         self,
@@ -47,11 +66,12 @@ class _Recording(_Delegating):
         limit: int = 1000,
         until: str | None = None,
     ) -> ListPage:
+        if prefix == HEALTH_PREFIX:
+            first = _count(self.log, "H") == 0
+            _append(self.log, "H")
+            if first and self.lower_when == "reread":
+                self._lower()
         if prefix.startswith("level_zero/data/"):
-            if self.lower_m_to is not None and not os.path.exists(self.log):
-                m = self.lower_m_to
-                write_health(self.inner, "n1", NOW - 5, [("t/0", m), ("t/1", m + 8)])
-                write_health(self.inner, "n2", NOW - 5, [("t/0", m), ("t/1", None)])
             _append(self.log, f"L {prefix}")
         return self.inner.list_page(prefix, start_after, limit, until)
 
@@ -65,13 +85,23 @@ class Recording:
     inner: StoreSpec
     log: str
     lower_m_to: int | None = None
+    lower_when: str = "reread"
 
     def __call__(self) -> ObjectStore:
-        return _Recording(self.inner(), self.log, self.lower_m_to)
+        first = _count(self.log, "O") == 0
+        _append(self.log, "O")
+        return _Recording(self.inner(), self.log, self.lower_m_to, self.lower_when, first)
 
     def events(self) -> list[tuple[str, str]]:
         lines = Path(self.log).read_text().splitlines()
         return [(line[0], line[2:]) for line in lines]
+
+
+def _count(log: str, kind: str) -> int:
+    try:
+        return sum(line[:1] == kind for line in Path(log).read_text().splitlines())
+    except FileNotFoundError:
+        return 0
 
 
 def _in(prefix_path: str, lo: int, hi: int) -> bool:
@@ -115,7 +145,7 @@ def test_deletes_start_before_the_listing_ends(tmp_path: Path, listers: int) -> 
 
 
 @pytest.mark.parametrize("listers", [1, 4])
-def test_m_republished_lower_after_listing_started_stops_the_first_delete(
+def test_m_republished_lower_before_the_reread_stops_the_first_delete(
     tmp_path: Path, listers: int
 ) -> None:
     root = tmp_path / "store"
@@ -162,8 +192,8 @@ def test_a_lister_thread_error_reaches_the_task_and_stops_the_others(tmp_path: P
 @pytest.mark.spark
 def test_a_round_deletes_while_listing_and_rereads_m(spark: Any, tmp_path: Path) -> None:
     # Through real Spark, two tasks: deletes interleave with listing; then a round whose
-    # reports drop to M=90 once listing has begun deletes nothing at or above 90 (here:
-    # nothing at all), exits 1 and writes no manifest.
+    # reports drop to M=90 after the driver read them deletes nothing at or above 90
+    # (here: nothing at all), exits 1 and writes no manifest.
     root = tmp_path / "store"
     eligible, _ = make_store(root)
     eligible |= _garbage(root, range(10, 100), 3)
@@ -183,7 +213,9 @@ def test_a_round_deletes_while_listing_and_rereads_m(spark: Any, tmp_path: Path)
     make_store(root2)
     _garbage(root2, range(10, 100), 3)
     before = all_keys(LocalStore(root2))
-    rec2 = Recording(local_spec(root2), str(tmp_path / "log2"), lower_m_to=90)
+    rec2 = Recording(
+        local_spec(root2), str(tmp_path / "log2"), lower_m_to=90, lower_when="driver-closed"
+    )
     manifest = tmp_path / "m.parquet"
     opts2 = GcOptions(grace_s=GRACE, tasks=2, page_size=2, manifest=str(manifest))
     s = run_gc(spark, rec2, opts2, clock=lambda: NOW)

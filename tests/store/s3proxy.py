@@ -7,9 +7,10 @@
   DeleteObjects requests that named the key so far (0 for the first).
 
 It also counts the TCP connections it accepted (a client whose pool is too small opens and
-discards connections) and the DeleteObjects requests per key, and records each
-DeleteObjects request's span (from its arrival to its answer, on `time.monotonic`) so a
-benchmark can time the deleting itself, apart from the listing before it.
+discards connections) and the DeleteObjects requests per key, and records each request's
+span (kind, path, arrival, answer, on `time.monotonic`): a benchmark times the deleting
+apart from the listing before it, a test checks which reads overlapped, and `in_flight`
+says what the proxy holds right now (a stalled run shows what it waits for).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 from xml.sax.saxutils import escape
@@ -34,6 +36,29 @@ ET.register_namespace("", _NS[1:-1])  # re-serialise as the default namespace, l
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection"}
 
 FailFn = Callable[[str, int], str | None]
+
+
+@dataclass(frozen=True)
+class Span:
+    kind: str  # "list", "get", "put", "head", "delete" (DeleteObjects), or the method
+    path: str  # as the client sent it (bucket, key and query)
+    arrived: float
+    answered: float
+
+    def overlaps(self, other: Span) -> bool:
+        return self.arrived < other.answered and other.arrived < self.answered
+
+
+def request_kind(method: str, path: str) -> str:
+    parts = urlsplit(path)
+    query = parts.query.split("&")
+    if method == "POST" and "delete" in query:
+        return "delete"
+    bucket_only = "/" not in parts.path.strip("/")
+    subresource = any(q and "=" not in q for q in query)  # ?versioning, ?location, ...
+    if method == "GET" and bucket_only and not subresource:
+        return "list"  # ListObjects(V2): a GET of the bucket itself, with parameters only
+    return method.lower()
 
 
 class _Server(ThreadingHTTPServer):
@@ -59,7 +84,8 @@ class S3Proxy:
         self.connections = 0
         self.delete_attempts: Counter[str] = Counter()  # full keys, as sent
         self.injected: Counter[str] = Counter()  # per-key errors injected, by code
-        self.delete_spans: list[tuple[float, float]] = []  # (arrived, answered), monotonic
+        self.spans: list[Span] = []  # every answered request, in answer order
+        self.in_flight: Counter[str] = Counter()  # by kind
         self._server = _Server(self)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -74,6 +100,11 @@ class S3Proxy:
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    @property
+    def delete_spans(self) -> list[tuple[float, float]]:
+        """(arrived, answered) of each DeleteObjects request."""
+        return [(s.arrived, s.answered) for s in self.spans if s.kind == "delete"]
 
     def rewrite_delete(self, body: bytes) -> tuple[bytes | None, list[tuple[str, str]]]:
         """Split a DeleteObjects body into what is forwarded and the injected errors."""
@@ -111,11 +142,19 @@ class _Handler(BaseHTTPRequestHandler):
             _local.conn = None
 
     def _forward(self) -> None:
+        proxy = self.server.proxy
         arrived = time.monotonic()
-        self._forward_one()
-        if self.command == "POST" and "delete" in urlsplit(self.path).query.split("&"):
-            with self.server.proxy.lock:
-                self.server.proxy.delete_spans.append((arrived, time.monotonic()))
+        kind = request_kind(self.command, self.path)
+        with proxy.lock:
+            proxy.in_flight[kind] += 1
+        self._answered: float | None = None
+        try:
+            self._forward_one()
+        finally:
+            answered = self._answered or time.monotonic()
+            with proxy.lock:
+                proxy.in_flight[kind] -= 1
+                proxy.spans.append(Span(kind, self.path, arrived, answered))
 
     def _forward_one(self) -> None:
         proxy = self.server.proxy
@@ -165,6 +204,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(resp.status, out, data)
 
     def _reply(self, status: int, headers: dict[str, str], data: bytes, head: bool = False) -> None:
+        # Before the client can have the answer: whatever it sends because of this answer
+        # arrives later than this, so spans order cause before effect.
+        self._answered = time.monotonic()
         self.send_response(status)
         for k, v in headers.items():
             if k.lower() not in ("server", "date"):
@@ -257,4 +299,4 @@ def s3_proxy(
         proxy.stop()
 
 
-__all__ = ["S3Proxy", "s3_proxy"]
+__all__ = ["S3Proxy", "Span", "request_kind", "s3_proxy"]

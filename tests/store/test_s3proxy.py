@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import http.client
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.store.s3proxy import s3_proxy
+from tests.store.s3proxy import request_kind, s3_proxy
 
 
 class _ClosesIdle(BaseHTTPRequestHandler):
@@ -53,3 +54,52 @@ def test_a_connection_the_server_closed_while_idle_is_replaced(upstream: str) ->
                 assert (resp.status, resp.read()) == (200, b"ok")
         finally:
             client.close()
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "kind"),
+    [
+        ("GET", "/b?list-type=2&prefix=c%2Flevel_zero%2F&max-keys=1000", "list"),
+        ("GET", "/b?prefix=c%2F", "list"),  # ListObjects v1
+        ("GET", "/b", "list"),
+        ("GET", "/b?versioning", "get"),  # a bucket subresource, not a listing
+        ("GET", "/b/c/_cluster/health/n1.json", "get"),
+        ("GET", "/b/c/k?list-type=2", "get"),  # an object whose query looks like a listing
+        ("POST", "/b?delete", "delete"),
+        ("PUT", "/b/c/k", "put"),
+        ("HEAD", "/b/c/k", "head"),
+    ],
+)
+def test_request_kinds(method: str, path: str, kind: str) -> None:
+    # The spans a benchmark and the re-read tests read are only as good as this.
+    assert request_kind(method, path) == kind
+
+
+def test_spans_and_in_flight_are_recorded(upstream: str) -> None:
+    with s3_proxy(upstream, latency_s=0.3) as proxy:
+        port = int(proxy.endpoint.rsplit(":", 1)[1])
+        seen: list[dict[str, int]] = []
+
+        def call() -> None:
+            client = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            try:
+                client.request("GET", "/bucket/key")
+                client.getresponse().read()
+            finally:
+                client.close()
+
+        threads = [threading.Thread(target=call) for _ in range(3)]
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):  # the three wait 0.3 s at the proxy
+            with proxy.lock:
+                seen.append(dict(proxy.in_flight))
+            time.sleep(0.01)
+        for t in threads:
+            t.join()
+        assert max(s.get("get", 0) for s in seen) == 3
+        assert proxy.in_flight["get"] == 0
+        spans = list(proxy.spans)
+        assert [(s.kind, s.path) for s in spans] == [("get", "/bucket/key")] * 3
+        assert all(a.overlaps(b) for a in spans for b in spans)
+        assert all(s.answered - s.arrived >= 0.3 for s in spans)
