@@ -35,7 +35,7 @@ EVENTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
     ("GC rounds blocked", ("gc.gc_blocked", "gc.sim_blocked", "gc.spark_blocked"),
      "a GC round that computed no M (missing/stale report, unknown partition)"),
     ("GC refused on re-check", ("gc.refused_on_recheck",),
-     "reports lowered between listing and deleting: the delete phase refused"),
+     "reports lowered after M, before the re-read: the delete phase refused"),
     ("GC deletions", ("gc.gc_deleted", "gc.sim_deleted", "gc.spark_deleted"),
      "L0 objects deleted by GC rounds"),
     ("crashes", ("fault.crash",), "a node crashed"),

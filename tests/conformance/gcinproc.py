@@ -7,8 +7,12 @@ deletes, not a re-implementation.
 
 The eligible set is the listing's own (`impl.gc.stream.listed`, the rows the task deletes
 from), read before the round so that a round whose re-read refuses still shows what it
-listed. `between` runs once, after a task's first list request and before its re-read (the
-harness republishes reports lower there, as a node whose M(p) went backwards would).
+listed. `between` runs once, after the driver's decision and before the first task starts:
+the harness republishes reports lower there, as a node whose M(p) went backwards would, and
+every task's re-read must see it. (A task starts its re-read beside its first list request,
+`impl.gc.stream`; a lowering after the re-read began is, by design, not seen, as a lowering
+after the re-read was not before: so the hook no longer waits for the first list request,
+which made the harness race the task's re-read thread.)
 `populated`: the prefixes that hold any entry (None: all 1000 are listed).
 """
 
@@ -38,20 +42,13 @@ class InProcessRound:
     malformed: list[Any] = field(default_factory=list)
 
 
-class _FirstListHook:
-    """The store, with `between` run once right after the first list request returns."""
+class _Unclosed:
+    """The store as a task sees it: the harness's store outlives the round."""
 
-    def __init__(self, store: ObjectStore, between: Callable[[], None] | None) -> None:
-        self._store, self._between = store, between
+    def __init__(self, store: ObjectStore) -> None:
+        self._store = store
 
-    def list_page(self, *a: Any, **kw: Any) -> Any:
-        page = self._store.list_page(*a, **kw)
-        if self._between is not None:
-            hook, self._between = self._between, None
-            hook()
-        return page
-
-    def close(self) -> None:  # the harness's store outlives the round
+    def close(self) -> None:
         pass
 
     def __getattr__(self, name: str) -> Any:
@@ -83,7 +80,9 @@ def inprocess_gc_round(
         for row in listed(store, group, m, now, grace_s, page_size, ScanStats(), 1):
             if row[0] == ELIGIBLE:
                 out.eligible.add(row[1])
-    hooked = _FirstListHook(store, between)
+    if between is not None:
+        between()
+    hooked = _Unclosed(store)
     stats_rows = 0
     for group in todo:
         rows: Iterator[Any] = list_and_delete_task(

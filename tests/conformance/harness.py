@@ -990,8 +990,9 @@ class Harness:
     def gc(self, grace_s: float = 0.0, lower_between: bool = False) -> None:
         """One GC round with the PySpark job's own task and driver functions, in process
         (`gcinproc`): listing with the early stop, eligibility, the re-check of M, the
-        deletes. `lower_between`: every fresh health report is republished lower between
-        the listing and the re-check (then put back), so the delete phase must refuse."""
+        deletes. `lower_between`: every fresh health report is republished lower after the
+        driver computed M and before the tasks' re-read (then put back), so the delete
+        phase must refuse."""
         docs, listing, now = self._docs_and_listing()
         want = model_gc(docs, listing, now, MAX_REPORT_AGE_S, grace_s)
         saved: dict[str, bytes] = {}

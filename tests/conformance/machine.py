@@ -265,14 +265,14 @@ class ConformanceMachine(RuleBasedStateMachine):
     @rule(grace=st.sampled_from([0.0, 0.0, 30.0]), lower=st.booleans())
     def gc(self, grace: float, lower: bool) -> None:
         """The PySpark job's task functions in process; `lower`: reports republished lower
-        between listing and deleting."""
+        after the driver's M and before the tasks' re-read."""
         self._count("gc")
         self.H.gc(grace, lower)
 
     @rule()
     def gc_reports_lowered(self) -> None:
         """A service pass (reconcile, housekeep, publish) so there is garbage, then a GC
-        round whose reports are republished lower between its listing and its deletes."""
+        round whose reports are republished lower after its M, before its re-read."""
         self._count("gc_reports_lowered")
         self.H.service_round(collect=False)
         self.H.gc(0.0, True)
