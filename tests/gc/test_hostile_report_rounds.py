@@ -189,6 +189,11 @@ def _hurt(among: list[Hurt], literal: str) -> Hurt:
     return h
 
 
+def _kind(among: list[Hurt], kind: str) -> Hurt:
+    (h,) = [h for h in among if h.kind == kind]
+    return h
+
+
 CLUSTER = Cluster(8, [(3, 9), (6, 12), (None, 9)])
 OLD = [(s, e, "a", 30 * HOUR) for s in (1, 2, 3) for e in (0, 5, 9)]
 
@@ -296,6 +301,9 @@ def _records(root: Path) -> list[dict[str, Any]]:
     cluster=CLUSTER, hurt={0: _hurt(HEALTH_HURTS, '2, "inactive_epoch"')}, good=OLD, cut=0
 )
 @example(cluster=CLUSTER, hurt={1: _hurt(HEALTH_HURTS, 'NaN, "written_at"')}, good=OLD, cut=0)
+# A lying clock: n1 says it wrote just now, the store dated the file 600 s ago; counted
+# fresh, its t/0 epoch 6 would lift M from 3 to 6 and delete the epoch-5 objects.
+@example(cluster=CLUSTER, hurt={1: _kind(HEALTH_HURTS, "stored long ago")}, good=OLD, cut=0)
 @given(
     cluster=clusters,
     hurt=hurts,
@@ -338,10 +346,10 @@ def test_rounds_on_hostile_reports(
         assert counted is not None
         decision = gc_epoch(revision, PARTS, counted)
         event("blocked" if decision.blocked else "deleted" if decision.M is not None else "none")
-        assert (s.M, s.blocked) == (decision.M, decision.blocked), s.lines()
         eligible = oracle(real, decision.M, GRACE) if decision.blocked is None else set()
         # (a) Only what the model calls eligible (and, the store being still, all of it).
         gone = check_round(before, fingerprint(root, outside), root, eligible)
+        assert (s.M, s.blocked) == (decision.M, decision.blocked), s.lines()
         assert gone == eligible, sorted(eligible - gone)
         (record,) = _records(root)
         assert record["error"] is None and record["counts"]["deleted"] == len(gone)
