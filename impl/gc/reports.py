@@ -17,7 +17,8 @@ refused naming the field, never read as "any incarnation"; every writer in the r
 writes them.
 
 Validation is strict (unknown fields too), because a report we misread could raise M.
-Non-finite numbers (NaN, Infinity, 1e400) and integers beyond the key space are refused in
+Non-finite numbers (NaN, Infinity, 1e400), integers beyond the key space and names given
+twice in one object (json keeps the last; another reader may keep the first) are refused in
 every document, naming the file and the field.
 
 A health file older than the maximum report age counts as absent: a stale observer can only
@@ -200,13 +201,34 @@ def _parse_int(text: str) -> int | _Huge:
     return _Huge(text) if len(text.lstrip("-")) > _MAX_INT_DIGITS else int(text)
 
 
+class _Repeated(dict[str, Any]):
+    """A JSON object with a name given twice: json keeps the last value, another reader may
+    keep the first, and a NaN given first is never seen; refused with the name."""
+
+    name = ""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    repeated: str | None = None
+    for k, v in pairs:
+        if k in doc and repeated is None:
+            repeated = k
+        doc[k] = v
+    if repeated is None:
+        return doc
+    out = _Repeated(doc)
+    out.name = repeated
+    return out
+
+
 def _read_json(store: ObjectStore, key: str) -> Any:
     try:
         raw = store.get(key)
     except StoreError as e:
         raise ReportError(f"cannot read {key}: {e}") from e
     try:
-        doc = json.loads(raw, parse_int=_parse_int)
+        doc = json.loads(raw, parse_int=_parse_int, object_pairs_hook=_object)
     except (UnicodeDecodeError, ValueError) as e:  # JSONDecodeError is a ValueError
         raise ReportError(f"{key}: not valid JSON: {e}") from e
     check_numbers(doc, key)
@@ -214,8 +236,12 @@ def _read_json(store: ObjectStore, key: str) -> Any:
 
 
 def check_numbers(doc: Any, key: str, path: str = "") -> None:
-    """Refuse NaN, Infinity, 1e400 (which Python's json reads as inf) and integer literals
-    of more than 40 digits anywhere in a document, naming the field."""
+    """Refuse NaN, Infinity, 1e400 (which Python's json reads as inf), integer literals of
+    more than 40 digits and names given twice in one object anywhere in a document, naming
+    the field."""
+    if isinstance(doc, _Repeated):
+        name = f"{path}.{doc.name}" if path else doc.name
+        raise ReportError(f"{key}: field {name!r} is given twice in one object")
     if isinstance(doc, dict):
         for k, v in doc.items():
             check_numbers(v, key, f"{path}.{k}" if path else str(k))
