@@ -23,6 +23,7 @@ from impl.broker.metrics import NodeMetrics
 from impl.broker.producer import Ack, Producer
 from impl.broker.raftport import inline_io
 from impl.cluster.gcround import GcRound, gc_round
+from impl.controller.statemachine import ControllerStateMachine
 from impl.partition.commands import Placeholder
 from impl.partition.fence import FenceDecision, NotLeaderError
 from impl.partition.statemachine import ApplyEvent, PlaceholderResult
@@ -231,17 +232,22 @@ class SimCluster:
     def controller_leader(self) -> int | None:
         return self.sim.leader(CONTROLLER_GROUP)
 
+    def most_advanced_controller(self) -> ControllerStateMachine | None:
+        """The live controller replica with the highest revision (the first of the highest;
+        None with no live broker). A loop, not max() with a key lambda: the harness asks
+        several times a step and the generator was ~1% of it (issue 14)."""
+        best: ControllerStateMachine | None = None
+        for b in self.brokers.values():
+            if best is None or b.controller.revision > best.revision:
+                best = b.controller
+        return best
+
     def group_of(self, partition: str) -> int:
         """The group of the partition's current incarnation, by the most advanced controller
         replica (a lagging one may still know a deleted incarnation)."""
-        if self.brokers:
-            ctl = None  # max() by revision, as a loop: the first of the highest
-            for b in self.brokers.values():
-                if ctl is None or b.controller.revision > ctl.revision:
-                    ctl = b.controller
-            assert ctl is not None
-            if partition in ctl.partitions:
-                return ctl.partitions[partition].group
+        ctl = self.most_advanced_controller()
+        if ctl is not None and partition in ctl.partitions:
+            return ctl.partitions[partition].group
         raise KeyError(partition)
 
     def leader(self, partition: str) -> int | None:

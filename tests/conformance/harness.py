@@ -327,13 +327,8 @@ class Harness:
         return [p for p in ALL_PARTITIONS if p in parts]
 
     def _controller_sm(self) -> Any:
-        """The most advanced live controller replica: max() by revision, as a loop (called
-        several times a step: the generator and key lambda were ~1% of it)."""
-        best = None
-        for b in self.c.brokers.values():
-            sm = b.controller
-            if best is None or sm.revision > best.revision:  # the first of the highest
-                best = sm
+        """The most advanced live controller replica (`SimCluster.most_advanced_controller`)."""
+        best = self.c.most_advanced_controller()
         if best is None:
             raise ValueError("no live broker: no controller replica")  # as max() did
         return best
