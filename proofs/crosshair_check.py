@@ -54,28 +54,39 @@ SEEDED_BREAKS: dict[str, str] = {
 }
 
 
-def check(target: str, budget_s: float | None = None, root: Path | None = None) -> Outcome:
-    """CrossHair on `target`; `root` runs it on another copy of the tree (a patched one)."""
-    budget = TARGETS.get(target, 1.0) if budget_s is None else budget_s
+def _crosshair(targets: tuple[str, ...], budget: float, root: Path | None = None
+               ) -> tuple[subprocess.CompletedProcess[str], float]:
+    """One CrossHair process over `targets`; `root` runs it on another copy of the tree."""
     t0 = time.perf_counter()
     env = None if root is None else {**os.environ, "PYTHONPATH": str(root)}
     proc = subprocess.run(
         [sys.executable, "-m", "crosshair", "check", "--analysis_kind=PEP316", "--report_all",
-         f"--per_condition_timeout={budget}", target],
+         f"--per_condition_timeout={budget}", *targets],
         capture_output=True, text=True, check=False, cwd=root, env=env,
     )
-    dt = time.perf_counter() - t0
+    return proc, time.perf_counter() - t0
+
+
+def _row(target: str, budget: float, dt: float, lines: list[str], ok: bool,
+         proc: subprocess.CompletedProcess[str]) -> Outcome:
+    """The row of `target` from its output lines; `ok`: the process's exit is explained."""
     name = f"contracts of {target}"
-    lines = proc.stdout.splitlines()
     infos = [ln for ln in lines if _INFO.search(ln)]
     errors = [ln for ln in lines if not _INFO.search(ln) and ln.strip()]
-    if proc.returncode == 0 and not errors:
+    if ok and not errors:
         exhausted = sum(bool(_CONFIRMED.search(ln)) for ln in infos)
         detail = (f"bounded search, {budget:g} CPU s per condition; CrossHair reports "
                   f"{exhausted} of {len(infos)} conditions exhausted")
         return Outcome(name, "crosshair", "checked", dt, detail, paths=len(infos))
     detail = ("\n".join(errors) + proc.stderr).strip() or f"crosshair exited {proc.returncode}"
     return Outcome(name, "crosshair", "failed", dt, detail, paths=len(infos))
+
+
+def check(target: str, budget_s: float | None = None, root: Path | None = None) -> Outcome:
+    """CrossHair on `target`; `root` runs it on another copy of the tree (a patched one)."""
+    budget = TARGETS.get(target, 1.0) if budget_s is None else budget_s
+    proc, dt = _crosshair((target,), budget, root)
+    return _row(target, budget, dt, proc.stdout.splitlines(), proc.returncode == 0, proc)
 
 
 def _span(target: str) -> tuple[str, int, int]:
@@ -120,33 +131,13 @@ def check_many(targets: tuple[str, ...], budget_s: float | None = None) -> list[
             tuple(t for t in targets if (TARGETS.get(t, 1.0) if budget_s is None
                                          else budget_s) == b), b)]
     budget = budgets.pop()
-    t0 = time.perf_counter()
-    proc = subprocess.run(
-        [sys.executable, "-m", "crosshair", "check", "--analysis_kind=PEP316", "--report_all",
-         f"--per_condition_timeout={budget}", *targets],
-        capture_output=True, text=True, check=False,
-    )
-    dt = (time.perf_counter() - t0) / len(targets)
+    proc, dt = _crosshair(targets, budget)
     lines = distribute(proc.stdout, {t: _span(t) for t in targets})
     # A non-zero exit is explained by some target's error lines; without any, it is a
     # crash, and no row says checked.
     explained = proc.returncode == 0 or any(
         not _INFO.search(ln) for ts in lines.values() for ln in ts)
-    out = []
-    for t in targets:
-        infos = [ln for ln in lines[t] if _INFO.search(ln)]
-        errors = [ln for ln in lines[t] if not _INFO.search(ln)]
-        name = f"contracts of {t}"
-        if explained and not errors:
-            exhausted = sum(bool(_CONFIRMED.search(ln)) for ln in infos)
-            detail = (f"bounded search, {budget:g} CPU s per condition; CrossHair reports "
-                      f"{exhausted} of {len(infos)} conditions exhausted")
-            out.append(Outcome(name, "crosshair", "checked", dt, detail, paths=len(infos)))
-        else:
-            detail = ("\n".join(errors) + proc.stderr).strip() or (
-                f"crosshair exited {proc.returncode}")
-            out.append(Outcome(name, "crosshair", "failed", dt, detail, paths=len(infos)))
-    return out
+    return [_row(t, budget, dt / len(targets), lines[t], explained, proc) for t in targets]
 
 
 def seeded_break(mutant: str, budget_s: float = DEEP_BUDGET_S) -> Outcome:
