@@ -35,6 +35,7 @@ from model.system import (
 )
 from model.variants import Variant
 from proofs.sym import (
+    Branches,
     Explorer,
     SolverUnknown,
     Split,
@@ -44,6 +45,7 @@ from proofs.sym import (
     conj,
     disj,
     expr_of,
+    unbranched,
 )
 from proofs.symstate import symbolic_params, symbolic_system
 
@@ -444,9 +446,7 @@ def _goal(name: str, pre: System, post: System, v: Variant,
     """The negated obligation on this path as one formula. Obligations that branch
     (the fresh M is a min/max over reports) are explored and joined as a disjunction of
     (branch condition and negated result)."""
-    sub = Explorer(prune=False)  # branches are joined into one formula: no solver calls
-
-    def goal(_: Explorer) -> Any:
+    def goal(_: Any = None) -> Any:
         if name in INVARIANTS:
             return neg(INVARIANTS[name](post, v))
         t = TRANSITION_INVARIANTS[name]
@@ -454,6 +454,15 @@ def _goal(name: str, pre: System, post: System, v: Variant,
             return neg(mono_fresh_m(pre, post, v, m=fm))
         return neg(t(pre, post, v))
 
+    try:  # most goals never branch: one evaluation, the formula a single leaf gives
+        value = unbranched(goal)
+    except Branches:
+        pass
+    except ModelError:
+        return z3.BoolVal(True)
+    else:
+        return value.expr if isinstance(value, SymBool) else z3.BoolVal(bool(value))
+    sub = Explorer(prune=False)  # branches are joined into one formula: no solver calls
     alternatives: list[z3.BoolRef] = []
     for leaf in sub.paths(goal, errors=(ModelError,)):
         value = leaf.value

@@ -901,6 +901,30 @@ class Explorer:
             self.solver.pop()
 
 
+class Branches(Exception):
+    """Raised by `unbranched` when the function asks a symbolic condition's truth."""
+
+
+class _NoFork:
+    """Stands in for an Explorer: literals decide, anything else raises Branches."""
+
+    def decide(self, cond: z3.BoolRef) -> bool:
+        p = cond.as_ast().value
+        if p in (_TRUE_P, _FALSE_P):
+            return bool(p == _TRUE_P)
+        raise Branches()
+
+
+def unbranched(fn: Callable[[], Any]) -> Any:
+    """`fn()` when it never branches on a symbolic condition (its one path, with the
+    empty path condition); Branches when it would (then explore it with an Explorer)."""
+    _current.append(_NoFork())  # type: ignore[arg-type]
+    try:
+        return fn()
+    finally:
+        _current.pop()
+
+
 def concretize(value: Any, model: z3.ModelRef) -> Any:
     """Replace every symbolic value inside (dataclasses, tuples, lists, dicts) by its value
     in `model`, giving plain Python the model code can be re-run on."""

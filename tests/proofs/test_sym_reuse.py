@@ -355,3 +355,69 @@ def test_fingerprint_memo_gives_the_fingerprint_of_each_state() -> None:
     assert memo == [fingerprint(s) for s in states]
     assert len(set(memo)) == len({repr(s) for s in states}) == 6
     assert seen  # the parts were memoised
+
+
+def _explored_goal(name: str, pre: Any, post: Any, v: Any, fm: Any) -> z3.BoolRef:
+    """`_goal` without its no-branch fast path: every leaf explored and joined."""
+    from model.logic import neg
+    from model.system import mono_fresh_m
+    from proofs.sym import SymBool, conj, disj
+
+    def goal(_: Any) -> Any:
+        if name in INVARIANTS:
+            return neg(INVARIANTS[name](post, v))
+        t = TRANSITION_INVARIANTS[name]
+        return neg(mono_fresh_m(pre, post, v, m=fm) if t is mono_fresh_m else t(pre, post, v))
+
+    alts = []
+    for leaf in Explorer(prune=False).paths(goal, errors=(obligations.ModelError,)):
+        value = True if leaf.kind == "error" else leaf.value
+        expr = value.expr if isinstance(value, SymBool) else z3.BoolVal(bool(value))
+        alts.append(conj([*leaf.pc, expr]))
+    return disj(alts)
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_unbranched_goal_is_the_explored_goal(cached: bool) -> None:
+    """The fast path (one evaluation when a goal never branches) gives the formula the
+    joined exploration gives: the same term where there is one leaf, an equivalent one
+    where the goal branches (mono_fresh_M on the model's own fresh_m)."""
+    a, b = _two_states()
+    for name in (*INVARIANTS, *TRANSITION_INVARIANTS):
+        fm = obligations._FreshM() if cached else obligations.fresh_m
+        got = _goal(name, a, b, REFERENCE, fm)
+        want = _explored_goal(name, a, b, REFERENCE, fm)
+        assert _equivalent(got, want), name
+        if name != "mono_fresh_M" or cached:
+            assert got.eq(want), name
+
+
+def test_unbranched_refuses_a_branch() -> None:
+    from proofs.sym import Branches, SymBool, unbranched
+
+    x = SymBool(z3.Bool("x"))
+    with pytest.raises(Branches):
+        unbranched(lambda: 1 if x else 2)
+    assert unbranched(lambda: 3 if SymBool(z3.BoolVal(True)) else 4) == 3
+
+
+def test_a_goal_that_cannot_be_evaluated_counts_as_violated(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ModelError while evaluating an obligation is a violation, on the fast path (no
+    branch before it) as on an explored leaf (after a branch)."""
+    from model.errors import ModelError
+
+    a, b = _two_states()
+
+    def raises(s: Any, v: Any) -> Any:
+        raise ModelError("safety", "x", "cannot evaluate")
+
+    def branches_then_raises(s: Any, v: Any) -> Any:
+        if s.cluster_epoch > 0:
+            raise ModelError("safety", "x", "cannot evaluate")
+        return True
+
+    monkeypatch.setitem(INVARIANTS, "safety", raises)
+    assert z3.is_true(_goal("safety", a, b, REFERENCE))
+    monkeypatch.setitem(INVARIANTS, "safety", branches_then_raises)
+    assert _equivalent(_goal("safety", a, b, REFERENCE), b.cluster_epoch.expr > 0)
