@@ -678,9 +678,11 @@ def mono_inactive(a: System, b: System, v: Variant = REFERENCE) -> Cond:
                   for p, q in zip(a.partitions, b.partitions, strict=True))
 
 
-def mono_fresh_m(a: System, b: System, v: Variant = REFERENCE) -> Cond:
-    """M over fresh reports never goes backwards (a blocked round is no value, not lower)."""
-    ma, mb = fresh_m(a, v), fresh_m(b, v)
+def mono_fresh_m(a: System, b: System, v: Variant = REFERENCE,
+                 m: Callable[[System, Variant], int | None] = fresh_m) -> Cond:
+    """M over fresh reports never goes backwards (a blocked round is no value, not lower).
+    `m` is `fresh_m` (the prover passes one that computes it once per state)."""
+    ma, mb = m(a, v), m(b, v)
     if ma is None or mb is None:
         return True
     return ma <= mb

@@ -15,7 +15,7 @@ from model.system import INVARIANTS, TRANSITION_INVARIANTS
 from model.variants import REFERENCE, variant
 from proofs import obligations, scenarios
 from proofs.obligations import _goal, _GoalMemo, fingerprint
-from proofs.sym import Explorer
+from proofs.sym import Explorer, SymInt
 from proofs.symstate import symbolic_system
 
 
@@ -92,9 +92,64 @@ def test_goal_memo_keys_on_the_states() -> None:
         keys = memo.keys(pre, b)
         for name in (*INVARIANTS, *TRANSITION_INVARIANTS):
             got = memo.get(name, keys, pre, b, REFERENCE)
-            assert got.eq(_goal(name, pre, b, REFERENCE)), name
+            # mono_fresh_M's goal is built from fresh_m joined per state (_FreshM): the
+            # same formula up to equivalence, not the same term.
+            assert _equivalent(got, _goal(name, pre, b, REFERENCE)), name
     # one goal per invariant (post b both times), two per transition invariant
     assert len(memo._by_key) == len(INVARIANTS) + 2 * len(TRANSITION_INVARIANTS)
+
+
+def _equivalent(f: z3.BoolRef, g: z3.BoolRef) -> bool:
+    s = z3.Solver()
+    s.set("timeout", 10_000)
+    s.add(f != g)
+    r = s.check()
+    assert r != z3.unknown, s.reason_unknown()
+    return bool(r == z3.unsat)
+
+
+def _two_states() -> tuple[Any, Any]:
+    out: list[Any] = []
+
+    def f(ex: Explorer) -> None:
+        out.append((symbolic_system(ex, scenarios.INDUCTION_TEMPLATE),
+                    symbolic_system(ex, scenarios.INDUCTION_TEMPLATE)))
+
+    next(iter(Explorer(prune=False).paths(f)))
+    return out[0]
+
+
+@pytest.mark.parametrize("vname", ["reference", "strict", "collapse"])
+def test_fresh_m_joined_per_state_is_fresh_m(vname: str) -> None:
+    """`_FreshM` (fresh_m once per state, its branches joined into one value) gives
+    mono_fresh_M the goal the model's own fresh_m gives, for every pair of two states
+    (the same state twice too), with one cache across the pairs as in a proof task."""
+    a, b = _two_states()
+    v = variant(vname)
+    fm = obligations._FreshM()
+    for pre, post in ((a, b), (b, a), (a, a), (b, b)):
+        cached = _goal("mono_fresh_M", pre, post, v, fm)
+        assert _equivalent(cached, _goal("mono_fresh_M", pre, post, v)), (vname, pre is a)
+    assert not _equivalent(_goal("mono_fresh_M", a, b, v, fm), z3.BoolVal(False))
+
+
+def test_joined_value_is_none_exactly_where_the_function_is() -> None:
+    """An `int | None` function that branches: `defined` holds exactly where it returns a
+    number, and there the joined value is that number."""
+    x, y = SymInt(z3.Int("x")), SymInt(z3.Int("y"))
+
+    def f() -> Any:
+        if x > 0:
+            return None
+        return x if y > 0 else 5
+
+    defined, value = obligations._joined_value(f)
+    xe, ye = z3.Int("x"), z3.Int("y")
+    assert _equivalent(defined, z3.Not(xe > 0))
+    assert _equivalent(z3.Implies(defined, value.expr == z3.If(ye > 0, xe, 5)),
+                       z3.BoolVal(True))
+    assert obligations._joined_value(lambda: None) == (False, None)
+    assert obligations._joined_value(lambda: 7) == (True, 7)
 
 
 @pytest.mark.parametrize(("vname", "action"), [("fence-only", "land_write"),
@@ -128,6 +183,21 @@ def test_a_batch_is_clean_only_when_no_path_can_break_an_obligation() -> None:
     assert not batch.clean([second, first])
     safe = obligations._Pending((c, z3.Not(a)), {"safety": z3.And(b, a)}, None, {}, None)
     assert batch.clean([first, safe])
+
+
+def test_a_batch_groups_paths_by_goal_without_losing_one() -> None:
+    """Paths with the same negated goal are asked as one goal and the disjunction of
+    their conditions: a violation on any one of them (first, middle or last) is seen."""
+    a, b, c, d = z3.Bools("a b c d")
+    batch = obligations._Batch(2000, 0)
+    goal = {"safety": z3.And(b, z3.Not(d))}
+    safe = [obligations._Pending(pc, goal, None, {}, None)
+            for pc in ((c, a, d), (c, a, z3.Not(b)), (c, d))]
+    other = obligations._Pending((c, a, d), {"safety": z3.Not(d)}, None, {}, None)
+    bad = obligations._Pending((c, z3.Not(a), z3.Not(d)), goal, None, {}, None)
+    assert batch.clean([*safe, other])
+    for i in range(len(safe) + 1):
+        assert not batch.clean([*safe[:i], bad, *safe[i:], other])
 
 
 def test_repaired_model_settles_free_forks_without_a_solver_call() -> None:
@@ -285,3 +355,69 @@ def test_fingerprint_memo_gives_the_fingerprint_of_each_state() -> None:
     assert memo == [fingerprint(s) for s in states]
     assert len(set(memo)) == len({repr(s) for s in states}) == 6
     assert seen  # the parts were memoised
+
+
+def _explored_goal(name: str, pre: Any, post: Any, v: Any, fm: Any) -> z3.BoolRef:
+    """`_goal` without its no-branch fast path: every leaf explored and joined."""
+    from model.logic import neg
+    from model.system import mono_fresh_m
+    from proofs.sym import SymBool, conj, disj
+
+    def goal(_: Any) -> Any:
+        if name in INVARIANTS:
+            return neg(INVARIANTS[name](post, v))
+        t = TRANSITION_INVARIANTS[name]
+        return neg(mono_fresh_m(pre, post, v, m=fm) if t is mono_fresh_m else t(pre, post, v))
+
+    alts = []
+    for leaf in Explorer(prune=False).paths(goal, errors=(obligations.ModelError,)):
+        value = True if leaf.kind == "error" else leaf.value
+        expr = value.expr if isinstance(value, SymBool) else z3.BoolVal(bool(value))
+        alts.append(conj([*leaf.pc, expr]))
+    return disj(alts)
+
+
+@pytest.mark.parametrize("cached", [True, False])
+def test_unbranched_goal_is_the_explored_goal(cached: bool) -> None:
+    """The fast path (one evaluation when a goal never branches) gives the formula the
+    joined exploration gives: the same term where there is one leaf, an equivalent one
+    where the goal branches (mono_fresh_M on the model's own fresh_m)."""
+    a, b = _two_states()
+    for name in (*INVARIANTS, *TRANSITION_INVARIANTS):
+        fm = obligations._FreshM() if cached else obligations.fresh_m
+        got = _goal(name, a, b, REFERENCE, fm)
+        want = _explored_goal(name, a, b, REFERENCE, fm)
+        assert _equivalent(got, want), name
+        if name != "mono_fresh_M" or cached:
+            assert got.eq(want), name
+
+
+def test_unbranched_refuses_a_branch() -> None:
+    from proofs.sym import Branches, SymBool, unbranched
+
+    x = SymBool(z3.Bool("x"))
+    with pytest.raises(Branches):
+        unbranched(lambda: 1 if x else 2)
+    assert unbranched(lambda: 3 if SymBool(z3.BoolVal(True)) else 4) == 3
+
+
+def test_a_goal_that_cannot_be_evaluated_counts_as_violated(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ModelError while evaluating an obligation is a violation, on the fast path (no
+    branch before it) as on an explored leaf (after a branch)."""
+    from model.errors import ModelError
+
+    a, b = _two_states()
+
+    def raises(s: Any, v: Any) -> Any:
+        raise ModelError("safety", "x", "cannot evaluate")
+
+    def branches_then_raises(s: Any, v: Any) -> Any:
+        if s.cluster_epoch > 0:
+            raise ModelError("safety", "x", "cannot evaluate")
+        return True
+
+    monkeypatch.setitem(INVARIANTS, "safety", raises)
+    assert z3.is_true(_goal("safety", a, b, REFERENCE))
+    monkeypatch.setitem(INVARIANTS, "safety", branches_then_raises)
+    assert _equivalent(_goal("safety", a, b, REFERENCE), b.cluster_epoch.expr > 0)

@@ -1,0 +1,77 @@
+"""The explorer's per-check time limit (proofs.sym.Watchdog, one thread per process
+instead of Z3's timer per check): a check past its deadline is stopped and answers
+unknown, which the explorer reports (never a proof); an early unknown is asked again."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+import z3
+
+from proofs.sym import WATCHDOG, Explorer, SolverUnknown, SymInt
+
+
+def _hard(x: z3.ArithRef, y: z3.ArithRef, z: z3.ArithRef) -> z3.BoolRef:
+    # Non-linear: Z3 searches far longer than any limit here.
+    return z3.And(x * x * x + y * y * y == z * z * z + 33, x > 10**6, y > 10**6)
+
+
+def test_a_check_past_its_deadline_is_stopped_and_unknown() -> None:
+    x, y, z = z3.Ints("x y z")
+    s = z3.Solver()
+    s.add(_hard(x, y, z))
+    r, dt = WATCHDOG.check(s, 200, ())
+    assert r == z3.unknown
+    assert 0.2 <= dt < 2.0
+
+
+def test_the_explorer_reports_a_stopped_check_as_unknown() -> None:
+    def f(ex: Explorer) -> Any:
+        x, y, z = (ex.fresh_int(n) for n in "xyz")
+        ex.assume(SymInt(x.expr) > 10**6)
+        return bool(_hard_sym(x, y, z))
+
+    t0 = time.perf_counter()
+    with pytest.raises(SolverUnknown):
+        list(Explorer(timeout_ms=200).paths(f))
+    assert time.perf_counter() - t0 < 5
+
+
+def _hard_sym(x: SymInt, y: SymInt, z: SymInt) -> Any:
+    from proofs.sym import SymBool
+    return SymBool(_hard(x.expr, y.expr, z.expr))
+
+
+class _Flaky:
+    """A solver whose first answer is an early unknown (an interrupt meant for an earlier
+    check), then sat."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def check(self, *_: Any) -> Any:
+        self.calls += 1
+        return z3.unknown if self.calls == 1 else z3.sat
+
+
+def test_an_unknown_before_the_deadline_is_asked_again_once() -> None:
+    s = _Flaky()
+    r, _ = WATCHDOG.check(s, 2000, ())
+    assert (r, s.calls) == (z3.sat, 2)
+
+
+class _Unknown:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def check(self, *_: Any) -> Any:
+        self.calls += 1
+        return z3.unknown
+
+
+def test_a_lasting_unknown_stays_unknown() -> None:
+    s = _Unknown()
+    r, _ = WATCHDOG.check(s, 2000, ())
+    assert (r, s.calls) == (z3.unknown, 2)
