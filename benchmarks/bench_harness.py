@@ -119,6 +119,65 @@ def _export(ref: str, into: str) -> str:
     return into
 
 
+def _choice_cost(swarm: bool, programs: int) -> float:
+    """CPU seconds per step Hypothesis spends running the conformance machine's rules with
+    no-op bodies (same rules, argument strategies and preconditions' presence): the cost of
+    choosing each step, apart from what the chosen rules then do. `swarm`: the machine's
+    `SwarmRuleStrategy`, else Hypothesis's own `RuleStrategy`."""
+    import time
+
+    from hypothesis import HealthCheck, Phase, settings
+    from hypothesis import seed as hseed
+    from hypothesis.stateful import (
+        RuleBasedStateMachine,
+        get_state_machine_test,
+        initialize,
+        precondition,
+        rule,
+    )
+
+    from tests.conformance.machine import ConformanceMachine
+    from tests.conformance.rulechoice import SwarmRuleStrategy
+
+    steps = [0]
+    ns: dict[str, Any] = {}
+    for r in ConformanceMachine.setup_state().rules:
+        def body(self: Any, **kw: Any) -> None:
+            steps[0] += 1
+        body.__name__ = r.function.__name__
+        fn = rule(**r.arguments)(body)
+        for _ in r.preconditions:  # always true: the rules stay gated, as in the machine
+            fn = precondition(lambda self: True)(fn)
+        ns[body.__name__] = fn
+    ns["boot"] = initialize()(lambda self: None)
+
+    def init(self: Any) -> None:
+        RuleBasedStateMachine.__init__(self)
+        if swarm:
+            self._rules_strategy = SwarmRuleStrategy(self)
+    ns["__init__"] = init
+    machine = type("ChoiceOnly", (RuleBasedStateMachine,), ns)
+    cfg = settings(max_examples=programs, stateful_step_count=200, deadline=None,
+                   database=None, phases=[Phase.generate],
+                   suppress_health_check=list(HealthCheck))
+    t = time.process_time()
+    hseed(0)(get_state_machine_test(machine, settings=cfg))()
+    return (time.process_time() - t) / max(1, steps[0])
+
+
+def _choice_rows(programs: int = 40) -> list[dict[str, Any]]:
+    import hypothesis
+
+    if str(ROOT) not in sys.path:  # this tree's tests.conformance
+        sys.path.insert(0, str(ROOT))
+
+    old, new = _choice_cost(False, programs), _choice_cost(True, programs)
+    return [{"name": f"rule choice per step, no-op rules (Hypothesis {hypothesis.__version__};"
+                     " baseline: Hypothesis's RuleStrategy)",
+             "value": round(new * 1e6, 1), "unit": "us/step", "baseline": round(old * 1e6, 1),
+             "ratio": round(new / old, 3), "target": None, "better": "lower"}]
+
+
 def _deep_rows() -> list[dict[str, Any]]:
     path = ROOT / "build" / "deep.json"
     if not path.exists():
@@ -217,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
         {"name": "harness steps measured per configuration", "value": now["steps"],
          "unit": "steps", "baseline": base["steps"], "ratio": None, "target": None,
          "better": "higher"},
+        *_choice_rows(),
         *_deep_rows(),
     ]
     out = Path(args.out)
