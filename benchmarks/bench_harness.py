@@ -4,11 +4,11 @@ Runs the deep run's own chunks (`tests.conformance.deep.run_chunk`: the Hypothes
 machine, every rule and every per-step check) for fixed seeds, each configuration in its own
 process, all in this one command:
 
-- baseline: a git ref (`--baseline-ref`, default main before the seventh session's speed
-  work, 1341465) exported to a temporary directory, in the deep run's configuration (Raft
-  checks after every simulator event in every chunk; `--baseline-share 4` for a ref older
-  at or before fe2f329, whose deep mix checked after every event in 1 chunk of 4), at its
-  own deep timing (a heartbeat every tick before s7);
+- baseline: a git ref (`--baseline-ref`, default main before the eighth session's speed
+  work, 7a0457b; the seventh's was 1341465) exported to a temporary directory, in the deep
+  run's configuration (Raft checks after every simulator event in every chunk;
+  `--baseline-share 4` for a ref at or before fe2f329, whose deep mix checked after every
+  event in 1 chunk of 4), at its own deep timing (a heartbeat every tick before s7);
 - now: this tree in the deep run's configuration (the same checks, as often; since s7 the
   deep profile's heartbeat is every 3rd tick);
 - now, heartbeat every tick: this tree at the baseline's timing (the code changes alone).
@@ -21,7 +21,12 @@ order, ...) over `--rounds` so that a change of load hits all alike. Also report
 time of the last deep run (build/deep.json) when there is one. Writes
 build/bench-harness.json in the benchmark row format.
 
+`--concurrent`: the baseline and this tree only, each chunk started in both at once, as the
+deep run's two workers run (the two vCPUs behave like hyperthreads: a worker's steps per
+CPU-second fall when the other core is busy).
+
     python benchmarks/bench_harness.py [--chunks N] [--examples N] [--steps N] [--quick]
+                                       [--concurrent]
 """
 
 from __future__ import annotations
@@ -39,7 +44,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = 600.0  # steps/s per core (issue 14): 1,000,000 steps in under 30 min on 2 cores
 # The harness as it was before issue 14's speed work on the Raft core and simulator (s5).
-BASELINE_REF = "1341465"  # main before the seventh session (s7) speed work
+BASELINE_REF = "7a0457b"  # main before the eighth session (s8): its rule choice
 
 
 def _measure(tree: str, examples: int, steps: int, event_share: int,
@@ -83,9 +88,16 @@ class _Worker:
         self.total: dict[str, float] = {}
 
     def chunk(self, k: int) -> None:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.start(k)
+        self.finish()
+
+    def start(self, k: int) -> None:
+        assert self.proc.stdin is not None
         self.proc.stdin.write(f"{k}\n")
         self.proc.stdin.flush()
+
+    def finish(self) -> None:
+        assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
             raise SystemExit(f"bench worker {self.proc.args} died (exit {self.proc.wait()})")
@@ -105,6 +117,65 @@ def _export(ref: str, into: str) -> str:
     with tarfile.open(path) as tf:
         tf.extractall(into, filter="data")
     return into
+
+
+def _choice_cost(swarm: bool, programs: int) -> float:
+    """CPU seconds per step Hypothesis spends running the conformance machine's rules with
+    no-op bodies (same rules, argument strategies and preconditions' presence): the cost of
+    choosing each step, apart from what the chosen rules then do. `swarm`: the machine's
+    `SwarmRuleStrategy`, else Hypothesis's own `RuleStrategy`."""
+    import time
+
+    from hypothesis import HealthCheck, Phase, settings
+    from hypothesis import seed as hseed
+    from hypothesis.stateful import (
+        RuleBasedStateMachine,
+        get_state_machine_test,
+        initialize,
+        precondition,
+        rule,
+    )
+
+    from tests.conformance.machine import ConformanceMachine
+    from tests.conformance.rulechoice import SwarmRuleStrategy
+
+    steps = [0]
+    ns: dict[str, Any] = {}
+    for r in ConformanceMachine.setup_state().rules:
+        def body(self: Any, **kw: Any) -> None:
+            steps[0] += 1
+        body.__name__ = r.function.__name__
+        fn = rule(**r.arguments)(body)
+        for _ in r.preconditions:  # always true: the rules stay gated, as in the machine
+            fn = precondition(lambda self: True)(fn)
+        ns[body.__name__] = fn
+    ns["boot"] = initialize()(lambda self: None)
+
+    def init(self: Any) -> None:
+        RuleBasedStateMachine.__init__(self)
+        if swarm:
+            self._rules_strategy = SwarmRuleStrategy(self)
+    ns["__init__"] = init
+    machine = type("ChoiceOnly", (RuleBasedStateMachine,), ns)
+    cfg = settings(max_examples=programs, stateful_step_count=200, deadline=None,
+                   database=None, phases=[Phase.generate],
+                   suppress_health_check=list(HealthCheck))
+    t = time.process_time()
+    hseed(0)(get_state_machine_test(machine, settings=cfg))()
+    return (time.process_time() - t) / max(1, steps[0])
+
+
+def _choice_rows(programs: int = 40) -> list[dict[str, Any]]:
+    import hypothesis
+
+    if str(ROOT) not in sys.path:  # this tree's tests.conformance
+        sys.path.insert(0, str(ROOT))
+
+    old, new = _choice_cost(False, programs), _choice_cost(True, programs)
+    return [{"name": f"rule choice per step, no-op rules (Hypothesis {hypothesis.__version__};"
+                     " baseline: Hypothesis's RuleStrategy)",
+             "value": round(new * 1e6, 1), "unit": "us/step", "baseline": round(old * 1e6, 1),
+             "ratio": round(new / old, 3), "target": None, "better": "lower"}]
 
 
 def _deep_rows() -> list[dict[str, Any]]:
@@ -141,6 +212,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steps", type=int, default=200, help="max rules per program")
     ap.add_argument("--rounds", type=int, default=2, help="alternating runs of each")
     ap.add_argument("--quick", action="store_true", help="4 chunks of 2 programs of 100, once")
+    ap.add_argument("--concurrent", action="store_true",
+                    help="baseline and this tree side by side, each chunk at the same time"
+                         " (the deep run's two workers share the cores like hyperthreads)")
     ap.add_argument("--baseline-ref", default=BASELINE_REF, help="git ref of the baseline")
     ap.add_argument("--out", default=str(ROOT / "build" / "bench-harness.json"))
     ap.add_argument("--measure", default=None, help=argparse.SUPPRESS)  # child: tree to run
@@ -156,8 +230,9 @@ def main(argv: list[str] | None = None) -> int:
         args.examples, args.steps, args.rounds = 2, 100, 1
     with tempfile.TemporaryDirectory(prefix="bench-harness-") as tmp:
         old = _export(args.baseline_ref, tmp)
-        workers = [_Worker(old, args, args.baseline_share), _Worker(str(ROOT), args, 1),
-                   _Worker(str(ROOT), args, 1, heartbeat_tick=1)]
+        workers = [_Worker(old, args, args.baseline_share), _Worker(str(ROOT), args, 1)]
+        if not args.concurrent:
+            workers.append(_Worker(str(ROOT), args, 1, heartbeat_tick=1))
         try:
             # Chunk by chunk, every configuration in turn (the order reversed every other
             # chunk): a change of load hits all alike within seconds (whole alternating
@@ -165,43 +240,55 @@ def main(argv: list[str] | None = None) -> int:
             n = 0
             for _ in range(args.rounds):
                 for k in range(args.chunks):
+                    if args.concurrent:  # the same chunk in both, at the same time
+                        for w in workers:
+                            w.start(k)
+                        for w in workers:
+                            w.finish()
+                        continue
                     for w in workers if n % 2 == 0 else workers[::-1]:
                         w.chunk(k)
                     n += 1
         finally:
             for w in workers:
                 w.close()
-    base, now, mix = (w.total for w in workers)
-    rate, base_rate, mix_rate = (d["steps"] / d["cpu"] for d in (now, base, mix))
+    base, now = workers[0].total, workers[1].total
+    mix = workers[2].total if len(workers) > 2 else None
+    rate, base_rate = now["steps"] / now["cpu"], base["steps"] / base["cpu"]
+    mix_rate = mix["steps"] / mix["cpu"] if mix else None
     wall_rate, base_wall = now["steps"] / now["wall"], base["steps"] / base["wall"]
     ref = f"{args.baseline_ref} (checks after every event in 1 chunk of {args.baseline_share})"
+    side = " (side by side: both workers at once)" if args.concurrent else ""
     rows = [
-        {"name": "harness steps/s/core (deep config: Raft checks after every event)",
+        {"name": f"harness steps/s/core (deep config: Raft checks after every event){side}",
          "value": round(rate, 1), "unit": "steps/CPU-s", "baseline": round(base_rate, 1),
          "baseline_of": ref, "ratio": round(rate / base_rate, 3), "target": TARGET,
          "better": "higher"},
-        {"name": "harness steps/s/core, heartbeat every tick (the baseline's timing)",
-         "value": round(mix_rate, 1), "unit": "steps/CPU-s", "baseline": round(base_rate, 1),
-         "baseline_of": ref, "ratio": round(mix_rate / base_rate, 3), "target": None,
-         "better": "higher"},
-        {"name": "harness steps/s (wall, one process, deep config)",
+        *([{"name": "harness steps/s/core, heartbeat every tick (the baseline's timing)",
+            "value": round(mix_rate, 1), "unit": "steps/CPU-s",
+            "baseline": round(base_rate, 1), "baseline_of": ref,
+            "ratio": round(mix_rate / base_rate, 3), "target": None, "better": "higher"}]
+          if mix_rate is not None else []),
+        {"name": f"harness steps/s (wall, one process, deep config){side}",
          "value": round(wall_rate, 1), "unit": "steps/s", "baseline": round(base_wall, 1),
          "baseline_of": ref, "ratio": round(wall_rate / base_wall, 3), "target": None,
          "better": "higher"},
         {"name": "harness steps measured per configuration", "value": now["steps"],
          "unit": "steps", "baseline": base["steps"], "ratio": None, "target": None,
          "better": "higher"},
+        *_choice_rows(),
         *_deep_rows(),
     ]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rows, indent=2) + "\n")
     load = os.getloadavg()[0]
-    print(f"deep config (Raft checks after every event): {now['steps']:.0f} steps,"
-          f" {rate:.0f} steps/CPU-s ({wall_rate:.0f}/s wall); a beat every tick on this tree:"
-          f" {mix_rate:.0f} steps/CPU-s; baseline {args.baseline_ref} (its deep config):"
-          f" {base['steps']:.0f} steps, {base_rate:.0f} steps/CPU-s ({base_wall:.0f}/s wall);"
-          f" ratio {rate / base_rate:.2f} (every tick {mix_rate / base_rate:.2f}); target"
+    every = (f"; a beat every tick on this tree: {mix_rate:.0f} steps/CPU-s"
+             f" ({mix_rate / base_rate:.2f})" if mix_rate is not None else "")
+    print(f"deep config (Raft checks after every event){side}: {now['steps']:.0f} steps,"
+          f" {rate:.0f} steps/CPU-s ({wall_rate:.0f}/s wall); baseline {args.baseline_ref}"
+          f" (its deep config): {base['steps']:.0f} steps, {base_rate:.0f} steps/CPU-s"
+          f" ({base_wall:.0f}/s wall); ratio {rate / base_rate:.2f}{every}; target"
           f" {TARGET:.0f}; load average {load:.1f} -> {out}")
     return 0
 

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, fields
 
+from impl.gc.pools import submitter
 from impl.store.base import MAX_DELETE_BATCH, DeleteResult, ObjectStore, StoreError
 
 _SAMPLES = 5  # failed-delete messages each task reports to the driver
@@ -43,8 +44,10 @@ def delete_keys(
     batch_size: int = MAX_DELETE_BATCH,
     concurrency: int = 4,
     on_error: Callable[[str, str], None] | None = None,
+    pool: ThreadPoolExecutor | None = None,
 ) -> DeleteStats:
     """Delete (key, size) items in batches with at most `concurrency` requests in flight.
+    `pool`: a long-lived pool of `concurrency` workers to borrow (`impl.gc.pools`).
 
     A StoreError for a whole request counts its keys as errors (they are listed again next
     round); any other exception is a bug or a crash and propagates.
@@ -70,14 +73,14 @@ def delete_keys(
             for key, why in result.errors.items():
                 on_error(key, why)
 
-    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+    with submitter(pool, max(1, concurrency), "epochgc-delete") as submit:
         pending: set[Future[tuple[list[tuple[str, int]], DeleteResult]]] = set()
         for batch in batches(items, batch_size):
             if len(pending) >= concurrency:  # bounded: never queue the whole key set
                 done, pending = wait(pending, return_when=FIRST_COMPLETED)
                 for fut in done:
                     account(fut)
-            pending.add(pool.submit(one, batch))
+            pending.add(submit(one, batch))
         for fut in pending:
             account(fut)
     return stats

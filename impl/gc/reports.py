@@ -39,6 +39,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from impl.gc.errors import ReportError
+from impl.gc.pools import submitter
 from impl.store.base import ObjectInfo, ObjectStore, StoreError
 from model.cluster import GcEpoch, Report, gc_epoch
 from model.errors import ModelError
@@ -108,8 +109,10 @@ def read_cluster_view(
     max_report_age_s: float,
     readers: int = 1,
     expect: tuple[str, ...] = (),
+    pool: ThreadPoolExecutor | None = None,
 ) -> ClusterView:
-    """What the store's reports say now. With `readers` > 1 the snapshot is read while the
+    """What the store's reports say now. `pool`: a long-lived pool of `readers` workers to
+    borrow (`impl.gc.pools`). With `readers` > 1 the snapshot is read while the
     reports are listed and the reports named in `expect` (those an earlier read found) are
     read, `readers` at a time (the store must be thread-safe); a report the listing finds
     that was not expected is read after it. So a re-read whose node set did not change
@@ -123,10 +126,10 @@ def read_cluster_view(
     (`report_age`), never younger than either."""
     if readers <= 1:  # each read when its result is needed, as before
         return _read_view(store, now, max_report_age_s, functools.partial, ())
-    with ThreadPoolExecutor(readers, thread_name_prefix="epochgc-reports") as pool:
+    with submitter(pool, readers, "epochgc-reports") as submit:
 
         def start(fn: Callable[..., Any], *args: Any) -> Callable[[], Any]:
-            return pool.submit(fn, *args).result
+            return submit(fn, *args).result
 
         return _read_view(store, now, max_report_age_s, start, expect)
 

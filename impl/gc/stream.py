@@ -17,9 +17,10 @@ import queue
 import tempfile
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 
 from impl.gc.delete import DeleteStats, delete_keys
+from impl.gc.pools import TaskPools
 from impl.gc.recheck import recheck_before_delete
 from impl.gc.reports import REPORT_READERS, read_cluster_view
 from impl.gc.scan import ELIGIBLE, Row, ScanStats, scan_prefix, stats_row
@@ -112,11 +113,12 @@ def recheck(
     clock: Callable[[], float],
     max_report_age_s: float,
     expect: tuple[str, ...] = (),
+    pool: ThreadPoolExecutor | None = None,
 ) -> str | None:
     """Why this task may not delete with `m` (None when it may): the re-read of M, its
     reads in flight together (`reports.REPORT_READERS`; the reports the driver read,
     `expect`, alongside the listing), report ages as of `clock()`."""
-    view = read_cluster_view(store, clock(), max_report_age_s, REPORT_READERS, expect)
+    view = read_cluster_view(store, clock(), max_report_age_s, REPORT_READERS, expect, pool)
     blocked, refused = recheck_before_delete(m, view.gc_epoch())
     return blocked or refused
 
@@ -136,13 +138,15 @@ def list_and_delete_task(
     prefixes: Iterator[int],
     *,
     report_keys: tuple[str, ...] = (),
+    pools: TaskPools | None = None,
 ) -> Iterator[Row]:
     """Spark `mapPartitions` body. Yields up to `_SAMPLES` MALFORMED and REFUSED rows, a
     DELETED row per key really gone (only when `emit_keys`), a STOPPED row if the re-read
     refused, one COUNTS row (json of the delete stats and error samples) and one STATS row.
     `report_keys`: the reports the driver read, read again alongside the re-read's listing.
     Deleted keys are spooled to a task-local file, so a task never holds its share of the
-    eligible set in memory."""
+    eligible set in memory. `pools`: long-lived pools to borrow instead of starting threads
+    (`impl.gc.pools`; for REPORT_READERS readers and `concurrency` deleters)."""
     scanned = ScanStats()
     samples: list[Row] = []
     failed: dict[str, str] = {}
@@ -162,8 +166,12 @@ def list_and_delete_task(
         # listing before the first eligible key: each later delete of the task already
         # relies on a re-read older than that. Its verdict (or error) counts only if the
         # task has something to delete, as when it ran on demand.
-        ahead = ThreadPoolExecutor(1, thread_name_prefix="epochgc-recheck")
-        again = ahead.submit(recheck, store, m, clock, max_report_age_s, report_keys)
+        if pools is not None:
+            pools.check(REPORT_READERS, concurrency)
+        ahead = (ThreadPoolExecutor(1, thread_name_prefix="epochgc-recheck") if pools is None
+                 else pools.recheck)
+        again = ahead.submit(recheck, store, m, clock, max_report_age_s, report_keys,
+                             None if pools is None else pools.reports)
 
         def eligible() -> Iterator[tuple[str, int]]:
             checked = False
@@ -187,9 +195,15 @@ def list_and_delete_task(
                 rows.close()  # stops the lister threads
 
         try:
-            stats = delete_keys(store, eligible(), batch_size, concurrency, on_error)
+            stats = delete_keys(store, eligible(), batch_size, concurrency, on_error,
+                                None if pools is None else pools.delete)
         finally:
-            ahead.shutdown(cancel_futures=True)  # the re-read is done with the store
+            # The re-read is done with the store before it closes (cancelled if not begun).
+            if pools is None:
+                ahead.shutdown(cancel_futures=True)
+            else:
+                again.cancel()
+                wait([again])
             store.close()
         yield from samples
         spool.seek(0)

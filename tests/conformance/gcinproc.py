@@ -18,17 +18,31 @@ which made the harness race the task's re-read thread.)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from impl.gc.reports import read_cluster_view
+from impl.gc.pools import TaskPools
+from impl.gc.reports import REPORT_READERS, read_cluster_view
 from impl.gc.scan import ELIGIBLE, MALFORMED, REFUSED, STATS, ScanStats, split_prefixes
 from impl.gc.stream import COUNTS, DELETED, STOPPED, list_and_delete_task, listed, parse_counts
 from impl.store.base import ObjectStore
 from model.keys import PREFIXES
 
 TASKS = 3  # listing tasks (uneven prefix ranges on purpose)
+DELETERS = 2  # delete requests in flight per task
+_POOLS: dict[int, TaskPools] = {}
+
+
+def _pools() -> TaskPools:
+    """This process's task pools, kept for every round: the same concurrency as the pools a
+    task starts itself, without ~10 thread starts per round (`impl.gc.pools`). Keyed by
+    process: threads do not survive a fork."""
+    pid = os.getpid()
+    if pid not in _POOLS:
+        _POOLS[pid] = TaskPools.create(REPORT_READERS, DELETERS)
+    return _POOLS[pid]
 
 
 @dataclass
@@ -86,8 +100,8 @@ def inprocess_gc_round(
     stats_rows = 0
     for group in todo:
         rows: Iterator[Any] = list_and_delete_task(
-            lambda: hooked, m, now, grace_s, page_size, 2, 2, 1, True,  # type: ignore[arg-type,return-value]
-            clock, max_report_age_s, iter(group))
+            lambda: hooked, m, now, grace_s, page_size, 2, DELETERS, 1, True,  # type: ignore[arg-type,return-value]
+            clock, max_report_age_s, iter(group), pools=_pools())
         for r in rows:
             if r[0] == DELETED:
                 out.deleted.add(r[1])

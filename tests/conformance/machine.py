@@ -20,6 +20,7 @@ from hypothesis.stateful import (
 )
 
 from tests.conformance.harness import ALL_PARTITIONS, NODES, STATS, Harness
+from tests.conformance.rulechoice import SwarmRuleStrategy
 
 _HC = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
 settings.register_profile(
@@ -83,6 +84,7 @@ class ConformanceMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
         self.h: Harness | None = None
+        self._rules_strategy = SwarmRuleStrategy(self)  # the same swarm, fewer draws
 
     # DISK_SHARE of the programs run every broker group on the real disk log (DiskStorage,
     # power-loss crashes): the acknowledged-record read-back then covers recovery.

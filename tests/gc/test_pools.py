@@ -1,0 +1,148 @@
+"""Borrowed task pools (`impl.gc.pools`): a GC task body run on long-lived pools (as the
+conformance harness runs it, a round every few steps) does what it does on its own pools:
+the same rows and deletes, the same reads in flight together, nothing submitted still
+running when the call returns, and no new threads per call."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from impl.gc.pools import TaskPools
+from impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY, REPORT_READERS, read_cluster_view
+from impl.gc.stream import COUNTS, DELETED, STOPPED, list_and_delete_task
+from impl.store.base import ListPage, ObjectStore, StoreError
+from impl.store.local import LocalStore
+from tests.gc.helpers import NOW, _Delegating, all_keys, local_spec
+from tests.gc.test_job import GRACE, make_store
+from tests.gc.test_stream import Recording, _garbage
+
+REPORTS = (f"{HEALTH_PREFIX}n1.json", f"{HEALTH_PREFIX}n2.json")
+
+
+@pytest.fixture
+def pools() -> Iterator[TaskPools]:
+    p = TaskPools.create(REPORT_READERS, 2)
+    yield p
+    p.close()
+
+
+def _task(
+    rec: Recording, pools: TaskPools | None, report_keys: tuple[str, ...] = REPORTS
+) -> list[tuple[str, str, int, float]]:
+    return list(list_and_delete_task(
+        rec, 100, NOW, GRACE, 3, 5, 2, 1, True, lambda: NOW, 300.0, iter(range(1000)),
+        report_keys=report_keys, pools=pools))
+
+
+@pytest.mark.parametrize("lower_m_to", [None, 90])
+def test_a_task_on_borrowed_pools_gives_the_same_rows_and_deletes(
+    tmp_path: Path, pools: TaskPools, lower_m_to: int | None
+) -> None:
+    outcome = []
+    for name, borrowed in (("own", None), ("borrowed", pools)):
+        root = tmp_path / name
+        make_store(root)
+        _garbage(root, range(10, 40), 4)
+        rec = Recording(local_spec(root), str(tmp_path / f"{name}.log"), lower_m_to=lower_m_to)
+        # Lowered on the re-read's listing: with the driver's report keys those reads may
+        # start before it (by design, test_stream), so here every report is read after it.
+        rows = _task(rec, borrowed, REPORTS if lower_m_to is None else ())
+        outcome.append((sorted(rows), all_keys(LocalStore(root))))
+    assert outcome[0] == outcome[1]
+    kinds = {r[0] for r in outcome[1][0]}
+    assert (STOPPED in kinds) == (lower_m_to is not None) and COUNTS in kinds
+    assert (DELETED in kinds) == (lower_m_to is None)
+
+
+@pytest.mark.parametrize("borrow", [False, True])
+def test_borrowed_pools_start_no_thread_per_task(
+    tmp_path: Path, pools: TaskPools, borrow: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    make_store(tmp_path)
+    rec = Recording(local_spec(tmp_path), str(tmp_path / "log"))
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def counted(self: threading.Thread) -> None:
+        started.append(self.name)
+        start(self)
+
+    monkeypatch.setattr(threading.Thread, "start", counted)
+    for _ in range(6):
+        _task(rec, pools if borrow else None)
+    if borrow:  # at most each pool's workers, ever
+        assert len(started) <= 1 + REPORT_READERS + 2, started
+    else:  # the re-read, its readers and the deleters: threads of their own every task
+        assert len(started) >= 6 * 3, started
+
+
+class _Rendezvous(_Delegating):
+    """Each read of the snapshot and the two reports waits until all three are in flight:
+    a reader that runs them one at a time breaks the barrier."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.barrier = threading.Barrier(3, timeout=10)
+
+    def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        if key == PARTITIONS_KEY or key in REPORTS:
+            self.barrier.wait()
+        return self.inner.get(key, start, end)
+
+
+def test_borrowed_report_readers_read_together(tmp_path: Path, pools: TaskPools) -> None:
+    make_store(tmp_path)
+    store = _Rendezvous(LocalStore(tmp_path))
+    view = read_cluster_view(store, NOW, 300.0, REPORT_READERS, REPORTS, pools.reports)
+    assert view.gc_epoch().M == 100
+
+
+class _SlowReportFailingListing(_Delegating):
+    """The listing fails at once; a report read ahead of it is still running then."""
+
+    def __init__(self, inner: ObjectStore) -> None:
+        super().__init__(inner)
+        self.finished: list[str] = []
+
+    def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        if key in REPORTS:
+            time.sleep(0.3)
+            self.finished.append(key)
+        return self.inner.get(key, start, end)
+
+    def list_page(
+        self, prefix: str, start_after: str | None = None, limit: int = 1000,
+        until: str | None = None,
+    ) -> ListPage:
+        if prefix == HEALTH_PREFIX:
+            raise StoreError("injected: listing the reports failed")
+        return self.inner.list_page(prefix, start_after, limit, until)
+
+
+@pytest.mark.parametrize("borrow", [False, True])
+def test_a_failed_read_returns_only_after_its_reads_finished(
+    tmp_path: Path, pools: TaskPools, borrow: bool
+) -> None:
+    # As the pool's shutdown does for its own pool: nothing submitted outlives the call.
+    make_store(tmp_path)
+    store = _SlowReportFailingListing(LocalStore(tmp_path))
+    with pytest.raises(Exception, match="listing the reports failed"):
+        read_cluster_view(store, NOW, 300.0, REPORT_READERS, REPORTS,
+                          pools.reports if borrow else None)
+    assert sorted(store.finished) == sorted(REPORTS)
+
+
+def test_pools_of_another_concurrency_are_refused(tmp_path: Path) -> None:
+    make_store(tmp_path)
+    rec = Recording(local_spec(tmp_path), str(tmp_path / "log"))
+    small = TaskPools.create(REPORT_READERS, 1)
+    try:
+        with pytest.raises(ValueError, match="1 deleters; the call asks for 8 and 2"):
+            _task(rec, small)
+    finally:
+        small.close()
