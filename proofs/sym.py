@@ -576,6 +576,9 @@ class Explorer:
         # (split, prefix) pairs a split's own exploration would have pruned there.
         self.splits: Callable[[], list[Split]] | None = None
         self.pruned_for: set[tuple[int, Any]] = set()
+        # (literal, pairs) -> the literal with the switches set (None: it has none), the
+        # literal and pairs kept alive so that their addresses stay valid keys.
+        self._switched: dict[tuple[int, int], tuple[Any, Any, z3.BoolRef | None]] = {}
 
     # -- solver helpers -------------------------------------------------------------------
     def _sat(self, *extra: z3.BoolRef) -> bool:
@@ -776,11 +779,15 @@ class Explorer:
         record it once for this prefix."""
         assert self.splits is not None
         pruned: dict[int, bool] = {}
-        for i, (sel, _) in enumerate(self.splits()):
+        for i, (sel, pairs) in enumerate(self.splits()):
             k = sel.as_ast().value
             if k not in pruned:
                 pruned[k] = (not self._holds_in(self._model, sel)  # model: path and cond
-                             and (self._holds_in(before, sel) or self._sat(sel))
+                             and (self._holds_in(before, sel)
+                                  or self._holds_switched(before, self._pc, pairs)
+                                  or self._sat(sel))
+                             and not self._holds_switched(self._model, [*self._pc, cond],
+                                                          pairs)
                              and not self._sat(cond, sel))
             if pruned[k]:
                 key = tuple(t[0] for t in self._trail[: self._pos])
@@ -814,13 +821,35 @@ class Explorer:
             return True
         if self._holds_in(self._model, cond):
             return True
-        if self._model is not None and pairs:
-            # The path's model with the switches set as `cond` selects: when the path
-            # condition still holds there, it is satisfiable with `cond` (no solver call).
-            pc = z3.substitute(conj(self._pc), *pairs)
-            if self._holds_in(self._model, pc):
-                return True
+        if self._holds_switched(self._model, self._pc, pairs):
+            return True
         return self._sat(cond)
+
+    def _holds_switched(self, model: Any, lits: list[z3.BoolRef],
+                        pairs: list[tuple[Any, Any]]) -> bool:
+        """Do `lits` hold in `model` (a model of them) with the switches set as `pairs`
+        say? Then they are satisfiable with those switch values, no solver call needed.
+        A literal without a switch keeps its value, true since `model` satisfies `lits`:
+        only the literals that mention a switch are evaluated (each literal's substitution
+        is computed once per explorer)."""
+        if model is None or not pairs:
+            return False
+        memo, pk = self._switched, id(pairs)
+        changed = []
+        arrs = None
+        for lit in lits:
+            key = (lit.as_ast().value, pk)
+            hit = memo.get(key)
+            if hit is None:
+                if arrs is None:  # the C call: z3.substitute's checks cost ~10x more
+                    n = len(pairs)
+                    arrs = ((z3.Ast * n)(*(x.as_ast() for x, _ in pairs)),
+                            (z3.Ast * n)(*(v.as_ast() for _, v in pairs)))
+                sub = _bool(z3core.Z3_substitute(_CTX.ref(), lit.as_ast(), n, *arrs))
+                hit = memo[key] = (lit, pairs, None if sub.as_ast().value == key[0] else sub)
+            if hit[2] is not None:
+                changed.append(hit[2])
+        return not changed or self._holds_in(model, conj(changed))
 
     def per_prefix(self, tag: str, compute: Callable[[], Any]) -> Any:
         """`compute()`, once per decision prefix. Every path re-runs the explored function
