@@ -40,6 +40,9 @@ class RaftLog:
         self.applied = snapshot.index
         self.stable = last  # everything recovered from storage is durable
         self.unstable_from = last + 1  # first index not yet handed to the host to persist
+        # Bumped by every mutation of snapshot, entries or committed: the simulator's
+        # per-event check skips a replica whose (role, term, version) it has checked.
+        self.version = 0
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -112,6 +115,7 @@ class RaftLog:
             raise LogInvariantError(f"gap: appending {first} after {self.last_index()}")
         del self.entries[first - self.snapshot.index - 1 :]
         self.entries.extend(entries)
+        self.version += 1
         if first < self.unstable_from:
             self.unstable_from = first
         if first <= self.stable:
@@ -136,11 +140,13 @@ class RaftLog:
             if index > self.last_index():
                 raise LogInvariantError(f"commit {index} beyond last {self.last_index()}")
             self.committed = index
+            self.version += 1
 
     def maybe_commit(self, index: int, term: int) -> bool:
         """Leader commit rule: only an entry of the current term commits by counting."""
         if index > self.committed and self.term(index) == term:
             self.committed = index
+            self.version += 1
             return True
         return False
 
@@ -155,6 +161,7 @@ class RaftLog:
         self.snapshot = snap
         self.entries = []
         self.committed = snap.index
+        self.version += 1
         self.applied = snap.index
         self.stable = snap.index
         self.unstable_from = snap.index + 1
@@ -167,3 +174,4 @@ class RaftLog:
             raise LogInvariantError(f"cannot compact to {snap.index}")
         del self.entries[: snap.index - self.snapshot.index]
         self.snapshot = snap
+        self.version += 1
