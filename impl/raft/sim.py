@@ -33,7 +33,7 @@ import tempfile
 import weakref
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -42,7 +42,7 @@ from impl.raft.disklog import DiskStorage
 from impl.raft.host import Group, MultiRaftHost, Proposal, StateMachine
 from impl.raft.invariants import InvariantChecker, InvariantViolation
 from impl.raft.messages import ENTRY_NORMAL, Entry, InitialState, Message, MsgType, Snapshot
-from impl.raft.node import Config, Ready, Role
+from impl.raft.node import Config, RaftNode, Ready, Role
 from impl.raft.storage import MemStorage, Storage
 
 try:  # the injectable file layer and its power-loss model
@@ -184,6 +184,14 @@ def _mark(g: Group) -> DurableMark:
     n = g.node
     log = n.log
     return DurableMark(n.term, n.vote, log.stable, log.term(log.stable) or 0)
+
+
+def replica_key(nid: int, incarnation: int, n: RaftNode
+                ) -> tuple[int, int, RaftNode, Role, int, int]:
+    """What `Simulator.check` compares to skip a replica whose checked state did not change:
+    role and term read directly, the rest through the log's version (bumped by every change
+    of its snapshot, entries or commit index)."""
+    return (nid, incarnation, n, n.role, n.term, n.log.version)
 
 
 def _tmp_root() -> str:
@@ -668,8 +676,7 @@ class Simulator:
                 grp = host.groups.get(g)
                 if grp is None:
                     continue
-                n = grp.node
-                fps.append((nid, inc, n, n.role, n.term, n.log.version))
+                fps.append(replica_key(nid, inc, grp.node))
             key = tuple(fps)
             if not fps or seen.get(g) == key:
                 continue
@@ -679,15 +686,16 @@ class Simulator:
     def replica_state(self) -> dict[tuple[int, int], tuple[object, ...]]:
         """(group, node) -> the state the checks read, built from scratch: role, term,
         commit, snapshot and the whole log. For tests of the version-keyed skip in check."""
-        out: dict[tuple[int, int], tuple[object, ...]] = {}
+        return {(g, nid): (inc, n, n.role, n.term, n.log.committed, n.log.snapshot,
+                           tuple(n.log.entries))
+                for g, nid, inc, n in self.live_replicas()}
+
+    def live_replicas(self) -> Iterator[tuple[int, int, int, RaftNode]]:
+        """(group, node id, incarnation, Raft node) of every group on every live node."""
         for nid, sn in self.nodes.items():
-            if sn.host is None:
-                continue
-            for g, grp in sn.host.groups.items():
-                n = grp.node
-                out[g, nid] = (sn.incarnation, n, n.role, n.term, n.log.committed,
-                               n.log.snapshot, tuple(n.log.entries))
-        return out
+            if sn.host is not None:
+                for g, grp in sn.host.groups.items():
+                    yield g, nid, sn.incarnation, grp.node
 
     def next_event_time(self) -> int | None:
         """Logical time of the next scheduled event (None if nothing is scheduled)."""

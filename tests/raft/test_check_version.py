@@ -11,19 +11,12 @@ import random
 import pytest
 
 from impl.raft.node import ProposalRefused
-from impl.raft.sim import Faults, Simulator
+from impl.raft.sim import Faults, Simulator, replica_key
 
 
 def _key(s: Simulator) -> dict[tuple[int, int], tuple[object, ...]]:
-    # The per-node part of Simulator.check's key, built the same way.
-    out: dict[tuple[int, int], tuple[object, ...]] = {}
-    for nid, sn in s.nodes.items():
-        if sn.host is None:
-            continue
-        for g, grp in sn.host.groups.items():
-            n = grp.node
-            out[g, nid] = (sn.incarnation, n, n.role, n.term, n.log.version)
-    return out
+    # The per-replica part of Simulator.check's key, from the function check uses.
+    return {(g, nid): replica_key(nid, inc, n) for g, nid, inc, n in s.live_replicas()}
 
 
 def _run(seed: int, steps: int) -> int:
