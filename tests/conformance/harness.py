@@ -496,15 +496,20 @@ class Harness:
         self.settle()
 
     @contextlib.contextmanager
-    def _held_at_propose(self, fence: Any, epoch: int | None = None) -> Iterator[list[int]]:
+    def _held_at_propose(self, fence: Any, epoch: int | None = None,
+                         on_hold: Callable[[], None] | None = None) -> Iterator[list[int]]:
         """Holds the first write through `fence` (of `epoch`, if given) between its fence
-        and its propose until the block ends; yields the held epochs (empty: none held)."""
+        and its propose until the block ends; yields the held epochs (empty: none held).
+        `on_hold` runs as the write is held, right after its admission was reported (the
+        fence reports it and calls this hook with no await between)."""
         gate: asyncio.Future[None] = self.c.loop.create_future()
         held: list[int] = []
 
         async def hold(e: int) -> None:
             if (epoch is None or e == epoch) and not held:
                 held.append(e)
+                if on_hold is not None:
+                    on_hold()
                 await gate
 
         fence.before_propose = hold
@@ -569,12 +574,22 @@ class Harness:
         mx = rep.sm.state.max_applied_epoch
         if top < mx + 2 or self.c.leader(p) != nid:
             return
-        with self._held_at_propose(fence) as held:
+        # The held write's own key, taken as it is held: the first write through the fence
+        # may be an earlier step's still in flight, and this step's write then passes
+        # unheld and is admitted after it (deep run seed 170: the last admitted key, read
+        # after the run, explained the write that landed, not the one rejected).
+        held_keys: list[str] = []
+
+        def note_held() -> None:
+            key = self.c.last_admitted.get((nid, p))
+            if key is not None:
+                held_keys.append(key)
+
+        with self._held_at_propose(fence, on_hold=note_held) as held:
             self._run_until_held(held, lambda: self.produce([p], 1, nid, low, wait=False),
                                  2_000)
             if held:
-                key = self.c.last_admitted.get((nid, p))
-                if key is not None:
+                for key in held_keys:
                     self.landed.explained.add((p, key))
                 for e in (mx + 1, mx + 2):
                     with contextlib.suppress(Exception):

@@ -147,6 +147,42 @@ def test_an_injected_apply_time_rejection_fails_the_producer(h: Harness) -> None
     assert STATS["produce.failed"] == before[1] + 1
 
 
+def test_an_injected_rejection_is_explained_for_the_write_held_not_the_last_admitted(
+        h: Harness, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by the deep run (seed 170, chunk replay; not shrunk): apply_rejects_held_write
+    holds the first write through the leader's fence, which can be another write still in
+    flight (there: an earlier step's, waiting out its leader's new-term barrier) rather than
+    the step's own; the step's own write then passes unheld and is admitted after it. The
+    harness explained the last admitted key (the step's own write, which landed) and so
+    called the held write's rejection unexplained. Here the other write is started just
+    before the step's own, so it reaches the fence first and is the one held."""
+    step(h, h.produce, [P], 1)
+    produce = h.produce
+    others: list[int] = []
+
+    def another_write_first(parts: list[str], n: int = 2, via: int = 1,
+                            epoch: int | None = None, wait: bool = True) -> None:
+        if not wait and not others:  # the step's own in-window write: another goes first
+            others.append(via)
+            produce(parts, n, via, epoch, wait=False)
+        produce(parts, n, via, epoch, wait)
+
+    monkeypatch.setattr(h, "produce", another_write_first)
+    leader = h.c.leader(P)
+    assert leader is not None
+    n_adm, n_apply = len(h.c.admissions), len(h.c.apply_log)
+    before = STATS["fault.window_slid_around_the_lock"]
+    step(h, h.apply_rejects_held_write, P)
+    monkeypatch.undo()
+    assert STATS["fault.window_slid_around_the_lock"] == before + 1 and others
+    held, own = (ph.key for _, name, ph, _ in h.c.admissions[n_adm:n_adm + 2])
+    rejected = {r.event.command.key for r in h.c.apply_log[n_apply:]
+                if r.partition == P and r.event.result is not None
+                and not r.event.result.accepted}
+    assert rejected == {held} and h.c.last_admitted[(leader, P)] == own  # the shape
+    assert (P, held) in h.landed.explained and (P, own) not in h.landed.explained
+
+
 def mint_to(h: Harness, epoch: int) -> None:
     while h.cluster_epoch() < epoch:
         step(h, h.mint)
