@@ -66,7 +66,9 @@ def _task(bucket: str, proxy: S3Proxy, m: int, seen: tuple[str, ...] = DRIVER_RE
         iter(range(8)),
         report_keys=seen,
     )
-    return list(rows)
+    out = list(rows)
+    assert proxy.wait_recorded(), proxy.in_flight  # its last answers' spans, recorded
+    return out
 
 
 def _reread(spans: list[Span]) -> tuple[Span, Span, list[Span]]:

@@ -97,6 +97,19 @@ class S3Proxy:
         self._thread.start()
         return self
 
+    def wait_recorded(self, answers: int | None = None, timeout_s: float = 10.0) -> bool:
+        """Wait until no request is in flight (and at least `answers` spans are recorded): a
+        client has its answer before the handler records it, so a test that reads `spans`
+        or `in_flight` right after its calls returned can see the last ones missing."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with self.lock:
+                if not +self.in_flight and len(self.spans) >= (answers or 0):
+                    return True
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.01)
+
     def stop(self) -> None:
         self._server.shutdown()
         self._server.server_close()

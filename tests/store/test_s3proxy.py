@@ -97,14 +97,7 @@ def test_spans_and_in_flight_are_recorded(upstream: str) -> None:
             time.sleep(0.01)
         for t in threads:
             t.join()
-        # A client has its answer before the proxy's handler leaves `_forward` and records
-        # it (in_flight down, span appended): wait for that bookkeeping, bounded.
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            with proxy.lock:
-                if len(proxy.spans) == 3:
-                    break
-            time.sleep(0.01)
+        assert proxy.wait_recorded(answers=3), (proxy.in_flight, proxy.spans)
         assert max(s.get("get", 0) for s in seen) == 3
         assert proxy.in_flight["get"] == 0
         spans = list(proxy.spans)
