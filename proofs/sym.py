@@ -13,6 +13,8 @@ implementation's pure parts run: there is no second, hand-written encoding of th
 from __future__ import annotations
 
 import dataclasses
+import os
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -468,9 +470,6 @@ class Watchdog:
         self._pid = 0
 
     def _start(self) -> None:
-        import os
-        import threading
-
         self._pid = os.getpid()  # a forked worker has no thread: start its own
         threading.Thread(target=self._run, name="z3-watchdog", daemon=True).start()
 
@@ -484,8 +483,6 @@ class Watchdog:
     def check(self, solver: Any, timeout_ms: int, extra: tuple[z3.BoolRef, ...]
               ) -> tuple[Any, float]:
         """(result, seconds) of `solver.check(*extra)` within `timeout_ms`."""
-        import os
-
         if self._pid != os.getpid():
             self._start()
         for _ in range(2):
