@@ -3,6 +3,8 @@ several)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from impl.partition.fence import FenceDecision
@@ -41,21 +43,31 @@ class NodeMetrics:
         self.leader_changes = Counter(
             "epochgc_leader_changes", "leadership gained by this node", ["group"], registry=r
         )
+        # (metric, label values) -> its child: `labels()` validates and locks on every call,
+        # and a fence and an apply each ask for several (children are never removed here).
+        self._children: dict[tuple[Any, ...], Any] = {}
+
+    def _child(self, metric: Any, *values: str) -> Any:
+        k = (id(metric), *values)
+        child = self._children.get(k)
+        if child is None:
+            child = self._children[k] = metric.labels(*values)
+        return child
 
     def on_fence(self, partition: str, d: FenceDecision) -> None:
-        self.fences.labels(partition, d.kind).inc()
+        self._child(self.fences, partition, d.kind).inc()
         if d.slid:
-            self.window_slides.labels(partition).inc()
+            self._child(self.window_slides, partition).inc()
         if not d.admitted:
-            self.stale.labels(partition, "fence").inc()
+            self._child(self.stale, partition, "fence").inc()
             if d.window is not None:
                 self.stale_gap.observe(d.window[0] - d.epoch)
 
     def on_apply(self, partition: str, ev: ApplyEvent, next_offset: int) -> None:
         if ev.result is not None and not ev.result.accepted:
-            self.apply_rejections.labels(partition).inc()
+            self._child(self.apply_rejections, partition).inc()
         m = ev.state.min_epoch_lower_bound
-        self.inactive_epoch.labels(partition).set(-2 if m is None else m - 1)
-        self.reconciler_lag.labels(partition).set(
+        self._child(self.inactive_epoch, partition).set(-2 if m is None else m - 1)
+        self._child(self.reconciler_lag, partition).set(
             next_offset - 1 - ev.state.last_reconciled_offset
         )

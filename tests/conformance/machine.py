@@ -9,7 +9,7 @@ import os
 import time
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, settings
+from hypothesis import HealthCheck, Phase, assume, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import (
     RuleBasedStateMachine,
@@ -20,7 +20,7 @@ from hypothesis.stateful import (
 )
 
 from tests.conformance.harness import ALL_PARTITIONS, NODES, STATS, Harness
-from tests.conformance.rulechoice import SwarmRuleStrategy
+from tests.conformance.rulechoice import SwarmRuleStrategy, simplest_program
 
 _HC = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
 settings.register_profile(
@@ -90,6 +90,7 @@ class ConformanceMachine(RuleBasedStateMachine):
     # power-loss crashes): the acknowledged-record read-back then covers recovery.
     @initialize(seed=st.integers(0, 2**16), disk=st.integers(0, 5))
     def boot(self, seed: int, disk: int) -> None:
+        assume(not simplest_program())  # the same no-op program every run: not a program
         STATS["examples"] += 1
         self.h = Harness(seed, spark=shared_spark if SPARK_BUDGET else None,
                          disk=disk < DISK_SHARE * 6)

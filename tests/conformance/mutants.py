@@ -54,8 +54,8 @@ MUTANTS: tuple[Mutant, ...] = (
              "applied = mp.apply_placeholder(s, cmd.epoch, entry.index, self.variant)",
              "applied = mp.apply_placeholder(s, cmd.epoch, entry.index,"
              " replace(self.variant, apply_time_check=False))"),
-            ("impl/partition/statemachine.py", "from dataclasses import asdict, dataclass, field",
-             "from dataclasses import asdict, dataclass, field, replace"),
+            ("impl/partition/statemachine.py", "from dataclasses import dataclass, field, fields",
+             "from dataclasses import dataclass, field, fields, replace"),
         ),
     ),
     Mutant(
@@ -66,8 +66,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "applied = mp.apply_placeholder(s, cmd.epoch, entry.index, self.variant)",
         "applied = mp.apply_placeholder(s, cmd.epoch, entry.index,"
         " replace(self.variant, apply_time_check=False))",
-        (("impl/partition/statemachine.py", "from dataclasses import asdict, dataclass, field",
-          "from dataclasses import asdict, dataclass, field, replace"),
+        (("impl/partition/statemachine.py", "from dataclasses import dataclass, field, fields",
+          "from dataclasses import dataclass, field, fields, replace"),
          ("impl/partition/fence.py", "        term = await self.admit(ph.epoch)\n",
           "        term = await self.admit(ph.epoch)\n        self.lock.release(SHARED)\n"),
          ("impl/partition/fence.py", "        finally:\n            self.lock.release(SHARED)\n",

@@ -20,7 +20,7 @@ from hypothesis.stateful import (
 from hypothesis.strategies import integers
 
 from tests.conformance.machine import ConformanceMachine
-from tests.conformance.rulechoice import SwarmRuleStrategy
+from tests.conformance.rulechoice import SwarmRuleStrategy, simplest_program
 
 NAMES = [f"r{i}" for i in range(12)]
 _CFG = settings(max_examples=60, stateful_step_count=40, deadline=None, database=None,
@@ -104,3 +104,33 @@ def test_no_valid_rule_is_still_hypothesis_s_error() -> None:
 
 def test_the_conformance_machine_uses_it() -> None:
     assert isinstance(ConformanceMachine()._rules_strategy, SwarmRuleStrategy)
+
+
+def test_simplest_program_is_seen_first_and_only_then() -> None:
+    """Hypothesis runs its all-minimum example first; `simplest_program` names it (and fails
+    here if a Hypothesis release changes the internals it reads)."""
+    from hypothesis import given
+    from hypothesis import strategies as hst
+
+    seen: list[bool] = []
+
+    @settings(max_examples=20, database=None, phases=[Phase.generate])
+    @given(hst.integers(), hst.lists(hst.booleans()))
+    def probe(x: int, xs: list[bool]) -> None:
+        seen.append(simplest_program())
+
+    probe()
+    assert seen[0] is True, "Hypothesis's simplest example was not recognised"
+    assert not any(seen[1:]) and len(seen) >= 20
+
+
+def test_a_deep_chunk_runs_no_simplest_program() -> None:
+    """Each deep-run chunk used to start with the same 199 x calm_network program; now every
+    program counted is a generated one."""
+    from tests.conformance.deep import run_chunk
+
+    res = run_chunk(31, 3, 40, "step", shrink=False)
+    assert res["failure"] is None
+    stats = res["stats"]
+    assert stats["examples"] == 3
+    assert stats.get("rule.calm_network", 0) < 30, stats  # the simplest: 39 of 40

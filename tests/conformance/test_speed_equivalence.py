@@ -82,3 +82,60 @@ def test_heartbeat_tick_by_profile(profile: str, override: str | None, want: int
          " print(h.RAFT_CONFIG.heartbeat_tick, h.RAFT_CONFIG.election_tick)"],
         cwd=ROOT, env=env, check=True, capture_output=True, text=True).stdout.split()
     assert out == [str(want), "10"]
+
+
+def _incarnation_scan(ctl: object, p: str, epoch: int) -> tuple[int, bool]:
+    """`Harness._incarnation` as it was: a scan of every deleted incarnation."""
+    cands = [(d.creation_revision, d.group, True) for d in ctl.deleted.values()  # type: ignore[attr-defined]
+             if d.name == p and d.creation_revision <= epoch]
+    info = ctl.partitions.get(p)  # type: ignore[attr-defined]
+    if info is not None and info.creation_revision <= epoch:
+        cands.append((info.creation_revision, info.group, False))
+    if not cands:
+        return (-1, False)
+    _, g, gone = max(cands)
+    return g, gone
+
+
+def test_indexed_incarnation_equals_a_scan_at_every_step() -> None:
+    """The deleted-incarnation index behind `_incarnation` answers as a scan does, for every
+    partition and epoch, on every node's controller and the committed one, after every
+    operation of a program that deletes and re-creates partitions, crashes and restarts
+    nodes (a restart's controller is restored: a new `deleted` dict) and compacts."""
+    from tests.conformance.harness import ALL_PARTITIONS
+
+    h = Harness(seed=22, disk=True)
+    most_deleted = 0
+    try:
+        ops = [
+            lambda: h.produce(["t/0", "t/1"], 1),
+            lambda: h.delete_partition("t/1"),
+            h.create_partition,
+            h.mint,
+            lambda: h.delete_partition("t/0"),
+            h.create_partition,
+            lambda: h.compact(1, None),
+            lambda: h.crash(1),
+            lambda: h.restart(1),
+            lambda: h.recreate_with_old_write("t/1"),
+            lambda: h.delete_partition("t/1"),
+            h.create_partition,
+            lambda: h.crash(2),
+            lambda: h.restart(2),
+            h.create_partition,
+            lambda: h.delete_partition("t/0"),
+            h.settle,
+        ]
+        for i, op in enumerate(ops):
+            op()
+            h.check_step()
+            ctls = [h.committed_controller()] + [b.controller for b in h.c.brokers.values()]
+            for ctl in ctls:
+                most_deleted = max(most_deleted, len(ctl.deleted))
+                for p in ALL_PARTITIONS:
+                    for epoch in range(ctl.revision + 2):
+                        assert h._incarnation(p, epoch, ctl) == _incarnation_scan(
+                            ctl, p, epoch), f"after operation {i}: {p} at epoch {epoch}"
+        assert most_deleted >= 3  # the program deleted what the index is for
+    finally:
+        h.close()

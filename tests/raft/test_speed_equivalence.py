@@ -49,6 +49,42 @@ def test_trace_digest_is_the_hash_of_every_record_so_far() -> None:
     assert s.trace_digest() == s.ref.hexdigest()
 
 
+def _drive(s: Simulator) -> Simulator:
+    for i in range(1_500):
+        s.step()
+        if i % 37 == 0:
+            leader = s.leader(1)
+            if leader is not None:
+                s.propose(leader, b"x%d" % i)
+        if i == 700:
+            s.crash(2)
+        if i == 1100:
+            s.restart(2)
+    return s
+
+
+def test_disable_trace_changes_no_event_and_refuses_the_digest() -> None:
+    def sim() -> Simulator:
+        return Simulator(n_nodes=3, seed=12, groups=(1, 2), snapshot_interval=5,
+                         faults=Faults(drop=0.1, duplicate=0.1, reorder=0.2, replay=0.05))
+
+    traced, untraced = sim(), sim()
+    untraced.disable_trace()
+    _drive(traced)
+    _drive(untraced)
+    assert traced.trace_digest()  # the traced one still answers
+    assert (untraced.steps, untraced.now, untraced.committed_entries, untraced.stats) == (
+        traced.steps, traced.now, traced.committed_entries, traced.stats)
+    def state(s: Simulator) -> dict[Any, Any]:  # without the RaftNode objects themselves
+        return {k: (v[0], *v[2:]) for k, v in s.replica_state().items()}
+
+    assert state(untraced) == state(traced)
+    assert traced.committed_entries > 10
+    assert not untraced._trace_buf
+    with pytest.raises(RuntimeError, match="trace was turned off"):
+        untraced.trace_digest()
+
+
 @pytest.mark.parametrize("cls", [Message, Entry])
 def test_slot_init_has_the_dataclass_signature_and_defaults(cls: type) -> None:
     params = list(inspect.signature(cls).parameters.values())
