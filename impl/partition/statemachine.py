@@ -141,10 +141,15 @@ class PartitionStateMachine:
         return result
 
     def snapshot(self) -> bytes:
+        return self.encode(_flat)
+
+    def encode(self, as_dict: Callable[[Any], dict[str, Any]]) -> bytes:
+        """The snapshot, with `as_dict` turning each dataclass into a dict (`_flat`; a test
+        passes `dataclasses.asdict`, the definition it must equal)."""
         doc = {
-            "state": _flat(self.state),
-            "placeholders": [_flat(p) for p in self.placeholders],
-            "l1": [_flat(s) for s in self.l1],
+            "state": as_dict(self.state),
+            "placeholders": [as_dict(p) for p in self.placeholders],
+            "l1": [as_dict(s) for s in self.l1],
             "next_offset": self.next_offset,
             "last_index": self.last_index,
         }

@@ -38,7 +38,7 @@ import random
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -241,6 +241,21 @@ def _flush_network_counts(sim: BrokerSimulator, seen: Counter[str]) -> None:
         if n != seen[k]:
             STATS[name] += n - seen[k]
             seen[k] = n
+
+
+def incarnation_at(deleted: Iterable[tuple[int, int]], ctl: Any, p: str,
+                   epoch: int) -> tuple[int, bool]:
+    """(group, deleted) of p's latest incarnation created at or below `epoch`, from the
+    (creation revision, group) of p's deleted incarnations and `ctl`'s live table;
+    (-1, False) if none was."""
+    cands = [(c, g, True) for c, g in deleted if c <= epoch]
+    info = ctl.partitions.get(p)
+    if info is not None and info.creation_revision <= epoch:
+        cands.append((info.creation_revision, info.group, False))
+    if not cands:
+        return (-1, False)
+    _, g, gone = max(cands)
+    return g, gone
 
 
 class Harness:
@@ -647,14 +662,7 @@ class Harness:
         `ctl`: the controller state machine to read (default: the most advanced)."""
         if ctl is None:
             ctl = self._controller_sm()
-        cands = [(c, g, True) for c, g in self._deleted_of(ctl).get(p, ()) if c <= epoch]
-        info = ctl.partitions.get(p)
-        if info is not None and info.creation_revision <= epoch:
-            cands.append((info.creation_revision, info.group, False))
-        if not cands:
-            return (-1, False)
-        _, g, gone = max(cands)
-        return g, gone
+        return incarnation_at(self._deleted_of(ctl).get(p, ()), ctl, p, epoch)
 
     def _deleted_of(self, ctl: Any) -> dict[str, list[tuple[int, int]]]:
         """name -> (creation revision, group) of each deleted incarnation in `ctl.deleted`,

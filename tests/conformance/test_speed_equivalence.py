@@ -9,11 +9,12 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from model import system as ms
-from tests.conformance.harness import Harness
+from tests.conformance.harness import Harness, incarnation_at
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,17 +85,10 @@ def test_heartbeat_tick_by_profile(profile: str, override: str | None, want: int
     assert out == [str(want), "10"]
 
 
-def _incarnation_scan(ctl: object, p: str, epoch: int) -> tuple[int, bool]:
-    """`Harness._incarnation` as it was: a scan of every deleted incarnation."""
-    cands = [(d.creation_revision, d.group, True) for d in ctl.deleted.values()  # type: ignore[attr-defined]
-             if d.name == p and d.creation_revision <= epoch]
-    info = ctl.partitions.get(p)  # type: ignore[attr-defined]
-    if info is not None and info.creation_revision <= epoch:
-        cands.append((info.creation_revision, info.group, False))
-    if not cands:
-        return (-1, False)
-    _, g, gone = max(cands)
-    return g, gone
+def _incarnation_scan(ctl: Any, p: str, epoch: int) -> tuple[int, bool]:
+    """`Harness._incarnation` as it was: every deleted incarnation scanned for p's."""
+    return incarnation_at([(d.creation_revision, d.group) for d in ctl.deleted.values()
+                           if d.name == p], ctl, p, epoch)
 
 
 def test_indexed_incarnation_equals_a_scan_at_every_step() -> None:

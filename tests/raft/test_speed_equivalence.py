@@ -9,6 +9,7 @@ import dataclasses
 import hashlib
 import inspect
 import random
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -31,36 +32,35 @@ class _Unbuffered(Simulator):
         self.ref.update(tag + simmod._RECORD[len(nums)].pack(self.now, *nums))
 
 
+def _drive(s: Simulator, events: int, crash_at: int, restart_at: int,
+           after: Callable[[int], None] | None = None) -> Simulator:
+    """Events with a proposal every 37th, node 2 crashed and restarted; `after(i)` runs
+    after event i."""
+    for i in range(events):
+        s.step()
+        if i % 37 == 0:
+            leader = s.leader(1)
+            if leader is not None:
+                s.propose(leader, b"x%d" % i)
+        if i == crash_at:
+            s.crash(2)
+        if i == restart_at:
+            s.restart(2)
+        if after is not None:
+            after(i)
+    return s
+
+
 def test_trace_digest_is_the_hash_of_every_record_so_far() -> None:
     s = _Unbuffered(n_nodes=3, seed=11, groups=(1, 2), snapshot_interval=5,
                     faults=Faults(drop=0.1, duplicate=0.1, reorder=0.2))
-    for i in range(2_000):
-        s.step()
-        if i % 37 == 0:
-            leader = s.leader(1)
-            if leader is not None:
-                s.propose(leader, b"x%d" % i)
-        if i == 900:
-            s.crash(2)
-        if i == 1300:
-            s.restart(2)
+
+    def after(i: int) -> None:
         if i % 101 == 0 or i < 300:  # inside a batch and across batch boundaries
             assert s.trace_digest() == s.ref.hexdigest(), f"after event {i}"
+
+    _drive(s, 2_000, 900, 1300, after)
     assert s.trace_digest() == s.ref.hexdigest()
-
-
-def _drive(s: Simulator) -> Simulator:
-    for i in range(1_500):
-        s.step()
-        if i % 37 == 0:
-            leader = s.leader(1)
-            if leader is not None:
-                s.propose(leader, b"x%d" % i)
-        if i == 700:
-            s.crash(2)
-        if i == 1100:
-            s.restart(2)
-    return s
 
 
 def test_disable_trace_changes_no_event_and_refuses_the_digest() -> None:
@@ -70,8 +70,8 @@ def test_disable_trace_changes_no_event_and_refuses_the_digest() -> None:
 
     traced, untraced = sim(), sim()
     untraced.disable_trace()
-    _drive(traced)
-    _drive(untraced)
+    _drive(traced, 1_500, 700, 1100)
+    _drive(untraced, 1_500, 700, 1100)
     assert traced.trace_digest()  # the traced one still answers
     assert (untraced.steps, untraced.now, untraced.committed_entries, untraced.stats) == (
         traced.steps, traced.now, traced.committed_entries, traced.stats)
