@@ -43,6 +43,11 @@ class RaftLog:
         # Bumped by every mutation of snapshot, entries or committed: the simulator's
         # per-event check skips a replica whose (role, term, version) it has checked.
         self.version = 0
+        # Bumped when entries already in the log are dropped from its end or replaced (a
+        # truncating append, a snapshot restore): while it stands still, the entries a
+        # checker has verified are still there (or compacted away), so it verifies only
+        # the ones appended since.
+        self.rewrites = 0
 
     # ---- queries -------------------------------------------------------------------------
 
@@ -113,7 +118,9 @@ class RaftLog:
             )
         if first > self.last_index() + 1:
             raise LogInvariantError(f"gap: appending {first} after {self.last_index()}")
-        del self.entries[first - self.snapshot.index - 1 :]
+        if first <= self.last_index():
+            del self.entries[first - self.snapshot.index - 1 :]
+            self.rewrites += 1
         self.entries.extend(entries)
         self.version += 1
         if first < self.unstable_from:
@@ -162,6 +169,7 @@ class RaftLog:
         self.entries = []
         self.committed = snap.index
         self.version += 1
+        self.rewrites += 1
         self.applied = snap.index
         self.stable = snap.index
         self.unstable_from = snap.index + 1

@@ -186,12 +186,11 @@ def _mark(g: Group) -> DurableMark:
     return DurableMark(n.term, n.vote, log.stable, log.term(log.stable) or 0)
 
 
-def replica_key(nid: int, incarnation: int, n: RaftNode
-                ) -> tuple[int, int, RaftNode, Role, int, int]:
+def replica_key(incarnation: int, n: RaftNode) -> tuple[int, RaftNode, Role, int, int]:
     """What `Simulator.check` compares to skip a replica whose checked state did not change:
     role and term read directly, the rest through the log's version (bumped by every change
-    of its snapshot, entries or commit index)."""
-    return (nid, incarnation, n, n.role, n.term, n.log.version)
+    of its snapshot, entries or commit index). (`check` builds the same tuple inline.)"""
+    return (incarnation, n, n.role, n.term, n.log.version)
 
 
 def _tmp_root() -> str:
@@ -241,7 +240,8 @@ class Simulator:
         self.tick_interval = tick_interval
         self.on_start = on_start
         self.checker: InvariantChecker | None = InvariantChecker() if check else None
-        self._checked: dict[int, tuple[object, ...]] = {}  # group -> replicas at its last check
+        # (group, node) -> replica_key of that replica at the group's last check
+        self._checked: dict[tuple[int, int], tuple[object, ...]] = {}
         self.check_durability = check_durability
         self.now = 0
         self.steps = 0
@@ -641,48 +641,55 @@ class Simulator:
     def check(self, touched: int | None = None) -> None:
         """Run every invariant over every group, on the live nodes that host it.
 
-        A group whose live replicas are all as they were at its last check is skipped: the
-        checks are a function of (incarnation, role, term, commit, snapshot, log) of those
-        replicas and of the group's own history, which only a check of that group changes.
-        The log is compared by its version, which every RaftLog mutation of snapshot,
-        entries or commit bumps (`replica_state` is the from-scratch view a test compares
-        it with after every event).
+        A group is checked only if one of its live replicas changed since it was last
+        checked: the checks are a function of (incarnation, role, term, commit, snapshot,
+        log) of those replicas and of the group's own history, which only a check of that
+        group changes. A replica is compared by `replica_key`, its log by its version, which
+        every RaftLog mutation of snapshot, entries or commit bumps (`replica_state` is the
+        from-scratch view a test compares it with after every event).
 
-        After a simulator event (`touched` given) only the groups given an input since the
+        After a simulator event (`touched` given) only the replicas given an input since the
         last check are compared: every change of a node's state goes through a host method
-        that marks its group dirty, a node that went down leaves the others as checked and
-        one that came up gave each of its groups an input. A call without `touched` (the
-        harness once per step, tests) compares every group, so a state changed behind the
-        host's back is still seen."""
+        that marks its group dirty, a node that went down leaves the others as checked (a
+        check of fewer replicas cannot fail where the one of more passed) and one that came
+        up gave each of its groups an input. A call without `touched` (the harness once per
+        step, tests) compares every replica, so a state changed behind the host's back is
+        still seen."""
         checker = self.checker
         assert checker is not None
+        keys = self._checked
         live: list[tuple[int, int, MultiRaftHost]] = []
-        cand: set[int] = set()
+        due: set[int] = set()
         for nid, sn in self.nodes.items():
             host = sn.host
             if host is None:
                 continue
-            live.append((nid, sn.incarnation, host))
+            inc = sn.incarnation
+            live.append((nid, inc, host))
+            marked: Iterable[int]
             if isinstance(host, _SimHost) and host.touched:
-                cand |= host.touched
+                marked = host.touched | host._dirty
                 host.touched = set()
-            if host._dirty:  # inputs whose Ready is still batched
-                cand |= host._dirty
+            else:
+                marked = host._dirty  # inputs whose Ready is still batched
             if touched is None:
-                cand.update(host.groups)
-        seen = self._checked
-        for g in sorted(cand):
-            fps = []
+                marked = host.groups.keys()
+            groups = host.groups
+            for g in marked:
+                grp = groups.get(g)
+                if grp is not None and g not in due:
+                    n = grp.node
+                    if keys.get((g, nid)) != (inc, n, n.role, n.term, n.log.version):
+                        due.add(g)
+        for g in sorted(due):
+            nodes: dict[int, tuple[int, RaftNode]] = {}
             for nid, inc, host in live:
                 grp = host.groups.get(g)
-                if grp is None:
-                    continue
-                fps.append(replica_key(nid, inc, grp.node))
-            key = tuple(fps)
-            if not fps or seen.get(g) == key:
-                continue
-            checker.check(g, {fp[0]: (fp[1], fp[2]) for fp in fps})
-            seen[g] = key
+                if grp is not None:
+                    n = grp.node
+                    nodes[nid] = (inc, n)
+                    keys[(g, nid)] = replica_key(inc, n)
+            checker.check(g, nodes)
 
     def replica_state(self) -> dict[tuple[int, int], tuple[object, ...]]:
         """(group, node) -> the state the checks read, built from scratch: role, term,

@@ -16,7 +16,7 @@ from impl.raft.sim import Faults, Simulator, replica_key
 
 def _key(s: Simulator) -> dict[tuple[int, int], tuple[object, ...]]:
     # The per-replica part of Simulator.check's key, from the function check uses.
-    return {(g, nid): replica_key(nid, inc, n) for g, nid, inc, n in s.live_replicas()}
+    return {(g, nid): replica_key(inc, n) for g, nid, inc, n in s.live_replicas()}
 
 
 def _run(seed: int, steps: int) -> int:
