@@ -133,3 +133,51 @@ def test_indexed_incarnation_equals_a_scan_at_every_step() -> None:
         assert most_deleted >= 3  # the program deleted what the index is for
     finally:
         h.close()
+
+
+def _through_store(h: Harness, prefix: str) -> list[tuple[str, float]]:
+    return [(i.key, i.mtime) for i in h.local.list_all(prefix)]
+
+
+def test_the_harness_lists_what_the_store_lists(tmp_path: Path) -> None:
+    """`stored_files` (the harness's own view of the store, by path) against the LocalStore
+    listing it stands in for: at every step of a directed program, and on a tree with a temp
+    file, a link, a fifo and nested directories."""
+    from impl.store.local import _TMP_PREFIX
+    from model.keys import DATA_PREFIX
+    from tests.conformance.harness import HEALTH_PREFIX, stored_files
+
+    h = Harness(seed=22)
+    try:
+        ops = [lambda: h.produce(["t/0", "t/1"], 3), h.service_round,
+               lambda: h.produce(["t/0"], 2), h.mint, h.service_round, h.gc,
+               lambda: h.delete_partition("t/1"), h.service_round, h.gc]
+        seen = 0
+        for op in ops:
+            op()
+            h.check_step()
+            for prefix in (DATA_PREFIX, "_cluster/", HEALTH_PREFIX):
+                want = _through_store(h, prefix)
+                assert stored_files(h.local.root, prefix, True) == want
+                assert stored_files(h.local.root, prefix) == [(k, 0.0) for k, _ in want]
+                seen += len(want)
+        assert seen > 50
+    finally:
+        h.close()
+    root = tmp_path / "store"
+    for rel in ("level_zero/data/001/0000000005/a", "level_zero/data/001/0000000005/b",
+                "level_zero/data/001/0000000005.x", "level_zero/data/002/0000000001/c",
+                "_cluster/gc/m.json"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(b"x")
+    (root / "level_zero/data/001" / f"{_TMP_PREFIX}1").write_bytes(b"partial")
+    (root / "level_zero/data/002/link").symlink_to(root / "level_zero/data/001")
+    (root / "level_zero/data/002/0000000001/l").symlink_to(root / "_cluster/gc/m.json")
+    os.mkfifo(root / "level_zero/data/002/fifo")
+    from impl.store.local import LocalStore
+
+    store = LocalStore(root)
+    for prefix in (DATA_PREFIX, "_cluster/", "level_zero/data/002/", "absent/"):
+        want = [(i.key, i.mtime) for i in store.list_all(prefix)]
+        assert stored_files(root, prefix, True) == want
+    assert len(stored_files(root, DATA_PREFIX)) == 4
