@@ -174,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--event-share", type=int, default=1,
                     help="every Nth chunk checks Raft invariants after every simulator event"
                          " (1: every chunk, the default; 0: never)")
-    ap.add_argument("--spark", type=int, default=4, help="real PySpark GC rounds per worker")
+    ap.add_argument("--spark", type=int, default=8,
+                    help="real PySpark GC rounds in the run (all in worker 0: one JVM)")
     ap.add_argument("--seconds", type=float, default=None, help="stop handing out chunks after")
     ap.add_argument("--json", default=str(ROOT / "build" / "deep.json"))
     ap.add_argument("--replay", type=int, default=None, help="run the chunk of this seed here")
@@ -189,7 +190,10 @@ def main(argv: list[str] | None = None) -> int:
 
     ctx = mp.get_context("spawn")  # no JVM or event loop inherited by a fork
     out, stop = ctx.Queue(), ctx.Event()
-    procs = [ctx.Process(target=_worker, args=(w, args, args.spark, out, stop, os.getpid()),
+    # Worker 0 runs every Spark round: one JVM (a session costs ~20 s of CPU to start, and
+    # its idle threads a little more until the budget is spent and it stops).
+    procs = [ctx.Process(target=_worker,
+                         args=(w, args, args.spark if w == 0 else 0, out, stop, os.getpid()),
                          daemon=True) for w in range(args.workers)]
     # SIGTERM ends the run like Ctrl-C: the finally below stops and reaps the workers.
     signal.signal(signal.SIGTERM, signal.default_int_handler)

@@ -321,6 +321,8 @@ class ConformanceMachine(RuleBasedStateMachine):
         self._count("spark_gc")
         self.H.service_round(collect=False)  # so the Spark job has something to collect
         self.H.spark_gc()
+        if STATS["gc.spark_rounds"] >= SPARK_BUDGET:
+            _stop_spark()  # the budget is spent: the JVM's idle threads need not run on
 
     @rule(nid=nodes, p=st.none() | partitions)
     def compact(self, nid: int, p: str | None) -> None:
