@@ -46,6 +46,7 @@ class NodeMetrics:
         # (metric, label values) -> its child: `labels()` validates and locks on every call,
         # and a fence and an apply each ask for several (children are never removed here).
         self._children: dict[tuple[Any, ...], Any] = {}
+        self._gauge_values: dict[tuple[int, str], int] = {}  # what _set last set
 
     def _child(self, metric: Any, *values: str) -> Any:
         k = (id(metric), *values)
@@ -67,7 +68,13 @@ class NodeMetrics:
         if ev.result is not None and not ev.result.accepted:
             self._child(self.apply_rejections, partition).inc()
         m = ev.state.min_epoch_lower_bound
-        self._child(self.inactive_epoch, partition).set(-2 if m is None else m - 1)
-        self._child(self.reconciler_lag, partition).set(
-            next_offset - 1 - ev.state.last_reconciled_offset
-        )
+        self._set(self.inactive_epoch, partition, -2 if m is None else m - 1)
+        self._set(self.reconciler_lag, partition, next_offset - 1 - ev.state.last_reconciled_offset)
+
+    def _set(self, gauge: Gauge, partition: str, value: int) -> None:
+        """Set a partition's gauge, skipping the locked write when it holds `value` already
+        (every apply sets two, and most leave them as they were)."""
+        k = (id(gauge), partition)
+        if self._gauge_values.get(k) != value:
+            self._child(gauge, partition).set(value)
+            self._gauge_values[k] = value

@@ -658,29 +658,33 @@ class Simulator:
         checker = self.checker
         assert checker is not None
         keys = self._checked
-        live: list[tuple[int, int, MultiRaftHost]] = []
         due: set[int] = set()
         for nid, sn in self.nodes.items():
             host = sn.host
             if host is None:
                 continue
-            inc = sn.incarnation
-            live.append((nid, inc, host))
             marked: Iterable[int]
-            if isinstance(host, _SimHost) and host.touched:
-                marked = host.touched | host._dirty
-                host.touched = set()
-            else:
-                marked = host._dirty  # inputs whose Ready is still batched
             if touched is None:
                 marked = host.groups.keys()
-            groups = host.groups
+            elif isinstance(host, _SimHost) and host.touched:
+                marked = host.touched | host._dirty
+            else:
+                marked = host._dirty  # inputs whose Ready is still batched
+            if isinstance(host, _SimHost) and host.touched:
+                host.touched = set()
+            if not marked:
+                continue
+            inc, groups = sn.incarnation, host.groups
             for g in marked:
                 grp = groups.get(g)
                 if grp is not None and g not in due:
                     n = grp.node
                     if keys.get((g, nid)) != (inc, n, n.role, n.term, n.log.version):
                         due.add(g)
+        if not due:
+            return
+        live = [(nid, sn.incarnation, sn.host) for nid, sn in self.nodes.items()
+                if sn.host is not None]
         for g in sorted(due):
             nodes: dict[int, tuple[int, RaftNode]] = {}
             for nid, inc, host in live:
