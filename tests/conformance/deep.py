@@ -5,10 +5,11 @@ worker w has seed `base + w + k * workers` (derandomized: a chunk's programs are
 its seed, so a finding is replayed with `--replay SEED`). Every `--event-share`-th chunk runs
 the Raft core's invariants after every simulator event, the others once per harness step
 (apply-time state-machine safety runs on every apply either way); the default is every chunk
-(a check now skips the groups no event changed, so checking after every event costs about
-what checking once per step does). The parent stops handing out
-work once `--steps` are reached or `--seconds` are spent, writes the progress JSON after every
-chunk (a run cut short still says how far it got) and prints the coverage table at the end.
+(a check compares only the replicas an event gave an input and verifies only the log entries
+appended since, so checking after every event costs ~3% more than once per step). The parent
+stops handing out work once `--steps` are reached or `--seconds` are spent, writes the progress
+JSON after every chunk (a run cut short still says how far it got) and prints the coverage
+table at the end.
 
     python -m tests.conformance.deep --steps 1000000 --json build/deep.json  # a worker per core
     python -m tests.conformance.deep --replay 17          # one chunk, in this process
