@@ -145,14 +145,15 @@ def test_the_harness_lists_what_the_store_lists(tmp_path: Path) -> None:
     file, a link, a fifo and nested directories."""
     from impl.store.local import _TMP_PREFIX
     from model.keys import DATA_PREFIX
-    from tests.conformance.harness import HEALTH_PREFIX, stored_files
+    from tests.conformance.harness import HEALTH_PREFIX, _regular_file, stored_files
 
     h = Harness(seed=22)
     try:
         ops = [lambda: h.produce(["t/0", "t/1"], 3), h.service_round,
                lambda: h.produce(["t/0"], 2), h.mint, h.service_round, h.gc,
                lambda: h.delete_partition("t/1"), h.service_round, h.gc]
-        seen = 0
+        seen = gone = 0
+        before: set[str] = set()
         for op in ops:
             op()
             h.check_step()
@@ -161,7 +162,13 @@ def test_the_harness_lists_what_the_store_lists(tmp_path: Path) -> None:
                 assert stored_files(h.local.root, prefix, True) == want
                 assert stored_files(h.local.root, prefix) == [(k, 0.0) for k, _ in want]
                 seen += len(want)
-        assert seen > 50
+            # `_after_gc`'s test of what a round removed, against two listings
+            now = {k for k, _ in _through_store(h, DATA_PREFIX)}
+            assert {k for k in before if not _regular_file(os.path.join(h.local.root, k))} \
+                == before - now
+            gone += len(before - now)
+            before = now
+        assert seen > 50 and gone > 0
     finally:
         h.close()
     root = tmp_path / "store"
