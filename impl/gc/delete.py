@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import asdict, dataclass, fields
 
 from impl.gc.pools import submitter
@@ -44,7 +44,7 @@ def delete_keys(
     batch_size: int = MAX_DELETE_BATCH,
     concurrency: int = 4,
     on_error: Callable[[str, str], None] | None = None,
-    pool: ThreadPoolExecutor | None = None,
+    pool: Executor | None = None,
 ) -> DeleteStats:
     """Delete (key, size) items in batches with at most `concurrency` requests in flight.
     `pool`: a long-lived pool of `concurrency` workers to borrow (`impl.gc.pools`).

@@ -7,13 +7,18 @@ steps) passes long-lived `TaskPools`: starting ~10 threads per round cost a quar
 its in-process GC round. Borrowing changes neither what runs concurrently nor the bound
 on it (each pool has the same worker count as the one it replaces) nor when a call
 returns: as a pool's shutdown, `submitter` waits for everything submitted through it.
+
+`TaskPools.inline` is the deterministic schedule for a simulation: every call runs in the
+caller's thread when it is submitted (`InlineExecutor`), so nothing depends on thread timing.
+It is a legal schedule of the concurrent one: no call of a GC task waits for a call
+submitted after it, so one at a time always makes progress.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor, wait
+from concurrent.futures import Executor, Future, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -23,10 +28,10 @@ Submit = Callable[..., "Future[Any]"]
 
 @dataclass(frozen=True)
 class TaskPools:
-    recheck: ThreadPoolExecutor  # one worker: the re-read ahead of the first delete
-    reports: ThreadPoolExecutor  # `readers` workers: the report reads in flight together
+    recheck: Executor  # one worker: the re-read ahead of the first delete
+    reports: Executor  # `readers` workers: the report reads in flight together
     readers: int
-    delete: ThreadPoolExecutor  # `deleters` workers: the delete requests in flight
+    delete: Executor  # `deleters` workers: the delete requests in flight
     deleters: int
     pid: int  # threads do not survive fork: a child must make its own
 
@@ -43,6 +48,15 @@ class TaskPools:
             os.getpid(),
         )
 
+    @classmethod
+    def inline(cls, readers: int, deleters: int) -> TaskPools:
+        """Pools that run each call at once in the caller's thread (see the module's
+        docstring): the bounds asked for are met, as one call at a time is within them."""
+        if readers < 1 or deleters < 1:
+            raise ValueError(f"pools need at least 1 worker each, got {readers}, {deleters}")
+        return cls(InlineExecutor(), InlineExecutor(), readers, InlineExecutor(), deleters,
+                   os.getpid())
+
     def check(self, readers: int, deleters: int) -> None:
         """Refuse pools that would change the concurrency a call asked for."""
         if os.getpid() != self.pid:
@@ -58,8 +72,24 @@ class TaskPools:
             pool.shutdown(wait=True)
 
 
+class InlineExecutor(Executor):
+    """Runs each submitted call in the caller's thread before `submit` returns; the future
+    holds its result or its exception, as a pool's worker would leave it."""
+
+    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Future[Any]:
+        fut: Future[Any] = Future()
+        fut.set_running_or_notify_cancel()
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as e:  # as ThreadPoolExecutor's worker: the caller's to see
+            fut.set_exception(e)
+        else:
+            fut.set_result(result)
+        return fut
+
+
 @contextmanager
-def submitter(pool: ThreadPoolExecutor | None, workers: int, name: str) -> Iterator[Submit]:
+def submitter(pool: Executor | None, workers: int, name: str) -> Iterator[Submit]:
     """`submit` on `pool`, or on a pool of `workers` threads started for this block; on
     leaving, every future submitted here is finished (cancelling none: a pool's shutdown
     with wait=True runs its queue to the end too)."""

@@ -34,7 +34,7 @@ import json
 import math
 import re
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -109,7 +109,7 @@ def read_cluster_view(
     max_report_age_s: float,
     readers: int = 1,
     expect: tuple[str, ...] = (),
-    pool: ThreadPoolExecutor | None = None,
+    pool: Executor | None = None,
 ) -> ClusterView:
     """What the store's reports say now. `pool`: a long-lived pool of `readers` workers to
     borrow (`impl.gc.pools`). With `readers` > 1 the snapshot is read while the

@@ -17,7 +17,7 @@ import queue
 import tempfile
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Executor, ThreadPoolExecutor, wait
 
 from impl.gc.delete import DeleteStats, delete_keys
 from impl.gc.pools import TaskPools
@@ -113,7 +113,7 @@ def recheck(
     clock: Callable[[], float],
     max_report_age_s: float,
     expect: tuple[str, ...] = (),
-    pool: ThreadPoolExecutor | None = None,
+    pool: Executor | None = None,
 ) -> str | None:
     """Why this task may not delete with `m` (None when it may): the re-read of M, its
     reads in flight together (`reports.REPORT_READERS`; the reports the driver read,

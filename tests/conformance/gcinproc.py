@@ -18,7 +18,6 @@ which made the harness race the task's re-read thread.)
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,17 +31,16 @@ from model.keys import PREFIXES
 
 TASKS = 3  # listing tasks (uneven prefix ranges on purpose)
 DELETERS = 2  # delete requests in flight per task
-_POOLS: dict[int, TaskPools] = {}
+# The tasks' pools run each call in this thread when it is submitted (`TaskPools.inline`):
+# a round is then a function of the store and the clock alone, not of thread timing, and it
+# costs no thread handoffs (on real pools every store call of the listing let a waiting
+# worker take the GIL: ~11% of a harness step went to the switches). The real pools run in
+# the harness's Spark rounds, the GC job's tests (tests/gc) and `epochgc chaos`.
+_POOLS = TaskPools.inline(REPORT_READERS, DELETERS)
 
 
 def _pools() -> TaskPools:
-    """This process's task pools, kept for every round: the same concurrency as the pools a
-    task starts itself, without ~10 thread starts per round (`impl.gc.pools`). Keyed by
-    process: threads do not survive a fork."""
-    pid = os.getpid()
-    if pid not in _POOLS:
-        _POOLS[pid] = TaskPools.create(REPORT_READERS, DELETERS)
-    return _POOLS[pid]
+    return _POOLS
 
 
 @dataclass

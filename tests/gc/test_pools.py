@@ -44,7 +44,8 @@ def test_a_task_on_borrowed_pools_gives_the_same_rows_and_deletes(
     tmp_path: Path, pools: TaskPools, lower_m_to: int | None
 ) -> None:
     outcome = []
-    for name, borrowed in (("own", None), ("borrowed", pools)):
+    inline = TaskPools.inline(REPORT_READERS, 2)
+    for name, borrowed in (("own", None), ("borrowed", pools), ("inline", inline)):
         root = tmp_path / name
         make_store(root)
         _garbage(root, range(10, 40), 4)
@@ -53,7 +54,7 @@ def test_a_task_on_borrowed_pools_gives_the_same_rows_and_deletes(
         # start before it (by design, test_stream), so here every report is read after it.
         rows = _task(rec, borrowed, REPORTS if lower_m_to is None else ())
         outcome.append((sorted(rows), all_keys(LocalStore(root))))
-    assert outcome[0] == outcome[1]
+    assert outcome[0] == outcome[1] == outcome[2]
     kinds = {r[0] for r in outcome[1][0]}
     assert (STOPPED in kinds) == (lower_m_to is not None) and COUNTS in kinds
     assert (DELETED in kinds) == (lower_m_to is None)
@@ -146,3 +147,27 @@ def test_pools_of_another_concurrency_are_refused(tmp_path: Path) -> None:
             _task(rec, small)
     finally:
         small.close()
+
+
+def test_inline_pools_run_each_call_when_submitted_and_start_no_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`TaskPools.inline` (the conformance harness's): a call has run, in the caller's
+    thread, when `submit` returns; its exception is its future's; a whole task starts no
+    thread."""
+    inline = TaskPools.inline(REPORT_READERS, 2)
+    ran: list[str] = []
+    fut = inline.delete.submit(lambda x: ran.append(threading.current_thread().name) or x, 7)
+    assert fut.done() and fut.result() == 7 and ran == [threading.current_thread().name]
+    bad = inline.reports.submit(lambda: 1 // 0)
+    assert isinstance(bad.exception(), ZeroDivisionError)
+    inline.check(REPORT_READERS, 2)
+    with pytest.raises(ValueError, match="pools need at least 1 worker"):
+        TaskPools.inline(0, 2)
+    make_store(tmp_path)
+    _garbage(tmp_path, range(10, 20), 3)
+    rec = Recording(local_spec(tmp_path), str(tmp_path / "log"))
+    started: list[str] = []
+    monkeypatch.setattr(threading.Thread, "start", lambda self: started.append(self.name))
+    rows = _task(rec, inline)
+    assert started == [] and any(r[0] == DELETED for r in rows)
