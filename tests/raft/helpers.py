@@ -3,11 +3,13 @@ test says so, so each paper scenario can be staged exactly."""
 
 from __future__ import annotations
 
+import contextlib
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from impl.raft.messages import Entry, HardState, InitialState, Message, MsgType, Snapshot
-from impl.raft.node import Config, RaftNode, Ready
+from impl.raft.node import Config, ProposalRefused, RaftNode, Ready
+from impl.raft.sim import Faults, Simulator
 from impl.raft.storage import MemStorage
 
 CFG = Config(election_tick=10, heartbeat_tick=1, pre_vote=True, check_quorum=True)
@@ -115,3 +117,41 @@ class Cluster:
 
     def msgs_of(self, typ: MsgType) -> list[Message]:
         return [m for m in self.outbox if m.type is typ]
+
+
+def faulty_run(seed: int, steps: int, disk: bool = False) -> Iterator[Simulator]:
+    """A seeded simulator run of two groups under every network fault, with crashes (some
+    between write and sync), restarts, proposals, compactions, isolation and healing between
+    events; yields the simulator after each event, and closes it at the end."""
+    r = random.Random(seed)
+    faults = Faults(drop=0.05, duplicate=0.05, reorder=0.1, crash_mid_write=0.3,
+                    replay=0.02, batch=0.2)
+    s = Simulator(3, seed=seed, groups=(1, 2), faults=faults, snapshot_interval=7, disk=disk)
+    try:
+        yield s
+        for i in range(steps):
+            x = r.random()
+            live = s.live()
+            if x < 0.01 and len(live) > 1:
+                s.crash(r.choice(live))
+            elif x < 0.03:
+                down = [n for n in s.ids if n not in live]
+                if down:
+                    s.restart(r.choice(down))
+            elif x < 0.1:
+                g = r.choice((1, 2))
+                lead = s.leader(g)
+                if lead is not None:
+                    with contextlib.suppress(ProposalRefused):
+                        s.propose(lead, b"v%d" % i, group=g)
+            elif x < 0.12 and live:
+                s.compact(r.choice(live), r.choice((1, 2)))
+            elif x < 0.13:
+                s.isolate(r.choice(s.ids))
+            elif x < 0.15:
+                s.heal()
+            if not s.step():
+                return
+            yield s
+    finally:
+        s.close()

@@ -5,13 +5,10 @@ built from scratch after every event."""
 
 from __future__ import annotations
 
-import contextlib
-import random
-
 import pytest
 
-from impl.raft.node import ProposalRefused
-from impl.raft.sim import Faults, Simulator, replica_key
+from impl.raft.sim import Simulator, replica_key
+from tests.raft.helpers import faulty_run
 
 
 def _key(s: Simulator) -> dict[tuple[int, int], tuple[object, ...]]:
@@ -21,38 +18,13 @@ def _key(s: Simulator) -> dict[tuple[int, int], tuple[object, ...]]:
 
 def _run(seed: int, steps: int) -> int:
     """Drive a faulty run; return how many state changes were compared."""
-    r = random.Random(seed)
-    faults = Faults(drop=0.05, duplicate=0.05, reorder=0.1, crash_mid_write=0.3,
-                    replay=0.02, batch=0.2)
-    s = Simulator(3, seed=seed, groups=(1, 2), faults=faults, snapshot_interval=7)
-    prev_state, prev_key = s.replica_state(), _key(s)
+    prev_state: dict[tuple[int, int], tuple[object, ...]] = {}
+    prev_key: dict[tuple[int, int], tuple[object, ...]] = {}
     changes = 0
-    for i in range(steps):
-        x = r.random()
-        live = s.live()
-        if x < 0.01 and len(live) > 1:
-            s.crash(r.choice(live))
-        elif x < 0.03:
-            down = [n for n in s.ids if n not in live]
-            if down:
-                s.restart(r.choice(down))
-        elif x < 0.1:
-            g = r.choice((1, 2))
-            lead = s.leader(g)
-            if lead is not None:
-                with contextlib.suppress(ProposalRefused):
-                    s.propose(lead, b"v%d" % i, group=g)
-        elif x < 0.12 and live:
-            s.compact(r.choice(live), r.choice((1, 2)))
-        elif x < 0.13:
-            s.isolate(r.choice(s.ids))
-        elif x < 0.15:
-            s.heal()
-        if not s.step():
-            break
+    for i, s in enumerate(faulty_run(seed, steps)):
         state, key = s.replica_state(), _key(s)
         for rk, st in state.items():
-            if prev_state.get(rk) != st:
+            if i and prev_state.get(rk) != st:
                 changes += 1
                 assert prev_key.get(rk) != key[rk], (
                     f"seed {seed} step {i}: group {rk[0]} node {rk[1]} changed without"

@@ -10,17 +10,16 @@ behind an already verified index, which only the `RaftLog.rewrites` count brings
 
 from __future__ import annotations
 
-import contextlib
-import random
 from types import SimpleNamespace
 
 import pytest
 
 from impl.raft.invariants import GroupHistory, InvariantChecker, InvariantViolation
 from impl.raft.messages import Entry, Snapshot
-from impl.raft.node import ProposalRefused, RaftNode, Role
+from impl.raft.node import RaftNode, Role
 from impl.raft.raftlog import RaftLog
-from impl.raft.sim import Faults, Simulator
+from impl.raft.sim import Simulator
+from tests.raft.helpers import faulty_run
 
 
 def pairwise_log_matching(group: int, nodes: dict[int, tuple[int, RaftNode]]) -> None:
@@ -72,41 +71,12 @@ def _from_scratch(s: Simulator) -> int:
 
 
 def _run(seed: int, steps: int, disk: bool) -> int:
-    r = random.Random(seed)
-    faults = Faults(drop=0.05, duplicate=0.05, reorder=0.1, crash_mid_write=0.3,
-                    replay=0.02, batch=0.2)
-    s = Simulator(3, seed=seed, groups=(1, 2), faults=faults, snapshot_interval=7, disk=disk)
     covered = 0
-    try:
-        for i in range(steps):
-            x = r.random()
-            live = s.live()
-            if x < 0.01 and len(live) > 1:
-                s.crash(r.choice(live))
-            elif x < 0.03:
-                down = [n for n in s.ids if n not in live]
-                if down:
-                    s.restart(r.choice(down))
-            elif x < 0.1:
-                g = r.choice((1, 2))
-                lead = s.leader(g)
-                if lead is not None:
-                    with contextlib.suppress(ProposalRefused):
-                        s.propose(lead, b"v%d" % i, group=g)
-            elif x < 0.12 and live:
-                s.compact(r.choice(live), r.choice((1, 2)))
-            elif x < 0.13:
-                s.isolate(r.choice(s.ids))
-            elif x < 0.15:
-                s.heal()
-            if not s.step():
-                break
-            # A step that delivered nothing skips its check; the one check of the marks
-            # (what every event's check does) then covers the proposal above too.
-            s.check(touched=1)
-            covered += _from_scratch(s)
-    finally:
-        s.close()
+    for s in faulty_run(seed, steps, disk):
+        # A step that delivered nothing skips its check; the one check of the marks (what
+        # every event's check does) then covers a proposal made before it too.
+        s.check(touched=1)
+        covered += _from_scratch(s)
     return covered
 
 
