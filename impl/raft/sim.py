@@ -189,7 +189,7 @@ def _mark(g: Group) -> DurableMark:
 def replica_key(incarnation: int, n: RaftNode) -> tuple[int, RaftNode, Role, int, int]:
     """What `Simulator.check` compares to skip a replica whose checked state did not change:
     role and term read directly, the rest through the log's version (bumped by every change
-    of its snapshot, entries or commit index). (`check` builds the same tuple inline.)"""
+    of its snapshot, entries or commit index)."""
     return (incarnation, n, n.role, n.term, n.log.version)
 
 
@@ -663,24 +663,22 @@ class Simulator:
             host = sn.host
             if host is None:
                 continue
+            processed: set[int] = set()  # groups whose Ready ran since the last check
+            if isinstance(host, _SimHost) and host.touched:
+                processed, host.touched = host.touched, set()
             marked: Iterable[int]
             if touched is None:
                 marked = host.groups.keys()
-            elif isinstance(host, _SimHost) and host.touched:
-                marked = host.touched | host._dirty
-            else:
-                marked = host._dirty  # inputs whose Ready is still batched
-            if isinstance(host, _SimHost) and host.touched:
-                host.touched = set()
+            else:  # and inputs whose Ready is still batched
+                marked = (processed | host._dirty) if processed else host._dirty
             if not marked:
                 continue
             inc, groups = sn.incarnation, host.groups
             for g in marked:
                 grp = groups.get(g)
-                if grp is not None and g not in due:
-                    n = grp.node
-                    if keys.get((g, nid)) != (inc, n, n.role, n.term, n.log.version):
-                        due.add(g)
+                if grp is not None and g not in due and keys.get((g, nid)) != replica_key(
+                        inc, grp.node):
+                    due.add(g)
         if not due:
             return
         live = [(nid, sn.incarnation, sn.host) for nid, sn in self.nodes.items()

@@ -35,17 +35,18 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _setup_worker(spark_budget: int) -> None:
     os.environ.setdefault("EPOCHGC_CONFORMANCE_PROFILE", "deep")
-    if os.access("/dev/shm", os.W_OK):
-        # The GC tasks' spool files (two per in-process round) on tmpfs, like the store and
-        # the simulated disks: not on the machine's disk.
-        import tempfile
-
-        tempfile.tempdir = "/dev/shm"
     if spark_budget == 0:
         os.environ["EPOCHGC_CONFORMANCE_SPARK"] = "0"
+    import tempfile
+
     from tests.conformance import machine
+    from tests.conformance.harness import TMP_BASE
 
     machine.SPARK_BUDGET = spark_budget
+    if TMP_BASE is not None:
+        # The GC tasks' spool files (two per in-process round) where the harness keeps its
+        # store and simulated disks (tmpfs), not on the machine's disk.
+        tempfile.tempdir = TMP_BASE
 
 
 _TESTS: dict[tuple[int, int, bool], Any] = {}  # (examples, step count, shrink) -> the test

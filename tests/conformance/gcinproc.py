@@ -39,10 +39,6 @@ DELETERS = 2  # delete requests in flight per task
 _POOLS = TaskPools.inline(REPORT_READERS, DELETERS)
 
 
-def _pools() -> TaskPools:
-    return _POOLS
-
-
 @dataclass
 class InProcessRound:
     M: int | None
@@ -99,7 +95,7 @@ def inprocess_gc_round(
     for group in todo:
         rows: Iterator[Any] = list_and_delete_task(
             lambda: hooked, m, now, grace_s, page_size, 2, DELETERS, 1, True,  # type: ignore[arg-type,return-value]
-            clock, max_report_age_s, iter(group), pools=_pools())
+            clock, max_report_age_s, iter(group), pools=_POOLS)
         for r in rows:
             if r[0] == DELETED:
                 out.deleted.add(r[1])
