@@ -23,6 +23,7 @@ class ProcClusterAccess:
     async def client(self, nid: int) -> RpcClient:
         c = self._clients.get(nid)
         if c is None or c.writer.is_closing() or c._task.done():
+            await self._drop(nid)
             host, port = self.nodes[nid]
             c = await RpcClient.connect(host, port)
             self._clients[nid] = c
@@ -32,8 +33,15 @@ class ProcClusterAccess:
         try:
             return await (await self.client(nid)).call(**req)
         except (OSError, ConnectionError, TimeoutError) as e:
-            self._clients.pop(nid, None)
+            await self._drop(nid)
             return {"status": "unreachable", "message": str(e)}
+
+    async def _drop(self, nid: int) -> None:
+        """Forget a connection, closed: left open, its socket and pending reader task lived
+        on until the garbage collector destroyed them."""
+        c = self._clients.pop(nid, None)
+        if c is not None:
+            await c.close()
 
     async def any_call(self, **req: Any) -> dict[str, Any]:
         order = [self.via] + [n for n in sorted(self.nodes) if n != self.via]

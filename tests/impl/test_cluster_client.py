@@ -1,0 +1,75 @@
+"""`ProcClusterAccess` closes the connections it gives up on.
+
+A call that timed out (a paused or partitioned broker: `epochgc chaos` does both) dropped
+its `RpcClient` without closing it: the socket stayed open until the garbage collector found
+the client, and its reader task was destroyed while pending ("Task was destroyed but it is
+pending!", eight times in a 20-minute chaos run's log). Here against a real TCP server on
+loopback that reads requests and never answers, as a stopped broker's kernel does."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+
+from impl.cluster.client import ProcClusterAccess
+
+
+async def _silent_broker() -> tuple[asyncio.Server, asyncio.Queue[str]]:
+    """A server that reads requests and never answers; it reports each connection's end."""
+    ended: asyncio.Queue[str] = asyncio.Queue()
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.readline():
+            pass
+        ended.put_nowait("eof")
+        writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0), ended
+
+
+def _readers() -> list[asyncio.Task[object]]:
+    return [t for t in asyncio.all_tasks() if "RpcClient._read" in repr(t.get_coro())]
+
+
+def test_a_timed_out_call_closes_its_connection() -> None:
+    destroyed: list[str] = []
+
+    async def scenario() -> None:
+        asyncio.get_running_loop().set_exception_handler(
+            lambda _loop, ctx: destroyed.append(str(ctx.get("message"))))
+        server, ended = await _silent_broker()
+        port = server.sockets[0].getsockname()[1]
+        access = ProcClusterAccess({1: ("127.0.0.1", port)})
+        for _ in range(3):  # each call a new connection, each given up on
+            answer = await access.call(1, op="meta", timeout=0.05)
+            assert answer["status"] == "unreachable"
+            assert await asyncio.wait_for(ended.get(), 5.0) == "eof"  # the broker saw it close
+        await asyncio.sleep(0)  # the cancelled readers run to their end
+        assert _readers() == []
+        await access.close()
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(scenario())
+    gc.collect()
+    assert destroyed == []
+
+
+def test_a_client_whose_connection_ended_is_closed_when_replaced() -> None:
+    async def scenario() -> None:
+        server, ended = await _silent_broker()
+        port = server.sockets[0].getsockname()[1]
+        access = ProcClusterAccess({1: ("127.0.0.1", port)})
+        first = await access.client(1)
+        first._task.cancel()  # its reader gone: the next call must reconnect
+        await asyncio.sleep(0)
+        second = await access.client(1)
+        assert second is not first
+        assert await asyncio.wait_for(ended.get(), 5.0) == "eof"  # the first one closed
+        assert first.writer.is_closing()
+        await access.close()
+        assert await asyncio.wait_for(ended.get(), 5.0) == "eof"
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(scenario())
