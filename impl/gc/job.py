@@ -35,7 +35,14 @@ from impl.gc.scan import (
     scan_task,
     split_prefixes,
 )
-from impl.gc.stream import COUNTS, DELETED, STOPPED, list_and_delete_task, parse_counts
+from impl.gc.stream import (
+    BLOCKED,
+    COUNTS,
+    DELETED,
+    STOPPED,
+    list_and_delete_task,
+    parse_counts,
+)
 from impl.gc.summary import GcSummary
 from impl.gc.versioning import check_versioning
 from impl.store.base import MAX_DELETE_BATCH, MAX_PAGE_SIZE, ObjectStore, StoreError
@@ -252,7 +259,8 @@ def _streaming_round(
             small = rows.filter(lambda r: r[0] != DELETED).collect()
         summary.delete_seconds = summary.list_seconds = time.monotonic() - t
         scanned, deleted = ScanStats(), DeleteStats()
-        stopped: list[str] = []
+        blocked: list[str] = []  # the tasks' re-reads that found no M
+        stopped: list[str] = []  # those that found M moved backwards
         for r in small:
             if r[0] == STATS:
                 scanned.add(ScanStats(**parse_stats_row(r)))
@@ -260,6 +268,8 @@ def _streaming_round(
                 c, samples = parse_counts(r)
                 deleted.add(c)
                 summary.error_samples.extend(samples)
+            elif r[0] == BLOCKED:
+                blocked.append(r[1])
             elif r[0] == STOPPED:
                 stopped.append(r[1])
             elif r[0] == MALFORMED and len(summary.malformed_keys) < _SAMPLES:
@@ -279,15 +289,14 @@ def _streaming_round(
             summary.error_samples.append(
                 f"{deleted.errors} key(s) could not be deleted; they are listed again next round"
             )
-        blocked = [w for w in stopped if w.startswith("blocked")]
         if blocked:
             summary.blocked = blocked[0]
-        elif stopped:
+        if stopped:
             summary.refused = stopped[0]
         summary.failed_check = _failed_check(scanned, options)
-        if options.manifest is not None and (deleted.deleted or not stopped):
+        if options.manifest is not None and (deleted.deleted or not (blocked or stopped)):
             # The keys really gone, written by the executors; a round whose every task
-            # refused at the re-read deleted nothing and writes no manifest.
+            # stopped at the re-read (blocked or refused) deleted nothing and writes no manifest.
             with _spark_errors("manifest"):
                 _write_manifest(spark, rows.filter(lambda r: r[0] == DELETED), options.manifest)
             summary.manifest = options.manifest

@@ -28,7 +28,8 @@ from impl.store.base import ObjectStore
 
 DELETED = "D"
 COUNTS = "C"
-STOPPED = "X"  # the task's re-read refused its deletes: (STOPPED, why, 0, 0.0)
+STOPPED = "X"  # the task's re-read refused its deletes, M moved back: (STOPPED, why, 0, 0.0)
+BLOCKED = "B"  # the task's re-read found no M (the round blocked): (BLOCKED, why, 0, 0.0)
 _SAMPLES = 20  # malformed keys, refused entries and failed deletes each task reports
 _CHUNK = 1000  # rows a lister thread hands over at once (about one page)
 
@@ -114,13 +115,13 @@ def recheck(
     max_report_age_s: float,
     expect: tuple[str, ...] = (),
     pool: Executor | None = None,
-) -> str | None:
-    """Why this task may not delete with `m` (None when it may): the re-read of M, its
-    reads in flight together (`reports.REPORT_READERS`; the reports the driver read,
-    `expect`, alongside the listing), report ages as of `clock()`."""
+) -> tuple[str | None, str | None]:
+    """(blocked, refused) for this task's deletes with `m`, both None when it may delete
+    (`recheck_before_delete`): the re-read of M, its reads in flight together
+    (`reports.REPORT_READERS`; the reports the driver read, `expect`, alongside the
+    listing), report ages as of `clock()`."""
     view = read_cluster_view(store, clock(), max_report_age_s, REPORT_READERS, expect, pool)
-    blocked, refused = recheck_before_delete(m, view.gc_epoch())
-    return blocked or refused
+    return recheck_before_delete(m, view.gc_epoch())
 
 
 def list_and_delete_task(
@@ -141,8 +142,9 @@ def list_and_delete_task(
     pools: TaskPools | None = None,
 ) -> Iterator[Row]:
     """Spark `mapPartitions` body. Yields up to `_SAMPLES` MALFORMED and REFUSED rows, a
-    DELETED row per key really gone (only when `emit_keys`), a STOPPED row if the re-read
-    refused, one COUNTS row (json of the delete stats and error samples) and one STATS row.
+    DELETED row per key really gone (only when `emit_keys`), a BLOCKED or a STOPPED row if
+    the re-read found the round blocked or refused its deletes, one COUNTS row (json of the
+    delete stats and error samples) and one STATS row.
     `report_keys`: the reports the driver read, read again alongside the re-read's listing.
     Deleted keys are spooled to a task-local file, so a task never holds its share of the
     eligible set in memory. `pools`: long-lived pools to borrow instead of starting threads
@@ -150,7 +152,7 @@ def list_and_delete_task(
     scanned = ScanStats()
     samples: list[Row] = []
     failed: dict[str, str] = {}
-    stopped: list[str] = []
+    stopped: list[tuple[str, str]] = []  # (BLOCKED or STOPPED, why)
     store = open_store()
 
     def on_error(key: str, why: str) -> None:
@@ -183,9 +185,12 @@ def list_and_delete_task(
                             samples.append(row)
                         continue
                     if not checked:  # never a delete before the re-read's verdict
-                        why = again.result()
-                        if why is not None:
-                            stopped.append(why)
+                        blocked, refused = again.result()
+                        if blocked is not None:
+                            stopped.append((BLOCKED, blocked))
+                            return
+                        if refused is not None:
+                            stopped.append((STOPPED, refused))
                             return
                         checked = True
                     if emit_keys:
@@ -211,8 +216,8 @@ def list_and_delete_task(
             key, size, age = json.loads(line)
             if key not in failed:
                 yield (DELETED, key, size, age)
-    for why in stopped:
-        yield (STOPPED, why, 0, 0.0)
+    for kind, why in stopped:
+        yield (kind, why, 0, 0.0)
     errs = [f"{k}: {why}" for k, why in list(failed.items())[:_SAMPLES]]
     yield (COUNTS, json.dumps({"stats": stats.as_dict(), "samples": errs}), 0, 0.0)
     yield stats_row(scanned.as_dict())

@@ -101,7 +101,7 @@ class GcSummary:
         """The human summary."""
         if self.error is not None:
             return [f"gc: round failed: {self.error}"]
-        if self.blocked is not None:
+        if self.blocked is not None and not self.deleted:
             return [f"gc: round blocked, nothing deleted: {self.blocked}"]
         m = "none (nothing collectible)" if self.M is None else str(self.M)
         verb = "would delete" if self.dry_run else "deleted"
@@ -121,8 +121,14 @@ class GcSummary:
         out.extend(
             f"gc: refused entry (never followed, never deleted): {k}" for k in self.refused_samples
         )
+        # Each task re-reads M before its own first delete: one that found the round
+        # blocked or M moved back deleted nothing, the others may have deleted before it.
+        stopped = ("nothing deleted" if not self.deleted
+                   else "the tasks that saw it deleted nothing")
+        if self.blocked is not None:
+            out.append(f"gc: round blocked, {stopped}: {self.blocked}")
         if self.refused is not None:
-            out.append(f"gc: nothing deleted: {self.refused}")
+            out.append(f"gc: {stopped}: {self.refused}")
         if self.failed_check is not None:
             out.append(f"gc: round incomplete: {self.failed_check}")
         if self.record_error is not None:

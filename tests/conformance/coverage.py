@@ -36,6 +36,8 @@ EVENTS: tuple[tuple[str, tuple[str, ...], str], ...] = (
      "a GC round that computed no M (missing/stale report, unknown partition)"),
     ("GC refused on re-check", ("gc.refused_on_recheck",),
      "reports lowered after M, before the re-read: the delete phase refused"),
+    ("GC blocked on re-check", ("gc.blocked_on_recheck",),
+     "a partition created after M, before the re-read: the round came out blocked"),
     ("GC deletions", ("gc.gc_deleted", "gc.sim_deleted", "gc.spark_deleted"),
      "L0 objects deleted by GC rounds"),
     ("crashes", ("fault.crash",), "a node crashed"),

@@ -25,7 +25,15 @@ from typing import Any
 from impl.gc.pools import TaskPools
 from impl.gc.reports import REPORT_READERS, read_cluster_view
 from impl.gc.scan import ELIGIBLE, MALFORMED, REFUSED, STATS, ScanStats, split_prefixes
-from impl.gc.stream import COUNTS, DELETED, STOPPED, list_and_delete_task, listed, parse_counts
+from impl.gc.stream import (
+    BLOCKED,
+    COUNTS,
+    DELETED,
+    STOPPED,
+    list_and_delete_task,
+    listed,
+    parse_counts,
+)
 from impl.store.base import ObjectStore
 from model.keys import PREFIXES
 
@@ -42,8 +50,10 @@ _POOLS = TaskPools.inline(REPORT_READERS, DELETERS)
 @dataclass
 class InProcessRound:
     M: int | None
-    blocked: str | None
+    blocked: str | None  # the driver's decision
     refused: str | None = None
+    blocked_on_recheck: str | None = None  # a task's re-read before its first delete...
+    refused_on_recheck: str | None = None  # ...and M moved back there (also `refused`)
     eligible: set[str] = field(default_factory=set)
     deleted: set[str] = field(default_factory=set)
     errors: int = 0
@@ -101,10 +111,10 @@ def inprocess_gc_round(
                 out.deleted.add(r[1])
             elif r[0] == COUNTS:
                 out.errors += parse_counts(r)[0].errors
+            elif r[0] == BLOCKED:
+                out.blocked_on_recheck = r[1]
             elif r[0] == STOPPED:
-                out.refused = r[1]
-                if r[1].startswith("on re-check"):
-                    out.blocked = r[1]
+                out.refused = out.refused_on_recheck = r[1]
             elif r[0] in (MALFORMED, REFUSED):
                 out.malformed.append(r)
             elif r[0] == STATS:

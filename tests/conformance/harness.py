@@ -48,7 +48,7 @@ from impl.broker.producer import Ack, PartitionDeletedError, ProduceError, Produ
 from impl.broker.raftport import inline_io
 from impl.cluster.gcround import gc_round
 from impl.controller.statemachine import PARTITION_GROUP_BASE, ControllerStateMachine
-from impl.gc.reports import HEALTH_PREFIX
+from impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY
 from impl.partition.commands import AdvanceEpoch, Placeholder
 from impl.partition.commands import encode as encode_command
 from impl.partition.fence import FenceDecision
@@ -1033,12 +1033,16 @@ class Harness:
                    if data else [])
         return docs, listing, now
 
-    def gc(self, grace_s: float = 0.0, lower_between: bool = False) -> None:
+    def gc(self, grace_s: float = 0.0, lower_between: bool = False,
+           create_between: bool = False) -> None:
         """One GC round with the PySpark job's own task and driver functions, in process
         (`gcinproc`): listing with the early stop, eligibility, the re-check of M, the
         deletes. `lower_between`: every fresh health report is republished lower after the
         driver computed M and before the tasks' re-read (then put back), so the delete
-        phase must refuse."""
+        phase must refuse. `create_between`: a partition appears in the partitions table
+        there instead (created, no report yet; then removed), so the round must come out
+        blocked. Either way the tasks' stop must say which (blocked or refused) as the
+        model's re-check does."""
         docs, listing, now = self._docs_and_listing()
         want = model_gc(docs, listing, now, MAX_REPORT_AGE_S, grace_s)
         saved: dict[str, bytes] = {}
@@ -1056,12 +1060,30 @@ class Harness:
                     saved[key] = raw
                     self.local.put(key, json.dumps(doc, sort_keys=True).encode())
                 STATS["fault.reports_lowered_before_delete"] += 1
+            reread()
+
+        def create() -> None:
+            if want.decision is not None and want.decision.M is not None:
+                raw = self.local.get(PARTITIONS_KEY)
+                doc = json.loads(raw)
+                name = next(f"t/{n}" for n in range(1000, 2000)
+                            if f"t/{n}" not in doc["partitions"])
+                doc["revision"] += 1
+                doc["partitions"] = [*doc["partitions"], name]
+                doc["created"] = {**doc.get("created", {}), name: doc["revision"]}
+                saved[PARTITIONS_KEY] = raw
+                self.local.put(PARTITIONS_KEY, json.dumps(doc, sort_keys=True).encode())
+                STATS["fault.partition_created_before_delete"] += 1
+            reread()
+
+        def reread() -> None:
             d2, _, n2 = self._docs_and_listing(data=False)
             again.append(model_gc(d2, [], n2, MAX_REPORT_AGE_S, grace_s))
 
         try:
             got = inprocess_gc_round(self.store, self.c.wall, grace_s, MAX_REPORT_AGE_S,
-                                     between=lower if lower_between else None,
+                                     between=(lower if lower_between else
+                                              create if create_between else None),
                                      populated=_prefixes(listing))
         except Exception as e:
             if want.error is None:
@@ -1074,8 +1096,7 @@ class Harness:
         if want.error is not None:
             raise Divergence(f"GC round ran ({got}) but the model says: {want.error}")
         assert want.decision is not None
-        blocked_first = got.blocked is not None and not got.blocked.startswith("on re-check")
-        if got.M != want.decision.M or blocked_first != (want.decision.blocked is not None):
+        if got.M != want.decision.M or (got.blocked is None) != (want.decision.blocked is None):
             raise Divergence(
                 f"GC decision: implementation M={got.M} blocked={got.blocked!r}, model"
                 f" M={want.decision.M} blocked={want.decision.blocked!r} (snapshot revision"
@@ -1089,11 +1110,23 @@ class Harness:
                 f" bug in impl/gc/scan.py)"
             )
         expect = set(want.deletable)
+        stop = (False, False)  # (blocked, refused) at the tasks' re-read, as the model says
         if expect and again:
             d2 = again[0].decision
             if d2 is None or d2.blocked is not None or d2.M is None or d2.M < want.decision.M:
                 expect = set()  # M moved backwards (or the round is blocked): delete nothing
-                STATS["gc.refused_on_recheck"] += 1
+                stop = (d2 is not None and d2.blocked is not None,
+                        d2 is not None and d2.blocked is None)
+                STATS["gc.blocked_on_recheck" if stop[0] else "gc.refused_on_recheck"] += 1
+        # Every task re-reads the same store (nothing changes between them), and only a
+        # task with something to delete waits for its re-read's verdict.
+        got_stop = (got.blocked_on_recheck is not None, got.refused_on_recheck is not None)
+        if got_stop != stop and not (again and again[0].decision is None):
+            raise Divergence(
+                f"GC stop at the re-read: implementation blocked={got.blocked_on_recheck!r}"
+                f" refused={got.refused_on_recheck!r}, model (blocked, refused)={stop}"
+                f" (re-check: {again[:1]})"
+            )
         if got.deleted != expect:
             raise Divergence(
                 f"GC deleted set differs at M={got.M} (re-check: {again[:1]}): extra"

@@ -281,6 +281,14 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.H.gc(0.0, True)
 
     @rule()
+    def gc_partition_created_mid_round(self) -> None:
+        """A service pass so there is garbage, then a GC round during which a partition is
+        created (after its M, before its re-read; no report yet): the round is blocked."""
+        self._count("gc_partition_created_mid_round")
+        self.H.service_round(collect=False)
+        self.H.gc(0.0, create_between=True)
+
+    @rule()
     def sim_gc(self) -> None:
         self._count("sim_gc")
         self.H.sim_gc()

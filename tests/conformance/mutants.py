@@ -222,6 +222,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "if again.M is None:",
     ),
     Mutant(
+        "recheck-blocked-reported-refused",
+        "a task whose re-read before deleting finds the round blocked reports it as refused"
+        " (M moved back): the job's round exits 1, not 2, and `epochgc demo` fails [check:"
+        " in-process GC round with a partition created mid-round, stop == model's]",
+        "impl/gc/stream.py",
+        "stopped.append((BLOCKED, blocked))",
+        "stopped.append((STOPPED, blocked))",
+    ),
+    Mutant(
         "host-completes-overwritten-proposal",
         "the Raft host completes a pending proposal with whatever entry lands at its index"
         " (another term's) [check: tests/raft/test_host_deposed.py]",
@@ -432,6 +441,7 @@ _CHECKS = {
     "apply-rejection-acked": r"apply-time rejection|test_an_injected_apply_time_rejection",
     "scan-stops-at-young-epoch-m": r"test_young_and_old_keys_at_exactly_m|GC round|eligible",
     "delete-ignores-m-backwards": r"test_gc_refuses_when_reports_go_lower|test_recheck_before",
+    "recheck-blocked-reported-refused": r"GC stop at the re-read",
     "host-completes-overwritten-proposal": r"tests/raft/test_host_deposed.py",
 }
 MUTANTS = tuple(replace(m, check=_CHECKS[m.name]) if m.name in _CHECKS else m

@@ -9,6 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from impl.gc.recheck import recheck_before_delete
+from impl.gc.reports import PARTITIONS_KEY
 from model.cluster import GcEpoch
 from model.keys import DATA_PREFIX, parse_key
 from tests.conformance.harness import STATS, Harness
@@ -69,6 +70,22 @@ def test_gc_refuses_when_reports_go_lower_between_listing_and_deleting(h: Harnes
     assert STATS["gc.refused_on_recheck"] == before + 1
     assert {i.key for i in h.local.list_all(DATA_PREFIX)} == listed
     step(h, h.gc, 0.0, False)  # reports put back: the same round now deletes
+    assert {i.key for i in h.local.list_all(DATA_PREFIX)} < listed
+
+
+def test_gc_is_blocked_when_a_partition_is_created_between_listing_and_deleting(
+    h: Harness,
+) -> None:
+    collect_ready(h)
+    before = STATS["gc.blocked_on_recheck"], STATS["gc.refused_on_recheck"]
+    listed = {i.key for i in h.local.list_all(DATA_PREFIX)}
+    table = h.local.get(PARTITIONS_KEY)
+    step(h, h.gc, 0.0, False, True)
+    assert (STATS["gc.blocked_on_recheck"], STATS["gc.refused_on_recheck"]) == (
+        before[0] + 1, before[1])
+    assert {i.key for i in h.local.list_all(DATA_PREFIX)} == listed
+    assert h.local.get(PARTITIONS_KEY) == table  # the created partition is gone again
+    step(h, h.gc, 0.0, False)  # the same round without it deletes
     assert {i.key for i in h.local.list_all(DATA_PREFIX)} < listed
 
 

@@ -179,6 +179,31 @@ def test_m_moving_backwards_refuses_deletes(spark: Any, tmp_path: Path) -> None:
     assert s.deleted == 0 and all_keys(store) == before
 
 
+def test_a_partition_created_during_the_round_blocks_it_not_refuses_it(
+    spark: Any, tmp_path: Path
+) -> None:
+    # A partition created after the driver read the reports, with no report yet: each
+    # task's re-read before its first delete finds M undefined. That is a blocked round
+    # (exit 2, "no collection"), as when the driver itself is blocked, not a refused one
+    # (exit 1: M moved backwards). The tasks' stop was classified by a message prefix the
+    # shared re-check rule no longer wrote, so it came out refused, and `epochgc demo`,
+    # which fails on a refused round, failed when a topic was re-created mid-round.
+    make_store(tmp_path)
+    store = LocalStore(tmp_path)
+    before = all_keys(store)
+    calls = iter(range(100))
+
+    def clock_creating() -> float:
+        if next(calls) == 1:  # after the driver's read, before the tasks' re-reads
+            write_partitions(store, 10**6 + 1, ["t/0", "t/1", "t/2"])
+        return NOW
+
+    s = run_gc(spark, local_spec(tmp_path), GcOptions(grace_s=GRACE), clock=clock_creating)
+    assert s.blocked == "on re-check before deleting: no inactive epoch reported for: t/2"
+    assert s.refused is None and s.exit_code == 2
+    assert s.deleted == 0 and all_keys(store) == before
+
+
 def test_interrupted_round_converges(spark: Any, tmp_path: Path) -> None:
     eligible, _ = make_store(tmp_path / "a")
     reference, _ = make_store(tmp_path / "b")
