@@ -144,3 +144,21 @@ def test_unreachable_s3_store_is_one_clear_error(
     )
     assert r.exit_code == 1
     assert "cannot read _cluster/partitions.json" in r.output and r.output.count("\n") == 1
+
+
+@pytest.mark.parametrize("deleted", [0, 7])
+def test_a_round_stopped_at_a_tasks_reread_says_what_it_deleted(deleted: int) -> None:
+    # Each task re-reads M before its own first delete: a round whose later tasks found it
+    # blocked (or M moved back) may have deleted with the earlier ones' verdicts.
+    from impl.gc.summary import GcSummary
+
+    why = "on re-check before deleting: no inactive epoch reported for: t/2"
+    for s in (GcSummary(M=100, blocked=why, deleted=deleted),
+              GcSummary(M=100, refused="M moved backwards from 100 to 90", deleted=deleted)):
+        text = "\n".join(s.lines())
+        if deleted:
+            assert "deleted=7" in text and "nothing deleted" not in text
+            assert "the tasks that saw it deleted nothing" in text
+        else:
+            assert "nothing deleted" in text
+        assert (s.blocked or s.refused or "") in text
