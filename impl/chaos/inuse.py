@@ -12,7 +12,10 @@ applies a committed entry, before any health report can reflect it, so:
   object already gone (an in-flight write that was still acceptable when GC deleted it).
 
 A placeholder first applied during the round is a race this record cannot order: the
-producers' in-flight log (`InflightLog`) judges those.
+producers' in-flight log (`InflightLog`) judges those (`in_flight_in_use`). An in-flight
+write whose accepted placeholders were all first applied before the round started is not
+one: the first rule above already judged them, and any later placeholder of it is one of
+the other two cases.
 """
 
 from __future__ import annotations
@@ -37,9 +40,12 @@ class _Partition:
     lrlo_at: list[tuple[int, int]] = field(default_factory=list)  # (offset, running max)
 
 
-def check(trace_path: str, rounds: list[Round]) -> tuple[list[tuple[str, str]], set[str]]:
-    """(key, why) for every deleted key the trace shows was in use; and every key some
-    accepted placeholder referenced."""
+def check(
+    trace_path: str, rounds: list[Round]
+) -> tuple[list[tuple[str, str]], set[str], set[str]]:
+    """(key, why) for every deleted key the trace shows was in use; every key some accepted
+    placeholder referenced; and every deleted key with an accepted placeholder first applied
+    at or after the start of the round that deleted it (the races for the in-flight log)."""
     parts: dict[str, _Partition] = defaultdict(_Partition)
     refs: dict[str, list[tuple[str, int]]] = defaultdict(list)  # key -> (partition, index)
     offset = 0
@@ -61,17 +67,38 @@ def check(trace_path: str, rounds: list[Round]) -> tuple[list[tuple[str, str]], 
             if not p.lrlo_at or lrlo > p.lrlo_at[-1][1]:
                 p.lrlo_at.append((here, lrlo))
     bad: list[tuple[str, str]] = []
+    raced: set[str] = set()
     for r in rounds:
         for key in sorted(r.deleted):
             for part, idx in refs.get(key, []):
                 p = parts[part]
                 first = p.first_apply[idx]
+                if first >= r.start:
+                    raced.add(key)
                 if first >= r.end:
                     bad.append((key, f"placeholder {part}@{idx} committed after its deletion"))
                 elif first < r.start and _lrlo_before(p, r.end) < idx:
                     bad.append((key, f"placeholder {part}@{idx} unreconciled when deleted "
                                      f"(LRLO {_lrlo_before(p, r.end)})"))
-    return bad, set(refs)
+    return bad, set(refs), raced
+
+
+def in_flight_in_use(deleted_in_flight: set[str], acked: set[str],
+                     trace: tuple[set[str], set[str]] | None) -> set[str]:
+    """The keys deleted while their write was in flight that count as in use.
+
+    `trace`: `check`'s (accepted, raced) when there is a trace. Without one, every
+    acknowledged write's key counts (its placeholders were accepted). With one, a key
+    counts if one of its accepted placeholders was first applied once its deleting round
+    had started, or if it was acknowledged and the trace holds none of its placeholders.
+    An accepted placeholder first applied before the round is not a race: `check` judged
+    it (unreconciled when deleted, or not), so a write still in flight on its other
+    partitions, its own placeholder accepted and reconciled before the deletion, is not in
+    use (the twentieth minute of a chaos run, s11, flagged one under "ever accepted")."""
+    if trace is None:
+        return deleted_in_flight & acked
+    accepted, raced = trace
+    return deleted_in_flight & (raced | (acked - accepted))
 
 
 def _lrlo_before(p: _Partition, offset: int) -> int:

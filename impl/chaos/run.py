@@ -26,7 +26,7 @@ from typing import Any
 from impl.chaos.checker import raft_divergences, trace_divergence
 from impl.chaos.cluster import ChaosCluster
 from impl.chaos.history import History
-from impl.chaos.inuse import Round, live_references
+from impl.chaos.inuse import Round, in_flight_in_use, live_references
 from impl.chaos.inuse import check as trace_inuse
 from impl.chaos.nemesis import Nemesis, dir_store_switch
 from impl.chaos.proxy import HttpProxy
@@ -224,19 +224,24 @@ class ChaosRun:
             self.h("TRACE DIVERGES FROM THE MODEL", detail=td.replace("\n", " | ")[:2000])
         self.result.trace_divergences = 0 if td is None else 1
         accepted: set[str] = set(self.acked_keys)
+        judged: tuple[set[str], set[str]] | None = None
         if self.trace.exists():
-            found, accepted_in_trace = trace_inuse(str(self.trace), self.rounds)
+            found, accepted_in_trace, raced = trace_inuse(str(self.trace), self.rounds)
             accepted |= accepted_in_trace
+            judged = (accepted_in_trace, raced)
             for key, why in found:
                 if key not in self.bad:
                     self.h("IN-USE OBJECT DELETED (trace)", key=key, why=why)
                 self.bad.add(key)
-        for key in sorted(self.inflight_deleted & accepted):
+        in_use = in_flight_in_use(self.inflight_deleted, self.acked_keys, judged)
+        for key in sorted(in_use):
             if key not in self.bad:
-                self.h("IN-USE OBJECT DELETED (in flight, accepted)", key=key)
+                self.h("IN-USE OBJECT DELETED (in flight, accepted during or after its"
+                       " deleting round)", key=key)
             self.bad.add(key)
         self.h("deleted while in flight", total=len(self.inflight_deleted),
-               of_them_ever_accepted=len(self.inflight_deleted & accepted))
+               of_them_ever_accepted=len(self.inflight_deleted & accepted),
+               accepted_during_or_after_the_round=len(in_use))
         self.result.in_use_deleted = len(self.bad)
         self.h("checks done", raft_divergences=len(divs), trace="conforms" if td is None
                else "diverges")

@@ -22,26 +22,39 @@ class ProcClusterAccess:
 
     async def client(self, nid: int) -> RpcClient:
         c = self._clients.get(nid)
-        if c is None or c.writer.is_closing() or c._task.done():
-            await self._drop(nid)
-            host, port = self.nodes[nid]
-            c = await RpcClient.connect(host, port)
-            self._clients[nid] = c
-        return c
+        if c is not None and c.usable():
+            return c
+        if c is not None:
+            await self._drop(nid, c)
+        host, port = self.nodes[nid]
+        new = await RpcClient.connect(host, port)
+        # Callers share this access: another may have connected while this one waited.
+        c = self._clients.get(nid)
+        if c is not None and c.usable():
+            await new.close()
+            return c
+        if c is not None:
+            await self._drop(nid, c)
+        self._clients[nid] = new
+        return new
 
     async def call(self, nid: int, **req: Any) -> dict[str, Any]:
+        c = None
         try:
-            return await (await self.client(nid)).call(**req)
+            c = await self.client(nid)
+            return await c.call(**req)
         except (OSError, ConnectionError, TimeoutError) as e:
-            await self._drop(nid)
+            if c is not None:
+                await self._drop(nid, c)
             return {"status": "unreachable", "message": str(e)}
 
-    async def _drop(self, nid: int) -> None:
-        """Forget a connection, closed: left open, its socket and pending reader task lived
-        on until the garbage collector destroyed them."""
-        c = self._clients.pop(nid, None)
-        if c is not None:
-            await c.close()
+    async def _drop(self, nid: int, c: RpcClient) -> None:
+        """Close `c` and forget it if it is still the node's connection (not one another
+        caller made since). Left open, a dropped client's socket and pending reader task
+        lived on until the garbage collector destroyed them."""
+        if self._clients.get(nid) is c:
+            del self._clients[nid]
+        await c.close()
 
     async def any_call(self, **req: Any) -> dict[str, Any]:
         order = [self.via] + [n for n in sorted(self.nodes) if n != self.via]

@@ -150,7 +150,14 @@ class RpcClient:
             if not fut.done():
                 fut.set_exception(ConnectionError("broker connection closed"))
 
+    def usable(self) -> bool:
+        return not (self.writer.is_closing() or self._task.done())
+
     async def close(self) -> None:
         self._task.cancel()
+        # Calls still waiting on this connection fail now, not at their own timeouts.
+        for fut in self._waiting.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError("broker connection closed"))
         with contextlib.suppress(Exception):
             self.writer.close()

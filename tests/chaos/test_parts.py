@@ -211,7 +211,7 @@ def test_trace_inuse_check_flags_unreconciled_and_late_references(tmp_path: Path
     trace.write_text(reconciled)
     n_head, n_all = len(head.encode()), len(reconciled.encode())
     # K reconciled (LRLO 5) before the round ended: deleting it was fine.
-    assert check(str(trace), [Round(n_head, n_all, frozenset({"K"}))]) == ([], {"K", "L"})
+    assert check(str(trace), [Round(n_head, n_all, frozenset({"K"}))]) == ([], {"K", "L"}, set())
     # Seeded bug: deleted while LRLO was still below its placeholder.
     assert [k for k, _ in check(str(trace), [Round(n_head, n_head, frozenset({"K"}))])[0]] == ["K"]
     # A replica re-applying the same index after a restart is not a new reference.
@@ -220,6 +220,39 @@ def test_trace_inuse_check_flags_unreconciled_and_late_references(tmp_path: Path
     # A reference first committed after the deletion.
     trace.write_text(head + _apply("t/0", 7, {"type": "placeholder", "key": "M"}, 5, True) + "\n")
     assert [k for k, _ in check(str(trace), [Round(0, n_head, frozenset({"M"}))])[0]] == ["M"]
+
+
+def test_a_write_in_flight_during_its_deletion_is_in_use_only_if_accepted_in_the_race(
+    tmp_path: Path,
+) -> None:
+    """s11's 20-minute chaos run: a write to six partitions had four placeholders accepted
+    and reconciled before a GC round started, the other two still being retried (never
+    accepted) while the round deleted its object at M above its epoch. "Ever accepted"
+    counted it in use; the trace shows each accepted placeholder first applied before the
+    round and reconciled before it ended, so it was not."""
+    from impl.chaos.inuse import Round, check, in_flight_in_use
+
+    ph = {"type": "placeholder", "key": "K"}
+    before = _apply("t/0", 5, ph, -1, True) + "\n" + _apply("t/0", 6, {"type": "r"}, 5) + "\n"
+    trace = tmp_path / "t.ndjson"
+    trace.write_text(before)
+    start = len(before.encode())
+    bad, accepted, raced = check(str(trace), [Round(start, start, frozenset({"K"}))])
+    assert (bad, accepted, raced) == ([], {"K"}, set())
+    assert in_flight_in_use({"K"}, set(), (accepted, raced)) == set()
+    assert in_flight_in_use({"K"}, {"K"}, (accepted, raced)) == set()  # acknowledged too
+    # Another placeholder of K first applied once the round had started: a race.
+    during = before + _apply("t/1", 3, ph, -1, True) + "\n"
+    trace.write_text(during)
+    end = len(during.encode())
+    bad, accepted, raced = check(str(trace), [Round(start, end, frozenset({"K"}))])
+    assert bad == [] and raced == {"K"}
+    assert in_flight_in_use({"K"}, set(), (accepted, raced)) == {"K"}
+    assert in_flight_in_use(set(), set(), (accepted, raced)) == set()  # not in flight
+    # Acknowledged, but the trace holds none of its placeholders: still counted.
+    assert in_flight_in_use({"J"}, {"J"}, (accepted, raced)) == {"J"}
+    # Without a trace, every acknowledged write counts.
+    assert in_flight_in_use({"K", "J"}, {"J"}, None) == {"J"}
 
 
 def test_power_loss_keeps_only_what_was_fsynced(tmp_path: Path) -> None:

@@ -14,11 +14,16 @@ import gc
 from impl.cluster.client import ProcClusterAccess
 
 
-async def _silent_broker() -> tuple[asyncio.Server, asyncio.Queue[str]]:
-    """A server that reads requests and never answers; it reports each connection's end."""
+async def _silent_broker(
+    accepted: list[int] | None = None,
+) -> tuple[asyncio.Server, asyncio.Queue[str]]:
+    """A server that reads requests and never answers; it reports each connection's end
+    (and counts the connections in `accepted[0]`)."""
     ended: asyncio.Queue[str] = asyncio.Queue()
 
     async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if accepted is not None:
+            accepted[0] += 1
         while await reader.readline():
             pass
         ended.put_nowait("eof")
@@ -73,3 +78,32 @@ def test_a_client_whose_connection_ended_is_closed_when_replaced() -> None:
         await server.wait_closed()
 
     asyncio.run(scenario())
+
+
+def test_concurrent_calls_to_an_unanswering_broker_leave_no_connection_open() -> None:
+    """Callers sharing the access (the chaos run's producers, its leader watch and its GC
+    loop) reconnected to a node together: each connect replaced the client the others had
+    just installed, and those were never closed (21 destroyed reader tasks in s11's second
+    20-minute chaos run, after the fix above). A failed call also closed whichever client
+    was current, which may have been another caller's fresh one."""
+
+    accepted = [0]
+
+    async def scenario() -> None:
+        server, ended = await _silent_broker(accepted)
+        port = server.sockets[0].getsockname()[1]
+        access = ProcClusterAccess({1: ("127.0.0.1", port)})
+        for _ in range(2):
+            answers = await asyncio.gather(
+                *(access.call(1, op="meta", timeout=0.05) for _ in range(4)))
+            assert all(a["status"] == "unreachable" for a in answers)
+        await asyncio.sleep(0)
+        assert _readers() == []  # every connection made was closed
+        await access.close()
+        for _ in range(accepted[0]):  # and the server saw each one end
+            assert await asyncio.wait_for(ended.get(), 5.0) == "eof"
+        server.close()
+        await server.wait_closed()
+
+    asyncio.run(scenario())
+    assert accepted[0] >= 2
