@@ -94,7 +94,7 @@ def in_flight_in_use(deleted_in_flight: set[str], acked: set[str],
     An accepted placeholder first applied before the round is not a race: `check` judged
     it (unreconciled when deleted, or not), so a write still in flight on its other
     partitions, its own placeholder accepted and reconciled before the deletion, is not in
-    use (the twentieth minute of a chaos run, s11, flagged one under "ever accepted")."""
+    use (s11: a 20-minute chaos run flagged one such key under "ever accepted")."""
     if trace is None:
         return deleted_in_flight & acked
     accepted, raced = trace
