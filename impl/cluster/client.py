@@ -21,22 +21,26 @@ class ProcClusterAccess:
         self._fresh = False
 
     async def client(self, nid: int) -> RpcClient:
-        c = self._clients.get(nid)
-        if c is not None and c.usable():
-            return c
+        c = await self._usable(nid)
         if c is not None:
-            await self._drop(nid, c)
+            return c
         host, port = self.nodes[nid]
         new = await RpcClient.connect(host, port)
         # Callers share this access: another may have connected while this one waited.
-        c = self._clients.get(nid)
-        if c is not None and c.usable():
+        c = await self._usable(nid)
+        if c is not None:
             await new.close()
             return c
-        if c is not None:
-            await self._drop(nid, c)
         self._clients[nid] = new
         return new
+
+    async def _usable(self, nid: int) -> RpcClient | None:
+        """The node's connection if it is usable; one that is not is dropped."""
+        c = self._clients.get(nid)
+        if c is not None and not c.usable():
+            await self._drop(nid, c)
+            return None
+        return c
 
     async def call(self, nid: int, **req: Any) -> dict[str, Any]:
         c = None

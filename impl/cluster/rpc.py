@@ -146,6 +146,9 @@ class RpcClient:
                     fut.set_result(resp)
         except (ConnectionError, json.JSONDecodeError):
             pass
+        self._fail_waiting()
+
+    def _fail_waiting(self) -> None:
         for fut in self._waiting.values():
             if not fut.done():
                 fut.set_exception(ConnectionError("broker connection closed"))
@@ -155,9 +158,6 @@ class RpcClient:
 
     async def close(self) -> None:
         self._task.cancel()
-        # Calls still waiting on this connection fail now, not at their own timeouts.
-        for fut in self._waiting.values():
-            if not fut.done():
-                fut.set_exception(ConnectionError("broker connection closed"))
+        self._fail_waiting()  # the calls waiting on it fail now, not at their own timeouts
         with contextlib.suppress(Exception):
             self.writer.close()

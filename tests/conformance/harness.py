@@ -1110,18 +1110,20 @@ class Harness:
                 f" bug in impl/gc/scan.py)"
             )
         expect = set(want.deletable)
-        stop = (False, False)  # (blocked, refused) at the tasks' re-read, as the model says
+        # (blocked, refused) at the tasks' re-read, as the model says; None: its re-read
+        # failed, nothing to compare.
+        stop: tuple[bool, bool] | None = (False, False)
         if expect and again:
             d2 = again[0].decision
             if d2 is None or d2.blocked is not None or d2.M is None or d2.M < want.decision.M:
                 expect = set()  # M moved backwards (or the round is blocked): delete nothing
-                stop = (d2 is not None and d2.blocked is not None,
-                        d2 is not None and d2.blocked is None)
-                STATS["gc.blocked_on_recheck" if stop[0] else "gc.refused_on_recheck"] += 1
+                stop = None if d2 is None else (d2.blocked is not None, d2.blocked is None)
+                blocked = stop is not None and stop[0]
+                STATS["gc.blocked_on_recheck" if blocked else "gc.refused_on_recheck"] += 1
         # Every task re-reads the same store (nothing changes between them), and only a
         # task with something to delete waits for its re-read's verdict.
         got_stop = (got.blocked_on_recheck is not None, got.refused_on_recheck is not None)
-        if got_stop != stop and not (again and again[0].decision is None):
+        if stop is not None and got_stop != stop:
             raise Divergence(
                 f"GC stop at the re-read: implementation blocked={got.blocked_on_recheck!r}"
                 f" refused={got.refused_on_recheck!r}, model (blocked, refused)={stop}"
