@@ -1,7 +1,10 @@
 """The model behind the port protocol (spec/VECTORS.md, "The port protocol").
 
 `python -m model.port` reads JSON lines on stdin and answers each with one JSON line on
-stdout, exactly as a port must: a `{"op":"reset","variant":NAME}` starts a new program, a
+stdout, exactly as a port must. Each line is framed: `{"seq":N,"line":TEXT}` in,
+`{"seq":N,"answer":{...}}` out (`read_request`, `answer_line`), so the driver tells a second
+answer to one line from the answer to the next whatever the timing. Inside the frame, a
+`{"op":"reset","variant":NAME}` starts a new program, a
 step is run by `model.replay.Replayer` (the code behind `epochgc replay`, so there is one
 source of truth), and a step `epochgc replay` would refuse is answered `{"error": ...}`
 and changes nothing. `epochgc conform` uses `Session` in process for the expected answers.
@@ -65,12 +68,41 @@ class Session:
         return {}
 
 
+class FrameError(ValueError):
+    """A line that is not `{"seq": N, "line": TEXT}`: not the driver's, so not answerable."""
+
+
+def read_request(raw: str) -> tuple[int, str]:
+    """The sequence number and the step's text of one framed line from the driver."""
+    try:
+        obj = json.loads(raw)
+    except ValueError as e:
+        raise FrameError(f"not a JSON object: {e}") from None
+    if not isinstance(obj, dict) or set(obj) != {"seq", "line"}:
+        raise FrameError('expected {"seq": N, "line": TEXT}')
+    seq, text = obj["seq"], obj["line"]
+    if type(seq) is not int or seq < 0 or not isinstance(text, str):
+        raise FrameError("seq must be a whole number and line a string")
+    return seq, text
+
+
+def answer_line(seq: int, answer: dict[str, Any]) -> str:
+    """One framed answer line (without its newline)."""
+    return json.dumps({"seq": seq, "answer": answer}, separators=(",", ":"))
+
+
 def serve(stdin: TextIO, stdout: TextIO) -> None:
     """Answer every line until end of input; each answer is flushed before the next read
-    (the driver waits for it)."""
+    (the driver waits for it). A line that is not framed ends the session: the driver
+    never sends one, so whatever sent it is not following the protocol."""
     session = Session()
-    for line in stdin:
-        stdout.write(json.dumps(session.handle(line), separators=(",", ":")) + "\n")
+    for raw in stdin:
+        try:
+            seq, text = read_request(raw)
+        except FrameError as e:
+            sys.stderr.write(f"model.port: {e}\n")
+            raise SystemExit(2) from None
+        stdout.write(answer_line(seq, session.handle(text)) + "\n")
         stdout.flush()
 
 

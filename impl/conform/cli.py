@@ -8,19 +8,15 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from impl.conform.client import PortProcess
+from impl.conform.client import PortProcess, ProtocolFailure
 from model.replay import ReplayError, resolve_variant
 
-try:  # Hypothesis is the `conform` extra: say so rather than print a traceback
-    from impl.conform import report as rep
-    from impl.conform.driver import Broken, Run, generate, replay_vectors, vector_files
-except ImportError as e:  # pragma: no cover (the test environment has it)
-    raise click.ClickException(
-        f"epochgc conform needs Hypothesis ({e}): pip install 'epochgc[conform]'") from e
+if TYPE_CHECKING:
+    from impl.conform.driver import Run
 
 EXIT_OK, EXIT_DISAGREE, EXIT_USAGE, EXIT_BROKEN = 0, 1, 2, 3
 
@@ -45,6 +41,12 @@ def conform(variant: str, examples: int, seed: int | None, max_steps: int,
             command: tuple[str, ...]) -> None:
     """Drive the port CMD ARGS... (after `--`) over the port protocol and compare every
     answer with the model's."""
+    try:  # Hypothesis is the `conform` extra: imported here so that --help works without it
+        import hypothesis  # noqa: F401
+    except ImportError as e:
+        click.echo(f"epochgc conform needs Hypothesis ({e}): pip install 'epochgc[conform]'",
+                   err=True)
+        raise SystemExit(EXIT_USAGE) from None
     try:
         resolve_variant(variant)
     except ReplayError as e:
@@ -67,6 +69,9 @@ def conform(variant: str, examples: int, seed: int | None, max_steps: int,
 def _drive(port: PortProcess, argv: list[str], variant: str, examples: int, seed: int | None,
            max_steps: int, out: Path | None, vectors_only: bool, summary: dict[str, Any],
            as_json: bool) -> int:
+    from impl.conform import report as rep
+    from impl.conform.driver import Broken, generate, replay_vectors, vector_files
+
     say: Callable[[str], None] = _quiet if as_json else click.echo
     try:
         v = replay_vectors(port, variant, vector_files())
@@ -76,13 +81,13 @@ def _drive(port: PortProcess, argv: list[str], variant: str, examples: int, seed
         skipped = f", {len(v.skipped)} skipped (variant refused)" if v.skipped else ""
         say(f"vectors: {len(v.passed)} files, {v.steps} steps agreed{skipped}")
         if vectors_only:
-            return EXIT_OK
+            return _finish(port, summary, say)
         g = generate(port, variant, examples=examples, seed=seed, max_steps=max_steps)
         summary["generated"] = {"programs": g.programs, "steps": g.steps}
         if g.failed is not None:
             return _disagree(g.failed, argv, out, summary, say)
         say(f"generated: {g.programs} programs, {g.steps} steps agreed ({variant})")
-        return EXIT_OK
+        return _finish(port, summary, say)
     except Broken as b:
         step = len(b.run.outcomes) - 1
         summary["result"] = "broken"
@@ -95,12 +100,26 @@ def _drive(port: PortProcess, argv: list[str], variant: str, examples: int, seed
         return EXIT_BROKEN
 
 
+def _finish(port: PortProcess, summary: dict[str, Any], say: Callable[[str], None]) -> int:
+    """Everything agreed: the port must now end without writing anything more."""
+    try:
+        port.finish()
+    except ProtocolFailure as e:
+        summary["result"] = "broken"
+        summary["protocol"] = {"kind": e.kind, "detail": e.detail, "source": None, "step": None}
+        say(f"the port broke the protocol after its last answer: {e.kind}: {e.detail}")
+        return EXIT_BROKEN
+    return EXIT_OK
+
+
 def _quiet(_text: str) -> None:
     pass
 
 
 def _disagree(run: Run, argv: list[str], out: Path | None, summary: dict[str, Any],
               say: Callable[[str], None]) -> int:
+    from impl.conform import report as rep
+
     summary["result"] = "disagree"
     summary["failure"] = rep.summary_run(run)
     say(f"disagreement in {run.source} at step {len(run.outcomes) - 1} "

@@ -1,5 +1,10 @@
 """The port process: one JSON line out, one JSON line back, with a per-step timeout.
 
+Every line carries a sequence number that its answer echoes (spec/VECTORS.md, "The port
+protocol"), so a second answer to one line is caught by its number whenever it arrives: a
+check of what happens to be buffered depended on timing (a chatty port once passed for a
+disagreement under load).
+
 Every way a port can break the protocol becomes a `ProtocolFailure` naming what happened
 (`kind`: exited, garbage, extra-output, timeout) so the driver can report it as such.
 """
@@ -38,6 +43,11 @@ def _strict_object(text: str) -> dict[str, Any] | None:
     return obj if isinstance(obj, dict) else None
 
 
+def request_line(seq: int, text: str) -> str:
+    """One line of the driver's: the step's text as it is, numbered."""
+    return json.dumps({"seq": seq, "line": text}, separators=(",", ":"))
+
+
 class PortProcess:
     """The port started once; `ask` sends one line and returns the one object answered."""
 
@@ -63,6 +73,8 @@ class PortProcess:
         self._buf = b""
         self._answered = False
         self._sent = 0.0
+        self._next_seq = 0  # the number the next line sent carries
+        self._want_seq = 0  # the number the next answer must echo
         self.failed: ProtocolFailure | None = None
 
     def ask(self, line: str) -> dict[str, Any]:
@@ -98,7 +110,11 @@ class PortProcess:
             raise ProtocolFailure(
                 "extra-output", f"wrote more than one line for a step of the previous "
                 f"program: {self._buf[:_TAIL]!r}")
-        data = "".join(f"{text}\n" for text in lines).encode("utf-8")
+        framed = []
+        for text in lines:
+            framed.append(request_line(self._next_seq, text))
+            self._next_seq += 1
+        data = "".join(f"{text}\n" for text in framed).encode("utf-8")
         deadline = self._clock() + self.timeout
         while data:
             # A port that neither reads nor answers must not block the driver forever.
@@ -135,7 +151,25 @@ class PortProcess:
         if obj is None:
             raise ProtocolFailure(
                 "garbage", f"printed something that is not one JSON object: {raw[:_TAIL]!r}")
-        return obj
+        return self._unframe(obj, raw)
+
+    def _unframe(self, obj: dict[str, Any], raw: bytes) -> dict[str, Any]:
+        """The answer inside `{"seq": N, "answer": {...}}`, N the number of the oldest line
+        not yet answered; an N already answered is a second answer to that line."""
+        seq, answer = obj.get("seq"), obj.get("answer")
+        if set(obj) != {"seq", "answer"} or type(seq) is not int or not isinstance(answer, dict):
+            raise ProtocolFailure(
+                "garbage", f"printed an object that is not {{\"seq\": N, \"answer\": {{...}}}}: "
+                f"{raw[:_TAIL]!r}")
+        if seq < self._want_seq:
+            raise ProtocolFailure(
+                "extra-output", f"wrote more than one line for line {seq}: {raw[:_TAIL]!r}")
+        if seq != self._want_seq:
+            raise ProtocolFailure(
+                "garbage", f"answered line {seq} while line {self._want_seq} was owed: "
+                f"{raw[:_TAIL]!r}")
+        self._want_seq += 1
+        return answer
 
     def _readable(self, wait: float) -> bool:
         ready, _, _ = select.select([self._out], [], [], wait)
@@ -155,6 +189,26 @@ class PortProcess:
         except subprocess.TimeoutExpired:
             return ProtocolFailure("exited", "closed its stdout but kept running")
         return ProtocolFailure("exited", f"exited with status {code}")
+
+    def finish(self) -> None:
+        """End the session after the last answer: close stdin, let the port exit, and fail
+        if it wrote anything more (a second answer to the very last line has no later line
+        to be caught at)."""
+        def check() -> None:
+            with contextlib.suppress(OSError):
+                self._proc.stdin.close()  # type: ignore[union-attr]
+            deadline = self._clock() + self.timeout
+            more = True
+            while True:
+                if self._buf.strip():  # some may have come with the last answer's read
+                    raise ProtocolFailure(
+                        "extra-output", f"wrote more after its last answer: "
+                        f"{self._buf[:_TAIL]!r}")
+                if not more or self._clock() >= deadline:
+                    break  # at end of file, or still running: close() kills it
+                more = self._fill(max(0.0, deadline - self._clock()))
+
+        self._guard(check)
 
     def close(self) -> None:
         """Close stdin (a well-behaved port ends at end of input); kill what lingers."""

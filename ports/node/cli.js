@@ -94,6 +94,24 @@ function replay(path, cliVariant, out, err) {
 // The conform protocol (VECTORS.md "The port protocol"): one answer line per input line.
 function serve() {
   let r = null;
+  // Each line is framed as {"seq": N, "line": TEXT}; the answer is {"seq": N, "answer": {...}}
+  // (VECTORS.md "The port protocol"): the driver matches answers to lines by N.
+  const framed = (raw) => {
+    let seq;
+    let text;
+    try {
+      const env = parse(raw);
+      if (!(env instanceof Map) || env.size !== 2 || typeof env.get('seq') !== 'bigint' || typeof env.get('line') !== 'string') {
+        throw new JsonError('expected {"seq": N, "line": TEXT}');
+      }
+      seq = env.get('seq');
+      text = env.get('line');
+    } catch (e) {
+      process.stderr.write(`cli.js serve: not a framed line: ${e.message}\n`);
+      process.exit(2);
+    }
+    return `{"seq":${seq},"answer":${answer(text)}}`;
+  };
   const answer = (raw) => {
     try {
       const msg = parse(raw); // the protocol line as is: JSON white space only
@@ -130,9 +148,9 @@ function serve() {
     if (n === 0) break;
     const parts = (pending + buf.toString('utf8', 0, n)).split('\n');
     pending = parts.pop();
-    if (parts.length) writeAll(`${parts.map((l) => answer(l.endsWith('\r') ? l.slice(0, -1) : l)).join('\n')}\n`);
+    if (parts.length) writeAll(`${parts.map((l) => framed(l.endsWith('\r') ? l.slice(0, -1) : l)).join('\n')}\n`);
   }
-  if (pending !== '') writeAll(`${answer(pending)}\n`);
+  if (pending !== '') writeAll(`${framed(pending)}\n`);
 }
 
 const napCell = new Int32Array(new SharedArrayBuffer(4));

@@ -15,9 +15,17 @@ from click.testing import CliRunner
 
 from impl.conform import report
 from impl.conform.cli import conform
-from impl.conform.client import PortProcess
+from impl.conform.client import PortProcess, ProtocolFailure
 from impl.conform.compare import agrees
-from impl.conform.driver import CHUNK, Broken, generate, replay_vectors, run_program, vector_files
+from impl.conform.driver import (
+    CHUNK,
+    Broken,
+    _lockstep,
+    generate,
+    replay_vectors,
+    run_program,
+    vector_files,
+)
 from model.replay import run as replay_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -147,6 +155,9 @@ def test_variant_the_port_does_not_implement_is_skipped() -> None:
     ("garbage", "garbage", "b'OK'"),
     ("hang", "timeout", "no answer within 0.5 s"),
     ("chatty", "extra-output", "more than one line"),
+    # The extra line arrives only after the next line was sent: caught by its sequence
+    # number, whatever the timing (a chatty port once passed for a disagreement under load).
+    ("chatty_late", "extra-output", "more than one line"),
 ])
 def test_protocol_breakers_reported(name: str, kind: str, detail: str) -> None:
     # Only the hanging port gets the short timeout: under load, a slow answer from the
@@ -198,3 +209,30 @@ def test_epochgc_conform_subprocess() -> None:
          "--", *MODEL], cwd=ROOT, capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("vectors: ")
+
+
+def test_a_late_second_answer_is_caught_in_lockstep_too() -> None:
+    """The lockstep path (a disagreement's confirmation) reads the late copy of the restart
+    answer as the next line's answer: caught by its sequence number, not read as a
+    disagreement (the old framing returned a failed run here: exit 1, not 3)."""
+    steps = [{"op": "restart", "node": "n0"}, {"op": "state"}]
+    with PortProcess(broken("chatty_late"), timeout=30) as port, pytest.raises(Broken) as e:
+        _lockstep(port, "reference", steps, "test")
+    assert e.value.failure.kind == "extra-output", e.value.failure
+    assert "more than one line for line 1" in e.value.failure.detail
+
+
+def test_a_second_answer_to_the_last_line_is_caught_at_the_end() -> None:
+    """Nothing follows the last line, so its extra answer is caught as the port ends."""
+    with PortProcess(broken("chatty"), timeout=30) as port:
+        run = run_program(port, "reference", [{"op": "restart", "node": "n0"}])
+        assert not run.failed  # every answer so far was the right one
+        with pytest.raises(ProtocolFailure) as e:
+            port.finish()
+    assert e.value.kind == "extra-output"
+
+
+def test_the_model_port_ends_cleanly() -> None:
+    with PortProcess(MODEL, timeout=30) as port:
+        assert not run_program(port, "reference", [{"op": "restart", "node": "n0"}]).failed
+        port.finish()

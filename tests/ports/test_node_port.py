@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from impl.conform.client import request_line
 from model import replay as model_replay
 from model.port import Session
 from tests.ports.hostile import PROGRAMS, RAW_FILES, VARIANT_PROGRAMS
@@ -157,13 +158,15 @@ def test_serve_answers_every_line_as_the_model_does() -> None:
     assert NODE is not None
     proc = subprocess.run(
         [NODE, str(PORT / "cli.js"), "serve"],
-        input="\n".join(SERVE_LINES) + "\n",
+        input="".join(request_line(seq, text) + "\n" for seq, text in enumerate(SERVE_LINES)),
         capture_output=True,
         text=True,
         timeout=30,
         check=True,
     )
-    port = [json.loads(x) for x in proc.stdout.splitlines()]
+    framed = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert [f["seq"] for f in framed] == list(range(len(SERVE_LINES)))
+    port = [f["answer"] for f in framed]
     session = Session()
     model = [session.handle(line) for line in SERVE_LINES]
     assert len(port) == len(SERVE_LINES)

@@ -1,13 +1,13 @@
 """Breaks the protocol: answers a restart step with two lines."""
 
-import json
 import sys
 
-from model.port import Session
+from model.port import Session, answer_line, read_request
 
 session = Session()
-for line in sys.stdin:
-    answer = json.dumps(session.handle(line))
+for raw in sys.stdin:
+    seq, text = read_request(raw)
+    answer = answer_line(seq, session.handle(text))
     print(answer, flush=True)
-    if '"restart"' in line:
+    if '"restart"' in text:
         print(answer, flush=True)

@@ -1,12 +1,12 @@
 """Breaks the protocol: exits with status 3 at the first gc_epoch step."""
 
-import json
 import sys
 
-from model.port import Session
+from model.port import Session, answer_line, read_request
 
 session = Session()
-for line in sys.stdin:
-    if '"gc_epoch"' in line:
+for raw in sys.stdin:
+    seq, text = read_request(raw)
+    if '"gc_epoch"' in text:
         sys.exit(3)
-    print(json.dumps(session.handle(line)), flush=True)
+    print(answer_line(seq, session.handle(text)), flush=True)

@@ -1,11 +1,11 @@
 """Breaks the protocol: answers a state step with a line that is not JSON."""
 
-import json
 import sys
 
-from model.port import Session
+from model.port import Session, answer_line, read_request
 
 session = Session()
-for line in sys.stdin:
-    answer = session.handle(line)
-    print("OK" if answer.get("op") == "state" else json.dumps(answer), flush=True)
+for raw in sys.stdin:
+    seq, text = read_request(raw)
+    answer = session.handle(text)
+    print("OK" if answer.get("op") == "state" else answer_line(seq, answer), flush=True)

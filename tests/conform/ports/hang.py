@@ -1,13 +1,13 @@
 """Breaks the protocol: never answers a restart step."""
 
-import json
 import sys
 import time
 
-from model.port import Session
+from model.port import Session, answer_line, read_request
 
 session = Session()
-for line in sys.stdin:
-    if '"restart"' in line:
+for raw in sys.stdin:
+    seq, text = read_request(raw)
+    if '"restart"' in text:
         time.sleep(3600)
-    print(json.dumps(session.handle(line)), flush=True)
+    print(answer_line(seq, session.handle(text)), flush=True)

@@ -4,13 +4,14 @@ so `epochgc conform` must skip those vector files, not fail them."""
 import json
 import sys
 
-from model.port import Session
+from model.port import Session, answer_line, read_request
 
 session = Session()
-for line in sys.stdin:
-    obj = json.loads(line) if line.startswith('{"op":"reset"') else None
+for raw in sys.stdin:
+    seq, text = read_request(raw)
+    obj = json.loads(text) if text.startswith('{"op":"reset"') else None
     if obj is not None and obj.get("variant") != "reference":
         answer = {"error": f"variant {obj.get('variant')} not implemented"}
     else:
-        answer = session.handle(line)
-    print(json.dumps(answer), flush=True)
+        answer = session.handle(text)
+    print(answer_line(seq, answer), flush=True)
