@@ -70,11 +70,23 @@ def _drive(port: PortProcess, argv: list[str], variant: str, examples: int, seed
            max_steps: int, out: Path | None, vectors_only: bool, summary: dict[str, Any],
            as_json: bool) -> int:
     from impl.conform import report as rep
-    from impl.conform.driver import Broken, generate, replay_vectors, vector_files
+    from impl.conform.driver import (
+        VECTORS_DIR,
+        Broken,
+        generate,
+        replay_vectors,
+        vector_files,
+    )
 
     say: Callable[[str], None] = _quiet if as_json else click.echo
     try:
-        v = replay_vectors(port, variant, vector_files())
+        files = vector_files()
+        if not files:
+            # An install without the shipped vectors must not pass for a port that agreed.
+            click.echo(f"epochgc conform: no vector files under {VECTORS_DIR}: this "
+                       "installation does not ship spec/vectors", err=True)
+            return EXIT_USAGE
+        v = replay_vectors(port, variant, files)
         summary["vectors"] = {"passed": len(v.passed), "skipped": v.skipped, "steps": v.steps}
         if v.failed is not None:
             return _disagree(v.failed, argv, out, summary, say)

@@ -236,3 +236,14 @@ def test_the_model_port_ends_cleanly() -> None:
     with PortProcess(MODEL, timeout=30) as port:
         assert not run_program(port, "reference", [{"op": "restart", "node": "n0"}]).failed
         port.finish()
+
+
+def test_no_shipped_vectors_is_refused_not_passed(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path) -> None:
+    """An installation without spec/vectors once checked 0 files and exited 0."""
+    import impl.conform.driver as driver
+
+    monkeypatch.setattr(driver, "VECTORS_DIR", tmp_path)
+    monkeypatch.setattr(driver.vector_files, "__defaults__", (tmp_path,))
+    code, out = cli("--vectors", "--", *MODEL)
+    assert code == 2 and "no vector files" in out
