@@ -7,6 +7,8 @@ import os
 
 import click
 
+from impl.store.base import StoreError
+
 # name -> "module:attribute"; imported lazily so `epochgc replay` never pays for Spark.
 SUBCOMMANDS: dict[str, str] = {
     "replay": "model.replay_cli:replay",
@@ -33,7 +35,7 @@ class _LazyGroup(click.Group):
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
-        except (OSError, RuntimeError, ValueError) as e:
+        except (OSError, RuntimeError, ValueError, StoreError) as e:
             if os.environ.get("EPOCHGC_DEBUG"):
                 raise
             raise click.ClickException(f"{type(e).__name__}: {e}") from e

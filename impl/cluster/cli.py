@@ -6,15 +6,20 @@ import asyncio
 import json
 import random
 import signal
+import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from impl.cluster.client import ProcClusterAccess
 from impl.cluster.local import LocalCluster
+from impl.gc.errors import ReportError
 from impl.gc.reports import read_cluster_view
+from impl.store.base import StoreError
+from impl.store.url import open_store, parse_store_url
 
 
 @click.group()
@@ -25,24 +30,40 @@ def cluster() -> None:
 @cluster.command()
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False))
 @click.option("--store", required=True, help="store URL or directory")
-@click.option("--nodes", default=3, show_default=True)
+@click.option("--nodes", default=3, show_default=True, type=click.IntRange(min=1))
 @click.option("--partitions", default="t/0,t/1,t/2,t/3,t/4,t/5,t/6,t/7", show_default=True)
-@click.option("--mint-interval", default=3.0, show_default=True)
+@click.option("--mint-interval", default=3.0, show_default=True,
+              type=click.FloatRange(min=0, min_open=True))
 @click.option("--trace", default=None, type=click.Path(dir_okay=False),
               help="every node appends an NDJSON trace here (epochgc check-trace FILE)")
 @click.option("--s3-endpoint", default=None,
               help="endpoint of an S3-compatible server, for s3:// stores")
-def start(data_dir: str, store: str, nodes: int, partitions: str, mint_interval: float,
-          trace: str | None, s3_endpoint: str | None) -> None:
+@click.pass_context
+def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions: str,
+          mint_interval: float, trace: str | None, s3_endpoint: str | None) -> None:
+    """Start the cluster under DATA_DIR, or the nodes of an existing one that are not
+    running (then every option given must match what the cluster was created with)."""
     lc = LocalCluster(data_dir)
-    if store.startswith("file://") or "://" not in store:
+    try:
+        spec = parse_store_url(store, s3_endpoint)
+    except StoreError as e:
+        raise click.BadParameter(str(e), param_hint="--store") from None
+    # Saved absolute: `produce` and the nodes may run from another directory.
+    store = spec.location if spec.kind == "file" else store
+    trace = str(Path(trace).absolute()) if trace else None
+    parts = [p for p in partitions.split(",") if p]
+    if lc.meta:
+        _refuse_changes(ctx, lc, {
+            "store": store, "nodes": nodes, "partitions": parts, "mint_interval": mint_interval,
+            "trace": trace, "s3_endpoint": s3_endpoint})
+    if spec.kind == "file":
         # The default store is a local directory: make it, as a new user expects.
-        Path(store.removeprefix("file://")).mkdir(parents=True, exist_ok=True)
+        Path(spec.location).mkdir(parents=True, exist_ok=True)
     if not lc.meta:
-        extra = ["--trace", str(Path(trace).absolute())] if trace else []
+        extra = ["--trace", trace] if trace else []
         if s3_endpoint:
             extra += ["--s3-endpoint", s3_endpoint]
-        lc.init(nodes, store, [p for p in partitions.split(",") if p], mint_interval, extra)
+        lc.init(nodes, store, parts, mint_interval, extra)
         lc.meta["s3_endpoint"] = s3_endpoint
         lc.save()
     for n in lc.ids:
@@ -50,6 +71,31 @@ def start(data_dir: str, store: str, nodes: int, partitions: str, mint_interval:
             click.echo(f"node {n}: pid {lc.start(n)}")
     asyncio.run(_until_ready(lc, list(lc.meta["partitions"])))
     click.echo("cluster ready: every partition has a leader")
+
+
+def _saved(lc: LocalCluster) -> dict[str, Any]:
+    """What an existing cluster was created with, in `start`'s option names."""
+    extra = list(lc.meta.get("extra", []))
+    trace = extra[extra.index("--trace") + 1] if "--trace" in extra else None
+    return {"store": lc.meta["store"], "nodes": len(lc.ids), "partitions": lc.meta["partitions"],
+            "mint_interval": lc.meta["mint_interval"], "trace": trace,
+            "s3_endpoint": lc.meta.get("s3_endpoint")}
+
+
+def _refuse_changes(ctx: click.Context, lc: LocalCluster, given: dict[str, Any]) -> None:
+    """An existing cluster keeps its configuration: an option given with another value was
+    silently ignored, so it is refused naming what differs. --store is always given."""
+    saved = _saved(lc)
+    differ = [
+        f"--{name.replace('_', '-')}: {given[name]!r} (the cluster has {saved[name]!r})"
+        for name in given
+        if (name == "store" or ctx.get_parameter_source(name)
+            in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT))
+        and given[name] != saved[name]]
+    if differ:
+        raise click.UsageError(
+            f"{lc.dir} holds a cluster created with other options; start it with its own "
+            "(or use a new --data-dir):\n  " + "\n  ".join(differ))
 
 
 async def _until_ready(lc: LocalCluster, partitions: list[str], timeout_s: float = 60.0) -> None:
@@ -89,14 +135,22 @@ def stop(data_dir: str) -> None:
 @click.argument("node", type=int)
 def kill(data_dir: str, node: int) -> None:
     """SIGKILL one node."""
-    LocalCluster(data_dir).kill(node, signal.SIGKILL)
+    lc = LocalCluster(data_dir)
+    if node not in lc.ids:
+        raise click.BadParameter(
+            f"no node {node} in the cluster under {lc.dir} (nodes: "
+            + ", ".join(map(str, lc.ids)) + ")", param_hint="NODE")
+    lc.kill(node, signal.SIGKILL)
 
 
 @cluster.command()
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True)
 def status(data_dir: str, as_json: bool) -> None:
-    """Per partition: leader, term, applied window, seen window, LRO, M(p); and cluster M."""
+    """Per partition: leader, term, applied window, seen window, LRO, M(p); and cluster M.
+
+    Exit 0 when every node answers and the cluster's M is known, 1 otherwise (a node
+    unreachable, GC blocked, or the reports unreadable): a script can wait on it."""
     lc = LocalCluster(data_dir)
 
     async def gather() -> dict[int, Any]:
@@ -109,19 +163,12 @@ def status(data_dir: str, as_json: bool) -> None:
         return out
 
     nodes = asyncio.run(gather())
-    from impl.store.url import open_store
-
-    try:
-        import time
-
-        store = open_store(lc.meta["store"], lc.meta.get("s3_endpoint"))
-        m = read_cluster_view(store, time.time(), 60).gc_epoch()
-        cluster_m: Any = {"M": m.M, "blocked": m.blocked}
-    except Exception as e:  # reports not published yet
-        cluster_m = {"M": None, "error": str(e)}
+    cluster_m = _cluster_m(lc)
+    healthy = all(st is not None for st in nodes.values()) and cluster_m["M"] is not None
     if as_json:
-        click.echo(json.dumps({"nodes": nodes, "cluster": cluster_m}, default=str))
-        return
+        click.echo(json.dumps({"nodes": nodes, "cluster": cluster_m, "healthy": healthy},
+                              default=str))
+        raise SystemExit(0 if healthy else 1)
     for n, st in nodes.items():
         if st is None:
             click.echo(f"node {n}: unreachable")
@@ -133,14 +180,30 @@ def status(data_dir: str, as_json: bool) -> None:
                 f"{p:8} leader={n} term={s['term']} applied={s['applied_window']} "
                 f"seen={s['seen_window']} LRO={s['lro']} M(p)={s['inactive_epoch']}"
             )
-    click.echo(f"cluster M: {cluster_m}")
+    if cluster_m["M"] is not None:
+        click.echo(f"cluster M: {cluster_m['M']}")
+    else:
+        why = cluster_m.get("blocked") or cluster_m.get("error") or "unknown"
+        click.echo(f"cluster M: none ({why})")
+    raise SystemExit(0 if healthy else 1)
+
+
+def _cluster_m(lc: LocalCluster) -> dict[str, Any]:
+    """The cluster's M from the reports in the store, or why there is none."""
+    try:
+        store = open_store(lc.meta["store"], lc.meta.get("s3_endpoint"))
+        m = read_cluster_view(store, time.time(), 60).gc_epoch()
+    except (ReportError, StoreError, OSError, ValueError) as e:  # no reports yet, store down
+        return {"M": None, "error": str(e)}
+    return {"M": m.M, "blocked": m.blocked}
 
 
 @click.command()
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False))
 @click.option("--partition", "partitions", multiple=True, required=True)
-@click.option("--count", default=10, show_default=True)
-@click.option("--size", default=48, show_default=True, help="payload body bytes per record")
+@click.option("--count", default=10, show_default=True, type=click.IntRange(min=1))
+@click.option("--size", default=48, show_default=True, type=click.IntRange(min=1),
+              help="payload body bytes per record")
 @click.option("--epoch", type=int, default=None, help="override the stamp (tests)")
 def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int,
             epoch: int | None) -> None:
@@ -151,7 +214,6 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int,
     from impl.broker.producer import PartitionDeletedError, ProduceError, Producer, check_epoch
     from impl.broker.raftport import thread_io
     from impl.cluster.payload import AckedRun, append_manifest, make_record
-    from impl.store.url import open_store
 
     lc = LocalCluster(data_dir)
     if epoch is not None:

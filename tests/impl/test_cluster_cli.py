@@ -28,8 +28,10 @@ def cli(*args: str) -> Any:
 
 def status(data: str) -> dict[str, Any]:
     r = cli("cluster", "status", "--data-dir", data, "--json")
-    assert r.exit_code == 0, r.output
     out: dict[str, Any] = json.loads(r.stdout)
+    # 0 exactly when every node answers and M is known (a script waits on it).
+    healthy = all(n is not None for n in out["nodes"].values()) and out["cluster"]["M"] is not None
+    assert out["healthy"] is healthy and r.exit_code == (0 if healthy else 1), r.output
     return out
 
 
@@ -88,13 +90,18 @@ def tamper(store: Path) -> int:
 
 
 @pytest.mark.slow
-def test_cluster_cli_status_kill_metrics_and_verified_consume(tmp_path: Path) -> None:
+def test_cluster_cli_status_kill_metrics_and_verified_consume(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     data, store = str(tmp_path / "c"), tmp_path / "store"
     store.mkdir()
-    r = cli("cluster", "start", "--data-dir", data, "--store", str(store),
+    monkeypatch.chdir(tmp_path)
+    r = cli("cluster", "start", "--data-dir", data, "--store", "store",
             "--partitions", "t/0,t/1", "--mint-interval", "1.0")
     assert r.exit_code == 0, r.output
     lc = LocalCluster(data)
+    # Saved absolute: every later command below runs from another directory.
+    assert lc.meta["store"] == str(store)
+    monkeypatch.chdir(tmp_path / "c")
     pids = dict(lc.meta["pids"])
     assert sorted(pids) == ["1", "2", "3"] and all(_alive(p) for p in pids.values())
     try:
@@ -148,7 +155,8 @@ def test_cluster_cli_status_kill_metrics_and_verified_consume(tmp_path: Path) ->
         wait_for(lambda: not _alive(pids[str(lead)]), 10)
         st = wait_for(lambda: (s := status(data))["nodes"][str(lead)] is None
                       and leader_of(s, "t/0") not in (None, lead) and s)
-        assert "unreachable" in cli("cluster", "status", "--data-dir", data).stdout
+        r = cli("cluster", "status", "--data-dir", data)
+        assert "unreachable" in r.stdout and r.exit_code == 1
         r = cli("produce", "--data-dir", data, "--partition", "t/0", "--count", "3")
         assert r.exit_code == 0, r.output
         # start restarts only the missing node

@@ -1,0 +1,87 @@
+"""`epochgc cluster` refuses bad input before it does anything (no node is started here):
+an unknown node, a negative count, options that differ from the existing cluster's, and a
+status with every node down exits non-zero with M printed as a value, not a dict."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from impl.cli import main
+from impl.cluster.local import LocalCluster
+
+
+def cli(*args: str) -> tuple[int, str]:
+    r = CliRunner().invoke(main, list(args))
+    return r.exit_code, r.output
+
+
+@pytest.fixture
+def made(tmp_path: Path) -> tuple[str, Path]:
+    """A cluster directory as `cluster start` leaves it, with no node running."""
+    store = tmp_path / "store"
+    store.mkdir()
+    lc = LocalCluster(tmp_path / "c")
+    lc.init(3, str(store), ["t/0", "t/1"], 1.0, [])
+    lc.meta["s3_endpoint"] = None
+    lc.save()
+    return str(tmp_path / "c"), store
+
+
+def test_kill_of_a_node_that_does_not_exist_is_refused(made: tuple[str, Path]) -> None:
+    code, out = cli("cluster", "kill", "--data-dir", made[0], "9")
+    assert code == 2 and "no node 9" in out and "1, 2, 3" in out
+
+
+@pytest.mark.parametrize("count", ["-5", "0"])
+def test_produce_refuses_a_count_below_one(made: tuple[str, Path], count: str) -> None:
+    code, out = cli("produce", "--data-dir", made[0], "--partition", "t/0", "--count", count)
+    assert code == 2 and "--count" in out
+
+
+@pytest.mark.parametrize(("option", "value", "saved"), [
+    ("--nodes", "5", "3"),
+    ("--partitions", "t/0", "['t/0', 't/1']"),
+    ("--mint-interval", "9", "1.0"),
+])
+def test_start_refuses_options_that_differ_from_the_cluster(
+        made: tuple[str, Path], option: str, value: str, saved: str) -> None:
+    data, store = made
+    code, out = cli("cluster", "start", "--data-dir", data, "--store", str(store), option, value)
+    assert code == 2, out
+    assert option in out and saved in out
+    assert LocalCluster(data).meta["pids"] == {}  # nothing was started
+
+
+def test_start_refuses_another_store(made: tuple[str, Path], tmp_path: Path) -> None:
+    data, _ = made
+    code, out = cli("cluster", "start", "--data-dir", data, "--store", str(tmp_path / "other"))
+    assert code == 2 and "--store" in out
+    assert not (tmp_path / "other").exists()
+
+
+def test_a_relative_store_is_compared_as_the_absolute_path(
+        made: tuple[str, Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    data, store = made
+    monkeypatch.chdir(store.parent)
+    code, out = cli("cluster", "start", "--data-dir", data, "--store", "store", "--nodes", "4")
+    # Refused for --nodes only: the relative store is the cluster's own.
+    assert code == 2 and "--nodes" in out and "--store" not in out
+
+
+def test_bad_store_url_is_a_usage_error(made: tuple[str, Path]) -> None:
+    code, out = cli("cluster", "start", "--data-dir", made[0], "--store", "ftp://x/y")
+    assert code == 2 and "unsupported store URL scheme" in out
+
+
+def test_status_with_every_node_down_exits_non_zero(made: tuple[str, Path]) -> None:
+    code, out = cli("cluster", "status", "--data-dir", made[0])
+    assert code == 1, out
+    assert out.count("unreachable") == 3
+    line = next(x for x in out.splitlines() if x.startswith("cluster M:"))
+    assert "{" not in line, line  # a value and a reason, not a Python dict
+    code, out = cli("cluster", "status", "--data-dir", made[0], "--json")
+    assert code == 1 and json.loads(out)["healthy"] is False
