@@ -418,12 +418,14 @@ class Demo:
 @click.option("--gc-engine", type=click.Choice(["auto", "spark", "model"]), default="auto",
               show_default=True, help="auto: PySpark when importable, else the model's round")
 @click.option("--keep-data", is_flag=True, help="keep the temp data directory")
-def demo(seconds: float, as_json: bool, gc_engine: str, keep_data: bool) -> None:
-    """The whole design in one command: cluster, produce, SIGKILL, reconcile, GC, read-back."""
+@click.option("--quiet", is_flag=True, help="no progress on stderr")
+def demo(seconds: float, as_json: bool, gc_engine: str, keep_data: bool, quiet: bool) -> None:
+    """The whole design in one command: cluster, produce, SIGKILL, reconcile, GC, read-back.
+    Progress goes to stderr whatever --json says; stdout holds only the result."""
     t0 = time.monotonic()
 
     def say(msg: str) -> None:
-        if not as_json:
+        if not quiet:
             click.echo(f"[{time.monotonic() - t0:5.1f}s] {msg}", err=True)
 
     d = Demo(seconds, say, gc_engine)

@@ -30,12 +30,15 @@ FIELDS = ("seconds", "acked", "lost", "in_use_deleted", "faults", "leader_change
 @click.option("--gc-engine", type=click.Choice(["auto", "spark", "model"]), default="auto",
               show_default=True)
 @click.option("--keep-data", is_flag=True, help="keep the nodes' data (always kept on failure)")
+@click.option("--quiet", is_flag=True, help="no progress on stderr (history.txt has it all)")
 def chaos(nodes: str, seconds: float, seed: int, as_json: bool, store: str | None,
-          s3_endpoint: str | None, out: str, gc_engine: str, keep_data: bool) -> None:
+          s3_endpoint: str | None, out: str, gc_engine: str, keep_data: bool,
+          quiet: bool) -> None:
     """A real cluster under a seeded nemesis, then independent checks; exit 1 on any loss
-    or divergence."""
+    or divergence. Progress (the history as it is written) goes to stderr, whatever --json
+    says: a 20-minute run is not silent; stdout holds only the result."""
     run = ChaosRun(int(nodes), seconds, seed, Path(out), store, s3_endpoint,
-                   gc_engine=gc_engine, echo=not as_json)
+                   gc_engine=gc_engine, echo=not quiet)
     res = run.run(keep_data)
     doc = asdict(res)
     head = {k: doc.pop(k) for k in FIELDS}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import shutil
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -81,7 +82,8 @@ class ChaosRun:
         out.mkdir(parents=True, exist_ok=True)
         self.tmp = Path(tempfile.mkdtemp(prefix="epochgc-chaos-"))
         self.parts = [f"t/{i}" for i in range(partitions)]
-        self.h = History(out / "history.txt", (lambda s: print(s, flush=True)) if echo else None)
+        self.h = History(out / "history.txt",
+                         (lambda s: print(s, file=sys.stderr, flush=True)) if echo else None)
         self.store_url = store or str(self.tmp / "store")
         self.s3_endpoint = s3_endpoint
         self.gc_engine = gc_engine

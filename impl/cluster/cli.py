@@ -38,9 +38,13 @@ def cluster() -> None:
               help="every node appends an NDJSON trace here (epochgc check-trace FILE)")
 @click.option("--s3-endpoint", default=None,
               help="endpoint of an S3-compatible server, for s3:// stores")
+@click.option("--log-level", default="WARNING", show_default=True,
+              type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
+              help="the nodes' JSON logs (DATA_DIR/n<id>.log); may change on a restart")
 @click.pass_context
 def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions: str,
-          mint_interval: float, trace: str | None, s3_endpoint: str | None) -> None:
+          mint_interval: float, trace: str | None, s3_endpoint: str | None,
+          log_level: str) -> None:
     """Start the cluster under DATA_DIR, or the nodes of an existing one that are not
     running (then every option given must match what the cluster was created with)."""
     lc = LocalCluster(data_dir)
@@ -66,6 +70,8 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
         lc.init(nodes, store, parts, mint_interval, extra)
         lc.meta["s3_endpoint"] = s3_endpoint
         lc.save()
+    lc.meta["log_level"] = log_level.upper()
+    lc.save()
     for n in lc.ids:
         if str(n) not in lc.meta["pids"]:
             click.echo(f"node {n}: pid {lc.start(n)}")

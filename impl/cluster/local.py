@@ -76,6 +76,7 @@ class LocalCluster:
             "--data-dir", str(self.dir / f"n{nid}"), "--store", self.meta["store"],
             "--partitions", ",".join(self.meta["partitions"]),
             "--mint-interval", str(self.meta["mint_interval"]), *self.meta["extra"],
+            "--log-level", self.meta.get("log_level", "WARNING"),
         ]
         env = dict(os.environ)
         root = str(Path(__file__).resolve().parents[2])

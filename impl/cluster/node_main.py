@@ -171,8 +171,11 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--trace", default=None, help="append an NDJSON trace to this file")
     ap.add_argument("--bench-ops", action="store_true", help="serve the benchmark's "
                     "unfenced-propose baseline (never in production)")
+    ap.add_argument("--log-level", default="WARNING", type=str.upper,
+                    choices=["DEBUG", "INFO", "WARNING", "ERROR"],
+                    help="the JSON log's level on stderr (default WARNING)")
     args = ap.parse_args(argv)
-    setup_json_logging(logging.WARNING)
+    setup_json_logging(getattr(logging, args.log_level))
     code = 1
     try:
         code = asyncio.run(run(args))

@@ -34,6 +34,8 @@ def test_chaos_every_fault_kind_nothing_lost(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr[-2000:] + history[-4000:]
     out = json.loads(p.stdout)
     assert list(out)[: len(FIELDS)] == list(FIELDS)
+    # Progress on stderr whatever --json says (it was silent until the end).
+    assert "nemesis" in p.stderr, p.stderr[-2000:]
     assert out == json.loads((tmp_path / "result.json").read_text())
     for k in ("lost", "in_use_deleted", "trace_divergences", "raft_divergences"):
         assert out[k] == 0, history[-4000:]

@@ -96,9 +96,11 @@ def test_cluster_cli_status_kill_metrics_and_verified_consume(
     store.mkdir()
     monkeypatch.chdir(tmp_path)
     r = cli("cluster", "start", "--data-dir", data, "--store", "store",
-            "--partitions", "t/0,t/1", "--mint-interval", "1.0")
+            "--partitions", "t/0,t/1", "--mint-interval", "1.0", "--log-level", "info")
     assert r.exit_code == 0, r.output
     lc = LocalCluster(data)
+    # --log-level reaches the nodes (their logs were WARNING-only, with no flag).
+    assert '"msg": "serving"' in (tmp_path / "c" / "n1.log").read_text()
     # Saved absolute: every later command below runs from another directory.
     assert lc.meta["store"] == str(store)
     monkeypatch.chdir(tmp_path / "c")
