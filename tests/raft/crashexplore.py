@@ -105,6 +105,20 @@ class GroupRun:
         self.storage.load()
         self._mark()
 
+    def restart(self) -> None:
+        """The process is killed (the page cache survives: no crash of the files) and a new
+        one recovers the group. Raft takes what it recovered as stable (it acknowledges
+        those entries to a leader without writing them again), so it counts as acknowledged
+        from here on."""
+        self.storage.abandon()
+        self.storage = self.rec.storage(group_dir(self.gid), segment_bytes=self.rec.segment_bytes,
+                                        fs=self.rec.fs)
+        init = self.storage.load()
+        self.ref = MemStorage()
+        self.ref.hard_state, self.ref.snapshot = init.hard_state, init.snapshot
+        self.ref.log = list(init.entries)
+        self._mark()
+
     def write(self, hs: HardState | None, snap: Snapshot | None, ents: Sequence[Entry] = (),
               compacted: Snapshot | None = None) -> None:
         _check_workload(self.ref, hs, snap, ents)
@@ -291,6 +305,20 @@ def w_hard_state(r: Recorder) -> None:
     g.sync()
 
 
+def w_restart(r: Recorder) -> None:
+    """A process killed (not a power loss) after an unsynced batch that cut a new segment;
+    the next one recovers from the page cache, takes that as stable, and acknowledges more;
+    then the power goes."""
+    r.commit(1, entries(1, 8, 1))
+    g = r.group(1)
+    g.write(HardState(1, 1, 0), None, entries(1, 2, 1, size=110))
+    g.sync()
+    g.write(HardState(1, 1, 2), None, entries(3, 5, 1, size=110))  # cuts segment 2
+    g.restart()
+    g.write(HardState(1, 1, 5), None, entries(6, 8, 1))
+    g.sync()
+
+
 def w_groups(r: Recorder) -> None:
     """Two groups on one node with group commit (one syncfs per batch), then one removed as
     the server removes a group, while the other goes on."""
@@ -315,6 +343,7 @@ WORKLOADS = [
     Workload("install_with_entries", w_install_with_entries),
     Workload("hard_state", w_hard_state),
     Workload("groups", w_groups),
+    Workload("restart", w_restart),
 ]
 
 
