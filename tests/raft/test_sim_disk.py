@@ -274,6 +274,16 @@ def test_disk_kill_at_any_call_keeps_every_invariant() -> None:
     assert totals["kills"] and totals["snapshot_installs"] and totals["enospc_injected"]
 
 
+@pytest.mark.xfail(strict=True, reason="issue 27 item 1 on the format-3 disk log: the install's "
+                   "STATE record, durable before the snapshot file, commits the follower's own "
+                   "uncommitted entries")
+def test_found_kill_interrupted_install_applies_nothing_uncommitted() -> None:
+    """Found by kill_program (seed 31, 120 rounds, end-to-end checks only) on the format-3 disk
+    log: 'state machine safety: node 1 group 1 applied term 6 at index 13, another node
+    applied term 11'. Gone when the install's STATE record keeps the old commit index."""
+    kill_program(31, rounds=120, check_durability=False).close()
+
+
 # ---- the campaign ------------------------------------------------------------------------
 
 
