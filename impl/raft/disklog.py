@@ -387,12 +387,19 @@ class DiskStorage:
                     f"installing a snapshot at {snapshot.index}, not past the one at "
                     f"{self._snap.index}"
                 )
-            if hard_state is not None and hard_state != self._hs:
+            if hard_state is not None and (hard_state.term, hard_state.vote) != (
+                self._hs.term,
+                self._hs.vote,
+            ):
                 # The snapshot file is durable at once: make the term that came with it
                 # durable first, so that a crash never leaves a snapshot of a newer term
-                # than the recovered hard state.
+                # than the recovered hard state. Only term and vote: the old log diverges
+                # from the leader's after the old commit, so a commit raised here would
+                # mark the old log's own uncommitted entries committed if the snapshot file
+                # never lands (and point past the fresh log if its segment is lost). The
+                # commit is raised only after the snapshot, by the records below.
                 hs = HardState(
-                    hard_state.term, hard_state.vote, min(hard_state.commit, self._last[0])
+                    hard_state.term, hard_state.vote, min(self._hs.commit, snapshot.index)
                 )
                 self._append(_state_record(hs), 0)
                 self._hs = hs
