@@ -131,14 +131,17 @@ def _record(kind: int, body: bytes, seed: int) -> tuple[bytes, int]:
 
 def _torn(data: bytes, start: int, end: int) -> bool:
     """etcd's torn-write rule for a record [start, end) that fails its checks: torn if it runs
-    past the end of the file or if a part of it lying in one 512-byte sector is all zeros (a
-    crash loses whole sectors, in any order; bit rot does not zero them)."""
+    past the end of the file, or if it overlaps a 512-byte sector that holds only zeros from
+    the record's start (or the sector's, if later) to the sector's end (or the file's): a crash
+    loses whole unsynced sectors, in any order, while bit rot or a misplaced record does not
+    zero them. (Stricter than "a zero part of the record": the rest of that sector, past the
+    record, must be zero too, so a record whose last bytes happen to be zeros is not torn.)"""
     if end > len(data):
         return True
     lo = start
     while lo < end:
-        hi = min(end, (lo // SECTOR + 1) * SECTOR)
-        if not any(data[lo:hi]):
+        hi = (lo // SECTOR + 1) * SECTOR
+        if not any(data[lo : min(hi, len(data))]):
             return True
         lo = hi
     return False
@@ -260,8 +263,8 @@ class DiskStorage:
                 plan.quarantine.append(g.path)  # left over from a finished upgrade
             segs = [g for g in segs if g.fmt == FORMAT]
         run, stale = self._split_at_gap(segs)
-        log = self._replay(run, plan)
         self._check_redundant(stale, run)
+        log = self._replay(run, plan)
         plan.quarantine += [g.path for g in stale]
         if upgrade:
             self._upgrade(old, leftover, log, plan)
