@@ -56,6 +56,10 @@ class FileIO(Protocol):
     """What DiskStorage needs from the file system. Descriptors are plain ints."""
 
     def makedirs(self, path: str) -> None: ...
+    def mkdir(self, path: str) -> None:
+        """Create one directory (its parent exists); raises FileExistsError if it exists."""
+        ...
+
     def listdir(self, path: str) -> list[str]: ...
     def exists(self, path: str) -> bool: ...
     def read(self, path: str) -> bytes: ...
@@ -92,6 +96,9 @@ class OsFileIO:
 
     def makedirs(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
+
+    def mkdir(self, path: str) -> None:
+        os.mkdir(path, 0o755)
 
     def listdir(self, path: str) -> list[str]:
         return os.listdir(path)
@@ -147,6 +154,27 @@ class OsFileIO:
         from impl.raft.groupcommit import syncfs
 
         syncfs(path)
+
+
+def make_dirs_durable(fs: FileIO, path: str) -> None:
+    """Create `path` and any missing parents, fsyncing each new directory's parent after
+    creating it (as etcd does): on strict POSIX a directory entry is durable only once its
+    parent is fsynced, so without it a crash may bring a node back without the directory (and
+    so without the hard state and entries inside it). Existing directories are left alone."""
+    path = os.path.abspath(path)
+    missing: list[str] = []
+    while not fs.exists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for d in reversed(missing):
+        try:
+            fs.mkdir(d)
+        except FileExistsError:
+            continue  # created meanwhile by another thread or process: its creator syncs
+        fs.fsync_dir(os.path.dirname(d))
 
 
 @dataclass
