@@ -5,8 +5,8 @@ model allows the disk to be in after a crash at any point of that sequence.
 `RecordingFS` implements the FileIO protocol (impl/raft/fileio.py) over an in-memory tree and
 appends one `FsOp` per logical operation to `trace`: MKDIR, CREATE (a new file), TRUNC (an
 existing file opened with O_TRUNC), WRITE (inode, offset, bytes), FSYNC (inode), FSYNC_DIR,
-RENAME (replace), UNLINK, RMDIR, TRUNCATE (ftruncate; the fsync that FileIO.truncate adds is a
-separate FSYNC) and SYNCFS. It can inject ENOSPC or EIO at the n-th write or fsync
+RENAME (replace, also across directories), UNLINK, RMDIR, TRUNCATE (ftruncate; the fsync that
+FileIO.truncate adds is a separate FSYNC) and SYNCFS. It can inject ENOSPC or EIO at the n-th write or fsync
 (`faults`). `RecordingFS.from_image` rebuilds a file system from a crash image for recovery,
 and its own trace then shows what recovery changed.
 
@@ -24,7 +24,8 @@ STRICT (what POSIX promises, nothing more):
     size, or what any later write left there): torn per sector, in any subset and order,
     overwrites undone, O_TRUNC undone;
   * names: a directory operation (mkdir, create, rename, unlink, rmdir) persists iff its
-    parent directory was fsynced after it (fsync_dir or syncfs); otherwise it may be undone,
+    parent directory was fsynced after it (fsync_dir or syncfs; a rename across directories:
+    both of them); otherwise it may be undone,
     in any subset, except that the operations on one name persist as a prefix of their
     program order (a rename is atomic and counts as an operation on both its names). A
     name whose parent directory's own creation is undone is gone with it. fsync of a file
@@ -92,6 +93,10 @@ class FsOp:
     def names(self) -> frozenset[str]:
         """The directory entries a directory operation touches."""
         return frozenset(p for p in (self.path, self.src) if p)
+
+    def dirs(self) -> frozenset[str]:
+        """The directories a directory operation changes (two for a rename across them)."""
+        return frozenset(os.path.dirname(p) for p in self.names())
 
     def __str__(self) -> str:
         k = self.kind
@@ -172,6 +177,15 @@ class RecordingFS:
             self.ns[d] = _DIR
             self.trace.append(FsOp(OpKind.MKDIR, d))
 
+    def mkdir(self, path: str) -> None:
+        path = os.path.normpath(path)
+        if path in self.ns:
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
+        if self.ns.get(os.path.dirname(path)) != _DIR:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        self.ns[path] = _DIR
+        self.trace.append(FsOp(OpKind.MKDIR, path))
+
     def listdir(self, path: str) -> list[str]:
         path = os.path.normpath(path)
         if self.ns.get(path) != _DIR:
@@ -250,8 +264,8 @@ class RecordingFS:
     def replace(self, src: str, dst: str) -> None:
         src, dst = os.path.normpath(src), os.path.normpath(dst)
         ino = self._file(src)
-        if os.path.dirname(src) != os.path.dirname(dst):
-            raise ValueError(f"rename across directories is not modelled: {src} -> {dst}")
+        if self.ns.get(os.path.dirname(dst)) != _DIR:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), dst)
         if self.ns.get(dst) == _DIR:
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), dst)
         del self.ns[src]
@@ -494,7 +508,7 @@ def _namespace(initial: dict[str, int], ops: Iterable[FsOp]) -> dict[str, int]:
     (its creation undone) is unreachable and has no effect."""
     ns = dict(initial)
     for op in ops:
-        if ns.get(os.path.dirname(op.path)) != _DIR:
+        if any(ns.get(d) != _DIR for d in op.dirs()):
             continue
         k = op.kind
         if k is OpKind.MKDIR:
@@ -599,8 +613,9 @@ def _name_choices(r: _Replay, model: Model) -> Iterator[tuple[dict[str, int], di
         return
     mandatory: list[bool] = []
     for pos, op in r.dirops:
-        d = os.path.dirname(op.path)
-        mandatory.append(pos < r.syncfs_at or pos < r.dir_synced.get(d, -1))
+        # (a rename across directories is durable once both are fsynced)
+        mandatory.append(pos < r.syncfs_at
+                         or all(pos < r.dir_synced.get(d, -1) for d in op.dirs()))
     for keep in _prefix_closed(r.dirops, mandatory):
         kept = [op for (_, op), k in zip(r.dirops, keep, strict=True) if k]
         yield _namespace(r.initial, kept), {}

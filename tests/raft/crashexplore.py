@@ -54,7 +54,9 @@ from impl.raft.crashstates import (
     crash_points,
 )
 from impl.raft.disklog import DiskStorage
+from impl.raft.fileio import make_dirs_durable
 from impl.raft.groupcommit import GroupCommit
+from impl.raft.identity import ensure_identity
 from impl.raft.messages import Entry, HardState, InitialState, Snapshot
 from impl.raft.storage import MemStorage, StorageFailed, sync_all
 
@@ -178,7 +180,6 @@ class Recorder:
     def group(self, gid: int, group_commit: bool = False) -> GroupRun:
         """Create (or open) a group's storage, as the server's storage factory does."""
         if group_commit and self.gc is None:
-            self.fs.makedirs(NODE)  # as RaftServer does before its GroupCommit
             self.gc = GroupCommit(NODE, self.fs, mode="syncfs")
         g = self.groups[gid] = GroupRun(self, gid, self.gc if group_commit else None)
         return g
@@ -198,7 +199,7 @@ class Recorder:
         """RaftServer.remove_group's calls, through the FileIO (the server makes them with
         `os`): a durable tombstone first, then the group closed and its directory removed."""
         fs, tomb = self.fs, tombstone(gid)
-        fs.makedirs(os.path.dirname(tomb))
+        make_dirs_durable(fs, os.path.dirname(tomb))
         fd = fs.open_append(tomb, create=True)
         try:
             fs.fsync(fd)
@@ -324,6 +325,7 @@ def w_groups(r: Recorder) -> None:
     the server removes a group, while the other goes on."""
     r.commit(1, entries(1, 4, 1))
     r.commit(2, entries(1, 2, 1))
+    ensure_identity(NODE, "crash", 1, r.fs)  # as RaftServer starts
     g1 = r.group(1, group_commit=True)
     g2 = r.group(2, group_commit=True)
     g1.write(HardState(1, 1, 0), None, entries(1, 2, 1))

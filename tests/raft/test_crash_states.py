@@ -123,10 +123,10 @@ def test_crash_points_cut_inside_writes() -> None:
 
 # ---- the disk log under every crash state -------------------------------------------------------
 
-FIXED = ("issue 27 items 1, 2, 5 and 6 on the disk log before the s12-disk fixes (see "
-         "tests/raft/crashexplore.py: an install's STATE record commits uncommitted entries, "
-         "install + entries refused, out-of-order sectors refused, new directories not fsynced "
-         "in their parent)")
+HEAD_SECTOR = ("out-of-order sectors are still refused when the sector that did not persist is "
+               "a new segment's first (magic and START): 'bad segment header' at offset 0")
+RECOVERED_NOT_DURABLE = ("recovery takes the page cache's unsynced tail and directory entries "
+                         "as stable without making them durable (not in issue 27)")
 
 
 def _explore(names: list[str], models: tuple[Model, ...] = tuple(Model), faults: bool = True,
@@ -141,7 +141,6 @@ def _kinds(res: cx.Result, *kinds: cx.Kind) -> list[str]:
     return [str(f) for f in res.findings.values() if not kinds or f.kind in kinds]
 
 
-@pytest.mark.xfail(strict=True, reason=FIXED)
 def test_item1_interrupted_install_never_commits_uncommitted_entries() -> None:
     """Found on the old code: '[ext4-ordered] install g1 UNCOMMITTED: commit 6 covers entry 3
     (term 1) but the cluster committed term 2 there (hs 2/0/6, snapshot 0/0, log to 6)',
@@ -150,7 +149,6 @@ def test_item1_interrupted_install_never_commits_uncommitted_entries() -> None:
     assert not _kinds(res, cx.Kind.UNCOMMITTED)
 
 
-@pytest.mark.xfail(strict=True, reason=FIXED)
 def test_item2_install_with_entries_restarts_in_every_ordered_state() -> None:
     """Found on the old code: '[ext4-ordered] install_with_entries g1 REFUSED: commit index
     10 is past the last entry 8' (snapshot file landed, its segment not)."""
@@ -158,16 +156,18 @@ def test_item2_install_with_entries_restarts_in_every_ordered_state() -> None:
     assert not _kinds(res, cx.Kind.REFUSED)
 
 
-@pytest.mark.xfail(strict=True, reason=FIXED)
+@pytest.mark.xfail(strict=True, reason=HEAD_SECTOR)
 def test_item5_out_of_order_sectors_recover() -> None:
-    """Found on the old code: '[strict] appends g1 REFUSED: ... 0000000000000001.seg at byte
-    offset 282: record header checksum mismatch' (a later sector of the unsynced batch
-    persisted, an earlier one did not)."""
+    """Found on the format-3 code: '[strict] appends g1 REFUSED: ... 0000000000000001.seg at
+    byte offset 282: record header checksum mismatch' (a later sector of the unsynced batch
+    persisted, an earlier one did not). After the s12-disk merge still: '[strict] compaction
+    g1 REFUSED: 0000000000000001.seg at byte offset 0: bad segment header', crash inside the
+    first batch's write, the segment's first sector (magic, START, first entries) zeros and
+    its second written."""
     res = _explore(["appends", "compaction"], (Model.STRICT,), faults=False)
     assert not _kinds(res, cx.Kind.REFUSED)
 
 
-@pytest.mark.xfail(strict=True, reason=FIXED)
 def test_item6_group_directories_survive_in_their_parent() -> None:
     """Found on the old code: '[strict] appends g1 LOST_ACKED: entry 1 of term 1
     acknowledged, recovered nothing' with the image '/data/n1/' (g1's own entry never
@@ -176,9 +176,7 @@ def test_item6_group_directories_survive_in_their_parent() -> None:
     assert not _kinds(res, cx.Kind.LOST_ACKED, cx.Kind.TERM_BACK)
 
 
-@pytest.mark.xfail(strict=True, reason="recovery takes the page cache's unsynced tail and "
-                   "directory entries as stable without making them durable (found by the "
-                   "explorer and the simulator's kill-at-any-call programs; not in issue 27)")
+@pytest.mark.xfail(strict=True, reason=RECOVERED_NOT_DURABLE)
 def test_recovery_makes_what_it_recovered_durable() -> None:
     """Found on the old code: '[ext4-ordered] restart g1 LOST_ACKED: entry 3 of term 1
     acknowledged, recovered nothing (hs 1/1/2, snapshot 0/0, log to 2)': a process killed
@@ -188,7 +186,7 @@ def test_recovery_makes_what_it_recovered_durable() -> None:
     assert not _kinds(res, cx.Kind.LOST_ACKED)
 
 
-@pytest.mark.xfail(strict=True, reason=FIXED)
+@pytest.mark.xfail(strict=True, reason=f"{HEAD_SECTOR}; {RECOVERED_NOT_DURABLE}")
 def test_every_workload_every_crash_state_recovers_the_ground_truth() -> None:
     """Every workload, with ENOSPC at each write and EIO at each fsync, every crash point,
     both models: nothing found."""

@@ -261,10 +261,12 @@ def kill_program(seed: int, rounds: int = DISK_ROUNDS, ops: list[Op] | None = No
     return s
 
 
-@pytest.mark.xfail(strict=True, reason="on the format-3 disk log a restart after a process kill "
-                   "takes the page cache's unsynced segment as stable without fsyncing it or "
-                   "its directory (e.g. seed 1: 'durability: node 1 group 1 after restart 3: "
-                   "term/vote 0/0 recovered, but 1/3 had been synced')")
+@pytest.mark.xfail(strict=True, reason="a restart after a process kill takes the page cache's "
+                   "unsynced segment as stable without fsyncing it or its directory (format 3, "
+                   "seed 1: 'durability: node 1 group 1 after restart 3: term/vote 0/0 "
+                   "recovered, but 1/3 had been synced'; after the s12-disk merge, seed 17: "
+                   "'entry 2 (term 4) had been synced, but the recovered log is snapshot 0/0 + "
+                   "entries 1..1')")
 def test_disk_kill_at_any_call_keeps_every_invariant() -> None:
     totals: Counter[str] = Counter()
     for seed in range(KILL_PROGRAMS):
@@ -274,13 +276,11 @@ def test_disk_kill_at_any_call_keeps_every_invariant() -> None:
     assert totals["kills"] and totals["snapshot_installs"] and totals["enospc_injected"]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 27 item 1 on the format-3 disk log: the install's "
-                   "STATE record, durable before the snapshot file, commits the follower's own "
-                   "uncommitted entries")
 def test_found_kill_interrupted_install_applies_nothing_uncommitted() -> None:
     """Found by kill_program (seed 31, 120 rounds, end-to-end checks only) on the format-3 disk
     log: 'state machine safety: node 1 group 1 applied term 6 at index 13, another node
-    applied term 11'. Gone when the install's STATE record keeps the old commit index."""
+    applied term 11' (the install's STATE record, durable before the snapshot file, committed
+    the follower's own uncommitted entries). Runs clean since the s12-disk fix."""
     kill_program(31, rounds=120, check_durability=False).close()
 
 
