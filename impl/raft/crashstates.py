@@ -7,8 +7,8 @@ appends one `FsOp` per logical operation to `trace`: MKDIR, CREATE (a new file),
 existing file opened with O_TRUNC), WRITE (inode, offset, bytes), FSYNC (inode), FSYNC_DIR,
 RENAME (replace, also across directories), UNLINK, RMDIR, TRUNCATE (ftruncate; the fsync
 that FileIO.truncate adds is a separate FSYNC) and SYNCFS. It can inject ENOSPC or EIO at the
-n-th write or fsync (`faults`). `RecordingFS.from_image` rebuilds a file system from a crash image for recovery,
-and its own trace then shows what recovery changed.
+n-th write or fsync (`faults`). `RecordingFS.from_image` rebuilds a file system from a crash
+image for recovery, and its own trace then shows what recovery changed.
 
 `crash_points(trace)` yields every prefix of the trace: after each operation, and inside each
 WRITE (the write(2) persisted only its first m bytes; m at every 512-byte sector boundary of
