@@ -271,6 +271,7 @@ class DiskStorage:
         else:
             self._apply(plan)
             self._open_live(run, plan)
+            self._make_recovered_durable(run, plan)
         self._last = (log[-1].index, log[-1].term) if log else (self._snap.index, self._snap.term)
         self._loaded = InitialState(self._hs, self._snap, tuple(log), origin=self.dir)
         return self._loaded
@@ -600,6 +601,27 @@ class DiskStorage:
         else:  # the installed snapshot's segment never reached the disk: cut it afresh
             self._need_fresh = self._install_seq > 0
             self._crc = live[-1].recs[-1].crc if live else 0
+
+    def _make_recovered_durable(self, run: list[_Seg], plan: _Plan) -> None:
+        """What recovery read may have been in the page cache only (a process killed before
+        its fsync, then restarted): Raft takes what load() returns as stable and acknowledges
+        it without writing it again, so make it durable first: the last segment, the
+        directory and the directory's own entry in its parent."""
+        try:
+            if self._fd >= 0:
+                self.fs.fsync(self._fd)
+            else:
+                kept = [g for g in run if g.path not in plan.unlink_empty]
+                if kept:
+                    fd = self.fs.open_append(kept[-1].path, create=False)
+                    try:
+                        self.fs.fsync(fd)
+                    finally:
+                        self.fs.close(fd)
+            self.fs.fsync_dir(os.path.dirname(os.path.abspath(self.dir)))
+            self.fs.fsync_dir(self.dir)
+        except OSError as e:
+            raise self._io("making the recovered log durable", self.dir, e) from e
 
     def _upgrade(
         self, old: list[_Seg], leftover: list[_Seg], log: list[Entry], plan: _Plan
