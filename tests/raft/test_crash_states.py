@@ -125,8 +125,6 @@ def test_crash_points_cut_inside_writes() -> None:
 
 HEAD_SECTOR = ("out-of-order sectors are still refused when the sector that did not persist is "
                "a new segment's first (magic and START): 'bad segment header' at offset 0")
-RECOVERED_NOT_DURABLE = ("recovery takes the page cache's unsynced tail and directory entries "
-                         "as stable without making them durable (not in issue 27)")
 
 
 def _explore(names: list[str], models: tuple[Model, ...] = tuple(Model), faults: bool = True,
@@ -176,17 +174,17 @@ def test_item6_group_directories_survive_in_their_parent() -> None:
     assert not _kinds(res, cx.Kind.LOST_ACKED, cx.Kind.TERM_BACK)
 
 
-@pytest.mark.xfail(strict=True, reason=RECOVERED_NOT_DURABLE)
 def test_recovery_makes_what_it_recovered_durable() -> None:
     """Found on the old code: '[ext4-ordered] restart g1 LOST_ACKED: entry 3 of term 1
     acknowledged, recovered nothing (hs 1/1/2, snapshot 0/0, log to 2)': a process killed
     after an unsynced batch, the next one recovers it from the page cache and Raft takes it
-    as stable (acknowledges it to a leader), then the power goes."""
+    as stable (acknowledges it to a leader), then the power goes. Fixed in disklog.py:
+    load() fsyncs the last segment, the directory and its parent before returning."""
     res = _explore(["restart"], (Model.EXT4_ORDERED,), faults=False)
     assert not _kinds(res, cx.Kind.LOST_ACKED)
 
 
-@pytest.mark.xfail(strict=True, reason=f"{HEAD_SECTOR}; {RECOVERED_NOT_DURABLE}")
+@pytest.mark.xfail(strict=True, reason=HEAD_SECTOR)
 def test_every_workload_every_crash_state_recovers_the_ground_truth() -> None:
     """Every workload, with ENOSPC at each write and EIO at each fsync, every crash point,
     both models: nothing found."""

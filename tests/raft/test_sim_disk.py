@@ -261,13 +261,11 @@ def kill_program(seed: int, rounds: int = DISK_ROUNDS, ops: list[Op] | None = No
     return s
 
 
-@pytest.mark.xfail(strict=True, reason="a restart after a process kill takes the page cache's "
-                   "unsynced segment as stable without fsyncing it or its directory (format 3, "
-                   "seed 1: 'durability: node 1 group 1 after restart 3: term/vote 0/0 "
-                   "recovered, but 1/3 had been synced'; after the s12-disk merge, seed 17: "
-                   "'entry 2 (term 4) had been synced, but the recovered log is snapshot 0/0 + "
-                   "entries 1..1')")
 def test_disk_kill_at_any_call_keeps_every_invariant() -> None:
+    """On the format-3 disk log, seed 1: 'durability: node 1 group 1 after restart 3: term/vote
+    0/0 recovered, but 1/3 had been synced'; after the s12-disk merge, seed 17: 'entry 2 (term
+    4) had been synced, but the recovered log is snapshot 0/0 + entries 1..1' (a restart after
+    a kill took the page cache's unsynced segment as stable without making it durable)."""
     totals: Counter[str] = Counter()
     for seed in range(KILL_PROGRAMS):
         s = kill_program(seed)
