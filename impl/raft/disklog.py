@@ -385,6 +385,12 @@ class DiskStorage:
                 if last_seg and not g.recs and (MAGIC.startswith(g.data[:8]) or not any(g.data)):
                     plan.unlink_empty.append(g.path)  # torn while being created: held nothing
                     break
+                if last_seg and not g.recs and _torn(g.data, 0, len(MAGIC)):
+                    # Its first sector (magic, START) never reached the disk while a later
+                    # one did (writeback in any order): never fsynced, so nothing in it was
+                    # acknowledged. Moved aside, not deleted.
+                    plan.quarantine.append(g.path)
+                    break
                 raise StorageCorruption(g.path, len(MAGIC), "segment does not begin with START")
             if g.torn_at is not None:
                 plan.truncate.append((g.path, g.torn_at))
@@ -527,8 +533,8 @@ class DiskStorage:
                 return
             raise StorageCorruption(path, 0, "segment shorter than its header")
         if data[:7] != MAGIC[:7]:
-            if last and not any(data):
-                return
+            if last and _torn(data, 0, len(MAGIC)):
+                return  # its first sector never reached the disk (see _replay)
             raise StorageCorruption(path, 0, "bad segment header")
         chained = g.fmt == FORMAT
         seed = 0  # START is seeded with 0; every later record with its predecessor's crc
@@ -591,7 +597,7 @@ class DiskStorage:
 
     def _open_live(self, run: list[_Seg], plan: _Plan) -> None:
         """Reopen the last segment for appending (or arrange a fresh one after an install)."""
-        live = [g for g in run if g.path not in plan.unlink_empty]
+        live = [g for g in run if g.path not in plan.unlink_empty + plan.quarantine]
         self._segments = self._segments[: len(live)]
         if live and live[-1].seq >= self._install_seq:
             g = live[-1]
@@ -611,7 +617,7 @@ class DiskStorage:
             if self._fd >= 0:
                 self.fs.fsync(self._fd)
             else:
-                kept = [g for g in run if g.path not in plan.unlink_empty]
+                kept = [g for g in run if g.path not in plan.unlink_empty + plan.quarantine]
                 if kept:
                     fd = self.fs.open_append(kept[-1].path, create=False)
                     try:
