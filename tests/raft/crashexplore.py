@@ -264,6 +264,22 @@ def w_compaction(r: Recorder) -> None:
     g.sync()
 
 
+def w_compaction_in_place(r: Recorder) -> None:
+    """A compaction whose sync cuts no segment (its STATE record fits the live one), then
+    the segment it covers is deleted: nothing but that sync's own barrier orders the snapshot
+    file's rename before the unlink."""
+    r.commit(1, entries(1, 8, 1))
+    g = r.group(1)
+    g.write(HardState(1, 1, 0), None, entries(1, 3, 1, size=60))
+    g.sync()
+    g.write(HardState(1, 1, 3), None, entries(4, 6, 1, size=60))
+    g.sync()
+    g.write(HardState(1, 1, 6), None, entries(7, 8, 1, size=60))  # cuts segment 2
+    g.sync()
+    g.write(HardState(1, 1, 8), None, [], compacted=Snapshot(6, 1, b"state@6"))
+    g.sync()  # deletes segment 1
+
+
 def w_install(r: Recorder) -> None:
     """A follower's old log of term 1 (committed only to 2) replaced by a leader of term 2's
     snapshot at 8; the cluster committed 1-2 of term 1 and 3-9 of term 2."""
@@ -341,6 +357,7 @@ def w_groups(r: Recorder) -> None:
 WORKLOADS = [
     Workload("appends", w_appends),
     Workload("compaction", w_compaction),
+    Workload("compaction_in_place", w_compaction_in_place, segment_bytes=600),
     Workload("install", w_install),
     Workload("install_with_entries", w_install_with_entries),
     Workload("hard_state", w_hard_state),
@@ -617,3 +634,67 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+# ---- seeded bugs ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """A bug seeded into a copy of impl/raft/disklog.py: `old` (once in the source) -> `new`.
+    None of the explorer's checks was written for it."""
+
+    name: str
+    old: str
+    new: str
+
+
+MUTANTS = [
+    Mutant("atomic write without its directory fsync",
+           '    fs.replace(tmp, path)\n    fs.fsync_dir(os.path.dirname(path) or ".")\n',
+           "    fs.replace(tmp, path)\n"),
+    Mutant("atomic write fsyncs before it writes",
+           "        _write_all(fs, fd, data)\n        fs.fsync(fd)\n",
+           "        fs.fsync(fd)\n        _write_all(fs, fd, data)\n"),
+    Mutant("commit written before the entries it covers",
+           "            first = HardState(hard_state.term, hard_state.vote, "
+           "min(hard_state.commit, before))\n",
+           "            first = hard_state\n"),
+    Mutant("install raises the commit before the snapshot lands",
+           "                    hard_state.term, hard_state.vote, "
+           "min(self._hs.commit, snapshot.index)\n",
+           "                    hard_state.term, hard_state.vote, "
+           "min(hard_state.commit, self._last[0])\n"),
+    Mutant("sync skips the directory fsync",
+           "            if self._dir_dirty:\n                self.fs.fsync_dir(self.dir)\n"
+           "        except OSError as e:\n            raise self.fail(e) from e\n",
+           "        except OSError as e:\n            raise self.fail(e) from e\n"),
+    Mutant("segment cut without fsyncing the old segment",
+           "                self.fs.fsync(self._fd)\n                self.fs.close(self._fd)\n",
+           "                self.fs.close(self._fd)\n"),
+    Mutant("group directory created without fsyncing its parent",
+           "        make_dirs_durable(self.fs, directory)\n",
+           "        self.fs.makedirs(directory)\n"),
+    Mutant("recovery does not make what it recovered durable",
+           "            self._make_recovered_durable(run, plan)\n", ""),
+]
+
+
+def mutant_storage(m: Mutant) -> type[DiskStorage]:
+    """DiskStorage of a copy of impl/raft/disklog.py with the mutant's change."""
+    import sys as _sys
+    import types
+
+    import impl.raft.disklog as disklog
+
+    with open(disklog.__file__, encoding="utf-8") as f:
+        src = f.read()
+    if src.count(m.old) != 1:
+        raise ValueError(f"mutant {m.name!r}: its text is not once in {disklog.__file__}")
+    name = f"impl.raft._disklog_mutant_{MUTANTS.index(m)}"
+    mod = types.ModuleType(name)
+    mod.__file__ = disklog.__file__
+    _sys.modules[name] = mod  # dataclasses look their module up
+    exec(compile(src.replace(m.old, m.new), f"<{m.name}>", "exec"), mod.__dict__)
+    cls: type[DiskStorage] = mod.DiskStorage
+    return cls

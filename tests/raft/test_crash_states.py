@@ -195,3 +195,12 @@ def test_a_workload_writes_only_what_a_follower_can() -> None:
     g = r.group(1)
     with pytest.raises(ValueError, match="commit 3 past the log's last index 1"):
         g.write(HardState(1, 0, 3), None, [Entry(1, 1)])
+
+
+@pytest.mark.parametrize("mutant", cx.MUTANTS, ids=lambda m: m.name.replace(" ", "-"))
+def test_a_seeded_bug_is_found(mutant: cx.Mutant) -> None:
+    """Bugs no check was written for, seeded into a copy of disklog.py: the explorer finds each
+    (which check and crash state: tests/raft/crashexplore.py's report, printed)."""
+    res = _explore([w.name for w in cx.WORKLOADS], faults=False,
+                   storage=cx.mutant_storage(mutant))
+    assert _kinds(res), f"seeded bug not found: {mutant.name}"
