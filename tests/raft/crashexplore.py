@@ -151,6 +151,9 @@ def _check_workload(ref: MemStorage, hs: HardState | None, snap: Snapshot | None
     if hs is None:
         return
     s = ref.load()
+    cur = next((p[0] for p in reversed(ref._pending) if p[0] is not None), s.hard_state)
+    if hs.term < cur.term or (hs.term == cur.term and cur.vote and hs.vote != cur.vote):
+        raise ValueError(f"workload bug: hard state {hs} after {cur}")
     last = (ents[-1].index if ents else snap.index if snap is not None
             else max([e.index for e in s.entries] + [s.snapshot.index]
                      + [p[2][-1].index for p in ref._pending if p[2]]))
@@ -364,6 +367,100 @@ WORKLOADS = [
     Workload("groups", w_groups),
     Workload("restart", w_restart),
 ]
+
+
+# ---- generated workloads (bounded and exhaustive, as ACE generates them) -------------------------
+
+
+@dataclass
+class _Follower:
+    """What a generated workload's follower has and what its cluster committed."""
+
+    term: int = 1
+    vote: int = 1
+    last: int = 0  # the follower's last index
+    commit: int = 0
+    snap: int = 0
+
+
+def _g_append(r: Recorder, g: GroupRun, f: _Follower, n: int = 2, size: int = 24) -> None:
+    ents = entries(f.last + 1, f.last + n, f.term, size)
+    r.commit(g.gid, ents)
+    f.last += n
+    g.write(HardState(f.term, f.vote, f.last), None, ents)
+    g.sync()
+    f.commit = f.last
+
+
+def _g_big(r: Recorder, g: GroupRun, f: _Follower) -> None:
+    _g_append(r, g, f, 5, 110)  # several sectors, and a segment cut
+
+
+def _g_term(r: Recorder, g: GroupRun, f: _Follower) -> None:
+    f.term, f.vote = f.term + 1, 2
+    g.write(HardState(f.term, f.vote, f.commit), None, [])
+    g.sync()
+
+
+def _g_compact(r: Recorder, g: GroupRun, f: _Follower) -> None:
+    if f.commit > f.snap:
+        g.write(None, None, [], compacted=Snapshot(f.commit, r.committed[g.gid][f.commit],
+                                                   b"state@%d" % f.commit))
+        g.sync()
+        f.snap = f.commit
+
+
+def _g_install(r: Recorder, g: GroupRun, f: _Follower, with_entries: bool = False) -> None:
+    """Two uncommitted entries of the follower's term, then a new leader's snapshot past them
+    (and, `with_entries`, its next entries in the same Ready)."""
+    g.write(None, None, entries(f.last + 1, f.last + 2, f.term))
+    g.sync()
+    f.term, f.vote = f.term + 1, 0
+    new = entries(f.commit + 1, f.last + 4, f.term)  # the new leader's log, committed
+    r.commit(g.gid, new)
+    snap = Snapshot(new[-2].index, f.term, b"state@%d" % new[-2].index)
+    after = new[-1:] if with_entries else []
+    f.last = f.commit = new[-1].index if with_entries else snap.index
+    g.write(HardState(f.term, 0, f.commit), snap, after)
+    g.sync()
+    f.snap = snap.index
+
+
+def _g_install_entries(r: Recorder, g: GroupRun, f: _Follower) -> None:
+    _g_install(r, g, f, with_entries=True)
+
+
+def _g_restart(r: Recorder, g: GroupRun, f: _Follower) -> None:
+    ents = entries(f.last + 1, f.last + 1, f.term)
+    r.commit(g.gid, ents)
+    g.write(None, None, ents)  # unsynced, then the process is killed
+    f.last += 1
+    g.restart()
+
+
+STEPS: dict[str, Callable[[Recorder, GroupRun, _Follower], None]] = {
+    "append": _g_append, "big": _g_big, "term": _g_term, "compact": _g_compact,
+    "install": _g_install, "install+entries": _g_install_entries, "restart": _g_restart,
+}
+
+
+def generated(steps: Sequence[str], segment_bytes: int = 400) -> Workload:
+    """A workload of these steps after a first append (see STEPS)."""
+
+    def run(r: Recorder) -> None:
+        g, f = r.group(1), _Follower()
+        _g_append(r, g, f)
+        for name in steps:
+            STEPS[name](r, g, f)
+
+    return Workload("gen:" + ",".join(steps), run, segment_bytes)
+
+
+def generated_workloads(length: int) -> list[Workload]:
+    """Every sequence of `length` steps (7**length workloads)."""
+    import itertools as it
+
+    return [generated(seq) for seq in it.product(sorted(STEPS), repeat=length)]
 
 
 # ---- checks ------------------------------------------------------------------------------------
@@ -623,8 +720,12 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--workload", action="append", help="only these (default: all)")
     ap.add_argument("--faults", action="store_true", help="also ENOSPC/EIO at every call")
+    ap.add_argument("--generated", type=int, default=0, metavar="N",
+                    help="also every sequence of N generated steps (7**N workloads)")
     args = ap.parse_args(argv)
     wls = [w for w in WORKLOADS if not args.workload or w.name in args.workload]
+    if args.generated:
+        wls += generated_workloads(args.generated)
     t0 = time.monotonic()
     res = explore_all(wls, args.faults)
     print(report(res))

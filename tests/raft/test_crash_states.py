@@ -195,6 +195,9 @@ def test_a_workload_writes_only_what_a_follower_can() -> None:
     g = r.group(1)
     with pytest.raises(ValueError, match="commit 3 past the log's last index 1"):
         g.write(HardState(1, 0, 3), None, [Entry(1, 1)])
+    g.write(HardState(1, 2, 0), None, [])
+    with pytest.raises(ValueError, match="workload bug: hard state"):
+        g.write(HardState(1, 3, 0), None, [])  # a second vote in term 1
 
 
 @pytest.mark.parametrize("mutant", cx.MUTANTS, ids=lambda m: m.name.replace(" ", "-"))
@@ -204,3 +207,15 @@ def test_a_seeded_bug_is_found(mutant: cx.Mutant) -> None:
     res = _explore([w.name for w in cx.WORKLOADS], faults=False,
                    storage=cx.mutant_storage(mutant))
     assert _kinds(res), f"seeded bug not found: {mutant.name}"
+
+
+def test_generated_workloads_recover_the_ground_truth() -> None:
+    """Every sequence of 2 generated steps (appends, big batches, new terms, compactions,
+    installs with and without entries, kills and restarts), and every single step with
+    ENOSPC/EIO at every call; `tox -e crashstates` runs every sequence of 3 with faults."""
+    res = cx.explore_all(cx.generated_workloads(2), False)
+    res.merge(cx.explore_all(cx.generated_workloads(1), True))
+    print(cx.report(res))
+    states = sum(n for (_, what), n in res.counts.items() if what.startswith("states"))
+    assert states > 14000
+    assert not _kinds(res), "\n".join(_kinds(res))
