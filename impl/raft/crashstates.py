@@ -602,6 +602,24 @@ def crash_images(
             yield Image(tuple(entries), protected)
 
 
+def image_ops(image: Image) -> list[FsOp]:
+    """Operations that build `image` durably on a file system holding only "/", numbering
+    inodes as RecordingFS.from_image does: followed by a trace of a RecordingFS made with
+    from_image, they give the crash points of whatever ran on that image (a recovery)."""
+    ops: list[FsOp] = []
+    ino = 0
+    for path, content in image.entries:
+        if content is None:
+            ops.append(FsOp(OpKind.MKDIR, path))
+        else:
+            ino += 1
+            ops.append(FsOp(OpKind.CREATE, path, ino))
+            if content:
+                ops.append(FsOp(OpKind.WRITE, path, ino, 0, content))
+    ops.append(FsOp(OpKind.SYNCFS, "/"))
+    return ops
+
+
 def _name_choices(r: _Replay, model: Model) -> Iterator[tuple[dict[str, int], dict[int, int]]]:
     """(namespace, per inode the position of the last rename of it that persisted)."""
     if model is Model.EXT4_ORDERED:

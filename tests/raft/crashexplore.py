@@ -52,6 +52,7 @@ from impl.raft.crashstates import (
     RecordingFS,
     crash_images,
     crash_points,
+    image_ops,
 )
 from impl.raft.disklog import DiskStorage
 from impl.raft.fileio import make_dirs_durable
@@ -631,9 +632,10 @@ class Result:
 
 def explore(wl: Workload, models: Sequence[Model] = tuple(Model), faults: tuple[Fault, ...] = (),
             label: str | None = None, budget: int = 20000,
-            storage: type[DiskStorage] = DiskStorage) -> Result:
+            storage: type[DiskStorage] = DiskStorage, in_recovery: bool = True) -> Result:
     """Run the workload, then check every crash state of every crash point (from the fault
-    on, with faults) in every model; counts under (label, ...)."""
+    on, with faults) in every model, and with `in_recovery` every crash state of every call
+    the recovery from each makes; counts under (label, ...)."""
     label = label or wl.name
     rec = Recorder(faults, wl.segment_bytes, storage)
     # The node stops at a failure (OSError: the server's own tombstone calls): nothing
@@ -661,7 +663,7 @@ def explore(wl: Workload, models: Sequence[Model] = tuple(Model), faults: tuple[
                 seen.add(key)
                 res.counts[(label, f"states {model.value}")] += 1
                 present = image.files()
-                for g, (_, truth) in zip(gids, truths, strict=True):
+                for g, (tid, truth) in zip(gids, truths, strict=True):
                     if truth.removing and tombstone(g) in present:
                         continue  # removed: the server never opens it again
                     rv = recovered.get((image.digest, g))
@@ -671,7 +673,45 @@ def explore(wl: Workload, models: Sequence[Model] = tuple(Model), faults: tuple[
                     for kind, detail in check(rec, g, truth, rv, image, point):
                         res.add(Finding(kind, label, model, g, str(point), detail,
                                         image.describe()))
+                    if in_recovery and rv.init is not None and any(op.kind not in _BARRIERS
+                                                   for op in rv.changes):
+                        _crash_in_recovery(rec, res, label, model, g, tid, truth, rv, image,
+                                           point,
+                                           seen, recovered, storage)
     return res
+
+
+_BARRIERS = frozenset({OpKind.FSYNC, OpKind.FSYNC_DIR, OpKind.SYNCFS})
+
+
+def _crash_in_recovery(rec: Recorder, res: Result, label: str, model: Model, g: int,
+                       tid: int, truth: Truth, rv: Recovery, image: Image, point: CrashPoint,
+                       seen: set[tuple[Model, str, tuple[int, ...]]],
+                       recovered: dict[tuple[str, int], Recovery],
+                       storage: type[DiskStorage]) -> None:
+    """A crash at every call of the recovery itself (it cuts torn tails, removes temporary
+    files, moves segments aside): recover again from every state of each, and check against
+    the same ground truth."""
+    build = image_ops(image)
+    # For the deletion check: what the workload or the first recovery deleted, and the
+    # outer image's fsynced lengths (the nested image counts as wholly synced).
+    outer = CrashPoint(point.at, point.partial, (*point.ops, *rv.changes))
+    for p in crash_points([*build, *rv.changes], len(build)):
+        if p.at == len(build) and p.partial is None:
+            continue  # the image itself
+        for img in crash_images(p.ops, model, ["/"]):
+            key = (model, img.digest, (-g, tid))  # (negative: per group, in recovery)
+            if key in seen:
+                continue
+            seen.add(key)
+            res.counts[(label, f"states in recovery {model.value}")] += 1
+            rv2 = recovered.get((img.digest, g))
+            if rv2 is None:
+                rv2 = recovered[(img.digest, g)] = recover(img, g, rec.segment_bytes, storage)
+            nested = Image(img.entries, image.protected)
+            for kind, detail in check(rec, g, truth, rv2, nested, outer):
+                res.add(Finding(kind, label, model, g, f"{point}, then inside recovery {p}",
+                                detail, img.describe()))
 
 
 def _first_fault_pos(rec: Recorder) -> int:
@@ -688,17 +728,18 @@ def fault_runs(wl: Workload, on: str, kind: FaultKind, partial: int = 7,
 
 
 def explore_all(workloads: Sequence[Workload], with_faults: bool, models: Sequence[Model]
-                = tuple(Model), storage: type[DiskStorage] = DiskStorage) -> Result:
+                = tuple(Model), storage: type[DiskStorage] = DiskStorage,
+                in_recovery: bool = True) -> Result:
     """Every workload, and with `with_faults` every ENOSPC-at-a-write and EIO-at-a-fsync
     variant of it; the counts and the first finding of each kind."""
     res = Result()
     for wl in workloads:
-        res.merge(explore(wl, models, storage=storage))
+        res.merge(explore(wl, models, storage=storage, in_recovery=in_recovery))
         if with_faults:
             for on, kind in (("write", FaultKind.ENOSPC), ("fsync", FaultKind.EIO)):
                 for faults in fault_runs(wl, on, kind, storage=storage):
                     res.merge(explore(wl, models, faults, label=f"{wl.name}+{kind.name}",
-                                      storage=storage))
+                                      storage=storage, in_recovery=in_recovery))
     return res
 
 

@@ -126,9 +126,9 @@ def test_crash_points_cut_inside_writes() -> None:
 
 
 def _explore(names: list[str], models: tuple[Model, ...] = tuple(Model), faults: bool = True,
-             storage: type[DiskStorage] = DiskStorage) -> cx.Result:
+             storage: type[DiskStorage] = DiskStorage, in_recovery: bool = False) -> cx.Result:
     wls = [w for w in cx.WORKLOADS if w.name in names]
-    res = cx.explore_all(wls, faults, models, storage=storage)
+    res = cx.explore_all(wls, faults, models, storage=storage, in_recovery=in_recovery)
     print(cx.report(res))
     return res
 
@@ -183,10 +183,11 @@ def test_recovery_makes_what_it_recovered_durable() -> None:
 
 def test_every_workload_every_crash_state_recovers_the_ground_truth() -> None:
     """Every workload, with ENOSPC at each write and EIO at each fsync, every crash point,
-    both models: nothing found."""
-    res = _explore([w.name for w in cx.WORKLOADS])
+    both models, and every crash inside each recovery: nothing found."""
+    res = _explore([w.name for w in cx.WORKLOADS], in_recovery=True)
     states = sum(n for (_, what), n in res.counts.items() if what.startswith("states"))
-    assert states > 4000
+    inside = sum(n for (_, what), n in res.counts.items() if "in recovery" in what)
+    assert states > 12000 and inside > 5000
     assert not _kinds(res), "\n".join(_kinds(res))
 
 
@@ -213,8 +214,8 @@ def test_generated_workloads_recover_the_ground_truth() -> None:
     """Every sequence of 2 generated steps (appends, big batches, new terms, compactions,
     installs with and without entries, kills and restarts), and every single step with
     ENOSPC/EIO at every call; `tox -e crashstates` runs every sequence of 3 with faults."""
-    res = cx.explore_all(cx.generated_workloads(2), False)
-    res.merge(cx.explore_all(cx.generated_workloads(1), True))
+    res = cx.explore_all(cx.generated_workloads(2), False, in_recovery=False)
+    res.merge(cx.explore_all(cx.generated_workloads(1), True, in_recovery=False))
     print(cx.report(res))
     states = sum(n for (_, what), n in res.counts.items() if what.startswith("states"))
     assert states > 14000
