@@ -5,9 +5,11 @@ where present), driven by a logical clock and one seeded random.Random.
 Faults: message drop, duplication, delay and reordering, link cuts (both ways or one way),
 late replays of old messages, several inputs batched before one Ready (as the asyncio server
 does), crashes (optionally in the middle of a write, losing whatever was not synced) and
-restarts. A restart is a new host recovering every group from its disk. Every decision is
-drawn from the simulator's rng and events are ordered by (time, sequence), so the same seed and
-the same calls give the same trace, byte for byte (`trace_digest`).
+restarts; on the disk log also a process dying at any file-system call (`Faults.kill_at_call`,
+inside a write too, then a power loss or a plain kill) and ENOSPC on snapshot writes
+(`Faults.enospc_snapshot`). A restart is a new host recovering every group from its disk.
+Every decision is drawn from the simulator's rng and events are ordered by (time, sequence),
+so the same seed and the same calls give the same trace, byte for byte (`trace_digest`).
 
 After every event the Raft invariants run over every group (impl/raft/invariants.py), and a
 restart checks that the recovered state keeps everything the node had made durable (its term

@@ -26,7 +26,8 @@ Faults: `fault_runs` repeats a workload with ENOSPC (after a partial write) at e
 call, or EIO at each fsync-like call; the node stops at the StorageFailed (nothing more is
 acknowledged) and its crash points from the fault on are explored.
 
-    python -m tests.raft.crashexplore [--deep] [--workload NAME]
+    python -m tests.raft.crashexplore [--faults] [--generated N] [--workload NAME]
+                                      [--disklog-rev REV]
 """
 
 from __future__ import annotations
@@ -763,19 +764,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--faults", action="store_true", help="also ENOSPC/EIO at every call")
     ap.add_argument("--generated", type=int, default=0, metavar="N",
                     help="also every sequence of N generated steps (7**N workloads)")
+    ap.add_argument("--no-recovery-crashes", action="store_true",
+                    help="skip the crashes inside each recovery")
+    ap.add_argument("--disklog-rev", metavar="REV",
+                    help="explore impl/raft/disklog.py as of this git revision (e.g. a88a5d1, "
+                         "before the issue 27 fixes)")
     args = ap.parse_args(argv)
+    storage = storage_at(args.disklog_rev) if args.disklog_rev else DiskStorage
     wls = [w for w in WORKLOADS if not args.workload or w.name in args.workload]
     if args.generated:
         wls += generated_workloads(args.generated)
     t0 = time.monotonic()
-    res = explore_all(wls, args.faults)
+    res = explore_all(wls, args.faults, storage=storage,
+                      in_recovery=not args.no_recovery_crashes)
     print(report(res))
     print(f"({time.monotonic() - t0:.1f} s)")
     return 1 if res.findings else 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())
 
 
 # ---- seeded bugs ---------------------------------------------------------------------------------
@@ -824,19 +829,37 @@ MUTANTS = [
 
 def mutant_storage(m: Mutant) -> type[DiskStorage]:
     """DiskStorage of a copy of impl/raft/disklog.py with the mutant's change."""
-    import sys as _sys
-    import types
-
     import impl.raft.disklog as disklog
 
     with open(disklog.__file__, encoding="utf-8") as f:
         src = f.read()
     if src.count(m.old) != 1:
         raise ValueError(f"mutant {m.name!r}: its text is not once in {disklog.__file__}")
-    name = f"impl.raft._disklog_mutant_{MUTANTS.index(m)}"
+    return _storage_from(src.replace(m.old, m.new), f"mutant_{MUTANTS.index(m)}")
+
+
+def storage_at(rev: str) -> type[DiskStorage]:
+    """DiskStorage of impl/raft/disklog.py as of a git revision (e.g. the code before the
+    issue 27 fixes), run against today's RecordingFS."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    src = subprocess.run(["git", "show", f"{rev}:impl/raft/disklog.py"], cwd=root,
+                         check=True, capture_output=True, text=True).stdout
+    return _storage_from(src, f"at_{rev}")
+
+
+def _storage_from(src: str, tag: str) -> type[DiskStorage]:
+    import sys as _sys
+    import types
+
+    name = f"impl.raft._disklog_{tag}"
     mod = types.ModuleType(name)
-    mod.__file__ = disklog.__file__
     _sys.modules[name] = mod  # dataclasses look their module up
-    exec(compile(src.replace(m.old, m.new), f"<{m.name}>", "exec"), mod.__dict__)
+    exec(compile(src, f"<disklog {tag}>", "exec"), mod.__dict__)
     cls: type[DiskStorage] = mod.DiskStorage
     return cls
+
+
+if __name__ == "__main__":
+    sys.exit(main())

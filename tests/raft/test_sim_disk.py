@@ -3,6 +3,9 @@ was not fsynced), restarts (a new host recovering from the disk), compactions at
 index while the log runs further, snapshot installs, link cuts (both ways and one way), late
 replays of old messages and several inputs batched before one Ready. Every Raft invariant
 runs after every event; every restart must recover what the node had made durable.
+`kill_program`: the same programs with processes dying at any file-system call (not only
+between write and sync) and ENOSPC on snapshot writes (KILL_PROGRAMS of them; 1,000 with
+EPOCHGC_DEEP=1, `tox -e crashstates`).
 
 Profiles: the default runs DISK_PROGRAMS programs (CI); EPOCHGC_DEEP=1 (or `tox -e simdisk`)
 many more and longer. A campaign with counts:
