@@ -824,6 +824,10 @@ MUTANTS = [
            "        self.fs.makedirs(directory)\n"),
     Mutant("recovery does not make what it recovered durable",
            "            self._make_recovered_durable(run, plan)\n", ""),
+    Mutant("torn tail cut at the segment's first record",
+           "                plan.truncate.append((g.path, g.torn_at))\n",
+           "                plan.truncate.append((g.path, g.recs[1].off if len(g.recs) > 1 "
+           "else g.torn_at))\n"),
 ]
 
 
