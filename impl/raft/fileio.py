@@ -1,9 +1,13 @@
 """The file-system calls DiskStorage makes, behind a small injectable interface, and CrashFS:
 real files on a real directory plus a model of what a power loss leaves of them.
 
-`OsFileIO` is the default (plain `os`). `CrashFS` performs every call on the real files too,
-so a test reads back exactly the bytes DiskStorage wrote, and in addition records what has
-been made durable:
+`OsFileIO` is the default (plain `os`). `make_dirs_durable(fs, path)` creates directories
+through `FileIO.mkdir` and fsyncs each new one's parent (every directory DiskStorage creates
+goes through it). CrashFS does not model directory creation (a created directory is durable
+at once in it); its semantics are otherwise as below.
+
+`CrashFS` performs every call on the real files too, so a test reads back exactly the bytes
+DiskStorage wrote, and in addition records what has been made durable:
 
 * per file, its length at its last `fsync` (or `truncate`, which fsyncs);
 * per directory, the entry operations (create, rename, unlink) since its last `fsync_dir`;

@@ -29,7 +29,8 @@ def ents(lo: int, hi: int, term: int, group: int) -> list[Entry]:
 
 def build_plain(d: Path, group: int) -> None:
     """Four segments or more: entries 1-14, an overwrite of 5-6 in term 2, a compaction at 3,
-    hard states of terms 1 and 2 (the same shape for every group, other entry data)."""
+    hard states of terms 1 and 2 (the same shape for every group and seed; `group` seeds the
+    entry data)."""
     s = DiskStorage(str(d), segment_bytes=300)
     s.write(HardState(1, 1, 0), None, ents(1, 6, 1, group))
     s.sync()
@@ -46,10 +47,25 @@ def build_install(d: Path, group: int) -> None:
     s = DiskStorage(str(d), segment_bytes=300)
     s.write(HardState(1, 1, 0), None, ents(1, 6, 1, group))
     s.sync()
-    s.write(HardState(2, 0, 12), Snapshot(10, 2, b"leader@10"), ents(11, 12, 2, group))
+    s.write(HardState(2, 0, 12), Snapshot(10, 2, b"leader@10 %d" % group), ents(11, 12, 2, group))
     s.sync()
     s.write(HardState(2, 0, 18), None, ents(13, 20, 2, group))
     s.close()
+
+
+def build_single(d: Path, group: int) -> None:
+    """One segment: entries 1-5 and a hard state."""
+    s = DiskStorage(str(d))
+    s.write(HardState(1, 1, 3), None, ents(1, 5, 1, group))
+    s.close()
+
+
+def another_copy(d: Path, build: Callable[[Path, int], None]) -> Path:
+    """The same group's directory with another history of the same shape (a restore mix-up
+    of two copies of one node's data)."""
+    copy = d.parent / "copy" / d.name
+    build(copy, 3)
+    return copy
 
 
 def segs(d: Path) -> list[Path]:
@@ -160,6 +176,33 @@ def swapped_records(d: Path, other: Path) -> None:
     splice(pb, sb, eb, ra)
 
 
+def segment_from_another_copy(d: Path, other: Path) -> None:
+    # Valid in every field of its own (group, sequence, where the log ends, its records'
+    # chain): only the chain from the previous segment tells it does not belong.
+    last = segs(d)[-1]
+    shutil.copyfile(another_copy(d, build_plain) / last.name, last)
+
+
+def foreign_sole_segment(d: Path, other: Path) -> None:
+    # (on a one-segment log) no other segment to chain from: the group in START tells.
+    (mine,) = segs(d)
+    shutil.copyfile(other / mine.name, mine)
+
+
+def snapshot_from_another_copy(d: Path, other: Path) -> None:
+    # (on the install workload) same group, same install sequence: the install tag tells.
+    shutil.copyfile(another_copy(d, build_install) / "snapshot", d / "snapshot")
+
+
+def hard_state_goes_back(d: Path, other: Path) -> None:
+    # Written through the storage (a buggy writer): a vote in term 5, then a hard state of
+    # term 3, still above every entry's term: the node would vote again in term 5.
+    s = DiskStorage(str(d), segment_bytes=300)
+    s.write(HardState(5, 2, 8), None, [])
+    s.write(HardState(3, 0, 8), None, [])
+    s.close()
+
+
 def dropped_record(d: Path, other: Path) -> None:
     # The last STATE record of the log goes (the hard state silently older).
     for p in reversed(segs(d)):
@@ -215,8 +258,13 @@ def stale_hard_state(d: Path, other: Path) -> None:
     s.close()
 
 
+BUILD = {
+    install_segment_copied_next: build_install,
+    snapshot_from_another_copy: build_install,
+    foreign_sole_segment: build_single,
+}
 KINDS: dict[str, tuple[Callable[[Path, int], None], Callable[[Path, Path], None]]] = {
-    f.__name__: (build_install if f is install_segment_copied_next else build_plain, f)
+    f.__name__: (BUILD.get(f, build_plain), f)
     for f in (
         flip_old_segment,
         flip_last_segment,
@@ -237,6 +285,10 @@ KINDS: dict[str, tuple[Callable[[Path, int], None], Callable[[Path, Path], None]
         truncated_mid_record_old_segment,
         zeroed_sector_old_segment,
         stale_hard_state,
+        segment_from_another_copy,
+        foreign_sole_segment,
+        snapshot_from_another_copy,
+        hard_state_goes_back,
     )
 }
 

@@ -206,3 +206,41 @@ def test_the_quarantine_folder_is_fsynced_in_its_parent(tmp_path: Path) -> None:
     DiskStorage(str(g), fs=fs).load()
     assert _durable(fs.calls, str(g / QUARANTINE)), fs.calls
     assert fs.calls[-1] == ("fsync_dir", str(g))  # the rename out of it is durable too
+
+
+def test_a_damaged_record_ending_in_zeros_is_not_taken_for_a_torn_write(tmp_path: Path) -> None:
+    # A fsynced record whose payload ends in zeros crosses a sector boundary; it is damaged
+    # (a bit flip) and another record follows it in the same sector. etcd's looser rule ("a
+    # part of the record in one sector is all zeros") would call it torn and cut it and every
+    # record after it; its bytes past the record are not zeros, so no crash zeroed that sector.
+    d = tmp_path / "g1"
+    s = DiskStorage(str(d))
+    s.write(HardState(1, 1, 0), None, ents(1, 1))
+    s.sync()
+    (seg,) = segs(d)
+    at = seg.stat().st_size  # where entry 2's record begins
+    overhead = 12 + 1 + 24  # record header, kind, entry header
+    tail_zeros = 40
+    size = SECTOR + 20 - at  # the record ends 20 bytes into the second sector
+    data = b"\x05" * (size - overhead - tail_zeros) + bytes(tail_zeros)
+    s.write(None, None, [Entry(2, 1, 1, data), *ents(3, 4)])
+    s.close()
+    raw = bytearray(seg.read_bytes())
+    assert not any(raw[SECTOR : SECTOR + 20]) and any(raw[SECTOR + 20 : 2 * SECTOR])
+    raw[at + 60] ^= 1  # in the payload (the header stays valid)
+    seg.write_bytes(bytes(raw))
+    with pytest.raises(StorageCorruption, match="checksum mismatch") as ei:
+        DiskStorage(str(d)).load()
+    assert ei.value.offset == at
+    assert seg.read_bytes() == bytes(raw)
+
+
+def test_entries_above_the_hard_state_term_are_refused(tmp_path: Path) -> None:
+    # A writer that appended entries of term 2 without ever making term 2 durable (the node
+    # could vote in term 2 again after a restart): a stale hard state.
+    d = tmp_path / "g1"
+    s = DiskStorage(str(d))
+    s.write(HardState(1, 1, 0), None, ents(1, 2, term=2))
+    s.close()
+    with pytest.raises(StorageCorruption, match="stale hard state"):
+        DiskStorage(str(d)).load()
