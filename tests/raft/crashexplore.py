@@ -22,8 +22,8 @@ with DiskStorage.load() and checked:
   workload had not deleted itself (not a temporary file), or truncated below them;
 * NOT_IDEMPOTENT: a second load() recovers something else.
 
-Faults: `fault_runs` repeats a workload with ENOSPC (after a partial write) at each write
-call, or EIO at each fsync-like call; the node stops at the StorageFailed (nothing more is
+Faults: `fault_runs` repeats a workload with ENOSPC (after a partial write) or EIO at each
+write call, or EIO at each fsync-like call; the node stops at the StorageFailed (nothing more is
 acknowledged) and its crash points from the fault on are explored.
 
     python -m tests.raft.crashexplore [--faults] [--generated N] [--workload NAME]
@@ -728,18 +728,22 @@ def fault_runs(wl: Workload, on: str, kind: FaultKind, partial: int = 7,
     return [(Fault(on, i, kind, partial if on == "write" else 0),) for i in range(n)]
 
 
+# ENOSPC at a write (after a short write), EIO at a write, EIO at an fsync-like call.
+FAULTS = (("write", FaultKind.ENOSPC), ("write", FaultKind.EIO), ("fsync", FaultKind.EIO))
+
+
 def explore_all(workloads: Sequence[Workload], with_faults: bool, models: Sequence[Model]
                 = tuple(Model), storage: type[DiskStorage] = DiskStorage,
                 in_recovery: bool = True) -> Result:
-    """Every workload, and with `with_faults` every ENOSPC-at-a-write and EIO-at-a-fsync
-    variant of it; the counts and the first finding of each kind."""
+    """Every workload, and with `with_faults` every variant of it with one of FAULTS at one of
+    its calls; the counts and the first finding of each kind."""
     res = Result()
     for wl in workloads:
         res.merge(explore(wl, models, storage=storage, in_recovery=in_recovery))
         if with_faults:
-            for on, kind in (("write", FaultKind.ENOSPC), ("fsync", FaultKind.EIO)):
+            for on, kind in FAULTS:
                 for faults in fault_runs(wl, on, kind, storage=storage):
-                    res.merge(explore(wl, models, faults, label=f"{wl.name}+{kind.name}",
+                    res.merge(explore(wl, models, faults, label=f"{wl.name}+{on}-{kind.name}",
                                       storage=storage, in_recovery=in_recovery))
     return res
 

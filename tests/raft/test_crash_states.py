@@ -182,7 +182,7 @@ def test_recovery_makes_what_it_recovered_durable() -> None:
 
 
 def test_every_workload_every_crash_state_recovers_the_ground_truth() -> None:
-    """Every workload, with ENOSPC at each write and EIO at each fsync, every crash point,
+    """Every workload, with ENOSPC or EIO at each write and EIO at each fsync, every crash point,
     both models, and every crash inside each recovery: nothing found."""
     res = _explore([w.name for w in cx.WORKLOADS], in_recovery=True)
     states = sum(n for (_, what), n in res.counts.items() if what.startswith("states"))
