@@ -590,9 +590,7 @@ def crash_images(
                 lo = max([i for i, (pos, _) in enumerate(vs) if pos < floor] or [0])
                 choices.append(list(dict.fromkeys(c for _, c in vs[lo:])))
         dirs = tuple((p, None) for p, v in ns.items() if v == _DIR)
-        protected = tuple(
-            (p, min(_protected(r.inodes.get(ino, _Inode())), 1 << 62)) for p, ino in files
-        )
+        protected = tuple((p, _protected(r.inodes.get(ino, _Inode()))) for p, ino in files)
         for combo in itertools.product(*choices):
             count += 1
             if count > budget:

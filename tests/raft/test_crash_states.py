@@ -12,6 +12,7 @@ from impl.raft.crashstates import (
     SECTOR,
     Fault,
     FaultKind,
+    FsOp,
     Model,
     OpKind,
     RecordingFS,
@@ -19,6 +20,7 @@ from impl.raft.crashstates import (
     crash_points,
 )
 from impl.raft.disklog import DiskStorage
+from impl.raft.fileio import FileIO
 from impl.raft.messages import Entry, HardState
 from tests.raft import crashexplore as cx
 
@@ -28,12 +30,13 @@ DEEP = os.environ.get("EPOCHGC_CRASHSTATES_DEEP") == "1"
 # ---- the recording file system and the models ---------------------------------------------------
 
 
-def _files(model: Model, ops: list) -> list[dict[str, bytes]]:  # type: ignore[type-arg]
+def _files(model: Model, ops: list[FsOp]) -> list[dict[str, bytes]]:
     return [img.files() for img in crash_images(ops, model, ["/d"])]
 
 
 def test_recording_fs_records_logical_operations() -> None:
     fs = RecordingFS("/d")
+    _: FileIO = fs  # the whole protocol (mypy checks this line)
     fs.makedirs("/d/a/b")
     fd = fs.open_append("/d/a/b/f", create=True)
     assert fs.write(fd, b"xy") == 2
