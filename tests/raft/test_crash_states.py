@@ -168,8 +168,8 @@ def test_item5_out_of_order_sectors_recover() -> None:
 
 def test_item6_group_directories_survive_in_their_parent() -> None:
     """Found on the old code: '[strict] appends g1 LOST_ACKED: entry 1 of term 1
-    acknowledged, recovered nothing' with the image '/data/n1/' (g1's own entry never
-    fsynced in n1), and the same for g2 in 'groups'."""
+    acknowledged, recovered nothing' with the image '/, /data/, /data/n1/' (g1's own entry
+    never fsynced in n1)."""
     res = _explore(["appends", "groups"], (Model.STRICT,), faults=False)
     assert not _kinds(res, cx.Kind.LOST_ACKED, cx.Kind.TERM_BACK)
 
@@ -223,3 +223,30 @@ def test_generated_workloads_recover_the_ground_truth() -> None:
     states = sum(n for (_, what), n in res.counts.items() if what.startswith("states"))
     assert states > 14000
     assert not _kinds(res), "\n".join(_kinds(res))
+
+
+BEFORE_ISSUE_27 = "a88a5d1"  # the disk log (format 3) the issue was filed against
+
+
+def test_the_explorer_finds_issue_27_on_the_code_before_it() -> None:
+    """The explorer run against disklog.py as it was when issue 27 was filed finds items 1, 2,
+    5 and 6 (and the recovered-not-durable defect), each as the check it should fail."""
+    try:
+        old = cx.storage_at(BEFORE_ISSUE_27)
+    except Exception as e:  # a shallow clone without that commit
+        pytest.skip(f"disklog.py at {BEFORE_ISSUE_27} unavailable: {e}")
+    res = _explore(["appends", "install", "install_with_entries", "restart"], faults=False,
+                   storage=old)
+    found = {(f.workload, f.model, f.kind): f.detail for f in res.findings.values()}
+    # 1: the install's STATE record commits the old log's uncommitted entries
+    assert "the cluster committed term 2 there" in found[
+        ("install", Model.EXT4_ORDERED, cx.Kind.UNCOMMITTED)]
+    # 2: install + entries in one Ready refused after a crash inside the model
+    assert "commit index 10 is past the last entry 8" in found[
+        ("install_with_entries", Model.EXT4_ORDERED, cx.Kind.REFUSED)]
+    # 5: a later sector of the unsynced tail persisted, an earlier one not: refused
+    assert "checksum mismatch" in found[("appends", Model.STRICT, cx.Kind.REFUSED)]
+    # 6: the group's directory never fsynced in its parent: everything gone
+    assert "recovered nothing" in found[("appends", Model.STRICT, cx.Kind.LOST_ACKED)]
+    # recovery took the page cache's unsynced tail as stable
+    assert ("restart", Model.EXT4_ORDERED, cx.Kind.LOST_ACKED) in found
