@@ -240,7 +240,7 @@ class DiskStorage:
             )
         plan = _Plan(tmp=[self._path(n) for n in names if n.endswith(".tmp")])
         snap_fmt = self._read_snapshot_file()
-        segs = [self._read_seg(int(n[:-4])) for n in sorted(names) if n.endswith(".seg")]
+        segs = [self._read_seg(self._seq_of(n)) for n in sorted(names) if n.endswith(".seg")]
         segs.sort(key=lambda g: g.seq)
         old = [g for g in segs if g.fmt == OLD_FORMAT]
         upgrade = snap_fmt == OLD_FORMAT or (snap_fmt is None and bool(old))
@@ -311,6 +311,15 @@ class DiskStorage:
         self._install_seq = install_seq
         self._install_tag = tag
         return fmt
+
+    def _seq_of(self, name: str) -> int:
+        """The sequence number a segment file's name gives; refuses any other .seg name."""
+        stem = name[:-4]
+        if not stem.isdigit() or name != f"{int(stem):016d}.seg":
+            raise StorageCorruption(
+                self._path(name), 0, "not a segment name of this log (16 digits, .seg)"
+            )
+        return int(stem)
 
     def _read_seg(self, seq: int) -> _Seg:
         path = self._seg_path(seq)
