@@ -384,6 +384,9 @@ class DiskStorage:
         at: list[tuple[str, int]] = []  # where each of them was read
         tail: int | None = None  # index of the log's last entry at this point of the replay
         hs_at: tuple[str, int] = (self.dir, 0)
+        # Format 3 only: whether the hard state is still the one made durable before its
+        # install's snapshot file (see the clamp below).
+        v3_pre_install = False
         seen_active = False
         prev_crc: int | None = None  # last crc of the previous segment of this run
         for k, g in enumerate(segs):
@@ -422,11 +425,14 @@ class DiskStorage:
                             raise ValueError("the installed snapshot's segment is not fresh")
                         tail = t_index
                         seen_active = seen_active or active
+                        if hs != self._hs:
+                            v3_pre_install = g.fmt == OLD_FORMAT and not active
                         self._set_hs(hs)
                         hs_at = (g.path, r.off)
                     elif kind == KIND_STATE:
                         self._set_hs(HardState(*_STATE.unpack(body)))
                         hs_at = (g.path, r.off)
+                        v3_pre_install = g.fmt == OLD_FORMAT and not active
                     elif kind == KIND_ENTRY:
                         e = decode_entry(body)
                         if tail is not None and e.index > tail + 1:
@@ -457,6 +463,14 @@ class DiskStorage:
             raise StorageCorruption(
                 path, 0, f"the log ended at {tail} but only {last} is recoverable: entries lost"
             )
+        if self._hs.commit > last and v3_pre_install:
+            # Format 3 made a commit of min(leader commit, old last index) durable before an
+            # install's snapshot file (issue 27 item 2): with the install's segment lost or
+            # torn, that commit points past the log and the node could not start. The log
+            # is the snapshot plus a prefix of the leader's entries that came with it, all at
+            # or below the leader's commit: clamp the commit to the log's end (the commit
+            # index is knowledge, not a promise; the leader repeats it).
+            self._hs = HardState(self._hs.term, self._hs.vote, last)
         if self._hs.commit > last:
             raise StorageCorruption(
                 hs_at[0],

@@ -182,6 +182,13 @@ MUTANTS = (
         f"{CORRUPTION} {RECOVERY}",
     ),
     Mutant(
+        "no-format3-commit-clamp",
+        "impl/raft/disklog.py",
+        "if self._hs.commit > last and v3_pre_install:",
+        "if False:",
+        f"{UPGRADE}",
+    ),
+    Mutant(
         "identity-not-checked",
         "impl/raft/identity.py",
         "        if (found.cluster_id, found.node_id) != (cluster_id, node_id):",
