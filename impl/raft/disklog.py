@@ -240,7 +240,7 @@ class DiskStorage:
             )
         plan = _Plan(tmp=[self._path(n) for n in names if n.endswith(".tmp")])
         snap_fmt = self._read_snapshot_file()
-        segs = [self._read_seg(int(n[:-4])) for n in sorted(names) if n.endswith(".seg")]
+        segs = [self._read_seg(self._seq_of(n)) for n in sorted(names) if n.endswith(".seg")]
         segs.sort(key=lambda g: g.seq)
         old = [g for g in segs if g.fmt == OLD_FORMAT]
         upgrade = snap_fmt == OLD_FORMAT or (snap_fmt is None and bool(old))
@@ -313,6 +313,15 @@ class DiskStorage:
         self._install_tag = tag
         return fmt
 
+    def _seq_of(self, name: str) -> int:
+        """The sequence number a segment file's name gives; refuses any other .seg name."""
+        stem = name[:-4]
+        if not stem.isdigit() or name != f"{int(stem):016d}.seg":
+            raise StorageCorruption(
+                self._path(name), 0, "not a segment name of this log (16 digits, .seg)"
+            )
+        return int(stem)
+
     def _read_seg(self, seq: int) -> _Seg:
         path = self._seg_path(seq)
         data = self.fs.read(path)
@@ -376,6 +385,9 @@ class DiskStorage:
         at: list[tuple[str, int]] = []  # where each of them was read
         tail: int | None = None  # index of the log's last entry at this point of the replay
         hs_at: tuple[str, int] = (self.dir, 0)
+        # Format 3 only: whether the hard state is still the one made durable before its
+        # install's snapshot file (see the clamp below).
+        v3_pre_install = False
         seen_active = False
         prev_crc: int | None = None  # last crc of the previous segment of this run
         for k, g in enumerate(segs):
@@ -420,11 +432,14 @@ class DiskStorage:
                             raise ValueError("the installed snapshot's segment is not fresh")
                         tail = t_index
                         seen_active = seen_active or active
+                        if hs != self._hs:
+                            v3_pre_install = g.fmt == OLD_FORMAT and not active
                         self._set_hs(hs)
                         hs_at = (g.path, r.off)
                     elif kind == KIND_STATE:
                         self._set_hs(HardState(*_STATE.unpack(body)))
                         hs_at = (g.path, r.off)
+                        v3_pre_install = g.fmt == OLD_FORMAT and not active
                     elif kind == KIND_ENTRY:
                         e = decode_entry(body)
                         if tail is not None and e.index > tail + 1:
@@ -455,6 +470,14 @@ class DiskStorage:
             raise StorageCorruption(
                 path, 0, f"the log ended at {tail} but only {last} is recoverable: entries lost"
             )
+        if self._hs.commit > last and v3_pre_install:
+            # Format 3 made a commit of min(leader commit, old last index) durable before an
+            # install's snapshot file (issue 27 item 2): with the install's segment lost or
+            # torn, that commit points past the log and the node could not start. The log
+            # is the snapshot plus a prefix of the leader's entries that came with it, all at
+            # or below the leader's commit: clamp the commit to the log's end (the commit
+            # index is knowledge, not a promise; the leader repeats it).
+            self._hs = HardState(self._hs.term, self._hs.vote, last)
         if self._hs.commit > last:
             raise StorageCorruption(
                 hs_at[0],

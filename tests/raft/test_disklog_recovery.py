@@ -244,3 +244,16 @@ def test_entries_above_the_hard_state_term_are_refused(tmp_path: Path) -> None:
     s.close()
     with pytest.raises(StorageCorruption, match="stale hard state"):
         DiskStorage(str(d)).load()
+
+
+@pytest.mark.parametrize("name", ["1.seg", "x.seg", "00000000000000001.seg"])
+def test_a_stray_file_named_like_a_segment_is_refused_by_name(tmp_path: Path, name: str) -> None:
+    # Old code: ValueError or FileNotFoundError from int(name) / the 16-digit path.
+    d = tmp_path / "g1"
+    s = DiskStorage(str(d))
+    s.write(HardState(1, 1, 0), None, ents(1, 2))
+    s.close()
+    (d / name).write_bytes(segs(d)[0].read_bytes())
+    with pytest.raises(StorageCorruption, match="not a segment name") as ei:
+        DiskStorage(str(d)).load()
+    assert ei.value.path == str(d / name)
