@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import struct
 import threading
+import zlib
 from pathlib import Path
 
 import pytest
@@ -21,7 +23,7 @@ from impl.raft.crashstates import (
 )
 from impl.raft.disklog import QUARANTINE, DiskStorage
 from impl.raft.messages import Entry, HardState, Snapshot
-from impl.raft.storage import StorageCorruption, StorageFailed
+from impl.raft.storage import StorageCorruption
 
 FIXTURES = Path(__file__).parent / "fixtures" / "format3"
 
@@ -219,3 +221,170 @@ def test_a_crash_at_every_call_of_the_upgrade_then_inside_its_recovery(group: st
                         assert all(c in files for c in old_segs), (str(point), str(p2))
     assert len(seen) > 20 and nested
     print(f"{group}: {len(seen)} upgrade crash states, {len(nested)} nested ones")
+
+
+# ---- silent damage that held: refused with the file named, nothing changed ---------------------
+
+
+def _records(raw: bytes) -> list[tuple[int, int]]:
+    """(offset, payload length) of each record of a segment."""
+    out, off = [], 8
+    while off < len(raw):
+        n = struct.unpack_from(">I", raw, off)[0]
+        out.append((off, n))
+        off += 12 + n
+    return out
+
+
+def _header(n: int) -> bytes:
+    """A record header of payload length n with a valid header checksum (crafted)."""
+    h = struct.pack(">II", n, 0)
+    return h + struct.pack(">I", zlib.crc32(h))
+
+
+def test_a_middle_segment_cut_at_a_record_boundary_is_refused(tmp_path: Path) -> None:
+    d = tmp_path / "g1"
+    segs = make_log(d)
+    p = d / segs[3]
+    raw = p.read_bytes()
+    p.write_bytes(raw[: _records(raw)[-1][0]])  # a whole record dropped, not the last segment
+    err = refused_unchanged(d)
+    assert err.path.endswith(segs[4])  # the next segment's chain names the break
+
+
+def test_two_segments_swapped_with_their_names_are_refused(tmp_path: Path) -> None:
+    d = tmp_path / "g1"
+    segs = make_log(d)
+    a, b = d / segs[2], d / segs[3]
+    ra, rb = a.read_bytes(), b.read_bytes()
+    a.write_bytes(rb)
+    b.write_bytes(ra)
+    refused_unchanged(d)
+
+
+@pytest.mark.parametrize("where", ["middle", "last"])
+def test_a_zero_length_record_is_refused(tmp_path: Path, where: str) -> None:
+    d = tmp_path / "g1"
+    segs = make_log(d)
+    p = d / (segs[3] if where == "middle" else segs[-1])
+    p.write_bytes(p.read_bytes() + _header(0))
+    err = refused_unchanged(d)
+    assert "length 0" in str(err)
+
+
+def test_a_huge_length_in_a_middle_segment_is_refused_without_reading_it(tmp_path: Path) -> None:
+    d = tmp_path / "g1"
+    segs = make_log(d)
+    p = d / segs[3]
+    raw = bytearray(p.read_bytes())
+    off = _records(bytes(raw))[-1][0]
+    raw[off : off + 12] = _header(256 << 20)
+    p.write_bytes(bytes(raw))
+    assert refused_unchanged(d).offset == off
+    p.write_bytes(bytes(raw[:off]) + _header(0xFFFFFFFF) + bytes(raw[off + 12 :]))
+    assert "4294967295" in str(refused_unchanged(d))
+
+
+@pytest.mark.parametrize("where", ["middle", "first", "install"])
+def test_an_empty_segment_before_the_last_is_refused(tmp_path: Path, where: str) -> None:
+    d = tmp_path / "g1"
+    segs = make_log(d)
+    name = {"middle": segs[4], "first": segs[0], "install": segs[-2]}[where]
+    (d / name).write_bytes(b"")
+    refused_unchanged(d)
+
+
+@pytest.mark.parametrize("at", [0, 4, 5, 13, 21, 25, -1])
+def test_snapshot_file_damaged_in_header_or_body_is_refused(tmp_path: Path, at: int) -> None:
+    d = tmp_path / "g1"
+    make_log(d)
+    s = DiskStorage(str(d), segment_bytes=200)
+    s.load()
+    s.write(None, None, [], compacted=Snapshot(10, 1, data=b"state machine" * 4))
+    s.sync()
+    s.close()
+    p = d / "snapshot"
+    raw = bytearray(p.read_bytes())
+    raw[at] ^= 0x10
+    p.write_bytes(bytes(raw))
+    err = refused_unchanged(d)
+    assert err.path == str(p)
+
+
+def test_a_stale_segment_goes_to_quarantine_beside_a_same_named_file(tmp_path: Path) -> None:
+    """Segment 5 came back (its unlink did not persist, those of 6 and 7 did) and quarantine/
+    already holds a file of that name (an earlier crash, or anything): both kept."""
+    d = tmp_path / "g1"
+    make_log(d)
+    seg5 = (d / "0000000000000005.seg").read_bytes()
+    s = DiskStorage(str(d), segment_bytes=200)
+    s.load()
+    s.write(None, None, [], compacted=Snapshot(10, 1, data=b"sm"))
+    s.sync()
+    s.close()
+    assert not (d / "0000000000000005.seg").exists()
+    (d / "0000000000000005.seg").write_bytes(seg5)
+    (d / QUARANTINE).mkdir()
+    (d / QUARANTINE / "0000000000000005.seg").write_bytes(b"earlier evidence")
+    before = tree(d)
+    assert shape(d) == (HardState(1, 1, 19), 10, list(range(11, 21)))
+    after = sorted(tree(d).values())
+    assert after == sorted(before.values())  # every byte kept: moved, never deleted
+    assert (d / QUARANTINE / "0000000000000005.seg").read_bytes() == b"earlier evidence"
+
+
+@pytest.mark.parametrize("name", [b"\xff\xfe", b"x\nseg", b"0000000000000003.SEG", b".seg.bak"])
+def test_odd_file_names_in_the_group_directory(tmp_path: Path, name: bytes) -> None:
+    """Names that are not this log's are left alone (never read, never deleted)."""
+    d = tmp_path / "g1"
+    make_log(d)
+    odd = os.path.join(os.fsencode(d), name)
+    with open(odd, "wb") as f:
+        f.write(b"not mine")
+    assert shape(d)[2] == list(range(1, 21))
+    with open(odd, "rb") as f:
+        assert f.read() == b"not mine"
+
+
+def test_an_undecodable_segment_name_is_refused_by_name(tmp_path: Path) -> None:
+    d = tmp_path / "g1"
+    make_log(d)
+    with open(os.path.join(os.fsencode(d), b"\xff\xfe.seg"), "wb") as f:
+        f.write(b"x")
+    assert "not a segment name" in str(refused_unchanged(d))
+
+
+# ---- what is not detected by design (pinned so that a change is noticed) -----------------------
+
+
+def test_the_last_segment_restored_from_an_older_copy_is_accepted(tmp_path: Path) -> None:
+    """An older copy of the live segment is a prefix of it: indistinguishable from a crash
+    before the fsync. Term and vote go back (a second vote in term 2 becomes possible): the
+    operator rule of docs/operations.md, nothing the format can see."""
+    d = tmp_path / "g1"
+    make_log(d, n=5, segment_bytes=1 << 20)
+    p = next(d.glob("*.seg"))
+    old = p.read_bytes()
+    s = DiskStorage(str(d))
+    s.load()
+    s.write(HardState(2, 3, 5), None, [])
+    s.sync()
+    s.close()
+    p.write_bytes(old)
+    assert shape(d)[0] == HardState(1, 1, 4)
+
+
+def test_a_zeroed_sector_inside_the_fsynced_last_segment_is_taken_for_a_torn_tail(
+    tmp_path: Path,
+) -> None:
+    """etcd's torn-write rule (issue 27 item 5) cannot tell a zeroed sector of fsynced data
+    (a device returning zeros) from an unsynced one: the last segment is cut there and the
+    fsynced, committed entries after it are dropped without a refusal."""
+    d = tmp_path / "g1"
+    make_log(d, n=60, segment_bytes=1 << 20)
+    p = next(d.glob("*.seg"))
+    raw = bytearray(p.read_bytes())
+    raw[512:1024] = bytes(512)
+    p.write_bytes(bytes(raw))
+    hs, _, ents = shape(d)
+    assert len(ents) < 10 and hs.commit < 10
