@@ -132,9 +132,7 @@ def test_a_foreign_tmp_file_is_not_deleted(tmp_path: Path) -> None:
     make_log(d)
     (d / "notes.tmp").write_bytes(b"an operator's file")
     shape(d)
-    assert (d / "notes.tmp").exists() or any(
-        v == b"an operator's file" for v in tree(d).values()
-    )
+    assert (d / "notes.tmp").exists() or any(v == b"an operator's file" for v in tree(d).values())
 
 
 @pytest.mark.xfail(
@@ -169,8 +167,9 @@ def test_a_second_load_after_a_refusal_starts_clean(tmp_path: Path) -> None:
     "format-4 MAGIC",
 )
 @pytest.mark.parametrize(
-    "content", [b"", b"EGR", b"EGRLOG\x00\x03", bytes(100)], ids=["empty", "magic-part",
-                                                                  "magic3", "zeros"]
+    "content",
+    [b"", b"EGR", b"EGRLOG\x00\x03", bytes(100)],
+    ids=["empty", "magic-part", "magic3", "zeros"],
 )
 def test_format3_upgrade_after_a_crash_at_a_segment_cut(tmp_path: Path, content: bytes) -> None:
     # The format-3 code (a88a5d1) loads each of these directories as
