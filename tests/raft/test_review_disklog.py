@@ -490,3 +490,40 @@ def test_every_format3_crash_image_the_format3_code_starts_starts_after_the_upgr
                     assert (ohs.term, ohs.vote) == (nhs.term, nhs.vote), (str(point), model)
     assert len(seen) > 100
     assert not bad, f"{len(bad)} format-3 images refused after the upgrade, e.g. {bad[0]}"
+
+
+# ---- the node identity file ----------------------------------------------------------------------
+
+
+def test_identity_file_edited_or_damaged_is_refused(tmp_path: Path) -> None:
+    from impl.raft.identity import (
+        IDENTITY_FILE,
+        IdentityMismatch,
+        IdentityUnreadable,
+        ensure_identity,
+    )
+
+    d = tmp_path / "n1"
+    ident = ensure_identity(str(d), "c", 1)
+    p = d / IDENTITY_FILE
+    assert ensure_identity(str(d), "c", 1) == ident
+    p.write_text(p.read_text().replace("node=1", "node=2"))
+    with pytest.raises(IdentityMismatch):
+        ensure_identity(str(d), "c", 1)
+    for raw in (b"", b"\xff\xfe", p.read_bytes()[:10], b"epochgc node identity v1\nnode=x\n"):
+        p.write_bytes(raw)
+        with pytest.raises(IdentityUnreadable):
+            ensure_identity(str(d), "c", 1)
+
+
+def test_identity_file_deleted_is_adopted_silently(tmp_path: Path) -> None:
+    """Pinned limitation: with the file gone, a data directory full of format-4 groups (so not
+    one of an older version) takes whatever identity it is started with: a directory copied
+    from node 2, its identity file left behind, starts as node 1 with node 2's votes."""
+    from impl.raft.identity import IDENTITY_FILE, ensure_identity
+
+    d = tmp_path / "n2"
+    ensure_identity(str(d), "c", 2)
+    make_log(d / "g1", n=3)
+    (d / IDENTITY_FILE).unlink()
+    assert ensure_identity(str(d), "c", 1).node_id == 1
