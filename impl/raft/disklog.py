@@ -45,9 +45,11 @@ Recovery validates everything before it changes anything, and then changes only 
 proven: the checksum chain, each START's group, sequence and chain, the snapshot file's group
 and install tag, contiguous indexes, terms never decreasing (entries and hard states), the
 hard state's term not below the last entry's or the snapshot's, commit within the log. A
-torn write (etcd's rule) is tolerated only in the last segment: an incomplete last record, or
-a failing record with a part lying in an all-zero 512-byte sector (a crash persists whole
-sectors, in any order; bit rot does not zero them); the segment is truncated there. Any other
+torn write (etcd's rule, made stricter) is tolerated only in the last segment: an incomplete
+last record, or a failing record overlapping a 512-byte sector that is all zeros from the
+record (or the sector) on to the sector's (or the file's) end: a crash loses whole unsynced
+sectors, in any order; bit rot and misplaced records do not zero them. The segment is cut at
+that record (what followed it was never synced, so never acknowledged). Any other
 damage raises StorageCorruption naming file and offset. Segments before a gap in the
 numbering (unlinks that did not reach the disk) are moved into quarantine/ only once read and
 proven redundant (before the install or wholly covered by the snapshot); otherwise refused.
