@@ -53,6 +53,15 @@ def build_install(d: Path, group: int) -> None:
     s.close()
 
 
+def build_install_only(d: Path, group: int) -> None:
+    """An install at (10, 2) with the leader's 11-12 (not yet committed) in its segment alone."""
+    s = DiskStorage(str(d))
+    s.write(HardState(1, 1, 0), None, ents(1, 6, 1, group))
+    s.sync()
+    s.write(HardState(2, 0, 10), Snapshot(10, 2, b"leader@10 %d" % group), ents(11, 12, 2, group))
+    s.close()
+
+
 def build_single(d: Path, group: int) -> None:
     """One segment: entries 1-5 and a hard state."""
     s = DiskStorage(str(d))
@@ -194,6 +203,14 @@ def snapshot_from_another_copy(d: Path, other: Path) -> None:
     shutil.copyfile(another_copy(d, build_install) / "snapshot", d / "snapshot")
 
 
+def install_segment_renamed_lower(d: Path, other: Path) -> None:
+    # (on the install-only workload) the install's segment under a number before the
+    # install: replayed as a discarded pre-install segment, the fsynced (and acknowledged)
+    # entries 11-12 would vanish. Only the sequence named in START tells.
+    (fresh,) = segs(d)
+    fresh.rename(d / f"{int(fresh.stem) - 1:016d}.seg")
+
+
 def hard_state_goes_back(d: Path, other: Path) -> None:
     # Written through the storage (a buggy writer): a vote in term 5, then a hard state of
     # term 3, still above every entry's term: the node would vote again in term 5.
@@ -262,6 +279,7 @@ BUILD = {
     install_segment_copied_next: build_install,
     snapshot_from_another_copy: build_install,
     foreign_sole_segment: build_single,
+    install_segment_renamed_lower: build_install_only,
 }
 KINDS: dict[str, tuple[Callable[[Path, int], None], Callable[[Path, Path], None]]] = {
     f.__name__: (BUILD.get(f, build_plain), f)
@@ -289,6 +307,7 @@ KINDS: dict[str, tuple[Callable[[Path, int], None], Callable[[Path, Path], None]
         foreign_sole_segment,
         snapshot_from_another_copy,
         hard_state_goes_back,
+        install_segment_renamed_lower,
     )
 }
 

@@ -1,8 +1,9 @@
 """Issue 27: a data directory of on-disk format 3 (tests/raft/fixtures/format3, written by the
 code before format 4: g3 a plain log in two segments compacted at 10, g4 an installed snapshot
-at 40) starts, recovers what the old code recovered, and is rewritten into format 4 with the
-old segments kept in quarantine/; a crash at any step of the rewrite leaves a directory that
-starts and finishes it."""
+at 40, g5 and g6 crash images that code refused to start, see EXPECTED) starts, recovers
+what the old code recovered (g5, g6: with the commit clamped), and is rewritten into format
+4 with the old segments kept in quarantine/; a crash at any step of the rewrite leaves a
+directory that starts and finishes it."""
 
 from __future__ import annotations
 
@@ -19,9 +20,15 @@ from impl.raft.storage import StorageFailed
 
 FIXTURES = Path(__file__).parent / "fixtures" / "format3"
 # What the format-3 code recovered from each fixture: hard state, snapshot index, entries.
+# g5 and g6 are crash images of issue 27 item 2 made by that code (old log 1-30, commit 5;
+# one Ready: snapshot at 25, entries 26-28 of term 2, commit 28; power loss before the
+# fsync): it refused both ("commit index 28 is past the last entry 25" / "... 27"). The
+# upgrade starts them, the commit clamped to the log's end.
 EXPECTED = {
     "g3": (HardState(1, 1, 25), 10, list(range(11, 34))),
     "g4": (HardState(2, 0, 44), 40, list(range(41, 46))),
+    "g5": (HardState(2, 0, 25), 25, []),
+    "g6": (HardState(2, 0, 27), 25, [26, 27]),
 }
 
 
@@ -51,23 +58,23 @@ def test_format_3_directory_starts_and_is_rewritten(tmp_path: Path, group: str) 
     # The rewritten log is read again, and appended to.
     assert shape(d) == EXPECTED[group]
     s = DiskStorage(str(d))
-    hs, _, ents = EXPECTED[group]
+    hs, snap, ents = EXPECTED[group]
     s.load()
-    nxt = ents[-1] + 1
+    nxt = (ents[-1] if ents else snap) + 1
     s.write(hs, None, [Entry(nxt, hs.term, 1, b"after the upgrade")])
     s.close()
-    assert shape(d) == (hs, EXPECTED[group][1], [*ents, nxt])
+    assert shape(d) == (hs, snap, [*ents, nxt])
 
 
 @pytest.mark.parametrize("group", sorted(EXPECTED))
 def test_a_crash_at_any_write_of_the_upgrade_leaves_a_startable_directory(
     tmp_path: Path, group: str
 ) -> None:
-    # The disk fills after k bytes of the rewrite (every k up to its whole size), then the
-    # power goes: the next start, with room again, completes the upgrade.
+    # The disk fills after k bytes of the rewrite (60 values of k up to twice the size), then
+    # the power goes: the next start, with room again, completes the upgrade.
     size = sum(len(v) for v in tree(FIXTURES / group).values())
     failed = 0
-    for k in range(0, 2 * size, 97):
+    for k in range(0, 2 * size, max(1, size // 30)):
         d = tmp_path / str(k) / group
         shutil.copytree(FIXTURES / group, d)
         fs = CrashFS(space_left=k)
