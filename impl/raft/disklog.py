@@ -45,9 +45,11 @@ Recovery validates everything before it changes anything, and then changes only 
 proven: the checksum chain, each START's group, sequence and chain, the snapshot file's group
 and install tag, contiguous indexes, terms never decreasing (entries and hard states), the
 hard state's term not below the last entry's or the snapshot's, commit within the log. A
-torn write (etcd's rule) is tolerated only in the last segment: an incomplete last record, or
-a failing record with a part lying in an all-zero 512-byte sector (a crash persists whole
-sectors, in any order; bit rot does not zero them); the segment is truncated there. Any other
+torn write (etcd's rule, made stricter) is tolerated only in the last segment: an incomplete
+last record, or a failing record overlapping a 512-byte sector that is all zeros from the
+record (or the sector) on to the sector's (or the file's) end: a crash loses whole unsynced
+sectors, in any order; bit rot and misplaced records do not zero them. The segment is cut at
+that record (what followed it was never synced, so never acknowledged). Any other
 damage raises StorageCorruption naming file and offset. Segments before a gap in the
 numbering (unlinks that did not reach the disk) are moved into quarantine/ only once read and
 proven redundant (before the install or wholly covered by the snapshot); otherwise refused.
@@ -121,12 +123,16 @@ def _write_all(fs: FileIO, fd: int, data: bytes) -> None:
         off += n
 
 
+_HEAD = struct.Struct(">II")  # the first 8 bytes of a record header
+_U32 = struct.Struct(">I")
+
+
 def _record(kind: int, body: bytes, seed: int) -> tuple[bytes, int]:
     """One record whose crc is chained from `seed`; returns it and its crc."""
-    payload = bytes([kind]) + body
+    payload = bytes((kind,)) + body
     crc = zlib.crc32(payload, seed)
-    head = struct.pack(">II", len(payload), crc)
-    return head + struct.pack(">I", zlib.crc32(head)) + payload, crc
+    head = _HEAD.pack(len(payload), crc)
+    return head + _U32.pack(zlib.crc32(head)) + payload, crc
 
 
 def _torn(data: bytes, start: int, end: int) -> bool:
@@ -735,7 +741,7 @@ class DiskStorage:
                 hs = HardState(
                     hard_state.term, hard_state.vote, min(self._hs.commit, snapshot.index)
                 )
-                self._append([(KIND_STATE, _state_body(hs))], 0)
+                self._append(KIND_STATE, [_state_body(hs)], 0)
                 self._hs = hs
                 self._flush_live()
             self._install(snapshot)
@@ -744,13 +750,13 @@ class DiskStorage:
         if hard_state is not None and hard_state != self._hs:
             before = entries[0].index - 1 if entries else self._last[0]
             first = HardState(hard_state.term, hard_state.vote, min(hard_state.commit, before))
-            self._append([(KIND_STATE, _state_body(first))], 0)
+            self._append(KIND_STATE, [_state_body(first)], 0)
             self._hs = first
         if entries:
-            self._append([(KIND_ENTRY, encode_entry(e)) for e in entries], entries[-1].index)
+            self._append(KIND_ENTRY, [encode_entry(e) for e in entries], entries[-1].index)
             self._last = (entries[-1].index, entries[-1].term)
         if hard_state is not None and hard_state != self._hs:
-            self._append([(KIND_STATE, _state_body(hard_state))], 0)
+            self._append(KIND_STATE, [_state_body(hard_state)], 0)
             self._hs = hard_state
 
     def sync(self) -> None:
@@ -846,14 +852,19 @@ class DiskStorage:
     def _next_seq(self) -> int:
         return max(self._segments[-1][0] + 1 if self._segments else 1, self._install_seq)
 
-    def _append(self, recs: list[tuple[int, bytes]], max_index: int) -> None:
+    def _append(self, kind: int, bodies: list[bytes], max_index: int) -> None:
         if self._fd < 0 or self._size >= self.segment_bytes:
             self._cut()
+        # (inlined _record: this is the hot path)
         parts = []
         crc = self._crc
-        for kind, body in recs:
-            rec, crc = _record(kind, body, crc)
-            parts.append(rec)
+        kb = bytes((kind,))
+        head_pack, u32_pack, crc32 = _HEAD.pack, _U32.pack, zlib.crc32
+        for body in bodies:
+            payload = kb + body
+            crc = crc32(payload, crc)
+            head = head_pack(len(payload), crc)
+            parts.append(head + u32_pack(crc32(head)) + payload)
         buf = b"".join(parts)
         path = self._seg_path(self._segments[-1][0])
         self._unsynced = True

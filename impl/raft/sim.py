@@ -523,17 +523,22 @@ class Simulator:
 
     def _relax_marks(self, sn: SimNode) -> None:
         """A crash between write and sync may keep a prefix of a batch that replaces a log
-        suffix (or installs a snapshot): only what precedes it must survive."""
+        suffix (or installs a snapshot): only what precedes it must survive. (`log.stable`
+        drops below a replaced suffix or to an installed snapshot as soon as the core takes
+        them, `unstable_from` only until their Ready is taken: a process killed inside the
+        Ready's write has handed it over already.)"""
         assert sn.host is not None
         for gid, g in sn.host.groups.items():
             mark = sn.durable.get(gid)
             if mark is None:
                 continue
             log = g.node.log
-            keep = min(mark.stable, log.unstable_from - 1, log.last_index())
+            keep = min(mark.stable, log.stable, log.unstable_from - 1, log.last_index())
             if keep < mark.stable:
-                term = log.term(keep)
-                # Compacted away in memory (maybe not on disk yet): nothing left to compare.
+                # At or below the in-memory snapshot: compacted away, or replaced by an
+                # installed snapshot that may not be on disk yet while the old entry there
+                # still is (a process killed inside the install): nothing left to compare.
+                term = log.term(keep) if keep > log.snapshot.index else None
                 keep, term = (keep, term) if term is not None else (0, 0)
                 sn.durable[gid] = DurableMark(mark.term, mark.vote, keep, term)
 

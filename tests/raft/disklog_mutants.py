@@ -54,9 +54,11 @@ MUTANTS = (
     Mutant(
         "no-chain-writer-too",
         "impl/raft/disklog.py",
-        "            rec, crc = _record(kind, body, crc)\n",
-        "            rec, crc = _record(kind, body, 0)\n",
+        "            crc = crc32(payload, crc)\n",
+        "            crc = crc32(payload, 0)\n",
         f"{CORRUPTION}",
+        "seed = crc if chained else 0",
+        "seed = 0",
     ),
     Mutant(
         "no-cross-segment-chain",

@@ -5,6 +5,7 @@ directory it creates durable in its parent, and binds an install to its own segm
 from __future__ import annotations
 
 import os
+import random
 import struct
 import zlib
 from pathlib import Path
@@ -12,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from impl.raft.disklog import QUARANTINE, DiskStorage
-from impl.raft.fileio import SECTOR, OsFileIO
+from impl.raft.fileio import SECTOR, CrashFS, OsFileIO
 from impl.raft.messages import Entry, HardState, Snapshot
 from impl.raft.storage import StorageCorruption
 
@@ -257,3 +258,34 @@ def test_a_stray_file_named_like_a_segment_is_refused_by_name(tmp_path: Path, na
     with pytest.raises(StorageCorruption, match="not a segment name") as ei:
         DiskStorage(str(d)).load()
     assert ei.value.path == str(d / name)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_crash_during_recovery_s_own_moves_changes_nothing_recovered(
+    tmp_path: Path, seed: int
+) -> None:
+    # Recovery moves a proven-redundant segment into quarantine/ and cuts a torn tail; a
+    # power loss right after (before anything else is synced) must leave a directory that
+    # recovers the same state, with the moved segment's bytes still somewhere.
+    d = tmp_path / "g1"
+    s = fill(d, 16)
+    s.sync()
+    first = segs(d)[0].read_bytes()
+    s.write(HardState(1, 1, 16), None, [], compacted=Snapshot(12, 1, b"twelve"))
+    s.sync()
+    s.write(None, None, ents(17, 17))  # unsynced: torn by the crash below
+    s.abandon()
+    (d / "0000000000000001.seg").write_bytes(first)  # an unlink undone by an earlier crash
+    with open(segs(d)[-1], "ab") as f:
+        f.write(b"\0" * 30)  # and a torn tail
+    fs = CrashFS()
+    want = DiskStorage(str(d), fs=fs).load()
+    fs.crash(random.Random(seed))
+    got = DiskStorage(str(d)).load()
+    assert (got.hard_state, got.snapshot, got.entries) == (
+        want.hard_state,
+        want.snapshot,
+        want.entries,
+    )
+    kept = [p.read_bytes() for p in d.rglob("*.seg")]
+    assert first in kept
