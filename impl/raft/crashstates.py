@@ -55,6 +55,8 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
+from impl.raft.fileio import EntryKind
+
 SECTOR = 512
 _DIR = -1  # a namespace value: a directory (files map to their inode number)
 
@@ -195,6 +197,13 @@ class RecordingFS:
 
     def exists(self, path: str) -> bool:
         return os.path.normpath(path) in self.ns
+
+    def entry_kind(self, path: str) -> EntryKind:
+        """(This model has regular files and directories only.)"""
+        ino = self.ns.get(os.path.normpath(path))
+        if ino is None:
+            return EntryKind.MISSING
+        return EntryKind.DIRECTORY if ino == _DIR else EntryKind.REGULAR
 
     def read(self, path: str) -> bytes:
         return bytes(self.inodes[self._file(path)])

@@ -49,7 +49,11 @@ torn write (etcd's rule, made stricter) is tolerated only in the last segment: a
 last record, or a failing record overlapping a 512-byte sector that is all zeros from the
 record (or the sector) on to the sector's (or the file's) end: a crash loses whole unsynced
 sectors, in any order; bit rot and misplaced records do not zero them. The segment is cut at
-that record (what followed it was never synced, so never acknowledged). Any other
+that record (what followed it was never synced, so never acknowledged), after the bytes cut
+off (unless all zeros) are copied durably into quarantine/ (a zeroed sector of fsynced data
+looks the same as a torn write). A segment, snapshot or temporary name that is not a regular
+file (lstat: symlink, FIFO, directory) is refused before anything is opened; of *.tmp names
+only this log's own (snapshot.tmp, NNNNNNNNNNNNNNNN.seg.tmp) are removed. Any other
 damage raises StorageCorruption naming file and offset. Segments before a gap in the
 numbering (unlinks that did not reach the disk) are moved into quarantine/ only once read and
 proven redundant (before the install or wholly covered by the snapshot); otherwise refused.
@@ -58,6 +62,11 @@ Upgrade: a directory of format 3 (per-record checksums, no binding) is read with
 rules, then rewritten: one FRESH segment holding the whole recovered log (written as a temp
 file, fsynced, renamed), a format-4 snapshot file naming it (the switch), and the format-3
 segments moved into quarantine/. A crash at any step leaves a directory this reads again.
+Within an upgrade a segment is format 4 only if it has the whole format-4 magic at the number
+the upgrade writes (above every other segment's); anything else is format 3, a last segment a
+crash left empty, zeroed or with part of its magic included. The new segment's START carries
+START_UPGRADE: after the switch, segments below it without a format-4 magic are the format-3
+log's remains and are moved aside too.
 Format 2 and older are refused (restore the node from a peer).
 
 `group_commit`: storages of one node may share a GroupCommit (impl/raft/groupcommit.py) so
@@ -75,7 +84,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from impl.raft.codec import CodecError, decode_entry, decode_snapshot, encode_entry, encode_snapshot
-from impl.raft.fileio import SECTOR, FileIO, OsFileIO, make_dirs_durable
+from impl.raft.fileio import SECTOR, EntryKind, FileIO, OsFileIO, make_dirs_durable
 from impl.raft.groupcommit import GroupCommit
 from impl.raft.messages import Entry, HardState, InitialState, Snapshot
 from impl.raft.storage import StorageCorruption, StorageFailed
@@ -88,6 +97,8 @@ _REC = struct.Struct(">III")  # length, chained crc32(payload), crc32 of the fir
 _START = struct.Struct(">BQQIIQQQQQ")
 _START3 = struct.Struct(">BQQQQQ")  # format 3: flags, tail index, tail term, hs term, vote, commit
 START_FRESH = 1  # the segment was cut for an installed snapshot: a fresh log starts here
+START_UPGRADE = 2  # (with FRESH) the segment the format-3 upgrade wrote
+_START_FLAGS_AT = len(MAGIC) + _REC.size + 1  # a segment's START flags byte (after the kind)
 _STATE = struct.Struct(">QQQ")  # term, vote, commit
 _SNAPHEAD = struct.Struct(">BQQI")  # format, group, install_seq, install_tag
 _SNAPHEAD3 = struct.Struct(">BQ")  # format 3: format, install_seq
@@ -97,6 +108,9 @@ KIND_START = 4
 MAX_RECORD = 256 << 20
 QUARANTINE = "quarantine"
 _GROUP_DIR = re.compile(r"g(\d+)$")
+# The temporary files of this log's own atomic writes (the snapshot, the upgrade's segment):
+# the only *.tmp names recovery may delete.
+_OWN_TMP = re.compile(r"(snapshot|\d{16}\.seg)\.tmp")
 
 
 def atomic_write(path: str, data: bytes, fs: FileIO | None = None) -> None:
@@ -210,6 +224,14 @@ class DiskStorage:
         self.group_commit = group_commit
         self.group = group_of(directory) if group_id is None else group_id
         make_dirs_durable(self.fs, directory)
+        self._fd = -1
+        self._loaded: InitialState | None = None
+        self._failed: StorageFailed | None = None
+        self._reset()
+
+    def _reset(self) -> None:
+        """The state before recovery (a load() starts from it, even after a refused one)."""
+        self.abandon()
         self._hs = HardState()
         self._snap = Snapshot()
         self._install_seq = 0
@@ -221,8 +243,6 @@ class DiskStorage:
         self._dir_dirty = False
         self._unsynced = False  # bytes appended to the live segment since the last fsync
         self._last = (0, 0)  # index and term of the last entry written (or the snapshot's)
-        self._loaded: InitialState | None = None
-        self._failed: StorageFailed | None = None
         self._need_fresh = False  # the next segment starts the log after an installed snapshot
 
     # ---- recovery ------------------------------------------------------------------------
@@ -235,6 +255,7 @@ class DiskStorage:
         if self._loaded is not None:
             return self._loaded
         self._check()
+        self._reset()  # nothing of an earlier, refused attempt carries over
         names = self.fs.listdir(self.dir)
         if "hardstate" in names:
             raise StorageCorruption(
@@ -244,7 +265,19 @@ class DiskStorage:
                 "refuses: its snapshot markers cannot be replayed safely; rebuild this node "
                 "from a peer",
             )
-        plan = _Plan(tmp=[self._path(n) for n in names if n.endswith(".tmp")])
+        for n in names:
+            if n == "snapshot" or n.endswith(".seg") or _OWN_TMP.fullmatch(n):
+                # Before any open: a FIFO would block for ever, a symlink would make recovery
+                # cut and append to a file outside the directory.
+                kind = self.fs.entry_kind(self._path(n))
+                if kind is not EntryKind.REGULAR:
+                    raise StorageCorruption(
+                        self._path(n),
+                        0,
+                        f"a {kind.value} where this log keeps a regular file: refusing to "
+                        "open or change it",
+                    )
+        plan = _Plan(tmp=[self._path(n) for n in names if _OWN_TMP.fullmatch(n)])
         snap_fmt = self._read_snapshot_file()
         segs = [self._read_seg(self._seq_of(n)) for n in sorted(names) if n.endswith(".seg")]
         segs.sort(key=lambda g: g.seq)
@@ -252,21 +285,38 @@ class DiskStorage:
         upgrade = snap_fmt == OLD_FORMAT or (snap_fmt is None and bool(old))
         leftover: list[_Seg] = []
         if upgrade:
-            # Format-4 segments here can only be an interrupted upgrade's output (its
-            # snapshot file, the switch, never landed): rewritten below.
-            leftover = [g for g in segs if g.fmt == FORMAT]
-            if old and leftover and leftover[0].seq < old[-1].seq:
-                raise StorageCorruption(
-                    leftover[0].path, 0, "a format-4 segment among format-3 ones"
-                )
+            # Within an upgrade, a segment is format 4 only if it has the whole format-4 magic
+            # at the number the upgrade writes (above every other segment): an interrupted
+            # upgrade's output (its snapshot file, the switch, never landed), compared with
+            # the expected output below. Anything else is format 3, a torn last segment
+            # (empty, part of the magic, zeros: a crash right after a cut) included.
+            leftover = [g for g in segs if g.data[: len(MAGIC)] == MAGIC]
+            out = {g.seq for g in leftover}
+            old = [g for g in segs if g.seq not in out]
+            for g in old:
+                g.fmt = OLD_FORMAT
+            top = max([g.seq for g in old] + [self._install_seq])
+            for g in leftover:
+                if g.seq != top + 1:
+                    raise StorageCorruption(
+                        g.path, 0, "a format-4 segment in a format-3 log that is not its upgrade"
+                    )
             segs = old
         else:
-            for g in old:
-                if g.seq >= self._install_seq:
-                    raise StorageCorruption(
-                        g.path, 7, "a format-3 segment after the format-4 log's install"
-                    )
-                plan.quarantine.append(g.path)  # left over from a finished upgrade
+            # After an upgrade's switch, its format-3 segments (a torn last one without a
+            # whole magic included) may still wait to be moved aside.
+            upgraded = self._upgraded(segs)
+            for g in segs:
+                if g.fmt == OLD_FORMAT or (
+                    upgraded and g.seq < self._install_seq and g.data[: len(MAGIC)] != MAGIC
+                ):
+                    if g.seq >= self._install_seq:
+                        raise StorageCorruption(
+                            g.path, 7, "a format-3 segment after the format-4 log's install"
+                        )
+                    g.fmt = OLD_FORMAT
+                    plan.quarantine.append(g.path)  # left over from a finished upgrade
+            old = [g for g in segs if g.fmt == OLD_FORMAT]
             segs = [g for g in segs if g.fmt == FORMAT]
         run, stale = self._split_at_gap(segs)
         self._check_redundant(stale, run)
@@ -281,6 +331,16 @@ class DiskStorage:
         self._last = (log[-1].index, log[-1].term) if log else (self._snap.index, self._snap.term)
         self._loaded = InitialState(self._hs, self._snap, tuple(log), origin=self.dir)
         return self._loaded
+
+    def _upgraded(self, segs: list[_Seg]) -> bool:
+        """Whether the installed snapshot's segment is the one the format-3 upgrade wrote
+        (its START flags; a damaged byte is refused when the segment is replayed)."""
+        for g in segs:
+            if g.seq == self._install_seq and g.data[: len(MAGIC)] == MAGIC:
+                return len(g.data) > _START_FLAGS_AT and bool(
+                    g.data[_START_FLAGS_AT] & START_UPGRADE
+                )
+        return False
 
     def _read_snapshot_file(self) -> int | None:
         """Read the snapshot file (if any); returns its format."""
@@ -400,7 +460,12 @@ class DiskStorage:
             last_seg = k == len(segs) - 1
             self._records(g, last_seg)
             if not g.recs or g.recs[0].payload[0] != KIND_START:
-                if last_seg and not g.recs and (MAGIC.startswith(g.data[:8]) or not any(g.data)):
+                own_magic = MAGIC[:7] + bytes([g.fmt])  # a format-3 segment has its own
+                if (
+                    last_seg
+                    and not g.recs
+                    and (own_magic.startswith(g.data[:8]) or not any(g.data))
+                ):
                     plan.unlink_empty.append(g.path)  # torn while being created: held nothing
                     break
                 if last_seg and not g.recs and _torn(g.data, 0, len(MAGIC)):
@@ -602,20 +667,20 @@ class DiskStorage:
         """Carry out what recovery proved (after every check passed)."""
         try:
             for path, off in plan.truncate:
+                tail = self.fs.read(path)[off:]  # (only after a crash: a torn tail is rare)
+                if any(tail):
+                    # Kept aside (durably) before the cut: a zeroed sector of fsynced data
+                    # looks like a torn write, and what follows it may have been acked.
+                    dst = self._quarantine_name(f"{os.path.basename(path)}.tail-{off}")
+                    atomic_write(dst, tail, self.fs)
                 self.fs.truncate(path, off)
             for path in plan.unlink_empty + [t for t in plan.tmp if self.fs.exists(t)]:
                 self.fs.unlink(path)
                 self._dir_dirty = True
             if plan.quarantine:
                 qdir = self._path(QUARANTINE)
-                make_dirs_durable(self.fs, qdir)
-                for path in plan.quarantine:
-                    name = os.path.basename(path)
-                    dst, k = os.path.join(qdir, name), 0
-                    while self.fs.exists(dst):
-                        k += 1
-                        dst = os.path.join(qdir, f"{name}.{k}")
-                    self.fs.replace(path, dst)
+                for path in dict.fromkeys(plan.quarantine):  # each file once
+                    self.fs.replace(path, self._quarantine_name(os.path.basename(path)))
                 self.fs.fsync_dir(qdir)
                 self._dir_dirty = True
             if self._dir_dirty:
@@ -623,6 +688,16 @@ class DiskStorage:
                 self._dir_dirty = False
         except OSError as e:
             raise self._io("recovery", self.dir, e) from e
+
+    def _quarantine_name(self, name: str) -> str:
+        """A free path for `name` in quarantine/ (created, durably, if missing)."""
+        qdir = self._path(QUARANTINE)
+        make_dirs_durable(self.fs, qdir)
+        dst, k = os.path.join(qdir, name), 0
+        while self.fs.exists(dst):
+            k += 1
+            dst = os.path.join(qdir, f"{name}.{k}")
+        return dst
 
     def _open_live(self, run: list[_Seg], plan: _Plan) -> None:
         """Reopen the last segment for appending (or arrange a fresh one after an install)."""
@@ -666,7 +741,7 @@ class DiskStorage:
         snap, hs = self._snap, self._hs
         tag = self._snapshot_tag(snap, seq)
         start = _START.pack(
-            START_FRESH,
+            START_FRESH | START_UPGRADE,
             self.group,
             seq,
             0,

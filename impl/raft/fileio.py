@@ -46,14 +46,26 @@ Usage::
 from __future__ import annotations
 
 import contextlib
+import enum
 import errno
 import os
 import random
+import stat
 import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
 SECTOR = 512
+
+
+class EntryKind(enum.Enum):
+    """What a directory entry is, without following a symlink (lstat)."""
+
+    MISSING = "missing"
+    REGULAR = "regular file"
+    DIRECTORY = "directory"
+    SYMLINK = "symbolic link"
+    OTHER = "special file (FIFO, socket or device)"
 
 
 class FileIO(Protocol):
@@ -66,6 +78,10 @@ class FileIO(Protocol):
 
     def listdir(self, path: str) -> list[str]: ...
     def exists(self, path: str) -> bool: ...
+    def entry_kind(self, path: str) -> EntryKind:
+        """What the directory entry `path` is (lstat: a symlink is not followed)."""
+        ...
+
     def read(self, path: str) -> bytes: ...
     def open_append(self, path: str, create: bool) -> int:
         """Open for appending; `create` makes a new file (failing if it exists)."""
@@ -109,6 +125,19 @@ class OsFileIO:
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
+
+    def entry_kind(self, path: str) -> EntryKind:
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return EntryKind.MISSING
+        if stat.S_ISREG(mode):
+            return EntryKind.REGULAR
+        if stat.S_ISDIR(mode):
+            return EntryKind.DIRECTORY
+        if stat.S_ISLNK(mode):
+            return EntryKind.SYMLINK
+        return EntryKind.OTHER
 
     def read(self, path: str) -> bytes:
         with open(path, "rb") as f:

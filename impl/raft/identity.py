@@ -15,10 +15,11 @@ docs/operations.md and impl/raft/README.md).
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 
-from impl.raft.disklog import atomic_write
-from impl.raft.fileio import FileIO, OsFileIO, make_dirs_durable
+from impl.raft.disklog import FORMAT, MAGIC, atomic_write
+from impl.raft.fileio import EntryKind, FileIO, OsFileIO, make_dirs_durable
 
 IDENTITY_FILE = "node-identity"
 _HEADER = "epochgc node identity v1"
@@ -40,6 +41,22 @@ class IdentityMismatch(Exception):
 
 class IdentityUnreadable(Exception):
     """The identity file exists but cannot be parsed: refuse to start."""
+
+
+class IdentityMissing(Exception):
+    """The identity file is gone from a directory this version already wrote (format-4 group
+    data): it was deleted, or the directory copied without it. Refuse rather than adopt."""
+
+    def __init__(self, path: str, evidence: str) -> None:
+        super().__init__(
+            f"{path} is missing, but {evidence} holds on-disk format-{FORMAT} data written by "
+            "this version, which writes the identity file before any group: the file was "
+            "deleted, or the directory was copied from another node without it. Refusing to "
+            "adopt a new identity (it could vote with another node's term and vote). Restore "
+            "the file, or give this node its own empty data directory and let it catch up "
+            "from its peers."
+        )
+        self.path = path
 
 
 @dataclass(frozen=True)
@@ -71,8 +88,9 @@ def ensure_identity(
 ) -> NodeIdentity:
     """Return the identity of `data_dir`, writing it (durably) at the first start; raise
     IdentityMismatch if the directory belongs to another cluster or node, IdentityUnreadable
-    if the file is damaged. A directory of an older version without the file adopts the
-    identity it is started with."""
+    if the file is damaged, IdentityMissing if the file is gone from a directory whose groups
+    hold format-4 data. A directory of an older version (format 3) without the file adopts
+    the identity it is started with."""
     fs = fs or OsFileIO()
     make_dirs_durable(fs, data_dir)
     path = os.path.join(data_dir, IDENTITY_FILE)
@@ -81,6 +99,30 @@ def ensure_identity(
         if (found.cluster_id, found.node_id) != (cluster_id, node_id):
             raise IdentityMismatch(path, found, cluster_id, node_id)
         return found
+    evidence = _format4_evidence(fs, data_dir)
+    if evidence is not None:
+        raise IdentityMissing(path, evidence)
     ident = NodeIdentity(cluster_id, node_id, os.urandom(8).hex())
     atomic_write(path, ident.encode(), fs)
     return ident
+
+
+_GROUP = re.compile(r"g\d+")
+
+
+def _format4_evidence(fs: FileIO, data_dir: str) -> str | None:
+    """A file of a group directory under `data_dir` in on-disk format 4 (a snapshot file or
+    a segment with the format-4 magic), or None. Only regular files are read."""
+    for g in sorted(fs.listdir(data_dir)):
+        gdir = os.path.join(data_dir, g)
+        if not _GROUP.fullmatch(g) or fs.entry_kind(gdir) is not EntryKind.DIRECTORY:
+            continue
+        for n in sorted(fs.listdir(gdir)):
+            p = os.path.join(gdir, n)
+            ours = n == "snapshot" or n.endswith(".seg")
+            if not ours or fs.entry_kind(p) is not EntryKind.REGULAR:
+                continue
+            raw = fs.read(p)
+            if (n == "snapshot" and raw[4:5] == bytes([FORMAT])) or raw[: len(MAGIC)] == MAGIC:
+                return p
+    return None

@@ -23,6 +23,7 @@ BASIC, REGRESS, INSTALL = (
 )
 CORRUPTION, RECOVERY = T + "test_disklog_corruption.py", T + "test_disklog_recovery.py"
 UPGRADE, IDENTITY = T + "test_disklog_upgrade.py", T + "test_identity.py"
+REVIEW = T + "test_review_disklog.py::"
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,71 @@ MUTANTS = (
         "if self._hs.commit > last and v3_pre_install:",
         "if False:",
         f"{UPGRADE}",
+    ),
+    # The independent review's defects (tests/raft/test_review_disklog.py), re-introduced.
+    Mutant(
+        "upgrade-format4-by-default",
+        "impl/raft/disklog.py",
+        "leftover = [g for g in segs if g.data[: len(MAGIC)] == MAGIC]",
+        "leftover = [g for g in segs if g.fmt == FORMAT]",
+        f"{REVIEW}test_format3_upgrade_after_a_crash_at_a_segment_cut",
+    ),
+    Mutant(
+        "upgrade-format4-magic-for-format3",
+        "impl/raft/disklog.py",
+        "own_magic = MAGIC[:7] + bytes([g.fmt])",
+        "own_magic = MAGIC",
+        f"{REVIEW}test_format3_upgrade_after_a_crash_at_a_segment_cut",
+    ),
+    Mutant(
+        "upgrade-quarantine-twice",
+        "impl/raft/disklog.py",
+        "for path in dict.fromkeys(plan.quarantine):",
+        "for path in plan.quarantine:",
+        f"{REVIEW}test_format3_upgrade_with_a_stale_segment_starts_first_time",
+    ),
+    Mutant(
+        "upgrade-remnants-after-switch-refused",
+        "impl/raft/disklog.py",
+        "            upgraded = self._upgraded(segs)\n",
+        "            upgraded = False\n",
+        f"{REVIEW}test_a_crash_at_every_call_of_the_upgrade_then_inside_its_recovery",
+    ),
+    Mutant(
+        "non-regular-files-read",
+        "impl/raft/disklog.py",
+        "if kind is not EntryKind.REGULAR:",
+        "if False:",
+        f"{REVIEW}test_a_fifo_in_place_of_a_segment_is_refused_not_read "
+        f"{REVIEW}test_a_symlink_in_place_of_a_segment_is_refused",
+    ),
+    Mutant(
+        "delete-every-tmp",
+        "impl/raft/disklog.py",
+        "plan = _Plan(tmp=[self._path(n) for n in names if _OWN_TMP.fullmatch(n)])",
+        'plan = _Plan(tmp=[self._path(n) for n in names if n.endswith(".tmp")])',
+        f"{REVIEW}test_a_foreign_tmp_file_is_not_deleted",
+    ),
+    Mutant(
+        "no-reset-on-load",
+        "impl/raft/disklog.py",
+        "        self._reset()  # nothing of an earlier",
+        "        pass  # nothing of an earlier",
+        f"{REVIEW}test_a_second_load_after_a_refusal_starts_clean",
+    ),
+    Mutant(
+        "torn-tail-not-kept",
+        "impl/raft/disklog.py",
+        "                if any(tail):\n",
+        "                if False:\n",
+        f"{REVIEW}test_the_bytes_cut_off_as_a_torn_tail_are_kept_aside",
+    ),
+    Mutant(
+        "identity-missing-adopted",
+        "impl/raft/identity.py",
+        "    if evidence is not None:\n        raise IdentityMissing(path, evidence)\n",
+        "",
+        f"{REVIEW}test_identity_file_deleted_is_refused",
     ),
     Mutant(
         "identity-not-checked",

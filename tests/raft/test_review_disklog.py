@@ -65,12 +65,6 @@ def refused_unchanged(d: Path) -> StorageCorruption:
 # ---- defects (each xfail strict: fails on this code) ------------------------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: format-3 upgrade with a segment before a gap moves it to quarantine twice "
-    "(load() adds the stale segments, _upgrade adds every format-3 segment again): the first "
-    "start fails with StorageFailed FileNotFoundError",
-)
 def test_format3_upgrade_with_a_stale_segment_starts_first_time(tmp_path: Path) -> None:
     # A format-3 node whose sync unlinked segments 1 and 2 (before its install at 3) crashed
     # with only the unlink of 2 durable: segment 1 sits before a gap. Format 3 has no group or
@@ -87,12 +81,6 @@ def test_format3_upgrade_with_a_stale_segment_starts_first_time(tmp_path: Path) 
     assert got == (HardState(2, 0, 44), 40, [41, 42, 43, 44, 45])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: a FIFO named like a segment is opened and read (load() blocks until a "
-    "writer comes; here one comes and closes, and the FIFO is then unlinked as an empty torn "
-    "segment) instead of being refused as not a regular file",
-)
 def test_a_fifo_in_place_of_a_segment_is_refused_not_read(tmp_path: Path) -> None:
     d = tmp_path / "g1"
     segs = make_log(d)
@@ -121,12 +109,6 @@ def test_a_fifo_in_place_of_a_segment_is_refused_not_read(tmp_path: Path) -> Non
     assert fifo.exists()  # not deleted
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: a symlink named like a segment is followed: recovery cuts the torn tail "
-    "of a file outside the group directory and appends to it, instead of refusing a "
-    "non-regular directory entry",
-)
 def test_a_symlink_in_place_of_a_segment_is_refused(tmp_path: Path) -> None:
     d = tmp_path / "g1"
     make_log(d, n=5, segment_bytes=1 << 20)
@@ -144,12 +126,6 @@ def test_a_symlink_in_place_of_a_segment_is_refused(tmp_path: Path) -> None:
         assert outside.stat().st_size == size  # nothing outside the directory was changed
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: load() unlinks every *.tmp name in the group directory (plan.tmp), not only "
-    "the temporary files its own atomic writes make (snapshot.tmp, <seq>.seg.tmp): deletes what "
-    "it has not proven garbage",
-)
 def test_a_foreign_tmp_file_is_not_deleted(tmp_path: Path) -> None:
     d = tmp_path / "g1"
     make_log(d)
@@ -158,12 +134,6 @@ def test_a_foreign_tmp_file_is_not_deleted(tmp_path: Path) -> None:
     assert (d / "notes.tmp").exists() or any(v == b"an operator's file" for v in tree(d).values())
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: load() keeps the state of a refused attempt (_hs, _segments, _snap): a "
-    "second load() on the same DiskStorage after the damage is repaired reports a false "
-    "'hard state goes back' corruption at segment 1",
-)
 def test_a_second_load_after_a_refusal_starts_clean(tmp_path: Path) -> None:
     d = tmp_path / "g1"
     segs = make_log(d)
@@ -180,15 +150,6 @@ def test_a_second_load_after_a_refusal_starts_clean(tmp_path: Path) -> None:
     assert [e.index for e in init.entries] == list(range(1, 21))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: the format-3 upgrade refuses a format-3 directory whose last segment is what "
-    "a crash right after a segment cut leaves (0 bytes, a prefix of the magic, the format-3 "
-    "magic alone, zeros), which the format-3 code started: _read_seg classifies a segment "
-    "without a whole format-3 magic as format 4 (a 'leftover' of the upgrade, refused since "
-    "it is not the upgrade's output), and _replay compares a magic-only segment with the "
-    "format-4 MAGIC",
-)
 @pytest.mark.parametrize(
     "content",
     [b"", b"EGR", b"EGRLOG\x00\x03", bytes(100)],
@@ -203,13 +164,6 @@ def test_format3_upgrade_after_a_crash_at_a_segment_cut(tmp_path: Path, content:
     assert shape(d) == (HardState(1, 1, 25), 10, list(range(11, 34)))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: a format-3 last segment whose first sector never reached the disk while a "
-    "later one did (issue 27 item 5, refused by the format-3 code too) is still refused after "
-    "the upgrade ('a format-4 segment in a format-3 log'), though format 4 accepts the same "
-    "torn state of its own segments",
-)
 def test_format3_upgrade_after_out_of_order_sectors_of_a_new_segment(tmp_path: Path) -> None:
     d = tmp_path / "g3"
     shutil.copytree(FIXTURES / "g3", d)
@@ -221,10 +175,12 @@ def test_format3_upgrade_after_out_of_order_sectors_of_a_new_segment(tmp_path: P
 # ---- crash interleavings of the format-3 upgrade ----------------------------------------------
 
 
-def _fixture_image(group: str) -> Image:
+def _fixture_image(group: str, extra: dict[str, bytes] | None = None) -> Image:
     entries: list[tuple[str, bytes | None]] = [("/d", None), (f"/d/{group}", None)]
     for p in sorted((FIXTURES / group).iterdir()):
         entries.append((f"/d/{group}/{p.name}", p.read_bytes()))
+    for name, content in (extra or {}).items():
+        entries.append((f"/d/{group}/{name}", content))
     entries.sort(key=lambda e: e[0])
     return Image(tuple(entries), tuple((p, len(c)) for p, c in entries if c is not None))
 
@@ -244,12 +200,28 @@ UPGRADE_EXPECTED = {
 }
 
 
-@pytest.mark.parametrize("group", sorted(UPGRADE_EXPECTED))
-def test_a_crash_at_every_call_of_the_upgrade_then_inside_its_recovery(group: str) -> None:
+# A format-3 last segment as a crash right after a segment cut leaves it (review defect 1a/b):
+# the upgrade must start it, and a crash anywhere in that upgrade must too.
+CUT_SEGMENT = {
+    "empty": b"",
+    "magic3": b"EGRLOG\x00\x03",
+    "zeros": bytes(100),
+    "first-sector-lost": bytes(512) + b"\x01" * 100,
+}
+
+
+@pytest.mark.parametrize(
+    ("group", "cut"),
+    [(g, None) for g in sorted(UPGRADE_EXPECTED)] + [("g3", c) for c in sorted(CUT_SEGMENT)],
+)
+def test_a_crash_at_every_call_of_the_upgrade_then_inside_its_recovery(
+    group: str, cut: str | None
+) -> None:
     """Every crash point of the upgrade rewrite, every image of both models; then a crash at
     every call of the recovery from each STRICT image: the next start gives the format-3 log,
     and every format-3 segment survives byte for byte (in place or in quarantine/)."""
-    image = _fixture_image(group)
+    extra = {"0000000000000003.seg": CUT_SEGMENT[cut]} if cut else None
+    image = _fixture_image(group, extra)
     old_segs = [c for p, c in image.entries if c is not None and p.endswith(".seg")]
     build = image_ops(image)
     fs, got = _recover(image, group)
@@ -475,13 +447,6 @@ def _recover_with(cls: type[DiskStorage], image: Image, gid: int, segment_bytes:
     return init
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: crash images that the format-3 code (a88a5d1) leaves and itself starts are "
-    "refused or fail under format 4 (the upgrade): 258 of 2,565 images of the explorer's named "
-    "workloads (123 'a format-4 segment in a format-3 log', 90 'segment does not begin with "
-    "START', 45 StorageFailed FileNotFoundError)",
-)
 @pytest.mark.parametrize("workload", ["appends", "install"])
 def test_every_format3_crash_image_the_format3_code_starts_starts_after_the_upgrade(
     workload: str,
@@ -539,25 +504,34 @@ def test_identity_file_edited_or_damaged_is_refused(tmp_path: Path) -> None:
             ensure_identity(str(d), "c", 1)
 
 
-def test_identity_file_deleted_is_adopted_silently(tmp_path: Path) -> None:
-    """Pinned limitation: with the file gone, a data directory full of format-4 groups (so not
-    one of an older version) takes whatever identity it is started with: a directory copied
-    from node 2, its identity file left behind, starts as node 1 with node 2's votes."""
-    from impl.raft.identity import IDENTITY_FILE, ensure_identity
+def test_identity_file_deleted_is_refused(tmp_path: Path) -> None:
+    """With the file gone, a data directory full of format-4 groups (so not one of an older
+    version) is refused: a directory copied from node 2, its identity file left behind, would
+    otherwise start as node 1 with node 2's votes (the old code adopted identity 1)."""
+    from impl.raft.identity import IDENTITY_FILE, IdentityMissing, ensure_identity
 
     d = tmp_path / "n2"
     ensure_identity(str(d), "c", 2)
     make_log(d / "g1", n=3)
     (d / IDENTITY_FILE).unlink()
-    assert ensure_identity(str(d), "c", 1).node_id == 1
+    with pytest.raises(IdentityMissing) as exc:
+        ensure_identity(str(d), "c", 1)
+    assert str(d / "g1") in str(exc.value)
+    assert not (d / IDENTITY_FILE).exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review (hardening): the torn-tail cut destroys every byte after the cut; when the "
-    "'torn' sector is a zeroed sector of fsynced data, the valid records after it (fsynced, "
-    "committed) are gone with no evidence left: keep the cut tail in quarantine/",
-)
+def test_identity_file_missing_in_a_format3_directory_is_adopted(tmp_path: Path) -> None:
+    """A data directory of the previous version (format 3, written before identity files)
+    adopts the identity it is first started with, and keeps it."""
+    from impl.raft.identity import ensure_identity
+
+    d = tmp_path / "n1"
+    shutil.copytree(FIXTURES / "g3", d / "g3")
+    (d / "g7").mkdir()  # an empty group directory holds no evidence either
+    ident = ensure_identity(str(d), "c", 1)
+    assert ident.node_id == 1 and ensure_identity(str(d), "c", 1) == ident
+
+
 def test_the_bytes_cut_off_as_a_torn_tail_are_kept_aside(tmp_path: Path) -> None:
     d = tmp_path / "g1"
     make_log(d, n=60, segment_bytes=1 << 20)
