@@ -122,7 +122,9 @@ MUTANTS = (
     Mutant(
         "unlink-instead-of-quarantine",
         "impl/raft/disklog.py",
-        "                    self.fs.replace(path, dst)\n",
+        "                    self.fs.replace(path, self._quarantine_name("
+        "os.path.basename(path)))\n",
+        "                    self._quarantine_name(os.path.basename(path))\n"
         "                    self.fs.unlink(path)\n",
         f"{RECOVERY} {UPGRADE}",
     ),
