@@ -274,6 +274,9 @@ def test_disk_kill_at_any_call_keeps_every_invariant() -> None:
         s = kill_program(seed)
         totals.update(s.stats)
         s.close()
+    print(f"{KILL_PROGRAMS} programs:", {k: v for k, v in sorted(totals.items())
+                                         if k in ("kills", "restarts", "snapshot_installs",
+                                                  "enospc_injected") or k.startswith("died")})
     assert totals["kills"] and totals["snapshot_installs"] and totals["enospc_injected"]
 
 
