@@ -1,9 +1,13 @@
 """The file-system calls DiskStorage makes, behind a small injectable interface, and CrashFS:
 real files on a real directory plus a model of what a power loss leaves of them.
 
-`OsFileIO` is the default (plain `os`). `CrashFS` performs every call on the real files too,
-so a test reads back exactly the bytes DiskStorage wrote, and in addition records what has
-been made durable:
+`OsFileIO` is the default (plain `os`). `make_dirs_durable(fs, path)` creates directories
+through `FileIO.mkdir` and fsyncs each new one's parent (every directory DiskStorage creates
+goes through it). CrashFS does not model directory creation (a created directory is durable
+at once in it); its semantics are otherwise as below.
+
+`CrashFS` performs every call on the real files too, so a test reads back exactly the bytes
+DiskStorage wrote, and in addition records what has been made durable:
 
 * per file, its length at its last `fsync` (or `truncate`, which fsyncs);
 * per directory, the entry operations (create, rename, unlink) since its last `fsync_dir`;
@@ -42,9 +46,11 @@ Usage::
 from __future__ import annotations
 
 import contextlib
+import enum
 import errno
 import os
 import random
+import stat
 import time
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -52,12 +58,30 @@ from typing import Protocol
 SECTOR = 512
 
 
+class EntryKind(enum.Enum):
+    """What a directory entry is, without following a symlink (lstat)."""
+
+    MISSING = "missing"
+    REGULAR = "regular file"
+    DIRECTORY = "directory"
+    SYMLINK = "symbolic link"
+    OTHER = "special file (FIFO, socket or device)"
+
+
 class FileIO(Protocol):
     """What DiskStorage needs from the file system. Descriptors are plain ints."""
 
     def makedirs(self, path: str) -> None: ...
+    def mkdir(self, path: str) -> None:
+        """Create one directory (its parent exists); raises FileExistsError if it exists."""
+        ...
+
     def listdir(self, path: str) -> list[str]: ...
     def exists(self, path: str) -> bool: ...
+    def entry_kind(self, path: str) -> EntryKind:
+        """What the directory entry `path` is (lstat: a symlink is not followed)."""
+        ...
+
     def read(self, path: str) -> bytes: ...
     def open_append(self, path: str, create: bool) -> int:
         """Open for appending; `create` makes a new file (failing if it exists)."""
@@ -93,11 +117,27 @@ class OsFileIO:
     def makedirs(self, path: str) -> None:
         os.makedirs(path, exist_ok=True)
 
+    def mkdir(self, path: str) -> None:
+        os.mkdir(path, 0o755)
+
     def listdir(self, path: str) -> list[str]:
         return os.listdir(path)
 
     def exists(self, path: str) -> bool:
         return os.path.exists(path)
+
+    def entry_kind(self, path: str) -> EntryKind:
+        try:
+            mode = os.lstat(path).st_mode
+        except FileNotFoundError:
+            return EntryKind.MISSING
+        if stat.S_ISREG(mode):
+            return EntryKind.REGULAR
+        if stat.S_ISDIR(mode):
+            return EntryKind.DIRECTORY
+        if stat.S_ISLNK(mode):
+            return EntryKind.SYMLINK
+        return EntryKind.OTHER
 
     def read(self, path: str) -> bytes:
         with open(path, "rb") as f:
@@ -147,6 +187,27 @@ class OsFileIO:
         from impl.raft.groupcommit import syncfs
 
         syncfs(path)
+
+
+def make_dirs_durable(fs: FileIO, path: str) -> None:
+    """Create `path` and any missing parents, fsyncing each new directory's parent after
+    creating it (as etcd does): on strict POSIX a directory entry is durable only once its
+    parent is fsynced, so without it a crash may bring a node back without the directory (and
+    so without the hard state and entries inside it). Existing directories are left alone."""
+    path = os.path.abspath(path)
+    missing: list[str] = []
+    while not fs.exists(path):
+        missing.append(path)
+        parent = os.path.dirname(path)
+        if parent == path:
+            break
+        path = parent
+    for d in reversed(missing):
+        try:
+            fs.mkdir(d)
+        except FileExistsError:
+            continue  # created meanwhile by another thread or process: its creator syncs
+        fs.fsync_dir(os.path.dirname(d))
 
 
 @dataclass

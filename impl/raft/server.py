@@ -23,8 +23,10 @@ from collections.abc import Callable
 from typing import Any
 
 from impl.raft.disklog import DiskStorage
+from impl.raft.fileio import OsFileIO, make_dirs_durable
 from impl.raft.groupcommit import GroupCommit, syncfs_usable
 from impl.raft.host import MultiRaftHost, Proposal, StateMachine
+from impl.raft.identity import ensure_identity
 from impl.raft.messages import ENTRY_NORMAL, Message
 from impl.raft.node import Config
 from impl.raft.storage import Storage, StorageFailed
@@ -49,6 +51,9 @@ class RaftServer:
         self.node_id = transport_config.node_id
         self.voters = sorted([self.node_id, *transport_config.peers])
         self.data_dir = data_dir
+        # Refuses a data directory of another node or cluster (impl/raft/identity.py); makes
+        # the directory durable in its parent first.
+        self.identity = ensure_identity(data_dir, transport_config.cluster_id, self.node_id)
         self.tick_interval = tick_interval
         self.transport = Transport(transport_config, self._on_message)
         rng = random.Random(seed if seed is not None else int.from_bytes(os.urandom(8), "big"))
@@ -58,7 +63,6 @@ class RaftServer:
         if group_commit == "syncfs" and not syncfs_usable():
             group_commit = "parallel"  # syncfs does not report errors before Linux 5.8
         if group_commit:
-            os.makedirs(data_dir, exist_ok=True)
             self.group_commit: GroupCommit | None = GroupCommit(data_dir, mode=str(group_commit))
         else:
             self.group_commit = None
@@ -83,7 +87,7 @@ class RaftServer:
         """Stop the group and delete its log directory. A tombstone is made durable first,
         so a crash midway never brings the group back on restart (see `removed`)."""
         tomb = os.path.join(self.data_dir, "removed", f"g{group_id}")
-        os.makedirs(os.path.dirname(tomb), exist_ok=True)
+        make_dirs_durable(OsFileIO(), os.path.dirname(tomb))
         fd = os.open(tomb, os.O_CREAT | os.O_WRONLY, 0o644)
         try:
             os.fsync(fd)

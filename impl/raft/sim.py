@@ -5,9 +5,11 @@ where present), driven by a logical clock and one seeded random.Random.
 Faults: message drop, duplication, delay and reordering, link cuts (both ways or one way),
 late replays of old messages, several inputs batched before one Ready (as the asyncio server
 does), crashes (optionally in the middle of a write, losing whatever was not synced) and
-restarts. A restart is a new host recovering every group from its disk. Every decision is
-drawn from the simulator's rng and events are ordered by (time, sequence), so the same seed and
-the same calls give the same trace, byte for byte (`trace_digest`).
+restarts; on the disk log also a process dying at any file-system call (`Faults.kill_at_call`,
+inside a write too, then a power loss or a plain kill) and ENOSPC on snapshot writes
+(`Faults.enospc_snapshot`). A restart is a new host recovering every group from its disk.
+Every decision is drawn from the simulator's rng and events are ordered by (time, sequence),
+so the same seed and the same calls give the same trace, byte for byte (`trace_digest`).
 
 After every event the Raft invariants run over every group (impl/raft/invariants.py), and a
 restart checks that the recovered state keeps everything the node had made durable (its term
@@ -22,6 +24,7 @@ Drive it with `step()` (one event), `run(n)` or `run_until(pred)`; between steps
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import heapq
 import inspect
@@ -43,7 +46,7 @@ from impl.raft.host import Group, MultiRaftHost, Proposal, StateMachine
 from impl.raft.invariants import InvariantChecker, InvariantViolation
 from impl.raft.messages import ENTRY_NORMAL, Entry, InitialState, Message, MsgType, Snapshot
 from impl.raft.node import Config, RaftNode, Ready, Role
-from impl.raft.storage import MemStorage, Storage
+from impl.raft.storage import MemStorage, Storage, StorageFailed
 
 try:  # the injectable file layer and its power-loss model
     from impl.raft.fileio import CrashFS
@@ -67,6 +70,79 @@ _TRACE_BATCH = 256  # trace records hashed at once
 _TICK, _DELIVER, _FLUSH = 0, 1, 2
 # `stats` keys of the events by kind (counted with `count_net`): where the time goes.
 _EV_DELIVERED = {t: f"ev_{t.name.lower()}" for t in MsgType}
+
+
+class ProcessKilled(BaseException):
+    """The simulated process died inside a file-system call (`Faults.kill_at_call`). A
+    BaseException, so that no `except Exception` or `except OSError` on the way swallows it:
+    nothing after the call runs, as in a process that is gone."""
+
+
+if CrashFS is not None:
+
+    class KillableFS(CrashFS):
+        """CrashFS whose process may die at any file-system call, or whose snapshot writes
+        may fail with ENOSPC, as the simulator's `Faults` say (read at every call, so that
+        clearing the faults stops them)."""
+
+        def __init__(self, sim: Simulator) -> None:
+            super().__init__()
+            self._sim = sim
+
+        def _maybe_die(self) -> None:
+            p = self._sim.faults.kill_at_call
+            if p and self._sim.rng.random() < p:
+                raise ProcessKilled()
+
+        def makedirs(self, path: str) -> None:
+            self._maybe_die()
+            super().makedirs(path)
+
+        def open_append(self, path: str, create: bool) -> int:
+            self._maybe_die()
+            return super().open_append(path, create)
+
+        def open_trunc(self, path: str) -> int:
+            self._maybe_die()
+            return super().open_trunc(path)
+
+        def write(self, fd: int, data: bytes) -> int:
+            sim = self._sim
+            f = sim.faults
+            if (f.enospc_snapshot and self._fds.get(fd, "").endswith("snapshot.tmp")
+                    and sim.rng.random() < f.enospc_snapshot):
+                sim.stats["enospc_injected"] += 1
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            if f.kill_at_call and sim.rng.random() < f.kill_at_call:
+                n = sim.rng.randrange(len(data) + 1)
+                if n:
+                    super().write(fd, data[:n])
+                raise ProcessKilled()
+            return super().write(fd, data)
+
+        def fsync(self, fd: int) -> None:
+            self._maybe_die()
+            super().fsync(fd)
+
+        def truncate(self, path: str, length: int) -> None:
+            self._maybe_die()
+            super().truncate(path, length)
+
+        def replace(self, src: str, dst: str) -> None:
+            self._maybe_die()
+            super().replace(src, dst)
+
+        def unlink(self, path: str) -> None:
+            self._maybe_die()
+            super().unlink(path)
+
+        def fsync_dir(self, path: str) -> None:
+            self._maybe_die()
+            super().fsync_dir(path)
+
+        def syncfs(self, path: str) -> None:
+            self._maybe_die()
+            super().syncfs(path)
 
 
 class RestartRefused(InvariantViolation):
@@ -118,6 +194,13 @@ class Faults:
     replay_window: int = 200  # how late (time units) a replayed message arrives
     batch: float = 0.0  # probability a node waits for more inputs before its next Ready
     batch_window: int = 5  # how long (time units) a batch may gather inputs
+    # On the disk log (under CrashFS): the probability that a node's process dies at each
+    # file-system call it makes (a write dies after a random prefix of its bytes), then a
+    # power loss or a plain process kill, one or the other at random; and the probability
+    # that a write of the snapshot file fails with ENOSPC (the storage fails for good, the
+    # node stops). The node stays down until the program restarts it.
+    kill_at_call: float = 0.0
+    enospc_snapshot: float = 0.0
 
 
 class DurableMark(NamedTuple):  # a tuple: one is built per group per Ready batch
@@ -296,17 +379,21 @@ class Simulator:
             self.snapshot_interval,
         )
         sn.host = host  # before any group is recovered: add_group needs the live host
-        for g in self.digest_groups:
-            sm = DigestStateMachine(self._apply_hook(nid, g))
-            sn.sms[g] = sm
-            self._add(sn, host, g, sm)
+        try:
+            for g in self.digest_groups:
+                sm = DigestStateMachine(self._apply_hook(nid, g))
+                sn.sms[g] = sm
+                self._add(sn, host, g, sm)
+        except ProcessKilled:  # died in recovery: down until the next restart
+            self._died(nid, "killed in recovery")
+            return
         host.on_applied = self._app_apply_hook(nid)
         self._record(b"U", nid)
         self._push(self.now + 1 + self.rng.randrange(self.tick_interval), _TICK, nid,
                    sn.incarnation, 0)
         if self.on_start is not None:
             self.on_start(self, nid, host)
-        host.process_ready()
+        self._process(nid)
 
     def add_group(self, nid: int, group: int, sm: StateMachine) -> None:
         """Add (or, after a restart, recover) one group on a live node from its simulated disk;
@@ -355,7 +442,11 @@ class Simulator:
         path = os.path.join(node_dir, f"g{group}")
         kw: dict[str, object] = {}
         if self.power_loss:
-            kw["fs"] = self._fs.setdefault(nid, CrashFS())
+            if nid not in self._fs:
+                f = self.faults
+                killable = f.kill_at_call or f.enospc_snapshot
+                self._fs[nid] = KillableFS(self) if killable else CrashFS()
+            kw["fs"] = self._fs[nid]
         if self.group_commit:
             os.makedirs(node_dir, exist_ok=True)
             if nid not in self._gc:
@@ -413,7 +504,8 @@ class Simulator:
             mid_write = self.rng.random() < self.faults.crash_mid_write
         if mid_write:
             self._relax_marks(sn)
-            sn.host.process_ready(crash_before_sync=True)
+            if not self._process(nid, crash_before_sync=True):
+                return  # it died on the way (Faults.kill_at_call): already down
         if self.power_loss:
             # Power loss: every descriptor closes; each file keeps its fsynced bytes and a
             # random torn or zero-filled part of the rest; unsynced creations and
@@ -431,17 +523,22 @@ class Simulator:
 
     def _relax_marks(self, sn: SimNode) -> None:
         """A crash between write and sync may keep a prefix of a batch that replaces a log
-        suffix (or installs a snapshot): only what precedes it must survive."""
+        suffix (or installs a snapshot): only what precedes it must survive. (`log.stable`
+        drops below a replaced suffix or to an installed snapshot as soon as the core takes
+        them, `unstable_from` only until their Ready is taken: a process killed inside the
+        Ready's write has handed it over already.)"""
         assert sn.host is not None
         for gid, g in sn.host.groups.items():
             mark = sn.durable.get(gid)
             if mark is None:
                 continue
             log = g.node.log
-            keep = min(mark.stable, log.unstable_from - 1, log.last_index())
+            keep = min(mark.stable, log.stable, log.unstable_from - 1, log.last_index())
             if keep < mark.stable:
-                term = log.term(keep)
-                # Compacted away in memory (maybe not on disk yet): nothing left to compare.
+                # At or below the in-memory snapshot: compacted away, or replaced by an
+                # installed snapshot that may not be on disk yet while the old entry there
+                # still is (a process killed inside the install): nothing left to compare.
+                term = log.term(keep) if keep > log.snapshot.index else None
                 keep, term = (keep, term) if term is not None else (0, 0)
                 sn.durable[gid] = DurableMark(mark.term, mark.vote, keep, term)
 
@@ -589,7 +686,7 @@ class Simulator:
             if self.count_net:
                 self.stats["ev_flush"] += 1
             sn.flush_pending = False
-            sn.host.process_ready()
+            self._process(a)
             touched = a
         else:  # delivery from a to b in group c
             sn = self.nodes[b]
@@ -757,7 +854,45 @@ class Simulator:
             self._push(self.now + self.rng.randint(0, f.batch_window), _FLUSH, nid,
                        sn.incarnation, 0)
             return
-        sn.host.process_ready()
+        self._process(nid)
+
+    def _process(self, nid: int, crash_before_sync: bool = False) -> bool:
+        """The node's Ready; False if its process died in a file-system call or its storage
+        failed under an injected fault (then it is down: `_died`)."""
+        host = self.nodes[nid].host
+        assert host is not None
+        try:
+            host.process_ready(crash_before_sync)
+        except ProcessKilled:
+            self._died(nid, "killed at a file-system call")
+            return False
+        except StorageFailed:
+            if not self.faults.enospc_snapshot:
+                raise  # not injected: a real failure of the simulated disk
+            self._died(nid, "storage failed")
+            return False
+        return True
+
+    def _died(self, nid: int, why: str) -> None:
+        """The node's process is gone in the middle of what it was doing: a power loss or a
+        plain kill (the page cache survives), drawn at random; it stays down until a
+        restart. What it had made durable may shrink as in a crash between write and sync
+        (the batch under way may have replaced a log suffix)."""
+        sn = self.nodes[nid]
+        if sn.host is not None:
+            self._relax_marks(sn)
+        if self.power_loss and self.rng.random() < 0.5:
+            self._fs[nid].crash(self.rng)
+        else:
+            for st in sn.storages.values():
+                if isinstance(st, DiskStorage):
+                    _abandon(st)
+        sn.storages = {}
+        sn.host = None
+        sn.flush_pending = False
+        self.stats["kills"] += 1
+        self.stats[f"died: {why}"] += 1
+        self._record(b"Z", nid)
 
     def _sender(self, src: int) -> Callable[[int, int, Message], None]:
         history, cuts, one_way, link_tail = self._history, self.cuts, self.one_way, self._link_tail

@@ -162,7 +162,8 @@ def test_fault_file_drives_the_switches(tmp_path: Path) -> None:
 def _log(d: Path, entries: list[Entry], commit: int) -> None:
     s = DiskStorage(str(d))
     s.load()
-    s.write(HardState(1, 0, commit), None, entries)
+    # (the hard state's term covers its entries' terms: the disk log refuses a stale one)
+    s.write(HardState(max(e.term for e in entries), 0, commit), None, entries)
     s.sync()
     s.close()
 

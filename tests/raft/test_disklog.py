@@ -63,7 +63,7 @@ def test_round_trip_of_entries_hard_state_and_truncation(tmp_path: Path) -> None
 def test_segments_roll_and_compaction_drops_covered_prefix(tmp_path: Path) -> None:
     s = DiskStorage(str(tmp_path), segment_bytes=200)
     for i in range(1, 41):
-        s.write(None, None, ents(i, i))
+        s.write(HardState(1, 0, 0) if i == 1 else None, None, ents(i, i))
         s.sync()
     assert len(segs(tmp_path)) > 5
     n_before = len(segs(tmp_path))
@@ -90,7 +90,7 @@ def test_installed_snapshot_replaces_conflicting_log(tmp_path: Path) -> None:
 
 def test_torn_tail_is_truncated(tmp_path: Path) -> None:
     s = DiskStorage(str(tmp_path))
-    s.write(None, None, ents(1, 3))
+    s.write(HardState(1, 0, 0), None, ents(1, 3))
     s.sync()
     s.close()
     (seg,) = segs(tmp_path)
@@ -107,7 +107,7 @@ def test_torn_tail_is_truncated(tmp_path: Path) -> None:
 
 def test_zero_filled_tail_is_truncated(tmp_path: Path) -> None:
     s = DiskStorage(str(tmp_path))
-    s.write(None, None, ents(1, 2))
+    s.write(HardState(1, 0, 0), None, ents(1, 2))
     s.sync()
     s.close()
     (seg,) = segs(tmp_path)
@@ -118,7 +118,7 @@ def test_zero_filled_tail_is_truncated(tmp_path: Path) -> None:
 
 def test_appends_after_torn_tail_recovery_are_readable(tmp_path: Path) -> None:
     s = DiskStorage(str(tmp_path))
-    s.write(None, None, ents(1, 2))
+    s.write(HardState(1, 0, 0), None, ents(1, 2))
     s.sync()
     s.close()
     (seg,) = segs(tmp_path)
@@ -133,7 +133,7 @@ def test_appends_after_torn_tail_recovery_are_readable(tmp_path: Path) -> None:
 
 def test_mid_file_corruption_refuses_naming_file_and_offset(tmp_path: Path) -> None:
     s = DiskStorage(str(tmp_path))
-    s.write(None, None, ents(1, 5))
+    s.write(HardState(1, 0, 0), None, ents(1, 5))
     s.sync()
     s.close()
     (seg,) = segs(tmp_path)
@@ -150,7 +150,7 @@ def test_mid_file_corruption_refuses_naming_file_and_offset(tmp_path: Path) -> N
 @pytest.mark.parametrize("byte", [0, 1, 2, 3])
 def test_damaged_length_mid_file_is_corruption_not_a_torn_tail(tmp_path: Path, byte: int) -> None:
     s = DiskStorage(str(tmp_path))
-    s.write(None, None, ents(1, 10))
+    s.write(HardState(1, 0, 0), None, ents(1, 10))
     s.sync()
     s.close()
     (seg,) = segs(tmp_path)
@@ -168,7 +168,7 @@ def test_damaged_length_mid_file_is_corruption_not_a_torn_tail(tmp_path: Path, b
 def test_corruption_in_an_older_segment_refuses(tmp_path: Path) -> None:
     s = DiskStorage(str(tmp_path), segment_bytes=120)
     for i in range(1, 10):
-        s.write(None, None, ents(i, i))
+        s.write(HardState(1, 0, 0) if i == 1 else None, None, ents(i, i))
     s.close()
     first = segs(tmp_path)[0]
     with open(first, "ab") as f:
@@ -180,7 +180,7 @@ def test_corruption_in_an_older_segment_refuses(tmp_path: Path) -> None:
 
 def test_bad_segment_header_refuses(tmp_path: Path) -> None:
     s = DiskStorage(str(tmp_path))
-    s.write(None, None, ents(1, 2))
+    s.write(HardState(1, 0, 0), None, ents(1, 2))
     s.close()
     (seg,) = segs(tmp_path)
     seg.write_bytes(b"NOTALOG!" + seg.read_bytes()[8:])
@@ -191,7 +191,7 @@ def test_bad_segment_header_refuses(tmp_path: Path) -> None:
 def test_corrupt_state_record_refuses(tmp_path: Path) -> None:
     s = DiskStorage(str(tmp_path))
     s.write(HardState(3, 2, 0), None, [])
-    s.write(None, None, ents(1, 2))
+    s.write(HardState(1, 0, 0), None, ents(1, 2))
     s.close()
     (seg,) = segs(tmp_path)
     state = offsets(seg)[1]
@@ -263,7 +263,7 @@ def test_losing_any_unsynced_suffix_recovers_every_synced_entry(
         durable_last = 0
         durable_size = len(MAGIC)
         for i, n in enumerate(batches):
-            s.write(None, None, ents(nxt, nxt + n - 1))
+            s.write(HardState(1, 0, 0) if i == 0 else None, None, ents(nxt, nxt + n - 1))
             nxt += n
             if i < synced:
                 s.sync()

@@ -1,0 +1,676 @@
+"""Systematic crash states (after ALICE, OSDI'14, and CrashMonkey/ACE, OSDI'18): record the
+logical file-system operations a workload makes, then enumerate every state a persistence
+model allows the disk to be in after a crash at any point of that sequence.
+
+`RecordingFS` implements the FileIO protocol (impl/raft/fileio.py) over an in-memory tree and
+appends one `FsOp` per logical operation to `trace`: MKDIR, CREATE (a new file), TRUNC (an
+existing file opened with O_TRUNC), WRITE (inode, offset, bytes), FSYNC (inode), FSYNC_DIR,
+RENAME (replace, also across directories), UNLINK, RMDIR, TRUNCATE (ftruncate; the fsync
+that FileIO.truncate adds is a separate FSYNC) and SYNCFS. It can inject ENOSPC or EIO at the
+n-th write or fsync (`faults`). `RecordingFS.from_image` rebuilds a file system from a crash
+image for recovery, and its own trace then shows what recovery changed.
+
+`crash_points(trace)` yields every prefix of the trace: after each operation, and inside each
+WRITE (the write(2) persisted only its first m bytes; m at every 512-byte sector boundary of
+the file inside the write, and at 1, 12, half and all-but-one byte).
+
+`crash_images(ops, model)` yields every distinct image (directories, files and contents) the
+disk may hold after the operations `ops` ran and the power went out. Two models:
+
+STRICT (what POSIX promises, nothing more):
+  * data: a file's bytes as of its last fsync (or syncfs) are kept. Since then, its size is
+    any size it had since that fsync, and every 512-byte sector below that size holds any
+    version the sector had since that fsync (its fsynced content, zeros past the fsynced
+    size, or what any later write left there): torn per sector, in any subset and order,
+    overwrites undone, O_TRUNC undone;
+  * names: a directory operation (mkdir, create, rename, unlink, rmdir) persists iff its
+    parent directory was fsynced after it (fsync_dir or syncfs; a rename across directories:
+    both of them); otherwise it may be undone,
+    in any subset, except that the operations on one name persist as a prefix of their
+    program order (a rename is atomic and counts as an operation on both its names). A
+    name whose parent directory's own creation is undone is gone with it. fsync of a file
+    does not persist its name.
+EXT4_ORDERED (ext4 with data=ordered, without assuming auto_da_alloc's extra flushes):
+  * names: directory operations persist in program order, as one global prefix; any fsync,
+    fsync_dir, syncfs or truncate commits the journal, so every directory operation before
+    it persists;
+  * data: appends persist in order: a file holds its content as of some point since its last
+    fsync (never a torn sector, never zeros in the middle); fsync persists the file's data;
+  * a rename persists only together with the data the renamed file had when it was renamed
+    (data=ordered writes a replaced file's data before the rename commits).
+Outside both models: bit rot, lying fsync, lost writes below the fsynced length, garbage (not
+zeros) in unwritten sectors.
+
+An image is deduplicated by `Image.digest`; `Image.protected` gives, per file, how many leading
+bytes the model guarantees (its fsynced length): recovery may never cut below it.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import hashlib
+import itertools
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+
+from impl.raft.fileio import EntryKind
+
+SECTOR = 512
+_DIR = -1  # a namespace value: a directory (files map to their inode number)
+
+
+class OpKind(enum.Enum):
+    MKDIR = "mkdir"
+    CREATE = "create"
+    TRUNC = "open_trunc"
+    WRITE = "write"
+    FSYNC = "fsync"
+    FSYNC_DIR = "fsync_dir"
+    RENAME = "rename"
+    UNLINK = "unlink"
+    RMDIR = "rmdir"
+    TRUNCATE = "truncate"
+    SYNCFS = "syncfs"
+
+
+_DIR_OPS = frozenset({OpKind.MKDIR, OpKind.CREATE, OpKind.RENAME, OpKind.UNLINK, OpKind.RMDIR})
+
+
+@dataclass(frozen=True)
+class FsOp:
+    """One logical file-system operation. `path`: the name it acts on (RENAME: the target);
+    `src`: a rename's source; `ino`: the file's inode; WRITE: `offset` and `data`;
+    TRUNCATE: `length`."""
+
+    kind: OpKind
+    path: str = ""
+    ino: int = 0
+    offset: int = 0
+    data: bytes = b""
+    src: str = ""
+    length: int = 0
+
+    def names(self) -> frozenset[str]:
+        """The directory entries a directory operation touches."""
+        return frozenset(p for p in (self.path, self.src) if p)
+
+    def dirs(self) -> frozenset[str]:
+        """The directories a directory operation changes (two for a rename across them)."""
+        return frozenset(os.path.dirname(p) for p in self.names())
+
+    def __str__(self) -> str:
+        k = self.kind
+        if k is OpKind.WRITE:
+            return f"write({self.path}#{self.ino}, off={self.offset}, {len(self.data)} B)"
+        if k is OpKind.RENAME:
+            return f"rename({self.src} -> {self.path})"
+        if k is OpKind.TRUNCATE:
+            return f"truncate({self.path}, {self.length})"
+        if k is OpKind.SYNCFS:
+            return "syncfs()"
+        return f"{k.value}({self.path})"
+
+
+class FaultKind(enum.Enum):
+    ENOSPC = errno.ENOSPC
+    EIO = errno.EIO
+
+
+@dataclass(frozen=True)
+class Fault:
+    """Fail the `call`-th (0-based) write or fsync-like call (fsync, fsync_dir, syncfs,
+    truncate) with `kind`; a failing write first writes `partial` bytes (a short write
+    would be continued: the error comes on the next call, so model it as written then
+    failed)."""
+
+    on: str  # "write" or "fsync"
+    call: int
+    kind: FaultKind
+    partial: int = 0
+
+
+class RecordingFS:
+    """The FileIO protocol over an in-memory tree, recording every logical operation.
+
+    Paths are normalised with os.path.normpath; `root` and its ancestors exist (durable)
+    from the start."""
+
+    def __init__(self, root: str = "/", faults: Iterable[Fault] = ()) -> None:
+        self.ns: dict[str, int] = {}
+        self._mkparents(os.path.normpath(root))
+        self.inodes: dict[int, bytearray] = {}
+        self.trace: list[FsOp] = []
+        self._next_ino = 1
+        self._fds: dict[int, tuple[int, str, bool]] = {}  # fd -> (inode, path opened, append)
+        self._pos: dict[int, int] = {}  # fd -> offset (non-append descriptors)
+        self._next_fd = 3
+        self.faults = {(f.on, f.call): f for f in faults}
+        self.calls = {"write": 0, "fsync": 0}
+        self.failed: list[Fault] = []  # faults that fired
+        self.fault_pos: list[int] = []  # the trace's length when each fired
+
+    @classmethod
+    def from_image(cls, image: Image) -> RecordingFS:
+        """A file system holding exactly the image (everything durable), trace empty."""
+        fs = cls("/")
+        for path, content in image.entries:
+            if content is None:
+                fs.ns[path] = _DIR
+            else:
+                ino = fs._new_inode()
+                fs.inodes[ino] = bytearray(content)
+                fs.ns[path] = ino
+        return fs
+
+    # ---- the FileIO protocol ---------------------------------------------------------------
+
+    def makedirs(self, path: str) -> None:
+        path = os.path.normpath(path)
+        missing = []
+        p = path
+        while p not in self.ns:
+            missing.append(p)
+            p = os.path.dirname(p)
+        if self.ns[p] != _DIR:
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), p)
+        for d in reversed(missing):
+            self.ns[d] = _DIR
+            self.trace.append(FsOp(OpKind.MKDIR, d))
+
+    def mkdir(self, path: str) -> None:
+        path = os.path.normpath(path)
+        if path in self.ns:
+            raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
+        if self.ns.get(os.path.dirname(path)) != _DIR:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        self.ns[path] = _DIR
+        self.trace.append(FsOp(OpKind.MKDIR, path))
+
+    def listdir(self, path: str) -> list[str]:
+        path = os.path.normpath(path)
+        if self.ns.get(path) != _DIR:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        return sorted(os.path.basename(p) for p in self.ns if p != path
+                      and os.path.dirname(p) == path)
+
+    def exists(self, path: str) -> bool:
+        return os.path.normpath(path) in self.ns
+
+    def entry_kind(self, path: str) -> EntryKind:
+        """(This model has regular files and directories only.)"""
+        ino = self.ns.get(os.path.normpath(path))
+        if ino is None:
+            return EntryKind.MISSING
+        return EntryKind.DIRECTORY if ino == _DIR else EntryKind.REGULAR
+
+    def read(self, path: str) -> bytes:
+        return bytes(self.inodes[self._file(path)])
+
+    def open_append(self, path: str, create: bool) -> int:
+        path = os.path.normpath(path)
+        if create:
+            if path in self.ns:
+                raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
+            ino = self._create(path)
+        else:
+            ino = self._file(path)
+        return self._open(ino, path, append=True)
+
+    def open_trunc(self, path: str) -> int:
+        path = os.path.normpath(path)
+        if path in self.ns:
+            ino = self._file(path)
+            self.inodes[ino] = bytearray()
+            self.trace.append(FsOp(OpKind.TRUNC, path, ino))
+        else:
+            ino = self._create(path)
+        return self._open(ino, path, append=False)
+
+    def write(self, fd: int, data: bytes) -> int:
+        ino, path, append = self._fds[fd]
+        fault = self._fault("write")
+        if fault is not None:
+            data = data[: fault.partial]
+        buf = self.inodes[ino]
+        off = len(buf) if append else self._pos[fd]
+        if data:
+            if off > len(buf):
+                buf.extend(bytes(off - len(buf)))
+            buf[off : off + len(data)] = data
+            self.trace.append(FsOp(OpKind.WRITE, path, ino, off, bytes(data)))
+        if not append:
+            self._pos[fd] = off + len(data)
+        if fault is not None:
+            raise OSError(fault.kind.value, os.strerror(fault.kind.value))
+        return len(data)
+
+    def fsync(self, fd: int) -> None:
+        ino, path, _ = self._fds[fd]
+        self._barrier()
+        self.trace.append(FsOp(OpKind.FSYNC, path, ino))
+
+    def close(self, fd: int) -> None:
+        self._fds.pop(fd)
+        self._pos.pop(fd, None)
+
+    def size(self, fd: int) -> int:
+        return len(self.inodes[self._fds[fd][0]])
+
+    def truncate(self, path: str, length: int) -> None:
+        path = os.path.normpath(path)
+        ino = self._file(path)
+        buf = self.inodes[ino]
+        if length < len(buf):
+            del buf[length:]
+        else:
+            buf.extend(bytes(length - len(buf)))
+        self.trace.append(FsOp(OpKind.TRUNCATE, path, ino, length=length))
+        self._barrier()
+        self.trace.append(FsOp(OpKind.FSYNC, path, ino))
+
+    def replace(self, src: str, dst: str) -> None:
+        src, dst = os.path.normpath(src), os.path.normpath(dst)
+        ino = self._file(src)
+        if self.ns.get(os.path.dirname(dst)) != _DIR:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), dst)
+        if self.ns.get(dst) == _DIR:
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), dst)
+        del self.ns[src]
+        self.ns[dst] = ino
+        self.trace.append(FsOp(OpKind.RENAME, dst, ino, src=src))
+
+    def unlink(self, path: str) -> None:
+        path = os.path.normpath(path)
+        ino = self._file(path)
+        del self.ns[path]
+        self.trace.append(FsOp(OpKind.UNLINK, path, ino))
+
+    def fsync_dir(self, path: str) -> None:
+        path = os.path.normpath(path)
+        if self.ns.get(path) != _DIR:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        self._barrier()
+        self.trace.append(FsOp(OpKind.FSYNC_DIR, path))
+
+    def syncfs(self, path: str) -> None:
+        self._barrier()
+        self.trace.append(FsOp(OpKind.SYNCFS, os.path.normpath(path)))
+
+    # ---- beyond the protocol (what a node's own code does with `os` directly) -------------
+
+    def rmdir(self, path: str) -> None:
+        """Remove an empty directory."""
+        path = os.path.normpath(path)
+        if self.ns.get(path) != _DIR:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        if self.listdir(path):
+            raise OSError(errno.ENOTEMPTY, os.strerror(errno.ENOTEMPTY), path)
+        del self.ns[path]
+        self.trace.append(FsOp(OpKind.RMDIR, path))
+
+    def files(self) -> dict[str, bytes]:
+        """Every file's path and current content."""
+        return {p: bytes(self.inodes[i]) for p, i in self.ns.items() if i != _DIR}
+
+    # ---- internals --------------------------------------------------------------------------
+
+    def _mkparents(self, path: str) -> None:
+        while True:
+            self.ns[path] = _DIR
+            parent = os.path.dirname(path)
+            if parent == path:
+                return
+            path = parent
+
+    def _file(self, path: str) -> int:
+        ino = self.ns.get(os.path.normpath(path))
+        if ino is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        if ino == _DIR:
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), path)
+        return ino
+
+    def _new_inode(self) -> int:
+        ino = self._next_ino
+        self._next_ino += 1
+        return ino
+
+    def _create(self, path: str) -> int:
+        if self.ns.get(os.path.dirname(path)) != _DIR:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        ino = self._new_inode()
+        self.inodes[ino] = bytearray()
+        self.ns[path] = ino
+        self.trace.append(FsOp(OpKind.CREATE, path, ino))
+        return ino
+
+    def _open(self, ino: int, path: str, append: bool) -> int:
+        fd = self._next_fd
+        self._next_fd += 1
+        self._fds[fd] = (ino, path, append)
+        self._pos[fd] = 0
+        return fd
+
+    def _fault(self, on: str) -> Fault | None:
+        n = self.calls[on]
+        self.calls[on] = n + 1
+        f = self.faults.get((on, n))
+        if f is not None:
+            self.failed.append(f)
+            self.fault_pos.append(len(self.trace))
+        return f
+
+    def _barrier(self) -> None:
+        f = self._fault("fsync")
+        if f is not None:
+            raise OSError(f.kind.value, os.strerror(f.kind.value))
+
+
+# ---- crash points ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CrashPoint:
+    """The operations that ran before the power went out: `ops` (the trace's first `at`
+    operations, then, if `partial` is set, the next WRITE cut to its first `partial` bytes)."""
+
+    at: int
+    partial: int | None
+    ops: tuple[FsOp, ...]
+
+    def __str__(self) -> str:
+        if self.partial is None:
+            return f"after op {self.at}"
+        return f"inside op {self.at} ({self.ops[-1]}) after {self.partial} B"
+
+
+def write_cuts(op: FsOp) -> list[int]:
+    """Where a crash inside this WRITE may leave it: every sector boundary of the file inside
+    the written range, and 1, 12 (a record header), half and all but one byte."""
+    n = len(op.data)
+    cuts = {1, 12, n // 2, n - 1}
+    first = (op.offset // SECTOR + 1) * SECTOR
+    cuts.update(b - op.offset for b in range(first, op.offset + n, SECTOR))
+    return sorted(c for c in cuts if 0 < c < n)
+
+
+def crash_points(trace: Sequence[FsOp], start: int = 0) -> Iterator[CrashPoint]:
+    """Every prefix of the trace from `start` operations on, and every crash inside each
+    WRITE after that."""
+    for k in range(start, len(trace) + 1):
+        yield CrashPoint(k, None, tuple(trace[:k]))
+        if k < len(trace) and trace[k].kind is OpKind.WRITE:
+            op = trace[k]
+            for m in write_cuts(op):
+                yield CrashPoint(k, m, (*trace[:k], replace(op, data=op.data[:m])))
+
+
+# ---- persistence models -------------------------------------------------------------------
+
+
+class Model(enum.Enum):
+    STRICT = "strict"
+    EXT4_ORDERED = "ext4-ordered"
+
+
+@dataclass(frozen=True)
+class Image:
+    """A crash image: every path (sorted) with its content (None: a directory), and for each
+    file the number of leading bytes the model guarantees (its fsynced length)."""
+
+    entries: tuple[tuple[str, bytes | None], ...]
+    protected: tuple[tuple[str, int], ...]
+
+    @property
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for path, content in self.entries:
+            h.update(path.encode() + b"\0")
+            h.update(b"D" if content is None else b"F%d:" % len(content) + content)
+        for path, n in self.protected:
+            h.update(b"P" + path.encode() + b"\0%d" % n)
+        return h.hexdigest()
+
+    def files(self) -> dict[str, bytes]:
+        return {p: c for p, c in self.entries if c is not None}
+
+    def describe(self) -> str:
+        out = []
+        for p, c in self.entries:
+            out.append(p.rstrip("/") + "/" if c is None else f"{p} ({len(c)} B, sha {_short(c)})")
+        return ", ".join(out)
+
+
+def _short(b: bytes) -> str:
+    return hashlib.sha256(b).hexdigest()[:8]
+
+
+@dataclass
+class _Inode:
+    durable: bytes = b""
+    states: list[tuple[int, bytes]] = field(default_factory=list)  # (op position, content)
+    cur: bytes = b""
+    truncated: bool = False  # opened with O_TRUNC since its last fsync
+
+    def sync(self) -> None:
+        self.durable, self.states, self.truncated = self.cur, [], False
+
+    def versions(self) -> list[tuple[int, bytes]]:
+        return [(-1, self.durable), *self.states]
+
+
+@dataclass
+class _Replay:
+    """The model's view of a prefix: directory operations with their positions, per inode
+    its durable content and its states since, and the barriers."""
+
+    initial: dict[str, int]
+    dirops: list[tuple[int, FsOp]] = field(default_factory=list)
+    inodes: dict[int, _Inode] = field(default_factory=dict)
+    dir_synced: dict[str, int] = field(default_factory=dict)  # dir -> position of its fsync
+    syncfs_at: int = -1
+    barrier_at: int = -1  # last fsync-like call of any kind (an ext4 journal commit)
+
+
+def _replay(ops: Sequence[FsOp], initial: dict[str, int]) -> _Replay:
+    r = _Replay(dict(initial))
+    for pos, op in enumerate(ops):
+        k = op.kind
+        if k in _DIR_OPS:
+            r.dirops.append((pos, op))
+            if k is OpKind.CREATE:
+                r.inodes[op.ino] = _Inode()
+            continue
+        if k is OpKind.SYNCFS:
+            for ino in r.inodes.values():
+                ino.sync()
+            r.syncfs_at = r.barrier_at = pos
+            continue
+        if k is OpKind.FSYNC_DIR:
+            r.dir_synced[op.path] = pos
+            r.barrier_at = pos
+            continue
+        node = r.inodes.setdefault(op.ino, _Inode())
+        if k is OpKind.FSYNC:
+            node.sync()
+            r.barrier_at = pos
+            continue
+        if k is OpKind.TRUNC:
+            node.cur = b""
+            node.truncated = True
+        elif k is OpKind.WRITE:
+            cur = node.cur
+            if op.offset > len(cur):
+                cur += bytes(op.offset - len(cur))
+            node.cur = cur[: op.offset] + op.data + cur[op.offset + len(op.data) :]
+        elif k is OpKind.TRUNCATE:
+            node.cur = node.cur[: op.length] + bytes(max(0, op.length - len(node.cur)))
+            r.barrier_at = pos  # FileIO.truncate fsyncs: a journal commit
+        node.states.append((pos, node.cur))
+    return r
+
+
+def _namespace(initial: dict[str, int], ops: Iterable[FsOp]) -> dict[str, int]:
+    """Apply directory operations in order; an operation whose parent directory is missing
+    (its creation undone) is unreachable and has no effect."""
+    ns = dict(initial)
+    for op in ops:
+        if any(ns.get(d) != _DIR for d in op.dirs()):
+            continue
+        k = op.kind
+        if k is OpKind.MKDIR:
+            ns[op.path] = _DIR
+        elif k is OpKind.CREATE:
+            ns[op.path] = op.ino
+        elif k is OpKind.RENAME:
+            if ns.get(op.src) == op.ino:
+                del ns[op.src]
+                ns[op.path] = op.ino
+        elif k in (OpKind.UNLINK, OpKind.RMDIR):
+            ns.pop(op.path, None)
+    # Drop everything below a directory that is gone (its removal or creation undone).
+    return {p: v for p, v in ns.items() if _reachable(p, ns)}
+
+
+def _reachable(path: str, ns: dict[str, int]) -> bool:
+    parent = os.path.dirname(path)
+    while parent != path:
+        if ns.get(parent) != _DIR:
+            return False
+        path, parent = parent, os.path.dirname(parent)
+    return True
+
+
+def _sector(content: bytes, s: int) -> bytes:
+    chunk = content[s * SECTOR : (s + 1) * SECTOR]
+    return chunk + bytes(SECTOR - len(chunk))
+
+
+def _strict_contents(node: _Inode) -> list[bytes]:
+    """Every content the STRICT model allows an inode after a crash (deduplicated)."""
+    versions = [c for _, c in node.versions()]
+    if len(versions) == 1:
+        return versions
+    out: dict[bytes, None] = {}
+    for size in sorted({len(c) for c in versions}):
+        n = -(-size // SECTOR)
+        per_sector = [sorted({_sector(c, s) for c in versions}) for s in range(n)]
+        for combo in itertools.product(*per_sector):
+            out[b"".join(combo)[:size]] = None
+    return list(out)
+
+
+def _protected(node: _Inode) -> int:
+    return 0 if node.truncated else len(node.durable)
+
+
+class TooManyStates(Exception):
+    """A crash point allows more states than the caller's budget: make the workload smaller."""
+
+
+def crash_images(
+    ops: Sequence[FsOp], model: Model, initial_dirs: Iterable[str] = ("/",), budget: int = 20000
+) -> Iterator[Image]:
+    """Every image `model` allows after `ops` (duplicates possible across name choices; the
+    caller deduplicates by digest). Raises TooManyStates past `budget` images."""
+    initial: dict[str, int] = {}
+    for d in initial_dirs:
+        p = os.path.normpath(d)
+        while True:
+            initial[p] = _DIR
+            if os.path.dirname(p) == p:
+                break
+            p = os.path.dirname(p)
+    r = _replay(ops, initial)
+    count = 0
+    for ns, floors in _name_choices(r, model):
+        files = sorted((p, v) for p, v in ns.items() if v != _DIR)
+        choices: list[list[bytes]] = []
+        for _, ino in files:
+            node = r.inodes.get(ino, _Inode())
+            if model is Model.STRICT:
+                choices.append(_strict_contents(node))
+            else:
+                vs = node.versions()
+                floor = floors.get(ino, -1)
+                # the latest version at or before the rename, and every later one
+                lo = max([i for i, (pos, _) in enumerate(vs) if pos < floor] or [0])
+                choices.append(list(dict.fromkeys(c for _, c in vs[lo:])))
+        dirs = tuple((p, None) for p, v in ns.items() if v == _DIR)
+        protected = tuple((p, _protected(r.inodes.get(ino, _Inode()))) for p, ino in files)
+        for combo in itertools.product(*choices):
+            count += 1
+            if count > budget:
+                raise TooManyStates(f"more than {budget} crash states after {len(ops)} ops")
+            entries = sorted([*dirs, *zip((p for p, _ in files), combo, strict=True)],
+                             key=lambda e: e[0])
+            yield Image(tuple(entries), protected)
+
+
+def image_ops(image: Image) -> list[FsOp]:
+    """Operations that build `image` durably on a file system holding only "/", numbering
+    inodes as RecordingFS.from_image does: followed by a trace of a RecordingFS made with
+    from_image, they give the crash points of whatever ran on that image (a recovery)."""
+    ops: list[FsOp] = []
+    ino = 0
+    for path, content in image.entries:
+        if content is None:
+            ops.append(FsOp(OpKind.MKDIR, path))
+        else:
+            ino += 1
+            ops.append(FsOp(OpKind.CREATE, path, ino))
+            if content:
+                ops.append(FsOp(OpKind.WRITE, path, ino, 0, content))
+    ops.append(FsOp(OpKind.SYNCFS, "/"))
+    return ops
+
+
+def _name_choices(r: _Replay, model: Model) -> Iterator[tuple[dict[str, int], dict[int, int]]]:
+    """(namespace, per inode the position of the last rename of it that persisted)."""
+    if model is Model.EXT4_ORDERED:
+        first_optional = next(
+            (i for i, (pos, _) in enumerate(r.dirops) if pos > r.barrier_at), len(r.dirops))
+        for cut in range(first_optional, len(r.dirops) + 1):
+            kept = [op for _, op in r.dirops[:cut]]
+            yield _namespace(r.initial, kept), _rename_floors(r.dirops[:cut])
+        return
+    mandatory: list[bool] = []
+    for pos, op in r.dirops:
+        # (a rename across directories is durable once both are fsynced)
+        mandatory.append(pos < r.syncfs_at
+                         or all(pos < r.dir_synced.get(d, -1) for d in op.dirs()))
+    for keep in _prefix_closed(r.dirops, mandatory):
+        kept = [op for (_, op), k in zip(r.dirops, keep, strict=True) if k]
+        yield _namespace(r.initial, kept), {}
+
+
+def _rename_floors(dirops: Sequence[tuple[int, FsOp]]) -> dict[int, int]:
+    floors: dict[int, int] = {}
+    for pos, op in dirops:
+        if op.kind is OpKind.RENAME:
+            floors[op.ino] = pos
+    return floors
+
+
+def _prefix_closed(
+    dirops: Sequence[tuple[int, FsOp]], mandatory: Sequence[bool]
+) -> Iterator[tuple[bool, ...]]:
+    """Every subset of the optional operations in which, for each name, the operations kept
+    are a prefix of that name's operations (mandatory ones always kept)."""
+
+    def go(i: int, excluded: frozenset[str], acc: tuple[bool, ...]) -> Iterator[tuple[bool, ...]]:
+        if i == len(dirops):
+            yield acc
+            return
+        op = dirops[i][1]
+        names = op.names()
+        if mandatory[i]:
+            yield from go(i + 1, excluded, (*acc, True))
+            return
+        if not names & excluded:
+            yield from go(i + 1, excluded, (*acc, True))
+        yield from go(i + 1, excluded | names, (*acc, False))
+
+    yield from go(0, frozenset(), ())

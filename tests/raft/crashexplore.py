@@ -1,0 +1,873 @@
+"""The crash-state explorer for DiskStorage: workloads, their ground truth, and the checks.
+
+Each workload drives DiskStorage (impl/raft/disklog.py) through its public API as the Raft host
+does (write a Ready, then sync it; one storage per group under a node's data directory, group
+commit with syncfs where several groups write), on a RecordingFS (impl/raft/crashstates.py).
+Next to every call it records the ground truth: the state each group had acknowledged (what
+its last successful sync made durable: MemStorage, the reference semantics), the writes issued
+since, every entry ever written, and the cluster's committed entries.
+
+Then, for every crash point of the recorded trace (after every file-system call and inside
+every write) and every image each persistence model allows there, every group is recovered
+with DiskStorage.load() and checked:
+
+* REFUSED: load() raised, on a state inside the model;
+* LOST_ACKED: an acknowledged entry is missing or replaced (except by a write issued since
+  that replaces that suffix), or the snapshot went back;
+* TERM_BACK: the term went back, or the vote changed within the acknowledged term;
+* UNCOMMITTED: the recovered commit index covers an entry the cluster did not commit (or a
+  snapshot not of the cluster's committed log);
+* INVENTED: an entry or a (term, vote) that was never written;
+* DESTRUCTIVE: recovery unlinked a file holding bytes the model guarantees (fsynced) that the
+  workload had not deleted itself (not a temporary file), or truncated below them;
+* NOT_IDEMPOTENT: a second load() recovers something else.
+
+Faults: `fault_runs` repeats a workload with ENOSPC (after a partial write) or EIO at each
+write call, or EIO at each fsync-like call; the node stops at the StorageFailed (nothing more is
+acknowledged) and its crash points from the fault on are explored.
+
+    python -m tests.raft.crashexplore [--faults] [--generated N] [--workload NAME]
+                                      [--disklog-rev REV]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import enum
+import os
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from impl.raft.crashstates import (
+    CrashPoint,
+    Fault,
+    FaultKind,
+    FsOp,
+    Image,
+    Model,
+    OpKind,
+    RecordingFS,
+    crash_images,
+    crash_points,
+    image_ops,
+)
+from impl.raft.disklog import DiskStorage
+from impl.raft.fileio import make_dirs_durable
+from impl.raft.groupcommit import GroupCommit
+from impl.raft.identity import ensure_identity
+from impl.raft.messages import Entry, HardState, InitialState, Snapshot
+from impl.raft.storage import MemStorage, StorageFailed, sync_all
+
+ROOT = "/data"  # exists (durable) before every workload
+NODE = "/data/n1"
+
+
+def group_dir(gid: int) -> str:
+    return f"{NODE}/g{gid}"
+
+
+def tombstone(gid: int) -> str:
+    return f"{NODE}/removed/g{gid}"
+
+
+def entry(index: int, term: int, size: int = 24) -> Entry:
+    """A deterministic entry: the same (index, term) always has the same data."""
+    head = b"%d.%d|" % (index, term)
+    return Entry(index, term, data=(head * (size // len(head) + 1))[:size])
+
+
+def entries(first: int, last: int, term: int, size: int = 24) -> list[Entry]:
+    return [entry(i, term, size) for i in range(first, last + 1)]
+
+
+# ---- ground truth ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Truth:
+    """One group's ground truth at a point of the trace."""
+
+    acked: InitialState  # what its last successful sync made durable
+    pending: tuple[tuple[HardState | None, Snapshot | None, tuple[Entry, ...], Snapshot | None],
+                   ...]  # writes issued since (maybe partly on disk)
+    removing: bool = False  # the group's removal began (its tombstone was made durable first)
+
+
+class GroupRun:
+    """One group of the node: its DiskStorage and its reference (MemStorage)."""
+
+    def __init__(self, rec: Recorder, gid: int, gc: GroupCommit | None) -> None:
+        self.rec, self.gid = rec, gid
+        self.storage = rec.storage(group_dir(gid), segment_bytes=rec.segment_bytes, fs=rec.fs,
+                                   group_commit=gc)
+        self.ref = MemStorage()
+        self.removing = False
+        self.storage.load()
+        self._mark()
+
+    def restart(self) -> None:
+        """The process is killed (the page cache survives: no crash of the files) and a new
+        one recovers the group. Raft takes what it recovered as stable (it acknowledges
+        those entries to a leader without writing them again), so it counts as acknowledged
+        from here on."""
+        self.storage.abandon()
+        self.storage = self.rec.storage(group_dir(self.gid), segment_bytes=self.rec.segment_bytes,
+                                        fs=self.rec.fs)
+        init = self.storage.load()
+        self.ref = MemStorage()
+        self.ref.hard_state, self.ref.snapshot = init.hard_state, init.snapshot
+        self.ref.log = list(init.entries)
+        self._mark()
+
+    def write(self, hs: HardState | None, snap: Snapshot | None, ents: Sequence[Entry] = (),
+              compacted: Snapshot | None = None) -> None:
+        _check_workload(self.ref, hs, snap, ents)
+        for e in ents:
+            self.rec.written.setdefault(self.gid, {})[(e.index, e.term)] = e
+        if hs is not None:
+            self.rec.votes.setdefault(self.gid, set()).add((hs.term, hs.vote))
+        self.ref.write(hs, snap, ents, compacted)
+        self._mark()  # issued (before the call: a crash inside it may keep part of it)
+        self.storage.write(hs, snap, ents, compacted)
+
+    def sync(self) -> None:
+        self.storage.sync()
+        self.acked()
+
+    def acked(self) -> None:
+        self.ref.sync()
+        self._mark()
+
+    def _mark(self) -> None:
+        t = Truth(self.ref.load(), tuple(self.ref._pending), self.removing)
+        self.rec.marks.setdefault(self.gid, []).append((len(self.rec.fs.trace), t))
+
+
+def _check_workload(ref: MemStorage, hs: HardState | None, snap: Snapshot | None,
+                    ents: Sequence[Entry]) -> None:
+    """A workload writes only what a Raft follower can: a commit index within its log."""
+    if hs is None:
+        return
+    s = ref.load()
+    cur = next((p[0] for p in reversed(ref._pending) if p[0] is not None), s.hard_state)
+    if hs.term < cur.term or (hs.term == cur.term and cur.vote and hs.vote != cur.vote):
+        raise ValueError(f"workload bug: hard state {hs} after {cur}")
+    last = (ents[-1].index if ents else snap.index if snap is not None
+            else max([e.index for e in s.entries] + [s.snapshot.index]
+                     + [p[2][-1].index for p in ref._pending if p[2]]))
+    if hs.commit > last:
+        raise ValueError(f"workload bug: commit {hs.commit} past the log's last index {last}")
+
+
+@dataclass
+class Recorder:
+    """What a workload runs on and records."""
+
+    faults: tuple[Fault, ...] = ()
+    segment_bytes: int = 400
+    storage: type[DiskStorage] = DiskStorage  # (a seeded-bug copy in tests)
+    fs: RecordingFS = field(init=False)
+    marks: dict[int, list[tuple[int, Truth]]] = field(default_factory=dict)
+    written: dict[int, dict[tuple[int, int], Entry]] = field(default_factory=dict)
+    votes: dict[int, set[tuple[int, int]]] = field(default_factory=dict)
+    committed: dict[int, dict[int, int]] = field(default_factory=dict)  # gid: index -> term
+    groups: dict[int, GroupRun] = field(default_factory=dict)
+    gc: GroupCommit | None = None
+    fault_at: int | None = None  # trace position where the first fault fired
+
+    def __post_init__(self) -> None:
+        self.fs = RecordingFS(ROOT, self.faults)
+
+    def group(self, gid: int, group_commit: bool = False) -> GroupRun:
+        """Create (or open) a group's storage, as the server's storage factory does."""
+        if group_commit and self.gc is None:
+            self.gc = GroupCommit(NODE, self.fs, mode="syncfs")
+        g = self.groups[gid] = GroupRun(self, gid, self.gc if group_commit else None)
+        return g
+
+    def commit(self, gid: int, ents: Sequence[Entry]) -> None:
+        """The cluster committed these entries (ground truth from the leader's side)."""
+        for e in ents:
+            self.committed.setdefault(gid, {})[e.index] = e.term
+
+    def sync_all(self, gids: Sequence[int]) -> None:
+        """One Ready batch's barrier for several groups (group commit), then acknowledge."""
+        sync_all([self.groups[g].storage for g in gids])
+        for g in gids:
+            self.groups[g].acked()
+
+    def remove_group(self, gid: int) -> None:
+        """RaftServer.remove_group's calls, through the FileIO (the server makes them with
+        `os`): a durable tombstone first, then the group closed and its directory removed."""
+        fs, tomb = self.fs, tombstone(gid)
+        make_dirs_durable(fs, os.path.dirname(tomb))
+        fd = fs.open_append(tomb, create=True)
+        try:
+            fs.fsync(fd)
+        finally:
+            fs.close(fd)
+        fs.fsync_dir(os.path.dirname(tomb))
+        g = self.groups.pop(gid)
+        g.removing = True
+        g.storage.close()
+        g._mark()
+        d = group_dir(gid)
+        for name in fs.listdir(d):
+            fs.unlink(f"{d}/{name}")
+        fs.rmdir(d)
+
+    def truth(self, gid: int, at: int) -> tuple[int, Truth]:
+        """The group's ground truth at trace position `at` (the index of its mark)."""
+        marks = self.marks[gid]
+        lo, hi = 0, len(marks) - 1
+        while lo < hi:  # the last mark at or before `at`
+            mid = (lo + hi + 1) // 2
+            if marks[mid][0] <= at:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo, marks[lo][1]
+
+
+# ---- workloads ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    run: Callable[[Recorder], None]
+    segment_bytes: int = 400
+
+
+def w_appends(r: Recorder) -> None:
+    """Appends across segment cuts, a batch spanning sectors, a new term."""
+    r.commit(1, [*entries(1, 9, 1), *entries(10, 11, 2)])
+    g = r.group(1)
+    g.write(HardState(1, 1, 0), None, entries(1, 3, 1))
+    g.sync()
+    g.write(HardState(1, 1, 3), None, entries(4, 9, 1, size=110))  # > 1 sector, > 1 segment
+    g.sync()
+    g.write(HardState(2, 2, 9), None, entries(10, 11, 2))
+    g.sync()
+
+
+def w_compaction(r: Recorder) -> None:
+    """A local compaction (snapshot file rewritten, old segments deleted), then more."""
+    r.commit(1, entries(1, 9, 1))
+    g = r.group(1)
+    g.write(HardState(1, 1, 0), None, entries(1, 6, 1, size=60))
+    g.sync()
+    g.write(HardState(1, 1, 6), None, [], compacted=Snapshot(4, 1, b"state@4"))
+    g.sync()
+    g.write(None, None, entries(7, 9, 1, size=60))
+    g.sync()
+    g.write(HardState(1, 1, 9), None, [], compacted=Snapshot(8, 1, b"state@8"))
+    g.sync()
+
+
+def w_compaction_in_place(r: Recorder) -> None:
+    """A compaction whose sync cuts no segment (its STATE record fits the live one), then
+    the segment it covers is deleted: nothing but that sync's own barrier orders the snapshot
+    file's rename before the unlink."""
+    r.commit(1, entries(1, 8, 1))
+    g = r.group(1)
+    g.write(HardState(1, 1, 0), None, entries(1, 3, 1, size=60))
+    g.sync()
+    g.write(HardState(1, 1, 3), None, entries(4, 6, 1, size=60))
+    g.sync()
+    g.write(HardState(1, 1, 6), None, entries(7, 8, 1, size=60))  # cuts segment 2
+    g.sync()
+    g.write(HardState(1, 1, 8), None, [], compacted=Snapshot(6, 1, b"state@6"))
+    g.sync()  # deletes segment 1
+
+
+def w_install(r: Recorder) -> None:
+    """A follower's old log of term 1 (committed only to 2) replaced by a leader of term 2's
+    snapshot at 8; the cluster committed 1-2 of term 1 and 3-9 of term 2."""
+    r.commit(1, [*entries(1, 2, 1), *entries(3, 9, 2)])
+    g = r.group(1)
+    g.write(HardState(1, 2, 2), None, entries(1, 6, 1))
+    g.sync()
+    g.write(HardState(2, 0, 8), Snapshot(8, 2, b"state@8"), [])
+    g.sync()
+    g.write(HardState(2, 0, 9), None, [entry(9, 2)])
+    g.sync()
+
+
+def w_install_with_entries(r: Recorder) -> None:
+    """Issue 27 item 2's shape: a snapshot at 8 and the leader's next entries 9-12 in one
+    Ready over an old log 1-10, longer than the snapshot index."""
+    r.commit(1, [*entries(1, 2, 1), *entries(3, 12, 2)])
+    g = r.group(1)
+    g.write(HardState(1, 2, 2), None, entries(1, 10, 1))
+    g.sync()
+    g.write(HardState(2, 0, 12), Snapshot(8, 2, b"state@8"), entries(9, 12, 2))
+    g.sync()
+
+
+def w_hard_state(r: Recorder) -> None:
+    """Votes in new terms (with and without entries) and a conflicting suffix replaced."""
+    r.commit(1, [entry(1, 1), *entries(2, 4, 4)])
+    g = r.group(1)
+    g.write(HardState(1, 1, 0), None, [entry(1, 1)])
+    g.sync()
+    g.write(HardState(2, 0, 1), None, [])
+    g.sync()
+    g.write(HardState(2, 3, 1), None, [])
+    g.sync()
+    g.write(HardState(3, 3, 1), None, entries(2, 3, 3))
+    g.sync()
+    g.write(HardState(4, 4, 1), None, entries(2, 4, 4))  # replaces 2-3 of term 3
+    g.sync()
+    g.write(HardState(4, 4, 4), None, [])
+    g.sync()
+
+
+def w_restart(r: Recorder) -> None:
+    """A process killed (not a power loss) after an unsynced batch that cut a new segment;
+    the next one recovers from the page cache, takes that as stable, and acknowledges more;
+    then the power goes."""
+    r.commit(1, entries(1, 8, 1))
+    g = r.group(1)
+    g.write(HardState(1, 1, 0), None, entries(1, 2, 1, size=110))
+    g.sync()
+    g.write(HardState(1, 1, 2), None, entries(3, 5, 1, size=110))  # cuts segment 2
+    g.restart()
+    g.write(HardState(1, 1, 5), None, entries(6, 8, 1))
+    g.sync()
+
+
+def w_groups(r: Recorder) -> None:
+    """Two groups on one node with group commit (one syncfs per batch), then one removed as
+    the server removes a group, while the other goes on."""
+    r.commit(1, entries(1, 4, 1))
+    r.commit(2, entries(1, 2, 1))
+    ensure_identity(NODE, "crash", 1, r.fs)  # as RaftServer starts
+    g1 = r.group(1, group_commit=True)
+    g2 = r.group(2, group_commit=True)
+    g1.write(HardState(1, 1, 0), None, entries(1, 2, 1))
+    g2.write(HardState(1, 1, 0), None, entries(1, 2, 1))
+    r.sync_all([1, 2])
+    g1.write(HardState(1, 1, 2), None, [entry(3, 1)])
+    r.sync_all([1])
+    r.remove_group(2)
+    g1.write(None, None, [entry(4, 1)])
+    r.sync_all([1])
+
+
+WORKLOADS = [
+    Workload("appends", w_appends),
+    Workload("compaction", w_compaction),
+    Workload("compaction_in_place", w_compaction_in_place, segment_bytes=600),
+    Workload("install", w_install),
+    Workload("install_with_entries", w_install_with_entries),
+    Workload("hard_state", w_hard_state),
+    Workload("groups", w_groups),
+    Workload("restart", w_restart),
+]
+
+
+# ---- generated workloads (bounded and exhaustive, as ACE generates them) -------------------------
+
+
+@dataclass
+class _Follower:
+    """What a generated workload's follower has and what its cluster committed."""
+
+    term: int = 1
+    vote: int = 1
+    last: int = 0  # the follower's last index
+    commit: int = 0
+    snap: int = 0
+
+
+def _g_append(r: Recorder, g: GroupRun, f: _Follower, n: int = 2, size: int = 24) -> None:
+    ents = entries(f.last + 1, f.last + n, f.term, size)
+    r.commit(g.gid, ents)
+    f.last += n
+    g.write(HardState(f.term, f.vote, f.last), None, ents)
+    g.sync()
+    f.commit = f.last
+
+
+def _g_big(r: Recorder, g: GroupRun, f: _Follower) -> None:
+    _g_append(r, g, f, 5, 110)  # several sectors, and a segment cut
+
+
+def _g_term(r: Recorder, g: GroupRun, f: _Follower) -> None:
+    f.term, f.vote = f.term + 1, 2
+    g.write(HardState(f.term, f.vote, f.commit), None, [])
+    g.sync()
+
+
+def _g_compact(r: Recorder, g: GroupRun, f: _Follower) -> None:
+    if f.commit > f.snap:
+        g.write(None, None, [], compacted=Snapshot(f.commit, r.committed[g.gid][f.commit],
+                                                   b"state@%d" % f.commit))
+        g.sync()
+        f.snap = f.commit
+
+
+def _g_install(r: Recorder, g: GroupRun, f: _Follower, with_entries: bool = False) -> None:
+    """Two uncommitted entries of the follower's term, then a new leader's snapshot past them
+    (and, `with_entries`, its next entries in the same Ready)."""
+    g.write(None, None, entries(f.last + 1, f.last + 2, f.term))
+    g.sync()
+    f.term, f.vote = f.term + 1, 0
+    new = entries(f.commit + 1, f.last + 4, f.term)  # the new leader's log, committed
+    r.commit(g.gid, new)
+    snap = Snapshot(new[-2].index, f.term, b"state@%d" % new[-2].index)
+    after = new[-1:] if with_entries else []
+    f.last = f.commit = new[-1].index if with_entries else snap.index
+    g.write(HardState(f.term, 0, f.commit), snap, after)
+    g.sync()
+    f.snap = snap.index
+
+
+def _g_install_entries(r: Recorder, g: GroupRun, f: _Follower) -> None:
+    _g_install(r, g, f, with_entries=True)
+
+
+def _g_restart(r: Recorder, g: GroupRun, f: _Follower) -> None:
+    ents = entries(f.last + 1, f.last + 1, f.term)
+    r.commit(g.gid, ents)
+    g.write(None, None, ents)  # unsynced, then the process is killed
+    f.last += 1
+    g.restart()
+
+
+STEPS: dict[str, Callable[[Recorder, GroupRun, _Follower], None]] = {
+    "append": _g_append, "big": _g_big, "term": _g_term, "compact": _g_compact,
+    "install": _g_install, "install+entries": _g_install_entries, "restart": _g_restart,
+}
+
+
+def generated(steps: Sequence[str], segment_bytes: int = 400) -> Workload:
+    """A workload of these steps after a first append (see STEPS)."""
+
+    def run(r: Recorder) -> None:
+        g, f = r.group(1), _Follower()
+        _g_append(r, g, f)
+        for name in steps:
+            STEPS[name](r, g, f)
+
+    return Workload("gen:" + ",".join(steps), run, segment_bytes)
+
+
+def generated_workloads(length: int) -> list[Workload]:
+    """Every sequence of `length` steps (7**length workloads)."""
+    import itertools as it
+
+    return [generated(seq) for seq in it.product(sorted(STEPS), repeat=length)]
+
+
+# ---- checks ------------------------------------------------------------------------------------
+
+
+class Kind(enum.Enum):
+    REFUSED = "refused restart inside the model"
+    LOST_ACKED = "acknowledged entry lost"
+    TERM_BACK = "term or vote went back"
+    UNCOMMITTED = "recovered commit covers an entry the cluster did not commit"
+    INVENTED = "recovered something never written"
+    DESTRUCTIVE = "recovery deleted what it had not proven redundant"
+    NOT_IDEMPOTENT = "a second recovery differs"
+
+
+@dataclass(frozen=True)
+class Finding:
+    kind: Kind
+    workload: str
+    model: Model
+    group: int
+    point: str
+    detail: str
+    image: str
+
+    def __str__(self) -> str:
+        return (f"[{self.model.value}] {self.workload} g{self.group} {self.kind.name}: "
+                f"{self.detail}\n    crash {self.point}\n    image: {self.image}")
+
+
+@dataclass(frozen=True)
+class Recovery:
+    init: InitialState | None
+    error: str
+    changes: tuple[FsOp, ...]  # what load() did to the files
+    again: InitialState | None  # a second load() after the first
+
+
+def recover(image: Image, gid: int, segment_bytes: int,
+            storage: type[DiskStorage] = DiskStorage) -> Recovery:
+    """Recover one group from the image, then once more from what that left."""
+    fs = RecordingFS.from_image(image)
+    try:
+        st = storage(group_dir(gid), segment_bytes=segment_bytes, fs=fs)
+        init = st.load()
+        st.abandon()
+    except Exception as e:  # a refusal (StorageCorruption) or a crash of recovery itself
+        return Recovery(None, f"{type(e).__name__}: {e}", tuple(fs.trace), None)
+    changes = tuple(fs.trace)
+    try:
+        st2 = storage(group_dir(gid), segment_bytes=segment_bytes, fs=fs)
+        again = st2.load()
+        st2.abandon()
+    except Exception as e:
+        return Recovery(init, f"second load: {type(e).__name__}: {e}", changes, None)
+    return Recovery(init, "", changes, again)
+
+
+def _same(a: InitialState, b: InitialState) -> bool:
+    return (a.hard_state, a.snapshot, a.entries) == (b.hard_state, b.snapshot, b.entries)
+
+
+def check(rec: Recorder, gid: int, truth: Truth, rv: Recovery, image: Image,
+          point: CrashPoint) -> list[tuple[Kind, str]]:
+    """Every violation of the ground truth by one group's recovery from one image."""
+    out: list[tuple[Kind, str]] = []
+    if rv.init is None:
+        return [(Kind.REFUSED, rv.error)]
+    init, acked = rv.init, truth.acked
+    if rv.again is None:
+        out.append((Kind.NOT_IDEMPOTENT, rv.error))
+    elif not _same(init, rv.again):
+        out.append((Kind.NOT_IDEMPOTENT, f"{_show(init)} then {_show(rv.again)}"))
+    hs, snap = init.hard_state, init.snapshot
+    ahs = acked.hard_state
+    if hs.term < ahs.term or (hs.term == ahs.term and ahs.vote and hs.vote != ahs.vote):
+        out.append((Kind.TERM_BACK, f"recovered term/vote {hs.term}/{hs.vote}, acknowledged "
+                                    f"{ahs.term}/{ahs.vote}"))
+    if (hs.term, hs.vote) != (0, 0) and (hs.term, hs.vote) not in rec.votes.get(gid, set()):
+        out.append((Kind.INVENTED, f"term/vote {hs.term}/{hs.vote} never written"))
+    if snap.index < acked.snapshot.index:
+        out.append((Kind.LOST_ACKED, f"snapshot {snap.index} recovered, {acked.snapshot.index} "
+                                     "acknowledged"))
+    log = {e.index: e for e in init.entries}
+    # The lowest index a write issued since the acknowledgement may have replaced.
+    replaced = min([p[2][0].index for p in truth.pending if p[2]]
+                   + [p[1].index + 1 for p in truth.pending
+                      if p[1] is not None and snap.index >= p[1].index]
+                   + [1 << 62])
+    for e in acked.entries:
+        if e.index <= snap.index:
+            continue
+        if e.index >= replaced:
+            break
+        got = log.get(e.index)
+        if got != e:
+            out.append((Kind.LOST_ACKED, f"entry {e.index} of term {e.term} acknowledged, "
+                        f"recovered {_entry(got)} ({_show(init)})"))
+            break
+    written = rec.written.get(gid, {})
+    for e in init.entries:
+        if written.get((e.index, e.term)) != e:
+            out.append((Kind.INVENTED, f"entry {e.index} of term {e.term} never written"))
+            break
+    committed = rec.committed.get(gid, {})
+    if snap.index and committed.get(snap.index) != snap.term:
+        out.append((Kind.UNCOMMITTED, f"snapshot {snap.index}/{snap.term} is not of the "
+                                      "cluster's committed log"))
+    for i in range(snap.index + 1, hs.commit + 1):
+        got = log.get(i)
+        if got is None or committed.get(i) != got.term:
+            there = f"term {committed[i]}" if i in committed else "nothing"
+            out.append((Kind.UNCOMMITTED, f"commit {hs.commit} covers entry {i} "
+                        f"({_entry(got)}) but the cluster committed {there} there "
+                        f"({_show(init)})"))
+            break
+    out.extend(_destructive(rv.changes, image, point))
+    return out
+
+
+def _destructive(changes: Sequence[FsOp], image: Image, point: CrashPoint
+                 ) -> list[tuple[Kind, str]]:
+    protected = dict(image.protected)
+    deleted_by_workload = {op.path for op in point.ops if op.kind is OpKind.UNLINK}
+    out = []
+    for op in changes:
+        if op.kind is OpKind.UNLINK:
+            p = op.path
+            if (p.endswith(".tmp") or p in deleted_by_workload
+                    or protected.get(p, 0) == 0):
+                continue
+            out.append((Kind.DESTRUCTIVE, f"recovery unlinked {p} holding {protected[p]} "
+                                          "fsynced bytes the workload never deleted"))
+        elif op.kind is OpKind.TRUNCATE and op.length < protected.get(op.path, 0):
+            out.append((Kind.DESTRUCTIVE, f"recovery truncated {op.path} to {op.length}, below "
+                                          f"its fsynced length {protected[op.path]}"))
+    return out
+
+
+def _entry(e: Entry | None) -> str:
+    return "nothing" if e is None else f"term {e.term}"
+
+
+def _show(s: InitialState) -> str:
+    last = s.entries[-1].index if s.entries else s.snapshot.index
+    return (f"hs {s.hard_state.term}/{s.hard_state.vote}/{s.hard_state.commit}, snapshot "
+            f"{s.snapshot.index}/{s.snapshot.term}, log to {last}")
+
+
+# ---- the explorer --------------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    counts: Counter[tuple[str, str]] = field(default_factory=Counter)  # (workload, what)
+    findings: dict[tuple[str, Model, Kind], Finding] = field(default_factory=dict)
+
+    def add(self, f: Finding) -> None:
+        key = (f.workload, f.model, f.kind)
+        # Keep the first (earliest crash point) of each kind.
+        self.findings.setdefault(key, f)
+
+    def merge(self, other: Result) -> None:
+        self.counts.update(other.counts)
+        for f in other.findings.values():
+            self.add(f)
+
+
+def explore(wl: Workload, models: Sequence[Model] = tuple(Model), faults: tuple[Fault, ...] = (),
+            label: str | None = None, budget: int = 20000,
+            storage: type[DiskStorage] = DiskStorage, in_recovery: bool = True) -> Result:
+    """Run the workload, then check every crash state of every crash point (from the fault
+    on, with faults) in every model, and with `in_recovery` every crash state of every call
+    the recovery from each makes; counts under (label, ...)."""
+    label = label or wl.name
+    rec = Recorder(faults, wl.segment_bytes, storage)
+    # The node stops at a failure (OSError: the server's own tombstone calls): nothing
+    # more is acknowledged.
+    with contextlib.suppress(StorageFailed, OSError):
+        wl.run(rec)
+    start = 0
+    if faults:
+        if not rec.fs.failed:
+            return Result()  # the fault's call never came
+        start = _first_fault_pos(rec)
+    res = Result()
+    gids = sorted(rec.marks)
+    recovered: dict[tuple[str, int], Recovery] = {}
+    seen: set[tuple[Model, str, tuple[int, ...]]] = set()
+    for point in crash_points(rec.fs.trace, start):
+        res.counts[(label, "crash points")] += 1
+        truths = [rec.truth(g, point.at) for g in gids]
+        tids = tuple(t[0] for t in truths)
+        for model in models:
+            for image in crash_images(point.ops, model, [ROOT], budget):
+                key = (model, image.digest, tids)
+                if key in seen:
+                    continue
+                seen.add(key)
+                res.counts[(label, f"states {model.value}")] += 1
+                present = image.files()
+                for g, (tid, truth) in zip(gids, truths, strict=True):
+                    if truth.removing and tombstone(g) in present:
+                        continue  # removed: the server never opens it again
+                    rv = recovered.get((image.digest, g))
+                    if rv is None:
+                        rv = recovered[(image.digest, g)] = recover(
+                            image, g, wl.segment_bytes, storage)
+                    for kind, detail in check(rec, g, truth, rv, image, point):
+                        res.add(Finding(kind, label, model, g, str(point), detail,
+                                        image.describe()))
+                    if in_recovery and rv.init is not None and any(op.kind not in _BARRIERS
+                                                   for op in rv.changes):
+                        _crash_in_recovery(rec, res, label, model, g, tid, truth, rv, image,
+                                           point,
+                                           seen, recovered, storage)
+    return res
+
+
+_BARRIERS = frozenset({OpKind.FSYNC, OpKind.FSYNC_DIR, OpKind.SYNCFS})
+
+
+def _crash_in_recovery(rec: Recorder, res: Result, label: str, model: Model, g: int,
+                       tid: int, truth: Truth, rv: Recovery, image: Image, point: CrashPoint,
+                       seen: set[tuple[Model, str, tuple[int, ...]]],
+                       recovered: dict[tuple[str, int], Recovery],
+                       storage: type[DiskStorage]) -> None:
+    """A crash at every call of the recovery itself (it cuts torn tails, removes temporary
+    files, moves segments aside): recover again from every state of each, and check against
+    the same ground truth."""
+    build = image_ops(image)
+    # For the deletion check: what the workload or the first recovery deleted, and the
+    # outer image's fsynced lengths (the nested image counts as wholly synced).
+    outer = CrashPoint(point.at, point.partial, (*point.ops, *rv.changes))
+    for p in crash_points([*build, *rv.changes], len(build)):
+        if p.at == len(build) and p.partial is None:
+            continue  # the image itself
+        for img in crash_images(p.ops, model, ["/"]):
+            key = (model, img.digest, (-g, tid))  # (negative: per group, in recovery)
+            if key in seen:
+                continue
+            seen.add(key)
+            res.counts[(label, f"states in recovery {model.value}")] += 1
+            rv2 = recovered.get((img.digest, g))
+            if rv2 is None:
+                rv2 = recovered[(img.digest, g)] = recover(img, g, rec.segment_bytes, storage)
+            nested = Image(img.entries, image.protected)
+            for kind, detail in check(rec, g, truth, rv2, nested, outer):
+                res.add(Finding(kind, label, model, g, f"{point}, then inside recovery {p}",
+                                detail, img.describe()))
+
+
+def _first_fault_pos(rec: Recorder) -> int:
+    return rec.fs.fault_pos[0] if rec.fs.fault_pos else len(rec.fs.trace)
+
+
+def fault_runs(wl: Workload, on: str, kind: FaultKind, partial: int = 7,
+               storage: type[DiskStorage] = DiskStorage) -> list[tuple[Fault, ...]]:
+    """One fault per run, at each call of its kind the workload makes."""
+    rec = Recorder((), wl.segment_bytes, storage)
+    wl.run(rec)
+    n = rec.fs.calls[on]
+    return [(Fault(on, i, kind, partial if on == "write" else 0),) for i in range(n)]
+
+
+# ENOSPC at a write (after a short write), EIO at a write, EIO at an fsync-like call.
+FAULTS = (("write", FaultKind.ENOSPC), ("write", FaultKind.EIO), ("fsync", FaultKind.EIO))
+
+
+def explore_all(workloads: Sequence[Workload], with_faults: bool, models: Sequence[Model]
+                = tuple(Model), storage: type[DiskStorage] = DiskStorage,
+                in_recovery: bool = True) -> Result:
+    """Every workload, and with `with_faults` every variant of it with one of FAULTS at one of
+    its calls; the counts and the first finding of each kind."""
+    res = Result()
+    for wl in workloads:
+        res.merge(explore(wl, models, storage=storage, in_recovery=in_recovery))
+        if with_faults:
+            for on, kind in FAULTS:
+                for faults in fault_runs(wl, on, kind, storage=storage):
+                    res.merge(explore(wl, models, faults, label=f"{wl.name}+{on}-{kind.name}",
+                                      storage=storage, in_recovery=in_recovery))
+    return res
+
+
+def report(res: Result) -> str:
+    lines = []
+    names = sorted({w for w, _ in res.counts})
+    for w in names:
+        parts = [f"{what} {res.counts[(w, what)]}" for ww, what in sorted(res.counts) if ww == w]
+        lines.append(f"{w}: " + ", ".join(parts))
+    total = sum(n for (_, what), n in res.counts.items() if what.startswith("states"))
+    lines.append(f"total crash states checked: {total}; findings: {len(res.findings)}")
+    for f in res.findings.values():
+        lines.append(str(f))
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--workload", action="append", help="only these (default: all)")
+    ap.add_argument("--faults", action="store_true", help="also ENOSPC/EIO at every call")
+    ap.add_argument("--generated", type=int, default=0, metavar="N",
+                    help="also every sequence of N generated steps (7**N workloads)")
+    ap.add_argument("--no-recovery-crashes", action="store_true",
+                    help="skip the crashes inside each recovery")
+    ap.add_argument("--disklog-rev", metavar="REV",
+                    help="explore impl/raft/disklog.py as of this git revision (e.g. a88a5d1, "
+                         "before the issue 27 fixes)")
+    args = ap.parse_args(argv)
+    storage = storage_at(args.disklog_rev) if args.disklog_rev else DiskStorage
+    wls = [w for w in WORKLOADS if not args.workload or w.name in args.workload]
+    if args.generated:
+        wls += generated_workloads(args.generated)
+    t0 = time.monotonic()
+    res = explore_all(wls, args.faults, storage=storage,
+                      in_recovery=not args.no_recovery_crashes)
+    print(report(res))
+    print(f"({time.monotonic() - t0:.1f} s)")
+    return 1 if res.findings else 0
+
+
+
+# ---- seeded bugs ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Mutant:
+    """A bug seeded into a copy of impl/raft/disklog.py: `old` (once in the source) -> `new`.
+    None of the explorer's checks was written for it."""
+
+    name: str
+    old: str
+    new: str
+
+
+MUTANTS = [
+    Mutant("atomic write without its directory fsync",
+           '    fs.replace(tmp, path)\n    fs.fsync_dir(os.path.dirname(path) or ".")\n',
+           "    fs.replace(tmp, path)\n"),
+    Mutant("atomic write fsyncs before it writes",
+           "        _write_all(fs, fd, data)\n        fs.fsync(fd)\n",
+           "        fs.fsync(fd)\n        _write_all(fs, fd, data)\n"),
+    Mutant("commit written before the entries it covers",
+           "            first = HardState(hard_state.term, hard_state.vote, "
+           "min(hard_state.commit, before))\n",
+           "            first = hard_state\n"),
+    Mutant("install raises the commit before the snapshot lands",
+           "                    hard_state.term, hard_state.vote, "
+           "min(self._hs.commit, snapshot.index)\n",
+           "                    hard_state.term, hard_state.vote, "
+           "min(hard_state.commit, self._last[0])\n"),
+    Mutant("sync skips the directory fsync",
+           "            if self._dir_dirty:\n                self.fs.fsync_dir(self.dir)\n"
+           "        except OSError as e:\n            raise self.fail(e) from e\n",
+           "        except OSError as e:\n            raise self.fail(e) from e\n"),
+    Mutant("segment cut without fsyncing the old segment",
+           "                self.fs.fsync(self._fd)\n                self.fs.close(self._fd)\n",
+           "                self.fs.close(self._fd)\n"),
+    Mutant("group directory created without fsyncing its parent",
+           "        make_dirs_durable(self.fs, directory)\n",
+           "        self.fs.makedirs(directory)\n"),
+    Mutant("recovery does not make what it recovered durable",
+           "            self._make_recovered_durable(run, plan)\n", ""),
+    Mutant("torn tail cut at the segment's first record",
+           "                plan.truncate.append((g.path, g.torn_at))\n",
+           "                plan.truncate.append((g.path, g.recs[1].off if len(g.recs) > 1 "
+           "else g.torn_at))\n"),
+]
+
+
+def mutant_storage(m: Mutant) -> type[DiskStorage]:
+    """DiskStorage of a copy of impl/raft/disklog.py with the mutant's change."""
+    import impl.raft.disklog as disklog
+
+    with open(disklog.__file__, encoding="utf-8") as f:
+        src = f.read()
+    if src.count(m.old) != 1:
+        raise ValueError(f"mutant {m.name!r}: its text is not once in {disklog.__file__}")
+    return _storage_from(src.replace(m.old, m.new), f"mutant_{MUTANTS.index(m)}")
+
+
+def storage_at(rev: str) -> type[DiskStorage]:
+    """DiskStorage of impl/raft/disklog.py as of a git revision (e.g. the code before the
+    issue 27 fixes), run against today's RecordingFS."""
+    import subprocess
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    src = subprocess.run(["git", "show", f"{rev}:impl/raft/disklog.py"], cwd=root,
+                         check=True, capture_output=True, text=True).stdout
+    return _storage_from(src, f"at_{rev}")
+
+
+def _storage_from(src: str, tag: str) -> type[DiskStorage]:
+    import sys as _sys
+    import types
+
+    name = f"impl.raft._disklog_{tag}"
+    mod = types.ModuleType(name)
+    _sys.modules[name] = mod  # dataclasses look their module up
+    exec(compile(src, f"<disklog {tag}>", "exec"), mod.__dict__)
+    cls: type[DiskStorage] = mod.DiskStorage
+    return cls
+
+
+if __name__ == "__main__":
+    sys.exit(main())

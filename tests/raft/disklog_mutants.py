@@ -1,0 +1,321 @@
+"""Seeded bugs in the disk log (issue 27): each is patched into a copy of the tree and the
+tests named with it must fail. Prints one row per mutant; exits 1 if any survived.
+
+    python -m tests.raft.disklog_mutants [NAME ...]
+
+Not part of the default suite (a pytest run per mutant, about two minutes in all)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+T = "tests/raft/"
+BASIC, REGRESS, INSTALL = (
+    T + "test_disklog.py",
+    T + "test_disklog_regress.py",
+    T + "test_disklog_install.py",
+)
+CORRUPTION, RECOVERY = T + "test_disklog_corruption.py", T + "test_disklog_recovery.py"
+UPGRADE, IDENTITY = T + "test_disklog_upgrade.py", T + "test_identity.py"
+REVIEW = T + "test_review_disklog.py::"
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str  # relative to the repository root
+    old: str
+    new: str
+    tests: str  # pytest arguments: the tests that must catch it
+    old2: str = ""  # a second replacement in the same file (optional)
+    new2: str = ""
+
+
+MUTANTS = (
+    Mutant(
+        "install-commit-before-snapshot",
+        "impl/raft/disklog.py",
+        "hard_state.term, hard_state.vote, min(self._hs.commit, snapshot.index)",
+        "hard_state.term, hard_state.vote, min(hard_state.commit, self._last[0])",
+        f"{INSTALL}",
+    ),
+    Mutant(
+        "no-chain",
+        "impl/raft/disklog.py",
+        "seed = crc if chained else 0",
+        "seed = 0",
+        f"{CORRUPTION}",
+    ),
+    Mutant(
+        "no-chain-writer-too",
+        "impl/raft/disklog.py",
+        "            crc = crc32(payload, crc)\n",
+        "            crc = crc32(payload, 0)\n",
+        f"{CORRUPTION}",
+        "seed = crc if chained else 0",
+        "seed = 0",
+    ),
+    Mutant(
+        "no-cross-segment-chain",
+        "impl/raft/disklog.py",
+        "if prev_crc is not None and chain != prev_crc:",
+        "if False:",
+        f"{CORRUPTION}",
+    ),
+    Mutant(
+        "no-group-check",
+        "impl/raft/disklog.py",
+        "if group != self.group:\n            raise ValueError",
+        "if False:\n            raise ValueError",
+        f"{CORRUPTION}",
+    ),
+    Mutant(
+        "no-snapshot-group-check",
+        "impl/raft/disklog.py",
+        "        if group != self.group:\n            raise StorageCorruption(",
+        "        if False:\n            raise StorageCorruption(",
+        f"{CORRUPTION}",
+    ),
+    Mutant(
+        "no-seq-check",
+        "impl/raft/disklog.py",
+        "if seq != g.seq:",
+        "if False:",
+        f"{CORRUPTION} {RECOVERY}",
+    ),
+    Mutant(
+        "no-fresh-rule",
+        "impl/raft/disklog.py",
+        "if g.seq != self._install_seq:",
+        "if False:",
+        f"{CORRUPTION} {RECOVERY}",
+    ),
+    Mutant(
+        "no-install-tag-check",
+        "impl/raft/disklog.py",
+        "if tag != self._install_tag:",
+        "if False:",
+        f"{CORRUPTION} {RECOVERY} {INSTALL}",
+    ),
+    Mutant(
+        "no-hs-monotonic",
+        "impl/raft/disklog.py",
+        "if hs.term < self._hs.term:",
+        "if False:",
+        f"{CORRUPTION}",
+    ),
+    Mutant(
+        "no-hs-monotonic-nor-final",
+        "impl/raft/disklog.py",
+        "if hs.term < self._hs.term:",
+        "if False:",
+        f"{CORRUPTION}",
+        "if self._hs.term < prev:",
+        "if False:",
+    ),
+    Mutant(
+        "unlink-instead-of-quarantine",
+        "impl/raft/disklog.py",
+        "                    self.fs.replace(path, self._quarantine_name("
+        "os.path.basename(path)))\n",
+        "                    self._quarantine_name(os.path.basename(path))\n"
+        "                    self.fs.unlink(path)\n",
+        f"{RECOVERY} {UPGRADE}",
+    ),
+    Mutant(
+        "no-redundancy-check",
+        "impl/raft/disklog.py",
+        "if g.seq >= self._install_seq and top > self._snap.index:",
+        "if False:",
+        f"{CORRUPTION} {RECOVERY}",
+    ),
+    Mutant(
+        "old-torn-rule",
+        "impl/raft/disklog.py",
+        "        if not any(data[lo : min(hi, len(data))]):\n            return True",
+        "        if not any(data[lo:]):\n            return True",
+        f"{RECOVERY} {BASIC} {REGRESS}",
+    ),
+    Mutant(
+        "etcd-loose-torn-rule",
+        "impl/raft/disklog.py",
+        "        if not any(data[lo : min(hi, len(data))]):",
+        "        if not any(data[lo : min(hi, end)]):",
+        f"{RECOVERY} {CORRUPTION} {BASIC} {REGRESS}",
+    ),
+    Mutant(
+        "torn-anywhere",
+        "impl/raft/disklog.py",
+        "            if torn and last:",
+        "            if torn:",
+        f"{CORRUPTION} {BASIC} {REGRESS}",
+    ),
+    Mutant(
+        "mkdir-no-parent-fsync",
+        "impl/raft/fileio.py",
+        "        fs.fsync_dir(os.path.dirname(d))\n",
+        "        pass\n",
+        f"{RECOVERY}",
+    ),
+    Mutant(
+        "mutate-before-validate",
+        "impl/raft/disklog.py",
+        "        self._check_redundant(stale, run)\n        log = self._replay(run, plan)\n",
+        "        self._apply(_Plan(quarantine=[g.path for g in stale]))\n"
+        "        log = self._replay(run, plan)\n",
+        f"{CORRUPTION} {RECOVERY}",
+    ),
+    Mutant(
+        "upgrade-switch-first",
+        "impl/raft/disklog.py",
+        "        if not leftover:\n            try:\n",
+        "        self._write_snapshot_file(snap, seq, tag)\n        if not leftover:\n"
+        "            try:\n",
+        f"{UPGRADE}",
+    ),
+    Mutant(
+        "no-final-hs-check",
+        "impl/raft/disklog.py",
+        "if self._hs.term < prev:",
+        "if False:",
+        f"{CORRUPTION} {RECOVERY}",
+    ),
+    Mutant(
+        "no-format3-commit-clamp",
+        "impl/raft/disklog.py",
+        "if self._hs.commit > last and v3_pre_install:",
+        "if False:",
+        f"{UPGRADE}",
+    ),
+    # The independent review's defects (tests/raft/test_review_disklog.py), re-introduced.
+    Mutant(
+        "upgrade-format4-by-default",
+        "impl/raft/disklog.py",
+        "leftover = [g for g in segs if g.data[: len(MAGIC)] == MAGIC]",
+        "leftover = [g for g in segs if g.fmt == FORMAT]",
+        f"{REVIEW}test_format3_upgrade_after_a_crash_at_a_segment_cut",
+    ),
+    Mutant(
+        "upgrade-format4-magic-for-format3",
+        "impl/raft/disklog.py",
+        "own_magic = MAGIC[:7] + bytes([g.fmt])",
+        "own_magic = MAGIC",
+        f"{REVIEW}test_format3_upgrade_after_a_crash_at_a_segment_cut",
+    ),
+    Mutant(
+        "upgrade-quarantine-twice",
+        "impl/raft/disklog.py",
+        "for path in dict.fromkeys(plan.quarantine):",
+        "for path in plan.quarantine:",
+        f"{REVIEW}test_format3_upgrade_with_a_stale_segment_starts_first_time",
+    ),
+    Mutant(
+        "upgrade-remnants-after-switch-refused",
+        "impl/raft/disklog.py",
+        "            upgraded = self._upgraded(segs)\n",
+        "            upgraded = False\n",
+        f"{REVIEW}test_a_crash_at_every_call_of_the_upgrade_then_inside_its_recovery",
+    ),
+    Mutant(
+        "non-regular-files-read",
+        "impl/raft/disklog.py",
+        "if kind is not EntryKind.REGULAR:",
+        "if False:",
+        f"{REVIEW}test_a_fifo_in_place_of_a_segment_is_refused_not_read "
+        f"{REVIEW}test_a_symlink_in_place_of_a_segment_is_refused",
+    ),
+    Mutant(
+        "delete-every-tmp",
+        "impl/raft/disklog.py",
+        "plan = _Plan(tmp=[self._path(n) for n in names if _OWN_TMP.fullmatch(n)])",
+        'plan = _Plan(tmp=[self._path(n) for n in names if n.endswith(".tmp")])',
+        f"{REVIEW}test_a_foreign_tmp_file_is_not_deleted",
+    ),
+    Mutant(
+        "no-reset-on-load",
+        "impl/raft/disklog.py",
+        "        self._reset()  # nothing of an earlier",
+        "        pass  # nothing of an earlier",
+        f"{REVIEW}test_a_second_load_after_a_refusal_starts_clean",
+    ),
+    Mutant(
+        "torn-tail-not-kept",
+        "impl/raft/disklog.py",
+        "                if any(tail):\n",
+        "                if False:\n",
+        f"{REVIEW}test_the_bytes_cut_off_as_a_torn_tail_are_kept_aside",
+    ),
+    Mutant(
+        "identity-missing-adopted",
+        "impl/raft/identity.py",
+        "    if evidence is not None:\n        raise IdentityMissing(path, evidence)\n",
+        "",
+        f"{REVIEW}test_identity_file_deleted_is_refused",
+    ),
+    Mutant(
+        "identity-not-checked",
+        "impl/raft/identity.py",
+        "        if (found.cluster_id, found.node_id) != (cluster_id, node_id):",
+        "        if False:",
+        f"{IDENTITY}",
+    ),
+)
+
+
+def run(m: Mutant) -> tuple[bool, str]:
+    """Patch a copy of the tree with `m`, run its tests; (caught, first failure line)."""
+    with tempfile.TemporaryDirectory(prefix="disklog-mutant-") as tmp:
+        d = Path(tmp)
+        ignore = shutil.ignore_patterns("__pycache__", ".pytest_cache")
+        for part in ("impl", "tests", "model"):
+            if (ROOT / part).is_dir():
+                shutil.copytree(ROOT / part, d / part, ignore=ignore)
+        shutil.copy(ROOT / "pyproject.toml", d / "pyproject.toml")
+        target = d / m.path
+        text = target.read_text()
+        for old, new in ((m.old, m.new), (m.old2, m.new2)):
+            if old:
+                if old not in text:
+                    raise SystemExit(f"{m.name}: the code to patch is gone from {m.path}")
+                text = text.replace(old, new)
+        target.write_text(text)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "-q",
+                "-x",
+                *m.tests.split(),
+            ],
+            cwd=d,
+            env={"PYTHONPATH": str(d), "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+        )
+        why = next((x for x in r.stdout.splitlines() if x.startswith(("E ", "FAILED"))), "")
+        return r.returncode != 0, why[:150]
+
+
+def main(names: list[str]) -> int:
+    """Run the named mutants (all by default); 1 if one survived."""
+    survived = 0
+    for m in MUTANTS:
+        if names and m.name not in names:
+            continue
+        caught, why = run(m)
+        survived += not caught
+        print(f"{m.name:32s} {'caught' if caught else 'SURVIVED'}  {why}", flush=True)
+    return 1 if survived else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

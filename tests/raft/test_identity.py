@@ -1,0 +1,51 @@
+"""Issue 27 item 7: a data directory remembers the cluster and node it belongs to; a start
+with another node id (a directory copied from another node, or the wrong --data-dir) or
+another cluster is refused with a message naming both."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from impl.raft.identity import (
+    IDENTITY_FILE,
+    IdentityMismatch,
+    IdentityUnreadable,
+    ensure_identity,
+)
+from impl.raft.node import Config
+from impl.raft.server import RaftServer
+from impl.raft.transport import TransportConfig
+
+
+def test_first_start_writes_the_identity_and_later_starts_check_it(tmp_path: Path) -> None:
+    d = tmp_path / "data" / "n1"
+    first = ensure_identity(str(d), "prod", 1)
+    assert (d / IDENTITY_FILE).exists()
+    assert ensure_identity(str(d), "prod", 1) == first
+    with pytest.raises(
+        IdentityMismatch, match=r"belongs to node 1 of cluster 'prod'.*not to node 2"
+    ):
+        ensure_identity(str(d), "prod", 2)
+    with pytest.raises(IdentityMismatch, match="cluster 'test'"):
+        ensure_identity(str(d), "test", 1)
+    other = ensure_identity(str(tmp_path / "n1-again"), "prod", 1)
+    assert other.incarnation != first.incarnation
+
+
+def test_a_damaged_identity_file_is_refused(tmp_path: Path) -> None:
+    (tmp_path / IDENTITY_FILE).write_bytes(b"\xff garbage")
+    with pytest.raises(IdentityUnreadable, match=IDENTITY_FILE):
+        ensure_identity(str(tmp_path), "prod", 1)
+
+
+def test_a_server_on_another_nodes_data_directory_refuses_to_start(tmp_path: Path) -> None:
+    # Old code: node 2 started on node 1's directory and voted with node 1's term and vote.
+    def server(nid: int) -> RaftServer:
+        peers = {i: ("127.0.0.1", 1) for i in (1, 2, 3) if i != nid}
+        return RaftServer(TransportConfig(nid, "c", 1, peers), str(tmp_path / "n1"), Config())
+
+    server(1)
+    with pytest.raises(IdentityMismatch, match="not to node 2"):
+        server(2)
