@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import sys
+import uuid
 from pathlib import Path
 
 from proofs.mutate import (
@@ -153,13 +154,30 @@ MUTANTS: tuple[Mutant, ...] = (
 def run_proofs(root: Path, timeout: float, jobs: int, fail_fast: bool = True) -> RunResult:
     env = dict(os.environ, PYTHONPATH=str(root), PYTHONHASHSEED="0")
     report = root / "build" / "prove-report.json"
+    run_id = uuid.uuid4().hex
+    report.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "proofs", "--quick", "--jobs", str(jobs),
-           "--only", "^(?!crosshair)", "--report", str(report)]
+           "--only", "^(?!crosshair)", "--report", str(report), "--run-id", run_id]
     if fail_fast:
         cmd.append("--fail-fast")
     code, out, secs = run_command(cmd, root, env, timeout)
-    rows = json.loads(report.read_text())["obligations"] if report.exists() else []
-    return RunResult(code, out, secs, rows)
+    return RunResult(code, out, secs, own_rows(report, run_id))
+
+
+def own_rows(report: Path, run_id: str) -> list[dict[str, object]]:
+    """The rows of the run `run_id` started: [] when the report is missing, unreadable,
+    another run's (its `run_id` differs), or not finished (`running`, `crashed: ...`),
+    so such a run is an error, never a kill or a pass read from an older file."""
+    try:
+        data = json.loads(report.read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(data, dict) or data.get("run_id") != run_id:
+        return []
+    if data.get("status") not in ("passed", "failed"):
+        return []
+    rows = data.get("obligations")
+    return rows if isinstance(rows, list) else []
 
 
 def killing_rows(rows: list[dict[str, object]]) -> list[dict[str, object]]:
