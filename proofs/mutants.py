@@ -36,7 +36,7 @@ from proofs.mutate import (
 __all__ = ["MUTANTS", "ROOT", "Mutant", "PatchRefused", "killing_rows", "main", "patch"]
 
 ROOT = Path(__file__).resolve().parents[1]
-KILLING_KINDS = ("invariant", "transition", "vacuity")
+KILLING_KINDS = ("invariant", "transition", "vacuity", "correspondence")
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -140,6 +140,52 @@ MUTANTS: tuple[Mutant, ...] = (
         "if w.partition == p and w.status != IDLE else w for w in s.writes)",
         "if (w.partition == p or any(x.obj == w.obj and x.partition == p for x in s.writes))"
         " and w.status != IDLE else w for w in s.writes)",
+    ),
+    # Issue 28: bugs a sampled correspondence let through (each needs a state of a shape
+    # no sampled state had, or compares successor sets, not parameters).
+    Mutant(
+        "gc-min-over-replicas",
+        "R16 takes the min over a partition's replicas instead of the max (only a state with"
+        " two replicas reporting different values shows it)",
+        "model/cluster.py",
+        "best[r.partition] = r.inactive_epoch if old is None else max(old, r.inactive_epoch)",
+        "best[r.partition] = r.inactive_epoch if old is None else min(old, r.inactive_epoch)",
+    ),
+    Mutant(
+        "give-up-below-max",
+        "a write of unknown outcome is told failed once its epoch is below max_applied,"
+        " while the window (from previous_applied) still accepts it",
+        "model/system.py",
+        '    _require(neg(accepts(st, write_epoch(s, wr), v)), "give_up", "the write may still'
+        ' land")\n',
+        "    _require(st.max_applied_epoch is not None and write_epoch(s, wr) <"
+        ' st.max_applied_epoch, "give_up", "the write may still land")\n',
+    ),
+    Mutant(
+        "spec-late-land-restricted",
+        "spec.py: late_land lands only acceptable epochs (a formula restricting its"
+        " parameters; another parameter gives the same successor set)",
+        "proofs/param/spec.py",
+        "    guard = L.And(_other_ok(L, s, p0, e), apply_ok(L, s, p0, e))\n"
+        "    return guard, apply_placeholder(L, s, p0, e, accepts(L, s, p0, e))",
+        "    guard = L.And(_other_ok(L, s, p0, e), apply_ok(L, s, p0, e), accepts(L, s, p0, e))\n"
+        "    return guard, apply_placeholder(L, s, p0, e, accepts(L, s, p0, e))",
+    ),
+    Mutant(
+        "spec-t4-without-in-snap",
+        "spec.py: T4's second conjunct drops `b.in_snap(q)` (near vacuous, T4 was never"
+        " compared with the model)",
+        "proofs/param/spec.py",
+        "L.And(fresh_defined(L, a), fresh_defined(L, b), b.in_snap(q)),",
+        "L.And(fresh_defined(L, a), fresh_defined(L, b)),",
+    ),
+    Mutant(
+        "spec-init-unsatisfiable",
+        "spec.py: init is unsatisfiable (every `init => I` row then holds vacuously)",
+        "proofs/param/spec.py",
+        "s.revision() == 0, s.cluster_epoch() == 0, s.snapshot_revision() == 0,",
+        "s.revision() == 0, s.revision() == 1, s.cluster_epoch() == 0,"
+        " s.snapshot_revision() == 0,",
     ),
     Mutant(
         "write-to-deleted-accepted",

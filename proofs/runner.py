@@ -243,12 +243,12 @@ HINT_S: dict[str, float] = {
     "task_induction_shared publish_snapshot": 0.9,
     "task_induction_shared gc_delete": 0.9,
     "task_induction_shared delete_partition": 0.9,
-    "task_correspondence 0": 0.8,
-    "task_correspondence 2": 0.7,
-    "task_correspondence 3": 0.7,
+    "task_exhaustive fence": 2.5,
+    "task_exhaustive predicates": 1.5,
+    "task_exhaustive gc": 1.0,
+    "task_exhaustive actions": 1.0,
     "task_induction_shared create_partition": 0.6,
     "task_bug 0": 0.5,
-    "task_correspondence 1": 0.5,
     "task_liveness 0": 0.4,
     "task_contracts model.partition.apply_placeholder": 0.4,
     "task_bug 2": 0.3,
@@ -281,7 +281,7 @@ def _longest_first(tasks: list[Task], costs: dict[str, float]) -> list[Task]:
 
 _ROW = re.compile(r"^(?:\[(?P<variant>[^\]]+)\] )?(?P<ob>\S+) preserved by (?P<action>\S+)")
 _BAD = ("failed", "unknown")
-FAIL_FAST_KINDS = ("invariant", "transition", "vacuity")
+FAIL_FAST_KINDS = ("invariant", "transition", "vacuity", "correspondence")
 
 
 def _marks() -> dict[str, str]:
