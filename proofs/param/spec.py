@@ -157,11 +157,27 @@ INVARIANTS: dict[str, list[Conjunct]] = {
 # -- transition invariants (T1-T4) ------------------------------------------------------------
 
 
+# conjunct name -> its antecedent (a transition invariant's conjunct is `ante => cons`):
+# the proof checks each antecedent is satisfiable under each action (not vacuous).
+ANTECEDENTS: dict[str, Callable[..., Any]] = {}
+
+
+def _implies(name: str, sorts: tuple[str, ...], ante: Callable[..., Any],
+             cons: Callable[..., Any]) -> Conjunct:
+    ANTECEDENTS[name] = ante
+    return (name, sorts, lambda L, a, b, *xs: L.Implies(ante(L, a, b, *xs),
+                                                        cons(L, a, b, *xs)))
+
+
+def _exists_partition(L: L_, a: St, b: St, p: Any) -> Any:
+    return L.And(a.wset(p), b.created(p))
+
+
 def _mono(field: str) -> Conjunct:
     """While the partition exists (deletion drops its state, R32)."""
-    return (f"{field} never decreases", ("P",),
-            lambda L, a, b, p: L.Implies(L.And(a.wset(p), b.created(p)), L.And(
-                b.wset(p), getattr(a, field)(p) <= getattr(b, field)(p))))
+    return _implies(f"{field} never decreases", ("P",), _exists_partition,
+                    lambda L, a, b, p: L.And(b.wset(p),
+                                             getattr(a, field)(p) <= getattr(b, field)(p)))
 
 
 def fresh_defined(L: L_, s: St) -> Any:
@@ -179,19 +195,19 @@ def fresh_le(L: L_, s: St, x: Any) -> Any:
 TRANSITION_INVARIANTS: dict[str, list[Conjunct]] = {
     "mono_max_applied": [_mono("max")],
     "mono_floor": [_mono("floor")],
-    "mono_inactive": [("M(p) never decreases", ("P",),
-                       lambda L, a, b, p: L.Implies(L.And(a.wset(p), b.created(p)), L.And(
-                           b.wset(p), a.floor(p) - 1 <= b.floor(p) - 1)))],
+    "mono_inactive": [_implies("M(p) never decreases", ("P",), _exists_partition,
+                               lambda L, a, b, p: L.And(b.wset(p),
+                                                        a.floor(p) - 1 <= b.floor(p) - 1))],
     # T4 is a minimum over all partitions: M(a) <= M(b) iff M(a) <= the snapshot revision
     # of b and M(a) <= M_b(q) for every q in b's snapshot.
     "mono_fresh_M": [
-        ("fresh M <= the new snapshot revision", (),
-         lambda L, a, b: L.Implies(L.And(fresh_defined(L, a), fresh_defined(L, b)),
-                                   fresh_le(L, a, b.snapshot_revision()))),
-        ("fresh M <= M(q) of every partition in the new snapshot", ("P",),
-         lambda L, a, b, q: L.Implies(
-             L.And(fresh_defined(L, a), fresh_defined(L, b), b.in_snap(q)),
-             fresh_le(L, a, b.floor(q) - 1))),
+        _implies("fresh M <= the new snapshot revision", (),
+                 lambda L, a, b: L.And(fresh_defined(L, a), fresh_defined(L, b)),
+                 lambda L, a, b: fresh_le(L, a, b.snapshot_revision())),
+        _implies("fresh M <= M(q) of every partition in the new snapshot", ("P",),
+                 lambda L, a, b, q: L.And(fresh_defined(L, a), fresh_defined(L, b),
+                                          b.in_snap(q)),
+                 lambda L, a, b, q: fresh_le(L, a, b.floor(q) - 1)),
     ],
 }
 

@@ -42,10 +42,31 @@ def test_every_parameterized_obligation_is_proved_and_not_vacuous() -> None:
     assert not bad
     assert {o.scope for o in rows} == {"any"}
     vac = [o for o in rows if o.kind == "vacuity"]
-    assert len(vac) == len(spec.ACTIONS) and all(o.status == "found" for o in vac)
+    # init satisfiable; per action: enabled, and T1-T4's antecedents satisfiable (issue 28)
+    assert len(vac) == 1 + 2 * len(spec.ACTIONS) and all(o.status == "found" for o in vac)
     n = len(spec.INVARIANTS) + len(spec.TRANSITION_INVARIANTS)
-    assert len(rows) == len(spec.INVARIANTS) + len(spec.ACTIONS) * (n + 1)
+    assert len(rows) == 1 + len(spec.INVARIANTS) + len(spec.ACTIONS) * (n + 2)
     assert max(o.seconds for o in rows) < 2.0
+
+
+def test_an_unsatisfiable_init_fails_its_vacuity_row(monkeypatch: Any) -> None:
+    """Issue 28: an unsatisfiable spec.init passed all 8 `init => I` rows."""
+    monkeypatch.setattr(spec, "init", lambda L, s: L.And(s.revision() == 0,
+                                                          s.revision() == 1))
+    rows = prove.prove_init()
+    assert all(o.status == "proved" for o in rows if o.kind == "invariant")  # vacuously
+    (vac,) = [o for o in rows if o.kind == "vacuity"]
+    assert vac.status == "failed" and vac.detail.startswith("vacuous: spec.init has no model")
+
+
+def test_a_vacuous_transition_antecedent_fails(monkeypatch: Any) -> None:
+    """An antecedent no pre/post pair of the action satisfies makes its conjunct vacuous."""
+    cname = "max never decreases"
+    monkeypatch.setitem(spec.ANTECEDENTS, cname, lambda L, a, b, p: L.And(
+        spec._exists_partition(L, a, b, p), a.max(p) < a.prev(p)))
+    rows = prove.prove_action("mint")
+    (ante,) = [o for o in rows if "antecedents" in o.name]
+    assert ante.status == "failed" and cname in ante.detail, ante.detail
 
 
 def _upload_one_partition(L: Any, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
