@@ -86,6 +86,9 @@ class Write:
     status: int = IDLE
     offset: int = -1  # log offset once landed
     durable: bool = False  # ghost (R27): its data is durable in L1 (the reconciler copied it)
+    # ghost: its fence admitted it, so its placeholder went to the log and may commit even
+    # after the producer was told the write failed (give_up): the answer invariant (I9)
+    replicated: bool = False
 
 
 @dataclass(frozen=True)
@@ -237,7 +240,7 @@ def fence_write(s: System, v: Variant, w: int) -> System:
     """The partition leader fences an uploaded write (R10-R12)."""
     wr = _write(s, w, UPLOADED)
     admitted, s2 = _fence_at_leader(s, v, wr.partition, write_epoch(s, wr))
-    new = replace(wr, status=FENCED if admitted else FAILED)
+    new = replace(wr, status=FENCED if admitted else FAILED, replicated=admitted)
     return replace(s2, writes=_set(s2.writes, w, new))
 
 
@@ -635,6 +638,15 @@ def inv_round(s: System, v: Variant = REFERENCE) -> Cond:
     return all_of(conds)
 
 
+def inv_answer(s: System, v: Variant = REFERENCE) -> Cond:
+    """I9 (the producer's answer): a write reported failed whose placeholder went to the
+    log can never be committed as accepted: its window has passed its epoch (acceptance
+    is monotone, so it stays passed). One the fence rejected never reached the log."""
+    return all_of(implies((w.status == FAILED) & w.replicated,
+                          neg(accepts(s.partitions[w.partition].state, write_epoch(s, w), v)))
+                  for w in s.writes)
+
+
 INVARIANTS: dict[str, Callable[[System, Variant], Cond]] = {
     "safety": inv_safety,
     "floor": inv_floor,
@@ -644,6 +656,7 @@ INVARIANTS: dict[str, Callable[[System, Variant], Cond]] = {
     "objects": inv_objects,
     "l1": inv_l1,
     "round": inv_round,
+    "answer": inv_answer,
 }
 
 

@@ -180,6 +180,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "L.And(fresh_defined(L, a), fresh_defined(L, b)),",
     ),
     Mutant(
+        "spec-t4-defined-without-in-snap",
+        "spec.py: T4's antecedent 'M is defined' drops `in_snap(p) =>` (every partition must"
+        " have a window: T4 near vacuous)",
+        "proofs/param/spec.py",
+        "return L.forall((\"P\",), lambda p: L.Implies(s.in_snap(p), s.wset(p)))",
+        "return L.forall((\"P\",), lambda p: s.wset(p))",
+    ),
+    Mutant(
         "spec-init-unsatisfiable",
         "spec.py: init is unsatisfiable (every `init => I` row then holds vacuously)",
         "proofs/param/spec.py",

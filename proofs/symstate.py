@@ -87,7 +87,8 @@ def symbolic_system(ex: Explorer, template: System) -> System:
                  for o in range(len(template.objects)))
     writes = tuple(
         Write(w.obj, w.partition, ex.fresh_int(f"w{i}.status"), ex.fresh_int(f"w{i}.offset"),
-              ex.fresh_bool(f"w{i}.durable"))  # type: ignore[arg-type]
+              ex.fresh_bool(f"w{i}.durable"),  # type: ignore[arg-type]
+              ex.fresh_bool(f"w{i}.replicated"))  # type: ignore[arg-type]
         for i, w in enumerate(template.writes)
     )
     return replace(

@@ -148,7 +148,8 @@ def lazy_system(ex: Explorer, template: System, seen: bool = True, tag: str = ""
                  for o in range(len(template.objects)))
     writes = tuple(Write(w.obj, w.partition, _int(ex, f"w{i}.status"),
                          _int(ex, f"w{i}.offset"),
-                         ex.fresh_bool(f"w{i}.durable"))  # type: ignore[arg-type]
+                         ex.fresh_bool(f"w{i}.durable"),  # type: ignore[arg-type]
+                         ex.fresh_bool(f"w{i}.replicated"))  # type: ignore[arg-type]
                    for i, w in enumerate(template.writes))
     gc = Group(const_bool("gc_m?"))
     plain = {f.name: getattr(template, f.name) for f in fields(System) if f.init}

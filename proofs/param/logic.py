@@ -45,6 +45,7 @@ SIG: dict[str, tuple[tuple[str, ...], str]] = {
     "wstatus": (("W",), INT),
     "woffset": (("W",), INT),
     "durable": (("W",), BOOL),  # ghost: the placeholder's data is durable in L1 (R27)
+    "wrepl": (("W",), BOOL),  # ghost: the fence admitted it (its placeholder went to the log)
 }
 # Rigid (never changed by an action): which object and partition a write belongs to.
 # W -> O and W -> P only: the function graph is stratified (no cycle), as EPR needs.

@@ -142,6 +142,11 @@ INVARIANTS: dict[str, list[Conjunct]] = {
          _w(lambda L, s, w, p, e: L.Implies(
              L.And(s.wstatus(w) == ACCEPTED, s.woffset(w) <= s.lrlo(p)), s.durable(w)))),
     ],
+    "answer": [
+        ("a failed write whose placeholder went to the log is never accepted again", ("W",),
+         _w(lambda L, s, w, p, e: L.Implies(L.And(s.wstatus(w) == FAILED, s.wrepl(w)),
+                                            L.Not(accepts(L, s, p, e))))),
+    ],
     "round": [
         ("the round's M is on the number line", (),
          lambda L, s: L.Implies(s.gc_set(), L.And(s.gc_m() >= -1,
@@ -223,7 +228,7 @@ def init(L: L_, s: St) -> Any:
         L.forall(("P", "R"), lambda p, r: L.And(L.Not(s.iset(p, r)), L.Not(s.rset(p, r)))),
         L.forall(("O",), lambda o: L.And(s.ostatus(o) == ABSENT, s.oepoch(o) == 0)),
         L.forall(("W",), lambda w: L.And(s.wstatus(w) == IDLE, s.woffset(w) == -1,
-                                         L.Not(s.durable(w)))),
+                                         L.Not(s.durable(w)), L.Not(s.wrepl(w)))),
     )
 
 
@@ -344,7 +349,8 @@ def fence_write(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
     w0, ok = prm["w"], prm["admit"]
     guard = L.And(s.wstatus(w0) == UPLOADED,
                   L.Implies(ok, accepts(L, s, s.wpart(w0), epoch_of(s, w0))))
-    return guard, _write_status(L, s, w0, L.Ite(ok, FENCED, FAILED))
+    return guard, _write_status(L, s, w0, L.Ite(ok, FENCED, FAILED)).with_(
+        wrepl=_at(L, w0, lambda: ok, s.wrepl))
 
 
 def fail_replicate(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:

@@ -171,6 +171,7 @@ def abstract(s: System) -> Structure:
     out["wstatus"] = {(w,): wr.status for w, wr in enumerate(s.writes)}
     out["woffset"] = {(w,): wr.offset for w, wr in enumerate(s.writes)}
     out["durable"] = {(w,): wr.durable for w, wr in enumerate(s.writes)}
+    out["wrepl"] = {(w,): wr.replicated for w, wr in enumerate(s.writes)}
     out["wobj"] = {(w,): wr.obj for w, wr in enumerate(s.writes)}
     out["wpart"] = {(w,): wr.partition for w, wr in enumerate(s.writes)}
     return {k: ({a: z(v) for a, v in val.items()} if isinstance(val, dict) and k in SIG

@@ -267,3 +267,19 @@ def test_python_delete_drift_is_a_disagreement(monkeypatch) -> None:  # type: ig
                    "created=False, in_snapshot=part.in_snapshot")
     found = correspond.check_state(state, "seeded", only=["delete_partition"])[0]
     assert found and "python step the formula forbids" in str(found[0])
+
+
+def test_answer_invariant_catches_give_up_below_max(monkeypatch: pytest.MonkeyPatch) -> None:
+    """I9 (issue 28): a write told failed while the window still accepts it could later be
+    committed; the one-partition induction of `answer` fails on that give_up."""
+    from proofs import obligations, scenarios
+
+    rows = obligations.induction(scenarios.INDUCTION_TEMPLATE, REFERENCE, ["give_up"])
+    assert next(o for o in rows if o.name == "answer preserved by give_up").status == "proved"
+    _mutate_python(monkeypatch, "give_up",
+                   '_require(neg(accepts(st, write_epoch(s, wr), v)), "give_up",',
+                   '_require((st.max_applied_epoch is not None) and write_epoch(s, wr) < '
+                   'st.max_applied_epoch, "give_up",')
+    rows = obligations.induction(scenarios.INDUCTION_TEMPLATE, REFERENCE, ["give_up"])
+    row = next(o for o in rows if o.name == "answer preserved by give_up")
+    assert row.status == "failed", row.detail
