@@ -56,9 +56,14 @@ class NotEnabled(ModelError):
 
 @dataclass(frozen=True)
 class Replica:
+    """Its report in the store is a partial map entry: absent (`reported` None and not
+    `reported_null`: never published, or too old to count), null (published with no
+    M(p): `reported_null`), or a value (`reported`)."""
+
     seen: SeenWindow | None = None  # this node's in-memory seen window (lost on restart)
     inactive: int | None = None  # M(p) of this replica's applied state (may lag)
-    reported: int | None = None  # the value in its last published health report
+    reported: int | None = None  # the value in its report in the store, if it has one
+    reported_null: bool = False  # its report in the store says "no value"
 
 
 @dataclass(frozen=True)
@@ -381,10 +386,22 @@ def sync_replica(s: System, v: Variant, p: int, r: int) -> System:
 
 
 def report(s: System, v: Variant, p: int, r: int) -> System:
-    """A replica publishes its current M(p) in a health report (which may then go stale)."""
+    """A replica publishes its current M(p) in a health report (which may then go stale):
+    a value, or null when it has none."""
     part = _part(s, p)
     _require(0 <= r < len(part.replicas), "report", f"no replica {r}")
-    rep = replace(part.replicas[r], reported=part.replicas[r].inactive)
+    inactive = part.replicas[r].inactive
+    rep = replace(part.replicas[r], reported=inactive, reported_null=inactive is None)
+    return _with_part(s, p, replace(part, replicas=_set(part.replicas, r, rep)))
+
+
+def expire_report(s: System, v: Variant, p: int, r: int) -> System:
+    """A replica's report leaves the store, or grows older than the maximum report age
+    (which the reader treats alike: `impl/gc/reports.py`): absent from the round's
+    reports, not null."""
+    part = _part(s, p)
+    _require(0 <= r < len(part.replicas), "expire_report", f"no replica {r}")
+    rep = replace(part.replicas[r], reported=None, reported_null=False)
     return _with_part(s, p, replace(part, replicas=_set(part.replicas, r, rep)))
 
 
@@ -396,12 +413,16 @@ def partition_id(p: int) -> str:
 
 
 def reports_of(s: System, fresh: bool = False, v: Variant = REFERENCE) -> list[Report]:
-    """The health reports in the store (or, `fresh`, what each replica would say now)."""
+    """The health reports in the store: only the replicas that have one (a value or null),
+    as `impl/gc/reports.py` finds them; a partition none of whose replicas has one is not
+    listed at all (F4: it must block the round). `fresh`: what each replica would say now."""
     out = []
     for p, part in enumerate(s.partitions):
         for r, rep in enumerate(part.replicas):
-            value = inactive_epoch(part.state, v) if fresh else rep.reported
-            out.append(Report(partition_id(p), f"r{r}", value))
+            if fresh:
+                out.append(Report(partition_id(p), f"r{r}", inactive_epoch(part.state, v)))
+            elif rep.reported is not None or rep.reported_null:
+                out.append(Report(partition_id(p), f"r{r}", rep.reported))
     return out
 
 
@@ -464,6 +485,7 @@ ACTIONS: dict[str, tuple[Action, tuple[tuple[str, str], ...]]] = {
     "restart": (restart, (("p", "partition"), ("r", "replica"))),
     "sync_replica": (sync_replica, (("p", "partition"), ("r", "replica"))),
     "report": (report, (("p", "partition"), ("r", "replica"))),
+    "expire_report": (expire_report, (("p", "partition"), ("r", "replica"))),
     "gc_compute": (gc_compute, (("foreign", "foreign"),)),
     "gc_delete": (gc_delete, (("o", "object"),)),
 }
@@ -566,6 +588,7 @@ def inv_reports(s: System, v: Variant = REFERENCE) -> Cond:
             conds.append(le_opt(r.reported, r.inactive))
             conds.append(True if r.inactive is None else r.inactive >= -1)  # M(p) >= -1
             conds.append(True if r.reported is None else r.reported >= -1)
+            conds.append(implies(r.reported_null, r.reported is None))  # null: no value
     return all_of(conds)
 
 

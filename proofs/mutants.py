@@ -162,6 +162,17 @@ MUTANTS: tuple[Mutant, ...] = (
         ' st.max_applied_epoch, "give_up", "the write may still land")\n',
     ),
     Mutant(
+        "gc-epoch-skips-unlisted",
+        "F4 as production had it: a partition absent from every report (none of its"
+        " replicas has one in the store) is skipped instead of blocking the round",
+        "model/cluster.py",
+        "    best: dict[str, int | None] = {p: None for p in partitions}\n",
+        "    best: dict[str, int | None] = {r.partition: None for r in reports"
+        " if r.partition in partitions}\n",
+        extra=(("model/cluster.py", "missing = [p for p in partitions if best[p] is None]",
+                "missing = [p for p in best if best[p] is None]"),),
+    ),
+    Mutant(
         "spec-late-land-restricted",
         "spec.py: late_land lands only acceptable epochs (a formula restricting its"
         " parameters; another parameter gives the same successor set)",

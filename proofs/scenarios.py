@@ -78,6 +78,8 @@ TOUR: Schedule = [
     ("restart", {"p": 0}),
     ("sync_replica", {"p": 0}),
     ("report", {"p": 0}),
+    ("expire_report", {"p": 0}),
+    ("report", {"p": 0}),
     ("gc_compute", {"foreign": ()}),
     ("gc_delete", {}),
 ]

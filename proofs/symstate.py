@@ -55,11 +55,12 @@ def _replica(ex: Explorer, name: str, state_set: bool) -> Replica:
     """Shapes that break invariant I4 (a replica's view above the truth, a report above
     the view) are not built: they would only be pruned, one solver call each."""
     seen = _seen(ex, f"{name}.seen")
+    null = ex.fresh_bool(f"{name}.reported_null")  # absent or null when no value
     if not state_set or not ex.decide(const_bool(f"{name}.inactive?")):
-        return Replica(seen)
+        return Replica(seen, reported_null=null)  # type: ignore[arg-type]
     inactive = ex.fresh_int(f"{name}.inactive")
     if not ex.decide(const_bool(f"{name}.reported?")):
-        return Replica(seen, inactive)
+        return Replica(seen, inactive, reported_null=null)  # type: ignore[arg-type]
     return Replica(seen, inactive, ex.fresh_int(f"{name}.reported"))
 
 

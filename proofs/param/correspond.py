@@ -77,6 +77,7 @@ def abstract(s: System) -> Structure:
             per_p["inact"][(p, r)] = 0 if rep.inactive is None else rep.inactive
             per_p["rset"][(p, r)] = rep.reported is not None
             per_p["rep"][(p, r)] = 0 if rep.reported is None else rep.reported
+            per_p["rnull"][(p, r)] = rep.reported_null
     out.update(per_p)
     out["ostatus"] = {(o,): ob.status for o, ob in enumerate(s.objects)}
     out["oepoch"] = {(o,): ob.epoch for o, ob in enumerate(s.objects)}

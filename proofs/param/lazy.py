@@ -131,13 +131,14 @@ def lazy_system(ex: Explorer, template: System, seen: bool = True, tag: str = ""
                 "inactive": (Group(const_bool(f"{n}.inactive?")), _int(ex, f"{n}.inactive")),
                 "reported": (Group(const_bool(f"{n}.reported?")), _int(ex, f"{n}.reported")),
             }
+            null = ex.fresh_bool(f"{n}.reported_null")
             if seen:
                 grp["seen"] = (Group(const_bool(f"{n}.seen?")), SeenWindow(
                     _int(ex, f"{n}.seen.term"), _int(ex, f"{n}.seen.prev"),
                     _int(ex, f"{n}.seen.max")))
-                reps.append(lazy(Replica, grp))
+                reps.append(lazy(Replica, grp, reported_null=null))
             else:
-                reps.append(lazy(Replica, grp, seen=None))
+                reps.append(lazy(Replica, grp, seen=None, reported_null=null))
         parts.append(Partition(
             created=ex.fresh_bool(f"p{p}.created"),  # type: ignore[arg-type]
             creation_revision=_int(ex, f"p{p}.crev"), state=state,

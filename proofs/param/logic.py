@@ -40,6 +40,7 @@ SIG: dict[str, tuple[tuple[str, ...], str]] = {
     "inact": (("P", "R"), INT),
     "rset": (("P", "R"), BOOL),  # the replica published a report with a value
     "rep": (("P", "R"), INT),
+    "rnull": (("P", "R"), BOOL),  # its report in the store says "no value" (else: absent)
     "ostatus": (("O",), INT),
     "oepoch": (("O",), INT),
     "wstatus": (("W",), INT),

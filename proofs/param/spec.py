@@ -98,6 +98,8 @@ INVARIANTS: dict[str, list[Conjunct]] = {
         ("a report is at most the replica's M(p)", ("P", "R"),
          lambda L, s, p, r: L.Implies(s.rset(p, r), L.And(
              s.iset(p, r), s.rep(p, r) <= s.inact(p, r), s.rep(p, r) >= -1))),
+        ("a null report has no value", ("P", "R"),
+         lambda L, s, p, r: L.Implies(s.rnull(p, r), L.Not(s.rset(p, r)))),
     ],
     "revisions": [
         ("one number line", (),
@@ -225,7 +227,8 @@ def init(L: L_, s: St) -> Any:
         L.forall(("P",), lambda p: L.And(
             L.Not(s.created(p)), s.crev(p) == 0, L.Not(s.wset(p)), s.lrlo(p) == -1,
             s.log_end(p) == 0, L.Not(s.in_snap(p)))),
-        L.forall(("P", "R"), lambda p, r: L.And(L.Not(s.iset(p, r)), L.Not(s.rset(p, r)))),
+        L.forall(("P", "R"), lambda p, r: L.And(L.Not(s.iset(p, r)), L.Not(s.rset(p, r)),
+                                                 L.Not(s.rnull(p, r)))),
         L.forall(("O",), lambda o: L.And(s.ostatus(o) == ABSENT, s.oepoch(o) == 0)),
         L.forall(("W",), lambda w: L.And(s.wstatus(w) == IDLE, s.woffset(w) == -1,
                                          L.Not(s.durable(w)), L.Not(s.wrepl(w)))),
@@ -312,6 +315,7 @@ def delete_partition(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
         wset=off(s.wset), max=off(s.max, 0), prev=off(s.prev, 0), floor=off(s.floor, 0),
         woff=off(s.woff, 0), lrlo=off(s.lrlo, -1), log_end=off(s.log_end, 0),
         iset=off_r(s.iset), inact=off_r(s.inact, 0), rset=off_r(s.rset), rep=off_r(s.rep, 0),
+        rnull=off_r(s.rnull),
         wstatus=lambda w: L.Ite(hit(w), ORPHANED, s.wstatus(w)),
         woffset=lambda w: L.Ite(hit(w), -1, s.woffset(w)),
         durable=lambda w: L.And(L.Not(hit(w)), s.durable(w)))
@@ -441,9 +445,19 @@ def sync_replica(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
 
 
 def report(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
+    """The replica's report in the store: its M(p) view, or null when it has none."""
     p0, r0 = prm["p"], prm["r"]
     return True, s.with_(rset=_pr(L, p0, r0, lambda: s.iset(p0, r0), s.rset),
-                         rep=_pr(L, p0, r0, lambda: s.inact(p0, r0), s.rep))
+                         rep=_pr(L, p0, r0, lambda: s.inact(p0, r0), s.rep),
+                         rnull=_pr(L, p0, r0, lambda: L.Not(s.iset(p0, r0)), s.rnull))
+
+
+def expire_report(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
+    """The replica's report leaves the store (or is too old to count): absent."""
+    p0, r0 = prm["p"], prm["r"]
+    return True, s.with_(rset=_pr(L, p0, r0, lambda: False, s.rset),
+                         rep=_pr(L, p0, r0, lambda: 0, s.rep),
+                         rnull=_pr(L, p0, r0, lambda: False, s.rnull))
 
 
 def gc_guard(L: L_, s: St, m: Any) -> Any:
@@ -489,6 +503,7 @@ ACTIONS: dict[str, tuple[Params, Params, Callable[..., tuple[Any, St]]]] = {
     "restart": ((("p", "P"), ("r", "R")), (), stutter),
     "sync_replica": ((("p", "P"), ("r", "R")), (), sync_replica),
     "report": ((("p", "P"), ("r", "R")), (), report),
+    "expire_report": ((("p", "P"), ("r", "R")), (), expire_report),
     "gc_compute": ((), (("go", BOOL), ("M", INT)), gc_compute),
     "gc_delete": ((("o", "O"),), (), gc_delete),
 }

@@ -165,6 +165,7 @@ def abstract(s: System) -> Structure:
             rp, rv = optional(rep, "reported")
             per["iset"][(p, r)], per["inact"][(p, r)] = ip, _opt(ip, iv)
             per["rset"][(p, r)], per["rep"][(p, r)] = rp, _opt(rp, rv)
+            per["rnull"][(p, r)] = rep.reported_null
     out.update(per)
     out["ostatus"] = {(o,): ob.status for o, ob in enumerate(s.objects)}
     out["oepoch"] = {(o,): ob.epoch for o, ob in enumerate(s.objects)}
