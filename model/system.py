@@ -24,7 +24,7 @@ from typing import Any
 from model.cluster import GcEpoch, Report, gc_epoch_of_valid
 from model.errors import ModelError, require_int
 from model.fence import SeenWindow, fence
-from model.keys import epoch_collectible
+from model.keys import deletable
 from model.logic import Cond, all_of, iff, implies, le_opt, neg
 from model.partition import (
     INITIAL,
@@ -82,6 +82,7 @@ class Partition:
 class Obj:
     status: int = ABSENT
     epoch: int = 0
+    written_at: int = 0  # the clock when it was uploaded (its age: clock - written_at)
 
 
 @dataclass(frozen=True)
@@ -106,12 +107,17 @@ class System:
     writes: tuple[Write, ...] = ()
     gc_m: int | None = None  # M of the GC round in progress (its deletes check against it)
     last_gc: GcEpoch | None = field(default=None, compare=False)
+    clock: int = 0  # the store's clock (an object's age is measured on it)
+    grace: int = 0  # GC's grace period: an object younger than this is never deleted
 
 
 def initial(
-    n_partitions: int, n_replicas: int, writes: Sequence[tuple[int, int]], n_objects: int
+    n_partitions: int, n_replicas: int, writes: Sequence[tuple[int, int]], n_objects: int,
+    grace: int = 0,
 ) -> System:
-    """An empty cluster with `writes` = (object, partition) placeholder slots."""
+    """An empty cluster with `writes` = (object, partition) placeholder slots and GC's
+    grace period `grace` (>= 0)."""
+    require_int("initial", "grace", grace)
     for i, (o, p) in enumerate(writes):
         if not (0 <= o < n_objects and 0 <= p < n_partitions):
             raise ModelError("initial", f"writes[{i}]", f"({o}, {p}) is out of range")
@@ -120,6 +126,7 @@ def initial(
         partitions=tuple(part for _ in range(n_partitions)),
         objects=tuple(Obj() for _ in range(n_objects)),
         writes=tuple(Write(o, p) for o, p in writes),
+        grace=grace,
     )
 
 
@@ -158,6 +165,11 @@ def _cache(s: System, where: str, cache: int) -> int:
 
 
 # -- controller actions -------------------------------------------------------------------
+
+
+def tick(s: System, v: Variant = REFERENCE) -> System:
+    """Time passes: the clock advances (objects age)."""
+    return replace(s, clock=s.clock + 1)
 
 
 def mint(s: System, v: Variant = REFERENCE) -> System:
@@ -214,7 +226,7 @@ def upload(s: System, v: Variant, o: int, cache: int) -> System:
         _require(part.created, "upload", f"partition {w.partition} does not exist yet")
         epoch = max(epoch, part.creation_revision)
         writes = _set(writes, i, replace(w, status=UPLOADED))
-    return replace(s, objects=_set(s.objects, o, Obj(STORED, epoch)), writes=writes)
+    return replace(s, objects=_set(s.objects, o, Obj(STORED, epoch, s.clock)), writes=writes)
 
 
 def _fence_at_leader(
@@ -456,7 +468,8 @@ def gc_delete(s: System, v: Variant, o: int) -> System:
     _require(0 <= o < len(s.objects), "gc_delete", f"no object {o}")
     obj = s.objects[o]
     _require(obj.status == STORED, "gc_delete", f"object {o} is not stored")
-    _require(epoch_collectible(obj.epoch, s.gc_m), "gc_delete", "epoch above the round's M")
+    _require(deletable(obj.epoch, s.clock - obj.written_at, s.gc_m, s.grace), "gc_delete",
+             "epoch above the round's M, or younger than the grace period")
     return replace(s, objects=_set(s.objects, o, replace(obj, status=DELETED)))
 
 
@@ -466,6 +479,7 @@ def gc_delete(s: System, v: Variant, o: int) -> System:
 # integers; "foreign": a tuple of optional foreign M(p) values.
 Action = Callable[..., System]
 ACTIONS: dict[str, tuple[Action, tuple[tuple[str, str], ...]]] = {
+    "tick": (tick, ()),
     "mint": (mint, ()),
     "create_partition": (create_partition, (("p", "partition"),)),
     "delete_partition": (delete_partition, (("p", "partition"),)),
@@ -617,9 +631,11 @@ def inv_objects(s: System, v: Variant = REFERENCE) -> Cond:
     its re-created partition's creation revision, and an accepted write sits inside its
     partition's log."""
     conds = []
+    conds.append(s.grace >= 0)
     for o in s.objects:
         conds.append((o.status >= ABSENT) & (o.status <= DELETED))
         conds.append(implies(o.status != ABSENT, o.epoch <= s.revision))  # stamped in the past
+        conds.append(implies(o.status != ABSENT, o.written_at <= s.clock))  # in the past
     for w in s.writes:
         obj = s.objects[w.obj]
         part = s.partitions[w.partition]
@@ -724,10 +740,20 @@ def mono_fresh_m(a: System, b: System, v: Variant = REFERENCE,
     return ma <= mb
 
 
+def grace_kept(a: System, b: System, v: Variant = REFERENCE) -> Cond:
+    """T5: an object deleted by a step was at least the grace period old."""
+    # Not strict: the conformance harness's abstraction gains objects as they are written
+    # (its clock and grace are 0, so every pair it compares holds).
+    return all_of(implies((x.status == STORED) & (y.status == DELETED),
+                          b.clock - y.written_at >= b.grace)
+                  for x, y in zip(a.objects, b.objects, strict=False))
+
+
 TRANSITION_INVARIANTS: dict[str, Callable[[System, System, Variant], Cond]] = {
     "mono_max_applied": mono_max_applied,
     "mono_floor": mono_floor,
     "mono_inactive": mono_inactive,
     "mono_fresh_M": mono_fresh_m,
+    "grace": grace_kept,
 }
 

@@ -2,13 +2,13 @@
 
     python -m proofs.mutants [NAME ...] [--keep] [--list]
 
-Each mutant is a small text patch to `model/`, applied to a COPY of the tree (model/ and
-proofs/) in a temp directory; `python -m proofs --quick` then runs on the copy (CrossHair
-skipped: it checks contracts, not the system's invariants). A mutant is killed only when a
-safety, transition or vacuity row fails (`invariant`, `transition` or `vacuity` kind, any
-scope): a failing reachability witness or correspondence row alone does not count (the
-table says when the correspondence check also saw the mutant leave the quantified
-formulas). Each run stops at its first killing row (`--fail-fast`). The
+Each mutant is a small text patch to `model/` or to `proofs/param/spec.py` (spec
+mutants), applied to a COPY of the tree (model/ and proofs/) in a temp directory;
+`python -m proofs --quick` then runs on the copy (CrossHair skipped: it checks contracts,
+not the system's invariants). A mutant is killed only when a safety, transition, vacuity
+or correspondence row fails (`invariant`, `transition`, `vacuity` or `correspondence`
+kind, any scope: the correspondence rows are proofs over every state of their shapes since
+issue 28): a failing reachability witness alone does not count. Each run stops at its first killing row (`--fail-fast`). The
 unmutated copy must pass first; mutants run in parallel (`-j N`, the shared driver
 `proofs.mutate`). Last line: `prove mutants killed: K/N`.
 """
@@ -173,6 +173,28 @@ MUTANTS: tuple[Mutant, ...] = (
                 "missing = [p for p in best if best[p] is None]"),),
     ),
     Mutant(
+        "gc-eligible-and-to-or",
+        "R24 with `or`: an object is eligible when its epoch is <= M OR it is older than the"
+        " grace period (gc_eligible and gc_delete decide with model.keys.deletable)",
+        "model/keys.py",
+        "    return epoch_collectible(epoch, m) and age >= grace\n",
+        "    return epoch_collectible(epoch, m) or age >= grace\n",
+    ),
+    Mutant(
+        "gc-eligible-grace-dropped",
+        "R24 without the grace period: an object younger than the grace is eligible",
+        "model/keys.py",
+        "    return epoch_collectible(epoch, m) and age >= grace\n",
+        "    return epoch_collectible(epoch, m)\n",
+    ),
+    Mutant(
+        "key-unpadded",
+        "keys written without zero padding: listing order is no longer epoch order (R21)",
+        "model/keys.py",
+        'key = prefix_path(prefix) + f"{epoch:018d}/{name}"',
+        'key = prefix_path(prefix) + f"{epoch:d}/{name}"',
+    ),
+    Mutant(
         "spec-late-land-restricted",
         "spec.py: late_land lands only acceptable epochs (a formula restricting its"
         " parameters; another parameter gives the same successor set)",
@@ -187,8 +209,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "spec.py: T4's second conjunct drops `b.in_snap(q)` (near vacuous, T4 was never"
         " compared with the model)",
         "proofs/param/spec.py",
-        "L.And(fresh_defined(L, a), fresh_defined(L, b), b.in_snap(q)),",
-        "L.And(fresh_defined(L, a), fresh_defined(L, b)),",
+        "lambda L, a, b, q: L.And(fresh_defined(L, a), fresh_defined(L, b),\n"
+        "                                          b.in_snap(q)),",
+        "lambda L, a, b, q: L.And(fresh_defined(L, a), fresh_defined(L, b)),",
     ),
     Mutant(
         "spec-t4-defined-without-in-snap",

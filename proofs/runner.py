@@ -35,6 +35,7 @@ from proofs import (
     contracts_sym,
     crosshair_check,
     explain,
+    keygrammar,
     obligations,
     reach,
     scenarios,
@@ -207,6 +208,7 @@ def _tasks(quick: bool) -> list[Task]:
     tasks += _param_tasks()
     tasks += [(task_contracts, (t,), f"contracts of {t} (all paths)")
               for t in contracts_sym.TARGETS]
+    tasks.append((keygrammar.task_keys, (), "key grammar invariant"))
     variants = ("reference",) if quick else SAFE_VARIANTS
     tasks += [(task_init, (vname,), f"[{vname}] init {names}") for vname in variants]
     tags = " ".join(f"[{vname}]" for vname in variants)

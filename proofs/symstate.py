@@ -84,7 +84,8 @@ def symbolic_system(ex: Explorer, template: System) -> System:
                 replicas=reps,
             )
         )
-    objs = tuple(Obj(ex.fresh_int(f"o{o}.status"), ex.fresh_int(f"o{o}.epoch"))
+    objs = tuple(Obj(ex.fresh_int(f"o{o}.status"), ex.fresh_int(f"o{o}.epoch"),
+                     ex.fresh_int(f"o{o}.written_at"))
                  for o in range(len(template.objects)))
     writes = tuple(
         Write(w.obj, w.partition, ex.fresh_int(f"w{i}.status"), ex.fresh_int(f"w{i}.offset"),
@@ -101,6 +102,8 @@ def symbolic_system(ex: Explorer, template: System) -> System:
         objects=objs,
         writes=writes,
         gc_m=ex.fresh_opt_int("gc_m"),
+        clock=ex.fresh_int("clock"),
+        grace=ex.fresh_int("grace"),
     )
 
 

@@ -145,7 +145,8 @@ def lazy_system(ex: Explorer, template: System, seen: bool = True, tag: str = ""
             log_end=_int(ex, f"p{p}.log_end"), term=_int(ex, f"p{p}.term"), leader=0,
             in_snapshot=ex.fresh_bool(f"p{p}.in_snapshot"),  # type: ignore[arg-type]
             replicas=tuple(reps)))
-    objs = tuple(Obj(_int(ex, f"o{o}.status"), _int(ex, f"o{o}.epoch"))
+    objs = tuple(Obj(_int(ex, f"o{o}.status"), _int(ex, f"o{o}.epoch"),
+                     _int(ex, f"o{o}.written_at"))
                  for o in range(len(template.objects)))
     writes = tuple(Write(w.obj, w.partition, _int(ex, f"w{i}.status"),
                          _int(ex, f"w{i}.offset"),
@@ -156,6 +157,7 @@ def lazy_system(ex: Explorer, template: System, seen: bool = True, tag: str = ""
     plain = {f.name: getattr(template, f.name) for f in fields(System) if f.init}
     plain.update(revision=_int(ex, "revision"), cluster_epoch=_int(ex, "cluster_epoch"),
                  snapshot_revision=_int(ex, "snapshot_revision"), partitions=tuple(parts),
+                 clock=_int(ex, "clock"), grace=_int(ex, "grace"),
                  objects=objs, writes=writes)
     del plain["gc_m"]
     return lazy(System, {"gc_m": (gc, _int(ex, "gc_m"))}, **plain)  # type: ignore[no-any-return]

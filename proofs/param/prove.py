@@ -224,6 +224,8 @@ def antecedents(L: Z3Logic, solver: z3.Solver, pre: St, post: St, action: str
     vacuous, slowest, n = [], 0.0, 0
     for name, conjs in spec.TRANSITION_INVARIANTS.items():
         for cname, sorts, _ in conjs:
+            if action not in spec.ANTECEDENT_ACTIONS.get(cname, (action,)):
+                continue
             ante = spec.ANTECEDENTS[cname]
             sk = [L.const(f"{action}.ante.{cname}.{x}{j}", x) for j, x in enumerate(sorts)]
             r, dt = _check(solver, _z(ante(L, pre, post, *sk)))

@@ -117,6 +117,9 @@ INVARIANTS: dict[str, list[Conjunct]] = {
                        s.crev(p) > s.snapshot_revision()))),
     ],
     "objects": [
+        ("the grace period is not negative", (), lambda L, s: s.grace() >= 0),
+        ("an uploaded object was written in the past", ("O",),
+         lambda L, s, o: L.Implies(s.ostatus(o) != ABSENT, s.owritten(o) <= s.clock())),
         ("object status in range", ("O",),
          lambda L, s, o: L.And(s.ostatus(o) >= ABSENT, s.ostatus(o) <= DELETED)),
         ("an uploaded object is stamped at most the revision", ("O",),
@@ -169,9 +172,15 @@ INVARIANTS: dict[str, list[Conjunct]] = {
 ANTECEDENTS: dict[str, Callable[..., Any]] = {}
 
 
+# conjunct name -> the actions under which its antecedent must be satisfiable (default all)
+ANTECEDENT_ACTIONS: dict[str, tuple[str, ...]] = {}
+
+
 def _implies(name: str, sorts: tuple[str, ...], ante: Callable[..., Any],
-             cons: Callable[..., Any]) -> Conjunct:
+             cons: Callable[..., Any], only: tuple[str, ...] = ()) -> Conjunct:
     ANTECEDENTS[name] = ante
+    if only:
+        ANTECEDENT_ACTIONS[name] = only
     return (name, sorts, lambda L, a, b, *xs: L.Implies(ante(L, a, b, *xs),
                                                         cons(L, a, b, *xs)))
 
@@ -216,6 +225,13 @@ TRANSITION_INVARIANTS: dict[str, list[Conjunct]] = {
                                           b.in_snap(q)),
                  lambda L, a, b, q: fresh_le(L, a, b.floor(q) - 1)),
     ],
+    # T5: only a deletion moves an object from stored to deleted
+    "grace": [
+        _implies("a deleted object was at least the grace period old", ("O",),
+                 lambda L, a, b, o: L.And(a.ostatus(o) == STORED, b.ostatus(o) == DELETED),
+                 lambda L, a, b, o: b.clock() - b.owritten(o) >= b.grace(),
+                 only=("gc_delete",)),
+    ],
 }
 
 
@@ -223,13 +239,14 @@ def init(L: L_, s: St) -> Any:
     """The initial state of `model.system.initial` for any universe."""
     return L.And(
         s.revision() == 0, s.cluster_epoch() == 0, s.snapshot_revision() == 0,
-        L.Not(s.gc_set()),
+        L.Not(s.gc_set()), s.clock() == 0, s.grace() >= 0,
         L.forall(("P",), lambda p: L.And(
             L.Not(s.created(p)), s.crev(p) == 0, L.Not(s.wset(p)), s.lrlo(p) == -1,
             s.log_end(p) == 0, L.Not(s.in_snap(p)))),
         L.forall(("P", "R"), lambda p, r: L.And(L.Not(s.iset(p, r)), L.Not(s.rset(p, r)),
                                                  L.Not(s.rnull(p, r)))),
-        L.forall(("O",), lambda o: L.And(s.ostatus(o) == ABSENT, s.oepoch(o) == 0)),
+        L.forall(("O",), lambda o: L.And(s.ostatus(o) == ABSENT, s.oepoch(o) == 0,
+                                         s.owritten(o) == 0)),
         L.forall(("W",), lambda w: L.And(s.wstatus(w) == IDLE, s.woffset(w) == -1,
                                          L.Not(s.durable(w)), L.Not(s.wrepl(w)))),
     )
@@ -281,6 +298,11 @@ def in_l1_up_to(L: L_, s: St, p0: Any, lrlo: Any) -> Any:
 
 def _write_status(L: L_, s: St, w0: Any, new: Any) -> St:
     return s.with_(wstatus=_at(L, w0, lambda: new, s.wstatus))
+
+
+def tick(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
+    c = s.clock() + 1
+    return True, s.with_(clock=lambda: c)
 
 
 def mint(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
@@ -345,6 +367,7 @@ def upload(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
     return guard, s.with_(
         ostatus=_at(L, o0, lambda: STORED, s.ostatus),
         oepoch=_at(L, o0, lambda: e, s.oepoch),
+        owritten=_at(L, o0, lambda: s.clock(), s.owritten),
         wstatus=lambda w: L.Ite(s.wobj(w) == o0, UPLOADED, s.wstatus(w)))
 
 
@@ -477,13 +500,15 @@ def gc_compute(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
 
 def gc_delete(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
     o0 = prm["o"]
-    guard = L.And(s.gc_set(), s.ostatus(o0) == STORED, s.oepoch(o0) <= s.gc_m())
+    guard = L.And(s.gc_set(), s.ostatus(o0) == STORED, s.oepoch(o0) <= s.gc_m(),
+                  s.clock() - s.owritten(o0) >= s.grace())
     return guard, s.with_(ostatus=_at(L, o0, lambda: DELETED, s.ostatus))
 
 
 Params = tuple[tuple[str, str], ...]
 # name -> (parameters (as in model.system.ACTIONS), choices (existential), formula)
 ACTIONS: dict[str, tuple[Params, Params, Callable[..., tuple[Any, St]]]] = {
+    "tick": ((), (), tick),
     "mint": ((), (), mint),
     "create_partition": ((("p", "P"),), (), create_partition),
     "delete_partition": ((("p", "P"),), (), delete_partition),

@@ -119,8 +119,19 @@ def test_seeded_formula_bug_fails_with_a_named_diff(action: str, fn: Any, invari
         assert "changed:" in o.detail and " -> " in o.detail
 
 
-def test_a_timeout_is_unknown_never_proved() -> None:
-    rows = prove.prove_action("housekeep", timeout_ms=1)
+def test_a_timeout_is_unknown_never_proved(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every query the solver gives up on (z3 `unknown`: a timeout) is an unknown row,
+    never proved. (A real 1 ms limit no longer makes every query time out: some are
+    settled in less, after the antecedent queries warmed the solver up.)"""
+    import z3
+
+    def gave_up(solver: Any, extra: Any) -> tuple[Any, float]:
+        solver.push()
+        solver.add(extra)
+        return z3.unknown, 0.0
+
+    monkeypatch.setattr(prove, "_check", gave_up)
+    rows = prove.prove_action("housekeep")
     assert rows and all(o.status != "proved" for o in rows)
     assert any(o.status == "unknown" for o in rows)
 
