@@ -8,9 +8,9 @@ mutants), applied to a COPY of the tree (model/ and proofs/) in a temp directory
 not the system's invariants). A mutant is killed only when a safety, transition, vacuity
 or correspondence row fails (`invariant`, `transition`, `vacuity` or `correspondence`
 kind, any scope: the correspondence rows are proofs over every state of their shapes since
-issue 28): a failing reachability witness alone does not count. Each run stops at its first killing row (`--fail-fast`). The
-unmutated copy must pass first; mutants run in parallel (`-j N`, the shared driver
-`proofs.mutate`). Last line: `prove mutants killed: K/N`.
+issue 28): a failing reachability witness alone does not count. Each run stops at its
+first killing row (`--fail-fast`). The unmutated copy must pass first; mutants run in
+parallel (`-j N`, the shared driver `proofs.mutate`). Last line: `prove mutants killed: K/N`.
 """
 
 from __future__ import annotations
