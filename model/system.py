@@ -241,6 +241,12 @@ def _fence_at_leader(
 
 def _land(s: System, v: Variant, p: int, epoch: int) -> tuple[bool, int, System]:
     part = _part(s, p)
+    require_int("apply", "epoch", epoch)
+    if epoch < part.creation_revision:
+        # A2 enforced at apply (as impl's PartitionStateMachine does): every placeholder of
+        # this incarnation is stamped at least its creation revision, so one below it is of
+        # an earlier incarnation (R35): refused, a no-op at its offset, whatever the window.
+        return False, part.log_end, _with_part(s, p, replace(part, log_end=part.log_end + 1))
     res = apply_placeholder(part.state, epoch, part.log_end, v)
     new = replace(part, state=res.state, log_end=part.log_end + 1)
     return res.accepted, part.log_end, _with_part(s, p, new)
@@ -305,13 +311,16 @@ def other_write(s: System, v: Variant, p: int, epoch: int) -> System:
 
 def late_land(s: System, v: Variant, p: int, epoch: int) -> System:
     """Another producer's placeholder, fenced at some earlier time by some leader, lands
-    now. The fence that admitted it is gone, so any epoch the assumptions allow may arrive
-    (A2, A3): safety must come from the apply-time check alone."""
+    now. The fence that admitted it is gone, so any epoch may arrive (A3: never above the
+    cluster epoch), a placeholder of an earlier incarnation of the partition included (its
+    epoch is below this one's creation revision, R35): safety must come from the
+    apply-time checks alone, the window (R3) and the incarnation (A2, enforced by `_land`).
+    (The implementation also runs each incarnation as its own Raft group, so an earlier
+    incarnation's entry never reaches this log: tests/impl/test_lifecycle_sim.py.)"""
     part = _part(s, p)
     require_int("late_land", "epoch", epoch)
     _require(epoch <= s.cluster_epoch, "late_land", "no epoch above the cluster epoch (A3)")
     _require(part.created, "late_land", "partition does not exist")
-    _require(epoch >= part.creation_revision, "late_land", "epoch below creation revision")
     return _land(s, v, p, epoch)[2]
 
 

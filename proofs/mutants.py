@@ -195,14 +195,21 @@ MUTANTS: tuple[Mutant, ...] = (
         'key = prefix_path(prefix) + f"{epoch:d}/{name}"',
     ),
     Mutant(
+        "apply-accepts-earlier-incarnation",
+        "A2 not enforced: the apply takes a placeholder below the partition's creation"
+        " revision (one of an earlier incarnation) into an empty window",
+        "model/system.py",
+        "    if epoch < part.creation_revision:\n",
+        "    if False:\n",
+    ),
+    Mutant(
         "spec-late-land-restricted",
         "spec.py: late_land lands only acceptable epochs (a formula restricting its"
         " parameters; another parameter gives the same successor set)",
         "proofs/param/spec.py",
-        "    guard = L.And(_other_ok(L, s, p0, e), apply_ok(L, s, p0, e))\n"
-        "    return guard, apply_placeholder(L, s, p0, e, accepts(L, s, p0, e))",
-        "    guard = L.And(_other_ok(L, s, p0, e), apply_ok(L, s, p0, e), accepts(L, s, p0, e))\n"
-        "    return guard, apply_placeholder(L, s, p0, e, accepts(L, s, p0, e))",
+        "    guard = L.And(e >= 0, e <= s.cluster_epoch(), s.created(p0), apply_ok(L, s, p0, e))",
+        "    guard = L.And(e >= 0, e <= s.cluster_epoch(), s.created(p0), apply_ok(L, s, p0, e),"
+        " accepts(L, s, p0, e))",
     ),
     Mutant(
         "spec-t4-without-in-snap",

@@ -21,7 +21,7 @@ from model.variants import Variant
 from proofs import vectors
 from proofs.bmc import Trace, TraceStep
 
-WALKS = 300
+WALKS = 600  # 300 until issue 28 added tick, expire_report and any-epoch late landings
 DEPTH = 14
 _SIZES = {"partition": "P", "replica": "R", "object": "O", "write": "W"}
 

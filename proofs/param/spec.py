@@ -421,9 +421,11 @@ def other_write(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
 
 
 def late_land(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
+    """Any epoch up to the cluster epoch, an earlier incarnation's included: the apply
+    refuses one below the creation revision (A2, enforced) or below the window (R3)."""
     p0, e = prm["p"], prm["epoch"]
-    guard = L.And(_other_ok(L, s, p0, e), apply_ok(L, s, p0, e))
-    return guard, apply_placeholder(L, s, p0, e, accepts(L, s, p0, e))
+    guard = L.And(e >= 0, e <= s.cluster_epoch(), s.created(p0), apply_ok(L, s, p0, e))
+    return guard, apply_placeholder(L, s, p0, e, L.And(accepts(L, s, p0, e), e >= s.crev(p0)))
 
 
 def phantom_fence(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:

@@ -294,3 +294,28 @@ def test_answer_invariant_catches_give_up_below_max(monkeypatch: pytest.MonkeyPa
     rows = obligations.induction(scenarios.INDUCTION_TEMPLATE, REFERENCE, ["give_up"])
     row = next(o for o in rows if o.name == "answer preserved by give_up")
     assert row.status == "failed", row.detail
+
+
+def test_a2_is_enforced_at_apply_and_proved(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 28 item 7: a placeholder of an earlier incarnation (below the creation
+    revision) may land; the apply refuses it (the implementation's PartitionStateMachine
+    does the same, and runs each incarnation as its own Raft group: see
+    tests/impl/test_lifecycle_sim.py). Without the refusal the window breaks."""
+    from proofs import obligations, scenarios
+
+    s = ms.initial(1, 1, [(0, 0)], 1)
+    for a, kw in (("create_partition", {"p": 0}), ("mint", {}), ("mint", {}),
+                  ("delete_partition", {"p": 0}), ("create_partition", {"p": 0}), ("mint", {})):
+        s = ms.step(s, REFERENCE, a, **kw)
+    t = ms.step(s, REFERENCE, "late_land", p=0, epoch=2)  # an earlier incarnation's stamp
+    assert t.partitions[0].state == s.partitions[0].state and t.partitions[0].log_end == 1
+    rows = obligations.induction(scenarios.INDUCTION_TEMPLATE, REFERENCE, ["late_land"])
+    assert all(o.status in ("proved", "found") for o in rows)
+    src = textwrap.dedent(inspect.getsource(ms._land))
+    old = "    if epoch < part.creation_revision:\n"
+    assert src.count(old) == 1
+    ns = dict(vars(ms))
+    exec(compile(src.replace(old, "    if False:\n"), "<mutant>", "exec"), ns)
+    monkeypatch.setattr(ms, "_land", ns["_land"])
+    rows = obligations.induction(scenarios.INDUCTION_TEMPLATE, REFERENCE, ["late_land"])
+    assert next(o for o in rows if o.name == "window preserved by late_land").status == "failed"
