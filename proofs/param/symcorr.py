@@ -43,7 +43,6 @@ from model.system import (
     WRITE_STATUS,
     System,
     fresh_m,
-    initial,
     mono_fresh_m,
     step,
 )
@@ -355,7 +354,6 @@ def check_action(action: str, shape: str, template: System, timeout_ms: int = 20
             post = e
         return a, py, fprm, post
 
-    t0 = time.perf_counter()
     try:
         for path in ex.paths(run):
             if path.kind == "pruned":
@@ -397,7 +395,6 @@ def check_action(action: str, shape: str, template: System, timeout_ms: int = 20
     except NotAbstractable as e:
         res.failure = f"python state outside the abstraction: {e}"
     res.slowest_s = max(res.slowest_s, ex.slowest_query_s)
-    del t0
     return res
 
 
@@ -641,8 +638,3 @@ def shapes(max_p: int = 3, max_writes: int = 3, max_objects: int = 2,
 
     return [(n, s) for n, s in correspond.universes(max_p, max_writes, replicas)
             if len(s.objects) <= max_objects]
-
-
-def initial_of(shape: System) -> System:
-    return initial(len(shape.partitions), len(shape.partitions[0].replicas),
-                   [(w.obj, w.partition) for w in shape.writes], len(shape.objects))
