@@ -182,6 +182,20 @@ def task_contracts(target: str) -> list[Outcome]:
 Task = tuple[Callable[..., list[Outcome]], tuple[Any, ...], str]
 
 
+def guarded(fn: Callable[..., list[Outcome]], label: str, *args: Any) -> list[Outcome]:
+    """`fn(*args)` in a worker; an exception becomes a failed row of kind `crash` naming
+    the task (the run fails; a crash is not a proof row, so it kills no mutant) instead of
+    ending the pool (an exception that does not pickle back broke it: issue 28)."""
+    import traceback
+
+    t0 = time.perf_counter()
+    try:
+        return fn(*args)
+    except Exception as e:
+        return [Outcome(f"{label}: the task crashed: {type(e).__name__}: {e}", "crash",
+                        "failed", time.perf_counter() - t0, traceback.format_exc())]
+
+
 def _param_tasks() -> list[Task]:
     """The quantified proof's jobs (proofs/param), when that package provides them."""
     try:
@@ -545,7 +559,8 @@ def _run(args: argparse.Namespace, run_id: str, costs: dict[str, float],
                                initargs=(args.seed, timeout_ms))
     stopped = False
     try:
-        futures = {pool.submit(fn, *a): i for i, (fn, a, _) in enumerate(tasks)}
+        futures = {pool.submit(guarded, fn, label, *a): i
+                   for i, (fn, a, label) in enumerate(tasks)}
         for f in as_completed(futures):
             rows = f.result()
             if only is not None:

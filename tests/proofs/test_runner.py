@@ -122,7 +122,9 @@ def task_failing() -> list[Outcome]:
 
 
 def task_crashing() -> list[Outcome]:
-    raise RuntimeError("seeded crash")
+    from model.errors import ModelError
+
+    raise ModelError("somewhere", "field", "seeded crash")
 
 
 def _old_green(report: Path) -> None:
@@ -141,10 +143,28 @@ def test_a_failing_run_replaces_a_green_report(tmp_path: Path, monkeypatch: Any)
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temp file left
 
 
-def test_a_crashing_run_leaves_no_green_report(tmp_path: Path, monkeypatch: Any) -> None:
+def test_a_crashing_task_is_a_failed_row(tmp_path: Path, monkeypatch: Any) -> None:
+    """A task that raises (here a ModelError, which did not even pickle back and broke the
+    pool: BrokenProcessPool) fails the run with a `crash` row naming it."""
     report = tmp_path / "r.json"
     _old_green(report)
     monkeypatch.setattr(runner, "_tasks", lambda quick: [(task_crashing, (), "crashing")])
+    code = runner.main(["--jobs", "1", "--report", str(report), "--run-id", "mine"])
+    data = json.loads(report.read_text())
+    assert code == 1 and data["run_id"] == "mine" and data["status"] == "failed"
+    (row,) = data["obligations"]
+    assert row["kind"] == "crash" and "crashing: the task crashed: ModelError" in row["name"]
+
+
+def test_a_crashing_run_leaves_no_green_report(tmp_path: Path, monkeypatch: Any) -> None:
+    report = tmp_path / "r.json"
+    _old_green(report)
+    monkeypatch.setattr(runner, "_tasks", lambda quick: [(task_failing, (), "failing")])
+
+    def broken(results: Any) -> list[str]:
+        raise RuntimeError("seeded crash")
+
+    monkeypatch.setattr(runner, "grid", broken)
     with pytest.raises(RuntimeError, match="seeded crash"):
         runner.main(["--jobs", "1", "--report", str(report), "--run-id", "mine"])
     data = json.loads(report.read_text())
