@@ -16,6 +16,10 @@ class ModelError(ValueError):
         self.message = message
         super().__init__(f"{where}: {field}: {message}")
 
+    def __reduce__(self) -> tuple[type, tuple[str, str, str]]:
+        # Pickled by its three fields (a proof worker process sends it back to the runner).
+        return (type(self), (self.where, self.field, self.message))
+
 
 def require_int(where: str, field: str, value: object, *, minimum: int | None = 0) -> None:
     """Refuse a non-integer (bool included) or a value below `minimum`."""

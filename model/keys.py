@@ -72,6 +72,13 @@ def epoch_collectible(epoch: int, m: int | None) -> bool:
     return m is not None and epoch <= m
 
 
+def deletable(epoch: int, age: float, m: int | None, grace: float) -> bool:
+    """R24 on numbers: `epoch <= M` and `age >= grace`. `gc_eligible` (on a key) and the
+    system model's `gc_delete` (on an object's epoch and age) both decide with it, so the
+    proofs cover the rule the GC job applies."""
+    return epoch_collectible(epoch, m) and age >= grace
+
+
 @dataclass(frozen=True)
 class Eligibility:
     eligible: bool
@@ -97,4 +104,4 @@ def gc_eligible(key: str, age_s: float, m: int | None, grace_s: float) -> Eligib
         parsed = parse_key(key)
     except ModelError as e:
         return Eligibility(False, e.message)
-    return Eligibility(epoch_collectible(parsed.epoch, m) and age_s >= grace_s, None)
+    return Eligibility(deletable(parsed.epoch, age_s, m, grace_s), None)

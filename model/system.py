@@ -24,7 +24,7 @@ from typing import Any
 from model.cluster import GcEpoch, Report, gc_epoch_of_valid
 from model.errors import ModelError, require_int
 from model.fence import SeenWindow, fence
-from model.keys import epoch_collectible
+from model.keys import deletable
 from model.logic import Cond, all_of, iff, implies, le_opt, neg
 from model.partition import (
     INITIAL,
@@ -56,9 +56,14 @@ class NotEnabled(ModelError):
 
 @dataclass(frozen=True)
 class Replica:
+    """Its report in the store is a partial map entry: absent (`reported` None and not
+    `reported_null`: never published, or too old to count), null (published with no
+    M(p): `reported_null`), or a value (`reported`)."""
+
     seen: SeenWindow | None = None  # this node's in-memory seen window (lost on restart)
     inactive: int | None = None  # M(p) of this replica's applied state (may lag)
-    reported: int | None = None  # the value in its last published health report
+    reported: int | None = None  # the value in its report in the store, if it has one
+    reported_null: bool = False  # its report in the store says "no value"
 
 
 @dataclass(frozen=True)
@@ -77,6 +82,7 @@ class Partition:
 class Obj:
     status: int = ABSENT
     epoch: int = 0
+    written_at: int = 0  # the clock when it was uploaded (its age: clock - written_at)
 
 
 @dataclass(frozen=True)
@@ -86,6 +92,9 @@ class Write:
     status: int = IDLE
     offset: int = -1  # log offset once landed
     durable: bool = False  # ghost (R27): its data is durable in L1 (the reconciler copied it)
+    # ghost: its fence admitted it, so its placeholder went to the log and may commit even
+    # after the producer was told the write failed (give_up): the answer invariant (I9)
+    replicated: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,12 +107,17 @@ class System:
     writes: tuple[Write, ...] = ()
     gc_m: int | None = None  # M of the GC round in progress (its deletes check against it)
     last_gc: GcEpoch | None = field(default=None, compare=False)
+    clock: int = 0  # the store's clock (an object's age is measured on it)
+    grace: int = 0  # GC's grace period: an object younger than this is never deleted
 
 
 def initial(
-    n_partitions: int, n_replicas: int, writes: Sequence[tuple[int, int]], n_objects: int
+    n_partitions: int, n_replicas: int, writes: Sequence[tuple[int, int]], n_objects: int,
+    grace: int = 0,
 ) -> System:
-    """An empty cluster with `writes` = (object, partition) placeholder slots."""
+    """An empty cluster with `writes` = (object, partition) placeholder slots and GC's
+    grace period `grace` (>= 0)."""
+    require_int("initial", "grace", grace)
     for i, (o, p) in enumerate(writes):
         if not (0 <= o < n_objects and 0 <= p < n_partitions):
             raise ModelError("initial", f"writes[{i}]", f"({o}, {p}) is out of range")
@@ -112,6 +126,7 @@ def initial(
         partitions=tuple(part for _ in range(n_partitions)),
         objects=tuple(Obj() for _ in range(n_objects)),
         writes=tuple(Write(o, p) for o, p in writes),
+        grace=grace,
     )
 
 
@@ -150,6 +165,11 @@ def _cache(s: System, where: str, cache: int) -> int:
 
 
 # -- controller actions -------------------------------------------------------------------
+
+
+def tick(s: System, v: Variant = REFERENCE) -> System:
+    """Time passes: the clock advances (objects age)."""
+    return replace(s, clock=s.clock + 1)
 
 
 def mint(s: System, v: Variant = REFERENCE) -> System:
@@ -206,7 +226,7 @@ def upload(s: System, v: Variant, o: int, cache: int) -> System:
         _require(part.created, "upload", f"partition {w.partition} does not exist yet")
         epoch = max(epoch, part.creation_revision)
         writes = _set(writes, i, replace(w, status=UPLOADED))
-    return replace(s, objects=_set(s.objects, o, Obj(STORED, epoch)), writes=writes)
+    return replace(s, objects=_set(s.objects, o, Obj(STORED, epoch, s.clock)), writes=writes)
 
 
 def _fence_at_leader(
@@ -221,6 +241,12 @@ def _fence_at_leader(
 
 def _land(s: System, v: Variant, p: int, epoch: int) -> tuple[bool, int, System]:
     part = _part(s, p)
+    require_int("apply", "epoch", epoch)
+    if epoch < part.creation_revision:
+        # A2 enforced at apply (as impl's PartitionStateMachine does): every placeholder of
+        # this incarnation is stamped at least its creation revision, so one below it is of
+        # an earlier incarnation (R35): refused, a no-op at its offset, whatever the window.
+        return False, part.log_end, _with_part(s, p, replace(part, log_end=part.log_end + 1))
     res = apply_placeholder(part.state, epoch, part.log_end, v)
     new = replace(part, state=res.state, log_end=part.log_end + 1)
     return res.accepted, part.log_end, _with_part(s, p, new)
@@ -237,7 +263,7 @@ def fence_write(s: System, v: Variant, w: int) -> System:
     """The partition leader fences an uploaded write (R10-R12)."""
     wr = _write(s, w, UPLOADED)
     admitted, s2 = _fence_at_leader(s, v, wr.partition, write_epoch(s, wr))
-    new = replace(wr, status=FENCED if admitted else FAILED)
+    new = replace(wr, status=FENCED if admitted else FAILED, replicated=admitted)
     return replace(s2, writes=_set(s2.writes, w, new))
 
 
@@ -285,13 +311,16 @@ def other_write(s: System, v: Variant, p: int, epoch: int) -> System:
 
 def late_land(s: System, v: Variant, p: int, epoch: int) -> System:
     """Another producer's placeholder, fenced at some earlier time by some leader, lands
-    now. The fence that admitted it is gone, so any epoch the assumptions allow may arrive
-    (A2, A3): safety must come from the apply-time check alone."""
+    now. The fence that admitted it is gone, so any epoch may arrive (A3: never above the
+    cluster epoch), a placeholder of an earlier incarnation of the partition included (its
+    epoch is below this one's creation revision, R35): safety must come from the
+    apply-time checks alone, the window (R3) and the incarnation (A2, enforced by `_land`).
+    (The implementation also runs each incarnation as its own Raft group, so an earlier
+    incarnation's entry never reaches this log: tests/impl/test_lifecycle_sim.py.)"""
     part = _part(s, p)
     require_int("late_land", "epoch", epoch)
     _require(epoch <= s.cluster_epoch, "late_land", "no epoch above the cluster epoch (A3)")
     _require(part.created, "late_land", "partition does not exist")
-    _require(epoch >= part.creation_revision, "late_land", "epoch below creation revision")
     return _land(s, v, p, epoch)[2]
 
 
@@ -378,10 +407,22 @@ def sync_replica(s: System, v: Variant, p: int, r: int) -> System:
 
 
 def report(s: System, v: Variant, p: int, r: int) -> System:
-    """A replica publishes its current M(p) in a health report (which may then go stale)."""
+    """A replica publishes its current M(p) in a health report (which may then go stale):
+    a value, or null when it has none."""
     part = _part(s, p)
     _require(0 <= r < len(part.replicas), "report", f"no replica {r}")
-    rep = replace(part.replicas[r], reported=part.replicas[r].inactive)
+    inactive = part.replicas[r].inactive
+    rep = replace(part.replicas[r], reported=inactive, reported_null=inactive is None)
+    return _with_part(s, p, replace(part, replicas=_set(part.replicas, r, rep)))
+
+
+def expire_report(s: System, v: Variant, p: int, r: int) -> System:
+    """A replica's report leaves the store, or grows older than the maximum report age
+    (which the reader treats alike: `impl/gc/reports.py`): absent from the round's
+    reports, not null."""
+    part = _part(s, p)
+    _require(0 <= r < len(part.replicas), "expire_report", f"no replica {r}")
+    rep = replace(part.replicas[r], reported=None, reported_null=False)
     return _with_part(s, p, replace(part, replicas=_set(part.replicas, r, rep)))
 
 
@@ -393,12 +434,16 @@ def partition_id(p: int) -> str:
 
 
 def reports_of(s: System, fresh: bool = False, v: Variant = REFERENCE) -> list[Report]:
-    """The health reports in the store (or, `fresh`, what each replica would say now)."""
+    """The health reports in the store: only the replicas that have one (a value or null),
+    as `impl/gc/reports.py` finds them; a partition none of whose replicas has one is not
+    listed at all (F4: it must block the round). `fresh`: what each replica would say now."""
     out = []
     for p, part in enumerate(s.partitions):
         for r, rep in enumerate(part.replicas):
-            value = inactive_epoch(part.state, v) if fresh else rep.reported
-            out.append(Report(partition_id(p), f"r{r}", value))
+            if fresh:
+                out.append(Report(partition_id(p), f"r{r}", inactive_epoch(part.state, v)))
+            elif rep.reported is not None or rep.reported_null:
+                out.append(Report(partition_id(p), f"r{r}", rep.reported))
     return out
 
 
@@ -432,7 +477,8 @@ def gc_delete(s: System, v: Variant, o: int) -> System:
     _require(0 <= o < len(s.objects), "gc_delete", f"no object {o}")
     obj = s.objects[o]
     _require(obj.status == STORED, "gc_delete", f"object {o} is not stored")
-    _require(epoch_collectible(obj.epoch, s.gc_m), "gc_delete", "epoch above the round's M")
+    _require(deletable(obj.epoch, s.clock - obj.written_at, s.gc_m, s.grace), "gc_delete",
+             "epoch above the round's M, or younger than the grace period")
     return replace(s, objects=_set(s.objects, o, replace(obj, status=DELETED)))
 
 
@@ -442,6 +488,7 @@ def gc_delete(s: System, v: Variant, o: int) -> System:
 # integers; "foreign": a tuple of optional foreign M(p) values.
 Action = Callable[..., System]
 ACTIONS: dict[str, tuple[Action, tuple[tuple[str, str], ...]]] = {
+    "tick": (tick, ()),
     "mint": (mint, ()),
     "create_partition": (create_partition, (("p", "partition"),)),
     "delete_partition": (delete_partition, (("p", "partition"),)),
@@ -461,6 +508,7 @@ ACTIONS: dict[str, tuple[Action, tuple[tuple[str, str], ...]]] = {
     "restart": (restart, (("p", "partition"), ("r", "replica"))),
     "sync_replica": (sync_replica, (("p", "partition"), ("r", "replica"))),
     "report": (report, (("p", "partition"), ("r", "replica"))),
+    "expire_report": (expire_report, (("p", "partition"), ("r", "replica"))),
     "gc_compute": (gc_compute, (("foreign", "foreign"),)),
     "gc_delete": (gc_delete, (("o", "object"),)),
 }
@@ -563,6 +611,7 @@ def inv_reports(s: System, v: Variant = REFERENCE) -> Cond:
             conds.append(le_opt(r.reported, r.inactive))
             conds.append(True if r.inactive is None else r.inactive >= -1)  # M(p) >= -1
             conds.append(True if r.reported is None else r.reported >= -1)
+            conds.append(implies(r.reported_null, r.reported is None))  # null: no value
     return all_of(conds)
 
 
@@ -591,9 +640,11 @@ def inv_objects(s: System, v: Variant = REFERENCE) -> Cond:
     its re-created partition's creation revision, and an accepted write sits inside its
     partition's log."""
     conds = []
+    conds.append(s.grace >= 0)
     for o in s.objects:
         conds.append((o.status >= ABSENT) & (o.status <= DELETED))
         conds.append(implies(o.status != ABSENT, o.epoch <= s.revision))  # stamped in the past
+        conds.append(implies(o.status != ABSENT, o.written_at <= s.clock))  # in the past
     for w in s.writes:
         obj = s.objects[w.obj]
         part = s.partitions[w.partition]
@@ -635,6 +686,15 @@ def inv_round(s: System, v: Variant = REFERENCE) -> Cond:
     return all_of(conds)
 
 
+def inv_answer(s: System, v: Variant = REFERENCE) -> Cond:
+    """I9 (the producer's answer): a write reported failed whose placeholder went to the
+    log can never be committed as accepted: its window has passed its epoch (acceptance
+    is monotone, so it stays passed). One the fence rejected never reached the log."""
+    return all_of(implies((w.status == FAILED) & w.replicated,
+                          neg(accepts(s.partitions[w.partition].state, write_epoch(s, w), v)))
+                  for w in s.writes)
+
+
 INVARIANTS: dict[str, Callable[[System, Variant], Cond]] = {
     "safety": inv_safety,
     "floor": inv_floor,
@@ -644,6 +704,7 @@ INVARIANTS: dict[str, Callable[[System, Variant], Cond]] = {
     "objects": inv_objects,
     "l1": inv_l1,
     "round": inv_round,
+    "answer": inv_answer,
 }
 
 
@@ -688,10 +749,20 @@ def mono_fresh_m(a: System, b: System, v: Variant = REFERENCE,
     return ma <= mb
 
 
+def grace_kept(a: System, b: System, v: Variant = REFERENCE) -> Cond:
+    """T5: an object deleted by a step was at least the grace period old."""
+    # Not strict: the conformance harness's abstraction gains objects as they are written
+    # (its clock and grace are 0, so every pair it compares holds).
+    return all_of(implies((x.status == STORED) & (y.status == DELETED),
+                          b.clock - y.written_at >= b.grace)
+                  for x, y in zip(a.objects, b.objects, strict=False))
+
+
 TRANSITION_INVARIANTS: dict[str, Callable[[System, System, Variant], Cond]] = {
     "mono_max_applied": mono_max_applied,
     "mono_floor": mono_floor,
     "mono_inactive": mono_inactive,
     "mono_fresh_M": mono_fresh_m,
+    "grace": grace_kept,
 }
 

@@ -2,15 +2,15 @@
 
     python -m proofs.mutants [NAME ...] [--keep] [--list]
 
-Each mutant is a small text patch to `model/`, applied to a COPY of the tree (model/ and
-proofs/) in a temp directory; `python -m proofs --quick` then runs on the copy (CrossHair
-skipped: it checks contracts, not the system's invariants). A mutant is killed only when a
-safety, transition or vacuity row fails (`invariant`, `transition` or `vacuity` kind, any
-scope): a failing reachability witness or correspondence row alone does not count (the
-table says when the correspondence check also saw the mutant leave the quantified
-formulas). Each run stops at its first killing row (`--fail-fast`). The
-unmutated copy must pass first; mutants run in parallel (`-j N`, the shared driver
-`proofs.mutate`). Last line: `prove mutants killed: K/N`.
+Each mutant is a small text patch to `model/` or to `proofs/param/spec.py` (spec
+mutants), applied to a COPY of the tree (model/ and proofs/) in a temp directory;
+`python -m proofs --quick` then runs on the copy (CrossHair skipped: it checks contracts,
+not the system's invariants). A mutant is killed only when a safety, transition, vacuity
+or correspondence row fails (`invariant`, `transition`, `vacuity` or `correspondence`
+kind, any scope: the correspondence rows are proofs over every state of their shapes since
+issue 28): a failing reachability witness alone does not count. Each run stops at its
+first killing row (`--fail-fast`). The unmutated copy must pass first; mutants run in
+parallel (`-j N`, the shared driver `proofs.mutate`). Last line: `prove mutants killed: K/N`.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import argparse
 import json
 import os
 import sys
+import uuid
 from pathlib import Path
 
 from proofs.mutate import (
@@ -35,7 +36,7 @@ from proofs.mutate import (
 __all__ = ["MUTANTS", "ROOT", "Mutant", "PatchRefused", "killing_rows", "main", "patch"]
 
 ROOT = Path(__file__).resolve().parents[1]
-KILLING_KINDS = ("invariant", "transition", "vacuity")
+KILLING_KINDS = ("invariant", "transition", "vacuity", "correspondence")
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -140,6 +141,101 @@ MUTANTS: tuple[Mutant, ...] = (
         "if (w.partition == p or any(x.obj == w.obj and x.partition == p for x in s.writes))"
         " and w.status != IDLE else w for w in s.writes)",
     ),
+    # Issue 28: bugs a sampled correspondence let through (each needs a state of a shape
+    # no sampled state had, or compares successor sets, not parameters).
+    Mutant(
+        "gc-min-over-replicas",
+        "R16 takes the min over a partition's replicas instead of the max (only a state with"
+        " two replicas reporting different values shows it)",
+        "model/cluster.py",
+        "best[r.partition] = r.inactive_epoch if old is None else max(old, r.inactive_epoch)",
+        "best[r.partition] = r.inactive_epoch if old is None else min(old, r.inactive_epoch)",
+    ),
+    Mutant(
+        "give-up-below-max",
+        "a write of unknown outcome is told failed once its epoch is below max_applied,"
+        " while the window (from previous_applied) still accepts it",
+        "model/system.py",
+        '    _require(neg(accepts(st, write_epoch(s, wr), v)), "give_up", "the write may still'
+        ' land")\n',
+        "    _require(st.max_applied_epoch is not None and write_epoch(s, wr) <"
+        ' st.max_applied_epoch, "give_up", "the write may still land")\n',
+    ),
+    Mutant(
+        "gc-epoch-skips-unlisted",
+        "F4 as production had it: a partition absent from every report (none of its"
+        " replicas has one in the store) is skipped instead of blocking the round",
+        "model/cluster.py",
+        "    best: dict[str, int | None] = {p: None for p in partitions}\n",
+        "    best: dict[str, int | None] = {r.partition: None for r in reports"
+        " if r.partition in partitions}\n",
+        extra=(("model/cluster.py", "missing = [p for p in partitions if best[p] is None]",
+                "missing = [p for p in best if best[p] is None]"),),
+    ),
+    Mutant(
+        "gc-eligible-and-to-or",
+        "R24 with `or`: an object is eligible when its epoch is <= M OR it is older than the"
+        " grace period (gc_eligible and gc_delete decide with model.keys.deletable)",
+        "model/keys.py",
+        "    return epoch_collectible(epoch, m) and age >= grace\n",
+        "    return epoch_collectible(epoch, m) or age >= grace\n",
+    ),
+    Mutant(
+        "gc-eligible-grace-dropped",
+        "R24 without the grace period: an object younger than the grace is eligible",
+        "model/keys.py",
+        "    return epoch_collectible(epoch, m) and age >= grace\n",
+        "    return epoch_collectible(epoch, m)\n",
+    ),
+    Mutant(
+        "key-unpadded",
+        "keys written without zero padding: listing order is no longer epoch order (R21)",
+        "model/keys.py",
+        'key = prefix_path(prefix) + f"{epoch:018d}/{name}"',
+        'key = prefix_path(prefix) + f"{epoch:d}/{name}"',
+    ),
+    Mutant(
+        "apply-accepts-earlier-incarnation",
+        "A2 not enforced: the apply takes a placeholder below the partition's creation"
+        " revision (one of an earlier incarnation) into an empty window",
+        "model/system.py",
+        "    if epoch < part.creation_revision:\n",
+        "    if False:\n",
+    ),
+    Mutant(
+        "spec-late-land-restricted",
+        "spec.py: late_land lands only acceptable epochs (a formula restricting its"
+        " parameters; another parameter gives the same successor set)",
+        "proofs/param/spec.py",
+        "    guard = L.And(e >= 0, e <= s.cluster_epoch(), s.created(p0), apply_ok(L, s, p0, e))",
+        "    guard = L.And(e >= 0, e <= s.cluster_epoch(), s.created(p0), apply_ok(L, s, p0, e),"
+        " accepts(L, s, p0, e))",
+    ),
+    Mutant(
+        "spec-t4-without-in-snap",
+        "spec.py: T4's second conjunct drops `b.in_snap(q)` (near vacuous, T4 was never"
+        " compared with the model)",
+        "proofs/param/spec.py",
+        "lambda L, a, b, q: L.And(fresh_defined(L, a), fresh_defined(L, b),\n"
+        "                                          b.in_snap(q)),",
+        "lambda L, a, b, q: L.And(fresh_defined(L, a), fresh_defined(L, b)),",
+    ),
+    Mutant(
+        "spec-t4-defined-without-in-snap",
+        "spec.py: T4's antecedent 'M is defined' drops `in_snap(p) =>` (every partition must"
+        " have a window: T4 near vacuous)",
+        "proofs/param/spec.py",
+        "return L.forall((\"P\",), lambda p: L.Implies(s.in_snap(p), s.wset(p)))",
+        "return L.forall((\"P\",), lambda p: s.wset(p))",
+    ),
+    Mutant(
+        "spec-init-unsatisfiable",
+        "spec.py: init is unsatisfiable (every `init => I` row then holds vacuously)",
+        "proofs/param/spec.py",
+        "s.revision() == 0, s.cluster_epoch() == 0, s.snapshot_revision() == 0,",
+        "s.revision() == 0, s.revision() == 1, s.cluster_epoch() == 0,"
+        " s.snapshot_revision() == 0,",
+    ),
     Mutant(
         "write-to-deleted-accepted",
         "another producer's placeholder is applied on a deleted partition (R34)",
@@ -153,13 +249,30 @@ MUTANTS: tuple[Mutant, ...] = (
 def run_proofs(root: Path, timeout: float, jobs: int, fail_fast: bool = True) -> RunResult:
     env = dict(os.environ, PYTHONPATH=str(root), PYTHONHASHSEED="0")
     report = root / "build" / "prove-report.json"
+    run_id = uuid.uuid4().hex
+    report.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "proofs", "--quick", "--jobs", str(jobs),
-           "--only", "^(?!crosshair)", "--report", str(report)]
+           "--only", "^(?!crosshair)", "--report", str(report), "--run-id", run_id]
     if fail_fast:
         cmd.append("--fail-fast")
     code, out, secs = run_command(cmd, root, env, timeout)
-    rows = json.loads(report.read_text())["obligations"] if report.exists() else []
-    return RunResult(code, out, secs, rows)
+    return RunResult(code, out, secs, own_rows(report, run_id))
+
+
+def own_rows(report: Path, run_id: str) -> list[dict[str, object]]:
+    """The rows of the run `run_id` started: [] when the report is missing, unreadable,
+    another run's (its `run_id` differs), or not finished (`running`, `crashed: ...`),
+    so such a run is an error, never a kill or a pass read from an older file."""
+    try:
+        data = json.loads(report.read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(data, dict) or data.get("run_id") != run_id:
+        return []
+    if data.get("status") not in ("passed", "failed"):
+        return []
+    rows = data.get("obligations")
+    return rows if isinstance(rows, list) else []
 
 
 def killing_rows(rows: list[dict[str, object]]) -> list[dict[str, object]]:

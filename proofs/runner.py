@@ -20,19 +20,22 @@ import json
 import os
 import re
 import sys
+import tempfile
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from model.system import ACTIONS, INVARIANTS, TRANSITION_INVARIANTS
+from model.system import ACTIONS, INVARIANTS, TRANSITION_INVARIANTS, System
 from model.variants import REFERENCE, SAFE_VARIANTS, variant
 from proofs import (
     bmc,
     contracts_sym,
     crosshair_check,
     explain,
+    keygrammar,
     obligations,
     reach,
     scenarios,
@@ -102,7 +105,8 @@ def task_bug(index: int) -> list[Outcome]:
         v = variant(vname)
         t0 = time.perf_counter()
         name = (f"{b.name} [{vname}] breaks {b.invariant}" if kind == "counterexample"
-                else f"{b.name} shape cannot break {b.invariant} in reference")
+                else f"{b.name} shape cannot break {b.invariant} in reference"
+                + ("" if b.reference_deletes else " (it never deletes there)"))
         try:
             tr = bmc.search(scenarios.TRACE_TEMPLATE, v, b.schedule, b.goal(v), BUDGET_S,
                             _CFG["timeout_ms"])
@@ -119,11 +123,34 @@ def task_bug(index: int) -> list[Outcome]:
                 out.append(Outcome(name, kind, "found", dt, bmc.table(tr),
                                    {"file": f"{b.name.lower()}-{b.variant}.jsonl",
                                     "jsonl": vectors.dump(lines, b.variant, title)}))
+        elif tr is not None:
+            out.append(Outcome(name, kind, "failed", dt, bmc.table(tr)))
         else:
-            status = "proved" if tr is None else "failed"
-            out.append(Outcome(name, kind, status, dt,
-                               "" if tr is None else bmc.table(tr)))
+            out.append(_with_deletion(name, b, t0))
     return out
+
+
+def _with_deletion(name: str, b: scenarios.BugScenario, t0: float) -> Outcome:
+    """A "cannot break safety in reference" row is vacuous unless the schedule's final
+    gc_delete can delete an object in reference: look for such a trace (the row fails
+    when there is none). A shape that rules every deletion out in reference says so in its
+    name, and that is checked instead: no trace's final step changes anything."""
+    try:
+        tr = bmc.search(scenarios.TRACE_TEMPLATE, REFERENCE, b.schedule, scenarios.changed,
+                        BUDGET_S, _CFG["timeout_ms"])
+    except TimeoutError as e:
+        return Outcome(name, "invariant", "unknown", time.perf_counter() - t0, str(e))
+    dt = time.perf_counter() - t0
+    if b.reference_deletes:
+        if tr is None:
+            return Outcome(name, "invariant", "failed", dt, "vacuous: the final gc_delete is "
+                           "never enabled in reference along this shape")
+        return Outcome(name, "invariant", "proved", dt,
+                       "the final gc_delete deletes an object in this trace:\n" + bmc.table(tr))
+    if tr is not None:
+        return Outcome(name, "invariant", "failed", dt, "reference deletes here after all:\n"
+                       + bmc.table(tr))
+    return Outcome(name, "invariant", "proved", dt, b.why_no_deletion)
 
 
 def task_liveness(index: int) -> list[Outcome]:
@@ -155,6 +182,20 @@ def task_contracts(target: str) -> list[Outcome]:
 Task = tuple[Callable[..., list[Outcome]], tuple[Any, ...], str]
 
 
+def guarded(fn: Callable[..., list[Outcome]], label: str, *args: Any) -> list[Outcome]:
+    """`fn(*args)` in a worker; an exception becomes a failed row of kind `crash` naming
+    the task (the run fails; a crash is not a proof row, so it kills no mutant) instead of
+    ending the pool (an exception that does not pickle back broke it: issue 28)."""
+    import traceback
+
+    t0 = time.perf_counter()
+    try:
+        return fn(*args)
+    except Exception as e:
+        return [Outcome(f"{label}: the task crashed: {type(e).__name__}: {e}", "crash",
+                        "failed", time.perf_counter() - t0, traceback.format_exc())]
+
+
 def _param_tasks() -> list[Task]:
     """The quantified proof's jobs (proofs/param), when that package provides them."""
     try:
@@ -181,6 +222,7 @@ def _tasks(quick: bool) -> list[Task]:
     tasks += _param_tasks()
     tasks += [(task_contracts, (t,), f"contracts of {t} (all paths)")
               for t in contracts_sym.TARGETS]
+    tasks.append((keygrammar.task_keys, (), "key grammar invariant"))
     variants = ("reference",) if quick else SAFE_VARIANTS
     tasks += [(task_init, (vname,), f"[{vname}] init {names}") for vname in variants]
     tags = " ".join(f"[{vname}]" for vname in variants)
@@ -241,12 +283,12 @@ HINT_S: dict[str, float] = {
     "task_induction_shared publish_snapshot": 0.9,
     "task_induction_shared gc_delete": 0.9,
     "task_induction_shared delete_partition": 0.9,
-    "task_correspondence 0": 0.8,
-    "task_correspondence 2": 0.7,
-    "task_correspondence 3": 0.7,
+    "task_exhaustive fence": 2.5,
+    "task_exhaustive predicates": 1.5,
+    "task_exhaustive gc": 1.0,
+    "task_exhaustive actions": 1.0,
     "task_induction_shared create_partition": 0.6,
     "task_bug 0": 0.5,
-    "task_correspondence 1": 0.5,
     "task_liveness 0": 0.4,
     "task_contracts model.partition.apply_placeholder": 0.4,
     "task_bug 2": 0.3,
@@ -279,7 +321,7 @@ def _longest_first(tasks: list[Task], costs: dict[str, float]) -> list[Task]:
 
 _ROW = re.compile(r"^(?:\[(?P<variant>[^\]]+)\] )?(?P<ob>\S+) preserved by (?P<action>\S+)")
 _BAD = ("failed", "unknown")
-FAIL_FAST_KINDS = ("invariant", "transition", "vacuity")
+FAIL_FAST_KINDS = ("invariant", "transition", "vacuity", "correspondence")
 
 
 def _marks() -> dict[str, str]:
@@ -319,14 +361,15 @@ def grid(results: list[Outcome]) -> list[str]:
         if a is None:
             continue
         m = _ROW.match(o.name)
-        ob = "vacuity" if o.kind == "vacuity" else (m.group("ob") if m else None)
+        ob = (("antecedents" if "antecedents" in o.name else "vacuity")
+              if o.kind == "vacuity" else (m.group("ob") if m else None))
         if ob is None:
             continue
         blocks.setdefault((o.scope, _variant_of(o)), {}).setdefault(ob, {})[a] = o
     if not blocks:
         return lines
     lines.append(f"actions: {legend}")
-    order = ["vacuity", *INVARIANTS, *TRANSITION_INVARIANTS]
+    order = ["vacuity", "antecedents", *INVARIANTS, *TRANSITION_INVARIANTS]
     for (scope, vname), rows in sorted(blocks.items()):
         lines.append("\n" + f"{scope} [{vname}]".ljust(27) + "".join(
             chr(97 + i) for i in range(len(actions))))
@@ -377,14 +420,23 @@ def _row_line(o: Outcome) -> str:
 
 
 def failure_text(o: Outcome) -> str:
+    """The text printed under a failed row. A one-partition row's trace holds Python
+    states (`explain.describe` diffs them); an any-size row's trace holds a finite model
+    in the spec's vocabulary (field -> value per element, `proofs.param.prove.explain`),
+    already described in its detail (the violated conjunct, the changed fields)."""
     text = o.detail
-    if isinstance(o.trace, dict) and "pre" in o.trace and "post" in o.trace:
-        m = _ROW.match(o.name)
-        vname = _variant_of(o)
-        if m:
-            text += "\n" + explain.describe(o.name, o.trace, variant(vname))
-    elif isinstance(o.trace, dict) and "pre" in o.trace:
-        text += f"\npre-state: {o.trace['pre']}\nparams: {o.trace.get('params')}"
+    tr = o.trace
+    if not (isinstance(tr, dict) and "pre" in tr):
+        return text
+    if isinstance(tr["pre"], System) and isinstance(tr.get("post"), System):
+        if _ROW.match(o.name):
+            text += "\n" + explain.describe(o.name, tr, variant(_variant_of(o)))
+    elif isinstance(tr["pre"], System):
+        text += f"\npre-state: {tr['pre']}\nparams: {tr.get('params')}"
+    elif "changed:" not in text and "post" in tr:  # a finite model not yet described
+        pre, post = tr["pre"], tr["post"]
+        diff = [f"  {k}: {pre[k]} -> {post[k]}" for k in pre if pre[k] != post.get(k)]
+        text += "\nchanged:\n" + ("\n".join(diff) or "  nothing")
     return text
 
 
@@ -396,8 +448,9 @@ def _reachable_counterexamples(bad: list[Outcome], out: Path, limit: int = 6) ->
     done: dict[tuple[str, str], str] = {}
     for o in bad:
         m = _ROW.match(o.name)
-        if m is None or not (isinstance(o.trace, dict) and "post" in o.trace):
-            continue
+        if m is None or not (isinstance(o.trace, dict) and isinstance(o.trace.get("post"),
+                                                                       System)):
+            continue  # an any-size row's finite model is not a Python state
         vname, inv = _variant_of(o), m.group("ob")
         key = (vname, inv)
         if key not in done:
@@ -438,22 +491,76 @@ def main(argv: list[str] | None = None) -> int:
                     "(what proofs.mutants needs to know)")
     ap.add_argument("--timeout", type=float, default=2.0, metavar="S",
                     help="per solver query, seconds (default 2); running out is a failure")
+    ap.add_argument("--run-id", default="",
+                    help="written into the report (default: a fresh random id), so a caller "
+                    "can tell its own run's report from an older one")
     args = ap.parse_args(argv)
+    run_id = args.run_id or uuid.uuid4().hex
+    costs = _last_costs(args.report)
+    # From here on the report on disk is never a previous run's: a crash or a kill leaves
+    # this "running" one (not green), a finished run replaces it atomically.
+    write_report(args.report, {"run_id": run_id, "status": "running", "obligations": []})
+    results: list[Outcome] = []
+    try:
+        return _run(args, run_id, costs, results)
+    except BaseException as e:
+        write_report(args.report, _report(run_id, f"crashed: {type(e).__name__}: {e}",
+                                          results, 0.0))
+        raise
+
+
+def write_report(path: str, data: dict[str, Any]) -> None:
+    """Replace the report atomically (a temp file in its directory, then rename): a reader
+    sees the old report or the new one, never a torn file."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=target.name + ".", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(data, indent=1) + "\n")
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _report(run_id: str, status: str, results: list[Outcome], total: float
+            ) -> dict[str, Any]:
+    """`status`: "passed" (every row proved, found or checked), "failed" (some row failed
+    or unknown), "running", or "crashed: ..." (the run ended without its rows)."""
+    return {
+        "run_id": run_id,
+        "status": status,
+        "total_seconds": round(total, 3),
+        "obligations": [
+            {"name": o.name, "kind": o.kind, "status": o.status, "seconds": o.seconds,
+             "scope": o.scope, "paths": o.paths}
+            for o in results
+        ],
+        "slowest_query_seconds": round(max((o.slowest_query_s for o in results),
+                                           default=0.0), 3),
+    }
+
+
+def _run(args: argparse.Namespace, run_id: str, costs: dict[str, float],
+         results: list[Outcome]) -> int:
+    """Run the tasks, fill `results` (the caller writes what is there on a crash), write
+    the report, print the tables and failures; the exit code."""
     only = re.compile(args.only, re.IGNORECASE) if args.only else None
     timeout_ms = max(1, int(args.timeout * 1000))
     _configure(args.seed, timeout_ms)
 
     t0 = time.perf_counter()
-    tasks = _longest_first(_tasks(args.quick), _last_costs(args.report))
+    tasks = _longest_first(_tasks(args.quick), costs)
     if only is not None:
         tasks = [t for t in tasks if only.search(t[2])]
-    results: list[Outcome] = []
     per_task: list[list[Outcome]] = [[] for _ in tasks]
     pool = ProcessPoolExecutor(max_workers=max(1, args.jobs), initializer=_configure,
                                initargs=(args.seed, timeout_ms))
     stopped = False
     try:
-        futures = {pool.submit(fn, *a): i for i, (fn, a, _) in enumerate(tasks)}
+        futures = {pool.submit(guarded, fn, label, *a): i
+                   for i, (fn, a, label) in enumerate(tasks)}
         for f in as_completed(futures):
             rows = f.result()
             if only is not None:
@@ -475,8 +582,11 @@ def main(argv: list[str] | None = None) -> int:
         pool.shutdown(wait=not stopped, cancel_futures=True)
     if stopped:
         print("stopped at the first failed safety row (--fail-fast)")
-    results = [o for rows in per_task for o in rows]
+    results[:] = [o for rows in per_task for o in rows]
     total = time.perf_counter() - t0
+    bad = [o for o in results if o.status in _BAD]
+    status = "failed" if bad or stopped else ("passed" if results else "failed: no rows")
+    write_report(args.report, _report(run_id, status, results, total))
 
     if not args.verbose:
         for line in grid(results):
@@ -499,7 +609,6 @@ def main(argv: list[str] | None = None) -> int:
             (out / o.trace["file"]).write_text(o.trace["jsonl"])
         print(f"\nwrote {len(found)} vectors to {out}")
 
-    bad = [o for o in results if o.status in _BAD]
     _reachable_counterexamples(bad, Path(args.write_vectors or "build/counterexamples"))
     for o in bad:
         print(f"\n!! {o.status}: {o.name} ({o.kind}, {o.scope})")
@@ -508,17 +617,6 @@ def main(argv: list[str] | None = None) -> int:
             print("    " + text.replace("\n", "\n    "))
     slowest = max(results, key=lambda o: o.seconds, default=None)
     slowest_q = max((o.slowest_query_s for o in results), default=0.0)
-    report = {
-        "total_seconds": round(total, 3),
-        "obligations": [
-            {"name": o.name, "kind": o.kind, "status": o.status, "seconds": o.seconds,
-             "scope": o.scope, "paths": o.paths}
-            for o in results
-        ],
-        "slowest_query_seconds": round(slowest_q, 3),
-    }
-    Path(args.report).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.report).write_text(json.dumps(report, indent=1) + "\n")
     if not results:
         print("no obligation matches --only" if only else "no obligations")
         return 1

@@ -36,6 +36,12 @@ def _mints(n: int) -> Schedule:
     return [("mint", {})] * n
 
 
+# An object reference may delete along a bug's shape (issue 28: the "cannot break safety
+# in reference" rows were vacuous, the final deletion never enabled): o1, stamped below
+# the window, whose write the fence rejects (failed: not live), is below M(p0).
+DELETABLE: Schedule = [("upload", {"o": 1}), ("fence_write", {"w": 1})]
+
+
 def _gc_tail(foreign: tuple[Any, ...] = ()) -> Schedule:
     return [
         ("sync_replica", {"p": 0, "r": 0}),
@@ -72,6 +78,8 @@ TOUR: Schedule = [
     ("restart", {"p": 0}),
     ("sync_replica", {"p": 0}),
     ("report", {"p": 0}),
+    ("expire_report", {"p": 0}),
+    ("report", {"p": 0}),
     ("gc_compute", {"foreign": ()}),
     ("gc_delete", {}),
 ]
@@ -89,6 +97,11 @@ class BugScenario:
     title: str
     schedule: Schedule
     invariant: str  # which invariant the solver must break
+    # Under `reference` the schedule's final gc_delete can delete an object (so "cannot
+    # break safety in reference" is not vacuous); False where the shape itself rules any
+    # deletion out in reference (then that is what its row says, and proves).
+    reference_deletes: bool = True
+    why_no_deletion: str = ""
 
     def goal(self, v: Variant) -> Any:
         inv = {"safety": inv_safety, "floor": inv_floor}[self.invariant]
@@ -103,7 +116,7 @@ BUGS: tuple[BugScenario, ...] = (
          ("other_write", {"p": 0}), ("phantom_fence", {"p": 0}),
          ("other_write", {"p": 0}), ("other_write", {"p": 0}),
          ("upload", {"o": 0}), ("fence_write", {"w": 0}), ("land_write", {"w": 0}),
-         ("reconcile", {"p": 0}), *_gc_tail()],
+         ("reconcile", {"p": 0}), *DELETABLE, *_gc_tail()],
         "safety",
     ),
     BugScenario(
@@ -114,7 +127,7 @@ BUGS: tuple[BugScenario, ...] = (
          ("other_write", {"p": 0}), ("other_write", {"p": 0}),
          ("change_leader", {"p": 0, "r": 0}),
          ("upload", {"o": 0}), ("fence_write", {"w": 0}), ("land_write", {"w": 0}),
-         ("reconcile", {"p": 0}), *_gc_tail()],
+         ("reconcile", {"p": 0}), *DELETABLE, *_gc_tail()],
         "safety",
     ),
     BugScenario(
@@ -132,21 +145,24 @@ BUGS: tuple[BugScenario, ...] = (
         "late partition: a partition without a report is skipped instead of blocking",
         [("mint", {}), ("create_partition", {"p": 0}), ("publish_snapshot", {}),
          ("upload", {"o": 0}), ("gc_compute", {}), ("gc_delete", {"o": 0})],
-        "safety",
+        "safety", False,
+        "p0 is in the snapshot and never reported: reference blocks the round",
     ),
     BugScenario(
         "F4-uncapped", "uncapped",
         "late partition: M is not capped by the snapshot revision",
         [("mint", {}), ("publish_snapshot", {}), ("create_partition", {"p": 0}),
          ("upload", {"o": 0}), ("gc_compute", {}), ("gc_delete", {"o": 0})],
-        "safety",
+        "safety", False,
+        "o0 feeds p0, created after the snapshot: its stamp is above every M reference "
+        "computes",
     ),
     BugScenario(
         "F5", "watermark-from-max",
         "wrong watermark: M(p) from max_applied deletes unreconciled data",
         [("create_partition", {"p": 0}), *_mints(3),
          ("upload", {"o": 0}), ("fence_write", {"w": 0}), ("land_write", {"w": 0}),
-         ("other_write", {"p": 0}), *_gc_tail()],
+         ("other_write", {"p": 0}), *DELETABLE, *_gc_tail()],
         "safety",
     ),
 )

@@ -55,11 +55,12 @@ def _replica(ex: Explorer, name: str, state_set: bool) -> Replica:
     """Shapes that break invariant I4 (a replica's view above the truth, a report above
     the view) are not built: they would only be pruned, one solver call each."""
     seen = _seen(ex, f"{name}.seen")
+    null = ex.fresh_bool(f"{name}.reported_null")  # absent or null when no value
     if not state_set or not ex.decide(const_bool(f"{name}.inactive?")):
-        return Replica(seen)
+        return Replica(seen, reported_null=null)  # type: ignore[arg-type]
     inactive = ex.fresh_int(f"{name}.inactive")
     if not ex.decide(const_bool(f"{name}.reported?")):
-        return Replica(seen, inactive)
+        return Replica(seen, inactive, reported_null=null)  # type: ignore[arg-type]
     return Replica(seen, inactive, ex.fresh_int(f"{name}.reported"))
 
 
@@ -83,11 +84,13 @@ def symbolic_system(ex: Explorer, template: System) -> System:
                 replicas=reps,
             )
         )
-    objs = tuple(Obj(ex.fresh_int(f"o{o}.status"), ex.fresh_int(f"o{o}.epoch"))
+    objs = tuple(Obj(ex.fresh_int(f"o{o}.status"), ex.fresh_int(f"o{o}.epoch"),
+                     ex.fresh_int(f"o{o}.written_at"))
                  for o in range(len(template.objects)))
     writes = tuple(
         Write(w.obj, w.partition, ex.fresh_int(f"w{i}.status"), ex.fresh_int(f"w{i}.offset"),
-              ex.fresh_bool(f"w{i}.durable"))  # type: ignore[arg-type]
+              ex.fresh_bool(f"w{i}.durable"),  # type: ignore[arg-type]
+              ex.fresh_bool(f"w{i}.replicated"))  # type: ignore[arg-type]
         for i, w in enumerate(template.writes)
     )
     return replace(
@@ -99,6 +102,8 @@ def symbolic_system(ex: Explorer, template: System) -> System:
         objects=objs,
         writes=writes,
         gc_m=ex.fresh_opt_int("gc_m"),
+        clock=ex.fresh_int("clock"),
+        grace=ex.fresh_int("grace"),
     )
 
 

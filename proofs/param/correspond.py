@@ -54,6 +54,7 @@ def abstract(s: System) -> Structure:
         "revision": s.revision, "cluster_epoch": s.cluster_epoch,
         "snapshot_revision": s.snapshot_revision,
         "gc_set": s.gc_m is not None, "gc_m": 0 if s.gc_m is None else s.gc_m,
+        "clock": s.clock, "grace": s.grace,
     }
     per_p: dict[str, dict[tuple[int, ...], Any]] = {n: {} for n, (a, _) in SIG.items()
                                                     if a and a[0] == "P"}
@@ -77,12 +78,15 @@ def abstract(s: System) -> Structure:
             per_p["inact"][(p, r)] = 0 if rep.inactive is None else rep.inactive
             per_p["rset"][(p, r)] = rep.reported is not None
             per_p["rep"][(p, r)] = 0 if rep.reported is None else rep.reported
+            per_p["rnull"][(p, r)] = rep.reported_null
     out.update(per_p)
     out["ostatus"] = {(o,): ob.status for o, ob in enumerate(s.objects)}
     out["oepoch"] = {(o,): ob.epoch for o, ob in enumerate(s.objects)}
+    out["owritten"] = {(o,): ob.written_at for o, ob in enumerate(s.objects)}
     out["wstatus"] = {(w,): wr.status for w, wr in enumerate(s.writes)}
     out["woffset"] = {(w,): wr.offset for w, wr in enumerate(s.writes)}
     out["durable"] = {(w,): wr.durable for w, wr in enumerate(s.writes)}
+    out["wrepl"] = {(w,): wr.replicated for w, wr in enumerate(s.writes)}
     out["wobj"] = {(w,): wr.obj for w, wr in enumerate(s.writes)}
     out["wpart"] = {(w,): wr.partition for w, wr in enumerate(s.writes)}
     return out

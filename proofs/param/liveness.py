@@ -72,14 +72,18 @@ def prove_reference(seed: int = SEED, timeout_ms: int = TIMEOUT_MS) -> list[Outc
     for f in assume_invariants(L, s):
         solver.add(f)
     solver.add(_z(all_deleted(L, s)))
+    # ... and the clock has passed every stored object's grace (tick is always enabled)
+    solver.add(_z(L.forall(("O",), lambda o: L.Implies(
+        s.ostatus(o) == STORED, s.clock() - s.owritten(o) >= s.grace()))))
     m = s.snapshot_revision()
     _, post = spec.gc_compute(L, s, {"go": True, "M": m})
     collect_all = L.forall(("O",), lambda o: L.Implies(
         post.ostatus(o) == STORED,
         spec.gc_delete(L, post, {"o": o})[0]))
     goal = L.Not(L.And(spec.gc_guard(L, s, m), collect_all))
-    return [_query("liveness: every partition deleted => one GC round collects every stored "
-                   "object (any size)", "liveness", solver, goal, z3.unsat)]
+    return [_query("liveness: every partition deleted, every object past the grace period =>"
+                   " one GC round collects every stored object (any size)", "liveness", solver,
+                   goal, z3.unsat)]
 
 
 def prove_empty_is_nothing(seed: int = SEED, timeout_ms: int = TIMEOUT_MS) -> list[Outcome]:

@@ -26,6 +26,8 @@ SIG: dict[str, tuple[tuple[str, ...], str]] = {
     "snapshot_revision": ((), INT),
     "gc_set": ((), BOOL),  # a GC round has computed M (System.gc_m is not None)
     "gc_m": ((), INT),
+    "clock": ((), INT),  # the store's clock (objects age on it)
+    "grace": ((), INT),  # GC's grace period (fixed, any value >= 0)
     "created": (("P",), BOOL),
     "crev": (("P",), INT),
     "wset": (("P",), BOOL),  # the four window fields are set (they are set together, I3)
@@ -40,11 +42,14 @@ SIG: dict[str, tuple[tuple[str, ...], str]] = {
     "inact": (("P", "R"), INT),
     "rset": (("P", "R"), BOOL),  # the replica published a report with a value
     "rep": (("P", "R"), INT),
+    "rnull": (("P", "R"), BOOL),  # its report in the store says "no value" (else: absent)
     "ostatus": (("O",), INT),
     "oepoch": (("O",), INT),
+    "owritten": (("O",), INT),  # the clock when the object was uploaded
     "wstatus": (("W",), INT),
     "woffset": (("W",), INT),
     "durable": (("W",), BOOL),  # ghost: the placeholder's data is durable in L1 (R27)
+    "wrepl": (("W",), BOOL),  # ghost: the fence admitted it (its placeholder went to the log)
 }
 # Rigid (never changed by an action): which object and partition a write belongs to.
 # W -> O and W -> P only: the function graph is stratified (no cycle), as EPR needs.

@@ -98,6 +98,8 @@ INVARIANTS: dict[str, list[Conjunct]] = {
         ("a report is at most the replica's M(p)", ("P", "R"),
          lambda L, s, p, r: L.Implies(s.rset(p, r), L.And(
              s.iset(p, r), s.rep(p, r) <= s.inact(p, r), s.rep(p, r) >= -1))),
+        ("a null report has no value", ("P", "R"),
+         lambda L, s, p, r: L.Implies(s.rnull(p, r), L.Not(s.rset(p, r)))),
     ],
     "revisions": [
         ("one number line", (),
@@ -115,6 +117,9 @@ INVARIANTS: dict[str, list[Conjunct]] = {
                        s.crev(p) > s.snapshot_revision()))),
     ],
     "objects": [
+        ("the grace period is not negative", (), lambda L, s: s.grace() >= 0),
+        ("an uploaded object was written in the past", ("O",),
+         lambda L, s, o: L.Implies(s.ostatus(o) != ABSENT, s.owritten(o) <= s.clock())),
         ("object status in range", ("O",),
          lambda L, s, o: L.And(s.ostatus(o) >= ABSENT, s.ostatus(o) <= DELETED)),
         ("an uploaded object is stamped at most the revision", ("O",),
@@ -142,6 +147,11 @@ INVARIANTS: dict[str, list[Conjunct]] = {
          _w(lambda L, s, w, p, e: L.Implies(
              L.And(s.wstatus(w) == ACCEPTED, s.woffset(w) <= s.lrlo(p)), s.durable(w)))),
     ],
+    "answer": [
+        ("a failed write whose placeholder went to the log is never accepted again", ("W",),
+         _w(lambda L, s, w, p, e: L.Implies(L.And(s.wstatus(w) == FAILED, s.wrepl(w)),
+                                            L.Not(accepts(L, s, p, e))))),
+    ],
     "round": [
         ("the round's M is on the number line", (),
          lambda L, s: L.Implies(s.gc_set(), L.And(s.gc_m() >= -1,
@@ -157,11 +167,33 @@ INVARIANTS: dict[str, list[Conjunct]] = {
 # -- transition invariants (T1-T4) ------------------------------------------------------------
 
 
+# conjunct name -> its antecedent (a transition invariant's conjunct is `ante => cons`):
+# the proof checks each antecedent is satisfiable under each action (not vacuous).
+ANTECEDENTS: dict[str, Callable[..., Any]] = {}
+
+
+# conjunct name -> the actions under which its antecedent must be satisfiable (default all)
+ANTECEDENT_ACTIONS: dict[str, tuple[str, ...]] = {}
+
+
+def _implies(name: str, sorts: tuple[str, ...], ante: Callable[..., Any],
+             cons: Callable[..., Any], only: tuple[str, ...] = ()) -> Conjunct:
+    ANTECEDENTS[name] = ante
+    if only:
+        ANTECEDENT_ACTIONS[name] = only
+    return (name, sorts, lambda L, a, b, *xs: L.Implies(ante(L, a, b, *xs),
+                                                        cons(L, a, b, *xs)))
+
+
+def _exists_partition(L: L_, a: St, b: St, p: Any) -> Any:
+    return L.And(a.wset(p), b.created(p))
+
+
 def _mono(field: str) -> Conjunct:
     """While the partition exists (deletion drops its state, R32)."""
-    return (f"{field} never decreases", ("P",),
-            lambda L, a, b, p: L.Implies(L.And(a.wset(p), b.created(p)), L.And(
-                b.wset(p), getattr(a, field)(p) <= getattr(b, field)(p))))
+    return _implies(f"{field} never decreases", ("P",), _exists_partition,
+                    lambda L, a, b, p: L.And(b.wset(p),
+                                             getattr(a, field)(p) <= getattr(b, field)(p)))
 
 
 def fresh_defined(L: L_, s: St) -> Any:
@@ -179,19 +211,26 @@ def fresh_le(L: L_, s: St, x: Any) -> Any:
 TRANSITION_INVARIANTS: dict[str, list[Conjunct]] = {
     "mono_max_applied": [_mono("max")],
     "mono_floor": [_mono("floor")],
-    "mono_inactive": [("M(p) never decreases", ("P",),
-                       lambda L, a, b, p: L.Implies(L.And(a.wset(p), b.created(p)), L.And(
-                           b.wset(p), a.floor(p) - 1 <= b.floor(p) - 1)))],
+    "mono_inactive": [_implies("M(p) never decreases", ("P",), _exists_partition,
+                               lambda L, a, b, p: L.And(b.wset(p),
+                                                        a.floor(p) - 1 <= b.floor(p) - 1))],
     # T4 is a minimum over all partitions: M(a) <= M(b) iff M(a) <= the snapshot revision
     # of b and M(a) <= M_b(q) for every q in b's snapshot.
     "mono_fresh_M": [
-        ("fresh M <= the new snapshot revision", (),
-         lambda L, a, b: L.Implies(L.And(fresh_defined(L, a), fresh_defined(L, b)),
-                                   fresh_le(L, a, b.snapshot_revision()))),
-        ("fresh M <= M(q) of every partition in the new snapshot", ("P",),
-         lambda L, a, b, q: L.Implies(
-             L.And(fresh_defined(L, a), fresh_defined(L, b), b.in_snap(q)),
-             fresh_le(L, a, b.floor(q) - 1))),
+        _implies("fresh M <= the new snapshot revision", (),
+                 lambda L, a, b: L.And(fresh_defined(L, a), fresh_defined(L, b)),
+                 lambda L, a, b: fresh_le(L, a, b.snapshot_revision())),
+        _implies("fresh M <= M(q) of every partition in the new snapshot", ("P",),
+                 lambda L, a, b, q: L.And(fresh_defined(L, a), fresh_defined(L, b),
+                                          b.in_snap(q)),
+                 lambda L, a, b, q: fresh_le(L, a, b.floor(q) - 1)),
+    ],
+    # T5: only a deletion moves an object from stored to deleted
+    "grace": [
+        _implies("a deleted object was at least the grace period old", ("O",),
+                 lambda L, a, b, o: L.And(a.ostatus(o) == STORED, b.ostatus(o) == DELETED),
+                 lambda L, a, b, o: b.clock() - b.owritten(o) >= b.grace(),
+                 only=("gc_delete",)),
     ],
 }
 
@@ -200,14 +239,16 @@ def init(L: L_, s: St) -> Any:
     """The initial state of `model.system.initial` for any universe."""
     return L.And(
         s.revision() == 0, s.cluster_epoch() == 0, s.snapshot_revision() == 0,
-        L.Not(s.gc_set()),
+        L.Not(s.gc_set()), s.clock() == 0, s.grace() >= 0,
         L.forall(("P",), lambda p: L.And(
             L.Not(s.created(p)), s.crev(p) == 0, L.Not(s.wset(p)), s.lrlo(p) == -1,
             s.log_end(p) == 0, L.Not(s.in_snap(p)))),
-        L.forall(("P", "R"), lambda p, r: L.And(L.Not(s.iset(p, r)), L.Not(s.rset(p, r)))),
-        L.forall(("O",), lambda o: L.And(s.ostatus(o) == ABSENT, s.oepoch(o) == 0)),
+        L.forall(("P", "R"), lambda p, r: L.And(L.Not(s.iset(p, r)), L.Not(s.rset(p, r)),
+                                                 L.Not(s.rnull(p, r)))),
+        L.forall(("O",), lambda o: L.And(s.ostatus(o) == ABSENT, s.oepoch(o) == 0,
+                                         s.owritten(o) == 0)),
         L.forall(("W",), lambda w: L.And(s.wstatus(w) == IDLE, s.woffset(w) == -1,
-                                         L.Not(s.durable(w)))),
+                                         L.Not(s.durable(w)), L.Not(s.wrepl(w)))),
     )
 
 
@@ -259,6 +300,11 @@ def _write_status(L: L_, s: St, w0: Any, new: Any) -> St:
     return s.with_(wstatus=_at(L, w0, lambda: new, s.wstatus))
 
 
+def tick(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
+    c = s.clock() + 1
+    return True, s.with_(clock=lambda: c)
+
+
 def mint(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
     r = s.revision() + 1
     return True, s.with_(revision=lambda: r, cluster_epoch=lambda: r)
@@ -291,6 +337,7 @@ def delete_partition(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
         wset=off(s.wset), max=off(s.max, 0), prev=off(s.prev, 0), floor=off(s.floor, 0),
         woff=off(s.woff, 0), lrlo=off(s.lrlo, -1), log_end=off(s.log_end, 0),
         iset=off_r(s.iset), inact=off_r(s.inact, 0), rset=off_r(s.rset), rep=off_r(s.rep, 0),
+        rnull=off_r(s.rnull),
         wstatus=lambda w: L.Ite(hit(w), ORPHANED, s.wstatus(w)),
         woffset=lambda w: L.Ite(hit(w), -1, s.woffset(w)),
         durable=lambda w: L.And(L.Not(hit(w)), s.durable(w)))
@@ -320,6 +367,7 @@ def upload(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
     return guard, s.with_(
         ostatus=_at(L, o0, lambda: STORED, s.ostatus),
         oepoch=_at(L, o0, lambda: e, s.oepoch),
+        owritten=_at(L, o0, lambda: s.clock(), s.owritten),
         wstatus=lambda w: L.Ite(s.wobj(w) == o0, UPLOADED, s.wstatus(w)))
 
 
@@ -328,7 +376,8 @@ def fence_write(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
     w0, ok = prm["w"], prm["admit"]
     guard = L.And(s.wstatus(w0) == UPLOADED,
                   L.Implies(ok, accepts(L, s, s.wpart(w0), epoch_of(s, w0))))
-    return guard, _write_status(L, s, w0, L.Ite(ok, FENCED, FAILED))
+    return guard, _write_status(L, s, w0, L.Ite(ok, FENCED, FAILED)).with_(
+        wrepl=_at(L, w0, lambda: ok, s.wrepl))
 
 
 def fail_replicate(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
@@ -372,9 +421,11 @@ def other_write(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
 
 
 def late_land(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
+    """Any epoch up to the cluster epoch, an earlier incarnation's included: the apply
+    refuses one below the creation revision (A2, enforced) or below the window (R3)."""
     p0, e = prm["p"], prm["epoch"]
-    guard = L.And(_other_ok(L, s, p0, e), apply_ok(L, s, p0, e))
-    return guard, apply_placeholder(L, s, p0, e, accepts(L, s, p0, e))
+    guard = L.And(e >= 0, e <= s.cluster_epoch(), s.created(p0), apply_ok(L, s, p0, e))
+    return guard, apply_placeholder(L, s, p0, e, L.And(accepts(L, s, p0, e), e >= s.crev(p0)))
 
 
 def phantom_fence(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
@@ -419,9 +470,19 @@ def sync_replica(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
 
 
 def report(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
+    """The replica's report in the store: its M(p) view, or null when it has none."""
     p0, r0 = prm["p"], prm["r"]
     return True, s.with_(rset=_pr(L, p0, r0, lambda: s.iset(p0, r0), s.rset),
-                         rep=_pr(L, p0, r0, lambda: s.inact(p0, r0), s.rep))
+                         rep=_pr(L, p0, r0, lambda: s.inact(p0, r0), s.rep),
+                         rnull=_pr(L, p0, r0, lambda: L.Not(s.iset(p0, r0)), s.rnull))
+
+
+def expire_report(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
+    """The replica's report leaves the store (or is too old to count): absent."""
+    p0, r0 = prm["p"], prm["r"]
+    return True, s.with_(rset=_pr(L, p0, r0, lambda: False, s.rset),
+                         rep=_pr(L, p0, r0, lambda: 0, s.rep),
+                         rnull=_pr(L, p0, r0, lambda: False, s.rnull))
 
 
 def gc_guard(L: L_, s: St, m: Any) -> Any:
@@ -441,13 +502,15 @@ def gc_compute(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
 
 def gc_delete(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
     o0 = prm["o"]
-    guard = L.And(s.gc_set(), s.ostatus(o0) == STORED, s.oepoch(o0) <= s.gc_m())
+    guard = L.And(s.gc_set(), s.ostatus(o0) == STORED, s.oepoch(o0) <= s.gc_m(),
+                  s.clock() - s.owritten(o0) >= s.grace())
     return guard, s.with_(ostatus=_at(L, o0, lambda: DELETED, s.ostatus))
 
 
 Params = tuple[tuple[str, str], ...]
 # name -> (parameters (as in model.system.ACTIONS), choices (existential), formula)
 ACTIONS: dict[str, tuple[Params, Params, Callable[..., tuple[Any, St]]]] = {
+    "tick": ((), (), tick),
     "mint": ((), (), mint),
     "create_partition": ((("p", "P"),), (), create_partition),
     "delete_partition": ((("p", "P"),), (), delete_partition),
@@ -467,6 +530,7 @@ ACTIONS: dict[str, tuple[Params, Params, Callable[..., tuple[Any, St]]]] = {
     "restart": ((("p", "P"), ("r", "R")), (), stutter),
     "sync_replica": ((("p", "P"), ("r", "R")), (), sync_replica),
     "report": ((("p", "P"), ("r", "R")), (), report),
+    "expire_report": ((("p", "P"), ("r", "R")), (), expire_report),
     "gc_compute": ((), (("go", BOOL), ("M", INT)), gc_compute),
     "gc_delete": ((("o", "O"),), (), gc_delete),
 }

@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -54,3 +56,16 @@ def test_shipped_generated_vectors_match_a_fresh_run() -> None:
         path = shipped / found.trace["file"]
         assert path.read_text() == found.trace["jsonl"], f"regenerate: tox -e vectors ({b.name})"
     assert vectors  # the module the runner writes them with
+
+
+def test_a_shape_whose_final_deletion_is_never_enabled_is_vacuous(monkeypatch: Any) -> None:
+    """Issue 28: F1's shape without the deletable object o1 (as it was) never lets the
+    final gc_delete delete in reference, so "cannot break safety" held vacuously."""
+    b = scenarios.BUGS[0]
+    _, ref_now = task_bug(0)
+    assert ref_now.status == "proved" and "deletes an object" in ref_now.detail
+    old = [st for st in b.schedule if st not in scenarios.DELETABLE]
+    monkeypatch.setattr(scenarios, "BUGS", (replace(b, schedule=old),))
+    found, ref = task_bug(0)
+    assert found.status == "found"
+    assert ref.status == "failed" and ref.detail.startswith("vacuous: the final gc_delete")

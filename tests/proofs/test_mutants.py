@@ -30,3 +30,6 @@ def test_only_safety_transition_or_vacuity_rows_kill() -> None:
     assert killing_rows(rows) == []
     rows.append({"name": "safety preserved by x", "kind": "invariant", "status": "failed"})
     assert len(killing_rows(rows)) == 1
+    # issue 28: a correspondence row is a proof over every state of its shape
+    rows.append({"name": "python = formula: x", "kind": "correspondence", "status": "failed"})
+    assert len(killing_rows(rows)) == 2

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from model.system import ACTIONS
 from model.variants import variant
@@ -83,3 +86,100 @@ def test_a_fresh_clone_runs_longest_first_from_the_hints() -> None:
     assert names.index("task_contracts model.fence.fence") < names.index("task_bug 1")
     hints = [runner.HINT_S.get(n, 0.0) for n in names[1:]]
     assert hints == sorted(hints, reverse=True)
+
+
+# -- issue 28 item 8: a failing any-size row, the report of every run ----------------------
+
+
+def _gc_delete_past_m(L: Any, s: Any, prm: dict[str, Any]) -> Any:
+    """spec.gc_delete with its epoch check one too high (a seeded bug)."""
+    from model.system import DELETED, STORED
+    from proofs.param import spec
+
+    o0 = prm["o"]
+    guard = L.And(s.gc_set(), s.ostatus(o0) == STORED, s.oepoch(o0) <= s.gc_m() + 1)
+    return guard, s.with_(ostatus=spec._at(L, o0, lambda: DELETED, s.ostatus))
+
+
+def test_a_failing_any_size_row_prints_its_finite_model() -> None:
+    """The runner used to crash here (`explain.describe` got the finite model's dicts:
+    AttributeError: 'dict' object has no attribute 'writes')."""
+    from proofs.param import prove, spec
+
+    acts = dict(spec.ACTIONS)
+    acts["gc_delete"] = (*acts["gc_delete"][:2], _gc_delete_past_m)
+    rows = prove.prove_action("gc_delete", actions=acts)
+    row = next(o for o in rows if o.name == "safety preserved by gc_delete (any size)")
+    assert row.status == "failed"
+    text = runner.failure_text(row)
+    assert "violated: a live write's object is not deleted for w0" in text, text
+    assert "ostatus(o0): stored -> deleted" in text, text
+
+
+def task_failing() -> list[Outcome]:
+    return [Outcome("safety preserved by mint (any size)", "invariant", "failed",
+                    scope="any", detail="seeded")]
+
+
+def task_crashing() -> list[Outcome]:
+    from model.errors import ModelError
+
+    raise ModelError("somewhere", "field", "seeded crash")
+
+
+def _old_green(report: Path) -> None:
+    report.write_text(json.dumps({"run_id": "old", "status": "passed", "obligations": [
+        {"name": "x", "kind": "invariant", "status": "proved"}]}))
+
+
+def test_a_failing_run_replaces_a_green_report(tmp_path: Path, monkeypatch: Any) -> None:
+    report = tmp_path / "r.json"
+    _old_green(report)
+    monkeypatch.setattr(runner, "_tasks", lambda quick: [(task_failing, (), "failing")])
+    code = runner.main(["--jobs", "1", "--report", str(report), "--run-id", "mine"])
+    data = json.loads(report.read_text())
+    assert code == 1 and data["run_id"] == "mine" and data["status"] == "failed"
+    assert [o["status"] for o in data["obligations"]] == ["failed"]
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]  # no temp file left
+
+
+def test_a_crashing_task_is_a_failed_row(tmp_path: Path, monkeypatch: Any) -> None:
+    """A task that raises (here a ModelError, which did not even pickle back and broke the
+    pool: BrokenProcessPool) fails the run with a `crash` row naming it."""
+    report = tmp_path / "r.json"
+    _old_green(report)
+    monkeypatch.setattr(runner, "_tasks", lambda quick: [(task_crashing, (), "crashing")])
+    code = runner.main(["--jobs", "1", "--report", str(report), "--run-id", "mine"])
+    data = json.loads(report.read_text())
+    assert code == 1 and data["run_id"] == "mine" and data["status"] == "failed"
+    (row,) = data["obligations"]
+    assert row["kind"] == "crash" and "crashing: the task crashed: ModelError" in row["name"]
+
+
+def test_a_crashing_run_leaves_no_green_report(tmp_path: Path, monkeypatch: Any) -> None:
+    report = tmp_path / "r.json"
+    _old_green(report)
+    monkeypatch.setattr(runner, "_tasks", lambda quick: [(task_failing, (), "failing")])
+
+    def broken(results: Any) -> list[str]:
+        raise RuntimeError("seeded crash")
+
+    monkeypatch.setattr(runner, "grid", broken)
+    with pytest.raises(RuntimeError, match="seeded crash"):
+        runner.main(["--jobs", "1", "--report", str(report), "--run-id", "mine"])
+    data = json.loads(report.read_text())
+    assert data["run_id"] == "mine" and data["status"].startswith("crashed: RuntimeError")
+
+
+def test_mutants_read_only_the_run_they_started(tmp_path: Path) -> None:
+    from proofs import mutants
+
+    report = tmp_path / "r.json"
+    _old_green(report)
+    assert mutants.own_rows(report, "mine") == []  # an older file: not this run's rows
+    report.write_text(json.dumps({"run_id": "mine", "status": "running", "obligations": []}))
+    assert mutants.own_rows(report, "mine") == []
+    rows = [{"name": "x", "kind": "invariant", "status": "failed"}]
+    report.write_text(json.dumps({"run_id": "mine", "status": "failed", "obligations": rows}))
+    assert mutants.own_rows(report, "mine") == rows
+    assert mutants.own_rows(tmp_path / "missing.json", "mine") == []

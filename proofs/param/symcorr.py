@@ -1,0 +1,640 @@
+"""The correspondence as a proof: over every state of a bounded shape, with every integer
+symbolic, the Python model (`model/system.py`, run on Z3 terms by `proofs.sym`) and the
+quantified formulas (`spec.py`, expanded over the shape's finite universe) agree.
+
+For each action and shape, per path of the Python action on a symbolic pre-state that
+satisfies the quantified invariants I1-I8 (and the Python invariants' conjuncts on fields
+the abstraction forgets: terms >= 0, seen windows ordered), with the SAME parameters:
+
+- python -> formula: where Python takes the step, the formula's guard holds and its
+  successor is Python's (the formula's existential choices, the stamp, the fence's
+  verdict, the round's M, read off Python's successor);
+- formula -> python: where the formula's guard holds (every choice), Python takes the
+  step and gives that successor. The fence is havocked in the formula and reads a seen
+  window the abstraction forgets, so for the fence's actions this direction runs Python
+  on the seen window the formula's verdict picks (none: the applied window decides; one
+  above the epoch: it rejects); the round's M is Python's over the snapshot's reports and
+  one foreign partition reporting M (or nothing, for a blocked round).
+
+Predicates: for every state of the shape (no invariant assumed), each Python invariant
+I1-I8 equals its quantified version; for every pair of states, each transition invariant
+T1-T4; `spec.init` holds of exactly the abstraction of `model.system.initial`. Any
+`unknown` is a failure.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import z3
+
+from model.errors import ModelError
+from model.fence import SeenWindow
+from model.system import (
+    ACTIONS,
+    FENCED,
+    INVARIANTS,
+    OBJECT_STATUS,
+    TRANSITION_INVARIANTS,
+    WRITE_STATUS,
+    System,
+    fresh_m,
+    mono_fresh_m,
+    step,
+)
+from model.variants import REFERENCE
+from proofs.param import spec
+from proofs.param.lazy import WINDOW, lazy_system, optional, with_plain
+from proofs.param.logic import BOOL, INT, SIG, St, Structure, finite_state, materialize
+from proofs.sym import Explorer, SolverUnknown, SymBool, SymInt, const_bool, const_int, expr_of
+from proofs.symstate import choice
+
+
+class NotAbstractable(ValueError):
+    """A Python state the abstraction has no image for (window fields not set together)."""
+
+
+def z(x: Any) -> Any:
+    """A Z3 term for a Python value (int, bool, symbolic) or a Z3 term."""
+    if isinstance(x, z3.ExprRef):
+        return x
+    return expr_of(x)
+
+
+class TermLogic:
+    """`spec.py`'s logic on a finite universe (elements are ints 0..n-1) whose values are
+    Z3 terms: quantifiers expand to finite conjunctions, connectives build formulas."""
+
+    def __init__(self, sizes: dict[str, int]) -> None:
+        self.sizes = sizes
+
+    def And(self, *xs: Any) -> Any:
+        rest = []
+        for x in xs:
+            if x is False:
+                return False
+            if x is not True:
+                rest.append(z(x))
+        return z3.And(*rest) if rest else True
+
+    def Or(self, *xs: Any) -> Any:
+        rest = []
+        for x in xs:
+            if x is True:
+                return True
+            if x is not False:
+                rest.append(z(x))
+        return z3.Or(*rest) if rest else False
+
+    def Not(self, x: Any) -> Any:
+        return (not x) if isinstance(x, bool) else z3.Not(z(x))
+
+    def Implies(self, a: Any, b: Any) -> Any:
+        return self.Or(self.Not(a), b)
+
+    def Ite(self, c: Any, a: Any, b: Any) -> Any:
+        if isinstance(c, bool):
+            return a if c else b
+        return z3.If(z(c), z(a), z(b))
+
+    def _elems(self, sorts: Sequence[str]) -> Iterator[tuple[int, ...]]:
+        return itertools.product(*(range(self.sizes[s]) for s in sorts))
+
+    def forall(self, sorts: Sequence[str], body: Callable[..., Any]) -> Any:
+        return self.And(*(body(*xs) for xs in self._elems(sorts)))
+
+    def exists(self, sorts: Sequence[str], body: Callable[..., Any]) -> Any:
+        return self.Or(*(body(*xs) for xs in self._elems(sorts)))
+
+
+def sizes_of(s: System) -> dict[str, int]:
+    return {"W": len(s.writes), "O": len(s.objects), "P": len(s.partitions),
+            "R": len(s.partitions[0].replicas) if s.partitions else 0}
+
+
+_OPTS: dict[tuple[int, int], tuple[Any, Any, Any]] = {}
+_ZERO = z3.IntVal(0)
+
+
+def _opt(present: Any, value: Any) -> Any:
+    """The canonical abstraction of an optional value: the value when present, else 0.
+    (Memoised by the operands' AST addresses, the operands kept alive beside the term:
+    every path rebuilds the same terms.)"""
+    if isinstance(present, bool):
+        return value if present else 0
+    v = z(value)
+    k = (present.as_ast().value, v.as_ast().value)
+    hit = _OPTS.get(k)
+    if hit is None:
+        hit = _OPTS[k] = (z3.If(present, v, _ZERO), present, v)
+    return hit[0]
+
+
+def abstract(s: System) -> Structure:
+    """`proofs.param.correspond.abstract` on symbolic (and lazy) states, deciding nothing:
+    an undecided optional field is a formula."""
+    out: Structure = {"revision": s.revision, "cluster_epoch": s.cluster_epoch,
+                      "snapshot_revision": s.snapshot_revision, "clock": s.clock,
+                      "grace": s.grace}
+    present, m = optional(s, "gc_m")
+    out["gc_set"], out["gc_m"] = present, _opt(present, m)
+    per: dict[str, dict[tuple[int, ...], Any]] = {n: {} for n, (a, _) in SIG.items()
+                                                  if a and a[0] == "P"}
+    for p, part in enumerate(s.partitions):
+        k = (p,)
+        opts = [optional(part.state, f) for f in WINDOW]
+        flags = [pr for pr, _ in opts]
+        if all(isinstance(f, bool) for f in flags) and len(set(flags)) > 1:
+            raise NotAbstractable(f"p{p}: window fields not set together")
+        if not all(f is flags[0] for f in flags) and not all(isinstance(f, bool)
+                                                             for f in flags):
+            raise NotAbstractable(f"p{p}: window fields of different groups")
+        per["created"][k], per["crev"][k] = part.created, part.creation_revision
+        per["wset"][k] = flags[0]
+        for name, (pr, v) in zip(("max", "prev", "floor", "woff"), opts, strict=True):
+            per[name][k] = _opt(pr, v)
+        per["lrlo"][k] = part.state.last_reconciled_log_offset
+        per["log_end"][k] = part.log_end
+        per["in_snap"][k] = part.in_snapshot
+        for r, rep in enumerate(part.replicas):
+            ip, iv = optional(rep, "inactive")
+            rp, rv = optional(rep, "reported")
+            per["iset"][(p, r)], per["inact"][(p, r)] = ip, _opt(ip, iv)
+            per["rset"][(p, r)], per["rep"][(p, r)] = rp, _opt(rp, rv)
+            per["rnull"][(p, r)] = rep.reported_null
+    out.update(per)
+    out["ostatus"] = {(o,): ob.status for o, ob in enumerate(s.objects)}
+    out["oepoch"] = {(o,): ob.epoch for o, ob in enumerate(s.objects)}
+    out["owritten"] = {(o,): ob.written_at for o, ob in enumerate(s.objects)}
+    out["wstatus"] = {(w,): wr.status for w, wr in enumerate(s.writes)}
+    out["woffset"] = {(w,): wr.offset for w, wr in enumerate(s.writes)}
+    out["durable"] = {(w,): wr.durable for w, wr in enumerate(s.writes)}
+    out["wrepl"] = {(w,): wr.replicated for w, wr in enumerate(s.writes)}
+    out["wobj"] = {(w,): wr.obj for w, wr in enumerate(s.writes)}
+    out["wpart"] = {(w,): wr.partition for w, wr in enumerate(s.writes)}
+    return {k: ({a: z(v) for a, v in val.items()} if isinstance(val, dict) and k in SIG
+                else val if isinstance(val, dict) else z(val)) for k, val in out.items()}
+
+
+def extras(s: System) -> Any:
+    """The Python invariants' conjuncts on fields the abstraction forgets (I3: a term is
+    not negative, a seen window has previous <= max), without deciding anything."""
+    out = []
+    for part in s.partitions:
+        out.append(z(part.term) >= 0)
+        for rep in part.replicas:
+            pr, sw = optional(rep, "seen")
+            if sw is not None:
+                out.append(z3.Implies(z(pr), z(sw.previous) <= z(sw.max)))
+    return z3.And(*out)
+
+
+def equal(a: Structure, b: Structure) -> Any:
+    """Two abstract states are the same (every mutable field at every element)."""
+    out = []
+    for name, (args, _) in SIG.items():
+        pairs = [(z(a[name][k]), z(b[name][k])) for k in a[name]] if args else [
+            (z(a[name]), z(b[name]))]
+        # The same term on both sides (most fields: Z3 hash-conses) needs no equation.
+        out += [x == y for x, y in pairs if x.as_ast().value != y.as_ast().value]
+    return z3.And(*out) if out else z3.BoolVal(True)
+
+
+def holds_all(L: TermLogic, st: St, conjs: list[spec.Conjunct], *pre: St) -> Any:
+    return L.And(*((L.forall(sorts, lambda *xs, b=body: b(L, *pre, st, *xs)) if sorts
+                    else body(L, *pre, st)) for _, sorts, body in conjs))
+
+
+def spec_inv(L: TermLogic, st: St) -> Any:
+    return L.And(*(holds_all(L, st, c) for c in spec.INVARIANTS.values()))
+
+
+# -- the report of a disagreement -----------------------------------------------------------
+
+
+def _label(name: str, k: tuple[int, ...]) -> str:
+    args = SIG[name][0]
+    return f"{name}({','.join(f'{a.lower()}{i}' for a, i in zip(args, k, strict=True))})"
+
+
+def shown(struct: Structure, m: z3.ModelRef) -> dict[str, Any]:
+    """An abstract state's value in a model, in the spec's vocabulary."""
+    out: dict[str, Any] = {}
+    for name, (args, _) in SIG.items():
+        items = struct[name].items() if args else [((), struct[name])]
+        for k, v in items:
+            val = m.eval(z(v), model_completion=True)
+            x: Any = (z3.is_true(val) if z3.is_bool(val) else val.as_long())
+            names = {"wstatus": WRITE_STATUS, "ostatus": OBJECT_STATUS}.get(name)
+            if names is not None and 0 <= x < len(names):
+                x = names[x]
+            out[_label(name, k) if args else name] = x
+    return out
+
+
+def _diff(a: dict[str, Any], b: dict[str, Any]) -> list[str]:
+    return [f"  {k}: {a[k]} / {b[k]}" for k in a if a[k] != b[k]]
+
+
+# -- the checks -----------------------------------------------------------------------------
+
+
+@dataclass
+class Result:
+    shape: str
+    what: str
+    paths: int = 0
+    queries: int = 0
+    slowest_s: float = 0.0
+    failure: str = ""  # empty when proved
+    unknown: bool = False
+
+
+FENCE_ACTIONS = ("fence_write", "other_write", "phantom_fence")
+HAVOC = (*FENCE_ACTIONS, "gc_compute")  # the formula -> python direction runs apart
+
+
+def _python_params(ex: Explorer, s: System, action: str, tag: str,
+                   skip: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Python's parameters: indices one path each, numbers fresh unbounded integers."""
+    sz = sizes_of(s)
+    out: dict[str, Any] = {}
+    for name, kind in ACTIONS[action][1]:
+        if kind in skip:
+            continue
+        key = f"{tag}{action}.{name}"
+        if kind in ("partition", "replica", "object", "write"):
+            n = sz[{"partition": "P", "replica": "R", "object": "O", "write": "W"}[kind]]
+            out[name] = choice(ex, key, n)
+        elif kind in ("epoch", "offset"):
+            out[name] = ex.fresh_int(key)
+        elif kind == "foreign":
+            out[name] = (ex.fresh_opt_int(key),) if ex.decide(const_bool(f"{key}.any")) else ()
+        else:
+            raise AssertionError(kind)
+    return out
+
+
+def _choices(action: str) -> dict[str, Any]:
+    _, choices, _ = spec.ACTIONS[action]
+    return {n: (const_int(f"choice.{action}.{n}") if k == INT else
+                const_bool(f"choice.{action}.{n}")) for n, k in choices}
+
+
+def _derived(action: str, prm: dict[str, Any], post: Structure) -> dict[str, Any]:
+    """The formula's existential choices that Python's step made (python -> formula)."""
+    if action == "upload":
+        return {"e": post["oepoch"][(prm["o"],)]}
+    if action == "fence_write":
+        return {"admit": post["wstatus"][(prm["w"],)] == FENCED}
+    if action == "gc_compute":
+        return {"go": post["gc_set"], "M": post["gc_m"]}
+    return {}
+
+
+# The abstract pre-state is built before any decision, from the same names on every path,
+# so it is the same terms on every path (Z3 hash-conses them): the formula side depends on
+# the path only through the parameters. Keyed by the parameters' AST ids (or elements).
+_FORMULAS: dict[tuple[Any, ...], tuple[Any, Structure, Any]] = {}
+
+
+def _key(x: Any) -> Any:
+    return x.get_id() if isinstance(x, z3.AstRef) else x
+
+
+def _formula(action: str, pre: Structure, sizes: dict[str, int], prm: dict[str, Any]
+             ) -> tuple[Any, Structure]:
+    k = (action, z(pre["revision"]).get_id(), *((n, _key(v)) for n, v in sorted(prm.items())))
+    hit = _FORMULAS.get(k)
+    if hit is None:
+        L = TermLogic(sizes)
+        guard, post = spec.ACTIONS[action][2](L, finite_state(pre), prm)
+        hit = _FORMULAS[k] = (guard, materialize(post, sizes, pre), prm)
+    return hit[0], hit[1]
+
+
+def _spec_prm(action: str, py: dict[str, Any]) -> dict[str, Any]:
+    params, _, _ = spec.ACTIONS[action]
+    return {n: (z(py[n]) if k in (INT, BOOL) else py[n]) for n, k in params}
+
+
+def check_action(action: str, shape: str, template: System, timeout_ms: int = 2000,
+                 seed: int = 0, mode: str = "both") -> Result:
+    """Both directions for one action on one shape (`mode`: "both", or for the havocked
+    actions "py" (python -> formula) and "fo" (formula -> python)). Stops at the first
+    disagreement."""
+    res = Result(shape, f"{action} ({mode})")
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed)
+    sizes = sizes_of(template)
+    chosen = _choices(action)
+
+    assumed: list[Any] = []
+    _FORMULAS.clear()
+
+    def run(ex: Explorer) -> Any:
+        pre = lazy_system(ex, template)
+        if not assumed:  # the same terms on every path (see _FORMULAS)
+            first = abstract(pre)
+            assumed.extend([z3.And(z(spec_inv(TermLogic(sizes), finite_state(first))),
+                                   extras(pre)), first])
+        a = assumed[1]
+        ex.assume(SymBool(assumed[0]))
+        if mode == "fo" and action in HAVOC:
+            py, fprm = _fo_params(ex, pre, action, chosen)
+        else:
+            py = _python_params(ex, pre, action, "")
+            fprm = _spec_prm(action, py)
+        try:
+            post: Any = step(pre, REFERENCE, action, **py)
+        except ModelError as e:
+            post = e
+        return a, py, fprm, post
+
+    try:
+        for path in ex.paths(run):
+            if path.kind == "pruned":
+                continue
+            res.paths += 1
+            a, py, fprm, post = path.value
+            ok = isinstance(post, System)
+            b = abstract(post) if ok else None
+            queries: list[tuple[str, Any, Any]] = []  # (side, query, formula post)
+            if mode in ("both", "py"):
+                if ok:
+                    assert b is not None
+                    g, f = _formula(action, a, sizes, {**fprm, **_derived(action, py, b)})
+                    queries.append(("python step the formula forbids or lands elsewhere",
+                                    z3.Not(z3.And(z(g), equal(b, f))), f))
+                elif mode == "both":
+                    g, f = _formula(action, a, sizes, {**fprm, **chosen})
+                    queries.append(("formula step python refuses", z(g), f))
+            if mode in ("both", "fo"):
+                prm = {**fprm, **chosen} if mode == "both" else fprm
+                g, f = _formula(action, a, sizes, prm)
+                if ok:
+                    assert b is not None
+                    queries.append(("formula step python lands elsewhere",
+                                    z3.And(z(g), z3.Not(equal(b, f))), f))
+                else:
+                    queries.append(("formula step python refuses", z(g), f))
+            for side, q, f in queries:
+                res.queries += 1
+                t1 = time.perf_counter()
+                sat = ex._sat(q)
+                res.slowest_s = max(res.slowest_s, time.perf_counter() - t1)
+                if sat:
+                    res.failure = _explain(ex.solver.model(), side, action, py, a, b, f,
+                                           post)
+                    return res
+    except SolverUnknown as e:
+        res.unknown, res.failure = True, f"solver: unknown ({e})"
+    except NotAbstractable as e:
+        res.failure = f"python state outside the abstraction: {e}"
+    res.slowest_s = max(res.slowest_s, ex.slowest_query_s)
+    return res
+
+
+def _fo_params(ex: Explorer, pre: System, action: str, chosen: dict[str, Any]
+               ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """formula -> python for the havocked actions: the formula's parameters and choices,
+    and the Python parameters (and seen window) that realize them."""
+    py = _python_params(ex, pre, action, "", skip=("foreign",))
+    fprm = _spec_prm(action, py)
+    if action == "gc_compute":
+        # One foreign partition reporting M (the round's M is then at most M: exactly M
+        # when the formula's guard holds), or reporting nothing (the round blocks).
+        py["foreign"] = (SymInt(chosen["M"]),) if SymBool(chosen["go"]) else (None,)
+        return py, {**fprm, **chosen}
+    p = py["p"] if "p" in py else pre.writes[py["w"]].partition
+    part = pre.partitions[p]
+    seen = None
+    if action == "fence_write":
+        fprm = {**fprm, **chosen}
+        if not SymBool(chosen["admit"]):
+            e = pre.objects[pre.writes[py["w"]].obj].epoch
+            seen = SeenWindow(part.term, e + 1, e + 1)  # above the epoch: rejects it
+    reps = list(part.replicas)
+    reps[part.leader] = with_plain(reps[part.leader], seen=seen)
+    parts = list(pre.partitions)
+    parts[p] = replace(part, replicas=tuple(reps))
+    object.__setattr__(pre, "partitions", tuple(parts))  # the run's own fresh pre-state
+    return py, fprm
+
+
+def _explain(m: z3.ModelRef, side: str, action: str, py: dict[str, Any], a: Structure,
+             b: Structure | None, f: Structure, post: Any) -> str:
+    def val(x: Any) -> Any:
+        if isinstance(x, tuple):
+            return tuple(val(y) for y in x)
+        if x is None or (isinstance(x, int) and not hasattr(x, "expr")):
+            return x
+        v = m.eval(z(x), model_completion=True)
+        return z3.is_true(v) if z3.is_bool(v) else v.as_long()
+
+    pre = shown(a, m)
+    lines = [f"{side}: {action}({', '.join(f'{k}={val(v)}' for k, v in py.items())})",
+             "pre: " + " ".join(f"{k}={v}" for k, v in pre.items())]
+    fo = shown(f, m)
+    if b is not None:
+        pyp = shown(b, m)
+        lines.append("python / formula successor, where they differ:")
+        lines += _diff(pyp, fo) or ["  (the same: the formula's guard is false)"]
+    else:
+        lines.append(f"python refuses: {post}")
+        lines.append("formula successor, changed: " + ", ".join(
+            f"{k}: {pre[k]} -> {fo[k]}" for k in pre if pre[k] != fo[k]))
+    return "\n".join(lines)
+
+
+# -- predicates ---------------------------------------------------------------------------
+
+
+def check_invariant(name: str, shape: str, template: System, timeout_ms: int = 2000,
+                    seed: int = 0) -> Result:
+    """Python's invariant `name` equals its quantified version on every state of the
+    shape (the forgotten fields' conjuncts assumed)."""
+    res = Result(shape, f"invariant {name}")
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed)
+    sizes = sizes_of(template)
+
+    def run(ex: Explorer) -> Any:
+        s = lazy_system(ex, template, seen=False)
+        a = abstract(s)
+        ex.assume(SymBool(extras(s)), check=False)
+        return a, INVARIANTS[name](s, REFERENCE)
+
+    return _compare(ex, res, run, lambda a: holds_all(TermLogic(sizes), finite_state(a),
+                                                       spec.INVARIANTS[name]))
+
+
+def fresh_m_term(a: Structure, sizes: dict[str, int]) -> tuple[Any, Any]:
+    """(defined, M) of the fresh-report M (R15-R19) as terms of an abstract state: the
+    bridge that keeps T4's pairs of states from multiplying Python's paths."""
+    defined = z3.And(*(z3.Implies(z(a["in_snap"][(p,)]), z(a["wset"][(p,)]))
+                       for p in range(sizes["P"])))
+    m = z(a["snapshot_revision"])
+    for p in range(sizes["P"]):
+        v = z(a["floor"][(p,)]) - 1
+        m = z3.If(z3.And(z(a["in_snap"][(p,)]), v < m), v, m)
+    return defined, m
+
+
+def check_fresh_m(shape: str, template: System, timeout_ms: int = 2000,
+                  seed: int = 0) -> Result:
+    """Python's `fresh_m` is `fresh_m_term` on every state of the shape (under the
+    invariants: M(p) = floor - 1 needs a set window's floor)."""
+    res = Result(shape, "fresh M")
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed)
+    sizes = sizes_of(template)
+
+    def run(ex: Explorer) -> Any:
+        s = lazy_system(ex, template, seen=False)
+        a = abstract(s)
+        ex.assume(SymBool(extras(s)), check=False)
+        m = fresh_m(s, REFERENCE)
+        d, mt = fresh_m_term(a, sizes)
+        return a, (z3.Not(d) if m is None else z3.And(d, z(m) == mt))
+
+    return _compare(ex, res, run, lambda a: True)
+
+
+def check_transition(name: str, shape: str, template: System, timeout_ms: int = 2000,
+                     seed: int = 0) -> Result:
+    """Python's transition invariant `name` equals its quantified version on every pair
+    of states of the shape. For T4, Python's `mono_fresh_m` runs with M given by
+    `fresh_m_term` (`check_fresh_m` proves it is Python's `fresh_m`)."""
+    res = Result(shape, f"transition invariant {name}")
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed)
+    sizes = sizes_of(template)
+
+    def run(ex: Explorer) -> Any:
+        s = lazy_system(ex, template, seen=False)
+        t = _renamed(ex, template)
+        a, b = abstract(s), abstract(t)
+        ex.assume(SymBool(z3.And(extras(s), extras(t))), check=False)
+        if name == "mono_fresh_M":
+            ms = {id(s): fresh_m_term(a, sizes), id(t): fresh_m_term(b, sizes)}
+
+            def m(x: System, v: Any) -> Any:
+                d, mt = ms[id(x)]
+                return SymInt(mt) if SymBool(d) else None
+
+            return (a, b), mono_fresh_m(s, t, REFERENCE, m=m)
+        return (a, b), TRANSITION_INVARIANTS[name](s, t, REFERENCE)
+
+    def formula(ab: tuple[Structure, Structure]) -> Any:
+        L = TermLogic(sizes)
+        return holds_all(L, finite_state(ab[1]), spec.TRANSITION_INVARIANTS[name],
+                         finite_state(ab[0]))
+
+    return _compare(ex, res, run, formula)
+
+
+def _renamed(ex: Explorer, template: System) -> System:
+    """A second symbolic state with its own names (the post-state of a pair)."""
+    return lazy_system(ex, template, seen=False, tag="post.")
+
+
+def _compare(ex: Explorer, res: Result, run: Callable[[Explorer], Any],
+             formula: Callable[[Any], Any]) -> Result:
+    try:
+        for path in ex.paths(run):
+            if path.kind != "ok":
+                continue
+            res.paths += 1
+            a, py = path.value
+            fo = z(formula(a))
+            res.queries += 1
+            t1 = time.perf_counter()
+            if ex._sat(z3.Xor(z(py), fo)):
+                m = ex.solver.model()
+                pyv = z3.is_true(m.eval(z(py), model_completion=True))
+                states = a if isinstance(a, tuple) else (a,)
+                res.failure = (f"python says {pyv}, the formula says {not pyv}\n" + "\n".join(
+                    "state: " + " ".join(f"{k}={v}" for k, v in shown(st, m).items())
+                    for st in states))
+                return res
+            res.slowest_s = max(res.slowest_s, time.perf_counter() - t1)
+    except SolverUnknown as e:
+        res.unknown, res.failure = True, f"solver: unknown ({e})"
+    res.slowest_s = max(res.slowest_s, ex.slowest_query_s)
+    return res
+
+
+def check_init(shape: str, template: System, timeout_ms: int = 2000) -> Result:
+    """`spec.init` holds of the abstraction of `initial(shape)` and of no other state."""
+    res = Result(shape, "init")
+    sizes = sizes_of(template)
+    L = TermLogic(sizes)
+    mine = {k: ({a: z(v) for a, v in val.items()} if isinstance(val, dict) else z(val))
+            for k, val in _concrete_abstract(template).items()}
+    sym: Structure = {}
+    for name, (args, kind) in SIG.items():
+        mk = z3.Int if kind == INT else z3.Bool
+        if not args:
+            sym[name] = mk(f"init.{name}")
+        else:
+            sym[name] = {k: mk(f"init.{_label(name, k)}") for k in
+                         itertools.product(*(range(sizes[x]) for x in args))}
+    sym["wobj"], sym["wpart"] = mine["wobj"], mine["wpart"]
+    canon = _canonical(sym)
+    # initial() takes any grace >= 0: compare with the one of the state at hand
+    grace = z3.Int("init.grace.of_initial")
+    mine = {**mine, "grace": grace}
+    mine_sym = {**mine, "grace": sym["grace"]}
+    s = z3.Solver()
+    s.set("timeout", timeout_ms)
+    for side, q in (("spec.init does not hold of model.system.initial",
+                     z3.And(grace >= 0, z3.Not(z(spec.init(L, finite_state(mine)))))),
+                    ("spec.init holds of a state other than model.system.initial",
+                     z3.And(z(spec.init(L, finite_state(sym))),
+                            z3.Not(equal(canon, mine_sym))))):
+        res.queries += 1
+        t1 = time.perf_counter()
+        r = s.check(q)
+        res.slowest_s = max(res.slowest_s, time.perf_counter() - t1)
+        if r == z3.unknown:
+            res.unknown, res.failure = True, f"solver: unknown ({s.reason_unknown()})"
+            return res
+        if r == z3.sat:
+            res.failure = side + "\n" + " ".join(
+                f"{k}={v}" for k, v in shown(sym, s.model()).items())
+            return res
+    res.paths = 1
+    return res
+
+
+# Optional fields and the flag saying they are set: unset, the abstraction has them 0.
+CANONICAL = {"gc_m": "gc_set", "max": "wset", "prev": "wset", "floor": "wset",
+             "woff": "wset", "inact": "iset", "rep": "rset"}
+
+
+def _canonical(s: Structure) -> Structure:
+    """The abstraction's canonical form: an optional field that is not set is 0."""
+    out = dict(s)
+    for f, flag in CANONICAL.items():
+        if isinstance(s[f], dict):
+            out[f] = {k: z3.If(z(s[flag][k]), z(v), _ZERO) for k, v in s[f].items()}
+        else:
+            out[f] = z3.If(z(s[flag]), z(s[f]), _ZERO)
+    return out
+
+
+def _concrete_abstract(s: System) -> Structure:
+    from proofs.param import correspond
+
+    return correspond.abstract(s)
+
+
+def shapes(max_p: int = 3, max_writes: int = 3, max_objects: int = 2,
+           replicas: tuple[int, ...] = (1, 2)) -> list[tuple[str, System]]:
+    """Every shape up to partition renaming (`correspond.universes`) with at most
+    `max_objects` objects."""
+    from proofs.param import correspond
+
+    return [(n, s) for n, s in correspond.universes(max_p, max_writes, replicas)
+            if len(s.objects) <= max_objects]
