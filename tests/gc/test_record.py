@@ -107,6 +107,7 @@ def test_error_exit_prints_json_and_exports_metrics(tmp_path: Path) -> None:
             "gc",
             "--now",
             str(NOW),
+            "--i-know-now-is-ahead",
             "-q",
             "--store",
             str(tmp_path / "s"),
