@@ -30,6 +30,7 @@ from impl.gc.journal import (
     read_journal,
     write_marker,
 )
+from impl.gc.lease import Lease
 from impl.gc.manifest import (
     check_manifest_absent,
     check_manifest_outside_data,
@@ -229,6 +230,37 @@ def _round(
     m = decision.M
     note(f"gc: M={m} (snapshot revision {view.revision}); listing {PREFIXES} prefixes")
 
+    lease = None
+    if not options.dry_run:
+        # One round at a time on a store (issue 29): held from before Spark starts to
+        # the end; refused naming the holder.
+        lease = Lease(open_store, summary.round_id)
+        lease.acquire()
+
+        def lost(why: str) -> None:
+            note(f"gc: {why}; stopping")
+            stop.request("lease-lost")
+
+        lease.keep(lost)
+    try:
+        _with_spark(spark, open_store, options, view, m, now, clock, say, summary, stop)
+    finally:
+        if lease is not None:
+            lease.release()
+
+
+def _with_spark(
+    spark: SparkSession | Callable[[], SparkSession],
+    open_store: Callable[[], ObjectStore],
+    options: GcOptions,
+    view: ClusterView,
+    m: int,
+    now: float,
+    clock: Callable[[], float],
+    say: Callable[[str], None] | None,
+    summary: GcSummary,
+    stop: RoundStop,
+) -> None:
     from pyspark.sql import SparkSession
 
     if not isinstance(spark, SparkSession):

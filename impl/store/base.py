@@ -100,6 +100,11 @@ class ObjectStore(abc.ABC):
     def delete_batch(self, keys: list[str]) -> DeleteResult:
         """One delete request for at most MAX_DELETE_BATCH keys."""
 
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Create the object only if no object has the key (atomically); False if one does.
+        This default cannot and raises StoreError: backends that can override it."""
+        raise StoreError(f"{self.describe()} cannot create {key!r} only if absent")
+
     def delete_if_unchanged(self, items: list[tuple[str, str]]) -> DeleteResult:
         """Delete (key, version) items, each only if the object is still the version that
         was listed (`ObjectInfo.version`; "" deletes by name). A key that changed since is

@@ -123,6 +123,34 @@ class LocalStore(ObjectStore):
                 os.close(fd)
         raise StoreError(f"cannot write {key!r} in {self.describe()}: directory keeps vanishing")
 
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Written aside, then hard-linked into place: link() fails if the name exists,
+        so of two writers exactly one wins, and readers never see a partial file."""
+        parent, _, name = check_key(key).rpartition("/")
+        try:
+            fd = self._open_dir(parent, create=True)
+        except OSError as e:
+            raise StoreError(f"cannot write {key!r} in {self.describe()}: {e}") from e
+        tmp = f"{_TMP_PREFIX}{uuid.uuid4().hex}"
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            out = os.open(tmp, flags, 0o644, dir_fd=fd)
+            try:
+                _write_all(out, data)
+            finally:
+                os.close(out)
+            try:
+                os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+            except FileExistsError:
+                return False
+            return True
+        except OSError as e:
+            raise StoreError(f"cannot write {key!r} in {self.describe()}: {e}") from e
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=fd)
+            os.close(fd)
+
     def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         parent, _, name = check_key(key).rpartition("/")
         try:

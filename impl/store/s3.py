@@ -105,6 +105,19 @@ class S3Store(ObjectStore):
         except Exception as e:  # botocore raises many unrelated types; all are store errors
             raise self._error(f"put {key!r}", e) from e
 
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """PutObject with `If-None-Match: *` (AWS S3 since 2024, moto 5): 412 if the key
+        exists. A server that ignores the header overwrites: the lease docs say so."""
+        try:
+            self.client.put_object(
+                Bucket=self.bucket, Key=self._full(key), Body=data, IfNoneMatch="*"
+            )
+            return True
+        except Exception as e:
+            if _code(e) in _CHANGED or _code(e) == "ConditionalRequestConflict":
+                return False
+            raise self._error(f"put {key!r} if absent", e) from e
+
     def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         args: dict[str, Any] = {"Bucket": self.bucket, "Key": self._full(key)}
         if start is not None or end is not None:

@@ -135,6 +135,9 @@ class _Delegating(ObjectStore):
     def delete_batch(self, keys: list[str]) -> DeleteResult:
         return self.inner.delete_batch(keys)
 
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        return self.inner.put_if_absent(key, data)
+
 
 class _CountingStore(_Delegating):
     def __init__(self, inner: ObjectStore, log: str) -> None:

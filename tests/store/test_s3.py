@@ -57,3 +57,10 @@ def test_conditional_deletes_send_the_listed_etag(s3_endpoint: str, s3_bucket: s
     assert b"<ETag>" in sent[0] and listed["a/k"].encode() in sent[0].replace(b"&quot;", b'"')
     assert result.errors == {} and result.deleted == 2
     assert list(store.list_all("a/")) == []
+
+
+def test_put_if_absent_on_s3(s3_endpoint: str, s3_bucket: str) -> None:
+    # The GC lease's create (issue 29): If-None-Match: * (moto 5 honours it, as AWS does).
+    store = S3Store(s3_bucket, "c", endpoint_url=s3_endpoint)
+    assert store.put_if_absent("lease", b"1") and not store.put_if_absent("lease", b"2")
+    assert store.get("lease") == b"1"
