@@ -120,7 +120,15 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
     help="Stop the round after this long, as SIGTERM would: batches in flight finish and "
     "are journaled, the record says interrupted, exit 1.",
 )
-@click.option("--dry-run", is_flag=True, help="Delete nothing; count (and --manifest) only.")
+@click.option("--dry-run", is_flag=True, help="Delete nothing, write nothing in the store; "
+              "count (and --manifest, --list) only.")
+@click.option(
+    "--list",
+    "list_keys",
+    metavar="PATH|-",
+    help="With --dry-run: write the keys it would delete, one a line, to PATH (a new "
+    "file) or to stdout ('-', before the summary).",
+)
 @click.option(
     "--manifest",
     type=click.Path(dir_okay=True, file_okay=True),
@@ -205,6 +213,7 @@ def gc(
     max_report_age: float,
     deadline: float | None,
     dry_run: bool,
+    list_keys: str | None,
     manifest: str | None,
     skip_malformed: bool,
     allow_versioned: bool,
@@ -248,6 +257,7 @@ def gc(
         list_concurrency=list_concurrency,
         tasks=tasks,
         deadline_s=deadline,
+        list_keys=list_keys,
     )
     try:
         options.validate()
@@ -285,6 +295,8 @@ def gc(
         if as_json:
             click.echo(summary.to_json())
         sys.exit(summary.exit_code)
+    for key in summary.would_delete or ():
+        click.echo(key)
     if as_json:
         for line in summary.lines()[1:]:
             click.echo(line, err=True)

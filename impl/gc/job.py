@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from impl.gc.errors import GcError
+from impl.gc.errors import GcError, NotAStore
 from impl.gc.journal import (
     END,
     START,
@@ -40,7 +40,7 @@ from impl.gc.manifest import (
 from impl.gc.progress import StageProgress
 from impl.gc.recheck import Blocked, Go, Refused, recheck_before_delete
 from impl.gc.record import new_round_id
-from impl.gc.reports import REPORT_READERS, ClusterView, read_cluster_view
+from impl.gc.reports import PARTITIONS_KEY, REPORT_READERS, ClusterView, read_cluster_view
 from impl.gc.scan import (
     ELIGIBLE,
     MALFORMED,
@@ -89,6 +89,9 @@ class GcOptions:
     # Issue 29: stop the round (as SIGTERM would: batches in flight finish, END says
     # `interrupted`, exit 1) once it has run this long.
     deadline_s: float | None = None
+    # A dry run's list of the keys it would delete, one a line: a file path, or "-" for
+    # the `say` channel's caller to print (`GcSummary.would_delete`); dry runs only.
+    list_keys: str | None = None
 
     def validate(self) -> None:
         if self.grace_s < 0:
@@ -110,6 +113,10 @@ class GcOptions:
             raise GcError("list concurrency must be >= 1")
         if self.deadline_s is not None and not self.deadline_s > 0:
             raise GcError(f"deadline must be > 0, got {self.deadline_s:g}s")
+        if self.list_keys is not None and not self.dry_run:
+            raise GcError("--list only applies to --dry-run (a real round has --manifest)")
+        if self.list_keys not in (None, "-") and os.path.lexists(str(self.list_keys)):
+            raise GcError(f"--list file {self.list_keys} already exists; refusing to overwrite")
         if self.tasks is not None and not 1 <= self.tasks <= PREFIXES:
             raise GcError(f"tasks must be in 1..{PREFIXES}, got {self.tasks}")
         # A plain path fails fast here; every target is checked on its own file system
@@ -148,9 +155,17 @@ def run_gc(
     summary = GcSummary(dry_run=options.dry_run, started_at=now, round_id=new_round_id(now))
     stop = stop if stop is not None else RoundStop()
     started = time.monotonic()
+    record = not options.dry_run  # a dry run writes nothing anywhere (issue 29)
     timer = None if options.deadline_s is None else deadline_timer(stop, options.deadline_s)
     try:
         _round(spark, open_store, options, now, clock, say, summary, stop)
+    except NotAStore as e:
+        # Nothing is written into a directory that is not a store (a mistyped path), not
+        # even a record (issue 29).
+        record = False
+        summary.error = str(e)
+        e.summary = summary
+        raise
     except BaseException as e:
         # Whatever ended the round (a store, a Spark job, a bug, a second Ctrl-C), the
         # record and the exit code say so: never `done` with exit 0.
@@ -169,8 +184,20 @@ def run_gc(
         if timer is not None:
             timer.cancel()
         summary.seconds = time.monotonic() - started
-        _write_record(open_store, summary, options)
+        if record:
+            _write_record(open_store, summary, options)
     return summary
+
+
+def check_is_store(store: ObjectStore) -> None:
+    """NotAStore unless the store holds `_cluster/partitions.json` (a regular object)."""
+    try:
+        found = store.head(PARTITIONS_KEY)
+    except StoreError as e:
+        raise GcError(f"cannot read {PARTITIONS_KEY}: {e}") from e
+    if found is None:
+        raise NotAStore(f"{store.describe()} is not an epochgc store (no {PARTITIONS_KEY}); "
+                        "nothing was written")
 
 
 def _describe(e: BaseException) -> str:
@@ -211,6 +238,7 @@ def _round(
         check_manifest_outside_data(options.manifest, open_store)
     store = open_store()
     try:
+        check_is_store(store)  # before anything is written, a record included
         view = read_cluster_view(store, now, options.max_report_age_s, REPORT_READERS)
         check_versioning(store, options.allow_versioned)  # before anything is listed
     finally:
@@ -503,9 +531,26 @@ def _dry_round(
         if options.manifest is not None:  # what would be deleted, after the re-read
             _write_manifest(spark, rows.filter(lambda r: r[0] == ELIGIBLE), options.manifest)
             summary.manifest = options.manifest
+        if options.list_keys is not None:  # the same keys, one a line (Delta's DRY RUN)
+            keys = rows.filter(lambda r: r[0] == ELIGIBLE).map(lambda r: r[1])
+            _list_keys(sorted(keys.toLocalIterator()), options.list_keys, summary)
     finally:
         rows.unpersist()
         sc.setJobDescription(None)  # type: ignore[arg-type]
+
+
+def _list_keys(keys: list[str], target: str, summary: GcSummary) -> None:
+    """Write the would-be-deleted keys to `target` (created, never overwritten), or keep
+    them for the CLI to print on stdout ("-")."""
+    if target == "-":
+        summary.would_delete = keys
+        return
+    try:
+        with open(target, "x", encoding="utf-8") as f:
+            f.writelines(k + "\n" for k in keys)
+    except OSError as e:
+        raise GcError(f"--list file {target}: {e}") from e
+    summary.listed_to = target
 
 
 def listing_tasks(prefixes: int) -> int:

@@ -6,8 +6,8 @@ The lease is created only if absent (`ObjectStore.put_if_absent`: a hard link on
 store, `If-None-Match: *` on S3), names its holder (round, host, pid) and expires: a round
 that dies holding it blocks the next ones for at most the lease's duration. A running round
 renews it every third of that; a renewal that finds the lease gone or another holder's asks
-the round to stop. Times are the real clock's (the lease is between processes; `--now`
-does not apply).
+the round to stop. Released, it is marked expired (kept, so the next round takes it over).
+Times are the real clock's (the lease is between processes; `--now` does not apply).
 """
 
 from __future__ import annotations
@@ -103,20 +103,22 @@ class Lease:
         return None
 
     def release(self) -> None:
-        """Stop renewing and delete the lease if it is still this round's."""
+        """Stop renewing and, if the lease is still this round's, mark it expired (the next
+        round takes it over). Written, not deleted: a release never goes through the data
+        delete path, whose failures (or a test's injected crashes) would keep it held."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
         try:
             store = self.open_store()
             try:
-                info = store.head(LEASE_KEY)
                 held = _read(store)
-                if info is not None and held is not None and held.get("round") == self.round_id:
-                    store.delete_if_unchanged([(LEASE_KEY, info.version)])
+                if held is not None and held.get("round") == self.round_id:
+                    store.put(LEASE_KEY, json.dumps(
+                        {**held, "released_at": self.clock(), "expires_at": 0}).encode())
             finally:
                 store.close()
-        except StoreError:
+        except Exception:  # never mask the round's own outcome (a test store may raise)
             pass  # it expires on its own
 
 

@@ -85,6 +85,8 @@ class GcSummary:
     already_gone: int = 0
     changed: int = 0
     interrupted: str | None = None
+    would_delete: list[str] | None = None  # a dry run's keys, for `--list -` (stdout)
+    listed_to: str | None = None  # the file a dry run's `--list` wrote
 
     @property
     def outcome(self) -> str:

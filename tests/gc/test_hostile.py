@@ -107,9 +107,10 @@ def test_found_store_full_round(spark: Any, tmp_path: Path) -> None:
     root, outside, real = found_store(tmp_path)
     before = fingerprint(root, outside)
     opts = GcOptions(grace_s=GRACE, skip_malformed=True)
-    # `_cluster/gc` is a link out of the store: the round cannot journal its deletes, so it
-    # deletes nothing (issue 29; it used to delete and only lose its record).
-    with pytest.raises(GcError, match=r"deletion journal.*symbolic link") as err:
+    # `_cluster/gc` is a link out of the store: the round can neither take the lease nor
+    # journal its deletes there, so it deletes nothing (issue 29; it used to delete and
+    # only lose its record).
+    with pytest.raises(GcError, match=r"GC lease.*symbolic link") as err:
         run_gc(spark, local_spec(root), opts, clock=lambda: NOW)
     failed = err.value.summary
     assert failed.deleted == 0 and "symbolic link" in (failed.record_error or "")
@@ -155,7 +156,7 @@ def test_full_rounds_on_hostile_stores(spark: Any, plan: Plan, skip: bool) -> No
             )
         except GcError as e:  # only a directory this user cannot list, named, or
             # `_cluster/gc` a link (the round cannot journal, so it deletes nothing)
-            no_journal = (root / "_cluster/gc").is_symlink() and "deletion journal" in str(e)
+            no_journal = (root / "_cluster/gc").is_symlink() and "GC lease" in str(e)
             assert no_journal or any(d.rsplit("/", 2)[-2] in str(e) for d in locked), e
             gone = check_round(before, fingerprint(root, outside), root, oracle(real, M, GRACE))
             assert not (no_journal and gone), gone
