@@ -7,11 +7,22 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from impl.gc.journal import END, START, read_journal
+from impl.gc.delete import delete_keys
+from impl.gc.journal import (
+    END,
+    START,
+    STOP,
+    Attempt,
+    JournalTarget,
+    JournalWriter,
+    read_journal,
+    write_marker,
+)
 from impl.gc.record import ROUNDS_PREFIX
 from impl.store.local import LocalStore
 from model.keys import format_key
@@ -91,3 +102,24 @@ def test_the_journal_counts_every_attempt_once(tmp_path: Path) -> None:
     assert t.already_gone == {"z/9"} and t.changed == {"b/1"}
     assert set(t.errors) == {"a/1"} and t.unfinished == 1 and t.batches == 6
     assert t.bytes_deleted == 5 * 3 and len(t.attempts) == 5
+
+
+def test_a_task_starts_no_batch_once_stop_is_written(tmp_path: Path) -> None:
+    # The driver's STOP marker (SIGINT, SIGTERM, --deadline): the batch in flight finishes
+    # and is journaled, no other starts.
+    store = LocalStore(tmp_path, create=True)
+    keys = [f"k/{i}" for i in range(6)]
+    for k in keys:
+        store.put(k, b"x")
+    writer = JournalWriter(store, JournalTarget(JOURNAL), Attempt(0, 0, 0, 1))
+
+    def items() -> Iterator[tuple[str, int, float, str]]:
+        for i, k in enumerate(keys):
+            if i == 2:  # the first batch (2 keys) was handed over: the round is stopped
+                write_marker(store, JOURNAL, STOP, {"reason": "deadline"})
+            yield k, 1, 0.0, ""
+
+    stats = delete_keys(store, items(), batch_size=2, concurrency=1, journal=writer)
+    assert stats.stopped == 1 and stats.deleted == 2
+    assert set(read_journal(store, JOURNAL).deleted) == {"k/0", "k/1"}
+    assert [o.key for o in store.list_all("k/")] == keys[2:]
