@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 import re
 import sys
+import time
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -18,7 +20,8 @@ from impl.gc.duration import format_duration, parse_duration
 from impl.gc.errors import GcError
 from impl.gc.job import DEFAULT_MAX_REPORT_AGE_S, GcOptions, run_gc
 from impl.gc.reports import MAX_WRITTEN_AT
-from impl.gc.summary import EXIT_INCOMPLETE, EXIT_USAGE, GcSummary
+from impl.gc.stop import RoundStop, install_signal_handlers
+from impl.gc.summary import EXIT_USAGE, GcSummary
 from impl.store.base import StoreError
 from impl.store.url import StoreSpec, parse_store_url
 
@@ -110,7 +113,22 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
     show_default=True,
     help="Health reports older than this count as absent.",
 )
-@click.option("--dry-run", is_flag=True, help="Delete nothing; count (and --manifest) only.")
+@click.option(
+    "--deadline",
+    type=DURATION,
+    default=None,
+    help="Stop the round after this long, as SIGTERM would: batches in flight finish and "
+    "are journaled, the record says interrupted, exit 1.",
+)
+@click.option("--dry-run", is_flag=True, help="Delete nothing, write nothing in the store; "
+              "count (and --manifest, --list) only.")
+@click.option(
+    "--list",
+    "list_keys",
+    metavar="PATH|-",
+    help="With --dry-run: write the keys it would delete, one a line, to PATH (a new "
+    "file) or to stdout ('-', before the summary).",
+)
 @click.option(
     "--manifest",
     type=click.Path(dir_okay=True, file_okay=True),
@@ -180,13 +198,22 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
 @click.option("--pushgateway", metavar="HOST:PORT", help="Push Prometheus metrics here.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
 @click.option("--now", type=_UnixTime(), hidden=True, help="Wall clock override (tests).")
+@click.option(
+    "--i-know-now-is-ahead",
+    "now_ahead",
+    is_flag=True,
+    hidden=True,
+    help="Allow --now later than the real clock (tests that replay a fixed time).",
+)
 def gc(
     store_url: str,
     s3_endpoint: str | None,
     grace: float,
     short_grace: bool,
     max_report_age: float,
+    deadline: float | None,
     dry_run: bool,
+    list_keys: str | None,
     manifest: str | None,
     skip_malformed: bool,
     allow_versioned: bool,
@@ -201,8 +228,17 @@ def gc(
     pushgateway: str | None,
     quiet: bool,
     now: float | None,
+    now_ahead: bool,
 ) -> None:
     """Run one garbage-collection round of L0 objects as a PySpark job."""
+    real = time.time()
+    if now is not None and now > real and not now_ahead:
+        # A clock ahead of the real one makes every object older than it is: 11h55m
+        # ahead with --grace 12h deleted a 10-minute-old object (issue 29).
+        raise _Usage(
+            f"--now {now:.0f} is {now - real:.0f}s ahead of the real clock; objects would "
+            "look older than they are (pass --i-know-now-is-ahead to force)"
+        )
     try:
         spec = parse_store_url(store_url, s3_endpoint)
     except StoreError as e:
@@ -220,11 +256,15 @@ def gc(
         delete_concurrency=delete_concurrency,
         list_concurrency=list_concurrency,
         tasks=tasks,
+        deadline_s=deadline,
+        list_keys=list_keys,
     )
     try:
         options.validate()
     except GcError as e:
         raise _Usage(str(e)) from None
+
+    stop = RoundStop()
 
     def say(msg: str) -> None:
         if not quiet:
@@ -234,35 +274,29 @@ def gc(
         from impl.gc.session import spark_session
 
         say(f"gc: starting Spark ({master or 'local[*]'})")
-        return spark_session(master)
+        spark = spark_session(master)
+        # PySpark's SparkContext installs its own SIGINT handler (cancel every job, raise
+        # KeyboardInterrupt): ours goes back on top, so the tasks stop at a batch boundary.
+        install_signal_handlers(stop)
+        return spark
 
     clock = (lambda: now) if now is not None else None
+    # SIGINT / SIGTERM stop the round gracefully (`impl.gc.stop`): the tasks finish their
+    # batches in flight, the journal holds them, END says `interrupted`, the exit code is
+    # 128 + the signal's number, and --json and the metrics are written as on every path.
+    restore = install_signal_handlers(stop)
     try:
-        missing = missing_dependency(spec)
-        if missing is not None:
-            raise GcError(missing)
-        spec().close()  # fail fast on an unreadable store, before Spark starts
-        kwargs: dict[str, Any] = {"say": say}
-        if clock is not None:
-            kwargs["clock"] = clock
-        summary = run_gc(session, spec, options, **kwargs)
-    except (GcError, StoreError) as e:
-        after = (
-            "keys not deleted yet are listed again next round"
-            if isinstance(e, GcError) and e.deleting
-            else "nothing was deleted"
-        )
-        click.echo(f"epochgc gc: error: {e}; {after}", err=True)
-        # The failure is a round like any other to a scheduler and a scraper: the JSON
-        # summary with "error", and metrics whose exit gauge is no longer the last success.
-        failed = getattr(e, "summary", None)
-        if not isinstance(failed, GcSummary):
-            failed = GcSummary(dry_run=dry_run, error=str(e))
-        _export(failed, metrics_file, pushgateway)
-        if as_json:
-            click.echo(failed.to_json())
-        sys.exit(EXIT_INCOMPLETE)
+        summary = _run(spec, options, session, say, clock, stop)
+    finally:
+        restore()
     _export(summary, metrics_file, pushgateway)
+    if summary.error is not None:
+        click.echo(f"epochgc gc: error: {summary.error}; {_after(summary)}", err=True)
+        if as_json:
+            click.echo(summary.to_json())
+        sys.exit(summary.exit_code)
+    for key in summary.would_delete or ():
+        click.echo(key)
     if as_json:
         for line in summary.lines()[1:]:
             click.echo(line, err=True)
@@ -271,6 +305,49 @@ def gc(
         for line in summary.lines():
             click.echo(line)
     sys.exit(summary.exit_code)
+
+
+def _run(
+    spec: StoreSpec,
+    options: GcOptions,
+    session: Callable[[], Any],
+    say: Callable[[str], None],
+    clock: Callable[[], float] | None,
+    stop: RoundStop,
+) -> GcSummary:
+    """The round's summary, whatever happens: an exception (any type) becomes a summary
+    with `error` set (the round's own, with its counts, when the round had started)."""
+    try:
+        missing = missing_dependency(spec)
+        if missing is not None:
+            raise GcError(missing)
+        spec().close()  # fail fast on an unreadable store, before Spark starts
+        kwargs: dict[str, Any] = {"say": say, "stop": stop}
+        if clock is not None:
+            kwargs["clock"] = clock
+        return run_gc(session, spec, options, **kwargs)
+    except BaseException as e:
+        if isinstance(e, SystemExit):
+            raise
+        failed = getattr(e, "summary", None)
+        if not isinstance(failed, GcSummary):
+            text = str(e) if isinstance(e, GcError | StoreError) else (
+                f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
+            failed = GcSummary(dry_run=options.dry_run, error=text)
+            if isinstance(e, KeyboardInterrupt) or stop.requested:
+                failed.interrupted = stop.reason or "SIGINT"
+        return failed
+
+
+def _after(s: GcSummary) -> str:
+    """What the operator must know after a failed round: what was deleted, and where the
+    journal is (a failure after deletes is not "nothing was deleted")."""
+    if s.deleted:
+        return (f"{s.deleted} key(s) were deleted (journal {s.journal}); keys not deleted "
+                "yet are listed again next round")
+    if s.journal is not None:
+        return f"no key was deleted (journal {s.journal})"
+    return "nothing was deleted"
 
 
 def missing_dependency(spec: StoreSpec) -> str | None:

@@ -1,23 +1,37 @@
-"""What one Spark task does in the delete phase: batched deletes, a few requests in flight."""
+"""What one Spark task does in the delete phase: batched deletes, a few requests in flight,
+each batch journaled before and after its request (`journal.py`)."""
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import asdict, dataclass, fields
 
+from impl.gc.journal import JournalWriter
 from impl.gc.pools import submitter
 from impl.store.base import MAX_DELETE_BATCH, DeleteResult, ObjectStore, StoreError
 
-_SAMPLES = 5  # failed-delete messages each task reports to the driver
+# (key, size, age_s, version): what a delete needs (the version listed, for a conditional
+# delete), and what the journal and manifest record (all but the version).
+Doomed = tuple[str, int, float, str]
+# Test-only (issue 29, signal tests): a path; the first batch journaled in this process
+# creates `<path>.reached` and waits for the round's STOP marker, so a test can signal
+# the `epochgc gc` process at a known point instead of sleeping and hoping.
+PAUSE_ENV = "EPOCHGC_GC_TEST_PAUSE"
+_PAUSE_LIMIT_S = 300.0
 
 
 @dataclass
 class DeleteStats:
     deleted: int = 0
+    already_gone: int = 0  # absent when deleted: removed by someone else
+    changed: int = 0  # skipped by a conditional delete: rewritten since it was listed
     errors: int = 0
     delete_requests: int = 0
     bytes_deleted: int = 0
+    stopped: int = 0  # 1 if the task stopped early at the round's STOP marker
 
     def add(self, other: DeleteStats) -> None:
         for f in fields(self):
@@ -27,8 +41,8 @@ class DeleteStats:
         return asdict(self)
 
 
-def batches(items: Iterable[tuple[str, int]], size: int) -> Iterator[list[tuple[str, int]]]:
-    batch: list[tuple[str, int]] = []
+def batches(items: Iterable[Doomed], size: int) -> Iterator[list[Doomed]]:
+    batch: list[Doomed] = []
     for item in items:
         batch.append(item)
         if len(batch) == size:
@@ -40,14 +54,19 @@ def batches(items: Iterable[tuple[str, int]], size: int) -> Iterator[list[tuple[
 
 def delete_keys(
     store: ObjectStore,
-    items: Iterable[tuple[str, int]],
+    items: Iterable[Doomed],
     batch_size: int = MAX_DELETE_BATCH,
     concurrency: int = 4,
     on_error: Callable[[str, str], None] | None = None,
     pool: Executor | None = None,
+    journal: JournalWriter | None = None,
 ) -> DeleteStats:
-    """Delete (key, size) items in batches with at most `concurrency` requests in flight.
-    `pool`: a long-lived pool of `concurrency` workers to borrow (`impl.gc.pools`).
+    """Delete (key, size, age_s) items in batches with at most `concurrency` requests in
+    flight. `pool`: a long-lived pool of `concurrency` workers to borrow (`impl.gc.pools`).
+    `journal`: each batch is journaled before its request (a batch that cannot be is not
+    sent: the StoreError propagates) and after it; before each new batch the round's STOP
+    marker is checked, and once it is set no further batch starts (those in flight finish
+    and are journaled).
 
     A StoreError for a whole request counts its keys as errors (they are listed again next
     round); any other exception is a bug or a crash and propagates.
@@ -56,53 +75,61 @@ def delete_keys(
         raise ValueError(f"batch size must be in 1..{MAX_DELETE_BATCH}, got {batch_size}")
     stats = DeleteStats()
 
-    def one(batch: list[tuple[str, int]]) -> tuple[list[tuple[str, int]], DeleteResult]:
-        keys = [k for k, _ in batch]
+    def one(batch: list[Doomed]) -> tuple[list[Doomed], DeleteResult]:
+        keys = [k for k, _, _, _ in batch]
+        seq = journal.intent(batch) if journal is not None else 0
         try:
-            return batch, store.delete_batch(keys)
+            # Conditional: an object rewritten since it was listed is skipped (`changed`).
+            result = store.delete_if_unchanged([(k, v) for k, _, _, v in batch])
         except StoreError as e:
-            return batch, DeleteResult(len(keys), dict.fromkeys(keys, str(e)))
+            result = DeleteResult(len(keys), dict.fromkeys(keys, str(e)))
+        if journal is not None:
+            journal.done(seq, result)
+            _test_pause(journal)
+        return batch, result
 
-    def account(fut: Future[tuple[list[tuple[str, int]], DeleteResult]]) -> None:
+    def account(fut: Future[tuple[list[Doomed], DeleteResult]]) -> None:
         batch, result = fut.result()
         stats.delete_requests += 1
         stats.deleted += result.deleted
+        stats.already_gone += len(result.gone)
+        stats.changed += len(result.changed)
         stats.errors += len(result.errors)
-        stats.bytes_deleted += sum(s for k, s in batch if k not in result.errors)
+        kept = result.errors.keys() | result.gone | result.changed
+        stats.bytes_deleted += sum(s for k, s, _, _ in batch if k not in kept)
         if on_error is not None:
             for key, why in result.errors.items():
                 on_error(key, why)
 
     with submitter(pool, max(1, concurrency), "epochgc-delete") as submit:
-        pending: set[Future[tuple[list[tuple[str, int]], DeleteResult]]] = set()
-        for batch in batches(items, batch_size):
-            if len(pending) >= concurrency:  # bounded: never queue the whole key set
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for fut in done:
-                    account(fut)
-            pending.add(submit(one, batch))
+        pending: set[Future[tuple[list[Doomed], DeleteResult]]] = set()
+        try:
+            for batch in batches(items, batch_size):
+                if len(pending) >= concurrency:  # bounded: never queue the whole key set
+                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    for fut in done:
+                        account(fut)
+                if journal is not None and journal.stop_requested():
+                    stats.stopped = 1
+                    break
+                pending.add(submit(one, batch))
+        finally:
+            # Whatever ends the loop (a listing error too), the batches in flight finish
+            # and are journaled before the task ends.
+            wait(pending)
         for fut in pending:
             account(fut)
     return stats
 
 
-def delete_task(
-    open_store: Callable[[], ObjectStore],
-    batch_size: int,
-    concurrency: int,
-    rows: Iterator[tuple[str, str, int, float]],
-) -> Iterator[tuple[dict[str, int], list[str]]]:
-    """Spark `mapPartitions` body over eligible rows; yields this task's counts and a few
-    "key: why" samples of failed deletes."""
-    samples: list[str] = []
-
-    def sample(key: str, why: str) -> None:
-        if len(samples) < _SAMPLES:
-            samples.append(f"{key}: {why}")
-
-    store = open_store()
+def _test_pause(journal: JournalWriter) -> None:
+    path = os.environ.get(PAUSE_ENV)
+    if not path:
+        return
     try:
-        items = ((r[1], r[2]) for r in rows)
-        yield delete_keys(store, items, batch_size, concurrency, sample).as_dict(), samples
-    finally:
-        store.close()
+        os.close(os.open(path + ".reached", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return  # only the first batch of the round pauses
+    deadline = time.monotonic() + _PAUSE_LIMIT_S
+    while not journal.stop_requested() and time.monotonic() < deadline:
+        time.sleep(0.02)

@@ -20,3 +20,8 @@ class GcError(Exception):
 
 class ReportError(GcError):
     """A report file that is missing, unreadable or not in the published format."""
+
+
+class NotAStore(GcError):
+    """The store location holds no `_cluster/partitions.json`: a mistyped path. The round
+    writes nothing there, not even its record."""

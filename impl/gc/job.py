@@ -19,12 +19,28 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from impl.gc.delete import DeleteStats
-from impl.gc.errors import GcError
-from impl.gc.manifest import check_manifest_absent, has_scheme, manifest_target
+from impl.gc.errors import GcError, NotAStore
+from impl.gc.journal import (
+    END,
+    START,
+    STOP,
+    JournalTarget,
+    JournalTotals,
+    journal_prefix,
+    read_journal,
+    write_marker,
+)
+from impl.gc.lease import Lease
+from impl.gc.manifest import (
+    check_manifest_absent,
+    check_manifest_outside_data,
+    has_scheme,
+    manifest_target,
+)
 from impl.gc.progress import StageProgress
-from impl.gc.recheck import recheck_before_delete
-from impl.gc.reports import REPORT_READERS, ClusterView, read_cluster_view
+from impl.gc.recheck import Blocked, Go, Refused, recheck_before_delete
+from impl.gc.record import new_round_id
+from impl.gc.reports import PARTITIONS_KEY, REPORT_READERS, ClusterView, read_cluster_view
 from impl.gc.scan import (
     ELIGIBLE,
     MALFORMED,
@@ -35,14 +51,8 @@ from impl.gc.scan import (
     scan_task,
     split_prefixes,
 )
-from impl.gc.stream import (
-    BLOCKED,
-    COUNTS,
-    DELETED,
-    STOPPED,
-    list_and_delete_task,
-    parse_counts,
-)
+from impl.gc.stop import RoundStop, deadline_timer
+from impl.gc.stream import TaskResult, list_and_delete_task
 from impl.gc.summary import GcSummary
 from impl.gc.versioning import check_versioning
 from impl.store.base import MAX_DELETE_BATCH, MAX_PAGE_SIZE, ObjectStore, StoreError
@@ -76,6 +86,12 @@ class GcOptions:
     # bench ran at half speed with 4).
     list_concurrency: int | None = None
     tasks: int | None = None  # Spark tasks for the listing; default one per core
+    # Issue 29: stop the round (as SIGTERM would: batches in flight finish, END says
+    # `interrupted`, exit 1) once it has run this long.
+    deadline_s: float | None = None
+    # A dry run's list of the keys it would delete, one a line: a file path, or "-" for
+    # the `say` channel's caller to print (`GcSummary.would_delete`); dry runs only.
+    list_keys: str | None = None
 
     def validate(self) -> None:
         if self.grace_s < 0:
@@ -95,6 +111,12 @@ class GcOptions:
             raise GcError("delete concurrency must be >= 1")
         if self.list_concurrency is not None and self.list_concurrency < 1:
             raise GcError("list concurrency must be >= 1")
+        if self.deadline_s is not None and not self.deadline_s > 0:
+            raise GcError(f"deadline must be > 0, got {self.deadline_s:g}s")
+        if self.list_keys is not None and not self.dry_run:
+            raise GcError("--list only applies to --dry-run (a real round has --manifest)")
+        if self.list_keys not in (None, "-") and os.path.lexists(str(self.list_keys)):
+            raise GcError(f"--list file {self.list_keys} already exists; refusing to overwrite")
         if self.tasks is not None and not 1 <= self.tasks <= PREFIXES:
             raise GcError(f"tasks must be in 1..{PREFIXES}, got {self.tasks}")
         # A plain path fails fast here; every target is checked on its own file system
@@ -114,42 +136,86 @@ def run_gc(
     *,
     clock: Callable[[], float] = time.time,
     say: Callable[[str], None] | None = None,
+    stop: RoundStop | None = None,
 ) -> GcSummary:
     """Run one round. `open_store` must be picklable (e.g. a StoreSpec): every Spark task
     calls it to open its own store. `clock` is the wall clock used for object and report
     ages (inject it for determinism). `spark` may be a factory, called only when there is
-    something to list, so a blocked round never pays for Spark start-up. Raises
-    GcError before any delete on bad input; returns a summary whose `exit_code` says how
-    the round ended. Every round that gets past option validation writes its deletion
-    record (`impl/gc/record.py`); a round that fails raises GcError carrying the partial
-    summary (`.summary`, with `.error` set) after writing its record."""
+    something to list, so a blocked round never pays for Spark start-up. `stop`: a request
+    to stop early (signals, `--deadline`): the tasks stop at their next delete batch and the
+    round ends `interrupted`. Raises GcError before any delete on bad input; returns a
+    summary whose `exit_code` says how the round ended. Every round that gets past option
+    validation writes its deletion record (`impl/gc/record.py`), counted from the round's
+    deletion journal (`impl/gc/journal.py`); a round that fails, whatever the exception,
+    writes its record (outcome `error`, exit 1) and raises: a StoreError as a GcError, any
+    other exception as itself, each carrying the partial summary (`.summary`, with
+    `.error` set)."""
     options.validate()
     now = clock()
-    summary = GcSummary(dry_run=options.dry_run, started_at=now)
+    summary = GcSummary(dry_run=options.dry_run, started_at=now, round_id=new_round_id(now))
+    stop = stop if stop is not None else RoundStop()
     started = time.monotonic()
+    record = not options.dry_run  # a dry run writes nothing anywhere (issue 29)
+    timer = None if options.deadline_s is None else deadline_timer(stop, options.deadline_s)
     try:
-        _round(spark, open_store, options, now, clock, say, summary)
-    except (GcError, StoreError) as e:
+        _round(spark, open_store, options, now, clock, say, summary, stop)
+    except NotAStore as e:
+        # Nothing is written into a directory that is not a store (a mistyped path), not
+        # even a record (issue 29).
+        record = False
         summary.error = str(e)
-        err = e if isinstance(e, GcError) else GcError(str(e))
-        err.summary = summary
-        if err is e:
-            raise
-        raise err from e
+        e.summary = summary
+        raise
+    except BaseException as e:
+        # Whatever ended the round (a store, a Spark job, a bug, a second Ctrl-C), the
+        # record and the exit code say so: never `done` with exit 0.
+        summary.error = summary.error or _describe(e)
+        if isinstance(e, KeyboardInterrupt) and summary.interrupted is None:
+            summary.interrupted = stop.reason or "SIGINT"
+        if isinstance(e, StoreError):
+            err = GcError(str(e))
+            err.summary = summary
+            raise err from e
+        # Any other exception keeps its type and carries the summary (the CLI reports it).
+        with contextlib.suppress(AttributeError):
+            e.summary = summary  # type: ignore[attr-defined]
+        raise
     finally:
+        if timer is not None:
+            timer.cancel()
         summary.seconds = time.monotonic() - started
-        _write_record(open_store, summary, options)
+        if record:
+            _write_record(open_store, summary, options)
     return summary
+
+
+def check_is_store(store: ObjectStore) -> None:
+    """NotAStore unless the store holds `_cluster/partitions.json` (a regular object)."""
+    try:
+        found = store.head(PARTITIONS_KEY)
+    except StoreError as e:
+        raise GcError(f"cannot read {PARTITIONS_KEY}: {e}") from e
+    if found is None:
+        raise NotAStore(f"{store.describe()} is not an epochgc store (no {PARTITIONS_KEY}); "
+                        "nothing was written")
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, GcError | StoreError):
+        return str(e)
+    return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
 
 def _write_record(
     open_store: Callable[[], ObjectStore], summary: GcSummary, options: GcOptions
 ) -> None:
-    from impl.gc.record import write_record
+    from impl.gc.record import record_document, write_record
 
     try:
         store = open_store()
         try:
+            if summary.journal is not None:  # END: the journal's last word on the round
+                write_marker(store, summary.journal, END, record_document(summary, {}))
             summary.record = write_record(store, summary, asdict(options))
         finally:
             store.close()
@@ -165,10 +231,14 @@ def _round(
     clock: Callable[[], float],
     say: Callable[[str], None] | None,
     summary: GcSummary,
+    stop: RoundStop,
 ) -> None:
     note = say or (lambda _msg: None)
+    if options.manifest is not None:
+        check_manifest_outside_data(options.manifest, open_store)
     store = open_store()
     try:
+        check_is_store(store)  # before anything is written, a record included
         view = read_cluster_view(store, now, options.max_report_age_s, REPORT_READERS)
         check_versioning(store, options.allow_versioned)  # before anything is listed
     finally:
@@ -188,10 +258,44 @@ def _round(
     m = decision.M
     note(f"gc: M={m} (snapshot revision {view.revision}); listing {PREFIXES} prefixes")
 
+    lease = None
+    if not options.dry_run:
+        # One round at a time on a store (issue 29): held from before Spark starts to
+        # the end; refused naming the holder.
+        lease = Lease(open_store, summary.round_id)
+        lease.acquire()
+
+        def lost(why: str) -> None:
+            note(f"gc: {why}; stopping")
+            stop.request("lease-lost")
+
+        lease.keep(lost)
+    try:
+        _with_spark(spark, open_store, options, view, m, now, clock, say, summary, stop)
+    finally:
+        if lease is not None:
+            lease.release()
+
+
+def _with_spark(
+    spark: SparkSession | Callable[[], SparkSession],
+    open_store: Callable[[], ObjectStore],
+    options: GcOptions,
+    view: ClusterView,
+    m: int,
+    now: float,
+    clock: Callable[[], float],
+    say: Callable[[str], None] | None,
+    summary: GcSummary,
+    stop: RoundStop,
+) -> None:
     from pyspark.sql import SparkSession
 
     if not isinstance(spark, SparkSession):
         spark = spark()
+    if stop.requested:  # before anything is deleted: nothing to journal
+        summary.interrupted = stop.reason
+        return
     if options.manifest is not None:
         check_manifest_absent(spark, options.manifest)
     # A fixed function of the prefix count: defaultParallelism is whatever executors have
@@ -206,7 +310,8 @@ def _round(
         _dry_round(spark, open_store, groups, options, m, now, clock, say, summary)
     else:
         _streaming_round(
-            spark, open_store, groups, options, listers, view, m, now, clock, say, summary
+            spark, open_store, groups, options, listers, view, m, now, clock, say, summary,
+            stop,
         )
 
 
@@ -227,10 +332,36 @@ def _streaming_round(
     clock: Callable[[], float],
     say: Callable[[str], None] | None,
     summary: GcSummary,
+    stop: RoundStop,
 ) -> None:
     """List and delete in one stage (SPEC R21a): each task re-reads M before its first
-    delete, then deletes eligible keys page by page while its listing continues."""
+    delete, then deletes eligible keys page by page while its listing continues, journaling
+    each batch. The counts, the manifest and the record come from the journal."""
+    note = say or (lambda _m: None)
     sc = spark.sparkContext
+    prefix = journal_prefix(summary.round_id)
+    store = open_store()
+    try:
+        # START, before any task can delete: a round that dies now still names its journal,
+        # and one that cannot write it deletes nothing (it could not account for it).
+        write_marker(store, prefix, START, {
+            "round": summary.round_id, "M": m, "snapshot_revision": view.revision,
+            "options": asdict(options)})
+    except StoreError as e:
+        raise GcError(f"cannot write the deletion journal {prefix}: {e}; nothing was deleted"
+                      ) from e
+    finally:
+        store.close()
+    summary.journal = prefix
+
+    def write_stop() -> None:
+        s = open_store()
+        try:
+            write_marker(s, prefix, STOP, {"reason": stop.reason})
+        finally:
+            s.close()
+
+    stop.arm(write_stop, note)
     task = functools.partial(
         list_and_delete_task,
         open_store,
@@ -241,68 +372,97 @@ def _streaming_round(
         options.delete_batch_size,
         options.delete_concurrency,
         listers,
-        options.manifest is not None,
         clock,
         options.max_report_age_s,
+        journal=JournalTarget(prefix),
         report_keys=view.report_keys,  # the re-read reads them while it lists them
     )
-    # Per-key rows stay on the executors; a recomputed partition lists and deletes again,
-    # which is harmless (a key already gone is not listed, a deleted key stays deleted).
+    # A recomputed, retried or speculative attempt lists and deletes again, which is
+    # harmless (a key already gone is not listed, a deleted key stays deleted); each one
+    # journals what it did, and the counts come from the journal.
     rows = sc.parallelize(groups, len(groups)).mapPartitions(
         lambda it: task(p for group in it for p in group)
     )
-    rows = rows.persist(_storage_level())
+    failure: GcError | None = None
+    results: list[TaskResult] = []
     try:
         t = time.monotonic()
         sc.setJobDescription("epochgc gc: list and delete")
-        with StageProgress(sc, "gc: listing and deleting", say), _spark_errors("delete"):
-            small = rows.filter(lambda r: r[0] != DELETED).collect()
+        try:
+            with StageProgress(sc, "gc: listing and deleting", say), _spark_errors("delete"):
+                results = rows.collect()
+        except GcError as e:
+            failure = e
+        except BaseException:
+            # A second signal (KeyboardInterrupt) or a driver-side bug: no task may go on
+            # deleting behind a round that has ended; what they did is in the journal.
+            sc.cancelAllJobs()
+            with contextlib.suppress(GcError):
+                _count(summary, _read_journal(open_store, prefix))
+            raise
         summary.delete_seconds = summary.list_seconds = time.monotonic() - t
-        scanned, deleted = ScanStats(), DeleteStats()
-        blocked: list[str] = []  # the tasks' re-reads that found no M
-        stopped: list[str] = []  # those that found M moved backwards
-        for r in small:
-            if r[0] == STATS:
-                scanned.add(ScanStats(**parse_stats_row(r)))
-            elif r[0] == COUNTS:
-                c, samples = parse_counts(r)
-                deleted.add(c)
-                summary.error_samples.extend(samples)
-            elif r[0] == BLOCKED:
-                blocked.append(r[1])
-            elif r[0] == STOPPED:
-                stopped.append(r[1])
-            elif r[0] == MALFORMED and len(summary.malformed_keys) < _SAMPLES:
-                summary.malformed_keys.append(r[1])
-            elif r[0] == REFUSED and len(summary.refused_samples) < _SAMPLES:
-                summary.refused_samples.append(r[1])
-        _fill_scan(summary, scanned)
-        summary.deleted = deleted.deleted
-        summary.errors = deleted.errors
-        summary.delete_requests = deleted.delete_requests
-        summary.bytes_deleted = deleted.bytes_deleted
-        (say or (lambda _m: None))(
-            f"gc: listed {scanned.listed} keys, {scanned.eligible} eligible, "
-            f"{deleted.deleted} deleted"
-        )
-        if deleted.errors:
-            summary.error_samples.append(
-                f"{deleted.errors} key(s) could not be deleted; they are listed again next round"
-            )
-        if blocked:
-            summary.blocked = blocked[0]
-        if stopped:
-            summary.refused = stopped[0]
-        summary.failed_check = _failed_check(scanned, options)
-        if options.manifest is not None and (deleted.deleted or not (blocked or stopped)):
-            # The keys really gone, written by the executors; a round whose every task
-            # stopped at the re-read (blocked or refused) deleted nothing and writes no manifest.
-            with _spark_errors("manifest"):
-                _write_manifest(spark, rows.filter(lambda r: r[0] == DELETED), options.manifest)
-            summary.manifest = options.manifest
     finally:
-        rows.unpersist()
         sc.setJobDescription(None)  # type: ignore[arg-type]
+    summary.interrupted = stop.reason
+    totals = _read_journal(open_store, prefix)
+    _count(summary, totals)
+    scanned = ScanStats()
+    blocked: list[str] = []  # the tasks' re-reads that found no M
+    stopped: list[str] = []  # those that found M moved backwards
+    for r in results:
+        scanned.add(r.scanned)
+        if isinstance(r.verdict, Blocked):
+            blocked.append(r.verdict.why)
+        elif isinstance(r.verdict, Refused):
+            stopped.append(r.verdict.why)
+        summary.malformed_keys.extend(r.malformed[: _SAMPLES - len(summary.malformed_keys)])
+        summary.refused_samples.extend(r.refused[: _SAMPLES - len(summary.refused_samples)])
+    _fill_scan(summary, scanned)
+    note(f"gc: listed {scanned.listed} keys, {scanned.eligible} eligible, "
+         f"{summary.deleted} deleted (journal {prefix})")
+    if failure is not None:
+        raise GcError(
+            f"{failure}; {summary.deleted} key(s) were deleted before it, journal {prefix}",
+            deleting=True,
+        ) from failure
+    if summary.errors:
+        summary.error_samples.append(
+            f"{summary.errors} key(s) could not be deleted; they are listed again next round"
+        )
+    if blocked:
+        summary.blocked = blocked[0]
+    if stopped:
+        summary.refused = stopped[0]
+    summary.failed_check = _failed_check(scanned, options)
+    if options.manifest is not None and (summary.deleted or not (blocked or stopped)):
+        # The keys really gone, from the journal; a round whose every task stopped at the
+        # re-read (blocked or refused) deleted nothing and writes no manifest.
+        manifest_rows = [(k, size, age) for k, (size, age) in sorted(totals.deleted.items())]
+        with _spark_errors("manifest"):
+            _write_manifest(spark, sc.parallelize(manifest_rows, max(1, len(groups))),
+                            options.manifest)
+        summary.manifest = options.manifest
+
+
+def _count(summary: GcSummary, totals: JournalTotals) -> None:
+    summary.deleted = len(totals.deleted)
+    summary.already_gone = len(totals.already_gone)
+    summary.changed = len(totals.changed)
+    summary.errors = len(totals.errors)
+    summary.bytes_deleted = totals.bytes_deleted
+    summary.delete_requests = totals.batches
+    summary.error_samples.extend(totals.error_samples())
+
+
+def _read_journal(open_store: Callable[[], ObjectStore], prefix: str) -> JournalTotals:
+    store = open_store()
+    try:
+        return read_journal(store, prefix)
+    except (StoreError, ValueError, KeyError, TypeError) as e:
+        raise GcError(f"the deletion journal {prefix} cannot be read back: {e}",
+                      deleting=True) from e
+    finally:
+        store.close()
 
 
 def _failed_check(scanned: ScanStats, options: GcOptions) -> str | None:
@@ -360,16 +520,37 @@ def _dry_round(
             # Re-read before the manifest: if M went backwards, nothing decided with the
             # old reports may be listed as deletable.
             recheck = _recheck(open_store, clock(), options.max_report_age_s)
-            blocked, refused = recheck_before_delete(m, recheck.gc_epoch())
-            if blocked is not None or refused is not None:
-                summary.blocked, summary.refused = blocked, refused
+            verdict = recheck_before_delete(m, recheck.gc_epoch())
+            if isinstance(verdict, Blocked):
+                summary.blocked = verdict.why
                 return
+            if isinstance(verdict, Refused):
+                summary.refused = verdict.why
+                return
+            assert isinstance(verdict, Go)
         if options.manifest is not None:  # what would be deleted, after the re-read
             _write_manifest(spark, rows.filter(lambda r: r[0] == ELIGIBLE), options.manifest)
             summary.manifest = options.manifest
+        if options.list_keys is not None:  # the same keys, one a line (Delta's DRY RUN)
+            keys = rows.filter(lambda r: r[0] == ELIGIBLE).map(lambda r: r[1])
+            _list_keys(sorted(keys.toLocalIterator()), options.list_keys, summary)
     finally:
         rows.unpersist()
         sc.setJobDescription(None)  # type: ignore[arg-type]
+
+
+def _list_keys(keys: list[str], target: str, summary: GcSummary) -> None:
+    """Write the would-be-deleted keys to `target` (created, never overwritten), or keep
+    them for the CLI to print on stdout ("-")."""
+    if target == "-":
+        summary.would_delete = keys
+        return
+    try:
+        with open(target, "x", encoding="utf-8") as f:
+            f.writelines(k + "\n" for k in keys)
+    except OSError as e:
+        raise GcError(f"--list file {target}: {e}") from e
+    summary.listed_to = target
 
 
 def listing_tasks(prefixes: int) -> int:
@@ -405,8 +586,8 @@ def _storage_level() -> Any:
 
 
 def _write_manifest(spark: SparkSession, rows: Any, path: str) -> None:
-    """Executors write the (kind, key, size, age_s) rows' keys; the driver never holds
-    them."""
+    """Executors write the rows' (key, size, epoch, age_s): `rows` holds (key, size, age_s)
+    tuples, or the dry run's (ELIGIBLE, key, size, age_s) rows."""
     from pyspark.sql.types import DoubleType, LongType, StringType, StructField, StructType
 
     schema = StructType(
@@ -417,7 +598,8 @@ def _write_manifest(spark: SparkSession, rows: Any, path: str) -> None:
             StructField("age_s", DoubleType(), False),
         ]
     )
-    eligible = rows.map(lambda r: (r[1], r[2], parse_key(r[1]).epoch, r[3]))
+    eligible = rows.map(lambda r: r if len(r) == 3 else r[1:]).map(
+        lambda r: (r[0], r[1], parse_key(r[0]).epoch, r[2]))
     writer = spark.createDataFrame(eligible, schema).write.mode("errorifexists")
     target = manifest_target(path)  # a URI as given: only a plain path is made absolute
     if path.lower().endswith(".csv"):
@@ -440,13 +622,19 @@ def _spark_errors(phase: str) -> Iterator[None]:
 
 
 _ERR_LINE = re.compile(r"^([\w.]+(?:Error|Exception|Crash|Interrupt)): (.*)$")
+_JAVA_LINE = re.compile(r"^(?::\s*|Caused by:\s*)?([\w.$]+(?:Error|Exception)):\s*(.*)$")
 
 
 def spark_error_line(e: BaseException) -> str:
-    """The last `SomeError: message` line of the worker's traceback inside a Spark error."""
-    found = None
+    """One line for a Spark error: the last `SomeError: message` line of the Python worker's
+    traceback inside it, else the Java cause (the innermost `Caused by`, or the JVM's own
+    exception line), never just "An error occurred while calling o130.csv"."""
+    found = java = None
     for line in str(e).splitlines():
         m = _ERR_LINE.match(line.strip())
         if m and not m.group(1).startswith(("org.apache", "py4j", "java.")):
             found = f"{m.group(1).rsplit('.', 1)[-1]}: {m.group(2)}"
-    return found or str(e).splitlines()[0][:300]
+        j = _JAVA_LINE.match(line.strip())
+        if j and not j.group(1).startswith("py4j") and (java is None or "Caused by" in line):
+            java = f"{j.group(1).rsplit('.', 1)[-1]}: {j.group(2)}"[:300]
+    return found or java or str(e).splitlines()[0][:300]

@@ -7,9 +7,13 @@ from __future__ import annotations
 
 import os
 import re
+import uuid
 from typing import Any
+from urllib.parse import urlsplit
 
 from impl.gc.errors import GcError
+
+DATA_PREFIX = "level_zero/"  # where the L0 objects are: a manifest there would be listed
 
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -23,8 +27,37 @@ def manifest_target(path: str) -> str:
     return path if has_scheme(path) else os.path.abspath(path)
 
 
+def check_manifest_outside_data(path: str, store: Any) -> None:
+    """GcError if the manifest would land under the store's data prefix, where every later
+    round would list its files as malformed keys (issue 29: one inside
+    `STORE/level_zero/data/005/` was accepted). `store`: a StoreSpec (others are not
+    checked: their location is not known here)."""
+    kind, location = getattr(store, "kind", None), getattr(store, "location", None)
+    if not isinstance(location, str):
+        return
+    target = manifest_target(path)
+    parts = urlsplit(target)
+    if kind == "file" and parts.scheme in ("", "file"):
+        where = os.path.realpath(parts.path if parts.scheme else target)
+        data = os.path.realpath(os.path.join(location, DATA_PREFIX))
+        inside = where == data.rstrip("/") or where.startswith(data.rstrip("/") + "/")
+    elif kind == "s3" and parts.scheme in ("s3", "s3a", "s3n"):
+        prefix = str(getattr(store, "prefix", "") or "").strip("/")
+        data = "/".join(p for p in (prefix, DATA_PREFIX.rstrip("/")) if p)
+        key = parts.path.lstrip("/")
+        inside = parts.netloc == location and (key == data or key.startswith(data + "/"))
+    else:
+        return
+    if inside:
+        raise GcError(f"manifest {target} is inside the store's data prefix ({DATA_PREFIX}); "
+                      "refusing: later rounds would list its files")
+
+
 def check_manifest_absent(spark: Any, path: str) -> None:
-    """GcError if the manifest target exists (or its file system cannot be asked)."""
+    """GcError if the manifest target exists, or cannot be written (its parent is a file,
+    not writable, or its file system cannot be asked): probed by creating and deleting a
+    file beside it, before anything is listed or deleted (issue 29: a target whose parent
+    was a regular file passed, and the round lost its manifest after deleting)."""
     target = manifest_target(path)
     try:
         jvm = spark.sparkContext._jvm
@@ -37,3 +70,16 @@ def check_manifest_absent(spark: Any, path: str) -> None:
         raise GcError(f"manifest {target}: cannot check it: {spark_error_line(e)}") from e
     if exists:
         raise GcError(f"manifest path {target} already exists; refusing to overwrite")
+    try:
+        parent = hpath.getParent()
+        if parent is not None and fs.exists(parent) and not fs.getFileStatus(parent).isDirectory():
+            raise GcError(f"manifest {target}: its parent {parent.toString()} is not a directory")
+        probe = jvm.org.apache.hadoop.fs.Path(parent, f".epochgc-probe-{uuid.uuid4().hex}")
+        fs.create(probe, False).close()
+        fs.delete(probe, False)
+    except GcError:
+        raise
+    except Exception as e:
+        from impl.gc.job import spark_error_line
+
+        raise GcError(f"manifest {target}: cannot be written: {spark_error_line(e)}") from e

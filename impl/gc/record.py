@@ -22,10 +22,15 @@ ROUNDS_PREFIX = "_cluster/gc/rounds/"
 FORMAT = 1
 
 
-def round_key(started_at: float) -> str:
+def new_round_id(started_at: float) -> str:
+    """`<UTC start time>-<random>`: names the round's record and its journal."""
     t = datetime.fromtimestamp(started_at, UTC)
     stamp = t.strftime("%Y%m%dT%H%M%S") + f".{t.microsecond // 1000:03d}Z"
-    return f"{ROUNDS_PREFIX}{stamp}-{uuid.uuid4().hex[:8]}.json"
+    return f"{stamp}-{uuid.uuid4().hex[:8]}"
+
+
+def round_key(round_id: str) -> str:
+    return f"{ROUNDS_PREFIX}{round_id}.json"
 
 
 def _iso(t: float | None) -> str | None:
@@ -45,6 +50,8 @@ def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
         "refused": s.refused,
         "failed_check": s.failed_check,
         "error": s.error,
+        "interrupted": s.interrupted,
+        "journal": s.journal,
         "reports_used": s.reports_used,
         "stale_nodes": s.stale_nodes,
         "counts": {
@@ -53,6 +60,8 @@ def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
             "eligible": s.eligible,
             "eligible_bytes": s.eligible_bytes,
             "deleted": s.deleted,
+            "already_gone": s.already_gone,
+            "changed": s.changed,
             "bytes_deleted": s.bytes_deleted,
             "errors": s.errors,
             "skipped_too_new": s.skipped_too_new,
@@ -75,7 +84,7 @@ def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
 
 def write_record(store: ObjectStore, s: GcSummary, options: dict[str, Any]) -> str:
     """Write the record; returns its key. Raises StoreError (the caller decides)."""
-    key = round_key(s.started_at)
+    key = round_key(s.round_id)
     doc = record_document(s, options)
     store.put(key, json.dumps(doc, allow_nan=False, indent=1).encode())
     return key

@@ -53,6 +53,10 @@ _NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 MAX_REVISION = MAX_EPOCH
 MAX_TERM = 2**63 - 1
 MAX_WRITTEN_AT = 253402300799.0  # 9999-12-31T23:59:59Z
+# Issue 29: bounds on what a document may make the reader do. The published documents
+# nest 3 levels deep; the largest (the snapshot) holds two entries per partition.
+MAX_NESTING = 32
+MAX_DOCUMENT_BYTES = 64 << 20
 _MAX_INT_DIGITS = 40  # longer integer literals are refused before int() (which stops at 4300)
 
 
@@ -227,15 +231,32 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 
 def _read_json(store: ObjectStore, key: str) -> Any:
     try:
-        raw = store.get(key)
+        raw = store.get(key, 0, MAX_DOCUMENT_BYTES + 1)  # never more than the limit
     except StoreError as e:
         raise ReportError(f"cannot read {key}: {e}") from e
+    if len(raw) > MAX_DOCUMENT_BYTES:
+        raise ReportError(f"{key}: larger than {MAX_DOCUMENT_BYTES} bytes; refused")
+    check_nesting(raw, key)
     try:
         doc = json.loads(raw, parse_int=_parse_int, object_pairs_hook=_object)
     except (UnicodeDecodeError, ValueError) as e:  # JSONDecodeError is a ValueError
         raise ReportError(f"{key}: not valid JSON: {e}") from e
     check_numbers(doc, key)
     return doc
+
+
+_STRING = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(rb"[\[\]{}]")
+
+
+def check_nesting(raw: bytes, key: str) -> None:
+    """Refuse a document nested deeper than MAX_NESTING, naming the file, before any
+    recursive reader sees it (json and `check_numbers` would raise RecursionError)."""
+    depth = 0
+    for m in _BRACKET.finditer(_STRING.sub(b'""', raw)):
+        depth += 1 if m.group() in (b"[", b"{") else -1
+        if depth > MAX_NESTING:
+            raise ReportError(f"{key}: nested deeper than {MAX_NESTING} levels; refused")
 
 
 def check_numbers(doc: Any, key: str, path: str = "") -> None:

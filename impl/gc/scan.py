@@ -13,12 +13,13 @@ from dataclasses import asdict, dataclass, fields
 from impl.store.base import ObjectStore
 from model.keys import epoch_collectible, gc_eligible, parse_key, prefix_path
 
-# Rows flowing through the Spark job: (kind, key, size, age_s).
+# Rows flowing through the Spark job: (kind, key, size, age_s, version): `version` is the
+# listed object's (`ObjectInfo.version`), which a conditional delete compares.
 ELIGIBLE = "E"
 MALFORMED = "M"
 REFUSED = "R"  # an entry the store would not list as an object (a link): never deleted
 STATS = "S"
-Row = tuple[str, str, int, float]
+Row = tuple[str, str, int, float, str]
 
 
 @dataclass
@@ -62,7 +63,7 @@ def scan_prefix(
         stats.fetched += len(page.objects)
         for key, why in page.refused:
             stats.refused += 1
-            yield (REFUSED, f"{key} ({why})", 0, 0.0)
+            yield (REFUSED, f"{key} ({why})", 0, 0.0, "")
         for obj in page.objects:
             stats.listed += 1
             age = obj.age(now)
@@ -71,11 +72,11 @@ def scan_prefix(
             if verdict.eligible:
                 stats.eligible += 1
                 stats.eligible_bytes += obj.size
-                yield (ELIGIBLE, obj.key, obj.size, age)
+                yield (ELIGIBLE, obj.key, obj.size, age, obj.version)
             elif verdict.error is not None:
                 # Never deleted, never a reason to stop: it has no epoch to compare.
                 stats.malformed += 1
-                yield (MALFORMED, obj.key, obj.size, age)
+                yield (MALFORMED, obj.key, obj.size, age, "")
             elif epoch_collectible(parse_key(obj.key).epoch, m):
                 stats.skipped_too_young += 1
             else:
@@ -107,7 +108,7 @@ def scan_task(
 
 def stats_row(counts: dict[str, int]) -> Row:
     # Stats ride in the key column as "name=value,..." so every row has one schema.
-    return (STATS, ",".join(f"{k}={v}" for k, v in counts.items()), 0, 0.0)
+    return (STATS, ",".join(f"{k}={v}" for k, v in counts.items()), 0, 0.0, "")
 
 
 def parse_stats_row(row: Row) -> dict[str, int]:

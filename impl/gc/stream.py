@@ -8,28 +8,26 @@ FIRST delete the task re-reads the reports (started with the listing, finished b
 delete: see `list_and_delete_task`); if the round is now blocked or M moved backwards, the
 task deletes nothing and says why (the driver then refuses the round).
 Malformed keys and refused entries are never deleted; they only make the outcome a failure.
+What the task deleted is in the round's journal (`journal.py`), written batch by batch; its
+one result (`TaskResult`) carries the listing's counts, samples and the re-read's verdict.
 """
 
 from __future__ import annotations
 
-import json
 import queue
-import tempfile
 import threading
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor, wait
+from dataclasses import dataclass
 
-from impl.gc.delete import DeleteStats, delete_keys
+from impl.gc.delete import DeleteStats, Doomed, delete_keys
+from impl.gc.journal import Attempt, JournalTarget, JournalWriter, current_attempt
 from impl.gc.pools import TaskPools
-from impl.gc.recheck import recheck_before_delete
+from impl.gc.recheck import Go, Verdict, recheck_before_delete
 from impl.gc.reports import REPORT_READERS, read_cluster_view
-from impl.gc.scan import ELIGIBLE, Row, ScanStats, scan_prefix, stats_row
+from impl.gc.scan import ELIGIBLE, MALFORMED, Row, ScanStats, scan_prefix
 from impl.store.base import ObjectStore
 
-DELETED = "D"
-COUNTS = "C"
-STOPPED = "X"  # the task's re-read refused its deletes, M moved back: (STOPPED, why, 0, 0.0)
-BLOCKED = "B"  # the task's re-read found no M (the round blocked): (BLOCKED, why, 0, 0.0)
 _SAMPLES = 20  # malformed keys, refused entries and failed deletes each task reports
 _CHUNK = 1000  # rows a lister thread hands over at once (about one page)
 
@@ -115,13 +113,26 @@ def recheck(
     max_report_age_s: float,
     expect: tuple[str, ...] = (),
     pool: Executor | None = None,
-) -> tuple[str | None, str | None]:
-    """(blocked, refused) for this task's deletes with `m`, both None when it may delete
-    (`recheck_before_delete`): the re-read of M, its reads in flight together
-    (`reports.REPORT_READERS`; the reports the driver read, `expect`, alongside the
-    listing), report ages as of `clock()`."""
+) -> Verdict:
+    """This task's verdict for its deletes with `m` (`recheck_before_delete`): the re-read
+    of M, its reads in flight together (`reports.REPORT_READERS`; the reports the driver
+    read, `expect`, alongside the listing), report ages as of `clock()`."""
     view = read_cluster_view(store, clock(), max_report_age_s, REPORT_READERS, expect, pool)
     return recheck_before_delete(m, view.gc_epoch())
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """What one task attempt returns to the driver. Its deletions are NOT here: they are in
+    the journal, which every attempt (failed, retried, speculative) writes."""
+
+    attempt: Attempt
+    scanned: ScanStats
+    deleted: DeleteStats  # this attempt's own view, for its logs; the driver reads the journal
+    verdict: Verdict | None  # the re-read's; None when the task had nothing to delete
+    malformed: tuple[str, ...] = ()  # samples
+    refused: tuple[str, ...] = ()  # samples of refused entries ("key (why)")
+    error_samples: tuple[str, ...] = ()
 
 
 def list_and_delete_task(
@@ -133,96 +144,81 @@ def list_and_delete_task(
     batch_size: int,
     concurrency: int,
     list_concurrency: int,
-    emit_keys: bool,
     clock: Callable[[], float],
     max_report_age_s: float,
     prefixes: Iterator[int],
     *,
+    journal: JournalTarget,
     report_keys: tuple[str, ...] = (),
     pools: TaskPools | None = None,
-) -> Iterator[Row]:
-    """Spark `mapPartitions` body. Yields up to `_SAMPLES` MALFORMED and REFUSED rows, a
-    DELETED row per key really gone (only when `emit_keys`), a BLOCKED or a STOPPED row if
-    the re-read found the round blocked or refused its deletes, one COUNTS row (json of the
-    delete stats and error samples) and one STATS row.
-    `report_keys`: the reports the driver read, read again alongside the re-read's listing.
-    Deleted keys are spooled to a task-local file, so a task never holds its share of the
-    eligible set in memory. `pools`: long-lived pools to borrow instead of starting threads
+    attempt: Attempt | None = None,
+) -> Iterator[TaskResult]:
+    """Spark `mapPartitions` body: yields one `TaskResult`. Every delete batch is journaled
+    under `journal` (before and after its request) as this attempt (`attempt`, default the
+    running Spark task's). `report_keys`: the reports the driver read, read again alongside
+    the re-read's listing. `pools`: long-lived pools to borrow instead of starting threads
     (`impl.gc.pools`; for REPORT_READERS readers and `concurrency` deleters)."""
     scanned = ScanStats()
-    samples: list[Row] = []
+    malformed: list[str] = []
+    refused: list[str] = []
     failed: dict[str, str] = {}
-    stopped: list[tuple[str, str]] = []  # (BLOCKED or STOPPED, why)
+    verdict: list[Verdict] = []
     store = open_store()
+    me = attempt if attempt is not None else current_attempt()
 
     def on_error(key: str, why: str) -> None:
-        failed.setdefault(key, why)
+        if len(failed) < _SAMPLES:
+            failed.setdefault(key, why)
 
-    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
-        # The re-read of M runs while the first pages are listed (issue 12: after the
-        # first page it cost three more round trips before any delete). It keeps the order
-        # the model needs (SPEC R31: `gc_compute`, then deletes each checked against that
-        # M): it starts after the driver computed M (this task exists only with it), and
-        # the task's first delete waits for its verdict (below); listing only reads, so it
-        # may run on either side of it. At the first delete the re-read is older by the
-        # listing before the first eligible key: each later delete of the task already
-        # relies on a re-read older than that. Its verdict (or error) counts only if the
-        # task has something to delete, as when it ran on demand.
-        if pools is not None:
-            pools.check(REPORT_READERS, concurrency)
-        ahead = (ThreadPoolExecutor(1, thread_name_prefix="epochgc-recheck") if pools is None
-                 else pools.recheck)
-        again = ahead.submit(recheck, store, m, clock, max_report_age_s, report_keys,
-                             None if pools is None else pools.reports)
+    jstore = store if journal.open_store is None else journal.open_store()
+    writer = JournalWriter(jstore, journal, me)
+    # The re-read of M runs while the first pages are listed (issue 12: after the
+    # first page it cost three more round trips before any delete). It keeps the order
+    # the model needs (SPEC R31: `gc_compute`, then deletes each checked against that
+    # M): it starts after the driver computed M (this task exists only with it), and
+    # the task's first delete waits for its verdict (below); listing only reads, so it
+    # may run on either side of it. At the first delete the re-read is older by the
+    # listing before the first eligible key: each later delete of the task already
+    # relies on a re-read older than that. Its verdict (or error) counts only if the
+    # task has something to delete, as when it ran on demand.
+    if pools is not None:
+        pools.check(REPORT_READERS, concurrency)
+    ahead = (ThreadPoolExecutor(1, thread_name_prefix="epochgc-recheck") if pools is None
+             else pools.recheck)
+    again = ahead.submit(recheck, store, m, clock, max_report_age_s, report_keys,
+                         None if pools is None else pools.reports)
 
-        def eligible() -> Iterator[tuple[str, int]]:
-            checked = False
-            rows = listed(store, prefixes, m, now, grace_s, page_size, scanned, list_concurrency)
-            try:
-                for row in rows:
-                    if row[0] != ELIGIBLE:
-                        if sum(r[0] == row[0] for r in samples) < _SAMPLES:
-                            samples.append(row)
-                        continue
-                    if not checked:  # never a delete before the re-read's verdict
-                        blocked, refused = again.result()
-                        if blocked is not None:
-                            stopped.append((BLOCKED, blocked))
-                            return
-                        if refused is not None:
-                            stopped.append((STOPPED, refused))
-                            return
-                        checked = True
-                    if emit_keys:
-                        spool.write(json.dumps([row[1], row[2], row[3]]) + "\n")
-                    yield row[1], row[2]
-            finally:
-                rows.close()  # stops the lister threads
-
+    def eligible() -> Iterator[Doomed]:
+        rows = listed(store, prefixes, m, now, grace_s, page_size, scanned, list_concurrency)
         try:
-            stats = delete_keys(store, eligible(), batch_size, concurrency, on_error,
-                                None if pools is None else pools.delete)
+            for row in rows:
+                if row[0] != ELIGIBLE:
+                    into = malformed if row[0] == MALFORMED else refused
+                    if len(into) < _SAMPLES:
+                        into.append(row[1])
+                    continue
+                if not verdict:  # never a delete before the re-read's verdict
+                    verdict.append(again.result())
+                if not isinstance(verdict[0], Go):
+                    return
+                yield row[1], row[2], row[3], row[4]
         finally:
-            # The re-read is done with the store before it closes (cancelled if not begun).
-            if pools is None:
-                ahead.shutdown(cancel_futures=True)
-            else:
-                again.cancel()
-                wait([again])
-            store.close()
-        yield from samples
-        spool.seek(0)
-        for line in spool:
-            key, size, age = json.loads(line)
-            if key not in failed:
-                yield (DELETED, key, size, age)
-    for kind, why in stopped:
-        yield (kind, why, 0, 0.0)
-    errs = [f"{k}: {why}" for k, why in list(failed.items())[:_SAMPLES]]
-    yield (COUNTS, json.dumps({"stats": stats.as_dict(), "samples": errs}), 0, 0.0)
-    yield stats_row(scanned.as_dict())
+            rows.close()  # stops the lister threads
 
-
-def parse_counts(row: Row) -> tuple[DeleteStats, list[str]]:
-    doc = json.loads(row[1])
-    return DeleteStats(**doc["stats"]), list(doc["samples"])
+    try:
+        stats = delete_keys(store, eligible(), batch_size, concurrency, on_error,
+                            None if pools is None else pools.delete, writer)
+    finally:
+        # The re-read is done with the store before it closes (cancelled if not begun).
+        if pools is None:
+            ahead.shutdown(cancel_futures=True)
+        else:
+            again.cancel()
+            wait([again])
+        store.close()
+        if jstore is not store:
+            jstore.close()
+    yield TaskResult(
+        me, scanned, stats, verdict[0] if verdict else None, tuple(malformed), tuple(refused),
+        tuple(f"{k}: {why}" for k, why in failed.items()),
+    )

@@ -9,6 +9,9 @@ EXIT_OK = 0
 EXIT_INCOMPLETE = 1  # malformed keys, delete errors, refused deletes, or a failed round
 EXIT_BLOCKED = 2
 EXIT_USAGE = 64  # bad arguments (BSD EX_USAGE), distinct from a blocked round
+# A round stopped by a signal exits as a shell reports a process killed by it (128 + n);
+# one stopped by its --deadline is incomplete.
+EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
 
 # The keys of `--json`, exactly as the issue specifies them.
 JSON_KEYS = (
@@ -29,6 +32,11 @@ JSON_KEYS = (
     "record",
     "manifest",
     "error",
+    # Issue 29.
+    "already_gone",
+    "changed",
+    "journal",
+    "interrupted",
 )
 
 
@@ -69,9 +77,21 @@ class GcSummary:
     record: str | None = None  # the deletion record's key in the store
     record_error: str | None = None
     error: str | None = None  # the error that ended the round (exit 1)
+    # Issue 29: the round's id (its record and journal are named by it), where its
+    # deletion journal is, keys found already gone or rewritten (counted apart from
+    # `deleted`), and the signal (or "deadline") that stopped it early.
+    round_id: str = ""
+    journal: str | None = None
+    already_gone: int = 0
+    changed: int = 0
+    interrupted: str | None = None
+    would_delete: list[str] | None = None  # a dry run's keys, for `--list -` (stdout)
+    listed_to: str | None = None  # the file a dry run's `--list` wrote
 
     @property
     def outcome(self) -> str:
+        if self.interrupted is not None:
+            return "interrupted"
         if self.error is not None:
             return "error"
         if self.blocked is not None:
@@ -86,6 +106,8 @@ class GcSummary:
 
     @property
     def exit_code(self) -> int:
+        if self.interrupted is not None:
+            return EXIT_INTERRUPTED.get(self.interrupted, EXIT_INCOMPLETE)
         if self.error is not None:
             return EXIT_INCOMPLETE
         if self.blocked is not None:
@@ -99,7 +121,13 @@ class GcSummary:
 
     def lines(self) -> list[str]:
         """The human summary."""
+        if self.interrupted is not None:
+            return [f"gc: round interrupted ({self.interrupted}) after deleting {self.deleted}"
+                    f" key(s); the rest are listed again next round (journal: {self.journal})"]
         if self.error is not None:
+            if self.deleted:
+                return [f"gc: round failed after deleting {self.deleted} key(s) (journal: "
+                        f"{self.journal}): {self.error}"]
             return [f"gc: round failed: {self.error}"]
         if self.blocked is not None and not self.deleted:
             return [f"gc: round blocked, nothing deleted: {self.blocked}"]

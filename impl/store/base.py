@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 # S3 refuses more than this many keys in one DeleteObjects request.
 MAX_DELETE_BATCH = 1000
@@ -24,6 +25,9 @@ class ObjectInfo:
     key: str
     size: int
     mtime: float  # unix seconds of the last write
+    # What a conditional delete compares (issue 29): a local store's "inode:mtime_ns:size",
+    # S3's ETag; "" when unknown (the delete is then by name only).
+    version: str = ""
 
     def age(self, now: float) -> float:
         """Seconds since the last write; a clock ahead of `now` counts as age 0."""
@@ -43,15 +47,20 @@ class ListPage:
 class DeleteResult:
     """Outcome of one batch: `errors` maps each key that could not be deleted to why.
 
-    A key that was already gone is a success, so every key not in `errors` is gone now.
+    Every key not in `errors` or `changed` is gone now. `gone`: keys that were already
+    absent (a backend that can tell, the local store; S3 cannot without a conditional
+    delete). `changed`: keys a conditional delete skipped because the object is no longer
+    the one listed (rewritten since); they are still there.
     """
 
     requested: int
     errors: dict[str, str] = field(default_factory=dict)
+    gone: set[str] = field(default_factory=set)
+    changed: set[str] = field(default_factory=set)
 
     @property
     def deleted(self) -> int:
-        return self.requested - len(self.errors)
+        return self.requested - len(self.errors) - len(self.gone) - len(self.changed)
 
 
 class ObjectStore(abc.ABC):
@@ -91,6 +100,18 @@ class ObjectStore(abc.ABC):
     def delete_batch(self, keys: list[str]) -> DeleteResult:
         """One delete request for at most MAX_DELETE_BATCH keys."""
 
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Create the object only if no object has the key (atomically); False if one does.
+        This default cannot and raises StoreError: backends that can override it."""
+        raise StoreError(f"{self.describe()} cannot create {key!r} only if absent")
+
+    def delete_if_unchanged(self, items: list[tuple[str, str]]) -> DeleteResult:
+        """Delete (key, version) items, each only if the object is still the version that
+        was listed (`ObjectInfo.version`; "" deletes by name). A key that changed since is
+        left alone and reported in `changed`. This default cannot check and deletes by
+        name: backends that can (local, S3 where the server supports it) override it."""
+        return self.delete_batch([k for k, _ in items])
+
     def list(
         self, prefix: str, start_after: str | None = None, page_size: int = MAX_PAGE_SIZE
     ) -> Iterator[list[ObjectInfo]]:
@@ -115,7 +136,10 @@ class ObjectStore(abc.ABC):
         """Release connections; the store is not used afterwards."""
 
 
-def check_batch(keys: Iterable[str]) -> list[str]:
+_T = TypeVar("_T")
+
+
+def check_batch(keys: Iterable[_T]) -> list[_T]:
     batch = list(keys)
     if len(batch) > MAX_DELETE_BATCH:
         raise ValueError(f"delete batch of {len(batch)} keys exceeds {MAX_DELETE_BATCH}")

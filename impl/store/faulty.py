@@ -60,5 +60,13 @@ class FaultyStore(ObjectStore):
         self._gate(f"delete of {len(keys)} key(s)")
         return self.inner.delete_batch(keys)
 
+    def delete_if_unchanged(self, items: list[tuple[str, str]]) -> DeleteResult:
+        self._gate(f"delete of {len(items)} key(s)")
+        return self.inner.delete_if_unchanged(items)
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        self._gate(f"put {key!r}")
+        return self.inner.put_if_absent(key, data)
+
     def close(self) -> None:
         self.inner.close()

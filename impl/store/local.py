@@ -38,6 +38,13 @@ from impl.store.base import (
 # Temp files of in-progress atomic puts; never listed as objects.
 _TMP_PREFIX = ".epochgc-tmp-"
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+_READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
+# Issue 29: listing never recurses without bound. Keys under the data prefix are
+# `level_zero/data/NNN/EPOCH/name`, so a directory inside an epoch directory is malformed:
+# refused (named, never descended). Anywhere else a tree deeper than _MAX_DIRS levels is.
+_DATA = "level_zero/data/"
+_DATA_DIRS = 4  # level_zero/data/NNN/EPOCH/
+_MAX_DIRS = 16
 _CURSORS = 32  # suspended listings kept per store (each holds a few directory descriptors)
 # Deletes never remove the top two levels of the tree (`level_zero/data`, `_cluster/gc`):
 # they are the store's layout, outside what a GC round may change.
@@ -116,17 +123,48 @@ class LocalStore(ObjectStore):
                 os.close(fd)
         raise StoreError(f"cannot write {key!r} in {self.describe()}: directory keeps vanishing")
 
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """Written aside, then hard-linked into place: link() fails if the name exists,
+        so of two writers exactly one wins, and readers never see a partial file."""
+        parent, _, name = check_key(key).rpartition("/")
+        try:
+            fd = self._open_dir(parent, create=True)
+        except OSError as e:
+            raise StoreError(f"cannot write {key!r} in {self.describe()}: {e}") from e
+        tmp = f"{_TMP_PREFIX}{uuid.uuid4().hex}"
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            out = os.open(tmp, flags, 0o644, dir_fd=fd)
+            try:
+                _write_all(out, data)
+            finally:
+                os.close(out)
+            try:
+                os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
+            except FileExistsError:
+                return False
+            return True
+        except OSError as e:
+            raise StoreError(f"cannot write {key!r} in {self.describe()}: {e}") from e
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp, dir_fd=fd)
+            os.close(fd)
+
     def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         parent, _, name = check_key(key).rpartition("/")
         try:
             fd = self._open_dir(parent)
             try:
-                f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)
+                # O_NONBLOCK: opening a FIFO for reading otherwise blocks until a writer
+                # comes (forever); its type is checked before anything is read.
+                f = os.open(name, _READ, dir_fd=fd)
             finally:
                 os.close(fd)
             with os.fdopen(f, "rb") as fh:
                 if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
                     raise StoreError(f"{key!r} in {self.describe()} is not a regular file")
+                os.set_blocking(fh.fileno(), True)
                 if start:
                     fh.seek(start)
                 if end is None:
@@ -155,7 +193,7 @@ class LocalStore(ObjectStore):
             raise StoreError(f"cannot stat {key!r} in {self.describe()}: {e}") from e
         if not stat.S_ISREG(st.st_mode):
             return None  # a link or a directory is not an object
-        return ObjectInfo(key, st.st_size, st.st_mtime)
+        return ObjectInfo(key, st.st_size, st.st_mtime, file_version(st))
 
     # --- listing ---
 
@@ -220,7 +258,17 @@ class LocalStore(ObjectStore):
     # --- deletes ---
 
     def delete_batch(self, keys: list[str]) -> DeleteResult:
-        batch = check_batch(keys)
+        return self._delete(check_batch(keys), {})
+
+    def delete_if_unchanged(self, items: list[tuple[str, str]]) -> DeleteResult:
+        """Re-checks each file's (inode, mtime, size) just before its unlink: a file
+        rewritten since it was listed (a new inode by an atomic put, or new bytes in place)
+        is skipped and reported in `changed`. The check and the unlink are two calls: a
+        rewrite between them (microseconds) is not seen."""
+        batch = check_batch(items)
+        return self._delete([k for k, _ in batch], {k: v for k, v in batch if v})
+
+    def _delete(self, batch: list[str], versions: dict[str, str]) -> DeleteResult:
         result = DeleteResult(len(batch))
         dirs: dict[str, int | BaseException] = {}
         emptied: set[str] = set()
@@ -230,10 +278,18 @@ class LocalStore(ObjectStore):
                     parent, _, name = check_key(key).rpartition("/")
                     fd = self._dir_for_delete(parent, dirs)
                     if fd is None:
+                        result.gone.add(key)
                         continue  # the directory is gone: so is the key
+                    expect = versions.get(key)
+                    if expect is not None and expect != file_version(
+                        os.stat(name, dir_fd=fd, follow_symlinks=False)
+                    ):
+                        result.changed.add(key)
+                        continue
                     os.unlink(name, dir_fd=fd)  # unlink never follows a link
                 except FileNotFoundError:
-                    pass  # already gone: the goal is reached
+                    result.gone.add(key)  # already gone: the goal is reached, not by us
+                    continue
                 except (OSError, StoreError) as e:
                     result.errors[key] = str(e)
                     continue
@@ -292,6 +348,12 @@ class LocalStore(ObjectStore):
                 rel = parent
 
 
+def file_version(st: os.stat_result) -> str:
+    """What a conditional delete compares: a put replaces the inode (rename), an in-place
+    write changes mtime or size."""
+    return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"
+
+
 def _open_child(fd: int, part: str, rel: str, create: bool) -> int:
     """Open directory `part` below `fd` without following a link; closes `fd`."""
     try:
@@ -332,6 +394,11 @@ def _walk(fd: int, base: str, name_prefix: str, after: str) -> Iterator[_Item]:
             keyed.append((base + e.name + ("/" if is_dir else ""), is_dir, e))
         keyed.sort(key=lambda t: t[0])
         for rel, is_dir, entry in keyed:
+            if is_dir and rel.count("/") > (_DATA_DIRS if rel.startswith(_DATA) else _MAX_DIRS):
+                if rel > after and not after.startswith(rel):
+                    yield (rel, None, "a directory nested too deep (below "
+                           f"{_DATA}NNN/EPOCH/ or {_MAX_DIRS} levels): malformed, never listed")
+                continue
             if is_dir:
                 if after.startswith(rel):
                     sub_after = after
@@ -355,7 +422,7 @@ def _walk(fd: int, base: str, name_prefix: str, after: str) -> Iterator[_Item]:
                 except FileNotFoundError:
                     continue  # deleted while listing
                 if stat.S_ISREG(st.st_mode):
-                    yield (rel, ObjectInfo(rel, st.st_size, st.st_mtime), None)
+                    yield (rel, ObjectInfo(rel, st.st_size, st.st_mtime, file_version(st)), None)
                 elif stat.S_ISLNK(st.st_mode):
                     yield (rel, None, "a symbolic link, never followed")
                 else:

@@ -26,6 +26,8 @@ from impl.store.retry import RETRYABLE_KEY_CODES, Backoff, Retrier
 
 # S3 error codes that mean "the key is not there", which for a delete is success.
 _GONE = frozenset({"NoSuchKey", "404", "NotFound"})
+# Per-key codes of a conditional delete whose object is no longer the one listed.
+_CHANGED = frozenset({"PreconditionFailed", "412"})
 
 
 class S3Store(ObjectStore):
@@ -103,6 +105,19 @@ class S3Store(ObjectStore):
         except Exception as e:  # botocore raises many unrelated types; all are store errors
             raise self._error(f"put {key!r}", e) from e
 
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        """PutObject with `If-None-Match: *` (AWS S3 since 2024, moto 5): 412 if the key
+        exists. A server that ignores the header overwrites: the lease docs say so."""
+        try:
+            self.client.put_object(
+                Bucket=self.bucket, Key=self._full(key), Body=data, IfNoneMatch="*"
+            )
+            return True
+        except Exception as e:
+            if _code(e) in _CHANGED or _code(e) == "ConditionalRequestConflict":
+                return False
+            raise self._error(f"put {key!r} if absent", e) from e
+
     def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         args: dict[str, Any] = {"Bucket": self.bucket, "Key": self._full(key)}
         if start is not None or end is not None:
@@ -149,7 +164,8 @@ class S3Store(ObjectStore):
             raise self._error(f"list {prefix!r}", e) from e
         cut = len(self.prefix)
         objects = [
-            ObjectInfo(o["Key"][cut:], int(o["Size"]), o["LastModified"].timestamp())
+            ObjectInfo(o["Key"][cut:], int(o["Size"]), o["LastModified"].timestamp(),
+                       str(o.get("ETag", "")))
             for o in r.get("Contents", [])
         ]
         return ListPage(objects, truncated=bool(r.get("IsTruncated")))
@@ -157,12 +173,25 @@ class S3Store(ObjectStore):
     def delete_batch(self, keys: list[str]) -> DeleteResult:
         """One DeleteObjects, then the keys it failed with a retryable code again (bounded,
         with jittered backoff); what still fails is returned in `errors`."""
-        batch = check_batch(keys)
+        return self._delete(check_batch(keys), {})
+
+    def delete_if_unchanged(self, items: list[tuple[str, str]]) -> DeleteResult:
+        """DeleteObjects with each object's listed ETag (S3's conditional delete): a server
+        that supports it (AWS S3) refuses a key rewritten since with PreconditionFailed,
+        reported in `changed`; one that ignores the field (moto 5.2: it checks If-Match
+        only on a single DeleteObject) deletes by name, as `delete_batch` does."""
+        batch = check_batch(items)
+        return self._delete([k for k, _ in batch], {k: v for k, v in batch if v})
+
+    def _delete(self, batch: list[str], etags: dict[str, str]) -> DeleteResult:
         result = DeleteResult(len(batch))
         pending = batch
         retry = 0
         while pending:
-            failed = self._delete_once(pending)
+            failed = self._delete_once(pending, etags)
+            for key in [k for k, (code, _) in failed.items() if code in _CHANGED]:
+                result.changed.add(key)
+                del failed[key]
             again = [k for k, (code, _) in failed.items() if code in RETRYABLE_KEY_CODES]
             if not again or retry + 1 >= self.key_retry.policy.attempts:
                 result.errors.update({k: f"{c}: {m}" for k, (c, m) in failed.items()})
@@ -175,10 +204,17 @@ class S3Store(ObjectStore):
             pending = again
         return result
 
-    def _delete_once(self, batch: list[str]) -> dict[str, tuple[str, str]]:
+    def _delete_once(
+        self, batch: list[str], etags: dict[str, str] | None = None
+    ) -> dict[str, tuple[str, str]]:
         """One request; the keys it did not delete, with (code, message). A request that
-        failed as a whole (after botocore's own retries) fails every key, non-retryably."""
-        objects = [{"Key": self._full(k)} for k in batch]
+        failed as a whole (after botocore's own retries) fails every key, non-retryably.
+        `etags`: the ETag each key must still have (a conditional delete)."""
+        etags = etags or {}
+        objects: list[dict[str, str]] = [
+            {"Key": self._full(k), "ETag": etags[k]} if k in etags else {"Key": self._full(k)}
+            for k in batch
+        ]
         try:
             # Quiet: the reply lists only failures, which is all we need.
             r = self.client.delete_objects(

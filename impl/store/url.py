@@ -52,6 +52,11 @@ def parse_store_url(url: str, s3_endpoint: str | None = None) -> StoreSpec:
             raise StoreError(f"file URL {url!r} names a host; use file:///absolute/path")
         if not parts.path:
             raise StoreError(f"file URL {url!r} has no path")
+        if parts.query or parts.fragment or url.rstrip().endswith(("?", "#")):
+            # `file:///d/st#ore` silently ran on /d/st (issue 29): a path with `#` or `?`
+            # is given as a plain path or percent-encoded (%23, %3F).
+            raise StoreError(f"file URL {url!r} has a query or fragment (`?`, `#`); "
+                             "percent-encode them or give a plain path")
         if s3_endpoint is not None:
             raise StoreError("--s3-endpoint only applies to s3:// stores")
         return StoreSpec("file", str(Path(unquote(parts.path)).absolute()))

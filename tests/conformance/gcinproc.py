@@ -18,23 +18,19 @@ which made the harness race the task's re-read thread.)
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from impl.gc.journal import JournalTarget, read_journal
 from impl.gc.pools import TaskPools
+from impl.gc.recheck import Blocked, Refused
 from impl.gc.reports import REPORT_READERS, read_cluster_view
-from impl.gc.scan import ELIGIBLE, MALFORMED, REFUSED, STATS, ScanStats, split_prefixes
-from impl.gc.stream import (
-    BLOCKED,
-    COUNTS,
-    DELETED,
-    STOPPED,
-    list_and_delete_task,
-    listed,
-    parse_counts,
-)
+from impl.gc.scan import ELIGIBLE, ScanStats, split_prefixes
+from impl.gc.stream import TaskResult, list_and_delete_task, listed
 from impl.store.base import ObjectStore
+from impl.store.local import LocalStore
 from model.keys import PREFIXES
 
 TASKS = 3  # listing tasks (uneven prefix ranges on purpose)
@@ -102,23 +98,25 @@ def inprocess_gc_round(
         between()
     hooked = _Unclosed(store)
     stats_rows = 0
-    for group in todo:
-        rows: Iterator[Any] = list_and_delete_task(
-            lambda: hooked, m, now, grace_s, page_size, 2, DELETERS, 1, True,  # type: ignore[arg-type,return-value]
-            clock, max_report_age_s, iter(group), pools=_POOLS)
-        for r in rows:
-            if r[0] == DELETED:
-                out.deleted.add(r[1])
-            elif r[0] == COUNTS:
-                out.errors += parse_counts(r)[0].errors
-            elif r[0] == BLOCKED:
-                out.blocked_on_recheck = r[1]
-            elif r[0] == STOPPED:
-                out.refused = out.refused_on_recheck = r[1]
-            elif r[0] in (MALFORMED, REFUSED):
-                out.malformed.append(r)
-            elif r[0] == STATS:
+    # The tasks journal their deletes as the job's do; the round's deleted set is read back
+    # from that journal (kept apart from the harness's store, whose `_cluster/` it checks).
+    with tempfile.TemporaryDirectory(prefix="epochgc-journal-") as jdir:
+        jstore = LocalStore(jdir)
+        journal = JournalTarget("j/", lambda: _Unclosed(jstore))  # type: ignore[arg-type,return-value]
+        for group in todo:
+            rows: Iterator[TaskResult] = list_and_delete_task(
+                lambda: hooked, m, now, grace_s, page_size, 2, DELETERS, 1,  # type: ignore[arg-type,return-value]
+                clock, max_report_age_s, iter(group), journal=journal, pools=_POOLS)
+            for r in rows:
+                if isinstance(r.verdict, Blocked):
+                    out.blocked_on_recheck = r.verdict.why
+                elif isinstance(r.verdict, Refused):
+                    out.refused = out.refused_on_recheck = r.verdict.why
+                out.malformed.extend(r.malformed + r.refused)
                 stats_rows += 1
+        totals = read_journal(jstore, "j/", store)
+    out.deleted = set(totals.deleted) | totals.already_gone  # every key gone now
+    out.errors = len(totals.errors)
     assert stats_rows == TASKS
     if out.malformed and out.refused is None:  # R21a: the round fails, deletes stand
         out.refused = f"{len(out.malformed)} malformed or refused key(s): {out.malformed[:3]}"

@@ -226,9 +226,9 @@ MUTANTS: tuple[Mutant, ...] = (
         "a task whose re-read before deleting finds the round blocked reports it as refused"
         " (M moved back): the job's round exits 1, not 2, and `epochgc demo` fails [check:"
         " in-process GC round with a partition created mid-round, stop == model's]",
-        "impl/gc/stream.py",
-        "stopped.append((BLOCKED, blocked))",
-        "stopped.append((STOPPED, blocked))",
+        "impl/gc/recheck.py",
+        'return Blocked(f"on re-check before deleting: {again.blocked}")',
+        'return Refused(f"on re-check before deleting: {again.blocked}")',
     ),
     Mutant(
         "host-completes-overwritten-proposal",
@@ -307,16 +307,17 @@ MUTANTS: tuple[Mutant, ...] = (
         "gc-delete-bytes-count-failures",
         "the delete phase counts the bytes of keys whose delete failed as deleted",
         "impl/gc/delete.py",
-        "stats.bytes_deleted += sum(s for k, s in batch if k not in result.errors)",
-        "stats.bytes_deleted += sum(s for k, s in batch)",
+        "stats.bytes_deleted += sum(s for k, s, _, _ in batch if k not in kept)",
+        "stats.bytes_deleted += sum(s for k, s, _, _ in batch)",
         check=r"tests/gc/test_scan.py::test_delete_keys_batches_and_counts_errors",
     ),
     Mutant(
         "gc-manifest-lists-failed-deletes",
-        "a task's manifest rows include keys whose delete failed (the record says deleted)",
-        "impl/gc/stream.py",
-        "            if key not in failed:\n",
-        "            if True:\n",
+        "the journal read-back counts keys whose delete failed as deleted (so does the"
+        " manifest)",
+        "impl/gc/journal.py",
+        "            if key in errors:\n",
+        "            if False:\n",
         check=r"tests/gc/test_record.py",
     ),
     # Raft commit rules: the harness's random programs reach these rarely (the heartbeat one

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from impl.gc.recheck import recheck_before_delete
+from impl.gc.recheck import Blocked, Go, Refused, recheck_before_delete
 from impl.gc.reports import PARTITIONS_KEY
 from model.cluster import GcEpoch
 from model.keys import DATA_PREFIX, parse_key
@@ -98,11 +98,11 @@ def test_young_and_old_keys_at_exactly_m(h: Harness) -> None:
 
 
 def test_recheck_before_delete() -> None:
-    assert recheck_before_delete(5, GcEpoch(5, None)) == (None, None)
-    assert recheck_before_delete(5, GcEpoch(6, None)) == (None, None)
-    assert recheck_before_delete(5, GcEpoch(4, None))[1] is not None
-    assert recheck_before_delete(5, GcEpoch(None, None))[1] is not None
-    assert recheck_before_delete(5, GcEpoch(None, "no report for t/0"))[0] is not None
+    assert recheck_before_delete(5, GcEpoch(5, None)) == Go()
+    assert recheck_before_delete(5, GcEpoch(6, None)) == Go()
+    assert isinstance(recheck_before_delete(5, GcEpoch(4, None)), Refused)
+    assert isinstance(recheck_before_delete(5, GcEpoch(None, None)), Refused)
+    assert isinstance(recheck_before_delete(5, GcEpoch(None, "no report for t/0")), Blocked)
 
 
 def test_the_state_checks_fail_on_bad_states(h: Harness) -> None:

@@ -6,17 +6,21 @@ import fcntl
 import json
 import os
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from impl.gc.journal import read_journal
 from impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY
+from impl.gc.stream import TaskResult
 from impl.store.base import DeleteResult, ListPage, ObjectInfo, ObjectStore
 from impl.store.local import LocalStore
 from impl.store.url import StoreSpec
 from model.errors import ModelError
 from model.keys import PREFIXES, gc_eligible, parse_key, prefix_path
 
-NOW = 1_800_000_000.0
+NOW = 1_800_000_000.0  # 2027-01-15: ahead of the real clock when this was written
+AHEAD = ("--i-know-now-is-ahead",)  # so `--now NOW` needs this flag (issue 29)
 HOUR = 3600.0
 
 
@@ -75,8 +79,8 @@ def put_local(root: Path, key: str, age: float, now: float = NOW, data: bytes = 
 
 
 def all_keys(store: ObjectStore) -> set[str]:
-    """Every key but the rounds' deletion records (the one thing a round adds)."""
-    return {o.key for o in store.list_all("") if not o.key.startswith("_cluster/gc/rounds/")}
+    """Every key but the rounds' deletion records and journals (what a round adds)."""
+    return {o.key for o in store.list_all("") if not o.key.startswith("_cluster/gc/")}
 
 
 def expected_eligible(ages: dict[str, float], m: int | None, grace_s: float) -> set[str]:
@@ -130,6 +134,9 @@ class _Delegating(ObjectStore):
 
     def delete_batch(self, keys: list[str]) -> DeleteResult:
         return self.inner.delete_batch(keys)
+
+    def put_if_absent(self, key: str, data: bytes) -> bool:
+        return self.inner.put_if_absent(key, data)
 
 
 class _CountingStore(_Delegating):
@@ -224,3 +231,99 @@ class RefuseKeys:
 
     def __call__(self) -> ObjectStore:
         return _RefusingStore(self.inner(), self.marker)
+
+
+class TransientListError(RuntimeError):
+    """Not a StoreError: as an executor's lost connection or a bug, it fails the attempt."""
+
+
+class _ListFailsOnceAfterDelete(_Delegating):
+    """The first list request made after any delete of the round fails once (the flag file
+    is created exclusively, so across Spark workers exactly one attempt sees the error)."""
+
+    def __init__(self, inner: ObjectStore, flag: str) -> None:
+        super().__init__(inner)
+        self.flag = flag
+
+    def delete_batch(self, keys: list[str]) -> DeleteResult:
+        result = self.inner.delete_batch(keys)
+        Path(self.flag + ".deleted").touch()
+        return result
+
+    def list_page(
+        self,
+        prefix: str,
+        start_after: str | None = None,
+        limit: int = 1000,
+        until: str | None = None,
+    ) -> ListPage:
+        if prefix.startswith("level_zero/") and os.path.exists(self.flag + ".deleted"):
+            try:
+                os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+            except FileExistsError:
+                pass
+            else:
+                raise TransientListError(f"injected transient list error at {prefix}")
+        return self.inner.list_page(prefix, start_after, limit, until)
+
+
+@dataclass(frozen=True)
+class ListFailsOnceAfterDelete:
+    inner: StoreSpec
+    flag: str
+
+    def __call__(self) -> ObjectStore:
+        return _ListFailsOnceAfterDelete(self.inner(), self.flag)
+
+
+JOURNAL = "_cluster/gc/journal/test/"
+
+
+def run_task(task: Iterator[TaskResult], store: ObjectStore) -> tuple[TaskResult, set[str]]:
+    """Run a task body whose journal is `JOURNAL` in `store`; its one result and the keys
+    its journal says it deleted."""
+    [result] = list(task)
+    return result, set(read_journal(store, JOURNAL).deleted)
+
+
+class _PlantsOnDelete(_Delegating):
+    """Creates directory `plant` at its first delete: a manifest target that appears after
+    the round's checks (as another writer's would)."""
+
+    def __init__(self, inner: ObjectStore, plant: str) -> None:
+        super().__init__(inner)
+        self.plant = plant
+
+    def delete_batch(self, keys: list[str]) -> DeleteResult:
+        os.makedirs(self.plant, exist_ok=True)
+        return self.inner.delete_batch(keys)
+
+
+@dataclass(frozen=True)
+class PlantOnDelete:
+    inner: StoreSpec
+    plant: str
+
+    def __call__(self) -> ObjectStore:
+        return _PlantsOnDelete(self.inner(), self.plant)
+
+
+class _BrokenRead(_Delegating):
+    """`get` of the snapshot raises a bug's exception (not a StoreError)."""
+
+    def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        if key.endswith("partitions.json"):
+            raise ZeroDivisionError("injected bug in a read")
+        return self.inner.get(key, start, end)
+
+
+@dataclass(frozen=True)
+class BrokenRead:
+    inner: StoreSpec
+
+    @property
+    def kind(self) -> str:
+        return self.inner.kind
+
+    def __call__(self) -> ObjectStore:
+        return _BrokenRead(self.inner())

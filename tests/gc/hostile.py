@@ -185,19 +185,20 @@ def unreadable_dirs(root: Path) -> list[str]:
 
 
 def planted_refusals(root: Path, m: int | None = None) -> set[str]:
-    """The links and special files under level_zero/data/ (keys, without a trailing slash)
-    that a listing of every shard up to epoch `m` must reach, so each must come back
-    refused; with `m` None, all of them (nothing else may be refused). Found from the tree
-    itself, not from the plan."""
+    """The links, special files and directories below an epoch directory (issue 29: never
+    descended) under level_zero/data/ (keys, without a trailing slash) that a listing of
+    every shard up to epoch `m` must reach, so each must come back refused; with `m` None,
+    all of them (nothing else may be refused). Found from the tree itself, not from the
+    plan."""
     data = root / "level_zero/data"
     out = set()
     for dirpath, dirnames, filenames in os.walk(data):  # links are not followed
         for n in dirnames + filenames:
             p = Path(dirpath) / n
             mode = os.lstat(p).st_mode
-            if stat.S_ISREG(mode) or stat.S_ISDIR(mode):
-                continue
             rel = p.relative_to(data).parts
+            if stat.S_ISREG(mode) or (stat.S_ISDIR(mode) and len(rel) < 3) or len(rel) > 3:
+                continue  # (what is inside a directory below an epoch is never reached)
             if m is None or len(rel) == 1 or rel[1] < f"{m + 1:018d}":
                 out.add(str(p.relative_to(root)))
     return out
@@ -235,14 +236,14 @@ def check_round(
     eligible: set[str],
 ) -> set[str]:
     """The round's changes are only: regular files among `eligible` removed, their emptied
-    directories below a shard removed, and deletion records added. Returns the keys gone."""
+    directories below a shard removed, and deletion records and journals added. Returns the
+    keys gone."""
     data = str(root / "level_zero/data") + "/"
-    rounds = str(root / ROUNDS)
+    gc_dir = str(root / "_cluster/gc")
     gone = set(before) - set(after)
     added = set(after) - set(before)
-    assert all(
-        p.startswith(rounds) or p in (str(root / "_cluster/gc"), rounds.rstrip("/")) for p in added
-    ), sorted(added)
+    # The deletion records and journals (issue 29), and the directories holding them.
+    assert all(p == gc_dir or p.startswith(gc_dir + "/") for p in added), sorted(added)
     changed = {p for p in set(before) & set(after) if before[p] != after[p]}
     # Directory mtimes are not compared (the mode is); nothing that stayed may change.
     assert not changed, sorted(changed)

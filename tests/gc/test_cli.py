@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,11 +15,19 @@ from impl.cli import main
 from impl.gc.summary import JSON_KEYS
 from impl.store.local import LocalStore
 from model.keys import format_key
-from tests.gc.helpers import HOUR, NOW, all_keys, put_local, simple_cluster, write_partitions
+from tests.gc.helpers import (
+    AHEAD,
+    HOUR,
+    NOW,
+    all_keys,
+    put_local,
+    simple_cluster,
+    write_partitions,
+)
 
 
 def run(*args: str) -> Any:
-    return CliRunner().invoke(main, ["gc", "--now", str(NOW), "-q", *args])
+    return CliRunner().invoke(main, ["gc", "--now", str(NOW), *AHEAD, "-q", *args])
 
 
 def small_store(root: Path) -> set[str]:
@@ -86,6 +95,10 @@ def test_blocked_round_exits_2_without_spark(tmp_path: Path) -> None:
         (["--now", "-5"], "'-5' is not a time in unix seconds"),
         (["--now", "٥"], "is not a time in unix seconds"),
         (["--now", "253402300800"], "is not a time in unix seconds"),  # after year 9999
+        # Issue 29: these silently ran on /d/st.
+        (["--store", "file:///d/st#ore"], "has a query or fragment"),
+        (["--store", "file:///d/st?ore"], "has a query or fragment"),
+        (["--store", "file:///d/st?"], "has a query or fragment"),
     ],
 )
 def test_bad_arguments(tmp_path: Path, args: list[str], message: str) -> None:
@@ -100,7 +113,9 @@ def test_bad_arguments(tmp_path: Path, args: list[str], message: str) -> None:
 def test_progress_goes_to_stderr(tmp_path: Path) -> None:
     small_store(tmp_path)
     write_partitions(LocalStore(tmp_path), 100, ["t/0", "t/1", "late/0"])
-    r = CliRunner().invoke(main, ["gc", "--now", str(NOW), "--store", str(tmp_path), "--json"])
+    r = CliRunner().invoke(
+        main, ["gc", "--now", str(NOW), *AHEAD, "--store", str(tmp_path), "--json"]
+    )
     assert r.exit_code == 2
     assert "gc: no collection this round (no inactive epoch reported for: late/0)" in r.stderr
     assert json.loads(r.stdout)["blocked"]
@@ -162,3 +177,20 @@ def test_a_round_stopped_at_a_tasks_reread_says_what_it_deleted(deleted: int) ->
         else:
             assert "nothing deleted" in text
         assert (s.blocked or s.refused or "") in text
+
+
+def test_now_ahead_of_the_real_clock_is_refused_unless_forced(tmp_path: Path) -> None:
+    # The found defect (issue 29): --now 11h55m ahead with --grace 12h deleted a
+    # 10-minute-old object; spark.epochgc.now (the same option) too.
+    from impl.gc.cli import gc
+    from impl.gc.submit import conf_defaults
+
+    small_store(tmp_path)
+    before = all_keys(LocalStore(tmp_path))
+    ahead = f"{time.time() + 11 * HOUR + 55 * 60:.0f}"
+    r = CliRunner().invoke(main, ["gc", "--now", ahead, "-q", "--store", str(tmp_path)])
+    assert r.exit_code == 64 and "ahead of the real clock" in r.output, r.output
+    conf = {"spark.epochgc.now": ahead, "spark.epochgc.store": str(tmp_path)}
+    r = CliRunner().invoke(gc, [], default_map=conf_defaults(conf, gc))
+    assert r.exit_code == 64 and "--i-know-now-is-ahead" in r.output, r.output
+    assert all_keys(LocalStore(tmp_path)) == before

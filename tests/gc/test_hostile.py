@@ -79,7 +79,7 @@ def test_listing_and_deleting_hostile_stores(plan: Plan, page_size: int) -> None
         if not locked:
             assert planted <= refused, sorted(planted - refused)
         assert refused <= planted_refusals(root), sorted(refused - planted)
-        delete_keys(store, [(r[1], r[2]) for r in rows if r[0] == ELIGIBLE], 2, 2)
+        delete_keys(store, [(r[1], r[2], r[3], r[4]) for r in rows if r[0] == ELIGIBLE], 2, 2)
         store.close()
         gone = check_round(before, fingerprint(root, outside), root, eligible)
         assert gone == listed
@@ -106,17 +106,27 @@ def found_store(tmp: Path) -> tuple[Path, Path, dict[str, float]]:
 def test_found_store_full_round(spark: Any, tmp_path: Path) -> None:
     root, outside, real = found_store(tmp_path)
     before = fingerprint(root, outside)
-    s = run_gc(
-        spark, local_spec(root), GcOptions(grace_s=GRACE, skip_malformed=True), clock=lambda: NOW
-    )
+    opts = GcOptions(grace_s=GRACE, skip_malformed=True)
+    # `_cluster/gc` is a link out of the store: the round can neither take the lease nor
+    # journal its deletes there, so it deletes nothing (issue 29; it used to delete and
+    # only lose its record).
+    with pytest.raises(GcError, match=r"GC lease.*symbolic link") as err:
+        run_gc(spark, local_spec(root), opts, clock=lambda: NOW)
+    failed = err.value.summary
+    assert failed.deleted == 0 and "symbolic link" in (failed.record_error or "")
+    assert check_round(before, fingerprint(root, outside), root, set()) == set()
+    (root / "_cluster/gc").unlink()
+    before = fingerprint(root, outside)
+    s = run_gc(spark, local_spec(root), opts, clock=lambda: NOW)
     gone = check_round(before, fingerprint(root, outside), root, oracle(real, M, GRACE))
     assert gone == {"level_zero/data/001/000000000000000003/a"}
     assert s.exit_code == 0 and s.malformed == 1 and s.refused_entries == 3
     assert any(k.startswith("level_zero/data/004/ (") for k in s.refused_samples)
-    assert s.record is None and "symbolic link" in (s.record_error or "")
+    assert s.record is not None and s.deleted == 1
     # Without --skip-malformed the same store deletes the same eligible keys (R21a) but the
     # round fails, naming what it refused.
     root2, outside2, real2 = found_store(tmp_path / "again")
+    (root2 / "_cluster/gc").unlink()
     before = fingerprint(root2, outside2)
     s = run_gc(spark, local_spec(root2), GcOptions(grace_s=GRACE), clock=lambda: NOW)
     assert s.exit_code == 1 and "3 refused entr" in (s.failed_check or "")
@@ -144,9 +154,12 @@ def test_full_rounds_on_hostile_stores(spark: Any, plan: Plan, skip: bool) -> No
                 GcOptions(grace_s=GRACE, skip_malformed=skip, tasks=2, delete_batch_size=2),
                 clock=lambda: NOW,
             )
-        except GcError as e:  # only a directory this user cannot list, named
-            assert any(d.rsplit("/", 2)[-2] in str(e) for d in locked), e
-            check_round(before, fingerprint(root, outside), root, oracle(real, M, GRACE))
+        except GcError as e:  # only a directory this user cannot list, named, or
+            # `_cluster/gc` a link (the round cannot journal, so it deletes nothing)
+            no_journal = (root / "_cluster/gc").is_symlink() and "GC lease" in str(e)
+            assert no_journal or any(d.rsplit("/", 2)[-2] in str(e) for d in locked), e
+            gone = check_round(before, fingerprint(root, outside), root, oracle(real, M, GRACE))
+            assert not (no_journal and gone), gone
             return
         gone = check_round(before, fingerprint(root, outside), root, oracle(real, M, GRACE))
         assert s.deleted == len(gone)
@@ -203,9 +216,12 @@ def test_hostile_names_on_s3(spark: Any, s3_endpoint: str, s3_bucket: str) -> No
     after = everything()
     assert {k[len("hostile/") :] for k in set(before) - set(after)} == good
     added = set(after) - set(before)
-    assert all(k.startswith("hostile/_cluster/gc/rounds/") for k in added) and len(added) == 1
+    records = {k for k in added if k.startswith("hostile/_cluster/gc/rounds/")}
+    journal = {k for k in added if k.startswith("hostile/_cluster/gc/journal/")}
+    assert added == records | journal | {"hostile/_cluster/gc/lease.json"}
+    assert len(records) == 1
     assert all(before[k] == after[k] for k in after if k in before)
     assert s.deleted == 2 and s.malformed >= 8
-    record = json.loads(store.get(added.pop()[len("hostile/") :]))
+    record = json.loads(store.get(records.pop()[len("hostile/") :]))
     assert record["outcome"] == "done" and record["counts"]["deleted"] == 2
     assert all_keys(store) >= {"level_zero/data/003/" + "٠" * 17 + "١" + "/x"}

@@ -214,6 +214,10 @@ def test_interrupted_round_converges(spark: Any, tmp_path: Path) -> None:
     assert err.value.deleting
     left = all_keys(LocalStore(tmp_path / "a"))
     assert 0 < len(eligible & left) < len(eligible)  # really stopped part-way
+    # Issue 29: the failed round's record counts what its tasks deleted before the crash
+    # (from the journal; the finished tasks' counts used to be discarded: 0).
+    assert err.value.summary.deleted == len(eligible - left)
+    assert f"{len(eligible - left)} key(s) were deleted before it" in str(err.value)
     s = run_gc(spark, spec, GcOptions(grace_s=GRACE), clock=clock)
     assert s.exit_code == 0 and s.deleted == len(eligible & left)
     clean = run_gc(spark, local_spec(tmp_path / "b"), GcOptions(grace_s=GRACE), clock=clock)

@@ -12,12 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from impl.gc.journal import JournalTarget
 from impl.gc.pools import TaskPools
+from impl.gc.recheck import Go, Refused, Verdict
 from impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY, REPORT_READERS, read_cluster_view
-from impl.gc.stream import COUNTS, DELETED, STOPPED, list_and_delete_task
+from impl.gc.stream import list_and_delete_task
 from impl.store.base import ListPage, ObjectStore, StoreError
 from impl.store.local import LocalStore
-from tests.gc.helpers import NOW, _Delegating, all_keys, local_spec
+from tests.gc.helpers import JOURNAL, NOW, _Delegating, all_keys, local_spec, run_task
 from tests.gc.test_job import GRACE, make_store
 from tests.gc.test_stream import Recording, _garbage
 
@@ -33,10 +35,12 @@ def pools() -> Iterator[TaskPools]:
 
 def _task(
     rec: Recording, pools: TaskPools | None, report_keys: tuple[str, ...] = REPORTS
-) -> list[tuple[str, str, int, float]]:
-    return list(list_and_delete_task(
-        rec, 100, NOW, GRACE, 3, 5, 2, 1, True, lambda: NOW, 300.0, iter(range(1000)),
-        report_keys=report_keys, pools=pools))
+) -> tuple[Verdict | None, set[str]]:
+    """The task's re-read verdict and the keys its journal says it deleted."""
+    result, deleted = run_task(list_and_delete_task(
+        rec, 100, NOW, GRACE, 3, 5, 2, 1, lambda: NOW, 300.0, iter(range(1000)),
+        journal=JournalTarget(JOURNAL), report_keys=report_keys, pools=pools), rec.inner())
+    return result.verdict, deleted
 
 
 @pytest.mark.parametrize("lower_m_to", [None, 90])
@@ -52,12 +56,11 @@ def test_a_task_on_borrowed_pools_gives_the_same_rows_and_deletes(
         rec = Recording(local_spec(root), str(tmp_path / f"{name}.log"), lower_m_to=lower_m_to)
         # Lowered on the re-read's listing: with the driver's report keys those reads may
         # start before it (by design, test_stream), so here every report is read after it.
-        rows = _task(rec, borrowed, REPORTS if lower_m_to is None else ())
-        outcome.append((sorted(rows), all_keys(LocalStore(root))))
+        verdict, deleted = _task(rec, borrowed, REPORTS if lower_m_to is None else ())
+        outcome.append((verdict, sorted(deleted), all_keys(LocalStore(root))))
     assert outcome[0] == outcome[1] == outcome[2]
-    kinds = {r[0] for r in outcome[1][0]}
-    assert (STOPPED in kinds) == (lower_m_to is not None) and COUNTS in kinds
-    assert (DELETED in kinds) == (lower_m_to is None)
+    assert isinstance(outcome[1][0], Refused if lower_m_to is not None else Go)
+    assert bool(outcome[1][1]) == (lower_m_to is None)
 
 
 @pytest.mark.parametrize("borrow", [False, True])
@@ -169,5 +172,5 @@ def test_inline_pools_run_each_call_when_submitted_and_start_no_thread(
     rec = Recording(local_spec(tmp_path), str(tmp_path / "log"))
     started: list[str] = []
     monkeypatch.setattr(threading.Thread, "start", lambda self: started.append(self.name))
-    rows = _task(rec, inline)
-    assert started == [] and any(r[0] == DELETED for r in rows)
+    _, deleted = _task(rec, inline)
+    assert started == [] and deleted

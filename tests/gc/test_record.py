@@ -76,7 +76,8 @@ def test_no_manifest_when_the_round_refuses_after_the_reread(spark: Any, tmp_pat
         write_health(store, "n1", NOW - 10, [("t/0", 100), ("t/1", 105)])
         write_health(store, "n2", NOW - 10, [("t/0", 97), ("t/1", None)])
     assert all_keys(store) == before
-    assert [r["outcome"] for r in records(root)] == ["refused", "refused"]
+    # A dry run writes no record (issue 29): only the real round's.
+    assert [r["outcome"] for r in records(root)] == ["refused"]
     assert all(r["manifest"] is None for r in records(root))
 
 
@@ -107,6 +108,7 @@ def test_error_exit_prints_json_and_exports_metrics(tmp_path: Path) -> None:
             "gc",
             "--now",
             str(NOW),
+            "--i-know-now-is-ahead",
             "-q",
             "--store",
             str(tmp_path / "s"),

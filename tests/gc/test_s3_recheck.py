@@ -12,10 +12,19 @@ from itertools import combinations
 
 import pytest
 
-from impl.gc.stream import DELETED, STOPPED, Row, list_and_delete_task
+from impl.gc.journal import JournalTarget
+from impl.gc.recheck import Refused
+from impl.gc.stream import TaskResult, list_and_delete_task
 from impl.store.url import StoreSpec
 from model.keys import format_key
-from tests.gc.helpers import all_keys, simple_cluster, write_health, write_partitions
+from tests.gc.helpers import (
+    JOURNAL,
+    all_keys,
+    run_task,
+    simple_cluster,
+    write_health,
+    write_partitions,
+)
 from tests.store.s3proxy import S3Proxy, Span, s3_proxy
 
 pytestmark = pytest.mark.s3
@@ -46,7 +55,9 @@ def _setup(bucket: str, endpoint: str, reports_m: int) -> set[str]:
 DRIVER_READ = tuple(f"_cluster/health/n{i}.json" for i in (1, 2, 3))
 
 
-def _task(bucket: str, proxy: S3Proxy, m: int, seen: tuple[str, ...] = DRIVER_READ) -> list[Row]:
+def _task(
+    bucket: str, proxy: S3Proxy, m: int, seen: tuple[str, ...] = DRIVER_READ
+) -> tuple[TaskResult, set[str]]:
     """One task as Spark runs it: M=`m` and the reports `seen` by the driver, 8 prefixes,
     4 listers, batches of 5 keys (the first one is ready after the first page), 4 deletes
     in flight."""
@@ -60,13 +71,13 @@ def _task(bucket: str, proxy: S3Proxy, m: int, seen: tuple[str, ...] = DRIVER_RE
         5,
         4,
         4,
-        True,
         time.time,
         300.0,
         iter(range(8)),
+        journal=JournalTarget(JOURNAL),
         report_keys=seen,
     )
-    out = list(rows)
+    out = run_task(rows, spec())
     assert proxy.wait_recorded(), proxy.in_flight  # its last answers' spans, recorded
     return out
 
@@ -83,7 +94,7 @@ def test_the_reread_overlaps_the_first_page_and_precedes_every_delete(
     s3_endpoint: str, s3_bucket: str, slow: S3Proxy
 ) -> None:
     keys = _setup(s3_bucket, s3_endpoint, 10)
-    rows = _task(s3_bucket, slow, 10)
+    _, deleted = _task(s3_bucket, slow, 10)
     spans = list(slow.spans)
     snapshot, listing, reports = _reread(spans)
     first_page = min((s for s in spans if "level_zero" in s.path), key=lambda s: s.arrived)
@@ -95,7 +106,7 @@ def test_the_reread_overlaps_the_first_page_and_precedes_every_delete(
     assert deletes and min(d.arrived for d in deletes) >= max(
         s.answered for s in (snapshot, listing, *reports)
     ), spans
-    assert {r[1] for r in rows if r[0] == DELETED} == keys
+    assert deleted == keys
     assert not all_keys(StoreSpec("s3", s3_bucket, "c", s3_endpoint)()) & keys
 
 
@@ -106,12 +117,10 @@ def test_a_lowered_report_seen_by_the_reread_refuses_every_delete(
     # is listed well before the re-read's verdict (one round trip against two): a task
     # that deleted before knowing it would have deleted here.
     keys = _setup(s3_bucket, s3_endpoint, 5)
-    rows = _task(s3_bucket, slow, 10)
-    assert [r[1] for r in rows if r[0] == STOPPED] == [
-        "M moved backwards from 10 to 5 before the first delete"
-    ]
+    result, deleted = _task(s3_bucket, slow, 10)
+    assert result.verdict == Refused("M moved backwards from 10 to 5 before the first delete")
     assert not [s for s in slow.spans if s.kind == "delete"]
-    assert not [r for r in rows if r[0] == DELETED]
+    assert not deleted
     assert keys <= all_keys(StoreSpec("s3", s3_bucket, "c", s3_endpoint)())
 
 
@@ -125,10 +134,8 @@ def test_a_report_beyond_the_drivers_is_read_after_the_listing_and_counts(
     store = StoreSpec("s3", s3_bucket, "c", s3_endpoint)()
     write_partitions(store, 10**6, ["t/0", "t/1", "t/2"])
     write_health(store, "n4", time.time() - 10, [("t/2", 4)])
-    rows = _task(s3_bucket, slow, 10)
-    assert [r[1] for r in rows if r[0] == STOPPED] == [
-        "M moved backwards from 10 to 4 before the first delete"
-    ]
+    result, _ = _task(s3_bucket, slow, 10)
+    assert result.verdict == Refused("M moved backwards from 10 to 4 before the first delete")
     spans = list(slow.spans)
     _, listing, reports = _reread(spans)
     (late,) = [s for s in reports if s.path.endswith("/n4.json")]
@@ -144,7 +151,7 @@ def test_an_expected_report_gone_since_is_not_counted(
     # for it with the others, finds it missing and, as the listing does not name it,
     # neither fails nor counts it (here the round goes on with M=10).
     keys = _setup(s3_bucket, s3_endpoint, 10)
-    rows = _task(s3_bucket, slow, 10, (*DRIVER_READ, "_cluster/health/gone.json"))
-    assert not [r for r in rows if r[0] == STOPPED]
+    result, deleted = _task(s3_bucket, slow, 10, (*DRIVER_READ, "_cluster/health/gone.json"))
+    assert not isinstance(result.verdict, Refused)
     assert any(s.path.endswith("/gone.json") for s in slow.spans)
-    assert {r[1] for r in rows if r[0] == DELETED} == keys
+    assert deleted == keys

@@ -7,18 +7,18 @@ DeleteObjects body (SeaweedFS answered SignatureDoesNotMatch to every delete).""
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
-from impl.gc.stream import COUNTS, DELETED, list_and_delete_task
+from impl.gc.journal import JournalTarget
+from impl.gc.stream import list_and_delete_task
 from impl.store.base import ObjectStore
 from impl.store.url import StoreSpec
 from model.keys import format_key
-from tests.gc.helpers import all_keys, simple_cluster
+from tests.gc.helpers import JOURNAL, all_keys, run_task, simple_cluster
 from tests.gc.seaweedfs import Weed, aws_env, missing_reason, seaweedfs_server
 from tests.store.s3proxy import s3_proxy
 
@@ -48,13 +48,13 @@ def _round_task(
     for key in keys:
         store.put(key, b"xy")
     before = all_keys(store)
-    rows = list(
-        list_and_delete_task(
-            spec, M, now, 0.0, 2, 5, 2, 3, True, time.time, 300.0, iter(_PREFIXES)
-        )
+    result, deleted = run_task(
+        list_and_delete_task(spec, M, now, 0.0, 2, 5, 2, 3, time.time, 300.0, iter(_PREFIXES),
+                             journal=JournalTarget(JOURNAL)),
+        store,
     )
-    deleted = {r[1] for r in rows if r[0] == DELETED}
-    return before, deleted, json.loads(next(r[1] for r in rows if r[0] == COUNTS))
+    counts = {"stats": result.deleted.as_dict(), "samples": list(result.error_samples)}
+    return before, deleted, counts
 
 
 def test_a_task_deletes_exactly_the_eligible_keys_on_seaweedfs(weed: Weed) -> None:

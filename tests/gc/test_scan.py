@@ -70,7 +70,7 @@ def test_delete_keys_batches_and_counts_errors(tmp_path: Path) -> None:
     failed: list[str] = []
     stats = delete_keys(
         store,
-        [(k, 5) for k in keys],
+        [(k, 5, 0.0, "") for k in keys],
         batch_size=4,
         concurrency=1,
         on_error=lambda k, _: failed.append(k),

@@ -14,14 +14,25 @@ from typing import Any
 import pytest
 
 from impl.gc.job import GcOptions, default_listers, run_gc
+from impl.gc.journal import JournalTarget
+from impl.gc.recheck import Go, Refused
 from impl.gc.reports import HEALTH_PREFIX
 from impl.gc.scan import ScanStats
-from impl.gc.stream import COUNTS, DELETED, STOPPED, list_and_delete_task, listed
+from impl.gc.stream import TaskResult, list_and_delete_task, listed
 from impl.store.base import DeleteResult, ListPage, ObjectStore, StoreError
 from impl.store.local import LocalStore
 from impl.store.url import StoreSpec
 from model.keys import format_key, parse_key
-from tests.gc.helpers import NOW, _Delegating, all_keys, local_spec, put_local, write_health
+from tests.gc.helpers import (
+    JOURNAL,
+    NOW,
+    _Delegating,
+    all_keys,
+    local_spec,
+    put_local,
+    run_task,
+    write_health,
+)
 from tests.gc.test_job import GRACE, make_store
 
 
@@ -118,12 +129,14 @@ def _garbage(root: Path, prefixes: range, per_prefix: int, m: int = 100) -> set[
     return keys
 
 
-def _one_task(rec: Recording, listers: int = 1) -> list[tuple[str, str, int, float]]:
-    """One task over all prefixes: M=100, pages of 3 keys, batches of 5, one in flight."""
+def _one_task(rec: Recording, listers: int = 1) -> tuple[TaskResult, set[str]]:
+    """One task over all prefixes: M=100, pages of 3 keys, batches of 5, one in flight;
+    its result and the keys its journal says it deleted."""
     task = list_and_delete_task(
-        rec, 100, NOW, GRACE, 3, 5, 1, listers, True, lambda: NOW, 300.0, iter(range(1000))
+        rec, 100, NOW, GRACE, 3, 5, 1, listers, lambda: NOW, 300.0, iter(range(1000)),
+        journal=JournalTarget(JOURNAL),
     )
-    return list(task)
+    return run_task(task, rec.inner())
 
 
 @pytest.mark.parametrize("listers", [1, 4])
@@ -134,14 +147,13 @@ def test_deletes_start_before_the_listing_ends(tmp_path: Path, listers: int) -> 
     make_store(root)
     garbage = _garbage(root, range(10, 40), 4)
     rec = Recording(local_spec(root), str(tmp_path / "log"))
-    rows = _one_task(rec, listers)
+    result, deleted = _one_task(rec, listers)
     events = rec.events()
     first_delete = next(i for i, (kind, _) in enumerate(events) if kind == "D")
     last_list = max(i for i, (kind, _) in enumerate(events) if kind == "L")
     assert first_delete < last_list / 10, (first_delete, last_list)
-    deleted = {r[1] for r in rows if r[0] == DELETED}
     assert garbage <= deleted and not (deleted & all_keys(LocalStore(root)))
-    assert [r[0] for r in rows if r[0] in (COUNTS, STOPPED)] == [COUNTS]
+    assert result.verdict == Go()
 
 
 @pytest.mark.parametrize("listers", [1, 4])
@@ -153,12 +165,10 @@ def test_m_republished_lower_before_the_reread_stops_the_first_delete(
     _garbage(root, range(10, 40), 4)
     before = all_keys(LocalStore(root))
     rec = Recording(local_spec(root), str(tmp_path / "log"), lower_m_to=90)
-    rows = _one_task(rec, listers)
-    assert [r[1] for r in rows if r[0] == STOPPED] == [
-        "M moved backwards from 100 to 90 before the first delete"
-    ]
+    result, deleted = _one_task(rec, listers)
+    assert result.verdict == Refused("M moved backwards from 100 to 90 before the first delete")
     assert not any(kind == "D" for kind, _ in rec.events())
-    assert all_keys(LocalStore(root)) == before
+    assert all_keys(LocalStore(root)) == before and not deleted
 
 
 class _Failing(_Delegating):

@@ -37,3 +37,30 @@ def test_prefix_isolates_stores_in_one_bucket(s3_endpoint: str, s3_bucket: str) 
     assert [o.key for o in a.list_all("")] == ["k"] and a.get("k") == b"1"
     a.delete_batch(["k"])
     assert ab.get("k") == b"2"
+
+
+def test_conditional_deletes_send_the_listed_etag(s3_endpoint: str, s3_bucket: str) -> None:
+    # Issue 29: each key's delete carries the ETag its listing saw; a server that honours
+    # it (AWS S3) answers PreconditionFailed for a key rewritten since, counted `changed`.
+    # Moto 5.2 ignores the field in DeleteObjects (it checks If-Match only on a single
+    # DeleteObject): there the rewritten key is deleted by name, as the docs say.
+    store = S3Store(s3_bucket, "c", endpoint_url=s3_endpoint)
+    store.put("a/k", b"old")
+    store.put("a/j", b"j")
+    listed = {o.key: o.version for o in store.list_all("a/")}
+    assert all(v.strip('"') for v in listed.values())  # the ETag, as listed
+    sent: list[bytes] = []
+    store.client.meta.events.register(
+        "before-send.s3.DeleteObjects", lambda request, **_: sent.append(request.body)
+    )
+    result = store.delete_if_unchanged(sorted(listed.items()))
+    assert b"<ETag>" in sent[0] and listed["a/k"].encode() in sent[0].replace(b"&quot;", b'"')
+    assert result.errors == {} and result.deleted == 2
+    assert list(store.list_all("a/")) == []
+
+
+def test_put_if_absent_on_s3(s3_endpoint: str, s3_bucket: str) -> None:
+    # The GC lease's create (issue 29): If-None-Match: * (moto 5 honours it, as AWS does).
+    store = S3Store(s3_bucket, "c", endpoint_url=s3_endpoint)
+    assert store.put_if_absent("lease", b"1") and not store.put_if_absent("lease", b"2")
+    assert store.get("lease") == b"1"

@@ -100,7 +100,9 @@ def test_the_pool_is_sized_to_the_delete_concurrency(
     with s3_proxy(s3_endpoint, latency_s=0.05) as slow:
         spec = sized_for(StoreSpec("s3", s3_bucket, "c", slow.endpoint), concurrency)
         store = spec()
-        stats = delete_keys(store, ((k, 1) for k in keys), batch_size=1, concurrency=concurrency)
+        stats = delete_keys(
+            store, ((k, 1, 0.0, "") for k in keys), batch_size=1, concurrency=concurrency
+        )
         store.close()
     assert stats.deleted == len(keys) and stats.errors == 0
     # One client, one pool, every connection kept (no new ones after the first round).

@@ -1,0 +1,213 @@
+"""The deletion journal: what every task attempt of a round deleted, batch by batch, written
+durably where the driver reads it back (issue 29).
+
+Spark retries a failed task, runs speculative copies and recomputes lost partitions; only
+one attempt's return value reaches the driver, but every attempt may have deleted keys. So
+the round's counts, its manifest and its record are built from this journal, never from
+task return values. Each attempt writes, per delete batch:
+
+- `<journal>/<attempt>/<seq>.intent.json` BEFORE the batch's delete request: the keys;
+- `<journal>/<attempt>/<seq>.done.json` after it: deleted, already gone, changed
+  (skipped by a conditional delete) and failed keys.
+
+An intent without its `done` (the attempt was killed mid-request) is resolved by the driver
+asking the store which of its keys are gone. A key counted `deleted` by two attempts (S3
+cannot tell "already gone" from "deleted") counts once. The driver also writes `START.json`
+before the first task starts and `END.json` at the end; `STOP` asks running tasks to stop at
+their next batch (SIGINT/SIGTERM).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from impl.store.base import DeleteResult, ObjectStore, StoreError
+
+JOURNAL_PREFIX = "_cluster/gc/journal/"
+STOP = "STOP"
+START = "START.json"
+END = "END.json"
+_MAX_ERROR_SAMPLES = 20
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One task attempt, as Spark's TaskContext names it. PySpark's TaskContext has no
+    stageAttemptNumber (the JVM's has): the stage id stands in, and `task_attempt_id`
+    (unique within the SparkContext) tells every attempt apart anyway."""
+
+    stage: int
+    attempt: int
+    partition: int
+    task_attempt_id: int
+
+    def name(self) -> str:
+        return (f"p{self.partition:04d}-s{self.stage}-a{self.attempt}"
+                f"-t{self.task_attempt_id}")
+
+    def as_dict(self) -> dict[str, int]:
+        return {"stage": self.stage, "attempt": self.attempt,
+                "partition": self.partition, "task_attempt_id": self.task_attempt_id}
+
+
+_local_ids = iter(range(1 << 62))
+_local_lock = threading.Lock()
+
+
+def current_attempt(partition: int = 0) -> Attempt:
+    """The running Spark task attempt; outside Spark (the conformance harness) a process-
+    unique id, so two calls never share a journal directory."""
+    try:
+        from pyspark import TaskContext
+
+        ctx = TaskContext.get()
+    except ImportError:
+        ctx = None
+    if ctx is not None:
+        return Attempt(ctx.stageId(), ctx.attemptNumber(), ctx.partitionId(),
+                       ctx.taskAttemptId())
+    with _local_lock:
+        n = next(_local_ids)
+    return Attempt(0, 0, partition, (os.getpid() << 20) + n)
+
+
+@dataclass(frozen=True)
+class JournalTarget:
+    """Where a round's journal lives (picklable: shipped to every task). `open_store`: the
+    store to write it in; None means the task's own store."""
+
+    prefix: str  # ends in "/"
+    open_store: Callable[[], ObjectStore] | None = None
+
+
+def journal_prefix(round_id: str) -> str:
+    return f"{JOURNAL_PREFIX}{round_id}/"
+
+
+class JournalWriter:
+    """One attempt's journal. Thread-safe: the delete threads call it."""
+
+    def __init__(self, store: ObjectStore, target: JournalTarget, attempt: Attempt) -> None:
+        self.store = store
+        self.base = f"{target.prefix}{attempt.name()}/"
+        self.stop_key = f"{target.prefix}{STOP}"
+        self.attempt = attempt
+        self._seq = iter(range(1 << 62))
+        self._lock = threading.Lock()
+
+    def intent(self, batch: list[tuple[str, int, float, str]]) -> int:
+        """Record the (key, size, age_s) items about to be deleted; returns the batch's
+        number. Raises StoreError: a batch that cannot be journaled is not deleted."""
+        with self._lock:
+            seq = next(self._seq)
+        self._put(f"{seq:08d}.intent.json", {"keys": [[k, s, a] for k, s, a, _ in batch]})
+        return seq
+
+    def done(self, seq: int, result: DeleteResult) -> None:
+        """Record what batch `seq` did: every key is deleted, gone, changed or failed."""
+        self._put(f"{seq:08d}.done.json", {
+            "gone": sorted(result.gone),
+            "changed": sorted(result.changed),
+            "errors": result.errors,
+        })
+
+    def stop_requested(self) -> bool:
+        """True once the driver asked the round to stop (SIGINT, SIGTERM, deadline)."""
+        try:
+            return self.store.head(self.stop_key) is not None
+        except StoreError:
+            return False  # the check is advisory: the driver also waits for the tasks
+
+    def _put(self, name: str, doc: dict[str, Any]) -> None:
+        doc["attempt"] = self.attempt.as_dict()
+        self.store.put(self.base + name, json.dumps(doc, separators=(",", ":")).encode())
+
+
+@dataclass
+class JournalTotals:
+    """What the round did, from its journal: every attempt, deduplicated by key."""
+
+    deleted: dict[str, tuple[int, float]] = field(default_factory=dict)  # key -> (size, age)
+    already_gone: set[str] = field(default_factory=set)
+    changed: set[str] = field(default_factory=set)
+    errors: dict[str, str] = field(default_factory=dict)
+    attempts: set[str] = field(default_factory=set)
+    batches: int = 0
+    unfinished: int = 0  # intents without a `done`, resolved by asking the store
+
+    @property
+    def bytes_deleted(self) -> int:
+        return sum(size for size, _ in self.deleted.values())
+
+    def error_samples(self) -> list[str]:
+        return [f"{k}: {why}" for k, why in sorted(self.errors.items())[:_MAX_ERROR_SAMPLES]]
+
+
+def read_journal(
+    store: ObjectStore, prefix: str, data: ObjectStore | None = None
+) -> JournalTotals:
+    """Read a round's journal back from `store` (every attempt); `data`: the store the keys
+    are in (default `store`), asked about the batches an attempt never finished. Raises
+    StoreError if it cannot be read."""
+    intents: dict[str, list[list[Any]]] = {}
+    dones: dict[str, dict[str, Any]] = {}
+    for obj in store.list_all(prefix):
+        name = obj.key[len(prefix):]
+        if "/" not in name:
+            continue  # START, END, STOP
+        doc = json.loads(store.get(obj.key))
+        if name.endswith(".intent.json"):
+            intents[name[: -len(".intent.json")]] = doc["keys"]
+        elif name.endswith(".done.json"):
+            dones[name[: -len(".done.json")]] = doc
+    totals = JournalTotals()
+    for batch_id, items in sorted(intents.items()):
+        totals.attempts.add(batch_id.split("/")[0])
+        totals.batches += 1
+        done = dones.get(batch_id)
+        if done is None:
+            totals.unfinished += 1
+            _resolve(data if data is not None else store, items, totals)
+            continue
+        gone, changed, errors = set(done["gone"]), set(done["changed"]), done["errors"]
+        for key, size, age in items:
+            if key in errors:
+                totals.errors.setdefault(key, str(errors[key]))
+            elif key in changed:
+                totals.changed.add(key)
+            elif key in gone:
+                totals.already_gone.add(key)
+            else:
+                totals.deleted[key] = (int(size), float(age))
+    _settle(totals)
+    return totals
+
+
+def _resolve(store: ObjectStore, items: Iterable[list[Any]], totals: JournalTotals) -> None:
+    """An attempt killed between its intent and its `done`: a key of the intent that is gone
+    now was deleted by the round (it existed when the attempt listed it)."""
+    for key, size, age in items:
+        if store.head(key) is None:
+            totals.deleted.setdefault(key, (int(size), float(age)))
+        else:
+            totals.errors.setdefault(key, "delete request interrupted; still present")
+
+
+def _settle(totals: JournalTotals) -> None:
+    """A key deleted by one attempt and found gone (or failed) by another counts once, as
+    deleted; one that failed in one attempt and was deleted in a retry is not an error."""
+    totals.already_gone -= totals.deleted.keys()
+    for key in list(totals.errors):
+        if key in totals.deleted or key in totals.already_gone:
+            del totals.errors[key]
+    totals.changed -= totals.deleted.keys()
+
+
+def write_marker(store: ObjectStore, prefix: str, name: str, doc: dict[str, Any]) -> None:
+    """START, END or STOP, written by the driver."""
+    store.put(prefix + name, json.dumps(doc, allow_nan=False, indent=1).encode())

@@ -1,0 +1,84 @@
+"""Stopping a round gracefully (issue 29): SIGINT, SIGTERM or the round's --deadline ask the
+round to stop; the driver then writes the journal's STOP marker, each task stops at its next
+delete batch (the batches in flight finish and are journaled), and the round ends with an
+END record that says `interrupted`.
+
+A signal handler only records the request and wakes a thread: the marker is written by that
+thread, never from inside the handler (which runs between two bytecodes of whatever the main
+thread was doing, possibly a store request on the same client). A second signal raises
+KeyboardInterrupt: the operator insists; the journal still holds what was deleted.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable
+from types import FrameType
+
+SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
+
+
+class RoundStop:
+    """A request to stop the round, with the reason ("SIGINT", "SIGTERM", "deadline")."""
+
+    def __init__(self) -> None:
+        self.reason: str | None = None
+        self._event = threading.Event()
+        self._lock = threading.Lock()
+        self._armed = False
+
+    @property
+    def requested(self) -> bool:
+        return self.reason is not None
+
+    def request(self, reason: str) -> None:
+        """Ask the round to stop; the first reason given is kept. Safe in a signal handler."""
+        if self.reason is None:
+            self.reason = reason
+        self._event.set()
+
+    def arm(self, write_marker: Callable[[], None], on_error: Callable[[str], None]) -> None:
+        """From now on a request (or one already made) writes the STOP marker, once, from a
+        daemon thread; a failure to write it is reported through `on_error`."""
+        with self._lock:
+            if self._armed:
+                return
+            self._armed = True
+
+        def run() -> None:
+            self._event.wait()
+            try:
+                write_marker()
+            except Exception as e:  # the tasks then run to their end: reported, not fatal
+                on_error(f"could not write the STOP marker: {e}")
+
+        threading.Thread(target=run, name="epochgc-stop", daemon=True).start()
+
+
+def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
+    """SIGINT and SIGTERM request `stop` (a second one raises KeyboardInterrupt); returns a
+    function that restores the previous handlers. Call from the main thread."""
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
+
+    def handle(signum: int, _frame: FrameType | None) -> None:
+        if stop.requested:
+            raise KeyboardInterrupt(f"{SIGNALS[signal.Signals(signum)]} again")
+        stop.request(SIGNALS[signal.Signals(signum)])
+
+    for s in SIGNALS:
+        signal.signal(s, handle)
+
+    def restore() -> None:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+    return restore
+
+
+def deadline_timer(stop: RoundStop, seconds: float) -> threading.Timer:
+    """A started daemon timer that requests `stop` ("deadline") after `seconds`."""
+    t = threading.Timer(seconds, stop.request, ("deadline",))
+    t.daemon = True
+    t.start()
+    return t

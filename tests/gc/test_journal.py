@@ -1,0 +1,125 @@
+"""Issue 29 item 1: the round's counts, manifest and record come from the deletion journal
+every task attempt appends to, not from the tasks' return values."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from impl.gc.delete import delete_keys
+from impl.gc.journal import (
+    END,
+    START,
+    STOP,
+    Attempt,
+    JournalTarget,
+    JournalWriter,
+    read_journal,
+    write_marker,
+)
+from impl.gc.record import ROUNDS_PREFIX
+from impl.store.local import LocalStore
+from model.keys import format_key
+from tests.gc.helpers import HOUR, JOURNAL, all_keys, put_local, simple_cluster
+
+GRACE = 12 * HOUR
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _retried_round(store: Path, flag: Path) -> dict[str, object]:
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    r = subprocess.run(
+        [sys.executable, "-m", "tests.gc.retried_round", str(store), str(flag)],
+        capture_output=True, text=True, timeout=600, cwd=ROOT, env=env,
+    )
+    assert r.returncode == 0, r.stderr[-3000:]
+    doc: dict[str, object] = json.loads(r.stdout.strip().splitlines()[-1])
+    return doc
+
+
+@pytest.mark.spark
+def test_a_retried_task_attempt_is_counted(tmp_path: Path) -> None:
+    # The found defect: a task attempt that deleted keys and then failed (one transient
+    # list error) was retried by Spark; the record counted only the retry's deletes
+    # (issue 29: deleted=2 while 51 keys were gone).
+    root = tmp_path / "store"
+    simple_cluster(LocalStore(root, create=True), 100)
+    eligible = {format_key(p, 50, f"k{p}") for p in range(0, 1000, 20)}
+    for key in eligible:
+        put_local(root, key, age=GRACE + 60)
+    doc = _retried_round(root, tmp_path / "flag")
+    assert (tmp_path / "flag").exists(), "the transient error was never injected"
+    gone = eligible - all_keys(LocalStore(root))
+    assert gone == eligible
+    assert doc["deleted"] == len(gone), doc
+    assert doc["outcome"] == "done", doc
+    totals = read_journal(LocalStore(root), str(doc["journal"]))
+    assert set(totals.deleted) == gone
+    # Two tasks and the failed attempt's retry, each journaled under its own attempt id.
+    assert len(totals.attempts) == 3 and len({a.split("-")[0] for a in totals.attempts}) == 2
+    [rec] = [json.loads(LocalStore(root).get(o.key))
+             for o in LocalStore(root).list_all(ROUNDS_PREFIX)]
+    assert rec["counts"]["deleted"] == len(gone) and rec["journal"] == doc["journal"]
+    assert LocalStore(root).head(f"{doc['journal']}{START}") is not None
+    end = json.loads(LocalStore(root).get(f"{doc['journal']}{END}"))
+    assert end["outcome"] == "done" and end["counts"]["deleted"] == len(gone)
+
+
+def _put_journal(store: LocalStore, attempt: str, seq: int, keys: list[str],
+                 done: dict[str, object] | None) -> None:
+    base = f"{JOURNAL}{attempt}/{seq:08d}"
+    store.put(f"{base}.intent.json", json.dumps({"keys": [[k, 3, 1.0] for k in keys]}).encode())
+    if done is not None:
+        store.put(f"{base}.done.json", json.dumps(done).encode())
+
+
+def test_the_journal_counts_every_attempt_once(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path, create=True)
+    for k in ("a/1", "a/2", "b/1"):
+        store.put(k, b"xyz")
+    none: dict[str, object] = {"gone": [], "changed": [], "errors": {}}
+    # Attempt 0 deleted x/1 and x/2; failed on x/3, which its retry deleted; the retry
+    # also found x/1 gone (S3 would say "deleted": counted once either way).
+    _put_journal(store, "p0-s0-a0-t1", 0, ["x/1", "x/2", "x/3"],
+                 {"gone": [], "changed": [], "errors": {"x/3": "boom"}})
+    _put_journal(store, "p0-s0-a1-t5", 0, ["x/1", "x/3"], {**none, "gone": ["x/1"]})
+    # A speculative copy of another task deleted y/1 and was killed mid-request on a/1
+    # (still there) and a/3 (gone): the store decides.
+    _put_journal(store, "p1-s0-a0-t2", 0, ["y/1"], none)
+    _put_journal(store, "p1-s0-a1-t6", 0, ["a/1", "a/3"], None)
+    # A key found gone by every attempt that listed it: removed by someone else.
+    _put_journal(store, "p2-s0-a0-t3", 0, ["z/9"], {**none, "gone": ["z/9"]})
+    # A key rewritten since the listing, skipped by the conditional delete.
+    _put_journal(store, "p2-s0-a0-t3", 1, ["b/1"], {**none, "changed": ["b/1"]})
+    t = read_journal(store, JOURNAL)
+    assert set(t.deleted) == {"x/1", "x/2", "x/3", "y/1", "a/3"}
+    assert t.already_gone == {"z/9"} and t.changed == {"b/1"}
+    assert set(t.errors) == {"a/1"} and t.unfinished == 1 and t.batches == 6
+    assert t.bytes_deleted == 5 * 3 and len(t.attempts) == 5
+
+
+def test_a_task_starts_no_batch_once_stop_is_written(tmp_path: Path) -> None:
+    # The driver's STOP marker (SIGINT, SIGTERM, --deadline): the batch in flight finishes
+    # and is journaled, no other starts.
+    store = LocalStore(tmp_path, create=True)
+    keys = [f"k/{i}" for i in range(6)]
+    for k in keys:
+        store.put(k, b"x")
+    writer = JournalWriter(store, JournalTarget(JOURNAL), Attempt(0, 0, 0, 1))
+
+    def items() -> Iterator[tuple[str, int, float, str]]:
+        for i, k in enumerate(keys):
+            if i == 2:  # the first batch (2 keys) was handed over: the round is stopped
+                write_marker(store, JOURNAL, STOP, {"reason": "deadline"})
+            yield k, 1, 0.0, ""
+
+    stats = delete_keys(store, items(), batch_size=2, concurrency=1, journal=writer)
+    assert stats.stopped == 1 and stats.deleted == 2
+    assert set(read_journal(store, JOURNAL).deleted) == {"k/0", "k/1"}
+    assert [o.key for o in store.list_all("k/")] == keys[2:]

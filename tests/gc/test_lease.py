@@ -1,0 +1,61 @@
+"""Issue 29 item 8: a lease on the store, so two rounds cannot run at once (they both
+claimed the same keys); it expires, and the refusal names its holder."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from impl.gc.errors import GcError
+from impl.gc.job import GcOptions, run_gc
+from impl.gc.lease import LEASE_KEY, Lease
+from impl.store.local import LocalStore
+from tests.gc.helpers import all_keys, local_spec
+from tests.gc.test_job import GRACE, clock, make_store
+
+
+def test_a_round_is_refused_while_another_holds_the_lease(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    make_store(root)
+    before = all_keys(LocalStore(root))
+    other = Lease(local_spec(root), "20270115T080000.000Z-otherrnd")
+    other.acquire()
+    with pytest.raises(GcError, match=r"lease .*round 20270115T080000.000Z-otherrnd on host"):
+        run_gc(lambda: pytest.fail("no Spark"), local_spec(root), GcOptions(grace_s=GRACE),
+               clock=clock)
+    assert all_keys(LocalStore(root)) == before
+    other.release()  # marked expired: the next round takes it over
+    assert json.loads(LocalStore(root).get(LEASE_KEY))["expires_at"] == 0
+
+
+def test_an_expired_lease_is_taken_over_and_only_once(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    dead = Lease(local_spec(tmp_path), "dead", duration_s=60, clock=lambda: 1000.0)
+    dead.acquire()  # expired long ago by the real clock
+    winners: list[str] = []
+    barrier = threading.Barrier(4)
+
+    def take(i: int) -> None:
+        barrier.wait()
+        try:
+            Lease(local_spec(tmp_path), f"r{i}").acquire()
+            winners.append(f"r{i}")
+        except GcError:
+            pass
+
+    threads = [threading.Thread(target=take, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(winners) == 1
+    assert json.loads(store.get(LEASE_KEY))["round"] == winners[0]
+
+
+def test_put_if_absent_has_one_winner(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path)
+    assert store.put_if_absent("a/k", b"1") and not store.put_if_absent("a/k", b"2")
+    assert store.get("a/k") == b"1" and [o.key for o in store.list_all("")] == ["a/k"]

@@ -1,0 +1,68 @@
+"""Issue 29 item 5: the manifest target is probed writable and kept out of the store's data
+prefix before anything is listed; a manifest that fails after deletes says how many keys
+were deleted and where the journal is, with the Java cause in one line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from impl.gc.cli import _after
+from impl.gc.errors import GcError
+from impl.gc.job import GcOptions, run_gc
+from impl.store.local import LocalStore
+from tests.gc.helpers import PlantOnDelete, all_keys, local_spec
+from tests.gc.test_job import GRACE, clock, make_store
+
+
+@pytest.mark.spark
+def test_a_manifest_whose_parent_is_a_file_is_refused_before_any_delete(
+    spark: Any, tmp_path: Path
+) -> None:
+    # The found defect: the "already exists" check passed, 3 keys were deleted, the
+    # manifest was lost and the CLI said "nothing was deleted".
+    root = tmp_path / "store"
+    make_store(root)
+    before = all_keys(LocalStore(root))
+    (tmp_path / "plain").write_text("a file")
+    opts = GcOptions(grace_s=GRACE, manifest=str(tmp_path / "plain" / "m.csv"))
+    with pytest.raises(GcError, match=r"manifest .*plain/m\.csv") as err:
+        run_gc(spark, local_spec(root), opts, clock=clock)
+    assert "\n" not in str(err.value)
+    assert all_keys(LocalStore(root)) == before
+    assert err.value.summary.deleted == 0 and err.value.summary.listed == 0
+
+
+def test_a_manifest_inside_the_data_prefix_is_refused_before_anything(tmp_path: Path) -> None:
+    # The found defect: accepted; its files under level_zero/data/005/ then made every
+    # later round exit 1.
+    root = tmp_path / "store"
+    make_store(root)
+    before = all_keys(LocalStore(root))
+    for target in (root / "level_zero" / "data" / "005" / "m.csv",
+                   f"file://{root}/level_zero/x.parquet"):
+        opts = GcOptions(grace_s=GRACE, manifest=str(target))
+        with pytest.raises(GcError, match="inside the store's data prefix"):
+            run_gc(lambda: pytest.fail("no Spark"), local_spec(root), opts, clock=clock)
+    assert all_keys(LocalStore(root)) == before
+
+
+@pytest.mark.spark
+def test_a_manifest_failing_after_deletes_says_what_was_deleted(
+    spark: Any, tmp_path: Path
+) -> None:
+    root = tmp_path / "store"
+    eligible, _ = make_store(root)
+    manifest = tmp_path / "m.csv"
+    opts = GcOptions(grace_s=GRACE, manifest=str(manifest))
+    with pytest.raises(GcError, match="manifest phase failed") as err:
+        run_gc(spark, PlantOnDelete(local_spec(root), str(manifest)), opts, clock=clock)
+    s = err.value.summary
+    assert s.deleted == len(eligible) and not (eligible & all_keys(LocalStore(root)))
+    text = str(err.value)
+    assert "\n" not in text and "already exists" in text.lower(), text
+    assert "An error occurred while calling" not in text
+    assert f"{len(eligible)} key(s) were deleted (journal {s.journal})" in _after(s)
+    assert s.outcome == "error" and s.exit_code == 1

@@ -1,0 +1,78 @@
+"""Issue 29 item 2: SIGINT and SIGTERM sent to a real `epochgc gc` process mid-round stop it
+gracefully: the batch in flight finishes and is journaled, END and the record say
+`interrupted`, the exit code is 128 + the signal, and --json and the metrics are written.
+
+Deterministic, not sleep-and-hope: with `EPOCHGC_GC_TEST_PAUSE` set, the round's first
+journaled batch creates `<path>.reached` and waits for the round's STOP marker; the test
+signals the process only once that file exists, so the signal always lands mid-round, after
+exactly one batch of 2 keys was deleted, with the task holding its next batch back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from impl.gc.delete import PAUSE_ENV
+from impl.gc.journal import END, read_journal
+from impl.gc.record import ROUNDS_PREFIX
+from impl.store.local import LocalStore
+from model.keys import format_key
+from tests.gc.helpers import HOUR, NOW, all_keys, put_local, simple_cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+GRACE = 12 * HOUR
+_REACH_LIMIT_S = 300.0  # a bound for a hung process, not a timing assumption
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_signal_mid_round_stops_it_gracefully(tmp_path: Path, sig: int, code: int) -> None:
+    # The found defect: Ctrl-C after deletes left a record saying `done`, exit 0, deleted
+    # 0, a traceback and no JSON; SIGTERM left no record at all.
+    root = tmp_path / "store"
+    simple_cluster(LocalStore(root, create=True), 100)
+    eligible = {format_key(p, 50, f"k{p}") for p in range(0, 1000, 50)}
+    for key in eligible:
+        put_local(root, key, age=GRACE + 60)
+    pause, metrics = tmp_path / "pause", tmp_path / "gc.prom"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{PAUSE_ENV: str(pause)})
+    args = [sys.executable, "-m", "impl.gc", "--store", str(root), "--now", str(NOW),
+            "--i-know-now-is-ahead", "--tasks", "1", "--delete-batch-size", "2",
+            "--delete-concurrency", "1", "--json", "-q", "--metrics-file", str(metrics)]
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        limit = time.monotonic() + _REACH_LIMIT_S
+        while not Path(f"{pause}.reached").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < limit, "the round never reached its first batch"
+            time.sleep(0.05)
+        proc.send_signal(sig)
+        out, err = proc.communicate(timeout=_REACH_LIMIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, err[-3000:]
+    assert "Traceback" not in err, err[-3000:]
+    doc = json.loads(out.strip().splitlines()[-1])
+    gone = eligible - all_keys(LocalStore(root))
+    assert doc["outcome"] == "interrupted" and doc["interrupted"] == signal.Signals(sig).name
+    assert doc["deleted"] == len(gone) == 2, doc  # the one batch, journaled; no other
+    store = LocalStore(root)
+    assert set(read_journal(store, doc["journal"]).deleted) == gone
+    end = json.loads(store.get(f"{doc['journal']}{END}"))
+    assert end["outcome"] == "interrupted" and end["exit_code"] == code
+    [rec] = [json.loads(store.get(o.key)) for o in store.list_all(ROUNDS_PREFIX)]
+    assert rec["outcome"] == "interrupted" and rec["counts"]["deleted"] == 2
+    gauges = {s.name: s.value for f in text_string_to_metric_families(metrics.read_text())
+              for s in f.samples if not s.labels}
+    assert gauges["epochgc_gc_round_exit_code"] == code
