@@ -20,6 +20,7 @@ from hypothesis.stateful import (
 )
 
 from tests.conformance.harness import ALL_PARTITIONS, NODES, STATS, Harness
+from tests.conformance.liveness import check_liveness
 from tests.conformance.rulechoice import SwarmRuleStrategy, simplest_program
 
 _HC = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
@@ -108,6 +109,8 @@ class ConformanceMachine(RuleBasedStateMachine):
                     for nid in NODES:
                         self.h.restart(nid)
                 self.h.settle()
+                self.h.check_step()
+                check_liveness(self.h)  # issue 31: once the faults stop, all finishes
                 self.h.check_step()
                 self.h.check_readback()
             finally:

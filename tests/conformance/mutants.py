@@ -414,9 +414,74 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
 )
 
+# Issue 31: a second reviewer's classes, each with several seeded bugs of our own; every
+# description names its class, and `check` the check meant to kill it.
+LIVENESS = r"liveness: "
+MUTANTS += (
+    # -- liveness: something started never finishes once the faults stop --
+    Mutant(
+        "remove-group-leaves-proposals-pending",
+        "[liveness] removing a deleted partition's group drops its pending proposals without"
+        " failing them: a write in the log when its partition is deleted never completes",
+        "impl/raft/host.py",
+        "        for p in pending.values():\n"
+        "            p._finish(None, GroupRemoved(f\"group {group_id} removed\"))\n",
+        "        pass\n",
+        check=LIVENESS,
+    ),
+    Mutant(
+        "fence-lock-kept-on-failed-replicate",
+        "[liveness] replicate_placeholder releases its shared lock only when the replicate"
+        " succeeds: a failed one (injected fault, lost leadership) keeps it forever",
+        "impl/partition/fence.py",
+        "        finally:\n            self.lock.release(SHARED)\n"
+        "        assert isinstance(res, PlaceholderResult)\n",
+        "        except BaseException:\n            raise\n"
+        "        self.lock.release(SHARED)\n        assert isinstance(res, PlaceholderResult)\n",
+        check=LIVENESS,
+    ),
+
+)
+
 # Findings: realistic bugs that survive every check. Kept (and checked to still apply) but
 # not counted until a check kills them; run them with --survivors.
-SURVIVORS: tuple[Mutant, ...] = ()
+SURVIVORS: tuple[Mutant, ...] = (
+    Mutant(
+        "fence-term-moved-keeps-lock",
+        "[liveness] a fence whose term moved while it waited for the lock retries without"
+        " releasing it (the lock is never free again)",
+        "impl/partition/fence.py",
+        "            if self.raft.term() != term or not self.raft.is_leader():\n"
+        "                self.lock.release(mode)\n                continue\n",
+        "            if self.raft.term() != term or not self.raft.is_leader():\n"
+        "                continue\n",
+        check=LIVENESS,
+    ),
+    Mutant(
+        "fence-stale-under-lock-keeps-lock",
+        "[liveness] a fence whose epoch fell below the window while it waited for the lock"
+        " is refused without releasing the lock",
+        "impl/partition/fence.py",
+        "            if not d.admitted:\n                self.lock.release(mode)\n"
+        "                self._report(d)\n",
+        "            if not d.admitted:\n                self._report(d)\n",
+        check=LIVENESS,
+    ),
+    Mutant(
+        "housekeeper-lock-leak-on-failure",
+        "[liveness] the housekeeper releases the fence's lock only when its advance_epoch"
+        " replicates; a failed replicate (leadership lost) keeps it forever",
+        "impl/broker/housekeeper.py",
+        "                await fence.replicate_command(AdvanceEpoch(target))\n"
+        "                advanced = target\n"
+        "            finally:\n                fence.lock.release(SHARED)\n",
+        "                await fence.replicate_command(AdvanceEpoch(target))\n"
+        "                advanced = target\n"
+        "                fence.lock.release(SHARED)\n"
+        "            finally:\n                pass\n",
+        check=LIVENESS,
+    ),
+)
 
 # The check each of the first mutants is meant to be killed by (a regex over the failing
 # test's id, exception type and message); the harness-checks block names its own in `what`.
