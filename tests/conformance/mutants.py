@@ -443,6 +443,232 @@ MUTANTS += (
 
 )
 
+# -- identity across a partition's lifecycle --
+HARNESS = r"tests/conformance/test_harness.py"
+MUTANTS += (
+    Mutant(
+        "producer-retry-follows-recreate",
+        "[identity] the producer's retry does not check that its partition is still the"
+        " incarnation its first attempt was for: acknowledged into the re-created partition",
+        "impl/broker/producer.py",
+        "                    if incarnation.setdefault(p, crev) != crev:\n",
+        "                    if incarnation.setdefault(p, crev) != crev and False:\n",
+        check=r"R35: acknowledged .* a retry moved to a re-created partition",
+    ),
+    Mutant(
+        "controller-create-replaces-live",
+        "[identity] the controller applies a create of an existing name as a new incarnation"
+        " (a duplicate or retried create replaces a live partition)",
+        "impl/controller/statemachine.py",
+        "            if name not in self.partitions:  # creating an existing partition is a"
+        " no-op\n",
+        "            if True:\n",
+        check=r"replaced|duplicate create",
+    ),
+    Mutant(
+        "topic-match-by-bare-prefix",
+        "[identity] a topic's partitions are matched by the bare topic name as a prefix"
+        " (deleting topic t also deletes t2/0 and t-2/0)",
+        "impl/controller/topics.py",
+        "    names = [n for n in sm.partitions if n.startswith(prefix) and"
+        " n[len(prefix):].isdigit()]\n"
+        "    return sorted(names, key=lambda n: int(n[len(prefix):]))\n",
+        "    names = [n for n in sm.partitions if n.startswith(topic) and"
+        " n.rpartition('/')[2].isdigit()]\n"
+        "    return sorted(names, key=lambda n: int(n.rpartition('/')[2]))\n",
+        check=r"delete_topic|create of (new|existing) topic|topic",
+    ),
+    Mutant(
+        "controller-restore-drops-deleted",
+        "[identity] the controller's snapshot restore drops the deleted incarnations",
+        "impl/controller/statemachine.py",
+        "                        for n, c, d in doc.get(\"deleted\", [])}",
+        "                        for n, c, d in []}",
+        check=r"controller restore\(snapshot\(\)\) != state",
+    ),
+    Mutant(
+        "controller-snapshot-omits-deleted",
+        "[identity] the controller's snapshot leaves out the deleted incarnations",
+        "impl/controller/statemachine.py",
+        "            \"deleted\": [[d.name, d.creation_revision, d.deletion_revision]\n"
+        "                        for _, d in sorted(self.deleted.items())],\n",
+        "            \"deleted\": [],\n",
+        check=r"controller restore\(snapshot\(\)\) != state",
+    ),
+    Mutant(
+        "mint-tick-recreates-deleted",
+        "[identity] the controller's mint tick re-creates a deleted initial partition",
+        "impl/broker/broker.py",
+        "                if name not in self.controller.partitions and not"
+        " self.controller.ever_deleted(\n                    name\n                ):\n",
+        "                if name not in self.controller.partitions:\n",
+        check=r"tests/impl/test_lifecycle_sim.py",
+    ),
+    # -- a new controller leader publishing before its own-term commit --
+    Mutant(
+        "publish-before-own-term-commit",
+        "[publish] the controller leader publishes the partition table without having"
+        " committed an entry of its own term (a stale table, M backwards)",
+        "impl/broker/broker.py",
+        "        if not (self.port.is_leader(CONTROLLER_GROUP)\n"
+        "                and self.port.host.reads_current(CONTROLLER_GROUP)):\n",
+        "        if not self.port.is_leader(CONTROLLER_GROUP):\n",
+        check=r"snapshot|R32|revision|model invariant|transition|reads_current",
+    ),
+    Mutant(
+        "reads-current-ignores-term",
+        "[publish] reads_current does not require a commit of the leader's own term",
+        "impl/raft/host.py",
+        "        return log.term(log.committed) == g.node.term and g.applied >= log.committed\n",
+        "        return g.applied >= log.committed\n",
+        check=r"snapshot|R32|revision|model invariant|transition|reads_current",
+    ),
+    Mutant(
+        "reads-current-ignores-applied",
+        "[publish] reads_current does not wait for the state machine to apply up to the"
+        " commit index",
+        "impl/raft/host.py",
+        "        return log.term(log.committed) == g.node.term and g.applied >= log.committed\n",
+        "        return log.term(log.committed) == g.node.term\n",
+        check=r"snapshot|R32|revision|model invariant|transition|reads_current",
+    ),
+    # -- the housekeeper's replicate outside the fence's exclusive lock --
+    Mutant(
+        "housekeeper-advance-under-shared-lock",
+        "[housekeeper] advance_epoch is replicated under a shared lock taken directly (no"
+        " exclusive wait for in-flight writes, no slide of the seen window)",
+        "impl/broker/housekeeper.py",
+        "            term = await fence.admit(target)\n",
+        "            term = await fence.sync()\n            await fence.lock.acquire(SHARED)\n",
+        check=r"apply-time rejection|landed|A4|Divergence|liveness",
+    ),
+    Mutant(
+        "housekeeper-advance-without-lock",
+        "[housekeeper] advance_epoch is replicated with no fence lock at all",
+        "impl/broker/housekeeper.py",
+        "            term = await fence.admit(target)\n",
+        "            term = await fence.sync()\n",
+        (("impl/broker/housekeeper.py",
+          "            finally:\n                fence.lock.release(SHARED)\n",
+          "            finally:\n                pass\n"),),
+        check=r"apply-time rejection|landed|A4|Divergence|liveness",
+    ),
+    Mutant(
+        "housekeeper-releases-before-replicate",
+        "[housekeeper] the fence's lock is released before advance_epoch is replicated",
+        "impl/broker/housekeeper.py",
+        "            try:\n                await fence.replicate_command(AdvanceEpoch(target))\n",
+        "            fence.lock.release(SHARED)\n"
+        "            try:\n                await fence.replicate_command(AdvanceEpoch(target))\n",
+        (("impl/broker/housekeeper.py",
+          "            finally:\n                fence.lock.release(SHARED)\n",
+          "            finally:\n                pass\n"),),
+        check=r"apply-time rejection|landed|A4|Divergence|liveness",
+    ),
+    # -- checks on the wrong side of the fence's lock --
+    Mutant(
+        "fence-no-redecide-under-lock",
+        "[lock-side] the fence decides only before waiting for the lock, not again under it"
+        " (a window slid while it waited goes unnoticed)",
+        "impl/partition/fence.py",
+        "            d = self._decide(term, epoch)\n            if not d.admitted:\n"
+        "                self.lock.release(mode)\n",
+        "            if not d.admitted:\n                self.lock.release(mode)\n",
+        check=r"apply-time rejection|Divergence|fence|InvariantViolation",
+    ),
+    Mutant(
+        "fence-term-checked-before-lock-only",
+        "[lock-side] the fence checks its term only before waiting for the lock: a waiter"
+        " woken in a new term admits with the old term's decision",
+        "impl/partition/fence.py",
+        "            if self.raft.term() != term or not self.raft.is_leader():\n"
+        "                self.lock.release(mode)\n                continue\n",
+        "            if False:\n                self.lock.release(mode)\n                continue\n",
+        check=r"apply-time rejection|Divergence|fence|landed|liveness",
+    ),
+    # -- the GC job failing open (patched in a copy; impl/gc is not edited here) --
+    Mutant(
+        "gc-reread-error-ignored",
+        "[gc-open] a task's re-read of the reports that fails is treated as 'go ahead': its"
+        " deletes run on the driver's M",
+        "impl/gc/stream.py",
+        "                        blocked, refused = again.result()\n",
+        "                        try:\n                            blocked, refused ="
+        " again.result()\n                        except Exception:\n"
+        "                            blocked, refused = None, None\n",
+        check=r"GC deleted set differs|objects gone|test_recheck|re-read",
+    ),
+    Mutant(
+        "gc-reports-from-subdirectories",
+        "[gc-open] health reports are read from subdirectories of _cluster/health/ too",
+        "impl/gc/reports.py",
+        "        if \"/\" not in info.key[len(HEALTH_PREFIX) :] and info.key.endswith(\".json\")\n",
+        "        if info.key.endswith(\".json\")\n",
+        check=r"tests/gc/",
+    ),
+    Mutant(
+        "gc-last-batch-not-accounted",
+        "[gc-open] the delete batches still in flight when the items end are never"
+        " accounted (their errors dropped, the counts short)",
+        "impl/gc/delete.py",
+        "        for fut in pending:\n            account(fut)\n    return stats\n",
+        "        pass\n    return stats\n",
+        check=r"tests/gc/",
+    ),
+    # -- the local store following links --
+    Mutant(
+        "store-get-follows-links",
+        "[links] the local store opens an object for reading without O_NOFOLLOW",
+        "impl/store/local.py",
+        "                f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)",
+        "                f = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=fd)",
+        check=r"tests/gc/|tests/store|link",
+    ),
+    Mutant(
+        "store-dirs-follow-links",
+        "[links] the local store opens directories without O_NOFOLLOW",
+        "impl/store/local.py",
+        "_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC",
+        "_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC",
+        check=r"tests/gc/|tests/store|link",
+    ),
+    Mutant(
+        "store-scandir-follows-links",
+        "[links] the local store's listing classifies a link to a directory as a directory",
+        "impl/store/local.py",
+        "            is_dir = e.is_dir(follow_symlinks=False)\n",
+        "            is_dir = e.is_dir()\n",
+        check=r"tests/gc/|tests/store|link",
+    ),
+    # -- the chaos checker's own blind spots --
+    Mutant(
+        "chaos-unreadable-replica-skipped",
+        "[chaos] a replica whose log no longer loads is skipped instead of reported",
+        "impl/chaos/checker.py",
+        "                out.append(Divergence(gid, -1, (nid,), f\"log unreadable: {exc}\"))\n",
+        "                pass\n",
+        check=r"tests/impl/test_chaos_checker.py",
+    ),
+    Mutant(
+        "chaos-commit-boundary-exclusive",
+        "[chaos] the committed prefix stops before the commit index (the entry at it is"
+        " never compared)",
+        "impl/chaos/checker.py",
+        "                if ent.index > commit:\n",
+        "                if ent.index >= commit:\n",
+        check=r"tests/impl/test_chaos_checker.py|tests/chaos/test_parts.py",
+    ),
+    Mutant(
+        "chaos-commit-boundary-past",
+        "[chaos] the committed prefix runs one entry past the commit index (an uncommitted"
+        " difference is reported as a divergence)",
+        "impl/chaos/checker.py",
+        "                if ent.index > commit:\n",
+        "                if ent.index > commit + 1:\n",
+        check=r"tests/impl/test_chaos_checker.py|tests/chaos/test_parts.py",
+    ),
+)
+
 # Findings: realistic bugs that survive every check. Kept (and checked to still apply) but
 # not counted until a check kills them; run them with --survivors.
 SURVIVORS: tuple[Mutant, ...] = (
