@@ -13,6 +13,16 @@ other exception, or a timeout, is an `error`, not a kill. Each mutant names its 
 over "test id: ExcType: message"); a kill by another check is flagged MISMATCH. The unmutated
 copy must pass first. Mutants run in parallel (`-j`, default 2). Last line:
 `mutants killed: K/N`.
+
+`--suite` (issue 31) counts what CI counts: each mutant's copy runs the CI test suite
+(pytest, the `ci` conformance profile, Spark off) instead of the mutants profile, and the
+table names the first failing test (`-x`) and its level (harness, conformance, unit), so a
+class the harness misses but a unit test catches shows as such. `--tests all` runs the
+whole non-Spark suite on every mutant (a long run: a later session's); `--tests relevant`
+(the default with --suite) runs the test directories of the mutated component plus the
+files the mutant's check names; `--tests a.py,b/` runs exactly those. A failure counts as a
+kill when its exception is assertion-family or one of `DETECTIONS` (a check's own verdict
+that is not an AssertionError, e.g. the disk fuzzers' StorageCorruption).
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import os
 import re
 import sys
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -583,7 +594,8 @@ MUTANTS += (
         "impl/partition/fence.py",
         "            if self.raft.term() != term or not self.raft.is_leader():\n"
         "                self.lock.release(mode)\n                continue\n",
-        "            if False:\n                self.lock.release(mode)\n                continue\n",
+        "            if False:\n                self.lock.release(mode)\n"
+        "                continue\n",
         check=r"apply-time rejection|Divergence|fence|landed|liveness",
     ),
     # -- the GC job failing open (patched in a copy; impl/gc is not edited here) --
@@ -638,7 +650,7 @@ MUTANTS += (
         "impl/store/local.py",
         "            is_dir = e.is_dir(follow_symlinks=False)\n",
         "            is_dir = e.is_dir()\n",
-        check=r"tests/gc/|tests/store|link",
+        check=r"tests/impl/test_store_links.py",
     ),
     # -- the chaos checker's own blind spots --
     Mutant(
@@ -753,15 +765,50 @@ def tests_for(m: Mutant | None) -> list[str]:
     return [*dict.fromkeys([*named, *TESTS])]
 
 
+# --suite --tests relevant: the test directories of each mutated component.
+RELEVANT: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("impl/gc/", ("tests/gc",)),
+    ("impl/store/", ("tests/gc", "tests/store", "tests/impl")),
+    ("impl/chaos/", ("tests/chaos", "tests/impl/test_chaos_checker.py")),
+    ("impl/raft/", ("tests/raft", "tests/conformance")),
+    ("impl/cluster/", ("tests/impl", "tests/conformance")),
+    ("impl/", ("tests/impl", "tests/conformance")),
+)
+SUITE = ("tests",)
+
+
+def suite_tests(m: Mutant | None, selector: str, chosen: list[Mutant]) -> list[str]:
+    """The test paths `--suite` runs for `m` (None: the baseline, for every chosen mutant)."""
+    if selector == "all":
+        return list(SUITE)
+    if selector != "relevant":
+        return [t for t in selector.split(",") if t]
+    out: list[str] = []
+    for x in ([m] if m is not None else chosen):
+        out += re.findall(r"tests/[\w/]+\.py", x.check)
+        for path, _old, _new in x.edits():
+            out += next(tests for prefix, tests in RELEVANT if path.startswith(prefix))
+    return [*dict.fromkeys(out)]
+
+
+def level(test_id: str) -> str:
+    """Where a kill happened: the harness's state machine, another conformance test, or a
+    unit or property test."""
+    if test_id.startswith("tests/conformance/test_harness.py"):
+        return "harness"
+    return "conformance" if test_id.startswith("tests/conformance/") else "unit"
+
+
 def run_tests(root: Path, m: Mutant | None, timeout: float,
-              tests: list[str] | None = None) -> RunResult:
+              tests: list[str] | None = None, profile: str = "mutants") -> RunResult:
     record = root / "build" / "failures.jsonl"
     env = dict(os.environ)
-    env.update(PYTHONPATH=str(root), EPOCHGC_CONFORMANCE_PROFILE="mutants",
+    env.update(PYTHONPATH=str(root), EPOCHGC_CONFORMANCE_PROFILE=profile,
                EPOCHGC_CONFORMANCE_SPARK="0", PYTHONHASHSEED="0",
                EPOCHGC_FAILRECORD=str(record))
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
            "-p", "proofs.pytest_failrecord", "--rootdir", str(root), "-o", "addopts=",
+           *(["-m", "not spark"] if profile == "ci" else []),
            *(tests if tests is not None else tests_for(m))]
     code, out, secs = run_command(cmd, root, env, timeout)
     fails = ([json.loads(line) for line in record.read_text().splitlines() if line.strip()]
@@ -769,12 +816,27 @@ def run_tests(root: Path, m: Mutant | None, timeout: float,
     return RunResult(code, out, secs, fails)
 
 
+# Exceptions (by class name, anywhere in the failure's MRO) that are a check's detection
+# although not AssertionError: the disk log's own corruption verdict, which its fuzzers and
+# regression tests raise on a seeded disk bug; pytest's `Failed` (pytest.fail, "DID NOT
+# RAISE": a test's expectation, not a crash).
+DETECTIONS = frozenset({"StorageCorruption", "Failed"})
+
+
+def is_kill(f: dict[str, object]) -> bool:
+    """An assertion-family failure, or one of DETECTIONS."""
+    mro = f.get("mro")
+    names = set(mro) if isinstance(mro, list) else {str(f.get("type"))}
+    return bool(f["assertion"]) or bool(names & DETECTIONS)
+
+
 def classify(r: RunResult) -> Verdict:
-    """Killed only by an assertion-family failure; anything else failing is an error."""
+    """Killed by an assertion-family failure or a DETECTIONS one; anything else failing is
+    an error."""
     fails: list[dict[str, object]] = r.detail if isinstance(r.detail, list) else []
     if r.code == -1:
         return Verdict("error", "", "timeout")
-    kills = [f for f in fails if f["assertion"]]
+    kills = [f for f in fails if is_kill(f)]
     if kills:
         f = kills[0]
         return Verdict("killed", str(f["test"]), f"{f['type']}: {f['message']}"[:300])
@@ -801,6 +863,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     ap.add_argument("--survivors", action="store_true",
                     help="also run the known surviving mutants (findings)")
+    ap.add_argument("--suite", action="store_true",
+                    help="run the CI suite (ci profile, no Spark) on each mutant")
+    ap.add_argument("--tests", default="relevant",
+                    help="with --suite: all | relevant | comma-separated test paths")
     args = ap.parse_args(argv)
     pool = MUTANTS + SURVIVORS if args.survivors or args.names else MUTANTS
     chosen = [m for m in pool if not args.names or m.name in args.names]
@@ -817,7 +883,10 @@ def main(argv: list[str] | None = None) -> int:
               f"{flag}", flush=True)
 
     baseline, outcomes = campaign(
-        chosen, src=ROOT, dirs=DIRS, run=lambda root, m: run_tests(root, m, args.timeout),
+        chosen, src=ROOT, dirs=DIRS,
+        run=(lambda root, m: run_tests(root, m, args.timeout,
+                                       suite_tests(m, args.tests, chosen), "ci"))
+        if args.suite else (lambda root, m: run_tests(root, m, args.timeout)),
         classify=classify, jobs=args.j, keep=args.keep, prefix="epochgc-mutants-",
         on_result=show)
     if baseline.code != 0:
@@ -828,6 +897,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"baseline: unmutated copy passes ({baseline.secs:.0f}s)")
     print()
     print(format_table(outcomes, component))
+    if args.suite:
+        print()
+        print(f"{'mutant':38} {'level':12} first failing test")
+        for o in outcomes:
+            lv = level(o.verdict.by) if o.verdict.outcome == "killed" else o.verdict.outcome
+            print(f"{o.mutant.name:38} {lv:12} {o.verdict.by or '-'}")
+        by = Counter(level(o.verdict.by) for o in outcomes if o.verdict.outcome == "killed")
+        print("kills by level: " + ", ".join(f"{k} {v}" for k, v in sorted(by.items())))
     killed = sum(o.verdict.outcome == "killed" for o in outcomes)
     mism = sum(o.mismatch for o in outcomes)
     print(f"wall time {time.monotonic() - t0:.0f}s with -j {args.j}; mismatches: {mism}")
