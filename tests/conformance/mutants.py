@@ -616,7 +616,9 @@ MUTANTS += (
         "impl/gc/reports.py",
         "        if \"/\" not in info.key[len(HEALTH_PREFIX) :] and info.key.endswith(\".json\")\n",
         "        if info.key.endswith(\".json\")\n",
-        check=r"tests/gc/",
+        (("impl/gc/reports.py", "    if key != f\"{HEALTH_PREFIX}{node}.json\":",
+          "    if not key.endswith(f\"/{node}.json\"):"),),
+        check=r"tests/impl/test_gc_report_paths.py|tests/gc/",
     ),
     Mutant(
         "gc-last-batch-not-accounted",
