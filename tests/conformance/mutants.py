@@ -513,7 +513,7 @@ MUTANTS += (
         "                if name not in self.controller.partitions and not"
         " self.controller.ever_deleted(\n                    name\n                ):\n",
         "                if name not in self.controller.partitions:\n",
-        check=r"tests/impl/test_lifecycle_sim.py",
+        check=r"tests/impl/test_mint_tick.py",
     ),
     # -- a new controller leader publishing before its own-term commit --
     Mutant(
