@@ -1023,7 +1023,12 @@ class Harness:
     def _read_snapshot(self) -> None:
         with contextlib.suppress(StoreError):
             doc = json.loads(self.local.get("_cluster/partitions.json"))
-            self.snapshot = (int(doc["revision"]), tuple(doc["partitions"]))
+            rev = int(doc["revision"])
+            if self.snapshot is not None and rev < self.snapshot[0]:
+                # Issue 31: a new controller leader publishing before its own-term commit.
+                raise Divergence(f"the published partition table went back from revision"
+                                 f" {self.snapshot[0]} to {rev} (a stale leader's table)")
+            self.snapshot = (rev, tuple(doc["partitions"]))
 
     def compact(self, nid: int, p: str | None) -> None:
         b = self.c.brokers.get(nid)

@@ -401,6 +401,12 @@ class ConformanceMachine(RuleBasedStateMachine):
         self._count("held_write_with_queue")
         shapes.held_write_with_queue(self.H, p, reelect)
 
+    @precondition(lambda self: self.h is not None and self._quorum_ok())
+    @rule(to=nodes, crash=st.booleans())
+    def publish_across_controller_handover(self, to: int, crash: bool) -> None:
+        self._count("publish_across_controller_handover")
+        shapes.publish_across_controller_handover(self.H, to, crash)
+
     @rule()
     def gc_reread_fails(self) -> None:
         """A service pass so there is garbage, then a GC round whose tasks' re-read of the

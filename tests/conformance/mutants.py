@@ -802,7 +802,8 @@ def level(test_id: str) -> str:
 
 
 def run_tests(root: Path, m: Mutant | None, timeout: float,
-              tests: list[str] | None = None, profile: str = "mutants") -> RunResult:
+              tests: list[str] | None = None, profile: str = "mutants",
+              marks: str = "not spark") -> RunResult:
     record = root / "build" / "failures.jsonl"
     env = dict(os.environ)
     env.update(PYTHONPATH=str(root), EPOCHGC_CONFORMANCE_PROFILE=profile,
@@ -810,7 +811,9 @@ def run_tests(root: Path, m: Mutant | None, timeout: float,
                EPOCHGC_FAILRECORD=str(record))
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
            "-p", "proofs.pytest_failrecord", "--rootdir", str(root), "-o", "addopts=",
-           *(["-m", "not spark"] if profile == "ci" else []),
+           # The project's pytest configuration (markers) from the real tree: the copy
+           # holds only the source directories.
+           *(["-c", str(ROOT / "pyproject.toml"), "-m", marks] if profile == "ci" else []),
            *(tests if tests is not None else tests_for(m))]
     code, out, secs = run_command(cmd, root, env, timeout)
     fails = ([json.loads(line) for line in record.read_text().splitlines() if line.strip()]
@@ -869,6 +872,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="run the CI suite (ci profile, no Spark) on each mutant")
     ap.add_argument("--tests", default="relevant",
                     help="with --suite: all | relevant | comma-separated test paths")
+    ap.add_argument("--marks", default="not spark",
+                    help="with --suite: pytest's -m expression (default: CI without Spark)")
     args = ap.parse_args(argv)
     pool = MUTANTS + SURVIVORS if args.survivors or args.names else MUTANTS
     chosen = [m for m in pool if not args.names or m.name in args.names]
@@ -887,7 +892,8 @@ def main(argv: list[str] | None = None) -> int:
     baseline, outcomes = campaign(
         chosen, src=ROOT, dirs=DIRS,
         run=(lambda root, m: run_tests(root, m, args.timeout,
-                                       suite_tests(m, args.tests, chosen), "ci"))
+                                       suite_tests(m, args.tests, chosen), "ci",
+                                       args.marks))
         if args.suite else (lambda root, m: run_tests(root, m, args.timeout)),
         classify=classify, jobs=args.j, keep=args.keep, prefix="epochgc-mutants-",
         on_result=show)

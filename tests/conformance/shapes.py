@@ -168,8 +168,8 @@ def retry_across_recreate(h: Harness, p: str) -> None:
                 and info.creation_revision != old), 500)
             if h._creation(p) not in (None, old):
                 _stats("lifecycle.retry_across_recreate")
-    fence.fail_replicate = None
-    h.settle()
+    h.settle()  # the released write fails (the injected fault) and its producer retries
+    fence.fail_replicate = None  # one-shot; cleared if the write never reached it
 
 
 def held_write_with_queue(h: Harness, p: str, reelect: bool) -> None:
@@ -193,8 +193,10 @@ def held_write_with_queue(h: Harness, p: str, reelect: bool) -> None:
         h._run_until_held(held, lambda: h.produce([p], 1, nid, low, wait=False), 1_000)
         if not held:
             return
-        h.produce([p], 1, nid, top, wait=False)
+        # The housekeeper first: it must wait for the held write (exclusive), not slide
+        # the window under it.
         h.tasks.append(h.c.spawn(_quiet(b.housekeep(p))))
+        h.produce([p], 1, nid, top, wait=False)
         h.produce([p], 1, nid, low, wait=False)
         h.c.run(100)
         if rep.fence.lock.writer or len(rep.fence.lock._waiters) >= 2:
@@ -212,3 +214,33 @@ async def _quiet(aw: Any) -> None:
     """An operation whose failure is expected under faults (its finishing is what counts)."""
     with contextlib.suppress(Exception):
         await aw
+
+
+def publish_across_controller_handover(h: Harness, to: int, crash: bool) -> None:
+    """The controller leader mints and publishes the partition table, then loses the
+    leadership: handed to `to`, or (`crash`) by crashing before its followers learn the
+    mint's commit. The new leader publishes at once, before it committed an entry of its
+    own term (its state machine may not know the old leader's last commit): refused, or a
+    table at a revision at least the one already published (`Harness._read_snapshot`)."""
+    old = h._leader_of(h.c.controller_leader)
+    if old is None or (not crash and (old == to or to not in h.c.brokers)):
+        return
+    with contextlib.suppress(Exception):
+        h.wait(h.c.brokers[old].mint(), 2_000)
+    h.publish_partitions()
+    if crash:
+        h.crash(old)
+    else:
+        with contextlib.suppress(Exception):
+            h.c.ports[old].transfer_leadership(1, to)
+    if not h.c.run_until(lambda: h.c.controller_leader() not in (None, old), 3_000):
+        return
+    new = h.c.controller_leader()
+    assert new is not None
+    try:
+        h.wait(h.c.brokers[new].publish_partitions(), 2_000)
+    except Exception:  # NotLeaderError: not yet an own-term commit (the rule)
+        _stats("controller.publish_refused_before_own_term_commit")
+        return
+    _stats("controller.published_after_handover")
+    h._read_snapshot()
