@@ -441,6 +441,27 @@ MUTANTS += (
         check=LIVENESS,
     ),
     Mutant(
+        "fence-term-moved-keeps-lock",
+        "[liveness] a fence whose term moved while it waited for the lock retries without"
+        " releasing it (the lock is never free again)",
+        "impl/partition/fence.py",
+        "            if self.raft.term() != term or not self.raft.is_leader():\n"
+        "                self.lock.release(mode)\n                continue\n",
+        "            if self.raft.term() != term or not self.raft.is_leader():\n"
+        "                continue\n",
+        check=LIVENESS,
+    ),
+    Mutant(
+        "fence-stale-under-lock-keeps-lock",
+        "[liveness] a fence whose epoch fell below the window while it waited for the lock"
+        " is refused without releasing the lock",
+        "impl/partition/fence.py",
+        "            if not d.admitted:\n                self.lock.release(mode)\n"
+        "                self._report(d)\n",
+        "            if not d.admitted:\n                self._report(d)\n",
+        check=LIVENESS,
+    ),
+    Mutant(
         "fence-lock-kept-on-failed-replicate",
         "[liveness] replicate_placeholder releases its shared lock only when the replicate"
         " succeeds: a failed one (injected fault, lost leadership) keeps it forever",
@@ -686,27 +707,6 @@ MUTANTS += (
 # Findings: realistic bugs that survive every check. Kept (and checked to still apply) but
 # not counted until a check kills them; run them with --survivors.
 SURVIVORS: tuple[Mutant, ...] = (
-    Mutant(
-        "fence-term-moved-keeps-lock",
-        "[liveness] a fence whose term moved while it waited for the lock retries without"
-        " releasing it (the lock is never free again)",
-        "impl/partition/fence.py",
-        "            if self.raft.term() != term or not self.raft.is_leader():\n"
-        "                self.lock.release(mode)\n                continue\n",
-        "            if self.raft.term() != term or not self.raft.is_leader():\n"
-        "                continue\n",
-        check=LIVENESS,
-    ),
-    Mutant(
-        "fence-stale-under-lock-keeps-lock",
-        "[liveness] a fence whose epoch fell below the window while it waited for the lock"
-        " is refused without releasing the lock",
-        "impl/partition/fence.py",
-        "            if not d.admitted:\n                self.lock.release(mode)\n"
-        "                self._report(d)\n",
-        "            if not d.admitted:\n                self._report(d)\n",
-        check=LIVENESS,
-    ),
     Mutant(
         "housekeeper-lock-leak-on-failure",
         "[liveness] the housekeeper releases the fence's lock only when its advance_epoch"
