@@ -134,8 +134,8 @@ def duplicate_create(h: Harness, p: str) -> None:
         raise Divergence(f"racing creates of {p} answered different revisions {sorted(got)}")
     if info is None or not b.port.is_leader(1):
         return
-    with contextlib.suppress(Exception):
-        h.wait(b.port.propose(1, encode_create(p), expected_term=b.port.term(1)))
+    with contextlib.suppress(Exception):  # refused, or lost with the leadership
+        h.wait(_awaited(b.port.propose(1, encode_create(p), expected_term=b.port.term(1))))
     again = b.controller.partitions.get(p)
     if again != info:
         raise Divergence(f"a retried create entry replaced live {p}: {info} -> {again}")
@@ -209,6 +209,12 @@ def held_write_with_queue(h: Harness, p: str, reelect: bool) -> None:
                 h.c.run_until(lambda t=target: h.c.leader(p) == t, 800)  # type: ignore[misc]
             _stats("fault.reelected_with_lock_queue")
     h.settle()
+
+
+async def _awaited(fut: Any) -> Any:
+    """A future as a coroutine (`Harness.wait` runs coroutines), so its outcome is always
+    retrieved."""
+    return await fut
 
 
 async def _quiet(aw: Any) -> None:
