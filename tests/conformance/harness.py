@@ -86,7 +86,9 @@ from tests.conformance.shadow import (
 
 NODES = (1, 2, 3)
 INITIAL_PARTITIONS = ("t/0", "t/1")
-ALL_PARTITIONS = ("t/0", "t/1", "t/2", "t/3")
+# Issue 31: topics whose names share a prefix with `t` (t2, t-2), so deleting or matching
+# topic `t` by a bare prefix shows (t2/0 and t-2/0 are created after t/0..t/3).
+ALL_PARTITIONS = ("t/0", "t/1", "t/2", "t/3", "t2/0", "t-2/0")
 MAX_REPORT_AGE_S = 60.0
 RAFT_CHECK = os.environ.get("EPOCHGC_CONFORMANCE_RAFT_CHECK", "step")  # or "event"
 DISK_SNAPSHOT_INTERVAL = 4
@@ -122,7 +124,15 @@ class FaultyStore(ObjectStore):
     def __init__(self, inner: LocalStore) -> None:
         self.inner = inner
         self.fail_next_put: str | None = None  # key prefix, or None
+        # Every read (get, head, list) under this prefix fails while set (issue 31: a GC
+        # task's re-read of the reports that fails must not let its deletes go ahead).
+        self.fail_reads: str | None = None
         self.written: list[str] = []
+
+    def _read(self, key: str) -> None:
+        if self.fail_reads is not None and key.startswith(self.fail_reads):
+            STATS["fault.store_read_failed"] += 1
+            raise StoreError(f"injected read failure for {key!r}")
 
     def describe(self) -> str:
         return self.inner.describe()
@@ -137,15 +147,18 @@ class FaultyStore(ObjectStore):
             self.written.append(key)
 
     def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        self._read(key)
         return self.inner.get(key, start, end)
 
     def head(self, key: str) -> ObjectInfo | None:
+        self._read(key)
         return self.inner.head(key)
 
     def list_page(
         self, prefix: str, start_after: str | None = None, max_keys: int = 1000,
         until: str | None = None,
     ) -> ListPage:
+        self._read(prefix)
         return self.inner.list_page(prefix, start_after, max_keys, until)
 
     def delete_batch(self, keys: list[str]) -> DeleteResult:
@@ -305,6 +318,9 @@ class Harness:
         self.apply_seen = 0
         self.objects: dict[str, tuple[int, tuple[str, ...]]] = {}  # key -> (epoch, targets)
         self._targets: dict[str, tuple[str, ...]] = {}
+        # (object key, partition) -> the epoch the producer's FIRST attempt stamped for that
+        # partition: every retry must stay with that attempt's incarnation (R35).
+        self._first_stamp: dict[tuple[str, str], int] = {}
         self.deleted: set[str] = set()
         self.expected: dict[str, dict[int, bytes]] = {p: {} for p in ALL_PARTITIONS}
         self.record_seq = 0
@@ -326,6 +342,10 @@ class Harness:
         self.admitted_seen = 0
         self._impl_checked: dict[tuple[int, str], tuple[Any, ...]] = {}
         self.coverage = Observer(STATS)  # event counters for the coverage table
+        # name -> creation revision in the committed controller state, and its revision
+        # (issue 31: an incarnation is replaced only through its deletion).
+        self._incarnations: dict[str, int] = {}
+        self._incarnations_rev = 0
         self.c.bootstrap()
         self.check_step()
 
@@ -406,10 +426,13 @@ class Harness:
         prod = Producer(access, self.store, inline_io, random.Random(self.c.rng.getrandbits(64)),
                         max_attempts=max_attempts, not_leader_wait=2.0)
         build = prod._build
+        firsts: dict[str, int] = {}
 
         def tracked(epoch: int, pending: dict[str, list[bytes]]) -> Any:
             key, placeholders, data = build(epoch, pending)
             self._targets[key] = tuple(sorted(placeholders))
+            for p in placeholders:
+                self._first_stamp[(key, p)] = firsts.setdefault(p, epoch)
             return key, placeholders, data
 
         prod._build = tracked  # type: ignore[method-assign]
@@ -730,11 +753,28 @@ class Harness:
                 if d.name in names and d.deletion_revision <= srev and not back and not later:
                     raise Divergence(f"R32: the snapshot at revision {srev} lists {d.name},"
                                      f" deleted at revision {d.deletion_revision}")
+        self._check_incarnations()
         for g in ctl.deleted:
             if g + PARTITION_GROUP_BASE not in self.deletions_seen:
                 self.deletions_seen.add(g + PARTITION_GROUP_BASE)
                 STATS["lifecycle.deletions_applied"] += 1
                 self.readback_dirty = True
+
+    def _check_incarnations(self) -> None:
+        """A live partition's incarnation changes only through its deletion: a create of an
+        existing name (duplicate, retried) is a no-op, never a replacement."""
+        ctl = self.committed_controller() if self.c.brokers else None
+        if ctl is None or ctl.revision < self._incarnations_rev:
+            return
+        for name, crev in self._incarnations.items():
+            info = ctl.partitions.get(name)
+            if info is not None and info.creation_revision != crev and crev not in ctl.deleted:
+                raise Divergence(
+                    f"{name}'s incarnation created at revision {crev} was replaced by one"
+                    f" created at {info.creation_revision} without being deleted (a"
+                    f" duplicate or retried create applied as a new partition)")
+        self._incarnations = {n: i.creation_revision for n, i in ctl.partitions.items()}
+        self._incarnations_rev = ctl.revision
 
     def delete_partition(self, p: str) -> None:
         """Delete p at the controller leader (its own revision)."""
@@ -983,7 +1023,12 @@ class Harness:
     def _read_snapshot(self) -> None:
         with contextlib.suppress(StoreError):
             doc = json.loads(self.local.get("_cluster/partitions.json"))
-            self.snapshot = (int(doc["revision"]), tuple(doc["partitions"]))
+            rev = int(doc["revision"])
+            if self.snapshot is not None and rev < self.snapshot[0]:
+                # Issue 31: a new controller leader publishing before its own-term commit.
+                raise Divergence(f"the published partition table went back from revision"
+                                 f" {self.snapshot[0]} to {rev} (a stale leader's table)")
+            self.snapshot = (rev, tuple(doc["partitions"]))
 
     def compact(self, nid: int, p: str | None) -> None:
         b = self.c.brokers.get(nid)
@@ -1034,7 +1079,7 @@ class Harness:
         return docs, listing, now
 
     def gc(self, grace_s: float = 0.0, lower_between: bool = False,
-           create_between: bool = False) -> None:
+           create_between: bool = False, fail_reread: bool = False) -> None:
         """One GC round with the PySpark job's own task and driver functions, in process
         (`gcinproc`): listing with the early stop, eligibility, the re-check of M, the
         deletes. `lower_between`: every fresh health report is republished lower after the
@@ -1042,7 +1087,9 @@ class Harness:
         phase must refuse. `create_between`: a partition appears in the partitions table
         there instead (created, no report yet; then removed), so the round must come out
         blocked. Either way the tasks' stop must say which (blocked or refused) as the
-        model's re-check does."""
+        model's re-check does. `fail_reread`: every read of `_cluster/` fails there instead
+        (until the round ends), so a task's re-read fails: nothing may be deleted (the round
+        may stop or fail, never go ahead on the driver's M)."""
         docs, listing, now = self._docs_and_listing()
         want = model_gc(docs, listing, now, MAX_REPORT_AGE_S, grace_s)
         saved: dict[str, bytes] = {}
@@ -1080,17 +1127,29 @@ class Harness:
             d2, _, n2 = self._docs_and_listing(data=False)
             again.append(model_gc(d2, [], n2, MAX_REPORT_AGE_S, grace_s))
 
+        failed: list[bool] = []
+
+        def fail() -> None:
+            if want.decision is not None and want.decision.M is not None:
+                self.store.fail_reads = "_cluster/"
+                failed.append(True)
+                STATS["fault.gc_reread_fails"] += 1
+
         try:
             got = inprocess_gc_round(self.store, self.c.wall, grace_s, MAX_REPORT_AGE_S,
                                      between=(lower if lower_between else
-                                              create if create_between else None),
+                                              create if create_between else
+                                              fail if fail_reread else None),
                                      populated=_prefixes(listing))
         except Exception as e:
-            if want.error is None:
+            if want.error is None and not failed:
                 raise Divergence(f"GC round failed ({e!r}); the model expected {want}") from e
-            self._after_gc(set(want.listing), set(), want, "gc")
+            if failed:
+                STATS["gc.round_failed_on_failed_reread"] += 1
+            self._after_gc(set(want.listing), set(), want, "gc")  # nothing deleted
             return
         finally:
+            self.store.fail_reads = None
             for key, raw in saved.items():
                 self.local.put(key, raw)
         if want.error is not None:
@@ -1113,6 +1172,9 @@ class Harness:
         # (blocked, refused) at the tasks' re-read, as the model says; None: its re-read
         # failed, nothing to compare.
         stop: tuple[bool, bool] | None = (False, False)
+        if expect and failed:  # the re-read failed: no delete may follow it
+            expect, stop = set(), None
+            STATS["gc.reread_failed_no_delete"] += 1
         if expect and again:
             d2 = again[0].decision
             if d2 is None or d2.blocked is not None or d2.M is None or d2.M < want.decision.M:
@@ -1376,6 +1438,14 @@ class Harness:
                     f"acknowledged {a.partition} key {a.key} (base {a.base}) but its"
                     f" placeholder was {'rejected at apply' if pl else 'never applied'}"
                 )
+            first = self._first_stamp.get((a.key, a.partition))
+            if first is not None and sh is not None:
+                meant, _ = self._incarnation(a.partition, first)
+                if meant != sh.group:
+                    raise Divergence(
+                        f"R35: acknowledged {a.partition} key {a.key} into incarnation group"
+                        f" {sh.group}, but the producer's first attempt (epoch {first}) was"
+                        f" for group {meant}: a retry moved to a re-created partition")
 
     def _check_impl_state(self) -> None:
         """restore == state, the reference replay, A3 and A4 on every live node (cheap:

@@ -32,7 +32,10 @@ def sm_state(sm: PartitionStateMachine) -> tuple[Any, ...]:
 
 
 def controller_state(sm: ControllerStateMachine) -> tuple[Any, ...]:
-    return (sm.revision, sm.epoch, tuple(sorted(sm.partitions.items())), sm.last_index)
+    # The deleted incarnations too (issue 31): a restore that loses them would let a broker
+    # keep, or re-add, a deleted partition's group.
+    return (sm.revision, sm.epoch, tuple(sorted(sm.partitions.items())),
+            tuple(sorted(sm.deleted.items())), sm.last_index)
 
 
 # (variant, index, snapshot bytes) -> the state `restore` made of them. Restore is a function

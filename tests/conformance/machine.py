@@ -19,8 +19,11 @@ from hypothesis.stateful import (
     rule,
 )
 
+from tests.conformance import shapes
 from tests.conformance.harness import ALL_PARTITIONS, NODES, STATS, Harness
+from tests.conformance.liveness import check_liveness
 from tests.conformance.rulechoice import SwarmRuleStrategy, simplest_program
+from tests.conformance.shapes import TOPICS
 
 _HC = [HealthCheck.too_slow, HealthCheck.filter_too_much, HealthCheck.data_too_large]
 settings.register_profile(
@@ -108,6 +111,8 @@ class ConformanceMachine(RuleBasedStateMachine):
                     for nid in NODES:
                         self.h.restart(nid)
                 self.h.settle()
+                self.h.check_step()
+                check_liveness(self.h)  # issue 31: once the faults stop, all finishes
                 self.h.check_step()
                 self.h.check_readback()
             finally:
@@ -368,6 +373,47 @@ class ConformanceMachine(RuleBasedStateMachine):
     def recreate_with_old_write(self, p: str) -> None:
         self._count("recreate_with_old_write")
         self.H.recreate_with_old_write(p)
+
+    # ---- issue 31's shapes (tests/conformance/shapes.py) ------------------------------------
+
+    @rule(topic=st.sampled_from(TOPICS), n=st.integers(1, 4))
+    def create_topic(self, topic: str, n: int) -> None:
+        self._count("create_topic")
+        shapes.create_topic(self.H, topic, n)
+
+    @rule(topic=st.sampled_from(TOPICS))
+    def delete_topic(self, topic: str) -> None:
+        self._count("delete_topic")
+        shapes.delete_topic(self.H, topic)
+
+    @rule(p=partitions)
+    def duplicate_create(self, p: str) -> None:
+        self._count("duplicate_create")
+        shapes.duplicate_create(self.H, p)
+
+    @rule(p=partitions)
+    def retry_across_recreate(self, p: str) -> None:
+        self._count("retry_across_recreate")
+        shapes.retry_across_recreate(self.H, p)
+
+    @rule(p=partitions, reelect=st.booleans())
+    def held_write_with_queue(self, p: str, reelect: bool) -> None:
+        self._count("held_write_with_queue")
+        shapes.held_write_with_queue(self.H, p, reelect)
+
+    @precondition(lambda self: self.h is not None and self._quorum_ok())
+    @rule(to=nodes, crash=st.booleans())
+    def publish_across_controller_handover(self, to: int, crash: bool) -> None:
+        self._count("publish_across_controller_handover")
+        shapes.publish_across_controller_handover(self.H, to, crash)
+
+    @rule()
+    def gc_reread_fails(self) -> None:
+        """A service pass so there is garbage, then a GC round whose tasks' re-read of the
+        reports fails: nothing may be deleted."""
+        self._count("gc_reread_fails")
+        self.H.service_round(collect=False)
+        self.H.gc(0.0, fail_reread=True)
 
     # ---- checks ----------------------------------------------------------------------------
 

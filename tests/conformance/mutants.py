@@ -13,6 +13,16 @@ other exception, or a timeout, is an `error`, not a kill. Each mutant names its 
 over "test id: ExcType: message"); a kill by another check is flagged MISMATCH. The unmutated
 copy must pass first. Mutants run in parallel (`-j`, default 2). Last line:
 `mutants killed: K/N`.
+
+`--suite` (issue 31) counts what CI counts: each mutant's copy runs the CI test suite
+(pytest, the `ci` conformance profile, Spark off) instead of the mutants profile, and the
+table names the first failing test (`-x`) and its level (harness, conformance, unit), so a
+class the harness misses but a unit test catches shows as such. `--tests all` runs the
+whole non-Spark suite on every mutant (a long run: a later session's); `--tests relevant`
+(the default with --suite) runs the test directories of the mutated component plus the
+files the mutant's check names; `--tests a.py,b/` runs exactly those. A failure counts as a
+kill when its exception is assertion-family or one of `DETECTIONS` (a check's own verdict
+that is not an AssertionError, e.g. the disk fuzzers' StorageCorruption).
 """
 
 from __future__ import annotations
@@ -23,6 +33,7 @@ import os
 import re
 import sys
 import time
+from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -35,6 +46,7 @@ from proofs.mutate import (
     format_table,
     run_command,
 )
+from tests.impl.lockmutants import LOCK_MUTANTS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -414,9 +426,303 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
 )
 
+# Issue 31: a second reviewer's classes, each with several seeded bugs of our own; every
+# description names its class, and `check` the check meant to kill it.
+LIVENESS = r"liveness: "
+MUTANTS += (
+    # -- liveness: something started never finishes once the faults stop --
+    Mutant(
+        "remove-group-leaves-proposals-pending",
+        "[liveness] removing a deleted partition's group drops its pending proposals without"
+        " failing them: a write in the log when its partition is deleted never completes",
+        "impl/raft/host.py",
+        "        for p in pending.values():\n"
+        "            p._finish(None, GroupRemoved(f\"group {group_id} removed\"))\n",
+        "        pass\n",
+        check=LIVENESS,
+    ),
+    Mutant(
+        "fence-term-moved-keeps-lock",
+        "[liveness] a fence whose term moved while it waited for the lock retries without"
+        " releasing it (the lock is never free again)",
+        "impl/partition/fence.py",
+        "            if self.raft.term() != term or not self.raft.is_leader():\n"
+        "                self.lock.release(mode)\n                continue\n",
+        "            if self.raft.term() != term or not self.raft.is_leader():\n"
+        "                continue\n",
+        check=LIVENESS,
+    ),
+    Mutant(
+        "fence-stale-under-lock-keeps-lock",
+        "[liveness] a fence whose epoch fell below the window while it waited for the lock"
+        " is refused without releasing the lock",
+        "impl/partition/fence.py",
+        "            if not d.admitted:\n                self.lock.release(mode)\n"
+        "                self._report(d)\n",
+        "            if not d.admitted:\n                self._report(d)\n",
+        check=LIVENESS,
+    ),
+    Mutant(
+        "fence-lock-kept-on-failed-replicate",
+        "[liveness] replicate_placeholder releases its shared lock only when the replicate"
+        " succeeds: a failed one (injected fault, lost leadership) keeps it forever",
+        "impl/partition/fence.py",
+        "        finally:\n            self.lock.release(SHARED)\n"
+        "        assert isinstance(res, PlaceholderResult)\n",
+        "        except BaseException:\n            raise\n"
+        "        self.lock.release(SHARED)\n        assert isinstance(res, PlaceholderResult)\n",
+        check=LIVENESS,
+    ),
+
+)
+
+# -- identity across a partition's lifecycle --
+HARNESS = r"tests/conformance/test_harness.py"
+MUTANTS += (
+    Mutant(
+        "producer-retry-follows-recreate",
+        "[identity] the producer's retry does not check that its partition is still the"
+        " incarnation its first attempt was for: acknowledged into the re-created partition",
+        "impl/broker/producer.py",
+        "                    if incarnation.setdefault(p, crev) != crev:\n",
+        "                    if incarnation.setdefault(p, crev) != crev and False:\n",
+        check=r"R35: acknowledged .* a retry moved to a re-created partition",
+    ),
+    Mutant(
+        "controller-create-replaces-live",
+        "[identity] the controller applies a create of an existing name as a new incarnation"
+        " (a duplicate or retried create replaces a live partition)",
+        "impl/controller/statemachine.py",
+        "            if name not in self.partitions:  # creating an existing partition is a"
+        " no-op\n",
+        "            if True:\n",
+        check=r"replaced|duplicate create|racing creates",
+    ),
+    Mutant(
+        "topic-match-by-bare-prefix",
+        "[identity] a topic's partitions are matched by the bare topic name as a prefix"
+        " (deleting topic t also deletes t2/0 and t-2/0)",
+        "impl/controller/topics.py",
+        "    names = [n for n in sm.partitions if n.startswith(prefix) and"
+        " n[len(prefix):].isdigit()]\n"
+        "    return sorted(names, key=lambda n: int(n[len(prefix):]))\n",
+        "    names = [n for n in sm.partitions if n.startswith(topic) and"
+        " n.rpartition('/')[2].isdigit()]\n"
+        "    return sorted(names, key=lambda n: int(n.rpartition('/')[2]))\n",
+        check=r"delete_topic|create of (new|existing) topic|topic",
+    ),
+    Mutant(
+        "controller-restore-drops-deleted",
+        "[identity] the controller's snapshot restore drops the deleted incarnations",
+        "impl/controller/statemachine.py",
+        "                        for n, c, d in doc.get(\"deleted\", [])}",
+        "                        for n, c, d in []}",
+        check=r"controller restore\(snapshot\(\)\) != state",
+    ),
+    Mutant(
+        "controller-snapshot-omits-deleted",
+        "[identity] the controller's snapshot leaves out the deleted incarnations",
+        "impl/controller/statemachine.py",
+        "            \"deleted\": [[d.name, d.creation_revision, d.deletion_revision]\n"
+        "                        for _, d in sorted(self.deleted.items())],\n",
+        "            \"deleted\": [],\n",
+        check=r"controller restore\(snapshot\(\)\) != state",
+    ),
+    Mutant(
+        "mint-tick-recreates-deleted",
+        "[identity] the controller's mint tick re-creates a deleted initial partition",
+        "impl/broker/broker.py",
+        "                if name not in self.controller.partitions and not"
+        " self.controller.ever_deleted(\n                    name\n                ):\n",
+        "                if name not in self.controller.partitions:\n",
+        check=r"tests/impl/test_mint_tick.py",
+    ),
+    # -- a new controller leader publishing before its own-term commit --
+    Mutant(
+        "publish-before-own-term-commit",
+        "[publish] the controller leader publishes the partition table without having"
+        " committed an entry of its own term (a stale table, M backwards)",
+        "impl/broker/broker.py",
+        "        if not (self.port.is_leader(CONTROLLER_GROUP)\n"
+        "                and self.port.host.reads_current(CONTROLLER_GROUP)):\n",
+        "        if not self.port.is_leader(CONTROLLER_GROUP):\n",
+        check=r"snapshot|R32|revision|model invariant|transition|reads_current",
+    ),
+    Mutant(
+        "reads-current-ignores-term",
+        "[publish] reads_current does not require a commit of the leader's own term",
+        "impl/raft/host.py",
+        "        return log.term(log.committed) == g.node.term and g.applied >= log.committed\n",
+        "        return g.applied >= log.committed\n",
+        check=r"snapshot|R32|revision|model invariant|transition|reads_current",
+    ),
+    Mutant(
+        "reads-current-ignores-applied",
+        "[publish] reads_current does not wait for the state machine to apply up to the"
+        " commit index",
+        "impl/raft/host.py",
+        "        return log.term(log.committed) == g.node.term and g.applied >= log.committed\n",
+        "        return log.term(log.committed) == g.node.term\n",
+        check=r"snapshot|R32|revision|model invariant|transition|reads_current",
+    ),
+    # -- the housekeeper's replicate outside the fence's exclusive lock --
+    Mutant(
+        "housekeeper-advance-under-shared-lock",
+        "[housekeeper] advance_epoch is replicated under a shared lock taken directly (no"
+        " exclusive wait for in-flight writes, no slide of the seen window)",
+        "impl/broker/housekeeper.py",
+        "            term = await fence.admit(target)\n",
+        "            term = await fence.sync()\n            await fence.lock.acquire(SHARED)\n",
+        check=r"apply-time rejection|landed|A4|Divergence|liveness",
+    ),
+    Mutant(
+        "housekeeper-advance-without-lock",
+        "[housekeeper] advance_epoch is replicated with no fence lock at all",
+        "impl/broker/housekeeper.py",
+        "            term = await fence.admit(target)\n",
+        "            term = await fence.sync()\n",
+        (("impl/broker/housekeeper.py",
+          "            finally:\n                fence.lock.release(SHARED)\n",
+          "            finally:\n                pass\n"),),
+        check=r"apply-time rejection|landed|A4|Divergence|liveness",
+    ),
+    Mutant(
+        "housekeeper-releases-before-replicate",
+        "[housekeeper] the fence's lock is released before advance_epoch is replicated",
+        "impl/broker/housekeeper.py",
+        "            try:\n                await fence.replicate_command(AdvanceEpoch(target))\n",
+        "            fence.lock.release(SHARED)\n"
+        "            try:\n                await fence.replicate_command(AdvanceEpoch(target))\n",
+        (("impl/broker/housekeeper.py",
+          "            finally:\n                fence.lock.release(SHARED)\n",
+          "            finally:\n                pass\n"),),
+        check=r"apply-time rejection|landed|A4|Divergence|liveness",
+    ),
+    # -- checks on the wrong side of the fence's lock --
+    Mutant(
+        "fence-no-redecide-under-lock",
+        "[lock-side] the fence decides only before waiting for the lock, not again under it"
+        " (a window slid while it waited goes unnoticed)",
+        "impl/partition/fence.py",
+        "            d = self._decide(term, epoch)\n            if not d.admitted:\n"
+        "                self.lock.release(mode)\n",
+        "            if not d.admitted:\n                self.lock.release(mode)\n",
+        check=r"apply-time rejection|Divergence|fence|InvariantViolation",
+    ),
+    Mutant(
+        "fence-term-checked-before-lock-only",
+        "[lock-side] the fence checks its term only before waiting for the lock: a waiter"
+        " woken in a new term admits with the old term's decision",
+        "impl/partition/fence.py",
+        "            if self.raft.term() != term or not self.raft.is_leader():\n"
+        "                self.lock.release(mode)\n                continue\n",
+        "            if False:\n                self.lock.release(mode)\n"
+        "                continue\n",
+        check=r"apply-time rejection|Divergence|fence|landed|liveness",
+    ),
+    # -- the GC job failing open (patched in a copy; impl/gc is not edited here) --
+    Mutant(
+        "gc-reread-error-ignored",
+        "[gc-open] a task's re-read of the reports that fails is treated as 'go ahead': its"
+        " deletes run on the driver's M",
+        "impl/gc/stream.py",
+        "                        blocked, refused = again.result()\n",
+        "                        try:\n                            blocked, refused ="
+        " again.result()\n                        except Exception:\n"
+        "                            blocked, refused = None, None\n",
+        check=r"GC deleted set differs|objects gone|test_recheck|re-read",
+    ),
+    Mutant(
+        "gc-reports-from-subdirectories",
+        "[gc-open] health reports are read from subdirectories of _cluster/health/ too",
+        "impl/gc/reports.py",
+        "        if \"/\" not in info.key[len(HEALTH_PREFIX) :] and info.key.endswith(\".json\")\n",
+        "        if info.key.endswith(\".json\")\n",
+        (("impl/gc/reports.py", "    if key != f\"{HEALTH_PREFIX}{node}.json\":",
+          "    if not key.endswith(f\"/{node}.json\"):"),),
+        check=r"tests/impl/test_gc_report_paths.py|tests/gc/",
+    ),
+    Mutant(
+        "gc-last-batch-not-accounted",
+        "[gc-open] the delete batches still in flight when the items end are never"
+        " accounted (their errors dropped, the counts short)",
+        "impl/gc/delete.py",
+        "        for fut in pending:\n            account(fut)\n    return stats\n",
+        "        pass\n    return stats\n",
+        check=r"tests/gc/test_pools.py",
+    ),
+    # -- the local store following links --
+    Mutant(
+        "store-get-follows-links",
+        "[links] the local store opens an object for reading without O_NOFOLLOW",
+        "impl/store/local.py",
+        "                f = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd)",
+        "                f = os.open(name, os.O_RDONLY | os.O_CLOEXEC, dir_fd=fd)",
+        check=r"tests/store/test_local_safety.py",
+    ),
+    Mutant(
+        "store-dirs-follow-links",
+        "[links] the local store opens directories without O_NOFOLLOW",
+        "impl/store/local.py",
+        "_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC",
+        "_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC",
+        check=r"tests/store/test_local_safety.py",
+    ),
+    Mutant(
+        "store-scandir-follows-links",
+        "[links] the local store's listing classifies a link to a directory as a directory",
+        "impl/store/local.py",
+        "            is_dir = e.is_dir(follow_symlinks=False)\n",
+        "            is_dir = e.is_dir()\n",
+        check=r"tests/impl/test_store_links.py",
+    ),
+    # -- the chaos checker's own blind spots --
+    Mutant(
+        "chaos-unreadable-replica-skipped",
+        "[chaos] a replica whose log no longer loads is skipped instead of reported",
+        "impl/chaos/checker.py",
+        "                out.append(Divergence(gid, -1, (nid,), f\"log unreadable: {exc}\"))\n",
+        "                pass\n",
+        check=r"tests/impl/test_chaos_checker.py",
+    ),
+    Mutant(
+        "chaos-commit-boundary-exclusive",
+        "[chaos] the committed prefix stops before the commit index (the entry at it is"
+        " never compared)",
+        "impl/chaos/checker.py",
+        "                if ent.index > commit:\n",
+        "                if ent.index >= commit:\n",
+        check=r"tests/impl/test_chaos_checker.py|tests/chaos/test_parts.py",
+    ),
+    Mutant(
+        "chaos-commit-boundary-past",
+        "[chaos] the committed prefix runs one entry past the commit index (an uncommitted"
+        " difference is reported as a divergence)",
+        "impl/chaos/checker.py",
+        "                if ent.index > commit:\n",
+        "                if ent.index > commit + 1:\n",
+        check=r"tests/impl/test_chaos_checker.py|tests/chaos/test_parts.py",
+    ),
+)
+
 # Findings: realistic bugs that survive every check. Kept (and checked to still apply) but
 # not counted until a check kills them; run them with --survivors.
-SURVIVORS: tuple[Mutant, ...] = ()
+SURVIVORS: tuple[Mutant, ...] = (
+    Mutant(
+        "housekeeper-lock-leak-on-failure",
+        "[liveness] the housekeeper releases the fence's lock only when its advance_epoch"
+        " replicates; a failed replicate (leadership lost) keeps it forever",
+        "impl/broker/housekeeper.py",
+        "                await fence.replicate_command(AdvanceEpoch(target))\n"
+        "                advanced = target\n"
+        "            finally:\n                fence.lock.release(SHARED)\n",
+        "                await fence.replicate_command(AdvanceEpoch(target))\n"
+        "                advanced = target\n"
+        "                fence.lock.release(SHARED)\n"
+        "            finally:\n                pass\n",
+        check=LIVENESS,
+    ),
+)
 
 # The check each of the first mutants is meant to be killed by (a regex over the failing
 # test's id, exception type and message); the harness-checks block names its own in `what`.
@@ -447,6 +753,8 @@ _CHECKS = {
 }
 MUTANTS = tuple(replace(m, check=_CHECKS[m.name]) if m.name in _CHECKS else m
                 for m in MUTANTS)
+# Issue 31: the lock's own seeded bugs, killed by the exhaustive interleaving check.
+MUTANTS += tuple(m for m, _ in LOCK_MUTANTS)
 
 
 TESTS = ("tests/conformance/test_regressions.py", "tests/conformance/test_implchecks.py",
@@ -460,15 +768,53 @@ def tests_for(m: Mutant | None) -> list[str]:
     return [*dict.fromkeys([*named, *TESTS])]
 
 
+# --suite --tests relevant: the test directories of each mutated component.
+RELEVANT: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("impl/gc/", ("tests/gc",)),
+    ("impl/store/", ("tests/gc", "tests/store", "tests/impl")),
+    ("impl/chaos/", ("tests/chaos", "tests/impl/test_chaos_checker.py")),
+    ("impl/raft/", ("tests/raft", "tests/conformance")),
+    ("impl/cluster/", ("tests/impl", "tests/conformance")),
+    ("impl/", ("tests/impl", "tests/conformance")),
+)
+SUITE = ("tests",)
+
+
+def suite_tests(m: Mutant | None, selector: str, chosen: list[Mutant]) -> list[str]:
+    """The test paths `--suite` runs for `m` (None: the baseline, for every chosen mutant)."""
+    if selector == "all":
+        return list(SUITE)
+    if selector != "relevant":
+        return [t for t in selector.split(",") if t]
+    out: list[str] = []
+    for x in ([m] if m is not None else chosen):
+        out += re.findall(r"tests/[\w/]+\.py", x.check)
+        for path, _old, _new in x.edits():
+            out += next(tests for prefix, tests in RELEVANT if path.startswith(prefix))
+    return [*dict.fromkeys(out)]
+
+
+def level(test_id: str) -> str:
+    """Where a kill happened: the harness's state machine, another conformance test, or a
+    unit or property test."""
+    if test_id.startswith("tests/conformance/test_harness.py"):
+        return "harness"
+    return "conformance" if test_id.startswith("tests/conformance/") else "unit"
+
+
 def run_tests(root: Path, m: Mutant | None, timeout: float,
-              tests: list[str] | None = None) -> RunResult:
+              tests: list[str] | None = None, profile: str = "mutants",
+              marks: str = "not spark") -> RunResult:
     record = root / "build" / "failures.jsonl"
     env = dict(os.environ)
-    env.update(PYTHONPATH=str(root), EPOCHGC_CONFORMANCE_PROFILE="mutants",
+    env.update(PYTHONPATH=str(root), EPOCHGC_CONFORMANCE_PROFILE=profile,
                EPOCHGC_CONFORMANCE_SPARK="0", PYTHONHASHSEED="0",
                EPOCHGC_FAILRECORD=str(record))
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
            "-p", "proofs.pytest_failrecord", "--rootdir", str(root), "-o", "addopts=",
+           # The project's pytest configuration (markers) from the real tree: the copy
+           # holds only the source directories.
+           *(["-c", str(ROOT / "pyproject.toml"), "-m", marks] if profile == "ci" else []),
            *(tests if tests is not None else tests_for(m))]
     code, out, secs = run_command(cmd, root, env, timeout)
     fails = ([json.loads(line) for line in record.read_text().splitlines() if line.strip()]
@@ -476,12 +822,27 @@ def run_tests(root: Path, m: Mutant | None, timeout: float,
     return RunResult(code, out, secs, fails)
 
 
+# Exceptions (by class name, anywhere in the failure's MRO) that are a check's detection
+# although not AssertionError: the disk log's own corruption verdict, which its fuzzers and
+# regression tests raise on a seeded disk bug; pytest's `Failed` (pytest.fail, "DID NOT
+# RAISE": a test's expectation, not a crash).
+DETECTIONS = frozenset({"StorageCorruption", "Failed"})
+
+
+def is_kill(f: dict[str, object]) -> bool:
+    """An assertion-family failure, or one of DETECTIONS."""
+    mro = f.get("mro")
+    names = set(mro) if isinstance(mro, list) else {str(f.get("type"))}
+    return bool(f["assertion"]) or bool(names & DETECTIONS)
+
+
 def classify(r: RunResult) -> Verdict:
-    """Killed only by an assertion-family failure; anything else failing is an error."""
+    """Killed by an assertion-family failure or a DETECTIONS one; anything else failing is
+    an error."""
     fails: list[dict[str, object]] = r.detail if isinstance(r.detail, list) else []
     if r.code == -1:
         return Verdict("error", "", "timeout")
-    kills = [f for f in fails if f["assertion"]]
+    kills = [f for f in fails if is_kill(f)]
     if kills:
         f = kills[0]
         return Verdict("killed", str(f["test"]), f"{f['type']}: {f['message']}"[:300])
@@ -508,6 +869,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     ap.add_argument("--survivors", action="store_true",
                     help="also run the known surviving mutants (findings)")
+    ap.add_argument("--suite", action="store_true",
+                    help="run the CI suite (ci profile, no Spark) on each mutant")
+    ap.add_argument("--tests", default="relevant",
+                    help="with --suite: all | relevant | comma-separated test paths")
+    ap.add_argument("--marks", default="not spark",
+                    help="with --suite: pytest's -m expression (default: CI without Spark)")
     args = ap.parse_args(argv)
     pool = MUTANTS + SURVIVORS if args.survivors or args.names else MUTANTS
     chosen = [m for m in pool if not args.names or m.name in args.names]
@@ -524,7 +891,11 @@ def main(argv: list[str] | None = None) -> int:
               f"{flag}", flush=True)
 
     baseline, outcomes = campaign(
-        chosen, src=ROOT, dirs=DIRS, run=lambda root, m: run_tests(root, m, args.timeout),
+        chosen, src=ROOT, dirs=DIRS,
+        run=(lambda root, m: run_tests(root, m, args.timeout,
+                                       suite_tests(m, args.tests, chosen), "ci",
+                                       args.marks))
+        if args.suite else (lambda root, m: run_tests(root, m, args.timeout)),
         classify=classify, jobs=args.j, keep=args.keep, prefix="epochgc-mutants-",
         on_result=show)
     if baseline.code != 0:
@@ -535,6 +906,14 @@ def main(argv: list[str] | None = None) -> int:
     print(f"baseline: unmutated copy passes ({baseline.secs:.0f}s)")
     print()
     print(format_table(outcomes, component))
+    if args.suite:
+        print()
+        print(f"{'mutant':38} {'level':12} first failing test")
+        for o in outcomes:
+            lv = level(o.verdict.by) if o.verdict.outcome == "killed" else o.verdict.outcome
+            print(f"{o.mutant.name:38} {lv:12} {o.verdict.by or '-'}")
+        by = Counter(level(o.verdict.by) for o in outcomes if o.verdict.outcome == "killed")
+        print("kills by level: " + ", ".join(f"{k} {v}" for k, v in sorted(by.items())))
     killed = sum(o.verdict.outcome == "killed" for o in outcomes)
     mism = sum(o.mismatch for o in outcomes)
     print(f"wall time {time.monotonic() - t0:.0f}s with -j {args.j}; mismatches: {mism}")

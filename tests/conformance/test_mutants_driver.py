@@ -74,3 +74,20 @@ def test_every_mutant_patch_applies_once(m: Mutant, tmp_path: Path) -> None:
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / path).write_text((ROOT / path).read_text())
     patch(tmp_path, m)
+
+
+def test_a_detection_that_is_not_an_assertion_kills() -> None:
+    """The disk fuzzers' StorageCorruption and pytest's Failed ("DID NOT RAISE") are a
+    check's verdict: kills; a ValueError is not."""
+    from proofs.mutate import RunResult
+
+    def rec(t: str, mro: list[str]) -> dict[str, object]:
+        return {"test": "tests/x.py::t", "type": t, "mro": mro, "assertion": False,
+                "message": "m"}
+
+    corrupt = rec("StorageCorruption", ["StorageCorruption", "StorageError", "Exception"])
+    failed = rec("Failed", ["Failed", "OutcomeException", "BaseException"])
+    other = rec("ValueError", ["ValueError", "Exception"])
+    assert classify(RunResult(1, "", 0.0, [corrupt])).outcome == "killed"
+    assert classify(RunResult(1, "", 0.0, [failed])).outcome == "killed"
+    assert classify(RunResult(1, "", 0.0, [other])).outcome == "error"

@@ -1,0 +1,47 @@
+"""The chaos run's Raft log comparison (`impl.chaos.checker.raft_divergences`) at its edges
+(issue 31): a replica whose log no longer loads is a divergence, never skipped; the entry AT
+a replica's commit index is compared, the one after it is not."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from impl.chaos.checker import raft_divergences
+from impl.raft.disklog import DiskStorage
+from impl.raft.messages import Entry, HardState
+
+SAME = [Entry(1, 1, data=b"a" * 40), Entry(2, 1, data=b"b" * 40), Entry(3, 1, data=b"c" * 40)]
+
+
+def _log(d: Path, entries: list[Entry], commit: int) -> None:
+    s = DiskStorage(str(d))
+    s.load()
+    s.write(HardState(1, 0, commit), None, entries)
+    s.sync()
+    s.close()
+
+
+def test_an_unreadable_replica_is_a_divergence(tmp_path: Path) -> None:
+    for n in (1, 2):
+        _log(tmp_path / f"n{n}" / "g7", SAME, 3)
+    dirs = {n: tmp_path / f"n{n}" for n in (1, 2)}
+    assert raft_divergences(dirs) == []
+    seg = sorted((tmp_path / "n2" / "g7").iterdir())[0]
+    raw = bytearray(seg.read_bytes())
+    raw[len(raw) // 3] ^= 0xFF  # a flipped bit in a committed record, not a torn tail
+    seg.write_bytes(bytes(raw))
+    divs = raft_divergences(dirs)
+    assert [(d.group, d.nodes) for d in divs] == [(7, (2,))], divs
+    assert "unreadable" in divs[0].detail
+
+
+def test_the_entry_at_the_commit_index_is_compared_the_next_is_not(tmp_path: Path) -> None:
+    other = [SAME[0], SAME[1], Entry(3, 2, data=b"z" * 40)]
+    _log(tmp_path / "n1" / "g7", SAME, 3)
+    _log(tmp_path / "n2" / "g7", other, 2)  # index 3 differs but n2 has not committed it
+    dirs = {n: tmp_path / f"n{n}" for n in (1, 2)}
+    assert raft_divergences(dirs) == []
+    _log(tmp_path / "n3" / "g7", other, 3)  # committed at exactly index 3: a divergence
+    dirs[3] = tmp_path / "n3"
+    divs = raft_divergences(dirs)
+    assert [(d.index, d.nodes) for d in divs] == [(3, (1, 3))], divs
