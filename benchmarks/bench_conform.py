@@ -2,7 +2,7 @@
 the model's answer, the comparison), over the same fixed programs, against
 
 - the model in process behind the protocol's JSON encoding (the baseline: no pipe),
-- the model adapter `python -m model.port` in a subprocess (the pipe),
+- the model adapter `python -m epochgc.model.port` in a subprocess (the pipe),
 - the Node port `node ports/node/cli.js serve`, when `node` and the port are present.
 
 Generation and shrinking are not timed (Hypothesis's cost, the same for every port). Writes
@@ -29,7 +29,7 @@ class InProcess:
     """The model as a port without the pipe: the same lines, encoded and decoded."""
 
     def __init__(self) -> None:
-        from model.port import Session
+        from epochgc.model.port import Session
 
         self._session = Session()
         self._lines: list[str] = []
@@ -50,9 +50,8 @@ class InProcess:
 
 def fixed_programs(n: int) -> list[list[Any]]:
     """The first n programs the derandomized generator draws (the same every run)."""
+    from epochgc.impl.conform.programs import programs
     from hypothesis import HealthCheck, Phase, given, settings
-
-    from impl.conform.programs import programs
 
     out: list[list[Any]] = []
 
@@ -67,7 +66,7 @@ def fixed_programs(n: int) -> list[list[Any]]:
 
 
 def measure(port: Any, progs: list[list[Any]]) -> tuple[int, float]:
-    from impl.conform.driver import run_program
+    from epochgc.impl.conform.driver import run_program
 
     steps = 0
     t = time.perf_counter()
@@ -88,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.programs = 100
     sys.path.insert(0, str(ROOT))
-    from impl.conform.client import PortProcess
+    from epochgc.impl.conform.client import PortProcess
 
     progs = fixed_programs(args.programs)
     base_steps, base_secs = measure(InProcess(), progs)
@@ -96,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [{"name": "conform_steps_per_s_in_process", "value": round(base, 1),
              "unit": "steps/s", "baseline": None, "ratio": None, "target": None,
              "better": "higher"}]
-    ports = {"model_pipe": [sys.executable, "-m", "model.port"]}
+    ports = {"model_pipe": [sys.executable, "-m", "epochgc.model.port"]}
     node = shutil.which("node")
     if node is None:
         print("bench_conform: node port skipped: `node` is not installed", file=sys.stderr)

@@ -49,12 +49,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from impl.gc.job import GcOptions, run_gc
-from impl.gc.summary import GcSummary
-from impl.store.base import ObjectStore
-from impl.store.local import LocalStore
-from impl.store.url import StoreSpec
-from model.keys import PREFIXES, prefix_path
+from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.summary import GcSummary
+from epochgc.impl.store.base import ObjectStore
+from epochgc.impl.store.local import LocalStore
+from epochgc.impl.store.url import StoreSpec
+from epochgc.model.keys import PREFIXES, prefix_path
 
 HOUR = 3600.0
 GRACE = 12 * HOUR
@@ -702,7 +702,7 @@ def main() -> None:
     from tests.gc.seaweedfs import aws_env
 
     aws_env()  # before Spark starts: its Python workers inherit the environment
-    from impl.gc.session import spark_session
+    from epochgc.impl.gc.session import spark_session
 
     spark = spark_session("local[*]", app_name="epochgc-bench")
     base = Path(tempfile.mkdtemp(prefix="epochgc-bench-", dir=args.dir))

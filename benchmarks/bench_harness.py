@@ -57,7 +57,8 @@ def _measure(tree: str, examples: int, steps: int, event_share: int,
     from tests.conformance.deep import run_chunk
 
     if heartbeat_tick:  # the simulated deployment's Raft timing, overridden
-        from impl.raft.node import Config
+        from epochgc.impl.raft.node import Config
+
         from tests.conformance import harness
 
         harness.RAFT_CONFIG = Config(election_tick=10, heartbeat_tick=heartbeat_tick)

@@ -34,13 +34,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
-from impl.broker.producer import Producer  # noqa: E402
-from impl.broker.raftport import thread_io  # noqa: E402
-from impl.cluster.client import ProcClusterAccess  # noqa: E402
-from impl.cluster.local import LocalCluster  # noqa: E402
-from impl.cluster.rpc import RpcClient  # noqa: E402
-from impl.sim.cluster import SimCluster  # noqa: E402
-from impl.store.local import LocalStore  # noqa: E402
+from epochgc.impl.broker.producer import Producer  # noqa: E402
+from epochgc.impl.broker.raftport import thread_io  # noqa: E402
+from epochgc.impl.cluster.client import ProcClusterAccess  # noqa: E402
+from epochgc.impl.cluster.local import LocalCluster  # noqa: E402
+from epochgc.impl.cluster.rpc import RpcClient  # noqa: E402
+from epochgc.impl.sim.cluster import SimCluster  # noqa: E402
+from epochgc.impl.store.local import LocalStore  # noqa: E402
 
 PART = "b/0"
 KEY = "level_zero/data/000/" + "0" * 18 + "/" + "b" * 32  # same shape as a real key

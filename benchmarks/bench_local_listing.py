@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from impl.store.local import LocalStore
+from epochgc.impl.store.local import LocalStore
 
 PAGE = 1000
 

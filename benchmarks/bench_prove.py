@@ -3,7 +3,7 @@
     python benchmarks/bench_prove.py [--quick] [--repeat N] [--baseline-ref REF]
                                      [--fresh] [--out build/bench-prove.json]
 
-The whole `python -m proofs` (what `tox -e prove` runs) of this tree against a baseline:
+The whole `python -m epochgc.proofs` (what `tox -e prove` runs) of this tree against a baseline:
 the same command on `model/` and `proofs/` exported from git at REF (default: the commit
 before issue 11's speed work), run in the same command, alternating (base, new, new, base,
 ...) so load from other processes hits both alike. Rows: wall and CPU (user + sys of the
@@ -35,9 +35,9 @@ BASELINE_REF = "b3fca5d"
 
 
 def export(ref: str, dest: Path) -> None:
-    """`model/` and `proofs/` as of `ref` into `dest` (what `python -m proofs` imports)."""
-    proc = subprocess.run(["git", "archive", "--format=tar", ref, "model", "proofs"], cwd=ROOT,
-                          capture_output=True, check=False)
+    """`model/` and `proofs/` as of `ref` into `dest` (what `python -m epochgc.proofs` imports)."""
+    proc = subprocess.run(["git", "archive", "--format=tar", ref, "epochgc", "model", "proofs"],
+                          cwd=ROOT, capture_output=True, check=False)
     if proc.returncode != 0:
         raise SystemExit(f"bench_prove: cannot export baseline ref {ref!r} from {ROOT}: "
                          f"{proc.stderr.decode().strip()}")
@@ -46,11 +46,12 @@ def export(ref: str, dest: Path) -> None:
 
 
 def run(tree: Path, report: Path, quick: bool, fresh: bool = False) -> tuple[float, float]:
-    """(wall s, CPU s) of one `python -m proofs` on `tree`; a failed run stops the bench.
+    """(wall s, CPU s) of one `python -m epochgc.proofs` on `tree`; a failed run stops the bench.
     `fresh`: no last report to order the tasks by, as in a fresh clone (CI)."""
     if fresh:
         report.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "proofs", "--report", str(report)] + (["--quick"] if quick else [])
+    cmd = [sys.executable, "-m", "epochgc.proofs", "--report", str(report)]
+    cmd += ["--quick"] if quick else []
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, cwd=tree, env=_env(tree), capture_output=True, text=True,
@@ -59,7 +60,7 @@ def run(tree: Path, report: Path, quick: bool, fresh: bool = False) -> tuple[flo
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         print(proc.stdout[-3000:], proc.stderr[-3000:], file=sys.stderr)
-        raise SystemExit(f"bench_prove: `python -m proofs` failed on {tree}")
+        raise SystemExit(f"bench_prove: `python -m epochgc.proofs` failed on {tree}")
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return wall, cpu
 

@@ -26,7 +26,7 @@ BUILD = ROOT / "build"
 def _prove_rows(quick: bool) -> list[dict[str, object]]:
     report = BUILD / "prove-report.json"
     t0 = time.perf_counter()
-    args = [sys.executable, "-m", "proofs", "--report", str(report)]
+    args = [sys.executable, "-m", "epochgc.proofs", "--report", str(report)]
     proc = subprocess.run([*args, "--quick"] if quick else args, cwd=ROOT, check=False,
                           capture_output=True, text=True)
     wall = time.perf_counter() - t0

@@ -1,5 +1,5 @@
-"""`python -m experiments [--quick] [--out docs/] [--jobs N]`: every experiment, fixed seeds,
-PNG plots and docs/experiments.md."""
+"""`python -m epochgc.experiments [--quick] [--out docs/] [--jobs N]`: every experiment,
+fixed seeds, PNG plots and docs/experiments.md."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict
 from typing import Any, TypeVar
 
-from experiments import gccost, windows
+from epochgc.experiments import gccost, windows
 
 C = TypeVar("C")
 R = TypeVar("R")
@@ -41,7 +41,7 @@ def run_all(fn: Callable[[C], R], cells: Sequence[C], jobs: int, label: str) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m experiments", description=__doc__)
+    ap = argparse.ArgumentParser(prog="python -m epochgc.experiments", description=__doc__)
     ap.add_argument("--quick", action="store_true", help="smaller grids (~2 minutes)")
     ap.add_argument("--out", default="docs", help="directory for the PNGs and experiments.md")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
@@ -75,7 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         rows["gc"] = [{k: v for k, v in asdict(r).items() if k != "series"} for r in gres]
         sections.append(gc_section(ggrid, gres, gfigs))
     total = time.perf_counter() - t_start
-    cmd = "python -m experiments" + (" --quick" if args.quick else "") + f" --out {args.out}"
+    cmd = "python -m epochgc.experiments" + (" --quick" if args.quick else "")
+    cmd += f" --out {args.out}"
     head = (
         "# Experiments\n\n"
         f"Reproduce: `{cmd}` ({mode} grid, fixed seeds; every run is deterministic on the "

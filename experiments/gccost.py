@@ -23,9 +23,9 @@ import itertools
 import statistics
 from dataclasses import dataclass, field
 
-from experiments.harness import Workload, WorkloadConfig, run_workload
-from impl.partition.commands import Placeholder
-from model.variants import variant
+from epochgc.experiments.harness import Workload, WorkloadConfig, run_workload
+from epochgc.impl.partition.commands import Placeholder
+from epochgc.model.variants import variant
 
 PARTS = ("t/0", "t/1", "t/2")
 

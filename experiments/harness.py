@@ -27,15 +27,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from impl.broker.broker import BrokerConfig
-from impl.broker.producer import Ack, ProduceError, Producer
-from impl.partition.commands import AdvanceReconciled, Placeholder
-from impl.partition.fence import NotLeaderError
-from impl.partition.statemachine import PlaceholderResult
-from impl.sim.cluster import SimCluster
-from impl.store.local import LocalStore
-from model.keys import DATA_PREFIX, parse_key
-from model.variants import Variant
+from epochgc.impl.broker.broker import BrokerConfig
+from epochgc.impl.broker.producer import Ack, ProduceError, Producer
+from epochgc.impl.partition.commands import AdvanceReconciled, Placeholder
+from epochgc.impl.partition.fence import NotLeaderError
+from epochgc.impl.partition.statemachine import PlaceholderResult
+from epochgc.impl.sim.cluster import SimCluster
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import DATA_PREFIX, parse_key
+from epochgc.model.variants import Variant
 
 T = TypeVar("T")
 

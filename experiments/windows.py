@@ -24,8 +24,8 @@ import itertools
 import statistics
 from dataclasses import asdict, dataclass
 
-from experiments.harness import Workload, WorkloadConfig, run_workload
-from model.variants import variant
+from epochgc.experiments.harness import Workload, WorkloadConfig, run_workload
+from epochgc.model.variants import variant
 
 VARIANTS = ("strict", "collapse", "reference")
 

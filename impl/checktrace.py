@@ -21,10 +21,9 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import click
-
-from model import partition as mp
-from model.fence import SeenWindow, fence
-from model.partition import PartitionState
+from epochgc.model import partition as mp
+from epochgc.model.fence import SeenWindow, fence
+from epochgc.model.partition import PartitionState
 
 _STATE_FIELDS = {f.name for f in fields(PartitionState)}
 _COMMON = {"v", "kind", "node", "run", "seq", "partition"}

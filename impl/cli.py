@@ -6,22 +6,21 @@ import importlib
 import os
 
 import click
-
-from impl.store.base import StoreError
+from epochgc.impl.store.base import StoreError
 
 # name -> "module:attribute"; imported lazily so `epochgc replay` never pays for Spark.
 SUBCOMMANDS: dict[str, str] = {
-    "replay": "model.replay_cli:replay",
-    "gc": "impl.gc.cli:gc",
-    "gc-package": "impl.gc.package_cli:gc_package",
-    "cluster": "impl.cluster.cli:cluster",
-    "produce": "impl.cluster.cli:produce",
-    "consume": "impl.cluster.cli:consume",
-    "topic": "impl.cluster.topic_cli:topic",
-    "demo": "impl.demo:demo",
-    "check-trace": "impl.checktrace:check_trace",
-    "conform": "impl.conform.cli:conform",
-    "chaos": "impl.chaos.cli:chaos",
+    "replay": "epochgc.model.replay_cli:replay",
+    "gc": "epochgc.impl.gc.cli:gc",
+    "gc-package": "epochgc.impl.gc.package_cli:gc_package",
+    "cluster": "epochgc.impl.cluster.cli:cluster",
+    "produce": "epochgc.impl.cluster.cli:produce",
+    "consume": "epochgc.impl.cluster.cli:consume",
+    "topic": "epochgc.impl.cluster.topic_cli:topic",
+    "demo": "epochgc.impl.demo:demo",
+    "check-trace": "epochgc.impl.checktrace:check_trace",
+    "conform": "epochgc.impl.conform.cli:conform",
+    "chaos": "epochgc.impl.chaos.cli:chaos",
 }
 
 

@@ -39,17 +39,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import click
-
-from impl.broker.producer import PartitionDeletedError, ProduceError, Producer
-from impl.broker.raftport import thread_io
-from impl.cluster.client import ProcClusterAccess
-from impl.cluster.demo_checks import InflightLog, LeaderWatch, in_use_keys
-from impl.cluster.demo_gc import DemoGc
-from impl.cluster.local import LocalCluster
-from impl.cluster.payload import AckedRun, compare, make_record
-from impl.store.local import LocalStore
-from impl.store.url import parse_store_url
-from model.keys import DATA_PREFIX
+from epochgc.impl.broker.producer import PartitionDeletedError, ProduceError, Producer
+from epochgc.impl.broker.raftport import thread_io
+from epochgc.impl.cluster.client import ProcClusterAccess
+from epochgc.impl.cluster.demo_checks import InflightLog, LeaderWatch, in_use_keys
+from epochgc.impl.cluster.demo_gc import DemoGc
+from epochgc.impl.cluster.local import LocalCluster
+from epochgc.impl.cluster.payload import AckedRun, compare, make_record
+from epochgc.impl.store.local import LocalStore
+from epochgc.impl.store.url import parse_store_url
+from epochgc.model.keys import DATA_PREFIX
 
 PARTS = [f"t/{i}" for i in range(8)]
 MINT_INTERVAL = 2.0
@@ -119,7 +118,7 @@ class Demo:
     def _check_trace(self) -> None:
         """Replay the nodes' own trace against the model: the run's decisions, not only its
         outcome, must be the model's."""
-        from impl.checktrace import Malformed, check
+        from epochgc.impl.checktrace import Malformed, check
 
         try:
             res = check(str(self.trace))
@@ -193,7 +192,7 @@ class Demo:
         deletion's revision (a later object is stamped at least the re-creation's)."""
         if self.u_producer is None or self.u_deletion_rev is None:
             return set()
-        from model.keys import parse_key
+        from epochgc.model.keys import parse_key
 
         return {k for k in self.u_producer.stats.keys
                 if parse_key(k).epoch < self.u_deletion_rev}

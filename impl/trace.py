@@ -27,9 +27,9 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import Any
 
-from impl.partition import commands as c
-from model.fence import SeenWindow
-from model.partition import PartitionState
+from epochgc.impl.partition import commands as c
+from epochgc.model.fence import SeenWindow
+from epochgc.model.partition import PartitionState
 
 VERSION = 1
 
@@ -98,7 +98,7 @@ class TraceWriter:
 def broker_hooks(writer: TraceWriter, broker: Callable[[], Any]) -> Any:
     """Observer hooks for `impl.broker.broker.Broker` that write the trace. `broker()`
     returns the broker (created after its hooks), whose replica state a fence decided on."""
-    from impl.broker.broker import Hooks
+    from epochgc.impl.broker.broker import Hooks
 
     def incarnation(name: str) -> str:
         # A re-created partition is a new one (SPEC R35): its records get their own name,

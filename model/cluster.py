@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from model.errors import ModelError, require_int, require_opt_int
-from model.variants import REFERENCE, Variant
+from epochgc.model.errors import ModelError, require_int, require_opt_int
+from epochgc.model.variants import REFERENCE, Variant
 
 
 @dataclass(frozen=True)

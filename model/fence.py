@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model.errors import ModelError, require_int  # noqa: F401 (ModelError: contracts)
-from model.partition import PartitionState, accepts, well_formed  # noqa: F401 (contracts)
-from model.variants import REFERENCE, Variant
+from epochgc.model.errors import ModelError, require_int  # noqa: F401 (ModelError: contracts)
+from epochgc.model.partition import PartitionState, accepts, well_formed  # noqa: F401 (contracts)
+from epochgc.model.variants import REFERENCE, Variant
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from model.errors import ModelError, require_int
+from epochgc.model.errors import ModelError, require_int
 
 DATA_PREFIX = "level_zero/data/"
 PREFIXES = 1000

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from model.errors import ModelError, require_int
-from model.logic import le_opt  # noqa: F401 (used by the PEP 316 contracts)
-from model.variants import REFERENCE, Variant
+from epochgc.model.errors import ModelError, require_int
+from epochgc.model.logic import le_opt  # noqa: F401 (used by the PEP 316 contracts)
+from epochgc.model.variants import REFERENCE, Variant
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
 """The model behind the port protocol (spec/VECTORS.md, "The port protocol").
 
-`python -m model.port` reads JSON lines on stdin and answers each with one JSON line on
+`python -m epochgc.model.port` reads JSON lines on stdin and answers each with one JSON line on
 stdout, exactly as a port must. Each line is framed: `{"seq":N,"line":TEXT}` in,
 `{"seq":N,"answer":{...}}` out (`read_request`, `answer_line`), so the driver tells a second
 answer to one line from the answer to the next whatever the timing. Inside the frame, a
@@ -16,7 +16,7 @@ import json
 import sys
 from typing import Any, TextIO
 
-from model.replay import (
+from epochgc.model.replay import (
     DEFAULT_VARIANT,
     Replayer,
     ReplayError,
@@ -100,7 +100,7 @@ def serve(stdin: TextIO, stdout: TextIO) -> None:
         try:
             seq, text = read_request(raw)
         except FrameError as e:
-            sys.stderr.write(f"model.port: {e}\n")
+            sys.stderr.write(f"epochgc.model.port: {e}\n")
             raise SystemExit(2) from None
         stdout.write(answer_line(seq, session.handle(text)) + "\n")
         stdout.flush()

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from model import cluster, keys
-from model.errors import ModelError
-from model.fence import SeenWindow, fence
-from model.partition import (
+from epochgc.model import cluster, keys
+from epochgc.model.errors import ModelError
+from epochgc.model.fence import SeenWindow, fence
+from epochgc.model.partition import (
     INITIAL,
     PartitionState,
     apply_advance_epoch,
@@ -34,7 +34,7 @@ from model.partition import (
     inactive_epoch,
     window,
 )
-from model.variants import VARIANTS, Variant, variant
+from epochgc.model.variants import VARIANTS, Variant, variant
 
 DEFAULT_NODE = "n0"
 DEFAULT_VARIANT = "reference"

@@ -21,12 +21,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from model.cluster import GcEpoch, Report, gc_epoch_of_valid
-from model.errors import ModelError, require_int
-from model.fence import SeenWindow, fence
-from model.keys import deletable
-from model.logic import Cond, all_of, iff, implies, le_opt, neg
-from model.partition import (
+from epochgc.model.cluster import GcEpoch, Report, gc_epoch_of_valid
+from epochgc.model.errors import ModelError, require_int
+from epochgc.model.fence import SeenWindow, fence
+from epochgc.model.keys import deletable
+from epochgc.model.logic import Cond, all_of, iff, implies, le_opt, neg
+from epochgc.model.partition import (
     INITIAL,
     PartitionState,
     accepts,
@@ -35,7 +35,7 @@ from model.partition import (
     apply_reconciled,
     inactive_epoch,
 )
-from model.variants import REFERENCE, Variant
+from epochgc.model.variants import REFERENCE, Variant
 
 # Write (one placeholder of one object for one partition) life cycle. UNKNOWN: the
 # producer saw its replicate fail, but Raft may still commit it (it stays in flight).

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model.errors import ModelError
+from epochgc.model.errors import ModelError
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,5 @@
 import sys
 
-from proofs.runner import main
+from epochgc.proofs.runner import main
 
 sys.exit(main())

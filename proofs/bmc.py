@@ -16,14 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import z3
-
-from model.errors import ModelError
-from model.fence import SeenWindow
-from model.logic import Cond
-from model.system import OBJECT_STATUS, WRITE_STATUS, System, step
-from model.variants import Variant
-from proofs.sym import Explorer, SymBool, concretize
-from proofs.symstate import symbolic_params
+from epochgc.model.errors import ModelError
+from epochgc.model.fence import SeenWindow
+from epochgc.model.logic import Cond
+from epochgc.model.system import OBJECT_STATUS, WRITE_STATUS, System, step
+from epochgc.model.variants import Variant
+from epochgc.proofs.sym import Explorer, SymBool, concretize
+from epochgc.proofs.symstate import symbolic_params
 
 Schedule = Sequence[tuple[str, dict[str, Any]]]
 Goal = Callable[[Sequence[System]], Cond]

@@ -10,10 +10,10 @@ same postconditions are searched in a fraction of the budget: a seeded break of
 
 from __future__ import annotations
 
-from model.cluster import GcEpoch, Report, gc_epoch_of_valid
-from model.errors import ModelError  # noqa: F401 (named by the contracts)
-from model.logic import le_opt  # noqa: F401 (named by the contracts)
-from model.partition import (
+from epochgc.model.cluster import GcEpoch, Report, gc_epoch_of_valid
+from epochgc.model.errors import ModelError  # noqa: F401 (named by the contracts)
+from epochgc.model.logic import le_opt  # noqa: F401 (named by the contracts)
+from epochgc.model.partition import (
     PartitionState,
     apply_advance_epoch,  # noqa: F401 (named by the contracts)
     apply_placeholder,

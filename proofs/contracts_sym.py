@@ -19,22 +19,22 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
-from model.fence import SeenWindow
-from model.partition import PartitionState
-from model.variants import VARIANTS, Variant
-from proofs.obligations import Outcome
-from proofs.sym import Explorer, Prune, SolverUnknown, concretize
+from epochgc.model.fence import SeenWindow
+from epochgc.model.partition import PartitionState
+from epochgc.model.variants import VARIANTS, Variant
+from epochgc.proofs.obligations import Outcome
+from epochgc.proofs.sym import Explorer, Prune, SolverUnknown, concretize
 
 TARGETS = (
-    "model.partition.apply_placeholder",
-    "model.partition.apply_advance_epoch",
-    "model.partition.apply_reconciled",
-    "model.partition.inactive_epoch",
-    "model.fence.fence",
-    "proofs.contracts.capped",
-    "proofs.contracts.reconciled",
-    "proofs.contracts.placeholder",
-    "proofs.contracts.watermark",
+    "epochgc.model.partition.apply_placeholder",
+    "epochgc.model.partition.apply_advance_epoch",
+    "epochgc.model.partition.apply_reconciled",
+    "epochgc.model.partition.inactive_epoch",
+    "epochgc.model.fence.fence",
+    "epochgc.proofs.contracts.capped",
+    "epochgc.proofs.contracts.reconciled",
+    "epochgc.proofs.contracts.placeholder",
+    "epochgc.proofs.contracts.watermark",
 )
 
 

@@ -22,17 +22,17 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from proofs.obligations import Outcome
+from epochgc.proofs.obligations import Outcome
 
 # What the symbolic executor cannot take (strings, floats, report lists), one target per
 # function so the checks spread over the workers; budget = CPU seconds per condition. The
 # int-only contracts are proved on every path by proofs/contracts_sym.py instead (CrossHair
 # missed a seeded break of apply_reconciled at 1 s and needed about 5 s per condition).
 TARGETS: dict[str, float] = {
-    "proofs.contracts.capped": 1.0,  # its seeded cap break is found in well under 1 s
-    "model.cluster.gc_epoch": 1.0,
-    "model.keys.format_key": 1.0,
-    "model.keys.gc_eligible": 1.0,
+    "epochgc.proofs.contracts.capped": 1.0,  # its seeded cap break is found in well under 1 s
+    "epochgc.model.cluster.gc_epoch": 1.0,
+    "epochgc.model.keys.format_key": 1.0,
+    "epochgc.model.keys.gc_eligible": 1.0,
 }
 MODULES = tuple(TARGETS)
 _CONFIRMED = re.compile(r": info: Confirmed over all paths\.")
@@ -49,8 +49,8 @@ _INFO = re.compile(r": info: ")
 # `proofs.contracts.capped`, which calls the same patched gc_epoch_of_valid.
 DEEP_BUDGET_S = 15.0
 SEEDED_BREAKS: dict[str, str] = {
-    "floor-to-max-applied": "model.partition.apply_reconciled",
-    "cap-off-by-one": "proofs.contracts.capped",
+    "floor-to-max-applied": "epochgc.model.partition.apply_reconciled",
+    "cap-off-by-one": "epochgc.proofs.contracts.capped",
 }
 
 
@@ -142,13 +142,13 @@ def check_many(targets: tuple[str, ...], budget_s: float | None = None) -> list[
 
 def seeded_break(mutant: str, budget_s: float = DEEP_BUDGET_S) -> Outcome:
     """CrossHair on a copy of the tree with `mutant` patched in: `failed` means found."""
-    from proofs import mutants  # the proof mutants; imported only when used
-    from proofs.mutate import copy_tree, patch
+    from epochgc.proofs import mutants  # the proof mutants; imported only when used
+    from epochgc.proofs.mutate import copy_tree, patch
 
     m = {x.name: x for x in mutants.MUTANTS}[mutant]
     with tempfile.TemporaryDirectory(prefix="crosshair-") as d:
         root = Path(d)
-        copy_tree(mutants.ROOT, root, ("model", "proofs"))
+        copy_tree(mutants.ROOT, root, ("epochgc", "model", "proofs"))
         patch(root, m)
         o = check(SEEDED_BREAKS[mutant], budget_s, root=root)
     o.name = f"seeded break {mutant} in {SEEDED_BREAKS[mutant]}"
@@ -158,7 +158,7 @@ def seeded_break(mutant: str, budget_s: float = DEEP_BUDGET_S) -> Outcome:
 def main(argv: list[str] | None = None) -> int:
     """Every target at the deep budget must pass, and CrossHair must find every seeded break;
     all run in parallel (each is its own CrossHair process)."""
-    ap = argparse.ArgumentParser(prog="python -m proofs.crosshair_check")
+    ap = argparse.ArgumentParser(prog="python -m epochgc.proofs.crosshair_check")
     ap.add_argument("--budget", type=float, default=DEEP_BUDGET_S,
                     help="CPU seconds per condition (default %(default)s)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)

@@ -7,8 +7,8 @@ import dataclasses
 from dataclasses import replace
 from typing import Any
 
-from model.system import INVARIANTS, TRANSITION_INVARIANTS, Partition, System, Write
-from model.variants import Variant
+from epochgc.model.system import INVARIANTS, TRANSITION_INVARIANTS, Partition, System, Write
+from epochgc.model.variants import Variant
 
 
 def flatten(value: Any, prefix: str = "") -> dict[str, Any]:

@@ -16,9 +16,9 @@ from __future__ import annotations
 import itertools
 import time
 
-from model.errors import ModelError
-from model.keys import MAX_EPOCH, PREFIXES, L0Key, format_key, parse_key
-from proofs.obligations import Outcome
+from epochgc.model.errors import ModelError
+from epochgc.model.keys import MAX_EPOCH, PREFIXES, L0Key, format_key, parse_key
+from epochgc.proofs.obligations import Outcome
 
 EPOCHS = sorted({0, MAX_EPOCH, *(10**k for k in range(18)), *(10**k - 1 for k in range(1, 19))})
 NAMES = ("0", "a", "Z", "x_y.z-1", "u" * 128)

@@ -1,10 +1,10 @@
 """Seeded model bugs the proofs must kill (`tox -e prove-mutants`).
 
-    python -m proofs.mutants [NAME ...] [--keep] [--list]
+    python -m epochgc.proofs.mutants [NAME ...] [--keep] [--list]
 
 Each mutant is a small text patch to `model/` or to `proofs/param/spec.py` (spec
 mutants), applied to a COPY of the tree (model/ and proofs/) in a temp directory;
-`python -m proofs --quick` then runs on the copy (CrossHair skipped: it checks contracts,
+`python -m epochgc.proofs --quick` then runs on the copy (CrossHair skipped: it checks contracts,
 not the system's invariants). A mutant is killed only when a safety, transition, vacuity
 or correspondence row fails (`invariant`, `transition`, `vacuity` or `correspondence`
 kind, any scope: the correspondence rows are proofs over every state of their shapes since
@@ -22,7 +22,7 @@ import sys
 import uuid
 from pathlib import Path
 
-from proofs.mutate import (
+from epochgc.proofs.mutate import (
     Mutant,
     Outcome,
     PatchRefused,
@@ -251,7 +251,7 @@ def run_proofs(root: Path, timeout: float, jobs: int, fail_fast: bool = True) ->
     report = root / "build" / "prove-report.json"
     run_id = uuid.uuid4().hex
     report.unlink(missing_ok=True)
-    cmd = [sys.executable, "-m", "proofs", "--quick", "--jobs", str(jobs),
+    cmd = [sys.executable, "-m", "epochgc.proofs", "--quick", "--jobs", str(jobs),
            "--only", "^(?!crosshair)", "--report", str(report), "--run-id", run_id]
     if fail_fast:
         cmd.append("--fail-fast")
@@ -324,7 +324,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{o.mutant.name:34} {v.outcome:8} {o.secs:5.0f}s  {v.by} {v.why}".rstrip(),
               flush=True)
 
-    baseline, outcomes = campaign(chosen, src=ROOT, dirs=("model", "proofs"), run=run,
+    baseline, outcomes = campaign(chosen, src=ROOT, dirs=("epochgc", "model", "proofs"), run=run,
                                   classify=classify, jobs=args.j, keep=args.keep,
                                   prefix="epochgc-prove-mutants-", on_result=show)
     if baseline.code != 0:

@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import z3
-
-from model.errors import ModelError
-from model.logic import neg
-from model.system import (
+from epochgc.model.errors import ModelError
+from epochgc.model.logic import neg
+from epochgc.model.system import (
     ACTIONS,
     INVARIANTS,
     TRANSITION_INVARIANTS,
@@ -33,8 +32,8 @@ from model.system import (
     holds,
     mono_fresh_m,
 )
-from model.variants import Variant
-from proofs.sym import (
+from epochgc.model.variants import Variant
+from epochgc.proofs.sym import (
     Branches,
     Explorer,
     SolverUnknown,
@@ -47,7 +46,7 @@ from proofs.sym import (
     expr_of,
     unbranched,
 )
-from proofs.symstate import symbolic_params, symbolic_system
+from epochgc.proofs.symstate import symbolic_params, symbolic_system
 
 
 @dataclass

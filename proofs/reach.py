@@ -15,11 +15,11 @@ import random
 from collections.abc import Callable
 from typing import Any
 
-from model.errors import ModelError
-from model.system import ACTIONS, INVARIANTS, TRANSITION_INVARIANTS, System, step
-from model.variants import Variant
-from proofs import vectors
-from proofs.bmc import Trace, TraceStep
+from epochgc.model.errors import ModelError
+from epochgc.model.system import ACTIONS, INVARIANTS, TRANSITION_INVARIANTS, System, step
+from epochgc.model.variants import Variant
+from epochgc.proofs import vectors
+from epochgc.proofs.bmc import Trace, TraceStep
 
 WALKS = 600  # 300 until issue 28 added tick, expire_report and any-epoch late landings
 DEPTH = 14

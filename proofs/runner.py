@@ -1,4 +1,4 @@
-"""`python -m proofs` (what `tox -e prove` runs): every proof obligation, in parallel.
+"""`python -m epochgc.proofs` (what `tox -e prove` runs): every proof obligation, in parallel.
 
 Kinds: `invariant` and `transition` (init and induction queries, and "no trace" bounded
 checks of the bug shapes under `reference`), `vacuity` (the assumed invariants are
@@ -28,9 +28,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from model.system import ACTIONS, INVARIANTS, TRANSITION_INVARIANTS, System
-from model.variants import REFERENCE, SAFE_VARIANTS, variant
-from proofs import (
+from epochgc.model.system import ACTIONS, INVARIANTS, TRANSITION_INVARIANTS, System
+from epochgc.model.variants import REFERENCE, SAFE_VARIANTS, variant
+from epochgc.proofs import (
     bmc,
     contracts_sym,
     crosshair_check,
@@ -41,7 +41,7 @@ from proofs import (
     scenarios,
     vectors,
 )
-from proofs.obligations import Outcome
+from epochgc.proofs.obligations import Outcome
 
 BUDGET_S = 30.0  # per bounded search; running out is a failure, never a pass
 # Set in every worker by `_configure` (--seed, --timeout).
@@ -199,9 +199,9 @@ def guarded(fn: Callable[..., list[Outcome]], label: str, *args: Any) -> list[Ou
 def _param_tasks() -> list[Task]:
     """The quantified proof's jobs (proofs/param), when that package provides them."""
     try:
-        from proofs.param import prove as param_prove
+        from epochgc.proofs.param import prove as param_prove
     except ImportError as e:
-        if e.name and e.name.startswith("proofs.param"):
+        if e.name and e.name.startswith("epochgc.proofs.param"):
             return []
         raise
     jobs = getattr(param_prove, "jobs", None)
@@ -473,7 +473,7 @@ def _reachable_counterexamples(bad: list[Outcome], out: Path, limit: int = 6) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m proofs", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python -m epochgc.proofs", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     ap.add_argument("--report", default="build/prove-report.json")

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from model.logic import Cond, neg
-from model.system import (
+from epochgc.model.logic import Cond, neg
+from epochgc.model.system import (
     FAILED,
     FENCED,
     System,
@@ -20,7 +20,7 @@ from model.system import (
     inv_floor,
     inv_safety,
 )
-from model.variants import REFERENCE, Variant
+from epochgc.model.variants import REFERENCE, Variant
 
 Schedule = list[tuple[str, dict[str, Any]]]
 
@@ -185,7 +185,7 @@ class LivenessScenario:
         return ref[-1].writes[self.write].status == FENCED
 
     def reference_admits(self, trace_params: Sequence[dict[str, Any]]) -> bool:
-        from model.system import step
+        from epochgc.model.system import step
 
         s = TRACE_TEMPLATE
         for (action, _), p in zip(self.schedule, trace_params, strict=True):

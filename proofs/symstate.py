@@ -11,10 +11,10 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from model.fence import SeenWindow
-from model.partition import PartitionState
-from model.system import ACTIONS, Obj, Partition, Replica, System, Write
-from proofs.sym import Explorer, SymInt, const_bool, const_int, eq_int
+from epochgc.model.fence import SeenWindow
+from epochgc.model.partition import PartitionState
+from epochgc.model.system import ACTIONS, Obj, Partition, Replica, System, Write
+from epochgc.proofs.sym import Explorer, SymInt, const_bool, const_int, eq_int
 
 
 def choice(ex: Explorer, name: str, n: int) -> int:

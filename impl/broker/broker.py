@@ -16,35 +16,35 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from impl.broker.health import ReplicaReport, health_document, health_key
-from impl.broker.housekeeper import HousekeepResult, housekeep_once
-from impl.broker.metrics import NodeMetrics
-from impl.broker.raftport import GroupHandle, IoRunner, RaftPort
-from impl.broker.reconciler import ReconcileResult, reconcile_once
-from impl.broker.records import read_records
-from impl.controller.epochcache import EpochCache
-from impl.controller.publisher import publish_partitions
-from impl.controller.statemachine import (
+from epochgc.impl.broker.health import ReplicaReport, health_document, health_key
+from epochgc.impl.broker.housekeeper import HousekeepResult, housekeep_once
+from epochgc.impl.broker.metrics import NodeMetrics
+from epochgc.impl.broker.raftport import GroupHandle, IoRunner, RaftPort
+from epochgc.impl.broker.reconciler import ReconcileResult, reconcile_once
+from epochgc.impl.broker.records import read_records
+from epochgc.impl.controller.epochcache import EpochCache
+from epochgc.impl.controller.publisher import publish_partitions
+from epochgc.impl.controller.statemachine import (
     ControllerStateMachine,
     PartitionInfo,
     encode_create,
     encode_delete,
     encode_mint,
 )
-from impl.controller.topics import check_create, check_delete
-from impl.partition.commands import Placeholder
-from impl.partition.commands import encode as encode_command
-from impl.partition.fence import (
+from epochgc.impl.controller.topics import check_create, check_delete
+from epochgc.impl.partition.commands import Placeholder
+from epochgc.impl.partition.commands import encode as encode_command
+from epochgc.impl.partition.fence import (
     FenceDecision,
     NotLeaderError,
     PartitionDeleted,
     PartitionFence,
     StaleEpoch,
 )
-from impl.partition.statemachine import ApplyEvent, PartitionStateMachine, PlaceholderResult
-from impl.store.base import ObjectStore
-from model.partition import window
-from model.variants import REFERENCE, Variant
+from epochgc.impl.partition.statemachine import ApplyEvent, PartitionStateMachine, PlaceholderResult
+from epochgc.impl.store.base import ObjectStore
+from epochgc.model.partition import window
+from epochgc.model.variants import REFERENCE, Variant
 
 CONTROLLER_GROUP = 1
 log = logging.getLogger("epochgc.broker")

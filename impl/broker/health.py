@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from impl.gc.reports import HEALTH_PREFIX
+from epochgc.impl.gc.reports import HEALTH_PREFIX
 
 
 @dataclass(frozen=True)

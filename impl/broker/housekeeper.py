@@ -7,10 +7,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from impl.partition.commands import AdvanceEpoch, AdvanceReconciled
-from impl.partition.fence import PartitionFence, StaleEpoch
-from impl.partition.rwlock import SHARED
-from impl.partition.statemachine import PartitionStateMachine
+from epochgc.impl.partition.commands import AdvanceEpoch, AdvanceReconciled
+from epochgc.impl.partition.fence import PartitionFence, StaleEpoch
+from epochgc.impl.partition.rwlock import SHARED
+from epochgc.impl.partition.statemachine import PartitionStateMachine
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from epochgc.impl.partition.fence import FenceDecision
+from epochgc.impl.partition.statemachine import ApplyEvent
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
-
-from impl.partition.fence import FenceDecision
-from impl.partition.statemachine import ApplyEvent
 
 
 class NodeMetrics:

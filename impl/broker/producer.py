@@ -18,12 +18,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from impl.broker.raftport import IoRunner
-from impl.partition.commands import Placeholder, encode_records
-from impl.partition.fence import NotLeaderError, PartitionDeleted, ReplicateFailed, StaleEpoch
-from impl.partition.statemachine import PlaceholderResult
-from impl.store.base import ObjectStore, StoreError
-from model.keys import MAX_EPOCH, PREFIXES, format_key
+from epochgc.impl.broker.raftport import IoRunner
+from epochgc.impl.partition.commands import Placeholder, encode_records
+from epochgc.impl.partition.fence import (
+    NotLeaderError,
+    PartitionDeleted,
+    ReplicateFailed,
+    StaleEpoch,
+)
+from epochgc.impl.partition.statemachine import PlaceholderResult
+from epochgc.impl.store.base import ObjectStore, StoreError
+from epochgc.model.keys import MAX_EPOCH, PREFIXES, format_key
 
 log = logging.getLogger("epochgc.producer")
 

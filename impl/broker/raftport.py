@@ -7,7 +7,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
-from impl.raft.host import MultiRaftHost, StateMachine
+from epochgc.impl.raft.host import MultiRaftHost, StateMachine
 
 T = TypeVar("T")
 

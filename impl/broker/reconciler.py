@@ -8,11 +8,11 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from impl.broker.raftport import IoRunner
-from impl.partition.commands import AdvanceReconciled, decode_records, encode_records
-from impl.partition.fence import PartitionFence
-from impl.partition.statemachine import PartitionStateMachine
-from impl.store.base import ObjectStore
+from epochgc.impl.broker.raftport import IoRunner
+from epochgc.impl.partition.commands import AdvanceReconciled, decode_records, encode_records
+from epochgc.impl.partition.fence import PartitionFence
+from epochgc.impl.partition.statemachine import PartitionStateMachine
+from epochgc.impl.store.base import ObjectStore
 
 
 @dataclass(frozen=True)

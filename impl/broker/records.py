@@ -3,9 +3,13 @@ accepted placeholders point at."""
 
 from __future__ import annotations
 
-from impl.partition.commands import decode_records
-from impl.partition.statemachine import AcceptedPlaceholder, L1Segment, PartitionStateMachine
-from impl.store.base import ObjectStore
+from epochgc.impl.partition.commands import decode_records
+from epochgc.impl.partition.statemachine import (
+    AcceptedPlaceholder,
+    L1Segment,
+    PartitionStateMachine,
+)
+from epochgc.impl.store.base import ObjectStore
 
 
 def read_records(

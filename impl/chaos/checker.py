@@ -16,8 +16,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from impl.raft.disklog import DiskStorage
-from impl.raft.storage import StorageCorruption
+from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.storage import StorageCorruption
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,7 @@ def raft_divergences(node_dirs: dict[int, Path]) -> list[Divergence]:
 
 def trace_divergence(trace: Path) -> str | None:
     """None when the trace conforms to the model, else the checker's report."""
-    from impl.checktrace import Malformed, check
+    from epochgc.impl.checktrace import Malformed, check
 
     try:
         return check(str(trace)).divergence

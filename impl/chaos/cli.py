@@ -9,8 +9,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import click
-
-from impl.chaos.run import ChaosRun
+from epochgc.impl.chaos.run import ChaosRun
 
 FIELDS = ("seconds", "acked", "lost", "in_use_deleted", "faults", "leader_changes",
           "objects_created", "objects_deleted", "trace_divergences", "raft_divergences")

@@ -9,9 +9,9 @@ import os
 import signal
 from pathlib import Path
 
-from impl.chaos.faultfile import ENV, Faults
-from impl.chaos.proxy import LinkProxy
-from impl.cluster.local import LocalCluster
+from epochgc.impl.chaos.faultfile import ENV, Faults
+from epochgc.impl.chaos.proxy import LinkProxy
+from epochgc.impl.cluster.local import LocalCluster
 
 
 class ChaosCluster(LocalCluster):

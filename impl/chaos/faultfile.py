@@ -23,8 +23,8 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from impl.raft.fileio import FaultFileIO
-from impl.store.faulty import FaultyStore
+from epochgc.impl.raft.fileio import FaultFileIO
+from epochgc.impl.store.faulty import FaultyStore
 
 ENV = "EPOCHGC_FAULT_FILE"
 POLL_S = 0.05

@@ -11,10 +11,10 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import replace
 
-from impl.chaos.cluster import ChaosCluster
-from impl.chaos.history import History
-from impl.chaos.schedule import KINDS, Episode
-from impl.store.faulty import FaultyStore
+from epochgc.impl.chaos.cluster import ChaosCluster
+from epochgc.impl.chaos.history import History
+from epochgc.impl.chaos.schedule import KINDS, Episode
+from epochgc.impl.store.faulty import FaultyStore
 
 # A node told its disk failed must be gone within this (s); still serving then is a bug.
 CRASH_DEADLINE_S = 15.0

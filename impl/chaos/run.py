@@ -24,23 +24,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from impl.chaos.checker import raft_divergences, trace_divergence
-from impl.chaos.cluster import ChaosCluster
-from impl.chaos.history import History
-from impl.chaos.inuse import Round, in_flight_in_use, live_references
-from impl.chaos.inuse import check as trace_inuse
-from impl.chaos.nemesis import Nemesis, dir_store_switch
-from impl.chaos.proxy import HttpProxy
-from impl.chaos.schedule import plan
-from impl.chaos.workload import Workload
-from impl.cluster.client import ProcClusterAccess
-from impl.cluster.demo_checks import InflightLog, LeaderWatch
-from impl.cluster.demo_gc import DemoGc
-from impl.cluster.payload import compare
-from impl.store.base import ObjectStore
-from impl.store.faulty import FaultyStore
-from impl.store.url import StoreSpec, open_spec, parse_store_url
-from model.keys import DATA_PREFIX
+from epochgc.impl.chaos.checker import raft_divergences, trace_divergence
+from epochgc.impl.chaos.cluster import ChaosCluster
+from epochgc.impl.chaos.history import History
+from epochgc.impl.chaos.inuse import Round, in_flight_in_use, live_references
+from epochgc.impl.chaos.inuse import check as trace_inuse
+from epochgc.impl.chaos.nemesis import Nemesis, dir_store_switch
+from epochgc.impl.chaos.proxy import HttpProxy
+from epochgc.impl.chaos.schedule import plan
+from epochgc.impl.chaos.workload import Workload
+from epochgc.impl.cluster.client import ProcClusterAccess
+from epochgc.impl.cluster.demo_checks import InflightLog, LeaderWatch
+from epochgc.impl.cluster.demo_gc import DemoGc
+from epochgc.impl.cluster.payload import compare
+from epochgc.impl.store.base import ObjectStore
+from epochgc.impl.store.faulty import FaultyStore
+from epochgc.impl.store.url import StoreSpec, open_spec, parse_store_url
+from epochgc.model.keys import DATA_PREFIX
 
 MINT_INTERVAL = 1.0  # epochs minted often: windows slide many times a minute
 CACHE_TTL = 1.0

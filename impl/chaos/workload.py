@@ -8,13 +8,13 @@ import asyncio
 import random
 from dataclasses import dataclass, field
 
-from impl.broker.producer import ProduceError, Producer
-from impl.broker.raftport import thread_io
-from impl.chaos.history import History
-from impl.cluster.client import ProcClusterAccess
-from impl.cluster.demo_checks import InflightLog
-from impl.cluster.payload import AckedRun, make_record
-from impl.store.base import ObjectStore, StoreError
+from epochgc.impl.broker.producer import ProduceError, Producer
+from epochgc.impl.broker.raftport import thread_io
+from epochgc.impl.chaos.history import History
+from epochgc.impl.cluster.client import ProcClusterAccess
+from epochgc.impl.cluster.demo_checks import InflightLog
+from epochgc.impl.cluster.payload import AckedRun, make_record
+from epochgc.impl.store.base import ObjectStore, StoreError
 
 RECORDS_PER_PARTITION = 3
 RECORD_SIZE = 40

@@ -13,13 +13,12 @@ from typing import Any
 
 import click
 from click.core import ParameterSource
-
-from impl.cluster.client import ProcClusterAccess
-from impl.cluster.local import LocalCluster
-from impl.gc.errors import ReportError
-from impl.gc.reports import read_cluster_view
-from impl.store.base import StoreError
-from impl.store.url import open_store, parse_store_url
+from epochgc.impl.cluster.client import ProcClusterAccess
+from epochgc.impl.cluster.local import LocalCluster
+from epochgc.impl.gc.errors import ReportError
+from epochgc.impl.gc.reports import read_cluster_view
+from epochgc.impl.store.base import StoreError
+from epochgc.impl.store.url import open_store, parse_store_url
 
 
 @click.group()
@@ -217,9 +216,14 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int,
 
     Records are deterministic and checksummed (impl/cluster/payload.py); every acknowledged
     run is appended to DATA_DIR/acked.jsonl, which `consume --verify` checks byte for byte."""
-    from impl.broker.producer import PartitionDeletedError, ProduceError, Producer, check_epoch
-    from impl.broker.raftport import thread_io
-    from impl.cluster.payload import AckedRun, append_manifest, make_record
+    from epochgc.impl.broker.producer import (
+        PartitionDeletedError,
+        ProduceError,
+        Producer,
+        check_epoch,
+    )
+    from epochgc.impl.broker.raftport import thread_io
+    from epochgc.impl.cluster.payload import AckedRun, append_manifest, make_record
 
     lc = LocalCluster(data_dir)
     if epoch is not None:
@@ -266,7 +270,7 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int,
                    "(DATA_DIR/acked.jsonl) present with exactly its produced bytes")
 def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
     """Read every record of the partitions (L1 below LRO, L0 above)."""
-    from impl.cluster.payload import PayloadError, check_record, compare, read_manifest
+    from epochgc.impl.cluster.payload import PayloadError, check_record, compare, read_manifest
 
     lc = LocalCluster(data_dir)
     runs = read_manifest(data_dir) if verify else []

@@ -6,10 +6,15 @@ import asyncio
 import base64
 from typing import Any
 
-from impl.cluster.rpc import RpcClient
-from impl.partition.commands import Placeholder
-from impl.partition.fence import NotLeaderError, PartitionDeleted, ReplicateFailed, StaleEpoch
-from impl.partition.statemachine import PlaceholderResult
+from epochgc.impl.cluster.rpc import RpcClient
+from epochgc.impl.partition.commands import Placeholder
+from epochgc.impl.partition.fence import (
+    NotLeaderError,
+    PartitionDeleted,
+    ReplicateFailed,
+    StaleEpoch,
+)
+from epochgc.impl.partition.statemachine import PlaceholderResult
 
 
 class ProcClusterAccess:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from impl.cluster.client import ProcClusterAccess
+from epochgc.impl.cluster.client import ProcClusterAccess
 
 
 @dataclass

@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from impl.cluster.gcround import gc_round
-from impl.store.base import ObjectStore
-from impl.store.url import StoreSpec
+from epochgc.impl.cluster.gcround import gc_round
+from epochgc.impl.store.base import ObjectStore
+from epochgc.impl.store.url import StoreSpec
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ class DemoGc:
         if self._session is None:
             r = gc_round(self.store, time.time(), grace_s=self.grace_s, max_report_age_s=30.0)
             return RoundResult(r.M, r.blocked, len(r.deleted), "model")
-        from impl.gc.job import GcOptions, run_gc
+        from epochgc.impl.gc.job import GcOptions, run_gc
 
         spark = self._session.result()  # raises if Spark failed to start
         opts = GcOptions(grace_s=self.grace_s, allow_short_grace=True, max_report_age_s=30.0)
@@ -69,7 +69,7 @@ class DemoGc:
 
 
 def _boot_spark() -> Any:
-    from impl.gc.session import spark_session
+    from epochgc.impl.gc.session import spark_session
 
     # Two cores on the demo's reference machine: two listing tasks, driver on loopback.
     return spark_session("local[2]", "epochgc-demo")

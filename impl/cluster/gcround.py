@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from impl.gc.reports import read_cluster_view
-from impl.store.base import MAX_DELETE_BATCH, ObjectStore
-from model.keys import DATA_PREFIX, gc_eligible
+from epochgc.impl.gc.reports import read_cluster_view
+from epochgc.impl.store.base import MAX_DELETE_BATCH, ObjectStore
+from epochgc.model.keys import DATA_PREFIX, gc_eligible
 
 
 @dataclass

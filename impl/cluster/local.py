@@ -13,7 +13,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from impl.raft.proc_cluster import free_ports
+from epochgc.impl.raft.proc_cluster import free_ports
+
+from epochgc import IMPORT_ROOT
 
 
 class LocalCluster:
@@ -70,7 +72,8 @@ class LocalCluster:
             for i in self.ids
         )
         cmd = [
-            sys.executable, "-m", "impl.cluster.node_main", "--id", str(nid), "--peers", peers,
+            sys.executable, "-m", "epochgc.impl.cluster.node_main", "--id", str(nid),
+            "--peers", peers,
             "--client-port", str(self.meta["client"][str(nid)]),
             "--metrics-port", str(self.meta["metrics"][str(nid)]),
             "--data-dir", str(self.dir / f"n{nid}"), "--store", self.meta["store"],
@@ -79,8 +82,7 @@ class LocalCluster:
             "--log-level", self.meta.get("log_level", "WARNING"),
         ]
         env = dict(os.environ)
-        root = str(Path(__file__).resolve().parents[2])
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = IMPORT_ROOT + os.pathsep + env.get("PYTHONPATH", "")
         env.update(self.node_env(nid))
         logf = open(self.dir / f"n{nid}.log", "ab")  # noqa: SIM115 - handed to the child
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=logf, env=env, text=True,

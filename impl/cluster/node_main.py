@@ -1,7 +1,7 @@
 """One broker process: RaftServer (TCP + DiskStorage) with the controller and every
 partition group, the broker services, the client RPC port and a Prometheus endpoint.
 
-  python -m impl.cluster.node_main --id 1 --peers 1=127.0.0.1:7001,... --client-port 8001 \
+  python -m epochgc.impl.cluster.node_main --id 1 --peers 1=127.0.0.1:7001,... --client-port 8001 \
       --data-dir DIR --store URL [--partitions t/0,t/1] [--metrics-port 9001]
 
 Prints "READY <raft port> <client port>" once serving. A corrupted journal or snapshot makes
@@ -21,22 +21,22 @@ import signal
 import sys
 import time
 
-from impl.broker.broker import Broker, BrokerConfig
-from impl.broker.logs import setup_json_logging
-from impl.broker.metrics import NodeMetrics
-from impl.broker.raftport import thread_io
-from impl.chaos.faultfile import ENV as FAULT_ENV
-from impl.chaos.faultfile import NodeFaults
-from impl.cluster.rpc import serve_client
-from impl.controller.epochcache import EpochCache
-from impl.raft.disklog import DiskStorage
-from impl.raft.node import Config
-from impl.raft.node_main import parse_peers
-from impl.raft.server import RaftServer
-from impl.raft.storage import StorageCorruption, StorageFailed
-from impl.raft.transport import TransportConfig
-from impl.store.faulty import FaultyStore
-from impl.store.url import open_store
+from epochgc.impl.broker.broker import Broker, BrokerConfig
+from epochgc.impl.broker.logs import setup_json_logging
+from epochgc.impl.broker.metrics import NodeMetrics
+from epochgc.impl.broker.raftport import thread_io
+from epochgc.impl.chaos.faultfile import ENV as FAULT_ENV
+from epochgc.impl.chaos.faultfile import NodeFaults
+from epochgc.impl.cluster.rpc import serve_client
+from epochgc.impl.controller.epochcache import EpochCache
+from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.node import Config
+from epochgc.impl.raft.node_main import parse_peers
+from epochgc.impl.raft.server import RaftServer
+from epochgc.impl.raft.storage import StorageCorruption, StorageFailed
+from epochgc.impl.raft.transport import TransportConfig
+from epochgc.impl.store.faulty import FaultyStore
+from epochgc.impl.store.url import open_store
 
 log = logging.getLogger("epochgc.node")
 
@@ -73,7 +73,7 @@ async def run(args: argparse.Namespace) -> int:
         check_storage(args.data_dir)
         hooks = None
         if args.trace:  # NDJSON trace of window transitions and decisions (impl/trace.py)
-            from impl.trace import TraceWriter, broker_hooks
+            from epochgc.impl.trace import TraceWriter, broker_hooks
 
             hooks = broker_hooks(TraceWriter(args.trace, args.id), lambda: broker)
         broker = Broker(server, store, cfg, loop, wall, thread_io, metrics, hooks)

@@ -10,12 +10,17 @@ import json
 import logging
 from typing import Any
 
-from impl.broker.broker import Broker
-from impl.partition.commands import Placeholder
-from impl.partition.fence import NotLeaderError, PartitionDeleted, ReplicateFailed, StaleEpoch
-from impl.raft.host import ProposalFailed
-from impl.raft.node import ProposalRefused
-from impl.store.base import StoreError
+from epochgc.impl.broker.broker import Broker
+from epochgc.impl.partition.commands import Placeholder
+from epochgc.impl.partition.fence import (
+    NotLeaderError,
+    PartitionDeleted,
+    ReplicateFailed,
+    StaleEpoch,
+)
+from epochgc.impl.raft.host import ProposalFailed
+from epochgc.impl.raft.node import ProposalRefused
+from epochgc.impl.store.base import StoreError
 
 log = logging.getLogger("epochgc.rpc")
 

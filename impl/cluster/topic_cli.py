@@ -10,10 +10,9 @@ import json
 from typing import Any
 
 import click
-
-from impl.cluster.client import ProcClusterAccess
-from impl.cluster.local import LocalCluster
-from impl.controller.topics import TopicError, check_topic_name
+from epochgc.impl.cluster.client import ProcClusterAccess
+from epochgc.impl.cluster.local import LocalCluster
+from epochgc.impl.controller.topics import TopicError, check_topic_name
 
 
 @click.group()

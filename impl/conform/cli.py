@@ -11,12 +11,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
-
-from impl.conform.client import PortProcess, ProtocolFailure
-from model.replay import ReplayError, resolve_variant
+from epochgc.impl.conform.client import PortProcess, ProtocolFailure
+from epochgc.model.replay import ReplayError, resolve_variant
 
 if TYPE_CHECKING:
-    from impl.conform.driver import Run
+    from epochgc.impl.conform.driver import Run
 
 EXIT_OK, EXIT_DISAGREE, EXIT_USAGE, EXIT_BROKEN = 0, 1, 2, 3
 
@@ -69,8 +68,8 @@ def conform(variant: str, examples: int, seed: int | None, max_steps: int,
 def _drive(port: PortProcess, argv: list[str], variant: str, examples: int, seed: int | None,
            max_steps: int, out: Path | None, vectors_only: bool, summary: dict[str, Any],
            as_json: bool) -> int:
-    from impl.conform import report as rep
-    from impl.conform.driver import (
+    from epochgc.impl.conform import report as rep
+    from epochgc.impl.conform.driver import (
         VECTORS_DIR,
         Broken,
         generate,
@@ -130,7 +129,7 @@ def _quiet(_text: str) -> None:
 
 def _disagree(run: Run, argv: list[str], out: Path | None, summary: dict[str, Any],
               say: Callable[[str], None]) -> int:
-    from impl.conform import report as rep
+    from epochgc.impl.conform import report as rep
 
     summary["result"] = "disagree"
     summary["failure"] = rep.summary_run(run)

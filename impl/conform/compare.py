@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from model.replay import json_equal
+from epochgc.model.replay import json_equal
 
 # Informative wording: only whether it is null is part of the format.
 _WORDING = frozenset({"blocked", "error"})

@@ -11,10 +11,9 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
+from epochgc.model.keys import format_key
+from epochgc.model.port import Session as _Session
 from hypothesis import strategies as st
-
-from model.keys import format_key
-from model.port import Session as _Session
 
 Step = dict[str, Any] | str
 Draw = Callable[[st.SearchStrategy[Any]], Any]

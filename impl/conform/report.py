@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from impl.conform.driver import Run
-from impl.conform.programs import Step, line
+from epochgc.impl.conform.driver import Run
+from epochgc.impl.conform.programs import Step, line
 
 
 def _compact(obj: dict[str, Any]) -> str:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
-from impl.controller.statemachine import ControllerStateMachine
-from impl.gc.reports import PARTITIONS_KEY
-from impl.store.base import ObjectStore
+from epochgc.impl.controller.statemachine import ControllerStateMachine
+from epochgc.impl.gc.reports import PARTITIONS_KEY
+from epochgc.impl.store.base import ObjectStore
 
 
 def partitions_document(sm: ControllerStateMachine) -> bytes:

@@ -18,7 +18,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from impl.raft.messages import Entry, Snapshot
+from epochgc.impl.raft.messages import Entry, Snapshot
 
 VERSION = 1
 MINT = 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from impl.controller.statemachine import ControllerStateMachine
+from epochgc.impl.controller.statemachine import ControllerStateMachine
 
 TOPIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,127}")
 MAX_PARTITIONS = 1024

@@ -15,15 +15,14 @@ from collections.abc import Callable
 from typing import Any
 
 import click
-
-from impl.gc.duration import format_duration, parse_duration
-from impl.gc.errors import GcError
-from impl.gc.job import DEFAULT_MAX_REPORT_AGE_S, GcOptions, run_gc
-from impl.gc.reports import MAX_WRITTEN_AT
-from impl.gc.stop import RoundStop, install_signal_handlers
-from impl.gc.summary import EXIT_USAGE, GcSummary
-from impl.store.base import StoreError
-from impl.store.url import StoreSpec, parse_store_url
+from epochgc.impl.gc.duration import format_duration, parse_duration
+from epochgc.impl.gc.errors import GcError
+from epochgc.impl.gc.job import DEFAULT_MAX_REPORT_AGE_S, GcOptions, run_gc
+from epochgc.impl.gc.reports import MAX_WRITTEN_AT
+from epochgc.impl.gc.stop import RoundStop, install_signal_handlers
+from epochgc.impl.gc.summary import EXIT_USAGE, GcSummary
+from epochgc.impl.store.base import StoreError
+from epochgc.impl.store.url import StoreSpec, parse_store_url
 
 # The GC's optional dependencies and the extra that installs each (`pip install
 # 'epochgc[gc]'` installs both). They stay extras: the base install also serves the model,
@@ -271,7 +270,7 @@ def gc(
             click.echo(msg, err=True)
 
     def session() -> Any:
-        from impl.gc.session import spark_session
+        from epochgc.impl.gc.session import spark_session
 
         say(f"gc: starting Spark ({master or 'local[*]'})")
         spark = spark_session(master)
@@ -369,7 +368,7 @@ def missing_dependency(spec: StoreSpec) -> str | None:
 def _export(summary: GcSummary, metrics_file: str | None, pushgateway: str | None) -> None:
     if not (metrics_file or pushgateway):
         return
-    from impl.gc.metrics import export_metrics
+    from epochgc.impl.gc.metrics import export_metrics
 
     try:
         export_metrics(summary, metrics_file, pushgateway)

@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import asdict, dataclass, fields
 
-from impl.gc.journal import JournalWriter
-from impl.gc.pools import submitter
-from impl.store.base import MAX_DELETE_BATCH, DeleteResult, ObjectStore, StoreError
+from epochgc.impl.gc.journal import JournalWriter
+from epochgc.impl.gc.pools import submitter
+from epochgc.impl.store.base import MAX_DELETE_BATCH, DeleteResult, ObjectStore, StoreError
 
 # (key, size, age_s, version): what a delete needs (the version listed, for a conditional
 # delete), and what the journal and manifest record (all but the version).

@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from impl.gc.errors import GcError, NotAStore
-from impl.gc.journal import (
+from epochgc.impl.gc.errors import GcError, NotAStore
+from epochgc.impl.gc.journal import (
     END,
     START,
     STOP,
@@ -30,18 +30,18 @@ from impl.gc.journal import (
     read_journal,
     write_marker,
 )
-from impl.gc.lease import Lease
-from impl.gc.manifest import (
+from epochgc.impl.gc.lease import Lease
+from epochgc.impl.gc.manifest import (
     check_manifest_absent,
     check_manifest_outside_data,
     has_scheme,
     manifest_target,
 )
-from impl.gc.progress import StageProgress
-from impl.gc.recheck import Blocked, Go, Refused, recheck_before_delete
-from impl.gc.record import new_round_id
-from impl.gc.reports import PARTITIONS_KEY, REPORT_READERS, ClusterView, read_cluster_view
-from impl.gc.scan import (
+from epochgc.impl.gc.progress import StageProgress
+from epochgc.impl.gc.recheck import Blocked, Go, Refused, recheck_before_delete
+from epochgc.impl.gc.record import new_round_id
+from epochgc.impl.gc.reports import PARTITIONS_KEY, REPORT_READERS, ClusterView, read_cluster_view
+from epochgc.impl.gc.scan import (
     ELIGIBLE,
     MALFORMED,
     REFUSED,
@@ -51,13 +51,13 @@ from impl.gc.scan import (
     scan_task,
     split_prefixes,
 )
-from impl.gc.stop import RoundStop, deadline_timer
-from impl.gc.stream import TaskResult, list_and_delete_task
-from impl.gc.summary import GcSummary
-from impl.gc.versioning import check_versioning
-from impl.store.base import MAX_DELETE_BATCH, MAX_PAGE_SIZE, ObjectStore, StoreError
-from impl.store.url import sized_for
-from model.keys import PREFIXES, parse_key
+from epochgc.impl.gc.stop import RoundStop, deadline_timer
+from epochgc.impl.gc.stream import TaskResult, list_and_delete_task
+from epochgc.impl.gc.summary import GcSummary
+from epochgc.impl.gc.versioning import check_versioning
+from epochgc.impl.store.base import MAX_DELETE_BATCH, MAX_PAGE_SIZE, ObjectStore, StoreError
+from epochgc.impl.store.url import sized_for
+from epochgc.model.keys import PREFIXES, parse_key
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -209,7 +209,7 @@ def _describe(e: BaseException) -> str:
 def _write_record(
     open_store: Callable[[], ObjectStore], summary: GcSummary, options: GcOptions
 ) -> None:
-    from impl.gc.record import record_document, write_record
+    from epochgc.impl.gc.record import record_document, write_record
 
     try:
         store = open_store()

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from impl.store.base import DeleteResult, ObjectStore, StoreError
+from epochgc.impl.store.base import DeleteResult, ObjectStore, StoreError
 
 JOURNAL_PREFIX = "_cluster/gc/journal/"
 STOP = "STOP"

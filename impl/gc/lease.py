@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from impl.gc.errors import GcError
-from impl.store.base import ObjectStore, StoreError
+from epochgc.impl.gc.errors import GcError
+from epochgc.impl.store.base import ObjectStore, StoreError
 
 LEASE_KEY = "_cluster/gc/lease.json"
 DEFAULT_LEASE_S = 600.0

@@ -8,9 +8,8 @@ from __future__ import annotations
 
 import math
 
+from epochgc.impl.gc.summary import GcSummary
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, write_to_textfile
-
-from impl.gc.summary import GcSummary
 
 _OBJECTS = (
     "listed",

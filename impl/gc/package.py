@@ -1,9 +1,9 @@
 """The code executors need, as one zip for `spark-submit --py-files` / `addPyFile`.
 
-Built from the installed `impl` and `model` packages (not from a checkout), so it works for
-`pip install epochgc` too. Entries are sorted and dated 1980-01-01: the same code gives the
-same bytes. Executors still need Python (same minor version), pyspark's Python side, and
-the extras (`boto3` for S3) installed.
+Built from the installed `epochgc.impl` and `epochgc.model` packages (not from a checkout),
+so it works for `pip install epochgc` too. Entries are sorted and dated 1980-01-01: the same
+code gives the same bytes. Executors still need Python (same minor version), pyspark's
+Python side, and the extras (`boto3` for S3) installed.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import importlib
 import zipfile
 from pathlib import Path
 
-PACKAGES = ("impl", "model")
+PACKAGES = ("impl", "model")  # under `epochgc`, with the package's own __init__.py
 ENTRY_SCRIPT = "epochgc_gc_submit.py"
 
 
@@ -20,23 +20,29 @@ def build_zip(out: str | Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(out.name + ".tmp")
+    root = Path(importlib.import_module("epochgc").__file__ or "")
     with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
+        _add(z, "epochgc/__init__.py", root)
         for name in PACKAGES:
-            pkg = Path(importlib.import_module(name).__file__ or "").parent
+            pkg = Path(importlib.import_module(f"epochgc.{name}").__file__ or "").parent
             for f in sorted(pkg.rglob("*.py")):
                 if "__pycache__" in f.parts:
                     continue
-                info = zipfile.ZipInfo(f"{name}/{f.relative_to(pkg).as_posix()}")
-                info.compress_type = zipfile.ZIP_DEFLATED
-                z.writestr(info, f.read_bytes())
+                _add(z, f"epochgc/{name}/{f.relative_to(pkg).as_posix()}", f)
     tmp.replace(out)  # atomic: a half-written zip is never shipped
     return out
+
+
+def _add(z: zipfile.ZipFile, name: str, f: Path) -> None:
+    info = zipfile.ZipInfo(name)  # dated 1980-01-01: the same code gives the same bytes
+    info.compress_type = zipfile.ZIP_DEFLATED
+    z.writestr(info, f.read_bytes())
 
 
 def write_entry_script(out: str | Path) -> Path:
     """The spark-submit main file: the same command as `epochgc gc`, options also from
     `spark.epochgc.*` conf (see impl/gc/submit.py)."""
     out = Path(out)
-    src = Path(importlib.import_module("impl.gc.submit").__file__ or "")
+    src = Path(importlib.import_module("epochgc.impl.gc.submit").__file__ or "")
     out.write_bytes(src.read_bytes())
     return out

@@ -6,8 +6,7 @@ import shlex
 from pathlib import Path
 
 import click
-
-from impl.gc.package import ENTRY_SCRIPT, build_zip, write_entry_script
+from epochgc.impl.gc.package import ENTRY_SCRIPT, build_zip, write_entry_script
 
 
 @click.command("gc-package")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from model.cluster import GcEpoch
+from epochgc.model.cluster import GcEpoch
 
 
 @dataclass(frozen=True)

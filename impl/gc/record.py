@@ -15,8 +15,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from impl.gc.summary import GcSummary
-from impl.store.base import ObjectStore
+from epochgc.impl.gc.summary import GcSummary
+from epochgc.impl.store.base import ObjectStore
 
 ROUNDS_PREFIX = "_cluster/gc/rounds/"
 FORMAT = 1

@@ -38,12 +38,12 @@ from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from impl.gc.errors import ReportError
-from impl.gc.pools import submitter
-from impl.store.base import ObjectInfo, ObjectStore, StoreError
-from model.cluster import GcEpoch, Report, gc_epoch
-from model.errors import ModelError
-from model.keys import MAX_EPOCH
+from epochgc.impl.gc.errors import ReportError
+from epochgc.impl.gc.pools import submitter
+from epochgc.impl.store.base import ObjectInfo, ObjectStore, StoreError
+from epochgc.model.cluster import GcEpoch, Report, gc_epoch
+from epochgc.model.errors import ModelError
+from epochgc.model.keys import MAX_EPOCH
 
 PARTITIONS_KEY = "_cluster/partitions.json"
 HEALTH_PREFIX = "_cluster/health/"

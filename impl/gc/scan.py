@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
 
-from impl.store.base import ObjectStore
-from model.keys import epoch_collectible, gc_eligible, parse_key, prefix_path
+from epochgc.impl.store.base import ObjectStore
+from epochgc.model.keys import epoch_collectible, gc_eligible, parse_key, prefix_path
 
 # Rows flowing through the Spark job: (kind, key, size, age_s, version): `version` is the
 # listed object's (`ObjectInfo.version`), which a conditional delete compares.

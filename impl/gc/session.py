@@ -7,12 +7,14 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from epochgc import IMPORT_ROOT
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
-# The repository root: Python workers need `impl` and `model` importable.
-_ROOT = str(Path(__file__).resolve().parents[2])
+# Where `epochgc` is importable from: local Python workers get it as PYTHONPATH.
+_ROOT = IMPORT_ROOT
 
 
 def launched_by_spark_submit() -> bool:
@@ -58,7 +60,7 @@ def ship_code(session: SparkSession) -> None:
     shipped = sc.getConf().get("spark.submit.pyFiles") or ""
     if master.startswith("local") or "epochgc" in shipped:
         return
-    from impl.gc.package import build_zip
+    from epochgc.impl.gc.package import build_zip
 
     directory = tempfile.mkdtemp(prefix="epochgc-pyfiles-")
     sc.addPyFile(str(build_zip(Path(directory) / "epochgc.zip")))

@@ -20,13 +20,13 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
-from impl.gc.delete import DeleteStats, Doomed, delete_keys
-from impl.gc.journal import Attempt, JournalTarget, JournalWriter, current_attempt
-from impl.gc.pools import TaskPools
-from impl.gc.recheck import Go, Verdict, recheck_before_delete
-from impl.gc.reports import REPORT_READERS, read_cluster_view
-from impl.gc.scan import ELIGIBLE, MALFORMED, Row, ScanStats, scan_prefix
-from impl.store.base import ObjectStore
+from epochgc.impl.gc.delete import DeleteStats, Doomed, delete_keys
+from epochgc.impl.gc.journal import Attempt, JournalTarget, JournalWriter, current_attempt
+from epochgc.impl.gc.pools import TaskPools
+from epochgc.impl.gc.recheck import Go, Verdict, recheck_before_delete
+from epochgc.impl.gc.reports import REPORT_READERS, read_cluster_view
+from epochgc.impl.gc.scan import ELIGIBLE, MALFORMED, Row, ScanStats, scan_prefix
+from epochgc.impl.store.base import ObjectStore
 
 _SAMPLES = 20  # malformed keys, refused entries and failed deletes each task reports
 _CHUNK = 1000  # rows a lister thread hands over at once (about one page)

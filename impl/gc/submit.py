@@ -49,10 +49,9 @@ def spark_conf() -> dict[str, str]:
 
 def main() -> None:
     import click
-
-    from impl.gc.cli import gc
-    from impl.gc.session import launched_by_spark_submit
-    from impl.gc.summary import EXIT_USAGE
+    from epochgc.impl.gc.cli import gc
+    from epochgc.impl.gc.session import launched_by_spark_submit
+    from epochgc.impl.gc.summary import EXIT_USAGE
 
     try:
         defaults = conf_defaults(spark_conf(), gc) if launched_by_spark_submit() else {}

@@ -3,8 +3,8 @@ a round would report bytes as deleted that are all still stored (and billed)."""
 
 from __future__ import annotations
 
-from impl.gc.errors import GcError
-from impl.store.base import ObjectStore
+from epochgc.impl.gc.errors import GcError
+from epochgc.impl.store.base import ObjectStore
 
 
 def check_versioning(store: ObjectStore, allow: bool) -> str | None:

@@ -18,12 +18,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from impl.partition import commands as c
-from impl.partition.rwlock import EXCLUSIVE, SHARED, RWLock
-from impl.partition.statemachine import PartitionStateMachine, PlaceholderResult
-from model.fence import SeenWindow, fence
-from model.partition import window
-from model.variants import REFERENCE, Variant
+from epochgc.impl.partition import commands as c
+from epochgc.impl.partition.rwlock import EXCLUSIVE, SHARED, RWLock
+from epochgc.impl.partition.statemachine import PartitionStateMachine, PlaceholderResult
+from epochgc.model.fence import SeenWindow, fence
+from epochgc.model.partition import window
+from epochgc.model.variants import REFERENCE, Variant
 
 
 class GroupRaft(Protocol):

@@ -13,10 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from impl.partition import commands as c
-from impl.raft.messages import Entry, Snapshot
-from model import partition as mp
-from model.variants import REFERENCE, Variant
+from epochgc.impl.partition import commands as c
+from epochgc.impl.raft.messages import Entry, Snapshot
+from epochgc.model import partition as mp
+from epochgc.model.variants import REFERENCE, Variant
 
 _SNAP_MAGIC = b"PSM1"
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}

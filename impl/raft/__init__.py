@@ -4,7 +4,7 @@ host and a deterministic simulator. See README.md in this directory.
 Membership is static (the voter set is fixed when a group is created; 3 or 5 voters).
 """
 
-from impl.raft.host import (
+from epochgc.impl.raft.host import (
     LeadershipLost,
     MultiRaftHost,
     Overwritten,
@@ -12,8 +12,8 @@ from impl.raft.host import (
     ProposalFailed,
     StateMachine,
 )
-from impl.raft.messages import ENTRY_NOOP, ENTRY_NORMAL, Entry, HardState, Snapshot
-from impl.raft.node import (
+from epochgc.impl.raft.messages import ENTRY_NOOP, ENTRY_NORMAL, Entry, HardState, Snapshot
+from epochgc.impl.raft.node import (
     Config,
     NotLeader,
     ProposalRefused,
@@ -23,7 +23,7 @@ from impl.raft.node import (
     TermMismatch,
     TransferInProgress,
 )
-from impl.raft.storage import MemStorage, Storage, StorageCorruption, StorageFailed
+from epochgc.impl.raft.storage import MemStorage, Storage, StorageCorruption, StorageFailed
 
 __all__ = [
     "ENTRY_NOOP",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import struct
 
-from impl.raft.messages import Entry, HardState, Message, MsgType, Snapshot
+from epochgc.impl.raft.messages import Entry, HardState, Message, MsgType, Snapshot
 
 VERSION = 1
 

@@ -55,7 +55,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
-from impl.raft.fileio import EntryKind
+from epochgc.impl.raft.fileio import EntryKind
 
 SECTOR = 512
 _DIR = -1  # a namespace value: a directory (files map to their inode number)

@@ -83,11 +83,17 @@ import zlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from impl.raft.codec import CodecError, decode_entry, decode_snapshot, encode_entry, encode_snapshot
-from impl.raft.fileio import SECTOR, EntryKind, FileIO, OsFileIO, make_dirs_durable
-from impl.raft.groupcommit import GroupCommit
-from impl.raft.messages import Entry, HardState, InitialState, Snapshot
-from impl.raft.storage import StorageCorruption, StorageFailed
+from epochgc.impl.raft.codec import (
+    CodecError,
+    decode_entry,
+    decode_snapshot,
+    encode_entry,
+    encode_snapshot,
+)
+from epochgc.impl.raft.fileio import SECTOR, EntryKind, FileIO, OsFileIO, make_dirs_durable
+from epochgc.impl.raft.groupcommit import GroupCommit
+from epochgc.impl.raft.messages import Entry, HardState, InitialState, Snapshot
+from epochgc.impl.raft.storage import StorageCorruption, StorageFailed
 
 FORMAT = 4
 OLD_FORMAT = 3  # read and rewritten on first start

@@ -184,7 +184,7 @@ class OsFileIO:
             os.close(fd)
 
     def syncfs(self, path: str) -> None:
-        from impl.raft.groupcommit import syncfs
+        from epochgc.impl.raft.groupcommit import syncfs
 
         syncfs(path)
 

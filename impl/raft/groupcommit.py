@@ -105,7 +105,7 @@ class GroupCommit:
     def __init__(
         self, path: str, fs: object | None = None, mode: str = "syncfs", threads: int = 16
     ) -> None:
-        from impl.raft.fileio import FileIO, OsFileIO
+        from epochgc.impl.raft.fileio import FileIO, OsFileIO
 
         if mode not in ("syncfs", "parallel"):
             raise ValueError(f"unknown group commit mode {mode!r}")

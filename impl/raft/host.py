@@ -14,9 +14,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from impl.raft.messages import ENTRY_NOOP, ENTRY_NORMAL, Entry, Message, Snapshot
-from impl.raft.node import Config, RaftNode, Ready, Role
-from impl.raft.storage import Storage, StorageFailed, sync_all
+from epochgc.impl.raft.messages import ENTRY_NOOP, ENTRY_NORMAL, Entry, Message, Snapshot
+from epochgc.impl.raft.node import Config, RaftNode, Ready, Role
+from epochgc.impl.raft.storage import Storage, StorageFailed, sync_all
 
 
 class StateMachine(Protocol):

@@ -18,8 +18,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from impl.raft.disklog import FORMAT, MAGIC, atomic_write
-from impl.raft.fileio import EntryKind, FileIO, OsFileIO, make_dirs_durable
+from epochgc.impl.raft.disklog import FORMAT, MAGIC, atomic_write
+from epochgc.impl.raft.fileio import EntryKind, FileIO, OsFileIO, make_dirs_durable
 
 IDENTITY_FILE = "node-identity"
 _HEADER = "epochgc node identity v1"

@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from impl.raft.messages import Entry
-from impl.raft.node import RaftNode, Role
-from impl.raft.raftlog import RaftLog
+from epochgc.impl.raft.messages import Entry
+from epochgc.impl.raft.node import RaftNode, Role
+from epochgc.impl.raft.raftlog import RaftLog
 
 
 class InvariantViolation(AssertionError):

@@ -16,7 +16,7 @@ import contextlib
 import struct
 from typing import Any
 
-from impl.raft.messages import Entry, Snapshot
+from epochgc.impl.raft.messages import Entry, Snapshot
 
 OP_PUT = 1
 OP_GET = 2

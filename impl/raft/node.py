@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass, field
 from enum import Enum
 
-from impl.raft.messages import (
+from epochgc.impl.raft.messages import (
     ENTRY_NOOP,
     ENTRY_NORMAL,
     NONE,
@@ -27,8 +27,8 @@ from impl.raft.messages import (
     MsgType,
     Snapshot,
 )
-from impl.raft.progress import Progress, ProgressState
-from impl.raft.raftlog import RaftLog
+from epochgc.impl.raft.progress import Progress, ProgressState
+from epochgc.impl.raft.raftlog import RaftLog
 
 
 class Role(Enum):

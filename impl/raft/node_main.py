@@ -1,6 +1,6 @@
 """A Raft node process serving the KV application on every group, for tests and benchmarks.
 
-  python -m impl.raft.node_main --id 1 --peers 1=127.0.0.1:7001,2=...,3=... \
+  python -m epochgc.impl.raft.node_main --id 1 --peers 1=127.0.0.1:7001,2=...,3=... \
       --client-port 8001 --data-dir /tmp/n1 [--groups 1] [--cluster-id c] [--tick 0.1]
 
 Prints "READY <raft port> <client port>" on stdout once listening.
@@ -16,8 +16,8 @@ import os
 import signal
 import struct
 
-from impl.raft.host import Proposal
-from impl.raft.kv import (
+from epochgc.impl.raft.host import Proposal
+from epochgc.impl.raft.kv import (
     OP_GET,
     OP_LEADER,
     OP_PUT,
@@ -30,9 +30,9 @@ from impl.raft.kv import (
     encode_command,
     encode_response,
 )
-from impl.raft.node import Config, NotLeader, ProposalRefused
-from impl.raft.server import RaftServer
-from impl.raft.transport import TransportConfig
+from epochgc.impl.raft.node import Config, NotLeader, ProposalRefused
+from epochgc.impl.raft.server import RaftServer
+from epochgc.impl.raft.transport import TransportConfig
 
 
 def parse_peers(spec: str) -> dict[int, tuple[str, int]]:

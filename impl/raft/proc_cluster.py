@@ -10,7 +10,9 @@ import subprocess
 import sys
 import time
 
-from impl.raft.kv import OP_LEADER, ST_OK, KVClient
+from epochgc.impl.raft.kv import OP_LEADER, ST_OK, KVClient
+
+from epochgc import IMPORT_ROOT
 
 
 def free_ports(n: int) -> list[int]:
@@ -41,7 +43,7 @@ class ProcCluster:
         cmd = [
             sys.executable,
             "-m",
-            "impl.raft.node_main",
+            "epochgc.impl.raft.node_main",
             "--id",
             str(nid),
             "--peers",
@@ -55,8 +57,7 @@ class ProcCluster:
             *self.extra,
         ]
         env = dict(os.environ)
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = IMPORT_ROOT + os.pathsep + env.get("PYTHONPATH", "")
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True, env=env)
         assert p.stdout is not None
         line = p.stdout.readline()

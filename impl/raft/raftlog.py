@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from impl.raft.messages import Entry, Snapshot
+from epochgc.impl.raft.messages import Entry, Snapshot
 
 
 class LogInvariantError(AssertionError):

@@ -22,15 +22,15 @@ import shutil
 from collections.abc import Callable
 from typing import Any
 
-from impl.raft.disklog import DiskStorage
-from impl.raft.fileio import OsFileIO, make_dirs_durable
-from impl.raft.groupcommit import GroupCommit, syncfs_usable
-from impl.raft.host import MultiRaftHost, Proposal, StateMachine
-from impl.raft.identity import ensure_identity
-from impl.raft.messages import ENTRY_NORMAL, Message
-from impl.raft.node import Config
-from impl.raft.storage import Storage, StorageFailed
-from impl.raft.transport import Transport, TransportConfig
+from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.fileio import OsFileIO, make_dirs_durable
+from epochgc.impl.raft.groupcommit import GroupCommit, syncfs_usable
+from epochgc.impl.raft.host import MultiRaftHost, Proposal, StateMachine
+from epochgc.impl.raft.identity import ensure_identity
+from epochgc.impl.raft.messages import ENTRY_NORMAL, Message
+from epochgc.impl.raft.node import Config
+from epochgc.impl.raft.storage import Storage, StorageFailed
+from epochgc.impl.raft.transport import Transport, TransportConfig
 
 
 class RaftServer:

@@ -40,20 +40,20 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from impl.raft.codec import decode_message, encode_message
-from impl.raft.disklog import DiskStorage
-from impl.raft.host import Group, MultiRaftHost, Proposal, StateMachine
-from impl.raft.invariants import InvariantChecker, InvariantViolation
-from impl.raft.messages import ENTRY_NORMAL, Entry, InitialState, Message, MsgType, Snapshot
-from impl.raft.node import Config, RaftNode, Ready, Role
-from impl.raft.storage import MemStorage, Storage, StorageFailed
+from epochgc.impl.raft.codec import decode_message, encode_message
+from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.host import Group, MultiRaftHost, Proposal, StateMachine
+from epochgc.impl.raft.invariants import InvariantChecker, InvariantViolation
+from epochgc.impl.raft.messages import ENTRY_NORMAL, Entry, InitialState, Message, MsgType, Snapshot
+from epochgc.impl.raft.node import Config, RaftNode, Ready, Role
+from epochgc.impl.raft.storage import MemStorage, Storage, StorageFailed
 
 try:  # the injectable file layer and its power-loss model
-    from impl.raft.fileio import CrashFS
+    from epochgc.impl.raft.fileio import CrashFS
 except ImportError:  # a disk log without one: a crash is a process kill (the page cache lives)
     CrashFS = None  # type: ignore[assignment,misc]
 try:  # one durability barrier per Ready batch for all of a node's groups
-    from impl.raft.groupcommit import GroupCommit
+    from epochgc.impl.raft.groupcommit import GroupCommit
 except ImportError:
     GroupCommit = None  # type: ignore[assignment,misc]
 _PARAMS = inspect.signature(DiskStorage.__init__).parameters

@@ -15,7 +15,7 @@ import random
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from impl.raft.messages import Entry, HardState, InitialState, Snapshot
+from epochgc.impl.raft.messages import Entry, HardState, InitialState, Snapshot
 
 
 class Storage(Protocol):

@@ -24,8 +24,8 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from impl.raft.codec import CodecError, decode_message, encode_message
-from impl.raft.messages import Message
+from epochgc.impl.raft.codec import CodecError, decode_message, encode_message
+from epochgc.impl.raft.messages import Message
 
 log = logging.getLogger("epochgc.raft.transport")
 

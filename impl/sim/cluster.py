@@ -18,26 +18,26 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from impl.broker.broker import CONTROLLER_GROUP, Broker, BrokerConfig, Hooks
-from impl.broker.metrics import NodeMetrics
-from impl.broker.producer import Ack, Producer
-from impl.broker.raftport import inline_io
-from impl.cluster.gcround import GcRound, gc_round
-from impl.controller.statemachine import ControllerStateMachine
-from impl.partition.commands import Placeholder
-from impl.partition.fence import FenceDecision, NotLeaderError
-from impl.partition.statemachine import ApplyEvent, PlaceholderResult
-from impl.raft.host import MultiRaftHost
-from impl.raft.node import Config
-from impl.raft.sim import Faults
-from impl.sim.loop import SimLoop
-from impl.sim.network import BrokerSimulator
-from impl.sim.port import SimRaftPort
-from impl.store.base import ObjectStore
-from impl.store.local import LocalStore
-from model.fence import SeenWindow
-from model.partition import PartitionState
-from model.variants import REFERENCE, Variant
+from epochgc.impl.broker.broker import CONTROLLER_GROUP, Broker, BrokerConfig, Hooks
+from epochgc.impl.broker.metrics import NodeMetrics
+from epochgc.impl.broker.producer import Ack, Producer
+from epochgc.impl.broker.raftport import inline_io
+from epochgc.impl.cluster.gcround import GcRound, gc_round
+from epochgc.impl.controller.statemachine import ControllerStateMachine
+from epochgc.impl.partition.commands import Placeholder
+from epochgc.impl.partition.fence import FenceDecision, NotLeaderError
+from epochgc.impl.partition.statemachine import ApplyEvent, PlaceholderResult
+from epochgc.impl.raft.host import MultiRaftHost
+from epochgc.impl.raft.node import Config
+from epochgc.impl.raft.sim import Faults
+from epochgc.impl.sim.loop import SimLoop
+from epochgc.impl.sim.network import BrokerSimulator
+from epochgc.impl.sim.port import SimRaftPort
+from epochgc.impl.store.base import ObjectStore
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.fence import SeenWindow
+from epochgc.model.partition import PartitionState
+from epochgc.model.variants import REFERENCE, Variant
 
 T = TypeVar("T")
 UNITS_PER_SECOND = 100

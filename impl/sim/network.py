@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from impl.raft.host import MultiRaftHost
-from impl.raft.sim import Simulator
+from epochgc.impl.raft.host import MultiRaftHost
+from epochgc.impl.raft.sim import Simulator
 
 NodeFactory = Callable[["BrokerSimulator", int, MultiRaftHost], None]
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from impl.raft.host import LeadershipLost, MultiRaftHost, Proposal, StateMachine
-from impl.raft.messages import ENTRY_NORMAL
-from impl.raft.node import NotLeader
-from impl.sim.loop import SimLoop
-from impl.sim.network import BrokerSimulator
+from epochgc.impl.raft.host import LeadershipLost, MultiRaftHost, Proposal, StateMachine
+from epochgc.impl.raft.messages import ENTRY_NORMAL
+from epochgc.impl.raft.node import NotLeader
+from epochgc.impl.sim.loop import SimLoop
+from epochgc.impl.sim.network import BrokerSimulator
 
 
 class SimRaftPort:

@@ -1,6 +1,6 @@
 """Object storage: one small interface, a local-directory backend and an S3 backend."""
 
-from impl.store.base import (
+from epochgc.impl.store.base import (
     MAX_DELETE_BATCH,
     MAX_PAGE_SIZE,
     DeleteResult,
@@ -9,7 +9,7 @@ from impl.store.base import (
     ObjectStore,
     StoreError,
 )
-from impl.store.url import StoreSpec, open_spec, open_store, parse_store_url
+from epochgc.impl.store.url import StoreSpec, open_spec, open_store, parse_store_url
 
 __all__ = [
     "MAX_DELETE_BATCH",

@@ -14,7 +14,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from impl.store.base import DeleteResult, ListPage, ObjectInfo, ObjectStore, StoreError
+from epochgc.impl.store.base import DeleteResult, ListPage, ObjectInfo, ObjectStore, StoreError
 
 
 class FaultyStore(ObjectStore):

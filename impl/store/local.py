@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
 
-from impl.store.base import (
+from epochgc.impl.store.base import (
     MAX_PAGE_SIZE,
     DeleteResult,
     ListPage,

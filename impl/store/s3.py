@@ -12,7 +12,7 @@ import os
 import threading
 from typing import Any
 
-from impl.store.base import (
+from epochgc.impl.store.base import (
     MAX_PAGE_SIZE,
     DeleteResult,
     ListPage,
@@ -22,7 +22,7 @@ from impl.store.base import (
     check_batch,
     check_key,
 )
-from impl.store.retry import RETRYABLE_KEY_CODES, Backoff, Retrier
+from epochgc.impl.store.retry import RETRYABLE_KEY_CODES, Backoff, Retrier
 
 # S3 error codes that mean "the key is not there", which for a delete is success.
 _GONE = frozenset({"NoSuchKey", "404", "NotFound"})

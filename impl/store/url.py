@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from impl.store.base import ObjectStore, StoreError
+from epochgc.impl.store.base import ObjectStore, StoreError
 
 DEFAULT_CONNECTIONS = 16
 _BUCKET = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
@@ -92,11 +92,11 @@ def check_endpoint(endpoint: str) -> str:
 
 def open_spec(spec: StoreSpec) -> ObjectStore:
     if spec.kind == "file":
-        from impl.store.local import LocalStore
+        from epochgc.impl.store.local import LocalStore
 
         return LocalStore(spec.location)
     if spec.kind == "s3":
-        from impl.store.s3 import S3Store
+        from epochgc.impl.store.s3 import S3Store
 
         return S3Store(
             spec.location,

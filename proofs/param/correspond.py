@@ -23,9 +23,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
-from model.errors import ModelError
-from model.fence import SeenWindow
-from model.system import (
+from epochgc.model.errors import ModelError
+from epochgc.model.fence import SeenWindow
+from epochgc.model.system import (
     ACCEPTED,
     ACTIONS,
     FENCED,
@@ -37,9 +37,17 @@ from model.system import (
     initial,
     step,
 )
-from model.variants import REFERENCE
-from proofs.param import spec
-from proofs.param.logic import BOOL, INT, SIG, FiniteLogic, Structure, finite_state, materialize
+from epochgc.model.variants import REFERENCE
+from epochgc.proofs.param import spec
+from epochgc.proofs.param.logic import (
+    BOOL,
+    INT,
+    SIG,
+    FiniteLogic,
+    Structure,
+    finite_state,
+    materialize,
+)
 
 
 class NotAbstractable(ValueError):

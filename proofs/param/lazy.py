@@ -20,12 +20,11 @@ from dataclasses import fields
 from typing import Any
 
 import z3
-
-from model.fence import SeenWindow
-from model.partition import PartitionState
-from model.system import Obj, Partition, Replica, System, Write
-from proofs.sym import Explorer, SymBool, SymInt
-from proofs.sym import const_bool as _const_bool
+from epochgc.model.fence import SeenWindow
+from epochgc.model.partition import PartitionState
+from epochgc.model.system import Obj, Partition, Replica, System, Write
+from epochgc.proofs.sym import Explorer, SymBool, SymInt
+from epochgc.proofs.sym import const_bool as _const_bool
 
 WINDOW = ("max_applied_epoch", "previous_applied_epoch", "min_epoch_lower_bound",
           "window_offset")

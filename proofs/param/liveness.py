@@ -19,12 +19,11 @@ import time
 from typing import Any
 
 import z3
-
-from model.system import STORED
-from proofs.obligations import Outcome
-from proofs.param import spec
-from proofs.param.logic import St, Z3Logic
-from proofs.param.prove import SEED, TIMEOUT_MS, _solver, _z, assume_invariants, row
+from epochgc.model.system import STORED
+from epochgc.proofs.obligations import Outcome
+from epochgc.proofs.param import spec
+from epochgc.proofs.param.logic import St, Z3Logic
+from epochgc.proofs.param.prove import SEED, TIMEOUT_MS, _solver, _z, assume_invariants, row
 
 L_ = Any
 

@@ -21,11 +21,10 @@ from collections.abc import Callable
 from typing import Any
 
 import z3
-
-from model.system import OBJECT_STATUS, WRITE_STATUS
-from proofs.obligations import Outcome
-from proofs.param import spec
-from proofs.param.logic import SIG, SORTS, St, Z3Logic
+from epochgc.model.system import OBJECT_STATUS, WRITE_STATUS
+from epochgc.proofs.obligations import Outcome
+from epochgc.proofs.param import spec
+from epochgc.proofs.param.logic import SIG, SORTS, St, Z3Logic
 
 SEED = 11
 TIMEOUT_MS = 2000
@@ -298,6 +297,6 @@ def prove_action(action: str, seed: int = SEED, timeout_ms: int = TIMEOUT_MS,
 def jobs(seed: int = SEED, timeout_ms: int = TIMEOUT_MS) -> list[tuple[Any, tuple[Any, ...]]]:
     """The runner's entry point: every job of the parameterized proof and the
     correspondence check, `(module-level function, args)`, each returning rows."""
-    from proofs.param import tasks  # tasks builds on this module
+    from epochgc.proofs.param import tasks  # tasks builds on this module
 
     return tasks.jobs(seed, timeout_ms)

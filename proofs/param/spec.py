@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from model.system import (
+from epochgc.model.system import (
     ABSENT,
     ACCEPTED,
     DELETED,
@@ -29,7 +29,7 @@ from model.system import (
     UNKNOWN,
     UPLOADED,
 )
-from proofs.param.logic import BOOL, INT, St
+from epochgc.proofs.param.logic import BOOL, INT, St
 
 Conjunct = tuple[str, tuple[str, ...], Callable[..., Any]]
 L_ = Any  # a logic (Z3Logic or FiniteLogic)

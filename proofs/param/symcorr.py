@@ -31,10 +31,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import z3
-
-from model.errors import ModelError
-from model.fence import SeenWindow
-from model.system import (
+from epochgc.model.errors import ModelError
+from epochgc.model.fence import SeenWindow
+from epochgc.model.system import (
     ACTIONS,
     FENCED,
     INVARIANTS,
@@ -46,12 +45,20 @@ from model.system import (
     mono_fresh_m,
     step,
 )
-from model.variants import REFERENCE
-from proofs.param import spec
-from proofs.param.lazy import WINDOW, lazy_system, optional, with_plain
-from proofs.param.logic import BOOL, INT, SIG, St, Structure, finite_state, materialize
-from proofs.sym import Explorer, SolverUnknown, SymBool, SymInt, const_bool, const_int, expr_of
-from proofs.symstate import choice
+from epochgc.model.variants import REFERENCE
+from epochgc.proofs.param import spec
+from epochgc.proofs.param.lazy import WINDOW, lazy_system, optional, with_plain
+from epochgc.proofs.param.logic import BOOL, INT, SIG, St, Structure, finite_state, materialize
+from epochgc.proofs.sym import (
+    Explorer,
+    SolverUnknown,
+    SymBool,
+    SymInt,
+    const_bool,
+    const_int,
+    expr_of,
+)
+from epochgc.proofs.symstate import choice
 
 
 class NotAbstractable(ValueError):
@@ -625,7 +632,7 @@ def _canonical(s: Structure) -> Structure:
 
 
 def _concrete_abstract(s: System) -> Structure:
-    from proofs.param import correspond
+    from epochgc.proofs.param import correspond
 
     return correspond.abstract(s)
 
@@ -634,7 +641,7 @@ def shapes(max_p: int = 3, max_writes: int = 3, max_objects: int = 2,
            replicas: tuple[int, ...] = (1, 2)) -> list[tuple[str, System]]:
     """Every shape up to partition renaming (`correspond.universes`) with at most
     `max_objects` objects."""
-    from proofs.param import correspond
+    from epochgc.proofs.param import correspond
 
     return [(n, s) for n, s in correspond.universes(max_p, max_writes, replicas)
             if len(s.objects) <= max_objects]

@@ -9,12 +9,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from model.logic import neg
-from model.system import INVARIANTS, TRANSITION_INVARIANTS, System, holds, initial, inv_safety
-from model.variants import REFERENCE
-from proofs import bmc
-from proofs.obligations import Outcome
-from proofs.param import correspond, liveness, prove, spec, symcorr
+from epochgc.model.logic import neg
+from epochgc.model.system import (
+    INVARIANTS,
+    TRANSITION_INVARIANTS,
+    System,
+    holds,
+    initial,
+    inv_safety,
+)
+from epochgc.model.variants import REFERENCE
+from epochgc.proofs import bmc
+from epochgc.proofs.obligations import Outcome
+from epochgc.proofs.param import correspond, liveness, prove, spec, symcorr
 
 # Correspondence sampling: every universe of `correspond.universes()` (1-3 partitions,
 # 1-2 replicas, objects feeding 1-3 partitions, at most 3 writes: 40 shapes), a seeded

@@ -15,7 +15,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from proofs.mutate import Mutant, copy_tree, patch, run_command
+from epochgc.proofs.mutate import Mutant, copy_tree, patch, run_command
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,12 +57,12 @@ def main() -> None:
     for m, want in todo:
         with tempfile.TemporaryDirectory(prefix="epochgc-chaosmut-") as d:
             root = Path(d)
-            copy_tree(ROOT, root, ["impl", "model", "proofs"])
+            copy_tree(ROOT, root, ["epochgc", "impl", "model", "proofs"])
             patch(root, m)
             env = dict(os.environ, PYTHONPATH=str(root))
             out = root / "out"
             code, text, secs = run_command(
-                [sys.executable, "-m", "impl.cli", "chaos", "--seconds", args.seconds,
+                [sys.executable, "-m", "epochgc.impl.cli", "chaos", "--seconds", args.seconds,
                  "--seed", args.seed, "--json", "--out", str(out), "--gc-engine",
                  args.gc_engine], root, env, float(args.seconds) + 300)
             keep = ROOT / "build" / "chaos-mutants"

@@ -11,9 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from epochgc.impl.chaos.cli import FIELDS
+from epochgc.impl.chaos.schedule import KINDS
 
-from impl.chaos.cli import FIELDS
-from impl.chaos.schedule import KINDS
 from tests.store.s3server import s3_bucket, s3_endpoint
 
 __all__ = ["s3_bucket", "s3_endpoint"]  # fixtures used below
@@ -25,7 +25,7 @@ def test_chaos_every_fault_kind_nothing_lost(tmp_path: Path) -> None:
     seconds = os.environ.get("EPOCHGC_CHAOS_SECONDS", "70")
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     p = subprocess.run(
-        [sys.executable, "-m", "impl.cli", "chaos", "--seconds", seconds, "--seed", "3",
+        [sys.executable, "-m", "epochgc.impl.cli", "chaos", "--seconds", seconds, "--seed", "3",
          "--json", "--out", str(tmp_path)],
         # Spark may take minutes to start on a loaded machine (the run waits for it).
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=float(seconds) + 900,
@@ -55,7 +55,8 @@ def test_chaos_on_s3_behind_the_fault_proxy(
 ) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     p = subprocess.run(
-        [sys.executable, "-m", "impl.cli", "chaos", "--seconds", "70", "--seed", "4", "--json",
+        [sys.executable, "-m", "epochgc.impl.cli", "chaos", "--seconds", "70", "--seed", "4",
+         "--json",
          "--out", str(tmp_path), "--store", f"s3://{s3_bucket}/chaos",
          "--s3-endpoint", s3_endpoint],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=1000,

@@ -11,18 +11,17 @@ import struct
 from pathlib import Path
 
 import pytest
-
-from impl.chaos.checker import raft_divergences
-from impl.chaos.faultfile import Faults, NodeFaults
-from impl.chaos.proxy import HttpProxy, LinkProxy
-from impl.chaos.schedule import KINDS, plan
-from impl.raft.disklog import DiskStorage
-from impl.raft.fileio import FaultFileIO
-from impl.raft.messages import Entry, HardState
-from impl.raft.storage import StorageFailed
-from impl.store.base import StoreError
-from impl.store.faulty import FaultyStore
-from impl.store.local import LocalStore
+from epochgc.impl.chaos.checker import raft_divergences
+from epochgc.impl.chaos.faultfile import Faults, NodeFaults
+from epochgc.impl.chaos.proxy import HttpProxy, LinkProxy
+from epochgc.impl.chaos.schedule import KINDS, plan
+from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.fileio import FaultFileIO
+from epochgc.impl.raft.messages import Entry, HardState
+from epochgc.impl.raft.storage import StorageFailed
+from epochgc.impl.store.base import StoreError
+from epochgc.impl.store.faulty import FaultyStore
+from epochgc.impl.store.local import LocalStore
 
 
 def _frame(body: bytes) -> bytes:
@@ -200,7 +199,7 @@ def _apply(part: str, index: int, cmd: dict[str, object], lrlo: int,
 
 
 def test_trace_inuse_check_flags_unreconciled_and_late_references(tmp_path: Path) -> None:
-    from impl.chaos.inuse import Round, check
+    from epochgc.impl.chaos.inuse import Round, check
 
     ph = {"type": "placeholder", "key": "K"}
     rec = {"type": "advance_reconciled"}
@@ -231,7 +230,7 @@ def test_a_write_in_flight_during_its_deletion_is_in_use_only_if_accepted_in_the
     accepted) while the round deleted its object at M above its epoch. "Ever accepted"
     counted it in use; the trace shows each accepted placeholder first applied before the
     round and reconciled before it ended, so it was not."""
-    from impl.chaos.inuse import Round, check, in_flight_in_use
+    from epochgc.impl.chaos.inuse import Round, check, in_flight_in_use
 
     ph = {"type": "placeholder", "key": "K"}
     before = _apply("t/0", 5, ph, -1, True) + "\n" + _apply("t/0", 6, {"type": "r"}, 5) + "\n"

@@ -12,12 +12,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from impl.conform import report
-from impl.conform.cli import conform
-from impl.conform.client import PortProcess, ProtocolFailure
-from impl.conform.compare import agrees
-from impl.conform.driver import (
+from epochgc.impl.conform import report
+from epochgc.impl.conform.cli import conform
+from epochgc.impl.conform.client import PortProcess, ProtocolFailure
+from epochgc.impl.conform.compare import agrees
+from epochgc.impl.conform.driver import (
     CHUNK,
     Broken,
     _lockstep,
@@ -26,10 +25,10 @@ from impl.conform.driver import (
     run_program,
     vector_files,
 )
-from model.replay import run as replay_run
+from epochgc.model.replay import run as replay_run
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL = [sys.executable, "-m", "model.port"]
+MODEL = [sys.executable, "-m", "epochgc.model.port"]
 # The CLI's defaults (derandomized: the same programs every run); EPOCHGC_CONFORM_PROFILE=deep
 # runs five times as many (minutes, not in the default run).
 DEEP = os.environ.get("EPOCHGC_CONFORM_PROFILE") == "deep"
@@ -241,7 +240,7 @@ def test_the_model_port_ends_cleanly() -> None:
 def test_no_shipped_vectors_is_refused_not_passed(monkeypatch: pytest.MonkeyPatch,
                                                   tmp_path: Path) -> None:
     """An installation without spec/vectors once checked 0 files and exited 0."""
-    import impl.conform.driver as driver
+    import epochgc.impl.conform.driver as driver
 
     monkeypatch.setattr(driver, "VECTORS_DIR", tmp_path)
     monkeypatch.setattr(driver.vector_files, "__defaults__", (tmp_path,))

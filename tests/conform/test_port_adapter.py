@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 
+from epochgc.impl.conform.driver import read_vector, vector_files
+from epochgc.impl.conform.programs import line, programs
+from epochgc.model.port import Session
+from epochgc.model.replay import replay_file
 from hypothesis import HealthCheck, given, settings
-
-from impl.conform.driver import read_vector, vector_files
-from impl.conform.programs import line, programs
-from model.port import Session
-from model.replay import replay_file
 
 
 def test_every_vector_as_epochgc_replay_prints_it() -> None:

@@ -23,15 +23,15 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from impl.gc.journal import JournalTarget, read_journal
-from impl.gc.pools import TaskPools
-from impl.gc.recheck import Blocked, Refused
-from impl.gc.reports import REPORT_READERS, read_cluster_view
-from impl.gc.scan import ELIGIBLE, ScanStats, split_prefixes
-from impl.gc.stream import TaskResult, list_and_delete_task, listed
-from impl.store.base import ObjectStore
-from impl.store.local import LocalStore
-from model.keys import PREFIXES
+from epochgc.impl.gc.journal import JournalTarget, read_journal
+from epochgc.impl.gc.pools import TaskPools
+from epochgc.impl.gc.recheck import Blocked, Refused
+from epochgc.impl.gc.reports import REPORT_READERS, read_cluster_view
+from epochgc.impl.gc.scan import ELIGIBLE, ScanStats, split_prefixes
+from epochgc.impl.gc.stream import TaskResult, list_and_delete_task, listed
+from epochgc.impl.store.base import ObjectStore
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import PREFIXES
 
 TASKS = 3  # listing tasks (uneven prefix ranges on purpose)
 DELETERS = 2  # delete requests in flight per task

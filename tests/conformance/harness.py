@@ -43,28 +43,29 @@ from collections.abc import Callable, Coroutine, Iterable, Iterator
 from dataclasses import replace
 from typing import Any
 
-from impl.broker.broker import CONTROLLER_GROUP
-from impl.broker.producer import Ack, PartitionDeletedError, ProduceError, Producer
-from impl.broker.raftport import inline_io
-from impl.cluster.gcround import gc_round
-from impl.controller.statemachine import PARTITION_GROUP_BASE, ControllerStateMachine
-from impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY
-from impl.partition.commands import AdvanceEpoch, Placeholder
-from impl.partition.commands import encode as encode_command
-from impl.partition.fence import FenceDecision
-from impl.partition.statemachine import ApplyEvent
-from impl.raft.messages import Entry, MsgType
-from impl.raft.node import Config
-from impl.raft.sim import Faults
-from impl.sim.cluster import SimCluster, SimClusterAccess
-from impl.sim.network import BrokerSimulator
-from impl.store.base import DeleteResult, ListPage, ObjectInfo, ObjectStore, StoreError
-from impl.store.local import _TMP_PREFIX as TMP_FILE_PREFIX
-from impl.store.local import LocalStore
-from model import partition as mp
-from model import system as ms
-from model.keys import DATA_PREFIX, PREFIXES, format_key, parse_key
-from model.partition import PartitionState
+from epochgc.impl.broker.broker import CONTROLLER_GROUP
+from epochgc.impl.broker.producer import Ack, PartitionDeletedError, ProduceError, Producer
+from epochgc.impl.broker.raftport import inline_io
+from epochgc.impl.cluster.gcround import gc_round
+from epochgc.impl.controller.statemachine import PARTITION_GROUP_BASE, ControllerStateMachine
+from epochgc.impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY
+from epochgc.impl.partition.commands import AdvanceEpoch, Placeholder
+from epochgc.impl.partition.commands import encode as encode_command
+from epochgc.impl.partition.fence import FenceDecision
+from epochgc.impl.partition.statemachine import ApplyEvent
+from epochgc.impl.raft.messages import Entry, MsgType
+from epochgc.impl.raft.node import Config
+from epochgc.impl.raft.sim import Faults
+from epochgc.impl.sim.cluster import SimCluster, SimClusterAccess
+from epochgc.impl.sim.network import BrokerSimulator
+from epochgc.impl.store.base import DeleteResult, ListPage, ObjectInfo, ObjectStore, StoreError
+from epochgc.impl.store.local import _TMP_PREFIX as TMP_FILE_PREFIX
+from epochgc.impl.store.local import LocalStore
+from epochgc.model import partition as mp
+from epochgc.model import system as ms
+from epochgc.model.keys import DATA_PREFIX, PREFIXES, format_key, parse_key
+from epochgc.model.partition import PartitionState
+
 from tests.conformance.coverage import Observer
 from tests.conformance.gcinproc import inprocess_gc_round
 from tests.conformance.implchecks import (
@@ -1250,8 +1251,8 @@ class Harness:
         """The real PySpark GC job (impl/gc) on the shared session."""
         if self.spark is None:
             return
-        from impl.gc.job import GcOptions, run_gc
-        from impl.store.url import parse_store_url
+        from epochgc.impl.gc.job import GcOptions, run_gc
+        from epochgc.impl.store.url import parse_store_url
 
         docs, listing, now = self._docs_and_listing()
         want = model_gc(docs, listing, now, MAX_REPORT_AGE_S, 0.0)

@@ -19,10 +19,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from impl.controller.statemachine import ControllerStateMachine
-from impl.partition import commands as c
-from impl.partition.statemachine import PartitionStateMachine
-from impl.raft.messages import Snapshot
+from epochgc.impl.controller.statemachine import ControllerStateMachine
+from epochgc.impl.partition import commands as c
+from epochgc.impl.partition.statemachine import PartitionStateMachine
+from epochgc.impl.raft.messages import Snapshot
+
 from tests.conformance.shadow import Divergence
 
 

@@ -23,7 +23,8 @@ import asyncio
 import traceback
 from typing import TYPE_CHECKING, Any
 
-from impl.partition.commands import Barrier
+from epochgc.impl.partition.commands import Barrier
+
 from tests.conformance.shadow import Divergence
 
 if TYPE_CHECKING:

@@ -59,7 +59,7 @@ def shared_spark() -> Any:
     """ONE local SparkSession for the whole test session, created on first use."""
     global _spark
     if _spark is None:
-        from impl.gc.session import spark_session
+        from epochgc.impl.gc.session import spark_session
 
         t = time.monotonic()
         _spark = spark_session("local[2]", app_name="epochgc-conformance")

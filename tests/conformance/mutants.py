@@ -37,7 +37,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
-from proofs.mutate import (
+from epochgc.proofs.mutate import (
     Mutant,
     Outcome,
     RunResult,
@@ -46,6 +46,7 @@ from proofs.mutate import (
     format_table,
     run_command,
 )
+
 from tests.impl.lockmutants import LOCK_MUTANTS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -759,7 +760,7 @@ MUTANTS += tuple(m for m, _ in LOCK_MUTANTS)
 
 TESTS = ("tests/conformance/test_regressions.py", "tests/conformance/test_implchecks.py",
          "tests/raft/test_host_deposed.py", "tests/conformance/test_harness.py")
-DIRS = ("impl", "model", "tests", "proofs")
+DIRS = ("epochgc", "impl", "model", "tests", "proofs")
 
 
 def tests_for(m: Mutant | None) -> list[str]:
@@ -811,7 +812,7 @@ def run_tests(root: Path, m: Mutant | None, timeout: float,
                EPOCHGC_CONFORMANCE_SPARK="0", PYTHONHASHSEED="0",
                EPOCHGC_FAILRECORD=str(record))
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
-           "-p", "proofs.pytest_failrecord", "--rootdir", str(root), "-o", "addopts=",
+           "-p", "epochgc.proofs.pytest_failrecord", "--rootdir", str(root), "-o", "addopts=",
            # The project's pytest configuration (markers) from the real tree: the copy
            # holds only the source directories.
            *(["-c", str(ROOT / "pyproject.toml"), "-m", marks] if profile == "ci" else []),

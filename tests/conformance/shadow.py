@@ -14,15 +14,15 @@ import bisect
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from impl.partition import commands as c
-from impl.partition.statemachine import PartitionStateMachine
-from impl.raft.messages import Entry
-from model import partition as mp
-from model.cluster import GcEpoch, Report, gc_epoch
-from model.fence import fence
-from model.keys import gc_eligible
-from model.partition import PartitionState
-from model.variants import REFERENCE
+from epochgc.impl.partition import commands as c
+from epochgc.impl.partition.statemachine import PartitionStateMachine
+from epochgc.impl.raft.messages import Entry
+from epochgc.model import partition as mp
+from epochgc.model.cluster import GcEpoch, Report, gc_epoch
+from epochgc.model.fence import fence
+from epochgc.model.keys import gc_eligible
+from epochgc.model.partition import PartitionState
+from epochgc.model.variants import REFERENCE
 
 
 class Divergence(AssertionError):

@@ -21,9 +21,10 @@ from __future__ import annotations
 import contextlib
 from typing import TYPE_CHECKING, Any
 
-from impl.controller.statemachine import encode_create
-from impl.controller.topics import TopicError
-from impl.partition.fence import NotLeaderError
+from epochgc.impl.controller.statemachine import encode_create
+from epochgc.impl.controller.topics import TopicError
+from epochgc.impl.partition.fence import NotLeaderError
+
 from tests.conformance.shadow import Divergence
 
 if TYPE_CHECKING:

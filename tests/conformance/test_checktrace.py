@@ -7,9 +7,9 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
+from epochgc.impl.cli import main
+from epochgc.impl.trace import TraceWriter
 
-from impl.cli import main
-from impl.trace import TraceWriter
 from tests.conformance.harness import Harness
 
 

@@ -16,10 +16,10 @@ import types
 from collections.abc import Iterator
 
 import pytest
+from epochgc.impl.raft import raftlog
+from epochgc.impl.raft.messages import Entry
+from epochgc.impl.raft.node import Config
 
-from impl.raft import raftlog
-from impl.raft.messages import Entry
-from impl.raft.node import Config
 from tests.conformance import harness
 from tests.conformance.harness import STATS, Harness
 from tests.conformance.shadow import Divergence

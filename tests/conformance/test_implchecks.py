@@ -7,11 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from epochgc.impl.gc.recheck import Blocked, Go, Refused, recheck_before_delete
+from epochgc.impl.gc.reports import PARTITIONS_KEY
+from epochgc.model.cluster import GcEpoch
+from epochgc.model.keys import DATA_PREFIX, parse_key
 
-from impl.gc.recheck import Blocked, Go, Refused, recheck_before_delete
-from impl.gc.reports import PARTITIONS_KEY
-from model.cluster import GcEpoch
-from model.keys import DATA_PREFIX, parse_key
 from tests.conformance.harness import STATS, Harness
 from tests.conformance.implchecks import check_a3, check_a4, check_restore_roundtrip
 from tests.conformance.shadow import Divergence

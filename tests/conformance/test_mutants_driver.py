@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
+from epochgc.proofs.mutate import Mutant, PatchRefused, campaign, patch
 
-from proofs.mutate import Mutant, PatchRefused, campaign, patch
 from tests.conformance.mutants import MUTANTS, ROOT, SURVIVORS, classify, run_tests
 
 
@@ -79,7 +79,7 @@ def test_every_mutant_patch_applies_once(m: Mutant, tmp_path: Path) -> None:
 def test_a_detection_that_is_not_an_assertion_kills() -> None:
     """The disk fuzzers' StorageCorruption and pytest's Failed ("DID NOT RAISE") are a
     check's verdict: kills; a ValueError is not."""
-    from proofs.mutate import RunResult
+    from epochgc.proofs.mutate import RunResult
 
     def rec(t: str, mro: list[str]) -> dict[str, object]:
         return {"test": "tests/x.py::t", "type": t, "mro": mro, "assertion": False,

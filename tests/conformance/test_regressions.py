@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from epochgc.impl.sim.cluster import SimCluster
 
-from impl.sim.cluster import SimCluster
 from tests.conformance.harness import Harness
 from tests.conformance.machine import ConformanceMachine
 
@@ -111,9 +111,9 @@ def test_producer_refuses_an_unknown_partition_with_produce_error() -> None:
     import asyncio
     import random
 
-    from impl.broker.producer import Producer
-    from impl.broker.raftport import inline_io
-    from impl.store.local import LocalStore
+    from epochgc.impl.broker.producer import Producer
+    from epochgc.impl.broker.raftport import inline_io
+    from epochgc.impl.store.local import LocalStore
 
     class Access:
         async def cluster_epoch(self) -> int:
@@ -124,7 +124,7 @@ def test_producer_refuses_an_unknown_partition_with_produce_error() -> None:
 
     import tempfile
 
-    from impl.broker.producer import ProduceError
+    from epochgc.impl.broker.producer import ProduceError
 
     root = tempfile.mkdtemp()
     store = LocalStore(root, create=True)
@@ -303,7 +303,7 @@ def test_found_lagging_follower_reads_collected_l0(h: Harness) -> None:
     still pointed at L0 objects the GC had (correctly) collected: StoreError. Reads must be
     served by a replica that applied the whole committed log; the check now reads only from
     those. This program shows the lagging read fails and the up-to-date reads succeed."""
-    from impl.store.base import StoreError
+    from epochgc.impl.store.base import StoreError
 
     step(h, h.produce, ["t/0", "t/1"], 2, 1, None)
     step(h, h.run, 200)

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from epochgc.model import system as ms
 
-from model import system as ms
 from tests.conformance.harness import Harness, incarnation_at
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -143,8 +143,9 @@ def test_the_harness_lists_what_the_store_lists(tmp_path: Path) -> None:
     """`stored_files` (the harness's own view of the store, by path) against the LocalStore
     listing it stands in for: at every step of a directed program, and on a tree with a temp
     file, a link, a fifo and nested directories."""
-    from impl.store.local import _TMP_PREFIX
-    from model.keys import DATA_PREFIX
+    from epochgc.impl.store.local import _TMP_PREFIX
+    from epochgc.model.keys import DATA_PREFIX
+
     from tests.conformance.harness import HEALTH_PREFIX, _regular_file, stored_files
 
     h = Harness(seed=22)
@@ -181,7 +182,7 @@ def test_the_harness_lists_what_the_store_lists(tmp_path: Path) -> None:
     (root / "level_zero/data/002/link").symlink_to(root / "level_zero/data/001")
     (root / "level_zero/data/002/0000000001/l").symlink_to(root / "_cluster/gc/m.json")
     os.mkfifo(root / "level_zero/data/002/fifo")
-    from impl.store.local import LocalStore
+    from epochgc.impl.store.local import LocalStore
 
     store = LocalStore(root)
     for prefix in (DATA_PREFIX, "_cluster/", "level_zero/data/002/", "absent/"):

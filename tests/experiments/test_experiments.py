@@ -4,8 +4,7 @@ figures are."""
 from __future__ import annotations
 
 import pytest
-
-from experiments import gccost, windows
+from epochgc.experiments import gccost, windows
 
 
 @pytest.fixture(scope="module")

@@ -15,7 +15,7 @@ __all__ = ["s3_bucket", "s3_endpoint", "spark"]
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     set_dummy_aws_env()  # before the JVM starts: Python workers inherit its environment
-    from impl.gc.session import spark_session
+    from epochgc.impl.gc.session import spark_session
 
     session = spark_session("local[2]", app_name="epochgc-tests")
     yield session

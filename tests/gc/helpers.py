@@ -10,14 +10,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from impl.gc.journal import read_journal
-from impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY
-from impl.gc.stream import TaskResult
-from impl.store.base import DeleteResult, ListPage, ObjectInfo, ObjectStore
-from impl.store.local import LocalStore
-from impl.store.url import StoreSpec
-from model.errors import ModelError
-from model.keys import PREFIXES, gc_eligible, parse_key, prefix_path
+from epochgc.impl.gc.journal import read_journal
+from epochgc.impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY
+from epochgc.impl.gc.stream import TaskResult
+from epochgc.impl.store.base import DeleteResult, ListPage, ObjectInfo, ObjectStore
+from epochgc.impl.store.local import LocalStore
+from epochgc.impl.store.url import StoreSpec
+from epochgc.model.errors import ModelError
+from epochgc.model.keys import PREFIXES, gc_eligible, parse_key, prefix_path
 
 NOW = 1_800_000_000.0  # 2027-01-15: ahead of the real clock when this was written
 AHEAD = ("--i-know-now-is-ahead",)  # so `--now NOW` needs this flag (issue 29)

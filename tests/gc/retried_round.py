@@ -14,9 +14,10 @@ from __future__ import annotations
 import json
 import sys
 
-from impl.gc.errors import GcError
-from impl.gc.job import GcOptions, run_gc
-from impl.gc.session import spark_session
+from epochgc.impl.gc.errors import GcError
+from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.session import spark_session
+
 from tests.gc.helpers import NOW, ListFailsOnceAfterDelete, local_spec
 
 GRACE = 12 * 3600.0

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from epochgc.impl.cli import main
+from epochgc.impl.gc.summary import JSON_KEYS
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import format_key
 from prometheus_client.parser import text_string_to_metric_families
 
-from impl.cli import main
-from impl.gc.summary import JSON_KEYS
-from impl.store.local import LocalStore
-from model.keys import format_key
 from tests.gc.helpers import (
     AHEAD,
     HOUR,
@@ -165,7 +165,7 @@ def test_unreachable_s3_store_is_one_clear_error(
 def test_a_round_stopped_at_a_tasks_reread_says_what_it_deleted(deleted: int) -> None:
     # Each task re-reads M before its own first delete: a round whose later tasks found it
     # blocked (or M moved back) may have deleted with the earlier ones' verdicts.
-    from impl.gc.summary import GcSummary
+    from epochgc.impl.gc.summary import GcSummary
 
     why = "on re-check before deleting: no inactive epoch reported for: t/2"
     for s in (GcSummary(M=100, blocked=why, deleted=deleted),
@@ -182,8 +182,8 @@ def test_a_round_stopped_at_a_tasks_reread_says_what_it_deleted(deleted: int) ->
 def test_now_ahead_of_the_real_clock_is_refused_unless_forced(tmp_path: Path) -> None:
     # The found defect (issue 29): --now 11h55m ahead with --grace 12h deleted a
     # 10-minute-old object; spark.epochgc.now (the same option) too.
-    from impl.gc.cli import gc
-    from impl.gc.submit import conf_defaults
+    from epochgc.impl.gc.cli import gc
+    from epochgc.impl.gc.submit import conf_defaults
 
     small_store(tmp_path)
     before = all_keys(LocalStore(tmp_path))

@@ -10,11 +10,11 @@ from typing import Any
 
 import pyarrow.csv as pacsv
 import pytest
+from epochgc.impl.gc.errors import GcError
+from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.package import build_zip
+from epochgc.model.keys import format_key
 
-from impl.gc.errors import GcError
-from impl.gc.job import GcOptions, run_gc
-from impl.gc.package import build_zip
-from model.keys import format_key
 from tests.gc.helpers import CountingFactory, local_spec, put_local, simple_cluster
 
 pytestmark = pytest.mark.spark

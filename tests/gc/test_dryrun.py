@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from epochgc.impl.gc.errors import GcError
+from epochgc.impl.gc.job import GcOptions, run_gc
 
-from impl.gc.errors import GcError
-from impl.gc.job import GcOptions, run_gc
 from tests.gc.helpers import AHEAD, NOW, local_spec
 from tests.gc.test_job import GRACE, clock, make_store
 
@@ -42,7 +42,7 @@ def test_a_dry_run_writes_nothing_and_lists_what_it_would_delete(
     assert _tree(root) == before
     assert listing.read_text().splitlines() == sorted(eligible)
     # On stdout, before the JSON summary.
-    from impl.cli import main
+    from epochgc.impl.cli import main
 
     r = CliRunner().invoke(main, ["gc", "--now", str(NOW), *AHEAD, "-q", "--store", str(root),
                                   "--dry-run", "--list", "-", "--json"])

@@ -18,17 +18,17 @@ from typing import Any
 
 import boto3
 import pytest
+from epochgc.impl.gc.delete import delete_keys
+from epochgc.impl.gc.errors import GcError
+from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.scan import ELIGIBLE, REFUSED, ScanStats, scan_prefix
+from epochgc.impl.store.base import StoreError
+from epochgc.impl.store.local import LocalStore
+from epochgc.impl.store.url import StoreSpec
+from epochgc.model.keys import format_key
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from impl.gc.delete import delete_keys
-from impl.gc.errors import GcError
-from impl.gc.job import GcOptions, run_gc
-from impl.gc.scan import ELIGIBLE, REFUSED, ScanStats, scan_prefix
-from impl.store.base import StoreError
-from impl.store.local import LocalStore
-from impl.store.url import StoreSpec
-from model.keys import format_key
 from tests.gc.helpers import NOW, all_keys, local_spec, simple_cluster
 from tests.gc.hostile import (
     GRACE,

@@ -22,14 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from epochgc.impl.gc.errors import GcError, ReportError
+from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY, read_cluster_view
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.cluster import Report, gc_epoch
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
-from impl.gc.errors import GcError, ReportError
-from impl.gc.job import GcOptions, run_gc
-from impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY, read_cluster_view
-from impl.store.local import LocalStore
-from model.cluster import Report, gc_epoch
 from tests.gc.helpers import NOW, local_spec
 from tests.gc.hostile import GRACE, HOUR, ROUNDS, Plan, build, check_round, fingerprint, oracle
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+from epochgc.impl.gc.errors import GcError
+from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import format_key
 
-from impl.gc.errors import GcError
-from impl.gc.job import GcOptions, run_gc
-from impl.store.local import LocalStore
-from model.keys import format_key
 from tests.gc.helpers import (
     HOUR,
     NOW,

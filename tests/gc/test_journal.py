@@ -11,9 +11,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from impl.gc.delete import delete_keys
-from impl.gc.journal import (
+from epochgc.impl.gc.delete import delete_keys
+from epochgc.impl.gc.journal import (
     END,
     START,
     STOP,
@@ -23,9 +22,10 @@ from impl.gc.journal import (
     read_journal,
     write_marker,
 )
-from impl.gc.record import ROUNDS_PREFIX
-from impl.store.local import LocalStore
-from model.keys import format_key
+from epochgc.impl.gc.record import ROUNDS_PREFIX
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import format_key
+
 from tests.gc.helpers import HOUR, JOURNAL, all_keys, put_local, simple_cluster
 
 GRACE = 12 * HOUR

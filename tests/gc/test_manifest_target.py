@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from epochgc.impl.gc.cli import _after
+from epochgc.impl.gc.errors import GcError
+from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.store.local import LocalStore
 
-from impl.gc.cli import _after
-from impl.gc.errors import GcError
-from impl.gc.job import GcOptions, run_gc
-from impl.store.local import LocalStore
 from tests.gc.helpers import PlantOnDelete, all_keys, local_spec
 from tests.gc.test_job import GRACE, clock, make_store
 

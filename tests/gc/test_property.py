@@ -8,14 +8,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.reports import read_cluster_view
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.cluster import Report, gc_epoch
+from epochgc.model.keys import format_key
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from impl.gc.job import GcOptions, run_gc
-from impl.gc.reports import read_cluster_view
-from impl.store.local import LocalStore
-from model.cluster import Report, gc_epoch
-from model.keys import format_key
 from tests.gc.helpers import (
     HOUR,
     NOW,

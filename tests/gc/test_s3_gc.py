@@ -7,11 +7,11 @@ from typing import Any
 
 import boto3
 import pytest
+from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.store.s3 import S3Store
+from epochgc.impl.store.url import StoreSpec
+from epochgc.model.keys import format_key
 
-from impl.gc.job import GcOptions, run_gc
-from impl.store.s3 import S3Store
-from impl.store.url import StoreSpec
-from model.keys import format_key
 from tests.gc.helpers import HOUR, all_keys, simple_cluster
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]

@@ -11,11 +11,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from epochgc.impl.gc.job import GcOptions, listing_tasks, run_gc
+from epochgc.impl.store.base import ObjectStore
+from epochgc.impl.store.url import StoreSpec
+from epochgc.model.keys import PREFIXES, format_key
 
-from impl.gc.job import GcOptions, listing_tasks, run_gc
-from impl.store.base import ObjectStore
-from impl.store.url import StoreSpec
-from model.keys import PREFIXES, format_key
 from tests.gc.helpers import all_keys, local_spec, simple_cluster
 from tests.store.s3proxy import S3Proxy, s3_proxy
 

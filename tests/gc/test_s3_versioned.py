@@ -7,11 +7,11 @@ import time
 
 import boto3
 import pytest
+from epochgc.impl.gc.errors import GcError
+from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.store.url import StoreSpec
+from epochgc.model.keys import format_key
 
-from impl.gc.errors import GcError
-from impl.gc.job import GcOptions, run_gc
-from impl.store.url import StoreSpec
-from model.keys import format_key
 from tests.gc.helpers import all_keys, simple_cluster
 
 pytestmark = pytest.mark.s3

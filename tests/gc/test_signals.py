@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 
 import pytest
+from epochgc.impl.gc.delete import PAUSE_ENV
+from epochgc.impl.gc.journal import END, read_journal
+from epochgc.impl.gc.record import ROUNDS_PREFIX
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import format_key
 from prometheus_client.parser import text_string_to_metric_families
 
-from impl.gc.delete import PAUSE_ENV
-from impl.gc.journal import END, read_journal
-from impl.gc.record import ROUNDS_PREFIX
-from impl.store.local import LocalStore
-from model.keys import format_key
 from tests.gc.helpers import HOUR, NOW, all_keys, put_local, simple_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ def test_a_signal_mid_round_stops_it_gracefully(tmp_path: Path, sig: int, code: 
         put_local(root, key, age=GRACE + 60)
     pause, metrics = tmp_path / "pause", tmp_path / "gc.prom"
     env = dict(os.environ, PYTHONPATH=str(ROOT), **{PAUSE_ENV: str(pause)})
-    args = [sys.executable, "-m", "impl.gc", "--store", str(root), "--now", str(NOW),
+    args = [sys.executable, "-m", "epochgc.impl.gc", "--store", str(root), "--now", str(NOW),
             "--i-know-now-is-ahead", "--tasks", "1", "--delete-batch-size", "2",
             "--delete-concurrency", "1", "--json", "-q", "--metrics-file", str(metrics)]
     proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,

@@ -21,9 +21,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import format_key
 
-from impl.store.local import LocalStore
-from model.keys import format_key
 from tests.gc.helpers import put_local, simple_cluster
 from tests.store.s3server import free_port
 
@@ -137,7 +137,7 @@ def test_spark_submit_with_the_package_and_spark_conf(cluster: tuple[str, Path])
     keys = _store(root)
     dist = base / "dist"
     subprocess.run(
-        [sys.executable, "-m", "impl.cli", "gc-package", "--out", str(dist)], check=True
+        [sys.executable, "-m", "epochgc.impl.cli", "gc-package", "--out", str(dist)], check=True
     )
     remote = _remote_python(base)
     # Driver and executors both run the remote Python: the zip is all the code they get;
@@ -164,7 +164,7 @@ def test_master_url_without_spark_submit_ships_the_code(cluster: tuple[str, Path
     keys = _store(root)
     env = _env()
     env["PYSPARK_PYTHON"] = str(_remote_python(base))  # executors only; driver: this Python
-    cmd = [sys.executable, "-m", "impl.gc", "--master", url, "--store", str(root), "--json",
+    cmd = [sys.executable, "-m", "epochgc.impl.gc", "--master", url, "--store", str(root), "--json",
            "-q", "--tasks", "4"]  # fmt: skip
     out = _run(cmd, env, base)
     assert (out["deleted"], out["errors"]) == (len(keys), 0), out

@@ -12,17 +12,17 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from epochgc.impl.gc.job import GcOptions, default_listers, run_gc
+from epochgc.impl.gc.journal import JournalTarget
+from epochgc.impl.gc.recheck import Go, Refused
+from epochgc.impl.gc.reports import HEALTH_PREFIX
+from epochgc.impl.gc.scan import ScanStats
+from epochgc.impl.gc.stream import TaskResult, list_and_delete_task, listed
+from epochgc.impl.store.base import DeleteResult, ListPage, ObjectStore, StoreError
+from epochgc.impl.store.local import LocalStore
+from epochgc.impl.store.url import StoreSpec
+from epochgc.model.keys import format_key, parse_key
 
-from impl.gc.job import GcOptions, default_listers, run_gc
-from impl.gc.journal import JournalTarget
-from impl.gc.recheck import Go, Refused
-from impl.gc.reports import HEALTH_PREFIX
-from impl.gc.scan import ScanStats
-from impl.gc.stream import TaskResult, list_and_delete_task, listed
-from impl.store.base import DeleteResult, ListPage, ObjectStore, StoreError
-from impl.store.local import LocalStore
-from impl.store.url import StoreSpec
-from model.keys import format_key, parse_key
 from tests.gc.helpers import (
     JOURNAL,
     NOW,

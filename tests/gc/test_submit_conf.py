@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 import pytest
-
-from impl.gc.cli import gc
-from impl.gc.submit import conf_defaults
+from epochgc.impl.gc.cli import gc
+from epochgc.impl.gc.submit import conf_defaults
 
 
 def test_every_option_is_settable_as_spark_conf() -> None:

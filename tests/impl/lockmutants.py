@@ -9,7 +9,7 @@ from __future__ import annotations
 import types
 from pathlib import Path
 
-from proofs.mutate import Mutant
+from epochgc.proofs.mutate import Mutant
 
 ROOT = Path(__file__).resolve().parents[2]
 PATH = "impl/partition/rwlock.py"

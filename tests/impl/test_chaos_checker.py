@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from impl.chaos.checker import raft_divergences
-from impl.raft.disklog import DiskStorage
-from impl.raft.messages import Entry, HardState
+from epochgc.impl.chaos.checker import raft_divergences
+from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.messages import Entry, HardState
 
 SAME = [Entry(1, 1, data=b"a" * 40), Entry(2, 1, data=b"b" * 40), Entry(3, 1, data=b"c" * 40)]
 

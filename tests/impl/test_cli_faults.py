@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from impl.cli import main
-from impl.cluster.local import LocalCluster
+from epochgc.impl.cli import main
+from epochgc.impl.cluster.local import LocalCluster
 
 
 def test_produce_refuses_out_of_range_epoch_before_anything(tmp_path: Path) -> None:

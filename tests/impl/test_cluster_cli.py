@@ -11,9 +11,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-
-from impl.cli import main
-from impl.cluster.local import LocalCluster, _alive
+from epochgc.impl.cli import main
+from epochgc.impl.cluster.local import LocalCluster, _alive
 
 NAMED_METRICS = (
     "epochgc_window_slides", "epochgc_fences", "epochgc_stale_rejections",

@@ -9,9 +9,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from impl.cli import main
-from impl.cluster.local import LocalCluster
+from epochgc.impl.cli import main
+from epochgc.impl.cluster.local import LocalCluster
 
 
 def cli(*args: str) -> tuple[int, str]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 
-from impl.cluster.client import ProcClusterAccess
+from epochgc.impl.cluster.client import ProcClusterAccess
 
 
 async def _silent_broker(

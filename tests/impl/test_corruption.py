@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from impl.cli import main
-from impl.cluster.local import LocalCluster
-from impl.raft.disklog import _REC
+from epochgc.impl.cli import main
+from epochgc.impl.cluster.local import LocalCluster
+from epochgc.impl.raft.disklog import _REC
 
 MAGIC_LEN = 8
 CONTROLLER = "g1"

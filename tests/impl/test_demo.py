@@ -11,10 +11,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from impl.cli import main
-from impl.cluster.demo_gc import DemoGc, RoundResult
-from model.keys import DATA_PREFIX
+from epochgc.impl.cli import main
+from epochgc.impl.cluster.demo_gc import DemoGc, RoundResult
+from epochgc.model.keys import DATA_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"acked", "lost", "stale_rejections", "leader_changes", "objects_created",
@@ -26,7 +25,7 @@ KEYS = {"acked", "lost", "stale_rejections", "leader_changes", "objects_created"
 def test_demo_json_loses_nothing_and_deletes_only_garbage() -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     p = subprocess.run(
-        [sys.executable, "-m", "impl.cli", "demo", "--seconds", "15", "--json"],
+        [sys.executable, "-m", "epochgc.impl.cli", "demo", "--seconds", "15", "--json"],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=120,
     )
     assert p.returncode == 0, p.stderr[-3000:]

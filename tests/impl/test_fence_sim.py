@@ -6,12 +6,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-
-from impl.partition.fence import StaleEpoch
-from impl.sim.cluster import SimCluster
-from model.fence import SeenWindow
-from model.partition import window
-from model.variants import REFERENCE
+from epochgc.impl.partition.fence import StaleEpoch
+from epochgc.impl.sim.cluster import SimCluster
+from epochgc.model.fence import SeenWindow
+from epochgc.model.partition import window
+from epochgc.model.variants import REFERENCE
 
 P = "t/0"
 

@@ -8,8 +8,9 @@ import json
 import os
 from pathlib import Path
 
-from impl.gc.reports import HEALTH_PREFIX, read_cluster_view
-from impl.store.local import LocalStore
+from epochgc.impl.gc.reports import HEALTH_PREFIX, read_cluster_view
+from epochgc.impl.store.local import LocalStore
+
 from tests.gc.helpers import NOW, write_health, write_partitions
 
 

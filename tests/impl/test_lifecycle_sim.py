@@ -8,23 +8,22 @@ import json
 from pathlib import Path
 
 import pytest
-
-from impl.broker.producer import PartitionDeletedError
-from impl.controller.statemachine import (
+from epochgc.impl.broker.producer import PartitionDeletedError
+from epochgc.impl.controller.statemachine import (
     ControllerStateMachine,
     decode,
     encode_create,
     encode_delete,
 )
-from impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY
-from impl.partition import commands as pc
-from impl.partition.fence import PartitionDeleted
-from impl.partition.statemachine import PartitionStateMachine
-from impl.raft.messages import Entry
-from impl.sim.cluster import SimCluster
-from impl.store.local import LocalStore
-from model.keys import DATA_PREFIX, parse_key
-from model.partition import INITIAL
+from epochgc.impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY
+from epochgc.impl.partition import commands as pc
+from epochgc.impl.partition.fence import PartitionDeleted
+from epochgc.impl.partition.statemachine import PartitionStateMachine
+from epochgc.impl.raft.messages import Entry
+from epochgc.impl.sim.cluster import SimCluster
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import DATA_PREFIX, parse_key
+from epochgc.model.partition import INITIAL
 
 PARTS = ("t/0", "t/1", "u/0")
 
@@ -58,7 +57,7 @@ def test_controller_delete_has_its_own_revision_and_recreate_is_a_new_incarnatio
     assert old.group != sm.partitions["u/0"].group
     # snapshot/restore keeps the deleted incarnations (a restarted node must not bring back
     # their groups, and must still refuse their writes)
-    from impl.raft.messages import Snapshot
+    from epochgc.impl.raft.messages import Snapshot
 
     back = ControllerStateMachine()
     back.restore(Snapshot(index=3, term=1, data=sm.snapshot()))
@@ -269,8 +268,8 @@ def test_new_controller_leader_publishes_only_after_committing_in_its_term(
     applied entries an earlier leader committed (and published): the deep run's seed 101 saw
     node 1 (term 5, commit 43 of term 3) publish revision 40 over node 3's revision 41, so
     M over fresh reports went backwards (T4). It must refuse until a term-5 entry commits."""
-    from impl.broker.broker import CONTROLLER_GROUP
-    from impl.partition.fence import NotLeaderError
+    from epochgc.impl.broker.broker import CONTROLLER_GROUP
+    from epochgc.impl.partition.fence import NotLeaderError
 
     c = cluster(tmp_path)
     first = c.publish_partitions()

@@ -3,7 +3,7 @@ after an operator deleted one (issue 31: identity across a partition's lifecycle
 
 from __future__ import annotations
 
-from impl.sim.cluster import SimCluster
+from epochgc.impl.sim.cluster import SimCluster
 
 
 def test_a_deleted_initial_partition_stays_deleted_across_mint_ticks() -> None:

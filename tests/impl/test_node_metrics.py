@@ -7,11 +7,11 @@ from __future__ import annotations
 import random
 from collections import Counter
 
-from impl.broker.metrics import NodeMetrics
-from impl.partition import commands as c
-from impl.partition.fence import FenceDecision
-from impl.partition.statemachine import ApplyEvent, PlaceholderResult
-from model import partition as mp
+from epochgc.impl.broker.metrics import NodeMetrics
+from epochgc.impl.partition import commands as c
+from epochgc.impl.partition.fence import FenceDecision
+from epochgc.impl.partition.statemachine import ApplyEvent, PlaceholderResult
+from epochgc.model import partition as mp
 
 
 def test_counts_and_gauges_per_partition_and_kind() -> None:

@@ -8,12 +8,11 @@ import random
 from pathlib import Path
 
 import pytest
-
-from impl.broker.producer import Ack, ProduceError, Producer
-from impl.broker.raftport import thread_io
-from impl.cluster.client import ProcClusterAccess
-from impl.cluster.local import LocalCluster
-from impl.store.local import LocalStore
+from epochgc.impl.broker.producer import Ack, ProduceError, Producer
+from epochgc.impl.broker.raftport import thread_io
+from epochgc.impl.cluster.client import ProcClusterAccess
+from epochgc.impl.cluster.local import LocalCluster
+from epochgc.impl.store.local import LocalStore
 
 PARTS = ["t/0", "t/1", "t/2", "t/3"]
 

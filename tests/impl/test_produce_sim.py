@@ -8,12 +8,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from impl.broker.producer import ProduceError
-from impl.gc.reports import read_cluster_view
-from impl.sim.cluster import SimCluster
-from impl.store.local import LocalStore
-from model.keys import DATA_PREFIX, MAX_EPOCH, parse_key
+from epochgc.impl.broker.producer import ProduceError
+from epochgc.impl.gc.reports import read_cluster_view
+from epochgc.impl.sim.cluster import SimCluster
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import DATA_PREFIX, MAX_EPOCH, parse_key
 
 PARTS = ("t/0", "t/1", "t/2")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
+from epochgc.impl.partition.rwlock import RWLock
 
-from impl.partition.rwlock import RWLock
 from tests.impl.lockexplore import SCENARIOS, LockViolation, explore
 from tests.impl.lockmutants import LOCK_MUTANTS, load_mutant
 
@@ -23,7 +23,7 @@ def test_every_interleaving_keeps_the_lock_invariants(scenario: str) -> None:
 @pytest.mark.parametrize("mutant,expected", LOCK_MUTANTS,
                          ids=[m.name for m, _ in LOCK_MUTANTS])
 def test_each_seeded_lock_bug_is_caught(mutant: object, expected: str) -> None:
-    from proofs.mutate import Mutant
+    from epochgc.proofs.mutate import Mutant
     assert isinstance(mutant, Mutant)
     cls = load_mutant(mutant)
     caught: list[str] = []

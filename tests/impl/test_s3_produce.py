@@ -5,11 +5,11 @@ copied to L1 on S3, read back from L1, and survives the GC of its L0 objects."""
 from __future__ import annotations
 
 import pytest
+from epochgc.impl.cluster.payload import check_record, make_record
+from epochgc.impl.sim.cluster import SimCluster
+from epochgc.impl.store.s3 import S3Store
+from epochgc.model.keys import DATA_PREFIX
 
-from impl.cluster.payload import check_record, make_record
-from impl.sim.cluster import SimCluster
-from impl.store.s3 import S3Store
-from model.keys import DATA_PREFIX
 from tests.store.s3server import s3_bucket, s3_endpoint
 
 __all__ = ["s3_bucket", "s3_endpoint"]  # fixtures used below

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from impl.sim.cluster import SimCluster
+from epochgc.impl.sim.cluster import SimCluster
 
 
 def test_timer_due_between_units_fires() -> None:

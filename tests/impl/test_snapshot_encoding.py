@@ -7,11 +7,14 @@ from __future__ import annotations
 import typing
 from dataclasses import asdict, fields
 
+from epochgc.impl.partition.statemachine import (
+    AcceptedPlaceholder,
+    L1Segment,
+    PartitionStateMachine,
+)
+from epochgc.model import partition as mp
 from hypothesis import given
 from hypothesis import strategies as st
-
-from impl.partition.statemachine import AcceptedPlaceholder, L1Segment, PartitionStateMachine
-from model import partition as mp
 
 _ints = st.integers(-1, 10**12)
 _opt = st.none() | _ints

@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from impl.store.local import LocalStore
+from epochgc.impl.store.local import LocalStore
 
 
 def test_links_in_a_listing_are_refused_under_their_own_keys(tmp_path: Path) -> None:

@@ -14,14 +14,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-
-from impl.cli import main
-from impl.cluster.client import ProcClusterAccess
-from impl.cluster.demo_checks import in_use_keys
-from impl.cluster.gcround import gc_round
-from impl.cluster.local import LocalCluster
-from impl.store.local import LocalStore
-from model.keys import DATA_PREFIX
+from epochgc.impl.cli import main
+from epochgc.impl.cluster.client import ProcClusterAccess
+from epochgc.impl.cluster.demo_checks import in_use_keys
+from epochgc.impl.cluster.gcround import gc_round
+from epochgc.impl.cluster.local import LocalCluster
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import DATA_PREFIX
 
 
 def cli(*args: str) -> Any:

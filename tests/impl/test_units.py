@@ -7,22 +7,21 @@ import asyncio
 import json
 
 import pytest
-
-from impl.broker.health import ReplicaReport, health_document, health_key
-from impl.controller.epochcache import EpochCache
-from impl.controller.publisher import partitions_document
-from impl.controller.statemachine import (
+from epochgc.impl.broker.health import ReplicaReport, health_document, health_key
+from epochgc.impl.controller.epochcache import EpochCache
+from epochgc.impl.controller.publisher import partitions_document
+from epochgc.impl.controller.statemachine import (
     ControllerCommandError,
     ControllerStateMachine,
     encode_create,
     encode_mint,
 )
-from impl.gc.reports import PARTITIONS_KEY, parse_health, parse_partitions
-from impl.partition import commands as c
-from impl.partition.rwlock import EXCLUSIVE, SHARED, RWLock
-from impl.partition.statemachine import PartitionStateMachine
-from impl.raft.messages import Entry, Snapshot
-from model import partition as mp
+from epochgc.impl.gc.reports import PARTITIONS_KEY, parse_health, parse_partitions
+from epochgc.impl.partition import commands as c
+from epochgc.impl.partition.rwlock import EXCLUSIVE, SHARED, RWLock
+from epochgc.impl.partition.statemachine import PartitionStateMachine
+from epochgc.impl.raft.messages import Entry, Snapshot
+from epochgc.model import partition as mp
 
 
 @pytest.mark.parametrize(

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from model.cluster import GcEpoch, Report, gc_epoch, partition_epochs
-from model.errors import ModelError
-from model.variants import variant
+from epochgc.model.cluster import GcEpoch, Report, gc_epoch, partition_epochs
+from epochgc.model.errors import ModelError
+from epochgc.model.variants import variant
 
 
 def R(p: str, r: str, e: int | None) -> Report:

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
-
-from model.errors import ModelError
-from model.fence import SeenWindow, effective_window, fence
-from model.partition import INITIAL, PartitionState, apply_placeholder
+from epochgc.model.errors import ModelError
+from epochgc.model.fence import SeenWindow, effective_window, fence
+from epochgc.model.partition import INITIAL, PartitionState, apply_placeholder
 
 
 def _applied(*epochs: int) -> PartitionState:

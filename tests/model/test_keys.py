@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from model.errors import ModelError
-from model.keys import (
+from epochgc.model.errors import ModelError
+from epochgc.model.keys import (
     L0Key,
     epoch_collectible,
     format_key,

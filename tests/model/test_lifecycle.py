@@ -6,10 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import epochgc.model.system as ms
 import pytest
-
-import model.system as ms
-from model.system import (
+from epochgc.model.system import (
     ACCEPTED,
     DELETED,
     FENCED,
@@ -22,7 +21,7 @@ from model.system import (
     initial,
     step,
 )
-from model.variants import REFERENCE, Variant, variant
+from epochgc.model.variants import REFERENCE, Variant, variant
 
 Ops = list[tuple[str, dict[str, Any]]]
 

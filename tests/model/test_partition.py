@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
-from model.errors import ModelError
-from model.partition import (
+from epochgc.model.errors import ModelError
+from epochgc.model.partition import (
     INITIAL,
     PartitionState,
     accepts,

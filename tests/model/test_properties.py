@@ -5,14 +5,11 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from model.cluster import Report, gc_epoch, partition_epochs
-from model.fence import SeenWindow, fence
-from model.keys import format_key, gc_eligible, parse_key
-from model.logic import le_opt
-from model.partition import (
+from epochgc.model.cluster import Report, gc_epoch, partition_epochs
+from epochgc.model.fence import SeenWindow, fence
+from epochgc.model.keys import format_key, gc_eligible, parse_key
+from epochgc.model.logic import le_opt
+from epochgc.model.partition import (
     INITIAL,
     PartitionState,
     accepts,
@@ -21,7 +18,9 @@ from model.partition import (
     apply_reconciled,
     inactive_epoch,
 )
-from model.variants import VARIANTS, Variant
+from epochgc.model.variants import VARIANTS, Variant
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 SETTINGS = settings(max_examples=150, deadline=None)
 epochs = st.integers(0, 40)

@@ -9,8 +9,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
-
-from model.replay import (
+from epochgc.model.replay import (
     Replayer,
     ReplayError,
     json_equal,
@@ -19,7 +18,7 @@ from model.replay import (
     run,
     variant_from_filename,
 )
-from model.replay_cli import replay as replay_cmd
+from epochgc.model.replay_cli import replay as replay_cmd
 
 
 def _steps(*steps: dict[str, Any]) -> list[str]:
@@ -244,7 +243,7 @@ def test_library_without_click() -> None:
 def test_partition_lifecycle_ops_refuse_bad_order() -> None:
     """delete_partition twice, or create_partition on a partition that exists, is bad
     input naming the step and the field (spec/VECTORS.md)."""
-    from model.replay import Replayer, ReplayError
+    from epochgc.model.replay import Replayer, ReplayError
 
     r = Replayer()
     with pytest.raises(ReplayError, match="create_partition follows delete_partition"):

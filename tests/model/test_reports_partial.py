@@ -4,8 +4,8 @@ whose replicas has one is unlisted, and must still block the round (F4)."""
 
 from __future__ import annotations
 
-from model.system import System, initial, reports_of, round_epoch, step
-from model.variants import REFERENCE
+from epochgc.model.system import System, initial, reports_of, round_epoch, step
+from epochgc.model.variants import REFERENCE
 
 
 def _cluster() -> System:

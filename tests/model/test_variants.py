@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-
-from model.cluster import Report, gc_epoch
-from model.errors import ModelError
-from model.fence import SeenWindow, fence
-from model.partition import INITIAL, PartitionState, apply_placeholder, inactive_epoch
-from model.variants import REFERENCE, SAFE_VARIANTS, VARIANTS, variant
+from epochgc.model.cluster import Report, gc_epoch
+from epochgc.model.errors import ModelError
+from epochgc.model.fence import SeenWindow, fence
+from epochgc.model.partition import INITIAL, PartitionState, apply_placeholder, inactive_epoch
+from epochgc.model.variants import REFERENCE, SAFE_VARIANTS, VARIANTS, variant
 
 
 def _applied(*epochs: int, v: str = "reference") -> PartitionState:

@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
-from model.replay import OPS, variant_from_filename
-from model.replay_cli import replay as replay_cmd
-from model.variants import VARIANTS
+from epochgc.model.replay import OPS, variant_from_filename
+from epochgc.model.replay_cli import replay as replay_cmd
+from epochgc.model.variants import VARIANTS
 
 VECTORS = Path(__file__).resolve().parents[2] / "spec" / "vectors"
 ALL = sorted(VECTORS.rglob("*.jsonl"))

@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from model.replay import run
-from model.variants import REFERENCE, variant
-from proofs import bmc, scenarios, vectors
-from proofs.runner import task_bug, task_liveness
+from epochgc.model.replay import run
+from epochgc.model.variants import REFERENCE, variant
+from epochgc.proofs import bmc, scenarios, vectors
+from epochgc.proofs.runner import task_bug, task_liveness
 
 
 @pytest.mark.parametrize("index", range(len(scenarios.BUGS)), ids=[b.name for b in scenarios.BUGS])

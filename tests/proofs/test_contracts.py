@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
+import epochgc.model.partition as mp
 import pytest
+from epochgc.model.cluster import gc_epoch_of_valid
+from epochgc.proofs import contracts_sym, crosshair_check
 
-import model.partition as mp
-import proofs.contracts
-from model.cluster import gc_epoch_of_valid
-from proofs import contracts_sym, crosshair_check
+from epochgc import proofs
 
 
 @pytest.mark.parametrize("target", contracts_sym.TARGETS)
@@ -30,7 +30,7 @@ def _broken_reconciled(state, lrlo, lro=None):  # type: ignore[no-untyped-def]
 
 
 _broken_reconciled.__doc__ = mp.apply_reconciled.__doc__
-_broken_reconciled.__module__ = "model.partition"
+_broken_reconciled.__module__ = "epochgc.model.partition"
 _broken_reconciled.__annotations__ = mp.apply_reconciled.__annotations__
 
 
@@ -54,7 +54,7 @@ def test_broken_revision_cap_is_found(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def test_crosshair_row_is_checked_never_proved() -> None:
-    o = crosshair_check.check("proofs.contracts.capped", budget_s=0.5)
+    o = crosshair_check.check("epochgc.proofs.contracts.capped", budget_s=0.5)
     assert o.status == "checked", o.detail
     assert "bounded search" in o.detail
 
@@ -62,7 +62,7 @@ def test_crosshair_row_is_checked_never_proved() -> None:
 def test_crosshair_in_one_process_gives_each_target_its_own_row() -> None:
     """Two targets in one CrossHair process: the rows (status, conditions) of checking
     each in its own process."""
-    targets = ("proofs.contracts.capped", "model.keys.format_key")
+    targets = ("epochgc.proofs.contracts.capped", "epochgc.model.keys.format_key")
     merged = crosshair_check.check_many(targets, budget_s=0.3)
     alone = [crosshair_check.check(t, budget_s=0.3) for t in targets]
     assert [(o.name, o.status, o.paths) for o in merged] == [
@@ -75,8 +75,9 @@ def test_crosshair_lines_go_to_the_target_whose_source_holds_them() -> None:
     format_key alone; an error raised in a callee goes to the target it names, and a line
     no target can claim to all of them."""
     spans = {t: crosshair_check._span(t) for t in
-             ("model.keys.format_key", "model.keys.gc_eligible", "model.cluster.gc_epoch")}
-    f, a, _ = spans["model.keys.format_key"]
+             ("epochgc.model.keys.format_key", "epochgc.model.keys.gc_eligible",
+              "epochgc.model.cluster.gc_epoch")}
+    f, a, _ = spans["epochgc.model.keys.format_key"]
     out = "\n".join([
         f"{f}:{a + 1}: error: false when calling format_key(1)",
         "/elsewhere/x.py:3: error: ValueError when calling gc_epoch(2)",
@@ -84,8 +85,8 @@ def test_crosshair_lines_go_to_the_target_whose_source_holds_them() -> None:
     ])
     got = crosshair_check.distribute(out, spans)
     assert [len(v) for v in got.values()] == [2, 1, 2]
-    assert "format_key(1)" in got["model.keys.format_key"][0]
-    assert "gc_epoch(2)" in got["model.cluster.gc_epoch"][0]
+    assert "format_key(1)" in got["epochgc.model.keys.format_key"][0]
+    assert "gc_epoch(2)" in got["epochgc.model.cluster.gc_epoch"][0]
 
 
 def test_crosshair_finds_the_seeded_cap_break_through_the_flat_harness() -> None:

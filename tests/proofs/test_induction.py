@@ -4,10 +4,9 @@ counterexample that replays on the concrete model."""
 from __future__ import annotations
 
 import pytest
-
-from model.system import ACTIONS, INVARIANTS, holds
-from model.variants import REFERENCE, variant
-from proofs import obligations, scenarios
+from epochgc.model.system import ACTIONS, INVARIANTS, holds
+from epochgc.model.variants import REFERENCE, variant
+from epochgc.proofs import obligations, scenarios
 
 T = scenarios.INDUCTION_TEMPLATE
 
@@ -47,7 +46,7 @@ def test_watermark_from_max_fails_reports_or_safety() -> None:
 
 def _strict_offset_check(where: str, state, offset: int) -> None:  # type: ignore[no-untyped-def]
     """A seeded bug: the offset check also refuses the next legitimate offset."""
-    from model.errors import ModelError, require_int
+    from epochgc.model.errors import ModelError, require_int
 
     require_int(where, "offset", offset)
     if state.window_offset is not None and offset <= state.window_offset + 1:
@@ -56,7 +55,7 @@ def _strict_offset_check(where: str, state, offset: int) -> None:  # type: ignor
 
 @pytest.mark.parametrize("action", ["land_write", "other_write", "late_land"])
 def test_model_error_on_an_admitted_path_fails(action: str, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import model.partition
+    from epochgc import model
 
     monkeypatch.setattr(model.partition, "_check_offset", _strict_offset_check)
     out = obligations.induction(T, REFERENCE, [action])
@@ -77,8 +76,9 @@ def test_every_obligation_counts_its_paths() -> None:
 
 
 def test_an_action_never_enabled_is_vacuous(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    import model.system
-    from model.system import NotEnabled
+    from epochgc.model.system import NotEnabled
+
+    from epochgc import model
 
     def never(s, v, p, lrlo):  # type: ignore[no-untyped-def]
         raise NotEnabled("reconcile", "precondition", "never")
@@ -92,7 +92,7 @@ def test_an_action_never_enabled_is_vacuous(monkeypatch) -> None:  # type: ignor
 def test_variants_explored_jointly_keep_their_own_rows() -> None:
     """mint never reads collapse's switch, fence_write does: either way the joint
     exploration gives collapse the rows (statuses, path counts) of exploring it alone."""
-    from model.variants import VARIANTS
+    from epochgc.model.variants import VARIANTS
 
     for action in ("mint", "fence_write"):
         runs = obligations.induction_variants(T, action, [REFERENCE, VARIANTS["collapse"]])

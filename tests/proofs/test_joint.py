@@ -8,11 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 import z3
-
-from model.system import INVARIANTS, TRANSITION_INVARIANTS, holds
-from model.variants import Variant, variant
-from proofs import obligations, scenarios
-from proofs.sym import Explorer, SymBool
+from epochgc.model.system import INVARIANTS, TRANSITION_INVARIANTS, holds
+from epochgc.model.variants import Variant, variant
+from epochgc.proofs import obligations, scenarios
+from epochgc.proofs.sym import Explorer, SymBool
 
 T = scenarios.INDUCTION_TEMPLATE
 # strict with the apply-time check off: a bug that only bites with single_epoch set

@@ -3,10 +3,9 @@ formatter that drops the zero padding or a parser that accepts a longer epoch.""
 
 from __future__ import annotations
 
+import epochgc.model.keys as keys
 import pytest
-
-import model.keys as keys
-from proofs import keygrammar
+from epochgc.proofs import keygrammar
 
 
 def test_key_grammar_holds() -> None:

@@ -1,13 +1,12 @@
 """`tox -e prove-mutants`: every seeded model bug still applies to today's model (the
-mutation run itself is `python -m proofs.mutants`, too slow for the default run)."""
+mutation run itself is `python -m epochgc.proofs.mutants`, too slow for the default run)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import pytest
-
-from proofs.mutants import MUTANTS, ROOT, killing_rows, patch
+from epochgc.proofs.mutants import MUTANTS, ROOT, killing_rows, patch
 
 
 @pytest.mark.parametrize("m", MUTANTS, ids=[m.name for m in MUTANTS])

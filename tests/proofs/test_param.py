@@ -8,15 +8,14 @@ import inspect
 import textwrap
 from typing import Any
 
+import epochgc.model.system as ms
 import pytest
-
-import model.system as ms
-from model.logic import neg
-from model.system import inv_safety
-from model.variants import REFERENCE
-from proofs import bmc
-from proofs.param import correspond, prove, spec, tasks
-from proofs.param.logic import St
+from epochgc.model.logic import neg
+from epochgc.model.system import inv_safety
+from epochgc.model.variants import REFERENCE
+from epochgc.proofs import bmc
+from epochgc.proofs.param import correspond, prove, spec, tasks
+from epochgc.proofs.param.logic import St
 
 
 def _mutate_python(monkeypatch: pytest.MonkeyPatch, fn_name: str, old: str, new: str) -> None:
@@ -257,7 +256,7 @@ def test_seeded_lifecycle_formula_bug_fails(action: str, fn: Any, invariant: str
 
 
 def test_liveness_is_proved_and_the_old_rule_strands_objects(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from proofs.param import liveness
+    from epochgc.proofs.param import liveness
 
     rows = liveness.task_liveness()
     assert all(o.status in ("proved", "found") for o in rows), [
@@ -283,7 +282,7 @@ def test_python_delete_drift_is_a_disagreement(monkeypatch) -> None:  # type: ig
 def test_answer_invariant_catches_give_up_below_max(monkeypatch: pytest.MonkeyPatch) -> None:
     """I9 (issue 28): a write told failed while the window still accepts it could later be
     committed; the one-partition induction of `answer` fails on that give_up."""
-    from proofs import obligations, scenarios
+    from epochgc.proofs import obligations, scenarios
 
     rows = obligations.induction(scenarios.INDUCTION_TEMPLATE, REFERENCE, ["give_up"])
     assert next(o for o in rows if o.name == "answer preserved by give_up").status == "proved"
@@ -301,7 +300,7 @@ def test_a2_is_enforced_at_apply_and_proved(monkeypatch: pytest.MonkeyPatch) -> 
     revision) may land; the apply refuses it (the implementation's PartitionStateMachine
     does the same, and runs each incarnation as its own Raft group: see
     tests/impl/test_lifecycle_sim.py). Without the refusal the window breaks."""
-    from proofs import obligations, scenarios
+    from epochgc.proofs import obligations, scenarios
 
     s = ms.initial(1, 1, [(0, 0)], 1)
     for a, kw in (("create_partition", {"p": 0}), ("mint", {}), ("mint", {}),

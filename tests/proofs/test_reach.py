@@ -1,4 +1,4 @@
-"""proofs.reach: a counterexample to induction that is reachable is found as a short trace
+"""epochgc.proofs.reach: a counterexample to induction that is reachable is found as a short trace
 from the initial state and written as a vector; on the correct model the bounded search
 finds no trace (it proves nothing, and the runner says so)."""
 
@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import json
 
+import epochgc.model.system as system
 import pytest
-
-import model.system as system
-from model.variants import REFERENCE
-from proofs import reach, scenarios
+from epochgc.model.variants import REFERENCE
+from epochgc.proofs import reach, scenarios
 
 
 def test_no_trace_breaks_l1_on_the_model() -> None:

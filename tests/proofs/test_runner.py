@@ -8,11 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from model.system import ACTIONS
-from model.variants import variant
-from proofs import explain, obligations, runner, scenarios
-from proofs.obligations import Outcome
+from epochgc.model.system import ACTIONS
+from epochgc.model.variants import variant
+from epochgc.proofs import explain, obligations, runner, scenarios
+from epochgc.proofs.obligations import Outcome
 
 
 def test_grid_marks_each_action_and_names_the_failure() -> None:
@@ -93,8 +92,8 @@ def test_a_fresh_clone_runs_longest_first_from_the_hints() -> None:
 
 def _gc_delete_past_m(L: Any, s: Any, prm: dict[str, Any]) -> Any:
     """spec.gc_delete with its epoch check one too high (a seeded bug)."""
-    from model.system import DELETED, STORED
-    from proofs.param import spec
+    from epochgc.model.system import DELETED, STORED
+    from epochgc.proofs.param import spec
 
     o0 = prm["o"]
     guard = L.And(s.gc_set(), s.ostatus(o0) == STORED, s.oepoch(o0) <= s.gc_m() + 1)
@@ -104,7 +103,7 @@ def _gc_delete_past_m(L: Any, s: Any, prm: dict[str, Any]) -> Any:
 def test_a_failing_any_size_row_prints_its_finite_model() -> None:
     """The runner used to crash here (`explain.describe` got the finite model's dicts:
     AttributeError: 'dict' object has no attribute 'writes')."""
-    from proofs.param import prove, spec
+    from epochgc.proofs.param import prove, spec
 
     acts = dict(spec.ACTIONS)
     acts["gc_delete"] = (*acts["gc_delete"][:2], _gc_delete_past_m)
@@ -122,7 +121,7 @@ def task_failing() -> list[Outcome]:
 
 
 def task_crashing() -> list[Outcome]:
-    from model.errors import ModelError
+    from epochgc.model.errors import ModelError
 
     raise ModelError("somewhere", "field", "seeded crash")
 
@@ -172,7 +171,7 @@ def test_a_crashing_run_leaves_no_green_report(tmp_path: Path, monkeypatch: Any)
 
 
 def test_mutants_read_only_the_run_they_started(tmp_path: Path) -> None:
-    from proofs import mutants
+    from epochgc.proofs import mutants
 
     report = tmp_path / "r.json"
     _old_green(report)

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import pytest
 import z3
-
-from model.errors import ModelError
-from model.partition import PartitionState, apply_placeholder
-from proofs.sym import Explorer, SymBool, SymInt, concretize
+from epochgc.model.errors import ModelError
+from epochgc.model.partition import PartitionState, apply_placeholder
+from epochgc.proofs.sym import Explorer, SymBool, SymInt, concretize
 
 
 def _paths(fn):  # type: ignore[no-untyped-def]
@@ -139,7 +138,7 @@ def test_symbolic_bool_refuses_and_models() -> None:
 
 
 def test_dataclass_inequality_on_symbolic_states_forks() -> None:
-    from model.system import Write
+    from epochgc.model.system import Write
 
     def f(ex: Explorer) -> bool:
         a = Write(0, 0, 1, 2, ex.fresh_bool("d"))  # type: ignore[arg-type]

@@ -10,13 +10,12 @@ from typing import Any
 
 import pytest
 import z3
-
-from model.system import INVARIANTS, TRANSITION_INVARIANTS
-from model.variants import REFERENCE, variant
-from proofs import obligations, scenarios
-from proofs.obligations import _goal, _GoalMemo, fingerprint
-from proofs.sym import Explorer, SymInt
-from proofs.symstate import symbolic_system
+from epochgc.model.system import INVARIANTS, TRANSITION_INVARIANTS
+from epochgc.model.variants import REFERENCE, variant
+from epochgc.proofs import obligations, scenarios
+from epochgc.proofs.obligations import _goal, _GoalMemo, fingerprint
+from epochgc.proofs.sym import Explorer, SymInt
+from epochgc.proofs.symstate import symbolic_system
 
 
 def test_per_prefix_value_is_per_decision_prefix() -> None:
@@ -359,9 +358,9 @@ def test_fingerprint_memo_gives_the_fingerprint_of_each_state() -> None:
 
 def _explored_goal(name: str, pre: Any, post: Any, v: Any, fm: Any) -> z3.BoolRef:
     """`_goal` without its no-branch fast path: every leaf explored and joined."""
-    from model.logic import neg
-    from model.system import mono_fresh_m
-    from proofs.sym import SymBool, conj, disj
+    from epochgc.model.logic import neg
+    from epochgc.model.system import mono_fresh_m
+    from epochgc.proofs.sym import SymBool, conj, disj
 
     def goal(_: Any) -> Any:
         if name in INVARIANTS:
@@ -393,7 +392,7 @@ def test_unbranched_goal_is_the_explored_goal(cached: bool) -> None:
 
 
 def test_unbranched_refuses_a_branch() -> None:
-    from proofs.sym import Branches, SymBool, unbranched
+    from epochgc.proofs.sym import Branches, SymBool, unbranched
 
     x = SymBool(z3.Bool("x"))
     with pytest.raises(Branches):
@@ -405,7 +404,7 @@ def test_a_goal_that_cannot_be_evaluated_counts_as_violated(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """A ModelError while evaluating an obligation is a violation, on the fast path (no
     branch before it) as on an explored leaf (after a branch)."""
-    from model.errors import ModelError
+    from epochgc.model.errors import ModelError
 
     a, b = _two_states()
 

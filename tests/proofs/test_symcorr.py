@@ -7,12 +7,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+import epochgc.model.system as system
 import pytest
-
-import model.system as system
-from model.cluster import Report
-from model.system import System
-from proofs.param import spec, symcorr
+from epochgc.model.cluster import Report
+from epochgc.model.system import System
+from epochgc.proofs.param import spec, symcorr
 
 SHAPES = dict(symcorr.shapes())
 SMALL = "1p2r:0|0"  # one partition, two replicas, two objects of one write each
@@ -70,7 +69,7 @@ def test_min_over_replicas_fails(monkeypatch: Any) -> None:
             best[r.partition] = r.inactive_epoch if old is None else min(old, r.inactive_epoch)
         return best
 
-    monkeypatch.setattr("model.cluster.partition_epochs", partition_epochs)
+    monkeypatch.setattr("epochgc.model.cluster.partition_epochs", partition_epochs)
     r = symcorr.check_action("gc_compute", SMALL, _shape(), mode="fo")
     assert r.failure.startswith("formula step python lands elsewhere: gc_compute"), r.failure
     assert "gc_m:" in r.failure

@@ -4,11 +4,8 @@ invariants along random runs (a cheap cross-check of what the proofs cover)."""
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from model.errors import ModelError
-from model.system import (
+from epochgc.model.errors import ModelError
+from epochgc.model.system import (
     ACCEPTED,
     ACTIONS,
     DELETED,
@@ -21,7 +18,9 @@ from model.system import (
     initial,
     step,
 )
-from model.variants import REFERENCE
+from epochgc.model.variants import REFERENCE
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 
 def _run(ops: list[tuple[str, dict]]):  # type: ignore[no-untyped-def]

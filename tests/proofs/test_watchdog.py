@@ -12,8 +12,7 @@ from typing import Any
 
 import pytest
 import z3
-
-from proofs.sym import _CTX, WATCHDOG, Explorer, SolverUnknown, SymInt
+from epochgc.proofs.sym import _CTX, WATCHDOG, Explorer, SolverUnknown, SymInt
 
 SAFETY_NET_S = 10.0
 
@@ -59,7 +58,7 @@ def test_the_explorer_reports_a_stopped_check_as_unknown() -> None:
 
 
 def _hard_sym(x: SymInt, y: SymInt, z: SymInt) -> Any:
-    from proofs.sym import SymBool
+    from epochgc.proofs.sym import SymBool
     return SymBool(_hard(x.expr, y.expr, z.expr))
 
 

@@ -36,13 +36,14 @@ import argparse
 import contextlib
 import enum
 import os
+import re
 import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-from impl.raft.crashstates import (
+from epochgc.impl.raft.crashstates import (
     CrashPoint,
     Fault,
     FaultKind,
@@ -55,12 +56,12 @@ from impl.raft.crashstates import (
     crash_points,
     image_ops,
 )
-from impl.raft.disklog import DiskStorage
-from impl.raft.fileio import make_dirs_durable
-from impl.raft.groupcommit import GroupCommit
-from impl.raft.identity import ensure_identity
-from impl.raft.messages import Entry, HardState, InitialState, Snapshot
-from impl.raft.storage import MemStorage, StorageFailed, sync_all
+from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.fileio import make_dirs_durable
+from epochgc.impl.raft.groupcommit import GroupCommit
+from epochgc.impl.raft.identity import ensure_identity
+from epochgc.impl.raft.messages import Entry, HardState, InitialState, Snapshot
+from epochgc.impl.raft.storage import MemStorage, StorageFailed, sync_all
 
 ROOT = "/data"  # exists (durable) before every workload
 NODE = "/data/n1"
@@ -837,7 +838,7 @@ MUTANTS = [
 
 def mutant_storage(m: Mutant) -> type[DiskStorage]:
     """DiskStorage of a copy of impl/raft/disklog.py with the mutant's change."""
-    import impl.raft.disklog as disklog
+    import epochgc.impl.raft.disklog as disklog
 
     with open(disklog.__file__, encoding="utf-8") as f:
         src = f.read()
@@ -861,7 +862,9 @@ def _storage_from(src: str, tag: str) -> type[DiskStorage]:
     import sys as _sys
     import types
 
-    name = f"impl.raft._disklog_{tag}"
+    name = f"epochgc.impl.raft._disklog_{tag}"
+    # Code of a revision before the one import namespace imports `impl.`: the same modules.
+    src = re.sub(r"^([ \t]*from )(impl|model)\b", r"\1epochgc.\2", src, flags=re.M)
     mod = types.ModuleType(name)
     _sys.modules[name] = mod  # dataclasses look their module up
     exec(compile(src, f"<disklog {tag}>", "exec"), mod.__dict__)

@@ -273,7 +273,7 @@ def run(m: Mutant) -> tuple[bool, str]:
     with tempfile.TemporaryDirectory(prefix="disklog-mutant-") as tmp:
         d = Path(tmp)
         ignore = shutil.ignore_patterns("__pycache__", ".pytest_cache")
-        for part in ("impl", "tests", "model"):
+        for part in ("epochgc", "impl", "tests", "model"):
             if (ROOT / part).is_dir():
                 shutil.copytree(ROOT / part, d / part, ignore=ignore)
         shutil.copy(ROOT / "pyproject.toml", d / "pyproject.toml")

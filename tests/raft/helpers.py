@@ -7,10 +7,10 @@ import contextlib
 import random
 from collections.abc import Callable, Iterator
 
-from impl.raft.messages import Entry, HardState, InitialState, Message, MsgType, Snapshot
-from impl.raft.node import Config, ProposalRefused, RaftNode, Ready
-from impl.raft.sim import Faults, Simulator
-from impl.raft.storage import MemStorage
+from epochgc.impl.raft.messages import Entry, HardState, InitialState, Message, MsgType, Snapshot
+from epochgc.impl.raft.node import Config, ProposalRefused, RaftNode, Ready
+from epochgc.impl.raft.sim import Faults, Simulator
+from epochgc.impl.raft.storage import MemStorage
 
 CFG = Config(election_tick=10, heartbeat_tick=1, pre_vote=True, check_quorum=True)
 

@@ -6,8 +6,8 @@ built from scratch after every event."""
 from __future__ import annotations
 
 import pytest
+from epochgc.impl.raft.sim import Simulator, replica_key
 
-from impl.raft.sim import Simulator, replica_key
 from tests.raft.helpers import faulty_run
 
 

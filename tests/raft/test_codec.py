@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-from impl.raft.codec import (
+from epochgc.impl.raft.codec import (
     CodecError,
     decode_entry,
     decode_hard_state,
@@ -17,7 +14,9 @@ from impl.raft.codec import (
     encode_message,
     encode_snapshot,
 )
-from impl.raft.messages import Entry, HardState, Message, MsgType, Snapshot
+from epochgc.impl.raft.messages import Entry, HardState, Message, MsgType, Snapshot
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 U64 = st.integers(min_value=0, max_value=2**64 - 1)
 ENTRY = st.builds(

@@ -7,8 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
-
-from impl.raft.crashstates import (
+from epochgc.impl.raft.crashstates import (
     SECTOR,
     Fault,
     FaultKind,
@@ -19,9 +18,10 @@ from impl.raft.crashstates import (
     crash_images,
     crash_points,
 )
-from impl.raft.disklog import DiskStorage
-from impl.raft.fileio import FileIO
-from impl.raft.messages import Entry, HardState
+from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.fileio import FileIO
+from epochgc.impl.raft.messages import Entry, HardState
+
 from tests.raft import crashexplore as cx
 
 DEEP = os.environ.get("EPOCHGC_CRASHSTATES_DEEP") == "1"

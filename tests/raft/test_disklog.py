@@ -9,12 +9,11 @@ import zlib
 from pathlib import Path
 
 import pytest
+from epochgc.impl.raft.disklog import MAGIC, DiskStorage, atomic_write
+from epochgc.impl.raft.messages import Entry, HardState, Snapshot
+from epochgc.impl.raft.storage import StorageCorruption, StorageFailed
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from impl.raft.disklog import MAGIC, DiskStorage, atomic_write
-from impl.raft.messages import Entry, HardState, Snapshot
-from impl.raft.storage import StorageCorruption, StorageFailed
 
 
 def ents(lo: int, hi: int, term: int = 1, size: int = 10) -> list[Entry]:

@@ -15,10 +15,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-
-from impl.raft.disklog import DiskStorage
-from impl.raft.messages import Entry, HardState, InitialState, Snapshot
-from impl.raft.storage import StorageCorruption
+from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.messages import Entry, HardState, InitialState, Snapshot
+from epochgc.impl.raft.storage import StorageCorruption
 
 KIND_ENTRY, KIND_STATE = 1, 3
 

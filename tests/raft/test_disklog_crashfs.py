@@ -9,8 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
-
-from impl.raft.fileio import CrashFS
+from epochgc.impl.raft.fileio import CrashFS
 
 
 def _append(fs: CrashFS, path: Path, data: bytes, create: bool = False) -> int:

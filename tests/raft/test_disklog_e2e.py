@@ -8,10 +8,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from impl.raft.disklog import DiskStorage
-from impl.raft.host import MultiRaftHost
-from impl.raft.messages import Entry, Message, Snapshot
-from impl.raft.node import Config
+from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.host import MultiRaftHost
+from epochgc.impl.raft.messages import Entry, Message, Snapshot
+from epochgc.impl.raft.node import Config
 
 CFG = Config(election_tick=5, heartbeat_tick=1)
 

@@ -20,10 +20,9 @@ import tempfile
 from dataclasses import dataclass, field
 
 import pytest
-
-from impl.raft.disklog import DiskStorage
-from impl.raft.fileio import CrashFS
-from impl.raft.messages import Entry, HardState, InitialState, Snapshot
+from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.fileio import CrashFS
+from epochgc.impl.raft.messages import Entry, HardState, InitialState, Snapshot
 
 PROGRAMS = int(os.environ.get("EPOCHGC_DISK_FUZZ", "300"))
 STEPS = 60

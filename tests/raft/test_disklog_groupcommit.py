@@ -9,14 +9,13 @@ import random
 from pathlib import Path
 
 import pytest
-
-from impl.raft.disklog import DiskStorage
-from impl.raft.fileio import CrashFS
-from impl.raft.groupcommit import GroupCommit, syncfs, syncfs_usable
-from impl.raft.host import MultiRaftHost
-from impl.raft.messages import Entry, Snapshot
-from impl.raft.node import Config
-from impl.raft.storage import StorageFailed, sync_all
+from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.fileio import CrashFS
+from epochgc.impl.raft.groupcommit import GroupCommit, syncfs, syncfs_usable
+from epochgc.impl.raft.host import MultiRaftHost
+from epochgc.impl.raft.messages import Entry, Snapshot
+from epochgc.impl.raft.node import Config
+from epochgc.impl.raft.storage import StorageFailed, sync_all
 
 GROUPS = 16
 

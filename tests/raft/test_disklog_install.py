@@ -8,11 +8,10 @@ import random
 from pathlib import Path
 
 import pytest
-
-from impl.raft.disklog import DiskStorage
-from impl.raft.fileio import CrashFS
-from impl.raft.messages import Entry, HardState, Snapshot
-from impl.raft.storage import StorageFailed
+from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.fileio import CrashFS
+from epochgc.impl.raft.messages import Entry, HardState, Snapshot
+from epochgc.impl.raft.storage import StorageFailed
 
 
 def ents(lo: int, hi: int, term: int = 1) -> list[Entry]:

@@ -14,10 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from impl.raft.disklog import DiskStorage
-from impl.raft.kv import OP_PUT, ST_OK, KVClient, decode_command
-from impl.raft.proc_cluster import free_ports
+from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.kv import OP_PUT, ST_OK, KVClient, decode_command
+from epochgc.impl.raft.proc_cluster import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,7 +34,7 @@ def test_write_failure_stops_the_process_and_every_ack_is_on_disk(tmp_path: Path
         [
             sys.executable,
             "-m",
-            "impl.raft.node_main",
+            "epochgc.impl.raft.node_main",
             "--id",
             "1",
             "--peers",

@@ -11,11 +11,10 @@ import zlib
 from pathlib import Path
 
 import pytest
-
-from impl.raft.disklog import QUARANTINE, DiskStorage
-from impl.raft.fileio import SECTOR, CrashFS, OsFileIO
-from impl.raft.messages import Entry, HardState, Snapshot
-from impl.raft.storage import StorageCorruption
+from epochgc.impl.raft.disklog import QUARANTINE, DiskStorage
+from epochgc.impl.raft.fileio import SECTOR, CrashFS, OsFileIO
+from epochgc.impl.raft.messages import Entry, HardState, Snapshot
+from epochgc.impl.raft.storage import StorageCorruption
 
 
 def ents(lo: int, hi: int, term: int = 1, size: int = 10) -> list[Entry]:

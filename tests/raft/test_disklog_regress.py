@@ -7,14 +7,13 @@ import random
 from pathlib import Path
 
 import pytest
-
-from impl.raft.disklog import DiskStorage
-from impl.raft.fileio import CrashFS
-from impl.raft.host import MultiRaftHost
-from impl.raft.messages import Entry, HardState, Message, MsgType, Snapshot
-from impl.raft.node import Config
-from impl.raft.raftlog import LogInvariantError, RaftLog
-from impl.raft.storage import MemStorage, StorageCorruption, StorageFailed
+from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.fileio import CrashFS
+from epochgc.impl.raft.host import MultiRaftHost
+from epochgc.impl.raft.messages import Entry, HardState, Message, MsgType, Snapshot
+from epochgc.impl.raft.node import Config
+from epochgc.impl.raft.raftlog import LogInvariantError, RaftLog
+from epochgc.impl.raft.storage import MemStorage, StorageCorruption, StorageFailed
 
 RECORD = 12 + 1 + 24 + 10  # record header, kind, entry header, 10 data bytes
 

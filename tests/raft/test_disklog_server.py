@@ -8,16 +8,15 @@ import asyncio
 from pathlib import Path
 
 import pytest
-
-from impl.raft.disklog import DiskStorage
-from impl.raft.fileio import CrashFS
-from impl.raft.groupcommit import GroupCommit
-from impl.raft.kv import OP_PUT, KVStateMachine, encode_command
-from impl.raft.node import Config
-from impl.raft.proc_cluster import free_ports
-from impl.raft.server import RaftServer
-from impl.raft.storage import StorageFailed
-from impl.raft.transport import TransportConfig
+from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.fileio import CrashFS
+from epochgc.impl.raft.groupcommit import GroupCommit
+from epochgc.impl.raft.kv import OP_PUT, KVStateMachine, encode_command
+from epochgc.impl.raft.node import Config
+from epochgc.impl.raft.proc_cluster import free_ports
+from epochgc.impl.raft.server import RaftServer
+from epochgc.impl.raft.storage import StorageFailed
+from epochgc.impl.raft.transport import TransportConfig
 
 CFG = Config(election_tick=10, heartbeat_tick=1)
 GROUPS = (1, 2)

@@ -12,11 +12,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-from impl.raft.disklog import FORMAT, MAGIC, QUARANTINE, DiskStorage
-from impl.raft.fileio import CrashFS
-from impl.raft.messages import Entry, HardState
-from impl.raft.storage import StorageFailed
+from epochgc.impl.raft.disklog import FORMAT, MAGIC, QUARANTINE, DiskStorage
+from epochgc.impl.raft.fileio import CrashFS
+from epochgc.impl.raft.messages import Entry, HardState
+from epochgc.impl.raft.storage import StorageFailed
 
 FIXTURES = Path(__file__).parent / "fixtures" / "format3"
 # What the format-3 code recovered from each fixture: hard state, snapshot index, entries.

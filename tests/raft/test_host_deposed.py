@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import random
 
-from impl.raft.host import MultiRaftHost, Overwritten, ProposalFailed
-from impl.raft.messages import ENTRY_NORMAL, Entry, Message, MsgType, Snapshot
-from impl.raft.node import Config
-from impl.raft.storage import MemStorage
+from epochgc.impl.raft.host import MultiRaftHost, Overwritten, ProposalFailed
+from epochgc.impl.raft.messages import ENTRY_NORMAL, Entry, Message, MsgType, Snapshot
+from epochgc.impl.raft.node import Config
+from epochgc.impl.raft.storage import MemStorage
 
 G = 1
 

@@ -7,16 +7,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from impl.raft.identity import (
+from epochgc.impl.raft.identity import (
     IDENTITY_FILE,
     IdentityMismatch,
     IdentityUnreadable,
     ensure_identity,
 )
-from impl.raft.node import Config
-from impl.raft.server import RaftServer
-from impl.raft.transport import TransportConfig
+from epochgc.impl.raft.node import Config
+from epochgc.impl.raft.server import RaftServer
+from epochgc.impl.raft.transport import TransportConfig
 
 
 def test_first_start_writes_the_identity_and_later_starts_check_it(tmp_path: Path) -> None:

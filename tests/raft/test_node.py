@@ -6,9 +6,8 @@ from __future__ import annotations
 import random
 
 import pytest
-
-from impl.raft.messages import HardState, InitialState, Message, MsgType, Snapshot
-from impl.raft.node import (
+from epochgc.impl.raft.messages import HardState, InitialState, Message, MsgType, Snapshot
+from epochgc.impl.raft.node import (
     Config,
     NotLeader,
     RaftNode,
@@ -16,6 +15,7 @@ from impl.raft.node import (
     TermMismatch,
     TransferInProgress,
 )
+
 from tests.raft.helpers import CFG, Cluster, log_of
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from impl.raft.kv import OP_GET, OP_PUT, ST_OK, KVClient
-from impl.raft.proc_cluster import ProcCluster
+from epochgc.impl.raft.kv import OP_GET, OP_PUT, ST_OK, KVClient
+from epochgc.impl.raft.proc_cluster import ProcCluster
 
 
 async def read_back(c: ProcCluster, acked: dict[bytes, bytes]) -> None:

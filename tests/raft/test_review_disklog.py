@@ -12,8 +12,7 @@ import zlib
 from pathlib import Path
 
 import pytest
-
-from impl.raft.crashstates import (
+from epochgc.impl.raft.crashstates import (
     Image,
     Model,
     RecordingFS,
@@ -21,9 +20,9 @@ from impl.raft.crashstates import (
     crash_points,
     image_ops,
 )
-from impl.raft.disklog import QUARANTINE, DiskStorage
-from impl.raft.messages import Entry, HardState, Snapshot
-from impl.raft.storage import StorageCorruption
+from epochgc.impl.raft.disklog import QUARANTINE, DiskStorage
+from epochgc.impl.raft.messages import Entry, HardState, Snapshot
+from epochgc.impl.raft.storage import StorageCorruption
 
 FIXTURES = Path(__file__).parent / "fixtures" / "format3"
 
@@ -484,7 +483,7 @@ def test_every_format3_crash_image_the_format3_code_starts_starts_after_the_upgr
 
 
 def test_identity_file_edited_or_damaged_is_refused(tmp_path: Path) -> None:
-    from impl.raft.identity import (
+    from epochgc.impl.raft.identity import (
         IDENTITY_FILE,
         IdentityMismatch,
         IdentityUnreadable,
@@ -508,7 +507,7 @@ def test_identity_file_deleted_is_refused(tmp_path: Path) -> None:
     """With the file gone, a data directory full of format-4 groups (so not one of an older
     version) is refused: a directory copied from node 2, its identity file left behind, would
     otherwise start as node 1 with node 2's votes (the old code adopted identity 1)."""
-    from impl.raft.identity import IDENTITY_FILE, IdentityMissing, ensure_identity
+    from epochgc.impl.raft.identity import IDENTITY_FILE, IdentityMissing, ensure_identity
 
     d = tmp_path / "n2"
     ensure_identity(str(d), "c", 2)
@@ -523,7 +522,7 @@ def test_identity_file_deleted_is_refused(tmp_path: Path) -> None:
 def test_identity_file_missing_in_a_format3_directory_is_adopted(tmp_path: Path) -> None:
     """A data directory of the previous version (format 3, written before identity files)
     adopts the identity it is first started with, and keeps it."""
-    from impl.raft.identity import ensure_identity
+    from epochgc.impl.raft.identity import ensure_identity
 
     d = tmp_path / "n1"
     shutil.copytree(FIXTURES / "g3", d / "g3")

@@ -7,13 +7,12 @@ import asyncio
 from pathlib import Path
 
 import pytest
-
-from impl.raft.host import LeadershipLost
-from impl.raft.kv import OP_GET, OP_PUT, KVStateMachine, encode_command
-from impl.raft.node import Config, NotLeader, TermMismatch
-from impl.raft.proc_cluster import free_ports
-from impl.raft.server import RaftServer
-from impl.raft.transport import TransportConfig
+from epochgc.impl.raft.host import LeadershipLost
+from epochgc.impl.raft.kv import OP_GET, OP_PUT, KVStateMachine, encode_command
+from epochgc.impl.raft.node import Config, NotLeader, TermMismatch
+from epochgc.impl.raft.proc_cluster import free_ports
+from epochgc.impl.raft.server import RaftServer
+from epochgc.impl.raft.transport import TransportConfig
 
 GROUPS = (1, 2, 3, 4)
 CFG = Config(election_tick=10, heartbeat_tick=1)

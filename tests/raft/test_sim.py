@@ -10,13 +10,12 @@ import random
 from functools import partial
 
 import pytest
-
-from impl.raft.host import Proposal
-from impl.raft.invariants import InvariantChecker, InvariantViolation
-from impl.raft.messages import Entry
-from impl.raft.node import Config, ProposalRefused, Role
-from impl.raft.sim import Faults, Simulator
-from impl.raft.storage import MemStorage
+from epochgc.impl.raft.host import Proposal
+from epochgc.impl.raft.invariants import InvariantChecker, InvariantViolation
+from epochgc.impl.raft.messages import Entry
+from epochgc.impl.raft.node import Config, ProposalRefused, Role
+from epochgc.impl.raft.sim import Faults, Simulator
+from epochgc.impl.raft.storage import MemStorage
 
 DEEP = os.environ.get("EPOCHGC_DEEP") == "1"
 
@@ -231,7 +230,7 @@ def test_per_event_check_sees_a_bug_at_the_event_that_makes_it(
     """The per-event check compares only the groups given an input since the last check (and
     skips unchanged ones): a follower whose commit index goes back on a message, in one of
     two groups, fails the check after that very delivery."""
-    from impl.raft import node as raft_node
+    from epochgc.impl.raft import node as raft_node
 
     s = Simulator(3, seed=3, groups=(1, 2))
     assert s.run_until(lambda: s.leader(2) is not None, 5000)
@@ -290,8 +289,8 @@ def test_leader_change_callback_and_prompt_failure_on_check_quorum_stepdown() ->
 
 
 def test_application_groups_added_on_start_survive_restarts() -> None:
-    from impl.raft.host import MultiRaftHost
-    from impl.raft.kv import OP_PUT, KVStateMachine, encode_command
+    from epochgc.impl.raft.host import MultiRaftHost
+    from epochgc.impl.raft.kv import OP_PUT, KVStateMachine, encode_command
 
     sms: dict[int, KVStateMachine] = {}
     types: list[int] = []
@@ -332,8 +331,8 @@ def test_event_counts_by_kind_match_the_events_processed() -> None:
     ticks of an old incarnation count as neither)."""
     from collections import Counter
 
-    from impl.raft.codec import decode_message
-    from impl.raft.sim import _DELIVER, _FLUSH, _TICK
+    from epochgc.impl.raft.codec import decode_message
+    from epochgc.impl.raft.sim import _DELIVER, _FLUSH, _TICK
 
     s = Simulator(3, seed=5, groups=(1, 2),
                   faults=Faults(drop=0.1, duplicate=0.1, reorder=0.1, batch=0.3))

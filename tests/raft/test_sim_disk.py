@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.invariants import InvariantViolation
+from epochgc.impl.raft.messages import Entry, HardState, Snapshot
+from epochgc.impl.raft.node import Config, ProposalRefused
+from epochgc.impl.raft.sim import Faults, RestartRefused, Simulator
 
-from impl.raft.disklog import DiskStorage
-from impl.raft.invariants import InvariantViolation
-from impl.raft.messages import Entry, HardState, Snapshot
-from impl.raft.node import Config, ProposalRefused
-from impl.raft.sim import Faults, RestartRefused, Simulator
 from tests.raft.test_sim import converge, random_config
 
 DEEP = os.environ.get("EPOCHGC_DEEP") == "1"

@@ -13,11 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-
-from impl.raft import sim as simmod
-from impl.raft.invariants import InvariantChecker
-from impl.raft.messages import Entry, Message, MsgType, Snapshot
-from impl.raft.sim import Faults, Simulator
+from epochgc.impl.raft import sim as simmod
+from epochgc.impl.raft.invariants import InvariantChecker
+from epochgc.impl.raft.messages import Entry, Message, MsgType, Snapshot
+from epochgc.impl.raft.sim import Faults, Simulator
 
 
 class _Unbuffered(Simulator):

@@ -7,12 +7,12 @@ from __future__ import annotations
 import contextlib
 import os
 
+from epochgc.impl.raft.node import ProposalRefused
+from epochgc.impl.raft.sim import Faults, Simulator
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from impl.raft.node import ProposalRefused
-from impl.raft.sim import Faults, Simulator
 from tests.raft.test_sim import converge
 
 DEEP = os.environ.get("EPOCHGC_DEEP") == "1"

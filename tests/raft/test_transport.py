@@ -9,10 +9,9 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
-
-from impl.raft.messages import Message, MsgType
-from impl.raft.proc_cluster import free_ports
-from impl.raft.transport import (
+from epochgc.impl.raft.messages import Message, MsgType
+from epochgc.impl.raft.proc_cluster import free_ports
+from epochgc.impl.raft.transport import (
     _HELLO,
     KIND_BATCH,
     KIND_HELLO,
@@ -189,7 +188,7 @@ def test_impersonated_sender_is_malformed() -> None:
         _, b, _, got_b = pair()
         await b.start()
         try:
-            from impl.raft.codec import encode_message
+            from epochgc.impl.raft.codec import encode_message
 
             reader, writer = await raw_handshake(b.port, 1)
             payload = encode_message(hb(3, 2))  # claims to come from node 3
@@ -245,7 +244,7 @@ def test_node_process_refuses_non_loopback_bind_without_secret(tmp_path: Path) -
         [
             sys.executable,
             "-m",
-            "impl.raft.node_main",
+            "epochgc.impl.raft.node_main",
             "--id",
             "1",
             "--peers",

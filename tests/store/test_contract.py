@@ -8,10 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
-from impl.store.base import ObjectStore, StoreError
-from impl.store.local import LocalStore
-from impl.store.s3 import S3Store
+from epochgc.impl.store.base import ObjectStore, StoreError
+from epochgc.impl.store.local import LocalStore
+from epochgc.impl.store.s3 import S3Store
 
 
 @pytest.fixture(params=["local", "s3"])

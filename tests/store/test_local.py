@@ -6,9 +6,8 @@ import os
 from pathlib import Path
 
 import pytest
-
-from impl.store.base import StoreError
-from impl.store.local import LocalStore
+from epochgc.impl.store.base import StoreError
+from epochgc.impl.store.local import LocalStore
 
 
 def test_missing_root_is_a_clear_error(tmp_path: Path) -> None:

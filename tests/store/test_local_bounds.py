@@ -9,9 +9,8 @@ import threading
 from pathlib import Path
 
 import pytest
-
-from impl.store.base import StoreError
-from impl.store.local import LocalStore
+from epochgc.impl.store.base import StoreError
+from epochgc.impl.store.local import LocalStore
 
 EPOCH_DIR = "level_zero/data/999/000000000000000050/"
 _HANG_LIMIT_S = 60.0  # a bound for a hung call (it takes milliseconds), not a timing test

@@ -8,9 +8,8 @@ import os
 from pathlib import Path
 
 import pytest
-
-from impl.store.base import StoreError
-from impl.store.local import LocalStore
+from epochgc.impl.store.base import StoreError
+from epochgc.impl.store.local import LocalStore
 
 EPOCH5 = "000000000000000005"
 

@@ -5,9 +5,8 @@ from __future__ import annotations
 import pickle
 
 import pytest
-
-from impl.store.base import StoreError
-from impl.store.s3 import S3Store
+from epochgc.impl.store.base import StoreError
+from epochgc.impl.store.s3 import S3Store
 
 pytestmark = pytest.mark.s3
 

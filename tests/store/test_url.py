@@ -5,11 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
-from impl.store.base import StoreError
-from impl.store.local import LocalStore
-from impl.store.s3 import S3Store
-from impl.store.url import StoreSpec, open_store, parse_store_url
+from epochgc.impl.store.base import StoreError
+from epochgc.impl.store.local import LocalStore
+from epochgc.impl.store.s3 import S3Store
+from epochgc.impl.store.url import StoreSpec, open_store, parse_store_url
 
 
 def test_plain_path_and_file_url(tmp_path: Path) -> None:

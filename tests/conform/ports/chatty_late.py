@@ -3,7 +3,7 @@ next line has arrived (so no wait by the driver can see it before it sends that 
 
 import sys
 
-from model.port import Session, answer_line, read_request
+from epochgc.model.port import Session, answer_line, read_request
 
 session = Session()
 owed: str | None = None

@@ -2,7 +2,7 @@
 
 import sys
 
-from model.port import Session, answer_line, read_request
+from epochgc.model.port import Session, answer_line, read_request
 
 session = Session()
 for raw in sys.stdin:

@@ -3,8 +3,8 @@ so a fence after re-creation still trusts the old incarnation's window (spec R32
 
 from dataclasses import replace
 
-from model import port, replay
-from model.replay import INITIAL
+from epochgc.model import port, replay
+from epochgc.model.replay import INITIAL
 
 _real = replay.OPS["delete_partition"]
 

@@ -3,7 +3,7 @@ reconciling exactly up to the window's first placeholder leaves M(p) behind (spe
 
 from dataclasses import replace
 
-from model import port, replay
+from epochgc.model import port, replay
 
 _real = replay.apply_reconciled
 

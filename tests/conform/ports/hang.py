@@ -3,7 +3,7 @@
 import sys
 import time
 
-from model.port import Session, answer_line, read_request
+from epochgc.model.port import Session, answer_line, read_request
 
 session = Session()
 for raw in sys.stdin:

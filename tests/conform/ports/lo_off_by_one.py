@@ -1,8 +1,8 @@
 """Planted bug: the fence's lower end is exclusive (`epoch > lo`), so an epoch equal to the
 window's lower end is refused while the window is wider than one epoch (spec R11)."""
 
-from model import port, replay
-from model.fence import FenceResult
+from epochgc.model import port, replay
+from epochgc.model.fence import FenceResult
 
 _real = replay.fence
 

@@ -3,7 +3,7 @@ a malformed key gets an epoch and can be collected (spec R20-R21)."""
 
 import re
 
-from model import keys, port
+from epochgc.model import keys, port
 
 keys._KEY = re.compile(r"level_zero/data/([0-9]+)/([0-9]+)/(.+)")
 port.main()

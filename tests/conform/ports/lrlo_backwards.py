@@ -3,7 +3,7 @@ old and new, so LRLO can move backwards (spec R5)."""
 
 from dataclasses import replace
 
-from model import port, replay
+from epochgc.model import port, replay
 
 _real = replay.apply_reconciled
 

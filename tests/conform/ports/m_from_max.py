@@ -3,7 +3,7 @@ spec R14)."""
 
 from dataclasses import replace
 
-from model import port, replay
+from epochgc.model import port, replay
 
 _real = replay.inactive_epoch
 

@@ -2,7 +2,7 @@
 name instead of in snapshot order (spec/VECTORS.md, Results: `missing` is in snapshot order).
 The shipped vectors pin the order for two missing partitions only, so only generation finds it."""
 
-from model import cluster, port
+from epochgc.model import cluster, port
 
 _real = cluster.partition_epochs
 

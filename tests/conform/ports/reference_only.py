@@ -4,7 +4,7 @@ so `epochgc conform` must skip those vector files, not fail them."""
 import json
 import sys
 
-from model.port import Session, answer_line, read_request
+from epochgc.model.port import Session, answer_line, read_request
 
 session = Session()
 for raw in sys.stdin:

@@ -3,7 +3,7 @@ the GC round (F4; spec R17)."""
 
 from dataclasses import replace
 
-from model import cluster, port
+from epochgc.model import cluster, port
 
 _real = cluster.gc_epoch
 

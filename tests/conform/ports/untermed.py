@@ -3,7 +3,7 @@ an older term (F2; spec R9)."""
 
 from dataclasses import replace
 
-from model import port, replay
+from epochgc.model import port, replay
 
 _real = replay.fence
 
