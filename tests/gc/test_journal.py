@@ -123,3 +123,20 @@ def test_a_task_starts_no_batch_once_stop_is_written(tmp_path: Path) -> None:
     assert stats.stopped == 1 and stats.deleted == 2
     assert set(read_journal(store, JOURNAL).deleted) == {"k/0", "k/1"}
     assert [o.key for o in store.list_all("k/")] == keys[2:]
+
+
+def test_the_deadline_requests_the_stop() -> None:
+    from impl.gc.errors import GcError
+    from impl.gc.job import GcOptions
+    from impl.gc.stop import RoundStop, deadline_timer
+    from impl.gc.summary import GcSummary
+
+    stop = RoundStop()
+    deadline_timer(stop, 0.01).join()  # the timer thread has run: no timing assumption
+    assert stop.reason == "deadline"
+    stop.request("SIGINT")  # the first reason is kept
+    assert stop.reason == "deadline"
+    assert GcSummary(interrupted="deadline").exit_code == 1
+    assert GcSummary(interrupted="SIGTERM").exit_code == 143
+    with pytest.raises(GcError, match="deadline must be > 0"):
+        GcOptions(deadline_s=0).validate()
