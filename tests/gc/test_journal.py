@@ -126,10 +126,10 @@ def test_a_task_starts_no_batch_once_stop_is_written(tmp_path: Path) -> None:
 
 
 def test_the_deadline_requests_the_stop() -> None:
-    from impl.gc.errors import GcError
-    from impl.gc.job import GcOptions
-    from impl.gc.stop import RoundStop, deadline_timer
-    from impl.gc.summary import GcSummary
+    from epochgc.impl.gc.errors import GcError
+    from epochgc.impl.gc.job import GcOptions
+    from epochgc.impl.gc.stop import RoundStop, deadline_timer
+    from epochgc.impl.gc.summary import GcSummary
 
     stop = RoundStop()
     deadline_timer(stop, 0.01).join()  # the timer thread has run: no timing assumption
