@@ -157,8 +157,8 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
 @click.option(
     "--tasks",
     type=click.IntRange(1, 1000),
-    help="Spark tasks for the 1000 prefixes (default one per core; on a cluster 2-4 per "
-    "core evens out stragglers).",
+    help="Spark tasks for the 1000 prefixes (default 20, one per 50 prefixes; on a cluster "
+    "2-4 per core evens out stragglers).",
 )
 @click.option(
     "--delete-concurrency",
@@ -196,6 +196,8 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
 )
 @click.option("--pushgateway", metavar="HOST:PORT", help="Push Prometheus metrics here.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
+@click.option("--spark-log", is_flag=True,
+              help="Keep Spark's own console log (default: its errors only).")
 @click.option("--now", type=_UnixTime(), hidden=True, help="Wall clock override (tests).")
 @click.option(
     "--i-know-now-is-ahead",
@@ -226,6 +228,7 @@ def gc(
     metrics_file: str | None,
     pushgateway: str | None,
     quiet: bool,
+    spark_log: bool,
     now: float | None,
     now_ahead: bool,
 ) -> None:
@@ -270,10 +273,11 @@ def gc(
             click.echo(msg, err=True)
 
     def session() -> Any:
-        from epochgc.impl.gc.session import spark_session
+        from epochgc.impl.gc.session import launched_by_spark_submit, spark_session
 
-        say(f"gc: starting Spark ({master or 'local[*]'})")
-        spark = spark_session(master)
+        where = master or ("spark-submit's master" if launched_by_spark_submit() else "local[*]")
+        say(f"gc: starting Spark ({where})")
+        spark = spark_session(master, spark_log=spark_log)
         # PySpark's SparkContext installs its own SIGINT handler (cancel every job, raise
         # KeyboardInterrupt): ours goes back on top, so the tasks stop at a batch boundary.
         install_signal_handlers(stop)

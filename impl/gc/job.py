@@ -85,7 +85,7 @@ class GcOptions:
     # trip) and 1 on a local directory (threads only contend for the GIL there: the local
     # bench ran at half speed with 4).
     list_concurrency: int | None = None
-    tasks: int | None = None  # Spark tasks for the listing; default one per core
+    tasks: int | None = None  # Spark tasks for the listing; default listing_tasks()
     # Issue 29: stop the round (as SIGTERM would: batches in flight finish, END says
     # `interrupted`, exit 1) once it has run this long.
     deadline_s: float | None = None

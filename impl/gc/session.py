@@ -22,7 +22,13 @@ def launched_by_spark_submit() -> bool:
     return "PYSPARK_GATEWAY_PORT" in os.environ
 
 
-def spark_session(master: str | None = None, app_name: str = "epochgc-gc") -> SparkSession:
+_QUIET_LOG = str(Path(__file__).with_name("log4j2-quiet.properties"))
+
+
+def spark_session(master: str | None = None, app_name: str = "epochgc-gc",
+                  spark_log: bool = False) -> SparkSession:
+    """The session; Spark's own console log shows errors only unless `spark_log` (a JVM
+    this process starts; under spark-submit the JVM's options are spark-submit's)."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
@@ -35,6 +41,9 @@ def spark_session(master: str | None = None, app_name: str = "epochgc-gc") -> Sp
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.python.worker.reuse", "true")
     )
+    if not spark_log and not launched_by_spark_submit():
+        builder = builder.config("spark.driver.extraJavaOptions",
+                                 f"-Dlog4j2.configurationFile=file:{_QUIET_LOG}")
     if (master or DEFAULT_MASTER).startswith("local") and not launched_by_spark_submit():
         # Local mode talks only to itself: keep the driver on loopback.
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
