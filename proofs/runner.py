@@ -1,12 +1,16 @@
 """`python -m epochgc.proofs` (what `tox -e prove` runs): every proof obligation, in parallel.
 
 Kinds: `invariant` and `transition` (init and induction queries, and "no trace" bounded
-checks of the bug shapes under `reference`), `vacuity` (the assumed invariants are
-satisfiable and each action is enabled under them), `witness` (each action reachable;
-liveness witnesses), `counterexample` (each known-bad variant breaks safety), `crosshair`
-(PEP 316 contracts, a bounded search: `checked`). Rows have a scope: `one-partition` (the
-symbolic template, the model's own Python) or `any` (the quantified proof, proofs/param).
-A `failed` or `unknown` row makes the run exit 1.
+checks of the bug shapes under `reference`, each showing its final deletion enabled),
+`vacuity` (init and the assumed invariants are satisfiable, each action is enabled under
+them, each transition invariant's antecedent holds for some step), `witness` (each action
+reachable; liveness witnesses), `counterexample` (each known-bad variant breaks safety),
+`correspondence` (model/system.py = proofs/param/spec.py over every state of a shape),
+`crosshair` (PEP 316 contracts, a bounded search: `checked`), `crash` (a task raised).
+Rows have a scope: `one-partition` (the symbolic template, the model's own Python), `any`
+(the quantified proof, proofs/param), `shape` (the correspondence proof), `two-partition`
+(bounded traces), `keys` (the key grammar). A `failed` or `unknown` row makes the run exit
+1; the report (`--report`) is replaced atomically on every run, failing ones included.
 
 Default output: per scope and variant, one line per invariant with a mark per action,
 then the other rows grouped, then every failure with its counterexample; `-v` prints every

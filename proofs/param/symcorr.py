@@ -3,7 +3,7 @@ symbolic, the Python model (`model/system.py`, run on Z3 terms by `proofs.sym`) 
 quantified formulas (`spec.py`, expanded over the shape's finite universe) agree.
 
 For each action and shape, per path of the Python action on a symbolic pre-state that
-satisfies the quantified invariants I1-I8 (and the Python invariants' conjuncts on fields
+satisfies the quantified invariants I1-I9 (and the Python invariants' conjuncts on fields
 the abstraction forgets: terms >= 0, seen windows ordered), with the SAME parameters:
 
 - python -> formula: where Python takes the step, the formula's guard holds and its

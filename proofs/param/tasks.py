@@ -230,7 +230,7 @@ def task_exhaustive(group: str, shape: str, seed: int = prove.SEED,
             modes = ("py", "fo") if what in symcorr.HAVOC else ("both",)
             results = [symcorr.check_action(what, shape, template, timeout_ms, seed, m)
                        for m in modes]
-            label = (f"python = formula: {what} on every state of {shape} under I1-I8, "
+            label = (f"python = formula: {what} on every state of {shape} under I1-I9, "
                      f"same parameters, both directions")
         dt = time.perf_counter() - t0
         bad = next((r for r in results if r.failure), None)
