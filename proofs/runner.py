@@ -282,7 +282,7 @@ HINT_S: dict[str, float] = {
     "task_induction_shared mint": 1.0,
     "task_induction_shared copy_to_l1": 1.0,
     "task_induction_shared change_leader": 1.0,
-    "task_contracts model.fence.fence": 1.0,
+    "task_contracts epochgc.model.fence.fence": 1.0,
     "task_induction_shared fail_replicate": 0.9,
     "task_induction_shared publish_snapshot": 0.9,
     "task_induction_shared gc_delete": 0.9,
@@ -294,9 +294,9 @@ HINT_S: dict[str, float] = {
     "task_induction_shared create_partition": 0.6,
     "task_bug 0": 0.5,
     "task_liveness 0": 0.4,
-    "task_contracts model.partition.apply_placeholder": 0.4,
+    "task_contracts epochgc.model.partition.apply_placeholder": 0.4,
     "task_bug 2": 0.3,
-    "task_contracts model.partition.apply_advance_epoch": 0.3,
+    "task_contracts epochgc.model.partition.apply_advance_epoch": 0.3,
 }
 
 

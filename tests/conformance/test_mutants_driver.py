@@ -20,13 +20,15 @@ def _tree(root: Path) -> None:
     (root / "t").mkdir()
     (root / "t" / "test_f.py").write_text(
         "from pkg.mod import f\n\n\ndef test_f() -> None:\n    assert f() == 1\n")
-    (root / "proofs").mkdir()
-    (root / "proofs" / "__init__.py").write_text("")
-    shutil.copy(ROOT / "proofs" / "pytest_failrecord.py", root / "proofs")
+    # The driver loads the failure recorder as `epochgc.proofs.pytest_failrecord`.
+    (root / "epochgc" / "proofs").mkdir(parents=True)
+    (root / "epochgc" / "__init__.py").write_text("")
+    (root / "epochgc" / "proofs" / "__init__.py").write_text("")
+    shutil.copy(ROOT / "proofs" / "pytest_failrecord.py", root / "epochgc" / "proofs")
 
 
 def _run(tmp: Path, mutants: list[Mutant]):  # type: ignore[no-untyped-def]
-    return campaign(mutants, src=tmp, dirs=("pkg", "t", "proofs"), jobs=2,
+    return campaign(mutants, src=tmp, dirs=("pkg", "t", "epochgc"), jobs=2,
                     run=lambda root, m: run_tests(root, m, 120, tests=["t/test_f.py"]),
                     classify=classify)
 

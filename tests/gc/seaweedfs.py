@@ -39,6 +39,16 @@ def aws_env() -> None:
     before Spark starts: its Python workers inherit the environment."""
     os.environ.update(DUMMY_AWS_ENV)
     os.environ.pop("AWS_SESSION_TOKEN", None)
+    forget_boto3_credentials()
+
+
+def forget_boto3_credentials() -> None:
+    """boto3's default session keeps the credentials it first read (a moto test's, with its
+    session token, which SeaweedFS takes for one of its own STS tokens): drop it, so the
+    next client reads the environment as it is now."""
+    import boto3
+
+    boto3.DEFAULT_SESSION = None
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,8 @@ the existence check on the target's own file system, shipping the code."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 import zipfile
 from pathlib import Path
@@ -72,6 +74,14 @@ def test_unknown_manifest_scheme_is_a_clear_error(spark: Any, tmp_path: Path) ->
 def test_package_zip_holds_the_code_executors_import(tmp_path: Path) -> None:
     z = build_zip(tmp_path / "epochgc.zip")
     names = set(zipfile.ZipFile(z).namelist())
-    for module in ("impl/gc/scan.py", "impl/gc/delete.py", "impl/store/s3.py", "model/keys.py"):
-        assert module in names
-    assert not [n for n in names if "__pycache__" in n or n.startswith("tests/")]
+    for module in ("__init__.py", "impl/gc/scan.py", "impl/gc/delete.py", "impl/store/s3.py",
+                   "model/keys.py"):
+        assert f"epochgc/{module}" in names
+    # One import namespace on the executors too: nothing outside epochgc/.
+    assert all(n.startswith("epochgc/") for n in names)
+    assert not [n for n in names if "__pycache__" in n]
+    # The zip alone imports: a fresh interpreter with only the zip on its path.
+    code = "import epochgc.impl.gc.scan as m; print(m.__file__)"
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path[:0] = [{str(z)!r}]; "
+                          + code], capture_output=True, text=True, check=True, cwd=tmp_path)
+    assert out.stdout.startswith(str(z)), out.stdout

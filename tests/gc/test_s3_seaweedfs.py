@@ -19,7 +19,13 @@ from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import format_key
 
 from tests.gc.helpers import JOURNAL, all_keys, run_task, simple_cluster
-from tests.gc.seaweedfs import Weed, aws_env, missing_reason, seaweedfs_server
+from tests.gc.seaweedfs import (
+    Weed,
+    aws_env,
+    forget_boto3_credentials,
+    missing_reason,
+    seaweedfs_server,
+)
 from tests.store.s3proxy import s3_proxy
 
 pytestmark = [pytest.mark.s3]
@@ -38,6 +44,7 @@ def weed() -> Iterator[Weed]:
         aws_env()
         with seaweedfs_server() as w:
             yield w
+    forget_boto3_credentials()  # the other tests' clients read their own environment again
 
 
 def _round_task(

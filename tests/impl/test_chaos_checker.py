@@ -16,7 +16,8 @@ SAME = [Entry(1, 1, data=b"a" * 40), Entry(2, 1, data=b"b" * 40), Entry(3, 1, da
 def _log(d: Path, entries: list[Entry], commit: int) -> None:
     s = DiskStorage(str(d))
     s.load()
-    s.write(HardState(1, 0, commit), None, entries)
+    # The hard state's term covers its entries' (the disk log refuses a stale one).
+    s.write(HardState(max(e.term for e in entries), 0, commit), None, entries)
     s.sync()
     s.close()
 

@@ -35,7 +35,7 @@ def test_only_runs_the_matching_rows_and_the_report_has_scope_and_paths(tmp_path
     assert code == 0
     data = json.loads(report.read_text())
     assert [o["name"] for o in data["obligations"]] == [
-        "contracts of proofs.contracts.watermark (all paths)"]
+        "contracts of epochgc.proofs.contracts.watermark (all paths)"]
     assert {"scope", "paths", "name", "kind", "status", "seconds"} <= set(data["obligations"][0])
 
 
@@ -82,7 +82,7 @@ def test_a_fresh_clone_runs_longest_first_from_the_hints() -> None:
     names = [runner.hint_key(t) for t in ordered]
     assert names[0] == "task_crosshair"  # every CrossHair target, one process
     assert names[1:3] == ["task_induction_shared housekeep", "task_induction_shared other_write"]
-    assert names.index("task_contracts model.fence.fence") < names.index("task_bug 1")
+    assert names.index("task_contracts epochgc.model.fence.fence") < names.index("task_bug 1")
     hints = [runner.HINT_S.get(n, 0.0) for n in names[1:]]
     assert hints == sorted(hints, reverse=True)
 
