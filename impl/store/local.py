@@ -104,12 +104,7 @@ class LocalStore(ObjectStore):
                 raise StoreError(f"cannot write {key!r} in {self.describe()}: {e}") from e
             tmp = f"{_TMP_PREFIX}{uuid.uuid4().hex}"
             try:
-                flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-                out = os.open(tmp, flags, 0o644, dir_fd=fd)
-                try:
-                    _write_all(out, data)
-                finally:
-                    os.close(out)
+                _write_new(fd, tmp, data)
                 # rename replaces a link at `name` rather than writing through it
                 os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
                 return
@@ -133,12 +128,7 @@ class LocalStore(ObjectStore):
             raise StoreError(f"cannot write {key!r} in {self.describe()}: {e}") from e
         tmp = f"{_TMP_PREFIX}{uuid.uuid4().hex}"
         try:
-            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
-            out = os.open(tmp, flags, 0o644, dir_fd=fd)
-            try:
-                _write_all(out, data)
-            finally:
-                os.close(out)
+            _write_new(fd, tmp, data)
             try:
                 os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
             except FileExistsError:
@@ -443,6 +433,17 @@ def _close(walk: Iterator[_Item]) -> None:
     close = getattr(walk, "close", None)
     if close is not None:
         close()  # runs the walk's `finally`: its directory descriptors are closed
+
+
+def _write_new(fd: int, name: str, data: bytes) -> None:
+    """A new file `name` in the directory `fd` holding `data`: O_EXCL and O_NOFOLLOW, so it
+    is never an existing file or a link's target."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+    out = os.open(name, flags, 0o644, dir_fd=fd)
+    try:
+        _write_all(out, data)
+    finally:
+        os.close(out)
 
 
 def _write_all(fd: int, data: bytes) -> None:
