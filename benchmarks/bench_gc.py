@@ -87,6 +87,7 @@ def row(
         "baseline": None if baseline is None else round(baseline, 3),
         "ratio": None if ratio is None else round(ratio, 4),
         "target": target,
+        "target_of": None if target is None else "ratio" if ratio is not None else "value",
         "better": better,
     }
 

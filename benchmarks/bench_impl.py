@@ -52,6 +52,7 @@ def row(name: str, value: float, unit: str, baseline: float | None = None,
     return {"name": name, "value": round(value, 3), "unit": unit,
             "baseline": None if baseline is None else round(baseline, 3),
             "ratio": None if ratio is None else round(ratio, 3), "target": target,
+            "target_of": None if target is None else "ratio" if ratio is not None else "value",
             "better": better}
 
 

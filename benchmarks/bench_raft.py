@@ -59,6 +59,7 @@ def row(
         "baseline": None if baseline is None else round(baseline, 2),
         "ratio": None if ratio is None else round(ratio, 3),
         "target": target,
+        "target_of": "ratio" if ratio is not None else "value",
         "better": "higher" if higher else "lower",
     }
 

@@ -4,10 +4,12 @@ Runs the proof phase (timed) and each `benchmarks/bench_*.py` in its own process
 benchmark's threads, Spark session or cluster cannot slow the next), each writing its own
 `build/bench-*.json`; then merges all rows. `--quick` passes through (smaller sizes).
 
-Rows: {"name", "value", "unit", "baseline", "ratio", "target", "better"}. `ratio` is value/baseline
-of a baseline run in the same command; `target` is the ratio its issue asks for (at least,
-or for time rows in seconds, at most), null where none was asked; `better` says which way
-the value improves ("higher" or "lower"): a row without it fails the run.
+Rows: {"name", "value", "unit", "baseline", "ratio", "target", "target_of", "better"}.
+`ratio` is value/baseline of a baseline run in the same command; `target` is what its issue
+asks for, null where none was asked, and `target_of` says whether it bounds the `ratio` or
+the `value` (a row with a target and no target_of fails the run: a row with both a ratio
+and an absolute target was ambiguous); `better` says which way the value improves
+("higher" or "lower"): a row without it fails the run.
 """
 
 from __future__ import annotations
@@ -21,6 +23,20 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / "build"
+
+
+def row_problems(rows: list[dict[str, object]]) -> list[str]:
+    """What makes rows unreadable: no direction, or a target without what it bounds."""
+    problems = []
+    unsaid = [str(r.get("name")) for r in rows if r.get("better") not in ("higher", "lower")]
+    if unsaid:
+        problems.append("rows without better=higher|lower: " + ", ".join(unsaid))
+    # A row with both a ratio and a target must say which one the target is for.
+    vague = [str(r.get("name")) for r in rows
+             if r.get("target") is not None and r.get("target_of") not in ("ratio", "value")]
+    if vague:
+        problems.append("rows with a target but no target_of=ratio|value: " + ", ".join(vague))
+    return problems
 
 
 def _prove_rows(quick: bool) -> list[dict[str, object]]:
@@ -41,10 +57,10 @@ def _prove_rows(quick: bool) -> list[dict[str, object]]:
     return [
         {"name": "prove_total_wall_s" + ("_quick" if quick else ""), "value": round(wall, 2),
          "unit": "s", "baseline": budget, "ratio": round(wall / budget, 3), "target": 1.0,
-         "better": "lower"},
+         "target_of": "ratio", "better": "lower"},
         {"name": "prove_slowest_solver_query_s", "value": round(slowest_query, 3), "unit": "s",
          "baseline": 2.0, "ratio": round(slowest_query / 2.0, 3), "target": 1.0,
-         "better": "lower"},
+         "target_of": "ratio", "better": "lower"},
         {"name": "prove_slowest_obligation_s", "value": round(slowest, 3), "unit": "s",
          "baseline": None, "ratio": None, "target": None, "better": "lower"},
         {"name": "prove_obligations", "value": len(data["obligations"]), "unit": "count",
@@ -77,11 +93,9 @@ def main() -> int:
             failures.append(name)
             continue
         rows += json.loads(out.read_text())
-    unsaid = [str(r.get("name")) for r in rows if r.get("better") not in ("higher", "lower")]
-    if unsaid:
-        failures.append("rows without better=higher|lower: " + ", ".join(unsaid))
+    failures += row_problems(rows)
     (BUILD / "bench.json").write_text(json.dumps(rows, indent=1) + "\n")
-    head = ("name", "value", "unit", "baseline", "ratio", "target", "better")
+    head = ("name", "value", "unit", "baseline", "ratio", "target", "target_of", "better")
     table = [head] + [tuple("" if r.get(k) is None else str(r.get(k)) for k in head) for r in rows]
     widths = [max(len(t[i]) for t in table) for i in range(len(head))]
     print()
