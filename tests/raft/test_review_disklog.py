@@ -577,3 +577,23 @@ def test_a_crash_at_every_call_of_a_recovery_that_keeps_a_torn_tail_aside(tmp_pa
                 ), (str(point), model)
     assert len(seen) > 5
     print(f"{len(seen)} crash states of a torn-tail recovery")
+
+
+@pytest.mark.parametrize("name", ["0000000000000002.seg", "snapshot", "snapshot.tmp"])
+def test_a_directory_in_place_of_a_file_of_the_log_is_refused_by_name(
+    tmp_path: Path, name: str
+) -> None:
+    """(The old code raised a raw IsADirectoryError, or StorageFailed for a *.tmp directory.)"""
+    d = tmp_path / "g1"
+    make_log(d, n=3, segment_bytes=1 << 20)
+    (d / name).mkdir()
+    err = refused_unchanged(d)
+    assert err.path == str(d / name) and "directory" in str(err)
+
+
+def test_a_directory_named_like_a_foreign_tmp_file_is_left_alone(tmp_path: Path) -> None:
+    d = tmp_path / "g1"
+    make_log(d, n=3)
+    (d / "x.tmp").mkdir()
+    assert shape(d)[2] == [1, 2, 3]
+    assert (d / "x.tmp").is_dir()
