@@ -252,6 +252,17 @@ MUTANTS = (
         f"{REVIEW}test_the_bytes_cut_off_as_a_torn_tail_are_kept_aside",
     ),
     Mutant(
+        "torn-tail-cut-before-kept",
+        "impl/raft/disklog.py",
+        "                self.fs.truncate(path, off)\n",
+        "",
+        f"{REVIEW}test_a_crash_at_every_call_of_a_recovery_that_keeps_a_torn_tail_aside",
+        "                tail = self.fs.read(path)[off:]  # (only after a crash: a torn tail "
+        "is rare)\n",
+        "                tail = self.fs.read(path)[off:]\n"
+        "                self.fs.truncate(path, off)\n",
+    ),
+    Mutant(
         "identity-missing-adopted",
         "impl/raft/identity.py",
         "    if evidence is not None:\n        raise IdentityMissing(path, evidence)\n",
