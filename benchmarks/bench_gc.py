@@ -116,9 +116,11 @@ def make_files(root: Path, per_prefix: dict[int, int], tag: str) -> int:
     return n
 
 
-def baseline_local(root: Path, m: int, rmdir: bool = False) -> tuple[int, float]:
+def baseline_local(root: Path, m: int, rmdir: bool = False,
+                   lstat: bool = False) -> tuple[int, float]:
     """The physical limit: list the prefix and epoch directories in order, unlink <= M
-    (and, with `rmdir`, remove the emptied epoch directories as the store does)."""
+    (with `lstat`, each file is lstat'ed first, as a loop that checks age must; with
+    `rmdir`, the emptied epoch directories are removed as the store does)."""
     t = time.perf_counter()
     deleted = 0
     for p in range(PREFIXES):
@@ -131,6 +133,8 @@ def baseline_local(root: Path, m: int, rmdir: bool = False) -> tuple[int, float]
             if int(e) > m:
                 break
             for f in sorted(os.listdir(d / e)):
+                if lstat:
+                    os.lstat(d / e / f)
                 os.unlink(d / e / f)
                 deleted += 1
             if rmdir:
@@ -165,7 +169,7 @@ def bench_local(spark: Any, base: Path, scale: int, repeat: int) -> list[dict[st
         file=sys.stderr,
     )
     # Best of `repeat` for each contender: the machine is shared, so noise only slows.
-    base_rate = prune_rate = rate = 0.0
+    base_rate = prune_rate = lstat_rate = rate = 0.0
     for r in range(repeat):
         if r:
             make_files(root, per_eligible, "g")
@@ -178,6 +182,12 @@ def bench_local(spark: Any, base: Path, scale: int, repeat: int) -> list[dict[st
         assert deleted == eligible, (deleted, eligible)
         prune_rate = max(prune_rate, deleted / seconds)
         print(f"(a) baseline loop + rmdir: {deleted} in {seconds:.2f}s", file=sys.stderr)
+        make_files(root, per_eligible, "g")
+        deleted, seconds = baseline_local(root, M, lstat=True)
+        assert deleted == eligible, (deleted, eligible)
+        lstat_rate = max(lstat_rate, deleted / seconds)
+        print(f"(a) baseline loop list + lstat + unlink: {deleted} in {seconds:.2f}s",
+              file=sys.stderr)
         make_files(root, per_eligible, "g")
         s = gc(spark, StoreSpec("file", str(root)))
         assert s.deleted == eligible, s
@@ -204,6 +214,14 @@ def bench_local(spark: Any, base: Path, scale: int, repeat: int) -> list[dict[st
             "keys/s",
             prune_rate,
             None,
+        ),
+        # Issue 29's baseline: a single-threaded list + lstat + unlink loop.
+        row(
+            f"local_deleted_per_s_vs_list_lstat_unlink[{n} objects, {eligible} eligible]",
+            rate,
+            "keys/s",
+            lstat_rate,
+            0.8,  # ratio at least (issue 29)
         ),
     ]
 
