@@ -88,16 +88,24 @@ def abstract(s: System) -> Structure:
             per_p["rep"][(p, r)] = 0 if rep.reported is None else rep.reported
             per_p["rnull"][(p, r)] = rep.reported_null
     out.update(per_p)
-    out["ostatus"] = {(o,): ob.status for o, ob in enumerate(s.objects)}
-    out["oepoch"] = {(o,): ob.epoch for o, ob in enumerate(s.objects)}
-    out["owritten"] = {(o,): ob.written_at for o, ob in enumerate(s.objects)}
-    out["wstatus"] = {(w,): wr.status for w, wr in enumerate(s.writes)}
-    out["woffset"] = {(w,): wr.offset for w, wr in enumerate(s.writes)}
-    out["durable"] = {(w,): wr.durable for w, wr in enumerate(s.writes)}
-    out["wrepl"] = {(w,): wr.replicated for w, wr in enumerate(s.writes)}
-    out["wobj"] = {(w,): wr.obj for w, wr in enumerate(s.writes)}
-    out["wpart"] = {(w,): wr.partition for w, wr in enumerate(s.writes)}
+    out.update(object_write_fields(s))
     return out
+
+
+def object_write_fields(s: System) -> dict[str, Any]:
+    """The objects' and writes' fields in the spec's vocabulary, as the model holds them
+    (concrete here, Z3 terms in `symcorr`): one definition for both abstractions."""
+    return {
+        "ostatus": {(o,): ob.status for o, ob in enumerate(s.objects)},
+        "oepoch": {(o,): ob.epoch for o, ob in enumerate(s.objects)},
+        "owritten": {(o,): ob.written_at for o, ob in enumerate(s.objects)},
+        "wstatus": {(w,): wr.status for w, wr in enumerate(s.writes)},
+        "woffset": {(w,): wr.offset for w, wr in enumerate(s.writes)},
+        "durable": {(w,): wr.durable for w, wr in enumerate(s.writes)},
+        "wrepl": {(w,): wr.replicated for w, wr in enumerate(s.writes)},
+        "wobj": {(w,): wr.obj for w, wr in enumerate(s.writes)},
+        "wpart": {(w,): wr.partition for w, wr in enumerate(s.writes)},
+    }
 
 
 def key(struct: Structure) -> tuple[Any, ...]:

@@ -174,15 +174,9 @@ def abstract(s: System) -> Structure:
             per["rset"][(p, r)], per["rep"][(p, r)] = rp, _opt(rp, rv)
             per["rnull"][(p, r)] = rep.reported_null
     out.update(per)
-    out["ostatus"] = {(o,): ob.status for o, ob in enumerate(s.objects)}
-    out["oepoch"] = {(o,): ob.epoch for o, ob in enumerate(s.objects)}
-    out["owritten"] = {(o,): ob.written_at for o, ob in enumerate(s.objects)}
-    out["wstatus"] = {(w,): wr.status for w, wr in enumerate(s.writes)}
-    out["woffset"] = {(w,): wr.offset for w, wr in enumerate(s.writes)}
-    out["durable"] = {(w,): wr.durable for w, wr in enumerate(s.writes)}
-    out["wrepl"] = {(w,): wr.replicated for w, wr in enumerate(s.writes)}
-    out["wobj"] = {(w,): wr.obj for w, wr in enumerate(s.writes)}
-    out["wpart"] = {(w,): wr.partition for w, wr in enumerate(s.writes)}
+    from epochgc.proofs.param.correspond import object_write_fields
+
+    out.update(object_write_fields(s))
     return {k: ({a: z(v) for a, v in val.items()} if isinstance(val, dict) and k in SIG
                 else val if isinstance(val, dict) else z(val)) for k, val in out.items()}
 
