@@ -4,7 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from tests.store.s3server import set_dummy_aws_env
+from tests.store.s3server import (
+    moto_endpoint,
+    s3_bucket,
+    s3_endpoint,
+    s3_server_name,
+    seaweedfs_endpoint,
+    set_dummy_aws_env,
+)
+
+__all__ = ["moto_endpoint", "s3_bucket", "s3_endpoint", "s3_server_name",
+           "seaweedfs_endpoint"]  # fixtures for every test directory
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -14,9 +14,7 @@ import pytest
 from epochgc.impl.chaos.cli import FIELDS
 from epochgc.impl.chaos.schedule import KINDS
 
-from tests.store.s3server import s3_bucket, s3_endpoint
 
-__all__ = ["s3_bucket", "s3_endpoint"]  # fixtures used below
 ROOT = Path(__file__).resolve().parents[2]
 
 

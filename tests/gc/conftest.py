@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from tests.store.s3server import s3_bucket, s3_endpoint, set_dummy_aws_env
+from tests.store.s3server import set_dummy_aws_env
 
-__all__ = ["s3_bucket", "s3_endpoint", "spark"]
+__all__ = ["spark"]
 
 
 @pytest.fixture(scope="session")

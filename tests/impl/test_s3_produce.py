@@ -10,9 +10,7 @@ from epochgc.impl.sim.cluster import SimCluster
 from epochgc.impl.store.s3 import S3Store
 from epochgc.model.keys import DATA_PREFIX
 
-from tests.store.s3server import s3_bucket, s3_endpoint
 
-__all__ = ["s3_bucket", "s3_endpoint"]  # fixtures used below
 pytestmark = pytest.mark.s3
 
 PARTS = ("t/0", "t/1")
