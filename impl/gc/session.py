@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,10 +57,48 @@ def spark_session(master: str | None = None, app_name: str = "epochgc-gc",
         builder = builder.config(
             "spark.executorEnv.PYTHONPATH", _ROOT + (os.pathsep + path if path else "")
         )
+    if not spark_log:
+        _start_quiet_jvm(builder)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     ship_code(session)
     return session
+
+
+# Printed by the JVM itself (Spark's launcher always adds `--add-modules` for this
+# incubator module, and no JVM flag silences the warning): dropped from the console.
+_JVM_NOISE = (b"WARNING: Using incubator modules:",)
+
+
+def _start_quiet_jvm(builder: SparkSession.Builder) -> None:
+    """Start the driver JVM (unless this process has one) with its stderr through a filter
+    that drops `_JVM_NOISE` lines and passes every other byte on to our stderr, so the
+    builder's `getOrCreate` finds a running context with the builder's settings."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if launched_by_spark_submit() or SparkContext._gateway is not None:
+        return  # no new JVM starts: nothing to filter
+    conf = SparkConf()
+    for key, value in builder._options.items():
+        conf.set(key, value)
+    gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+    threading.Thread(
+        target=_forward_stderr, args=(gateway.proc.stderr,), name="jvm-stderr", daemon=True
+    ).start()
+    SparkContext(conf=conf, gateway=gateway)
+
+
+def _forward_stderr(pipe: object) -> None:
+    out = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
+    for line in iter(pipe.readline, b""):  # type: ignore[attr-defined]
+        if line.startswith(_JVM_NOISE):
+            continue
+        if out is not None:
+            out.write(line)
+            out.flush()
+        else:  # a test's captured stderr: text only
+            sys.stderr.write(line.decode(errors="replace"))
 
 
 def ship_code(session: SparkSession) -> None:
