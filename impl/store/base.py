@@ -64,7 +64,10 @@ class DeleteResult:
 
 
 class ObjectStore(abc.ABC):
-    """Keys are `/`-separated relative names; listing is in key (code point) order."""
+    """Keys are `/`-separated relative names; listing is in key (code point) order. One
+    S3 server we test, SeaweedFS, lists component by component instead (`a/x` before
+    `a-z`); the two orders agree on the GC's keys, whose components have one width at each
+    depth, and the GC relies on nothing more (tests/store/test_contract.py)."""
 
     @abc.abstractmethod
     def describe(self) -> str:
