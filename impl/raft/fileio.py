@@ -104,6 +104,7 @@ class FileIO(Protocol):
 
     def replace(self, src: str, dst: str) -> None: ...
     def unlink(self, path: str) -> None: ...
+    def rmdir(self, path: str) -> None: ...
     def fsync_dir(self, path: str) -> None: ...
     def syncfs(self, path: str) -> None:
         """Make every file and directory operation on the file system holding `path`
@@ -175,6 +176,9 @@ class OsFileIO:
 
     def unlink(self, path: str) -> None:
         os.unlink(path)
+
+    def rmdir(self, path: str) -> None:
+        os.rmdir(path)
 
     def fsync_dir(self, path: str) -> None:
         fd = os.open(path, os.O_RDONLY)

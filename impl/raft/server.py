@@ -18,17 +18,17 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import shutil
 from collections.abc import Callable
 from typing import Any
 
 from epochgc.impl.raft.disklog import DiskStorage
-from epochgc.impl.raft.fileio import OsFileIO, make_dirs_durable
+from epochgc.impl.raft.fileio import FileIO, OsFileIO
 from epochgc.impl.raft.groupcommit import GroupCommit, syncfs_usable
 from epochgc.impl.raft.host import MultiRaftHost, Proposal, StateMachine
 from epochgc.impl.raft.identity import ensure_identity
 from epochgc.impl.raft.messages import ENTRY_NORMAL, Message
 from epochgc.impl.raft.node import Config
+from epochgc.impl.raft.removal import group_path, remove_group_files, tombstone_path
 from epochgc.impl.raft.storage import Storage, StorageFailed
 from epochgc.impl.raft.transport import Transport, TransportConfig
 
@@ -44,10 +44,13 @@ class RaftServer:
         seed: int | None = None,
         storage_factory: Callable[[str], Storage] | None = None,
         group_commit: bool | str | None = None,
+        fileio: FileIO | None = None,
     ) -> None:
         """`group_commit`: one barrier per batch for all groups: "syncfs", "parallel" (the
         groups' fsyncs issued concurrently), True (= "parallel"), False (one fsync per group
-        in turn), None (the default: "parallel")."""
+        in turn), None (the default: "parallel"). `fileio`: the file system calls of a
+        group's removal (the real ones by default)."""
+        self.fileio: FileIO = fileio or OsFileIO()
         self.node_id = transport_config.node_id
         self.voters = sorted([self.node_id, *transport_config.peers])
         self.data_dir = data_dir
@@ -79,30 +82,20 @@ class RaftServer:
     def add_group(self, group_id: int, sm: StateMachine) -> None:
         if self.removed(group_id):
             raise ValueError(f"group {group_id} was removed from {self.data_dir}")
-        storage = self._storage_factory(os.path.join(self.data_dir, f"g{group_id}"))
+        storage = self._storage_factory(group_path(self.data_dir, group_id))
         self.host.add_group(group_id, self.voters, storage, sm)
         self._schedule_flush()
 
     def remove_group(self, group_id: int) -> None:
         """Stop the group and delete its log directory. A tombstone is made durable first,
         so a crash midway never brings the group back on restart (see `removed`)."""
-        tomb = os.path.join(self.data_dir, "removed", f"g{group_id}")
-        make_dirs_durable(OsFileIO(), os.path.dirname(tomb))
-        fd = os.open(tomb, os.O_CREAT | os.O_WRONLY, 0o644)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        dfd = os.open(os.path.dirname(tomb), os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-        self.host.remove_group(group_id)
-        shutil.rmtree(os.path.join(self.data_dir, f"g{group_id}"), ignore_errors=True)
+        def stop_group() -> None:
+            self.host.remove_group(group_id)
+
+        remove_group_files(self.fileio, self.data_dir, group_id, stop_group)
 
     def removed(self, group_id: int) -> bool:
-        return os.path.exists(os.path.join(self.data_dir, "removed", f"g{group_id}"))
+        return self.fileio.exists(tombstone_path(self.data_dir, group_id))
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()

@@ -39,10 +39,12 @@ import os
 import re
 import sys
 import time
+import types
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from epochgc.impl.raft import removal as real_removal
 from epochgc.impl.raft.crashstates import (
     CrashPoint,
     Fault,
@@ -57,22 +59,24 @@ from epochgc.impl.raft.crashstates import (
     image_ops,
 )
 from epochgc.impl.raft.disklog import DiskStorage
-from epochgc.impl.raft.fileio import make_dirs_durable
 from epochgc.impl.raft.groupcommit import GroupCommit
 from epochgc.impl.raft.identity import ensure_identity
 from epochgc.impl.raft.messages import Entry, HardState, InitialState, Snapshot
+from epochgc.impl.raft.removal import group_path, tombstone_path
 from epochgc.impl.raft.storage import MemStorage, StorageFailed, sync_all
 
 ROOT = "/data"  # exists (durable) before every workload
 NODE = "/data/n1"
+# The group-removal code the workloads run: impl/raft/removal.py (a seeded-bug copy in tests).
+REMOVAL: types.ModuleType = real_removal
 
 
 def group_dir(gid: int) -> str:
-    return f"{NODE}/g{gid}"
+    return group_path(NODE, gid)
 
 
 def tombstone(gid: int) -> str:
-    return f"{NODE}/removed/g{gid}"
+    return tombstone_path(NODE, gid)
 
 
 def entry(index: int, term: int, size: int = 24) -> Entry:
@@ -202,24 +206,15 @@ class Recorder:
             self.groups[g].acked()
 
     def remove_group(self, gid: int) -> None:
-        """RaftServer.remove_group's calls, through the FileIO (the server makes them with
-        `os`): a durable tombstone first, then the group closed and its directory removed."""
-        fs, tomb = self.fs, tombstone(gid)
-        make_dirs_durable(fs, os.path.dirname(tomb))
-        fd = fs.open_append(tomb, create=True)
-        try:
-            fs.fsync(fd)
-        finally:
-            fs.close(fd)
-        fs.fsync_dir(os.path.dirname(tomb))
-        g = self.groups.pop(gid)
-        g.removing = True
-        g.storage.close()
-        g._mark()
-        d = group_dir(gid)
-        for name in fs.listdir(d):
-            fs.unlink(f"{d}/{name}")
-        fs.rmdir(d)
+        """RaftServer.remove_group's own calls (impl/raft/removal.py) through this FileIO: a
+        durable tombstone first, then the group closed and its directory removed."""
+        def stop() -> None:
+            g = self.groups.pop(gid)
+            g.removing = True
+            g.storage.close()
+            g._mark()
+
+        REMOVAL.remove_group_files(self.fs, NODE, gid, stop)
 
     def truth(self, gid: int, at: int) -> tuple[int, Truth]:
         """The group's ground truth at trace position `at` (the index of its mark)."""
@@ -834,6 +829,32 @@ MUTANTS = [
            "                plan.truncate.append((g.path, g.recs[1].off if len(g.recs) > 1 "
            "else g.torn_at))\n"),
 ]
+
+
+REMOVAL_MUTANTS = [
+    Mutant("tombstone's directory entry not fsynced",
+           "    fs.fsync_dir(os.path.dirname(tomb))\n", ""),
+    Mutant("tombstone's directory not made durable in its parent",
+           "    make_dirs_durable(fs, os.path.dirname(tomb))\n",
+           "    fs.makedirs(os.path.dirname(tomb))\n"),
+    Mutant("group directory deleted before its tombstone",
+           "    make_tombstone_durable(fs, data_dir, group_id)\n    stop_group()\n"
+           "    delete_tree(fs, group_path(data_dir, group_id))\n",
+           "    stop_group()\n    delete_tree(fs, group_path(data_dir, group_id))\n"
+           "    make_tombstone_durable(fs, data_dir, group_id)\n"),
+]
+
+
+def mutant_removal(m: Mutant) -> types.ModuleType:
+    """A copy of impl/raft/removal.py with the mutant's change, for `REMOVAL`."""
+    with open(real_removal.__file__, encoding="utf-8") as f:
+        src = f.read()
+    if src.count(m.old) != 1:
+        raise ValueError(f"mutant {m.name!r}: its text is not once in {real_removal.__file__}")
+    name = f"epochgc.impl.raft._removal_mutant_{REMOVAL_MUTANTS.index(m)}"
+    mod = types.ModuleType(name)
+    exec(compile(src.replace(m.old, m.new), f"<removal {m.name}>", "exec"), mod.__dict__)
+    return mod
 
 
 def mutant_storage(m: Mutant) -> type[DiskStorage]:

@@ -213,6 +213,17 @@ def test_a_seeded_bug_is_found(mutant: cx.Mutant) -> None:
     assert _kinds(res), f"seeded bug not found: {mutant.name}"
 
 
+@pytest.mark.parametrize("mutant", cx.REMOVAL_MUTANTS, ids=lambda m: m.name.replace(" ", "-"))
+def test_a_seeded_bug_in_group_removal_is_found(
+    mutant: cx.Mutant, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The workloads remove a group with the server's own removal code, so a bug seeded into
+    a copy of impl/raft/removal.py is found (before, the explorer ran a copy of the calls)."""
+    monkeypatch.setattr(cx, "REMOVAL", cx.mutant_removal(mutant))
+    res = _explore([w.name for w in cx.WORKLOADS if w.name == "groups"], faults=False)
+    assert _kinds(res), f"seeded bug not found: {mutant.name}"
+
+
 def test_generated_workloads_recover_the_ground_truth() -> None:
     """Every sequence of 2 generated steps (appends, big batches, new terms, compactions,
     installs with and without entries, kills and restarts), and every single step with
