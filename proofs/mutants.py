@@ -36,7 +36,8 @@ from epochgc.proofs.mutate import (
 __all__ = ["MUTANTS", "ROOT", "Mutant", "PatchRefused", "killing_rows", "main", "patch"]
 
 ROOT = Path(__file__).resolve().parents[1]
-KILLING_KINDS = ("invariant", "transition", "vacuity", "correspondence")
+# "verdict": a production variant's recorded verdict (proofs/variants_prod.py) changed.
+KILLING_KINDS = ("invariant", "transition", "vacuity", "correspondence", "verdict")
 
 
 MUTANTS: tuple[Mutant, ...] = (

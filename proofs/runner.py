@@ -217,6 +217,19 @@ def _param_tasks() -> list[Task]:
     return out
 
 
+def _prod_tasks() -> list[Task]:
+    """Production's fence rules (issue 30, `proofs/variants_prod.py`): each variant's
+    verdict on production's property and on the five-step shape; ours for any fence rule."""
+    from epochgc.proofs import variants_prod
+
+    out: list[Task] = [(variants_prod.task_prod, (n,), f"[{n}] production's property "
+                        "apply check never fires five-step F1 shape verdict")
+                       for n in variants_prod.SEARCHED]
+    out.append((variants_prod.task_ours_any_fence, (_CFG["seed"], _CFG["timeout_ms"]),
+                f"[{variants_prod.ANY_FENCE}] fence_write safety any size"))
+    return out
+
+
 def _tasks(quick: bool) -> list[Task]:
     """(function, args, label): the label names what the task's rows are about, so that
     `--only` can pick tasks before running them. Longest first, so the pool stays busy."""
@@ -236,6 +249,7 @@ def _tasks(quick: bool) -> list[Task]:
               for i, b in enumerate(scenarios.BUGS)]
     tasks += [(task_liveness, (i,), f"{sc.name} {sc.variant} rejects liveness")
               for i, sc in enumerate(scenarios.LIVENESS)]
+    tasks += _prod_tasks()
     first: dict[str, int] = {}
     for i, (a, _) in enumerate(scenarios.TOUR):
         first.setdefault(a, i)
@@ -297,6 +311,15 @@ HINT_S: dict[str, float] = {
     "task_contracts epochgc.model.partition.apply_placeholder": 0.4,
     "task_bug 2": 0.3,
     "task_contracts epochgc.model.partition.apply_advance_epoch": 0.3,
+    "task_prod prod-january-enqueue": 1.6,
+    "task_prod prod-july-enqueue": 1.6,
+    "task_prod reference-enqueue": 1.4,
+    "task_prod prod-august-enqueue": 1.2,
+    "task_prod prod-january": 0.6,
+    "task_prod prod-july": 0.6,
+    "task_prod prod-august": 0.5,
+    "task_prod assert-at-apply": 0.5,
+    "task_prod reference": 0.5,
 }
 
 
@@ -325,7 +348,7 @@ def _longest_first(tasks: list[Task], costs: dict[str, float]) -> list[Task]:
 
 _ROW = re.compile(r"^(?:\[(?P<variant>[^\]]+)\] )?(?P<ob>\S+) preserved by (?P<action>\S+)")
 _BAD = ("failed", "unknown")
-FAIL_FAST_KINDS = ("invariant", "transition", "vacuity", "correspondence")
+FAIL_FAST_KINDS = ("invariant", "transition", "vacuity", "correspondence", "verdict")
 
 
 def _marks() -> dict[str, str]:
@@ -604,7 +627,7 @@ def _run(args: argparse.Namespace, run_id: str, costs: dict[str, float],
             print(f"\n== {o.name}\n{o.detail}")
     if args.tables:
         for o in results:
-            if o.kind == "witness" and o.status == "found":
+            if o.kind in ("witness", "verdict") and o.status == "found":
                 print(f"\n== {o.name}\n{o.detail}")
     if args.write_vectors:
         out = Path(args.write_vectors)
