@@ -60,3 +60,21 @@ def test_ours_holds_for_any_fence_rule() -> None:
     assert rows and all(o.status in ("proved", "found") for o in rows), [
         (o.name, o.status, o.detail) for o in rows if o.status not in ("proved", "found")]
     assert any("below the applied window" in o.name for o in rows)
+
+
+def test_an_inclusive_january_max_edge_is_an_equivalent_mutant(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Written `[previous, max_seen]`, January admits `e = max_seen` in the shared mode
+    instead of taking the exclusive lock for a slide that moves nothing. With the decision
+    and its enqueue one step (O1) no admission and no queue order changes, so no verdict
+    can: why proofs/mutants.py carries no such mutant."""
+    real = prodrules.seen_kept_apart
+
+    def inclusive(seen, applied, term, epoch, v):  # type: ignore[no-untyped-def]
+        r = real(seen, applied, term, epoch, v)
+        if seen is not None and epoch == seen.max:
+            return FenceResult(True, r.window, seen)  # shared, not exclusive
+        return r
+
+    monkeypatch.setattr(prodrules, "seen_kept_apart", inclusive)
+    assert all(o.status == "found" for o in vp.task_prod("prod-january"))
