@@ -284,6 +284,23 @@ def task_prod(name: str) -> list[Outcome]:
     if status == "failed":
         detail = f"recorded verdict {EXPECTED[name]}, got {got}: " + detail
     out.append(Outcome(label, "verdict", status, dt, detail, file, scope="prod-ordered"))
+    if not v.assert_at_apply:
+        # Ours: the quantified rows `[any fence rule]` cover this variant exactly when it
+        # keeps the apply-time rejection and differs from reference only in its fence.
+        from dataclasses import replace
+
+        from epochgc.model.variants import REFERENCE
+
+        same = replace(v, name="reference", fence_rule=REFERENCE.fence_rule,
+                       followers_slide=False, fence_lo_from_applied=True,
+                       term_scoped_seen=True, release_at_enqueue=False) == REFERENCE
+        out.append(Outcome(
+            f"[{name}] never deletes in-use data (ours): proved for any size by the "
+            f"[{ANY_FENCE}] rows", "verdict", "found" if same else "failed", 0.0,
+            "its apply, GC and watermark are reference's; its fence is one that may admit "
+            "anything, which the quantified rows prove safe" if same else
+            "this variant changes more than the fence: the [any fence rule] rows do not "
+            "cover it", scope="any"))
     t0 = time.perf_counter()
     f1, ftr = f1_verdict(v)
     dt = time.perf_counter() - t0
