@@ -6,11 +6,14 @@ checks of the bug shapes under `reference`, each showing its final deletion enab
 them, each transition invariant's antecedent holds for some step), `witness` (each action
 reachable; liveness witnesses), `counterexample` (each known-bad variant breaks safety),
 `correspondence` (model/system.py = proofs/param/spec.py over every state of a shape),
-`crosshair` (PEP 316 contracts, a bounded search: `checked`), `crash` (a task raised).
+`crosshair` (PEP 316 contracts, a bounded search: `checked`), `verdict` (a production
+fence rule's recorded verdict, `proofs/variants_prod.py`), `crash` (a task raised).
 Rows have a scope: `one-partition` (the symbolic template, the model's own Python), `any`
 (the quantified proof, proofs/param), `shape` (the correspondence proof), `two-partition`
-(bounded traces), `keys` (the key grammar). A `failed` or `unknown` row makes the run exit
-1; the report (`--report`) is replaced atomically on every run, failing ones included.
+(bounded traces), `keys` (the key grammar), `prod-ordered` (`model/ordered.py`, one
+partition's fence layer in Raft's order, searched breadth-first). A `failed` or
+`unknown` row makes the run exit 1; the report (`--report`) is replaced atomically on
+every run, failing ones included.
 
 Default output: per scope and variant, one line per invariant with a mark per action,
 then the other rows grouped, then every failure with its counterexample; `-v` prints every
