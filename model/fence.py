@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from epochgc.model.errors import ModelError, require_int  # noqa: F401 (ModelError: contracts)
 from epochgc.model.partition import PartitionState, accepts, well_formed  # noqa: F401 (contracts)
-from epochgc.model.variants import REFERENCE, Variant
+from epochgc.model.variants import REFERENCE, FenceRule, Variant
 
 
 @dataclass(frozen=True)
@@ -22,6 +22,7 @@ class FenceResult:
     admitted: bool
     window: tuple[int, int] | None  # the effective window after the decision
     seen: SeenWindow | None  # the leader's seen window after the decision
+    exclusive: bool = False  # the decision took the exclusive lock (it moved the window)
 
 
 def _max_present(a: int | None, b: int | None) -> int | None:
@@ -70,6 +71,10 @@ def fence(
     """
     require_int("fence", "term", term)
     require_int("fence", "epoch", epoch)
+    if variant.fence_rule is not FenceRule.REFERENCE:
+        from epochgc.model.prodrules import prod_fence  # imports this module
+
+        return prod_fence(seen, applied, term, epoch, variant)
     valid = seen is not None and (seen.term == term or not variant.term_scoped_seen)
     lo, hi = effective_window(seen, applied, term, variant)
     if hi is None or epoch > hi:
@@ -77,7 +82,7 @@ def fence(
             new = SeenWindow(term, epoch, epoch)
         else:
             new = SeenWindow(term, epoch if hi is None else hi, epoch)
-        return FenceResult(True, (new.previous, new.max), new)
+        return FenceResult(True, (new.previous, new.max), new, exclusive=True)
     assert lo is not None
     floor = hi if variant.single_epoch else lo
     if epoch >= floor:

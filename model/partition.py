@@ -31,6 +31,9 @@ INITIAL = PartitionState()
 class Applied:
     state: PartitionState
     accepted: bool
+    # assert-at-apply: the placeholder was outside the window and the replica crashed on it
+    # (nothing applied; replaying the entry crashes again).
+    crashed: bool = False
 
 
 def well_formed(state: PartitionState) -> bool:
@@ -117,7 +120,7 @@ def apply_placeholder(
     require_int("apply_placeholder", "epoch", epoch)
     _check_offset("apply_placeholder", state, offset)
     if not accepts(state, epoch, variant):
-        return Applied(state, False)
+        return Applied(state, False, crashed=variant.assert_at_apply)
     if state.max_applied_epoch is None or epoch > state.max_applied_epoch:
         return Applied(_slide(state, epoch, offset, variant), True)
     return Applied(state, True)

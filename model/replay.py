@@ -34,6 +34,7 @@ from epochgc.model.partition import (
     inactive_epoch,
     window,
 )
+from epochgc.model.prodrules import follower_slide
 from epochgc.model.variants import VARIANTS, Variant, variant
 
 DEFAULT_NODE = "n0"
@@ -257,9 +258,9 @@ class Replayer:
             raise ReplayError(e.message, field=field, step=index) from None
         if expect:
             mismatch = {
-                k: {"expected": v, "actual": result[k]}
+                k: {"expected": v, "actual": result.get(k)}
                 for k, v in expect.items()
-                if not json_equal(v, result[k])
+                if not json_equal(v, result.get(k))  # `crashed`: assert-at-apply only
             }
             if mismatch:
                 result["mismatch"] = mismatch
@@ -289,8 +290,19 @@ class Replayer:
             return {"accepted": False, "applied_window": None}
         self._check_log_order(a["offset"])
         r = apply_placeholder(self.state, a["epoch"], a["offset"], self.variant)
+        if r.crashed:
+            # assert-at-apply: the replica crashed on this entry; nothing was applied, and
+            # its replay (the same offset again) crashes again.
+            return {"accepted": False, "applied_window": _pair(window(self.state)),
+                    "crashed": True}
         self.state, self.last_offset = r.state, a["offset"]
-        return {"accepted": r.accepted, "applied_window": _pair(window(self.state))}
+        if self.variant.followers_slide:  # every node slides its seen window on apply
+            self.seen = {n: follower_slide(w, a["epoch"]) for n, w in self.seen.items()}
+        out: dict[str, Any] = {"accepted": r.accepted,
+                               "applied_window": _pair(window(self.state))}
+        if self.variant.assert_at_apply:
+            out["crashed"] = False
+        return out
 
     def _apply_advance_epoch(self, a: dict[str, Any]) -> dict[str, Any]:
         if self.deleted:
@@ -379,7 +391,7 @@ OPS: dict[str, _Op] = {
     "apply_placeholder": _Op(
         {"epoch": _nat, "offset": _nat},
         {},
-        ("accepted", "applied_window"),
+        ("accepted", "applied_window", "crashed"),
         Replayer._apply_placeholder,
     ),
     "apply_advance_epoch": _Op(

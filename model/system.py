@@ -249,6 +249,11 @@ def _land(s: System, v: Variant, p: int, epoch: int) -> tuple[bool, int, System]
         return False, part.log_end, _with_part(s, p, replace(part, log_end=part.log_end + 1))
     res = apply_placeholder(part.state, epoch, part.log_end, v)
     new = replace(part, state=res.state, log_end=part.log_end + 1)
+    if v.followers_slide:  # production's January and July rules (issue 30)
+        from epochgc.model.prodrules import follower_slide
+
+        new = replace(new, replicas=tuple(replace(r, seen=follower_slide(r.seen, epoch))
+                                          for r in part.replicas))
     return res.accepted, part.log_end, _with_part(s, p, new)
 
 

@@ -4,9 +4,19 @@ variant are about the same functions."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from enum import Enum
 
 from epochgc.model.errors import ModelError
+
+
+class FenceRule(Enum):
+    """Which admission rule the leader's fence runs (spec section 6, "Production's rules")."""
+
+    REFERENCE = "reference"  # this project's rule (R9-R12)
+    JANUARY = "january"  # production, January: [previous, max_seen), seen kept apart
+    JULY = "july"  # production, July: below the seen max only with applied evidence
+    AUGUST = "august"  # production, August: a per-term seen window, edges while a bump pends
 
 
 @dataclass(frozen=True)
@@ -24,6 +34,20 @@ class Variant:
     skip_missing: bool = False  # absent partitions are skipped instead of blocking (F4)
     cap_at_revision: bool = True  # M <= snapshot revision (F4, late partitions)
     empty_is_nothing: bool = False  # old R19: an empty snapshot collects nothing (F7)
+    # Production's rules since the design notes (issue 30).
+    fence_rule: FenceRule = FenceRule.REFERENCE
+    followers_slide: bool = False  # every replica slides its seen window when it applies
+    # The fence's units are released once the placeholder is queued into Raft, not when
+    # its replicate ends (assumption: within a term, queue order is log order).
+    release_at_enqueue: bool = False
+    # A placeholder outside the applied window crashes the replica at apply (and again on
+    # every replay of that entry) instead of being rejected as a no-op.
+    assert_at_apply: bool = False
+
+
+def with_release_at_enqueue(v: Variant) -> Variant:
+    """The same variant with release-at-enqueue (named `<name>-enqueue`)."""
+    return replace(v, name=f"{v.name}-enqueue", release_at_enqueue=True)
 
 
 REFERENCE = Variant("reference")
@@ -47,6 +71,25 @@ VARIANTS: dict[str, Variant] = {
         Variant("empty-is-nothing", empty_is_nothing=True),
     )
 }
+
+# Production's fence rules (issue 30), each with our apply-time rejection (so "never
+# deletes in-use data" is about the same RSM as reference) and each also with
+# release-at-enqueue; `assert-at-apply` is July's rule with production's assertion at apply
+# instead of our rejection (what a placeholder outside the window costs there).
+_PROD = (
+    Variant("prod-january", fence_rule=FenceRule.JANUARY, fence_lo_from_applied=False,
+            term_scoped_seen=False, followers_slide=True),
+    Variant("prod-july", fence_rule=FenceRule.JULY, fence_lo_from_applied=False,
+            term_scoped_seen=False, followers_slide=True),
+    Variant("prod-august", fence_rule=FenceRule.AUGUST, fence_lo_from_applied=False),
+)
+PROD_VARIANTS: tuple[str, ...] = (
+    *(n for v in _PROD for n in (v.name, f"{v.name}-enqueue")), "assert-at-apply")
+VARIANTS.update({v.name: v for v in _PROD})
+VARIANTS.update({f"{v.name}-enqueue": with_release_at_enqueue(v) for v in _PROD})
+VARIANTS["reference-enqueue"] = with_release_at_enqueue(REFERENCE)
+VARIANTS["assert-at-apply"] = replace(VARIANTS["prod-july"], name="assert-at-apply",
+                                      assert_at_apply=True)
 
 # Variants the spec expects to be safe; every other one has a counterexample (spec V*).
 SAFE_VARIANTS = ("reference", "strict", "collapse")

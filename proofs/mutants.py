@@ -36,7 +36,8 @@ from epochgc.proofs.mutate import (
 __all__ = ["MUTANTS", "ROOT", "Mutant", "PatchRefused", "killing_rows", "main", "patch"]
 
 ROOT = Path(__file__).resolve().parents[1]
-KILLING_KINDS = ("invariant", "transition", "vacuity", "correspondence")
+# "verdict": a production variant's recorded verdict (proofs/variants_prod.py) changed.
+KILLING_KINDS = ("invariant", "transition", "vacuity", "correspondence", "verdict")
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -242,6 +243,35 @@ MUTANTS: tuple[Mutant, ...] = (
         "model/system.py",
         '    _require(part.created, "other_write", "partition does not exist")\n',
         "",
+    ),
+    # Production's fence rules (issue 30): each seeded bug flips a recorded verdict row of
+    # proofs/variants_prod.py. (A January rule with an inclusive max edge is an equivalent
+    # mutant there: the edge only decides which lock a fence at the seen max takes, and
+    # with the decision and its enqueue one step (O1) no admission or queue order changes,
+    # so every verdict stays; tests/proofs/test_variants_prod.py shows it.)
+    Mutant(
+        "august-raise-inverted",
+        "August raises the seen lower edge when no bump is pending instead of while one is:"
+        " the five-step F1 shape's 11 is admitted and lands below the window",
+        "model/prodrules.py",
+        "    if w is None or w[1] < hi:  # a bump is pending: raise the lower edge",
+        "    if w is not None and w[1] >= hi:",
+    ),
+    Mutant(
+        "july-evidence-conjunction",
+        "July's applied evidence needs both (applied max below the seen max AND a window"
+        " not collapsed) instead of either: the five-step shape's fence 12 is rejected",
+        "model/prodrules.py",
+        "    return w is None or w[1] < hi or w[0] < w[1]",
+        "    return w is None or (w[1] < hi and w[0] < w[1])",
+    ),
+    Mutant(
+        "assert-at-apply-rejects",
+        "assert-at-apply rejects a placeholder outside the window as a no-op instead of"
+        " crashing the replica: the crash-loop verdict turns into our rejection",
+        "model/partition.py",
+        "        return Applied(state, False, crashed=variant.assert_at_apply)",
+        "        return Applied(state, False)",
     ),
 )
 

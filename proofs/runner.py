@@ -6,11 +6,14 @@ checks of the bug shapes under `reference`, each showing its final deletion enab
 them, each transition invariant's antecedent holds for some step), `witness` (each action
 reachable; liveness witnesses), `counterexample` (each known-bad variant breaks safety),
 `correspondence` (model/system.py = proofs/param/spec.py over every state of a shape),
-`crosshair` (PEP 316 contracts, a bounded search: `checked`), `crash` (a task raised).
+`crosshair` (PEP 316 contracts, a bounded search: `checked`), `verdict` (a production
+fence rule's recorded verdict, `proofs/variants_prod.py`), `crash` (a task raised).
 Rows have a scope: `one-partition` (the symbolic template, the model's own Python), `any`
 (the quantified proof, proofs/param), `shape` (the correspondence proof), `two-partition`
-(bounded traces), `keys` (the key grammar). A `failed` or `unknown` row makes the run exit
-1; the report (`--report`) is replaced atomically on every run, failing ones included.
+(bounded traces), `keys` (the key grammar), `prod-ordered` (`model/ordered.py`, one
+partition's fence layer in Raft's order, searched breadth-first). A `failed` or
+`unknown` row makes the run exit 1; the report (`--report`) is replaced atomically on
+every run, failing ones included.
 
 Default output: per scope and variant, one line per invariant with a mark per action,
 then the other rows grouped, then every failure with its counterexample; `-v` prints every
@@ -217,6 +220,19 @@ def _param_tasks() -> list[Task]:
     return out
 
 
+def _prod_tasks() -> list[Task]:
+    """Production's fence rules (issue 30, `proofs/variants_prod.py`): each variant's
+    verdict on production's property and on the five-step shape; ours for any fence rule."""
+    from epochgc.proofs import variants_prod
+
+    out: list[Task] = [(variants_prod.task_prod, (n,), f"[{n}] production's property "
+                        "apply check never fires five-step F1 shape verdict")
+                       for n in variants_prod.SEARCHED]
+    out.append((variants_prod.task_ours_any_fence, (_CFG["seed"], _CFG["timeout_ms"]),
+                f"[{variants_prod.ANY_FENCE}] fence_write safety any size"))
+    return out
+
+
 def _tasks(quick: bool) -> list[Task]:
     """(function, args, label): the label names what the task's rows are about, so that
     `--only` can pick tasks before running them. Longest first, so the pool stays busy."""
@@ -236,6 +252,7 @@ def _tasks(quick: bool) -> list[Task]:
               for i, b in enumerate(scenarios.BUGS)]
     tasks += [(task_liveness, (i,), f"{sc.name} {sc.variant} rejects liveness")
               for i, sc in enumerate(scenarios.LIVENESS)]
+    tasks += _prod_tasks()
     first: dict[str, int] = {}
     for i, (a, _) in enumerate(scenarios.TOUR):
         first.setdefault(a, i)
@@ -297,6 +314,15 @@ HINT_S: dict[str, float] = {
     "task_contracts epochgc.model.partition.apply_placeholder": 0.4,
     "task_bug 2": 0.3,
     "task_contracts epochgc.model.partition.apply_advance_epoch": 0.3,
+    "task_prod prod-january-enqueue": 1.6,
+    "task_prod prod-july-enqueue": 1.6,
+    "task_prod reference-enqueue": 1.4,
+    "task_prod prod-august-enqueue": 1.2,
+    "task_prod prod-january": 0.6,
+    "task_prod prod-july": 0.6,
+    "task_prod prod-august": 0.5,
+    "task_prod assert-at-apply": 0.5,
+    "task_prod reference": 0.5,
 }
 
 
@@ -325,7 +351,7 @@ def _longest_first(tasks: list[Task], costs: dict[str, float]) -> list[Task]:
 
 _ROW = re.compile(r"^(?:\[(?P<variant>[^\]]+)\] )?(?P<ob>\S+) preserved by (?P<action>\S+)")
 _BAD = ("failed", "unknown")
-FAIL_FAST_KINDS = ("invariant", "transition", "vacuity", "correspondence")
+FAIL_FAST_KINDS = ("invariant", "transition", "vacuity", "correspondence", "verdict")
 
 
 def _marks() -> dict[str, str]:
@@ -604,7 +630,7 @@ def _run(args: argparse.Namespace, run_id: str, costs: dict[str, float],
             print(f"\n== {o.name}\n{o.detail}")
     if args.tables:
         for o in results:
-            if o.kind == "witness" and o.status == "found":
+            if o.kind in ("witness", "verdict") and o.status == "found":
                 print(f"\n== {o.name}\n{o.detail}")
     if args.write_vectors:
         out = Path(args.write_vectors)

@@ -6,7 +6,22 @@
 const VARIANTS = Object.freeze([
   'reference', 'strict', 'collapse', 'fence-only', 'untermed',
   'watermark-from-max', 'skip-missing', 'uncapped', 'empty-is-nothing',
+  'reference-enqueue', 'prod-january', 'prod-january-enqueue', 'prod-july',
+  'prod-july-enqueue', 'prod-august', 'prod-august-enqueue', 'assert-at-apply',
 ]);
+
+// Production's fence rules (SPEC section 6, "Production's rules"): the rule each variant
+// runs. `-enqueue` (release at enqueue) changes which interleavings happen, not any step.
+const PROD_RULE = Object.freeze({
+  'prod-january': 'january', 'prod-january-enqueue': 'january',
+  'prod-july': 'july', 'prod-july-enqueue': 'july', 'assert-at-apply': 'july',
+  'prod-august': 'august', 'prod-august-enqueue': 'august',
+});
+const prodRule = (variant) => (Object.prototype.hasOwnProperty.call(PROD_RULE, variant) ? PROD_RULE[variant] : null);
+// January and July: every replica slides its seen window when it applies a placeholder.
+const followersSlide = (variant) => prodRule(variant) === 'january' || prodRule(variant) === 'july';
+// A placeholder outside the window crashes the replica (and its replay) instead of a no-op.
+const assertAtApply = (variant) => variant === 'assert-at-apply';
 
 const INITIAL = Object.freeze({
   max_applied_epoch: null,
@@ -90,9 +105,56 @@ function effectiveWindow(seen, s, variant) {
   ];
 }
 
+const appliedWindow = (s) => (s.max_applied_epoch === null ? null : [s.previous_applied_epoch, s.max_applied_epoch]);
+const seenWin = (term, previous, max) => Object.freeze({ term, previous, max });
+
+// January and July: the node's seen window alone (any term), else the applied window;
+// [previous, max_seen) shared (July: only with applied evidence), e >= max_seen slides.
+function seenKeptApart(seen, s, term, e, rule) {
+  const base = seen !== null ? [seen.previous, seen.max] : appliedWindow(s);
+  if (base === null) return { admitted: true, window: [e, e], seen: seenWin(term, e, e) };
+  const [lo, hi] = base;
+  if (e >= hi) {
+    const next = e > hi ? seenWin(term, hi, e) : seenWin(term, lo, hi);
+    return { admitted: true, window: [next.previous, next.max], seen: next };
+  }
+  const w = appliedWindow(s);
+  const evidence = w === null || w[1] < hi || w[0] < w[1];
+  if (e >= lo && (rule !== 'july' || evidence)) return { admitted: true, window: [lo, hi], seen };
+  return { admitted: false, window: [lo, hi], seen };
+}
+
+// August: a per-term seen window; outside its term the applied window decides and the
+// first slide resets to [e, e]; while a bump is pending only the edges are shared and an
+// interior epoch raises the lower edge.
+function perTerm(seen, s, term, e) {
+  const w = appliedWindow(s);
+  if (seen === null || seen.term !== term) {
+    if (w !== null && e < w[0]) return { admitted: false, window: w, seen };
+    if (w !== null && e <= w[1]) return { admitted: true, window: w, seen };
+    return { admitted: true, window: [e, e], seen: seenWin(term, e, e) };
+  }
+  const lo = seen.previous;
+  const hi = seen.max;
+  if (e > hi) return { admitted: true, window: [hi, e], seen: seenWin(term, hi, e) };
+  if (e === lo || e === hi) return { admitted: true, window: [lo, hi], seen };
+  if (e < lo) return { admitted: false, window: [lo, hi], seen };
+  if (w === null || w[1] < hi) return { admitted: true, window: [e, hi], seen: seenWin(term, e, hi) };
+  return { admitted: true, window: [lo, hi], seen };
+}
+
+// A replica applying epoch e slides its seen window up to e (January, July).
+function followerSlide(seen, e) {
+  if (seen === null || e <= seen.max) return seen;
+  return seenWin(seen.term, seen.max, e);
+}
+
 // R10-R12. Returns the decision, the effective window after it, and the node's new seen
 // window (unchanged unless the fence slid).
 function fence(seen, s, term, e, variant) {
+  const rule = prodRule(variant);
+  if (rule === 'august') return perTerm(seen, s, term, e);
+  if (rule !== null) return seenKeptApart(seen, s, term, e, rule);
   const valid = validSeen(seen, term, variant);
   const [lo, hi] = effectiveWindow(valid, s, variant);
   if (hi === null || e > hi) {
@@ -146,5 +208,6 @@ function gcEligible(key, ageS, M, graceS) {
 
 module.exports = {
   VARIANTS, INITIAL, applyPlaceholder, applyAdvanceEpoch, applyReconciled, inactiveEpoch,
-  fence, effectiveWindow, gcEpoch, parseKey, gcEligible,
+  fence, effectiveWindow, gcEpoch, parseKey, gcEligible, followersSlide, followerSlide,
+  assertAtApply,
 };

@@ -21,7 +21,7 @@ const STATE_KEYS = [
 // Per op: required fields, optional fields, result keys (in output order).
 const OPS = {
   fence: { req: ['term', 'epoch'], opt: ['node'], out: ['admitted', 'window'] },
-  apply_placeholder: { req: ['epoch', 'offset'], opt: [], out: ['accepted', 'applied_window'] },
+  apply_placeholder: { req: ['epoch', 'offset'], opt: [], out: ['accepted', 'applied_window', 'crashed'] },
   apply_advance_epoch: { req: ['epoch', 'offset'], opt: [], out: ['applied_window'] },
   apply_reconciled: { req: ['lrlo'], opt: ['lro'], out: ['min_epoch_lower_bound', 'inactive_epoch'] },
   restart: { req: [], opt: ['node'], out: [] },
@@ -163,9 +163,18 @@ class Replayer {
     const { epoch, offset } = this._checkOffset(step);
     if (this.deleted) return { accepted: false, applied_window: null };
     const r = core.applyPlaceholder(this.state, epoch, offset, this.variant);
+    if (!r.accepted && core.assertAtApply(this.variant)) {
+      // the replica crashed on this entry: nothing applied, its replay crashes again
+      return { accepted: false, applied_window: win(this.state), crashed: true };
+    }
     this.state = r.state;
     this.lastOffset = offset;
-    return { accepted: r.accepted, applied_window: win(this.state) };
+    if (core.followersSlide(this.variant)) {
+      for (const [n, w] of this.seen) this.seen.set(n, core.followerSlide(w, epoch));
+    }
+    const out = { accepted: r.accepted, applied_window: win(this.state) };
+    if (core.assertAtApply(this.variant)) out.crashed = false;
+    return out;
   }
 
   _apply_advance_epoch(step) {
