@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
+import types
 
 import click
 from epochgc.impl.store.base import StoreError
@@ -52,10 +54,19 @@ class _LazyGroup(click.Group):
         return cmd
 
 
+def _terminated(signum: int, frame: types.FrameType | None) -> None:
+    raise SystemExit(128 + signum)
+
+
 @click.group(cls=_LazyGroup)
 @click.version_option(package_name="epochgc")
 def main() -> None:
     """epochgc: windowed epoch fencing and epoch-based GC of L0 objects."""
+    # SIGTERM (a scheduler's timeout, `timeout`, `kill`) unwinds like Ctrl-C, so every
+    # command's cleanup runs: `demo` and `chaos` stop the broker processes they started
+    # (their own sessions, so nothing else would) instead of leaving them running. A
+    # command with its own handling (`gc`: stop at a batch boundary) installs its own.
+    signal.signal(signal.SIGTERM, _terminated)
 
 
 if __name__ == "__main__":

@@ -59,3 +59,46 @@ def test_demo_checks_catch_a_gc_that_deletes_referenced_objects(
     assert r.exit_code == 1, r.output
     out = json.loads(r.stdout)
     assert out["in_use_deleted"] > 0 and out["lost"] > 0
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.slow
+def test_sigterm_stops_the_demos_broker_processes(tmp_path: Path) -> None:
+    """A demo killed by SIGTERM (`timeout`, a CI job's limit) used to exit at once and leave
+    its three brokers running for good (their own sessions; found as orphans)."""
+    import signal
+    import time
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(tmp_path))
+    p = subprocess.Popen(
+        [sys.executable, "-m", "epochgc.impl.cli", "demo", "--seconds", "600", "--quiet",
+         "--gc-engine", "model"],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+    )
+    pids: list[int] = []
+    try:
+        deadline = time.monotonic() + 300
+        while len(pids) < 3:  # the cluster's own record of its brokers' pids
+            assert p.poll() is None and time.monotonic() < deadline, "demo did not start"
+            for meta in tmp_path.glob("epochgc-demo-*/cluster/cluster.json"):
+                try:
+                    pids = [int(v) for v in json.loads(meta.read_text())["pids"].values()]
+                except (ValueError, KeyError):  # being written
+                    pids = []
+            time.sleep(0.2)
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=120) == 128 + signal.SIGTERM
+    finally:
+        if p.poll() is None:
+            p.kill()
+        leaked = [pid for pid in pids if _alive(pid)]
+        for pid in leaked:
+            os.kill(pid, signal.SIGKILL)
+    assert leaked == [], f"broker processes left running after SIGTERM: {leaked}"
