@@ -447,13 +447,32 @@ def reports_of(s: System, fresh: bool = False, v: Variant = REFERENCE) -> list[R
     return out
 
 
+def _counted_reports(s: System, snap: list[int], fresh: bool, v: Variant) -> list[Report]:
+    """The reports of `reports_of` that can change a round: the values reported for the
+    snapshot's partitions. `gc_epoch_of_valid` ignores a null report and every report of a
+    partition outside the snapshot (a partition with no value blocks whether its replicas
+    reported null or nothing), so the round's M and blocked are the same as over every
+    report in the store (tests/model/test_reports_partial.py compares them). Reading only
+    these keeps a symbolic run (proofs.param.symcorr) from forking on reports that cannot
+    matter: a null flag, or a partition the round does not look at."""
+    out = []
+    for p in snap:
+        part = s.partitions[p]
+        for r, rep in enumerate(part.replicas):
+            value = inactive_epoch(part.state, v) if fresh else rep.reported
+            if value is not None:
+                out.append(Report(partition_id(p), f"r{r}", value))
+    return out
+
+
 def round_epoch(
     s: System, v: Variant, foreign: tuple[int | None, ...] = (), fresh: bool = False
 ) -> GcEpoch:
     """M for a GC round over the published snapshot. `foreign` are reports of partitions
     outside this model (in the proofs: every other partition, chosen by the adversary)."""
-    parts = [partition_id(p) for p, q in enumerate(s.partitions) if q.in_snapshot]
-    reps = reports_of(s, fresh, v)
+    snap = [p for p, q in enumerate(s.partitions) if q.in_snapshot]
+    parts = [partition_id(p) for p in snap]
+    reps = _counted_reports(s, snap, fresh, v)
     for i, value in enumerate(foreign):
         parts.append(f"x{i}")
         reps.append(Report(f"x{i}", "r0", value))

@@ -12,6 +12,7 @@ implementation's pure parts run: there is no second, hand-written encoding of th
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import os
 import threading
@@ -387,6 +388,72 @@ class SymInt(_IntBase):
     __str__ = __repr__
 
 
+# -- min and max without forking --------------------------------------------------------------
+# `max(a, b)` on symbolic ints asks `b > a` for its truth, which forks the path; the result
+# is a pure function of the operands, so it is built instead as the term CPython's loop
+# computes (the first extreme item wins ties): max folds `If(x > acc, x, acc)`, min
+# `If(x < acc, x, acc)`. Installed as the builtins while an Explorer runs its function
+# (`Explorer.paths`, `merge_minmax`); anything else (keys, defaults, non-int items, no
+# symbolic item) goes to the builtin, which behaves exactly as without it.
+_BUILTIN_MIN, _BUILTIN_MAX = builtins.min, builtins.max
+
+
+def _ite(c: z3.BoolRef, a: z3.ExprRef, b: z3.ExprRef) -> z3.ArithRef:
+    key = ("ite", id(c), id(a), id(b))
+    hit = _MEMO.get(key)
+    if hit is not None:
+        return hit[0]
+    r = z3.ArithRef(z3core.Z3_mk_ite(_CTX.ref(), c.as_ast(), a.as_ast(), b.as_ast()), _CTX)
+    _MEMO[key] = (r, (c, a, b))
+    return r
+
+
+def _extreme(args: tuple[Any, ...], kw: dict[str, Any], cmp: Any) -> Any:
+    """The merged extreme of `args` (max: cmp is Z3_mk_gt), or NotImplemented when the
+    builtin must answer (no symbolic int among plain ints, or a form this does not model)."""
+    if kw or not args:
+        return NotImplemented
+    items = args if len(args) > 1 else args[0]
+    if type(items) not in (list, tuple) or not items:
+        return NotImplemented
+    sym = False
+    for x in items:
+        t = type(x)
+        if t is SymInt:
+            sym = True
+        elif t is not int:
+            return NotImplemented
+    if not sym:
+        return NotImplemented
+    acc: Any = items[0]
+    for x in items[1:]:
+        if type(acc) is int and type(x) is int:
+            acc = (_BUILTIN_MAX if cmp is z3core.Z3_mk_gt else _BUILTIN_MIN)(acc, x)
+            continue
+        a, b = expr_of(acc), expr_of(x)
+        if _same_term(a, b):
+            continue  # the same term: the first one stays
+        c = _cmp2(cmp, b, a)
+        p = c.as_ast().value
+        if p in (_TRUE_P, _FALSE_P):
+            acc = x if p == _TRUE_P else acc
+            continue
+        acc = SymInt(_ite(c, b, a))
+    return acc
+
+
+def sym_max(*args: Any, **kw: Any) -> Any:
+    """`max`, merged into one term when it compares symbolic ints (see `_extreme`)."""
+    r = _extreme(args, kw, z3core.Z3_mk_gt)
+    return _BUILTIN_MAX(*args, **kw) if r is NotImplemented else r
+
+
+def sym_min(*args: Any, **kw: Any) -> Any:
+    """`min`, merged into one term when it compares symbolic ints (see `_extreme`)."""
+    r = _extreme(args, kw, z3core.Z3_mk_lt)
+    return _BUILTIN_MIN(*args, **kw) if r is NotImplemented else r
+
+
 def _var(name: str, make: Callable[[str], Any]) -> Any:
     """The same Z3 constant object for the same name on every run (see _MEMO)."""
     key = f"{make.__name__}:{name}"
@@ -528,8 +595,12 @@ class Explorer:
     `prune=False` enumerates every path without asking the solver (for formulas that are
     joined into one query afterwards, where infeasible paths are harmless)."""
 
-    def __init__(self, timeout_ms: int = 2000, seed: int = 0, prune: bool = True) -> None:
+    def __init__(self, timeout_ms: int = 2000, seed: int = 0, prune: bool = True,
+                 merge_minmax: bool = False) -> None:
         self.prune = prune
+        # `min`/`max` over symbolic ints build one If term instead of forking (sym_max):
+        # the same successor on every input, in fewer paths.
+        self.merge_minmax = merge_minmax
         self.solver: Any = _NoSolver()
         if prune:
             _MEMO.clear()
@@ -931,6 +1002,11 @@ class Explorer:
                 self._model = None
                 self._n = 0  # same names on every run: readable traces
                 _current.append(self)
+                saved = builtins.min, builtins.max
+                if self.merge_minmax:
+                    builtins.min, builtins.max = sym_min, sym_max
+                else:
+                    builtins.min, builtins.max = _BUILTIN_MIN, _BUILTIN_MAX
                 try:
                     try:
                         value: Any = fn(self)
@@ -941,6 +1017,7 @@ class Explorer:
                         kind, value = "error", e
                 finally:
                     _current.pop()
+                    builtins.min, builtins.max = saved
                 if self._pos <= self._kept:
                     raise RuntimeError("a replayed path did not reach its flipped decision:"
                                        " the explored function is not deterministic")

@@ -16,6 +16,8 @@ the model's class as its `__class__`, so `dataclasses.replace` builds a plain mo
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 from dataclasses import fields
 from typing import Any
 
@@ -51,19 +53,47 @@ class Group:
 
 
 _CLASSES: dict[type, type] = {}
+# `dataclasses.replace(obj, **changes)` reads every field it does not change and calls
+# `obj.__class__(**fields)`. On a lazy object, reading an undecided group's field there
+# would fork the path only to copy the field: inside replace (the calling frame runs its
+# code) the field comes back as a `_Pending` and `__class__` as a constructor that puts
+# the pending fields back as groups, so the copy stays lazy, sharing the groups (a
+# decision made on either is the decision for both: they are the same fields).
+_REPLACE_CODE = dataclasses.replace.__code__
+
+
+class _Pending:
+    """An undecided group field carried through `dataclasses.replace`."""
+
+    __slots__ = ("group", "value")
+
+    def __init__(self, group: Group, value: Any) -> None:
+        self.group, self.value = group, value
+
+
+def _rebuilder(base: type) -> Any:
+    def build(**kw: Any) -> Any:
+        groups = {k: (v.group, v.value) for k, v in kw.items() if type(v) is _Pending}
+        if not groups:
+            return base(**kw)
+        return lazy(base, groups, **{k: v for k, v in kw.items() if k not in groups})
+    return build
 
 
 def _lazy_class(base: type) -> type:
     cls = _CLASSES.get(base)
     if cls is not None:
         return cls
+    rebuild = _rebuilder(base)
 
     def __getattribute__(self: Any, name: str) -> Any:
         if name == "__class__":
-            return base
+            return rebuild if sys._getframe(1).f_code is _REPLACE_CODE else base
         groups = object.__getattribute__(self, "__dict__").get("_groups")
         if groups is not None and name in groups:
             g, v = groups[name]
+            if g.decided is None and sys._getframe(1).f_code is _REPLACE_CODE:
+                return _Pending(g, v)
             return v if g.present() else None
         return object.__getattribute__(self, name)
 

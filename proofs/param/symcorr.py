@@ -60,6 +60,9 @@ from epochgc.proofs.sym import (
 )
 from epochgc.proofs.symstate import choice
 
+# min/max over symbolic ints as one term, not a fork per comparison (sym.sym_max).
+MERGE = True
+
 
 class NotAbstractable(ValueError):
     """A Python state the abstraction has no image for (window fields not set together)."""
@@ -329,7 +332,7 @@ def check_action(action: str, shape: str, template: System, timeout_ms: int = 20
     actions "py" (python -> formula) and "fo" (formula -> python)). Stops at the first
     disagreement."""
     res = Result(shape, f"{action} ({mode})")
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed)
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge_minmax=MERGE)
     sizes = sizes_of(template)
     chosen = _choices(action)
 
@@ -459,7 +462,7 @@ def check_invariant(name: str, shape: str, template: System, timeout_ms: int = 2
     """Python's invariant `name` equals its quantified version on every state of the
     shape (the forgotten fields' conjuncts assumed)."""
     res = Result(shape, f"invariant {name}")
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed)
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge_minmax=MERGE)
     sizes = sizes_of(template)
 
     def run(ex: Explorer) -> Any:
@@ -489,7 +492,7 @@ def check_fresh_m(shape: str, template: System, timeout_ms: int = 2000,
     """Python's `fresh_m` is `fresh_m_term` on every state of the shape (under the
     invariants: M(p) = floor - 1 needs a set window's floor)."""
     res = Result(shape, "fresh M")
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed)
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge_minmax=MERGE)
     sizes = sizes_of(template)
 
     def run(ex: Explorer) -> Any:
@@ -509,7 +512,7 @@ def check_transition(name: str, shape: str, template: System, timeout_ms: int = 
     of states of the shape. For T4, Python's `mono_fresh_m` runs with M given by
     `fresh_m_term` (`check_fresh_m` proves it is Python's `fresh_m`)."""
     res = Result(shape, f"transition invariant {name}")
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed)
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge_minmax=MERGE)
     sizes = sizes_of(template)
 
     def run(ex: Explorer) -> Any:
