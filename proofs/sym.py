@@ -596,7 +596,12 @@ class Explorer:
     joined into one query afterwards, where infeasible paths are harmless)."""
 
     def __init__(self, timeout_ms: int = 2000, seed: int = 0, prune: bool = True,
-                 merge_minmax: bool = False) -> None:
+                 merge_minmax: bool = False, solver: Any = None,
+                 asserted: tuple[z3.BoolRef, ...] = ()) -> None:
+        """`solver`: a solver to explore in (each `paths` run pushes above what it holds)
+        instead of a new one; `asserted`: formulas it already holds, so that assuming one
+        of them adds it to the path condition without asserting it again (explorations
+        that assume the same large formula, one after another, share its processing)."""
         self.prune = prune
         # `min`/`max` over symbolic ints build one If term instead of forking (sym_max):
         # the same successor on every input, in fewer paths.
@@ -608,8 +613,11 @@ class Explorer:
             _REPAIRS.clear()
             _IMPLIED.clear()
             _PROBES.clear()
-            self.solver = z3.Solver()  # its time limit is the watchdog's (`_sat`)
-            self.solver.set("random_seed", seed)
+            if solver is None:
+                solver = z3.Solver()  # its time limit is the watchdog's (`_sat`)
+                solver.set("random_seed", seed)
+            self.solver = solver
+        self._asserted = {a.as_ast().value: a for a in asserted}
         # (choice, forced, model): `model` satisfies the path condition up to and including
         # this decision (None when unknown), so a replayed path keeps a witness at hand.
         self._trail: list[tuple[bool, bool, Any]] = []
@@ -822,6 +830,9 @@ class Explorer:
                 self._events.append(("a", cond.expr, check))
             self._assumed.append(cond.expr)
             if self._pos <= self._kept:  # shared prefix: asserted (and checked) before
+                self._pc.append(cond.expr)
+                return
+            if cond.expr.as_ast().value in self._asserted:  # the solver holds it already
                 self._pc.append(cond.expr)
                 return
             before = self._model

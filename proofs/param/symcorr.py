@@ -326,15 +326,69 @@ def _spec_prm(action: str, py: dict[str, Any]) -> dict[str, Any]:
     return {n: (z(py[n]) if k in (INT, BOOL) else py[n]) for n, k in params}
 
 
+# Per shape: the assumed invariants (I1-I9 expanded over the shape, and `extras`) and the
+# abstract pre-state. The pre-state is built from the same names for every action of a
+# shape, so it is the same terms (Z3 hash-conses them): expanding the invariants once per
+# shape instead of once per action (it cost as much as the paths of most actions).
+_PRE: dict[tuple[Any, ...], tuple[Any, Structure]] = {}
+
+
+def _shape_key(template: System) -> tuple[Any, ...]:
+    return (len(template.partitions), len(template.partitions[0].replicas),
+            len(template.objects), tuple((w.obj, w.partition) for w in template.writes))
+
+
+def _pre_of(pre: System, template: System, sizes: dict[str, int]) -> tuple[Any, Structure]:
+    first = abstract(pre)
+    key = _shape_key(template)
+    hit = _PRE.get(key)
+    if hit is None or any(z(hit[1][k]).get_id() != z(first[k]).get_id()
+                          for k in ("revision", "clock")):
+        hit = _PRE[key] = (z3.And(z(spec_inv(TermLogic(sizes), finite_state(first))),
+                                  extras(pre)), first)
+    return hit
+
+
+_SOLVERS: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+
+
+def _shared(template: System, sizes: dict[str, int], timeout_ms: int, seed: int
+            ) -> tuple[Any, Any]:
+    """(the assumed invariants, a solver holding them, or None when they have no model)
+    for the shape: one per shape and seed, which every action's exploration pushes on."""
+    key = (*_shape_key(template), seed)
+    hit = _SOLVERS.get(key)
+    if hit is None:
+        ex = Explorer(prune=False)
+        pre = next(iter(ex.paths(lambda ex: lazy_system(ex, template)))).value
+        inv = _pre_of(pre, template, sizes)[0]
+        solver = z3.Solver()
+        solver.set("random_seed", seed)
+        solver.set("timeout", timeout_ms)
+        solver.add(inv)
+        r = solver.check()
+        if r == z3.unknown:
+            raise SolverUnknown(f"the assumed invariants: {solver.reason_unknown()}")
+        solver.set("timeout", 4294967295)  # the explorer's watchdog times its checks
+        hit = _SOLVERS[key] = (inv, solver if r == z3.sat else None)
+    return hit
+
+
 def check_action(action: str, shape: str, template: System, timeout_ms: int = 2000,
                  seed: int = 0, mode: str = "both") -> Result:
     """Both directions for one action on one shape (`mode`: "both", or for the havocked
     actions "py" (python -> formula) and "fo" (formula -> python)). Stops at the first
     disagreement."""
     res = Result(shape, f"{action} ({mode})")
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge_minmax=MERGE)
     sizes = sizes_of(template)
     chosen = _choices(action)
+    inv, solver = _shared(template, sizes, timeout_ms, seed)
+    if solver is None:
+        res.failure = ("the assumed invariants have no model on this shape: every action "
+                       "would correspond vacuously")
+        return res
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge_minmax=MERGE, solver=solver,
+                  asserted=(inv,))
 
     assumed: list[Any] = []
     _FORMULAS.clear()
@@ -342,9 +396,7 @@ def check_action(action: str, shape: str, template: System, timeout_ms: int = 20
     def run(ex: Explorer) -> Any:
         pre = lazy_system(ex, template)
         if not assumed:  # the same terms on every path (see _FORMULAS)
-            first = abstract(pre)
-            assumed.extend([z3.And(z(spec_inv(TermLogic(sizes), finite_state(first))),
-                                   extras(pre)), first])
+            assumed.extend(_pre_of(pre, template, sizes))
         a = assumed[1]
         ex.assume(SymBool(assumed[0]))
         if mode == "fo" and action in HAVOC:
