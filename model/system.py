@@ -25,7 +25,7 @@ from epochgc.model.cluster import GcEpoch, Report, gc_epoch_of_valid
 from epochgc.model.errors import ModelError, require_int
 from epochgc.model.fence import SeenWindow, fence
 from epochgc.model.keys import deletable
-from epochgc.model.logic import Cond, all_of, iff, implies, le_opt, neg
+from epochgc.model.logic import Cond, all_of, iff, implies, le_opt, merge_point, neg
 from epochgc.model.partition import (
     INITIAL,
     PartitionState,
@@ -622,16 +622,20 @@ def inv_reports(s: System, v: Variant = REFERENCE) -> Cond:
     """I4: a replica's M(p), and any report it published, is at most the partition's
     current M(p) (M(p) is monotone, so stale views are low, never high), and never below
     -1."""
-    conds = []
-    for part in s.partitions:
-        truth = inactive_epoch(part.state, v)
-        for r in part.replicas:
-            conds.append(le_opt(r.inactive, truth))
-            conds.append(le_opt(r.reported, r.inactive))
-            conds.append(True if r.inactive is None else r.inactive >= -1)  # M(p) >= -1
-            conds.append(True if r.reported is None else r.reported >= -1)
-            conds.append(implies(r.reported_null, r.reported is None))  # null: no value
-    return all_of(conds)
+    return all_of(_replica_reports(r, inactive_epoch(part.state, v))
+                  for part in s.partitions for r in part.replicas)
+
+
+@merge_point  # one formula per replica: the proofs do not fork on every replica's fields
+def _replica_reports(r: Replica, truth: int | None) -> Cond:
+    """I4 for one replica of a partition whose current M(p) is `truth`."""
+    return all_of((
+        le_opt(r.inactive, truth),
+        le_opt(r.reported, r.inactive),
+        True if r.inactive is None else r.inactive >= -1,  # M(p) >= -1
+        True if r.reported is None else r.reported >= -1,
+        implies(r.reported_null, r.reported is None),  # null: no value
+    ))
 
 
 def inv_revisions(s: System, v: Variant = REFERENCE) -> Cond:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import z3
+from epochgc.model import logic as _logic
 from z3 import z3core
 
 
@@ -393,8 +394,8 @@ class SymInt(_IntBase):
 # is a pure function of the operands, so it is built instead as the term CPython's loop
 # computes (the first extreme item wins ties): max folds `If(x > acc, x, acc)`, min
 # `If(x < acc, x, acc)`. Installed as the builtins while an Explorer runs its function
-# (`Explorer.paths`, `merge_minmax`); anything else (keys, defaults, non-int items, no
-# symbolic item) goes to the builtin, which behaves exactly as without it.
+# (`Explorer.paths`); anything else (keys, defaults, non-int items, no
+# symbolic item) goes to the builtin, which behaves exactly as without it. (`merge=True`.)
 _BUILTIN_MIN, _BUILTIN_MAX = builtins.min, builtins.max
 
 
@@ -452,6 +453,110 @@ def sym_min(*args: Any, **kw: Any) -> Any:
     """`min`, merged into one term when it compares symbolic ints (see `_extreme`)."""
     r = _extreme(args, kw, z3core.Z3_mk_lt)
     return _BUILTIN_MIN(*args, **kw) if r is NotImplemented else r
+
+
+# -- merged calls (model.logic.merge_point) ---------------------------------------------------
+
+
+class _Sub:
+    """Decides inside a merged call: every side of every branch, without the solver (the
+    merged value carries each side's condition, so an infeasible side only adds a
+    disjunct that never holds). A condition the enclosing path already decided keeps its
+    side; one asked twice in a run gets the same answer."""
+
+    def __init__(self, outer: set[int]) -> None:
+        self.outer = outer  # addresses of the literals the enclosing path holds
+        self.trail: list[bool] = []
+        self.pos = 0
+        self.lits: list[z3.BoolRef] = []
+        self.asked: dict[int, bool] = {}
+
+    def decide(self, cond: z3.BoolRef) -> bool:
+        p = cond.as_ast().value
+        if p in (_TRUE_P, _FALSE_P):
+            return bool(p == _TRUE_P)
+        if p in self.outer:
+            return True
+        neg = _not(cond)
+        if neg.as_ast().value in self.outer:
+            return False
+        hit = self.asked.get(p)
+        if hit is not None:
+            return hit
+        if self.pos < len(self.trail):
+            choice = self.trail[self.pos]
+        else:
+            choice = True
+            self.trail.append(True)
+        self.pos += 1
+        self.asked[p] = choice
+        self.asked[neg.as_ast().value] = not choice
+        self.lits.append(cond if choice else neg)
+        return choice
+
+    def terms(self) -> set[int]:
+        return self.outer | {x.as_ast().value for x in self.lits}
+
+
+def caches_decisions() -> bool:
+    """May a value decided now be kept for the rest of the run (proofs.param.lazy)? Not
+    inside a merged call, whose runs each take other sides."""
+    return not _current or not isinstance(_current[-1], _Sub)
+
+
+MERGE_LIMIT = 256  # paths of one merged call; more and the call forks as usual
+
+
+def merged_call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """`fn(*args)` as one value over all its paths (the hook of `model.logic.merge_point`):
+    a condition is the disjunction of each path's condition and result, an int the If
+    chain of the results. A path that raises, a result of another kind (None, a tuple),
+    or more than MERGE_LIMIT paths: `fn(*args)` forks the caller as without the hook."""
+    if not _current:
+        return fn(*args)
+    top = _current[-1]
+    if isinstance(top, Explorer):
+        outer = top._pc_terms
+    elif isinstance(top, _Sub):
+        outer = top.terms()
+    else:
+        return fn(*args)
+    sub = _Sub(outer)
+    runs: list[tuple[list[z3.BoolRef], Any]] = []
+    while True:
+        sub.pos, sub.lits, sub.asked = 0, [], {}
+        _current.append(sub)  # type: ignore[arg-type]
+        try:
+            value = fn(*args)
+        except Exception:
+            value = _Sub  # marks a path that raised
+        finally:
+            _current.pop()
+        if value is _Sub or len(runs) >= MERGE_LIMIT:
+            return fn(*args)
+        runs.append((sub.lits, value))
+        del sub.trail[sub.pos:]
+        while sub.trail and not sub.trail[-1]:
+            sub.trail.pop()
+        if not sub.trail:
+            break
+        sub.trail[-1] = False
+    return _join(runs, fn, args)
+
+
+def _join(runs: list[tuple[list[z3.BoolRef], Any]], fn: Callable[..., Any],
+          args: tuple[Any, ...]) -> Any:
+    kinds = {type(v) for _, v in runs}
+    if len(runs) == 1:
+        return runs[0][1]
+    if kinds <= {bool, SymBool}:
+        return SymBool(disj([conj([*lits, _bool_expr(v, v, "merge")]) for lits, v in runs]))
+    if kinds <= {int, SymInt} and bool not in kinds:
+        acc = expr_of(runs[-1][1])
+        for lits, v in reversed(runs[:-1]):
+            acc = _ite(conj(lits), expr_of(v), acc)
+        return SymInt(acc)
+    return fn(*args)
 
 
 def _var(name: str, make: Callable[[str], Any]) -> Any:
@@ -596,16 +701,17 @@ class Explorer:
     joined into one query afterwards, where infeasible paths are harmless)."""
 
     def __init__(self, timeout_ms: int = 2000, seed: int = 0, prune: bool = True,
-                 merge_minmax: bool = False, solver: Any = None,
+                 merge: bool = False, solver: Any = None,
                  asserted: tuple[z3.BoolRef, ...] = ()) -> None:
         """`solver`: a solver to explore in (each `paths` run pushes above what it holds)
         instead of a new one; `asserted`: formulas it already holds, so that assuming one
         of them adds it to the path condition without asserting it again (explorations
         that assume the same large formula, one after another, share its processing)."""
         self.prune = prune
-        # `min`/`max` over symbolic ints build one If term instead of forking (sym_max):
-        # the same successor on every input, in fewer paths.
-        self.merge_minmax = merge_minmax
+        # While `fn` runs: `min`/`max` over symbolic ints build one If term instead of
+        # forking (sym_max), and a `model.logic.merge_point` function is one value over
+        # all its paths (merged_call): the same results on every input, in fewer paths.
+        self.merge = merge
         self.solver: Any = _NoSolver()
         if prune:
             _MEMO.clear()
@@ -1013,11 +1119,13 @@ class Explorer:
                 self._model = None
                 self._n = 0  # same names on every run: readable traces
                 _current.append(self)
-                saved = builtins.min, builtins.max
-                if self.merge_minmax:
+                saved = builtins.min, builtins.max, _logic.MERGE_HOOK
+                if self.merge:
                     builtins.min, builtins.max = sym_min, sym_max
+                    _logic.MERGE_HOOK = merged_call
                 else:
                     builtins.min, builtins.max = _BUILTIN_MIN, _BUILTIN_MAX
+                    _logic.MERGE_HOOK = None
                 try:
                     try:
                         value: Any = fn(self)
@@ -1028,7 +1136,7 @@ class Explorer:
                         kind, value = "error", e
                 finally:
                     _current.pop()
-                    builtins.min, builtins.max = saved
+                    builtins.min, builtins.max, _logic.MERGE_HOOK = saved
                 if self._pos <= self._kept:
                     raise RuntimeError("a replayed path did not reach its flipped decision:"
                                        " the explored function is not deterministic")

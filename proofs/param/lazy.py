@@ -25,7 +25,7 @@ import z3
 from epochgc.model.fence import SeenWindow
 from epochgc.model.partition import PartitionState
 from epochgc.model.system import Obj, Partition, Replica, System, Write
-from epochgc.proofs.sym import Explorer, SymBool, SymInt
+from epochgc.proofs.sym import Explorer, SymBool, SymInt, caches_decisions
 from epochgc.proofs.sym import const_bool as _const_bool
 
 WINDOW = ("max_applied_epoch", "previous_applied_epoch", "min_epoch_lower_bound",
@@ -44,7 +44,10 @@ class Group:
 
     def present(self) -> bool:
         if self.decided is None:
-            self.decided = bool(SymBool(self.cond))
+            d = bool(SymBool(self.cond))
+            if not caches_decisions():  # a merged call's run: its other runs differ
+                return d
+            self.decided = d
         return self.decided
 
     def term(self) -> Any:

@@ -387,7 +387,7 @@ def check_action(action: str, shape: str, template: System, timeout_ms: int = 20
         res.failure = ("the assumed invariants have no model on this shape: every action "
                        "would correspond vacuously")
         return res
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge_minmax=MERGE, solver=solver,
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge=MERGE, solver=solver,
                   asserted=(inv,))
 
     assumed: list[Any] = []
@@ -514,7 +514,7 @@ def check_invariant(name: str, shape: str, template: System, timeout_ms: int = 2
     """Python's invariant `name` equals its quantified version on every state of the
     shape (the forgotten fields' conjuncts assumed)."""
     res = Result(shape, f"invariant {name}")
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge_minmax=MERGE)
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge=MERGE)
     sizes = sizes_of(template)
 
     def run(ex: Explorer) -> Any:
@@ -544,7 +544,7 @@ def check_fresh_m(shape: str, template: System, timeout_ms: int = 2000,
     """Python's `fresh_m` is `fresh_m_term` on every state of the shape (under the
     invariants: M(p) = floor - 1 needs a set window's floor)."""
     res = Result(shape, "fresh M")
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge_minmax=MERGE)
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge=MERGE)
     sizes = sizes_of(template)
 
     def run(ex: Explorer) -> Any:
@@ -564,7 +564,7 @@ def check_transition(name: str, shape: str, template: System, timeout_ms: int = 
     of states of the shape. For T4, Python's `mono_fresh_m` runs with M given by
     `fresh_m_term` (`check_fresh_m` proves it is Python's `fresh_m`)."""
     res = Result(shape, f"transition invariant {name}")
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge_minmax=MERGE)
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge=MERGE)
     sizes = sizes_of(template)
 
     def run(ex: Explorer) -> Any:

@@ -1,7 +1,8 @@
 """What keeps the correspondence proof's paths few: `min`/`max` over symbolic ints merged
-into one term (`sym.sym_max`), and `dataclasses.replace` on a lazy state copying its
-undecided optional fields without deciding them (`proofs.param.lazy`). Each must leave
-the results exactly as the forking exploration gives them."""
+into one term (`sym.sym_max`), a `model.logic.merge_point` function as one formula over its
+paths (`sym.merged_call`), and `dataclasses.replace` on a lazy state copying its undecided
+optional fields without deciding them (`proofs.param.lazy`). Each must leave the results
+exactly as the forking exploration gives them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import pytest
 import z3
 from epochgc.model.cluster import Report, gc_epoch_of_valid
 from epochgc.model.fence import SeenWindow
-from epochgc.model.system import Replica, initial
+from epochgc.model.logic import all_of, le_opt, merge_point
+from epochgc.model.system import Replica, System, initial
 from epochgc.proofs.param.lazy import lazy_system, optional
 from epochgc.proofs.sym import Explorer, SymInt, sym_max, sym_min
 
@@ -40,7 +42,7 @@ def test_on_plain_values_they_are_the_builtins(mine: Any, builtin: Any) -> None:
 
 def _values(merge: bool, fn: Any) -> tuple[int, set[tuple[int, ...]]]:
     """(paths, concrete results on a grid of inputs) of `fn(x, y, z)` explored."""
-    ex = Explorer(merge_minmax=merge)
+    ex = Explorer(merge=merge)
     outs = []
 
     def run(ex: Explorer) -> Any:
@@ -75,7 +77,7 @@ def test_merged_is_one_path_with_the_forked_values(fn: Any) -> None:
 
 
 def test_the_builtins_are_restored_after_a_run() -> None:
-    ex = Explorer(merge_minmax=True)
+    ex = Explorer(merge=True)
     list(ex.paths(lambda ex: max(ex.fresh_int("x"), 0)))
     assert builtins.max is not sym_max and builtins.min is not sym_min
 
@@ -87,7 +89,7 @@ def test_the_round_over_two_replicas_is_one_path() -> None:
         reps = [Report("p0", "r0", a), Report("p0", "r1", b), Report("p1", "r0", c)]
         return gc_epoch_of_valid(ex.fresh_int("rev"), ["p0", "p1"], reps).M
 
-    assert len(list(Explorer(merge_minmax=True).paths(run))) == 1
+    assert len(list(Explorer(merge=True).paths(run))) == 1
     assert len(list(Explorer().paths(run))) > 1
 
 
@@ -118,3 +120,63 @@ def test_replace_on_a_lazy_state_decides_nothing() -> None:
 
     assert {p.value for p in Explorer().paths(read)} == {
         (True, True), (True, False), (False, True), (False, False)}
+
+
+# -- merged calls (model.logic.merge_point) -------------------------------------------------
+
+@merge_point
+def _reports_ok(r: Replica, truth: Any) -> Any:
+    return all_of((le_opt(r.inactive, truth), le_opt(r.reported, r.inactive)))
+
+
+@merge_point
+def _reported_or_none(r: Replica) -> Any:
+    return r.reported  # None on some paths: not mergeable, so it forks as before
+
+
+def test_merge_point_on_plain_values_is_the_function() -> None:
+    r = Replica(None, 3, 2)
+    assert _reports_ok(r, 4) is True and _reports_ok(r, 2) is False
+    assert _reports_ok.__name__ == "_reports_ok" and _reported_or_none(r) == 2
+
+
+def _explore(merge: bool, fn: Any) -> tuple[Explorer, list[Any]]:
+    template = initial(2, 2, [(0, 0)], 1)
+    ex = Explorer(merge=merge)
+
+    def run(ex: Explorer) -> Any:
+        s = lazy_system(ex, template, seen=False)
+        return fn(s)
+
+    return ex, [p for p in ex.paths(run) if p.kind == "ok"]
+
+
+def test_a_merged_condition_is_one_path_with_the_forked_formula() -> None:
+    def every(s: System) -> Any:
+        return all_of(_reports_ok(r, ex_truth) for part in s.partitions for r in part.replicas)
+
+    ex_truth = 5
+    _, merged = _explore(True, every)
+    _, forked = _explore(False, every)
+    assert len(merged) == 1 and len(forked) > 100
+    m = merged[0].value.expr
+    for p in forked:  # on each forked path, the merged formula is that path's result
+        v = p.value.expr if hasattr(p.value, "expr") else z3.BoolVal(p.value)
+        s = z3.Solver()
+        s.add(*p.pc, z3.Xor(m, v))
+        assert s.check() == z3.unsat
+
+
+def test_a_result_that_cannot_merge_forks_the_caller() -> None:
+    _, merged = _explore(True, lambda s: _reported_or_none(s.partitions[0].replicas[0]))
+    assert {type(p.value).__name__ for p in merged} == {"NoneType", "SymInt"}
+
+
+def test_a_merged_run_does_not_keep_its_decisions() -> None:
+    """A lazy group read inside a merged call is decided again by the caller."""
+    def both(s: System) -> Any:
+        r = s.partitions[0].replicas[0]
+        return _reports_ok(r, 1), r.inactive is None
+
+    _, paths = _explore(True, both)
+    assert sorted(p.value[1] for p in paths) == [False, True]
