@@ -578,6 +578,11 @@ def const_int(name: str) -> z3.ArithRef:
     return _var(name, z3.Int)
 
 
+def eq_terms(x: z3.ExprRef, y: z3.ExprRef) -> z3.BoolRef:
+    """`x == y` for two terms of one sort, memoised (through the C API)."""
+    return _cmp2(z3core.Z3_mk_eq, x, y)
+
+
 def eq_int(x: z3.ArithRef, k: int) -> z3.BoolRef:
     """`x == k`, memoised like the model's own comparisons."""
     return _cmp2(z3core.Z3_mk_eq, x, expr_of(k))

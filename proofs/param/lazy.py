@@ -41,6 +41,8 @@ class Group:
     def __init__(self, cond: z3.BoolRef) -> None:
         self.cond = cond
         self.decided: bool | None = None
+        if _MADE:
+            _MADE[-1].append(self)
 
     def present(self) -> bool:
         if self.decided is None:
@@ -138,6 +140,33 @@ def _int(ex: Explorer, name: str) -> SymInt:
 
 
 def lazy_system(ex: Explorer, template: System, seen: bool = True, tag: str = "") -> System:
+    """`_lazy_system`, built once per explorer: every path of an exploration builds the
+    same state from the same names, so a later path gets the first one's objects with
+    every group undecided again (and the fresh-name counter where building left it). The
+    state is never changed in place (lazy objects are frozen; a step copies)."""
+    cache = ex.__dict__.setdefault("_lazy_states", {})
+    key = (id(template), seen, tag, ex._n)
+    hit = cache.get(key)
+    if hit is not None:
+        state, groups, n_after, _ = hit
+        for g in groups:
+            g.decided = None
+        ex._n = n_after
+        return state  # type: ignore[no-any-return]
+    made: list[Group] = []
+    _MADE.append(made)
+    try:
+        state = _lazy_system(ex, template, seen, tag)
+    finally:
+        _MADE.pop()
+    cache[key] = (state, made, ex._n, template)  # the template kept: its id stays its own
+    return state
+
+
+_MADE: list[list[Group]] = []  # the groups the state being built makes
+
+
+def _lazy_system(ex: Explorer, template: System, seen: bool, tag: str) -> System:
     """Every state of the template's shape: every number a fresh unbounded integer, every
     flag a fresh boolean, every optional group a lazy fork. The leader is replica 0
     (replicas are interchangeable: a state with another leader is a renaming of one of

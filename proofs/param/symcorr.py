@@ -54,8 +54,10 @@ from epochgc.proofs.sym import (
     SolverUnknown,
     SymBool,
     SymInt,
+    conj,
     const_bool,
     const_int,
+    eq_terms,
     expr_of,
 )
 from epochgc.proofs.symstate import choice
@@ -184,6 +186,20 @@ def abstract(s: System) -> Structure:
                 else val if isinstance(val, dict) else z(val)) for k, val in out.items()}
 
 
+_ABSTRACT: dict[int, tuple[System, Structure]] = {}
+
+
+def _abstract_once(s: System) -> Structure:
+    """`abstract(s)` of a state nothing has decided yet, once per state object: every path
+    of an exploration gets the same (cached, `lazy.lazy_system`) state, undecided again."""
+    hit = _ABSTRACT.get(id(s))
+    if hit is None or hit[0] is not s:
+        if len(_ABSTRACT) > 64:
+            _ABSTRACT.clear()
+        hit = _ABSTRACT[id(s)] = (s, abstract(s))
+    return hit[1]
+
+
 def extras(s: System) -> Any:
     """The Python invariants' conjuncts on fields the abstraction forgets (I3: a term is
     not negative, a seen window has previous <= max), without deciding anything."""
@@ -204,8 +220,8 @@ def equal(a: Structure, b: Structure) -> Any:
         pairs = [(z(a[name][k]), z(b[name][k])) for k in a[name]] if args else [
             (z(a[name]), z(b[name]))]
         # The same term on both sides (most fields: Z3 hash-conses) needs no equation.
-        out += [x == y for x, y in pairs if x.as_ast().value != y.as_ast().value]
-    return z3.And(*out) if out else z3.BoolVal(True)
+        out += [eq_terms(x, y) for x, y in pairs if x.as_ast().value != y.as_ast().value]
+    return conj(out)
 
 
 def holds_all(L: TermLogic, st: St, conjs: list[spec.Conjunct], *pre: St) -> Any:
@@ -400,7 +416,7 @@ def check_action(action: str, shape: str, template: System, timeout_ms: int = 20
         a = assumed[1]
         ex.assume(SymBool(assumed[0]))
         if mode == "fo" and action in HAVOC:
-            py, fprm = _fo_params(ex, pre, action, chosen)
+            py, fprm, pre = _fo_params(ex, pre, action, chosen)
         else:
             py = _python_params(ex, pre, action, "")
             fprm = _spec_prm(action, py)
@@ -455,16 +471,16 @@ def check_action(action: str, shape: str, template: System, timeout_ms: int = 20
 
 
 def _fo_params(ex: Explorer, pre: System, action: str, chosen: dict[str, Any]
-               ) -> tuple[dict[str, Any], dict[str, Any]]:
+               ) -> tuple[dict[str, Any], dict[str, Any], System]:
     """formula -> python for the havocked actions: the formula's parameters and choices,
-    and the Python parameters (and seen window) that realize them."""
+    the Python parameters, and the pre-state with the seen window that realizes them."""
     py = _python_params(ex, pre, action, "", skip=("foreign",))
     fprm = _spec_prm(action, py)
     if action == "gc_compute":
         # One foreign partition reporting M (the round's M is then at most M: exactly M
         # when the formula's guard holds), or reporting nothing (the round blocks).
         py["foreign"] = (SymInt(chosen["M"]),) if SymBool(chosen["go"]) else (None,)
-        return py, {**fprm, **chosen}
+        return py, {**fprm, **chosen}, pre
     p = py["p"] if "p" in py else pre.writes[py["w"]].partition
     part = pre.partitions[p]
     seen = None
@@ -477,8 +493,7 @@ def _fo_params(ex: Explorer, pre: System, action: str, chosen: dict[str, Any]
     reps[part.leader] = with_plain(reps[part.leader], seen=seen)
     parts = list(pre.partitions)
     parts[p] = replace(part, replicas=tuple(reps))
-    object.__setattr__(pre, "partitions", tuple(parts))  # the run's own fresh pre-state
-    return py, fprm
+    return py, fprm, with_plain(pre, partitions=tuple(parts))
 
 
 def _explain(m: z3.ModelRef, side: str, action: str, py: dict[str, Any], a: Structure,
@@ -519,7 +534,7 @@ def check_invariant(name: str, shape: str, template: System, timeout_ms: int = 2
 
     def run(ex: Explorer) -> Any:
         s = lazy_system(ex, template, seen=False)
-        a = abstract(s)
+        a = _abstract_once(s)
         ex.assume(SymBool(extras(s)), check=False)
         return a, INVARIANTS[name](s, REFERENCE)
 
@@ -549,7 +564,7 @@ def check_fresh_m(shape: str, template: System, timeout_ms: int = 2000,
 
     def run(ex: Explorer) -> Any:
         s = lazy_system(ex, template, seen=False)
-        a = abstract(s)
+        a = _abstract_once(s)
         ex.assume(SymBool(extras(s)), check=False)
         m = fresh_m(s, REFERENCE)
         d, mt = fresh_m_term(a, sizes)
@@ -570,7 +585,7 @@ def check_transition(name: str, shape: str, template: System, timeout_ms: int = 
     def run(ex: Explorer) -> Any:
         s = lazy_system(ex, template, seen=False)
         t = _renamed(ex, template)
-        a, b = abstract(s), abstract(t)
+        a, b = _abstract_once(s), _abstract_once(t)
         ex.assume(SymBool(z3.And(extras(s), extras(t))), check=False)
         if name == "mono_fresh_M":
             ms = {id(s): fresh_m_term(a, sizes), id(t): fresh_m_term(b, sizes)}
@@ -595,15 +610,31 @@ def _renamed(ex: Explorer, template: System) -> System:
     return lazy_system(ex, template, seen=False, tag="post.")
 
 
+def _fingerprint(a: Any) -> tuple[int, ...]:
+    """The AST ids of every value of an abstract state (or a tuple of them)."""
+    out: list[int] = []
+    for st in (a if isinstance(a, tuple) else (a,)):
+        for name, (args, _) in SIG.items():
+            vals = st[name].values() if args else (st[name],)
+            out += [z(v).get_id() for v in vals]
+    return tuple(out)
+
+
 def _compare(ex: Explorer, res: Result, run: Callable[[Explorer], Any],
              formula: Callable[[Any], Any]) -> Result:
+    # The abstraction decides nothing, so every path abstracts to the same terms and the
+    # formula is the same: built once per distinct abstract state (pair), not per path.
+    formulas: dict[tuple[int, ...], Any] = {}
     try:
         for path in ex.paths(run):
             if path.kind != "ok":
                 continue
             res.paths += 1
             a, py = path.value
-            fo = z(formula(a))
+            key = _fingerprint(a)
+            fo = formulas.get(key)
+            if fo is None:
+                fo = formulas[key] = z(formula(a))
             res.queries += 1
             t1 = time.perf_counter()
             if ex._sat(z3.Xor(z(py), fo)):
