@@ -398,7 +398,11 @@ def check_action(action: str, shape: str, template: System, timeout_ms: int = 20
     res = Result(shape, f"{action} ({mode})")
     sizes = sizes_of(template)
     chosen = _choices(action)
-    inv, solver = _shared(template, sizes, timeout_ms, seed)
+    try:
+        inv, solver = _shared(template, sizes, timeout_ms, seed)
+    except SolverUnknown as e:
+        res.unknown, res.failure = True, f"solver: unknown ({e})"
+        return res
     if solver is None:
         res.failure = ("the assumed invariants have no model on this shape: every action "
                        "would correspond vacuously")
