@@ -64,7 +64,8 @@ _CLASSES: dict[type, type] = {}
 # code) the field comes back as a `_Pending` and `__class__` as a constructor that puts
 # the pending fields back as groups, so the copy stays lazy, sharing the groups (a
 # decision made on either is the decision for both: they are the same fields).
-_REPLACE_CODE = dataclasses.replace.__code__
+# (Python 3.13 moved the body into `dataclasses._replace`: whichever reads the fields.)
+_REPLACE_CODE = getattr(dataclasses, "_replace", dataclasses.replace).__code__
 
 
 class _Pending:
