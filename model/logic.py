@@ -5,11 +5,31 @@ slower to prove.)"""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+import functools
+from collections.abc import Callable, Iterable
+from typing import Any, ParamSpec, TypeVar
 
 # A condition is a bool, or (inside the proofs) a symbolic boolean supporting & | ~.
 Cond = Any
+
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+# Set by the symbolic executor (proofs.sym) while it explores; None otherwise.
+MERGE_HOOK: Callable[[Callable[..., Any], tuple[Any, ...]], Any] | None = None
+
+
+def merge_point(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Mark a pure function whose result (a condition or an int) the symbolic executor may
+    compute over all its paths at once, as one formula, instead of forking its caller at
+    every optional field it reads: a condition per element of a loop then costs the sum of
+    the elements' paths, not their product. On plain values it is `fn` itself."""
+    @functools.wraps(fn)
+    def call(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        hook = MERGE_HOOK
+        if hook is None or kwargs:
+            return fn(*args, **kwargs)
+        return hook(fn, args)  # type: ignore[no-any-return]
+    return call
 
 
 def neg(a: Cond) -> Cond:

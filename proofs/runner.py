@@ -304,10 +304,7 @@ HINT_S: dict[str, float] = {
     "task_induction_shared publish_snapshot": 0.9,
     "task_induction_shared gc_delete": 0.9,
     "task_induction_shared delete_partition": 0.9,
-    "task_exhaustive fence": 2.5,
-    "task_exhaustive predicates": 1.5,
-    "task_exhaustive gc": 1.0,
-    "task_exhaustive actions": 1.0,
+    "task_exhaustive_shape": 1.0,  # per shape (0.3-3 s), listed largest first
     "task_induction_shared create_partition": 0.6,
     "task_bug 0": 0.5,
     "task_liveness 0": 0.4,
@@ -332,13 +329,18 @@ def hint_key(t: Task) -> str:
     return f"{t[0].__name__} {t[1][0]}"
 
 
+def hint_of(t: Task) -> float:
+    """The task's hint, or its function's (one for all of that function's tasks), or 0."""
+    return HINT_S.get(hint_key(t), HINT_S.get(t[0].__name__, 0.0))
+
+
 def _longest_first(tasks: list[Task], costs: dict[str, float]) -> list[Task]:
     """CrossHair first (its subprocesses wait on wall-clock budgets), then every other
     task longest first: the induction tasks by their cost in the last report when there is
     one, everything else (and induction in a fresh clone) by `HINT_S`. With two workers,
     a long task started last would otherwise set the wall time alone."""
     def key(t: Task) -> tuple[int, float]:
-        hint = HINT_S.get(hint_key(t), 0.0)
+        hint = hint_of(t)
         if t[0] is task_crosshair:
             return (0, -hint)
         if t[0] is task_induction_shared and costs:

@@ -12,6 +12,7 @@ implementation's pure parts run: there is no second, hand-written encoding of th
 
 from __future__ import annotations
 
+import builtins
 import dataclasses
 import os
 import threading
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import z3
+from epochgc.model import logic as _logic
 from z3 import z3core
 
 
@@ -387,6 +389,176 @@ class SymInt(_IntBase):
     __str__ = __repr__
 
 
+# -- min and max without forking --------------------------------------------------------------
+# `max(a, b)` on symbolic ints asks `b > a` for its truth, which forks the path; the result
+# is a pure function of the operands, so it is built instead as the term CPython's loop
+# computes (the first extreme item wins ties): max folds `If(x > acc, x, acc)`, min
+# `If(x < acc, x, acc)`. Installed as the builtins while an Explorer runs its function
+# (`Explorer.paths`); anything else (keys, defaults, non-int items, no
+# symbolic item) goes to the builtin, which behaves exactly as without it. (`merge=True`.)
+_BUILTIN_MIN, _BUILTIN_MAX = builtins.min, builtins.max
+
+
+def _ite(c: z3.BoolRef, a: z3.ExprRef, b: z3.ExprRef) -> z3.ArithRef:
+    key = ("ite", id(c), id(a), id(b))
+    hit = _MEMO.get(key)
+    if hit is not None:
+        return hit[0]
+    r = z3.ArithRef(z3core.Z3_mk_ite(_CTX.ref(), c.as_ast(), a.as_ast(), b.as_ast()), _CTX)
+    _MEMO[key] = (r, (c, a, b))
+    return r
+
+
+def _extreme(args: tuple[Any, ...], kw: dict[str, Any], cmp: Any) -> Any:
+    """The merged extreme of `args` (max: cmp is Z3_mk_gt), or NotImplemented when the
+    builtin must answer (no symbolic int among plain ints, or a form this does not model)."""
+    if kw or not args:
+        return NotImplemented
+    items = args if len(args) > 1 else args[0]
+    if type(items) not in (list, tuple) or not items:
+        return NotImplemented
+    sym = False
+    for x in items:
+        t = type(x)
+        if t is SymInt:
+            sym = True
+        elif t is not int:
+            return NotImplemented
+    if not sym:
+        return NotImplemented
+    acc: Any = items[0]
+    for x in items[1:]:
+        if type(acc) is int and type(x) is int:
+            acc = (_BUILTIN_MAX if cmp is z3core.Z3_mk_gt else _BUILTIN_MIN)(acc, x)
+            continue
+        a, b = expr_of(acc), expr_of(x)
+        if _same_term(a, b):
+            continue  # the same term: the first one stays
+        c = _cmp2(cmp, b, a)
+        p = c.as_ast().value
+        if p in (_TRUE_P, _FALSE_P):
+            acc = x if p == _TRUE_P else acc
+            continue
+        acc = SymInt(_ite(c, b, a))
+    return acc
+
+
+def sym_max(*args: Any, **kw: Any) -> Any:
+    """`max`, merged into one term when it compares symbolic ints (see `_extreme`)."""
+    r = _extreme(args, kw, z3core.Z3_mk_gt)
+    return _BUILTIN_MAX(*args, **kw) if r is NotImplemented else r
+
+
+def sym_min(*args: Any, **kw: Any) -> Any:
+    """`min`, merged into one term when it compares symbolic ints (see `_extreme`)."""
+    r = _extreme(args, kw, z3core.Z3_mk_lt)
+    return _BUILTIN_MIN(*args, **kw) if r is NotImplemented else r
+
+
+# -- merged calls (model.logic.merge_point) ---------------------------------------------------
+
+
+class _Sub:
+    """Decides inside a merged call: every side of every branch, without the solver (the
+    merged value carries each side's condition, so an infeasible side only adds a
+    disjunct that never holds). A condition the enclosing path already decided keeps its
+    side; one asked twice in a run gets the same answer."""
+
+    def __init__(self, outer: set[int]) -> None:
+        self.outer = outer  # addresses of the literals the enclosing path holds
+        self.trail: list[bool] = []
+        self.pos = 0
+        self.lits: list[z3.BoolRef] = []
+        self.asked: dict[int, bool] = {}
+
+    def decide(self, cond: z3.BoolRef) -> bool:
+        p = cond.as_ast().value
+        if p in (_TRUE_P, _FALSE_P):
+            return bool(p == _TRUE_P)
+        if p in self.outer:
+            return True
+        neg = _not(cond)
+        if neg.as_ast().value in self.outer:
+            return False
+        hit = self.asked.get(p)
+        if hit is not None:
+            return hit
+        if self.pos < len(self.trail):
+            choice = self.trail[self.pos]
+        else:
+            choice = True
+            self.trail.append(True)
+        self.pos += 1
+        self.asked[p] = choice
+        self.asked[neg.as_ast().value] = not choice
+        self.lits.append(cond if choice else neg)
+        return choice
+
+    def terms(self) -> set[int]:
+        return self.outer | {x.as_ast().value for x in self.lits}
+
+
+def caches_decisions() -> bool:
+    """May a value decided now be kept for the rest of the run (proofs.param.lazy)? Not
+    inside a merged call, whose runs each take other sides."""
+    return not _current or not isinstance(_current[-1], _Sub)
+
+
+MERGE_LIMIT = 256  # paths of one merged call; more and the call forks as usual
+
+
+def merged_call(fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+    """`fn(*args)` as one value over all its paths (the hook of `model.logic.merge_point`):
+    a condition is the disjunction of each path's condition and result, an int the If
+    chain of the results. A path that raises, a result of another kind (None, a tuple),
+    or more than MERGE_LIMIT paths: `fn(*args)` forks the caller as without the hook."""
+    if not _current:
+        return fn(*args)
+    top = _current[-1]
+    if isinstance(top, Explorer):
+        outer = top._pc_terms
+    elif isinstance(top, _Sub):
+        outer = top.terms()
+    else:
+        return fn(*args)
+    sub = _Sub(outer)
+    runs: list[tuple[list[z3.BoolRef], Any]] = []
+    while True:
+        sub.pos, sub.lits, sub.asked = 0, [], {}
+        _current.append(sub)  # type: ignore[arg-type]
+        try:
+            value = fn(*args)
+        except Exception:
+            value = _Sub  # marks a path that raised
+        finally:
+            _current.pop()
+        if value is _Sub or len(runs) >= MERGE_LIMIT:
+            return fn(*args)
+        runs.append((sub.lits, value))
+        del sub.trail[sub.pos:]
+        while sub.trail and not sub.trail[-1]:
+            sub.trail.pop()
+        if not sub.trail:
+            break
+        sub.trail[-1] = False
+    return _join(runs, fn, args)
+
+
+def _join(runs: list[tuple[list[z3.BoolRef], Any]], fn: Callable[..., Any],
+          args: tuple[Any, ...]) -> Any:
+    kinds = {type(v) for _, v in runs}
+    if len(runs) == 1:
+        return runs[0][1]
+    if kinds <= {bool, SymBool}:
+        return SymBool(disj([conj([*lits, _bool_expr(v, v, "merge")]) for lits, v in runs]))
+    if kinds <= {int, SymInt} and bool not in kinds:
+        acc = expr_of(runs[-1][1])
+        for lits, v in reversed(runs[:-1]):
+            acc = _ite(conj(lits), expr_of(v), acc)
+        return SymInt(acc)
+    return fn(*args)
+
+
 def _var(name: str, make: Callable[[str], Any]) -> Any:
     """The same Z3 constant object for the same name on every run (see _MEMO)."""
     key = f"{make.__name__}:{name}"
@@ -404,6 +576,11 @@ def const_bool(name: str) -> z3.BoolRef:
 
 def const_int(name: str) -> z3.ArithRef:
     return _var(name, z3.Int)
+
+
+def eq_terms(x: z3.ExprRef, y: z3.ExprRef) -> z3.BoolRef:
+    """`x == y` for two terms of one sort, memoised (through the C API)."""
+    return _cmp2(z3core.Z3_mk_eq, x, y)
 
 
 def eq_int(x: z3.ArithRef, k: int) -> z3.BoolRef:
@@ -528,8 +705,18 @@ class Explorer:
     `prune=False` enumerates every path without asking the solver (for formulas that are
     joined into one query afterwards, where infeasible paths are harmless)."""
 
-    def __init__(self, timeout_ms: int = 2000, seed: int = 0, prune: bool = True) -> None:
+    def __init__(self, timeout_ms: int = 2000, seed: int = 0, prune: bool = True,
+                 merge: bool = False, solver: Any = None,
+                 asserted: tuple[z3.BoolRef, ...] = ()) -> None:
+        """`solver`: a solver to explore in (each `paths` run pushes above what it holds)
+        instead of a new one; `asserted`: formulas it already holds, so that assuming one
+        of them adds it to the path condition without asserting it again (explorations
+        that assume the same large formula, one after another, share its processing)."""
         self.prune = prune
+        # While `fn` runs: `min`/`max` over symbolic ints build one If term instead of
+        # forking (sym_max), and a `model.logic.merge_point` function is one value over
+        # all its paths (merged_call): the same results on every input, in fewer paths.
+        self.merge = merge
         self.solver: Any = _NoSolver()
         if prune:
             _MEMO.clear()
@@ -537,8 +724,11 @@ class Explorer:
             _REPAIRS.clear()
             _IMPLIED.clear()
             _PROBES.clear()
-            self.solver = z3.Solver()  # its time limit is the watchdog's (`_sat`)
-            self.solver.set("random_seed", seed)
+            if solver is None:
+                solver = z3.Solver()  # its time limit is the watchdog's (`_sat`)
+                solver.set("random_seed", seed)
+            self.solver = solver
+        self._asserted = {a.as_ast().value: a for a in asserted}
         # (choice, forced, model): `model` satisfies the path condition up to and including
         # this decision (None when unknown), so a replayed path keeps a witness at hand.
         self._trail: list[tuple[bool, bool, Any]] = []
@@ -753,6 +943,9 @@ class Explorer:
             if self._pos <= self._kept:  # shared prefix: asserted (and checked) before
                 self._pc.append(cond.expr)
                 return
+            if cond.expr.as_ast().value in self._asserted:  # the solver holds it already
+                self._pc.append(cond.expr)
+                return
             before = self._model
             if self.prune and not self._holds_in(self._model, cond.expr):
                 if check:
@@ -931,6 +1124,13 @@ class Explorer:
                 self._model = None
                 self._n = 0  # same names on every run: readable traces
                 _current.append(self)
+                saved = builtins.min, builtins.max, _logic.MERGE_HOOK
+                if self.merge:
+                    builtins.min, builtins.max = sym_min, sym_max
+                    _logic.MERGE_HOOK = merged_call
+                else:
+                    builtins.min, builtins.max = _BUILTIN_MIN, _BUILTIN_MAX
+                    _logic.MERGE_HOOK = None
                 try:
                     try:
                         value: Any = fn(self)
@@ -941,6 +1141,7 @@ class Explorer:
                         kind, value = "error", e
                 finally:
                     _current.pop()
+                    builtins.min, builtins.max, _logic.MERGE_HOOK = saved
                 if self._pos <= self._kept:
                     raise RuntimeError("a replayed path did not reach its flipped decision:"
                                        " the explored function is not deterministic")

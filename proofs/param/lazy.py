@@ -16,6 +16,8 @@ the model's class as its `__class__`, so `dataclasses.replace` builds a plain mo
 
 from __future__ import annotations
 
+import dataclasses
+import sys
 from dataclasses import fields
 from typing import Any
 
@@ -23,7 +25,7 @@ import z3
 from epochgc.model.fence import SeenWindow
 from epochgc.model.partition import PartitionState
 from epochgc.model.system import Obj, Partition, Replica, System, Write
-from epochgc.proofs.sym import Explorer, SymBool, SymInt
+from epochgc.proofs.sym import Explorer, SymBool, SymInt, caches_decisions
 from epochgc.proofs.sym import const_bool as _const_bool
 
 WINDOW = ("max_applied_epoch", "previous_applied_epoch", "min_epoch_lower_bound",
@@ -39,10 +41,15 @@ class Group:
     def __init__(self, cond: z3.BoolRef) -> None:
         self.cond = cond
         self.decided: bool | None = None
+        if _MADE:
+            _MADE[-1].append(self)
 
     def present(self) -> bool:
         if self.decided is None:
-            self.decided = bool(SymBool(self.cond))
+            d = bool(SymBool(self.cond))
+            if not caches_decisions():  # a merged call's run: its other runs differ
+                return d
+            self.decided = d
         return self.decided
 
     def term(self) -> Any:
@@ -51,19 +58,48 @@ class Group:
 
 
 _CLASSES: dict[type, type] = {}
+# `dataclasses.replace(obj, **changes)` reads every field it does not change and calls
+# `obj.__class__(**fields)`. On a lazy object, reading an undecided group's field there
+# would fork the path only to copy the field: inside replace (the calling frame runs its
+# code) the field comes back as a `_Pending` and `__class__` as a constructor that puts
+# the pending fields back as groups, so the copy stays lazy, sharing the groups (a
+# decision made on either is the decision for both: they are the same fields).
+# (Python 3.13 moved the body into `dataclasses._replace`: whichever reads the fields.)
+_REPLACE_CODE = getattr(dataclasses, "_replace", dataclasses.replace).__code__
+
+
+class _Pending:
+    """An undecided group field carried through `dataclasses.replace`."""
+
+    __slots__ = ("group", "value")
+
+    def __init__(self, group: Group, value: Any) -> None:
+        self.group, self.value = group, value
+
+
+def _rebuilder(base: type) -> Any:
+    def build(**kw: Any) -> Any:
+        groups = {k: (v.group, v.value) for k, v in kw.items() if type(v) is _Pending}
+        if not groups:
+            return base(**kw)
+        return lazy(base, groups, **{k: v for k, v in kw.items() if k not in groups})
+    return build
 
 
 def _lazy_class(base: type) -> type:
     cls = _CLASSES.get(base)
     if cls is not None:
         return cls
+    rebuild = _rebuilder(base)
 
     def __getattribute__(self: Any, name: str) -> Any:
         if name == "__class__":
-            return base
+            return rebuild if sys._getframe(1).f_code is _REPLACE_CODE else base
         groups = object.__getattribute__(self, "__dict__").get("_groups")
         if groups is not None and name in groups:
             g, v = groups[name]
+            if g.decided is None and sys._getframe(1).f_code is _REPLACE_CODE:
+                return _Pending(g, v)
             return v if g.present() else None
         return object.__getattribute__(self, name)
 
@@ -105,6 +141,33 @@ def _int(ex: Explorer, name: str) -> SymInt:
 
 
 def lazy_system(ex: Explorer, template: System, seen: bool = True, tag: str = "") -> System:
+    """`_lazy_system`, built once per explorer: every path of an exploration builds the
+    same state from the same names, so a later path gets the first one's objects with
+    every group undecided again (and the fresh-name counter where building left it). The
+    state is never changed in place (lazy objects are frozen; a step copies)."""
+    cache = ex.__dict__.setdefault("_lazy_states", {})
+    key = (id(template), seen, tag, ex._n)
+    hit = cache.get(key)
+    if hit is not None:
+        state, groups, n_after, _ = hit
+        for g in groups:
+            g.decided = None
+        ex._n = n_after
+        return state  # type: ignore[no-any-return]
+    made: list[Group] = []
+    _MADE.append(made)
+    try:
+        state = _lazy_system(ex, template, seen, tag)
+    finally:
+        _MADE.pop()
+    cache[key] = (state, made, ex._n, template)  # the template kept: its id stays its own
+    return state
+
+
+_MADE: list[list[Group]] = []  # the groups the state being built makes
+
+
+def _lazy_system(ex: Explorer, template: System, seen: bool, tag: str) -> System:
     """Every state of the template's shape: every number a fresh unbounded integer, every
     flag a fresh boolean, every optional group a lazy fork. The leader is replica 0
     (replicas are interchangeable: a state with another leader is a renaming of one of

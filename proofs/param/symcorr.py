@@ -54,11 +54,16 @@ from epochgc.proofs.sym import (
     SolverUnknown,
     SymBool,
     SymInt,
+    conj,
     const_bool,
     const_int,
+    eq_terms,
     expr_of,
 )
 from epochgc.proofs.symstate import choice
+
+# min/max over symbolic ints as one term, not a fork per comparison (sym.sym_max).
+MERGE = True
 
 
 class NotAbstractable(ValueError):
@@ -181,6 +186,20 @@ def abstract(s: System) -> Structure:
                 else val if isinstance(val, dict) else z(val)) for k, val in out.items()}
 
 
+_ABSTRACT: dict[int, tuple[System, Structure]] = {}
+
+
+def _abstract_once(s: System) -> Structure:
+    """`abstract(s)` of a state nothing has decided yet, once per state object: every path
+    of an exploration gets the same (cached, `lazy.lazy_system`) state, undecided again."""
+    hit = _ABSTRACT.get(id(s))
+    if hit is None or hit[0] is not s:
+        if len(_ABSTRACT) > 64:
+            _ABSTRACT.clear()
+        hit = _ABSTRACT[id(s)] = (s, abstract(s))
+    return hit[1]
+
+
 def extras(s: System) -> Any:
     """The Python invariants' conjuncts on fields the abstraction forgets (I3: a term is
     not negative, a seen window has previous <= max), without deciding anything."""
@@ -201,8 +220,8 @@ def equal(a: Structure, b: Structure) -> Any:
         pairs = [(z(a[name][k]), z(b[name][k])) for k in a[name]] if args else [
             (z(a[name]), z(b[name]))]
         # The same term on both sides (most fields: Z3 hash-conses) needs no equation.
-        out += [x == y for x, y in pairs if x.as_ast().value != y.as_ast().value]
-    return z3.And(*out) if out else z3.BoolVal(True)
+        out += [eq_terms(x, y) for x, y in pairs if x.as_ast().value != y.as_ast().value]
+    return conj(out)
 
 
 def holds_all(L: TermLogic, st: St, conjs: list[spec.Conjunct], *pre: St) -> Any:
@@ -323,15 +342,73 @@ def _spec_prm(action: str, py: dict[str, Any]) -> dict[str, Any]:
     return {n: (z(py[n]) if k in (INT, BOOL) else py[n]) for n, k in params}
 
 
+# Per shape: the assumed invariants (I1-I9 expanded over the shape, and `extras`) and the
+# abstract pre-state. The pre-state is built from the same names for every action of a
+# shape, so it is the same terms (Z3 hash-conses them): expanding the invariants once per
+# shape instead of once per action (it cost as much as the paths of most actions).
+_PRE: dict[tuple[Any, ...], tuple[Any, Structure]] = {}
+
+
+def _shape_key(template: System) -> tuple[Any, ...]:
+    return (len(template.partitions), len(template.partitions[0].replicas),
+            len(template.objects), tuple((w.obj, w.partition) for w in template.writes))
+
+
+def _pre_of(pre: System, template: System, sizes: dict[str, int]) -> tuple[Any, Structure]:
+    first = abstract(pre)
+    key = _shape_key(template)
+    hit = _PRE.get(key)
+    if hit is None or any(z(hit[1][k]).get_id() != z(first[k]).get_id()
+                          for k in ("revision", "clock")):
+        hit = _PRE[key] = (z3.And(z(spec_inv(TermLogic(sizes), finite_state(first))),
+                                  extras(pre)), first)
+    return hit
+
+
+_SOLVERS: dict[tuple[Any, ...], tuple[Any, Any]] = {}
+
+
+def _shared(template: System, sizes: dict[str, int], timeout_ms: int, seed: int
+            ) -> tuple[Any, Any]:
+    """(the assumed invariants, a solver holding them, or None when they have no model)
+    for the shape: one per shape and seed, which every action's exploration pushes on."""
+    key = (*_shape_key(template), seed)
+    hit = _SOLVERS.get(key)
+    if hit is None:
+        ex = Explorer(prune=False)
+        pre = next(iter(ex.paths(lambda ex: lazy_system(ex, template)))).value
+        inv = _pre_of(pre, template, sizes)[0]
+        solver = z3.Solver()
+        solver.set("random_seed", seed)
+        solver.set("timeout", timeout_ms)
+        solver.add(inv)
+        r = solver.check()
+        if r == z3.unknown:
+            raise SolverUnknown(f"the assumed invariants: {solver.reason_unknown()}")
+        solver.set("timeout", 4294967295)  # the explorer's watchdog times its checks
+        hit = _SOLVERS[key] = (inv, solver if r == z3.sat else None)
+    return hit
+
+
 def check_action(action: str, shape: str, template: System, timeout_ms: int = 2000,
                  seed: int = 0, mode: str = "both") -> Result:
     """Both directions for one action on one shape (`mode`: "both", or for the havocked
     actions "py" (python -> formula) and "fo" (formula -> python)). Stops at the first
     disagreement."""
     res = Result(shape, f"{action} ({mode})")
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed)
     sizes = sizes_of(template)
     chosen = _choices(action)
+    try:
+        inv, solver = _shared(template, sizes, timeout_ms, seed)
+    except SolverUnknown as e:
+        res.unknown, res.failure = True, f"solver: unknown ({e})"
+        return res
+    if solver is None:
+        res.failure = ("the assumed invariants have no model on this shape: every action "
+                       "would correspond vacuously")
+        return res
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge=MERGE, solver=solver,
+                  asserted=(inv,))
 
     assumed: list[Any] = []
     _FORMULAS.clear()
@@ -339,13 +416,11 @@ def check_action(action: str, shape: str, template: System, timeout_ms: int = 20
     def run(ex: Explorer) -> Any:
         pre = lazy_system(ex, template)
         if not assumed:  # the same terms on every path (see _FORMULAS)
-            first = abstract(pre)
-            assumed.extend([z3.And(z(spec_inv(TermLogic(sizes), finite_state(first))),
-                                   extras(pre)), first])
+            assumed.extend(_pre_of(pre, template, sizes))
         a = assumed[1]
         ex.assume(SymBool(assumed[0]))
         if mode == "fo" and action in HAVOC:
-            py, fprm = _fo_params(ex, pre, action, chosen)
+            py, fprm, pre = _fo_params(ex, pre, action, chosen)
         else:
             py = _python_params(ex, pre, action, "")
             fprm = _spec_prm(action, py)
@@ -400,16 +475,16 @@ def check_action(action: str, shape: str, template: System, timeout_ms: int = 20
 
 
 def _fo_params(ex: Explorer, pre: System, action: str, chosen: dict[str, Any]
-               ) -> tuple[dict[str, Any], dict[str, Any]]:
+               ) -> tuple[dict[str, Any], dict[str, Any], System]:
     """formula -> python for the havocked actions: the formula's parameters and choices,
-    and the Python parameters (and seen window) that realize them."""
+    the Python parameters, and the pre-state with the seen window that realizes them."""
     py = _python_params(ex, pre, action, "", skip=("foreign",))
     fprm = _spec_prm(action, py)
     if action == "gc_compute":
         # One foreign partition reporting M (the round's M is then at most M: exactly M
         # when the formula's guard holds), or reporting nothing (the round blocks).
         py["foreign"] = (SymInt(chosen["M"]),) if SymBool(chosen["go"]) else (None,)
-        return py, {**fprm, **chosen}
+        return py, {**fprm, **chosen}, pre
     p = py["p"] if "p" in py else pre.writes[py["w"]].partition
     part = pre.partitions[p]
     seen = None
@@ -422,8 +497,7 @@ def _fo_params(ex: Explorer, pre: System, action: str, chosen: dict[str, Any]
     reps[part.leader] = with_plain(reps[part.leader], seen=seen)
     parts = list(pre.partitions)
     parts[p] = replace(part, replicas=tuple(reps))
-    object.__setattr__(pre, "partitions", tuple(parts))  # the run's own fresh pre-state
-    return py, fprm
+    return py, fprm, with_plain(pre, partitions=tuple(parts))
 
 
 def _explain(m: z3.ModelRef, side: str, action: str, py: dict[str, Any], a: Structure,
@@ -459,12 +533,12 @@ def check_invariant(name: str, shape: str, template: System, timeout_ms: int = 2
     """Python's invariant `name` equals its quantified version on every state of the
     shape (the forgotten fields' conjuncts assumed)."""
     res = Result(shape, f"invariant {name}")
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed)
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge=MERGE)
     sizes = sizes_of(template)
 
     def run(ex: Explorer) -> Any:
         s = lazy_system(ex, template, seen=False)
-        a = abstract(s)
+        a = _abstract_once(s)
         ex.assume(SymBool(extras(s)), check=False)
         return a, INVARIANTS[name](s, REFERENCE)
 
@@ -489,12 +563,12 @@ def check_fresh_m(shape: str, template: System, timeout_ms: int = 2000,
     """Python's `fresh_m` is `fresh_m_term` on every state of the shape (under the
     invariants: M(p) = floor - 1 needs a set window's floor)."""
     res = Result(shape, "fresh M")
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed)
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge=MERGE)
     sizes = sizes_of(template)
 
     def run(ex: Explorer) -> Any:
         s = lazy_system(ex, template, seen=False)
-        a = abstract(s)
+        a = _abstract_once(s)
         ex.assume(SymBool(extras(s)), check=False)
         m = fresh_m(s, REFERENCE)
         d, mt = fresh_m_term(a, sizes)
@@ -509,13 +583,13 @@ def check_transition(name: str, shape: str, template: System, timeout_ms: int = 
     of states of the shape. For T4, Python's `mono_fresh_m` runs with M given by
     `fresh_m_term` (`check_fresh_m` proves it is Python's `fresh_m`)."""
     res = Result(shape, f"transition invariant {name}")
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed)
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge=MERGE)
     sizes = sizes_of(template)
 
     def run(ex: Explorer) -> Any:
         s = lazy_system(ex, template, seen=False)
         t = _renamed(ex, template)
-        a, b = abstract(s), abstract(t)
+        a, b = _abstract_once(s), _abstract_once(t)
         ex.assume(SymBool(z3.And(extras(s), extras(t))), check=False)
         if name == "mono_fresh_M":
             ms = {id(s): fresh_m_term(a, sizes), id(t): fresh_m_term(b, sizes)}
@@ -540,15 +614,31 @@ def _renamed(ex: Explorer, template: System) -> System:
     return lazy_system(ex, template, seen=False, tag="post.")
 
 
+def _fingerprint(a: Any) -> tuple[int, ...]:
+    """The AST ids of every value of an abstract state (or a tuple of them)."""
+    out: list[int] = []
+    for st in (a if isinstance(a, tuple) else (a,)):
+        for name, (args, _) in SIG.items():
+            vals = st[name].values() if args else (st[name],)
+            out += [z(v).get_id() for v in vals]
+    return tuple(out)
+
+
 def _compare(ex: Explorer, res: Result, run: Callable[[Explorer], Any],
              formula: Callable[[Any], Any]) -> Result:
+    # The abstraction decides nothing, so every path abstracts to the same terms and the
+    # formula is the same: built once per distinct abstract state (pair), not per path.
+    formulas: dict[tuple[int, ...], Any] = {}
     try:
         for path in ex.paths(run):
             if path.kind != "ok":
                 continue
             res.paths += 1
             a, py = path.value
-            fo = z(formula(a))
+            key = _fingerprint(a)
+            fo = formulas.get(key)
+            if fo is None:
+                fo = formulas[key] = z(formula(a))
             res.queries += 1
             t1 = time.perf_counter()
             if ex._sat(z3.Xor(z(py), fo)):

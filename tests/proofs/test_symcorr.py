@@ -120,3 +120,15 @@ def test_an_unsatisfiable_init_fails(monkeypatch: Any) -> None:
     monkeypatch.setattr(spec, "init", lambda L, s: L.And(real(L, s), s.revision() == 1))
     r = symcorr.check_init(SMALL, _shape())
     assert r.failure.startswith("spec.init does not hold of model.system.initial"), r.failure
+
+
+def test_invariants_without_a_model_fail_every_action(monkeypatch: Any) -> None:
+    """Each shape's solver holds the assumed invariants once for all of its actions: if
+    they had no model, every action would correspond vacuously, so that is a failure."""
+    monkeypatch.setattr(symcorr, "_SOLVERS", {})
+    monkeypatch.setattr(symcorr, "_PRE", {})
+    monkeypatch.setattr(symcorr, "spec_inv", lambda L, st: L.And(st.revision() < 0,
+                                                               st.revision() >= 0))
+    r = symcorr.check_action("upload", SMALL, _shape())
+    assert r.failure.startswith("the assumed invariants have no model"), r.failure
+    assert r.paths == 0
