@@ -765,6 +765,10 @@ MUTANTS += tuple(m for m, _ in LOCK_MUTANTS)
 TESTS = ("tests/conformance/test_regressions.py", "tests/conformance/test_implchecks.py",
          "tests/raft/test_host_deposed.py", "tests/conformance/test_harness.py")
 DIRS = ("epochgc", "impl", "model", "tests", "proofs")
+# --suite --tests all: the CI suite also reads the benchmarks, experiments, spec vectors,
+# ports, docs, the CI scripts and the project files (without them its baseline cannot pass).
+SUITE_DIRS = (*DIRS, "benchmarks", "experiments", "spec", "ports", "docs", ".ci",
+              "pyproject.toml", "tox.ini", "README.md", "LICENSE")
 
 
 def tests_for(m: Mutant | None) -> list[str]:
@@ -896,7 +900,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{flag}", flush=True)
 
     baseline, outcomes = campaign(
-        chosen, src=ROOT, dirs=DIRS,
+        chosen, src=ROOT, dirs=SUITE_DIRS if args.suite else DIRS,
         run=(lambda root, m: run_tests(root, m, args.timeout,
                                        suite_tests(m, args.tests, chosen), "ci",
                                        args.marks))
