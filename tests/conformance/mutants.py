@@ -643,7 +643,7 @@ MUTANTS += (
         "impl/gc/delete.py",
         "        for fut in pending:\n            account(fut)\n    return stats\n",
         "        pass\n    return stats\n",
-        check=r"tests/gc/test_pools.py",
+        check=r"tests/gc/test_pools.py|tests/gc/test_gc_open.py",
     ),
     # -- the local store following links --
     Mutant(
@@ -696,6 +696,141 @@ MUTANTS += (
         "                if ent.index > commit:\n",
         "                if ent.index > commit + 1:\n",
         check=r"tests/impl/test_chaos_checker.py|tests/chaos/test_parts.py",
+    ),
+)
+
+# -- the GC job failing open, several per class (issue 31), beside the three above; mutation
+# sites outside impl/gc/job.py. Each names the check that kills it. --
+MUTANTS += (
+    # a lister error dropped
+    Mutant(
+        "gc-scan-list-error-ends-prefix",
+        "[gc-open] a list request that fails ends its prefix's listing quietly (the round"
+        " reports success with the rest of that prefix never listed)",
+        "impl/gc/scan.py",
+        "        page = store.list_page(path, start_after, page_size, until)\n",
+        "        try:\n            page = store.list_page(path, start_after, page_size, until)\n"
+        "        except StoreError:\n            return\n",
+        (("impl/gc/scan.py", "from epochgc.impl.store.base import ObjectStore\n",
+          "from epochgc.impl.store.base import ObjectStore, StoreError\n"),),
+        check=(r"tests/gc/test_gc_open.py::test_a_listing_error_mid_prefix"
+               r"|tests/gc/test_stream.py::test_a_lister_thread_error"),
+    ),
+    Mutant(
+        "gc-lister-thread-error-dropped",
+        "[gc-open] a lister thread's error is dropped, not handed to the task (its prefixes"
+        " end where the error struck)",
+        "impl/gc/stream.py",
+        "        except BaseException as e:  # handed to the consumer, which re-raises it\n"
+        "            put(e)\n",
+        "        except BaseException:\n            pass\n",
+        check=r"tests/gc/test_stream.py::test_a_lister_thread_error",
+    ),
+    Mutant(
+        "gc-health-list-error-as-empty",
+        "[gc-open] a failed listing of the health reports reads as no reports (a store failure"
+        " reported as a blocked round)",
+        "impl/gc/reports.py",
+        "    except StoreError as e:\n"
+        "        raise ReportError(f\"cannot list {HEALTH_PREFIX}: {e}\") from e\n",
+        "    except StoreError:\n        infos, refused = [], []\n",
+        check=r"tests/gc/test_gc_open.py::test_a_health_listing_error",
+    ),
+    # a last batch not accounted
+    Mutant(
+        "gc-journal-drops-last-batch",
+        "[gc-open] reading the journal back skips its last batch (the record's counts and"
+        " manifest short of what was deleted)",
+        "impl/gc/journal.py",
+        "    for batch_id, items in sorted(intents.items()):\n",
+        "    for batch_id, items in sorted(intents.items())[:-1]:\n",
+        check=r"tests/gc/test_journal.py|tests/gc/test_gc_open.py|GC deleted set differs",
+    ),
+    Mutant(
+        "gc-last-partial-batch-dropped",
+        "[gc-open] the last, partial delete batch is never sent (nor journaled): eligible keys"
+        " stay while the round reports done",
+        "impl/gc/delete.py",
+        "            batch = []\n    if batch:\n        yield batch\n",
+        "            batch = []\n",
+        check=(r"tests/gc/test_scan.py::test_delete_keys_batches|tests/gc/test_gc_open.py"
+               r"|GC deleted set differs"),
+    ),
+    Mutant(
+        "gc-journal-unfinished-not-resolved",
+        "[gc-open] a batch an attempt never finished (intent, no outcome: killed mid-request)"
+        " is not resolved against the store: its deletes are not accounted",
+        "impl/gc/journal.py",
+        "            _resolve(data if data is not None else store, items, totals)\n",
+        "",
+        check=r"tests/gc/test_journal.py::test_the_journal_counts_every_attempt_once",
+    ),
+    # a record written at the wrong moment
+    Mutant(
+        "gc-intent-after-delete",
+        "[gc-open] a batch's intent is journaled after its delete request, not before (a task"
+        " killed mid-request, or whose journal write fails, deleted keys no record accounts)",
+        "impl/gc/delete.py",
+        "        seq = journal.intent(batch) if journal is not None else 0\n"
+        "        try:\n"
+        "            # Conditional: an object rewritten since it was listed is skipped"
+        " (`changed`).\n"
+        "            result = store.delete_if_unchanged([(k, v) for k, _, _, v in batch])\n"
+        "        except StoreError as e:\n"
+        "            result = DeleteResult(len(keys), dict.fromkeys(keys, str(e)))\n",
+        "        try:\n"
+        "            result = store.delete_if_unchanged([(k, v) for k, _, _, v in batch])\n"
+        "        except StoreError as e:\n"
+        "            result = DeleteResult(len(keys), dict.fromkeys(keys, str(e)))\n"
+        "        seq = journal.intent(batch) if journal is not None else 0\n",
+        check=r"tests/gc/test_gc_open.py::test_a_batch_that_cannot_be_journaled",
+    ),
+    Mutant(
+        "gc-done-before-request",
+        "[gc-open] a batch's outcome is journaled before its delete request, as all deleted"
+        " (failed deletes recorded as deleted)",
+        "impl/gc/delete.py",
+        "        seq = journal.intent(batch) if journal is not None else 0\n",
+        "        seq = journal.intent(batch) if journal is not None else 0\n"
+        "        if journal is not None:\n            journal.done(seq, DeleteResult(len(keys)))\n",
+        (("impl/gc/delete.py",
+          "        if journal is not None:\n            journal.done(seq, result)\n",
+          "        if journal is not None:\n"),),
+        check=r"tests/gc/test_gc_open.py::test_the_outcome_record",
+    ),
+    # reports read from subdirectories
+    Mutant(
+        "gc-health-subdirectory-filter-dropped",
+        "[gc-open] every .json below _cluster/health/ is read as a report, subdirectories"
+        " too (an archived report fails the round)",
+        "impl/gc/reports.py",
+        "        if \"/\" not in info.key[len(HEALTH_PREFIX) :] and info.key.endswith(\".json\")\n",
+        "        if info.key.endswith(\".json\")\n",
+        check=(r"tests/gc/test_gc_open.py::test_a_report_in_a_subdirectory"
+               r"|tests/impl/test_gc_report_paths.py"),
+    ),
+    # a failed re-read
+    Mutant(
+        "gc-reread-error-goes",
+        "[gc-open] a task's re-read of M that fails returns 'go ahead': its deletes run on"
+        " the driver's M",
+        "impl/gc/stream.py",
+        "    view = read_cluster_view(store, clock(), max_report_age_s, REPORT_READERS, expect,"
+        " pool)\n",
+        "    try:\n"
+        "        view = read_cluster_view(store, clock(), max_report_age_s, REPORT_READERS,"
+        " expect,\n                                 pool)\n"
+        "    except Exception:\n        return Go()\n",
+        check=(r"tests/gc/test_gc_open.py::test_a_reread_that_fails"
+               r"|tests/conformance/test_shapes.py|GC deleted set differs|objects gone"),
+    ),
+    Mutant(
+        "gc-recheck-no-m-goes",
+        "[gc-open] a re-read that yields no M (nothing computable) lets the deletes go ahead",
+        "impl/gc/recheck.py",
+        "    if again.M is None or m > again.M:\n",
+        "    if again.M is not None and m > again.M:\n",
+        check=r"tests/conformance/test_implchecks.py::test_recheck_before_delete",
     ),
 )
 
