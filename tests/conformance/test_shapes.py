@@ -76,3 +76,13 @@ def test_a_gc_round_whose_reread_fails_deletes_nothing(h: Harness) -> None:
     h.gc(0.0, fail_reread=True)
     h.check_step()
     assert STATS["gc.round_failed_on_failed_reread"] + STATS["gc.reread_failed_no_delete"] > before
+
+
+def test_a_housekeeper_deposed_mid_replicate_frees_the_lock(h: Harness) -> None:
+    before = STATS["fault.housekeeper_deposed_mid_replicate"]
+    for _ in range(2):
+        h.produce(["t/0"], 1)
+    shapes.housekeep_deposed_mid_replicate(h, "t/0")
+    h.check_step()
+    assert STATS["fault.housekeeper_deposed_mid_replicate"] > before
+    check_liveness(h)
