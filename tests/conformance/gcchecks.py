@@ -15,7 +15,7 @@ from typing import Any
 from epochgc.impl.cluster.gcround import gc_round
 from epochgc.impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY
 from epochgc.impl.store.base import StoreError
-from epochgc.model.keys import DATA_PREFIX, PREFIXES, format_key
+from epochgc.model.keys import DATA_PREFIX, PREFIXES, format_key, prefix_path
 
 from tests.conformance.deployment import MAX_REPORT_AGE_S, STATS
 from tests.conformance.gcinproc import inprocess_gc_round
@@ -159,6 +159,44 @@ class GcChecks(HarnessState):
                 f" {sorted(got.deleted - expect)}, missing {sorted(expect - got.deleted)}"
             )
         self._after_gc(set(want.listing), expect, want, "gc")
+
+    def gc_listing_fails(self, grace_s: float = 0.0) -> None:
+        """A GC round (in process, as `gc`) whose listing of one data prefix fails from the
+        tasks' first list request of it on (the highest populated prefix, listed last): the
+        round must end with that error, never as a success with the prefix left half listed
+        (issue 31: a lister error dropped). What it deleted before the error is eligible (a
+        subset of the model's deletable set), and nothing of the failed prefix."""
+        docs, listing, now = self._docs_and_listing()
+        want = model_gc(docs, listing, now, MAX_REPORT_AGE_S, grace_s)
+        populated = _prefixes(listing)
+        if (want.error is not None or want.decision is None or want.decision.M is None
+                or want.decision.blocked is not None or not populated):
+            return
+        bad = prefix_path(max(populated))
+
+        def fail() -> None:
+            self.store.fail_reads = bad
+            STATS["fault.gc_listing_fails"] += 1
+
+        try:
+            got = inprocess_gc_round(self.store, self.c.wall, grace_s, MAX_REPORT_AGE_S,
+                                     between=fail, populated=populated)
+        except StoreError:
+            STATS["gc.round_failed_on_listing_error"] += 1
+        else:
+            raise Divergence(f"GC round ended (M={got.M}, deleted {len(got.deleted)}) although"
+                             f" listing {bad} failed: a lister error dropped")
+        finally:
+            self.store.fail_reads = None
+        root = self.local.root
+        gone = {key for key in want.listing if not _regular_file(os.path.join(root, key))}
+        if not gone <= want.deletable or any(key.startswith(bad) for key in gone):
+            raise Divergence(f"GC round whose listing of {bad} failed removed"
+                             f" {sorted(gone - want.deletable)} (not deletable) or keys of"
+                             f" {bad}: {sorted(k for k in gone if k.startswith(bad))}")
+        self.deleted |= gone
+        STATS["gc.gc_deleted"] += len(gone)
+        self.readback_dirty = True
 
     def sim_gc(self) -> None:
         """The simulator's GC round (impl/cluster/gcround.py, used by the demo)."""

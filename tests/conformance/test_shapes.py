@@ -86,3 +86,14 @@ def test_a_housekeeper_deposed_mid_replicate_frees_the_lock(h: Harness) -> None:
     h.check_step()
     assert STATS["fault.housekeeper_deposed_mid_replicate"] > before
     check_liveness(h)
+
+
+def test_a_gc_round_whose_listing_fails_ends_with_the_error(h: Harness) -> None:
+    for _ in range(3):
+        h.produce(["t/0", "t/1"], 2)
+        h.service_round()
+    h.service_round(collect=False)
+    before = STATS["gc.round_failed_on_listing_error"]
+    h.gc_listing_fails()
+    h.check_step()
+    assert STATS["gc.round_failed_on_listing_error"] > before
