@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -930,13 +931,17 @@ RELEVANT: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("impl/cluster/", ("tests/impl", "tests/conformance")),
     ("impl/", ("tests/impl", "tests/conformance")),
 )
-SUITE = ("tests",)
 
 
 def suite_tests(m: Mutant | None, selector: str, chosen: list[Mutant]) -> list[str]:
     """The test paths `--suite` runs for `m` (None: the baseline, for every chosen mutant)."""
     if selector == "all":
-        return list(SUITE)
+        # The whole suite, the benchmarks' tests last: they run two quick benchmarks, which
+        # every mutant would otherwise pay before its first check.
+        entries = sorted(e for e in (ROOT / "tests").iterdir()
+                         if e.name != "__pycache__" and (e.is_dir() or (
+                             e.name.startswith("test_") and e.suffix == ".py")))
+        return [f"tests/{e.name}" for e in sorted(entries, key=lambda e: e.name == "benchmarks")]
     if selector != "relevant":
         return [t for t in selector.split(",") if t]
     out: list[str] = []
@@ -963,6 +968,10 @@ def run_tests(root: Path, m: Mutant | None, timeout: float,
     env.update(PYTHONPATH=str(root), EPOCHGC_CONFORMANCE_PROFILE=profile,
                EPOCHGC_CONFORMANCE_SPARK="0", PYTHONHASHSEED="0",
                EPOCHGC_FAILRECORD=str(record))
+    if profile == "ci":
+        # The CI suite reads old revisions from git (the disk log's format-3 code, the
+        # harness bench's baseline): the copy has no .git, so git reads the real one.
+        env["GIT_DIR"] = _git_dir()
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
            "-p", "epochgc.proofs.pytest_failrecord", "--rootdir", str(root), "-o", "addopts=",
            # The project's pytest configuration (markers) from the real tree: the copy
@@ -973,6 +982,13 @@ def run_tests(root: Path, m: Mutant | None, timeout: float,
     fails = ([json.loads(line) for line in record.read_text().splitlines() if line.strip()]
              if record.exists() else [])
     return RunResult(code, out, secs, fails)
+
+
+def _git_dir() -> str:
+    """The real checkout's git directory (read-only use: `git show`, `cat-file`, `archive`)."""
+    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--absolute-git-dir"],
+                         capture_output=True, text=True, check=True)
+    return out.stdout.strip()
 
 
 # Exceptions (by class name, anywhere in the failure's MRO) that are a check's detection
