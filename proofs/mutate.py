@@ -98,7 +98,11 @@ def run_command(cmd: Sequence[str], cwd: Path, env: dict[str, str], timeout: flo
 def copy_tree(src: Path, dest: Path, dirs: Iterable[str]) -> None:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
     for d in dirs:
-        shutil.copytree(src / d, dest / d, ignore=ignore)
+        if (src / d).is_dir():
+            shutil.copytree(src / d, dest / d, ignore=ignore)
+        else:  # a top-level file (pyproject.toml, for a suite that reads it)
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src / d, dest / d)
     (dest / "build").mkdir(exist_ok=True)
 
 

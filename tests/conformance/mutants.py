@@ -31,6 +31,7 @@ import argparse
 import json
 import os
 import re
+import subprocess
 import sys
 import time
 from collections import Counter
@@ -643,7 +644,7 @@ MUTANTS += (
         "impl/gc/delete.py",
         "        for fut in pending:\n            account(fut)\n    return stats\n",
         "        pass\n    return stats\n",
-        check=r"tests/gc/test_pools.py",
+        check=r"tests/gc/test_pools.py|tests/gc/test_gc_open.py",
     ),
     # -- the local store following links --
     Mutant(
@@ -699,6 +700,165 @@ MUTANTS += (
     ),
 )
 
+# -- the GC job failing open, several per class (issue 31), beside the three above; mutation
+# sites outside impl/gc/job.py. Each names the check that kills it. --
+MUTANTS += (
+    # a lister error dropped
+    Mutant(
+        "gc-scan-list-error-ends-prefix",
+        "[gc-open] a list request that fails ends its prefix's listing quietly (the round"
+        " reports success with the rest of that prefix never listed)",
+        "impl/gc/scan.py",
+        "        page = store.list_page(path, start_after, page_size, until)\n",
+        "        try:\n            page = store.list_page(path, start_after, page_size, until)\n"
+        "        except StoreError:\n            return\n",
+        (("impl/gc/scan.py", "from epochgc.impl.store.base import ObjectStore\n",
+          "from epochgc.impl.store.base import ObjectStore, StoreError\n"),),
+        check=(r"tests/gc/test_gc_open.py::test_a_listing_error_mid_prefix"
+               r"|tests/gc/test_stream.py::test_a_lister_thread_error"
+               r"|tests/conformance/test_shapes.py::test_a_gc_round_whose_listing_fails"
+               r"|a lister error dropped"),
+    ),
+    Mutant(
+        "gc-lister-thread-error-dropped",
+        "[gc-open] a lister thread's error is dropped, not handed to the task (its prefixes"
+        " end where the error struck)",
+        "impl/gc/stream.py",
+        "        except BaseException as e:  # handed to the consumer, which re-raises it\n"
+        "            put(e)\n",
+        "        except BaseException:\n            pass\n",
+        check=r"tests/gc/test_stream.py::test_a_lister_thread_error",
+    ),
+    Mutant(
+        "gc-health-list-error-as-empty",
+        "[gc-open] a failed listing of the health reports reads as no reports (a store failure"
+        " reported as a blocked round)",
+        "impl/gc/reports.py",
+        "    except StoreError as e:\n"
+        "        raise ReportError(f\"cannot list {HEALTH_PREFIX}: {e}\") from e\n",
+        "    except StoreError:\n        infos, refused = [], []\n",
+        check=r"tests/gc/test_gc_open.py::test_a_health_listing_error",
+    ),
+    # a last batch not accounted
+    Mutant(
+        "gc-journal-drops-last-batch",
+        "[gc-open] reading the journal back skips its last batch (the record's counts and"
+        " manifest short of what was deleted)",
+        "impl/gc/journal.py",
+        "    for batch_id, items in sorted(intents.items()):\n",
+        "    for batch_id, items in sorted(intents.items())[:-1]:\n",
+        check=r"tests/gc/test_journal.py|tests/gc/test_gc_open.py|GC deleted set differs",
+    ),
+    Mutant(
+        "gc-last-partial-batch-dropped",
+        "[gc-open] the last, partial delete batch is never sent (nor journaled): eligible keys"
+        " stay while the round reports done",
+        "impl/gc/delete.py",
+        "            batch = []\n    if batch:\n        yield batch\n",
+        "            batch = []\n",
+        check=(r"tests/gc/test_scan.py::test_delete_keys_batches|tests/gc/test_gc_open.py"
+               r"|GC deleted set differs"),
+    ),
+    Mutant(
+        "gc-journal-unfinished-not-resolved",
+        "[gc-open] a batch an attempt never finished (intent, no outcome: killed mid-request)"
+        " is not resolved against the store: its deletes are not accounted",
+        "impl/gc/journal.py",
+        "            _resolve(data if data is not None else store, items, totals)\n",
+        "",
+        check=r"tests/gc/test_journal.py::test_the_journal_counts_every_attempt_once",
+    ),
+    # a record written at the wrong moment
+    Mutant(
+        "gc-intent-after-delete",
+        "[gc-open] a batch's intent is journaled after its delete request, not before (a task"
+        " killed mid-request, or whose journal write fails, deleted keys no record accounts)",
+        "impl/gc/delete.py",
+        "        seq = journal.intent(batch) if journal is not None else 0\n"
+        "        try:\n"
+        "            # Conditional: an object rewritten since it was listed is skipped"
+        " (`changed`).\n"
+        "            result = store.delete_if_unchanged([(k, v) for k, _, _, v in batch])\n"
+        "        except StoreError as e:\n"
+        "            result = DeleteResult(len(keys), dict.fromkeys(keys, str(e)))\n",
+        "        try:\n"
+        "            result = store.delete_if_unchanged([(k, v) for k, _, _, v in batch])\n"
+        "        except StoreError as e:\n"
+        "            result = DeleteResult(len(keys), dict.fromkeys(keys, str(e)))\n"
+        "        seq = journal.intent(batch) if journal is not None else 0\n",
+        check=r"tests/gc/test_gc_open.py::test_a_batch_that_cannot_be_journaled",
+    ),
+    Mutant(
+        "gc-done-before-request",
+        "[gc-open] a batch's outcome is journaled before its delete request, as all deleted"
+        " (failed deletes recorded as deleted)",
+        "impl/gc/delete.py",
+        "        seq = journal.intent(batch) if journal is not None else 0\n",
+        "        seq = journal.intent(batch) if journal is not None else 0\n"
+        "        if journal is not None:\n            journal.done(seq, DeleteResult(len(keys)))\n",
+        (("impl/gc/delete.py",
+          "        if journal is not None:\n            journal.done(seq, result)\n",
+          "        if journal is not None:\n"),),
+        check=r"tests/gc/test_gc_open.py::test_the_outcome_record",
+    ),
+    # reports read from subdirectories
+    Mutant(
+        "gc-health-subdirectory-filter-dropped",
+        "[gc-open] every .json below _cluster/health/ is read as a report, subdirectories"
+        " too (an archived report fails the round)",
+        "impl/gc/reports.py",
+        "        if \"/\" not in info.key[len(HEALTH_PREFIX) :] and info.key.endswith(\".json\")\n",
+        "        if info.key.endswith(\".json\")\n",
+        check=(r"tests/gc/test_gc_open.py::test_a_report_in_a_subdirectory"
+               r"|tests/impl/test_gc_report_paths.py"),
+    ),
+    # a failed re-read
+    Mutant(
+        "gc-reread-error-goes",
+        "[gc-open] a task's re-read of M that fails returns 'go ahead': its deletes run on"
+        " the driver's M",
+        "impl/gc/stream.py",
+        "    view = read_cluster_view(store, clock(), max_report_age_s, REPORT_READERS, expect,"
+        " pool)\n",
+        "    try:\n"
+        "        view = read_cluster_view(store, clock(), max_report_age_s, REPORT_READERS,"
+        " expect,\n                                 pool)\n"
+        "    except Exception:\n        return Go()\n",
+        check=(r"tests/gc/test_gc_open.py::test_a_reread_that_fails"
+               r"|tests/conformance/test_shapes.py|GC deleted set differs|objects gone"),
+    ),
+    Mutant(
+        "gc-recheck-no-m-goes",
+        "[gc-open] a re-read that yields no M (nothing computable) lets the deletes go ahead",
+        "impl/gc/recheck.py",
+        "    if again.M is None or m > again.M:\n",
+        "    if again.M is not None and m > again.M:\n",
+        check=r"tests/conformance/test_implchecks.py::test_recheck_before_delete",
+    ),
+)
+
+# -- issue 31's survivor, killed by a shape: the housekeeper's replicate failing while it
+# holds the fence's lock --
+MUTANTS += (
+    Mutant(
+        "housekeeper-lock-leak-on-failure",
+        "[liveness] the housekeeper releases the fence's lock only when its advance_epoch"
+        " replicates; a failed replicate (leadership lost) keeps it forever (killed by the"
+        " shape housekeep_deposed_mid_replicate: its leader cut off and deposed while the"
+        " advance_epoch is pending)",
+        "impl/broker/housekeeper.py",
+        "                await fence.replicate_command(AdvanceEpoch(target))\n"
+        "                advanced = target\n"
+        "            finally:\n                fence.lock.release(SHARED)\n",
+        "                await fence.replicate_command(AdvanceEpoch(target))\n"
+        "                advanced = target\n"
+        "                fence.lock.release(SHARED)\n"
+        "            finally:\n                pass\n",
+        check=(r"tests/conformance/test_shapes.py::test_a_housekeeper_deposed"
+               r"|liveness: "),
+    ),
+)
+
 # Findings: realistic bugs that survive every check. Kept (and checked to still apply) but
 # not counted until a check kills them; run them with --survivors.
 SURVIVORS: tuple[Mutant, ...] = (
@@ -711,21 +871,6 @@ SURVIVORS: tuple[Mutant, ...] = (
         "        return log.term(log.committed) == g.node.term and g.applied >= log.committed\n",
         "        return log.term(log.committed) == g.node.term\n",
         check=r"snapshot|R32|revision|model invariant|transition|reads_current",
-    ),
-    Mutant(
-        "housekeeper-lock-leak-on-failure",
-        "[liveness] the housekeeper releases the fence's lock only when its advance_epoch"
-        " replicates; a failed replicate (leadership lost) keeps it forever (survives: no"
-        " shape fails the housekeeper's replicate after its admission)",
-        "impl/broker/housekeeper.py",
-        "                await fence.replicate_command(AdvanceEpoch(target))\n"
-        "                advanced = target\n"
-        "            finally:\n                fence.lock.release(SHARED)\n",
-        "                await fence.replicate_command(AdvanceEpoch(target))\n"
-        "                advanced = target\n"
-        "                fence.lock.release(SHARED)\n"
-        "            finally:\n                pass\n",
-        check=LIVENESS,
     ),
 )
 
@@ -765,6 +910,10 @@ MUTANTS += tuple(m for m, _ in LOCK_MUTANTS)
 TESTS = ("tests/conformance/test_regressions.py", "tests/conformance/test_implchecks.py",
          "tests/raft/test_host_deposed.py", "tests/conformance/test_harness.py")
 DIRS = ("epochgc", "impl", "model", "tests", "proofs")
+# --suite --tests all: the CI suite also reads the benchmarks, experiments, spec vectors,
+# ports, docs, the CI scripts and the project files (without them its baseline cannot pass).
+SUITE_DIRS = (*DIRS, "benchmarks", "experiments", "spec", "ports", "docs", ".ci",
+              "pyproject.toml", "tox.ini", "README.md", "LICENSE")
 
 
 def tests_for(m: Mutant | None) -> list[str]:
@@ -782,13 +931,17 @@ RELEVANT: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("impl/cluster/", ("tests/impl", "tests/conformance")),
     ("impl/", ("tests/impl", "tests/conformance")),
 )
-SUITE = ("tests",)
 
 
 def suite_tests(m: Mutant | None, selector: str, chosen: list[Mutant]) -> list[str]:
     """The test paths `--suite` runs for `m` (None: the baseline, for every chosen mutant)."""
     if selector == "all":
-        return list(SUITE)
+        # The whole suite, the benchmarks' tests last: they run two quick benchmarks, which
+        # every mutant would otherwise pay before its first check.
+        entries = sorted(e for e in (ROOT / "tests").iterdir()
+                         if e.name != "__pycache__" and (e.is_dir() or (
+                             e.name.startswith("test_") and e.suffix == ".py")))
+        return [f"tests/{e.name}" for e in sorted(entries, key=lambda e: e.name == "benchmarks")]
     if selector != "relevant":
         return [t for t in selector.split(",") if t]
     out: list[str] = []
@@ -815,6 +968,10 @@ def run_tests(root: Path, m: Mutant | None, timeout: float,
     env.update(PYTHONPATH=str(root), EPOCHGC_CONFORMANCE_PROFILE=profile,
                EPOCHGC_CONFORMANCE_SPARK="0", PYTHONHASHSEED="0",
                EPOCHGC_FAILRECORD=str(record))
+    if profile == "ci":
+        # The CI suite reads old revisions from git (the disk log's format-3 code, the
+        # harness bench's baseline): the copy has no .git, so git reads the real one.
+        env["GIT_DIR"] = _git_dir()
     cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
            "-p", "epochgc.proofs.pytest_failrecord", "--rootdir", str(root), "-o", "addopts=",
            # The project's pytest configuration (markers) from the real tree: the copy
@@ -825,6 +982,13 @@ def run_tests(root: Path, m: Mutant | None, timeout: float,
     fails = ([json.loads(line) for line in record.read_text().splitlines() if line.strip()]
              if record.exists() else [])
     return RunResult(code, out, secs, fails)
+
+
+def _git_dir() -> str:
+    """The real checkout's git directory (read-only use: `git show`, `cat-file`, `archive`)."""
+    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--absolute-git-dir"],
+                         capture_output=True, text=True, check=True)
+    return out.stdout.strip()
 
 
 # Exceptions (by class name, anywhere in the failure's MRO) that are a check's detection
@@ -896,7 +1060,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{flag}", flush=True)
 
     baseline, outcomes = campaign(
-        chosen, src=ROOT, dirs=DIRS,
+        chosen, src=ROOT, dirs=SUITE_DIRS if args.suite else DIRS,
         run=(lambda root, m: run_tests(root, m, args.timeout,
                                        suite_tests(m, args.tests, chosen), "ci",
                                        args.marks))

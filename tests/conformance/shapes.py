@@ -10,7 +10,9 @@ with the check that belongs to it:
   into the new incarnation (checked on every ack by `Harness._check_acks`);
 - a write held between its fence and its propose while an above-window write, a
   housekeeper and a low write queue on the fence's lock, with or without a re-election:
-  every one of them finishes and the lock ends free (the liveness checks).
+  every one of them finishes and the lock ends free (the liveness checks);
+- the housekeeper's advance_epoch in flight (the fence's lock held) when its leader is
+  cut off and deposed: its replicate fails, and the lock must end free all the same.
 
 A GC round whose re-read fails is `Harness.gc(fail_reread=True)`; the controller's
 restore(snapshot()) check includes the deleted incarnations (`implchecks`).
@@ -23,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 from epochgc.impl.controller.statemachine import encode_create
 from epochgc.impl.controller.topics import TopicError
-from epochgc.impl.partition.fence import NotLeaderError
+from epochgc.impl.partition.commands import AdvanceEpoch
+from epochgc.impl.partition.fence import NotLeaderError, ReplicateFailed
 
 from tests.conformance.shadow import Divergence
 
@@ -209,6 +212,54 @@ def held_write_with_queue(h: Harness, p: str, reelect: bool) -> None:
                 h.transfer(p, target)
                 h.c.run_until(lambda t=target: h.c.leader(p) == t, 800)  # type: ignore[misc]
             _stats("fault.reelected_with_lock_queue")
+    h.settle()
+
+
+def housekeep_deposed_mid_replicate(h: Harness, p: str) -> None:
+    """The housekeeper of p's leader proposes advance_epoch (holding the fence's lock, taken
+    by `admit`), then its leader is isolated before the entry commits: the other nodes
+    elect a leader, the network heals, the old leader learns the new term and its pending
+    proposals fail (`LeadershipLost`), so the housekeeper's replicate fails while it holds
+    the lock. The lock must be released all the same (the liveness checks: every lock
+    free); counted when the replicate did fail there."""
+    nid = h.c.leader(p)
+    if nid is None or p not in h.c.brokers[nid].replicas or len(h.c.brokers) < 3:
+        return
+    b = h.c.brokers[nid]
+    fence = b.replicas[p].fence
+    h.mint()  # an epoch above the partition's for the housekeeper to advance to
+    proposed: list[int] = []
+    replicate = fence.replicate_command
+
+    async def observed(cmd: Any) -> Any:  # an observer: the command goes through unchanged
+        if isinstance(cmd, AdvanceEpoch):
+            proposed.append(cmd.epoch)
+        return await replicate(cmd)
+
+    failed: list[BaseException] = []
+
+    async def housekeep() -> None:
+        try:
+            await b.housekeep(p)
+        except Exception as e:  # expected here: its leadership is lost under it
+            failed.append(e)
+
+    fence.replicate_command = observed  # type: ignore[method-assign]
+    try:
+        task = h.c.spawn(housekeep())
+        h.tasks.append(task)
+        h.c.run_until(lambda: bool(proposed) or task.done(), 2_000)
+    finally:
+        del fence.replicate_command  # the instance's wrapper: the class's method again
+    if task.done():
+        return
+    h.isolate(nid)  # the proposal cannot commit; the others elect a new leader
+    h.c.run_until(lambda: any(h.c.brokers[n].port.is_leader(h.c.group_of(p))
+                              for n in h.live() if n != nid), 5_000)
+    h.heal()
+    h.c.run_until(task.done, 5_000)
+    if any(isinstance(e, ReplicateFailed) for e in failed):
+        _stats("fault.housekeeper_deposed_mid_replicate")
     h.settle()
 
 

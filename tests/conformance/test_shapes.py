@@ -76,3 +76,24 @@ def test_a_gc_round_whose_reread_fails_deletes_nothing(h: Harness) -> None:
     h.gc(0.0, fail_reread=True)
     h.check_step()
     assert STATS["gc.round_failed_on_failed_reread"] + STATS["gc.reread_failed_no_delete"] > before
+
+
+def test_a_housekeeper_deposed_mid_replicate_frees_the_lock(h: Harness) -> None:
+    before = STATS["fault.housekeeper_deposed_mid_replicate"]
+    for _ in range(2):
+        h.produce(["t/0"], 1)
+    shapes.housekeep_deposed_mid_replicate(h, "t/0")
+    h.check_step()
+    assert STATS["fault.housekeeper_deposed_mid_replicate"] > before
+    check_liveness(h)
+
+
+def test_a_gc_round_whose_listing_fails_ends_with_the_error(h: Harness) -> None:
+    for _ in range(3):
+        h.produce(["t/0", "t/1"], 2)
+        h.service_round()
+    h.service_round(collect=False)
+    before = STATS["gc.round_failed_on_listing_error"]
+    h.gc_listing_fails()
+    h.check_step()
+    assert STATS["gc.round_failed_on_listing_error"] > before
