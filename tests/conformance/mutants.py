@@ -507,14 +507,18 @@ MUTANTS += (
     Mutant(
         "fence-lock-kept-on-failed-replicate",
         "[liveness] replicate_placeholder releases its shared lock only when the replicate"
-        " succeeds: a failed one (injected fault, lost leadership) keeps it forever",
+        " succeeds: a failed one keeps it forever (with release at enqueue, a failure before"
+        " the placeholder is queued: an injected fault after the fence, a refused proposal;"
+        " the harness's liveness check finds the held lock, and the pinned phantom program"
+        " no longer reaches its shape, the slide behind the lock never happening)",
         "impl/partition/fence.py",
         "        finally:\n            if held:\n                self.lock.release(SHARED)\n"
         "        assert isinstance(res, PlaceholderResult)\n",
         "        except BaseException:\n            raise\n        if held:\n"
         "            self.lock.release(SHARED)\n"
         "        assert isinstance(res, PlaceholderResult)\n",
-        check=LIVENESS,
+        check=LIVENESS + r"|test_found_apply_time_rejection_after_phantom_then_delete_while_"
+        r"writing: AssertionError",
     ),
 
 )
