@@ -1,7 +1,8 @@
 """Implementation benchmark (not a timed test): the fence's cost over the Raft core, produce
 latency, and the simulator's speed.
 
-  python benchmarks/bench_impl.py [--quick] [--rounds N] [--fence-only] [--out FILE]
+  python benchmarks/bench_impl.py [--quick] [--rounds N] [--requests N] [--fence-only]
+                                  [--out FILE]
 
 Rows (JSON list of {"name","value","unit","baseline","ratio","target","target_of","better"}):
   fence_replicate_per_s   one partition on a 3-process loopback cluster: placeholders fenced
@@ -16,6 +17,9 @@ Rows (JSON list of {"name","value","unit","baseline","ratio","target","target_of
                           e0 + i // W, so the window slides every W requests and each slide
                           takes the exclusive lock; baseline: raw proposals of the same
                           epochs. Target ratio >= 0.95 (issue 30).
+  *_cpu_us                the CPU time the three node processes used per placeholder in the
+                          same phases (user + system, /proc), fenced vs raw: on a shared
+                          machine a steadier view of the fence's cost than throughput.
   fence_replicate_hold_per_s, fence_replicate_hold_sliding_per_s  both again on a second
                           cluster whose fence holds the lock through the replicate
                           (`--hold-through-replicate`, the design notes' rule), each against
@@ -108,56 +112,119 @@ async def phase(client: RpcClient, op: str, epochs: Epochs, n: int, window: int)
             t = time.perf_counter()
             r = await client.call(op=op, partition=PART, epoch=epochs.next(), key=KEY, start=0,
                                   end=64, count=1)
+            if r["status"] in ("failed", "not_leader"):
+                raise LeaderMoved(f"{op}: {r}")
             if r["status"] != "ok":
                 raise RuntimeError(f"{op}: {r}")
             lat.append(time.perf_counter() - t)
 
     t0 = time.perf_counter()
-    await asyncio.gather(*(worker() for _ in range(window)))
+    try:
+        async with asyncio.TaskGroup() as tg:  # one failure cancels the other workers
+            for _ in range(window):
+                tg.create_task(worker())
+    except* LeaderMoved as eg:
+        raise eg.exceptions[0] from None
     return n / (time.perf_counter() - t0), lat
 
 
-async def fence_bench(lc: LocalCluster, quick: bool, rounds: int | None, hold: bool) -> tuple[
-        list[dict[str, Any]], list[float]]:
+def cpu_seconds(pids: list[int]) -> float:
+    """User + system CPU seconds the processes have used so far (Linux /proc)."""
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14 and 15)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+class LeaderMoved(Exception):
+    """The partition's leadership moved during a phase (an election on a loaded machine):
+    the phase pair is run again at the new leader."""
+
+
+async def fence_bench(lc: LocalCluster, quick: bool, rounds: int | None, hold: bool,
+                      requests: int | None = None) -> tuple[list[dict[str, Any]], list[float]]:
     """Fenced vs raw phases, alternating, at one epoch and with a rising one; returns the rows
     (named for the fence's release point) and the first kind's fenced latencies."""
     access = ProcClusterAccess(lc.client_addrs())
-    try:
+    client: RpcClient | None = None
+
+    async def connect() -> tuple[RpcClient, int]:
+        nonlocal client
+        if client is not None:
+            await client.close()
         leader, epoch = await leader_and_epoch(access)
         host, port = lc.client_addrs()[leader]
         client = await RpcClient.connect(host, port)
+        return client, epoch
+
+    try:
+        client, epoch = await connect()
         n, window, r = (600, 32, 3) if quick else (3000, 64, 5)
-        rounds = rounds or r
+        rounds, n = rounds or r, requests or n
         fixed = Epochs(epoch, None)
         await phase(client, "replicate", fixed, n // 4, window)  # warm-up: slide, sync
         await phase(client, "bench_propose", fixed, n // 4, window)
         # One rising stream for both sides: it starts above everything sent so far.
         rising = Epochs(epoch + 1, window)
         got: dict[str, tuple[list[float], list[float]]] = {}
+        got_cpu: dict[str, tuple[list[float], list[float]]] = {}
+        pids = [int(lc.meta["pids"][str(nid)]) for nid in lc.ids]
         fence_lat: list[float] = []
         for kind, epochs in (("", fixed), ("_sliding", rising)):
             fenced: list[float] = []
             raw: list[float] = []
+            fenced_cpu: list[float] = []
+            raw_cpu: list[float] = []
             for _ in range(rounds):  # alternate, so drift hits both sides alike
-                ops, lat = await phase(client, "replicate", epochs, n, window)
+                for attempt in range(3):
+                    try:
+                        c0 = cpu_seconds(pids)
+                        ops, lat = await phase(client, "replicate", epochs, n, window)
+                        c1 = cpu_seconds(pids)
+                        base = (await phase(client, "bench_propose", epochs, n, window))[0]
+                        c2 = cpu_seconds(pids)
+                        break
+                    except LeaderMoved as e:
+                        if attempt == 2:
+                            raise
+                        print(f"leadership moved ({e}); the pair runs again", file=sys.stderr)
+                        client, _ = await connect()
                 fenced.append(ops)
+                raw.append(base)
+                fenced_cpu.append((c1 - c0) / n * 1e6)
+                raw_cpu.append((c2 - c1) / n * 1e6)
                 if not kind:
                     fence_lat += lat
-                raw.append((await phase(client, "bench_propose", epochs, n, window))[0])
             got[kind] = (fenced, raw)
-        await client.close()
+            got_cpu[kind] = (fenced_cpu, raw_cpu)
     finally:
+        if client is not None:
+            await client.close()
         await access.close()
     rows = []
     for kind, (fenced, raw) in got.items():
         name = "fence_replicate" + ("_hold" if hold else "") + kind + "_per_s"
         rows.append(row(name, statistics.median(fenced), "placeholders/s",
                         statistics.median(raw), None if hold else 0.95))
-        rows[-1]["runs"] = {"fenced": [round(x, 1) for x in fenced],
-                            "raw": [round(x, 1) for x in raw],
-                            "ratios": [round(f / b, 3)
-                                       for f, b in zip(fenced, raw, strict=True)]}
+        rows[-1]["runs"] = runs(fenced, raw)
+        fc, rc = got_cpu[kind]
+        rows.append(row(name.replace("_per_s", "_cpu_us"), statistics.median(fc),
+                        "CPU us/placeholder (3 nodes)", statistics.median(rc), better="lower"))
+        rows[-1]["runs"] = runs(fc, rc)
     return rows, fence_lat
+
+
+def runs(xs: list[float], bases: list[float]) -> dict[str, Any]:
+    """Each phase pair's figures and ratio (min, median and max of the ratios show the
+    spread the medians hide)."""
+    ratios = [x / b for x, b in zip(xs, bases, strict=True)]
+    return {"values": [round(x, 1) for x in xs], "baselines": [round(b, 1) for b in bases],
+            "ratios": [round(r, 3) for r in ratios],
+            "ratio_min_median_max": [round(min(ratios), 3),
+                                     round(statistics.median(ratios), 3),
+                                     round(max(ratios), 3)]}
 
 
 async def produce_bench(lc: LocalCluster, store: LocalStore, quick: bool) -> list[dict[str, Any]]:
@@ -195,7 +262,8 @@ def run_cluster(tmp: str, name: str, hold: bool, args: argparse.Namespace,
     try:
         for nid in lc.ids:
             lc.start(nid)
-        rows, fence_lat = asyncio.run(fence_bench(lc, args.quick, args.rounds, hold))
+        rows, fence_lat = asyncio.run(fence_bench(lc, args.quick, args.rounds, hold,
+                                                  args.requests))
         if not hold:
             rows += [
                 row("fence_latency_p50", pct(fence_lat, 0.5) * 1e3, "ms", better="lower"),
@@ -226,6 +294,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="a small run (about a minute)")
     ap.add_argument("--rounds", type=int, default=None,
                     help="fenced/raw phase pairs per kind (default 5; 3 with --quick)")
+    ap.add_argument("--requests", type=int, default=None,
+                    help="requests per phase (default 3000; 600 with --quick)")
     ap.add_argument("--fence-only", action="store_true",
                     help="only the fence rows (no produce latency, no simulator speed)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-impl.json"))
@@ -242,7 +312,8 @@ def main() -> None:
         json.dump(rows, f, indent=1)
     for r in rows:
         extra = f"  baseline {r['baseline']}  ratio {r['ratio']}" if r["baseline"] else ""
-        runs = f"  per-pair ratios {r['runs']['ratios']}" if "runs" in r else ""
+        runs = (f"  pair ratios min/median/max {r['runs']['ratio_min_median_max']}"
+                if "runs" in r else "")
         print(f"{r['name']:36} {r['value']:>12} {r['unit']}{extra}{runs}")
 
 

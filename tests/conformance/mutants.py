@@ -644,9 +644,9 @@ MUTANTS += (
         "[lock-side] the fence decides only before waiting for the lock, not again under it"
         " (a window slid while it waited goes unnoticed)",
         "impl/partition/fence.py",
-        "            d = self._decide(term, epoch)\n            if not d.admitted:\n"
-        "                self.lock.release(mode)\n",
-        "            if not d.admitted:\n                self.lock.release(mode)\n",
+        "            if waited:  # the window may have moved while waiting: decide again\n"
+        "                d = self._decide(term, epoch)\n",
+        "",
         check=r"apply-time rejection|Divergence|fence|InvariantViolation",
     ),
     Mutant(
