@@ -178,7 +178,7 @@ async def fence_bench(lc: LocalCluster, quick: bool, rounds: int | None, hold: b
             fenced_cpu: list[float] = []
             raw_cpu: list[float] = []
             for _ in range(rounds):  # alternate, so drift hits both sides alike
-                for attempt in range(3):
+                for attempt in range(5):
                     try:
                         c0 = cpu_seconds(pids)
                         ops, lat = await phase(client, "replicate", epochs, n, window)
@@ -187,9 +187,10 @@ async def fence_bench(lc: LocalCluster, quick: bool, rounds: int | None, hold: b
                         c2 = cpu_seconds(pids)
                         break
                     except LeaderMoved as e:
-                        if attempt == 2:
+                        if attempt == 4:
                             raise
                         print(f"leadership moved ({e}); the pair runs again", file=sys.stderr)
+                        await asyncio.sleep(1.0)  # let the election settle
                         client, _ = await connect()
                 fenced.append(ops)
                 raw.append(base)
@@ -256,8 +257,10 @@ def run_cluster(tmp: str, name: str, hold: bool, args: argparse.Namespace,
     lc = LocalCluster(os.path.join(tmp, name))
     # Mints every 5 s, as in production (they do not move this partition's window: its
     # placeholders carry their own epochs); the 0.1 s tick is the production default
-    # (node_main's 0.05 s is for fast tests).
-    extra = ["--bench-ops", "--tick", "0.1"] + (["--hold-through-replicate"] if hold else [])
+    # (node_main's 0.05 s is for fast tests); a longer one (--tick) makes elections rarer on
+    # a loaded machine (proposals do not wait for ticks).
+    extra = ["--bench-ops", "--tick", str(args.tick)] + (
+        ["--hold-through-replicate"] if hold else [])
     lc.init(3, str(store.root), [PART], 5.0, extra=extra)
     try:
         for nid in lc.ids:
@@ -296,6 +299,8 @@ def main() -> None:
                     help="fenced/raw phase pairs per kind (default 5; 3 with --quick)")
     ap.add_argument("--requests", type=int, default=None,
                     help="requests per phase (default 3000; 600 with --quick)")
+    ap.add_argument("--tick", type=float, default=0.1,
+                    help="the nodes' Raft tick in seconds (election timeout 10-20 ticks)")
     ap.add_argument("--fence-only", action="store_true",
                     help="only the fence rows (no produce latency, no simulator speed)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-impl.json"))

@@ -40,7 +40,7 @@ from epochgc.impl.partition import commands as c
 from epochgc.impl.partition.rwlock import EXCLUSIVE, SHARED, RWLock
 from epochgc.impl.partition.statemachine import PartitionStateMachine, PlaceholderResult
 from epochgc.model.fence import SeenWindow, fence
-from epochgc.model.partition import window
+from epochgc.model.partition import PartitionState, window
 from epochgc.model.variants import REFERENCE, Variant
 
 
@@ -119,6 +119,15 @@ class FenceDecision:
         return self.seen_before != self.seen_after
 
 
+@dataclass(frozen=True)
+class _LastDecision:
+    """The inputs (by identity) and the result of a fence's last decision."""
+
+    seen: SeenWindow | None
+    state: PartitionState
+    decision: FenceDecision
+
+
 class PartitionFence:
     def __init__(
         self,
@@ -145,6 +154,7 @@ class PartitionFence:
         self.lock = RWLock()
         self.synced_term: int | None = None
         self._barrier: tuple[int, asyncio.Future[Any]] | None = None
+        self._last: _LastDecision | None = None
         # Fault injection (harness): return True to fail this replicate after its fence.
         self.fail_replicate: Callable[[int], bool] | None = None
         # Delay injection (harness): awaited between the fence and the propose, as a slow
@@ -190,15 +200,25 @@ class PartitionFence:
         raise NotLeaderError(self.raft.leader())
 
     def _decide(self, term: int, epoch: int) -> FenceDecision:
-        before = self.seen
-        r = fence(before, self.sm.state, term, epoch, self.variant)
+        """`model.fence.fence` on the seen window, the applied state, the term and the
+        epoch. The model's function is pure and both windows are immutable values, so the
+        last decision is reused while all four are the very same (a stream of writes at one
+        epoch, the usual case, decides once per change of window)."""
+        before, state = self.seen, self.sm.state
+        last = self._last
+        if (last is not None and last.seen is before and last.state is state
+                and last.decision.term == term and last.decision.epoch == epoch):
+            return last.decision
+        r = fence(before, self.sm.state, term, epoch, self.variant)  # (state is self.sm.state)
         if not r.admitted:
             kind = "below_window"
         elif r.seen != before:
             kind = "above_window"
         else:
             kind = "in_window"
-        return FenceDecision(term, epoch, r.admitted, kind, r.window, before, r.seen)
+        d = FenceDecision(term, epoch, r.admitted, kind, r.window, before, r.seen)
+        self._last = _LastDecision(before, state, d)
+        return d
 
     def _report(self, d: FenceDecision) -> None:
         if self.on_decision is not None:
