@@ -6,11 +6,13 @@ every earlier accepted proposal of T; in every log, on every node, at the end of
 (drops, duplicates, reordering, batching, crashes, cuts, leadership transfers, group commit),
 an accepted proposal of T whose entry survives has every earlier accepted proposal of T before
 it. A refused proposal (wrong expected term, not leader) appends nothing, now or later.
+EPOCHGC_DEEP=1 runs 300 seeds (as tests/raft/test_sim.py does).
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import random
 
 import pytest
@@ -18,6 +20,7 @@ from epochgc.impl.raft.node import Config, ProposalRefused
 from epochgc.impl.raft.sim import Faults, Simulator
 
 GROUP = 1
+SEEDS = range(300) if os.environ.get("EPOCHGC_DEEP") == "1" else range(12)
 
 
 def _setup(seed: int) -> tuple[Config, Faults, bool]:
@@ -85,7 +88,7 @@ def _run(seed: int) -> tuple[Simulator, dict[int, list[tuple[bytes, int]]]]:
     return s, accepted
 
 
-@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("seed", SEEDS)
 def test_accepted_proposals_of_a_term_keep_their_call_order_in_every_log(seed: int) -> None:
     s, accepted = _run(seed)
     assert sum(map(len, accepted.values())) > 20 and len(accepted) > 1, (
