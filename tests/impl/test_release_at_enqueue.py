@@ -11,7 +11,7 @@ import asyncio
 
 import pytest
 from epochgc.impl.partition import commands as c
-from epochgc.impl.partition.fence import PartitionFence, ReplicateFailed
+from epochgc.impl.partition.fence import PartitionFence, ReplicateFailed, StaleEpoch
 from epochgc.impl.partition.statemachine import PlaceholderResult
 from epochgc.impl.sim.cluster import SimCluster
 
@@ -195,3 +195,38 @@ def test_the_setting_reaches_every_fence_and_defaults_on() -> None:
     off = cluster(False)
     assert all(not r.fence.release_at_enqueue for b in off.brokers.values()
                for r in b.replicas.values())
+
+
+@pytest.mark.parametrize("release", MODES)
+@pytest.mark.parametrize("hk_first", [True, False], ids=["advance-first", "write-first"])
+def test_an_idle_partitions_advance_and_a_write_in_one_turn(release: bool,
+                                                            hk_first: bool) -> None:
+    """The housekeeper's advance_epoch goes through the fence like a slide: started in the
+    same loop turn as a write at the window's lower edge, either the write lands before the
+    advance (accepted) or it is refused at the fence; never admitted and then rejected at
+    apply in its fence's term (which an advance around the exclusive lock would cause)."""
+    from epochgc.impl.broker.housekeeper import housekeep_once
+
+    cl = cluster(release)
+    done(cl, 5)
+    done(cl, 9)
+    nid = cl.leader(P)
+    assert nid is not None
+    b = cl.brokers[nid]
+    rep = b.replicas[P]
+    write = b.replicate(P, c.Placeholder(5, "edge/5", 0, 0, 0))
+    advance = housekeep_once(rep.sm, rep.fence, 12, rep.info.creation_revision)
+
+    async def both() -> list[object]:
+        first, second = (advance, write) if hk_first else (write, advance)
+        return list(await asyncio.gather(first, second, return_exceptions=True))
+
+    t = cl.spawn(both())
+    cl.run_until(t.done)
+    hk, w = t.result() if hk_first else t.result()[::-1]
+    assert not isinstance(hk, BaseException) and hk.advanced_to == 12, hk
+    if isinstance(w, StaleEpoch):
+        assert w.at == "fence", f"the write was admitted and then rejected at apply: {w}"
+    else:
+        assert isinstance(w, PlaceholderResult) and w.accepted, w
+    assert all(ok for _, ok in apply_results(cl)), apply_results(cl)
