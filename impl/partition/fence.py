@@ -21,9 +21,11 @@ entry before it; if the holder's entry is lost to a new leader, so is the slide'
 term, whose fence first syncs (its barrier applies after every surviving earlier-term entry).
 What changes is only what a slide's decision sees: the applied state may not yet include the
 released holders' entries. The decision reads the applied window only through
-`max(seen, applied)` bounds (`model.fence.effective_window`), and within a term the seen
-window already covers every placeholder admitted in it, so it decides the same; and with the
-lock held through the replicate, a shared holder's decision could see the same lag anyway.
+`max(seen, applied)` bounds (`model.fence.effective_window`); after the sync every entry of a
+term that moves the window is a slide through this fence (a placeholder, or the housekeeper's
+advance_epoch), proposed with no await after its decision, so a lagging applied window is
+never wider than the seen one and the decision is the same at any lag. With the lock held
+through the replicate, a shared holder's decision could see such a lag anyway.
 
 The seen window only decides early admission (liveness): the state machine re-checks the
 window at apply time (`model.partition.apply_placeholder`), which is where safety lives.
