@@ -63,6 +63,9 @@ class BrokerConfig:
     initial_partitions: tuple[str, ...] = ()  # the controller leader creates missing ones
     variant: Variant = REFERENCE
     bench_ops: bool = False  # serve `propose_unfenced` (benchmarks only; off by default)
+    # The fence releases a placeholder's shared lock once it is queued into Raft (True) or
+    # holds it through the replicate (False): `impl/partition/fence.py`.
+    release_at_enqueue: bool = True
 
 
 @dataclass
@@ -158,7 +161,7 @@ class Broker:
                 GroupHandle(self.port, info.group), sm, self.config.variant,
                 on_decision=functools.partial(self._on_fence, name),
                 on_admitted=functools.partial(self._on_admitted, name),
-                name=name,
+                name=name, release_at_enqueue=self.config.release_at_enqueue,
             )
             rep = Replica(info, sm, fence, self.loop.time())
             sm.on_apply = functools.partial(self._on_apply, rep)

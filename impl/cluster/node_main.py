@@ -66,6 +66,7 @@ async def run(args: argparse.Namespace) -> int:
         initial_partitions=tuple(p for p in args.partitions.split(",") if p),
         epoch_cache_ttl=args.cache_ttl,
         bench_ops=args.bench_ops,
+        release_at_enqueue=not args.hold_through_replicate,
     )
     metrics = NodeMetrics()
     loop = asyncio.get_running_loop()
@@ -171,6 +172,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--trace", default=None, help="append an NDJSON trace to this file")
     ap.add_argument("--bench-ops", action="store_true", help="serve the benchmark's "
                     "unfenced-propose baseline (never in production)")
+    ap.add_argument("--hold-through-replicate", action="store_true",
+                    help="the fence holds a placeholder's shared lock until its replicate "
+                    "completes (the design notes' rule) instead of releasing it once the "
+                    "placeholder is queued into Raft (the default)")
     ap.add_argument("--log-level", default="WARNING", type=str.upper,
                     choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                     help="the JSON log's level on stderr (default WARNING)")

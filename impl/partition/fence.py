@@ -4,8 +4,28 @@ Protocol, in order: sync with the log (a barrier entry of the current term must 
 applied, so the applied window includes every earlier term's entries); decide with
 `model.fence.fence` on the term-scoped seen window; in-window => shared lock; above-window =>
 exclusive lock, slide the seen window, downgrade; below => `StaleEpoch` with the window.
-The shared lock is held until the placeholder's replicate completes or fails, and the
-replicate is proposed with the fence's term (expected-term), so a leadership change aborts it.
+The shared lock is held until the placeholder is queued into the partition's Raft log
+(`release_at_enqueue`, the default; production since its PR #31386) or, with it off, until the
+replicate completes or fails. Either way the replicate is proposed with the fence's term
+(expected-term), so a leadership change aborts it.
+
+Why releasing at enqueue keeps the lock's ordering: the lock exists so that every placeholder
+admitted under a window precedes, in the log, the placeholder of the slide that replaces that
+window (a slide takes the exclusive lock, so it waits for every shared holder). What the slide
+needs is the holders' log positions, not their outcomes: once `GroupRaft.propose` has
+returned, the holder's entry is in the leader's log at an index that no later proposal of the
+same term can precede (the contract on `GroupRaft.propose`). The slide proposes later, with
+its own fence's term: the same term, so at a higher index (in any log that holds the slide's
+entry the holder's entry comes first: Raft's log matching, an (index, term) pair fixes every
+entry before it; if the holder's entry is lost to a new leader, so is the slide's), or a later
+term, whose fence first syncs (its barrier applies after every surviving earlier-term entry).
+What changes is only what a slide's decision sees: the applied state may not yet include the
+released holders' entries. The decision reads the applied window only through
+`max(seen, applied)` bounds (`model.fence.effective_window`); after the sync every entry of a
+term that moves the window is a slide through this fence (a placeholder, or the housekeeper's
+advance_epoch), proposed with no await after its decision, so a lagging applied window is
+never wider than the seen one and the decision is the same at any lag. With the lock held
+through the replicate, a shared holder's decision could see such a lag anyway.
 
 The seen window only decides early admission (liveness): the state machine re-checks the
 window at apply time (`model.partition.apply_placeholder`), which is where safety lives.
@@ -22,14 +42,27 @@ from epochgc.impl.partition import commands as c
 from epochgc.impl.partition.rwlock import EXCLUSIVE, SHARED, RWLock
 from epochgc.impl.partition.statemachine import PartitionStateMachine, PlaceholderResult
 from epochgc.model.fence import SeenWindow, fence
-from epochgc.model.partition import window
+from epochgc.model.partition import PartitionState, window
 from epochgc.model.variants import REFERENCE, Variant
 
 
 class GroupRaft(Protocol):
     """The Raft operations a partition leader needs, for one group (both worlds)."""
 
-    def propose(self, data: bytes, expected_term: int | None) -> asyncio.Future[Any]: ...
+    def propose(self, data: bytes, expected_term: int | None) -> asyncio.Future[Any]:
+        """Queue `data` into the group's Raft log and return the future of its apply result.
+
+        Contract the fence's release at enqueue relies on (in-term queue order = log order):
+        when this returns, the entry is already appended to this leader's in-memory log, in
+        term `expected_term`, at the index after every entry appended before it; a later
+        call that also returns (same term) gets a higher index. It either appends now or
+        raises `ProposalRefused` having appended nothing: no queue in front of the log, no
+        re-queue, no retry that could put an entry behind a later one. Both worlds provide
+        this through `MultiRaftHost.propose` -> `RaftNode.propose` (`_append_as_leader`:
+        index = last index + 1, synchronously); a leader's log only grows during its term
+        (only a follower truncates, `RaftLog.append`), and group commit and pipelined
+        appends change when entries become durable and are sent, never their indexes."""
+        ...
 
     def term(self) -> int: ...
 
@@ -88,6 +121,15 @@ class FenceDecision:
         return self.seen_before != self.seen_after
 
 
+@dataclass(frozen=True)
+class _LastDecision:
+    """The inputs (by identity) and the result of a fence's last decision."""
+
+    seen: SeenWindow | None
+    state: PartitionState
+    decision: FenceDecision
+
+
 class PartitionFence:
     def __init__(
         self,
@@ -97,8 +139,12 @@ class PartitionFence:
         on_decision: Callable[[FenceDecision], None] | None = None,
         on_admitted: Callable[[c.Placeholder, int], None] | None = None,
         name: str = "",
+        release_at_enqueue: bool = True,
     ) -> None:
         self.name = name  # the partition's name, for errors
+        # True: a placeholder's shared lock is released once its proposal is in the Raft
+        # log; False: held until its replicate completes or fails (the design notes' rule).
+        self.release_at_enqueue = release_at_enqueue
         self.raft = raft
         self.sm = sm
         self.variant = variant
@@ -110,10 +156,12 @@ class PartitionFence:
         self.lock = RWLock()
         self.synced_term: int | None = None
         self._barrier: tuple[int, asyncio.Future[Any]] | None = None
+        self._last: _LastDecision | None = None
         # Fault injection (harness): return True to fail this replicate after its fence.
         self.fail_replicate: Callable[[int], bool] | None = None
         # Delay injection (harness): awaited between the fence and the propose, as a slow
-        # caller would be; the lock is held throughout, which is what orders the log.
+        # caller would be; the lock is held throughout (it is released only once the
+        # placeholder is queued), which is what orders the log.
         self.before_propose: Callable[[int], Awaitable[None]] | None = None
 
     def on_leadership(self, term: int, is_leader: bool) -> None:
@@ -154,15 +202,25 @@ class PartitionFence:
         raise NotLeaderError(self.raft.leader())
 
     def _decide(self, term: int, epoch: int) -> FenceDecision:
-        before = self.seen
-        r = fence(before, self.sm.state, term, epoch, self.variant)
+        """`model.fence.fence` on the seen window, the applied state, the term and the
+        epoch. The model's function is pure and both windows are immutable values, so the
+        last decision is reused while all four are the very same (a stream of writes at one
+        epoch, the usual case, decides once per change of window)."""
+        before, state = self.seen, self.sm.state
+        last = self._last
+        if (last is not None and last.seen is before and last.state is state
+                and last.decision.term == term and last.decision.epoch == epoch):
+            return last.decision
+        r = fence(before, self.sm.state, term, epoch, self.variant)  # (state is self.sm.state)
         if not r.admitted:
             kind = "below_window"
         elif r.seen != before:
             kind = "above_window"
         else:
             kind = "in_window"
-        return FenceDecision(term, epoch, r.admitted, kind, r.window, before, r.seen)
+        d = FenceDecision(term, epoch, r.admitted, kind, r.window, before, r.seen)
+        self._last = _LastDecision(before, state, d)
+        return d
 
     def _report(self, d: FenceDecision) -> None:
         if self.on_decision is not None:
@@ -182,15 +240,21 @@ class PartitionFence:
                 raise StaleEpoch(epoch, window(self.sm.state), "fence: below the partition's "
                                  f"creation revision {self.sm.creation_revision}")
             mode = SHARED if d.kind == "in_window" else EXCLUSIVE
-            await self.lock.acquire(mode)
-            # Re-decide under the lock: the window or the term may have moved while waiting.
+            waited = not self.lock.try_acquire(mode)
+            if waited:
+                await self.lock.acquire(mode)
+            # Re-check under the lock: the term may have moved or the partition been deleted
+            # while this fence synced or waited.
             if self.raft.term() != term or not self.raft.is_leader():
                 self.lock.release(mode)
                 continue
             if self.sm.deleted:
                 self.lock.release(mode)
                 raise PartitionDeleted(self.name, "fence")
-            d = self._decide(term, epoch)
+            if waited:  # the window may have moved while waiting: decide again
+                d = self._decide(term, epoch)
+            # Not waited: nothing ran between the decision and the grant (no await), so the
+            # decision stands (a second `_decide` was a sixth of the fence's CPU per write).
             if not d.admitted:
                 self.lock.release(mode)
                 self._report(d)
@@ -205,10 +269,17 @@ class PartitionFence:
             return term
 
     async def replicate_placeholder(self, ph: c.Placeholder) -> PlaceholderResult:
-        """Fence and replicate; returns the apply result of an accepted placeholder."""
+        """Fence and replicate; returns the apply result of an accepted placeholder.
+
+        Raises StaleEpoch (below the window at the fence, or rejected at apply),
+        PartitionDeleted, NotLeaderError (at the fence) or ReplicateFailed (the proposal was
+        refused, or its fate is unknown or negative). The shared lock taken by the fence is
+        released once the placeholder is in the Raft log (`release_at_enqueue`) or once the
+        replicate is over; on every path it is released exactly once."""
         term = await self.admit(ph.epoch)
         if self.on_admitted is not None:
             self.on_admitted(ph, term)
+        held = True
         try:
             if self.before_propose is not None:
                 await self.before_propose(ph.epoch)
@@ -220,6 +291,11 @@ class PartitionFence:
                 if self.sm.deleted:
                     raise PartitionDeleted(self.name, "fence") from e
                 raise ReplicateFailed(f"proposal refused: {e}") from e
+            if self.release_at_enqueue:
+                # Queued: its index is fixed before any later proposal of this term, so a
+                # slide may now proceed (module docstring; GroupRaft.propose's contract).
+                held = False
+                self.lock.release(SHARED)
             try:
                 res = await fut
             except asyncio.CancelledError:
@@ -229,7 +305,8 @@ class PartitionFence:
                     raise PartitionDeleted(self.name, "apply") from e
                 raise ReplicateFailed(f"replicate failed: {e}") from e
         finally:
-            self.lock.release(SHARED)
+            if held:
+                self.lock.release(SHARED)
         assert isinstance(res, PlaceholderResult)
         if res.deleted:
             raise PartitionDeleted(self.name, "apply")

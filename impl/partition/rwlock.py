@@ -37,9 +37,16 @@ class RWLock:
             return not self._writer
         return not self._writer and self._readers == 0
 
-    async def acquire(self, mode: str) -> None:
+    def try_acquire(self, mode: str) -> bool:
+        """Take the lock now if it can be granted without waiting (FIFO: nobody queued
+        ahead); True if taken. Never suspends."""
         if not self._waiters and self._can_grant(mode):
             self._grant(mode)
+            return True
+        return False
+
+    async def acquire(self, mode: str) -> None:
+        if self.try_acquire(mode):
             return
         fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.append((mode, fut))

@@ -171,7 +171,10 @@ class MultiRaftHost:
         entry_type: int = ENTRY_NORMAL,
         expected_term: int | None = None,
     ) -> Proposal:
-        """Raises ProposalRefused (NotLeader, TermMismatch, ...) if nothing was appended."""
+        """Raises ProposalRefused (NotLeader, TermMismatch, ...) if nothing was appended;
+        otherwise the entry is already in the group's log (`RaftNode.propose`: in-term call
+        order is log order), and Ready processing, group commit and retransmission only
+        persist and send it at that index."""
         g = self.groups[group_id]
         index, term = g.node.propose(data, entry_type, expected_term)
         p = Proposal(group_id, index, term)

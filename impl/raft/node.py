@@ -172,7 +172,12 @@ class RaftNode:
     def propose(
         self, data: bytes, entry_type: int = ENTRY_NORMAL, expected_term: int | None = None
     ) -> tuple[int, int]:
-        """Append one entry as leader; returns (index, term). Raises ProposalRefused."""
+        """Append one entry as leader; returns (index, term). Raises ProposalRefused.
+
+        The entry is in the log when this returns, at the index after the last one: the
+        proposals a leader accepts in one term take consecutive indexes in call order, and a
+        leader never truncates its own log (`RaftLog.append` truncates on a follower only).
+        The partition fence's release at enqueue relies on this (`GroupRaft.propose`)."""
         if self.role is not Role.LEADER:
             raise NotLeader(self.lead)
         if expected_term is not None and expected_term != self.term:

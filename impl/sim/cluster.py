@@ -105,11 +105,14 @@ class SimCluster:
         segment_bytes: int = 4096,
         group_commit: bool = False,
         raft_config: Config | None = None,
+        release_at_enqueue: bool = True,
     ) -> None:
         """`raft_config`: the brokers' Raft configuration (default `Config()`).
         `disk`: every broker group on the real DiskStorage (a temporary directory per
         cluster, tmpfs where present); a crash then loses what was not fsynced.
-        `group_commit`: a node's groups share one durability barrier per Ready batch."""
+        `group_commit`: a node's groups share one durability barrier per Ready batch.
+        `release_at_enqueue`: the brokers' fence setting (`BrokerConfig`), unless
+        `broker_config` is given."""
         self.seed = seed
         self.loop = SimLoop()  # type: ignore[abstract]  # only the subset asyncio needs
         self.rng = random.Random(seed ^ 0x5EED)
@@ -130,6 +133,7 @@ class SimCluster:
                 epoch_cache_ttl=epoch_cache_ttl,
                 initial_partitions=partitions,
                 variant=variant,
+                release_at_enqueue=release_at_enqueue,
             )
         )
         self.sim = BrokerSimulator(

@@ -103,12 +103,15 @@ class Harness(Operations, CompoundOperations, Incarnations, GcChecks, Refinement
     docstring for the parts)."""
 
     def __init__(
-        self, seed: int = 0, spark: Callable[[], Any] | None = None, disk: bool = False
+        self, seed: int = 0, spark: Callable[[], Any] | None = None, disk: bool = False,
+        release_at_enqueue: bool = True,
     ) -> None:
         """`disk`: every broker group on the real DiskStorage with small segments; crashes
         are power losses (unsynced bytes torn or zero-filled, unsynced file creations and
         deletions undone) half of them between a batch's write and its fsync; even seeds
-        share one group commit per node (as the server does), odd ones sync each group."""
+        share one group commit per node (as the server does), odd ones sync each group.
+        `release_at_enqueue`: the fences' release point (`BrokerConfig`; False: the lock is
+        held through the replicate)."""
         self.tmp = tempfile.mkdtemp(prefix="conformance-", dir=TMP_BASE)
         self.local = LocalStore(os.path.join(self.tmp, "store"), create=True)
         self.store = FaultyStore(self.local)
@@ -119,7 +122,7 @@ class Harness(Operations, CompoundOperations, Incarnations, GcChecks, Refinement
             # Disk programs also compact on their own every few entries: the disk log's
             # recovery after compactions behind the log end is what they are for.
             snapshot_interval=DISK_SNAPSHOT_INTERVAL if disk else 0,
-            raft_config=RAFT_CONFIG,
+            raft_config=RAFT_CONFIG, release_at_enqueue=release_at_enqueue,
         )
         if disk:
             STATS["disk.programs"] += 1

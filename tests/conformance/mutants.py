@@ -53,6 +53,18 @@ from tests.impl.lockmutants import LOCK_MUTANTS
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# The fence releases a write's shared lock right after its admission, before the write is
+# queued into Raft (so before any delay between its fence and its propose): the edits F3 and
+# `slide-skips-shared-holders` share. (path, old, new) each.
+RELEASE_AT_ADMISSION: tuple[tuple[str, str, str], ...] = (
+    ("impl/partition/fence.py", "        term = await self.admit(ph.epoch)\n",
+     "        term = await self.admit(ph.epoch)\n        self.lock.release(SHARED)\n"),
+    ("impl/partition/fence.py", "        held = True\n", "        held = False\n"),
+    ("impl/partition/fence.py",
+     "                held = False\n                self.lock.release(SHARED)\n",
+     "                held = False\n"),
+)
+
 MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "F1-phantom-bump",
@@ -82,10 +94,7 @@ MUTANTS: tuple[Mutant, ...] = (
         " replace(self.variant, apply_time_check=False))",
         (("impl/partition/statemachine.py", "from dataclasses import dataclass, field, fields",
           "from dataclasses import dataclass, field, fields, replace"),
-         ("impl/partition/fence.py", "        term = await self.admit(ph.epoch)\n",
-          "        term = await self.admit(ph.epoch)\n        self.lock.release(SHARED)\n"),
-         ("impl/partition/fence.py", "        finally:\n            self.lock.release(SHARED)\n",
-          "        finally:\n            pass\n")),
+         *RELEASE_AT_ADMISSION),
     ),
     Mutant(
         "F2-untermed-seen",
@@ -203,11 +212,43 @@ MUTANTS: tuple[Mutant, ...] = (
         "the shared lock is released right after the fence decision (a slide no longer waits"
         " for in-window writes); the apply-time check is kept"
         " [check: apply-time rejection in the fence's term is a divergence]",
-        "impl/partition/fence.py",
-        "        finally:\n            self.lock.release(SHARED)\n",
-        "        finally:\n            pass\n",
-        (("impl/partition/fence.py", "        term = await self.admit(ph.epoch)\n",
-          "        term = await self.admit(ph.epoch)\n        self.lock.release(SHARED)\n"),),
+        *RELEASE_AT_ADMISSION[0],
+        RELEASE_AT_ADMISSION[1:],
+    ),
+    Mutant(
+        "propose-queue-reorders",
+        "[release at enqueue] a proposal queue in front of the Raft log: `propose` returns"
+        " at once and each loop turn's proposals reach Raft latest first, so the fence"
+        " releases before its placeholder is in the log and a slide queued after it lands"
+        " first (breaks GroupRaft.propose's in-term order contract)"
+        " [check: a queued write is in the leader's log / every burst write accepted]",
+        "impl/broker/raftport.py",
+        "    def propose(self, data: bytes, expected_term: int | None) -> asyncio.Future[Any]:\n"
+        "        return self.port.propose(self.group, data, expected_term=expected_term)\n",
+        "    def propose(self, data: bytes, expected_term: int | None) -> asyncio.Future[Any]:\n"
+        "        loop = asyncio.get_running_loop()\n"
+        "        out: asyncio.Future[Any] = loop.create_future()\n"
+        "        batch = self.__dict__.setdefault('_batch', [])\n"
+        "        def settle(inner: Any, f: Any) -> None:\n"
+        "            if inner.exception() is not None:\n"
+        "                f.set_exception(inner.exception())\n"
+        "            else:\n"
+        "                f.set_result(inner.result())\n"
+        "        def flush() -> None:\n"
+        "            todo = list(batch)\n"
+        "            batch.clear()\n"
+        "            for d, t, f in reversed(todo):\n"
+        "                try:\n"
+        "                    inner = self.port.propose(self.group, d, expected_term=t)\n"
+        "                except Exception as e:\n"
+        "                    f.set_exception(e)\n"
+        "                    continue\n"
+        "                inner.add_done_callback(lambda i, f=f: settle(i, f))\n"
+        "        if not batch:\n"
+        "            loop.call_soon(flush)\n"
+        "        batch.append((data, expected_term, out))\n"
+        "        return out\n",
+        check=r"tests/impl/test_release_at_enqueue.py::.*release-at-enqueue",
     ),
     Mutant(
         "apply-rejection-acked",
@@ -467,13 +508,18 @@ MUTANTS += (
     Mutant(
         "fence-lock-kept-on-failed-replicate",
         "[liveness] replicate_placeholder releases its shared lock only when the replicate"
-        " succeeds: a failed one (injected fault, lost leadership) keeps it forever",
+        " succeeds: a failed one keeps it forever (with release at enqueue, a failure before"
+        " the placeholder is queued: an injected fault after the fence, a refused proposal;"
+        " the harness's liveness check finds the held lock, and the pinned phantom program"
+        " no longer reaches its shape, the slide behind the lock never happening)",
         "impl/partition/fence.py",
-        "        finally:\n            self.lock.release(SHARED)\n"
+        "        finally:\n            if held:\n                self.lock.release(SHARED)\n"
         "        assert isinstance(res, PlaceholderResult)\n",
-        "        except BaseException:\n            raise\n"
-        "        self.lock.release(SHARED)\n        assert isinstance(res, PlaceholderResult)\n",
-        check=LIVENESS,
+        "        except BaseException:\n            raise\n        if held:\n"
+        "            self.lock.release(SHARED)\n"
+        "        assert isinstance(res, PlaceholderResult)\n",
+        check=LIVENESS + r"|test_found_apply_time_rejection_after_phantom_then_delete_while_"
+        r"writing: AssertionError",
     ),
 
 )
@@ -568,7 +614,8 @@ MUTANTS += (
         "impl/broker/housekeeper.py",
         "            term = await fence.admit(target)\n",
         "            term = await fence.sync()\n            await fence.lock.acquire(SHARED)\n",
-        check=r"apply-time rejection|landed|A4|Divergence|liveness",
+        check=r"apply-time rejection|landed|A4|Divergence|liveness"
+              r"|tests/impl/test_release_at_enqueue.py::test_an_idle_partitions_advance",
     ),
     Mutant(
         "housekeeper-advance-without-lock",
@@ -579,7 +626,8 @@ MUTANTS += (
         (("impl/broker/housekeeper.py",
           "            finally:\n                fence.lock.release(SHARED)\n",
           "            finally:\n                pass\n"),),
-        check=r"apply-time rejection|landed|A4|Divergence|liveness",
+        check=r"apply-time rejection|landed|A4|Divergence|liveness"
+              r"|tests/impl/test_release_at_enqueue.py::test_an_idle_partitions_advance",
     ),
     Mutant(
         "housekeeper-releases-before-replicate",
@@ -599,9 +647,9 @@ MUTANTS += (
         "[lock-side] the fence decides only before waiting for the lock, not again under it"
         " (a window slid while it waited goes unnoticed)",
         "impl/partition/fence.py",
-        "            d = self._decide(term, epoch)\n            if not d.admitted:\n"
-        "                self.lock.release(mode)\n",
-        "            if not d.admitted:\n                self.lock.release(mode)\n",
+        "            if waited:  # the window may have moved while waiting: decide again\n"
+        "                d = self._decide(term, epoch)\n",
+        "",
         check=r"apply-time rejection|Divergence|fence|InvariantViolation",
     ),
     Mutant(
