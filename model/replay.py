@@ -29,6 +29,7 @@ from epochgc.model.partition import (
     INITIAL,
     PartitionState,
     apply_advance_epoch,
+    apply_advance_gc_epoch,
     apply_placeholder,
     apply_reconciled,
     inactive_epoch,
@@ -300,6 +301,17 @@ class Replayer:
         self.last_offset = a["offset"]
         return {"applied_window": _pair(window(self.state))}
 
+    def _apply_advance_gc_epoch(self, a: dict[str, Any]) -> dict[str, Any]:
+        """R36: the epoch barrier's command; pending until LRLO reaches its offset."""
+        if self.deleted:
+            return {"barrier_epoch": None, "gc_safe_epoch": None, "inactive_epoch": None}
+        self._check_log_order(a["offset"])
+        self.state = apply_advance_gc_epoch(self.state, a["epoch"], a["offset"])
+        self.last_offset = a["offset"]
+        return {"barrier_epoch": self.state.barrier_epoch,
+                "gc_safe_epoch": self.state.gc_safe_epoch,
+                "inactive_epoch": inactive_epoch(self.state, self.variant)}
+
     def _apply_reconciled(self, a: dict[str, Any]) -> dict[str, Any]:
         if self.deleted:
             return {"min_epoch_lower_bound": None, "inactive_epoch": None}
@@ -384,6 +396,12 @@ OPS: dict[str, _Op] = {
     ),
     "apply_advance_epoch": _Op(
         {"epoch": _nat, "offset": _nat}, {}, ("applied_window",), Replayer._apply_advance_epoch
+    ),
+    "apply_advance_gc_epoch": _Op(
+        {"epoch": _nat, "offset": _nat},
+        {},
+        ("barrier_epoch", "gc_safe_epoch", "inactive_epoch"),
+        Replayer._apply_advance_gc_epoch,
     ),
     "apply_reconciled": _Op(
         {"lrlo": _offset_or_none},

@@ -29,8 +29,10 @@ from epochgc.model.logic import Cond, all_of, iff, implies, le_opt, neg
 from epochgc.model.partition import (
     INITIAL,
     PartitionState,
+    above_barrier,
     accepts,
     apply_advance_epoch,
+    apply_advance_gc_epoch,
     apply_placeholder,
     apply_reconciled,
     inactive_epoch,
@@ -109,6 +111,9 @@ class System:
     last_gc: GcEpoch | None = field(default=None, compare=False)
     clock: int = 0  # the store's clock (an object's age is measured on it)
     grace: int = 0  # GC's grace period: an object younger than this is never deleted
+    # The epoch barrier's cache invalidation (R36): every broker's cached epoch is at least
+    # this (the cluster epoch when the caches were last invalidated).
+    cache_floor: int = 0
 
 
 def initial(
@@ -154,6 +159,12 @@ def _require(cond: Cond, where: str, what: str) -> None:
 
 def write_epoch(s: System, w: Write) -> int:
     return s.objects[w.obj].epoch
+
+
+def acceptable(st: PartitionState, epoch: int, v: Variant = REFERENCE) -> Cond:
+    """Would a placeholder with this epoch be accepted if it landed now: the window (R3)
+    and the barrier (R37). Monotone: both only move up."""
+    return all_of((accepts(st, epoch, v), above_barrier(st, epoch, v)))
 
 
 def _cache(s: System, where: str, cache: int) -> int:
@@ -218,6 +229,8 @@ def upload(s: System, v: Variant, o: int, cache: int) -> System:
     _require(0 <= o < len(s.objects), "upload", f"no object {o}")
     _require(s.objects[o].status == ABSENT, "upload", "object already uploaded")
     epoch = _cache(s, "upload", cache)
+    _require(cache >= s.cache_floor, "upload", "caches were invalidated: none is below the "
+             "cluster epoch of the invalidation (R36)")
     writes = s.writes
     for i, w in enumerate(s.writes):
         if w.obj != o:
@@ -426,6 +439,47 @@ def expire_report(s: System, v: Variant, p: int, r: int) -> System:
     return _with_part(s, p, replace(part, replicas=_set(part.replicas, r, rep)))
 
 
+# -- the epoch barrier (R36-R38) ---------------------------------------------------------------
+
+
+def invalidate_caches(s: System, v: Variant = REFERENCE) -> System:
+    """The barrier's first step: every broker's epoch cache is invalidated, so every
+    epoch a producer stamps from now on is at least the current cluster epoch (the token
+    of a write is taken before its cache is read: a write that read the old cache is in
+    flight, and the drain waits for it)."""
+    return replace(s, cache_floor=s.cluster_epoch)
+
+
+def drained(s: System, p: int, epoch: int) -> Cond:
+    """What the barrier's drain guarantees: no write to partition p stamped at or below
+    `epoch` is still uploaded or fenced (its producer has its answer). A write of unknown
+    outcome counts as answered, yet its placeholder may still commit later."""
+    return all_of(implies((w.partition == p) & ((w.status == UPLOADED) | (w.status == FENCED)),
+                          write_epoch(s, w) > epoch)
+                  for w in s.writes)
+
+
+def barrier(s: System, v: Variant, p: int, epoch: int) -> System:
+    """The barrier writes advance_gc_epoch(epoch) to partition p (R36): once the epoch
+    service has moved past `epoch` and the caches were invalidated after that (so no new
+    write is stamped at or below it), and the in-flight writes at or below it are
+    drained. The partition keeps `epoch` pending at the command's offset (R36), refuses
+    placeholders at or below it from then on (R37) and promotes it once LRLO reaches the
+    command (R38)."""
+    part = _part(s, p)
+    _require(part.created, "barrier", "partition does not exist")
+    require_int("barrier", "epoch", epoch)
+    _require(epoch < s.cache_floor, "barrier", "the caches were not invalidated after the "
+             "epoch service moved past the candidate")
+    # A partition created later accepts nothing at or below its creation revision (A2):
+    # a barrier below that would pull its M(p), and M, below an earlier snapshot.
+    _require(epoch + 1 >= part.creation_revision, "barrier", "the candidate is below the "
+             "partition's creation revision - 1")
+    _require(drained(s, p, epoch), "barrier", "a write at or below the candidate is in flight")
+    state = apply_advance_gc_epoch(part.state, epoch, part.log_end)
+    return _with_part(s, p, replace(part, state=state, log_end=part.log_end + 1))
+
+
 # -- GC ---------------------------------------------------------------------------------------
 
 
@@ -511,6 +565,8 @@ ACTIONS: dict[str, tuple[Action, tuple[tuple[str, str], ...]]] = {
     "expire_report": (expire_report, (("p", "partition"), ("r", "replica"))),
     "gc_compute": (gc_compute, (("foreign", "foreign"),)),
     "gc_delete": (gc_delete, (("o", "object"),)),
+    "invalidate_caches": (invalidate_caches, ()),
+    "barrier": (barrier, (("p", "partition"), ("epoch", "epoch"))),
 }
 
 
@@ -531,7 +587,7 @@ def live(s: System, w: Write, v: Variant = REFERENCE) -> Cond:
     part = s.partitions[w.partition]
     e = write_epoch(s, w)
     inflight = (w.status == UPLOADED) | (w.status == FENCED) | (w.status == UNKNOWN)
-    return ((w.status == ACCEPTED) & neg(w.durable)) | (inflight & accepts(part.state, e, v))
+    return ((w.status == ACCEPTED) & neg(w.durable)) | (inflight & acceptable(part.state, e, v))
 
 
 def inv_safety(s: System, v: Variant = REFERENCE) -> Cond:
@@ -556,7 +612,25 @@ def inv_floor(s: System, v: Variant = REFERENCE) -> Cond:
             implies(acc & (w.offset > st.last_reconciled_log_offset), e >= st.min_epoch_lower_bound)
         )
         conds.append(implies(acc & (w.offset >= st.window_offset), e >= st.previous_applied_epoch))
+    conds += _barrier_floor(s)
     return all_of(conds)
+
+
+def _barrier_floor(s: System) -> list[Cond]:
+    """I2 for the barrier (R37, R38): an accepted placeholder after the barrier's command
+    is above its candidate; one not yet reconciled is above the promoted safe epoch."""
+    conds: list[Cond] = []
+    for w in s.writes:
+        st = s.partitions[w.partition].state
+        acc = w.status == ACCEPTED
+        e = write_epoch(s, w)
+        if st.barrier_epoch is not None:
+            assert st.barrier_offset is not None
+            conds.append(implies(acc & (w.offset > st.barrier_offset), e > st.barrier_epoch))
+        if st.gc_safe_epoch is not None:
+            conds.append(implies(acc & (w.offset > st.last_reconciled_log_offset),
+                                 e > st.gc_safe_epoch))
+    return conds
 
 
 def _state_ok(part: Partition) -> Cond:
@@ -568,6 +642,7 @@ def _state_ok(part: Partition) -> Cond:
         & (st.last_reconciled_log_offset < part.log_end)
         & (part.log_end >= 0)
     )
+    base = all_of((base, _barrier_ok(part)))
     if all(f is None for f in fields):
         return base
     if any(f is None for f in fields):
@@ -584,6 +659,23 @@ def _state_ok(part: Partition) -> Cond:
             st.window_offset < part.log_end,
         )
     )
+
+
+def _barrier_ok(part: Partition) -> Cond:
+    """I3 for the barrier: the pending pair set together, on a created partition, its
+    offset inside the log; a promoted safe epoch at most the pending one, not negative."""
+    st = part.state
+    if st.barrier_epoch is None and st.barrier_offset is None:
+        return st.gc_safe_epoch is None
+    if st.barrier_epoch is None or st.barrier_offset is None:
+        return False
+    conds: list[Cond] = [part.created, st.barrier_epoch >= 0, st.barrier_offset >= 0,
+                         st.barrier_offset < part.log_end,
+                         st.barrier_epoch + 1 >= part.creation_revision]
+    if st.gc_safe_epoch is not None:
+        conds += [st.gc_safe_epoch >= 0, st.gc_safe_epoch <= st.barrier_epoch,
+                  st.gc_safe_epoch + 1 >= part.creation_revision]
+    return all_of(conds)
 
 
 def inv_window(s: System, v: Variant = REFERENCE) -> Cond:
@@ -623,6 +715,8 @@ def inv_revisions(s: System, v: Variant = REFERENCE) -> Cond:
         s.cluster_epoch <= s.revision,
         s.snapshot_revision >= 0,
         s.snapshot_revision <= s.revision,
+        s.cache_floor >= 0,
+        s.cache_floor <= s.cluster_epoch,
     ]
     for part in s.partitions:
         c, crev = part.created, part.creation_revision
@@ -691,7 +785,7 @@ def inv_answer(s: System, v: Variant = REFERENCE) -> Cond:
     log can never be committed as accepted: its window has passed its epoch (acceptance
     is monotone, so it stays passed). One the fence rejected never reached the log."""
     return all_of(implies((w.status == FAILED) & w.replicated,
-                          neg(accepts(s.partitions[w.partition].state, write_epoch(s, w), v)))
+                          neg(acceptable(s.partitions[w.partition].state, write_epoch(s, w), v)))
                   for w in s.writes)
 
 

@@ -24,6 +24,9 @@ class Variant:
     skip_missing: bool = False  # absent partitions are skipped instead of blocking (F4)
     cap_at_revision: bool = True  # M <= snapshot revision (F4, late partitions)
     empty_is_nothing: bool = False  # old R19: an empty snapshot collects nothing (F7)
+    # Epoch barrier (R37): a placeholder at or below the barrier's candidate is refused
+    # at apply. Off: production's barrier, safe only if the drain left nothing in flight.
+    barrier_apply_check: bool = True
 
 
 REFERENCE = Variant("reference")
@@ -45,6 +48,7 @@ VARIANTS: dict[str, Variant] = {
         Variant("uncapped", cap_at_revision=False),
         Variant("collapse", collapse_first_slide=True),
         Variant("empty-is-nothing", empty_is_nothing=True),
+        Variant("barrier-prod", barrier_apply_check=False),
     )
 }
 

@@ -40,7 +40,13 @@ def _state(ex: Explorer, name: str) -> PartitionState:
     def opt(f: str) -> SymInt | None:
         return ex.fresh_int(f"{name}.{f}") if set_ else None
 
+    # The barrier's pending pair is set together (I3); a promoted epoch only with it.
+    bar = ex.decide(const_bool(f"{name}.barrier?"))
+    gsafe = ex.decide(const_bool(f"{name}.gc_safe?")) if bar else False
     return PartitionState(
+        barrier_epoch=ex.fresh_int(f"{name}.bepoch") if bar else None,
+        barrier_offset=ex.fresh_int(f"{name}.boff") if bar else None,
+        gc_safe_epoch=ex.fresh_int(f"{name}.gsafe") if gsafe else None,
         max_applied_epoch=opt("max"),
         previous_applied_epoch=opt("prev"),
         min_epoch_lower_bound=opt("floor"),
@@ -70,7 +76,8 @@ def symbolic_system(ex: Explorer, template: System) -> System:
     parts = []
     for p, tp in enumerate(template.partitions):
         state = _state(ex, f"p{p}")
-        set_ = state.max_applied_epoch is not None
+        # M(p) has a value with a window or a promoted barrier epoch (R7, R38)
+        set_ = state.max_applied_epoch is not None or state.gc_safe_epoch is not None
         reps = tuple(_replica(ex, f"p{p}.r{r}", set_) for r in range(len(tp.replicas)))
         parts.append(
             Partition(
@@ -104,6 +111,7 @@ def symbolic_system(ex: Explorer, template: System) -> System:
         gc_m=ex.fresh_opt_int("gc_m"),
         clock=ex.fresh_int("clock"),
         grace=ex.fresh_int("grace"),
+        cache_floor=ex.fresh_int("cache_floor"),
     )
 
 

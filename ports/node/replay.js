@@ -23,6 +23,7 @@ const OPS = {
   fence: { req: ['term', 'epoch'], opt: ['node'], out: ['admitted', 'window'] },
   apply_placeholder: { req: ['epoch', 'offset'], opt: [], out: ['accepted', 'applied_window'] },
   apply_advance_epoch: { req: ['epoch', 'offset'], opt: [], out: ['applied_window'] },
+  apply_advance_gc_epoch: { req: ['epoch', 'offset'], opt: [], out: ['barrier_epoch', 'gc_safe_epoch', 'inactive_epoch'] },
   apply_reconciled: { req: ['lrlo'], opt: ['lro'], out: ['min_epoch_lower_bound', 'inactive_epoch'] },
   restart: { req: [], opt: ['node'], out: [] },
   state: { req: [], opt: [], out: STATE_KEYS },
@@ -174,6 +175,18 @@ class Replayer {
     this.state = core.applyAdvanceEpoch(this.state, epoch, offset, this.variant);
     this.lastOffset = offset;
     return { applied_window: win(this.state) };
+  }
+
+  _apply_advance_gc_epoch(step) {
+    const { epoch, offset } = this._checkOffset(step);
+    if (this.deleted) return { barrier_epoch: null, gc_safe_epoch: null, inactive_epoch: null };
+    this.state = core.applyAdvanceGcEpoch(this.state, epoch, offset);
+    this.lastOffset = offset;
+    return {
+      barrier_epoch: this.state.barrier_epoch,
+      gc_safe_epoch: this.state.gc_safe_epoch,
+      inactive_epoch: core.inactiveEpoch(this.state, this.variant),
+    };
   }
 
   _apply_reconciled(step) {

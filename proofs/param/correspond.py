@@ -62,7 +62,7 @@ def abstract(s: System) -> Structure:
         "revision": s.revision, "cluster_epoch": s.cluster_epoch,
         "snapshot_revision": s.snapshot_revision,
         "gc_set": s.gc_m is not None, "gc_m": 0 if s.gc_m is None else s.gc_m,
-        "clock": s.clock, "grace": s.grace,
+        "clock": s.clock, "grace": s.grace, "cache_floor": s.cache_floor,
     }
     per_p: dict[str, dict[tuple[int, ...], Any]] = {n: {} for n, (a, _) in SIG.items()
                                                     if a and a[0] == "P"}
@@ -78,6 +78,13 @@ def abstract(s: System) -> Structure:
         for name, v in zip(("max", "prev", "floor", "woff"), vals, strict=True):
             per_p[name][k] = 0 if v is None else v
         per_p["lrlo"][k], per_p["log_end"][k] = st.last_reconciled_log_offset, part.log_end
+        if (st.barrier_epoch is None) != (st.barrier_offset is None):
+            raise NotAbstractable(f"p{p}: barrier fields not set together: {st}")
+        per_p["bset"][k] = st.barrier_epoch is not None
+        per_p["bepoch"][k] = 0 if st.barrier_epoch is None else st.barrier_epoch
+        per_p["boff"][k] = 0 if st.barrier_offset is None else st.barrier_offset
+        per_p["gset"][k] = st.gc_safe_epoch is not None
+        per_p["gsafe"][k] = 0 if st.gc_safe_epoch is None else st.gc_safe_epoch
         per_p["in_snap"][k] = part.in_snapshot
         if len(part.replicas) != n_r:
             raise NotAbstractable("partitions with different replica counts")

@@ -28,6 +28,7 @@ from epochgc.proofs.sym import const_bool as _const_bool
 
 WINDOW = ("max_applied_epoch", "previous_applied_epoch", "min_epoch_lower_bound",
           "window_offset")
+BARRIER = ("barrier_epoch", "barrier_offset")  # the pending pair (set together, R36)
 
 
 class Group:
@@ -119,6 +120,10 @@ def lazy_system(ex: Explorer, template: System, seen: bool = True, tag: str = ""
     for p, tp in enumerate(template.partitions):
         g = Group(const_bool(f"p{p}.set"))
         win = {f: (g, _int(ex, f"p{p}.{f}")) for f in WINDOW}
+        gb = Group(const_bool(f"p{p}.barrier?"))
+        win.update({f: (gb, _int(ex, f"p{p}.{f}")) for f in BARRIER})
+        win["gc_safe_epoch"] = (Group(const_bool(f"p{p}.gc_safe?")),
+                                _int(ex, f"p{p}.gc_safe_epoch"))
         state = lazy(PartitionState, win,
                      last_reconciled_offset=_int(ex, f"p{p}.lro"),
                      last_reconciled_log_offset=_int(ex, f"p{p}.lrlo"),
@@ -157,6 +162,7 @@ def lazy_system(ex: Explorer, template: System, seen: bool = True, tag: str = ""
     plain.update(revision=_int(ex, "revision"), cluster_epoch=_int(ex, "cluster_epoch"),
                  snapshot_revision=_int(ex, "snapshot_revision"), partitions=tuple(parts),
                  clock=_int(ex, "clock"), grace=_int(ex, "grace"),
+                 cache_floor=_int(ex, "cache_floor"),
                  objects=objs, writes=writes)
     del plain["gc_m"]
     return lazy(System, {"gc_m": (gc, _int(ex, "gc_m"))}, **plain)  # type: ignore[no-any-return]
