@@ -225,8 +225,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "spec.py: T4's antecedent 'M is defined' drops `in_snap(p) =>` (every partition must"
         " have a window: T4 near vacuous)",
         "proofs/param/spec.py",
-        "return L.forall((\"P\",), lambda p: L.Implies(s.in_snap(p), s.wset(p)))",
-        "return L.forall((\"P\",), lambda p: s.wset(p))",
+        "return L.forall((\"P\",), lambda p: L.Implies(s.in_snap(p), mset(L, s, p)))",
+        "return L.forall((\"P\",), lambda p: mset(L, s, p))",
     ),
     Mutant(
         "spec-init-unsatisfiable",
@@ -242,6 +242,31 @@ MUTANTS: tuple[Mutant, ...] = (
         "model/system.py",
         '    _require(part.created, "other_write", "partition does not exist")\n',
         "",
+    ),
+    # The epoch barrier (R36-R38).
+    Mutant(
+        "barrier-promote-without-reconciler",
+        "advance_gc_epoch promotes its candidate at once, without waiting for LRLO to reach"
+        " the command (placeholders before it may be unreconciled)",
+        "model/partition.py",
+        "        return replace(state, barrier_epoch=epoch, barrier_offset=offset)\n",
+        "        return replace(state, barrier_epoch=epoch, barrier_offset=offset,"
+        " gc_safe_epoch=epoch)\n",
+    ),
+    Mutant(
+        "barrier-promote-before-offset",
+        "the pending epoch is promoted when LRLO is one entry short of the command",
+        "model/partition.py",
+        "if state.barrier_offset is not None and state.barrier_offset <= new_lrlo:",
+        "if state.barrier_offset is not None and state.barrier_offset <= new_lrlo + 1:",
+    ),
+    Mutant(
+        "barrier-no-apply-check",
+        "production's barrier (B1): a placeholder at or below the candidate is accepted"
+        " after the command",
+        "model/partition.py",
+        "    return epoch > state.barrier_epoch\n",
+        "    return True\n",
     ),
 )
 
