@@ -40,9 +40,13 @@ class BarrierStep:
 
 
 def needs_barrier(sm: PartitionStateMachine, candidate: int) -> bool:
-    """Has this partition not yet applied a barrier epoch at or above `candidate`?"""
+    """Has this partition not yet applied a barrier epoch at or above `candidate` (and
+    is the candidate at least its creation revision - 1)?"""
     cur = sm.state.barrier_epoch
-    return candidate > 0 and (cur is None or cur < candidate)
+    # A partition created after the barrier's mint accepts nothing at or below its creation
+    # revision (A2): a lower candidate would pull its M(p) below an earlier snapshot's M.
+    return (candidate > 0 and candidate + 1 >= sm.creation_revision
+            and (cur is None or cur < candidate))
 
 
 def promotable(sm: PartitionStateMachine) -> bool:

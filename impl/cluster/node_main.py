@@ -66,6 +66,7 @@ async def run(args: argparse.Namespace) -> int:
         initial_partitions=tuple(p for p in args.partitions.split(",") if p),
         epoch_cache_ttl=args.cache_ttl,
         bench_ops=args.bench_ops,
+        barrier_after=args.barrier_after or None,
     )
     metrics = NodeMetrics()
     loop = asyncio.get_running_loop()
@@ -169,6 +170,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--snapshot-interval", type=int, default=2000)
     ap.add_argument("--metrics-port", type=int, default=0)
     ap.add_argument("--trace", default=None, help="append an NDJSON trace to this file")
+    ap.add_argument("--barrier-after", type=float, default=0.0,
+                    help="the controller leader runs the epoch barrier when the minimum M(p) "
+                         "has not moved for this many seconds (0: only on demand)")
     ap.add_argument("--bench-ops", action="store_true", help="serve the benchmark's "
                     "unfenced-propose baseline (never in production)")
     ap.add_argument("--log-level", default="WARNING", type=str.upper,
