@@ -102,7 +102,7 @@ def _barrier_epochs(w: Workload) -> int:
     seen = set()
     for b in w.cluster.brokers.values():
         for rep in b.replicas.values():
-            if rep.sm.state.barrier_epoch is not None:
+            if rep.sm.state.barrier_epoch >= 0:
                 seen.add(rep.sm.state.barrier_epoch)
         seen.update(s.candidate for s in b.barrier_steps)
     return len(seen)

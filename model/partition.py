@@ -7,9 +7,13 @@ Absent values are `None`; offsets that have not happened yet are -1 (nothing rec
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import cast
 
 from epochgc.model.errors import ModelError, require_int
-from epochgc.model.logic import le_opt  # noqa: F401 (used by the PEP 316 contracts)
+from epochgc.model.logic import (
+    any_of,
+    le_opt,  # noqa: F401 (used by the PEP 316 contracts)
+)
 from epochgc.model.variants import REFERENCE, Variant
 
 
@@ -23,11 +27,12 @@ class PartitionState:
     last_reconciled_log_offset: int = -1  # LRLO, in log offsets
     start_offset: int = 0
     # The epoch barrier (R36-R38): the highest advance_gc_epoch candidate applied and the
-    # log offset of its command (set together: the *pending* safe epoch), and the safe
-    # epoch promoted from it once LRLO reached that offset.
-    barrier_epoch: int | None = None
-    barrier_offset: int | None = None
-    gc_safe_epoch: int | None = None
+    # log offset of its command (the *pending* safe epoch), and the safe epoch promoted
+    # from it once LRLO reached that offset. -1: none (like LRLO's "nothing yet"; every
+    # epoch, >= 0, is above it), so the proofs need no case split on them.
+    barrier_epoch: int = -1
+    barrier_offset: int = -1
+    gc_safe_epoch: int = -1
 
 
 INITIAL = PartitionState()
@@ -62,16 +67,11 @@ def well_formed(state: PartitionState) -> bool:
 
 
 def _barrier_well_formed(state: PartitionState) -> bool:
-    """R36-R38: the pending pair is set together; a promoted safe epoch has a pending
-    one at or above it."""
-    if (state.barrier_epoch is None) != (state.barrier_offset is None):
-        return False
-    if state.barrier_epoch is None:
-        return state.gc_safe_epoch is None
-    assert state.barrier_offset is not None
-    return (state.barrier_epoch >= 0 and state.barrier_offset >= 0
-            and (state.gc_safe_epoch is None
-                 or 0 <= state.gc_safe_epoch <= state.barrier_epoch))
+    """R36-R38: none (-1) or a pending epoch with its command's offset; a promoted safe
+    epoch has a pending one at or above it."""
+    if state.barrier_epoch < 0:
+        return state.gc_safe_epoch < 0
+    return state.barrier_offset >= 0 and state.gc_safe_epoch <= state.barrier_epoch
 
 
 def window(state: PartitionState) -> tuple[int, int] | None:
@@ -98,9 +98,9 @@ def above_barrier(state: PartitionState, epoch: int, variant: Variant = REFERENC
     """R37: would a placeholder with this epoch pass the barrier's apply-time check: no
     barrier applied, or above its candidate (always, without `barrier_apply_check`)?
     Monotone like `accepts`: the barrier epoch only moves up."""
-    if not variant.barrier_apply_check or state.barrier_epoch is None:
+    if not variant.barrier_apply_check:
         return True
-    return epoch > state.barrier_epoch
+    return cast(bool, any_of((state.barrier_epoch < 0, epoch > state.barrier_epoch)))
 
 
 def _check_offset(where: str, state: PartitionState, offset: int) -> None:
@@ -194,7 +194,7 @@ def apply_reconciled(
     out = replace(state, last_reconciled_log_offset=new_lrlo, last_reconciled_offset=new_lro)
     if state.window_offset is not None and state.window_offset <= new_lrlo:
         out = replace(out, min_epoch_lower_bound=state.previous_applied_epoch)
-    if state.barrier_offset is not None and state.barrier_offset <= new_lrlo:
+    if state.barrier_offset <= new_lrlo:  # (none: -1 <= LRLO, and -1 stays -1)
         # R38: every entry before the barrier's command is reconciled, and every
         # placeholder after it is above the candidate (R37): promote the pending epoch.
         out = replace(out, gc_safe_epoch=state.barrier_epoch)
@@ -214,7 +214,7 @@ def apply_advance_gc_epoch(state: PartitionState, epoch: int, offset: int) -> Pa
     """
     require_int("apply_advance_gc_epoch", "epoch", epoch)
     _check_offset("apply_advance_gc_epoch", state, offset)
-    if state.barrier_epoch is None or epoch > state.barrier_epoch:
+    if epoch > state.barrier_epoch:
         return replace(state, barrier_epoch=epoch, barrier_offset=offset)
     return state
 
@@ -241,7 +241,7 @@ def inactive_epoch(state: PartitionState, variant: Variant = REFERENCE) -> int |
     """
     if variant.watermark_from_max:
         return None if state.max_applied_epoch is None else state.max_applied_epoch - 1
-    g = state.gc_safe_epoch
+    g = state.gc_safe_epoch if state.gc_safe_epoch >= 0 else None
     if state.min_epoch_lower_bound is None:
         return g
     m = state.min_epoch_lower_bound - 1

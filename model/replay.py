@@ -308,8 +308,9 @@ class Replayer:
         self._check_log_order(a["offset"])
         self.state = apply_advance_gc_epoch(self.state, a["epoch"], a["offset"])
         self.last_offset = a["offset"]
-        return {"barrier_epoch": self.state.barrier_epoch,
-                "gc_safe_epoch": self.state.gc_safe_epoch,
+        s = self.state  # -1 (none) is null in the results
+        return {"barrier_epoch": s.barrier_epoch if s.barrier_epoch >= 0 else None,
+                "gc_safe_epoch": s.gc_safe_epoch if s.gc_safe_epoch >= 0 else None,
                 "inactive_epoch": inactive_epoch(self.state, self.variant)}
 
     def _apply_reconciled(self, a: dict[str, Any]) -> dict[str, Any]:

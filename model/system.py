@@ -25,7 +25,7 @@ from epochgc.model.cluster import GcEpoch, Report, gc_epoch_of_valid
 from epochgc.model.errors import ModelError, require_int
 from epochgc.model.fence import SeenWindow, fence
 from epochgc.model.keys import deletable
-from epochgc.model.logic import Cond, all_of, iff, implies, le_opt, neg
+from epochgc.model.logic import Cond, all_of, any_of, iff, implies, le_opt, neg
 from epochgc.model.partition import (
     INITIAL,
     PartitionState,
@@ -624,12 +624,11 @@ def _barrier_floor(s: System) -> list[Cond]:
         st = s.partitions[w.partition].state
         acc = w.status == ACCEPTED
         e = write_epoch(s, w)
-        if st.barrier_epoch is not None:
-            assert st.barrier_offset is not None
-            conds.append(implies(acc & (w.offset > st.barrier_offset), e > st.barrier_epoch))
-        if st.gc_safe_epoch is not None:
-            conds.append(implies(acc & (w.offset > st.last_reconciled_log_offset),
-                                 e > st.gc_safe_epoch))
+        conds.append(implies(acc & (st.barrier_epoch >= 0) & (w.offset > st.barrier_offset),
+                             e > st.barrier_epoch))
+        conds.append(implies(acc & (st.gc_safe_epoch >= 0)
+                             & (w.offset > st.last_reconciled_log_offset),
+                             e > st.gc_safe_epoch))
     return conds
 
 
@@ -662,20 +661,17 @@ def _state_ok(part: Partition) -> Cond:
 
 
 def _barrier_ok(part: Partition) -> Cond:
-    """I3 for the barrier: the pending pair set together, on a created partition, its
-    offset inside the log; a promoted safe epoch at most the pending one, not negative."""
+    """I3 for the barrier (negative: none): a pending epoch is on a created partition, its
+    command inside the log, at least the creation revision - 1; a promoted one at most
+    the pending one."""
     st = part.state
-    if st.barrier_epoch is None and st.barrier_offset is None:
-        return st.gc_safe_epoch is None
-    if st.barrier_epoch is None or st.barrier_offset is None:
-        return False
-    conds: list[Cond] = [part.created, st.barrier_epoch >= 0, st.barrier_offset >= 0,
-                         st.barrier_offset < part.log_end,
-                         st.barrier_epoch + 1 >= part.creation_revision]
-    if st.gc_safe_epoch is not None:
-        conds += [st.gc_safe_epoch >= 0, st.gc_safe_epoch <= st.barrier_epoch,
-                  st.gc_safe_epoch + 1 >= part.creation_revision]
-    return all_of(conds)
+    be, g = st.barrier_epoch, st.gc_safe_epoch
+    return all_of((
+        implies(be >= 0, all_of((part.created, st.barrier_offset >= 0,
+                                 st.barrier_offset < part.log_end,
+                                 be + 1 >= part.creation_revision))),
+        implies(g >= 0, all_of((be >= 0, g <= be, g + 1 >= part.creation_revision))),
+    ))
 
 
 def inv_window(s: System, v: Variant = REFERENCE) -> Cond:
@@ -691,15 +687,36 @@ def inv_window(s: System, v: Variant = REFERENCE) -> Cond:
     return all_of(conds)
 
 
+def _m_parts(st: PartitionState, v: Variant) -> list[tuple[Cond, Any]]:
+    """M(p) (`inactive_epoch`) as the max of its (present?, value) parts, so that
+    comparisons with it are formulas, not case splits (R7, R38)."""
+    if v.watermark_from_max:
+        return [] if st.max_applied_epoch is None else [(True, st.max_applied_epoch - 1)]
+    out: list[tuple[Cond, Any]] = [(st.gc_safe_epoch >= 0, st.gc_safe_epoch)]
+    if st.min_epoch_lower_bound is not None:
+        out.append((True, st.min_epoch_lower_bound - 1))
+    return out
+
+
+def le_inactive(x: int, st: PartitionState, v: Variant = REFERENCE) -> Cond:
+    """`x <= inactive_epoch(st)`, False when it has no value."""
+    return any_of(present & (x <= val) for present, val in _m_parts(st, v))
+
+
+def inactive_le(a: PartitionState, b: PartitionState, v: Variant = REFERENCE) -> Cond:
+    """`le_opt(inactive_epoch(a), inactive_epoch(b))`: every present part of M(a) is at
+    most M(b) (an absent M(a) is below everything)."""
+    return all_of(implies(present, le_inactive(val, b, v)) for present, val in _m_parts(a, v))
+
+
 def inv_reports(s: System, v: Variant = REFERENCE) -> Cond:
     """I4: a replica's M(p), and any report it published, is at most the partition's
     current M(p) (M(p) is monotone, so stale views are low, never high), and never below
     -1."""
     conds = []
     for part in s.partitions:
-        truth = inactive_epoch(part.state, v)
         for r in part.replicas:
-            conds.append(le_opt(r.inactive, truth))
+            conds.append(True if r.inactive is None else le_inactive(r.inactive, part.state, v))
             conds.append(le_opt(r.reported, r.inactive))
             conds.append(True if r.inactive is None else r.inactive >= -1)  # M(p) >= -1
             conds.append(True if r.reported is None else r.reported >= -1)
@@ -774,9 +791,8 @@ def inv_round(s: System, v: Variant = REFERENCE) -> Cond:
         return True
     conds: list[Cond] = [m >= -1, m <= s.revision]
     for part in s.partitions:
-        truth = inactive_epoch(part.state, v)
         early = part.created & (part.creation_revision <= m)
-        conds.append(implies(early, False if truth is None else m <= truth))
+        conds.append(implies(early, le_inactive(m, part.state, v)))
     return all_of(conds)
 
 
@@ -828,8 +844,7 @@ def mono_floor(a: System, b: System, v: Variant = REFERENCE) -> Cond:
 
 
 def mono_inactive(a: System, b: System, v: Variant = REFERENCE) -> Cond:
-    return all_of(implies(q.created,
-                          le_opt(inactive_epoch(p.state, v), inactive_epoch(q.state, v)))
+    return all_of(implies(q.created, inactive_le(p.state, q.state, v))
                   for p, q in zip(a.partitions, b.partitions, strict=True))
 
 

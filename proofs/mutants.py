@@ -75,8 +75,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "watermark-is-floor",
         "M(p) = floor instead of floor - 1",
         "model/partition.py",
-        "    return state.min_epoch_lower_bound - 1\n",
-        "    return state.min_epoch_lower_bound\n",
+        "    m = state.min_epoch_lower_bound - 1\n",
+        "    m = state.min_epoch_lower_bound\n",
     ),
     Mutant(
         "cap-off-by-one",
@@ -257,15 +257,15 @@ MUTANTS: tuple[Mutant, ...] = (
         "barrier-promote-before-offset",
         "the pending epoch is promoted when LRLO is one entry short of the command",
         "model/partition.py",
-        "if state.barrier_offset is not None and state.barrier_offset <= new_lrlo:",
-        "if state.barrier_offset is not None and state.barrier_offset <= new_lrlo + 1:",
+        "    if state.barrier_offset <= new_lrlo:",
+        "    if state.barrier_offset <= new_lrlo + 1:",
     ),
     Mutant(
         "barrier-no-apply-check",
         "production's barrier (B1): a placeholder at or below the candidate is accepted"
         " after the command",
         "model/partition.py",
-        "    return epoch > state.barrier_epoch\n",
+        "    return cast(bool, any_of((state.barrier_epoch < 0, epoch > state.barrier_epoch)))\n",
         "    return True\n",
     ),
 )

@@ -40,13 +40,11 @@ def _state(ex: Explorer, name: str) -> PartitionState:
     def opt(f: str) -> SymInt | None:
         return ex.fresh_int(f"{name}.{f}") if set_ else None
 
-    # The barrier's pending pair is set together (I3); a promoted epoch only with it.
-    bar = ex.decide(const_bool(f"{name}.barrier?"))
-    gsafe = ex.decide(const_bool(f"{name}.gc_safe?")) if bar else False
     return PartitionState(
-        barrier_epoch=ex.fresh_int(f"{name}.bepoch") if bar else None,
-        barrier_offset=ex.fresh_int(f"{name}.boff") if bar else None,
-        gc_safe_epoch=ex.fresh_int(f"{name}.gsafe") if gsafe else None,
+        # the barrier's fields are plain numbers (negative: none), no fork
+        barrier_epoch=ex.fresh_int(f"{name}.bepoch"),
+        barrier_offset=ex.fresh_int(f"{name}.boff"),
+        gc_safe_epoch=ex.fresh_int(f"{name}.gsafe"),
         max_applied_epoch=opt("max"),
         previous_applied_epoch=opt("prev"),
         min_epoch_lower_bound=opt("floor"),
@@ -77,7 +75,7 @@ def symbolic_system(ex: Explorer, template: System) -> System:
     for p, tp in enumerate(template.partitions):
         state = _state(ex, f"p{p}")
         # M(p) has a value with a window or a promoted barrier epoch (R7, R38)
-        set_ = state.max_applied_epoch is not None or state.gc_safe_epoch is not None
+        set_ = state.max_applied_epoch is not None or bool(state.gc_safe_epoch >= 0)
         reps = tuple(_replica(ex, f"p{p}.r{r}", set_) for r in range(len(tp.replicas)))
         parts.append(
             Partition(

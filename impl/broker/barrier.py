@@ -45,8 +45,7 @@ def needs_barrier(sm: PartitionStateMachine, candidate: int) -> bool:
     cur = sm.state.barrier_epoch
     # A partition created after the barrier's mint accepts nothing at or below its creation
     # revision (A2): a lower candidate would pull its M(p) below an earlier snapshot's M.
-    return (candidate > 0 and candidate + 1 >= sm.creation_revision
-            and (cur is None or cur < candidate))
+    return candidate > 0 and candidate + 1 >= sm.creation_revision and cur < candidate
 
 
 def promotable(sm: PartitionStateMachine) -> bool:
@@ -54,7 +53,7 @@ def promotable(sm: PartitionStateMachine) -> bool:
     unreconciled placeholder before its command)?"""
     off = sm.state.barrier_offset
     lrlo = sm.state.last_reconciled_log_offset
-    return off is not None and lrlo < off <= sm.housekeeping_lrlo()
+    return lrlo < off <= sm.housekeeping_lrlo()  # none: -1 is never above LRLO
 
 
 async def advance_gc_epoch_once(partition: str, sm: PartitionStateMachine,

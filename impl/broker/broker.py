@@ -258,8 +258,9 @@ class Broker:
                 "applied_window": window(s),
                 "seen_window": None if seen is None else [seen.term, seen.previous, seen.max],
                 "min_epoch_lower_bound": s.min_epoch_lower_bound,
-                "barrier_epoch": s.barrier_epoch,  # pending (R36) until promoted (R38)
-                "gc_safe_epoch": s.gc_safe_epoch,
+                # pending (R36) until promoted (R38); null: none
+                "barrier_epoch": s.barrier_epoch if s.barrier_epoch >= 0 else None,
+                "gc_safe_epoch": s.gc_safe_epoch if s.gc_safe_epoch >= 0 else None,
                 "lro": s.last_reconciled_offset,
                 "lrlo": s.last_reconciled_log_offset,
                 "next_offset": rep.sm.next_offset,

@@ -16,9 +16,9 @@ const INITIAL = Object.freeze({
   last_reconciled_offset: -1n,
   last_reconciled_log_offset: -1n,
   start_offset: 0n,
-  barrier_epoch: null, // R36: the pending safe epoch and its command's offset
-  barrier_offset: null,
-  gc_safe_epoch: null, // R38: promoted once LRLO reaches barrier_offset
+  barrier_epoch: -1n, // R36: the pending safe epoch and its command's offset (-1: none)
+  barrier_offset: -1n,
+  gc_safe_epoch: -1n, // R38: promoted once LRLO reaches barrier_offset (-1: none)
 });
 
 const bmax = (a, b) => (a > b ? a : b);
@@ -45,8 +45,7 @@ function accepts(s, e, variant) {
 
 // R37: a placeholder at or below the barrier's candidate is refused (not in `barrier-prod`).
 function aboveBarrier(s, e, variant) {
-  return variant === 'barrier-prod' || s.barrier_epoch === undefined || s.barrier_epoch === null
-    || e > s.barrier_epoch;
+  return variant === 'barrier-prod' || e > s.barrier_epoch;
 }
 
 function applyPlaceholder(s, e, o, variant) {
@@ -69,7 +68,7 @@ function applyReconciled(s, lrlo, lro) {
   if (next.window_offset !== null && next.window_offset <= next.last_reconciled_log_offset) {
     next.min_epoch_lower_bound = next.previous_applied_epoch;
   }
-  if (next.barrier_offset != null && next.barrier_offset <= next.last_reconciled_log_offset) {
+  if (next.barrier_offset <= next.last_reconciled_log_offset) {
     next.gc_safe_epoch = next.barrier_epoch; // R38: promoted
   }
   return Object.freeze(next);
@@ -77,7 +76,7 @@ function applyReconciled(s, lrlo, lro) {
 
 // R36: the epoch barrier's command: pending if above the pending epoch (it ratchets).
 function applyAdvanceGcEpoch(s, e, o) {
-  if (s.barrier_epoch != null && e <= s.barrier_epoch) return s;
+  if (e <= s.barrier_epoch) return s;
   return Object.freeze({ ...s, barrier_epoch: e, barrier_offset: o });
 }
 
@@ -85,7 +84,7 @@ function applyAdvanceGcEpoch(s, e, o) {
 function inactiveEpoch(s, variant) {
   const base = variant === 'watermark-from-max' ? s.max_applied_epoch : s.min_epoch_lower_bound;
   const m = base === null ? null : base - 1n;
-  const g = variant === 'watermark-from-max' || s.gc_safe_epoch == null ? null : s.gc_safe_epoch;
+  const g = variant === 'watermark-from-max' || s.gc_safe_epoch < 0n ? null : s.gc_safe_epoch;
   return g === null ? m : m === null ? g : bmax(m, g); // R38
 }
 

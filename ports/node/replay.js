@@ -182,9 +182,10 @@ class Replayer {
     if (this.deleted) return { barrier_epoch: null, gc_safe_epoch: null, inactive_epoch: null };
     this.state = core.applyAdvanceGcEpoch(this.state, epoch, offset);
     this.lastOffset = offset;
+    const none = (v) => (v < 0n ? null : v); // -1: none
     return {
-      barrier_epoch: this.state.barrier_epoch,
-      gc_safe_epoch: this.state.gc_safe_epoch,
+      barrier_epoch: none(this.state.barrier_epoch),
+      gc_safe_epoch: none(this.state.gc_safe_epoch),
       inactive_epoch: core.inactiveEpoch(this.state, this.variant),
     };
   }

@@ -78,13 +78,12 @@ def abstract(s: System) -> Structure:
         for name, v in zip(("max", "prev", "floor", "woff"), vals, strict=True):
             per_p[name][k] = 0 if v is None else v
         per_p["lrlo"][k], per_p["log_end"][k] = st.last_reconciled_log_offset, part.log_end
-        if (st.barrier_epoch is None) != (st.barrier_offset is None):
-            raise NotAbstractable(f"p{p}: barrier fields not set together: {st}")
-        per_p["bset"][k] = st.barrier_epoch is not None
-        per_p["bepoch"][k] = 0 if st.barrier_epoch is None else st.barrier_epoch
-        per_p["boff"][k] = 0 if st.barrier_offset is None else st.barrier_offset
-        per_p["gset"][k] = st.gc_safe_epoch is not None
-        per_p["gsafe"][k] = 0 if st.gc_safe_epoch is None else st.gc_safe_epoch
+        # The barrier's fields: negative is none (-1 in the model's states)
+        bset, gset = st.barrier_epoch >= 0, st.gc_safe_epoch >= 0
+        per_p["bset"][k], per_p["gset"][k] = bset, gset
+        per_p["bepoch"][k] = st.barrier_epoch if bset else 0
+        per_p["boff"][k] = st.barrier_offset if bset else 0
+        per_p["gsafe"][k] = st.gc_safe_epoch if gset else 0
         per_p["in_snap"][k] = part.in_snapshot
         if len(part.replicas) != n_r:
             raise NotAbstractable("partitions with different replica counts")

@@ -28,7 +28,6 @@ from epochgc.proofs.sym import const_bool as _const_bool
 
 WINDOW = ("max_applied_epoch", "previous_applied_epoch", "min_epoch_lower_bound",
           "window_offset")
-BARRIER = ("barrier_epoch", "barrier_offset")  # the pending pair (set together, R36)
 
 
 class Group:
@@ -120,14 +119,13 @@ def lazy_system(ex: Explorer, template: System, seen: bool = True, tag: str = ""
     for p, tp in enumerate(template.partitions):
         g = Group(const_bool(f"p{p}.set"))
         win = {f: (g, _int(ex, f"p{p}.{f}")) for f in WINDOW}
-        gb = Group(const_bool(f"p{p}.barrier?"))
-        win.update({f: (gb, _int(ex, f"p{p}.{f}")) for f in BARRIER})
-        win["gc_safe_epoch"] = (Group(const_bool(f"p{p}.gc_safe?")),
-                                _int(ex, f"p{p}.gc_safe_epoch"))
         state = lazy(PartitionState, win,
                      last_reconciled_offset=_int(ex, f"p{p}.lro"),
                      last_reconciled_log_offset=_int(ex, f"p{p}.lrlo"),
-                     start_offset=_int(ex, f"p{p}.start"))
+                     start_offset=_int(ex, f"p{p}.start"),
+                     barrier_epoch=_int(ex, f"p{p}.bepoch"),
+                     barrier_offset=_int(ex, f"p{p}.boff"),
+                     gc_safe_epoch=_int(ex, f"p{p}.gsafe"))
         reps = []
         for r in range(len(tp.replicas)):
             n = f"p{p}.r{r}"

@@ -47,7 +47,7 @@ from epochgc.model.system import (
 )
 from epochgc.model.variants import REFERENCE
 from epochgc.proofs.param import spec
-from epochgc.proofs.param.lazy import BARRIER, WINDOW, lazy_system, optional, with_plain
+from epochgc.proofs.param.lazy import WINDOW, lazy_system, optional, with_plain
 from epochgc.proofs.param.logic import BOOL, INT, SIG, St, Structure, finite_state, materialize
 from epochgc.proofs.sym import (
     Explorer,
@@ -184,11 +184,10 @@ def abstract(s: System) -> Structure:
 
 def _abstract_barrier(per: dict[str, dict[tuple[int, ...], Any]], k: tuple[int, ...],
                       st: Any) -> None:
-    """The barrier's fields (R36-R38) of one partition, deciding nothing."""
-    (bp, be), (op, bo) = (optional(st, f) for f in BARRIER)
-    if isinstance(bp, bool) and isinstance(op, bool) and bp != op:
-        raise NotAbstractable(f"p{k[0]}: barrier fields not set together")
-    gp, gv = optional(st, "gc_safe_epoch")
+    """The barrier's fields (R36-R38) of one partition, deciding nothing (negative is
+    none: -1 in the model's states)."""
+    be, bo, gv = st.barrier_epoch, st.barrier_offset, st.gc_safe_epoch
+    bp, gp = z(be) >= 0, z(gv) >= 0
     per["bset"][k], per["bepoch"][k], per["boff"][k] = bp, _opt(bp, be), _opt(bp, bo)
     per["gset"][k], per["gsafe"][k] = gp, _opt(gp, gv)
 

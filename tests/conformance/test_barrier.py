@@ -35,10 +35,10 @@ def test_barrier_pending_then_promoted_beside_the_model(h: Harness) -> None:
     cand = h.committed_controller().barrier_candidate
     assert cand > 0
     for sh in shadows.values():  # applied, and pending behind unreconciled placeholders
-        assert sh.state.barrier_epoch == cand and sh.state.gc_safe_epoch is None
+        assert sh.state.barrier_epoch == cand and sh.state.gc_safe_epoch == -1
     step(h, h.produce, ["t/0"], 1)  # a write after the barrier: stamped above it
     step(h, h.service_round, True, False)  # the reconciler passes the command: promoted
     step(h, run_barrier, h, False)  # a second barrier, left to the services' rounds
     step(h, h.service_round, True, False)
     for sh in shadows.values():
-        assert sh.state.gc_safe_epoch is not None and sh.state.gc_safe_epoch >= cand
+        assert sh.state.gc_safe_epoch >= cand

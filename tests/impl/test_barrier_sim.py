@@ -44,7 +44,7 @@ def test_state_machine_pending_then_promoted_and_snapshotted() -> None:
     sm = PartitionStateMachine()
     sm.apply(Entry(1, 1, data=pc.encode(pc.Placeholder(3, "k", 0, 0, 1))))
     sm.apply(Entry(2, 1, data=pc.encode(pc.AdvanceGcEpoch(9))))
-    assert (sm.state.barrier_epoch, sm.state.gc_safe_epoch, sm.inactive_epoch()) == (9, None, 2)
+    assert (sm.state.barrier_epoch, sm.state.gc_safe_epoch, sm.inactive_epoch()) == (9, -1, 2)
     r = sm.apply(Entry(3, 1, data=pc.encode(pc.Placeholder(9, "late", 0, 0, 1))))
     assert r is not None and not r.accepted  # R37: at the candidate, refused at apply
     sm.apply(Entry(4, 1, data=pc.encode(pc.AdvanceReconciled(0, 2))))
@@ -87,7 +87,7 @@ def test_barrier_raises_m_of_every_partition(tmp_path: Path) -> None:
         sm = b.replicas[p].sm
         assert sm.state.barrier_epoch == cand
         # pending: the placeholder before the command is not reconciled yet (R38)
-        assert sm.state.gc_safe_epoch is None and sm.inactive_epoch() == before[p]
+        assert sm.state.gc_safe_epoch == -1 and sm.inactive_epoch() == before[p]
         c.wait(b.reconcile(p))
         c.wait(b.barrier_round())  # nothing left before it: LRLO moved over the command
         assert sm.state.gc_safe_epoch == cand and sm.inactive_epoch() == cand
@@ -110,7 +110,7 @@ def test_barrier_drains_an_admitted_placeholder_first(tmp_path: Path) -> None:
     term = c.wait(rep.fence.admit(epoch))  # holds the shared lock, as a fenced write does
     task = c.spawn(advance_gc_epoch_once("t/0", rep.sm, rep.fence, epoch))
     c.run_for(1.0)
-    assert not task.done() and rep.sm.state.barrier_epoch is None  # waiting on the drain
+    assert not task.done() and rep.sm.state.barrier_epoch == -1  # waiting on the drain
     fut = rep.fence.raft.propose(pc.encode(pc.Placeholder(epoch, "k", 0, 0, 1)), term)
 
     async def landed() -> object:
@@ -122,4 +122,4 @@ def test_barrier_drains_an_admitted_placeholder_first(tmp_path: Path) -> None:
     assert step.written and rep.sm.state.barrier_epoch == epoch
     assert not needs_barrier(rep.sm, epoch)
     # the placeholder admitted before the drain lies before the command in the log
-    assert rep.sm.placeholders[-1].log_index < (rep.sm.state.barrier_offset or 0)
+    assert rep.sm.placeholders[-1].log_index < rep.sm.state.barrier_offset

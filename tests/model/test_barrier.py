@@ -37,10 +37,10 @@ def run(s: System, ops: list[tuple[str, dict[str, Any]]], vname: str = "referenc
 def test_pending_until_lrlo_reaches_the_command() -> None:
     st = apply_placeholder(INITIAL, 3, 0).state  # window [3, 3], floor 3, M(p) = 2
     st = apply_advance_gc_epoch(st, 7, 1)
-    assert (st.barrier_epoch, st.barrier_offset, st.gc_safe_epoch) == (7, 1, None)
+    assert (st.barrier_epoch, st.barrier_offset, st.gc_safe_epoch) == (7, 1, -1)
     assert inactive_epoch(st) == 2  # pending: M(p) unchanged
     st = apply_reconciled(st, 0)
-    assert st.gc_safe_epoch is None and inactive_epoch(st) == 2  # LRLO 0 < offset 1
+    assert st.gc_safe_epoch == -1 and inactive_epoch(st) == 2  # LRLO 0 < offset 1
     st = apply_reconciled(st, 1)
     assert st.gc_safe_epoch == 7 and inactive_epoch(st) == 7  # promoted
     assert well_formed(st)
