@@ -153,6 +153,12 @@ class WorkloadConfig:
     max_attempts: int = 8
     shared_objects: bool = False  # one object per request spanning every partition
     sample_interval: float = 0.25
+    # The epoch barrier experiment (issue 30): partitions nobody writes to, how long a
+    # partition must be still before the housekeeper treats it as idle, and the automatic
+    # barrier (None: none runs).
+    idle_partitions: tuple[str, ...] = ()
+    idle_after: float = 2.0
+    barrier_after: float | None = None
 
 
 @dataclass
@@ -195,7 +201,8 @@ class Workload:
                 health_interval=cfg.health_interval,
                 reconcile_interval=cfg.reconcile_interval,
                 housekeep_interval=cfg.housekeep_interval,
-                idle_after=2.0,
+                idle_after=cfg.idle_after,
+                barrier_after=cfg.barrier_after,
                 initial_partitions=cfg.partitions,
                 variant=cfg.variant,
             )
@@ -418,8 +425,8 @@ class Workload:
         self.end = self.t0 + cfg.duration
         c.spawn(self._lagger())
         c.spawn(self._minter())
-        groups = ([cfg.partitions] if cfg.shared_objects
-                  else [(p,) for p in cfg.partitions])
+        written = tuple(p for p in cfg.partitions if p not in cfg.idle_partitions)
+        groups = ([written] if cfg.shared_objects else [(p,) for p in written])
         tasks = [c.spawn(self._producer(g, i)) for g in groups
                  for i in range(cfg.producers_per_partition)]
         if cfg.leader_change_every:

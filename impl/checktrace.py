@@ -38,7 +38,10 @@ _CMD_FIELDS = {
     "advance_reconciled": {"lro", "lrlo", "l1_key", "l1_base", "l1_count"},
     "set_start_offset": {"start_offset"},
     "barrier": set(),
+    "advance_gc_epoch": {"epoch"},
 }
+# The epoch barrier's fields (R36-R38) are absent from traces written before them.
+_OPTIONAL_STATE = {"barrier_epoch", "barrier_offset", "gc_safe_epoch"}
 
 
 class Malformed(ValueError):
@@ -61,7 +64,7 @@ def _int(v: object, what: str, minimum: int | None = 0) -> int:
 
 
 def _state(v: object, what: str) -> PartitionState:
-    if not isinstance(v, dict) or set(v) != _STATE_FIELDS:
+    if not isinstance(v, dict) or not _STATE_FIELDS - _OPTIONAL_STATE <= set(v) <= _STATE_FIELDS:
         raise Malformed(f"{what} must be an object with fields {sorted(_STATE_FIELDS)}")
     for k, x in v.items():
         if x is not None:
@@ -155,6 +158,8 @@ def _replay(state: PartitionState, cmd: dict[str, Any], index: int) -> tuple[Par
         return mp.apply_reconciled(state, cmd["lrlo"], cmd["lro"]), None
     if t == "set_start_offset":
         return mp.apply_set_start_offset(state, cmd["start_offset"]), None
+    if t == "advance_gc_epoch":
+        return mp.apply_advance_gc_epoch(state, cmd["epoch"], index), None
     return state, None
 
 

@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, str] = {
     "check-trace": "epochgc.impl.checktrace:check_trace",
     "conform": "epochgc.impl.conform.cli:conform",
     "chaos": "epochgc.impl.chaos.cli:chaos",
+    "barrier": "epochgc.impl.cluster.barrier_cli:barrier",
 }
 
 

@@ -64,6 +64,7 @@ TOPIC_U = "u"  # deleted mid-run and re-created (issue 13)
 U_PARTS = [f"{TOPIC_U}/{i}" for i in range(2)]
 U_SHARED_WITH = "t/7"  # every other batch of u's producer also feeds this live partition
 DELETE_AT, RECREATE_AT = 0.45, 0.7  # shares of the work phase
+BARRIER_AT = 0.55  # the epoch barrier (R36-R38) on demand, while producers run
 
 
 @dataclass
@@ -79,6 +80,8 @@ class DemoResult:
     topics_deleted: int = 0
     stranded_collected: int = 0  # objects of deleted partitions the GC rounds deleted
     deleted_refusals: int = 0  # batches to a deleted partition refused with its name
+    barrier_candidate: int | None = None  # the epoch barrier's candidate (R36)
+    barrier_promoted: int = 0  # partitions whose safe epoch reached it by the end (R38)
 
     def ok(self) -> bool:
         return self.lost == 0 and self.in_use_deleted == 0
@@ -168,13 +171,15 @@ class Demo:
             ]
             chaos = asyncio.create_task(self._chaos(access, work_end))
             lifecycle = asyncio.create_task(self._lifecycle(access, work_end))
+            barrier = asyncio.create_task(self._barrier(access, work_end))
             await asyncio.sleep(max(0.0, work_end - time.monotonic()))
             stop.set()
             # the current batches finish; no cancel
-            await asyncio.gather(*producers, chaos, lifecycle)
+            await asyncio.gather(*producers, chaos, lifecycle, barrier)
             await asyncio.gather(*background)
             await self._drain(access)
             await self._gc_round(access, final=True)
+            await self._barrier_outcome(access)
             await self._read_back(access)
         finally:
             await access.close()
@@ -299,6 +304,31 @@ class Demo:
         if r.get("status") != "ok":
             raise RuntimeError(f"re-creating topic {TOPIC_U!r} failed: {r}")
         self.say(f"re-created topic {TOPIC_U} at revision {min(r['partitions'].values())}")
+
+    async def _barrier(self, access: ProcClusterAccess, work_end: float) -> None:
+        """Run the epoch barrier on demand part-way through, producers still running."""
+        await asyncio.sleep(max(0.5, (work_end - time.monotonic()) * BARRIER_AT))
+        r = await access.controller_call(op="barrier")
+        if r.get("status") != "ok":
+            raise RuntimeError(f"the epoch barrier failed: {r}")
+        self.result.barrier_candidate = int(r["candidate"])
+        self.say(f"epoch barrier: caches invalidated, advance_gc_epoch({r['candidate']}) "
+                 "goes to every partition")
+
+    async def _barrier_outcome(self, access: ProcClusterAccess) -> None:
+        """How many partitions promoted the barrier's candidate (their leaders' view)."""
+        cand = self.result.barrier_candidate
+        if cand is None:
+            return
+        promoted: set[str] = set()
+        for n in self.live:
+            st = (await access.call(n, op="status")).get("data") or {}
+            for p, s in st.get("partitions", {}).items():
+                g = s.get("gc_safe_epoch")
+                if g is not None and g >= cand:
+                    promoted.add(p)
+        self.result.barrier_promoted = len(promoted)
+        self.say(f"epoch barrier: {len(promoted)} partition(s) promoted its candidate {cand}")
 
     async def _chaos(self, access: ProcClusterAccess, work_end: float) -> None:
         await asyncio.sleep(max(0.5, (work_end - time.monotonic()) * 0.3))
@@ -441,6 +471,8 @@ def demo(seconds: float, as_json: bool, gc_engine: str, keep_data: bool, quiet: 
             f"topics deleted {res.topics_deleted} (and re-created), stranded objects "
             f"collected {res.stranded_collected}, refused writes to deleted partitions "
             f"{res.deleted_refusals}\n"
+            f"epoch barrier: candidate {res.barrier_candidate}, promoted in "
+            f"{res.barrier_promoted} partition(s)\n"
             f"{'OK' if res.ok() else 'FAILED'} in {time.monotonic() - t0:.1f}s"
         )
     if d.trace_check is not None:

@@ -39,6 +39,7 @@ _COMMAND_TYPES: dict[type, str] = {
     c.AdvanceReconciled: "advance_reconciled",
     c.SetStartOffset: "set_start_offset",
     c.Barrier: "barrier",
+    c.AdvanceGcEpoch: "advance_gc_epoch",
 }
 
 

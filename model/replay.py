@@ -29,6 +29,7 @@ from epochgc.model.partition import (
     INITIAL,
     PartitionState,
     apply_advance_epoch,
+    apply_advance_gc_epoch,
     apply_placeholder,
     apply_reconciled,
     inactive_epoch,
@@ -312,6 +313,18 @@ class Replayer:
         self.last_offset = a["offset"]
         return {"applied_window": _pair(window(self.state))}
 
+    def _apply_advance_gc_epoch(self, a: dict[str, Any]) -> dict[str, Any]:
+        """R36: the epoch barrier's command; pending until LRLO reaches its offset."""
+        if self.deleted:
+            return {"barrier_epoch": None, "gc_safe_epoch": None, "inactive_epoch": None}
+        self._check_log_order(a["offset"])
+        self.state = apply_advance_gc_epoch(self.state, a["epoch"], a["offset"])
+        self.last_offset = a["offset"]
+        s = self.state  # -1 (none) is null in the results
+        return {"barrier_epoch": s.barrier_epoch if s.barrier_epoch >= 0 else None,
+                "gc_safe_epoch": s.gc_safe_epoch if s.gc_safe_epoch >= 0 else None,
+                "inactive_epoch": inactive_epoch(self.state, self.variant)}
+
     def _apply_reconciled(self, a: dict[str, Any]) -> dict[str, Any]:
         if self.deleted:
             return {"min_epoch_lower_bound": None, "inactive_epoch": None}
@@ -396,6 +409,12 @@ OPS: dict[str, _Op] = {
     ),
     "apply_advance_epoch": _Op(
         {"epoch": _nat, "offset": _nat}, {}, ("applied_window",), Replayer._apply_advance_epoch
+    ),
+    "apply_advance_gc_epoch": _Op(
+        {"epoch": _nat, "offset": _nat},
+        {},
+        ("barrier_epoch", "gc_safe_epoch", "inactive_epoch"),
+        Replayer._apply_advance_gc_epoch,
     ),
     "apply_reconciled": _Op(
         {"lrlo": _offset_or_none},

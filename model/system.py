@@ -25,12 +25,14 @@ from epochgc.model.cluster import GcEpoch, Report, gc_epoch_of_valid
 from epochgc.model.errors import ModelError, require_int
 from epochgc.model.fence import SeenWindow, fence
 from epochgc.model.keys import deletable
-from epochgc.model.logic import Cond, all_of, iff, implies, le_opt, merge_point, neg
+from epochgc.model.logic import Cond, all_of, any_of, iff, implies, le_opt, merge_point, neg
 from epochgc.model.partition import (
     INITIAL,
     PartitionState,
+    above_barrier,
     accepts,
     apply_advance_epoch,
+    apply_advance_gc_epoch,
     apply_placeholder,
     apply_reconciled,
     inactive_epoch,
@@ -109,6 +111,9 @@ class System:
     last_gc: GcEpoch | None = field(default=None, compare=False)
     clock: int = 0  # the store's clock (an object's age is measured on it)
     grace: int = 0  # GC's grace period: an object younger than this is never deleted
+    # The epoch barrier's cache invalidation (R36): every broker's cached epoch is at least
+    # this (the cluster epoch when the caches were last invalidated).
+    cache_floor: int = 0
 
 
 def initial(
@@ -154,6 +159,12 @@ def _require(cond: Cond, where: str, what: str) -> None:
 
 def write_epoch(s: System, w: Write) -> int:
     return s.objects[w.obj].epoch
+
+
+def acceptable(st: PartitionState, epoch: int, v: Variant = REFERENCE) -> Cond:
+    """Would a placeholder with this epoch be accepted if it landed now: the window (R3)
+    and the barrier (R37). Monotone: both only move up."""
+    return all_of((accepts(st, epoch, v), above_barrier(st, epoch, v)))
 
 
 def _cache(s: System, where: str, cache: int) -> int:
@@ -218,6 +229,8 @@ def upload(s: System, v: Variant, o: int, cache: int) -> System:
     _require(0 <= o < len(s.objects), "upload", f"no object {o}")
     _require(s.objects[o].status == ABSENT, "upload", "object already uploaded")
     epoch = _cache(s, "upload", cache)
+    _require(cache >= s.cache_floor, "upload", "caches were invalidated: none is below the "
+             "cluster epoch of the invalidation (R36)")
     writes = s.writes
     for i, w in enumerate(s.writes):
         if w.obj != o:
@@ -431,6 +444,47 @@ def expire_report(s: System, v: Variant, p: int, r: int) -> System:
     return _with_part(s, p, replace(part, replicas=_set(part.replicas, r, rep)))
 
 
+# -- the epoch barrier (R36-R38) ---------------------------------------------------------------
+
+
+def invalidate_caches(s: System, v: Variant = REFERENCE) -> System:
+    """The barrier's first step: every broker's epoch cache is invalidated, so every
+    epoch a producer stamps from now on is at least the current cluster epoch (the token
+    of a write is taken before its cache is read: a write that read the old cache is in
+    flight, and the drain waits for it)."""
+    return replace(s, cache_floor=s.cluster_epoch)
+
+
+def drained(s: System, p: int, epoch: int) -> Cond:
+    """What the barrier's drain guarantees: no write to partition p stamped at or below
+    `epoch` is still uploaded or fenced (its producer has its answer). A write of unknown
+    outcome counts as answered, yet its placeholder may still commit later."""
+    return all_of(implies((w.partition == p) & ((w.status == UPLOADED) | (w.status == FENCED)),
+                          write_epoch(s, w) > epoch)
+                  for w in s.writes)
+
+
+def barrier(s: System, v: Variant, p: int, epoch: int) -> System:
+    """The barrier writes advance_gc_epoch(epoch) to partition p (R36): once the epoch
+    service has moved past `epoch` and the caches were invalidated after that (so no new
+    write is stamped at or below it), and the in-flight writes at or below it are
+    drained. The partition keeps `epoch` pending at the command's offset (R36), refuses
+    placeholders at or below it from then on (R37) and promotes it once LRLO reaches the
+    command (R38)."""
+    part = _part(s, p)
+    _require(part.created, "barrier", "partition does not exist")
+    require_int("barrier", "epoch", epoch)
+    _require(epoch < s.cache_floor, "barrier", "the caches were not invalidated after the "
+             "epoch service moved past the candidate")
+    # A partition created later accepts nothing at or below its creation revision (A2):
+    # a barrier below that would pull its M(p), and M, below an earlier snapshot.
+    _require(epoch + 1 >= part.creation_revision, "barrier", "the candidate is below the "
+             "partition's creation revision - 1")
+    _require(drained(s, p, epoch), "barrier", "a write at or below the candidate is in flight")
+    state = apply_advance_gc_epoch(part.state, epoch, part.log_end)
+    return _with_part(s, p, replace(part, state=state, log_end=part.log_end + 1))
+
+
 # -- GC ---------------------------------------------------------------------------------------
 
 
@@ -535,6 +589,8 @@ ACTIONS: dict[str, tuple[Action, tuple[tuple[str, str], ...]]] = {
     "expire_report": (expire_report, (("p", "partition"), ("r", "replica"))),
     "gc_compute": (gc_compute, (("foreign", "foreign"),)),
     "gc_delete": (gc_delete, (("o", "object"),)),
+    "invalidate_caches": (invalidate_caches, ()),
+    "barrier": (barrier, (("p", "partition"), ("epoch", "epoch"))),
 }
 
 
@@ -555,7 +611,7 @@ def live(s: System, w: Write, v: Variant = REFERENCE) -> Cond:
     part = s.partitions[w.partition]
     e = write_epoch(s, w)
     inflight = (w.status == UPLOADED) | (w.status == FENCED) | (w.status == UNKNOWN)
-    return ((w.status == ACCEPTED) & neg(w.durable)) | (inflight & accepts(part.state, e, v))
+    return ((w.status == ACCEPTED) & neg(w.durable)) | (inflight & acceptable(part.state, e, v))
 
 
 def inv_safety(s: System, v: Variant = REFERENCE) -> Cond:
@@ -580,7 +636,24 @@ def inv_floor(s: System, v: Variant = REFERENCE) -> Cond:
             implies(acc & (w.offset > st.last_reconciled_log_offset), e >= st.min_epoch_lower_bound)
         )
         conds.append(implies(acc & (w.offset >= st.window_offset), e >= st.previous_applied_epoch))
+    conds += _barrier_floor(s)
     return all_of(conds)
+
+
+def _barrier_floor(s: System) -> list[Cond]:
+    """I2 for the barrier (R37, R38): an accepted placeholder after the barrier's command
+    is above its candidate; one not yet reconciled is above the promoted safe epoch."""
+    conds: list[Cond] = []
+    for w in s.writes:
+        st = s.partitions[w.partition].state
+        acc = w.status == ACCEPTED
+        e = write_epoch(s, w)
+        conds.append(implies(acc & (st.barrier_epoch >= 0) & (w.offset > st.barrier_offset),
+                             e > st.barrier_epoch))
+        conds.append(implies(acc & (st.gc_safe_epoch >= 0)
+                             & (w.offset > st.last_reconciled_log_offset),
+                             e > st.gc_safe_epoch))
+    return conds
 
 
 def _state_ok(part: Partition) -> Cond:
@@ -592,6 +665,7 @@ def _state_ok(part: Partition) -> Cond:
         & (st.last_reconciled_log_offset < part.log_end)
         & (part.log_end >= 0)
     )
+    base = all_of((base, _barrier_ok(part)))
     if all(f is None for f in fields):
         return base
     if any(f is None for f in fields):
@@ -610,6 +684,20 @@ def _state_ok(part: Partition) -> Cond:
     )
 
 
+def _barrier_ok(part: Partition) -> Cond:
+    """I3 for the barrier (negative: none): a pending epoch is on a created partition, its
+    command inside the log, at least the creation revision - 1; a promoted one at most
+    the pending one."""
+    st = part.state
+    be, g = st.barrier_epoch, st.gc_safe_epoch
+    return all_of((
+        implies(be >= 0, all_of((part.created, st.barrier_offset >= 0,
+                                 st.barrier_offset < part.log_end,
+                                 be + 1 >= part.creation_revision))),
+        implies(g >= 0, all_of((be >= 0, g <= be, g + 1 >= part.creation_revision))),
+    ))
+
+
 def inv_window(s: System, v: Variant = REFERENCE) -> Cond:
     """I3: every window is well formed: previous <= max, the floor below both and at or
     above the creation revision, fields set together, offsets inside the log; seen windows
@@ -623,19 +711,41 @@ def inv_window(s: System, v: Variant = REFERENCE) -> Cond:
     return all_of(conds)
 
 
+def _m_parts(st: PartitionState, v: Variant) -> list[tuple[Cond, Any]]:
+    """M(p) (`inactive_epoch`) as the max of its (present?, value) parts, so that
+    comparisons with it are formulas, not case splits (R7, R38)."""
+    if v.watermark_from_max:
+        return [] if st.max_applied_epoch is None else [(True, st.max_applied_epoch - 1)]
+    out: list[tuple[Cond, Any]] = [(st.gc_safe_epoch >= 0, st.gc_safe_epoch)]
+    if st.min_epoch_lower_bound is not None:
+        out.append((True, st.min_epoch_lower_bound - 1))
+    return out
+
+
+def le_inactive(x: int, st: PartitionState, v: Variant = REFERENCE) -> Cond:
+    """`x <= inactive_epoch(st)`, False when it has no value."""
+    return any_of(present & (x <= val) for present, val in _m_parts(st, v))
+
+
+def inactive_le(a: PartitionState, b: PartitionState, v: Variant = REFERENCE) -> Cond:
+    """`le_opt(inactive_epoch(a), inactive_epoch(b))`: every present part of M(a) is at
+    most M(b) (an absent M(a) is below everything)."""
+    return all_of(implies(present, le_inactive(val, b, v)) for present, val in _m_parts(a, v))
+
+
 def inv_reports(s: System, v: Variant = REFERENCE) -> Cond:
     """I4: a replica's M(p), and any report it published, is at most the partition's
     current M(p) (M(p) is monotone, so stale views are low, never high), and never below
     -1."""
-    return all_of(_replica_reports(r, inactive_epoch(part.state, v))
+    return all_of(_replica_reports(r, part.state, v)
                   for part in s.partitions for r in part.replicas)
 
 
 @merge_point  # one formula per replica: the proofs do not fork on every replica's fields
-def _replica_reports(r: Replica, truth: int | None) -> Cond:
-    """I4 for one replica of a partition whose current M(p) is `truth`."""
+def _replica_reports(r: Replica, st: PartitionState, v: Variant) -> Cond:
+    """I4 for one replica of a partition in state `st`."""
     return all_of((
-        le_opt(r.inactive, truth),
+        True if r.inactive is None else le_inactive(r.inactive, st, v),
         le_opt(r.reported, r.inactive),
         True if r.inactive is None else r.inactive >= -1,  # M(p) >= -1
         True if r.reported is None else r.reported >= -1,
@@ -651,6 +761,8 @@ def inv_revisions(s: System, v: Variant = REFERENCE) -> Cond:
         s.cluster_epoch <= s.revision,
         s.snapshot_revision >= 0,
         s.snapshot_revision <= s.revision,
+        s.cache_floor >= 0,
+        s.cache_floor <= s.cluster_epoch,
     ]
     for part in s.partitions:
         c, crev = part.created, part.creation_revision
@@ -708,9 +820,8 @@ def inv_round(s: System, v: Variant = REFERENCE) -> Cond:
         return True
     conds: list[Cond] = [m >= -1, m <= s.revision]
     for part in s.partitions:
-        truth = inactive_epoch(part.state, v)
         early = part.created & (part.creation_revision <= m)
-        conds.append(implies(early, False if truth is None else m <= truth))
+        conds.append(implies(early, le_inactive(m, part.state, v)))
     return all_of(conds)
 
 
@@ -719,7 +830,7 @@ def inv_answer(s: System, v: Variant = REFERENCE) -> Cond:
     log can never be committed as accepted: its window has passed its epoch (acceptance
     is monotone, so it stays passed). One the fence rejected never reached the log."""
     return all_of(implies((w.status == FAILED) & w.replicated,
-                          neg(accepts(s.partitions[w.partition].state, write_epoch(s, w), v)))
+                          neg(acceptable(s.partitions[w.partition].state, write_epoch(s, w), v)))
                   for w in s.writes)
 
 
@@ -762,8 +873,7 @@ def mono_floor(a: System, b: System, v: Variant = REFERENCE) -> Cond:
 
 
 def mono_inactive(a: System, b: System, v: Variant = REFERENCE) -> Cond:
-    return all_of(implies(q.created,
-                          le_opt(inactive_epoch(p.state, v), inactive_epoch(q.state, v)))
+    return all_of(implies(q.created, inactive_le(p.state, q.state, v))
                   for p, q in zip(a.partitions, b.partitions, strict=True))
 
 

@@ -43,6 +43,9 @@ class Variant:
     # A placeholder outside the applied window crashes the replica at apply (and again on
     # every replay of that entry) instead of being rejected as a no-op.
     assert_at_apply: bool = False
+    # Epoch barrier (R37): a placeholder at or below the barrier's candidate is refused
+    # at apply. Off: production's barrier, safe only if the drain left nothing in flight.
+    barrier_apply_check: bool = True
 
 
 def with_release_at_enqueue(v: Variant) -> Variant:
@@ -69,6 +72,7 @@ VARIANTS: dict[str, Variant] = {
         Variant("uncapped", cap_at_revision=False),
         Variant("collapse", collapse_first_slide=True),
         Variant("empty-is-nothing", empty_is_nothing=True),
+        Variant("barrier-prod", barrier_apply_check=False),
     )
 }
 

@@ -76,8 +76,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "watermark-is-floor",
         "M(p) = floor instead of floor - 1",
         "model/partition.py",
-        "    return state.min_epoch_lower_bound - 1\n",
-        "    return state.min_epoch_lower_bound\n",
+        "    m = state.min_epoch_lower_bound - 1\n",
+        "    m = state.min_epoch_lower_bound\n",
     ),
     Mutant(
         "cap-off-by-one",
@@ -226,8 +226,8 @@ MUTANTS: tuple[Mutant, ...] = (
         "spec.py: T4's antecedent 'M is defined' drops `in_snap(p) =>` (every partition must"
         " have a window: T4 near vacuous)",
         "proofs/param/spec.py",
-        "return L.forall((\"P\",), lambda p: L.Implies(s.in_snap(p), s.wset(p)))",
-        "return L.forall((\"P\",), lambda p: s.wset(p))",
+        "return L.forall((\"P\",), lambda p: L.Implies(s.in_snap(p), mset(L, s, p)))",
+        "return L.forall((\"P\",), lambda p: mset(L, s, p))",
     ),
     Mutant(
         "spec-init-unsatisfiable",
@@ -272,6 +272,31 @@ MUTANTS: tuple[Mutant, ...] = (
         "model/partition.py",
         "        return Applied(state, False, crashed=variant.assert_at_apply)",
         "        return Applied(state, False)",
+    ),
+    # The epoch barrier (R36-R38).
+    Mutant(
+        "barrier-promote-without-reconciler",
+        "advance_gc_epoch promotes its candidate at once, without waiting for LRLO to reach"
+        " the command (placeholders before it may be unreconciled)",
+        "model/partition.py",
+        "        return replace(state, barrier_epoch=epoch, barrier_offset=offset)\n",
+        "        return replace(state, barrier_epoch=epoch, barrier_offset=offset,"
+        " gc_safe_epoch=epoch)\n",
+    ),
+    Mutant(
+        "barrier-promote-before-offset",
+        "the pending epoch is promoted when LRLO is one entry short of the command",
+        "model/partition.py",
+        "    if state.barrier_offset <= new_lrlo:",
+        "    if state.barrier_offset <= new_lrlo + 1:",
+    ),
+    Mutant(
+        "barrier-no-apply-check",
+        "production's barrier (B1): a placeholder at or below the candidate is accepted"
+        " after the command",
+        "model/partition.py",
+        "    return cast(bool, any_of((state.barrier_epoch < 0, epoch > state.barrier_epoch)))\n",
+        "    return True\n",
     ),
 )
 

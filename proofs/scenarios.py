@@ -82,6 +82,8 @@ TOUR: Schedule = [
     ("report", {"p": 0}),
     ("gc_compute", {"foreign": ()}),
     ("gc_delete", {}),
+    ("invalidate_caches", {}),
+    ("barrier", {"p": 0}),
 ]
 
 
@@ -163,6 +165,19 @@ BUGS: tuple[BugScenario, ...] = (
         [("create_partition", {"p": 0}), *_mints(3),
          ("upload", {"o": 0}), ("fence_write", {"w": 0}), ("land_write", {"w": 0}),
          ("other_write", {"p": 0}), *DELETABLE, *_gc_tail()],
+        "safety",
+    ),
+    # The epoch barrier (R36-R38) as production has it (no apply-time check of the
+    # candidate): the drain counts a replicate of unknown outcome as answered, its
+    # placeholder commits after the barrier's command, and the promoted epoch covers it.
+    BugScenario(
+        "B1", "barrier-prod",
+        "barrier: a replicate of unknown outcome commits after advance_gc_epoch, below the "
+        "promoted safe epoch",
+        [("create_partition", {"p": 0}), *_mints(2),
+         ("upload", {"o": 0}), ("fence_write", {"w": 0}), ("fail_replicate", {"w": 0}),
+         ("mint", {}), ("invalidate_caches", {}), ("barrier", {"p": 0}),
+         ("land_write", {"w": 0}), ("reconcile", {"p": 0}), *_gc_tail()],
         "safety",
     ),
 )

@@ -41,6 +41,10 @@ def _state(ex: Explorer, name: str) -> PartitionState:
         return ex.fresh_int(f"{name}.{f}") if set_ else None
 
     return PartitionState(
+        # the barrier's fields are plain numbers (negative: none), no fork
+        barrier_epoch=ex.fresh_int(f"{name}.bepoch"),
+        barrier_offset=ex.fresh_int(f"{name}.boff"),
+        gc_safe_epoch=ex.fresh_int(f"{name}.gsafe"),
         max_applied_epoch=opt("max"),
         previous_applied_epoch=opt("prev"),
         min_epoch_lower_bound=opt("floor"),
@@ -70,7 +74,8 @@ def symbolic_system(ex: Explorer, template: System) -> System:
     parts = []
     for p, tp in enumerate(template.partitions):
         state = _state(ex, f"p{p}")
-        set_ = state.max_applied_epoch is not None
+        # M(p) has a value with a window or a promoted barrier epoch (R7, R38)
+        set_ = state.max_applied_epoch is not None or bool(state.gc_safe_epoch >= 0)
         reps = tuple(_replica(ex, f"p{p}.r{r}", set_) for r in range(len(tp.replicas)))
         parts.append(
             Partition(
@@ -104,6 +109,7 @@ def symbolic_system(ex: Explorer, template: System) -> System:
         gc_m=ex.fresh_opt_int("gc_m"),
         clock=ex.fresh_int("clock"),
         grace=ex.fresh_int("grace"),
+        cache_floor=ex.fresh_int("cache_floor"),
     )
 
 

@@ -77,6 +77,11 @@ def trace_to_vector(trace: Trace, v: Variant, title: str) -> list[dict[str, Any]
                 lines.append({"op": "apply_reconciled", "lrlo": p["lrlo"], "note": note})
         elif a == "reconcile":
             lines.append({"op": "apply_reconciled", "lrlo": p["lrlo"], "note": note})
+        elif a == "barrier":  # R36: the epoch barrier's command on p0's log
+            st_after = after.partitions[0].state
+            lines.append({"op": "apply_advance_gc_epoch", "epoch": p["epoch"],
+                          "offset": pb.log_end, "note": note,
+                          "expect": {"barrier_epoch": st_after.barrier_epoch}})
         elif a == "restart":
             lines.append({"op": "restart", "node": f"r{p['r']}", "note": note})
         elif a == "gc_compute":
@@ -101,8 +106,8 @@ def trace_to_vector(trace: Trace, v: Variant, title: str) -> list[dict[str, Any]
                           "expect": {"eligible": True, "error": None}})
         else:
             # mint, create_partition, publish_snapshot, upload, fail_replicate, give_up,
-            # copy_to_l1, change_leader, sync_replica, report: nothing a single partition's
-            # log sees.
+            # copy_to_l1, change_leader, sync_replica, report, invalidate_caches: nothing a
+            # single partition's log sees.
             pass
         before = after
     lines.append({"op": "state", "note": "final state", "expect": _state_expect(before, v)})

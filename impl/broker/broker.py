@@ -16,6 +16,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+from epochgc.impl.broker.barrier import (
+    BarrierStep,
+    advance_gc_epoch_once,
+    needs_barrier,
+    promotable,
+)
 from epochgc.impl.broker.health import ReplicaReport, health_document, health_key
 from epochgc.impl.broker.housekeeper import HousekeepResult, housekeep_once
 from epochgc.impl.broker.metrics import NodeMetrics
@@ -30,6 +36,7 @@ from epochgc.impl.controller.statemachine import (
     encode_create,
     encode_delete,
     encode_mint,
+    encode_mint_barrier,
 )
 from epochgc.impl.controller.topics import check_create, check_delete
 from epochgc.impl.partition.commands import Placeholder
@@ -66,6 +73,12 @@ class BrokerConfig:
     # The fence releases a placeholder's shared lock once it is queued into Raft (True) or
     # holds it through the replicate (False): `impl/partition/fence.py`.
     release_at_enqueue: bool = True
+    # The epoch barrier (R36-R38): how often a partition leader catches its partitions up
+    # with the controller's barrier candidate (None: never), and, on the controller leader,
+    # how long the minimum M(p) of its replicas may stay still before it runs a barrier by
+    # itself (None: only on demand, `epochgc cluster barrier`).
+    barrier_interval: float | None = 1.0
+    barrier_after: float | None = None
 
 
 @dataclass
@@ -113,6 +126,9 @@ class Broker:
         self._sync_scheduled = False
         self.controller = ControllerStateMachine()
         self.controller.on_change = self._controller_changed
+        self.controller.on_barrier = self._on_barrier
+        self.barrier_steps: list[BarrierStep] = []  # what this broker's barrier rounds wrote
+        self._stalled_since: tuple[int | None, float] | None = None  # (min M(p), since)
         self.cache = EpochCache(lambda: self.controller.epoch, loop.time, config.epoch_cache_ttl)
         port.add_group(CONTROLLER_GROUP, self.controller)
         port.host.on_leader_change = self._on_leader_change
@@ -131,6 +147,13 @@ class Broker:
         if not self._sync_scheduled:
             self._sync_scheduled = True
             self.loop.call_soon(self.sync_partitions)
+
+    def _on_barrier(self, candidate: int) -> None:
+        """A barrier mint was applied here: no cached epoch may stay at or below the
+        candidate (R36), so the cache is dropped; this broker's partition leaders then
+        write advance_gc_epoch(candidate) on their next barrier round."""
+        self.cache.invalidate()
+        log.info("epoch barrier", extra={"candidate": candidate, "node": self.node_id})
 
     def _current(self, info: PartitionInfo) -> bool:
         """Is this incarnation still in the partition table?"""
@@ -238,6 +261,9 @@ class Broker:
                 "applied_window": window(s),
                 "seen_window": None if seen is None else [seen.term, seen.previous, seen.max],
                 "min_epoch_lower_bound": s.min_epoch_lower_bound,
+                # pending (R36) until promoted (R38); null: none
+                "barrier_epoch": s.barrier_epoch if s.barrier_epoch >= 0 else None,
+                "gc_safe_epoch": s.gc_safe_epoch if s.gc_safe_epoch >= 0 else None,
                 "lro": s.last_reconciled_offset,
                 "lrlo": s.last_reconciled_log_offset,
                 "next_offset": rep.sm.next_offset,
@@ -255,6 +281,7 @@ class Broker:
                 "deleted": [[d.name, d.creation_revision, d.deletion_revision]
                             for _, d in sorted(self.controller.deleted.items())],
                 "cached_epoch": self.cache.cached,
+                "barrier_candidate": self.controller.barrier_candidate,
             },
             "partitions": parts,
         }
@@ -296,6 +323,34 @@ class Broker:
     async def mint(self) -> int:
         """Mint a new cluster epoch (controller leader only); returns it."""
         return await self._controller_propose(encode_mint())
+
+    async def barrier(self) -> int:
+        """Start an epoch barrier (controller leader only): mint a new epoch with the
+        barrier mint, whose apply invalidates every broker's epoch cache; returns the
+        candidate (the revision before it). Each partition leader then drains and writes
+        advance_gc_epoch(candidate) on its barrier round (`impl.broker.barrier`)."""
+        rev = await self._controller_propose(encode_mint_barrier())
+        return rev - 1
+
+    async def barrier_round(self) -> list[BarrierStep]:
+        """Catch every partition this broker leads up with the controller's barrier
+        candidate (drain, write, LRLO over commands); returns what it did."""
+        cand = self.controller.barrier_candidate
+        out: list[BarrierStep] = []
+        for name, rep in sorted(self.replicas.items()):
+            if rep.sm.deleted or not self.leads(name) or not (
+                    needs_barrier(rep.sm, cand) or promotable(rep.sm)):
+                continue
+            step: list[BarrierStep] = []
+
+            async def one(name: str = name, rep: Replica = rep,
+                          step: list[BarrierStep] = step) -> None:
+                step.append(await advance_gc_epoch_once(name, rep.sm, rep.fence, cand))
+
+            await self._unless_deleted(rep, one())
+            out += step
+        self.barrier_steps += out
+        return out
 
     async def create_partition(self, name: str) -> int:
         """Create a partition (controller leader only); returns its creation revision."""
@@ -381,6 +436,7 @@ class Broker:
             (c.health_interval, self.publish_health),
             (c.reconcile_interval, self._reconcile_tick),
             (c.housekeep_interval, self._housekeep_tick),
+            (c.barrier_interval, self._barrier_tick),
         ]
         for interval, fn in plan:
             if interval is not None:
@@ -427,6 +483,29 @@ class Broker:
                     and now - rep.last_change >= self.config.idle_after):
                 await self._unless_deleted(rep, self.housekeep(name))
                 rep.last_change = now
+
+    async def _barrier_tick(self) -> None:
+        if self.config.barrier_after is not None and self.port.is_leader(CONTROLLER_GROUP):
+            await self._maybe_auto_barrier(self.config.barrier_after)
+        await self.barrier_round()
+
+    def min_inactive(self) -> int | None:
+        """The lowest M(p) over this broker's replicas (a lagging replica is lower: only
+        an earlier barrier follows from that); None if some partition has none."""
+        vals = [rep.sm.inactive_epoch() for rep in self.replicas.values() if not rep.sm.deleted]
+        if not vals or any(v is None for v in vals):
+            return None
+        return min(v for v in vals if v is not None)
+
+    async def _maybe_auto_barrier(self, after: float) -> None:
+        """Run a barrier when the minimum M(p) has not moved for `after` seconds."""
+        now, m = self.loop.time(), self.min_inactive()
+        if self._stalled_since is None or self._stalled_since[0] != m:
+            self._stalled_since = (m, now)
+            return
+        if now - self._stalled_since[1] >= after and self.replicas:
+            await self.barrier()
+            self._stalled_since = (m, now)
 
     @staticmethod
     async def _unless_deleted(rep: Replica, work: Awaitable[Any]) -> None:

@@ -44,6 +44,9 @@ from epochgc.model.keys import DATA_PREFIX
 
 MINT_INTERVAL = 1.0  # epochs minted often: windows slide many times a minute
 CACHE_TTL = 1.0
+# The controller leader runs the epoch barrier (R36-R38) whenever the minimum M(p) stalls
+# this long (faults stall it often), so barriers run under every kind of fault.
+BARRIER_AFTER = 4.0
 GRACE_S = 2.0
 GC_EVERY_S = 3.0
 PRODUCERS = 3
@@ -123,7 +126,8 @@ class ChaosRun:
             self.http = HttpProxy(port)
             await self.http.start()
         via, direct = self._specs()
-        extra = ["--cache-ttl", str(CACHE_TTL), "--trace", str(self.trace)]
+        extra = ["--cache-ttl", str(CACHE_TTL), "--trace", str(self.trace),
+                 "--barrier-after", str(BARRIER_AFTER)]
         if via.kind == "s3":
             extra += ["--s3-endpoint", str(via.endpoint_url)]
         self.lc.init(self.nodes, self.store_url, self.parts, MINT_INTERVAL, extra=extra)

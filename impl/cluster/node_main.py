@@ -67,6 +67,7 @@ async def run(args: argparse.Namespace) -> int:
         epoch_cache_ttl=args.cache_ttl,
         bench_ops=args.bench_ops,
         release_at_enqueue=not args.hold_through_replicate,
+        barrier_after=args.barrier_after or None,
     )
     metrics = NodeMetrics()
     loop = asyncio.get_running_loop()
@@ -170,6 +171,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--snapshot-interval", type=int, default=2000)
     ap.add_argument("--metrics-port", type=int, default=0)
     ap.add_argument("--trace", default=None, help="append an NDJSON trace to this file")
+    ap.add_argument("--barrier-after", type=float, default=0.0,
+                    help="the controller leader runs the epoch barrier when the minimum M(p) "
+                         "has not moved for this many seconds (0: only on demand)")
     ap.add_argument("--bench-ops", action="store_true", help="serve the benchmark's "
                     "unfenced-propose baseline (never in production)")
     ap.add_argument("--hold-through-replicate", action="store_true",

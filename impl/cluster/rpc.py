@@ -67,6 +67,8 @@ async def handle(broker: Broker, req: dict[str, Any]) -> dict[str, Any]:
             }}
         if op == "mint":
             return {"status": "ok", "epoch": await broker.mint()}
+        if op == "barrier":  # the epoch barrier (R36): controller leader only
+            return {"status": "ok", "candidate": await broker.barrier()}
         if op == "create":
             return {"status": "ok", "revision": await broker.create_partition(str(req["name"]))}
         if op == "create_topic":

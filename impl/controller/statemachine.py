@@ -24,6 +24,9 @@ VERSION = 1
 MINT = 1
 CREATE_PARTITION = 2
 DELETE_PARTITION = 3
+# The epoch barrier (SPEC R36): mint a new epoch E+1 and make every broker invalidate its
+# epoch cache on applying it; the barrier's candidate is E = the revision before it.
+MINT_BARRIER = 4
 
 PARTITION_GROUP_BASE = 1000  # group id of a partition = base + its creation revision
 
@@ -38,6 +41,10 @@ class ControllerCommandError(ValueError):
 
 def encode_mint() -> bytes:
     return _HEAD.pack(VERSION, MINT)
+
+
+def encode_mint_barrier() -> bytes:
+    return _HEAD.pack(VERSION, MINT_BARRIER)
 
 
 def encode_create(name: str) -> bytes:
@@ -67,7 +74,7 @@ def decode(data: bytes) -> tuple[int, str]:
     version, kind = _HEAD.unpack_from(data)
     if version != VERSION:
         raise ControllerCommandError(f"unknown controller command version {version}")
-    if kind == MINT:
+    if kind in (MINT, MINT_BARRIER):
         if len(data) != _HEAD.size:
             raise ControllerCommandError("trailing bytes after a controller command")
         return kind, ""
@@ -114,7 +121,12 @@ class ControllerStateMachine:
     partitions: dict[str, PartitionInfo] = field(default_factory=dict)
     deleted: dict[int, DeletedPartition] = field(default_factory=dict)  # by creation revision
     last_index: int = 0
+    # The latest barrier's candidate (R36): every partition leader writes
+    # advance_gc_epoch(barrier_candidate) to its partitions; 0 before the first barrier.
+    barrier_candidate: int = 0
     on_change: Callable[[], None] | None = None  # the broker adds groups for new partitions
+    # The broker invalidates its epoch cache (a barrier mint was applied).
+    on_barrier: Callable[[int], None] | None = None
 
     def apply(self, entry: Entry) -> int:
         """Returns the revision of the command (the minted epoch / creation revision)."""
@@ -123,6 +135,11 @@ class ControllerStateMachine:
         self.revision += 1
         if kind == MINT:
             self.epoch = self.revision
+        elif kind == MINT_BARRIER:
+            self.epoch = self.revision
+            self.barrier_candidate = self.revision - 1
+            if self.on_barrier is not None:
+                self.on_barrier(self.barrier_candidate)
         elif kind == CREATE_PARTITION:
             if name not in self.partitions:  # creating an existing partition is a no-op
                 self.partitions[name] = PartitionInfo(name, self.revision)
@@ -143,6 +160,7 @@ class ControllerStateMachine:
             "deleted": [[d.name, d.creation_revision, d.deletion_revision]
                         for _, d in sorted(self.deleted.items())],
             "last_index": self.last_index,
+            "barrier_candidate": self.barrier_candidate,
         }
         return _SNAP_MAGIC + json.dumps(doc, sort_keys=True).encode()
 
@@ -150,6 +168,7 @@ class ControllerStateMachine:
         if snapshot.index == 0:
             self.revision, self.epoch, self.partitions, self.last_index = 0, 0, {}, 0
             self.deleted = {}
+            self.barrier_candidate = 0
             return
         if not snapshot.data.startswith(_SNAP_MAGIC):
             raise ValueError(f"controller snapshot at index {snapshot.index}: bad magic")
@@ -160,6 +179,7 @@ class ControllerStateMachine:
         self.deleted = {int(c): DeletedPartition(str(n), int(c), int(d))
                         for n, c, d in doc.get("deleted", [])}  # absent before issue 13
         self.last_index = int(doc["last_index"])
+        self.barrier_candidate = int(doc.get("barrier_candidate", 0))  # absent before R36
         if self.on_change is not None:
             self.on_change()
 

@@ -17,6 +17,7 @@ ADVANCE_EPOCH = 2
 ADVANCE_RECONCILED = 3
 SET_START_OFFSET = 4
 BARRIER = 5  # a leader's "sync with the log" marker: applies to nothing
+ADVANCE_GC_EPOCH = 6  # the epoch barrier's command (SPEC R36)
 
 _HEAD = struct.Struct(">BB")
 _Q = struct.Struct(">Q")
@@ -68,7 +69,16 @@ class Barrier:
     pass
 
 
-Command = Placeholder | AdvanceEpoch | AdvanceReconciled | SetStartOffset | Barrier
+@dataclass(frozen=True)
+class AdvanceGcEpoch:
+    """The epoch barrier (R36): `epoch` becomes the partition's pending safe epoch, promoted
+    once LRLO reaches this entry (R38); placeholders at or below it are refused (R37)."""
+
+    epoch: int
+
+
+Command = (Placeholder | AdvanceEpoch | AdvanceReconciled | SetStartOffset | Barrier
+           | AdvanceGcEpoch)
 
 
 def _enc_str(s: str) -> bytes:
@@ -99,6 +109,10 @@ def encode(cmd: Command) -> bytes:
         return _HEAD.pack(VERSION, SET_START_OFFSET) + _Q.pack(cmd.start_offset)
     if isinstance(cmd, Barrier):
         return _HEAD.pack(VERSION, BARRIER)
+    if isinstance(cmd, AdvanceGcEpoch):
+        if cmd.epoch < 0:
+            raise CommandError(f"bad advance_gc_epoch {cmd}")
+        return _HEAD.pack(VERSION, ADVANCE_GC_EPOCH) + _Q.pack(cmd.epoch)
     raise CommandError(f"not a command: {cmd!r}")
 
 
@@ -141,6 +155,10 @@ def decode(data: bytes) -> Command:
             cmd = SetStartOffset(so)
         elif kind == BARRIER:
             cmd = Barrier()
+        elif kind == ADVANCE_GC_EPOCH:
+            (epoch,) = _Q.unpack_from(data, off)
+            off += _Q.size
+            cmd = AdvanceGcEpoch(epoch)
         else:
             raise CommandError(f"unknown command kind {kind}")
     except struct.error as e:

@@ -259,6 +259,13 @@ class PartitionFence:
                 self.lock.release(mode)
                 self._report(d)
                 raise StaleEpoch(epoch, d.window, "fence")
+            if epoch <= self.sm.state.barrier_epoch:
+                # R37 (issue 30): at or below the epoch barrier's candidate it would be
+                # refused at apply; decided under the lock, which the barrier's command
+                # holds exclusively until it is applied here.
+                self.lock.release(mode)
+                raise StaleEpoch(epoch, window(self.sm.state), "fence: at or below the "
+                                 f"epoch barrier {self.sm.state.barrier_epoch}")
             if d.kind == "above_window" and mode == SHARED:
                 self.lock.release(mode)  # it must slide now: queue for the exclusive lock
                 continue

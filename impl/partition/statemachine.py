@@ -135,6 +135,8 @@ class PartitionStateMachine:
             ]
         elif isinstance(cmd, c.SetStartOffset):
             self.state = mp.apply_set_start_offset(s, cmd.start_offset)
+        elif isinstance(cmd, c.AdvanceGcEpoch):
+            self.state = mp.apply_advance_gc_epoch(s, cmd.epoch, entry.index)
         self.last_index = entry.index
         if self.on_apply is not None:
             self.on_apply(ApplyEvent(entry.index, cmd, result, self.state))

@@ -5,7 +5,7 @@
 
 const VARIANTS = Object.freeze([
   'reference', 'strict', 'collapse', 'fence-only', 'untermed',
-  'watermark-from-max', 'skip-missing', 'uncapped', 'empty-is-nothing',
+  'watermark-from-max', 'skip-missing', 'uncapped', 'empty-is-nothing', 'barrier-prod',
   'reference-enqueue', 'prod-january', 'prod-january-enqueue', 'prod-july',
   'prod-july-enqueue', 'prod-august', 'prod-august-enqueue', 'assert-at-apply',
 ]);
@@ -31,6 +31,9 @@ const INITIAL = Object.freeze({
   last_reconciled_offset: -1n,
   last_reconciled_log_offset: -1n,
   start_offset: 0n,
+  barrier_epoch: -1n, // R36: the pending safe epoch and its command's offset (-1: none)
+  barrier_offset: -1n,
+  gc_safe_epoch: -1n, // R38: promoted once LRLO reaches barrier_offset (-1: none)
 });
 
 const bmax = (a, b) => (a > b ? a : b);
@@ -55,8 +58,13 @@ function accepts(s, e, variant) {
   return e >= s.previous_applied_epoch;
 }
 
+// R37: a placeholder at or below the barrier's candidate is refused (not in `barrier-prod`).
+function aboveBarrier(s, e, variant) {
+  return variant === 'barrier-prod' || e > s.barrier_epoch;
+}
+
 function applyPlaceholder(s, e, o, variant) {
-  if (!accepts(s, e, variant)) return { state: s, accepted: false };
+  if (!accepts(s, e, variant) || !aboveBarrier(s, e, variant)) return { state: s, accepted: false };
   if (s.max_applied_epoch === null || e > s.max_applied_epoch) return { state: slide(s, e, o, variant), accepted: true };
   return { state: s, accepted: true };
 }
@@ -75,13 +83,24 @@ function applyReconciled(s, lrlo, lro) {
   if (next.window_offset !== null && next.window_offset <= next.last_reconciled_log_offset) {
     next.min_epoch_lower_bound = next.previous_applied_epoch;
   }
+  if (next.barrier_offset <= next.last_reconciled_log_offset) {
+    next.gc_safe_epoch = next.barrier_epoch; // R38: promoted
+  }
   return Object.freeze(next);
+}
+
+// R36: the epoch barrier's command: pending if above the pending epoch (it ratchets).
+function applyAdvanceGcEpoch(s, e, o) {
+  if (e <= s.barrier_epoch) return s;
+  return Object.freeze({ ...s, barrier_epoch: e, barrier_offset: o });
 }
 
 // R7 (and `watermark-from-max`, F5).
 function inactiveEpoch(s, variant) {
   const base = variant === 'watermark-from-max' ? s.max_applied_epoch : s.min_epoch_lower_bound;
-  return base === null ? null : base - 1n;
+  const m = base === null ? null : base - 1n;
+  const g = variant === 'watermark-from-max' || s.gc_safe_epoch < 0n ? null : s.gc_safe_epoch;
+  return g === null ? m : m === null ? g : bmax(m, g); // R38
 }
 
 const termScoped = (variant) => variant !== 'untermed';
@@ -208,6 +227,7 @@ function gcEligible(key, ageS, M, graceS) {
 
 module.exports = {
   VARIANTS, INITIAL, applyPlaceholder, applyAdvanceEpoch, applyReconciled, inactiveEpoch,
+  applyAdvanceGcEpoch,
   fence, effectiveWindow, gcEpoch, parseKey, gcEligible, followersSlide, followerSlide,
-  assertAtApply,
+  assertAtApply, accepts,
 };

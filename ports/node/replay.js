@@ -23,6 +23,7 @@ const OPS = {
   fence: { req: ['term', 'epoch'], opt: ['node'], out: ['admitted', 'window'] },
   apply_placeholder: { req: ['epoch', 'offset'], opt: [], out: ['accepted', 'applied_window', 'crashed'] },
   apply_advance_epoch: { req: ['epoch', 'offset'], opt: [], out: ['applied_window'] },
+  apply_advance_gc_epoch: { req: ['epoch', 'offset'], opt: [], out: ['barrier_epoch', 'gc_safe_epoch', 'inactive_epoch'] },
   apply_reconciled: { req: ['lrlo'], opt: ['lro'], out: ['min_epoch_lower_bound', 'inactive_epoch'] },
   restart: { req: [], opt: ['node'], out: [] },
   state: { req: [], opt: [], out: STATE_KEYS },
@@ -163,8 +164,10 @@ class Replayer {
     const { epoch, offset } = this._checkOffset(step);
     if (this.deleted) return { accepted: false, applied_window: null };
     const r = core.applyPlaceholder(this.state, epoch, offset, this.variant);
-    if (!r.accepted && core.assertAtApply(this.variant)) {
-      // the replica crashed on this entry: nothing applied, its replay crashes again
+    if (!r.accepted && core.assertAtApply(this.variant)
+        && !core.accepts(this.state, epoch, this.variant)) {
+      // the replica crashed on this entry (outside the window; a barrier refusal is never a
+      // crash): nothing applied, its replay crashes again
       return { accepted: false, applied_window: win(this.state), crashed: true };
     }
     this.state = r.state;
@@ -183,6 +186,19 @@ class Replayer {
     this.state = core.applyAdvanceEpoch(this.state, epoch, offset, this.variant);
     this.lastOffset = offset;
     return { applied_window: win(this.state) };
+  }
+
+  _apply_advance_gc_epoch(step) {
+    const { epoch, offset } = this._checkOffset(step);
+    if (this.deleted) return { barrier_epoch: null, gc_safe_epoch: null, inactive_epoch: null };
+    this.state = core.applyAdvanceGcEpoch(this.state, epoch, offset);
+    this.lastOffset = offset;
+    const none = (v) => (v < 0n ? null : v); // -1: none
+    return {
+      barrier_epoch: none(this.state.barrier_epoch),
+      gc_safe_epoch: none(this.state.gc_safe_epoch),
+      inactive_epoch: core.inactiveEpoch(this.state, this.variant),
+    };
   }
 
   _apply_reconciled(step) {

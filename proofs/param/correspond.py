@@ -62,7 +62,7 @@ def abstract(s: System) -> Structure:
         "revision": s.revision, "cluster_epoch": s.cluster_epoch,
         "snapshot_revision": s.snapshot_revision,
         "gc_set": s.gc_m is not None, "gc_m": 0 if s.gc_m is None else s.gc_m,
-        "clock": s.clock, "grace": s.grace,
+        "clock": s.clock, "grace": s.grace, "cache_floor": s.cache_floor,
     }
     per_p: dict[str, dict[tuple[int, ...], Any]] = {n: {} for n, (a, _) in SIG.items()
                                                     if a and a[0] == "P"}
@@ -78,6 +78,12 @@ def abstract(s: System) -> Structure:
         for name, v in zip(("max", "prev", "floor", "woff"), vals, strict=True):
             per_p[name][k] = 0 if v is None else v
         per_p["lrlo"][k], per_p["log_end"][k] = st.last_reconciled_log_offset, part.log_end
+        # The barrier's fields: negative is none (-1 in the model's states)
+        bset, gset = st.barrier_epoch >= 0, st.gc_safe_epoch >= 0
+        per_p["bset"][k], per_p["gset"][k] = bset, gset
+        per_p["bepoch"][k] = st.barrier_epoch if bset else 0
+        per_p["boff"][k] = st.barrier_offset if bset else 0
+        per_p["gsafe"][k] = st.gc_safe_epoch if gset else 0
         per_p["in_snap"][k] = part.in_snapshot
         if len(part.replicas) != n_r:
             raise NotAbstractable("partitions with different replica counts")

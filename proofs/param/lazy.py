@@ -185,7 +185,10 @@ def _lazy_system(ex: Explorer, template: System, seen: bool, tag: str) -> System
         state = lazy(PartitionState, win,
                      last_reconciled_offset=_int(ex, f"p{p}.lro"),
                      last_reconciled_log_offset=_int(ex, f"p{p}.lrlo"),
-                     start_offset=_int(ex, f"p{p}.start"))
+                     start_offset=_int(ex, f"p{p}.start"),
+                     barrier_epoch=_int(ex, f"p{p}.bepoch"),
+                     barrier_offset=_int(ex, f"p{p}.boff"),
+                     gc_safe_epoch=_int(ex, f"p{p}.gsafe"))
         reps = []
         for r in range(len(tp.replicas)):
             n = f"p{p}.r{r}"
@@ -220,6 +223,7 @@ def _lazy_system(ex: Explorer, template: System, seen: bool, tag: str) -> System
     plain.update(revision=_int(ex, "revision"), cluster_epoch=_int(ex, "cluster_epoch"),
                  snapshot_revision=_int(ex, "snapshot_revision"), partitions=tuple(parts),
                  clock=_int(ex, "clock"), grace=_int(ex, "grace"),
+                 cache_floor=_int(ex, "cache_floor"),
                  objects=objs, writes=writes)
     del plain["gc_m"]
     return lazy(System, {"gc_m": (gc, _int(ex, "gc_m"))}, **plain)  # type: ignore[no-any-return]

@@ -50,6 +50,13 @@ SIG: dict[str, tuple[tuple[str, ...], str]] = {
     "woffset": (("W",), INT),
     "durable": (("W",), BOOL),  # ghost: the placeholder's data is durable in L1 (R27)
     "wrepl": (("W",), BOOL),  # ghost: the fence admitted it (its placeholder went to the log)
+    # The epoch barrier (R36-R38).
+    "cache_floor": ((), INT),  # every cached epoch is at least this (caches invalidated)
+    "bset": (("P",), BOOL),  # a barrier command was applied: its candidate is pending
+    "bepoch": (("P",), INT),  # the highest candidate applied
+    "boff": (("P",), INT),  # the log offset of its command
+    "gset": (("P",), BOOL),  # a safe epoch was promoted
+    "gsafe": (("P",), INT),  # the promoted safe epoch
 }
 # Rigid (never changed by an action): which object and partition a write belongs to.
 # W -> O and W -> P only: the function graph is stratified (no cycle), as EPR needs.

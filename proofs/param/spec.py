@@ -42,9 +42,30 @@ def epoch_of(s: St, w: Any) -> Any:
     return s.oepoch(s.wobj(w))
 
 
-def accepts(L: L_, s: St, p: Any, e: Any) -> Any:
+def window_accepts(L: L_, s: St, p: Any, e: Any) -> Any:
     """R3: no window yet, or at or above previous_applied_epoch."""
     return L.Or(L.Not(s.wset(p)), e >= s.prev(p))
+
+
+def above_barrier(L: L_, s: St, p: Any, e: Any) -> Any:
+    """R37: no barrier applied, or above its candidate."""
+    return L.Or(L.Not(s.bset(p)), e > s.bepoch(p))
+
+
+def accepts(L: L_, s: St, p: Any, e: Any) -> Any:
+    """What apply accepts: the window (R3) and the barrier (R37)."""
+    return L.And(window_accepts(L, s, p, e), above_barrier(L, s, p, e))
+
+
+def mset(L: L_, s: St, p: Any) -> Any:
+    """M(p) has a value: a window was set, or a barrier epoch promoted (R7, R38)."""
+    return L.Or(s.wset(p), s.gset(p))
+
+
+def mp(L: L_, s: St, p: Any) -> Any:
+    """M(p) when `mset`: floor - 1, or the promoted barrier epoch when higher."""
+    return L.Ite(L.And(s.gset(p), L.Or(L.Not(s.wset(p)), s.gsafe(p) > s.floor(p) - 1)),
+                 s.gsafe(p), s.floor(p) - 1)
 
 
 def in_flight(L: L_, s: St, w: Any) -> Any:
@@ -80,6 +101,14 @@ INVARIANTS: dict[str, list[Conjunct]] = {
         ("accepted at/after the window offset => epoch >= previous", ("W",),
          _w(lambda L, s, w, p, e: L.Implies(
              L.And(s.wstatus(w) == ACCEPTED, s.woffset(w) >= s.woff(p)), e >= s.prev(p)))),
+        ("accepted after the barrier's command => epoch > its candidate (R37)", ("W",),
+         _w(lambda L, s, w, p, e: L.Implies(
+             L.And(s.wstatus(w) == ACCEPTED, s.bset(p), s.woffset(w) > s.boff(p)),
+             e > s.bepoch(p)))),
+        ("accepted above LRLO => epoch > the promoted safe epoch (R38)", ("W",),
+         _w(lambda L, s, w, p, e: L.Implies(
+             L.And(s.wstatus(w) == ACCEPTED, s.gset(p), s.woffset(w) > s.lrlo(p)),
+             e > s.gsafe(p)))),
     ],
     "window": [
         ("offsets: -1 <= LRLO < log end", ("P",),
@@ -90,11 +119,19 @@ INVARIANTS: dict[str, list[Conjunct]] = {
              s.crev(p) <= s.floor(p), s.woff(p) >= 0, s.woff(p) < s.log_end(p)))),
         ("a partition not created has an empty log", ("P",),
          lambda L, s, p: L.Implies(L.Not(s.created(p)), s.log_end(p) == 0)),
+        ("a barrier's pending epoch is well formed (R36)", ("P",),
+         lambda L, s, p: L.Implies(s.bset(p), L.And(
+             s.created(p), s.bepoch(p) >= 0, s.boff(p) >= 0, s.boff(p) < s.log_end(p),
+             s.bepoch(p) + 1 >= s.crev(p)))),
+        ("a promoted safe epoch is at most the pending one (R38)", ("P",),
+         lambda L, s, p: L.Implies(s.gset(p), L.And(
+             s.bset(p), s.gsafe(p) >= 0, s.gsafe(p) <= s.bepoch(p),
+             s.gsafe(p) + 1 >= s.crev(p)))),
     ],
     "reports": [
         ("a replica's M(p) is at most the partition's", ("P", "R"),
          lambda L, s, p, r: L.Implies(s.iset(p, r), L.And(
-             s.wset(p), s.inact(p, r) <= s.floor(p) - 1, s.inact(p, r) >= -1))),
+             mset(L, s, p), s.inact(p, r) <= mp(L, s, p), s.inact(p, r) >= -1))),
         ("a report is at most the replica's M(p)", ("P", "R"),
          lambda L, s, p, r: L.Implies(s.rset(p, r), L.And(
              s.iset(p, r), s.rep(p, r) <= s.inact(p, r), s.rep(p, r) >= -1))),
@@ -105,7 +142,8 @@ INVARIANTS: dict[str, list[Conjunct]] = {
         ("one number line", (),
          lambda L, s: L.And(s.cluster_epoch() >= 0, s.cluster_epoch() <= s.revision(),
                             s.snapshot_revision() >= 0,
-                            s.snapshot_revision() <= s.revision())),
+                            s.snapshot_revision() <= s.revision(),
+                            s.cache_floor() >= 0, s.cache_floor() <= s.cluster_epoch())),
         ("a creation revision is a past revision", ("P",),
          lambda L, s, p: L.Implies(s.created(p),
                                    L.And(s.crev(p) >= 1, s.crev(p) <= s.revision()))),
@@ -159,7 +197,7 @@ INVARIANTS: dict[str, list[Conjunct]] = {
         ("the round's M is at most M(p) of every partition created by it", ("P",),
          lambda L, s, p: L.Implies(
              L.And(s.gc_set(), s.created(p), s.crev(p) <= s.gc_m()),
-             L.And(s.wset(p), s.gc_m() <= s.floor(p) - 1))),
+             L.And(mset(L, s, p), s.gc_m() <= mp(L, s, p)))),
     ],
 }
 
@@ -199,21 +237,22 @@ def _mono(field: str) -> Conjunct:
 def fresh_defined(L: L_, s: St) -> Any:
     """M over fresh reports has a value: every partition in the snapshot has M(p) (an
     empty snapshot gives its revision: R19, changed)."""
-    return L.forall(("P",), lambda p: L.Implies(s.in_snap(p), s.wset(p)))
+    return L.forall(("P",), lambda p: L.Implies(s.in_snap(p), mset(L, s, p)))
 
 
 def fresh_le(L: L_, s: St, x: Any) -> Any:
     """M(s) <= x, where M(s) = min(snapshot revision, min over the snapshot of M(p))."""
     return L.Or(s.snapshot_revision() <= x,
-                L.exists(("P",), lambda p: L.And(s.in_snap(p), s.floor(p) - 1 <= x)))
+                L.exists(("P",), lambda p: L.And(s.in_snap(p), mp(L, s, p) <= x)))
 
 
 TRANSITION_INVARIANTS: dict[str, list[Conjunct]] = {
     "mono_max_applied": [_mono("max")],
     "mono_floor": [_mono("floor")],
-    "mono_inactive": [_implies("M(p) never decreases", ("P",), _exists_partition,
-                               lambda L, a, b, p: L.And(b.wset(p),
-                                                        a.floor(p) - 1 <= b.floor(p) - 1))],
+    "mono_inactive": [_implies("M(p) never decreases", ("P",),
+                               lambda L, a, b, p: L.And(mset(L, a, p), b.created(p)),
+                               lambda L, a, b, p: L.And(mset(L, b, p),
+                                                        mp(L, a, p) <= mp(L, b, p)))],
     # T4 is a minimum over all partitions: M(a) <= M(b) iff M(a) <= the snapshot revision
     # of b and M(a) <= M_b(q) for every q in b's snapshot.
     "mono_fresh_M": [
@@ -223,7 +262,7 @@ TRANSITION_INVARIANTS: dict[str, list[Conjunct]] = {
         _implies("fresh M <= M(q) of every partition in the new snapshot", ("P",),
                  lambda L, a, b, q: L.And(fresh_defined(L, a), fresh_defined(L, b),
                                           b.in_snap(q)),
-                 lambda L, a, b, q: fresh_le(L, a, b.floor(q) - 1)),
+                 lambda L, a, b, q: fresh_le(L, a, mp(L, b, q))),
     ],
     # T5: only a deletion moves an object from stored to deleted
     "grace": [
@@ -239,10 +278,10 @@ def init(L: L_, s: St) -> Any:
     """The initial state of `model.system.initial` for any universe."""
     return L.And(
         s.revision() == 0, s.cluster_epoch() == 0, s.snapshot_revision() == 0,
-        L.Not(s.gc_set()), s.clock() == 0, s.grace() >= 0,
+        L.Not(s.gc_set()), s.clock() == 0, s.grace() >= 0, s.cache_floor() == 0,
         L.forall(("P",), lambda p: L.And(
             L.Not(s.created(p)), s.crev(p) == 0, L.Not(s.wset(p)), s.lrlo(p) == -1,
-            s.log_end(p) == 0, L.Not(s.in_snap(p)))),
+            s.log_end(p) == 0, L.Not(s.in_snap(p)), L.Not(s.bset(p)), L.Not(s.gset(p)))),
         L.forall(("P", "R"), lambda p, r: L.And(L.Not(s.iset(p, r)), L.Not(s.rset(p, r)),
                                                  L.Not(s.rnull(p, r)))),
         L.forall(("O",), lambda o: L.And(s.ostatus(o) == ABSENT, s.oepoch(o) == 0,
@@ -286,8 +325,12 @@ def apply_reconciled(L: L_, s: St, p0: Any, lrlo: Any) -> St:
     """R5: LRLO only moves forward; reaching the window offset raises the floor."""
     new = L.Ite(lrlo > s.lrlo(p0), lrlo, s.lrlo(p0))
     raise_ = L.And(s.wset(p0), s.woff(p0) <= new)
+    promote = L.And(s.bset(p0), s.boff(p0) <= new)  # R38
     return s.with_(lrlo=_at(L, p0, lambda: new, s.lrlo),
-                   floor=_at(L, p0, lambda: L.Ite(raise_, s.prev(p0), s.floor(p0)), s.floor))
+                   floor=_at(L, p0, lambda: L.Ite(raise_, s.prev(p0), s.floor(p0)), s.floor),
+                   gset=_at(L, p0, lambda: L.Or(s.gset(p0), promote), s.gset),
+                   gsafe=_at(L, p0, lambda: L.Ite(promote, s.bepoch(p0), s.gsafe(p0)),
+                             s.gsafe))
 
 
 def in_l1_up_to(L: L_, s: St, p0: Any, lrlo: Any) -> Any:
@@ -336,6 +379,8 @@ def delete_partition(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
         revision=lambda: r, created=off(s.created), in_snap=off(s.in_snap),
         wset=off(s.wset), max=off(s.max, 0), prev=off(s.prev, 0), floor=off(s.floor, 0),
         woff=off(s.woff, 0), lrlo=off(s.lrlo, -1), log_end=off(s.log_end, 0),
+        bset=off(s.bset), bepoch=off(s.bepoch, 0), boff=off(s.boff, 0), gset=off(s.gset),
+        gsafe=off(s.gsafe, 0),
         iset=off_r(s.iset), inact=off_r(s.inact, 0), rset=off_r(s.rset), rep=off_r(s.rep, 0),
         rnull=off_r(s.rnull),
         wstatus=lambda w: L.Ite(hit(w), ORPHANED, s.wstatus(w)),
@@ -362,6 +407,7 @@ def upload(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
     o0, cache, e = prm["o"], prm["cache"], prm["e"]
     guard = L.And(
         s.ostatus(o0) == ABSENT, cache >= 0, cache <= s.cluster_epoch(),
+        cache >= s.cache_floor(),
         L.forall(("W",), lambda w: L.Implies(s.wobj(w) == o0, s.created(s.wpart(w)))),
         stamp_ok(L, s, o0, cache, e))
     return guard, s.with_(
@@ -375,7 +421,7 @@ def fence_write(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
     """The fence is havocked: it may admit (only what the window accepts) or reject."""
     w0, ok = prm["w"], prm["admit"]
     guard = L.And(s.wstatus(w0) == UPLOADED,
-                  L.Implies(ok, accepts(L, s, s.wpart(w0), epoch_of(s, w0))))
+                  L.Implies(ok, window_accepts(L, s, s.wpart(w0), epoch_of(s, w0))))
     return guard, _write_status(L, s, w0, L.Ite(ok, FENCED, FAILED)).with_(
         wrepl=_at(L, w0, lambda: ok, s.wrepl))
 
@@ -387,8 +433,8 @@ def fail_replicate(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
 
 def give_up(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
     w0 = prm["w"]
-    guard = L.And(s.wstatus(w0) == UNKNOWN,
-                  L.Not(accepts(L, s, s.wpart(w0), epoch_of(s, w0))))
+    guard = L.And(s.wstatus(w0) == UNKNOWN,  # the window passed it (not just the barrier)
+                  L.Not(window_accepts(L, s, s.wpart(w0), epoch_of(s, w0))))
     return guard, _write_status(L, s, w0, FAILED)
 
 
@@ -416,8 +462,8 @@ def _other_ok(L: L_, s: St, p0: Any, e: Any) -> Any:
 
 def other_write(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
     p0, e = prm["p"], prm["epoch"]
-    guard = L.And(_other_ok(L, s, p0, e), accepts(L, s, p0, e), apply_ok(L, s, p0, e))
-    return guard, apply_placeholder(L, s, p0, e, True)
+    guard = L.And(_other_ok(L, s, p0, e), window_accepts(L, s, p0, e), apply_ok(L, s, p0, e))
+    return guard, apply_placeholder(L, s, p0, e, above_barrier(L, s, p0, e))
 
 
 def late_land(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
@@ -465,8 +511,8 @@ def _pr(L: L_, p0: Any, r0: Any, new: Callable[[], Any],
 def sync_replica(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
     p0, r0 = prm["p"], prm["r"]
     return True, s.with_(
-        iset=_pr(L, p0, r0, lambda: s.wset(p0), s.iset),
-        inact=_pr(L, p0, r0, lambda: L.Ite(s.wset(p0), s.floor(p0) - 1, 0), s.inact))
+        iset=_pr(L, p0, r0, lambda: mset(L, s, p0), s.iset),
+        inact=_pr(L, p0, r0, lambda: L.Ite(mset(L, s, p0), mp(L, s, p0), 0), s.inact))
 
 
 def report(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
@@ -507,6 +553,33 @@ def gc_delete(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
     return guard, s.with_(ostatus=_at(L, o0, lambda: DELETED, s.ostatus))
 
 
+def invalidate_caches(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
+    """R36: every cached epoch is at least the current cluster epoch from now on."""
+    return True, s.with_(cache_floor=s.cluster_epoch)
+
+
+def drained(L: L_, s: St, p0: Any, e: Any) -> Any:
+    """No write to p0 stamped at or below e is uploaded or fenced (unknown: answered)."""
+    return L.forall(("W",), lambda w: L.Implies(
+        L.And(s.wpart(w) == p0, L.Or(s.wstatus(w) == UPLOADED, s.wstatus(w) == FENCED)),
+        epoch_of(s, w) > e))
+
+
+def barrier(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
+    """R36: advance_gc_epoch(e) at log_end(p0), once the caches were invalidated above e
+    and p0's writes at or below e drained; e becomes pending if above the pending one."""
+    p0, e = prm["p"], prm["epoch"]
+    guard = L.And(s.created(p0), e >= 0, e < s.cache_floor(), e + 1 >= s.crev(p0),
+                  drained(L, s, p0, e), apply_ok(L, s, p0, e))
+    up = L.Or(L.Not(s.bset(p0)), e > s.bepoch(p0))
+    n = s.log_end(p0)
+    return guard, s.with_(
+        bset=_at(L, p0, lambda: True, s.bset),
+        bepoch=_at(L, p0, lambda: L.Ite(up, e, s.bepoch(p0)), s.bepoch),
+        boff=_at(L, p0, lambda: L.Ite(up, n, s.boff(p0)), s.boff),
+        log_end=_at(L, p0, lambda: n + 1, s.log_end))
+
+
 Params = tuple[tuple[str, str], ...]
 # name -> (parameters (as in model.system.ACTIONS), choices (existential), formula)
 ACTIONS: dict[str, tuple[Params, Params, Callable[..., tuple[Any, St]]]] = {
@@ -533,4 +606,6 @@ ACTIONS: dict[str, tuple[Params, Params, Callable[..., tuple[Any, St]]]] = {
     "expire_report": ((("p", "P"), ("r", "R")), (), expire_report),
     "gc_compute": ((), (("go", BOOL), ("M", INT)), gc_compute),
     "gc_delete": ((("o", "O"),), (), gc_delete),
+    "invalidate_caches": ((), (), invalidate_caches),
+    "barrier": ((("p", "P"), ("epoch", INT)), (), barrier),
 }

@@ -151,7 +151,7 @@ def abstract(s: System) -> Structure:
     an undecided optional field is a formula."""
     out: Structure = {"revision": s.revision, "cluster_epoch": s.cluster_epoch,
                       "snapshot_revision": s.snapshot_revision, "clock": s.clock,
-                      "grace": s.grace}
+                      "grace": s.grace, "cache_floor": s.cache_floor}
     present, m = optional(s, "gc_m")
     out["gc_set"], out["gc_m"] = present, _opt(present, m)
     per: dict[str, dict[tuple[int, ...], Any]] = {n: {} for n, (a, _) in SIG.items()
@@ -170,6 +170,7 @@ def abstract(s: System) -> Structure:
         for name, (pr, v) in zip(("max", "prev", "floor", "woff"), opts, strict=True):
             per[name][k] = _opt(pr, v)
         per["lrlo"][k] = part.state.last_reconciled_log_offset
+        _abstract_barrier(per, k, part.state)
         per["log_end"][k] = part.log_end
         per["in_snap"][k] = part.in_snapshot
         for r, rep in enumerate(part.replicas):
@@ -198,6 +199,16 @@ def _abstract_once(s: System) -> Structure:
             _ABSTRACT.clear()
         hit = _ABSTRACT[id(s)] = (s, abstract(s))
     return hit[1]
+
+
+def _abstract_barrier(per: dict[str, dict[tuple[int, ...], Any]], k: tuple[int, ...],
+                      st: Any) -> None:
+    """The barrier's fields (R36-R38) of one partition, deciding nothing (negative is
+    none: -1 in the model's states)."""
+    be, bo, gv = st.barrier_epoch, st.barrier_offset, st.gc_safe_epoch
+    bp, gp = z(be) >= 0, z(gv) >= 0
+    per["bset"][k], per["bepoch"][k], per["boff"][k] = bp, _opt(bp, be), _opt(bp, bo)
+    per["gset"][k], per["gsafe"][k] = gp, _opt(gp, gv)
 
 
 def extras(s: System) -> Any:
@@ -549,11 +560,13 @@ def check_invariant(name: str, shape: str, template: System, timeout_ms: int = 2
 def fresh_m_term(a: Structure, sizes: dict[str, int]) -> tuple[Any, Any]:
     """(defined, M) of the fresh-report M (R15-R19) as terms of an abstract state: the
     bridge that keeps T4's pairs of states from multiplying Python's paths."""
-    defined = z3.And(*(z3.Implies(z(a["in_snap"][(p,)]), z(a["wset"][(p,)]))
+    L = TermLogic(sizes)
+    st = finite_state(a)
+    defined = z3.And(*(z3.Implies(z(a["in_snap"][(p,)]), z(spec.mset(L, st, p)))
                        for p in range(sizes["P"])))
     m = z(a["snapshot_revision"])
     for p in range(sizes["P"]):
-        v = z(a["floor"][(p,)]) - 1
+        v = z(spec.mp(L, st, p))
         m = z3.If(z3.And(z(a["in_snap"][(p,)]), v < m), v, m)
     return defined, m
 
@@ -701,7 +714,8 @@ def check_init(shape: str, template: System, timeout_ms: int = 2000) -> Result:
 
 # Optional fields and the flag saying they are set: unset, the abstraction has them 0.
 CANONICAL = {"gc_m": "gc_set", "max": "wset", "prev": "wset", "floor": "wset",
-             "woff": "wset", "inact": "iset", "rep": "rset"}
+             "woff": "wset", "inact": "iset", "rep": "rset",
+             "bepoch": "bset", "boff": "bset", "gsafe": "gset"}
 
 
 def _canonical(s: Structure) -> Structure:

@@ -76,6 +76,53 @@ def task_delete_shared() -> list[Outcome]:
     return [Outcome(name, "invariant", "failed", dt, bmc.table(tr), scope=SCOPE_2P)]
 
 
+# The epoch barrier raises M (R36-R38), not vacuously: o0's placeholder lands and is
+# reconciled into L1, so p0's floor is its epoch e and M(p0) = e - 1 without a barrier;
+# the barrier's candidate (>= e), promoted once LRLO reaches its command, covers o0,
+# and the final gc_delete deletes it (a bounded search, the solver picks every number).
+BARRIER_TEMPLATE = initial(1, 1, [(0, 0)], 1)
+BARRIER_RAISES: list[tuple[str, dict[str, Any]]] = [
+    ("create_partition", {"p": 0}), ("mint", {}), ("upload", {"o": 0}),
+    ("fence_write", {"w": 0}), ("land_write", {"w": 0}), ("copy_to_l1", {"w": 0}),
+    ("reconcile", {"p": 0}), ("mint", {}), ("invalidate_caches", {}),
+    ("barrier", {"p": 0}), ("reconcile", {"p": 0}),
+    ("sync_replica", {"p": 0, "r": 0}), ("report", {"p": 0, "r": 0}),
+    ("publish_snapshot", {}), ("gc_compute", {"foreign": ()}), ("gc_delete", {"o": 0}),
+]
+
+
+def _barrier_deleted(states: Any) -> Any:
+    """The last step deleted o0, which the floor alone (floor - 1 < its epoch) kept."""
+    last = states[-1]
+    st = last.partitions[0].state
+    floor_m = -1 if st.min_epoch_lower_bound is None else st.min_epoch_lower_bound - 1
+    return (states[-2] != last) & (last.objects[0].epoch > floor_m)
+
+
+def task_barrier_raises() -> list[Outcome]:
+    """Witness: a barrier raises M(p) past floor - 1 and a deletion follows (reference);
+    the safety check on the same shape (no trace breaks I1) makes it a proof row too."""
+    name = "barrier raises M(p0) past floor - 1 and a deletion follows (bounded witness)"
+    t0 = time.perf_counter()
+    try:
+        bad = bmc.search(BARRIER_TEMPLATE, REFERENCE, BARRIER_RAISES,
+                         lambda st: neg(inv_safety(st[-1], REFERENCE)))
+        wit = None if bad is not None else bmc.search(
+            BARRIER_TEMPLATE, REFERENCE, BARRIER_RAISES, _barrier_deleted)
+    except TimeoutError as e:
+        return [Outcome(name, "witness", "unknown", time.perf_counter() - t0, str(e),
+                        scope=SCOPE_2P)]
+    dt = time.perf_counter() - t0
+    if bad is not None:
+        return [Outcome(name, "invariant", "failed", dt, bmc.table(bad), scope=SCOPE_2P)]
+    if wit is None:
+        return [Outcome(name, "witness", "failed", dt, "vacuous: no trace along the shape "
+                        "deletes an object above floor - 1", scope=SCOPE_2P)]
+    return [Outcome(name, "witness", "found", dt, "no trace along the shape breaks safety; "
+                    "the barrier's promoted epoch lets the final gc_delete delete o0 "
+                    "(epoch above floor - 1) in:\n" + bmc.table(wit), scope=SCOPE_2P)]
+
+
 def task_init(seed: int = prove.SEED, timeout_ms: int = prove.TIMEOUT_MS) -> list[Outcome]:
     return prove.prove_init(seed, timeout_ms)
 
@@ -159,6 +206,7 @@ def jobs(seed: int = prove.SEED, timeout_ms: int = prove.TIMEOUT_MS
     out += [(task_action, (a, seed, timeout_ms)) for a in spec.ACTIONS]
     out.append((task_two_partitions, ()))
     out.append((task_delete_shared, ()))
+    out.append((task_barrier_raises, ()))
     out.append((liveness.task_liveness, (seed, timeout_ms)))
     out += exhaustive_jobs(seed, timeout_ms)
     return out

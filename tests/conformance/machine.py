@@ -20,6 +20,7 @@ from hypothesis.stateful import (
 )
 
 from tests.conformance import shapes
+from tests.conformance.barrier import run_barrier
 from tests.conformance.harness import ALL_PARTITIONS, NODES, STATS, Harness
 from tests.conformance.liveness import check_liveness
 from tests.conformance.rulechoice import SwarmRuleStrategy, simplest_program
@@ -247,6 +248,12 @@ class ConformanceMachine(RuleBasedStateMachine):
     def housekeep(self, p: str) -> None:
         self._count("housekeep")
         self.H.housekeep(p)
+
+    # issue 30: the epoch barrier (tests/conformance/barrier.py)
+    @rule(rounds=st.booleans())
+    def epoch_barrier(self, rounds: bool) -> None:
+        self._count("epoch_barrier")
+        run_barrier(self.H, rounds)
 
     @rule(which=st.lists(nodes, min_size=1, max_size=3, unique=True), stale=st.booleans())
     def publish_health(self, which: list[int], stale: bool) -> None:

@@ -69,6 +69,8 @@ class Shadow:
             new = mp.apply_reconciled(s, cmd.lrlo, cmd.lro)
         elif isinstance(cmd, c.SetStartOffset):
             new = mp.apply_set_start_offset(s, cmd.start_offset)
+        elif isinstance(cmd, c.AdvanceGcEpoch):  # the epoch barrier (R36)
+            new = mp.apply_advance_gc_epoch(s, cmd.epoch, index)
         else:  # Barrier
             new = s
         if new != s:

@@ -53,3 +53,20 @@ def test_gc_retained_garbage_at_least_ideal() -> None:
         assert n_actual >= n_ideal and b_actual >= b_ideal, t
     assert r.stored_bytes_mean >= r.live_bytes_mean
     assert r.retention_mean >= 0 and r.garbage_objects_mean >= 0
+
+
+# -- the epoch barrier (issue 30) ------------------------------------------------------------
+
+
+def test_barrier_collects_idle_partitions_garbage_sooner_and_safely() -> None:
+    from epochgc.experiments import barrier
+
+    off, on = (barrier.run_cell(barrier.Cell("idle", b, 1, 16.0)) for b in (False, True))
+    assert off.violations == [] and on.violations == []
+    assert off.objects > 0 and off.objects == on.objects  # the same workload
+    assert on.barrier_epochs >= 1 and off.barrier_epochs == 0
+    # the idle partitions block GC until the housekeeper (15 s); the barrier moves them
+    assert on.first_deletion is not None and (off.first_deletion or 99.0) > on.first_deletion
+    assert on.delay_mean is not None and off.delay_mean is not None
+    assert on.delay_mean < off.delay_mean
+    assert barrier.run_cell(barrier.Cell("idle", True, 1, 16.0)) == on  # deterministic

@@ -18,7 +18,8 @@ from epochgc.model.keys import DATA_PREFIX
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"acked", "lost", "stale_rejections", "leader_changes", "objects_created",
         "objects_deleted", "in_use_deleted", "cluster_M",
-        "topics_deleted", "stranded_collected", "deleted_refusals"}
+        "topics_deleted", "stranded_collected", "deleted_refusals",
+        "barrier_candidate", "barrier_promoted"}
 
 
 @pytest.mark.slow
@@ -40,6 +41,8 @@ def test_demo_json_loses_nothing_and_deletes_only_garbage() -> None:
     # issue 13: topic u deleted and re-created mid-run, its stranded objects collected
     assert out["topics_deleted"] == 1 and out["deleted_refusals"] >= 1
     assert 1 <= out["stranded_collected"] <= out["objects_deleted"]
+    # issue 30: the epoch barrier ran on demand and was promoted somewhere
+    assert isinstance(out["barrier_candidate"], int) and out["barrier_promoted"] >= 1
 
 
 def _reckless_round(self: DemoGc) -> RoundResult:

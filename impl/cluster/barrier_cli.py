@@ -1,0 +1,82 @@
+"""`epochgc barrier --data-dir DIR`: run the epoch barrier (SPEC R36-R38) on a running
+cluster on demand.
+
+The controller leader mints with the barrier mint (every broker drops its cached epoch as
+it applies it); each partition leader then drains its fence, writes
+advance_gc_epoch(candidate) and moves LRLO over command entries. With `--wait S` the
+command waits until every partition's leader has applied the candidate, then prints per
+partition whether it is still pending (an unreconciled placeholder before the command) or
+promoted, and M(p). Exit 0 when every partition applied it, 1 otherwise."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+import click
+from epochgc.impl.cluster.client import ProcClusterAccess
+from epochgc.impl.cluster.local import LocalCluster
+
+
+def barrier_rows(nodes: dict[int, Any], candidate: int) -> dict[str, dict[str, Any]]:
+    """Per partition, as its leader reports it: the applied barrier epoch, the promoted
+    safe epoch, M(p), and `state`: "promoted" (the promoted epoch is the candidate or
+    above), "pending" (applied, not yet promoted) or "missing" (not applied, or no leader
+    answered)."""
+    out: dict[str, dict[str, Any]] = {}
+    for n, st in sorted(nodes.items()):
+        if st is None:
+            continue
+        for p, s in st["partitions"].items():
+            if s["leader"] != n and p in out:
+                continue
+            b, g = s.get("barrier_epoch"), s.get("gc_safe_epoch")
+            state = ("promoted" if g is not None and g >= candidate else
+                     "pending" if b is not None and b >= candidate else "missing")
+            row = {"barrier_epoch": b, "gc_safe_epoch": g, "inactive_epoch": s["inactive_epoch"],
+                   "state": state, "leader": s["leader"] == n}
+            if row["leader"] or p not in out:
+                out[p] = row
+    return out
+
+
+async def _run(lc: LocalCluster, wait: float) -> tuple[int, dict[str, dict[str, Any]]]:
+    access = ProcClusterAccess(lc.client_addrs())
+    try:
+        r = await access.controller_call(op="barrier")
+        if r["status"] != "ok":
+            raise click.ClickException(f"barrier refused: {r}")
+        cand = int(r["candidate"])
+        deadline = time.monotonic() + wait
+        while True:
+            nodes = {n: (await access.call(n, op="status")).get("data") for n in lc.ids}
+            rows = barrier_rows(nodes, cand)
+            if (rows and all(x["state"] != "missing" for x in rows.values())) or (
+                    time.monotonic() >= deadline):
+                return cand, rows
+            await asyncio.sleep(0.2)
+    finally:
+        await access.close()
+
+
+@click.command()
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--wait", default=10.0, show_default=True, type=click.FloatRange(min=0),
+              help="seconds to wait for every partition to apply the candidate")
+@click.option("--json", "as_json", is_flag=True)
+def barrier(data_dir: str, wait: float, as_json: bool) -> None:
+    """Run the epoch barrier now: invalidate every epoch cache, drain, write
+    advance_gc_epoch(candidate) to every partition (SPEC R36-R38)."""
+    lc = LocalCluster(data_dir)
+    cand, rows = asyncio.run(_run(lc, wait))
+    ok = bool(rows) and all(x["state"] != "missing" for x in rows.values())
+    if as_json:
+        click.echo(json.dumps({"candidate": cand, "partitions": rows, "applied": ok}))
+        raise SystemExit(0 if ok else 1)
+    click.echo(f"barrier candidate: {cand}")
+    for p, x in sorted(rows.items()):
+        click.echo(f"{p:8} {x['state']:8} barrier={x['barrier_epoch']} "
+                   f"safe={x['gc_safe_epoch']} M(p)={x['inactive_epoch']}")
+    raise SystemExit(0 if ok else 1)
