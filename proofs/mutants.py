@@ -195,6 +195,36 @@ MUTANTS: tuple[Mutant, ...] = (
         'key = prefix_path(prefix) + f"{epoch:018d}/{name}"',
         'key = prefix_path(prefix) + f"{epoch:d}/{name}"',
     ),
+    # An independent reviewer's survivors (issue 28, thirteenth session): each passed every
+    # row until keygrammar's and modeledges' checks were widened.
+    Mutant(
+        "key-epoch-unpadded-parse",
+        "the parser takes an unpadded epoch, which sorts after every 18-digit key (R21, R22)",
+        "model/keys.py",
+        'r"level_zero/data/([0-9]{3})/([0-9]{18})/',
+        'r"level_zero/data/([0-9]{3})/([0-9]{1,18})/',
+    ),
+    Mutant(
+        "eligible-args-swapped",
+        "gc_eligible passes age and grace swapped: young objects eligible (R24)",
+        "model/keys.py",
+        "    return Eligibility(deletable(parsed.epoch, age_s, m, grace_s), None)",
+        "    return Eligibility(deletable(parsed.epoch, grace_s, m, age_s), None)",
+    ),
+    Mutant(
+        "validate-refuses-minus-one",
+        "the report validation refuses -1 (a legal 'nothing below 0'): the job's rounds block",
+        "model/cluster.py",
+        'require_opt_int(where, "inactive_epoch", r.inactive_epoch, minimum=-1)',
+        'require_opt_int(where, "inactive_epoch", r.inactive_epoch, minimum=0)',
+    ),
+    Mutant(
+        "lro-moves-back",
+        "apply_reconciled lets LRO move back: reads of reconciled records go to deleted L0",
+        "model/partition.py",
+        "        new_lro = max(new_lro, lro)",
+        "        new_lro = lro",
+    ),
     Mutant(
         "apply-accepts-earlier-incarnation",
         "A2 not enforced: the apply takes a placeholder below the partition's creation"

@@ -43,6 +43,7 @@ from epochgc.proofs import (
     crosshair_check,
     explain,
     keygrammar,
+    modeledges,
     obligations,
     reach,
     scenarios,
@@ -243,6 +244,7 @@ def _tasks(quick: bool) -> list[Task]:
     tasks += [(task_contracts, (t,), f"contracts of {t} (all paths)")
               for t in contracts_sym.TARGETS]
     tasks.append((keygrammar.task_keys, (), "key grammar invariant"))
+    tasks.append((modeledges.task_model_edges, (), "gc_epoch apply_reconciled invariant"))
     variants = ("reference",) if quick else SAFE_VARIANTS
     tasks += [(task_init, (vname,), f"[{vname}] init {names}") for vname in variants]
     tags = " ".join(f"[{vname}]" for vname in variants)
