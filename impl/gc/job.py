@@ -469,6 +469,7 @@ def _stage(
     stopped: list[str] = []  # those that found M moved backwards
     for r in results:
         scanned.add(r.scanned)
+        summary.backpressure_s += r.deleted.backpressure_s  # a timing, not an audit count
         if isinstance(r.verdict, Blocked):
             blocked.append(r.verdict.why)
         elif isinstance(r.verdict, Refused):

@@ -17,6 +17,10 @@ EXIT_USAGE = 64  # bad arguments (BSD EX_USAGE), distinct from a blocked round
 EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143, "paused": EXIT_PAUSED,
                     "unhealthy": EXIT_BLOCKED}
 
+# Every value of `GcSummary.outcome`.
+OUTCOMES = ("done", "dry-run", "nothing-collectible", "blocked", "refused", "incomplete",
+            "error", "interrupted", "paused")
+
 # The keys of `--json`, exactly as the issue specifies them.
 JSON_KEYS = (
     "M",
@@ -103,6 +107,7 @@ class GcSummary:
     safety_blocked: bool = False
     min_partition_epoch: int | None = None
     max_deleted_epoch: int | None = None
+    backpressure_s: float = 0.0  # the tasks' waits for a free delete slot, summed
 
     @property
     def outcome(self) -> str:

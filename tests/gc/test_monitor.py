@@ -95,3 +95,38 @@ def test_the_model_engine_round_obeys_pause_and_monitor(tmp_path: Path, paused: 
     assert r.blocked is not None
     assert ("paused" in r.blocked) if paused else ("n2 stopped reporting" in r.blocked)
     assert store.head(key) is not None
+
+
+def test_the_gc_metrics_production_names_are_exported() -> None:
+    """Issue 30: safety-blocked rounds, paused, the outcome, the minimum partition GC
+    epoch, the max deleted epoch and backpressure (none existed before)."""
+    from epochgc.impl.gc.metrics import build_registry
+    from epochgc.impl.gc.summary import GcSummary
+
+    s = GcSummary(blocked="safety monitor: cluster health bad: n2", safety_blocked=True,
+                  min_partition_epoch=40, max_deleted_epoch=None, backpressure_s=1.5)
+    reg = build_registry(s)
+
+    def value(name: str, **labels: str) -> float | None:
+        return reg.get_sample_value(name, labels)
+
+    assert value("epochgc_gc_round_safety_blocked") == 1
+    assert value("epochgc_gc_round_paused") == 0
+    assert value("epochgc_gc_round_outcome", outcome="blocked") == 1
+    assert value("epochgc_gc_round_outcome", outcome="done") == 0
+    assert value("epochgc_gc_min_partition_epoch") == 40
+    assert value("epochgc_gc_backpressure_seconds") == 1.5
+    paused = build_registry(GcSummary(paused="GC is paused", max_deleted_epoch=7))
+    assert paused.get_sample_value("epochgc_gc_round_paused") == 1
+    assert paused.get_sample_value("epochgc_gc_max_deleted_epoch") == 7
+    assert paused.get_sample_value("epochgc_gc_round_outcome", {"outcome": "paused"}) == 1
+
+
+def test_min_partition_epoch_is_the_lowest_m_p(tmp_path: Path) -> None:
+    from epochgc.impl.gc.job import min_partition_epoch
+
+    store = LocalStore(tmp_path)
+    simple_cluster(store, 50)  # t/0: max(50, 47) = 50; t/1: 55
+    assert min_partition_epoch(read_cluster_view(store, NOW, MAX_AGE)) == 50
+    write_partitions(store, 10**6, ["t/0", "t/1", "t/2"])  # t/2 unreported
+    assert min_partition_epoch(read_cluster_view(store, NOW, MAX_AGE)) is None
