@@ -59,6 +59,7 @@ RECORDS_PER_PARTITION = 4
 RECORD_SIZE = 48
 PRODUCERS = 2
 GC_EVERY_S = 1.5
+PAUSE_AT = 0.55  # the pause window opens at this share of the work (issue 30)
 PAUSE_S = 0.15  # between a producer's batches
 TOPIC_U = "u"  # deleted mid-run and re-created (issue 13)
 U_PARTS = [f"{TOPIC_U}/{i}" for i in range(2)]
@@ -79,9 +80,16 @@ class DemoResult:
     topics_deleted: int = 0
     stranded_collected: int = 0  # objects of deleted partitions the GC rounds deleted
     deleted_refusals: int = 0  # batches to a deleted partition refused with its name
+    # Issue 30, GC operations: rounds refused while GC was paused (`gc-admin pause`, the
+    # pause window) and what they deleted (must be 0), running rounds a pause stopped, and
+    # rounds the safety monitor (or a missing report) blocked.
+    gc_paused_rounds: int = 0
+    gc_paused_deleted: int = 0
+    gc_stopped_by_pause: int = 0
+    gc_safety_blocked_rounds: int = 0
 
     def ok(self) -> bool:
-        return self.lost == 0 and self.in_use_deleted == 0
+        return self.lost == 0 and self.in_use_deleted == 0 and self.gc_paused_deleted == 0
 
 
 class Demo:
@@ -168,10 +176,11 @@ class Demo:
             ]
             chaos = asyncio.create_task(self._chaos(access, work_end))
             lifecycle = asyncio.create_task(self._lifecycle(access, work_end))
+            pause_window = asyncio.create_task(self._pause_window(work_end))
             await asyncio.sleep(max(0.0, work_end - time.monotonic()))
             stop.set()
             # the current batches finish; no cancel
-            await asyncio.gather(*producers, chaos, lifecycle)
+            await asyncio.gather(*producers, chaos, lifecycle, pause_window)
             await asyncio.gather(*background)
             await self._drain(access)
             await self._gc_round(access, final=True)
@@ -300,6 +309,21 @@ class Demo:
             raise RuntimeError(f"re-creating topic {TOPIC_U!r} failed: {r}")
         self.say(f"re-created topic {TOPIC_U} at revision {min(r['partitions'].values())}")
 
+    async def _pause_window(self, work_end: float) -> None:
+        """`gc-admin pause` part-way through the run, `gc-admin start` once a round was
+        refused (or the work ends): the rounds in between delete nothing."""
+        from epochgc.impl.gc.admin import write_admin_state
+
+        await asyncio.sleep(max(0.5, (work_end - time.monotonic()) * PAUSE_AT))
+        await asyncio.to_thread(write_admin_state, self.store, True, "demo: pause window",
+                                time.time())
+        self.say("GC paused (gc-admin pause)")
+        while (self.result.gc_paused_rounds + self.result.gc_stopped_by_pause == 0
+               and time.monotonic() < work_end):
+            await asyncio.sleep(0.2)
+        await asyncio.to_thread(write_admin_state, self.store, False, "", time.time())
+        self.say("GC resumed (gc-admin start)")
+
     async def _chaos(self, access: ProcClusterAccess, work_end: float) -> None:
         await asyncio.sleep(max(0.5, (work_end - time.monotonic()) * 0.3))
         leaders = await self.watch.poll(access, self.live)
@@ -357,6 +381,11 @@ class Demo:
                      and not self._orphaned_before(k, start)}
         if r.M is not None:
             self.result.cluster_M = r.M
+        if r.paused:
+            self.result.gc_paused_rounds += 1
+            self.result.gc_paused_deleted += len(gone)
+        self.result.gc_stopped_by_pause += r.stopped_by_pause
+        self.result.gc_safety_blocked_rounds += r.safety_blocked
         why = f" (blocked: {r.blocked})" if r.blocked else ""
         self.say(f"{'final ' if final else ''}GC round ({r.engine}): M={r.M}, "
                  f"deleted {len(gone)} object(s){why}")
@@ -441,6 +470,9 @@ def demo(seconds: float, as_json: bool, gc_engine: str, keep_data: bool, quiet: 
             f"topics deleted {res.topics_deleted} (and re-created), stranded objects "
             f"collected {res.stranded_collected}, refused writes to deleted partitions "
             f"{res.deleted_refusals}\n"
+            f"GC operations: {res.gc_paused_rounds} round(s) refused while paused (deleted "
+            f"{res.gc_paused_deleted}), {res.gc_stopped_by_pause} stopped by the pause, "
+            f"{res.gc_safety_blocked_rounds} blocked by the safety monitor\n"
             f"{'OK' if res.ok() else 'FAILED'} in {time.monotonic() - t0:.1f}s"
         )
     if d.trace_check is not None:
