@@ -87,6 +87,7 @@ class DemoResult:
     gc_paused_deleted: int = 0
     gc_stopped_by_pause: int = 0
     gc_safety_blocked_rounds: int = 0
+    gc_break_glass: str | None = None  # the advance-epoch call's status: ok or refused
 
     def ok(self) -> bool:
         return self.lost == 0 and self.in_use_deleted == 0 and self.gc_paused_deleted == 0
@@ -176,7 +177,7 @@ class Demo:
             ]
             chaos = asyncio.create_task(self._chaos(access, work_end))
             lifecycle = asyncio.create_task(self._lifecycle(access, work_end))
-            pause_window = asyncio.create_task(self._pause_window(work_end))
+            pause_window = asyncio.create_task(self._pause_window(access, work_end))
             await asyncio.sleep(max(0.0, work_end - time.monotonic()))
             stop.set()
             # the current batches finish; no cancel
@@ -309,9 +310,11 @@ class Demo:
             raise RuntimeError(f"re-creating topic {TOPIC_U!r} failed: {r}")
         self.say(f"re-created topic {TOPIC_U} at revision {min(r['partitions'].values())}")
 
-    async def _pause_window(self, work_end: float) -> None:
+    async def _pause_window(self, access: ProcClusterAccess, work_end: float) -> None:
         """`gc-admin pause` part-way through the run, `gc-admin start` once a round was
-        refused (or the work ends): the rounds in between delete nothing."""
+        refused (or the work ends): the rounds in between delete nothing. Then the
+        break-glass advance-epoch of t/0 (`gc-admin advance-epoch`), through its leader's
+        RPC: advanced, or refused naming the epochs when the leader's cache lags."""
         from epochgc.impl.gc.admin import write_admin_state
 
         await asyncio.sleep(max(0.5, (work_end - time.monotonic()) * PAUSE_AT))
@@ -323,6 +326,12 @@ class Demo:
             await asyncio.sleep(0.2)
         await asyncio.to_thread(write_admin_state, self.store, False, "", time.time())
         self.say("GC resumed (gc-admin start)")
+        leader = (await self.watch.poll(access, self.live)).get("t/0")
+        if leader:
+            r = await access.call(leader, op="break_glass_advance", partition="t/0")
+            self.result.gc_break_glass = str(r.get("status"))
+            self.say(f"break-glass advance-epoch t/0 on node {leader}: {r.get('status')} "
+                     f"{r.get('advanced_to', r.get('message', ''))}")
 
     async def _chaos(self, access: ProcClusterAccess, work_end: float) -> None:
         await asyncio.sleep(max(0.5, (work_end - time.monotonic()) * 0.3))

@@ -7,6 +7,9 @@
 - `start`: resumes.
 - `reset [--force]`: removes the GC lease only (see `admin.reset_gc_state`); refused while a
   round holds a live lease unless `--force`.
+- `advance-epoch --data-dir D --partition P`: break glass on a running local cluster: the
+  partition's leader writes `advance_epoch(its cached cluster epoch)` now; refused where it
+  cannot help (`impl/broker/breakglass.py`: the leader's cache lags the partition's epochs).
 
 Every command first checks the location is an epochgc store (`_cluster/partitions.json`):
 a mistyped path is refused before anything is written. Exit 0 done, 1 refused or failed.
@@ -159,3 +162,35 @@ def _last_round(store: ObjectStore) -> dict[str, Any] | None:
     except (StoreError, ValueError) as e:
         return {"error": f"cannot read the round records: {e}"}
     return {"key": keys[-1], **rec} if isinstance(rec, dict) else {"key": keys[-1]}
+
+
+@gc_admin.command("advance-epoch")
+@click.option("--data-dir", required=True, type=click.Path(file_okay=False),
+              help="the local cluster's directory (epochgc cluster start --data-dir)")
+@click.option("--partition", required=True, help="e.g. t/0")
+def advance_epoch(data_dir: str, partition: str) -> None:
+    """Break glass: the partition's leader advances it to its cached cluster epoch now.
+    Refused (exit 1) where it cannot help: the leader's cached epoch is not above the
+    epochs the partition already accepted."""
+    import asyncio
+
+    from epochgc.impl.cluster.client import ProcClusterAccess
+    from epochgc.impl.cluster.local import LocalCluster
+
+    async def go() -> dict[str, Any]:
+        access = ProcClusterAccess(LocalCluster(data_dir).client_addrs())
+        try:
+            meta = await access.any_call(op="meta")
+            leader = ((meta.get("partitions") or {}).get(partition) or {}).get("leader")
+            if not leader:
+                return {"status": "error", "message": f"no leader known for {partition!r}"}
+            return await access.call(int(leader), op="break_glass_advance", partition=partition)
+        finally:
+            await access.close()
+
+    r = asyncio.run(go())
+    if r.get("status") != "ok":
+        raise click.ClickException(f"advance-epoch {partition}: {r.get('status')}: "
+                                   f"{r.get('message', r)}")
+    click.echo(f"gc-admin: {partition} advanced to {r['advanced_to']} (cached cluster epoch "
+               f"{r['cached_epoch']}); M(p) now {r['inactive_epoch']}")
