@@ -130,3 +130,42 @@ def test_min_partition_epoch_is_the_lowest_m_p(tmp_path: Path) -> None:
     assert min_partition_epoch(read_cluster_view(store, NOW, MAX_AGE)) == 50
     write_partitions(store, 10**6, ["t/0", "t/1", "t/2"])  # t/2 unreported
     assert min_partition_epoch(read_cluster_view(store, NOW, MAX_AGE)) is None
+
+
+def _no_spark() -> None:
+    raise AssertionError("a blocked or paused round must not start Spark")
+
+
+def test_run_gc_is_blocked_by_the_monitor_before_spark(tmp_path: Path) -> None:
+    """The real job's driver: n2 stopped reporting, the model alone gives M=50 (old code
+    ran the round); now blocked, exit 2, the verdict in the record."""
+    from epochgc.impl.gc.job import GcOptions, run_gc
+    from epochgc.impl.gc.record import ROUNDS_PREFIX
+    from epochgc.impl.store.url import StoreSpec
+
+    store = LocalStore(tmp_path)
+    simple_cluster(store, 50)
+    write_health(store, "n2", NOW - 2 * MAX_AGE, [("t/0", 40)])
+    s = run_gc(_no_spark, StoreSpec("file", str(tmp_path)),  # type: ignore[arg-type]
+               GcOptions(max_report_age_s=MAX_AGE), clock=lambda: NOW)
+    assert s.exit_code == 2 and s.M is None and s.safety_blocked
+    assert (s.blocked or "").startswith("safety monitor: cluster health bad")
+    [rec] = [o.key for o in store.list_all(ROUNDS_PREFIX)]
+    doc = __import__("json").loads(store.get(rec))
+    assert doc["health"]["state"] == "bad" and doc["safety_blocked"] is True
+
+
+def test_the_watch_stops_a_round_on_pause_or_bad_health(tmp_path: Path) -> None:
+    from epochgc.impl.gc.stop import RoundStop
+    from epochgc.impl.gc.watch import PAUSED, UNHEALTHY, RoundWatch
+
+    store = LocalStore(tmp_path)
+    simple_cluster(store, 50)
+    seen: list[object] = []
+    watch = RoundWatch(lambda: LocalStore(tmp_path), RoundStop(), lambda: NOW, MAX_AGE, 1.0,
+                       seen.append)
+    assert watch.poll_once() is None and seen == []
+    write_health(store, "n2", NOW - 2 * MAX_AGE, [("t/0", 40)])
+    assert watch.poll_once() == UNHEALTHY and len(seen) == 1
+    write_admin_state(store, True, "x", NOW)
+    assert watch.poll_once() == PAUSED
