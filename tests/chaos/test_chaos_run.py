@@ -14,7 +14,6 @@ import pytest
 from epochgc.impl.chaos.cli import FIELDS
 from epochgc.impl.chaos.schedule import KINDS
 
-
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -10,7 +10,6 @@ from epochgc.impl.sim.cluster import SimCluster
 from epochgc.impl.store.s3 import S3Store
 from epochgc.model.keys import DATA_PREFIX
 
-
 pytestmark = pytest.mark.s3
 
 PARTS = ("t/0", "t/1")
