@@ -13,6 +13,7 @@ import pytest
 from click.testing import CliRunner
 from epochgc.impl.cli import main
 from epochgc.impl.cluster.demo_gc import DemoGc, RoundResult
+from epochgc.impl.cluster.local import _alive
 from epochgc.model.keys import DATA_PREFIX
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,14 +63,6 @@ def test_demo_checks_catch_a_gc_that_deletes_referenced_objects(
     assert r.exit_code == 1, r.output
     out = json.loads(r.stdout)
     assert out["in_use_deleted"] > 0 and out["lost"] > 0
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 @pytest.mark.slow
