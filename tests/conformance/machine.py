@@ -53,30 +53,30 @@ DISK_SHARE = {"ci": 2, "deep": 3, "mutants": 0}.get(PROFILE, 2) / 6
 if "EPOCHGC_CONFORMANCE_DISK" in os.environ:
     DISK_SHARE = float(os.environ["EPOCHGC_CONFORMANCE_DISK"])
 
-_spark: Any = None
+_spark_started = False
 
 
 def shared_spark() -> Any:
-    """ONE local SparkSession for the whole test session, created on first use."""
-    global _spark
-    if _spark is None:
-        from epochgc.impl.gc.session import spark_session
+    """The process's one local SparkSession (`tests/spark_shared.py`: tests/gc uses the same
+    one), started on first use and again if it was stopped."""
+    global _spark_started
+    from tests import spark_shared
 
-        t = time.monotonic()
-        _spark = spark_session("local[2]", app_name="epochgc-conformance")
-        _spark.conf.set("spark.sql.shuffle.partitions", "2")
+    t = time.monotonic()
+    live = spark_shared.is_live(spark_shared._session)
+    spark = spark_shared.live_session()
+    if not live:
         STATS["spark.startup_ms"] += int((time.monotonic() - t) * 1000)
+    if not _spark_started:
+        _spark_started = True
         atexit.register(_stop_spark)
-    return _spark
+    return spark
 
 
 def _stop_spark() -> None:
-    global _spark
-    if _spark is not None:
-        try:
-            _spark.stop()
-        finally:
-            _spark = None
+    from tests import spark_shared
+
+    spark_shared.stop()
 
 
 nodes = st.sampled_from(NODES)

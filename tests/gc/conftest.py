@@ -1,4 +1,5 @@
-"""One real local SparkSession for the whole test session (Spark start-up is seconds)."""
+"""One real local SparkSession for the whole test session (Spark start-up is seconds),
+shared with the conformance machine (`tests/spark_shared.py`)."""
 
 from __future__ import annotations
 
@@ -7,16 +8,19 @@ from typing import Any
 
 import pytest
 
-from tests.store.s3server import set_dummy_aws_env
+from tests import spark_shared
 
 __all__ = ["spark"]
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[Any]:
-    set_dummy_aws_env()  # before the JVM starts: Python workers inherit its environment
-    from epochgc.impl.gc.session import spark_session
+def _spark_process() -> Iterator[None]:
+    yield
+    spark_shared.stop()
 
-    session = spark_session("local[2]", app_name="epochgc-tests")
-    yield session
-    session.stop()
+
+@pytest.fixture
+def spark(_spark_process: None) -> Any:
+    """The running session: started again if another user of the process's session (the
+    conformance machine, once its Spark budget is spent) stopped it."""
+    return spark_shared.live_session()
