@@ -5,8 +5,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+from tests.conformance.harness import Harness
 
 _T0 = time.monotonic()
 _ROOT = Path(__file__).resolve().parents[2]
@@ -57,3 +62,11 @@ def pytest_terminal_summary(terminalreporter: Any) -> None:
     if warnings:
         tr.write_line(f"WARNING: {warnings} rules or events never happened")
     tr.write_line(f"summary written to {out}")
+
+
+@pytest.fixture
+def h() -> Iterator[Harness]:
+    """A fresh harness on seed 11 (the unit tests' fixed cluster), closed afterwards."""
+    harness = Harness(seed=11)
+    yield harness
+    harness.close()

@@ -5,24 +5,9 @@ transition invariants on the abstraction)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
-
 from tests.conformance.barrier import run_barrier
 from tests.conformance.harness import STATS, Harness
-
-
-@pytest.fixture
-def h() -> Iterator[Harness]:
-    harness = Harness(seed=11)
-    yield harness
-    harness.close()
-
-
-def step(h: Harness, fn: object, *args: object) -> None:
-    fn(*args)  # type: ignore[operator]
-    h.check_step()
+from tests.conformance.steps import step
 
 
 def test_barrier_pending_then_promoted_beside_the_model(h: Harness) -> None:

@@ -13,7 +13,6 @@ whole log, committed or not) must still be reported, live or restarted."""
 from __future__ import annotations
 
 import types
-from collections.abc import Iterator
 
 import pytest
 from epochgc.impl.raft import raftlog
@@ -139,13 +138,6 @@ def _apply_whole_log(self: raftlog.RaftLog) -> list[Entry]:
     """SEEDED Raft bug: a node hands its whole log to the state machine, committed or not."""
     lo = max(self.applied + 1, self.first_index)
     return self.slice(lo, self.last_index() + 1) if self.last_index() >= lo else []
-
-
-@pytest.fixture
-def h() -> Iterator[Harness]:
-    hh = Harness(seed=11)
-    yield hh
-    hh.close()
 
 
 def _uncommitted_apply(h: Harness) -> int:

@@ -4,8 +4,6 @@ so a rule that stops reaching it fails here instead of checking nothing."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from epochgc.impl.gc.recheck import Blocked, Go, Refused, recheck_before_delete
 from epochgc.impl.gc.reports import PARTITIONS_KEY
@@ -15,20 +13,9 @@ from epochgc.model.keys import DATA_PREFIX, parse_key
 from tests.conformance.harness import STATS, Harness
 from tests.conformance.implchecks import check_a3, check_a4, check_restore_roundtrip
 from tests.conformance.shadow import Divergence
+from tests.conformance.steps import step
 
 P = "t/0"
-
-
-@pytest.fixture
-def h() -> Iterator[Harness]:
-    harness = Harness(seed=11)
-    yield harness
-    harness.close()
-
-
-def step(h: Harness, fn: object, *args: object) -> None:
-    fn(*args)  # type: ignore[operator]
-    h.check_step()
 
 
 def collect_ready(h: Harness) -> None:

@@ -4,27 +4,14 @@ followed by the full set of checks, exactly as in the state machine)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 from epochgc.impl.sim.cluster import SimCluster
 
 from tests.conformance.harness import Harness
 from tests.conformance.machine import ConformanceMachine
+from tests.conformance.steps import step
 
 P = "t/0"
-
-
-@pytest.fixture
-def h() -> Iterator[Harness]:
-    harness = Harness(seed=11)
-    yield harness
-    harness.close()
-
-
-def step(h: Harness, fn: object, *args: object) -> None:
-    fn(*args)  # type: ignore[operator]
-    h.check_step()
 
 
 def mint_to(h: Harness, epoch: int) -> None:
