@@ -24,6 +24,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 from epochgc.impl.store.base import (
     MAX_PAGE_SIZE,
@@ -61,8 +62,15 @@ class SymlinkRefused(StoreError):
 
 
 class LocalStore(ObjectStore):
-    def __init__(self, root: str | os.PathLike[str], *, create: bool = False) -> None:
+    def __init__(self, root: str | os.PathLike[str], *, create: bool = False,
+                 prune_concurrency: int = _PRUNERS) -> None:
+        """`prune_concurrency`: rmdirs in flight at once while pruning (`_prune`); 1 prunes
+        on the calling thread and starts no thread (the conformance harness's inline,
+        deterministic scheduling)."""
+        if prune_concurrency < 1:
+            raise ValueError(f"prune_concurrency must be >= 1, not {prune_concurrency}")
         self.root = Path(root).absolute()
+        self.prune_concurrency = prune_concurrency
         if create:
             self.root.mkdir(parents=True, exist_ok=True)
         if not self.root.is_dir():
@@ -74,8 +82,8 @@ class LocalStore(ObjectStore):
         self._lock = threading.Lock()
         self._pruners: ThreadPoolExecutor | None = None  # started by the first prune
 
-    def __reduce__(self) -> tuple[type[LocalStore], tuple[str]]:
-        return (LocalStore, (str(self.root),))
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return (_reopen, (str(self.root), self.prune_concurrency))
 
     def describe(self) -> str:
         return f"local directory {self.root}"
@@ -360,13 +368,19 @@ class LocalStore(ObjectStore):
     def _rmdirs(self, todo: list[tuple[str, int]]) -> list[bool]:
         """rmdir each (name, directory descriptor), up to `_PRUNERS` at once; True where
         the directory was removed."""
-        if len(todo) <= 1:
+        if len(todo) <= 1 or self.prune_concurrency == 1:
             return [_rmdir(name, fd) for name, fd in todo]
         with self._lock:
             if self._pruners is None:
-                self._pruners = ThreadPoolExecutor(_PRUNERS, thread_name_prefix="epochgc-prune")
+                self._pruners = ThreadPoolExecutor(self.prune_concurrency,
+                                                   thread_name_prefix="epochgc-prune")
             pool = self._pruners
         return list(pool.map(lambda t: _rmdir(*t), todo))
+
+
+def _reopen(root: str, prune_concurrency: int) -> LocalStore:
+    """Unpickling (Spark ships stores to executors): the same directory and settings."""
+    return LocalStore(root, prune_concurrency=prune_concurrency)
 
 
 def _rmdir(name: str, fd: int) -> bool:

@@ -97,3 +97,15 @@ def test_listing_a_page_reads_only_directories_on_the_way(
     assert [o.key for o in page.objects] == ["s/007/03/k", "s/007/04/k"]
     # the shard directory, and the epoch directories 02 (start-after), 03 and 04 only
     assert len(scanned) == 4
+
+
+def test_prune_concurrency_survives_pickling_and_is_checked(tmp_path: Path) -> None:
+    """Spark ships stores to executors by pickling: the setting travels with the store."""
+    import pickle
+
+    store = LocalStore(tmp_path, prune_concurrency=1)
+    again = pickle.loads(pickle.dumps(store))
+    assert again.root == store.root and again.prune_concurrency == 1
+    assert pickle.loads(pickle.dumps(LocalStore(tmp_path))).prune_concurrency > 1
+    with pytest.raises(ValueError, match="prune_concurrency must be >= 1"):
+        LocalStore(tmp_path, prune_concurrency=0)
