@@ -15,6 +15,7 @@ SUBCOMMANDS: dict[str, str] = {
     "replay": "epochgc.model.replay_cli:replay",
     "gc": "epochgc.impl.gc.cli:gc",
     "gc-package": "epochgc.impl.gc.package_cli:gc_package",
+    "gc-admin": "epochgc.impl.gc.admin_cli:gc_admin",
     "cluster": "epochgc.impl.cluster.cli:cluster",
     "produce": "epochgc.impl.cluster.cli:produce",
     "consume": "epochgc.impl.cluster.cli:consume",

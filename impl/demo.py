@@ -59,6 +59,7 @@ RECORDS_PER_PARTITION = 4
 RECORD_SIZE = 48
 PRODUCERS = 2
 GC_EVERY_S = 1.5
+PAUSE_AT = 0.55  # the pause window opens at this share of the work (issue 30)
 PAUSE_S = 0.15  # between a producer's batches
 TOPIC_U = "u"  # deleted mid-run and re-created (issue 13)
 U_PARTS = [f"{TOPIC_U}/{i}" for i in range(2)]
@@ -82,9 +83,17 @@ class DemoResult:
     deleted_refusals: int = 0  # batches to a deleted partition refused with its name
     barrier_candidate: int | None = None  # the epoch barrier's candidate (R36)
     barrier_promoted: int = 0  # partitions whose safe epoch reached it by the end (R38)
+    # Issue 30, GC operations: rounds refused while GC was paused (`gc-admin pause`, the
+    # pause window) and what they deleted (must be 0), running rounds a pause stopped, and
+    # rounds the safety monitor (or a missing report) blocked.
+    gc_paused_rounds: int = 0
+    gc_paused_deleted: int = 0
+    gc_stopped_by_pause: int = 0
+    gc_safety_blocked_rounds: int = 0
+    gc_break_glass: str | None = None  # the advance-epoch call's status: ok or refused
 
     def ok(self) -> bool:
-        return self.lost == 0 and self.in_use_deleted == 0
+        return self.lost == 0 and self.in_use_deleted == 0 and self.gc_paused_deleted == 0
 
 
 class Demo:
@@ -172,10 +181,11 @@ class Demo:
             chaos = asyncio.create_task(self._chaos(access, work_end))
             lifecycle = asyncio.create_task(self._lifecycle(access, work_end))
             barrier = asyncio.create_task(self._barrier(access, work_end))
+            pause_window = asyncio.create_task(self._pause_window(access, work_end))
             await asyncio.sleep(max(0.0, work_end - time.monotonic()))
             stop.set()
             # the current batches finish; no cancel
-            await asyncio.gather(*producers, chaos, lifecycle, barrier)
+            await asyncio.gather(*producers, chaos, lifecycle, barrier, pause_window)
             await asyncio.gather(*background)
             await self._drain(access)
             await self._gc_round(access, final=True)
@@ -330,6 +340,29 @@ class Demo:
         self.result.barrier_promoted = len(promoted)
         self.say(f"epoch barrier: {len(promoted)} partition(s) promoted its candidate {cand}")
 
+    async def _pause_window(self, access: ProcClusterAccess, work_end: float) -> None:
+        """`gc-admin pause` part-way through the run, `gc-admin start` once a round was
+        refused (or the work ends): the rounds in between delete nothing. Then the
+        break-glass advance-epoch of t/0 (`gc-admin advance-epoch`), through its leader's
+        RPC: advanced, or refused naming the epochs when the leader's cache lags."""
+        from epochgc.impl.gc.admin import write_admin_state
+
+        await asyncio.sleep(max(0.5, (work_end - time.monotonic()) * PAUSE_AT))
+        await asyncio.to_thread(write_admin_state, self.store, True, "demo: pause window",
+                                time.time())
+        self.say("GC paused (gc-admin pause)")
+        while (self.result.gc_paused_rounds + self.result.gc_stopped_by_pause == 0
+               and time.monotonic() < work_end):
+            await asyncio.sleep(0.2)
+        await asyncio.to_thread(write_admin_state, self.store, False, "", time.time())
+        self.say("GC resumed (gc-admin start)")
+        leader = (await self.watch.poll(access, self.live)).get("t/0")
+        if leader:
+            r = await access.call(leader, op="break_glass_advance", partition="t/0")
+            self.result.gc_break_glass = str(r.get("status"))
+            self.say(f"break-glass advance-epoch t/0 on node {leader}: {r.get('status')} "
+                     f"{r.get('advanced_to', r.get('message', ''))}")
+
     async def _chaos(self, access: ProcClusterAccess, work_end: float) -> None:
         await asyncio.sleep(max(0.5, (work_end - time.monotonic()) * 0.3))
         leaders = await self.watch.poll(access, self.live)
@@ -387,6 +420,11 @@ class Demo:
                      and not self._orphaned_before(k, start)}
         if r.M is not None:
             self.result.cluster_M = r.M
+        if r.paused:
+            self.result.gc_paused_rounds += 1
+            self.result.gc_paused_deleted += len(gone)
+        self.result.gc_stopped_by_pause += r.stopped_by_pause
+        self.result.gc_safety_blocked_rounds += r.safety_blocked
         why = f" (blocked: {r.blocked})" if r.blocked else ""
         self.say(f"{'final ' if final else ''}GC round ({r.engine}): M={r.M}, "
                  f"deleted {len(gone)} object(s){why}")
@@ -473,6 +511,9 @@ def demo(seconds: float, as_json: bool, gc_engine: str, keep_data: bool, quiet: 
             f"{res.deleted_refusals}\n"
             f"epoch barrier: candidate {res.barrier_candidate}, promoted in "
             f"{res.barrier_promoted} partition(s)\n"
+            f"GC operations: {res.gc_paused_rounds} round(s) refused while paused (deleted "
+            f"{res.gc_paused_deleted}), {res.gc_stopped_by_pause} stopped by the pause, "
+            f"{res.gc_safety_blocked_rounds} blocked by the safety monitor\n"
             f"{'OK' if res.ok() else 'FAILED'} in {time.monotonic() - t0:.1f}s"
         )
     if d.trace_check is not None:

@@ -14,7 +14,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from epochgc.impl.cluster.gcround import gc_round
+from epochgc.impl.cluster.gcround import GcRound, gc_round
+from epochgc.impl.gc.admin import read_admin_state
+from epochgc.impl.gc.monitor import check_health
 from epochgc.impl.store.base import ObjectStore
 from epochgc.impl.store.url import StoreSpec
 
@@ -25,6 +27,9 @@ class RoundResult:
     blocked: str | None
     deleted: int  # as the engine counted it
     engine: str
+    paused: bool = False  # refused before it started: GC paused on the store (issue 30)
+    stopped_by_pause: bool = False  # a running round a pause stopped at a batch boundary
+    safety_blocked: bool = False  # the safety monitor (or a missing report) blocked it
 
 
 def spark_available() -> bool:
@@ -50,8 +55,9 @@ class DemoGc:
     def run_round(self) -> RoundResult:
         """One blocking round (call it from a worker thread)."""
         if self._session is None:
-            r = gc_round(self.store, time.time(), grace_s=self.grace_s, max_report_age_s=30.0)
-            return RoundResult(r.M, r.blocked, len(r.deleted), "model")
+            r = gated_model_round(self.store, time.time(), self.grace_s, 30.0)
+            return RoundResult(r.M, r.blocked, len(r.deleted), "model", paused=r.paused,
+                               safety_blocked=r.safety_blocked or r.blocked is not None)
         from epochgc.impl.gc.job import GcOptions, run_gc
 
         spark = self._session.result()  # raises if Spark failed to start
@@ -59,13 +65,32 @@ class DemoGc:
         s = run_gc(spark, self.spec, opts, clock=time.time)
         if s.refused or s.errors:
             raise RuntimeError(f"GC round incomplete: {s.refused or s.error_samples}")
-        return RoundResult(s.M, s.blocked, s.deleted, "spark")
+        stopped = s.interrupted is not None
+        return RoundResult(
+            s.M, s.paused or s.blocked or (f"interrupted: {s.interrupted}" if stopped else None),
+            s.deleted, "spark", paused=s.paused is not None,
+            stopped_by_pause=s.interrupted == "paused", safety_blocked=s.safety_blocked)
 
     def close(self) -> None:
         if self._session is not None:
             with contextlib.suppress(Exception):  # never started: nothing to stop
                 self._session.result(timeout=120).stop()
         self._pool.shutdown(wait=False)
+
+
+def gated_model_round(
+    store: ObjectStore, now: float, grace_s: float, max_report_age_s: float
+) -> GcRound:
+    """`gc_round` behind the Spark job's gate (issue 30): a store whose GC is paused, or a
+    cluster the safety monitor does not find healthy, deletes nothing (M None, `blocked`
+    says why)."""
+    state = read_admin_state(store)
+    if state.paused:
+        return GcRound(None, state.why(), paused=True)
+    verdict = check_health(store, now, max_report_age_s)
+    if not verdict.healthy:
+        return GcRound(None, verdict.why(), safety_blocked=True)
+    return gc_round(store, now, grace_s=grace_s, max_report_age_s=max_report_age_s)
 
 
 def _boot_spark() -> Any:

@@ -17,6 +17,8 @@ class GcRound:
     blocked: str | None
     listed: int = 0
     deleted: list[str] = field(default_factory=list)
+    paused: bool = False  # refused: GC is paused on the store (issue 30)
+    safety_blocked: bool = False  # blocked by the safety monitor or a missing report
 
 
 def gc_round(

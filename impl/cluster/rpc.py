@@ -10,6 +10,7 @@ import json
 import logging
 from typing import Any
 
+from epochgc.impl.broker.breakglass import BreakGlassRefused, break_glass_advance
 from epochgc.impl.broker.broker import Broker
 from epochgc.impl.partition.commands import Placeholder
 from epochgc.impl.partition.fence import (
@@ -65,6 +66,10 @@ async def handle(broker: Broker, req: dict[str, Any]) -> dict[str, Any]:
                 n: {"applied": r.sm.last_index, "keys": sorted({p.key for p in r.sm.placeholders})}
                 for n, r in broker.replicas.items() if not r.sm.deleted
             }}
+        if op == "break_glass_advance":  # issue 30: `epochgc gc-admin advance-epoch`
+            r = await break_glass_advance(broker, str(req["partition"]))
+            return {"status": "ok", "partition": r.partition, "cached_epoch": r.cached_epoch,
+                    "advanced_to": r.advanced_to, "inactive_epoch": r.inactive_epoch}
         if op == "mint":
             return {"status": "ok", "epoch": await broker.mint()}
         if op == "barrier":  # the epoch barrier (R36): controller leader only
@@ -79,6 +84,8 @@ async def handle(broker: Broker, req: dict[str, Any]) -> dict[str, Any]:
         if op == "delete":
             return {"status": "ok", "revision": await broker.delete_partition(str(req["name"]))}
         return {"status": "error", "message": f"unknown op {op!r}"}
+    except BreakGlassRefused as e:
+        return {"status": "refused", "message": str(e)}
     except StaleEpoch as e:
         return {"status": "stale", "epoch": e.epoch, "window": e.window, "at": e.at}
     except PartitionDeleted as e:

@@ -32,6 +32,9 @@ class DeleteStats:
     delete_requests: int = 0
     bytes_deleted: int = 0
     stopped: int = 0  # 1 if the task stopped early at the round's STOP marker
+    # Issue 30 (production's "backpressure seconds"): how long the task's listing waited
+    # for a free delete slot (every one of its `concurrency` requests in flight).
+    backpressure_s: float = 0.0
 
     def add(self, other: DeleteStats) -> None:
         for f in fields(self):
@@ -106,7 +109,9 @@ def delete_keys(
         try:
             for batch in batches(items, batch_size):
                 if len(pending) >= concurrency:  # bounded: never queue the whole key set
+                    waited = time.monotonic()
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                    stats.backpressure_s += time.monotonic() - waited
                     for fut in done:
                         account(fut)
                 if journal is not None and journal.stop_requested():

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from epochgc.impl.gc.admin import read_admin_state
 from epochgc.impl.gc.errors import GcError, NotAStore
 from epochgc.impl.gc.journal import (
     END,
@@ -37,6 +38,7 @@ from epochgc.impl.gc.manifest import (
     has_scheme,
     manifest_target,
 )
+from epochgc.impl.gc.monitor import HealthVerdict, assess
 from epochgc.impl.gc.progress import StageProgress
 from epochgc.impl.gc.recheck import Blocked, Go, Refused, recheck_before_delete
 from epochgc.impl.gc.record import new_round_id
@@ -55,8 +57,10 @@ from epochgc.impl.gc.stop import RoundStop, deadline_timer
 from epochgc.impl.gc.stream import TaskResult, list_and_delete_task
 from epochgc.impl.gc.summary import GcSummary
 from epochgc.impl.gc.versioning import check_versioning
+from epochgc.impl.gc.watch import RoundWatch
 from epochgc.impl.store.base import MAX_DELETE_BATCH, MAX_PAGE_SIZE, ObjectStore, StoreError
 from epochgc.impl.store.url import sized_for
+from epochgc.model.cluster import GcEpoch, partition_epochs
 from epochgc.model.keys import PREFIXES, parse_key
 
 if TYPE_CHECKING:
@@ -92,6 +96,9 @@ class GcOptions:
     # A dry run's list of the keys it would delete, one a line: a file path, or "-" for
     # the `say` channel's caller to print (`GcSummary.would_delete`); dry runs only.
     list_keys: str | None = None
+    # Issue 30: how often a real round's driver re-reads the pause state and the safety
+    # monitor while it deletes (`watch.py`).
+    watch_interval_s: float = 2.0
 
     def validate(self) -> None:
         if self.grace_s < 0:
@@ -111,6 +118,8 @@ class GcOptions:
             raise GcError("delete concurrency must be >= 1")
         if self.list_concurrency is not None and self.list_concurrency < 1:
             raise GcError("list concurrency must be >= 1")
+        if not self.watch_interval_s > 0:
+            raise GcError(f"watch interval must be > 0, got {self.watch_interval_s:g}s")
         if self.deadline_s is not None and not self.deadline_s > 0:
             raise GcError(f"deadline must be > 0, got {self.deadline_s:g}s")
         if self.list_keys is not None and not self.dry_run:
@@ -239,11 +248,27 @@ def _round(
     store = open_store()
     try:
         check_is_store(store)  # before anything is written, a record included
+        # Issue 30: a store whose GC an operator paused refuses real rounds (fail closed:
+        # an unreadable pause state counts as paused). A dry run deletes nothing: it runs.
+        admin = read_admin_state(store)
+        if admin.paused and not options.dry_run:
+            summary.paused = admin.why()
+            note(f"gc: {summary.paused}")
+            return
         view = read_cluster_view(store, now, options.max_report_age_s, REPORT_READERS)
         check_versioning(store, options.allow_versioned)  # before anything is listed
     finally:
         store.close()
     decision = view.gc_epoch()
+    health = assess(view)
+    summary.health = health.as_dict()
+    summary.min_partition_epoch = min_partition_epoch(view)
+    if decision.blocked is not None:
+        summary.safety_blocked = True  # the model's own check: a partition without reports
+    elif decision.M is not None and not health.healthy:
+        # The safety monitor (issue 30): M exists, but the cluster is not known healthy.
+        decision = GcEpoch(None, health.why())
+        summary.safety_blocked = True
     summary.revision = view.revision
     summary.stale_nodes = list(view.stale_nodes)
     summary.reports_used = [
@@ -338,7 +363,6 @@ def _streaming_round(
     delete, then deletes eligible keys page by page while its listing continues, journaling
     each batch. The counts, the manifest and the record come from the journal."""
     note = say or (lambda _m: None)
-    sc = spark.sparkContext
     prefix = journal_prefix(summary.round_id)
     store = open_store()
     try:
@@ -362,6 +386,40 @@ def _streaming_round(
             s.close()
 
     stop.arm(write_stop, note)
+
+    def unhealthy(verdict: HealthVerdict) -> None:
+        summary.health = verdict.as_dict()
+        summary.safety_blocked = True
+        note(f"gc: {verdict.why()}; stopping")
+
+    watch = RoundWatch(open_store, stop, clock, options.max_report_age_s,
+                       options.watch_interval_s, unhealthy)
+    watch.start()
+    try:
+        _stage(spark, open_store, groups, options, listers, view, m, now, clock, say, summary,
+               stop, prefix)
+    finally:
+        watch.close()
+
+
+def _stage(
+    spark: SparkSession,
+    open_store: Callable[[], ObjectStore],
+    groups: list[list[int]],
+    options: GcOptions,
+    listers: int,
+    view: ClusterView,
+    m: int,
+    now: float,
+    clock: Callable[[], float],
+    say: Callable[[str], None] | None,
+    summary: GcSummary,
+    stop: RoundStop,
+    prefix: str,
+) -> None:
+    """The list-and-delete stage of `_streaming_round` and its accounting from the journal."""
+    note = say or (lambda _m: None)
+    sc = spark.sparkContext
     task = functools.partial(
         list_and_delete_task,
         open_store,
@@ -411,6 +469,7 @@ def _streaming_round(
     stopped: list[str] = []  # those that found M moved backwards
     for r in results:
         scanned.add(r.scanned)
+        summary.backpressure_s += r.deleted.backpressure_s  # a timing, not an audit count
         if isinstance(r.verdict, Blocked):
             blocked.append(r.verdict.why)
         elif isinstance(r.verdict, Refused):
@@ -450,8 +509,18 @@ def _count(summary: GcSummary, totals: JournalTotals) -> None:
     summary.changed = len(totals.changed)
     summary.errors = len(totals.errors)
     summary.bytes_deleted = totals.bytes_deleted
+    summary.max_deleted_epoch = max(
+        (parse_key(k).epoch for k in totals.deleted), default=None)
     summary.delete_requests = totals.batches
     summary.error_samples.extend(totals.error_samples())
+
+
+def min_partition_epoch(view: ClusterView) -> int | None:
+    """The lowest partition GC epoch M(p) (max over a partition's fresh replica reports);
+    None when a partition has none (the round is blocked) or the table is empty."""
+    best = partition_epochs(list(view.partitions), view.counted())
+    values = [v for v in best.values() if v is not None]
+    return min(values) if values and len(values) == len(best) else None
 
 
 def _read_journal(open_store: Callable[[], ObjectStore], prefix: str) -> JournalTotals:

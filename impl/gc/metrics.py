@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from epochgc.impl.gc.summary import GcSummary
+from epochgc.impl.gc.summary import OUTCOMES, GcSummary
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, write_to_textfile
 
 _OBJECTS = (
@@ -59,6 +59,38 @@ def build_registry(s: GcSummary) -> CollectorRegistry:
         1 if s.error is not None else 0
     )
     Gauge("epochgc_gc_round_seconds", "Duration of the last round", registry=reg).set(s.seconds)
+    # Issue 30: the rest of production's GC metrics (README, "Metrics").
+    Gauge(
+        "epochgc_gc_round_safety_blocked",
+        "1 if a safety check blocked or stopped the last round (the safety monitor found the "
+        "cluster's health unknown or bad, or a partition had no report)",
+        registry=reg,
+    ).set(1 if s.safety_blocked else 0)
+    Gauge(
+        "epochgc_gc_round_paused", "1 if the last round was refused or stopped by a pause",
+        registry=reg,
+    ).set(1 if s.paused is not None or s.interrupted == "paused" else 0)
+    outcome = Gauge(
+        "epochgc_gc_round_outcome", "1 for the last round's outcome, 0 for the others",
+        ["outcome"], registry=reg,
+    )
+    for name in OUTCOMES:
+        outcome.labels(name).set(1 if s.outcome == name else 0)
+    Gauge(
+        "epochgc_gc_min_partition_epoch",
+        "The lowest partition GC epoch M(p) the last round read (NaN when unknown)",
+        registry=reg,
+    ).set(math.nan if s.min_partition_epoch is None else s.min_partition_epoch)
+    Gauge(
+        "epochgc_gc_max_deleted_epoch",
+        "The highest epoch among the keys the last round deleted (NaN when none)",
+        registry=reg,
+    ).set(math.nan if s.max_deleted_epoch is None else s.max_deleted_epoch)
+    Gauge(
+        "epochgc_gc_backpressure_seconds",
+        "Seconds the last round's listing waited for a free delete slot, summed over tasks",
+        registry=reg,
+    ).set(s.backpressure_s)
     Gauge(
         "epochgc_gc_last_round_timestamp_seconds", "When the last round ended", registry=reg
     ).set_to_current_time()

@@ -8,10 +8,18 @@ from dataclasses import dataclass, field
 EXIT_OK = 0
 EXIT_INCOMPLETE = 1  # malformed keys, delete errors, refused deletes, or a failed round
 EXIT_BLOCKED = 2
+EXIT_PAUSED = 3  # GC paused on the store by an operator (`epochgc gc-admin pause`), issue 30
 EXIT_USAGE = 64  # bad arguments (BSD EX_USAGE), distinct from a blocked round
 # A round stopped by a signal exits as a shell reports a process killed by it (128 + n);
 # one stopped by its --deadline is incomplete.
-EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143}
+# A round stopped mid-way by a pause exits as a paused round; one stopped by the safety
+# monitor as a blocked one (issue 30).
+EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143, "paused": EXIT_PAUSED,
+                    "unhealthy": EXIT_BLOCKED}
+
+# Every value of `GcSummary.outcome`.
+OUTCOMES = ("done", "dry-run", "nothing-collectible", "blocked", "refused", "incomplete",
+            "error", "interrupted", "paused")
 
 # The keys of `--json`, exactly as the issue specifies them.
 JSON_KEYS = (
@@ -37,6 +45,9 @@ JSON_KEYS = (
     "changed",
     "journal",
     "interrupted",
+    # Issue 30: why a paused store refused the round, the safety monitor's verdict.
+    "paused",
+    "health",
 )
 
 
@@ -87,11 +98,23 @@ class GcSummary:
     interrupted: str | None = None
     would_delete: list[str] | None = None  # a dry run's keys, for `--list -` (stdout)
     listed_to: str | None = None  # the file a dry run's `--list` wrote
+    # Issue 30: the store's GC is paused (the refusal, naming who paused it and why); the
+    # safety monitor's verdict ({"state", "reasons"}; None before it ran); whether a
+    # safety check (the monitor or the model's missing reports) blocked the round; the
+    # minimum over partitions of their GC epoch M(p) and the highest epoch deleted.
+    paused: str | None = None
+    health: dict[str, object] | None = None
+    safety_blocked: bool = False
+    min_partition_epoch: int | None = None
+    max_deleted_epoch: int | None = None
+    backpressure_s: float = 0.0  # the tasks' waits for a free delete slot, summed
 
     @property
     def outcome(self) -> str:
         if self.interrupted is not None:
             return "interrupted"
+        if self.paused is not None:
+            return "paused"
         if self.error is not None:
             return "error"
         if self.blocked is not None:
@@ -108,6 +131,8 @@ class GcSummary:
     def exit_code(self) -> int:
         if self.interrupted is not None:
             return EXIT_INTERRUPTED.get(self.interrupted, EXIT_INCOMPLETE)
+        if self.paused is not None:
+            return EXIT_PAUSED
         if self.error is not None:
             return EXIT_INCOMPLETE
         if self.blocked is not None:
@@ -124,6 +149,8 @@ class GcSummary:
         if self.interrupted is not None:
             return [f"gc: round interrupted ({self.interrupted}) after deleting {self.deleted}"
                     f" key(s); the rest are listed again next round (journal: {self.journal})"]
+        if self.paused is not None:
+            return [f"gc: round refused, nothing deleted: {self.paused}"]
         if self.error is not None:
             if self.deleted:
                 return [f"gc: round failed after deleting {self.deleted} key(s) (journal: "

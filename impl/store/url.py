@@ -24,6 +24,9 @@ class StoreSpec:
     prefix: str = ""  # s3 only
     endpoint_url: str | None = None  # s3 only
     connections: int = DEFAULT_CONNECTIONS  # s3 only: the client's connection pool
+    # file only: rmdirs in flight while pruning; 1 starts no thread (the harness's inline,
+    # deterministic scheduling); None: the store's default
+    prune_concurrency: int | None = None
 
     def __call__(self) -> ObjectStore:
         return open_spec(self)
@@ -94,7 +97,9 @@ def open_spec(spec: StoreSpec) -> ObjectStore:
     if spec.kind == "file":
         from epochgc.impl.store.local import LocalStore
 
-        return LocalStore(spec.location)
+        if spec.prune_concurrency is None:
+            return LocalStore(spec.location)
+        return LocalStore(spec.location, prune_concurrency=spec.prune_concurrency)
     if spec.kind == "s3":
         from epochgc.impl.store.s3 import S3Store
 

@@ -113,7 +113,9 @@ class Harness(Operations, CompoundOperations, Incarnations, GcChecks, Refinement
         `release_at_enqueue`: the fences' release point (`BrokerConfig`; False: the lock is
         held through the replicate)."""
         self.tmp = tempfile.mkdtemp(prefix="conformance-", dir=TMP_BASE)
-        self.local = LocalStore(os.path.join(self.tmp, "store"), create=True)
+        # Pruning on the calling thread, as every other call the harness makes (inline pools).
+        self.local = LocalStore(os.path.join(self.tmp, "store"), create=True,
+                                prune_concurrency=1)
         self.store = FaultyStore(self.local)
         self.disk = disk
         self.c = HarnessCluster(

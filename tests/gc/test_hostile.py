@@ -107,13 +107,13 @@ def test_found_store_full_round(spark: Any, tmp_path: Path) -> None:
     root, outside, real = found_store(tmp_path)
     before = fingerprint(root, outside)
     opts = GcOptions(grace_s=GRACE, skip_malformed=True)
-    # `_cluster/gc` is a link out of the store: the round can neither take the lease nor
-    # journal its deletes there, so it deletes nothing (issue 29; it used to delete and
+    # `_cluster/gc` is a link out of the store: the round can read neither the GC's admin
+    # state there (unreadable counts as paused, issue 30: it fails closed) nor take the
+    # lease or journal its deletes, so it deletes nothing (issue 29; it used to delete and
     # only lose its record).
-    with pytest.raises(GcError, match=r"GC lease.*symbolic link") as err:
-        run_gc(spark, local_spec(root), opts, clock=lambda: NOW)
-    failed = err.value.summary
-    assert failed.deleted == 0 and "symbolic link" in (failed.record_error or "")
+    paused = run_gc(spark, local_spec(root), opts, clock=lambda: NOW)
+    assert paused.exit_code == 3 and paused.deleted == 0
+    assert "symbolic link" in (paused.paused or ""), paused.paused
     assert check_round(before, fingerprint(root, outside), root, set()) == set()
     (root / "_cluster/gc").unlink()
     before = fingerprint(root, outside)

@@ -24,9 +24,10 @@ from typing import Any
 import pytest
 from epochgc.impl.gc.errors import GcError, ReportError
 from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.monitor import check_health
 from epochgc.impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY, read_cluster_view
 from epochgc.impl.store.local import LocalStore
-from epochgc.model.cluster import Report, gc_epoch
+from epochgc.model.cluster import GcEpoch, Report, gc_epoch
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
 
@@ -345,6 +346,12 @@ def test_rounds_on_hostile_reports(
         assert not invalid, f"accepted {sorted(invalid)}: {s.lines()}"
         assert counted is not None
         decision = gc_epoch(revision, PARTS, counted)
+        if decision.M is not None:
+            # Issue 30: the safety monitor also blocks what the model would collect while a
+            # node that reported before is stale; judged on the same documents and clock.
+            verdict = check_health(LocalStore(root), NOW, MAX_AGE)
+            if not verdict.healthy:
+                decision = GcEpoch(None, verdict.why())
         event("blocked" if decision.blocked else "deleted" if decision.M is not None else "none")
         eligible = oracle(real, decision.M, GRACE) if decision.blocked is None else set()
         # (a) Only what the model calls eligible (and, the store being still, all of it).

@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -68,7 +69,8 @@ def test_borrowed_pools_start_no_thread_per_task(
     tmp_path: Path, pools: TaskPools, borrow: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     make_store(tmp_path)
-    rec = Recording(local_spec(tmp_path), str(tmp_path / "log"))
+    # The store prunes emptied directories on the calling thread too (no pruner pool).
+    rec = Recording(replace(local_spec(tmp_path), prune_concurrency=1), str(tmp_path / "log"))
     started: list[str] = []
     start = threading.Thread.start
 
@@ -169,7 +171,8 @@ def test_inline_pools_run_each_call_when_submitted_and_start_no_thread(
         TaskPools.inline(0, 2)
     make_store(tmp_path)
     _garbage(tmp_path, range(10, 20), 3)
-    rec = Recording(local_spec(tmp_path), str(tmp_path / "log"))
+    # The store prunes emptied directories on the calling thread too (no pruner pool).
+    rec = Recording(replace(local_spec(tmp_path), prune_concurrency=1), str(tmp_path / "log"))
     started: list[str] = []
     monkeypatch.setattr(threading.Thread, "start", lambda self: started.append(self.name))
     _, deleted = _task(rec, inline)

@@ -20,7 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"acked", "lost", "stale_rejections", "leader_changes", "objects_created",
         "objects_deleted", "in_use_deleted", "cluster_M",
         "topics_deleted", "stranded_collected", "deleted_refusals",
-        "barrier_candidate", "barrier_promoted"}
+        "barrier_candidate", "barrier_promoted", "gc_paused_rounds", "gc_paused_deleted",
+        "gc_stopped_by_pause", "gc_safety_blocked_rounds", "gc_break_glass"}
 
 
 @pytest.mark.slow
@@ -36,6 +37,9 @@ def test_demo_json_loses_nothing_and_deletes_only_garbage() -> None:
     # --json once switched progress off: a long run printed nothing until its end.
     assert "s] 3 broker processes up" in p.stderr, p.stderr[-2000:]
     assert out["lost"] == 0 and out["in_use_deleted"] == 0
+    # GC operations (issue 30): nothing is deleted while paused; break-glass answered.
+    assert out["gc_paused_deleted"] == 0
+    assert out["gc_break_glass"] in ("ok", "refused"), out["gc_break_glass"]
     assert out["acked"] > 0 and out["leader_changes"] >= 1 and out["objects_deleted"] >= 1
     assert out["objects_created"] >= out["objects_deleted"]
     assert isinstance(out["cluster_M"], int)

@@ -1,0 +1,75 @@
+"""While a real round deletes, its driver keeps asking two questions (issue 30): has an
+operator paused GC on the store, and is the cluster still known healthy (`monitor.py`)?
+Either answer stops the round as SIGTERM does: the driver writes the journal's STOP marker,
+each task starts no new delete batch, the batches in flight finish and are journaled, and
+the round ends `interrupted` ("paused": exit 3; "unhealthy": exit 2).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from epochgc.impl.gc.admin import read_admin_state
+from epochgc.impl.gc.monitor import HealthVerdict, check_health
+from epochgc.impl.gc.stop import RoundStop
+from epochgc.impl.store.base import ObjectStore, StoreError
+
+PAUSED = "paused"
+UNHEALTHY = "unhealthy"
+
+
+class RoundWatch:
+    """Polls every `interval_s` until `close`; the first pause or unhealthy verdict asks
+    `stop` to stop the round (`on_unhealthy` gets the verdict first)."""
+
+    def __init__(
+        self,
+        open_store: Callable[[], ObjectStore],
+        stop: RoundStop,
+        clock: Callable[[], float],
+        max_report_age_s: float,
+        interval_s: float,
+        on_unhealthy: Callable[[HealthVerdict], None],
+    ) -> None:
+        self.open_store = open_store
+        self.stop = stop
+        self.clock = clock
+        self.max_report_age_s = max_report_age_s
+        self.interval_s = interval_s
+        self.on_unhealthy = on_unhealthy
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="epochgc-watch", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._done.set()
+        self._thread.join()
+
+    def poll_once(self) -> str | None:
+        """One look: the reason to stop, or None. A store that cannot be opened is an
+        unknown health (fail closed)."""
+        try:
+            store = self.open_store()
+        except StoreError as e:
+            self.on_unhealthy(HealthVerdict.unknown(f"the store cannot be opened: {e}"))
+            return UNHEALTHY
+        try:
+            if read_admin_state(store).paused:
+                return PAUSED
+            verdict = check_health(store, self.clock(), self.max_report_age_s)
+        finally:
+            store.close()
+        if not verdict.healthy:
+            self.on_unhealthy(verdict)
+            return UNHEALTHY
+        return None
+
+    def _run(self) -> None:
+        while not self._done.wait(self.interval_s) and not self.stop.requested:
+            why = self.poll_once()
+            if why is not None:
+                self.stop.request(why)
+                return

@@ -1,0 +1,139 @@
+"""`epochgc gc-admin` (issue 30): pause, start, reset and show the GC state of a store, and
+a real `epochgc gc` round obeying a pause, before it starts and while it runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from epochgc.impl.cli import main
+from epochgc.impl.gc.admin import ADMIN_KEY
+from epochgc.impl.gc.delete import PAUSE_ENV
+from epochgc.impl.gc.lease import LEASE_KEY, Lease
+from epochgc.impl.gc.record import ROUNDS_PREFIX
+from epochgc.impl.gc.summary import EXIT_PAUSED
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import format_key
+
+from tests.gc.helpers import AHEAD, HOUR, NOW, all_keys, put_local, simple_cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+GRACE = 12 * HOUR
+_REACH_LIMIT_S = 300.0  # a bound for a hung process, not a timing assumption
+
+
+def _admin(*args: str) -> tuple[int, str]:
+    r = CliRunner().invoke(main, ["gc-admin", *args])
+    return r.exit_code, r.output
+
+
+def _store(tmp_path: Path) -> Path:
+    root = tmp_path / "store"
+    simple_cluster(LocalStore(root, create=True), 100)
+    return root
+
+
+def test_admin_refuses_a_location_that_is_not_a_store(tmp_path: Path) -> None:
+    code, out = _admin("pause", "--store", str(tmp_path))
+    assert code == 1 and "not an epochgc store" in out
+    assert list(tmp_path.iterdir()) == []  # nothing written into a mistyped path
+
+
+def test_a_paused_store_refuses_a_round_before_anything_starts(tmp_path: Path) -> None:
+    """Old code had no pause: the round ran and deleted the key."""
+    root = _store(tmp_path)
+    key = format_key(7, 50, "k")
+    put_local(root, key, age=GRACE + 60)
+    code, out = _admin("pause", "--store", str(root), "--reason", "disk swap")
+    assert code == 0 and "paused" in out
+    r = CliRunner().invoke(main, ["gc", "--store", str(root), "--now", str(NOW), *AHEAD,
+                                  "--json", "-q"])
+    assert r.exit_code == EXIT_PAUSED, r.output
+    doc = json.loads(r.stdout.strip().splitlines()[-1])
+    assert doc["outcome"] == "paused" and "disk swap" in doc["paused"]
+    assert key in all_keys(LocalStore(root))
+    [rec] = [json.loads(LocalStore(root).get(o.key))
+             for o in LocalStore(root).list_all(ROUNDS_PREFIX)]
+    assert rec["outcome"] == "paused" and rec["exit_code"] == EXIT_PAUSED
+    assert _admin("start", "--store", str(root))[0] == 0
+    code, out = _admin("show", "--store", str(root), "--json")
+    assert code == 0 and json.loads(out)["paused"] is False
+
+
+def test_reset_removes_only_the_lease_and_refuses_a_live_one(tmp_path: Path) -> None:
+    root = _store(tmp_path)
+    store = LocalStore(root)
+    Lease(lambda: LocalStore(root), "r1").acquire()  # live for 600 s
+    store.put(ADMIN_KEY, b'{"paused": true, "reason": "keep"}')
+    code, out = _admin("reset", "--store", str(root))
+    assert code == 1 and "live lease" in out and "r1" in out  # old code: no reset at all
+    assert store.head(LEASE_KEY) is not None
+    code, out = _admin("reset", "--store", str(root), "--force")
+    assert code == 0 and LEASE_KEY in out
+    assert store.head(LEASE_KEY) is None
+    assert store.head(ADMIN_KEY) is not None  # the pause state is not GC's lock: kept
+    code, out = _admin("reset", "--store", str(root))
+    assert code == 0 and "nothing to remove" in out
+
+
+def test_reset_takes_an_expired_lease_without_force(tmp_path: Path) -> None:
+    root = _store(tmp_path)
+    Lease(lambda: LocalStore(root), "r0", duration_s=1.0,
+          clock=lambda: time.time() - 10).acquire()  # expired 9 s ago
+    code, out = _admin("reset", "--store", str(root))
+    assert code == 0 and LEASE_KEY in out
+
+
+def test_show_names_m_partition_epochs_health_pause_lease(tmp_path: Path) -> None:
+    root = _store(tmp_path)
+    code, out = _admin("show", "--store", str(root), "--json", "--max-report-age",
+                       str(10**9))  # the helpers' reports are dated NOW (ahead)
+    assert code == 0, out
+    doc = json.loads(out)
+    assert doc["partition_epochs"] == {"t/0": 100, "t/1": 105}
+    assert doc["M"] == 100 and doc["health"]["state"] == "healthy"
+    assert doc["paused"] is False and doc["lease"]["holder"] is None
+    assert doc["last_round"] is None
+    code, out = _admin("show", "--store", str(root))
+    assert code == 0 and "t/1: M(p)=105" in out and "paused: no" in out
+
+
+@pytest.mark.spark
+def test_a_pause_stops_a_running_round_at_its_next_batch(tmp_path: Path) -> None:
+    """Deterministic: the round's first journaled batch waits (EPOCHGC_GC_TEST_PAUSE) for
+    the STOP marker; the pause is written only once that batch was deleted; the driver's
+    watch then writes STOP. Old code: no pause, the round deleted every key."""
+    root = _store(tmp_path)
+    eligible = {format_key(p, 50, f"k{p}") for p in range(0, 1000, 50)}
+    for key in eligible:
+        put_local(root, key, age=GRACE + 60)
+    pause = tmp_path / "pause"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{PAUSE_ENV: str(pause)})
+    args = [sys.executable, "-m", "epochgc.impl.gc", "--store", str(root), "--now", str(NOW),
+            *AHEAD, "--tasks", "1", "--delete-batch-size", "2", "--delete-concurrency", "1",
+            "--json", "-q"]
+    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        limit = time.monotonic() + _REACH_LIMIT_S
+        while not Path(f"{pause}.reached").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < limit, "the round never reached its first batch"
+            time.sleep(0.05)
+        assert _admin("pause", "--store", str(root))[0] == 0
+        out, err = proc.communicate(timeout=_REACH_LIMIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == EXIT_PAUSED, err[-3000:]
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert doc["outcome"] == "interrupted" and doc["interrupted"] == "paused", doc
+    gone = eligible - all_keys(LocalStore(root))
+    assert doc["deleted"] == len(gone) == 2, doc  # the one batch in flight, no other
+
