@@ -16,7 +16,7 @@ import os
 import re
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from epochgc.impl.gc.admin import read_admin_state
@@ -296,30 +296,40 @@ def _round(
 
         lease.keep(lost)
     try:
-        _with_spark(spark, open_store, options, view, m, now, clock, say, summary, stop)
+        _with_spark(spark, _Round(open_store, options, view, m, now, clock, say, summary, stop))
     finally:
         if lease is not None:
             lease.release()
 
 
-def _with_spark(
-    spark: SparkSession | Callable[[], SparkSession],
-    open_store: Callable[[], ObjectStore],
-    options: GcOptions,
-    view: ClusterView,
-    m: int,
-    now: float,
-    clock: Callable[[], float],
-    say: Callable[[str], None] | None,
-    summary: GcSummary,
-    stop: RoundStop,
-) -> None:
+@dataclass(frozen=True)
+class _Round:
+    """What every part of one round's Spark work reads: the store, the options, the
+    cluster view and its M, the clocks, progress, the summary it fills and the stop flag."""
+
+    open_store: Callable[[], ObjectStore]
+    options: GcOptions
+    view: ClusterView
+    m: int
+    now: float
+    clock: Callable[[], float]
+    say: Callable[[str], None] | None
+    summary: GcSummary
+    stop: RoundStop
+
+    def note(self, msg: str) -> None:
+        if self.say is not None:
+            self.say(msg)
+
+
+def _with_spark(spark: SparkSession | Callable[[], SparkSession], rnd: _Round) -> None:
     from pyspark.sql import SparkSession
 
     if not isinstance(spark, SparkSession):
         spark = spark()
-    if stop.requested:  # before anything is deleted: nothing to journal
-        summary.interrupted = stop.reason
+    options = rnd.options
+    if rnd.stop.requested:  # before anything is deleted: nothing to journal
+        rnd.summary.interrupted = rnd.stop.reason
         return
     if options.manifest is not None:
         check_manifest_absent(spark, options.manifest)
@@ -329,15 +339,13 @@ def _with_spark(
     groups = split_prefixes(PREFIXES, tasks)
     # Each task's client needs a connection per delete thread, per lister thread and per
     # report reader of its re-read of M (which runs while the listing starts).
-    listers = options.list_concurrency or default_listers(open_store)
-    open_store = sized_for(open_store, options.delete_concurrency + listers + REPORT_READERS)
+    listers = options.list_concurrency or default_listers(rnd.open_store)
+    rnd = replace(rnd, open_store=sized_for(
+        rnd.open_store, options.delete_concurrency + listers + REPORT_READERS))
     if options.dry_run:
-        _dry_round(spark, open_store, groups, options, m, now, clock, say, summary)
+        _dry_round(spark, rnd, groups)
     else:
-        _streaming_round(
-            spark, open_store, groups, options, listers, view, m, now, clock, say, summary,
-            stop,
-        )
+        _streaming_round(spark, rnd, groups, listers)
 
 
 def default_listers(open_store: Callable[[], ObjectStore]) -> int:
@@ -346,31 +354,20 @@ def default_listers(open_store: Callable[[], ObjectStore]) -> int:
 
 
 def _streaming_round(
-    spark: SparkSession,
-    open_store: Callable[[], ObjectStore],
-    groups: list[list[int]],
-    options: GcOptions,
-    listers: int,
-    view: ClusterView,
-    m: int,
-    now: float,
-    clock: Callable[[], float],
-    say: Callable[[str], None] | None,
-    summary: GcSummary,
-    stop: RoundStop,
+    spark: SparkSession, rnd: _Round, groups: list[list[int]], listers: int
 ) -> None:
     """List and delete in one stage (SPEC R21a): each task re-reads M before its first
     delete, then deletes eligible keys page by page while its listing continues, journaling
     each batch. The counts, the manifest and the record come from the journal."""
-    note = say or (lambda _m: None)
+    summary, stop, note = rnd.summary, rnd.stop, rnd.note
     prefix = journal_prefix(summary.round_id)
-    store = open_store()
+    store = rnd.open_store()
     try:
         # START, before any task can delete: a round that dies now still names its journal,
         # and one that cannot write it deletes nothing (it could not account for it).
         write_marker(store, prefix, START, {
-            "round": summary.round_id, "M": m, "snapshot_revision": view.revision,
-            "options": asdict(options)})
+            "round": summary.round_id, "M": rnd.m, "snapshot_revision": rnd.view.revision,
+            "options": asdict(rnd.options)})
     except StoreError as e:
         raise GcError(f"cannot write the deletion journal {prefix}: {e}; nothing was deleted"
                       ) from e
@@ -379,7 +376,7 @@ def _streaming_round(
     summary.journal = prefix
 
     def write_stop() -> None:
-        s = open_store()
+        s = rnd.open_store()
         try:
             write_marker(s, prefix, STOP, {"reason": stop.reason})
         finally:
@@ -392,45 +389,33 @@ def _streaming_round(
         summary.safety_blocked = True
         note(f"gc: {verdict.why()}; stopping")
 
-    watch = RoundWatch(open_store, stop, clock, options.max_report_age_s,
-                       options.watch_interval_s, unhealthy)
+    watch = RoundWatch(rnd.open_store, stop, rnd.clock, rnd.options.max_report_age_s,
+                       rnd.options.watch_interval_s, unhealthy)
     watch.start()
     try:
-        _stage(spark, open_store, groups, options, listers, view, m, now, clock, say, summary,
-               stop, prefix)
+        _stage(spark, rnd, groups, listers, prefix)
     finally:
         watch.close()
 
 
 def _stage(
-    spark: SparkSession,
-    open_store: Callable[[], ObjectStore],
-    groups: list[list[int]],
-    options: GcOptions,
-    listers: int,
-    view: ClusterView,
-    m: int,
-    now: float,
-    clock: Callable[[], float],
-    say: Callable[[str], None] | None,
-    summary: GcSummary,
-    stop: RoundStop,
-    prefix: str,
+    spark: SparkSession, rnd: _Round, groups: list[list[int]], listers: int, prefix: str
 ) -> None:
     """The list-and-delete stage of `_streaming_round` and its accounting from the journal."""
-    note = say or (lambda _m: None)
+    options, summary, stop, note = rnd.options, rnd.summary, rnd.stop, rnd.note
+    open_store, view = rnd.open_store, rnd.view
     sc = spark.sparkContext
     task = functools.partial(
         list_and_delete_task,
         open_store,
-        m,
-        now,
+        rnd.m,
+        rnd.now,
         options.grace_s,
         options.page_size,
         options.delete_batch_size,
         options.delete_concurrency,
         listers,
-        clock,
+        rnd.clock,
         options.max_report_age_s,
         journal=JournalTarget(prefix),
         report_keys=view.report_keys,  # the re-read reads them while it lists them
@@ -447,7 +432,8 @@ def _stage(
         t = time.monotonic()
         sc.setJobDescription("epochgc gc: list and delete")
         try:
-            with StageProgress(sc, "gc: listing and deleting", say), _spark_errors("delete"):
+            with StageProgress(sc, "gc: listing and deleting", rnd.say), \
+                    _spark_errors("delete"):
                 results = rows.collect()
         except GcError as e:
             failure = e
@@ -545,22 +531,13 @@ def _failed_check(scanned: ScanStats, options: GcOptions) -> str | None:
     return f"{what} under the data prefix, never deleted (pass --skip-malformed to accept them)"
 
 
-def _dry_round(
-    spark: SparkSession,
-    open_store: Callable[[], ObjectStore],
-    groups: list[list[int]],
-    options: GcOptions,
-    m: int,
-    now: float,
-    clock: Callable[[], float],
-    say: Callable[[str], None] | None,
-    summary: GcSummary,
-) -> None:
+def _dry_round(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> None:
     """A dry run lists everything first, then re-reads M once on the driver and writes the
     would-be manifest: nothing is deleted, so there is nothing to overlap."""
-    note = say or (lambda _msg: None)
+    options, summary, note = rnd.options, rnd.summary, rnd.note
     sc = spark.sparkContext
-    scan = functools.partial(scan_task, open_store, m, now, options.grace_s, options.page_size)
+    scan = functools.partial(scan_task, rnd.open_store, rnd.m, rnd.now, options.grace_s,
+                             options.page_size)
     rows = sc.parallelize(groups, len(groups)).mapPartitions(
         lambda it: scan(p for group in it for p in group)
     )
@@ -568,7 +545,7 @@ def _dry_round(
     try:
         t = time.monotonic()
         sc.setJobDescription("epochgc gc: list and classify")
-        with StageProgress(sc, "gc: listing", say), _spark_errors("listing"):
+        with StageProgress(sc, "gc: listing", rnd.say), _spark_errors("listing"):
             stats_rows = rows.filter(lambda r: r[0] == STATS).collect()
             scanned = ScanStats()
             for r in stats_rows:
@@ -588,8 +565,8 @@ def _dry_round(
         if scanned.eligible:
             # Re-read before the manifest: if M went backwards, nothing decided with the
             # old reports may be listed as deletable.
-            recheck = _recheck(open_store, clock(), options.max_report_age_s)
-            verdict = recheck_before_delete(m, recheck.gc_epoch())
+            recheck = _recheck(rnd.open_store, rnd.clock(), options.max_report_age_s)
+            verdict = recheck_before_delete(rnd.m, recheck.gc_epoch())
             if isinstance(verdict, Blocked):
                 summary.blocked = verdict.why
                 return
