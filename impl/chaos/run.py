@@ -69,6 +69,9 @@ class ChaosResult:
     survived_disk_faults: int = 0
     unexpected_exits: int = 0
     gc_rounds: int = 0
+    # Rounds the GC safety monitor blocked (issue 30): a node the nemesis killed or cut
+    # off stops reporting, and GC waits (fails closed) instead of deleting on an old view.
+    gc_safety_blocked_rounds: int = 0
     failed_batches: int = 0
 
     def ok(self) -> bool:
@@ -342,6 +345,7 @@ class ChaosRun:
                 self.inflight_deleted.add(k)
                 self.h("deleted while in flight (judged at the end)", key=k)
         if r is not None:
+            self.result.gc_safety_blocked_rounds += r.safety_blocked
             self.h(f"{'final ' if final else ''}GC round", engine=r.engine, M=r.M,
                    deleted=len(gone), blocked=r.blocked or "-")
 
