@@ -1,0 +1,122 @@
+"""review30: hostile GC admin states (`_cluster/gc/admin.json`) must read as paused (fail
+closed), never as running, and a pause must read back as written."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from epochgc.impl.cli import main
+from epochgc.impl.gc.admin import ADMIN_KEY, read_admin_state
+from epochgc.impl.gc.stop import RoundStop
+from epochgc.impl.gc.watch import PAUSED, RoundWatch
+from epochgc.impl.store.local import LocalStore
+
+from tests.gc.helpers import NOW, simple_cluster
+
+
+def _store(tmp_path: Path) -> LocalStore:
+    store = LocalStore(tmp_path / "store", create=True)
+    simple_cluster(store, 100, now=NOW)
+    return store
+
+
+def _paused_doc() -> bytes:
+    return json.dumps({"paused": True, "reason": "incident 42", "by": "op", "at": NOW}).encode()
+
+
+@pytest.mark.xfail(strict=True, reason="review30: a symlinked admin.json reads as running "
+                   "(LocalStore.head returns None for a link)")
+def test_symlinked_admin_state_is_paused(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    real = tmp_path / "shared-admin.json"
+    real.write_bytes(_paused_doc())  # the link even points at a pause
+    path = store.root / ADMIN_KEY
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(real, path)
+    state = read_admin_state(store)
+    assert state.paused, f"symlinked {ADMIN_KEY} read as running: {state}"
+
+
+@pytest.mark.xfail(strict=True, reason="review30: a FIFO at admin.json reads as running")
+def test_fifo_admin_state_is_paused(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    path = store.root / ADMIN_KEY
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.mkfifo(path)
+    state = read_admin_state(store)
+    assert state.paused, f"FIFO at {ADMIN_KEY} read as running: {state}"
+
+
+@pytest.mark.xfail(strict=True, reason="review30: a directory at admin.json reads as running")
+def test_directory_admin_state_is_paused(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    (store.root / ADMIN_KEY).mkdir(parents=True)
+    state = read_admin_state(store)
+    assert state.paused, f"directory at {ADMIN_KEY} read as running: {state}"
+
+
+@pytest.mark.xfail(strict=True, reason="review30: gc-admin show prints 'paused: no' for a "
+                   "symlinked admin.json")
+def test_show_symlinked_admin_state(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    real = tmp_path / "shared-admin.json"
+    real.write_bytes(_paused_doc())
+    path = store.root / ADMIN_KEY
+    path.parent.mkdir(parents=True, exist_ok=True)
+    os.symlink(real, path)
+    r = CliRunner().invoke(main, ["gc-admin", "show", "--store", str(store.root), "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.output)["paused"] is True, r.output
+
+
+_NESTED = b'{"paused": false, "reason": ' + b"[" * 1900 + b"]" * 1900 + b"}"
+
+
+@pytest.mark.xfail(strict=True, reason="review30: a deeply nested admin.json raises "
+                   "RecursionError out of read_admin_state instead of reading as paused")
+def test_nested_admin_state_is_paused(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    assert len(_NESTED) <= 4096  # within the reader's size limit
+    store.put(ADMIN_KEY, _NESTED)
+    state = read_admin_state(store)
+    assert state.paused and ADMIN_KEY in state.reason, state
+
+
+@pytest.mark.xfail(strict=True, reason="review30: a nested admin.json kills the round's "
+                   "watch (poll_once raises RecursionError; the watch thread dies, the round "
+                   "goes on unwatched)")
+def test_watch_survives_nested_admin_state(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    store.put(ADMIN_KEY, _NESTED)
+    stop = RoundStop()
+    watch = RoundWatch(lambda: LocalStore(store.root), stop, lambda: NOW, 300.0, 3600.0,
+                       lambda _v: None)
+    assert watch.poll_once() == PAUSED
+
+
+@pytest.mark.xfail(strict=True, reason="review30: admin.json naming 'paused' twice is read "
+                   "as its last value (running); the report reader refuses such documents")
+def test_admin_state_paused_given_twice_is_paused(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    # json keeps the last value; a reader that keeps the first (jq's --stream, many
+    # parsers in other languages) sees a pause. Ambiguous: fail closed.
+    store.put(ADMIN_KEY, b'{"paused": true, "reason": "incident", "paused": false}')
+    state = read_admin_state(store)
+    assert state.paused, f"ambiguous {ADMIN_KEY} read as running: {state}"
+
+
+@pytest.mark.xfail(strict=True, reason="review30: a pause with a long reason writes a "
+                   "document its own reader rejects as malformed (reason and who lost)")
+def test_long_pause_reason_reads_back(tmp_path: Path) -> None:
+    store = _store(tmp_path)
+    reason = "incident 42: " + "é" * 1000  # 1000 non-ASCII chars: 6 bytes each as JSON
+    r = CliRunner().invoke(main, ["gc-admin", "pause", "--store", str(store.root),
+                                  "--reason", reason])
+    assert r.exit_code == 0, r.output
+    state = read_admin_state(store)
+    assert state.paused
+    assert state.reason == reason, f"pause reason read back as: {state.reason[:200]!r}"
