@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -46,3 +47,53 @@ def test_watch_looks_when_it_starts(tmp_path: Path) -> None:
     watch.start()  # `_streaming_round`: the stage (tasks deleting) starts right after this
     watch.close()  # a small round's stage can end within the interval
     assert stop.requested, "the watch never looked at the pause state"
+
+
+def _dead_node_store(tmp_path: Path) -> LocalStore:
+    """n2 last reported in 1970: the cluster's health is bad at any sane age limit."""
+    store = LocalStore(tmp_path / "store", create=True)
+    write_partitions(store, 10**6, ["t/0"])
+    write_health(store, "n1", NOW - 10, [("t/0", 100)])
+    write_health(store, "n2", 1000.0, [("t/0", 97)])
+    assert check_health(store, NOW, MAX_AGE).state.value == "bad"
+    return store
+
+
+@pytest.mark.xfail(strict=True, reason="review30: a NaN max report age makes every report "
+                   "fresh (age > NaN is false): a node dead since 1970 is judged healthy")
+def test_nan_max_report_age_is_never_healthy(tmp_path: Path) -> None:
+    store = _dead_node_store(tmp_path)
+    verdict = check_health(store, NOW, float("nan"))
+    assert not verdict.healthy, verdict.as_dict()
+
+
+@pytest.mark.xfail(strict=True, reason="review30: a NaN clock reading makes every report age "
+                   "NaN, never above the limit: judged healthy")
+def test_nan_clock_is_never_healthy(tmp_path: Path) -> None:
+    store = _dead_node_store(tmp_path)
+    verdict = check_health(store, float("nan"), MAX_AGE)
+    assert not verdict.healthy, verdict.as_dict()
+
+
+@pytest.mark.xfail(strict=True, reason="review30: GcOptions.validate accepts max_report_age_s "
+                   "NaN (NaN <= 0 is false): the API's rounds then see every report as fresh")
+def test_gc_options_refuse_nan_max_report_age() -> None:
+    from epochgc.impl.gc.errors import GcError
+    from epochgc.impl.gc.job import GcOptions
+
+    with pytest.raises(GcError):
+        GcOptions(max_report_age_s=float("nan")).validate()
+
+
+@pytest.mark.xfail(strict=True, reason="review30: gc-admin show --max-report-age nan (or inf) "
+                   "is accepted (click FloatRange passes NaN; `epochgc gc` refuses both) and "
+                   "prints 'health: healthy' for a node dead since 1970")
+@pytest.mark.parametrize("max_age", ["nan", "inf"])
+def test_show_refuses_non_finite_max_report_age(tmp_path: Path, max_age: str) -> None:
+    from click.testing import CliRunner
+    from epochgc.impl.cli import main
+
+    store = _dead_node_store(tmp_path)
+    r = CliRunner().invoke(main, ["gc-admin", "show", "--store", str(store.root), "--json",
+                                  "--max-report-age", max_age])
+    assert r.exit_code != 0 or json.loads(r.output)["health"]["state"] != "healthy", r.output
