@@ -97,3 +97,14 @@ def test_show_refuses_non_finite_max_report_age(tmp_path: Path, max_age: str) ->
     r = CliRunner().invoke(main, ["gc-admin", "show", "--store", str(store.root), "--json",
                                   "--max-report-age", max_age])
     assert r.exit_code != 0 or json.loads(r.output)["health"]["state"] != "healthy", r.output
+
+
+@pytest.mark.xfail(strict=True, reason="review30: GcOptions.validate accepts watch_interval_s "
+                   "inf/1e300; Event.wait then raises OverflowError in the watch thread, which "
+                   "dies: the round runs unwatched")
+def test_gc_options_refuse_a_watch_interval_the_watch_cannot_wait() -> None:
+    from epochgc.impl.gc.errors import GcError
+    from epochgc.impl.gc.job import GcOptions
+
+    with pytest.raises(GcError):
+        GcOptions(watch_interval_s=float("inf")).validate()
