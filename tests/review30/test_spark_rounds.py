@@ -43,7 +43,7 @@ def test_pause_written_while_the_round_starts_stops_it_before_it_deletes(
         return spark
 
     s = run_gc(session, StoreSpec("file", str(root)),
-               GcOptions(grace_s=GRACE, watch_interval_s=60.0), clock=lambda: NOW)
+               GcOptions(grace_s=GRACE, watch_interval_s=3600.0), clock=lambda: NOW)
     gone = keys - all_keys(LocalStore(root))
     assert not gone, (f"paused before the first delete, the round deleted {len(gone)} key(s): "
                       f"outcome {s.outcome}, exit {s.exit_code}, interrupted {s.interrupted}")
