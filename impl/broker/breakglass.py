@@ -57,6 +57,23 @@ async def break_glass_advance(broker: Broker, name: str) -> BreakGlassResult:
     if not broker.leads(name):
         raise NotLeaderError(broker.port.leader(rep.info.group) or 0)
     cached = broker.cluster_epoch()
-    check_can_help(name, cached, rep.info.creation_revision, rep.sm.state.max_applied_epoch)
+    target = check_can_help(name, cached, rep.info.creation_revision,
+                            rep.sm.state.max_applied_epoch)
+    seen = rep.fence.seen
+    if seen is not None and target <= seen.max:
+        # A newer placeholder is admitted but not applied yet (review30): the advance would
+        # land inside or below the window it slides, a no-op reported as a success.
+        raise BreakGlassRefused(
+            f"{name}: epoch {seen.max} is already admitted at the fence (not applied yet); "
+            f"advancing to this node's cached cluster epoch {cached} cannot move M(p) past "
+            "it. Retry once it has applied")
     result = await broker.housekeep(name)
+    st = rep.sm.state
+    if result.advanced_to is None or target not in (st.max_applied_epoch,
+                                                    st.previous_applied_epoch):
+        # Turned away by the fence, or applied after a newer epoch: nothing moved for it.
+        raise BreakGlassRefused(
+            f"{name}: the advance to {target} changed nothing (the partition's applied window "
+            f"is [{st.previous_applied_epoch}, {st.max_applied_epoch}]: a newer epoch was "
+            "admitted meanwhile); retry")
     return BreakGlassResult(name, cached, result.advanced_to, rep.sm.inactive_epoch())

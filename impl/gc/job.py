@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import math
 import os
 import re
 import time
@@ -69,6 +70,7 @@ if TYPE_CHECKING:
 DEFAULT_GRACE_S = 12 * 3600.0
 MIN_GRACE_S = 3600.0
 DEFAULT_MAX_REPORT_AGE_S = 300.0
+MAX_WATCH_INTERVAL_S = 3600.0  # the in-round watch's longest wait between looks
 _SAMPLES = 20
 _PREFIXES_PER_TASK = 50
 
@@ -108,8 +110,10 @@ class GcOptions:
                 f"grace {self.grace_s:g}s is below the 1h safety minimum; objects that young "
                 "may still be in flight (pass --i-know-grace-is-short to force)"
             )
-        if self.max_report_age_s <= 0:
-            raise GcError("max report age must be > 0")
+        if not (math.isfinite(self.max_report_age_s) and self.max_report_age_s > 0):
+            # NaN passed `<= 0` and made every report fresh (review30).
+            raise GcError(f"max report age must be > 0 and finite, got "
+                          f"{self.max_report_age_s!r}")
         if not 1 <= self.page_size <= MAX_PAGE_SIZE:
             raise GcError(f"page size must be in 1..{MAX_PAGE_SIZE}, got {self.page_size}")
         if not 1 <= self.delete_batch_size <= MAX_DELETE_BATCH:
@@ -118,8 +122,10 @@ class GcOptions:
             raise GcError("delete concurrency must be >= 1")
         if self.list_concurrency is not None and self.list_concurrency < 1:
             raise GcError("list concurrency must be >= 1")
-        if not self.watch_interval_s > 0:
-            raise GcError(f"watch interval must be > 0, got {self.watch_interval_s:g}s")
+        if not 0 < self.watch_interval_s <= MAX_WATCH_INTERVAL_S:
+            # inf made the watch thread die on Event.wait's OverflowError (review30).
+            raise GcError(f"watch interval must be in (0, {MAX_WATCH_INTERVAL_S:g}] s, got "
+                          f"{self.watch_interval_s!r}")
         if self.deadline_s is not None and not self.deadline_s > 0:
             raise GcError(f"deadline must be > 0, got {self.deadline_s:g}s")
         if self.list_keys is not None and not self.dry_run:
@@ -391,11 +397,13 @@ def _streaming_round(
 
     watch = RoundWatch(rnd.open_store, stop, rnd.clock, rnd.options.max_report_age_s,
                        rnd.options.watch_interval_s, unhealthy)
-    watch.start()
+    watch.start()  # looks once before returning: a pause written since `_round` checked
     try:
         _stage(spark, rnd, groups, listers, prefix)
     finally:
         watch.close()
+        if watch.paused is not None:
+            summary.paused = watch.paused.why()  # who paused it and why, in the record
 
 
 def _stage(
@@ -432,9 +440,12 @@ def _stage(
         t = time.monotonic()
         sc.setJobDescription("epochgc gc: list and delete")
         try:
-            with StageProgress(sc, "gc: listing and deleting", rnd.say), \
-                    _spark_errors("delete"):
-                results = rows.collect()
+            # Stopped already (the watch's first look, a signal): no task starts, so none
+            # can delete before it reads the STOP marker written meanwhile.
+            if not stop.requested:
+                with StageProgress(sc, "gc: listing and deleting", rnd.say), \
+                        _spark_errors("delete"):
+                    results = rows.collect()
         except GcError as e:
             failure = e
         except BaseException:
@@ -476,6 +487,7 @@ def _stage(
         )
     if blocked:
         summary.blocked = blocked[0]
+        summary.safety_blocked = True  # a partition without a report at the re-read
     if stopped:
         summary.refused = stopped[0]
     summary.failed_check = _failed_check(scanned, options)
@@ -569,6 +581,7 @@ def _dry_round(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> Non
             verdict = recheck_before_delete(rnd.m, recheck.gc_epoch())
             if isinstance(verdict, Blocked):
                 summary.blocked = verdict.why
+                summary.safety_blocked = True
                 return
             if isinstance(verdict, Refused):
                 summary.refused = verdict.why

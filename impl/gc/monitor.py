@@ -9,6 +9,10 @@ store, nothing else:
 - BAD (blocked): a node that has reported before has a report older than the limit (a
   broker that is down, partitioned from the store or wedged), or a partition of the
   snapshot has no fresh report of its incarnation (the model blocks on it too, F4).
+- UNKNOWN too: a report dated more than `MAX_CLOCK_SKEW_S` ahead of this host's clock
+  (writer and store both ahead: this host's clock is behind, and a node that died would
+  stay "fresh" for the age limit plus the skew), and a clock reading or age limit that is
+  not a finite number (NaN compares false with everything: every report read as fresh).
 - HEALTHY otherwise.
 
 The snapshot's age is not part of health: an old snapshot only lowers M (M is at most its
@@ -24,12 +28,17 @@ decommissioned broker from a dead one.
 from __future__ import annotations
 
 import enum
+import math
 from dataclasses import dataclass
 
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.reports import ClusterView, read_cluster_view
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.model.cluster import partition_epochs
+
+# How far ahead of this host's clock a report may be dated (ordinary NTP skew between the
+# brokers, the store and the GC host); beyond it, the reports' ages cannot be trusted.
+MAX_CLOCK_SKEW_S = 60.0
 
 
 class Health(enum.Enum):
@@ -67,6 +76,12 @@ def assess(view: ClusterView) -> HealthVerdict:
     bad: list[str] = []
     if not view.fresh and not view.stale_nodes:
         unknown.append("no node has published a health report")
+    for h in view.fresh:
+        if not math.isfinite(h.age_s):
+            unknown.append(f"node {h.node}'s report has no finite age ({h.age_s!r})")
+        elif h.age_s < -MAX_CLOCK_SKEW_S:
+            unknown.append(f"node {h.node}'s report is dated {-h.age_s:.0f} s ahead of this "
+                           f"host's clock (more than {MAX_CLOCK_SKEW_S:g} s of clock skew)")
     if view.stale_nodes:
         bad.append("node(s) " + ", ".join(sorted(view.stale_nodes))
                    + " stopped reporting (their reports are older than the age limit)")
@@ -84,7 +99,11 @@ def assess(view: ClusterView) -> HealthVerdict:
 
 def check_health(store: ObjectStore, now: float, max_report_age_s: float) -> HealthVerdict:
     """Read the reports and judge them; a read that fails is UNKNOWN, never an exception
-    (fail closed: no health information blocks the round)."""
+    (fail closed: no health information blocks the round). A clock reading or age limit
+    that is not a finite number (or a limit <= 0) is UNKNOWN: nothing can be judged fresh."""
+    if not (math.isfinite(now) and math.isfinite(max_report_age_s) and max_report_age_s > 0):
+        return HealthVerdict(Health.UNKNOWN, (
+            f"cannot judge the reports' ages: clock {now!r}, age limit {max_report_age_s!r}",))
     try:
         view = read_cluster_view(store, now, max_report_age_s)
     except (ReportError, StoreError) as e:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-from epochgc.impl.gc.admin import read_admin_state
+from epochgc.impl.gc.admin import AdminState, read_admin_state
 from epochgc.impl.gc.monitor import HealthVerdict, check_health
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.store.base import ObjectStore, StoreError
@@ -20,8 +20,10 @@ UNHEALTHY = "unhealthy"
 
 
 class RoundWatch:
-    """Polls every `interval_s` until `close`; the first pause or unhealthy verdict asks
-    `stop` to stop the round (`on_unhealthy` gets the verdict first)."""
+    """Looks once when started, then every `interval_s` until `close`; the first pause or
+    unhealthy verdict asks `stop` to stop the round (`on_unhealthy` gets the verdict first;
+    `paused` keeps the pause state that stopped it). A look that fails in any way is an
+    unknown health: the round stops (fail closed)."""
 
     def __init__(
         self,
@@ -38,15 +40,21 @@ class RoundWatch:
         self.max_report_age_s = max_report_age_s
         self.interval_s = interval_s
         self.on_unhealthy = on_unhealthy
+        self.paused: AdminState | None = None
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="epochgc-watch", daemon=True)
 
     def start(self) -> None:
-        self._thread.start()
+        """Look once now, on the caller's thread (a pause written since the round's own
+        check, while Spark started or the lease was taken, is seen before any task starts),
+        then keep looking from a daemon thread."""
+        if not self._look():
+            self._thread.start()
 
     def close(self) -> None:
         self._done.set()
-        self._thread.join()
+        if self._thread.is_alive():
+            self._thread.join()
 
     def poll_once(self) -> str | None:
         """One look: the reason to stop, or None. A store that cannot be opened is an
@@ -57,7 +65,9 @@ class RoundWatch:
             self.on_unhealthy(HealthVerdict.unknown(f"the store cannot be opened: {e}"))
             return UNHEALTHY
         try:
-            if read_admin_state(store).paused:
+            state = read_admin_state(store)
+            if state.paused:
+                self.paused = state
                 return PAUSED
             verdict = check_health(store, self.clock(), self.max_report_age_s)
         finally:
@@ -67,9 +77,22 @@ class RoundWatch:
             return UNHEALTHY
         return None
 
+    def _look(self) -> bool:
+        """One `poll_once`; True if it stopped the round. Any exception stops it too: a
+        watch that died would let the round run on unwatched (review30: a nested pause
+        document raised RecursionError in this thread)."""
+        try:
+            why = self.poll_once()
+        except Exception as e:  # fail closed, naming what went wrong
+            self.on_unhealthy(HealthVerdict.unknown(
+                f"the watch could not look ({type(e).__name__}: {e})"))
+            why = UNHEALTHY
+        if why is None:
+            return False
+        self.stop.request(why)
+        return True
+
     def _run(self) -> None:
         while not self._done.wait(self.interval_s) and not self.stop.requested:
-            why = self.poll_once()
-            if why is not None:
-                self.stop.request(why)
+            if self._look():
                 return

@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-import pytest
 from epochgc.impl.broker.breakglass import BreakGlassRefused, break_glass_advance
 from epochgc.impl.sim.cluster import SimCluster
 
 P = "t/0"
 
 
-@pytest.mark.xfail(strict=True, reason="review30: with a newer placeholder in flight (fenced, "
-                   "not yet applied) the check passes on the applied epoch, the advance lands "
-                   "after it as a no-op, and the call still reports advanced_to (success)")
 def test_no_success_for_an_advance_that_an_in_flight_placeholder_made_a_no_op() -> None:
     c = SimCluster(seed=7, partitions=(P,))
     c.bootstrap(mint=False)

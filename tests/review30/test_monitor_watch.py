@@ -17,9 +17,6 @@ from tests.gc.helpers import HOUR, NOW, write_health, write_partitions
 MAX_AGE = 300.0
 
 
-@pytest.mark.xfail(strict=True, reason="review30: reports dated an hour after the GC clock "
-                   "(writer and store agree: the GC host's clock is behind) read as healthy, "
-                   "age -3600 s: a dead node stays 'fresh' for max age + skew")
 def test_reports_from_the_future_are_not_healthy(tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "store", create=True)
     write_partitions(store, 10**6, ["t/0"])
@@ -31,10 +28,6 @@ def test_reports_from_the_future_are_not_healthy(tmp_path: Path) -> None:
         f"{verdict.as_dict()}: reports 3600 s in the future judged healthy")
 
 
-@pytest.mark.xfail(strict=True, reason="review30: the watch's first look comes one full "
-                   "interval after it starts; a pause written after the round's start check "
-                   "(while Spark starts, the lease is taken) is not seen while the tasks begin "
-                   "deleting")
 def test_watch_looks_when_it_starts(tmp_path: Path) -> None:
     store = LocalStore(tmp_path / "store", create=True)
     write_partitions(store, 10**6, ["t/0"])
@@ -59,24 +52,18 @@ def _dead_node_store(tmp_path: Path) -> LocalStore:
     return store
 
 
-@pytest.mark.xfail(strict=True, reason="review30: a NaN max report age makes every report "
-                   "fresh (age > NaN is false): a node dead since 1970 is judged healthy")
 def test_nan_max_report_age_is_never_healthy(tmp_path: Path) -> None:
     store = _dead_node_store(tmp_path)
     verdict = check_health(store, NOW, float("nan"))
     assert not verdict.healthy, verdict.as_dict()
 
 
-@pytest.mark.xfail(strict=True, reason="review30: a NaN clock reading makes every report age "
-                   "NaN, never above the limit: judged healthy")
 def test_nan_clock_is_never_healthy(tmp_path: Path) -> None:
     store = _dead_node_store(tmp_path)
     verdict = check_health(store, float("nan"), MAX_AGE)
     assert not verdict.healthy, verdict.as_dict()
 
 
-@pytest.mark.xfail(strict=True, reason="review30: GcOptions.validate accepts max_report_age_s "
-                   "NaN (NaN <= 0 is false): the API's rounds then see every report as fresh")
 def test_gc_options_refuse_nan_max_report_age() -> None:
     from epochgc.impl.gc.errors import GcError
     from epochgc.impl.gc.job import GcOptions
@@ -85,9 +72,6 @@ def test_gc_options_refuse_nan_max_report_age() -> None:
         GcOptions(max_report_age_s=float("nan")).validate()
 
 
-@pytest.mark.xfail(strict=True, reason="review30: gc-admin show --max-report-age nan (or inf) "
-                   "is accepted (click FloatRange passes NaN; `epochgc gc` refuses both) and "
-                   "prints 'health: healthy' for a node dead since 1970")
 @pytest.mark.parametrize("max_age", ["nan", "inf"])
 def test_show_refuses_non_finite_max_report_age(tmp_path: Path, max_age: str) -> None:
     from click.testing import CliRunner
@@ -99,12 +83,25 @@ def test_show_refuses_non_finite_max_report_age(tmp_path: Path, max_age: str) ->
     assert r.exit_code != 0 or json.loads(r.output)["health"]["state"] != "healthy", r.output
 
 
-@pytest.mark.xfail(strict=True, reason="review30: GcOptions.validate accepts watch_interval_s "
-                   "inf/1e300; Event.wait then raises OverflowError in the watch thread, which "
-                   "dies: the round runs unwatched")
 def test_gc_options_refuse_a_watch_interval_the_watch_cannot_wait() -> None:
     from epochgc.impl.gc.errors import GcError
     from epochgc.impl.gc.job import GcOptions
 
     with pytest.raises(GcError):
         GcOptions(watch_interval_s=float("inf")).validate()
+
+
+def test_a_look_that_raises_stops_the_round_as_unknown_health(tmp_path: Path) -> None:
+    """Whatever a look raises, the watch stops the round (fail closed) and says why; it
+    used to die in its thread and leave the round unwatched."""
+    seen = []
+
+    def broken() -> LocalStore:
+        raise RecursionError("maximum recursion depth exceeded")
+
+    stop = RoundStop()
+    watch = RoundWatch(broken, stop, lambda: NOW, MAX_AGE, 3600.0, seen.append)
+    watch.start()
+    watch.close()
+    assert stop.reason == "unhealthy"
+    assert seen and "RecursionError" in seen[0].why(), seen

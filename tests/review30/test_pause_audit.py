@@ -24,8 +24,6 @@ _REACH_LIMIT_S = 300.0  # a bound for a hung process, not a timing assumption
 
 
 @pytest.mark.spark
-@pytest.mark.xfail(strict=True, reason="review30: a round stopped by a pause records only "
-                   "interrupted='paused': who paused it and why are lost (json and record)")
 def test_a_round_stopped_by_a_pause_records_who_and_why(tmp_path: Path) -> None:
     root = tmp_path / "store"
     simple_cluster(LocalStore(root, create=True), 100)

@@ -30,9 +30,6 @@ def _store(tmp_path: Path) -> tuple[Path, set[str]]:
     return root, keys
 
 
-@pytest.mark.xfail(strict=True, reason="review30: a pause written after the round's start "
-                   "check (here while Spark starts) is not seen before the tasks delete: the "
-                   "watch first looks one interval after the stage began")
 def test_pause_written_while_the_round_starts_stops_it_before_it_deletes(
     tmp_path: Path, spark: Any
 ) -> None:
@@ -55,9 +52,6 @@ def _gauge(reg: Any, name: str) -> float:
     return float(value)
 
 
-@pytest.mark.xfail(strict=True, reason="review30: a round the tasks' re-read blocked (partitions "
-                   "without a report) exits 2 'blocked' but safety_blocked stays false: "
-                   "epochgc_gc_round_safety_blocked 0")
 def test_a_round_blocked_at_the_re_read_counts_as_safety_blocked(
     tmp_path: Path, spark: Any
 ) -> None:
