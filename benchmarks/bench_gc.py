@@ -9,7 +9,8 @@
 
 (a) local directory, 1,000,000 L0 objects of which 100,000 eligible: deleted/s of the Spark
     job (Spark start-up excluded: the session is created and warmed first) against a plain
-    single-process loop that lists the same directories and unlinks the same files;
+    single-process loop that lists the same directories and unlinks the same files; and of
+    the job's task body run over every prefix on the driver's thread without Spark;
 (b) listing efficiency, 1,000,000 live objects above M and 10,000 eligible: keys listed per
     key deleted (examined keys, i.e. up to and including the first key above M per prefix;
     also reported: keys the store returned in its pages of up to 1000);
@@ -54,7 +55,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.job import GcOptions, default_listers, run_gc
+from epochgc.impl.gc.journal import JournalTarget, read_journal
+from epochgc.impl.gc.stream import list_and_delete_task
 from epochgc.impl.gc.summary import GcSummary
 from epochgc.impl.store.base import ObjectStore
 from epochgc.impl.store.local import LocalStore
@@ -147,6 +150,23 @@ def baseline_local(root: Path, m: int, rmdir: bool = False,
     return deleted, time.perf_counter() - t
 
 
+def task_in_process(root: Path, run: int) -> tuple[int, float]:
+    """The job's task body (list, re-read M, delete with journaling and pruning) over every
+    prefix on this thread, without Spark: what one task costs the machine, apart from
+    Spark's scheduling of 20 tasks on the cores it shares."""
+    spec = StoreSpec("file", str(root))
+    write_reports(spec(), M)
+    o = GcOptions(grace_s=GRACE, max_report_age_s=2 * GRACE)
+    journal = f"_cluster/gc/journal/bench-task-{run}/"
+    t = time.perf_counter()
+    list(list_and_delete_task(
+        spec, M, clock(), GRACE, o.page_size, o.delete_batch_size, o.delete_concurrency,
+        default_listers(spec), clock, 2 * GRACE, iter(range(PREFIXES)),
+        journal=JournalTarget(journal)))
+    seconds = time.perf_counter() - t
+    return len(read_journal(spec(), journal).deleted), seconds
+
+
 def gc(spark: Any, spec: Any, tasks: int | None = None, **options: Any) -> GcSummary:
     write_reports(spec(), M)  # fresh reports, as the cluster republishes them (max age 5m)
     # The clock runs 13h ahead so objects count as old; the reports' mtime (real time) then
@@ -179,6 +199,7 @@ def bench_local(spark: Any, base: Path, scale: int, repeat: int) -> list[dict[st
     prune_rates: list[float] = []
     lstat_rates: list[float] = []
     rates: list[float] = []
+    task_rates: list[float] = []
     loads: list[float] = []
     for r in range(repeat):
         if r:
@@ -199,6 +220,12 @@ def bench_local(spark: Any, base: Path, scale: int, repeat: int) -> list[dict[st
         print(f"(a) baseline loop list + lstat + unlink: {deleted} in {seconds:.2f}s",
               file=sys.stderr)
         make_files(root, per_eligible, "g")
+        deleted, seconds = task_in_process(root, r)
+        assert deleted == eligible, (deleted, eligible)
+        task_rates.append(deleted / seconds)
+        print(f"(a) the task body in process, no Spark: {deleted} in {seconds:.2f}s",
+              file=sys.stderr)
+        make_files(root, per_eligible, "g")
         s = gc(spark, StoreSpec("file", str(root)))
         assert s.deleted == eligible, s
         rates.append(s.deleted / s.seconds)
@@ -212,6 +239,7 @@ def bench_local(spark: Any, base: Path, scale: int, repeat: int) -> list[dict[st
     base_rate, prune_rate = statistics.median(base_rates), statistics.median(prune_rates)
     lstat_rate, rate = statistics.median(lstat_rates), statistics.median(rates)
     per_run = [j / b for j, b in zip(rates, lstat_rates, strict=True)]
+    task_per_run = [j / b for j, b in zip(task_rates, lstat_rates, strict=True)]
     n = eligible + live
     rows = [
         row(
@@ -251,6 +279,18 @@ def bench_local(spark: Any, base: Path, scale: int, repeat: int) -> list[dict[st
                 "loop_s": [round(eligible / x, 2) for x in lstat_rates],
                 "load_average_1m": [round(x, 1) for x in loads],
             },
+        },
+        # Where the job's time goes: its task body alone on one thread, same baseline.
+        {
+            **row(
+                f"local_task_in_process_vs_list_lstat_unlink[{n} objects, {eligible} eligible]",
+                statistics.median(task_rates),
+                "keys/s",
+                lstat_rate,
+                None,
+                ratio=statistics.median(task_per_run),
+            ),
+            "runs": {"ratios": [round(x, 3) for x in task_per_run]},
         },
     ]
 
