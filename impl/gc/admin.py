@@ -11,16 +11,25 @@ read or parsed counts as paused, naming why.
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 from dataclasses import dataclass
 from typing import Any
 
+from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.lease import LEASE_KEY
-from epochgc.impl.store.base import ObjectStore, StoreError
+from epochgc.impl.gc.reports import check_nesting
+from epochgc.impl.store.base import ObjectInfo, ObjectStore, StoreError
+from epochgc.impl.store.local import NotAnObject
 
 ADMIN_KEY = "_cluster/gc/admin.json"
 _MAX_BYTES = 4096
+# A pause reason is cut to this many bytes (as a JSON string) when written, so the document
+# always reads back within _MAX_BYTES (issue 30 review: a longer one was written, then
+# read as malformed, its reason and author lost).
+MAX_REASON_BYTES = 2048
+_CUT = " [cut]"
 
 
 @dataclass(frozen=True)
@@ -37,33 +46,113 @@ class AdminState:
                "(epochgc gc-admin start resumes it)"
 
 
-def read_admin_state(store: ObjectStore) -> AdminState:
-    """The store's GC state; absent = running; unreadable or malformed = paused (fail
-    closed), with the problem as the reason."""
+class _Missing(Exception):
+    """No entry at all at the key (head and get agree)."""
+
+
+def _read_entry(store: ObjectStore, key: str) -> tuple[ObjectInfo | None, bytes]:
+    """The object at `key`: its info (None if it appeared between head and get) and up to
+    _MAX_BYTES + 1 bytes. _Missing if there is nothing there; NotAnObject if a link, a
+    directory or a special file is there (`head` says None for those too: absent is only
+    believed once `get` agrees); StoreError if it cannot be read."""
+    info = store.head(key)
+    if info is None:
+        try:
+            raw = store.get(key, 0, _MAX_BYTES + 1)
+        except NotAnObject:
+            raise
+        except StoreError:
+            raise _Missing(key) from None  # head said absent; get found nothing hidden
+        return None, raw
+    return info, store.get(key, 0, _MAX_BYTES + 1)
+
+
+def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in doc:  # json keeps the last, other readers the first: ambiguous
+            raise ValueError(f"field {k!r} is given twice in one object")
+        doc[k] = v
+    return doc
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(f"number {text} is out of range")
+    return v
+
+
+def load_strict(raw: bytes, key: str) -> Any:
+    """The JSON document `raw` (object `key`), or ValueError saying what is wrong: larger
+    than _MAX_BYTES, nested deeper than the reports' limit (json would raise RecursionError),
+    a name given twice in one object, NaN/Infinity or a number out of range."""
+    if len(raw) > _MAX_BYTES:
+        raise ValueError(f"larger than {_MAX_BYTES} bytes")
     try:
-        if store.head(ADMIN_KEY) is None:
-            return AdminState(paused=False)
-        raw = store.get(ADMIN_KEY, 0, _MAX_BYTES + 1)
+        check_nesting(raw, key)
+    except ReportError as e:
+        raise ValueError(str(e).removeprefix(f"{key}: ")) from None
+    return json.loads(raw, object_pairs_hook=_unique_names, parse_constant=_no_constant,
+                      parse_float=_finite)
+
+
+def read_admin_state(store: ObjectStore) -> AdminState:
+    """The store's GC state; absent = running; unreadable, malformed or not a regular
+    object (a link, a directory, a special file) = paused (fail closed), with the problem
+    as the reason."""
+    try:
+        _, raw = _read_entry(store, ADMIN_KEY)
+    except _Missing:
+        return AdminState(paused=False)
+    except NotAnObject as e:
+        return AdminState(True, f"{ADMIN_KEY} is there but is not a regular object ({e}); "
+                                "treated as paused")
     except StoreError as e:
         return AdminState(True, f"{ADMIN_KEY} cannot be read ({e}); treated as paused")
     try:
-        if len(raw) > _MAX_BYTES:
-            raise ValueError(f"larger than {_MAX_BYTES} bytes")
-        doc = json.loads(raw)
+        doc = load_strict(raw, ADMIN_KEY)
         if not isinstance(doc, dict) or not isinstance(doc.get("paused"), bool):
             raise ValueError('not an object with a boolean "paused"')
         at = doc.get("at")
         return AdminState(doc["paused"], str(doc.get("reason", "")), str(doc.get("by", "")),
                           float(at) if isinstance(at, int | float) else None)
-    except ValueError as e:
+    except ValueError as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return AdminState(True, f"{ADMIN_KEY} is malformed ({e}); treated as paused")
 
 
+def cap_reason(reason: str) -> str:
+    """`reason` as written: characters UTF-8 cannot hold (lone surrogates) replaced, and cut
+    (marked " [cut]") to at most MAX_REASON_BYTES bytes as a JSON string."""
+    reason = reason.encode("utf-8", "replace").decode("utf-8")
+
+    def size(text: str) -> int:
+        return len(json.dumps(text, ensure_ascii=False).encode())
+
+    if size(reason) <= MAX_REASON_BYTES:
+        return reason
+    lo, hi = 0, len(reason)  # the longest prefix that fits with the mark
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if size(reason[:mid] + _CUT) <= MAX_REASON_BYTES:
+            lo = mid
+        else:
+            hi = mid - 1
+    return reason[:lo] + _CUT
+
+
 def write_admin_state(store: ObjectStore, paused: bool, reason: str, now: float) -> AdminState:
-    """Pause (or resume) GC on the store; returns the state written."""
-    state = AdminState(paused, reason, f"{socket.gethostname()} pid {os.getpid()}", now)
+    """Pause (or resume) GC on the store; returns the state written. The reason is capped
+    (`cap_reason`) so the document always reads back (<= _MAX_BYTES)."""
+    by = f"{socket.gethostname()} pid {os.getpid()}".encode("utf-8", "replace").decode()
+    state = AdminState(paused, cap_reason(reason), by[:255], now)
     store.put(ADMIN_KEY, json.dumps(
-        {"paused": state.paused, "reason": state.reason, "by": state.by, "at": state.at}
+        {"paused": state.paused, "reason": state.reason, "by": state.by, "at": state.at},
+        ensure_ascii=False, allow_nan=False,
     ).encode())
     return state
 

@@ -23,6 +23,7 @@ from typing import Any
 
 import click
 from epochgc.impl.gc.admin import (
+    MAX_REASON_BYTES,
     ResetRefused,
     read_admin_state,
     read_lease,
@@ -59,7 +60,9 @@ def gc_admin() -> None:
 @gc_admin.command()
 @_STORE
 @_ENDPOINT
-@click.option("--reason", default="", help="recorded with the pause and shown in refusals")
+@click.option("--reason", default="",
+              help="recorded with the pause and shown in refusals; at most "
+                   f"{MAX_REASON_BYTES} bytes as JSON (a longer one is cut, marked [cut])")
 def pause(store: str, s3_endpoint: str | None, reason: str) -> None:
     """Pause GC: new rounds refuse, running ones stop at their next delete batch."""
     s = _open(store, s3_endpoint)
