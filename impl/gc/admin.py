@@ -10,6 +10,7 @@ read or parsed counts as paused, naming why.
 
 from __future__ import annotations
 
+import enum
 import json
 import math
 import os
@@ -87,12 +88,13 @@ def _finite(text: str) -> float:
     return v
 
 
-def load_strict(raw: bytes, key: str) -> Any:
+def load_strict(raw: bytes, key: str, limit: int = _MAX_BYTES) -> Any:
     """The JSON document `raw` (object `key`), or ValueError saying what is wrong: larger
-    than _MAX_BYTES, nested deeper than the reports' limit (json would raise RecursionError),
-    a name given twice in one object, NaN/Infinity or a number out of range."""
-    if len(raw) > _MAX_BYTES:
-        raise ValueError(f"larger than {_MAX_BYTES} bytes")
+    than `limit` bytes, nested deeper than the reports' limit (json would raise
+    RecursionError), a name given twice in one object, NaN/Infinity or a number out of
+    range (so what it returns always dumps as strict JSON)."""
+    if len(raw) > limit:
+        raise ValueError(f"larger than {limit} bytes")
     try:
         check_nesting(raw, key)
     except ReportError as e:
@@ -157,47 +159,105 @@ def write_admin_state(store: ObjectStore, paused: bool, reason: str, now: float)
     return state
 
 
+class LeaseState(enum.Enum):
+    """What sits at the lease path (`_cluster/gc/lease.json`)."""
+
+    ABSENT = "absent"
+    LIVE = "live"  # held, not expired
+    EXPIRED = "expired"  # released, or its holder stopped renewing it
+    UNREADABLE = "unreadable"  # an object that cannot be read or parsed: may be held
+    NOT_AN_OBJECT = "not_an_object"  # a link, directory or special file: refuses every round
+
+
 @dataclass(frozen=True)
 class LeaseView:
     """The lease as `show` and `reset` see it."""
 
-    holder: dict[str, Any] | None  # the document, None if absent or unreadable
-    live: bool  # held and not expired
+    state: LeaseState
+    holder: dict[str, Any] | None = None  # the document (LIVE, EXPIRED): strict JSON
+    problem: str = ""  # why UNREADABLE or NOT_AN_OBJECT
+    # What reset's conditional delete compares (ObjectInfo.version); "" = by name.
+    version: str = ""
+
+    @property
+    def live(self) -> bool:
+        """Held, or cannot be told apart from held (fail closed)."""
+        return self.state not in (LeaseState.ABSENT, LeaseState.EXPIRED)
+
+    def as_dict(self) -> dict[str, Any]:
+        """For `show --json`."""
+        return {"state": self.state.value, "live": self.live, "holder": self.holder,
+                "problem": self.problem or None}
 
 
 def read_lease(store: ObjectStore, now: float) -> LeaseView:
-    """The lease document and whether it is live at `now` (real time)."""
+    """The lease at `now` (real time): its state, its document and the version read."""
     try:
-        if store.head(LEASE_KEY) is None:
-            return LeaseView(None, False)
-        doc = json.loads(store.get(LEASE_KEY, 0, _MAX_BYTES))
-    except (StoreError, ValueError):
-        return LeaseView(None, True)  # present but unreadable: assume held (fail closed)
-    if not isinstance(doc, dict):
-        return LeaseView(None, True)
+        info, raw = _read_entry(store, LEASE_KEY)
+    except _Missing:
+        return LeaseView(LeaseState.ABSENT)
+    except NotAnObject as e:
+        return LeaseView(LeaseState.NOT_AN_OBJECT, problem=str(e))
+    except StoreError as e:
+        return LeaseView(LeaseState.UNREADABLE, problem=str(e))
+    if info is None:  # created between head and get: its version is unknown
+        return LeaseView(LeaseState.UNREADABLE,
+                         problem="it was created while being read; run the command again")
+    try:
+        doc = load_strict(raw, LEASE_KEY)
+        if not isinstance(doc, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as e:
+        return LeaseView(LeaseState.UNREADABLE, problem=f"malformed: {e}", version=info.version)
     until = doc.get("expires_at")
-    return LeaseView(doc, isinstance(until, int | float) and until > now)
+    live = isinstance(until, int | float) and not isinstance(until, bool) and until > now
+    return LeaseView(LeaseState.LIVE if live else LeaseState.EXPIRED, doc,
+                     version=info.version)
 
 
 class ResetRefused(Exception):
-    """A reset while a round holds a live lease, without --force."""
+    """A reset that would remove what may still be in use: a live (or unreadable) lease
+    without --force, or a lease that changed since it was read."""
 
 
 def reset_gc_state(store: ObjectStore, now: float, force: bool = False) -> list[str]:
     """The escape hatch: removes the GC lease (`_cluster/gc/lease.json`), so a round that
     died holding it no longer blocks the next ones until it expires. Nothing else: the
     pause state, the round records and the deletion journals are kept (they are the audit
-    trail). Refused (ResetRefused) while the lease is live, unless `force`: the round
-    holding it may still be deleting, and a second round would then run beside it.
+    trail). Refused (ResetRefused) while the lease is live, unreadable, or not a regular
+    object (a link, a directory: it refuses every round), unless `force`: the round holding
+    it may still be deleting, and a second round would then run beside it. The delete is
+    conditional on the version read: a lease taken over since is never removed (refused).
     Returns what it removed."""
     lease = read_lease(store, now)
-    if lease.live and not force:
+    if lease.state is LeaseState.ABSENT:
+        return []
+    if not force:
+        _refuse_unforced(lease)
+    r = store.delete_if_unchanged([(LEASE_KEY, lease.version)])
+    if r.changed:
+        raise ResetRefused(
+            f"{LEASE_KEY} changed since it was read (a GC round may have taken the lease "
+            "over); not removed: see epochgc gc-admin show")
+    if r.errors:
+        raise ResetRefused(f"cannot remove {LEASE_KEY}: {r.errors.get(LEASE_KEY, r.errors)}; "
+                           "remove it by hand")
+    return [] if LEASE_KEY in r.gone else [LEASE_KEY]
+
+
+def _refuse_unforced(lease: LeaseView) -> None:
+    if lease.state is LeaseState.LIVE:
         holder = lease.holder or {}
         raise ResetRefused(
             f"a GC round holds a live lease ({LEASE_KEY}: round {holder.get('round', '?')}, "
             f"host {holder.get('host', '?')}, pid {holder.get('pid', '?')}); it may still be "
             "deleting; stop it first, or pass --force if it is known dead")
-    if store.head(LEASE_KEY) is None:
-        return []
-    store.delete_batch([LEASE_KEY])
-    return [LEASE_KEY]
+    if lease.state is LeaseState.UNREADABLE:
+        raise ResetRefused(
+            f"the GC lease {LEASE_KEY} cannot be read ({lease.problem}); a round may still "
+            "hold it: pass --force if no GC round is running")
+    if lease.state is LeaseState.NOT_AN_OBJECT:
+        raise ResetRefused(
+            f"{LEASE_KEY} is not a regular object ({lease.problem}); every GC round is "
+            "refused while it is there: pass --force to remove it (a link is removed, "
+            "never followed)")
