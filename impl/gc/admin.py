@@ -10,17 +10,27 @@ read or parsed counts as paused, naming why.
 
 from __future__ import annotations
 
+import enum
 import json
+import math
 import os
 import socket
 from dataclasses import dataclass
 from typing import Any
 
+from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.lease import LEASE_KEY
-from epochgc.impl.store.base import ObjectStore, StoreError
+from epochgc.impl.gc.reports import check_nesting
+from epochgc.impl.store.base import ObjectInfo, ObjectStore, StoreError
+from epochgc.impl.store.local import NotAnObject
 
 ADMIN_KEY = "_cluster/gc/admin.json"
 _MAX_BYTES = 4096
+# A pause reason is cut to this many bytes (as a JSON string) when written, so the document
+# always reads back within _MAX_BYTES (issue 30 review: a longer one was written, then
+# read as malformed, its reason and author lost).
+MAX_REASON_BYTES = 2048
+_CUT = " [cut]"
 
 
 @dataclass(frozen=True)
@@ -37,78 +47,217 @@ class AdminState:
                "(epochgc gc-admin start resumes it)"
 
 
-def read_admin_state(store: ObjectStore) -> AdminState:
-    """The store's GC state; absent = running; unreadable or malformed = paused (fail
-    closed), with the problem as the reason."""
+class _Missing(Exception):
+    """No entry at all at the key (head and get agree)."""
+
+
+def _read_entry(store: ObjectStore, key: str) -> tuple[ObjectInfo | None, bytes]:
+    """The object at `key`: its info (None if it appeared between head and get) and up to
+    _MAX_BYTES + 1 bytes. _Missing if there is nothing there; NotAnObject if a link, a
+    directory or a special file is there (`head` says None for those too: absent is only
+    believed once `get` agrees); StoreError if it cannot be read."""
+    info = store.head(key)
+    if info is None:
+        try:
+            raw = store.get(key, 0, _MAX_BYTES + 1)
+        except NotAnObject:
+            raise
+        except StoreError:
+            raise _Missing(key) from None  # head said absent; get found nothing hidden
+        return None, raw
+    return info, store.get(key, 0, _MAX_BYTES + 1)
+
+
+def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in doc:  # json keeps the last, other readers the first: ambiguous
+            raise ValueError(f"field {k!r} is given twice in one object")
+        doc[k] = v
+    return doc
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(f"number {text} is out of range")
+    return v
+
+
+def load_strict(raw: bytes, key: str, limit: int = _MAX_BYTES) -> Any:
+    """The JSON document `raw` (object `key`), or ValueError saying what is wrong: larger
+    than `limit` bytes, nested deeper than the reports' limit (json would raise
+    RecursionError), a name given twice in one object, NaN/Infinity or a number out of
+    range (so what it returns always dumps as strict JSON)."""
+    if len(raw) > limit:
+        raise ValueError(f"larger than {limit} bytes")
     try:
-        if store.head(ADMIN_KEY) is None:
-            return AdminState(paused=False)
-        raw = store.get(ADMIN_KEY, 0, _MAX_BYTES + 1)
+        check_nesting(raw, key)
+    except ReportError as e:
+        raise ValueError(str(e).removeprefix(f"{key}: ")) from None
+    return json.loads(raw, object_pairs_hook=_unique_names, parse_constant=_no_constant,
+                      parse_float=_finite)
+
+
+def read_admin_state(store: ObjectStore) -> AdminState:
+    """The store's GC state; absent = running; unreadable, malformed or not a regular
+    object (a link, a directory, a special file) = paused (fail closed), with the problem
+    as the reason."""
+    try:
+        _, raw = _read_entry(store, ADMIN_KEY)
+    except _Missing:
+        return AdminState(paused=False)
+    except NotAnObject as e:
+        return AdminState(True, f"{ADMIN_KEY} is there but is not a regular object ({e}); "
+                                "treated as paused")
     except StoreError as e:
         return AdminState(True, f"{ADMIN_KEY} cannot be read ({e}); treated as paused")
     try:
-        if len(raw) > _MAX_BYTES:
-            raise ValueError(f"larger than {_MAX_BYTES} bytes")
-        doc = json.loads(raw)
+        doc = load_strict(raw, ADMIN_KEY)
         if not isinstance(doc, dict) or not isinstance(doc.get("paused"), bool):
             raise ValueError('not an object with a boolean "paused"')
         at = doc.get("at")
         return AdminState(doc["paused"], str(doc.get("reason", "")), str(doc.get("by", "")),
                           float(at) if isinstance(at, int | float) else None)
-    except ValueError as e:
+    except ValueError as e:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
         return AdminState(True, f"{ADMIN_KEY} is malformed ({e}); treated as paused")
 
 
+def cap_reason(reason: str) -> str:
+    """`reason` as written: characters UTF-8 cannot hold (lone surrogates) replaced, and cut
+    (marked " [cut]") to at most MAX_REASON_BYTES bytes as a JSON string."""
+    reason = reason.encode("utf-8", "replace").decode("utf-8")
+
+    def size(text: str) -> int:
+        return len(json.dumps(text, ensure_ascii=False).encode())
+
+    if size(reason) <= MAX_REASON_BYTES:
+        return reason
+    lo, hi = 0, len(reason)  # the longest prefix that fits with the mark
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if size(reason[:mid] + _CUT) <= MAX_REASON_BYTES:
+            lo = mid
+        else:
+            hi = mid - 1
+    return reason[:lo] + _CUT
+
+
 def write_admin_state(store: ObjectStore, paused: bool, reason: str, now: float) -> AdminState:
-    """Pause (or resume) GC on the store; returns the state written."""
-    state = AdminState(paused, reason, f"{socket.gethostname()} pid {os.getpid()}", now)
+    """Pause (or resume) GC on the store; returns the state written. The reason is capped
+    (`cap_reason`) so the document always reads back (<= _MAX_BYTES)."""
+    by = f"{socket.gethostname()} pid {os.getpid()}".encode("utf-8", "replace").decode()
+    state = AdminState(paused, cap_reason(reason), by[:255], now)
     store.put(ADMIN_KEY, json.dumps(
-        {"paused": state.paused, "reason": state.reason, "by": state.by, "at": state.at}
+        {"paused": state.paused, "reason": state.reason, "by": state.by, "at": state.at},
+        ensure_ascii=False, allow_nan=False,
     ).encode())
     return state
+
+
+class LeaseState(enum.Enum):
+    """What sits at the lease path (`_cluster/gc/lease.json`)."""
+
+    ABSENT = "absent"
+    LIVE = "live"  # held, not expired
+    EXPIRED = "expired"  # released, or its holder stopped renewing it
+    UNREADABLE = "unreadable"  # an object that cannot be read or parsed: may be held
+    NOT_AN_OBJECT = "not_an_object"  # a link, directory or special file: refuses every round
 
 
 @dataclass(frozen=True)
 class LeaseView:
     """The lease as `show` and `reset` see it."""
 
-    holder: dict[str, Any] | None  # the document, None if absent or unreadable
-    live: bool  # held and not expired
+    state: LeaseState
+    holder: dict[str, Any] | None = None  # the document (LIVE, EXPIRED): strict JSON
+    problem: str = ""  # why UNREADABLE or NOT_AN_OBJECT
+    # What reset's conditional delete compares (ObjectInfo.version); "" = by name.
+    version: str = ""
+
+    @property
+    def live(self) -> bool:
+        """Held, or cannot be told apart from held (fail closed)."""
+        return self.state not in (LeaseState.ABSENT, LeaseState.EXPIRED)
+
+    def as_dict(self) -> dict[str, Any]:
+        """For `show --json`."""
+        return {"state": self.state.value, "live": self.live, "holder": self.holder,
+                "problem": self.problem or None}
 
 
 def read_lease(store: ObjectStore, now: float) -> LeaseView:
-    """The lease document and whether it is live at `now` (real time)."""
+    """The lease at `now` (real time): its state, its document and the version read."""
     try:
-        if store.head(LEASE_KEY) is None:
-            return LeaseView(None, False)
-        doc = json.loads(store.get(LEASE_KEY, 0, _MAX_BYTES))
-    except (StoreError, ValueError):
-        return LeaseView(None, True)  # present but unreadable: assume held (fail closed)
-    if not isinstance(doc, dict):
-        return LeaseView(None, True)
+        info, raw = _read_entry(store, LEASE_KEY)
+    except _Missing:
+        return LeaseView(LeaseState.ABSENT)
+    except NotAnObject as e:
+        return LeaseView(LeaseState.NOT_AN_OBJECT, problem=str(e))
+    except StoreError as e:
+        return LeaseView(LeaseState.UNREADABLE, problem=str(e))
+    if info is None:  # created between head and get: its version is unknown
+        return LeaseView(LeaseState.UNREADABLE,
+                         problem="it was created while being read; run the command again")
+    try:
+        doc = load_strict(raw, LEASE_KEY)
+        if not isinstance(doc, dict):
+            raise ValueError("not a JSON object")
+    except ValueError as e:
+        return LeaseView(LeaseState.UNREADABLE, problem=f"malformed: {e}", version=info.version)
     until = doc.get("expires_at")
-    return LeaseView(doc, isinstance(until, int | float) and until > now)
+    live = isinstance(until, int | float) and not isinstance(until, bool) and until > now
+    return LeaseView(LeaseState.LIVE if live else LeaseState.EXPIRED, doc,
+                     version=info.version)
 
 
 class ResetRefused(Exception):
-    """A reset while a round holds a live lease, without --force."""
+    """A reset that would remove what may still be in use: a live (or unreadable) lease
+    without --force, or a lease that changed since it was read."""
 
 
 def reset_gc_state(store: ObjectStore, now: float, force: bool = False) -> list[str]:
     """The escape hatch: removes the GC lease (`_cluster/gc/lease.json`), so a round that
     died holding it no longer blocks the next ones until it expires. Nothing else: the
     pause state, the round records and the deletion journals are kept (they are the audit
-    trail). Refused (ResetRefused) while the lease is live, unless `force`: the round
-    holding it may still be deleting, and a second round would then run beside it.
+    trail). Refused (ResetRefused) while the lease is live, unreadable, or not a regular
+    object (a link, a directory: it refuses every round), unless `force`: the round holding
+    it may still be deleting, and a second round would then run beside it. The delete is
+    conditional on the version read: a lease taken over since is never removed (refused).
     Returns what it removed."""
     lease = read_lease(store, now)
-    if lease.live and not force:
+    if lease.state is LeaseState.ABSENT:
+        return []
+    if not force:
+        _refuse_unforced(lease)
+    r = store.delete_if_unchanged([(LEASE_KEY, lease.version)])
+    if r.changed:
+        raise ResetRefused(
+            f"{LEASE_KEY} changed since it was read (a GC round may have taken the lease "
+            "over); not removed: see epochgc gc-admin show")
+    if r.errors:
+        raise ResetRefused(f"cannot remove {LEASE_KEY}: {r.errors.get(LEASE_KEY, r.errors)}; "
+                           "remove it by hand")
+    return [] if LEASE_KEY in r.gone else [LEASE_KEY]
+
+
+def _refuse_unforced(lease: LeaseView) -> None:
+    if lease.state is LeaseState.LIVE:
         holder = lease.holder or {}
         raise ResetRefused(
             f"a GC round holds a live lease ({LEASE_KEY}: round {holder.get('round', '?')}, "
             f"host {holder.get('host', '?')}, pid {holder.get('pid', '?')}); it may still be "
             "deleting; stop it first, or pass --force if it is known dead")
-    if store.head(LEASE_KEY) is None:
-        return []
-    store.delete_batch([LEASE_KEY])
-    return [LEASE_KEY]
+    if lease.state is LeaseState.UNREADABLE:
+        raise ResetRefused(
+            f"the GC lease {LEASE_KEY} cannot be read ({lease.problem}); a round may still "
+            "hold it: pass --force if no GC round is running")
+    if lease.state is LeaseState.NOT_AN_OBJECT:
+        raise ResetRefused(
+            f"{LEASE_KEY} is not a regular object ({lease.problem}); every GC round is "
+            "refused while it is there: pass --force to remove it (a link is removed, "
+            "never followed)")

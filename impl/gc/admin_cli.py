@@ -23,7 +23,10 @@ from typing import Any
 
 import click
 from epochgc.impl.gc.admin import (
+    MAX_REASON_BYTES,
+    LeaseState,
     ResetRefused,
+    load_strict,
     read_admin_state,
     read_lease,
     reset_gc_state,
@@ -31,6 +34,7 @@ from epochgc.impl.gc.admin import (
 )
 from epochgc.impl.gc.errors import GcError, ReportError
 from epochgc.impl.gc.job import DEFAULT_MAX_REPORT_AGE_S, check_is_store
+from epochgc.impl.gc.lease import LEASE_KEY
 from epochgc.impl.gc.monitor import check_health
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.reports import read_cluster_view
@@ -38,6 +42,7 @@ from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.url import open_store
 from epochgc.model.cluster import partition_epochs
 
+_MAX_RECORD = 1 << 20  # bytes of a round record `show` reads
 _STORE = click.option("--store", required=True, help="store URL or directory")
 _ENDPOINT = click.option("--s3-endpoint", default=None, help="S3-compatible endpoint")
 
@@ -59,7 +64,9 @@ def gc_admin() -> None:
 @gc_admin.command()
 @_STORE
 @_ENDPOINT
-@click.option("--reason", default="", help="recorded with the pause and shown in refusals")
+@click.option("--reason", default="",
+              help="recorded with the pause and shown in refusals; at most "
+                   f"{MAX_REASON_BYTES} bytes as JSON (a longer one is cut, marked [cut])")
 def pause(store: str, s3_endpoint: str | None, reason: str) -> None:
     """Pause GC: new rounds refuse, running ones stop at their next delete batch."""
     s = _open(store, s3_endpoint)
@@ -115,7 +122,8 @@ def show(store: str, s3_endpoint: str | None, max_report_age: float, as_json: bo
     finally:
         s.close()
     if as_json:
-        click.echo(json.dumps(doc, sort_keys=True))
+        # Strict JSON (RFC 8259): whatever the store holds was read strictly (load_strict).
+        click.echo(json.dumps(doc, sort_keys=True, allow_nan=False))
         return
     click.echo(f"M: {doc['M']}" + (f" (blocked: {doc['blocked']})" if doc["blocked"] else ""))
     for p, e in doc["partition_epochs"].items():
@@ -123,9 +131,7 @@ def show(store: str, s3_endpoint: str | None, max_report_age: float, as_json: bo
     h = doc["health"]
     click.echo(f"health: {h['state']}" + ("".join(f"\n  {r}" for r in h["reasons"])))
     click.echo("paused: " + (doc["paused_reason"] if doc["paused"] else "no"))
-    lease = doc["lease"]
-    click.echo("lease: " + ("none" if lease["holder"] is None else
-                            f"{'live' if lease['live'] else 'expired'}, held by {lease['holder']}"))
+    click.echo("lease: " + _lease_line(doc["lease"]))
     last = doc["last_round"]
     click.echo("last round: " + ("none" if last is None else
                                  f"{last.get('key')}: {last.get('outcome')}, M={last.get('M')}, "
@@ -146,10 +152,19 @@ def gc_state(store: ObjectStore, now: float, max_report_age_s: float) -> dict[st
     doc["health"] = check_health(store, now, max_report_age_s).as_dict()
     state = read_admin_state(store)
     doc["paused"], doc["paused_reason"] = state.paused, state.why() if state.paused else None
-    lease = read_lease(store, now)
-    doc["lease"] = {"holder": lease.holder, "live": lease.live}
+    doc["lease"] = read_lease(store, now).as_dict()
     doc["last_round"] = _last_round(store)
     return doc
+
+
+def _lease_line(lease: dict[str, Any]) -> str:
+    state = LeaseState(lease["state"])
+    if state is LeaseState.ABSENT:
+        return "none"
+    if state in (LeaseState.LIVE, LeaseState.EXPIRED):
+        return f"{state.value}, held by {lease['holder']}"
+    what = "is not a regular object" if state is LeaseState.NOT_AN_OBJECT else "cannot be read"
+    return f"{LEASE_KEY} {what}: {lease['problem']} (gc-admin reset --force removes it)"
 
 
 def _last_round(store: ObjectStore) -> dict[str, Any] | None:
@@ -158,7 +173,7 @@ def _last_round(store: ObjectStore) -> dict[str, Any] | None:
         keys = sorted(o.key for o in store.list_all(ROUNDS_PREFIX))
         if not keys:
             return None
-        rec = json.loads(store.get(keys[-1], 0, 1 << 20))
+        rec = load_strict(store.get(keys[-1], 0, _MAX_RECORD + 1), keys[-1], _MAX_RECORD)
     except (StoreError, ValueError) as e:
         return {"error": f"cannot read the round records: {e}"}
     return {"key": keys[-1], **rec} if isinstance(rec, dict) else {"key": keys[-1]}

@@ -13,6 +13,7 @@ Times are the real clock's (the lease is between processes; `--now` does not app
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 import threading
@@ -20,7 +21,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from epochgc.impl.gc.errors import GcError
+from epochgc.impl.gc.errors import GcError, ReportError
+from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.store.base import ObjectStore, StoreError
 
 LEASE_KEY = "_cluster/gc/lease.json"
@@ -61,13 +63,19 @@ class Lease:
                 return
             info = store.head(LEASE_KEY)
             held = _read(store)
-            if held is not None and float(held.get("expires_at", 0)) > self.clock():
+            if held is not None and _expires(held) > self.clock():
                 raise GcError(_refusal(held))
             if info is not None:  # expired (or unreadable): take it over
                 r = store.delete_if_unchanged([(LEASE_KEY, info.version)])
                 if r.changed or r.errors:
                     raise GcError(_refusal(_read(store) or {}))
             if not store.put_if_absent(LEASE_KEY, self._doc()):
+                if info is None and store.head(LEASE_KEY) is None:
+                    # Something no head() sees blocks the create: not another round's lease.
+                    raise GcError(
+                        f"{LEASE_KEY} is there but is not a regular object (a link, a "
+                        "directory or a special file); every round is refused until it is "
+                        "removed: see epochgc gc-admin show; gc-admin reset --force removes it")
                 raise GcError(_refusal(_read(store) or {}))
         except StoreError as e:
             raise GcError(f"cannot take the GC lease {LEASE_KEY}: {e}") from e
@@ -123,16 +131,34 @@ class Lease:
 
 
 def _read(store: ObjectStore) -> dict[str, Any] | None:
+    """The lease document, None if absent or unreadable (nested too deep included: json
+    would raise RecursionError out of the round)."""
     try:
-        doc = json.loads(store.get(LEASE_KEY, 0, 4096))
-    except (StoreError, ValueError):
+        raw = store.get(LEASE_KEY, 0, 4096)
+        check_nesting(raw, LEASE_KEY)
+        doc = json.loads(raw)
+    except (StoreError, ReportError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
 
 
-def _refusal(held: dict[str, Any]) -> str:
+def _expires(held: dict[str, Any]) -> float:
+    """When the lease expires; one whose expiry is not a finite number never was written
+    by a round: expired, taken over like an unreadable one."""
     until = held.get("expires_at")
-    left = f"{float(until) - time.time():.0f}s" if isinstance(until, int | float) else "?"
+    if isinstance(until, int | float) and not isinstance(until, bool):
+        try:
+            v = float(until)
+        except OverflowError:  # an integer of hundreds of digits
+            return 0.0
+        if math.isfinite(v):
+            return v
+    return 0.0
+
+
+def _refusal(held: dict[str, Any]) -> str:
+    until = _expires(held)
+    left = f"{until - time.time():.0f}s" if until else "?"
     return (f"another GC round holds the store's lease ({LEASE_KEY}): round "
             f"{held.get('round', '?')} on host {held.get('host', '?')} pid "
             f"{held.get('pid', '?')}, expiring in {left}; two rounds at once would both "

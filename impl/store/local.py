@@ -61,6 +61,13 @@ class SymlinkRefused(StoreError):
     """A path component is a symbolic link (or not a directory where one is needed)."""
 
 
+class NotAnObject(StoreError):
+    """`get` found an entry at the key that is not an object: a symbolic link, a directory
+    or a special file. `head` reports such an entry as None (no object), as it does an
+    absent key; this tells the two apart for readers that must fail closed (the GC's pause
+    state and lease: issue 30)."""
+
+
 class LocalStore(ObjectStore):
     def __init__(self, root: str | os.PathLike[str], *, create: bool = False,
                  prune_concurrency: int = _PRUNERS) -> None:
@@ -164,7 +171,7 @@ class LocalStore(ObjectStore):
                 os.close(fd)
             with os.fdopen(f, "rb") as fh:
                 if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                    raise StoreError(f"{key!r} in {self.describe()} is not a regular file")
+                    raise NotAnObject(f"{key!r} in {self.describe()} is not a regular file")
                 os.set_blocking(fh.fileno(), True)
                 if start:
                     fh.seek(start)
@@ -174,10 +181,12 @@ class LocalStore(ObjectStore):
         except FileNotFoundError:
             raise StoreError(f"{key!r} does not exist in {self.describe()}") from None
         except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise StoreError(
+            if e.errno == errno.ELOOP:  # the parents were opened above: the key itself
+                raise NotAnObject(
                     f"cannot read {key!r} in {self.describe()}: a symbolic link, never followed"
                 ) from None
+            if e.errno in (errno.ENXIO, errno.EISDIR):  # a socket; a directory (fdopen)
+                raise NotAnObject(f"{key!r} in {self.describe()} is not a regular file") from None
             raise StoreError(f"cannot read {key!r} in {self.describe()}: {e}") from e
 
     def head(self, key: str) -> ObjectInfo | None:

@@ -7,7 +7,6 @@ import json
 import os
 from pathlib import Path
 
-import pytest
 from click.testing import CliRunner
 from epochgc.impl.cli import main
 from epochgc.impl.gc.admin import ADMIN_KEY, read_admin_state
@@ -28,8 +27,6 @@ def _paused_doc() -> bytes:
     return json.dumps({"paused": True, "reason": "incident 42", "by": "op", "at": NOW}).encode()
 
 
-@pytest.mark.xfail(strict=True, reason="review30: a symlinked admin.json reads as running "
-                   "(LocalStore.head returns None for a link)")
 def test_symlinked_admin_state_is_paused(tmp_path: Path) -> None:
     store = _store(tmp_path)
     real = tmp_path / "shared-admin.json"
@@ -41,7 +38,6 @@ def test_symlinked_admin_state_is_paused(tmp_path: Path) -> None:
     assert state.paused, f"symlinked {ADMIN_KEY} read as running: {state}"
 
 
-@pytest.mark.xfail(strict=True, reason="review30: a FIFO at admin.json reads as running")
 def test_fifo_admin_state_is_paused(tmp_path: Path) -> None:
     store = _store(tmp_path)
     path = store.root / ADMIN_KEY
@@ -51,7 +47,6 @@ def test_fifo_admin_state_is_paused(tmp_path: Path) -> None:
     assert state.paused, f"FIFO at {ADMIN_KEY} read as running: {state}"
 
 
-@pytest.mark.xfail(strict=True, reason="review30: a directory at admin.json reads as running")
 def test_directory_admin_state_is_paused(tmp_path: Path) -> None:
     store = _store(tmp_path)
     (store.root / ADMIN_KEY).mkdir(parents=True)
@@ -59,8 +54,6 @@ def test_directory_admin_state_is_paused(tmp_path: Path) -> None:
     assert state.paused, f"directory at {ADMIN_KEY} read as running: {state}"
 
 
-@pytest.mark.xfail(strict=True, reason="review30: gc-admin show prints 'paused: no' for a "
-                   "symlinked admin.json")
 def test_show_symlinked_admin_state(tmp_path: Path) -> None:
     store = _store(tmp_path)
     real = tmp_path / "shared-admin.json"
@@ -76,8 +69,6 @@ def test_show_symlinked_admin_state(tmp_path: Path) -> None:
 _NESTED = b'{"paused": false, "reason": ' + b"[" * 1900 + b"]" * 1900 + b"}"
 
 
-@pytest.mark.xfail(strict=True, reason="review30: a deeply nested admin.json raises "
-                   "RecursionError out of read_admin_state instead of reading as paused")
 def test_nested_admin_state_is_paused(tmp_path: Path) -> None:
     store = _store(tmp_path)
     assert len(_NESTED) <= 4096  # within the reader's size limit
@@ -86,9 +77,6 @@ def test_nested_admin_state_is_paused(tmp_path: Path) -> None:
     assert state.paused and ADMIN_KEY in state.reason, state
 
 
-@pytest.mark.xfail(strict=True, reason="review30: a nested admin.json kills the round's "
-                   "watch (poll_once raises RecursionError; the watch thread dies, the round "
-                   "goes on unwatched)")
 def test_watch_survives_nested_admin_state(tmp_path: Path) -> None:
     store = _store(tmp_path)
     store.put(ADMIN_KEY, _NESTED)
@@ -98,8 +86,6 @@ def test_watch_survives_nested_admin_state(tmp_path: Path) -> None:
     assert watch.poll_once() == PAUSED
 
 
-@pytest.mark.xfail(strict=True, reason="review30: admin.json naming 'paused' twice is read "
-                   "as its last value (running); the report reader refuses such documents")
 def test_admin_state_paused_given_twice_is_paused(tmp_path: Path) -> None:
     store = _store(tmp_path)
     # json keeps the last value; a reader that keeps the first (jq's --stream, many
@@ -109,8 +95,6 @@ def test_admin_state_paused_given_twice_is_paused(tmp_path: Path) -> None:
     assert state.paused, f"ambiguous {ADMIN_KEY} read as running: {state}"
 
 
-@pytest.mark.xfail(strict=True, reason="review30: a pause with a long reason writes a "
-                   "document its own reader rejects as malformed (reason and who lost)")
 def test_long_pause_reason_reads_back(tmp_path: Path) -> None:
     store = _store(tmp_path)
     reason = "incident 42: " + "é" * 1000  # 1000 non-ASCII chars: 6 bytes each as JSON
