@@ -21,8 +21,7 @@ from typing import Any
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.lease import LEASE_KEY
 from epochgc.impl.gc.reports import check_nesting
-from epochgc.impl.store.base import ObjectInfo, ObjectStore, StoreError
-from epochgc.impl.store.local import NotAnObject
+from epochgc.impl.store.base import NotAnObject, ObjectInfo, ObjectStore, StoreError
 
 ADMIN_KEY = "_cluster/gc/admin.json"
 _MAX_BYTES = 4096

@@ -20,6 +20,13 @@ class StoreError(Exception):
     """An object store could not be opened or a request failed; the message is for people."""
 
 
+class NotAnObject(StoreError):
+    """`get` found an entry at the key that is not an object: a symbolic link, a directory
+    or a special file. `head` reports such an entry as None (no object), as it does an
+    absent key; this tells the two apart for readers that must fail closed (the GC's pause
+    state and lease: issue 30)."""
+
+
 @dataclass(frozen=True)
 class ObjectInfo:
     key: str

@@ -30,6 +30,7 @@ from epochgc.impl.store.base import (
     MAX_PAGE_SIZE,
     DeleteResult,
     ListPage,
+    NotAnObject,
     ObjectInfo,
     ObjectStore,
     StoreError,
@@ -59,13 +60,6 @@ _Item = tuple[str, ObjectInfo | None, str | None]
 
 class SymlinkRefused(StoreError):
     """A path component is a symbolic link (or not a directory where one is needed)."""
-
-
-class NotAnObject(StoreError):
-    """`get` found an entry at the key that is not an object: a symbolic link, a directory
-    or a special file. `head` reports such an entry as None (no object), as it does an
-    absent key; this tells the two apart for readers that must fail closed (the GC's pause
-    state and lease: issue 30)."""
 
 
 class LocalStore(ObjectStore):
