@@ -61,7 +61,7 @@ async def break_glass_advance(broker: Broker, name: str) -> BreakGlassResult:
                             rep.sm.state.max_applied_epoch)
     seen = rep.fence.seen
     if seen is not None and target <= seen.max:
-        # A newer placeholder is admitted but not applied yet (review30): the advance would
+        # A newer placeholder is admitted but not applied yet (issue 30 review): the advance would
         # land inside or below the window it slides, a no-op reported as a success.
         raise BreakGlassRefused(
             f"{name}: epoch {seen.max} is already admitted at the fence (not applied yet); "

@@ -111,7 +111,7 @@ class GcOptions:
                 "may still be in flight (pass --i-know-grace-is-short to force)"
             )
         if not (math.isfinite(self.max_report_age_s) and self.max_report_age_s > 0):
-            # NaN passed `<= 0` and made every report fresh (review30).
+            # NaN passed `<= 0` and made every report fresh (issue 30 review).
             raise GcError(f"max report age must be > 0 and finite, got "
                           f"{self.max_report_age_s!r}")
         if not 1 <= self.page_size <= MAX_PAGE_SIZE:
@@ -123,7 +123,7 @@ class GcOptions:
         if self.list_concurrency is not None and self.list_concurrency < 1:
             raise GcError("list concurrency must be >= 1")
         if not 0 < self.watch_interval_s <= MAX_WATCH_INTERVAL_S:
-            # inf made the watch thread die on Event.wait's OverflowError (review30).
+            # inf made the watch thread die on Event.wait's OverflowError (issue 30 review).
             raise GcError(f"watch interval must be in (0, {MAX_WATCH_INTERVAL_S:g}] s, got "
                           f"{self.watch_interval_s!r}")
         if self.deadline_s is not None and not self.deadline_s > 0:

@@ -79,7 +79,7 @@ class RoundWatch:
 
     def _look(self) -> bool:
         """One `poll_once`; True if it stopped the round. Any exception stops it too: a
-        watch that died would let the round run on unwatched (review30: a nested pause
+        watch that died would let the round run on unwatched (issue 30 review: a nested pause
         document raised RecursionError in this thread)."""
         try:
             why = self.poll_once()

@@ -1,4 +1,4 @@
-"""review30: the safety monitor and the in-round watch fail closed."""
+"""the safety monitor and the in-round watch fail closed."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""review30: real rounds (Spark) against a pause written while the round starts, and the
+"""real rounds (Spark) against a pause written while the round starts, and the
 safety-blocked metric of a round its tasks' re-read blocked."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import format_key
 
 from tests.gc.helpers import HOUR, NOW, all_keys, put_local, simple_cluster
-from tests.review30.executor_clock import ExecutorClock
+from tests.gcops.executor_clock import ExecutorClock
 
 pytestmark = pytest.mark.spark
 

@@ -1,4 +1,4 @@
-"""review30: a round a pause stopped mid-way says who paused it and why (as a refused one
+"""a round a pause stopped mid-way says who paused it and why (as a refused one
 does), in its --json and its deletion record."""
 
 from __future__ import annotations

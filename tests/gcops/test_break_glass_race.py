@@ -1,4 +1,4 @@
-"""review30: break-glass advance-epoch must not report an advance that changed nothing."""
+"""break-glass advance-epoch must not report an advance that changed nothing."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""fix30: what the review30 tests of the admin state and the lease do not pin: a pause
+"""fix30: what the issue 30 review tests of the admin state and the lease do not pin: a pause
 reason too long for the reader is cut (and says so) rather than lost, whatever its
 characters; documents a strict reader refuses read as paused."""
 

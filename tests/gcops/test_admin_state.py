@@ -1,4 +1,4 @@
-"""review30: hostile GC admin states (`_cluster/gc/admin.json`) must read as paused (fail
+"""hostile GC admin states (`_cluster/gc/admin.json`) must read as paused (fail
 closed), never as running, and a pause must read back as written."""
 
 from __future__ import annotations

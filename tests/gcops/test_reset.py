@@ -1,4 +1,4 @@
-"""review30: `gc-admin reset` removes the GC lease only, never a live one without --force,
+"""`gc-admin reset` removes the GC lease only, never a live one without --force,
 and says the truth about what it found."""
 
 from __future__ import annotations
