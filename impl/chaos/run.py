@@ -15,6 +15,7 @@ a verifying produce workload, reconciler/housekeeper (in the brokers) and PySpar
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import sys
 import tempfile
@@ -72,11 +73,16 @@ class ChaosResult:
     # Rounds the GC safety monitor blocked (issue 30): a node the nemesis killed or cut
     # off stops reporting, and GC waits (fails closed) instead of deleting on an old view.
     gc_safety_blocked_rounds: int = 0
+    # An operator's pause (`gc-admin pause`, 40-60 % of the run, issue 30): the rounds that
+    # started while GC was paused, and what they deleted (must be 0).
+    gc_paused_rounds: int = 0
+    gc_paused_deleted: int = 0
     failed_batches: int = 0
 
     def ok(self) -> bool:
         return (self.lost == 0 and self.in_use_deleted == 0 and self.trace_divergences == 0
-                and self.raft_divergences == 0 and self.survived_disk_faults == 0)
+                and self.raft_divergences == 0 and self.survived_disk_faults == 0
+                and self.gc_paused_deleted == 0)
 
 
 class ChaosRun:
@@ -106,6 +112,7 @@ class ChaosRun:
         self.applied_hw: dict[str, int] = {}  # partition -> highest applied index answered
         self.http: HttpProxy | None = None
         self.controller_leader = 0
+        self.gc_paused = False  # set once the pause is written, cleared before it is lifted
 
     # ---- set-up --------------------------------------------------------------------------
 
@@ -195,6 +202,7 @@ class ChaosRun:
             tasks = [asyncio.create_task(wl.produce_loop(w, stop)) for w in range(PRODUCERS)]
             tasks.append(asyncio.create_task(self._watch_loop(access, stop)))
             tasks.append(asyncio.create_task(self._gc_loop(access, gc, checker_store, stop)))
+            tasks.append(asyncio.create_task(self._gc_pause(checker_store, stop)))
             nemesis = asyncio.create_task(nem.run(episodes, t_work, stop))
             await asyncio.sleep(self.seconds)
             stop.set()
@@ -308,8 +316,27 @@ class ChaosRun:
             if gc.ready() and not stop.is_set():
                 await self._gc_round(access, gc, store)
 
+    async def _gc_pause(self, store: ObjectStore, stop: asyncio.Event) -> None:
+        """An operator pauses GC (`gc-admin pause`) at 40 % of the run and starts it again
+        at 60 %, while the nemesis goes on: no round that starts while paused may delete."""
+        from epochgc.impl.gc.admin import write_admin_state
+
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), self.seconds * 0.4)
+            return  # stopped before the window
+        await asyncio.to_thread(write_admin_state, store, True, "chaos: operator pause",
+                                time.time())
+        self.gc_paused = True  # after the write: a round that sees this flag sees the pause
+        self.h("gc-admin pause")
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(stop.wait(), self.seconds * 0.2)
+        self.gc_paused = False  # before the write: a round that saw the flag saw the pause
+        await asyncio.to_thread(write_admin_state, store, False, "", time.time())
+        self.h("gc-admin start")
+
     async def _gc_round(self, access: ProcClusterAccess, gc: DemoGc, store: ObjectStore,
                         final: bool = False) -> None:
+        paused = self.gc_paused
         start = time.time()
         t_start = self._trace_len()
         try:
@@ -324,6 +351,11 @@ class ChaosRun:
         listing = await asyncio.to_thread(lambda: {i.key for i in store.list_all(DATA_PREFIX)})
         gone = stored - listing - self.deleted
         self.deleted |= gone
+        if paused:
+            self.result.gc_paused_rounds += 1
+            self.result.gc_paused_deleted += len(gone)
+            for k in sorted(gone):
+                self.h("DELETED WHILE GC WAS PAUSED", key=k)
         self.rounds.append(Round(t_start, t_end, frozenset(gone)))
         referenced: set[str] = set()
         live = [n for n in self.lc.up() if n not in self.lc.paused]
