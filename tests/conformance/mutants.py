@@ -1178,7 +1178,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the unmutated copy fails (exit {baseline.code}); fix that first")
         print(f"mutants killed: 0/{len(chosen)}")
         return 2
-    print(f"baseline: unmutated copy passes ({baseline.secs:.0f}s)")
+    if picks:
+        info = args.index.with_name("baseline.json")
+        b = json.loads(info.read_text()) if info.exists() else {}
+        print(f"baseline: the suite's run under coverage ({args.index}): "
+              f"{b.get('tests', '?')} tests in {b.get('secs', '?')}s, failed (never selected):"
+              f" {b.get('failed', '?')}; opaque (always selected): {b.get('opaque', '?')}")
+    else:
+        print(f"baseline: unmutated copy passes ({baseline.secs:.0f}s)")
     print()
     print(format_table(outcomes, component))
     if args.suite:

@@ -50,7 +50,19 @@ from tests.conformance import mutants_covplugin as plugin
 ROOT = Path(__file__).resolve().parents[2]
 MEASURED = "impl"  # every mutant edits impl/ (checked by `select`)
 DEFAULT_OUT = ROOT / "build" / "mutsel"
-DEFAULT_COVLIB = Path("/tmp/epochgc-covlib")  # `pip install --target DIR coverage`
+# Where coverage.py is when the running environment has none: `pip install --target DIR
+# coverage` (a private copy; the tox environment `mutants-suite-select` installs it instead).
+FALLBACK_COVLIB = Path("/tmp/epochgc-covlib")
+
+
+def default_covlib() -> Path:
+    """The directory holding the `coverage` package: the running environment's, if it has
+    one, else FALLBACK_COVLIB."""
+    try:
+        import coverage
+    except ImportError:
+        return FALLBACK_COVLIB
+    return Path(coverage.__file__).resolve().parents[1]
 
 
 class Scope(Enum):
@@ -349,7 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("collect", help="run the suite once under coverage; write the index")
     c.add_argument("--out", type=Path, default=DEFAULT_OUT)
-    c.add_argument("--covlib", type=Path, default=DEFAULT_COVLIB)
+    c.add_argument("--covlib", type=Path, default=None,
+                   help="directory holding the coverage package (default: this environment's)")
     c.add_argument("--marks", default="not spark")
     c.add_argument("tests", nargs="*", help="test paths (default: the whole suite)")
     s = sub.add_parser("show", help="print each named mutant's selection")
@@ -357,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
     s.add_argument("names", nargs="*")
     args = ap.parse_args(argv)
     if args.cmd == "collect":
-        idx = collect(args.out, args.covlib, args.marks, args.tests or None)
+        idx = collect(args.out, args.covlib or default_covlib(), args.marks, args.tests or None)
         print(f"index: {len(idx.tests)} tests, {len(idx.failed)} failed, "
               f"{len(idx.opaque)} opaque, {sum(len(v) for v in idx.lines.values())} lines")
         return 0
