@@ -23,6 +23,12 @@ whole non-Spark suite on every mutant (a long run: a later session's); `--tests 
 files the mutant's check names; `--tests a.py,b/` runs exactly those. A failure counts as a
 kill when its exception is assertion-family or one of `DETECTIONS` (a check's own verdict
 that is not an AssertionError, e.g. the disk fuzzers' StorageCorruption).
+
+`--suite --select coverage` makes the whole suite feasible: each mutant runs only the tests
+that execute its edited function (every test when the edit runs at import), from the index
+that `python -m tests.conformance.mutants_select collect` takes in one run of the suite under
+coverage, fastest and most likely first, stopping at its first kill; an edit no test executes
+is `not covered` (a survivor). Method, limits and the measured table: docs/mutants-suite.md.
 """
 
 from __future__ import annotations
