@@ -23,6 +23,12 @@ whole non-Spark suite on every mutant (a long run: a later session's); `--tests 
 files the mutant's check names; `--tests a.py,b/` runs exactly those. A failure counts as a
 kill when its exception is assertion-family or one of `DETECTIONS` (a check's own verdict
 that is not an AssertionError, e.g. the disk fuzzers' StorageCorruption).
+
+`--suite --select coverage` makes the whole suite feasible: each mutant runs only the tests
+that execute its edited function (every test when the edit runs at import), from the index
+that `python -m tests.conformance.mutants_select collect` takes in one run of the suite under
+coverage, fastest and most likely first, stopping at its first kill; an edit no test executes
+is `not covered` (a survivor). Method, limits and the measured table: docs/mutants-suite.md.
 """
 
 from __future__ import annotations
@@ -48,6 +54,8 @@ from epochgc.proofs.mutate import (
     run_command,
 )
 
+from tests.conformance import mutants_covplugin as covplugin
+from tests.conformance import mutants_select as selection
 from tests.impl.lockmutants import LOCK_MUTANTS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -1010,17 +1018,23 @@ def level(test_id: str) -> str:
 
 def run_tests(root: Path, m: Mutant | None, timeout: float,
               tests: list[str] | None = None, profile: str = "mutants",
-              marks: str = "not spark") -> RunResult:
+              marks: str = "not spark", stop_at_kill: bool = False) -> RunResult:
+    """Run `tests` (default: the mutant's checks) on the copy at `root`. Stops at the first
+    failure (`-x`), or with `stop_at_kill` at the first failure that is a kill (a crash in
+    an unrelated test then does not hide a later kill)."""
     record = root / "build" / "failures.jsonl"
     env = dict(os.environ)
     env.update(PYTHONPATH=str(root), EPOCHGC_CONFORMANCE_PROFILE=profile,
                EPOCHGC_CONFORMANCE_SPARK="0", PYTHONHASHSEED="0",
                EPOCHGC_FAILRECORD=str(record))
+    if stop_at_kill:
+        env[covplugin.STOP_VAR] = "1"
     if profile == "ci":
         # The CI suite reads old revisions from git (the disk log's format-3 code, the
         # harness bench's baseline): the copy has no .git, so git reads the real one.
         env["GIT_DIR"] = _git_dir()
-    cmd = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+    stop = ["-p", "tests.conformance.mutants_covplugin"] if stop_at_kill else ["-x"]
+    cmd = [sys.executable, "-m", "pytest", *stop, "-q", "-p", "no:cacheprovider",
            "-p", "epochgc.proofs.pytest_failrecord", "--rootdir", str(root), "-o", "addopts=",
            # The project's pytest configuration (markers) from the real tree: the copy
            # holds only the source directories.
@@ -1070,11 +1084,38 @@ def classify(r: RunResult) -> Verdict:
     if r.code != 0:
         return Verdict("error", "", f"exit {r.code}: " + (r.out.strip().splitlines()
                                                             or ["?"])[-1][:200])
+    if r.out == NOT_COVERED:
+        return Verdict("survived", "", NOT_COVERED)
     return Verdict("survived", "", "every check passes")
 
 
 def component(m: Mutant) -> str:
     return m.path.removeprefix("impl/").removesuffix(".py")
+
+
+def bug_class(m: Mutant) -> str:
+    """The mutant's class: the `[tag]` its description starts with (issue 31's classes),
+    `lock` for the lock's own, `earlier` for the sets before issue 31."""
+    tag = re.match(r"\[([^\]]+)\]", m.what)
+    if tag:
+        return tag.group(1)
+    return "lock" if m.name.startswith("lock-") else "earlier"
+
+
+NOT_COVERED = "not covered: no test of the suite executes the edited lines"
+
+
+def selected_run(m: Mutant | None, root: Path, args: argparse.Namespace,
+                 picks: dict[str, selection.Selection]) -> RunResult:
+    """--select coverage: the baseline is the coverage run `collect` made (it is not run
+    again); a mutant runs its selected tests in order, stopping at its first kill."""
+    if m is None:
+        return RunResult(0, "baseline: the coverage run", 0.0, [])
+    pick = picks[m.name]
+    if not pick.tests:
+        return RunResult(0, NOT_COVERED, 0.0, [])
+    return run_tests(root, m, args.timeout, list(pick.tests), "ci", args.marks,
+                     stop_at_kill=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1092,6 +1133,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="with --suite: all | relevant | comma-separated test paths")
     ap.add_argument("--marks", default="not spark",
                     help="with --suite: pytest's -m expression (default: CI without Spark)")
+    ap.add_argument("--select", choices=("none", "coverage"), default="none",
+                    help="with --suite: `coverage` runs only the tests that execute each "
+                    "mutant's edit (the index of `python -m tests.conformance.mutants_select "
+                    "collect`), stopping at the first kill; --tests is then ignored")
+    ap.add_argument("--index", type=Path, default=selection.DEFAULT_OUT / "index.json",
+                    help="with --select coverage: the coverage index")
     args = ap.parse_args(argv)
     pool = MUTANTS + SURVIVORS if args.survivors or args.names else MUTANTS
     chosen = [m for m in pool if not args.names or m.name in args.names]
@@ -1100,19 +1147,36 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{m.name:36} {component(m):18} {m.check}")
         return 0
     t0 = time.monotonic()
+    picks: dict[str, selection.Selection] = {}
+    if args.suite and args.select == "coverage":
+        index = selection.load_index(args.index)
+        if index.digest != selection.digest(ROOT):
+            print(f"the coverage index {args.index} was taken on other {selection.MEASURED}/ "
+                  "sources: collect it again")
+            return 2
+        picks = {m.name: selection.select(m, index, selection.place(m)) for m in chosen}
+        for m in chosen:
+            p = picks[m.name]
+            print(f"SELECT   {m.name} {p.reason.value}: {len(p.tests)} tests "
+                  f"({p.exact} on the edited lines)", flush=True)
 
     def show(o: Outcome) -> None:
         v = o.verdict
         flag = " MISMATCH" if o.mismatch else ""
-        print(f"{v.outcome.upper():8} {o.mutant.name} {o.secs:.0f}s {v.by}: {v.why[:200]}"
-              f"{flag}", flush=True)
+        lv = f" [{level(v.by)}]" if v.outcome == "killed" else ""
+        print(f"{v.outcome.upper():8} {o.mutant.name} ({bug_class(o.mutant)}) {o.secs:.0f}s"
+              f"{lv} {v.by}: {v.why[:200]}{flag}", flush=True)
+
+    def run(root: Path, m: Mutant | None) -> RunResult:
+        if picks:
+            return selected_run(m, root, args, picks)
+        if args.suite:
+            return run_tests(root, m, args.timeout, suite_tests(m, args.tests, chosen), "ci",
+                             args.marks)
+        return run_tests(root, m, args.timeout)
 
     baseline, outcomes = campaign(
-        chosen, src=ROOT, dirs=SUITE_DIRS if args.suite else DIRS,
-        run=(lambda root, m: run_tests(root, m, args.timeout,
-                                       suite_tests(m, args.tests, chosen), "ci",
-                                       args.marks))
-        if args.suite else (lambda root, m: run_tests(root, m, args.timeout)),
+        chosen, src=ROOT, dirs=SUITE_DIRS if args.suite else DIRS, run=run,
         classify=classify, jobs=args.j, keep=args.keep, prefix="epochgc-mutants-",
         on_result=show)
     if baseline.code != 0:
@@ -1120,15 +1184,25 @@ def main(argv: list[str] | None = None) -> int:
         print(f"the unmutated copy fails (exit {baseline.code}); fix that first")
         print(f"mutants killed: 0/{len(chosen)}")
         return 2
-    print(f"baseline: unmutated copy passes ({baseline.secs:.0f}s)")
+    if picks:
+        info = args.index.with_name("baseline.json")
+        b = json.loads(info.read_text()) if info.exists() else {}
+        print(f"baseline: the suite's run under coverage ({args.index}): "
+              f"{b.get('tests', '?')} tests in {b.get('secs', '?')}s, failed (never selected):"
+              f" {b.get('failed', '?')}; opaque (always selected): {b.get('opaque', '?')}")
+    else:
+        print(f"baseline: unmutated copy passes ({baseline.secs:.0f}s)")
     print()
     print(format_table(outcomes, component))
     if args.suite:
         print()
-        print(f"{'mutant':38} {'level':12} first failing test")
+        print("| mutant | class | first killing test | level | seconds |")
+        print("| --- | --- | --- | --- | --- |")
         for o in outcomes:
-            lv = level(o.verdict.by) if o.verdict.outcome == "killed" else o.verdict.outcome
-            print(f"{o.mutant.name:38} {lv:12} {o.verdict.by or '-'}")
+            v = o.verdict
+            lv = level(v.by) if v.outcome == "killed" else v.outcome
+            by = v.by or (v.why if v.outcome != "killed" else "-")
+            print(f"| {o.mutant.name} | {bug_class(o.mutant)} | {by} | {lv} | {o.secs:.0f} |")
         by = Counter(level(o.verdict.by) for o in outcomes if o.verdict.outcome == "killed")
         print("kills by level: " + ", ".join(f"{k} {v}" for k, v in sorted(by.items())))
     killed = sum(o.verdict.outcome == "killed" for o in outcomes)
