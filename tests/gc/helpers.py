@@ -5,8 +5,11 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import subprocess
+import sys
+import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +22,7 @@ from epochgc.impl.store.url import StoreSpec
 from epochgc.model.errors import ModelError
 from epochgc.model.keys import PREFIXES, gc_eligible, parse_key, prefix_path
 
+ROOT = Path(__file__).resolve().parents[2]
 NOW = 1_800_000_000.0  # 2027-01-15: ahead of the real clock when this was written
 AHEAD = ("--i-know-now-is-ahead",)  # so `--now NOW` needs this flag (issue 29)
 HOUR = 3600.0
@@ -327,3 +331,33 @@ class BrokenRead:
 
     def __call__(self) -> ObjectStore:
         return _BrokenRead(self.inner())
+
+
+REACH_LIMIT_S = 300.0  # a bound for a hung process, not a timing assumption
+
+
+def round_held_at_first_batch(
+    root: Path, hold: Path, args: list[str], act: Callable[[subprocess.Popen[str]], None]
+) -> tuple[int, str, str]:
+    """Run `epochgc gc --store root ... args` in a process whose first journaled delete
+    batch waits (`PAUSE_ENV` = `hold`) until the round's STOP marker exists; once that
+    batch was deleted, call `act(process)` (send a signal, pause GC...). Returns the
+    process's exit code, stdout and stderr. Deterministic: nothing depends on timing."""
+    from epochgc.impl.gc.delete import PAUSE_ENV
+
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{PAUSE_ENV: str(hold)})
+    cmd = [sys.executable, "-m", "epochgc.impl.gc", "--store", str(root), *args]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    try:
+        limit = time.monotonic() + REACH_LIMIT_S
+        while not Path(f"{hold}.reached").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < limit, "the round never reached its first batch"
+            time.sleep(0.05)
+        act(proc)
+        out, err = proc.communicate(timeout=REACH_LIMIT_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return proc.returncode, out, err

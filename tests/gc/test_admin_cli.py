@@ -4,9 +4,6 @@ a real `epochgc gc` round obeying a pause, before it starts and while it runs.""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,18 +11,24 @@ import pytest
 from click.testing import CliRunner
 from epochgc.impl.cli import main
 from epochgc.impl.gc.admin import ADMIN_KEY
-from epochgc.impl.gc.delete import PAUSE_ENV
 from epochgc.impl.gc.lease import LEASE_KEY, Lease
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.summary import EXIT_PAUSED
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
 
-from tests.gc.helpers import AHEAD, HOUR, NOW, all_keys, put_local, simple_cluster
+from tests.gc.helpers import (
+    AHEAD,
+    HOUR,
+    NOW,
+    all_keys,
+    put_local,
+    round_held_at_first_batch,
+    simple_cluster,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 GRACE = 12 * HOUR
-_REACH_LIMIT_S = 300.0  # a bound for a hung process, not a timing assumption
 
 
 def _admin(*args: str) -> tuple[int, str]:
@@ -116,24 +119,14 @@ def test_a_pause_stops_a_running_round_at_its_next_batch(tmp_path: Path) -> None
     for key in eligible:
         put_local(root, key, age=GRACE + 60)
     pause = tmp_path / "pause"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **{PAUSE_ENV: str(pause)})
-    args = [sys.executable, "-m", "epochgc.impl.gc", "--store", str(root), "--now", str(NOW),
-            *AHEAD, "--tasks", "1", "--delete-batch-size", "2", "--delete-concurrency", "1",
-            "--json", "-q"]
-    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        limit = time.monotonic() + _REACH_LIMIT_S
-        while not Path(f"{pause}.reached").exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < limit, "the round never reached its first batch"
-            time.sleep(0.05)
+    args = ["--now", str(NOW), *AHEAD, "--tasks", "1", "--delete-batch-size", "2",
+            "--delete-concurrency", "1", "--json", "-q"]
+
+    def pause_gc(_proc: object) -> None:
         assert _admin("pause", "--store", str(root))[0] == 0
-        out, err = proc.communicate(timeout=_REACH_LIMIT_S)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == EXIT_PAUSED, err[-3000:]
+
+    returncode, out, err = round_held_at_first_batch(root, pause, args, pause_gc)
+    assert returncode == EXIT_PAUSED, err[-3000:]
     doc = json.loads(out.strip().splitlines()[-1])
     assert doc["outcome"] == "interrupted" and doc["interrupted"] == "paused", doc
     gone = eligible - all_keys(LocalStore(root))

@@ -11,26 +11,27 @@ exactly one batch of 2 keys was deleted, with the task holding its next batch ba
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-from epochgc.impl.gc.delete import PAUSE_ENV
 from epochgc.impl.gc.journal import END, read_journal
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
 from prometheus_client.parser import text_string_to_metric_families
 
-from tests.gc.helpers import HOUR, NOW, all_keys, put_local, simple_cluster
+from tests.gc.helpers import (
+    HOUR,
+    NOW,
+    all_keys,
+    put_local,
+    round_held_at_first_batch,
+    simple_cluster,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 GRACE = 12 * HOUR
-_REACH_LIMIT_S = 300.0  # a bound for a hung process, not a timing assumption
 
 
 @pytest.mark.spark
@@ -44,24 +45,12 @@ def test_a_signal_mid_round_stops_it_gracefully(tmp_path: Path, sig: int, code: 
     for key in eligible:
         put_local(root, key, age=GRACE + 60)
     pause, metrics = tmp_path / "pause", tmp_path / "gc.prom"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **{PAUSE_ENV: str(pause)})
-    args = [sys.executable, "-m", "epochgc.impl.gc", "--store", str(root), "--now", str(NOW),
-            "--i-know-now-is-ahead", "--tasks", "1", "--delete-batch-size", "2",
-            "--delete-concurrency", "1", "--json", "-q", "--metrics-file", str(metrics)]
-    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        limit = time.monotonic() + _REACH_LIMIT_S
-        while not Path(f"{pause}.reached").exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < limit, "the round never reached its first batch"
-            time.sleep(0.05)
-        proc.send_signal(sig)
-        out, err = proc.communicate(timeout=_REACH_LIMIT_S)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    assert proc.returncode == code, err[-3000:]
+    args = ["--now", str(NOW), "--i-know-now-is-ahead", "--tasks", "1",
+            "--delete-batch-size", "2", "--delete-concurrency", "1", "--json", "-q",
+            "--metrics-file", str(metrics)]
+    returncode, out, err = round_held_at_first_batch(
+        root, pause, args, lambda proc: proc.send_signal(sig))
+    assert returncode == code, err[-3000:]
     assert "Traceback" not in err, err[-3000:]
     doc = json.loads(out.strip().splitlines()[-1])
     gone = eligible - all_keys(LocalStore(root))

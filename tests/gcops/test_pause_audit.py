@@ -4,23 +4,24 @@ does), in its --json and its deletion record."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from epochgc.impl.cli import main
-from epochgc.impl.gc.delete import PAUSE_ENV
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
 
-from tests.gc.helpers import AHEAD, HOUR, NOW, put_local, simple_cluster
+from tests.gc.helpers import (
+    AHEAD,
+    HOUR,
+    NOW,
+    put_local,
+    round_held_at_first_batch,
+    simple_cluster,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
-_REACH_LIMIT_S = 300.0  # a bound for a hung process, not a timing assumption
 
 
 @pytest.mark.spark
@@ -30,25 +31,15 @@ def test_a_round_stopped_by_a_pause_records_who_and_why(tmp_path: Path) -> None:
     for p in range(0, 1000, 50):
         put_local(root, format_key(p, 50, f"k{p}"), age=12 * HOUR + 60)
     pause = tmp_path / "pause"
-    env = dict(os.environ, PYTHONPATH=str(ROOT), **{PAUSE_ENV: str(pause)})
-    args = [sys.executable, "-m", "epochgc.impl.gc", "--store", str(root), "--now", str(NOW),
-            *AHEAD, "--tasks", "1", "--delete-batch-size", "2", "--delete-concurrency", "1",
-            "--json", "-q"]
-    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    try:
-        limit = time.monotonic() + _REACH_LIMIT_S
-        while not Path(f"{pause}.reached").exists():
-            assert proc.poll() is None, proc.communicate()
-            assert time.monotonic() < limit, "the round never reached its first batch"
-            time.sleep(0.05)
+    args = ["--now", str(NOW), *AHEAD, "--tasks", "1", "--delete-batch-size", "2",
+            "--delete-concurrency", "1", "--json", "-q"]
+
+    def pause_gc(_proc: object) -> None:
         r = CliRunner().invoke(main, ["gc-admin", "pause", "--store", str(root),
                                       "--reason", "incident 42"])
         assert r.exit_code == 0, r.output
-        out, err = proc.communicate(timeout=_REACH_LIMIT_S)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
+
+    _, out, err = round_held_at_first_batch(root, pause, args, pause_gc)
     doc = json.loads(out.strip().splitlines()[-1])
     assert doc["interrupted"] == "paused", (doc, err[-2000:])
     record = json.loads(LocalStore(root).get(doc["record"]))
