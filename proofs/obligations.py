@@ -44,6 +44,7 @@ from epochgc.proofs.sym import (
     conj,
     disj,
     expr_of,
+    ite,
     unbranched,
 )
 from epochgc.proofs.symstate import symbolic_params, symbolic_system
@@ -179,7 +180,10 @@ def induction_joint(
     are those of exploring it alone."""
     fn = ACTIONS[action][0]
     joint, select = joint_variant(variants)
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed)
+    # merge: a `min`/`max` over symbolic ints in the action (housekeep's epoch, LRLO's
+    # ratchet) is one If term, not a fork: the same successor on every input, in a third
+    # of the paths (what the correspondence proof does, proofs/param/symcorr.py).
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge=True)
     if len(variants) > 1:
         ex.splits = _splits(joint, variants)
     goal_memo = _GoalMemo()
@@ -323,7 +327,7 @@ def _joined(fn: Callable[[], Any]) -> Any:
     a solver and joined as a disjunction of (branch condition and result), so assuming it
     adds no fork to the caller's path. Falls back to evaluating `fn()` on the caller's path
     (forking there) when some branch raises, so that a refusal is reported as before."""
-    sub = Explorer(prune=False)
+    sub = Explorer(prune=False, merge=True)
     alternatives: list[z3.BoolRef] = []
     for leaf in sub.paths(lambda _: fn(), errors=(ModelError,)):
         if leaf.kind != "ok":
@@ -422,7 +426,7 @@ def _joined_value(fn: Callable[[], Any]) -> tuple[Any, Any]:
     """(defined, value) for an `int | None` function that branches: `defined` is True,
     False or a formula; `value` an int or a SymInt (an if-then-else over the leaves).
     (None, None) when a leaf raises."""
-    sub = Explorer(prune=False)
+    sub = Explorer(prune=False, merge=True)
     leaves: list[tuple[z3.BoolRef, Any]] = []
     for leaf in sub.paths(lambda _: fn(), errors=(ModelError,)):
         if leaf.kind != "ok":
@@ -436,7 +440,7 @@ def _joined_value(fn: Callable[[], Any]) -> tuple[Any, Any]:
         return defined, some[0][1]
     term = expr_of(some[-1][1])
     for c, val in reversed(some[:-1]):  # under `defined`, exactly one leaf condition holds
-        term = z3.If(c, expr_of(val), term)
+        term = ite(c, expr_of(val), term)  # the C API, memoised: z3.If coerces its operands
     return defined, SymInt(term)
 
 
@@ -461,7 +465,7 @@ def _goal(name: str, pre: System, post: System, v: Variant,
         return z3.BoolVal(True)
     else:
         return value.expr if isinstance(value, SymBool) else z3.BoolVal(bool(value))
-    sub = Explorer(prune=False)  # branches are joined into one formula: no solver calls
+    sub = Explorer(prune=False, merge=True)  # branches are joined into one formula: no solver calls
     alternatives: list[z3.BoolRef] = []
     for leaf in sub.paths(goal, errors=(ModelError,)):
         value = leaf.value

@@ -400,6 +400,7 @@ _BUILTIN_MIN, _BUILTIN_MAX = builtins.min, builtins.max
 
 
 def _ite(c: z3.BoolRef, a: z3.ExprRef, b: z3.ExprRef) -> z3.ArithRef:
+    """`If(c, a, b)` for two int terms, built through the C API and memoised."""
     key = ("ite", id(c), id(a), id(b))
     hit = _MEMO.get(key)
     if hit is not None:
@@ -441,6 +442,9 @@ def _extreme(args: tuple[Any, ...], kw: dict[str, Any], cmp: Any) -> Any:
             continue
         acc = SymInt(_ite(c, b, a))
     return acc
+
+
+ite = _ite
 
 
 def sym_max(*args: Any, **kw: Any) -> Any:
@@ -888,8 +892,18 @@ class Explorer:
         if self._pos < len(self._trail):
             choice, _, model = self._trail[self._pos]
         elif not self.prune:
-            choice, model = True, None
-            self._trail.append((True, False, None))
+            # A test the path already decided (the same test twice, or its negation) has
+            # one side only: the other contradicts a literal of the path condition, so its
+            # disjunct in a joined formula is false. Forced, not a fork: a value computed
+            # twice (a replica's M(p) per replica, fresh_m's max over replicas) no longer
+            # multiplies the leaves.
+            in_pc = p in self._pc_terms
+            if in_pc or _not(cond).as_ast().value in self._pc_terms:
+                choice, forced = in_pc, True
+            else:
+                choice, forced = True, False
+            model = None
+            self._trail.append((choice, forced, None))
             self._alt.append(None)
             self._lvl.append(self._levels)
         else:
