@@ -504,8 +504,13 @@ class _Sub:
 
 def caches_decisions() -> bool:
     """May a value decided now be kept for the rest of the run (proofs.param.lazy)? Not
-    inside a merged call, whose runs each take other sides."""
-    return not _current or not isinstance(_current[-1], _Sub)
+    inside a merged call, whose runs each take other sides, nor inside a non-pruning
+    explorer (a goal or an assumption joined into one formula over all its sides, run
+    within a path of the pruning one): only the path's own decisions are kept."""
+    if not _current:
+        return True
+    top = _current[-1]
+    return isinstance(top, Explorer) and top.prune
 
 
 MERGE_LIMIT = 256  # paths of one merged call; more and the call forks as usual
@@ -1217,11 +1222,27 @@ def unbranched(fn: Callable[[], Any]) -> Any:
 
 def concretize(value: Any, model: z3.ModelRef) -> Any:
     """Replace every symbolic value inside (dataclasses, tuples, lists, dicts) by its value
-    in `model`, giving plain Python the model code can be re-run on."""
+    in `model`, giving plain Python the model code can be re-run on. An optional field
+    of a lazy object (`proofs.param.lazy`) is present when its group's condition holds in
+    `model`, whatever the group's current decision (a later path may have made another)."""
     if isinstance(value, SymInt):
         return model.eval(value.expr, model_completion=True).as_long()
     if isinstance(value, SymBool):
         return z3.is_true(model.eval(value.expr, model_completion=True))
+    groups = getattr(value, "__dict__", {}).get("_groups")
+    if groups is not None:
+        base = type(value).__mro__[1]
+        kw = {}
+        for f in dataclasses.fields(base):
+            if not f.init:
+                continue
+            if f.name in groups:
+                g, v = groups[f.name]
+                present = z3.is_true(model.eval(g.cond, model_completion=True))
+                kw[f.name] = concretize(v, model) if present else None
+            else:
+                kw[f.name] = concretize(object.__getattribute__(value, f.name), model)
+        return base(**kw)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.replace(
             value,
