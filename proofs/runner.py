@@ -329,7 +329,10 @@ def hint_of(t: Task) -> float:
 
 
 def _longest_first(tasks: list[Task], costs: dict[str, float]) -> list[Task]:
-    """CrossHair first (its subprocesses wait on wall-clock budgets), then every other
+    """CrossHair first (its subprocesses wait on wall-clock budgets), then the exhaustive
+    checks of single functions (`EARLY`: under a second in all, and the only rows that
+    kill the key grammar, gc_epoch and apply_reconciled mutants, so a `--fail-fast` run
+    of `proofs.mutants` stops there instead of after the whole run), then every other
     task longest first: the induction tasks by their cost in the last report when there is
     one, everything else (and induction in a fresh clone) by `HINT_S`. With two workers,
     a long task started last would otherwise set the wall time alone."""
@@ -337,10 +340,16 @@ def _longest_first(tasks: list[Task], costs: dict[str, float]) -> list[Task]:
         hint = hint_of(t)
         if t[0] is task_crosshair:
             return (0, -hint)
+        if t[0].__name__ in EARLY:
+            return (1, -hint)
         if t[0] is task_induction_shared and costs:
-            return (1, -costs.get(t[1][0], 0.0))
-        return (1, -hint)
+            return (2, -costs.get(t[1][0], 0.0))
+        return (2, -hint)
     return sorted(tasks, key=key)  # stable: ties keep their listed order
+
+
+# Short exhaustive checks that run right after CrossHair (`_longest_first`).
+EARLY = frozenset({"task_keys", "task_model_edges"})
 
 
 # -- presentation -----------------------------------------------------------------------------
