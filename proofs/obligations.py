@@ -33,6 +33,7 @@ from epochgc.model.system import (
     mono_fresh_m,
 )
 from epochgc.model.variants import Variant
+from epochgc.proofs.param.lazy import LAZY_TYPES
 from epochgc.proofs.sym import (
     Branches,
     Explorer,
@@ -44,9 +45,10 @@ from epochgc.proofs.sym import (
     conj,
     disj,
     expr_of,
+    ite,
     unbranched,
 )
-from epochgc.proofs.symstate import symbolic_params, symbolic_system
+from epochgc.proofs.symstate import decisions, symbolic_params, symbolic_system, undecide
 
 
 @dataclass
@@ -179,7 +181,10 @@ def induction_joint(
     are those of exploring it alone."""
     fn = ACTIONS[action][0]
     joint, select = joint_variant(variants)
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed)
+    # merge: a `min`/`max` over symbolic ints in the action (housekeep's epoch, LRLO's
+    # ratchet) is one If term, not a fork: the same successor on every input, in a third
+    # of the paths (what the correspondence proof does, proofs/param/symcorr.py).
+    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge=True)
     if len(variants) > 1:
         ex.splits = _splits(joint, variants)
     goal_memo = _GoalMemo()
@@ -190,7 +195,11 @@ def induction_joint(
     def run(ex: Explorer) -> Any:
         # Every path rebuilds the same pre-state and parameters from the same decisions:
         # replayed, not rebuilt (Explorer.replayed).
-        pre = ex.replayed("pre", lambda: symbolic_system(ex, template))
+        # Lazy replicas (LAZY_REPLICAS): a replica's seen window, M(p) view and report
+        # fork only where the action reads them, not on every path of every action.
+        pre = ex.replayed("pre", lambda: symbolic_system(ex, template,
+                                                         lazy_replicas=LAZY_REPLICAS))
+        undecide(pre)
         ex.assume(ex.per_prefix("Inv(pre)", lambda: _joined(lambda: holds(pre, joint))))
         params = ex.replayed("params", lambda: symbolic_params(ex, pre, action,
                                                                symmetric=True))
@@ -323,7 +332,7 @@ def _joined(fn: Callable[[], Any]) -> Any:
     a solver and joined as a disjunction of (branch condition and result), so assuming it
     adds no fork to the caller's path. Falls back to evaluating `fn()` on the caller's path
     (forking there) when some branch raises, so that a refusal is reported as before."""
-    sub = Explorer(prune=False)
+    sub = Explorer(prune=False, merge=True)
     alternatives: list[z3.BoolRef] = []
     for leaf in sub.paths(lambda _: fn(), errors=(ModelError,)):
         if leaf.kind != "ok":
@@ -348,6 +357,18 @@ def fingerprint(value: Any, seen: dict[int, tuple[Any, Any]] | None = None) -> A
         return value
     if t is tuple:
         return (tuple, *(fingerprint(v, seen) for v in value))
+    groups = value.__dict__.get("_groups") if t in LAZY_TYPES else None
+    if groups is not None:
+        _GROUPS[0] += 1
+        # A lazy object (proofs.param.lazy): an optional field is its group (by its
+        # condition's term) with the decision the path made so far, and the value it has
+        # when present. Never memoised: the decisions change from path to path.
+        base = t.__mro__[1]
+        return (base, *((("g", groups[f.name][0].cond.as_ast().value,
+                          groups[f.name][0].decided, fingerprint(groups[f.name][1], seen))
+                         if f.name in groups
+                         else fingerprint(object.__getattribute__(value, f.name), seen))
+                        for f in dataclasses.fields(base)))
     if seen is not None:
         hit = seen.get(id(value))
         if hit is not None:
@@ -358,13 +379,15 @@ def fingerprint(value: Any, seen: dict[int, tuple[Any, Any]] | None = None) -> A
             raise TypeError(f"no fingerprint for {t.__name__}")
         names = _FIELDS[t] = tuple(f.name for f in dataclasses.fields(value))
         _FROZEN[t] = bool(t.__dataclass_params__.frozen)
+    before = _GROUPS[0]
     fp = (t, *(fingerprint(getattr(value, n), seen) for n in names))
-    if seen is not None and _FROZEN[t]:
+    if seen is not None and _FROZEN[t] and _GROUPS[0] == before:
         seen[id(value)] = (value, fp)
     return fp
 
 
 _FROZEN: dict[type, bool] = {}
+_GROUPS = [0]  # lazy groups fingerprinted so far: a value holding one is not memoised
 _FIELDS: dict[type, tuple[str, ...]] = {}
 
 
@@ -404,12 +427,15 @@ class _FreshM:
     beside their entry, so an id is never reused."""
 
     def __init__(self) -> None:
-        self._by_id: dict[int, tuple[Any, Any, System, Variant]] = {}
+        self._by_id: dict[tuple[int, Any], tuple[Any, Any, System, Variant]] = {}
 
     def __call__(self, s: System, v: Variant) -> Any:
-        hit = self._by_id.get(id(s))
+        # With the decisions this path made on its lazy replicas: the value computed
+        # under them holds on every path that made the same ones.
+        key = (id(s), decisions(s))
+        hit = self._by_id.get(key)
         if hit is None or hit[3] is not v:
-            hit = self._by_id[id(s)] = (*_joined_value(lambda: fresh_m(s, v)), s, v)
+            hit = self._by_id[key] = (*_joined_value(lambda: fresh_m(s, v)), s, v)
         defined, value = hit[0], hit[1]
         if defined is None:  # a leaf raised: the model's own function, forking as before
             return fresh_m(s, v)
@@ -422,7 +448,7 @@ def _joined_value(fn: Callable[[], Any]) -> tuple[Any, Any]:
     """(defined, value) for an `int | None` function that branches: `defined` is True,
     False or a formula; `value` an int or a SymInt (an if-then-else over the leaves).
     (None, None) when a leaf raises."""
-    sub = Explorer(prune=False)
+    sub = Explorer(prune=False, merge=True)
     leaves: list[tuple[z3.BoolRef, Any]] = []
     for leaf in sub.paths(lambda _: fn(), errors=(ModelError,)):
         if leaf.kind != "ok":
@@ -436,7 +462,7 @@ def _joined_value(fn: Callable[[], Any]) -> tuple[Any, Any]:
         return defined, some[0][1]
     term = expr_of(some[-1][1])
     for c, val in reversed(some[:-1]):  # under `defined`, exactly one leaf condition holds
-        term = z3.If(c, expr_of(val), term)
+        term = ite(c, expr_of(val), term)  # the C API, memoised: z3.If coerces its operands
     return defined, SymInt(term)
 
 
@@ -461,7 +487,7 @@ def _goal(name: str, pre: System, post: System, v: Variant,
         return z3.BoolVal(True)
     else:
         return value.expr if isinstance(value, SymBool) else z3.BoolVal(bool(value))
-    sub = Explorer(prune=False)  # branches are joined into one formula: no solver calls
+    sub = Explorer(prune=False, merge=True)  # branches are joined into one formula: no solver calls
     alternatives: list[z3.BoolRef] = []
     for leaf in sub.paths(goal, errors=(ModelError,)):
         value = leaf.value
@@ -471,6 +497,10 @@ def _goal(name: str, pre: System, post: System, v: Variant,
         alternatives.append(conj([*leaf.pc, expr]))
     return disj(alternatives)
 
+
+# The induction's pre-state builds its replicas lazily (proofs.symstate._lazy_replica):
+# False decides every replica's optional fields up front, as before (tests compare them).
+LAZY_REPLICAS = True
 
 # Enabled paths whose obligations are checked in one solver query (`_Batch`).
 BATCH = 32

@@ -278,50 +278,42 @@ def _last_costs(report: str) -> dict[str, float]:
     return costs
 
 
-# CPU seconds per task, measured on the 2-core machine (`proofs/runner.py` timeline,
-# 2026-11-24, load about 1, after the speed work of branch prove8). Only an ordering hint,
-# used where the last report says nothing (a fresh clone has none, so CI ran in listed
-# order and the longest tasks started late): a stale or missing entry costs time, never
-# correctness.
+# CPU seconds per task, measured on the 2-core machine (/tmp timing of every task in a
+# 2-worker pool, 2026-11-26, under load, after the one-partition induction's lazy
+# replicas, branch s14-prove). Only an ordering hint, used where the last report says
+# nothing (a fresh clone has none): a stale or missing entry costs time, never
+# correctness. The correspondence shapes are now most of the run, so they go first
+# (largest first, as `proofs.param.tasks.exhaustive_jobs` lists them); the induction
+# tasks, each under half a second now, fill the end.
 HINT_S: dict[str, float] = {
-    "task_crosshair": 8.3,
-    "task_induction_shared housekeep": 6.2,
-    "task_induction_shared other_write": 5.9,
-    "task_induction_shared fence_write": 3.4,
-    "task_induction_shared phantom_fence": 3.3,
-    "task_induction_shared gc_compute": 2.7,
-    "task_induction_shared late_land": 2.3,
-    "task_induction_shared land_write": 1.9,
-    "task_induction_shared reconcile": 1.9,
-    "task_induction_shared upload": 1.3,
-    "task_induction_shared report": 1.1,
-    "task_induction_shared give_up": 1.1,
-    "task_induction_shared restart": 1.1,
-    "task_induction_shared sync_replica": 1.0,
-    "task_induction_shared mint": 1.0,
-    "task_induction_shared copy_to_l1": 1.0,
-    "task_induction_shared change_leader": 1.0,
-    "task_contracts epochgc.model.fence.fence": 1.0,
-    "task_induction_shared fail_replicate": 0.9,
-    "task_induction_shared publish_snapshot": 0.9,
-    "task_induction_shared gc_delete": 0.9,
-    "task_induction_shared delete_partition": 0.9,
-    "task_exhaustive_shape": 1.0,  # per shape (0.3-3 s), listed largest first
-    "task_induction_shared create_partition": 0.6,
-    "task_bug 0": 0.5,
-    "task_liveness 0": 0.4,
-    "task_contracts epochgc.model.partition.apply_placeholder": 0.4,
+    "task_crosshair": 8.3,  # wall: its subprocess waits on CrossHair's budgets
+    "task_exhaustive_shape": 2.0,  # per shape (0.4-4.4 s), listed largest first
+    "task_bug 0": 1.4,
+    "task_contracts epochgc.model.fence.fence": 1.2,
+    "task_model_edges": 0.7,
+    "task_liveness 0": 0.6,
+    "task_bug 1": 0.5,
+    "task_induction_shared housekeep": 0.5,
+    "task_induction_shared gc_compute": 0.5,
+    "task_induction_shared other_write": 0.4,
     "task_bug 2": 0.3,
-    "task_contracts epochgc.model.partition.apply_advance_epoch": 0.3,
-    "task_prod prod-january-enqueue": 1.6,
-    "task_prod prod-july-enqueue": 1.6,
-    "task_prod reference-enqueue": 1.4,
-    "task_prod prod-august-enqueue": 1.2,
-    "task_prod prod-january": 0.6,
-    "task_prod prod-july": 0.6,
-    "task_prod prod-august": 0.5,
-    "task_prod assert-at-apply": 0.5,
-    "task_prod reference": 0.5,
+    "task_prod prod-january-enqueue": 0.3,
+    "task_prod prod-july-enqueue": 0.3,
+    "task_prod reference-enqueue": 0.3,
+    "task_contracts epochgc.model.partition.apply_advance_epoch": 0.25,
+    "task_prod prod-august-enqueue": 0.23,
+    "task_contracts epochgc.model.partition.apply_placeholder": 0.23,
+    "task_induction_shared fence_write": 0.22,
+    "task_induction_shared reconcile": 0.22,
+    "task_contracts epochgc.model.partition.inactive_epoch": 0.21,
+    "task_induction_shared phantom_fence": 0.2,
+    "task_induction_shared barrier": 0.2,
+    "task_induction_shared late_land": 0.19,
+    "task_induction_shared land_write": 0.15,
+    "task_induction_shared sync_replica": 0.15,
+    "task_induction_shared change_leader": 0.14,
+    "task_induction_shared report": 0.13,
+    "task_induction_shared delete_partition": 0.13,
 }
 
 
@@ -337,7 +329,10 @@ def hint_of(t: Task) -> float:
 
 
 def _longest_first(tasks: list[Task], costs: dict[str, float]) -> list[Task]:
-    """CrossHair first (its subprocesses wait on wall-clock budgets), then every other
+    """CrossHair first (its subprocesses wait on wall-clock budgets), then the exhaustive
+    checks of single functions (`EARLY`: under a second in all, and the only rows that
+    kill the key grammar, gc_epoch and apply_reconciled mutants, so a `--fail-fast` run
+    of `proofs.mutants` stops there instead of after the whole run), then every other
     task longest first: the induction tasks by their cost in the last report when there is
     one, everything else (and induction in a fresh clone) by `HINT_S`. With two workers,
     a long task started last would otherwise set the wall time alone."""
@@ -345,10 +340,16 @@ def _longest_first(tasks: list[Task], costs: dict[str, float]) -> list[Task]:
         hint = hint_of(t)
         if t[0] is task_crosshair:
             return (0, -hint)
+        if t[0].__name__ in EARLY:
+            return (1, -hint)
         if t[0] is task_induction_shared and costs:
-            return (1, -costs.get(t[1][0], 0.0))
-        return (1, -hint)
+            return (2, -costs.get(t[1][0], 0.0))
+        return (2, -hint)
     return sorted(tasks, key=key)  # stable: ties keep their listed order
+
+
+# Short exhaustive checks that run right after CrossHair (`_longest_first`).
+EARLY = frozenset({"task_keys", "task_model_edges"})
 
 
 # -- presentation -----------------------------------------------------------------------------

@@ -400,6 +400,7 @@ _BUILTIN_MIN, _BUILTIN_MAX = builtins.min, builtins.max
 
 
 def _ite(c: z3.BoolRef, a: z3.ExprRef, b: z3.ExprRef) -> z3.ArithRef:
+    """`If(c, a, b)` for two int terms, built through the C API and memoised."""
     key = ("ite", id(c), id(a), id(b))
     hit = _MEMO.get(key)
     if hit is not None:
@@ -441,6 +442,9 @@ def _extreme(args: tuple[Any, ...], kw: dict[str, Any], cmp: Any) -> Any:
             continue
         acc = SymInt(_ite(c, b, a))
     return acc
+
+
+ite = _ite
 
 
 def sym_max(*args: Any, **kw: Any) -> Any:
@@ -500,8 +504,13 @@ class _Sub:
 
 def caches_decisions() -> bool:
     """May a value decided now be kept for the rest of the run (proofs.param.lazy)? Not
-    inside a merged call, whose runs each take other sides."""
-    return not _current or not isinstance(_current[-1], _Sub)
+    inside a merged call, whose runs each take other sides, nor inside a non-pruning
+    explorer (a goal or an assumption joined into one formula over all its sides, run
+    within a path of the pruning one): only the path's own decisions are kept."""
+    if not _current:
+        return True
+    top = _current[-1]
+    return isinstance(top, Explorer) and top.prune
 
 
 MERGE_LIMIT = 256  # paths of one merged call; more and the call forks as usual
@@ -888,8 +897,18 @@ class Explorer:
         if self._pos < len(self._trail):
             choice, _, model = self._trail[self._pos]
         elif not self.prune:
-            choice, model = True, None
-            self._trail.append((True, False, None))
+            # A test the path already decided (the same test twice, or its negation) has
+            # one side only: the other contradicts a literal of the path condition, so its
+            # disjunct in a joined formula is false. Forced, not a fork: a value computed
+            # twice (a replica's M(p) per replica, fresh_m's max over replicas) no longer
+            # multiplies the leaves.
+            in_pc = p in self._pc_terms
+            if in_pc or _not(cond).as_ast().value in self._pc_terms:
+                choice, forced = in_pc, True
+            else:
+                choice, forced = True, False
+            model = None
+            self._trail.append((choice, forced, None))
             self._alt.append(None)
             self._lvl.append(self._levels)
         else:
@@ -1203,11 +1222,27 @@ def unbranched(fn: Callable[[], Any]) -> Any:
 
 def concretize(value: Any, model: z3.ModelRef) -> Any:
     """Replace every symbolic value inside (dataclasses, tuples, lists, dicts) by its value
-    in `model`, giving plain Python the model code can be re-run on."""
+    in `model`, giving plain Python the model code can be re-run on. An optional field
+    of a lazy object (`proofs.param.lazy`) is present when its group's condition holds in
+    `model`, whatever the group's current decision (a later path may have made another)."""
     if isinstance(value, SymInt):
         return model.eval(value.expr, model_completion=True).as_long()
     if isinstance(value, SymBool):
         return z3.is_true(model.eval(value.expr, model_completion=True))
+    groups = getattr(value, "__dict__", {}).get("_groups")
+    if groups is not None:
+        base = type(value).__mro__[1]
+        kw = {}
+        for f in dataclasses.fields(base):
+            if not f.init:
+                continue
+            if f.name in groups:
+                g, v = groups[f.name]
+                present = z3.is_true(model.eval(g.cond, model_completion=True))
+                kw[f.name] = concretize(v, model) if present else None
+            else:
+                kw[f.name] = concretize(object.__getattribute__(value, f.name), model)
+        return base(**kw)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return dataclasses.replace(
             value,

@@ -14,6 +14,7 @@ from typing import Any
 from epochgc.model.fence import SeenWindow
 from epochgc.model.partition import PartitionState
 from epochgc.model.system import ACTIONS, Obj, Partition, Replica, System, Write
+from epochgc.proofs.param.lazy import Group, lazy
 from epochgc.proofs.sym import Explorer, SymInt, const_bool, const_int, eq_int
 
 
@@ -68,15 +69,51 @@ def _replica(ex: Explorer, name: str, state_set: bool) -> Replica:
     return Replica(seen, inactive, ex.fresh_int(f"{name}.reported"))
 
 
-def symbolic_system(ex: Explorer, template: System) -> System:
+def _lazy_replica(ex: Explorer, name: str) -> Replica:
+    """A replica whose three optional fields (seen window, M(p) view, report) are each a
+    lazy group (`proofs.param.lazy`): decided by the explorer when the action reads it,
+    else a formula in the joined invariants and goals. The shapes I4 excludes (a view
+    without M(p), a report without a view) are excluded by the assumed Inv(pre), as
+    formulas: no fork, no solver call."""
+    seen = SeenWindow(ex.fresh_int(f"{name}.seen.term"), ex.fresh_int(f"{name}.seen.prev"),
+                      ex.fresh_int(f"{name}.seen.max"))
+    grp: dict[str, tuple[Group, Any]] = {
+        "seen": (Group(const_bool(f"{name}.seen.present")), seen),
+        "inactive": (Group(const_bool(f"{name}.inactive?")), ex.fresh_int(f"{name}.inactive")),
+        "reported": (Group(const_bool(f"{name}.reported?")), ex.fresh_int(f"{name}.reported")),
+    }
+    null = ex.fresh_bool(f"{name}.reported_null")  # absent or null when no value
+    return lazy(Replica, grp, reported_null=null)  # type: ignore[no-any-return]
+
+
+def undecide(s: System) -> None:
+    """Forget the decisions the last path made on `s`'s lazy replicas (a state replayed
+    for the next path is the same object: `Explorer.replayed`)."""
+    for part in s.partitions:
+        for r in part.replicas:
+            for g, _ in r.__dict__.get("_groups", {}).values():
+                g.decided = None
+
+
+def decisions(s: System) -> tuple[bool | None, ...]:
+    """The current decisions on `s`'s lazy replicas' groups (None: undecided)."""
+    return tuple(g.decided for part in s.partitions for r in part.replicas
+                 for g, _ in r.__dict__.get("_groups", {}).values())
+
+
+def symbolic_system(ex: Explorer, template: System, lazy_replicas: bool = False) -> System:
     """Replicas are interchangeable, so the leader is replica 0 (by symmetry every state
-    with another leader is a renaming of one of these)."""
+    with another leader is a renaming of one of these). `lazy_replicas`: the replicas'
+    optional fields fork only where read (`_lazy_replica`; call `undecide` before each
+    path that reuses the state)."""
     parts = []
     for p, tp in enumerate(template.partitions):
         state = _state(ex, f"p{p}")
         # M(p) has a value with a window or a promoted barrier epoch (R7, R38)
-        set_ = state.max_applied_epoch is not None or bool(state.gc_safe_epoch >= 0)
-        reps = tuple(_replica(ex, f"p{p}.r{r}", set_) for r in range(len(tp.replicas)))
+        set_ = lazy_replicas or state.max_applied_epoch is not None or bool(
+            state.gc_safe_epoch >= 0)
+        reps = tuple(_lazy_replica(ex, f"p{p}.r{r}") if lazy_replicas
+                     else _replica(ex, f"p{p}.r{r}", set_) for r in range(len(tp.replicas)))
         parts.append(
             Partition(
                 created=ex.fresh_bool(f"p{p}.created"),  # type: ignore[arg-type]

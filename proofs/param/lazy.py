@@ -58,6 +58,7 @@ class Group:
 
 
 _CLASSES: dict[type, type] = {}
+LAZY_TYPES: set[type] = set()  # the lazy subclasses made so far (`type(x) in LAZY_TYPES`)
 # `dataclasses.replace(obj, **changes)` reads every field it does not change and calls
 # `obj.__class__(**fields)`. On a lazy object, reading an undecided group's field there
 # would fork the path only to copy the field: inside replace (the calling frame runs its
@@ -105,6 +106,7 @@ def _lazy_class(base: type) -> type:
 
     cls = type(f"Lazy{base.__name__}", (base,), {"__getattribute__": __getattribute__})
     _CLASSES[base] = cls
+    LAZY_TYPES.add(cls)
     return cls
 
 

@@ -71,10 +71,11 @@ def test_tasks_run_longest_first_from_the_last_report(tmp_path: Path) -> None:
 
 
 def test_a_fresh_clone_runs_longest_first_from_the_hints() -> None:
-    """No report (a fresh clone, CI): CrossHair longest first, then the longest induction
-    tasks and the longest other tasks before the short ones; every hint names a task that
-    exists (a renamed task would silently lose its place); a hint may name a task
-    function, for all of its tasks (one per correspondence shape)."""
+    """No report (a fresh clone, CI): CrossHair longest first, then the correspondence
+    shapes (most of the run since the induction's lazy replicas), largest first, and the
+    longest other tasks before the short ones; every hint names a task that exists (a
+    renamed task would silently lose its place); a hint may name a task function, for all
+    of its tasks (one per correspondence shape)."""
     tasks = runner._tasks(quick=False)
     keys = {runner.hint_key(t) for t in tasks} | {t[0].__name__ for t in tasks}
     assert set(runner.HINT_S) <= keys, set(runner.HINT_S) - keys
@@ -82,9 +83,13 @@ def test_a_fresh_clone_runs_longest_first_from_the_hints() -> None:
     assert sorted(t[2] for t in ordered) == sorted(t[2] for t in tasks)
     names = [runner.hint_key(t) for t in ordered]
     assert names[0] == "task_crosshair"  # every CrossHair target, one process
-    assert names[1:3] == ["task_induction_shared housekeep", "task_induction_shared other_write"]
+    assert set(names[1:3]) == {"task_keys", "task_model_edges"}  # short, kill mutants
+    shapes = [t[1][0] for t in ordered if t[0].__name__ == "task_exhaustive_shape"]
+    assert all(n.startswith("task_exhaustive_shape ") for n in names[3:3 + len(shapes)])
+    assert shapes[0] == "3p2r:012"  # the largest shape first
+    assert names.index("task_bug 0") < names.index("task_induction_shared housekeep")
     assert names.index("task_contracts epochgc.model.fence.fence") < names.index("task_bug 1")
-    hints = [runner.hint_of(t) for t in ordered[1:]]
+    hints = [runner.hint_of(t) for t in ordered[3:]]
     assert hints == sorted(hints, reverse=True)
 
 

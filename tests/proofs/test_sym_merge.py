@@ -180,3 +180,24 @@ def test_a_merged_run_does_not_keep_its_decisions() -> None:
 
     _, paths = _explore(True, both)
     assert sorted(p.value[1] for p in paths) == [False, True]
+
+
+def test_an_unpruned_explorer_asks_a_decided_test_once() -> None:
+    """A non-pruning explorer (the one that joins a goal's or fresh M's branches into one
+    formula) takes only the side a repeated test (or its negation) already has on the
+    path: the other side's disjunct would be false, and forking on it multiplied the
+    leaves (M(p) computed once per replica)."""
+    ex = Explorer(prune=False)
+
+    def run(ex: Explorer) -> Any:
+        x = ex.fresh_int("x")
+        first = bool(x > 0)
+        again = bool(x > 0)
+        negated = bool(~(x > 0))
+        return first, again, negated
+
+    paths = list(ex.paths(run))
+    assert [p.value for p in paths] == [(True, True, False), (False, False, True)]
+    s = z3.Solver()
+    for p in paths:  # every leaf's condition is satisfiable: no contradictory side kept
+        assert s.check(*p.pc) == z3.sat
