@@ -194,13 +194,40 @@ def test_a_partition_created_during_the_round_blocks_it_not_refuses_it(
     calls = iter(range(100))
 
     def clock_creating() -> float:
-        if next(calls) == 1:  # after the driver's read, before the tasks' re-reads
+        # Call 0 is the driver's read, call 1 the driver's watch's first look (issue 30);
+        # the tasks' copies of this clock start at 2: created before their re-reads.
+        if next(calls) == 2:
             write_partitions(store, 10**6 + 1, ["t/0", "t/1", "t/2"])
         return NOW
 
-    s = run_gc(spark, local_spec(tmp_path), GcOptions(grace_s=GRACE), clock=clock_creating)
+    # The watch's next look is an hour away: only the tasks' re-reads can see t/2 (one
+    # created before the watch's first look stops the round there: the test below).
+    opts = GcOptions(grace_s=GRACE, watch_interval_s=3600.0)
+    s = run_gc(spark, local_spec(tmp_path), opts, clock=clock_creating)
     assert s.blocked == "on re-check before deleting: no inactive epoch reported for: t/2"
     assert s.refused is None and s.exit_code == 2
+    assert s.deleted == 0 and all_keys(store) == before
+
+
+def test_a_partition_created_before_the_tasks_start_stops_the_round_unhealthy(
+    spark: Any, tmp_path: Path
+) -> None:
+    """The driver's watch looks once just before the tasks start (issue 30): a partition
+    created after the driver's read, with no report yet, makes health bad there, and no
+    task starts (exit 2, like a blocked round; nothing deleted)."""
+    make_store(tmp_path)
+    store = LocalStore(tmp_path)
+    before = all_keys(store)
+    calls = iter(range(100))
+
+    def clock_creating() -> float:
+        if next(calls) == 1:  # the watch's first look, after the driver's read
+            write_partitions(store, 10**6 + 1, ["t/0", "t/1", "t/2"])
+        return NOW
+
+    opts = GcOptions(grace_s=GRACE, watch_interval_s=3600.0)
+    s = run_gc(spark, local_spec(tmp_path), opts, clock=clock_creating)
+    assert s.interrupted == "unhealthy" and s.safety_blocked and s.exit_code == 2
     assert s.deleted == 0 and all_keys(store) == before
 
 
