@@ -15,7 +15,7 @@ from typing import Any
 
 from tests.store.s3server import set_dummy_aws_env
 
-__all__ = ["is_live", "live_session", "running", "stop"]
+__all__ = ["is_live", "live_session", "stop"]
 
 _session: Any = None
 
@@ -23,11 +23,6 @@ _session: Any = None
 def is_live(session: Any) -> bool:
     """True if `session`'s SparkContext has not been stopped (PySpark sets `_jsc` to None)."""
     return session is not None and session.sparkContext._jsc is not None
-
-
-def running() -> bool:
-    """Is the process's session started and not stopped?"""
-    return is_live(_session)
 
 
 def live_session() -> Any:

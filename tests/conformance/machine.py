@@ -63,7 +63,7 @@ def shared_spark() -> Any:
     from tests import spark_shared
 
     t = time.monotonic()
-    live = spark_shared.running()
+    live = spark_shared.is_live(spark_shared._session)
     spark = spark_shared.live_session()
     if not live:
         STATS["spark.startup_ms"] += int((time.monotonic() - t) * 1000)
