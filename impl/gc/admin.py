@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 import os
 import socket
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from typing import Any
 
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.lease import LEASE_KEY
-from epochgc.impl.gc.reports import parse_document
+from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.store.base import NotAnObject, ObjectInfo, ObjectStore, StoreError
 
 ADMIN_KEY = "_cluster/gc/admin.json"
@@ -66,14 +67,39 @@ def _read_entry(store: ObjectStore, key: str) -> tuple[ObjectInfo | None, bytes]
     return info, store.get(key, 0, _MAX_BYTES + 1)
 
 
+def _unique_names(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    doc: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in doc:  # json keeps the last, other readers the first: ambiguous
+            raise ValueError(f"field {k!r} is given twice in one object")
+        doc[k] = v
+    return doc
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite(text: str) -> float:
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(f"number {text} is out of range")
+    return v
+
+
 def load_strict(raw: bytes, key: str, limit: int = _MAX_BYTES) -> Any:
-    """The JSON document `raw` (object `key`), read as strictly as the health reports
-    (`reports.parse_document`: size, nesting, a name given twice, NaN/Infinity, numbers out
-    of range), or ValueError saying what is wrong."""
+    """The JSON document `raw` (object `key`), or ValueError saying what is wrong: larger
+    than `limit` bytes, nested deeper than the reports' limit (json would raise
+    RecursionError), a name given twice in one object, NaN/Infinity or a number out of
+    range (so what it returns always dumps as strict JSON)."""
+    if len(raw) > limit:
+        raise ValueError(f"larger than {limit} bytes")
     try:
-        return parse_document(raw, key, limit)
+        check_nesting(raw, key)
     except ReportError as e:
         raise ValueError(str(e).removeprefix(f"{key}: ")) from None
+    return json.loads(raw, object_pairs_hook=_unique_names, parse_constant=_no_constant,
+                      parse_float=_finite)
 
 
 def read_admin_state(store: ObjectStore) -> AdminState:

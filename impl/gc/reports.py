@@ -208,19 +208,6 @@ def _parse_int(text: str) -> int | _Huge:
     return _Huge(text) if len(text.lstrip("-")) > _MAX_INT_DIGITS else int(text)
 
 
-class _Constant(float):
-    """NaN, Infinity or -Infinity as written (Python's json accepts them): refused naming
-    the literal."""
-
-    literal = ""
-
-
-def _parse_constant(text: str) -> _Constant:
-    out = _Constant(text)
-    out.literal = text
-    return out
-
-
 class _Repeated(dict[str, Any]):
     """A JSON object with a name given twice: json keeps the last value, another reader may
     keep the first, and a NaN given first is never seen; refused with the name."""
@@ -247,21 +234,11 @@ def _read_json(store: ObjectStore, key: str) -> Any:
         raw = store.get(key, 0, MAX_DOCUMENT_BYTES + 1)  # never more than the limit
     except StoreError as e:
         raise ReportError(f"cannot read {key}: {e}") from e
-    return parse_document(raw, key)
-
-
-def parse_document(raw: bytes, key: str, limit: int | None = None) -> Any:
-    """The JSON document `raw` (the object `key`), read strictly, or ReportError naming the
-    file and what is wrong: larger than `limit` bytes, nested deeper than MAX_NESTING, not
-    JSON, or a value `check_numbers` refuses (so what it returns dumps as strict JSON).
-    `limit` defaults to MAX_DOCUMENT_BYTES."""
-    limit = MAX_DOCUMENT_BYTES if limit is None else limit
-    if len(raw) > limit:
-        raise ReportError(f"{key}: larger than {limit} bytes; refused")
+    if len(raw) > MAX_DOCUMENT_BYTES:
+        raise ReportError(f"{key}: larger than {MAX_DOCUMENT_BYTES} bytes; refused")
     check_nesting(raw, key)
     try:
-        doc = json.loads(raw, parse_int=_parse_int, parse_constant=_parse_constant,
-                         object_pairs_hook=_object)
+        doc = json.loads(raw, parse_int=_parse_int, object_pairs_hook=_object)
     except (UnicodeDecodeError, ValueError) as e:  # JSONDecodeError is a ValueError
         raise ReportError(f"{key}: not valid JSON: {e}") from e
     check_numbers(doc, key)
@@ -298,8 +275,7 @@ def check_numbers(doc: Any, key: str, path: str = "") -> None:
     elif isinstance(doc, _Huge):
         raise ReportError(f"{key}: field {path!r} is an integer of {len(doc)} digits")
     elif isinstance(doc, float) and not math.isfinite(doc):
-        got = doc.literal if isinstance(doc, _Constant) else repr(doc)  # 1e400 reads as inf
-        raise ReportError(f"{key}: field {path!r} must be a finite number, got {got}")
+        raise ReportError(f"{key}: field {path!r} must be a finite number, got {doc!r}")
 
 
 def _is_int(v: object) -> bool:
