@@ -641,6 +641,21 @@ PROBE_AFTER = 3  # refutations of a side (with the same assumptions) before a pr
 _PROBES: dict[tuple[int, ...], tuple[Any, tuple[z3.BoolRef, ...]]] = {}
 
 
+# Z3 settings for the proof runs (`tune_z3`): they change how fast a verdict comes, never
+# what it is. The legacy arithmetic solver answers our many small incremental checks
+# (linear integer constraints over a few hundred constants) with fewer instructions, and an
+# uncompressed model skips a pass over every model the explorer takes (one per path side
+# it cannot settle otherwise). Measured on the correspondence of two 3-partition shapes
+# (valgrind, instructions): 16.5 G default, 15.6 G without compression, 14.4 G with both.
+Z3_TUNING: dict[str, object] = {"smt.arith.solver": 2, "model.compact": False}
+
+
+def tune_z3() -> None:
+    """Apply `Z3_TUNING` to this process's Z3 (global: every solver made afterwards)."""
+    for k, v in Z3_TUNING.items():
+        z3.set_param(k, v)
+
+
 class Watchdog:
     """The explorer's time limit per solver check: one thread per process interrupts the
     Z3 context when a check runs past its deadline. Z3's own `timeout` starts a timer for

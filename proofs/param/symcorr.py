@@ -57,6 +57,7 @@ from epochgc.proofs.sym import (
     conj,
     const_bool,
     const_int,
+    disj,
     eq_terms,
     expr_of,
 )
@@ -544,7 +545,7 @@ def check_invariant(name: str, shape: str, template: System, timeout_ms: int = 2
     """Python's invariant `name` equals its quantified version on every state of the
     shape (the forgotten fields' conjuncts assumed)."""
     res = Result(shape, f"invariant {name}")
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge=MERGE)
+    ex = Explorer(prune=False, merge=MERGE)  # paths joined (_compare)
     sizes = sizes_of(template)
 
     def run(ex: Explorer) -> Any:
@@ -553,8 +554,8 @@ def check_invariant(name: str, shape: str, template: System, timeout_ms: int = 2
         ex.assume(SymBool(extras(s)), check=False)
         return a, INVARIANTS[name](s, REFERENCE)
 
-    return _compare(ex, res, run, lambda a: holds_all(TermLogic(sizes), finite_state(a),
-                                                       spec.INVARIANTS[name]))
+    return _compare(ex, res, timeout_ms, seed, run, lambda a: holds_all(
+        TermLogic(sizes), finite_state(a), spec.INVARIANTS[name]))
 
 
 def fresh_m_term(a: Structure, sizes: dict[str, int]) -> tuple[Any, Any]:
@@ -576,7 +577,7 @@ def check_fresh_m(shape: str, template: System, timeout_ms: int = 2000,
     """Python's `fresh_m` is `fresh_m_term` on every state of the shape (under the
     invariants: M(p) = floor - 1 needs a set window's floor)."""
     res = Result(shape, "fresh M")
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge=MERGE)
+    ex = Explorer(prune=False, merge=MERGE)  # paths joined (_compare)
     sizes = sizes_of(template)
 
     def run(ex: Explorer) -> Any:
@@ -587,7 +588,7 @@ def check_fresh_m(shape: str, template: System, timeout_ms: int = 2000,
         d, mt = fresh_m_term(a, sizes)
         return a, (z3.Not(d) if m is None else z3.And(d, z(m) == mt))
 
-    return _compare(ex, res, run, lambda a: True)
+    return _compare(ex, res, timeout_ms, seed, run, lambda a: True)
 
 
 def check_transition(name: str, shape: str, template: System, timeout_ms: int = 2000,
@@ -596,7 +597,7 @@ def check_transition(name: str, shape: str, template: System, timeout_ms: int = 
     of states of the shape. For T4, Python's `mono_fresh_m` runs with M given by
     `fresh_m_term` (`check_fresh_m` proves it is Python's `fresh_m`)."""
     res = Result(shape, f"transition invariant {name}")
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge=MERGE)
+    ex = Explorer(prune=False, merge=MERGE)  # paths joined (_compare)
     sizes = sizes_of(template)
 
     def run(ex: Explorer) -> Any:
@@ -619,7 +620,7 @@ def check_transition(name: str, shape: str, template: System, timeout_ms: int = 
         return holds_all(L, finite_state(ab[1]), spec.TRANSITION_INVARIANTS[name],
                          finite_state(ab[0]))
 
-    return _compare(ex, res, run, formula)
+    return _compare(ex, res, timeout_ms, seed, run, formula)
 
 
 def _renamed(ex: Explorer, template: System) -> System:
@@ -637,11 +638,19 @@ def _fingerprint(a: Any) -> tuple[int, ...]:
     return tuple(out)
 
 
-def _compare(ex: Explorer, res: Result, run: Callable[[Explorer], Any],
-             formula: Callable[[Any], Any]) -> Result:
+def _compare(ex: Explorer, res: Result, timeout_ms: int, seed: int,
+             run: Callable[[Explorer], Any], formula: Callable[[Any], Any]) -> Result:
+    """Python's predicate (`run`'s second value) equals `formula` of the abstract state
+    (its first) on every state. The paths are enumerated without the solver (`ex` does not
+    prune): their path conditions are disjoint and cover every input, so the disjunction
+    of (path condition and disagreement) over all paths, infeasible ones included (their
+    path condition is unsatisfiable), is satisfiable exactly when some state disagrees.
+    One solver query for the row instead of a feasibility check per branch and a query per
+    path."""
     # The abstraction decides nothing, so every path abstracts to the same terms and the
     # formula is the same: built once per distinct abstract state (pair), not per path.
     formulas: dict[tuple[int, ...], Any] = {}
+    joined: list[tuple[Any, Any, Any]] = []  # (disjunct, abstract state(s), python's value)
     try:
         for path in ex.paths(run):
             if path.kind != "ok":
@@ -652,20 +661,27 @@ def _compare(ex: Explorer, res: Result, run: Callable[[Explorer], Any],
             fo = formulas.get(key)
             if fo is None:
                 fo = formulas[key] = z(formula(a))
-            res.queries += 1
-            t1 = time.perf_counter()
-            if ex._sat(z3.Xor(z(py), fo)):
-                m = ex.solver.model()
-                pyv = z3.is_true(m.eval(z(py), model_completion=True))
-                states = a if isinstance(a, tuple) else (a,)
-                res.failure = (f"python says {pyv}, the formula says {not pyv}\n" + "\n".join(
-                    "state: " + " ".join(f"{k}={v}" for k, v in shown(st, m).items())
-                    for st in states))
-                return res
-            res.slowest_s = max(res.slowest_s, time.perf_counter() - t1)
-    except SolverUnknown as e:
-        res.unknown, res.failure = True, f"solver: unknown ({e})"
-    res.slowest_s = max(res.slowest_s, ex.slowest_query_s)
+            joined.append((conj([*path.pc, z3.Xor(z(py), fo)]), a, py))
+    except NotAbstractable as e:
+        res.failure = f"python state outside the abstraction: {e}"
+        return res
+    s = z3.Solver()
+    s.set("timeout", timeout_ms)
+    s.set("random_seed", seed)
+    res.queries += 1
+    t1 = time.perf_counter()
+    r = s.check(disj([d for d, _, _ in joined]))
+    res.slowest_s = time.perf_counter() - t1
+    if r == z3.unknown:
+        res.unknown, res.failure = True, f"solver: unknown ({s.reason_unknown()})"
+    elif r == z3.sat:
+        m = s.model()
+        _, a, py = next(j for j in joined if z3.is_true(m.eval(j[0], model_completion=True)))
+        pyv = z3.is_true(m.eval(z(py), model_completion=True))
+        states = a if isinstance(a, tuple) else (a,)
+        res.failure = (f"python says {pyv}, the formula says {not pyv}\n" + "\n".join(
+            "state: " + " ".join(f"{k}={v}" for k, v in shown(st, m).items())
+            for st in states))
     return res
 
 
