@@ -206,10 +206,18 @@ def _abstract_barrier(per: dict[str, dict[tuple[int, ...], Any]], k: tuple[int, 
                       st: Any) -> None:
     """The barrier's fields (R36-R38) of one partition, deciding nothing (negative is
     none: -1 in the model's states)."""
-    be, bo, gv = st.barrier_epoch, st.barrier_offset, st.gc_safe_epoch
-    bp, gp = z(be) >= 0, z(gv) >= 0
-    per["bset"][k], per["bepoch"][k], per["boff"][k] = bp, _opt(bp, be), _opt(bp, bo)
-    per["gset"][k], per["gsafe"][k] = gp, _opt(gp, gv)
+    be, bo, gv = z(st.barrier_epoch), z(st.barrier_offset), z(st.gc_safe_epoch)
+    key = (be.as_ast().value, bo.as_ast().value, gv.as_ast().value)
+    hit = _BARRIERS.get(key)
+    if hit is None:  # every path's post-state has the same terms: built once
+        bp, gp = be >= 0, gv >= 0
+        hit = _BARRIERS[key] = ((bp, _opt(bp, be), _opt(bp, bo), gp, _opt(gp, gv)),
+                                (be, bo, gv))  # the operands kept alive: keys stay valid
+    (per["bset"][k], per["bepoch"][k], per["boff"][k], per["gset"][k],
+     per["gsafe"][k]) = hit[0]
+
+
+_BARRIERS: dict[tuple[int, int, int], tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
 
 
 def extras(s: System) -> Any:
