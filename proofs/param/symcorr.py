@@ -92,7 +92,7 @@ class TermLogic:
                 return False
             if x is not True:
                 rest.append(z(x))
-        return z3.And(*rest) if rest else True
+        return conj(rest) if rest else True  # one C call, no per-argument coercion
 
     def Or(self, *xs: Any) -> Any:
         rest = []
@@ -101,7 +101,7 @@ class TermLogic:
                 return True
             if x is not False:
                 rest.append(z(x))
-        return z3.Or(*rest) if rest else False
+        return disj(rest) if rest else False
 
     def Not(self, x: Any) -> Any:
         return (not x) if isinstance(x, bool) else z3.Not(z(x))
@@ -636,14 +636,21 @@ def _renamed(ex: Explorer, template: System) -> System:
     return lazy_system(ex, template, seen=False, tag="post.")
 
 
-def _fingerprint(a: Any) -> tuple[int, ...]:
-    """The AST ids of every value of an abstract state (or a tuple of them)."""
-    out: list[int] = []
+def _fingerprint(a: Any, seen: dict[int, tuple[Any, tuple[int, ...]]]) -> tuple[int, ...]:
+    """The AST addresses of every value of an abstract state (or a tuple of them). The
+    states of a row are kept alive by the row (`_compare`), so an address is one term's;
+    `seen` (per row) holds each state object's, computed once."""
+    out: tuple[int, ...] = ()
     for st in (a if isinstance(a, tuple) else (a,)):
-        for name, (args, _) in SIG.items():
-            vals = st[name].values() if args else (st[name],)
-            out += [z(v).get_id() for v in vals]
-    return tuple(out)
+        hit = seen.get(id(st))
+        if hit is None or hit[0] is not st:
+            ids: list[int] = []
+            for name, (args, _) in SIG.items():
+                vals = st[name].values() if args else (st[name],)
+                ids += [z(v).as_ast().value for v in vals]
+            hit = seen[id(st)] = (st, tuple(ids))
+        out += hit[1]
+    return out
 
 
 def _compare(ex: Explorer, res: Result, timeout_ms: int, seed: int,
@@ -658,6 +665,7 @@ def _compare(ex: Explorer, res: Result, timeout_ms: int, seed: int,
     # The abstraction decides nothing, so every path abstracts to the same terms and the
     # formula is the same: built once per distinct abstract state (pair), not per path.
     formulas: dict[tuple[int, ...], Any] = {}
+    seen: dict[int, tuple[Any, tuple[int, ...]]] = {}
     joined: list[tuple[Any, Any, Any]] = []  # (disjunct, abstract state(s), python's value)
     try:
         for path in ex.paths(run):
@@ -665,7 +673,7 @@ def _compare(ex: Explorer, res: Result, timeout_ms: int, seed: int,
                 continue
             res.paths += 1
             a, py = path.value
-            key = _fingerprint(a)
+            key = _fingerprint(a, seen)
             fo = formulas.get(key)
             if fo is None:
                 fo = formulas[key] = z(formula(a))
