@@ -158,6 +158,11 @@ def _not(a: z3.BoolRef) -> z3.BoolRef:
     return _memo("not", lambda: _negate(a), a)
 
 
+def negation(a: z3.BoolRef) -> z3.BoolRef:
+    """`Not(a)`, memoised and built through the C API (`not not b` is `b`)."""
+    return _not(a)
+
+
 def _negate(a: z3.BoolRef) -> z3.BoolRef:
     """`not a`, with `not not b` as `b`: a path that decided `b` then sees the test
     `not b` as a literal it already holds (Explorer.decide) instead of a new question."""

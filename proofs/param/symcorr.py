@@ -60,6 +60,7 @@ from epochgc.proofs.sym import (
     disj,
     eq_terms,
     expr_of,
+    negation,
 )
 from epochgc.proofs.symstate import choice
 
@@ -104,7 +105,7 @@ class TermLogic:
         return disj(rest) if rest else False
 
     def Not(self, x: Any) -> Any:
-        return (not x) if isinstance(x, bool) else z3.Not(z(x))
+        return (not x) if isinstance(x, bool) else negation(z(x))
 
     def Implies(self, a: Any, b: Any) -> Any:
         return self.Or(self.Not(a), b)
@@ -464,7 +465,7 @@ def check_action(action: str, shape: str, template: System, timeout_ms: int = 20
                     assert b is not None
                     g, f = _formula(action, a, sizes, {**fprm, **_derived(action, py, b)})
                     queries.append(("python step the formula forbids or lands elsewhere",
-                                    z3.Not(z3.And(z(g), equal(b, f))), f))
+                                    negation(conj([z(g), equal(b, f)])), f))
                 elif mode == "both":
                     g, f = _formula(action, a, sizes, {**fprm, **chosen})
                     queries.append(("formula step python refuses", z(g), f))
@@ -474,7 +475,7 @@ def check_action(action: str, shape: str, template: System, timeout_ms: int = 20
                 if ok:
                     assert b is not None
                     queries.append(("formula step python lands elsewhere",
-                                    z3.And(z(g), z3.Not(equal(b, f))), f))
+                                    conj([z(g), negation(equal(b, f))]), f))
                 else:
                     queries.append(("formula step python refuses", z(g), f))
             for side, q, f in queries:
