@@ -18,8 +18,9 @@ the abstraction forgets: terms >= 0, seen windows ordered), with the SAME parame
 
 Predicates: for every state of the shape (no invariant assumed), each Python invariant
 I1-I8 equals its quantified version; for every pair of states, each transition invariant
-T1-T4; `spec.init` holds of exactly the abstraction of `model.system.initial`. Any
-`unknown` is a failure.
+T1-T4; `spec.init` holds of exactly the abstraction of `model.system.initial`. A
+predicate's paths are enumerated without the solver and joined into one query per row
+(`_compare`). Any `unknown` is a failure.
 """
 
 from __future__ import annotations
