@@ -158,6 +158,11 @@ def _not(a: z3.BoolRef) -> z3.BoolRef:
     return _memo("not", lambda: _negate(a), a)
 
 
+def negation(a: z3.BoolRef) -> z3.BoolRef:
+    """`Not(a)`, memoised and built through the C API (`not not b` is `b`)."""
+    return _not(a)
+
+
 def _negate(a: z3.BoolRef) -> z3.BoolRef:
     """`not a`, with `not not b` as `b`: a path that decided `b` then sees the test
     `not b` as a literal it already holds (Explorer.decide) instead of a new question."""
@@ -639,6 +644,21 @@ def _repairs_of(want: z3.BoolRef) -> list[tuple[Any, Any]]:
 _IMPLIED: dict[tuple[int, tuple[int, ...]], tuple[bool | None, int, tuple[z3.BoolRef, ...]]] = {}
 PROBE_AFTER = 3  # refutations of a side (with the same assumptions) before a probe
 _PROBES: dict[tuple[int, ...], tuple[Any, tuple[z3.BoolRef, ...]]] = {}
+
+
+# Z3 settings for the proof runs (`tune_z3`): they change how fast a verdict comes, never
+# what it is. The legacy arithmetic solver answers our many small incremental checks
+# (linear integer constraints over a few hundred constants) with fewer instructions, and an
+# uncompressed model skips a pass over every model the explorer takes (one per path side
+# it cannot settle otherwise). Measured on the correspondence of two 3-partition shapes
+# (valgrind, instructions): 16.5 G default, 15.6 G without compression, 14.4 G with both.
+Z3_TUNING: dict[str, object] = {"smt.arith.solver": 2, "model.compact": False}
+
+
+def tune_z3() -> None:
+    """Apply `Z3_TUNING` to this process's Z3 (global: every solver made afterwards)."""
+    for k, v in Z3_TUNING.items():
+        z3.set_param(k, v)
 
 
 class Watchdog:

@@ -18,8 +18,9 @@ the abstraction forgets: terms >= 0, seen windows ordered), with the SAME parame
 
 Predicates: for every state of the shape (no invariant assumed), each Python invariant
 I1-I8 equals its quantified version; for every pair of states, each transition invariant
-T1-T4; `spec.init` holds of exactly the abstraction of `model.system.initial`. Any
-`unknown` is a failure.
+T1-T4; `spec.init` holds of exactly the abstraction of `model.system.initial`. A
+predicate's paths are enumerated without the solver and joined into one query per row
+(`_compare`). Any `unknown` is a failure.
 """
 
 from __future__ import annotations
@@ -57,8 +58,10 @@ from epochgc.proofs.sym import (
     conj,
     const_bool,
     const_int,
+    disj,
     eq_terms,
     expr_of,
+    negation,
 )
 from epochgc.proofs.symstate import choice
 
@@ -91,7 +94,7 @@ class TermLogic:
                 return False
             if x is not True:
                 rest.append(z(x))
-        return z3.And(*rest) if rest else True
+        return conj(rest) if rest else True  # one C call, no per-argument coercion
 
     def Or(self, *xs: Any) -> Any:
         rest = []
@@ -100,10 +103,10 @@ class TermLogic:
                 return True
             if x is not False:
                 rest.append(z(x))
-        return z3.Or(*rest) if rest else False
+        return disj(rest) if rest else False
 
     def Not(self, x: Any) -> Any:
-        return (not x) if isinstance(x, bool) else z3.Not(z(x))
+        return (not x) if isinstance(x, bool) else negation(z(x))
 
     def Implies(self, a: Any, b: Any) -> Any:
         return self.Or(self.Not(a), b)
@@ -205,10 +208,18 @@ def _abstract_barrier(per: dict[str, dict[tuple[int, ...], Any]], k: tuple[int, 
                       st: Any) -> None:
     """The barrier's fields (R36-R38) of one partition, deciding nothing (negative is
     none: -1 in the model's states)."""
-    be, bo, gv = st.barrier_epoch, st.barrier_offset, st.gc_safe_epoch
-    bp, gp = z(be) >= 0, z(gv) >= 0
-    per["bset"][k], per["bepoch"][k], per["boff"][k] = bp, _opt(bp, be), _opt(bp, bo)
-    per["gset"][k], per["gsafe"][k] = gp, _opt(gp, gv)
+    be, bo, gv = z(st.barrier_epoch), z(st.barrier_offset), z(st.gc_safe_epoch)
+    key = (be.as_ast().value, bo.as_ast().value, gv.as_ast().value)
+    hit = _BARRIERS.get(key)
+    if hit is None:  # every path's post-state has the same terms: built once
+        bp, gp = be >= 0, gv >= 0
+        hit = _BARRIERS[key] = ((bp, _opt(bp, be), _opt(bp, bo), gp, _opt(gp, gv)),
+                                (be, bo, gv))  # the operands kept alive: keys stay valid
+    (per["bset"][k], per["bepoch"][k], per["boff"][k], per["gset"][k],
+     per["gsafe"][k]) = hit[0]
+
+
+_BARRIERS: dict[tuple[int, int, int], tuple[tuple[Any, ...], tuple[Any, ...]]] = {}
 
 
 def extras(s: System) -> Any:
@@ -455,7 +466,7 @@ def check_action(action: str, shape: str, template: System, timeout_ms: int = 20
                     assert b is not None
                     g, f = _formula(action, a, sizes, {**fprm, **_derived(action, py, b)})
                     queries.append(("python step the formula forbids or lands elsewhere",
-                                    z3.Not(z3.And(z(g), equal(b, f))), f))
+                                    negation(conj([z(g), equal(b, f)])), f))
                 elif mode == "both":
                     g, f = _formula(action, a, sizes, {**fprm, **chosen})
                     queries.append(("formula step python refuses", z(g), f))
@@ -465,7 +476,7 @@ def check_action(action: str, shape: str, template: System, timeout_ms: int = 20
                 if ok:
                     assert b is not None
                     queries.append(("formula step python lands elsewhere",
-                                    z3.And(z(g), z3.Not(equal(b, f))), f))
+                                    conj([z(g), negation(equal(b, f))]), f))
                 else:
                     queries.append(("formula step python refuses", z(g), f))
             for side, q, f in queries:
@@ -544,7 +555,7 @@ def check_invariant(name: str, shape: str, template: System, timeout_ms: int = 2
     """Python's invariant `name` equals its quantified version on every state of the
     shape (the forgotten fields' conjuncts assumed)."""
     res = Result(shape, f"invariant {name}")
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge=MERGE)
+    ex = Explorer(prune=False, merge=MERGE)  # paths joined (_compare)
     sizes = sizes_of(template)
 
     def run(ex: Explorer) -> Any:
@@ -553,8 +564,8 @@ def check_invariant(name: str, shape: str, template: System, timeout_ms: int = 2
         ex.assume(SymBool(extras(s)), check=False)
         return a, INVARIANTS[name](s, REFERENCE)
 
-    return _compare(ex, res, run, lambda a: holds_all(TermLogic(sizes), finite_state(a),
-                                                       spec.INVARIANTS[name]))
+    return _compare(ex, res, timeout_ms, seed, run, lambda a: holds_all(
+        TermLogic(sizes), finite_state(a), spec.INVARIANTS[name]))
 
 
 def fresh_m_term(a: Structure, sizes: dict[str, int]) -> tuple[Any, Any]:
@@ -576,7 +587,7 @@ def check_fresh_m(shape: str, template: System, timeout_ms: int = 2000,
     """Python's `fresh_m` is `fresh_m_term` on every state of the shape (under the
     invariants: M(p) = floor - 1 needs a set window's floor)."""
     res = Result(shape, "fresh M")
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge=MERGE)
+    ex = Explorer(prune=False, merge=MERGE)  # paths joined (_compare)
     sizes = sizes_of(template)
 
     def run(ex: Explorer) -> Any:
@@ -587,7 +598,7 @@ def check_fresh_m(shape: str, template: System, timeout_ms: int = 2000,
         d, mt = fresh_m_term(a, sizes)
         return a, (z3.Not(d) if m is None else z3.And(d, z(m) == mt))
 
-    return _compare(ex, res, run, lambda a: True)
+    return _compare(ex, res, timeout_ms, seed, run, lambda a: True)
 
 
 def check_transition(name: str, shape: str, template: System, timeout_ms: int = 2000,
@@ -596,7 +607,7 @@ def check_transition(name: str, shape: str, template: System, timeout_ms: int = 
     of states of the shape. For T4, Python's `mono_fresh_m` runs with M given by
     `fresh_m_term` (`check_fresh_m` proves it is Python's `fresh_m`)."""
     res = Result(shape, f"transition invariant {name}")
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge=MERGE)
+    ex = Explorer(prune=False, merge=MERGE)  # paths joined (_compare)
     sizes = sizes_of(template)
 
     def run(ex: Explorer) -> Any:
@@ -619,7 +630,7 @@ def check_transition(name: str, shape: str, template: System, timeout_ms: int = 
         return holds_all(L, finite_state(ab[1]), spec.TRANSITION_INVARIANTS[name],
                          finite_state(ab[0]))
 
-    return _compare(ex, res, run, formula)
+    return _compare(ex, res, timeout_ms, seed, run, formula)
 
 
 def _renamed(ex: Explorer, template: System) -> System:
@@ -627,45 +638,68 @@ def _renamed(ex: Explorer, template: System) -> System:
     return lazy_system(ex, template, seen=False, tag="post.")
 
 
-def _fingerprint(a: Any) -> tuple[int, ...]:
-    """The AST ids of every value of an abstract state (or a tuple of them)."""
-    out: list[int] = []
+def _fingerprint(a: Any, seen: dict[int, tuple[Any, tuple[int, ...]]]) -> tuple[int, ...]:
+    """The AST addresses of every value of an abstract state (or a tuple of them). The
+    states of a row are kept alive by the row (`_compare`), so an address is one term's;
+    `seen` (per row) holds each state object's, computed once."""
+    out: tuple[int, ...] = ()
     for st in (a if isinstance(a, tuple) else (a,)):
-        for name, (args, _) in SIG.items():
-            vals = st[name].values() if args else (st[name],)
-            out += [z(v).get_id() for v in vals]
-    return tuple(out)
+        hit = seen.get(id(st))
+        if hit is None or hit[0] is not st:
+            ids: list[int] = []
+            for name, (args, _) in SIG.items():
+                vals = st[name].values() if args else (st[name],)
+                ids += [z(v).as_ast().value for v in vals]
+            hit = seen[id(st)] = (st, tuple(ids))
+        out += hit[1]
+    return out
 
 
-def _compare(ex: Explorer, res: Result, run: Callable[[Explorer], Any],
-             formula: Callable[[Any], Any]) -> Result:
+def _compare(ex: Explorer, res: Result, timeout_ms: int, seed: int,
+             run: Callable[[Explorer], Any], formula: Callable[[Any], Any]) -> Result:
+    """Python's predicate (`run`'s second value) equals `formula` of the abstract state
+    (its first) on every state. The paths are enumerated without the solver (`ex` does not
+    prune): their path conditions are disjoint and cover every input, so the disjunction
+    of (path condition and disagreement) over all paths, infeasible ones included (their
+    path condition is unsatisfiable), is satisfiable exactly when some state disagrees.
+    One solver query for the row instead of a feasibility check per branch and a query per
+    path."""
     # The abstraction decides nothing, so every path abstracts to the same terms and the
     # formula is the same: built once per distinct abstract state (pair), not per path.
     formulas: dict[tuple[int, ...], Any] = {}
+    seen: dict[int, tuple[Any, tuple[int, ...]]] = {}
+    joined: list[tuple[Any, Any, Any]] = []  # (disjunct, abstract state(s), python's value)
     try:
         for path in ex.paths(run):
             if path.kind != "ok":
                 continue
             res.paths += 1
             a, py = path.value
-            key = _fingerprint(a)
+            key = _fingerprint(a, seen)
             fo = formulas.get(key)
             if fo is None:
                 fo = formulas[key] = z(formula(a))
-            res.queries += 1
-            t1 = time.perf_counter()
-            if ex._sat(z3.Xor(z(py), fo)):
-                m = ex.solver.model()
-                pyv = z3.is_true(m.eval(z(py), model_completion=True))
-                states = a if isinstance(a, tuple) else (a,)
-                res.failure = (f"python says {pyv}, the formula says {not pyv}\n" + "\n".join(
-                    "state: " + " ".join(f"{k}={v}" for k, v in shown(st, m).items())
-                    for st in states))
-                return res
-            res.slowest_s = max(res.slowest_s, time.perf_counter() - t1)
-    except SolverUnknown as e:
-        res.unknown, res.failure = True, f"solver: unknown ({e})"
-    res.slowest_s = max(res.slowest_s, ex.slowest_query_s)
+            joined.append((conj([*path.pc, z3.Xor(z(py), fo)]), a, py))
+    except NotAbstractable as e:
+        res.failure = f"python state outside the abstraction: {e}"
+        return res
+    s = z3.Solver()
+    s.set("timeout", timeout_ms)
+    s.set("random_seed", seed)
+    res.queries += 1
+    t1 = time.perf_counter()
+    r = s.check(disj([d for d, _, _ in joined]))
+    res.slowest_s = time.perf_counter() - t1
+    if r == z3.unknown:
+        res.unknown, res.failure = True, f"solver: unknown ({s.reason_unknown()})"
+    elif r == z3.sat:
+        m = s.model()
+        _, a, py = next(j for j in joined if z3.is_true(m.eval(j[0], model_completion=True)))
+        pyv = z3.is_true(m.eval(z(py), model_completion=True))
+        states = a if isinstance(a, tuple) else (a,)
+        res.failure = (f"python says {pyv}, the formula says {not pyv}\n" + "\n".join(
+            "state: " + " ".join(f"{k}={v}" for k, v in shown(st, m).items())
+            for st in states))
     return res
 
 

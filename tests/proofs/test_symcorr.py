@@ -10,6 +10,7 @@ from typing import Any
 import epochgc.model.system as system
 import pytest
 from epochgc.model.cluster import Report
+from epochgc.model.logic import neg
 from epochgc.model.system import System
 from epochgc.proofs.param import spec, symcorr
 
@@ -132,3 +133,51 @@ def test_invariants_without_a_model_fail_every_action(monkeypatch: Any) -> None:
     r = symcorr.check_action("upload", SMALL, _shape())
     assert r.failure.startswith("the assumed invariants have no model"), r.failure
     assert r.paths == 0
+
+
+# -- the predicates' joined query (symcorr._compare: one query over every path) -----------
+
+
+def _wrong_on_half(real: Any, first: bool) -> Any:
+    """`real`, negated on the states whose last partition is not in the snapshot: a
+    disagreement on some paths only, among the first paths the explorer takes (`first`)
+    or only after every path of `real` itself (the explorer takes True first)."""
+    def inv(*args: Any, **kw: Any) -> Any:
+        if args[0].partitions[-1].in_snapshot:
+            return neg(real(*args, **kw)) if first else real(*args, **kw)
+        return real(*args, **kw) if first else neg(real(*args, **kw))
+    return inv
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["early-paths", "late-paths"])
+@pytest.mark.parametrize("name", list(system.INVARIANTS))
+def test_a_python_invariant_wrong_on_some_paths_fails(monkeypatch: Any, name: str,
+                                                      first: bool) -> None:
+    monkeypatch.setitem(system.INVARIANTS, name, _wrong_on_half(system.INVARIANTS[name], first))
+    r = symcorr.check_invariant(name, SMALL, _shape())
+    assert r.failure.startswith("python says"), r.failure
+    assert "state: " in r.failure
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["early-paths", "late-paths"])
+@pytest.mark.parametrize("name", list(system.TRANSITION_INVARIANTS))
+def test_a_python_transition_invariant_wrong_on_some_paths_fails(
+        monkeypatch: Any, name: str, first: bool) -> None:
+    monkeypatch.setitem(system.TRANSITION_INVARIANTS, name,
+                        _wrong_on_half(system.TRANSITION_INVARIANTS[name], first))
+    # T4's Python side is run as mono_fresh_m with the fresh M given (check_transition)
+    monkeypatch.setattr(symcorr, "mono_fresh_m", _wrong_on_half(symcorr.mono_fresh_m, first))
+    r = symcorr.check_transition(name, SMALL, _shape())
+    assert r.failure.startswith("python says"), r.failure
+
+
+def test_fresh_m_off_by_one_on_some_paths_fails(monkeypatch: Any) -> None:
+    real = symcorr.fresh_m
+
+    def fresh_m(s: System, v: Any) -> Any:
+        m = real(s, v)
+        return m + 1 if m is not None and s.partitions[-1].in_snapshot else m
+
+    monkeypatch.setattr(symcorr, "fresh_m", fresh_m)
+    r = symcorr.check_fresh_m(SMALL, _shape())
+    assert r.failure.startswith("python says False"), r.failure
