@@ -668,20 +668,26 @@ def _compare(ex: Explorer, res: Result, timeout_ms: int, seed: int,
     # formula is the same: built once per distinct abstract state (pair), not per path.
     formulas: dict[tuple[int, ...], Any] = {}
     seen: dict[int, tuple[Any, tuple[int, ...]]] = {}
-    joined: list[tuple[Any, Any, Any]] = []  # (disjunct, abstract state(s), python's value)
-    try:
-        for path in ex.paths(run):
-            if path.kind != "ok":
-                continue
-            res.paths += 1
-            a, py = path.value
-            key = _fingerprint(a, seen)
-            fo = formulas.get(key)
-            if fo is None:
-                fo = formulas[key] = z(formula(a))
-            joined.append((conj([*path.pc, z3.Xor(z(py), fo)]), a, py))
-    except NotAbstractable as e:
-        res.failure = f"python state outside the abstraction: {e}"
+    # (disjunct, abstract state(s), python's value; or None and the exception raised)
+    joined: list[tuple[Any, Any, Any]] = []
+    # Unpruned, the model code also runs on paths no state takes: an exception there is
+    # harmless, one on a path some state takes is a failure. So a raising path is a
+    # disjunct too: its path condition alone (satisfiable: some state makes Python raise).
+    for path in ex.paths(run, errors=(Exception,)):
+        if path.kind == "pruned":
+            continue
+        res.paths += 1
+        if path.kind == "error":
+            joined.append((conj(list(path.pc)), None, path.value))
+            continue
+        a, py = path.value
+        key = _fingerprint(a, seen)
+        fo = formulas.get(key)
+        if fo is None:
+            fo = formulas[key] = z(formula(a))
+        joined.append((conj([*path.pc, z3.Xor(z(py), fo)]), a, py))
+    if not joined:
+        res.failure = "no path reaches the predicate's value (every path pruned): vacuous"
         return res
     s = z3.Solver()
     s.set("timeout", timeout_ms)
@@ -695,6 +701,11 @@ def _compare(ex: Explorer, res: Result, timeout_ms: int, seed: int,
     elif r == z3.sat:
         m = s.model()
         _, a, py = next(j for j in joined if z3.is_true(m.eval(j[0], model_completion=True)))
+        if a is None:
+            what = ("python state outside the abstraction" if isinstance(py, NotAbstractable)
+                    else f"python raised {type(py).__name__}")
+            res.failure = f"{what} on a state of the shape: {py}"
+            return res
         pyv = z3.is_true(m.eval(z(py), model_completion=True))
         states = a if isinstance(a, tuple) else (a,)
         res.failure = (f"python says {pyv}, the formula says {not pyv}\n" + "\n".join(

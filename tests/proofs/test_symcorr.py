@@ -181,3 +181,41 @@ def test_fresh_m_off_by_one_on_some_paths_fails(monkeypatch: Any) -> None:
     monkeypatch.setattr(symcorr, "fresh_m", fresh_m)
     r = symcorr.check_fresh_m(SMALL, _shape())
     assert r.failure.startswith("python says False"), r.failure
+
+
+def _raising_when(real: Any, reachable: bool) -> Any:
+    """`real`, raising on the states whose window's max is above 3 and (`reachable`) below
+    5, or (not `reachable`) below 2: a path no state takes."""
+    def inv(s: System, v: Any) -> Any:
+        x = s.partitions[0].state.max_applied_epoch
+        if x is not None and x > 3 and x < (5 if reachable else 2):
+            raise ValueError("seeded")
+        return real(s, v)
+    return inv
+
+
+def test_a_python_invariant_raising_only_where_no_state_goes_still_corresponds(
+        monkeypatch: Any) -> None:
+    """The predicate's paths are enumerated unpruned, so the model code also runs where no
+    state goes (reviewer's case): an exception there is not a failure."""
+    monkeypatch.setitem(system.INVARIANTS, "floor",
+                        _raising_when(system.INVARIANTS["floor"], reachable=False))
+    r = symcorr.check_invariant("floor", SMALL, _shape())
+    assert r.failure == "" and r.paths > 0, r.failure
+
+
+def test_a_python_invariant_raising_on_some_state_fails(monkeypatch: Any) -> None:
+    monkeypatch.setitem(system.INVARIANTS, "floor",
+                        _raising_when(system.INVARIANTS["floor"], reachable=True))
+    r = symcorr.check_invariant("floor", SMALL, _shape())
+    assert r.failure.startswith("python raised ValueError on a state of the shape"), r.failure
+
+
+def test_a_predicate_every_path_of_which_is_pruned_fails(monkeypatch: Any) -> None:
+    def pruned(s: System, v: Any) -> Any:
+        from epochgc.proofs.sym import Prune
+        raise Prune()
+
+    monkeypatch.setitem(system.INVARIANTS, "floor", pruned)
+    r = symcorr.check_invariant("floor", SMALL, _shape())
+    assert r.failure.startswith("no path reaches the predicate's value"), r.failure
