@@ -277,28 +277,31 @@ class LocalStore(ObjectStore):
 
     def _delete(self, batch: list[str], versions: dict[str, str]) -> DeleteResult:
         result = DeleteResult(len(batch))
+        gone, changed, errors = result.gone, result.changed, result.errors
         dirs: dict[str, int | BaseException] = {}
         emptied: set[str] = set()
         try:
             for key in batch:
                 try:
                     parent, _, name = check_key(key).rpartition("/")
-                    fd = self._dir_for_delete(parent, dirs)
-                    if fd is None:
-                        result.gone.add(key)
-                        continue  # the directory is gone: so is the key
+                    fd = dirs.get(parent)
+                    if type(fd) is not int:  # not opened yet, or gone, or refused
+                        fd = self._dir_for_delete(parent, dirs)
+                        if fd is None:
+                            gone.add(key)
+                            continue  # the directory is gone: so is the key
                     expect = versions.get(key)
                     if expect is not None and expect != file_version(
                         os.stat(name, dir_fd=fd, follow_symlinks=False)
                     ):
-                        result.changed.add(key)
+                        changed.add(key)
                         continue
                     os.unlink(name, dir_fd=fd)  # unlink never follows a link
                 except FileNotFoundError:
-                    result.gone.add(key)  # already gone: the goal is reached, not by us
+                    gone.add(key)  # already gone: the goal is reached, not by us
                     continue
                 except (OSError, StoreError) as e:
-                    result.errors[key] = str(e)
+                    errors[key] = str(e)
                     continue
                 if parent:
                     emptied.add(parent)
@@ -426,26 +429,32 @@ def _open_child(fd: int, part: str, rel: str, create: bool) -> int:
 def _walk(fd: int, base: str, name_prefix: str, after: str) -> Iterator[_Item]:
     """Keys under the directory open as `fd` (relative `base`, '' or ending in '/') whose
     first component starts with `name_prefix`, greater than `after`, in key order. Owns
-    `fd` (closed when the walk ends or is closed)."""
+    `fd` (closed when the walk ends or is closed).
+
+    The per-file path is the GC's hot loop (one turn per key listed, issue 29's
+    throughput): per name only its sort key is built before the sort, and the full key
+    only for the names the walk reaches (a listing that stops at the first key of a
+    directory builds one)."""
     try:
         with os.scandir(fd) as it:
-            entries = [e for e in it if e.name.startswith(name_prefix)]
-        # A directory's keys all start with "name/", so sort it as "name/": that puts
-        # "a.b" (0x2e) before "a/x" (0x2f) exactly as a flat key listing would.
-        keyed = []
-        for e in entries:
-            if e.name.startswith(_TMP_PREFIX):
-                continue
-            is_dir = e.is_dir(follow_symlinks=False)
-            keyed.append((base + e.name + ("/" if is_dir else ""), is_dir, e))
-        keyed.sort(key=lambda t: t[0])
-        for rel, is_dir, entry in keyed:
-            if is_dir and rel.count("/") > (_DATA_DIRS if rel.startswith(_DATA) else _MAX_DIRS):
-                if rel > after and not after.startswith(rel):
-                    yield (rel, None, "a directory nested too deep (below "
-                           f"{_DATA}NNN/EPOCH/ or {_MAX_DIRS} levels): malformed, never listed")
-                continue
-            if is_dir:
+            # A directory's keys all start with "name/", so sort it as "name/": that puts
+            # "a.b" (0x2e) before "a/x" (0x2f) exactly as a flat key listing would. Names
+            # are unique, and a file's never ends in '/': one map holds both kinds.
+            by_name = {
+                e.name + "/" if e.is_dir(follow_symlinks=False) else e.name: e
+                for e in it
+                if e.name.startswith(name_prefix) and not e.name.startswith(_TMP_PREFIX)
+            }
+        for name in sorted(by_name):
+            rel = base + name
+            entry = by_name[name]
+            if rel[-1] == "/":  # a directory (its key ends in '/'; a file name cannot)
+                if rel.count("/") > (_DATA_DIRS if rel.startswith(_DATA) else _MAX_DIRS):
+                    if rel > after and not after.startswith(rel):
+                        yield (rel, None, "a directory nested too deep (below "
+                               f"{_DATA}NNN/EPOCH/ or {_MAX_DIRS} levels): malformed, "
+                               "never listed")
+                    continue
                 if after.startswith(rel):
                     sub_after = after
                 elif rel > after:
@@ -467,14 +476,18 @@ def _walk(fd: int, base: str, name_prefix: str, after: str) -> Iterator[_Item]:
                     st = entry.stat(follow_symlinks=False)
                 except FileNotFoundError:
                     continue  # deleted while listing
-                if stat.S_ISREG(st.st_mode):
+                mode = st.st_mode
+                if _S_ISREG(mode):
                     yield (rel, ObjectInfo(rel, st.st_size, st.st_mtime, file_version(st)), None)
-                elif stat.S_ISLNK(st.st_mode):
+                elif _S_ISLNK(mode):
                     yield (rel, None, "a symbolic link, never followed")
                 else:
                     yield (rel, None, "not a regular file")
     finally:
         os.close(fd)
+
+
+_S_ISREG, _S_ISLNK = stat.S_ISREG, stat.S_ISLNK
 
 
 def _prepend(item: _Item, walk: Iterator[_Item]) -> Iterator[_Item]:
