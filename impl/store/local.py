@@ -365,6 +365,16 @@ class LocalStore(ObjectStore):
                     continue
                 if fd is not None:
                     todo.append((parent, name, fd))
+                # The batch's own descriptor of `rel` is closed first (nothing deeper needs
+                # it: deeper levels went before). An open descriptor keeps a removed
+                # directory's inode alive, and its release (the costly part of removing a
+                # directory: ~0.5 ms on this machine's ext4) then ran at the batch's final
+                # close, one directory after another on the delete thread; closed first,
+                # it runs in the rmdir, `_PRUNERS` at a time (issue 29's throughput: the
+                # prune was half the task body's time).
+                own = dirs.pop(rel, None)
+                if isinstance(own, int):
+                    os.close(own)
             for parent, removed in zip(
                 (t[0] for t in todo), self._rmdirs([(n, fd) for _, n, fd in todo]), strict=True
             ):
