@@ -52,7 +52,7 @@ def test_deletes_prune_emptied_directories(tmp_path: Path) -> None:
 
 
 def test_one_batch_prunes_every_directory_it_empties(tmp_path: Path) -> None:
-    """The rmdirs of a level run together (a lone rmdir waits ~3 ms on ext4 here), deepest
+    """The rmdirs of a level run together (a removal costs ~0.2-0.6 ms on ext4 here), deepest
     level first: a prefix whose every epoch the batch emptied goes too (the old walk-up
     tried it after its first epoch, found it not empty and never came back)."""
     store = LocalStore(tmp_path)
