@@ -79,13 +79,12 @@ def delete_keys(
     stats = DeleteStats()
 
     def one(batch: list[Doomed]) -> tuple[list[Doomed], DeleteResult]:
-        keys = [k for k, _, _, _ in batch]
         seq = journal.intent(batch) if journal is not None else 0
         try:
             # Conditional: an object rewritten since it was listed is skipped (`changed`).
             result = store.delete_if_unchanged([(k, v) for k, _, _, v in batch])
         except StoreError as e:
-            result = DeleteResult(len(keys), dict.fromkeys(keys, str(e)))
+            result = DeleteResult(len(batch), dict.fromkeys((k for k, _, _, _ in batch), str(e)))
         if journal is not None:
             journal.done(seq, result)
             _test_pause(journal)

@@ -57,6 +57,8 @@ def scan_prefix(
     # Every well-formed key from here on has an epoch above M: a backend that can stop
     # there (a directory) does, so listing work matches the examined keys.
     until = f"{path}{m + 1:018d}"
+    # The per-key counts are kept in locals and added to `stats` page by page (and when the
+    # generator stops early): the per-key loop is the job's hot path (issue 29).
     while True:
         page = store.list_page(path, start_after, page_size, until)
         stats.list_requests += 1
@@ -64,24 +66,30 @@ def scan_prefix(
         for key, why in page.refused:
             stats.refused += 1
             yield (REFUSED, f"{key} ({why})", 0, 0.0, "")
-        for obj in page.objects:
-            stats.listed += 1
-            age = obj.age(now)
-            # The model decides; the common case (eligible) costs one parse of the key.
-            verdict = gc_eligible(obj.key, age, m, grace_s)
-            if verdict.eligible:
-                stats.eligible += 1
-                stats.eligible_bytes += obj.size
-                yield (ELIGIBLE, obj.key, obj.size, age, obj.version)
-            elif verdict.error is not None:
-                # Never deleted, never a reason to stop: it has no epoch to compare.
-                stats.malformed += 1
-                yield (MALFORMED, obj.key, obj.size, age, "")
-            elif epoch_collectible(parse_key(obj.key).epoch, m):
-                stats.skipped_too_young += 1
-            else:
-                stats.skipped_too_new += 1
-                return  # the early stop: nothing after this key can be <= M
+        listed = eligible = eligible_bytes = 0
+        try:
+            for obj in page.objects:
+                listed += 1
+                age = obj.age(now)
+                # The model decides; the common case (eligible) costs one parse of the key.
+                verdict = gc_eligible(obj.key, age, m, grace_s)
+                if verdict.eligible:
+                    eligible += 1
+                    eligible_bytes += obj.size
+                    yield (ELIGIBLE, obj.key, obj.size, age, obj.version)
+                elif verdict.error is not None:
+                    # Never deleted, never a reason to stop: it has no epoch to compare.
+                    stats.malformed += 1
+                    yield (MALFORMED, obj.key, obj.size, age, "")
+                elif epoch_collectible(parse_key(obj.key).epoch, m):
+                    stats.skipped_too_young += 1
+                else:
+                    stats.skipped_too_new += 1
+                    return  # the early stop: nothing after this key can be <= M
+        finally:
+            stats.listed += listed
+            stats.eligible += eligible
+            stats.eligible_bytes += eligible_bytes
         if not page.truncated or not page.objects:
             return
         start_after = page.objects[-1].key

@@ -77,6 +77,20 @@ def test_nothing_is_deleted_through_a_link(planted: tuple[Path, Path]) -> None:
     assert tree(elsewhere) == outside  # the victim and its directory are still there
 
 
+def test_every_key_of_a_batch_under_a_link_is_an_error(planted: tuple[Path, Path]) -> None:
+    """The delete loop reuses a batch's open directory descriptors without a call per key
+    (issue 29's throughput); a directory refused once (a link) stays refused for every
+    later key of the batch below it: each is an error, never counted `gone`."""
+    root, elsewhere = planted
+    (elsewhere / EPOCH5 / "second").write_bytes(b"precious too")
+    outside = tree(elsewhere)
+    keys = [f"level_zero/data/004/{EPOCH5}/victim", f"level_zero/data/004/{EPOCH5}/second"]
+    result = LocalStore(root).delete_if_unchanged([(k, "") for k in keys])
+    assert sorted(result.errors) == sorted(keys) and not result.gone and result.deleted == 0
+    assert all("symbolic link" in why for why in result.errors.values())
+    assert tree(elsewhere) == outside
+
+
 def test_no_write_or_read_through_a_link(planted: tuple[Path, Path]) -> None:
     root, elsewhere = planted
     outside = tree(elsewhere)
