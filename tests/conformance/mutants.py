@@ -723,8 +723,8 @@ MUTANTS += (
         "store-scandir-follows-links",
         "[links] the local store's listing classifies a link to a directory as a directory",
         "impl/store/local.py",
-        "            is_dir = e.is_dir(follow_symlinks=False)\n",
-        "            is_dir = e.is_dir()\n",
+        "                e.name + \"/\" if e.is_dir(follow_symlinks=False) else e.name: e\n",
+        "                e.name + \"/\" if e.is_dir() else e.name: e\n",
         check=r"tests/impl/test_store_links.py",
     ),
     # -- the chaos checker's own blind spots --
@@ -836,11 +836,13 @@ MUTANTS += (
         " (`changed`).\n"
         "            result = store.delete_if_unchanged([(k, v) for k, _, _, v in batch])\n"
         "        except StoreError as e:\n"
-        "            result = DeleteResult(len(keys), dict.fromkeys(keys, str(e)))\n",
+        "            result = DeleteResult(len(batch), dict.fromkeys((k for k, _, _, _ in batch),"
+        " str(e)))\n",
         "        try:\n"
         "            result = store.delete_if_unchanged([(k, v) for k, _, _, v in batch])\n"
         "        except StoreError as e:\n"
-        "            result = DeleteResult(len(keys), dict.fromkeys(keys, str(e)))\n"
+        "            result = DeleteResult(len(batch), dict.fromkeys((k for k, _, _, _ in batch),"
+        " str(e)))\n"
         "        seq = journal.intent(batch) if journal is not None else 0\n",
         check=r"tests/gc/test_gc_open.py::test_a_batch_that_cannot_be_journaled",
     ),
