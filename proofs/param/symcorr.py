@@ -555,7 +555,6 @@ def check_invariant(name: str, shape: str, template: System, timeout_ms: int = 2
     """Python's invariant `name` equals its quantified version on every state of the
     shape (the forgotten fields' conjuncts assumed)."""
     res = Result(shape, f"invariant {name}")
-    ex = Explorer(prune=False, merge=MERGE)  # paths joined (_compare)
     sizes = sizes_of(template)
 
     def run(ex: Explorer) -> Any:
@@ -564,7 +563,7 @@ def check_invariant(name: str, shape: str, template: System, timeout_ms: int = 2
         ex.assume(SymBool(extras(s)), check=False)
         return a, INVARIANTS[name](s, REFERENCE)
 
-    return _compare(ex, res, timeout_ms, seed, run, lambda a: holds_all(
+    return _compare(res, timeout_ms, seed, run, lambda a: holds_all(
         TermLogic(sizes), finite_state(a), spec.INVARIANTS[name]))
 
 
@@ -587,7 +586,6 @@ def check_fresh_m(shape: str, template: System, timeout_ms: int = 2000,
     """Python's `fresh_m` is `fresh_m_term` on every state of the shape (under the
     invariants: M(p) = floor - 1 needs a set window's floor)."""
     res = Result(shape, "fresh M")
-    ex = Explorer(prune=False, merge=MERGE)  # paths joined (_compare)
     sizes = sizes_of(template)
 
     def run(ex: Explorer) -> Any:
@@ -598,7 +596,7 @@ def check_fresh_m(shape: str, template: System, timeout_ms: int = 2000,
         d, mt = fresh_m_term(a, sizes)
         return a, (z3.Not(d) if m is None else z3.And(d, z(m) == mt))
 
-    return _compare(ex, res, timeout_ms, seed, run, lambda a: True)
+    return _compare(res, timeout_ms, seed, run, lambda a: True)
 
 
 def check_transition(name: str, shape: str, template: System, timeout_ms: int = 2000,
@@ -607,7 +605,6 @@ def check_transition(name: str, shape: str, template: System, timeout_ms: int = 
     of states of the shape. For T4, Python's `mono_fresh_m` runs with M given by
     `fresh_m_term` (`check_fresh_m` proves it is Python's `fresh_m`)."""
     res = Result(shape, f"transition invariant {name}")
-    ex = Explorer(prune=False, merge=MERGE)  # paths joined (_compare)
     sizes = sizes_of(template)
 
     def run(ex: Explorer) -> Any:
@@ -630,7 +627,7 @@ def check_transition(name: str, shape: str, template: System, timeout_ms: int = 
         return holds_all(L, finite_state(ab[1]), spec.TRANSITION_INVARIANTS[name],
                          finite_state(ab[0]))
 
-    return _compare(ex, res, timeout_ms, seed, run, formula)
+    return _compare(res, timeout_ms, seed, run, formula)
 
 
 def _renamed(ex: Explorer, template: System) -> System:
@@ -655,15 +652,15 @@ def _fingerprint(a: Any, seen: dict[int, tuple[Any, tuple[int, ...]]]) -> tuple[
     return out
 
 
-def _compare(ex: Explorer, res: Result, timeout_ms: int, seed: int,
+def _compare(res: Result, timeout_ms: int, seed: int,
              run: Callable[[Explorer], Any], formula: Callable[[Any], Any]) -> Result:
     """Python's predicate (`run`'s second value) equals `formula` of the abstract state
-    (its first) on every state. The paths are enumerated without the solver (`ex` does not
-    prune): their path conditions are disjoint and cover every input, so the disjunction
-    of (path condition and disagreement) over all paths, infeasible ones included (their
-    path condition is unsatisfiable), is satisfiable exactly when some state disagrees.
-    One solver query for the row instead of a feasibility check per branch and a query per
-    path."""
+    (its first) on every state. The paths are enumerated without the solver (an explorer
+    that does not prune): their path conditions are disjoint and cover every input, so
+    the disjunction of (path condition and disagreement) over all paths, infeasible ones
+    included (their path condition is unsatisfiable), is satisfiable exactly when some
+    state disagrees. One solver query for the row instead of a feasibility check per
+    branch and a query per path."""
     # The abstraction decides nothing, so every path abstracts to the same terms and the
     # formula is the same: built once per distinct abstract state (pair), not per path.
     formulas: dict[tuple[int, ...], Any] = {}
@@ -673,6 +670,7 @@ def _compare(ex: Explorer, res: Result, timeout_ms: int, seed: int,
     # Unpruned, the model code also runs on paths no state takes: an exception there is
     # harmless, one on a path some state takes is a failure. So a raising path is a
     # disjunct too: its path condition alone (satisfiable: some state makes Python raise).
+    ex = Explorer(prune=False, merge=MERGE)
     for path in ex.paths(run, errors=(Exception,)):
         if path.kind == "pruned":
             continue
