@@ -345,8 +345,9 @@ class LocalStore(ObjectStore):
         descriptors reached without links (rmdir never follows one).
 
         The rmdirs of one level run `_PRUNERS` at a time. Removing a directory is the
-        costly part of a GC round on this project's machines (ext4 mounted with `discard`,
-        Linux 6.x): releasing the inode takes ~0.2-0.6 ms, and a round empties five
+        costly part of a GC round on this project's machines (ext4, Linux 6.x): about
+        0.2 ms per directory in the GC benchmark's layout (its loop + rmdir baseline; a
+        flat test gave 60 us, the cause is not established), and a round empties five
         directories per prefix, 5,000 in all. Issue 29's measurements (the Spark job on
         local[2], 100k eligible keys, load 2-3, median job / list+lstat+unlink loop): 8 at
         a time per batch 0.33x, 2 at a time 0.45x, 1 (inline) 0.37x: with 4 batches in
@@ -372,8 +373,8 @@ class LocalStore(ObjectStore):
                 # The batch's own descriptor of `rel` is closed first (nothing deeper needs
                 # it: deeper levels went before). An open descriptor keeps a removed
                 # directory's inode alive, and its release (the costly part of removing a
-                # directory: ~0.5 ms on this machine's ext4) then ran at the batch's final
-                # close, one directory after another on the delete thread; closed first,
+                # directory, see above) then ran at the batch's final close, one
+                # directory after another on the delete thread; closed first,
                 # it runs in the rmdir, `_PRUNERS` at a time (issue 29's throughput: the
                 # prune was half the task body's time).
                 own = dirs.pop(rel, None)
