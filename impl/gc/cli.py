@@ -157,15 +157,15 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
 @click.option(
     "--tasks",
     type=click.IntRange(1, 1000),
-    help="Spark tasks for the 1000 prefixes (default 20, one per 50 prefixes; on a cluster "
-    "2-4 per core evens out stragglers).",
+    help="Spark tasks for the 1000 prefixes (default 20, one per 50 prefixes; on a local "
+    "master 2 per core, at most 20; on a cluster 2-4 per core evens out stragglers).",
 )
 @click.option(
     "--delete-concurrency",
     type=click.IntRange(1, 64),
-    default=4,
-    show_default=True,
-    help="Delete requests in flight per task.",
+    default=None,
+    help="Delete requests in flight per task; default 4 on S3, 1 on a local directory "
+    "(there the deletes run in the task's own thread).",
 )
 @click.option(
     "--list-concurrency",
@@ -221,7 +221,7 @@ def gc(
     as_json: bool,
     master: str | None,
     tasks: int | None,
-    delete_concurrency: int,
+    delete_concurrency: int | None,
     list_concurrency: int | None,
     delete_batch_size: int,
     page_size: int,

@@ -10,7 +10,7 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import asdict, dataclass, fields
 
 from epochgc.impl.gc.journal import JournalWriter
-from epochgc.impl.gc.pools import submitter
+from epochgc.impl.gc.pools import InlineExecutor, submitter
 from epochgc.impl.store.base import MAX_DELETE_BATCH, DeleteResult, ObjectStore, StoreError
 
 # (key, size, age_s, version): what a delete needs (the version listed, for a conditional
@@ -103,6 +103,11 @@ def delete_keys(
             for key, why in result.errors.items():
                 on_error(key, why)
 
+    if pool is None and concurrency == 1:
+        # One request at a time: run it in this thread. A pool thread would only hand the
+        # interpreter lock back and forth with the caller's listing (issue 29); a remote
+        # store's listing, in its own lister threads, still runs ahead meanwhile.
+        pool = InlineExecutor()
     with submitter(pool, max(1, concurrency), "epochgc-delete") as submit:
         pending: set[Future[tuple[list[Doomed], DeleteResult]]] = set()
         try:

@@ -175,6 +175,9 @@ def read_journal(
             _resolve(data if data is not None else store, items, totals)
             continue
         gone, changed, errors = set(done["gone"]), set(done["changed"]), done["errors"]
+        if not (gone or changed or errors):  # the common batch: every key deleted
+            totals.deleted.update({key: (int(size), float(age)) for key, size, age in items})
+            continue
         for key, size, age in items:
             if key in errors:
                 totals.errors.setdefault(key, str(errors[key]))

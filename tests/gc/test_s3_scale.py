@@ -104,10 +104,24 @@ def test_listing_tasks_are_a_function_of_the_prefix_count(spark: Any, tmp_path: 
         spark, OpenLog(spec, log), GcOptions(grace_s=0, allow_short_grace=True, dry_run=True)
     )
     assert s.eligible == 1
-    tasks = listing_tasks(PREFIXES)
+    tasks = listing_tasks(PREFIXES, spark.sparkContext.master)
     assert spark.sparkContext.defaultParallelism != tasks
     opens = Path(log).read_text().split("\n")[:-1]
     first_stage = min(int(line.split()[0]) for line in opens)  # the listing
     listing = {line for line in opens if int(line.split()[0]) == first_stage}
     assert len(listing) == tasks
-    assert listing_tasks(PREFIXES) == listing_tasks(PREFIXES) and 8 <= tasks <= PREFIXES
+    assert listing_tasks(PREFIXES) == listing_tasks(PREFIXES, "spark://h:7077") == 20
+
+
+@pytest.mark.parametrize(("master", "tasks"), [
+    ("local", 2), ("local[1]", 2), ("local[2]", 4), ("local[2,3]", 4), ("local[3 , 2]", 6),
+    ("local[10]", 20), ("local[64]", 20), ("yarn", 20), ("local-cluster[2,1,1024]", 20),
+    ("k8s://https://h:6443", 20),
+])
+def test_a_local_master_gets_two_listing_tasks_per_core(master: str, tasks: int) -> None:
+    # Issue 29: every task's launch (tens of ms) is paid on the local master's own cores.
+    assert listing_tasks(PREFIXES, master) == tasks
+
+
+def test_local_star_counts_this_machines_cores() -> None:
+    assert listing_tasks(PREFIXES, "local[*]") == min(20, 2 * (os.cpu_count() or 1))

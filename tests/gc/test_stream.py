@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from epochgc.impl.gc.job import GcOptions, default_listers, run_gc
+from epochgc.impl.gc.job import GcOptions, default_deleters, default_listers, run_gc
 from epochgc.impl.gc.journal import JournalTarget
 from epochgc.impl.gc.recheck import Go, Refused
 from epochgc.impl.gc.reports import HEALTH_PREFIX
@@ -238,3 +238,11 @@ def test_a_round_deletes_while_listing_and_rereads_m(spark: Any, tmp_path: Path)
 def test_listers_default_to_four_on_s3_and_one_on_a_local_directory(tmp_path: Path) -> None:
     assert default_listers(local_spec(tmp_path)) == 1
     assert default_listers(StoreSpec("s3", "bucket", "p", "http://127.0.0.1:9")) == 4
+
+
+def test_deleters_default_to_four_on_s3_and_one_on_a_local_directory(tmp_path: Path) -> None:
+    # Issue 29: on a local directory more delete threads only contend for the interpreter
+    # lock; one request in flight runs in the task's own thread (delete.delete_keys).
+    assert GcOptions().delete_concurrency is None
+    assert default_deleters(local_spec(tmp_path)) == 1
+    assert default_deleters(StoreSpec("s3", "bucket", "p", "http://127.0.0.1:9")) == 4
