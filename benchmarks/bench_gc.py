@@ -55,7 +55,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from epochgc.impl.gc.job import GcOptions, default_listers, run_gc
+from epochgc.impl.gc.job import GcOptions, default_deleters, default_listers, run_gc
 from epochgc.impl.gc.journal import JournalTarget, read_journal
 from epochgc.impl.gc.stream import list_and_delete_task
 from epochgc.impl.gc.summary import GcSummary
@@ -160,7 +160,7 @@ def task_in_process(root: Path, run: int) -> tuple[int, float]:
     journal = f"_cluster/gc/journal/bench-task-{run}/"
     t = time.perf_counter()
     list(list_and_delete_task(
-        spec, M, clock(), GRACE, o.page_size, o.delete_batch_size, o.delete_concurrency,
+        spec, M, clock(), GRACE, o.page_size, o.delete_batch_size, default_deleters(spec),
         default_listers(spec), clock, 2 * GRACE, iter(range(PREFIXES)),
         journal=JournalTarget(journal)))
     seconds = time.perf_counter() - t

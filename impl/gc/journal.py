@@ -6,7 +6,8 @@ one attempt's return value reaches the driver, but every attempt may have delete
 the round's counts, its manifest and its record are built from this journal, never from
 task return values. Each attempt writes, per delete batch:
 
-- `<journal>/<attempt>/<seq>.intent.json` BEFORE the batch's delete request: the keys;
+- `<journal>/<attempt>/<seq>.intent.json` BEFORE the batch's delete request: the keys,
+  their sizes and their ages, as three columns (`Intent`);
 - `<journal>/<attempt>/<seq>.done.json` after it: deleted, already gone, changed
   (skipped by a conditional delete) and failed keys.
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -105,7 +106,11 @@ class JournalWriter:
         number. Raises StoreError: a batch that cannot be journaled is not deleted."""
         with self._lock:
             seq = next(self._seq)
-        self._put(f"{seq:08d}.intent.json", {"keys": [[k, s, a] for k, s, a, _ in batch]})
+        self._put(f"{seq:08d}.intent.json", {
+            "keys": [k for k, _, _, _ in batch],
+            "sizes": [s for _, s, _, _ in batch],
+            "ages": [a for _, _, a, _ in batch],
+        })
         return seq
 
     def done(self, seq: int, result: DeleteResult) -> None:
@@ -126,6 +131,36 @@ class JournalWriter:
     def _put(self, name: str, doc: dict[str, Any]) -> None:
         doc["attempt"] = self.attempt.as_dict()
         self.store.put(self.base + name, json.dumps(doc, separators=(",", ":")).encode())
+
+
+@dataclass(frozen=True)
+class Intent:
+    """One batch's intent record: its keys, their sizes and their ages, as columns. A round
+    reads back one key per deleted object (100k and more): columns are decoded and counted
+    by C loops (`zip`, `map`), where a [key, size, age] row per key cost a Python turn each
+    (issue 29's throughput: the journal's read-back is the driver's work after the stage)."""
+
+    keys: list[str]
+    sizes: list[Any]
+    ages: list[Any]
+
+    @classmethod
+    def parse(cls, doc: dict[str, Any]) -> Intent:
+        """ValueError unless the record holds three lists of one length."""
+        keys, sizes, ages = doc["keys"], doc["sizes"], doc["ages"]
+        if not (isinstance(keys, list) and isinstance(sizes, list) and isinstance(ages, list)
+                and len(keys) == len(sizes) == len(ages)):
+            raise ValueError("an intent record's keys, sizes and ages are not three lists "
+                             "of one length")
+        return cls(keys, sizes, ages)
+
+    def values(self) -> Iterator[tuple[int, float]]:
+        """(size, age) of each key, in order."""
+        return zip(map(int, self.sizes), map(float, self.ages), strict=True)
+
+    def rows(self) -> Iterator[tuple[str, tuple[int, float]]]:
+        """(key, (size, age)) of each key, in order."""
+        return zip(self.keys, self.values(), strict=True)
 
 
 @dataclass
@@ -154,7 +189,7 @@ def read_journal(
     """Read a round's journal back from `store` (every attempt); `data`: the store the keys
     are in (default `store`), asked about the batches an attempt never finished. Raises
     StoreError if it cannot be read."""
-    intents: dict[str, list[list[Any]]] = {}
+    intents: dict[str, Intent] = {}
     dones: dict[str, dict[str, Any]] = {}
     for obj in store.list_all(prefix):
         name = obj.key[len(prefix):]
@@ -162,7 +197,7 @@ def read_journal(
             continue  # START, END, STOP
         doc = json.loads(store.get(obj.key))
         if name.endswith(".intent.json"):
-            intents[name[: -len(".intent.json")]] = doc["keys"]
+            intents[name[: -len(".intent.json")]] = Intent.parse(doc)
         elif name.endswith(".done.json"):
             dones[name[: -len(".done.json")]] = doc
     totals = JournalTotals()
@@ -176,9 +211,9 @@ def read_journal(
             continue
         gone, changed, errors = set(done["gone"]), set(done["changed"]), done["errors"]
         if not (gone or changed or errors):  # the common batch: every key deleted
-            totals.deleted.update({key: (int(size), float(age)) for key, size, age in items})
+            totals.deleted.update(items.rows())
             continue
-        for key, size, age in items:
+        for key, (size, age) in items.rows():
             if key in errors:
                 totals.errors.setdefault(key, str(errors[key]))
             elif key in changed:
@@ -186,17 +221,17 @@ def read_journal(
             elif key in gone:
                 totals.already_gone.add(key)
             else:
-                totals.deleted[key] = (int(size), float(age))
+                totals.deleted[key] = (size, age)
     _settle(totals)
     return totals
 
 
-def _resolve(store: ObjectStore, items: Iterable[list[Any]], totals: JournalTotals) -> None:
+def _resolve(store: ObjectStore, items: Intent, totals: JournalTotals) -> None:
     """An attempt killed between its intent and its `done`: a key of the intent that is gone
     now was deleted by the round (it existed when the attempt listed it)."""
-    for key, size, age in items:
+    for key, value in items.rows():
         if store.head(key) is None:
-            totals.deleted.setdefault(key, (int(size), float(age)))
+            totals.deleted.setdefault(key, value)
         else:
             totals.errors.setdefault(key, "delete request interrupted; still present")
 

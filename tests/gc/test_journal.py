@@ -76,7 +76,8 @@ def test_a_retried_task_attempt_is_counted(tmp_path: Path) -> None:
 def _put_journal(store: LocalStore, attempt: str, seq: int, keys: list[str],
                  done: dict[str, object] | None) -> None:
     base = f"{JOURNAL}{attempt}/{seq:08d}"
-    store.put(f"{base}.intent.json", json.dumps({"keys": [[k, 3, 1.0] for k in keys]}).encode())
+    store.put(f"{base}.intent.json", json.dumps(
+        {"keys": keys, "sizes": [3] * len(keys), "ages": [1.0] * len(keys)}).encode())
     if done is not None:
         store.put(f"{base}.done.json", json.dumps(done).encode())
 
@@ -185,3 +186,19 @@ def test_the_max_deleted_epoch_is_the_highest_epoch_of_the_deleted_keys() -> Non
     assert max_epoch(reversed(keys)) == 12
     assert max_epoch([format_key(4, 9, "a"), format_key(4, 10**17, "b")]) == 10**17
     assert max_epoch([]) is None
+
+
+@pytest.mark.parametrize("doc", [
+    {"keys": ["k/1", "k/2"], "sizes": [3], "ages": [1.0, 1.0]},
+    {"keys": ["k/1"], "sizes": [3], "ages": 1.0},
+    {"keys": [["k/1", 3, 1.0]]},  # rows, not columns
+])
+def test_an_intent_record_that_is_not_three_columns_is_refused(
+    tmp_path: Path, doc: dict[str, object]
+) -> None:
+    # Counted from a record it cannot read, the round would under-report what it deleted:
+    # the driver turns this into "the deletion journal ... cannot be read back".
+    store = LocalStore(tmp_path, create=True)
+    store.put(f"{JOURNAL}p0-s0-a0-t1/00000000.intent.json", json.dumps(doc).encode())
+    with pytest.raises((ValueError, KeyError)):
+        read_journal(store, JOURNAL)
