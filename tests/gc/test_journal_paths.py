@@ -117,3 +117,39 @@ def test_an_unreadable_size_is_an_error_on_either_path(tmp_path: Path, size: Any
         with pytest.raises((ValueError, TypeError)):
             _read(tmp_path / str(slow), [_Batch(0, [("k/a", size, 1.0, "")],
                                                 DeleteResult(1))], slow)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_the_max_deleted_epoch_parses_one_key_per_directory_to_the_same_answer(
+    seed: int,
+) -> None:
+    # `job.max_epoch` (issue 29) against a parse of every key, on random deleted sets:
+    # epochs share prefixes and names, directories hold one key or many, in any order.
+    from epochgc.impl.gc.job import max_epoch
+    from epochgc.model.keys import MAX_EPOCH, format_key, parse_key
+
+    rng = random.Random(seed)
+    # Near epochs too (one digit apart), so that a directory merged with another by any
+    # slip in the grouping would hide the highest one.
+    base = rng.choice([0, 90, 10**9, MAX_EPOCH - 30])
+    epochs = [base + rng.randrange(30) for _ in range(6)]
+    keys = [format_key(rng.randrange(1000) if rng.random() < 0.2 else rng.randrange(3),
+                       rng.choice(epochs), f"n{rng.randrange(5)}")
+            for _ in range(rng.randint(0, 40))]
+    rng.shuffle(keys)
+    expect = max((parse_key(k).epoch for k in keys), default=None)
+    assert max_epoch(keys) == expect
+    assert max_epoch(dict.fromkeys(keys)) == expect  # as `_count` passes it: a dict's keys
+
+
+@pytest.mark.parametrize(("low", "high"), [
+    (0, 1), (1, 9), (9, 10), (11, 19), (10, 19), (10**17 + 1, 10**17 + 9), (10**17, 10**17 + 9),
+])
+def test_a_lower_epoch_listed_last_in_its_prefix_does_not_hide_the_highest(
+    low: int, high: int
+) -> None:
+    from epochgc.impl.gc.job import max_epoch
+    from epochgc.model.keys import format_key
+
+    keys = [format_key(1, high, "a"), format_key(1, low, "z")]
+    assert max_epoch(keys) == max_epoch(keys[::-1]) == high
