@@ -97,14 +97,17 @@ def submitter(pool: Executor | None, workers: int, name: str) -> Iterator[Submit
         with ThreadPoolExecutor(workers, thread_name_prefix=name) as own:
             yield own.submit
         return
-    submitted: list[Future[Any]] = []
+    # The unfinished calls only: a finished one's result (a delete batch) must not live on
+    # here until the block ends, or a task deleting millions of keys would hold them all.
+    unfinished: set[Future[Any]] = set()
 
     def submit(fn: Callable[..., Any], *args: Any) -> Future[Any]:
         fut = pool.submit(fn, *args)
-        submitted.append(fut)
+        unfinished.add(fut)
+        fut.add_done_callback(unfinished.discard)  # at once if already done (inline)
         return fut
 
     try:
         yield submit
     finally:
-        wait(submitted)
+        wait(unfinished)  # copies the set first (under the GIL), then waits on the copy
