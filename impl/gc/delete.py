@@ -33,7 +33,8 @@ class DeleteStats:
     bytes_deleted: int = 0
     stopped: int = 0  # 1 if the task stopped early at the round's STOP marker
     # Issue 30 (production's "backpressure seconds"): how long the task's listing waited
-    # for a free delete slot (every one of its `concurrency` requests in flight).
+    # for a free delete slot (every one of its `concurrency` requests in flight; with one
+    # request run in the task's own thread, the time of each request).
     backpressure_s: float = 0.0
 
     def add(self, other: DeleteStats) -> None:
@@ -103,10 +104,12 @@ def delete_keys(
             for key, why in result.errors.items():
                 on_error(key, why)
 
-    if pool is None and concurrency == 1:
+    inline = pool is None and concurrency == 1
+    if inline:
         # One request at a time: run it in this thread. A pool thread would only hand the
-        # interpreter lock back and forth with the caller's listing (issue 29); a remote
-        # store's listing, in its own lister threads, still runs ahead meanwhile.
+        # interpreter lock back and forth with the caller's listing (issue 29). A listing
+        # in lister threads (S3's default) still runs ahead meanwhile; one in this thread
+        # stands still while the request runs.
         pool = InlineExecutor()
     with submitter(pool, max(1, concurrency), "epochgc-delete") as submit:
         pending: set[Future[tuple[list[Doomed], DeleteResult]]] = set()
@@ -121,7 +124,10 @@ def delete_keys(
                 if journal is not None and journal.stop_requested():
                     stats.stopped = 1
                     break
+                sent = time.monotonic()
                 pending.add(submit(one, batch))
+                if inline:  # the listing waited for this request: the metric says so
+                    stats.backpressure_s += time.monotonic() - sent
         finally:
             # Whatever ends the loop (a listing error too), the batches in flight finish
             # and are journaled before the task ends.

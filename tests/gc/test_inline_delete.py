@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 import weakref
 from collections.abc import Iterator
 from pathlib import Path
@@ -199,3 +200,21 @@ def test_finished_batches_are_not_kept_alive(tmp_path: Path, borrowed: bool) -> 
                         journal=writer)
     assert (stats.delete_requests, stats.already_gone) == (6, 60)
     assert alive == [0], f"{alive[0]} of batch 1's 10 items still held after 5 batches"
+
+
+def test_an_inline_request_counts_as_backpressure(tmp_path: Path) -> None:
+    # The listing stands still while a request runs in its thread: the metric operators
+    # tune the concurrency with must not read 0 (it did on the inline path at first).
+    store, keys, writer = _setup(tmp_path, 6)
+    ran: list[float] = []
+
+    def slow(_n: int) -> None:
+        t = time.monotonic()
+        time.sleep(0.01)
+        ran.append(time.monotonic() - t)
+
+    hooked = _Hooked(store, slow)
+    stats = delete_keys(hooked, ((k, 1, 0.0, "") for k in keys), batch_size=2,
+                        concurrency=1, journal=writer)
+    assert stats.delete_requests == 3 and set(hooked.threads) == {threading.get_ident()}
+    assert stats.backpressure_s >= sum(ran) > 0
