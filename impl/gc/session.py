@@ -26,6 +26,11 @@ def launched_by_spark_submit() -> bool:
 
 
 _QUIET_LOG = str(Path(__file__).with_name("log4j2-quiet.properties"))
+# A local master's JVM only schedules tasks and passes their rows: the work is in the Python
+# workers, on the same cores. Its optimizing (C2) compiler kept compiling through every
+# round and took 0.7-1.2 s of CPU per 100k-key round on local[2]; with the quick (C1)
+# compiler alone, 0.1 s (issue 29's throughput, `benchmarks/bench_gc.py`).
+LOCAL_JIT = "-XX:TieredStopAtLevel=1"
 
 
 def spark_session(master: str | None = None, app_name: str = "epochgc-gc",
@@ -44,9 +49,13 @@ def spark_session(master: str | None = None, app_name: str = "epochgc-gc",
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.python.worker.reuse", "true")
     )
+    java_options = []
     if not spark_log and not launched_by_spark_submit():
-        builder = builder.config("spark.driver.extraJavaOptions",
-                                 f"-Dlog4j2.configurationFile=file:{_QUIET_LOG}")
+        java_options.append(f"-Dlog4j2.configurationFile=file:{_QUIET_LOG}")
+    if (master or DEFAULT_MASTER).startswith("local") and not launched_by_spark_submit():
+        java_options.append(LOCAL_JIT)
+    if java_options:
+        builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_options))
     if (master or DEFAULT_MASTER).startswith("local") and not launched_by_spark_submit():
         # Local mode talks only to itself: keep the driver on loopback.
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
