@@ -49,19 +49,20 @@ def spark_session(master: str | None = None, app_name: str = "epochgc-gc",
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.python.worker.reuse", "true")
     )
+    # A local master this process starts (under spark-submit, the JVM is spark-submit's).
+    local = (master or DEFAULT_MASTER).startswith("local") and not launched_by_spark_submit()
     java_options = []
     if not spark_log and not launched_by_spark_submit():
         java_options.append(f"-Dlog4j2.configurationFile=file:{_QUIET_LOG}")
-    if (master or DEFAULT_MASTER).startswith("local") and not launched_by_spark_submit():
+    if local:
         java_options.append(LOCAL_JIT)
     if java_options:
         builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_options))
-    if (master or DEFAULT_MASTER).startswith("local") and not launched_by_spark_submit():
+    if local:
         # Local mode talks only to itself: keep the driver on loopback.
         builder = builder.config("spark.driver.bindAddress", "127.0.0.1").config(
             "spark.driver.host", "127.0.0.1"
         )
-    if (master or DEFAULT_MASTER).startswith("local") and not launched_by_spark_submit():
         path = os.environ.get("PYTHONPATH")
         builder = builder.config(
             "spark.executorEnv.PYTHONPATH", _ROOT + (os.pathsep + path if path else "")
