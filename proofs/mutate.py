@@ -99,7 +99,9 @@ def copy_tree(src: Path, dest: Path, dirs: Iterable[str]) -> None:
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
     for d in dirs:
         if (src / d).is_dir():
-            shutil.copytree(src / d, dest / d, ignore=ignore)
+            # Links stay links: epochgc/model is `../model`, so the copy imports the file a
+            # mutant patches in the copy's model/, not a second copy of it.
+            shutil.copytree(src / d, dest / d, symlinks=True, ignore=ignore)
         else:  # a top-level file (pyproject.toml, for a suite that reads it)
             dest.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src / d, dest / d)

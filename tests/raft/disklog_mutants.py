@@ -286,7 +286,8 @@ def run(m: Mutant) -> tuple[bool, str]:
         ignore = shutil.ignore_patterns("__pycache__", ".pytest_cache")
         for part in ("epochgc", "impl", "tests", "model"):
             if (ROOT / part).is_dir():
-                shutil.copytree(ROOT / part, d / part, ignore=ignore)
+                # Links stay links (epochgc/impl is `../impl`): the patched file is imported.
+                shutil.copytree(ROOT / part, d / part, symlinks=True, ignore=ignore)
         shutil.copy(ROOT / "pyproject.toml", d / "pyproject.toml")
         target = d / m.path
         text = target.read_text()
