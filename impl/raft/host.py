@@ -5,6 +5,17 @@ Ready into: storage write + one sync per batch, messages handed to `send` (only 
 sync), snapshot restore, apply in log order, proposal completion, and `advance`.
 The asyncio server (`server.py`) and the simulator (`sim.py`) both drive this same class, so
 the code path tested in the simulator is the one that runs over TCP.
+
+The contract (the host is to its caller what etcd-raft's `Node` is to an application):
+
+- One thread: every method, and every callback the host makes (`send`, the state
+  machine, `Proposal.on_done`, `on_leader_change`, `on_applied`), runs in the thread that
+  calls into the host. Callbacks must not call back into the host.
+- The caller feeds inputs (`tick`, `receive`, `propose`, ...) and then calls
+  `process_ready` while `has_work()`; inputs only queue work, `process_ready` does the I/O.
+- In one `process_ready`: every group's writes, then one durability barrier for all of
+  them, then (only then) the messages that depend on them, the applies and the proposals'
+  outcomes. Nothing is acknowledged, by a message or a Proposal, before it is durable.
 """
 
 from __future__ import annotations
@@ -21,9 +32,17 @@ from epochgc.impl.raft.storage import Storage, StorageFailed, sync_all
 
 class StateMachine(Protocol):
     """The application side of one group. `apply` sees every committed non-no-op entry once,
-    in log order (after a restart: replayed from the last snapshot)."""
+    in log order (after a restart: replayed from the last snapshot).
 
-    def apply(self, entry: Entry) -> Any: ...
+    Its state must be a function of the snapshot it was restored from and the entries it
+    applied since, and nothing else: after a crash the host restores the last snapshot
+    and applies the later entries again, so an `apply` that acted outside its state (wrote
+    a file, sent a message) acts again."""
+
+    def apply(self, entry: Entry) -> Any:
+        """Apply one committed entry (durable on a quorum and on this node's disk). The
+        return value becomes the result of the Proposal that proposed it, on its leader."""
+        ...
 
     def snapshot(self) -> bytes:
         """The state as of the last applied entry, as opaque bytes."""
@@ -40,11 +59,14 @@ class ProposalFailed(Exception):
 
 
 class LeadershipLost(ProposalFailed):
-    pass
+    """Unknown fate: this node stopped leading (or a snapshot replaced the log) before the
+    entry applied here. The entry may still commit under a later leader: a caller must not
+    take this as "not applied" (retry idempotently, or read back)."""
 
 
 class Overwritten(ProposalFailed):
-    pass
+    """Not applied: another leader's entry took the proposal's index (a different term at
+    that index was applied, or the index was proposed again in a later term)."""
 
 
 class GroupRemoved(ProposalFailed):
@@ -53,7 +75,13 @@ class GroupRemoved(ProposalFailed):
 
 @dataclass(slots=True)
 class Proposal:
-    """A handle on one proposal; `on_done` callbacks run when it applies or fails."""
+    """A handle on one proposal; `on_done` callbacks run when it applies or fails.
+
+    Done with `error` None: the entry committed and this node's state machine applied it
+    (`result` is what `apply` returned). Done with an error: a ProposalFailed (see each
+    kind for what it says about the entry). A Proposal is done at most once; callbacks run
+    inside `MultiRaftHost.process_ready` (or `remove_group`, or the `propose` that reuses
+    its index), in the host's thread."""
 
     group: int
     index: int
@@ -64,6 +92,7 @@ class Proposal:
     callbacks: list[Callable[[Proposal], None]] = field(default_factory=list)
 
     def on_done(self, cb: Callable[[Proposal], None]) -> None:
+        """Call `cb(self)` when done; at once if already done."""
         if self.done:
             cb(self)
         else:
@@ -93,6 +122,11 @@ LeaderChangeFn = Callable[[int, int, int, bool], None]
 
 
 class MultiRaftHost:
+    """The Raft groups of one node and the I/O their Readies ask for (see the module's
+    contract). `send(to, group, message)` must only queue the message (the transport's
+    or the simulator's queue): it may drop it (Raft retransmits) but must not block, alter
+    it, or call back into the host."""
+
     def __init__(
         self,
         node_id: int,
@@ -119,7 +153,12 @@ class MultiRaftHost:
     def add_group(
         self, group_id: int, peers: list[int], storage: Storage, sm: StateMachine
     ) -> RaftNode:
-        """Recover the group from storage (restoring the state machine from its snapshot)."""
+        """Recover the group from storage (restoring the state machine from its snapshot).
+
+        `storage` must be this group's own and not used by anything else; `peers` the
+        group's static voters, the same on every node. Committed entries after the snapshot
+        are applied again, through `process_ready`, as the group learns its commit index.
+        ValueError if the group is already there."""
         if group_id in self.groups:
             raise ValueError(f"group {group_id} already exists")
         init = storage.load()
@@ -147,17 +186,21 @@ class MultiRaftHost:
         return g.storage
 
     def close(self) -> None:
+        """Close every group's storage; the host is not used afterwards."""
         for g in self.groups.values():
             g.storage.close()
 
     # ---- inputs ----------------------------------------------------------------------------
 
     def tick(self) -> None:
+        """One logical clock unit for every group (`RaftNode.tick`), at a steady rate."""
         for gid, g in self.groups.items():
             g.node.tick()
             self._dirty.add(gid)
 
     def receive(self, group_id: int, msg: Message) -> None:
+        """One message from the transport (`RaftNode.step`); for an unknown or removed group
+        it is dropped, as a lost message would be."""
         g = self.groups.get(group_id)
         if g is None:
             return  # unknown group: Raft tolerates loss
@@ -174,7 +217,10 @@ class MultiRaftHost:
         """Raises ProposalRefused (NotLeader, TermMismatch, ...) if nothing was appended;
         otherwise the entry is already in the group's log (`RaftNode.propose`: in-term call
         order is log order), and Ready processing, group commit and retransmission only
-        persist and send it at that index."""
+        persist and send it at that index.
+
+        The returned Proposal completes in a later `process_ready`: applied (committed and
+        applied here) or failed (see ProposalFailed). KeyError for an unknown group."""
         g = self.groups[group_id]
         index, term = g.node.propose(data, entry_type, expected_term)
         p = Proposal(group_id, index, term)
@@ -187,10 +233,13 @@ class MultiRaftHost:
         return p
 
     def transfer_leadership(self, group_id: int, target: int) -> None:
+        """`RaftNode.transfer_leadership` for the group: a request, not a promise."""
         self.groups[group_id].node.transfer_leadership(target)
         self._dirty.add(group_id)
 
     def compact(self, group_id: int, index: int, data: bytes) -> None:
+        """`RaftNode.compact`: `data` is the state machine's state at applied index `index`
+        (at most `applied_index`); durable after the next `process_ready`."""
         self.groups[group_id].node.compact(index, data)
         self._dirty.add(group_id)
 
@@ -202,10 +251,13 @@ class MultiRaftHost:
         return 0 if g is None else g.node.lead
 
     def is_leader(self, group_id: int) -> bool:
+        """This node leads the group's current term as far as it knows (it may be deposed
+        without knowing: use `reads_current` before serving a read)."""
         g = self.groups.get(group_id)
         return g is not None and g.node.is_leader()
 
     def term(self, group_id: int) -> int:
+        """This node's current term for the group (0 if unknown or removed)."""
         g = self.groups.get(group_id)
         return 0 if g is None else g.node.term
 
@@ -226,6 +278,7 @@ class MultiRaftHost:
         return self.groups[group_id].applied
 
     def has_work(self) -> bool:
+        """Some group got an input since its last Ready: call `process_ready`."""
         return bool(self._dirty)
 
     # ---- the Ready loop --------------------------------------------------------------------
@@ -234,7 +287,17 @@ class MultiRaftHost:
         """Handle every group with work; returns how many Readies were processed.
         `crash_before_sync` (simulator only) writes the batch and stops before the fsync.
         Raises StorageFailed (then and on every later call) if a write or sync failed:
-        nothing of that batch is sent, applied or acknowledged."""
+        nothing of that batch that depends on its durability is sent (votes,
+        acknowledgements), applied or acknowledged to a proposer; a leader's appends and
+        heartbeats of that batch may already be out, which is safe (`Ready.early_messages`).
+        The node must then stop: the host refuses all further processing.
+
+        Per batch: each group's Ready is written (snapshot, compaction, hard state, entries)
+        and its early messages sent; one barrier makes all the writes durable (group
+        commit, `sync_all`); then per group, in group order: its messages, the snapshot
+        restore and the applies (each completing its Proposal), `advance`, the failure of
+        the proposals of a deposed leader, `on_leader_change`. A group whose handling
+        produced new work is marked again: the caller loops while `has_work()`."""
         if self.failed is not None:
             raise self.failed
         try:

@@ -8,6 +8,20 @@ snapshot and entries (one fsync), sends its messages, applies its committed entr
 
 Membership is static: the voter set is fixed at construction (3 or 5 voters in practice).
 Membership changes are not supported.
+
+The contract, in the manner of etcd-raft's `RawNode` (go.etcd.io/raft/v3 rawnode.go and
+node.go, whose `Ready` documents the same persist-then-send order):
+
+- One thread. A RaftNode is not thread-safe; every call below comes from the host's loop.
+- Inputs (`tick`, `step`, `propose`, `transfer_leadership`, `compact`) only change memory
+  and queue work; none of them does I/O or blocks.
+- At most one Ready outstanding: after `ready()` the caller handles all of it and calls
+  `advance(rd)` with that same Ready before the next `ready()`.
+- Handling a Ready, in this order: write `snapshot`, `compacted`, `hard_state` and
+  `entries` to stable storage and make them durable (one fsync or barrier for all of it);
+  `early_messages` may be sent at any point, even before that barrier; only after it, send
+  `messages`, restore the state machine from `snapshot`, apply `committed_entries` in order;
+  then `advance(rd)`. A Ready whose writes failed is never advanced (the node must stop).
 """
 
 from __future__ import annotations
@@ -77,22 +91,46 @@ class Config:
 
 @dataclass(slots=True)
 class Ready:
-    """Work for the host. Order: persist snapshot/hard state/entries, fsync, send messages,
-    restore `snapshot` into the state machine, apply committed entries, then `advance`."""
+    """Work for the host, handed out once by `RaftNode.ready` and returned by `advance`.
 
-    hard_state: HardState | None = None  # changed since the last Ready; persist it
-    snapshot: Snapshot | None = None  # received from the leader: persist and restore
-    compacted: Snapshot | None = None  # local compaction: persist, drop log prefix
-    entries: list[Entry] = field(default_factory=list)  # append (truncating from [0].index)
-    messages: list[Message] = field(default_factory=list)  # send only after persisting
-    # A leader's replication messages may go out before its own fsync (Raft thesis 10.2.1):
-    # the leader counts itself towards a commit only once `advance` says it persisted.
+    Order: persist snapshot / compacted / hard state / entries, make them durable (one
+    fsync), send `messages`, restore `snapshot` into the state machine, apply
+    `committed_entries`, then `advance`. `early_messages` may go out before the fsync.
+    Every field is read-only for the host."""
+
+    # The node's (term, vote, commit) when any changed since the last Ready: to be durable
+    # BEFORE `messages` are sent (a vote or an acknowledgement promises it). None: unchanged.
+    hard_state: HardState | None = None
+    # A snapshot received from the leader: it replaces the whole log. Persist it (with the
+    # rest of this Ready) before `messages`; restore the state machine from it before
+    # applying `committed_entries`, which follow it.
+    snapshot: Snapshot | None = None
+    # This node's own compaction (`compact`): persist it, then the log prefix up to its
+    # index may be dropped; the state machine already holds that state.
+    compacted: Snapshot | None = None
+    # Entries to append to stable storage BEFORE `messages` are sent; one that starts at or
+    # below the stored last index replaces the stored suffix from its index.
+    entries: list[Entry] = field(default_factory=list)
+    # Outbound messages, to be sent only AFTER this Ready's writes are durable (votes and
+    # append acknowledgements are promises about what is on disk). Loss, duplication and
+    # reordering are tolerated; the transport must not alter a message.
+    messages: list[Message] = field(default_factory=list)
+    # A leader's appends, heartbeats and snapshots: may go out before its own fsync (Raft
+    # thesis 10.2.1), because the leader counts itself towards a commit only once `advance`
+    # says its entries are durable. Empty on a follower or candidate.
     early_messages: list[Message] = field(default_factory=list)
-    soft_state: tuple[int, Role] | None = None  # (leader, role) if changed; not persisted
-    committed_entries: list[Entry] = field(default_factory=list)  # apply in order
+    # (leader id or 0, role) when either changed since the last Ready; for observers, never
+    # persisted.
+    soft_state: tuple[int, Role] | None = None
+    # Entries known committed, to apply in this order, each once, AFTER this Ready's writes
+    # are durable (they may include entries of `entries`). Once handed out they are never
+    # handed out again (`applied` moves past them at `ready`), even after a failed apply.
+    committed_entries: list[Entry] = field(default_factory=list)
 
     @property
     def must_sync(self) -> bool:
+        """Something must be written and made durable before `messages` go out and before
+        `advance`; False: nothing to write (the messages may go at once)."""
         return bool(self.hard_state or self.snapshot or self.compacted or self.entries)
 
 
@@ -100,6 +138,12 @@ _EARLY = (MsgType.APP, MsgType.HEARTBEAT, MsgType.SNAP)
 
 
 class RaftNode:
+    """The Raft protocol for one group on one node: a state machine driven by its host.
+
+    Not thread-safe. The host calls the inputs, then while `has_ready()`: `ready()`, handles
+    the Ready (see `Ready`), `advance(rd)`. Nothing becomes durable, sent or applied except
+    through a Ready."""
+
     def __init__(
         self,
         node_id: int,
@@ -108,6 +152,11 @@ class RaftNode:
         rng: random.Random,
         config: Config | None = None,
     ) -> None:
+        """Start as a follower from `storage_view`, what `Storage.load` recovered (hard state,
+        snapshot, the entries after it). `peers` is the static voter set, this node
+        included; every node of the group must be given the same one. `rng` is the node's
+        only source of randomness (election timeouts): seeded, it makes the node
+        deterministic. Raises ValueError for an id outside `peers` or duplicate peers."""
         if node_id == NONE or node_id not in peers:
             raise ValueError("node_id must be a non-zero member of peers")
         if len(set(peers)) != len(peers):
@@ -142,17 +191,27 @@ class RaftNode:
 
     @property
     def quorum(self) -> int:
+        """Votes or acknowledgements needed: a majority of the voters."""
         return len(self.voters) // 2 + 1
 
     def is_leader(self) -> bool:
+        """This node leads its current term. It may already be deposed without knowing it
+        (a newer term elsewhere): not enough to serve a read (`MultiRaftHost.reads_current`)."""
         return self.role is Role.LEADER
 
     def hard_state(self) -> HardState:
+        """(term, vote, commit) in memory now; durable only once a Ready carrying it is."""
         return HardState(self.term, self.vote, self.log.committed)
 
     # ---- host inputs --------------------------------------------------------------------
 
     def tick(self) -> None:
+        """One unit of the node's logical clock; the host calls it at a steady rate (the
+        same on every node). A follower or candidate that hears no leader for its election
+        timeout (randomized in [election_tick, 2 * election_tick) ticks) starts a
+        (pre-)campaign; a leader sends heartbeats every `heartbeat_tick` ticks and, with
+        check_quorum, steps down after `election_tick` ticks without hearing a quorum. Its
+        effects come out in the next Ready."""
         self.election_elapsed += 1
         if self.role is Role.LEADER:
             self.heartbeat_elapsed += 1
@@ -177,7 +236,14 @@ class RaftNode:
         The entry is in the log when this returns, at the index after the last one: the
         proposals a leader accepts in one term take consecutive indexes in call order, and a
         leader never truncates its own log (`RaftLog.append` truncates on a follower only).
-        The partition fence's release at enqueue relies on this (`GroupRaft.propose`)."""
+        The partition fence's release at enqueue relies on this (`GroupRaft.propose`).
+
+        Appended is not durable and not committed: the entry reaches disk and followers
+        through later Readies. Its fate is known only when an entry at `index` is applied:
+        with `term` it is this one; with another term, another leader's entry replaced it.
+        Refused (NotLeader with a leader hint, TermMismatch when `expected_term` is not the
+        current term, TransferInProgress during a leadership transfer), nothing is
+        appended. ValueError for an `entry_type` outside [1, 2**32) (0 is the no-op)."""
         if self.role is not Role.LEADER:
             raise NotLeader(self.lead)
         if expected_term is not None and expected_term != self.term:
@@ -189,6 +255,11 @@ class RaftNode:
         return self._append_as_leader(data, entry_type)
 
     def transfer_leadership(self, target: int) -> None:
+        """Ask the leader to hand over to `target`: it catches `target` up, then tells it to
+        campaign at once. Proposals are refused until the transfer settles (this node steps
+        down) or an election timeout passes without it. Nothing is promised: `target` may
+        lose the election. NotLeader if this node does not lead; ValueError for a target
+        outside the voters; a transfer to itself does nothing."""
         if self.role is not Role.LEADER:
             raise NotLeader(self.lead)
         if target not in self.voters:
@@ -205,7 +276,12 @@ class RaftNode:
 
     def compact(self, index: int, data: bytes) -> None:
         """The application's state as of applied index `index` is `data`: drop the log up to
-        it. Persisted through the next Ready's `compacted`."""
+        it. Persisted through the next Ready's `compacted`.
+
+        The caller must pass the state machine's state after applying exactly the entries up
+        to `index`, and `index` must have been handed out in a Ready's `committed_entries`
+        (ValueError otherwise). An `index` at or below the current snapshot does nothing.
+        Followers behind the new first index are sent this snapshot instead of entries."""
         term = self.log.term(index)
         if index <= self.log.snapshot.index:
             return
@@ -216,6 +292,11 @@ class RaftNode:
         self._pending_compact = snap
 
     def step(self, m: Message) -> None:
+        """Deliver one message from a peer. Any order, duplicates, stale terms and losses are
+        tolerated (Raft's own assumptions); a message not addressed to this node, or from
+        outside the voters or from itself, is dropped. The transport must deliver messages
+        unaltered (its checksums and authentication): step trusts their content. Replies and
+        state changes come out in the next Ready."""
         if m.to != self.id or m.frm not in self.voters or m.frm == self.id:
             return  # misrouted or from outside the static membership
         if m.term > self.term:
@@ -258,6 +339,8 @@ class RaftNode:
     # ---- ready / advance ----------------------------------------------------------------
 
     def has_ready(self) -> bool:
+        """False: `ready()` would return an empty Ready, so the host may skip it. True may
+        still yield an empty one (e.g. a coalesced broadcast of a node no longer leader)."""
         return bool(
             self._need_bcast
             or self.msgs
@@ -273,6 +356,9 @@ class RaftNode:
         )
 
     def ready(self) -> Ready:
+        """The work accumulated since the last Ready, handed out once: its entries,
+        messages and committed entries will not be in a later Ready. The caller must handle
+        all of it (see `Ready`) and pass it to `advance` before calling `ready` again."""
         if self._need_bcast:
             self._need_bcast = False
             if self.role is Role.LEADER:
@@ -303,6 +389,11 @@ class RaftNode:
         return rd
 
     def advance(self, rd: Ready) -> None:
+        """`rd`'s writes are durable and its messages sent (or dropped): call it only after
+        the fsync, once per Ready, in the order the Readies were handed out. A leader now
+        counts its own entries towards a commit (they are on its disk), which may commit
+        entries and queue appends for the next Ready. Never call it for a Ready whose writes
+        failed: the node would count entries that are not durable."""
         if rd.snapshot is not None:
             self.log.stable_to(rd.snapshot.index, rd.snapshot.term)
         if rd.entries:
