@@ -39,11 +39,12 @@ class Unresolved:
 
 def sources(root: Path) -> list[Path]:
     """The checkout's own .py files, each once: links are not walked (epochgc/model is
-    model/), hidden folders (.git, .tox, .venv) and build output are left out."""
+    model/), hidden folders (.git, .tox), virtualenvs and build output are left out."""
     out = []
     for dirpath, dirnames, filenames in os.walk(root):  # followlinks=False
         dirnames[:] = sorted(d for d in dirnames
-                             if d not in SKIP_DIRS and not (d.startswith(".") and d != ".ci"))
+                             if d not in SKIP_DIRS and not (d.startswith(".") and d != ".ci")
+                             and not os.path.exists(os.path.join(dirpath, d, "pyvenv.cfg")))
         out += [Path(dirpath, f) for f in sorted(filenames) if f.endswith(".py")]
     return out
 
