@@ -61,3 +61,19 @@ def test_a_copy_of_the_tree_imports_the_file_patched_in_the_copy(tmp_path: Path)
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, check=True, env=dict(os.environ, PYTHONPATH=str(tmp_path)))
     assert out.stdout.split() == ["True", str(tmp_path / "epochgc" / "model" / "keys.py")]
+
+
+def test_the_package_holds_only_its_own_subpackages() -> None:
+    """`epochgc` is its folder and nothing else: the repository root once was on its path,
+    so `epochgc.tests` and `epochgc.epochgc.epochgc...` imported, and walking the package
+    (pkgutil.walk_packages, as an editable install's tools do) never ended."""
+    import importlib.util
+    import pkgutil
+
+    import epochgc
+
+    assert [str(Path(p)) for p in epochgc.__path__] == [str(ROOT / "epochgc")]
+    for alias in ("epochgc.epochgc", "epochgc.tests", "epochgc.benchmarks"):
+        assert importlib.util.find_spec(alias) is None, alias
+    assert sorted(m.name for m in pkgutil.iter_modules(epochgc.__path__)) == sorted(
+        ["__main__", *CODE])
