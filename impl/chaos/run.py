@@ -322,14 +322,16 @@ class ChaosRun:
         from epochgc.impl.gc.admin import write_admin_state
 
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), self.seconds * 0.4)
+            async with asyncio.timeout(self.seconds * 0.4):  # not wait_for (rpc.py)
+                await stop.wait()
             return  # stopped before the window
         await asyncio.to_thread(write_admin_state, store, True, "chaos: operator pause",
                                 time.time())
         self.gc_paused = True  # after the write: a round that sees this flag sees the pause
         self.h("gc-admin pause")
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), self.seconds * 0.2)
+            async with asyncio.timeout(self.seconds * 0.2):  # not wait_for (rpc.py)
+                await stop.wait()
         self.gc_paused = False  # before the write: a round that saw the flag saw the pause
         await asyncio.to_thread(write_admin_state, store, False, "", time.time())
         self.h("gc-admin start")
