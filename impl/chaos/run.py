@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from epochgc.impl import signals
 from epochgc.impl.chaos.checker import raft_divergences, trace_divergence
 from epochgc.impl.chaos.cluster import ChaosCluster
 from epochgc.impl.chaos.history import History
@@ -168,16 +169,27 @@ class ChaosRun:
 
     def run(self, keep: bool = False) -> ChaosResult:
         t0 = time.monotonic()
-        ok = False
+        ok = interrupted = False
         try:
-            asyncio.run(self._main())
+            signals.checkpoint("start")
+            signals.run(self._main())
             self._final_checks()
             ok = self.result.ok()
+        except KeyboardInterrupt:  # SIGINT or SIGTERM (impl/signals.py)
+            interrupted = True
+            raise
         finally:
+            if interrupted:
+                # A node a cancelled restart brought up after `_main` stopped the others.
+                if self.lc.meta:
+                    self.lc.stop_all()
+                self.h("interrupted", signal=signals.interrupted().name,
+                       data_dir="kept" if keep else "removed")
             self.result.seconds = round(time.monotonic() - t0, 1)
-            self.h("result", **{k: v for k, v in self.result.__dict__.items()})
+            if not interrupted:  # an interrupted run's counts were never gathered
+                self.h("result", **{k: v for k, v in self.result.__dict__.items()})
             self.h.close()
-            if keep or not ok:
+            if keep or (not ok and not interrupted):
                 self.h.path.with_name("data-dir.txt").write_text(str(self.tmp) + "\n")
             else:
                 shutil.rmtree(self.tmp, ignore_errors=True)
@@ -220,6 +232,10 @@ class ChaosRun:
             r.faults = dict(sorted(nem.faults.items()))
             r.survived_disk_faults = nem.survived_disk_faults
             r.unexpected_exits = nem.unexpected_exits
+        except asyncio.CancelledError:  # interrupted: a running GC round stops at a batch
+            gc.interrupt(signals.interrupted().name)
+            await signals.cancel_all()  # the workload ends before the nodes stop
+            raise
         finally:
             await access.close()
             self.lc.stop_all()
