@@ -93,8 +93,14 @@ def stop_starting_jvm() -> int:
     """Stop the Spark JVM (and what it started) that this process launched and that is
     still starting (interrupted start-up: there is no SparkContext to stop yet); returns
     how many processes were stopped."""
+    import logging
+
     from epochgc.impl.proctree import stop
 
+    # The abandoned start-up's thread fails against the stopped JVM, and py4j logs that
+    # with a traceback (issue 41 item 2): noise about a JVM stopped on purpose by a
+    # command that is ending. Nothing the command says goes through logging.
+    logging.disable(logging.CRITICAL)
     pids = [p for p in descendants(os.getpid()) if has_env(p, _JVM_MARK)]
     stop(pids)
     return len(pids)
