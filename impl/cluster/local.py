@@ -78,7 +78,11 @@ class LocalCluster:
         self.save()
 
     def save(self) -> None:
-        self.meta_path.write_text(json.dumps(self.meta, indent=1))
+        # Whole or not at all (rename(2) is atomic): a reader running beside a start read
+        # a half-written file (`JSONDecodeError`, issue 41 item 12).
+        tmp = self.meta_path.with_name(f".{self.meta_path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(self.meta, indent=1))
+        os.replace(tmp, self.meta_path)
 
     @property
     def ids(self) -> list[int]:

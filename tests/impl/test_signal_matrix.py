@@ -279,3 +279,24 @@ def test_an_interrupted_command_stops_cleanly(case: Case, tmp_path: Path,
     if report:
         with open(report, "a") as f:
             f.write(json.dumps({"case": case.id, "latency_s": round(run.latency_s, 3)}) + "\n")
+
+
+def summarize(path: str) -> str:
+    """Median and maximum latency (signal to exit) per command and signal kind, from the
+    report the tox environment `signals` writes."""
+    import statistics
+    from collections import defaultdict
+
+    rows: dict[str, list[float]] = defaultdict(list)
+    for line in Path(path).read_text().splitlines():
+        doc = json.loads(line)
+        rows[doc["case"]].append(doc["latency_s"])
+        command = doc["case"].split("-")[0]
+        rows[f"{command} (all)"].append(doc["latency_s"])
+        rows["all"].append(doc["latency_s"])
+    return "\n".join(f"{name:55} n={len(v):3} median={statistics.median(v):6.2f}s "
+                     f"max={max(v):6.2f}s" for name, v in sorted(rows.items()))
+
+
+if __name__ == "__main__":
+    print(summarize(sys.argv[1]))
