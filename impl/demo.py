@@ -173,25 +173,29 @@ class Demo:
             interrupted = True
             raise
         finally:
-            # Bounded, and not cut short by a second signal (impl/signals.py).
-            if interrupted and self._gc is not None:
-                self._gc.interrupt(signals.interrupted().name)
-            nodes = len(self.lc.meta.get("pids", {}))
-            if self.lc.meta:
-                self.lc.stop_all()
-            if self._gc is not None:
-                self._gc.close()
-            if not interrupted:
-                self._check_trace()
-            if keep:
-                self.say(f"data kept in {self.tmp}")
-            else:
-                shutil.rmtree(self.tmp, ignore_errors=True)
-            if interrupted:
-                spark = ", the Spark session" if self.engine_used() == "spark" else ""
-                self.say(f"interrupted by {signals.interrupted().name}: stopped {nodes} broker "
-                         f"process(es){spark} and the workload; "
-                         + (f"data kept in {self.tmp}" if keep else f"removed {self.tmp}"))
+            with signals.deferred():  # bounded, and never cut short by a signal
+                self._clean_up(interrupted, keep)
+
+    def _clean_up(self, interrupted: bool, keep: bool) -> None:
+        """Stop what the run started and remove its data; what an interrupt left is said."""
+        if interrupted and self._gc is not None:
+            self._gc.interrupt(signals.interrupted().name)
+        nodes = len(self.lc.meta.get("pids", {}))
+        if self.lc.meta:
+            self.lc.stop_all()
+        if self._gc is not None:
+            self._gc.close()
+        if not interrupted:
+            self._check_trace()
+        if keep:
+            self.say(f"data kept in {self.tmp}")
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        if interrupted:
+            spark = ", the Spark session" if self.engine_used() == "spark" else ""
+            self.say(f"interrupted by {signals.interrupted().name}: stopped {nodes} broker "
+                     f"process(es){spark} and the workload; "
+                     + (f"data kept in {self.tmp}" if keep else f"removed {self.tmp}"))
 
     async def _main(self) -> None:
         access = ProcClusterAccess(self.lc.client_addrs())

@@ -24,11 +24,12 @@ Commands"; bash(1) "EXIT STATUS").
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterator
 from types import FrameType
 from typing import Any, TypeVar
 
@@ -85,9 +86,33 @@ def _note(signum: int) -> bool:
     return True
 
 
+_deferring = 0  # inside `deferred()`: a first signal is recorded, raised on leaving
+_pending = False  # a first signal recorded and not raised yet
+
+
 def _handler(signum: int, _frame: FrameType | None) -> None:
+    global _pending
     if _note(signum):
+        if _deferring:
+            _pending = True
+            return
         raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """A cleanup that must not stop halfway (stop the nodes, remove the temp directory):
+    a first SIGINT or SIGTERM that comes while it runs is raised as `Interrupted` once it
+    is done, not in its middle."""
+    global _deferring, _pending
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+    if _pending and not _deferring:
+        _pending = False
+        raise interrupted()
 
 
 def install() -> None:

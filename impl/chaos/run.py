@@ -179,21 +179,25 @@ class ChaosRun:
             interrupted = True
             raise
         finally:
-            if interrupted:
-                # A node a cancelled restart brought up after `_main` stopped the others.
-                if self.lc.meta:
-                    self.lc.stop_all()
-                self.h("interrupted", signal=signals.interrupted().name,
-                       data_dir="kept" if keep else "removed")
-            self.result.seconds = round(time.monotonic() - t0, 1)
-            if not interrupted:  # an interrupted run's counts were never gathered
-                self.h("result", **{k: v for k, v in self.result.__dict__.items()})
-            self.h.close()
-            if keep or (not ok and not interrupted):
-                self.h.path.with_name("data-dir.txt").write_text(str(self.tmp) + "\n")
-            else:
-                shutil.rmtree(self.tmp, ignore_errors=True)
+            with signals.deferred():  # never cut short by a signal
+                self._clean_up(interrupted, ok, keep, t0)
         return self.result
+
+    def _clean_up(self, interrupted: bool, ok: bool, keep: bool, t0: float) -> None:
+        if interrupted:
+            # A node a cancelled restart brought up after `_main` stopped the others.
+            if self.lc.meta:
+                self.lc.stop_all()
+            self.h("interrupted", signal=signals.interrupted().name,
+                   data_dir="kept" if keep else "removed")
+        self.result.seconds = round(time.monotonic() - t0, 1)
+        if not interrupted:  # an interrupted run's counts were never gathered
+            self.h("result", **{k: v for k, v in self.result.__dict__.items()})
+        self.h.close()
+        if keep or (not ok and not interrupted):
+            self.h.path.with_name("data-dir.txt").write_text(str(self.tmp) + "\n")
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
     async def _main(self) -> None:
         producer_store, checker_store, gc, nem = await self._setup()
