@@ -161,15 +161,18 @@ def _run(case: Case, tmp: Path, tag: str, cluster_dir: Path | None) -> Run:
         env[HOOK_ENV] = f"{case.point}:{case.sig.name}" + (":group" if case.group else "")
     # Its own session and process group: a group signal reaches it and what it started
     # in its group (the JVM, a port), not pytest.
-    proc = subprocess.Popen([sys.executable, "-m", "epochgc", *_argv(case, tmp, cluster_dir)],
-                            cwd=tmp, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, start_new_session=True)
+    # Output to files, not pipes: waiting for a pipe's end would also wait for whatever
+    # the command left running that still holds it, and hide it from the process check.
+    with open(tmp / "out", "w") as out_f, open(tmp / "err", "w") as err_f:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "epochgc", *_argv(case, tmp, cluster_dir)], cwd=tmp,
+            env=env, stdout=out_f, stderr=err_f, text=True, start_new_session=True)
     sent = None
     try:
         if held:
             limit = time.monotonic() + 300
             while not (tmp / "hold.reached").exists():
-                assert proc.poll() is None, proc.communicate()
+                assert proc.poll() is None, (tmp / "err").read_text()
                 assert time.monotonic() < limit, "the round never reached its first batch"
                 time.sleep(0.05)
             sent = time.time()
@@ -177,12 +180,13 @@ def _run(case: Case, tmp: Path, tag: str, cluster_dir: Path | None) -> Run:
                 os.killpg(proc.pid, case.sig)
             else:
                 proc.send_signal(case.sig)
-        out, err = proc.communicate(timeout=600)
+        proc.wait(timeout=600)
         ended = time.time()
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+    out, err = (tmp / "out").read_text(), (tmp / "err").read_text()
     m = re.search(r"test hook: \w+ at \S+ t=([0-9.]+)", err)
     if sent is None:
         assert m is not None, f"the command never reached point {case.point!r}:\n{err[-3000:]}"
