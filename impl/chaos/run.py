@@ -114,6 +114,7 @@ class ChaosRun:
         self.http: HttpProxy | None = None
         self.controller_leader = 0
         self.gc_paused = False  # set once the pause is written, cleared before it is lifted
+        self._gc: DemoGc | None = None
 
     # ---- set-up --------------------------------------------------------------------------
 
@@ -185,9 +186,13 @@ class ChaosRun:
 
     def _clean_up(self, interrupted: bool, ok: bool, keep: bool, t0: float) -> None:
         if interrupted:
-            # A node a cancelled restart brought up after `_main` stopped the others.
+            # A node a cancelled restart brought up after `_main` stopped the others, and
+            # what `_main`'s own cleanup did not get to when a signal cut it short.
             if self.lc.meta:
                 self.lc.stop_all()
+            if self._gc is not None:
+                self._gc.interrupt(signals.interrupted().name)
+                self._gc.close()
             self.h("interrupted", signal=signals.interrupted().name,
                    data_dir="kept" if keep else "removed")
         self.result.seconds = round(time.monotonic() - t0, 1)
@@ -201,6 +206,7 @@ class ChaosRun:
 
     async def _main(self) -> None:
         producer_store, checker_store, gc, nem = await self._setup()
+        self._gc = gc  # the outer cleanup's too: a signal may cut the `finally` below short
         access = ProcClusterAccess(self.lc.client_addrs())
         try:
             for n in self.lc.ids:
