@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import importlib
 import os
-import signal
-import types
 
 import click
+from epochgc.impl import signals
 from epochgc.impl.store.base import StoreError
 
 # name -> "module:attribute"; imported lazily so `epochgc replay` never pays for Spark.
@@ -38,6 +37,13 @@ class _LazyGroup(click.Group):
             return super().invoke(ctx)
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
+        except KeyboardInterrupt as e:
+            # SIGINT or SIGTERM (impl/signals.py): the command's cleanup has run and said
+            # what it did; the exit code says which signal, 128 + its number.
+            sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
+            click.echo(f"epochgc {ctx.invoked_subcommand}: interrupted by {sig.name}",
+                       err=True)
+            ctx.exit(sig.exit_code)
         except (OSError, RuntimeError, ValueError, StoreError) as e:
             if os.environ.get("EPOCHGC_DEBUG"):
                 raise
@@ -56,19 +62,16 @@ class _LazyGroup(click.Group):
         return cmd
 
 
-def _terminated(signum: int, frame: types.FrameType | None) -> None:
-    raise SystemExit(128 + signum)
-
-
 @click.group(cls=_LazyGroup)
 @click.version_option(package_name="epochgc")
 def main() -> None:
     """epochgc: windowed epoch fencing and epoch-based GC of L0 objects."""
-    # SIGTERM (a scheduler's timeout, `timeout`, `kill`) unwinds like Ctrl-C, so every
+    # SIGINT and SIGTERM (a scheduler's timeout, `timeout`, `kill`) unwind alike, so every
     # command's cleanup runs: `demo` and `chaos` stop the broker processes they started
-    # (their own sessions, so nothing else would) instead of leaving them running. A
-    # command with its own handling (`gc`: stop at a batch boundary) installs its own.
-    signal.signal(signal.SIGTERM, _terminated)
+    # (their own sessions, so nothing else would) instead of leaving them running; the
+    # exit code is 130 or 143 (impl/signals.py). A command with its own handling (`gc`:
+    # stop at a batch boundary) installs its own.
+    signals.install()
 
 
 if __name__ == "__main__":

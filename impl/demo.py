@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import click
+from epochgc.impl import signals
 from epochgc.impl.broker.producer import PartitionDeletedError, ProduceError, Producer
 from epochgc.impl.broker.raftport import thread_io
 from epochgc.impl.cluster.client import ProcClusterAccess
@@ -101,17 +102,16 @@ class Demo:
         self.t0 = time.monotonic()
         self.deadline = self.t0 + seconds
         self.say = say
+        self.engine = engine
         self.tmp = Path(tempfile.mkdtemp(prefix="epochgc-demo-"))
-        store_dir = self.tmp / "store"
-        self.store = LocalStore(store_dir, create=True)
+        self.store_dir = self.tmp / "store"
         self.lc = LocalCluster(self.tmp / "cluster")
         # Every node traces its window transitions and decisions; the run checks the trace
         # against the model at the end (epochgc check-trace).
         self.trace = self.tmp / "trace.ndjson"
-        self.lc.init(3, str(store_dir), PARTS + U_PARTS, MINT_INTERVAL,
-                     extra=["--cache-ttl", "1.0", "--trace", str(self.trace)])
         self.trace_check: str | None = None  # None: conforms
-        self.gc = DemoGc(parse_store_url(str(store_dir)), self.store, GRACE_S, engine)
+        self._gc: DemoGc | None = None  # made in `run`, where an interrupt is cleaned up
+        self.store: LocalStore
         self.inflight = InflightLog(time.time)
         self.watch = LeaderWatch()
         self.live: list[int] = []
@@ -126,6 +126,14 @@ class Demo:
         self.u_deleted_at: float | None = None  # wall time the deletion was applied
         self.u_deletion_rev: int | None = None  # the lowest deletion revision of u's parts
         self.u_producer: Producer | None = None
+
+    @property
+    def gc(self) -> DemoGc:
+        assert self._gc is not None, "the demo's GC is made when it runs"
+        return self._gc
+
+    def engine_used(self) -> str:
+        return self._gc.engine if self._gc is not None else self.engine
 
     def _check_trace(self) -> None:
         """Replay the nodes' own trace against the model: the run's decisions, not only its
@@ -147,21 +155,47 @@ class Demo:
     # ---- top level -----------------------------------------------------------------------
 
     def run(self, keep: bool = False) -> DemoResult:
+        interrupted = False
         try:
+            signals.checkpoint("start")
+            self.store = LocalStore(self.store_dir, create=True)
+            self.lc.init(3, str(self.store_dir), PARTS + U_PARTS, MINT_INTERVAL,
+                         extra=["--cache-ttl", "1.0", "--trace", str(self.trace)])
+            self._gc = DemoGc(parse_store_url(str(self.store_dir)), self.store, GRACE_S,
+                              self.engine)
             for n in self.lc.ids:
                 self.lc.start(n)
                 self.live.append(n)
             self.say(f"3 broker processes up under {self.tmp}; GC engine: {self.gc.engine}")
-            asyncio.run(self._main())
+            signals.run(self._main())
             return self.result
+        except KeyboardInterrupt:  # SIGINT or SIGTERM (impl/signals.py)
+            interrupted = True
+            raise
         finally:
+            with signals.deferred():  # bounded, and never cut short by a signal
+                self._clean_up(interrupted, keep)
+
+    def _clean_up(self, interrupted: bool, keep: bool) -> None:
+        """Stop what the run started and remove its data; what an interrupt left is said."""
+        if interrupted and self._gc is not None:
+            self._gc.interrupt(signals.interrupted().name)
+        nodes = len(self.lc.meta.get("pids", {}))
+        if self.lc.meta:
             self.lc.stop_all()
-            self.gc.close()
+        if self._gc is not None:
+            self._gc.close()
+        if not interrupted:
             self._check_trace()
-            if keep:
-                self.say(f"data kept in {self.tmp}")
-            else:
-                shutil.rmtree(self.tmp, ignore_errors=True)
+        if keep:
+            self.say(f"data kept in {self.tmp}")
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+        if interrupted:
+            spark = ", the Spark session" if self.engine_used() == "spark" else ""
+            self.say(f"interrupted by {signals.interrupted().name}: stopped {nodes} broker "
+                     f"process(es){spark} and the workload; "
+                     + (f"data kept in {self.tmp}" if keep else f"removed {self.tmp}"))
 
     async def _main(self) -> None:
         access = ProcClusterAccess(self.lc.client_addrs())
@@ -191,6 +225,12 @@ class Demo:
             await self._gc_round(access, final=True)
             await self._barrier_outcome(access)
             await self._read_back(access)
+        except asyncio.CancelledError:
+            # Interrupted: a GC round running in a worker thread stops at its next delete
+            # batch, before asyncio.run waits for that thread.
+            self.gc.interrupt(signals.interrupted().name)
+            await signals.cancel_all()  # the workload ends before its connections close
+            raise
         finally:
             await access.close()
         r = self.result
@@ -253,6 +293,7 @@ class Demo:
             for p, a in acks.items():
                 self.runs.append(AckedRun(p, a.base, a.count, name, first[p], RECORD_SIZE,
                                           a.epoch, a.key))
+            signals.checkpoint("work")  # the signal tests' point: mid-work
             await asyncio.sleep(PAUSE_S)  # leave CPU to the brokers and Spark (2 cores)
 
     async def _produce_u(self, access: ProcClusterAccess, stop: asyncio.Event) -> None:

@@ -56,8 +56,10 @@ class Nemesis:
         for ep in plan:
             delay = t0 + ep.at - time.monotonic()
             if delay > 0:
+                # not wait_for: on 3.11 it can lose a cancellation (impl/cluster/rpc.py)
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(stop.wait(), delay)
+                    async with asyncio.timeout(delay):
+                        await stop.wait()
             if stop.is_set():
                 return
             await self.restart_dead()  # a node crashed on its own: bring it back first

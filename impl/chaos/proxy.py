@@ -155,7 +155,8 @@ class HttpProxy(_Proxy):
     async def _answer_503(self, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
         self.refused += 1
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(r.readuntil(b"\r\n\r\n"), 5.0)
+            async with asyncio.timeout(5.0):  # not wait_for: it can lose a cancel (rpc.py)
+                await r.readuntil(b"\r\n\r\n")
             body = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
                     b"<Message>injected</Message></Error>")
             w.write(b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"

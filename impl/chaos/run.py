@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from epochgc.impl import signals
 from epochgc.impl.chaos.checker import raft_divergences, trace_divergence
 from epochgc.impl.chaos.cluster import ChaosCluster
 from epochgc.impl.chaos.history import History
@@ -113,6 +114,7 @@ class ChaosRun:
         self.http: HttpProxy | None = None
         self.controller_leader = 0
         self.gc_paused = False  # set once the pause is written, cleared before it is lifted
+        self._gc: DemoGc | None = None
 
     # ---- set-up --------------------------------------------------------------------------
 
@@ -168,23 +170,43 @@ class ChaosRun:
 
     def run(self, keep: bool = False) -> ChaosResult:
         t0 = time.monotonic()
-        ok = False
+        ok = interrupted = False
         try:
-            asyncio.run(self._main())
+            signals.checkpoint("start")
+            signals.run(self._main())
             self._final_checks()
             ok = self.result.ok()
+        except KeyboardInterrupt:  # SIGINT or SIGTERM (impl/signals.py)
+            interrupted = True
+            raise
         finally:
-            self.result.seconds = round(time.monotonic() - t0, 1)
-            self.h("result", **{k: v for k, v in self.result.__dict__.items()})
-            self.h.close()
-            if keep or not ok:
-                self.h.path.with_name("data-dir.txt").write_text(str(self.tmp) + "\n")
-            else:
-                shutil.rmtree(self.tmp, ignore_errors=True)
+            with signals.deferred():  # never cut short by a signal
+                self._clean_up(interrupted, ok, keep, t0)
         return self.result
+
+    def _clean_up(self, interrupted: bool, ok: bool, keep: bool, t0: float) -> None:
+        if interrupted:
+            # A node a cancelled restart brought up after `_main` stopped the others, and
+            # what `_main`'s own cleanup did not get to when a signal cut it short.
+            if self.lc.meta:
+                self.lc.stop_all()
+            if self._gc is not None:
+                self._gc.interrupt(signals.interrupted().name)
+                self._gc.close()
+            self.h("interrupted", signal=signals.interrupted().name,
+                   data_dir="kept" if keep else "removed")
+        self.result.seconds = round(time.monotonic() - t0, 1)
+        if not interrupted:  # an interrupted run's counts were never gathered
+            self.h("result", **{k: v for k, v in self.result.__dict__.items()})
+        self.h.close()
+        if keep or (not ok and not interrupted):
+            self.h.path.with_name("data-dir.txt").write_text(str(self.tmp) + "\n")
+        else:
+            shutil.rmtree(self.tmp, ignore_errors=True)
 
     async def _main(self) -> None:
         producer_store, checker_store, gc, nem = await self._setup()
+        self._gc = gc  # the outer cleanup's too: a signal may cut the `finally` below short
         access = ProcClusterAccess(self.lc.client_addrs())
         try:
             for n in self.lc.ids:
@@ -220,6 +242,10 @@ class ChaosRun:
             r.faults = dict(sorted(nem.faults.items()))
             r.survived_disk_faults = nem.survived_disk_faults
             r.unexpected_exits = nem.unexpected_exits
+        except asyncio.CancelledError:  # interrupted: a running GC round stops at a batch
+            gc.interrupt(signals.interrupted().name)
+            await signals.cancel_all()  # the workload ends before the nodes stop
+            raise
         finally:
             await access.close()
             self.lc.stop_all()
@@ -322,14 +348,16 @@ class ChaosRun:
         from epochgc.impl.gc.admin import write_admin_state
 
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), self.seconds * 0.4)
+            async with asyncio.timeout(self.seconds * 0.4):  # not wait_for (rpc.py)
+                await stop.wait()
             return  # stopped before the window
         await asyncio.to_thread(write_admin_state, store, True, "chaos: operator pause",
                                 time.time())
         self.gc_paused = True  # after the write: a round that sees this flag sees the pause
         self.h("gc-admin pause")
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(stop.wait(), self.seconds * 0.2)
+            async with asyncio.timeout(self.seconds * 0.2):  # not wait_for (rpc.py)
+                await stop.wait()
         self.gc_paused = False  # before the write: a round that saw the flag saw the pause
         await asyncio.to_thread(write_admin_state, store, False, "", time.time())
         self.h("gc-admin start")

@@ -14,6 +14,7 @@ from epochgc.impl.chaos.history import History
 from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.demo_checks import InflightLog
 from epochgc.impl.cluster.payload import AckedRun, make_record
+from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import ObjectStore, StoreError
 
 RECORDS_PER_PARTITION = 3
@@ -67,4 +68,5 @@ class Workload:
             for p, a in acks.items():
                 self.runs.append(AckedRun(p, a.base, a.count, name, first[p], RECORD_SIZE,
                                           a.epoch, a.key))
+            checkpoint("work")  # the signal tests' point: mid-work
             await asyncio.sleep(PAUSE_S)

@@ -13,12 +13,14 @@ from typing import Any
 
 import click
 from click.core import ParameterSource
+from epochgc.impl import signals
 from epochgc.impl.cluster.client import ProcClusterAccess
-from epochgc.impl.cluster.local import LocalCluster
+from epochgc.impl.cluster.local import LocalCluster, StartRunning, start_lock
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.reports import read_cluster_view
+from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
-from epochgc.impl.store.url import open_store, parse_store_url
+from epochgc.impl.store.url import StoreSpec, open_store, parse_store_url
 
 
 @click.group()
@@ -46,11 +48,24 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
           log_level: str) -> None:
     """Start the cluster under DATA_DIR, or the nodes of an existing one that are not
     running (then every option given must match what the cluster was created with)."""
-    lc = LocalCluster(data_dir)
     try:
         spec = parse_store_url(store, s3_endpoint)
     except StoreError as e:
         raise click.BadParameter(str(e), param_hint="--store") from None
+    # One start at a time on a data directory (issue 41 item 12): a second one refuses,
+    # before it reads the cluster's file or binds anything.
+    try:
+        with start_lock(data_dir):
+            _start(ctx, LocalCluster(data_dir), spec, store, nodes, partitions,
+                   mint_interval, trace, s3_endpoint, log_level)
+    except StartRunning as e:
+        raise click.ClickException(str(e)) from None
+
+
+def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, nodes: int,
+           partitions: str, mint_interval: float, trace: str | None, s3_endpoint: str | None,
+           log_level: str) -> None:
+    checkpoint("start")
     # Saved absolute: `produce` and the nodes may run from another directory.
     store = spec.location if spec.kind == "file" else store
     trace = str(Path(trace).absolute()) if trace else None
@@ -71,10 +86,21 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
         lc.save()
     lc.meta["log_level"] = log_level.upper()
     lc.save()
-    for n in lc.ids:
-        if str(n) not in lc.meta["pids"]:
-            click.echo(f"node {n}: pid {lc.start(n)}")
-    asyncio.run(_until_ready(lc, list(lc.meta["partitions"])))
+    started: list[int] = []
+    try:
+        for n in lc.ids:
+            if str(n) not in lc.meta["pids"]:
+                pid = lc.start(n)
+                started.append(n)
+                click.echo(f"node {n}: pid {pid}")
+        checkpoint("nodes-up")
+        signals.run(_until_ready(lc, list(lc.meta["partitions"])))
+    except KeyboardInterrupt:  # SIGINT or SIGTERM: what this start started is stopped
+        for n in started:
+            lc.kill(n, signal.SIGTERM)
+        click.echo(f"cluster start interrupted: stopped the {len(started)} node(s) it had "
+                   f"started under {lc.dir}", err=True)
+        raise
     click.echo("cluster ready: every partition has a leader")
 
 
@@ -233,10 +259,18 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int,
             raise click.ClickException(str(e)) from e
     name = f"cli-{uuid.uuid4().hex[:12]}"  # a fresh producer id: its seqs start at 0
 
+    def stored(_key: str, phase: str) -> None:
+        if phase == "stored":
+            checkpoint("work")  # the signal tests' point: uploaded, not yet acknowledged
+
+    recorded: list[int] = []  # runs appended to the manifest
+
     async def go() -> None:
+        checkpoint("start")
         access = ProcClusterAccess(lc.client_addrs())
         store = open_store(lc.meta["store"], lc.meta.get("s3_endpoint"))
         prod = Producer(access, store, thread_io, random.Random())
+        prod.on_attempt = stored
         try:
             acks = await prod.produce(
                 {p: [make_record(name, p, i, size) for i in range(count)] for p in partitions},
@@ -255,11 +289,21 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int,
         runs = [AckedRun(a.partition, a.base, a.count, name, 0, size, a.epoch, a.key)
                 for a in acks.values()]
         append_manifest(data_dir, runs)  # only after every ack: the manifest is what was acked
+        recorded.append(len(runs))
         for a in acks.values():
             click.echo(json.dumps({"partition": a.partition, "base": a.base, "count": a.count,
                                    "epoch": a.epoch, "key": a.key, "producer": name}))
 
-    asyncio.run(go())
+    try:
+        signals.run(go())
+    except KeyboardInterrupt:
+        # The manifest is appended only once every partition acknowledged: an interrupted
+        # batch is in no record (its object, if uploaded, is garbage the GC collects).
+        manifest = Path(data_dir) / "acked.jsonl"
+        click.echo("produce interrupted: " + (
+            f"the batch was acknowledged and recorded in {manifest}" if recorded else
+            f"nothing was recorded as acknowledged in {manifest}"), err=True)
+        raise
 
 
 @click.command()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import importlib.util
+import threading
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from epochgc.impl.cluster.gcround import GcRound, gc_round
 from epochgc.impl.gc.admin import read_admin_state
 from epochgc.impl.gc.monitor import check_health
+from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.store.base import ObjectStore
 from epochgc.impl.store.url import StoreSpec
 
@@ -44,10 +46,14 @@ class DemoGc:
         if engine == "auto":
             engine = "spark" if spark_available() else "model"
         self.engine = engine
-        self._pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="spark-boot")
         self._session: concurrent.futures.Future[Any] | None = None
+        self._stop = RoundStop()  # a running Spark round's stop request (interrupts)
         if engine == "spark":
-            self._session = self._pool.submit(_boot_spark)
+            # A daemon thread, not an executor's: an interrupted command must not wait at
+            # exit for a start-up it has abandoned (executor threads are joined at exit).
+            self._session = concurrent.futures.Future()
+            threading.Thread(target=_boot_spark, args=(self._session,), name="spark-boot",
+                             daemon=True).start()
 
     def ready(self) -> bool:
         return self._session is None or self._session.done()
@@ -62,7 +68,9 @@ class DemoGc:
 
         spark = self._session.result()  # raises if Spark failed to start
         opts = GcOptions(grace_s=self.grace_s, allow_short_grace=True, max_report_age_s=30.0)
-        s = run_gc(spark, self.spec, opts, clock=time.time)
+        if self._stop.requested:
+            raise RuntimeError(f"GC round not started: {self._stop.reason}")
+        s = run_gc(spark, self.spec, opts, clock=time.time, stop=self._stop)
         if s.refused or s.errors:
             raise RuntimeError(f"GC round incomplete: {s.refused or s.error_samples}")
         stopped = s.interrupted is not None
@@ -71,11 +79,28 @@ class DemoGc:
             s.deleted, "spark", paused=s.paused is not None,
             stopped_by_pause=s.interrupted == "paused", safety_blocked=s.safety_blocked)
 
+    def interrupt(self, reason: str) -> None:
+        """A signal (issue 41): a running Spark round stops at its next delete batch (its
+        record says `interrupted`), no new one starts, and a Spark start-up under way is
+        abandoned: its JVM is stopped now, not waited for."""
+        self._stop.request(reason)
+        if self._session is not None and not self._session.done():
+            from epochgc.impl.gc.session import stop_starting_jvm
+
+            stop_starting_jvm()
+
     def close(self) -> None:
-        if self._session is not None:
-            with contextlib.suppress(Exception):  # never started: nothing to stop
-                self._session.result(timeout=120).stop()
-        self._pool.shutdown(wait=False)
+        """Stop the Spark session and its JVM (waited for: no process outlives the
+        command); a start-up still under way is waited for unless `interrupt` ran."""
+        if self._session is None:
+            return
+        if not self._stop.requested:
+            with contextlib.suppress(Exception):  # failed to start: nothing to stop
+                self._session.result(timeout=120)
+        if self._session.done() and self._session.exception() is None:
+            from epochgc.impl.gc.session import stop_spark
+
+            stop_spark()
 
 
 def gated_model_round(
@@ -93,8 +118,11 @@ def gated_model_round(
     return gc_round(store, now, grace_s=grace_s, max_report_age_s=max_report_age_s)
 
 
-def _boot_spark() -> Any:
+def _boot_spark(into: concurrent.futures.Future[Any]) -> None:
     from epochgc.impl.gc.session import spark_session
 
-    # Two cores on the demo's reference machine: two listing tasks, driver on loopback.
-    return spark_session("local[2]", "epochgc-demo")
+    try:
+        # Two cores on the demo's reference machine: two listing tasks, driver on loopback.
+        into.set_result(spark_session("local[2]", "epochgc-demo"))
+    except BaseException as e:  # the waiting thread raises it
+        into.set_exception(e)

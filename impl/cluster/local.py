@@ -4,18 +4,51 @@ ports and pids, `n<id>/` each node's Raft data, `n<id>.log` its JSON logs."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from epochgc.impl.raft.proc_cluster import free_ports
 
 from epochgc import IMPORT_ROOT
+
+LOCK_NAME = "start.lock"
+
+
+class StartRunning(RuntimeError):
+    """Another `cluster start` holds the data directory's start lock."""
+
+
+@contextlib.contextmanager
+def start_lock(data_dir: str | os.PathLike[str]) -> Iterator[None]:
+    """Hold DATA_DIR/start.lock (flock(2), exclusive, not waited for) while a start runs:
+    two starts on a new directory both chose ports and started nodes on them, and the
+    loser died on `OSError: [Errno 98] address already in use` (issue 41 item 12). The
+    kernel drops the lock when the process ends, however it ends."""
+    d = Path(data_dir).absolute()
+    d.mkdir(parents=True, exist_ok=True)
+    fd = os.open(d / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            raise StartRunning(
+                f"another `epochgc cluster start` is running on {d} (pid {holder}); wait for "
+                "it to finish, then `epochgc cluster status --data-dir` shows the cluster"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 class LocalCluster:
@@ -45,7 +78,11 @@ class LocalCluster:
         self.save()
 
     def save(self) -> None:
-        self.meta_path.write_text(json.dumps(self.meta, indent=1))
+        # Whole or not at all (rename(2) is atomic): a reader running beside a start read
+        # a half-written file (`JSONDecodeError`, issue 41 item 12).
+        tmp = self.meta_path.with_name(f".{self.meta_path.name}.{os.getpid()}")
+        tmp.write_text(json.dumps(self.meta, indent=1))
+        os.replace(tmp, self.meta_path)
 
     @property
     def ids(self) -> list[int]:
@@ -89,7 +126,12 @@ class LocalCluster:
                              start_new_session=True)
         logf.close()
         assert p.stdout is not None
-        line = p.stdout.readline()
+        try:
+            line = p.stdout.readline()
+        except BaseException:  # interrupted (issue 41): a node not yet recorded is not left
+            p.kill()
+            p.wait()
+            raise
         if not line.startswith("READY"):
             p.wait(timeout)
             err = (self.dir / f"n{nid}.log").read_text().strip().splitlines()

@@ -137,7 +137,8 @@ class RpcClient:
 
     @classmethod
     async def connect(cls, host: str, port: int, timeout: float = 2.0) -> RpcClient:
-        r, w = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+        async with asyncio.timeout(timeout):  # not wait_for: see `call`
+            r, w = await asyncio.open_connection(host, port)
         return cls(r, w)
 
     async def call(self, timeout: float = 30.0, **req: Any) -> dict[str, Any]:
@@ -147,7 +148,11 @@ class RpcClient:
         self._waiting[rid] = fut
         self.writer.write(json.dumps(req).encode() + b"\n")
         try:
-            return await asyncio.wait_for(fut, timeout)
+            # Not `asyncio.wait_for`: on Python 3.11 it returns the answer when the task is
+            # cancelled in the iteration the answer arrives (CPython gh-86296, fixed in 3.12
+            # by building wait_for on asyncio.timeout), losing Ctrl-C (issue 41).
+            async with asyncio.timeout(timeout):
+                return await fut
         finally:
             self._waiting.pop(rid, None)
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from epochgc.impl.conform.client import PortProcess, ProtocolFailure
+from epochgc.impl.signals import checkpoint
 from epochgc.model.replay import ReplayError, resolve_variant
 
 if TYPE_CHECKING:
@@ -51,15 +52,20 @@ def conform(variant: str, examples: int, seed: int | None, max_steps: int,
     except ReplayError as e:
         raise click.UsageError(f"--variant: {e.message}") from None
     argv = list(command)
+    checkpoint("start")  # the signal tests' point: before the port starts
     try:
         port = PortProcess(argv, timeout=timeout_per_step)
     except OSError as e:
         click.echo(f"epochgc conform: cannot start {argv[0]!r}: {e.strerror or e}", err=True)
         raise SystemExit(EXIT_USAGE) from None
     summary: dict[str, Any] = {"variant": variant, "command": argv, "result": "pass"}
-    with port:
-        code = _drive(port, argv, variant, examples, seed, max_steps, out, vectors_only,
-                      summary, as_json)
+    try:
+        with port:  # stopped on every path, an interrupt included
+            code = _drive(port, argv, variant, examples, seed, max_steps, out, vectors_only,
+                          summary, as_json)
+    except KeyboardInterrupt:
+        click.echo("conform interrupted: the port was stopped; no verdict", err=True)
+        raise
     if as_json:
         click.echo(json.dumps(summary))
     raise SystemExit(code)
@@ -91,6 +97,7 @@ def _drive(port: PortProcess, argv: list[str], variant: str, examples: int, seed
             return _disagree(v.failed, argv, out, summary, say)
         skipped = f", {len(v.skipped)} skipped (variant refused)" if v.skipped else ""
         say(f"vectors: {len(v.passed)} files, {v.steps} steps agreed{skipped}")
+        checkpoint("work")  # the signal tests' point: between the vectors and generation
         if vectors_only:
             return _finish(port, summary, say)
         g = generate(port, variant, examples=examples, seed=seed, max_steps=max_steps)

@@ -21,6 +21,7 @@ from epochgc.impl.gc.job import DEFAULT_MAX_REPORT_AGE_S, GcOptions, run_gc
 from epochgc.impl.gc.reports import MAX_WRITTEN_AT
 from epochgc.impl.gc.stop import RoundStop, install_signal_handlers
 from epochgc.impl.gc.summary import EXIT_USAGE, GcSummary
+from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.url import StoreSpec, parse_store_url
 
@@ -267,21 +268,30 @@ def gc(
         raise _Usage(str(e)) from None
 
     stop = RoundStop()
+    launched: list[bool] = []  # whether the round started its own Spark JVM
 
     def say(msg: str) -> None:
         if not quiet:
             click.echo(msg, err=True)
 
     def session() -> Any:
-        from epochgc.impl.gc.session import launched_by_spark_submit, spark_session
+        from epochgc.impl.gc.session import (
+            launched_by_spark_submit,
+            spark_session,
+            start_interruptibly,
+        )
+        from pyspark import SparkContext
 
+        if stop.requested:
+            return None  # no Spark to start for a round already stopped
+        launched.append(SparkContext._gateway is None)  # this process starts the JVM
         where = master or ("spark-submit's master" if launched_by_spark_submit() else "local[*]")
         say(f"gc: starting Spark ({where})")
-        spark = spark_session(master, spark_log=spark_log)
-        # PySpark's SparkContext installs its own SIGINT handler (cancel every job, raise
-        # KeyboardInterrupt): ours goes back on top, so the tasks stop at a batch boundary.
-        install_signal_handlers(stop)
-        return spark
+        # A signal during start-up stops the starting JVM and the round at once (issue 41);
+        # the context is made off the main thread, so PySpark's own SIGINT handler (cancel
+        # every job, raise KeyboardInterrupt) never replaces ours.
+        return start_interruptibly(lambda: spark_session(master, spark_log=spark_log),
+                                   lambda: stop.requested)
 
     clock = (lambda: now) if now is not None else None
     # SIGINT / SIGTERM stop the round gracefully (`impl.gc.stop`): the tasks finish their
@@ -291,6 +301,10 @@ def gc(
     try:
         summary = _run(spec, options, session, say, clock, stop)
     finally:
+        if any(launched):  # stopped and waited for: no JVM outlives the command (issue 41)
+            from epochgc.impl.gc.session import stop_spark
+
+            stop_spark()
         restore()
     _export(summary, metrics_file, pushgateway)
     if summary.error is not None:
@@ -321,6 +335,7 @@ def _run(
     """The round's summary, whatever happens: an exception (any type) becomes a summary
     with `error` set (the round's own, with its counts, when the round had started)."""
     try:
+        checkpoint("start")  # the signal tests' point: before the store is read
         missing = missing_dependency(spec)
         if missing is not None:
             raise GcError(missing)

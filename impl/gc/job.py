@@ -151,7 +151,7 @@ class GcOptions:
 
 
 def run_gc(
-    spark: SparkSession | Callable[[], SparkSession],
+    spark: SparkSession | Callable[[], SparkSession | None],
     open_store: Callable[[], ObjectStore],
     options: GcOptions = GcOptions(),  # frozen: a shared default is safe
     *,
@@ -245,7 +245,7 @@ def _write_record(
 
 
 def _round(
-    spark: SparkSession | Callable[[], SparkSession],
+    spark: SparkSession | Callable[[], SparkSession | None],
     open_store: Callable[[], ObjectStore],
     options: GcOptions,
     now: float,
@@ -334,13 +334,13 @@ class _Round:
             self.say(msg)
 
 
-def _with_spark(spark: SparkSession | Callable[[], SparkSession], rnd: _Round) -> None:
+def _with_spark(given: SparkSession | Callable[[], SparkSession | None], rnd: _Round) -> None:
     from pyspark.sql import SparkSession
 
-    if not isinstance(spark, SparkSession):
-        spark = spark()
+    # A factory returns None when the round was stopped while Spark was starting.
+    spark = given if isinstance(given, SparkSession) else given()
     options = rnd.options
-    if rnd.stop.requested:  # before anything is deleted: nothing to journal
+    if spark is None or rnd.stop.requested:  # before anything is deleted: nothing to journal
         rnd.summary.interrupted = rnd.stop.reason
         return
     if options.manifest is not None:

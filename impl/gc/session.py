@@ -7,8 +7,12 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from epochgc.impl.proctree import descendants, has_env
+from epochgc.impl.signals import checkpoint
 
 from epochgc import IMPORT_ROOT
 
@@ -80,6 +84,82 @@ def spark_session(master: str | None = None, app_name: str = "epochgc-gc",
 _JVM_NOISE = (b"WARNING: Using incubator modules:",)
 
 
+# Set by PySpark's `launch_gateway` in the environment of the JVM it starts (and so of the
+# launcher before it and the Python workers after it): pyspark/java_gateway.py, 4.3.0.
+_JVM_MARK = "_PYSPARK_DRIVER_CONN_INFO_PATH"
+
+
+def stop_starting_jvm() -> int:
+    """Stop the Spark JVM (and what it started) that this process launched and that is
+    still starting (interrupted start-up: there is no SparkContext to stop yet); returns
+    how many processes were stopped."""
+    import logging
+
+    from epochgc.impl.proctree import stop
+
+    # The abandoned start-up's thread fails against the stopped JVM, and py4j logs that
+    # with a traceback (issue 41 item 2): noise about a JVM stopped on purpose by a
+    # command that is ending. Nothing the command says goes through logging.
+    logging.disable(logging.CRITICAL)
+    pids = [p for p in descendants(os.getpid()) if has_env(p, _JVM_MARK)]
+    stop(pids)
+    return len(pids)
+
+
+def stop_spark(timeout_s: float = 30.0) -> None:
+    """Stop this process's SparkContext and the JVM it launched, and wait for the JVM to
+    exit, so that a command leaves no process behind (issue 41). The JVM exits when its
+    stdin closes (PySpark's own scheme, pyspark/java_gateway.py): closed here rather than
+    at interpreter exit, which would leave the JVM running on, orphaned, for a moment."""
+    import contextlib
+
+    from pyspark import SparkContext
+
+    sc = SparkContext._active_spark_context
+    if sc is not None:
+        with contextlib.suppress(Exception):  # a JVM already gone: nothing to stop
+            sc.stop()
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None)  # None under spark-submit: its JVM, not ours
+    if proc is None:
+        return
+    with contextlib.suppress(OSError):
+        proc.stdin.close()
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        stop_starting_jvm()
+
+
+def start_interruptibly(start: Callable[[], SparkSession],
+                        stopped: Callable[[], bool]) -> SparkSession | None:
+    """`start()` in a daemon thread, waited for until it returns or `stopped()` (a signal,
+    a deadline): then the JVM still starting is stopped at once and None returned. Spark's
+    start-up takes seconds (7-16 s on a loaded machine): an interrupted round must not
+    wait for it (issue 41). The context is made outside the main thread, so PySpark does
+    not put its own SIGINT handler over the command's."""
+    box: list[SparkSession | BaseException] = []
+    done = threading.Event()
+
+    def boot() -> None:
+        try:
+            box.append(start())
+        except BaseException as e:  # re-raised in the waiting thread
+            box.append(e)
+        finally:
+            done.set()
+
+    threading.Thread(target=boot, name="spark-start", daemon=True).start()
+    while not done.wait(0.05):
+        if stopped():
+            stop_starting_jvm()
+            return None
+    [result] = box
+    if isinstance(result, BaseException):
+        raise result
+    return result
+
+
 def _start_quiet_jvm(builder: SparkSession.Builder) -> None:
     """Start the driver JVM (unless this process has one) with its stderr through a filter
     that drops `_JVM_NOISE` lines and passes every other byte on to our stderr, so the
@@ -93,6 +173,7 @@ def _start_quiet_jvm(builder: SparkSession.Builder) -> None:
     for key, value in builder._options.items():
         conf.set(key, value)
     gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
+    checkpoint("spark-start")  # the signal tests' point: the JVM runs, the context does not
     threading.Thread(
         target=_forward_stderr, args=(gateway.proc.stderr,), name="jvm-stderr", daemon=True
     ).start()

@@ -147,6 +147,9 @@ class GcSummary:
     def lines(self) -> list[str]:
         """The human summary."""
         if self.interrupted is not None:
+            if self.journal is None:  # stopped before its deletion journal began (issue 41)
+                return [f"gc: round interrupted ({self.interrupted}) before any delete; "
+                        "nothing was deleted"]
             return [f"gc: round interrupted ({self.interrupted}) after deleting {self.deleted}"
                     f" key(s); the rest are listed again next round (journal: {self.journal})"]
         if self.paused is not None:

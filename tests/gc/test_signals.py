@@ -65,3 +65,14 @@ def test_a_signal_mid_round_stops_it_gracefully(tmp_path: Path, sig: int, code: 
     gauges = {s.name: s.value for f in text_string_to_metric_families(metrics.read_text())
               for s in f.samples if not s.labels}
     assert gauges["epochgc_gc_round_exit_code"] == code
+
+
+def test_a_round_interrupted_before_its_journal_says_nothing_was_deleted() -> None:
+    """Issue 41 item 2: a signal before any task (Spark still starting) printed
+    `... after deleting 0 key(s); the rest are listed again next round (journal: None)`."""
+    from epochgc.impl.gc.summary import GcSummary
+
+    [line] = GcSummary(M=100, interrupted="SIGINT").lines()
+    assert line == "gc: round interrupted (SIGINT) before any delete; nothing was deleted"
+    [line] = GcSummary(M=100, interrupted="SIGTERM", journal="j/", deleted=2).lines()
+    assert "after deleting 2 key(s)" in line and "(journal: j/)" in line

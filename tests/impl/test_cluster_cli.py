@@ -178,3 +178,44 @@ def test_cluster_cli_status_kill_metrics_and_verified_consume(
         r = cli("cluster", "stop", "--data-dir", data)
     assert r.exit_code == 0 and LocalCluster(data).meta["pids"] == {}
     assert not any(_alive(p) for p in pids.values())
+
+
+def test_a_second_start_on_the_same_directory_refuses(tmp_path: Path) -> None:
+    """Issue 41 item 12: two `cluster start` at once on a new directory: the loser died on
+    a raw `OSError: [Errno 98] ... address already in use` (or a `JSONDecodeError` on the
+    winner's half-written cluster.json). Deterministic: the first start stops itself
+    (SIGSTOP, the signal hook) once its nodes are up, holding the directory's lock; the
+    second must refuse naming it, start nothing, and leave the first one's cluster alone."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from epochgc.impl.proctree import _stat
+    from epochgc.impl.signals import HOOK_ENV
+
+    root = Path(__file__).resolve().parents[2]
+    data, store = str(tmp_path / "c"), str(tmp_path / "store")
+    args = [sys.executable, "-m", "epochgc", "cluster", "start", "--data-dir", data,
+            "--store", store, "--nodes", "1", "--partitions", "t/0"]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    first = subprocess.Popen(args, env={**env, HOOK_ENV: "nodes-up:SIGSTOP"},
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while (st := _stat(first.pid)) is None or st[1] != "T":  # stopped at the point
+            assert first.poll() is None, first.communicate()
+            assert time.monotonic() < deadline, "the first start never reached its nodes"
+            time.sleep(0.05)
+        second = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300)
+        os.kill(first.pid, signal.SIGCONT)
+        out, err = first.communicate(timeout=300)
+    finally:
+        if first.poll() is None:
+            first.kill()
+        cli("cluster", "stop", "--data-dir", data)
+    assert second.returncode == 1, second.stderr
+    assert "another `epochgc cluster start` is running" in second.stderr, second.stderr
+    assert f"(pid {first.pid})" in second.stderr, second.stderr
+    assert "node 1: pid" not in second.stdout and "Errno" not in second.stderr
+    assert first.returncode == 0 and "cluster ready" in out, err

@@ -107,3 +107,55 @@ def test_concurrent_calls_to_an_unanswering_broker_leave_no_connection_open() ->
 
     asyncio.run(scenario())
     assert accepted[0] >= 2
+
+
+async def _echo_broker() -> asyncio.Server:
+    """A server that answers every request at once with {"status": "ok"} and its id."""
+    import json
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while line := await reader.readline():
+            writer.write(json.dumps({"status": "ok", "id": json.loads(line)["id"]}).encode()
+                         + b"\n")
+        writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+def test_a_call_cancelled_as_its_answer_arrives_is_cancelled() -> None:
+    """Issue 41 item 1, the race that let `epochgc demo` ignore Ctrl-C: a task cancelled in
+    the loop iteration in which its call's answer arrived returned the answer instead of
+    raising CancelledError. Python 3.11's `asyncio.wait_for` returns the inner future's
+    result when it is done by the time the cancellation is delivered (CPython gh-86296,
+    fixed in 3.12 by building it on `asyncio.timeout`), so asyncio.run's Ctrl-C (one
+    `cancel()` of the main task) was lost, and its end-of-run cancellation of a producer
+    loop too, which then produced for ever. Deterministic: the call's answer future
+    cancels the calling task in the same step that sets the answer, before the task runs."""
+    from epochgc.impl.cluster.rpc import RpcClient
+
+    async def scenario() -> str:
+        server = await _echo_broker()
+        port = server.sockets[0].getsockname()[1]
+        client = await RpcClient.connect("127.0.0.1", port)
+        loop = asyncio.get_running_loop()
+        victim: list[asyncio.Future[object]] = []
+
+        class CancelOnAnswer(asyncio.Future):  # type: ignore[type-arg]
+            def set_result(self, result: object) -> None:
+                super().set_result(result)
+                victim[0].cancel()  # Ctrl-C lands as the answer arrives
+
+        loop.create_future = lambda: CancelOnAnswer(loop=loop)  # type: ignore[method-assign]
+        victim.append(asyncio.ensure_future(client.call(op="meta")))
+        try:
+            await victim[0]
+            outcome = "the answer was returned: the cancellation was lost"
+        except asyncio.CancelledError:
+            outcome = "cancelled"
+        del loop.create_future
+        await client.close()
+        server.close()
+        await server.wait_closed()
+        return outcome
+
+    assert asyncio.run(scenario()) == "cancelled"

@@ -1,0 +1,204 @@
+"""Interrupts, one way for every long-running command (issue 41): SIGINT (Ctrl-C, to the
+process or to its whole process group) and SIGTERM (`kill`, `timeout`, a scheduler) end
+the command after its own cleanup ran, with exit code 128 + the signal's number (130,
+143), as a shell reports a process a signal killed (POSIX `sh`, "Exit Status for
+Commands"; bash(1) "EXIT STATUS").
+
+- `install()` (the `epochgc` group does it first thing): the first SIGINT or SIGTERM
+  raises `Interrupted` in the main thread, as Python's own handler raises
+  KeyboardInterrupt for SIGINT; every `finally` unwinds. Later signals do not raise again:
+  they only say that the command is stopping, so the cleanup the first one started (stop
+  the processes the command started, remove its temp directory, write its records) is
+  never cut short halfway. Cleanups are bounded instead (a node gets 10 s after SIGTERM,
+  then SIGKILL).
+- `run(coro)`: `asyncio.run` with both signals handled by the event loop itself
+  (`loop.add_signal_handler`, the library's way; asyncio.Runner only does it for SIGINT):
+  the first cancels the main task, which unwinds its `finally` blocks and its TaskGroups,
+  then `Interrupted` is raised from `run`.
+- `checkpoint(name)`: the test hook. `EPOCHGC_TEST_SIGNAL=NAME:SIGNAL[:group]` makes the
+  command send itself SIGNAL (or its process group) when it reaches the point NAME, so a
+  test signals a command at a known point (start-up, Spark start-up, mid-work) instead
+  of sleeping and hoping. The points each command has are listed in `POINTS`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sys
+import time
+from collections.abc import Coroutine, Iterator
+from types import FrameType
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+HOOK_ENV = "EPOCHGC_TEST_SIGNAL"
+
+# Named points of each command, for the hook (and the tests that walk them).
+POINTS: dict[str, tuple[str, ...]] = {
+    "demo": ("start", "spark-start", "work"),
+    "chaos": ("start", "spark-start", "work"),
+    "gc": ("start", "spark-start"),  # mid-round: the batch hook of impl/gc/delete.py
+    "cluster start": ("start", "nodes-up"),
+    "conform": ("start", "work"),
+    "produce": ("start", "work"),
+}
+
+
+class Interrupted(KeyboardInterrupt):
+    """The command was interrupted by `signum`. A KeyboardInterrupt, so that asyncio, click
+    and every `except Exception` treat it as Ctrl-C: it propagates, it is never swallowed
+    as an error."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def name(self) -> str:
+        return signal.Signals(self.signum).name
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+_received: int | None = None  # the first signal, once one came
+
+
+def received() -> int | None:
+    """The first SIGINT or SIGTERM this process received since `install`, or None."""
+    return _received
+
+
+def _note(signum: int) -> bool:
+    """Record `signum`; True if it is the first."""
+    global _received
+    if _received is not None:
+        name = signal.Signals(signum).name
+        print(f"epochgc: {name}: already stopping (cleaning up)", file=sys.stderr, flush=True)
+        return False
+    _received = signum
+    return True
+
+
+_deferring = 0  # inside `deferred()`: a first signal is recorded, raised on leaving
+_pending = False  # a first signal recorded and not raised yet
+
+
+def _handler(signum: int, _frame: FrameType | None) -> None:
+    global _pending
+    if _note(signum):
+        if _deferring:
+            _pending = True
+            return
+        raise Interrupted(signum)
+
+
+@contextlib.contextmanager
+def deferred() -> Iterator[None]:
+    """A cleanup that must not stop halfway (stop the nodes, remove the temp directory):
+    a first SIGINT or SIGTERM that comes while it runs is raised as `Interrupted` once it
+    is done, not in its middle."""
+    global _deferring, _pending
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+    if _pending and not _deferring:
+        _pending = False
+        raise interrupted()
+
+
+def install() -> None:
+    """SIGINT and SIGTERM raise `Interrupted` (the first one) in the main thread."""
+    for s in SIGNALS:
+        signal.signal(s, _handler)
+
+
+def interrupted(signum: int | None = None) -> Interrupted:
+    """The `Interrupted` of the signal received (or `signum`), to raise where a command
+    noticed it itself (a stop flag, a cancelled task)."""
+    sig = signum if signum is not None else _received
+    return Interrupted(sig if sig is not None else signal.SIGINT)
+
+
+def run(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run(main)` where SIGINT and SIGTERM cancel the main task; once it has
+    unwound, `Interrupted` is raised (even if the task swallowed the cancellation)."""
+
+    got: list[int] = []  # a signal that came while this loop ran
+
+    async def guarded() -> T:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+
+        def on_signal(signum: int) -> None:
+            if _note(signum):
+                got.append(signum)
+                task.cancel(signal.Signals(signum).name)
+
+        for s in SIGNALS:
+            loop.add_signal_handler(s, on_signal, s)
+        try:
+            return await main
+        finally:
+            for s in SIGNALS:
+                loop.remove_signal_handler(s)  # restores SIG_DFL / default_int_handler
+            install()
+
+    try:
+        result = asyncio.run(guarded())
+    except asyncio.CancelledError:
+        if got:
+            raise Interrupted(got[0]) from None
+        raise
+    if got:
+        raise Interrupted(got[0])
+    return result
+
+
+async def cancel_all() -> None:
+    """Cancel every other task of the running loop and wait for them to end: an
+    interrupted main task's cleanup (stop the nodes, close connections) runs after its
+    workload has stopped, not under it (asyncio.run cancels them only after the main task
+    has returned)."""
+    me = asyncio.current_task()
+    others = [t for t in asyncio.all_tasks() if t is not me]
+    for t in others:
+        t.cancel()
+    await asyncio.gather(*others, return_exceptions=True)
+
+
+# Read once, at import, and removed from the environment: the processes the command starts
+# (nodes, the Spark JVM, a port) never see it.
+_hook = os.environ.pop(HOOK_ENV, None)
+
+
+def checkpoint(name: str) -> None:
+    """The test hook: if EPOCHGC_TEST_SIGNAL names the point `name`, send the signal it
+    names to this process (or, with `:group`, to its process group) now. The signal is
+    delivered before this returns when called from the main thread; from another thread
+    the main thread handles it at its next bytecode."""
+    global _hook
+    if not _hook:
+        return
+    point, _, rest = _hook.partition(":")
+    if point != name:
+        return
+    _hook = None  # once per process
+    sig_name, _, target = rest.partition(":")
+    sig = signal.Signals[sig_name or "SIGINT"]
+    # The test measures from here how long the command takes to exit.
+    print(f"epochgc: test hook: {sig.name} at {name} t={time.time():.3f}", file=sys.stderr,
+          flush=True)
+    if target == "group":
+        os.killpg(os.getpgid(0), sig)
+    else:
+        os.kill(os.getpid(), sig)

@@ -1,0 +1,306 @@
+"""Issue 41, the signal matrix: every long-running subcommand (`demo`, `chaos`, `gc`,
+`cluster start`, `conform`, `produce`) interrupted by SIGINT to the process, SIGINT to its
+process group (a terminal's Ctrl-C) and SIGTERM, at each of its named points (start-up,
+Spark start-up, mid-work). Each run must:
+
+- exit with 130 (SIGINT) or 143 (SIGTERM), within a liveness bound (`LIVENESS_S`, generous
+  so that it cannot fail under load; the measured latencies are reported apart, in
+  build/signals.json, by the tox environment `signals`);
+- say that it was interrupted and what it did, with no traceback;
+- leave no process behind: every process it started (nodes, the Spark JVM and its Python
+  workers, a port) inherits a tag in its environment, and none with the tag may be alive
+  once the command has exited;
+- leave no temp directory behind (TMPDIR and Spark's local dirs point into an empty
+  directory of the test's);
+- leave every record true: a GC round's record and journal agree with the store and its
+  lease is released; a cluster's file names no process that is not running; `produce`'s
+  manifest holds only acknowledged records; `chaos`'s history says it was interrupted.
+
+Deterministic: the command signals itself at the named point (`EPOCHGC_TEST_SIGNAL`,
+impl/signals.py), or, for `gc` mid-round, the test signals it once its first delete batch
+is held (the pause hook of impl/gc/delete.py); no sleeping and hoping.
+
+The default suite runs `SLICE` (every command, each signal kind); `EPOCHGC_SIGNALS=full`
+(tox -e signals) runs the whole matrix.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from epochgc.impl.gc.delete import PAUSE_ENV
+from epochgc.impl.gc.journal import read_journal
+from epochgc.impl.gc.record import ROUNDS_PREFIX
+from epochgc.impl.proctree import alive
+from epochgc.impl.signals import HOOK_ENV
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import format_key
+
+from tests.gc.helpers import HOUR, NOW, all_keys, put_local, simple_cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+LIVENESS_S = 60.0  # a bound for a hang, not a timing assumption (medians are reported)
+TAG_ENV = "EPOCHGC_SIGNAL_TEST_TAG"
+FULL = os.environ.get("EPOCHGC_SIGNALS") == "full"
+
+
+@dataclass(frozen=True)
+class Case:
+    command: str  # as impl/signals.POINTS names it
+    point: str
+    sig: signal.Signals
+    group: bool = False  # the whole process group (a terminal's Ctrl-C)
+    engine: str = "model"  # demo / chaos GC engine
+
+    @property
+    def id(self) -> str:
+        to = "group" if self.group else "process"
+        eng = f"-{self.engine}" if self.command in ("demo", "chaos") else ""
+        return f"{self.command.replace(' ', '-')}{eng}-{self.point}-{self.sig.name}-{to}"
+
+    @property
+    def spark(self) -> bool:
+        return (self.command == "gc" and self.point != "start") or self.engine == "spark"
+
+
+KINDS = [(signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGTERM, False)]
+POINTS = {
+    "demo": [("start", "model"), ("work", "model"), ("spark-start", "spark")],
+    "chaos": [("start", "model"), ("work", "model"), ("spark-start", "spark")],
+    "gc": [("start", ""), ("spark-start", ""), ("work", "")],
+    "cluster start": [("start", ""), ("nodes-up", "")],
+    "conform": [("start", ""), ("work", "")],
+    "produce": [("start", ""), ("work", "")],
+}
+MATRIX = [Case(cmd, point, sig, group, engine or "model")
+          for cmd, points in POINTS.items() for point, engine in points
+          for sig, group in KINDS]
+# The default suite's share: every command once, every signal kind several times.
+SLICE = {
+    "demo-model-work-SIGINT-group",
+    "demo-spark-spark-start-SIGTERM-process",
+    "chaos-model-work-SIGTERM-process",
+    "gc-spark-start-SIGINT-process",
+    "cluster-start-nodes-up-SIGINT-group",
+    "conform-work-SIGTERM-process",
+    "produce-work-SIGINT-process",
+}
+assert {c.id for c in MATRIX} >= SLICE
+
+
+def _params() -> Iterator[object]:
+    for c in MATRIX:
+        if not FULL and c.id not in SLICE:
+            continue
+        marks = [pytest.mark.spark] if c.spark else []
+        yield pytest.param(c, id=c.id, marks=marks)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A running 1-node cluster for `produce` (not tagged: it is not the command's)."""
+    d = tmp_path_factory.mktemp("cluster")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    subprocess.run([sys.executable, "-m", "epochgc", "cluster", "start", "--data-dir",
+                    str(d / "c"), "--store", str(d / "store"), "--nodes", "1",
+                    "--partitions", "t/0"], env=env, check=True, capture_output=True,
+                   timeout=300)
+    yield d / "c"
+    subprocess.run([sys.executable, "-m", "epochgc", "cluster", "stop", "--data-dir",
+                    str(d / "c")], env=env, check=True, capture_output=True, timeout=300)
+
+
+@dataclass
+class Run:
+    returncode: int
+    out: str
+    err: str
+    latency_s: float  # from the signal to the command's exit
+
+
+def _argv(case: Case, tmp: Path, cluster_dir: Path | None) -> list[str]:
+    if case.command == "demo":
+        return ["demo", "--seconds", "60", "--gc-engine", case.engine]
+    if case.command == "chaos":
+        return ["chaos", "--seconds", "60", "--gc-engine", case.engine, "--quiet",
+                "--out", str(tmp / "chaos")]
+    if case.command == "gc":
+        return ["gc", "--store", str(tmp / "store"), "--now", str(NOW),
+                "--i-know-now-is-ahead", "--tasks", "1", "--delete-batch-size", "2",
+                "--delete-concurrency", "1", "--json", "-q"]
+    if case.command == "cluster start":
+        return ["cluster", "start", "--data-dir", str(tmp / "c"), "--store",
+                str(tmp / "store")]
+    if case.command == "conform":
+        return ["conform", "--examples", "200", "--", "node",
+                str(ROOT / "ports" / "node" / "cli.js"), "serve"]
+    assert case.command == "produce" and cluster_dir is not None
+    return ["produce", "--data-dir", str(cluster_dir), "--partition", "t/0"]
+
+
+def _run(case: Case, tmp: Path, tag: str, cluster_dir: Path | None) -> Run:
+    scratch = tmp / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(scratch),
+               SPARK_LOCAL_DIRS=str(scratch), **{TAG_ENV: tag})
+    held = case.command == "gc" and case.point == "work"
+    if held:  # the round's first delete batch waits; the test signals it then
+        env[PAUSE_ENV] = str(tmp / "hold")
+    else:
+        env[HOOK_ENV] = f"{case.point}:{case.sig.name}" + (":group" if case.group else "")
+    # Its own session and process group: a group signal reaches it and what it started
+    # in its group (the JVM, a port), not pytest.
+    # Output to files, not pipes: waiting for a pipe's end would also wait for whatever
+    # the command left running that still holds it, and hide it from the process check.
+    with open(tmp / "out", "w") as out_f, open(tmp / "err", "w") as err_f:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "epochgc", *_argv(case, tmp, cluster_dir)], cwd=tmp,
+            env=env, stdout=out_f, stderr=err_f, text=True, start_new_session=True)
+    sent = None
+    try:
+        if held:
+            limit = time.monotonic() + 300
+            while not (tmp / "hold.reached").exists():
+                assert proc.poll() is None, (tmp / "err").read_text()
+                assert time.monotonic() < limit, "the round never reached its first batch"
+                time.sleep(0.05)
+            sent = time.time()
+            if case.group:
+                os.killpg(proc.pid, case.sig)
+            else:
+                proc.send_signal(case.sig)
+        proc.wait(timeout=600)
+        ended = time.time()
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    out, err = (tmp / "out").read_text(), (tmp / "err").read_text()
+    m = re.search(r"test hook: \w+ at \S+ t=([0-9.]+)", err)
+    if sent is None:
+        assert m is not None, f"the command never reached point {case.point!r}:\n{err[-3000:]}"
+        sent = float(m.group(1))
+    return Run(proc.returncode, out, err, ended - sent)
+
+
+def _tagged(tag: str) -> list[str]:
+    """Live processes started with the tag, as `pid cmdline` lines."""
+    mark = f"{TAG_ENV}={tag}".encode()
+    found = []
+    for entry in Path("/proc").glob("[0-9]*"):
+        pid = int(entry.name)
+        try:
+            tagged = mark in (entry / "environ").read_bytes().split(b"\0")
+            cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ")[:200].decode()
+        except OSError:  # gone, or not ours
+            continue
+        if tagged and alive(pid):
+            found.append(f"{pid} {cmd}")
+    return found
+
+
+def _gc_store(root: Path) -> set[str]:
+    simple_cluster(LocalStore(root, create=True), 100)
+    eligible = {format_key(p, 50, f"k{p}") for p in range(0, 1000, 50)}
+    for key in eligible:
+        put_local(root, key, age=12 * HOUR + 60)
+    return eligible
+
+
+def _check_records(case: Case, tmp: Path, run: Run, before: dict[str, object]) -> None:
+    if case.command == "gc":
+        store = LocalStore(tmp / "store")
+        gone = before["keys"] - all_keys(store)  # type: ignore[operator]
+        records = [json.loads(store.get(o.key)) for o in store.list_all(ROUNDS_PREFIX)]
+        for rec in records:  # a round stopped before its record (start-up) wrote none
+            assert rec["outcome"] == "interrupted", rec
+            assert rec["counts"]["deleted"] == len(gone), (rec, gone)
+        journals = [r["journal"] for r in records if r.get("journal")]
+        deleted = {k for j in journals for k in read_journal(store, j).deleted}
+        assert deleted == gone, (deleted, gone)  # every delete journaled, none more
+        lease = tmp / "store" / "_cluster" / "gc" / "lease.json"
+        if lease.exists():
+            assert json.loads(lease.read_text()).get("released_at"), lease.read_text()
+        if run.out.strip():
+            doc = json.loads(run.out.strip().splitlines()[-1])
+            assert doc["outcome"] == "interrupted" and doc["deleted"] == len(gone), doc
+    elif case.command == "cluster start":
+        meta = tmp / "c" / "cluster.json"
+        if meta.exists():
+            pids = json.loads(meta.read_text())["pids"]
+            assert pids == {}, f"the cluster's file names nodes that were stopped: {pids}"
+    elif case.command == "produce":
+        manifest = Path(str(before["manifest"]))
+        lines = manifest.read_text().splitlines() if manifest.exists() else []
+        assert len(lines) == before["acked"], "an interrupted batch was recorded as acked"
+    elif case.command == "chaos":
+        history = (tmp / "chaos" / "history.txt").read_text().splitlines()
+        assert "interrupted" in history[-1] and case.sig.name in history[-1], history[-3:]
+
+
+LATENCIES: list[tuple[str, float]] = []
+
+
+@pytest.mark.parametrize("case", list(_params()))
+def test_an_interrupted_command_stops_cleanly(case: Case, tmp_path: Path,
+                                              request: pytest.FixtureRequest) -> None:
+    cluster_dir = request.getfixturevalue("cluster") if case.command == "produce" else None
+    before: dict[str, object] = {}
+    if case.command == "gc":
+        before["keys"] = _gc_store(tmp_path / "store")
+    if cluster_dir is not None:
+        manifest = cluster_dir / "acked.jsonl"
+        before["manifest"] = manifest
+        before["acked"] = len(manifest.read_text().splitlines()) if manifest.exists() else 0
+    tag = uuid.uuid4().hex
+    run = _run(case, tmp_path, tag, cluster_dir)
+    left = _tagged(tag)  # at once: what it started must be gone when it has exited
+    for line in left:
+        os.kill(int(line.split()[0]), signal.SIGKILL)
+    code = 128 + case.sig
+    assert run.returncode == code, run.err[-3000:]
+    assert "Traceback" not in run.err, run.err[-3000:]
+    said = [f"interrupted by {case.sig.name}", f'"interrupted": "{case.sig.name}"']
+    assert any(s in run.out + run.err for s in said), run.out[-1000:] + run.err[-3000:]
+    assert left == [], f"processes left running: {left}"
+    leftover = sorted(p.name for p in (tmp_path / "tmp").iterdir())
+    assert leftover == [], f"temp files left behind: {leftover}"
+    assert run.latency_s < LIVENESS_S, run.latency_s
+    _check_records(case, tmp_path, run, before)
+    LATENCIES.append((case.id, run.latency_s))
+    report = os.environ.get("EPOCHGC_SIGNALS_REPORT")
+    if report:
+        with open(report, "a") as f:
+            f.write(json.dumps({"case": case.id, "latency_s": round(run.latency_s, 3)}) + "\n")
+
+
+def summarize(path: str) -> str:
+    """Median and maximum latency (signal to exit) per command and signal kind, from the
+    report the tox environment `signals` writes."""
+    import statistics
+    from collections import defaultdict
+
+    rows: dict[str, list[float]] = defaultdict(list)
+    for line in Path(path).read_text().splitlines():
+        doc = json.loads(line)
+        rows[doc["case"]].append(doc["latency_s"])
+        command = doc["case"].split("-")[0]
+        rows[f"{command} (all)"].append(doc["latency_s"])
+        rows["all"].append(doc["latency_s"])
+    return "\n".join(f"{name:55} n={len(v):3} median={statistics.median(v):6.2f}s "
+                     f"max={max(v):6.2f}s" for name, v in sorted(rows.items()))
+
+
+if __name__ == "__main__":
+    print(summarize(sys.argv[1]))

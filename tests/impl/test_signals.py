@@ -1,0 +1,69 @@
+"""impl/signals.py on its own, each in a fresh process (a handler is process-wide):
+the first SIGINT/SIGTERM unwinds as `Interrupted` (130/143), a second one does not cut a
+cleanup short, a signal inside `deferred()` waits for its end, and `run` turns the
+cancellation of an asyncio main task into `Interrupted` even if the task swallowed it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _py(body: str) -> subprocess.CompletedProcess[str]:
+    code = textwrap.dedent('''
+        import asyncio, os, signal, sys
+        from epochgc.impl import signals
+        signals.install()
+        try:
+        {}
+        except signals.Interrupted as e:
+            print("interrupted", e.name, flush=True)
+            sys.exit(e.exit_code)
+    ''').format(textwrap.indent(textwrap.dedent(body), "    "))
+    return subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_first_signal_unwinds_and_a_second_does_not_cut_the_cleanup() -> None:
+    r = _py('''
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            print("not reached")
+        finally:
+            os.kill(os.getpid(), signal.SIGINT)  # the operator insists, mid-cleanup
+            print("cleanup done", flush=True)
+    ''')
+    assert r.returncode == 143, r.stderr
+    assert r.stdout.split() == ["cleanup", "done", "interrupted", "SIGTERM"], r.stdout
+    assert "already stopping" in r.stderr
+
+
+def test_a_signal_during_a_deferred_cleanup_is_raised_after_it() -> None:
+    r = _py('''
+        with signals.deferred():
+            os.kill(os.getpid(), signal.SIGINT)
+            print("cleanup done", flush=True)
+        print("not reached")
+    ''')
+    assert r.returncode == 130, r.stderr
+    assert r.stdout.split() == ["cleanup", "done", "interrupted", "SIGINT"], r.stdout
+
+
+def test_run_cancels_the_main_task_and_raises_interrupted_even_if_it_swallows() -> None:
+    r = _py('''
+        async def main():
+            try:
+                os.kill(os.getpid(), signal.SIGTERM)
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                print("cancelled", flush=True)
+            return "swallowed"  # a task that ends normally after the cancel
+        print(signals.run(main()))
+    ''')
+    assert r.returncode == 143, r.stderr
+    assert r.stdout.split() == ["cancelled", "interrupted", "SIGTERM"], r.stdout
