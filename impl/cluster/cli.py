@@ -17,6 +17,7 @@ from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.reports import read_cluster_view
+from epochgc.impl.preflight import partition_names, store_writable, writable_file
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.url import open_store, parse_store_url
 
@@ -53,8 +54,12 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
         raise click.BadParameter(str(e), param_hint="--store") from None
     # Saved absolute: `produce` and the nodes may run from another directory.
     store = spec.location if spec.kind == "file" else store
-    trace = str(Path(trace).absolute()) if trace else None
     parts = [p for p in partitions.split(",") if p]
+    if not lc.meta:
+        parts = partition_names(parts, "--partitions")
+    if trace:
+        writable_file(trace, "--trace")
+    trace = str(Path(trace).absolute()) if trace else None
     if lc.meta:
         _refuse_changes(ctx, lc, {
             "store": store, "nodes": nodes, "partitions": parts, "mint_interval": mint_interval,
@@ -62,6 +67,9 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
     if spec.kind == "file":
         # The default store is a local directory: make it, as a new user expects.
         Path(spec.location).mkdir(parents=True, exist_ok=True)
+    # Before any node starts: the nodes need boto3 for s3:// and a store they can write
+    # (issue 41: "cluster ready" on a bucket that did not exist; every produce then failed).
+    store_writable(spec, "cluster start")
     if not lc.meta:
         extra = ["--trace", trace] if trace else []
         if s3_endpoint:

@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from epochgc.impl.gc.admin import read_admin_state
-from epochgc.impl.gc.errors import GcError, NotAStore
+from epochgc.impl.gc.errors import GcError, NotAStore, ReportError
 from epochgc.impl.gc.journal import (
     END,
     START,
@@ -267,7 +267,18 @@ def _round(
             summary.paused = admin.why()
             note(f"gc: {summary.paused}")
             return
-        view = read_cluster_view(store, now, options.max_report_age_s, REPORT_READERS)
+        try:
+            view = read_cluster_view(store, now, options.max_report_age_s, REPORT_READERS)
+        except ReportError as e:
+            # Fail closed, as the monitor judges the same read mid-round (`check_health`):
+            # reports that cannot be read or are invalid leave the cluster's health unknown,
+            # so the round is blocked (exit 2, `safety_blocked`), not failed (issue 41).
+            verdict = HealthVerdict.unknown(f"the reports cannot be read: {e}")
+            summary.health = verdict.as_dict()
+            summary.blocked = verdict.why()
+            summary.safety_blocked = True
+            note(f"gc: no collection this round ({summary.blocked})")
+            return
         check_versioning(store, options.allow_versioned)  # before anything is listed
     finally:
         store.close()
