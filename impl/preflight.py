@@ -12,6 +12,7 @@ import shutil
 import sys
 import uuid
 from collections.abc import Iterable
+from pathlib import Path
 
 import click
 from epochgc.impl.exitcodes import ExitCode
@@ -84,6 +85,20 @@ def writable_file(path: str, option: str) -> str:
         raise Refused(f"{option} {path}: directory {parent} is not writable", ExitCode.USAGE)
     if os.path.exists(target) and not os.access(target, os.W_OK):
         raise Refused(f"{option} {path}: the file is not writable", ExitCode.USAGE)
+    return target
+
+
+def writable_dir(path: str, option: str) -> Path:
+    """A directory the command will write into (made, with its parents, if missing):
+    refused (64) now if it cannot be made or written."""
+    target = Path(path).expanduser().absolute()
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise Refused(f"{option} {path}: cannot create it: {e.strerror or e}",
+                      ExitCode.USAGE) from None
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise Refused(f"{option} {path}: directory is not writable", ExitCode.USAGE)
     return target
 
 
