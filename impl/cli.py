@@ -37,18 +37,18 @@ class _LazyGroup(click.Group):
     def make_context(self, info_name: str | None, args: list[str],
                      parent: click.Context | None = None, **extra: object) -> click.Context:
         try:
-            return super().make_context(info_name, args, parent=parent, **extra)  # type: ignore[arg-type]
+            return super().make_context(info_name, args, parent=parent, **extra)
         except click.UsageError as e:
-            e.exit_code = ExitCode.USAGE
-            raise
+            raise Usage(e.format_message(), e.ctx) from None
 
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
+        except Usage:
+            raise
         except click.UsageError as e:
             # Every command's bad argument exits 64, not click's 2 (2 is "blocked").
-            e.exit_code = ExitCode.USAGE
-            raise
+            raise Usage(e.format_message(), e.ctx) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except (OSError, RuntimeError, ValueError, StoreError) as e:
@@ -68,6 +68,12 @@ class _LazyGroup(click.Group):
         assert isinstance(cmd, click.Command)
         _add_exit_codes(cmd, cmd_name)
         return cmd
+
+
+class Usage(click.UsageError):
+    """click's usage error with the table's code."""
+
+    exit_code = ExitCode.USAGE
 
 
 def _add_exit_codes(cmd: click.Command, path: str) -> None:

@@ -28,12 +28,28 @@ PROBE_PREFIX = "_cluster/preflight/"
 
 
 class Refused(click.ClickException):
-    """A preflight refusal: one line (`Error: ...` on stderr, as click prints any refusal)
-    and the exit code it maps to."""
+    """A preflight refusal: one line (`Error: ...` on stderr, as click prints any refusal);
+    `Refused(message, code)` makes the subclass whose class exit code is `code`."""
 
-    def __init__(self, message: str, code: ExitCode) -> None:
+    exit_code = ExitCode.FAILED
+
+    def __new__(cls, message: str, code: ExitCode = ExitCode.FAILED) -> Refused:
+        return super().__new__(_BY_CODE.get(code, cls))
+
+    def __init__(self, message: str, code: ExitCode = ExitCode.FAILED) -> None:
         super().__init__(message)
-        self.exit_code = code
+
+
+class _RefusedUsage(Refused):
+    exit_code = ExitCode.USAGE
+
+
+class _RefusedMissing(Refused):
+    exit_code = ExitCode.UNAVAILABLE
+
+
+_BY_CODE: dict[ExitCode, type[Refused]] = {
+    ExitCode.USAGE: _RefusedUsage, ExitCode.UNAVAILABLE: _RefusedMissing}
 
 
 def require_modules(command: str, modules: Iterable[str]) -> None:

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TextIO
 
-
 # Echoed at most once per this many seconds each (all go to history.txt): a store fault
 # makes every producer's every attempt fail, 77 lines in one 15 s fault (issue 41).
 NOISY = frozenset({"batch not acknowledged"})

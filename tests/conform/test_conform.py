@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from epochgc.impl.conform import report
 from epochgc.impl.cli import main
+from epochgc.impl.conform import report
 from epochgc.impl.conform.client import PortProcess, ProtocolFailure
 from epochgc.impl.conform.compare import agrees
 from epochgc.impl.conform.driver import (

@@ -142,7 +142,7 @@ def test_file_name_selects_variant_without_header(tmp_path: Path) -> None:
     assert _cli(tmp_path, _F5, name="f5.jsonl").exit_code == 1
 
 
-# -- bad input: exit 65 (EX_DATAERR), one line naming line, step and field --------------------------------
+# -- bad input: exit 65 (EX_DATAERR), one line naming line, step and field ----------------
 
 
 @pytest.mark.parametrize(
