@@ -25,6 +25,7 @@ from epochgc.impl.gc.reports import MAX_WRITTEN_AT
 from epochgc.impl.gc.stop import RoundStop, install_signal_handlers
 from epochgc.impl.gc.summary import EXIT_USAGE, GcSummary
 from epochgc.impl.preflight import require_modules, store_modules, writable_file
+from epochgc.impl.progress import Reporter
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.url import StoreSpec, parse_store_url
 
@@ -284,9 +285,9 @@ def gc(
 
     stop = RoundStop()
 
-    def say(msg: str) -> None:
-        if not quiet:
-            click.echo(msg, err=True)
+    # Lines on stderr unless --quiet; a progress bar (tasks, keys deleted, keys/s, ETA)
+    # too when stderr is a terminal (impl/progress.py).
+    say = Reporter(quiet)
 
     def session() -> Any:
         from epochgc.impl.gc.session import launched_by_spark_submit, spark_session

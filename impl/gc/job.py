@@ -40,7 +40,7 @@ from epochgc.impl.gc.manifest import (
     manifest_target,
 )
 from epochgc.impl.gc.monitor import HealthVerdict, assess
-from epochgc.impl.gc.progress import StageProgress
+from epochgc.impl.gc.progress import stage_progress
 from epochgc.impl.gc.recheck import Blocked, Go, Refused, recheck_before_delete
 from epochgc.impl.gc.record import new_round_id
 from epochgc.impl.gc.reports import PARTITIONS_KEY, REPORT_READERS, ClusterView, read_cluster_view
@@ -473,7 +473,8 @@ def _stage(
             # Stopped already (the watch's first look, a signal): no task starts, so none
             # can delete before it reads the STOP marker written meanwhile.
             if not stop.requested:
-                with StageProgress(sc, "gc: listing and deleting", rnd.say), \
+                with stage_progress(sc, "gc: listing and deleting", rnd.say,
+                                    (rnd.open_store, prefix)), \
                         _spark_errors("delete"):
                     results = rows.collect()
         except GcError as e:
@@ -595,7 +596,7 @@ def _dry_round(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> Non
     try:
         t = time.monotonic()
         sc.setJobDescription("epochgc gc: list and classify")
-        with StageProgress(sc, "gc: listing", rnd.say), _spark_errors("listing"):
+        with stage_progress(sc, "gc: listing", rnd.say), _spark_errors("listing"):
             stats_rows = rows.filter(lambda r: r[0] == STATS).collect()
             scanned = ScanStats()
             for r in stats_rows:
