@@ -82,22 +82,6 @@ def test_a_bucket_that_does_not_exist_is_refused_before_any_node(
     _no_cluster(tmp_path / "run")
 
 
-def test_a_store_directory_it_cannot_write_is_refused(tmp_path: Path) -> None:
-    if os.geteuid() == 0:
-        pytest.skip("root writes anywhere")
-    store = tmp_path / "store"
-    store.mkdir()
-    store.chmod(0o500)
-    try:
-        r = CliRunner().invoke(main, ["cluster", "start", "--data-dir", str(tmp_path / "run"),
-                                      "--store", str(store)])
-    finally:
-        store.chmod(0o700)
-    assert r.exit_code == ExitCode.FAILED, r.output
-    assert "cannot write" in _one_line(r.output)
-    _no_cluster(tmp_path / "run")
-
-
 def test_the_probe_leaves_no_object(tmp_path: Path, moto_endpoint: str, s3_bucket: str) -> None:
     """A store that passes: the probe object is deleted again (S3 and a directory)."""
     from epochgc.impl.preflight import store_writable
