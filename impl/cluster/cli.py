@@ -233,6 +233,7 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int,
     from epochgc.impl.broker.raftport import thread_io
     from epochgc.impl.cluster.payload import AckedRun, append_manifest, make_record
 
+    partitions = tuple(partition_names(partitions, "--partition"))  # before any connection
     lc = LocalCluster(data_dir)
     if epoch is not None:
         try:
@@ -280,6 +281,7 @@ def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
     """Read every record of the partitions (L1 below LRO, L0 above)."""
     from epochgc.impl.cluster.payload import PayloadError, check_record, compare, read_manifest
 
+    partitions = tuple(partition_names(partitions, "--partition"))  # before any connection
     lc = LocalCluster(data_dir)
     runs = read_manifest(data_dir) if verify else []
 

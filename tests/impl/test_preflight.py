@@ -148,3 +148,12 @@ def test_chaos_and_cluster_trace_paths_are_checked(tmp_path: Path) -> None:
     assert r.exit_code == ExitCode.USAGE, r.output
     assert "--trace" in _one_line(r.output)
     _no_cluster(tmp_path / "run")
+
+
+@pytest.mark.parametrize("command", ["produce", "consume"])
+def test_produce_and_consume_refuse_a_bad_partition_name_first(
+        tmp_path: Path, command: str) -> None:
+    r = CliRunner().invoke(main, [command, "--data-dir", str(tmp_path / "none"),
+                                  "--partition", "t/0", "--partition", "bad name"])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert "--partition: 'bad name' is not a partition name" in _one_line(r.output)
