@@ -1,6 +1,6 @@
 """`epochgc check-trace FILE`: replay an NDJSON trace (impl/trace.py) against the model.
 
-1. Parse every line strictly; anything malformed is exit 2 with FILE:LINE.
+1. Parse every line strictly; anything malformed is exit 65 (bad input data) with FILE:LINE.
 2. Per partition, collect the committed command at each log index from every node's `apply`
    records (two nodes with different commands at one index is a divergence: state-machine
    safety), and replay them in index order through `model.partition` from the initial state.
@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import click
+from epochgc.impl.exitcodes import ExitCode
 from epochgc.model import partition as mp
 from epochgc.model.fence import SeenWindow, fence
 from epochgc.model.partition import PartitionState
@@ -269,14 +270,14 @@ def check_trace(trace: str, context: int) -> None:
         res = check(trace, context)
     except OSError as e:
         click.echo(f"{trace}: cannot read: {e}", err=True)
-        raise SystemExit(2) from e
+        raise SystemExit(ExitCode.DATAERR) from e
     except Malformed as e:
         click.echo(f"malformed trace: {e}", err=True)
-        raise SystemExit(2) from e
+        raise SystemExit(ExitCode.DATAERR) from e
     summary = (f"{res.records} records ({res.applies} apply, {res.fences} fence) over"
                f" {res.partitions} partitions")
     if res.divergence is not None:
         click.echo(f"trace diverges from the model: {res.divergence}", err=True)
         click.echo(f"checked: {summary}", err=True)
-        raise SystemExit(1)
+        raise SystemExit(ExitCode.FAILED)
     click.echo(f"trace conforms to the model: {summary}")

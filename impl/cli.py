@@ -7,6 +7,7 @@ import os
 
 import click
 from epochgc.impl import signals
+from epochgc.impl.exitcodes import ExitCode, codes_for, table
 from epochgc.impl.store.base import StoreError
 
 # name -> "module:attribute"; imported lazily so `epochgc replay` never pays for Spark.
@@ -32,9 +33,21 @@ class _LazyGroup(click.Group):
     unreachable store or node, refused storage) is one line on stderr and exit 1, not a
     traceback (EPOCHGC_DEBUG=1 shows the traceback)."""
 
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: object) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            raise Usage(e.format_message(), e.ctx) from None
+
     def invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
+        except Usage:
+            raise
+        except click.UsageError as e:
+            # Every command's bad argument exits 64, not click's 2 (2 is "blocked").
+            raise Usage(e.format_message(), e.ctx) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except KeyboardInterrupt as e:
@@ -59,10 +72,33 @@ class _LazyGroup(click.Group):
         module, attr = target.split(":")
         cmd = getattr(importlib.import_module(module), attr)
         assert isinstance(cmd, click.Command)
+        _add_exit_codes(cmd, cmd_name)
         return cmd
 
 
-@click.group(cls=_LazyGroup)
+class Usage(click.UsageError):
+    """click's usage error with the table's code."""
+
+    exit_code = ExitCode.USAGE
+
+
+def _add_exit_codes(cmd: click.Command, path: str) -> None:
+    """Each command's help ends with the exit codes it can give (impl/exitcodes.py), its
+    subcommands' too; once per command object. Its line in its group's list is its whole
+    first sentence (click cuts it at ~45 characters, mid-sentence)."""
+    if getattr(cmd, "_epochgc_exit_codes", False):
+        return
+    if cmd.short_help is None:
+        cmd.short_help = cmd.get_short_help_str(limit=1000)
+    rows = table(codes_for(path))
+    cmd.epilog = f"{cmd.epilog}\n\n{rows}" if cmd.epilog else rows
+    cmd._epochgc_exit_codes = True  # type: ignore[attr-defined]
+    if isinstance(cmd, click.Group):
+        for name, sub in cmd.commands.items():
+            _add_exit_codes(sub, f"{path} {name}")
+
+
+@click.group(cls=_LazyGroup, epilog=table(codes_for("epochgc")))
 @click.version_option(package_name="epochgc")
 def main() -> None:
     """epochgc: windowed epoch fencing and epoch-based GC of L0 objects."""

@@ -47,6 +47,7 @@ from epochgc.impl.cluster.demo_checks import InflightLog, LeaderWatch, in_use_ke
 from epochgc.impl.cluster.demo_gc import DemoGc
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.cluster.payload import AckedRun, compare, make_record
+from epochgc.impl.preflight import require_spark
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.url import parse_store_url
 from epochgc.model.keys import DATA_PREFIX
@@ -530,6 +531,8 @@ class Demo:
 def demo(seconds: float, as_json: bool, gc_engine: str, keep_data: bool, quiet: bool) -> None:
     """The whole design in one command: cluster, produce, SIGKILL, reconcile, GC, read-back.
     Progress goes to stderr whatever --json says; stdout holds only the result."""
+    if gc_engine == "spark":  # before the cluster starts (issue 41: a traceback after it)
+        require_spark("demo --gc-engine spark")
     t0 = time.monotonic()
 
     def say(msg: str) -> None:

@@ -101,7 +101,7 @@ def serve(stdin: TextIO, stdout: TextIO) -> None:
             seq, text = read_request(raw)
         except FrameError as e:
             sys.stderr.write(f"epochgc.model.port: {e}\n")
-            raise SystemExit(2) from None
+            raise SystemExit(65) from None  # EX_DATAERR (impl/exitcodes.py)
         stdout.write(answer_line(seq, session.handle(text)) + "\n")
         stdout.flush()
 

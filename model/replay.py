@@ -46,7 +46,9 @@ _HEADER = re.compile(r"#\s*variant\s*:(.*)")
 # Keys every step may carry besides its op's own fields.
 _COMMON = ("op", "note", "expect")
 
-EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 2
+# The values of `impl/exitcodes.py` (the model imports nothing of `impl`): 65 is BSD
+# sysexits EX_DATAERR, "the input data was incorrect".
+EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 65
 
 
 class ReplayError(ValueError):

@@ -20,7 +20,7 @@ from epochgc.model.replay import run
 def replay(variant_name: str | None, file: str) -> None:
     """Replay FILE.jsonl (`-` for stdin) step by step, one JSON result line per step.
 
-    Exit 0 when every expect holds, 1 when one disagrees, 2 on bad input.
+    Exit 0 when every expect holds, 1 when one disagrees, 65 on bad input.
     """
     code = run(
         file,

@@ -5,11 +5,16 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from dataclasses import asdict
 from pathlib import Path
 
 import click
-from epochgc.impl.chaos.run import ChaosRun
+from epochgc.impl.chaos.run import ChaosResult, ChaosRun
+from epochgc.impl.exitcodes import ExitCode
+from epochgc.impl.preflight import require_modules, require_spark, store_modules, writable_dir
+from epochgc.impl.store.base import StoreError
+from epochgc.impl.store.url import parse_store_url
 
 FIELDS = ("seconds", "acked", "lost", "in_use_deleted", "faults", "leader_changes",
           "objects_created", "objects_deleted", "trace_divergences", "raft_divergences")
@@ -24,8 +29,9 @@ FIELDS = ("seconds", "acked", "lost", "in_use_deleted", "faults", "leader_change
 @click.option("--store", default=None, help="a directory or s3://bucket/prefix "
               "(default: a fresh directory)")
 @click.option("--s3-endpoint", default=None, help="the S3 server (a proxy goes in front)")
-@click.option("--out", type=click.Path(file_okay=False), default="build/chaos",
-              show_default=True, help="where result.json and history.txt go")
+@click.option("--out", type=click.Path(file_okay=False), default=None,
+              help="where result.json and history.txt go (default: a new temporary "
+              "directory, named at the end)")
 @click.option("--gc-engine", type=click.Choice(["auto", "spark", "model"]), default="auto",
               show_default=True)
 @click.option("--keep-data", is_flag=True, help="keep the nodes' data (always kept on failure)")
@@ -36,14 +42,33 @@ def chaos(nodes: str, seconds: float, seed: int, as_json: bool, store: str | Non
     """A real cluster under a seeded nemesis, then independent checks; exit 1 on any loss
     or divergence. Progress (the history as it is written) goes to stderr, whatever --json
     says: a 20-minute run is not silent; stdout holds only the result."""
-    run = ChaosRun(int(nodes), seconds, seed, Path(out), store, s3_endpoint,
+    # Before the cluster starts (issue 41): what the run imports and where it writes; the
+    # default is not `build/chaos` under whatever directory the operator stands in.
+    if gc_engine == "spark":
+        require_spark("chaos --gc-engine spark")
+    if store is not None:
+        try:
+            require_modules("chaos", store_modules(parse_store_url(store, s3_endpoint)))
+        except StoreError as e:
+            raise click.BadParameter(str(e), param_hint="--store") from None
+    where = writable_dir(out, "--out") if out else Path(tempfile.mkdtemp(prefix="epochgc-chaos-"))
+    run = ChaosRun(int(nodes), seconds, seed, where, store, s3_endpoint,
                    gc_engine=gc_engine, echo=not quiet)
     res = run.run(keep_data)
     doc = asdict(res)
     head = {k: doc.pop(k) for k in FIELDS}
     head.update(doc)  # the extra counters after the issue's fields
-    (Path(out) / "result.json").write_text(json.dumps(head, indent=1) + "\n")
+    (where / "result.json").write_text(json.dumps(head, indent=1) + "\n")
     click.echo(json.dumps(head) if as_json else json.dumps(head, indent=1))
+    click.echo(verdict(res, where), err=True)
     if not res.ok():
-        click.echo(f"chaos: FAILED; history in {Path(out) / 'history.txt'}", err=True)
-        sys.exit(1)
+        sys.exit(ExitCode.FAILED)
+
+
+def verdict(res: ChaosResult, out: Path) -> str:
+    """The run in one line: what was checked and where the record is."""
+    faults = sum(res.faults.values())
+    return (f"chaos: {'OK' if res.ok() else 'FAILED'}: {res.acked} records acknowledged, "
+            f"lost {res.lost}, in use deleted {res.in_use_deleted}, {faults} faults, "
+            f"{res.trace_divergences + res.raft_divergences} divergences, in "
+            f"{res.seconds:.0f}s; result and history in {out}")

@@ -53,7 +53,7 @@ class Nemesis:
     # ---- episodes ------------------------------------------------------------------------
 
     async def run(self, plan: list[Episode], t0: float, stop: asyncio.Event) -> None:
-        for ep in plan:
+        for i, ep in enumerate(plan, 1):
             delay = t0 + ep.at - time.monotonic()
             if delay > 0:
                 # not wait_for: on 3.11 it can lose a cancellation (impl/cluster/rpc.py)
@@ -63,6 +63,7 @@ class Nemesis:
             if stop.is_set():
                 return
             await self.restart_dead()  # a node crashed on its own: bring it back first
+            self.h("nemesis episode", n=f"{i}/{len(plan)}", kind=ep.kind)
             await getattr(self, f"_{ep.kind}")(ep)
 
     async def _kill(self, ep: Episode) -> None:

@@ -227,8 +227,10 @@ class ChaosRun:
             tasks.append(asyncio.create_task(self._gc_pause(checker_store, stop)))
             nemesis = asyncio.create_task(nem.run(episodes, t_work, stop))
             await asyncio.sleep(self.seconds)
+            # Every planned episode runs (the plan ends within the run; one delayed by a
+            # slow restart runs late rather than not at all, issue 41), each healing itself.
+            await nemesis
             stop.set()
-            await nemesis  # the current episode heals itself first
             await nem.heal_all()
             await asyncio.gather(*tasks)
             await self._quiesce(access)

@@ -52,6 +52,8 @@ def plan(seconds: float, nodes: int, seed: int) -> list[Episode]:
         kind = first.pop() if first else rng.choice(KINDS)
         lo, hi = DURATION.get(kind, DEFAULT_DURATION)
         dur = rng.uniform(lo, hi)
+        if t + dur > seconds:
+            break  # only episodes that end within the run: the plan announced is what runs
         count = rng.randint(1, (nodes - 1) // 2) if kind == "kill" else 1
         offset = rng.choice((-1, 1)) * rng.uniform(20.0, 90.0) if kind == "clock_jump" else 0.0
         out.append(Episode(round(t, 3), kind, round(dur, 3), count, rng.random(),

@@ -18,6 +18,7 @@ from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.local import LocalCluster, StartRunning, start_lock
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.reports import read_cluster_view
+from epochgc.impl.preflight import partition_names, store_writable, writable_file
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.url import StoreSpec, open_store, parse_store_url
@@ -68,8 +69,12 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
     checkpoint("start")
     # Saved absolute: `produce` and the nodes may run from another directory.
     store = spec.location if spec.kind == "file" else store
-    trace = str(Path(trace).absolute()) if trace else None
     parts = [p for p in partitions.split(",") if p]
+    if not lc.meta:
+        parts = partition_names(parts, "--partitions")
+    if trace:
+        writable_file(trace, "--trace")
+    trace = str(Path(trace).absolute()) if trace else None
     if lc.meta:
         _refuse_changes(ctx, lc, {
             "store": store, "nodes": nodes, "partitions": parts, "mint_interval": mint_interval,
@@ -77,6 +82,9 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
     if spec.kind == "file":
         # The default store is a local directory: make it, as a new user expects.
         Path(spec.location).mkdir(parents=True, exist_ok=True)
+    # Before any node starts: the nodes need boto3 for s3:// and a store they can write
+    # (issue 41: "cluster ready" on a bucket that did not exist; every produce then failed).
+    store_writable(spec, "cluster start")
     if not lc.meta:
         extra = ["--trace", trace] if trace else []
         if s3_endpoint:
@@ -251,6 +259,7 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int,
     from epochgc.impl.broker.raftport import thread_io
     from epochgc.impl.cluster.payload import AckedRun, append_manifest, make_record
 
+    partitions = tuple(partition_names(partitions, "--partition"))  # before any connection
     lc = LocalCluster(data_dir)
     if epoch is not None:
         try:
@@ -316,6 +325,7 @@ def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
     """Read every record of the partitions (L1 below LRO, L0 above)."""
     from epochgc.impl.cluster.payload import PayloadError, check_record, compare, read_manifest
 
+    partitions = tuple(partition_names(partitions, "--partition"))  # before any connection
     lc = LocalCluster(data_dir)
     runs = read_manifest(data_dir) if verify else []
 

@@ -1,7 +1,8 @@
 """`epochgc conform [OPTIONS] -- CMD ARGS...`: drive a port with the shipped vectors and
 generated programs (spec/VECTORS.md, "The port protocol"). Exit 0 all agreed, 1 a
-disagreement (shrunk, printed, written with --out), 2 usage error, 3 the port broke the
-protocol."""
+disagreement (shrunk, printed, written with --out), 64 usage error, 69 the conform extra,
+the command or the shipped vectors missing, 76 the port broke the protocol
+(impl/exitcodes.py)."""
 
 from __future__ import annotations
 
@@ -12,16 +13,20 @@ from typing import TYPE_CHECKING, Any
 
 import click
 from epochgc.impl.conform.client import PortProcess, ProtocolFailure
+from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.signals import checkpoint
 from epochgc.model.replay import ReplayError, resolve_variant
 
 if TYPE_CHECKING:
     from epochgc.impl.conform.driver import Run
 
-EXIT_OK, EXIT_DISAGREE, EXIT_USAGE, EXIT_BROKEN = 0, 1, 2, 3
+EXIT_OK, EXIT_DISAGREE, EXIT_BROKEN = ExitCode.OK, ExitCode.FAILED, ExitCode.PROTOCOL
+EXIT_MISSING = ExitCode.UNAVAILABLE  # the extra, the port's program or the vectors
 
 
-@click.command("conform", context_settings={"ignore_unknown_options": True})
+@click.command("conform", context_settings={"ignore_unknown_options": True},
+               short_help="Check a port (any command after `--`) against the model over the "
+               "port protocol.")
 @click.option("--variant", default="reference", show_default=True, metavar="NAME",
               help="The variant the port claims to implement.")
 @click.option("--examples", default=200, show_default=True, type=click.IntRange(min=1),
@@ -46,18 +51,22 @@ def conform(variant: str, examples: int, seed: int | None, max_steps: int,
     except ImportError as e:
         click.echo(f"epochgc conform needs Hypothesis ({e}): pip install 'epochgc[conform]'",
                    err=True)
-        raise SystemExit(EXIT_USAGE) from None
+        raise SystemExit(EXIT_MISSING) from None
     try:
         resolve_variant(variant)
     except ReplayError as e:
         raise click.UsageError(f"--variant: {e.message}") from None
     argv = list(command)
+    if argv[0].startswith("-"):
+        # Unknown options pass through to CMD (`ignore_unknown_options`): one before CMD
+        # is a mistyped option of ours, not a program to start.
+        raise click.NoSuchOption(argv[0])
     checkpoint("start")  # the signal tests' point: before the port starts
     try:
         port = PortProcess(argv, timeout=timeout_per_step)
     except OSError as e:
         click.echo(f"epochgc conform: cannot start {argv[0]!r}: {e.strerror or e}", err=True)
-        raise SystemExit(EXIT_USAGE) from None
+        raise SystemExit(EXIT_MISSING) from None
     summary: dict[str, Any] = {"variant": variant, "command": argv, "result": "pass"}
     try:
         with port:  # stopped on every path, an interrupt included
@@ -90,7 +99,7 @@ def _drive(port: PortProcess, argv: list[str], variant: str, examples: int, seed
             # An install without the shipped vectors must not pass for a port that agreed.
             click.echo(f"epochgc conform: no vector files under {VECTORS_DIR}: this "
                        "installation does not ship spec/vectors", err=True)
-            return EXIT_USAGE
+            return EXIT_MISSING
         v = replay_vectors(port, variant, files)
         summary["vectors"] = {"passed": len(v.passed), "skipped": v.skipped, "steps": v.steps}
         if v.failed is not None:

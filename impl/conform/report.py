@@ -60,7 +60,7 @@ def vector(run: Run, port_argv: list[str]) -> str:
             out.append(f"# the port answered: {answered}")
         if refused:
             out.append("# the model refuses the next step as bad input: "
-                       "`epochgc replay` exits 2 on it")
+                       "`epochgc replay` exits 65 on it")
             out.append(line(o.step))
         else:
             assert isinstance(o.step, dict)

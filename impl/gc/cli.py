@@ -1,8 +1,10 @@
 """`epochgc gc`: one GC round from the command line (also the spark-submit entry point).
 
-Exit codes: 0 done; 1 incomplete (malformed keys without --skip-malformed, delete errors,
-M moved backwards, unreadable store or report, failed Spark job); 2 blocked round;
-64 bad arguments.
+Exit codes (impl/exitcodes.py): 0 done; 1 incomplete (malformed keys without
+--skip-malformed, delete errors, M moved backwards, an unreadable store, a failed Spark
+job); 2 blocked round (health reports missing, unreadable or invalid; the safety monitor);
+3 paused; 64 bad arguments or an output path that cannot be written; 69 a missing extra;
+130 / 143 interrupted.
 """
 
 from __future__ import annotations
@@ -18,9 +20,12 @@ import click
 from epochgc.impl.gc.duration import format_duration, parse_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import DEFAULT_MAX_REPORT_AGE_S, GcOptions, run_gc
+from epochgc.impl.gc.manifest import manifest_target
 from epochgc.impl.gc.reports import MAX_WRITTEN_AT
 from epochgc.impl.gc.stop import RoundStop, install_signal_handlers
 from epochgc.impl.gc.summary import EXIT_USAGE, GcSummary
+from epochgc.impl.preflight import require_modules, store_modules, writable_file
+from epochgc.impl.progress import Reporter
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.url import StoreSpec, parse_store_url
@@ -130,11 +135,14 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
     "file) or to stdout ('-', before the summary).",
 )
 @click.option(
+    "--manifest-dir",
     "--manifest",
+    "manifest",
     type=click.Path(dir_okay=True, file_okay=True),
-    metavar="PATH",
-    help="Write the eligible keys here (a Spark output directory: Parquet, or CSV "
-    "when PATH ends in .csv), written by the executors.",
+    metavar="DIR",
+    help="Write the deleted (dry run: eligible) keys into this new directory, as the "
+    "executors' part files: Parquet, or CSV with a header when DIR ends in .csv. A local "
+    "path is made absolute at start; any Hadoop URI (s3a://...) is taken as given.",
 )
 @click.option(
     "--skip-malformed",
@@ -246,6 +254,15 @@ def gc(
         spec = parse_store_url(store_url, s3_endpoint)
     except StoreError as e:
         raise _Usage(str(e)) from None
+    # Before the round (issue 41): the extras it imports, and the files it writes at its end
+    # (a metrics file in a missing directory was only warned about after the round).
+    require_modules("gc", ("pyspark", *store_modules(spec)))
+    if metrics_file is not None:
+        metrics_file = writable_file(metrics_file, "--metrics-file")
+    if list_keys is not None and list_keys != "-":
+        list_keys = writable_file(list_keys, "--list")
+    if manifest is not None:
+        manifest = manifest_target(manifest)  # absolute: the record names it wherever read
     options = GcOptions(
         grace_s=grace,
         allow_short_grace=short_grace,
@@ -270,9 +287,9 @@ def gc(
     stop = RoundStop()
     launched: list[bool] = []  # whether the round started its own Spark JVM
 
-    def say(msg: str) -> None:
-        if not quiet:
-            click.echo(msg, err=True)
+    # Lines on stderr unless --quiet; a progress bar (tasks, keys deleted, keys/s, ETA)
+    # too when stderr is a terminal (impl/progress.py).
+    say = Reporter(quiet)
 
     def session() -> Any:
         from epochgc.impl.gc.session import (

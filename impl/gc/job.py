@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from epochgc.impl.gc.admin import read_admin_state
-from epochgc.impl.gc.errors import GcError, NotAStore
+from epochgc.impl.gc.errors import GcError, NotAStore, ReportError
 from epochgc.impl.gc.journal import (
     END,
     START,
@@ -40,7 +40,7 @@ from epochgc.impl.gc.manifest import (
     manifest_target,
 )
 from epochgc.impl.gc.monitor import HealthVerdict, assess
-from epochgc.impl.gc.progress import StageProgress
+from epochgc.impl.gc.progress import stage_progress
 from epochgc.impl.gc.recheck import Blocked, Go, Refused, recheck_before_delete
 from epochgc.impl.gc.record import new_round_id
 from epochgc.impl.gc.reports import PARTITIONS_KEY, REPORT_READERS, ClusterView, read_cluster_view
@@ -267,7 +267,18 @@ def _round(
             summary.paused = admin.why()
             note(f"gc: {summary.paused}")
             return
-        view = read_cluster_view(store, now, options.max_report_age_s, REPORT_READERS)
+        try:
+            view = read_cluster_view(store, now, options.max_report_age_s, REPORT_READERS)
+        except ReportError as e:
+            # Fail closed, as the monitor judges the same read mid-round (`check_health`):
+            # reports that cannot be read or are invalid leave the cluster's health unknown,
+            # so the round is blocked (exit 2, `safety_blocked`), not failed (issue 41).
+            verdict = HealthVerdict.unknown(f"the reports cannot be read: {e}")
+            summary.health = verdict.as_dict()
+            summary.blocked = verdict.why()
+            summary.safety_blocked = True
+            note(f"gc: no collection this round ({summary.blocked})")
+            return
         check_versioning(store, options.allow_versioned)  # before anything is listed
     finally:
         store.close()
@@ -462,7 +473,8 @@ def _stage(
             # Stopped already (the watch's first look, a signal): no task starts, so none
             # can delete before it reads the STOP marker written meanwhile.
             if not stop.requested:
-                with StageProgress(sc, "gc: listing and deleting", rnd.say), \
+                with stage_progress(sc, "gc: listing and deleting", rnd.say,
+                                    (rnd.open_store, prefix)), \
                         _spark_errors("delete"):
                     results = rows.collect()
         except GcError as e:
@@ -584,7 +596,7 @@ def _dry_round(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> Non
     try:
         t = time.monotonic()
         sc.setJobDescription("epochgc gc: list and classify")
-        with StageProgress(sc, "gc: listing", rnd.say), _spark_errors("listing"):
+        with stage_progress(sc, "gc: listing", rnd.say), _spark_errors("listing"):
             stats_rows = rows.filter(lambda r: r[0] == STATS).collect()
             scanned = ScanStats()
             for r in stats_rows:

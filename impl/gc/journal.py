@@ -116,6 +116,7 @@ class JournalWriter:
     def done(self, seq: int, result: DeleteResult) -> None:
         """Record what batch `seq` did: every key is deleted, gone, changed or failed."""
         self._put(f"{seq:08d}.done.json", {
+            "deleted": result.deleted,  # for progress while the round runs (issue 41)
             "gone": sorted(result.gone),
             "changed": sorted(result.changed),
             "errors": result.errors,

@@ -34,7 +34,7 @@ function replay(path, cliVariant, out, err) {
   const label = path;
   if (cliVariant !== null && !VARIANTS.includes(cliVariant)) {
     err(`epochgc replay: ${label}: variant: unknown variant ${JSON.stringify(cliVariant)}`);
-    return 2;
+    return 65;
   }
   let text;
   try {
@@ -43,7 +43,7 @@ function replay(path, cliVariant, out, err) {
     text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(fs.readFileSync(path === '-' ? 0 : path));
   } catch (e) {
     err(`epochgc replay: ${label}: cannot read: ${e.message}`);
-    return 2;
+    return 65;
   }
   const lines = text.split(/\r\n|\r|\n/); // Python's universal newlines
   if (lines.length && lines[lines.length - 1] === '') lines.pop();
@@ -64,7 +64,7 @@ function replay(path, cliVariant, out, err) {
           : !VARIANTS.includes(m[1]) ? `unknown variant ${JSON.stringify(m[1])}` : null;
       if (why !== null) {
         err(`epochgc replay: ${label}:${k + 1}: variant: ${why}`);
-        return 2;
+        return 65;
       }
       header = m[1];
       continue;
@@ -79,7 +79,7 @@ function replay(path, cliVariant, out, err) {
       if (!(e instanceof BadInput) && !(e instanceof JsonError)) throw e;
       const where = e instanceof BadInput ? e.message : `malformed JSON: ${e.message}`;
       err(`epochgc replay: ${label}:${k + 1}: step ${n}: ${where}`);
-      return 2;
+      return 65;
     }
     if (result.mismatch) bad.push(n);
     out(stringify(result));
@@ -108,7 +108,7 @@ function serve() {
       text = env.get('line');
     } catch (e) {
       process.stderr.write(`cli.js serve: not a framed line: ${e.message}\n`);
-      process.exit(2);
+      process.exit(65);
     }
     return `{"seq":${seq},"answer":${answer(text)}}`;
   };
@@ -201,7 +201,7 @@ function main(argv) {
     }
     if (files.length !== 1) {
       process.stderr.write('usage: cli.js replay [--variant NAME] FILE.jsonl\n');
-      process.exitCode = 2;
+      process.exitCode = 64;
       return;
     }
     const outLines = [];
@@ -211,7 +211,7 @@ function main(argv) {
     return;
   }
   process.stderr.write('usage: cli.js replay [--variant NAME] FILE.jsonl | cli.js serve\n');
-  process.exitCode = 2;
+  process.exitCode = 64;
 }
 
 module.exports = { replay, variantFromName };

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -41,6 +42,17 @@ def test_chaos_every_fault_kind_nothing_lost(tmp_path: Path) -> None:
     assert out["acked"] > 0 and out["leader_changes"] >= 1
     assert out["objects_deleted"] >= 1 and out["survived_disk_faults"] == 0
     assert "nemesis SIGKILL" in history and "node stopped after disk_fail" in history
+    # Issue 41: the plan announced is what ran; no Python reprs; noisy lines aggregated;
+    # one verdict line at the end naming where the record is.
+    planned = int(history.split("nemesis plan  episodes=")[1].split()[0])
+    ran = history.count("nemesis episode")
+    assert ran == planned, (planned, ran)
+    assert not re.search(r"=[{\[]'", history), "a field printed as a Python repr"
+    echoed = sum(1 for line in p.stderr.splitlines() if "batch not acknowledged" in line)
+    assert echoed <= history.count("batch not acknowledged")
+    assert echoed <= out["seconds"] / 5 + 2  # one per 5 s window, and one closing count
+    last = p.stderr.strip().splitlines()[-1]
+    assert last.startswith("chaos: OK: ") and str(tmp_path) in last, last
 
 
 @pytest.mark.slow

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from epochgc.impl.cli import main
 from epochgc.impl.conform import report
-from epochgc.impl.conform.cli import conform
 from epochgc.impl.conform.client import PortProcess, ProtocolFailure
 from epochgc.impl.conform.compare import agrees
 from epochgc.impl.conform.driver import (
@@ -44,7 +44,8 @@ def broken(name: str) -> list[str]:
 def cli(*args: str) -> tuple[int, str]:
     # A generous timeout unless a test sets one: a loaded CI machine is not a hanging port.
     argv = list(args) if "--timeout-per-step" in args else ["--timeout-per-step", "30", *args]
-    result = CliRunner().invoke(conform, argv, catch_exceptions=False)
+    # Through the `epochgc` group, as a user runs it (its usage errors exit 64).
+    result = CliRunner().invoke(main, ["conform", *argv], catch_exceptions=False)
     return result.exit_code, result.output
 
 
@@ -176,7 +177,7 @@ def test_protocol_breakers_reported(name: str, kind: str, detail: str) -> None:
     timeout = "0.5" if kind == "timeout" else "30"
     code, out = cli("--timeout-per-step", timeout, "--json", "--", *broken(name))
     summary = json.loads(out)
-    assert code == 3, out
+    assert code == 76, out  # EX_PROTOCOL
     assert summary["result"] == "broken"
     assert summary["protocol"]["kind"] == kind and detail in summary["protocol"]["detail"]
     last = summary["failure"]["failing_step"]
@@ -195,11 +196,11 @@ def test_protocol_break_during_generation_is_not_shrunk() -> None:
 
 def test_usage_errors() -> None:
     code, out = cli("--variant", "nope", "--", *MODEL)
-    assert code == 2 and "unknown variant" in out
+    assert code == 64 and "unknown variant" in out
     code, out = cli("--", "/nonexistent/port")
-    assert code == 2
+    assert code == 69  # a program it needs is absent
     code, _ = cli("--vectors")
-    assert code == 2  # no command
+    assert code == 64  # no command
 
 
 def test_compare_wording_and_refusals() -> None:
@@ -257,4 +258,4 @@ def test_no_shipped_vectors_is_refused_not_passed(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(driver, "VECTORS_DIR", tmp_path)
     monkeypatch.setattr(driver.vector_files, "__defaults__", (tmp_path,))
     code, out = cli("--vectors", "--", *MODEL)
-    assert code == 2 and "no vector files" in out
+    assert code == 69 and "no vector files" in out

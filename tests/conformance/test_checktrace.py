@@ -1,5 +1,5 @@
 """`epochgc check-trace`: a trace written by impl/trace.py from a simulated run conforms; a
-doctored decision is the first divergence (exit 1); malformed input is exit 2 with FILE:LINE."""
+doctored decision is the first divergence (exit 1); malformed input is exit 65 with FILE:LINE."""
 
 from __future__ import annotations
 
@@ -82,5 +82,5 @@ def test_malformed_line_is_exit_2_with_file_and_line(tmp_path: Path) -> None:
         f.write('{"v": 1, "kind": "apply"\n')
     n = len(t.read_text().splitlines())
     code, out = run(t)
-    assert code == 2
+    assert code == 65
     assert f"trace.ndjson:{n}:" in out

@@ -139,9 +139,11 @@ def test_malformed_report_file(tmp_path: Path) -> None:
     LocalStore(tmp_path).put("_cluster/health/n2.json", b'{"node": "n2", "written_at": 1}')
     before = all_keys(LocalStore(tmp_path))
     r = run("--store", str(tmp_path))
-    assert r.exit_code == 1
+    # Issue 41: blocked (2), as the fault table and the monitor have it; was `error`, 1.
+    assert r.exit_code == 2
     assert r.output.strip() == (
-        "epochgc gc: error: _cluster/health/n2.json: missing field 'replicas'; nothing was deleted"
+        "gc: round blocked, nothing deleted: safety monitor: cluster health unknown: the "
+        "reports cannot be read: _cluster/health/n2.json: missing field 'replicas'"
     )
     assert all_keys(LocalStore(tmp_path)) == before
 

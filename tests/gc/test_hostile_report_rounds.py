@@ -39,6 +39,7 @@ PARTS = ["t/0", "t/1"]
 NODES = 3
 LIT = "@LIT@"  # a JSON string placeholder replaced by a raw literal in the document text
 FRESH = NOW - 10
+UNREADABLE = "safety monitor: cluster health unknown: the reports cannot be read: "
 
 
 @dataclass(frozen=True)
@@ -342,6 +343,19 @@ def test_rounds_on_hostile_reports(
             (record,) = _records(root)
             assert record["outcome"] == "error" and record["error"] == str(e)
             assert record["counts"]["deleted"] == 0
+            return
+        if (s.blocked or "").startswith(UNREADABLE):
+            # (c') Issue 41: invalid reports block the round (exit 2, fail closed, as the
+            # monitor judges them mid-round), the reason naming the document and field.
+            event("blocked: invalid")
+            assert invalid, f"a valid view blocked: {s.blocked}"
+            named = [k for k in invalid if k in (s.blocked or "")]
+            assert named, (s.blocked, sorted(invalid))
+            assert invalid[named[0]].names in (s.blocked or ""), (s.blocked, invalid[named[0]])
+            assert s.exit_code == 2 and s.safety_blocked and s.deleted == 0
+            assert not check_round(before, fingerprint(root, outside), root, set())
+            (record,) = _records(root)
+            assert record["outcome"] == "blocked" and record["counts"]["deleted"] == 0
             return
         assert not invalid, f"accepted {sorted(invalid)}: {s.lines()}"
         assert counted is not None

@@ -66,3 +66,28 @@ def test_a_manifest_failing_after_deletes_says_what_was_deleted(
     assert "An error occurred while calling" not in text
     assert f"{len(eligible)} key(s) were deleted (journal {s.journal})" in _after(s)
     assert s.outcome == "error" and s.exit_code == 1
+
+
+@pytest.mark.spark
+def test_a_relative_manifest_is_recorded_absolute(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 41 item 9: the record and --json named `m.csv` relative to wherever the
+    operator stood; now the absolute directory, which holds Spark's part files."""
+    import json
+
+    from click.testing import CliRunner
+    from epochgc.impl.cli import main
+
+    from tests.gc.helpers import AHEAD, NOW
+    from tests.gc.test_cli import small_store
+
+    small_store(tmp_path / "s")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    r = CliRunner().invoke(main, ["gc", "--now", str(NOW), *AHEAD, "-q", "--dry-run", "--json",
+                                  "--store", str(tmp_path / "s"), "--manifest-dir", "m.csv"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["manifest"] == str(work / "m.csv")
+    assert (work / "m.csv").is_dir() and list((work / "m.csv").glob("part-*"))

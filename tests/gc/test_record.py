@@ -96,7 +96,9 @@ def test_a_blocked_round_leaves_a_record(tmp_path: Path) -> None:
     assert rec["outcome"] == "blocked" and "t/1" in rec["blocked"] and rec["M"] is None
 
 
-def test_error_exit_prints_json_and_exports_metrics(tmp_path: Path) -> None:
+def test_invalid_report_exit_prints_json_and_exports_metrics(tmp_path: Path) -> None:
+    """An invalid report blocks the round (issue 41: was `error`, exit 1, with
+    `epochgc_gc_round_safety_blocked` 0); the JSON, metrics and record say so."""
     store = LocalStore(tmp_path / "s", create=True)
     write_partitions(store, 10, ["t/0"])
     store.put("_cluster/health/n1.json", b'{"node": "n1", "written_at": NaN, "replicas": []}')
@@ -117,9 +119,9 @@ def test_error_exit_prints_json_and_exports_metrics(tmp_path: Path) -> None:
             str(metrics),
         ],
     )
-    assert r.exit_code == 1
+    assert r.exit_code == 2
     doc = json.loads(r.stdout)
-    assert doc["outcome"] == "error" and "'written_at'" in doc["error"]
+    assert doc["outcome"] == "blocked" and "'written_at'" in doc["blocked"]
     assert doc["record"] is not None and doc["record"].startswith(ROUNDS_PREFIX)
     samples = {
         s.name: s.value
@@ -127,9 +129,10 @@ def test_error_exit_prints_json_and_exports_metrics(tmp_path: Path) -> None:
         for s in f.samples
         if not s.labels
     }
-    assert samples["epochgc_gc_round_exit_code"] == 1 and samples["epochgc_gc_round_failed"] == 1
+    assert samples["epochgc_gc_round_exit_code"] == 2
+    assert samples["epochgc_gc_round_safety_blocked"] == 1
     [rec] = records(tmp_path / "s")
-    assert rec["outcome"] == "error" and "NaN" not in json.dumps(rec)
+    assert rec["outcome"] == "blocked" and "NaN" not in json.dumps(rec)
 
 
 @pytest.mark.parametrize(("blocked", "store"), [("pyspark", "DIR"), ("boto3", "s3://bucket/p")])
@@ -147,7 +150,10 @@ def test_missing_optional_dependency_names_the_extra(
         [sys.executable, "-c", code, target], capture_output=True, text=True, timeout=120
     )
     extra = "spark" if blocked == "pyspark" else "s3"
-    assert r.returncode == 1, r.stderr
+    # Issue 41: refused before the round, as a usage error is: 69 (was 1, gc's
+    # "incomplete"), one line naming the extra, no round, so no JSON summary.
+    assert r.returncode == 69, r.stderr
     assert "Traceback" not in r.stderr
-    assert f"pip install 'epochgc[{extra}]'" in r.stderr
-    assert json.loads(r.stdout)["error"].startswith(f"epochgc gc needs {blocked}")
+    assert r.stderr == (f"Error: epochgc gc needs {blocked}, which is not installed: "
+                        f"pip install 'epochgc[{extra}]'\n")
+    assert r.stdout == ""

@@ -32,13 +32,13 @@ def made(tmp_path: Path) -> tuple[str, Path]:
 
 def test_kill_of_a_node_that_does_not_exist_is_refused(made: tuple[str, Path]) -> None:
     code, out = cli("cluster", "kill", "--data-dir", made[0], "9")
-    assert code == 2 and "no node 9" in out and "1, 2, 3" in out
+    assert code == 64 and "no node 9" in out and "1, 2, 3" in out
 
 
 @pytest.mark.parametrize("count", ["-5", "0"])
 def test_produce_refuses_a_count_below_one(made: tuple[str, Path], count: str) -> None:
     code, out = cli("produce", "--data-dir", made[0], "--partition", "t/0", "--count", count)
-    assert code == 2 and "--count" in out
+    assert code == 64 and "--count" in out
 
 
 @pytest.mark.parametrize(("option", "value", "saved"), [
@@ -50,7 +50,7 @@ def test_start_refuses_options_that_differ_from_the_cluster(
         made: tuple[str, Path], option: str, value: str, saved: str) -> None:
     data, store = made
     code, out = cli("cluster", "start", "--data-dir", data, "--store", str(store), option, value)
-    assert code == 2, out
+    assert code == 64, out
     assert option in out and saved in out
     assert LocalCluster(data).meta["pids"] == {}  # nothing was started
 
@@ -58,7 +58,7 @@ def test_start_refuses_options_that_differ_from_the_cluster(
 def test_start_refuses_another_store(made: tuple[str, Path], tmp_path: Path) -> None:
     data, _ = made
     code, out = cli("cluster", "start", "--data-dir", data, "--store", str(tmp_path / "other"))
-    assert code == 2 and "--store" in out
+    assert code == 64 and "--store" in out
     assert not (tmp_path / "other").exists()
 
 
@@ -68,12 +68,12 @@ def test_a_relative_store_is_compared_as_the_absolute_path(
     monkeypatch.chdir(store.parent)
     code, out = cli("cluster", "start", "--data-dir", data, "--store", "store", "--nodes", "4")
     # Refused for --nodes only: the relative store is the cluster's own.
-    assert code == 2 and "--nodes" in out and "--store" not in out
+    assert code == 64 and "--nodes" in out and "--store" not in out
 
 
 def test_bad_store_url_is_a_usage_error(made: tuple[str, Path]) -> None:
     code, out = cli("cluster", "start", "--data-dir", made[0], "--store", "ftp://x/y")
-    assert code == 2 and "unsupported store URL scheme" in out
+    assert code == 64 and "unsupported store URL scheme" in out
 
 
 def test_status_with_every_node_down_exits_non_zero(made: tuple[str, Path]) -> None:

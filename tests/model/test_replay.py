@@ -142,7 +142,7 @@ def test_file_name_selects_variant_without_header(tmp_path: Path) -> None:
     assert _cli(tmp_path, _F5, name="f5.jsonl").exit_code == 1
 
 
-# -- bad input: exit 2, one line naming line, step and field --------------------------------
+# -- bad input: exit 65 (EX_DATAERR), one line naming line, step and field ----------------
 
 
 @pytest.mark.parametrize(
@@ -189,7 +189,7 @@ def test_bad_step_exits_2_naming_step_and_field(
     tmp_path: Path, line: str, needles: list[str]
 ) -> None:
     res = _cli(tmp_path, ["# variant: reference", "", line])
-    assert res.exit_code == 2, res.stdout
+    assert res.exit_code == 65, res.stdout
     err = res.stderr.strip()
     assert "\n" not in err and "v.jsonl:3:" in err  # comment and blank lines are counted
     for n in needles:
@@ -199,12 +199,12 @@ def test_bad_step_exits_2_naming_step_and_field(
 def test_offsets_must_increase(tmp_path: Path) -> None:
     res = _cli(tmp_path, _steps({"op": "apply_placeholder", "epoch": 5, "offset": 3},
                                 {"op": "apply_placeholder", "epoch": 4, "offset": 3}))
-    assert res.exit_code == 2 and ":2: step 2: offset: log offsets must increase" in res.stderr
+    assert res.exit_code == 65 and ":2: step 2: offset: log offsets must increase" in res.stderr
     assert len(res.stdout.splitlines()) == 1  # the good step before it was printed
     # after LRLO: the reconciler never passes the log end, so a later entry is above it
     res = _cli(tmp_path, _steps({"op": "apply_reconciled", "lrlo": 5},
                                 {"op": "apply_placeholder", "epoch": 4, "offset": 5}))
-    assert res.exit_code == 2 and "step 2: offset" in res.stderr
+    assert res.exit_code == 65 and "step 2: offset" in res.stderr
 
 
 @pytest.mark.parametrize(
@@ -218,14 +218,14 @@ def test_offsets_must_increase(tmp_path: Path) -> None:
 )
 def test_bad_header(tmp_path: Path, lines: list[str], needle: str) -> None:
     res = _cli(tmp_path, lines)
-    assert res.exit_code == 2 and needle in res.stderr
+    assert res.exit_code == 65 and needle in res.stderr
 
 
 def test_unknown_variant_option_and_missing_file(tmp_path: Path) -> None:
     res = _cli(tmp_path, ['{"op":"state"}'], "--variant", "nope")
-    assert res.exit_code == 2 and "unknown variant 'nope'" in res.stderr
+    assert res.exit_code == 65 and "unknown variant 'nope'" in res.stderr
     res = CliRunner().invoke(replay_cmd, [str(tmp_path / "absent.jsonl")])
-    assert res.exit_code == 2 and "absent.jsonl: cannot read" in res.stderr
+    assert res.exit_code == 65 and "absent.jsonl: cannot read" in res.stderr
 
 
 def test_library_without_click() -> None:

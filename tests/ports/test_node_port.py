@@ -79,7 +79,7 @@ def differences(requests: list[tuple[Path, str | None]], port: Path = PORT) -> d
             diffs[name] = f"results differ\nmodel: {mout}\nport:  {pout}\nport stderr: {perr}"
         elif pc != mc:
             diffs[name] = f"exit {pc}, model {mc}\nmodel: {merr}\nport: {perr}"
-        elif mc == 2 and perr.split(": ")[1] != merr.split(": ")[1]:
+        elif mc == 65 and perr.split(": ")[1] != merr.split(": ")[1]:
             diffs[name] = f"error place differs\nmodel: {merr}\nport: {perr}"
     return diffs
 

@@ -1,0 +1,165 @@
+"""Checks a command makes before it starts any work (a node, Spark, a round): the extras it
+imports, the names it will hand to its nodes, the paths it will write, the store it will
+write to. Each failure is one line naming what and where, raised as `Refused` with the exit
+code it maps to (impl/exitcodes.py), so the command leaves nothing running. Called first
+thing in a command, a refusal needs no cleanup."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import sys
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+
+import click
+from epochgc.impl.exitcodes import ExitCode
+from epochgc.impl.store.base import StoreError
+from epochgc.impl.store.url import StoreSpec
+
+# Module -> the extra that installs it (pyproject.toml [project.optional-dependencies]).
+EXTRA_OF = {"pyspark": "spark", "boto3": "s3", "hypothesis": "conform"}
+
+# The key a store probe writes and deletes: outside `level_zero/` (GC lists that) and
+# outside `_cluster/health/` and `_cluster/gc/` (the reports and GC's own records).
+PROBE_PREFIX = "_cluster/preflight/"
+
+
+class Refused(click.ClickException):
+    """A preflight refusal: one line (`Error: ...` on stderr, as click prints any refusal);
+    `Refused(message, code)` makes the subclass whose class exit code is `code`."""
+
+    exit_code = ExitCode.FAILED
+
+    def __new__(cls, message: str, code: ExitCode = ExitCode.FAILED) -> Refused:
+        return super().__new__(_BY_CODE.get(code, cls))
+
+    def __init__(self, message: str, code: ExitCode = ExitCode.FAILED) -> None:
+        super().__init__(message)
+
+
+class _RefusedUsage(Refused):
+    exit_code = ExitCode.USAGE
+
+
+class _RefusedMissing(Refused):
+    exit_code = ExitCode.UNAVAILABLE
+
+
+_BY_CODE: dict[ExitCode, type[Refused]] = {
+    ExitCode.USAGE: _RefusedUsage, ExitCode.UNAVAILABLE: _RefusedMissing}
+
+
+def require_modules(command: str, modules: Iterable[str]) -> None:
+    """Refused (69) naming the extra to install, for the first module that is absent.
+    `find_spec` looks without importing: pyspark alone takes seconds to import."""
+    for module in modules:
+        if not _installed(module):
+            extra = EXTRA_OF[module]
+            raise Refused(f"epochgc {command} needs {module}, which is not installed: "
+                          f"pip install 'epochgc[{extra}]'", ExitCode.UNAVAILABLE)
+
+
+def require_spark(command: str) -> None:
+    """PySpark and the Java runtime its local master starts. Spark's launcher
+    (`bin/spark-class`) runs `$JAVA_HOME/bin/java` when JAVA_HOME is set, else `java` from
+    PATH, else fails with "JAVA_HOME is not set"."""
+    require_modules(command, ("pyspark",))
+    home = os.environ.get("JAVA_HOME")
+    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
+    if not java or not os.access(java, os.X_OK):
+        where = f"JAVA_HOME={home} has no bin/java" if home else "no java on PATH"
+        raise Refused(f"epochgc {command} needs a Java 17 runtime for Spark ({where})",
+                      ExitCode.UNAVAILABLE)
+
+
+def _installed(module: str) -> bool:
+    if module in sys.modules:  # imported already, or blocked (None: import raises)
+        return sys.modules[module] is not None
+    return importlib.util.find_spec(module) is not None
+
+
+def store_modules(spec: StoreSpec) -> tuple[str, ...]:
+    """What opening the store imports."""
+    return ("boto3",) if spec.kind == "s3" else ()
+
+
+def writable_file(path: str, option: str) -> str:
+    """The absolute path of a file the command will create or replace at the end of its
+    work: refused (64) now if its directory is missing or not writable, or it names a
+    directory."""
+    target = os.path.abspath(os.path.expanduser(path))
+    parent = os.path.dirname(target)
+    if os.path.isdir(target):
+        raise Refused(f"{option} {path}: is a directory (a file path is expected)",
+                      ExitCode.USAGE)
+    if not os.path.isdir(parent):
+        raise Refused(f"{option} {path}: directory {parent} does not exist", ExitCode.USAGE)
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise Refused(f"{option} {path}: directory {parent} is not writable", ExitCode.USAGE)
+    if os.path.exists(target) and not os.access(target, os.W_OK):
+        raise Refused(f"{option} {path}: the file is not writable", ExitCode.USAGE)
+    return target
+
+
+def writable_dir(path: str, option: str) -> Path:
+    """A directory the command will write into (made, with its parents, if missing):
+    refused (64) now if it cannot be made or written."""
+    target = Path(path).expanduser().absolute()
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise Refused(f"{option} {path}: cannot create it: {e.strerror or e}",
+                      ExitCode.USAGE) from None
+    if not os.access(target, os.W_OK | os.X_OK):
+        raise Refused(f"{option} {path}: directory is not writable", ExitCode.USAGE)
+    return target
+
+
+def partition_names(names: Iterable[str], option: str) -> list[str]:
+    """The partition names, each `TOPIC/N` with TOPIC a topic name `epochgc topic create`
+    accepts and N a decimal number; refused (64) naming the first bad one."""
+    from epochgc.impl.controller.statemachine import ControllerCommandError, check_partition_name
+    from epochgc.impl.controller.topics import TopicError, check_topic_name
+
+    out: list[str] = []
+    for name in names:
+        topic, _, n = name.rpartition("/")
+        try:
+            check_partition_name(name)
+            check_topic_name(topic)
+        except (ControllerCommandError, TopicError):
+            raise Refused(f"{option}: {name!r} is not a partition name: TOPIC/N expected, "
+                          "TOPIC a letter or '_' then letters, digits, '_', '.', '-' (at most "
+                          "128), N a number", ExitCode.USAGE) from None
+        if not n.isascii():
+            raise Refused(f"{option}: {name!r}: the partition number is not ASCII digits",
+                          ExitCode.USAGE)
+        if name in out:
+            raise Refused(f"{option}: partition {name!r} is listed twice", ExitCode.USAGE)
+        out.append(name)
+    if not out:
+        raise Refused(f"{option}: no partition named", ExitCode.USAGE)
+    return out
+
+
+def store_writable(spec: StoreSpec, command: str) -> None:
+    """Write one small object into the store and delete it again: refused (1) if the store
+    cannot be opened (an S3 bucket that does not exist, an unreachable endpoint) or will
+    not take a write (permissions), before anything that needs it starts."""
+    require_modules(command, store_modules(spec))
+    key = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
+    where = spec.describe()
+    try:
+        store = spec()
+    except (StoreError, OSError) as e:
+        raise Refused(f"store {where}: cannot open it: {e}", ExitCode.FAILED) from None
+    try:
+        store.put(key, b"epochgc preflight: a store the command can write\n")
+        store.delete_batch([key])
+    except (StoreError, OSError) as e:
+        raise Refused(f"store {where}: cannot write to it: {e}", ExitCode.FAILED) from None
+    finally:
+        store.close()

@@ -1,0 +1,37 @@
+"""What a command tells a person while it works: one line per event on stderr (unless
+`--quiet`) and, when stderr is a terminal, progress bars drawn by tqdm (a count, its rate
+and an ETA where the total is known). No bars under `--quiet` or without a terminal: a
+scheduler's log gets the lines only."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any, TextIO
+
+import click
+
+
+class Reporter:
+    """A command's `say`: `say(line)`; `bar(...)` when bars are on."""
+
+    def __init__(self, quiet: bool, stream: TextIO | None = None) -> None:
+        self.quiet = quiet
+        self.stream = stream if stream is not None else sys.stderr
+        self.bars = not quiet and self.stream.isatty()
+
+    def __call__(self, msg: str) -> None:
+        if self.quiet:
+            return
+        if self.bars:
+            from tqdm import tqdm
+
+            tqdm.write(msg, file=self.stream)  # above a bar in progress, not through it
+        else:
+            click.echo(msg, err=True)
+
+    def bar(self, label: str, unit: str, total: int | None = None) -> Any:
+        """A tqdm bar on this reporter's stream (caller closes it)."""
+        from tqdm import tqdm
+
+        return tqdm(desc=label, total=total, unit=unit, file=self.stream, leave=True,
+                    dynamic_ncols=True, disable=not self.bars)

@@ -1,0 +1,75 @@
+"""What `epochgc chaos` shows a person (issue 41 item 10), without a cluster: a store fault
+made every producer's every attempt print a line (77 in one fault); fields printed as
+Python reprs (`kinds={'kill': 2}`); the plan announced episodes that never ran; results
+went to `build/chaos` under whatever directory the command ran in; no verdict line. The
+end-to-end run (test_chaos_run.py) checks the same on a real run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from click.testing import CliRunner
+from epochgc.impl.chaos.cli import chaos, verdict
+from epochgc.impl.chaos.history import REPEAT_WINDOW_S, History
+from epochgc.impl.chaos.run import ChaosResult
+from epochgc.impl.chaos.schedule import plan
+from epochgc.impl.cli import main
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_a_burst_of_failed_batches_is_one_line_per_window(tmp_path: Path) -> None:
+    clock, shown = _Clock(), []
+    h = History(tmp_path / "history.txt", shown.append, clock)
+    for i in range(77):  # one store fault: 77 failures over 15 s
+        clock.t = i * 15 / 77
+        h("batch not acknowledged", producer=f"chaos{i % 4}", why="store down")
+    h("nemesis SIGKILL", node=1)
+    h("nemesis SIGKILL", node=2)  # distinct events are never held back
+    h.close()
+    text = (tmp_path / "history.txt").read_text()
+    assert text.count("batch not acknowledged") == 77  # the file keeps everything
+    noisy = [s for s in shown if "batch not acknowledged" in s]
+    assert len(noisy) <= 15 / REPEAT_WINDOW_S + 2, noisy
+    assert "more not shown" in noisy[-1] or "more since" in noisy[-1]
+    assert sum(1 for s in shown if "SIGKILL" in s) == 2
+
+
+def test_fields_are_not_python_reprs(tmp_path: Path) -> None:
+    shown: list[str] = []
+    h = History(tmp_path / "h.txt", shown.append)
+    h("nemesis plan", episodes=3, kinds={"kill": 2, "pause": 1})
+    h("nemesis power loss", nodes=[1, 2])
+    h.close()
+    assert shown[0].endswith("nemesis plan  episodes=3 kinds=kill:2,pause:1"), shown
+    assert shown[1].endswith("nodes=1,2") and "{" not in "".join(shown)
+
+
+def test_every_planned_episode_ends_within_the_run() -> None:
+    for seconds, nodes, seed in ((70, 3, 3), (120, 3, 7), (600, 5, 1), (30, 3, 9)):
+        for e in plan(seconds, nodes, seed):
+            assert e.at + e.duration <= seconds, (seconds, seed, e)
+
+
+def test_out_defaults_to_a_temporary_directory_and_a_bad_one_is_refused(
+        tmp_path: Path) -> None:
+    out = next(p for p in chaos.params if p.name == "out")
+    assert out.default is None  # was "build/chaos", under the current directory
+    (tmp_path / "file").write_text("x")
+    r = CliRunner().invoke(main, ["chaos", "--out", str(tmp_path / "file" / "sub")])
+    assert r.exit_code == 64 and "--out" in r.output and len(r.output.splitlines()) == 1
+
+
+def test_the_verdict_is_one_line() -> None:
+    res = ChaosResult(seconds=71.2, acked=120, faults={"kill": 2, "pause": 1})
+    line = verdict(res, Path("/tmp/x"))
+    assert line == ("chaos: OK: 120 records acknowledged, lost 0, in use deleted 0, 3 faults, "
+                    "0 divergences, in 71s; result and history in /tmp/x")
+    res.lost = 1
+    assert verdict(res, Path("/tmp/x")).startswith("chaos: FAILED: ")

@@ -1,0 +1,93 @@
+"""Progress a person can read (issue 41 item 10): at a terminal a round draws a tqdm bar of
+its tasks (the total Spark knows, so an ETA) with the keys deleted so far and keys/s,
+summed from the round's journal; under --quiet or without a terminal, no bar. Old code:
+one line per task change ("0/4 tasks done" for most of a local round), no keys, no rate.
+The terminal is a real pseudo-terminal (os.openpty), not a stand-in."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import struct
+import termios
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from epochgc.impl.cli import main
+from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.progress import Reporter
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import format_key
+
+from tests.gc.helpers import AHEAD, HOUR, NOW, local_spec, put_local, simple_cluster
+
+GRACE = 12 * HOUR
+
+
+def make_store(root: Path) -> set[str]:
+    """(Here, not imported from test_job: a Spark worker unpickling a function of that
+    module would import it, pyarrow included.) 40 eligible keys over 4 prefixes."""
+    simple_cluster(LocalStore(root, create=True), 100)
+    eligible = {format_key(p, 50, f"obj-{i}") for p in (0, 1, 500, 999) for i in range(10)}
+    for key in eligible:
+        put_local(root, key, age=GRACE + 5)
+    return eligible
+
+
+def _drain(fd: int) -> str:
+    chunks = []
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except OSError:  # EIO: the terminal's other side is closed and all was read
+            break
+        if not data:
+            break
+        chunks.append(data)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+@pytest.mark.spark
+def test_a_round_at_a_terminal_shows_keys_deleted_and_rate(spark: Any, tmp_path: Path) -> None:
+    eligible = make_store(tmp_path)
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # 120 columns
+    tty = os.fdopen(slave, "w", encoding="utf-8")
+    try:
+        reporter = Reporter(quiet=False, stream=tty)
+        assert reporter.bars
+        s = run_gc(spark, local_spec(tmp_path), GcOptions(grace_s=GRACE, tasks=2),
+                   clock=lambda: NOW, say=reporter)
+    finally:
+        tty.close()
+    screen = _drain(master)
+    os.close(master)
+    assert s.deleted == len(eligible) > 0
+    counts = [int(n.replace(",", "")) for n in re.findall(r"([\d,]+) keys deleted", screen)]
+    assert counts and counts[-1] == s.deleted, screen[-2000:]
+    assert "keys/s" in screen and "gc: listing and deleting" in screen
+    assert re.search(r"2/2 \[", screen), screen[-2000:]  # tasks done of the known total
+
+
+def test_no_bar_without_a_terminal_or_under_quiet() -> None:
+    r, w = os.pipe()
+    with os.fdopen(w, "w") as pipe:
+        assert not Reporter(quiet=False, stream=pipe).bars
+    os.close(r)
+    master, slave = os.openpty()
+    with os.fdopen(slave, "w") as tty:
+        assert not Reporter(quiet=True, stream=tty).bars
+        assert Reporter(quiet=False, stream=tty).bars
+    os.close(master)
+
+
+@pytest.mark.spark
+def test_the_cli_under_a_runner_draws_no_bar(spark: Any, tmp_path: Path) -> None:
+    make_store(tmp_path)
+    r = CliRunner().invoke(main, ["gc", "--now", str(NOW), *AHEAD, "--store", str(tmp_path),
+                                  "--grace", "12h", "--dry-run"])
+    assert r.exit_code == 0, r.output
+    assert "keys/s" not in r.stderr and "\r" not in r.stderr

@@ -1,0 +1,133 @@
+"""One exit-code table for every command (issue 41 item 6, impl/exitcodes.py): walked from
+the click command tree itself, so a command added later is checked without being listed
+here. Old code: a bad argument was 64 for `gc` and click's 2 everywhere else (2 is `gc`'s
+"blocked"); `conform` exited 2 for a missing extra and 3 (`gc`'s "paused") for a broken
+port; `replay` 2 for bad input; garbage in a health report was `error`, exit 1."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+import pytest
+from click.testing import CliRunner
+from epochgc.impl.cli import SUBCOMMANDS, main
+from epochgc.impl.exitcodes import MEANING, USES, ExitCode, codes_for
+from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.metrics import export_metrics
+from epochgc.impl.gc.record import ROUNDS_PREFIX
+from epochgc.impl.gc.reports import HEALTH_PREFIX
+from epochgc.impl.store.local import LocalStore
+from epochgc.impl.store.url import StoreSpec
+from epochgc.model import replay
+
+from tests.gc.helpers import NOW, simple_cluster
+
+
+def _tree() -> Iterator[tuple[str, click.Command]]:
+    """Every command under `epochgc`, by full name, loaded as `epochgc` loads it."""
+    ctx = click.Context(main)
+    assert isinstance(main, click.Group)
+    stack: list[tuple[str, click.Group, click.Context]] = [("", main, ctx)]
+    while stack:
+        prefix, group, gctx = stack.pop()
+        for name in group.list_commands(gctx):
+            cmd = group.get_command(gctx, name)
+            assert cmd is not None, name
+            path = f"{prefix} {name}".strip()
+            yield path, cmd
+            if isinstance(cmd, click.Group):
+                stack.append((path, cmd, click.Context(cmd, parent=gctx, info_name=name)))
+
+
+COMMANDS = sorted(path for path, _ in _tree())
+
+
+def test_the_walk_sees_every_registered_command() -> None:
+    top = {p for p in COMMANDS if " " not in p}
+    assert top == set(SUBCOMMANDS)
+    assert {"cluster start", "gc-admin show", "topic delete"} <= set(COMMANDS)
+
+
+@pytest.mark.parametrize("path", COMMANDS)
+def test_a_bad_argument_exits_64(path: str) -> None:
+    """An unknown option on every command (and an unknown subcommand on every group):
+    64, one `Error:` line, never click's 2."""
+    r = CliRunner().invoke(main, [*path.split(), "--no-such-option-41"])
+    assert r.exit_code == ExitCode.USAGE, (path, r.exit_code, r.output)
+    assert "No such option" in r.output
+    cmd = dict(_tree())[path]
+    if isinstance(cmd, click.Group):
+        r = CliRunner().invoke(main, [*path.split(), "no-such-command-41"])
+        assert r.exit_code == ExitCode.USAGE, (path, r.exit_code, r.output)
+
+
+def test_unknown_command_and_bad_root_option_exit_64() -> None:
+    assert CliRunner().invoke(main, ["no-such-command"]).exit_code == ExitCode.USAGE
+    assert CliRunner().invoke(main, ["--bogus"]).exit_code == ExitCode.USAGE
+
+
+@pytest.mark.parametrize("path", ["epochgc", *COMMANDS])
+def test_every_help_ends_with_its_exit_codes(path: str) -> None:
+    args = [] if path == "epochgc" else path.split()
+    r = CliRunner().invoke(main, [*args, "--help"], terminal_width=100)
+    assert r.exit_code == 0, r.output
+    rows = r.output.partition("Exit codes:\n")[2]
+    assert rows, f"{path}: no exit-code table in --help"
+    listed = [int(line.split()[0]) for line in rows.splitlines() if line.strip()]
+    assert listed == [int(c) for c in codes_for(path)], (path, listed)
+    for code in codes_for(path):
+        assert MEANING[code] in rows
+
+
+def test_every_command_declares_its_codes_and_every_code_is_used() -> None:
+    for path in COMMANDS:
+        codes_for(path)  # raises for a command USES does not know
+    used = {c for codes in USES.values() for c in codes if codes is not USES["epochgc"]}
+    assert used | {ExitCode.USAGE, ExitCode.SIGINT, ExitCode.SIGTERM} == set(ExitCode)
+
+
+def test_no_one_liner_is_cut_mid_sentence() -> None:
+    """Issue 41 item 11: `epochgc --help` cut most one-liners at ~45 characters ("...")."""
+    for args in [[], *(p.split() for p in COMMANDS if isinstance(dict(_tree())[p], click.Group))]:
+        r = CliRunner().invoke(main, [*args, "--help"], terminal_width=100)
+        commands = r.output.partition("Commands:\n")[2].partition("Exit codes:")[0]
+        assert commands.strip(), args
+        assert "..." not in commands, (args, commands)
+
+
+def test_replay_uses_the_table() -> None:
+    """The model imports nothing of impl/: its copy of the numbers must agree."""
+    assert (replay.EXIT_OK, replay.EXIT_MISMATCH, replay.EXIT_BAD_INPUT) == (
+        ExitCode.OK, ExitCode.FAILED, ExitCode.DATAERR)
+
+
+def test_replay_and_check_trace_bad_input_exit_65(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    assert CliRunner().invoke(main, ["replay", str(bad)]).exit_code == ExitCode.DATAERR
+    assert CliRunner().invoke(main, ["check-trace", str(bad)]).exit_code == ExitCode.DATAERR
+
+
+def _no_spark() -> None:
+    raise AssertionError("a blocked round must not start Spark")
+
+
+def test_garbage_in_a_health_report_blocks_the_round(tmp_path: Path) -> None:
+    """impl/gc/README.md's fault table and `gc-admin show` call it blocked (2); the round
+    said `error`, exit 1, and `epochgc_gc_round_safety_blocked` stayed 0."""
+    store = LocalStore(tmp_path)
+    simple_cluster(store, 50)
+    store.put(f"{HEALTH_PREFIX}n1.json", b'{"node": "n1", "written_at": ')
+    s = run_gc(_no_spark, StoreSpec("file", str(tmp_path)),  # type: ignore[arg-type]
+               GcOptions(max_report_age_s=300.0), clock=lambda: NOW)
+    assert (s.outcome, s.exit_code) == ("blocked", ExitCode.BLOCKED), (s.outcome, s.error)
+    assert s.safety_blocked and s.deleted == 0 and "n1.json" in (s.blocked or "")
+    [rec] = [o.key for o in store.list_all(ROUNDS_PREFIX)]
+    doc = json.loads(store.get(rec))
+    assert doc["outcome"] == "blocked" and doc["health"]["state"] == "unknown"
+    metrics = tmp_path / "m.prom"
+    export_metrics(s, str(metrics), None)
+    assert "epochgc_gc_round_safety_blocked 1.0" in metrics.read_text()

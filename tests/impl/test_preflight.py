@@ -1,0 +1,159 @@
+"""Checks before work (issue 41 items 3, 4, 5, 9): each command refuses in one line, with
+the table's exit code, before it starts a node, a cluster or Spark, leaving nothing
+running and nothing written. A missing extra is made real in a child process the way the
+import system defines it: `sys.modules[name] = None` makes `import name` raise ImportError
+(Python reference, "The module cache"); the wheel smoke (.ci/wheel-smoke) runs the same
+commands in a virtualenv that truly lacks them."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from epochgc.impl.cli import main
+from epochgc.impl.exitcodes import ExitCode
+from epochgc.impl.gc.record import ROUNDS_PREFIX
+from epochgc.impl.preflight import PROBE_PREFIX
+from epochgc.impl.store.local import LocalStore
+
+from tests.gc.helpers import simple_cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _without(modules: list[str], args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    """`epochgc ARGS` in a child process where `modules` cannot be imported."""
+    code = ("import sys\n"
+            f"for m in {modules!r}: sys.modules[m] = None\n"
+            "from epochgc.impl.cli import main\n"
+            "main(prog_name='epochgc')\n")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    return subprocess.run([sys.executable, "-c", code, *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def _one_line(text: str) -> str:
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1, text
+    return lines[0]
+
+
+def _no_cluster(data_dir: Path) -> None:
+    """Nothing started: no cluster metadata, so no node pid anywhere."""
+    meta = data_dir / "cluster.json"
+    assert not meta.exists() or not json.loads(meta.read_text()).get("pids"), meta.read_text()
+
+
+def test_a_bad_partition_name_is_refused_before_any_node(tmp_path: Path) -> None:
+    """Old code: waited 60 s, exit 1, three node processes left running, no hint."""
+    r = CliRunner().invoke(main, ["cluster", "start", "--data-dir", str(tmp_path / "run"),
+                                  "--store", str(tmp_path / "store"),
+                                  "--partitions", "t/0,bad name"])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    line = _one_line(r.output)
+    assert "--partitions" in line and "'bad name'" in line and "TOPIC/N" in line
+    _no_cluster(tmp_path / "run")
+
+
+@pytest.mark.parametrize("bad", ["t/x", "/0", "t/0,t/0", "t/٣", "a/b/0", " t/0"])
+def test_other_bad_partition_lists_are_refused(tmp_path: Path, bad: str) -> None:
+    r = CliRunner().invoke(main, ["cluster", "start", "--data-dir", str(tmp_path / "run"),
+                                  "--store", str(tmp_path / "store"), "--partitions", bad])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert "--partitions" in _one_line(r.output)
+    _no_cluster(tmp_path / "run")
+
+
+def test_a_bucket_that_does_not_exist_is_refused_before_any_node(
+        tmp_path: Path, moto_endpoint: str) -> None:
+    """Old code: "cluster ready" on a bucket that did not exist; every produce failed."""
+    r = CliRunner().invoke(main, ["cluster", "start", "--data-dir", str(tmp_path / "run"),
+                                  "--store", "s3://no-such-bucket-41/p",
+                                  "--s3-endpoint", moto_endpoint])
+    assert r.exit_code == ExitCode.FAILED, r.output
+    line = _one_line(r.output)
+    assert "s3://no-such-bucket-41/p" in line and "cannot write" in line
+    assert "NoSuchBucket" in line
+    _no_cluster(tmp_path / "run")
+
+
+def test_the_probe_leaves_no_object(tmp_path: Path, moto_endpoint: str, s3_bucket: str) -> None:
+    """A store that passes: the probe object is deleted again (S3 and a directory)."""
+    from epochgc.impl.preflight import store_writable
+    from epochgc.impl.store.url import open_store, parse_store_url
+
+    for url, endpoint in ((f"s3://{s3_bucket}/p", moto_endpoint), (str(tmp_path), None)):
+        spec = parse_store_url(url, endpoint)
+        store_writable(spec, "test")
+        store = open_store(url, endpoint)
+        assert not list(store.list_all(PROBE_PREFIX)), url
+
+
+@pytest.fixture(name="s3_endpoint", params=["moto"])
+def _moto_only(request: pytest.FixtureRequest) -> str:
+    return str(request.getfixturevalue("moto_endpoint"))
+
+
+def test_s3_without_boto3_names_the_extra(tmp_path: Path) -> None:
+    """Old code: the nodes started and failed on `No module named 'boto3'`, no hint."""
+    p = _without(["boto3"], ["cluster", "start", "--data-dir", "run",
+                             "--store", "s3://bucket/p"], tmp_path)
+    assert p.returncode == ExitCode.UNAVAILABLE, p.stdout + p.stderr
+    assert "pip install 'epochgc[s3]'" in _one_line(p.stderr)
+    _no_cluster(tmp_path / "run")
+
+
+def test_demo_spark_without_pyspark_refuses_before_the_cluster(tmp_path: Path) -> None:
+    """Old code: started the cluster, said "Spark session ready", then an 87-line
+    ModuleNotFoundError traceback."""
+    p = _without(["pyspark"], ["demo", "--gc-engine", "spark", "--quiet"], tmp_path)
+    assert p.returncode == ExitCode.UNAVAILABLE, p.stdout + p.stderr
+    assert "pip install 'epochgc[spark]'" in _one_line(p.stderr)
+    assert "Traceback" not in p.stderr and p.stdout == ""
+
+
+def test_gc_without_pyspark_exits_69(tmp_path: Path) -> None:
+    """Old code: exit 1 (`gc`'s "incomplete"); the README promised a missing extra's code."""
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
+    p = _without(["pyspark"], ["gc", "--store", str(tmp_path / "s"), "--dry-run"], tmp_path)
+    assert p.returncode == ExitCode.UNAVAILABLE, p.stdout + p.stderr
+    assert "pip install 'epochgc[spark]'" in _one_line(p.stderr)
+
+
+@pytest.mark.parametrize("option", ["--metrics-file", "--list"])
+def test_gc_output_paths_are_checked_before_the_round(tmp_path: Path, option: str) -> None:
+    """Old code: `--metrics-file /nonexistent/dir/m.prom` was only warned about after the
+    round, with its exit code unchanged."""
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
+    r = CliRunner().invoke(main, ["gc", "--store", str(tmp_path / "s"), "--dry-run", "-q",
+                                  option, "/nonexistent/dir/m.prom"])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert _one_line(r.output) == (
+        f"Error: {option} /nonexistent/dir/m.prom: directory /nonexistent/dir does not exist")
+    r = CliRunner().invoke(main, ["gc", "--store", str(tmp_path / "s"), "--dry-run", "-q",
+                                  option, str(tmp_path)])
+    assert r.exit_code == ExitCode.USAGE and "is a directory" in r.output, r.output
+    assert not list(LocalStore(tmp_path / "s").list_all(ROUNDS_PREFIX))  # no round ran
+
+
+def test_chaos_and_cluster_trace_paths_are_checked(tmp_path: Path) -> None:
+    r = CliRunner().invoke(main, ["cluster", "start", "--data-dir", str(tmp_path / "run"),
+                                  "--store", str(tmp_path / "store"),
+                                  "--trace", "/nonexistent/dir/t.ndjson"])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert "--trace" in _one_line(r.output)
+    _no_cluster(tmp_path / "run")
+
+
+@pytest.mark.parametrize("command", ["produce", "consume"])
+def test_produce_and_consume_refuse_a_bad_partition_name_first(
+        tmp_path: Path, command: str) -> None:
+    r = CliRunner().invoke(main, [command, "--data-dir", str(tmp_path / "none"),
+                                  "--partition", "t/0", "--partition", "bad name"])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert "--partition: 'bad name' is not a partition name" in _one_line(r.output)
