@@ -21,8 +21,9 @@ from epochgc.model.fence import SeenWindow
 from epochgc.model.logic import Cond
 from epochgc.model.system import OBJECT_STATUS, WRITE_STATUS, System, step
 from epochgc.model.variants import Variant
-from epochgc.proofs.sym import Explorer, SymBool, concretize
+from epochgc.proofs.sym import Explorer
 from epochgc.proofs.symstate import symbolic_params
+from epochgc.proofs.symvalues import SymBool, concretize
 
 Schedule = Sequence[tuple[str, dict[str, Any]]]
 Goal = Callable[[Sequence[System]], Cond]

@@ -34,21 +34,11 @@ from epochgc.model.system import (
 )
 from epochgc.model.variants import Variant
 from epochgc.proofs.param.lazy import LAZY_TYPES
-from epochgc.proofs.sym import (
-    Branches,
-    Explorer,
-    SolverUnknown,
-    Split,
-    SymBool,
-    SymInt,
-    concretize,
-    conj,
-    disj,
-    expr_of,
-    ite,
-    unbranched,
-)
+from epochgc.proofs.sym import Explorer, SolverUnknown, Split
+from epochgc.proofs.symctx import Branches, unbranched
 from epochgc.proofs.symstate import decisions, symbolic_params, symbolic_system, undecide
+from epochgc.proofs.symterms import conj, disj, ite
+from epochgc.proofs.symvalues import SymBool, SymInt, concretize, expr_of
 
 
 @dataclass

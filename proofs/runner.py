@@ -47,7 +47,7 @@ from epochgc.proofs import (
     obligations,
     reach,
     scenarios,
-    sym,
+    symsolver,
     vectors,
 )
 from epochgc.proofs.obligations import Outcome
@@ -59,7 +59,7 @@ _CFG: dict[str, int] = {"seed": 0, "timeout_ms": 2000}
 
 def _configure(seed: int, timeout_ms: int) -> None:
     _CFG.update(seed=seed, timeout_ms=timeout_ms)
-    sym.tune_z3()
+    symsolver.tune_z3()
 
 
 # -- tasks (module level so worker processes can run them) ----------------------------------

@@ -16,8 +16,9 @@ from epochgc.model import system as S
 from epochgc.model.variants import REFERENCE, variant
 from epochgc.proofs import obligations, scenarios
 from epochgc.proofs.obligations import _joined, fingerprint
-from epochgc.proofs.sym import Explorer, concretize
+from epochgc.proofs.sym import Explorer
 from epochgc.proofs.symstate import decisions, symbolic_system, undecide
+from epochgc.proofs.symvalues import concretize
 
 VARIANTS = [variant(n) for n in ("reference", "strict", "collapse")]
 
