@@ -20,18 +20,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import z3
+from epochgc.model.actions import ACTIONS
 from epochgc.model.errors import ModelError
+from epochgc.model.invariants import INVARIANTS, TRANSITION_INVARIANTS, fresh_m, holds, mono_fresh_m
 from epochgc.model.logic import neg
-from epochgc.model.system import (
-    ACTIONS,
-    INVARIANTS,
-    TRANSITION_INVARIANTS,
-    NotEnabled,
-    System,
-    fresh_m,
-    holds,
-    mono_fresh_m,
-)
+from epochgc.model.system import NotEnabled, System
 from epochgc.model.variants import Variant
 from epochgc.proofs.param.lazy import LAZY_TYPES
 from epochgc.proofs.sym import Explorer, SolverUnknown, Split

@@ -35,7 +35,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from epochgc.model.system import ACTIONS, INVARIANTS, TRANSITION_INVARIANTS, System
+from epochgc.model.actions import ACTIONS
+from epochgc.model.invariants import INVARIANTS, TRANSITION_INVARIANTS
+from epochgc.model.system import System
 from epochgc.model.variants import REFERENCE, SAFE_VARIANTS, variant
 from epochgc.proofs import (
     bmc,

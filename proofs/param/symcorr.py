@@ -32,20 +32,11 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import z3
+from epochgc.model.actions import ACTIONS, step
 from epochgc.model.errors import ModelError
 from epochgc.model.fence import SeenWindow
-from epochgc.model.system import (
-    ACTIONS,
-    FENCED,
-    INVARIANTS,
-    OBJECT_STATUS,
-    TRANSITION_INVARIANTS,
-    WRITE_STATUS,
-    System,
-    fresh_m,
-    mono_fresh_m,
-    step,
-)
+from epochgc.model.invariants import INVARIANTS, TRANSITION_INVARIANTS, fresh_m, mono_fresh_m
+from epochgc.model.system import FENCED, OBJECT_STATUS, WRITE_STATUS, System
 from epochgc.model.variants import REFERENCE
 from epochgc.proofs.param import spec
 from epochgc.proofs.param.lazy import WINDOW, lazy_system, optional, with_plain

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from epochgc.model.system import ACTIONS
+from epochgc.model.actions import ACTIONS
 from epochgc.model.variants import variant
 from epochgc.proofs import explain, obligations, runner, scenarios
 from epochgc.proofs.obligations import Outcome

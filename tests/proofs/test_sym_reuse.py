@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 import z3
-from epochgc.model.system import INVARIANTS, TRANSITION_INVARIANTS
+from epochgc.model.invariants import INVARIANTS, TRANSITION_INVARIANTS
 from epochgc.model.variants import REFERENCE, variant
 from epochgc.proofs import obligations, scenarios
 from epochgc.proofs.obligations import _goal, _GoalMemo, fingerprint
@@ -359,8 +359,8 @@ def test_fingerprint_memo_gives_the_fingerprint_of_each_state() -> None:
 
 def _explored_goal(name: str, pre: Any, post: Any, v: Any, fm: Any) -> z3.BoolRef:
     """`_goal` without its no-branch fast path: every leaf explored and joined."""
+    from epochgc.model.invariants import mono_fresh_m
     from epochgc.model.logic import neg
-    from epochgc.model.system import mono_fresh_m
     from epochgc.proofs.symterms import conj, disj
     from epochgc.proofs.symvalues import SymBool
 
