@@ -16,13 +16,15 @@ from dataclasses import dataclass
 from typing import Any
 
 import z3
+from epochgc.model.actions import step
 from epochgc.model.errors import ModelError
 from epochgc.model.fence import SeenWindow
 from epochgc.model.logic import Cond
-from epochgc.model.system import OBJECT_STATUS, WRITE_STATUS, System, step
+from epochgc.model.system import OBJECT_STATUS, WRITE_STATUS, System
 from epochgc.model.variants import Variant
-from epochgc.proofs.sym import Explorer, SymBool, concretize
+from epochgc.proofs.sym import Explorer
 from epochgc.proofs.symstate import symbolic_params
+from epochgc.proofs.symvalues import SymBool, concretize
 
 Schedule = Sequence[tuple[str, dict[str, Any]]]
 Goal = Callable[[Sequence[System]], Cond]

@@ -24,7 +24,8 @@ from epochgc.model.fence import SeenWindow
 from epochgc.model.partition import PartitionState
 from epochgc.model.variants import REFERENCE, VARIANTS, Variant
 from epochgc.proofs.obligations import Outcome
-from epochgc.proofs.sym import Explorer, Prune, SolverUnknown, concretize
+from epochgc.proofs.sym import Explorer, Prune, SolverUnknown
+from epochgc.proofs.symvalues import concretize
 
 TARGETS = (
     "epochgc.model.partition.apply_placeholder",

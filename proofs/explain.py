@@ -7,7 +7,8 @@ import dataclasses
 from dataclasses import replace
 from typing import Any
 
-from epochgc.model.system import INVARIANTS, TRANSITION_INVARIANTS, Partition, System, Write
+from epochgc.model.invariants import INVARIANTS, TRANSITION_INVARIANTS
+from epochgc.model.system import Partition, System, Write
 from epochgc.model.variants import Variant
 
 

@@ -45,14 +45,14 @@ MUTANTS: tuple[Mutant, ...] = (
         "upload-stamp-cache",
         "the upload stamp keeps only the last partition's creation revision (max(cache, ..)"
         " instead of max(epoch, ..)): an object feeding two partitions is stamped too low",
-        "model/system.py",
+        "model/actions.py",
         "epoch = max(epoch, part.creation_revision)",
         "epoch = max(cache, part.creation_revision)",
     ),
     Mutant(
         "housekeep-lrlo-past-placeholder",
         "the housekeeper moves LRLO past a placeholder whose data is not in L1 (R28)",
-        "model/system.py",
+        "model/actions.py",
         '    _require(_in_l1_up_to(s, p, lrlo), "housekeep", '
         '"never past an unreconciled placeholder")\n',
         "",
@@ -60,7 +60,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "reconcile-before-l1",
         "reconcile records an LRLO past a placeholder not yet durable in L1 (R27)",
-        "model/system.py",
+        "model/actions.py",
         '    _require(_in_l1_up_to(s, p, lrlo), "reconcile", '
         '"LRLO passes only placeholders in L1")\n',
         "",
@@ -97,14 +97,14 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "lrlo-reaches-log-end",
         "reconcile lets LRLO reach the log end (A4 off by one)",
-        "model/system.py",
+        "model/actions.py",
         '_require(lrlo < part.log_end, "reconcile", "LRLO never passes the log end")',
         '_require(lrlo <= part.log_end, "reconcile", "LRLO never passes the log end")',
     ),
     Mutant(
         "unknown-lands-unchecked",
         "a replicate of unknown outcome that later commits skips the apply-time window check",
-        "model/system.py",
+        "model/actions.py",
         "    accepted, offset, s2 = _land(s, v, wr.partition, write_epoch(s, wr))\n"
         "    new = replace(wr, status=ACCEPTED if accepted else REJECTED, offset=offset)\n",
         "    vv = replace(v, apply_time_check=False) if wr.status == UNKNOWN else v\n"
@@ -121,7 +121,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "recreate-keeps-old-revision",
         "re-creating a deleted partition keeps its old creation revision (R35)",
-        "model/system.py",
+        "model/actions.py",
         "new = replace(part, created=True, creation_revision=rev)",
         "new = replace(part, created=True, creation_revision=rev if part.creation_revision"
         " == 0 else part.creation_revision)",
@@ -129,7 +129,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "deleted-reports-still-count",
         "deleting a partition keeps its replicas' M(p) and reports (R32, R33)",
-        "model/system.py",
+        "model/actions.py",
         "leader=0, replicas=tuple(Replica() for _ in part.replicas))",
         "leader=0, replicas=part.replicas)",
     ),
@@ -137,7 +137,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "delete-orphans-shared-object",
         "deleting a partition also orphans the live partitions' writes of the objects it"
         " shared, so nothing protects those objects any more (R33)",
-        "model/system.py",
+        "model/actions.py",
         "if w.partition == p and w.status != IDLE else w for w in s.writes)",
         "if (w.partition == p or any(x.obj == w.obj and x.partition == p for x in s.writes))"
         " and w.status != IDLE else w for w in s.writes)",
@@ -156,7 +156,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "give-up-below-max",
         "a write of unknown outcome is told failed once its epoch is below max_applied,"
         " while the window (from previous_applied) still accepts it",
-        "model/system.py",
+        "model/actions.py",
         '    _require(neg(accepts(st, write_epoch(s, wr), v)), "give_up", "the write may still'
         ' land")\n',
         "    _require(st.max_applied_epoch is not None and write_epoch(s, wr) <"
@@ -229,7 +229,7 @@ MUTANTS: tuple[Mutant, ...] = (
         "apply-accepts-earlier-incarnation",
         "A2 not enforced: the apply takes a placeholder below the partition's creation"
         " revision (one of an earlier incarnation) into an empty window",
-        "model/system.py",
+        "model/actions.py",
         "    if epoch < part.creation_revision:\n",
         "    if False:\n",
     ),
@@ -270,7 +270,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         "write-to-deleted-accepted",
         "another producer's placeholder is applied on a deleted partition (R34)",
-        "model/system.py",
+        "model/actions.py",
         '    _require(part.created, "other_write", "partition does not exist")\n',
         "",
     ),

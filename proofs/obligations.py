@@ -20,35 +20,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import z3
+from epochgc.model.actions import ACTIONS
 from epochgc.model.errors import ModelError
+from epochgc.model.invariants import INVARIANTS, TRANSITION_INVARIANTS, fresh_m, holds, mono_fresh_m
 from epochgc.model.logic import neg
-from epochgc.model.system import (
-    ACTIONS,
-    INVARIANTS,
-    TRANSITION_INVARIANTS,
-    NotEnabled,
-    System,
-    fresh_m,
-    holds,
-    mono_fresh_m,
-)
+from epochgc.model.system import NotEnabled, System
 from epochgc.model.variants import Variant
 from epochgc.proofs.param.lazy import LAZY_TYPES
-from epochgc.proofs.sym import (
-    Branches,
-    Explorer,
-    SolverUnknown,
-    Split,
-    SymBool,
-    SymInt,
-    concretize,
-    conj,
-    disj,
-    expr_of,
-    ite,
-    unbranched,
-)
+from epochgc.proofs.sym import Explorer, SolverUnknown, Split
+from epochgc.proofs.symctx import Branches, unbranched
 from epochgc.proofs.symstate import decisions, symbolic_params, symbolic_system, undecide
+from epochgc.proofs.symterms import conj, disj, ite
+from epochgc.proofs.symvalues import SymBool, SymInt, concretize, expr_of
 
 
 @dataclass

@@ -15,8 +15,10 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+from epochgc.model.actions import ACTIONS, step
 from epochgc.model.errors import ModelError
-from epochgc.model.system import ACTIONS, INVARIANTS, TRANSITION_INVARIANTS, System, step
+from epochgc.model.invariants import INVARIANTS, TRANSITION_INVARIANTS
+from epochgc.model.system import System
 from epochgc.model.variants import Variant
 from epochgc.proofs import vectors
 from epochgc.proofs.bmc import Trace, TraceStep

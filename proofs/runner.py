@@ -35,7 +35,9 @@ from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
 
-from epochgc.model.system import ACTIONS, INVARIANTS, TRANSITION_INVARIANTS, System
+from epochgc.model.actions import ACTIONS
+from epochgc.model.invariants import INVARIANTS, TRANSITION_INVARIANTS
+from epochgc.model.system import System
 from epochgc.model.variants import REFERENCE, SAFE_VARIANTS, variant
 from epochgc.proofs import (
     bmc,
@@ -47,7 +49,7 @@ from epochgc.proofs import (
     obligations,
     reach,
     scenarios,
-    sym,
+    symsolver,
     vectors,
 )
 from epochgc.proofs.obligations import Outcome
@@ -59,7 +61,7 @@ _CFG: dict[str, int] = {"seed": 0, "timeout_ms": 2000}
 
 def _configure(seed: int, timeout_ms: int) -> None:
     _CFG.update(seed=seed, timeout_ms=timeout_ms)
-    sym.tune_z3()
+    symsolver.tune_z3()
 
 
 # -- tasks (module level so worker processes can run them) ----------------------------------

@@ -11,15 +11,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from epochgc.model.invariants import inv_floor, inv_safety
 from epochgc.model.logic import Cond, neg
-from epochgc.model.system import (
-    FAILED,
-    FENCED,
-    System,
-    initial,
-    inv_floor,
-    inv_safety,
-)
+from epochgc.model.system import FAILED, FENCED, System, initial
 from epochgc.model.variants import REFERENCE, Variant
 
 Schedule = list[tuple[str, dict[str, Any]]]
@@ -200,7 +194,7 @@ class LivenessScenario:
         return ref[-1].writes[self.write].status == FENCED
 
     def reference_admits(self, trace_params: Sequence[dict[str, Any]]) -> bool:
-        from epochgc.model.system import step
+        from epochgc.model.actions import step
 
         s = TRACE_TEMPLATE
         for (action, _), p in zip(self.schedule, trace_params, strict=True):

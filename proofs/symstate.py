@@ -11,11 +11,14 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
+from epochgc.model.actions import ACTIONS
 from epochgc.model.fence import SeenWindow
 from epochgc.model.partition import PartitionState
-from epochgc.model.system import ACTIONS, Obj, Partition, Replica, System, Write
+from epochgc.model.system import Obj, Partition, Replica, System, Write
 from epochgc.proofs.param.lazy import Group, lazy
-from epochgc.proofs.sym import Explorer, SymInt, const_bool, const_int, eq_int
+from epochgc.proofs.sym import Explorer
+from epochgc.proofs.symterms import const_bool, const_int, eq_int
+from epochgc.proofs.symvalues import SymInt
 
 
 def choice(ex: Explorer, name: str, n: int) -> int:

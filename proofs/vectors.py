@@ -7,17 +7,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from epochgc.model.actions import housekeep_epoch, round_epoch
 from epochgc.model.fence import fence as model_fence
+from epochgc.model.invariants import live
 from epochgc.model.keys import format_key
 from epochgc.model.partition import accepts, inactive_epoch
-from epochgc.model.system import (
-    Partition,
-    System,
-    housekeep_epoch,
-    live,
-    round_epoch,
-    write_epoch,
-)
+from epochgc.model.system import Partition, System, write_epoch
 from epochgc.model.variants import Variant
 from epochgc.proofs.bmc import Trace
 

@@ -23,20 +23,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
+from epochgc.model.actions import ACTIONS, step
 from epochgc.model.errors import ModelError
 from epochgc.model.fence import SeenWindow
-from epochgc.model.system import (
-    ACCEPTED,
-    ACTIONS,
-    FENCED,
-    INVARIANTS,
-    ORPHANED,
-    STORED,
-    UNKNOWN,
-    System,
-    initial,
-    step,
-)
+from epochgc.model.invariants import INVARIANTS
+from epochgc.model.system import ACCEPTED, FENCED, ORPHANED, STORED, UNKNOWN, System, initial
 from epochgc.model.variants import REFERENCE
 from epochgc.proofs.param import spec
 from epochgc.proofs.param.logic import (

@@ -25,8 +25,10 @@ import z3
 from epochgc.model.fence import SeenWindow
 from epochgc.model.partition import PartitionState
 from epochgc.model.system import Obj, Partition, Replica, System, Write
-from epochgc.proofs.sym import Explorer, SymBool, SymInt, caches_decisions
-from epochgc.proofs.sym import const_bool as _const_bool
+from epochgc.proofs.sym import Explorer
+from epochgc.proofs.symmerge import caches_decisions
+from epochgc.proofs.symterms import const_bool as _const_bool
+from epochgc.proofs.symvalues import SymBool, SymInt
 
 WINDOW = ("max_applied_epoch", "previous_applied_epoch", "min_epoch_lower_bound",
           "window_offset")

@@ -581,7 +581,7 @@ def barrier(L: L_, s: St, prm: dict[str, Any]) -> tuple[Any, St]:
 
 
 Params = tuple[tuple[str, str], ...]
-# name -> (parameters (as in model.system.ACTIONS), choices (existential), formula)
+# name -> (parameters (as in model.actions.ACTIONS), choices (existential), formula)
 ACTIONS: dict[str, tuple[Params, Params, Callable[..., tuple[Any, St]]]] = {
     "tick": ((), (), tick),
     "mint": ((), (), mint),

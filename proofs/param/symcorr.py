@@ -32,40 +32,21 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import z3
+from epochgc.model.actions import ACTIONS, step
 from epochgc.model.errors import ModelError
 from epochgc.model.fence import SeenWindow
-from epochgc.model.system import (
-    ACTIONS,
-    FENCED,
-    INVARIANTS,
-    OBJECT_STATUS,
-    TRANSITION_INVARIANTS,
-    WRITE_STATUS,
-    System,
-    fresh_m,
-    mono_fresh_m,
-    step,
-)
+from epochgc.model.invariants import INVARIANTS, TRANSITION_INVARIANTS, fresh_m, mono_fresh_m
+from epochgc.model.system import FENCED, OBJECT_STATUS, WRITE_STATUS, System
 from epochgc.model.variants import REFERENCE
 from epochgc.proofs.param import spec
 from epochgc.proofs.param.lazy import WINDOW, lazy_system, optional, with_plain
 from epochgc.proofs.param.logic import BOOL, INT, SIG, St, Structure, finite_state, materialize
-from epochgc.proofs.sym import (
-    Explorer,
-    SolverUnknown,
-    SymBool,
-    SymInt,
-    conj,
-    const_bool,
-    const_int,
-    disj,
-    eq_terms,
-    expr_of,
-    negation,
-)
+from epochgc.proofs.sym import Explorer, SolverUnknown
 from epochgc.proofs.symstate import choice
+from epochgc.proofs.symterms import conj, const_bool, const_int, disj, eq_terms, negation
+from epochgc.proofs.symvalues import SymBool, SymInt, expr_of
 
-# min/max over symbolic ints as one term, not a fork per comparison (sym.sym_max).
+# min/max over symbolic ints as one term, not a fork per comparison (symmerge.sym_max).
 MERGE = True
 
 

@@ -9,15 +9,9 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from epochgc.model.invariants import INVARIANTS, TRANSITION_INVARIANTS, holds, inv_safety
 from epochgc.model.logic import neg
-from epochgc.model.system import (
-    INVARIANTS,
-    TRANSITION_INVARIANTS,
-    System,
-    holds,
-    initial,
-    inv_safety,
-)
+from epochgc.model.system import System, initial
 from epochgc.model.variants import REFERENCE
 from epochgc.proofs import bmc
 from epochgc.proofs.obligations import Outcome

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
+from epochgc.model import invariants
 from epochgc.model import partition as mp
 from epochgc.model import system as ms
 
@@ -106,7 +107,7 @@ class Abstraction(HarnessState):
             self.prev_system = s
             return
         self._repeat_checked = False
-        for name, inv in ms.INVARIANTS.items():
+        for name, inv in invariants.INVARIANTS.items():
             if not inv(s, ms.REFERENCE):
                 raise Divergence(f"model invariant {name} fails on the cluster's abstraction:"
                                  f" {_explain(name, s)}")
@@ -121,19 +122,19 @@ class Abstraction(HarnessState):
             ms.Partition(replicas=tuple(ms.Replica() for _ in NODES))
             if a.created and b.created and a.creation_revision != b.creation_revision
             else a for a, b in zip(prev.partitions, s.partitions, strict=True)))
-        for name, tinv in ms.TRANSITION_INVARIANTS.items():
+        for name, tinv in invariants.TRANSITION_INVARIANTS.items():
             if not tinv(prev, s, ms.REFERENCE):
                 raise Divergence(
                     f"transition invariant {name} fails: before"
-                    f" {[q.state for q in prev.partitions]} M={ms.fresh_m(prev)}, after"
-                    f" {[q.state for q in s.partitions]} M={ms.fresh_m(s)}"
+                    f" {[q.state for q in prev.partitions]} M={invariants.fresh_m(prev)}, after"
+                    f" {[q.state for q in s.partitions]} M={invariants.fresh_m(s)}"
                 )
 
 def _explain(name: str, s: ms.System) -> str:
     if name == "safety":
         bad = [
             (w, s.objects[w.obj]) for w in s.writes
-            if ms.live(s, w) and s.objects[w.obj].status == ms.DELETED
+            if invariants.live(s, w) and s.objects[w.obj].status == ms.DELETED
         ]
         return f"live placeholders whose object was deleted: {bad[:3]}"
     if name == "reports":

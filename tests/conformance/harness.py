@@ -13,7 +13,7 @@ Checks after every step:
   apply decision == `model.partition` at the same index, the seen window obeys R8 (forgotten
   on loss of leadership, scoped to the leader's term), every health value == the model's
   M(p) of that replica's state;
-- the proven invariants `model.system.INVARIANTS` on the abstraction of the cluster
+- the proven invariants `model.invariants.INVARIANTS` on the abstraction of the cluster
   (`abstract()`), and `TRANSITION_INVARIANTS` between consecutive abstractions (M(p), M never
   go backwards on fresh reports);
 - acknowledged records read back (after steps that can lose them);

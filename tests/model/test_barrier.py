@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from epochgc.model.actions import step
+from epochgc.model.invariants import INVARIANTS, inv_safety
 from epochgc.model.partition import (
     INITIAL,
     apply_advance_gc_epoch,
@@ -14,16 +16,7 @@ from epochgc.model.partition import (
     inactive_epoch,
     well_formed,
 )
-from epochgc.model.system import (
-    DELETED,
-    INVARIANTS,
-    REJECTED,
-    NotEnabled,
-    System,
-    initial,
-    inv_safety,
-    step,
-)
+from epochgc.model.system import DELETED, REJECTED, NotEnabled, System, initial
 from epochgc.model.variants import REFERENCE, variant
 
 

@@ -8,6 +8,8 @@ from typing import Any
 
 import epochgc.model.system as ms
 import pytest
+from epochgc.model.actions import step
+from epochgc.model.invariants import holds
 from epochgc.model.system import (
     ACCEPTED,
     DELETED,
@@ -17,9 +19,7 @@ from epochgc.model.system import (
     STORED,
     NotEnabled,
     System,
-    holds,
     initial,
-    step,
 )
 from epochgc.model.variants import REFERENCE, Variant, variant
 

@@ -4,7 +4,8 @@ whose replicas has one is unlisted, and must still block the round (F4)."""
 
 from __future__ import annotations
 
-from epochgc.model.system import System, initial, reports_of, round_epoch, step
+from epochgc.model.actions import reports_of, round_epoch, step
+from epochgc.model.system import System, initial
 from epochgc.model.variants import REFERENCE
 
 

@@ -1,5 +1,5 @@
 """`round_epoch` reads only the reports that can change a round (the snapshot's values,
-`model.system._counted_reports`): its M and blocked must be those of `gc_epoch_of_valid`
+`model.actions._counted_reports`): its M and blocked must be those of `gc_epoch_of_valid`
 over every report in the store (`reports_of`), on every combination of report states
 (absent, null, a value) and snapshot membership of small clusters."""
 
@@ -9,8 +9,9 @@ import itertools
 from dataclasses import replace
 
 import pytest
+from epochgc.model.actions import partition_id, reports_of, round_epoch, step
 from epochgc.model.cluster import Report, gc_epoch_of_valid
-from epochgc.model.system import System, initial, partition_id, reports_of, round_epoch, step
+from epochgc.model.system import System, initial
 from epochgc.model.variants import VARIANTS, variant
 
 # A replica's report: absent, null, or one of two values (equal values and different ones).

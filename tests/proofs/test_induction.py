@@ -4,7 +4,8 @@ counterexample that replays on the concrete model."""
 from __future__ import annotations
 
 import pytest
-from epochgc.model.system import ACTIONS, INVARIANTS, holds
+from epochgc.model.actions import ACTIONS
+from epochgc.model.invariants import INVARIANTS, holds
 from epochgc.model.variants import REFERENCE, variant
 from epochgc.proofs import obligations, scenarios
 
@@ -76,14 +77,13 @@ def test_every_obligation_counts_its_paths() -> None:
 
 
 def test_an_action_never_enabled_is_vacuous(monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from epochgc.model.system import NotEnabled
-
     from epochgc import model
+    from epochgc.model.system import NotEnabled
 
     def never(s, v, p, lrlo):  # type: ignore[no-untyped-def]
         raise NotEnabled("reconcile", "precondition", "never")
 
-    monkeypatch.setitem(model.system.ACTIONS, "reconcile", (never, ACTIONS["reconcile"][1]))
+    monkeypatch.setitem(model.actions.ACTIONS, "reconcile", (never, ACTIONS["reconcile"][1]))
     out = obligations.induction(T, REFERENCE, ["reconcile"])
     assert {o.status for o in out} == {"failed"}
     assert all("vacuous" in o.detail for o in out)

@@ -8,10 +8,11 @@ from __future__ import annotations
 from typing import Any
 
 import z3
-from epochgc.model.system import INVARIANTS, TRANSITION_INVARIANTS, holds
+from epochgc.model.invariants import INVARIANTS, TRANSITION_INVARIANTS, holds
 from epochgc.model.variants import Variant, variant
 from epochgc.proofs import obligations, scenarios
-from epochgc.proofs.sym import Explorer, SymBool
+from epochgc.proofs.sym import Explorer
+from epochgc.proofs.symvalues import SymBool
 
 T = scenarios.INDUCTION_TEMPLATE
 # strict with the apply-time check off: a bug that only bites with single_epoch set

@@ -12,12 +12,14 @@ from typing import Any
 
 import pytest
 import z3
+from epochgc.model import actions, invariants
 from epochgc.model import system as S
 from epochgc.model.variants import REFERENCE, variant
 from epochgc.proofs import obligations, scenarios
 from epochgc.proofs.obligations import _joined, fingerprint
-from epochgc.proofs.sym import Explorer, concretize
+from epochgc.proofs.sym import Explorer
 from epochgc.proofs.symstate import decisions, symbolic_system, undecide
+from epochgc.proofs.symvalues import concretize
 
 VARIANTS = [variant(n) for n in ("reference", "strict", "collapse")]
 
@@ -55,14 +57,14 @@ def test_lazy_and_eager_replicas_give_the_same_rows(action: str,
                                              ("report", _report_view_plus_one)])
 def test_a_seeded_replica_bug_fails_with_a_replayed_counterexample(
         action: str, bug: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(S.ACTIONS, action, (bug, S.ACTIONS[action][1]))
+    monkeypatch.setitem(actions.ACTIONS, action, (bug, actions.ACTIONS[action][1]))
     for lazy in (True, False):
         monkeypatch.setattr(obligations, "LAZY_REPLICAS", lazy)
         rows = obligations.induction(scenarios.INDUCTION_TEMPLATE, REFERENCE, [action])
         bad = {o.name: o for o in rows if o.status == "failed"}
         assert f"reports preserved by {action}" in bad, (lazy, [o.name for o in rows])
         cex = bad[f"reports preserved by {action}"].trace  # replayed by the engine
-        assert S.holds(cex["pre"]) is True and S.inv_reports(cex["post"]) is False
+        assert invariants.holds(cex["pre"]) is True and invariants.inv_reports(cex["post"]) is False
 
 
 def _lazy_pre(ex: Explorer) -> S.System:
@@ -79,7 +81,7 @@ def test_a_joined_formula_keeps_no_decision_and_a_path_does() -> None:
     def run(ex: Explorer) -> Any:
         pre = ex.replayed("pre", lambda: _lazy_pre(ex))
         undecide(pre)
-        _joined(lambda: S.holds(pre, REFERENCE))
+        _joined(lambda: invariants.holds(pre, REFERENCE))
         seen.append(decisions(pre))
         return pre.partitions[0].replicas[0].inactive is None
 

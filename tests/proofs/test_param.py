@@ -10,8 +10,9 @@ from typing import Any
 
 import epochgc.model.system as ms
 import pytest
+from epochgc.model import actions
+from epochgc.model.invariants import inv_safety
 from epochgc.model.logic import neg
-from epochgc.model.system import inv_safety
 from epochgc.model.variants import REFERENCE
 from epochgc.proofs import bmc
 from epochgc.proofs.param import correspond, prove, spec, tasks
@@ -19,12 +20,12 @@ from epochgc.proofs.param.logic import St
 
 
 def _mutate_python(monkeypatch: pytest.MonkeyPatch, fn_name: str, old: str, new: str) -> None:
-    """A seeded bug in model/system.py: the function recompiled with one edit."""
-    src = textwrap.dedent(inspect.getsource(getattr(ms, fn_name)))
+    """A seeded bug in model/actions.py: the function recompiled with one edit."""
+    src = textwrap.dedent(inspect.getsource(getattr(actions, fn_name)))
     assert src.count(old) == 1
-    ns = dict(vars(ms))
+    ns = dict(vars(actions))
     exec(compile(src.replace(old, new), "<mutant>", "exec"), ns)
-    monkeypatch.setitem(ms.ACTIONS, fn_name, (ns[fn_name], ms.ACTIONS[fn_name][1]))
+    monkeypatch.setitem(actions.ACTIONS, fn_name, (ns[fn_name], actions.ACTIONS[fn_name][1]))
 
 
 STAMP = ("epoch = max(epoch, part.creation_revision)", "epoch = max(cache, part.creation_revision)")
@@ -161,7 +162,7 @@ def test_correspondence_agrees_on_every_universe_shape() -> None:
 def _run(template: ms.System, ops: list[tuple[str, dict[str, Any]]]) -> ms.System:
     s = template
     for action, params in ops:
-        s = ms.step(s, REFERENCE, action, **params)
+        s = actions.step(s, REFERENCE, action, **params)
     return s
 
 
@@ -305,16 +306,16 @@ def test_a2_is_enforced_at_apply_and_proved(monkeypatch: pytest.MonkeyPatch) -> 
     s = ms.initial(1, 1, [(0, 0)], 1)
     for a, kw in (("create_partition", {"p": 0}), ("mint", {}), ("mint", {}),
                   ("delete_partition", {"p": 0}), ("create_partition", {"p": 0}), ("mint", {})):
-        s = ms.step(s, REFERENCE, a, **kw)
-    t = ms.step(s, REFERENCE, "late_land", p=0, epoch=2)  # an earlier incarnation's stamp
+        s = actions.step(s, REFERENCE, a, **kw)
+    t = actions.step(s, REFERENCE, "late_land", p=0, epoch=2)  # an earlier incarnation's stamp
     assert t.partitions[0].state == s.partitions[0].state and t.partitions[0].log_end == 1
     rows = obligations.induction(scenarios.INDUCTION_TEMPLATE, REFERENCE, ["late_land"])
     assert all(o.status in ("proved", "found") for o in rows)
-    src = textwrap.dedent(inspect.getsource(ms._land))
+    src = textwrap.dedent(inspect.getsource(actions._land))
     old = "    if epoch < part.creation_revision:\n"
     assert src.count(old) == 1
-    ns = dict(vars(ms))
+    ns = dict(vars(actions))
     exec(compile(src.replace(old, "    if False:\n"), "<mutant>", "exec"), ns)
-    monkeypatch.setattr(ms, "_land", ns["_land"])
+    monkeypatch.setattr(actions, "_land", ns["_land"])
     rows = obligations.induction(scenarios.INDUCTION_TEMPLATE, REFERENCE, ["late_land"])
     assert next(o for o in rows if o.name == "window preserved by late_land").status == "failed"

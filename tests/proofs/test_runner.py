@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from epochgc.model.system import ACTIONS
+from epochgc.model.actions import ACTIONS
 from epochgc.model.variants import variant
 from epochgc.proofs import explain, obligations, runner, scenarios
 from epochgc.proofs.obligations import Outcome
@@ -191,12 +191,12 @@ def test_mutants_read_only_the_run_they_started(tmp_path: Path) -> None:
 
 
 def test_every_worker_runs_with_the_tuned_solver() -> None:
-    """`_configure` is the pool's initializer: each worker's Z3 gets `sym.Z3_TUNING` (the
+    """`_configure` is the pool's initializer: each worker's Z3 gets `symsolver.Z3_TUNING` (the
     settings the proof-time figures were measured with; verdicts do not depend on them)."""
     import z3
-    from epochgc.proofs import sym
+    from epochgc.proofs import symsolver
 
-    before = {k: z3.get_param(k) for k in sym.Z3_TUNING}
+    before = {k: z3.get_param(k) for k in symsolver.Z3_TUNING}
     try:
         runner._configure(0, 2000)
         assert z3.get_param("smt.arith.solver") == "2"

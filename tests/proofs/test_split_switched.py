@@ -9,7 +9,8 @@ from __future__ import annotations
 import itertools
 
 import z3
-from epochgc.proofs.sym import Explorer, SymBool
+from epochgc.proofs.sym import Explorer
+from epochgc.proofs.symvalues import SymBool
 
 S, T = z3.Bool("variant.s"), z3.Bool("variant.t")
 SPLITS = [(z3.And(S if s else z3.Not(S), T if t else z3.Not(T)),

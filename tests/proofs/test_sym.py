@@ -7,7 +7,8 @@ import pytest
 import z3
 from epochgc.model.errors import ModelError
 from epochgc.model.partition import PartitionState, apply_placeholder
-from epochgc.proofs.sym import Explorer, SymBool, SymInt, concretize
+from epochgc.proofs.sym import Explorer
+from epochgc.proofs.symvalues import SymBool, SymInt, concretize
 
 
 def _paths(fn):  # type: ignore[no-untyped-def]

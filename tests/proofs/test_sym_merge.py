@@ -1,6 +1,6 @@
 """What keeps the correspondence proof's paths few: `min`/`max` over symbolic ints merged
-into one term (`sym.sym_max`), a `model.logic.merge_point` function as one formula over its
-paths (`sym.merged_call`), and `dataclasses.replace` on a lazy state copying its undecided
+into one term (`symmerge.sym_max`), a `model.logic.merge_point` function as one formula over its
+paths (`symmerge.merged_call`), and `dataclasses.replace` on a lazy state copying its undecided
 optional fields without deciding them (`proofs.param.lazy`). Each must leave the results
 exactly as the forking exploration gives them."""
 
@@ -18,7 +18,9 @@ from epochgc.model.fence import SeenWindow
 from epochgc.model.logic import all_of, le_opt, merge_point
 from epochgc.model.system import Replica, System, initial
 from epochgc.proofs.param.lazy import lazy_system, optional
-from epochgc.proofs.sym import Explorer, SymInt, sym_max, sym_min
+from epochgc.proofs.sym import Explorer
+from epochgc.proofs.symmerge import sym_max, sym_min
+from epochgc.proofs.symvalues import SymInt
 
 INTS = [-3, 0, 0, 2, 7]
 

@@ -10,12 +10,13 @@ from typing import Any
 
 import pytest
 import z3
-from epochgc.model.system import INVARIANTS, TRANSITION_INVARIANTS
+from epochgc.model.invariants import INVARIANTS, TRANSITION_INVARIANTS
 from epochgc.model.variants import REFERENCE, variant
 from epochgc.proofs import obligations, scenarios
 from epochgc.proofs.obligations import _goal, _GoalMemo, fingerprint
-from epochgc.proofs.sym import Explorer, SymInt
+from epochgc.proofs.sym import Explorer
 from epochgc.proofs.symstate import symbolic_system
+from epochgc.proofs.symvalues import SymInt
 
 
 def test_per_prefix_value_is_per_decision_prefix() -> None:
@@ -358,9 +359,10 @@ def test_fingerprint_memo_gives_the_fingerprint_of_each_state() -> None:
 
 def _explored_goal(name: str, pre: Any, post: Any, v: Any, fm: Any) -> z3.BoolRef:
     """`_goal` without its no-branch fast path: every leaf explored and joined."""
+    from epochgc.model.invariants import mono_fresh_m
     from epochgc.model.logic import neg
-    from epochgc.model.system import mono_fresh_m
-    from epochgc.proofs.sym import SymBool, conj, disj
+    from epochgc.proofs.symterms import conj, disj
+    from epochgc.proofs.symvalues import SymBool
 
     def goal(_: Any) -> Any:
         if name in INVARIANTS:
@@ -392,7 +394,8 @@ def test_unbranched_goal_is_the_explored_goal(cached: bool) -> None:
 
 
 def test_unbranched_refuses_a_branch() -> None:
-    from epochgc.proofs.sym import Branches, SymBool, unbranched
+    from epochgc.proofs.symctx import Branches, unbranched
+    from epochgc.proofs.symvalues import SymBool
 
     x = SymBool(z3.Bool("x"))
     with pytest.raises(Branches):

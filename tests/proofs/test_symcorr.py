@@ -9,6 +9,7 @@ from typing import Any
 
 import epochgc.model.system as system
 import pytest
+from epochgc.model import actions, invariants
 from epochgc.model.cluster import Report
 from epochgc.model.logic import neg
 from epochgc.model.system import System
@@ -44,10 +45,10 @@ def test_havocked_actions_correspond_both_ways(action: str, mode: str) -> None:
 
 
 def test_predicates_and_init_correspond() -> None:
-    for name in system.INVARIANTS:
+    for name in invariants.INVARIANTS:
         r = symcorr.check_invariant(name, SMALL, _shape())
         assert r.failure == "", (name, r.failure)
-    for name in system.TRANSITION_INVARIANTS:
+    for name in invariants.TRANSITION_INVARIANTS:
         r = symcorr.check_transition(name, SMALL, _shape())
         assert r.failure == "", (name, r.failure)
     assert symcorr.check_fresh_m(SMALL, _shape()).failure == ""
@@ -79,14 +80,14 @@ def test_min_over_replicas_fails(monkeypatch: Any) -> None:
 def test_give_up_below_max_fails(monkeypatch: Any) -> None:
     """A write told failed while the window (from previous_applied) still accepts it."""
     def give_up(s: System, v: Any, w: int) -> System:
-        wr = system._write(s, w, system.UNKNOWN)
+        wr = actions._write(s, w, system.UNKNOWN)
         st = s.partitions[wr.partition].state
         system._require(st.max_applied_epoch is not None
                         and system.write_epoch(s, wr) < st.max_applied_epoch,
                         "give_up", "the write may still land")
         return replace(s, writes=system._set(s.writes, w, replace(wr, status=system.FAILED)))
 
-    monkeypatch.setitem(system.ACTIONS, "give_up", (give_up, system.ACTIONS["give_up"][1]))
+    monkeypatch.setitem(actions.ACTIONS, "give_up", (give_up, actions.ACTIONS["give_up"][1]))
     r = symcorr.check_action("give_up", SMALL, _shape())
     assert r.failure.startswith("python step the formula forbids"), r.failure
 
@@ -150,21 +151,22 @@ def _wrong_on_half(real: Any, first: bool) -> Any:
 
 
 @pytest.mark.parametrize("first", [True, False], ids=["early-paths", "late-paths"])
-@pytest.mark.parametrize("name", list(system.INVARIANTS))
+@pytest.mark.parametrize("name", list(invariants.INVARIANTS))
 def test_a_python_invariant_wrong_on_some_paths_fails(monkeypatch: Any, name: str,
                                                       first: bool) -> None:
-    monkeypatch.setitem(system.INVARIANTS, name, _wrong_on_half(system.INVARIANTS[name], first))
+    monkeypatch.setitem(invariants.INVARIANTS, name,
+                        _wrong_on_half(invariants.INVARIANTS[name], first))
     r = symcorr.check_invariant(name, SMALL, _shape())
     assert r.failure.startswith("python says"), r.failure
     assert "state: " in r.failure
 
 
 @pytest.mark.parametrize("first", [True, False], ids=["early-paths", "late-paths"])
-@pytest.mark.parametrize("name", list(system.TRANSITION_INVARIANTS))
+@pytest.mark.parametrize("name", list(invariants.TRANSITION_INVARIANTS))
 def test_a_python_transition_invariant_wrong_on_some_paths_fails(
         monkeypatch: Any, name: str, first: bool) -> None:
-    monkeypatch.setitem(system.TRANSITION_INVARIANTS, name,
-                        _wrong_on_half(system.TRANSITION_INVARIANTS[name], first))
+    monkeypatch.setitem(invariants.TRANSITION_INVARIANTS, name,
+                        _wrong_on_half(invariants.TRANSITION_INVARIANTS[name], first))
     # T4's Python side is run as mono_fresh_m with the fresh M given (check_transition)
     monkeypatch.setattr(symcorr, "mono_fresh_m", _wrong_on_half(symcorr.mono_fresh_m, first))
     r = symcorr.check_transition(name, SMALL, _shape())
@@ -198,15 +200,15 @@ def test_a_python_invariant_raising_only_where_no_state_goes_still_corresponds(
         monkeypatch: Any) -> None:
     """The predicate's paths are enumerated unpruned, so the model code also runs where no
     state goes (reviewer's case): an exception there is not a failure."""
-    monkeypatch.setitem(system.INVARIANTS, "floor",
-                        _raising_when(system.INVARIANTS["floor"], reachable=False))
+    monkeypatch.setitem(invariants.INVARIANTS, "floor",
+                        _raising_when(invariants.INVARIANTS["floor"], reachable=False))
     r = symcorr.check_invariant("floor", SMALL, _shape())
     assert r.failure == "" and r.paths > 0, r.failure
 
 
 def test_a_python_invariant_raising_on_some_state_fails(monkeypatch: Any) -> None:
-    monkeypatch.setitem(system.INVARIANTS, "floor",
-                        _raising_when(system.INVARIANTS["floor"], reachable=True))
+    monkeypatch.setitem(invariants.INVARIANTS, "floor",
+                        _raising_when(invariants.INVARIANTS["floor"], reachable=True))
     r = symcorr.check_invariant("floor", SMALL, _shape())
     assert r.failure.startswith("python raised ValueError on a state of the shape"), r.failure
 
@@ -216,6 +218,6 @@ def test_a_predicate_every_path_of_which_is_pruned_fails(monkeypatch: Any) -> No
         from epochgc.proofs.sym import Prune
         raise Prune()
 
-    monkeypatch.setitem(system.INVARIANTS, "floor", pruned)
+    monkeypatch.setitem(invariants.INVARIANTS, "floor", pruned)
     r = symcorr.check_invariant("floor", SMALL, _shape())
     assert r.failure.startswith("no path reaches the predicate's value"), r.failure

@@ -4,20 +4,10 @@ invariants along random runs (a cheap cross-check of what the proofs cover)."""
 from __future__ import annotations
 
 import pytest
+from epochgc.model.actions import ACTIONS, step
 from epochgc.model.errors import ModelError
-from epochgc.model.system import (
-    ACCEPTED,
-    ACTIONS,
-    DELETED,
-    FAILED,
-    STORED,
-    TRANSITION_INVARIANTS,
-    UNKNOWN,
-    NotEnabled,
-    holds,
-    initial,
-    step,
-)
+from epochgc.model.invariants import TRANSITION_INVARIANTS, holds
+from epochgc.model.system import ACCEPTED, DELETED, FAILED, STORED, UNKNOWN, NotEnabled, initial
 from epochgc.model.variants import REFERENCE
 from hypothesis import given, settings
 from hypothesis import strategies as st

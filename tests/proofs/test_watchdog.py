@@ -1,4 +1,4 @@
-"""The explorer's per-check time limit (proofs.sym.Watchdog, one thread per process
+"""The explorer's per-check time limit (proofs.symsolver.Watchdog, one thread per process
 instead of Z3's timer per check): a check past its deadline is stopped and answers
 unknown, which the explorer reports (never a proof); an early unknown is asked again."""
 
@@ -12,7 +12,10 @@ from typing import Any
 
 import pytest
 import z3
-from epochgc.proofs.sym import _CTX, WATCHDOG, Explorer, SolverUnknown, SymInt
+from epochgc.proofs.sym import Explorer, SolverUnknown
+from epochgc.proofs.symsolver import WATCHDOG
+from epochgc.proofs.symterms import _CTX
+from epochgc.proofs.symvalues import SymInt
 
 SAFETY_NET_S = 10.0
 
@@ -58,7 +61,7 @@ def test_the_explorer_reports_a_stopped_check_as_unknown() -> None:
 
 
 def _hard_sym(x: SymInt, y: SymInt, z: SymInt) -> Any:
-    from epochgc.proofs.sym import SymBool
+    from epochgc.proofs.symvalues import SymBool
     return SymBool(_hard(x.expr, y.expr, z.expr))
 
 
