@@ -345,9 +345,14 @@ def _run(
 def _after(s: GcSummary) -> str:
     """What the operator must know after a failed round: what was deleted, and where the
     journal is (a failure after deletes is not "nothing was deleted")."""
-    if s.deleted:
-        return (f"{s.deleted} key(s) were deleted (journal {s.journal}); keys not deleted "
-                "yet are listed again next round")
+    if s.journal is not None and not s.journal_read:
+        return (f"the deletion journal {s.journal} could not be read back, so which keys were "
+                "deleted is not known (gc-admin show reads it again)")
+    at_least = "at least " if s.unreadable_entries else ""
+    if s.deleted or s.unreadable_entries:
+        return (f"{at_least}{s.deleted} key(s) were deleted (journal {s.journal}"
+                + (f", {s.unreadable_entries} entr(ies) unreadable" if s.unreadable_entries
+                   else "") + "); keys not deleted yet are listed again next round")
     if s.journal is not None:
         return f"no key was deleted (journal {s.journal})"
     return "nothing was deleted"

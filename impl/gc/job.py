@@ -471,6 +471,7 @@ def _stage(
             # A second signal (KeyboardInterrupt) or a driver-side bug: no task may go on
             # deleting behind a round that has ended; what they did is in the journal.
             sc.cancelAllJobs()
+            summary.journal_read = False
             with contextlib.suppress(GcError):
                 _count(summary, _read_journal(open_store, prefix))
             raise
@@ -478,6 +479,7 @@ def _stage(
     finally:
         sc.setJobDescription(None)  # type: ignore[arg-type]
     summary.interrupted = stop.reason
+    summary.journal_read = False  # until it is read back: deletions unknown, not none
     totals = _read_journal(open_store, prefix)
     _count(summary, totals)
     scanned = ScanStats()
@@ -529,6 +531,8 @@ def _count(summary: GcSummary, totals: JournalTotals) -> None:
     summary.max_deleted_epoch = max_epoch(totals.deleted)
     summary.delete_requests = totals.batches
     summary.error_samples.extend(totals.error_samples())
+    summary.unreadable_entries = totals.unreadable
+    summary.journal_read = True
 
 
 def max_epoch(keys: Iterable[str]) -> int | None:
@@ -552,7 +556,7 @@ def _read_journal(open_store: Callable[[], ObjectStore], prefix: str) -> Journal
     store = open_store()
     try:
         return read_journal(store, prefix)
-    except (StoreError, ValueError, KeyError, TypeError) as e:
+    except StoreError as e:  # it cannot be listed; entries that cannot be read are skipped
         raise GcError(f"the deletion journal {prefix} cannot be read back: {e}",
                       deleting=True) from e
     finally:

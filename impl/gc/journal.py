@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -152,6 +153,12 @@ class Intent:
                 and len(keys) == len(sizes) == len(ages)):
             raise ValueError("an intent record's keys, sizes and ages are not three lists "
                              "of one length")
+        # Types checked by C loops (map, set), so a damaged record fails here, whole,
+        # never half-way through the counting (issue 38 item 2).
+        if not (set(map(type, keys)) <= {str} and set(map(type, sizes)) <= {int}
+                and set(map(type, ages)) <= {int, float}):
+            raise ValueError("an intent record holds a key that is not a string or a size "
+                             "or age that is not a number")
         return cls(keys, sizes, ages)
 
     def values(self) -> Iterator[tuple[int, float]]:
@@ -174,6 +181,12 @@ class JournalTotals:
     attempts: set[str] = field(default_factory=set)
     batches: int = 0
     unfinished: int = 0  # intents without a `done`, resolved by asking the store
+    # Issue 38 item 2: entries that could not be read (a torn write, a disk error) or an
+    # intent that is missing beside its `done`: skipped, what they still name resolved by
+    # asking the store. While this is above 0, `deleted` is a lower bound: keys an
+    # unreadable intent named cannot all be known.
+    unreadable: int = 0
+    unreadable_samples: list[str] = field(default_factory=list)
 
     @property
     def bytes_deleted(self) -> int:
@@ -182,34 +195,100 @@ class JournalTotals:
     def error_samples(self) -> list[str]:
         return [f"{k}: {why}" for k, why in sorted(self.errors.items())[:_MAX_ERROR_SAMPLES]]
 
+    def skip(self, key: str, why: str) -> None:
+        self.unreadable += 1
+        if len(self.unreadable_samples) < _MAX_ERROR_SAMPLES:
+            self.unreadable_samples.append(f"{key}: {why}")
+
+
+# A complete JSON string inside the "keys" array of a torn intent (issue 38 item 2): what a
+# write cut off part-way still names. Keys are ASCII by grammar (R20); escapes are allowed.
+_KEYS_HEAD = re.compile(rb'\{\s*"keys"\s*:\s*\[')
+_JSON_STRING = re.compile(rb'\s*("(?:[^"\\\x00-\x1f]|\\.)*")\s*,?')
+
+
+def salvage_keys(raw: bytes) -> list[str]:
+    """The keys a torn intent document still names whole: the complete strings at the start
+    of its `keys` array (one linear pass; nothing past the first incomplete one)."""
+    head = _KEYS_HEAD.match(raw)
+    if head is None:
+        return []
+    keys: list[str] = []
+    pos = head.end()
+    while True:
+        m = _JSON_STRING.match(raw, pos)
+        if m is None:
+            return keys
+        try:
+            key = json.loads(m.group(1))
+        except ValueError:
+            return keys
+        if not m.group(0).rstrip().endswith(b","):
+            # the array's last key is whole only if the array closes after it
+            return keys + [key] if raw[m.end():].lstrip().startswith(b"]") else keys
+        keys.append(key)
+        pos = m.end()
+
+
+def _parse_done(doc: Any) -> tuple[set[str], set[str], dict[str, Any]]:
+    if not (isinstance(doc, dict) and isinstance(doc.get("gone"), list)
+            and isinstance(doc.get("changed"), list) and isinstance(doc.get("errors"), dict)):
+        raise ValueError("a done record's gone, changed and errors are not two lists and "
+                         "an object")
+    return set(doc["gone"]), set(doc["changed"]), doc["errors"]
+
 
 def read_journal(
     store: ObjectStore, prefix: str, data: ObjectStore | None = None
 ) -> JournalTotals:
     """Read a round's journal back from `store` (every attempt); `data`: the store the keys
-    are in (default `store`), asked about the batches an attempt never finished. Raises
-    StoreError if it cannot be read."""
+    are in (default `store`), asked about the batches an attempt never finished and those
+    whose records cannot be read. Raises StoreError if the journal cannot be listed; an
+    entry that cannot be read or parsed is skipped and counted (`unreadable`)."""
+    data = data if data is not None else store
+    totals = JournalTotals()
     intents: dict[str, Intent] = {}
-    dones: dict[str, dict[str, Any]] = {}
+    dones: dict[str, tuple[set[str], set[str], dict[str, Any]]] = {}
+    torn: dict[str, list[str]] = {}  # batch -> the keys its unreadable intent still names
     for obj in store.list_all(prefix):
         name = obj.key[len(prefix):]
         if "/" not in name:
             continue  # START, END, STOP
-        doc = json.loads(store.get(obj.key))
-        if name.endswith(".intent.json"):
-            intents[name[: -len(".intent.json")]] = Intent.parse(doc)
-        elif name.endswith(".done.json"):
-            dones[name[: -len(".done.json")]] = doc
-    totals = JournalTotals()
+        for suffix in (".intent.json", ".done.json"):
+            if name.endswith(suffix):
+                batch = name[: -len(suffix)]
+                break
+        else:
+            continue
+        raw = b""
+        try:
+            raw = store.get(obj.key)
+            doc = json.loads(raw)
+            if suffix == ".intent.json":
+                intents[batch] = Intent.parse(doc)
+            else:
+                dones[batch] = _parse_done(doc)
+        except (StoreError, ValueError, KeyError, TypeError) as e:
+            totals.skip(obj.key, str(e)[:200])
+            if suffix == ".intent.json":
+                torn[batch] = salvage_keys(raw)
+    for batch_id in sorted(dones.keys() - intents.keys() - torn.keys()):
+        # A `done` whose intent is missing: the intent was written before the request, so
+        # it was lost since; the keys it deleted cannot be named.
+        totals.skip(f"{prefix}{batch_id}.intent.json", "missing beside its done record")
+    for batch_id, keys in sorted(torn.items()):
+        totals.attempts.add(batch_id.split("/")[0])
+        totals.batches += 1
+        _resolve_keys(data, keys, totals)
     for batch_id, items in sorted(intents.items()):
         totals.attempts.add(batch_id.split("/")[0])
         totals.batches += 1
         done = dones.get(batch_id)
-        if done is None:
+        if done is None:  # never finished, or its `done` cannot be read: ask the store
             totals.unfinished += 1
-            _resolve(data if data is not None else store, items, totals)
+            _resolve(data, items, totals)
             continue
-        gone, changed, errors = set(done["gone"]), set(done["changed"]), done["errors"]
+        gone, changed, errors = done
         if not (gone or changed or errors):  # the common batch: every key deleted
             totals.deleted.update(items.rows())
             continue
@@ -234,6 +313,14 @@ def _resolve(store: ObjectStore, items: Intent, totals: JournalTotals) -> None:
             totals.deleted.setdefault(key, value)
         else:
             totals.errors.setdefault(key, "delete request interrupted; still present")
+
+
+def _resolve_keys(store: ObjectStore, keys: list[str], totals: JournalTotals) -> None:
+    """The keys a torn intent still names: gone now = deleted by the round (size and age
+    unknown: 0); still there = not deleted (listed again next round, not an error)."""
+    for key in keys:
+        if isinstance(key, str) and store.head(key) is None:
+            totals.deleted.setdefault(key, (0, 0.0))
 
 
 def _settle(totals: JournalTotals) -> None:

@@ -57,6 +57,10 @@ def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
         "min_partition_epoch": s.min_partition_epoch,
         "max_deleted_epoch": s.max_deleted_epoch,
         "journal": s.journal,
+        # Issue 38 item 2: entries of the journal that could not be read back (`deleted`
+        # is then a lower bound), and whether it could be read back at all.
+        "journal_unreadable": s.unreadable_entries,
+        "journal_read": s.journal_read,
         "reports_used": s.reports_used,
         "stale_nodes": s.stale_nodes,
         "counts": {

@@ -108,6 +108,11 @@ class GcSummary:
     min_partition_epoch: int | None = None
     max_deleted_epoch: int | None = None
     backpressure_s: float = 0.0  # the tasks' waits for a free delete slot, summed
+    # Issue 38 item 2: journal entries the read-back could not read (`deleted` is then a
+    # lower bound), and whether the journal could be read back at all (False: the round's
+    # deletions are unknown, never "none").
+    unreadable_entries: int = 0
+    journal_read: bool = True
 
     @property
     def outcome(self) -> str:
@@ -121,7 +126,7 @@ class GcSummary:
             return "blocked"
         if self.refused is not None:
             return "refused"
-        if self.errors or self.failed_check is not None:
+        if self.errors or self.failed_check is not None or self.unreadable_entries:
             return "incomplete"
         if self.M is None:
             return "nothing-collectible"
@@ -137,7 +142,8 @@ class GcSummary:
             return EXIT_INCOMPLETE
         if self.blocked is not None:
             return EXIT_BLOCKED
-        if self.refused is not None or self.errors or self.failed_check is not None:
+        if (self.refused is not None or self.errors or self.failed_check is not None
+                or self.unreadable_entries):
             return EXIT_INCOMPLETE
         return EXIT_OK
 
@@ -186,6 +192,10 @@ class GcSummary:
             out.append(f"gc: {stopped}: {self.refused}")
         if self.failed_check is not None:
             out.append(f"gc: round incomplete: {self.failed_check}")
+        if self.unreadable_entries:
+            out.append(f"gc: round incomplete: {self.unreadable_entries} journal entr(ies) "
+                       f"unreadable (journal {self.journal}); deleted counts at least the "
+                       "keys the rest names")
         if self.record_error is not None:
             out.append(f"gc: warning: deletion record not written: {self.record_error}")
         return out
