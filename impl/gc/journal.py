@@ -260,10 +260,11 @@ def read_journal(
                 break
         else:
             continue
-        raw = b""
+        raw, whole = b"", False
         try:
             raw = store.get(obj.key)
             doc = json.loads(raw)
+            whole = True
             if suffix == ".intent.json":
                 intents[batch] = Intent.parse(doc)
             else:
@@ -271,7 +272,9 @@ def read_journal(
         except (StoreError, ValueError, KeyError, TypeError) as e:
             totals.skip(obj.key, str(e)[:200])
             if suffix == ".intent.json":
-                torn[batch] = salvage_keys(raw)
+                # Cut off part-way (not JSON): the keys before the cut; a whole document
+                # of the wrong shape names nothing we can trust.
+                torn[batch] = [] if whole else salvage_keys(raw)
     for batch_id in sorted(dones.keys() - intents.keys() - torn.keys()):
         # A `done` whose intent is missing: the intent was written before the request, so
         # it was lost since; the keys it deleted cannot be named.
