@@ -21,6 +21,7 @@ from epochgc.impl.gc.job import DEFAULT_MAX_REPORT_AGE_S, GcOptions, run_gc
 from epochgc.impl.gc.reports import MAX_WRITTEN_AT
 from epochgc.impl.gc.stop import RoundStop, install_signal_handlers
 from epochgc.impl.gc.summary import EXIT_USAGE, GcSummary
+from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.url import StoreSpec, parse_store_url
 
@@ -293,20 +294,22 @@ def gc(
     finally:
         restore()
     _export(summary, metrics_file, pushgateway)
+    # Output never raises (issue 38 item 7): keys are escaped (`text.printable`), and any
+    # other text the stream's encoding cannot hold is written as an escape.
     if summary.error is not None:
-        click.echo(f"epochgc gc: error: {summary.error}; {_after(summary)}", err=True)
+        echo_safe(f"epochgc gc: error: {summary.error}; {_after(summary)}", err=True)
         if as_json:
             click.echo(summary.to_json())
         sys.exit(summary.exit_code)
     for key in summary.would_delete or ():
-        click.echo(key)
+        click.echo(printable(key))
     if as_json:
         for line in summary.lines()[1:]:
-            click.echo(line, err=True)
+            echo_safe(line, err=True)
         click.echo(summary.to_json())
     else:
         for line in summary.lines():
-            click.echo(line)
+            echo_safe(line)
     sys.exit(summary.exit_code)
 
 

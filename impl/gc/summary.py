@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from epochgc.impl.gc.text import printable
+
 EXIT_OK = 0
 EXIT_INCOMPLETE = 1  # malformed keys, delete errors, refused deletes, or a failed round
 EXIT_BLOCKED = 2
@@ -177,10 +179,13 @@ class GcSummary:
             out.append(
                 "gc: health reports too old, counted as absent: " + ", ".join(self.stale_nodes)
             )
-        out.extend(f"gc: malformed key (never deleted): {k}" for k in self.malformed_keys)
-        out.extend(f"gc: delete error: {e}" for e in self.error_samples)
+        # Keys come from the store: escaped (a non-UTF-8 name crashed the output, issue 38).
+        out.extend(f"gc: malformed key (never deleted): {printable(k)}"
+                   for k in self.malformed_keys)
+        out.extend(f"gc: delete error: {printable(e)}" for e in self.error_samples)
         out.extend(
-            f"gc: refused entry (never followed, never deleted): {k}" for k in self.refused_samples
+            f"gc: refused entry (never followed, never deleted): {printable(k)}"
+            for k in self.refused_samples
         )
         # Each task re-reads M before its own first delete: one that found the round
         # blocked or M moved back deleted nothing, the others may have deleted before it.
