@@ -18,10 +18,13 @@ EXIT_USAGE = 64  # bad arguments (BSD EX_USAGE), distinct from a blocked round
 # monitor as a blocked one (issue 30).
 EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143, "paused": EXIT_PAUSED,
                     "unhealthy": EXIT_BLOCKED}
+# A round whose driver was killed never exited; its record (written afterwards by whoever
+# found its journal unfinished, issue 38 item 1) says what a shell reports for SIGKILL.
+EXIT_KILLED = 137
 
 # Every value of `GcSummary.outcome`.
 OUTCOMES = ("done", "dry-run", "nothing-collectible", "blocked", "refused", "incomplete",
-            "error", "interrupted", "paused")
+            "error", "interrupted", "paused", "killed")
 
 # The keys of `--json`, exactly as the issue specifies them.
 JSON_KEYS = (
@@ -115,9 +118,20 @@ class GcSummary:
     # deletions are unknown, never "none").
     unreadable_entries: int = 0
     journal_read: bool = True
+    # Issue 38 item 6: the round's number in the store's sequence of records
+    # (`sequence.py`); None until its record claims one (or if the store cannot).
+    seq: int | None = None
+    # Issue 38 item 1: a round whose driver died, recorded afterwards from its journal:
+    # who recorded it (the next round, `gc-admin show`, `gc-admin reset`) and when; and the
+    # dead rounds this round recorded before it started.
+    recovered_by: str | None = None
+    recovered_at: float | None = None
+    recovered: list[str] = field(default_factory=list)
 
     @property
     def outcome(self) -> str:
+        if self.recovered_by is not None:
+            return "killed"
         if self.interrupted is not None:
             return "interrupted"
         if self.paused is not None:
@@ -136,6 +150,8 @@ class GcSummary:
 
     @property
     def exit_code(self) -> int:
+        if self.recovered_by is not None:
+            return EXIT_KILLED
         if self.interrupted is not None:
             return EXIT_INTERRUPTED.get(self.interrupted, EXIT_INCOMPLETE)
         if self.paused is not None:

@@ -13,6 +13,7 @@ ambiguous). Keys are ASCII by grammar (SPEC R20), so every well-formed key print
 from __future__ import annotations
 
 import re
+import sys
 from typing import IO, Any
 
 import click
@@ -41,7 +42,7 @@ def echo_safe(line: str, err: bool = False, file: IO[Any] | None = None) -> None
     """`click.echo` that never raises for the text: what the stream's encoding cannot hold
     (a lone surrogate, any character on an ASCII stream) is written as a backslash escape.
     Keys should already have gone through `printable`; this guards the rest of the line."""
-    stream = file if file is not None else click.get_text_stream("stderr" if err else "stdout")
+    stream = file if file is not None else (sys.stderr if err else sys.stdout)
     encoding = getattr(stream, "encoding", None) or "utf-8"
     try:
         safe = line.encode(encoding, "backslashreplace").decode(encoding)
