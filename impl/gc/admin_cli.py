@@ -103,6 +103,10 @@ def _signals() -> Iterator[None]:
             signal.signal(sig, h)
 
 
+class _Usage(click.UsageError):
+    exit_code = EXIT_USAGE
+
+
 class _AdminGroup(click.Group):
     """Bad arguments exit 64 (BSD EX_USAGE), as `epochgc gc`'s: 2 means "blocked" to a
     scheduler. A signal exits 130 / 143."""
@@ -112,25 +116,23 @@ class _AdminGroup(click.Group):
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
         except click.UsageError as e:
-            e.exit_code = EXIT_USAGE
-            raise
+            raise _Usage(e.format_message(), e.ctx) from None
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             with _signals():
                 return super().invoke(ctx)
-        except click.UsageError as e:
-            e.exit_code = EXIT_USAGE
+        except _Usage:
             raise
+        except click.UsageError as e:
+            raise _Usage(e.format_message(), e.ctx) from None
         except _Interrupted as e:
             click.echo(f"gc-admin: interrupted by {e}", err=True)
             ctx.exit(e.code)
 
 
 def _usage(msg: str) -> click.UsageError:
-    e = click.UsageError(msg)
-    e.exit_code = EXIT_USAGE
-    return e
+    return _Usage(msg)
 
 
 def _open(store: str, s3_endpoint: str | None) -> ObjectStore:

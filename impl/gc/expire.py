@@ -29,10 +29,15 @@ from typing import Any
 from epochgc.impl.gc.duration import format_duration
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP
 from epochgc.impl.gc.record import ROUNDS_PREFIX
-from epochgc.impl.gc.sequence import SEQ_PREFIX, markers
+from epochgc.impl.gc.sequence import markers
 from epochgc.impl.store.base import MAX_DELETE_BATCH, ObjectInfo, ObjectStore, StoreError
 
-DEFAULT_RETENTION_S = 30 * 86400.0  # as Delta's delta.logRetentionDuration
+# Delta Lake's table property `delta.logRetentionDuration`: "interval 30 days" by default
+# (https://docs.delta.io/latest/table-properties.html). Iceberg's Spark procedure
+# `expire_snapshots`: `older_than` 5 days ago, `retain_last` 1 by default
+# (https://iceberg.apache.org/docs/1.7.0/spark-procedures/#expire_snapshots). A GC record
+# is an audit trail, not table state a reader needs: the log's 30 days, and 10 rounds kept.
+DEFAULT_RETENTION_S = 30 * 86400.0
 DEFAULT_KEEP_LAST = 10
 
 

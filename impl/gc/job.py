@@ -24,9 +24,9 @@ from epochgc.impl.gc.admin import read_admin_state
 from epochgc.impl.gc.errors import GcError, NotAStore
 from epochgc.impl.gc.journal import (
     END,
-    Driver,
     START,
     STOP,
+    Driver,
     JournalTarget,
     JournalTotals,
     journal_prefix,
@@ -502,11 +502,17 @@ def _stage(
                     results = rows.collect()
         except GcError as e:
             failure = e
+            # The stage failed (a task crashed, an executor was killed), but its other
+            # attempts may still be deleting: the journal is read back only once none runs,
+            # or a batch landing after the read-back would be in no record (issue 38).
+            _quiesce(sc, open_store, prefix)
         except BaseException:
             # A second signal (KeyboardInterrupt) or a driver-side bug: no task may go on
             # deleting behind a round that has ended; what they did is in the journal.
             sc.cancelAllJobs()
             summary.journal_read = False
+            with contextlib.suppress(Exception):
+                _quiesce(sc, open_store, prefix)
             with contextlib.suppress(GcError):
                 _count(summary, _read_journal(open_store, prefix))
             raise
@@ -555,6 +561,36 @@ def _stage(
             _write_manifest(spark, sc.parallelize(manifest_rows, max(1, len(groups))),
                             options.manifest)
         summary.manifest = options.manifest
+
+
+QUIESCE_LIMIT_S = 300.0  # a bound for a wedged cluster, not a timing assumption
+
+
+def _quiesce(sc: Any, open_store: Callable[[], ObjectStore], prefix: str) -> None:
+    """After a failed stage: STOP (no attempt starts another batch), cancel the job, and
+    wait until Spark runs no stage of this application, so the journal read back after
+    this holds every batch (an in-flight one finishes and is journaled, or its attempt is
+    killed first). A STOP that cannot be written leaves only the wait."""
+    with contextlib.suppress(StoreError, OSError):
+        store = open_store()
+        try:
+            write_marker(store, prefix, STOP, {"reason": "stage failed"})
+        finally:
+            store.close()
+    sc.cancelAllJobs()
+    deadline = time.monotonic() + QUIESCE_LIMIT_S
+    while _running_tasks(sc) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _running_tasks(sc: Any) -> int:
+    """Tasks running on the application's executors (the JVM status tracker's executor
+    infos: a failed stage leaves the active stages before its killed tasks end)."""
+    try:
+        infos = sc._jsc.sc().statusTracker().getExecutorInfos()
+        return sum(int(i.numRunningTasks()) for i in infos)
+    except Exception:  # no JVM view: the active stages are the next best thing
+        return len(sc.statusTracker().getActiveStageIds())
 
 
 def _count(summary: GcSummary, totals: JournalTotals) -> None:

@@ -96,13 +96,16 @@ def _pid_namespace() -> str | None:
 def _start_ticks(pid: int) -> str | None:
     """Field 22 of /proc/<pid>/stat (the process's start time in clock ticks since boot,
     proc(5)): with the pid it names one process, never a later one that reuses the pid.
-    The command name (field 2) may hold spaces and parentheses: fields count from the
-    last ')'."""
+    None if there is no such process or it is dead and only waits to be reaped (state Z,
+    zombie, or X: a killed driver whose parent has not waited for it yet). The command name
+    (field 2) may hold spaces and parentheses: fields count from the last ')'."""
     stat = _read(f"/proc/{pid}/stat")
     if stat is None:
         return None
     fields = stat.rpartition(")")[2].split()
-    return fields[19] if len(fields) > 19 else None
+    if len(fields) <= 19 or fields[0] in ("Z", "X", "x"):
+        return None
+    return fields[19]
 
 
 @dataclass(frozen=True)
@@ -212,8 +215,8 @@ class Intent:
     (issue 29's throughput: the journal's read-back is the driver's work after the stage)."""
 
     keys: list[str]
-    sizes: list[Any]
-    ages: list[Any]
+    sizes: list[int]
+    ages: list[float]
 
     @classmethod
     def parse(cls, doc: dict[str, Any]) -> Intent:
@@ -223,17 +226,19 @@ class Intent:
                 and len(keys) == len(sizes) == len(ages)):
             raise ValueError("an intent record's keys, sizes and ages are not three lists "
                              "of one length")
-        # Types checked by C loops (map, set), so a damaged record fails here, whole,
-        # never half-way through the counting (issue 38 item 2).
-        if not (set(map(type, keys)) <= {str} and set(map(type, sizes)) <= {int}
-                and set(map(type, ages)) <= {int, float}):
-            raise ValueError("an intent record holds a key that is not a string or a size "
-                             "or age that is not a number")
-        return cls(keys, sizes, ages)
+        # Checked and converted here, by C loops (map, set), so a damaged record fails
+        # whole at parse time, never half-way through the counting (issue 38 item 2).
+        if not set(map(type, keys)) <= {str}:
+            raise ValueError("an intent record holds a key that is not a string")
+        try:
+            return cls(keys, list(map(int, sizes)), list(map(float, ages)))
+        except (ValueError, TypeError, OverflowError) as e:
+            raise ValueError(f"an intent record holds a size or age that is not a number: "
+                             f"{e}") from None
 
     def values(self) -> Iterator[tuple[int, float]]:
-        """(size, age) of each key, in order."""
-        return zip(map(int, self.sizes), map(float, self.ages), strict=True)
+        """(size, age) of each key, in order (converted by `parse`)."""
+        return zip(self.sizes, self.ages, strict=True)
 
     def rows(self) -> Iterator[tuple[str, tuple[int, float]]]:
         """(key, (size, age)) of each key, in order."""
@@ -295,7 +300,7 @@ def salvage_keys(raw: bytes) -> list[str]:
             return keys
         if not m.group(0).rstrip().endswith(b","):
             # the array's last key is whole only if the array closes after it
-            return keys + [key] if raw[m.end():].lstrip().startswith(b"]") else keys
+            return [*keys, key] if raw[m.end():].lstrip().startswith(b"]") else keys
         keys.append(key)
         pos = m.end()
 

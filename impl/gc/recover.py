@@ -130,7 +130,8 @@ def _from_end(store: ObjectStore, round_id: str, end: dict[str, Any]) -> Recover
     """Killed after its END, before its record: the END is the record's document."""
     key = round_key(round_id)
     store.put(key, json.dumps(end, allow_nan=False, indent=1).encode())
-    counts = end.get("counts") if isinstance(end.get("counts"), dict) else {}
+    given = end.get("counts")
+    counts: dict[str, Any] = given if isinstance(given, dict) else {}
     deleted = counts.get("deleted", 0)
     unreadable = end.get("journal_unreadable", 0)
     return Recovered(round_id, key, deleted if isinstance(deleted, int) else 0,
@@ -172,7 +173,8 @@ def _from_journal(
         from epochgc.impl.gc.job import max_epoch
 
         s.max_deleted_epoch = max_epoch(totals.deleted)
-    options = start.get("options") if isinstance(start.get("options"), dict) else {}
+    given = start.get("options")
+    options: dict[str, Any] = given if isinstance(given, dict) else {}
     number_round(store, s)
     doc = record_document(s, options)
     write_marker(store, prefix, END, record_document(s, {}))

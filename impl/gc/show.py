@@ -8,6 +8,8 @@ itself (strict JSON).
 
 from __future__ import annotations
 
+import contextlib
+import json
 from datetime import UTC, datetime
 from typing import Any
 
@@ -81,7 +83,7 @@ def duration(seconds: float) -> str:
     """`1d 2h`, `3h 5m`, `4m 10s`, `12s`, `0.4s`: the two largest units."""
     if seconds < 10:
         return f"{seconds:.1f}s"
-    s = int(round(seconds))
+    s = round(seconds)
     parts = [(s // 86400, "d"), (s % 86400 // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s")]
     shown = [f"{n}{u}" for n, u in parts if n][:2]
     return " ".join(shown) or "0s"
@@ -106,8 +108,6 @@ def _text(v: Any) -> str:
         return str(v)
     if isinstance(v, str):
         return printable(v)
-    import json
-
     return printable(json.dumps(v, sort_keys=True, ensure_ascii=True, default=str))
 
 
@@ -170,17 +170,16 @@ def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
         return ["last round: none recorded"]
     if "error" in last and "key" not in last:
         return [f"last round: {_text(last['error'])}"]
-    counts = last.get("counts") if isinstance(last.get("counts"), dict) else {}
+    given = last.get("counts")
+    counts: dict[str, Any] = given if isinstance(given, dict) else {}
     seq = f" (#{last['seq']})" if isinstance(last.get("seq"), int) else ""
     out = [f"last round: {_text(last.get('key'))}{seq}"]
     out.append(f"  outcome: {_text(last.get('outcome'))}, exit code "
                f"{_text(last.get('exit_code'))}")
     started = last.get("started_at")
     if isinstance(started, str):
-        try:
+        with contextlib.suppress(ValueError):
             started = datetime.fromisoformat(started).timestamp()
-        except ValueError:
-            pass
     took = last.get("seconds")
     out.append(f"  started {_since(started, now)}"
                + (f", took {duration(took)}" if isinstance(took, int | float) else ""))

@@ -75,11 +75,11 @@ def test_a_pause_names_the_operator_not_the_admin_process(tmp_path: Path) -> Non
     at once."""
     root = _store(tmp_path)
     assert _invoke("gc-admin", "pause", "--store", str(root))[0] == 0
-    code, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
     by = json.loads(out)["paused_by"]
     assert by.startswith(getpass.getuser() + "@") and f"pid {os.getpid()}" not in by, by
     assert _invoke("gc-admin", "pause", "--store", str(root), "--by", "alice (INC-42)")[0] == 0
-    code, out = _invoke("gc-admin", "show", "--store", str(root))
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
     assert "paused: yes by alice (INC-42) since" in out, out
 
 

@@ -20,8 +20,16 @@ from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import format_key
 
-from tests.gc.helpers import HOUR, JOURNAL, NOW, _Delegating, all_keys, local_spec, put_local, \
-    simple_cluster
+from tests.gc.helpers import (
+    HOUR,
+    JOURNAL,
+    NOW,
+    _Delegating,
+    all_keys,
+    local_spec,
+    put_local,
+    simple_cluster,
+)
 
 GRACE = 12 * HOUR
 

@@ -7,6 +7,7 @@ its next batch once its driver is gone (`journal.Driver`)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -15,8 +16,16 @@ import pytest
 from click.testing import CliRunner
 from epochgc.impl.cli import main
 from epochgc.impl.gc.job import GcOptions, run_gc
-from epochgc.impl.gc.journal import END, START, Driver, JournalTarget, JournalWriter, \
-    journal_prefix, write_marker, Attempt
+from epochgc.impl.gc.journal import (
+    END,
+    START,
+    Attempt,
+    Driver,
+    JournalTarget,
+    JournalWriter,
+    journal_prefix,
+    write_marker,
+)
 from epochgc.impl.gc.lease import LEASE_KEY, Lease
 from epochgc.impl.gc.record import ROUNDS_PREFIX, round_key
 from epochgc.impl.store.local import LocalStore
@@ -95,7 +104,7 @@ def test_show_records_a_dead_round_once_its_lease_ran_out(tmp_path: Path) -> Non
 def test_reset_force_records_the_round_that_held_the_lease(tmp_path: Path) -> None:
     root = tmp_path / "s"
     simple_cluster(LocalStore(root, create=True), 100)
-    deleted, _ = _dead_round(root)
+    _dead_round(root)
     Lease(lambda: LocalStore(root), DEAD).acquire()
     code, out = _invoke("gc-admin", "reset", "--store", str(root), "--force")
     assert code == 0 and f"recorded dead round {DEAD}: killed, 6 key(s)" in out, out
@@ -155,5 +164,9 @@ def test_a_task_stops_at_its_next_batch_once_its_driver_is_gone(tmp_path: Path) 
                       Attempt(0, 0, 0, 1))
     assert not w.stop_requested()
     child.kill()
-    child.wait()  # reaped: its pid names no process now
+    # Not reaped yet: a zombie (state Z) is a dead driver too. os.waitid with WNOWAIT
+    # waits for its death without reaping it (POSIX waitid).
+    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+    assert w.stop_requested()
+    child.wait()
     assert w.stop_requested()
