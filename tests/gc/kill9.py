@@ -136,8 +136,20 @@ def next_round(spark: Any, root: Path, via_reset: bool) -> None:
     assert s.outcome == "done", s
 
 
-def check(root: Path, eligible: set[str], kept: set[str]) -> list[str]:
-    """What is false about the records (empty: all true)."""
+def journals_now(root: Path) -> dict[str, set[str]]:
+    """What each journal names as deleted, read back against the store as it is now (right
+    after the killed round, before the next one runs: an intent without its `done` is
+    resolved by asking the store, and the next round deletes what the dead one did not)."""
+    store = LocalStore(root)
+    rounds = {o.key.split("/")[3] for o in store.list_all("_cluster/gc/journal/")}
+    return {p: set(read_journal(store, p).deleted)
+            for p in (f"_cluster/gc/journal/{r}/" for r in rounds)}
+
+
+def check(root: Path, eligible: set[str], kept: set[str],
+          before: dict[str, set[str]]) -> list[str]:
+    """What is false about the records (empty: all true). `before`: `journals_now` taken
+    once the killed round's processes were gone, the store its record is true of."""
     store = LocalStore(root)
     left = all_keys(store)
     gone = (eligible | kept) - left
@@ -156,7 +168,9 @@ def check(root: Path, eligible: set[str], kept: set[str]) -> list[str]:
             if counted:
                 wrong.append(f"{o.key}: {counted} deleted without a journal")
             continue
-        named = set(read_journal(store, rec["journal"]).deleted)
+        named = before.get(rec["journal"])
+        if named is None:  # the next round's
+            named = set(read_journal(store, rec["journal"]).deleted)
         if len(named) != counted:
             wrong.append(f"{o.key} ({rec['outcome']}): deleted {counted}, its journal names "
                          f"{len(named)}")

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.gc.kill9 import ALL_CASES, build, check, kill_round, next_round
+from tests.gc.kill9 import ALL_CASES, build, check, journals_now, kill_round, next_round
 
 _DEFAULT = [("driver", "batch-deleted:2"), ("executor", "intent-written:3")]
 CASES = ALL_CASES if os.environ.get("EPOCHGC_KILL9_ALL") else _DEFAULT
@@ -28,6 +28,7 @@ def test_kill9_leaves_every_record_true(spark: Any, tmp_path: Path, who: str,
     root = tmp_path / "store"
     eligible, kept = build(root)
     kill_round(root, tmp_path, who, point)
+    before = journals_now(root)
     # Half the cases recover through the operator's reset, half through the next round.
     next_round(spark, root, via_reset=CASES.index((who, point)) % 2 == 0)
-    assert check(root, eligible, kept) == []
+    assert check(root, eligible, kept, before) == []
