@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from epochgc.impl.gc.admin import LeaseState, read_lease
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP, read_journal, write_marker
 from epochgc.impl.gc.record import (
     ROUNDS_PREFIX,
@@ -84,8 +85,6 @@ def live_rounds(store: ObjectStore, now: float) -> set[str] | None:
     """The round that may be running, from the lease: its holder while the lease is live;
     none once it expired (released, or not renewed for the lease's whole duration); None
     when the lease cannot be read (then no journal may be taken for dead)."""
-    from epochgc.impl.gc.admin import LeaseState, read_lease
-
     lease = read_lease(store, now)
     if lease.state in (LeaseState.ABSENT, LeaseState.EXPIRED):
         return set()

@@ -4,8 +4,8 @@ the record; a Spark worker at each batch's intent, delete request and `done`. Af
 dead round's record plus the next round's equal what left the store, and nothing outside
 eligibility was deleted.
 
-The default suite runs two of the 27 kill points (a driver and a worker, mid-round);
-`tox -e kill9` (EPOCHGC_KILL9_ALL=1) runs all of them."""
+The default suite runs one of the 27 kill points (the driver, mid-round); `tox -e kill9`
+(EPOCHGC_KILL9_ALL=1) runs all of them."""
 
 from __future__ import annotations
 
@@ -17,7 +17,9 @@ import pytest
 
 from tests.gc.kill9 import ALL_CASES, build, check, journals_now, kill_round, next_round
 
-_DEFAULT = [("driver", "batch-deleted:2"), ("executor", "intent-written:3")]
+# The issue's case (the driver killed mid-round, its executors going on); the rest, the
+# worker kills included, under `tox -e kill9` (about 30 s each on a loaded machine).
+_DEFAULT = [("driver", "batch-deleted:2")]
 CASES = ALL_CASES if os.environ.get("EPOCHGC_KILL9_ALL") else _DEFAULT
 
 
