@@ -37,7 +37,7 @@ def test_gc_admin_exits_130_or_143_on_a_signal(sig: int, code: int) -> None:
             conn, _ = server.accept()  # its first request: it now waits for an answer
             with conn:
                 proc.send_signal(sig)
-                out, err = proc.communicate(timeout=LIMIT_S)
+                _out, err = proc.communicate(timeout=LIMIT_S)
         finally:
             if proc.poll() is None:
                 proc.kill()
