@@ -8,8 +8,6 @@ from __future__ import annotations
 import sys
 from typing import Any, TextIO
 
-import click
-
 
 class Reporter:
     """A command's `say`: `say(line)`; `bar(...)` when bars are on."""
@@ -27,7 +25,10 @@ class Reporter:
 
             tqdm.write(msg, file=self.stream)  # above a bar in progress, not through it
         else:
-            click.echo(msg, err=True)
+            # Never raises on the stream's encoding (a key that is not UTF-8, issue 38).
+            from epochgc.impl.gc.text import echo_safe
+
+            echo_safe(msg, err=True)
 
     def bar(self, label: str, unit: str, total: int | None = None) -> Any:
         """A tqdm bar on this reporter's stream (caller closes it)."""

@@ -146,10 +146,14 @@ def cap_reason(reason: str) -> str:
     return reason[:lo] + _CUT
 
 
-def write_admin_state(store: ObjectStore, paused: bool, reason: str, now: float) -> AdminState:
-    """Pause (or resume) GC on the store; returns the state written. The reason is capped
-    (`cap_reason`) so the document always reads back (<= _MAX_BYTES)."""
-    by = f"{socket.gethostname()} pid {os.getpid()}".encode("utf-8", "replace").decode()
+def write_admin_state(store: ObjectStore, paused: bool, reason: str, now: float,
+                      by: str | None = None) -> AdminState:
+    """Pause (or resume) GC on the store; returns the state written. `by`: who (default
+    this host and pid; `gc-admin` passes the operator, user@host: its own pid names nothing
+    once it exits, issue 41 item 7). The reason is capped (`cap_reason`) so the document
+    always reads back (<= _MAX_BYTES)."""
+    by = (by if by is not None else f"{socket.gethostname()} pid {os.getpid()}").encode(
+        "utf-8", "replace").decode()
     state = AdminState(paused, cap_reason(reason), by[:255], now)
     store.put(ADMIN_KEY, json.dumps(
         {"paused": state.paused, "reason": state.reason, "by": state.by, "at": state.at},

@@ -1,50 +1,138 @@
-"""`epochgc gc-admin show|pause|start|reset --store URL`: GC operations on a store (issue 30).
+"""`epochgc gc-admin show|pause|start|reset|expire --store URL`: GC operations on a store
+(issues 30, 38, 41).
 
 - `show`: the cluster's M and each partition's GC epoch M(p), the safety monitor's verdict,
   paused or not, the lease holder, and the last round's record (`--json` for one object).
-- `pause [--reason TEXT]`: new rounds refuse (exit 3); a running round stops at its next
-  delete batch (its driver polls the state), its record saying `interrupted: paused`.
+  It first records any round whose driver died mid-round (`recover.py`).
+- `pause [--reason TEXT] [--by WHO]`: new rounds refuse (exit 3); a running round stops at
+  its next delete batch (its driver polls the state), its record saying `interrupted: paused`.
 - `start`: resumes.
 - `reset [--force]`: removes the GC lease only (see `admin.reset_gc_state`); refused while a
-  round holds a live lease unless `--force`.
+  round holds a live lease unless `--force`; then records any dead round, as `show` does.
+- `expire [--older-than 30d] [--keep-last N] [--apply]`: removes old rounds' records,
+  journals and sequence markers (`expire.py`); without `--apply`, a dry run.
 - `advance-epoch --data-dir D --partition P`: break glass on a running local cluster: the
   partition's leader writes `advance_epoch(its cached cluster epoch)` now; refused where it
   cannot help (`impl/broker/breakglass.py`: the leader's cache lags the partition's epochs).
 
 Every command first checks the location is an epochgc store (`_cluster/partitions.json`):
-a mistyped path is refused before anything is written. Exit 0 done, 1 refused or failed.
+a mistyped path is refused before anything is written. Exit codes: 0 done; 1 refused or
+failed; 64 bad arguments; 130 / 143 interrupted by SIGINT / SIGTERM.
 """
 
 from __future__ import annotations
 
+import getpass
 import json
+import math
+import signal
+import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 from typing import Any
 
 import click
 from epochgc.impl.gc.admin import (
     MAX_REASON_BYTES,
-    LeaseState,
     ResetRefused,
-    load_strict,
-    read_admin_state,
-    read_lease,
     reset_gc_state,
     write_admin_state,
 )
-from epochgc.impl.gc.errors import GcError, ReportError
+from epochgc.impl.gc.duration import format_duration, parse_duration
+from epochgc.impl.gc.errors import GcError
+from epochgc.impl.gc.expire import DEFAULT_KEEP_LAST, DEFAULT_RETENTION_S, expire_rounds
 from epochgc.impl.gc.job import DEFAULT_MAX_REPORT_AGE_S, check_is_store
-from epochgc.impl.gc.lease import LEASE_KEY
-from epochgc.impl.gc.monitor import check_health
-from epochgc.impl.gc.record import ROUNDS_PREFIX
-from epochgc.impl.gc.reports import read_cluster_view
+from epochgc.impl.gc.recover import live_rounds, recover_dead_rounds
+from epochgc.impl.gc.show import gc_state, render
+from epochgc.impl.gc.summary import EXIT_USAGE
+from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.url import open_store
-from epochgc.model.cluster import partition_epochs
 
-_MAX_RECORD = 1 << 20  # bytes of a round record `show` reads
+__all__ = ["gc_admin", "gc_state"]
+
 _STORE = click.option("--store", required=True, help="store URL or directory")
 _ENDPOINT = click.option("--s3-endpoint", default=None, help="S3-compatible endpoint")
+_SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+
+
+class _Duration(click.ParamType):  # type: ignore[type-arg]  # generic only in new click
+    """`5m`, `12h`, `600s`, `1d` or plain seconds, as `epochgc gc` takes them."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        if isinstance(value, int | float):
+            return float(value)
+        try:
+            return parse_duration(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+DURATION = _Duration()
+
+
+class _Interrupted(BaseException):
+    """SIGINT or SIGTERM while a gc-admin command runs."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.code = _SIGNAL_EXIT[signal.Signals(signum)]
+
+
+@contextmanager
+def _signals() -> Iterator[None]:
+    """SIGINT and SIGTERM end the command with 130 / 143 (not click's "Aborted!", exit 1);
+    what it did so far is said by the command (expire) or was one write (the others)."""
+    def handle(signum: int, _frame: FrameType | None) -> None:
+        raise _Interrupted(signum)
+
+    previous = {s: signal.getsignal(s) for s in _SIGNAL_EXIT}
+    try:
+        for sig in _SIGNAL_EXIT:
+            signal.signal(sig, handle)
+    except ValueError:  # not the main thread (a test runner's): default handling
+        previous = {}
+    try:
+        yield
+    finally:
+        for sig, h in previous.items():
+            signal.signal(sig, h)
+
+
+class _Usage(click.UsageError):
+    exit_code = EXIT_USAGE
+
+
+class _AdminGroup(click.Group):
+    """Bad arguments exit 64 (BSD EX_USAGE), as `epochgc gc`'s: 2 means "blocked" to a
+    scheduler. A signal exits 130 / 143."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None,
+                     **extra: Any) -> click.Context:
+        try:
+            return super().make_context(info_name, args, parent=parent, **extra)
+        except click.UsageError as e:
+            raise _Usage(e.format_message(), e.ctx) from None
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            with _signals():
+                return super().invoke(ctx)
+        except _Usage:
+            raise
+        except click.UsageError as e:
+            raise _Usage(e.format_message(), e.ctx) from None
+        except _Interrupted as e:
+            click.echo(f"gc-admin: interrupted by {e}", err=True)
+            ctx.exit(e.code)
+
+
+def _usage(msg: str) -> click.UsageError:
+    return _Usage(msg)
 
 
 def _open(store: str, s3_endpoint: str | None) -> ObjectStore:
@@ -56,9 +144,19 @@ def _open(store: str, s3_endpoint: str | None) -> ObjectStore:
     return s
 
 
-@click.group("gc-admin")
+@click.group("gc-admin", cls=_AdminGroup)
 def gc_admin() -> None:
-    """Pause, start, reset and show the GC state of a store."""
+    """Pause, start, reset, show and expire the GC state of a store."""
+
+
+def _operator() -> str:
+    """Who runs this command: the login name and host (not this short-lived process's pid,
+    which names nothing once it exits: issue 41 item 7)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (a container)
+        user = "uid?"
+    return f"{user}@{socket.gethostname()}"
 
 
 @gc_admin.command()
@@ -67,14 +165,16 @@ def gc_admin() -> None:
 @click.option("--reason", default="",
               help="recorded with the pause and shown in refusals; at most "
                    f"{MAX_REASON_BYTES} bytes as JSON (a longer one is cut, marked [cut])")
-def pause(store: str, s3_endpoint: str | None, reason: str) -> None:
+@click.option("--by", "by", default=None, metavar="WHO",
+              help="who pauses (shown by `show` and in refusals); default user@host")
+def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None) -> None:
     """Pause GC: new rounds refuse, running ones stop at their next delete batch."""
     s = _open(store, s3_endpoint)
     try:
-        state = write_admin_state(s, True, reason, time.time())
+        state = write_admin_state(s, True, reason, time.time(), by or _operator())
     finally:
         s.close()
-    click.echo(f"gc-admin: paused ({state.reason or 'no reason given'})")
+    echo_safe(f"gc-admin: paused by {state.by} ({state.reason or 'no reason given'})")
 
 
 @gc_admin.command()
@@ -84,7 +184,7 @@ def start(store: str, s3_endpoint: str | None) -> None:
     """Resume GC after a pause."""
     s = _open(store, s3_endpoint)
     try:
-        write_admin_state(s, False, "", time.time())
+        write_admin_state(s, False, "", time.time(), _operator())
     finally:
         s.close()
     click.echo("gc-admin: running")
@@ -96,87 +196,104 @@ def start(store: str, s3_endpoint: str | None) -> None:
 @click.option("--force", is_flag=True,
               help="remove the lease even while it is live (its holder is known dead)")
 def reset(store: str, s3_endpoint: str | None, force: bool) -> None:
-    """Remove the GC lease (and nothing else: pause state, records and journals stay)."""
+    """Remove the GC lease (and nothing else: pause state, records and journals stay).
+    Then records any round whose driver died before its end, as `show` does (with --force
+    that includes the round that held the lease)."""
     s = _open(store, s3_endpoint)
     try:
-        removed = reset_gc_state(s, time.time(), force)
-    except ResetRefused as e:
-        raise click.ClickException(str(e)) from None
+        try:
+            removed = reset_gc_state(s, time.time(), force)
+        except ResetRefused as e:
+            raise click.ClickException(str(e)) from None
+        recovered = _recover_dead(s, "gc-admin reset")
     finally:
         s.close()
     click.echo("gc-admin: reset: " + (", ".join(f"removed {k}" for k in removed)
                                       or "nothing to remove"))
+    for r in recovered:
+        echo_safe(f"gc-admin: recorded dead round {printable(r['round'])}: killed, "
+                  f"{r['deleted']} key(s) deleted ({printable(r['record'])})")
 
 
 @gc_admin.command()
 @_STORE
 @_ENDPOINT
-@click.option("--max-report-age", default=DEFAULT_MAX_REPORT_AGE_S, show_default=True,
-              type=click.FloatRange(min=0, min_open=True), help="seconds, as `epochgc gc`")
+@click.option("--older-than", type=DURATION, default=format_duration(DEFAULT_RETENTION_S),
+              show_default=True,
+              help="remove rounds whose record was written longer ago than this (the "
+                   "store's own time of the record)")
+@click.option("--keep-last", type=click.IntRange(1, None), default=DEFAULT_KEEP_LAST,
+              show_default=True, help="always keep this many most recent rounds")
+@click.option("--apply", "apply", is_flag=True,
+              help="remove them; without it this is a dry run")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
-def show(store: str, s3_endpoint: str | None, max_report_age: float, as_json: bool) -> None:
-    """M and per-partition GC epochs, health, paused or not, lease, last round."""
+def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: int,
+           apply: bool, as_json: bool) -> None:
+    """Remove old GC rounds' records, deletion journals and sequence markers.
+
+    Without --apply it is a DRY RUN: it lists what it would remove (rounds, objects,
+    bytes) and writes and removes nothing in the store; run it first, then again with
+    --apply. Never removed: the last --keep-last rounds, the highest sequence marker, and
+    the journal of a round that has no END and no record (it may still be running, or its
+    driver died: `gc-admin show` records it first). Default retention 30 days, as Delta
+    Lake's log retention (delta.logRetentionDuration); Iceberg's expire_snapshots keeps
+    5 days and the last snapshot by default.
+    """
+    if not (math.isfinite(older_than) and older_than >= 0):
+        raise _usage(f"--older-than must be >= 0 and finite, got {older_than!r}")
     s = _open(store, s3_endpoint)
     try:
-        doc = gc_state(s, time.time(), max_report_age)
+        plan = expire_rounds(s, time.time(), older_than, keep_last, apply,
+                             lambda msg: echo_safe(msg, err=True))
+    except StoreError as e:
+        raise click.ClickException(f"expire failed: {e}") from None
+    finally:
+        s.close()
+    if as_json:
+        click.echo(json.dumps(plan.as_dict(), sort_keys=True))
+        return
+    for line in plan.lines():
+        echo_safe(line)
+
+
+@gc_admin.command()
+@_STORE
+@_ENDPOINT
+@click.option("--max-report-age", type=DURATION,
+              default=format_duration(DEFAULT_MAX_REPORT_AGE_S), show_default=True,
+              help="health reports older than this count as absent, as `epochgc gc` "
+                   "(5m, 300s, 300)")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
+def show(store: str, s3_endpoint: str | None, max_report_age: float, as_json: bool) -> None:
+    """M and per-partition GC epochs, health, paused or not, lease, last round. First
+    records any round whose driver died before its end (its journal read back against
+    the store, outcome killed), unless a live lease says it may still run."""
+    if not (math.isfinite(max_report_age) and max_report_age > 0):
+        raise _usage(f"--max-report-age must be > 0 and finite, got {max_report_age!r}")
+    s = _open(store, s3_endpoint)
+    try:
+        recovered = _recover_dead(s, "gc-admin show")
+        doc = gc_state(s, time.time(), max_report_age, recovered)
     finally:
         s.close()
     if as_json:
         # Strict JSON (RFC 8259): whatever the store holds was read strictly (load_strict).
         click.echo(json.dumps(doc, sort_keys=True, allow_nan=False))
         return
-    click.echo(f"M: {doc['M']}" + (f" (blocked: {doc['blocked']})" if doc["blocked"] else ""))
-    for p, e in doc["partition_epochs"].items():
-        click.echo(f"  {p}: M(p)={e}")
-    h = doc["health"]
-    click.echo(f"health: {h['state']}" + ("".join(f"\n  {r}" for r in h["reasons"])))
-    click.echo("paused: " + (doc["paused_reason"] if doc["paused"] else "no"))
-    click.echo("lease: " + _lease_line(doc["lease"]))
-    last = doc["last_round"]
-    click.echo("last round: " + ("none" if last is None else
-                                 f"{last.get('key')}: {last.get('outcome')}, M={last.get('M')}, "
-                                 f"deleted={(last.get('counts') or {}).get('deleted')}"))
+    for line in render(doc):
+        echo_safe(line)
 
 
-def gc_state(store: ObjectStore, now: float, max_report_age_s: float) -> dict[str, Any]:
-    """What `show` prints: every part read independently, a part that cannot be read says
-    why instead of failing the rest."""
-    doc: dict[str, Any] = {"M": None, "blocked": None, "partition_epochs": {}}
+def _recover_dead(s: ObjectStore, by: str) -> list[dict[str, Any]]:
+    """Record every dead round (`recover.recover_dead_rounds`); a store this operator may
+    only read (or any failure) is reported and leaves them for the next look."""
     try:
-        view = read_cluster_view(store, now, max_report_age_s)
-        decision = view.gc_epoch()
-        doc["M"], doc["blocked"] = decision.M, decision.blocked
-        doc["partition_epochs"] = partition_epochs(list(view.partitions), view.counted())
-    except (ReportError, StoreError) as e:
-        doc["blocked"] = f"the reports cannot be read: {e}"
-    doc["health"] = check_health(store, now, max_report_age_s).as_dict()
-    state = read_admin_state(store)
-    doc["paused"], doc["paused_reason"] = state.paused, state.why() if state.paused else None
-    doc["lease"] = read_lease(store, now).as_dict()
-    doc["last_round"] = _last_round(store)
-    return doc
-
-
-def _lease_line(lease: dict[str, Any]) -> str:
-    state = LeaseState(lease["state"])
-    if state is LeaseState.ABSENT:
-        return "none"
-    if state in (LeaseState.LIVE, LeaseState.EXPIRED):
-        return f"{state.value}, held by {lease['holder']}"
-    what = "is not a regular object" if state is LeaseState.NOT_AN_OBJECT else "cannot be read"
-    return f"{LEASE_KEY} {what}: {lease['problem']} (gc-admin reset --force removes it)"
-
-
-def _last_round(store: ObjectStore) -> dict[str, Any] | None:
-    """The newest round record (their names start with the round's UTC start time)."""
-    try:
-        keys = sorted(o.key for o in store.list_all(ROUNDS_PREFIX))
-        if not keys:
-            return None
-        rec = load_strict(store.get(keys[-1], 0, _MAX_RECORD + 1), keys[-1], _MAX_RECORD)
-    except (StoreError, ValueError) as e:
-        return {"error": f"cannot read the round records: {e}"}
-    return {"key": keys[-1], **rec} if isinstance(rec, dict) else {"key": keys[-1]}
+        done = recover_dead_rounds(s, by, lambda: live_rounds(s, time.time()))
+    except StoreError as e:
+        echo_safe(f"gc-admin: warning: unfinished rounds not recorded: {e}", err=True)
+        return []
+    return [{"round": r.round_id, "record": r.record, "deleted": r.deleted,
+             "unreadable": r.unreadable} for r in done]
 
 
 @gc_admin.command("advance-epoch")

@@ -24,6 +24,7 @@ from epochgc.impl.gc.manifest import manifest_target
 from epochgc.impl.gc.reports import MAX_WRITTEN_AT
 from epochgc.impl.gc.stop import RoundStop, install_signal_handlers
 from epochgc.impl.gc.summary import EXIT_USAGE, GcSummary
+from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.preflight import require_modules, store_modules, writable_file
 from epochgc.impl.progress import Reporter
 from epochgc.impl.signals import checkpoint
@@ -324,20 +325,22 @@ def gc(
             stop_spark()
         restore()
     _export(summary, metrics_file, pushgateway)
+    # Output never raises (issue 38 item 7): keys are escaped (`text.printable`), and any
+    # other text the stream's encoding cannot hold is written as an escape.
     if summary.error is not None:
-        click.echo(f"epochgc gc: error: {summary.error}; {_after(summary)}", err=True)
+        echo_safe(f"epochgc gc: error: {summary.error}; {_after(summary)}", err=True)
         if as_json:
             click.echo(summary.to_json())
         sys.exit(summary.exit_code)
     for key in summary.would_delete or ():
-        click.echo(key)
+        click.echo(printable(key))
     if as_json:
         for line in summary.lines()[1:]:
-            click.echo(line, err=True)
+            echo_safe(line, err=True)
         click.echo(summary.to_json())
     else:
         for line in summary.lines():
-            click.echo(line)
+            echo_safe(line)
     sys.exit(summary.exit_code)
 
 
@@ -377,9 +380,14 @@ def _run(
 def _after(s: GcSummary) -> str:
     """What the operator must know after a failed round: what was deleted, and where the
     journal is (a failure after deletes is not "nothing was deleted")."""
-    if s.deleted:
-        return (f"{s.deleted} key(s) were deleted (journal {s.journal}); keys not deleted "
-                "yet are listed again next round")
+    if s.journal is not None and not s.journal_read:
+        return (f"the deletion journal {s.journal} could not be read back, so which keys were "
+                "deleted is not known (gc-admin show reads it again)")
+    at_least = "at least " if s.unreadable_entries else ""
+    if s.deleted or s.unreadable_entries:
+        return (f"{at_least}{s.deleted} key(s) were deleted (journal {s.journal}"
+                + (f", {s.unreadable_entries} entr(ies) unreadable" if s.unreadable_entries
+                   else "") + "); keys not deleted yet are listed again next round")
     if s.journal is not None:
         return f"no key was deleted (journal {s.journal})"
     return "nothing was deleted"

@@ -10,6 +10,7 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import asdict, dataclass, fields
 
 from epochgc.impl.gc.journal import JournalWriter
+from epochgc.impl.gc.killpoint import reach
 from epochgc.impl.gc.pools import InlineExecutor, submitter
 from epochgc.impl.store.base import MAX_DELETE_BATCH, DeleteResult, ObjectStore, StoreError
 
@@ -81,13 +82,16 @@ def delete_keys(
 
     def one(batch: list[Doomed]) -> tuple[list[Doomed], DeleteResult]:
         seq = journal.intent(batch) if journal is not None else 0
+        reach("intent-written")
         try:
             # Conditional: an object rewritten since it was listed is skipped (`changed`).
             result = store.delete_if_unchanged([(k, v) for k, _, _, v in batch])
         except StoreError as e:
             result = DeleteResult(len(batch), dict.fromkeys((k for k, _, _, _ in batch), str(e)))
+        reach("batch-deleted")
         if journal is not None:
             journal.done(seq, result)
+            reach("done-written")
             _test_pause(journal)
         return batch, result
 

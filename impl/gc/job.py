@@ -26,12 +26,14 @@ from epochgc.impl.gc.journal import (
     END,
     START,
     STOP,
+    Driver,
     JournalTarget,
     JournalTotals,
     journal_prefix,
     read_journal,
     write_marker,
 )
+from epochgc.impl.gc.killpoint import reach
 from epochgc.impl.gc.lease import Lease
 from epochgc.impl.gc.manifest import (
     check_manifest_absent,
@@ -178,8 +180,9 @@ def run_gc(
     started = time.monotonic()
     record = not options.dry_run  # a dry run writes nothing anywhere (issue 29)
     timer = None if options.deadline_s is None else deadline_timer(stop, options.deadline_s)
+    held: list[Lease] = []  # released only once the record is written (below)
     try:
-        _round(spark, open_store, options, now, clock, say, summary, stop)
+        _round(spark, open_store, options, now, clock, say, summary, stop, held)
     except NotAStore as e:
         # Nothing is written into a directory that is not a store (a mistyped path), not
         # even a record (issue 29).
@@ -205,8 +208,15 @@ def run_gc(
         if timer is not None:
             timer.cancel()
         summary.seconds = time.monotonic() - started
-        if record:
-            _write_record(open_store, summary, options)
+        try:
+            if record:
+                _write_record(open_store, summary, options)
+        finally:
+            # The lease is held until the record is written (issue 38 item 1): a round
+            # without its lease has its record, so whoever takes the lease over may take
+            # every journal without a record for a dead round's.
+            for lease in held:
+                lease.release()
     return summary
 
 
@@ -230,14 +240,17 @@ def _describe(e: BaseException) -> str:
 def _write_record(
     open_store: Callable[[], ObjectStore], summary: GcSummary, options: GcOptions
 ) -> None:
-    from epochgc.impl.gc.record import record_document, write_record
+    from epochgc.impl.gc.record import number_round, record_document, write_record
 
     try:
         store = open_store()
         try:
+            number_round(store, summary)  # END and the record carry the round's number
             if summary.journal is not None:  # END: the journal's last word on the round
                 write_marker(store, summary.journal, END, record_document(summary, {}))
+                reach("end-written")
             summary.record = write_record(store, summary, asdict(options))
+            reach("record-written")
         finally:
             store.close()
     except (StoreError, OSError) as e:  # a round's outcome stands; the record is reported
@@ -253,6 +266,7 @@ def _round(
     say: Callable[[str], None] | None,
     summary: GcSummary,
     stop: RoundStop,
+    held: list[Lease],
 ) -> None:
     note = say or (lambda _msg: None)
     if options.manifest is not None:
@@ -306,23 +320,43 @@ def _round(
     m = decision.M
     note(f"gc: M={m} (snapshot revision {view.revision}); listing {PREFIXES} prefixes")
 
-    lease = None
     if not options.dry_run:
         # One round at a time on a store (issue 29): held from before Spark starts to
-        # the end; refused naming the holder.
+        # after its record (`run_gc` releases it); refused naming the holder.
         lease = Lease(open_store, summary.round_id)
         lease.acquire()
+        held.append(lease)
+        # Before anything else (issue 38 item 1): the rounds whose driver died get their
+        # records. Holding the lease, no other round may be running.
+        summary.recovered = _recover(open_store, summary.round_id, note)
 
         def lost(why: str) -> None:
             note(f"gc: {why}; stopping")
             stop.request("lease-lost")
 
         lease.keep(lost)
+    _with_spark(spark, _Round(open_store, options, view, m, now, clock, say, summary, stop))
+
+
+def _recover(open_store: Callable[[], ObjectStore], round_id: str,
+             note: Callable[[str], None]) -> list[str]:
+    """Record every dead round (`recover.recover_dead_rounds`); what could not be done is
+    said and left for the next look (this round's own deletes are safe either way)."""
+    from epochgc.impl.gc.recover import recover_dead_rounds
+
     try:
-        _with_spark(spark, _Round(open_store, options, view, m, now, clock, say, summary, stop))
-    finally:
-        if lease is not None:
-            lease.release()
+        store = open_store()
+        try:
+            done = recover_dead_rounds(store, f"round {round_id}", lambda: {round_id})
+        finally:
+            store.close()
+    except (StoreError, OSError) as e:
+        note(f"gc: warning: unfinished rounds' journals not read back: {e}")
+        return []
+    for r in done:
+        note(f"gc: round {r.round_id} died before its end: recorded as killed, "
+             f"{r.deleted} key(s) deleted ({r.record})")
+    return [r.round_id for r in done]
 
 
 @dataclass(frozen=True)
@@ -402,7 +436,8 @@ def _streaming_round(
         # and one that cannot write it deletes nothing (it could not account for it).
         write_marker(store, prefix, START, {
             "round": summary.round_id, "M": rnd.m, "snapshot_revision": rnd.view.revision,
-            "options": asdict(rnd.options)})
+            "started_at": summary.started_at, "options": asdict(rnd.options)})
+        reach("start-written")
     except StoreError as e:
         raise GcError(f"cannot write the deletion journal {prefix}: {e}; nothing was deleted"
                       ) from e
@@ -455,7 +490,7 @@ def _stage(
         listers,
         rnd.clock,
         options.max_report_age_s,
-        journal=JournalTarget(prefix),
+        journal=JournalTarget(prefix, driver=Driver.this_process()),
         report_keys=view.report_keys,  # the re-read reads them while it lists them
     )
     # A recomputed, retried or speculative attempt lists and deletes again, which is
@@ -479,10 +514,17 @@ def _stage(
                     results = rows.collect()
         except GcError as e:
             failure = e
+            # The stage failed (a task crashed, an executor was killed), but its other
+            # attempts may still be deleting: the journal is read back only once none runs,
+            # or a batch landing after the read-back would be in no record (issue 38).
+            _quiesce(sc, open_store, prefix)
         except BaseException:
             # A second signal (KeyboardInterrupt) or a driver-side bug: no task may go on
             # deleting behind a round that has ended; what they did is in the journal.
             sc.cancelAllJobs()
+            summary.journal_read = False
+            with contextlib.suppress(Exception):
+                _quiesce(sc, open_store, prefix)
             with contextlib.suppress(GcError):
                 _count(summary, _read_journal(open_store, prefix))
             raise
@@ -490,6 +532,7 @@ def _stage(
     finally:
         sc.setJobDescription(None)  # type: ignore[arg-type]
     summary.interrupted = stop.reason
+    summary.journal_read = False  # until it is read back: deletions unknown, not none
     totals = _read_journal(open_store, prefix)
     _count(summary, totals)
     scanned = ScanStats()
@@ -532,6 +575,36 @@ def _stage(
         summary.manifest = options.manifest
 
 
+QUIESCE_LIMIT_S = 300.0  # a bound for a wedged cluster, not a timing assumption
+
+
+def _quiesce(sc: Any, open_store: Callable[[], ObjectStore], prefix: str) -> None:
+    """After a failed stage: STOP (no attempt starts another batch), cancel the job, and
+    wait until Spark runs no stage of this application, so the journal read back after
+    this holds every batch (an in-flight one finishes and is journaled, or its attempt is
+    killed first). A STOP that cannot be written leaves only the wait."""
+    with contextlib.suppress(StoreError, OSError):
+        store = open_store()
+        try:
+            write_marker(store, prefix, STOP, {"reason": "stage failed"})
+        finally:
+            store.close()
+    sc.cancelAllJobs()
+    deadline = time.monotonic() + QUIESCE_LIMIT_S
+    while _running_tasks(sc) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _running_tasks(sc: Any) -> int:
+    """Tasks running on the application's executors (the JVM status tracker's executor
+    infos: a failed stage leaves the active stages before its killed tasks end)."""
+    try:
+        infos = sc._jsc.sc().statusTracker().getExecutorInfos()
+        return sum(int(i.numRunningTasks()) for i in infos)
+    except Exception:  # no JVM view: the active stages are the next best thing
+        return len(sc.statusTracker().getActiveStageIds())
+
+
 def _count(summary: GcSummary, totals: JournalTotals) -> None:
     summary.deleted = len(totals.deleted)
     summary.already_gone = len(totals.already_gone)
@@ -541,6 +614,8 @@ def _count(summary: GcSummary, totals: JournalTotals) -> None:
     summary.max_deleted_epoch = max_epoch(totals.deleted)
     summary.delete_requests = totals.batches
     summary.error_samples.extend(totals.error_samples())
+    summary.unreadable_entries = totals.unreadable
+    summary.journal_read = True
 
 
 def max_epoch(keys: Iterable[str]) -> int | None:
@@ -564,7 +639,7 @@ def _read_journal(open_store: Callable[[], ObjectStore], prefix: str) -> Journal
     store = open_store()
     try:
         return read_journal(store, prefix)
-    except (StoreError, ValueError, KeyError, TypeError) as e:
+    except StoreError as e:  # it cannot be listed; entries that cannot be read are skipped
         raise GcError(f"the deletion journal {prefix} cannot be read back: {e}",
                       deleting=True) from e
     finally:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -77,13 +78,81 @@ def current_attempt(partition: int = 0) -> Attempt:
     return Attempt(0, 0, partition, (os.getpid() << 20) + n)
 
 
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii", errors="replace") as f:
+            return f.read()
+    except OSError:
+        return None
+
+
+def _pid_namespace() -> str | None:
+    try:
+        return os.readlink("/proc/self/ns/pid")
+    except OSError:
+        return None
+
+
+def _start_ticks(pid: int) -> str | None:
+    """Field 22 of /proc/<pid>/stat (the process's start time in clock ticks since boot,
+    proc(5)): with the pid it names one process, never a later one that reuses the pid.
+    None if there is no such process or it is dead and only waits to be reaped (state Z,
+    zombie, or X: a killed driver whose parent has not waited for it yet). The command name
+    (field 2) may hold spaces and parentheses: fields count from the last ')'."""
+    stat = _read(f"/proc/{pid}/stat")
+    if stat is None:
+        return None
+    fields = stat.rpartition(")")[2].split()
+    if len(fields) <= 19 or fields[0] in ("Z", "X", "x"):
+        return None
+    return fields[19]
+
+
+@dataclass(frozen=True)
+class Driver:
+    """The round's driver process, as a task on the same machine can check it (issue 38
+    item 1: after `kill -9` of the driver, executors went on deleting for seconds, 66 keys
+    in 5 s, in no record). A task stops before its next batch once the driver is gone.
+    Only where the task shares the driver's kernel and pid namespace (a local master, or
+    an executor on the driver's host outside a container): elsewhere it cannot tell, and
+    Spark's own executor shutdown on driver loss (and the STOP marker the dead round's
+    recovery writes) stop it."""
+
+    boot_id: str | None
+    pid_namespace: str | None
+    pid: int
+    start_ticks: str | None
+
+    @classmethod
+    def this_process(cls) -> Driver:
+        return cls.of(os.getpid())
+
+    @classmethod
+    def of(cls, pid: int) -> Driver:
+        """Process `pid` of this machine and pid namespace, as it is now."""
+        return cls(_read("/proc/sys/kernel/random/boot_id"), _pid_namespace(), pid,
+                   _start_ticks(pid))
+
+    def gone(self) -> bool:
+        """True only when known: same kernel boot and pid namespace, and the pid is no
+        longer that process (absent, or a later process that reuses it)."""
+        if self.boot_id is None or self.start_ticks is None or self.pid_namespace is None:
+            return False
+        if (_read("/proc/sys/kernel/random/boot_id") != self.boot_id
+                or _pid_namespace() != self.pid_namespace):
+            return False  # another machine or container: cannot tell from here
+        return _start_ticks(self.pid) != self.start_ticks
+
+
 @dataclass(frozen=True)
 class JournalTarget:
     """Where a round's journal lives (picklable: shipped to every task). `open_store`: the
-    store to write it in; None means the task's own store."""
+    store to write it in; None means the task's own store. `driver`: the round's driver,
+    whose death stops the task at its next batch (None: not checked)."""
 
     prefix: str  # ends in "/"
     open_store: Callable[[], ObjectStore] | None = None
+    driver: Driver | None = None
 
 
 def journal_prefix(round_id: str) -> str:
@@ -97,6 +166,7 @@ class JournalWriter:
         self.store = store
         self.base = f"{target.prefix}{attempt.name()}/"
         self.stop_key = f"{target.prefix}{STOP}"
+        self.driver = target.driver
         self.attempt = attempt
         self._seq = iter(range(1 << 62))
         self._lock = threading.Lock()
@@ -123,7 +193,11 @@ class JournalWriter:
         })
 
     def stop_requested(self) -> bool:
-        """True once the driver asked the round to stop (SIGINT, SIGTERM, deadline)."""
+        """True once the driver asked the round to stop (SIGINT, SIGTERM, deadline), or
+        once the driver is known to be gone (killed: no one would account for a further
+        batch until the round is recovered)."""
+        if self.driver is not None and self.driver.gone():
+            return True
         try:
             return self.store.head(self.stop_key) is not None
         except StoreError:
@@ -142,8 +216,8 @@ class Intent:
     (issue 29's throughput: the journal's read-back is the driver's work after the stage)."""
 
     keys: list[str]
-    sizes: list[Any]
-    ages: list[Any]
+    sizes: list[int]
+    ages: list[float]
 
     @classmethod
     def parse(cls, doc: dict[str, Any]) -> Intent:
@@ -153,11 +227,19 @@ class Intent:
                 and len(keys) == len(sizes) == len(ages)):
             raise ValueError("an intent record's keys, sizes and ages are not three lists "
                              "of one length")
-        return cls(keys, sizes, ages)
+        # Checked and converted here, by C loops (map, set), so a damaged record fails
+        # whole at parse time, never half-way through the counting (issue 38 item 2).
+        if not set(map(type, keys)) <= {str}:
+            raise ValueError("an intent record holds a key that is not a string")
+        try:
+            return cls(keys, list(map(int, sizes)), list(map(float, ages)))
+        except (ValueError, TypeError, OverflowError) as e:
+            raise ValueError(f"an intent record holds a size or age that is not a number: "
+                             f"{e}") from None
 
     def values(self) -> Iterator[tuple[int, float]]:
-        """(size, age) of each key, in order."""
-        return zip(map(int, self.sizes), map(float, self.ages), strict=True)
+        """(size, age) of each key, in order (converted by `parse`)."""
+        return zip(self.sizes, self.ages, strict=True)
 
     def rows(self) -> Iterator[tuple[str, tuple[int, float]]]:
         """(key, (size, age)) of each key, in order."""
@@ -175,6 +257,12 @@ class JournalTotals:
     attempts: set[str] = field(default_factory=set)
     batches: int = 0
     unfinished: int = 0  # intents without a `done`, resolved by asking the store
+    # Issue 38 item 2: entries that could not be read (a torn write, a disk error) or an
+    # intent that is missing beside its `done`: skipped, what they still name resolved by
+    # asking the store. While this is above 0, `deleted` is a lower bound: keys an
+    # unreadable intent named cannot all be known.
+    unreadable: int = 0
+    unreadable_samples: list[str] = field(default_factory=list)
 
     @property
     def bytes_deleted(self) -> int:
@@ -183,34 +271,103 @@ class JournalTotals:
     def error_samples(self) -> list[str]:
         return [f"{k}: {why}" for k, why in sorted(self.errors.items())[:_MAX_ERROR_SAMPLES]]
 
+    def skip(self, key: str, why: str) -> None:
+        self.unreadable += 1
+        if len(self.unreadable_samples) < _MAX_ERROR_SAMPLES:
+            self.unreadable_samples.append(f"{key}: {why}")
+
+
+# A complete JSON string inside the "keys" array of a torn intent (issue 38 item 2): what a
+# write cut off part-way still names. Keys are ASCII by grammar (R20); escapes are allowed.
+_KEYS_HEAD = re.compile(rb'\{\s*"keys"\s*:\s*\[')
+_JSON_STRING = re.compile(rb'\s*("(?:[^"\\\x00-\x1f]|\\.)*")\s*,?')
+
+
+def salvage_keys(raw: bytes) -> list[str]:
+    """The keys a torn intent document still names whole: the complete strings at the start
+    of its `keys` array (one linear pass; nothing past the first incomplete one)."""
+    head = _KEYS_HEAD.match(raw)
+    if head is None:
+        return []
+    keys: list[str] = []
+    pos = head.end()
+    while True:
+        m = _JSON_STRING.match(raw, pos)
+        if m is None:
+            return keys
+        try:
+            key = json.loads(m.group(1))
+        except ValueError:
+            return keys
+        if not m.group(0).rstrip().endswith(b","):
+            # the array's last key is whole only if the array closes after it
+            return [*keys, key] if raw[m.end():].lstrip().startswith(b"]") else keys
+        keys.append(key)
+        pos = m.end()
+
+
+def _parse_done(doc: Any) -> tuple[set[str], set[str], dict[str, Any]]:
+    if not (isinstance(doc, dict) and isinstance(doc.get("gone"), list)
+            and isinstance(doc.get("changed"), list) and isinstance(doc.get("errors"), dict)):
+        raise ValueError("a done record's gone, changed and errors are not two lists and "
+                         "an object")
+    return set(doc["gone"]), set(doc["changed"]), doc["errors"]
+
 
 def read_journal(
     store: ObjectStore, prefix: str, data: ObjectStore | None = None
 ) -> JournalTotals:
     """Read a round's journal back from `store` (every attempt); `data`: the store the keys
-    are in (default `store`), asked about the batches an attempt never finished. Raises
-    StoreError if it cannot be read."""
+    are in (default `store`), asked about the batches an attempt never finished and those
+    whose records cannot be read. Raises StoreError if the journal cannot be listed; an
+    entry that cannot be read or parsed is skipped and counted (`unreadable`)."""
+    data = data if data is not None else store
+    totals = JournalTotals()
     intents: dict[str, Intent] = {}
-    dones: dict[str, dict[str, Any]] = {}
+    dones: dict[str, tuple[set[str], set[str], dict[str, Any]]] = {}
+    torn: dict[str, list[str]] = {}  # batch -> the keys its unreadable intent still names
     for obj in store.list_all(prefix):
         name = obj.key[len(prefix):]
         if "/" not in name:
             continue  # START, END, STOP
-        doc = json.loads(store.get(obj.key))
-        if name.endswith(".intent.json"):
-            intents[name[: -len(".intent.json")]] = Intent.parse(doc)
-        elif name.endswith(".done.json"):
-            dones[name[: -len(".done.json")]] = doc
-    totals = JournalTotals()
+        for suffix in (".intent.json", ".done.json"):
+            if name.endswith(suffix):
+                batch = name[: -len(suffix)]
+                break
+        else:
+            continue
+        raw, whole = b"", False
+        try:
+            raw = store.get(obj.key)
+            doc = json.loads(raw)
+            whole = True
+            if suffix == ".intent.json":
+                intents[batch] = Intent.parse(doc)
+            else:
+                dones[batch] = _parse_done(doc)
+        except (StoreError, ValueError, KeyError, TypeError) as e:
+            totals.skip(obj.key, str(e)[:200])
+            if suffix == ".intent.json":
+                # Cut off part-way (not JSON): the keys before the cut; a whole document
+                # of the wrong shape names nothing we can trust.
+                torn[batch] = [] if whole else salvage_keys(raw)
+    for batch_id in sorted(dones.keys() - intents.keys() - torn.keys()):
+        # A `done` whose intent is missing: the intent was written before the request, so
+        # it was lost since; the keys it deleted cannot be named.
+        totals.skip(f"{prefix}{batch_id}.intent.json", "missing beside its done record")
+    for batch_id, keys in sorted(torn.items()):
+        totals.attempts.add(batch_id.split("/")[0])
+        totals.batches += 1
+        _resolve_keys(data, keys, totals)
     for batch_id, items in sorted(intents.items()):
         totals.attempts.add(batch_id.split("/")[0])
         totals.batches += 1
         done = dones.get(batch_id)
-        if done is None:
+        if done is None:  # never finished, or its `done` cannot be read: ask the store
             totals.unfinished += 1
-            _resolve(data if data is not None else store, items, totals)
+            _resolve(data, items, totals)
             continue
-        gone, changed, errors = set(done["gone"]), set(done["changed"]), done["errors"]
+        gone, changed, errors = done
         if not (gone or changed or errors):  # the common batch: every key deleted
             totals.deleted.update(items.rows())
             continue
@@ -235,6 +392,14 @@ def _resolve(store: ObjectStore, items: Intent, totals: JournalTotals) -> None:
             totals.deleted.setdefault(key, value)
         else:
             totals.errors.setdefault(key, "delete request interrupted; still present")
+
+
+def _resolve_keys(store: ObjectStore, keys: list[str], totals: JournalTotals) -> None:
+    """The keys a torn intent still names: gone now = deleted by the round (size and age
+    unknown: 0); still there = not deleted (listed again next round, not an error)."""
+    for key in keys:
+        if isinstance(key, str) and store.head(key) is None:
+            totals.deleted.setdefault(key, (0, 0.0))
 
 
 def _settle(totals: JournalTotals) -> None:

@@ -5,7 +5,8 @@ Delta's `_delta_log`): `_cluster/gc/rounds/<start time>-<id>.json`.
 It says what the round decided from (M, snapshot revision, the reports it used and their
 ages), what it found and did (counts), how it ended (outcome, exit code, error), and where
 the manifest of the keys it actually deleted is (written by the executors after the M
-re-read). Keys sort by start time, so the newest record is the last one listed.
+re-read). Keys start with the round's start time on its own clock; the order of rounds is
+the sequence number each record claims (`sequence.py`, issue 38 item 6), not the names.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+from epochgc.impl.gc.sequence import claim
 from epochgc.impl.gc.summary import GcSummary
-from epochgc.impl.store.base import ObjectStore
+from epochgc.impl.store.base import ObjectStore, StoreError
 
 ROUNDS_PREFIX = "_cluster/gc/rounds/"
 FORMAT = 1
@@ -40,6 +42,8 @@ def _iso(t: float | None) -> str | None:
 def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
     return {
         "format": FORMAT,
+        # Issue 38 item 6: the order of rounds (`sequence.py`), whatever their clocks said.
+        "seq": s.seq,
         "started_at": _iso(s.started_at),
         "outcome": s.outcome,
         "exit_code": s.exit_code,
@@ -57,6 +61,15 @@ def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
         "min_partition_epoch": s.min_partition_epoch,
         "max_deleted_epoch": s.max_deleted_epoch,
         "journal": s.journal,
+        # Issue 38 item 2: entries of the journal that could not be read back (`deleted`
+        # is then a lower bound), and whether it could be read back at all.
+        "journal_unreadable": s.unreadable_entries,
+        "journal_read": s.journal_read,
+        # Issue 38 item 1: a dead round's record, written afterwards from its journal (by
+        # whom, when); and the dead rounds this round recorded before it started.
+        "recovered_by": s.recovered_by,
+        "recovered_at": _iso(s.recovered_at),
+        "recovered": s.recovered,
         "reports_used": s.reports_used,
         "stale_nodes": s.stale_nodes,
         "counts": {
@@ -87,8 +100,20 @@ def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def number_round(store: ObjectStore, s: GcSummary) -> None:
+    """Claim the round's number in the store's sequence (`sequence.claim`) unless it has
+    one; a store that cannot hand one out leaves it None (the record is still written)."""
+    if s.seq is None:
+        try:
+            s.seq = claim(store, s.round_id, round_key(s.round_id))
+        except StoreError:
+            s.seq = None
+
+
 def write_record(store: ObjectStore, s: GcSummary, options: dict[str, Any]) -> str:
-    """Write the record; returns its key. Raises StoreError (the caller decides)."""
+    """Write the record (numbered first, `number_round`); returns its key. Raises
+    StoreError (the caller decides)."""
+    number_round(store, s)
     key = round_key(s.round_id)
     doc = record_document(s, options)
     store.put(key, json.dumps(doc, allow_nan=False, indent=1).encode())

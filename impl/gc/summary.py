@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from epochgc.impl.gc.text import printable
+
 EXIT_OK = 0
 EXIT_INCOMPLETE = 1  # malformed keys, delete errors, refused deletes, or a failed round
 EXIT_BLOCKED = 2
@@ -16,10 +18,13 @@ EXIT_USAGE = 64  # bad arguments (BSD EX_USAGE), distinct from a blocked round
 # monitor as a blocked one (issue 30).
 EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143, "paused": EXIT_PAUSED,
                     "unhealthy": EXIT_BLOCKED}
+# A round whose driver was killed never exited; its record (written afterwards by whoever
+# found its journal unfinished, issue 38 item 1) says what a shell reports for SIGKILL.
+EXIT_KILLED = 137
 
 # Every value of `GcSummary.outcome`.
 OUTCOMES = ("done", "dry-run", "nothing-collectible", "blocked", "refused", "incomplete",
-            "error", "interrupted", "paused")
+            "error", "interrupted", "paused", "killed")
 
 # The keys of `--json`, exactly as the issue specifies them.
 JSON_KEYS = (
@@ -108,9 +113,25 @@ class GcSummary:
     min_partition_epoch: int | None = None
     max_deleted_epoch: int | None = None
     backpressure_s: float = 0.0  # the tasks' waits for a free delete slot, summed
+    # Issue 38 item 2: journal entries the read-back could not read (`deleted` is then a
+    # lower bound), and whether the journal could be read back at all (False: the round's
+    # deletions are unknown, never "none").
+    unreadable_entries: int = 0
+    journal_read: bool = True
+    # Issue 38 item 6: the round's number in the store's sequence of records
+    # (`sequence.py`); None until its record claims one (or if the store cannot).
+    seq: int | None = None
+    # Issue 38 item 1: a round whose driver died, recorded afterwards from its journal:
+    # who recorded it (the next round, `gc-admin show`, `gc-admin reset`) and when; and the
+    # dead rounds this round recorded before it started.
+    recovered_by: str | None = None
+    recovered_at: float | None = None
+    recovered: list[str] = field(default_factory=list)
 
     @property
     def outcome(self) -> str:
+        if self.recovered_by is not None:
+            return "killed"
         if self.interrupted is not None:
             return "interrupted"
         if self.paused is not None:
@@ -121,7 +142,7 @@ class GcSummary:
             return "blocked"
         if self.refused is not None:
             return "refused"
-        if self.errors or self.failed_check is not None:
+        if self.errors or self.failed_check is not None or self.unreadable_entries:
             return "incomplete"
         if self.M is None:
             return "nothing-collectible"
@@ -129,6 +150,8 @@ class GcSummary:
 
     @property
     def exit_code(self) -> int:
+        if self.recovered_by is not None:
+            return EXIT_KILLED
         if self.interrupted is not None:
             return EXIT_INTERRUPTED.get(self.interrupted, EXIT_INCOMPLETE)
         if self.paused is not None:
@@ -137,7 +160,8 @@ class GcSummary:
             return EXIT_INCOMPLETE
         if self.blocked is not None:
             return EXIT_BLOCKED
-        if self.refused is not None or self.errors or self.failed_check is not None:
+        if (self.refused is not None or self.errors or self.failed_check is not None
+                or self.unreadable_entries):
             return EXIT_INCOMPLETE
         return EXIT_OK
 
@@ -174,10 +198,13 @@ class GcSummary:
             out.append(
                 "gc: health reports too old, counted as absent: " + ", ".join(self.stale_nodes)
             )
-        out.extend(f"gc: malformed key (never deleted): {k}" for k in self.malformed_keys)
-        out.extend(f"gc: delete error: {e}" for e in self.error_samples)
+        # Keys come from the store: escaped (a non-UTF-8 name crashed the output, issue 38).
+        out.extend(f"gc: malformed key (never deleted): {printable(k)}"
+                   for k in self.malformed_keys)
+        out.extend(f"gc: delete error: {printable(e)}" for e in self.error_samples)
         out.extend(
-            f"gc: refused entry (never followed, never deleted): {k}" for k in self.refused_samples
+            f"gc: refused entry (never followed, never deleted): {printable(k)}"
+            for k in self.refused_samples
         )
         # Each task re-reads M before its own first delete: one that found the round
         # blocked or M moved back deleted nothing, the others may have deleted before it.
@@ -189,6 +216,10 @@ class GcSummary:
             out.append(f"gc: {stopped}: {self.refused}")
         if self.failed_check is not None:
             out.append(f"gc: round incomplete: {self.failed_check}")
+        if self.unreadable_entries:
+            out.append(f"gc: round incomplete: {self.unreadable_entries} journal entr(ies) "
+                       f"unreadable (journal {self.journal}); deleted counts at least the "
+                       "keys the rest names")
         if self.record_error is not None:
             out.append(f"gc: warning: deletion record not written: {self.record_error}")
         return out

@@ -113,10 +113,12 @@ def test_the_later_batch_of_a_key_deleted_twice_gives_its_size(tmp_path: Path) -
 
 @pytest.mark.parametrize("size", ["five", None])
 def test_an_unreadable_size_is_an_error_on_either_path(tmp_path: Path, size: Any) -> None:
+    # Never counted from a record it cannot read; since issue 38 (item 2) the read-back
+    # skips the record and says so (`unreadable`) instead of failing the whole read-back.
     for slow in (False, True):
-        with pytest.raises((ValueError, TypeError)):
-            _read(tmp_path / str(slow), [_Batch(0, [("k/a", size, 1.0, "")],
-                                                DeleteResult(1))], slow)
+        t = _read(tmp_path / str(slow), [_Batch(0, [("k/a", size, 1.0, "")],
+                                               DeleteResult(1))], slow)
+        assert t.unreadable == 1 and not t.deleted
 
 
 @pytest.mark.parametrize("seed", range(60))

@@ -1,0 +1,163 @@
+"""`gc-admin expire`: old GC rounds' records, journals and sequence markers removed (issue 41
+item 8: 2.2 MB after 20k deletes, growing every round, and nothing removed them).
+
+A round is its record (`_cluster/gc/rounds/<id>.json`), its deletion journal
+(`_cluster/gc/journal/<id>/`) and its sequence marker (`_cluster/gc/seq/<n>`). One expires
+when its record was written longer ago than the retention, by the store's own time of the
+record (mtime, S3 LastModified: not the round's clock, which may have been wrong), unless
+it is among the last `keep_last` rounds (by sequence number; records from before numbering
+by name). Compare Delta Lake's log retention (`delta.logRetentionDuration`, 30 days by
+default) and Iceberg's `expire_snapshots` (older than 5 days, retaining the last one).
+
+Never removed: the journal of a round without END and record (running, or its driver died:
+`recover.py` records it first; `gc-admin show` does), the highest sequence marker (the
+next round numbers from it), and anything outside `_cluster/gc/{rounds,journal,seq}/`.
+
+Order, so that an expire stopped at any point leaves nothing misread: a round's journal
+entries first, then its STOP and START, then END (a journal with START and no END would be
+taken for a dead round's), then the record, then the marker. A journal with no record and no
+START (a round that could not write START deleted nothing) expires by the age of its newest
+object.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from epochgc.impl.gc.duration import format_duration
+from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP
+from epochgc.impl.gc.record import ROUNDS_PREFIX
+from epochgc.impl.gc.sequence import markers
+from epochgc.impl.store.base import MAX_DELETE_BATCH, ObjectInfo, ObjectStore, StoreError
+
+# Delta Lake's table property `delta.logRetentionDuration`: "interval 30 days" by default
+# (https://docs.delta.io/latest/table-properties.html). Iceberg's Spark procedure
+# `expire_snapshots`: `older_than` 5 days ago, `retain_last` 1 by default
+# (https://iceberg.apache.org/docs/1.7.0/spark-procedures/#expire_snapshots). A GC record
+# is an audit trail, not table state a reader needs: the log's 30 days, and 10 rounds kept.
+DEFAULT_RETENTION_S = 30 * 86400.0
+DEFAULT_KEEP_LAST = 10
+
+
+@dataclass
+class ExpirePlan:
+    applied: bool
+    older_than_s: float
+    keep_last: int
+    rounds: list[str] = field(default_factory=list)  # round ids expired (or that would be)
+    objects: int = 0
+    bytes: int = 0
+    kept_recent: int = 0
+    unfinished: list[str] = field(default_factory=list)  # never touched
+    removed: int = 0  # objects actually removed (applied)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"dry_run": not self.applied, "older_than_s": self.older_than_s,
+                "keep_last": self.keep_last, "rounds": self.rounds, "objects": self.objects,
+                "bytes": self.bytes, "kept_recent": self.kept_recent,
+                "unfinished": self.unfinished, "removed": self.removed}
+
+    def lines(self) -> list[str]:
+        age = format_duration(self.older_than_s)
+        if self.applied:
+            out = [f"gc-admin: expire: removed {len(self.rounds)} round(s) older than {age} "
+                   f"({self.removed} object(s), {self.bytes} bytes)"]
+        else:
+            out = [f"gc-admin: expire (dry run, nothing removed): would remove "
+                   f"{len(self.rounds)} round(s) older than {age} ({self.objects} object(s), "
+                   f"{self.bytes} bytes); run again with --apply to remove them"]
+        out.extend(f"  {r}" for r in self.rounds[:20])
+        if len(self.rounds) > 20:
+            out.append(f"  ... and {len(self.rounds) - 20} more")
+        out.append(f"gc-admin: kept the last {self.kept_recent} round(s)"
+                   + (f" and {len(self.unfinished)} unfinished journal(s) (never expired; "
+                      "gc-admin show records a dead round's)" if self.unfinished else ""))
+        return out
+
+
+def _round_of(key: str, prefix: str) -> str:
+    return key[len(prefix):].partition("/")[0]
+
+
+def expire_rounds(
+    store: ObjectStore,
+    now: float,
+    older_than_s: float,
+    keep_last: int = DEFAULT_KEEP_LAST,
+    apply: bool = False,
+    say: Callable[[str], None] | None = None,
+) -> ExpirePlan:
+    """Plan (and with `apply`, carry out) the expiry. Raises StoreError on a failed request;
+    what was removed before it stays removed (each step leaves a consistent store)."""
+    plan = ExpirePlan(apply, older_than_s, keep_last)
+    records = {_round_of(o.key, ROUNDS_PREFIX).removesuffix(".json"): o
+               for o in store.list_all(ROUNDS_PREFIX) if o.key.endswith(".json")}
+    journals: dict[str, list[ObjectInfo]] = {}
+    for o in store.list_all(JOURNAL_PREFIX):
+        journals.setdefault(_round_of(o.key, JOURNAL_PREFIX), []).append(o)
+    seq = markers(store)  # highest first
+    by_round: dict[str, list[str]] = {}
+    for m in seq:
+        by_round.setdefault(m.round_id, []).append(m.key)
+    top = seq[0].key if seq else None
+    numbered = [m.round_id for m in seq if m.round_id in records]
+    order = list(dict.fromkeys(numbered + sorted(set(records) - set(numbered), reverse=True)))
+    recent = set(order[:keep_last])
+    plan.kept_recent = len(recent)
+    cutoff = now - older_than_s
+
+    for round_id, entries in sorted(journals.items()):
+        names = {o.key[len(JOURNAL_PREFIX) + len(round_id) + 1:] for o in entries}
+        if round_id not in records and START in names and END not in names:
+            plan.unfinished.append(round_id)
+
+    doomed: list[tuple[str, list[ObjectInfo], ObjectInfo | None]] = []
+    for round_id in sorted(set(records) | set(journals)):
+        if round_id in recent or round_id in plan.unfinished:
+            continue
+        rec = records.get(round_id)
+        entries = journals.get(round_id, [])
+        newest = rec.mtime if rec is not None else max((o.mtime for o in entries), default=now)
+        if newest > cutoff:
+            continue
+        doomed.append((round_id, entries, rec))
+        plan.rounds.append(round_id)
+        plan.objects += len(entries) + (rec is not None) + len(
+            [k for k in by_round.get(round_id, []) if k != top])
+        plan.bytes += sum(o.size for o in entries) + (rec.size if rec is not None else 0)
+    if not apply:
+        return plan
+    for round_id, entries, rec in doomed:
+        plan.removed += _remove_round(store, round_id, entries, rec,
+                                      [k for k in by_round.get(round_id, []) if k != top])
+        if say is not None:
+            say(f"gc-admin: expire: removed round {round_id}")
+    return plan
+
+
+def _delete(store: ObjectStore, keys: Iterable[str]) -> int:
+    keys = list(keys)
+    n = 0
+    for i in range(0, len(keys), MAX_DELETE_BATCH):
+        chunk = keys[i:i + MAX_DELETE_BATCH]
+        r = store.delete_batch(chunk)
+        if r.errors:
+            key, why = next(iter(r.errors.items()))
+            raise StoreError(f"cannot remove {key}: {why}")
+        n += len(chunk) - len(r.gone)
+    return n
+
+
+def _remove_round(store: ObjectStore, round_id: str, entries: list[ObjectInfo],
+                  rec: ObjectInfo | None, seq_keys: list[str]) -> int:
+    base = f"{JOURNAL_PREFIX}{round_id}/"
+    last = {base + STOP, base + START, base + END}
+    n = _delete(store, [o.key for o in entries if o.key not in last])
+    for name in (STOP, START, END):  # END last: never a START without END left behind
+        if any(o.key == base + name for o in entries):
+            n += _delete(store, [base + name])
+    if rec is not None:
+        n += _delete(store, [rec.key])
+    return n + _delete(store, seq_keys)

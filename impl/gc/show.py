@@ -1,0 +1,200 @@
+"""What `epochgc gc-admin show` reads and how it prints it (issues 30, 38, 41).
+
+`gc_state` reads every part independently (a part that cannot be read says why instead of
+failing the rest); `render` prints it for people: ISO 8601 UTC times, durations, no Python
+reprs, every store-supplied string escaped (`text.printable`). `--json` prints the state
+itself (strict JSON).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from epochgc.impl.gc.admin import LeaseState, load_strict, read_admin_state, read_lease
+from epochgc.impl.gc.errors import ReportError
+from epochgc.impl.gc.lease import LEASE_KEY
+from epochgc.impl.gc.monitor import check_health
+from epochgc.impl.gc.record import ROUNDS_PREFIX
+from epochgc.impl.gc.reports import read_cluster_view
+from epochgc.impl.gc.sequence import markers
+from epochgc.impl.gc.text import printable
+from epochgc.impl.store.base import ObjectStore, StoreError
+from epochgc.model.cluster import partition_epochs
+
+MAX_RECORD = 1 << 20  # bytes of a round record `show` reads
+
+
+def gc_state(store: ObjectStore, now: float, max_report_age_s: float,
+             recovered: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What `show` prints (`recovered`: the dead rounds it just recorded, if any)."""
+    doc: dict[str, Any] = {"M": None, "blocked": None, "partition_epochs": {}}
+    try:
+        view = read_cluster_view(store, now, max_report_age_s)
+        decision = view.gc_epoch()
+        doc["M"], doc["blocked"] = decision.M, decision.blocked
+        doc["partition_epochs"] = partition_epochs(list(view.partitions), view.counted())
+    except (ReportError, StoreError) as e:
+        doc["blocked"] = f"the reports cannot be read: {e}"
+    doc["health"] = check_health(store, now, max_report_age_s).as_dict()
+    state = read_admin_state(store)
+    doc["paused"], doc["paused_reason"] = state.paused, state.why() if state.paused else None
+    doc["paused_by"] = state.by or None if state.paused else None
+    doc["paused_at"] = state.at if state.paused else None
+    doc["lease"] = read_lease(store, now).as_dict()
+    doc["last_round"] = last_round(store)
+    doc["recovered"] = recovered or []
+    doc["now"] = now
+    return doc
+
+
+def last_round(store: ObjectStore) -> dict[str, Any] | None:
+    """The last round's record: the highest number of the store's sequence whose record
+    exists (`sequence.py`, issue 38 item 6: record names come from each round's own clock);
+    records written before numbering existed (none numbered) by name."""
+    try:
+        names = {o.key for o in store.list_all(ROUNDS_PREFIX)}
+        if not names:
+            return None
+        key = next((m.record for m in markers(store) if m.record in names),
+                   max(names))
+        rec = load_strict(store.get(key, 0, MAX_RECORD + 1), key, MAX_RECORD)
+    except (StoreError, ValueError) as e:
+        return {"error": f"cannot read the round records: {e}"}
+    return {"key": key, **rec} if isinstance(rec, dict) else {"key": key}
+
+
+# --- the human form ---
+
+
+def iso(t: Any) -> str:
+    """Unix seconds as ISO 8601 UTC to the second; anything else as given, escaped."""
+    if isinstance(t, int | float) and not isinstance(t, bool):
+        try:
+            return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        except (ValueError, OverflowError, OSError):
+            pass
+    return printable(str(t))
+
+
+def duration(seconds: float) -> str:
+    """`1d 2h`, `3h 5m`, `4m 10s`, `12s`, `0.4s`: the two largest units."""
+    if seconds < 10:
+        return f"{seconds:.1f}s"
+    s = round(seconds)
+    parts = [(s // 86400, "d"), (s % 86400 // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s")]
+    shown = [f"{n}{u}" for n, u in parts if n][:2]
+    return " ".join(shown) or "0s"
+
+
+def _since(t: Any, now: float) -> str:
+    if not (isinstance(t, int | float) and not isinstance(t, bool)):
+        return iso(t)
+    ago = now - t
+    rel = f"{duration(ago)} ago" if ago >= 0 else f"in {duration(-ago)}"
+    return f"{iso(t)} ({rel})"
+
+
+def _text(v: Any) -> str:
+    """A store-supplied value, printable: strings escaped, None as "none", numbers as is;
+    anything else (a list, an object) as compact JSON-ish text, never a Python repr."""
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int | float):
+        return str(v)
+    if isinstance(v, str):
+        return printable(v)
+    return printable(json.dumps(v, sort_keys=True, ensure_ascii=True, default=str))
+
+
+def render(doc: dict[str, Any]) -> list[str]:
+    now = float(doc["now"])
+    out: list[str] = []
+    if doc["M"] is not None:
+        out.append(f"M: {doc['M']}")
+    elif doc["blocked"]:
+        out.append(f"M: none, GC is blocked: {_text(doc['blocked'])}")
+    else:
+        out.append("M: none, nothing collectible yet (no partition has a GC epoch)")
+    if doc["M"] is not None and doc["blocked"]:
+        out.append(f"  blocked: {_text(doc['blocked'])}")
+    if doc["partition_epochs"]:
+        out.append("partition GC epochs M(p):")
+        for p, e in doc["partition_epochs"].items():
+            out.append(f"  {_text(p)}: " + ("none (no fresh report)" if e is None else str(e)))
+    h = doc["health"]
+    out.append(f"health: {_text(h['state'])}")
+    out.extend(f"  {_text(r)}" for r in h["reasons"])
+    if doc["paused"]:
+        by = f" by {_text(doc['paused_by'])}" if doc.get("paused_by") else ""
+        at = f" since {_since(doc['paused_at'], now)}" if doc.get("paused_at") else ""
+        out.append(f"paused: yes{by}{at}: {_text(doc['paused_reason'])}")
+    else:
+        out.append("paused: no")
+    out.append("lease: " + _lease_line(doc["lease"], now))
+    for r in doc.get("recovered") or []:
+        out.append(f"recorded a dead round: {_text(r['round'])} (driver gone before its end): "
+                   f"killed, {r['deleted']} key(s) deleted"
+                   + (f", {r['unreadable']} journal entr(ies) unreadable"
+                      if r.get("unreadable") else "") + f" ({_text(r['record'])})")
+    out.extend(_last_round_lines(doc["last_round"], now))
+    return out
+
+
+def _lease_line(lease: dict[str, Any], now: float) -> str:
+    state = LeaseState(lease["state"])
+    if state is LeaseState.ABSENT:
+        return "none (no round holds the store)"
+    if state in (LeaseState.LIVE, LeaseState.EXPIRED):
+        h = lease["holder"] or {}
+        who = (f"round {_text(h.get('round'))} on host {_text(h.get('host'))} "
+               f"pid {_text(h.get('pid'))}")
+        if state is LeaseState.LIVE:
+            return (f"held by {who}, renewed {_since(h.get('renewed_at'), now)}, "
+                    f"expires {_since(h.get('expires_at'), now)}")
+        if h.get("released_at") is not None:
+            return f"free (last held by {who}, released {_since(h.get('released_at'), now)})"
+        return (f"free (last held by {who}, expired {_since(h.get('expires_at'), now)} "
+                "without being released: that round died or lost the store)")
+    what = "is not a regular object" if state is LeaseState.NOT_AN_OBJECT else "cannot be read"
+    return (f"{LEASE_KEY} {what}: {_text(lease['problem'])} "
+            "(gc-admin reset --force removes it)")
+
+
+def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
+    if last is None:
+        return ["last round: none recorded"]
+    if "error" in last and "key" not in last:
+        return [f"last round: {_text(last['error'])}"]
+    given = last.get("counts")
+    counts: dict[str, Any] = given if isinstance(given, dict) else {}
+    seq = f" (#{last['seq']})" if isinstance(last.get("seq"), int) else ""
+    out = [f"last round: {_text(last.get('key'))}{seq}"]
+    out.append(f"  outcome: {_text(last.get('outcome'))}, exit code "
+               f"{_text(last.get('exit_code'))}")
+    started = last.get("started_at")
+    if isinstance(started, str):
+        with contextlib.suppress(ValueError):
+            started = datetime.fromisoformat(started).timestamp()
+    took = last.get("seconds")
+    out.append(f"  started {_since(started, now)}"
+               + (f", took {duration(took)}" if isinstance(took, int | float) else ""))
+    m = last.get("M")
+    out.append("  M: " + ("none" if m is None else _text(m))
+               + f", deleted {_text(counts.get('deleted', 0))} key(s)"
+               + f" ({_text(counts.get('bytes_deleted', 0))} bytes), "
+               f"errors {_text(counts.get('errors', 0))}")
+    for field, label in (("blocked", "blocked"), ("error", "error"), ("paused", "paused"),
+                         ("interrupted", "interrupted"), ("recovered_by", "recorded by")):
+        if last.get(field):
+            out.append(f"  {label}: {_text(last[field])}")
+    if last.get("journal_unreadable"):
+        out.append(f"  journal entries unreadable: {_text(last['journal_unreadable'])} "
+                   "(deleted is a lower bound)")
+    if last.get("journal"):
+        out.append(f"  journal: {_text(last['journal'])}")
+    return out

@@ -1,0 +1,51 @@
+"""Text for people: keys and other store-supplied strings escaped before they are printed
+(issue 38 item 7).
+
+A local store's file name that is not UTF-8 arrives as a string with lone surrogates
+(`os.fsdecode`, PEP 383), and a malformed key may hold any character: printed as is, the
+first raised `UnicodeEncodeError` on a strict UTF-8 stdout and lost the rest of the summary,
+and a control character could rewrite the operator's terminal. `printable` makes any string
+ASCII, one way round: an undecodable byte as `\\xNN`, other characters outside printable
+ASCII as `\\xNN`/`\\uNNNN`/`\\UNNNNNNNN`, a backslash as `\\\\` (so an escape is never
+ambiguous). Keys are ASCII by grammar (SPEC R20), so every well-formed key prints unchanged.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from typing import IO, Any
+
+import click
+
+_ESCAPE = re.compile(r"[^\x20-\x5b\x5d-\x7e]")  # all but printable ASCII other than "\"
+
+
+def _one(m: re.Match[str]) -> str:
+    c = m.group(0)
+    n = ord(c)
+    if c == "\\":
+        return "\\\\"
+    if 0xDC80 <= n <= 0xDCFF:  # a byte os.fsdecode could not decode (surrogateescape)
+        return f"\\x{n - 0xDC00:02x}"
+    if n < 0x100:
+        return f"\\x{n:02x}"
+    return f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
+
+
+def printable(text: str) -> str:
+    """`text` as printable ASCII (see the module docstring); linear in its length."""
+    return _ESCAPE.sub(_one, text)
+
+
+def echo_safe(line: str, err: bool = False, file: IO[Any] | None = None) -> None:
+    """`click.echo` that never raises for the text: what the stream's encoding cannot hold
+    (a lone surrogate, any character on an ASCII stream) is written as a backslash escape.
+    Keys should already have gone through `printable`; this guards the rest of the line."""
+    stream = file if file is not None else (sys.stderr if err else sys.stdout)
+    encoding = getattr(stream, "encoding", None) or "utf-8"
+    try:
+        safe = line.encode(encoding, "backslashreplace").decode(encoding)
+    except LookupError:  # an encoding name Python does not know: plain ASCII then
+        safe = line.encode("ascii", "backslashreplace").decode("ascii")
+    click.echo(safe, file=stream)

@@ -1,0 +1,185 @@
+"""Kill -9 at a chosen step of a real GC round (issue 38, "kill -9 at every step of a
+round"), and the check that every record stays true.
+
+One case: a real `epochgc gc` process (local master `local[2]`: its own JVM and Python
+workers) on a local store with 8 eligible keys in 2 tasks, batches of 2 (4 batches), plus
+keys it must keep (too young, above M, malformed). `impl/gc/killpoint.py` holds the process
+that reaches the chosen step for the n-th time; the test sends SIGKILL to the driver or to
+that Spark worker, lets the held process go on (if alive), and waits until every process of
+the round has exited. Then the next round runs (a real Spark session) after the operator's
+`gc-admin reset --force` or after the dead driver's lease ran out, and the check: the
+records' deleted counts add up to exactly the keys that left the store, each record's count
+is the size of the key set its journal names and no key is in two, and nothing outside
+eligibility left the store.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+from epochgc.impl.cli import main
+from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.journal import read_journal
+from epochgc.impl.gc.killpoint import KILLPOINT_ENV
+from epochgc.impl.gc.lease import LEASE_KEY
+from epochgc.impl.gc.record import ROUNDS_PREFIX
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import format_key
+
+from tests.gc.helpers import HOUR, NOW, all_keys, local_spec, put_local, simple_cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+GRACE = 12 * HOUR
+LIMIT_S = 300.0  # a bound for a hung process, not a timing assumption
+BATCHES = 4
+DRIVER_POINTS = ["start-written"] + [
+    f"{p}:{n}" for n in range(1, BATCHES + 1)
+    for p in ("intent-written", "batch-deleted", "done-written")
+] + ["end-written", "record-written"]
+EXECUTOR_POINTS = [f"{p}:{n}" for n in range(1, BATCHES + 1)
+                   for p in ("intent-written", "batch-deleted", "done-written")]
+# Every step of the round, driver and executor: 15 + 12 = 27 kill points.
+ALL_CASES = [("driver", p) for p in DRIVER_POINTS] + [("executor", p) for p in EXECUTOR_POINTS]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    eligible: set[str]
+    kept: set[str]
+    gone: set[str]
+    records: list[dict[str, Any]]
+    returncode: int
+
+
+def build(root: Path) -> tuple[set[str], set[str]]:
+    """(eligible keys, keys the round must keep) in a fresh store with M = 100."""
+    simple_cluster(LocalStore(root, create=True), 100)
+    eligible = {format_key(p, 50, f"k{i}") for i, p in enumerate((1, 2, 3, 4, 501, 502, 503,
+                                                                  504))}
+    for k in eligible:
+        put_local(root, k, age=GRACE + 60)
+    kept = {format_key(1, 60, "young"), format_key(501, 150, "above-m"),
+            "level_zero/data/002/000000000000000050/bad name"}
+    put_local(root, format_key(1, 60, "young"), age=HOUR)
+    put_local(root, format_key(501, 150, "above-m"), age=GRACE + 60)
+    put_local(root, "level_zero/data/002/000000000000000050/bad name", age=GRACE + 60)
+    return eligible, kept
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def kill_round(root: Path, work: Path, who: str, point: str) -> int:
+    """Run a round, SIGKILL `who` ("driver" or "executor") when `point` ("name" or
+    "name:n") is reached; returns the round process's exit status once every process of
+    the round has exited."""
+    name, _, n = point.partition(":")
+    hold = work / "hold"
+    hold.mkdir()
+    (hold / "target").write_text(f"{name} {n or 1}")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{KILLPOINT_ENV: str(hold)})
+    cmd = [sys.executable, "-m", "epochgc.impl.gc", "--store", str(root), "--now", str(NOW),
+           "--i-know-now-is-ahead", "--master", "local[2]", "--tasks", "2",
+           "--delete-batch-size", "2", "--skip-malformed", "-q", "--json"]
+    with open(work / "stderr", "w") as err:
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=err)
+    try:
+        deadline = time.monotonic() + LIMIT_S
+        while not (hold / "reached").exists():
+            assert proc.poll() is None, (work / "stderr").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the round never reached the kill point"
+            time.sleep(0.02)
+        held = int((hold / "reached").read_text())
+        if who == "driver":
+            os.kill(proc.pid, signal.SIGKILL)
+        else:
+            assert held != proc.pid, "the point was reached in the driver, not a worker"
+            os.kill(held, signal.SIGKILL)
+        (hold / "release").touch()
+        proc.wait(timeout=LIMIT_S)  # reaped: a zombie still counts in its process group
+        while _group_alive(proc.pid):  # the JVM and the Python workers, once orphaned
+            assert time.monotonic() < deadline, "the round's processes never exited"
+            time.sleep(0.05)
+    finally:
+        if _group_alive(proc.pid):
+            os.killpg(proc.pid, signal.SIGKILL)
+    return proc.returncode
+
+
+def next_round(spark: Any, root: Path, via_reset: bool) -> None:
+    """The next round, after an operator's `gc-admin reset --force` (the holder is known
+    dead) or once the dead driver's lease ran out (its expiry rewritten into the past)."""
+    store = LocalStore(root)
+    if via_reset:
+        r = CliRunner().invoke(main, ["gc-admin", "reset", "--store", str(root), "--force"])
+        assert r.exit_code == 0, r.output
+    elif store.head(LEASE_KEY) is not None:
+        doc = json.loads(store.get(LEASE_KEY))
+        store.put(LEASE_KEY, json.dumps({**doc, "expires_at": 1}).encode())
+    s = run_gc(spark, local_spec(root), GcOptions(tasks=2, skip_malformed=True),
+               clock=lambda: NOW)
+    assert s.outcome == "done", s
+
+
+def journals_now(root: Path) -> dict[str, set[str]]:
+    """What each journal names as deleted, read back against the store as it is now (right
+    after the killed round, before the next one runs: an intent without its `done` is
+    resolved by asking the store, and the next round deletes what the dead one did not)."""
+    store = LocalStore(root)
+    rounds = {o.key.split("/")[3] for o in store.list_all("_cluster/gc/journal/")}
+    return {p: set(read_journal(store, p).deleted)
+            for p in (f"_cluster/gc/journal/{r}/" for r in rounds)}
+
+
+def check(root: Path, eligible: set[str], kept: set[str],
+          before: dict[str, set[str]]) -> list[str]:
+    """What is false about the records (empty: all true). `before`: `journals_now` taken
+    once the killed round's processes were gone, the store its record is true of."""
+    store = LocalStore(root)
+    left = all_keys(store)
+    gone = (eligible | kept) - left
+    wrong: list[str] = []
+    if not kept <= left:
+        wrong.append(f"deleted outside eligibility: {sorted(kept - left)}")
+    if gone != eligible:
+        wrong.append(f"eligible keys left after the next round: {sorted(eligible - gone)}")
+    seen: set[str] = set()
+    total = 0
+    for o in store.list_all(ROUNDS_PREFIX):
+        rec = json.loads(store.get(o.key))
+        counted = rec["counts"]["deleted"]
+        total += counted
+        if rec.get("journal") is None:
+            if counted:
+                wrong.append(f"{o.key}: {counted} deleted without a journal")
+            continue
+        named = before.get(rec["journal"])
+        if named is None:  # the next round's
+            named = set(read_journal(store, rec["journal"]).deleted)
+        if len(named) != counted:
+            wrong.append(f"{o.key} ({rec['outcome']}): deleted {counted}, its journal names "
+                         f"{len(named)}")
+        if named & seen:
+            wrong.append(f"{o.key}: keys counted twice: {sorted(named & seen)}")
+        seen |= named
+    if total != len(gone):
+        wrong.append(f"records say {total} deleted, {len(gone)} left the store")
+    if seen != gone:
+        wrong.append(f"keys gone but in no record: {sorted(gone - seen)}; "
+                     f"in a record but not gone: {sorted(seen - gone)}")
+    return wrong

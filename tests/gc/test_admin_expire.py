@@ -1,0 +1,103 @@
+"""Issue 41 item 8: records and journals never expired (2.2 MB after 20k deletes, growing
+every round). `gc-admin expire`: a dry run first (nothing removed), then `--apply`; the last
+rounds, the highest sequence marker and an unfinished round's journal are never removed."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+from epochgc.impl.cli import main
+from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START
+from epochgc.impl.gc.record import ROUNDS_PREFIX
+from epochgc.impl.gc.sequence import SEQ_PREFIX, claim, latest
+from epochgc.impl.store.local import LocalStore
+
+from tests.gc.helpers import simple_cluster
+
+DAY = 86400.0
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    r = CliRunner().invoke(main, list(args))
+    return r.exit_code, r.output
+
+
+def _round(root: Path, round_id: str, age_days: float, finished: bool = True) -> None:
+    """A round as a real one leaves it: journal (START, one batch, END), record, marker;
+    every object dated `age_days` ago (the store's own time is what expire reads)."""
+    store = LocalStore(root)
+    base = f"{JOURNAL_PREFIX}{round_id}/"
+    keys = [base + START, base + "p0000-s0-a0-t1/00000000.intent.json",
+            base + "p0000-s0-a0-t1/00000000.done.json"]
+    for k in keys:
+        store.put(k, b"{}")
+    if finished:
+        claim(store, round_id, f"{ROUNDS_PREFIX}{round_id}.json")
+        store.put(base + END, b"{}")
+        store.put(f"{ROUNDS_PREFIX}{round_id}.json", b'{"outcome": "done"}')
+        keys += [base + END, f"{ROUNDS_PREFIX}{round_id}.json"]
+    t = time.time() - age_days * DAY
+    for k in keys:
+        os.utime(root / k, (t, t))
+
+
+def _objects(root: Path) -> set[str]:
+    return {o.key for o in LocalStore(root).list_all("_cluster/gc/")}
+
+
+def test_expire_dry_run_then_apply(tmp_path: Path) -> None:
+    """Old code: `No such command 'expire'` (exit 2): nothing ever removed them."""
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)
+    for i in range(5):
+        _round(root, f"old{i}", 40 - i)  # 40..36 days old
+    _round(root, "dead", 50, finished=False)  # START, no END, no record: never expired
+    _round(root, "new", 1)
+    before = _objects(root)
+    code, out = _invoke("gc-admin", "expire", "--store", str(root), "--keep-last", "2")
+    assert code == 0, out
+    assert "dry run, nothing removed" in out and "would remove 4 round(s)" in out, out
+    assert _objects(root) == before  # a dry run removes (and writes) nothing
+    code, out = _invoke("gc-admin", "expire", "--store", str(root), "--keep-last", "2",
+                        "--apply", "--json")
+    assert code == 0, out
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert doc["rounds"] == ["old0", "old1", "old2", "old3"] and doc["unfinished"] == ["dead"]
+    left = _objects(root)
+    # The 2 newest (by sequence) kept whole, the dead round's journal untouched.
+    assert {k for k in left if k.startswith(ROUNDS_PREFIX)} == {
+        f"{ROUNDS_PREFIX}old4.json", f"{ROUNDS_PREFIX}new.json"}
+    assert {k.split("/")[3] for k in left if k.startswith(JOURNAL_PREFIX)} == {
+        "old4", "new", "dead"}
+    got = latest(LocalStore(root))
+    assert got is not None and got.round_id == "new" and got.seq == 6
+    assert len([k for k in left if k.startswith(SEQ_PREFIX)]) == 2
+
+
+def test_expire_keeps_the_highest_marker_and_numbering_goes_on(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)
+    _round(root, "a", 40)
+    _round(root, "b", 39)
+    # keep-last 1 keeps b; a goes. Then b ages past and a newer round numbers after it.
+    code, out = _invoke("gc-admin", "expire", "--store", str(root), "--keep-last", "1",
+                        "--apply")
+    assert code == 0 and "removed 1 round(s)" in out, out
+    assert claim(LocalStore(root), "c", f"{ROUNDS_PREFIX}c.json") == 3
+
+
+def test_expire_removes_nothing_younger_than_the_retention(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)
+    for i in range(3):
+        _round(root, f"r{i}", 29)  # the default retention is 30 days
+    code, out = _invoke("gc-admin", "expire", "--store", str(root), "--keep-last", "1",
+                        "--apply")
+    assert code == 0 and "removed 0 round(s)" in out, out
+    code, out = _invoke("gc-admin", "expire", "--store", str(root), "--keep-last", "1",
+                        "--older-than", "28d", "--apply")
+    assert code == 0 and "removed 2 round(s)" in out, out

@@ -1,0 +1,92 @@
+"""Issue 41 item 7: `gc-admin show` for people (ISO times, durations, no Python reprs, no
+`M: None`) and `--json`; `--max-report-age 5m` as `epochgc gc` takes it; a pause names the
+operator, not the pid of the short-lived gc-admin process; bad arguments exit 64."""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import re
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+from epochgc.impl.cli import main
+from epochgc.impl.gc.lease import Lease
+from epochgc.impl.store.local import LocalStore
+
+from tests.gc.helpers import AHEAD, NOW, simple_cluster, write_partitions
+
+_ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    r = CliRunner().invoke(main, list(args))
+    return r.exit_code, r.output
+
+
+def _store(tmp_path: Path) -> Path:
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100, now=time.time())
+    return root
+
+
+def test_show_prints_times_and_durations_not_reprs(tmp_path: Path) -> None:
+    """Old code: `lease: live, held by {'round': 'r-live', 'host': ..., 'expires_at':
+    1796...}` (a Python dict with raw Unix timestamps)."""
+    root = _store(tmp_path)
+    assert _invoke("gc-admin", "pause", "--store", str(root), "--reason", "disk swap")[0] == 0
+    code, out = _invoke("gc", "--store", str(root), "--now", str(NOW), *AHEAD, "-q")
+    assert code == 3, out  # a paused round: its record, no Spark
+    Lease(lambda: LocalStore(root), "r-live").acquire()
+    code, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert code == 0, out
+    assert "{" not in out and "'" not in out and "None" not in out, out
+    assert re.search(r"lease: held by round r-live on host \S+ pid \d+, renewed "
+                     + _ISO.pattern + r" \(.+ ago\), expires " + _ISO.pattern
+                     + r" \(in (9m|10m)", out), out
+    assert re.search(r"paused: yes by \S+@\S+ since " + _ISO.pattern, out), out
+    assert "last round: _cluster/gc/rounds/" in out and "outcome: paused, exit code 3" in out
+    assert re.search(r"started " + _ISO.pattern, out), out
+
+
+def test_show_without_m_says_why_not_none(tmp_path: Path) -> None:
+    """Old code: `M: None (blocked: partition t/2 has no fresh report ...)`."""
+    root = _store(tmp_path)
+    write_partitions(LocalStore(root), 10**6, ["t/0", "t/1", "t/2"])
+    code, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert code == 0, out
+    assert "None" not in out and out.startswith("M: none, GC is blocked: "), out
+    assert "  t/2: none (no fresh report)" in out, out
+
+
+def test_show_takes_max_report_age_as_a_duration(tmp_path: Path) -> None:
+    """Old code: `Invalid value for '--max-report-age': '5m' is not a valid float.`"""
+    root = _store(tmp_path)
+    code, out = _invoke("gc-admin", "show", "--store", str(root), "--max-report-age", "5m",
+                        "--json")
+    assert code == 0, out
+    assert json.loads(out)["health"]["state"] == "healthy"
+
+
+def test_a_pause_names_the_operator_not_the_admin_process(tmp_path: Path) -> None:
+    """Old code: `by` was "<host> pid <the gc-admin process's pid>", a process that exits
+    at once."""
+    root = _store(tmp_path)
+    assert _invoke("gc-admin", "pause", "--store", str(root))[0] == 0
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    by = json.loads(out)["paused_by"]
+    assert by.startswith(getpass.getuser() + "@") and f"pid {os.getpid()}" not in by, by
+    assert _invoke("gc-admin", "pause", "--store", str(root), "--by", "alice (INC-42)")[0] == 0
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert "paused: yes by alice (INC-42) since" in out, out
+
+
+def test_bad_arguments_exit_64(tmp_path: Path) -> None:
+    """Old code: click's 2, which `epochgc gc` uses for a blocked round."""
+    root = _store(tmp_path)
+    assert _invoke("gc-admin", "show")[0] == 64  # --store missing
+    assert _invoke("gc-admin", "show", "--store", str(root), "--max-report-age", "soon")[0] == 64
+    assert _invoke("gc-admin", "nosuch")[0] == 64
+    assert _invoke("gc-admin", "expire", "--store", str(root), "--keep-last", "0")[0] == 64

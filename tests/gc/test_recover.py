@@ -1,0 +1,172 @@
+"""Issue 38 item 1: a round whose driver was killed (`kill -9`) left a journal with START and
+no END, and its deletions appeared in no record. The next round (once it holds the lease),
+`gc-admin show` and `gc-admin reset` record it (outcome `killed`) from its journal, read back
+against the store; never a round a live lease says may still run. And a task stops before
+its next batch once its driver is gone (`journal.Driver`)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from epochgc.impl.cli import main
+from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.journal import (
+    END,
+    START,
+    Attempt,
+    Driver,
+    JournalTarget,
+    JournalWriter,
+    journal_prefix,
+    write_marker,
+)
+from epochgc.impl.gc.lease import LEASE_KEY, Lease
+from epochgc.impl.gc.record import ROUNDS_PREFIX, round_key
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import format_key
+
+from tests.gc.helpers import HOUR, NOW, all_keys, local_spec, put_local, simple_cluster
+
+GRACE = 12 * HOUR
+DEAD = "20270115T070000.000Z-deadbeef"
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    r = CliRunner().invoke(main, list(args))
+    return r.exit_code, r.output
+
+
+def _dead_round(root: Path) -> tuple[set[str], set[str]]:
+    """A journal as a driver killed mid-round leaves it: START, one finished batch, one
+    batch whose request ran but whose `done` was never written, no END, no record. Returns
+    (keys it deleted, keys still there)."""
+    store = LocalStore(root)
+    prefix = journal_prefix(DEAD)
+    write_marker(store, prefix, START, {"round": DEAD, "M": 100, "snapshot_revision": 7,
+                                        "options": {"grace_s": GRACE}})
+    first = [format_key(p, 50, "a") for p in range(3)]
+    second = [format_key(p, 50, "b") for p in range(3)]
+    rest = [format_key(p, 50, "c") for p in range(3)]
+    for k in first + second + rest:
+        put_local(root, k, age=GRACE + 60)
+    w = JournalWriter(store, JournalTarget(prefix), Attempt(0, 0, 0, 1))
+    from epochgc.impl.store.base import DeleteResult
+
+    seq = w.intent([(k, 1, GRACE, "") for k in first])
+    store.delete_batch(first)
+    w.done(seq, DeleteResult(len(first)))
+    w.intent([(k, 1, GRACE, "") for k in second])
+    store.delete_batch(second)  # then killed: no done
+    return set(first) | set(second), set(rest)
+
+
+def _records(root: Path) -> dict[str, dict[str, Any]]:
+    store = LocalStore(root)
+    return {o.key: json.loads(store.get(o.key)) for o in store.list_all(ROUNDS_PREFIX)}
+
+
+def _expired_lease(root: Path, round_id: str) -> None:
+    """The dead driver's lease once its time ran out (never released)."""
+    LocalStore(root).put(LEASE_KEY, json.dumps(
+        {"round": round_id, "host": "h", "pid": 1, "renewed_at": 0, "expires_at": 1}).encode())
+
+
+def test_show_records_a_dead_round_once_its_lease_ran_out(tmp_path: Path) -> None:
+    """Old code: `last round: none`, the 6 deletions in no record."""
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)
+    deleted, _ = _dead_round(root)
+    Lease(lambda: LocalStore(root), DEAD).acquire()  # the dead driver's lease, still live
+    code, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    assert code == 0 and _records(root) == {}, out  # it may still run: left alone
+    _expired_lease(root, DEAD)
+    code, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    assert code == 0, out
+    [rec] = _records(root).values()
+    assert rec["outcome"] == "killed" and rec["exit_code"] == 137
+    assert rec["counts"]["deleted"] == len(deleted) and rec["M"] == 100
+    assert rec["recovered_by"] == "gc-admin show" and rec["journal"] == journal_prefix(DEAD)
+    doc = json.loads(out)
+    assert doc["last_round"]["outcome"] == "killed" and doc["recovered"][0]["round"] == DEAD
+    end = json.loads(LocalStore(root).get(journal_prefix(DEAD) + END))
+    assert end["outcome"] == "killed"
+    # A second look finds nothing more to do, and never rewrites the record.
+    code, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    assert json.loads(out)["recovered"] == []
+
+
+def test_reset_force_records_the_round_that_held_the_lease(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)
+    _dead_round(root)
+    Lease(lambda: LocalStore(root), DEAD).acquire()
+    code, out = _invoke("gc-admin", "reset", "--store", str(root), "--force")
+    assert code == 0 and f"recorded dead round {DEAD}: killed, 6 key(s)" in out, out
+    [rec] = _records(root).values()
+    assert rec["outcome"] == "killed" and rec["recovered_by"] == "gc-admin reset"
+
+
+def test_a_record_copied_from_end_when_killed_between_end_and_record(tmp_path: Path) -> None:
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)
+    store = LocalStore(root)
+    prefix = journal_prefix(DEAD)
+    write_marker(store, prefix, START, {"round": DEAD})
+    write_marker(store, prefix, END, {"outcome": "done", "counts": {"deleted": 5}})
+    code, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    assert code == 0, out
+    assert _records(root)[round_key(DEAD)]["outcome"] == "done"  # its own END, not "killed"
+
+
+@pytest.mark.spark
+def test_the_next_round_records_the_dead_one_first(spark: Any, tmp_path: Path) -> None:
+    """Old code: the next round took the expired lease over and ran; the dead round's
+    6 deletions stayed in no record."""
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)
+    deleted, rest = _dead_round(root)
+    _expired_lease(root, DEAD)
+    s = run_gc(spark, local_spec(root), GcOptions(tasks=1), clock=lambda: NOW)
+    assert s.outcome == "done" and s.recovered == [DEAD], s
+    recs = _records(root)
+    assert recs[round_key(DEAD)]["outcome"] == "killed"
+    assert recs[round_key(DEAD)]["counts"]["deleted"] == len(deleted)
+    assert recs[round_key(s.round_id)]["recovered"] == [DEAD]
+    # Together the two records account for every key that left the store, once.
+    assert s.deleted == len(rest) and not (rest | deleted) & all_keys(LocalStore(root))
+
+
+def test_driver_gone_is_known_only_for_that_process(tmp_path: Path) -> None:
+    child = subprocess.Popen(["sleep", "300"])
+    try:
+        d = Driver.of(child.pid)
+        assert d.start_ticks is not None and not d.gone()
+        # The same pid with another start time: a later process reusing it.
+        assert Driver(d.boot_id, d.pid_namespace, d.pid, "1").gone()
+        # Another kernel or namespace: cannot tell, so never "gone".
+        assert not Driver("other-boot", d.pid_namespace, d.pid, "1").gone()
+    finally:
+        child.kill()
+        child.wait()
+    assert d.gone()
+
+
+def test_a_task_stops_at_its_next_batch_once_its_driver_is_gone(tmp_path: Path) -> None:
+    store = LocalStore(tmp_path, create=True)
+    child = subprocess.Popen(["sleep", "300"])
+    w = JournalWriter(store, JournalTarget("_cluster/gc/journal/x/", driver=Driver.of(child.pid)),
+                      Attempt(0, 0, 0, 1))
+    assert not w.stop_requested()
+    child.kill()
+    # Not reaped yet: a zombie (state Z) is a dead driver too. os.waitid with WNOWAIT
+    # waits for its death without reaping it (POSIX waitid).
+    os.waitid(os.P_PID, child.pid, os.WEXITED | os.WNOWAIT)
+    assert w.stop_requested()
+    child.wait()
+    assert w.stop_requested()
