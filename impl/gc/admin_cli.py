@@ -27,6 +27,7 @@ import json
 import math
 import signal
 import socket
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -48,6 +49,7 @@ from epochgc.impl.gc.recover import live_rounds, recover_dead_rounds
 from epochgc.impl.gc.show import gc_state, render
 from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import echo_safe, printable
+from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.url import open_store
 
@@ -279,9 +281,22 @@ def show(store: str, s3_endpoint: str | None, max_report_age: float, as_json: bo
     if as_json:
         # Strict JSON (RFC 8259): whatever the store holds was read strictly (load_strict).
         click.echo(json.dumps(doc, sort_keys=True, allow_nan=False))
-        return
-    for line in render(doc):
-        echo_safe(line)
+    else:
+        for line in render(doc):
+            echo_safe(line)
+    # The exit code says what a round would do now, as `epochgc gc`'s would (issue 41 item
+    # 6: show exited 0 while M was blocked, so a script could not tell).
+    sys.exit(show_exit_code(doc))
+
+
+def show_exit_code(doc: dict[str, Any]) -> int:
+    """`gc-admin show`'s code: paused (3) over blocked (2) over 0, as `gc` checks them (a
+    round is blocked without M, and with M while the cluster is not known healthy)."""
+    if doc.get("paused"):
+        return int(ExitCode.PAUSED)
+    if doc.get("M") is None or (doc.get("health") or {}).get("state") != "healthy":
+        return int(ExitCode.BLOCKED)
+    return int(ExitCode.OK)
 
 
 def _recover_dead(s: ObjectStore, by: str) -> list[dict[str, Any]]:

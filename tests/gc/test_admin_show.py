@@ -41,7 +41,7 @@ def test_show_prints_times_and_durations_not_reprs(tmp_path: Path) -> None:
     assert code == 3, out  # a paused round: its record, no Spark
     Lease(lambda: LocalStore(root), "r-live").acquire()
     code, out = _invoke("gc-admin", "show", "--store", str(root))
-    assert code == 0, out
+    assert code == 3, out  # paused, as the round's own code
     assert "{" not in out and "'" not in out and "None" not in out, out
     assert re.search(r"lease: held by round r-live on host \S+ pid \d+, renewed "
                      + _ISO.pattern + r" \(.+ ago\), expires " + _ISO.pattern
@@ -56,7 +56,7 @@ def test_show_without_m_says_why_not_none(tmp_path: Path) -> None:
     root = _store(tmp_path)
     write_partitions(LocalStore(root), 10**6, ["t/0", "t/1", "t/2"])
     code, out = _invoke("gc-admin", "show", "--store", str(root))
-    assert code == 0, out
+    assert code == 2, out  # blocked: old code exited 0 (issue 41 item 6)
     assert "None" not in out and out.startswith("M: none, GC is blocked: "), out
     assert "  t/2: none (no fresh report)" in out, out
 
@@ -90,3 +90,15 @@ def test_bad_arguments_exit_64(tmp_path: Path) -> None:
     assert _invoke("gc-admin", "show", "--store", str(root), "--max-report-age", "soon")[0] == 64
     assert _invoke("gc-admin", "nosuch")[0] == 64
     assert _invoke("gc-admin", "expire", "--store", str(root), "--keep-last", "0")[0] == 64
+
+
+def test_show_exits_as_a_round_would(tmp_path: Path) -> None:
+    """Issue 41 item 6: `gc-admin show` exited 0 while M was blocked. Now 0 when a round
+    may run, 2 when it is blocked, 3 when it is paused (the table in impl/exitcodes.py)."""
+    root = _store(tmp_path)
+    assert _invoke("gc-admin", "show", "--store", str(root), "--json")[0] == 0
+    write_partitions(LocalStore(root), 10**6, ["t/0", "t/1", "t/2"])
+    code, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    assert code == 2 and json.loads(out)["M"] is None, out
+    assert _invoke("gc-admin", "pause", "--store", str(root))[0] == 0
+    assert _invoke("gc-admin", "show", "--store", str(root), "--json")[0] == 3

@@ -62,7 +62,7 @@ def test_show_symlinked_admin_state(tmp_path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     os.symlink(real, path)
     r = CliRunner().invoke(main, ["gc-admin", "show", "--store", str(store.root), "--json"])
-    assert r.exit_code == 0, r.output
+    assert r.exit_code == 3, r.output  # paused (fail closed)
     assert json.loads(r.output)["paused"] is True, r.output
 
 
