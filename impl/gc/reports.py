@@ -33,10 +33,10 @@ import functools
 import json
 import math
 import re
-from itertools import accumulate
 from collections.abc import Callable
 from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
+from itertools import accumulate
 from typing import Any
 
 from epochgc.impl.gc.errors import ReportError

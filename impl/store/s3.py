@@ -14,13 +14,18 @@ from typing import Any
 
 from epochgc.impl.store.base import (
     MAX_PAGE_SIZE,
+    ConditionalConflict,
     DeleteResult,
     ListPage,
+    NoConditionalWrites,
     ObjectInfo,
     ObjectStore,
+    Outcome,
     StoreError,
+    Versioned,
     check_batch,
     check_key,
+    require_version,
 )
 from epochgc.impl.store.retry import RETRYABLE_KEY_CODES, Backoff, Retrier
 
@@ -28,6 +33,12 @@ from epochgc.impl.store.retry import RETRYABLE_KEY_CODES, Backoff, Retrier
 _GONE = frozenset({"NoSuchKey", "404", "NotFound"})
 # Per-key codes of a conditional delete whose object is no longer the one listed.
 _CHANGED = frozenset({"PreconditionFailed", "412"})
+# A conditional request that lost a race with another request on the same key (AWS: 409
+# ConditionalRequestConflict to PutObject, 409 Conflict to DeleteObject; retry).
+_CONFLICT = frozenset({"ConditionalRequestConflict", "Conflict", "409"})
+# Where the GC checks, once per store object, that the server enforces conditional writes.
+PROBE_KEY = "_cluster/gc/conditional-write-probe"
+_NO_ETAG = '"00000000000000000000000000000000"'  # a well-formed ETag no object has here
 
 
 class S3Store(ObjectStore):
@@ -50,6 +61,7 @@ class S3Store(ObjectStore):
         self.max_pool_connections = max_pool_connections
         self.key_retry = key_retry if key_retry is not None else Retrier(Backoff())
         self._client: Any = None
+        self._conditional_ok = False  # the server was seen to enforce conditional writes
         # The delete threads' first calls race to create the client: without the lock each
         # made its own client (and pool), so the pool size bounded nothing.
         self._lock = threading.Lock()
@@ -105,18 +117,99 @@ class S3Store(ObjectStore):
         except Exception as e:  # botocore raises many unrelated types; all are store errors
             raise self._error(f"put {key!r}", e) from e
 
-    def put_if_absent(self, key: str, data: bytes) -> bool:
-        """PutObject with `If-None-Match: *` (AWS S3 since 2024, moto 5): 412 if the key
-        exists. A server that ignores the header overwrites: the lease docs say so."""
+    # Conditional writes (issue 38 item 3), as the AWS S3 API reference gives them:
+    # - PutObject `If-None-Match: *` writes only if no object has the key, else 412
+    #   Precondition Failed; 409 ConditionalRequestConflict if a concurrent write won
+    #   (retry). PutObject `If-Match: <etag>` writes only if the object's ETag is that one,
+    #   else 412; 404 NoSuchKey if there is no object (AWS; SeaweedFS 4.48 answers 412).
+    #   https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html,
+    #   https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html
+    # - DeleteObject `If-Match: <etag>`: 204 if it matched, 412 if not, 404 if there is no
+    #   object (SeaweedFS: 412), 409 if a concurrent PUT or DELETE completed first.
+    #   https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-deletes.html
+    # A server that ignores the headers writes unconditionally: `require_conditional_writes`
+    # asks it once (moto 5.2.5 and SeaweedFS 4.48 both enforce all three;
+    # tests/store/test_conditional_writes.py), and the lease refuses a server that does not.
+
+    def require_conditional_writes(self) -> None:
+        """Check on a probe object that the server refuses what it must: a create over an
+        existing object, a replace and a delete with an ETag the object does not have.
+        Five requests, once per store object; NoConditionalWrites naming what it ignored."""
+        if self._conditional_ok:
+            return
+        key = PROBE_KEY
+        self.put(key, b"probe")
+        ignored: list[str] = []
+        if self.create_if_absent(key, b"created over an existing object") is not None:
+            ignored.append("PutObject If-None-Match: *")
+        if self.replace_if_match(key, b"replaced with a wrong ETag", _NO_ETAG) is not None:
+            ignored.append("PutObject If-Match")
+        if self.delete_if_match(key, _NO_ETAG) is not Outcome.CHANGED:
+            ignored.append("DeleteObject If-Match")
+        self.delete_batch([key])
+        if ignored:
+            raise NoConditionalWrites(
+                f"{self.describe()} does not enforce conditional writes (it ignored "
+                f"{', '.join(ignored)}): the GC lease would not exclude a second round, so "
+                "no round runs on it")
+        self._conditional_ok = True
+
+    def create_if_absent(self, key: str, data: bytes) -> str | None:
         try:
-            self.client.put_object(
+            r = self.client.put_object(
                 Bucket=self.bucket, Key=self._full(key), Body=data, IfNoneMatch="*"
             )
-            return True
         except Exception as e:
-            if _code(e) in _CHANGED or _code(e) == "ConditionalRequestConflict":
-                return False
-            raise self._error(f"put {key!r} if absent", e) from e
+            if _code(e) in _CHANGED:
+                return None
+            raise self._conditional_error(f"create {key!r} if absent", e) from e
+        return _etag(r, key)
+
+    def replace_if_match(self, key: str, data: bytes, version: str) -> str | None:
+        require_version(key, version)
+        try:
+            r = self.client.put_object(
+                Bucket=self.bucket, Key=self._full(key), Body=data, IfMatch=version
+            )
+        except Exception as e:
+            if _code(e) in _CHANGED or _code(e) in _GONE:
+                return None
+            raise self._conditional_error(f"replace {key!r} if unchanged", e) from e
+        return _etag(r, key)
+
+    def delete_if_match(self, key: str, version: str) -> Outcome:
+        require_version(key, version)
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._full(key), IfMatch=version)
+        except Exception as e:
+            if _code(e) in _GONE:
+                return Outcome.ABSENT
+            if _code(e) in _CHANGED:
+                # AWS answers 404 for an absent key, SeaweedFS 412: ask which it is
+                return Outcome.CHANGED if self.head(key) is not None else Outcome.ABSENT
+            raise self._conditional_error(f"delete {key!r} if unchanged", e) from e
+        return Outcome.DELETED
+
+    def get_versioned(self, key: str, limit: int) -> Versioned | None:
+        """GetObject returns the ETag of the bytes it returns: one request, one version."""
+        try:
+            r = self.client.get_object(
+                Bucket=self.bucket, Key=self._full(key), Range=f"bytes=0-{max(0, limit - 1)}"
+            )
+            body: bytes = r["Body"].read()
+        except Exception as e:
+            if _code(e) in _GONE:
+                return None
+            if _code(e) == "InvalidRange":  # an empty object
+                info = self.head(key)
+                return None if info is None else Versioned(b"", info.version)
+            raise self._error(f"get {key!r}", e) from e
+        return Versioned(body, _etag(r, key))
+
+    def _conditional_error(self, what: str, e: Exception) -> StoreError:
+        if _code(e) in _CONFLICT:
+            return ConditionalConflict(str(self._error(what, e)))
+        return self._error(what, e)
 
     def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         args: dict[str, Any] = {"Bucket": self.bucket, "Key": self._full(key)}
@@ -142,7 +235,10 @@ class S3Store(ObjectStore):
             if _code(e) in _GONE:
                 return None
             raise self._error(f"head {key!r}", e) from e
-        return ObjectInfo(key, int(r["ContentLength"]), r["LastModified"].timestamp())
+        # The ETag is the version conditional writes compare (issue 38 item 3: without it
+        # every conditional write of the lease was a write by name).
+        return ObjectInfo(key, int(r["ContentLength"]), r["LastModified"].timestamp(),
+                          str(r.get("ETag", "")))
 
     def list_page(
         self,
@@ -246,6 +342,14 @@ class S3Store(ObjectStore):
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def _etag(reply: dict[str, Any], key: str) -> str:
+    etag = reply.get("ETag")
+    if not etag:
+        raise StoreError(f"the server's answer for {key!r} carries no ETag: its version is "
+                         "unknown, so no conditional write can follow")
+    return str(etag)
 
 
 def _code(e: Exception) -> str:

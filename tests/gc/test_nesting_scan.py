@@ -15,6 +15,7 @@ from epochgc.impl.gc import reports
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.reports import MAX_NESTING, check_nesting
 
+
 def _cut_report(size: int) -> bytes:
     return b'{"node": "n1", "replicas": [{"partition": "' + b'\\"' * (size // 2)
 
