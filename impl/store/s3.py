@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from epochgc.impl.store.base import (
@@ -36,6 +37,14 @@ _CHANGED = frozenset({"PreconditionFailed", "412"})
 # A conditional request that lost a race with another request on the same key (AWS: 409
 # ConditionalRequestConflict to PutObject, 409 Conflict to DeleteObject; retry).
 _CONFLICT = frozenset({"ConditionalRequestConflict", "Conflict", "409"})
+# A failure after which the delete may have been applied: a whole request that failed
+# with a 5xx or lost its connection (after botocore's retries), or a per-key 5xx-class
+# code in a 200 reply. Looked up before the key is counted (`_resolve`).
+_REQUEST_UNSURE = "RequestFailedMaybeApplied"
+_AMBIGUOUS = frozenset({_REQUEST_UNSURE, "InternalError", "ServiceUnavailable", "503",
+                        "RequestTimeout"})
+# HEADs in flight at once when the keys of a failed delete are looked up (`_resolve`).
+_RESOLVERS = 8
 # Where the GC checks, once per store object, that the server enforces conditional writes.
 PROBE_KEY = "_cluster/gc/conditional-write-probe"
 _NO_ETAG = '"00000000000000000000000000000000"'  # a well-formed ETag no object has here
@@ -283,14 +292,20 @@ class S3Store(ObjectStore):
         result = DeleteResult(len(batch))
         pending = batch
         retry = 0
+        tried: set[str] = set()  # keys a failed attempt may have deleted already
         while pending:
-            failed = self._delete_once(pending, etags)
+            failed, gone = self._delete_once(pending, etags)
+            # NoSuchKey on a retry of a key an earlier attempt failed ambiguously: that
+            # attempt deleted it (counted deleted), not another writer before this batch.
+            result.gone.update(gone - tried)
+            tried.update(failed)
             for key in [k for k, (code, _) in failed.items() if code in _CHANGED]:
                 result.changed.add(key)
                 del failed[key]
             again = [k for k, (code, _) in failed.items() if code in RETRYABLE_KEY_CODES]
             if not again or retry + 1 >= self.key_retry.policy.attempts:
                 result.errors.update({k: f"{c}: {m}" for k, (c, m) in failed.items()})
+                unsure = {k for k, (c, _) in failed.items() if c in _AMBIGUOUS}
                 break
             result.errors.update(
                 {k: f"{c}: {m}" for k, (c, m) in failed.items() if c not in RETRYABLE_KEY_CODES}
@@ -298,14 +313,52 @@ class S3Store(ObjectStore):
             self.key_retry.wait(retry)
             retry += 1
             pending = again
+        else:
+            unsure = set()
+        if unsure:
+            self._resolve(result, unsure, etags)
         return result
+
+    def _resolve(self, result: DeleteResult, unsure: set[str], etags: dict[str, str]) -> None:
+        """Issue 38 item 4: a failed delete may have been applied. S3: "Requests that
+        receive an InternalError response might not have processed" (so they may have:
+        https://docs.aws.amazon.com/AmazonS3/latest/userguide/ErrorBestPractices.html),
+        and a request whose connection dropped or timed out after it was sent is the same.
+        So before a key is counted as not deleted, the store is asked (HEAD): absent, it
+        left the store (deleted); rewritten since it was listed, `changed`; there, an
+        error saying so; a HEAD that fails too leaves the outcome unknown, said as much.
+        Only ambiguous failures are looked up: a 4xx (NoSuchBucket, AccessDenied) was not
+        applied, and a HEAD's 404 cannot tell a missing bucket from a missing key."""
+        keys = sorted(unsure)
+        with ThreadPoolExecutor(min(_RESOLVERS, len(keys)),
+                                thread_name_prefix="epochgc-resolve") as pool:
+            found = list(pool.map(self._head_or_error, keys))
+        for key, info in zip(keys, found, strict=True):
+            why = result.errors[key]
+            if info is None:
+                del result.errors[key]  # gone: deleted by this batch's request
+            elif isinstance(info, StoreError):
+                result.errors[key] = (f"{why}; whether it was deleted is unknown: asking the "
+                                      f"store failed too ({info})")
+            elif key in etags and info.version and info.version != etags[key]:
+                del result.errors[key]
+                result.changed.add(key)
+            else:
+                result.errors[key] = f"{why}; still there (asked the store)"
+
+    def _head_or_error(self, key: str) -> ObjectInfo | StoreError | None:
+        try:
+            return self.head(key)
+        except StoreError as e:
+            return e
 
     def _delete_once(
         self, batch: list[str], etags: dict[str, str] | None = None
-    ) -> dict[str, tuple[str, str]]:
-        """One request; the keys it did not delete, with (code, message). A request that
-        failed as a whole (after botocore's own retries) fails every key, non-retryably.
-        `etags`: the ETag each key must still have (a conditional delete)."""
+    ) -> tuple[dict[str, tuple[str, str]], set[str]]:
+        """One request; the keys it did not delete, with (code, message), and those it
+        says were not there (NoSuchKey: a server answers it to a conditional delete of an
+        absent key). A request that failed as a whole (after botocore's own retries)
+        fails every key, non-retryably. `etags`: the ETag each key must still have."""
         etags = etags or {}
         objects: list[dict[str, str]] = [
             {"Key": self._full(k), "ETag": etags[k]} if k in etags else {"Key": self._full(k)}
@@ -318,15 +371,22 @@ class S3Store(ObjectStore):
             )
         except Exception as e:
             msg = str(self._error("delete batch", e))
-            return dict.fromkeys(batch, ("RequestFailed", msg))
+            code = _REQUEST_UNSURE if _applied_maybe(e) else "RequestFailed"
+            return dict.fromkeys(batch, (code, msg)), set()
         cut = len(self.prefix)
         failed: dict[str, tuple[str, str]] = {}
+        gone: set[str] = set()
+        # botocore retried this request (a 5xx, a dropped connection): an earlier attempt
+        # may have deleted what this answer calls absent, so it counts as deleted here.
+        retried = bool(r.get("ResponseMetadata", {}).get("RetryAttempts"))
         for err in r.get("Errors", []):
             code = str(err.get("Code"))
             if code in _GONE:
+                if not retried:
+                    gone.add(err["Key"][cut:])
                 continue
             failed[err["Key"][cut:]] = (code, str(err.get("Message", "")))
-        return failed
+        return failed, gone
 
     def versioning(self) -> str | None:
         """The bucket's versioning status ("Enabled" or "Suspended"), None if never enabled.
@@ -342,6 +402,21 @@ class S3Store(ObjectStore):
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def _applied_maybe(e: Exception) -> bool:
+    """A request that failed this way may have reached the server and been applied: a 5xx
+    answer, or no answer at all (a connection closed or timed out after it was sent)."""
+    from botocore.exceptions import ConnectionError as BotoConnectionError
+    from botocore.exceptions import HTTPClientError
+
+    if isinstance(e, BotoConnectionError | HTTPClientError):
+        return True
+    response = getattr(e, "response", None)
+    if isinstance(response, dict):
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return isinstance(status, int) and status >= 500
+    return False
 
 
 def _etag(reply: dict[str, Any], key: str) -> str:

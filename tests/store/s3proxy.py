@@ -56,6 +56,8 @@ class Fault(enum.Enum):
       https://docs.aws.amazon.com/AmazonS3/latest/userguide/ErrorBestPractices.html)
     APPLIED_THEN_RESET: forwarded and applied, then the connection is closed with no
       answer: what a client sees of a timeout or a reset after its request was sent.
+    NOT_APPLIED_500: not forwarded; 500 InternalError (the other reading of the same
+      answer: the request was not processed).
     SLOW_DOWN: not forwarded; 503 SlowDown (S3 throttling: "reduce your request rate",
       same page; botocore retries it).
     CONFLICT: not forwarded; 409 ConditionalRequestConflict, S3's answer to a conditional
@@ -69,6 +71,7 @@ class Fault(enum.Enum):
 
     APPLIED_THEN_500 = "applied-then-500"
     APPLIED_THEN_RESET = "applied-then-reset"
+    NOT_APPLIED_500 = "not-applied-500"
     SLOW_DOWN = "slow-down"
     CONFLICT = "conflict"
     IGNORE_CONDITIONS = "ignore-conditions"
@@ -83,6 +86,7 @@ class Call:
     key: str  # the path without the query: /bucket/key (or /bucket)
     conditional: bool  # it carries If-Match or If-None-Match
     attempt: int  # how many requests of this kind for this path came before (0: first)
+    keys: tuple[str, ...] = ()  # a DeleteObjects's keys, as sent (bucket-relative)
 
 
 FaultPlan = Callable[[Call], Fault | None]
@@ -300,13 +304,21 @@ class _Handler(BaseHTTPRequestHandler):
         with proxy.lock:
             attempt = proxy.calls[(kind, parts.path)]
             proxy.calls[(kind, parts.path)] += 1
-        fault = proxy.plan(Call(kind, self.command, parts.path, conditional, attempt))
+        is_delete = self.command == "POST" and "delete" in parts.query.split("&")
+        sent_keys = _delete_keys(body) if is_delete and body else []
+        fault = proxy.plan(Call(kind, self.command, parts.path, conditional, attempt,
+                                tuple(sent_keys)))
         if fault is not None:
             with proxy.lock:
                 proxy.faulted[fault] += 1
         if fault is Fault.SLOW_DOWN:
             self._reply(503, {"Content-Type": "application/xml"},
                         _error_doc("SlowDown", "Please reduce your request rate."))
+            return
+        if fault is Fault.NOT_APPLIED_500:
+            self._reply(500, {"Content-Type": "application/xml"},
+                        _error_doc("InternalError", "We encountered an internal error. "
+                                   "Please try again."))
             return
         if fault is Fault.CONFLICT:
             self._reply(409, {"Content-Type": "application/xml"},
@@ -317,8 +329,6 @@ class _Handler(BaseHTTPRequestHandler):
             headers = {k: v for k, v in headers.items() if k.lower() not in _CONDITIONS}
             headers = _resigned(proxy, self.command, self.path, headers, body)
         injected: list[tuple[str, str]] = []
-        is_delete = self.command == "POST" and "delete" in parts.query.split("&")
-        sent_keys = _delete_keys(body) if is_delete and body else []
         if is_delete and body:
             new_body, injected = proxy.rewrite_delete(body)
             if new_body is None:  # every key failed: answer without the server
