@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -45,7 +46,8 @@ _AMBIGUOUS = frozenset({_REQUEST_UNSURE, "InternalError", "ServiceUnavailable", 
                         "RequestTimeout"})
 # HEADs in flight at once when the keys of a failed delete are looked up (`_resolve`).
 _RESOLVERS = 8
-# Where the GC checks, once per store object, that the server enforces conditional writes.
+# Where the GC checks, once per store object, that the server enforces conditional writes
+# (a key of its own per check, under this name).
 PROBE_KEY = "_cluster/gc/conditional-write-probe"
 _NO_ETAG = '"00000000000000000000000000000000"'  # a well-formed ETag no object has here
 
@@ -146,7 +148,8 @@ class S3Store(ObjectStore):
         Five requests, once per store object; NoConditionalWrites naming what it ignored."""
         if self._conditional_ok:
             return
-        key = PROBE_KEY
+        # A key of its own: two rounds probing at once must not see each other's object.
+        key = f"{PROBE_KEY}-{uuid.uuid4().hex}"
         self.put(key, b"probe")
         ignored: list[str] = []
         if self.create_if_absent(key, b"created over an existing object") is not None:

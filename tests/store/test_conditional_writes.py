@@ -50,7 +50,7 @@ def test_each_s3_server_enforces_conditional_writes(s3_endpoint: str, s3_bucket:
     a delete with the wrong ETag (412); the probe leaves nothing behind."""
     store = S3Store(s3_bucket, "gc", endpoint_url=s3_endpoint)
     store.require_conditional_writes()
-    assert store.head(PROBE_KEY) is None
+    assert [o.key for o in store.list_all(PROBE_KEY)] == []
 
 
 @pytest.fixture
