@@ -135,7 +135,9 @@ class Lease:
 
     def _rewrite(self, store: ObjectStore, doc: bytes) -> dict[str, Any] | None:
         """Write `doc` over this round's lease, only if it is still the one this round
-        wrote: None when written, else the document found there ({} if none)."""
+        wrote: None when written (or, after repeated conflicts, still this round's and not
+        rewritten: the next renewal tries again), else the document found there ({} if
+        none)."""
         for _ in range(_TRIES):
             try:
                 done = store.replace_if_match(LEASE_KEY, doc, self.version)
@@ -145,11 +147,11 @@ class Lease:
                 got = store.get_versioned(LEASE_KEY, _MAX_LEASE_BYTES)
             except ConditionalConflict:
                 continue
-            if not self._ours(got):
+            if got is None or not self._ours(got):
                 return _parse(got) or {}
-            assert got is not None
             self.version = got.version  # ours, written by a request whose answer was lost
-        return _parse(store.get_versioned(LEASE_KEY, _MAX_LEASE_BYTES)) or {}
+        got = store.get_versioned(LEASE_KEY, _MAX_LEASE_BYTES)
+        return None if self._ours(got) else _parse(got) or {}
 
     def _renew(self) -> str | None:
         try:
