@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.store.backends import backend, open_store
 from tests.store.s3server import (
     moto_endpoint,
     s3_bucket,
@@ -13,8 +14,8 @@ from tests.store.s3server import (
     set_dummy_aws_env,
 )
 
-__all__ = ["moto_endpoint", "s3_bucket", "s3_endpoint", "s3_server_name",
-           "seaweedfs_endpoint"]  # fixtures for every test directory
+__all__ = ["backend", "moto_endpoint", "open_store", "s3_bucket", "s3_endpoint",
+           "s3_server_name", "seaweedfs_endpoint"]  # fixtures for every test directory
 
 
 def pytest_configure(config: pytest.Config) -> None:

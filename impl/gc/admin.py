@@ -21,7 +21,7 @@ from typing import Any
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.lease import LEASE_KEY
 from epochgc.impl.gc.reports import check_nesting
-from epochgc.impl.store.base import NotAnObject, ObjectInfo, ObjectStore, StoreError
+from epochgc.impl.store.base import NotAnObject, ObjectInfo, ObjectStore, Outcome, StoreError
 
 ADMIN_KEY = "_cluster/gc/admin.json"
 _MAX_BYTES = 4096
@@ -237,15 +237,25 @@ def reset_gc_state(store: ObjectStore, now: float, force: bool = False) -> list[
         return []
     if not force:
         _refuse_unforced(lease)
-    r = store.delete_if_unchanged([(LEASE_KEY, lease.version)])
-    if r.changed:
+    if lease.state is LeaseState.NOT_AN_OBJECT:
+        # --force on a link or a directory (a local store): no round can hold it (a round
+        # cannot create the lease while it is there), so it is removed by name.
+        r = store.delete_batch([LEASE_KEY])
+        if r.errors:
+            raise ResetRefused(f"cannot remove {LEASE_KEY}: "
+                               f"{r.errors.get(LEASE_KEY, r.errors)}; remove it by hand")
+        return [] if LEASE_KEY in r.gone else [LEASE_KEY]
+    # Issue 38 item 3: conditional on the store itself (S3 DeleteObject If-Match: <ETag>);
+    # the batch delete's per-object ETag is ignored by moto, and the version was "" on S3.
+    try:
+        outcome = store.delete_if_match(LEASE_KEY, lease.version)
+    except StoreError as e:
+        raise ResetRefused(f"cannot remove {LEASE_KEY}: {e}; run the command again") from e
+    if outcome is Outcome.CHANGED:
         raise ResetRefused(
             f"{LEASE_KEY} changed since it was read (a GC round may have taken the lease "
             "over); not removed: see epochgc gc-admin show")
-    if r.errors:
-        raise ResetRefused(f"cannot remove {LEASE_KEY}: {r.errors.get(LEASE_KEY, r.errors)}; "
-                           "remove it by hand")
-    return [] if LEASE_KEY in r.gone else [LEASE_KEY]
+    return [] if outcome is Outcome.ABSENT else [LEASE_KEY]
 
 
 def _refuse_unforced(lease: LeaseView) -> None:

@@ -2,12 +2,20 @@
 keys (26 of 2,000), so a real round holds `_cluster/gc/lease.json` from before its first
 delete to its end, as production runs one GC per prefix range.
 
-The lease is created only if absent (`ObjectStore.put_if_absent`: a hard link on a local
-store, `If-None-Match: *` on S3), names its holder (round, host, pid) and expires: a round
-that dies holding it blocks the next ones for at most the lease's duration. A running round
-renews it every third of that; a renewal that finds the lease gone or another holder's asks
-the round to stop. Released, it is marked expired (kept, so the next round takes it over).
-Times are the real clock's (the lease is between processes; `--now` does not apply).
+The lease names its holder (round, host, pid, and a token unique to this hold) and
+expires: a round that dies holding it blocks the next ones for at most the lease's
+duration. A running round renews it every third of that; a renewal that finds it taken
+asks the round to stop. Released, it is marked expired (kept, so the next round takes it
+over). Times are the real clock's (the lease is between processes; `--now` does not apply).
+
+Every write of it is conditional on the store itself (issue 38 item 3: on S3 the takeover
+was a read, then a delete by name, then a create, and 4 rounds taking over one expired
+lease on moto had 1-3 winners): created only if absent (`create_if_absent`: S3 PutObject
+`If-None-Match: *`, a hard link locally), taken over, renewed and released only if it is
+still the version read or last written (`replace_if_match`: `If-Match: <ETag>`). A store
+that does not enforce these is refused (`require_conditional_writes`), never written
+unconditionally. A conditional write whose answer was lost (a 500 after it applied, which
+botocore retries into a 412) is recognised by reading the lease back: the token is ours.
 """
 
 from __future__ import annotations
@@ -18,15 +26,26 @@ import os
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
 from epochgc.impl.gc.errors import GcError, ReportError
 from epochgc.impl.gc.reports import check_nesting
-from epochgc.impl.store.base import ObjectStore, StoreError
+from epochgc.impl.store.base import (
+    ConditionalConflict,
+    NotAnObject,
+    ObjectStore,
+    StoreError,
+    Versioned,
+)
 
 LEASE_KEY = "_cluster/gc/lease.json"
 DEFAULT_LEASE_S = 600.0
+_MAX_LEASE_BYTES = 4096
+# Conditional writes that lost a race (412 after a read, 409) are retried this many times
+# with a fresh read; past that another round is busy with the lease: refused.
+_TRIES = 4
 
 
 class Lease:
@@ -44,39 +63,57 @@ class Lease:
         self.round_id = round_id
         self.duration_s = duration_s
         self.clock = clock
+        self.token = uuid.uuid4().hex  # this hold: a doc with it was written by this object
+        self.version = ""  # the version of the lease this round last wrote
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def _doc(self) -> bytes:
+    def _doc(self, **extra: Any) -> bytes:
         now = self.clock()
         return json.dumps({
             "round": self.round_id, "host": socket.gethostname(), "pid": os.getpid(),
-            "renewed_at": now, "expires_at": now + self.duration_s,
+            "token": self.token, "renewed_at": now, "expires_at": now + self.duration_s,
+            **extra,
         }).encode()
 
+    def _ours(self, got: Versioned | None) -> bool:
+        held = _parse(got)
+        return held is not None and held.get("token") == self.token
+
     def acquire(self) -> None:
-        """Take the lease, or raise GcError naming its holder. An expired lease is taken
-        over (deleted only if unchanged since it was read, then created again)."""
+        """Take the lease, or raise GcError naming its holder. An expired (or unreadable)
+        lease is taken over: replaced only if it is still the version read."""
         store = self.open_store()
         try:
-            if store.put_if_absent(LEASE_KEY, self._doc()):
-                return
-            info = store.head(LEASE_KEY)
-            held = _read(store)
-            if held is not None and _expires(held) > self.clock():
-                raise GcError(_refusal(held))
-            if info is not None:  # expired (or unreadable): take it over
-                r = store.delete_if_unchanged([(LEASE_KEY, info.version)])
-                if r.changed or r.errors:
-                    raise GcError(_refusal(_read(store) or {}))
-            if not store.put_if_absent(LEASE_KEY, self._doc()):
-                if info is None and store.head(LEASE_KEY) is None:
-                    # Something no head() sees blocks the create: not another round's lease.
-                    raise GcError(
-                        f"{LEASE_KEY} is there but is not a regular object (a link, a "
-                        "directory or a special file); every round is refused until it is "
-                        "removed: see epochgc gc-admin show; gc-admin reset --force removes it")
-                raise GcError(_refusal(_read(store) or {}))
+            store.require_conditional_writes()
+            held: dict[str, Any] | None = None
+            for _ in range(_TRIES):
+                try:
+                    created = store.create_if_absent(LEASE_KEY, self._doc())
+                    if created is not None:
+                        self.version = created
+                        return
+                    got = store.get_versioned(LEASE_KEY, _MAX_LEASE_BYTES)
+                    if got is None:
+                        continue  # removed since (a reset): create again
+                    if self._ours(got):  # our own write applied, its answer was lost
+                        self.version = got.version
+                        return
+                    held = _parse(got)
+                    if held is not None and _expires(held) > self.clock():
+                        raise GcError(_refusal(held))
+                    taken = store.replace_if_match(LEASE_KEY, self._doc(), got.version)
+                    if taken is not None:
+                        self.version = taken
+                        return
+                except ConditionalConflict:
+                    continue  # another request on the lease completed first: read again
+            raise GcError(_refusal(held or {}))
+        except NotAnObject as e:
+            raise GcError(
+                f"{LEASE_KEY} is there but is not a regular object (a link, a directory or "
+                f"a special file: {e}); every round is refused until it is removed: see "
+                "epochgc gc-admin show; gc-admin reset --force removes it") from e
         except StoreError as e:
             raise GcError(f"cannot take the GC lease {LEASE_KEY}: {e}") from e
         finally:
@@ -96,48 +133,68 @@ class Lease:
         self._thread = threading.Thread(target=run, name="epochgc-lease", daemon=True)
         self._thread.start()
 
+    def _rewrite(self, store: ObjectStore, doc: bytes) -> dict[str, Any] | None:
+        """Write `doc` over this round's lease, only if it is still the one this round
+        wrote: None when written (or, after repeated conflicts, still this round's and not
+        rewritten: the next renewal tries again), else the document found there ({} if
+        none)."""
+        for _ in range(_TRIES):
+            try:
+                done = store.replace_if_match(LEASE_KEY, doc, self.version)
+                if done is not None:
+                    self.version = done
+                    return None
+                got = store.get_versioned(LEASE_KEY, _MAX_LEASE_BYTES)
+            except ConditionalConflict:
+                continue
+            if got is None or not self._ours(got):
+                return _parse(got) or {}
+            self.version = got.version  # ours, written by a request whose answer was lost
+        got = store.get_versioned(LEASE_KEY, _MAX_LEASE_BYTES)
+        return None if self._ours(got) else _parse(got) or {}
+
     def _renew(self) -> str | None:
         try:
             store = self.open_store()
             try:
-                held = _read(store)
-                if held is None or held.get("round") != self.round_id:
-                    return f"the GC lease was taken: {_refusal(held or {})}"
-                store.put(LEASE_KEY, self._doc())
+                other = self._rewrite(store, self._doc())
             finally:
                 store.close()
-        except StoreError:
+        except (StoreError, GcError):
             return None  # a failed renewal is retried; the lease still has time
+        if other is not None:
+            return f"the GC lease was taken: {_refusal(other)}"
         return None
 
     def release(self) -> None:
         """Stop renewing and, if the lease is still this round's, mark it expired (the next
         round takes it over). Written, not deleted: a release never goes through the data
-        delete path, whose failures (or a test's injected crashes) would keep it held."""
+        delete path, whose failures (or a test's injected crashes) would keep it held. A
+        lease taken over since (this round was late) is never touched."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
+        if not self.version:
+            return  # never held
         try:
             store = self.open_store()
             try:
-                held = _read(store)
-                if held is not None and held.get("round") == self.round_id:
-                    store.put(LEASE_KEY, json.dumps(
-                        {**held, "released_at": self.clock(), "expires_at": 0}).encode())
+                self._rewrite(store, self._doc(released_at=self.clock(), expires_at=0))
             finally:
                 store.close()
         except Exception:  # never mask the round's own outcome (a test store may raise)
             pass  # it expires on its own
 
 
-def _read(store: ObjectStore) -> dict[str, Any] | None:
+def _parse(got: Versioned | None) -> dict[str, Any] | None:
     """The lease document, None if absent or unreadable (nested too deep included: json
     would raise RecursionError out of the round)."""
+    if got is None:
+        return None
     try:
-        raw = store.get(LEASE_KEY, 0, 4096)
-        check_nesting(raw, LEASE_KEY)
-        doc = json.loads(raw)
-    except (StoreError, ReportError, ValueError):
+        check_nesting(got.data, LEASE_KEY)
+        doc = json.loads(got.data)
+    except (ReportError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
 

@@ -7,6 +7,7 @@ count or fail requests, and a few helpers built on top of them.
 from __future__ import annotations
 
 import abc
+import enum
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -25,6 +26,34 @@ class NotAnObject(StoreError):
     or a special file. `head` reports such an entry as None (no object), as it does an
     absent key; this tells the two apart for readers that must fail closed (the GC's pause
     state and lease: issue 30)."""
+
+
+class ConditionalConflict(StoreError):
+    """S3 answered 409 ConditionalRequestConflict (or 409 Conflict to a conditional delete):
+    another request on the same key completed while this conditional one ran. Nothing was
+    written; AWS's advice is to read the object again and retry."""
+
+
+class NoConditionalWrites(StoreError):
+    """The store does not enforce conditional writes (a server that ignores If-Match /
+    If-None-Match): a lease on it would be no lease, so callers refuse rather than write
+    unconditionally."""
+
+
+class Outcome(enum.Enum):
+    """What a conditional delete did."""
+
+    DELETED = "deleted"
+    CHANGED = "changed"  # the object is not the version given: left alone
+    ABSENT = "absent"  # no object has the key (nothing to compare)
+
+
+@dataclass(frozen=True)
+class Versioned:
+    """An object's bytes with the version they are (read in one request)."""
+
+    data: bytes
+    version: str
 
 
 @dataclass(frozen=True)
@@ -112,8 +141,37 @@ class ObjectStore(abc.ABC):
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         """Create the object only if no object has the key (atomically); False if one does.
-        This default cannot and raises StoreError: backends that can override it."""
-        raise StoreError(f"{self.describe()} cannot create {key!r} only if absent")
+        A store that cannot raises NoConditionalWrites (`create_if_absent`)."""
+        return self.create_if_absent(key, data) is not None
+
+    # --- single-object conditional writes (issue 38 item 3: the GC lease and reset) ---
+    # Each is one atomic step on the store: S3 checks the condition itself (PutObject with
+    # If-None-Match / If-Match, DeleteObject with If-Match), a local store under a lock.
+    # The defaults refuse: a store that cannot enforce them never writes unconditionally.
+
+    def require_conditional_writes(self) -> None:
+        """Raise NoConditionalWrites unless this store enforces the conditional writes
+        below (S3: checked once against the server)."""
+        raise NoConditionalWrites(f"{self.describe()} cannot write conditionally")
+
+    def create_if_absent(self, key: str, data: bytes) -> str | None:
+        """Create the object only if no object has the key: its version, or None if one
+        does. ConditionalConflict: a concurrent request on the key won the race; retry."""
+        raise NoConditionalWrites(f"{self.describe()} cannot create {key!r} only if absent")
+
+    def replace_if_match(self, key: str, data: bytes, version: str) -> str | None:
+        """Replace the object only if it is still `version` (never "": refused): the new
+        version, or None if it changed or is gone."""
+        raise NoConditionalWrites(f"{self.describe()} cannot replace {key!r} conditionally")
+
+    def delete_if_match(self, key: str, version: str) -> Outcome:
+        """Delete the object only if it is still `version` (never "": refused)."""
+        raise NoConditionalWrites(f"{self.describe()} cannot delete {key!r} conditionally")
+
+    def get_versioned(self, key: str, limit: int) -> Versioned | None:
+        """The first `limit` bytes of the object and its version, None if absent;
+        NotAnObject for an entry that is not an object (a local link or directory)."""
+        raise NoConditionalWrites(f"{self.describe()} cannot read {key!r} with its version")
 
     def delete_if_unchanged(self, items: list[tuple[str, str]]) -> DeleteResult:
         """Delete (key, version) items, each only if the object is still the version that
@@ -154,6 +212,14 @@ def check_batch(keys: Iterable[_T]) -> list[_T]:
     if len(batch) > MAX_DELETE_BATCH:
         raise ValueError(f"delete batch of {len(batch)} keys exceeds {MAX_DELETE_BATCH}")
     return batch
+
+
+def require_version(key: str, version: str) -> str:
+    """A conditional write needs the version it compares: "" (unknown) would make it a
+    write by name, which the lease must never do."""
+    if not version:
+        raise StoreError(f"refusing an unconditional write of {key!r}: its version is unknown")
+    return version
 
 
 def check_key(key: str) -> str:

@@ -14,7 +14,15 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from epochgc.impl.store.base import DeleteResult, ListPage, ObjectInfo, ObjectStore, StoreError
+from epochgc.impl.store.base import (
+    DeleteResult,
+    ListPage,
+    ObjectInfo,
+    ObjectStore,
+    Outcome,
+    StoreError,
+    Versioned,
+)
 
 
 class FaultyStore(ObjectStore):
@@ -67,6 +75,25 @@ class FaultyStore(ObjectStore):
     def put_if_absent(self, key: str, data: bytes) -> bool:
         self._gate(f"put {key!r}")
         return self.inner.put_if_absent(key, data)
+
+    def require_conditional_writes(self) -> None:
+        self.inner.require_conditional_writes()
+
+    def create_if_absent(self, key: str, data: bytes) -> str | None:
+        self._gate(f"put {key!r}")
+        return self.inner.create_if_absent(key, data)
+
+    def replace_if_match(self, key: str, data: bytes, version: str) -> str | None:
+        self._gate(f"put {key!r}")
+        return self.inner.replace_if_match(key, data, version)
+
+    def delete_if_match(self, key: str, version: str) -> Outcome:
+        self._gate(f"delete {key!r}")
+        return self.inner.delete_if_match(key, version)
+
+    def get_versioned(self, key: str, limit: int) -> Versioned | None:
+        self._gate(f"get {key!r}")
+        return self.inner.get_versioned(key, limit)
 
     def close(self) -> None:
         self.inner.close()

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
 import stat
 import threading
@@ -33,9 +34,12 @@ from epochgc.impl.store.base import (
     NotAnObject,
     ObjectInfo,
     ObjectStore,
+    Outcome,
     StoreError,
+    Versioned,
     check_batch,
     check_key,
+    require_version,
 )
 
 # Temp files of in-progress atomic puts; never listed as objects.
@@ -131,8 +135,22 @@ class LocalStore(ObjectStore):
         raise StoreError(f"cannot write {key!r} in {self.describe()}: directory keeps vanishing")
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
-        """Written aside, then hard-linked into place: link() fails if the name exists,
-        so of two writers exactly one wins, and readers never see a partial file."""
+        return self.create_if_absent(key, data) is not None
+
+    # Conditional writes (issue 38 item 3). A create is a hard link (atomic: link() fails
+    # if the name exists). A replace or delete compares the file's version and acts under
+    # an exclusive flock(2) of its directory, which every conditional replace and delete
+    # of a key in it takes: the compare and the rename/unlink are one step for them, and a
+    # create cannot interleave (the name exists throughout). Advisory: a plain `put` of the
+    # same key is not excluded (nothing writes the lease that way). flock locks are
+    # per open file description, so threads of one process exclude each other too.
+
+    def require_conditional_writes(self) -> None:
+        pass
+
+    def create_if_absent(self, key: str, data: bytes) -> str | None:
+        """Written aside, then hard-linked into place: of two writers exactly one wins,
+        and readers never see a partial file. The version is the new file's."""
         parent, _, name = check_key(key).rpartition("/")
         try:
             fd = self._open_dir(parent, create=True)
@@ -141,17 +159,95 @@ class LocalStore(ObjectStore):
         tmp = f"{_TMP_PREFIX}{uuid.uuid4().hex}"
         try:
             _write_new(fd, tmp, data)
+            st = os.stat(tmp, dir_fd=fd, follow_symlinks=False)
             try:
                 os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
             except FileExistsError:
-                return False
-            return True
+                return None
+            # link() changes the inode's ctime only: its (inode, mtime, size) version stands
+            return file_version(st)
         except OSError as e:
             raise StoreError(f"cannot write {key!r} in {self.describe()}: {e}") from e
         finally:
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=fd)
             os.close(fd)
+
+    def replace_if_match(self, key: str, data: bytes, version: str) -> str | None:
+        require_version(key, version)
+        parent, _, name = check_key(key).rpartition("/")
+        with self._locked_dir(key, parent) as fd:
+            if _version_at(fd, name) != version:
+                return None
+            tmp = f"{_TMP_PREFIX}{uuid.uuid4().hex}"
+            try:
+                _write_new(fd, tmp, data)
+                st = os.stat(tmp, dir_fd=fd, follow_symlinks=False)
+                os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
+            except OSError as e:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp, dir_fd=fd)
+                raise StoreError(f"cannot write {key!r} in {self.describe()}: {e}") from e
+            return file_version(st)
+
+    def delete_if_match(self, key: str, version: str) -> Outcome:
+        require_version(key, version)
+        parent, _, name = check_key(key).rpartition("/")
+        with self._locked_dir(key, parent) as fd:
+            now = _version_at(fd, name)
+            if now is None:
+                return Outcome.ABSENT
+            if now != version:
+                return Outcome.CHANGED
+            try:
+                os.unlink(name, dir_fd=fd)  # never follows a link
+            except FileNotFoundError:
+                return Outcome.ABSENT
+            except OSError as e:
+                raise StoreError(f"cannot delete {key!r} in {self.describe()}: {e}") from e
+            return Outcome.DELETED
+
+    def get_versioned(self, key: str, limit: int) -> Versioned | None:
+        """One open file: its version (fstat) and its bytes are the same file's (a
+        replace renames a new inode into place, never writes in place)."""
+        parent, _, name = check_key(key).rpartition("/")
+        try:
+            fd = self._open_dir(parent)
+            try:
+                f = os.open(name, _READ, dir_fd=fd)
+            finally:
+                os.close(fd)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            if e.errno in (errno.ELOOP, errno.ENXIO):
+                raise NotAnObject(f"{key!r} in {self.describe()} is not a regular file "
+                                  "(a link is never followed)") from None
+            raise StoreError(f"cannot read {key!r} in {self.describe()}: {e}") from e
+        with os.fdopen(f, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise NotAnObject(f"{key!r} in {self.describe()} is not a regular file")
+            os.set_blocking(fh.fileno(), True)
+            try:
+                return Versioned(fh.read(limit), file_version(st))
+            except OSError as e:
+                raise StoreError(f"cannot read {key!r} in {self.describe()}: {e}") from e
+
+    @contextlib.contextmanager
+    def _locked_dir(self, key: str, parent: str) -> Iterator[int]:
+        try:
+            fd = self._open_dir(parent)
+        except FileNotFoundError:
+            fd = self._open_dir(parent, create=True)  # absent: compares as absent below
+        except OSError as e:
+            raise StoreError(f"cannot open the directory of {key!r} in {self.describe()}: "
+                             f"{e}") from e
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield fd
+        finally:
+            os.close(fd)  # closing the last descriptor releases the lock
 
     def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         parent, _, name = check_key(key).rpartition("/")
@@ -410,6 +506,16 @@ def _rmdir(name: str, fd: int) -> bool:
     except OSError:
         return False
     return True
+
+
+def _version_at(fd: int, name: str) -> str | None:
+    """The version of the regular file `name` in directory `fd`, None if there is none
+    (a link or a directory is not an object: it never matches a version)."""
+    try:
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return None
+    return file_version(st) if stat.S_ISREG(st.st_mode) else "not-a-file"
 
 
 def file_version(st: os.stat_result) -> str:

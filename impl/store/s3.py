@@ -10,17 +10,24 @@ from __future__ import annotations
 
 import os
 import threading
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from epochgc.impl.store.base import (
     MAX_PAGE_SIZE,
+    ConditionalConflict,
     DeleteResult,
     ListPage,
+    NoConditionalWrites,
     ObjectInfo,
     ObjectStore,
+    Outcome,
     StoreError,
+    Versioned,
     check_batch,
     check_key,
+    require_version,
 )
 from epochgc.impl.store.retry import RETRYABLE_KEY_CODES, Backoff, Retrier
 
@@ -28,6 +35,21 @@ from epochgc.impl.store.retry import RETRYABLE_KEY_CODES, Backoff, Retrier
 _GONE = frozenset({"NoSuchKey", "404", "NotFound"})
 # Per-key codes of a conditional delete whose object is no longer the one listed.
 _CHANGED = frozenset({"PreconditionFailed", "412"})
+# A conditional request that lost a race with another request on the same key (AWS: 409
+# ConditionalRequestConflict to PutObject, 409 Conflict to DeleteObject; retry).
+_CONFLICT = frozenset({"ConditionalRequestConflict", "Conflict", "409"})
+# A failure after which the delete may have been applied: a whole request that failed
+# with a 5xx or lost its connection (after botocore's retries), or a per-key 5xx-class
+# code in a 200 reply. Looked up before the key is counted (`_resolve`).
+_REQUEST_UNSURE = "RequestFailedMaybeApplied"
+_AMBIGUOUS = frozenset({_REQUEST_UNSURE, "InternalError", "ServiceUnavailable", "503",
+                        "RequestTimeout"})
+# HEADs in flight at once when the keys of a failed delete are looked up (`_resolve`).
+_RESOLVERS = 8
+# Where the GC checks, once per store object, that the server enforces conditional writes
+# (a key of its own per check, under this name).
+PROBE_KEY = "_cluster/gc/conditional-write-probe"
+_NO_ETAG = '"00000000000000000000000000000000"'  # a well-formed ETag no object has here
 
 
 class S3Store(ObjectStore):
@@ -50,6 +72,7 @@ class S3Store(ObjectStore):
         self.max_pool_connections = max_pool_connections
         self.key_retry = key_retry if key_retry is not None else Retrier(Backoff())
         self._client: Any = None
+        self._conditional_ok = False  # the server was seen to enforce conditional writes
         # The delete threads' first calls race to create the client: without the lock each
         # made its own client (and pool), so the pool size bounded nothing.
         self._lock = threading.Lock()
@@ -105,18 +128,100 @@ class S3Store(ObjectStore):
         except Exception as e:  # botocore raises many unrelated types; all are store errors
             raise self._error(f"put {key!r}", e) from e
 
-    def put_if_absent(self, key: str, data: bytes) -> bool:
-        """PutObject with `If-None-Match: *` (AWS S3 since 2024, moto 5): 412 if the key
-        exists. A server that ignores the header overwrites: the lease docs say so."""
+    # Conditional writes (issue 38 item 3), as the AWS S3 API reference gives them:
+    # - PutObject `If-None-Match: *` writes only if no object has the key, else 412
+    #   Precondition Failed; 409 ConditionalRequestConflict if a concurrent write won
+    #   (retry). PutObject `If-Match: <etag>` writes only if the object's ETag is that one,
+    #   else 412; 404 NoSuchKey if there is no object (AWS; SeaweedFS 4.48 answers 412).
+    #   https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html,
+    #   https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-writes.html
+    # - DeleteObject `If-Match: <etag>`: 204 if it matched, 412 if not, 404 if there is no
+    #   object (SeaweedFS: 412), 409 if a concurrent PUT or DELETE completed first.
+    #   https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-deletes.html
+    # A server that ignores the headers writes unconditionally: `require_conditional_writes`
+    # asks it once (moto 5.2.5 and SeaweedFS 4.48 both enforce all three;
+    # tests/store/test_conditional_writes.py), and the lease refuses a server that does not.
+
+    def require_conditional_writes(self) -> None:
+        """Check on a probe object that the server refuses what it must: a create over an
+        existing object, a replace and a delete with an ETag the object does not have.
+        Five requests, once per store object; NoConditionalWrites naming what it ignored."""
+        if self._conditional_ok:
+            return
+        # A key of its own: two rounds probing at once must not see each other's object.
+        key = f"{PROBE_KEY}-{uuid.uuid4().hex}"
+        self.put(key, b"probe")
+        ignored: list[str] = []
+        if self.create_if_absent(key, b"created over an existing object") is not None:
+            ignored.append("PutObject If-None-Match: *")
+        if self.replace_if_match(key, b"replaced with a wrong ETag", _NO_ETAG) is not None:
+            ignored.append("PutObject If-Match")
+        if self.delete_if_match(key, _NO_ETAG) is not Outcome.CHANGED:
+            ignored.append("DeleteObject If-Match")
+        self.delete_batch([key])
+        if ignored:
+            raise NoConditionalWrites(
+                f"{self.describe()} does not enforce conditional writes (it ignored "
+                f"{', '.join(ignored)}): the GC lease would not exclude a second round, so "
+                "no round runs on it")
+        self._conditional_ok = True
+
+    def create_if_absent(self, key: str, data: bytes) -> str | None:
         try:
-            self.client.put_object(
+            r = self.client.put_object(
                 Bucket=self.bucket, Key=self._full(key), Body=data, IfNoneMatch="*"
             )
-            return True
         except Exception as e:
-            if _code(e) in _CHANGED or _code(e) == "ConditionalRequestConflict":
-                return False
-            raise self._error(f"put {key!r} if absent", e) from e
+            if _code(e) in _CHANGED:
+                return None
+            raise self._conditional_error(f"create {key!r} if absent", e) from e
+        return _etag(r, key)
+
+    def replace_if_match(self, key: str, data: bytes, version: str) -> str | None:
+        require_version(key, version)
+        try:
+            r = self.client.put_object(
+                Bucket=self.bucket, Key=self._full(key), Body=data, IfMatch=version
+            )
+        except Exception as e:
+            if _code(e) in _CHANGED or _code(e) in _GONE:
+                return None
+            raise self._conditional_error(f"replace {key!r} if unchanged", e) from e
+        return _etag(r, key)
+
+    def delete_if_match(self, key: str, version: str) -> Outcome:
+        require_version(key, version)
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._full(key), IfMatch=version)
+        except Exception as e:
+            if _code(e) in _GONE:
+                return Outcome.ABSENT
+            if _code(e) in _CHANGED:
+                # AWS answers 404 for an absent key, SeaweedFS 412: ask which it is
+                return Outcome.CHANGED if self.head(key) is not None else Outcome.ABSENT
+            raise self._conditional_error(f"delete {key!r} if unchanged", e) from e
+        return Outcome.DELETED
+
+    def get_versioned(self, key: str, limit: int) -> Versioned | None:
+        """GetObject returns the ETag of the bytes it returns: one request, one version."""
+        try:
+            r = self.client.get_object(
+                Bucket=self.bucket, Key=self._full(key), Range=f"bytes=0-{max(0, limit - 1)}"
+            )
+            body: bytes = r["Body"].read()
+        except Exception as e:
+            if _code(e) in _GONE:
+                return None
+            if _code(e) == "InvalidRange":  # an empty object
+                info = self.head(key)
+                return None if info is None else Versioned(b"", info.version)
+            raise self._error(f"get {key!r}", e) from e
+        return Versioned(body, _etag(r, key))
+
+    def _conditional_error(self, what: str, e: Exception) -> StoreError:
+        if _code(e) in _CONFLICT:
+            return ConditionalConflict(str(self._error(what, e)))
+        return self._error(what, e)
 
     def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         args: dict[str, Any] = {"Bucket": self.bucket, "Key": self._full(key)}
@@ -142,7 +247,10 @@ class S3Store(ObjectStore):
             if _code(e) in _GONE:
                 return None
             raise self._error(f"head {key!r}", e) from e
-        return ObjectInfo(key, int(r["ContentLength"]), r["LastModified"].timestamp())
+        # The ETag is the version conditional writes compare (issue 38 item 3: without it
+        # every conditional write of the lease was a write by name).
+        return ObjectInfo(key, int(r["ContentLength"]), r["LastModified"].timestamp(),
+                          str(r.get("ETag", "")))
 
     def list_page(
         self,
@@ -187,14 +295,20 @@ class S3Store(ObjectStore):
         result = DeleteResult(len(batch))
         pending = batch
         retry = 0
+        tried: set[str] = set()  # keys a failed attempt may have deleted already
         while pending:
-            failed = self._delete_once(pending, etags)
+            failed, gone = self._delete_once(pending, etags)
+            # NoSuchKey on a retry of a key an earlier attempt failed ambiguously: that
+            # attempt deleted it (counted deleted), not another writer before this batch.
+            result.gone.update(gone - tried)
+            tried.update(failed)
             for key in [k for k, (code, _) in failed.items() if code in _CHANGED]:
                 result.changed.add(key)
                 del failed[key]
             again = [k for k, (code, _) in failed.items() if code in RETRYABLE_KEY_CODES]
             if not again or retry + 1 >= self.key_retry.policy.attempts:
                 result.errors.update({k: f"{c}: {m}" for k, (c, m) in failed.items()})
+                unsure = {k for k, (c, _) in failed.items() if c in _AMBIGUOUS}
                 break
             result.errors.update(
                 {k: f"{c}: {m}" for k, (c, m) in failed.items() if c not in RETRYABLE_KEY_CODES}
@@ -202,14 +316,52 @@ class S3Store(ObjectStore):
             self.key_retry.wait(retry)
             retry += 1
             pending = again
+        else:
+            unsure = set()
+        if unsure:
+            self._resolve(result, unsure, etags)
         return result
+
+    def _resolve(self, result: DeleteResult, unsure: set[str], etags: dict[str, str]) -> None:
+        """Issue 38 item 4: a failed delete may have been applied. S3: "Requests that
+        receive an InternalError response might not have processed" (so they may have:
+        https://docs.aws.amazon.com/AmazonS3/latest/userguide/ErrorBestPractices.html),
+        and a request whose connection dropped or timed out after it was sent is the same.
+        So before a key is counted as not deleted, the store is asked (HEAD): absent, it
+        left the store (deleted); rewritten since it was listed, `changed`; there, an
+        error saying so; a HEAD that fails too leaves the outcome unknown, said as much.
+        Only ambiguous failures are looked up: a 4xx (NoSuchBucket, AccessDenied) was not
+        applied, and a HEAD's 404 cannot tell a missing bucket from a missing key."""
+        keys = sorted(unsure)
+        with ThreadPoolExecutor(min(_RESOLVERS, len(keys)),
+                                thread_name_prefix="epochgc-resolve") as pool:
+            found = list(pool.map(self._head_or_error, keys))
+        for key, info in zip(keys, found, strict=True):
+            why = result.errors[key]
+            if info is None:
+                del result.errors[key]  # gone: deleted by this batch's request
+            elif isinstance(info, StoreError):
+                result.errors[key] = (f"{why}; whether it was deleted is unknown: asking the "
+                                      f"store failed too ({info})")
+            elif key in etags and info.version and info.version != etags[key]:
+                del result.errors[key]
+                result.changed.add(key)
+            else:
+                result.errors[key] = f"{why}; still there (asked the store)"
+
+    def _head_or_error(self, key: str) -> ObjectInfo | StoreError | None:
+        try:
+            return self.head(key)
+        except StoreError as e:
+            return e
 
     def _delete_once(
         self, batch: list[str], etags: dict[str, str] | None = None
-    ) -> dict[str, tuple[str, str]]:
-        """One request; the keys it did not delete, with (code, message). A request that
-        failed as a whole (after botocore's own retries) fails every key, non-retryably.
-        `etags`: the ETag each key must still have (a conditional delete)."""
+    ) -> tuple[dict[str, tuple[str, str]], set[str]]:
+        """One request; the keys it did not delete, with (code, message), and those it
+        says were not there (NoSuchKey: a server answers it to a conditional delete of an
+        absent key). A request that failed as a whole (after botocore's own retries)
+        fails every key, non-retryably. `etags`: the ETag each key must still have."""
         etags = etags or {}
         objects: list[dict[str, str]] = [
             {"Key": self._full(k), "ETag": etags[k]} if k in etags else {"Key": self._full(k)}
@@ -222,15 +374,22 @@ class S3Store(ObjectStore):
             )
         except Exception as e:
             msg = str(self._error("delete batch", e))
-            return dict.fromkeys(batch, ("RequestFailed", msg))
+            code = _REQUEST_UNSURE if _applied_maybe(e) else "RequestFailed"
+            return dict.fromkeys(batch, (code, msg)), set()
         cut = len(self.prefix)
         failed: dict[str, tuple[str, str]] = {}
+        gone: set[str] = set()
+        # botocore retried this request (a 5xx, a dropped connection): an earlier attempt
+        # may have deleted what this answer calls absent, so it counts as deleted here.
+        retried = bool(r.get("ResponseMetadata", {}).get("RetryAttempts"))
         for err in r.get("Errors", []):
             code = str(err.get("Code"))
             if code in _GONE:
+                if not retried:
+                    gone.add(err["Key"][cut:])
                 continue
             failed[err["Key"][cut:]] = (code, str(err.get("Message", "")))
-        return failed
+        return failed, gone
 
     def versioning(self) -> str | None:
         """The bucket's versioning status ("Enabled" or "Suspended"), None if never enabled.
@@ -246,6 +405,29 @@ class S3Store(ObjectStore):
         if self._client is not None:
             self._client.close()
             self._client = None
+
+
+def _applied_maybe(e: Exception) -> bool:
+    """A request that failed this way may have reached the server and been applied: a 5xx
+    answer, or no answer at all (a connection closed or timed out after it was sent)."""
+    from botocore.exceptions import ConnectionError as BotoConnectionError
+    from botocore.exceptions import HTTPClientError
+
+    if isinstance(e, BotoConnectionError | HTTPClientError):
+        return True
+    response = getattr(e, "response", None)
+    if isinstance(response, dict):
+        status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+        return isinstance(status, int) and status >= 500
+    return False
+
+
+def _etag(reply: dict[str, Any], key: str) -> str:
+    etag = reply.get("ETag")
+    if not etag:
+        raise StoreError(f"the server's answer for {key!r} carries no ETag: its version is "
+                         "unknown, so no conditional write can follow")
+    return str(etag)
 
 
 def _code(e: Exception) -> str:

@@ -917,6 +917,35 @@ MUTANTS += (
     ),
 )
 
+# -- issue 38: every write of the GC lease is conditional on the store itself --
+MUTANTS += (
+    Mutant(
+        "lease-renewal-unconditional",
+        "[lease] a renewal reads the lease, finds its own round and writes by name: a round"
+        " that took the (expired) lease over between the read and the write is written over",
+        "impl/gc/lease.py",
+        "                other = self._rewrite(store, self._doc())\n",
+        "                held = _parse(store.get_versioned(LEASE_KEY, _MAX_LEASE_BYTES))\n"
+        "                if held is None or held.get('round') != self.round_id:\n"
+        "                    return f'the GC lease was taken: {_refusal(held or {})}'\n"
+        "                store.put(LEASE_KEY, self._doc())\n"
+        "                other = None\n",
+        check=r"tests/gc/test_lease_backends.py::test_a_renewal_never_writes_over",
+    ),
+    Mutant(
+        "lease-release-unconditional",
+        "[lease] a release reads the lease, finds its own round and marks it expired by name:"
+        " a late release frees the lease another round took over in between",
+        "impl/gc/lease.py",
+        "                self._rewrite(store, self._doc(released_at=self.clock(), expires_at=0))\n",
+        "                held = _parse(store.get_versioned(LEASE_KEY, _MAX_LEASE_BYTES))\n"
+        "                if held is not None and held.get('round') == self.round_id:\n"
+        "                    store.put(LEASE_KEY,\n"
+        "                              self._doc(released_at=self.clock(), expires_at=0))\n",
+        check=r"tests/gc/test_lease_backends.py::test_a_late_release_never_frees",
+    ),
+)
+
 # Findings: realistic bugs that survive every check. Kept (and checked to still apply) but
 # not counted until a check kills them; run them with --survivors.
 SURVIVORS: tuple[Mutant, ...] = (

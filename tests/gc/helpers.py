@@ -16,7 +16,14 @@ from pathlib import Path
 from epochgc.impl.gc.journal import read_journal
 from epochgc.impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY
 from epochgc.impl.gc.stream import TaskResult
-from epochgc.impl.store.base import DeleteResult, ListPage, ObjectInfo, ObjectStore
+from epochgc.impl.store.base import (
+    DeleteResult,
+    ListPage,
+    ObjectInfo,
+    ObjectStore,
+    Outcome,
+    Versioned,
+)
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.url import StoreSpec
 from epochgc.model.errors import ModelError
@@ -141,6 +148,21 @@ class _Delegating(ObjectStore):
 
     def put_if_absent(self, key: str, data: bytes) -> bool:
         return self.inner.put_if_absent(key, data)
+
+    def require_conditional_writes(self) -> None:
+        self.inner.require_conditional_writes()
+
+    def create_if_absent(self, key: str, data: bytes) -> str | None:
+        return self.inner.create_if_absent(key, data)
+
+    def replace_if_match(self, key: str, data: bytes, version: str) -> str | None:
+        return self.inner.replace_if_match(key, data, version)
+
+    def delete_if_match(self, key: str, version: str) -> Outcome:
+        return self.inner.delete_if_match(key, version)
+
+    def get_versioned(self, key: str, limit: int) -> Versioned | None:
+        return self.inner.get_versioned(key, limit)
 
 
 class _CountingStore(_Delegating):

@@ -1,4 +1,9 @@
-"""One GC round on the S3 backend against the loopback S3-protocol server."""
+"""One GC round on the S3 backend against the loopback S3-protocol server, behind the fault
+model (issue 38): per-key InternalError on every attempt for a key the server did delete
+and for one it did not, and a 409 to the lease's first create. The counts are what left the
+store. The request-level faults (500 on every attempt, dropped connections, 503) run in
+tests/gc/test_s3_fault_model.py under `tox -e s3faults` (botocore's backoff makes them
+slow)."""
 
 from __future__ import annotations
 
@@ -13,13 +18,19 @@ from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import format_key
 
 from tests.gc.helpers import HOUR, all_keys, simple_cluster
+from tests.store.s3proxy import Call, Fault, s3_proxy
 
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
 
 
+def _lease_conflict(c: Call) -> Fault | None:
+    if c.kind == "put" and c.conditional and c.key.endswith("lease.json") and c.attempt == 0:
+        return Fault.CONFLICT
+    return None
+
+
 def test_gc_round_on_s3(spark: Any, s3_endpoint: str, s3_bucket: str) -> None:
-    spec = StoreSpec("s3", s3_bucket, "cluster-a", s3_endpoint)
-    store = spec()
+    store = StoreSpec("s3", s3_bucket, "cluster-a", s3_endpoint)()
     now = time.time() + 2 * HOUR  # objects are written "now": make them 2h old
     simple_cluster(store, 50, now=now)
     eligible = set()
@@ -28,28 +39,42 @@ def test_gc_round_on_s3(spark: Any, s3_endpoint: str, s3_bucket: str) -> None:
             key = format_key(p, e, f"obj{e}")
             store.put(key, b"payload")
             eligible.add(key)
+        for name in ("gone-anyway", "kept"):  # per-key InternalError on every attempt
+            key = format_key(p, 49, name)
+            store.put(key, b"payload")
+            eligible.add(key)
         store.put(format_key(p, 51, "live"), b"payload")
     store.put("level_zero/data/003/000000000000000020/bad name", b"x")
     # A neighbour outside the store's prefix in the same bucket is never touched.
     S3Store(s3_bucket, "cluster-b", endpoint_url=s3_endpoint).put(format_key(0, 1, "x"), b"x")
     before = all_keys(store)
 
-    s = run_gc(
-        spark,
-        spec,
-        # The reports' LastModified is the server's real clock, 2h behind `now`.
-        GcOptions(
-            grace_s=HOUR,
-            max_report_age_s=3 * HOUR,
-            skip_malformed=True,
-            tasks=3,
-            delete_batch_size=2,
-        ),
-        clock=lambda: now,
-    )
-    assert (s.M, s.exit_code, s.malformed) == (50, 0, 1)
-    assert s.deleted == s.eligible == len(eligible) and s.bytes_deleted == 7 * len(eligible)
-    assert before - all_keys(store) == eligible
+    with s3_proxy(
+        s3_endpoint, faults=_lease_conflict,
+        fail=lambda k, a: "InternalError" if k.endswith("/kept") else None,
+        fail_applied=lambda k, a: "InternalError" if k.endswith("/gone-anyway") else None,
+    ) as proxy:
+        s = run_gc(
+            spark,
+            StoreSpec("s3", s3_bucket, "cluster-a", proxy.endpoint),
+            # The reports' LastModified is the server's real clock, 2h behind `now`.
+            GcOptions(
+                grace_s=HOUR,
+                max_report_age_s=3 * HOUR,
+                skip_malformed=True,
+                tasks=3,
+                delete_batch_size=2,
+            ),
+            clock=lambda: now,
+        )
+        assert proxy.faulted[Fault.CONFLICT] == 1 and proxy.applied_errors >= 3
+    kept = {k for k in eligible if k.endswith("/kept")}
+    assert (s.M, s.malformed) == (50, 1)
+    assert s.exit_code != 0 and s.errors == len(kept)  # the refused keys are errors
+    assert s.eligible == len(eligible) and s.deleted == len(eligible) - len(kept), (
+        f"{s.deleted} counted deleted; {len(eligible - kept)} left: {s.error_samples}")
+    assert s.bytes_deleted == 7 * s.deleted
+    assert before - all_keys(store) == eligible - kept
     raw = boto3.client("s3", endpoint_url=s3_endpoint).list_objects_v2(
         Bucket=s3_bucket, Prefix="cluster-b/"
     )

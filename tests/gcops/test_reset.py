@@ -14,7 +14,7 @@ from epochgc.impl.cli import main
 from epochgc.impl.gc.admin import ResetRefused, reset_gc_state
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.lease import LEASE_KEY, Lease
-from epochgc.impl.store.base import DeleteResult
+from epochgc.impl.store.base import DeleteResult, Outcome
 from epochgc.impl.store.local import LocalStore
 
 from tests.gc.helpers import simple_cluster
@@ -42,6 +42,12 @@ class _RoundStartsDuringReset(LocalStore):
         if any(k == LEASE_KEY for k, _ in items):
             Lease(lambda: LocalStore(self.root), "round-B").acquire()
         return super().delete_if_unchanged(items)
+
+    # Issue 38: reset's delete is now a single-object conditional delete.
+    def delete_if_match(self, key: str, version: str) -> Outcome:
+        if key == LEASE_KEY:
+            Lease(lambda: LocalStore(self.root), "round-B").acquire()
+        return super().delete_if_match(key, version)
 
 
 def test_reset_never_removes_a_lease_taken_since_it_looked(tmp_path: Path) -> None:

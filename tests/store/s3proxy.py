@@ -5,6 +5,11 @@
   NOT forwarded (so it is really not deleted) and comes back as a per-key `<Error>` inside
   a 200 reply, as S3 does under load (`SlowDown`, `InternalError`). `attempt` counts the
   DeleteObjects requests that named the key so far (0 for the first).
+- `faults`: the fault model of S3 (issue 38), each fault as S3's documentation allows it
+  (see `Fault`); `fail_applied(key, attempt) -> code | None` like `fail`, but the key IS
+  forwarded (deleted) and still reported as a per-key error (S3: a request answered
+  InternalError "might not have processed", so it may also have); `stale_lists`: a key
+  deleted through the proxy is still listed by the next N listings that cover it.
 
 It also counts the TCP connections it accepted (a client whose pool is too small opens and
 discards connections) and the DeleteObjects requests per key, and records each request's
@@ -16,10 +21,13 @@ says what the proxy holds right now (a stalled run shows what it waits for).
 from __future__ import annotations
 
 import base64
+import contextlib
+import enum
 import hashlib
 import http.client
 import os
 import re
+import socket
 import threading
 import time
 import xml.etree.ElementTree as ET
@@ -28,7 +36,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 from xml.sax.saxutils import escape
 
 _NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
@@ -36,6 +44,53 @@ ET.register_namespace("", _NS[1:-1])  # re-serialise as the default namespace, l
 _HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection"}
 
 FailFn = Callable[[str, int], str | None]
+
+
+class Fault(enum.Enum):
+    """What the proxy does to one request, each a behaviour S3 documents:
+
+    APPLIED_THEN_500: forwarded (the server applies it), answered 500 InternalError. S3:
+      "Requests that receive an InternalError response might not have processed. For
+      example, if a PUT request returns InternalError, a subsequent GET might retrieve the
+      old value or the updated value." (Amazon S3 error best practices,
+      https://docs.aws.amazon.com/AmazonS3/latest/userguide/ErrorBestPractices.html)
+    APPLIED_THEN_RESET: forwarded and applied, then the connection is closed with no
+      answer: what a client sees of a timeout or a reset after its request was sent.
+    NOT_APPLIED_500: not forwarded; 500 InternalError (the other reading of the same
+      answer: the request was not processed).
+    SLOW_DOWN: not forwarded; 503 SlowDown (S3 throttling: "reduce your request rate",
+      same page; botocore retries it).
+    CONFLICT: not forwarded; 409 ConditionalRequestConflict, S3's answer to a conditional
+      write that a concurrent request on the key overtook ("retry", PutObject reference:
+      https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html).
+    IGNORE_CONDITIONS: forwarded without If-Match / If-None-Match: a server that does not
+      implement conditional writes (AWS S3 before 2024, some S3-compatible servers).
+    A 412 is never injected: the server answers it itself when a concurrent writer changed
+    the object (the lease tests' interleavings), which is the only way S3 gives one.
+    """
+
+    APPLIED_THEN_500 = "applied-then-500"
+    APPLIED_THEN_RESET = "applied-then-reset"
+    NOT_APPLIED_500 = "not-applied-500"
+    SLOW_DOWN = "slow-down"
+    CONFLICT = "conflict"
+    IGNORE_CONDITIONS = "ignore-conditions"
+
+
+@dataclass(frozen=True)
+class Call:
+    """One request as a fault plan sees it."""
+
+    kind: str  # request_kind(): "list", "get", "put", "head", "delete" (DeleteObjects), ...
+    method: str
+    key: str  # the path without the query: /bucket/key (or /bucket)
+    conditional: bool  # it carries If-Match or If-None-Match
+    attempt: int  # how many requests of this kind for this path came before (0: first)
+    keys: tuple[str, ...] = ()  # a DeleteObjects's keys, as sent (bucket-relative)
+
+
+FaultPlan = Callable[[Call], Fault | None]
+_CONDITIONS = ("if-match", "if-none-match")
 
 
 @dataclass(frozen=True)
@@ -76,10 +131,20 @@ class _Server(ThreadingHTTPServer):
 
 
 class S3Proxy:
-    def __init__(self, upstream: str, latency_s: float = 0.0, fail: FailFn | None = None):
+    def __init__(self, upstream: str, latency_s: float = 0.0, fail: FailFn | None = None,
+                 faults: FaultPlan | None = None, fail_applied: FailFn | None = None,
+                 stale_lists: int = 0):
         self.upstream = urlsplit(upstream)
         self.latency_s = latency_s
         self.fail = fail
+        self.faults = faults
+        self.fail_applied = fail_applied
+        self.stale_lists = stale_lists
+        self.calls: Counter[tuple[str, str]] = Counter()  # (kind, path) -> requests seen
+        self.faulted: Counter[Fault] = Counter()  # faults injected, by kind
+        self.applied_errors = 0  # keys deleted and still reported as per-key errors
+        self._listed: dict[str, ET.Element] = {}  # full key -> its last <Contents> listed
+        self._stale: dict[str, int] = {}  # full key -> listings it still shows in
         self.lock = threading.Lock()
         self.connections = 0
         self.delete_attempts: Counter[str] = Counter()  # full keys, as sent
@@ -135,9 +200,66 @@ class S3Proxy:
                 root.remove(obj)
                 with self.lock:
                     self.injected[code] += 1
+                continue
+            code = self.fail_applied(key, attempt) if self.fail_applied is not None else None
+            if code is not None:  # forwarded: deleted, and still reported as failed
+                errors.append((key, code))
+                with self.lock:
+                    self.injected[code] += 1
+                    self.applied_errors += 1
         if not root.findall(f"{ns}Object"):
             return None, errors
         return ET.tostring(root, xml_declaration=True, encoding="UTF-8"), errors
+
+    def plan(self, call: Call) -> Fault | None:
+        return self.faults(call) if self.faults is not None else None
+
+    def deleted(self, full_keys: list[str]) -> None:
+        """Keys the server deleted: still listed by the next `stale_lists` listings."""
+        if self.stale_lists:
+            with self.lock:
+                for k in full_keys:
+                    self._stale[k] = self.stale_lists
+
+    def relist(self, query: str, data: bytes) -> bytes:
+        """A ListObjectsV2 reply: remember each key's entry, and put back the deleted keys
+        this listing would still show (eventual listing after a delete). AWS S3 itself lists
+        consistently since December 2020 ("strong read-after-write consistency ... list
+        operations", https://docs.aws.amazon.com/AmazonS3/latest/userguide/Welcome.html#ConsistencyModel);
+        some S3-compatible servers do not, and the GC must stay true on them."""
+        root = ET.fromstring(data)
+        ns = _NS if root.tag.startswith(_NS) else ""
+        contents = root.findall(f"{ns}Contents")
+        with self.lock:
+            for c in contents:
+                self._listed[c.findtext(f"{ns}Key") or ""] = c
+            if not self._stale:
+                return data
+            params = dict(p.partition("=")[::2] for p in query.split("&") if p)
+            prefix = unquote(params.get("prefix", ""))
+            after = unquote(params.get("start-after", ""))
+            truncated = root.findtext(f"{ns}IsTruncated") == "true"
+            last = contents[-1].findtext(f"{ns}Key") if contents and truncated else None
+            back = [k for k in self._stale
+                    if k.startswith(prefix) and k > after and (last is None or k < last)
+                    and k in self._listed]
+            if not back:
+                return data
+            for k in back:
+                self._stale[k] -= 1
+                if not self._stale[k]:
+                    del self._stale[k]
+        entries = sorted([*contents, *(self._listed[k] for k in back)],
+                         key=lambda c: c.findtext(f"{ns}Key") or "")
+        at = list(root).index(contents[0]) if contents else len(root)
+        for c in contents:
+            root.remove(c)
+        for i, c in enumerate(entries):
+            root.insert(at + i, c)
+        count = root.find(f"{ns}KeyCount")
+        if count is not None:
+            count.text = str(len(entries))
+        return ET.tostring(root, xml_declaration=True, encoding="UTF-8")
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -176,14 +298,44 @@ class _Handler(BaseHTTPRequestHandler):
         if proxy.latency_s:
             time.sleep(proxy.latency_s)
         headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP}
+        parts = urlsplit(self.path)
+        kind = request_kind(self.command, self.path)
+        conditional = any(k.lower() in _CONDITIONS for k in headers)
+        with proxy.lock:
+            attempt = proxy.calls[(kind, parts.path)]
+            proxy.calls[(kind, parts.path)] += 1
+        is_delete = self.command == "POST" and "delete" in parts.query.split("&")
+        sent_keys = _delete_keys(body) if is_delete and body else []
+        fault = proxy.plan(Call(kind, self.command, parts.path, conditional, attempt,
+                                tuple(sent_keys)))
+        if fault is not None:
+            with proxy.lock:
+                proxy.faulted[fault] += 1
+        if fault is Fault.SLOW_DOWN:
+            self._reply(503, {"Content-Type": "application/xml"},
+                        _error_doc("SlowDown", "Please reduce your request rate."))
+            return
+        if fault is Fault.NOT_APPLIED_500:
+            self._reply(500, {"Content-Type": "application/xml"},
+                        _error_doc("InternalError", "We encountered an internal error. "
+                                   "Please try again."))
+            return
+        if fault is Fault.CONFLICT:
+            self._reply(409, {"Content-Type": "application/xml"},
+                        _error_doc("ConditionalRequestConflict", "A conflicting operation "
+                                   "occurred. If using PutObject you can retry the request."))
+            return
+        if fault is Fault.IGNORE_CONDITIONS and conditional:
+            headers = {k: v for k, v in headers.items() if k.lower() not in _CONDITIONS}
+            headers = _resigned(proxy, self.command, self.path, headers, body)
         injected: list[tuple[str, str]] = []
-        is_delete = self.command == "POST" and "delete" in urlsplit(self.path).query.split("&")
         if is_delete and body:
             new_body, injected = proxy.rewrite_delete(body)
             if new_body is None:  # every key failed: answer without the server
                 self._reply(200, {"Content-Type": "application/xml"}, _delete_result(b"", injected))
                 return
-            if injected:  # else forward the body as signed: a server may check signatures
+            sent_keys = _delete_keys(new_body)
+            if len(sent_keys) < len(_delete_keys(body)):  # else forward the body as signed
                 body = new_body
                 headers = _resigned(proxy, self.command, self.path, headers, body)
         for attempt in (0, 1):
@@ -204,6 +356,24 @@ class _Handler(BaseHTTPRequestHandler):
                 if attempt or not reused or not stale:
                     raise
         out = {k: v for k, v in resp.getheaders() if k.lower() not in _HOP}
+        if resp.status < 300:
+            if is_delete:
+                proxy.deleted(sent_keys)
+            elif self.command == "DELETE":
+                proxy.deleted([parts.path.split("/", 2)[-1]])
+            elif kind == "list":
+                data = proxy.relist(parts.query, data)
+        if fault is Fault.APPLIED_THEN_500:
+            self._reply(500, {"Content-Type": "application/xml"},
+                        _error_doc("InternalError", "We encountered an internal error. "
+                                   "Please try again."))
+            return
+        if fault is Fault.APPLIED_THEN_RESET:
+            self._answered = time.monotonic()
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            return
         if injected and resp.status == 200:
             data = _delete_result(data, injected)
         if self.command == "HEAD":
@@ -284,6 +454,18 @@ def _resigned(
     return dict(request.headers.items())
 
 
+def _error_doc(code: str, message: str) -> bytes:
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+            f"<Message>{escape(message)}</Message></Error>").encode()
+
+
+def _delete_keys(body: bytes) -> list[str]:
+    """The keys a DeleteObjects body names (as sent: bucket-relative, no leading '/')."""
+    root = ET.fromstring(body)
+    ns = _NS if root.tag.startswith(_NS) else ""
+    return [o.findtext(f"{ns}Key") or "" for o in root.findall(f"{ns}Object")]
+
+
 def _delete_result(data: bytes, injected: list[tuple[str, str]]) -> bytes:
     """Add per-key <Error> entries to a (quiet) DeleteResult document."""
     errors = "".join(
@@ -303,13 +485,14 @@ def _delete_result(data: bytes, injected: list[tuple[str, str]]) -> bytes:
 
 @contextmanager
 def s3_proxy(
-    upstream: str, latency_s: float = 0.0, fail: FailFn | None = None
+    upstream: str, latency_s: float = 0.0, fail: FailFn | None = None, *,
+    faults: FaultPlan | None = None, fail_applied: FailFn | None = None, stale_lists: int = 0,
 ) -> Iterator[S3Proxy]:
-    proxy = S3Proxy(upstream, latency_s, fail).start()
+    proxy = S3Proxy(upstream, latency_s, fail, faults, fail_applied, stale_lists).start()
     try:
         yield proxy
     finally:
         proxy.stop()
 
 
-__all__ = ["S3Proxy", "Span", "request_kind", "s3_proxy"]
+__all__ = ["Call", "Fault", "FaultPlan", "S3Proxy", "Span", "request_kind", "s3_proxy"]
