@@ -294,6 +294,9 @@ def _prod_tasks() -> list[Task]:
     # Ours under each production rule: model/system.py's own induction (issue 39, gap 1).
     out += [(task_induction_prod, (n,), f"[{n}] induction {' '.join(PROD_ACTIONS)}")
             for n in PROD_SAFE]
+    out += [(variants_prod.task_prod_correspondence, (n, _CFG["seed"], _CFG["timeout_ms"]),
+             f"[{n}] python = formula correspondence every state")
+            for n in PROD_SAFE]
     return out
 
 

@@ -2,7 +2,8 @@
 seconds (`model.keys.deletable`: an object's age and the grace period are any
 non-negative reals; the GC job passes float seconds). Comparisons give `SymBool`s (they
 fork inside an Explorer run); `+`, `-` stay real; Python's conversions to an integer are
-modelled exactly (`round`: half to even, `math.floor`, `math.ceil`, `int`: toward zero),
+modelled exactly (`round`: half to even, `math.floor`, `math.ceil`, `math.trunc`; `int()`
+is refused: CPython insists on a real int back),
 so a rule that rounds an age is checked as written, not refused. Kept beside `proofs.sym`,
 which is integers only."""
 
@@ -85,7 +86,9 @@ class SymReal:
         x = self.expr
         return SymInt(z3.If(x >= 0, z3.ToInt(x), -z3.ToInt(-x)))
 
-    __int__ = __trunc__
+    def __int__(self) -> int:
+        raise TypeError("int() of a symbolic real is not modelled (CPython needs an int "
+                        "back): use math.trunc")
 
     def __round__(self, ndigits: object = None) -> SymInt:
         if ndigits is not None:

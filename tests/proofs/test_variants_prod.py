@@ -96,6 +96,26 @@ def test_ours_holds_for_any_fence_rule() -> None:
     assert rows and all(o.status in ("proved", "found") for o in rows), [
         (o.name, o.status, o.detail) for o in rows if o.status not in ("proved", "found")]
     assert any("below the applied window" in o.name for o in rows)
+    assert any("other_write" in o.name for o in rows)  # another producer's fence too
+
+
+def test_each_rules_python_corresponds_to_the_any_fence_formulas(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """July's Python on every state of a shape; a fence that admits while the formula
+    forbids is a failed row: `other_write` that skips the apply-time window check."""
+    from epochgc.model import system
+
+    rows = vp.task_prod_correspondence("prod-july")
+    assert rows and all(o.status == "proved" for o in rows), [o.detail for o in rows]
+    real = system.apply_placeholder
+
+    def unchecked(state, epoch, offset, v):  # type: ignore[no-untyped-def]
+        from dataclasses import replace
+        return real(state, epoch, offset, replace(v, apply_time_check=False))
+
+    monkeypatch.setattr(system, "apply_placeholder", unchecked)
+    bad = [o for o in vp.task_prod_correspondence("prod-july") if o.status != "proved"]
+    assert bad and any("other_write" in o.name or "land" in o.name for o in bad)
 
 
 def test_an_inclusive_january_max_edge_is_an_equivalent_mutant(
