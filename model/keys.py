@@ -78,6 +78,7 @@ def deletable(epoch: int, age: float, m: int | None, grace: float) -> bool:
     proofs cover the rule the GC job applies. Ages are any reals (the job's are float
     seconds): the contracts below are proved on symbolic reals, not only whole seconds.
 
+    pre: age >= 0 and grace >= 0
     post: not __return__ or age >= grace
     post: __return__ or age < grace or not epoch_collectible(epoch, m)
     """
