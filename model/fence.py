@@ -52,6 +52,22 @@ def effective_window(
     )
 
 
+def r8_claimed(variant: Variant) -> bool:
+    """Variants whose fence claims R8's admission side: our rule with a term-scoped seen
+    window and the applied floor (not `strict`, which admits only at or above the max)."""
+    return (variant.fence_rule is FenceRule.REFERENCE and not variant.single_epoch
+            and variant.fence_lo_from_applied and variant.term_scoped_seen)
+
+
+def r8_above(seen: SeenWindow | None, applied: PartitionState, term: int, epoch: int) -> bool:
+    """R8's admission side, written apart from `effective_window`: `epoch` is at or above
+    the floor of the window that counts in `term` (a seen window of another term does
+    not count), or there is no window at all."""
+    floors = [f for f in (seen.previous if seen is not None and seen.term == term else None,
+                          applied.previous_applied_epoch) if f is not None]
+    return not floors or epoch >= max(floors)
+
+
 def fence(
     seen: SeenWindow | None,
     applied: PartitionState,
@@ -68,6 +84,7 @@ def fence(
     post: __return__.seen is None or __return__.seen.previous <= __return__.seen.max
     post: __return__.admitted or (__return__.window is not None and epoch < __return__.window[1])
     post: not (__return__.admitted and variant.fence_lo_from_applied) or accepts(applied, epoch)
+    post: not r8_claimed(variant) or not r8_above(seen, applied, term, epoch) or __return__.admitted
     """
     require_int("fence", "term", term)
     require_int("fence", "epoch", epoch)

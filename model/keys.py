@@ -75,7 +75,13 @@ def epoch_collectible(epoch: int, m: int | None) -> bool:
 def deletable(epoch: int, age: float, m: int | None, grace: float) -> bool:
     """R24 on numbers: `epoch <= M` and `age >= grace`. `gc_eligible` (on a key) and the
     system model's `gc_delete` (on an object's epoch and age) both decide with it, so the
-    proofs cover the rule the GC job applies."""
+    proofs cover the rule the GC job applies. Ages are any reals (the job's are float
+    seconds): the contracts below are proved on symbolic reals, not only whole seconds.
+
+    pre: age >= 0 and grace >= 0
+    post: not __return__ or age >= grace
+    post: __return__ or age < grace or not epoch_collectible(epoch, m)
+    """
     return epoch_collectible(epoch, m) and age >= grace
 
 

@@ -147,6 +147,7 @@ def apply_placeholder(
     post: le_opt(state.min_epoch_lower_bound, __return__.state.min_epoch_lower_bound)
     post: __return__.accepted or __return__.state == state
     post: not (__return__.accepted and variant.apply_time_check) or accepts(state, epoch)
+    post: not __return__.crashed or not accepts(state, epoch, variant)
     """
     require_int("apply_placeholder", "epoch", epoch)
     _check_offset("apply_placeholder", state, offset)

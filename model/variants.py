@@ -14,9 +14,10 @@ class FenceRule(Enum):
     """Which admission rule the leader's fence runs (spec section 6, "Production's rules")."""
 
     REFERENCE = "reference"  # this project's rule (R9-R12)
-    JANUARY = "january"  # production, January: [previous, max_seen), seen kept apart
-    JULY = "july"  # production, July: below the seen max only with applied evidence
-    AUGUST = "august"  # production, August: a per-term seen window, edges while a bump pends
+    JANUARY = "january"  # merged (#29218, #29405): [previous, max_seen), seen kept apart
+    FEBRUARY = "february"  # merged (#29570): the seen window scoped to its term, no slide
+    JULY = "july"  # merged (#31110): February, below the seen max only with applied evidence
+    AUGUST = "august"  # a proposal (#31149, #31493, closed without merge)
 
 
 @dataclass(frozen=True)
@@ -76,24 +77,41 @@ VARIANTS: dict[str, Variant] = {
     )
 }
 
-# Production's fence rules (issue 30), each with our apply-time rejection (so "never
-# deletes in-use data" is about the same RSM as reference) and each also with
-# release-at-enqueue; `assert-at-apply` is July's rule with production's assertion at apply
-# instead of our rejection (what a placeholder outside the window costs there).
+# Production's fence rules as merged (issue 39; spec section 6, "Production's rules"),
+# each with our apply-time rejection (so "never deletes in-use data" is about the same RSM
+# as reference) and each also with release-at-enqueue. The rules are restated in
+# `model/prodrules.py`, which cites the code each restates. `assert-at-apply` is what
+# production runs today (July + release at enqueue, #31386) with production's assertion at
+# apply (`epoch_window_checker::check_epoch`'s vassert) instead of our rejection.
 _PROD = (
+    # January (#29218, #29405): the seen window kept apart from the applied one, whatever its
+    # term; every replica's apply path slides it too.
     Variant("prod-january", fence_rule=FenceRule.JANUARY, fence_lo_from_applied=False,
             term_scoped_seen=False, followers_slide=True),
-    Variant("prod-july", fence_rule=FenceRule.JULY, fence_lo_from_applied=False,
-            term_scoped_seen=False, followers_slide=True),
-    Variant("prod-august", fence_rule=FenceRule.AUGUST, fence_lo_from_applied=False),
+    # February (#29570): `_seen_window_term`; apply no longer touches the seen window.
+    Variant("prod-february", fence_rule=FenceRule.FEBRUARY, fence_lo_from_applied=False),
+    # July (#31110, merged 2026-07-16): February plus "applied evidence" below the seen max.
+    Variant("prod-july", fence_rule=FenceRule.JULY, fence_lo_from_applied=False),
+)
+# "August" (#31149, #31493) was proposed and closed without merge: a named proposal.
+_PROPOSALS = (
+    Variant("proposal-august", fence_rule=FenceRule.AUGUST, fence_lo_from_applied=False),
 )
 PROD_VARIANTS: tuple[str, ...] = (
-    *(n for v in _PROD for n in (v.name, f"{v.name}-enqueue")), "assert-at-apply")
-VARIANTS.update({v.name: v for v in _PROD})
-VARIANTS.update({f"{v.name}-enqueue": with_release_at_enqueue(v) for v in _PROD})
+    *(n for v in (*_PROD, *_PROPOSALS) for n in (v.name, f"{v.name}-enqueue")),
+    "assert-at-apply")
+# What production runs today: July with release at enqueue (#31386, merged 2026-07-31).
+PRODUCTION_TODAY = "prod-july-enqueue"
+VARIANTS.update({v.name: v for v in (*_PROD, *_PROPOSALS)})
+VARIANTS.update({f"{v.name}-enqueue": with_release_at_enqueue(v) for v in (*_PROD, *_PROPOSALS)})
 VARIANTS["reference-enqueue"] = with_release_at_enqueue(REFERENCE)
-VARIANTS["assert-at-apply"] = replace(VARIANTS["prod-july"], name="assert-at-apply",
+VARIANTS["assert-at-apply"] = replace(VARIANTS[PRODUCTION_TODAY], name="assert-at-apply",
                                       assert_at_apply=True)
+
+# Production's rules with our apply-time rejection: the spec claims ours ("never deletes
+# in-use data") for each, proved by model/system.py's own induction under each
+# (`proofs/runner.py`, task_induction_prod); each `-enqueue` twin shares those rows.
+PROD_SAFE = ("prod-january", "prod-february", "prod-july", "proposal-august")
 
 # Variants the spec expects to be safe; every other one has a counterexample (spec V*).
 SAFE_VARIANTS = ("reference", "strict", "collapse")

@@ -6,8 +6,8 @@ counterexample, re-run on the concrete function before it is reported.
 This is what finds a broken contract quickly; CrossHair (a bounded search, `checked`)
 missed a broken `well_formed` postcondition of `apply_reconciled` at 1 s per condition and
 a broken revision cap of `gc_epoch` even at 20 s. Covered: functions whose parameters are
-ints, optional ints, bools, `PartitionState`, `SeenWindow | None` and a `Variant` (every
-named variant, each its own run).
+ints, optional ints, bools, floats (symbolic reals, `proofs.symreal`), `PartitionState`,
+`SeenWindow | None` and a `Variant` (every named variant, each its own run).
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from typing import Any
 from epochgc.model.fence import SeenWindow
 from epochgc.model.partition import PartitionState
 from epochgc.model.variants import REFERENCE, VARIANTS, Variant
+from epochgc.proofs import symreal
 from epochgc.proofs.obligations import Outcome
 from epochgc.proofs.sym import Explorer, Prune, SolverUnknown
 from epochgc.proofs.symvalues import concretize
@@ -37,6 +38,7 @@ TARGETS = (
     "epochgc.proofs.contracts.reconciled",
     "epochgc.proofs.contracts.placeholder",
     "epochgc.proofs.contracts.watermark",
+    "epochgc.model.keys.deletable",
 )
 
 
@@ -58,19 +60,33 @@ def contract(
     return pres, posts, tuple(raises)
 
 
-def _arg(ex: Explorer, name: str, hint: Any) -> Any:
+# Functions whose contracts are about the barrier's apply-time refusal (R37): only their
+# `PartitionState` inputs get symbolic barrier fields (the others' paths would double).
+_BARRIER_READERS = frozenset({"apply_placeholder"})
+
+
+def _arg(ex: Explorer, name: str, hint: Any, barrier: bool = False) -> Any:
     if hint is int:
         return ex.fresh_int(name)
     if hint == (int | None) or hint == typing.Optional[int]:  # noqa: UP045
         return ex.fresh_opt_int(name)
     if hint is bool:
         return ex.fresh_bool(name)
+    if hint is float:  # seconds: any real (a whole number of seconds is one of them)
+        from epochgc.proofs.symreal import fresh_real
+
+        return fresh_real(ex._fresh_name(name))
     if hint is PartitionState:
         def opt(f: str) -> Any:
             return ex.fresh_opt_int(f"{name}.{f}")
-        return PartitionState(opt("max"), opt("prev"), opt("floor"), opt("woff"),
-                              ex.fresh_int(f"{name}.lro"), ex.fresh_int(f"{name}.lrlo"),
-                              ex.fresh_int(f"{name}.start"))
+        st = PartitionState(opt("max"), opt("prev"), opt("floor"), opt("woff"),
+                            ex.fresh_int(f"{name}.lro"), ex.fresh_int(f"{name}.lrlo"),
+                            ex.fresh_int(f"{name}.start"))
+        if barrier:  # a barrier refusal is a path of its own (R37)
+            st = replace(st, barrier_epoch=ex.fresh_int(f"{name}.bepoch"),
+                         barrier_offset=ex.fresh_int(f"{name}.boff"),
+                         gc_safe_epoch=ex.fresh_int(f"{name}.gsafe"))
+        return st
     if hint == (SeenWindow | None) or hint == typing.Optional[SeenWindow]:  # noqa: UP045
         import z3
 
@@ -114,7 +130,7 @@ def check(fn: Callable[..., Any], timeout_ms: int = 2000) -> Outcome:
         ex = Explorer(timeout_ms=timeout_ms)
 
         def run(ex: Explorer, v: Variant | None = v) -> Any:
-            args = {p: _arg(ex, p, hints[p]) for p in params}
+            args = {p: _arg(ex, p, hints[p], fn.__name__ in _BARRIER_READERS) for p in params}
             if v is not None:
                 args["variant"] = v
             env = {**env0, **args}
@@ -135,7 +151,8 @@ def check(fn: Callable[..., Any], timeout_ms: int = 2000) -> Outcome:
                 args, broken = path.value
                 if broken:
                     model = ex.model_for(path.pc)
-                    c_args = concretize(args, model) if model is not None else args
+                    c_args = (symreal.concrete(concretize(args, model), model)
+                              if model is not None else args)
                     shown = ", ".join(f"{k}={val!r}" for k, val in c_args.items())
                     # re-run on the concrete function: the report is never an artefact
                     c_env = {**env0, **c_args}

@@ -5,10 +5,13 @@
 Each mutant is a small text patch to `model/` or to `proofs/param/spec.py` (spec
 mutants), applied to a COPY of the tree (model/ and proofs/) in a temp directory;
 `python -m epochgc.proofs --quick` then runs on the copy (CrossHair skipped: it checks contracts,
-not the system's invariants). A mutant is killed only when a safety, transition, vacuity
+not the system's invariants). A mutant is killed only when a safety, transition, vacuity,
 or correspondence row fails (`invariant`, `transition`, `vacuity` or `correspondence`
 kind, any scope: the correspondence rows are proofs over every state of their shapes since
-issue 28): a failing reachability witness alone does not count. Each run stops at its
+issue 28; `contract`: the symbolic contracts, issue 39): a failing reachability witness
+alone does not count, but an `unknown` row does, so on a loaded machine pass
+`--solver-timeout 30` (each query's limit, as `epochgc.proofs --timeout`; the default 2 s
+lets load turn a slow query into a false kill). Each run stops at its
 first killing row (`--fail-fast`). The unmutated copy must pass first; mutants run in
 parallel (`-j N`, the shared driver `proofs.mutate`). Last line: `prove mutants killed: K/N`.
 """
@@ -37,7 +40,11 @@ __all__ = ["MUTANTS", "ROOT", "Mutant", "PatchRefused", "killing_rows", "main", 
 
 ROOT = Path(__file__).resolve().parents[1]
 # "verdict": a production variant's recorded verdict (proofs/variants_prod.py) changed.
-KILLING_KINDS = ("invariant", "transition", "vacuity", "correspondence", "verdict")
+# "contract": a PEP 316 contract proved on every path by the symbolic executor
+# (proofs/contracts_sym.py; issue 39: R24 on real ages, R8's admission side, a barrier
+# refusal is never a crash).
+KILLING_KINDS = ("invariant", "transition", "vacuity", "correspondence", "verdict",
+                 "contract")
 
 
 MUTANTS: tuple[Mutant, ...] = (
@@ -288,12 +295,95 @@ MUTANTS: tuple[Mutant, ...] = (
         "    if w is not None and w[1] >= hi:",
     ),
     Mutant(
-        "july-evidence-conjunction",
-        "July's applied evidence needs both (applied max below the seen max AND a window"
-        " not collapsed) instead of either: the five-step shape's fence 12 is rejected",
+        "july-evidence-collapsed-clause-dropped",
+        "July as coded drops `_previous_applied_epoch.value_or(end) < end` (#31110): an"
+        " applied max at the seen max counts as evidence even with the window collapsed",
         "model/prodrules.py",
-        "    return w is None or w[1] < hi or w[0] < w[1]",
-        "    return w is None or (w[1] < hi and w[0] < w[1])",
+        "    return m == hi and (hi if p is None else p) < hi",
+        "    return m == hi",
+    ),
+    # Issue 39's seeded bugs (gaps 1-7), each passing `tox -e prove` before that issue.
+    Mutant(
+        "gap1-follower-slide-land-unchecked",
+        "gap 1: `_land` turns the apply-time check off on the branch only the"
+        " followers-slide variants take (prod-january): unsafe there",
+        "model/actions.py",
+        "    res = apply_placeholder(part.state, epoch, part.log_end, v)\n"
+        "    new = replace(part, state=res.state, log_end=part.log_end + 1)\n",
+        "    res = apply_placeholder(part.state, epoch, part.log_end,\n"
+        "                            replace(v, apply_time_check=False)"
+        " if v.followers_slide else v)\n"
+        "    new = replace(part, state=res.state, log_end=part.log_end + 1)\n",
+    ),
+    Mutant(
+        "gap2-july-is-january",
+        "gap 2: July made equal to January (its own evidence, nothing else)",
+        "model/prodrules.py",
+        "    if v.fence_rule is FenceRule.JANUARY:\n",
+        "    if v.fence_rule in (FenceRule.JANUARY, FenceRule.JULY):\n",
+    ),
+    Mutant(
+        "gap2-august-raise-shared",
+        "gap 2: August raises its lower edge without the exclusive lock",
+        "model/prodrules.py",
+        "        new = SeenWindow(term, epoch, hi)\n"
+        "        return FenceResult(True, (epoch, hi), new, exclusive=True)\n",
+        "        new = SeenWindow(term, epoch, hi)\n"
+        "        return FenceResult(True, (epoch, hi), new)\n",
+    ),
+    Mutant(
+        "gap2-august-counts-older-term",
+        "gap 2: August counts an older term's seen window",
+        "model/prodrules.py",
+        "    if seen is None or seen.term != term:\n        w = _applied(applied)\n",
+        "    if seen is None:\n        w = _applied(applied)\n",
+    ),
+    Mutant(
+        "gap2-july-nothing-applied-is-evidence",
+        "gap 2: July with nothing applied counts as evidence (our old reading of #31110)",
+        "model/prodrules.py",
+        "    if m is None:\n        return False\n",
+        "    if m is None:\n        return True\n",
+    ),
+    Mutant(
+        "gap3-barrier-refusal-crashes",
+        "gap 3: under assert-at-apply a barrier refusal (R37) crashes the replica",
+        "model/partition.py",
+        "        return Applied(state, False)\n    if state.max_applied_epoch is None",
+        "        return Applied(state, False, crashed=variant.assert_at_apply)\n"
+        "    if state.max_applied_epoch is None",
+    ),
+    Mutant(
+        "gap4-round-reads-two-replicas",
+        "gap 4: a GC round reads only replicas r0 and r1 (with 3: [r0: 3, r2: 7] gives 3)",
+        "model/actions.py",
+        "        for r, rep in enumerate(part.replicas):\n"
+        "            value = inactive_epoch(part.state, v) if fresh else rep.reported\n",
+        "        for r, rep in enumerate(part.replicas[:2]):\n"
+        "            value = inactive_epoch(part.state, v) if fresh else rep.reported\n",
+    ),
+    Mutant(
+        "gap5-age-rounded",
+        "gap 5: `round(age) >= grace`: deletable(5, 3599.5, 9, 3600) is True",
+        "model/keys.py",
+        "    return epoch_collectible(epoch, m) and age >= grace\n",
+        "    return epoch_collectible(epoch, m) and round(age) >= grace\n",
+    ),
+    Mutant(
+        "gap6-empty-is-nothing-ignored",
+        "gap 6: the Python GC epoch ignores `empty-is-nothing` (F7's formula unchanged)",
+        "model/cluster.py",
+        "    if not partitions and not variant.empty_is_nothing:\n",
+        "    if not partitions:\n",
+    ),
+    Mutant(
+        "gap7-fence-counts-older-term",
+        "gap 7: the reference fence counts an older term's seen window (a spurious"
+        " rejection, R8's admission side)",
+        "model/fence.py",
+        "    valid = seen is not None and (seen.term == term or not variant.term_scoped_seen)\n"
+        "    s_prev",
+        "    valid = seen is not None\n    s_prev",
     ),
     Mutant(
         "assert-at-apply-rejects",
@@ -331,13 +421,15 @@ MUTANTS: tuple[Mutant, ...] = (
 )
 
 
-def run_proofs(root: Path, timeout: float, jobs: int, fail_fast: bool = True) -> RunResult:
+def run_proofs(root: Path, timeout: float, jobs: int, fail_fast: bool = True,
+               solver_timeout: float = 2.0) -> RunResult:
     env = dict(os.environ, PYTHONPATH=str(root), PYTHONHASHSEED="0")
     report = root / "build" / "prove-report.json"
     run_id = uuid.uuid4().hex
     report.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "epochgc.proofs", "--quick", "--jobs", str(jobs),
-           "--only", "^(?!crosshair)", "--report", str(report), "--run-id", run_id]
+           "--only", "^(?!crosshair)", "--report", str(report), "--run-id", run_id,
+           "--timeout", str(solver_timeout)]
     if fail_fast:
         cmd.append("--fail-fast")
     code, out, secs = run_command(cmd, root, env, timeout)
@@ -391,6 +483,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-j", type=int, default=2, help="mutants run in parallel")
     ap.add_argument("--jobs", type=int, default=0,
                     help="proof jobs per run (default: cores / -j, at least 1)")
+    ap.add_argument("--solver-timeout", type=float, default=2.0, metavar="S",
+                    help="per solver query, as `epochgc.proofs --timeout` (an `unknown` row "
+                         "counts as a kill: on a loaded machine give it more, e.g. 30)")
     ap.add_argument("--keep", action="store_true", help="keep the temp copies")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     args = ap.parse_args(argv)
@@ -402,7 +497,8 @@ def main(argv: list[str] | None = None) -> int:
     jobs = args.jobs or max(1, (os.cpu_count() or 1) // max(1, args.j))
 
     def run(root: Path, m: Mutant | None) -> RunResult:
-        return run_proofs(root, args.timeout, jobs, fail_fast=m is not None)
+        return run_proofs(root, args.timeout, jobs, fail_fast=m is not None,
+                          solver_timeout=args.solver_timeout)
 
     def show(o: Outcome) -> None:
         v = o.verdict

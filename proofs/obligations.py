@@ -153,7 +153,7 @@ def _splits(joint: Variant, variants: list[Variant]) -> Callable[[], list[Split]
 
 def induction_joint(
     template: System, action: str, variants: list[Variant], timeout_ms: int = 2000,
-    seed: int = 0,
+    seed: int = 0, reads: set[str] | None = None,
 ) -> list[list[Outcome]]:
     """`induction` of one action for several variants in ONE exploration: the switches
     on which they differ are symbolic booleans (`joint_variant`), so a path that never
@@ -161,9 +161,12 @@ def induction_joint(
     whose selecting condition it is satisfiable with, and each obligation is asked with
     that condition, so every variant's rows, path counts and counterexamples (models with
     its switches at its values, replayed on the concrete model with the variant itself)
-    are those of exploring it alone."""
+    are those of exploring it alone. `reads`, when given, receives the names of the variant
+    switches the action's code read on any path (recorded for a single variant too)."""
     fn = ACTIONS[action][0]
     joint, select = joint_variant(variants)
+    if reads is not None and not isinstance(joint, _ReadVariant):
+        joint = _recording(joint)
     # merge: a `min`/`max` over symbolic ints in the action (housekeep's epoch, LRLO's
     # ratchet) is one If term, not a fork: the same successor on every input, in a third
     # of the paths (what the correspondence proof does, proofs/param/symcorr.py).
@@ -262,6 +265,8 @@ def induction_joint(
                 row.status, row.detail = "failed", "vacuous: no enabled path"
             rows.append(row)
         out.append(rows)
+    if reads is not None:
+        reads.update(object.__getattribute__(joint, "_reads"))
     return out
 
 
@@ -650,9 +655,9 @@ def _recording(v: Variant) -> _ReadVariant:
 
 def induction_variants(
     template: System, action: str, variants: list[Variant], timeout_ms: int = 2000,
-    seed: int = 0,
+    seed: int = 0, reads: set[str] | None = None,
 ) -> list[tuple[Variant, list[Outcome]]]:
     """`induction` of one action under several variants, in one joint exploration
     (`induction_joint`): the variants differ only in boolean switches."""
-    runs = induction_joint(template, action, variants, timeout_ms, seed)
+    runs = induction_joint(template, action, variants, timeout_ms, seed, reads)
     return list(zip(variants, runs, strict=True))

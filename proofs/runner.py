@@ -23,6 +23,7 @@ row. `--only PATTERN` (a regular expression over row names) runs only the matchi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import re
@@ -38,7 +39,7 @@ from typing import Any
 from epochgc.model.actions import ACTIONS
 from epochgc.model.invariants import INVARIANTS, TRANSITION_INVARIANTS
 from epochgc.model.system import System
-from epochgc.model.variants import REFERENCE, SAFE_VARIANTS, variant
+from epochgc.model.variants import PROD_SAFE, REFERENCE, SAFE_VARIANTS, Variant, variant
 from epochgc.proofs import (
     bmc,
     contracts_sym,
@@ -84,11 +85,64 @@ def task_induction(variant_name: str, action: str) -> list[Outcome]:
 
 def task_induction_shared(action: str, variant_names: tuple[str, ...]) -> list[Outcome]:
     """Every variant's induction rows for one action, from one exploration with the
-    switches on which they differ symbolic (obligations.induction_variants)."""
+    switches on which they differ symbolic (obligations.induction_variants); and, for an
+    action outside `PROD_ACTIONS`, per production rule in `PROD_SAFE` a row that the
+    exploration read none of the switches in which the rule differs from reference (so
+    the code that ran is the rule's code, and reference's rows are its rows)."""
+    reads: set[str] = set()
     runs = obligations.induction_variants(
         scenarios.INDUCTION_TEMPLATE, action, [variant(n) for n in variant_names],
-        timeout_ms=_CFG["timeout_ms"], seed=_CFG["seed"])
-    return [o for v, rows in runs for o in _labelled(v.name, rows)]
+        timeout_ms=_CFG["timeout_ms"], seed=_CFG["seed"], reads=reads)
+    out = [o for v, rows in runs for o in _labelled(v.name, rows)]
+    if action not in PROD_ACTIONS and "reference" in variant_names:
+        for name in (*PROD_SAFE, *(f"{n}-enqueue" for n in PROD_SAFE)):
+            differ = _differ(variant(name), REFERENCE)
+            bad = sorted(set(differ) & reads)
+            out.append(Outcome(
+                f"[{name}] {action} reads none of {', '.join(differ)}: reference's "
+                f"induction rows for {action} are its rows", "invariant",
+                "failed" if bad else "proved", 0.0,
+                f"read: {', '.join(bad)} (add {action} to PROD_ACTIONS)" if bad else
+                f"switches read: {', '.join(sorted(reads)) or 'none'}", paths=1))
+    return out
+
+
+# The actions whose code reads a production rule's switches (the fence, the follower
+# slide at apply): `task_induction_prod` runs their induction under each rule; every
+# other action is shown not to read them (`task_induction_shared`).
+PROD_ACTIONS = ("fence_write", "land_write", "other_write", "late_land", "phantom_fence",
+                "housekeep")
+
+
+def _differ(a: Variant, b: Variant) -> list[str]:
+    return sorted(f.name for f in dataclasses.fields(a) if f.name != "name"
+                  and getattr(a, f.name) != getattr(b, f.name))
+
+
+def task_induction_prod(variant_name: str) -> list[Outcome]:
+    """`PROD_ACTIONS`' induction rows on model/system.py under a production rule that keeps
+    our apply-time rejection (so "never deletes in-use data" is proved on its own code,
+    `_land`'s follower slide included), explored with a variant that records which
+    switches the code reads; and per `-enqueue` twin a row that the exploration never read
+    `release_at_enqueue`, the only switch in which the twin differs (so its rows are
+    these: the code that ran is the twin's code)."""
+    v = variant(variant_name)
+    rec = obligations._recording(v)
+    rows = _labelled(variant_name, obligations.induction(
+        scenarios.INDUCTION_TEMPLATE, rec, list(PROD_ACTIONS), timeout_ms=_CFG["timeout_ms"],
+        seed=_CFG["seed"]))
+    reads: set[str] = object.__getattribute__(rec, "_reads")
+    twin = f"{variant_name}-enqueue"
+    differ = _differ(v, variant(twin))
+    bad = sorted(set(differ) & reads)
+    rows.append(Outcome(
+        f"[{twin}] model/system.py reads none of {', '.join(differ)} in "
+        f"{', '.join(PROD_ACTIONS)}: "
+        f"its induction rows are [{variant_name}]'s", "invariant",
+        "failed" if bad or not differ else "proved", 0.0,
+        f"read: {', '.join(bad)}" if bad else f"switches read: {', '.join(sorted(reads))}",
+        paths=1))
+    return rows
 
 
 def task_init(variant_name: str) -> list[Outcome]:
@@ -235,6 +289,16 @@ def _prod_tasks() -> list[Task]:
                        for n in variants_prod.SEARCHED]
     out.append((variants_prod.task_ours_any_fence, (_CFG["seed"], _CFG["timeout_ms"]),
                 f"[{variants_prod.ANY_FENCE}] fence_write safety any size"))
+    out += [(variants_prod.task_separating, (i,), f"[{sp.a} vs {sp.b}] {sp.name} verdict")
+            for i, sp in enumerate(variants_prod.SEPARATING)]
+    out += [(variants_prod.task_rule_vector, (n,), f"[{n}] its vector verdict")
+            for n in variants_prod.RULES]
+    # Ours under each production rule: model/system.py's own induction (issue 39, gap 1).
+    out += [(task_induction_prod, (n,), f"[{n}] induction {' '.join(PROD_ACTIONS)}")
+            for n in PROD_SAFE]
+    out += [(variants_prod.task_prod_correspondence, (n, _CFG["seed"], _CFG["timeout_ms"]),
+             f"[{n}] python = formula correspondence every state")
+            for n in PROD_SAFE]
     return out
 
 
@@ -305,7 +369,7 @@ HINT_S: dict[str, float] = {
     "task_prod prod-july-enqueue": 0.3,
     "task_prod reference-enqueue": 0.3,
     "task_contracts epochgc.model.partition.apply_advance_epoch": 0.25,
-    "task_prod prod-august-enqueue": 0.23,
+    "task_prod proposal-august-enqueue": 0.23,
     "task_contracts epochgc.model.partition.apply_placeholder": 0.23,
     "task_induction_shared fence_write": 0.22,
     "task_induction_shared reconcile": 0.22,

@@ -6,20 +6,24 @@
 const VARIANTS = Object.freeze([
   'reference', 'strict', 'collapse', 'fence-only', 'untermed',
   'watermark-from-max', 'skip-missing', 'uncapped', 'empty-is-nothing', 'barrier-prod',
-  'reference-enqueue', 'prod-january', 'prod-january-enqueue', 'prod-july',
-  'prod-july-enqueue', 'prod-august', 'prod-august-enqueue', 'assert-at-apply',
+  'reference-enqueue', 'prod-january', 'prod-january-enqueue', 'prod-february',
+  'prod-february-enqueue', 'prod-july', 'prod-july-enqueue', 'proposal-august',
+  'proposal-august-enqueue', 'assert-at-apply',
 ]);
 
-// Production's fence rules (SPEC section 6, "Production's rules"): the rule each variant
-// runs. `-enqueue` (release at enqueue) changes which interleavings happen, not any step.
+// Production's fence rules as merged (SPEC section 6, "Production's rules"; model/prodrules.py
+// cites the code) and the August proposal: the rule each variant runs. `-enqueue` (release
+// at enqueue) changes which interleavings happen, not any step.
 const PROD_RULE = Object.freeze({
   'prod-january': 'january', 'prod-january-enqueue': 'january',
+  'prod-february': 'february', 'prod-february-enqueue': 'february',
   'prod-july': 'july', 'prod-july-enqueue': 'july', 'assert-at-apply': 'july',
-  'prod-august': 'august', 'prod-august-enqueue': 'august',
+  'proposal-august': 'august', 'proposal-august-enqueue': 'august',
 });
 const prodRule = (variant) => (Object.prototype.hasOwnProperty.call(PROD_RULE, variant) ? PROD_RULE[variant] : null);
-// January and July: every replica slides its seen window when it applies a placeholder.
-const followersSlide = (variant) => prodRule(variant) === 'january' || prodRule(variant) === 'july';
+// January only: every replica slides its seen window when it applies a placeholder
+// (February's apply path no longer touches it).
+const followersSlide = (variant) => prodRule(variant) === 'january';
 // A placeholder outside the window crashes the replica (and its replay) instead of a no-op.
 const assertAtApply = (variant) => variant === 'assert-at-apply';
 
@@ -127,9 +131,9 @@ function effectiveWindow(seen, s, variant) {
 const appliedWindow = (s) => (s.max_applied_epoch === null ? null : [s.previous_applied_epoch, s.max_applied_epoch]);
 const seenWin = (term, previous, max) => Object.freeze({ term, previous, max });
 
-// January and July: the node's seen window alone (any term), else the applied window;
-// [previous, max_seen) shared (July: only with applied evidence), e >= max_seen slides.
-function seenKeptApart(seen, s, term, e, rule) {
+// January: the node's seen window alone (any term), else the applied window;
+// [previous, max_seen) shared, e >= max_seen slides.
+function seenKeptApart(seen, s, term, e) {
   const base = seen !== null ? [seen.previous, seen.max] : appliedWindow(s);
   if (base === null) return { admitted: true, window: [e, e], seen: seenWin(term, e, e) };
   const [lo, hi] = base;
@@ -137,13 +141,55 @@ function seenKeptApart(seen, s, term, e, rule) {
     const next = e > hi ? seenWin(term, hi, e) : seenWin(term, lo, hi);
     return { admitted: true, window: [next.previous, next.max], seen: next };
   }
-  const w = appliedWindow(s);
-  const evidence = w === null || w[1] < hi || w[0] < w[1];
-  if (e >= lo && (rule !== 'july' || evidence)) return { admitted: true, window: [lo, hi], seen };
-  return { admitted: false, window: [lo, hi], seen };
+  return { admitted: lo <= e, window: [lo, hi], seen };
 }
 
-// August: a per-term seen window; outside its term the applied window decides and the
+// July's applied evidence below the seen max hi: none with nothing applied; an applied
+// max below hi; or equal to hi with the applied window not collapsed.
+function evidence(s, hi) {
+  const m = s.max_applied_epoch;
+  if (m === null) return false;
+  if (m < hi) return true;
+  const p = s.previous_applied_epoch === null ? hi : s.previous_applied_epoch;
+  return m === hi && p < hi;
+}
+
+// advance_max_seen_epoch: only a later epoch in this or a newer term; a newer term resets
+// to [e, e]; a newer term's epoch at or below the old max leaves the old window in place.
+function advanceMaxSeen(seen, term, e) {
+  if (seen !== null && (term < seen.term || e <= seen.max)) return seen;
+  if (seen === null || term > seen.term) return seenWin(term, e, e);
+  return seenWin(term, seen.max, e);
+}
+
+// February and July: the seen window counts in its own term only (else the applied
+// window); in the window: shared (July: below the max only with evidence); above: slide.
+function termWindow(seen, s, term, e, rule) {
+  const w = appliedWindow(s);
+  let inside;
+  let above;
+  let shown;
+  if (seen !== null && term <= seen.term) {
+    const lo = seen.previous;
+    const hi = seen.max;
+    inside = lo <= e && e <= hi && (rule !== 'july' || e === hi || evidence(s, hi));
+    above = e > hi;
+    shown = [lo, hi];
+  } else {
+    inside = w !== null && w[0] <= e && e <= w[1];
+    above = w === null || e > w[1];
+    shown = w;
+  }
+  if (inside) return { admitted: true, window: shown, seen };
+  if (above) {
+    const next = advanceMaxSeen(seen, term, e);
+    const win = next !== null && next.term >= term ? [next.previous, next.max] : w;
+    return { admitted: true, window: win, seen: next };
+  }
+  return { admitted: false, window: shown, seen };
+}
+
+// August (a proposal, closed without merge): a per-term seen window; outside its term the applied window decides and the
 // first slide resets to [e, e]; while a bump is pending only the edges are shared and an
 // interior epoch raises the lower edge.
 function perTerm(seen, s, term, e) {
@@ -162,7 +208,7 @@ function perTerm(seen, s, term, e) {
   return { admitted: true, window: [lo, hi], seen };
 }
 
-// A replica applying epoch e slides its seen window up to e (January, July).
+// A replica applying epoch e slides its seen window up to e (January).
 function followerSlide(seen, e) {
   if (seen === null || e <= seen.max) return seen;
   return seenWin(seen.term, seen.max, e);
@@ -173,7 +219,8 @@ function followerSlide(seen, e) {
 function fence(seen, s, term, e, variant) {
   const rule = prodRule(variant);
   if (rule === 'august') return perTerm(seen, s, term, e);
-  if (rule !== null) return seenKeptApart(seen, s, term, e, rule);
+  if (rule === 'january') return seenKeptApart(seen, s, term, e);
+  if (rule !== null) return termWindow(seen, s, term, e, rule);
   const valid = validSeen(seen, term, variant);
   const [lo, hi] = effectiveWindow(valid, s, variant);
   if (hi === null || e > hi) {

@@ -37,7 +37,7 @@ from epochgc.model.errors import ModelError
 from epochgc.model.fence import SeenWindow
 from epochgc.model.invariants import INVARIANTS, TRANSITION_INVARIANTS, fresh_m, mono_fresh_m
 from epochgc.model.system import FENCED, OBJECT_STATUS, WRITE_STATUS, System
-from epochgc.model.variants import REFERENCE
+from epochgc.model.variants import REFERENCE, Variant
 from epochgc.proofs.param import spec
 from epochgc.proofs.param.lazy import WINDOW, lazy_system, optional, with_plain
 from epochgc.proofs.param.logic import BOOL, INT, SIG, St, Structure, finite_state, materialize
@@ -329,13 +329,16 @@ def _key(x: Any) -> Any:
     return x.get_id() if isinstance(x, z3.AstRef) else x
 
 
-def _formula(action: str, pre: Structure, sizes: dict[str, int], prm: dict[str, Any]
-             ) -> tuple[Any, Structure]:
-    k = (action, z(pre["revision"]).get_id(), *((n, _key(v)) for n, v in sorted(prm.items())))
+def _formula(action: str, pre: Structure, sizes: dict[str, int], prm: dict[str, Any],
+             fn: Any = None) -> tuple[Any, Structure]:
+    """The formula's guard and post-state for `action` (`fn`: another formula for it, a
+    variant's, e.g. `liveness.gc_compute_old`)."""
+    k = (action, getattr(fn, "__qualname__", ""), z(pre["revision"]).get_id(),
+         *((n, _key(v)) for n, v in sorted(prm.items())))
     hit = _FORMULAS.get(k)
     if hit is None:
         L = TermLogic(sizes)
-        guard, post = spec.ACTIONS[action][2](L, finite_state(pre), prm)
+        guard, post = (fn or spec.ACTIONS[action][2])(L, finite_state(pre), prm)
         hit = _FORMULAS[k] = (guard, materialize(post, sizes, pre), prm)
     return hit[0], hit[1]
 
@@ -394,10 +397,13 @@ def _shared(template: System, sizes: dict[str, int], timeout_ms: int, seed: int
 
 
 def check_action(action: str, shape: str, template: System, timeout_ms: int = 2000,
-                 seed: int = 0, mode: str = "both") -> Result:
+                 seed: int = 0, mode: str = "both", variant: Variant = REFERENCE,
+                 formula: Any = None, foreign: bool = True) -> Result:
     """Both directions for one action on one shape (`mode`: "both", or for the havocked
     actions "py" (python -> formula) and "fo" (formula -> python)). Stops at the first
-    disagreement."""
+    disagreement. `variant` and `formula`: the Python model under another variant against
+    that variant's formula for the action (the spec's own by default). `foreign` False:
+    the shape is the whole universe (no partition outside it reports to gc_compute)."""
     res = Result(shape, f"{action} ({mode})")
     sizes = sizes_of(template)
     chosen = _choices(action)
@@ -424,11 +430,14 @@ def check_action(action: str, shape: str, template: System, timeout_ms: int = 20
         ex.assume(SymBool(assumed[0]))
         if mode == "fo" and action in HAVOC:
             py, fprm, pre = _fo_params(ex, pre, action, chosen)
+        elif not foreign:
+            py = {**_python_params(ex, pre, action, "", skip=("foreign",)), "foreign": ()}
+            fprm = _spec_prm(action, py)
         else:
             py = _python_params(ex, pre, action, "")
             fprm = _spec_prm(action, py)
         try:
-            post: Any = step(pre, REFERENCE, action, **py)
+            post: Any = step(pre, variant, action, **py)
         except ModelError as e:
             post = e
         return a, py, fprm, post
@@ -445,15 +454,16 @@ def check_action(action: str, shape: str, template: System, timeout_ms: int = 20
             if mode in ("both", "py"):
                 if ok:
                     assert b is not None
-                    g, f = _formula(action, a, sizes, {**fprm, **_derived(action, py, b)})
+                    g, f = _formula(action, a, sizes, {**fprm, **_derived(action, py, b)},
+                                    formula)
                     queries.append(("python step the formula forbids or lands elsewhere",
                                     negation(conj([z(g), equal(b, f)])), f))
                 elif mode == "both":
-                    g, f = _formula(action, a, sizes, {**fprm, **chosen})
+                    g, f = _formula(action, a, sizes, {**fprm, **chosen}, formula)
                     queries.append(("formula step python refuses", z(g), f))
             if mode in ("both", "fo"):
                 prm = {**fprm, **chosen} if mode == "both" else fprm
-                g, f = _formula(action, a, sizes, prm)
+                g, f = _formula(action, a, sizes, prm, formula)
                 if ok:
                     assert b is not None
                     queries.append(("formula step python lands elsewhere",

@@ -110,10 +110,11 @@ VARIANTS = [
     "skip-missing",
     "uncapped",
     "empty-is-nothing",
-    # Production's rules (issue 30); the `-enqueue` twins run the same functions.
+    # Production's rules (issues 30, 39); the `-enqueue` twins run the same functions.
     "prod-january",
+    "prod-february",
     "prod-july",
-    "prod-august",
+    "proposal-august",
     "assert-at-apply",
 ]
 

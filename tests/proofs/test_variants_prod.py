@@ -16,8 +16,8 @@ from epochgc.proofs import variants_prod as vp
 VECTORS = Path(__file__).resolve().parents[2] / "spec" / "vectors"
 
 
-@pytest.mark.parametrize("name", ["prod-january", "prod-july", "prod-august",
-                                  "assert-at-apply", "reference"])
+@pytest.mark.parametrize("name", ["prod-january", "prod-february", "proposal-august",
+                                  "reference"])
 def test_shortest_is_shortest(name: str) -> None:
     v = variant(name)
     tr, _ = vp.shortest(v, 5)
@@ -26,12 +26,45 @@ def test_shortest_is_shortest(name: str) -> None:
     assert vp.shortest(v, 4)[0] is None  # exhaustive to depth 4: nothing shorter
 
 
+def test_july_as_coded_has_none_within_the_bound_and_is_checked_not_found() -> None:
+    rows = vp.task_prod("prod-july")
+    assert rows[0].status == "checked" and "no counterexample within 6" in rows[0].name + \
+        rows[0].detail
+    assert not any(isinstance(o.trace, dict) and o.trace.get("file", "").startswith(
+        "prod-shortest-") for o in rows)
+    assert not (VECTORS / "prod-shortest-prod-july.jsonl").exists()
+
+
+@pytest.mark.parametrize("i", range(len(vp.SEPARATING)),
+                         ids=[s.name for s in vp.SEPARATING])
+def test_separating_traces(i: int) -> None:
+    rows = vp.task_separating(i)
+    assert [o.status for o in rows] == ["found", "found"], [o.detail for o in rows]
+
+
+@pytest.mark.parametrize("name", vp.RULES)
+def test_rule_vectors_replay_under_their_rule_and_disagree_under_the_others(
+        name: str) -> None:
+    from epochgc.model.replay import mismatched, replay_file
+
+    (row,) = vp.task_rule_vector(name)
+    assert row.status == "found", row.detail
+    path = VECTORS / row.trace["file"]
+    assert path.read_text(encoding="utf-8") == row.trace["jsonl"]
+    assert mismatched(replay_file(path, name)) == []
+    assert mismatched(replay_file(path, f"{name}-enqueue")) == []  # no step differs
+    for other in vp.RULES:
+        if other != name:
+            assert mismatched(replay_file(path, other)), other
+
+
 @pytest.mark.parametrize("name", vp.SEARCHED)
 def test_five_step_shape_verdicts(name: str) -> None:
     assert vp.f1_verdict(variant(name))[0] == vp.EXPECTED_F1[name]
 
 
-@pytest.mark.parametrize("name", ["prod-july", "prod-august", "assert-at-apply"])
+@pytest.mark.parametrize("name", ["prod-february", "prod-july-enqueue", "proposal-august",
+                                  "assert-at-apply"])
 def test_shipped_vectors_are_the_searched_ones(name: str) -> None:
     rows = vp.task_prod(name)
     assert all(o.status == "found" for o in rows), [o.detail for o in rows]
@@ -53,9 +86,9 @@ def test_a_seeded_rule_bug_flips_a_verdict(monkeypatch: pytest.MonkeyPatch) -> N
         return r
 
     monkeypatch.setattr(prodrules, "per_term", no_raise)
-    rows = vp.task_prod("prod-august")
-    assert [o.status for o in rows] == ["found", "found", "failed"]
-    assert "11 admitted" in rows[2].name
+    rows = vp.task_prod("proposal-august")
+    assert [o.status for o in rows] == ["found", "failed"]
+    assert "11 admitted" in rows[1].name
 
 
 def test_ours_holds_for_any_fence_rule() -> None:
@@ -63,6 +96,26 @@ def test_ours_holds_for_any_fence_rule() -> None:
     assert rows and all(o.status in ("proved", "found") for o in rows), [
         (o.name, o.status, o.detail) for o in rows if o.status not in ("proved", "found")]
     assert any("below the applied window" in o.name for o in rows)
+    assert any("other_write" in o.name for o in rows)  # another producer's fence too
+
+
+def test_each_rules_python_corresponds_to_the_any_fence_formulas(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """July's Python on every state of a shape; a fence that admits while the formula
+    forbids is a failed row: `other_write` that skips the apply-time window check."""
+    from epochgc.model import actions
+
+    rows = vp.task_prod_correspondence("prod-july")
+    assert rows and all(o.status == "proved" for o in rows), [o.detail for o in rows]
+    real = actions.apply_placeholder
+
+    def unchecked(state, epoch, offset, v):  # type: ignore[no-untyped-def]
+        from dataclasses import replace
+        return real(state, epoch, offset, replace(v, apply_time_check=False))
+
+    monkeypatch.setattr(actions, "apply_placeholder", unchecked)
+    bad = [o for o in vp.task_prod_correspondence("prod-july") if o.status != "proved"]
+    assert bad and any("other_write" in o.name or "land" in o.name for o in bad)
 
 
 def test_an_inclusive_january_max_edge_is_an_equivalent_mutant(
