@@ -353,7 +353,7 @@ class DiskStorage:
         path = self._path("snapshot")
         if not self.fs.exists(path):
             return None
-        raw = self.fs.read(path)
+        raw = self._read_durable(path)
         if len(raw) < 4 + _SNAPHEAD3.size:
             raise StorageCorruption(path, 0, "file shorter than its header")
         (crc,) = struct.unpack_from(">I", raw, 0)
@@ -385,6 +385,17 @@ class DiskStorage:
         self._install_tag = tag
         return fmt
 
+    def _read_durable(self, path: str) -> bytes:
+        """A file as the device holds it (FileIO.read_durable), never the page cache's copy:
+        after a failed fsync Linux keeps the unwritten pages cached and marked clean, so a
+        process restarted without a reboot would read entries the disk never got, and a
+        second fsync succeeds (issue 37 item 1). An error here (EIO reported to the fresh
+        descriptor: a write-back failed and nobody saw it yet) stops the node."""
+        try:
+            return self.fs.read_durable(path)
+        except OSError as e:
+            raise self._io("reading what the disk holds", path, e) from e
+
     def _seq_of(self, name: str) -> int:
         """The sequence number a segment file's name gives; refuses any other .seg name."""
         stem = name[:-4]
@@ -396,7 +407,7 @@ class DiskStorage:
 
     def _read_seg(self, seq: int) -> _Seg:
         path = self._seg_path(seq)
-        data = self.fs.read(path)
+        data = self._read_durable(path)
         fmt = FORMAT
         if data[:7] == MAGIC[:7] and len(data) >= 8:
             fmt = data[7]

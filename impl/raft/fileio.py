@@ -82,7 +82,19 @@ class FileIO(Protocol):
         """What the directory entry `path` is (lstat: a symlink is not followed)."""
         ...
 
-    def read(self, path: str) -> bytes: ...
+    def read(self, path: str) -> bytes:
+        """Read through the page cache."""
+        ...
+
+    def read_durable(self, path: str) -> bytes:
+        """What the device holds of a file, not what the page cache holds: fsync it on a
+        fresh descriptor (raises OSError if the kernel reports a write-back error to it),
+        then read past the cache. After a failed write-back Linux keeps the pages' new
+        content cached and marked clean (crashstates.py, PAGECACHE); a process restarted
+        without a reboot would read it, and the fsync would succeed (nothing dirty, the
+        error already reported to the process that died)."""
+        ...
+
     def open_append(self, path: str, create: bool) -> int:
         """Open for appending; `create` makes a new file (failing if it exists)."""
         ...
@@ -106,9 +118,17 @@ class FileIO(Protocol):
     def unlink(self, path: str) -> None: ...
     def rmdir(self, path: str) -> None: ...
     def fsync_dir(self, path: str) -> None: ...
-    def syncfs(self, path: str) -> None:
-        """Make every file and directory operation on the file system holding `path`
-        durable (syncfs(2)); raises OSError if the kernel reports a writeback error."""
+    def open_fs(self, path: str) -> int:
+        """A descriptor on the file system holding `path`, for `syncfs`; close it with
+        `close`. Open it once, before the writes its barriers cover: syncfs reports a
+        write-back error only to descriptors opened before it or while nobody had seen it
+        (errseq, lib/errseq.c)."""
+        ...
+
+    def syncfs(self, fd: int) -> None:
+        """Make every file and directory operation on the file system of `fd` (from
+        `open_fs`) durable (syncfs(2)); raises OSError if the kernel reports a write-back
+        error to this descriptor (any process's, Linux >= 5.8)."""
         ...
 
 
@@ -143,6 +163,25 @@ class OsFileIO:
     def read(self, path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
+
+    def read_durable(self, path: str) -> bytes:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            # Writes back what is dirty; a write-back error nobody has seen yet is reported
+            # here (the descriptor's errseq sample is 0 then): the caller must not go on.
+            os.fsync(fd)
+            # Pages that failed write-back are clean now: DONTNEED evicts clean pages
+            # (mm/fadvise.c: invalidate_mapping_pages), so what follows reads the device.
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        try:
+            return _read_direct(path)
+        except OSError as e:
+            if e.errno != errno.EINVAL:
+                raise
+        # O_DIRECT refused (tmpfs before 6.6 and the like): the cache was just dropped.
+        return self.read(path)
 
     def open_append(self, path: str, create: bool) -> int:
         flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
@@ -187,10 +226,48 @@ class OsFileIO:
         finally:
             os.close(fd)
 
-    def syncfs(self, path: str) -> None:
-        from epochgc.impl.raft.groupcommit import syncfs
+    def open_fs(self, path: str) -> int:
+        return os.open(path, os.O_RDONLY)
 
-        syncfs(path)
+    def syncfs(self, fd: int) -> None:
+        from epochgc.impl.raft.groupcommit import syncfs_fd
+
+        syncfs_fd(fd)
+
+
+_DIRECT_ALIGN = 4096  # O_DIRECT: buffer, offset and length aligned to the logical block
+
+
+def _read_direct(path: str) -> bytes:
+    """Read a whole file with O_DIRECT: the device's content, never the page cache's (the
+    kernel writes back dirty pages of the range first; open(2), "O_DIRECT")."""
+    import mmap
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
+    try:
+        if not hasattr(os, "O_DIRECT"):
+            raise OSError(errno.EINVAL, "no O_DIRECT on this platform")
+        size = os.fstat(fd).st_size
+        cap = max(_DIRECT_ALIGN, -(-size // _DIRECT_ALIGN) * _DIRECT_ALIGN)
+        buf = mmap.mmap(-1, cap)  # page-aligned
+        try:
+            got = 0
+            while got < cap:
+                view = memoryview(buf)[got:]
+                try:
+                    n = os.preadv(fd, [view], got)
+                finally:
+                    view.release()
+                if n <= 0:
+                    break
+                got += n
+                if got % _DIRECT_ALIGN:
+                    break  # a short read at the end of the file
+            return bytes(buf[:got])
+        finally:
+            buf.close()
+    finally:
+        os.close(fd)
 
 
 def make_dirs_durable(fs: FileIO, path: str) -> None:
@@ -324,7 +401,17 @@ class CrashFS(OsFileIO):
         super().fsync_dir(path)
         self._ops.pop(os.path.abspath(path), None)
 
-    def syncfs(self, path: str) -> None:
+    def read_durable(self, path: str) -> bytes:
+        self.fsyncs += 1
+        if self.fail_fsync:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        data = super().read_durable(path)
+        st = self._files.get(os.path.abspath(path))
+        if st is not None:  # (its fsync made it durable)
+            st.synced = len(data)
+        return data
+
+    def syncfs(self, fd: int) -> None:
         """Modelled for the whole CrashFS (one file system): everything becomes durable."""
         self.fsyncs += 1
         self.syncfs_calls += 1
@@ -478,14 +565,20 @@ class FaultFileIO(OsFileIO):
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         super().fsync_dir(path)
 
-    def syncfs(self, path: str) -> None:
-        issued = {fd: os.fstat(fd).st_size for fd in list(self._synced)}
+    def read_durable(self, path: str) -> bytes:
         self._stall()
         if self.fail_fsync:
-            for fd in list(self._synced):
-                self._drop_unsynced(fd)
             raise OSError(errno.EIO, os.strerror(errno.EIO))
-        super().syncfs(path)
+        return super().read_durable(path)
+
+    def syncfs(self, fd: int) -> None:
+        issued = {f: os.fstat(f).st_size for f in list(self._synced)}
+        self._stall()
+        if self.fail_fsync:
+            for f in list(self._synced):
+                self._drop_unsynced(f)
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        super().syncfs(fd)
         for fd, size in issued.items():
             if fd in self._synced:
                 self._synced[fd] = max(self._synced[fd], size)

@@ -140,9 +140,13 @@ if CrashFS is not None:
             self._maybe_die()
             super().fsync_dir(path)
 
-        def syncfs(self, path: str) -> None:
+        def read_durable(self, path: str) -> bytes:
             self._maybe_die()
-            super().syncfs(path)
+            return super().read_durable(path)
+
+        def syncfs(self, fd: int) -> None:
+            self._maybe_die()
+            super().syncfs(fd)
 
 
 class RestartRefused(InvariantViolation):

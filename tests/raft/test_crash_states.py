@@ -46,7 +46,7 @@ def test_recording_fs_records_logical_operations() -> None:
     fs.fsync_dir("/d/a/b")
     fs.truncate("/d/a/b/g", 1)
     fs.unlink("/d/a/b/g")
-    fs.syncfs("/d")
+    fs.syncfs(fs.open_fs("/d"))
     kinds = [op.kind for op in fs.trace]
     assert kinds == [OpKind.MKDIR, OpKind.MKDIR, OpKind.CREATE, OpKind.WRITE, OpKind.FSYNC,
                      OpKind.RENAME, OpKind.FSYNC_DIR, OpKind.TRUNCATE, OpKind.FSYNC,
