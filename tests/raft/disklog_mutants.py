@@ -197,8 +197,8 @@ MUTANTS = (
     Mutant(
         "upgrade-format4-by-default",
         "impl/raft/disklog.py",
-        "leftover = [g for g in segs if g.data[: len(MAGIC)] == MAGIC]",
-        "leftover = [g for g in segs if g.fmt == FORMAT]",
+        "leftover = [g for g in segs if g.data[: len(MAGIC)] in _MAGICS]",
+        "leftover = [g for g in segs if g.fmt in (FORMAT, FORMAT4)]",
         f"{REVIEW}test_format3_upgrade_after_a_crash_at_a_segment_cut",
     ),
     Mutant(

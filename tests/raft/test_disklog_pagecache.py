@@ -5,12 +5,14 @@ impl/raft/crashstates.py itself, then a restart after a failed fsync without a r
 from __future__ import annotations
 
 import errno
+import struct
 
 import pytest
 from epochgc.impl.raft.crashstates import (
     PAGE,
     Fault,
     FaultKind,
+    Image,
     Model,
     RecordingFS,
     crash_images,
@@ -18,7 +20,7 @@ from epochgc.impl.raft.crashstates import (
 from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.groupcommit import GroupCommit
 from epochgc.impl.raft.messages import Entry, HardState
-from epochgc.impl.raft.storage import StorageFailed, sync_all
+from epochgc.impl.raft.storage import StorageCorruption, StorageFailed, sync_all
 
 from tests.raft import crashexplore as cx
 
@@ -205,3 +207,124 @@ def test_item2_another_tenants_writeback_error_fails_the_group_commit_barrier() 
     returned 0 after the other tenant saw the EIO, and A acknowledged entries 2 the disk
     never got ('assert False')."""
     assert tenant_error_reaches_the_barrier()
+
+
+# ---- items 3 and 4: the torn-write rule looks only at bytes a crash could have zeroed ---------
+
+
+def _damaged_images(data: bytes) -> list[tuple[int, int, bytes]]:
+    """Every single-bit flip (bit 0, bit 7) of every byte that leaves the byte nonzero: damage
+    that cannot complete an all-zero piece of a sector (what a lost sector leaves), so a
+    recovery that cuts at it has taken bit rot in fsynced data for a torn write."""
+    out = []
+    for i, b in enumerate(data):
+        for mask in (0x01, 0x80):
+            if b ^ mask:
+                out.append((i, mask, data[:i] + bytes([b ^ mask]) + data[i + 1 :]))
+    return out
+
+
+def _small_log(sizes: list[int]) -> tuple[RecordingFS, str]:
+    """Entries of these sizes, then a new term's hard state without a vote or a commit (its
+    record ends in 16 zero bytes), all fsynced."""
+    fs = RecordingFS("/data")
+    s = DiskStorage(G1, fs=fs)
+    s.load()
+    s.write(HardState(1, 1, 0), None, [])
+    for idx, n in enumerate(sizes, start=1):
+        s.write(None, None, [cx.entry(idx, 1, n)])
+    s.write(HardState(2, 0, 0), None, [])
+    s.sync()
+    s.abandon()
+    (seg,) = [p for p in fs.files() if p.endswith(".seg")]
+    return fs, seg
+
+
+def _record_starts(data: bytes) -> list[int]:
+    out, off = [], 8
+    while off + 12 <= len(data):
+        out.append(off)
+        (n,) = struct.unpack_from(">I", data, off)
+        n &= 0x7FFFFFFF
+        off += 12 + n + (1 if data[7] >= 5 else 0)
+    return out
+
+
+def _exposed_log() -> tuple[RecordingFS, str]:
+    """A small fsynced log in which a record's header starts in the last 3 bytes of a sector
+    (item 4) and the last record, a hard state with vote and commit 0, ends a few bytes into
+    a fresh sector (item 3)."""
+    for a in range(24, 700):
+        for b in (24, 60, 100):
+            fs, seg = _small_log([a, 40, 40, 40, 40, 40, 40, 40, 40, b])
+            data = fs.read(seg)
+            head_at_end = any(s % 512 >= 509 for s in _record_starts(data))
+            if head_at_end and 0 < len(data) % 512 <= 12:
+                return fs, seg
+    raise AssertionError("no such layout")
+
+
+def test_items_3_4_bit_damage_of_a_fsynced_log_is_refused_never_cut() -> None:
+    """Every single-bit flip of every byte of a small fsynced log (that leaves the byte
+    nonzero) either makes recovery refuse (StorageCorruption) or changes nothing it
+    recovers; never a shorter log or an older hard state. Found on the old code (format 4):
+    recovery cut the log at a record whose header began in a sector's last bytes (its
+    length's high zero bytes taken for a zeroed sector) and at a last record whose zero tail
+    began a sector: e.g. 'byte 2052 ^ 0x1: recovered 12 entries, hard state
+    HardState(term=1, vote=1, commit=0); the log holds 13' (list printed)."""
+    fs, seg = _exposed_log()
+    want = DiskStorage(G1, fs=RecordingFS.from_image(_image(fs))).load()
+    data = fs.read(seg)
+    cut = []
+    for i, mask, bad in _damaged_images(data):
+        img = _image(fs, {seg: bad})
+        try:
+            got = DiskStorage(G1, fs=RecordingFS.from_image(img)).load()
+        except StorageCorruption:
+            continue
+        if (got.entries, got.hard_state) != (want.entries, want.hard_state):
+            cut.append(f"byte {i} ^ {mask:#x}: recovered {len(got.entries)} entries, hard "
+                       f"state {got.hard_state}; the log holds {len(want.entries)}")
+    assert not cut, "\n".join(cut[:20]) + f"\n({len(cut)} in all)"
+
+
+def _image(fs: RecordingFS, replace: dict[str, bytes] | None = None) -> Image:
+    files = {**fs.files(), **(replace or {})}
+    dirs = [p for p, v in fs.ns.items() if v == -1]
+    entries = sorted([(d, None) for d in dirs] + list(files.items()), key=lambda e: e[0])
+    return Image(tuple(entries), ())
+
+
+BEFORE_ISSUE_37 = "8b99b6f"  # format 4, load() through the page cache
+
+
+def _old_storage() -> type[DiskStorage]:
+    try:
+        return cx.storage_at(BEFORE_ISSUE_37)
+    except Exception as e:  # a shallow clone without that commit
+        pytest.skip(f"disklog.py at {BEFORE_ISSUE_37} unavailable: {e}")
+
+
+def test_a_format4_log_is_read_and_continued_in_a_format5_segment() -> None:
+    """Format-4 segments (no marker bit, no trailer) are read with their own framing and
+    never appended to: the first write after the upgrade cuts a format-5 segment chained
+    from the last format-4 one; a torn format-4 tail is still cut."""
+    fs = RecordingFS("/data")
+    s = _old_storage()(G1, fs=fs, segment_bytes=400)
+    s.load()
+    s.write(HardState(1, 1, 0), None, cx.entries(1, 8, 1, size=60))
+    s.sync()
+    s.write(None, None, cx.entries(9, 9, 1))  # unsynced: then a crash leaves half of it
+    s.abandon()
+    (last,) = [p for p in sorted(fs.files()) if p.endswith(".seg")][-1:]
+    fs.inodes[fs.ns[last]] = fs.inodes[fs.ns[last]][:-20]
+    s2 = DiskStorage(G1, fs=fs, segment_bytes=400)
+    assert [e.index for e in s2.load().entries] == list(range(1, 9))
+    s2.write(HardState(1, 1, 8), None, cx.entries(9, 12, 1, size=60))
+    s2.sync()
+    s2.abandon()
+    segs = [fs.read(p) for p in sorted(fs.files()) if p.endswith(".seg")]
+    assert [g[7] for g in segs][-2:] == [4, 5]
+    init = DiskStorage(G1, fs=fs, segment_bytes=400).load()
+    assert [e.index for e in init.entries] == list(range(1, 13))
+    assert init.hard_state == HardState(1, 1, 8)
