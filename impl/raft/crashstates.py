@@ -70,7 +70,8 @@ aborts the journal and remounts read-only), a write-back that fails for only som
 dirty pages (here all of them fail: the most that can be lost).
 
 An image is deduplicated by `Image.digest`; `Image.protected` gives, per file, how many leading
-bytes the model guarantees (its fsynced length): recovery may never cut below it.
+bytes the model guarantees (its length at the workload's last fsync, less any lost page; a
+recovery's own read_durable fsyncs but guarantees nothing): recovery may never cut below it.
 """
 
 from __future__ import annotations
@@ -121,6 +122,7 @@ class FsOp:
     data: bytes = b""
     src: str = ""
     length: int = 0
+    reading: bool = False  # FSYNC: a recovery's read_durable (durable, but guarantees nothing)
 
     def names(self) -> frozenset[str]:
         """The directory entries a directory operation touches."""
@@ -311,7 +313,7 @@ class RecordingFS:
         ino = self._file(path)
         fd = self._open(ino, path, append=False)
         try:
-            self.fsync(fd)
+            self._fsync(fd, reading=True)
         finally:
             self.close(fd)
         self.drop_cache(ino)
@@ -369,12 +371,15 @@ class RecordingFS:
     def fsync(self, fd: int) -> None:
         """Write back the file's dirty pages; report a write-back error of the file once to
         this descriptor (file_check_and_advance_wb_err)."""
+        self._fsync(fd)
+
+    def _fsync(self, fd: int, reading: bool = False) -> None:
         ino, path, _ = self._fds[fd]
         if self._fault("fsync") is not None:
             self._writeback_failed([ino], one_file=True)
         else:
             self._written_back(ino)
-            self.trace.append(FsOp(OpKind.FSYNC, path, ino))
+            self.trace.append(FsOp(OpKind.FSYNC, path, ino, reading=reading))
         self._report(fd, self.wb_err.setdefault(ino, ErrSeq()), 0)
 
     def close(self, fd: int) -> None:
@@ -661,18 +666,26 @@ class _Inode:
     cur: bytes = b""
     truncated: bool = False  # opened with O_TRUNC since its last fsync
     # PAGECACHE only: pages written since their last write-back, pages lost (clean in the
-    # cache, not on the disk), and how many leading bytes of `durable` are what was fsynced.
+    # cache, not on the disk).
     dirty: set[int] = field(default_factory=set)
     lost: set[int] = field(default_factory=set)
-    fsynced: int | None = None
+    # The leading bytes a barrier of the workload made durable (a recovery's read_durable
+    # fsyncs too, but what it reads may be a torn tail it then cuts: it protects nothing).
+    protected: int = 0
 
-    def sync(self, pagecache: bool = False) -> None:
+    def sync(self, pagecache: bool = False, reading: bool = False) -> None:
         if pagecache:
             self.durable = on_disk(self.cur, self.durable, self.lost)
-            self.fsynced = _common_prefix(self.durable, self.cur)
-            self.states, self.truncated, self.dirty = [], False, set()
-            return
-        self.durable, self.states, self.truncated = self.cur, [], False
+            self.dirty = set()
+        else:
+            self.durable = self.cur
+        if not reading:
+            self.protected = (_common_prefix(self.durable, self.cur) if pagecache
+                              else len(self.durable))
+        elif self.truncated:
+            self.protected = 0
+        self.protected = min(self.protected, len(self.durable))
+        self.states, self.truncated = [], False
 
     def wb_error(self) -> None:
         """The dirty pages failed to reach the disk: nothing written since the last barrier
@@ -731,7 +744,7 @@ def _replay(ops: Sequence[FsOp], initial: dict[str, int], pagecache: bool = Fals
                 node.wb_error()
             continue
         if k is OpKind.FSYNC:
-            node.sync(pagecache)
+            node.sync(pagecache, op.reading)
             r.barrier_at = pos
             continue
         pages: Iterable[int] = ()
@@ -807,9 +820,7 @@ def _strict_contents(node: _Inode) -> list[bytes]:
 
 
 def _protected(node: _Inode) -> int:
-    if node.truncated:
-        return 0
-    return len(node.durable) if node.fsynced is None else node.fsynced
+    return 0 if node.truncated else node.protected
 
 
 class TooManyStates(Exception):

@@ -473,7 +473,8 @@ def _g_install(r: Recorder, g: GroupRun, f: _Follower, with_entries: bool = Fals
     g.write(None, None, entries(f.last + 1, f.last + 2, f.term))
     g.sync()
     f.term, f.vote = f.term + 1, 0
-    new = entries(f.commit + 1, f.last + 4, f.term)  # the new leader's log, committed
+    # the new leader's log after what the cluster committed (never a committed index again)
+    new = entries(_top(r, g) + 1, f.last + 4, f.term)
     r.commit(g.gid, new)
     snap = Snapshot(new[-2].index, f.term, b"state@%d" % new[-2].index)
     after = new[-1:] if with_entries else []
@@ -515,25 +516,30 @@ STEPS: dict[str, Callable[[Recorder, GroupRun, _Follower], None]] = {
 }
 
 
+def _top(r: Recorder, g: GroupRun) -> int:
+    """The cluster's last committed index in the group."""
+    return max(r.log.get(g.gid, {}), default=0)
+
+
 def _resync(r: Recorder, g: GroupRun, f: _Follower) -> None:
-    """After a restart after a fault: the follower is what it recovered; the leader (whose
-    term and log do not go back) sends it what it lacks or has in conflict, and the commit."""
+    """After a restart after a fault: the follower is what it recovered; a leader of a new
+    term (an election may well have happened meanwhile; and the old leader may not make a
+    second entry at an index it already used in its term) sends it the committed entries it
+    lacks or has in conflict, and the commit. Its own uncommitted entries past the committed
+    log are replaced by the next step's."""
     init = g.restart_after_fault()
     log = r.log.get(g.gid, {})
     have = {e.index: e for e in init.entries}
     f.snap = init.snapshot.index
     last = init.entries[-1].index if init.entries else init.snapshot.index
     first = next((i for i in sorted(have) if log.get(i) not in (None, have[i])), last + 1)
-    top = max(log, default=0)
-    if top >= first:
-        g.write(HardState(f.term, f.vote, top), None, [log[i] for i in range(first, top + 1)])
-        g.sync()
-        last = top
-    elif (init.hard_state.term, init.hard_state.vote) != (f.term, f.vote):
-        g.write(HardState(f.term, f.vote, min(f.commit, last)), None, [])
-        g.sync()
-    f.last = last
-    f.commit = min(f.commit, last) if top < first else top
+    top = _top(r, g)
+    ents = [log[i] for i in range(first, top + 1)]
+    f.term, f.vote = f.term + 1, 0
+    hs = HardState(f.term, f.vote, top)
+    g.write(hs, None, ents)
+    g.sync()
+    f.last, f.commit = top, top
 
 
 def generated(steps: Sequence[str], segment_bytes: int = 400) -> Workload:
@@ -696,12 +702,13 @@ def _destructive(changes: Sequence[FsOp], image: Image, point: CrashPoint
                  ) -> list[tuple[Kind, str]]:
     protected = dict(image.protected)
     deleted_by_workload = {op.path for op in point.ops if op.kind is OpKind.UNLINK}
+    files = image.files()
     out = []
     for op in changes:
         if op.kind is OpKind.UNLINK:
             p = op.path
             if (p.endswith(".tmp") or p in deleted_by_workload
-                    or protected.get(p, 0) == 0):
+                    or protected.get(p, 0) == 0 or _holds_nothing(files.get(p, b""))):
                 continue
             out.append((Kind.DESTRUCTIVE, f"recovery unlinked {p} holding {protected[p]} "
                                           "fsynced bytes the workload never deleted"))
@@ -709,6 +716,14 @@ def _destructive(changes: Sequence[FsOp], image: Image, point: CrashPoint
             out.append((Kind.DESTRUCTIVE, f"recovery truncated {op.path} to {op.length}, below "
                                           f"its fsynced length {protected[op.path]}"))
     return out
+
+
+def _holds_nothing(content: bytes) -> bool:
+    """A segment that holds no record: part of its magic, or zeros (a recovery's own fsync,
+    reading it as the device holds it, may have made those bytes durable)."""
+    from epochgc.impl.raft.disklog import MAGIC
+
+    return MAGIC.startswith(content) or not any(content)
 
 
 def _entry(e: Entry | None) -> str:
