@@ -421,6 +421,9 @@ WORKLOADS = [
     Workload("hard_state", w_hard_state),
     Workload("groups", w_groups),
     Workload("restart", w_restart),
+]
+# Issue 37's: their faults (a write-back failed, another tenant's) fire without a Fault too.
+AFTER_FAULT_WORKLOADS = [
     Workload("tenants", w_tenants, segment_bytes=4096),
     Workload("restart_after_eio", w_restart_after_eio, segment_bytes=4096),
 ]
@@ -770,9 +773,9 @@ def explore(wl: Workload, models: Sequence[Model] = tuple(Model), faults: tuple[
         wl.run(rec)
     except (StorageFailed, OSError):
         if restart:
-            for g in list(rec.groups.values()):
+            for run in list(rec.groups.values()):
                 with contextlib.suppress(OSError):  # (a tombstone call: the node is down)
-                    g.restart_after_fault()
+                    run.restart_after_fault()
     start = 0
     if faults:
         if not rec.fs.failed:
@@ -918,7 +921,8 @@ def main(argv: list[str] | None = None) -> int:
                          "before the issue 27 fixes)")
     args = ap.parse_args(argv)
     storage = storage_at(args.disklog_rev) if args.disklog_rev else DiskStorage
-    wls = [w for w in WORKLOADS if not args.workload or w.name in args.workload]
+    wls = [w for w in WORKLOADS + AFTER_FAULT_WORKLOADS
+           if not args.workload or w.name in args.workload]
     if args.generated:
         wls += generated_workloads(args.generated)
     if args.long:

@@ -5,14 +5,12 @@ impl/raft/crashstates.py itself, then a restart after a failed fsync without a r
 from __future__ import annotations
 
 import errno
-import struct
 
 import pytest
 from epochgc.impl.raft.crashstates import (
     PAGE,
     Fault,
     FaultKind,
-    Image,
     Model,
     RecordingFS,
     crash_images,
@@ -212,87 +210,64 @@ def test_item2_another_tenants_writeback_error_fails_the_group_commit_barrier() 
 # ---- items 3 and 4: the torn-write rule looks only at bytes a crash could have zeroed ---------
 
 
-def _damaged_images(data: bytes) -> list[tuple[int, int, bytes]]:
-    """Every single-bit flip (bit 0, bit 7) of every byte that leaves the byte nonzero: damage
-    that cannot complete an all-zero piece of a sector (what a lost sector leaves), so a
-    recovery that cuts at it has taken bit rot in fsynced data for a torn write."""
-    out = []
-    for i, b in enumerate(data):
-        for mask in (0x01, 0x80):
-            if b ^ mask:
-                out.append((i, mask, data[:i] + bytes([b ^ mask]) + data[i + 1 :]))
-    return out
-
-
-def _small_log(sizes: list[int]) -> tuple[RecordingFS, str]:
-    """Entries of these sizes, then a new term's hard state without a vote or a commit (its
-    record ends in 16 zero bytes), all fsynced."""
-    fs = RecordingFS("/data")
-    s = DiskStorage(G1, fs=fs)
-    s.load()
-    s.write(HardState(1, 1, 0), None, [])
-    for idx, n in enumerate(sizes, start=1):
-        s.write(None, None, [cx.entry(idx, 1, n)])
-    s.write(HardState(2, 0, 0), None, [])
-    s.sync()
-    s.abandon()
-    (seg,) = [p for p in fs.files() if p.endswith(".seg")]
-    return fs, seg
-
-
-def _record_starts(data: bytes) -> list[int]:
-    out, off = [], 8
-    while off + 12 <= len(data):
-        out.append(off)
-        (n,) = struct.unpack_from(">I", data, off)
-        n &= 0x7FFFFFFF
-        off += 12 + n + (1 if data[7] >= 5 else 0)
-    return out
-
-
-def _exposed_log() -> tuple[RecordingFS, str]:
-    """A small fsynced log in which a record's header starts in the last 3 bytes of a sector
-    (item 4) and the last record, a hard state with vote and commit 0, ends a few bytes into
-    a fresh sector (item 3)."""
-    for a in range(24, 700):
-        for b in (24, 60, 100):
-            fs, seg = _small_log([a, 40, 40, 40, 40, 40, 40, 40, 40, b])
-            data = fs.read(seg)
-            head_at_end = any(s % 512 >= 509 for s in _record_starts(data))
-            if head_at_end and 0 < len(data) % 512 <= 12:
-                return fs, seg
-    raise AssertionError("no such layout")
-
-
 def test_items_3_4_bit_damage_of_a_fsynced_log_is_refused_never_cut() -> None:
-    """Every single-bit flip of every byte of a small fsynced log (that leaves the byte
-    nonzero) either makes recovery refuse (StorageCorruption) or changes nothing it
-    recovers; never a shorter log or an older hard state. Found on the old code (format 4):
-    recovery cut the log at a record whose header began in a sector's last bytes (its
-    length's high zero bytes taken for a zeroed sector) and at a last record whose zero tail
-    began a sector: e.g. 'byte 2052 ^ 0x1: recovered 12 entries, hard state
-    HardState(term=1, vote=1, commit=0); the log holds 13' (list printed)."""
-    fs, seg = _exposed_log()
-    want = DiskStorage(G1, fs=RecordingFS.from_image(_image(fs))).load()
-    data = fs.read(seg)
-    cut = []
-    for i, mask, bad in _damaged_images(data):
-        img = _image(fs, {seg: bad})
-        try:
-            got = DiskStorage(G1, fs=RecordingFS.from_image(img)).load()
-        except StorageCorruption:
-            continue
-        if (got.entries, got.hard_state) != (want.entries, want.hard_state):
-            cut.append(f"byte {i} ^ {mask:#x}: recovered {len(got.entries)} entries, hard "
-                       f"state {got.hard_state}; the log holds {len(want.entries)}")
+    """Every single-bit flip of every byte of a small fsynced log (laid out so that a record's
+    header starts in a sector's last 3 bytes and the last record, a hard state with zero vote
+    and commit, ends a few bytes into a fresh sector; flips that leave the byte nonzero)
+    either makes recovery refuse (StorageCorruption) or changes nothing it recovers. Found on
+    the old code (format 4): 187 such images recovered a shorter log and an older hard state:
+    'byte 512 ^ 0x1: recovered 4 entries, hard state HardState(term=1, vote=1, commit=0);
+    the log holds 10' (item 4: a record header at 509, its length's zero high bytes taken
+    for a zeroed sector) and 42 cut the last record (item 3: its zero tail starting the
+    sector at 1024, e.g. 'byte 1009 ^ 0x1: recovered 10 entries, hard state
+    HardState(term=1, vote=1, commit=0)')."""
+    cut = cx.damage_findings()
     assert not cut, "\n".join(cut[:20]) + f"\n({len(cut)} in all)"
 
 
-def _image(fs: RecordingFS, replace: dict[str, bytes] | None = None) -> Image:
-    files = {**fs.files(), **(replace or {})}
-    dirs = [p for p, v in fs.ns.items() if v == -1]
-    entries = sorted([(d, None) for d in dirs] + list(files.items()), key=lambda e: e[0])
-    return Image(tuple(entries), ())
+def test_a_flipped_bit_in_a_record_header_is_refused_not_cut() -> None:
+    """Issue 37's first seeded bug of the family (a damaged header taken for a torn one cut
+    every later entry silently): a flip in any header byte of a middle record of the last
+    segment is refused."""
+    fs = RecordingFS("/data")
+    s = DiskStorage(G1, fs=fs)
+    s.load()
+    s.write(HardState(1, 1, 0), None, cx.entries(1, 6, 1))
+    s.sync()
+    s.abandon()
+    (seg,) = [p for p in fs.files() if p.endswith(".seg")]
+    data = fs.read(seg)
+    at = cx._record_starts(data)[3]
+    for i in range(at, at + 12):
+        for mask in (0x01, 0x10, 0x80):
+            bad = data[:i] + bytes([data[i] ^ mask]) + data[i + 1 :]
+            if not data[i] ^ mask:
+                continue
+            with pytest.raises(StorageCorruption):
+                DiskStorage(G1, fs=RecordingFS.from_image(cx._image_of(fs, {seg: bad}))).load()
+
+
+def test_a_damaged_last_record_ending_on_a_sector_boundary_is_refused() -> None:
+    """The second seeded bug of the family: a damaged final record that ends exactly on a
+    512-byte boundary (no piece of a next sector to look at) is refused, not cut as torn."""
+    for size in range(24, 600):
+        fs = RecordingFS("/data")
+        s = DiskStorage(G1, fs=fs)
+        s.load()
+        s.write(HardState(1, 1, 0), None, [cx.entry(1, 1, 100), cx.entry(2, 1, size)])
+        s.sync()
+        s.abandon()
+        (seg,) = [p for p in fs.files() if p.endswith(".seg")]
+        data = fs.read(seg)
+        if len(data) % 512 == 0:
+            break
+    else:
+        raise AssertionError("no such layout")
+    last = cx._record_starts(data)[-1]
+    for i in range(last + 13, len(data) - 1, 7):
+        bad = data[:i] + bytes([data[i] ^ 0x01 or 0x02]) + data[i + 1 :]
+        with pytest.raises(StorageCorruption):
+            DiskStorage(G1, fs=RecordingFS.from_image(cx._image_of(fs, {seg: bad}))).load()
 
 
 BEFORE_ISSUE_37 = "8b99b6f"  # format 4, load() through the page cache
