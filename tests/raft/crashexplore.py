@@ -575,7 +575,7 @@ def long_workloads(count: int, length: int = 6, seed: int = 37) -> list[Workload
 
     rng = random.Random(seed)
     names = sorted(STEPS)
-    out = []
+    out: list[Workload] = []
     while len(out) < count:
         seq = [rng.choice(names) for _ in range(length)]
         if "conflict" in seq and "restart" in seq:
