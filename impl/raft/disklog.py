@@ -284,10 +284,12 @@ class DiskStorage:
     # ---- recovery ------------------------------------------------------------------------
 
     def load(self) -> InitialState:
-        """Recover the durable state; refuses (StorageCorruption, naming file and offset)
-        anything that is not a crash's torn tail. Changes the directory only after it has
-        validated everything: cuts a torn tail, moves proven-redundant segments aside,
-        rewrites a format-3 log into format 4."""
+        """Recover the durable state (Storage.load's contract); refuses (StorageCorruption,
+        naming file and offset) anything that is not a crash's torn tail. Reads every file as
+        the device holds it (fsync, then past the page cache). Changes the directory only
+        after it has validated everything: cuts a torn tail, moves proven-redundant segments
+        aside, rewrites a format-3 log into format 5; then makes what it returns durable.
+        The caller may call it again (the same state) and must not write before it."""
         if self._loaded is not None:
             return self._loaded
         self._check()
@@ -851,8 +853,11 @@ class DiskStorage:
         entries: Sequence[Entry],
         compacted: Snapshot | None = None,
     ) -> None:
-        """`snapshot`: installed from the leader (the log restarts after it); `compacted`: a
-        local compaction (drops entries up to its index, keeps the rest)."""
+        """Storage.write's contract. `snapshot`: installed from the leader (the log restarts
+        after it; its file is durable when this returns, before its entries: the caller must
+        still `sync` the rest); `compacted`: a local compaction (drops entries up to its
+        index, keeps the rest). Raises StorageFailed (a write failed, ENOSPC: stop) and
+        ValueError for a snapshot not past the current one (a caller bug)."""
         if self._loaded is None:
             self.load()
         self._check()
@@ -895,7 +900,9 @@ class DiskStorage:
             self._hs = hard_state
 
     def sync(self) -> None:
-        """Make everything written so far durable, then drop what the snapshot covers."""
+        """Storage.sync's contract: everything written so far is durable when it returns (with
+        a GroupCommit, through its barrier); then segments the snapshot covers are deleted.
+        Raises StorageFailed (fatal, sticky: never call it again)."""
         if self.group_commit is not None:
             self.group_commit.commit([self])
             return
@@ -906,12 +913,15 @@ class DiskStorage:
     # The two halves of a sync, for GroupCommit (one barrier for many storages).
 
     def pre_barrier(self) -> bool:
-        """Whether this storage has anything for the next barrier to make durable."""
+        """GroupCommit's first half: whether this storage has anything for the next barrier
+        to make durable. The caller must follow a True with a barrier covering this
+        storage's files, then `post_barrier` (success) or `fail` (failure)."""
         self._check()
         return self._unsynced or self._dir_dirty
 
     def fsync_own(self) -> None:
-        """This storage's own barrier: fsync the live segment and, if needed, the directory."""
+        """This storage's own barrier: fsync the live segment and, if needed, the directory.
+        Raises StorageFailed (the storage has failed for good)."""
         try:
             if self._unsynced:
                 self.fs.fsync(self._fd)
@@ -921,26 +931,29 @@ class DiskStorage:
             raise self.fail(e) from e
 
     def post_barrier(self) -> None:
-        """Everything written is durable: record it, and delete what the snapshot covers."""
+        """The barrier covering this storage succeeded: record that everything written is
+        durable, and delete what the snapshot covers. Only after a successful barrier."""
         self._unsynced = False
         self._dir_dirty = False
         self._drop_old_segments()
 
     def fail(self, exc: BaseException) -> StorageFailed:
-        """Make the storage fail for good (a barrier failed); returns the sticky error."""
+        """A barrier covering this storage failed: make the storage fail for good (every
+        later call raises); returns the sticky error for the caller to raise."""
         if self._failed is None:
             self._failed = StorageFailed(self.dir, f"fsync failed: {exc}")
         return self._failed
 
     def close(self) -> None:
-        """Sync (unless failed) and close."""
+        """Sync (unless failed) and close; the storage is not used again."""
         if self._failed is None:
             self.sync()
         self.abandon()
 
     def abandon(self) -> None:
         """A killed process: close the descriptor without syncing (what reaches the disk is
-        then the kernel's business, or CrashFS.crash's)."""
+        then the kernel's business, or CrashFS.crash's). Nothing unsynced is acknowledged;
+        the storage is not used again (a new one recovers the directory)."""
         if self._fd >= 0:
             with contextlib.suppress(OSError):
                 self.fs.close(self._fd)
