@@ -27,11 +27,23 @@ descriptor opened through it (the process died):
    (the size reached the disk, the data blocks did not). Bytes before the fsynced length are
    never changed. Files CrashFS never saw written (present before it was created) are durable.
 
+Linux's write-back errors (crashstates.py's PAGECACHE model, for one process at a time): a
+failed fsync-like call (`fail_fsync`, or `writeback_failed` called by a test or the
+simulator) leaves the bytes written since the file's last fsync in the real file (the page
+cache, which a process restarted without a reboot reads) but NOT on the device: they are
+`lost`, kept as byte ranges per file. A later fsync does not write them (they are clean); a
+later write into one of their 4 KiB pages dirties the whole page again, which then reaches the
+device at the next fsync. `read_durable` (fsync, then past the cache) turns lost bytes into
+what the device holds (zeros: a hole), in the real file too; `crash` zeroes every lost range
+left. Errors are reported by the failing call itself (errseq's once per descriptor: the
+process that saw it stops; a restarted one opens new descriptors and sees nothing).
+
 Outside the model (a check that passes under it says nothing about these): bit rot in fsynced
 data, a later sector of an unsynced write persisting while an earlier one does not, lying
 fsync. Faults for error paths: `space_left` (bytes that may still be written before ENOSPC;
-the write that crosses it is short, the next raises), `fail_fsync` (fsync raises EIO),
-`short_writes` (every write of more than one byte writes a random shorter prefix).
+the write that crosses it is short, the next raises), `fail_fsync` (fsync raises EIO, a failed
+write-back as above), `short_writes` (every write of more than one byte writes a random shorter
+prefix).
 
 Usage::
 
@@ -56,6 +68,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 SECTOR = 512
+PAGE = 4096  # the page cache's unit of write-back
 
 
 class EntryKind(enum.Enum):
@@ -303,6 +316,25 @@ class _DirOp:
 @dataclass
 class _FileState:
     synced: int = 0  # length at the last fsync
+    # byte ranges [a, b) a failed write-back left cached but not on the device (zeros there)
+    lost: list[tuple[int, int]] = field(default_factory=list)
+
+    def redirty(self, lo: int, hi: int) -> None:
+        """A write to [lo, hi): its pages are dirty again, all of their cached bytes (the
+        lost ones included) go to the device at the next write-back."""
+        if not self.lost or hi <= lo:
+            return
+        a, b = lo // PAGE * PAGE, -(-hi // PAGE) * PAGE
+        out: list[tuple[int, int]] = []
+        for x, y in self.lost:
+            if y <= a or x >= b:
+                out.append((x, y))
+                continue
+            if x < a:
+                out.append((x, a))
+            if y > b:
+                out.append((b, y))
+        self.lost = out
 
 
 @dataclass
@@ -352,14 +384,33 @@ class CrashFS(OsFileIO):
             n = min(n, self.space_left)
         if self.short_writes and n > 1:
             n = self.rng.randint(1, n - 1)
+        path = self._fds.get(fd)
+        start = os.fstat(fd).st_size  # (append-only descriptors)
         written = super().write(fd, data[:n])
         if self.space_left is not None:
             self.space_left -= written
+        if path is not None and path in self._files:
+            self._files[path].redirty(start, start + written)
         return written
+
+    def writeback_failed(self, paths: list[str] | None = None) -> None:
+        """The device failed the write-back of these files' (default: every file's) bytes
+        written since their last fsync: cached, clean, never on the device."""
+        for p in list(self._files) if paths is None else paths:
+            st = self._files.get(os.path.abspath(p))
+            if st is None or not os.path.exists(p):
+                continue
+            size = os.path.getsize(p)
+            if size > st.synced:
+                st.lost.append((st.synced, size))
+                st.synced = size  # (the size is journalled at the next barrier: a hole)
 
     def fsync(self, fd: int) -> None:
         self.fsyncs += 1
         if self.fail_fsync:
+            path = self._fds.get(fd)
+            if path is not None:
+                self.writeback_failed([path])
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         super().fsync(fd)
         path = self._fds.get(fd)
@@ -376,7 +427,10 @@ class CrashFS(OsFileIO):
         if self.fail_fsync:
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         super().truncate(path, length)
-        self._files.setdefault(path, _FileState()).synced = length
+        st = self._files.setdefault(path, _FileState())
+        st.synced = length
+        st.lost = [(a, min(b, length)) for a, b in st.lost if a < length]
+        st.redirty(length, length + 1 if length % PAGE else length)  # its partial last page
 
     def replace(self, src: str, dst: str) -> None:
         src, dst = os.path.abspath(src), os.path.abspath(dst)
@@ -403,19 +457,23 @@ class CrashFS(OsFileIO):
 
     def read_durable(self, path: str) -> bytes:
         self.fsyncs += 1
+        path = os.path.abspath(path)
         if self.fail_fsync:
+            self.writeback_failed([path])
             raise OSError(errno.EIO, os.strerror(errno.EIO))
-        data = super().read_durable(path)
-        st = self._files.get(os.path.abspath(path))
-        if st is not None:  # (its fsync made it durable)
-            st.synced = len(data)
-        return data
+        st = self._files.get(path)
+        if st is not None:
+            st.synced = os.path.getsize(path)  # its fsync
+            _zero(path, st.lost)  # the clean pages dropped: the device's content read back
+            st.lost = []
+        return super().read_durable(path)
 
     def syncfs(self, fd: int) -> None:
         """Modelled for the whole CrashFS (one file system): everything becomes durable."""
         self.fsyncs += 1
         self.syncfs_calls += 1
         if self.fail_fsync:
+            self.writeback_failed()
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         self._ops.clear()
         for fd, p in self._fds.items():
@@ -435,7 +493,9 @@ class CrashFS(OsFileIO):
         self._ops.clear()
         for path in sorted(self._files):
             if os.path.exists(path):
-                self._cut(path, self._files[path].synced, rng)
+                st = self._files[path]
+                self._cut(path, st.synced, rng)
+                _zero(path, st.lost)  # the device never got them
         self._files.clear()  # what is on disk now is all there is: durable
 
     def _undo_dir_ops(self, d: str, ops: list[_DirOp], rng: random.Random) -> None:
@@ -496,6 +556,19 @@ class CrashFS(OsFileIO):
         """The durable length CrashFS assumes for a file (None: unknown to it, so all)."""
         st = self._files.get(os.path.abspath(path))
         return None if st is None else st.synced
+
+
+def _zero(path: str, ranges: list[tuple[int, int]]) -> None:
+    """Zero these byte ranges of a file (within its length)."""
+    if not ranges:
+        return
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        for a, b in ranges:
+            b = min(b, size)
+            if a < b:
+                f.seek(a)
+                f.write(bytes(b - a))
 
 
 class FaultFileIO(OsFileIO):
