@@ -11,8 +11,12 @@ What was weighed (correct = every file a group wrote is durable before any ackno
   dirty page and inode of the file system and commits its journal, so every append, creation,
   rename and unlink any group made is durable when it returns 0. Since Linux 5.8 it reports
   writeback errors (errseq on the superblock); before, it always returns 0, so it is refused
-  there. Its cost is the whole file system's dirty data: on a disk shared with other busy
-  processes (this machine) it also waits for their writeback.
+  there. It reports an error only to descriptors opened before it (or while nobody had seen
+  it), so the barrier uses one descriptor held from the GroupCommit's creation: another
+  process that synced first would otherwise see the EIO alone and this node acknowledge lost
+  writes (issue 37 item 2). The price: an error in any file of the file system, another
+  program's included, stops the node. Its cost is the whole file system's dirty data: on a
+  disk shared with other busy processes (this machine) it also waits for their writeback.
 * The batch's fsyncs issued concurrently from a thread pool (mode "parallel", the default):
   still one fsync per file, so each file reports its own error and nothing else is flushed,
   but the journal (ext4's jbd2, XFS's log) folds concurrent fsyncs into one commit and one

@@ -561,11 +561,11 @@ def generated(steps: Sequence[str], segment_bytes: int = 400) -> Workload:
     return Workload("gen:" + ",".join(steps), run, segment_bytes)
 
 
-def generated_workloads(length: int) -> list[Workload]:
-    """Every sequence of `length` steps (8**length workloads)."""
+def generated_workloads(length: int, names: Sequence[str] = ()) -> list[Workload]:
+    """Every sequence of `length` steps (of `names`, default all: 8**length workloads)."""
     import itertools as it
 
-    return [generated(seq) for seq in it.product(sorted(STEPS), repeat=length)]
+    return [generated(seq) for seq in it.product(sorted(names or STEPS), repeat=length)]
 
 
 def long_workloads(count: int, length: int = 6, seed: int = 37) -> list[Workload]:

@@ -11,6 +11,7 @@ from epochgc.impl.raft.crashstates import (
     PAGE,
     Fault,
     FaultKind,
+    Image,
     Model,
     RecordingFS,
     crash_images,
@@ -303,3 +304,41 @@ def test_a_format4_log_is_read_and_continued_in_a_format5_segment() -> None:
     init = DiskStorage(G1, fs=fs, segment_bytes=400).load()
     assert [e.index for e in init.entries] == list(range(1, 13))
     assert init.hard_state == HardState(1, 1, 8)
+
+
+def _format4_segment(ents: list[Entry]) -> bytes:
+    """A format-4 segment of group 1 (no marker bit, no trailer), written with the module's
+    own format-4 framing: the hard state 1/1/0, then these entries."""
+    from epochgc.impl.raft import disklog as dl
+    from epochgc.impl.raft.codec import encode_entry
+
+    start = dl._START.pack(0, 1, 1, 0, 0, 0, 0, 1, 1, 0)
+    rec, crc = dl._record(dl.KIND_START, start, 0, dl.FORMAT4)
+    parts = [dl.MAGIC4, rec]
+    for e in ents:
+        rec, crc = dl._record(dl.KIND_ENTRY, encode_entry(e), crc, dl.FORMAT4)
+        parts.append(rec)
+    return b"".join(parts)
+
+
+def test_a_damaged_format4_record_ending_in_zeros_is_refused() -> None:
+    """Format-4 segments keep their own torn rule (a record's own zeros may look lost there):
+    a fsynced format-4 record whose payload ends in zeros 20 bytes into a sector, damaged,
+    with another record after it in that sector, is refused (the bytes past it are not
+    zeros: no crash zeroed the sector), not cut with everything after it as etcd's looser
+    rule would."""
+    at = len(_format4_segment(cx.entries(1, 1, 1)))
+    size = 512 + 20 - at
+    data = b"\x05" * (size - (12 + 1 + 24) - 40) + bytes(40)
+    raw = bytearray(_format4_segment([*cx.entries(1, 1, 1), Entry(2, 1, data=data),
+                                      *cx.entries(3, 4, 1)]))
+    assert not any(raw[512:532]) and any(raw[532:1024])
+    seg = G1 + "/0000000000000001.seg"
+    img = Image((("/", None), ("/data", None), ("/data/n1", None), (G1, None),
+                 (seg, bytes(raw))), ())
+    assert [e.index for e in DiskStorage(G1, fs=RecordingFS.from_image(img)).load().entries] \
+        == [1, 2, 3, 4]
+    raw[at + 60] ^= 1
+    img = Image((*img.entries[:-1], (seg, bytes(raw))), ())
+    with pytest.raises(StorageCorruption, match="checksum mismatch"):
+        DiskStorage(G1, fs=RecordingFS.from_image(img)).load()
