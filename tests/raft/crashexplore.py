@@ -767,15 +767,7 @@ def explore(wl: Workload, models: Sequence[Model] = tuple(Model), faults: tuple[
     the recovery from each makes; counts under (label, ...)."""
     label = label or wl.name
     rec = Recorder(faults, wl.segment_bytes, storage, gc_factory=gc_factory)
-    # The node stops at a failure (OSError: the server's own tombstone calls): nothing
-    # more is acknowledged; then it is restarted without a reboot.
-    try:
-        wl.run(rec)
-    except (StorageFailed, OSError):
-        if restart:
-            for run in list(rec.groups.values()):
-                with contextlib.suppress(OSError):  # (a tombstone call: the node is down)
-                    run.restart_after_fault()
+    _run(rec, wl, restart)
     start = 0
     if faults:
         if not rec.fs.failed:
@@ -823,6 +815,19 @@ def explore(wl: Workload, models: Sequence[Model] = tuple(Model), faults: tuple[
     return res
 
 
+def _run(rec: Recorder, wl: Workload, restart: bool) -> None:
+    """Run the workload. The node stops at a failure (OSError: the server's own tombstone
+    calls): nothing more is acknowledged; then, with `restart`, it is restarted without a
+    reboot (and again if that recovery fails)."""
+    try:
+        wl.run(rec)
+    except (StorageFailed, OSError):
+        if restart:
+            for run in list(rec.groups.values()):
+                with contextlib.suppress(OSError):  # (a tombstone call: the node is down)
+                    run.restart_after_fault()
+
+
 _BARRIERS = frozenset({OpKind.FSYNC, OpKind.FSYNC_DIR, OpKind.SYNCFS})
 
 
@@ -864,8 +869,7 @@ def fault_runs(wl: Workload, on: str, kind: FaultKind, partial: int = 7,
                storage: type[DiskStorage] = DiskStorage) -> list[tuple[Fault, ...]]:
     """One fault per run, at each call of its kind the workload makes."""
     rec = Recorder((), wl.segment_bytes, storage)
-    with contextlib.suppress(StorageFailed, OSError):
-        wl.run(rec)
+    _run(rec, wl, restart=True)  # (the restart's own calls can fail too)
     n = rec.fs.calls[on]
     return [(Fault(on, i, kind, partial if on == "write" else 0),) for i in range(n)]
 
