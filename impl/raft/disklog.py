@@ -66,17 +66,19 @@ proven redundant (before the install or wholly covered by the snapshot); otherwi
 
 Upgrade: a directory of format 3 (per-record checksums, no binding) is read with the format-3
 rules, then rewritten: one FRESH segment holding the whole recovered log (written as a temp
-file, fsynced, renamed), a format-4 snapshot file naming it (the switch), and the format-3
-segments moved into quarantine/. A crash at any step leaves a directory this reads again.
-Within an upgrade a segment is format 4 only if it has the whole format-4 magic at the number
-the upgrade writes (above every other segment's); anything else is format 3, a last segment a
+file, fsynced, renamed; format 5, or format 4 when finishing an upgrade a format-4 version
+began), a format-4 snapshot file naming it (the switch), and the format-3 segments moved into
+quarantine/. A crash at any step leaves a directory this reads again. Within an upgrade a
+segment is the upgrade's only if it has a whole format-4 or -5 magic at the number the
+upgrade writes (above every other segment's); anything else is format 3, a last segment a
 crash left empty, zeroed or with part of its magic included. The new segment's START carries
-START_UPGRADE: after the switch, segments below it without a format-4 magic are the format-3
-log's remains and are moved aside too.
+START_UPGRADE: after the switch, segments below it without a format-4 or -5 magic are the
+format-3 log's remains and are moved aside too.
 Format 2 and older are refused (restore the node from a peer).
 
 `group_commit`: storages of one node may share a GroupCommit (impl/raft/groupcommit.py) so
-that one syncfs per Ready batch covers every group; see `impl.raft.storage.sync_all`.
+that one barrier per Ready batch (concurrent fsyncs, or one syncfs) covers every group; see
+`impl.raft.storage.sync_all`.
 """
 
 from __future__ import annotations
@@ -242,7 +244,7 @@ class DiskStorage:
     """The Storage of one group in `directory` (see the module docstring).
 
     `fs` is the file-system layer (default: the real `os`; tests pass a CrashFS).
-    `group_commit`: a GroupCommit shared by the node's storages (one syncfs per batch).
+    `group_commit`: a GroupCommit shared by the node's storages (one barrier per batch).
     `group_id`: the group whose log this is, written into every START record and the snapshot
     file and checked at recovery (default: <id> of a directory named g<id>, else 0)."""
 
