@@ -539,7 +539,9 @@ class RecordingFS:
             lost.discard(p)  # dirty again: its whole cached content is written back next
 
     def _written_back(self, ino: int) -> None:
-        if self.dirty.pop(ino, None) is not None or ino not in self.disk:
+        """A successful write-back: the dirty pages and the size reach the device."""
+        self.dirty.pop(ino, None)
+        if ino in self.inodes:
             self.disk[ino] = on_disk(bytes(self.inodes[ino]), self.disk.get(ino, b""),
                                      self.lost.get(ino, ()))
 
