@@ -5,6 +5,7 @@ impl/raft/crashstates.py itself, then a restart after a failed fsync without a r
 from __future__ import annotations
 
 import errno
+from pathlib import Path
 
 import pytest
 from epochgc.impl.raft.crashstates import (
@@ -342,3 +343,17 @@ def test_a_damaged_format4_record_ending_in_zeros_is_refused() -> None:
     img = Image((*img.entries[:-1], (seg, bytes(raw))), ())
     with pytest.raises(StorageCorruption, match="checksum mismatch"):
         DiskStorage(G1, fs=RecordingFS.from_image(img)).load()
+
+
+def test_os_read_durable_reads_every_byte_past_the_cache(tmp_path: Path) -> None:
+    """The real call (fsync, DONTNEED, O_DIRECT with its aligned buffer, short last block):
+    what it returns is the file, for sizes around the 4 KiB alignment."""
+    from epochgc.impl.raft.fileio import OsFileIO
+
+    fs = OsFileIO()
+    for n in (0, 1, 511, 4095, 4096, 4097, 9000, 3 * 4096):
+        p = f"{tmp_path}/f{n}"
+        data = bytes((i * 7 + n) % 251 for i in range(n))
+        with open(p, "wb") as f:
+            f.write(data)
+        assert fs.read_durable(p) == data, n
