@@ -38,11 +38,40 @@ EXT4_ORDERED (ext4 with data=ordered, without assuming auto_da_alloc's extra flu
     fsync (never a torn sector, never zeros in the middle); fsync persists the file's data;
   * a rename persists only together with the data the renamed file had when it was renamed
     (data=ordered writes a replaced file's data before the rename commits).
-Outside both models: bit rot, lying fsync, lost writes below the fsynced length, garbage (not
-zeros) in unwritten sectors.
+PAGECACHE (Linux's page cache under write-back errors, on ext4 data=ordered; issue 37). The
+two models above are kinder than Linux at a failed fsync: they let a later barrier persist what
+the failed one did not. Linux does not, and this model says what it does instead:
+  * the page cache holds every file's content in 4 KiB pages, each dirty (written since its
+    last write-back), clean and on the disk, or clean and NOT on the disk: a write-back that
+    fails marks the pages clean anyway and keeps their new content cached until eviction or
+    reboot (Rebello et al., "Can Applications Recover from fsync Failures?", USENIX ATC'20,
+    section 4: ext4 and XFS "mark the page clean" and keep it; PostgreSQL's "fsyncgate"
+    thread, 2018). Reads (a process restarted without a reboot) see the cached content; a
+    later fsync has nothing dirty to write and succeeds; only a later write into such a
+    page dirties it again (the whole page is then written back);
+  * on the disk such a page keeps what the device had (the fsynced bytes, zeros past the
+    fsynced length: the file's size is journalled by the next barrier, a hole stays), at every
+    later barrier and at a power loss;
+  * errors reach callers through errseq counters (lib/errseq.c; Documentation/core-api/
+    errseq.rst): one per file (mapping->wb_err) and one per file system (sb->s_wb_err, since
+    Linux 5.8), each sampled when a descriptor is opened; fsync(fd) reports a write-back error
+    of its file, syncfs(fd) one of its file system, each once per descriptor, and only if it
+    happened after the descriptor was opened or was not yet seen by anyone
+    (errseq_sample: "If nobody has seen this error yet, then we can be the first"); xfstests
+    generic/484 checks the syncfs half;
+  * a reboot drops the cache (`drop_caches`: what reads see is the disk again); a power loss
+    keeps only the disk; names and the order of appends follow EXT4_ORDERED.
+  RecordingFS runs this model live (reads through the cache, errseq per descriptor) and
+  records each failed write-back as a WB_ERROR operation (per inode) in the trace; STRICT and
+  EXT4_ORDERED ignore WB_ERROR (their kinder semantics), PAGECACHE applies it.
+Outside every model: bit rot, lying fsync, lost writes below the fsynced length, garbage (not
+zeros) in unwritten sectors, write-back errors of directories and of the journal itself (ext4
+aborts the journal and remounts read-only), a write-back that fails for only some of a file's
+dirty pages (here all of them fail: the most that can be lost).
 
 An image is deduplicated by `Image.digest`; `Image.protected` gives, per file, how many leading
-bytes the model guarantees (its fsynced length): recovery may never cut below it.
+bytes the model guarantees (its length at the workload's last fsync, less any lost page; a
+recovery's own read_durable fsyncs but guarantees nothing): recovery may never cut below it.
 """
 
 from __future__ import annotations
@@ -58,6 +87,7 @@ from dataclasses import dataclass, field, replace
 from epochgc.impl.raft.fileio import EntryKind
 
 SECTOR = 512
+PAGE = 4096  # the page cache's unit of dirtiness and write-back (x86-64, arm64 4K pages)
 _DIR = -1  # a namespace value: a directory (files map to their inode number)
 
 
@@ -73,6 +103,7 @@ class OpKind(enum.Enum):
     RMDIR = "rmdir"
     TRUNCATE = "truncate"
     SYNCFS = "syncfs"
+    WB_ERROR = "writeback error"  # the file's dirty pages failed to reach the disk
 
 
 _DIR_OPS = frozenset({OpKind.MKDIR, OpKind.CREATE, OpKind.RENAME, OpKind.UNLINK, OpKind.RMDIR})
@@ -91,6 +122,7 @@ class FsOp:
     data: bytes = b""
     src: str = ""
     length: int = 0
+    reading: bool = False  # FSYNC: a recovery's read_durable (durable, but guarantees nothing)
 
     def names(self) -> frozenset[str]:
         """The directory entries a directory operation touches."""
@@ -110,12 +142,67 @@ class FsOp:
             return f"truncate({self.path}, {self.length})"
         if k is OpKind.SYNCFS:
             return "syncfs()"
+        if k is OpKind.WB_ERROR:
+            return f"writeback error({self.path}#{self.ino})"
         return f"{k.value}({self.path})"
 
 
 class FaultKind(enum.Enum):
     ENOSPC = errno.ENOSPC
     EIO = errno.EIO
+
+
+@dataclass
+class ErrSeq:
+    """An errseq_t (lib/errseq.c): a counter of write-back errors and whether anyone has seen
+    the latest. errseq_set bumps the counter only if the previous error was seen (or none
+    was recorded); errseq_sample returns 0 while the latest error is unseen, so a descriptor
+    opened then still reports it; errseq_check_and_advance reports an error once per sample."""
+
+    value: int = 0  # 0: no error ever recorded
+    seen: bool = False
+
+    def set(self) -> None:
+        if self.value == 0 or self.seen:
+            self.value += 1
+        self.seen = False
+
+    def sample(self) -> int:
+        return self.value if self.seen else 0
+
+    def check_and_advance(self, since: int) -> tuple[bool, int]:
+        """(whether an error is reported to the holder of `since`, its new sample)."""
+        if self.value == since:
+            return False, since
+        self.seen = True
+        return True, self.value
+
+
+def pages_of(offset: int, length: int) -> range:
+    """The page-cache pages a write of `length` bytes at `offset` dirties."""
+    if length <= 0:
+        return range(0)
+    return range(offset // PAGE, (offset + length - 1) // PAGE + 1)
+
+
+def on_disk(cached: bytes, disk: bytes, lost: Iterable[int]) -> bytes:
+    """What the device holds of a file written back with these pages lost: the cached content
+    (its size), each lost page as the disk had it (zeros past the disk's old length: a hole)."""
+    out = bytearray(cached)
+    for p in lost:
+        lo, hi = p * PAGE, min((p + 1) * PAGE, len(out))
+        if lo < hi:
+            old = disk[lo:hi]
+            out[lo:hi] = old + bytes(hi - lo - len(old))
+    return bytes(out)
+
+
+def _common_prefix(a: bytes, b: bytes) -> int:
+    n = min(len(a), len(b))
+    for i in range(n):
+        if a[i] != b[i]:
+            return i
+    return n
 
 
 @dataclass(frozen=True)
@@ -135,7 +222,10 @@ class RecordingFS:
     """The FileIO protocol over an in-memory tree, recording every logical operation.
 
     Paths are normalised with os.path.normpath; `root` and its ancestors exist (durable)
-    from the start."""
+    from the start. `inodes` is the page cache (what reads see, across process restarts
+    without a reboot); `disk`, `dirty` and `lost` are the PAGECACHE model's live state (see
+    the module docstring), `wb_err` and `sb_err` its errseq counters. A failing fsync-like
+    call (a Fault on "fsync") is a failed write-back of the dirty pages it writes."""
 
     def __init__(self, root: str = "/", faults: Iterable[Fault] = ()) -> None:
         self.ns: dict[str, int] = {}
@@ -150,6 +240,12 @@ class RecordingFS:
         self.calls = {"write": 0, "fsync": 0}
         self.failed: list[Fault] = []  # faults that fired
         self.fault_pos: list[int] = []  # the trace's length when each fired
+        self.disk: dict[int, bytes] = {}  # what the device holds of each file
+        self.dirty: dict[int, set[int]] = {}  # pages written since their last write-back
+        self.lost: dict[int, set[int]] = {}  # clean in the cache, not on the disk
+        self.wb_err: dict[int, ErrSeq] = {}  # per file (mapping->wb_err)
+        self.sb_err = ErrSeq()  # the file system's (sb->s_wb_err)
+        self._samples: dict[int, tuple[int, int]] = {}  # fd -> (file sample, sb sample)
 
     @classmethod
     def from_image(cls, image: Image) -> RecordingFS:
@@ -161,6 +257,7 @@ class RecordingFS:
             else:
                 ino = fs._new_inode()
                 fs.inodes[ino] = bytearray(content)
+                fs.disk[ino] = bytes(content)
                 fs.ns[path] = ino
         return fs
 
@@ -206,7 +303,30 @@ class RecordingFS:
         return EntryKind.DIRECTORY if ino == _DIR else EntryKind.REGULAR
 
     def read(self, path: str) -> bytes:
+        """Through the page cache (a lost page's cached content included)."""
         return bytes(self.inodes[self._file(path)])
+
+    def read_durable(self, path: str) -> bytes:
+        """fsync on a fresh descriptor, then drop the file's clean pages from the cache
+        (posix_fadvise DONTNEED: a lost page is clean) and read: what the device holds."""
+        path = os.path.normpath(path)
+        ino = self._file(path)
+        fd = self._open(ino, path, append=False)
+        try:
+            self._fsync(fd, reading=True)
+        finally:
+            self.close(fd)
+        self.drop_cache(ino)
+        return bytes(self.inodes[ino])
+
+    def drop_cache(self, ino: int | None = None) -> None:
+        """Evict clean pages (one file's, or all: a reboot's or drop_caches' effect on reads):
+        a lost page is read back from the disk."""
+        for i in [ino] if ino is not None else list(self.inodes):
+            lost = self.lost.pop(i, set())
+            if lost and i in self.inodes:
+                self.inodes[i] = bytearray(on_disk(bytes(self.inodes[i]),
+                                                   self.disk.get(i, b""), lost))
 
     def open_append(self, path: str, create: bool) -> int:
         path = os.path.normpath(path)
@@ -223,6 +343,7 @@ class RecordingFS:
         if path in self.ns:
             ino = self._file(path)
             self.inodes[ino] = bytearray()
+            self.lost.pop(ino, None)
             self.trace.append(FsOp(OpKind.TRUNC, path, ino))
         else:
             ino = self._create(path)
@@ -239,6 +360,7 @@ class RecordingFS:
             if off > len(buf):
                 buf.extend(bytes(off - len(buf)))
             buf[off : off + len(data)] = data
+            self._dirty(ino, pages_of(off, len(data)))
             self.trace.append(FsOp(OpKind.WRITE, path, ino, off, bytes(data)))
         if not append:
             self._pos[fd] = off + len(data)
@@ -247,13 +369,23 @@ class RecordingFS:
         return len(data)
 
     def fsync(self, fd: int) -> None:
+        """Write back the file's dirty pages; report a write-back error of the file once to
+        this descriptor (file_check_and_advance_wb_err)."""
+        self._fsync(fd)
+
+    def _fsync(self, fd: int, reading: bool = False) -> None:
         ino, path, _ = self._fds[fd]
-        self._barrier()
-        self.trace.append(FsOp(OpKind.FSYNC, path, ino))
+        if self._fault("fsync") is not None:
+            self._writeback_failed([ino], one_file=True)
+        else:
+            self._written_back(ino)
+            self.trace.append(FsOp(OpKind.FSYNC, path, ino, reading=reading))
+        self._report(fd, self.wb_err.setdefault(ino, ErrSeq()), 0)
 
     def close(self, fd: int) -> None:
         self._fds.pop(fd)
         self._pos.pop(fd, None)
+        self._samples.pop(fd, None)
 
     def size(self, fd: int) -> int:
         return len(self.inodes[self._fds[fd][0]])
@@ -261,14 +393,22 @@ class RecordingFS:
     def truncate(self, path: str, length: int) -> None:
         path = os.path.normpath(path)
         ino = self._file(path)
-        buf = self.inodes[ino]
-        if length < len(buf):
-            del buf[length:]
-        else:
-            buf.extend(bytes(length - len(buf)))
-        self.trace.append(FsOp(OpKind.TRUNCATE, path, ino, length=length))
-        self._barrier()
-        self.trace.append(FsOp(OpKind.FSYNC, path, ino))
+        fd = self._open(ino, path, append=False)
+        try:
+            buf = self.inodes[ino]
+            if length < len(buf):
+                del buf[length:]
+            else:
+                buf.extend(bytes(length - len(buf)))
+            keep = -(-length // PAGE)
+            self.lost[ino] = {p for p in self.lost.get(ino, set()) if p < keep}
+            self.dirty[ino] = {p for p in self.dirty.get(ino, set()) if p < keep}
+            if length % PAGE:
+                self._dirty(ino, [length // PAGE])  # the partial last page is zeroed
+            self.trace.append(FsOp(OpKind.TRUNCATE, path, ino, length=length))
+            self.fsync(fd)
+        finally:
+            self.close(fd)
 
     def replace(self, src: str, dst: str) -> None:
         src, dst = os.path.normpath(src), os.path.normpath(dst)
@@ -294,9 +434,45 @@ class RecordingFS:
         self._barrier()
         self.trace.append(FsOp(OpKind.FSYNC_DIR, path))
 
-    def syncfs(self, path: str) -> None:
-        self._barrier()
-        self.trace.append(FsOp(OpKind.SYNCFS, os.path.normpath(path)))
+    def open_fs(self, path: str) -> int:
+        """A descriptor for `syncfs` (its errseq samples taken now)."""
+        path = os.path.normpath(path)
+        if self.ns.get(path) != _DIR:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        return self._open(_DIR, path, append=False)
+
+    def syncfs(self, fd: int) -> None:
+        """Write back every dirty page; report a write-back error of the file system (any
+        file's, any caller's) once to this descriptor, if it came after the descriptor was
+        opened or nobody had seen it then (sb->s_wb_err, Linux >= 5.8)."""
+        _, path, _ = self._fds[fd]
+        if self._fault("fsync") is not None:
+            self._writeback_failed(list(self.inodes))
+        else:
+            for ino in list(self.inodes):
+                self._written_back(ino)
+            self.trace.append(FsOp(OpKind.SYNCFS, path))
+        self._report(fd, self.sb_err, 1)
+
+    def other_tenant_syncfs(self, fail: bool) -> bool:
+        """Another process on this file system (a second node, a backup agent, `sync -f`)
+        calls syncfs on its own descriptor; `fail`: the write-back of every dirty page fails
+        (the device's fault, not the caller's). Returns whether it saw an error."""
+        fd = self.open_fs("/")
+        try:
+            if fail:
+                self._writeback_failed(list(self.inodes))
+            else:
+                for ino in list(self.inodes):
+                    self._written_back(ino)
+                self.trace.append(FsOp(OpKind.SYNCFS, "/"))
+            try:
+                self._report(fd, self.sb_err, 1)
+            except OSError:
+                return True
+            return False
+        finally:
+            self.close(fd)
 
     # ---- beyond the protocol (what a node's own code does with `os` directly) -------------
 
@@ -342,6 +518,7 @@ class RecordingFS:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
         ino = self._new_inode()
         self.inodes[ino] = bytearray()
+        self.disk[ino] = b""
         self.ns[path] = ino
         self.trace.append(FsOp(OpKind.CREATE, path, ino))
         return ino
@@ -351,7 +528,43 @@ class RecordingFS:
         self._next_fd += 1
         self._fds[fd] = (ino, path, append)
         self._pos[fd] = 0
+        file_sample = self.wb_err.setdefault(ino, ErrSeq()).sample() if ino != _DIR else 0
+        self._samples[fd] = (file_sample, self.sb_err.sample())
         return fd
+
+    def _dirty(self, ino: int, pages: Iterable[int]) -> None:
+        d, lost = self.dirty.setdefault(ino, set()), self.lost.get(ino, set())
+        for p in pages:
+            d.add(p)
+            lost.discard(p)  # dirty again: its whole cached content is written back next
+
+    def _written_back(self, ino: int) -> None:
+        """A successful write-back: the dirty pages and the size reach the device."""
+        self.dirty.pop(ino, None)
+        if ino in self.inodes:
+            self.disk[ino] = on_disk(bytes(self.inodes[ino]), self.disk.get(ino, b""),
+                                     self.lost.get(ino, ()))
+
+    def _writeback_failed(self, inos: Iterable[int], one_file: bool = False) -> None:
+        """The dirty pages of these files did not reach the disk: marked clean, kept cached
+        (lost), the error recorded in each such file's errseq and the file system's (an
+        fsync of one file with nothing dirty fails on the device's cache flush: its own)."""
+        for ino in inos:
+            d = self.dirty.pop(ino, set())
+            if d:
+                self.lost.setdefault(ino, set()).update(d)
+                paths = [p for p, i in self.ns.items() if i == ino]
+                self.trace.append(FsOp(OpKind.WB_ERROR, paths[0] if paths else "", ino))
+            if d or one_file:
+                self.wb_err.setdefault(ino, ErrSeq()).set()
+        self.sb_err.set()
+
+    def _report(self, fd: int, seq: ErrSeq, which: int) -> None:
+        samples = list(self._samples[fd])
+        err, samples[which] = seq.check_and_advance(samples[which])
+        self._samples[fd] = (samples[0], samples[1])
+        if err:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
 
     def _fault(self, on: str) -> Fault | None:
         n = self.calls[on]
@@ -413,6 +626,7 @@ def crash_points(trace: Sequence[FsOp], start: int = 0) -> Iterator[CrashPoint]:
 class Model(enum.Enum):
     STRICT = "strict"
     EXT4_ORDERED = "ext4-ordered"
+    PAGECACHE = "pagecache"  # EXT4_ORDERED plus Linux's write-back error semantics
 
 
 @dataclass(frozen=True)
@@ -453,9 +667,43 @@ class _Inode:
     states: list[tuple[int, bytes]] = field(default_factory=list)  # (op position, content)
     cur: bytes = b""
     truncated: bool = False  # opened with O_TRUNC since its last fsync
+    # PAGECACHE only: pages written since their last write-back, pages lost (clean in the
+    # cache, not on the disk).
+    dirty: set[int] = field(default_factory=set)
+    lost: set[int] = field(default_factory=set)
+    # The leading bytes a barrier of the workload made durable (a recovery's read_durable
+    # fsyncs too, but what it reads may be a torn tail it then cuts: it protects nothing).
+    protected: int = 0
 
-    def sync(self) -> None:
-        self.durable, self.states, self.truncated = self.cur, [], False
+    def sync(self, pagecache: bool = False, reading: bool = False) -> None:
+        if pagecache:
+            self.durable = on_disk(self.cur, self.durable, self.lost)
+            self.dirty = set()
+        else:
+            self.durable = self.cur
+        if not reading:
+            self.protected = (_common_prefix(self.durable, self.cur) if pagecache
+                              else len(self.durable))
+        elif self.truncated:
+            self.protected = 0
+        self.protected = min(self.protected, len(self.durable))
+        self.states, self.truncated = [], False
+
+    def wb_error(self) -> None:
+        """The dirty pages failed to reach the disk: nothing written since the last barrier
+        can persist any more, except through a later write that dirties its page again."""
+        self.lost |= self.dirty
+        self.dirty = set()
+        self.states = []
+
+    def written(self, pos: int, pages: Iterable[int], pagecache: bool) -> None:
+        if pagecache:
+            for p in pages:
+                self.dirty.add(p)
+                self.lost.discard(p)
+            self.states.append((pos, on_disk(self.cur, self.durable, self.lost)))
+        else:
+            self.states.append((pos, self.cur))
 
     def versions(self) -> list[tuple[int, bytes]]:
         return [(-1, self.durable), *self.states]
@@ -474,7 +722,7 @@ class _Replay:
     barrier_at: int = -1  # last fsync-like call of any kind (an ext4 journal commit)
 
 
-def _replay(ops: Sequence[FsOp], initial: dict[str, int]) -> _Replay:
+def _replay(ops: Sequence[FsOp], initial: dict[str, int], pagecache: bool = False) -> _Replay:
     r = _Replay(dict(initial))
     for pos, op in enumerate(ops):
         k = op.kind
@@ -485,7 +733,7 @@ def _replay(ops: Sequence[FsOp], initial: dict[str, int]) -> _Replay:
             continue
         if k is OpKind.SYNCFS:
             for ino in r.inodes.values():
-                ino.sync()
+                ino.sync(pagecache)
             r.syncfs_at = r.barrier_at = pos
             continue
         if k is OpKind.FSYNC_DIR:
@@ -493,22 +741,33 @@ def _replay(ops: Sequence[FsOp], initial: dict[str, int]) -> _Replay:
             r.barrier_at = pos
             continue
         node = r.inodes.setdefault(op.ino, _Inode())
+        if k is OpKind.WB_ERROR:
+            if pagecache:  # (the kinder models: a later barrier persists these pages)
+                node.wb_error()
+            continue
         if k is OpKind.FSYNC:
-            node.sync()
+            node.sync(pagecache, op.reading)
             r.barrier_at = pos
             continue
+        pages: Iterable[int] = ()
         if k is OpKind.TRUNC:
             node.cur = b""
             node.truncated = True
+            node.lost, node.dirty = set(), set()
         elif k is OpKind.WRITE:
             cur = node.cur
             if op.offset > len(cur):
                 cur += bytes(op.offset - len(cur))
             node.cur = cur[: op.offset] + op.data + cur[op.offset + len(op.data) :]
+            pages = pages_of(op.offset, len(op.data))
         elif k is OpKind.TRUNCATE:
             node.cur = node.cur[: op.length] + bytes(max(0, op.length - len(node.cur)))
+            keep = -(-op.length // PAGE)
+            node.lost = {p for p in node.lost if p < keep}
+            node.dirty = {p for p in node.dirty if p < keep}
+            pages = [op.length // PAGE] if op.length % PAGE else []
             r.barrier_at = pos  # FileIO.truncate fsyncs: a journal commit
-        node.states.append((pos, node.cur))
+        node.written(pos, pages, pagecache)
     return r
 
 
@@ -563,7 +822,7 @@ def _strict_contents(node: _Inode) -> list[bytes]:
 
 
 def _protected(node: _Inode) -> int:
-    return 0 if node.truncated else len(node.durable)
+    return 0 if node.truncated else node.protected
 
 
 class TooManyStates(Exception):
@@ -583,7 +842,8 @@ def crash_images(
             if os.path.dirname(p) == p:
                 break
             p = os.path.dirname(p)
-    r = _replay(ops, initial)
+    pagecache = model is Model.PAGECACHE
+    r = _replay(ops, initial, pagecache)
     count = 0
     for ns, floors in _name_choices(r, model):
         files = sorted((p, v) for p, v in ns.items() if v != _DIR)
@@ -629,7 +889,7 @@ def image_ops(image: Image) -> list[FsOp]:
 
 def _name_choices(r: _Replay, model: Model) -> Iterator[tuple[dict[str, int], dict[int, int]]]:
     """(namespace, per inode the position of the last rename of it that persisted)."""
-    if model is Model.EXT4_ORDERED:
+    if model in (Model.EXT4_ORDERED, Model.PAGECACHE):
         first_optional = next(
             (i for i, (pos, _) in enumerate(r.dirops) if pos > r.barrier_at), len(r.dirops))
         for cut in range(first_optional, len(r.dirops) + 1):

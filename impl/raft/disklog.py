@@ -1,13 +1,16 @@
 """DiskStorage: a segmented, append-only log whose record checksums are chained across records
 and segments, plus an atomically replaced snapshot file, for one Raft group in one directory.
-On-disk format version 4 (format 3 is read and rewritten on first start, see "Upgrade").
+On-disk format version 5 (segments; the snapshot file is still format 4); format-4 segments
+are read and never appended to; format 3 is read and rewritten on first start ("Upgrade").
 
 Layout:
   snapshot              crc32 | u8 format | u64 group | u64 install_seq | u32 install_tag |
                         encoded Snapshot   (temp + fsync + rename + fsync dir)
   NNNNNNNNNNNNNNNN.seg  magic | START record | records...
   quarantine/           files recovery proved redundant and moved aside (never deleted)
-A record is  u32 length | u32 crc | u32 crc32(length, crc) | payload,  payload = u8 kind | body.
+A record is  u32 0x80000000|length | u32 crc | u32 crc32(first 8 bytes) | payload | u8 0xa5,
+payload = u8 kind | body (format 4: no marker bit, no trailer byte): its first and last bytes
+are never zero, so the torn-write rule below never mistakes its own zeros for a lost sector.
 `crc` is crc32(payload) seeded with the previous record's crc (a chain, like etcd's WAL): a
 record is valid only at its own place after its own predecessors. The START record (first of
 every segment) is seeded with 0 and carries `chain`, the last crc of the previous segment, so
@@ -48,7 +51,10 @@ hard state's term not below the last entry's or the snapshot's, commit within th
 torn write (etcd's rule, made stricter) is tolerated only in the last segment: an incomplete
 last record, or a failing record overlapping a 512-byte sector that is all zeros from the
 record (or the sector) on to the sector's (or the file's) end: a crash loses whole unsynced
-sectors, in any order; bit rot and misplaced records do not zero them. The segment is cut at
+sectors, in any order; bit rot and misplaced records do not zero them (see `_torn` for what
+format 5 changed and what stays ambiguous). Segments and the snapshot file are read as the
+device holds them, not as the page cache does (FileIO.read_durable: after a failed fsync the
+cache keeps what the disk never got). The segment is cut at
 that record (what followed it was never synced, so never acknowledged), after the bytes cut
 off (unless all zeros) are copied durably into quarantine/ (a zeroed sector of fsynced data
 looks the same as a torn write). A segment, snapshot or temporary name that is not a regular
@@ -60,17 +66,19 @@ proven redundant (before the install or wholly covered by the snapshot); otherwi
 
 Upgrade: a directory of format 3 (per-record checksums, no binding) is read with the format-3
 rules, then rewritten: one FRESH segment holding the whole recovered log (written as a temp
-file, fsynced, renamed), a format-4 snapshot file naming it (the switch), and the format-3
-segments moved into quarantine/. A crash at any step leaves a directory this reads again.
-Within an upgrade a segment is format 4 only if it has the whole format-4 magic at the number
-the upgrade writes (above every other segment's); anything else is format 3, a last segment a
+file, fsynced, renamed; format 5, or format 4 when finishing an upgrade a format-4 version
+began), a format-4 snapshot file naming it (the switch), and the format-3 segments moved into
+quarantine/. A crash at any step leaves a directory this reads again. Within an upgrade a
+segment is the upgrade's only if it has a whole format-4 or -5 magic at the number the
+upgrade writes (above every other segment's); anything else is format 3, a last segment a
 crash left empty, zeroed or with part of its magic included. The new segment's START carries
-START_UPGRADE: after the switch, segments below it without a format-4 magic are the format-3
-log's remains and are moved aside too.
+START_UPGRADE: after the switch, segments below it without a format-4 or -5 magic are the
+format-3 log's remains and are moved aside too.
 Format 2 and older are refused (restore the node from a peer).
 
 `group_commit`: storages of one node may share a GroupCommit (impl/raft/groupcommit.py) so
-that one syncfs per Ready batch covers every group; see `impl.raft.storage.sync_all`.
+that one barrier per Ready batch (concurrent fsyncs, or one syncfs) covers every group; see
+`impl.raft.storage.sync_all`.
 """
 
 from __future__ import annotations
@@ -95,9 +103,19 @@ from epochgc.impl.raft.groupcommit import GroupCommit
 from epochgc.impl.raft.messages import Entry, HardState, InitialState, Snapshot
 from epochgc.impl.raft.storage import StorageCorruption, StorageFailed
 
-FORMAT = 4
+FORMAT = 5  # of the segments this version writes
+FORMAT4 = 4  # segments of format 4: read (their own framing and torn rule), never appended to
+SNAP_FORMAT = 4  # of the snapshot file (unchanged since format 4)
 OLD_FORMAT = 3  # read and rewritten on first start
 MAGIC = b"EGRLOG\x00" + bytes([FORMAT])  # 7 bytes of magic + 1 byte format version
+MAGIC4 = MAGIC[:7] + bytes([FORMAT4])
+_MAGICS = (MAGIC, MAGIC4)  # the chained formats
+# Format 5 framing: the top bit of the length word is set, so a record's first byte is never
+# zero, and a trailer byte follows the payload, so its last byte is never zero either: a
+# piece of a sector that holds a record's first or last byte and reads all zeros was zeroed
+# (a lost sector), it is not the record's own content (issue 37 items 3 and 4).
+_MARK = 0x8000_0000
+_TRAILER = b"\xa5"
 _REC = struct.Struct(">III")  # length, chained crc32(payload), crc32 of the first 8 bytes
 # flags, group, seq, chain, install tag, tail index, tail term, hs term, vote, commit
 _START = struct.Struct(">BQQIIQQQQQ")
@@ -147,12 +165,16 @@ _HEAD = struct.Struct(">II")  # the first 8 bytes of a record header
 _U32 = struct.Struct(">I")
 
 
-def _record(kind: int, body: bytes, seed: int) -> tuple[bytes, int]:
-    """One record whose crc is chained from `seed`; returns it and its crc."""
+def _record(kind: int, body: bytes, seed: int, fmt: int = FORMAT) -> tuple[bytes, int]:
+    """One record (in segment format `fmt`) whose crc is chained from `seed`; returns it and
+    its crc."""
     payload = bytes((kind,)) + body
     crc = zlib.crc32(payload, seed)
-    head = _HEAD.pack(len(payload), crc)
-    return head + _U32.pack(zlib.crc32(head)) + payload, crc
+    if fmt == FORMAT4:
+        head = _HEAD.pack(len(payload), crc)
+        return head + _U32.pack(zlib.crc32(head)) + payload, crc
+    head = _HEAD.pack(len(payload) | _MARK, crc)
+    return head + _U32.pack(zlib.crc32(head)) + payload + _TRAILER, crc
 
 
 def _torn(data: bytes, start: int, end: int) -> bool:
@@ -161,7 +183,17 @@ def _torn(data: bytes, start: int, end: int) -> bool:
     the record's start (or the sector's, if later) to the sector's end (or the file's): a crash
     loses whole unsynced sectors, in any order, while bit rot or a misplaced record does not
     zero them. (Stricter than "a zero part of the record": the rest of that sector, past the
-    record, must be zero too, so a record whose last bytes happen to be zeros is not torn.)"""
+    record, must be zero too.)
+
+    Only bytes a crash could have zeroed may count, never the record's own zeros: in format 5
+    a record's first byte (the length word's marker bit) and last byte (the trailer) are never
+    zero, so a piece holding either was zeroed. Format 4 had neither: the high zero bytes of a
+    length starting in a sector's last 1-3 bytes, or a last record's zero tail (a hard state's
+    zero vote and commit) starting a fresh sector, looked torn, and damage anywhere in such a
+    fsynced record cut it (issue 37 items 3, 4; format-4 segments keep that rule until they
+    are compacted away). What remains ambiguous in format 5: a whole sector inside one record
+    that its own data fills with zeros (an entry of 512 zero bytes or more), if that record is
+    also damaged elsewhere."""
     if end > len(data):
         return True
     lo = start
@@ -212,7 +244,7 @@ class DiskStorage:
     """The Storage of one group in `directory` (see the module docstring).
 
     `fs` is the file-system layer (default: the real `os`; tests pass a CrashFS).
-    `group_commit`: a GroupCommit shared by the node's storages (one syncfs per batch).
+    `group_commit`: a GroupCommit shared by the node's storages (one barrier per batch).
     `group_id`: the group whose log this is, written into every START record and the snapshot
     file and checked at recovery (default: <id> of a directory named g<id>, else 0)."""
 
@@ -254,10 +286,12 @@ class DiskStorage:
     # ---- recovery ------------------------------------------------------------------------
 
     def load(self) -> InitialState:
-        """Recover the durable state; refuses (StorageCorruption, naming file and offset)
-        anything that is not a crash's torn tail. Changes the directory only after it has
-        validated everything: cuts a torn tail, moves proven-redundant segments aside,
-        rewrites a format-3 log into format 4."""
+        """Recover the durable state (Storage.load's contract); refuses (StorageCorruption,
+        naming file and offset) anything that is not a crash's torn tail. Reads every file as
+        the device holds it (fsync, then past the page cache). Changes the directory only
+        after it has validated everything: cuts a torn tail, moves proven-redundant segments
+        aside, rewrites a format-3 log into format 5; then makes what it returns durable.
+        The caller may call it again (the same state) and must not write before it."""
         if self._loaded is not None:
             return self._loaded
         self._check()
@@ -296,7 +330,7 @@ class DiskStorage:
             # upgrade's output (its snapshot file, the switch, never landed), compared with
             # the expected output below. Anything else is format 3, a torn last segment
             # (empty, part of the magic, zeros: a crash right after a cut) included.
-            leftover = [g for g in segs if g.data[: len(MAGIC)] == MAGIC]
+            leftover = [g for g in segs if g.data[: len(MAGIC)] in _MAGICS]
             out = {g.seq for g in leftover}
             old = [g for g in segs if g.seq not in out]
             for g in old:
@@ -314,7 +348,7 @@ class DiskStorage:
             upgraded = self._upgraded(segs)
             for g in segs:
                 if g.fmt == OLD_FORMAT or (
-                    upgraded and g.seq < self._install_seq and g.data[: len(MAGIC)] != MAGIC
+                    upgraded and g.seq < self._install_seq and g.data[:8] not in _MAGICS
                 ):
                     if g.seq >= self._install_seq:
                         raise StorageCorruption(
@@ -323,7 +357,7 @@ class DiskStorage:
                     g.fmt = OLD_FORMAT
                     plan.quarantine.append(g.path)  # left over from a finished upgrade
             old = [g for g in segs if g.fmt == OLD_FORMAT]
-            segs = [g for g in segs if g.fmt == FORMAT]
+            segs = [g for g in segs if g.fmt != OLD_FORMAT]
         run, stale = self._split_at_gap(segs)
         self._check_redundant(stale, run)
         log = self._replay(run, plan)
@@ -342,7 +376,7 @@ class DiskStorage:
         """Whether the installed snapshot's segment is the one the format-3 upgrade wrote
         (its START flags; a damaged byte is refused when the segment is replayed)."""
         for g in segs:
-            if g.seq == self._install_seq and g.data[: len(MAGIC)] == MAGIC:
+            if g.seq == self._install_seq and g.data[: len(MAGIC)] in _MAGICS:
                 return len(g.data) > _START_FLAGS_AT and bool(
                     g.data[_START_FLAGS_AT] & START_UPGRADE
                 )
@@ -353,7 +387,7 @@ class DiskStorage:
         path = self._path("snapshot")
         if not self.fs.exists(path):
             return None
-        raw = self.fs.read(path)
+        raw = self._read_durable(path)
         if len(raw) < 4 + _SNAPHEAD3.size:
             raise StorageCorruption(path, 0, "file shorter than its header")
         (crc,) = struct.unpack_from(">I", raw, 0)
@@ -363,7 +397,7 @@ class DiskStorage:
         if fmt == OLD_FORMAT:
             _, install_seq = _SNAPHEAD3.unpack_from(raw, 4)
             body_at, group, tag = 4 + _SNAPHEAD3.size, self.group, 0
-        elif fmt == FORMAT and len(raw) >= 4 + _SNAPHEAD.size:
+        elif fmt == SNAP_FORMAT and len(raw) >= 4 + _SNAPHEAD.size:
             _, group, install_seq, tag = _SNAPHEAD.unpack_from(raw, 4)
             body_at = 4 + _SNAPHEAD.size
         else:
@@ -371,7 +405,7 @@ class DiskStorage:
                 path,
                 4,
                 f"snapshot file of on-disk format {fmt}: format 2 or older are refused (this "
-                f"version reads {OLD_FORMAT} and {FORMAT}); rebuild this node from a peer",
+                f"version reads {OLD_FORMAT} and {SNAP_FORMAT}); rebuild this node from a peer",
             )
         if group != self.group:
             raise StorageCorruption(
@@ -385,6 +419,17 @@ class DiskStorage:
         self._install_tag = tag
         return fmt
 
+    def _read_durable(self, path: str) -> bytes:
+        """A file as the device holds it (FileIO.read_durable), never the page cache's copy:
+        after a failed fsync Linux keeps the unwritten pages cached and marked clean, so a
+        process restarted without a reboot would read entries the disk never got, and a
+        second fsync succeeds (issue 37 item 1). An error here (EIO reported to the fresh
+        descriptor: a write-back failed and nobody saw it yet) stops the node."""
+        try:
+            return self.fs.read_durable(path)
+        except OSError as e:
+            raise self._io("reading what the disk holds", path, e) from e
+
     def _seq_of(self, name: str) -> int:
         """The sequence number a segment file's name gives; refuses any other .seg name."""
         stem = name[:-4]
@@ -396,16 +441,16 @@ class DiskStorage:
 
     def _read_seg(self, seq: int) -> _Seg:
         path = self._seg_path(seq)
-        data = self.fs.read(path)
+        data = self._read_durable(path)
         fmt = FORMAT
         if data[:7] == MAGIC[:7] and len(data) >= 8:
             fmt = data[7]
-            if fmt not in (FORMAT, OLD_FORMAT):
+            if fmt not in (FORMAT, FORMAT4, OLD_FORMAT):
                 raise StorageCorruption(
                     path,
                     7,
                     f"segment of on-disk format {fmt}: format 2 or older are refused (this "
-                    f"version reads {OLD_FORMAT} and {FORMAT}); rebuild this node from a peer",
+                    f"version reads {OLD_FORMAT} to {FORMAT}); rebuild this node from a peer",
                 )
         return _Seg(seq, path, data, fmt)
 
@@ -428,7 +473,7 @@ class DiskStorage:
             top = 0
             for r in g.recs:
                 try:
-                    if r.payload[0] == KIND_START and g.fmt == FORMAT:
+                    if r.payload[0] == KIND_START and g.fmt != OLD_FORMAT:
                         self._check_start_binding(g, _START.unpack(r.payload[1:]))
                     elif r.payload[0] == KIND_ENTRY:
                         top = max(top, decode_entry(r.payload[1:]).index)
@@ -636,7 +681,8 @@ class DiskStorage:
             if last and _torn(data, 0, len(MAGIC)):
                 return  # its first sector never reached the disk (see _replay)
             raise StorageCorruption(path, 0, "bad segment header")
-        chained = g.fmt == FORMAT
+        chained = g.fmt != OLD_FORMAT
+        framed = g.fmt >= FORMAT  # the marker bit and the trailer (format 5)
         seed = 0  # START is seeded with 0; every later record with its predecessor's crc
         off = len(MAGIC)
         while off < len(data):
@@ -644,23 +690,28 @@ class DiskStorage:
             if off + _REC.size > len(data):
                 torn, why = True, "truncated record header"
             else:
-                n, crc, hcrc = _REC.unpack_from(data, off)
-                end = off + _REC.size + n
+                word, crc, hcrc = _REC.unpack_from(data, off)
+                n = word & ~_MARK if framed else word
+                body_end = off + _REC.size + n
+                end = body_end + len(_TRAILER) if framed else body_end
                 if zlib.crc32(data[off : off + 8]) != hcrc:
                     torn = _torn(data, off, off + _REC.size)
                     why = "record header checksum mismatch"
-                elif n == 0 or n > MAX_RECORD:
-                    raise StorageCorruption(path, off, f"bad record length {n}")
+                elif n == 0 or n > MAX_RECORD or (framed and not word & _MARK):
+                    why = f"bad record length {n}" + (f" (length word {word})" if framed else "")
+                    raise StorageCorruption(path, off, why)
                 elif end > len(data):
                     torn, why = True, "record runs past the end of the segment"
-                elif zlib.crc32(data[off + _REC.size : end], seed) != crc:
+                elif zlib.crc32(data[off + _REC.size : body_end], seed) != crc or (
+                    framed and data[body_end:end] != _TRAILER
+                ):
                     torn = _torn(data, off, end)
                     why = (
                         "record checksum mismatch (the record is damaged, or not at its place "
                         "in the chain)"
                     )
                 else:
-                    g.recs.append(_Rec(off, data[off + _REC.size : end], crc))
+                    g.recs.append(_Rec(off, data[off + _REC.size : body_end], crc))
                     seed = crc if chained else 0
                     off = end
                     continue
@@ -709,7 +760,11 @@ class DiskStorage:
         """Reopen the last segment for appending (or arrange a fresh one after an install)."""
         live = [g for g in run if g.path not in plan.unlink_empty + plan.quarantine]
         self._segments = self._segments[: len(live)]
-        if live and live[-1].seq >= self._install_seq:
+        if live and live[-1].seq >= self._install_seq and live[-1].fmt != FORMAT:
+            # A format-4 segment is never appended to (its records have the old framing):
+            # the next write cuts a format-5 segment, chained from this one.
+            self._crc = live[-1].recs[-1].crc
+        elif live and live[-1].seq >= self._install_seq:
             g = live[-1]
             self._fd = self.fs.open_append(g.path, create=False)
             self._size = self.fs.size(self._fd)
@@ -758,12 +813,14 @@ class DiskStorage:
             hs.vote,
             min(hs.commit, snap.index),
         )
-        rec, crc = _record(KIND_START, start, 0)
-        parts = [MAGIC, rec]
+        # (an upgrade a format-4 version began and a crash interrupted is finished in format 4)
+        fmt = leftover[0].fmt if leftover and leftover[0].fmt == FORMAT4 else FORMAT
+        rec, crc = _record(KIND_START, start, 0, fmt)
+        parts = [MAGIC4 if fmt == FORMAT4 else MAGIC, rec]
         for e in log:
-            rec, crc = _record(KIND_ENTRY, encode_entry(e), crc)
+            rec, crc = _record(KIND_ENTRY, encode_entry(e), crc, fmt)
             parts.append(rec)
-        rec, crc = _record(KIND_STATE, _STATE.pack(hs.term, hs.vote, hs.commit), crc)
+        rec, crc = _record(KIND_STATE, _STATE.pack(hs.term, hs.vote, hs.commit), crc, fmt)
         parts.append(rec)
         data = b"".join(parts)
         path = self._seg_path(seq)
@@ -784,8 +841,9 @@ class DiskStorage:
         self._apply(plan)
         self._install_seq, self._install_tag = seq, tag
         self._segments = [(seq, log[-1].index if log else 0)]
-        self._fd = self.fs.open_append(path, create=False)
-        self._size = len(data)
+        if fmt == FORMAT:
+            self._fd = self.fs.open_append(path, create=False)
+            self._size = len(data)
         self._crc = crc
 
     # ---- writing -------------------------------------------------------------------------
@@ -797,8 +855,11 @@ class DiskStorage:
         entries: Sequence[Entry],
         compacted: Snapshot | None = None,
     ) -> None:
-        """`snapshot`: installed from the leader (the log restarts after it); `compacted`: a
-        local compaction (drops entries up to its index, keeps the rest)."""
+        """Storage.write's contract. `snapshot`: installed from the leader (the log restarts
+        after it; its file is durable when this returns, before its entries: the caller must
+        still `sync` the rest); `compacted`: a local compaction (drops entries up to its
+        index, keeps the rest). Raises StorageFailed (a write failed, ENOSPC: stop) and
+        ValueError for a snapshot not past the current one (a caller bug)."""
         if self._loaded is None:
             self.load()
         self._check()
@@ -841,7 +902,9 @@ class DiskStorage:
             self._hs = hard_state
 
     def sync(self) -> None:
-        """Make everything written so far durable, then drop what the snapshot covers."""
+        """Storage.sync's contract: everything written so far is durable when it returns (with
+        a GroupCommit, through its barrier); then segments the snapshot covers are deleted.
+        Raises StorageFailed (fatal, sticky: never call it again)."""
         if self.group_commit is not None:
             self.group_commit.commit([self])
             return
@@ -852,12 +915,15 @@ class DiskStorage:
     # The two halves of a sync, for GroupCommit (one barrier for many storages).
 
     def pre_barrier(self) -> bool:
-        """Whether this storage has anything for the next barrier to make durable."""
+        """GroupCommit's first half: whether this storage has anything for the next barrier
+        to make durable. The caller must follow a True with a barrier covering this
+        storage's files, then `post_barrier` (success) or `fail` (failure)."""
         self._check()
         return self._unsynced or self._dir_dirty
 
     def fsync_own(self) -> None:
-        """This storage's own barrier: fsync the live segment and, if needed, the directory."""
+        """This storage's own barrier: fsync the live segment and, if needed, the directory.
+        Raises StorageFailed (the storage has failed for good)."""
         try:
             if self._unsynced:
                 self.fs.fsync(self._fd)
@@ -867,26 +933,29 @@ class DiskStorage:
             raise self.fail(e) from e
 
     def post_barrier(self) -> None:
-        """Everything written is durable: record it, and delete what the snapshot covers."""
+        """The barrier covering this storage succeeded: record that everything written is
+        durable, and delete what the snapshot covers. Only after a successful barrier."""
         self._unsynced = False
         self._dir_dirty = False
         self._drop_old_segments()
 
     def fail(self, exc: BaseException) -> StorageFailed:
-        """Make the storage fail for good (a barrier failed); returns the sticky error."""
+        """A barrier covering this storage failed: make the storage fail for good (every
+        later call raises); returns the sticky error for the caller to raise."""
         if self._failed is None:
             self._failed = StorageFailed(self.dir, f"fsync failed: {exc}")
         return self._failed
 
     def close(self) -> None:
-        """Sync (unless failed) and close."""
+        """Sync (unless failed) and close; the storage is not used again."""
         if self._failed is None:
             self.sync()
         self.abandon()
 
     def abandon(self) -> None:
         """A killed process: close the descriptor without syncing (what reaches the disk is
-        then the kernel's business, or CrashFS.crash's)."""
+        then the kernel's business, or CrashFS.crash's). Nothing unsynced is acknowledged;
+        the storage is not used again (a new one recovers the directory)."""
         if self._fd >= 0:
             with contextlib.suppress(OSError):
                 self.fs.close(self._fd)
@@ -918,11 +987,11 @@ class DiskStorage:
     def _snapshot_tag(self, snap: Snapshot, install_seq: int) -> int:
         """The tag binding an installed snapshot file to its FRESH segment."""
         return zlib.crc32(
-            _SNAPHEAD.pack(FORMAT, self.group, install_seq, 0) + encode_snapshot(snap)
+            _SNAPHEAD.pack(SNAP_FORMAT, self.group, install_seq, 0) + encode_snapshot(snap)
         )
 
     def _write_snapshot_file(self, snap: Snapshot, install_seq: int, tag: int) -> None:
-        body = _SNAPHEAD.pack(FORMAT, self.group, install_seq, tag) + encode_snapshot(snap)
+        body = _SNAPHEAD.pack(SNAP_FORMAT, self.group, install_seq, tag) + encode_snapshot(snap)
         path = self._path("snapshot")
         try:
             atomic_write(path, struct.pack(">I", zlib.crc32(body)) + body, self.fs)
@@ -940,12 +1009,12 @@ class DiskStorage:
         parts = []
         crc = self._crc
         kb = bytes((kind,))
-        head_pack, u32_pack, crc32 = _HEAD.pack, _U32.pack, zlib.crc32
+        head_pack, u32_pack, crc32, trailer = _HEAD.pack, _U32.pack, zlib.crc32, _TRAILER
         for body in bodies:
             payload = kb + body
             crc = crc32(payload, crc)
-            head = head_pack(len(payload), crc)
-            parts.append(head + u32_pack(crc32(head)) + payload)
+            head = head_pack(len(payload) | _MARK, crc)
+            parts.append(head + u32_pack(crc32(head)) + payload + trailer)
         buf = b"".join(parts)
         path = self._seg_path(self._segments[-1][0])
         self._unsynced = True

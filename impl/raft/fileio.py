@@ -27,11 +27,23 @@ descriptor opened through it (the process died):
    (the size reached the disk, the data blocks did not). Bytes before the fsynced length are
    never changed. Files CrashFS never saw written (present before it was created) are durable.
 
+Linux's write-back errors (crashstates.py's PAGECACHE model, for one process at a time): a
+failed fsync-like call (`fail_fsync`, or `writeback_failed` called by a test or the
+simulator) leaves the bytes written since the file's last fsync in the real file (the page
+cache, which a process restarted without a reboot reads) but NOT on the device: they are
+`lost`, kept as byte ranges per file. A later fsync does not write them (they are clean); a
+later write into one of their 4 KiB pages dirties the whole page again, which then reaches the
+device at the next fsync. `read_durable` (fsync, then past the cache) turns lost bytes into
+what the device holds (zeros: a hole), in the real file too; `crash` zeroes every lost range
+left. Errors are reported by the failing call itself (errseq's once per descriptor: the
+process that saw it stops; a restarted one opens new descriptors and sees nothing).
+
 Outside the model (a check that passes under it says nothing about these): bit rot in fsynced
 data, a later sector of an unsynced write persisting while an earlier one does not, lying
 fsync. Faults for error paths: `space_left` (bytes that may still be written before ENOSPC;
-the write that crosses it is short, the next raises), `fail_fsync` (fsync raises EIO),
-`short_writes` (every write of more than one byte writes a random shorter prefix).
+the write that crosses it is short, the next raises), `fail_fsync` (fsync raises EIO, a failed
+write-back as above), `short_writes` (every write of more than one byte writes a random shorter
+prefix).
 
 Usage::
 
@@ -56,6 +68,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 SECTOR = 512
+PAGE = 4096  # the page cache's unit of write-back
 
 
 class EntryKind(enum.Enum):
@@ -82,7 +95,19 @@ class FileIO(Protocol):
         """What the directory entry `path` is (lstat: a symlink is not followed)."""
         ...
 
-    def read(self, path: str) -> bytes: ...
+    def read(self, path: str) -> bytes:
+        """Read through the page cache."""
+        ...
+
+    def read_durable(self, path: str) -> bytes:
+        """What the device holds of a file, not what the page cache holds: fsync it on a
+        fresh descriptor (raises OSError if the kernel reports a write-back error to it),
+        then read past the cache. After a failed write-back Linux keeps the pages' new
+        content cached and marked clean (crashstates.py, PAGECACHE); a process restarted
+        without a reboot would read it, and the fsync would succeed (nothing dirty, the
+        error already reported to the process that died)."""
+        ...
+
     def open_append(self, path: str, create: bool) -> int:
         """Open for appending; `create` makes a new file (failing if it exists)."""
         ...
@@ -106,9 +131,17 @@ class FileIO(Protocol):
     def unlink(self, path: str) -> None: ...
     def rmdir(self, path: str) -> None: ...
     def fsync_dir(self, path: str) -> None: ...
-    def syncfs(self, path: str) -> None:
-        """Make every file and directory operation on the file system holding `path`
-        durable (syncfs(2)); raises OSError if the kernel reports a writeback error."""
+    def open_fs(self, path: str) -> int:
+        """A descriptor on the file system holding `path`, for `syncfs`; close it with
+        `close`. Open it once, before the writes its barriers cover: syncfs reports a
+        write-back error only to descriptors opened before it or while nobody had seen it
+        (errseq, lib/errseq.c)."""
+        ...
+
+    def syncfs(self, fd: int) -> None:
+        """Make every file and directory operation on the file system of `fd` (from
+        `open_fs`) durable (syncfs(2)); raises OSError if the kernel reports a write-back
+        error to this descriptor (any process's, Linux >= 5.8)."""
         ...
 
 
@@ -143,6 +176,25 @@ class OsFileIO:
     def read(self, path: str) -> bytes:
         with open(path, "rb") as f:
             return f.read()
+
+    def read_durable(self, path: str) -> bytes:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            # Writes back what is dirty; a write-back error nobody has seen yet is reported
+            # here (the descriptor's errseq sample is 0 then): the caller must not go on.
+            os.fsync(fd)
+            # Pages that failed write-back are clean now: DONTNEED evicts clean pages
+            # (mm/fadvise.c: invalidate_mapping_pages), so what follows reads the device.
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        try:
+            return _read_direct(path)
+        except OSError as e:
+            if e.errno != errno.EINVAL:
+                raise
+        # O_DIRECT refused (tmpfs before 6.6 and the like): the cache was just dropped.
+        return self.read(path)
 
     def open_append(self, path: str, create: bool) -> int:
         flags = os.O_WRONLY | os.O_APPEND | (os.O_CREAT | os.O_EXCL if create else 0)
@@ -187,10 +239,48 @@ class OsFileIO:
         finally:
             os.close(fd)
 
-    def syncfs(self, path: str) -> None:
-        from epochgc.impl.raft.groupcommit import syncfs
+    def open_fs(self, path: str) -> int:
+        return os.open(path, os.O_RDONLY)
 
-        syncfs(path)
+    def syncfs(self, fd: int) -> None:
+        from epochgc.impl.raft.groupcommit import syncfs_fd
+
+        syncfs_fd(fd)
+
+
+_DIRECT_ALIGN = 4096  # O_DIRECT: buffer, offset and length aligned to the logical block
+
+
+def _read_direct(path: str) -> bytes:
+    """Read a whole file with O_DIRECT: the device's content, never the page cache's (the
+    kernel writes back dirty pages of the range first; open(2), "O_DIRECT")."""
+    import mmap
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECT", 0))
+    try:
+        if not hasattr(os, "O_DIRECT"):
+            raise OSError(errno.EINVAL, "no O_DIRECT on this platform")
+        size = os.fstat(fd).st_size
+        cap = max(_DIRECT_ALIGN, -(-size // _DIRECT_ALIGN) * _DIRECT_ALIGN)
+        buf = mmap.mmap(-1, cap)  # page-aligned
+        try:
+            got = 0
+            while got < cap:
+                view = memoryview(buf)[got:]
+                try:
+                    n = os.preadv(fd, [view], got)
+                finally:
+                    view.release()
+                if n <= 0:
+                    break
+                got += n
+                if got % _DIRECT_ALIGN:
+                    break  # a short read at the end of the file
+            return bytes(buf[:got])
+        finally:
+            buf.close()
+    finally:
+        os.close(fd)
 
 
 def make_dirs_durable(fs: FileIO, path: str) -> None:
@@ -226,6 +316,25 @@ class _DirOp:
 @dataclass
 class _FileState:
     synced: int = 0  # length at the last fsync
+    # byte ranges [a, b) a failed write-back left cached but not on the device (zeros there)
+    lost: list[tuple[int, int]] = field(default_factory=list)
+
+    def redirty(self, lo: int, hi: int) -> None:
+        """A write to [lo, hi): its pages are dirty again, all of their cached bytes (the
+        lost ones included) go to the device at the next write-back."""
+        if not self.lost or hi <= lo:
+            return
+        a, b = lo // PAGE * PAGE, -(-hi // PAGE) * PAGE
+        out: list[tuple[int, int]] = []
+        for x, y in self.lost:
+            if y <= a or x >= b:
+                out.append((x, y))
+                continue
+            if x < a:
+                out.append((x, a))
+            if y > b:
+                out.append((b, y))
+        self.lost = out
 
 
 @dataclass
@@ -275,14 +384,33 @@ class CrashFS(OsFileIO):
             n = min(n, self.space_left)
         if self.short_writes and n > 1:
             n = self.rng.randint(1, n - 1)
+        path = self._fds.get(fd)
+        start = os.fstat(fd).st_size  # (append-only descriptors)
         written = super().write(fd, data[:n])
         if self.space_left is not None:
             self.space_left -= written
+        if path is not None and path in self._files:
+            self._files[path].redirty(start, start + written)
         return written
+
+    def writeback_failed(self, paths: list[str] | None = None) -> None:
+        """The device failed the write-back of these files' (default: every file's) bytes
+        written since their last fsync: cached, clean, never on the device."""
+        for p in list(self._files) if paths is None else paths:
+            st = self._files.get(os.path.abspath(p))
+            if st is None or not os.path.exists(p):
+                continue
+            size = os.path.getsize(p)
+            if size > st.synced:
+                st.lost.append((st.synced, size))
+                st.synced = size  # (the size is journalled at the next barrier: a hole)
 
     def fsync(self, fd: int) -> None:
         self.fsyncs += 1
         if self.fail_fsync:
+            path = self._fds.get(fd)
+            if path is not None:
+                self.writeback_failed([path])
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         super().fsync(fd)
         path = self._fds.get(fd)
@@ -299,7 +427,10 @@ class CrashFS(OsFileIO):
         if self.fail_fsync:
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         super().truncate(path, length)
-        self._files.setdefault(path, _FileState()).synced = length
+        st = self._files.setdefault(path, _FileState())
+        st.synced = length
+        st.lost = [(a, min(b, length)) for a, b in st.lost if a < length]
+        st.redirty(length, length + 1 if length % PAGE else length)  # its partial last page
 
     def replace(self, src: str, dst: str) -> None:
         src, dst = os.path.abspath(src), os.path.abspath(dst)
@@ -324,11 +455,25 @@ class CrashFS(OsFileIO):
         super().fsync_dir(path)
         self._ops.pop(os.path.abspath(path), None)
 
-    def syncfs(self, path: str) -> None:
+    def read_durable(self, path: str) -> bytes:
+        self.fsyncs += 1
+        path = os.path.abspath(path)
+        if self.fail_fsync:
+            self.writeback_failed([path])
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        st = self._files.get(path)
+        if st is not None:
+            st.synced = os.path.getsize(path)  # its fsync
+            _zero(path, st.lost)  # the clean pages dropped: the device's content read back
+            st.lost = []
+        return super().read_durable(path)
+
+    def syncfs(self, fd: int) -> None:
         """Modelled for the whole CrashFS (one file system): everything becomes durable."""
         self.fsyncs += 1
         self.syncfs_calls += 1
         if self.fail_fsync:
+            self.writeback_failed()
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         self._ops.clear()
         for fd, p in self._fds.items():
@@ -348,7 +493,9 @@ class CrashFS(OsFileIO):
         self._ops.clear()
         for path in sorted(self._files):
             if os.path.exists(path):
-                self._cut(path, self._files[path].synced, rng)
+                st = self._files[path]
+                self._cut(path, st.synced, rng)
+                _zero(path, st.lost)  # the device never got them
         self._files.clear()  # what is on disk now is all there is: durable
 
     def _undo_dir_ops(self, d: str, ops: list[_DirOp], rng: random.Random) -> None:
@@ -409,6 +556,19 @@ class CrashFS(OsFileIO):
         """The durable length CrashFS assumes for a file (None: unknown to it, so all)."""
         st = self._files.get(os.path.abspath(path))
         return None if st is None else st.synced
+
+
+def _zero(path: str, ranges: list[tuple[int, int]]) -> None:
+    """Zero these byte ranges of a file (within its length)."""
+    if not ranges:
+        return
+    size = os.path.getsize(path)
+    with open(path, "r+b") as f:
+        for a, b in ranges:
+            b = min(b, size)
+            if a < b:
+                f.seek(a)
+                f.write(bytes(b - a))
 
 
 class FaultFileIO(OsFileIO):
@@ -478,14 +638,20 @@ class FaultFileIO(OsFileIO):
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         super().fsync_dir(path)
 
-    def syncfs(self, path: str) -> None:
-        issued = {fd: os.fstat(fd).st_size for fd in list(self._synced)}
+    def read_durable(self, path: str) -> bytes:
         self._stall()
         if self.fail_fsync:
-            for fd in list(self._synced):
-                self._drop_unsynced(fd)
             raise OSError(errno.EIO, os.strerror(errno.EIO))
-        super().syncfs(path)
+        return super().read_durable(path)
+
+    def syncfs(self, fd: int) -> None:
+        issued = {f: os.fstat(f).st_size for f in list(self._synced)}
+        self._stall()
+        if self.fail_fsync:
+            for f in list(self._synced):
+                self._drop_unsynced(f)
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        super().syncfs(fd)
         for fd, size in issued.items():
             if fd in self._synced:
                 self._synced[fd] = max(self._synced[fd], size)

@@ -11,8 +11,12 @@ What was weighed (correct = every file a group wrote is durable before any ackno
   dirty page and inode of the file system and commits its journal, so every append, creation,
   rename and unlink any group made is durable when it returns 0. Since Linux 5.8 it reports
   writeback errors (errseq on the superblock); before, it always returns 0, so it is refused
-  there. Its cost is the whole file system's dirty data: on a disk shared with other busy
-  processes (this machine) it also waits for their writeback.
+  there. It reports an error only to descriptors opened before it (or while nobody had seen
+  it), so the barrier uses one descriptor held from the GroupCommit's creation: another
+  process that synced first would otherwise see the EIO alone and this node acknowledge lost
+  writes (issue 37 item 2). The price: an error in any file of the file system, another
+  program's included, stops the node. Its cost is the whole file system's dirty data: on a
+  disk shared with other busy processes (this machine) it also waits for their writeback.
 * The batch's fsyncs issued concurrently from a thread pool (mode "parallel", the default):
   still one fsync per file, so each file reports its own error and nothing else is flushed,
   but the journal (ext4's jbd2, XFS's log) folds concurrent fsyncs into one commit and one
@@ -62,13 +66,21 @@ def syncfs_usable() -> bool:
     return (major, minor) >= (5, 8)
 
 
+def syncfs_fd(fd: int) -> None:
+    """syncfs(2) on the file system of descriptor `fd`; raises OSError on failure."""
+    if _load_libc().syncfs(fd) != 0:
+        err = ctypes.get_errno()
+        raise OSError(err, f"syncfs(fd {fd}): {os.strerror(err)}")
+
+
 def syncfs(path: str) -> None:
-    """syncfs(2) on the file system holding `path`; raises OSError on failure."""
+    """syncfs(2) on the file system holding `path`, through a descriptor opened for this call
+    alone: it reports only write-back errors nobody has seen yet or that come during the
+    call (errseq sampled at open). A barrier that acknowledges must use a descriptor held
+    since before its writes (`GroupCommit` does)."""
     fd = os.open(path, os.O_RDONLY)
     try:
-        if _load_libc().syncfs(fd) != 0:
-            err = ctypes.get_errno()
-            raise OSError(err, f"syncfs({path}): {os.strerror(err)}")
+        syncfs_fd(fd)
     finally:
         os.close(fd)
 
@@ -96,7 +108,9 @@ class Committable(Protocol):
 class GroupCommit:
     """One barrier for many storages; shared by every DiskStorage of one node.
 
-    mode "syncfs": one syncfs(2) on `path`'s file system (through the storages' FileIO).
+    mode "syncfs": one syncfs(2) on `path`'s file system (through the storages' FileIO), on
+    one descriptor opened here and held until `close`; a write-back error of ANY file on that
+    file system (another node's, another program's) fails the barrier and stops this node.
     mode "parallel": every storage's own fsync, issued concurrently from `threads` threads
     (os.fsync releases the GIL): the file system's journal folds concurrent fsyncs into one
     commit, and each file still reports its own error. Either way a batch in which only one
@@ -114,6 +128,20 @@ class GroupCommit:
         self.mode = mode
         self.barriers = 0
         self._pool = ThreadPoolExecutor(threads) if mode == "parallel" else None
+        # One descriptor for every barrier of this GroupCommit, opened before any write it
+        # covers: syncfs reports a write-back error through the file system's errseq
+        # (sb->s_wb_err, Linux >= 5.8) to each descriptor that sampled it before the error;
+        # a descriptor opened per call would miss an error another process (another node on
+        # this file system, a backup agent, `sync -f`) saw first, and acknowledge lost
+        # writes (issue 37 item 2; lib/errseq.c, xfstests generic/484). So an error from
+        # any tenant of the file system stops this node too: it cannot tell whose pages
+        # were lost.
+        self._fs_fd = -1
+        if mode == "syncfs":
+            from epochgc.impl.raft.fileio import make_dirs_durable
+
+            make_dirs_durable(self.fs, path)  # (the node's directory: its groups' parent)
+            self._fs_fd = self.fs.open_fs(path)
 
     def commit(self, storages: Sequence[Committable]) -> None:
         dirty = [s for s in storages if s.pre_barrier()]
@@ -128,7 +156,7 @@ class GroupCommit:
             self.barriers += 1
         elif dirty:
             try:
-                self.fs.syncfs(self.path)
+                self.fs.syncfs(self._fs_fd)
             except OSError as e:
                 errors = [s.fail(e) for s in dirty]  # every storage in the barrier fails
                 raise errors[0] from e
@@ -139,6 +167,9 @@ class GroupCommit:
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(wait=True)
+        if self._fs_fd >= 0:
+            self.fs.close(self._fs_fd)
+            self._fs_fd = -1
 
 
 def _try_fsync_own(s: Committable) -> BaseException | None:

@@ -4,9 +4,11 @@ transport. Proposals return asyncio futures resolved when the entry is committed
 
 Each group stores its log under `data_dir/g<group id>` (DiskStorage). The Ready loop runs
 once per event-loop iteration in which something happened, so all messages that arrived
-together share one durability barrier: with `group_commit` (the default where syncfs reports
-errors, Linux >= 5.8) one syncfs for every group of the node that wrote in the batch, else one
-fsync per group.
+together share one durability barrier: with `group_commit` "parallel" (the default) the fsyncs
+of every group of the node that wrote in the batch, issued concurrently (each file reports its
+own write-back errors); with "syncfs" (opt-in, Linux >= 5.8) one syncfs on a descriptor held
+since start, which also stops the node on another program's write-back error on the same file
+system; with False one fsync per group in turn.
 
 A storage failure (disk full, failed fsync) is fatal: the server stops ticking and sending,
 sets `failed`, resolves `stopped`, and re-raises StorageFailed so the event loop's exception

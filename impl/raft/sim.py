@@ -120,8 +120,17 @@ if CrashFS is not None:
                 raise ProcessKilled()
             return super().write(fd, data)
 
+        def _maybe_eio(self, paths: list[str] | None) -> None:
+            p = self._sim.faults.eio_fsync
+            if p and self._sim.rng.random() < p:
+                self._sim.stats["eio_injected"] += 1
+                self.writeback_failed(paths)
+                raise OSError(errno.EIO, os.strerror(errno.EIO))
+
         def fsync(self, fd: int) -> None:
             self._maybe_die()
+            path = self._fds.get(fd)
+            self._maybe_eio([path] if path is not None else [])
             super().fsync(fd)
 
         def truncate(self, path: str, length: int) -> None:
@@ -140,9 +149,15 @@ if CrashFS is not None:
             self._maybe_die()
             super().fsync_dir(path)
 
-        def syncfs(self, path: str) -> None:
+        def read_durable(self, path: str) -> bytes:
             self._maybe_die()
-            super().syncfs(path)
+            self._maybe_eio([os.path.abspath(path)])
+            return super().read_durable(path)
+
+        def syncfs(self, fd: int) -> None:
+            self._maybe_die()
+            self._maybe_eio(None)
+            super().syncfs(fd)
 
 
 class RestartRefused(InvariantViolation):
@@ -201,6 +216,11 @@ class Faults:
     # node stops). The node stays down until the program restarts it.
     kill_at_call: float = 0.0
     enospc_snapshot: float = 0.0
+    # The probability that a barrier (fsync, syncfs, the fsync of recovery's read) fails its
+    # write-back with EIO under CrashFS's page-cache model: the bytes stay in the files (the
+    # cache) but never reach the device; the node stops (StorageFailed) and, unless the
+    # power goes too, is later restarted WITHOUT a reboot, reading the same files.
+    eio_fsync: float = 0.0
 
 
 class DurableMark(NamedTuple):  # a tuple: one is built per group per Ready batch
@@ -387,6 +407,9 @@ class Simulator:
         except ProcessKilled:  # died in recovery: down until the next restart
             self._died(nid, "killed in recovery")
             return
+        except StorageFailed:  # recovery's own fsync failed (Faults.eio_fsync): down
+            self._died(nid, "storage failed in recovery")
+            return
         host.on_applied = self._app_apply_hook(nid)
         self._record(b"U", nid)
         self._push(self.now + 1 + self.rng.randrange(self.tick_interval), _TICK, nid,
@@ -428,6 +451,8 @@ class Simulator:
         except InvariantViolation:
             raise
         except Exception as e:  # StorageCorruption, LogInvariantError, ValueError, ...
+            if isinstance(e, StorageFailed) and self.faults.eio_fsync:
+                raise  # injected: the node goes down (_start)
             self.stats["refused_restarts"] += 1
             raise RestartRefused(
                 f"node {sn.id} group {group} refused to restart (incarnation"
@@ -444,7 +469,7 @@ class Simulator:
         if self.power_loss:
             if nid not in self._fs:
                 f = self.faults
-                killable = f.kill_at_call or f.enospc_snapshot
+                killable = f.kill_at_call or f.enospc_snapshot or f.eio_fsync
                 self._fs[nid] = KillableFS(self) if killable else CrashFS()
             kw["fs"] = self._fs[nid]
         if self.group_commit:
@@ -867,7 +892,7 @@ class Simulator:
             self._died(nid, "killed at a file-system call")
             return False
         except StorageFailed:
-            if not self.faults.enospc_snapshot:
+            if not (self.faults.enospc_snapshot or self.faults.eio_fsync):
                 raise  # not injected: a real failure of the simulated disk
             self._died(nid, "storage failed")
             return False

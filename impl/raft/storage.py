@@ -19,8 +19,29 @@ from epochgc.impl.raft.messages import Entry, HardState, InitialState, Snapshot
 
 
 class Storage(Protocol):
+    """What the host persists a Ready through. The contract, in etcd-raft's manner (its
+    Storage interface and "Usage" section of raft/doc.go): what the caller may rely on, and
+    what it must do.
+
+    The caller (the host) calls `load` once before anything else, then, for each Ready:
+    `write` (snapshot, hard state, entries, in that order inside the call), then `sync` (or
+    `sync_all` over several storages), and only after `sync` returned sends the messages that
+    depend on it (votes, append acknowledgements) or reports anything as persisted. A
+    StorageFailed from any call is final: the caller stops using the storage (and the node
+    stops); it never retries the call, never acknowledges anything written since the last
+    `sync` that returned."""
+
     def load(self) -> InitialState:
-        """Recover the durable state (after a clean stop or a crash)."""
+        """Recover the durable state (after a clean stop, a kill or a power loss).
+
+        Relies on: nothing but the files. Returns: the hard state, snapshot and entries that
+        are on the device (never what only a page cache holds: after a failed fsync the
+        kernel keeps unwritten pages cached and clean), made durable before it returns, so
+        the caller may treat all of it as stable (acknowledge it without writing it again).
+        Every call after the first returns the same state. Raises StorageCorruption if the
+        durable state is damaged beyond a crash's torn tail (the caller must not start;
+        rebuild the node from a peer), StorageFailed if the device reports an error (stop;
+        a later restart may succeed)."""
         ...
 
     def write(
@@ -30,15 +51,30 @@ class Storage(Protocol):
         entries: Sequence[Entry],
         compacted: Snapshot | None = None,
     ) -> None:
-        """Buffer one Ready's worth of state; not durable until `sync`. `snapshot` is an
-        installed one (fresh log), `compacted` a local compaction (trim only)."""
+        """Buffer one Ready's worth of state; nothing of it is durable until `sync` returns.
+
+        The caller must: pass entries contiguous with the log (a first index at or below the
+        last replaces the suffix from there: the core only does that from the first
+        conflicting entry); a hard state whose commit is within the log after this write;
+        `snapshot` only past the current snapshot (installed from the leader: the log
+        restarts after it), `compacted` only at or below the applied index (a local
+        compaction: entries up to its index are dropped, the rest kept). After a power loss
+        before `sync`, any prefix of the calls since the last `sync` may survive, in order,
+        but no durable hard state ever commits an entry that did not survive with it."""
         ...
 
     def sync(self) -> None:
-        """Make everything written so far durable (one fsync per Ready batch)."""
+        """Make everything written so far durable (one barrier per Ready batch).
+
+        When it returns, every earlier `write` survives a power loss. If it raises
+        (StorageFailed) nothing since the last successful `sync` may be acknowledged, the
+        storage refuses every later call, and the caller must stop; a retry could return
+        success for pages the kernel dropped or never wrote."""
         ...
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Sync (unless failed) and release the files; the storage is not used again."""
+        ...
 
 
 class StorageCorruption(Exception):
@@ -82,7 +118,10 @@ def apply_entries(log: list[Entry], entries: Sequence[Entry]) -> None:
 
 def sync_all(storages: Sequence[Storage]) -> None:
     """Make every storage durable: storages sharing a `group_commit` (DiskStorage of one node)
-    get one barrier between them, any other storage its own `sync`."""
+    get one barrier between them, any other storage its own `sync`.
+
+    Same contract as `Storage.sync` for each of them: when it returns all are durable; if it
+    raises, every storage in the failed barrier has failed for good (the node stops)."""
     shared: dict[int, tuple[Any, list[Any]]] = {}
     for st in storages:
         gc = getattr(st, "group_commit", None)

@@ -24,6 +24,7 @@ BASIC, REGRESS, INSTALL = (
 CORRUPTION, RECOVERY = T + "test_disklog_corruption.py", T + "test_disklog_recovery.py"
 UPGRADE, IDENTITY = T + "test_disklog_upgrade.py", T + "test_identity.py"
 REVIEW = T + "test_review_disklog.py::"
+PAGECACHE = T + "test_disklog_pagecache.py::"
 
 
 @dataclass(frozen=True)
@@ -147,7 +148,9 @@ MUTANTS = (
         "impl/raft/disklog.py",
         "        if not any(data[lo : min(hi, len(data))]):",
         "        if not any(data[lo : min(hi, end)]):",
-        f"{RECOVERY} {CORRUPTION} {BASIC} {REGRESS}",
+        # (equivalent on format-5 records, whose last byte is never zero: format 4's)
+        f"{RECOVERY} {CORRUPTION} {BASIC} {REGRESS} "
+        f"{PAGECACHE}test_a_damaged_format4_record_ending_in_zeros_is_refused",
     ),
     Mutant(
         "torn-anywhere",
@@ -197,8 +200,8 @@ MUTANTS = (
     Mutant(
         "upgrade-format4-by-default",
         "impl/raft/disklog.py",
-        "leftover = [g for g in segs if g.data[: len(MAGIC)] == MAGIC]",
-        "leftover = [g for g in segs if g.fmt == FORMAT]",
+        "leftover = [g for g in segs if g.data[: len(MAGIC)] in _MAGICS]",
+        "leftover = [g for g in segs if g.fmt in (FORMAT, FORMAT4)]",
         f"{REVIEW}test_format3_upgrade_after_a_crash_at_a_segment_cut",
     ),
     Mutant(
@@ -261,6 +264,40 @@ MUTANTS = (
         "is rare)\n",
         "                tail = self.fs.read(path)[off:]\n"
         "                self.fs.truncate(path, off)\n",
+    ),
+    # issue 37: the four defects seeded back
+    Mutant(
+        "recovery-reads-page-cache",
+        "impl/raft/disklog.py",
+        "            return self.fs.read_durable(path)\n",
+        "            return self.fs.read(path)\n",
+        f"{PAGECACHE}test_item1_restart_after_a_failed_fsync_acknowledges_only_what_the_disk_"
+        "holds",
+    ),
+    Mutant(
+        "syncfs-descriptor-per-barrier",
+        "impl/raft/groupcommit.py",
+        "                self.fs.syncfs(self._fs_fd)\n",
+        "                fd = self.fs.open_fs(self.path)\n"
+        "                self.fs.syncfs(fd)\n"
+        "                self.fs.close(fd)\n",
+        f"{PAGECACHE}test_item2_another_tenants_writeback_error_fails_the_group_commit_barrier",
+    ),
+    Mutant(
+        "record-zero-trailer",
+        "impl/raft/disklog.py",
+        '_TRAILER = b"\\xa5"\n',
+        '_TRAILER = b"\\x00"\n',
+        f"{PAGECACHE}test_items_3_4_bit_damage_of_a_fsynced_log_is_refused_never_cut",
+    ),
+    Mutant(
+        "record-no-length-marker",
+        "impl/raft/disklog.py",
+        "_MARK = 0x8000_0000\n",
+        "_MARK = 0x0000_0000\n",
+        f"{PAGECACHE}test_items_3_4_bit_damage_of_a_fsynced_log_is_refused_never_cut",
+        " or (framed and not word & _MARK)",
+        "",
     ),
     Mutant(
         "identity-missing-adopted",

@@ -89,7 +89,9 @@ def test_syncfs_makes_everything_durable(tmp_path: Path) -> None:
         d.mkdir()
         fs = CrashFS()
         _append(fs, d / "f", b"z" * 3000, create=True)
-        fs.syncfs(str(d))
+        fd = fs.open_fs(str(d))
+        fs.syncfs(fd)
+        fs.close(fd)
         fs.crash(random.Random(seed))
         assert (d / "f").read_bytes() == b"z" * 3000
 

@@ -143,12 +143,13 @@ def reseal(data: bytes) -> bytes:
     """Recompute every record's chained checksums (what a buggy writer would produce)."""
     out, off, seed = bytearray(data[:8]), 8, 0
     while off < len(data):
-        (n,) = struct.unpack_from(">I", data, off)
+        (word,) = struct.unpack_from(">I", data, off)
+        n = word & 0x7FFFFFFF  # (format 5: marker bit, then a trailer byte after the payload)
         payload = data[off + 12 : off + 12 + n]
         crc = zlib.crc32(payload, seed)
-        head = struct.pack(">II", n, crc)
-        out += head + struct.pack(">I", zlib.crc32(head)) + payload
-        seed, off = crc, off + 12 + n
+        head = struct.pack(">II", word, crc)
+        out += head + struct.pack(">I", zlib.crc32(head)) + payload + b"\xa5"
+        seed, off = crc, off + 12 + n + 1
     return bytes(out)
 
 

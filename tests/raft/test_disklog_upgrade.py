@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from epochgc.impl.raft.disklog import FORMAT, MAGIC, QUARANTINE, DiskStorage
+from epochgc.impl.raft.disklog import FORMAT, MAGIC, QUARANTINE, SNAP_FORMAT, DiskStorage
 from epochgc.impl.raft.fileio import CrashFS
 from epochgc.impl.raft.messages import Entry, HardState
 from epochgc.impl.raft.storage import StorageFailed
@@ -50,7 +50,7 @@ def test_format_3_directory_starts_and_is_rewritten(tmp_path: Path, group: str) 
     now = tree(d)
     segs = [k for k in now if k.endswith(".seg") and "/" not in k]
     assert segs and all(now[k][:8] == MAGIC and MAGIC[7] == FORMAT for k in segs)
-    assert now["snapshot"][4] == FORMAT
+    assert now["snapshot"][4] == SNAP_FORMAT
     for k, v in old.items():  # every old segment kept, byte for byte
         if k.endswith(".seg"):
             assert now[f"{QUARANTINE}/{k}"] == v

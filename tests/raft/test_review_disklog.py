@@ -261,15 +261,15 @@ def _records(raw: bytes) -> list[tuple[int, int]]:
     """(offset, payload length) of each record of a segment."""
     out, off = [], 8
     while off < len(raw):
-        n = struct.unpack_from(">I", raw, off)[0]
+        n = struct.unpack_from(">I", raw, off)[0] & 0x7FFFFFFF  # (format 5: marker bit)
         out.append((off, n))
-        off += 12 + n
+        off += 12 + n + 1  # (and a trailer byte)
     return out
 
 
 def _header(n: int) -> bytes:
     """A record header of payload length n with a valid header checksum (crafted)."""
-    h = struct.pack(">II", n, 0)
+    h = struct.pack(">II", n | 0x80000000, 0)
     return h + struct.pack(">I", zlib.crc32(h))
 
 

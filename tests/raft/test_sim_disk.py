@@ -280,6 +280,76 @@ def test_disk_kill_at_any_call_keeps_every_invariant() -> None:
     assert totals["kills"] and totals["snapshot_installs"] and totals["enospc_injected"]
 
 
+EIO_PROGRAMS = 300 if DEEP else 40
+
+
+def eio_program(seed: int, rounds: int = DISK_ROUNDS) -> Simulator:
+    """disk_program with barriers failing their write-back (EIO) under CrashFS's page-cache
+    model (issue 37): the bytes stay in the files (the cache) and never reach the device; the
+    node stops and, half the time without a power loss, is restarted later WITHOUT a reboot,
+    reading the same files; more writes, crashes and power losses follow. Every restart must
+    recover what the node acknowledged (the durability check), and Raft's invariants hold."""
+    cfg, faults, disk = disk_setup(seed)
+    r = random.Random(seed ^ 0xE10)
+    faults.eio_fsync = r.choice([0.005, 0.02, 0.05])
+    n = 3
+    s = Simulator(
+        n, seed=seed, config=cfg, faults=faults, disk=True,
+        segment_bytes=disk["segment_bytes"], snapshot_interval=disk["snapshot_interval"],
+        group_commit=GROUP_COMMIT[r.choice([0, 1])],  # (parallel draws on pool threads)
+    )
+    try:
+        for k, op in enumerate(disk_ops(seed, n, rounds)):
+            run_op(s, op, k)
+        s.faults = Faults()
+        for i in s.ids:
+            s.restart(i)
+        converge(s)
+        for i in s.ids:
+            s.crash(i)
+        converge(s)
+    except BaseException:
+        s.close()
+        raise
+    return s
+
+
+def test_disk_eio_then_restart_without_reboot_keeps_every_invariant() -> None:
+    """Found on the old code (recovery read through the page cache; seeded back as
+    tests/raft/crashexplore.py's F1_READ_THROUGH_CACHE): see
+    test_eio_programs_find_a_recovery_that_reads_the_cache."""
+    totals: Counter[str] = Counter()
+    for seed in range(EIO_PROGRAMS):
+        s = eio_program(seed)
+        totals.update(s.stats)
+        s.close()
+    print(f"{EIO_PROGRAMS} programs:", {k: v for k, v in sorted(totals.items())
+                                        if k in ("kills", "restarts", "eio_injected")
+                                        or k.startswith("died")})
+    assert totals["eio_injected"] and totals["died: storage failed"]
+
+
+def test_eio_programs_find_a_recovery_that_reads_the_cache(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The same programs against the disk log with issue 37's item 1 seeded back (load()
+    reads the page cache): a durability or Raft invariant fails."""
+    from epochgc.impl.raft import sim as simmod
+
+    from tests.raft import crashexplore as cx
+
+    monkeypatch.setattr(simmod, "DiskStorage", cx.mutant_storage(cx.F1_READ_THROUGH_CACHE))
+    found = []
+    for seed in range(EIO_PROGRAMS):
+        try:
+            eio_program(seed).close()
+        except InvariantViolation as e:
+            found.append(f"seed {seed}: {e}")
+            break
+    assert found, "the seeded bug survived every program"
+    print(found[0])
+
+
 def test_found_kill_interrupted_install_applies_nothing_uncommitted() -> None:
     """Found by kill_program (seed 31, 120 rounds, end-to-end checks only) on the format-3 disk
     log: 'state machine safety: node 1 group 1 applied term 6 at index 13, another node
