@@ -19,234 +19,56 @@ the storage or the core refuses is an InvariantViolation too (`RestartRefused`).
 Drive it with `step()` (one event), `run(n)` or `run_until(pred)`; between steps call
 `propose`, `compact`, `crash`, `restart`, `cut`, `cut_one_way`, `heal`, `replay_old`,
 `transfer_leadership`.
+
+This module holds the event loop, a node's start and restart, the client calls, the Raft
+checks and the trace. Its parts, each in its own module: the network (simnet.py, a mixin:
+cuts, replays, the send path), the disks (simdisk.py, a mixin: opening storage, crashes,
+dying processes, the recovery check), the killable file system (simfs.py), the digest state
+machine (simapp.py) and the records they share (simtypes.py: `Faults`, `SimNode`,
+`DurableMark`, event kinds).
 """
 
 from __future__ import annotations
 
-import contextlib
-import errno
 import hashlib
 import heapq
-import inspect
-import os
 import random
 import shutil
 import struct
-import tempfile
 import weakref
 import zlib
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import NamedTuple
 
-from epochgc.impl.raft.codec import decode_message, encode_message
+from epochgc.impl.raft.codec import decode_message
 from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.fileio import CrashFS
+from epochgc.impl.raft.groupcommit import GroupCommit
 from epochgc.impl.raft.host import Group, MultiRaftHost, Proposal, StateMachine
 from epochgc.impl.raft.invariants import InvariantChecker, InvariantViolation
-from epochgc.impl.raft.messages import ENTRY_NORMAL, Entry, InitialState, Message, MsgType, Snapshot
+from epochgc.impl.raft.messages import ENTRY_NORMAL, Entry, Message, MsgType
 from epochgc.impl.raft.node import Config, RaftNode, Ready, Role
-from epochgc.impl.raft.storage import MemStorage, Storage, StorageFailed
+from epochgc.impl.raft.simapp import DigestStateMachine
+from epochgc.impl.raft.simdisk import SimDisks, _tmp_root
+from epochgc.impl.raft.simfs import _FS_PARAM, _GC_PARAM, ProcessKilled
+from epochgc.impl.raft.simnet import SimNetwork
+from epochgc.impl.raft.simtypes import (
+    _FLUSH,
+    _TICK,
+    Faults,
+    RestartRefused,
+    SimNode,
+    _mark,
+    replica_key,
+)
+from epochgc.impl.raft.storage import StorageFailed
 
-try:  # the injectable file layer and its power-loss model
-    from epochgc.impl.raft.fileio import CrashFS
-except ImportError:  # a disk log without one: a crash is a process kill (the page cache lives)
-    CrashFS = None  # type: ignore[assignment,misc]
-try:  # one durability barrier per Ready batch for all of a node's groups
-    from epochgc.impl.raft.groupcommit import GroupCommit
-except ImportError:
-    GroupCommit = None  # type: ignore[assignment,misc]
-_PARAMS = inspect.signature(DiskStorage.__init__).parameters
-_FS_PARAM = "fs" in _PARAMS
-_GC_PARAM = "group_commit" in _PARAMS
-
-_SNAP = struct.Struct(">Q32s")
 _RECORD = [struct.Struct(f">Q{n}Q") for n in range(8)]  # a trace record: time + n numbers
-_HISTORY = 512  # sent messages remembered for late replays
 _DECODED = 4096  # decoded payloads kept (cleared when full)
 _TRACE_BATCH = 256  # trace records hashed at once
 
-# Event kinds, in the heap as (time, seq, kind, a, b, c, payload).
-_TICK, _DELIVER, _FLUSH = 0, 1, 2
 # `stats` keys of the events by kind (counted with `count_net`): where the time goes.
 _EV_DELIVERED = {t: f"ev_{t.name.lower()}" for t in MsgType}
-
-
-class ProcessKilled(BaseException):
-    """The simulated process died inside a file-system call (`Faults.kill_at_call`). A
-    BaseException, so that no `except Exception` or `except OSError` on the way swallows it:
-    nothing after the call runs, as in a process that is gone."""
-
-
-if CrashFS is not None:
-
-    class KillableFS(CrashFS):
-        """CrashFS whose process may die at any file-system call, or whose snapshot writes
-        may fail with ENOSPC, as the simulator's `Faults` say (read at every call, so that
-        clearing the faults stops them)."""
-
-        def __init__(self, sim: Simulator) -> None:
-            super().__init__()
-            self._sim = sim
-
-        def _maybe_die(self) -> None:
-            p = self._sim.faults.kill_at_call
-            if p and self._sim.rng.random() < p:
-                raise ProcessKilled()
-
-        def makedirs(self, path: str) -> None:
-            self._maybe_die()
-            super().makedirs(path)
-
-        def open_append(self, path: str, create: bool) -> int:
-            self._maybe_die()
-            return super().open_append(path, create)
-
-        def open_trunc(self, path: str) -> int:
-            self._maybe_die()
-            return super().open_trunc(path)
-
-        def write(self, fd: int, data: bytes) -> int:
-            sim = self._sim
-            f = sim.faults
-            if (f.enospc_snapshot and self._fds.get(fd, "").endswith("snapshot.tmp")
-                    and sim.rng.random() < f.enospc_snapshot):
-                sim.stats["enospc_injected"] += 1
-                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-            if f.kill_at_call and sim.rng.random() < f.kill_at_call:
-                n = sim.rng.randrange(len(data) + 1)
-                if n:
-                    super().write(fd, data[:n])
-                raise ProcessKilled()
-            return super().write(fd, data)
-
-        def _maybe_eio(self, paths: list[str] | None) -> None:
-            p = self._sim.faults.eio_fsync
-            if p and self._sim.rng.random() < p:
-                self._sim.stats["eio_injected"] += 1
-                self.writeback_failed(paths)
-                raise OSError(errno.EIO, os.strerror(errno.EIO))
-
-        def fsync(self, fd: int) -> None:
-            self._maybe_die()
-            path = self._fds.get(fd)
-            self._maybe_eio([path] if path is not None else [])
-            super().fsync(fd)
-
-        def truncate(self, path: str, length: int) -> None:
-            self._maybe_die()
-            super().truncate(path, length)
-
-        def replace(self, src: str, dst: str) -> None:
-            self._maybe_die()
-            super().replace(src, dst)
-
-        def unlink(self, path: str) -> None:
-            self._maybe_die()
-            super().unlink(path)
-
-        def fsync_dir(self, path: str) -> None:
-            self._maybe_die()
-            super().fsync_dir(path)
-
-        def read_durable(self, path: str) -> bytes:
-            self._maybe_die()
-            self._maybe_eio([os.path.abspath(path)])
-            return super().read_durable(path)
-
-        def syncfs(self, fd: int) -> None:
-            self._maybe_die()
-            self._maybe_eio(None)
-            super().syncfs(fd)
-
-
-class RestartRefused(InvariantViolation):
-    """A node could not recover from its own disk (corruption reported, or a recovered log
-    the core rejects): an outage Raft should never need."""
-
-
-class DigestStateMachine:
-    """A state machine whose state is a hash chain of everything applied: two replicas agree
-    on the digest at an index iff they applied the same entries up to it."""
-
-    def __init__(self, on_apply: Callable[[Entry, bytes], None] | None = None) -> None:
-        self.index = 0
-        self.digest = bytes(32)
-        self.on_apply = on_apply
-        self.count = 0
-
-    def apply(self, entry: Entry) -> bytes:
-        h = hashlib.sha256(self.digest)
-        h.update(struct.pack(">QQI", entry.index, entry.term, entry.type))
-        h.update(entry.data)
-        self.digest = h.digest()
-        self.index = entry.index
-        self.count += 1
-        if self.on_apply is not None:
-            self.on_apply(entry, self.digest)
-        return self.digest
-
-    def snapshot(self) -> bytes:
-        return _SNAP.pack(self.index, self.digest)
-
-    def restore(self, snapshot: Snapshot) -> None:
-        if snapshot.index == 0:
-            self.index, self.digest = 0, bytes(32)
-        else:
-            self.index, self.digest = _SNAP.unpack(snapshot.data)
-
-
-@dataclass
-class Faults:
-    drop: float = 0.0  # probability a message is lost
-    duplicate: float = 0.0  # probability a message is delivered twice
-    reorder: float = 0.0  # probability a message gets an extra random delay
-    min_latency: int = 1  # time units (a tick is `Simulator.tick_interval` units)
-    max_latency: int = 3
-    reorder_window: int = 30
-    crash_mid_write: float = 0.0  # probability a crash happens between write and sync
-    replay: float = 0.0  # probability a send also re-delivers an old message, late
-    replay_window: int = 200  # how late (time units) a replayed message arrives
-    batch: float = 0.0  # probability a node waits for more inputs before its next Ready
-    batch_window: int = 5  # how long (time units) a batch may gather inputs
-    # On the disk log (under CrashFS): the probability that a node's process dies at each
-    # file-system call it makes (a write dies after a random prefix of its bytes), then a
-    # power loss or a plain process kill, one or the other at random; and the probability
-    # that a write of the snapshot file fails with ENOSPC (the storage fails for good, the
-    # node stops). The node stays down until the program restarts it.
-    kill_at_call: float = 0.0
-    enospc_snapshot: float = 0.0
-    # The probability that a barrier (fsync, syncfs, the fsync of recovery's read) fails its
-    # write-back with EIO under CrashFS's page-cache model: the bytes stay in the files (the
-    # cache) but never reach the device; the node stops (StorageFailed) and, unless the
-    # power goes too, is later restarted WITHOUT a reboot, reading the same files.
-    eio_fsync: float = 0.0
-
-
-class DurableMark(NamedTuple):  # a tuple: one is built per group per Ready batch
-    """What one group of one node has made durable (as of its last completed Ready batch):
-    a restart must recover at least this."""
-
-    term: int
-    vote: int
-    stable: int  # every entry up to here was synced
-    stable_term: int
-
-
-@dataclass
-class SimNode:
-    id: int
-    storages: dict[int, Storage]
-    host: MultiRaftHost | None = None
-    sms: dict[int, DigestStateMachine] = field(default_factory=dict)
-    incarnation: int = 0
-    flush_pending: bool = False  # a batched Ready is scheduled
-    durable: dict[int, DurableMark] = field(default_factory=dict)
-    removed: set[int] = field(default_factory=set)  # tombstones: survive crashes, as on disk
-
-    @property
-    def up(self) -> bool:
-        return self.host is not None
 
 
 class _SimHost(MultiRaftHost):
@@ -283,27 +105,7 @@ class _SimHost(MultiRaftHost):
         super()._apply(g, rd)
 
 
-def _mark(g: Group) -> DurableMark:
-    n = g.node
-    log = n.log
-    return DurableMark(n.term, n.vote, log.stable, log.term(log.stable) or 0)
-
-
-def replica_key(incarnation: int, n: RaftNode) -> tuple[int, RaftNode, Role, int, int]:
-    """What `Simulator.check` compares to skip a replica whose checked state did not change:
-    role and term read directly, the rest through the log's version (bumped by every change
-    of its snapshot, entries or commit index)."""
-    return (incarnation, n, n.role, n.term, n.log.version)
-
-
-def _tmp_root() -> str:
-    """A fresh directory for simulated disks: tmpfs (/dev/shm) where present, so that a
-    fuzz run's fsyncs cost no real I/O."""
-    base = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-    return tempfile.mkdtemp(prefix="raftsim-", dir=base)
-
-
-class Simulator:
+class Simulator(SimNetwork, SimDisks):
     def __init__(
         self,
         n_nodes: int = 3,
@@ -460,173 +262,10 @@ class Simulator:
             ) from e
         sn.durable[group] = _mark(host.groups[group])  # what it recovered is durable
 
-    def _open_storage(self, nid: int, group: int) -> Storage:
-        if not self.disk:
-            return MemStorage()
-        node_dir = os.path.join(self.disk_dir, f"n{nid}")
-        path = os.path.join(node_dir, f"g{group}")
-        kw: dict[str, object] = {}
-        if self.power_loss:
-            if nid not in self._fs:
-                f = self.faults
-                killable = f.kill_at_call or f.enospc_snapshot or f.eio_fsync
-                self._fs[nid] = KillableFS(self) if killable else CrashFS()
-            kw["fs"] = self._fs[nid]
-        if self.group_commit:
-            os.makedirs(node_dir, exist_ok=True)
-            if nid not in self._gc:
-                mode = self.group_commit_mode
-                # (only a parallel commit names its mode: older GroupCommits have none)
-                extra = {"mode": mode} if mode != "syncfs" else {}
-                self._gc[nid] = GroupCommit(node_dir, kw.get("fs"), **extra)  # type: ignore[arg-type]
-            kw["group_commit"] = self._gc[nid]
-        return DiskStorage(path, segment_bytes=self.segment_bytes, **kw)  # type: ignore[arg-type]
-
-    def _check_recovered(self, sn: SimNode, group: int, init: InitialState) -> None:
-        """The recovered state keeps what the node made durable before it went down."""
-        mark = sn.durable.get(group)
-        if not self.check_durability:
-            return
-        hs, snap, ents = init.hard_state, init.snapshot, init.entries
-        last = ents[-1].index if ents else snap.index
-        where = f"node {sn.id} group {group} after restart {sn.incarnation}"
-        if hs.commit > last:
-            self.stats["lost_committed_on_restart"] += 1
-            raise InvariantViolation(
-                f"durability: {where}: commit index {hs.commit} is past the recovered log's"
-                f" last index {last} (committed entries lost)"
-            )
-        if mark is None:
-            return
-        if hs.term < mark.term or (
-            hs.term == mark.term and mark.vote and hs.vote != mark.vote
-        ):
-            raise InvariantViolation(
-                f"durability: {where}: term/vote {hs.term}/{hs.vote} recovered, but"
-                f" {mark.term}/{mark.vote} had been synced"
-            )
-        stable = mark.stable
-        if stable <= snap.index:
-            return
-        term = None
-        if ents and ents[0].index <= stable <= last:
-            term = ents[stable - ents[0].index].term
-        if term != mark.stable_term:
-            self.stats["lost_durable_entries"] += 1
-            raise InvariantViolation(
-                f"durability: {where}: entry {stable} (term {mark.stable_term}) had been"
-                f" synced, but the recovered log is snapshot {snap.index}/{snap.term} +"
-                f" entries {ents[0].index if ents else '-'}..{last}"
-                f" (term there: {term})"
-            )
-
-    def crash(self, nid: int, mid_write: bool | None = None) -> None:
-        """Stop a node; unsynced writes are lost (a seeded prefix may survive)."""
-        sn = self.nodes[nid]
-        if sn.host is None:
-            return
-        if mid_write is None:
-            mid_write = self.rng.random() < self.faults.crash_mid_write
-        if mid_write:
-            self._relax_marks(sn)
-            if not self._process(nid, crash_before_sync=True):
-                return  # it died on the way (Faults.kill_at_call): already down
-        if self.power_loss:
-            # Power loss: every descriptor closes; each file keeps its fsynced bytes and a
-            # random torn or zero-filled part of the rest; unsynced creations and
-            # deletions of files may be undone.
-            self._fs[nid].crash(self.rng)
-        else:
-            for st in sn.storages.values():
-                self._crash_storage(st)
-        if self.disk:
-            sn.storages = {}  # the next incarnation opens its disks afresh
-        sn.host = None
-        sn.flush_pending = False
-        self.stats["crashes"] += 1
-        self._record(b"C", nid)
-
-    def _relax_marks(self, sn: SimNode) -> None:
-        """A crash between write and sync may keep a prefix of a batch that replaces a log
-        suffix (or installs a snapshot): only what precedes it must survive. (`log.stable`
-        drops below a replaced suffix or to an installed snapshot as soon as the core takes
-        them, `unstable_from` only until their Ready is taken: a process killed inside the
-        Ready's write has handed it over already.)"""
-        assert sn.host is not None
-        for gid, g in sn.host.groups.items():
-            mark = sn.durable.get(gid)
-            if mark is None:
-                continue
-            log = g.node.log
-            keep = min(mark.stable, log.stable, log.unstable_from - 1, log.last_index())
-            if keep < mark.stable:
-                # At or below the in-memory snapshot: compacted away, or replaced by an
-                # installed snapshot that may not be on disk yet while the old entry there
-                # still is (a process killed inside the install): nothing left to compare.
-                term = log.term(keep) if keep > log.snapshot.index else None
-                keep, term = (keep, term) if term is not None else (0, 0)
-                sn.durable[gid] = DurableMark(mark.term, mark.vote, keep, term)
-
-    def _crash_storage(self, st: Storage) -> None:
-        if isinstance(st, MemStorage):
-            st.crash(self.rng)
-        elif isinstance(st, DiskStorage):
-            _abandon(st)  # a process kill: what was written survives, synced or not
-
     def restart(self, nid: int) -> None:
         if self.nodes[nid].host is None:
             self.stats["restarts"] += 1
             self._start(nid)
-
-    def close(self) -> None:
-        """Stop every node (without syncing) and remove the simulated disks."""
-        for nid in self.ids:
-            sn = self.nodes[nid]
-            if nid in self._fs:
-                self._fs[nid].crash(self.rng)  # closes every descriptor it opened
-            else:
-                for st in sn.storages.values():
-                    if isinstance(st, DiskStorage):
-                        _abandon(st)
-            sn.host = None
-        for gc in self._gc.values():
-            close = getattr(gc, "close", None)  # a parallel group commit's thread pool
-            if close is not None:
-                close()
-        if self.disk:
-            shutil.rmtree(self.disk_dir, ignore_errors=True)
-
-    def cut(self, a: int, b: int) -> None:
-        self.cuts.add((min(a, b), max(a, b)))
-        self._record(b"X", a, b)
-
-    def cut_one_way(self, frm: int, to: int) -> None:
-        """Lose every message from `frm` to `to` (the other direction still works)."""
-        if frm != to:
-            self.one_way.add((frm, to))
-            self._record(b"Y", frm, to)
-
-    def heal(self, a: int | None = None, b: int | None = None) -> None:
-        if a is None or b is None:
-            self.cuts.clear()
-            self.one_way.clear()
-        else:
-            self.cuts.discard((min(a, b), max(a, b)))
-            self.one_way.discard((a, b))
-            self.one_way.discard((b, a))
-        self._record(b"H", a or 0, b or 0)
-
-    def isolate(self, nid: int) -> None:
-        for other in self.ids:
-            if other != nid:
-                self.cut(nid, other)
-
-    def replay_old(self, count: int = 1) -> None:
-        """Deliver `count` old messages (seeded picks from the recent history, possibly from
-        earlier terms and earlier incarnations) again, each after a random delay."""
-        for _ in range(count):
-            if self._history:
-                self._replay_one()
 
     # ---- client operations ----------------------------------------------------------------
 
@@ -898,94 +537,6 @@ class Simulator:
             return False
         return True
 
-    def _died(self, nid: int, why: str) -> None:
-        """The node's process is gone in the middle of what it was doing: a power loss or a
-        plain kill (the page cache survives), drawn at random; it stays down until a
-        restart. What it had made durable may shrink as in a crash between write and sync
-        (the batch under way may have replaced a log suffix)."""
-        sn = self.nodes[nid]
-        if sn.host is not None:
-            self._relax_marks(sn)
-        if self.power_loss and self.rng.random() < 0.5:
-            self._fs[nid].crash(self.rng)
-        else:
-            for st in sn.storages.values():
-                if isinstance(st, DiskStorage):
-                    _abandon(st)
-        sn.storages = {}
-        sn.host = None
-        sn.flush_pending = False
-        self.stats["kills"] += 1
-        self.stats[f"died: {why}"] += 1
-        self._record(b"Z", nid)
-
-    def _sender(self, src: int) -> Callable[[int, int, Message], None]:
-        history, cuts, one_way, link_tail = self._history, self.cuts, self.one_way, self._link_tail
-        rng = self.rng
-        # What randrange(n) and randint(a, b) draw, without their argument checks: the same
-        # stream, so the same trace (a send is the simulator's most frequent call).
-        below = rng._randbelow  # type: ignore[attr-defined]
-
-        def send(to: int, group: int, msg: Message) -> None:
-            payload = encode_message(msg)
-            f = self.faults
-            if len(history) < _HISTORY:
-                history.append((src, to, group, payload))
-            else:
-                history[below(_HISTORY)] = (src, to, group, payload)
-            if f.replay and rng.random() < f.replay:
-                self._replay_one()
-            if (
-                (cuts and (min(src, to), max(src, to)) in cuts)
-                or (one_way and (src, to) in one_way)
-                or (f.drop and rng.random() < f.drop)
-            ):
-                self._record(b"d", src, to, group, zlib.crc32(payload))
-                if self.count_net:
-                    self.stats["net_dropped"] += 1
-                return
-            copies = 2 if f.duplicate and rng.random() < f.duplicate else 1
-            width = f.max_latency - f.min_latency + 1
-            if width <= 0:
-                raise ValueError(f"empty latency range in {f}")
-            for _ in range(copies):
-                at = self.now + f.min_latency + below(width)
-                if f.reorder and rng.random() < f.reorder:
-                    # may overtake or be overtaken
-                    at += rng.randint(1, f.reorder_window)
-                else:
-                    # Like TCP, a link is FIFO unless the reorder fault fires.
-                    tail = link_tail.get((src, to), 0)
-                    if tail > at:
-                        at = tail
-                    link_tail[(src, to)] = at
-                if self.count_net:
-                    self._count_delivery(at, src, to, group, payload)
-                self._push(at, _DELIVER, src, to, group, payload)
-
-        return send
-
-    def _count_delivery(self, at: int, src: int, to: int, group: int, payload: bytes) -> None:
-        """What the network faults did to one scheduled delivery (instrumentation only)."""
-        st = self.stats
-        st["net_scheduled"] += 1
-        if self._link_tail.get((src, to)) != at:
-            st["net_reordered"] += 1
-        elif at - self.now > 3:
-            st["net_delayed"] += 1
-        last = (src, to, self.now, group, payload)
-        if self._last_send == last:
-            st["net_duplicated"] += 1
-        self._last_send = last
-
-    def _replay_one(self) -> None:
-        src, to, group, payload = self._history[self.rng.randrange(len(self._history))]
-        at = self.now + self.rng.randint(1, max(1, self.faults.replay_window))
-        self.stats["replayed_messages"] += 1
-        self._record(b"R", src, to, group, zlib.crc32(payload))
-        if self.count_net:
-            self._count_delivery(at, src, to, group, payload)
-        self._push(at, _DELIVER, src, to, group, payload)
 
     def _apply_hook(self, nid: int, group: int) -> Callable[[Entry, bytes], None]:
         def hook(entry: Entry, digest: bytes) -> None:
@@ -1035,17 +586,3 @@ def _discard(tag: bytes, *nums: int) -> None:
     """`Simulator._record` with the trace off."""
 
 
-def _abandon(st: DiskStorage) -> None:
-    """A killed process: its descriptors go away without a sync; what was written stays in
-    the page cache, synced or not."""
-    if hasattr(st, "abandon"):
-        st.abandon()
-        return
-    for name in ("_fd", "_dirty_fds"):
-        v = getattr(st, name, None)
-        for fd in v if isinstance(v, list) else [v]:
-            if isinstance(fd, int) and fd >= 0:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
-        if v is not None:
-            setattr(st, name, [] if isinstance(v, list) else -1)

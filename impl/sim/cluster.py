@@ -29,7 +29,7 @@ from epochgc.impl.partition.fence import FenceDecision, NotLeaderError
 from epochgc.impl.partition.statemachine import ApplyEvent, PlaceholderResult
 from epochgc.impl.raft.host import MultiRaftHost
 from epochgc.impl.raft.node import Config
-from epochgc.impl.raft.sim import Faults
+from epochgc.impl.raft.simtypes import Faults
 from epochgc.impl.sim.loop import SimLoop
 from epochgc.impl.sim.network import BrokerSimulator
 from epochgc.impl.sim.port import SimRaftPort

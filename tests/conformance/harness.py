@@ -54,7 +54,7 @@ from typing import Any
 
 from epochgc.impl.controller.statemachine import ControllerStateMachine
 from epochgc.impl.gc.reports import HEALTH_PREFIX
-from epochgc.impl.raft.sim import Faults
+from epochgc.impl.raft.simtypes import Faults
 from epochgc.impl.sim.network import BrokerSimulator
 from epochgc.impl.store.local import LocalStore
 from epochgc.model import system as ms

@@ -12,7 +12,7 @@ from typing import Any
 
 from epochgc.impl.broker.producer import Ack, PartitionDeletedError, ProduceError, Producer
 from epochgc.impl.broker.raftport import inline_io
-from epochgc.impl.raft.sim import Faults
+from epochgc.impl.raft.simtypes import Faults
 from epochgc.impl.sim.cluster import SimClusterAccess
 from epochgc.impl.store.base import StoreError
 from epochgc.model.keys import parse_key

@@ -9,7 +9,8 @@ from collections.abc import Callable, Iterator
 
 from epochgc.impl.raft.messages import Entry, HardState, InitialState, Message, MsgType, Snapshot
 from epochgc.impl.raft.node import Config, ProposalRefused, RaftNode, Ready
-from epochgc.impl.raft.sim import Faults, Simulator
+from epochgc.impl.raft.sim import Simulator
+from epochgc.impl.raft.simtypes import Faults
 from epochgc.impl.raft.storage import MemStorage
 
 CFG = Config(election_tick=10, heartbeat_tick=1, pre_vote=True, check_quorum=True)

@@ -6,7 +6,8 @@ built from scratch after every event."""
 from __future__ import annotations
 
 import pytest
-from epochgc.impl.raft.sim import Simulator, replica_key
+from epochgc.impl.raft.sim import Simulator
+from epochgc.impl.raft.simtypes import replica_key
 
 from tests.raft.helpers import faulty_run
 

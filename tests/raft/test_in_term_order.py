@@ -17,7 +17,8 @@ import random
 
 import pytest
 from epochgc.impl.raft.node import Config, ProposalRefused
-from epochgc.impl.raft.sim import Faults, Simulator
+from epochgc.impl.raft.sim import Simulator
+from epochgc.impl.raft.simtypes import Faults
 
 GROUP = 1
 SEEDS = range(300) if os.environ.get("EPOCHGC_DEEP") == "1" else range(12)

@@ -14,7 +14,8 @@ from epochgc.impl.raft.host import Proposal
 from epochgc.impl.raft.invariants import InvariantChecker, InvariantViolation
 from epochgc.impl.raft.messages import Entry
 from epochgc.impl.raft.node import Config, ProposalRefused, Role
-from epochgc.impl.raft.sim import Faults, Simulator
+from epochgc.impl.raft.sim import Simulator
+from epochgc.impl.raft.simtypes import Faults
 from epochgc.impl.raft.storage import MemStorage
 
 DEEP = os.environ.get("EPOCHGC_DEEP") == "1"
@@ -332,7 +333,7 @@ def test_event_counts_by_kind_match_the_events_processed() -> None:
     from collections import Counter
 
     from epochgc.impl.raft.codec import decode_message
-    from epochgc.impl.raft.sim import _DELIVER, _FLUSH, _TICK
+    from epochgc.impl.raft.simtypes import _DELIVER, _FLUSH, _TICK
 
     s = Simulator(3, seed=5, groups=(1, 2),
                   faults=Faults(drop=0.1, duplicate=0.1, reorder=0.1, batch=0.3))

@@ -31,7 +31,8 @@ from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.invariants import InvariantViolation
 from epochgc.impl.raft.messages import Entry, HardState, Snapshot
 from epochgc.impl.raft.node import Config, ProposalRefused
-from epochgc.impl.raft.sim import Faults, RestartRefused, Simulator
+from epochgc.impl.raft.sim import Simulator
+from epochgc.impl.raft.simtypes import Faults, RestartRefused
 
 from tests.raft.test_sim import converge, random_config
 
@@ -335,10 +336,14 @@ def test_eio_programs_find_a_recovery_that_reads_the_cache(
     """The same programs against the disk log with issue 37's item 1 seeded back (load()
     reads the page cache): a durability or Raft invariant fails."""
     from epochgc.impl.raft import sim as simmod
+    from epochgc.impl.raft import simdisk
 
     from tests.raft import crashexplore as cx
 
-    monkeypatch.setattr(simmod, "DiskStorage", cx.mutant_storage(cx.F1_READ_THROUGH_CACHE))
+    # The simulator opens storage in simdisk; sim reads the class too (remove_group).
+    mutant = cx.mutant_storage(cx.F1_READ_THROUGH_CACHE)
+    monkeypatch.setattr(simdisk, "DiskStorage", mutant)
+    monkeypatch.setattr(simmod, "DiskStorage", mutant)
     found = []
     for seed in range(EIO_PROGRAMS):
         try:

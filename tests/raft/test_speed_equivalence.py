@@ -16,7 +16,8 @@ import pytest
 from epochgc.impl.raft import sim as simmod
 from epochgc.impl.raft.invariants import InvariantChecker
 from epochgc.impl.raft.messages import Entry, Message, MsgType, Snapshot
-from epochgc.impl.raft.sim import Faults, Simulator
+from epochgc.impl.raft.sim import Simulator
+from epochgc.impl.raft.simtypes import Faults
 
 
 class _Unbuffered(Simulator):

@@ -8,7 +8,8 @@ import contextlib
 import os
 
 from epochgc.impl.raft.node import ProposalRefused
-from epochgc.impl.raft.sim import Faults, Simulator
+from epochgc.impl.raft.sim import Simulator
+from epochgc.impl.raft.simtypes import Faults
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
