@@ -169,6 +169,8 @@ def test_variant_the_port_does_not_implement_is_skipped() -> None:
     # The extra line arrives only after the next line was sent: caught by its sequence
     # number, whatever the timing (a chatty port once passed for a disagreement under load).
     ("chatty_late", "extra-output", "more than one line"),
+    # Issue 42 survivor 5: `"seq": true` for line 1 is not the number 1.
+    ("bool_seq", "garbage", '{"seq": N, "answer"'),
 ])
 def test_protocol_breakers_reported(name: str, kind: str, detail: str) -> None:
     # Only the hanging port gets the short timeout: under load, a slow answer from the

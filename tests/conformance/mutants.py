@@ -917,6 +917,69 @@ MUTANTS += (
     ),
 )
 
+# Issue 42: the last survivors of the reviewers' sets, each killed by a directed test that
+# fails on the seeded copy (the check names it).
+MUTANTS += (
+    Mutant(
+        "fence-barrier-reused-across-terms",
+        "[survivor] the fence's sync reuses a finished barrier of an earlier term: a leader"
+        " re-elected after another leader's term decides on an applied state that may miss"
+        " that term's committed slide (a write admitted, then refused at apply)",
+        "impl/partition/fence.py",
+        "if self._barrier is None or self._barrier[0] != term or (",
+        "if self._barrier is None or (self._barrier[0] != term"
+        " and not self._barrier[1].done()) or (",
+        check=r"tests/impl/test_fence_sim.py::test_a_reelected_leader_syncs_on_a_barrier",
+    ),
+    Mutant(
+        "barrier-promotion-off-by-one",
+        "[liveness] an idle partition's pending barrier epoch is promoted only when LRLO may"
+        " move PAST the barrier's command (R38: up to it): with the command the last entry,"
+        " M(p) never rises (nothing unsafe happens; GC just stops making progress)",
+        "impl/broker/barrier.py",
+        "    return lrlo < off <= sm.housekeeping_lrlo()",
+        "    return lrlo < off < sm.housekeeping_lrlo()",
+        check=r"tests/impl/test_barrier_sim.py::test_an_idle_partitions_barrier|" + LIVENESS,
+    ),
+    Mutant(
+        "crashstates-rename-durable-on-either-dir",
+        "[explorer] the strict model treats a rename across directories as durable once"
+        " EITHER directory is fsynced (POSIX: both); the undone-rename states go unexplored",
+        "impl/raft/crashstates.py",
+        "all(pos < r.dir_synced.get(d, -1) for d in op.dirs())",
+        "any(pos < r.dir_synced.get(d, -1) for d in op.dirs())",
+        check=r"tests/raft/test_crash_states.py::test_a_rename_across_directories",
+    ),
+    Mutant(
+        "chaos-ok-ignores-gc-paused-deleted",
+        "[chaos] a chaos run whose GC deleted while the operator had paused it passes"
+        " (`ChaosResult.ok()` no longer looks at gc_paused_deleted)",
+        "impl/chaos/run.py",
+        "                and self.gc_paused_deleted == 0)",
+        "                and True)",
+        check=r"tests/impl/test_chaos_checker.py::test_every_violation_count_fails_the_run",
+    ),
+    Mutant(
+        "conform-seq-bool-accepted",
+        "[conform] the driver accepts a JSON boolean as an answer's sequence number"
+        " (`\"seq\": true` for line 1: Python's True == 1)",
+        "impl/conform/client.py",
+        "type(seq) is not int",
+        "not isinstance(seq, int)",
+        check=r"tests/conform/test_conform.py::test_protocol_breakers_reported\[bool_seq",
+    ),
+    Mutant(
+        "local-version-ignores-mtime",
+        "[survivor] the local store's object version is (inode, size): an object rewritten"
+        " in place with same-size bytes after it was listed is deleted by the conditional"
+        " delete instead of being reported changed",
+        "impl/store/local.py",
+        'return f"{st.st_ino}:{st.st_mtime_ns}:{st.st_size}"',
+        'return f"{st.st_ino}:{st.st_size}"',
+        check=r"tests/gc/test_conditional.py::test_a_same_size_rewrite_in_place",
+    ),
+)
+
 # Findings: realistic bugs that survive every check. Kept (and checked to still apply) but
 # not counted until a check kills them; run them with --survivors.
 SURVIVORS: tuple[Mutant, ...] = (
@@ -967,7 +1030,8 @@ MUTANTS += tuple(m for m, _ in LOCK_MUTANTS)
 
 TESTS = ("tests/conformance/test_regressions.py", "tests/conformance/test_implchecks.py",
          "tests/raft/test_host_deposed.py", "tests/conformance/test_harness.py")
-DIRS = ("epochgc", "impl", "model", "tests", "proofs")
+# spec/: the conform driver's tests replay its vectors (the checker mutants of issue 42).
+DIRS = ("epochgc", "impl", "model", "tests", "proofs", "spec")
 # --suite --tests all: the CI suite also reads the benchmarks, experiments, spec vectors,
 # ports, docs, the CI scripts and the project files (without them its baseline cannot pass).
 SUITE_DIRS = (*DIRS, "benchmarks", "experiments", "spec", "ports", "docs", ".ci",

@@ -46,3 +46,27 @@ def test_the_entry_at_the_commit_index_is_compared_the_next_is_not(tmp_path: Pat
     dirs[3] = tmp_path / "n3"
     divs = raft_divergences(dirs)
     assert [(d.index, d.nodes) for d in divs] == [(3, (1, 3))], divs
+
+
+# Every count that is a violation (the run must fail); the others (faults injected, leader
+# changes, rounds, objects, unexpected exits the nemesis explains) describe the run.
+VIOLATIONS = ("lost", "in_use_deleted", "trace_divergences", "raft_divergences",
+              "survived_disk_faults", "gc_paused_deleted")
+
+
+def test_every_violation_count_fails_the_run() -> None:
+    """Issue 42 survivor 4: `ChaosResult.ok()` is what `epochgc chaos` exits by. A run with
+    any violation, alone, is not ok (gc_paused_deleted=71 passed when ok() forgot it:
+    invisible on correct code, fatal on broken code); a clean run with every descriptive
+    count set is ok."""
+    from dataclasses import fields
+
+    from epochgc.impl.chaos.run import ChaosResult
+
+    names = {f.name for f in fields(ChaosResult)}
+    assert set(VIOLATIONS) <= names
+    for v in VIOLATIONS:
+        assert not ChaosResult(**{v: 71}).ok(), f"a run with {v}=71 passes"
+    rest = {f.name: 5 for f in fields(ChaosResult)
+            if f.name not in VIOLATIONS and f.type in (int, "int")}
+    assert ChaosResult(**rest).ok(), rest

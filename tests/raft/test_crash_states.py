@@ -114,6 +114,31 @@ def test_operations_on_one_name_persist_in_order() -> None:
     assert set(names) == {frozenset(), frozenset({"/d/a"}), frozenset({"/d/b"})}
 
 
+def test_a_rename_across_directories_needs_both_fsynced_in_strict() -> None:
+    """Issue 42 survivor 3: a segment moved into quarantine/ with only the destination
+    directory fsynced. POSIX persists a directory operation only once its directory is
+    fsynced (fsync(2): "does not necessarily ensure that the entry in the directory
+    containing the file has also reached disk"); a rename changes two directories, so the
+    strict model must still offer the state in which it is undone (the file at its old
+    name, the new name absent), and drops it only once both are fsynced."""
+    fs = RecordingFS("/d")
+    fs.makedirs("/d/q")
+    fd = fs.open_append("/d/seg", create=True)
+    fs.write(fd, b"x")
+    fs.fsync(fd)
+    fs.close(fd)
+    fs.syncfs("/d")
+    fs.replace("/d/seg", "/d/q/seg")
+    fs.fsync_dir("/d/q")  # the destination only
+    names = {frozenset(f) for f in _files(Model.STRICT, fs.trace)}
+    assert names == {frozenset({"/d/seg"}), frozenset({"/d/q/seg"})}, names
+    # ext4 (data=ordered): any fsync commits the journal, the rename included
+    assert {frozenset(f) for f in _files(Model.EXT4_ORDERED, fs.trace)} == {
+        frozenset({"/d/q/seg"})}
+    fs.fsync_dir("/d")  # and the source: now the rename is durable
+    assert {frozenset(f) for f in _files(Model.STRICT, fs.trace)} == {frozenset({"/d/q/seg"})}
+
+
 def test_crash_points_cut_inside_writes() -> None:
     fs = RecordingFS("/d")
     fd = fs.open_append("/d/f", create=True)
