@@ -1011,6 +1011,87 @@ MUTANTS += (
     ),
 )
 
+# -- the chaos checker (impl/chaos): beside its three of issue 31 and
+# chaos-ok-ignores-gc-paused-deleted --
+CHAOS_CHECKER = r"tests/impl/test_chaos_checker.py|tests/chaos/test_parts.py"
+MUTANTS += (
+    Mutant(
+        "chaos-compare-by-term-only",
+        "[chaos] committed entries are compared by term and type, not their bytes",
+        "impl/chaos/checker.py",
+        "setdefault((ent.term, ent.type, ent.data), [])",
+        "setdefault((ent.term, ent.type, b\"\"), [])",
+        check=r"tests/impl/test_chaos_checker.py::test_committed_entries_of_one_term",
+    ),
+    Mutant(
+        "chaos-last-node-skipped",
+        "[chaos] the last node's data directory is never read (a replica skipped)",
+        "impl/chaos/checker.py",
+        "    for nid, d in sorted(node_dirs.items()):\n",
+        "    for nid, d in sorted(node_dirs.items())[:-1]:\n",
+        check=CHAOS_CHECKER,
+    ),
+    Mutant(
+        "chaos-ok-ignores-survived-disk-faults",
+        "[chaos] a run in which a node survived a disk fault it should have died of passes",
+        "impl/chaos/run.py",
+        "and self.survived_disk_faults == 0\n",
+        "and True\n",
+        check=r"tests/impl/test_chaos_checker.py::test_every_violation_count_fails_the_run",
+    ),
+)
+
+# -- the trace checker (impl/checktrace.py, `epochgc check-trace`) --
+TRACE = r"tests/conformance/test_checktrace.py::"
+MUTANTS += (
+    Mutant(
+        "checktrace-nodes-not-compared",
+        "[trace] two nodes' commands at one log index are not compared (state-machine"
+        " safety unchecked: the first node's command is replayed)",
+        "impl/checktrace.py",
+        "            if first[\"command\"] != r[\"command\"]:\n",
+        "            if False:\n",
+        check=TRACE + r"test_two_nodes_applying_different_commands",
+    ),
+    Mutant(
+        "checktrace-apply-decision-not-compared",
+        "[trace] a placeholder's accept/reject at apply is not compared with the model's"
+        " (only the state after it)",
+        "impl/checktrace.py",
+        "if r[\"command\"][\"type\"] == \"placeholder\" and r[\"accepted\"] !="
+        " decisions[r[\"index\"]]:",
+        "if False:",
+        check=TRACE + r"test_a_flipped_apply_decision",
+    ),
+    Mutant(
+        "checktrace-fence-applied-unchecked",
+        "[trace] a fence's applied state is not checked against the states the committed"
+        " log's replay reaches (a fence may decide on a state that never existed)",
+        "impl/checktrace.py",
+        "if p in reached and applied not in reached[p]:",
+        "if False:",
+        check=TRACE + r"test_a_fence_on_an_applied_state",
+    ),
+    Mutant(
+        "checktrace-fence-admitted-only",
+        "[trace] a fence record is compared with the model's decision by `admitted` alone"
+        " (its window and seen window never)",
+        "impl/checktrace.py",
+        "            got = (r[\"admitted\"], r[\"window\"], r[\"seen_after\"])\n"
+        "            want_f = (m.admitted, m.window, m.seen)\n",
+        "            got = (r[\"admitted\"],)\n            want_f = (m.admitted,)\n",
+        check=TRACE + r"test_a_fence_window_the_model",
+    ),
+    Mutant(
+        "checktrace-repeated-index-passes",
+        "[trace] an index applied twice in one node run passes (only a lower one fails)",
+        "impl/checktrace.py",
+        "if r[\"index\"] <= last_index.get(key, 0):",
+        "if r[\"index\"] < last_index.get(key, 0):",
+        check=TRACE + r"test_an_index_applied_twice",
+    ),
+)
+
 # Equivalent mutants: the argument why no check can kill each is in its description. Kept
 # (and checked to still apply, `--survivors`) but not counted.
 EQUIVALENTS: tuple[Mutant, ...] = (

@@ -70,3 +70,14 @@ def test_every_violation_count_fails_the_run() -> None:
     rest = {f.name: 5 for f in fields(ChaosResult)
             if f.name not in VIOLATIONS and f.type in (int, "int")}
     assert ChaosResult(**rest).ok(), rest
+
+
+def test_committed_entries_of_one_term_that_differ_in_bytes_diverge(tmp_path: Path) -> None:
+    """Issue 42: the comparison is of the whole entry; two replicas that committed entries
+    of the same term at one index with different bytes diverge (a comparison by term alone
+    would be kinder than Raft's log matching allows)."""
+    other = [SAME[0], Entry(2, 1, data=b"B" * 40), SAME[2]]
+    _log(tmp_path / "n1" / "g7", SAME, 3)
+    _log(tmp_path / "n2" / "g7", other, 3)
+    divs = raft_divergences({n: tmp_path / f"n{n}" for n in (1, 2)})
+    assert [(d.group, d.index, d.nodes) for d in divs] == [(7, 2, (1, 2))], divs
