@@ -1092,6 +1092,148 @@ MUTANTS += (
     ),
 )
 
+# -- the conform driver (impl/conform): beside conform-seq-bool-accepted --
+CONFORM = r"tests/conform/test_conform.py::"
+MUTANTS += (
+    Mutant(
+        "conform-claimed-variant-refusal-skipped",
+        "[conform] a port that refuses the reset of the very variant it claims is skipped"
+        " (as for a variant it does not implement) instead of failing",
+        "impl/conform/driver.py",
+        "if refused_reset and variant != claimed:",
+        "if refused_reset:",
+        check=CONFORM + r"test_variant_the_port_does_not_implement_is_skipped",
+    ),
+    Mutant(
+        "conform-vectors-top-level-only",
+        "[conform] --vectors replays only the top directory of spec/vectors (the solver's"
+        " generated/ vectors never run)",
+        "impl/conform/driver.py",
+        "    return sorted(root.rglob(\"*.jsonl\"))\n",
+        "    return sorted(root.glob(\"*.jsonl\"))\n",
+        check=CONFORM + r"test_every_shipped_vector_file_is_replayed",
+    ),
+    Mutant(
+        "conform-compare-extra-fields",
+        "[conform] an answer with fields the model's lacks agrees (a subset comparison)",
+        "impl/conform/compare.py",
+        "    if answer.keys() != model.keys():\n",
+        "    if not model.keys() <= answer.keys():\n",
+        check=CONFORM + r"test_compare_wording_and_refusals",
+    ),
+    Mutant(
+        "conform-compare-bool-is-int",
+        "[conform] values are compared with Python's ==, so true agrees with 1",
+        "impl/conform/compare.py",
+        "        elif not json_equal(v, answer[k]):\n",
+        "        elif v != answer[k]:\n",
+        check=CONFORM + r"test_compare_wording_and_refusals",
+    ),
+)
+
+# -- the conformance harness's own invariants (tests/conformance) --
+HARNESS_CHECKS = r"tests/conformance/test_harness_checks.py::"
+MUTANTS += (
+    Mutant(
+        "harness-fence-admitted-only",
+        "[harness] a fence decision is compared with the model's by `admitted` alone (its"
+        " window and seen window never)",
+        "tests/conformance/shadow.py",
+        "    got = (d.admitted, d.window, d.seen_after)  # type: ignore[attr-defined]\n"
+        "    want = (r.admitted, r.window, r.seen)\n",
+        "    got = (d.admitted,)  # type: ignore[attr-defined]\n    want = (r.admitted,)\n",
+        check=HARNESS_CHECKS + r"test_a_fence_decision_is_compared_whole",
+    ),
+    Mutant(
+        "harness-last-replica-skipped",
+        "[harness] the per-step replica check skips the last node (a replica never compared"
+        " with the model's replay)",
+        "tests/conformance/refinement.py",
+        "        for nid, b in sorted(self.c.brokers.items()):\n"
+        "            for p, rep in b.replicas.items():\n"
+        "                g = rep.info.group\n",
+        "        for nid, b in sorted(self.c.brokers.items())[:-1]:\n"
+        "            for p, rep in b.replicas.items():\n"
+        "                g = rep.info.group\n",
+        check=HARNESS_CHECKS + r"test_every_replica_is_compared",
+    ),
+    Mutant(
+        "harness-rejection-always-excused",
+        "[harness] an apply-time rejection of a placeholder its fence admitted in the same"
+        " term is always excused (as if an injected fault explained it)",
+        "tests/conformance/implchecks.py",
+        "        if not accepted and (partition, cmd.key) not in self.explained:\n",
+        "        if False:\n",
+        check=HARNESS_CHECKS + r"test_an_unexplained_apply_time_rejection",
+    ),
+    Mutant(
+        "harness-a4-boundary-exclusive",
+        "[harness] A4 misses LRLO exactly at an unreconciled placeholder's log index",
+        "tests/conformance/implchecks.py",
+        "        if p.log_index <= lrlo and p.last > lro:\n",
+        "        if p.log_index < lrlo and p.last > lro:\n",
+        check=r"tests/conformance/test_implchecks.py::test_the_state_checks_fail_on_bad_states",
+    ),
+    Mutant(
+        "harness-gc-progress-unchecked",
+        "[harness] the liveness checks stop at a GC round that ends unblocked: GC that"
+        " stops making progress (a barrier never promoted, M never rising) passes",
+        "tests/conformance/liveness.py",
+        "    check_gc_round_ends(h)\n    check_gc_progresses(h)\n",
+        "    check_gc_round_ends(h)\n",
+        check=r"tests/conformance/test_liveness.py::test_gc_that_stops_making_progress",
+    ),
+)
+
+# -- the proof runner's row statuses (proofs/runner.py; its status logic only) --
+STATUSES = r"tests/proofs/test_runner_statuses.py::"
+MUTANTS += (
+    Mutant(
+        "runner-unknown-passes",
+        "[proofs] a row the solver answered `unknown` does not fail the run",
+        "proofs/runner.py",
+        '_BAD = ("failed", "unknown")',
+        '_BAD = ("failed",)',
+        check=STATUSES + r"test_an_unknown_row_fails_the_run",
+    ),
+    Mutant(
+        "runner-vacuous-reference-row-proved",
+        "[proofs] a \"cannot break safety in reference\" row whose final gc_delete is never"
+        " enabled is reported proved (vacuous) instead of failed",
+        "proofs/runner.py",
+        'return Outcome(name, "invariant", "failed", dt, "vacuous: the final gc_delete is "',
+        'return Outcome(name, "invariant", "proved", dt, "vacuous: the final gc_delete is "',
+        check=STATUSES + r"test_a_reference_row_whose_deletion",
+    ),
+    Mutant(
+        "runner-reference-deletes-anyway-proved",
+        "[proofs] a shape that claims reference never deletes along it, but does, is"
+        " reported proved",
+        "proofs/runner.py",
+        'return Outcome(name, "invariant", "failed", dt, "reference deletes here after all:',
+        'return Outcome(name, "invariant", "proved", dt, "reference deletes here after all:',
+        check=STATUSES + r"test_a_reference_row_whose_deletion",
+    ),
+    Mutant(
+        "runner-only-drops-vacuity",
+        "[proofs] --only keeps only the rows its pattern matches: the matching task's"
+        " vacuity rows are skipped (a vacuous induction reads as proved)",
+        "proofs/runner.py",
+        'or (only.search(tasks[futures[f]][2]) and o.kind == "vacuity")]',
+        'or False]',
+        check=STATUSES + r"test_only_keeps_the_matching_tasks_vacuity_rows",
+    ),
+    Mutant(
+        "runner-crash-row-checked",
+        "[proofs] a task that crashed gives a `checked` row (a passing mark) instead of a"
+        " failed one",
+        "proofs/runner.py",
+        '"failed", time.perf_counter() - t0, traceback.format_exc())]',
+        '"checked", time.perf_counter() - t0, traceback.format_exc())]',
+        check=r"tests/proofs/test_runner.py::test_a_crashing_task_is_a_failed_row",
+    ),
+)
+
 # Equivalent mutants: the argument why no check can kill each is in its description. Kept
 # (and checked to still apply, `--survivors`) but not counted.
 EQUIVALENTS: tuple[Mutant, ...] = (
