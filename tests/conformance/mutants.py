@@ -848,7 +848,8 @@ MUTANTS += (
         "impl/gc/delete.py",
         "        seq = journal.intent(batch) if journal is not None else 0\n",
         "        seq = journal.intent(batch) if journal is not None else 0\n"
-        "        if journal is not None:\n            journal.done(seq, DeleteResult(len(batch)))\n",
+        "        if journal is not None:\n"
+        "            journal.done(seq, DeleteResult(len(batch)))\n",
         (("impl/gc/delete.py",
           "        if journal is not None:\n            journal.done(seq, result)\n",
           "        if journal is not None:\n"),),

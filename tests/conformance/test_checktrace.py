@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from click.testing import CliRunner
 from epochgc.impl.cli import main
 from epochgc.impl.trace import TraceWriter
