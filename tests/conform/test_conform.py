@@ -170,6 +170,8 @@ def test_variant_the_port_does_not_implement_is_skipped() -> None:
     # The extra line arrives only after the next line was sent: caught by its sequence
     # number, whatever the timing (a chatty port once passed for a disagreement under load).
     ("chatty_late", "extra-output", "more than one line"),
+    # Issue 42 survivor 5: `"seq": true` for line 1 is not the number 1.
+    ("bool_seq", "garbage", '{"seq": N, "answer"'),
 ])
 def test_protocol_breakers_reported(name: str, kind: str, detail: str) -> None:
     # Only the hanging port gets the short timeout: under load, a slow answer from the
@@ -259,3 +261,18 @@ def test_no_shipped_vectors_is_refused_not_passed(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(driver.vector_files, "__defaults__", (tmp_path,))
     code, out = cli("--vectors", "--", *MODEL)
     assert code == 69 and "no vector files" in out
+
+
+def test_every_shipped_vector_file_is_replayed() -> None:
+    """Issue 42: `--vectors` replays every .jsonl under spec/vectors, its subdirectories
+    (the solver-generated ones) included: a driver that read fewer would pass a port on
+    less. Counted here independently of the driver (os.walk)."""
+    root = ROOT / "spec" / "vectors"
+    want = sorted(str(Path(d) / f) for d, _, fs in os.walk(root) for f in fs
+                  if f.endswith(".jsonl"))
+    assert any(Path(w).parent != root for w in want)  # there are nested ones
+    code, out = cli("--vectors", "--json", "--", *MODEL)
+    summary = json.loads(out)
+    assert code == 0, out
+    vec = summary["vectors"]
+    assert vec["passed"] + len(vec["skipped"]) == len(want), (vec, len(want))

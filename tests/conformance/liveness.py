@@ -12,7 +12,11 @@ epoch cache) and then requires, within bounds of simulated events:
   ended with any other exception is a finding too;
 - every fence's reader/writer lock is free, with no waiter left;
 - every group (the controller and each live partition) commits a new proposal;
-- a GC round over freshly published documents ends unblocked, and as the model says.
+- a GC round over freshly published documents ends unblocked, and as the model says;
+- GC makes progress (issue 42): once every partition is reconciled, an epoch barrier
+  promotes every partition's pending epoch within BARRIER_STEPS events (an idle
+  partition's by its own barrier round, R38) and the cluster's M rises past the last
+  round's. Safety checks cannot see GC that merely stops: nothing unsafe happens.
 
 A violation raises `LivenessViolation` (a `Divergence`): a finding like a safety one.
 """
@@ -20,6 +24,7 @@ A violation raises `LivenessViolation` (a `Divergence`): a finding like a safety
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import traceback
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +40,8 @@ if TYPE_CHECKING:
 FINISH_STEPS = 30_000
 LEADER_STEPS = 5_000
 PROPOSE_STEPS = 5_000
+# An epoch barrier's mint, round and promotion (a few proposals each).
+BARRIER_STEPS = 5_000
 ATTEMPTS = 3
 # Between attempts: past an election timeout (1-2 s), so a leadership transfer under way
 # completes or is abandoned (a leader refuses proposals while it transfers).
@@ -165,6 +172,76 @@ def check_gc_round_ends(h: Harness) -> None:
     h.gc()
 
 
+def _model_m(h: Harness) -> int | None:
+    """The M a GC round over freshly published documents would use (the model's)."""
+    from tests.conformance.harness import MAX_REPORT_AGE_S
+    from tests.conformance.shadow import model_gc
+
+    h.publish_partitions()
+    h.publish_health(h.live())
+    docs, listing, now = h._docs_and_listing()
+    want = model_gc(docs, listing, now, MAX_REPORT_AGE_S, 0.0)
+    return None if want.decision is None else want.decision.M
+
+
+def check_gc_progresses(h: Harness) -> None:
+    """GC makes progress when it may (issue 42): with the faults stopped and every partition
+    reconciled, one epoch barrier (the controller's mint, then each partition leader's
+    barrier round) promotes every partition's pending epoch to the candidate within
+    BARRIER_STEPS events, and M, computed from fresh documents, rises above what it was
+    before the barrier (every M(p) reaches the candidate, above any M(p) before it)."""
+    # The GC round check_gc_round_ends just ran is checked first: a live object it deleted
+    # is reported as the safety violation it is, not as the stalled reconcile it causes.
+    h.check_step()
+    before = _model_m(h)
+    for p in h.created():
+        h.reconcile(p)
+    cand: int | None = None
+    for attempt in range(ATTEMPTS):
+        if attempt:
+            h.c.run_for(RETRY_AFTER_S)
+        nid = h._leader_of(h.c.controller_leader)
+        if nid is None:
+            continue
+        with contextlib.suppress(Exception):
+            cand = h.wait(h.c.brokers[nid].barrier(), PROPOSE_STEPS)
+        if cand is not None:
+            break
+    if cand is None:
+        raise LivenessViolation("liveness: the controller does not mint an epoch barrier"
+                                " after the faults stopped")
+    for p in h.created():
+        why = "no leader"
+        for attempt in range(ATTEMPTS):
+            if attempt:
+                h.c.run_for(RETRY_AFTER_S)
+            nid = h._leader_of(lambda p=p: h.c.leader(p))  # type: ignore[misc]
+            if nid is None or p not in h.c.brokers[nid].replicas:
+                continue
+            b = h.c.brokers[nid]
+            sm = b.replicas[p].sm
+            h.c.run_until(lambda b=b: b.controller.barrier_candidate >= cand,  # type: ignore[misc]
+                          BARRIER_STEPS)
+            with contextlib.suppress(Exception):
+                h.wait(b.barrier_round(), BARRIER_STEPS)
+            if h.c.run_until(lambda sm=sm: sm.state.gc_safe_epoch >= cand,  # type: ignore[misc]
+                             BARRIER_STEPS):
+                break
+            why = (f"leader node {nid}: barrier epoch {sm.state.barrier_epoch} at offset"
+                   f" {sm.state.barrier_offset}, LRLO {sm.state.last_reconciled_log_offset},"
+                   f" {len(sm.unreconciled())} unreconciled, gc_safe_epoch"
+                   f" {sm.state.gc_safe_epoch}")
+        else:
+            raise LivenessViolation(
+                f"liveness: {p}'s pending barrier epoch {cand} is not promoted within"
+                f" {BARRIER_STEPS} events of its barrier round, after its reconcile (GC"
+                f" stops making progress): {why}")
+    after = _model_m(h)
+    if after is None or (before is not None and after <= before):
+        raise LivenessViolation(f"liveness: M does not rise after an epoch barrier with every"
+                                f" partition reconciled: {before} -> {after} (candidate {cand})")
+
+
 def check_liveness(h: Harness) -> None:
     """Stop every fault, then every liveness check above, in order."""
     stop_faults(h)
@@ -174,3 +251,4 @@ def check_liveness(h: Harness) -> None:
     check_operations_finish(h)
     check_locks_free(h)
     check_gc_round_ends(h)
+    check_gc_progresses(h)

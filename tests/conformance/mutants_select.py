@@ -48,7 +48,9 @@ from epochgc.proofs.mutate import Mutant, copy_tree
 from tests.conformance import mutants_covplugin as plugin
 
 ROOT = Path(__file__).resolve().parents[2]
-MEASURED = "impl"  # every mutant edits impl/ (checked by `select`)
+# Where the index maps lines to tests. A mutant editing anything else (issue 42: a
+# checker's own bugs in tests/ or proofs/) runs every test, its named check first.
+MEASURED = "impl"
 DEFAULT_OUT = ROOT / "build" / "mutsel"
 # Where coverage.py is when the running environment has none: `pip install --target DIR
 # coverage` (a private copy; the tox environment `mutants-suite-select` installs it instead).
@@ -156,7 +158,8 @@ def select(m: Mutant, index: Index, edits: Sequence[Edit]) -> Selection:
     sound: set[str] = set(index.opaque)
     everything = False
     for e in edits:
-        if e.scope is not Scope.FUNCTION or e.body is None:
+        if (e.scope is not Scope.FUNCTION or e.body is None
+                or not e.path.startswith(f"{MEASURED}/")):
             everything = True
             continue
         by_line = index.lines.get(e.path, {})

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
+import pytest
 from click.testing import CliRunner
 from epochgc.impl.cli import main
 from epochgc.impl.trace import TraceWriter
@@ -84,3 +86,79 @@ def test_malformed_line_is_exit_2_with_file_and_line(tmp_path: Path) -> None:
     code, out = run(t)
     assert code == 65
     assert f"trace.ndjson:{n}:" in out
+
+
+# ---- issue 42: each of the checker's comparisons fails on a trace doctored for it --------------
+
+
+@pytest.fixture(scope="module")
+def conforming(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """One conforming trace's lines (written once: a harness run), doctored per test."""
+    t = tmp_path_factory.mktemp("trace") / "trace.ndjson"
+    write_trace(t)
+    return t.read_text().splitlines()
+
+
+def _doctored(tmp_path: Path, lines: list[str]) -> tuple[int, str]:
+    t = tmp_path / "trace.ndjson"
+    t.write_text("\n".join(lines) + "\n")
+    return run(t)
+
+
+def _docs(lines: list[str]) -> list[dict[str, Any]]:
+    return [json.loads(ln) for ln in lines]
+
+
+def test_two_nodes_applying_different_commands_at_one_index_diverge(
+        tmp_path: Path, conforming: list[str]) -> None:
+    docs = _docs(conforming)
+    first: dict[tuple[str, int], int] = {}
+    for i, d in enumerate(docs):
+        if d["kind"] != "apply" or d["command"]["type"] != "placeholder":
+            continue
+        k = (d["partition"], d["index"])
+        if k in first and docs[first[k]]["node"] != d["node"]:
+            break
+        first.setdefault(k, i)
+    else:
+        raise AssertionError("no index applied by two nodes")
+    d["command"]["key"] += "-doctored"  # the same state after it: only the command differs
+    lines = [*conforming]
+    lines[i] = json.dumps(d)
+    code, out = _doctored(tmp_path, lines)
+    assert code == 1 and "state-machine safety" in out, out
+
+
+def test_a_flipped_apply_decision_diverges(tmp_path: Path, conforming: list[str]) -> None:
+    docs = _docs(conforming)
+    i = next(i for i, d in enumerate(docs) if d["kind"] == "apply" and d["accepted"] is True)
+    docs[i]["accepted"] = False  # the state after it left as it was
+    code, out = _doctored(tmp_path, [json.dumps(d) for d in docs])
+    assert code == 1 and f":{i + 1}:" in out and "node accepted=False" in out, out
+
+
+def test_a_fence_on_an_applied_state_the_log_never_reaches_diverges(
+        tmp_path: Path, conforming: list[str]) -> None:
+    docs = _docs(conforming)
+    i = next(i for i, d in enumerate(docs) if d["kind"] == "fence")
+    docs[i]["applied"]["last_reconciled_offset"] += 1000  # no effect on the decision
+    code, out = _doctored(tmp_path, [json.dumps(d) for d in docs])
+    assert code == 1 and "never reaches" in out, out
+
+
+def test_a_fence_window_the_model_does_not_give_diverges(
+        tmp_path: Path, conforming: list[str]) -> None:
+    docs = _docs(conforming)
+    i = next(i for i, d in enumerate(docs) if d["kind"] == "fence" and d["window"])
+    docs[i]["window"][1] += 1  # admitted as before: only the reported window differs
+    code, out = _doctored(tmp_path, [json.dumps(d) for d in docs])
+    assert code == 1 and f":{i + 1}:" in out and "model =" in out, out
+
+
+def test_an_index_applied_twice_in_one_run_diverges(
+        tmp_path: Path, conforming: list[str]) -> None:
+    docs = _docs(conforming)
+    i = next(i for i, d in enumerate(docs) if d["kind"] == "apply")
+    # the same record again right after it: the same state, only the index repeats
+    code, out = _doctored(tmp_path, [*conforming[: i + 1], conforming[i], *conforming[i + 1:]])
+    assert code == 1 and f":{i + 2}:" in out and "in one run" in out, out

@@ -52,3 +52,17 @@ def test_a_lock_left_held_is_a_finding(h: Harness) -> None:
     with pytest.raises(LivenessViolation, match=r"fence lock for t/1 is not free"):
         check_liveness(h)
     lock.release(SHARED)
+
+
+def test_gc_that_stops_making_progress_is_a_finding(h: Harness) -> None:
+    """Issue 42: a cluster whose barrier rounds never promote (here every broker's round
+    does nothing: GC stops, nothing unsafe happens) fails the GC-progress check."""
+    h.produce(["t/0", "t/1"], 1, 1)
+
+    async def nothing() -> list[object]:
+        return []
+
+    for b in h.c.brokers.values():
+        b.barrier_round = nothing  # type: ignore[method-assign, assignment]
+    with pytest.raises(LivenessViolation, match=r"pending barrier epoch \d+ is not promoted"):
+        check_liveness(h)

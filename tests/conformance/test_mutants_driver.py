@@ -10,7 +10,14 @@ from pathlib import Path
 import pytest
 from epochgc.proofs.mutate import Mutant, PatchRefused, campaign, patch
 
-from tests.conformance.mutants import MUTANTS, ROOT, SURVIVORS, classify, run_tests
+from tests.conformance.mutants import (
+    EQUIVALENTS,
+    MUTANTS,
+    ROOT,
+    SURVIVORS,
+    classify,
+    run_tests,
+)
 
 
 def _tree(root: Path) -> None:
@@ -70,7 +77,10 @@ def test_mutant_list_is_big_spread_and_named() -> None:
     assert {"raft", "partition", "broker", "gc", "controller", "cluster"} <= dirs
 
 
-@pytest.mark.parametrize("m", MUTANTS + SURVIVORS, ids=[m.name for m in MUTANTS + SURVIVORS])
+ALL = MUTANTS + SURVIVORS + EQUIVALENTS
+
+
+@pytest.mark.parametrize("m", ALL, ids=[m.name for m in ALL])
 def test_every_mutant_patch_applies_once(m: Mutant, tmp_path: Path) -> None:
     for path, _old, _new in m.edits():
         (tmp_path / path).parent.mkdir(parents=True, exist_ok=True)

@@ -145,3 +145,18 @@ def test_every_counted_mutant_is_placed_in_todays_tree() -> None:
     unplaced = [(m.name, e.path) for m in MUTANTS for e in place(m)
                 if e.scope is Scope.UNPLACED]
     assert unplaced == []
+
+
+def test_an_edit_outside_the_measured_tree_runs_every_test_named_first() -> None:
+    """Issue 42: a checker's own seeded bug (tests/, proofs/) has no coverage lines; it is
+    never `not covered`, it runs every usable test, its named check's file first."""
+    from tests.conformance.mutants_select import Edit, Index, Reason, Scope, select
+
+    m = Mutant("c", "a checker mutant", "tests/x/checker.py", "a", "b",
+               check=r"tests/x/test_checker.py::test_it")
+    index = Index(("tests/a_test.py::t", "tests/x/test_checker.py::test_it"), {},
+                  {"tests/a_test.py::t": 1.0, "tests/x/test_checker.py::test_it": 5.0},
+                  frozenset(), frozenset(), "d")
+    pick = select(m, index, [Edit("tests/x/checker.py", 3, 3, Scope.FUNCTION, (2, 9))])
+    assert pick.reason is Reason.ALL
+    assert pick.tests == ("tests/x/test_checker.py::test_it", "tests/a_test.py::t")

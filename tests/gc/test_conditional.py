@@ -87,3 +87,24 @@ def test_local_delete_if_unchanged(tmp_path: Path) -> None:
     r = store.delete_if_unchanged([("a/x", vx), ("a/y", vy), ("a/z", "1:2:3")])
     assert r.changed == {"a/y"} and r.gone == {"a/z"} and r.deleted == 1 and not r.errors
     assert [o.key for o in store.list_all("")] == ["a/y"]
+
+
+def test_a_same_size_rewrite_in_place_is_changed_not_deleted(tmp_path: Path) -> None:
+    """Issue 42 survivor 6: an object rewritten in place (same inode) with bytes of the same
+    size after it was listed: only its mtime tells, so the version must include it (a
+    version of (inode, size) let the conditional delete remove the fresh bytes). The
+    rewrite's mtime is set explicitly (a second later): a rewrite within one timestamp tick
+    of the listing is not visible to any (inode, mtime, size) check, as the method says."""
+    store = LocalStore(tmp_path)
+    store.put("a/x", b"old bytes")
+    listed = store.head("a/x")
+    assert listed is not None
+    path = tmp_path / "a" / "x"
+    ino, mtime_ns = path.stat().st_ino, path.stat().st_mtime_ns
+    with open(path, "r+b") as f:  # in place: same inode, same size
+        f.write(b"new bytes")
+    os.utime(path, ns=(mtime_ns + 10**9, mtime_ns + 10**9))
+    assert path.stat().st_ino == ino and path.stat().st_size == len(b"old bytes")
+    r = store.delete_if_unchanged([("a/x", listed.version)])
+    assert r.changed == {"a/x"} and r.deleted == 0 and not r.errors, r
+    assert path.read_bytes() == b"new bytes"

@@ -123,3 +123,27 @@ def test_barrier_drains_an_admitted_placeholder_first(tmp_path: Path) -> None:
     assert not needs_barrier(rep.sm, epoch)
     # the placeholder admitted before the drain lies before the command in the log
     assert rep.sm.placeholders[-1].log_index < rep.sm.state.barrier_offset
+
+
+def test_an_idle_partitions_barrier_is_promoted_by_its_own_round(tmp_path: Path) -> None:
+    """Issue 42 survivor 2 (liveness): on a partition with nothing unreconciled, the barrier
+    round that writes advance_gc_epoch (the last entry of its log) also moves LRLO up to it
+    (R38: over command entries up to the command), so the pending epoch is promoted by that
+    same round and M(p) rises to the candidate, with no write, reconcile or housekeeper
+    after it. Off by one there, nothing unsafe happens and M(p) just never rises."""
+    c = cluster(tmp_path)
+    ctl = c._controller()
+    cand = c.wait(ctl.barrier())
+    for b in c.brokers.values():
+        c.run_until(lambda b=b: b.controller.barrier_candidate == cand)
+    for b in c.brokers.values():
+        c.wait(b.barrier_round())
+    for p in PARTS:
+        leader = c.leader(p)
+        assert leader is not None
+        sm = c.brokers[leader].replicas[p].sm
+        assert not sm.unreconciled()  # idle
+        # LRLO moved up to the command (then the only entry after it is that move's own)
+        assert sm.state.last_reconciled_log_offset == sm.state.barrier_offset
+        assert (sm.state.barrier_epoch, sm.state.gc_safe_epoch) == (cand, cand), sm.state
+        assert sm.inactive_epoch() == cand

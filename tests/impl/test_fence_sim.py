@@ -169,3 +169,43 @@ def test_snapshot_and_recovery_keeps_persisted_fields_and_forgets_seen(c: SimClu
     got = c.read_all(P)
     assert [r for _, r in got] == [b"r0", b"r1", b"r2"]
     assert acks[P].base == 0 and acks2[P].base == 2
+
+
+def _barriers_applied(c: SimCluster, nid: int, term: int) -> list[int]:
+    """The indexes of the Barrier commands of `term` that node `nid` has applied for P."""
+    from epochgc.impl.partition import commands as pc
+    from epochgc.impl.raft.messages import ENTRY_NORMAL
+
+    g = c.group_of(P)
+    host = c.ports[nid].host
+    log = host.groups[g].node.log
+    applied = host.applied_index(g)
+    return [e.index for e in log.slice(max(log.first_index, 1), applied + 1)
+            if e.term == term and e.type == ENTRY_NORMAL and e.data
+            and pc.decode(e.data) == pc.Barrier()]
+
+
+def test_a_reelected_leader_syncs_on_a_barrier_of_its_new_term(c: SimCluster) -> None:
+    """Issue 42 survivor 1: a leader re-elected after another leader's term must sync on a
+    barrier of its NEW term (the fence's sync protocol: its applied state then includes
+    every entry an earlier term committed). Reusing its finished barrier of the earlier
+    term returned at once, and a fence could decide on an applied state missing the other
+    leader's committed slide (a write admitted, then refused at apply)."""
+    assert not isinstance(fenced(c, 5), Exception)
+    a = c.leader(P)
+    assert a is not None
+    b = next(n for n in (1, 2, 3) if n != a)
+    c.transfer_leadership(P, b)
+    assert c.run_until(lambda: c.leader(P) == b)
+    assert not isinstance(fenced(c, 10), Exception)
+    assert not isinstance(fenced(c, 12), Exception)
+    c.transfer_leadership(P, a)
+    assert c.run_until(lambda: c.leader(P) == a)
+    fence = c.brokers[a].replicas[P].fence
+    term = c.wait(fence.sync())
+    assert term == c.ports[a].term(c.group_of(P)) and fence.synced_term == term
+    assert _barriers_applied(c, a, term), (
+        f"node {a} returned from sync in term {term} without applying a barrier of it")
+    # ... so the fence decides on the window b slid: 9 is refused at the fence, not at apply
+    err = fenced(c, 9)
+    assert isinstance(err, StaleEpoch) and err.at == "fence" and err.window == (10, 12), err
