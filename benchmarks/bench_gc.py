@@ -55,8 +55,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from epochgc.impl.gc.job import GcOptions, default_deleters, default_listers, run_gc
+from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.journal import JournalTarget, read_journal
+from epochgc.impl.gc.options import GcOptions
+from epochgc.impl.gc.stage import default_deleters, default_listers
 from epochgc.impl.gc.stream import list_and_delete_task
 from epochgc.impl.gc.summary import GcSummary
 from epochgc.impl.store.base import ObjectStore

@@ -64,7 +64,8 @@ class DemoGc:
             r = gated_model_round(self.store, time.time(), self.grace_s, 30.0)
             return RoundResult(r.M, r.blocked, len(r.deleted), "model", paused=r.paused,
                                safety_blocked=r.safety_blocked or r.blocked is not None)
-        from epochgc.impl.gc.job import GcOptions, run_gc
+        from epochgc.impl.gc.job import run_gc
+        from epochgc.impl.gc.options import GcOptions
 
         spark = self._session.result()  # raises if Spark failed to start
         opts = GcOptions(grace_s=self.grace_s, allow_short_grace=True, max_report_age_s=30.0)

@@ -44,7 +44,8 @@ from epochgc.impl.gc.admin import (
 from epochgc.impl.gc.duration import format_duration, parse_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.expire import DEFAULT_KEEP_LAST, DEFAULT_RETENTION_S, expire_rounds
-from epochgc.impl.gc.job import DEFAULT_MAX_REPORT_AGE_S, check_is_store
+from epochgc.impl.gc.job import check_is_store
+from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S
 from epochgc.impl.gc.recover import live_rounds, recover_dead_rounds
 from epochgc.impl.gc.show import gc_state, render
 from epochgc.impl.gc.summary import EXIT_USAGE

@@ -19,8 +19,9 @@ from typing import Any
 import click
 from epochgc.impl.gc.duration import format_duration, parse_duration
 from epochgc.impl.gc.errors import GcError
-from epochgc.impl.gc.job import DEFAULT_MAX_REPORT_AGE_S, GcOptions, run_gc
+from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.manifest import manifest_target
+from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, GcOptions
 from epochgc.impl.gc.reports import MAX_WRITTEN_AT
 from epochgc.impl.gc.stop import RoundStop, install_signal_handlers
 from epochgc.impl.gc.summary import EXIT_USAGE, GcSummary

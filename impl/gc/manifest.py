@@ -65,7 +65,7 @@ def check_manifest_absent(spark: Any, path: str) -> None:
         fs = hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration())
         exists = bool(fs.exists(hpath))
     except Exception as e:  # py4j wraps every JVM error; the first line names it
-        from epochgc.impl.gc.job import spark_error_line
+        from epochgc.impl.gc.sparkerrors import spark_error_line
 
         raise GcError(f"manifest {target}: cannot check it: {spark_error_line(e)}") from e
     if exists:
@@ -80,6 +80,6 @@ def check_manifest_absent(spark: Any, path: str) -> None:
     except GcError:
         raise
     except Exception as e:
-        from epochgc.impl.gc.job import spark_error_line
+        from epochgc.impl.gc.sparkerrors import spark_error_line
 
         raise GcError(f"manifest {target}: cannot be written: {spark_error_line(e)}") from e

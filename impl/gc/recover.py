@@ -169,7 +169,7 @@ def _from_journal(
         s.delete_requests = totals.batches
         s.unreadable_entries = totals.unreadable
         s.error_samples = totals.error_samples()
-        from epochgc.impl.gc.job import max_epoch
+        from epochgc.impl.gc.stage import max_epoch
 
         s.max_deleted_epoch = max_epoch(totals.deleted)
     given = start.get("options")

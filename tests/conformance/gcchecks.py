@@ -250,7 +250,8 @@ class GcChecks(HarnessState):
         """The real PySpark GC job (impl/gc) on the shared session."""
         if self.spark is None:
             return
-        from epochgc.impl.gc.job import GcOptions, run_gc
+        from epochgc.impl.gc.job import run_gc
+        from epochgc.impl.gc.options import GcOptions
         from epochgc.impl.store.url import parse_store_url
 
         docs, listing, now = self._docs_and_listing()

@@ -752,7 +752,7 @@ MUTANTS += (
 )
 
 # -- the GC job failing open, several per class (issue 31), beside the three above; mutation
-# sites outside impl/gc/job.py. Each names the check that kills it. --
+# sites outside impl/gc/job.py and impl/gc/stage.py. Each names the check that kills it. --
 MUTANTS += (
     # a lister error dropped
     Mutant(

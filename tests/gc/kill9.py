@@ -27,10 +27,11 @@ from typing import Any
 
 from click.testing import CliRunner
 from epochgc.impl.cli import main
-from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.journal import read_journal
 from epochgc.impl.gc.killpoint import KILLPOINT_ENV
 from epochgc.impl.gc.lease import LEASE_KEY
+from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key

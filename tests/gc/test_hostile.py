@@ -20,7 +20,8 @@ import boto3
 import pytest
 from epochgc.impl.gc.delete import delete_keys
 from epochgc.impl.gc.errors import GcError
-from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.job import run_gc
+from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.scan import ELIGIBLE, REFUSED, ScanStats, scan_prefix
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.local import LocalStore

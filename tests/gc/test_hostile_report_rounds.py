@@ -23,8 +23,9 @@ from typing import Any
 
 import pytest
 from epochgc.impl.gc.errors import GcError, ReportError
-from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.monitor import check_health
+from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY, read_cluster_view
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.cluster import GcEpoch, Report, gc_epoch

@@ -130,7 +130,7 @@ def test_a_task_starts_no_batch_once_stop_is_written(tmp_path: Path) -> None:
 
 def test_the_deadline_requests_the_stop() -> None:
     from epochgc.impl.gc.errors import GcError
-    from epochgc.impl.gc.job import GcOptions
+    from epochgc.impl.gc.options import GcOptions
     from epochgc.impl.gc.stop import RoundStop, deadline_timer
     from epochgc.impl.gc.summary import GcSummary
 
@@ -178,7 +178,7 @@ def test_one_delete_in_flight_runs_in_the_calling_thread(
 
 
 def test_the_max_deleted_epoch_is_the_highest_epoch_of_the_deleted_keys() -> None:
-    from epochgc.impl.gc.job import max_epoch
+    from epochgc.impl.gc.stage import max_epoch
 
     keys = [format_key(p, e, f"n{i}") for p in (0, 7, 999) for e in (3, 12, 5)
             for i in range(3)]

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.journal import read_journal
+from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.summary import GcSummary
 from epochgc.impl.store.base import ObjectStore, StoreError

@@ -125,9 +125,9 @@ def test_an_unreadable_size_is_an_error_on_either_path(tmp_path: Path, size: Any
 def test_the_max_deleted_epoch_parses_one_key_per_directory_to_the_same_answer(
     seed: int,
 ) -> None:
-    # `job.max_epoch` (issue 29) against a parse of every key, on random deleted sets:
+    # `stage.max_epoch` (issue 29) against a parse of every key, on random deleted sets:
     # epochs share prefixes and names, directories hold one key or many, in any order.
-    from epochgc.impl.gc.job import max_epoch
+    from epochgc.impl.gc.stage import max_epoch
     from epochgc.model.keys import MAX_EPOCH, format_key, parse_key
 
     rng = random.Random(seed)
@@ -150,7 +150,7 @@ def test_the_max_deleted_epoch_parses_one_key_per_directory_to_the_same_answer(
 def test_a_lower_epoch_listed_last_in_its_prefix_does_not_hide_the_highest(
     low: int, high: int
 ) -> None:
-    from epochgc.impl.gc.job import max_epoch
+    from epochgc.impl.gc.stage import max_epoch
     from epochgc.model.keys import format_key
 
     keys = [format_key(1, high, "a"), format_key(1, low, "z")]

@@ -1,4 +1,4 @@
-"""`job.listing_tasks` on master URLs Spark itself may or may not accept (issue 29: a local
+"""`stage.listing_tasks` on master URLs Spark itself may or may not accept (issue 29: a local
 master gets 2 listing tasks per core, at most the default 20). A URL that is not a local
 master Spark runs in this process gets the cluster default: the count only sets how the
 1000 prefixes are split, never what is deleted."""
@@ -8,8 +8,8 @@ from __future__ import annotations
 import os
 
 import pytest
-from epochgc.impl.gc.job import listing_tasks
 from epochgc.impl.gc.scan import split_prefixes
+from epochgc.impl.gc.stage import listing_tasks
 from epochgc.model.keys import PREFIXES
 
 _CORES = os.cpu_count() or 1

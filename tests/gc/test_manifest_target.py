@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 from epochgc.impl.gc.cli import _after
 from epochgc.impl.gc.errors import GcError
-from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.job import run_gc
+from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.store.local import LocalStore
 
 from tests.gc.helpers import PlantOnDelete, all_keys, local_spec

@@ -139,7 +139,8 @@ def _no_spark() -> None:
 def test_run_gc_is_blocked_by_the_monitor_before_spark(tmp_path: Path) -> None:
     """The real job's driver: n2 stopped reporting, the model alone gives M=50 (old code
     ran the round); now blocked, exit 2, the verdict in the record."""
-    from epochgc.impl.gc.job import GcOptions, run_gc
+    from epochgc.impl.gc.job import run_gc
+    from epochgc.impl.gc.options import GcOptions
     from epochgc.impl.gc.record import ROUNDS_PREFIX
     from epochgc.impl.store.url import StoreSpec
 

@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from epochgc.impl.cli import main
-from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.job import run_gc
+from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.progress import Reporter
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key

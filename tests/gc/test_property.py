@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.job import run_gc
+from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.cluster import Report, gc_epoch

@@ -13,7 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from epochgc.impl.cli import main
-from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.job import run_gc
+from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.store.local import LocalStore
 from prometheus_client.parser import text_string_to_metric_families

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 from epochgc.impl.cli import main
-from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.journal import (
     END,
     START,
@@ -27,6 +27,7 @@ from epochgc.impl.gc.journal import (
     write_marker,
 )
 from epochgc.impl.gc.lease import LEASE_KEY, Lease
+from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.record import ROUNDS_PREFIX, round_key
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key

@@ -13,7 +13,8 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.job import run_gc
+from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import format_key
 

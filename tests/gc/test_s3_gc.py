@@ -12,7 +12,8 @@ from typing import Any
 
 import boto3
 import pytest
-from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.job import run_gc
+from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.store.s3 import S3Store
 from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import format_key

@@ -11,7 +11,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from epochgc.impl.gc.job import GcOptions, listing_tasks, run_gc
+from epochgc.impl.gc.job import run_gc
+from epochgc.impl.gc.options import GcOptions
+from epochgc.impl.gc.stage import listing_tasks
 from epochgc.impl.store.base import ObjectStore
 from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import PREFIXES, format_key

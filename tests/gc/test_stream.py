@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from epochgc.impl.gc.job import GcOptions, default_deleters, default_listers, run_gc
+from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.journal import JournalTarget
+from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.recheck import Go, Refused
 from epochgc.impl.gc.reports import HEALTH_PREFIX
 from epochgc.impl.gc.scan import ScanStats
+from epochgc.impl.gc.stage import default_deleters, default_listers
 from epochgc.impl.gc.stream import TaskResult, list_and_delete_task, listed
 from epochgc.impl.store.base import DeleteResult, ListPage, ObjectStore, StoreError
 from epochgc.impl.store.local import LocalStore

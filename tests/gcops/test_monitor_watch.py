@@ -66,7 +66,7 @@ def test_nan_clock_is_never_healthy(tmp_path: Path) -> None:
 
 def test_gc_options_refuse_nan_max_report_age() -> None:
     from epochgc.impl.gc.errors import GcError
-    from epochgc.impl.gc.job import GcOptions
+    from epochgc.impl.gc.options import GcOptions
 
     with pytest.raises(GcError):
         GcOptions(max_report_age_s=float("nan")).validate()
@@ -85,7 +85,7 @@ def test_show_refuses_non_finite_max_report_age(tmp_path: Path, max_age: str) ->
 
 def test_gc_options_refuse_a_watch_interval_the_watch_cannot_wait() -> None:
     from epochgc.impl.gc.errors import GcError
-    from epochgc.impl.gc.job import GcOptions
+    from epochgc.impl.gc.options import GcOptions
 
     with pytest.raises(GcError):
         GcOptions(watch_interval_s=float("inf")).validate()

@@ -15,8 +15,9 @@ import pytest
 from click.testing import CliRunner
 from epochgc.impl.cli import SUBCOMMANDS, main
 from epochgc.impl.exitcodes import MEANING, USES, ExitCode, codes_for
-from epochgc.impl.gc.job import GcOptions, run_gc
+from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.metrics import export_metrics
+from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.reports import HEALTH_PREFIX
 from epochgc.impl.store.local import LocalStore
