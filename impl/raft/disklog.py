@@ -8,7 +8,7 @@ Layout:
                         encoded Snapshot   (temp + fsync + rename + fsync dir)
   NNNNNNNNNNNNNNNN.seg  magic | START record | records...
   quarantine/           files recovery proved redundant and moved aside (never deleted)
-A record is  u32 0x80000000|length | u32 crc | u32 crc32(first 8 bytes) | payload | u8 0xa5,
+A record is  u32 0xe0000000|length | u32 crc | u32 crc32(first 8 bytes) | payload | u8 0xa5,
 payload = u8 kind | body (format 4: no marker bit, no trailer byte): its first and last bytes
 are never zero, so the torn-write rule below never mistakes its own zeros for a lost sector.
 `crc` is crc32(payload) seeded with the previous record's crc (a chain, like etcd's WAL): a
@@ -110,11 +110,13 @@ OLD_FORMAT = 3  # read and rewritten on first start
 MAGIC = b"EGRLOG\x00" + bytes([FORMAT])  # 7 bytes of magic + 1 byte format version
 MAGIC4 = MAGIC[:7] + bytes([FORMAT4])
 _MAGICS = (MAGIC, MAGIC4)  # the chained formats
-# Format 5 framing: the top bit of the length word is set, so a record's first byte is never
-# zero, and a trailer byte follows the payload, so its last byte is never zero either: a
-# piece of a sector that holds a record's first or last byte and reads all zeros was zeroed
-# (a lost sector), it is not the record's own content (issue 37 items 3 and 4).
-_MARK = 0x8000_0000
+# Format 5 framing: the top three bits of the length word are set, so a record's first byte is
+# never zero, not even with one bit flipped (a one-bit marker, flipped in a header starting in
+# a sector's last 1-3 bytes, left them all zero: a lost sector's image), and a trailer byte
+# follows the payload, so its last byte is never zero either: a piece of a sector that holds a
+# record's first or last byte and reads all zeros was zeroed (a lost sector), it is not the
+# record's own content (issue 37 items 3 and 4).
+_MARK = 0xE000_0000  # lengths are at most MAX_RECORD (2**28): bits 29-31 are free
 _TRAILER = b"\xa5"
 _REC = struct.Struct(">III")  # length, chained crc32(payload), crc32 of the first 8 bytes
 # flags, group, seq, chain, install tag, tail index, tail term, hs term, vote, commit
@@ -697,7 +699,7 @@ class DiskStorage:
                 if zlib.crc32(data[off : off + 8]) != hcrc:
                     torn = _torn(data, off, off + _REC.size)
                     why = "record header checksum mismatch"
-                elif n == 0 or n > MAX_RECORD or (framed and not word & _MARK):
+                elif n == 0 or n > MAX_RECORD or (framed and word & _MARK != _MARK):
                     why = f"bad record length {n}" + (f" (length word {word})" if framed else "")
                     raise StorageCorruption(path, off, why)
                 elif end > len(data):

@@ -293,10 +293,10 @@ MUTANTS = (
     Mutant(
         "record-no-length-marker",
         "impl/raft/disklog.py",
-        "_MARK = 0x8000_0000\n",
-        "_MARK = 0x0000_0000\n",
+        "_MARK = 0xE000_0000 ",
+        "_MARK = 0x0000_0000 ",
         f"{PAGECACHE}test_items_3_4_bit_damage_of_a_fsynced_log_is_refused_never_cut",
-        " or (framed and not word & _MARK)",
+        " or (framed and word & _MARK != _MARK)",
         "",
     ),
     Mutant(
