@@ -188,10 +188,11 @@ def _torn(data: bytes, start: int, end: int) -> bool:
     record, must be zero too.)
 
     Only bytes a crash could have zeroed may count, never the record's own zeros: in format 5
-    a record's first byte (the length word's marker bit) and last byte (the trailer) are never
-    zero, so a piece holding either was zeroed. Format 4 had neither: the high zero bytes of a
-    length starting in a sector's last 1-3 bytes, or a last record's zero tail (a hard state's
-    zero vote and commit) starting a fresh sector, looked torn, and damage anywhere in such a
+    a record's first byte (the length word's three marker bits) and last byte (the trailer)
+    are never zero, not even with one bit flipped, so a piece holding either was zeroed.
+    Format 4 had neither: the high zero bytes of a length starting in a sector's last 1-3
+    bytes, or a last record's zero tail (a hard state's zero vote and commit) starting a
+    fresh sector, looked torn, and damage anywhere in such a
     fsynced record cut it (issue 37 items 3, 4; format-4 segments keep that rule until they
     are compacted away). What remains ambiguous in format 5: a whole sector inside one record
     that its own data fills with zeros (an entry of 512 zero bytes or more), if that record is
@@ -684,7 +685,7 @@ class DiskStorage:
                 return  # its first sector never reached the disk (see _replay)
             raise StorageCorruption(path, 0, "bad segment header")
         chained = g.fmt != OLD_FORMAT
-        framed = g.fmt >= FORMAT  # the marker bit and the trailer (format 5)
+        framed = g.fmt >= FORMAT  # the marker bits and the trailer (format 5)
         seed = 0  # START is seeded with 0; every later record with its predecessor's crc
         off = len(MAGIC)
         while off < len(data):
