@@ -8,7 +8,7 @@ Layout:
                         encoded Snapshot   (temp + fsync + rename + fsync dir)
   NNNNNNNNNNNNNNNN.seg  magic | START record | records...
   quarantine/           files recovery proved redundant and moved aside (never deleted)
-A record is  u32 0x80000000|length | u32 crc | u32 crc32(first 8 bytes) | payload | u8 0xa5,
+A record is  u32 0xe0000000|length | u32 crc | u32 crc32(first 8 bytes) | payload | u8 0xa5,
 payload = u8 kind | body (format 4: no marker bit, no trailer byte): its first and last bytes
 are never zero, so the torn-write rule below never mistakes its own zeros for a lost sector.
 `crc` is crc32(payload) seeded with the previous record's crc (a chain, like etcd's WAL): a
@@ -110,11 +110,13 @@ OLD_FORMAT = 3  # read and rewritten on first start
 MAGIC = b"EGRLOG\x00" + bytes([FORMAT])  # 7 bytes of magic + 1 byte format version
 MAGIC4 = MAGIC[:7] + bytes([FORMAT4])
 _MAGICS = (MAGIC, MAGIC4)  # the chained formats
-# Format 5 framing: the top bit of the length word is set, so a record's first byte is never
-# zero, and a trailer byte follows the payload, so its last byte is never zero either: a
-# piece of a sector that holds a record's first or last byte and reads all zeros was zeroed
-# (a lost sector), it is not the record's own content (issue 37 items 3 and 4).
-_MARK = 0x8000_0000
+# Format 5 framing: the top three bits of the length word are set, so a record's first byte is
+# never zero, not even with one bit flipped (a one-bit marker, flipped in a header starting in
+# a sector's last 1-3 bytes, left them all zero: a lost sector's image), and a trailer byte
+# follows the payload, so its last byte is never zero either: a piece of a sector that holds a
+# record's first or last byte and reads all zeros was zeroed (a lost sector), it is not the
+# record's own content (issue 37 items 3 and 4).
+_MARK = 0xE000_0000  # lengths are at most MAX_RECORD (2**28): bits 29-31 are free
 _TRAILER = b"\xa5"
 _REC = struct.Struct(">III")  # length, chained crc32(payload), crc32 of the first 8 bytes
 # flags, group, seq, chain, install tag, tail index, tail term, hs term, vote, commit
@@ -186,10 +188,11 @@ def _torn(data: bytes, start: int, end: int) -> bool:
     record, must be zero too.)
 
     Only bytes a crash could have zeroed may count, never the record's own zeros: in format 5
-    a record's first byte (the length word's marker bit) and last byte (the trailer) are never
-    zero, so a piece holding either was zeroed. Format 4 had neither: the high zero bytes of a
-    length starting in a sector's last 1-3 bytes, or a last record's zero tail (a hard state's
-    zero vote and commit) starting a fresh sector, looked torn, and damage anywhere in such a
+    a record's first byte (the length word's three marker bits) and last byte (the trailer)
+    are never zero, not even with one bit flipped, so a piece holding either was zeroed.
+    Format 4 had neither: the high zero bytes of a length starting in a sector's last 1-3
+    bytes, or a last record's zero tail (a hard state's zero vote and commit) starting a
+    fresh sector, looked torn, and damage anywhere in such a
     fsynced record cut it (issue 37 items 3, 4; format-4 segments keep that rule until they
     are compacted away). What remains ambiguous in format 5: a whole sector inside one record
     that its own data fills with zeros (an entry of 512 zero bytes or more), if that record is
@@ -682,7 +685,7 @@ class DiskStorage:
                 return  # its first sector never reached the disk (see _replay)
             raise StorageCorruption(path, 0, "bad segment header")
         chained = g.fmt != OLD_FORMAT
-        framed = g.fmt >= FORMAT  # the marker bit and the trailer (format 5)
+        framed = g.fmt >= FORMAT  # the marker bits and the trailer (format 5)
         seed = 0  # START is seeded with 0; every later record with its predecessor's crc
         off = len(MAGIC)
         while off < len(data):
@@ -697,7 +700,7 @@ class DiskStorage:
                 if zlib.crc32(data[off : off + 8]) != hcrc:
                     torn = _torn(data, off, off + _REC.size)
                     why = "record header checksum mismatch"
-                elif n == 0 or n > MAX_RECORD or (framed and not word & _MARK):
+                elif n == 0 or n > MAX_RECORD or (framed and word & _MARK != _MARK):
                     why = f"bad record length {n}" + (f" (length word {word})" if framed else "")
                     raise StorageCorruption(path, off, why)
                 elif end > len(data):

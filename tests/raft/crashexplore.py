@@ -1010,8 +1010,8 @@ F3_ZERO_TRAILER = Mutant(
     '_TRAILER = b"\\xa5"\n', '_TRAILER = b"\\x00"\n')
 F4_NO_MARKER = Mutant(
     "record length words without the marker bit (a header's zeros ending a sector)",
-    "_MARK = 0x8000_0000\n", "_MARK = 0x0000_0000\n",
-    " or (framed and not word & _MARK)", "")
+    "_MARK = 0xE000_0000 ", "_MARK = 0x0000_0000 ",
+    " or (framed and word & _MARK != _MARK)", "")
 F2_DESCRIPTOR_PER_BARRIER = Mutant(
     "the syncfs barrier opens a descriptor per call (another tenant's error missed)",
     "                self.fs.syncfs(self._fs_fd)\n",
@@ -1091,7 +1091,7 @@ def _record_starts(data: bytes) -> list[int]:
     while off + 12 <= len(data):
         out.append(off)
         (word,) = struct.unpack_from(">I", data, off)
-        off += 12 + (word & 0x7FFF_FFFF) + (1 if data[7] >= 5 else 0)  # (5: a trailer)
+        off += 12 + (word & 0x1FFF_FFFF) + (1 if data[7] >= 5 else 0)  # (5: a trailer)
     return out
 
 

@@ -25,6 +25,7 @@ CORRUPTION, RECOVERY = T + "test_disklog_corruption.py", T + "test_disklog_recov
 UPGRADE, IDENTITY = T + "test_disklog_upgrade.py", T + "test_identity.py"
 REVIEW = T + "test_review_disklog.py::"
 PAGECACHE = T + "test_disklog_pagecache.py::"
+REV37 = T + "test_review37.py::"
 
 
 @dataclass(frozen=True)
@@ -293,10 +294,10 @@ MUTANTS = (
     Mutant(
         "record-no-length-marker",
         "impl/raft/disklog.py",
-        "_MARK = 0x8000_0000\n",
-        "_MARK = 0x0000_0000\n",
+        "_MARK = 0xE000_0000 ",
+        "_MARK = 0x0000_0000 ",
         f"{PAGECACHE}test_items_3_4_bit_damage_of_a_fsynced_log_is_refused_never_cut",
-        " or (framed and not word & _MARK)",
+        " or (framed and word & _MARK != _MARK)",
         "",
     ),
     Mutant(
@@ -312,6 +313,52 @@ MUTANTS = (
         "        if (found.cluster_id, found.node_id) != (cluster_id, node_id):",
         "        if False:",
         f"{IDENTITY}",
+    ),
+    Mutant(
+        "durable-read-no-fadvise-dontneed",
+        "impl/raft/fileio.py",
+        "            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)\n",
+        "",
+        f"{REV37}test_os_read_durable_fsyncs_drops_the_cache_then_reads_with_o_direct",
+    ),
+    Mutant(
+        "durable-read-without-o-direct",
+        "impl/raft/fileio.py",
+        'os.open(path, os.O_RDONLY | getattr(os, "O_DIRECT", 0))',
+        "os.open(path, os.O_RDONLY)",
+        f"{REV37}test_os_read_durable_fsyncs_drops_the_cache_then_reads_with_o_direct",
+    ),
+    Mutant(
+        "durable-read-without-fsync",
+        "impl/raft/fileio.py",
+        "            os.fsync(fd)\n            # Pages that failed",
+        "            # Pages that failed",
+        f"{REV37}test_os_read_durable_fsyncs_drops_the_cache_then_reads_with_o_direct",
+    ),
+    Mutant(
+        "syncfs-sampled-at-first-barrier",
+        "impl/raft/groupcommit.py",
+        "            self._fs_fd = self.fs.open_fs(path)\n",
+        "            self._fs_fd = -2\n",
+        f"{REV37}test_a_tenants_error_before_the_first_barrier_fails_it",
+        "                self.fs.syncfs(self._fs_fd)",
+        "                if self._fs_fd == -2:\n"
+        "                    self._fs_fd = self.fs.open_fs(self.path)\n"
+        "                self.fs.syncfs(self._fs_fd)",
+    ),
+    Mutant(
+        "one-bit-length-marker",
+        "impl/raft/disklog.py",
+        "_MARK = 0xE000_0000 ",
+        "_MARK = 0x8000_0000 ",
+        f"{REV37}test_one_flipped_bit_of_a_header_in_a_sectors_last_bytes_is_refused",
+    ),
+    Mutant(
+        "no-trailer-check",
+        "impl/raft/disklog.py",
+        "framed and data[body_end:end] != _TRAILER",
+        "False",
+        f"{REV37}test_every_single_bit_flip_of_the_last_record_is_refused",
     ),
 )
 

@@ -35,7 +35,7 @@ def offsets(seg: Path) -> list[int]:
     while off + 12 <= len(data):
         (n,) = struct.unpack_from(">I", data, off)
         out.append(off)
-        off += 12 + (n & 0x7FFFFFFF) + 1  # (format 5: marker bit, trailer byte)
+        off += 12 + (n & 0x1FFFFFFF) + 1  # (format 5: marker bits, trailer byte)
     return out
 
 
@@ -96,7 +96,7 @@ def test_torn_tail_is_truncated(tmp_path: Path) -> None:
     size = seg.stat().st_size
     with open(seg, "ab") as f:
         rec = ents(4, 4)[0]
-        head = struct.pack(">II", 100 | 0x80000000, 0)  # the crash hit mid-record: header
+        head = struct.pack(">II", 100 | 0xE0000000, 0)  # the crash hit mid-record: header
         # whole, body not
         f.write(head + struct.pack(">I", zlib.crc32(head)) + b"partial")
     init = reopen(tmp_path).load()

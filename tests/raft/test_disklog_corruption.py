@@ -86,7 +86,7 @@ def records(p: Path) -> list[tuple[int, int, int]]:
     out, off = [], 8
     while off + 12 <= len(data):
         (n,) = struct.unpack_from(">I", data, off)
-        n = (n & 0x7FFFFFFF) + 1  # (format 5: marker bit, trailer byte)
+        n = (n & 0x1FFFFFFF) + 1  # (format 5: marker bits, trailer byte)
         out.append((off, off + 12 + n, data[off + 12]))
         off += 12 + n
     return out

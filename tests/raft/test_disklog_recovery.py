@@ -144,7 +144,7 @@ def reseal(data: bytes) -> bytes:
     out, off, seed = bytearray(data[:8]), 8, 0
     while off < len(data):
         (word,) = struct.unpack_from(">I", data, off)
-        n = word & 0x7FFFFFFF  # (format 5: marker bit, then a trailer byte after the payload)
+        n = word & 0x1FFFFFFF  # (format 5: marker bits, then a trailer byte after the payload)
         payload = data[off + 12 : off + 12 + n]
         crc = zlib.crc32(payload, seed)
         head = struct.pack(">II", word, crc)

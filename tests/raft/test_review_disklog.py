@@ -261,7 +261,7 @@ def _records(raw: bytes) -> list[tuple[int, int]]:
     """(offset, payload length) of each record of a segment."""
     out, off = [], 8
     while off < len(raw):
-        n = struct.unpack_from(">I", raw, off)[0] & 0x7FFFFFFF  # (format 5: marker bit)
+        n = struct.unpack_from(">I", raw, off)[0] & 0x1FFFFFFF  # (format 5: marker bits)
         out.append((off, n))
         off += 12 + n + 1  # (and a trailer byte)
     return out
@@ -269,7 +269,7 @@ def _records(raw: bytes) -> list[tuple[int, int]]:
 
 def _header(n: int) -> bytes:
     """A record header of payload length n with a valid header checksum (crafted)."""
-    h = struct.pack(">II", n | 0x80000000, 0)
+    h = struct.pack(">II", n | 0xE0000000, 0)
     return h + struct.pack(">I", zlib.crc32(h))
 
 
