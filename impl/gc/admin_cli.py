@@ -51,7 +51,7 @@ from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.store.base import ObjectStore, StoreError
-from epochgc.impl.store.url import open_store
+from epochgc.impl.store.url import open_spec, parse_store_url
 
 __all__ = ["gc_admin", "gc_state"]
 
@@ -138,8 +138,12 @@ def _usage(msg: str) -> click.UsageError:
 
 
 def _open(store: str, s3_endpoint: str | None) -> ObjectStore:
+    try:  # a URL that names no store is a bad argument (64), as `epochgc gc` answers it
+        spec = parse_store_url(store, s3_endpoint)
+    except StoreError as e:
+        raise _usage(str(e)) from None
     try:
-        s = open_store(store, s3_endpoint)
+        s = open_spec(spec)
         check_is_store(s)
     except (StoreError, GcError) as e:
         raise click.ClickException(str(e)) from None
