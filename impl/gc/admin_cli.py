@@ -240,8 +240,8 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
     Without --apply it is a DRY RUN: it lists what it would remove (rounds, objects,
     bytes) and writes and removes nothing in the store; run it first, then again with
     --apply. Never removed: the last --keep-last rounds, the highest sequence marker, and
-    the journal of a round that has no END and no record (it may still be running, or its
-    driver died: `gc-admin show` records it first). Default retention 30 days, as Delta
+    the journal of a round that has no record (it may still be running, or its driver
+    died: `gc-admin show` records it first). Default retention 30 days, as Delta
     Lake's log retention (delta.logRetentionDuration); Iceberg's expire_snapshots keeps
     5 days and the last snapshot by default.
     """
