@@ -18,7 +18,12 @@ from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.local import LocalCluster, StartRunning, start_lock
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.reports import read_cluster_view
-from epochgc.impl.preflight import partition_names, store_writable, writable_file
+from epochgc.impl.preflight import (
+    partition_names,
+    store_writable,
+    writable_dir,
+    writable_file,
+)
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.url import StoreSpec, open_store, parse_store_url
@@ -53,6 +58,8 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
         spec = parse_store_url(store, s3_endpoint)
     except StoreError as e:
         raise click.BadParameter(str(e), param_hint="--store") from None
+    # A directory it cannot make is a bad argument (64), named, not an OSError's repr.
+    data_dir = str(writable_dir(data_dir, "--data-dir"))
     # One start at a time on a data directory (issue 41 item 12): a second one refuses,
     # before it reads the cluster's file or binds anything.
     try:
@@ -81,7 +88,7 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
             "trace": trace, "s3_endpoint": s3_endpoint})
     if spec.kind == "file":
         # The default store is a local directory: make it, as a new user expects.
-        Path(spec.location).mkdir(parents=True, exist_ok=True)
+        writable_dir(spec.location, "--store")
     # Before any node starts: the nodes need boto3 for s3:// and a store they can write
     # (issue 41: "cluster ready" on a bucket that did not exist; every produce then failed).
     store_writable(spec, "cluster start")

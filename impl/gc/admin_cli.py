@@ -52,7 +52,7 @@ from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.store.base import ObjectStore, StoreError
-from epochgc.impl.store.url import open_store
+from epochgc.impl.store.url import open_spec, parse_store_url
 
 __all__ = ["gc_admin", "gc_state"]
 
@@ -139,8 +139,12 @@ def _usage(msg: str) -> click.UsageError:
 
 
 def _open(store: str, s3_endpoint: str | None) -> ObjectStore:
+    try:  # a URL that names no store is a bad argument (64), as `epochgc gc` answers it
+        spec = parse_store_url(store, s3_endpoint)
+    except StoreError as e:
+        raise _usage(str(e)) from None
     try:
-        s = open_store(store, s3_endpoint)
+        s = open_spec(spec)
         check_is_store(s)
     except (StoreError, GcError) as e:
         raise click.ClickException(str(e)) from None
@@ -237,8 +241,8 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
     Without --apply it is a DRY RUN: it lists what it would remove (rounds, objects,
     bytes) and writes and removes nothing in the store; run it first, then again with
     --apply. Never removed: the last --keep-last rounds, the highest sequence marker, and
-    the journal of a round that has no END and no record (it may still be running, or its
-    driver died: `gc-admin show` records it first). Default retention 30 days, as Delta
+    the journal of a round that has no record (it may still be running, or its driver
+    died: `gc-admin show` records it first). Default retention 30 days, as Delta
     Lake's log retention (delta.logRetentionDuration); Iceberg's expire_snapshots keeps
     5 days and the last snapshot by default.
     """

@@ -389,6 +389,12 @@ def _after(s: GcSummary) -> str:
         return (f"{at_least}{s.deleted} key(s) were deleted (journal {s.journal}"
                 + (f", {s.unreadable_entries} entr(ies) unreadable" if s.unreadable_entries
                    else "") + "); keys not deleted yet are listed again next round")
+    if s.journal is not None and s.errors:
+        # A delete whose answer was lost and whose key could not be looked up may have
+        # been applied (`S3Store._resolve`): "no key was deleted" is not known.
+        return (f"no key is known to have been deleted; {s.errors} key(s) ended in a delete "
+                f"error (the record's samples say which; an outcome may be unknown) "
+                f"(journal {s.journal}); keys not deleted are listed again next round")
     if s.journal is not None:
         return f"no key was deleted (journal {s.journal})"
     return "nothing was deleted"

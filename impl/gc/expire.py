@@ -9,9 +9,10 @@ it is among the last `keep_last` rounds (by sequence number; records from before
 by name). Compare Delta Lake's log retention (`delta.logRetentionDuration`, 30 days by
 default) and Iceberg's `expire_snapshots` (older than 5 days, retaining the last one).
 
-Never removed: the journal of a round without END and record (running, or its driver died:
-`recover.py` records it first; `gc-admin show` does), the highest sequence marker (the
-next round numbers from it), and anything outside `_cluster/gc/{rounds,journal,seq}/`.
+Never removed: the journal of a round with START and no record (running, or its driver
+died, before or after END: `recover.py` records it first; `gc-admin show` does), the
+highest sequence marker (the next round numbers from it), and anything outside
+`_cluster/gc/{rounds,journal,seq}/`.
 
 Order, so that an expire stopped at any point leaves nothing misread: a round's journal
 entries first, then its STOP and START, then END (a journal with START and no END would be
@@ -110,7 +111,10 @@ def expire_rounds(
 
     for round_id, entries in sorted(journals.items()):
         names = {o.key[len(JOURNAL_PREFIX) + len(round_id) + 1:] for o in entries}
-        if round_id not in records and START in names and END not in names:
+        # With END and no record, its driver died between the two (or is writing the
+        # record now): its journal is the only account of its deletions until recovery
+        # copies the record from END. Kept, like one without END.
+        if round_id not in records and START in names:
             plan.unfinished.append(round_id)
 
     doomed: list[tuple[str, list[ObjectInfo], ObjectInfo | None]] = []

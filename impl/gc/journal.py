@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from epochgc.impl.gc.errors import ReportError
+from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.store.base import DeleteResult, ObjectStore, StoreError
 
 JOURNAL_PREFIX = "_cluster/gc/journal/"
@@ -339,13 +341,14 @@ def read_journal(
         raw, whole = b"", False
         try:
             raw = store.get(obj.key)
+            check_nesting(raw, obj.key)  # json would raise RecursionError past ~1000 deep
             doc = json.loads(raw)
             whole = True
             if suffix == ".intent.json":
                 intents[batch] = Intent.parse(doc)
             else:
                 dones[batch] = _parse_done(doc)
-        except (StoreError, ValueError, KeyError, TypeError) as e:
+        except (StoreError, ReportError, ValueError, KeyError, TypeError) as e:
             totals.skip(obj.key, str(e)[:200])
             if suffix == ".intent.json":
                 # Cut off part-way (not JSON): the keys before the cut; a whole document

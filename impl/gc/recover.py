@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from epochgc.impl.gc.admin import LeaseState, read_lease
+from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP, read_journal, write_marker
 from epochgc.impl.gc.record import (
     ROUNDS_PREFIX,
@@ -33,6 +34,7 @@ from epochgc.impl.gc.record import (
     record_document,
     round_key,
 )
+from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.gc.summary import GcSummary
 from epochgc.impl.store.base import ObjectStore, StoreError
 
@@ -66,8 +68,10 @@ def unfinished(store: ObjectStore) -> dict[str, bool]:
 
 def _read_doc(store: ObjectStore, key: str) -> dict[str, Any] | None:
     try:
-        doc = json.loads(store.get(key, 0, _MAX_DOC))
-    except (StoreError, ValueError):
+        raw = store.get(key, 0, _MAX_DOC)
+        check_nesting(raw, key)  # json would raise RecursionError past ~1000 deep
+        doc = json.loads(raw)
+    except (StoreError, ReportError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from epochgc.impl.gc.errors import ReportError
+from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.store.base import ObjectStore, StoreError
 
 SEQ_PREFIX = "_cluster/gc/seq/"
@@ -74,8 +76,10 @@ def read_marker(store: ObjectStore, key: str) -> Marker | None:
     if n is None:
         return None
     try:
-        doc = json.loads(store.get(key, 0, _MAX_MARKER))
-    except (StoreError, ValueError):
+        raw = store.get(key, 0, _MAX_MARKER)
+        check_nesting(raw, key)  # json would raise RecursionError past ~1000 deep
+        doc = json.loads(raw)
+    except (StoreError, ReportError, ValueError):
         return None
     if not (isinstance(doc, dict) and isinstance(doc.get("round"), str)
             and isinstance(doc.get("record"), str)):

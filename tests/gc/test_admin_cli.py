@@ -133,3 +133,13 @@ def test_a_pause_stops_a_running_round_at_its_next_batch(tmp_path: Path) -> None
     gone = eligible - all_keys(LocalStore(root))
     assert doc["deleted"] == len(gone) == 2, doc  # the one batch in flight, no other
 
+
+
+@pytest.mark.parametrize("cmd", ["show", "pause", "start", "reset", "expire"])
+@pytest.mark.parametrize("url", ["xx://y", "s3://Bad_Bucket", "file://host/x"])
+def test_a_bad_store_url_is_a_usage_error_for_every_admin_command(cmd: str, url: str) -> None:
+    """A store URL that cannot name a store is a bad argument: 64 (EX_USAGE), as `epochgc gc`
+    answers it, not 1 ("failed") after which a scheduler would retry the same typo."""
+    code, out = _admin(cmd, "--store", url)
+    assert code == 64, (code, out)
+    assert url in out

@@ -101,3 +101,29 @@ def test_expire_removes_nothing_younger_than_the_retention(tmp_path: Path) -> No
     code, out = _invoke("gc-admin", "expire", "--store", str(root), "--keep-last", "1",
                         "--older-than", "28d", "--apply")
     assert code == 0 and "removed 2 round(s)" in out, out
+
+
+def test_expire_keeps_the_journal_of_a_round_killed_between_end_and_record(
+        tmp_path: Path) -> None:
+    """A driver killed after END and before its record (kill point `end-written`) leaves
+    its deletions in its journal alone: recovery (`recover.py`) copies its record from END.
+    Old code: expire took the journal for a finished round's and removed it (its age is its
+    newest entry's), and that round's deletions were in no record, ever."""
+    root = tmp_path / "s"
+    store = LocalStore(root, create=True)
+    simple_cluster(store, 100)
+    _round(root, "killed", 50, finished=False)
+    base = f"{JOURNAL_PREFIX}killed/"
+    claim(store, "killed", f"{ROUNDS_PREFIX}killed.json")
+    store.put(base + END, json.dumps({"round_id": "killed", "outcome": "done",
+                                      "deleted": 1}).encode())
+    t = time.time() - 50 * DAY
+    os.utime(root / (base + END), (t, t))
+    for i in range(3):
+        _round(root, f"new{i}", 1 + i)
+    code, out = _invoke("gc-admin", "expire", "--store", str(root), "--older-than", "1h",
+                        "--keep-last", "1", "--apply", "--json")
+    assert code == 0, out
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert "killed" not in doc["rounds"] and "killed" in doc["unfinished"], doc
+    assert {base + START, base + END} <= _objects(root)

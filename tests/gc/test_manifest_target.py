@@ -92,3 +92,20 @@ def test_a_relative_manifest_is_recorded_absolute(
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["manifest"] == str(work / "m.csv")
     assert (work / "m.csv").is_dir() and list((work / "m.csv").glob("part-*"))
+
+
+def test_a_failed_round_with_delete_errors_never_says_no_key_was_deleted() -> None:
+    """A delete answered ambiguously (applied, then 500 or a reset) whose HEAD failed too is
+    an error "whether it was deleted is unknown" (`S3Store._resolve`); a round that then
+    fails printed "no key was deleted", which is not known (issue 38 item 2's rule)."""
+    from epochgc.impl.gc.summary import GcSummary
+
+    s = GcSummary(dry_run=False, error="cannot list level_zero/: InternalError",
+                  journal="_cluster/gc/journal/r/", errors=2,
+                  error_samples=["level_zero/a: RequestUnsure: ...; whether it was deleted "
+                                 "is unknown: asking the store failed too (...)"])
+    text = _after(s)
+    assert "no key was deleted" not in text, text
+    assert "2 key(s)" in text and "_cluster/gc/journal/r/" in text, text
+    s.errors = 0
+    assert _after(s) == "no key was deleted (journal _cluster/gc/journal/r/)"

@@ -157,3 +157,17 @@ def test_produce_and_consume_refuse_a_bad_partition_name_first(
                                   "--partition", "t/0", "--partition", "bad name"])
     assert r.exit_code == ExitCode.USAGE, r.output
     assert "--partition: 'bad name' is not a partition name" in _one_line(r.output)
+
+
+@pytest.mark.parametrize("option", ["--data-dir", "--store"])
+def test_cluster_start_refuses_a_directory_it_cannot_make(tmp_path: Path, option: str) -> None:
+    """Old code: exit 1, `Error: FileNotFoundError: [Errno 2] No such file or directory`
+    (or NotADirectoryError): a repr naming neither the option nor the table's usage code."""
+    (tmp_path / "file").write_text("not a directory")
+    dirs = {"--data-dir": str(tmp_path / "run"), "--store": str(tmp_path / "store")}
+    dirs[option] = str(tmp_path / "file" / "sub")
+    r = CliRunner().invoke(main, ["cluster", "start", "--data-dir", dirs["--data-dir"],
+                                  "--store", dirs["--store"], "--partitions", "t/0"])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    line = _one_line(r.output)
+    assert option in line and "NotADirectoryError" not in line, line
