@@ -820,7 +820,7 @@ MUTANTS += (
         "[gc-open] a batch an attempt never finished (intent, no outcome: killed mid-request)"
         " is not resolved against the store: its deletes are not accounted",
         "impl/gc/journal.py",
-        "            _resolve(data if data is not None else store, items, totals)\n",
+        "            _resolve(data, items, totals)\n",
         "",
         check=r"tests/gc/test_journal.py::test_the_journal_counts_every_attempt_once",
     ),
@@ -831,6 +831,7 @@ MUTANTS += (
         " killed mid-request, or whose journal write fails, deleted keys no record accounts)",
         "impl/gc/delete.py",
         "        seq = journal.intent(batch) if journal is not None else 0\n"
+        "        reach(\"intent-written\")\n"
         "        try:\n"
         "            # Conditional: an object rewritten since it was listed is skipped"
         " (`changed`).\n"
@@ -843,7 +844,8 @@ MUTANTS += (
         "        except StoreError as e:\n"
         "            result = DeleteResult(len(batch), dict.fromkeys((k for k, _, _, _ in batch),"
         " str(e)))\n"
-        "        seq = journal.intent(batch) if journal is not None else 0\n",
+        "        seq = journal.intent(batch) if journal is not None else 0\n"
+        "        reach(\"intent-written\")\n",
         check=r"tests/gc/test_gc_open.py::test_a_batch_that_cannot_be_journaled",
     ),
     Mutant(

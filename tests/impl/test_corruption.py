@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from epochgc.impl.cli import main
 from epochgc.impl.cluster.local import LocalCluster
-from epochgc.impl.raft.disklog import _REC
+from epochgc.impl.raft.diskformat import _REC
 
 MAGIC_LEN = 8
 CONTROLLER = "g1"
