@@ -18,7 +18,8 @@ import os
 import re
 from dataclasses import dataclass
 
-from epochgc.impl.raft.disklog import FORMAT, MAGIC, atomic_write
+from epochgc.impl.raft.atomicfile import atomic_write
+from epochgc.impl.raft.diskformat import FORMAT, MAGIC
 from epochgc.impl.raft.fileio import EntryKind, FileIO, OsFileIO, make_dirs_durable
 
 IDENTITY_FILE = "node-identity"

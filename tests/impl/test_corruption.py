@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from epochgc.impl.cli import main
 from epochgc.impl.cluster.local import LocalCluster
-from epochgc.impl.raft.disklog import _REC
+from epochgc.impl.raft.diskformat import _REC
 
 MAGIC_LEN = 8
 CONTROLLER = "g1"
@@ -32,9 +32,10 @@ def records(seg: Path) -> list[tuple[int, int]]:
     data = seg.read_bytes()
     out, off = [], MAGIC_LEN
     while off + HEADER <= len(data):
-        (n,) = struct.unpack_from(">I", data, off)
+        (word,) = struct.unpack_from(">I", data, off)
+        n = word & 0x7FFF_FFFF  # (format 5: the length's top bit is a marker)
         out.append((off, n))
-        off += HEADER + n
+        off += HEADER + n + (1 if data[MAGIC_LEN - 1] >= 5 else 0)  # (format 5: a trailer byte)
     return out
 
 

@@ -724,7 +724,7 @@ def _destructive(changes: Sequence[FsOp], image: Image, point: CrashPoint
 def _holds_nothing(content: bytes) -> bool:
     """A segment that holds no record: part of its magic, or zeros (a recovery's own fsync,
     reading it as the device holds it, may have made those bytes durable)."""
-    from epochgc.impl.raft.disklog import MAGIC
+    from epochgc.impl.raft.diskformat import MAGIC
 
     return MAGIC.startswith(content) or not any(content)
 
@@ -945,32 +945,49 @@ def main(argv: list[str] | None = None) -> int:
 
 @dataclass(frozen=True)
 class Mutant:
-    """A bug seeded into a copy of impl/raft/disklog.py: `old` (once in the source) -> `new`
-    (and `old2` -> `new2`, if given). None of the explorer's checks was written for it."""
+    """A bug seeded into a copy of the disk log's modules: `old` (once in the file `path`) ->
+    `new` (and `old2` -> `new2`, if given, in `path2`, by default `path`). None of the
+    explorer's checks was written for it."""
 
     name: str
     old: str
     new: str
     old2: str = ""
     new2: str = ""
+    path: str = "impl/raft/disklog.py"  # relative to the repository root
+    path2: str = ""
+
+    def edits(self) -> list[tuple[str, str, str]]:
+        """(path, old, new) of each replacement."""
+        out = [(self.path, self.old, self.new)]
+        if self.old2:
+            out.append((self.path2 or self.path, self.old2, self.new2))
+        return out
 
     def apply(self, src: str, where: str) -> str:
-        for old, new in ((self.old, self.new), (self.old2, self.new2)):
-            if not old:
-                continue
+        """`src` (the text of the one file `where`, which all of this mutant's edits are in)
+        with the edits made."""
+        for _path, old, new in self.edits():
             if src.count(old) != 1:
                 raise ValueError(f"mutant {self.name!r}: its text is not once in {where}")
             src = src.replace(old, new)
         return src
 
 
+# Where each part of the disk log is (the files a Mutant's `path` names).
+_FORMAT = "impl/raft/diskformat.py"
+_ATOMIC = "impl/raft/atomicfile.py"
+_RECOVERY = "impl/raft/diskrecovery.py"
+# The disk log's modules, each after those it imports: a mutant's copy replaces them all.
+DISK_MODULES = ("diskformat", "atomicfile", "diskrecovery", "diskupgrade", "disklog")
+
 MUTANTS = [
     Mutant("atomic write without its directory fsync",
            '    fs.replace(tmp, path)\n    fs.fsync_dir(os.path.dirname(path) or ".")\n',
-           "    fs.replace(tmp, path)\n"),
+           "    fs.replace(tmp, path)\n", path=_ATOMIC),
     Mutant("atomic write fsyncs before it writes",
            "        _write_all(fs, fd, data)\n        fs.fsync(fd)\n",
-           "        fs.fsync(fd)\n        _write_all(fs, fd, data)\n"),
+           "        fs.fsync(fd)\n        _write_all(fs, fd, data)\n", path=_ATOMIC),
     Mutant("commit written before the entries it covers",
            "            first = HardState(hard_state.term, hard_state.vote, "
            "min(hard_state.commit, before))\n",
@@ -991,11 +1008,11 @@ MUTANTS = [
            "        make_dirs_durable(self.fs, directory)\n",
            "        self.fs.makedirs(directory)\n"),
     Mutant("recovery does not make what it recovered durable",
-           "            self._make_recovered_durable(run, plan)\n", ""),
+           "            self._make_recovered_durable(run, plan)\n", "", path=_RECOVERY),
     Mutant("torn tail cut at the segment's first record",
            "                plan.truncate.append((g.path, g.torn_at))\n",
            "                plan.truncate.append((g.path, g.recs[1].off if len(g.recs) > 1 "
-           "else g.torn_at))\n"),
+           "else g.torn_at))\n", path=_RECOVERY),
 ]
 
 
@@ -1004,14 +1021,15 @@ MUTANTS = [
 # the last two; the kinder models and the crash states (no damage) find none of them.
 F1_READ_THROUGH_CACHE = Mutant(
     "recovery reads the page cache (a restart after a failed fsync)",
-    "            return self.fs.read_durable(path)\n", "            return self.fs.read(path)\n")
+    "            return self.fs.read_durable(path)\n", "            return self.fs.read(path)\n",
+    path=_RECOVERY)
 F3_ZERO_TRAILER = Mutant(
     "records end in a zero byte (a last record's zero tail starting a sector)",
-    '_TRAILER = b"\\xa5"\n', '_TRAILER = b"\\x00"\n')
+    '_TRAILER = b"\\xa5"\n', '_TRAILER = b"\\x00"\n', path=_FORMAT)
 F4_NO_MARKER = Mutant(
     "record length words without the marker bit (a header's zeros ending a sector)",
     "_MARK = 0xE000_0000 ", "_MARK = 0x0000_0000 ",
-    " or (framed and word & _MARK != _MARK)", "")
+    " or (framed and word & _MARK != _MARK)", "", path=_FORMAT, path2=_RECOVERY)
 F2_DESCRIPTOR_PER_BARRIER = Mutant(
     "the syncfs barrier opens a descriptor per call (another tenant's error missed)",
     "                self.fs.syncfs(self._fs_fd)\n",
@@ -1019,7 +1037,8 @@ F2_DESCRIPTOR_PER_BARRIER = Mutant(
     "                try:\n"
     "                    self.fs.syncfs(fd)\n"
     "                finally:\n"
-    "                    self.fs.close(fd)\n")
+    "                    self.fs.close(fd)\n",
+    path="impl/raft/groupcommit.py")
 
 
 def mutant_group_commit(m: Mutant) -> type[GroupCommit]:
@@ -1112,17 +1131,18 @@ def _image_of(fs: RecordingFS, replace: dict[str, bytes] | None = None) -> Image
                               key=lambda e: e[0])), ())
 
 
+_REMOVAL = "impl/raft/removal.py"
 REMOVAL_MUTANTS = [
     Mutant("tombstone's directory entry not fsynced",
-           "    fs.fsync_dir(os.path.dirname(tomb))\n", ""),
+           "    fs.fsync_dir(os.path.dirname(tomb))\n", "", path=_REMOVAL),
     Mutant("tombstone's directory not made durable in its parent",
            "    make_dirs_durable(fs, os.path.dirname(tomb))\n",
-           "    fs.makedirs(os.path.dirname(tomb))\n"),
+           "    fs.makedirs(os.path.dirname(tomb))\n", path=_REMOVAL),
     Mutant("group directory deleted before its tombstone",
            "    make_tombstone_durable(fs, data_dir, group_id)\n    stop_group()\n"
            "    delete_tree(fs, group_path(data_dir, group_id))\n",
            "    stop_group()\n    delete_tree(fs, group_path(data_dir, group_id))\n"
-           "    make_tombstone_durable(fs, data_dir, group_id)\n"),
+           "    make_tombstone_durable(fs, data_dir, group_id)\n", path=_REMOVAL),
 ]
 
 
@@ -1139,37 +1159,61 @@ def mutant_removal(m: Mutant) -> types.ModuleType:
 
 
 def mutant_storage(m: Mutant) -> type[DiskStorage]:
-    """DiskStorage of a copy of impl/raft/disklog.py with the mutant's change."""
-    import epochgc.impl.raft.disklog as disklog
+    """DiskStorage of a copy of the disk log's modules (DISK_MODULES) with the mutant's change
+    made in the files its edits name."""
+    import importlib
 
-    with open(disklog.__file__, encoding="utf-8") as f:
-        src = f.read()
-    tag = f"mutant_{abs(hash(m.name))}"
-    return _storage_from(m.apply(src, disklog.__file__), tag)
+    srcs = {}
+    for mod in DISK_MODULES:
+        with open(importlib.import_module(f"epochgc.impl.raft.{mod}").__file__ or "",
+                  encoding="utf-8") as f:
+            srcs[mod] = f.read()
+    for path, old, new in m.edits():
+        mod = os.path.splitext(os.path.basename(path))[0]
+        if mod not in srcs:
+            raise ValueError(f"mutant {m.name!r}: {path} is not one of the disk log's modules")
+        if srcs[mod].count(old) != 1:
+            raise ValueError(f"mutant {m.name!r}: its text is not once in {path}")
+        srcs[mod] = srcs[mod].replace(old, new)
+    return _storage_from(srcs, f"mutant_{abs(hash(m.name))}")
 
 
 def storage_at(rev: str) -> type[DiskStorage]:
-    """DiskStorage of impl/raft/disklog.py as of a git revision (e.g. the code before the
-    issue 27 fixes), run against today's RecordingFS."""
+    """DiskStorage of the disk log as of a git revision (e.g. the code before the issue 27
+    fixes), run against today's RecordingFS: impl/raft/disklog.py and, in revisions that have
+    them, the other DISK_MODULES."""
     import subprocess
 
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-    src = subprocess.run(["git", "show", f"{rev}:impl/raft/disklog.py"], cwd=root,
-                         check=True, capture_output=True, text=True).stdout
-    return _storage_from(src, f"at_{rev}")
+    srcs = {}
+    for mod in DISK_MODULES:
+        r = subprocess.run(["git", "show", f"{rev}:impl/raft/{mod}.py"], cwd=root,
+                           capture_output=True, text=True)
+        if r.returncode == 0:
+            srcs[mod] = r.stdout
+        elif mod == "disklog":  # (the others did not exist before the disk log was cut up)
+            raise subprocess.CalledProcessError(r.returncode, r.args, r.stdout, r.stderr)
+    return _storage_from(srcs, f"at_{rev}")
 
 
-def _storage_from(src: str, tag: str) -> type[DiskStorage]:
+def _storage_from(srcs: dict[str, str], tag: str) -> type[DiskStorage]:
+    """Run copies of the disk log's modules (DISK_MODULES order), each importing the others'
+    copies, never the real ones; returns the copy's DiskStorage."""
     import sys as _sys
     import types
 
-    name = f"epochgc.impl.raft._disklog_{tag}"
-    # Code of a revision before the one import namespace imports `impl.`: the same modules.
-    src = re.sub(r"^([ \t]*from )(impl|model)\b", r"\1epochgc.\2", src, flags=re.M)
-    mod = types.ModuleType(name)
-    _sys.modules[name] = mod  # dataclasses look their module up
-    exec(compile(src, f"<disklog {tag}>", "exec"), mod.__dict__)
-    cls: type[DiskStorage] = mod.DiskStorage
+    own = re.compile(r"\bepochgc\.impl\.raft\.(" + "|".join(srcs) + r")\b")
+    for mod in DISK_MODULES:
+        if mod not in srcs:
+            continue
+        name = f"epochgc.impl.raft._{mod}_{tag}"
+        # Code of a revision before the one import namespace imports `impl.`: the same modules.
+        src = re.sub(r"^([ \t]*from )(impl|model)\b", r"\1epochgc.\2", srcs[mod], flags=re.M)
+        src = own.sub(lambda x: f"epochgc.impl.raft._{x.group(1)}_{tag}", src)
+        m = types.ModuleType(name)
+        _sys.modules[name] = m  # dataclasses look their module up; the other copies import it
+        exec(compile(src, f"<{mod} {tag}>", "exec"), m.__dict__)
+    cls: type[DiskStorage] = _sys.modules[f"epochgc.impl.raft._disklog_{tag}"].DiskStorage
     return cls
 
 

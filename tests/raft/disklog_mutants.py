@@ -35,8 +35,9 @@ class Mutant:
     old: str
     new: str
     tests: str  # pytest arguments: the tests that must catch it
-    old2: str = ""  # a second replacement in the same file (optional)
+    old2: str = ""  # a second replacement (optional)
     new2: str = ""
+    path2: str = ""  # the file of the second replacement (default: path)
 
 
 MUTANTS = (
@@ -49,7 +50,7 @@ MUTANTS = (
     ),
     Mutant(
         "no-chain",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "seed = crc if chained else 0",
         "seed = 0",
         f"{CORRUPTION}",
@@ -62,59 +63,60 @@ MUTANTS = (
         f"{CORRUPTION}",
         "seed = crc if chained else 0",
         "seed = 0",
+        path2="impl/raft/diskrecovery.py",
     ),
     Mutant(
         "no-cross-segment-chain",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "if prev_crc is not None and chain != prev_crc:",
         "if False:",
         f"{CORRUPTION}",
     ),
     Mutant(
         "no-group-check",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "if group != self.group:\n            raise ValueError",
         "if False:\n            raise ValueError",
         f"{CORRUPTION}",
     ),
     Mutant(
         "no-snapshot-group-check",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "        if group != self.group:\n            raise StorageCorruption(",
         "        if False:\n            raise StorageCorruption(",
         f"{CORRUPTION}",
     ),
     Mutant(
         "no-seq-check",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "if seq != g.seq:",
         "if False:",
         f"{CORRUPTION} {RECOVERY}",
     ),
     Mutant(
         "no-fresh-rule",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "if g.seq != self._install_seq:",
         "if False:",
         f"{CORRUPTION} {RECOVERY}",
     ),
     Mutant(
         "no-install-tag-check",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "if tag != self._install_tag:",
         "if False:",
         f"{CORRUPTION} {RECOVERY} {INSTALL}",
     ),
     Mutant(
         "no-hs-monotonic",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "if hs.term < self._hs.term:",
         "if False:",
         f"{CORRUPTION}",
     ),
     Mutant(
         "no-hs-monotonic-nor-final",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "if hs.term < self._hs.term:",
         "if False:",
         f"{CORRUPTION}",
@@ -123,7 +125,7 @@ MUTANTS = (
     ),
     Mutant(
         "unlink-instead-of-quarantine",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "                    self.fs.replace(path, self._quarantine_name("
         "os.path.basename(path)))\n",
         "                    self._quarantine_name(os.path.basename(path))\n"
@@ -132,21 +134,21 @@ MUTANTS = (
     ),
     Mutant(
         "no-redundancy-check",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "if g.seq >= self._install_seq and top > self._snap.index:",
         "if False:",
         f"{CORRUPTION} {RECOVERY}",
     ),
     Mutant(
         "old-torn-rule",
-        "impl/raft/disklog.py",
+        "impl/raft/diskformat.py",
         "        if not any(data[lo : min(hi, len(data))]):\n            return True",
         "        if not any(data[lo:]):\n            return True",
         f"{RECOVERY} {BASIC} {REGRESS}",
     ),
     Mutant(
         "etcd-loose-torn-rule",
-        "impl/raft/disklog.py",
+        "impl/raft/diskformat.py",
         "        if not any(data[lo : min(hi, len(data))]):",
         "        if not any(data[lo : min(hi, end)]):",
         # (equivalent on format-5 records, whose last byte is never zero: format 4's)
@@ -155,7 +157,7 @@ MUTANTS = (
     ),
     Mutant(
         "torn-anywhere",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "            if torn and last:",
         "            if torn:",
         f"{CORRUPTION} {BASIC} {REGRESS}",
@@ -169,7 +171,7 @@ MUTANTS = (
     ),
     Mutant(
         "mutate-before-validate",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "        self._check_redundant(stale, run)\n        log = self._replay(run, plan)\n",
         "        self._apply(_Plan(quarantine=[g.path for g in stale]))\n"
         "        log = self._replay(run, plan)\n",
@@ -177,7 +179,7 @@ MUTANTS = (
     ),
     Mutant(
         "upgrade-switch-first",
-        "impl/raft/disklog.py",
+        "impl/raft/diskupgrade.py",
         "        if not leftover:\n            try:\n",
         "        self._write_snapshot_file(snap, seq, tag)\n        if not leftover:\n"
         "            try:\n",
@@ -185,14 +187,14 @@ MUTANTS = (
     ),
     Mutant(
         "no-final-hs-check",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "if self._hs.term < prev:",
         "if False:",
         f"{CORRUPTION} {RECOVERY}",
     ),
     Mutant(
         "no-format3-commit-clamp",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "if self._hs.commit > last and v3_pre_install:",
         "if False:",
         f"{UPGRADE}",
@@ -200,35 +202,35 @@ MUTANTS = (
     # The independent review's defects (tests/raft/test_review_disklog.py), re-introduced.
     Mutant(
         "upgrade-format4-by-default",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "leftover = [g for g in segs if g.data[: len(MAGIC)] in _MAGICS]",
         "leftover = [g for g in segs if g.fmt in (FORMAT, FORMAT4)]",
         f"{REVIEW}test_format3_upgrade_after_a_crash_at_a_segment_cut",
     ),
     Mutant(
         "upgrade-format4-magic-for-format3",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "own_magic = MAGIC[:7] + bytes([g.fmt])",
         "own_magic = MAGIC",
         f"{REVIEW}test_format3_upgrade_after_a_crash_at_a_segment_cut",
     ),
     Mutant(
         "upgrade-quarantine-twice",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "for path in dict.fromkeys(plan.quarantine):",
         "for path in plan.quarantine:",
         f"{REVIEW}test_format3_upgrade_with_a_stale_segment_starts_first_time",
     ),
     Mutant(
         "upgrade-remnants-after-switch-refused",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "            upgraded = self._upgraded(segs)\n",
         "            upgraded = False\n",
         f"{REVIEW}test_a_crash_at_every_call_of_the_upgrade_then_inside_its_recovery",
     ),
     Mutant(
         "non-regular-files-read",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "if kind is not EntryKind.REGULAR:",
         "if False:",
         f"{REVIEW}test_a_fifo_in_place_of_a_segment_is_refused_not_read "
@@ -236,28 +238,28 @@ MUTANTS = (
     ),
     Mutant(
         "delete-every-tmp",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "plan = _Plan(tmp=[self._path(n) for n in names if _OWN_TMP.fullmatch(n)])",
         'plan = _Plan(tmp=[self._path(n) for n in names if n.endswith(".tmp")])',
         f"{REVIEW}test_a_foreign_tmp_file_is_not_deleted",
     ),
     Mutant(
         "no-reset-on-load",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "        self._reset()  # nothing of an earlier",
         "        pass  # nothing of an earlier",
         f"{REVIEW}test_a_second_load_after_a_refusal_starts_clean",
     ),
     Mutant(
         "torn-tail-not-kept",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "                if any(tail):\n",
         "                if False:\n",
         f"{REVIEW}test_the_bytes_cut_off_as_a_torn_tail_are_kept_aside",
     ),
     Mutant(
         "torn-tail-cut-before-kept",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "                self.fs.truncate(path, off)\n",
         "",
         f"{REVIEW}test_a_crash_at_every_call_of_a_recovery_that_keeps_a_torn_tail_aside",
@@ -269,7 +271,7 @@ MUTANTS = (
     # issue 37: the four defects seeded back
     Mutant(
         "recovery-reads-page-cache",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "            return self.fs.read_durable(path)\n",
         "            return self.fs.read(path)\n",
         f"{PAGECACHE}test_item1_restart_after_a_failed_fsync_acknowledges_only_what_the_disk_"
@@ -286,19 +288,20 @@ MUTANTS = (
     ),
     Mutant(
         "record-zero-trailer",
-        "impl/raft/disklog.py",
+        "impl/raft/diskformat.py",
         '_TRAILER = b"\\xa5"\n',
         '_TRAILER = b"\\x00"\n',
         f"{PAGECACHE}test_items_3_4_bit_damage_of_a_fsynced_log_is_refused_never_cut",
     ),
     Mutant(
         "record-no-length-marker",
-        "impl/raft/disklog.py",
+        "impl/raft/diskformat.py",
         "_MARK = 0xE000_0000 ",
         "_MARK = 0x0000_0000 ",
         f"{PAGECACHE}test_items_3_4_bit_damage_of_a_fsynced_log_is_refused_never_cut",
         " or (framed and word & _MARK != _MARK)",
         "",
+        path2="impl/raft/diskrecovery.py",
     ),
     Mutant(
         "identity-missing-adopted",
@@ -348,14 +351,14 @@ MUTANTS = (
     ),
     Mutant(
         "one-bit-length-marker",
-        "impl/raft/disklog.py",
+        "impl/raft/diskformat.py",
         "_MARK = 0xE000_0000 ",
         "_MARK = 0x8000_0000 ",
         f"{REV37}test_one_flipped_bit_of_a_header_in_a_sectors_last_bytes_is_refused",
     ),
     Mutant(
         "no-trailer-check",
-        "impl/raft/disklog.py",
+        "impl/raft/diskrecovery.py",
         "framed and data[body_end:end] != _TRAILER",
         "False",
         f"{REV37}test_every_single_bit_flip_of_the_last_record_is_refused",
@@ -373,14 +376,13 @@ def run(m: Mutant) -> tuple[bool, str]:
                 # Links stay links (epochgc/impl is `../impl`): the patched file is imported.
                 shutil.copytree(ROOT / part, d / part, symlinks=True, ignore=ignore)
         shutil.copy(ROOT / "pyproject.toml", d / "pyproject.toml")
-        target = d / m.path
-        text = target.read_text()
-        for old, new in ((m.old, m.new), (m.old2, m.new2)):
+        for path, old, new in ((m.path, m.old, m.new), (m.path2 or m.path, m.old2, m.new2)):
             if old:
+                target = d / path
+                text = target.read_text()
                 if old not in text:
-                    raise SystemExit(f"{m.name}: the code to patch is gone from {m.path}")
-                text = text.replace(old, new)
-        target.write_text(text)
+                    raise SystemExit(f"{m.name}: the code to patch is gone from {path}")
+                target.write_text(text.replace(old, new))
         r = subprocess.run(
             [
                 sys.executable,

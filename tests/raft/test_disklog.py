@@ -9,7 +9,9 @@ import zlib
 from pathlib import Path
 
 import pytest
-from epochgc.impl.raft.disklog import MAGIC, DiskStorage, atomic_write
+from epochgc.impl.raft.atomicfile import atomic_write
+from epochgc.impl.raft.diskformat import MAGIC
+from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.messages import Entry, HardState, Snapshot
 from epochgc.impl.raft.storage import StorageCorruption, StorageFailed
 from hypothesis import given, settings

@@ -310,7 +310,7 @@ def test_a_format4_log_is_read_and_continued_in_a_format5_segment() -> None:
 def _format4_segment(ents: list[Entry]) -> bytes:
     """A format-4 segment of group 1 (no marker bit, no trailer), written with the module's
     own format-4 framing: the hard state 1/1/0, then these entries."""
-    from epochgc.impl.raft import disklog as dl
+    from epochgc.impl.raft import diskformat as dl
     from epochgc.impl.raft.codec import encode_entry
 
     start = dl._START.pack(0, 1, 1, 0, 0, 0, 0, 1, 1, 0)

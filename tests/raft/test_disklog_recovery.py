@@ -11,7 +11,8 @@ import zlib
 from pathlib import Path
 
 import pytest
-from epochgc.impl.raft.disklog import QUARANTINE, DiskStorage
+from epochgc.impl.raft.diskformat import QUARANTINE
+from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.fileio import SECTOR, CrashFS, OsFileIO
 from epochgc.impl.raft.messages import Entry, HardState, Snapshot
 from epochgc.impl.raft.storage import StorageCorruption

@@ -12,7 +12,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from epochgc.impl.raft.disklog import FORMAT, MAGIC, QUARANTINE, SNAP_FORMAT, DiskStorage
+from epochgc.impl.raft.diskformat import FORMAT, MAGIC, QUARANTINE, SNAP_FORMAT
+from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.fileio import CrashFS
 from epochgc.impl.raft.messages import Entry, HardState
 from epochgc.impl.raft.storage import StorageFailed

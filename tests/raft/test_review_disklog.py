@@ -21,7 +21,8 @@ from epochgc.impl.raft.crashstates import (
     crash_points,
     image_ops,
 )
-from epochgc.impl.raft.disklog import QUARANTINE, DiskStorage
+from epochgc.impl.raft.diskformat import QUARANTINE
+from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.messages import Entry, HardState, Snapshot
 from epochgc.impl.raft.storage import StorageCorruption
 
