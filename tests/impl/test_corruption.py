@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 from epochgc.impl.cli import main
 from epochgc.impl.cluster.local import LocalCluster
-from epochgc.impl.raft.diskformat import _REC
+from epochgc.impl.raft.diskformat import _MARK, _REC
 
 MAGIC_LEN = 8
 CONTROLLER = "g1"
@@ -33,7 +33,7 @@ def records(seg: Path) -> list[tuple[int, int]]:
     out, off = [], MAGIC_LEN
     while off + HEADER <= len(data):
         (word,) = struct.unpack_from(">I", data, off)
-        n = word & 0x7FFF_FFFF  # (format 5: the length's top bit is a marker)
+        n = word & ~_MARK  # (format 5: the length word's top bits are a marker)
         out.append((off, n))
         off += HEADER + n + (1 if data[MAGIC_LEN - 1] >= 5 else 0)  # (format 5: a trailer byte)
     return out

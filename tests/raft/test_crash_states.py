@@ -128,7 +128,7 @@ def test_a_rename_across_directories_needs_both_fsynced_in_strict() -> None:
     fs.write(fd, b"x")
     fs.fsync(fd)
     fs.close(fd)
-    fs.syncfs("/d")
+    fs.syncfs(fs.open_fs("/d"))
     fs.replace("/d/seg", "/d/q/seg")
     fs.fsync_dir("/d/q")  # the destination only
     names = {frozenset(f) for f in _files(Model.STRICT, fs.trace)}
