@@ -50,8 +50,9 @@ class InProcess:
 
 def fixed_programs(n: int) -> list[list[Any]]:
     """The first n programs the derandomized generator draws (the same every run)."""
-    from epochgc.impl.conform.programs import programs
     from hypothesis import HealthCheck, Phase, given, settings
+
+    from epochgc.impl.conform.programs import programs
 
     out: list[list[Any]] = []
 

@@ -58,7 +58,6 @@ def _measure(tree: str, examples: int, steps: int, event_share: int,
 
     if heartbeat_tick:  # the simulated deployment's Raft timing, overridden
         from epochgc.impl.raft.node import Config
-
         from tests.conformance import harness
 
         harness.RAFT_CONFIG = Config(election_tick=10, heartbeat_tick=heartbeat_tick)

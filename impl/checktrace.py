@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 import click
+
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.model import partition as mp
 from epochgc.model.fence import SeenWindow, fence

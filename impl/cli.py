@@ -6,6 +6,7 @@ import importlib
 import os
 
 import click
+
 from epochgc.impl import signals
 from epochgc.impl.exitcodes import ExitCode, codes_for, table
 from epochgc.impl.store.base import StoreError

@@ -39,6 +39,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import click
+
 from epochgc.impl import signals
 from epochgc.impl.broker.producer import PartitionDeletedError, ProduceError, Producer
 from epochgc.impl.broker.raftport import thread_io

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 import click
+
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.url import StoreSpec

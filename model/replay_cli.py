@@ -4,6 +4,7 @@ model (spec/VECTORS.md). A thin click wrapper over `model.replay.run`."""
 from __future__ import annotations
 
 import click
+
 from epochgc.model.replay import run
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import z3
+
 from epochgc.model.actions import step
 from epochgc.model.errors import ModelError
 from epochgc.model.fence import SeenWindow

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import z3
+
 from epochgc.model.actions import ACTIONS
 from epochgc.model.errors import ModelError
 from epochgc.model.invariants import INVARIANTS, TRANSITION_INVARIANTS, fresh_m, holds, mono_fresh_m

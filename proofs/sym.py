@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from typing import Any
 
 import z3
+from z3 import z3core
+
 from epochgc.model import logic as _logic
 from epochgc.proofs.symctx import _current
 from epochgc.proofs.symmerge import _BUILTIN_MAX, _BUILTIN_MIN, merged_call, sym_max, sym_min
@@ -45,7 +47,6 @@ from epochgc.proofs.symterms import (
     int_term,
 )
 from epochgc.proofs.symvalues import SymBool, SymInt
-from z3 import z3core
 
 
 class SolverUnknown(RuntimeError):

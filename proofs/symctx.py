@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 import z3
+
 from epochgc.proofs.symterms import _FALSE_P, _TRUE_P
 
 

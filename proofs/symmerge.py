@@ -13,10 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 import z3
+from z3 import z3core
+
 from epochgc.proofs.symctx import _current
 from epochgc.proofs.symterms import _FALSE_P, _TRUE_P, _cmp2, _ite, _not, _same_term, conj, disj
 from epochgc.proofs.symvalues import SymBool, SymInt, _bool_expr, expr_of
-from z3 import z3core
 
 # -- min and max without forking --------------------------------------------------------------
 # `max(a, b)` on symbolic ints asks `b > a` for its truth, which forks the path; the result

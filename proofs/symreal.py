@@ -13,6 +13,7 @@ from fractions import Fraction
 from typing import Any
 
 import z3
+
 from epochgc.proofs.symvalues import SymBool, SymInt
 
 

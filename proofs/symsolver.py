@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 import z3
+
 from epochgc.proofs.symterms import _CTX
 
 # Z3 settings for the proof runs (`tune_z3`): they change how fast a verdict comes, never

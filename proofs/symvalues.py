@@ -13,6 +13,8 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 import z3
+from z3 import z3core
+
 from epochgc.proofs.symctx import _decider
 from epochgc.proofs.symterms import (
     _CMP,
@@ -28,7 +30,6 @@ from epochgc.proofs.symterms import (
     _same_term,
     int_term,
 )
-from z3 import z3core
 
 
 def expr_of(v: object) -> z3.ExprRef:

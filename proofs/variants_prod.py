@@ -602,6 +602,7 @@ def task_ours_any_fence(seed: int, timeout_ms: int) -> list[Outcome]:
     other action of the quantified spec reads no seen window (the fence is havocked there:
     `proofs/param/spec.py`), so their rows are the rows of `reference`."""
     import z3
+
     from epochgc.proofs.param import prove, spec
     from epochgc.proofs.param.logic import Z3Logic
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import click
 import pytest
+
 from epochgc.impl.cli import main
 from epochgc.model.variants import SAFE_VARIANTS, VARIANTS
 

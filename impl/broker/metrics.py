@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
 from epochgc.impl.partition.fence import FenceDecision
 from epochgc.impl.partition.statemachine import ApplyEvent
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 class NodeMetrics:

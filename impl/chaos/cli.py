@@ -10,6 +10,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import click
+
 from epochgc.impl.chaos.run import ChaosResult, ChaosRun
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.preflight import require_modules, require_spark, store_modules, writable_dir

@@ -16,6 +16,7 @@ import time
 from typing import Any
 
 import click
+
 from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.local import LocalCluster
 

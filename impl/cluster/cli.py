@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 from click.core import ParameterSource
+
 from epochgc.impl import signals
 from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.local import LocalCluster, StartRunning, start_lock

@@ -15,9 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from epochgc.impl.raft.proc_cluster import free_ports
-
 from epochgc import IMPORT_ROOT
+from epochgc.impl.raft.proc_cluster import free_ports
 
 LOCK_NAME = "start.lock"
 

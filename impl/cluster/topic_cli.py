@@ -10,6 +10,7 @@ import json
 from typing import Any
 
 import click
+
 from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.controller.topics import TopicError, check_topic_name

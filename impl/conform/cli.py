@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
+
 from epochgc.impl.conform.client import PortProcess, ProtocolFailure
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.signals import checkpoint

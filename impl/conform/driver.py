@@ -9,15 +9,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+
+from epochgc import data_path
 from epochgc.impl.conform.client import PortProcess, ProtocolFailure
 from epochgc.impl.conform.compare import agrees
 from epochgc.impl.conform.programs import Step, line, programs
 from epochgc.model.port import Session
 from epochgc.model.replay import _HEADER, DEFAULT_VARIANT, variant_from_filename
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
-
-from epochgc import data_path
 
 VECTORS_DIR = Path(data_path("spec", "vectors"))  # package data when installed
 

@@ -11,9 +11,10 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
+from hypothesis import strategies as st
+
 from epochgc.model.keys import format_key
 from epochgc.model.port import Session as _Session
-from hypothesis import strategies as st
 
 Step = dict[str, Any] | str
 Draw = Callable[[st.SearchStrategy[Any]], Any]

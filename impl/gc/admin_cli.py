@@ -35,6 +35,8 @@ from types import FrameType
 from typing import Any
 
 import click
+
+from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.admin import (
     MAX_REASON_BYTES,
     ResetRefused,
@@ -50,7 +52,6 @@ from epochgc.impl.gc.recover import live_rounds, recover_dead_rounds
 from epochgc.impl.gc.show import gc_state, render
 from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import echo_safe, printable
-from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.url import open_spec, parse_store_url
 

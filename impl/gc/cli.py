@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 import click
+
 from epochgc.impl.gc.duration import format_duration, parse_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
@@ -294,12 +295,13 @@ def gc(
     say = Reporter(quiet)
 
     def session() -> Any:
+        from pyspark import SparkContext
+
         from epochgc.impl.gc.session import (
             launched_by_spark_submit,
             spark_session,
             start_interruptibly,
         )
-        from pyspark import SparkContext
 
         if stop.requested:
             return None  # no Spark to start for a round already stopped

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import math
 
-from epochgc.impl.gc.summary import OUTCOMES, GcSummary
 from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, write_to_textfile
+
+from epochgc.impl.gc.summary import OUTCOMES, GcSummary
 
 _OBJECTS = (
     "listed",

@@ -6,6 +6,7 @@ import shlex
 from pathlib import Path
 
 import click
+
 from epochgc.impl.gc.package import ENTRY_SCRIPT, build_zip, write_entry_script
 
 

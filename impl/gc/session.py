@@ -11,10 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from epochgc import IMPORT_ROOT
 from epochgc.impl.proctree import descendants, has_env
 from epochgc.impl.signals import checkpoint
-
-from epochgc import IMPORT_ROOT
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

@@ -49,6 +49,7 @@ def spark_conf() -> dict[str, str]:
 
 def main() -> None:
     import click
+
     from epochgc.impl.gc.cli import gc
     from epochgc.impl.gc.session import launched_by_spark_submit
     from epochgc.impl.gc.summary import EXIT_USAGE

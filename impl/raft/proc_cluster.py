@@ -10,9 +10,8 @@ import subprocess
 import sys
 import time
 
-from epochgc.impl.raft.kv import OP_LEADER, ST_OK, KVClient
-
 from epochgc import IMPORT_ROOT
+from epochgc.impl.raft.kv import OP_LEADER, ST_OK, KVClient
 
 
 def free_ports(n: int) -> list[int]:

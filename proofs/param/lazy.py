@@ -22,6 +22,7 @@ from dataclasses import fields
 from typing import Any
 
 import z3
+
 from epochgc.model.fence import SeenWindow
 from epochgc.model.partition import PartitionState
 from epochgc.model.system import Obj, Partition, Replica, System, Write

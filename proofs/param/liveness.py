@@ -19,6 +19,7 @@ import time
 from typing import Any
 
 import z3
+
 from epochgc.model.system import STORED
 from epochgc.proofs.obligations import Outcome
 from epochgc.proofs.param import spec

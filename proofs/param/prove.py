@@ -21,6 +21,7 @@ from collections.abc import Callable
 from typing import Any
 
 import z3
+
 from epochgc.model.system import OBJECT_STATUS, WRITE_STATUS
 from epochgc.proofs.obligations import Outcome
 from epochgc.proofs.param import spec

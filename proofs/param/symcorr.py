@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import z3
+
 from epochgc.model.actions import ACTIONS, step
 from epochgc.model.errors import ModelError
 from epochgc.model.fence import SeenWindow

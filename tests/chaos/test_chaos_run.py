@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.chaos.cli import FIELDS
 from epochgc.impl.chaos.schedule import KINDS
 

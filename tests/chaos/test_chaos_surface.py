@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from click.testing import CliRunner
+
 from epochgc.impl.chaos.cli import chaos, verdict
 from epochgc.impl.chaos.history import REPEAT_WINDOW_S, History
 from epochgc.impl.chaos.run import ChaosResult

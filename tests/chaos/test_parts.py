@@ -11,6 +11,7 @@ import struct
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.chaos.checker import raft_divergences
 from epochgc.impl.chaos.faultfile import Faults, NodeFaults
 from epochgc.impl.chaos.proxy import HttpProxy, LinkProxy

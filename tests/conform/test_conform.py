@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.conform import report
 from epochgc.impl.conform.client import PortProcess, ProtocolFailure

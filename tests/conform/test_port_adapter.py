@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import json
 
+from hypothesis import HealthCheck, given, settings
+
 from epochgc.impl.conform.driver import read_vector, vector_files
 from epochgc.impl.conform.programs import line, programs
 from epochgc.model.port import Session
 from epochgc.model.replay import replay_file
-from hypothesis import HealthCheck, given, settings
 
 
 def test_every_vector_as_epochgc_replay_prints_it() -> None:

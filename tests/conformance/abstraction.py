@@ -10,7 +10,6 @@ from typing import Any
 from epochgc.model import invariants
 from epochgc.model import partition as mp
 from epochgc.model import system as ms
-
 from tests.conformance.deployment import ALL_PARTITIONS, NODES
 from tests.conformance.shadow import Divergence
 from tests.conformance.state import HarnessState

@@ -12,7 +12,6 @@ from typing import Any
 
 from epochgc.impl.partition.commands import AdvanceEpoch, Placeholder
 from epochgc.impl.partition.commands import encode as encode_command
-
 from tests.conformance.deployment import ALL_PARTITIONS, HOLD_WAIT_EARLY_EXIT, STATS
 from tests.conformance.state import HarnessState
 

@@ -16,7 +16,6 @@ from epochgc.impl.cluster.gcround import gc_round
 from epochgc.impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY
 from epochgc.impl.store.base import StoreError
 from epochgc.model.keys import DATA_PREFIX, PREFIXES, format_key, prefix_path
-
 from tests.conformance.deployment import MAX_REPORT_AGE_S, STATS
 from tests.conformance.gcinproc import inprocess_gc_round
 from tests.conformance.shadow import Divergence, GcExpectation, model_gc

@@ -58,7 +58,6 @@ from epochgc.impl.raft.simtypes import Faults
 from epochgc.impl.sim.network import BrokerSimulator
 from epochgc.impl.store.local import LocalStore
 from epochgc.model import system as ms
-
 from tests.conformance.abstraction import Abstraction
 from tests.conformance.compound import CompoundOperations
 from tests.conformance.coverage import Observer

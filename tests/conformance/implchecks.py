@@ -23,7 +23,6 @@ from epochgc.impl.controller.statemachine import ControllerStateMachine
 from epochgc.impl.partition import commands as c
 from epochgc.impl.partition.statemachine import PartitionStateMachine
 from epochgc.impl.raft.messages import Snapshot
-
 from tests.conformance.shadow import Divergence
 
 

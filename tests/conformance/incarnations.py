@@ -8,7 +8,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from epochgc.impl.controller.statemachine import PARTITION_GROUP_BASE
-
 from tests.conformance.deployment import ALL_PARTITIONS, STATS
 from tests.conformance.shadow import Divergence
 from tests.conformance.state import HarnessState

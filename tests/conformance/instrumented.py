@@ -19,7 +19,6 @@ from epochgc.impl.store.local import LocalStore
 from epochgc.model import partition as mp
 from epochgc.model.keys import DATA_PREFIX
 from epochgc.model.partition import PartitionState
-
 from tests.conformance.deployment import STATS
 
 

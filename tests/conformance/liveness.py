@@ -29,7 +29,6 @@ import traceback
 from typing import TYPE_CHECKING, Any
 
 from epochgc.impl.partition.commands import Barrier
-
 from tests.conformance.shadow import Divergence
 
 if TYPE_CHECKING:

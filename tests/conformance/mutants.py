@@ -53,7 +53,6 @@ from epochgc.proofs.mutate import (
     format_table,
     run_command,
 )
-
 from tests.conformance import mutants_covplugin as covplugin
 from tests.conformance import mutants_select as selection
 from tests.impl.lockmutants import LOCK_MUTANTS

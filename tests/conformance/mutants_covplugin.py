@@ -26,6 +26,7 @@ from collections.abc import Generator
 from typing import Any
 
 import pytest
+
 from epochgc.proofs.pytest_failrecord import is_assertion
 
 # Set by the collector (mutants_select.collect) in the baseline run's environment.

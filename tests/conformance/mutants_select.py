@@ -44,7 +44,6 @@ from enum import Enum
 from pathlib import Path
 
 from epochgc.proofs.mutate import Mutant, copy_tree
-
 from tests.conformance import mutants_covplugin as plugin
 
 ROOT = Path(__file__).resolve().parents[2]

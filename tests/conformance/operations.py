@@ -16,7 +16,6 @@ from epochgc.impl.raft.simtypes import Faults
 from epochgc.impl.sim.cluster import SimClusterAccess
 from epochgc.impl.store.base import StoreError
 from epochgc.model.keys import parse_key
-
 from tests.conformance.deployment import ALL_PARTITIONS, MAX_REPORT_AGE_S, STATS, WAIT_STEPS
 from tests.conformance.implchecks import check_controller_roundtrip, check_restore_roundtrip
 from tests.conformance.shadow import Divergence

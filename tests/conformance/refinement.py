@@ -11,7 +11,6 @@ from epochgc.impl.partition.commands import Placeholder
 from epochgc.impl.partition.statemachine import ApplyEvent
 from epochgc.impl.store.base import StoreError
 from epochgc.model import partition as mp
-
 from tests.conformance.deployment import STATS
 from tests.conformance.implchecks import (
     check_a3,

@@ -27,7 +27,6 @@ from epochgc.impl.controller.statemachine import encode_create
 from epochgc.impl.controller.topics import TopicError
 from epochgc.impl.partition.commands import AdvanceEpoch
 from epochgc.impl.partition.fence import NotLeaderError, ReplicateFailed
-
 from tests.conformance.shadow import Divergence
 
 if TYPE_CHECKING:

@@ -14,7 +14,6 @@ from epochgc.impl.controller.statemachine import ControllerStateMachine
 from epochgc.impl.raft.messages import Entry
 from epochgc.impl.store.local import LocalStore
 from epochgc.model import system as ms
-
 from tests.conformance.coverage import Observer
 from tests.conformance.deployment import ALL_PARTITIONS, STATS, WAIT_STEPS
 from tests.conformance.implchecks import LandedChecks

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.trace import TraceWriter
-
 from tests.conformance.harness import Harness
 
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 import types
 
 import pytest
+
 from epochgc.impl.raft import raftlog
 from epochgc.impl.raft.messages import Entry
 from epochgc.impl.raft.node import Config
-
 from tests.conformance import harness
 from tests.conformance.harness import STATS, Harness
 from tests.conformance.shadow import Divergence

@@ -8,11 +8,11 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+
 from epochgc.impl.partition.commands import Placeholder
 from epochgc.impl.partition.fence import FenceDecision
 from epochgc.model import partition as mp
 from epochgc.model.fence import fence
-
 from tests.conformance.harness import Harness
 from tests.conformance.implchecks import LandedChecks
 from tests.conformance.shadow import Divergence, check_fence

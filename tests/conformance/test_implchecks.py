@@ -5,11 +5,11 @@ so a rule that stops reaching it fails here instead of checking nothing."""
 from __future__ import annotations
 
 import pytest
+
 from epochgc.impl.gc.recheck import Blocked, Go, Refused, recheck_before_delete
 from epochgc.impl.gc.reports import PARTITIONS_KEY
 from epochgc.model.cluster import GcEpoch
 from epochgc.model.keys import DATA_PREFIX, parse_key
-
 from tests.conformance.harness import STATS, Harness
 from tests.conformance.implchecks import check_a3, check_a4, check_restore_roundtrip
 from tests.conformance.shadow import Divergence

@@ -8,8 +8,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from epochgc.impl.partition.rwlock import SHARED
 
+from epochgc.impl.partition.rwlock import SHARED
 from tests.conformance.harness import Harness
 from tests.conformance.liveness import LivenessViolation, check_liveness
 

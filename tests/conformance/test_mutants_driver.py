@@ -8,8 +8,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from epochgc.proofs.mutate import Mutant, PatchRefused, campaign, patch
 
+from epochgc.proofs.mutate import Mutant, PatchRefused, campaign, patch
 from tests.conformance.mutants import (
     EQUIVALENTS,
     MUTANTS,

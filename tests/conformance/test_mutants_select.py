@@ -10,8 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from epochgc.proofs.mutate import Mutant
 
+from epochgc.proofs.mutate import Mutant
 from tests.conformance.mutants import MUTANTS
 from tests.conformance.mutants_select import (
     Edit,

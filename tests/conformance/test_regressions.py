@@ -5,8 +5,8 @@ followed by the full set of checks, exactly as in the state machine)."""
 from __future__ import annotations
 
 import pytest
-from epochgc.impl.sim.cluster import SimCluster
 
+from epochgc.impl.sim.cluster import SimCluster
 from tests.conformance.harness import Harness
 from tests.conformance.machine import ConformanceMachine
 from tests.conformance.steps import step

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from epochgc.model import system as ms
 
+from epochgc.model import system as ms
 from tests.conformance.harness import Harness, incarnation_at
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -145,7 +145,6 @@ def test_the_harness_lists_what_the_store_lists(tmp_path: Path) -> None:
     file, a link, a fifo and nested directories."""
     from epochgc.impl.store.local import _TMP_PREFIX
     from epochgc.model.keys import DATA_PREFIX
-
     from tests.conformance.harness import HEALTH_PREFIX, _regular_file, stored_files
 
     h = Harness(seed=22)

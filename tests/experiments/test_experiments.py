@@ -4,6 +4,7 @@ figures are."""
 from __future__ import annotations
 
 import pytest
+
 from epochgc.experiments import gccost, windows
 
 

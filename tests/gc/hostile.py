@@ -18,8 +18,9 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from epochgc.model.keys import gc_eligible
 from hypothesis import strategies as st
+
+from epochgc.model.keys import gc_eligible
 
 HOUR = 3600.0
 GRACE = HOUR

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.journal import read_journal
@@ -35,7 +36,6 @@ from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
-
 from tests.gc.helpers import HOUR, NOW, all_keys, local_spec, put_local, simple_cluster
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -18,7 +18,6 @@ from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.session import spark_session
-
 from tests.gc.helpers import NOW, ListFailsOnceAfterDelete, local_spec
 
 GRACE = 12 * 3600.0

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.gc.admin import ADMIN_KEY
 from epochgc.impl.gc.lease import LEASE_KEY, Lease
@@ -16,7 +17,6 @@ from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.summary import EXIT_PAUSED
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
-
 from tests.gc.helpers import (
     AHEAD,
     HOUR,

@@ -10,12 +10,12 @@ import time
 from pathlib import Path
 
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.sequence import SEQ_PREFIX, claim, latest
 from epochgc.impl.store.local import LocalStore
-
 from tests.gc.helpers import simple_cluster
 
 DAY = 86400.0

@@ -12,10 +12,10 @@ import time
 from pathlib import Path
 
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.gc.lease import Lease
 from epochgc.impl.store.local import LocalStore
-
 from tests.gc.helpers import AHEAD, NOW, simple_cluster, write_partitions
 
 _ISO = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import epochgc.impl.gc.reports as reports
 import pytest
+
+import epochgc.impl.gc.reports as reports
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.reports import PARTITIONS_KEY, read_cluster_view
 from epochgc.impl.store.local import LocalStore
-
 from tests.gc.helpers import NOW, simple_cluster
 
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
+
 from epochgc.impl.cli import main
 from epochgc.impl.gc.summary import JSON_KEYS
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
-from prometheus_client.parser import text_string_to_metric_families
-
 from tests.gc.helpers import (
     AHEAD,
     HOUR,

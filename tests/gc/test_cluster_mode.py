@@ -12,12 +12,12 @@ from typing import Any
 
 import pyarrow.csv as pacsv
 import pytest
+
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.package import build_zip
 from epochgc.model.keys import format_key
-
 from tests.gc.helpers import CountingFactory, local_spec, put_local, simple_cluster
 
 pytestmark = pytest.mark.spark

@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.gc.journal import JournalTarget
 from epochgc.impl.gc.stream import list_and_delete_task
 from epochgc.impl.store.base import DeleteResult, ObjectStore
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
-
 from tests.gc.helpers import JOURNAL, NOW, _Delegating, all_keys, put_local, read_journal, run_task
 from tests.gc.test_job import GRACE
 

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.options import GcOptions
-
 from tests.gc.helpers import AHEAD, NOW, local_spec
 from tests.gc.test_job import GRACE, clock, make_store
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from epochgc.impl.gc import cli
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.store.local import LocalStore
-
 from tests.gc.helpers import NOW, BrokenRead, local_spec, simple_cluster
 
 

@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.gc.delete import delete_keys
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.journal import Attempt, JournalTarget, JournalWriter, read_journal
@@ -20,7 +21,6 @@ from epochgc.impl.gc.stream import recheck
 from epochgc.impl.store.base import DeleteResult, ListPage, StoreError
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key, prefix_path
-
 from tests.gc.helpers import JOURNAL, NOW, _Delegating, all_keys, put_local, simple_cluster
 
 GRACE = 60.0

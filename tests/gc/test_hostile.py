@@ -18,6 +18,9 @@ from typing import Any
 
 import boto3
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from epochgc.impl.gc.delete import delete_keys
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
@@ -27,9 +30,6 @@ from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import format_key
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from tests.gc.helpers import NOW, all_keys, local_spec, simple_cluster
 from tests.gc.hostile import (
     GRACE,

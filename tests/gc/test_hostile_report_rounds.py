@@ -22,6 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, event, example, given, settings
+from hypothesis import strategies as st
+
 from epochgc.impl.gc.errors import GcError, ReportError
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.monitor import check_health
@@ -29,9 +32,6 @@ from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY, read_cluster_view
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.cluster import GcEpoch, Report, gc_epoch
-from hypothesis import HealthCheck, event, example, given, settings
-from hypothesis import strategies as st
-
 from tests.gc.helpers import NOW, local_spec
 from tests.gc.hostile import GRACE, HOUR, ROUNDS, Plan, build, check_round, fingerprint, oracle
 

@@ -11,13 +11,13 @@ import os
 import tempfile
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.reports import HEALTH_PREFIX, read_cluster_view
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.cluster import Report, gc_epoch
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
 from tests.gc.helpers import NOW, write_partitions
 
 MAX_AGE = 300.0

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.gc.delete import PAUSE_ENV, Doomed, delete_keys
 from epochgc.impl.gc.journal import (
     STOP,
@@ -28,7 +29,6 @@ from epochgc.impl.gc.pools import TaskPools
 from epochgc.impl.gc.reports import REPORT_READERS
 from epochgc.impl.store.base import DeleteResult, StoreError
 from epochgc.impl.store.local import LocalStore
-
 from tests.gc.helpers import JOURNAL, _Delegating, all_keys
 
 

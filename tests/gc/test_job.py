@@ -7,12 +7,12 @@ from typing import Any
 
 import pyarrow.parquet as pq
 import pytest
+
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
-
 from tests.gc.helpers import (
     HOUR,
     NOW,

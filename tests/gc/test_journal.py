@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.gc.delete import delete_keys
 from epochgc.impl.gc.journal import (
     END,
@@ -27,7 +28,6 @@ from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.store.base import DeleteResult
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
-
 from tests.gc.helpers import HOUR, JOURNAL, _Delegating, all_keys, put_local, simple_cluster
 
 GRACE = 12 * HOUR

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.journal import read_journal
 from epochgc.impl.gc.options import GcOptions
@@ -20,7 +21,6 @@ from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import format_key
-
 from tests.gc.helpers import (
     HOUR,
     JOURNAL,

@@ -10,13 +10,13 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, read_journal
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.sequence import claim, latest, marker_key, markers
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
-
 from tests.gc.helpers import HOUR, JOURNAL, put_local, simple_cluster
 
 DEEP = b"[" * 3000  # past the recursion limit (1000), under every size limit

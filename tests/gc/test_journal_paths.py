@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from epochgc.impl.gc.journal import (
     Attempt,
     JournalTarget,
@@ -23,7 +24,6 @@ from epochgc.impl.gc.journal import (
 )
 from epochgc.impl.store.base import DeleteResult
 from epochgc.impl.store.local import LocalStore
-
 from tests.gc.helpers import JOURNAL
 
 _OUTSIDER = "zz/in-no-batch"  # in a `gone` list only: forces the key-by-key path

@@ -9,11 +9,11 @@ import json
 from pathlib import Path
 
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.sequence import SEQ_PREFIX, claim, latest
 from epochgc.impl.store.local import LocalStore
-
 from tests.gc.helpers import AHEAD, NOW, simple_cluster
 
 

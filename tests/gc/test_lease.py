@@ -8,12 +8,12 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.lease import LEASE_KEY, Lease
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.store.local import LocalStore
-
 from tests.gc.helpers import all_keys, local_spec
 from tests.gc.test_job import GRACE, clock, make_store
 

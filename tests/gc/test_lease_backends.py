@@ -14,11 +14,11 @@ import time
 from collections.abc import Callable
 
 import pytest
+
 from epochgc.impl.gc.admin import ResetRefused, reset_gc_state
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.lease import LEASE_KEY, Lease
 from epochgc.impl.store.base import DeleteResult, ObjectStore, Outcome
-
 from tests.gc.helpers import _Delegating
 from tests.store.backends import Opener
 

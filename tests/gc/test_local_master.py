@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 import pytest
+
 from epochgc.impl.gc.scan import split_prefixes
 from epochgc.impl.gc.stage import listing_tasks
 from epochgc.model.keys import PREFIXES

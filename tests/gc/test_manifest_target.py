@@ -8,12 +8,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from epochgc.impl.gc.cli import _after
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.store.local import LocalStore
-
 from tests.gc.helpers import PlantOnDelete, all_keys, local_spec
 from tests.gc.test_job import GRACE, clock, make_store
 
@@ -78,8 +78,8 @@ def test_a_relative_manifest_is_recorded_absolute(
     import json
 
     from click.testing import CliRunner
-    from epochgc.impl.cli import main
 
+    from epochgc.impl.cli import main
     from tests.gc.helpers import AHEAD, NOW
     from tests.gc.test_cli import small_store
 

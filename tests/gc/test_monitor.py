@@ -7,11 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.gc.admin import ADMIN_KEY, read_admin_state, write_admin_state
 from epochgc.impl.gc.monitor import Health, assess, check_health
 from epochgc.impl.gc.reports import HEALTH_PREFIX, read_cluster_view
 from epochgc.impl.store.local import LocalStore
-
 from tests.gc.helpers import NOW, simple_cluster, write_health, write_partitions
 
 MAX_AGE = 300.0
@@ -80,7 +80,6 @@ def test_pause_state_absent_is_running_and_unreadable_is_paused(tmp_path: Path) 
 def test_the_model_engine_round_obeys_pause_and_monitor(tmp_path: Path, paused: bool) -> None:
     """The demo's and chaos's non-Spark engine goes through the same gate."""
     from epochgc.impl.cluster.demo_gc import gated_model_round
-
     from tests.gc.helpers import put_local
 
     store = LocalStore(tmp_path)

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+
 from epochgc.impl.gc import reports
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.reports import MAX_NESTING, check_nesting

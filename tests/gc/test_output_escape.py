@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
-
 from tests.gc.helpers import AHEAD, HOUR, NOW, put_local, simple_cluster
 
 

@@ -12,6 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.gc.journal import JournalTarget
 from epochgc.impl.gc.pools import TaskPools
 from epochgc.impl.gc.recheck import Go, Refused, Verdict
@@ -19,7 +20,6 @@ from epochgc.impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY, REPORT_READER
 from epochgc.impl.gc.stream import list_and_delete_task
 from epochgc.impl.store.base import ListPage, ObjectStore, StoreError
 from epochgc.impl.store.local import LocalStore
-
 from tests.gc.helpers import JOURNAL, NOW, _Delegating, all_keys, local_spec, run_task
 from tests.gc.test_job import GRACE, make_store
 from tests.gc.test_stream import Recording, _garbage

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.progress import Reporter
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
-
 from tests.gc.helpers import AHEAD, HOUR, NOW, local_spec, put_local, simple_cluster
 
 GRACE = 12 * HOUR

@@ -8,15 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.cluster import Report, gc_epoch
 from epochgc.model.keys import format_key
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
-
 from tests.gc.helpers import (
     HOUR,
     NOW,

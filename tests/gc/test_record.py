@@ -12,13 +12,13 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from prometheus_client.parser import text_string_to_metric_families
+
 from epochgc.impl.cli import main
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.store.local import LocalStore
-from prometheus_client.parser import text_string_to_metric_families
-
 from tests.gc.helpers import NOW, RefuseKeys, all_keys, local_spec, write_health, write_partitions
 from tests.gc.test_job import GRACE, clock, make_store
 

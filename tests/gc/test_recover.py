@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.journal import (
@@ -31,7 +32,6 @@ from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.record import ROUNDS_PREFIX, round_key
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
-
 from tests.gc.helpers import HOUR, NOW, all_keys, local_spec, put_local, simple_cluster
 
 GRACE = 12 * HOUR

@@ -8,11 +8,11 @@ import re
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.cluster import GcEpoch
-
 from tests.gc.helpers import NOW, simple_cluster, write_health, write_partitions
 
 

@@ -13,11 +13,11 @@ from collections import Counter
 from typing import Any
 
 import pytest
+
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import format_key
-
 from tests.gc.helpers import HOUR, all_keys, simple_cluster
 from tests.store.s3proxy import Call, Fault, s3_proxy
 

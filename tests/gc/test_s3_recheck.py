@@ -11,12 +11,12 @@ from collections.abc import Iterator
 from itertools import combinations
 
 import pytest
+
 from epochgc.impl.gc.journal import JournalTarget
 from epochgc.impl.gc.recheck import Refused
 from epochgc.impl.gc.stream import TaskResult, list_and_delete_task
 from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import format_key
-
 from tests.gc.helpers import (
     JOURNAL,
     all_keys,

@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.stage import listing_tasks
 from epochgc.impl.store.base import ObjectStore
 from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import PREFIXES, format_key
-
 from tests.gc.helpers import all_keys, local_spec, simple_cluster
 from tests.store.s3proxy import S3Proxy, s3_proxy
 

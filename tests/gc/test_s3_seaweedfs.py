@@ -12,12 +12,12 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
 from epochgc.impl.gc.journal import JournalTarget
 from epochgc.impl.gc.stream import list_and_delete_task
 from epochgc.impl.store.base import ObjectStore
 from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import format_key
-
 from tests.gc.helpers import JOURNAL, all_keys, run_task, simple_cluster
 from tests.gc.seaweedfs import (
     Weed,

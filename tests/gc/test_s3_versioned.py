@@ -7,12 +7,12 @@ import time
 
 import boto3
 import pytest
+
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import format_key
-
 from tests.gc.helpers import all_keys, simple_cluster
 
 pytestmark = pytest.mark.s3

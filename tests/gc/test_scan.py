@@ -5,13 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.gc.delete import delete_keys
 from epochgc.impl.gc.duration import format_duration, parse_duration
 from epochgc.impl.gc.scan import ELIGIBLE, MALFORMED, ScanStats, scan_prefix, split_prefixes
 from epochgc.impl.store.base import DeleteResult, StoreError
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
-
 from tests.gc.helpers import NOW, _Delegating, all_keys, put_local
 
 

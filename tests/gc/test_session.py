@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from epochgc.impl.gc.session import LOCAL_JIT
 
 pytestmark = pytest.mark.spark

@@ -15,12 +15,12 @@ import signal
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
 from epochgc.impl.gc.journal import END, read_journal
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
-from prometheus_client.parser import text_string_to_metric_families
-
 from tests.gc.helpers import (
     HOUR,
     NOW,

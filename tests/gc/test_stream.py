@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.journal import JournalTarget
 from epochgc.impl.gc.options import GcOptions
@@ -24,7 +25,6 @@ from epochgc.impl.store.base import DeleteResult, ListPage, ObjectStore, StoreEr
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import format_key, parse_key
-
 from tests.gc.helpers import (
     JOURNAL,
     NOW,

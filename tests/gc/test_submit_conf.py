@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 import pytest
+
 from epochgc.impl.gc.cli import gc
 from epochgc.impl.gc.submit import conf_defaults
 

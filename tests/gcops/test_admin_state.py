@@ -8,12 +8,12 @@ import os
 from pathlib import Path
 
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.gc.admin import ADMIN_KEY, read_admin_state
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.watch import PAUSED, RoundWatch
 from epochgc.impl.store.local import LocalStore
-
 from tests.gc.helpers import NOW, simple_cluster
 
 

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.gc.admin import (
     _MAX_BYTES,
@@ -21,7 +22,6 @@ from epochgc.impl.gc.admin import (
 from epochgc.impl.gc.lease import LEASE_KEY, Lease
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.store.local import LocalStore
-
 from tests.gc.helpers import NOW, simple_cluster
 
 

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.lease import LEASE_KEY, Lease
 from epochgc.impl.store.local import LocalStore

@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.gc.admin import write_admin_state
 from epochgc.impl.gc.monitor import check_health
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.watch import RoundWatch
 from epochgc.impl.store.local import LocalStore
-
 from tests.gc.helpers import HOUR, NOW, write_health, write_partitions
 
 MAX_AGE = 300.0
@@ -75,6 +75,7 @@ def test_gc_options_refuse_nan_max_report_age() -> None:
 @pytest.mark.parametrize("max_age", ["nan", "inf"])
 def test_show_refuses_non_finite_max_report_age(tmp_path: Path, max_age: str) -> None:
     from click.testing import CliRunner
+
     from epochgc.impl.cli import main
 
     store = _dead_node_store(tmp_path)

@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.gc.admin import ResetRefused, reset_gc_state
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.lease import LEASE_KEY, Lease
 from epochgc.impl.store.base import DeleteResult, Outcome
 from epochgc.impl.store.local import LocalStore
-
 from tests.gc.helpers import simple_cluster
 
 

@@ -7,13 +7,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from epochgc.impl.gc.admin import write_admin_state
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import format_key
-
 from tests.gc.helpers import HOUR, NOW, all_keys, put_local, simple_cluster
 from tests.gcops.executor_clock import ExecutorClock
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.broker.barrier import advance_gc_epoch_once, needs_barrier
 from epochgc.impl.controller.statemachine import (
     ControllerStateMachine,

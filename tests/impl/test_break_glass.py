@@ -6,6 +6,7 @@ production documents: advancing to a lagging cache changes nothing)."""
 from __future__ import annotations
 
 import pytest
+
 from epochgc.impl.broker.breakglass import BreakGlassRefused, break_glass_advance
 from epochgc.impl.partition.fence import NotLeaderError
 from epochgc.impl.sim.cluster import SimCluster

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.cluster.local import LocalCluster
 

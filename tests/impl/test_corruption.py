@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.raft.diskformat import _MARK, _REC

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.cluster.demo_gc import DemoGc, RoundResult
 from epochgc.impl.cluster.local import _alive

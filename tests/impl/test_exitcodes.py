@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 import pytest
 from click.testing import CliRunner
+
 from epochgc.impl.cli import SUBCOMMANDS, main
 from epochgc.impl.exitcodes import MEANING, USES, ExitCode, codes_for
 from epochgc.impl.gc.job import run_gc
@@ -23,7 +24,6 @@ from epochgc.impl.gc.reports import HEALTH_PREFIX
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.url import StoreSpec
 from epochgc.model import replay
-
 from tests.gc.helpers import NOW, simple_cluster
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+
 from epochgc.impl.partition.fence import StaleEpoch
 from epochgc.impl.sim.cluster import SimCluster
 from epochgc.model.fence import SeenWindow

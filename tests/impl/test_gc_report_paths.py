@@ -10,7 +10,6 @@ from pathlib import Path
 
 from epochgc.impl.gc.reports import HEALTH_PREFIX, read_cluster_view
 from epochgc.impl.store.local import LocalStore
-
 from tests.gc.helpers import NOW, write_health, write_partitions
 
 

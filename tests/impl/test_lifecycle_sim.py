@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.broker.producer import PartitionDeletedError
 from epochgc.impl.controller.statemachine import (
     ControllerStateMachine,

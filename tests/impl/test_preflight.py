@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.preflight import PROBE_PREFIX
 from epochgc.impl.store.local import LocalStore
-
 from tests.gc.helpers import simple_cluster
 
 ROOT = Path(__file__).resolve().parents[2]

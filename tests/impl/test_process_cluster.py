@@ -8,6 +8,7 @@ import random
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.broker.producer import Ack, ProduceError, Producer
 from epochgc.impl.broker.raftport import thread_io
 from epochgc.impl.cluster.client import ProcClusterAccess

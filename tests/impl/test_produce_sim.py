@@ -8,6 +8,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.broker.producer import ProduceError
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.sim.cluster import SimCluster

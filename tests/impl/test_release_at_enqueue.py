@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+
 from epochgc.impl.partition import commands as c
 from epochgc.impl.partition.fence import PartitionFence, ReplicateFailed, StaleEpoch
 from epochgc.impl.partition.statemachine import PlaceholderResult

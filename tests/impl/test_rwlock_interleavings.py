@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 
 import pytest
-from epochgc.impl.partition.rwlock import RWLock
 
+from epochgc.impl.partition.rwlock import RWLock
 from tests.impl.lockexplore import SCENARIOS, LockViolation, explore
 from tests.impl.lockmutants import LOCK_MUTANTS, load_mutant
 

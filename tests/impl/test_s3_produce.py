@@ -5,6 +5,7 @@ copied to L1 on S3, read back from L1, and survives the GC of its L0 objects."""
 from __future__ import annotations
 
 import pytest
+
 from epochgc.impl.cluster.payload import check_record, make_record
 from epochgc.impl.sim.cluster import SimCluster
 from epochgc.impl.store.s3 import S3Store

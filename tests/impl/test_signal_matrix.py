@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.gc.delete import PAUSE_ENV
 from epochgc.impl.gc.journal import read_journal
 from epochgc.impl.gc.record import ROUNDS_PREFIX
@@ -46,7 +47,6 @@ from epochgc.impl.proctree import alive
 from epochgc.impl.signals import HOOK_ENV
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
-
 from tests.gc.helpers import HOUR, NOW, all_keys, put_local, simple_cluster
 
 ROOT = Path(__file__).resolve().parents[2]

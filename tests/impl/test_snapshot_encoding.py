@@ -7,14 +7,15 @@ from __future__ import annotations
 import typing
 from dataclasses import asdict, fields
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from epochgc.impl.partition.statemachine import (
     AcceptedPlaceholder,
     L1Segment,
     PartitionStateMachine,
 )
 from epochgc.model import partition as mp
-from hypothesis import given
-from hypothesis import strategies as st
 
 _ints = st.integers(-1, 10**12)
 _opt = st.none() | _ints

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+
 from epochgc.impl.cli import main
 from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.demo_checks import in_use_keys

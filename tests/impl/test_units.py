@@ -7,6 +7,7 @@ import asyncio
 import json
 
 import pytest
+
 from epochgc.impl.broker.health import ReplicaReport, health_document, health_key
 from epochgc.impl.controller.epochcache import EpochCache
 from epochgc.impl.controller.publisher import partitions_document

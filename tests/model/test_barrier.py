@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+
 from epochgc.model.actions import step
 from epochgc.model.invariants import INVARIANTS, inv_safety
 from epochgc.model.partition import (

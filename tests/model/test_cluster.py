@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from epochgc.model.cluster import GcEpoch, Report, gc_epoch, partition_epochs
 from epochgc.model.errors import ModelError
 from epochgc.model.variants import variant

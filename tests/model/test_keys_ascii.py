@@ -7,10 +7,11 @@ import contextlib
 import itertools
 
 import pytest
-from epochgc.model.errors import ModelError
-from epochgc.model.keys import MAX_EPOCH, PREFIXES, format_key, gc_eligible, parse_key
 from hypothesis import given, settings
 from hypothesis import strategies as st
+
+from epochgc.model.errors import ModelError
+from epochgc.model.keys import MAX_EPOCH, PREFIXES, format_key, gc_eligible, parse_key
 
 ARABIC_INDIC = "".join(chr(0x0660 + d) for d in range(10))  # ٠١٢٣٤٥٦٧٨٩
 ASCII_NAME = set("0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_.-")

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import epochgc.model.system as ms
 import pytest
+
+import epochgc.model.system as ms
 from epochgc.model.actions import step
 from epochgc.model.invariants import holds
 from epochgc.model.system import (

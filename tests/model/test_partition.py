@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from epochgc.model.errors import ModelError
 from epochgc.model.partition import (
     INITIAL,

@@ -7,6 +7,7 @@ the lines)."""
 from __future__ import annotations
 
 import pytest
+
 from epochgc.model.errors import ModelError
 from epochgc.model.fence import SeenWindow, fence
 from epochgc.model.ordered import Entry, OState, step

@@ -5,6 +5,9 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from epochgc.model.cluster import Report, gc_epoch, partition_epochs
 from epochgc.model.fence import SeenWindow, fence
 from epochgc.model.keys import format_key, gc_eligible, parse_key
@@ -19,8 +22,6 @@ from epochgc.model.partition import (
     inactive_epoch,
 )
 from epochgc.model.variants import VARIANTS, Variant
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 SETTINGS = settings(max_examples=150, deadline=None)
 epochs = st.integers(0, 40)

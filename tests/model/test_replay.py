@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+
 from epochgc.model.replay import (
     Replayer,
     ReplayError,

@@ -9,6 +9,7 @@ import itertools
 from dataclasses import replace
 
 import pytest
+
 from epochgc.model.actions import partition_id, reports_of, round_epoch, step
 from epochgc.model.cluster import Report, gc_epoch_of_valid
 from epochgc.model.system import System, initial

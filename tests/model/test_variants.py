@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from epochgc.model.cluster import Report, gc_epoch
 from epochgc.model.errors import ModelError
 from epochgc.model.fence import SeenWindow, fence

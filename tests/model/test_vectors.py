@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+
 from epochgc.model.replay import OPS, variant_from_filename
 from epochgc.model.replay_cli import replay as replay_cmd
 from epochgc.model.variants import VARIANTS

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from epochgc.impl.conform.client import request_line
 from epochgc.model import replay as model_replay
 from epochgc.model.port import Session
-
 from tests.ports.hostile import PROGRAMS, RAW_FILES, VARIANT_PROGRAMS
 
 ROOT = Path(__file__).resolve().parents[2]

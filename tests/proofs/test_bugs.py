@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from epochgc.model.replay import run
 from epochgc.model.variants import REFERENCE, variant
 from epochgc.proofs import bmc, scenarios, vectors

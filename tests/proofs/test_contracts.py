@@ -6,12 +6,12 @@ from __future__ import annotations
 import os
 from dataclasses import replace
 
-import epochgc.model.partition as mp
 import pytest
+
+import epochgc.model.partition as mp
+from epochgc import proofs
 from epochgc.model.cluster import gc_epoch_of_valid
 from epochgc.proofs import contracts_sym, crosshair_check
-
-from epochgc import proofs
 
 
 @pytest.mark.parametrize("target", contracts_sym.TARGETS)

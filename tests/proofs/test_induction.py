@@ -4,6 +4,7 @@ counterexample that replays on the concrete model."""
 from __future__ import annotations
 
 import pytest
+
 from epochgc.model.actions import ACTIONS
 from epochgc.model.invariants import INVARIANTS, holds
 from epochgc.model.variants import REFERENCE, variant

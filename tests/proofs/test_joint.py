@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 import z3
+
 from epochgc.model.invariants import INVARIANTS, TRANSITION_INVARIANTS, holds
 from epochgc.model.variants import Variant, variant
 from epochgc.proofs import obligations, scenarios

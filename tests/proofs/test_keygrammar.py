@@ -3,8 +3,9 @@ formatter that drops the zero padding or a parser that accepts a longer epoch.""
 
 from __future__ import annotations
 
-import epochgc.model.keys as keys
 import pytest
+
+import epochgc.model.keys as keys
 from epochgc.proofs import keygrammar
 
 

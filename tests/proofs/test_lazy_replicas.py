@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import z3
+
 from epochgc.model import actions, invariants
 from epochgc.model import system as S
 from epochgc.model.variants import REFERENCE, variant

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from epochgc.proofs.mutants import MUTANTS, ROOT, killing_rows, patch
 
 

@@ -8,8 +8,9 @@ import inspect
 import textwrap
 from typing import Any
 
-import epochgc.model.system as ms
 import pytest
+
+import epochgc.model.system as ms
 from epochgc.model import actions
 from epochgc.model.invariants import inv_safety
 from epochgc.model.logic import neg

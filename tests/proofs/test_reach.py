@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
+
 from epochgc.model import actions, invariants
 from epochgc.model.variants import REFERENCE
 from epochgc.proofs import reach, scenarios

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from epochgc.model.actions import ACTIONS
 from epochgc.model.variants import variant
 from epochgc.proofs import explain, obligations, runner, scenarios
@@ -194,6 +195,7 @@ def test_every_worker_runs_with_the_tuned_solver() -> None:
     """`_configure` is the pool's initializer: each worker's Z3 gets `symsolver.Z3_TUNING` (the
     settings the proof-time figures were measured with; verdicts do not depend on them)."""
     import z3
+
     from epochgc.proofs import symsolver
 
     before = {k: z3.get_param(k) for k in symsolver.Z3_TUNING}

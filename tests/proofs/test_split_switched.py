@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 
 import z3
+
 from epochgc.proofs.sym import Explorer
 from epochgc.proofs.symvalues import SymBool
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 import z3
+
 from epochgc.model.errors import ModelError
 from epochgc.model.partition import PartitionState, apply_placeholder
 from epochgc.proofs.sym import Explorer

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import z3
+
 from epochgc.model.cluster import Report, gc_epoch_of_valid
 from epochgc.model.fence import SeenWindow
 from epochgc.model.logic import all_of, le_opt, merge_point

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import z3
+
 from epochgc.model.invariants import INVARIANTS, TRANSITION_INVARIANTS
 from epochgc.model.variants import REFERENCE, variant
 from epochgc.proofs import obligations, scenarios

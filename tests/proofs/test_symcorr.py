@@ -7,8 +7,9 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-import epochgc.model.system as system
 import pytest
+
+import epochgc.model.system as system
 from epochgc.model import actions, invariants
 from epochgc.model.cluster import Report
 from epochgc.model.logic import neg

@@ -8,6 +8,7 @@ from fractions import Fraction
 
 import pytest
 import z3
+
 from epochgc.model import keys
 from epochgc.proofs import contracts_sym, symsolver
 from epochgc.proofs.symreal import SymReal

@@ -4,13 +4,14 @@ invariants along random runs (a cheap cross-check of what the proofs cover)."""
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from epochgc.model.actions import ACTIONS, step
 from epochgc.model.errors import ModelError
 from epochgc.model.invariants import TRANSITION_INVARIANTS, holds
 from epochgc.model.system import ACCEPTED, DELETED, FAILED, STORED, UNKNOWN, NotEnabled, initial
 from epochgc.model.variants import REFERENCE
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 def _run(ops: list[tuple[str, dict]]):  # type: ignore[no-untyped-def]

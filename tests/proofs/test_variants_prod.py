@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from epochgc.model import prodrules
 from epochgc.model.fence import FenceResult
 from epochgc.model.ordered import quiet

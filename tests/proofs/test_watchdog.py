@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 import z3
+
 from epochgc.proofs.sym import Explorer, SolverUnknown
 from epochgc.proofs.symsolver import WATCHDOG
 from epochgc.proofs.symterms import _CTX

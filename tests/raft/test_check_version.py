@@ -6,9 +6,9 @@ built from scratch after every event."""
 from __future__ import annotations
 
 import pytest
+
 from epochgc.impl.raft.sim import Simulator
 from epochgc.impl.raft.simtypes import replica_key
-
 from tests.raft.helpers import faulty_run
 
 

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from epochgc.impl.raft.codec import (
     CodecError,
     decode_entry,
@@ -15,8 +18,6 @@ from epochgc.impl.raft.codec import (
     encode_snapshot,
 )
 from epochgc.impl.raft.messages import Entry, HardState, Message, MsgType, Snapshot
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 U64 = st.integers(min_value=0, max_value=2**64 - 1)
 ENTRY = st.builds(

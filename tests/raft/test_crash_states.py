@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
+
 from epochgc.impl.raft.crashstates import (
     SECTOR,
     Fault,
@@ -21,7 +22,6 @@ from epochgc.impl.raft.crashstates import (
 from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.fileio import FileIO
 from epochgc.impl.raft.messages import Entry, HardState
-
 from tests.raft import crashcounts
 from tests.raft import crashexplore as cx
 

@@ -9,13 +9,14 @@ import zlib
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from epochgc.impl.raft.atomicfile import atomic_write
 from epochgc.impl.raft.diskformat import MAGIC
 from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.messages import Entry, HardState, Snapshot
 from epochgc.impl.raft.storage import StorageCorruption, StorageFailed
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 
 def ents(lo: int, hi: int, term: int = 1, size: int = 10) -> list[Entry]:

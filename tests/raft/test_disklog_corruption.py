@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.messages import Entry, HardState, InitialState, Snapshot
 from epochgc.impl.raft.storage import StorageCorruption

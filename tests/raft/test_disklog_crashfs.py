@@ -9,6 +9,7 @@ import random
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.raft.fileio import CrashFS
 
 

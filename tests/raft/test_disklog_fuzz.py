@@ -20,6 +20,7 @@ import tempfile
 from dataclasses import dataclass, field
 
 import pytest
+
 from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.fileio import CrashFS
 from epochgc.impl.raft.messages import Entry, HardState, InitialState, Snapshot

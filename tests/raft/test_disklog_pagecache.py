@@ -8,6 +8,7 @@ import errno
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.raft.crashstates import (
     PAGE,
     Fault,
@@ -21,7 +22,6 @@ from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.groupcommit import GroupCommit
 from epochgc.impl.raft.messages import Entry, HardState
 from epochgc.impl.raft.storage import StorageCorruption, StorageFailed, sync_all
-
 from tests.raft import crashexplore as cx
 
 G1 = "/data/n1/g1"

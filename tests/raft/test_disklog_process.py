@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.kv import OP_PUT, ST_OK, KVClient, decode_command
 from epochgc.impl.raft.proc_cluster import free_ports

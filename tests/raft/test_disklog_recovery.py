@@ -11,6 +11,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.raft.diskformat import QUARANTINE
 from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.fileio import SECTOR, CrashFS, OsFileIO

@@ -7,6 +7,7 @@ import random
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.fileio import CrashFS
 from epochgc.impl.raft.host import MultiRaftHost

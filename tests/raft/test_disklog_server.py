@@ -8,6 +8,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.fileio import CrashFS
 from epochgc.impl.raft.groupcommit import GroupCommit

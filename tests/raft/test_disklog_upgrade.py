@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.raft.diskformat import FORMAT, MAGIC, QUARANTINE, SNAP_FORMAT
 from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.fileio import CrashFS

@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.raft.identity import (
     IDENTITY_FILE,
     IdentityMismatch,

@@ -16,6 +16,7 @@ import os
 import random
 
 import pytest
+
 from epochgc.impl.raft.node import Config, ProposalRefused
 from epochgc.impl.raft.sim import Simulator
 from epochgc.impl.raft.simtypes import Faults

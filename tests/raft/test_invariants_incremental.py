@@ -13,12 +13,12 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+
 from epochgc.impl.raft.invariants import GroupHistory, InvariantChecker, InvariantViolation
 from epochgc.impl.raft.messages import Entry, Snapshot
 from epochgc.impl.raft.node import RaftNode, Role
 from epochgc.impl.raft.raftlog import RaftLog
 from epochgc.impl.raft.sim import Simulator
-
 from tests.raft.helpers import faulty_run
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+
 from epochgc.impl.raft.messages import HardState, InitialState, Message, MsgType, Snapshot
 from epochgc.impl.raft.node import (
     Config,
@@ -15,7 +16,6 @@ from epochgc.impl.raft.node import (
     TermMismatch,
     TransferInProgress,
 )
-
 from tests.raft.helpers import CFG, Cluster, log_of
 
 

@@ -13,6 +13,7 @@ import zlib
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.raft.crashstates import (
     Image,
     Model,

@@ -7,6 +7,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.raft.host import LeadershipLost
 from epochgc.impl.raft.kv import OP_GET, OP_PUT, KVStateMachine, encode_command
 from epochgc.impl.raft.node import Config, NotLeader, TermMismatch

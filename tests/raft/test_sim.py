@@ -10,6 +10,7 @@ import random
 from functools import partial
 
 import pytest
+
 from epochgc.impl.raft.host import Proposal
 from epochgc.impl.raft.invariants import InvariantChecker, InvariantViolation
 from epochgc.impl.raft.messages import Entry

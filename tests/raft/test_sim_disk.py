@@ -27,13 +27,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.invariants import InvariantViolation
 from epochgc.impl.raft.messages import Entry, HardState, Snapshot
 from epochgc.impl.raft.node import Config, ProposalRefused
 from epochgc.impl.raft.sim import Simulator
 from epochgc.impl.raft.simtypes import Faults, RestartRefused
-
 from tests.raft.test_sim import converge, random_config
 
 DEEP = os.environ.get("EPOCHGC_DEEP") == "1"
@@ -337,7 +337,6 @@ def test_eio_programs_find_a_recovery_that_reads_the_cache(
     reads the page cache): a durability or Raft invariant fails."""
     from epochgc.impl.raft import sim as simmod
     from epochgc.impl.raft import simdisk
-
     from tests.raft import crashexplore as cx
 
     # The simulator opens storage in simdisk; sim reads the class too (remove_group).

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+
 from epochgc.impl.raft import sim as simmod
 from epochgc.impl.raft.invariants import InvariantChecker
 from epochgc.impl.raft.messages import Entry, Message, MsgType, Snapshot

@@ -7,13 +7,13 @@ from __future__ import annotations
 import contextlib
 import os
 
-from epochgc.impl.raft.node import ProposalRefused
-from epochgc.impl.raft.sim import Simulator
-from epochgc.impl.raft.simtypes import Faults
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from epochgc.impl.raft.node import ProposalRefused
+from epochgc.impl.raft.sim import Simulator
+from epochgc.impl.raft.simtypes import Faults
 from tests.raft.test_sim import converge
 
 DEEP = os.environ.get("EPOCHGC_DEEP") == "1"

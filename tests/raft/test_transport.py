@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.raft.messages import Message, MsgType
 from epochgc.impl.raft.proc_cluster import free_ports
 from epochgc.impl.raft.transport import (

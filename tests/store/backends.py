@@ -7,10 +7,10 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.store.base import ObjectStore
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.url import StoreSpec
-
 from tests.store.s3server import new_bucket
 
 BACKENDS = ("local", "moto", "seaweedfs")

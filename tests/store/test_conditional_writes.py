@@ -10,12 +10,12 @@ import json
 from collections.abc import Iterator
 
 import pytest
+
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.lease import LEASE_KEY, Lease
 from epochgc.impl.store.base import NoConditionalWrites, Outcome, StoreError
 from epochgc.impl.store.s3 import PROBE_KEY, S3Store
 from epochgc.impl.store.url import StoreSpec
-
 from tests.store.backends import Opener
 from tests.store.s3proxy import Call, Fault, S3Proxy, s3_proxy
 

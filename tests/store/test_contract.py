@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.s3 import S3Store
 from epochgc.model.keys import format_key, parse_key
-
 from tests.store.s3server import S3_SERVERS, new_bucket
 
 

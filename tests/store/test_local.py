@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.store import local
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.local import LocalStore

@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.local import LocalStore
 

@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.local import LocalStore
 

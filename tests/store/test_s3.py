@@ -5,6 +5,7 @@ from __future__ import annotations
 import pickle
 
 import pytest
+
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.s3 import S3Store
 

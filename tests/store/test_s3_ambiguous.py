@@ -13,9 +13,9 @@ import random
 from collections.abc import Callable
 
 import pytest
+
 from epochgc.impl.store.retry import Backoff, Retrier
 from epochgc.impl.store.s3 import S3Store
-
 from tests.store.s3proxy import Call, FailFn, Fault, s3_proxy
 
 pytestmark = pytest.mark.s3

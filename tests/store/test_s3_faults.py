@@ -10,11 +10,11 @@ import random
 from collections.abc import Iterator
 
 import pytest
+
 from epochgc.impl.gc.delete import delete_keys
 from epochgc.impl.store.retry import Backoff, Retrier
 from epochgc.impl.store.s3 import S3Store
 from epochgc.impl.store.url import StoreSpec, sized_for
-
 from tests.store.s3proxy import S3Proxy, s3_proxy
 
 pytestmark = pytest.mark.s3

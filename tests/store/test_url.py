@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.s3 import S3Store
