@@ -1,9 +1,17 @@
 """What one Spark task does in the delete phase: batched deletes, a few requests in flight,
-each batch journaled before and after its request (`journal.py`)."""
+each batch journaled before and after its request (`journal.py`).
+
+Only the DeleteObjects request holds one of the `concurrency` delete slots; each batch's
+STOP check and journal writes run in the same worker before and after it, outside the slot,
+so batch k+1's intent is written while batch k deletes (issue 38, S3 at the limit: with the
+three round trips and the serial STOP check inside the slot, a slot carried a request about
+half the time). The order per batch is unchanged: intent durable, then the request, then
+its outcome."""
 
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
@@ -22,6 +30,9 @@ Doomed = tuple[str, int, float, str]
 # the `epochgc gc` process at a known point instead of sleeping and hoping.
 PAUSE_ENV = "EPOCHGC_GC_TEST_PAUSE"
 _PAUSE_LIMIT_S = 300.0
+# Workers per delete slot: a batch's chain is STOP check, intent, request, outcome, one
+# round trip each, of which only the request holds a slot; four chains per slot keep it busy.
+PIPELINE = 4
 
 
 @dataclass
@@ -69,9 +80,11 @@ def delete_keys(
     """Delete (key, size, age_s) items in batches with at most `concurrency` requests in
     flight. `pool`: a long-lived pool of `concurrency` workers to borrow (`impl.gc.pools`).
     `journal`: each batch is journaled before its request (a batch that cannot be is not
-    sent: the StoreError propagates) and after it; before each new batch the round's STOP
-    marker is checked, and once it is set no further batch starts (those in flight finish
-    and are journaled).
+    sent: the StoreError propagates) and after it; before each batch's intent the round's
+    STOP marker is checked (in the batch's worker, beside the other batches' requests), and
+    once it is seen no further batch starts (those whose intent is written finish and are
+    journaled). Up to `PIPELINE` x `concurrency` batches are in the workers at once, at
+    most `concurrency` of them in a request.
 
     A StoreError for a whole request counts its keys as errors (they are listed again next
     round); any other exception is a bug or a crash and propagates.
@@ -80,14 +93,17 @@ def delete_keys(
         raise ValueError(f"batch size must be in 1..{MAX_DELETE_BATCH}, got {batch_size}")
     stats = DeleteStats()
 
-    def one(batch: list[Doomed]) -> tuple[list[Doomed], DeleteResult]:
+    slots = threading.BoundedSemaphore(concurrency)
+    stop = threading.Event()  # a worker saw the STOP marker: no further batch starts
+
+    def one(batch: list[Doomed]) -> tuple[list[Doomed], DeleteResult | None]:
+        if journal is not None and (stop.is_set() or journal.stop_requested()):
+            stop.set()
+            return batch, None  # not journaled, not sent: listed again next round
         seq = journal.intent(batch) if journal is not None else 0
         reach("intent-written")
-        try:
-            # Conditional: an object rewritten since it was listed is skipped (`changed`).
-            result = store.delete_if_unchanged([(k, v) for k, _, _, v in batch])
-        except StoreError as e:
-            result = DeleteResult(len(batch), dict.fromkeys((k for k, _, _, _ in batch), str(e)))
+        with slots:  # the request alone holds a slot: the journal writes overlap others'
+            result = _send(store, batch)
         reach("batch-deleted")
         if journal is not None:
             journal.done(seq, result)
@@ -95,8 +111,11 @@ def delete_keys(
             _test_pause(journal)
         return batch, result
 
-    def account(fut: Future[tuple[list[Doomed], DeleteResult]]) -> None:
+    def account(fut: Future[tuple[list[Doomed], DeleteResult | None]]) -> None:
         batch, result = fut.result()
+        if result is None:
+            stats.stopped = 1
+            return
         stats.delete_requests += 1
         stats.deleted += result.deleted
         stats.already_gone += len(result.gone)
@@ -115,17 +134,26 @@ def delete_keys(
         # in lister threads (S3's default) still runs ahead meanwhile; one in this thread
         # stands still while the request runs.
         pool = InlineExecutor()
-    with submitter(pool, max(1, concurrency), "epochgc-delete") as submit:
-        pending: set[Future[tuple[list[Doomed], DeleteResult]]] = set()
+    # The test hook pauses one worker until STOP: with one chain per slot the next batch's
+    # STOP check waits for it, so the paused batch is the only one deleted (as the signal
+    # tests rely on); the pipeline's depth changes no record, only what overlaps.
+    depth = max(1, concurrency) * (1 if os.environ.get(PAUSE_ENV) else PIPELINE)
+    with submitter(pool, depth, "epochgc-delete") as submit:
+        pending: set[Future[tuple[list[Doomed], DeleteResult | None]]] = set()
         try:
             for batch in batches(items, batch_size):
-                if len(pending) >= concurrency:  # bounded: never queue the whole key set
+                if len(pending) >= depth:  # bounded: never queue the whole key set
                     waited = time.monotonic()
                     done, pending = wait(pending, return_when=FIRST_COMPLETED)
                     stats.backpressure_s += time.monotonic() - waited
                     for fut in done:
                         account(fut)
-                if journal is not None and journal.stop_requested():
+                # A finished batch's exception (a bug or a crash) stops the loop now, not
+                # `depth` batches later.
+                for fut in [f for f in pending if f.done()]:
+                    pending.discard(fut)
+                    account(fut)
+                if stop.is_set():
                     stats.stopped = 1
                     break
                 sent = time.monotonic()
@@ -139,6 +167,14 @@ def delete_keys(
         for fut in pending:
             account(fut)
     return stats
+
+
+def _send(store: ObjectStore, batch: list[Doomed]) -> DeleteResult:
+    try:
+        # Conditional: an object rewritten since it was listed is skipped (`changed`).
+        return store.delete_if_unchanged([(k, v) for k, _, _, v in batch])
+    except StoreError as e:
+        return DeleteResult(len(batch), dict.fromkeys((k for k, _, _, _ in batch), str(e)))
 
 
 def _test_pause(journal: JournalWriter) -> None:

@@ -826,18 +826,12 @@ MUTANTS += (
         "impl/gc/delete.py",
         "        seq = journal.intent(batch) if journal is not None else 0\n"
         "        reach(\"intent-written\")\n"
-        "        try:\n"
-        "            # Conditional: an object rewritten since it was listed is skipped"
-        " (`changed`).\n"
-        "            result = store.delete_if_unchanged([(k, v) for k, _, _, v in batch])\n"
-        "        except StoreError as e:\n"
-        "            result = DeleteResult(len(batch), dict.fromkeys((k for k, _, _, _ in batch),"
-        " str(e)))\n",
-        "        try:\n"
-        "            result = store.delete_if_unchanged([(k, v) for k, _, _, v in batch])\n"
-        "        except StoreError as e:\n"
-        "            result = DeleteResult(len(batch), dict.fromkeys((k for k, _, _, _ in batch),"
-        " str(e)))\n"
+        "        with slots:  # the request alone holds a slot: the journal writes overlap"
+        " others'\n"
+        "            result = _send(store, batch)\n",
+        "        with slots:  # the request alone holds a slot: the journal writes overlap"
+        " others'\n"
+        "            result = _send(store, batch)\n"
         "        seq = journal.intent(batch) if journal is not None else 0\n"
         "        reach(\"intent-written\")\n",
         check=r"tests/gc/test_gc_open.py::test_a_batch_that_cannot_be_journaled",
