@@ -43,7 +43,7 @@ from epochgc.impl.gc.admin import (
     reset_gc_state,
     write_admin_state,
 )
-from epochgc.impl.gc.duration import format_duration, parse_duration
+from epochgc.impl.gc.duration import DURATION, format_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.expire import DEFAULT_KEEP_LAST, DEFAULT_RETENTION_S, expire_rounds
 from epochgc.impl.gc.job import check_is_store
@@ -61,22 +61,6 @@ _STORE = click.option("--store", required=True, help="store URL or directory")
 _ENDPOINT = click.option("--s3-endpoint", default=None, help="S3-compatible endpoint")
 _SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
 
-
-class _Duration(click.ParamType):  # type: ignore[type-arg]  # generic only in new click
-    """`5m`, `12h`, `600s`, `1d` or plain seconds, as `epochgc gc` takes them."""
-
-    name = "duration"
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> float:
-        if isinstance(value, int | float):
-            return float(value)
-        try:
-            return parse_duration(str(value))
-        except ValueError as e:
-            self.fail(str(e), param, ctx)
-
-
-DURATION = _Duration()
 
 
 class _Interrupted(BaseException):

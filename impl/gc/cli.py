@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from epochgc.impl.gc.duration import format_duration, parse_duration
+from epochgc.impl.gc.duration import DURATION, format_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.manifest import manifest_target
@@ -55,20 +55,6 @@ class _GcCommand(click.Command):
         except click.UsageError as e:
             raise _Usage(e.format_message(), e.ctx) from None
 
-
-class _Duration(click.ParamType):  # type: ignore[type-arg]  # generic only in new click
-    name = "duration"
-
-    def convert(self, value: Any, param: Any, ctx: Any) -> float:
-        if isinstance(value, int | float):
-            return float(value)
-        try:
-            return parse_duration(str(value))
-        except ValueError as e:
-            self.fail(str(e), param, ctx)
-
-
-DURATION = _Duration()
 
 _SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?", re.ASCII)  # float() also reads "nan", "٥"
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 import re
+from typing import Any
+
+import click
 
 # ASCII digits only: `\d` also matches "٥", which float() reads as 5.
 _DURATION = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhd]?)", re.ASCII)
@@ -26,3 +29,20 @@ def format_duration(seconds: float) -> str:
         if seconds >= size and seconds % size == 0:
             return f"{int(seconds // size)}{unit}"
     return f"{seconds:g}s"
+
+
+class _Duration(click.ParamType):  # type: ignore[type-arg]  # generic only in new click
+    """`5m`, `12h`, `600s`, `1d` or plain seconds: every command's duration option."""
+
+    name = "duration"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> float:
+        if isinstance(value, int | float):
+            return float(value)
+        try:
+            return parse_duration(str(value))
+        except ValueError as e:
+            self.fail(str(e), param, ctx)
+
+
+DURATION = _Duration()
