@@ -18,6 +18,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -27,7 +28,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.store.s3server import DUMMY_AWS_ENV, free_port
+from tests.store.s3server import DUMMY_AWS_ENV
 
 SAVE_IN_FILER = 1024
 START_TIMEOUT_S = 60.0
@@ -138,22 +139,65 @@ def seaweedfs_server(base: str | None = None, extra: tuple[str, ...] = ()) -> It
         raise WeedError("unset AWS_SESSION_TOKEN for SeaweedFS (see tests.gc.seaweedfs.aws_env)")
     work = Path(tempfile.mkdtemp(prefix="epochgc-weed-", dir=base))
     log = work / "weed.log"
-    s3 = free_port()
-    ports = {
-        "master.port": free_port(),
-        "master.port.grpc": free_port(),
-        "volume.port": free_port(),
-        "volume.port.grpc": free_port(),
-        "filer.port": free_port(),
-        "filer.port.grpc": free_port(),
-        "s3.port": s3,
-        "s3.port.grpc": free_port(),
-        "s3.port.iceberg": free_port(),
-        "s3.port.lance": free_port(),
-    }
     (work / "data").mkdir()
     config = work / "s3.json"
     config.write_text(json.dumps(_identities()))
+    for attempt in range(1, _BIND_ATTEMPTS + 1):
+        ports = dict(zip(_PORT_NAMES, _distinct_free_ports(len(_PORT_NAMES)), strict=True))
+        proc = _start(weed, work, config, log, ports, extra)
+        endpoint = f"http://127.0.0.1:{ports['s3.port']}"
+        try:
+            _wait_ready(endpoint, proc, log)
+            break
+        except WeedError:
+            # A port picked free was taken before weed bound it (another server or a
+            # client's ephemeral port on this busy machine): start again on fresh ports.
+            _stop(proc)
+            if attempt == _BIND_ATTEMPTS or "address already in use" not in _tail(log, 200):
+                shutil.rmtree(work, ignore_errors=True)
+                raise
+            shutil.rmtree(work / "data", ignore_errors=True)
+            (work / "data").mkdir()
+    try:
+        yield Weed(endpoint, f"http://127.0.0.1:{ports['filer.port']}")
+    finally:
+        _stop(proc)
+        shutil.rmtree(work, ignore_errors=True)
+
+
+_BIND_ATTEMPTS = 3
+_PORT_NAMES = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
+               "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc", "s3.port.iceberg",
+               "s3.port.lance")
+
+
+def _distinct_free_ports(n: int) -> list[int]:
+    """n free ports, distinct: each socket is held until all are chosen (one at a time,
+    the kernel may hand the same port out twice)."""
+    socks = []
+    try:
+        for _ in range(n):
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", 0))
+        return [int(s.getsockname()[1]) for s in socks]
+    finally:
+        for s in socks:
+            s.close()
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=1)
+        except subprocess.TimeoutExpired:  # its data is thrown away: no need to wait
+            proc.kill()
+            proc.wait()
+
+
+def _start(weed: str, work: Path, config: Path, log: Path, ports: dict[str, int],
+           extra: tuple[str, ...]) -> subprocess.Popen[bytes]:
     args = [
         weed,
         "server",
@@ -175,19 +219,6 @@ def seaweedfs_server(base: str | None = None, extra: tuple[str, ...] = ()) -> It
         *extra,
     ]
     with open(log, "wb") as out:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             args, stdout=out, stderr=subprocess.STDOUT, cwd=work, start_new_session=True
         )
-    endpoint = f"http://127.0.0.1:{s3}"
-    try:
-        _wait_ready(endpoint, proc, log)
-        yield Weed(endpoint, f"http://127.0.0.1:{ports['filer.port']}")
-    finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=1)
-            except subprocess.TimeoutExpired:  # its data is thrown away: no need to wait
-                proc.kill()
-                proc.wait()
-        shutil.rmtree(work, ignore_errors=True)
