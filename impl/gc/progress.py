@@ -43,16 +43,22 @@ class StageProgress:
         last = ""
         tracker = self.sc.statusTracker()
         while not self._stop.wait(self.interval):
-            done = total = 0
-            for sid in tracker.getActiveStageIds():
-                info = tracker.getStageInfo(sid)
-                if info is not None:
-                    done += info.numCompletedTasks
-                    total += info.numTasks
+            done, total = _active_tasks(tracker)
             line = f"{self.label}: {done}/{total} tasks done" if total else ""
             if line and line != last:
                 self.say(line)
                 last = line
+
+
+def _active_tasks(tracker: Any) -> tuple[int, int]:
+    """(tasks done, tasks) over the stages Spark runs now."""
+    done = total = 0
+    for sid in tracker.getActiveStageIds():
+        info = tracker.getStageInfo(sid)
+        if info is not None:
+            done += info.numCompletedTasks
+            total += info.numTasks
+    return done, total
 
 
 class RoundBar:
@@ -98,12 +104,7 @@ class RoundBar:
     def _run(self) -> None:
         tracker = self.sc.statusTracker()
         while not self._stop.wait(self.interval):
-            done = total = 0
-            for sid in tracker.getActiveStageIds():
-                info = tracker.getStageInfo(sid)
-                if info is not None:
-                    done += info.numCompletedTasks
-                    total += info.numTasks
+            done, total = _active_tasks(tracker)
             with contextlib.suppress(StoreError, OSError, ValueError):
                 self._poll_journal()  # progress is advisory: a failed look is skipped
             self._draw((done, total) if total else None)
