@@ -54,11 +54,10 @@ class _Plan:
     tmp: list[str] = field(default_factory=list)  # interrupted atomic writes
 
 
-class DiskRecovery:
-    """Recovery: DiskStorage.load and what it calls (see the module docstring)."""
+class DiskState:
+    """The DiskStorage state that recovery and the upgrade both use (declarations only:
+    DiskStorage defines it; nothing here exists at run time)."""
 
-    # The DiskStorage state and writer methods these read (declarations only: DiskStorage
-    # defines them; nothing here exists at run time).
     if TYPE_CHECKING:
         fs: FileIO
         dir: str
@@ -71,6 +70,14 @@ class DiskRecovery:
         _fd: int
         _size: int
         _crc: int
+
+
+class DiskRecovery(DiskState):
+    """Recovery: DiskStorage.load and what it calls (see the module docstring)."""
+
+    # The rest of the DiskStorage state and the writer methods these read (declarations
+    # only: DiskStorage defines them).
+    if TYPE_CHECKING:
         _loaded: InitialState | None
         _dir_dirty: bool
         _last: tuple[int, int]

@@ -25,33 +25,20 @@ from epochgc.impl.raft.diskformat import (
     _record,
     _Seg,
 )
+from epochgc.impl.raft.diskrecovery import DiskState
 from epochgc.impl.raft.storage import StorageCorruption
 
 if TYPE_CHECKING:
     from epochgc.impl.raft.diskrecovery import _Plan
-    from epochgc.impl.raft.fileio import FileIO
-    from epochgc.impl.raft.messages import Entry, HardState, Snapshot
+    from epochgc.impl.raft.messages import Entry, Snapshot
     from epochgc.impl.raft.storage import StorageFailed
 
 
-class DiskUpgrade:
+class DiskUpgrade(DiskState):
     """The format-3 upgrade: `_upgraded` and `_upgrade`, called by DiskRecovery.load."""
 
-    # The DiskStorage state and methods these use (declarations only: DiskStorage and
-    # DiskRecovery define them; nothing here exists at run time).
+    # The methods these use (declarations only: DiskStorage and DiskRecovery define them).
     if TYPE_CHECKING:
-        fs: FileIO
-        dir: str
-        group: int
-        _hs: HardState
-        _snap: Snapshot
-        _install_seq: int
-        _install_tag: int
-        _segments: list[tuple[int, int]]
-        _fd: int
-        _size: int
-        _crc: int
-
         def _io(self, what: str, path: str, exc: OSError) -> StorageFailed: ...
         def _seg_path(self, seq: int) -> str: ...
         def _snapshot_tag(self, snap: Snapshot, install_seq: int) -> int: ...
