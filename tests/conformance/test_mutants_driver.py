@@ -103,3 +103,17 @@ def test_a_detection_that_is_not_an_assertion_kills() -> None:
     assert classify(RunResult(1, "", 0.0, [corrupt])).outcome == "killed"
     assert classify(RunResult(1, "", 0.0, [failed])).outcome == "killed"
     assert classify(RunResult(1, "", 0.0, [other])).outcome == "error"
+
+
+def test_the_suite_copy_lists_each_directory_once_and_every_link_target() -> None:
+    # The layout change put "spec" in DIRS while SUITE_DIRS still added it: copy_tree then
+    # failed on the second copy and `tox -e mutants-suite-select` ran no mutant at all.
+    from tests.conformance.mutants import DIRS, SUITE_DIRS
+    for dirs in (DIRS, SUITE_DIRS):
+        assert len(dirs) == len(set(dirs)), sorted(d for d in dirs if dirs.count(d) > 1)
+    links = [p for p in (ROOT / "epochgc").iterdir() if p.is_symlink()]
+    assert links
+    for link in links:
+        target = (link.parent / link.readlink()).resolve().relative_to(ROOT.resolve())
+        assert target.parts[0] in SUITE_DIRS, f"epochgc/{link.name} -> {target} not copied"
+        assert target.parts[0] in DIRS or link.name == "experiments", link.name
