@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import asdict, dataclass, fields
 
+from epochgc.impl.gc.beacon import Tally
 from epochgc.impl.gc.journal import JournalWriter
 from epochgc.impl.gc.killpoint import reach
 from epochgc.impl.gc.pools import InlineExecutor, submitter
@@ -76,6 +77,7 @@ def delete_keys(
     on_error: Callable[[str, str], None] | None = None,
     pool: Executor | None = None,
     journal: JournalWriter | None = None,
+    tally: Tally | None = None,
 ) -> DeleteStats:
     """Delete (key, size, age_s) items in batches with at most `concurrency` requests in
     flight. `pool`: a long-lived pool of `concurrency` workers to borrow (`impl.gc.pools`).
@@ -84,7 +86,8 @@ def delete_keys(
     STOP marker is checked (in the batch's worker, beside the other batches' requests), and
     once it is seen no further batch starts (those whose intent is written finish and are
     journaled). Up to `PIPELINE` x `concurrency` batches are in the workers at once, at
-    most `concurrency` of them in a request.
+    most `concurrency` of them in a request. `tally`: keys deleted, added as each answer
+    arrives (for the progress display only; what is recorded comes from the journal).
 
     A StoreError for a whole request counts its keys as errors (they are listed again next
     round); any other exception is a bug or a crash and propagates.
@@ -105,6 +108,8 @@ def delete_keys(
         with slots:  # the request alone holds a slot: the journal writes overlap others'
             result = _send(store, batch)
         reach("batch-deleted")
+        if tally is not None:
+            tally.add(deleted=result.deleted)
         if journal is not None:
             journal.done(seq, result)
             reach("done-written")

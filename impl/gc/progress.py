@@ -1,27 +1,43 @@
-"""Progress on stderr while Spark runs: polls the status tracker (and the round's journal)
-from a thread; lines for logs, a tqdm bar at a terminal."""
+"""Progress on stderr while Spark runs: tasks done from Spark's status tracker, keys
+listed and deleted from the tasks' beacons (`impl.gc.beacon`); lines for logs, a tqdm bar
+at a terminal. No store request is made for progress."""
 
 from __future__ import annotations
 
-import contextlib
-import json
 import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
+from epochgc.impl.gc.beacon import BeaconListener
 from epochgc.impl.progress import Reporter
-from epochgc.impl.store.base import ObjectStore, StoreError
+
+
+def counts_text(listed: int, deleted: int | None, seconds: float) -> str:
+    """"12,000 keys listed, 4,000 deleted, 800 keys/s": the rate is of what the stage is
+    there for (deletes if it deletes, else listing)."""
+    rate = (listed if deleted is None else deleted) / max(seconds, 1e-9)
+    text = f"{listed:,} keys listed"
+    if deleted is not None:
+        text += f", {deleted:,} deleted"
+    return f"{text}, {rate:,.0f} keys/s"
 
 
 class StageProgress:
-    """`with StageProgress(sc, "listing", say):` prints "listing: 3/8 tasks" as it moves."""
+    """`with StageProgress(sc, "listing", say, listener):` says "listing: 3/8 tasks done,
+    12,000 keys listed, ..." when the tasks done change, and the counts at most every
+    `quiet_s` seconds otherwise (a scheduler's log gets a line per change of tasks, not a
+    line per poll)."""
 
     def __init__(
-        self, sc: Any, label: str, say: Callable[[str], None] | None, interval: float = 2.0
+        self, sc: Any, label: str, say: Callable[[str], None] | None,
+        listener: BeaconListener | None = None, deletes: bool = False,
+        interval: float = 2.0, quiet_s: float = 30.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
-        self.sc, self.label, self.say, self.interval = sc, label, say, interval
+        self.sc, self.label, self.say, self.listener = sc, label, say, listener
+        self.deletes, self.interval, self.quiet_s, self.clock = deletes, interval, quiet_s, clock
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -40,14 +56,24 @@ class StageProgress:
 
     def _run(self) -> None:
         assert self.say is not None
-        last = ""
+        t0 = last_said = self.clock()
+        last_tasks: tuple[int, int] | None = None
+        last_counts: tuple[int, int] | None = None
         tracker = self.sc.statusTracker()
         while not self._stop.wait(self.interval):
-            done, total = _active_tasks(tracker)
-            line = f"{self.label}: {done}/{total} tasks done" if total else ""
-            if line and line != last:
-                self.say(line)
-                last = line
+            tasks = _active_tasks(tracker)
+            if not tasks[1]:
+                continue
+            now = self.clock()
+            counts = self.listener.totals() if self.listener is not None else None
+            if tasks == last_tasks and (counts == last_counts or now - last_said < self.quiet_s):
+                continue
+            line = f"{self.label}: {tasks[0]}/{tasks[1]} tasks done"
+            if counts is not None:
+                line += ", " + counts_text(counts[0], counts[1] if self.deletes else None,
+                                           now - t0)
+            self.say(line)
+            last_tasks, last_counts, last_said = tasks, counts, now
 
 
 def _active_tasks(tracker: Any) -> tuple[int, int]:
@@ -62,24 +88,20 @@ def _active_tasks(tracker: Any) -> tuple[int, int]:
 
 
 class RoundBar:
-    """`with RoundBar(sc, label, reporter, journal):` draws one tqdm bar while the stage
+    """`with RoundBar(sc, label, reporter, listener):` draws one tqdm bar while the stage
     runs: tasks done of the stage's tasks (the total Spark knows, so tqdm's ETA is by
-    tasks), and, for a round that deletes, the keys deleted so far and keys/s, summed from
-    the `deleted` count of each batch's `done` in the round's journal (each read once; the
-    journal is what the round counts anyway, `impl/gc/journal.py`)."""
+    tasks), and the keys listed (and deleted, for a round that deletes) so far with
+    keys/s, from the tasks' beacons."""
 
     def __init__(self, sc: Any, label: str, reporter: Reporter,
-                 journal: tuple[Callable[[], ObjectStore], str] | None = None,
+                 listener: BeaconListener | None = None, deletes: bool = False,
                  interval: float = 1.0) -> None:
-        self.sc, self.label, self.reporter, self.journal = sc, label, reporter, journal
-        self.interval = interval
-        self.deleted = 0
-        self._seen: set[str] = set()
+        self.sc, self.label, self.reporter, self.listener = sc, label, reporter, listener
+        self.deletes, self.interval = deletes, interval
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._bar: Any = None
         self._t0 = 0.0
-        self._store: ObjectStore | None = None
 
     def __enter__(self) -> RoundBar:
         self._t0 = time.monotonic()
@@ -94,19 +116,15 @@ class RoundBar:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        with contextlib.suppress(StoreError, OSError, ValueError):
-            self._poll_journal()  # the last batches, so the bar ends on the round's count
+        if self.listener is not None:
+            self.listener.sync()  # the tasks' last counts, so the bar ends on the round's
         self._draw(self._last_job())
         self._bar.close()
-        if self._store is not None:
-            self._store.close()
 
     def _run(self) -> None:
         tracker = self.sc.statusTracker()
         while not self._stop.wait(self.interval):
             done, total = _active_tasks(tracker)
-            with contextlib.suppress(StoreError, OSError, ValueError):
-                self._poll_journal()  # progress is advisory: a failed look is skipped
             self._draw((done, total) if total else None)
 
     def _last_job(self) -> tuple[int, int] | None:
@@ -122,34 +140,24 @@ class RoundBar:
         total = sum(s.numTasks for s in stages if s is not None)
         return (done, total) if total else None
 
-    def _poll_journal(self) -> None:
-        if self.journal is None:
-            return
-        open_store, prefix = self.journal
-        if self._store is None:
-            self._store = open_store()
-        for obj in self._store.list_all(prefix):
-            if obj.key.endswith(".done.json") and obj.key not in self._seen:
-                doc = json.loads(self._store.get(obj.key))
-                self._seen.add(obj.key)
-                self.deleted += int(doc.get("deleted", 0))
-
     def _draw(self, tasks: tuple[int, int] | None) -> None:
         if tasks is not None:
             self._bar.total = tasks[1]
             self._bar.n = tasks[0]
-        if self.journal is not None:
-            rate = self.deleted / max(time.monotonic() - self._t0, 1e-9)
-            self._bar.set_postfix_str(f"{self.deleted:,} keys deleted, {rate:,.0f} keys/s",
-                                      refresh=False)
+        if self.listener is not None:
+            listed, deleted = self.listener.totals()
+            self._bar.set_postfix_str(
+                counts_text(listed, deleted if self.deletes else None,
+                            time.monotonic() - self._t0), refresh=False)
         self._bar.refresh()
 
 
 def stage_progress(sc: Any, label: str, say: Callable[[str], None] | None,
-                   journal: tuple[Callable[[], ObjectStore], str] | None = None
+                   listener: BeaconListener | None = None, deletes: bool = False
                    ) -> RoundBar | StageProgress:
     """A bar when `say` is a Reporter with bars on (a terminal, not --quiet), else the
-    lines of StageProgress (logs, tests)."""
+    lines of StageProgress (logs, tests). `listener`: the tasks' counts; `deletes`: the
+    stage deletes (its counts and rate include deletions)."""
     if isinstance(say, Reporter) and say.bars:
-        return RoundBar(sc, label, say, journal)
-    return StageProgress(sc, label, say)
+        return RoundBar(sc, label, say, listener, deletes)
+    return StageProgress(sc, label, say, listener, deletes)

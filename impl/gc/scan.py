@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
 
+from epochgc.impl.gc.beacon import Beacon, BeaconTarget, Tally
+from epochgc.impl.gc.journal import current_attempt
 from epochgc.impl.store.base import ObjectStore
 from epochgc.model.keys import epoch_collectible, gc_eligible, parse_key, prefix_path
 
@@ -50,8 +52,10 @@ def scan_prefix(
     grace_s: float,
     page_size: int,
     stats: ScanStats,
+    tally: Tally | None = None,
 ) -> Iterator[Row]:
-    """Eligible and malformed keys of one prefix, in key order; counts into `stats`."""
+    """Eligible and malformed keys of one prefix, in key order; counts into `stats` (and
+    the keys listed into `tally`, page by page, for the progress display)."""
     start_after: str | None = None
     path = prefix_path(prefix)
     # Every well-formed key from here on has an epoch above M: a backend that can stop
@@ -90,6 +94,8 @@ def scan_prefix(
             stats.listed += listed
             stats.eligible += eligible
             stats.eligible_bytes += eligible_bytes
+            if tally is not None:
+                tally.add(listed=listed)
         if not page.truncated or not page.objects:
             return
         start_after = page.objects[-1].key
@@ -102,13 +108,17 @@ def scan_task(
     grace_s: float,
     page_size: int,
     prefixes: Iterator[int],
+    *,
+    beacon: BeaconTarget | None = None,
 ) -> Iterator[Row]:
-    """Spark `mapPartitions` body: scan this task's prefixes, then emit one stats row."""
+    """Spark `mapPartitions` body: scan this task's prefixes, then emit one stats row.
+    `beacon`: where to send the running count of keys listed (`impl.gc.beacon`)."""
     store = open_store()
     stats = ScanStats()
     try:
-        for p in prefixes:
-            yield from scan_prefix(store, p, m, now, grace_s, page_size, stats)
+        with Beacon(beacon, current_attempt().name()) as tally:
+            for p in prefixes:
+                yield from scan_prefix(store, p, m, now, grace_s, page_size, stats, tally)
     finally:
         store.close()
     yield stats_row(stats.as_dict())

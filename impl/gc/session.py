@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -59,6 +61,12 @@ def spark_session(master: str | None = None, app_name: str = "epochgc-gc",
         java_options.append(f"-Dlog4j2.configurationFile=file:{_QUIET_LOG}")
     if local:
         java_options.append(LOCAL_JIT)
+        if os.environ.get("TMPDIR"):
+            # The JVM ignores TMPDIR (java.io.tmpdir is /tmp on Linux): its own files (the
+            # native libraries lz4-java and snappy-java unpack) would go where the operator
+            # did not point temporary files, and a check of TMPDIR after an interrupted run
+            # would not see them. (HotSpot's hsperfdata stays in /tmp: not configurable.)
+            java_options.append(f"-Djava.io.tmpdir={tempfile.gettempdir()}")
     if java_options:
         builder = builder.config("spark.driver.extraJavaOptions", " ".join(java_options))
     if local:
@@ -203,4 +211,7 @@ def ship_code(session: SparkSession) -> None:
     from epochgc.impl.gc.package import build_zip
 
     directory = tempfile.mkdtemp(prefix="epochgc-pyfiles-")
+    # Served to the executors from here until the driver ends; then nobody needs it (7 of
+    # these directories were left in /tmp by the runs of one day).
+    atexit.register(shutil.rmtree, directory, True)
     sc.addPyFile(str(build_zip(Path(directory) / "epochgc.zip")))

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from epochgc.impl.gc.beacon import BeaconListener, driver_host
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.journal import (
     START,
@@ -177,6 +178,18 @@ def _streaming_round(
             summary.paused = watch.paused.why()  # who paused it and why, in the record
 
 
+def _listener(sc: Any, say: Callable[[str], None] | None) -> BeaconListener | None:
+    """The driver's end of the tasks' progress counts, when there is a display for them;
+    on the address executors reach the driver at (`spark.driver.host`). A driver that
+    cannot bind one shows tasks only (progress is advisory)."""
+    if say is None:
+        return None
+    try:
+        return BeaconListener(driver_host(sc.getConf().get)).__enter__()
+    except OSError:
+        return None
+
+
 def _stage(
     spark: SparkSession, rnd: _Round, groups: list[list[int]], listers: int, deleters: int,
     prefix: str,
@@ -185,6 +198,7 @@ def _stage(
     options, summary, stop, note = rnd.options, rnd.summary, rnd.stop, rnd.note
     open_store, view = rnd.open_store, rnd.view
     sc = spark.sparkContext
+    listener = _listener(sc, rnd.say)
     task = functools.partial(
         list_and_delete_task,
         open_store,
@@ -199,6 +213,7 @@ def _stage(
         options.max_report_age_s,
         journal=JournalTarget(prefix, driver=Driver.this_process()),
         report_keys=view.report_keys,  # the re-read reads them while it lists them
+        beacon=None if listener is None else listener.target,
     )
     # A recomputed, retried or speculative attempt lists and deletes again, which is
     # harmless (a key already gone is not listed, a deleted key stays deleted); each one
@@ -215,8 +230,8 @@ def _stage(
             # Stopped already (the watch's first look, a signal): no task starts, so none
             # can delete before it reads the STOP marker written meanwhile.
             if not stop.requested:
-                with stage_progress(sc, "gc: listing and deleting", rnd.say,
-                                    (rnd.open_store, prefix)), \
+                with stage_progress(sc, "gc: listing and deleting", rnd.say, listener,
+                                    deletes=True), \
                         _spark_errors("delete"):
                     results = rows.collect()
         except GcError as e:
@@ -238,6 +253,8 @@ def _stage(
         summary.delete_seconds = summary.list_seconds = time.monotonic() - t
     finally:
         sc.setJobDescription(None)  # type: ignore[arg-type]
+        if listener is not None:
+            listener.close()
     summary.interrupted = stop.reason
     summary.journal_read = False  # until it is read back: deletions unknown, not none
     totals = _read_journal(open_store, prefix)
@@ -361,8 +378,10 @@ def _dry_round(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> Non
     would-be manifest: nothing is deleted, so there is nothing to overlap."""
     options, summary, note = rnd.options, rnd.summary, rnd.note
     sc = spark.sparkContext
+    listener = _listener(sc, rnd.say)
     scan = functools.partial(scan_task, rnd.open_store, rnd.m, rnd.now, options.grace_s,
-                             options.page_size)
+                             options.page_size,
+                             beacon=None if listener is None else listener.target)
     rows = sc.parallelize(groups, len(groups)).mapPartitions(
         lambda it: scan(p for group in it for p in group)
     )
@@ -370,7 +389,7 @@ def _dry_round(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> Non
     try:
         t = time.monotonic()
         sc.setJobDescription("epochgc gc: list and classify")
-        with stage_progress(sc, "gc: listing", rnd.say), _spark_errors("listing"):
+        with stage_progress(sc, "gc: listing", rnd.say, listener), _spark_errors("listing"):
             stats_rows = rows.filter(lambda r: r[0] == STATS).collect()
             scanned = ScanStats()
             for r in stats_rows:
@@ -409,6 +428,8 @@ def _dry_round(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> Non
     finally:
         rows.unpersist()
         sc.setJobDescription(None)  # type: ignore[arg-type]
+        if listener is not None:
+            listener.close()
 
 
 def _list_keys(keys: list[str], target: str, summary: GcSummary) -> None:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
+from epochgc.impl.gc.beacon import Beacon, BeaconTarget, Tally
 from epochgc.impl.gc.delete import DeleteStats, Doomed, delete_keys
 from epochgc.impl.gc.journal import Attempt, JournalTarget, JournalWriter, current_attempt
 from epochgc.impl.gc.pools import TaskPools
@@ -41,15 +42,16 @@ def listed(
     page_size: int,
     stats: ScanStats,
     threads: int,
+    tally: Tally | None = None,
 ) -> Generator[Row, None, None]:
     """The rows of `scan.scan_prefix` over `prefixes`, listed by `threads` threads (each
     prefix by one thread, in key order; prefixes in no particular order). On a far-away
     store a list request costs a round trip, and one lister in front of N delete threads
     would be the bottleneck: the listers run ahead of the deletes through a bounded queue.
-    Closing the generator stops the listers."""
+    Closing the generator stops the listers. `tally`: keys listed, as they are."""
     if threads <= 1:
         for p in prefixes:
-            yield from scan_prefix(store, p, m, now, grace_s, page_size, stats)
+            yield from scan_prefix(store, p, m, now, grace_s, page_size, stats, tally)
         return
     todo = iter(prefixes)
     lock = threading.Lock()
@@ -74,7 +76,7 @@ def listed(
                 if p is None:
                     break
                 chunk: list[Row] = []
-                for row in scan_prefix(store, p, m, now, grace_s, page_size, mine):
+                for row in scan_prefix(store, p, m, now, grace_s, page_size, mine, tally):
                     chunk.append(row)
                     if len(chunk) == _CHUNK:
                         if not put(chunk):
@@ -152,12 +154,14 @@ def list_and_delete_task(
     report_keys: tuple[str, ...] = (),
     pools: TaskPools | None = None,
     attempt: Attempt | None = None,
+    beacon: BeaconTarget | None = None,
 ) -> Iterator[TaskResult]:
     """Spark `mapPartitions` body: yields one `TaskResult`. Every delete batch is journaled
     under `journal` (before and after its request) as this attempt (`attempt`, default the
     running Spark task's). `report_keys`: the reports the driver read, read again alongside
     the re-read's listing. `pools`: long-lived pools to borrow instead of starting threads
-    (`impl.gc.pools`; for REPORT_READERS readers and `concurrency` deleters)."""
+    (`impl.gc.pools`; for REPORT_READERS readers and `concurrency` deleters). `beacon`:
+    where to send the running counts of keys listed and deleted (`impl.gc.beacon`)."""
     scanned = ScanStats()
     malformed: list[str] = []
     refused: list[str] = []
@@ -188,8 +192,12 @@ def list_and_delete_task(
     again = ahead.submit(recheck, store, m, clock, max_report_age_s, report_keys,
                          None if pools is None else pools.reports)
 
+    beaconing = Beacon(beacon, me.name())
+    tally = beaconing.tally
+
     def eligible() -> Iterator[Doomed]:
-        rows = listed(store, prefixes, m, now, grace_s, page_size, scanned, list_concurrency)
+        rows = listed(store, prefixes, m, now, grace_s, page_size, scanned, list_concurrency,
+                      tally)
         try:
             for row in rows:
                 if row[0] != ELIGIBLE:
@@ -206,8 +214,9 @@ def list_and_delete_task(
             rows.close()  # stops the lister threads
 
     try:
-        stats = delete_keys(store, eligible(), batch_size, concurrency, on_error,
-                            None if pools is None else pools.delete, writer)
+        with beaconing:
+            stats = delete_keys(store, eligible(), batch_size, concurrency, on_error,
+                                None if pools is None else pools.delete, writer, tally)
     finally:
         # The re-read is done with the store before it closes (cancelled if not begun).
         if pools is None:

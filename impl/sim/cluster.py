@@ -13,7 +13,9 @@ import asyncio
 import hashlib
 import math
 import random
+import shutil
 import tempfile
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -116,7 +118,16 @@ class SimCluster:
         self.seed = seed
         self.loop = SimLoop()  # type: ignore[abstract]  # only the subset asyncio needs
         self.rng = random.Random(seed ^ 0x5EED)
-        self.store = store or LocalStore(tempfile.mkdtemp(prefix="simcluster-"), create=True)
+        self._remove_store: Callable[[], object] | None = None
+        if store is None:
+            # Its own store in a temporary directory, removed by close() or, for a cluster
+            # nobody closes (most tests, the experiments), when the store is collected or
+            # the interpreter exits: 341 of them had piled up in /tmp after one CI run.
+            own = tempfile.mkdtemp(prefix="simcluster-")
+            store = LocalStore(own, create=True)
+            # Tied to the store, not the cluster: a caller may keep the store alone.
+            self._remove_store = weakref.finalize(store, shutil.rmtree, own, True)
+        self.store = store
         self.variant = variant
         self.partitions = partitions
         self.services = services
@@ -355,8 +366,11 @@ class SimCluster:
         self.loop.drain()
 
     def close(self) -> None:
-        """Remove the simulated disks (DiskStorage runs)."""
+        """Remove the simulated disks (DiskStorage runs) and the store this cluster made
+        (one it was given is the caller's)."""
         self.sim.close()
+        if self._remove_store is not None:
+            self._remove_store()
 
     def restart(self, nid: int) -> None:
         """Recover the node from its simulated disk: a fresh broker, seen windows empty."""

@@ -152,7 +152,7 @@ def seaweedfs_server(base: str | None = None, extra: tuple[str, ...] = ()) -> It
         except WeedError:
             # A port picked free was taken before weed bound it (another server or a
             # client's ephemeral port on this busy machine): start again on fresh ports.
-            _stop(proc)
+            _stop(proc, ports)
             if attempt == _BIND_ATTEMPTS or "address already in use" not in _tail(log, 200):
                 shutil.rmtree(work, ignore_errors=True)
                 raise
@@ -161,7 +161,7 @@ def seaweedfs_server(base: str | None = None, extra: tuple[str, ...] = ()) -> It
     try:
         yield Weed(endpoint, f"http://127.0.0.1:{ports['filer.port']}")
     finally:
-        _stop(proc)
+        _stop(proc, ports)
         shutil.rmtree(work, ignore_errors=True)
 
 
@@ -186,7 +186,7 @@ def _distinct_free_ports(n: int) -> list[int]:
             s.close()
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
+def _stop(proc: subprocess.Popen[bytes], ports: dict[str, int]) -> None:
     if proc.poll() is None:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -194,12 +194,19 @@ def _stop(proc: subprocess.Popen[bytes]) -> None:
         except subprocess.TimeoutExpired:  # its data is thrown away: no need to wait
             proc.kill()
             proc.wait()
+    # weed puts a Unix socket per service in /tmp, named by port, whatever -dir says
+    # (`-filer.localSocket` and `-s3.localSocket` move two of them, the gRPC ones have no
+    # option), and a killed weed leaves them: ~70 of each were in /tmp after one day.
+    for port in ports.values():
+        for sock in Path("/tmp").glob(f"seaweedfs-*-{port}.sock"):
+            sock.unlink(missing_ok=True)
 
 
 def _start(weed: str, work: Path, config: Path, log: Path, ports: dict[str, int],
            extra: tuple[str, ...]) -> subprocess.Popen[bytes]:
     args = [
         weed,
+        "-logtostderr",  # into weed.log (below), not glog's files in /tmp
         "server",
         "-ip=127.0.0.1",
         "-ip.bind=127.0.0.1",

@@ -1,8 +1,9 @@
 """Progress a person can read (issue 41 item 10): at a terminal a round draws a tqdm bar of
-its tasks (the total Spark knows, so an ETA) with the keys deleted so far and keys/s,
-summed from the round's journal; under --quiet or without a terminal, no bar. Old code:
-one line per task change ("0/4 tasks done" for most of a local round), no keys, no rate.
-The terminal is a real pseudo-terminal (os.openpty), not a stand-in."""
+its tasks (the total Spark knows, so an ETA) with the keys listed and deleted so far and
+keys/s, sent by the tasks (`impl/gc/beacon.py`); a dry run's bar counts keys listed; under
+--quiet or without a terminal, no bar. Old code: one line per task change ("0/4 tasks
+done" for most of a local round), no keys, no rate; then (s17) keys deleted from the
+journal but never keys listed. The terminal is a real pseudo-terminal (os.openpty)."""
 
 from __future__ import annotations
 
@@ -51,26 +52,48 @@ def _drain(fd: int) -> str:
     return b"".join(chunks).decode("utf-8", "replace")
 
 
-@pytest.mark.spark
-def test_a_round_at_a_terminal_shows_keys_deleted_and_rate(spark: Any, tmp_path: Path) -> None:
-    eligible = make_store(tmp_path)
+def _round_at_a_terminal(spark: Any, tmp_path: Path, options: GcOptions) -> tuple[Any, str]:
     master, slave = os.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # 120 columns
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 160, 0, 0))  # 160 columns
     tty = os.fdopen(slave, "w", encoding="utf-8")
     try:
         reporter = Reporter(quiet=False, stream=tty)
         assert reporter.bars
-        s = run_gc(spark, local_spec(tmp_path), GcOptions(grace_s=GRACE, tasks=2),
-                   clock=lambda: NOW, say=reporter)
+        s = run_gc(spark, local_spec(tmp_path), options, clock=lambda: NOW, say=reporter)
     finally:
         tty.close()
     screen = _drain(master)
     os.close(master)
-    assert s.deleted == len(eligible) > 0
-    counts = [int(n.replace(",", "")) for n in re.findall(r"([\d,]+) keys deleted", screen)]
-    assert counts and counts[-1] == s.deleted, screen[-2000:]
+    return s, screen
+
+
+def _last(pattern: str, screen: str) -> int | None:
+    found = re.findall(pattern, screen)
+    return int(found[-1].replace(",", "")) if found else None
+
+
+@pytest.mark.spark
+def test_a_round_at_a_terminal_shows_keys_listed_deleted_and_rate(
+    spark: Any, tmp_path: Path
+) -> None:
+    eligible = make_store(tmp_path)
+    s, screen = _round_at_a_terminal(spark, tmp_path, GcOptions(grace_s=GRACE, tasks=2))
+    assert s.deleted == len(eligible) > 0 and s.listed >= s.deleted
+    # The bar's last state: what the tasks listed and deleted, as the round counted it.
+    assert _last(r"([\d,]+) keys listed", screen) == s.listed, screen[-2000:]
+    assert _last(r"([\d,]+) deleted", screen) == s.deleted, screen[-2000:]
     assert "keys/s" in screen and "gc: listing and deleting" in screen
     assert re.search(r"2/2 \[", screen), screen[-2000:]  # tasks done of the known total
+
+
+@pytest.mark.spark
+def test_a_dry_run_at_a_terminal_counts_keys_listed(spark: Any, tmp_path: Path) -> None:
+    eligible = make_store(tmp_path)
+    s, screen = _round_at_a_terminal(spark, tmp_path,
+                                     GcOptions(grace_s=GRACE, tasks=2, dry_run=True))
+    assert s.eligible == len(eligible) and s.listed >= s.eligible
+    assert _last(r"([\d,]+) keys listed", screen) == s.listed, screen[-2000:]
+    assert "deleted" not in screen and "keys/s" in screen and "gc: listing" in screen
 
 
 def test_no_bar_without_a_terminal_or_under_quiet() -> None:
