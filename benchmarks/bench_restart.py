@@ -1,6 +1,6 @@
 """What a restart costs now that recovery reads what the device holds (issue 37, F1).
 
-  python benchmarks/bench_restart.py [--mib 256] [--entry-bytes 1024] [--runs 3]
+  python benchmarks/bench_restart.py [--quick] [--mib 256] [--entry-bytes 1024] [--runs 3]
 
 One group's disk log of about `--mib` MiB (64 MiB segments, on the file system of
 `--dir`, default build/: a disk, not tmpfs) is written and synced once; then
@@ -70,12 +70,15 @@ def load_seconds(directory: str, fs: OsFileIO, entries: int) -> float:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="32 MiB, 2 runs")
     ap.add_argument("--mib", type=int, default=256)
     ap.add_argument("--entry-bytes", type=int, default=1024)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--dir", default=os.path.join(ROOT, "build"))
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench-restart.json"))
     args = ap.parse_args()
+    if args.quick:
+        args.mib, args.runs = 32, 2
     os.makedirs(args.dir, exist_ok=True)
     work = tempfile.mkdtemp(prefix="bench-restart-", dir=args.dir)
     try:
@@ -96,7 +99,7 @@ def main() -> None:
             "name": "restart_load_s_per_gib_durable_vs_cached",
             "value": round(durable, 3), "unit": "s per GiB of log",
             "baseline": round(cached, 3), "ratio": round(durable / cached, 3),
-            "target": None, "better": "lower",
+            "target": None, "target_of": None, "better": "lower",
             "entries": n, "bytes": size, "runs": args.runs,
             "durable_s": [round(x, 3) for x in got["durable"]],
             "cached_s": [round(x, 3) for x in got["cached"]],
