@@ -24,6 +24,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from types import TracebackType
 
+from epochgc.impl.gc.ticker import Ticker
+
 _MAX_DATAGRAM = 512  # a datagram is one small JSON object; anything longer is not ours
 
 
@@ -55,44 +57,39 @@ class Tally:
 
 class Beacon:
     """`with Beacon(target, name) as tally:` sends `tally`'s counts to `target` every
-    `interval` seconds while the block runs and once when it ends. `wait(s)` is the pause
-    between sends (injected: `threading.Event.wait` of the beacon's own stop event by
-    default). With `target` None the tally is kept and nothing is sent."""
+    `interval` seconds while the block runs (when they changed) and once when it ends.
+    With `target` None the tally is kept and nothing is sent."""
 
     def __init__(self, target: BeaconTarget | None, name: str, interval: float = 1.0) -> None:
         self.target, self.name, self.interval = target, name, interval
         self.tally = Tally()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._ticker: Ticker | None = None
         self._sock: socket.socket | None = None
+        self._last: tuple[int, int] | None = None
 
     def __enter__(self) -> Tally:
         if self.target is not None:
             with contextlib.suppress(OSError):
                 self._sock = socket.socket(_family(self.target.host), socket.SOCK_DGRAM)
             if self._sock is not None:
-                self._thread = threading.Thread(target=self._run, daemon=True,
-                                                name="epochgc-beacon")
-                self._thread.start()
+                self._ticker = Ticker(self.interval, self._tick, "epochgc-beacon")
+                self._ticker.start()
         return self.tally
 
     def __exit__(
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        if self._ticker is not None:
+            self._ticker.stop()
         if self._sock is not None:
             self._send()  # the final counts
             self._sock.close()
 
-    def _run(self) -> None:
-        last: tuple[int, int] | None = None
-        while not self._stop.wait(self.interval):
-            now = self.tally.snapshot()
-            if now != last:
-                self._send()
-                last = now
+    def _tick(self) -> None:
+        now = self.tally.snapshot()
+        if now != self._last:
+            self._send()
+            self._last = now
 
     def _send(self) -> None:
         assert self._sock is not None and self.target is not None

@@ -4,13 +4,13 @@ at a terminal. No store request is made for progress."""
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
 from typing import Any
 
 from epochgc.impl.gc.beacon import BeaconListener
+from epochgc.impl.gc.ticker import Ticker
 from epochgc.impl.progress import Reporter
 
 
@@ -37,43 +37,39 @@ class StageProgress:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.sc, self.label, self.say, self.listener = sc, label, say, listener
-        self.deletes, self.interval, self.quiet_s, self.clock = deletes, interval, quiet_s, clock
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.deletes, self.quiet_s, self.clock = deletes, quiet_s, clock
+        self._ticker = Ticker(interval, self._tick, "epochgc-progress")
+        self._t0 = self._last_said = 0.0
+        self._last: tuple[tuple[int, int], tuple[int, int] | None] | None = None
 
     def __enter__(self) -> StageProgress:
         if self.say is not None:
-            self._thread = threading.Thread(target=self._run, daemon=True)
-            self._thread.start()
+            self._t0 = self._last_said = self.clock()
+            self._tracker = self.sc.statusTracker()
+            self._ticker.start()
         return self
 
     def __exit__(
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        self._ticker.stop()
 
-    def _run(self) -> None:
+    def _tick(self) -> None:
         assert self.say is not None
-        t0 = last_said = self.clock()
-        last_tasks: tuple[int, int] | None = None
-        last_counts: tuple[int, int] | None = None
-        tracker = self.sc.statusTracker()
-        while not self._stop.wait(self.interval):
-            tasks = _active_tasks(tracker)
-            if not tasks[1]:
-                continue
-            now = self.clock()
-            counts = self.listener.totals() if self.listener is not None else None
-            if tasks == last_tasks and (counts == last_counts or now - last_said < self.quiet_s):
-                continue
-            line = f"{self.label}: {tasks[0]}/{tasks[1]} tasks done"
-            if counts is not None:
-                line += ", " + counts_text(counts[0], counts[1] if self.deletes else None,
-                                           now - t0)
-            self.say(line)
-            last_tasks, last_counts, last_said = tasks, counts, now
+        tasks = _active_tasks(self._tracker)
+        if not tasks[1]:
+            return
+        now = self.clock()
+        counts = self.listener.totals() if self.listener is not None else None
+        if self._last is not None and tasks == self._last[0] and (
+                counts == self._last[1] or now - self._last_said < self.quiet_s):
+            return
+        line = f"{self.label}: {tasks[0]}/{tasks[1]} tasks done"
+        if counts is not None:
+            line += ", " + counts_text(counts[0], counts[1] if self.deletes else None,
+                                       now - self._t0)
+        self.say(line)
+        self._last, self._last_said = (tasks, counts), now
 
 
 def _active_tasks(tracker: Any) -> tuple[int, int]:
@@ -97,35 +93,30 @@ class RoundBar:
                  listener: BeaconListener | None = None, deletes: bool = False,
                  interval: float = 1.0) -> None:
         self.sc, self.label, self.reporter, self.listener = sc, label, reporter, listener
-        self.deletes, self.interval = deletes, interval
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.deletes = deletes
+        self._ticker = Ticker(interval, self._tick, "epochgc-progress")
         self._bar: Any = None
         self._t0 = 0.0
 
     def __enter__(self) -> RoundBar:
         self._t0 = time.monotonic()
         self._bar = self.reporter.bar(self.label, unit="task")
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self._tracker = self.sc.statusTracker()
+        self._ticker.start()
         return self
 
     def __exit__(
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        self._ticker.stop()
         if self.listener is not None:
             self.listener.sync()  # the tasks' last counts, so the bar ends on the round's
         self._draw(self._last_job())
         self._bar.close()
 
-    def _run(self) -> None:
-        tracker = self.sc.statusTracker()
-        while not self._stop.wait(self.interval):
-            done, total = _active_tasks(tracker)
-            self._draw((done, total) if total else None)
+    def _tick(self) -> None:
+        done, total = _active_tasks(self._tracker)
+        self._draw((done, total) if total else None)
 
     def _last_job(self) -> tuple[int, int] | None:
         """Tasks done of the stage's last job (a stage shorter than one poll was never
