@@ -880,9 +880,27 @@ FAULTS = (("write", FaultKind.ENOSPC), ("write", FaultKind.EIO), ("fsync", Fault
 
 def explore_all(workloads: Sequence[Workload], with_faults: bool, models: Sequence[Model]
                 = tuple(Model), storage: type[DiskStorage] = DiskStorage,
-                in_recovery: bool = True) -> Result:
+                in_recovery: bool = True, jobs: int = 1) -> Result:
     """Every workload, and with `with_faults` every variant of it with one of FAULTS at one of
-    its calls; the counts and the first finding of each kind."""
+    its calls; the counts and the first finding of each kind. `jobs` > 1: the workloads in
+    that many forked processes; the results are merged in workload order, so the counts and
+    the findings kept are those of one process."""
+    if jobs > 1 and len(workloads) > 1:
+        import multiprocessing
+
+        # Fork: the workers inherit the workloads (closures, not picklable) and the storage
+        # class (a copy loaded from a git revision has no importable name).
+        global _JOB
+        _JOB = (workloads, with_faults, models, storage, in_recovery)
+        try:
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                parts = pool.map(_explore_nth, range(len(workloads)), chunksize=1)
+        finally:
+            _JOB = None
+        res = Result()
+        for part in parts:
+            res.merge(part)
+        return res
     res = Result()
     for wl in workloads:
         res.merge(explore(wl, models, storage=storage, in_recovery=in_recovery))
@@ -892,6 +910,16 @@ def explore_all(workloads: Sequence[Workload], with_faults: bool, models: Sequen
                     res.merge(explore(wl, models, faults, label=f"{wl.name}+{on}-{kind.name}",
                                       storage=storage, in_recovery=in_recovery))
     return res
+
+
+# What a forked worker of explore_all explores (set in the parent before the fork).
+_JOB: tuple[Sequence[Workload], bool, Sequence[Model], type[DiskStorage], bool] | None = None
+
+
+def _explore_nth(i: int) -> Result:
+    assert _JOB is not None
+    workloads, with_faults, models, storage, in_recovery = _JOB
+    return explore_all([workloads[i]], with_faults, models, storage, in_recovery)
 
 
 def report(res: Result) -> str:
@@ -920,6 +948,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--long-steps", type=int, default=6, metavar="K")
     ap.add_argument("--no-recovery-crashes", action="store_true",
                     help="skip the crashes inside each recovery")
+    ap.add_argument("-j", "--jobs", type=int, default=1, metavar="N",
+                    help="explore the workloads in N processes (results as with 1)")
     ap.add_argument("--disklog-rev", metavar="REV",
                     help="explore impl/raft/disklog.py as of this git revision (e.g. a88a5d1, "
                          "before the issue 27 fixes)")
@@ -933,7 +963,7 @@ def main(argv: list[str] | None = None) -> int:
         wls += long_workloads(args.long, args.long_steps)
     t0 = time.monotonic()
     res = explore_all(wls, args.faults, storage=storage,
-                      in_recovery=not args.no_recovery_crashes)
+                      in_recovery=not args.no_recovery_crashes, jobs=args.jobs)
     print(report(res))
     print(f"({time.monotonic() - t0:.1f} s)")
     return 1 if res.findings else 0

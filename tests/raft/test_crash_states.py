@@ -342,3 +342,18 @@ def test_issue37_defects_seeded_back_are_found_by_the_new_models_only() -> None:
         assert cx.damage_findings(st), m.name
         assert not cx.explore(after_eio, tuple(Model), storage=st, in_recovery=False).findings
     assert not cx.damage_findings()
+
+
+def test_the_explorer_in_processes_counts_and_finds_what_one_process_does() -> None:
+    # `-j N` (tox -e crashstates) must not change what is explored: the same counts per
+    # workload and the same first finding of each kind, merged in workload order. Seeded:
+    # a storage that forgets the directory fsync, so there are findings to compare.
+    from tests.raft.crashexplore import MUTANTS, WORKLOADS, explore_all, mutant_storage, report
+
+    seeded = mutant_storage(next(m for m in MUTANTS if m.name == "sync skips the directory fsync"))
+    wls = WORKLOADS[:2]
+    for storage in (DiskStorage, seeded):
+        one = explore_all(wls, False, storage=storage, in_recovery=False)
+        two = explore_all(wls, False, storage=storage, in_recovery=False, jobs=2)
+        assert report(one) == report(two) and sum(one.counts.values()) > 0
+        assert bool(one.findings) == (storage is seeded)
