@@ -84,6 +84,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
+from epochgc.impl.raft.errseq import ErrSeq
 from epochgc.impl.raft.fileio import EntryKind
 
 SECTOR = 512
@@ -150,32 +151,6 @@ class FsOp:
 class FaultKind(enum.Enum):
     ENOSPC = errno.ENOSPC
     EIO = errno.EIO
-
-
-@dataclass
-class ErrSeq:
-    """An errseq_t (lib/errseq.c): a counter of write-back errors and whether anyone has seen
-    the latest. errseq_set bumps the counter only if the previous error was seen (or none
-    was recorded); errseq_sample returns 0 while the latest error is unseen, so a descriptor
-    opened then still reports it; errseq_check_and_advance reports an error once per sample."""
-
-    value: int = 0  # 0: no error ever recorded
-    seen: bool = False
-
-    def set(self) -> None:
-        if self.value == 0 or self.seen:
-            self.value += 1
-        self.seen = False
-
-    def sample(self) -> int:
-        return self.value if self.seen else 0
-
-    def check_and_advance(self, since: int) -> tuple[bool, int]:
-        """(whether an error is reported to the holder of `since`, its new sample)."""
-        if self.value == since:
-            return False, since
-        self.seen = True
-        return True, self.value
 
 
 def pages_of(offset: int, length: int) -> range:
