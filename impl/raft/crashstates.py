@@ -75,7 +75,8 @@ the failed one did not. Linux does not, and this model says what it does instead
 Outside every model: bit rot, lying fsync, lost writes below the fsynced length, garbage (not
 zeros) in unwritten sectors other than PAGECACHE's stale blocks (any other file's bytes, at
 other offsets), write-back errors of directories and of the journal itself (ext4 aborts the
-journal and remounts read-only).
+journal and remounts read-only) other than a failed fsync_dir (`RecordingFS.fsync_dir`: the
+journal aborts, nothing after it persists).
 
 An image is deduplicated by `Image.digest`; `Image.protected` gives, per file, how many leading
 bytes the model guarantees (its length at the workload's last fsync, less any lost page; a
@@ -113,6 +114,7 @@ class OpKind(enum.Enum):
     TRUNCATE = "truncate"
     SYNCFS = "syncfs"
     WB_ERROR = "writeback error"  # the file's dirty pages failed to reach the disk
+    JOURNAL_ABORT = "journal abort"  # a directory's write-back (its journal commit) failed
 
 
 _DIR_OPS = frozenset({OpKind.MKDIR, OpKind.CREATE, OpKind.RENAME, OpKind.UNLINK, OpKind.RMDIR})
@@ -154,6 +156,8 @@ class FsOp:
             return f"truncate({self.path}, {self.length})"
         if k is OpKind.SYNCFS:
             return "syncfs()"
+        if k is OpKind.JOURNAL_ABORT:
+            return f"journal abort(fsync_dir {self.path})"
         if k is OpKind.WB_ERROR:
             stale = ", stale blocks" if self.data else ""
             return f"writeback error({self.path}#{self.ino}, pages {sorted(self.pages)}{stale})"
@@ -293,6 +297,9 @@ class RecordingFS:
         # them could read back stale bytes (for the explorer's write-back variants).
         self.dirty_at: list[int] = []
         self.stale_at: list[bool] = []
+        # A directory's failed write-back aborted the journal: the file system is read-only,
+        # every barrier fails, until a reboot (see fsync_dir).
+        self.aborted = False
 
     @classmethod
     def from_image(cls, image: Image) -> RecordingFS:
@@ -319,6 +326,8 @@ class RecordingFS:
             p = os.path.dirname(p)
         if self.ns[p] != _DIR:
             raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), p)
+        if missing:
+            self._writable()
         for d in reversed(missing):
             self.ns[d] = _DIR
             self.trace.append(FsOp(OpKind.MKDIR, d))
@@ -329,6 +338,7 @@ class RecordingFS:
             raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
         if self.ns.get(os.path.dirname(path)) != _DIR:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        self._writable()
         self.ns[path] = _DIR
         self.trace.append(FsOp(OpKind.MKDIR, path))
 
@@ -378,6 +388,7 @@ class RecordingFS:
 
     def open_append(self, path: str, create: bool) -> int:
         path = os.path.normpath(path)
+        self._writable()
         if create:
             if path in self.ns:
                 raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
@@ -388,6 +399,7 @@ class RecordingFS:
 
     def open_trunc(self, path: str) -> int:
         path = os.path.normpath(path)
+        self._writable()
         if path in self.ns:
             ino = self._file(path)
             self.freed[ino] = self.disk.get(ino, b"")  # O_TRUNC frees its blocks
@@ -400,6 +412,7 @@ class RecordingFS:
 
     def write(self, fd: int, data: bytes) -> int:
         ino, path, append = self._fds[fd]
+        self._writable()
         fault = self._fault("write")
         if fault is not None:
             data = data[: fault.partial]
@@ -424,6 +437,7 @@ class RecordingFS:
 
     def _fsync(self, fd: int, reading: bool = False) -> None:
         ino, path, _ = self._fds[fd]
+        self._journal()
         self._note_dirty([ino])
         fault = self._fault("fsync")
         if fault is not None:
@@ -444,6 +458,7 @@ class RecordingFS:
     def truncate(self, path: str, length: int) -> None:
         path = os.path.normpath(path)
         ino = self._file(path)
+        self._writable()
         fd = self._open(ino, path, append=False)
         try:
             buf = self.inodes[ino]
@@ -470,6 +485,7 @@ class RecordingFS:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), dst)
         if self.ns.get(dst) == _DIR:
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), dst)
+        self._writable()
         del self.ns[src]
         self.ns[dst] = ino
         self.trace.append(FsOp(OpKind.RENAME, dst, ino, src=src))
@@ -477,15 +493,31 @@ class RecordingFS:
     def unlink(self, path: str) -> None:
         path = os.path.normpath(path)
         ino = self._file(path)
+        self._writable()
         del self.ns[path]
         self._last_unlinked = self.disk.get(ino, b"")  # its blocks are free for the next file
         self.trace.append(FsOp(OpKind.UNLINK, path, ino))
 
     def fsync_dir(self, path: str) -> None:
+        """Commit the directory's operations. A failure (EIO) is a failed write-back of the
+        journal that holds them: ext4 journals directories (as XFS logs them), and a failed
+        commit aborts the journal (jbd2_journal_abort; ext4's default errors=remount-ro,
+        Documentation/admin-guide/ext4.rst; XFS shuts the file system down). What follows:
+        the operations stay visible in the cache (the dentries) but never reach the device,
+        nor does anything after them; every later barrier fails (EIO) and every change is
+        refused (EROFS) until a reboot, whose journal replay leaves the device as of a
+        committed transaction: one of the crash states at the abort."""
         path = os.path.normpath(path)
         if self.ns.get(path) != _DIR:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
-        self._barrier()
+        self._journal()
+        self._note_dirty([])
+        f = self._fault("fsync")
+        if f is not None:
+            if f.kind is FaultKind.EIO:
+                self.aborted = True
+                self.trace.append(FsOp(OpKind.JOURNAL_ABORT, path))
+            raise OSError(f.kind.value, os.strerror(f.kind.value))
         self.trace.append(FsOp(OpKind.FSYNC_DIR, path))
 
     def open_fs(self, path: str) -> int:
@@ -500,6 +532,7 @@ class RecordingFS:
         file's, any caller's) once to this descriptor, if it came after the descriptor was
         opened or nobody had seen it then (sb->s_wb_err, Linux >= 5.8)."""
         _, path, _ = self._fds[fd]
+        self._journal()
         self._note_dirty(list(self.inodes))
         fault = self._fault("fsync")
         if fault is not None:
@@ -539,6 +572,7 @@ class RecordingFS:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
         if self.listdir(path):
             raise OSError(errno.ENOTEMPTY, os.strerror(errno.ENOTEMPTY), path)
+        self._writable()
         del self.ns[path]
         self.trace.append(FsOp(OpKind.RMDIR, path))
 
@@ -659,11 +693,15 @@ class RecordingFS:
             self.fault_pos.append(len(self.trace))
         return f
 
-    def _barrier(self) -> None:
-        self._note_dirty([])
-        f = self._fault("fsync")
-        if f is not None:
-            raise OSError(f.kind.value, os.strerror(f.kind.value))
+    def _writable(self) -> None:
+        """After a journal abort the file system is read-only (errors=remount-ro)."""
+        if self.aborted:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    def _journal(self) -> None:
+        """After a journal abort every barrier fails (jbd2 returns EIO to commits)."""
+        if self.aborted:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
 
 
 # ---- crash points ----------------------------------------------------------------------------
@@ -831,6 +869,8 @@ def _replay(ops: Sequence[FsOp], initial: dict[str, int], pagecache: bool = Fals
             r.dir_synced[op.path] = pos
             r.barrier_at = pos
             continue
+        if k is OpKind.JOURNAL_ABORT:
+            continue  # (nothing follows it: the live file system refuses every change)
         node = r.inodes.setdefault(op.ino, _Inode())
         if k is OpKind.WB_ERROR:
             if pagecache:  # (the kinder models: a later barrier persists these pages)

@@ -33,10 +33,14 @@ simulator) leaves the bytes written since the file's last fsync in the real file
 cache, which a process restarted without a reboot reads) but NOT on the device: they are
 `lost`, kept as byte ranges per file. A later fsync does not write them (they are clean); a
 later write into one of their 4 KiB pages dirties the whole page again, which then reaches the
-device at the next fsync. `read_durable` (fsync, then past the cache) turns lost bytes into
+device at the next fsync (until then a crash still zeroes it). The simulator's failures fail
+only some of a file's dirty pages half the time (`writeback_failed`'s `rng`: per bio, as
+crashstates.Writeback). `read_durable` (fsync, then past the cache) turns lost bytes into
 what the device holds (zeros: a hole), in the real file too; `crash` zeroes every lost range
 left. Errors are reported by the failing call itself (errseq's once per descriptor: the
-process that saw it stops; a restarted one opens new descriptors and sees nothing).
+process that saw it stops; a restarted one opens new descriptors and sees nothing). Not
+modelled here (the explorer's PAGECACHE has them): stale blocks, which recovery refuses as
+damage (a refused restart is a simulator failure), and directory write-back errors.
 
 Outside the model (a check that passes under it says nothing about these): bit rot in fsynced
 data, a later sector of an unsynced write persisting while an earlier one does not, lying
@@ -420,9 +424,13 @@ class CrashFS(OsFileIO):
             self._files[path].redirty(start, start + written)
         return written
 
-    def writeback_failed(self, paths: list[str] | None = None) -> None:
+    def writeback_failed(self, paths: list[str] | None = None,
+                         rng: random.Random | None = None) -> None:
         """The device failed the write-back of these files' (default: every file's) bytes
-        written since their last fsync: cached, clean, never on the device."""
+        written since their last fsync: cached, clean, never on the device. With `rng`, half
+        the time only some of a file's dirty pages fail (block-layer errors are per bio:
+        crashstates.Writeback): every page from a random one on (those before it reached
+        the disk), or a single random one."""
         for p in list(self._files) if paths is None else paths:
             st = self._files.get(os.path.abspath(p))
             if st is None or not os.path.exists(p):
@@ -430,7 +438,13 @@ class CrashFS(OsFileIO):
             size = os.path.getsize(p)
             st.failed()
             if size > st.synced:
-                st.lost.append((st.synced, size))
+                pages = list(range(st.synced // PAGE, (size - 1) // PAGE + 1))
+                failed = pages
+                if rng is not None and len(pages) > 1 and rng.random() < 0.5:
+                    k = rng.randrange(len(pages))
+                    failed = pages[k:] if k and rng.random() < 0.5 else [pages[k]]
+                st.lost += [(max(st.synced, g * PAGE), min(size, (g + 1) * PAGE))
+                            for g in failed]
                 st.synced = size  # (the size is journalled at the next barrier: a hole)
 
     def fsync(self, fd: int) -> None:

@@ -153,8 +153,12 @@ class GroupRun:
 
     def restart_after_fault(self) -> InitialState:
         """A restart (no reboot) after the storage failed; again if recovery itself fails
-        (its own fsync, say): an operator restarts until it comes up."""
+        (its own fsync, say): an operator restarts until it comes up. Raises NodeDown if the
+        file system aborted its journal (nothing comes up before a reboot)."""
         for _ in range(3):
+            if self.rec.fs.aborted:
+                raise NodeDown("the journal aborted (a directory's write-back failed): "
+                               "every barrier fails until a reboot")
             try:
                 self.restart()
                 return self.storage.load()
@@ -169,6 +173,11 @@ class GroupRun:
     def _mark(self) -> None:
         t = Truth(self.ref.load(), tuple(self.ref._pending), self.removing)
         self.rec.marks.setdefault(self.gid, []).append((len(self.rec.fs.trace), t))
+
+
+class NodeDown(Exception):
+    """The node cannot restart before a reboot (its file system aborted the journal); the
+    reboot leaves one of the crash states at the abort, which the explorer checks."""
 
 
 def _check_workload(ref: MemStorage, hs: HardState | None, snap: Snapshot | None,
@@ -205,6 +214,7 @@ class Recorder:
     log: dict[int, dict[int, Entry]] = field(default_factory=dict)  # the cluster's, per gid
     gc_factory: type[GroupCommit] = GroupCommit  # (a seeded-bug copy in tests)
     refused: str = ""  # a restart after a fault refused to recover (the node stays down)
+    down: str = ""  # the node cannot restart before a reboot (NodeDown)
 
     def __post_init__(self) -> None:
         self.fs = RecordingFS(ROOT, self.faults)
@@ -846,6 +856,8 @@ def explore(wl: Workload, models: Sequence[Model] = tuple(Model), faults: tuple[
             res.add(Finding(Kind.REFUSED, label, Model.PAGECACHE, 0, "live restart",
                             rec.refused, ""))
         res.counts[(label, "live restarts refused")] += 1
+    if rec.down:
+        res.counts[(label, "down until a reboot")] += 1
     for point in crash_points(rec.fs.trace, start):
         res.counts[(label, "crash points")] += 1
         truths = [rec.truth(g, point.at) for g in gids]
@@ -897,6 +909,8 @@ def _run(rec: Recorder, wl: Workload, restart: bool) -> None:
         # The restarted node refused what the device holds (stale blocks after a failed
         # write-back can look like damage): it stays down, nothing more is acknowledged.
         rec.refused = str(e)
+    except NodeDown as e:
+        rec.down = str(e)
 
 
 _BARRIERS = frozenset({OpKind.FSYNC, OpKind.FSYNC_DIR, OpKind.SYNCFS})

@@ -25,7 +25,7 @@ from epochgc.impl.raft.crashstates import (
 )
 from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.messages import HardState
-from epochgc.impl.raft.storage import StorageCorruption
+from epochgc.impl.raft.storage import StorageCorruption, StorageFailed
 from tests.raft import crashexplore as cx
 
 
@@ -191,3 +191,56 @@ def test_a_disk_log_without_chained_checksums_accepts_the_stale_records() -> Non
     got = _recover_spliced(cx.mutant_storage(NOT_CHAINED))
     assert _not_a_log_it_had(got) == [*((i, 1) for i in range(1, 4)), (4, 2), (5, 2),
                                       (6, 3), (7, 3), (8, 3)], got
+
+
+# ---- a directory's write-back error: the journal aborts ------------------------------------------
+
+
+def test_a_failed_directory_fsync_aborts_the_journal() -> None:
+    """A rename, then its directory's fsync fails (EIO): the new name is what reads see (the
+    dentry is cached) but need not be on the device; every later barrier fails (EIO) and
+    every change is refused (EROFS) until a reboot, so nothing after it is acknowledged."""
+    fs = RecordingFS("/d")
+    fd = fs.open_trunc("/d/f.tmp")
+    fs.write(fd, b"new")
+    fs.fsync(fd)
+    fs.close(fd)
+    fs.replace("/d/f.tmp", "/d/f")
+    n = fs.calls["fsync"]
+    fs.faults[("fsync", n)] = Fault("fsync", n, FaultKind.EIO)
+    _eio(fs.fsync_dir, "/d")
+    assert fs.aborted and fs.exists("/d/f") and not fs.exists("/d/f.tmp")
+    names = {tuple(sorted(img.files())) for img in crash_images(fs.trace, Model.PAGECACHE,
+                                                                ["/d"])}
+    assert ("/d/f.tmp",) in names  # the rename not on the device
+    _eio(fs.read_durable, "/d/f")
+    _eio(fs.fsync_dir, "/d")
+    with pytest.raises(OSError) as e:
+        fs.open_append("/d/g", create=True)
+    assert e.value.errno == errno.EROFS
+
+
+def test_a_node_whose_directory_fsync_failed_stays_down_until_a_reboot() -> None:
+    """The disk log's new segment, whose directory fsync fails: the node stops
+    (StorageFailed), and every restart without a reboot stops again (read_durable's fsync
+    fails); every crash state at that point (what a reboot's journal replay may leave)
+    recovers every acknowledged entry."""
+    fs = RecordingFS("/data")
+    s = DiskStorage(G, segment_bytes=200, fs=fs)
+    s.load()
+    acked = cx.entries(1, 4, 1, size=60)
+    s.write(HardState(1, 1, 0), None, acked)
+    s.sync()
+    s.write(None, None, cx.entries(5, 8, 1, size=60))  # cuts a segment: a directory entry
+    n = fs.calls["fsync"] + 1  # (the segment's fsync, then the directory's)
+    fs.faults[("fsync", n)] = Fault("fsync", n, FaultKind.EIO)
+    with pytest.raises(StorageFailed):
+        s.sync()
+    assert fs.aborted and fs.failed[-1].call == n
+    s.abandon()
+    for _ in range(3):
+        with pytest.raises(StorageFailed):
+            DiskStorage(G, segment_bytes=200, fs=fs).load()
+    for img in crash_images(fs.trace, Model.PAGECACHE, ["/data"]):
+        got = DiskStorage(G, segment_bytes=200, fs=RecordingFS.from_image(img)).load()
+        assert list(got.entries[: len(acked)]) == acked, img.describe()
