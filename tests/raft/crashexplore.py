@@ -24,7 +24,11 @@ with DiskStorage.load() and checked:
 
 Faults: `fault_runs` repeats a workload with ENOSPC (after a partial write) or EIO at each
 write call, or EIO at each fsync-like call (under the page-cache model a failed write-back:
-the pages stay cached, marked clean, and never reach the disk). The node stops at the
+the pages stay cached, marked clean, and never reach the disk; at a directory's fsync the
+journal aborts: nothing comes up before a reboot, whose states are the crash states there);
+`writeback_runs` adds, in the page-cache model only, the write-backs that fail only some
+pages (each proper prefix written, each single page failed) and those whose failed pages
+read back stale blocks (crashstates.Writeback). The node stops at the
 StorageFailed (nothing more is acknowledged), then, as an operator following
 docs/operations.md would, it is restarted WITHOUT a reboot (the page cache kept) and what it
 recovers counts as acknowledged (Raft takes it as stable); a generated workload then goes on
