@@ -235,10 +235,11 @@ class Writeback:
     allocated) reads back that block's previous content instead of zeros: the blocks a
     recovery's truncate freed (the file's own old bytes at those offsets) or the last
     unlinked file's. ext4 with nodelalloc or data=writeback, or without unwritten extents,
-    allocates at write time and, with data_err=ignore (the default: "just print an error
-    message if an error occurs in a file data buffer in ordered mode",
-    Documentation/admin-guide/ext4.rst), commits the allocation after a failed data write:
-    the block's old content becomes the file's. With delalloc and unwritten extents
+    allocates at write time and, with data_err=ignore (the default: "Just print an error
+    message if an error occurs in a file data buffer", Documentation/admin-guide/ext4.rst;
+    commit 5bf5683a33f3, "ext4: add an option to control error handling on file data":
+    the journal does not abort), commits the allocation after a failed data write: the
+    block's old content becomes the file's. With delalloc and unwritten extents
     (ext4's default since 5.6, XFS) the device holds zeros or the old size instead."""
 
     mode: WbMode = WbMode.ALL
@@ -501,12 +502,16 @@ class RecordingFS:
     def fsync_dir(self, path: str) -> None:
         """Commit the directory's operations. A failure (EIO) is a failed write-back of the
         journal that holds them: ext4 journals directories (as XFS logs them), and a failed
-        commit aborts the journal (jbd2_journal_abort; ext4's default errors=remount-ro,
-        Documentation/admin-guide/ext4.rst; XFS shuts the file system down). What follows:
-        the operations stay visible in the cache (the dentries) but never reach the device,
-        nor does anything after them; every later barrier fails (EIO) and every change is
-        refused (EROFS) until a reboot, whose journal replay leaves the device as of a
-        committed transaction: one of the crash states at the abort."""
+        write of a commit aborts the journal (fs/jbd2/commit.c: `if (err)
+        jbd2_journal_abort(journal, err)`; jbd2_journal_abort's comment in fs/jbd2/journal.c:
+        "no further transaction commits will be honoured", a new handle gets -EROFS; ext4's
+        default errors=remount-ro, Documentation/admin-guide/ext4.rst; XFS shuts the file
+        system down). What follows: the operations stay visible in the cache (the dentries)
+        but never reach the device, nor does anything after them; every later barrier fails
+        (EIO) and every change is refused (EROFS) until a reboot, whose journal replay leaves
+        the device as of a committed transaction: one of the crash states at the abort.
+        (Without a journal, ext2 or ext4 -O ^has_journal, the directory's blocks would be
+        marked clean and lost while later barriers succeed: outside this model.)"""
         path = os.path.normpath(path)
         if self.ns.get(path) != _DIR:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
