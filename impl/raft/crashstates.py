@@ -226,8 +226,9 @@ class WbMode(enum.Enum):
 @dataclass(frozen=True)
 class Writeback:
     """Which dirty pages of a failed write-back fail, in (inode, page) order. The block layer
-    completes each bio on its own (a request that fails ends with an error status for its
-    bios only; blk_update_request, block/blk-mq.c), and write-back submits a file's dirty
+    completes each bio on its own (blk_update_request, block/blk-mq.c; block/blk-core.c
+    before 5.16, whose comment said "rq is just carrier of independent bio's and each
+    partial completion should be handled separately"), and write-back submits a file's dirty
     pages as several bios (mpage_writepages / ext4_writepages), so some pages may reach the
     disk while others fail; end_page_writeback marks each page clean either way (Rebello et
     al., ATC'20, section 4). Bounded: every proper prefix written, or a single page failed.
