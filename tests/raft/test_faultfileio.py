@@ -207,3 +207,26 @@ def test_the_restart_test_finds_a_recovery_that_reads_the_page_cache(tmp_path: P
     problems = restart_after_eio(tmp_path, cx.mutant_storage(cx.F1_READ_THROUGH_CACHE))
     assert problems, "a recovery reading through the page cache went unnoticed"
     assert "acknowledged after the restart" in problems[0] or "refused" in problems[0]
+
+
+def test_crashfs_a_lost_page_written_into_again_is_off_the_device_until_its_fsync(
+    tmp_path: Path,
+) -> None:
+    """The simulator's CrashFS, the same rule: a later write dirties a lost page again, but
+    until a write-back succeeds the device still lacks it (a power loss zeroes it)."""
+    import random
+
+    from epochgc.impl.raft.fileio import CrashFS
+
+    fs = CrashFS()
+    f = str(tmp_path / "f")
+    fd = fs.open_append(f, create=True)
+    fs.fsync_dir(str(tmp_path))
+    fs.write(fd, b"a" * 100)
+    fs.fsync(fd)
+    fs.write(fd, b"b" * (2 * PAGE))
+    fs.writeback_failed([f])
+    fs.write(fd, b"c")  # page 2 dirty again, not yet written back
+    fs.crash(random.Random(0))
+    got = Path(f).read_bytes()
+    assert got[: 100 + 2 * PAGE] == b"a" * 100 + bytes(2 * PAGE), "lost bytes survived"
