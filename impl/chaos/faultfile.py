@@ -3,12 +3,13 @@
 node_main reads it when the environment names it (EPOCHGC_FAULT_FILE=path; never set in
 production) and polls it every POLL_S seconds:
 
-  {"fsync_eio": bool,     # the Raft disk log's fsyncs fail with EIO (FaultFileIO)
+  {"fsync_eio": bool,     # the Raft disk log's write-backs fail with EIO (FaultFileIO:
+                          # Linux's page cache; its memory kept in <this file>.pagecache)
    "enospc": bool,        # the Raft disk log's writes fail with ENOSPC (disk full)
    "fsync_delay": seconds,  # each of its fsyncs stalls this long first
    "store": null | "slow" | "fail" | "down", "store_delay": seconds,  # FaultyStore
    "clock_offset": seconds,  # added to the node's wall clock and epoch-cache clock
-   "power_loss": bool}       # lose every unsynced write of the Raft log, exit at once
+   "power_loss": bool}       # the Raft log keeps only what the device holds, exit at once
 
 The driver writes it atomically (rename), so a reader sees the old or the new document.
 """
@@ -63,7 +64,9 @@ class NodeFaults:
 
     def __init__(self, path: str) -> None:
         self.path = path
-        self.fs = FaultFileIO()
+        # The page cache's lost ranges and errseq counters outlive the node's process (the
+        # kernel's memory): a restart without a reboot finds them in this file.
+        self.fs = FaultFileIO(state=f"{path}.pagecache")
         self.offset = 0.0
         self.stores: list[FaultyStore] = []
         self._mtime = -1

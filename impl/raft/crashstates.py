@@ -52,6 +52,14 @@ the failed one did not. Linux does not, and this model says what it does instead
   * on the disk such a page keeps what the device had (the fsynced bytes, zeros past the
     fsynced length: the file's size is journalled by the next barrier, a hole stays), at every
     later barrier and at a power loss;
+  * not all-or-nothing (`Writeback`, a Fault's variant; the explorer generates them): the
+    block layer fails requests per bio, so a write-back may fail SOME of the dirty pages while
+    the others reach the disk (each proper prefix written, or a single page failed, in
+    (inode, page) order: a syncfs may fail one file and write another); and a failed page in
+    a block the file did not have on the disk may read back that block's previous content
+    instead of zeros (stale: the file's own bytes a truncate freed, or the last unlinked
+    file's; ext4 without delalloc/unwritten extents and data_err=ignore). Sources in
+    `Writeback`'s docstring;
   * errors reach callers through errseq counters (lib/errseq.c; Documentation/core-api/
     errseq.rst): one per file (mapping->wb_err) and one per file system (sb->s_wb_err, since
     Linux 5.8), each sampled when a descriptor is opened; fsync(fd) reports a write-back error
@@ -65,9 +73,10 @@ the failed one did not. Linux does not, and this model says what it does instead
   records each failed write-back as a WB_ERROR operation (per inode) in the trace; STRICT and
   EXT4_ORDERED ignore WB_ERROR (their kinder semantics), PAGECACHE applies it.
 Outside every model: bit rot, lying fsync, lost writes below the fsynced length, garbage (not
-zeros) in unwritten sectors, write-back errors of directories and of the journal itself (ext4
-aborts the journal and remounts read-only), a write-back that fails for only some of a file's
-dirty pages (here all of them fail: the most that can be lost).
+zeros) in unwritten sectors other than PAGECACHE's stale blocks (any other file's bytes, at
+other offsets), write-back errors of directories and of the journal itself (ext4 aborts the
+journal and remounts read-only) other than a failed fsync_dir (`RecordingFS.fsync_dir`: the
+journal aborts, nothing after it persists).
 
 An image is deduplicated by `Image.digest`; `Image.protected` gives, per file, how many leading
 bytes the model guarantees (its length at the workload's last fsync, less any lost page; a
@@ -84,6 +93,7 @@ import os
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 
+from epochgc.impl.raft.errseq import ErrSeq
 from epochgc.impl.raft.fileio import EntryKind
 
 SECTOR = 512
@@ -104,6 +114,7 @@ class OpKind(enum.Enum):
     TRUNCATE = "truncate"
     SYNCFS = "syncfs"
     WB_ERROR = "writeback error"  # the file's dirty pages failed to reach the disk
+    JOURNAL_ABORT = "journal abort"  # a directory's write-back (its journal commit) failed
 
 
 _DIR_OPS = frozenset({OpKind.MKDIR, OpKind.CREATE, OpKind.RENAME, OpKind.UNLINK, OpKind.RMDIR})
@@ -123,6 +134,9 @@ class FsOp:
     src: str = ""
     length: int = 0
     reading: bool = False  # FSYNC: a recovery's read_durable (durable, but guarantees nothing)
+    # WB_ERROR: the pages that failed (the file's other dirty pages reached the disk) and, in
+    # `data`, what the blocks past the device's old length hold (b"": zeros, a hole)
+    pages: frozenset[int] = frozenset()
 
     def names(self) -> frozenset[str]:
         """The directory entries a directory operation touches."""
@@ -142,40 +156,17 @@ class FsOp:
             return f"truncate({self.path}, {self.length})"
         if k is OpKind.SYNCFS:
             return "syncfs()"
+        if k is OpKind.JOURNAL_ABORT:
+            return f"journal abort(fsync_dir {self.path})"
         if k is OpKind.WB_ERROR:
-            return f"writeback error({self.path}#{self.ino})"
+            stale = ", stale blocks" if self.data else ""
+            return f"writeback error({self.path}#{self.ino}, pages {sorted(self.pages)}{stale})"
         return f"{k.value}({self.path})"
 
 
 class FaultKind(enum.Enum):
     ENOSPC = errno.ENOSPC
     EIO = errno.EIO
-
-
-@dataclass
-class ErrSeq:
-    """An errseq_t (lib/errseq.c): a counter of write-back errors and whether anyone has seen
-    the latest. errseq_set bumps the counter only if the previous error was seen (or none
-    was recorded); errseq_sample returns 0 while the latest error is unseen, so a descriptor
-    opened then still reports it; errseq_check_and_advance reports an error once per sample."""
-
-    value: int = 0  # 0: no error ever recorded
-    seen: bool = False
-
-    def set(self) -> None:
-        if self.value == 0 or self.seen:
-            self.value += 1
-        self.seen = False
-
-    def sample(self) -> int:
-        return self.value if self.seen else 0
-
-    def check_and_advance(self, since: int) -> tuple[bool, int]:
-        """(whether an error is reported to the holder of `since`, its new sample)."""
-        if self.value == since:
-            return False, since
-        self.seen = True
-        return True, self.value
 
 
 def pages_of(offset: int, length: int) -> range:
@@ -185,14 +176,17 @@ def pages_of(offset: int, length: int) -> range:
     return range(offset // PAGE, (offset + length - 1) // PAGE + 1)
 
 
-def on_disk(cached: bytes, disk: bytes, lost: Iterable[int]) -> bytes:
+def on_disk(cached: bytes, disk: bytes, lost: Iterable[int], under: bytes = b"") -> bytes:
     """What the device holds of a file written back with these pages lost: the cached content
-    (its size), each lost page as the disk had it (zeros past the disk's old length: a hole)."""
+    (its size), each lost page as the disk had it: its last written-back content, or, for a
+    page past the disk's old last page (a block the file never had: newly allocated), what
+    that block held before, `under` (b"": zeros, a hole or an unwritten extent)."""
     out = bytearray(cached)
+    edge = -(-len(disk) // PAGE) * PAGE  # (a partly written last page: zeros past its end)
     for p in lost:
         lo, hi = p * PAGE, min((p + 1) * PAGE, len(out))
         if lo < hi:
-            old = disk[lo:hi]
+            old = disk[lo:hi] if lo < edge else under[lo:hi]
             out[lo:hi] = old + bytes(hi - lo - len(old))
     return bytes(out)
 
@@ -216,6 +210,55 @@ class Fault:
     call: int
     kind: FaultKind
     partial: int = 0
+    writeback: Writeback | None = None  # an EIO at an fsync-like call: which pages fail
+
+    def __str__(self) -> str:
+        wb = f" ({self.writeback})" if self.writeback is not None else ""
+        return f"{self.kind.name} at {self.on} call {self.call}{wb}"
+
+
+class WbMode(enum.Enum):
+    ALL = "every dirty page fails"
+    PREFIX = "the first k dirty pages reach the disk, the rest fail"
+    ONE = "only the k-th dirty page fails"
+
+
+@dataclass(frozen=True)
+class Writeback:
+    """Which dirty pages of a failed write-back fail, in (inode, page) order. The block layer
+    completes each bio on its own (blk_update_request, block/blk-mq.c; block/blk-core.c
+    before 5.16, whose comment said "rq is just carrier of independent bio's and each
+    partial completion should be handled separately"), and write-back submits a file's dirty
+    pages as several bios (mpage_writepages / ext4_writepages), so some pages may reach the
+    disk while others fail; end_page_writeback marks each page clean either way (Rebello et
+    al., ATC'20, section 4). Bounded: every proper prefix written, or a single page failed.
+    `stale`: a failed page in a block the file did not have on the disk before (newly
+    allocated) reads back that block's previous content instead of zeros: the blocks a
+    recovery's truncate freed (the file's own old bytes at those offsets) or the last
+    unlinked file's. ext4 with nodelalloc or data=writeback, or without unwritten extents,
+    allocates at write time and, with data_err=ignore (the default: "Just print an error
+    message if an error occurs in a file data buffer", Documentation/admin-guide/ext4.rst;
+    commit 5bf5683a33f3, "ext4: add an option to control error handling on file data":
+    the journal does not abort), commits the allocation after a failed data write: the
+    block's old content becomes the file's. With delalloc and unwritten extents
+    (ext4's default since 5.6, XFS) the device holds zeros or the old size instead."""
+
+    mode: WbMode = WbMode.ALL
+    k: int = 0
+    stale: bool = False
+
+    def failed(self, dirty: Sequence[tuple[int, int]]) -> set[tuple[int, int]]:
+        """The (inode, page) pairs that fail, of the dirty ones in order."""
+        if self.mode is WbMode.PREFIX:
+            return set(dirty[self.k:])
+        if self.mode is WbMode.ONE:
+            return set(dirty[self.k:self.k + 1])
+        return set(dirty)
+
+    def __str__(self) -> str:
+        what = {WbMode.ALL: "all pages fail", WbMode.PREFIX: f"first {self.k} pages written",
+                WbMode.ONE: f"only page #{self.k} fails"}[self.mode]
+        return what + (", stale blocks" if self.stale else "")
 
 
 class RecordingFS:
@@ -246,6 +289,19 @@ class RecordingFS:
         self.wb_err: dict[int, ErrSeq] = {}  # per file (mapping->wb_err)
         self.sb_err = ErrSeq()  # the file system's (sb->s_wb_err)
         self._samples: dict[int, tuple[int, int]] = {}  # fd -> (file sample, sb sample)
+        # Stale blocks (Writeback.stale): per inode, what the blocks past its disk content
+        # held before it got them (its own bytes a truncate freed, or the last unlinked
+        # file's), and, once a stale write-back failed, what its lost pages there read back.
+        self.freed: dict[int, bytes] = {}
+        self.under: dict[int, bytes] = {}
+        self._last_unlinked = b""
+        # Per fsync-like call (by number): its dirty pages, and whether a failed page of
+        # them could read back stale bytes (for the explorer's write-back variants).
+        self.dirty_at: list[int] = []
+        self.stale_at: list[bool] = []
+        # A directory's failed write-back aborted the journal: the file system is read-only,
+        # every barrier fails, until a reboot (see fsync_dir).
+        self.aborted = False
 
     @classmethod
     def from_image(cls, image: Image) -> RecordingFS:
@@ -272,6 +328,8 @@ class RecordingFS:
             p = os.path.dirname(p)
         if self.ns[p] != _DIR:
             raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), p)
+        if missing:
+            self._writable()
         for d in reversed(missing):
             self.ns[d] = _DIR
             self.trace.append(FsOp(OpKind.MKDIR, d))
@@ -282,6 +340,7 @@ class RecordingFS:
             raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
         if self.ns.get(os.path.dirname(path)) != _DIR:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
+        self._writable()
         self.ns[path] = _DIR
         self.trace.append(FsOp(OpKind.MKDIR, path))
 
@@ -326,10 +385,12 @@ class RecordingFS:
             lost = self.lost.pop(i, set())
             if lost and i in self.inodes:
                 self.inodes[i] = bytearray(on_disk(bytes(self.inodes[i]),
-                                                   self.disk.get(i, b""), lost))
+                                                   self.disk.get(i, b""), lost,
+                                                   self.under.get(i, b"")))
 
     def open_append(self, path: str, create: bool) -> int:
         path = os.path.normpath(path)
+        self._writable()
         if create:
             if path in self.ns:
                 raise FileExistsError(errno.EEXIST, os.strerror(errno.EEXIST), path)
@@ -340,8 +401,10 @@ class RecordingFS:
 
     def open_trunc(self, path: str) -> int:
         path = os.path.normpath(path)
+        self._writable()
         if path in self.ns:
             ino = self._file(path)
+            self.freed[ino] = self.disk.get(ino, b"")  # O_TRUNC frees its blocks
             self.inodes[ino] = bytearray()
             self.lost.pop(ino, None)
             self.trace.append(FsOp(OpKind.TRUNC, path, ino))
@@ -351,6 +414,7 @@ class RecordingFS:
 
     def write(self, fd: int, data: bytes) -> int:
         ino, path, append = self._fds[fd]
+        self._writable()
         fault = self._fault("write")
         if fault is not None:
             data = data[: fault.partial]
@@ -375,8 +439,11 @@ class RecordingFS:
 
     def _fsync(self, fd: int, reading: bool = False) -> None:
         ino, path, _ = self._fds[fd]
-        if self._fault("fsync") is not None:
-            self._writeback_failed([ino], one_file=True)
+        self._journal()
+        self._note_dirty([ino])
+        fault = self._fault("fsync")
+        if fault is not None:
+            self._writeback_failed([ino], one_file=True, wb=fault.writeback)
         else:
             self._written_back(ino)
             self.trace.append(FsOp(OpKind.FSYNC, path, ino, reading=reading))
@@ -393,9 +460,12 @@ class RecordingFS:
     def truncate(self, path: str, length: int) -> None:
         path = os.path.normpath(path)
         ino = self._file(path)
+        self._writable()
         fd = self._open(ino, path, append=False)
         try:
             buf = self.inodes[ino]
+            if length < len(self.disk.get(ino, b"")):
+                self.freed[ino] = self.disk[ino]  # the blocks past the cut are freed
             if length < len(buf):
                 del buf[length:]
             else:
@@ -417,6 +487,7 @@ class RecordingFS:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), dst)
         if self.ns.get(dst) == _DIR:
             raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), dst)
+        self._writable()
         del self.ns[src]
         self.ns[dst] = ino
         self.trace.append(FsOp(OpKind.RENAME, dst, ino, src=src))
@@ -424,14 +495,35 @@ class RecordingFS:
     def unlink(self, path: str) -> None:
         path = os.path.normpath(path)
         ino = self._file(path)
+        self._writable()
         del self.ns[path]
+        self._last_unlinked = self.disk.get(ino, b"")  # its blocks are free for the next file
         self.trace.append(FsOp(OpKind.UNLINK, path, ino))
 
     def fsync_dir(self, path: str) -> None:
+        """Commit the directory's operations. A failure (EIO) is a failed write-back of the
+        journal that holds them: ext4 journals directories (as XFS logs them), and a failed
+        write of a commit aborts the journal (fs/jbd2/commit.c: `if (err)
+        jbd2_journal_abort(journal, err)`; jbd2_journal_abort's comment in fs/jbd2/journal.c:
+        "no further transaction commits will be honoured", a new handle gets -EROFS; ext4's
+        default errors=remount-ro, Documentation/admin-guide/ext4.rst; XFS shuts the file
+        system down). What follows: the operations stay visible in the cache (the dentries)
+        but never reach the device, nor does anything after them; every later barrier fails
+        (EIO) and every change is refused (EROFS) until a reboot, whose journal replay leaves
+        the device as of a committed transaction: one of the crash states at the abort.
+        (Without a journal, ext2 or ext4 -O ^has_journal, the directory's blocks would be
+        marked clean and lost while later barriers succeed: outside this model.)"""
         path = os.path.normpath(path)
         if self.ns.get(path) != _DIR:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
-        self._barrier()
+        self._journal()
+        self._note_dirty([])
+        f = self._fault("fsync")
+        if f is not None:
+            if f.kind is FaultKind.EIO:
+                self.aborted = True
+                self.trace.append(FsOp(OpKind.JOURNAL_ABORT, path))
+            raise OSError(f.kind.value, os.strerror(f.kind.value))
         self.trace.append(FsOp(OpKind.FSYNC_DIR, path))
 
     def open_fs(self, path: str) -> int:
@@ -446,8 +538,11 @@ class RecordingFS:
         file's, any caller's) once to this descriptor, if it came after the descriptor was
         opened or nobody had seen it then (sb->s_wb_err, Linux >= 5.8)."""
         _, path, _ = self._fds[fd]
-        if self._fault("fsync") is not None:
-            self._writeback_failed(list(self.inodes))
+        self._journal()
+        self._note_dirty(list(self.inodes))
+        fault = self._fault("fsync")
+        if fault is not None:
+            self._writeback_failed(list(self.inodes), wb=fault.writeback)
         else:
             for ino in list(self.inodes):
                 self._written_back(ino)
@@ -483,6 +578,7 @@ class RecordingFS:
             raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), path)
         if self.listdir(path):
             raise OSError(errno.ENOTEMPTY, os.strerror(errno.ENOTEMPTY), path)
+        self._writable()
         del self.ns[path]
         self.trace.append(FsOp(OpKind.RMDIR, path))
 
@@ -519,6 +615,7 @@ class RecordingFS:
         ino = self._new_inode()
         self.inodes[ino] = bytearray()
         self.disk[ino] = b""
+        self.freed[ino] = self._last_unlinked
         self.ns[path] = ino
         self.trace.append(FsOp(OpKind.CREATE, path, ino))
         return ino
@@ -543,21 +640,48 @@ class RecordingFS:
         self.dirty.pop(ino, None)
         if ino in self.inodes:
             self.disk[ino] = on_disk(bytes(self.inodes[ino]), self.disk.get(ino, b""),
-                                     self.lost.get(ino, ()))
+                                     self.lost.get(ino, ()), self.under.get(ino, b""))
 
-    def _writeback_failed(self, inos: Iterable[int], one_file: bool = False) -> None:
-        """The dirty pages of these files did not reach the disk: marked clean, kept cached
-        (lost), the error recorded in each such file's errseq and the file system's (an
-        fsync of one file with nothing dirty fails on the device's cache flush: its own)."""
+    def _writeback_failed(self, inos: Iterable[int], one_file: bool = False,
+                          wb: Writeback | None = None) -> None:
+        """The dirty pages of these files did not reach the disk (`wb`: which of them; by
+        default all): marked clean, kept cached (lost), the error recorded in each such
+        file's errseq and the file system's (an fsync of one file with nothing dirty fails
+        on the device's cache flush: its own). The others reached the disk."""
+        inos = list(inos)
+        dirty = [(i, p) for i in inos for p in sorted(self.dirty.get(i, ()))]
+        failed = (wb or Writeback()).failed(dirty)
         for ino in inos:
             d = self.dirty.pop(ino, set())
+            f = {p for i, p in failed if i == ino}
             if d:
-                self.lost.setdefault(ino, set()).update(d)
+                stale = b""
+                if wb is not None and wb.stale and f and self._stale_pages(ino, f):
+                    stale = self.under[ino] = self.freed[ino]
+                lost = self.lost.setdefault(ino, set())
+                lost.update(f)
+                if d - f:  # these pages (and the size) reached the disk
+                    self.disk[ino] = on_disk(bytes(self.inodes[ino]), self.disk.get(ino, b""),
+                                             lost, self.under.get(ino, b""))
                 paths = [p for p, i in self.ns.items() if i == ino]
-                self.trace.append(FsOp(OpKind.WB_ERROR, paths[0] if paths else "", ino))
-            if d or one_file:
+                self.trace.append(FsOp(OpKind.WB_ERROR, paths[0] if paths else "", ino,
+                                       data=stale, pages=frozenset(f)))
+            if f or one_file:
                 self.wb_err.setdefault(ino, ErrSeq()).set()
         self.sb_err.set()
+
+    def _stale_pages(self, ino: int, pages: Iterable[int]) -> bool:
+        """Whether any of these pages lies in a block the file did not have on the disk
+        (past its disk content's last page) where the freed blocks held nonzero bytes."""
+        edge = -(-len(self.disk.get(ino, b"")) // PAGE)
+        old = self.freed.get(ino, b"")
+        return any(p >= edge and any(old[p * PAGE:(p + 1) * PAGE]) for p in pages)
+
+    def _note_dirty(self, inos: Sequence[int]) -> None:
+        """Record, for the fsync-like call about to be made, its dirty pages and whether a
+        stale block could show (Writeback variants are generated from these)."""
+        self.dirty_at.append(sum(len(self.dirty.get(i, ())) for i in inos))
+        self.stale_at.append(any(self._stale_pages(i, self.dirty.get(i, ())) for i in inos))
 
     def _report(self, fd: int, seq: ErrSeq, which: int) -> None:
         samples = list(self._samples[fd])
@@ -575,10 +699,15 @@ class RecordingFS:
             self.fault_pos.append(len(self.trace))
         return f
 
-    def _barrier(self) -> None:
-        f = self._fault("fsync")
-        if f is not None:
-            raise OSError(f.kind.value, os.strerror(f.kind.value))
+    def _writable(self) -> None:
+        """After a journal abort the file system is read-only (errors=remount-ro)."""
+        if self.aborted:
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS))
+
+    def _journal(self) -> None:
+        """After a journal abort every barrier fails (jbd2 returns EIO to commits)."""
+        if self.aborted:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
 
 
 # ---- crash points ----------------------------------------------------------------------------
@@ -671,13 +800,14 @@ class _Inode:
     # cache, not on the disk).
     dirty: set[int] = field(default_factory=set)
     lost: set[int] = field(default_factory=set)
+    under: bytes = b""  # what its lost pages past the disk content read back (stale blocks)
     # The leading bytes a barrier of the workload made durable (a recovery's read_durable
     # fsyncs too, but what it reads may be a torn tail it then cuts: it protects nothing).
     protected: int = 0
 
     def sync(self, pagecache: bool = False, reading: bool = False) -> None:
         if pagecache:
-            self.durable = on_disk(self.cur, self.durable, self.lost)
+            self.durable = on_disk(self.cur, self.durable, self.lost, self.under)
             self.dirty = set()
         else:
             self.durable = self.cur
@@ -689,10 +819,15 @@ class _Inode:
         self.protected = min(self.protected, len(self.durable))
         self.states, self.truncated = [], False
 
-    def wb_error(self) -> None:
-        """The dirty pages failed to reach the disk: nothing written since the last barrier
-        can persist any more, except through a later write that dirties its page again."""
-        self.lost |= self.dirty
+    def wb_error(self, failed: frozenset[int], under: bytes) -> None:
+        """The `failed` dirty pages did not reach the disk (the others did): nothing written
+        since the last barrier can persist any more but what reached the disk now, except
+        through a later write that dirties its page again."""
+        if under:
+            self.under = under
+        self.lost |= failed & self.dirty
+        if self.dirty - failed:
+            self.durable = on_disk(self.cur, self.durable, self.lost, self.under)
         self.dirty = set()
         self.states = []
 
@@ -701,7 +836,7 @@ class _Inode:
             for p in pages:
                 self.dirty.add(p)
                 self.lost.discard(p)
-            self.states.append((pos, on_disk(self.cur, self.durable, self.lost)))
+            self.states.append((pos, on_disk(self.cur, self.durable, self.lost, self.under)))
         else:
             self.states.append((pos, self.cur))
 
@@ -740,10 +875,12 @@ def _replay(ops: Sequence[FsOp], initial: dict[str, int], pagecache: bool = Fals
             r.dir_synced[op.path] = pos
             r.barrier_at = pos
             continue
+        if k is OpKind.JOURNAL_ABORT:
+            continue  # (nothing follows it: the live file system refuses every change)
         node = r.inodes.setdefault(op.ino, _Inode())
         if k is OpKind.WB_ERROR:
             if pagecache:  # (the kinder models: a later barrier persists these pages)
-                node.wb_error()
+                node.wb_error(op.pages, op.data)
             continue
         if k is OpKind.FSYNC:
             node.sync(pagecache, op.reading)

@@ -33,10 +33,14 @@ simulator) leaves the bytes written since the file's last fsync in the real file
 cache, which a process restarted without a reboot reads) but NOT on the device: they are
 `lost`, kept as byte ranges per file. A later fsync does not write them (they are clean); a
 later write into one of their 4 KiB pages dirties the whole page again, which then reaches the
-device at the next fsync. `read_durable` (fsync, then past the cache) turns lost bytes into
+device at the next fsync (until then a crash still zeroes it). The simulator's failures fail
+only some of a file's dirty pages half the time (`writeback_failed`'s `rng`: per bio, as
+crashstates.Writeback). `read_durable` (fsync, then past the cache) turns lost bytes into
 what the device holds (zeros: a hole), in the real file too; `crash` zeroes every lost range
 left. Errors are reported by the failing call itself (errseq's once per descriptor: the
-process that saw it stops; a restarted one opens new descriptors and sees nothing).
+process that saw it stops; a restarted one opens new descriptors and sees nothing). Not
+modelled here (the explorer's PAGECACHE has them): stale blocks, which recovery refuses as
+damage (a refused restart is a simulator failure), and directory write-back errors.
 
 Outside the model (a check that passes under it says nothing about these): bit rot in fsynced
 data, a later sector of an unsynced write persisting while an earlier one does not, lying
@@ -60,12 +64,15 @@ from __future__ import annotations
 import contextlib
 import enum
 import errno
+import json
 import os
 import random
 import stat
 import time
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from epochgc.impl.raft.errseq import ErrSeq
 
 SECTOR = 512
 PAGE = 4096  # the page cache's unit of write-back
@@ -318,6 +325,9 @@ class _FileState:
     synced: int = 0  # length at the last fsync
     # byte ranges [a, b) a failed write-back left cached but not on the device (zeros there)
     lost: list[tuple[int, int]] = field(default_factory=list)
+    # lost ranges whose pages a later write dirtied again: still not on the device (a power
+    # loss zeroes them too), but written back, whole pages, at the next successful fsync
+    redirtied: list[tuple[int, int]] = field(default_factory=list)
 
     def redirty(self, lo: int, hi: int) -> None:
         """A write to [lo, hi): its pages are dirty again, all of their cached bytes (the
@@ -334,7 +344,28 @@ class _FileState:
                 out.append((x, a))
             if y > b:
                 out.append((b, y))
+            self.redirtied.append((max(x, a), min(y, b)))
         self.lost = out
+
+    def written_back(self) -> None:
+        """A successful write-back: the dirty pages (the redirtied ones too) reach the device."""
+        self.redirtied = []
+
+    def failed(self) -> None:
+        """A failed write-back: the redirtied pages are clean and lost again."""
+        self.lost += self.redirtied
+        self.redirtied = []
+
+    def not_on_device(self) -> list[tuple[int, int]]:
+        return self.lost + self.redirtied
+
+    def cut(self, length: int) -> None:
+        """The file cut to `length` (and fsynced)."""
+        self.synced = length
+        self.lost = [(a, min(b, length)) for a, b in self.lost if a < length]
+        self.redirtied = [(a, min(b, length)) for a, b in self.redirtied if a < length]
+        self.redirty(length, length + 1 if length % PAGE else length)  # its partial last page
+        self.written_back()
 
 
 @dataclass
@@ -393,16 +424,27 @@ class CrashFS(OsFileIO):
             self._files[path].redirty(start, start + written)
         return written
 
-    def writeback_failed(self, paths: list[str] | None = None) -> None:
+    def writeback_failed(self, paths: list[str] | None = None,
+                         rng: random.Random | None = None) -> None:
         """The device failed the write-back of these files' (default: every file's) bytes
-        written since their last fsync: cached, clean, never on the device."""
+        written since their last fsync: cached, clean, never on the device. With `rng`, half
+        the time only some of a file's dirty pages fail (block-layer errors are per bio:
+        crashstates.Writeback): every page from a random one on (those before it reached
+        the disk), or a single random one."""
         for p in list(self._files) if paths is None else paths:
             st = self._files.get(os.path.abspath(p))
             if st is None or not os.path.exists(p):
                 continue
             size = os.path.getsize(p)
+            st.failed()
             if size > st.synced:
-                st.lost.append((st.synced, size))
+                pages = list(range(st.synced // PAGE, (size - 1) // PAGE + 1))
+                failed = pages
+                if rng is not None and len(pages) > 1 and rng.random() < 0.5:
+                    k = rng.randrange(len(pages))
+                    failed = pages[k:] if k and rng.random() < 0.5 else [pages[k]]
+                st.lost += [(max(st.synced, g * PAGE), min(size, (g + 1) * PAGE))
+                            for g in failed]
                 st.synced = size  # (the size is journalled at the next barrier: a hole)
 
     def fsync(self, fd: int) -> None:
@@ -415,7 +457,9 @@ class CrashFS(OsFileIO):
         super().fsync(fd)
         path = self._fds.get(fd)
         if path is not None:
-            self._files.setdefault(path, _FileState()).synced = os.fstat(fd).st_size
+            st = self._files.setdefault(path, _FileState())
+            st.synced = os.fstat(fd).st_size
+            st.written_back()
 
     def close(self, fd: int) -> None:
         self._fds.pop(fd, None)
@@ -427,10 +471,7 @@ class CrashFS(OsFileIO):
         if self.fail_fsync:
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         super().truncate(path, length)
-        st = self._files.setdefault(path, _FileState())
-        st.synced = length
-        st.lost = [(a, min(b, length)) for a, b in st.lost if a < length]
-        st.redirty(length, length + 1 if length % PAGE else length)  # its partial last page
+        self._files.setdefault(path, _FileState()).cut(length)
 
     def replace(self, src: str, dst: str) -> None:
         src, dst = os.path.abspath(src), os.path.abspath(dst)
@@ -464,6 +505,7 @@ class CrashFS(OsFileIO):
         st = self._files.get(path)
         if st is not None:
             st.synced = os.path.getsize(path)  # its fsync
+            st.written_back()
             _zero(path, st.lost)  # the clean pages dropped: the device's content read back
             st.lost = []
         return super().read_durable(path)
@@ -479,6 +521,7 @@ class CrashFS(OsFileIO):
         for fd, p in self._fds.items():
             self._files.setdefault(p, _FileState()).synced = os.fstat(fd).st_size
         for p, st in self._files.items():
+            st.written_back()
             if os.path.exists(p):
                 st.synced = os.path.getsize(p)
 
@@ -495,7 +538,7 @@ class CrashFS(OsFileIO):
             if os.path.exists(path):
                 st = self._files[path]
                 self._cut(path, st.synced, rng)
-                _zero(path, st.lost)  # the device never got them
+                _zero(path, st.not_on_device())  # the device never got them
         self._files.clear()  # what is on disk now is all there is: durable
 
     def _undo_dir_ops(self, d: str, ops: list[_DirOp], rng: random.Random) -> None:
@@ -572,41 +615,158 @@ def _zero(path: str, ranges: list[tuple[int, int]]) -> None:
 
 
 class FaultFileIO(OsFileIO):
-    """The real `os` calls with two switches a test (or `epochgc chaos`, through node_main's
-    fault file) flips at run time from another thread:
+    """The real `os` calls with switches a test (or `epochgc chaos`, through node_main's fault
+    file) flips at run time from another thread:
 
-    * `fail_fsync`: fsync, fsync_dir, syncfs and truncate raise EIO, and the file loses what
-      was written since its last successful fsync (as Linux may: after a failed writeback
-      the dirty pages are marked clean and can be evicted, so the page cache is not the
-      disk). A node that carried on after a failed fsync would then serve, and have
-      acknowledged, bytes its disk no longer has.
+    * `fail_fsync`: the device fails every write-back: fsync, fsync_dir, syncfs, truncate and
+      read_durable raise EIO. What Linux does then (the PAGECACHE model of crashstates.py;
+      Rebello et al., "Can Applications Recover from fsync Failures?", USENIX ATC'20,
+      section 4: ext4 and XFS mark the failed pages clean and keep them cached): the bytes
+      written since the file's last successful fsync stay in the real file (the page cache:
+      plain reads, also by a process restarted without a reboot, see them) but are NOT on
+      the device: they are `lost`, a hole there (what the device held before the failed
+      write-back: the file's size reaches the journal, its new blocks do not). A later
+      fsync does not write them (they are clean); a later write into one of their 4 KiB
+      pages dirties the whole page again. `read_durable` (fsync, then past the cache) and a
+      power loss see the device: the lost ranges read as zeros, in the real file too.
+    * errors are reported through errseq counters (errseq.py; lib/errseq.c,
+      Documentation/core-api/errseq.rst), one per file and one for the file system, sampled
+      when a descriptor is opened: a descriptor that did not see a write-back error reports
+      it at its next fsync (syncfs: any file's) even once the device works again, and only
+      once; a descriptor opened after someone saw it reports nothing.
     * `enospc`: every write raises ENOSPC (the disk is full).
     * `fsync_delay`: every fsync first sleeps this long (a stalling disk).
 
-    `lose_unsynced()` is a power loss's effect on the open files (node_main's fault file
-    calls it and then exits at once).
+    The lost ranges and the errseq counters are the kernel's memory, not the process's: with
+    `state` (a path; node_main uses the fault file's name + ".pagecache") they are kept in
+    that file, so that a node restarted without a reboot finds the same page cache. A file
+    first seen by this process counts as written back up to its size then (a killed
+    process's dirty pages: the kernel's flusher or the next fsync writes them).
+
+    `lose_unsynced()` is a power loss (node_main's fault file calls it and then exits at
+    once): every file keeps only what the device holds, and the kernel's memory is gone.
+    Outside the model: directory entries at a power loss (they all persist), stale content
+    (not zeros) in never-written blocks, and a write-back that fails for only some pages.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, state: str | None = None) -> None:
         self.fail_fsync = False
         self.enospc = False
         self.fsync_delay = 0.0  # seconds every barrier takes first (a stalling disk)
-        self._synced: dict[int, int] = {}  # fd -> length at its last successful fsync
+        self._state_path = state
+        self._files: dict[str, _FileState] = {}  # path -> written back / lost (this process)
+        self._err: dict[str, ErrSeq] = {}  # path -> its errseq (mapping->wb_err)
+        self._sb = ErrSeq()  # the file system's (sb->s_wb_err)
+        self._fds: dict[int, tuple[str, int, int]] = {}  # fd -> (path, file sample, sb sample)
+        self._saved = ""
+        if state is not None and os.path.exists(state):
+            self._load(state)
+
+    # ---- the kernel's memory across process restarts ------------------------------------
+
+    def _load(self, state: str) -> None:
+        with open(state, encoding="utf-8") as f:
+            doc = json.load(f)
+        self._sb = ErrSeq(*doc["sb"])
+        for path, st in doc["files"].items():
+            if os.path.exists(path) and (st["lost"] or st["redirtied"]):
+                self._files[path] = _FileState(os.path.getsize(path),
+                                               [(a, b) for a, b in st["lost"]],
+                                               [(a, b) for a, b in st["redirtied"]])
+            self._err[path] = ErrSeq(*st["err"])
+        self._saved = json.dumps(doc, sort_keys=True)
+
+    def _save(self) -> None:
+        if self._state_path is None:
+            return
+        files: dict[str, dict[str, object]] = {}
+        for path in sorted(set(self._files) | set(self._err)):
+            st, err = self._files.get(path), self._err.get(path, ErrSeq())
+            lost = st.lost if st is not None else []
+            redirtied = st.redirtied if st is not None else []
+            if lost or redirtied or err.value:
+                files[path] = {"lost": lost, "redirtied": redirtied,
+                               "err": [err.value, err.seen]}
+        doc = json.dumps({"sb": [self._sb.value, self._sb.seen], "files": files},
+                         sort_keys=True)
+        if doc != self._saved:
+            tmp = f"{self._state_path}.tmp"
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.write(doc)
+            os.replace(tmp, self._state_path)  # (the kernel's memory: no fsync, a reboot
+            self._saved = doc  # clears it, see lose_unsynced)
+
+    # ---- tracking -----------------------------------------------------------------------
+
+    def _track(self, path: str) -> _FileState:
+        st = self._files.get(path)
+        if st is None:
+            st = self._files[path] = _FileState(os.path.getsize(path))
+        return st
+
+    def _opened(self, fd: int, path: str) -> int:
+        self._fds[fd] = (path, self._err.setdefault(path, ErrSeq()).sample(), self._sb.sample())
+        return fd
+
+    def _report(self, fd: int, sb: bool = False) -> None:
+        """errseq_check_and_advance on the descriptor's sample: EIO once per error."""
+        path, fs, ss = self._fds[fd]
+        if sb:
+            err, ss = self._sb.check_and_advance(ss)
+        else:
+            err, fs = self._err.setdefault(path, ErrSeq()).check_and_advance(fs)
+        self._fds[fd] = (path, fs, ss)
+        self._save()
+        if err:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+
+    def _writeback_failed(self, path: str, upto: int | None = None) -> None:
+        """The device failed the write-back of `path`'s bytes written since its last
+        successful one (up to `upto`: what was written when the call was issued): clean in
+        the cache, a hole on the device. The error goes into the file's and the file
+        system's errseq."""
+        if os.path.exists(path):
+            st = self._track(path)
+            st.failed()
+            end = os.path.getsize(path) if upto is None else upto
+            if end > st.synced:
+                st.lost.append((st.synced, end))
+                st.synced = end
+        self._err.setdefault(path, ErrSeq()).set()
+        self._sb.set()
+
+    # ---- the FileIO calls -----------------------------------------------------------------
 
     def open_append(self, path: str, create: bool) -> int:
+        path = os.path.abspath(path)
         fd = super().open_append(path, create)
-        self._synced[fd] = os.fstat(fd).st_size
-        return fd
+        if create:  # a new inode: nothing on the device, a fresh errseq
+            self._files[path] = _FileState(0)
+            self._err[path] = ErrSeq()
+        else:
+            self._track(path)
+        return self._opened(fd, path)
 
     def open_trunc(self, path: str) -> int:
+        path = os.path.abspath(path)
+        existed = os.path.exists(path)
         fd = super().open_trunc(path)
-        self._synced[fd] = 0
-        return fd
+        self._files[path] = _FileState(0)  # (as CrashFS: the worst case of a fresh file)
+        if not existed:
+            self._err[path] = ErrSeq()
+        return self._opened(fd, path)
 
     def write(self, fd: int, data: bytes) -> int:
         if self.enospc:
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return super().write(fd, data)
+        start = os.fstat(fd).st_size  # (append-only or fresh sequential descriptors)
+        n = super().write(fd, data)
+        path = self._fds[fd][0] if fd in self._fds else None
+        st = self._files.get(path) if path is not None else None
+        if st is not None and st.lost:
+            st.redirty(start, start + n)
+            self._save()
+        return n
 
     def _stall(self) -> None:
         if self.fsync_delay > 0:
@@ -616,54 +776,122 @@ class FaultFileIO(OsFileIO):
         # Only what was written when the fsync was issued counts as made durable by it:
         # bytes written while it stalls may or may not be on the disk.
         issued = os.fstat(fd).st_size
+        path = self._fds[fd][0]
         self._stall()
         if self.fail_fsync:
-            self._drop_unsynced(fd)
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
-        super().fsync(fd)
-        self._synced[fd] = max(self._synced.get(fd, 0), issued)
+            self._writeback_failed(path, issued)
+        else:
+            super().fsync(fd)
+            st = self._track(path)
+            st.synced = max(st.synced, issued)
+            st.written_back()
+        self._report(fd)
 
     def close(self, fd: int) -> None:
-        self._synced.pop(fd, None)
+        self._fds.pop(fd, None)
         super().close(fd)
 
     def truncate(self, path: str, length: int) -> None:
+        path = os.path.abspath(path)
+        sample = self._err.setdefault(path, ErrSeq()).sample()  # (its fresh descriptor's)
         if self.fail_fsync:
+            self._writeback_failed(path)
+        else:
+            super().truncate(path, length)
+            self._track(path).cut(length)
+        err, _ = self._err[path].check_and_advance(sample)
+        self._save()
+        if err:
             raise OSError(errno.EIO, os.strerror(errno.EIO))
-        super().truncate(path, length)
+
+    def replace(self, src: str, dst: str) -> None:
+        src, dst = os.path.abspath(src), os.path.abspath(dst)
+        super().replace(src, dst)
+        st, err = self._files.pop(src, None), self._err.pop(src, None)
+        self._files.pop(dst, None)
+        self._err.pop(dst, None)
+        if st is not None:
+            self._files[dst] = st
+        if err is not None:
+            self._err[dst] = err
+        self._save()
+
+    def unlink(self, path: str) -> None:
+        path = os.path.abspath(path)
+        super().unlink(path)
+        self._files.pop(path, None)
+        self._err.pop(path, None)
+        self._save()
 
     def fsync_dir(self, path: str) -> None:
         self._stall()
         if self.fail_fsync:
+            self._sb.set()
+            self._save()
             raise OSError(errno.EIO, os.strerror(errno.EIO))
         super().fsync_dir(path)
 
     def read_durable(self, path: str) -> bytes:
+        """fsync on a fresh descriptor (an error nobody saw is reported to it), then the
+        device's content: the lost ranges read as the hole they are, in the real file too
+        (DONTNEED dropped the clean pages), then the real O_DIRECT read."""
+        path = os.path.abspath(path)
         self._stall()
-        if self.fail_fsync:
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        fd = self._opened(os.open(path, os.O_RDONLY), path)
+        try:
+            if self.fail_fsync:
+                self._writeback_failed(path)
+            else:
+                os.fsync(fd)
+                done = self._track(path)
+                done.synced = os.fstat(fd).st_size
+                done.written_back()
+            self._report(fd)
+        finally:
+            self.close(fd)
+        st = self._files.get(path)
+        if st is not None and st.lost:
+            _zero(path, st.lost)
+            st.lost = []
+        self._save()
         return super().read_durable(path)
 
+    def open_fs(self, path: str) -> int:
+        return self._opened(super().open_fs(path), os.path.abspath(path))
+
     def syncfs(self, fd: int) -> None:
-        issued = {f: os.fstat(f).st_size for f in list(self._synced)}
+        issued = {p: os.path.getsize(p) for p in self._files if os.path.exists(p)}
         self._stall()
         if self.fail_fsync:
-            for f in list(self._synced):
-                self._drop_unsynced(f)
-            raise OSError(errno.EIO, os.strerror(errno.EIO))
-        super().syncfs(fd)
-        for fd, size in issued.items():
-            if fd in self._synced:
-                self._synced[fd] = max(self._synced[fd], size)
+            for p, size in issued.items():
+                self._writeback_failed(p, size)
+            self._sb.set()
+        else:
+            super().syncfs(fd)
+            for p, size in issued.items():
+                self._files[p].synced = max(self._files[p].synced, size)
+                self._files[p].written_back()
+        self._report(fd, sb=True)
 
     def lose_unsynced(self) -> None:
-        """Power loss: every open file loses what was written since its last fsync (the
-        caller then dies at once; unsynced directory entries are not modelled here)."""
-        for fd in list(self._synced):
+        """Power loss: every file this process wrote keeps only what the device holds (cut to
+        its written-back length, its lost ranges zeroed); the kernel's memory (page cache,
+        errseq) is gone. The caller then dies at once; unsynced directory entries are not
+        modelled here."""
+        for path, st in self._files.items():
             with contextlib.suppress(OSError):
-                self._drop_unsynced(fd)
+                if os.path.getsize(path) > st.synced:
+                    os.truncate(path, st.synced)
+                _zero(path, st.not_on_device())
+        self._files.clear()
+        self._err.clear()
+        self._sb = ErrSeq()
+        if self._state_path is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(self._state_path)
+            self._saved = ""
 
-    def _drop_unsynced(self, fd: int) -> None:
-        synced = self._synced.get(fd)
-        if synced is not None and os.fstat(fd).st_size > synced:
-            os.ftruncate(fd, synced)
+    def lost_ranges(self, path: str) -> list[tuple[int, int]]:
+        """The byte ranges of `path` the page cache holds but the device does not."""
+        st = self._files.get(os.path.abspath(path))
+        return [] if st is None else sorted(st.not_on_device())

@@ -84,7 +84,7 @@ if CrashFS is not None:
             p = self._sim.faults.eio_fsync
             if p and self._sim.rng.random() < p:
                 self._sim.stats["eio_injected"] += 1
-                self.writeback_failed(paths)
+                self.writeback_failed(paths, self._sim.rng)
                 raise OSError(errno.EIO, os.strerror(errno.EIO))
 
         def fsync(self, fd: int) -> None:

@@ -24,7 +24,11 @@ with DiskStorage.load() and checked:
 
 Faults: `fault_runs` repeats a workload with ENOSPC (after a partial write) or EIO at each
 write call, or EIO at each fsync-like call (under the page-cache model a failed write-back:
-the pages stay cached, marked clean, and never reach the disk). The node stops at the
+the pages stay cached, marked clean, and never reach the disk; at a directory's fsync the
+journal aborts: nothing comes up before a reboot, whose states are the crash states there);
+`writeback_runs` adds, in the page-cache model only, the write-backs that fail only some
+pages (each proper prefix written, each single page failed) and those whose failed pages
+read back stale blocks (crashstates.Writeback). The node stops at the
 StorageFailed (nothing more is acknowledged), then, as an operator following
 docs/operations.md would, it is restarted WITHOUT a reboot (the page cache kept) and what it
 recovers counts as acknowledged (Raft takes it as stable); a generated workload then goes on
@@ -60,6 +64,8 @@ from epochgc.impl.raft.crashstates import (
     Model,
     OpKind,
     RecordingFS,
+    WbMode,
+    Writeback,
     crash_images,
     crash_points,
     image_ops,
@@ -69,7 +75,7 @@ from epochgc.impl.raft.groupcommit import GroupCommit
 from epochgc.impl.raft.identity import ensure_identity
 from epochgc.impl.raft.messages import Entry, HardState, InitialState, Snapshot
 from epochgc.impl.raft.removal import group_path, tombstone_path
-from epochgc.impl.raft.storage import MemStorage, StorageFailed, sync_all
+from epochgc.impl.raft.storage import MemStorage, StorageCorruption, StorageFailed, sync_all
 
 ROOT = "/data"  # exists (durable) before every workload
 NODE = "/data/n1"
@@ -151,8 +157,12 @@ class GroupRun:
 
     def restart_after_fault(self) -> InitialState:
         """A restart (no reboot) after the storage failed; again if recovery itself fails
-        (its own fsync, say): an operator restarts until it comes up."""
+        (its own fsync, say): an operator restarts until it comes up. Raises NodeDown if the
+        file system aborted its journal (nothing comes up before a reboot)."""
         for _ in range(3):
+            if self.rec.fs.aborted:
+                raise NodeDown("the journal aborted (a directory's write-back failed): "
+                               "every barrier fails until a reboot")
             try:
                 self.restart()
                 return self.storage.load()
@@ -167,6 +177,11 @@ class GroupRun:
     def _mark(self) -> None:
         t = Truth(self.ref.load(), tuple(self.ref._pending), self.removing)
         self.rec.marks.setdefault(self.gid, []).append((len(self.rec.fs.trace), t))
+
+
+class NodeDown(Exception):
+    """The node cannot restart before a reboot (its file system aborted the journal); the
+    reboot leaves one of the crash states at the abort, which the explorer checks."""
 
 
 def _check_workload(ref: MemStorage, hs: HardState | None, snap: Snapshot | None,
@@ -202,6 +217,8 @@ class Recorder:
     fault_at: int | None = None  # trace position where the first fault fired
     log: dict[int, dict[int, Entry]] = field(default_factory=dict)  # the cluster's, per gid
     gc_factory: type[GroupCommit] = GroupCommit  # (a seeded-bug copy in tests)
+    refused: str = ""  # a restart after a fault refused to recover (the node stays down)
+    down: str = ""  # the node cannot restart before a reboot (NodeDown)
 
     def __post_init__(self) -> None:
         self.fs = RecordingFS(ROOT, self.faults)
@@ -406,6 +423,50 @@ def w_restart_after_eio(r: Recorder) -> None:
     g.sync()
 
 
+def w_partial_writeback(r: Recorder) -> None:
+    """A batch over three pages whose write-back fails (the explorer's write-back variants:
+    only some of its pages fail, the others reach the disk: a hole between written pages);
+    the node restarts without a reboot, the leader resends what it lacks, the power goes."""
+    r.commit(1, [*entries(1, 2, 1), *entries(3, 5, 1, size=3000)])
+    g = r.group(1)
+    g.write(HardState(1, 1, 0), None, entries(1, 2, 1))
+    g.sync()
+    g.write(HardState(1, 1, 2), None, entries(3, 5, 1, size=3000))
+    fail_next_fsync(r.fs)
+    try:
+        g.sync()
+    except StorageFailed:
+        _resend(r, g, HardState(1, 1, 5))
+
+
+def w_stale_segment(r: Recorder) -> None:
+    """A compaction deletes the old segments; the next segments the log cuts get blocks
+    those held (the explorer's stale variants: a failed write-back of a new segment's pages
+    reads back the deleted segment's records); the node restarts, the leader resends."""
+    r.commit(1, [*entries(1, 6, 1, size=60), *entries(7, 9, 1, size=200)])
+    g = r.group(1)
+    g.write(HardState(1, 1, 0), None, entries(1, 6, 1, size=60))
+    g.sync()
+    g.write(HardState(1, 1, 6), None, [], compacted=Snapshot(6, 1, b"state@6"))
+    g.sync()
+    g.write(HardState(1, 1, 6), None, entries(7, 8, 1, size=200))  # fills segment 2
+    g.write(None, None, [entry(9, 1, 200)])  # cuts segment 3
+    try:
+        g.sync()
+    except StorageFailed:
+        _resend(r, g, HardState(1, 1, 9))
+
+
+def _resend(r: Recorder, g: GroupRun, hs: HardState) -> None:
+    """After a failed sync: restart without a reboot; the leader (same term) sends the
+    committed entries past what the node recovered, and the commit."""
+    init = g.restart_after_fault()
+    last = init.entries[-1].index if init.entries else init.snapshot.index
+    log = r.log.get(g.gid, {})
+    g.write(hs, None, [log[i] for i in range(last + 1, hs.commit + 1)])
+    g.sync()
+
+
 def fail_next_fsync(fs: RecordingFS) -> None:
     """The next fsync-like call's write-back fails (EIO)."""
     n = fs.calls["fsync"]
@@ -426,6 +487,8 @@ WORKLOADS = [
 AFTER_FAULT_WORKLOADS = [
     Workload("tenants", w_tenants, segment_bytes=4096),
     Workload("restart_after_eio", w_restart_after_eio, segment_bytes=4096),
+    Workload("partial_writeback", w_partial_writeback, segment_bytes=16384),
+    Workload("stale_segment", w_stale_segment),
 ]
 
 
@@ -764,10 +827,19 @@ def explore(wl: Workload, models: Sequence[Model] = tuple(Model), faults: tuple[
             restart: bool = True, gc_factory: type[GroupCommit] = GroupCommit) -> Result:
     """Run the workload, then check every crash state of every crash point (from the fault
     on, with faults) in every model, and with `in_recovery` every crash state of every call
-    the recovery from each makes; counts under (label, ...)."""
+    the recovery from each makes; counts under (label, ...).
+
+    With a write-back that left stale blocks (Writeback.stale), a refused recovery is counted
+    ("refused, stale blocks"), not reported: a freed block's old bytes in a page the disk
+    log never got back are, to recovery, indistinguishable from damage to acknowledged
+    data, and refusing is the safe answer (the availability it costs is counted); every
+    other check holds as everywhere."""
     label = label or wl.name
     rec = Recorder(faults, wl.segment_bytes, storage, gc_factory=gc_factory)
     _run(rec, wl, restart)
+    stale = any(f.writeback is not None and f.writeback.stale for f in rec.fs.failed)
+    refusals_counted = stale and any(op.kind is OpKind.WB_ERROR and op.data
+                                     for op in rec.fs.trace)
     start = 0
     if faults:
         if not rec.fs.failed:
@@ -783,6 +855,13 @@ def explore(wl: Workload, models: Sequence[Model] = tuple(Model), faults: tuple[
     # Linux: only PAGECACHE is explored there.
     wb_error = next((k for k, op in enumerate(rec.fs.trace) if op.kind is OpKind.WB_ERROR),
                     len(rec.fs.trace) + 1)
+    if rec.refused:
+        if not refusals_counted:
+            res.add(Finding(Kind.REFUSED, label, Model.PAGECACHE, 0, "live restart",
+                            rec.refused, ""))
+        res.counts[(label, "live restarts refused")] += 1
+    if rec.down:
+        res.counts[(label, "down until a reboot")] += 1
     for point in crash_points(rec.fs.trace, start):
         res.counts[(label, "crash points")] += 1
         truths = [rec.truth(g, point.at) for g in gids]
@@ -805,6 +884,9 @@ def explore(wl: Workload, models: Sequence[Model] = tuple(Model), faults: tuple[
                         rv = recovered[(image.digest, g)] = recover(
                             image, g, wl.segment_bytes, storage)
                     for kind, detail in check(rec, g, truth, rv, image, point):
+                        if kind is Kind.REFUSED and refusals_counted:
+                            res.counts[(label, "refused, stale blocks")] += 1
+                            continue
                         res.add(Finding(kind, label, model, g, str(point), detail,
                                         image.describe()))
                     if in_recovery and rv.init is not None and any(op.kind not in _BARRIERS
@@ -820,12 +902,19 @@ def _run(rec: Recorder, wl: Workload, restart: bool) -> None:
     calls): nothing more is acknowledged; then, with `restart`, it is restarted without a
     reboot (and again if that recovery fails)."""
     try:
-        wl.run(rec)
-    except (StorageFailed, OSError):
-        if restart:
-            for run in list(rec.groups.values()):
-                with contextlib.suppress(OSError):  # (a tombstone call: the node is down)
-                    run.restart_after_fault()
+        try:
+            wl.run(rec)
+        except (StorageFailed, OSError):
+            if restart:
+                for run in list(rec.groups.values()):
+                    with contextlib.suppress(OSError):  # (a tombstone call: the node is down)
+                        run.restart_after_fault()
+    except StorageCorruption as e:
+        # The restarted node refused what the device holds (stale blocks after a failed
+        # write-back can look like damage): it stays down, nothing more is acknowledged.
+        rec.refused = str(e)
+    except NodeDown as e:
+        rec.down = str(e)
 
 
 _BARRIERS = frozenset({OpKind.FSYNC, OpKind.FSYNC_DIR, OpKind.SYNCFS})
@@ -878,6 +967,36 @@ def fault_runs(wl: Workload, on: str, kind: FaultKind, partial: int = 7,
 FAULTS = (("write", FaultKind.ENOSPC), ("write", FaultKind.EIO), ("fsync", FaultKind.EIO))
 
 
+def writeback_runs(wl: Workload, storage: type[DiskStorage] = DiskStorage
+                   ) -> list[tuple[str, tuple[Fault, ...]]]:
+    """The failed write-backs that are not all-or-nothing (crashstates.Writeback), one per
+    run, labelled: at each fsync-like call with two or more dirty pages, each proper prefix
+    of them written (the rest failed) and each single page failed ("partial"); at each whose
+    pages could read back a freed block's old bytes, all failed with those ("stale")."""
+    def calls(first: tuple[Fault, ...]) -> list[tuple[int, int, bool]]:
+        rec = Recorder(first, wl.segment_bytes, storage)
+        _run(rec, wl, restart=True)
+        return [(i, n, stale) for i, (n, stale)
+                in enumerate(zip(rec.fs.dirty_at, rec.fs.stale_at, strict=True))]
+
+    stale_wb = Writeback(stale=True)
+    out: list[tuple[str, tuple[Fault, ...]]] = []
+    for i, n, stale in calls(()):
+        wbs = [Writeback(WbMode.PREFIX, k) for k in range(1, n)]
+        wbs += [Writeback(WbMode.ONE, k) for k in range(n)] if n >= 2 else []
+        for wb in wbs:
+            first = (Fault("fsync", i, FaultKind.EIO, writeback=wb),)
+            out.append(("partial", first))
+            # The restarted node's recovery cut what that left (freeing blocks that hold the
+            # pages which did reach the disk) and appends there again: stale blocks then.
+            out += [("partial+stale", (*first, Fault("fsync", j, FaultKind.EIO,
+                                                      writeback=stale_wb)))
+                    for j, _, s in calls(first) if j > i and s]
+        if stale:
+            out.append(("stale", (Fault("fsync", i, FaultKind.EIO, writeback=stale_wb),)))
+    return out
+
+
 def explore_all(workloads: Sequence[Workload], with_faults: bool, models: Sequence[Model]
                 = tuple(Model), storage: type[DiskStorage] = DiskStorage,
                 in_recovery: bool = True, jobs: int = 1) -> Result:
@@ -909,6 +1028,11 @@ def explore_all(workloads: Sequence[Workload], with_faults: bool, models: Sequen
                 for faults in fault_runs(wl, on, kind, storage=storage):
                     res.merge(explore(wl, models, faults, label=f"{wl.name}+{on}-{kind.name}",
                                       storage=storage, in_recovery=in_recovery))
+            if Model.PAGECACHE in models:  # (the kinder models ignore write-back errors)
+                for what, faults in writeback_runs(wl, storage):
+                    res.merge(explore(wl, (Model.PAGECACHE,), faults,
+                                      label=f"{wl.name}+fsync-EIO-{what}", storage=storage,
+                                      in_recovery=in_recovery))
     return res
 
 

@@ -110,7 +110,15 @@ def test_eio_at_recoverys_own_kth_barrier_then_restart_again(k: int) -> None:
     s.abandon()
     n = fs.calls["fsync"] + k
     fs.faults[("fsync", n)] = Fault("fsync", n, FaultKind.EIO)
-    s2, acked = _restart_until_up(fs)
+    try:
+        s2, acked = _restart_until_up(fs)
+    except AssertionError:
+        # The k-th call was a directory's fsync: its failed write-back aborted the journal
+        # (RecordingFS.fsync_dir), nothing comes up before a reboot, and the reboot leaves a
+        # crash state of that point: entries 1..3 in each.
+        assert fs.aborted and fs.failed[-1].call == n
+        assert _lost_after_power_loss(fs, cx.entries(1, 3, 1), 1) == []
+        return
     assert fs.failed[-1].call == n, "the fault did not hit recovery"
     assert [e.index for e in acked] == [1, 2, 3]
     more = cx.entries(4, 5, 2, size=700)

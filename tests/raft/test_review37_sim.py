@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import errno
 import os
+import random
 from typing import Any
 
 import pytest
@@ -15,9 +16,12 @@ from epochgc.impl.raft.sim import Simulator
 from epochgc.impl.raft.simtypes import Faults
 
 
-def scenario(seed: int, check_durability: bool = True) -> tuple[Simulator, bool]:
+def scenario(seed: int, check_durability: bool = True,
+             pages: random.Random | None = None) -> tuple[Simulator, bool]:
     """Runs the scenario; returns the simulator and whether follower 1 died by a plain kill
-    (the page cache kept) rather than a power loss (the simulator draws which)."""
+    (the page cache kept) rather than a power loss (the simulator draws which). `pages`:
+    which dirty pages of the failed write-back fail is drawn from it (CrashFS
+    writeback_failed: some may reach the disk); by default all fail."""
     # eio_fsync > 0 selects the killable page-cache file system; this scenario fails one
     # chosen barrier of node 1 itself (the probability is too small to fire on its own).
     s = Simulator(3, seed=seed, disk=True, faults=Faults(eio_fsync=1e-300),
@@ -37,12 +41,18 @@ def scenario(seed: int, check_durability: bool = True) -> tuple[Simulator, bool]
         s.run_until(lambda: s.host(1).groups[1].node.log.committed >= 5 + 1)
         fs1: Any = s._fs[1]  # the KillableFS (eio_fsync > 0): its fault hook is replaced
         armed = [True]
+        failed: list[tuple[int, int]] = []
+        dirty: list[int] = []
         real = fs1._maybe_eio
 
         def fail_once(paths: list[str] | None) -> None:
             if armed[0]:
                 armed[0] = False
-                fs1.writeback_failed(paths)
+                lost = {p: len(st.lost) for p, st in fs1._files.items()}
+                dirty.extend(os.path.getsize(p) - fs1._files[p].synced for p in paths or ()
+                             if p in fs1._files)
+                fs1.writeback_failed(paths, pages)
+                failed.extend(r for p, st in fs1._files.items() for r in st.lost[lost[p]:])
                 raise OSError(errno.EIO, os.strerror(errno.EIO))
             real(paths)
 
@@ -53,6 +63,8 @@ def scenario(seed: int, check_durability: bool = True) -> tuple[Simulator, bool]
         assert s.nodes[1].host is None, "follower 1's failed barrier did not stop it"
         segs = [p for p in fs1._files if p.endswith(".seg")]
         kept_cache = bool(segs) and bool(fs1._files[max(segs)].lost)
+        if pages is not None:  # only some pages failed, the others reached the disk
+            assert 0 < sum(b - a for a, b in failed) < sum(dirty), (failed, dirty)
         s.restart(1)  # no reboot: the files (the page cache) are as the killed process left them
         for k in range(10):
             s.propose(old, b"c%d" % k)
@@ -83,6 +95,17 @@ def test_restart_without_reboot_after_a_failed_fsync_in_a_3_node_cluster(seed: i
     s, kept_cache = scenario(seed)
     try:
         assert kept_cache, "follower 1 was powered off: the no-reboot path was not taken"
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize("pages_seed", [1, 8])  # (page #0 fails; page #1 fails)
+def test_the_scenario_when_only_some_pages_of_the_write_back_fail(pages_seed: int) -> None:
+    """The same, with a write-back that fails a single page, the pages after it reaching the
+    disk (per bio): the restarted follower recovers up to the hole and nothing past it."""
+    s, kept_cache = scenario(SEEDS[0], pages=random.Random(pages_seed))
+    try:
+        assert kept_cache
     finally:
         s.close()
 
