@@ -115,3 +115,4 @@ def test_the_cli_under_a_runner_draws_no_bar(spark: Any, tmp_path: Path) -> None
                                   "--grace", "12h", "--dry-run"])
     assert r.exit_code == 0, r.output
     assert "keys/s" not in r.stderr and "\r" not in r.stderr
+
