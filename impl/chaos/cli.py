@@ -71,5 +71,6 @@ def verdict(res: ChaosResult, out: Path) -> str:
     faults = sum(res.faults.values())
     return (f"chaos: {'OK' if res.ok() else 'FAILED'}: {res.acked} records acknowledged, "
             f"lost {res.lost}, in use deleted {res.in_use_deleted}, {faults} faults, "
-            f"{res.trace_divergences + res.raft_divergences} divergences, in "
+            f"{res.trace_divergences + res.raft_divergences} divergences, "
+            f"{'final GC round did not run, ' if res.gc_final_failed else ''}in "
             f"{res.seconds:.0f}s; result and history in {out}")

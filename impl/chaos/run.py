@@ -78,12 +78,16 @@ class ChaosResult:
     # started while GC was paused, and what they deleted (must be 0).
     gc_paused_rounds: int = 0
     gc_paused_deleted: int = 0
+    # The final round (nemesis healed, GC not paused) could not run: GC that never comes
+    # back is a failure too, not a quiet run (an outside tester's S3 run latched a pause
+    # and said OK with nothing collected).
+    gc_final_failed: int = 0
     failed_batches: int = 0
 
     def ok(self) -> bool:
         return (self.lost == 0 and self.in_use_deleted == 0 and self.trace_divergences == 0
                 and self.raft_divergences == 0 and self.survived_disk_faults == 0
-                and self.gc_paused_deleted == 0)
+                and self.gc_paused_deleted == 0 and self.gc_final_failed == 0)
 
 
 class ChaosRun:
@@ -406,6 +410,9 @@ class ChaosRun:
             if self.inflight.overlaps(k, start, end):
                 self.inflight_deleted.add(k)
                 self.h("deleted while in flight (judged at the end)", key=k)
+        if final and (r is None or r.paused or r.stopped_by_pause):
+            self.result.gc_final_failed = 1
+            self.h("FINAL GC ROUND DID NOT RUN", why="failed" if r is None else "paused")
         if r is not None:
             self.result.gc_safety_blocked_rounds += r.safety_blocked
             self.h(f"{'final ' if final else ''}GC round", engine=r.engine, M=r.M,

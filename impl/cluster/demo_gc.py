@@ -47,7 +47,12 @@ class DemoGc:
             engine = "spark" if spark_available() else "model"
         self.engine = engine
         self._session: concurrent.futures.Future[Any] | None = None
-        self._stop = RoundStop()  # a running Spark round's stop request (interrupts)
+        # A signal's reason: no round starts after it. Each round has a stop of its own
+        # (`_running`): a pause stops the round it met, and the round after the operator's
+        # `gc-admin start` must run (one stop for every round latched the first pause, and
+        # every later round was refused as paused).
+        self._interrupted: str | None = None
+        self._running: RoundStop | None = None
         if engine == "spark":
             # A daemon thread, not an executor's: an interrupted command must not wait at
             # exit for a start-up it has abandoned (executor threads are joined at exit).
@@ -69,9 +74,15 @@ class DemoGc:
 
         spark = self._session.result()  # raises if Spark failed to start
         opts = GcOptions(grace_s=self.grace_s, allow_short_grace=True, max_report_age_s=30.0)
-        if self._stop.requested:
-            raise RuntimeError(f"GC round not started: {self._stop.reason}")
-        s = run_gc(spark, self.spec, opts, clock=time.time, stop=self._stop)
+        stop = self._running = RoundStop()
+        if self._interrupted is not None:  # (checked after `_running` is set: no lock, and
+            # a signal between the two still reaches this round through `_running`)
+            self._running = None
+            raise RuntimeError(f"GC round not started: {self._interrupted}")
+        try:
+            s = run_gc(spark, self.spec, opts, clock=time.time, stop=stop)
+        finally:
+            self._running = None
         if s.refused or s.errors:
             raise RuntimeError(f"GC round incomplete: {s.refused or s.error_samples}")
         stopped = s.interrupted is not None
@@ -84,7 +95,11 @@ class DemoGc:
         """A signal (issue 41): a running Spark round stops at its next delete batch (its
         record says `interrupted`), no new one starts, and a Spark start-up under way is
         abandoned: its JVM is stopped now, not waited for."""
-        self._stop.request(reason)
+        if self._interrupted is None:
+            self._interrupted = reason
+        running = self._running
+        if running is not None:
+            running.request(reason)
         if self._session is not None and not self._session.done():
             from epochgc.impl.gc.session import stop_starting_jvm
 
@@ -95,7 +110,7 @@ class DemoGc:
         command); a start-up still under way is waited for unless `interrupt` ran."""
         if self._session is None:
             return
-        if not self._stop.requested:
+        if self._interrupted is None:
             with contextlib.suppress(Exception):  # failed to start: nothing to stop
                 self._session.result(timeout=120)
         if self._session.done() and self._session.exception() is None:

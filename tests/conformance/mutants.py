@@ -975,9 +975,28 @@ MUTANTS += (
         "[chaos] a chaos run whose GC deleted while the operator had paused it passes"
         " (`ChaosResult.ok()` no longer looks at gc_paused_deleted)",
         "impl/chaos/run.py",
-        "                and self.gc_paused_deleted == 0)",
-        "                and True)",
+        "                and self.gc_paused_deleted == 0 and self.gc_final_failed == 0)",
+        "                and self.gc_final_failed == 0)",
         check=r"tests/impl/test_chaos_checker.py::test_every_violation_count_fails_the_run",
+    ),
+    Mutant(
+        "chaos-ok-ignores-gc-final-failed",
+        "[chaos] a chaos run whose final GC round could not run passes (an outside tester's"
+        " S3 run: a latched pause refused every round after `gc-admin start`, and 'OK')",
+        "impl/chaos/run.py",
+        "                and self.gc_paused_deleted == 0 and self.gc_final_failed == 0)",
+        "                and self.gc_paused_deleted == 0)",
+        check=r"tests/impl/test_chaos_checker.py::test_every_violation_count_fails_the_run",
+    ),
+    Mutant(
+        "demo-gc-one-stop-for-every-round",
+        "[gc] the demo's and chaos's GC rounds share one stop: a pause that stopped one round"
+        " refuses every later round as paused, after `gc-admin start` too",
+        "impl/cluster/demo_gc.py",
+        "        stop = self._running = RoundStop()\n",
+        "        stop = self._running = getattr(self, '_shared', None) or RoundStop()\n"
+        "        self._shared = stop\n",
+        check=r"tests/impl/test_demo_gc_rounds.py::test_a_round_a_pause_stopped_does_not_stop",
     ),
     Mutant(
         "conform-seq-bool-accepted",

@@ -51,7 +51,7 @@ def test_the_entry_at_the_commit_index_is_compared_the_next_is_not(tmp_path: Pat
 # Every count that is a violation (the run must fail); the others (faults injected, leader
 # changes, rounds, objects, unexpected exits the nemesis explains) describe the run.
 VIOLATIONS = ("lost", "in_use_deleted", "trace_divergences", "raft_divergences",
-              "survived_disk_faults", "gc_paused_deleted")
+              "survived_disk_faults", "gc_paused_deleted", "gc_final_failed")
 
 
 def test_every_violation_count_fails_the_run() -> None:
