@@ -21,7 +21,14 @@ from typing import Any
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.lease import LEASE_KEY
 from epochgc.impl.gc.reports import check_nesting
-from epochgc.impl.store.base import NotAnObject, ObjectInfo, ObjectStore, Outcome, StoreError
+from epochgc.impl.store.base import (
+    NoConditionalWrites,
+    NotAnObject,
+    ObjectInfo,
+    ObjectStore,
+    Outcome,
+    StoreError,
+)
 
 ADMIN_KEY = "_cluster/gc/admin.json"
 _MAX_BYTES = 4096
@@ -102,14 +109,30 @@ def load_strict(raw: bytes, key: str, limit: int = _MAX_BYTES) -> Any:
                       parse_float=_finite)
 
 
+def _read_admin(store: ObjectStore) -> bytes | None:
+    """The pause state's bytes, None if there is none. One request where the store reads
+    with a version (`get_versioned`: S3's GetObject answers 404 for an absent key, a local
+    store opens the file once and refuses a link, a directory or a special file), where
+    `_read_entry` takes two (a HEAD, then a GET); issue 38: the in-round watch reads it
+    every look, and on S3 each read is a round trip of the round's request count."""
+    try:
+        got = store.get_versioned(ADMIN_KEY, _MAX_BYTES + 1)
+    except NoConditionalWrites:  # a store that cannot: head, then get
+        try:
+            return _read_entry(store, ADMIN_KEY)[1]
+        except _Missing:
+            return None
+    return None if got is None else got.data
+
+
 def read_admin_state(store: ObjectStore) -> AdminState:
     """The store's GC state; absent = running; unreadable, malformed or not a regular
     object (a link, a directory, a special file) = paused (fail closed), with the problem
     as the reason."""
     try:
-        _, raw = _read_entry(store, ADMIN_KEY)
-    except _Missing:
-        return AdminState(paused=False)
+        raw = _read_admin(store)
+        if raw is None:
+            return AdminState(paused=False)
     except NotAnObject as e:
         return AdminState(True, f"{ADMIN_KEY} is there but is not a regular object ({e}); "
                                 "treated as paused")

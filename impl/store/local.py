@@ -224,10 +224,12 @@ class LocalStore(ObjectStore):
                 raise NotAnObject(f"{key!r} in {self.describe()} is not a regular file "
                                   "(a link is never followed)") from None
             raise StoreError(f"cannot read {key!r} in {self.describe()}: {e}") from e
+        st = os.fstat(f)
+        if not stat.S_ISREG(st.st_mode):
+            # before fdopen, which raises IsADirectoryError (not a StoreError) for one
+            os.close(f)
+            raise NotAnObject(f"{key!r} in {self.describe()} is not a regular file")
         with os.fdopen(f, "rb") as fh:
-            st = os.fstat(fh.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise NotAnObject(f"{key!r} in {self.describe()} is not a regular file")
             os.set_blocking(fh.fileno(), True)
             try:
                 return Versioned(fh.read(limit), file_version(st))

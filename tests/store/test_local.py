@@ -152,3 +152,15 @@ def test_prune_concurrency_survives_pickling_and_is_checked(tmp_path: Path) -> N
     assert pickle.loads(pickle.dumps(LocalStore(tmp_path))).prune_concurrency > 1
     with pytest.raises(ValueError, match="prune_concurrency must be >= 1"):
         LocalStore(tmp_path, prune_concurrency=0)
+
+
+def test_a_directory_read_with_its_version_is_not_an_object(tmp_path: Path) -> None:
+    # Found while the admin state moved to `get_versioned` (issue 38, one request per read):
+    # a directory at the key raised IsADirectoryError from os.fdopen, an OSError no caller
+    # catches (the lease and the admin state expect NotAnObject, a StoreError).
+    from epochgc.impl.store.base import NotAnObject
+
+    store = LocalStore(tmp_path, create=True)
+    (tmp_path / "d" / "k").mkdir(parents=True)
+    with pytest.raises(NotAnObject, match="not a regular file"):
+        store.get_versioned("d/k", 100)
