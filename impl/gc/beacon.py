@@ -138,11 +138,13 @@ class BeaconListener:
         if self._thread.is_alive():
             self._thread.join()
 
-    def sync(self) -> None:
+    def sync(self, limit_s: float = 30.0) -> None:
         """Returns once every datagram that reached this host's socket before the call is
         counted: a marker sent to the listener's own address queues behind them, and the
-        receive loop sets `_synced` when it reads the marker. A datagram still on its way
-        from another host is not waited for (advisory counts)."""
+        receive loop sets its event when it reads the marker. A datagram still on its way
+        from another host is not waited for (advisory counts). At most `limit_s`: a full
+        receive buffer drops the marker too, and a round must not hang on its display
+        (a reviewer's finding)."""
         marker = f"sync-{id(self)}-{next(self._syncs)}".encode()
         event = threading.Event()
         with self._lock:
@@ -152,8 +154,11 @@ class BeaconListener:
                 s.sendto(marker, (self.target.host, self.target.port))
         except OSError:
             return
-        while self._thread.is_alive() and not event.wait(0.1):
-            pass
+        waited = 0.0
+        while self._thread.is_alive() and not event.wait(0.1) and waited < limit_s:
+            waited += 0.1
+        with self._lock:
+            self._waiting.pop(marker, None)
 
     def _run(self) -> None:
         while True:

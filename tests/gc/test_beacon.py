@@ -93,3 +93,23 @@ def test_the_lister_threads_count_every_key_listed(tmp_path: Path) -> None:
                            tally))
         assert len(rows) == 8 * 3 and stats.listed == 8 * 4
         assert tally.snapshot() == (stats.listed, 0)
+
+
+def test_sync_returns_when_its_marker_is_lost() -> None:
+    # A full receive buffer drops the marker too: sync must not wait for it forever (it
+    # runs before the round's journal read-back). Seeded loss: the marker is never sent.
+    import epochgc.impl.gc.beacon as beacon
+
+    with BeaconListener() as listener:
+        real = beacon.socket.socket
+
+        class Mute(real):  # type: ignore[misc,valid-type]
+            def sendto(self, *a: object) -> int:  # type: ignore[override]
+                return 0
+
+        beacon.socket.socket = Mute  # type: ignore[misc]
+        try:
+            listener.sync(limit_s=0.3)
+        finally:
+            beacon.socket.socket = real  # type: ignore[misc]
+        assert not listener._waiting
