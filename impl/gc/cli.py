@@ -323,6 +323,10 @@ def gc(
         sys.exit(summary.exit_code)
     for key in summary.would_delete or ():
         click.echo(printable(key))
+    if summary.interrupted is not None:
+        # Stderr's last line says so, even with -q or --json (issue 41 item 3: it was the
+        # success-looking `gc: listed N keys, ...` progress line).
+        echo_safe(summary.lines()[0], err=True)
     if as_json:
         for line in summary.lines()[1:]:
             echo_safe(line, err=True)

@@ -65,6 +65,15 @@ def test_a_signal_mid_round_stops_it_gracefully(tmp_path: Path, sig: int, code: 
     gauges = {s.name: s.value for f in text_string_to_metric_families(metrics.read_text())
               for s in f.samples if not s.labels}
     assert gauges["epochgc_gc_round_exit_code"] == code
+    # Issue 41 item 3: the listing counts of a stopped round are marked partial (record,
+    # --json, metrics) and never below what the journal proves; stderr's last `gc:` line
+    # says "interrupted", not a success-looking `gc: listed N keys, ...`.
+    assert doc["listing_complete"] is False and rec["listing_complete"] is False
+    assert doc["listed"] >= doc["eligible"] >= doc["deleted"]
+    assert rec["counts"]["listed"] >= rec["counts"]["eligible"] >= rec["counts"]["deleted"]
+    assert gauges["epochgc_gc_listing_complete"] == 0
+    last = [ln for ln in err.splitlines() if ln.startswith("gc: ")][-1]
+    assert last.startswith("gc: round interrupted"), err[-2000:]
 
 
 def test_a_round_interrupted_before_its_journal_says_nothing_was_deleted() -> None:
