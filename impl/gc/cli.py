@@ -27,6 +27,7 @@ from epochgc.impl.gc.reports import MAX_WRITTEN_AT
 from epochgc.impl.gc.stop import RoundStop, install_signal_handlers
 from epochgc.impl.gc.summary import EXIT_USAGE, GcSummary
 from epochgc.impl.gc.text import echo_safe, printable
+from epochgc.impl.gc.masterurl import master_problem
 from epochgc.impl.preflight import require_modules, store_modules, writable_file
 from epochgc.impl.progress import Reporter
 from epochgc.impl.signals import checkpoint
@@ -243,6 +244,9 @@ def gc(
         spec = parse_store_url(store_url, s3_endpoint)
     except StoreError as e:
         raise _Usage(str(e)) from None
+    bad_master = None if master is None else master_problem(master)
+    if bad_master is not None:
+        raise _Usage(bad_master)
     # Before the round (issue 41): the extras it imports, and the files it writes at its end
     # (a metrics file in a missing directory was only warned about after the round).
     require_modules("gc", ("pyspark", *store_modules(spec)))

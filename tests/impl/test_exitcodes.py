@@ -136,7 +136,7 @@ def test_garbage_in_a_health_report_blocks_the_round(tmp_path: Path) -> None:
 
 def test_gc_admin_readme_lists_the_codes_its_help_lists() -> None:
     """Issue 41 item 11. Old code: impl/gc/README.md said 0/1/64/130/143 for every gc-admin
-    command while `--help` (and `show`) used 2 and 3 too: `{2, 3, 69} missing`."""
+    command while `--help` (and `show`) used 2 and 3 too: `{2, 3} missing`."""
     import re
 
     text = (Path(__file__).resolve().parents[2] / "impl/gc/README.md").read_text()

@@ -231,3 +231,24 @@ def test_gc_admin_on_s3_without_boto3_names_the_extra(tmp_path: Path) -> None:
                                  "--s3-endpoint", "http://127.0.0.1:1"], tmp_path)
         assert p.returncode == ExitCode.UNAVAILABLE, p.stdout + p.stderr
         assert "pip install 'epochgc[s3]'" in _one_line(p.stderr)
+
+
+def test_gc_refuses_a_master_url_spark_cannot_parse_before_spark(tmp_path: Path) -> None:
+    """Issue 41 item 11. Old code: Spark started and failed, `PySparkRuntimeError:
+    [JAVA_GATEWAY_EXITED]`, exit 1."""
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
+    r = CliRunner().invoke(main, ["gc", "--store", str(tmp_path / "s"), "--dry-run", "-q",
+                                  "--master", "bogus://x"])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert "--master 'bogus://x': not a Spark master URL" in r.output, r.output
+    assert not list(LocalStore(tmp_path / "s").list_all(ROUNDS_PREFIX))
+
+
+def test_the_master_forms_are_sparks() -> None:
+    from epochgc.impl.gc.masterurl import master_problem
+
+    for ok in ("local", "local[2]", "local[*]", "local[2, 3]", "local-cluster[2,1,1024]",
+               "spark://h:7077", "spark://a:7077,b:7077", "yarn", "k8s://https://h:443"):
+        assert master_problem(ok) is None, ok
+    for bad in ("bogus://x", "local[0x2]", "locals", "yarn-client", "spark:/h:7077", ""):
+        assert master_problem(bad) is not None, bad
