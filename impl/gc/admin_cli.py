@@ -41,7 +41,6 @@ from typing import Any
 import click
 
 from epochgc.impl.exitcodes import ExitCode
-from epochgc.impl.preflight import require_modules, store_modules
 from epochgc.impl.gc.admin import (
     MAX_REASON_BYTES,
     ResetRefused,
@@ -57,6 +56,7 @@ from epochgc.impl.gc.recover import live_rounds, recover_dead_rounds
 from epochgc.impl.gc.show import gc_state, render
 from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import echo_safe, printable
+from epochgc.impl.preflight import require_modules, store_modules
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.url import open_spec, parse_store_url
 

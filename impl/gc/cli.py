@@ -22,12 +22,12 @@ from epochgc.impl.gc.duration import DURATION, format_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.manifest import manifest_target
+from epochgc.impl.gc.masterurl import master_problem
 from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, GcOptions
 from epochgc.impl.gc.reports import MAX_WRITTEN_AT
 from epochgc.impl.gc.stop import RoundStop, install_signal_handlers
 from epochgc.impl.gc.summary import EXIT_USAGE, GcSummary
 from epochgc.impl.gc.text import echo_safe, printable
-from epochgc.impl.gc.masterurl import master_problem
 from epochgc.impl.preflight import require_modules, store_modules, writable_file
 from epochgc.impl.progress import Reporter
 from epochgc.impl.signals import checkpoint
