@@ -8,7 +8,9 @@ import os
 import click
 
 from epochgc.impl import signals
+from epochgc.impl.cluster.errors import NoCluster
 from epochgc.impl.exitcodes import ExitCode, codes_for, table
+from epochgc.impl.preflight import Refused
 from epochgc.impl.store.base import StoreError
 
 # name -> "module:attribute"; imported lazily so `epochgc replay` never pays for Spark.
@@ -58,6 +60,8 @@ class _LazyGroup(click.Group):
             click.echo(f"epochgc {ctx.invoked_subcommand}: interrupted by {sig.name}",
                        err=True)
             ctx.exit(sig.exit_code)
+        except NoCluster as e:  # a --data-dir that holds no cluster: a bad argument
+            raise Refused(str(e), ExitCode.USAGE) from None
         except (OSError, RuntimeError, ValueError, StoreError) as e:
             if os.environ.get("EPOCHGC_DEBUG"):
                 raise

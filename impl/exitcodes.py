@@ -52,7 +52,7 @@ USES: dict[str, tuple[ExitCode, ...]] = {
     "conform": (*_OK, ExitCode.UNAVAILABLE, ExitCode.PROTOCOL),
     "gc": _GC,
     "gc-package": (*_OK, ExitCode.UNAVAILABLE),
-    "gc-admin": (*_OK, ExitCode.BLOCKED, ExitCode.PAUSED),
+    "gc-admin": (*_OK, ExitCode.BLOCKED, ExitCode.PAUSED, ExitCode.UNAVAILABLE),
     "cluster": (*_OK, ExitCode.UNAVAILABLE),
     "produce": _OK,
     "consume": _OK,

@@ -6,10 +6,12 @@ thing in a command, a refusal needs no cleanup."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
 import shutil
 import sys
+import tempfile
 import uuid
 from collections.abc import Iterable
 from pathlib import Path
@@ -87,22 +89,40 @@ def store_modules(spec: StoreSpec) -> tuple[str, ...]:
     return ("boto3",) if spec.kind == "s3" else ()
 
 
-def writable_file(path: str, option: str) -> str:
-    """The absolute path of a file the command will create or replace at the end of its
-    work: refused (64) now if its directory is missing or not writable, or it names a
-    directory."""
+def writable_file(path: str, option: str, *, new: bool = False) -> str:
+    """The absolute path of a file the command will create (`new`: never replace) or
+    replace at the end of its work: refused (64) now, naming the path and why, if its
+    directory is missing, is not a directory or takes no new file, or it names a directory
+    (or, with `new`, an existing file)."""
     target = os.path.abspath(os.path.expanduser(path))
     parent = os.path.dirname(target)
     if os.path.isdir(target):
         raise Refused(f"{option} {path}: is a directory (a file path is expected)",
                       ExitCode.USAGE)
-    if not os.path.isdir(parent):
-        raise Refused(f"{option} {path}: directory {parent} does not exist", ExitCode.USAGE)
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise Refused(f"{option} {path}: directory {parent} is not writable", ExitCode.USAGE)
+    _check_dir(parent, f"{option} {path}: directory {parent}")
+    if new and os.path.lexists(target):
+        raise Refused(f"{option} {path}: exists (it is never overwritten)", ExitCode.USAGE)
     if os.path.exists(target) and not os.access(target, os.W_OK):
         raise Refused(f"{option} {path}: the file is not writable", ExitCode.USAGE)
     return target
+
+
+def _check_dir(directory: str, what: str) -> None:
+    """Refused (64) unless `directory` is a directory a file can be created in. Tried by
+    creating and removing one (issue 41 item 5): `os.access` answers yes for root on /proc
+    and on a read-only mount, where the write at the end failed after the round."""
+    if not os.path.exists(directory):
+        raise Refused(f"{what} does not exist", ExitCode.USAGE)
+    if not os.path.isdir(directory):
+        raise Refused(f"{what} is not a directory", ExitCode.USAGE)
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".epochgc-probe-", dir=directory)
+    except OSError as e:
+        raise Refused(f"{what}: cannot create a file in it: {e.strerror or e}",
+                      ExitCode.USAGE) from None
+    os.close(fd)
+    with contextlib.suppress(OSError):
+        os.unlink(probe)
 
 
 def writable_dir(path: str, option: str) -> Path:
@@ -114,8 +134,7 @@ def writable_dir(path: str, option: str) -> Path:
     except OSError as e:
         raise Refused(f"{option} {path}: cannot create it: {e.strerror or e}",
                       ExitCode.USAGE) from None
-    if not os.access(target, os.W_OK | os.X_OK):
-        raise Refused(f"{option} {path}: directory is not writable", ExitCode.USAGE)
+    _check_dir(str(target), f"{option} {path}: directory")
     return target
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from epochgc import IMPORT_ROOT
+from epochgc.impl.cluster.errors import NoCluster
 from epochgc.impl.raft.proc_cluster import free_ports
 
 LOCK_NAME = "start.lock"
@@ -86,7 +87,7 @@ class LocalCluster:
     @property
     def ids(self) -> list[int]:
         if not self.meta:
-            raise RuntimeError(
+            raise NoCluster(
                 f"no cluster under {self.dir}: start one with `epochgc cluster start`")
         return [int(i) for i in self.meta["ids"]]
 

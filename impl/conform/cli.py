@@ -15,6 +15,7 @@ import click
 
 from epochgc.impl.conform.client import PortProcess, ProtocolFailure
 from epochgc.impl.exitcodes import ExitCode
+from epochgc.impl.preflight import writable_file
 from epochgc.impl.signals import checkpoint
 from epochgc.model.replay import ReplayError, resolve_variant
 
@@ -38,7 +39,8 @@ EXIT_MISSING = ExitCode.UNAVAILABLE  # the extra, the port's program or the vect
 @click.option("--timeout-per-step", default=5.0, show_default=True,
               type=click.FloatRange(min=0, min_open=True), help="Seconds per answer.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write the shortest failing program here as a vector file.")
+              help="Write the shortest failing program here as a vector file (a new file: "
+                   "an existing one is refused).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON summary object on stdout.")
 @click.option("--vectors", "vectors_only", is_flag=True, help="Replay the shipped vectors only.")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
@@ -57,6 +59,8 @@ def conform(variant: str, examples: int, seed: int | None, max_steps: int,
         resolve_variant(variant)
     except ReplayError as e:
         raise click.UsageError(f"--variant: {e.message}") from None
+    if out is not None:  # before the port runs; never replaced (issue 41 item 5)
+        out = Path(writable_file(str(out), "--out", new=True))
     argv = list(command)
     if argv[0].startswith("-"):
         # Unknown options pass through to CMD (`ignore_unknown_options`): one before CMD

@@ -16,8 +16,12 @@
   cannot help (`impl/broker/breakglass.py`: the leader's cache lags the partition's epochs).
 
 Every command first checks the location is an epochgc store (`_cluster/partitions.json`):
-a mistyped path is refused before anything is written. Exit codes: 0 done; 1 refused or
-failed; 64 bad arguments; 130 / 143 interrupted by SIGINT / SIGTERM.
+a mistyped path is refused before anything is written. Exit codes (`codes_for`, the
+`--help` table): 0 done; 1 refused or failed; 2 `show`: a round would be blocked now
+(health bad or unknown, no M); 3 `show`: GC is paused; 64 bad arguments; 69 a missing
+extra (boto3 for an s3:// store); 130 / 143 interrupted by SIGINT / SIGTERM.
+`resume` is another name of `start` (issue 41 item 10: click's hint for a mistyped
+`resume` was `reset`, which removes the lease).
 """
 
 from __future__ import annotations
@@ -52,6 +56,7 @@ from epochgc.impl.gc.recover import live_rounds, recover_dead_rounds
 from epochgc.impl.gc.show import gc_state, render
 from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import echo_safe, printable
+from epochgc.impl.preflight import require_modules, store_modules
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.url import open_spec, parse_store_url
 
@@ -128,6 +133,9 @@ def _open(store: str, s3_endpoint: str | None) -> ObjectStore:
         spec = parse_store_url(store, s3_endpoint)
     except StoreError as e:
         raise _usage(str(e)) from None
+    # A missing extra exits 69 naming it, as `gc` and `cluster start` answer it (issue 41
+    # item 9: it was `No module named 'boto3'` inside a read error, exit 1).
+    require_modules("gc-admin", store_modules(spec))
     try:
         s = open_spec(spec)
         check_is_store(s)
@@ -180,6 +188,9 @@ def start(store: str, s3_endpoint: str | None) -> None:
     finally:
         s.close()
     click.echo("gc-admin: running")
+
+
+gc_admin.add_command(start, "resume")
 
 
 @gc_admin.command()

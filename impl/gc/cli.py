@@ -22,6 +22,7 @@ from epochgc.impl.gc.duration import DURATION, format_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.manifest import manifest_target
+from epochgc.impl.gc.masterurl import master_problem
 from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, GcOptions
 from epochgc.impl.gc.reports import MAX_WRITTEN_AT
 from epochgc.impl.gc.stop import RoundStop, install_signal_handlers
@@ -243,6 +244,9 @@ def gc(
         spec = parse_store_url(store_url, s3_endpoint)
     except StoreError as e:
         raise _Usage(str(e)) from None
+    bad_master = None if master is None else master_problem(master)
+    if bad_master is not None:
+        raise _Usage(bad_master)
     # Before the round (issue 41): the extras it imports, and the files it writes at its end
     # (a metrics file in a missing directory was only warned about after the round).
     require_modules("gc", ("pyspark", *store_modules(spec)))
@@ -323,6 +327,10 @@ def gc(
         sys.exit(summary.exit_code)
     for key in summary.would_delete or ():
         click.echo(printable(key))
+    if summary.interrupted is not None:
+        # Stderr's last line says so, even with -q or --json (issue 41 item 3: it was the
+        # success-looking `gc: listed N keys, ...` progress line).
+        echo_safe(summary.lines()[0], err=True)
     if as_json:
         for line in summary.lines()[1:]:
             echo_safe(line, err=True)

@@ -59,6 +59,11 @@ def build_registry(s: GcSummary) -> CollectorRegistry:
     Gauge("epochgc_gc_round_failed", "1 if the last round ended in an error", registry=reg).set(
         1 if s.error is not None else 0
     )
+    Gauge(
+        "epochgc_gc_listing_complete",
+        "0 if the last round stopped part-way: its listed/eligible objects are lower bounds",
+        registry=reg,
+    ).set(1 if s.listing_complete else 0)
     Gauge("epochgc_gc_round_seconds", "Duration of the last round", registry=reg).set(s.seconds)
     # Issue 30: the rest of production's GC metrics (README, "Metrics").
     Gauge(

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import shlex
-from pathlib import Path
 
 import click
 
 from epochgc.impl.gc.package import ENTRY_SCRIPT, build_zip, write_entry_script
+from epochgc.impl.preflight import writable_dir
 
 
 @click.command("gc-package")
@@ -21,7 +21,7 @@ from epochgc.impl.gc.package import ENTRY_SCRIPT, build_zip, write_entry_script
 )
 def gc_package(out_dir: str) -> None:
     """Build what spark-submit needs to run `epochgc gc` on a cluster."""
-    out = Path(out_dir).absolute()
+    out = writable_dir(out_dir, "--out")  # before anything is built (issue 41 item 5)
     z = build_zip(out / "epochgc.zip")
     entry = write_entry_script(out / ENTRY_SCRIPT)
     click.echo(f"wrote {z} and {entry}; run it with, for example:")

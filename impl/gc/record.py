@@ -72,6 +72,8 @@ def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
         "recovered": s.recovered,
         "reports_used": s.reports_used,
         "stale_nodes": s.stale_nodes,
+        # Issue 41 item 3: False: `listed`/`eligible` below are lower bounds.
+        "listing_complete": s.listing_complete,
         "counts": {
             "listed": s.listed,
             "fetched": s.fetched,

@@ -141,10 +141,21 @@ def _from_end(store: ObjectStore, round_id: str, end: dict[str, Any]) -> Recover
                      unreadable if isinstance(unreadable, int) else 0, True)
 
 
+def _journal_span(store: ObjectStore, prefix: str) -> float:
+    """How long a dead round ran, as far as its journal shows: from its first entry's
+    write (START) to its last (issue 41 item 12: such records said `took 0.0s`)."""
+    try:
+        times = [o.mtime for o in store.list_all(prefix)]
+    except StoreError:
+        return 0.0
+    return max(times) - min(times) if times else 0.0
+
+
 def _from_journal(
     store: ObjectStore, data: ObjectStore | None, round_id: str, prefix: str, by: str,
     clock: Callable[[], float],
 ) -> Recovered:
+    took = _journal_span(store, prefix)  # before our STOP joins it
     # Any task of the dead round still running stops at its next batch (each checks STOP
     # before it starts one; it also stops once it sees its driver gone: `journal.Driver`).
     write_marker(store, prefix, STOP, {"reason": "killed", "by": by})
@@ -158,6 +169,7 @@ def _from_journal(
         journal=prefix,
         recovered_by=by,
         recovered_at=clock(),
+        seconds=took,
     )
     try:
         totals = read_journal(store, prefix, data)
@@ -173,9 +185,10 @@ def _from_journal(
         s.delete_requests = totals.batches
         s.unreadable_entries = totals.unreadable
         s.error_samples = totals.error_samples()
-        from epochgc.impl.gc.stage import max_epoch
+        from epochgc.impl.gc.stage import max_epoch, partial_listing
 
         s.max_deleted_epoch = max_epoch(totals.deleted)
+        partial_listing(s, totals)  # its tasks' listing counts died with its driver
     given = start.get("options")
     options: dict[str, Any] = given if isinstance(given, dict) else {}
     number_round(store, s)

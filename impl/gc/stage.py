@@ -248,7 +248,9 @@ def _stage(
             with contextlib.suppress(Exception):
                 _quiesce(sc, open_store, prefix)
             with contextlib.suppress(GcError):
-                _count(summary, _read_journal(open_store, prefix))
+                totals = _read_journal(open_store, prefix)
+                _count(summary, totals)
+                partial_listing(summary, totals)  # no task returned its listing counts
             raise
         summary.delete_seconds = summary.list_seconds = time.monotonic() - t
     finally:
@@ -272,8 +274,17 @@ def _stage(
         summary.malformed_keys.extend(r.malformed[: _SAMPLES - len(summary.malformed_keys)])
         summary.refused_samples.extend(r.refused[: _SAMPLES - len(summary.refused_samples)])
     _fill_scan(summary, scanned)
-    note(f"gc: listed {scanned.listed} keys, {scanned.eligible} eligible, "
-         f"{summary.deleted} deleted (journal {prefix})")
+    if stop.reason is not None or failure is not None or len(results) < len(groups):
+        # A stopped task stops listing, a failed one returns nothing: the listing counts
+        # are those of what the returned tasks listed (issue 41 item 3).
+        partial_listing(summary, totals)
+        why = (f"round interrupted ({stop.reason})" if stop.reason is not None
+               else "round failed")
+        note(f"gc: {why}: listing partial, at least {summary.listed} keys listed, "
+             f"{summary.eligible} eligible; {summary.deleted} deleted (journal {prefix})")
+    else:
+        note(f"gc: listed {scanned.listed} keys, {scanned.eligible} eligible, "
+             f"{summary.deleted} deleted (journal {prefix})")
     if failure is not None:
         raise GcError(
             f"{failure}; {summary.deleted} key(s) were deleted before it, journal {prefix}",
@@ -340,6 +351,18 @@ def _count(summary: GcSummary, totals: JournalTotals) -> None:
     summary.error_samples.extend(totals.error_samples())
     summary.unreadable_entries = totals.unreadable
     summary.journal_read = True
+
+
+def partial_listing(summary: GcSummary, totals: JournalTotals) -> None:
+    """Mark the listing counts partial and raise them to what the journal proves: every
+    key it names as deleted, already gone, rewritten or failed was listed and eligible
+    (issue 41 item 3: a SIGTERM'd round recorded eligible 12585, deleted 14585)."""
+    proven = set(totals.deleted) | totals.already_gone | totals.changed | set(totals.errors)
+    summary.listing_complete = False
+    summary.eligible = max(summary.eligible, len(proven))
+    summary.eligible_bytes = max(summary.eligible_bytes, totals.bytes_deleted)
+    summary.listed = max(summary.listed, summary.eligible)
+    summary.fetched = max(summary.fetched, summary.listed)
 
 
 def max_epoch(keys: Iterable[str]) -> int | None:

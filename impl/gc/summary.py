@@ -53,6 +53,10 @@ JSON_KEYS = (
     # Issue 30: why a paused store refused the round, the safety monitor's verdict.
     "paused",
     "health",
+    # Issue 41 item 3: False when the round stopped before every task returned its listing
+    # counts; `listed` and `eligible` are then lower bounds (at least what the journal
+    # proves was listed and eligible).
+    "listing_complete",
 )
 
 
@@ -127,6 +131,8 @@ class GcSummary:
     recovered_by: str | None = None
     recovered_at: float | None = None
     recovered: list[str] = field(default_factory=list)
+    # Issue 41 item 3: see JSON_KEYS.
+    listing_complete: bool = True
 
     @property
     def outcome(self) -> str:

@@ -207,6 +207,19 @@ class LocalStore(ObjectStore):
                 raise StoreError(f"cannot delete {key!r} in {self.describe()}: {e}") from e
             return Outcome.DELETED
 
+    def _regular(self, f: int, key: str) -> None:
+        """Close `f` and raise NotAnObject unless it is a regular file; checked on the raw
+        descriptor: `os.fdopen` of a directory raised `IsADirectoryError: ... : 4` (the
+        descriptor's number, not the key: issue 41 item 12)."""
+        try:
+            regular = stat.S_ISREG(os.fstat(f).st_mode)
+        except OSError:
+            os.close(f)
+            raise
+        if not regular:
+            os.close(f)
+            raise NotAnObject(f"{key!r} in {self.describe()} is not a regular file")
+
     def get_versioned(self, key: str, limit: int) -> Versioned | None:
         """One open file: its version (fstat) and its bytes are the same file's (a
         replace renames a new inode into place, never writes in place)."""
@@ -224,12 +237,9 @@ class LocalStore(ObjectStore):
                 raise NotAnObject(f"{key!r} in {self.describe()} is not a regular file "
                                   "(a link is never followed)") from None
             raise StoreError(f"cannot read {key!r} in {self.describe()}: {e}") from e
-        st = os.fstat(f)
-        if not stat.S_ISREG(st.st_mode):
-            # before fdopen, which raises IsADirectoryError (not a StoreError) for one
-            os.close(f)
-            raise NotAnObject(f"{key!r} in {self.describe()} is not a regular file")
+        self._regular(f, key)
         with os.fdopen(f, "rb") as fh:
+            st = os.fstat(fh.fileno())
             os.set_blocking(fh.fileno(), True)
             try:
                 return Versioned(fh.read(limit), file_version(st))
@@ -261,9 +271,8 @@ class LocalStore(ObjectStore):
                 f = os.open(name, _READ, dir_fd=fd)
             finally:
                 os.close(fd)
+            self._regular(f, key)
             with os.fdopen(f, "rb") as fh:
-                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-                    raise NotAnObject(f"{key!r} in {self.describe()} is not a regular file")
                 os.set_blocking(fh.fileno(), True)
                 if start:
                     fh.seek(start)

@@ -143,3 +143,14 @@ def test_a_bad_store_url_is_a_usage_error_for_every_admin_command(cmd: str, url:
     code, out = _admin(cmd, "--store", url)
     assert code == 64, (code, out)
     assert url in out
+
+
+def test_resume_is_start_and_never_a_hint_to_reset(tmp_path: Path) -> None:
+    """Issue 41 item 10. Old code: `Error: No such command 'resume'. Did you mean 'reset'?`
+    (exit 64): `reset` removes the lease."""
+    root = _store(tmp_path)
+    code, out = _admin("pause", "--store", str(root), "--reason", "r")
+    assert code == 0, out
+    code, out = _admin("resume", "--store", str(root))
+    assert code == 0 and out.strip() == "gc-admin: running", out
+    assert json.loads(LocalStore(root).get(ADMIN_KEY))["paused"] is False

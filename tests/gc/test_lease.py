@@ -60,3 +60,15 @@ def test_put_if_absent_has_one_winner(tmp_path: Path) -> None:
     store = LocalStore(tmp_path)
     assert store.put_if_absent("a/k", b"1") and not store.put_if_absent("a/k", b"2")
     assert store.get("a/k") == b"1" and [o.key for o in store.list_all("")] == ["a/k"]
+
+
+def test_a_directory_at_the_lease_is_named_not_a_descriptor_number(tmp_path: Path) -> None:
+    """Issue 41 item 12. Old code: `IsADirectoryError: [Errno 21] Is a directory: 13`
+    raised out of the store read (`gc` printed `error: IsADirectoryError: ...: 4`)."""
+    store = LocalStore(tmp_path, create=True)
+    (tmp_path / LEASE_KEY).mkdir(parents=True)
+    with pytest.raises(GcError) as err:
+        Lease(lambda: LocalStore(tmp_path), "r1").acquire()
+    assert str(err.value).startswith(
+        f"{LEASE_KEY} is there but is not a regular object"), err.value
+    assert f"'{LEASE_KEY}' in {store.describe()} is not a regular file" in str(err.value)

@@ -173,3 +173,25 @@ def test_a_task_stops_at_its_next_batch_once_its_driver_is_gone(tmp_path: Path) 
     assert w.stop_requested()
     child.wait()
     assert w.stop_requested()
+
+
+def test_a_killed_rounds_record_says_how_long_its_journal_ran(tmp_path: Path) -> None:
+    """Issue 41 item 12: `reset --force` recorded a round that ran ~40 s as `took 0.0s`,
+    and with listed/eligible 0 beside deleted 6 (now lower bounds, marked partial).
+    Old code: `assert 0.0 == 40.0`."""
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)
+    deleted, _ = _dead_round(root)
+    journal = root / journal_prefix(DEAD)
+    files = sorted(p for p in journal.rglob("*") if p.is_file())
+    for i, f in enumerate(files):  # START first, the last entry 40 s later
+        t = 1_800_000_000.0 + (0 if f.name == START else 40 * (i + 1) / len(files))
+        os.utime(f, (t, t))
+    Lease(lambda: LocalStore(root), DEAD).acquire()
+    code, out = _invoke("gc-admin", "reset", "--store", str(root), "--force")
+    assert code == 0, out
+    [rec] = _records(root).values()
+    assert rec["seconds"] == 40.0
+    assert rec["listing_complete"] is False
+    assert rec["counts"]["eligible"] >= rec["counts"]["deleted"] == len(deleted)
+    assert rec["counts"]["listed"] >= rec["counts"]["eligible"]

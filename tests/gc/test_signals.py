@@ -65,6 +65,15 @@ def test_a_signal_mid_round_stops_it_gracefully(tmp_path: Path, sig: int, code: 
     gauges = {s.name: s.value for f in text_string_to_metric_families(metrics.read_text())
               for s in f.samples if not s.labels}
     assert gauges["epochgc_gc_round_exit_code"] == code
+    # Issue 41 item 3: the listing counts of a stopped round are marked partial (record,
+    # --json, metrics) and never below what the journal proves; stderr's last `gc:` line
+    # says "interrupted", not a success-looking `gc: listed N keys, ...`.
+    assert doc["listing_complete"] is False and rec["listing_complete"] is False
+    assert doc["listed"] >= doc["eligible"] >= doc["deleted"]
+    assert rec["counts"]["listed"] >= rec["counts"]["eligible"] >= rec["counts"]["deleted"]
+    assert gauges["epochgc_gc_listing_complete"] == 0
+    last = [ln for ln in err.splitlines() if ln.startswith("gc: ")][-1]
+    assert last.startswith("gc: round interrupted"), err[-2000:]
 
 
 def test_a_round_interrupted_before_its_journal_says_nothing_was_deleted() -> None:
@@ -76,3 +85,20 @@ def test_a_round_interrupted_before_its_journal_says_nothing_was_deleted() -> No
     assert line == "gc: round interrupted (SIGINT) before any delete; nothing was deleted"
     [line] = GcSummary(M=100, interrupted="SIGTERM", journal="j/", deleted=2).lines()
     assert "after deleting 2 key(s)" in line and "(journal: j/)" in line
+
+
+def test_partial_listing_counts_are_raised_to_what_the_journal_proves() -> None:
+    """Issue 41 item 3, the tester's SIGTERM record: listed 12585, eligible 12585, deleted
+    14585 (the listing counts of the tasks that returned; deleted from the journal)."""
+    from epochgc.impl.gc.journal import JournalTotals
+    from epochgc.impl.gc.stage import partial_listing
+    from epochgc.impl.gc.summary import GcSummary
+
+    totals = JournalTotals(deleted={f"k{i}": (100, 1.0) for i in range(14585)},
+                           already_gone={"g1", "k0"}, changed={"c1"}, errors={"e1": "x"})
+    s = GcSummary(listed=12585, fetched=12585, eligible=12585, eligible_bytes=1258500,
+                  deleted=14585, bytes_deleted=1458500)
+    partial_listing(s, totals)
+    assert not s.listing_complete
+    assert s.eligible == 14585 + 3  # k0 counted once
+    assert s.listed == s.fetched == s.eligible and s.eligible_bytes == 1458500

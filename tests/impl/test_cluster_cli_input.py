@@ -85,3 +85,13 @@ def test_status_with_every_node_down_exits_non_zero(made: tuple[str, Path]) -> N
     assert "{" not in line, line  # a value and a reason, not a Python dict
     code, out = cli("cluster", "status", "--data-dir", made[0], "--json")
     assert code == 1 and json.loads(out)["healthy"] is False
+
+
+@pytest.mark.parametrize("command", [["cluster", "status"], ["cluster", "stop"], ["barrier"]])
+def test_a_directory_that_holds_no_cluster_is_a_usage_error(
+        tmp_path: Path, command: list[str]) -> None:
+    """Issue 41 item 11. Old code: `Error: RuntimeError: no cluster under ...`, exit 1."""
+    code, out = cli(*command, "--data-dir", str(tmp_path))
+    assert code == 64, out
+    assert out.strip() == (f"Error: no cluster under {tmp_path}: start one with "
+                           "`epochgc cluster start`")

@@ -132,3 +132,16 @@ def test_garbage_in_a_health_report_blocks_the_round(tmp_path: Path) -> None:
     metrics = tmp_path / "m.prom"
     export_metrics(s, str(metrics), None)
     assert "epochgc_gc_round_safety_blocked 1.0" in metrics.read_text()
+
+
+def test_gc_admin_readme_lists_the_codes_its_help_lists() -> None:
+    """Issue 41 item 11. Old code: impl/gc/README.md said 0/1/64/130/143 for every gc-admin
+    command while `--help` (and `show`) used 2 and 3 too: `{2, 3} missing`."""
+    import re
+
+    text = (Path(__file__).resolve().parents[2] / "impl/gc/README.md").read_text()
+    para = text.partition("Exit codes (every gc-admin command")[2].partition("\n\n")[0]
+    assert para, "impl/gc/README.md: no gc-admin exit-code paragraph"
+    said = {int(n) for n in re.findall(r"\b(\d{1,3})\b", para)}
+    missing = {int(c) for c in codes_for("gc-admin show")} - said
+    assert not missing, f"{missing} missing"

@@ -171,3 +171,84 @@ def test_cluster_start_refuses_a_directory_it_cannot_make(tmp_path: Path, option
     assert r.exit_code == ExitCode.USAGE, r.output
     line = _one_line(r.output)
     assert option in line and "NotADirectoryError" not in line, line
+
+
+@pytest.mark.parametrize("option", ["--metrics-file", "--list"])
+def test_gc_output_paths_that_take_no_file_are_refused_before_the_round(
+        tmp_path: Path, option: str) -> None:
+    """Issue 41 item 5. Old code: `--list /proc/epochgc-list` ran the whole listing, then
+    exit 1; `--metrics-file /proc/m.prom` ran the round, warned, exit 0 (`os.access` says
+    yes to root there); `--metrics-file FILE/m.prom` said "directory FILE does not exist"."""
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
+    r = CliRunner().invoke(main, ["gc", "--store", str(tmp_path / "s"), "--dry-run", "-q",
+                                  option, "/proc/epochgc-m.prom"])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert _one_line(r.output).startswith(
+        f"Error: {option} /proc/epochgc-m.prom: directory /proc: cannot create a file in it")
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    r = CliRunner().invoke(main, ["gc", "--store", str(tmp_path / "s"), "--dry-run", "-q",
+                                  option, f"{afile}/m.prom"])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert _one_line(r.output) == (
+        f"Error: {option} {afile}/m.prom: directory {afile} is not a directory")
+    assert not list(LocalStore(tmp_path / "s").list_all(ROUNDS_PREFIX))  # no round ran
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "s"]  # no probe left
+
+
+def test_conform_out_is_checked_before_the_port_starts(tmp_path: Path) -> None:
+    """Issue 41 item 5. Old code: the port ran, then `FileNotFoundError` exit 1; an
+    existing --out file was overwritten silently. The port named here does not exist: a
+    check made after the port starts would say "cannot start" instead."""
+    missing_port = str(tmp_path / "no-such-port")
+    r = CliRunner().invoke(main, ["conform", "--out", "/proc/vec.jsonl", "--", missing_port])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert "--out /proc/vec.jsonl: directory /proc: cannot create a file in it" in r.output
+    existing = tmp_path / "vec.jsonl"
+    existing.write_text("# mine\n")
+    r = CliRunner().invoke(main, ["conform", "--out", str(existing), "--", missing_port])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert f"--out {existing}: exists (it is never overwritten)" in r.output
+    assert existing.read_text() == "# mine\n"
+
+
+def test_gc_package_out_is_checked_before_the_build(tmp_path: Path) -> None:
+    """Issue 41 item 5. Old code: `FileNotFoundError: ...` exit 1."""
+    r = CliRunner().invoke(main, ["gc-package", "--out", "/proc/epochgc-pkg"])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert _one_line(r.output).startswith("Error: --out /proc/epochgc-pkg: cannot create it")
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    r = CliRunner().invoke(main, ["gc-package", "--out", str(afile)])
+    assert r.exit_code == ExitCode.USAGE, r.output
+
+
+def test_gc_admin_on_s3_without_boto3_names_the_extra(tmp_path: Path) -> None:
+    """Issue 41 item 9. Old code: `Error: cannot read _cluster/partitions.json: head ...
+    failed: No module named 'boto3'`, exit 1."""
+    for command in ("show", "pause"):
+        p = _without(["boto3"], ["gc-admin", command, "--store", "s3://bucket1/p",
+                                 "--s3-endpoint", "http://127.0.0.1:1"], tmp_path)
+        assert p.returncode == ExitCode.UNAVAILABLE, p.stdout + p.stderr
+        assert "pip install 'epochgc[s3]'" in _one_line(p.stderr)
+
+
+def test_gc_refuses_a_master_url_spark_cannot_parse_before_spark(tmp_path: Path) -> None:
+    """Issue 41 item 11. Old code: Spark started and failed, `PySparkRuntimeError:
+    [JAVA_GATEWAY_EXITED]`, exit 1."""
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
+    r = CliRunner().invoke(main, ["gc", "--store", str(tmp_path / "s"), "--dry-run", "-q",
+                                  "--master", "bogus://x"])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert "--master 'bogus://x': not a Spark master URL" in r.output, r.output
+    assert not list(LocalStore(tmp_path / "s").list_all(ROUNDS_PREFIX))
+
+
+def test_the_master_forms_are_sparks() -> None:
+    from epochgc.impl.gc.masterurl import master_problem
+
+    for ok in ("local", "local[2]", "local[*]", "local[2, 3]", "local-cluster[2,1,1024]",
+               "spark://h:7077", "spark://a:7077,b:7077", "yarn", "k8s://https://h:443"):
+        assert master_problem(ok) is None, ok
+    for bad in ("bogus://x", "local[0x2]", "locals", "yarn-client", "spark:/h:7077", ""):
+        assert master_problem(bad) is not None, bad
