@@ -38,9 +38,11 @@ class RoundStop:
             self.reason = reason
         self._event.set()
 
-    def arm(self, write_marker: Callable[[], None], on_error: Callable[[str], None]) -> None:
-        """From now on a request (or one already made) writes the STOP marker, once, from a
-        daemon thread; a failure to write it is reported through `on_error`."""
+    def arm(self, write_marker: Callable[[], None], on_error: Callable[[str], None],
+            what: str = "write the STOP marker") -> None:
+        """From now on a request (or one already made) writes the STOP marker (or does
+        whatever else `write_marker` does, `what`), once, from a daemon thread; a failure
+        is reported through `on_error`."""
         with self._lock:
             if self._armed:
                 return
@@ -51,7 +53,7 @@ class RoundStop:
             try:
                 write_marker()
             except Exception as e:  # the tasks then run to their end: reported, not fatal
-                on_error(f"could not write the STOP marker: {e}")
+                on_error(f"could not {what}: {e}")
 
         threading.Thread(target=run, name="epochgc-stop", daemon=True).start()
 
