@@ -75,9 +75,11 @@ def scan_prefix(
     page_size: int,
     stats: ScanStats,
     tally: Tally | None = None,
+    halted: Callable[[], bool] | None = None,
 ) -> Iterator[Row]:
     """Eligible and malformed keys of one prefix, in key order; counts into `stats` (and
-    the keys listed into `tally`, page by page, for the progress display)."""
+    the keys listed into `tally`, page by page, for the progress display). `halted`, asked
+    before each list request: True ends the listing there (the round was stopped)."""
     start_after: str | None = None
     path = prefix_path(prefix)
     # Every well-formed key from here on has an epoch above M: a backend that can stop
@@ -86,6 +88,8 @@ def scan_prefix(
     # The per-key counts are kept in locals and added to `stats` page by page (and when the
     # generator stops early): the per-key loop is the job's hot path (issue 29).
     while True:
+        if halted is not None and halted():
+            return
         page = store.list_page(path, start_after, page_size, until)
         stats.list_requests += 1
         stats.fetched += len(page.objects)
