@@ -83,7 +83,7 @@ KINDS = [(signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGTERM, False)]
 POINTS = {
     "demo": [("start", "model"), ("work", "model"), ("spark-start", "spark")],
     "chaos": [("start", "model"), ("work", "model"), ("spark-start", "spark")],
-    "gc": [("start", ""), ("spark-start", ""), ("work", "")],
+    "gc": [("start", ""), ("spark-launch", ""), ("spark-start", ""), ("work", "")],
     "gc dry-run": [("listing", "")],
     "cluster start": [("start", ""), ("nodes-up", "")],
     "conform": [("start", ""), ("work", "")],
@@ -99,6 +99,7 @@ SLICE = {
     "chaos-model-work-SIGTERM-process",
     "gc-spark-start-SIGINT-process",
     "gc-dry-run-listing-SIGTERM-process",
+    "gc-spark-launch-SIGINT-process",
     "cluster-start-nodes-up-SIGINT-group",
     "conform-work-SIGTERM-process",
     "produce-work-SIGINT-process",
