@@ -11,6 +11,7 @@ KeyboardInterrupt: the operator insists; the journal still holds what was delete
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from collections.abc import Callable
@@ -65,6 +66,11 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
 
     def handle(signum: int, _frame: FrameType | None) -> None:
         if stop.requested:
+            # py4j logs a KeyboardInterrupt inside one of its calls (the driver waits in
+            # one for the whole stage) with a traceback on the root logger, and so do the
+            # connections it then finds broken (issue 41 item 3: four tracebacks before
+            # our one line). Nothing the command says goes through logging.
+            logging.disable(logging.CRITICAL)
             raise KeyboardInterrupt(f"{SIGNALS[signal.Signals(signum)]} again")
         stop.request(SIGNALS[signal.Signals(signum)])
 
