@@ -274,6 +274,22 @@ def _check_records(case: Case, tmp: Path, run: Run, before: dict[str, object]) -
         assert "interrupted" in history[-1] and case.sig.name in history[-1], history[-3:]
 
 
+def test_an_interrupted_chaos_run_names_its_history(tmp_path: Path) -> None:
+    """Issue 41 (newuser41 item 6): interrupted without --out, `chaos` left
+    `epochgc-chaos-XXXX/history.txt` in TMPDIR and named it nowhere."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(scratch),
+               **{HOOK_ENV: "work:SIGINT"})
+    proc = subprocess.run([sys.executable, "-m", "epochgc", "chaos", "--seconds", "60",
+                           "--gc-engine", "model", "--quiet"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 130, proc.stderr[-3000:]
+    [left] = [p for p in scratch.iterdir() if p.name.startswith("epochgc-chaos-")]
+    assert (left / "history.txt").exists()
+    assert f"history in {left}" in proc.stderr, proc.stderr[-3000:]
+
+
 LATENCIES: list[tuple[str, float]] = []
 
 
