@@ -56,6 +56,19 @@ def has_env(pid: int, name: str) -> bool:
     return any(v.startswith(name.encode() + b"=") for v in env.split(b"\0"))
 
 
+def env_value(pid: int, name: str) -> str | None:
+    """The value of environment variable `name` process `pid` was started with, or None."""
+    try:
+        env = (PROC / str(pid) / "environ").read_bytes()
+    except OSError:
+        return None
+    key = name.encode() + b"="
+    for v in env.split(b"\0"):
+        if v.startswith(key):
+            return v[len(key):].decode(errors="replace")
+    return None
+
+
 def alive(pid: int) -> bool:
     st = _stat(pid)
     return st is not None and st[1] != "Z"

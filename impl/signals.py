@@ -42,7 +42,9 @@ HOOK_ENV = "EPOCHGC_TEST_SIGNAL"
 POINTS: dict[str, tuple[str, ...]] = {
     "demo": ("start", "spark-start", "work"),
     "chaos": ("start", "spark-start", "work"),
-    "gc": ("start", "spark-start"),  # mid-round: the batch hook of impl/gc/delete.py
+    # spark-launch: as the JVM is being started (impl/gc/session.py); mid-round: the batch
+    # hook of impl/gc/delete.py.
+    "gc": ("start", "spark-launch", "spark-start"),
     "cluster start": ("start", "nodes-up"),
     "conform": ("start", "work"),
     "produce": ("start", "work"),
@@ -179,6 +181,21 @@ async def cancel_all() -> None:
 # Read once, at import, and removed from the environment: the processes the command starts
 # (nodes, the Spark JVM, a port) never see it.
 _hook = os.environ.pop(HOOK_ENV, None)
+
+
+def take_hook(name: str) -> tuple[signal.Signals, bool] | None:
+    """The hook's signal and whether it goes to the process group, if EPOCHGC_TEST_SIGNAL
+    names the point `name` (consumed: once per process); for a point that is not in this
+    process's own code (the Spark JVM's launch, `impl.gc.session`)."""
+    global _hook
+    if not _hook:
+        return None
+    point, _, rest = _hook.partition(":")
+    if point != name:
+        return None
+    _hook = None
+    sig_name, _, target = rest.partition(":")
+    return signal.Signals[sig_name or "SIGINT"], target == "group"
 
 
 def checkpoint(name: str) -> None:

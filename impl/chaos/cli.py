@@ -55,7 +55,13 @@ def chaos(nodes: str, seconds: float, seed: int, as_json: bool, store: str | Non
     where = writable_dir(out, "--out") if out else Path(tempfile.mkdtemp(prefix="epochgc-chaos-"))
     run = ChaosRun(int(nodes), seconds, seed, where, store, s3_endpoint,
                    gc_engine=gc_engine, echo=not quiet)
-    res = run.run(keep_data)
+    try:
+        res = run.run(keep_data)
+    except KeyboardInterrupt:
+        # The run's history is all an interrupted run leaves (issue 41): say where, in a
+        # temp directory of ours when --out was not given. The CLI then says what stopped it.
+        click.echo(f"chaos: interrupted; history in {where}", err=True)
+        raise
     doc = asdict(res)
     head = {k: doc.pop(k) for k in FIELDS}
     head.update(doc)  # the extra counters after the issue's fields

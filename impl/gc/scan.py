@@ -7,8 +7,11 @@ as large, so the work is proportional to the garbage, not to the bucket.
 
 from __future__ import annotations
 
+import os
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 
 from epochgc.impl.gc.beacon import Beacon, BeaconTarget, Tally
 from epochgc.impl.gc.journal import current_attempt
@@ -22,6 +25,25 @@ MALFORMED = "M"
 REFUSED = "R"  # an entry the store would not list as an object (a link): never deleted
 STATS = "S"
 Row = tuple[str, str, int, float, str]
+
+# Test-only (issue 41, signal tests): a path; the first page listed in this process creates
+# `<path>.reached` and waits until `<path>.release` exists (or the task is killed), so a
+# test can signal `epochgc gc` while a task is listing instead of sleeping and hoping.
+LIST_PAUSE_ENV = "EPOCHGC_GC_TEST_LIST_PAUSE"
+_PAUSE_LIMIT_S = 300.0  # a bound for a test that never releases, not a timing assumption
+_paused = False
+
+
+def _pause_once() -> None:
+    global _paused
+    hold = os.environ.get(LIST_PAUSE_ENV)
+    if not hold or _paused:
+        return
+    _paused = True
+    Path(f"{hold}.reached").touch()
+    limit = time.monotonic() + _PAUSE_LIMIT_S
+    while not Path(f"{hold}.release").exists() and time.monotonic() < limit:
+        time.sleep(0.05)
 
 
 @dataclass
@@ -53,9 +75,11 @@ def scan_prefix(
     page_size: int,
     stats: ScanStats,
     tally: Tally | None = None,
+    halted: Callable[[], bool] | None = None,
 ) -> Iterator[Row]:
     """Eligible and malformed keys of one prefix, in key order; counts into `stats` (and
-    the keys listed into `tally`, page by page, for the progress display)."""
+    the keys listed into `tally`, page by page, for the progress display). `halted`, asked
+    before each list request: True ends the listing there (the round was stopped)."""
     start_after: str | None = None
     path = prefix_path(prefix)
     # Every well-formed key from here on has an epoch above M: a backend that can stop
@@ -64,9 +88,12 @@ def scan_prefix(
     # The per-key counts are kept in locals and added to `stats` page by page (and when the
     # generator stops early): the per-key loop is the job's hot path (issue 29).
     while True:
+        if halted is not None and halted():
+            return
         page = store.list_page(path, start_after, page_size, until)
         stats.list_requests += 1
         stats.fetched += len(page.objects)
+        _pause_once()
         for key, why in page.refused:
             stats.refused += 1
             yield (REFUSED, f"{key} ({why})", 0, 0.0, "")

@@ -9,13 +9,14 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from epochgc import IMPORT_ROOT
-from epochgc.impl.proctree import descendants, has_env
-from epochgc.impl.signals import checkpoint
+from epochgc.impl.proctree import descendants, env_value, has_env
+from epochgc.impl.signals import checkpoint, take_hook
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -109,7 +110,14 @@ def stop_starting_jvm() -> int:
     # command that is ending. Nothing the command says goes through logging.
     logging.disable(logging.CRITICAL)
     pids = [p for p in descendants(os.getpid()) if has_env(p, _JVM_MARK)]
+    # The directory `launch_gateway` made for the JVM's connection file (`mkdtemp` in
+    # TMPDIR) is removed in that function's `finally`, in a start-up thread the command
+    # does not wait for (issue 41 item 4: an empty `tmpXXXXXXXX/` left after Ctrl-C).
+    dirs = {os.path.dirname(v) for p in pids if (v := env_value(p, _JVM_MARK))}
     stop(pids)
+    for d in dirs:
+        if Path(d).parent == Path(tempfile.gettempdir()):  # mkdtemp's; nothing else
+            shutil.rmtree(d, ignore_errors=True)
     return len(pids)
 
 
@@ -159,12 +167,54 @@ def start_interruptibly(start: Callable[[], SparkSession],
     threading.Thread(target=boot, name="spark-start", daemon=True).start()
     while not done.wait(0.05):
         if stopped():
-            stop_starting_jvm()
+            _abandon(done)
             return None
     [result] = box
     if isinstance(result, BaseException):
         raise result
     return result
+
+
+ABANDON_LIMIT_S = 60.0  # a bound for a wedged start-up, not a timing assumption
+
+
+def _abandon(done: threading.Event) -> None:
+    """Stop the JVM the start-up under way launched (`stop_starting_jvm` also removes the
+    temp directory launch_gateway made for it, whose own `finally` runs in a daemon thread
+    the command does not wait for: issue 41 item 4). A start-up thread that has not
+    launched its JVM yet (it may be between that directory and its Popen) is looked at
+    again until it has, or has ended. Its thread is not waited for once the JVM is stopped:
+    launch_gateway's `while not proc.poll()` takes the 0 of a JVM reaped by
+    `proctree.stop` for "still running" and waits for a file that never comes."""
+    limit = time.monotonic() + ABANDON_LIMIT_S
+    while not stop_starting_jvm() and not done.wait(0.05) and time.monotonic() < limit:
+        pass
+
+
+def _launch_hook() -> None:
+    """The test hook's `spark-launch` point: the signal comes once the JVM this process
+    launches runs (it carries `_JVM_MARK`), while `launch_gateway` waits for its connection
+    file (PySpark's own `preexec_fn` leaves no place for one in the child)."""
+    hook = take_hook("spark-launch")
+    if hook is None:
+        return
+    sig, group = hook
+    me = os.getpid()
+
+    def watch() -> None:
+        limit = time.monotonic() + ABANDON_LIMIT_S
+        while not any(has_env(p, _JVM_MARK) for p in descendants(me)):
+            if time.monotonic() > limit:
+                return
+            time.sleep(0.01)  # polls for a state, which the signal then follows
+        print(f"epochgc: test hook: {sig.name} at spark-launch t={time.time():.3f}",
+              file=sys.stderr, flush=True)
+        if group:
+            os.killpg(os.getpgid(0), sig)
+        else:
+            os.kill(me, sig)
+
+    threading.Thread(target=watch, name="spark-launch-hook", daemon=True).start()
 
 
 def _start_quiet_jvm(builder: SparkSession.Builder) -> None:
@@ -179,6 +229,7 @@ def _start_quiet_jvm(builder: SparkSession.Builder) -> None:
     conf = SparkConf()
     for key, value in builder._options.items():
         conf.set(key, value)
+    _launch_hook()
     gateway = launch_gateway(conf, popen_kwargs={"stderr": subprocess.PIPE})  # type: ignore[no-untyped-call]
     checkpoint("spark-start")  # the signal tests' point: the JVM runs, the context does not
     threading.Thread(

@@ -398,9 +398,33 @@ def _failed_check(scanned: ScanStats, options: GcOptions) -> str | None:
 
 def _dry_round(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> None:
     """A dry run lists everything first, then re-reads M once on the driver and writes the
-    would-be manifest: nothing is deleted, so there is nothing to overlap."""
-    options, summary, note = rnd.options, rnd.summary, rnd.note
+    would-be manifest: nothing is deleted, so there is nothing to overlap.
+
+    A stop (SIGINT, SIGTERM, --deadline) cancels the listing job (issue 41: the dry run
+    listed on to its end, wrote --list and exited 0): it deletes nothing, so there is no
+    marker to write and no batch to let finish; it ends `interrupted` and writes neither
+    the manifest nor the --list file, which would look complete."""
+    summary, stop = rnd.summary, rnd.stop
+    try:
+        finished = _dry_listing(spark, rnd, groups)
+    except Exception:
+        if not stop.requested:
+            raise
+        # The job failed because it was cancelled (or failed as it was): either way the
+        # operator asked to stop, and nothing was written.
+        finished = False
+    if not finished:
+        summary.interrupted = stop.reason
+
+
+def _dry_listing(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> bool:
+    """The dry run's job: list, classify, re-read M, write the would-be manifest and
+    --list; each step only if no stop was requested before it. False if one was."""
+    options, summary, stop, note = rnd.options, rnd.summary, rnd.stop, rnd.note
     sc = spark.sparkContext
+    # From another thread: the main thread is inside the job's `collect`; the signal
+    # handler only records the request (`impl.gc.stop`).
+    stop.arm(sc.cancelAllJobs, note, "cancel the listing")
     listener = _listener(sc, rnd.say)
     scan = functools.partial(scan_task, rnd.open_store, rnd.m, rnd.now, options.grace_s,
                              options.page_size,
@@ -426,6 +450,8 @@ def _dry_round(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> Non
                     rows.filter(lambda r: r[0] == REFUSED).map(lambda r: r[1]).take(_SAMPLES)
                 )
         summary.list_seconds = time.monotonic() - t
+        if stop.requested:  # came as the listing ended: its counts are not the whole
+            return False
         _fill_scan(summary, scanned)
         note(f"gc: listed {scanned.listed} keys, {scanned.eligible} eligible")
         summary.failed_check = _failed_check(scanned, options)
@@ -437,17 +463,23 @@ def _dry_round(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> Non
             if isinstance(verdict, Blocked):
                 summary.blocked = verdict.why
                 summary.safety_blocked = True
-                return
+                return True
             if isinstance(verdict, Refused):
                 summary.refused = verdict.why
-                return
+                return True
             assert isinstance(verdict, Go)
+        if stop.requested:
+            return False
         if options.manifest is not None:  # what would be deleted, after the re-read
             _write_manifest(spark, rows.filter(lambda r: r[0] == ELIGIBLE), options.manifest)
             summary.manifest = options.manifest
         if options.list_keys is not None:  # the same keys, one a line (Delta's DRY RUN)
             keys = rows.filter(lambda r: r[0] == ELIGIBLE).map(lambda r: r[1])
-            _list_keys(sorted(keys.toLocalIterator()), options.list_keys, summary)
+            found = sorted(keys.toLocalIterator())
+            if stop.requested:  # toLocalIterator may end early when its job is cancelled
+                return False
+            _list_keys(found, options.list_keys, summary)
+        return True
     finally:
         rows.unpersist()
         sc.setJobDescription(None)  # type: ignore[arg-type]

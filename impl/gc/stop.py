@@ -11,6 +11,7 @@ KeyboardInterrupt: the operator insists; the journal still holds what was delete
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from collections.abc import Callable
@@ -38,9 +39,11 @@ class RoundStop:
             self.reason = reason
         self._event.set()
 
-    def arm(self, write_marker: Callable[[], None], on_error: Callable[[str], None]) -> None:
-        """From now on a request (or one already made) writes the STOP marker, once, from a
-        daemon thread; a failure to write it is reported through `on_error`."""
+    def arm(self, write_marker: Callable[[], None], on_error: Callable[[str], None],
+            what: str = "write the STOP marker") -> None:
+        """From now on a request (or one already made) writes the STOP marker (or does
+        whatever else `write_marker` does, `what`), once, from a daemon thread; a failure
+        is reported through `on_error`."""
         with self._lock:
             if self._armed:
                 return
@@ -51,7 +54,7 @@ class RoundStop:
             try:
                 write_marker()
             except Exception as e:  # the tasks then run to their end: reported, not fatal
-                on_error(f"could not write the STOP marker: {e}")
+                on_error(f"could not {what}: {e}")
 
         threading.Thread(target=run, name="epochgc-stop", daemon=True).start()
 
@@ -63,6 +66,11 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
 
     def handle(signum: int, _frame: FrameType | None) -> None:
         if stop.requested:
+            # py4j logs a KeyboardInterrupt inside one of its calls (the driver waits in
+            # one for the whole stage) with a traceback on the root logger, and so do the
+            # connections it then finds broken (issue 41 item 3: four tracebacks before
+            # our one line). Nothing the command says goes through logging.
+            logging.disable(logging.CRITICAL)
             raise KeyboardInterrupt(f"{SIGNALS[signal.Signals(signum)]} again")
         stop.request(SIGNALS[signal.Signals(signum)])
 

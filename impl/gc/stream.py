@@ -43,15 +43,17 @@ def listed(
     stats: ScanStats,
     threads: int,
     tally: Tally | None = None,
+    halted: Callable[[], bool] | None = None,
 ) -> Generator[Row, None, None]:
     """The rows of `scan.scan_prefix` over `prefixes`, listed by `threads` threads (each
     prefix by one thread, in key order; prefixes in no particular order). On a far-away
     store a list request costs a round trip, and one lister in front of N delete threads
     would be the bottleneck: the listers run ahead of the deletes through a bounded queue.
-    Closing the generator stops the listers. `tally`: keys listed, as they are."""
+    Closing the generator stops the listers. `tally`: keys listed, as they are. `halted`:
+    asked before each list request (`scan_prefix`); True ends the listing."""
     if threads <= 1:
         for p in prefixes:
-            yield from scan_prefix(store, p, m, now, grace_s, page_size, stats, tally)
+            yield from scan_prefix(store, p, m, now, grace_s, page_size, stats, tally, halted)
         return
     todo = iter(prefixes)
     lock = threading.Lock()
@@ -76,7 +78,8 @@ def listed(
                 if p is None:
                     break
                 chunk: list[Row] = []
-                for row in scan_prefix(store, p, m, now, grace_s, page_size, mine, tally):
+                for row in scan_prefix(store, p, m, now, grace_s, page_size, mine, tally,
+                                       halted):
                     chunk.append(row)
                     if len(chunk) == _CHUNK:
                         if not put(chunk):
@@ -121,6 +124,22 @@ def recheck(
     read, `expect`, alongside the listing), report ages as of `clock()`."""
     view = read_cluster_view(store, clock(), max_report_age_s, REPORT_READERS, expect, pool)
     return recheck_before_delete(m, view.gc_epoch())
+
+
+class StopSeen:
+    """Whether the round's STOP marker exists (or its driver is gone), asked before each
+    list request (issue 41: STOP stopped a task's deletes but not its listing, which went
+    on to its next full batch and another before a delete looked, 8-54 s on S3). One HEAD
+    per list page (a LIST answers up to 1000 keys); once seen, no further request."""
+
+    def __init__(self, journal: JournalWriter) -> None:
+        self._journal = journal
+        self.seen = False
+
+    def __call__(self) -> bool:
+        if not self.seen and self._journal.stop_requested():
+            self.seen = True  # a plain bool: lister threads only ever set it to True
+        return self.seen
 
 
 @dataclass(frozen=True)
@@ -197,7 +216,7 @@ def list_and_delete_task(
 
     def eligible() -> Iterator[Doomed]:
         rows = listed(store, prefixes, m, now, grace_s, page_size, scanned, list_concurrency,
-                      tally)
+                      tally, StopSeen(writer))
         try:
             for row in rows:
                 if row[0] != ELIGIBLE:

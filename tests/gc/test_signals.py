@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -24,6 +26,7 @@ from epochgc.model.keys import format_key
 from tests.gc.helpers import (
     HOUR,
     NOW,
+    REACH_LIMIT_S,
     all_keys,
     put_local,
     round_held_at_first_batch,
@@ -102,3 +105,28 @@ def test_partial_listing_counts_are_raised_to_what_the_journal_proves() -> None:
     assert not s.listing_complete
     assert s.eligible == 14585 + 3  # k0 counted once
     assert s.listed == s.fetched == s.eligible and s.eligible_bytes == 1458500
+
+
+@pytest.mark.spark
+def test_a_second_signal_mid_round_prints_one_line_and_no_traceback(tmp_path: Path) -> None:
+    """Issue 41 item 3: a second Ctrl-C while the driver waited in the stage printed py4j's
+    `ERROR:root:KeyboardInterrupt while sending command` and its tracebacks. The second
+    signal is sent once the first one's STOP marker exists (the handler ran)."""
+    root = tmp_path / "store"
+    simple_cluster(LocalStore(root, create=True), 100)
+    for p in range(0, 1000, 50):
+        put_local(root, format_key(p, 50, f"k{p}"), age=GRACE + 60)
+    args = ["--now", str(NOW), "--i-know-now-is-ahead", "--tasks", "1",
+            "--delete-batch-size", "2", "--delete-concurrency", "1", "--json", "-q"]
+
+    def twice(proc: subprocess.Popen[str]) -> None:
+        proc.send_signal(signal.SIGINT)
+        limit = time.monotonic() + REACH_LIMIT_S
+        while not list(root.glob("_cluster/gc/journal/*/STOP")):
+            assert time.monotonic() < limit, "no STOP marker after the first signal"
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+
+    returncode, _out, err = round_held_at_first_batch(root, tmp_path / "pause", args, twice)
+    assert returncode == 130, err[-3000:]
+    assert "Traceback" not in err and "ERROR:" not in err, err[-3000:]

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from epochgc.impl.gc.job import run_gc
-from epochgc.impl.gc.journal import JournalTarget
+from epochgc.impl.gc.journal import STOP, JournalTarget, write_marker
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.recheck import Go, Refused
 from epochgc.impl.gc.reports import HEALTH_PREFIX
@@ -199,6 +199,56 @@ def test_a_lister_thread_error_reaches_the_task_and_stops_the_others(tmp_path: P
     next(rows)
     rows.close()
     assert threading.active_count() == before
+
+
+class _StopsAt(_Recording):
+    """Writes the round's STOP marker (as the driver does on SIGINT, SIGTERM or a
+    --deadline) inside the task's `at`-th data-prefix list request, before it answers."""
+
+    at = 5
+
+    def list_page(
+        self,
+        prefix: str,
+        start_after: str | None = None,
+        limit: int = 1000,
+        until: str | None = None,
+    ) -> ListPage:
+        page = super().list_page(prefix, start_after, limit, until)
+        if prefix.startswith("level_zero/data/") and _count(self.log, "L") == self.at:
+            write_marker(self.inner, JOURNAL, STOP, {"reason": "SIGINT"})
+            _append(self.log, "S")
+        return page
+
+
+@dataclass(frozen=True)
+class StopsAt(Recording):
+    def __call__(self) -> ObjectStore:
+        _append(self.log, "O")
+        return _StopsAt(self.inner(), self.log, None, "", False)
+
+
+@pytest.mark.parametrize("listers", [1, 4])
+def test_the_listing_stops_at_the_rounds_stop_marker(tmp_path: Path, listers: int) -> None:
+    """Issue 41 item 2: STOP stopped a task's deletes, not its listing: Ctrl-C mid-round
+    on S3 took 8-54 s (the tasks listed on to their next full batch, and another, before
+    they looked), and a --deadline ended the round 17 s late. A list request begun after
+    the marker exists may only be one whose lister had already looked (one per other
+    lister thread)."""
+    root = tmp_path / "store"
+    make_store(root)
+    _garbage(root, range(10, 40), 4)
+    rec = StopsAt(local_spec(root), str(tmp_path / "log"))
+    task = list_and_delete_task(  # batches of 1000: no batch fills before the listing ends
+        rec, 100, NOW, GRACE, 3, 1000, 1, listers, lambda: NOW, 300.0, iter(range(1000)),
+        journal=JournalTarget(JOURNAL),
+    )
+    result, deleted = run_task(task, rec.inner())
+    kinds = [kind for kind, _ in rec.events()]
+    assert result.deleted.stopped == 1  # its last batch met the marker, and was not sent
+    after = kinds[kinds.index("S") + 1:].count("L")
+    assert after <= listers - 1, f"{after} list request(s) after the STOP marker"
+    assert not deleted and not any(k == "D" for k in kinds)
 
 
 @pytest.mark.spark
