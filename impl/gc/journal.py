@@ -194,11 +194,15 @@ class JournalWriter:
             "errors": result.errors,
         })
 
+    def driver_gone(self) -> bool:
+        """The driver is known to be gone (killed): a local check, no request."""
+        return self.driver is not None and self.driver.gone()
+
     def stop_requested(self) -> bool:
         """True once the driver asked the round to stop (SIGINT, SIGTERM, deadline), or
         once the driver is known to be gone (killed: no one would account for a further
         batch until the round is recovered)."""
-        if self.driver is not None and self.driver.gone():
+        if self.driver_gone():
             return True
         try:
             return self.store.head(self.stop_key) is not None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -129,16 +130,29 @@ def recheck(
 class StopSeen:
     """Whether the round's STOP marker exists (or its driver is gone), asked before each
     list request (issue 41: STOP stopped a task's deletes but not its listing, which went
-    on to its next full batch and another before a delete looked, 8-54 s on S3). One HEAD
-    per list page (a LIST answers up to 1000 keys); once seen, no further request."""
+    on to its next full batch and another before a delete looked, 8-54 s on S3). The store
+    is asked (one HEAD) at most once every `every_s` seconds of `monotonic`, the driver's
+    life (a local read) every time: a HEAD per list page doubled a round's requests on S3,
+    and a second's listing is what a stop may still cost. Once seen, no further request."""
 
-    def __init__(self, journal: JournalWriter) -> None:
+    def __init__(self, journal: JournalWriter, every_s: float = 1.0,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self._journal = journal
+        self._every_s, self._monotonic = every_s, monotonic
+        self._next = float("-inf")
         self.seen = False
 
     def __call__(self) -> bool:
-        if not self.seen and self._journal.stop_requested():
-            self.seen = True  # a plain bool: lister threads only ever set it to True
+        if self.seen:
+            return True
+        if self._journal.driver_gone():
+            self.seen = True
+            return True
+        now = self._monotonic()
+        if now >= self._next:
+            self._next = now + self._every_s  # lister threads may race here: a look more
+            if self._journal.stop_requested():
+                self.seen = True  # a plain bool: lister threads only ever set it to True
         return self.seen
 
 
@@ -174,13 +188,16 @@ def list_and_delete_task(
     pools: TaskPools | None = None,
     attempt: Attempt | None = None,
     beacon: BeaconTarget | None = None,
+    list_stop_every_s: float = 1.0,
 ) -> Iterator[TaskResult]:
     """Spark `mapPartitions` body: yields one `TaskResult`. Every delete batch is journaled
     under `journal` (before and after its request) as this attempt (`attempt`, default the
     running Spark task's). `report_keys`: the reports the driver read, read again alongside
     the re-read's listing. `pools`: long-lived pools to borrow instead of starting threads
     (`impl.gc.pools`; for REPORT_READERS readers and `concurrency` deleters). `beacon`:
-    where to send the running counts of keys listed and deleted (`impl.gc.beacon`)."""
+    where to send the running counts of keys listed and deleted (`impl.gc.beacon`).
+    `list_stop_every_s`: how often the listing asks the store for the STOP marker
+    (`StopSeen`)."""
     scanned = ScanStats()
     malformed: list[str] = []
     refused: list[str] = []
@@ -216,7 +233,7 @@ def list_and_delete_task(
 
     def eligible() -> Iterator[Doomed]:
         rows = listed(store, prefixes, m, now, grace_s, page_size, scanned, list_concurrency,
-                      tally, StopSeen(writer))
+                      tally, StopSeen(writer, list_stop_every_s))
         try:
             for row in rows:
                 if row[0] != ELIGIBLE:

@@ -241,7 +241,7 @@ def test_the_listing_stops_at_the_rounds_stop_marker(tmp_path: Path, listers: in
     rec = StopsAt(local_spec(root), str(tmp_path / "log"))
     task = list_and_delete_task(  # batches of 1000: no batch fills before the listing ends
         rec, 100, NOW, GRACE, 3, 1000, 1, listers, lambda: NOW, 300.0, iter(range(1000)),
-        journal=JournalTarget(JOURNAL),
+        journal=JournalTarget(JOURNAL), list_stop_every_s=0.0,  # a look before every page
     )
     result, deleted = run_task(task, rec.inner())
     kinds = [kind for kind, _ in rec.events()]
@@ -298,3 +298,36 @@ def test_deleters_default_to_four_on_s3_and_one_on_a_local_directory(tmp_path: P
     assert GcOptions().delete_concurrency is None
     assert default_deleters(local_spec(tmp_path)) == 1
     assert default_deleters(StoreSpec("s3", "bucket", "p", "http://127.0.0.1:9")) == 4
+
+
+def test_the_listing_asks_the_store_for_stop_at_most_once_per_interval() -> None:
+    """A HEAD per list page doubled a round's requests on S3 (a LIST answers up to 1000
+    keys): the store is asked once per `every_s` of the injected clock; the driver's death
+    (a local read) at every page."""
+    from epochgc.impl.gc.stream import StopSeen
+
+    class Journal:
+        heads = 0
+        gone = False
+        stop = False
+
+        def driver_gone(self) -> bool:
+            return self.gone
+
+        def stop_requested(self) -> bool:
+            self.heads += 1
+            return self.stop
+
+    t = [0.0]
+    j = Journal()
+    seen = StopSeen(j, every_s=1.0, monotonic=lambda: t[0])  # type: ignore[arg-type]
+    for _ in range(50):  # fifty pages within the first second: one look
+        assert not seen()
+        t[0] += 0.01
+    assert j.heads == 1
+    t[0] = 1.0
+    j.stop = True
+    assert seen() and j.heads == 2 and seen() and j.heads == 2
+    k = Journal()
+    k.gone = True
+    assert StopSeen(k)() and k.heads == 0  # type: ignore[arg-type]
