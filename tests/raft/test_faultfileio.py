@@ -32,10 +32,8 @@ def _eio(call: object, *args: object) -> None:
 # ---- the file layer ------------------------------------------------------------------------
 
 
-def test_a_failed_fsync_keeps_the_bytes_cached_and_off_the_device(tmp_path: Path) -> None:
-    state = str(tmp_path / "kernel")
-    fs = FaultFileIO(state=state)
-    f = str(tmp_path / "f")
+def _failed_write_back(fs: FaultFileIO, f: str) -> int:
+    """100 bytes synced, then two pages whose write-back fails (EIO once); the open fd."""
     fd = fs.open_append(f, create=True)
     fs.write(fd, b"a" * 100)
     fs.fsync(fd)
@@ -43,6 +41,14 @@ def test_a_failed_fsync_keeps_the_bytes_cached_and_off_the_device(tmp_path: Path
     fs.fail_fsync = True
     _eio(fs.fsync, fd)
     fs.fail_fsync = False
+    return fd
+
+
+def test_a_failed_fsync_keeps_the_bytes_cached_and_off_the_device(tmp_path: Path) -> None:
+    state = str(tmp_path / "kernel")
+    fs = FaultFileIO(state=state)
+    f = str(tmp_path / "f")
+    fd = _failed_write_back(fs, f)
     fs.fsync(fd)  # reported once to this descriptor; nothing dirty: succeeds
     assert Path(f).read_bytes() == b"a" * 100 + b"b" * (2 * PAGE)  # the page cache
     assert fs.lost_ranges(f) == [(100, 100 + 2 * PAGE)]
@@ -58,13 +64,7 @@ def test_a_failed_fsync_keeps_the_bytes_cached_and_off_the_device(tmp_path: Path
 def test_a_power_loss_keeps_the_device_not_the_cache(tmp_path: Path) -> None:
     fs = FaultFileIO(state=str(tmp_path / "kernel"))
     f = str(tmp_path / "f")
-    fd = fs.open_append(f, create=True)
-    fs.write(fd, b"a" * 100)
-    fs.fsync(fd)
-    fs.write(fd, b"b" * (2 * PAGE))
-    fs.fail_fsync = True
-    _eio(fs.fsync, fd)
-    fs.fail_fsync = False
+    fd = _failed_write_back(fs, f)
     fs.write(fd, b"c" * 10)  # never fsynced; page 2 (its lost part too) dirty again
     fs.close(fd)
     fs.lose_unsynced()
@@ -77,12 +77,7 @@ def test_a_restarted_process_finds_the_kernels_memory_until_the_power_goes(
 ) -> None:
     fs = FaultFileIO(state=str(tmp_path / "kernel"))
     f = str(tmp_path / "f")
-    fd = fs.open_append(f, create=True)
-    fs.write(fd, b"a" * 100)
-    fs.fsync(fd)
-    fs.write(fd, b"b" * (2 * PAGE))
-    fs.fail_fsync = True
-    _eio(fs.fsync, fd)
+    _failed_write_back(fs, f)
     # the process dies; a new one (no reboot) appends nothing; the power goes
     again = FaultFileIO(state=str(tmp_path / "kernel"))
     assert again.lost_ranges(f) == [(100, 100 + 2 * PAGE)]
