@@ -83,3 +83,18 @@ def test_pending_proposal_of_the_same_term_completes() -> None:
     host.receive(G, Message(MsgType.APP_RESP, to=1, frm=2, term=1, index=2))
     host.process_ready()
     assert p.done and p.error is None and p.result == b"X" and sm.applied == [b"X"]
+
+
+def test_a_leader_reads_current_only_once_it_applied_what_it_committed() -> None:
+    """Issue 42's last survivor, `reads-current-ignores-applied`: between the step that
+    raises the commit index (an append response) and the Ready that applies it, the leader's
+    state machine is behind its own commit: a read served then misses a committed write."""
+    host, sm, _ = leader_host()
+    assert host.reads_current(G)
+    host.propose(G, b"X")
+    host.process_ready()
+    host.receive(G, Message(MsgType.APP_RESP, to=1, frm=2, term=1, index=2))
+    assert host.groups[G].node.log.committed == 2 and host.applied_index(G) == 1
+    assert not host.reads_current(G), "a read now would miss committed entry 2"
+    host.process_ready()
+    assert sm.applied[-1] == b"X" and host.reads_current(G)
