@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 
 import click
 
@@ -62,6 +63,14 @@ class _LazyGroup(click.Group):
             ctx.exit(sig.exit_code)
         except NoCluster as e:  # a --data-dir that holds no cluster: a bad argument
             raise Refused(str(e), ExitCode.USAGE) from None
+        except BrokenPipeError:
+            # The reader went away (`epochgc gc-admin show | head -3`): the command's own
+            # cleanup has run; say nothing more on a closed pipe and end as Python's
+            # documentation advises (stdout to /dev/null, so the exit-time flush cannot
+            # fail again), exit 1: the output is incomplete.
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+            ctx.exit(ExitCode.FAILED)
         except (OSError, RuntimeError, ValueError, StoreError) as e:
             if os.environ.get("EPOCHGC_DEBUG"):
                 raise

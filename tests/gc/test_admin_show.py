@@ -102,3 +102,23 @@ def test_show_exits_as_a_round_would(tmp_path: Path) -> None:
     assert code == 2 and json.loads(out)["M"] is None, out
     assert _invoke("gc-admin", "pause", "--store", str(root))[0] == 0
     assert _invoke("gc-admin", "show", "--store", str(root), "--json")[0] == 3
+
+
+def test_show_into_a_closed_pipe_says_nothing_more(tmp_path: Path) -> None:
+    """An outside tester: `gc-admin show ... | head -4` printed `Error: BrokenPipeError:
+    [Errno 32] Broken pipe` (exit 1). Now: no message on a pipe nobody reads, exit 1."""
+    import subprocess
+    import sys
+
+    root = _store(tmp_path)
+    r, w = os.pipe()
+    os.close(r)  # the reader is gone before the first line: every write fails (EPIPE)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "epochgc", "gc-admin", "show", "--store", str(root)],
+            stdout=w, stderr=subprocess.PIPE, timeout=120,
+            env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2])))
+    finally:
+        os.close(w)
+    err = proc.stderr.decode()
+    assert proc.returncode == 1 and "BrokenPipe" not in err and "Traceback" not in err, err
