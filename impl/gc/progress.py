@@ -18,7 +18,7 @@ def counts_text(listed: int, deleted: int | None, seconds: float) -> str:
     """"12,000 keys listed, 4,000 deleted, 800 keys/s": the rate is of what the stage is
     there for (deletes if it deletes, else listing)."""
     rate = (listed if deleted is None else deleted) / max(seconds, 1e-9)
-    text = f"{listed:,} keys listed"
+    text = f"{listed:,} key{'' if listed == 1 else 's'} listed"
     if deleted is not None:
         text += f", {deleted:,} deleted"
     return f"{text}, {rate:,.0f} keys/s"

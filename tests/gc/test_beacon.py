@@ -113,3 +113,10 @@ def test_sync_returns_when_its_marker_is_lost() -> None:
         finally:
             beacon.socket.socket = real  # type: ignore[misc]
         assert not listener._waiting
+
+
+def test_the_counts_text_says_one_key_not_one_keys() -> None:
+    from epochgc.impl.gc.progress import counts_text
+
+    assert counts_text(1, None, 1.0) == "1 key listed, 1 keys/s"
+    assert counts_text(12000, 4000, 5.0) == "12,000 keys listed, 4,000 deleted, 800 keys/s"
