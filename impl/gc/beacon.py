@@ -119,9 +119,13 @@ class BeaconListener:
         self._thread = threading.Thread(target=self._run, daemon=True,
                                         name="epochgc-beacon-listener")
 
-    def __enter__(self) -> BeaconListener:
+    def start(self) -> BeaconListener:
+        """Start receiving (what `with` does); `close()` ends it."""
         self._thread.start()
         return self
+
+    def __enter__(self) -> BeaconListener:
+        return self.start()
 
     def __exit__(
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None

@@ -14,12 +14,14 @@ from epochgc.impl.gc.ticker import Ticker
 from epochgc.impl.progress import Reporter
 
 
-def counts_text(listed: int, deleted: int | None, seconds: float) -> str:
-    """"12,000 keys listed, 4,000 deleted, 800 keys/s": the rate is of what the stage is
-    there for (deletes if it deletes, else listing)."""
-    rate = (listed if deleted is None else deleted) / max(seconds, 1e-9)
+def counts_text(counts: tuple[int, int], deletes: bool, seconds: float) -> str:
+    """"12,000 keys listed, 4,000 deleted, 800 keys/s" from a listener's (listed, deleted)
+    totals; a stage that does not delete says "12,000 keys listed, 2,400 keys/s": the rate
+    is of what the stage is there for."""
+    listed, deleted = counts
+    rate = (deleted if deletes else listed) / max(seconds, 1e-9)
     text = f"{listed:,} key{'' if listed == 1 else 's'} listed"
-    if deleted is not None:
+    if deletes:
         text += f", {deleted:,} deleted"
     return f"{text}, {rate:,.0f} keys/s"
 
@@ -66,8 +68,7 @@ class StageProgress:
             return
         line = f"{self.label}: {tasks[0]}/{tasks[1]} tasks done"
         if counts is not None:
-            line += ", " + counts_text(counts[0], counts[1] if self.deletes else None,
-                                       now - self._t0)
+            line += ", " + counts_text(counts, self.deletes, now - self._t0)
         self.say(line)
         self._last, self._last_said = (tasks, counts), now
 
@@ -136,10 +137,8 @@ class RoundBar:
             self._bar.total = tasks[1]
             self._bar.n = tasks[0]
         if self.listener is not None:
-            listed, deleted = self.listener.totals()
-            self._bar.set_postfix_str(
-                counts_text(listed, deleted if self.deletes else None,
-                            time.monotonic() - self._t0), refresh=False)
+            self._bar.set_postfix_str(counts_text(self.listener.totals(), self.deletes,
+                                                  time.monotonic() - self._t0), refresh=False)
         self._bar.refresh()
 
 

@@ -185,7 +185,7 @@ def _listener(sc: Any, say: Callable[[str], None] | None) -> BeaconListener | No
     if say is None:
         return None
     try:
-        return BeaconListener(driver_host(sc.getConf().get)).__enter__()
+        return BeaconListener(driver_host(sc.getConf().get)).start()
     except OSError:
         return None
 

@@ -67,7 +67,7 @@ def test_no_target_sends_nothing_and_keeps_the_tally() -> None:
 
 
 def test_close_ends_the_listener_and_a_later_sync_returns() -> None:
-    listener = BeaconListener().__enter__()
+    listener = BeaconListener().start()
     listener.close()
     listener.sync()  # the socket is closed: returns, never waits
 
@@ -118,5 +118,5 @@ def test_sync_returns_when_its_marker_is_lost() -> None:
 def test_the_counts_text_says_one_key_not_one_keys() -> None:
     from epochgc.impl.gc.progress import counts_text
 
-    assert counts_text(1, None, 1.0) == "1 key listed, 1 keys/s"
-    assert counts_text(12000, 4000, 5.0) == "12,000 keys listed, 4,000 deleted, 800 keys/s"
+    assert counts_text((1, 0), False, 1.0) == "1 key listed, 1 keys/s"
+    assert counts_text((12000, 4000), True, 5.0) == "12,000 keys listed, 4,000 deleted, 800 keys/s"
