@@ -36,8 +36,10 @@ _paused = False
 
 def _pause_once() -> None:
     global _paused
+    if _paused:  # every page asks: one bool once the hook has run, or ...
+        return
     hold = os.environ.get(LIST_PAUSE_ENV)
-    if not hold or _paused:
+    if not hold:  # ... one environment lookup (no hook: every run but the tests')
         return
     _paused = True
     Path(f"{hold}.reached").touch()

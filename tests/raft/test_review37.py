@@ -80,6 +80,16 @@ def _restart_until_up(fs: RecordingFS) -> tuple[DiskStorage, list[Entry]]:
     raise AssertionError("recovery never came up")
 
 
+def _append_then_power_loss(fs: RecordingFS, s2: DiskStorage, acked: list[Entry]) -> list[str]:
+    """The restarted node appends and syncs entries 4-5 of term 2 (more than a page), is
+    killed, and the power goes: what of `acked` and the new entries each image lost."""
+    more = cx.entries(4, 5, 2, size=700)
+    s2.write(HardState(2, 1, 5), None, more)
+    s2.sync()
+    s2.abandon()
+    return _lost_after_power_loss(fs, acked + more, 2)
+
+
 def _lost_after_power_loss(fs: RecordingFS, acked: list[Entry], term: int) -> list[str]:
     out = []
     for img in crash_images(fs.trace, Model.PAGECACHE, ["/data"]):
@@ -121,11 +131,7 @@ def test_eio_at_recoverys_own_kth_barrier_then_restart_again(k: int) -> None:
         return
     assert fs.failed[-1].call == n, "the fault did not hit recovery"
     assert [e.index for e in acked] == [1, 2, 3]
-    more = cx.entries(4, 5, 2, size=700)
-    s2.write(HardState(2, 1, 5), None, more)
-    s2.sync()
-    s2.abandon()
-    assert _lost_after_power_loss(fs, acked + more, 2) == []
+    assert _append_then_power_loss(fs, s2, acked) == []
 
 
 @pytest.mark.parametrize("partial", [0, 1, 7, 12, 400, 999])
@@ -147,11 +153,7 @@ def test_enospc_mid_record_then_restart_without_reboot(partial: int) -> None:
     s.abandon()
     s2, acked = _restart_until_up(fs)
     assert [e.index for e in acked] == [1, 2, 3]
-    more = cx.entries(4, 5, 2, size=700)
-    s2.write(HardState(2, 1, 5), None, more)
-    s2.sync()
-    s2.abandon()
-    assert _lost_after_power_loss(fs, acked + more, 2) == []
+    assert _append_then_power_loss(fs, s2, acked) == []
 
 
 # ---- OsFileIO.read_durable on the real kernel: its system calls, in order ------------------
