@@ -1534,6 +1534,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--index", type=Path, default=selection.DEFAULT_OUT / "index.json",
                     help="with --select coverage: the coverage index")
     args = ap.parse_args(argv)
+    if args.j < 1:
+        ap.error(f"-j {args.j}: at least one run at a time")
+    known = {m.name for m in MUTANTS + SURVIVORS + EQUIVALENTS}
+    if unknown := [n for n in args.names if n not in known]:
+        # A misspelt name ran nothing and reported "killed: 0/0" with exit 0: a green run
+        # that checked nothing.
+        ap.error(f"no such mutant: {', '.join(unknown)} (--list names them)")
     pool = (MUTANTS + SURVIVORS + EQUIVALENTS if args.survivors or args.names
             else MUTANTS)
     chosen = [m for m in pool if not args.names or m.name in args.names]

@@ -117,3 +117,15 @@ def test_the_suite_copy_lists_each_directory_once_and_every_link_target() -> Non
         target = (link.parent / link.readlink()).resolve().relative_to(ROOT.resolve())
         assert target.parts[0] in SUITE_DIRS, f"epochgc/{link.name} -> {target} not copied"
         assert target.parts[0] in DIRS or link.name == "experiments", link.name
+
+
+def test_a_name_that_is_no_mutant_is_refused_not_a_green_run_of_nothing(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `python -m tests.conformance.mutants no-such-mutant` ran the baseline, then no
+    # mutant, and said "mutants killed: 0/0" with exit 0.
+    from tests.conformance.mutants import main
+
+    with pytest.raises(SystemExit) as e:
+        main(["no-such-mutant"])
+    assert e.value.code == 2 and "no such mutant: no-such-mutant" in capsys.readouterr().err

@@ -1078,6 +1078,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="explore impl/raft/disklog.py as of this git revision (e.g. a88a5d1, "
                          "before the issue 27 fixes)")
     args = ap.parse_args(argv)
+    if args.jobs < 1:
+        ap.error(f"-j {args.jobs}: at least one process")
+    named = {w.name for w in WORKLOADS + AFTER_FAULT_WORKLOADS}
+    if unknown := [n for n in args.workload or () if n not in named]:
+        # A misspelt name explored nothing and reported 0 states, 0 findings, exit 0.
+        ap.error(f"no such workload: {', '.join(unknown)} (named: {', '.join(sorted(named))})")
     storage = storage_at(args.disklog_rev) if args.disklog_rev else DiskStorage
     wls = [w for w in WORKLOADS + AFTER_FAULT_WORKLOADS
            if not args.workload or w.name in args.workload]

@@ -357,3 +357,15 @@ def test_the_explorer_in_processes_counts_and_finds_what_one_process_does() -> N
         two = explore_all(wls, False, storage=storage, in_recovery=False, jobs=2)
         assert report(one) == report(two) and sum(one.counts.values()) > 0
         assert bool(one.findings) == (storage is seeded)
+
+
+def test_a_name_that_is_no_workload_is_refused_not_zero_states(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # `--workload nope` explored nothing and said "0 states; findings: 0", exit 0.
+    from tests.raft.crashexplore import main
+
+    for argv in (["--workload", "nope"], ["-j", "0"]):
+        with pytest.raises(SystemExit) as e:
+            main(argv)
+        assert e.value.code == 2 and "error:" in capsys.readouterr().err
