@@ -999,11 +999,12 @@ def writeback_runs(wl: Workload, storage: type[DiskStorage] = DiskStorage
 
 def explore_all(workloads: Sequence[Workload], with_faults: bool, models: Sequence[Model]
                 = tuple(Model), storage: type[DiskStorage] = DiskStorage,
-                in_recovery: bool = True, jobs: int = 1) -> Result:
+                in_recovery: bool = True, jobs: int = 1,
+                progress: Callable[[int, int], None] | None = None) -> Result:
     """Every workload, and with `with_faults` every variant of it with one of FAULTS at one of
     its calls; the counts and the first finding of each kind. `jobs` > 1: the workloads in
     that many forked processes; the results are merged in workload order, so the counts and
-    the findings kept are those of one process."""
+    the findings kept are those of one process. `progress(done, total)` after each workload."""
     if jobs > 1 and len(workloads) > 1:
         import multiprocessing
 
@@ -1012,16 +1013,19 @@ def explore_all(workloads: Sequence[Workload], with_faults: bool, models: Sequen
         global _JOB
         _JOB = (workloads, with_faults, models, storage, in_recovery)
         try:
+            res = Result()
             with multiprocessing.get_context("fork").Pool(jobs) as pool:
-                parts = pool.map(_explore_nth, range(len(workloads)), chunksize=1)
+                # imap keeps workload order (the merge must not depend on which ends first).
+                for k, part in enumerate(pool.imap(_explore_nth, range(len(workloads)),
+                                                   chunksize=1), 1):
+                    res.merge(part)
+                    if progress:
+                        progress(k, len(workloads))
         finally:
             _JOB = None
-        res = Result()
-        for part in parts:
-            res.merge(part)
         return res
     res = Result()
-    for wl in workloads:
+    for k, wl in enumerate(workloads, 1):
         res.merge(explore(wl, models, storage=storage, in_recovery=in_recovery))
         if with_faults:
             for on, kind in FAULTS:
@@ -1033,6 +1037,8 @@ def explore_all(workloads: Sequence[Workload], with_faults: bool, models: Sequen
                     res.merge(explore(wl, (Model.PAGECACHE,), faults,
                                       label=f"{wl.name}+fsync-EIO-{what}", storage=storage,
                                       in_recovery=in_recovery))
+        if progress:
+            progress(k, len(workloads))
     return res
 
 
@@ -1057,6 +1063,23 @@ def report(res: Result) -> str:
     for f in res.findings.values():
         lines.append(str(f))
     return "\n".join(lines)
+
+
+class _Progress:
+    """One stderr line per workload done, at most every 10 s: a deep run takes hours."""
+
+    def __init__(self, t0: float) -> None:
+        self.t0, self.last = t0, 0.0
+
+    def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - self.last < 10 and done < total:
+            return
+        self.last = now
+        spent = now - self.t0
+        eta = spent / done * (total - done)
+        print(f"crashexplore: {done}/{total} workloads, {spent:.0f} s, about {eta:.0f} s left",
+              file=sys.stderr, flush=True)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1093,7 +1116,8 @@ def main(argv: list[str] | None = None) -> int:
         wls += long_workloads(args.long, args.long_steps)
     t0 = time.monotonic()
     res = explore_all(wls, args.faults, storage=storage,
-                      in_recovery=not args.no_recovery_crashes, jobs=args.jobs)
+                      in_recovery=not args.no_recovery_crashes, jobs=args.jobs,
+                      progress=_Progress(t0) if len(wls) > 1 else None)
     print(report(res))
     print(f"({time.monotonic() - t0:.1f} s)")
     return 1 if res.findings else 0
