@@ -16,10 +16,12 @@ from click.core import ParameterSource
 
 from epochgc.impl import signals
 from epochgc.impl.cluster.client import ProcClusterAccess
-from epochgc.impl.cluster.local import LocalCluster, StartRunning, start_lock
+from epochgc.impl.cluster.local import LocalCluster, PortTaken, StartRunning, start_lock
+from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.preflight import (
+    Refused,
     partition_names,
     store_writable,
     writable_dir,
@@ -49,10 +51,13 @@ def cluster() -> None:
 @click.option("--log-level", default="WARNING", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               help="the nodes' JSON logs (DATA_DIR/n<id>.log); may change on a restart")
+@click.option("--new-ports", is_flag=True,
+              help="restart an existing cluster on new free ports (every node stopped): for "
+                   "when another program took a port recorded in DATA_DIR/cluster.json")
 @click.pass_context
 def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions: str,
           mint_interval: float, trace: str | None, s3_endpoint: str | None,
-          log_level: str) -> None:
+          log_level: str, new_ports: bool) -> None:
     """Start the cluster under DATA_DIR, or the nodes of an existing one that are not
     running (then every option given must match what the cluster was created with)."""
     try:
@@ -66,14 +71,14 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
     try:
         with start_lock(data_dir):
             _start(ctx, LocalCluster(data_dir), spec, store, nodes, partitions,
-                   mint_interval, trace, s3_endpoint, log_level)
+                   mint_interval, trace, s3_endpoint, log_level, new_ports)
     except StartRunning as e:
         raise click.ClickException(str(e)) from None
 
 
 def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, nodes: int,
            partitions: str, mint_interval: float, trace: str | None, s3_endpoint: str | None,
-           log_level: str) -> None:
+           log_level: str, new_ports: bool) -> None:
     checkpoint("start")
     # Saved absolute: `produce` and the nodes may run from another directory.
     store = spec.location if spec.kind == "file" else store
@@ -100,24 +105,61 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
         lc.init(nodes, store, parts, mint_interval, extra)
         lc.meta["s3_endpoint"] = s3_endpoint
         lc.save()
+    elif new_ports:
+        running = lc.running()
+        if running:
+            raise click.UsageError(
+                "--new-ports moves every node, so every node must be stopped first; running: "
+                + ", ".join(f"node {n}" for n in running)
+                + f" (epochgc cluster stop --data-dir {lc.dir})")
+        lc.new_ports()
     lc.meta["log_level"] = log_level.upper()
     lc.save()
+    to_start = [n for n in lc.ids if str(n) not in lc.meta["pids"]]
+    try:
+        lc.check_ports(to_start)
+    except PortTaken as e:
+        raise _port_taken(e, lc, store, []) from None
     started: list[int] = []
     try:
-        for n in lc.ids:
-            if str(n) not in lc.meta["pids"]:
-                pid = lc.start(n)
-                started.append(n)
-                click.echo(f"node {n}: pid {pid}")
+        for n in to_start:
+            pid = lc.start(n)
+            started.append(n)
+            click.echo(f"node {n}: pid {pid}")
         checkpoint("nodes-up")
         signals.run(_until_ready(lc, list(lc.meta["partitions"])))
     except KeyboardInterrupt:  # SIGINT or SIGTERM: what this start started is stopped
-        for n in started:
-            lc.kill(n, signal.SIGTERM)
+        _stop_started(lc, started)
         click.echo(f"cluster start interrupted: stopped the {len(started)} node(s) it had "
                    f"started under {lc.dir}", err=True)
         raise
+    except PortTaken as e:  # taken between the check and the node's bind
+        _stop_started(lc, started)
+        raise _port_taken(e, lc, store, started) from None
+    except Exception:
+        # A start that fails leaves no node of its own running (the ones running before
+        # it stay): a later start begins from a clean state.
+        _stop_started(lc, started)
+        raise
     click.echo("cluster ready: every partition has a leader")
+
+
+def _stop_started(lc: LocalCluster, started: list[int]) -> None:
+    with signals.deferred():  # a signal during the stop is raised once every node is gone
+        for n in started:
+            lc.kill(n, signal.SIGTERM)
+
+
+def _port_taken(e: PortTaken, lc: LocalCluster, store: str, stopped: list[int]) -> Refused:
+    """One line: which node, which listener, which port, and the two ways on."""
+    done = (f"stopped the {len(stopped)} node(s) this start had started" if stopped
+            else "no node was started")
+    return Refused(
+        f"node {e.node}'s {e.listener} port {e.port} (from {lc.meta_path}) cannot be bound: "
+        f"{e.why}; another program holds it (`ss -ltnp 'sport = :{e.port}'` names it). "
+        "Free it and run the same start again, or move the stopped cluster to new ports: "
+        f"epochgc cluster start --data-dir {lc.dir} --store {store} --new-ports ({done})",
+        ExitCode.FAILED)
 
 
 def _saved(lc: LocalCluster) -> dict[str, Any]:
