@@ -47,7 +47,8 @@ POINTS: dict[str, tuple[str, ...]] = {
     "gc": ("start", "spark-launch", "spark-start"),
     "cluster start": ("start", "nodes-up"),
     "conform": ("start", "work"),
-    "produce": ("start", "work"),
+    # work: a batch uploaded, not yet acknowledged; acked: between batches.
+    "produce": ("start", "work", "acked"),
 }
 
 
