@@ -46,7 +46,7 @@ POINTS: dict[str, tuple[str, ...]] = {
     # hook of impl/gc/delete.py.
     "gc": ("start", "spark-launch", "spark-start"),
     "cluster start": ("start", "nodes-up"),
-    "conform": ("start", "work"),
+    "conform": ("start", "work", "generated"),
     # work: a batch uploaded, not yet acknowledged; acked: between batches.
     "produce": ("start", "work", "acked"),
 }
