@@ -154,10 +154,12 @@ def _port_taken(e: PortTaken, lc: LocalCluster, store: str, stopped: list[int]) 
     """One line: which node, which listener, which port, and the two ways on."""
     done = (f"stopped the {len(stopped)} node(s) this start had started" if stopped
             else "no node was started")
+    held = (f"another program holds it (`ss -ltnp 'sport = :{e.port}'` names it). Free it"
+            if "in use" in e.why.lower() else "Fix that")
     return Refused(
         f"node {e.node}'s {e.listener} port {e.port} (from {lc.meta_path}) cannot be bound: "
-        f"{e.why}; another program holds it (`ss -ltnp 'sport = :{e.port}'` names it). "
-        "Free it and run the same start again, or move the stopped cluster to new ports: "
+        f"{e.why}; {held} and run the same start again, or move the stopped cluster to new "
+        "ports: "
         f"epochgc cluster start --data-dir {lc.dir} --store {store} --new-ports ({done})",
         ExitCode.FAILED)
 
@@ -323,8 +325,8 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
     name = f"cli-{uuid.uuid4().hex[:12]}"  # a fresh producer id: its seqs start at 0
     rng = random.Random()
     recorded: list[int] = []  # per batch: records acknowledged and recorded in the manifest
-    checkpoint("start")
     try:
+        checkpoint("start")
         # One batch per event loop: between batches the command is in plain Python, where
         # the first SIGINT/SIGTERM raises at once (impl/signals.py), so no new batch is
         # built or uploaded after it. One batch of 500,000 records took seconds to build
