@@ -22,8 +22,12 @@ from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.url import StoreSpec
 
-# Module -> the extra that installs it (pyproject.toml [project.optional-dependencies]).
+# Module -> the extra that installs it (pyproject.toml [project.optional-dependencies];
+# tests/test_extras.py checks every extra a message or a document names against it).
 EXTRA_OF = {"pyspark": "spark", "boto3": "s3", "hypothesis": "conform"}
+# A command whose own extra installs everything it may import: its message names that one
+# too, as the README does (`pip install '.[gc,conform]'`; `[gc]` = spark + s3).
+COMMAND_EXTRA = {"gc": "gc"}
 
 # The key a store probe writes and deletes: outside `level_zero/` (GC lists that) and
 # outside `_cluster/health/` and `_cluster/gc/` (the reports and GC's own records).
@@ -61,8 +65,11 @@ def require_modules(command: str, modules: Iterable[str]) -> None:
     for module in modules:
         if not _installed(module):
             extra = EXTRA_OF[module]
+            whole = COMMAND_EXTRA.get(command)
+            also = (f" (or 'epochgc[{whole}]', everything `epochgc {command}` uses)"
+                    if whole and whole != extra else "")
             raise Refused(f"epochgc {command} needs {module}, which is not installed: "
-                          f"pip install 'epochgc[{extra}]'", ExitCode.UNAVAILABLE)
+                          f"pip install 'epochgc[{extra}]'{also}", ExitCode.UNAVAILABLE)
 
 
 def require_spark(command: str) -> None:

@@ -46,8 +46,9 @@ POINTS: dict[str, tuple[str, ...]] = {
     # hook of impl/gc/delete.py.
     "gc": ("start", "spark-launch", "spark-start"),
     "cluster start": ("start", "nodes-up"),
-    "conform": ("start", "work"),
-    "produce": ("start", "work"),
+    "conform": ("start", "work", "generated"),
+    # work: a batch uploaded, not yet acknowledged; acked: between batches.
+    "produce": ("start", "work", "acked"),
 }
 
 

@@ -570,7 +570,7 @@ def run(
     stdin: TextIO | None = None,
 ) -> int:
     """The `epochgc replay` command without click: print one compact JSON line per step,
-    return the exit code (0 ok, 1 an expect disagreed, 2 bad input)."""
+    return the exit code (0 ok, 1 an expect disagreed, 65 bad input or no steps)."""
     source = "<stdin>" if path == "-" else path
     default = DEFAULT_VARIANT if path == "-" else variant_from_filename(path) or DEFAULT_VARIANT
     bad: list[int] = []
@@ -589,6 +589,10 @@ def run(
         return EXIT_BAD_INPUT
     except (OSError, UnicodeDecodeError) as e:
         err(f"epochgc replay: {source}: cannot read: {e}")
+        return EXIT_BAD_INPUT
+    if not steps:
+        # Nothing was checked: an empty capture must not pass as a replay that agreed.
+        err(f"epochgc replay: {source}: no steps (the file is empty or holds only comments)")
         return EXIT_BAD_INPUT
     if bad:
         listed = ", ".join(map(str, bad))

@@ -26,7 +26,8 @@ FIELDS = ("seconds", "acked", "lost", "in_use_deleted", "faults", "leader_change
 @click.option("--seconds", type=click.FloatRange(10, 24 * 3600), default=120.0,
               show_default=True, help="how long the nemesis and the workload run")
 @click.option("--seed", type=int, default=1, show_default=True, help="the nemesis's plan")
-@click.option("--json", "as_json", is_flag=True, help="print one JSON object")
+@click.option("--json", "as_json", is_flag=True,
+              help="print the result as one JSON object (else a summary; result.json has it)")
 @click.option("--store", default=None, help="a directory or s3://bucket/prefix "
               "(default: a fresh directory)")
 @click.option("--s3-endpoint", default=None, help="the S3 server (a proxy goes in front)")
@@ -66,7 +67,9 @@ def chaos(nodes: str, seconds: float, seed: int, as_json: bool, store: str | Non
     head = {k: doc.pop(k) for k in FIELDS}
     head.update(doc)  # the extra counters after the issue's fields
     (where / "result.json").write_text(json.dumps(head, indent=1) + "\n")
-    click.echo(json.dumps(head) if as_json else json.dumps(head, indent=1))
+    # As every other command: a summary for a person, JSON only under --json (the JSON is
+    # in result.json either way).
+    click.echo(json.dumps(head) if as_json else summary(res))
     click.echo(verdict(res, where), err=True)
     if not res.ok():
         sys.exit(ExitCode.FAILED)
@@ -80,3 +83,21 @@ def verdict(res: ChaosResult, out: Path) -> str:
             f"{res.trace_divergences + res.raft_divergences} divergences, "
             f"{'final GC round did not run, ' if res.gc_final_failed else ''}in "
             f"{res.seconds:.0f}s; result and history in {out}")
+
+
+def summary(res: ChaosResult) -> str:
+    """The result for a person (stdout without --json): what the workload, the nemesis and
+    GC did, then the checks, each count named; no Python reprs."""
+    faults = ", ".join(f"{k} {n}" for k, n in sorted(res.faults.items())) or "none"
+    return (
+        f"workload: acked {res.acked} records in {res.objects_created} L0 objects "
+        f"({res.failed_batches} batch(es) not acknowledged); lost {res.lost}\n"
+        f"nemesis: {sum(res.faults.values())} faults ({faults}); leader changes "
+        f"{res.leader_changes}; unexpected node exits {res.unexpected_exits}\n"
+        f"GC: {res.gc_rounds} rounds deleted {res.objects_deleted} objects, in use deleted "
+        f"{res.in_use_deleted}; {res.gc_safety_blocked_rounds} blocked by the safety "
+        f"monitor, {res.gc_paused_rounds} refused while paused (deleted "
+        f"{res.gc_paused_deleted}){'; the final round did not run' if res.gc_final_failed else ''}"
+        f"\nchecks: trace divergences {res.trace_divergences}, Raft divergences "
+        f"{res.raft_divergences}, nodes that survived a disk fault {res.survived_disk_faults}"
+    )

@@ -16,10 +16,12 @@ from click.core import ParameterSource
 
 from epochgc.impl import signals
 from epochgc.impl.cluster.client import ProcClusterAccess
-from epochgc.impl.cluster.local import LocalCluster, StartRunning, start_lock
+from epochgc.impl.cluster.local import LocalCluster, PortTaken, StartRunning, start_lock
+from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.preflight import (
+    Refused,
     partition_names,
     store_writable,
     writable_dir,
@@ -49,10 +51,13 @@ def cluster() -> None:
 @click.option("--log-level", default="WARNING", show_default=True,
               type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False),
               help="the nodes' JSON logs (DATA_DIR/n<id>.log); may change on a restart")
+@click.option("--new-ports", is_flag=True,
+              help="restart an existing cluster on new free ports (every node stopped): for "
+                   "when another program took a port recorded in DATA_DIR/cluster.json")
 @click.pass_context
 def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions: str,
           mint_interval: float, trace: str | None, s3_endpoint: str | None,
-          log_level: str) -> None:
+          log_level: str, new_ports: bool) -> None:
     """Start the cluster under DATA_DIR, or the nodes of an existing one that are not
     running (then every option given must match what the cluster was created with)."""
     try:
@@ -66,14 +71,14 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
     try:
         with start_lock(data_dir):
             _start(ctx, LocalCluster(data_dir), spec, store, nodes, partitions,
-                   mint_interval, trace, s3_endpoint, log_level)
+                   mint_interval, trace, s3_endpoint, log_level, new_ports)
     except StartRunning as e:
         raise click.ClickException(str(e)) from None
 
 
 def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, nodes: int,
            partitions: str, mint_interval: float, trace: str | None, s3_endpoint: str | None,
-           log_level: str) -> None:
+           log_level: str, new_ports: bool) -> None:
     checkpoint("start")
     # Saved absolute: `produce` and the nodes may run from another directory.
     store = spec.location if spec.kind == "file" else store
@@ -100,24 +105,63 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
         lc.init(nodes, store, parts, mint_interval, extra)
         lc.meta["s3_endpoint"] = s3_endpoint
         lc.save()
+    elif new_ports:
+        running = lc.running()
+        if running:
+            raise click.UsageError(
+                "--new-ports moves every node, so every node must be stopped first; running: "
+                + ", ".join(f"node {n}" for n in running)
+                + f" (epochgc cluster stop --data-dir {lc.dir})")
+        lc.new_ports()
     lc.meta["log_level"] = log_level.upper()
     lc.save()
+    to_start = [n for n in lc.ids if str(n) not in lc.meta["pids"]]
+    try:
+        lc.check_ports(to_start)
+    except PortTaken as e:
+        raise _port_taken(e, lc, store, []) from None
     started: list[int] = []
     try:
-        for n in lc.ids:
-            if str(n) not in lc.meta["pids"]:
-                pid = lc.start(n)
-                started.append(n)
-                click.echo(f"node {n}: pid {pid}")
+        for n in to_start:
+            pid = lc.start(n)
+            started.append(n)
+            click.echo(f"node {n}: pid {pid}")
         checkpoint("nodes-up")
         signals.run(_until_ready(lc, list(lc.meta["partitions"])))
     except KeyboardInterrupt:  # SIGINT or SIGTERM: what this start started is stopped
-        for n in started:
-            lc.kill(n, signal.SIGTERM)
+        _stop_started(lc, started)
         click.echo(f"cluster start interrupted: stopped the {len(started)} node(s) it had "
                    f"started under {lc.dir}", err=True)
         raise
+    except PortTaken as e:  # taken between the check and the node's bind
+        _stop_started(lc, started)
+        raise _port_taken(e, lc, store, started) from None
+    except Exception:
+        # A start that fails leaves no node of its own running (the ones running before
+        # it stay): a later start begins from a clean state.
+        _stop_started(lc, started)
+        raise
     click.echo("cluster ready: every partition has a leader")
+
+
+def _stop_started(lc: LocalCluster, started: list[int]) -> None:
+    with signals.deferred():  # a signal during the stop is raised once every node is gone
+        for n in started:
+            lc.kill(n, signal.SIGTERM)
+
+
+def _port_taken(e: PortTaken, lc: LocalCluster, store: str, stopped: list[int]) -> Refused:
+    """One line: which node, which listener, which port, and the two ways on."""
+    done = (f"stopped the {len(stopped)} node(s) this start had started" if stopped
+            else "no node was started")
+    held = (f"another program holds it (`ss -ltnp 'sport = :{e.port}'` names it). Free it"
+            if "in use" in e.why.lower() else "Fix that")
+    return Refused(
+        f"node {e.node}'s {e.listener} port {e.port} (from {lc.meta_path}) cannot be bound: "
+        f"{e.why}; {held} and run the same start again, or move the stopped cluster to new "
+        "ports: "
+        f"epochgc cluster start --data-dir {lc.dir} --store {store} --new-ports ({done})",
+        ExitCode.FAILED)
 
 
 def _saved(lc: LocalCluster) -> dict[str, Any]:
@@ -245,82 +289,107 @@ def _cluster_m(lc: LocalCluster) -> dict[str, Any]:
     return {"M": m.M, "blocked": m.blocked}
 
 
+# Records per partition in one L0 object: ~0.8 MB at the default size, built in ~50 ms.
+BATCH_RECORDS = 10_000
+
+
 @click.command()
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False))
 @click.option("--partition", "partitions", multiple=True, required=True)
 @click.option("--count", default=10, show_default=True, type=click.IntRange(min=1))
 @click.option("--size", default=48, show_default=True, type=click.IntRange(min=1),
               help="payload body bytes per record")
+@click.option("--batch", default=BATCH_RECORDS, show_default=True,
+              type=click.IntRange(min=1),
+              help="records per partition in one L0 object; a signal stops between batches")
 @click.option("--epoch", type=int, default=None, help="override the stamp (tests)")
-def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int,
+def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, batch: int,
             epoch: int | None) -> None:
-    """Produce `count` verifiable records to each partition in one L0 object.
+    """Produce `count` verifiable records to each partition, `--batch` records per
+    partition in each L0 object (one object when count <= batch).
 
     Records are deterministic and checksummed (impl/cluster/payload.py); every acknowledged
-    run is appended to DATA_DIR/acked.jsonl, which `consume --verify` checks byte for byte."""
-    from epochgc.impl.broker.producer import (
-        PartitionDeletedError,
-        ProduceError,
-        Producer,
-        check_epoch,
-    )
-    from epochgc.impl.broker.raftport import thread_io
-    from epochgc.impl.cluster.payload import AckedRun, append_manifest, make_record
+    batch is appended to DATA_DIR/acked.jsonl, which `consume --verify` checks byte for
+    byte. SIGINT/SIGTERM stop it between batches (the batch in flight is abandoned, not
+    acknowledged) and it says how many records were acknowledged."""
+    from epochgc.impl.broker.producer import ProduceError, check_epoch
 
     partitions = tuple(partition_names(partitions, "--partition"))  # before any connection
     lc = LocalCluster(data_dir)
+    lc.client_addrs()  # no cluster under DATA_DIR: refused (64) before anything else
     if epoch is not None:
         try:
             check_epoch(epoch)
         except ProduceError as e:
             raise click.ClickException(str(e)) from e
     name = f"cli-{uuid.uuid4().hex[:12]}"  # a fresh producer id: its seqs start at 0
+    rng = random.Random()
+    recorded: list[int] = []  # per batch: records acknowledged and recorded in the manifest
+    try:
+        checkpoint("start")
+        # One batch per event loop: between batches the command is in plain Python, where
+        # the first SIGINT/SIGTERM raises at once (impl/signals.py), so no new batch is
+        # built or uploaded after it. One batch of 500,000 records took seconds to build
+        # in the loop, deaf to the signal (issue 41: 6-8 s to exit after SIGINT).
+        for first in range(0, count, batch):
+            n = min(batch, count - first)
+            signals.run(_produce_batch(lc, partitions, name, first, n, size, epoch, rng,
+                                       recorded))
+            checkpoint("acked")  # the signal tests' point: between batches
+    except KeyboardInterrupt:
+        manifest = Path(data_dir) / "acked.jsonl"
+        click.echo(f"produce interrupted: {sum(recorded)} of {count * len(partitions)} record(s) "
+                   f"acknowledged and recorded in {manifest}; the batch in flight, if any, "
+                   "was not acknowledged (an object it uploaded is garbage GC collects)",
+                   err=True)
+        raise
+
+
+async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: str, first: int,
+                         n: int, size: int, epoch: int | None, rng: random.Random,
+                         recorded: list[int]) -> None:
+    """Records first..first+n-1 of each partition in one L0 object; the acknowledged ones
+    are appended to the manifest at once, before anything else is awaited (a signal then
+    cannot leave acknowledged records out of it), and their number to `recorded`."""
+    from epochgc.impl.broker.producer import (
+        PartitionDeletedError,
+        ProduceError,
+        Producer,
+    )
+    from epochgc.impl.broker.raftport import thread_io
+    from epochgc.impl.cluster.payload import AckedRun, append_manifest, make_record
 
     def stored(_key: str, phase: str) -> None:
         if phase == "stored":
             checkpoint("work")  # the signal tests' point: uploaded, not yet acknowledged
 
-    recorded: list[int] = []  # runs appended to the manifest
-
-    async def go() -> None:
-        checkpoint("start")
-        access = ProcClusterAccess(lc.client_addrs())
-        store = open_store(lc.meta["store"], lc.meta.get("s3_endpoint"))
-        prod = Producer(access, store, thread_io, random.Random())
-        prod.on_attempt = stored
+    access = ProcClusterAccess(lc.client_addrs())
+    store = open_store(lc.meta["store"], lc.meta.get("s3_endpoint"))
+    prod = Producer(access, store, thread_io, rng)
+    prod.on_attempt = stored
+    try:
         try:
             acks = await prod.produce(
-                {p: [make_record(name, p, i, size) for i in range(count)] for p in partitions},
-                epoch,
-            )
+                {p: [make_record(name, p, first + i, size) for i in range(n)]
+                 for p in partitions}, epoch)
         except PartitionDeletedError as e:
             # What the other partitions acknowledged is kept (the manifest is what was acked).
-            append_manifest(data_dir, [
-                AckedRun(a.partition, a.base, a.count, name, 0, size, a.epoch, a.key)
-                for a in e.acks.values()])
+            kept = [AckedRun(a.partition, a.base, a.count, name, first, size, a.epoch, a.key)
+                    for a in e.acks.values()]
+            append_manifest(lc.dir, kept)
+            recorded.append(sum(r.count for r in kept))
             raise click.ClickException(str(e)) from e
         except ProduceError as e:
             raise click.ClickException(str(e)) from e
-        finally:
-            await access.close()
-        runs = [AckedRun(a.partition, a.base, a.count, name, 0, size, a.epoch, a.key)
+        runs = [AckedRun(a.partition, a.base, a.count, name, first, size, a.epoch, a.key)
                 for a in acks.values()]
-        append_manifest(data_dir, runs)  # only after every ack: the manifest is what was acked
-        recorded.append(len(runs))
+        append_manifest(lc.dir, runs)  # only after every ack: the manifest is what was acked
+        recorded.append(sum(r.count for r in runs))
         for a in acks.values():
             click.echo(json.dumps({"partition": a.partition, "base": a.base, "count": a.count,
                                    "epoch": a.epoch, "key": a.key, "producer": name}))
-
-    try:
-        signals.run(go())
-    except KeyboardInterrupt:
-        # The manifest is appended only once every partition acknowledged: an interrupted
-        # batch is in no record (its object, if uploaded, is garbage the GC collects).
-        manifest = Path(data_dir) / "acked.jsonl"
-        click.echo("produce interrupted: " + (
-            f"the batch was acknowledged and recorded in {manifest}" if recorded else
-            f"nothing was recorded as acknowledged in {manifest}"), err=True)
-        raise
+    finally:
+        await access.close()
 
 
 @click.command()

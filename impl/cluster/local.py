@@ -8,6 +8,7 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -20,35 +21,85 @@ from epochgc.impl.cluster.errors import NoCluster
 from epochgc.impl.raft.proc_cluster import free_ports
 
 LOCK_NAME = "start.lock"
+# A node's listeners, as cluster.json names their ports.
+LISTENERS = ("raft", "client", "metrics")
+# What a node prints instead of READY when it cannot listen (node_main.py).
+LISTEN_FAILED = "LISTEN-FAILED"
 
 
 class StartRunning(RuntimeError):
     """Another `cluster start` holds the data directory's start lock."""
 
 
+class PortTaken(RuntimeError):
+    """A port cluster.json gives one of a node's listeners cannot be bound (another program
+    holds it, typically after the cluster was stopped and the port reused)."""
+
+    def __init__(self, node: int, listener: str, port: int, why: str) -> None:
+        super().__init__(f"node {node}'s {listener} port {port} cannot be bound ({why})")
+        self.node, self.listener, self.port, self.why = node, listener, port, why
+
+
 @contextlib.contextmanager
 def start_lock(data_dir: str | os.PathLike[str]) -> Iterator[None]:
     """Hold DATA_DIR/start.lock (flock(2), exclusive, not waited for) while a start runs:
     two starts on a new directory both chose ports and started nodes on them, and the
-    loser died on `OSError: [Errno 98] address already in use` (issue 41 item 12). The
-    kernel drops the lock when the process ends, however it ends."""
+    loser died on `OSError: [Errno 98] address already in use` (issue 41 item 12).
+
+    The file is removed on every exit path by the start that holds it, while it still holds
+    it, and only if the name still refers to the file it locked (a refused start removes
+    nothing). A start that locked a file which was unlinked meanwhile holds nothing anyone
+    else can see, so it opens the name again (the usual lock-file protocol: the lock is on
+    the open file, the name is what the next start opens). SIGKILL leaves the file; the
+    kernel drops the lock, so the next start takes it."""
     d = Path(data_dir).absolute()
     d.mkdir(parents=True, exist_ok=True)
-    fd = os.open(d / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
+    path = d / LOCK_NAME
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
             raise StartRunning(
                 f"another `epochgc cluster start` is running on {d} (pid {holder}); wait for "
                 "it to finish, then `epochgc cluster status --data-dir` shows the cluster"
             ) from None
+        if _same_file(fd, path):
+            break
+        os.close(fd)  # locked a file its holder removed as we opened it: open the name again
+    try:
         os.ftruncate(fd, 0)
         os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
         yield
     finally:
+        if _same_file(fd, path):
+            path.unlink()  # before the lock goes: no other start can hold this name now
         os.close(fd)  # releases the lock
+
+
+def _same_file(fd: int, path: Path) -> bool:
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    mine = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (mine.st_dev, mine.st_ino)
+
+
+def port_free(port: int) -> str | None:
+    """None if `port` can be bound on loopback now, else why not (the strerror). Bound with
+    SO_REUSEADDR as the node's own listeners are (asyncio's start_server sets it on POSIX,
+    http.server's HTTPServer has allow_reuse_address), so a port whose last connections are
+    in TIME_WAIT counts as free, exactly as it is for the node."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError as e:
+            return e.strerror or str(e)
+    return None
 
 
 class LocalCluster:
@@ -102,6 +153,30 @@ class LocalCluster:
         """Extra environment for node `nid` (epochgc chaos: its fault file)."""
         return {}
 
+    def check_ports(self, nids: list[int]) -> None:
+        """Every port the nodes `nids` will listen on can be bound, else PortTaken for the
+        first that cannot: checked before any of them starts, so a taken port leaves no
+        node running (issue 41: `node 1 failed to start: 'OSError: [Errno 98] ...'`)."""
+        for nid in nids:
+            for listener in LISTENERS:
+                port = int(self.meta[listener][str(nid)])
+                why = port_free(port)
+                if why is not None:
+                    raise PortTaken(nid, listener, port, why)
+
+    def new_ports(self) -> None:
+        """Give every listener of every node a new free port (no node may be running: the
+        Raft peers know each other only by the ports they were started with)."""
+        n = len(self.ids)
+        ports = free_ports(3 * n)
+        for k, listener in enumerate(LISTENERS):
+            self.meta[listener] = {str(i): ports[k * n + i - 1] for i in self.ids}
+        self.save()
+
+    def running(self) -> list[int]:
+        """The nodes whose recorded pid is alive."""
+        return [int(n) for n, pid in self.meta.get("pids", {}).items() if _alive(int(pid))]
+
     def start(self, nid: int, timeout: float = 30.0) -> int:
         peers = ",".join(
             f"{i}=127.0.0.1:{self.meta['raft'][str(i)]}" if i == nid
@@ -132,6 +207,10 @@ class LocalCluster:
             p.kill()
             p.wait()
             raise
+        if line.startswith(LISTEN_FAILED):  # a port taken after check_ports looked
+            p.wait(timeout)
+            _, listener, port, why = line.rstrip("\n").split(" ", 3)
+            raise PortTaken(nid, listener, int(port), why)
         if not line.startswith("READY"):
             p.wait(timeout)
             err = (self.dir / f"n{nid}.log").read_text().strip().splitlines()

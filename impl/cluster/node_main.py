@@ -103,14 +103,24 @@ async def run(args: argparse.Namespace) -> int:
             lp.default_exception_handler(ctx)
 
     loop.set_exception_handler(on_error)
-    await server.start()
-    broker.start()
-    srv = await asyncio.start_server(functools.partial(serve_client, broker), host,
-                                     args.client_port)
-    if args.metrics_port:
-        from prometheus_client import start_http_server
+    # A port another program holds is named with its listener on stdout, where `cluster
+    # start` reads READY (impl/cluster/local.py), instead of an OSError's last log line.
+    listener = "raft"
+    try:
+        await server.start()
+        broker.start()
+        listener = "client"
+        srv = await asyncio.start_server(functools.partial(serve_client, broker), host,
+                                         args.client_port)
+        if args.metrics_port:
+            from prometheus_client import start_http_server
 
-        start_http_server(args.metrics_port, addr=host, registry=metrics.registry)
+            listener = "metrics"
+            start_http_server(args.metrics_port, addr=host, registry=metrics.registry)
+    except OSError as e:
+        taken = {"raft": port, "client": args.client_port, "metrics": args.metrics_port}
+        print(f"LISTEN-FAILED {listener} {taken[listener]} {e.strerror or e}", flush=True)
+        return 3
     print(f"READY {server.transport.port} {srv.sockets[0].getsockname()[1]}", flush=True)
     log.info("serving", extra={"node": args.id})
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,8 @@ from epochgc.impl.signals import checkpoint
 from epochgc.model.replay import ReplayError, resolve_variant
 
 if TYPE_CHECKING:
-    from epochgc.impl.conform.driver import Run
+    from epochgc.impl.conform.driver import GenReport, Run, VectorReport
+    from epochgc.impl.conform.progress import ConformProgress
 
 EXIT_OK, EXIT_DISAGREE, EXIT_BROKEN = ExitCode.OK, ExitCode.FAILED, ExitCode.PROTOCOL
 EXIT_MISSING = ExitCode.UNAVAILABLE  # the extra, the port's program or the vectors
@@ -43,10 +45,12 @@ EXIT_MISSING = ExitCode.UNAVAILABLE  # the extra, the port's program or the vect
                    "an existing one is refused).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON summary object on stdout.")
 @click.option("--vectors", "vectors_only", is_flag=True, help="Replay the shipped vectors only.")
+@click.option("--quiet", is_flag=True,
+              help="No progress bars on stderr (drawn only when stderr is a terminal).")
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def conform(variant: str, examples: int, seed: int | None, max_steps: int,
             timeout_per_step: float, out: Path | None, as_json: bool, vectors_only: bool,
-            command: tuple[str, ...]) -> None:
+            quiet: bool, command: tuple[str, ...]) -> None:
     """Drive the port CMD ARGS... (after `--`) over the port protocol and compare every
     answer with the model's."""
     try:  # Hypothesis is the `conform` extra: imported here so that --help works without it
@@ -72,22 +76,53 @@ def conform(variant: str, examples: int, seed: int | None, max_steps: int,
     except OSError as e:
         click.echo(f"epochgc conform: cannot start {argv[0]!r}: {e.strerror or e}", err=True)
         raise SystemExit(EXIT_MISSING) from None
+    from epochgc.impl.conform.driver import GenReport, VectorReport
+    from epochgc.impl.conform.progress import ConformProgress
+
     summary: dict[str, Any] = {"variant": variant, "command": argv, "result": "pass"}
+    done = Done(VectorReport(), GenReport(), 0 if vectors_only else examples)
+    progress = ConformProgress(quiet)
     try:
         with port:  # stopped on every path, an interrupt included
             code = _drive(port, argv, variant, examples, seed, max_steps, out, vectors_only,
-                          summary, as_json)
+                          summary, as_json, done, progress)
     except KeyboardInterrupt:
-        click.echo("conform interrupted: the port was stopped; no verdict", err=True)
+        progress.close()
+        click.echo(f"conform interrupted: {done.text()}; the port was stopped; no verdict",
+                   err=True)
         raise
+    finally:
+        progress.close()
     if as_json:
         click.echo(json.dumps(summary))
     raise SystemExit(code)
 
 
+@dataclass(frozen=True)
+class Done:
+    """How far a run got (the driver fills the reports as it goes): what an interrupted
+    run reports."""
+
+    vectors: VectorReport
+    generated: GenReport
+    examples: int
+
+    def text(self) -> str:
+        v, g = self.vectors, self.generated
+        said = f"{len(v.passed)} vector file(s) agreed"
+        if v.skipped:
+            said += f" ({len(v.skipped)} skipped)"
+        if self.examples:  # not with --vectors
+            said += (f", {g.agreed} of {self.examples} generated program(s) agreed before "
+                     "the stop")
+        if g.found:
+            said += " (a disagreement had been found and was being shrunk)"
+        return said
+
+
 def _drive(port: PortProcess, argv: list[str], variant: str, examples: int, seed: int | None,
            max_steps: int, out: Path | None, vectors_only: bool, summary: dict[str, Any],
-           as_json: bool) -> int:
+           as_json: bool, done: Done, progress: ConformProgress) -> int:
     from epochgc.impl.conform import report as rep
     from epochgc.impl.conform.driver import (
         VECTORS_DIR,
@@ -105,7 +140,9 @@ def _drive(port: PortProcess, argv: list[str], variant: str, examples: int, seed
             click.echo(f"epochgc conform: no vector files under {VECTORS_DIR}: this "
                        "installation does not ship spec/vectors", err=True)
             return EXIT_MISSING
-        v = replay_vectors(port, variant, files)
+        progress.phase("vectors", "file", len(files))
+        v = replay_vectors(port, variant, files, done.vectors, progress.file_done)
+        progress.close()
         summary["vectors"] = {"passed": len(v.passed), "skipped": v.skipped, "steps": v.steps}
         if v.failed is not None:
             return _disagree(v.failed, argv, out, summary, say)
@@ -114,7 +151,10 @@ def _drive(port: PortProcess, argv: list[str], variant: str, examples: int, seed
         checkpoint("work")  # the signal tests' point: between the vectors and generation
         if vectors_only:
             return _finish(port, summary, say)
-        g = generate(port, variant, examples=examples, seed=seed, max_steps=max_steps)
+        progress.phase("generated", "program", examples)
+        g = generate(port, variant, examples=examples, seed=seed, max_steps=max_steps,
+                     report=done.generated, on_program=_each_program(progress))
+        progress.close()
         summary["generated"] = {"programs": g.programs, "steps": g.steps}
         if g.failed is not None:
             return _disagree(g.failed, argv, out, summary, say)
@@ -130,6 +170,14 @@ def _drive(port: PortProcess, argv: list[str], variant: str, examples: int, seed
             f"(step 0 is the reset): {b.failure.kind}: {b.failure.detail}")
         say(rep.table(b.run))
         return EXIT_BROKEN
+
+
+def _each_program(progress: ConformProgress) -> Callable[[GenReport], None]:
+    def each(report: GenReport) -> None:
+        progress.program_done(report)
+        checkpoint("generated")  # the signal tests' point: a generated program agreed
+
+    return each
 
 
 def _finish(port: PortProcess, summary: dict[str, Any], say: Callable[[str], None]) -> int:

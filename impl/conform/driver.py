@@ -4,7 +4,7 @@ step, stopping at the first disagreement; generated programs are shrunk by Hypot
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -177,8 +177,12 @@ class VectorReport:
     failed: Run | None = None
 
 
-def replay_vectors(port: PortProcess, claimed: str, files: Iterable[Path]) -> VectorReport:
-    report = VectorReport()
+def replay_vectors(port: PortProcess, claimed: str, files: Iterable[Path],
+                   report: VectorReport | None = None,
+                   on_file: Callable[[VectorReport], None] | None = None) -> VectorReport:
+    """`report` (new if None) is filled as the files run: an interrupted caller still
+    knows how far it got; `on_file` is called after each file (progress)."""
+    report = report if report is not None else VectorReport()
     for path in files:
         variant, steps = read_vector(path)
         run = run_program(port, variant, steps, source=str(path))
@@ -188,10 +192,14 @@ def replay_vectors(port: PortProcess, claimed: str, files: Iterable[Path]) -> Ve
             refused_reset = len(run.outcomes) == 1 and "error" in answer
             if refused_reset and variant != claimed:
                 report.skipped.append(str(path))
+                if on_file is not None:
+                    on_file(report)
                 continue
             report.failed = run
             return report
         report.passed.append(str(path))
+        if on_file is not None:
+            on_file(report)
     return report
 
 
@@ -200,14 +208,19 @@ def replay_vectors(port: PortProcess, claimed: str, files: Iterable[Path]) -> Ve
 
 @dataclass
 class GenReport:
-    programs: int = 0
+    programs: int = 0  # run, shrinking's re-runs included
     steps: int = 0
+    agreed: int = 0  # programs whose every step agreed
     failed: Run | None = None  # the shrunk program
+    found: bool = False  # a disagreement was found (then shrunk)
 
 
 def generate(port: PortProcess, variant: str, *, examples: int, seed: int | None,
-             max_steps: int) -> GenReport:
-    report = GenReport()
+             max_steps: int, report: GenReport | None = None,
+             on_program: Callable[[GenReport], None] | None = None) -> GenReport:
+    """`report` (new if None) is filled as programs run: an interrupted caller still knows
+    how many agreed; `on_program` is called after each program (progress)."""
+    report = report if report is not None else GenReport()
 
     # Database-less (nothing written to the user's directory) and derandomized unless a
     # seed is given, so the same command generates the same programs.
@@ -220,7 +233,11 @@ def generate(port: PortProcess, variant: str, *, examples: int, seed: int | None
         report.programs += 1
         report.steps += len(run.outcomes) - 1
         if run.failed:
+            report.found = True
             raise Disagreement(run)
+        report.agreed += 1
+        if on_program is not None:
+            on_program(report)
 
     test = check if seed is None else hypothesis_seed(seed)(check)
     try:

@@ -84,6 +84,12 @@ function replay(path, cliVariant, out, err) {
     if (result.mismatch) bad.push(n);
     out(stringify(result));
   }
+  if (n === 0) {
+    // Nothing was checked (VECTORS.md, replay's exit codes): an empty file or one of
+    // comments only is bad input, not a replay that agreed.
+    err(`epochgc replay: ${label}: no steps (the file is empty or holds only comments)`);
+    return 65;
+  }
   if (bad.length) {
     err(`epochgc replay: ${label}: ${bad.length} of ${n} steps disagree with expect (steps ${bad.join(', ')})`);
     return 1;

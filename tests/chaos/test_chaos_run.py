@@ -25,17 +25,19 @@ def test_chaos_every_fault_kind_nothing_lost(tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     p = subprocess.run(
         [sys.executable, "-m", "epochgc.impl.cli", "chaos", "--seconds", seconds, "--seed", "3",
-         "--json", "--out", str(tmp_path)],
+         "--out", str(tmp_path)],
         # Spark may take minutes to start on a loaded machine (the run waits for it).
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=float(seconds) + 900,
     )
     history = (tmp_path / "history.txt").read_text()
     assert p.returncode == 0, p.stderr[-2000:] + history[-4000:]
-    out = json.loads(p.stdout)
+    out = json.loads((tmp_path / "result.json").read_text())
     assert list(out)[: len(FIELDS)] == list(FIELDS)
     # Progress on stderr whatever --json says (it was silent until the end).
     assert "nemesis" in p.stderr, p.stderr[-2000:]
-    assert out == json.loads((tmp_path / "result.json").read_text())
+    # Without --json a summary for a person, as every other command (it printed the JSON).
+    assert p.stdout.startswith("workload: acked ") and "{" not in p.stdout, p.stdout
+    assert f"acked {out['acked']} records" in p.stdout and "lost 0" in p.stdout
     for k in ("lost", "in_use_deleted", "trace_divergences", "raft_divergences"):
         assert out[k] == 0, history[-4000:]
     missing = [k for k in KINDS if out["faults"].get(k, 0) < 1]

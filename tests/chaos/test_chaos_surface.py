@@ -10,7 +10,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from epochgc.impl.chaos.cli import chaos, verdict
+from epochgc.impl.chaos.cli import chaos, summary, verdict
 from epochgc.impl.chaos.history import REPEAT_WINDOW_S, History
 from epochgc.impl.chaos.run import ChaosResult
 from epochgc.impl.chaos.schedule import plan
@@ -74,3 +74,21 @@ def test_the_verdict_is_one_line() -> None:
                     "0 divergences, in 71s; result and history in /tmp/x")
     res.lost = 1
     assert verdict(res, Path("/tmp/x")).startswith("chaos: FAILED: ")
+
+
+def test_without_json_the_result_is_a_summary_not_json() -> None:
+    """Old code: the result JSON (indented) on stdout with or without --json, while every
+    other command prints a summary and JSON only under --json (the slow end-to-end run
+    checks the command's stdout; result.json keeps the JSON)."""
+    res = ChaosResult(seconds=71.2, acked=120, objects_created=40, objects_deleted=12,
+                      faults={"kill": 2, "pause": 1}, leader_changes=3, gc_rounds=5,
+                      gc_paused_rounds=1)
+    text = summary(res)
+    assert "{" not in text and "'" not in text, text
+    assert text.splitlines() == [
+        "workload: acked 120 records in 40 L0 objects (0 batch(es) not acknowledged); lost 0",
+        "nemesis: 3 faults (kill 2, pause 1); leader changes 3; unexpected node exits 0",
+        "GC: 5 rounds deleted 12 objects, in use deleted 0; 0 blocked by the safety monitor, "
+        "1 refused while paused (deleted 0)",
+        "checks: trace divergences 0, Raft divergences 0, nodes that survived a disk fault 0",
+    ]

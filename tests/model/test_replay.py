@@ -256,3 +256,12 @@ def test_partition_lifecycle_ops_refuse_bad_order() -> None:
     assert r.step({"op": "fence", "term": 1, "epoch": 5}, 4)["admitted"] is False
     r.step({"op": "create_partition"}, 5)
     assert r.step({"op": "fence", "term": 1, "epoch": 5}, 6)["admitted"] is True
+
+
+def test_a_file_with_no_steps_is_bad_input_not_a_pass(tmp_path: Path) -> None:
+    # An outside tester: an empty file, or comments only, replayed with exit 0 and no
+    # output: an empty capture passed as a replay that agreed.
+    for lines in ([], ["# variant: reference", "", "# nothing else"]):
+        r = _cli(tmp_path, lines)
+        assert r.exit_code == 65, (r.exit_code, r.output)
+        assert "no steps" in r.output

@@ -139,6 +139,20 @@ def test_port_replay_prints_what_epochgc_replay_prints(hostile_files: list[Path]
     assert not diffs, "\n\n".join(f"{k}: {v}" for k, v in diffs.items())
 
 
+def test_a_file_with_no_steps_is_bad_input_in_the_port_too(tmp_path: Path) -> None:
+    """VECTORS.md: a file with no steps (empty, or comments only) exits 65 naming the file,
+    in the port as in the model. Old port: exit 0 and no output, as the old model did."""
+    files = []
+    for name in ("empty-file", "only-comments"):
+        files.append(tmp_path / f"{name}.jsonl")
+        files[-1].write_bytes(RAW_FILES[name])
+    for path, (code, out, err) in zip(files, port_replays([(p, None) for p in files]),
+                                      strict=True):
+        assert (code, out) == (65, []), (path.name, code, out, err)
+        assert err == (f"epochgc replay: {path}: no steps (the file is empty or holds only "
+                       "comments)"), err
+
+
 SERVE_LINES = [
     '{"op":"reset","variant":"reference"}',
     '{"op":"reset","variant":"bogus"}',

@@ -1,0 +1,93 @@
+"""`epochgc conform` while it works (newuser41 item 15): it printed nothing while generated
+programs ran (15 s of silence at --examples 3000), and an interrupted run did not say how
+many programs had agreed. Progress bars at a terminal (a real pseudo-terminal here, as a
+person's), none under --quiet or off a terminal; an interrupt says how far it got. The
+command signals itself at the named point `generated` (impl/signals.py): deterministic."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import pty
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import threading
+from pathlib import Path
+
+import pytest
+
+from epochgc.impl.conform.driver import vector_files
+from epochgc.impl.signals import HOOK_ENV
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = [sys.executable, "-m", "epochgc.model.port"]
+ENV = dict(os.environ, PYTHONPATH=str(ROOT))
+
+
+def conform_on_a_terminal(*args: str) -> tuple[int, str, str]:
+    """`epochgc conform ARGS -- MODEL` with stderr on a pseudo-terminal: (code, stdout, what
+    the terminal showed)."""
+    master, slave = pty.openpty()
+    # A terminal has a size (a fresh pseudo-terminal's is 0x0): 24 rows of 100 columns.
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "epochgc", "conform", *args, "--", *MODEL],
+                            env=ENV, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=slave, text=True)
+    os.close(slave)
+    shown: list[bytes] = []
+
+    def read() -> None:  # drained while it runs: a full terminal buffer would block it
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # EIO: the last writer closed the terminal
+                return
+            if not data:
+                return
+            shown.append(data)
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    out, _ = proc.communicate(timeout=300)
+    reader.join(timeout=60)
+    os.close(master)
+    return proc.returncode, out, b"".join(shown).decode(errors="replace")
+
+
+def test_a_terminal_shows_the_vectors_and_the_programs_counted() -> None:
+    """Old code: nothing on the terminal until the summary lines."""
+    code, out, term = conform_on_a_terminal("--examples", "20")
+    assert code == 0, out + term
+    files = len(vector_files())
+    assert "vectors: 100%" in term and f"{files}/{files}" in term, term
+    assert "generated: 100%" in term and "20/20" in term, term
+    assert out.startswith("vectors: ") and "generated: 20 programs" in out, out
+
+
+def test_quiet_and_no_terminal_draw_nothing() -> None:
+    code, out, term = conform_on_a_terminal("--examples", "20", "--quiet")
+    assert code == 0, out + term
+    assert term == "", term
+    p = subprocess.run([sys.executable, "-m", "epochgc", "conform", "--examples", "20", "--",
+                        *MODEL], env=ENV, capture_output=True, text=True, timeout=300,
+                       check=False)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_an_interrupted_run_says_how_many_programs_agreed(sig: signal.Signals) -> None:
+    """Old code: `conform interrupted: the port was stopped; no verdict`, no count (and no
+    point `generated` to stop at: it ran to the end, exit 0)."""
+    env = dict(ENV, **{HOOK_ENV: f"generated:{sig.name}"})
+    p = subprocess.run([sys.executable, "-m", "epochgc", "conform", "--examples", "200", "--",
+                        *MODEL], env=env, capture_output=True, text=True, timeout=300,
+                       check=False)
+    assert p.returncode == 128 + sig, p.stdout + p.stderr
+    files = len(vector_files())
+    assert (f"conform interrupted: {files} vector file(s) agreed, 1 of 200 generated "
+            "program(s) agreed before the stop; the port was stopped; no verdict"
+            ) in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
