@@ -28,7 +28,12 @@ from epochgc.impl.gc.reports import MAX_WRITTEN_AT
 from epochgc.impl.gc.stop import RoundStop, install_signal_handlers
 from epochgc.impl.gc.summary import EXIT_USAGE, GcSummary
 from epochgc.impl.gc.text import echo_safe, printable
-from epochgc.impl.preflight import require_modules, store_modules, writable_file
+from epochgc.impl.preflight import (
+    pushgateway_address,
+    require_modules,
+    store_modules,
+    writable_file,
+)
 from epochgc.impl.progress import Reporter
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
@@ -193,7 +198,9 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
     metavar="PATH",
     help="Write Prometheus metrics (node-exporter textfile format) here.",
 )
-@click.option("--pushgateway", metavar="HOST:PORT", help="Push Prometheus metrics here.")
+@click.option("--pushgateway", metavar="HOST:PORT",
+              help="Push Prometheus metrics here (HOST:PORT or an http(s) URL); a host that "
+              "does not resolve is refused before the round (64).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
 @click.option("--spark-log", is_flag=True,
               help="Keep Spark's own console log (default: its errors only).")
@@ -252,6 +259,8 @@ def gc(
     require_modules("gc", ("pyspark", *store_modules(spec)))
     if metrics_file is not None:
         metrics_file = writable_file(metrics_file, "--metrics-file")
+    if pushgateway is not None:
+        pushgateway_address(pushgateway)
     if list_keys is not None and list_keys != "-":
         list_keys = writable_file(list_keys, "--list")
     if manifest is not None:

@@ -238,8 +238,9 @@ def _recover(open_store: Callable[[], ObjectStore], round_id: str,
         note(f"gc: warning: unfinished rounds' journals not read back: {e}")
         return []
     for r in done:
+        at_least = "at least " if r.unreadable else ""  # unreadable entries: a lower bound
         note(f"gc: round {r.round_id} died before its end: recorded as killed, "
-             f"{r.deleted} key(s) deleted ({r.record})")
+             f"{at_least}{r.deleted} key(s) deleted ({r.record})")
     return [r.round_id for r in done]
 
 
