@@ -3,7 +3,7 @@
 Exit codes (impl/exitcodes.py): 0 done; 1 incomplete (malformed keys without
 --skip-malformed, delete errors, M moved backwards, an unreadable store, a failed Spark
 job); 2 blocked round (health reports missing, unreadable or invalid; the safety monitor);
-3 paused; 64 bad arguments or an output path that cannot be written; 69 a missing extra;
+3 paused (a --dry-run on a paused store runs, exit 0, and says so on stderr); 64 bad arguments or an output path that cannot be written; 69 a missing extra;
 130 / 143 interrupted.
 """
 
@@ -340,6 +340,8 @@ def gc(
         # Stderr's last line says so, even with -q or --json (issue 41 item 3: it was the
         # success-looking `gc: listed N keys, ...` progress line).
         echo_safe(summary.lines()[0], err=True)
+    if summary.paused_note is not None:
+        echo_safe(f"gc: {summary.paused_note}", err=True)  # even with -q or --json
     if as_json:
         for line in summary.lines()[1:]:
             echo_safe(line, err=True)
