@@ -10,6 +10,7 @@ job); 2 blocked round (health reports missing, unreadable or invalid; the safety
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import sys
 import time
@@ -152,7 +153,10 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
     help="Run on a versioned S3 bucket, where a delete only adds a delete marker (refused "
     "by default).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the summary as one JSON object on stdout. Where stdout and stderr "
+              "are one stream (spark-submit merges the driver's stderr into its stdout; "
+              "`> f 2>&1`), no progress and no summary lines are written to it.")
 @click.option(
     "--master",
     metavar="URL",
@@ -201,7 +205,10 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
 @click.option("--pushgateway", metavar="HOST:PORT",
               help="Push Prometheus metrics here (HOST:PORT or an http(s) URL); a host that "
               "does not resolve is refused before the round (64).")
-@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
+@click.option("--quiet", "-q", is_flag=True,
+              help="No progress on stderr. Without it: a bar at a terminal; elsewhere (a "
+              "log) a line every 10 s and when a task finishes: tasks done, keys listed "
+              "and deleted, keys/s, and an ETA by tasks (the only total known).")
 @click.option("--spark-log", is_flag=True,
               help="Keep Spark's own console log (default: its errors only).")
 @click.option("--now", type=_UnixTime(), hidden=True, help="Wall clock override (tests).")
@@ -286,6 +293,13 @@ def gc(
     except GcError as e:
         raise _Usage(str(e)) from None
 
+    # --json where stdout and stderr are one stream (spark-submit's PythonRunner starts the
+    # driver's Python with `redirectErrorStream(true)` and copies that one pipe to its own
+    # stdout, apache/spark core/.../deploy/PythonRunner.scala; also `> f 2>&1`): the JSON
+    # object is all that stream gets, so a parser can read it (newuser41 item 13: the
+    # progress lines came first). The object carries what those lines would say.
+    merged = as_json and streams_merged()
+    quiet = quiet or merged
     stop = RoundStop()
     launched: list[bool] = []  # whether the round started its own Spark JVM
 
@@ -330,26 +344,39 @@ def gc(
     # Output never raises (issue 38 item 7): keys are escaped (`text.printable`), and any
     # other text the stream's encoding cannot hold is written as an escape.
     if summary.error is not None:
-        echo_safe(f"epochgc gc: error: {summary.error}; {_after(summary)}", err=True)
+        if not merged:
+            echo_safe(f"epochgc gc: error: {summary.error}; {_after(summary)}", err=True)
         if as_json:
             click.echo(summary.to_json())
         sys.exit(summary.exit_code)
     for key in summary.would_delete or ():
         click.echo(printable(key))
-    if summary.interrupted is not None:
+    if summary.interrupted is not None and not merged:
         # Stderr's last line says so, even with -q or --json (issue 41 item 3: it was the
         # success-looking `gc: listed N keys, ...` progress line).
         echo_safe(summary.lines()[0], err=True)
-    if summary.paused_note is not None:
+    if summary.paused_note is not None and not merged:
         echo_safe(f"gc: {summary.paused_note}", err=True)  # even with -q or --json
     if as_json:
-        for line in summary.lines()[1:]:
+        for line in summary.lines()[1:] if not merged else ():
             echo_safe(line, err=True)
         click.echo(summary.to_json())
     else:
         for line in summary.lines():
             echo_safe(line)
     sys.exit(summary.exit_code)
+
+
+def streams_merged() -> bool:
+    """Whether stdout and stderr are one stream that is not a terminal (the same pipe or
+    file: the same device and inode). A terminal is left alone: a person reads it."""
+    try:
+        if sys.stdout.isatty():
+            return False
+        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):  # a stream without a descriptor (a test
+        return False                               # runner's buffer): not one stream
+    return (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino)
 
 
 def _run(

@@ -181,3 +181,28 @@ def test_reset_of_a_damaged_journal_says_at_least(tmp_path: Path) -> None:
     assert code == 0, out
     assert f"recorded dead round {rid}: killed, at least 6 key(s) deleted " \
            "(1 journal entr(ies) unreadable)" in out, out
+
+
+def _gc_proc(root: Path, *args: str, merged: bool) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "epochgc", "gc", "--store", str(root), "--now", str(NOW),
+         *AHEAD, *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+        text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO)))
+
+
+def test_json_is_the_only_output_where_stdout_and_stderr_are_one_stream(
+        tmp_path: Path) -> None:
+    """newuser41 item 13: under spark-submit (whose PythonRunner merges the driver's stderr
+    into its stdout, as `stderr=STDOUT` does here) `--json` printed the `gc: ...` lines
+    first, and stdout was not one JSON object. Old code: `json.loads` failed on
+    `gc: GC is paused on this store ...` before the object."""
+    root = _store(tmp_path)
+    assert _invoke("gc-admin", "pause", "--store", str(root), "--reason", "r")[0] == 0
+    p = _gc_proc(root, "--json", merged=True)
+    assert p.returncode == 3, p.stdout
+    assert json.loads(p.stdout)["outcome"] == "paused", p.stdout  # the whole stream
+    # Two streams: the lines still go to stderr, the object alone to stdout.
+    p = _gc_proc(root, "--json", merged=False)
+    assert p.returncode == 3 and json.loads(p.stdout)["outcome"] == "paused", p.stdout
+    assert "gc: GC is paused on this store" in (p.stderr or ""), p.stderr
