@@ -26,7 +26,7 @@ from epochgc.impl.gc.manifest import manifest_target
 from epochgc.impl.gc.masterurl import master_problem
 from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, GcOptions
 from epochgc.impl.gc.reports import MAX_WRITTEN_AT
-from epochgc.impl.gc.stop import RoundStop, install_signal_handlers
+from epochgc.impl.gc.stop import RoundStop, absorb_late_signal, install_signal_handlers
 from epochgc.impl.gc.summary import EXIT_USAGE, GcSummary
 from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.preflight import (
@@ -332,14 +332,21 @@ def gc(
     # batches in flight, the journal holds them, END says `interrupted`, the exit code is
     # 128 + the signal's number, and --json and the metrics are written as on every path.
     restore = install_signal_handlers(stop)
+    restored = False
     try:
         summary = _run(spec, options, session, say, clock, stop)
+        restore()
+        restored = True
+        # Its record is written: a signal from now on does not change the exit code.
+        absorb_late_signal(summary.exit_code,
+                           None if merged else lambda line: echo_safe(line, err=True))
     finally:
         if any(launched):  # stopped and waited for: no JVM outlives the command (issue 41)
             from epochgc.impl.gc.session import stop_spark
 
             stop_spark()
-        restore()
+        if not restored:
+            restore()
     _export(summary, metrics_file, pushgateway)
     # Output never raises (issue 38 item 7): keys are escaped (`text.printable`), and any
     # other text the stream's encoding cannot hold is written as an escape.
@@ -364,6 +371,7 @@ def gc(
     else:
         for line in summary.lines():
             echo_safe(line)
+    checkpoint("summary")  # the signal tests' point: the record is written, the summary said
     sys.exit(summary.exit_code)
 
 
