@@ -344,7 +344,7 @@ def gc(
         if any(launched):  # stopped and waited for: no JVM outlives the command (issue 41)
             from epochgc.impl.gc.session import stop_spark
 
-            stop_spark()
+            stop_spark(on_signal=stop.requested)
         if not restored:
             restore()
     _export(summary, metrics_file, pushgateway)
