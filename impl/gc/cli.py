@@ -3,7 +3,8 @@
 Exit codes (impl/exitcodes.py): 0 done; 1 incomplete (malformed keys without
 --skip-malformed, delete errors, M moved backwards, an unreadable store, a failed Spark
 job); 2 blocked round (health reports missing, unreadable or invalid; the safety monitor);
-3 paused (a --dry-run on a paused store runs, exit 0, and says so on stderr); 64 bad arguments or an output path that cannot be written; 69 a missing extra;
+3 paused (a --dry-run on a paused store runs, exit 0, and says so on stderr);
+64 bad arguments or an output path that cannot be written; 69 a missing extra;
 130 / 143 interrupted.
 """
 

@@ -7,6 +7,7 @@ silenced. Used by tests/gc/test_spark_teardown.py."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
@@ -34,10 +35,8 @@ def main() -> None:
         return it
 
     def job() -> None:
-        try:
+        with contextlib.suppress(Exception):  # the stop fails the job: expected
             sc.parallelize(range(2), 2).mapPartitions(block).collect()
-        except Exception:  # the stop fails the job: expected
-            pass
 
     threading.Thread(target=job, daemon=True).start()
     limit = time.monotonic() + 600  # a hang bound, not a timing assumption

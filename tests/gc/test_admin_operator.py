@@ -48,10 +48,10 @@ def test_show_flags_a_live_lease_whose_holder_on_this_host_is_gone(tmp_path: Pat
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120, check=True)
     pid = int(proc.stdout)
-    rc, out = _invoke("gc-admin", "show", "--store", str(root))
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
     assert f"holder pid {pid} on this host is not running: the round died" in out, out
     assert "gc-admin reset --force" in out, out
-    rc, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
     assert json.loads(out)["lease"]["holder_running"] is False, out
 
 
