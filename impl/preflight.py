@@ -190,3 +190,33 @@ def store_writable(spec: StoreSpec, command: str) -> None:
         raise Refused(f"store {where}: cannot write to it: {e}", ExitCode.FAILED) from None
     finally:
         store.close()
+
+
+def pushgateway_address(value: str, option: str = "--pushgateway") -> str:
+    """`value` as prometheus_client's push_to_gateway reads it (a URL, or HOST:PORT taken
+    as http://), refused (64) now, naming it, if it names no host, has a bad port or a
+    scheme other than http/https, or its host does not resolve (issue 41: `--pushgateway
+    notahost` ran the round, then warned, exit 0). Whether the gateway answers is only
+    known when the round pushes; that failure is a warning (the round's outcome stands)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    # prometheus_client.exposition._use_gateway: no http/https scheme -> "http://" + value.
+    has_scheme = "://" in value
+    url = urlsplit(value if has_scheme else f"http://{value}")
+    if url.scheme not in ("http", "https"):
+        raise Refused(f"{option} {value}: scheme {url.scheme!r} (http or https, or "
+                      "HOST:PORT)", ExitCode.USAGE)
+    try:
+        port = url.port
+    except ValueError as e:
+        raise Refused(f"{option} {value}: bad port ({e})", ExitCode.USAGE) from None
+    if not url.hostname:
+        raise Refused(f"{option} {value}: no host", ExitCode.USAGE)
+    try:
+        socket.getaddrinfo(url.hostname, port or (443 if url.scheme == "https" else 80),
+                           type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as e:
+        raise Refused(f"{option} {value}: host {url.hostname} does not resolve ({e})",
+                      ExitCode.USAGE) from None
+    return value

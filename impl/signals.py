@@ -44,7 +44,9 @@ POINTS: dict[str, tuple[str, ...]] = {
     "chaos": ("start", "spark-start", "work"),
     # spark-launch: as the JVM is being started (impl/gc/session.py); mid-round: the batch
     # hook of impl/gc/delete.py.
-    "gc": ("start", "spark-launch", "spark-start"),
+    # summary: after the summary is printed, just before the exit (the round's record is
+    # written by then).
+    "gc": ("start", "spark-launch", "spark-start", "summary"),
     "cluster start": ("start", "nodes-up"),
     "conform": ("start", "work", "generated"),
     # work: a batch uploaded, not yet acknowledged; acked: between batches.

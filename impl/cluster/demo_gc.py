@@ -116,7 +116,7 @@ class DemoGc:
         if self._session.done() and self._session.exception() is None:
             from epochgc.impl.gc.session import stop_spark
 
-            stop_spark()
+            stop_spark(on_signal=self._interrupted is not None)
 
 
 def gated_model_round(

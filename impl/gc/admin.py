@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from epochgc.impl.gc.errors import ReportError
+from epochgc.impl.gc.journal import Driver
 from epochgc.impl.gc.lease import LEASE_KEY
 from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.store.base import (
@@ -210,10 +211,38 @@ class LeaseView:
         """Held, or cannot be told apart from held (fail closed)."""
         return self.state not in (LeaseState.ABSENT, LeaseState.EXPIRED)
 
+    def holder_running(self) -> bool | None:
+        """Whether the holder's process still runs: False only when known (the lease names
+        the driver's process identity, boot and pid namespace, and this machine is in the
+        same ones: `journal.Driver.gone`); None when it cannot be told from here (another
+        machine or container, or a lease that does not name it: a pid alone may be
+        another namespace's or reused)."""
+        ident = (self.holder or {}).get("driver")
+        if not isinstance(ident, dict):
+            return None
+        try:
+            driver = Driver(boot_id=_opt_str(ident.get("boot_id")),
+                            pid_namespace=_opt_str(ident.get("pid_namespace")),
+                            pid=int(ident["pid"]),
+                            start_ticks=_opt_str(ident.get("start_ticks")))
+        except (KeyError, TypeError, ValueError):
+            return None
+        if driver.boot_id is None or driver.pid_namespace is None or driver.start_ticks is None:
+            return None
+        here = Driver.this_process()
+        if here.boot_id != driver.boot_id or here.pid_namespace != driver.pid_namespace:
+            return None
+        return not driver.gone()
+
     def as_dict(self) -> dict[str, Any]:
-        """For `show --json`."""
+        """For `show --json` (`holder_running`: see `holder_running`)."""
         return {"state": self.state.value, "live": self.live, "holder": self.holder,
-                "problem": self.problem or None}
+                "problem": self.problem or None,
+                "holder_running": self.holder_running() if self.holder else None}
+
+
+def _opt_str(v: Any) -> str | None:
+    return v if isinstance(v, str) else None
 
 
 def read_lease(store: ObjectStore, now: float) -> LeaseView:

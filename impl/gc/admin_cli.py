@@ -42,8 +42,8 @@ import click
 
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.admin import (
-    MAX_REASON_BYTES,
     ResetRefused,
+    read_admin_state,
     reset_gc_state,
     write_admin_state,
 )
@@ -53,7 +53,7 @@ from epochgc.impl.gc.expire import DEFAULT_KEEP_LAST, DEFAULT_RETENTION_S, expir
 from epochgc.impl.gc.job import check_is_store
 from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S
 from epochgc.impl.gc.recover import live_rounds, recover_dead_rounds
-from epochgc.impl.gc.show import gc_state, render
+from epochgc.impl.gc.show import gc_state, iso, render
 from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.preflight import require_modules, store_modules
@@ -65,6 +65,10 @@ __all__ = ["gc_admin", "gc_state"]
 _STORE = click.option("--store", required=True, help="store URL or directory")
 _ENDPOINT = click.option("--s3-endpoint", default=None, help="S3-compatible endpoint")
 _SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+# A pause's reason and author as an operator may give them (issue 41): enough for a
+# ticket and a sentence; longer is refused (64), not cut.
+MAX_REASON_CHARS = 500
+MAX_BY_CHARS = 255
 
 
 
@@ -164,17 +168,42 @@ def _operator() -> str:
 @_ENDPOINT
 @click.option("--reason", default="",
               help="recorded with the pause and shown in refusals; at most "
-                   f"{MAX_REASON_BYTES} bytes as JSON (a longer one is cut, marked [cut])")
+                   f"{MAX_REASON_CHARS} characters")
 @click.option("--by", "by", default=None, metavar="WHO",
-              help="who pauses (shown by `show` and in refusals); default user@host")
-def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None) -> None:
-    """Pause GC: new rounds refuse, running ones stop at their next delete batch."""
+              help="who pauses (shown by `show` and in refusals); default user@host; at "
+                   f"most {MAX_BY_CHARS} characters")
+@click.option("--replace", is_flag=True,
+              help="on a store already paused, replace its author and reason with these "
+                   "(without it the first pause is kept)")
+def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
+          replace: bool) -> None:
+    """Pause GC: new rounds refuse, running ones stop at their next delete batch. On a
+    store already paused the first pause (who, why, since when) is kept and named, unless
+    --replace."""
+    # Bounded before anything is read (issue 41): a 100,000-character reason was stored and
+    # repeated in every refusal of every round.
+    if len(reason) > MAX_REASON_CHARS:
+        raise _usage(f"--reason is {len(reason):,} characters; at most {MAX_REASON_CHARS}")
+    if by is not None and len(by) > MAX_BY_CHARS:
+        raise _usage(f"--by is {len(by):,} characters; at most {MAX_BY_CHARS}")
     s = _open(store, s3_endpoint)
     try:
+        # Issue 41: a second pause replaced the first one's author and reason silently.
+        # Read, then write: two pauses at the same instant may still both write (the
+        # later wins); the pause itself holds either way.
+        before = read_admin_state(s)
+        if before.paused and not replace:
+            since = f" since {iso(before.at)}" if before.at is not None else ""
+            echo_safe(f"gc-admin: already paused by {before.by or 'unknown'}{since} "
+                      f"({before.reason or 'no reason given'}); kept as it is (pass "
+                      "--replace to replace who paused and why)")
+            return
         state = write_admin_state(s, True, reason, time.time(), by or _operator())
     finally:
         s.close()
-    echo_safe(f"gc-admin: paused by {state.by} ({state.reason or 'no reason given'})")
+    echo_safe(f"gc-admin: paused by {state.by} ({state.reason or 'no reason given'})"
+              + (f"; replaces the pause by {before.by or 'unknown'} "
+                 f"({before.reason or 'no reason given'})" if before.paused else ""))
 
 
 @gc_admin.command()
@@ -214,8 +243,14 @@ def reset(store: str, s3_endpoint: str | None, force: bool) -> None:
     click.echo("gc-admin: reset: " + (", ".join(f"removed {k}" for k in removed)
                                       or "nothing to remove"))
     for r in recovered:
+        # "at least" when journal entries were unreadable (issue 41: N is a lower bound,
+        # as `show` says).
+        at_least = "at least " if r["unreadable"] else ""
+        unread = (f" ({r['unreadable']} journal entr(ies) unreadable)" if r["unreadable"]
+                  else "")
         echo_safe(f"gc-admin: recorded dead round {printable(r['round'])}: killed, "
-                  f"{r['deleted']} key(s) deleted ({printable(r['record'])})")
+                  f"{at_least}{r['deleted']} key(s) deleted{unread} "
+                  f"({printable(r['record'])})")
 
 
 @gc_admin.command()

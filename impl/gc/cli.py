@@ -3,13 +3,15 @@
 Exit codes (impl/exitcodes.py): 0 done; 1 incomplete (malformed keys without
 --skip-malformed, delete errors, M moved backwards, an unreadable store, a failed Spark
 job); 2 blocked round (health reports missing, unreadable or invalid; the safety monitor);
-3 paused; 64 bad arguments or an output path that cannot be written; 69 a missing extra;
+3 paused (a --dry-run on a paused store runs, exit 0, and says so on stderr);
+64 bad arguments or an output path that cannot be written; 69 a missing extra;
 130 / 143 interrupted.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import sys
 import time
@@ -25,10 +27,15 @@ from epochgc.impl.gc.manifest import manifest_target
 from epochgc.impl.gc.masterurl import master_problem
 from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, GcOptions
 from epochgc.impl.gc.reports import MAX_WRITTEN_AT
-from epochgc.impl.gc.stop import RoundStop, install_signal_handlers
+from epochgc.impl.gc.stop import RoundStop, absorb_late_signal, install_signal_handlers
 from epochgc.impl.gc.summary import EXIT_USAGE, GcSummary
 from epochgc.impl.gc.text import echo_safe, printable
-from epochgc.impl.preflight import require_modules, store_modules, writable_file
+from epochgc.impl.preflight import (
+    pushgateway_address,
+    require_modules,
+    store_modules,
+    writable_file,
+)
 from epochgc.impl.progress import Reporter
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
@@ -147,7 +154,10 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
     help="Run on a versioned S3 bucket, where a delete only adds a delete marker (refused "
     "by default).",
 )
-@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the summary as one JSON object on stdout. Where stdout and stderr "
+              "are one stream (spark-submit merges the driver's stderr into its stdout; "
+              "`> f 2>&1`), no progress and no summary lines are written to it.")
 @click.option(
     "--master",
     metavar="URL",
@@ -193,8 +203,13 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
     metavar="PATH",
     help="Write Prometheus metrics (node-exporter textfile format) here.",
 )
-@click.option("--pushgateway", metavar="HOST:PORT", help="Push Prometheus metrics here.")
-@click.option("--quiet", "-q", is_flag=True, help="No progress lines on stderr.")
+@click.option("--pushgateway", metavar="HOST:PORT",
+              help="Push Prometheus metrics here (HOST:PORT or an http(s) URL); a host that "
+              "does not resolve is refused before the round (64).")
+@click.option("--quiet", "-q", is_flag=True,
+              help="No progress on stderr. Without it: a bar at a terminal; elsewhere (a "
+              "log) a line every 10 s and when a task finishes: tasks done, keys listed "
+              "and deleted, keys/s, and an ETA by tasks (the only total known).")
 @click.option("--spark-log", is_flag=True,
               help="Keep Spark's own console log (default: its errors only).")
 @click.option("--now", type=_UnixTime(), hidden=True, help="Wall clock override (tests).")
@@ -252,6 +267,8 @@ def gc(
     require_modules("gc", ("pyspark", *store_modules(spec)))
     if metrics_file is not None:
         metrics_file = writable_file(metrics_file, "--metrics-file")
+    if pushgateway is not None:
+        pushgateway_address(pushgateway)
     if list_keys is not None and list_keys != "-":
         list_keys = writable_file(list_keys, "--list")
     if manifest is not None:
@@ -277,6 +294,13 @@ def gc(
     except GcError as e:
         raise _Usage(str(e)) from None
 
+    # --json where stdout and stderr are one stream (spark-submit's PythonRunner starts the
+    # driver's Python with `redirectErrorStream(true)` and copies that one pipe to its own
+    # stdout, apache/spark core/.../deploy/PythonRunner.scala; also `> f 2>&1`): the JSON
+    # object is all that stream gets, so a parser can read it (newuser41 item 13: the
+    # progress lines came first). The object carries what those lines would say.
+    merged = as_json and streams_merged()
+    quiet = quiet or merged
     stop = RoundStop()
     launched: list[bool] = []  # whether the round started its own Spark JVM
 
@@ -309,36 +333,59 @@ def gc(
     # batches in flight, the journal holds them, END says `interrupted`, the exit code is
     # 128 + the signal's number, and --json and the metrics are written as on every path.
     restore = install_signal_handlers(stop)
+    restored = False
     try:
         summary = _run(spec, options, session, say, clock, stop)
+        restore()
+        restored = True
+        # Its record is written: a signal from now on does not change the exit code.
+        absorb_late_signal(summary.exit_code,
+                           None if merged else lambda line: echo_safe(line, err=True))
     finally:
         if any(launched):  # stopped and waited for: no JVM outlives the command (issue 41)
             from epochgc.impl.gc.session import stop_spark
 
-            stop_spark()
-        restore()
+            stop_spark(on_signal=stop.requested)
+        if not restored:
+            restore()
     _export(summary, metrics_file, pushgateway)
     # Output never raises (issue 38 item 7): keys are escaped (`text.printable`), and any
     # other text the stream's encoding cannot hold is written as an escape.
     if summary.error is not None:
-        echo_safe(f"epochgc gc: error: {summary.error}; {_after(summary)}", err=True)
+        if not merged:
+            echo_safe(f"epochgc gc: error: {summary.error}; {_after(summary)}", err=True)
         if as_json:
             click.echo(summary.to_json())
         sys.exit(summary.exit_code)
     for key in summary.would_delete or ():
         click.echo(printable(key))
-    if summary.interrupted is not None:
+    if summary.interrupted is not None and not merged:
         # Stderr's last line says so, even with -q or --json (issue 41 item 3: it was the
         # success-looking `gc: listed N keys, ...` progress line).
         echo_safe(summary.lines()[0], err=True)
+    if summary.paused_note is not None and not merged:
+        echo_safe(f"gc: {summary.paused_note}", err=True)  # even with -q or --json
     if as_json:
-        for line in summary.lines()[1:]:
+        for line in summary.lines()[1:] if not merged else ():
             echo_safe(line, err=True)
         click.echo(summary.to_json())
     else:
         for line in summary.lines():
             echo_safe(line)
+    checkpoint("summary")  # the signal tests' point: the record is written, the summary said
     sys.exit(summary.exit_code)
+
+
+def streams_merged() -> bool:
+    """Whether stdout and stderr are one stream that is not a terminal (the same pipe or
+    file: the same device and inode). A terminal is left alone: a person reads it."""
+    try:
+        if sys.stdout.isatty():
+            return False
+        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):  # a stream without a descriptor (a test
+        return False                               # runner's buffer): not one stream
+    return (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino)
 
 
 def _run(

@@ -165,6 +165,12 @@ def _round(
             summary.paused = admin.why()
             note(f"gc: {summary.paused}")
             return
+        if admin.paused:
+            # A dry run deletes nothing, so it runs (exit 0), but says the store is paused
+            # and that a real round would not run (newuser41: not a word of it, exit 0).
+            summary.paused_note = (f"dry run on a paused store: {admin.why()}; a real round "
+                                   "would be refused (exit 3)")
+            note(f"gc: {summary.paused_note}")
         try:
             view = read_cluster_view(store, now, options.max_report_age_s, REPORT_READERS)
         except ReportError as e:
@@ -238,8 +244,9 @@ def _recover(open_store: Callable[[], ObjectStore], round_id: str,
         note(f"gc: warning: unfinished rounds' journals not read back: {e}")
         return []
     for r in done:
+        at_least = "at least " if r.unreadable else ""  # unreadable entries: a lower bound
         note(f"gc: round {r.round_id} died before its end: recorded as killed, "
-             f"{r.deleted} key(s) deleted ({r.record})")
+             f"{at_least}{r.deleted} key(s) deleted ({r.record})")
     return [r.round_id for r in done]
 
 

@@ -28,9 +28,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import asdict
 from typing import Any
 
 from epochgc.impl.gc.errors import GcError, ReportError
+from epochgc.impl.gc.journal import Driver
 from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.store.base import (
     ConditionalConflict,
@@ -67,13 +69,16 @@ class Lease:
         self.version = ""  # the version of the lease this round last wrote
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        # Which process holds it, as `gc-admin show` on this machine can check it (issue
+        # 41: a dead driver's live lease was shown for its whole 10 minutes, unflagged).
+        self._driver = asdict(Driver.this_process())
 
     def _doc(self, **extra: Any) -> bytes:
         now = self.clock()
         return json.dumps({
             "round": self.round_id, "host": socket.gethostname(), "pid": os.getpid(),
             "token": self.token, "renewed_at": now, "expires_at": now + self.duration_s,
-            **extra,
+            "driver": self._driver, **extra,
         }).encode()
 
     def _ours(self, got: Versioned | None) -> bool:

@@ -26,27 +26,74 @@ def counts_text(counts: tuple[int, int], deletes: bool, seconds: float) -> str:
     return f"{text}, {rate:,.0f} keys/s"
 
 
+def eta_text(tasks: tuple[int, int], seconds: float) -> str | None:
+    """"ETA 1m 20s (by tasks)": the time left if the tasks not done take as long as the
+    done ones took on average; None before the first task is done (no total of keys is
+    known before the listing ends: the ETA is by tasks, the only total Spark knows)."""
+    done, total = tasks
+    if done <= 0 or total <= 0:
+        return None
+    left = seconds * (total - done) / done
+    return f"ETA {_short(left)} (by tasks)"
+
+
+def _short(seconds: float) -> str:
+    """`1h 5m`, `4m 10s`, `12s`: the two largest units."""
+    s = max(0, round(seconds))
+    parts = [(s // 3600, "h"), (s % 3600 // 60, "m"), (s % 60, "s")]
+    return " ".join([f"{n}{u}" for n, u in parts if n][:2]) or "0s"
+
+
+def progress_line(label: str, tasks: tuple[int, int], counts: tuple[int, int] | None,
+                  deletes: bool, seconds: float) -> str:
+    """"gc: listing: 3/8 tasks done, 12,000 keys listed, 2,400 keys/s, ETA 40s (by
+    tasks)" (`counts`: the listener's totals, None without one)."""
+    line = f"{label}: {tasks[0]}/{tasks[1]} tasks done"
+    if counts is not None:
+        line += ", " + counts_text(counts, deletes, seconds)
+    eta = eta_text(tasks, seconds)
+    return line if eta is None else f"{line}, {eta}"
+
+
+class LineCadence:
+    """When a log (stderr not a terminal) gets a progress line: at the first poll that
+    sees tasks, whenever the tasks done change, and every `every_s` seconds otherwise (an
+    operator tailing the log sees the counts move; issue 41: 30 s and only on a change
+    left a 40-60 s round with 2-3 lines, the last one 30 s stale). `due(now, tasks)` says
+    whether to write one now, and counts it written."""
+
+    def __init__(self, every_s: float = 10.0) -> None:
+        self.every_s = every_s
+        self._at: float | None = None
+        self._tasks: tuple[int, int] | None = None
+
+    def due(self, now: float, tasks: tuple[int, int]) -> bool:
+        if self._at is not None and tasks == self._tasks and now - self._at < self.every_s:
+            return False
+        self._at, self._tasks = now, tasks
+        return True
+
+
 class StageProgress:
-    """`with StageProgress(sc, "listing", say, listener):` says "listing: 3/8 tasks done,
-    12,000 keys listed, ..." when the tasks done change, and the counts at most every
-    `quiet_s` seconds otherwise (a scheduler's log gets a line per change of tasks, not a
-    line per poll)."""
+    """`with StageProgress(sc, "listing", say, listener):` writes `progress_line`s (tasks
+    done, keys listed and deleted, keys/s, an ETA by tasks) at `LineCadence`'s times,
+    polling Spark's status tracker every `interval` seconds."""
 
     def __init__(
         self, sc: Any, label: str, say: Callable[[str], None] | None,
         listener: BeaconListener | None = None, deletes: bool = False,
-        interval: float = 2.0, quiet_s: float = 30.0,
+        interval: float = 2.0, every_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.sc, self.label, self.say, self.listener = sc, label, say, listener
-        self.deletes, self.quiet_s, self.clock = deletes, quiet_s, clock
+        self.deletes, self.clock = deletes, clock
+        self._cadence = LineCadence(every_s)
         self._ticker = Ticker(interval, self._tick, "epochgc-progress")
-        self._t0 = self._last_said = 0.0
-        self._last: tuple[tuple[int, int], tuple[int, int] | None] | None = None
+        self._t0 = 0.0
 
     def __enter__(self) -> StageProgress:
+        self._t0 = self.clock()
         if self.say is not None:
-            self._t0 = self._last_said = self.clock()
             self._tracker = self.sc.statusTracker()
             self._ticker.start()
         return self
@@ -58,19 +105,20 @@ class StageProgress:
 
     def _tick(self) -> None:
         assert self.say is not None
-        tasks = _active_tasks(self._tracker)
+        line = self.poll(_active_tasks(self._tracker))
+        if line is not None:
+            self.say(line)
+
+    def poll(self, tasks: tuple[int, int]) -> str | None:
+        """The line to write for a poll that saw `tasks` (done, total) now, if one is due
+        (none while no stage runs)."""
         if not tasks[1]:
-            return
+            return None
         now = self.clock()
+        if not self._cadence.due(now, tasks):
+            return None
         counts = self.listener.totals() if self.listener is not None else None
-        if self._last is not None and tasks == self._last[0] and (
-                counts == self._last[1] or now - self._last_said < self.quiet_s):
-            return
-        line = f"{self.label}: {tasks[0]}/{tasks[1]} tasks done"
-        if counts is not None:
-            line += ", " + counts_text(counts, self.deletes, now - self._t0)
-        self.say(line)
-        self._last, self._last_said = (tasks, counts), now
+        return progress_line(self.label, tasks, counts, self.deletes, now - self._t0)
 
 
 def _active_tasks(tracker: Any) -> tuple[int, int]:

@@ -154,8 +154,14 @@ def _lease_line(lease: dict[str, Any], now: float) -> str:
         who = (f"round {_text(h.get('round'))} on host {_text(h.get('host'))} "
                f"pid {_text(h.get('pid'))}")
         if state is LeaseState.LIVE:
-            return (f"held by {who}, renewed {_since(h.get('renewed_at'), now)}, "
+            line = (f"held by {who}, renewed {_since(h.get('renewed_at'), now)}, "
                     f"expires {_since(h.get('expires_at'), now)}")
+            if lease.get("holder_running") is False:
+                # Known gone (issue 41): spares the operator the wait or a blind --force.
+                line += (f"; holder pid {_text(h.get('pid'))} on this host is not running: "
+                         "the round died; `gc-admin reset --force` removes the lease and "
+                         "records the round (or wait until it expires)")
+            return line
         if h.get("released_at") is not None:
             return f"free (last held by {who}, released {_since(h.get('released_at'), now)})"
         return (f"free (last held by {who}, expired {_since(h.get('expires_at'), now)} "
@@ -188,6 +194,12 @@ def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
                + f", deleted {_text(counts.get('deleted', 0))} key(s)"
                + f" ({_text(counts.get('bytes_deleted', 0))} bytes), "
                f"errors {_text(counts.get('errors', 0))}")
+    if "listed" in counts:
+        # Issue 41: a round stopped mid-listing counted only its finished tasks' listing.
+        out.append(f"  listed {_text(counts['listed'])} key(s), eligible "
+                   f"{_text(counts.get('eligible', 0))}"
+                   + (" (partial: the round stopped before its listing finished)"
+                      if last.get("listing_complete") is False else ""))
     for field, label in (("blocked", "blocked"), ("error", "error"), ("paused", "paused"),
                          ("interrupted", "interrupted"), ("recovered_by", "recorded by")):
         if last.get(field):

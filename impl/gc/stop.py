@@ -90,3 +90,23 @@ def deadline_timer(stop: RoundStop, seconds: float) -> threading.Timer:
     t.daemon = True
     t.start()
     return t
+
+
+def absorb_late_signal(exit_code: int, say: Callable[[str], None] | None) -> None:
+    """The round has ended and its record is written: the next SIGINT or SIGTERM is said
+    (`say`) and otherwise ignored, so that the exit code stays the record's (newuser41
+    item 11: one that landed after the summary ended the process 143/130, or by the
+    default action, -15/-2, while the record said how the round had ended). The handlers
+    in place before this call come back with it: a second late signal acts as they do.
+    Call from the main thread."""
+    previous = {s: signal.getsignal(s) for s in SIGNALS}
+
+    def late(signum: int, _frame: FrameType | None) -> None:
+        for s, h in previous.items():
+            signal.signal(s, h)
+        if say is not None:
+            say(f"gc: {SIGNALS[signal.Signals(signum)]} after the round ended: its record "
+                f"stands, exit code {exit_code}")
+
+    for s in SIGNALS:
+        signal.signal(s, late)

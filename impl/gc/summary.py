@@ -133,6 +133,8 @@ class GcSummary:
     recovered: list[str] = field(default_factory=list)
     # Issue 41 item 3: see JSON_KEYS.
     listing_complete: bool = True
+    # A dry run on a paused store (it runs, exit 0): the pause, said on stderr at the end.
+    paused_note: str | None = None
 
     @property
     def outcome(self) -> str:

@@ -78,7 +78,8 @@ def test_a_pause_names_the_operator_not_the_admin_process(tmp_path: Path) -> Non
     _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
     by = json.loads(out)["paused_by"]
     assert by.startswith(getpass.getuser() + "@") and f"pid {os.getpid()}" not in by, by
-    assert _invoke("gc-admin", "pause", "--store", str(root), "--by", "alice (INC-42)")[0] == 0
+    assert _invoke("gc-admin", "pause", "--store", str(root), "--by", "alice (INC-42)",
+                   "--replace")[0] == 0
     _, out = _invoke("gc-admin", "show", "--store", str(root))
     assert "paused: yes by alice (INC-42) since" in out, out
 

@@ -71,3 +71,25 @@ def test_list_is_for_dry_runs_and_never_overwrites(tmp_path: Path) -> None:
     (tmp_path / "x").write_text("")
     with pytest.raises(GcError, match="already exists"):
         GcOptions(dry_run=True, list_keys=str(tmp_path / "x")).validate()
+
+
+@pytest.mark.spark
+def test_a_dry_run_on_a_paused_store_says_it_is_paused(spark: Any, tmp_path: Path) -> None:
+    """newuser41: `gc --dry-run` on a paused store exited 0 and never mentioned the pause.
+    It still runs (it deletes nothing) and exits 0 (impl/gc/README.md's table: 3 is a round
+    refused or stopped by a pause), and says on stderr, even with -q and --json, that GC is
+    paused, by whom and why, and that a real round would be refused."""
+    from epochgc.impl.cli import main
+
+    root = tmp_path / "store"
+    eligible, _ = make_store(root)
+    r = CliRunner().invoke(main, ["gc-admin", "pause", "--store", str(root), "--by", "ops",
+                                  "--reason", "disk swap"])
+    assert r.exit_code == 0, r.output
+    r = CliRunner().invoke(main, ["gc", "--now", str(NOW), *AHEAD, "-q", "--store", str(root),
+                                  "--dry-run", "--json"])
+    assert r.exit_code == 0, r.output
+    assert json.loads(r.stdout)["eligible"] == len(eligible)
+    assert ("gc: dry run on a paused store: GC is paused on this store by ops: disk swap"
+            in r.stderr), r.stderr
+    assert "a real round would be refused (exit 3)" in r.stderr, r.stderr

@@ -312,6 +312,13 @@ def test_an_interrupted_command_stops_cleanly(case: Case, tmp_path: Path,
     code = 128 + case.sig
     assert run.returncode == code, run.err[-3000:]
     assert "Traceback" not in run.err, run.err[-3000:]
+    # Spark's own teardown noise once the command stops on a signal (newuser41 item 8:
+    # `ERROR TaskContextImpl ... Block broadcast_0 does not exist`, `ERROR Executor ...
+    # Python worker exited unexpectedly`, Java stack frames, `RuntimeWarning: Unable to
+    # cleanly shutdown Spark JVM process`).
+    noise = [line for line in run.err.splitlines()
+             if re.search(r"\bERROR\b|^\s+at [\w.$]+\(|RuntimeWarning", line)]
+    assert noise == [], "\n".join(noise[:20])
     said = [f"interrupted by {case.sig.name}", f'"interrupted": "{case.sig.name}"']
     assert any(s in run.out + run.err for s in said), run.out[-1000:] + run.err[-3000:]
     assert left == [], f"processes left running: {left}"
@@ -345,3 +352,31 @@ def summarize(path: str) -> str:
 
 if __name__ == "__main__":
     print(summarize(sys.argv[1]))
+
+
+@pytest.mark.parametrize(("sig", "entry"), [
+    (signal.SIGTERM, ["epochgc", "gc"]), (signal.SIGINT, ["epochgc", "gc"]),
+    # The spark-submit entry's way in (no `epochgc` group, Python's own handlers).
+    (signal.SIGTERM, ["epochgc.impl.gc"])])
+def test_a_signal_after_the_summary_leaves_the_exit_code_the_records(
+        tmp_path: Path, sig: signal.Signals, entry: list[str]) -> None:
+    """newuser41 item 11: a signal that landed after the summary was printed killed the
+    process by the default action (rc -15 / -2) or ended it 143/130, while the round's
+    record said how it had ended. A paused store's round (no Spark: refused, exit 3, its
+    record written) signals itself once its summary is out: the exit code stays 3 and
+    stderr says why."""
+    _gc_store(tmp_path / "store")
+    subprocess.run([sys.executable, "-m", "epochgc", "gc-admin", "pause", "--store",
+                    str(tmp_path / "store")], check=True, capture_output=True, timeout=120,
+                   env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{HOOK_ENV: f"summary:{sig.name}"})
+    p = subprocess.run([sys.executable, "-m", *entry, "--store",
+                        str(tmp_path / "store"), "--now", str(NOW), "--i-know-now-is-ahead"],
+                       capture_output=True, text=True, timeout=300, env=env)
+    assert f"test hook: {sig.name} at summary" in p.stderr, p.stderr
+    store = LocalStore(tmp_path / "store")
+    [rec] = [json.loads(store.get(o.key)) for o in store.list_all(ROUNDS_PREFIX)]
+    assert (p.returncode, rec["exit_code"], rec["outcome"]) == (3, 3, "paused"), \
+        (p.returncode, p.stderr[-2000:])
+    assert "Traceback" not in p.stderr, p.stderr
+    assert f"gc: {sig.name} after the round ended" in p.stderr, p.stderr

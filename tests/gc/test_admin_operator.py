@@ -1,0 +1,208 @@
+"""Issue 41 (newuser41 items 12 and 15, what was left): `gc-admin show` flags a lease whose
+holder on this host is gone, a second `pause` does not silently replace the first one's
+author and reason, a pause reason is bounded, the human `show` says when the last round's
+listing counts are partial, `reset --force` says "at least" when journal entries were
+unreadable, and `gc --pushgateway` is checked before the round."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from epochgc.impl.cli import main
+from epochgc.impl.gc.lease import LEASE_KEY
+from epochgc.impl.gc.record import ROUNDS_PREFIX
+from epochgc.impl.store.local import LocalStore
+from tests.gc.helpers import AHEAD, NOW, simple_cluster
+
+REPO = Path(__file__).parents[2]
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    r = CliRunner().invoke(main, list(args))
+    return r.exit_code, r.output
+
+
+def _store(tmp_path: Path) -> Path:
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100, now=time.time())
+    return root
+
+
+def test_show_flags_a_live_lease_whose_holder_on_this_host_is_gone(tmp_path: Path) -> None:
+    """Old code: `lease: held by round r-dead on host vm pid 9797 ... expires in 9m 59s`
+    and nothing else, although the pid is on this host and gone."""
+    root = _store(tmp_path)
+    # A real process takes the lease and exits without releasing it (a driver that died).
+    code = ("import sys; from epochgc.impl.gc.lease import Lease; "
+            "from epochgc.impl.store.local import LocalStore; "
+            f"Lease(lambda: LocalStore({str(root)!r}), 'r-dead').acquire(); "
+            "import os; print(os.getpid())")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120, check=True)
+    pid = int(proc.stdout)
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert f"holder pid {pid} on this host is not running: the round died" in out, out
+    assert "gc-admin reset --force" in out, out
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    assert json.loads(out)["lease"]["holder_running"] is False, out
+
+
+def test_show_does_not_flag_a_live_holder(tmp_path: Path) -> None:
+    from epochgc.impl.gc.lease import Lease
+
+    root = _store(tmp_path)
+    Lease(lambda: LocalStore(root), "r-live").acquire()  # this process: running
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert "lease: held by round r-live" in out and "not running" not in out, out
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    assert json.loads(out)["lease"]["holder_running"] is True, out
+
+
+def test_show_cannot_tell_for_a_lease_without_the_holders_identity(tmp_path: Path) -> None:
+    """A lease written before it named the driver's process identity (or on another
+    machine): never called dead from a pid alone (another pid namespace may share the
+    host name, and a pid is reused)."""
+    root = _store(tmp_path)
+    now = time.time()
+    LocalStore(root).put(LEASE_KEY, json.dumps({
+        "round": "r-old", "host": os.uname().nodename, "pid": 2 ** 22 + 7, "token": "t",
+        "renewed_at": now, "expires_at": now + 600}).encode())
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert "lease: held by round r-old" in out and "not running" not in out, out
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    assert json.loads(out)["lease"]["holder_running"] is None, out
+
+
+def test_a_second_pause_keeps_the_first_unless_replaced(tmp_path: Path) -> None:
+    """Old code: the second pause silently replaced `paused by newuser (testing)` with
+    `paused by root@vm (no reason given)`, exit 0."""
+    root = _store(tmp_path)
+    assert _invoke("gc-admin", "pause", "--store", str(root), "--by", "newuser",
+                   "--reason", "testing")[0] == 0
+    code, out = _invoke("gc-admin", "pause", "--store", str(root))
+    assert code == 0, out
+    assert "already paused by newuser" in out and "testing" in out, out
+    assert "--replace" in out, out
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    doc = json.loads(out)
+    assert doc["paused_by"] == "newuser" and "testing" in doc["paused_reason"], doc
+    code, out = _invoke("gc-admin", "pause", "--store", str(root), "--by", "alice",
+                        "--reason", "disk swap", "--replace")
+    assert code == 0 and "paused by alice (disk swap)" in out, out
+    assert "replaces the pause by newuser" in out, out
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    assert json.loads(out)["paused_by"] == "alice", out
+
+
+def test_a_pause_reason_is_bounded(tmp_path: Path) -> None:
+    """Old code: a 100,000-character --reason was accepted, stored (cut to 2 KiB) and
+    echoed whole, exit 0."""
+    root = _store(tmp_path)
+    code, out = _invoke("gc-admin", "pause", "--store", str(root), "--reason", "x" * 100_000)
+    assert code == 64 and "--reason" in out and "500" in out, out[:300]
+    assert len(out) < 1000, len(out)
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    assert json.loads(out)["paused"] is False  # nothing written
+    assert _invoke("gc-admin", "pause", "--store", str(root), "--reason", "y" * 500)[0] == 0
+    code, out = _invoke("gc-admin", "pause", "--store", str(root), "--by", "z" * 300)
+    assert code == 64 and "--by" in out, out
+
+
+def _record(root: Path, **fields: object) -> None:
+    doc = {"outcome": "interrupted", "exit_code": 143, "interrupted": "SIGTERM",
+           "started_at": time.time() - 60, "seconds": 40.0, "M": 100,
+           "counts": {"listed": 12585, "eligible": 12585, "deleted": 14585,
+                      "bytes_deleted": 1458500, "errors": 0}, **fields}
+    LocalStore(root).put(f"{ROUNDS_PREFIX}r-1.json", json.dumps(doc).encode())
+
+
+def test_show_says_an_interrupted_rounds_listing_counts_are_partial(tmp_path: Path) -> None:
+    """Old code: the human form had no word of `listing_complete` (the record of a round
+    stopped mid-listing has listed 12,585 < deleted 14,585)."""
+    root = _store(tmp_path)
+    _record(root, listing_complete=False)
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert "listed 12585 key(s), eligible 12585 (partial: the round stopped before its " \
+           "listing finished)" in out, out
+    _record(root, listing_complete=True)
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert "listed 12585 key(s), eligible 12585\n" in out and "partial" not in out, out
+
+
+@pytest.mark.parametrize("where", ["notahost.invalid", "http://:9091", "host:notaport",
+                                   "ftp://h:9091"])
+def test_a_bad_pushgateway_is_refused_before_the_round(tmp_path: Path, where: str) -> None:
+    """Old code (`--pushgateway notahost`): the round ran, then `warning: metrics not
+    exported`, exit 0."""
+    root = _store(tmp_path)
+    # Paused: on the old code the round is refused without Spark, then pushes (and warns).
+    assert _invoke("gc-admin", "pause", "--store", str(root))[0] == 0
+    code, out = _invoke("gc", "--store", str(root), "--now", str(NOW), *AHEAD, "-q",
+                        "--pushgateway", where)
+    assert code == 64 and "--pushgateway" in out and where in out, out
+    assert not list((root / "_cluster" / "gc").glob("rounds/*")), "a round ran"
+
+
+def test_reset_of_a_damaged_journal_says_at_least(tmp_path: Path) -> None:
+    """Old code: `recorded dead round ...: killed, 4 key(s) deleted` while 6 keys had left
+    the store (one intent torn in half): the count is a lower bound and `show` said so,
+    `reset` did not."""
+    from epochgc.impl.gc.journal import START, journal_prefix, write_marker
+    from epochgc.impl.gc.record import new_round_id
+    from epochgc.model.keys import format_key
+    from tests.gc.helpers import put_local
+
+    root = _store(tmp_path)
+    store = LocalStore(root)
+    rid = new_round_id(time.time() - 100)
+    prefix = journal_prefix(rid)
+    write_marker(store, prefix, START, {"round": rid})
+    for seq, name in enumerate(("a", "b")):
+        keys = [format_key(seq + 1, 5, f"{name}{i}") for i in range(4)]
+        for k in keys:
+            put_local(root, k, age=10**5, now=time.time())
+        base = f"{prefix}p0000-s0-a0-t1/{seq:08d}"
+        store.put(f"{base}.intent.json", json.dumps(
+            {"keys": keys, "sizes": [1] * 4, "ages": [1.0] * 4}).encode())
+        store.delete_batch(keys)
+        store.put(f"{base}.done.json", b'{"gone": [], "changed": [], "errors": {}}')
+    intent = f"{prefix}p0000-s0-a0-t1/00000001.intent.json"
+    raw = store.get(intent)
+    store.put(intent, raw[: raw.index(b"b2") + 1])  # torn: names b0, b1 only
+    code, out = _invoke("gc-admin", "reset", "--store", str(root), "--force")
+    assert code == 0, out
+    assert f"recorded dead round {rid}: killed, at least 6 key(s) deleted " \
+           "(1 journal entr(ies) unreadable)" in out, out
+
+
+def _gc_proc(root: Path, *args: str, merged: bool) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "epochgc", "gc", "--store", str(root), "--now", str(NOW),
+         *AHEAD, *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+        text=True, timeout=120, env=dict(os.environ, PYTHONPATH=str(REPO)))
+
+
+def test_json_is_the_only_output_where_stdout_and_stderr_are_one_stream(
+        tmp_path: Path) -> None:
+    """newuser41 item 13: under spark-submit (whose PythonRunner merges the driver's stderr
+    into its stdout, as `stderr=STDOUT` does here) `--json` printed the `gc: ...` lines
+    first, and stdout was not one JSON object. Old code: `json.loads` failed on
+    `gc: GC is paused on this store ...` before the object."""
+    root = _store(tmp_path)
+    assert _invoke("gc-admin", "pause", "--store", str(root), "--reason", "r")[0] == 0
+    p = _gc_proc(root, "--json", merged=True)
+    assert p.returncode == 3, p.stdout
+    assert json.loads(p.stdout)["outcome"] == "paused", p.stdout  # the whole stream
+    # Two streams: the lines still go to stderr, the object alone to stdout.
+    p = _gc_proc(root, "--json", merged=False)
+    assert p.returncode == 3 and json.loads(p.stdout)["outcome"] == "paused", p.stdout
+    assert "gc: GC is paused on this store" in (p.stderr or ""), p.stderr
