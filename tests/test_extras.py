@@ -16,11 +16,20 @@ from epochgc.impl.preflight import COMMAND_EXTRA, EXTRA_OF
 ROOT = Path(__file__).resolve().parents[1]
 EXTRAS = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
              ["optional-dependencies"])
-SKIP = {".tox", "build", "node_modules", ".git"}
+SKIP = {"build", "node_modules"}
+
+
+def _ours(parts: tuple[str, ...]) -> bool:
+    """Not a virtualenv, cache or tool directory: `.ci/run` makes `.tox-bootstrap` in the
+    checkout (pip's and distlib's sources name other extras), tox `.tox`."""
+    return not SKIP & set(parts) and not any(
+        p.startswith(".") and p != ".ci" for p in parts[:-1])
+
+
 FILES = sorted(
     p for p in ROOT.rglob("*")
     if p.is_file() and p.suffix in {".md", ".py", ".js", ".ini", ".toml", ""}
-    and not SKIP & set(p.relative_to(ROOT).parts) and p.name != "test_extras.py"
+    and _ours(p.relative_to(ROOT).parts) and p.name != "test_extras.py"
     and (p.suffix or p.parent.name == ".ci"))
 # `epochgc[gc,conform]`, `.[gc]`; a placeholder (`[{extra}]`, `[EXTRA]`) is not a name.
 _NAME = r"[a-z][a-z0-9_-]*"
