@@ -274,6 +274,8 @@ class Workload:
     name: str
     run: Callable[[Recorder], None]
     segment_bytes: int = 400
+    # The persistence models it is explored in (with those the caller asks for).
+    models: tuple[Model, ...] = tuple(Model)
 
 
 def w_appends(r: Recorder) -> None:
@@ -484,11 +486,20 @@ WORKLOADS = [
     Workload("restart", w_restart),
 ]
 # Issue 37's: their faults (a write-back failed, another tenant's) fire without a Fault too.
+# Each injects a failed write-back itself, which the strict model cannot describe (it
+# persists at the next barrier pages the device never got: explore() drops its states from
+# the failure on); before it, the strict model's per-sector choices over these workloads'
+# large records exceed any budget (partial_writeback's 3,000-byte entries: 2**18 images of
+# one crash point, TooManyStates). Explored as the default suite does: ext4-ordered and page
+# cache.
+_AFTER_FAULT_MODELS = (Model.EXT4_ORDERED, Model.PAGECACHE)
 AFTER_FAULT_WORKLOADS = [
-    Workload("tenants", w_tenants, segment_bytes=4096),
-    Workload("restart_after_eio", w_restart_after_eio, segment_bytes=4096),
-    Workload("partial_writeback", w_partial_writeback, segment_bytes=16384),
-    Workload("stale_segment", w_stale_segment),
+    Workload("tenants", w_tenants, segment_bytes=4096, models=_AFTER_FAULT_MODELS),
+    Workload("restart_after_eio", w_restart_after_eio, segment_bytes=4096,
+             models=_AFTER_FAULT_MODELS),
+    Workload("partial_writeback", w_partial_writeback, segment_bytes=16384,
+             models=_AFTER_FAULT_MODELS),
+    Workload("stale_segment", w_stale_segment, models=_AFTER_FAULT_MODELS),
 ]
 
 
@@ -1004,7 +1015,9 @@ def explore_all(workloads: Sequence[Workload], with_faults: bool, models: Sequen
     """Every workload, and with `with_faults` every variant of it with one of FAULTS at one of
     its calls; the counts and the first finding of each kind. `jobs` > 1: the workloads in
     that many forked processes; the results are merged in workload order, so the counts and
-    the findings kept are those of one process. `progress(done, total)` after each workload."""
+    the findings kept are those of one process. `progress(done, total)` after each workload.
+    A workload is explored in those of `models` it allows (Workload.models)."""
+    models0 = models
     if jobs > 1 and len(workloads) > 1:
         import multiprocessing
 
@@ -1026,6 +1039,7 @@ def explore_all(workloads: Sequence[Workload], with_faults: bool, models: Sequen
         return res
     res = Result()
     for k, wl in enumerate(workloads, 1):
+        models = tuple(m for m in models0 if m in wl.models)
         res.merge(explore(wl, models, storage=storage, in_recovery=in_recovery))
         if with_faults:
             for on, kind in FAULTS:
