@@ -169,8 +169,11 @@ def task_in_process(root: Path, run: int) -> tuple[int, float]:
     return len(read_journal(spec(), journal).deleted), seconds
 
 
-def gc(spark: Any, spec: Any, tasks: int | None = None, **options: Any) -> GcSummary:
-    write_reports(spec(), M)  # fresh reports, as the cluster republishes them (max age 5m)
+def gc(spark: Any, spec: Any, tasks: int | None = None, reports: Any = None,
+       **options: Any) -> GcSummary:
+    # Fresh reports, as the cluster republishes them (max age 5m); `reports`: the store to
+    # write them to (default `spec`: a proxy in front of it would count them as the round's).
+    write_reports((reports or spec)(), M)
     # The clock runs 13h ahead so objects count as old; the reports' mtime (real time) then
     # looks 13h old too, and the reader takes the older of written_at and mtime.
     opts = GcOptions(grace_s=GRACE, max_report_age_s=2 * GRACE, tasks=tasks, **options)
@@ -650,6 +653,7 @@ def bench_s3_seaweedfs(
                 spark,
                 StoreSpec("s3", bucket, "c", proxy.endpoint),
                 tasks,
+                reports=spec,  # the cluster's writes, not the round's: not through the proxy
                 delete_concurrency=concurrency,
                 delete_batch_size=batch,
                 list_concurrency=listers,
@@ -705,6 +709,17 @@ def bench_s3_seaweedfs(
             f"least is {least} (list pages + delete batches): {sent / least:.3f}x",
             file=sys.stderr,
         )
+        # Every request beyond the least, by what it is for and when it was sent (before
+        # the first data listing, during the stage, after the last DeleteObjects answer).
+        last_delete = max(end for _, end in spans)
+        extra = Counter(
+            (request_purpose(sp.kind, sp.path),
+             "before" if sp.arrived < first_list else
+             "after" if sp.arrived > last_delete else "during")
+            for sp in proxy.spans
+        )
+        for (purpose, when), n in sorted(extra.items()):
+            print(f"(e)   {n:5d} {purpose} ({when} the deleting)", file=sys.stderr)
         # The bound counts the injected latency only; each request also waits for the
         # server (in flight x 1000 keys at `capacity`), which no client can hide.
         served = in_flight * batch / (latency_s + in_flight * batch / capacity)
@@ -756,6 +771,31 @@ def bench_s3_seaweedfs(
                 None,
             ),
         ]
+
+
+def request_purpose(kind: str, path: str) -> str:
+    """What one request at the proxy was for (issue 38: every request beyond the least
+    accounted for): its kind and the part of the store it touches."""
+    from urllib.parse import parse_qs, unquote, urlsplit
+
+    parts = urlsplit(path)
+    key = unquote(parts.path).split("/", 2)[2] if parts.path.count("/") >= 2 else ""
+    if kind == "list":
+        key = parse_qs(parts.query).get("prefix", [""])[0]
+    for part, name in (("level_zero/", "data"), ("/journal/", "journal"),
+                       ("/health/", "health report"), ("partitions.json", "snapshot"),
+                       ("lease.json", "lease"), ("admin.json", "admin state"),
+                       ("conditional-write-probe", "write probe"), ("/seq/", "sequence"),
+                       ("/rounds/", "record")):
+        if part in "/" + key:
+            what = name
+            break
+    else:
+        what = key or parts.query or "bucket"
+    if what == "journal":
+        leaf = key.rsplit("/", 1)[-1]
+        what += " " + (leaf.split(".", 1)[1] if "." in leaf and leaf[0].isdigit() else leaf)
+    return f"{kind} {what}"
 
 
 @contextlib.contextmanager
