@@ -24,7 +24,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,6 +37,9 @@ STOP = "STOP"
 START = "START.json"
 END = "END.json"
 _MAX_ERROR_SAMPLES = 20
+# Bytes of journal entries a task returns with its result at most (about 400,000 keys):
+# beyond it the task's result stays small and the driver reads its entries from the store.
+KNOWN_LIMIT = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -172,6 +175,12 @@ class JournalWriter:
         self.attempt = attempt
         self._seq = iter(range(1 << 62))
         self._lock = threading.Lock()
+        self._name = attempt.name()
+        # What this attempt wrote, as written (name under the journal -> bytes), while it
+        # stays within `KNOWN_LIMIT`: returned with the task's result, so the driver reads
+        # back from the store only what attempts that did not return wrote (issue 38).
+        self._written: dict[str, bytes] | None = {}
+        self._written_bytes = 0
 
     def intent(self, batch: list[tuple[str, int, float, str]]) -> int:
         """Record the (key, size, age_s) items about to be deleted; returns the batch's
@@ -211,7 +220,21 @@ class JournalWriter:
 
     def _put(self, name: str, doc: dict[str, Any]) -> None:
         doc["attempt"] = self.attempt.as_dict()
-        self.store.put(self.base + name, json.dumps(doc, separators=(",", ":")).encode())
+        raw = json.dumps(doc, separators=(",", ":")).encode()
+        self.store.put(self.base + name, raw)
+        with self._lock:  # only once the store acknowledged it
+            if self._written is not None:
+                self._written_bytes += len(raw)
+                if self._written_bytes > KNOWN_LIMIT:
+                    self._written = None  # too much to ship: the driver reads them all
+                else:
+                    self._written[f"{self._name}/{name}"] = raw
+
+    def written(self) -> dict[str, bytes]:
+        """Every entry this attempt wrote (name under the journal prefix -> its bytes), or
+        none at all once they passed `KNOWN_LIMIT` (then the driver GETs them)."""
+        with self._lock:
+            return dict(self._written) if self._written is not None else {}
 
 
 @dataclass(frozen=True)
@@ -321,12 +344,17 @@ def _parse_done(doc: Any) -> tuple[set[str], set[str], dict[str, Any]]:
 
 
 def read_journal(
-    store: ObjectStore, prefix: str, data: ObjectStore | None = None
+    store: ObjectStore, prefix: str, data: ObjectStore | None = None,
+    known: Mapping[str, bytes] | None = None,
 ) -> JournalTotals:
     """Read a round's journal back from `store` (every attempt); `data`: the store the keys
     are in (default `store`), asked about the batches an attempt never finished and those
-    whose records cannot be read. Raises StoreError if the journal cannot be listed; an
-    entry that cannot be read or parsed is skipped and counted (`unreadable`)."""
+    whose records cannot be read. `known`: entries whose bytes the caller has (name under
+    `prefix` -> bytes, what returned attempts wrote: `JournalWriter.written`), used instead
+    of a GET. The listing still says which entries exist. Raises StoreError if the journal
+    cannot be listed; an entry that cannot be read or parsed is skipped and counted
+    (`unreadable`)."""
+    known = known or {}
     data = data if data is not None else store
     totals = JournalTotals()
     intents: dict[str, Intent] = {}
@@ -344,7 +372,8 @@ def read_journal(
             continue
         raw, whole = b"", False
         try:
-            raw = store.get(obj.key)
+            mine = known.get(name)
+            raw = mine if mine is not None else store.get(obj.key)
             check_nesting(raw, obj.key)  # json would raise RecursionError past ~1000 deep
             doc = json.loads(raw)
             whole = True

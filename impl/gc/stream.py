@@ -17,9 +17,9 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from concurrent.futures import Executor, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from epochgc.impl.gc.beacon import Beacon, BeaconTarget, Tally
 from epochgc.impl.gc.delete import DeleteStats, Doomed, delete_keys
@@ -158,8 +158,11 @@ class StopSeen:
 
 @dataclass(frozen=True)
 class TaskResult:
-    """What one task attempt returns to the driver. Its deletions are NOT here: they are in
-    the journal, which every attempt (failed, retried, speculative) writes."""
+    """What one task attempt returns to the driver. Its deletions are NOT counted from
+    here: they are in the journal, which every attempt (failed, retried, speculative)
+    writes. `journal` holds the entries this attempt wrote there, as written (name under the
+    journal -> bytes; empty past `journal.KNOWN_LIMIT`): the driver's read-back takes them
+    instead of a GET each, and reads from the store only what did not come back."""
 
     attempt: Attempt
     scanned: ScanStats
@@ -168,6 +171,7 @@ class TaskResult:
     malformed: tuple[str, ...] = ()  # samples
     refused: tuple[str, ...] = ()  # samples of refused entries ("key (why)")
     error_samples: tuple[str, ...] = ()
+    journal: Mapping[str, bytes] = field(default_factory=dict)
 
 
 def list_and_delete_task(
@@ -265,5 +269,5 @@ def list_and_delete_task(
             jstore.close()
     yield TaskResult(
         me, scanned, stats, verdict[0] if verdict else None, tuple(malformed), tuple(refused),
-        tuple(f"{k}: {why}" for k, why in failed.items()),
+        tuple(f"{k}: {why}" for k, why in failed.items()), writer.written(),
     )
