@@ -145,6 +145,10 @@ def render(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+FORCE_ADVICE = ("gc-admin reset --force removes it; a directory there is never removed: "
+                "remove it by hand")
+
+
 def _lease_line(lease: dict[str, Any], now: float) -> str:
     state = LeaseState(lease["state"])
     if state is LeaseState.ABSENT:
@@ -167,8 +171,10 @@ def _lease_line(lease: dict[str, Any], now: float) -> str:
         return (f"free (last held by {who}, expired {_since(h.get('expires_at'), now)} "
                 "without being released: that round died or lost the store)")
     what = "is not a regular object" if state is LeaseState.NOT_AN_OBJECT else "cannot be read"
+    # Issue 41 F8: reset --force removes a link or an unreadable object, never a directory
+    # (it may hold what is not garbage): the advice names both, as reset does.
     return (f"{LEASE_KEY} {what}: {_text(lease['problem'])} "
-            "(gc-admin reset --force removes it)")
+            f"({FORCE_ADVICE})")
 
 
 def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:

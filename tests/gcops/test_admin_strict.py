@@ -83,6 +83,12 @@ def test_a_directory_at_the_lease_is_refused_even_with_force(tmp_path: Path) -> 
     root = _cluster(tmp_path)
     (root / LEASE_KEY).mkdir(parents=True)
     (root / LEASE_KEY / "x").write_text("keep")
+    # Issue 41 F8: show's advice agrees with what reset --force does to a directory.
+    code, out = _admin("show", "--store", str(root))
+    assert f"lease: {LEASE_KEY} is not a regular object" in out, out
+    assert "a directory there is never removed: remove it by hand" in out, out
+    code, out = _admin("reset", "--store", str(root))
+    assert code == 1 and "remove it by hand" in out, out
     code, out = _admin("reset", "--store", str(root), "--force")
     assert code == 1 and f"cannot remove {LEASE_KEY}" in out, out
     assert (root / LEASE_KEY / "x").read_text() == "keep"
