@@ -60,9 +60,21 @@ def last_round(store: ObjectStore) -> dict[str, Any] | None:
             return None
         key = next((m.record for m in markers(store) if m.record in names),
                    max(names))
-        rec = load_strict(store.get(key, 0, MAX_RECORD + 1), key, MAX_RECORD)
+        raw = store.get(key, 0, MAX_RECORD + 1)
     except (StoreError, ValueError) as e:
         return {"error": f"cannot read the round records: {e}"}
+    try:
+        # RFC 8259 section 8.1: JSON exchanged between systems MUST be UTF-8; json.loads
+        # would guess UTF-16/32 from the first bytes (issue 41 F9: "'utf-16-le' codec ...").
+        raw.decode("utf-8")
+        rec = load_strict(raw, key, MAX_RECORD)
+    except UnicodeDecodeError as e:
+        return {"error": f"cannot read the round record {key}: not UTF-8 ({e.reason} at "
+                         f"byte {e.start})"}
+    except ValueError as e:
+        # Issue 41 F9: the damaged record is named, as every other damaged document is.
+        what = "not valid JSON: " if isinstance(e, json.JSONDecodeError) else ""
+        return {"error": f"cannot read the round record {key}: {what}{e}"}
     return {"key": key, **rec} if isinstance(rec, dict) else {"key": key}
 
 
