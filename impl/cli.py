@@ -32,6 +32,9 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
+_LOADING = "epochgc.loading"  # ctx.meta: the subcommand whose module is being loaded
+
+
 class _LazyGroup(click.Group):
     """Subcommands load on first use; a failure the user can act on (bad input, an
     unreachable store or node, refused storage) is one line on stderr and exit 1, not a
@@ -58,8 +61,11 @@ class _LazyGroup(click.Group):
             # SIGINT or SIGTERM (impl/signals.py): the command's cleanup has run and said
             # what it did; the exit code says which signal, 128 + its number.
             sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
-            click.echo(f"epochgc {ctx.invoked_subcommand}: interrupted by {sig.name}",
-                       err=True)
+            # Issue 41 F12: a signal while the command's module loads comes before click
+            # sets `invoked_subcommand` ("epochgc None: interrupted by SIGINT").
+            name = ctx.invoked_subcommand or ctx.meta.get(_LOADING)
+            who = f"epochgc {name}" if name else "epochgc"
+            click.echo(f"{who}: interrupted by {sig.name}", err=True)
             ctx.exit(sig.exit_code)
         except NoCluster as e:  # a --data-dir that holds no cluster: a bad argument
             raise Refused(str(e), ExitCode.USAGE) from None
@@ -84,6 +90,8 @@ class _LazyGroup(click.Group):
         if target is None:
             return None
         module, attr = target.split(":")
+        ctx.meta[_LOADING] = cmd_name  # for a signal that comes while it loads
+        signals.checkpoint(signals.LOAD_POINT)
         cmd = getattr(importlib.import_module(module), attr)
         assert isinstance(cmd, click.Command)
         _add_exit_codes(cmd, cmd_name)

@@ -114,6 +114,22 @@ def writable_file(path: str, option: str, *, new: bool = False) -> str:
     return target
 
 
+def creatable_path(path: str, option: str) -> None:
+    """Refused (64) now if nothing can be made at the local `path`: it exists (never
+    overwritten), or its nearest existing ancestor is not a directory a file can be created
+    in (the writer makes the missing directories below it, as Hadoop's `mkdirs` does).
+    Issue 41 F12: `gc --manifest /proc/m.csv` was refused only by the probe after Spark
+    started, exit 1, and left an `error` round record."""
+    target = os.path.abspath(os.path.expanduser(path))
+    if os.path.lexists(target):
+        raise Refused(f"{option} {path} already exists; refusing to overwrite",
+                      ExitCode.USAGE)
+    ancestor = os.path.dirname(target)
+    while not os.path.lexists(ancestor):
+        ancestor = os.path.dirname(ancestor)
+    _check_dir(ancestor, f"{option} {path}: directory {ancestor}")
+
+
 def _check_dir(directory: str, what: str) -> None:
     """Refused (64) unless `directory` is a directory a file can be created in. Tried by
     creating and removing one (issue 41 item 5): `os.access` answers yes for root on /proc

@@ -52,6 +52,8 @@ POINTS: dict[str, tuple[str, ...]] = {
     # work: a batch uploaded, not yet acknowledged; acked: between batches.
     "produce": ("start", "work", "acked"),
 }
+# Every command's, before its module is imported (impl/cli.py): not walked by the matrix.
+LOAD_POINT = "load"
 
 
 class Interrupted(KeyboardInterrupt):

@@ -37,6 +37,11 @@ class ProduceError(Exception):
     """Nothing in the failed part of the batch was acknowledged."""
 
 
+class UnknownPartitionError(ProduceError):
+    """A partition the broker does not know: a bad name (issue 41 F12: `produce --partition
+    t/99` exited 1, where the exit-code table puts a bad name at 64). Nothing uploaded."""
+
+
 class PartitionDeletedError(ProduceError):
     """Some partitions of the batch were deleted (R34): their records were refused and are
     not acknowledged (never retried); `acks` holds what the rest of the batch got."""
@@ -140,8 +145,9 @@ class Producer:
                         deleted[p] = e.at
                         continue
                     except KeyError as e:  # this broker has not learnt of the partition yet
-                        raise ProduceError(f"partition {p!r} is unknown to the cluster: "
-                                           "nothing was uploaded or acknowledged") from e
+                        raise UnknownPartitionError(
+                            f"partition {p!r} is unknown to the cluster: nothing was "
+                            "uploaded or acknowledged") from e
                     # A retry never moves to a re-created partition of the same name (R35).
                     if incarnation.setdefault(p, crev) != crev:
                         deleted[p] = (f"re-created at revision {crev}; this batch was for "

@@ -75,7 +75,8 @@ class ChaosResult:
     # off stops reporting, and GC waits (fails closed) instead of deleting on an old view.
     gc_safety_blocked_rounds: int = 0
     # An operator's pause (`gc-admin pause`, 40-60 % of the run, issue 30): the rounds that
-    # started while GC was paused, and what they deleted (must be 0).
+    # started while GC was paused or were refused or stopped by the pause, and what those
+    # started while paused deleted (must be 0).
     gc_paused_rounds: int = 0
     gc_paused_deleted: int = 0
     # The final round (nemesis healed, GC not paused) could not run: GC that never comes
@@ -385,8 +386,13 @@ class ChaosRun:
         listing = await asyncio.to_thread(lambda: {i.key for i in store.list_all(DATA_PREFIX)})
         gone = stored - listing - self.deleted
         self.deleted |= gone
-        if paused:
+        # Issue 41 F7: a round that started just before the pause was written, or just
+        # after the flag was cleared and before the pause was lifted, met the pause (it was
+        # refused, or stopped) but was not counted. What it deleted before meeting it is
+        # no violation: only a round started while paused must delete nothing.
+        if paused or (r is not None and (r.paused or r.stopped_by_pause)):
             self.result.gc_paused_rounds += 1
+        if paused:
             self.result.gc_paused_deleted += len(gone)
             for k in sorted(gone):
                 self.h("DELETED WHILE GC WAS PAUSED", key=k)

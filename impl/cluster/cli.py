@@ -355,6 +355,7 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
         PartitionDeletedError,
         ProduceError,
         Producer,
+        UnknownPartitionError,
     )
     from epochgc.impl.broker.raftport import thread_io
     from epochgc.impl.cluster.payload import AckedRun, append_manifest, make_record
@@ -379,6 +380,8 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
             append_manifest(lc.dir, kept)
             recorded.append(sum(r.count for r in kept))
             raise click.ClickException(str(e)) from e
+        except UnknownPartitionError as e:
+            raise Refused(f"--partition: {e}", ExitCode.USAGE) from e
         except ProduceError as e:
             raise click.ClickException(str(e)) from e
         runs = [AckedRun(a.partition, a.base, a.count, name, first, size, a.epoch, a.key)

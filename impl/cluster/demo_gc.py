@@ -68,7 +68,8 @@ class DemoGc:
         if self._session is None:
             r = gated_model_round(self.store, time.time(), self.grace_s, 30.0)
             return RoundResult(r.M, r.blocked, len(r.deleted), "model", paused=r.paused,
-                               safety_blocked=r.safety_blocked or r.blocked is not None)
+                               safety_blocked=r.safety_blocked
+                               or (r.blocked is not None and not r.paused))
         from epochgc.impl.gc.job import run_gc
         from epochgc.impl.gc.options import GcOptions
 

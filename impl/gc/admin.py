@@ -325,4 +325,4 @@ def _refuse_unforced(lease: LeaseView) -> None:
         raise ResetRefused(
             f"{LEASE_KEY} is not a regular object ({lease.problem}); every GC round is "
             "refused while it is there: pass --force to remove it (a link is removed, "
-            "never followed)")
+            "never followed; a directory is never removed: remove it by hand)")

@@ -42,6 +42,7 @@ import click
 
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.admin import (
+    AdminState,
     ResetRefused,
     read_admin_state,
     reset_gc_state,
@@ -153,6 +154,16 @@ def gc_admin() -> None:
     """Pause, start, reset, show and expire the GC state of a store."""
 
 
+def _json(doc: dict[str, Any]) -> None:
+    """Issue 41 F12: pause, start/resume and reset had no --json (show and expire did), so
+    a script driving gc-admin parsed text from four commands of six."""
+    click.echo(json.dumps(doc, sort_keys=True, allow_nan=False))
+
+
+def _state(state: AdminState) -> dict[str, Any]:
+    return {"by": state.by, "reason": state.reason, "at": state.at}
+
+
 def _operator() -> str:
     """Who runs this command: the login name and host (not this short-lived process's pid,
     which names nothing once it exits: issue 41 item 7)."""
@@ -175,8 +186,9 @@ def _operator() -> str:
 @click.option("--replace", is_flag=True,
               help="on a store already paused, replace its author and reason with these "
                    "(without it the first pause is kept)")
+@click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
 def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
-          replace: bool) -> None:
+          replace: bool, as_json: bool) -> None:
     """Pause GC: new rounds refuse, running ones stop at their next delete batch. On a
     store already paused the first pause (who, why, since when) is kept and named, unless
     --replace."""
@@ -193,6 +205,9 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
         # later wins); the pause itself holds either way.
         before = read_admin_state(s)
         if before.paused and not replace:
+            if as_json:
+                _json({"paused": True, "changed": False, **_state(before), "replaced": None})
+                return
             since = f" since {iso(before.at)}" if before.at is not None else ""
             echo_safe(f"gc-admin: already paused by {before.by or 'unknown'}{since} "
                       f"({before.reason or 'no reason given'}); kept as it is (pass "
@@ -201,6 +216,10 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
         state = write_admin_state(s, True, reason, time.time(), by or _operator())
     finally:
         s.close()
+    if as_json:
+        _json({"paused": True, "changed": True, **_state(state),
+               "replaced": _state(before) if before.paused else None})
+        return
     echo_safe(f"gc-admin: paused by {state.by} ({state.reason or 'no reason given'})"
               + (f"; replaces the pause by {before.by or 'unknown'} "
                  f"({before.reason or 'no reason given'})" if before.paused else ""))
@@ -209,13 +228,17 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
 @gc_admin.command()
 @_STORE
 @_ENDPOINT
-def start(store: str, s3_endpoint: str | None) -> None:
+@click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
+def start(store: str, s3_endpoint: str | None, as_json: bool) -> None:
     """Resume GC after a pause."""
     s = _open(store, s3_endpoint)
     try:
-        write_admin_state(s, False, "", time.time(), _operator())
+        state = write_admin_state(s, False, "", time.time(), _operator())
     finally:
         s.close()
+    if as_json:
+        _json({"paused": False, "by": state.by, "at": state.at})
+        return
     click.echo("gc-admin: running")
 
 
@@ -227,7 +250,8 @@ gc_admin.add_command(start, "resume")
 @_ENDPOINT
 @click.option("--force", is_flag=True,
               help="remove the lease even while it is live (its holder is known dead)")
-def reset(store: str, s3_endpoint: str | None, force: bool) -> None:
+@click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
+def reset(store: str, s3_endpoint: str | None, force: bool, as_json: bool) -> None:
     """Remove the GC lease (and nothing else: pause state, records and journals stay).
     Then records any round whose driver died before its end, as `show` does (with --force
     that includes the round that held the lease)."""
@@ -240,6 +264,9 @@ def reset(store: str, s3_endpoint: str | None, force: bool) -> None:
         recovered = _recover_dead(s, "gc-admin reset")
     finally:
         s.close()
+    if as_json:
+        _json({"removed": removed, "recovered": recovered})
+        return
     click.echo("gc-admin: reset: " + (", ".join(f"removed {k}" for k in removed)
                                       or "nothing to remove"))
     for r in recovered:

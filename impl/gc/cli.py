@@ -17,6 +17,7 @@ import sys
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import click
 
@@ -31,6 +32,7 @@ from epochgc.impl.gc.stop import RoundStop, absorb_late_signal, install_signal_h
 from epochgc.impl.gc.summary import EXIT_USAGE, GcSummary
 from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.preflight import (
+    creatable_path,
     pushgateway_address,
     require_modules,
     store_modules,
@@ -273,6 +275,11 @@ def gc(
         list_keys = writable_file(list_keys, "--list")
     if manifest is not None:
         manifest = manifest_target(manifest)  # absolute: the record names it wherever read
+        local = urlsplit(manifest)
+        if local.scheme in ("", "file") and _local_master(master):
+            # The driver's disk is where a local master's executors write; a cluster's
+            # are elsewhere, and the JVM's probe (check_manifest_absent) asks them.
+            creatable_path(local.path, "--manifest")
     options = GcOptions(
         grace_s=grace,
         allow_short_grace=short_grace,
@@ -457,6 +464,16 @@ def missing_dependency(spec: StoreSpec) -> str | None:
                 f"pip install 'epochgc[{extra}]' (or 'epochgc[gc]' for everything the GC uses)"
             )
     return None
+
+
+def _local_master(master: str | None) -> bool:
+    """Whether the executors run in the driver's process (Spark's `local` masters;
+    None: local[*] unless spark-submit chose)."""
+    if master is None:
+        from epochgc.impl.gc.session import launched_by_spark_submit
+
+        return not launched_by_spark_submit()
+    return master == "local" or master.startswith("local[")
 
 
 def _export(summary: GcSummary, metrics_file: str | None, pushgateway: str | None) -> None:

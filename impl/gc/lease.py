@@ -118,7 +118,8 @@ class Lease:
             raise GcError(
                 f"{LEASE_KEY} is there but is not a regular object (a link, a directory or "
                 f"a special file: {e}); every round is refused until it is removed: see "
-                "epochgc gc-admin show; gc-admin reset --force removes it") from e
+                "epochgc gc-admin show; gc-admin reset --force removes it, a directory "
+                "by hand") from e
         except StoreError as e:
             raise GcError(f"cannot take the GC lease {LEASE_KEY}: {e}") from e
         finally:

@@ -60,9 +60,21 @@ def last_round(store: ObjectStore) -> dict[str, Any] | None:
             return None
         key = next((m.record for m in markers(store) if m.record in names),
                    max(names))
-        rec = load_strict(store.get(key, 0, MAX_RECORD + 1), key, MAX_RECORD)
+        raw = store.get(key, 0, MAX_RECORD + 1)
     except (StoreError, ValueError) as e:
         return {"error": f"cannot read the round records: {e}"}
+    try:
+        # RFC 8259 section 8.1: JSON exchanged between systems MUST be UTF-8; json.loads
+        # would guess UTF-16/32 from the first bytes (issue 41 F9: "'utf-16-le' codec ...").
+        raw.decode("utf-8")
+        rec = load_strict(raw, key, MAX_RECORD)
+    except UnicodeDecodeError as e:
+        return {"error": f"cannot read the round record {key}: not UTF-8 ({e.reason} at "
+                         f"byte {e.start})"}
+    except ValueError as e:
+        # Issue 41 F9: the damaged record is named, as every other damaged document is.
+        what = "not valid JSON: " if isinstance(e, json.JSONDecodeError) else ""
+        return {"error": f"cannot read the round record {key}: {what}{e}"}
     return {"key": key, **rec} if isinstance(rec, dict) else {"key": key}
 
 
@@ -145,6 +157,10 @@ def render(doc: dict[str, Any]) -> list[str]:
     return out
 
 
+FORCE_ADVICE = ("gc-admin reset --force removes it; a directory there is never removed: "
+                "remove it by hand")
+
+
 def _lease_line(lease: dict[str, Any], now: float) -> str:
     state = LeaseState(lease["state"])
     if state is LeaseState.ABSENT:
@@ -167,8 +183,10 @@ def _lease_line(lease: dict[str, Any], now: float) -> str:
         return (f"free (last held by {who}, expired {_since(h.get('expires_at'), now)} "
                 "without being released: that round died or lost the store)")
     what = "is not a regular object" if state is LeaseState.NOT_AN_OBJECT else "cannot be read"
+    # Issue 41 F8: reset --force removes a link or an unreadable object, never a directory
+    # (it may hold what is not garbage): the advice names both, as reset does.
     return (f"{LEASE_KEY} {what}: {_text(lease['problem'])} "
-            "(gc-admin reset --force removes it)")
+            f"({FORCE_ADVICE})")
 
 
 def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:

@@ -438,6 +438,9 @@ def _dry_listing(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> b
     """The dry run's job: list, classify, re-read M, write the would-be manifest and
     --list; each step only if no stop was requested before it. False if one was."""
     options, summary, stop, note = rnd.options, rnd.summary, rnd.stop, rnd.note
+    # Issue 41 F6: a dry run stopped before its listing counts were taken said
+    # `listing_complete: true` with `listed: 0`; complete only once every task's are in.
+    summary.listing_complete = False
     sc = spark.sparkContext
     # From another thread: the main thread is inside the job's `collect`; the signal
     # handler only records the request (`impl.gc.stop`).
@@ -470,6 +473,7 @@ def _dry_listing(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> b
         if stop.requested:  # came as the listing ended: its counts are not the whole
             return False
         _fill_scan(summary, scanned)
+        summary.listing_complete = True
         note(f"gc: listed {scanned.listed} keys, {scanned.eligible} eligible")
         summary.failed_check = _failed_check(scanned, options)
         if scanned.eligible:

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import SplitResult, unquote, urlsplit
 
 from epochgc.impl.store.base import ObjectStore, StoreError
 
@@ -48,7 +48,7 @@ def parse_store_url(url: str, s3_endpoint: str | None = None) -> StoreSpec:
         if s3_endpoint is not None:
             raise StoreError("--s3-endpoint only applies to s3:// stores")
         return StoreSpec("file", str(Path(url).expanduser().absolute()))
-    parts = urlsplit(url)
+    parts = _split(url, f"store URL {url!r}")
     scheme = parts.scheme.lower()
     if scheme == "file":
         if parts.netloc not in ("", "localhost"):
@@ -72,6 +72,15 @@ def parse_store_url(url: str, s3_endpoint: str | None = None) -> StoreSpec:
         if parts.query or parts.fragment:
             raise StoreError(f"s3 URL {url!r} must not have a query or fragment")
         prefix = parts.path.strip("/")
+        try:
+            # "The object key name is a sequence of Unicode characters with UTF-8 encoding"
+            # (https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html); a
+            # non-UTF-8 argument byte arrives as a lone surrogate (PEP 383). Issue 41 F10:
+            # it failed at the first request, exit 1, with a codec error.
+            prefix.encode("utf-8")
+        except UnicodeEncodeError:
+            raise StoreError(f"s3 URL {url!r} has a prefix that is not valid UTF-8 "
+                             "(S3 keys are UTF-8)") from None
         if any(p in ("", ".", "..") for p in prefix.split("/")) and prefix:
             raise StoreError(f"s3 URL {url!r} has an empty or relative path component")
         return StoreSpec("s3", bucket, prefix, s3_endpoint)
@@ -80,8 +89,17 @@ def parse_store_url(url: str, s3_endpoint: str | None = None) -> StoreSpec:
     )
 
 
+def _split(url: str, what: str) -> SplitResult:
+    """urlsplit, its ValueError ("Invalid IPv6 URL": an unclosed `[`) as a StoreError
+    naming the argument (issue 41 F10: it escaped as "Error: ValueError ...", exit 1)."""
+    try:
+        return urlsplit(url)
+    except ValueError as e:
+        raise StoreError(f"{what} is not a valid URL ({e})") from None
+
+
 def check_endpoint(endpoint: str) -> str:
-    parts = urlsplit(endpoint)
+    parts = _split(endpoint, f"S3 endpoint {endpoint!r}")
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise StoreError(f"S3 endpoint {endpoint!r} must be http(s)://host[:port]")
     if parts.username or parts.password:

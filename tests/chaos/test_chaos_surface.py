@@ -6,15 +6,22 @@ end-to-end run (test_chaos_run.py) checks the same on a real run."""
 
 from __future__ import annotations
 
+import asyncio
+import shutil
 from pathlib import Path
 
 from click.testing import CliRunner
 
 from epochgc.impl.chaos.cli import chaos, summary, verdict
 from epochgc.impl.chaos.history import REPEAT_WINDOW_S, History
-from epochgc.impl.chaos.run import ChaosResult
+from epochgc.impl.chaos.run import ChaosResult, ChaosRun
 from epochgc.impl.chaos.schedule import plan
 from epochgc.impl.cli import main
+from epochgc.impl.cluster.demo_gc import DemoGc
+from epochgc.impl.gc.admin import write_admin_state
+from epochgc.impl.store.local import LocalStore
+from epochgc.impl.store.url import parse_store_url
+from tests.gc.helpers import NOW, simple_cluster
 
 
 class _Clock:
@@ -92,3 +99,28 @@ def test_without_json_the_result_is_a_summary_not_json() -> None:
         "1 refused while paused (deleted 0)",
         "checks: trace divergences 0, Raft divergences 0, nodes that survived a disk fault 0",
     ]
+
+
+def test_a_round_refused_by_the_pause_counts_as_paused(tmp_path: Path) -> None:
+    """Issue 41 F7: on S3 a round refused as paused (`blocked=GC is paused ...`) ran in the
+    window between the run clearing its pause flag and lifting the pause, and result.json
+    said `gc_paused_rounds: 0`. Here the round is a real model round on a real paused
+    store, started with the flag clear."""
+    store_dir = tmp_path / "store"
+    store = LocalStore(store_dir, create=True)
+    simple_cluster(store, 100)
+    write_admin_state(store, True, "chaos: operator pause", NOW)
+    run = ChaosRun(1, 1.0, 0, tmp_path / "out", str(store_dir), None)
+    try:
+        run.lc.init(1, str(store_dir), run.parts, 1.0)  # a cluster never started: none up
+        assert run.gc_paused is False
+        gc = DemoGc(parse_store_url(str(store_dir)), store, 0.0, "model")
+        asyncio.run(run._gc_round(None, gc, store))  # type: ignore[arg-type]  # no node up
+    finally:
+        shutil.rmtree(run.tmp, ignore_errors=True)
+    assert run.result.gc_rounds == 1 and run.result.gc_paused_rounds == 1, run.result
+    assert run.result.gc_paused_deleted == 0 and run.result.ok()
+    # ... and a paused round is not one the safety monitor blocked (the model engine
+    # counted every blocked round, the pause's too, as safety-blocked)
+    assert run.result.gc_safety_blocked_rounds == 0, run.result
+    assert "blocked=GC is paused" in (tmp_path / "out" / "history.txt").read_text()

@@ -154,3 +154,30 @@ def test_resume_is_start_and_never_a_hint_to_reset(tmp_path: Path) -> None:
     code, out = _admin("resume", "--store", str(root))
     assert code == 0 and out.strip() == "gc-admin: running", out
     assert json.loads(LocalStore(root).get(ADMIN_KEY))["paused"] is False
+
+
+def test_pause_start_resume_reset_answer_json(tmp_path: Path) -> None:
+    """Issue 41 F12: only show and expire had --json ("No such option '--json'", 64 for
+    pause, start, resume and reset): one JSON object on stdout each, as the text says."""
+    root = _store(tmp_path)
+
+    def doc(*args: str) -> dict[str, object]:
+        r = CliRunner().invoke(main, ["gc-admin", *args, "--store", str(root), "--json"])
+        assert r.exit_code == 0, r.output
+        return json.loads(r.stdout)  # type: ignore[no-any-return]
+
+    first = doc("pause", "--reason", "incident 7", "--by", "ops")
+    assert first["paused"] is True and first["changed"] is True, first
+    assert first["by"] == "ops" and first["reason"] == "incident 7" and first["replaced"] is None
+    kept = doc("pause", "--reason", "other")
+    assert kept["changed"] is False and kept["reason"] == "incident 7", kept
+    repl = doc("pause", "--reason", "other", "--by", "b", "--replace")
+    assert repl["changed"] is True and repl["reason"] == "other", repl
+    assert repl["replaced"] == {"by": "ops", "reason": "incident 7", "at": first["at"]}, repl
+    for cmd in ("start", "resume"):
+        ran = doc(cmd)
+        assert ran["paused"] is False and isinstance(ran["at"], float), ran
+    Lease(lambda: LocalStore(root), "r0", duration_s=1.0,
+          clock=lambda: time.time() - 10).acquire()  # expired 9 s ago
+    assert doc("reset") == {"removed": [LEASE_KEY], "recovered": []}
+    assert doc("reset") == {"removed": [], "recovered": []}

@@ -87,6 +87,12 @@ def test_blocked_round_exits_2_without_spark(tmp_path: Path) -> None:
         (["--store", "s3://Bad_Bucket/x"], "not a valid bucket name"),
         (["--store", "s3://b", "--s3-endpoint", "http://key:secret@h:1"], "must not carry"),
         (["--s3-endpoint", "http://127.0.0.1:9"], "only applies to s3:// stores"),
+        # Issue 41 F10: "Error: ValueError: Invalid IPv6 URL", exit 1; and a codec error at
+        # the first request, exit 1.
+        (["--store", "s3://b/x", "--s3-endpoint", "http://[::1"],
+         "S3 endpoint 'http://[::1' is not a valid URL"),
+        (["--store", "s3://gcb/p\udcff", "--s3-endpoint", "http://127.0.0.1:9"],
+         "has a prefix that is not valid UTF-8"),
         (["--delete-batch-size", "1001"], "1001 is not in the range"),
         # The hidden clock override: every age would be NaN or infinite (review, issue 12).
         (["--now", "nan"], "'nan' is not a time in unix seconds"),

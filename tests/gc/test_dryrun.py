@@ -40,6 +40,7 @@ def test_a_dry_run_writes_nothing_and_lists_what_it_would_delete(
     s = run_gc(spark, local_spec(root), GcOptions(grace_s=GRACE, dry_run=True,
                                                   list_keys=str(listing)), clock=clock)
     assert s.exit_code == 0 and s.outcome == "dry-run" and s.record is None
+    assert s.listing_complete  # a finished listing (issue 41 F6: false only when stopped)
     assert _tree(root) == before
     assert listing.read_text().splitlines() == sorted(eligible)
     # On stdout, before the JSON summary.

@@ -109,3 +109,31 @@ def test_a_failed_round_with_delete_errors_never_says_no_key_was_deleted() -> No
     assert "2 key(s)" in text and "_cluster/gc/journal/r/" in text, text
     s.errors = 0
     assert _after(s) == "no key was deleted (journal _cluster/gc/journal/r/)"
+
+
+@pytest.mark.parametrize(("where", "message"), [
+    ("/proc/m.csv", "--manifest /proc/m.csv: directory /proc: cannot create a file in it"),
+    ("plain/m.csv", "plain/m.csv: directory {tmp}/plain is not a directory"),
+    ("plain", "plain already exists; refusing to overwrite"),  # passed before: a guard
+])
+def test_a_local_manifest_that_cannot_be_made_is_refused_before_spark(
+    tmp_path: Path, where: str, message: str
+) -> None:
+    """Issue 41 F12: `gc --manifest /proc/m.csv` was refused by the JVM's probe after Spark
+    started, exit 1 ("cannot be written: FileNotFoundException ..."), and left a round
+    record with outcome `error`; --metrics-file and --list are refused at once with 64."""
+    from click.testing import CliRunner
+
+    from epochgc.impl.cli import main
+    from epochgc.impl.gc.record import ROUNDS_PREFIX
+    from tests.gc.helpers import AHEAD, NOW
+    from tests.gc.test_cli import small_store
+
+    small_store(tmp_path / "s")
+    (tmp_path / "plain").write_text("a file")
+    target = where if where.startswith("/") else str(tmp_path / where)
+    r = CliRunner().invoke(main, ["gc", "--now", str(NOW), *AHEAD, "-q", "--store",
+                                  str(tmp_path / "s"), "--manifest", target])
+    assert r.exit_code == 64, r.output
+    assert message.format(tmp=tmp_path) in r.output, r.output
+    assert not list(LocalStore(tmp_path / "s").list_all(ROUNDS_PREFIX))

@@ -83,6 +83,12 @@ def test_a_directory_at_the_lease_is_refused_even_with_force(tmp_path: Path) -> 
     root = _cluster(tmp_path)
     (root / LEASE_KEY).mkdir(parents=True)
     (root / LEASE_KEY / "x").write_text("keep")
+    # Issue 41 F8: show's advice agrees with what reset --force does to a directory.
+    code, out = _admin("show", "--store", str(root))
+    assert f"lease: {LEASE_KEY} is not a regular object" in out, out
+    assert "a directory there is never removed: remove it by hand" in out, out
+    code, out = _admin("reset", "--store", str(root))
+    assert code == 1 and "remove it by hand" in out, out
     code, out = _admin("reset", "--store", str(root), "--force")
     assert code == 1 and f"cannot remove {LEASE_KEY}" in out, out
     assert (root / LEASE_KEY / "x").read_text() == "keep"
@@ -101,6 +107,8 @@ def test_an_unreadable_lease_is_removed_with_force(tmp_path: Path) -> None:
 @pytest.mark.parametrize("record", [
     b'{"outcome": "ok", "M": NaN}',
     b'{"outcome": ' + b"[" * 5000 + b"]" * 5000 + b"}",
+    b"\xff\xfe{",  # issue 41 F9: json.loads read it as UTF-16 ("'utf-16-le' codec ...")
+    b'{"a":',
 ])
 def test_show_reads_a_hostile_round_record_strictly(tmp_path: Path, record: bytes) -> None:
     root = _cluster(tmp_path)
@@ -109,4 +117,10 @@ def test_show_reads_a_hostile_round_record_strictly(tmp_path: Path, record: byte
     # show exits 2: the fixture's reports are dated ahead of this host's clock
     assert code == 2, out
     last = json.loads(out, parse_constant=lambda c: pytest.fail(f"not JSON: {c}"))["last_round"]
-    assert "cannot read the round records" in last["error"], last
+    # Issue 41 F9: the damaged record is named (it said "cannot read the round records:
+    # Expecting value: line 1 column 6 (char 5)", and decoded 0xff 0xfe as UTF-16).
+    key = ROUNDS_PREFIX + "20260101T000000Z-x.json"
+    assert f"cannot read the round record {key}: " in last["error"], last
+    assert "utf-16" not in last["error"], last
+    code, out = _admin("show", "--store", str(root))
+    assert f"last round: cannot read the round record {key}: " in out, out

@@ -78,3 +78,13 @@ def test_batches_are_consecutive_and_verify(cluster: Path) -> None:
     r = epochgc("consume", "--data-dir", str(cluster / "c"), "--partition", "t/0",
                 "--partition", "t/1", "--verify")
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_an_unknown_partition_is_a_usage_error(cluster: Path) -> None:
+    """Issue 41 F12: `produce --partition t/99` (no such partition) exited 1; a bad name is
+    64 in the exit-code table. Nothing is uploaded or acknowledged."""
+    before, acked = objects(cluster), manifest(cluster)
+    r = epochgc("produce", "--data-dir", str(cluster / "c"), "--partition", "t/99")
+    assert r.returncode == 64, r.stderr
+    assert "--partition" in r.stderr and "'t/99' is unknown to the cluster" in r.stderr, r.stderr
+    assert objects(cluster) == before and manifest(cluster) == acked

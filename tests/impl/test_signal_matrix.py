@@ -244,6 +244,8 @@ def _check_records(case: Case, tmp: Path, run: Run, before: dict[str, object]) -
         assert not (tmp / "would-delete.txt").exists(), "an interrupted dry run wrote --list"
         doc = json.loads(run.out.strip().splitlines()[-1])
         assert doc["outcome"] == "interrupted" and doc["interrupted"] == case.sig.name, doc
+        # Issue 41 F6: it said `listing_complete: true` with `listed: 0`.
+        assert doc["listing_complete"] is False, doc
     elif case.command == "gc":
         store = LocalStore(tmp / "store")
         gone = before["keys"] - all_keys(store)  # type: ignore[operator]

@@ -67,3 +67,17 @@ def test_run_cancels_the_main_task_and_raises_interrupted_even_if_it_swallows() 
     ''')
     assert r.returncode == 143, r.stderr
     assert r.stdout.split() == ["cancelled", "interrupted", "SIGTERM"], r.stdout
+
+
+def test_a_signal_while_the_command_loads_names_the_command(tmp_path: Path) -> None:
+    """Issue 41 F12: one early Ctrl-C of `cluster start` printed "epochgc None: interrupted
+    by SIGINT": the signal came while the command's module was imported, before click set
+    `invoked_subcommand`. The test hook sends it at exactly that point."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), EPOCHGC_TEST_SIGNAL="load:SIGINT")
+    r = subprocess.run([sys.executable, "-m", "epochgc", "cluster", "start", "--data-dir",
+                        str(tmp_path / "c"), "--store", str(tmp_path / "store")],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 130, r.stderr
+    assert "test hook: SIGINT at load" in r.stderr, r.stderr
+    assert r.stderr.splitlines()[-1] == "epochgc cluster: interrupted by SIGINT", r.stderr
+    assert not (tmp_path / "c").exists()  # nothing started

@@ -40,6 +40,8 @@ def test_s3_url() -> None:
         ("s3://key:secret@bucket/x", "must not carry credentials"),
         ("s3://bucket/a//b", "empty or relative path component"),
         ("s3://bucket/x?versionId=1", "query"),
+        ("s3://bucket/p\udcff", "not valid UTF-8"),  # issue 41 F10: a non-UTF-8 argument
+        ("s3://[bucket/x", "not a valid URL"),
     ],
 )
 def test_bad_urls(url: str, message: str) -> None:
@@ -54,6 +56,7 @@ def test_bad_urls(url: str, message: str) -> None:
         ("ftp://h", "must be http"),
         ("http://user:pw@h:1", "must not carry credentials"),
         ("http://h:99999", "invalid port"),
+        ("http://[::1", "is not a valid URL"),  # issue 41 F10: urlsplit's ValueError
     ],
 )
 def test_bad_endpoints(endpoint: str, message: str) -> None:
