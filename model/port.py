@@ -13,6 +13,7 @@ and changes nothing. `epochgc conform` uses `Session` in process for the expecte
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from typing import Any, TextIO
 
@@ -106,7 +107,22 @@ def serve(stdin: TextIO, stdout: TextIO) -> None:
         stdout.flush()
 
 
+def quiet_on_sigint() -> None:
+    """SIGINT ends the port by the signal, as SIGTERM does, with nothing on stderr (a shell
+    reports 130). Python turns SIGINT into KeyboardInterrupt, whose traceback a terminal's
+    Ctrl-C during `epochgc conform` printed: the terminal signals the whole process group,
+    the port too. SIG_DFL is termination (POSIX <signal.h>, SIGINT's default action "T");
+    Python installs its handler only where SIGINT was not ignored at start ("Python
+    installs a small number of signal handlers by default: ... SIGINT is translated into a
+    KeyboardInterrupt exception if the parent process has not changed it", docs.python.org
+    library/signal.html), so an ignored SIGINT (a background job of a non-interactive
+    shell) stays ignored."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def main() -> None:
+    quiet_on_sigint()
     serve(sys.stdin, sys.stdout)
 
 

@@ -50,6 +50,12 @@ _COMMON = ("op", "note", "expect")
 # sysexits EX_DATAERR, "the input data was incorrect".
 EXIT_OK, EXIT_MISMATCH, EXIT_BAD_INPUT = 0, 1, 65
 
+# The longest line a vector may hold (spec/VECTORS.md "Files"), in characters, its end of
+# line included. The longest shipped step is a few hundred; without a bound, input with no
+# line end (`epochgc replay /dev/zero`) was gathered into one line until memory ran out
+# (an outside tester: 13 GB in 45 s).
+MAX_LINE = 1 << 20
+
 
 class ReplayError(ValueError):
     """A step the format or the model refuses. `str()` is one line:
@@ -496,6 +502,31 @@ def parse_step(text: str) -> Any:
         raise _Bad("json", f"malformed JSON: {e.msg} at column {e.colno}") from None
 
 
+def bounded_lines(f: TextIO, source: str) -> Iterator[str]:
+    """The lines of `f`, one at a time, each at most MAX_LINE characters: a longer line is
+    bad input (ReplayError naming the source and the line) once MAX_LINE + 1 characters of
+    it were read, not after the whole of it."""
+    line_no = 0
+    while True:
+        raw = f.readline(MAX_LINE + 1)
+        if not raw:
+            return
+        line_no += 1
+        if len(raw) > MAX_LINE:
+            raise ReplayError(f"line longer than {MAX_LINE} characters", line=line_no,
+                              source=source)
+        yield raw
+
+
+class OutputError(Exception):
+    """Writing a result failed (`epochgc replay FILE | head -1`: the reader went away).
+    Not the input's fault, so never reported as bad input: `run` raises `error` itself."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 def iter_replay(
     lines: Iterable[str],
     variant_name: str | None = None,
@@ -548,7 +579,8 @@ def replay_file(path: str | Path, variant_name: str | None = None) -> list[dict[
     """Replay a vector file with `variant_name`, else its header, else its file name."""
     default = variant_from_filename(path) or DEFAULT_VARIANT
     with open(path, encoding="utf-8") as f:
-        return replay_lines(f, variant_name, source=str(path), default=default)
+        return replay_lines(bounded_lines(f, str(path)), variant_name, source=str(path),
+                            default=default)
 
 
 def mismatched(results: Iterable[Mapping[str, Any]]) -> list[int]:
@@ -579,11 +611,18 @@ def run(
         if variant_name is not None:
             resolve_variant(variant_name)
         with _open(path, stdin) as f:
-            for r in iter_replay(f, variant_name, source=source, default=default):
+            for r in iter_replay(bounded_lines(f, source), variant_name, source=source,
+                                 default=default):
                 steps += 1
                 if "mismatch" in r:
                     bad.append(r["step"])
-                out(json.dumps(r, separators=(",", ":")))
+                try:
+                    out(json.dumps(r, separators=(",", ":")))
+                except OSError as e:
+                    raise OutputError(e) from e
+    except OutputError as e:
+        # The caller's to handle (`epochgc`'s group: a closed pipe ends quietly, exit 1).
+        raise e.error from None
     except ReplayError as e:
         err(f"epochgc replay: {e}")
         return EXIT_BAD_INPUT

@@ -8,6 +8,7 @@ import random
 import signal
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -291,17 +292,27 @@ def _cluster_m(lc: LocalCluster) -> dict[str, Any]:
 
 # Records per partition in one L0 object: ~0.8 MB at the default size, built in ~50 ms.
 BATCH_RECORDS = 10_000
+# Records per partition one command produces: at the default batch, 100,000 objects. Without
+# a bound `--count 99999999999999999999` was accepted and ran until killed (issue 41).
+MAX_COUNT = 1_000_000_000
+# One batch is built in memory before it is uploaded: its bodies are bounded, so no
+# `--batch`/`--size` holds more than this at once (the default batch: 480 KB per partition).
+MAX_BATCH_BYTES = 256 << 20
 
 
 @click.command()
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False))
 @click.option("--partition", "partitions", multiple=True, required=True)
-@click.option("--count", default=10, show_default=True, type=click.IntRange(min=1))
+@click.option("--count", default=10, show_default=True,
+              type=click.IntRange(min=1, max=MAX_COUNT),
+              help=f"records per partition, at most {MAX_COUNT:,}")
 @click.option("--size", default=48, show_default=True, type=click.IntRange(min=1),
               help="payload body bytes per record")
 @click.option("--batch", default=BATCH_RECORDS, show_default=True,
               type=click.IntRange(min=1),
-              help="records per partition in one L0 object; a signal stops between batches")
+              help="records per partition in one L0 object; a signal stops between batches; "
+                   f"one batch's bodies (records x --size x partitions) at most "
+                   f"{MAX_BATCH_BYTES >> 20} MiB")
 @click.option("--epoch", type=int, default=None, help="override the stamp (tests)")
 def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, batch: int,
             epoch: int | None) -> None:
@@ -315,6 +326,7 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
     from epochgc.impl.broker.producer import ProduceError, check_epoch
 
     partitions = tuple(partition_names(partitions, "--partition"))  # before any connection
+    check_batch_bytes(batch, count, size, len(partitions))
     lc = LocalCluster(data_dir)
     lc.client_addrs()  # no cluster under DATA_DIR: refused (64) before anything else
     if epoch is not None:
@@ -324,7 +336,7 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
             raise click.ClickException(str(e)) from e
     name = f"cli-{uuid.uuid4().hex[:12]}"  # a fresh producer id: its seqs start at 0
     rng = random.Random()
-    recorded: list[int] = []  # per batch: records acknowledged and recorded in the manifest
+    recorded = _Tally()  # records acknowledged and recorded in the manifest
     try:
         checkpoint("start")
         # One batch per event loop: between batches the command is in plain Python, where
@@ -338,16 +350,35 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
             checkpoint("acked")  # the signal tests' point: between batches
     except KeyboardInterrupt:
         manifest = Path(data_dir) / "acked.jsonl"
-        click.echo(f"produce interrupted: {sum(recorded)} of {count * len(partitions)} record(s) "
-                   f"acknowledged and recorded in {manifest}; the batch in flight, if any, "
-                   "was not acknowledged (an object it uploaded is garbage GC collects)",
+        click.echo(f"produce interrupted: {recorded.records} of {count * len(partitions)} "
+                   f"record(s) acknowledged and recorded in {manifest}; the batch in flight, "
+                   "if any, was not acknowledged (an object it uploaded is garbage GC collects)",
                    err=True)
         raise
 
 
+def check_batch_bytes(batch: int, count: int, size: int, partitions: int) -> None:
+    """Refuse (64) a batch whose record bodies exceed MAX_BATCH_BYTES: one batch is what
+    `produce` holds in memory (a batch of `count` records when count < batch)."""
+    batch_bytes = min(batch, count) * size * partitions
+    if batch_bytes > MAX_BATCH_BYTES:
+        raise click.UsageError(
+            f"one batch would hold {batch_bytes:,} bytes of record bodies (--batch {batch} "
+            f"x --size {size} x {partitions} partition(s)), over {MAX_BATCH_BYTES:,}: "
+            "give a smaller --batch")
+
+
+@dataclass
+class _Tally:
+    """Records acknowledged so far: one number, not one per batch (a billion batches of one
+    record would otherwise hold a billion numbers)."""
+
+    records: int = 0
+
+
 async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: str, first: int,
                          n: int, size: int, epoch: int | None, rng: random.Random,
-                         recorded: list[int]) -> None:
+                         recorded: _Tally) -> None:
     """Records first..first+n-1 of each partition in one L0 object; the acknowledged ones
     are appended to the manifest at once, before anything else is awaited (a signal then
     cannot leave acknowledged records out of it), and their number to `recorded`."""
@@ -378,7 +409,7 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
             kept = [AckedRun(a.partition, a.base, a.count, name, first, size, a.epoch, a.key)
                     for a in e.acks.values()]
             append_manifest(lc.dir, kept)
-            recorded.append(sum(r.count for r in kept))
+            recorded.records += sum(r.count for r in kept)
             raise click.ClickException(str(e)) from e
         except UnknownPartitionError as e:
             raise Refused(f"--partition: {e}", ExitCode.USAGE) from e
@@ -387,7 +418,7 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
         runs = [AckedRun(a.partition, a.base, a.count, name, first, size, a.epoch, a.key)
                 for a in acks.values()]
         append_manifest(lc.dir, runs)  # only after every ack: the manifest is what was acked
-        recorded.append(sum(r.count for r in runs))
+        recorded.records += sum(r.count for r in runs)
         for a in acks.values():
             click.echo(json.dumps({"partition": a.partition, "base": a.base, "count": a.count,
                                    "epoch": a.epoch, "key": a.key, "producer": name}))

@@ -36,23 +36,107 @@ function replay(path, cliVariant, out, err) {
     err(`epochgc replay: ${label}: variant: unknown variant ${JSON.stringify(cliVariant)}`);
     return 65;
   }
-  let text;
+  let lines;
   try {
-    // Invalid UTF-8 makes the file unreadable (no replacement characters); a BOM stays
-    // and makes the first line malformed, as for `epochgc replay`.
-    text = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true }).decode(fs.readFileSync(path === '-' ? 0 : path));
+    lines = readLines(path === '-' ? 0 : fs.openSync(path, 'r'));
   } catch (e) {
     err(`epochgc replay: ${label}: cannot read: ${e.message}`);
     return 65;
   }
-  const lines = text.split(/\r\n|\r|\n/); // Python's universal newlines
-  if (lines.length && lines[lines.length - 1] === '') lines.pop();
+  try {
+    return replayLines(lines, label, path, cliVariant, out, err);
+  } catch (e) {
+    if (e instanceof LineTooLong) {
+      err(`epochgc replay: ${label}:${e.lineNo}: line longer than ${MAX_LINE} characters`);
+      return 65;
+    }
+    if (e instanceof ReadFailed) {
+      err(`epochgc replay: ${label}: cannot read: ${e.message}`);
+      return 65;
+    }
+    throw e;
+  } finally {
+    if (path !== '-') lines.close();
+  }
+}
+
+// VECTORS.md "Files": a line holds at most 2^20 characters (code points, its end of line
+// counted as one), else it is bad input, refused once that much of it was read: the file is
+// read in chunks, never whole (`/dev/zero` has no line end).
+const MAX_LINE = 1 << 20;
+
+class LineTooLong extends Error {
+  constructor(lineNo) {
+    super(`line ${lineNo} is too long`);
+    this.lineNo = lineNo;
+  }
+}
+
+class ReadFailed extends Error {}
+
+const codePoints = (s) => s.length - (s.match(/[\uD800-\uDBFF][\uDC00-\uDFFF]/g) ?? []).length;
+
+// The lines of fd, lazily (an iterable with close()). Invalid UTF-8 makes the file
+// unreadable (no replacement characters); a BOM stays and makes the first line malformed,
+// as for `epochgc replay`. Lines end at \r\n, \r or \n (Python's universal newlines).
+function readLines(fd) {
+  const decoder = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+  const buf = Buffer.alloc(1 << 16);
+  function* gen() {
+    let pending = '';
+    let lineNo = 0;
+    let eof = false;
+    while (!eof) {
+      let n;
+      try {
+        n = fs.readSync(fd, buf, 0, buf.length, null);
+      } catch (e) {
+        if (e.code === 'EAGAIN') {
+          nap();
+          continue;
+        }
+        if (e.code !== 'EOF') throw new ReadFailed(e.message);
+        n = 0;
+      }
+      eof = n === 0;
+      try {
+        pending += eof ? decoder.decode() : decoder.decode(buf.subarray(0, n), { stream: true });
+      } catch (e) {
+        throw new ReadFailed(e.message);
+      }
+      // A \r at the end may be the first half of \r\n: it waits for the next chunk.
+      const carry = !eof && pending.endsWith('\r') ? '\r' : '';
+      const parts = pending.slice(0, pending.length - carry.length).split(/\r\n|\r|\n/);
+      const rest = parts.pop();
+      pending = rest + carry;
+      for (const line of parts) {
+        lineNo += 1;
+        if (line.length >= MAX_LINE && codePoints(line) + 1 > MAX_LINE) throw new LineTooLong(lineNo);
+        yield line;
+      }
+      if (rest.length > MAX_LINE && codePoints(rest) > MAX_LINE) throw new LineTooLong(lineNo + 1);
+    }
+    if (pending !== '') {
+      lineNo += 1;
+      yield pending;
+    }
+  }
+  const it = gen();
+  it.close = () => {
+    if (fd !== 0) fs.closeSync(fd);
+  };
+  return it;
+}
+
+function replayLines(lines, label, path, cliVariant, out, err) {
   const fallback = cliVariant ?? (path === '-' ? null : variantFromName(path)) ?? 'reference';
   let header = null;
   let r = null;
   let n = 0;
   const bad = [];
-  for (const [k, raw] of lines.entries()) {
+  let k = -1;
+  for (const raw of lines) {
+    k += 1;
     const line = pyStrip(raw);
     if (line === '') continue;
     if (line.startsWith('#')) {
@@ -210,6 +294,12 @@ function main(argv) {
       process.exitCode = 64;
       return;
     }
+    // A closed stdout (`replay FILE | head -1`) ends it quietly with exit 1, as `epochgc
+    // replay` (VECTORS.md): the output is incomplete, the input is not at fault.
+    process.stdout.on('error', (e) => {
+      if (e.code !== 'EPIPE') throw e;
+      process.exit(1);
+    });
     const outLines = [];
     const code = replay(files[0], variant, (l) => outLines.push(l), (l) => process.stderr.write(`${l}\n`));
     if (outLines.length) process.stdout.write(`${outLines.join('\n')}\n`);

@@ -7,10 +7,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
 from epochgc.impl.cli import main
+from epochgc.impl.cluster.cli import MAX_BATCH_BYTES, MAX_COUNT, check_batch_bytes
 from epochgc.impl.cluster.local import LocalCluster
 
 
@@ -95,3 +97,28 @@ def test_a_directory_that_holds_no_cluster_is_a_usage_error(
     assert code == 64, out
     assert out.strip() == (f"Error: no cluster under {tmp_path}: start one with "
                            "`epochgc cluster start`")
+
+
+@pytest.mark.parametrize("count", ["99999999999999999999", "1000000001", "1e20"])
+def test_produce_refuses_a_count_over_its_maximum(made: tuple[str, Path], count: str) -> None:
+    """An outside tester (issue 41): `--count 99999999999999999999` was accepted and ran
+    until killed."""
+    code, out = cli("produce", "--data-dir", made[0], "--partition", "t/0", "--count", count)
+    assert code == 64 and "--count" in out, out
+
+
+def test_produce_refuses_a_batch_too_big_to_build_in_memory(made: tuple[str, Path]) -> None:
+    """A batch is built in memory before its upload: --batch x --size x partitions is
+    bounded, and only what one batch holds counts (--count smaller than --batch: one batch
+    of --count records)."""
+    args = ("produce", "--data-dir", made[0], "--partition", "t/0", "--partition", "t/1")
+    code, out = cli(*args, "--count", "3000", "--batch", "3000", "--size", "50000")
+    assert code == 64, out
+    assert "300,000,000 bytes of record bodies (--batch 3000 x --size 50000 x 2 " in out
+    assert "give a smaller --batch" in out
+    # The bound itself, without producing: exactly MAX_BATCH_BYTES is allowed.
+    half = MAX_BATCH_BYTES // 2
+    check_batch_bytes(half, MAX_COUNT, 1, 2)
+    check_batch_bytes(MAX_COUNT, half, 1, 2)
+    with pytest.raises(click.UsageError):
+        check_batch_bytes(half + 1, MAX_COUNT, 1, 2)

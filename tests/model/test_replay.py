@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from epochgc.model.replay import (
+    MAX_LINE,
     Replayer,
     ReplayError,
     json_equal,
@@ -265,3 +269,46 @@ def test_a_file_with_no_steps_is_bad_input_not_a_pass(tmp_path: Path) -> None:
         r = _cli(tmp_path, lines)
         assert r.exit_code == 65, (r.exit_code, r.output)
         assert "no steps" in r.output
+
+
+# -- output and input bounds (issue 41, a second outside tester) ---------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _epochgc_replay(path: str, stdout: int) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "epochgc", "replay", path], stdout=stdout,
+                          stderr=subprocess.PIPE, text=True, timeout=60, check=False,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+
+
+def test_a_closed_output_pipe_ends_quietly_and_does_not_blame_the_input() -> None:
+    """`epochgc replay FILE | head -1` exited 65 `FILE: cannot read: [Errno 32] Broken
+    pipe`: a pipefail script blamed a good vector file. The reader is gone before the first
+    write here (its end closed at once), so every run meets the closed pipe."""
+    f = ROOT / "spec" / "vectors" / "fence-window-reference.jsonl"
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        r = _epochgc_replay(str(f), write)
+    finally:
+        os.close(write)
+    assert (r.returncode, r.stderr) == (1, "")
+
+
+def test_a_line_longer_than_the_bound_is_bad_input_read_in_bounded_memory(
+        tmp_path: Path) -> None:
+    """`epochgc replay /dev/zero` gathered one endless line (13 GB in 45 s). A line longer
+    than MAX_LINE is refused, naming the file and the line, after MAX_LINE + 1 characters."""
+    r = _epochgc_replay("/dev/zero", subprocess.PIPE)
+    assert r.returncode == 65, r.stderr
+    assert r.stderr == f"epochgc replay: /dev/zero:1: line longer than {MAX_LINE} characters\n"
+    f = tmp_path / "long.jsonl"
+    step = '{"op":"state","note":"%s"}'
+    f.write_text(step % "" + "\n" + step % ("x" * MAX_LINE) + "\n", encoding="utf-8")
+    res = CliRunner().invoke(replay_cmd, [str(f)])
+    assert res.exit_code == 65 and f"long.jsonl:2: line longer than {MAX_LINE}" in res.stderr
+    assert len(res.stdout.splitlines()) == 1  # the step before it was run and printed
+    # The longest line allowed (its newline included) is a step like any other.
+    f.write_text(step % ("x" * (MAX_LINE - len(step % "") - 1)) + "\n", encoding="utf-8")
+    assert CliRunner().invoke(replay_cmd, [str(f)]).exit_code == 0

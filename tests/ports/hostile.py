@@ -245,6 +245,18 @@ VARIANT_PROGRAMS: dict[str, list[str]] = {
 # Files as bytes: encoding, line breaks and white space as `epochgc replay` reads them
 # (UTF-8 without BOM, Python's universal newlines, lines stripped as by str.strip()).
 _S = b'{"op":"state"}'
+
+# VECTORS.md "Files": a line holds at most 2^20 characters (code points), its end of line
+# (\n, \r\n or \r) counted as one.
+LINE_BOUND = 1 << 20
+
+
+def _long_step(chars: int, end: bytes) -> bytes:
+    """A `state` step of `chars` code points before its end of line, padded with characters
+    of 2 and 4 UTF-8 bytes (one code point each; the second is two UTF-16 units in Node)."""
+    head, tail = '{"op":"state","note":"', '"}'
+    fill = chars - len(head) - len(tail)
+    return (head + ("\u00e9\U0001f600" * (fill // 2 + 1))[:fill] + tail).encode() + end
 RAW_FILES: dict[str, bytes] = {
     "bom-is-malformed": b"\xef\xbb\xbf# variant: strict\n" + A5.encode() + b"\n",
     "invalid-utf8-is-unreadable": _S + b"\n\xff\n",
@@ -259,4 +271,11 @@ RAW_FILES: dict[str, bytes] = {
     "line-separator-inside-a-string": b'{"op":"state","note":"\xe2\x80\xa8"}\n',
     "only-comments": b"# variant: strict\n# nothing else\n",
     "empty-file": b"",
+    "line-at-the-bound": _S + b"\n" + _long_step(LINE_BOUND - 1, b"\n") + _S + b"\n",
+    "line-over-the-bound": _S + b"\n" + _long_step(LINE_BOUND, b"\n") + _S + b"\n",
+    "crlf-line-at-the-bound": _long_step(LINE_BOUND - 1, b"\r\n") + _S + b"\r\n",
+    "crlf-line-over-the-bound": _S + b"\r\n" + _long_step(LINE_BOUND, b"\r\n"),
+    "cr-line-over-the-bound": _S + b"\r" + _long_step(LINE_BOUND, b"\r") + _S,
+    "last-line-at-the-bound": _S + b"\n" + _long_step(LINE_BOUND, b""),
+    "last-line-over-the-bound": _S + b"\n" + _long_step(LINE_BOUND + 1, b""),
 }

@@ -268,7 +268,8 @@ BUGS = {
         "const line = raw.trim();",
     ),
     "bom-dropped": ("cli.js", "ignoreBOM: true", "ignoreBOM: false"),
-    "only-newline-ends-a-line": ("cli.js", "text.split(/\\r\\n|\\r|\\n/)", "text.split('\\n')"),
+    "only-newline-ends-a-line": ("cli.js", "length).split(/\\r\\n|\\r|\\n/)",
+                                 "length).split('\\n')"),
     "duplicate-key-accepted": ("json.js", "if (obj.has(k)) fail(", "if (false) fail("),
     "epochs-as-doubles": (
         "json.js",
@@ -324,3 +325,24 @@ def test_conform_generates_shrinks_and_catches_planted_bug(tmp_path: Path, bug: 
     text = out.read_text(encoding="utf-8")
     steps = [x for x in text.splitlines() if x.strip() and not x.startswith("#")]
     assert 1 <= len(steps) <= 10, text
+
+
+def test_line_bound_and_a_closed_output_in_the_port_too(tmp_path: Path) -> None:
+    """VECTORS.md: a line over 2^20 characters is bad input naming the line, refused after
+    that much was read (`/dev/zero`: the old port read the whole input first and grew
+    without bound); a closed stdout ends it quietly with exit 1 (the old port: an unhandled
+    'error' event, EPIPE, with Node's stack trace). The bound's edges are in `hostile`."""
+    assert NODE is not None
+    cli = [NODE, str(PORT / "cli.js"), "replay"]
+    r = subprocess.run([*cli, "/dev/zero"], capture_output=True, text=True, timeout=120,
+                       check=False)
+    assert (r.returncode, r.stderr) == (
+        65, f"epochgc replay: /dev/zero:1: line longer than {1 << 20} characters\n")
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        r = subprocess.run([*cli, str(VECTORS[0])], stdout=write, stderr=subprocess.PIPE,
+                           text=True, timeout=120, check=False)
+    finally:
+        os.close(write)
+    assert (r.returncode, r.stderr) == (1, "")
