@@ -14,26 +14,14 @@ import time
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
 
-from epochgc.impl.cli import main
 from epochgc.impl.gc.lease import LEASE_KEY
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.store.local import LocalStore
-from tests.gc.helpers import AHEAD, NOW, simple_cluster
+from tests.gc.helpers import AHEAD, NOW
+from tests.gc.test_admin_show import _invoke, _store
 
 REPO = Path(__file__).parents[2]
-
-
-def _invoke(*args: str) -> tuple[int, str]:
-    r = CliRunner().invoke(main, list(args))
-    return r.exit_code, r.output
-
-
-def _store(tmp_path: Path) -> Path:
-    root = tmp_path / "s"
-    simple_cluster(LocalStore(root, create=True), 100, now=time.time())
-    return root
 
 
 def test_show_flags_a_live_lease_whose_holder_on_this_host_is_gone(tmp_path: Path) -> None:
