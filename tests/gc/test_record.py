@@ -156,5 +156,6 @@ def test_missing_optional_dependency_names_the_extra(
     assert r.returncode == 69, r.stderr
     assert "Traceback" not in r.stderr
     assert r.stderr == (f"Error: epochgc gc needs {blocked}, which is not installed: "
-                        f"pip install 'epochgc[{extra}]'\n")
+                        f"pip install 'epochgc[{extra}]' (or 'epochgc[gc]', everything "
+                        "`epochgc gc` uses)\n")
     assert r.stdout == ""
