@@ -118,14 +118,19 @@ class _CountingGets(_Delegating):
         return self.inner.get(key, start, end)
 
 
+def _store_with_keys(tmp_path: Path, n: int) -> tuple[LocalStore, list[str]]:
+    inner = LocalStore(tmp_path / "s", create=True)
+    keys = [format_key(i % 100, 5, f"k{i:04d}") for i in range(n)]
+    for k in keys:
+        inner.put(k, b"x")
+    return inner, keys
+
+
 def test_the_read_back_gets_only_what_did_not_return(tmp_path: Path) -> None:
     """Two attempts; one returned its entries (`known`), the other (killed, a speculative
     copy whose result Spark dropped) did not: only the latter's are read, and the totals
     are those of a read of everything."""
-    inner = LocalStore(tmp_path / "s", create=True)
-    keys = [format_key(i % 100, 5, f"k{i:04d}") for i in range(20)]
-    for k in keys:
-        inner.put(k, b"x")
+    inner, keys = _store_with_keys(tmp_path, 20)
     prefix = journal_prefix("20270115T080000.000Z-kn0wn000")
     returned = JournalWriter(inner, JournalTarget(prefix), Attempt(0, 0, 0, 1))
     delete_keys(inner, ((k, 1, 0.0, "") for k in keys[:10]), batch_size=3, concurrency=1,
@@ -146,10 +151,7 @@ def test_a_task_past_the_known_limit_returns_none_and_is_read_from_the_store(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(journal_mod, "KNOWN_LIMIT", 300)
-    inner = LocalStore(tmp_path / "s", create=True)
-    keys = [format_key(i % 100, 5, f"k{i:04d}") for i in range(12)]
-    for k in keys:
-        inner.put(k, b"x")
+    inner, keys = _store_with_keys(tmp_path, 12)
     prefix = journal_prefix("20270115T080000.000Z-l1m1t000")
     writer = JournalWriter(inner, JournalTarget(prefix), Attempt(0, 0, 0, 1))
     delete_keys(inner, ((k, 1, 0.0, "") for k in keys), batch_size=3, concurrency=1,

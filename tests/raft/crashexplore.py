@@ -1017,7 +1017,6 @@ def explore_all(workloads: Sequence[Workload], with_faults: bool, models: Sequen
     that many forked processes; the results are merged in workload order, so the counts and
     the findings kept are those of one process. `progress(done, total)` after each workload.
     A workload is explored in those of `models` it allows (Workload.models)."""
-    models0 = models
     if jobs > 1 and len(workloads) > 1:
         import multiprocessing
 
@@ -1039,14 +1038,14 @@ def explore_all(workloads: Sequence[Workload], with_faults: bool, models: Sequen
         return res
     res = Result()
     for k, wl in enumerate(workloads, 1):
-        models = tuple(m for m in models0 if m in wl.models)
-        res.merge(explore(wl, models, storage=storage, in_recovery=in_recovery))
+        wl_models = tuple(m for m in models if m in wl.models)
+        res.merge(explore(wl, wl_models, storage=storage, in_recovery=in_recovery))
         if with_faults:
             for on, kind in FAULTS:
                 for faults in fault_runs(wl, on, kind, storage=storage):
-                    res.merge(explore(wl, models, faults, label=f"{wl.name}+{on}-{kind.name}",
+                    res.merge(explore(wl, wl_models, faults, label=f"{wl.name}+{on}-{kind.name}",
                                       storage=storage, in_recovery=in_recovery))
-            if Model.PAGECACHE in models:  # (the kinder models ignore write-back errors)
+            if Model.PAGECACHE in wl_models:  # (the kinder models ignore write-back errors)
                 for what, faults in writeback_runs(wl, storage):
                     res.merge(explore(wl, (Model.PAGECACHE,), faults,
                                       label=f"{wl.name}+fsync-EIO-{what}", storage=storage,
