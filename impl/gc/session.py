@@ -96,6 +96,24 @@ _JVM_NOISE = (b"WARNING: Using incubator modules:",)
 # launcher before it and the Python workers after it): pyspark/java_gateway.py, 4.3.0.
 _JVM_MARK = "_PYSPARK_DRIVER_CONN_INFO_PATH"
 
+# Set once this process has decided to stop its JVM (a signal, an abandoned start-up): what
+# the JVM writes from then on is dropped by `_forward_stderr`, not shown.
+_jvm_output_muted = threading.Event()
+
+
+def mute_jvm_output() -> None:
+    """Drop the JVM's console output from now on (it is still drained: a JVM blocked on a
+    full pipe would not exit). Issue 41: the SIGTERM `stop_starting_jvm` sends starts the
+    JVM's shutdown (its hooks run); a start-up thread still inside SparkContext's
+    constructor then fails in `ShutdownHookManager.addShutdownHook` ("Shutdown hooks cannot
+    be modified during shutdown") and Spark logs that with a 19-line Java stack trace, about
+    one interrupted start-up in twenty: noise about a JVM this command stops on purpose.
+    (The JVM never sees a terminal's SIGINT: PySpark starts it with SIGINT ignored,
+    pyspark/java_gateway.py `preexec_func`, 4.3.0; HotSpot installs no handler for an
+    ignored shutdown signal.)"""
+    _jvm_output_muted.set()
+
+
 
 def stop_starting_jvm() -> int:
     """Stop the Spark JVM (and what it started) that this process launched and that is
@@ -109,6 +127,7 @@ def stop_starting_jvm() -> int:
     # with a traceback (issue 41 item 2): noise about a JVM stopped on purpose by a
     # command that is ending. Nothing the command says goes through logging.
     logging.disable(logging.CRITICAL)
+    mute_jvm_output()  # before the SIGTERM: its shutdown is not news (see there)
     pids = [p for p in descendants(os.getpid()) if has_env(p, _JVM_MARK)]
     # The directory `launch_gateway` made for the JVM's connection file (`mkdtemp` in
     # TMPDIR) is removed in that function's `finally`, in a start-up thread the command
@@ -139,6 +158,8 @@ def stop_spark(timeout_s: float = 30.0, on_signal: bool = False) -> None:
 
     from pyspark import SparkContext
 
+    if on_signal:
+        mute_jvm_output()
     sc = SparkContext._active_spark_context
     if sc is not None:
         if on_signal:
@@ -255,7 +276,7 @@ def _start_quiet_jvm(builder: SparkSession.Builder) -> None:
 def _forward_stderr(pipe: object) -> None:
     out = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
     for line in iter(pipe.readline, b""):  # type: ignore[attr-defined]
-        if line.startswith(_JVM_NOISE):
+        if line.startswith(_JVM_NOISE) or _jvm_output_muted.is_set():
             continue
         if out is not None:
             out.write(line)

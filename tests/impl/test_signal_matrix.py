@@ -382,3 +382,31 @@ def test_a_signal_after_the_summary_leaves_the_exit_code_the_records(
         (p.returncode, p.stderr[-2000:])
     assert "Traceback" not in p.stderr, p.stderr
     assert f"gc: {sig.name} after the round ended" in p.stderr, p.stderr
+
+
+@pytest.mark.spark
+def test_a_jvm_stopped_on_a_signal_says_nothing_more(tmp_path: Path) -> None:
+    """Issue 41 (newuser2 F4): a Ctrl-C while Spark started printed, about one run in
+    twenty, Spark's `ERROR SparkContext: Error initializing SparkContext.` and a 19-line
+    `IllegalStateException: Shutdown hooks cannot be modified during shutdown` trace: the
+    SIGTERM that stops the starting JVM begins its shutdown while the start-up thread is
+    still in SparkContext's constructor. Whether the constructor is there at that moment
+    is a race; what the JVM writes once the command stops it is not: here it writes its
+    heap summary at exit (HotSpot's `-Xlog:gc+heap+exit`, given to the driver JVM alone by
+    SPARK_SUBMIT_OPTS, which Spark's launcher adds to the driver's command line), and none
+    of it may reach the operator."""
+    _gc_store(tmp_path / "store")
+    point = "spark-start"  # the JVM runs, its stderr is forwarded, the context is not made
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SPARK_SUBMIT_OPTS="-Xlog:gc+heap+exit:stderr",
+               **{HOOK_ENV: f"{point}:SIGINT:group"})
+    with open(tmp_path / "err", "w") as err_f:
+        proc = subprocess.run(
+            [sys.executable, "-m", "epochgc", *_argv(Case("gc", point, signal.SIGINT), tmp_path,
+                                                     None)],
+            cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=err_f, timeout=600,
+            start_new_session=True)
+    err = (tmp_path / "err").read_text()
+    assert f"test hook: SIGINT at {point}" in err, err[-3000:]
+    assert proc.returncode == 130, err[-3000:]
+    jvm = [line for line in err.splitlines() if "gc,heap,exit" in line]
+    assert jvm == [], "\n".join(jvm)
