@@ -298,9 +298,10 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
 
     Without --apply it is a DRY RUN: it lists what it would remove (rounds, objects,
     bytes) and writes and removes nothing in the store; run it first, then again with
-    --apply. Never removed: the last --keep-last rounds, the highest sequence marker, and
-    the journal of a round that has no record (it may still be running, or its driver
-    died: `gc-admin show` records it first). Default retention 30 days, as Delta
+    --apply. Never removed: the last --keep-last rounds, the highest sequence marker, the
+    journal of a round that has no record (it may still be running, or its driver
+    died: `gc-admin show` records it first), and a round whose record cannot be read
+    (named, kept with its journal; exit 1). Default retention 30 days, as Delta
     Lake's log retention (delta.logRetentionDuration); Iceberg's expire_snapshots keeps
     5 days and the last snapshot by default.
     """
@@ -316,9 +317,11 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
         s.close()
     if as_json:
         click.echo(json.dumps(plan.as_dict(), sort_keys=True))
-        return
-    for line in plan.lines():
-        echo_safe(line)
+    else:
+        for line in plan.lines():
+            echo_safe(line)
+    if plan.unreadable:  # named above and kept: the operator must look (exit-code table: 1)
+        sys.exit(ExitCode.FAILED)
 
 
 @gc_admin.command()

@@ -9,10 +9,14 @@ it is among the last `keep_last` rounds (by sequence number; records from before
 by name). Compare Delta Lake's log retention (`delta.logRetentionDuration`, 30 days by
 default) and Iceberg's `expire_snapshots` (older than 5 days, retaining the last one).
 
-Never removed: the journal of a round with START and no record (running, or its driver
-died, before or after END: `recover.py` records it first; `gc-admin show` does), the
-highest sequence marker (the next round numbers from it), and anything outside
-`_cluster/gc/{rounds,journal,seq}/`.
+Never removed: a round whose record cannot be read (not UTF-8, not one strict JSON
+object: `recordread.py`): each record is read before its round is removed, and one that
+cannot be is named and kept with its journal and marker (nothing is removed unread; the
+command then exits 1). The last `keep_last` rounds' records are read too, so that damage is
+said even where nothing would be removed. The journal of a round with START and no record
+(running, or its driver died, before or after END: `recover.py` records it first;
+`gc-admin show` does), the highest sequence marker (the next round numbers from it), and
+anything outside `_cluster/gc/{rounds,journal,seq}/`.
 
 Order, so that an expire stopped at any point leaves nothing misread: a round's journal
 entries first, then its STOP and START, then END (a journal with START and no END would be
@@ -30,6 +34,7 @@ from typing import Any
 from epochgc.impl.gc.duration import format_duration
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP
 from epochgc.impl.gc.record import ROUNDS_PREFIX
+from epochgc.impl.gc.recordread import DamagedRecord, read_record
 from epochgc.impl.gc.sequence import markers
 from epochgc.impl.store.base import MAX_DELETE_BATCH, ObjectInfo, ObjectStore, StoreError
 
@@ -53,12 +58,14 @@ class ExpirePlan:
     kept_recent: int = 0
     unfinished: list[str] = field(default_factory=list)  # never touched
     removed: int = 0  # objects actually removed (applied)
+    unreadable: list[Unreadable] = field(default_factory=list)  # kept: never removed unread
 
     def as_dict(self) -> dict[str, Any]:
         return {"dry_run": not self.applied, "older_than_s": self.older_than_s,
                 "keep_last": self.keep_last, "rounds": self.rounds, "objects": self.objects,
                 "bytes": self.bytes, "kept_recent": self.kept_recent,
-                "unfinished": self.unfinished, "removed": self.removed}
+                "unfinished": self.unfinished, "removed": self.removed,
+                "unreadable": [{"key": u.key, "why": u.why} for u in self.unreadable]}
 
     def lines(self) -> list[str]:
         age = format_duration(self.older_than_s)
@@ -75,7 +82,20 @@ class ExpirePlan:
         out.append(f"gc-admin: kept the last {self.kept_recent} round(s)"
                    + (f" and {len(self.unfinished)} unfinished journal(s) (never expired; "
                       "gc-admin show records a dead round's)" if self.unfinished else ""))
+        if self.unreadable:
+            out.append(f"gc-admin: expire: cannot read {len(self.unreadable)} round "
+                       "record(s): kept, with their journals (never removed unread; repair "
+                       "or remove them by hand):")
+            out.extend(f"  {u.key}: {u.why}" for u in self.unreadable[:20])
+            if len(self.unreadable) > 20:
+                out.append(f"  ... and {len(self.unreadable) - 20} more")
         return out
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    key: str
+    why: str
 
 
 def _round_of(key: str, prefix: str) -> str:
@@ -119,13 +139,19 @@ def expire_rounds(
 
     doomed: list[tuple[str, list[ObjectInfo], ObjectInfo | None]] = []
     for round_id in sorted(set(records) | set(journals)):
-        if round_id in recent or round_id in plan.unfinished:
+        if round_id in plan.unfinished:
             continue
         rec = records.get(round_id)
+        if round_id in recent:
+            if rec is not None:
+                _readable(store, rec, plan)  # kept anyway; damage is said
+            continue
         entries = journals.get(round_id, [])
         newest = rec.mtime if rec is not None else max((o.mtime for o in entries), default=now)
         if newest > cutoff:
             continue
+        if rec is not None and not _readable(store, rec, plan):
+            continue  # kept whole: its journal may be the only account of its deletions
         doomed.append((round_id, entries, rec))
         plan.rounds.append(round_id)
         plan.objects += len(entries) + (rec is not None) + len(
@@ -139,6 +165,17 @@ def expire_rounds(
         if say is not None:
             say(f"gc-admin: expire: removed round {round_id}")
     return plan
+
+
+def _readable(store: ObjectStore, rec: ObjectInfo, plan: ExpirePlan) -> bool:
+    """Whether round record `rec` reads as one; if not, it is noted in `plan.unreadable`.
+    A failed request (StoreError) propagates: the record may be fine."""
+    try:
+        read_record(store, rec.key)
+    except DamagedRecord as e:
+        plan.unreadable.append(Unreadable(rec.key, e.why))
+        return False
+    return True
 
 
 def _delete(store: ObjectStore, keys: Iterable[str]) -> int:

@@ -13,18 +13,17 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from epochgc.impl.gc.admin import LeaseState, load_strict, read_admin_state, read_lease
+from epochgc.impl.gc.admin import LeaseState, read_admin_state, read_lease
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.lease import LEASE_KEY
 from epochgc.impl.gc.monitor import check_health
 from epochgc.impl.gc.record import ROUNDS_PREFIX
+from epochgc.impl.gc.recordread import DamagedRecord, read_record
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.gc.sequence import markers
 from epochgc.impl.gc.text import printable
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.model.cluster import partition_epochs
-
-MAX_RECORD = 1 << 20  # bytes of a round record `show` reads
 
 
 def gc_state(store: ObjectStore, now: float, max_report_age_s: float,
@@ -60,22 +59,13 @@ def last_round(store: ObjectStore) -> dict[str, Any] | None:
             return None
         key = next((m.record for m in markers(store) if m.record in names),
                    max(names))
-        raw = store.get(key, 0, MAX_RECORD + 1)
+        rec = read_record(store, key)
+    except DamagedRecord as e:
+        # Issue 41 F9: the damaged record is named, as every other damaged document is.
+        return {"error": str(e)}
     except (StoreError, ValueError) as e:
         return {"error": f"cannot read the round records: {e}"}
-    try:
-        # RFC 8259 section 8.1: JSON exchanged between systems MUST be UTF-8; json.loads
-        # would guess UTF-16/32 from the first bytes (issue 41 F9: "'utf-16-le' codec ...").
-        raw.decode("utf-8")
-        rec = load_strict(raw, key, MAX_RECORD)
-    except UnicodeDecodeError as e:
-        return {"error": f"cannot read the round record {key}: not UTF-8 ({e.reason} at "
-                         f"byte {e.start})"}
-    except ValueError as e:
-        # Issue 41 F9: the damaged record is named, as every other damaged document is.
-        what = "not valid JSON: " if isinstance(e, json.JSONDecodeError) else ""
-        return {"error": f"cannot read the round record {key}: {what}{e}"}
-    return {"key": key, **rec} if isinstance(rec, dict) else {"key": key}
+    return {"key": key, **rec}
 
 
 # --- the human form ---

@@ -9,6 +9,7 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from epochgc.impl.cli import main
@@ -127,3 +128,43 @@ def test_expire_keeps_the_journal_of_a_round_killed_between_end_and_record(
     doc = json.loads(out.strip().splitlines()[-1])
     assert "killed" not in doc["rounds"] and "killed" in doc["unfinished"], doc
     assert {base + START, base + END} <= _objects(root)
+
+
+DAMAGED = [b"\xff\xfe{", b'{"a":', b"[]", b'{"outcome": NaN}']
+
+
+@pytest.mark.parametrize("raw", DAMAGED, ids=["utf16-bom", "cut", "array", "nan"])
+def test_expire_names_and_keeps_a_record_it_cannot_read(tmp_path: Path, raw: bytes) -> None:
+    """Issue 41 (newuser2 F9): expire never read a record, so a damaged one was removed
+    with its round's journal (the only account of that round's deletions) like any other,
+    or kept without a word as one of the last rounds. It must be named (path and why),
+    kept with its journal and marker, and the command exit 1 ("failed: a check ...",
+    impl/exitcodes.py): nothing removed that was not read."""
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)
+    _round(root, "bad", 40)  # old enough to expire, not among the last ones
+    _round(root, "old", 39)
+    _round(root, "last", 38)
+    for name in ("bad", "last"):  # the last round's record damaged too: kept and named
+        path = root / f"{ROUNDS_PREFIX}{name}.json"
+        t = path.stat().st_mtime
+        path.write_bytes(raw)
+        os.utime(path, (t, t))
+    bad_objects = {k for k in _objects(root) if "/bad" in k}
+    for apply in ([], ["--apply"]):
+        code, out = _invoke("gc-admin", "expire", "--store", str(root), "--keep-last", "1",
+                            *apply)
+        assert code == 1, out
+        for name in ("bad", "last"):
+            assert f"{ROUNDS_PREFIX}{name}.json: " in out, out
+        assert "cannot read" in out and "kept" in out, out
+        assert bad_objects <= _objects(root)  # the damaged round kept whole
+    assert not {k for k in _objects(root) if "/old" in k}  # the readable old round went
+    code, out = _invoke("gc-admin", "expire", "--store", str(root), "--keep-last", "1",
+                        "--json")
+    assert code == 1, out
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert doc["rounds"] == [], doc
+    assert [u["key"] for u in doc["unreadable"]] == [
+        f"{ROUNDS_PREFIX}bad.json", f"{ROUNDS_PREFIX}last.json"], doc
+    assert all(u["why"] for u in doc["unreadable"]), doc
