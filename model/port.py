@@ -13,6 +13,7 @@ and changes nothing. `epochgc conform` uses `Session` in process for the expecte
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from typing import Any, TextIO
@@ -123,7 +124,16 @@ def quiet_on_sigint() -> None:
 
 def main() -> None:
     quiet_on_sigint()
-    serve(sys.stdin, sys.stdout)
+    try:
+        serve(sys.stdin, sys.stdout)
+    except BrokenPipeError:
+        # The reader went away: end quietly with exit 1 (the output is incomplete), as
+        # `epochgc` does (impl/cli.py), the way Python's documentation advises (library/
+        # signal.html, "Note on SIGPIPE": stdout to devnull so that the flush at exit
+        # cannot fail again, then exit 1), not with a BrokenPipeError traceback.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -254,6 +254,10 @@ function writeAll(text) {
     try {
       off += fs.writeSync(1, data, off);
     } catch (e) {
+      // The reader went away (Node ignores SIGPIPE, so the write fails with EPIPE): end
+      // quietly with exit 1, the output incomplete, as `epochgc` and the model's port do on
+      // a closed pipe (the stack trace of an uncaught EPIPE told the operator nothing).
+      if (e.code === 'EPIPE') process.exit(1);
       if (e.code !== 'EAGAIN') throw e;
       nap();
     }

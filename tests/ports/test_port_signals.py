@@ -46,3 +46,25 @@ def test_a_port_ends_quietly_on_a_signal(port: str, sig: signal.Signals) -> None
             proc.kill()
             proc.wait()
     assert (proc.returncode, err) == (-sig, "")
+
+
+@pytest.mark.parametrize("port", sorted(PORTS))
+def test_a_port_into_a_closed_output_ends_quietly(port: str) -> None:
+    """Issue 41: a port whose reader went away (stdout a pipe with no reader: every write
+    fails with EPIPE) printed a stack trace (Node: `Error: EPIPE: broken pipe, write` with
+    13 frames; the model's port: a Python `BrokenPipeError` traceback). Now it ends as
+    `epochgc` does on a closed pipe (impl/cli.py, `test_show_into_a_closed_pipe_says_
+    nothing_more`): nothing on stderr, exit 1 (its output is incomplete)."""
+    if port == "node" and NODE is None:
+        pytest.skip("node is not installed: the Node.js port is not tested")
+    lines = "".join(json.dumps({"seq": i, "line": '{"op":"reset","variant":"reference"}'})
+                    + "\n" for i in range(3))
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first answer
+    try:
+        proc = subprocess.run(PORTS[port], input=lines.encode(), stdout=write,
+                              stderr=subprocess.PIPE, timeout=60,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    finally:
+        os.close(write)
+    assert (proc.returncode, proc.stderr.decode()) == (1, "")
