@@ -28,7 +28,12 @@ from epochgc.impl.gc.manifest import manifest_target
 from epochgc.impl.gc.masterurl import master_problem
 from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, GcOptions
 from epochgc.impl.gc.reports import MAX_WRITTEN_AT
-from epochgc.impl.gc.stop import RoundStop, absorb_late_signal, install_signal_handlers
+from epochgc.impl.gc.stop import (
+    RoundStop,
+    absorb_late_signal,
+    announce,
+    install_signal_handlers,
+)
 from epochgc.impl.gc.summary import EXIT_USAGE, GcSummary
 from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.preflight import (
@@ -328,6 +333,7 @@ def gc(
             return None  # no Spark to start for a round already stopped
         launched.append(SparkContext._gateway is None)  # this process starts the JVM
         where = master or ("spark-submit's master" if launched_by_spark_submit() else "local[*]")
+        stop.means = "stopping Spark's start-up; no key deleted yet"
         say(f"gc: starting Spark ({where})")
         # A signal during start-up stops the starting JVM and the round at once (issue 41);
         # the context is made off the main thread, so PySpark's own SIGINT handler (cancel
@@ -340,6 +346,8 @@ def gc(
     # batches in flight, the journal holds them, END says `interrupted`, the exit code is
     # 128 + the signal's number, and --json and the metrics are written as on every path.
     restore = install_signal_handlers(stop)
+    if not merged:  # a signal is said when it comes, even with -q (issue 41)
+        announce(stop, say if not quiet else lambda line: echo_safe(line, err=True))
     restored = False
     try:
         summary = _run(spec, options, session, say, clock, stop)

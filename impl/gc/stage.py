@@ -136,30 +136,40 @@ def _streaming_round(
     """List and delete in one stage (SPEC R21a): each task re-reads M before its first
     delete, then deletes eligible keys page by page while its listing continues, journaling
     each batch. The counts, the manifest and the record come from the journal."""
-    summary, stop, note = rnd.summary, rnd.stop, rnd.note
+    summary = rnd.summary
     prefix = journal_prefix(summary.round_id)
+    # Kept open for STOP too (issue 41): a store opened when the signal comes starts a new
+    # S3 client first (a second or more on a loaded driver, before any task can see STOP).
     store = rnd.open_store()
     try:
-        # START, before any task can delete: a round that dies now still names its journal,
-        # and one that cannot write it deletes nothing (it could not account for it).
-        write_marker(store, prefix, START, {
-            "round": summary.round_id, "M": rnd.m, "snapshot_revision": rnd.view.revision,
-            "started_at": summary.started_at, "options": asdict(rnd.options)})
-        reach("start-written")
-    except StoreError as e:
-        raise GcError(f"cannot write the deletion journal {prefix}: {e}; nothing was deleted"
-                      ) from e
+        try:
+            # START, before any task can delete: a round that dies now still names its
+            # journal, and one that cannot write it deletes nothing (it could not account
+            # for it).
+            write_marker(store, prefix, START, {
+                "round": summary.round_id, "M": rnd.m, "snapshot_revision": rnd.view.revision,
+                "started_at": summary.started_at, "options": asdict(rnd.options)})
+            reach("start-written")
+        except StoreError as e:
+            raise GcError(f"cannot write the deletion journal {prefix}: {e}; nothing was "
+                          "deleted") from e
+        summary.journal = prefix
+        _delete_stage(spark, rnd, groups, listers, deleters, prefix, store)
     finally:
         store.close()
-    summary.journal = prefix
+
+
+def _delete_stage(spark: SparkSession, rnd: _Round, groups: list[list[int]], listers: int,
+                  deleters: int, prefix: str, store: ObjectStore) -> None:
+    """`_streaming_round` once START is written: STOP armed (written with `store`), the
+    watch running, the stage."""
+    summary, stop, note = rnd.summary, rnd.stop, rnd.note
 
     def write_stop() -> None:
-        s = rnd.open_store()
-        try:
-            write_marker(s, prefix, STOP, {"reason": stop.reason})
-        finally:
-            s.close()
+        write_marker(store, prefix, STOP, {"reason": stop.reason})
 
+    stop.means = ("no new delete batch; waiting for the batches in flight "
+                  "(each task's requests under way)")
     stop.arm(write_stop, note)
 
     def unhealthy(verdict: HealthVerdict) -> None:
@@ -262,6 +272,7 @@ def _stage(
         if listener is not None:
             listener.close()
     deleting_over()  # a look under way ends first: its stop request still counts below
+    stop.means = "no batch is in flight; reading the journal back and writing the record"
     summary.interrupted = stop.reason
     summary.journal_read = False  # until it is read back: deletions unknown, not none
     # What the returned attempts wrote comes back with their results: only the entries of
@@ -444,6 +455,7 @@ def _dry_listing(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> b
     sc = spark.sparkContext
     # From another thread: the main thread is inside the job's `collect`; the signal
     # handler only records the request (`impl.gc.stop`).
+    stop.means = "cancelling the listing (a dry run deletes nothing)"
     stop.arm(sc.cancelAllJobs, note, "cancel the listing")
     listener = _listener(sc, rnd.say)
     scan = functools.partial(scan_task, rnd.open_store, rnd.m, rnd.now, options.grace_s,

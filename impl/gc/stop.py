@@ -18,6 +18,7 @@ from collections.abc import Callable
 from types import FrameType
 
 SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
+ANNOUNCE_WAIT_S = 5.0  # a bound for a stream that blocks, not a timing assumption
 
 
 class RoundStop:
@@ -25,7 +26,12 @@ class RoundStop:
 
     def __init__(self) -> None:
         self.reason: str | None = None
+        # What a stop does at this stage of the round, for `announce` (the round sets it as
+        # it goes: before its deletes, while they run).
+        self.means = "no key deleted yet; ending the round"
         self._event = threading.Event()
+        self._said = threading.Event()  # set once `announce` has said the stop (or never will)
+        self._said.set()
         self._lock = threading.Lock()
         self._armed = False
 
@@ -51,12 +57,35 @@ class RoundStop:
 
         def run() -> None:
             self._event.wait()
+            # The operator hears of the stop before it acts (a round may end as soon as the
+            # marker is there); bounded, as a stream that blocks must not hold up the stop.
+            self._said.wait(ANNOUNCE_WAIT_S)
             try:
                 write_marker()
             except Exception as e:  # the tasks then run to their end: reported, not fatal
                 on_error(f"could not {what}: {e}")
 
         threading.Thread(target=run, name="epochgc-stop", daemon=True).start()
+
+
+def announce(stop: RoundStop, say: Callable[[str], None],
+             reasons: tuple[str, ...] = tuple(SIGNALS.values())) -> None:
+    """Say at once, from a daemon thread, that a stop for one of `reasons` was received and
+    what it does now (`stop.means`): issue 41, a Ctrl-C mid-round printed nothing until the
+    round ended, up to 18 s later. Not from the signal handler, which runs between two
+    bytecodes of whatever the main thread was doing (a write to the same stream, say).
+    Said before the armed action (`RoundStop.arm`) runs."""
+    stop._said.clear()
+
+    def run() -> None:
+        stop._event.wait()
+        try:
+            if stop.reason in reasons:
+                say(f"gc: {stop.reason}: stopping: {stop.means}...")
+        finally:
+            stop._said.set()
+
+    threading.Thread(target=run, name="epochgc-stop-said", daemon=True).start()
 
 
 def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:

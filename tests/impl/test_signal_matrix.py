@@ -410,3 +410,23 @@ def test_a_jvm_stopped_on_a_signal_says_nothing_more(tmp_path: Path) -> None:
     assert proc.returncode == 130, err[-3000:]
     jvm = [line for line in err.splitlines() if "gc,heap,exit" in line]
     assert jvm == [], "\n".join(jvm)
+
+
+@pytest.mark.spark
+def test_a_signal_mid_round_is_answered_at_once(tmp_path: Path) -> None:
+    """Issue 41 (newuser2 F5): a Ctrl-C mid-round printed nothing until the round had
+    ended (18 s once on moto), so the operator could not tell it was received. Now one line
+    says so when it arrives, before the STOP marker is written (so before any batch can
+    end the round), and what it does. The round is held at its first delete batch
+    (the pause hook of impl/gc/delete.py, released by the STOP marker)."""
+    before = _gc_store(tmp_path / "store")
+    case = Case("gc", "work", signal.SIGINT, group=True)
+    run = _run(case, tmp_path, uuid.uuid4().hex, None)
+    assert run.returncode == 130, run.err[-3000:]
+    lines = run.err.splitlines()
+    said = [i for i, line in enumerate(lines) if line.startswith("gc: SIGINT: stopping: ")]
+    assert said, run.err[-3000:]
+    assert "no new delete batch; waiting for the batches in flight" in lines[said[0]], lines
+    ended = [i for i, line in enumerate(lines) if "round interrupted (SIGINT)" in line]
+    assert ended and said[0] < ended[0], run.err[-3000:]
+    _check_records(case, tmp_path, run, {"keys": before})
