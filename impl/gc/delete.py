@@ -30,6 +30,11 @@ Doomed = tuple[str, int, float, str]
 # creates `<path>.reached` and waits for the round's STOP marker, so a test can signal
 # the `epochgc gc` process at a known point instead of sleeping and hoping.
 PAUSE_ENV = "EPOCHGC_GC_TEST_PAUSE"
+# Test-only (issue 41): a path; the first batch whose intent is written in this process
+# creates `<path>.reached` and is held there, its request never sent, until its task is
+# killed (or `_PAUSE_LIMIT_S`): a request that does not end, so that a test sees a stop
+# not wait for it without bound.
+HOLD_ENV = "EPOCHGC_GC_TEST_HOLD"
 _PAUSE_LIMIT_S = 300.0
 # Workers per delete slot: a batch's chain is STOP check, intent, request, outcome, one
 # round trip each, of which only the request holds a slot; four chains per slot keep it busy.
@@ -105,6 +110,7 @@ def delete_keys(
             return batch, None  # not journaled, not sent: listed again next round
         seq = journal.intent(batch) if journal is not None else 0
         reach("intent-written")
+        _test_hold()
         with slots:  # the request alone holds a slot: the journal writes overlap others'
             result = _send(store, batch)
         reach("batch-deleted")
@@ -193,3 +199,14 @@ def _test_pause(journal: JournalWriter) -> None:
     deadline = time.monotonic() + _PAUSE_LIMIT_S
     while not journal.stop_requested() and time.monotonic() < deadline:
         time.sleep(0.02)
+
+
+def _test_hold() -> None:
+    path = os.environ.get(HOLD_ENV)
+    if not path:
+        return
+    try:
+        os.close(os.open(path + ".reached", os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return  # only the first batch of the round is held
+    time.sleep(_PAUSE_LIMIT_S)

@@ -14,12 +14,14 @@ import contextlib
 import functools
 import os
 import re
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from epochgc.impl.gc.beacon import BeaconListener, driver_host
+from epochgc.impl.gc.duration import format_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.journal import (
     START,
@@ -165,11 +167,14 @@ def _delete_stage(spark: SparkSession, rnd: _Round, groups: list[list[int]], lis
     watch running, the stage."""
     summary, stop, note = rnd.summary, rnd.stop, rnd.note
 
+    cutoff = StageCutoff(spark.sparkContext, stop_grace_s())
+
     def write_stop() -> None:
         write_marker(store, prefix, STOP, {"reason": stop.reason})
+        cutoff.start()  # once STOP is durable: no task starts another batch from here on
 
-    stop.means = ("no new delete batch; waiting for the batches in flight "
-                  "(each task's requests under way)")
+    stop.means = (f"no new delete batch; waiting for the batches in flight (up to "
+                  f"{format_duration(cutoff.grace_s)}, then the tasks are cancelled)")
     stop.arm(write_stop, note)
 
     def unhealthy(verdict: HealthVerdict) -> None:
@@ -181,8 +186,9 @@ def _delete_stage(spark: SparkSession, rnd: _Round, groups: list[list[int]], lis
                        rnd.options.watch_interval_s, unhealthy)
     watch.start()  # looks once before returning: a pause written since `_round` checked
     try:
-        _stage(spark, rnd, groups, listers, deleters, prefix, watch.close)
+        _stage(spark, rnd, groups, listers, deleters, prefix, watch.close, cutoff)
     finally:
+        cutoff.over()
         watch.close()
         if watch.paused is not None:
             summary.paused = watch.paused.why()  # who paused it and why, in the record
@@ -200,9 +206,59 @@ def _listener(sc: Any, say: Callable[[str], None] | None) -> BeaconListener | No
         return None
 
 
+STOP_GRACE_S = 20.0  # how long a stopped stage's batches in flight may take (see below)
+STOP_GRACE_ENV = "EPOCHGC_GC_TEST_STOP_GRACE"  # test-only: that bound, in seconds
+
+
+def stop_grace_s() -> float:
+    value = os.environ.get(STOP_GRACE_ENV)
+    return float(value) if value else STOP_GRACE_S
+
+
+class StageCutoff:
+    """A bound on a stopped stage (issue 41: a Ctrl-C mid-round took 18 s on moto under
+    load). Once STOP is written (`start`), the tasks get `grace_s` to finish their batches
+    in flight and end; then the job is cancelled: a request still under way (botocore
+    retries one up to 10 times, 60 s read timeout each) and tasks not started yet (which
+    would start, open a store and re-read M only to stop) are not waited for. A cancelled
+    attempt's intent without its outcome is resolved by asking the store (`journal.py`), as
+    for an attempt that was killed. `over` (the stage has ended) disarms it, so that no
+    later job (the manifest) is cancelled."""
+
+    def __init__(self, sc: Any, grace_s: float) -> None:
+        self._sc = sc
+        self.grace_s = grace_s
+        self._lock = threading.Lock()
+        self._over = False
+        self._timer: threading.Timer | None = None
+        self.fired = False
+
+    def start(self) -> None:
+        with self._lock:
+            if self._over or self._timer is not None:
+                return
+            self._timer = threading.Timer(self.grace_s, self._fire)
+            self._timer.daemon = True
+            self._timer.start()
+
+    def _fire(self) -> None:
+        with self._lock:  # held through the cancel: `over` cannot pass it halfway
+            if self._over:
+                return
+            self.fired = True
+            self._sc.cancelAllJobs()
+
+    def over(self) -> None:
+        with self._lock:
+            self._over = True
+            if self._timer is not None:
+                self._timer.cancel()
+
+
 def _stage(
     spark: SparkSession, rnd: _Round, groups: list[list[int]], listers: int, deleters: int,
     prefix: str, deleting_over: Callable[[], None] = lambda: None,
+    cutoff: StageCutoff | None = None,
 ) -> None:
     """The list-and-delete stage of `_streaming_round` and its accounting from the journal.
     `deleting_over` is called once no task of the stage runs, before the read-back: the
@@ -249,11 +305,17 @@ def _stage(
                         _spark_errors("delete"):
                     results = rows.collect()
         except GcError as e:
-            failure = e
+            cut = cutoff if cutoff is not None and cutoff.fired and stop.requested else None
+            if cut is not None:  # cancelled by the stop's bound: a stop, not a failure
+                note(f"gc: {stop.reason}: the batches in flight took longer than "
+                     f"{format_duration(cut.grace_s)}: the tasks still running were "
+                     "cancelled; what they deleted is read from the store")
+            else:
+                failure = e
             # The stage failed (a task crashed, an executor was killed), but its other
             # attempts may still be deleting: the journal is read back only once none runs,
             # or a batch landing after the read-back would be in no record (issue 38).
-            _quiesce(sc, open_store, prefix)
+            _quiesce(sc, open_store, prefix, write_stop=cut is None)
         except BaseException:
             # A second signal (KeyboardInterrupt) or a driver-side bug: no task may go on
             # deleting behind a round that has ended; what they did is in the journal.
@@ -268,6 +330,8 @@ def _stage(
             raise
         summary.delete_seconds = summary.list_seconds = time.monotonic() - t
     finally:
+        if cutoff is not None:
+            cutoff.over()  # before any later job
         sc.setJobDescription(None)  # type: ignore[arg-type]
         if listener is not None:
             listener.close()
@@ -332,17 +396,20 @@ def _stage(
 QUIESCE_LIMIT_S = 300.0  # a bound for a wedged cluster, not a timing assumption
 
 
-def _quiesce(sc: Any, open_store: Callable[[], ObjectStore], prefix: str) -> None:
-    """After a failed stage: STOP (no attempt starts another batch), cancel the job, and
-    wait until Spark runs no stage of this application, so the journal read back after
-    this holds every batch (an in-flight one finishes and is journaled, or its attempt is
-    killed first). A STOP that cannot be written leaves only the wait."""
+def _quiesce(sc: Any, open_store: Callable[[], ObjectStore], prefix: str,
+             write_stop: bool = True) -> None:
+    """After a failed stage: STOP (no attempt starts another batch; not `write_stop`: it is
+    there already, with its reason), cancel the job, and wait until Spark runs no stage of
+    this application, so the journal read back after this holds every batch (an in-flight
+    one finishes and is journaled, or its attempt is killed first). A STOP that cannot be
+    written leaves only the wait."""
     with contextlib.suppress(StoreError, OSError):
-        store = open_store()
-        try:
-            write_marker(store, prefix, STOP, {"reason": "stage failed"})
-        finally:
-            store.close()
+        if write_stop:
+            store = open_store()
+            try:
+                write_marker(store, prefix, STOP, {"reason": "stage failed"})
+            finally:
+                store.close()
     sc.cancelAllJobs()
     deadline = time.monotonic() + QUIESCE_LIMIT_S
     while _running_tasks(sc) and time.monotonic() < deadline:
