@@ -36,7 +36,7 @@ async def _link_roundtrip(cut: set[tuple[int, int]]) -> tuple[list[bytes], list[
     """Node 1 dials node 2 through the proxy; each sends three frames; returns what each
     side received. Once the proxy has handled all six (forwarded or dropped), node 1 ends
     its side and each reads to the end: what it got is all it ever will (a 0.5 s wait per
-    frame once decided that, and read a loaded machine's late frame as a cut)."""
+    frame once decided that, and could read a loaded machine's late frame as a cut)."""
     got_at_2: list[bytes] = []
     done = asyncio.Event()
 

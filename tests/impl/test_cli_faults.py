@@ -35,7 +35,7 @@ def test_corrupted_journal_refuses_to_start_naming_the_file(tmp_path: Path) -> N
         for n in lc.ids:
             lc.start(n)
         # Until the controller group elected and wrote something after START on node 1
-        # (a fixed 3 s sleep once: too short on a loaded machine).
+        # (a fixed 3 s sleep once, which a loaded machine may not have done it in).
         limit = time.monotonic() + LIVENESS_S
         while not ((segs := sorted(gdir.glob("*.seg"))) and segs[0].stat().st_size > past_start):
             assert time.monotonic() < limit, "node 1's controller log never grew past START"

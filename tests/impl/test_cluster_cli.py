@@ -44,7 +44,7 @@ def leader_of(st: dict[str, Any], part: str) -> int | None:
 
 def wait_for(pred: Any, timeout: float = 300.0) -> Any:
     """`pred()` once truthy; `timeout` is a bound for a hang, not a timing assumption (30 s
-    was one: a loaded machine's cluster took longer)."""
+    was one: a loaded machine's cluster may take longer)."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
         v = pred()

@@ -64,7 +64,7 @@ def make_pristine(base: Path, snapshots: bool) -> tuple[Path, Path]:
                                           "--partition", "t/0", "--count", "2"])
             assert r.exit_code == 0, r.output
         # Until node 1 has what the tests need (reconciler and housekeeper entries, more
-        # mints): a fixed 1.5 s sleep once, too short on a loaded machine. One record more
+        # mints): a fixed 1.5 s sleep once, which a loaded machine may outlast. One more
         # than needed while it runs: the last may be half written.
         limit = time.monotonic() + LIVENESS_S
         while not _ready(n1, snapshots, 4):

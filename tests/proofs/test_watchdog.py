@@ -25,7 +25,7 @@ def _safety_net() -> Iterator[None]:
     """Interrupts the context after SAFETY_NET_S if the watchdog did not: a watchdog that
     never interrupts then fails these tests (the net fired) instead of hanging them. Which
     one stopped the check is told by the net's own flag, not by the time it took (an
-    elapsed-time bound failed on a loaded machine)."""
+    elapsed-time bound depends on the machine's load)."""
     fired = threading.Event()
 
     def interrupt() -> None:
