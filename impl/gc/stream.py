@@ -32,6 +32,10 @@ from epochgc.impl.store.base import ObjectStore
 
 _SAMPLES = 20  # malformed keys, refused entries and failed deletes each task reports
 _CHUNK = 1000  # rows a lister thread hands over at once (about one page)
+# Chunks queued per lister thread: with one chunk in each lister's hand, how far the
+# listing may run ahead of the task's deletes (tests assert this bound, not a timing).
+HANDOFF_PER_LISTER = 2
+LISTER_THREAD = "epochgc-lister"
 
 
 def listed(
@@ -59,7 +63,8 @@ def listed(
     todo = iter(prefixes)
     lock = threading.Lock()
     stop = threading.Event()
-    handoff: queue.Queue[list[Row] | BaseException | ScanStats] = queue.Queue(2 * threads)
+    handoff: queue.Queue[list[Row] | BaseException | ScanStats] = queue.Queue(
+        HANDOFF_PER_LISTER * threads)
 
     def put(item: list[Row] | BaseException | ScanStats) -> bool:
         while not stop.is_set():
@@ -92,7 +97,8 @@ def listed(
             put(e)
         put(mine)
 
-    workers = [threading.Thread(target=lister, daemon=True) for _ in range(threads)]
+    workers = [threading.Thread(target=lister, name=f"{LISTER_THREAD}-{i}", daemon=True)
+               for i in range(threads)]
     for w in workers:
         w.start()
     try:

@@ -29,9 +29,14 @@ def _frame(body: bytes) -> bytes:
     return struct.pack(">I", len(body)) + body
 
 
+LIVENESS_S = 60.0  # a bound for a hang, not a timing assumption
+
+
 async def _link_roundtrip(cut: set[tuple[int, int]]) -> tuple[list[bytes], list[bytes]]:
     """Node 1 dials node 2 through the proxy; each sends three frames; returns what each
-    side received."""
+    side received. Once the proxy has handled all six (forwarded or dropped), node 1 ends
+    its side and each reads to the end: what it got is all it ever will (a 0.5 s wait per
+    frame once decided that, and could read a loaded machine's late frame as a cut)."""
     got_at_2: list[bytes] = []
     done = asyncio.Event()
 
@@ -55,15 +60,18 @@ async def _link_roundtrip(cut: set[tuple[int, int]]) -> tuple[list[bytes], list[
         w.write(_frame(b"from1-%d" % i))
     await w.drain()
     got_at_1: list[bytes] = []
-    try:
-        while len(got_at_1) < 3:
-            (n,) = struct.unpack(">I", await asyncio.wait_for(r.readexactly(4), 0.5))
-            got_at_1.append(await r.readexactly(n))
-    except TimeoutError:
-        pass
-    await asyncio.sleep(0.2)
+    async with asyncio.timeout(LIVENESS_S):
+        while proxy.forwarded + proxy.dropped < 6:
+            await asyncio.sleep(0.01)
+        w.write_eof()  # the proxy ends the connection, both ways, after what it forwarded
+        try:
+            while True:
+                (n,) = struct.unpack(">I", await r.readexactly(4))
+                got_at_1.append(await r.readexactly(n))
+        except asyncio.IncompleteReadError:
+            pass
+        await done.wait()
     w.close()
-    await asyncio.wait_for(done.wait(), 5)
     await proxy.close()
     srv.close()
     return got_at_1, got_at_2

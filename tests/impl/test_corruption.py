@@ -26,6 +26,7 @@ PARTITION = "g1001"  # t/0: group 1000 + its creation revision (the first contro
 
 
 HEADER = _REC.size  # record header: length, payload crc, header crc
+LIVENESS_S = 300.0  # a bound for a hang, not a timing assumption
 
 
 def records(seg: Path) -> list[tuple[int, int]]:
@@ -46,6 +47,7 @@ def make_pristine(base: Path, snapshots: bool) -> tuple[Path, Path]:
     returns (cluster dir, a copy of node 1's data)."""
     (base / "store").mkdir()
     lc = LocalCluster(base / "c")
+    n1 = base / "c" / "n1"
     extra = ["--snapshot-interval", "5"] if snapshots else []
     lc.init(3, str(base / "store"), ["t/0"], 0.5, extra=extra)
     try:
@@ -61,16 +63,34 @@ def make_pristine(base: Path, snapshots: bool) -> tuple[Path, Path]:
             r = CliRunner().invoke(main, ["produce", "--data-dir", str(base / "c"),
                                           "--partition", "t/0", "--count", "2"])
             assert r.exit_code == 0, r.output
-        time.sleep(1.5)  # reconciler and housekeeper entries, more mints
+        # Until node 1 has what the tests need (reconciler and housekeeper entries, more
+        # mints): a fixed 1.5 s sleep once, which a loaded machine may outlast. One more
+        # than needed while it runs: the last may be half written.
+        limit = time.monotonic() + LIVENESS_S
+        while not _ready(n1, snapshots, 4):
+            assert time.monotonic() < limit, f"node 1 never had {_state(n1)}"
+            time.sleep(0.1)
     finally:
         lc.stop_all()
-    n1 = base / "c" / "n1"
     for g in (CONTROLLER, PARTITION):
         assert (n1 / g / "snapshot").exists() == snapshots, g
         segs = sorted((n1 / g).glob("*.seg"))
         assert segs and len(records(segs[-1])) >= 3, g
     shutil.copytree(n1, base / "n1.pristine")
     return base / "c", base / "n1.pristine"
+
+
+def _state(n1: Path) -> dict[str, tuple[bool, int]]:
+    """Per group: (a snapshot file exists, records in its last segment)."""
+    out = {}
+    for g in (CONTROLLER, PARTITION):
+        segs = sorted((n1 / g).glob("*.seg"))
+        out[g] = ((n1 / g / "snapshot").exists(), len(records(segs[-1])) if segs else 0)
+    return out
+
+
+def _ready(n1: Path, snapshots: bool, least: int) -> bool:
+    return all(snap == snapshots and n >= least for snap, n in _state(n1).values())
 
 
 @pytest.fixture(scope="module")

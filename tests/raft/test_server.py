@@ -17,6 +17,7 @@ from epochgc.impl.raft.transport import TransportConfig
 
 GROUPS = (1, 2, 3, 4)
 CFG = Config(election_tick=10, heartbeat_tick=1)
+LIVENESS_S = 60.0  # a bound for a hang, not a timing assumption (was 10 s)
 
 
 def make(tmp: Path, ports: list[int], nid: int) -> tuple[RaftServer, dict[int, KVStateMachine]]:
@@ -64,8 +65,9 @@ def test_multi_group_servers_over_tcp(tmp_path: Path) -> None:
                     )
                     for i in range(50)
                 ]
-                await asyncio.wait_for(asyncio.gather(*futs), 10)
-                got = await asyncio.wait_for(s.propose(g, encode_command(OP_GET, b"k7")), 10)
+                await asyncio.wait_for(asyncio.gather(*futs), LIVENESS_S)
+                got = await asyncio.wait_for(
+                    s.propose(g, encode_command(OP_GET, b"k7")), LIVENESS_S)
                 assert got == b"g%d" % g
             # Leadership transfer in group 1; an in-flight proposal of the old term fails or
             # commits, never hangs.
@@ -126,7 +128,7 @@ def test_proposal_future_fails_when_leader_is_cut_off(tmp_path: Path) -> None:
                     await s.close()
             fut = servers[lead].propose(1, encode_command(OP_PUT, b"a", b"b"))
             with pytest.raises(LeadershipLost):
-                await asyncio.wait_for(fut, 10)  # check-quorum steps the leader down
+                await asyncio.wait_for(fut, LIVENESS_S)  # check-quorum steps the leader down
         finally:
             await servers[lead].close()
 

@@ -49,7 +49,9 @@ def hb(frm: int, to: int, term: int = 1) -> Message:
     return Message(MsgType.HEARTBEAT, to, frm, term, commit=term)
 
 
-async def wait_for(pred: Callable[[], bool], timeout: float = 5.0) -> bool:
+async def wait_for(pred: Callable[[], bool], timeout: float = 60.0) -> bool:
+    """Whether `pred()` came true; every caller expects it to: `timeout` is a bound for a
+    hang, not a timing assumption (5 s was one, on a loaded machine)."""
     loop = asyncio.get_running_loop()
     end = loop.time() + timeout
     while loop.time() < end:
