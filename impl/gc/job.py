@@ -225,7 +225,8 @@ def _round(
             stop.request("lease-lost")
 
         lease.keep(lost)
-    _with_spark(spark, _Round(open_store, options, view, m, now, clock, say, summary, stop))
+    _with_spark(spark, _Round(open_store, options, view, m, now, clock, say, summary, stop,
+                              held[0].firm if held else None))
 
 
 def _recover(open_store: Callable[[], ObjectStore], round_id: str,

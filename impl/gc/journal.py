@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from epochgc.impl.gc.errors import ReportError
+from epochgc.impl.gc.gate import GateTarget, ask
 from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.store.base import DeleteResult, ObjectStore, StoreError
 
@@ -153,11 +154,14 @@ class Driver:
 class JournalTarget:
     """Where a round's journal lives (picklable: shipped to every task). `open_store`: the
     store to write it in; None means the task's own store. `driver`: the round's driver,
-    whose death stops the task at its next batch (None: not checked)."""
+    whose death stops the task at its next batch (None: not checked). `gate`: where the
+    task asks its driver "go on?" before each batch instead of asking the store for the
+    STOP marker (`gate.py`; None: the marker is asked for)."""
 
     prefix: str  # ends in "/"
     open_store: Callable[[], ObjectStore] | None = None
     driver: Driver | None = None
+    gate: GateTarget | None = None
 
 
 def journal_prefix(round_id: str) -> str:
@@ -172,6 +176,7 @@ class JournalWriter:
         self.base = f"{target.prefix}{attempt.name()}/"
         self.stop_key = f"{target.prefix}{STOP}"
         self.driver = target.driver
+        self.gate = target.gate
         self.attempt = attempt
         self._seq = iter(range(1 << 62))
         self._lock = threading.Lock()
@@ -208,11 +213,15 @@ class JournalWriter:
         return self.driver is not None and self.driver.gone()
 
     def stop_requested(self) -> bool:
-        """True once the driver asked the round to stop (SIGINT, SIGTERM, deadline), or
-        once the driver is known to be gone (killed: no one would account for a further
-        batch until the round is recovered)."""
+        """True once the driver asked the round to stop (SIGINT, SIGTERM, deadline, pause,
+        unhealthy), or once the driver is known to be gone (killed: no one would account
+        for a further batch until the round is recovered). With a gate, the driver is
+        asked (no store request) and anything but its "go" is a stop: silence included;
+        without one, the store is asked for the round's STOP marker."""
         if self.driver_gone():
             return True
+        if self.gate is not None:
+            return not ask(self.gate)
         try:
             return self.store.head(self.stop_key) is not None
         except StoreError:

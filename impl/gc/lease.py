@@ -72,8 +72,22 @@ class Lease:
         # Which process holds it, as `gc-admin show` on this machine can check it (issue
         # 41: a dead driver's live lease was shown for its whole 10 minutes, unflagged).
         self._driver = asdict(Driver.this_process())
+        # monotonic time until which the lease is this round's for sure: from the moment
+        # the last successful write's document was made (before its request went out)
+        self._until = float("-inf")
+        self._made = float("-inf")
+
+    def firm(self) -> bool:
+        """Held for at least a quarter of its duration more, as of the last write this
+        round made successfully (a local check, no request): the round's tasks are told to
+        go on only while this holds (`gate.py`), so none is told to once the lease may
+        expire and a recovery may read the round back (a quarter, 150 s by default, is
+        what a batch told to go may still take). Renewals come every third: one that fails
+        leaves it firm until the next is tried and a little after."""
+        return self._until - time.monotonic() > self.duration_s / 4
 
     def _doc(self, **extra: Any) -> bytes:
+        self._made = time.monotonic()
         now = self.clock()
         return json.dumps({
             "round": self.round_id, "host": socket.gethostname(), "pid": os.getpid(),
@@ -97,12 +111,14 @@ class Lease:
                     created = store.create_if_absent(LEASE_KEY, self._doc())
                     if created is not None:
                         self.version = created
+                        self._until = self._made + self.duration_s
                         return
                     got = store.get_versioned(LEASE_KEY, _MAX_LEASE_BYTES)
                     if got is None:
                         continue  # removed since (a reset): create again
                     if self._ours(got):  # our own write applied, its answer was lost
                         self.version = got.version
+                        self._until = self._made + self.duration_s
                         return
                     held = _parse(got)
                     if held is not None and _expires(held) > self.clock():
@@ -110,6 +126,7 @@ class Lease:
                     taken = store.replace_if_match(LEASE_KEY, self._doc(), got.version)
                     if taken is not None:
                         self.version = taken
+                        self._until = self._made + self.duration_s
                         return
                 except ConditionalConflict:
                     continue  # another request on the lease completed first: read again
@@ -149,6 +166,8 @@ class Lease:
                 done = store.replace_if_match(LEASE_KEY, doc, self.version)
                 if done is not None:
                     self.version = done
+                    if not self._stop.is_set():  # a renewal, not the release
+                        self._until = self._made + self.duration_s
                     return None
                 got = store.get_versioned(LEASE_KEY, _MAX_LEASE_BYTES)
             except ConditionalConflict:
@@ -178,6 +197,7 @@ class Lease:
         delete path, whose failures (or a test's injected crashes) would keep it held. A
         lease taken over since (this round was late) is never touched."""
         self._stop.set()
+        self._until = float("-inf")
         if self._thread is not None:
             self._thread.join()
         if not self.version:

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from epochgc.impl.gc.beacon import BeaconListener, driver_host
 from epochgc.impl.gc.errors import GcError
+from epochgc.impl.gc.gate import Gate
 from epochgc.impl.gc.journal import (
     START,
     STOP,
@@ -81,6 +82,8 @@ class _Round:
     say: Callable[[str], None] | None
     summary: GcSummary
     stop: RoundStop
+    # The round's lease held with a margin (`Lease.firm`); None: no lease (a dry run).
+    lease_firm: Callable[[], bool] | None = None
 
     def note(self, msg: str) -> None:
         if self.say is not None:
@@ -190,6 +193,28 @@ def _listener(sc: Any, say: Callable[[str], None] | None) -> BeaconListener | No
         return None
 
 
+def _gate(sc: Any, rnd: _Round) -> Gate | None:
+    """The driver's answer to its tasks' "go on?" (`gate.py`), on the address executors
+    reach the driver at: "go" while the round is not asked to stop and its lease is firm.
+    A lease no longer firm stops the round (`lease-unsure`): no task may go on once a
+    recovery could take the round for dead. None if no socket can be bound: the tasks then
+    ask the store for the STOP marker, as before."""
+    stop, firm = rnd.stop, rnd.lease_firm
+
+    def is_open() -> bool:
+        if stop.requested:
+            return False
+        if firm is not None and not firm():
+            stop.request("lease-unsure")  # the record says why the round stopped
+            return False
+        return True
+
+    try:
+        return Gate(driver_host(sc.getConf().get), is_open)
+    except OSError:
+        return None
+
+
 def _stage(
     spark: SparkSession, rnd: _Round, groups: list[list[int]], listers: int, deleters: int,
     prefix: str, deleting_over: Callable[[], None] = lambda: None,
@@ -203,6 +228,7 @@ def _stage(
     open_store, view = rnd.open_store, rnd.view
     sc = spark.sparkContext
     listener = _listener(sc, rnd.say)
+    gate = _gate(sc, rnd)
     task = functools.partial(
         list_and_delete_task,
         open_store,
@@ -215,7 +241,8 @@ def _stage(
         listers,
         rnd.clock,
         options.max_report_age_s,
-        journal=JournalTarget(prefix, driver=Driver.this_process()),
+        journal=JournalTarget(prefix, driver=Driver.this_process(),
+                              gate=None if gate is None else gate.target),
         report_keys=view.report_keys,  # the re-read reads them while it lists them
         beacon=None if listener is None else listener.target,
     )
@@ -237,7 +264,13 @@ def _stage(
                 with stage_progress(sc, "gc: listing and deleting", rnd.say, listener,
                                     deletes=True), \
                         _spark_errors("delete"):
-                    results = rows.collect()
+                    try:
+                        results = rows.collect()
+                    finally:
+                        # However the job ended, an attempt still running (a failed
+                        # stage's others, a speculative copy) is told "no" from now on.
+                        if gate is not None:
+                            gate.close()
         except GcError as e:
             failure = e
             # The stage failed (a task crashed, an executor was killed), but its other
@@ -261,6 +294,13 @@ def _stage(
         sc.setJobDescription(None)  # type: ignore[arg-type]
         if listener is not None:
             listener.close()
+        if gate is not None:
+            gate.close()
+    if stop.reason is None and any(r.deleted.stopped for r in results):
+        # A task stopped though this driver asked none to: it had no answer from the gate
+        # in time, or found a STOP marker another process wrote. Its listing is partial
+        # and the record must say so.
+        stop.request("task-stopped")
     deleting_over()  # a look under way ends first: its stop request still counts below
     summary.interrupted = stop.reason
     summary.journal_read = False  # until it is read back: deletions unknown, not none

@@ -235,9 +235,11 @@ def list_and_delete_task(
     beaconing = Beacon(beacon, me.name())
     tally = beaconing.tally
 
+    halted = StopSeen(writer, list_stop_every_s)
+
     def eligible() -> Iterator[Doomed]:
         rows = listed(store, prefixes, m, now, grace_s, page_size, scanned, list_concurrency,
-                      tally, StopSeen(writer, list_stop_every_s))
+                      tally, halted)
         try:
             for row in rows:
                 if row[0] != ELIGIBLE:
@@ -257,6 +259,8 @@ def list_and_delete_task(
         with beaconing:
             stats = delete_keys(store, eligible(), batch_size, concurrency, on_error,
                                 None if pools is None else pools.delete, writer, tally)
+        if halted.seen:  # the listing stopped at STOP: the task stopped (listing partial)
+            stats.stopped = 1
     finally:
         # The re-read is done with the store before it closes (cancelled if not begun).
         if pools is None:

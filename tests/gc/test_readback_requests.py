@@ -29,7 +29,7 @@ from epochgc.impl.gc.journal import (
     read_journal,
 )
 from epochgc.impl.gc.options import GcOptions
-from epochgc.impl.store.base import ListPage, ObjectStore
+from epochgc.impl.store.base import ListPage, ObjectInfo, ObjectStore
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import format_key
@@ -46,12 +46,18 @@ def _log(path: str, doc: list[Any]) -> None:
 
 
 class _Logging(_Delegating):
-    """Logs every GET of a journal entry, and at each listing of a round's journal (the
-    driver's read-back) whether the round's watch thread is still alive."""
+    """Logs every GET of a journal entry (and with `heads`, every HEAD), and at each
+    listing of a round's journal (the driver's read-back) whether the round's watch thread
+    is still alive."""
 
-    def __init__(self, inner: ObjectStore, log: str) -> None:
+    def __init__(self, inner: ObjectStore, log: str, heads: bool) -> None:
         super().__init__(inner)
-        self.log = log
+        self.log, self.heads = log, heads
+
+    def head(self, key: str) -> ObjectInfo | None:
+        if self.heads:
+            _log(self.log, ["head", key])
+        return self.inner.head(key)
 
     def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         if key.startswith(JOURNAL_PREFIX):
@@ -71,9 +77,10 @@ class _Logging(_Delegating):
 class LoggingFactory:
     inner: StoreSpec
     log: str
+    heads: bool = False
 
     def __call__(self) -> ObjectStore:
-        return _Logging(self.inner(), self.log)
+        return _Logging(self.inner(), self.log, self.heads)
 
     def calls(self) -> list[list[Any]]:
         if not os.path.exists(self.log):
