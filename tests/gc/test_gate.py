@@ -40,7 +40,7 @@ from tests.gc.test_readback_requests import LoggingFactory
 
 # Generous: an answer on loopback takes well under a millisecond; these only bound a
 # failing run, the outcome never depends on them.
-PATIENT = {"timeout_s": 10.0, "tries": 3}
+PATIENT_S, PATIENT_TRIES = 10.0, 3
 
 
 def _keys(store: LocalStore, n: int) -> list[str]:
@@ -54,9 +54,9 @@ def test_the_driver_answers_go_while_open_and_no_once_asked_to_stop() -> None:
     is_open = threading.Event()
     is_open.set()
     with Gate("127.0.0.1", is_open.is_set) as gate:
-        assert ask(gate.target, **PATIENT)
+        assert ask(gate.target, PATIENT_S, PATIENT_TRIES)
         is_open.clear()
-        assert not ask(gate.target, **PATIENT)
+        assert not ask(gate.target, PATIENT_S, PATIENT_TRIES)
 
 
 def test_a_closed_gate_is_no_at_once() -> None:
@@ -225,6 +225,7 @@ def test_a_rounds_tasks_ask_their_driver_not_the_store(spark: Any, tmp_path: Pat
                clock=clock)
     assert s.exit_code == 0 and s.deleted == len(eligible) and s.interrupted is None, s
     assert not eligible & all_keys(LocalStore(tmp_path))
+    assert rest <= all_keys(LocalStore(tmp_path))
     stop_heads = [c for c in store.calls() if c[0] == "head" and c[1].endswith("/" + STOP)
                   and c[1].startswith(JOURNAL_PREFIX)]
     assert stop_heads == [], f"{len(stop_heads)} HEADs of the STOP marker"
