@@ -10,7 +10,9 @@ its outcome."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -102,6 +104,7 @@ def delete_keys(
     def one(batch: list[Doomed]) -> tuple[list[Doomed], DeleteResult | None]:
         if journal is not None and (stop.is_set() or journal.stop_requested()):
             stop.set()
+            journal.not_coming()  # the outcomes that waited for this intent go alone
             return batch, None  # not journaled, not sent: listed again next round
         seq = journal.intent(batch) if journal is not None else 0
         reach("intent-written")
@@ -147,31 +150,55 @@ def delete_keys(
         pending: set[Future[tuple[list[Doomed], DeleteResult | None]]] = set()
         try:
             for batch in batches(items, batch_size):
-                if len(pending) >= depth:  # bounded: never queue the whole key set
-                    waited = time.monotonic()
-                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    stats.backpressure_s += time.monotonic() - waited
-                    for fut in done:
+                if journal is not None:
+                    # This batch is ready: the outcomes of the batches that finish before
+                    # its intent is written ride in that intent, no PUT of their own
+                    # (issue 38); with no batch ready (the listing behind) each goes alone.
+                    journal.coming()
+                submitted = False
+                try:
+                    if len(pending) >= depth:  # bounded: never queue the whole key set
+                        waited = time.monotonic()
+                        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                        stats.backpressure_s += time.monotonic() - waited
+                        for fut in done:
+                            account(fut)
+                    # A finished batch's exception (a bug or a crash) stops the loop now,
+                    # not `depth` batches later.
+                    for fut in [f for f in pending if f.done()]:
+                        pending.discard(fut)
                         account(fut)
-                # A finished batch's exception (a bug or a crash) stops the loop now, not
-                # `depth` batches later.
-                for fut in [f for f in pending if f.done()]:
-                    pending.discard(fut)
-                    account(fut)
-                if stop.is_set():
-                    stats.stopped = 1
-                    break
-                sent = time.monotonic()
-                pending.add(submit(one, batch))
-                if inline:  # the listing waited for this request: the metric says so
-                    stats.backpressure_s += time.monotonic() - sent
+                    if stop.is_set():
+                        stats.stopped = 1
+                        break
+                    sent = time.monotonic()
+                    pending.add(submit(one, batch))
+                    submitted = True
+                    if inline:  # the listing waited for this request: the metric says so
+                        stats.backpressure_s += time.monotonic() - sent
+                finally:
+                    if journal is not None and not submitted:
+                        journal.not_coming(flush=False)  # the end of the task flushes
         finally:
             # Whatever ends the loop (a listing error too), the batches in flight finish
-            # and are journaled before the task ends.
+            # and are journaled before the task ends, their outcomes too.
             wait(pending)
+            if journal is not None:
+                _flush(journal)
         for fut in pending:
             account(fut)
     return stats
+
+
+def _flush(journal: JournalWriter) -> None:
+    """The outcomes still waiting for an intent, written alone. If one cannot be, its batch
+    is an intent without outcome, resolved by asking the store; the error propagates unless
+    another already does (`sys.exc_info`: this runs in a `finally`)."""
+    if sys.exc_info()[0] is None:
+        journal.flush()
+        return
+    with contextlib.suppress(StoreError):
+        journal.flush()
 
 
 def _send(store: ObjectStore, batch: list[Doomed]) -> DeleteResult:

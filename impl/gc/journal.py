@@ -20,6 +20,7 @@ their next batch (SIGINT/SIGTERM).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -186,27 +187,69 @@ class JournalWriter:
         # back from the store only what attempts that did not return wrote (issue 38).
         self._written: dict[str, bytes] | None = {}
         self._written_bytes = 0
+        # Outcomes waiting to ride in the next intent (issue 38: one PUT and, when read
+        # back from the store, one GET less per batch), while `_coming` batches are on their
+        # way to their intent; with none coming an outcome is written alone at once.
+        self._coming = 0
+        self._carry: dict[int, DeleteResult] = {}
 
     def intent(self, batch: list[tuple[str, int, float, str]]) -> int:
         """Record the (key, size, age_s) items about to be deleted; returns the batch's
-        number. Raises StoreError: a batch that cannot be journaled is not deleted."""
+        number. Raises StoreError: a batch that cannot be journaled is not deleted. The
+        outcomes of finished batches that waited for an intent (`coming`) ride in it
+        (`"done"`: seq -> outcome); if it cannot be written they are written alone."""
         with self._lock:
             seq = next(self._seq)
-        self._put(f"{seq:08d}.intent.json", {
+            self._coming = max(0, self._coming - 1)
+            carried, self._carry = self._carry, {}
+        doc: dict[str, Any] = {
             "keys": [k for k, _, _, _ in batch],
             "sizes": [s for _, s, _, _ in batch],
             "ages": [a for _, _, a, _ in batch],
-        })
+        }
+        if carried:
+            doc["done"] = {f"{n:08d}": _outcome(r) for n, r in sorted(carried.items())}
+        try:
+            self._put(f"{seq:08d}.intent.json", doc)
+        except BaseException:
+            with contextlib.suppress(StoreError):
+                for n, r in sorted(carried.items()):
+                    self._put(f"{n:08d}.done.json", _outcome(r))
+            raise
         return seq
 
+    def coming(self) -> None:
+        """A batch is on its way to its intent (the outcomes finished meanwhile may wait
+        for it). Each call is matched by that batch's `intent` or its `not_coming`."""
+        with self._lock:
+            self._coming += 1
+
+    def not_coming(self, flush: bool = True) -> None:
+        """A batch announced by `coming` stopped before its intent: with no other coming,
+        the outcomes that waited are written alone now (with `flush`; else by the caller's
+        `flush` later)."""
+        with self._lock:
+            self._coming = max(0, self._coming - 1)
+            if self._coming or not flush:
+                return
+        self.flush()
+
+    def flush(self) -> None:
+        """Write every outcome still waiting for an intent, each alone (the task's end)."""
+        with self._lock:
+            carried, self._carry = self._carry, {}
+        for n, r in sorted(carried.items()):
+            self._put(f"{n:08d}.done.json", _outcome(r))
+
     def done(self, seq: int, result: DeleteResult) -> None:
-        """Record what batch `seq` did: every key is deleted, gone, changed or failed."""
-        self._put(f"{seq:08d}.done.json", {
-            "deleted": result.deleted,  # for progress while the round runs (issue 41)
-            "gone": sorted(result.gone),
-            "changed": sorted(result.changed),
-            "errors": result.errors,
-        })
+        """Record what batch `seq` did: every key is deleted, gone, changed or failed.
+        While another batch is on its way to its intent (`coming`), the outcome waits to
+        ride in that intent; otherwise it is written alone now."""
+        with self._lock:
+            if self._coming > 0:
+                self._carry[seq] = result
+                return
+        self._put(f"{seq:08d}.done.json", _outcome(result))
 
     def driver_gone(self) -> bool:
         """The driver is known to be gone (killed): a local check, no request."""
@@ -244,6 +287,15 @@ class JournalWriter:
         none at all once they passed `KNOWN_LIMIT` (then the driver GETs them)."""
         with self._lock:
             return dict(self._written) if self._written is not None else {}
+
+
+def _outcome(result: DeleteResult) -> dict[str, Any]:
+    return {
+        "deleted": result.deleted,  # for progress while the round runs (issue 41)
+        "gone": sorted(result.gone),
+        "changed": sorted(result.changed),
+        "errors": result.errors,
+    }
 
 
 @dataclass(frozen=True)
@@ -352,6 +404,31 @@ def _parse_done(doc: Any) -> tuple[set[str], set[str], dict[str, Any]]:
     return set(doc["gone"]), set(doc["changed"]), doc["errors"]
 
 
+_SEQ = re.compile(r"[0-9]{8}")
+
+
+def _carried(doc: dict[str, Any], batch: str, key: str,
+             dones: dict[str, tuple[set[str], set[str], dict[str, Any]]],
+             totals: JournalTotals) -> None:
+    """The outcomes of earlier batches an intent carries (`"done"`: seq -> outcome, as a
+    `done` record); one that cannot be parsed is skipped and counted, and its batch is then
+    resolved by asking the store (as an intent without its `done`)."""
+    carried = doc.get("done")
+    if carried is None:
+        return
+    attempt = batch.rpartition("/")[0]
+    if not isinstance(carried, dict):
+        totals.skip(key, "its carried outcomes are not an object")
+        return
+    for seq, outcome in carried.items():
+        try:
+            if not (isinstance(seq, str) and _SEQ.fullmatch(seq)):
+                raise ValueError(f"a carried outcome names no batch: {seq!r:.40}")
+            dones.setdefault(f"{attempt}/{seq}", _parse_done(outcome))
+        except (ValueError, TypeError) as e:  # TypeError: a key that is not hashable
+            totals.skip(key, str(e)[:200])
+
+
 def read_journal(
     store: ObjectStore, prefix: str, data: ObjectStore | None = None,
     known: Mapping[str, bytes] | None = None,
@@ -388,6 +465,7 @@ def read_journal(
             whole = True
             if suffix == ".intent.json":
                 intents[batch] = Intent.parse(doc)
+                _carried(doc, batch, obj.key, dones, totals)
             else:
                 dones[batch] = _parse_done(doc)
         except (StoreError, ReportError, ValueError, KeyError, TypeError) as e:
