@@ -6,7 +6,9 @@ STOP check and journal writes run in the same worker before and after it, outsid
 so batch k+1's intent is written while batch k deletes (issue 38, S3 at the limit: with the
 three round trips and the serial STOP check inside the slot, a slot carried a request about
 half the time). The order per batch is unchanged: intent durable, then the request, then
-its outcome."""
+its outcome; the outcome rides in the next batch's intent when that batch is ready (the
+listing holds it, waiting for a slot), else it is written alone (`JournalWriter.done`).
+The STOP check is the task's "go on?" to its driver where it has one (`gate.py`)."""
 
 from __future__ import annotations
 

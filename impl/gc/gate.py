@@ -20,7 +20,9 @@ drops datagrams from any other source (udp(7), "connect"); the HMAC (RFC 2104) m
 answer from anyone without the secret worthless, and the nonce makes an old one worthless.
 Tasks that have no driver to ask (tests that drive a task directly, a driver that could not
 bind a socket) keep asking the store for the STOP marker, which stays: the recovery of a
-dead round and foreign processes write it.
+dead round and foreign processes write it; so does a task whose first ask got no answer at
+all (UDP filtered between its host and the driver's, or the driver died before it asked):
+silence is a stop only from a driver that has answered before.
 """
 
 from __future__ import annotations
@@ -76,23 +78,30 @@ def ask(target: GateTarget, timeout_s: float | None = None, tries: int | None = 
     `tries` asks of `timeout_s` each (default `ASK_TRIES`, `ASK_TIMEOUT_S`), and when
     nothing listens at the target (the kernel's port unreachable: ECONNREFUSED on the
     connected socket)."""
+    return answer(target, timeout_s, tries, monotonic) is True
+
+
+def answer(target: GateTarget, timeout_s: float | None = None, tries: int | None = None,
+           monotonic: Callable[[], float] = time.monotonic) -> bool | None:
+    """The driver's answer to one ask: True "go", False "no", None no answer at all
+    (silence after every try, a refused port, no socket)."""
     timeout_s = ASK_TIMEOUT_S if timeout_s is None else timeout_s
     tries = ASK_TRIES if tries is None else tries
     nonce = secrets.token_bytes(_NONCE)
     try:
         sock = socket.socket(_family(target.host), socket.SOCK_DGRAM)
     except OSError:
-        return False
+        return None
     with sock:
         try:
             sock.connect((target.host, target.port))
         except OSError:
-            return False
+            return None
         for _ in range(tries):
             try:
                 sock.send(ASK + nonce)
             except OSError:
-                return False
+                return None
             end = monotonic() + timeout_s
             while (left := end - monotonic()) > 0:
                 sock.settimeout(left)
@@ -101,14 +110,14 @@ def ask(target: GateTarget, timeout_s: float | None = None, tries: int | None = 
                 except TimeoutError:
                     break  # ask again
                 except OSError:
-                    return False  # refused: the driver's gate is closed or gone
+                    return None  # refused: the driver's gate is closed or gone
                 if len(data) != _ANSWER or data[len(GO):len(GO) + _NONCE] != nonce:
                     continue  # an answer to an earlier try of ours, or noise
                 word, mac = data[:len(GO)], data[len(GO) + _NONCE:]
                 if word in (GO, NO) and hmac.compare_digest(mac, _mac(target.secret, word,
                                                                        nonce)):
                     return word == GO
-    return False
+    return None
 
 
 class Gate:

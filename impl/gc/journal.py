@@ -9,13 +9,16 @@ task return values. Each attempt writes, per delete batch:
 - `<journal>/<attempt>/<seq>.intent.json` BEFORE the batch's delete request: the keys,
   their sizes and their ages, as three columns (`Intent`);
 - `<journal>/<attempt>/<seq>.done.json` after it: deleted, already gone, changed
-  (skipped by a conditional delete) and failed keys.
+  (skipped by a conditional delete) and failed keys; or the same outcome inside the
+  attempt's next intent (`"done": {"<seq>": ...}`) when that batch was ready as the
+  request answered (issue 38: one PUT less per batch). A reader that ignores it sees an
+  intent without `done` and asks the store, as below: correct, never an overcount.
 
 An intent without its `done` (the attempt was killed mid-request) is resolved by the driver
 asking the store which of its keys are gone. A key counted `deleted` by two attempts (S3
 cannot tell "already gone" from "deleted") counts once. The driver also writes `START.json`
 before the first task starts and `END.json` at the end; `STOP` asks running tasks to stop at
-their next batch (SIGINT/SIGTERM).
+their next batch (SIGINT/SIGTERM; tasks with a `gate.py` channel ask their driver instead).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from epochgc.impl.gc.errors import ReportError
-from epochgc.impl.gc.gate import GateTarget, ask
+from epochgc.impl.gc.gate import GateTarget, answer
 from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.store.base import DeleteResult, ObjectStore, StoreError
 
@@ -41,6 +44,8 @@ END = "END.json"
 _MAX_ERROR_SAMPLES = 20
 # Bytes of journal entries a task returns with its result at most (about 400,000 keys):
 # beyond it the task's result stays small and the driver reads its entries from the store.
+# The stage lowers it so that all tasks' results together stay well under Spark's
+# spark.driver.maxResultSize (a job whose results pass it is aborted).
 KNOWN_LIMIT = 32 << 20
 
 
@@ -163,6 +168,7 @@ class JournalTarget:
     open_store: Callable[[], ObjectStore] | None = None
     driver: Driver | None = None
     gate: GateTarget | None = None
+    known_limit: int = KNOWN_LIMIT  # bytes of entries the task returns at most
 
 
 def journal_prefix(round_id: str) -> str:
@@ -178,15 +184,17 @@ class JournalWriter:
         self.stop_key = f"{target.prefix}{STOP}"
         self.driver = target.driver
         self.gate = target.gate
+        self._answered = False  # the gate answered once: from then on silence is a stop
         self.attempt = attempt
         self._seq = iter(range(1 << 62))
         self._lock = threading.Lock()
         self._name = attempt.name()
         # What this attempt wrote, as written (name under the journal -> bytes), while it
-        # stays within `KNOWN_LIMIT`: returned with the task's result, so the driver reads
+        # stays within `known_limit`: returned with the task's result, so the driver reads
         # back from the store only what attempts that did not return wrote (issue 38).
         self._written: dict[str, bytes] | None = {}
         self._written_bytes = 0
+        self._known_limit = target.known_limit
         # Outcomes waiting to ride in the next intent (issue 38: one PUT and, when read
         # back from the store, one GET less per batch), while `_coming` batches are on their
         # way to their intent; with none coming an outcome is written alone at once.
@@ -259,12 +267,21 @@ class JournalWriter:
         """True once the driver asked the round to stop (SIGINT, SIGTERM, deadline, pause,
         unhealthy), or once the driver is known to be gone (killed: no one would account
         for a further batch until the round is recovered). With a gate, the driver is
-        asked (no store request) and anything but its "go" is a stop: silence included;
-        without one, the store is asked for the round's STOP marker."""
+        asked (no store request): "no" is a stop, and so is silence once it has answered
+        before; a gate that never answered is given up for the store's STOP marker."""
         if self.driver_gone():
             return True
-        if self.gate is not None:
-            return not ask(self.gate)
+        gate = self.gate
+        if gate is not None:
+            got = answer(gate)
+            if got is not None:
+                self._answered = True
+                return not got
+            if self._answered:
+                return True  # silent after answering: the driver is gone or cut off
+            # Never answered: no channel from here (UDP filtered between the hosts, or the
+            # driver died before the first ask); the store's STOP marker, as before.
+            self.gate = None
         try:
             return self.store.head(self.stop_key) is not None
         except StoreError:
@@ -277,14 +294,14 @@ class JournalWriter:
         with self._lock:  # only once the store acknowledged it
             if self._written is not None:
                 self._written_bytes += len(raw)
-                if self._written_bytes > KNOWN_LIMIT:
+                if self._written_bytes > self._known_limit:
                     self._written = None  # too much to ship: the driver reads them all
                 else:
                     self._written[f"{self._name}/{name}"] = raw
 
     def written(self) -> dict[str, bytes]:
         """Every entry this attempt wrote (name under the journal prefix -> its bytes), or
-        none at all once they passed `KNOWN_LIMIT` (then the driver GETs them)."""
+        none at all once they passed `known_limit` (then the driver GETs them)."""
         with self._lock:
             return dict(self._written) if self._written is not None else {}
 

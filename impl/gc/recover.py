@@ -156,8 +156,9 @@ def _from_journal(
     clock: Callable[[], float],
 ) -> Recovered:
     took = _journal_span(store, prefix)  # before our STOP joins it
-    # Any task of the dead round still running stops at its next batch (each checks STOP
-    # before it starts one; it also stops once it sees its driver gone: `journal.Driver`).
+    # Any task of the dead round still running stops at its next batch: its dead driver
+    # answers no "go on?" (`gate.py`); a task without that channel checks STOP before each
+    # batch; one on the driver's host also sees it gone (`journal.Driver`).
     write_marker(store, prefix, STOP, {"reason": "killed", "by": by})
     start = _read_doc(store, prefix + START) or {}
     m, rev = start.get("M"), start.get("snapshot_revision")

@@ -23,6 +23,7 @@ from epochgc.impl.gc.beacon import BeaconListener, driver_host
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.gate import Gate
 from epochgc.impl.gc.journal import (
+    KNOWN_LIMIT,
     START,
     STOP,
     Driver,
@@ -242,7 +243,8 @@ def _stage(
         rnd.clock,
         options.max_report_age_s,
         journal=JournalTarget(prefix, driver=Driver.this_process(),
-                              gate=None if gate is None else gate.target),
+                              gate=None if gate is None else gate.target,
+                              known_limit=known_limit(sc, len(groups))),
         report_keys=view.report_keys,  # the re-read reads them while it lists them
         beacon=None if listener is None else listener.target,
     )
@@ -432,6 +434,19 @@ def _read_journal(open_store: Callable[[], ObjectStore], prefix: str,
                       deleting=True) from e
     finally:
         store.close()
+
+
+def known_limit(sc: Any, tasks: int) -> int:
+    """Bytes of journal entries each task may return with its result: all tasks' together at
+    most half of spark.driver.maxResultSize (Spark aborts a job whose results pass it; 0
+    means no limit), and at most `KNOWN_LIMIT` each."""
+    try:
+        most = int(sc._jsc.sc().conf().getSizeAsBytes("spark.driver.maxResultSize", "1g"))
+    except Exception:  # no JVM view of the conf: Spark's default
+        most = 1 << 30
+    if most <= 0:
+        return KNOWN_LIMIT
+    return min(KNOWN_LIMIT, most // (2 * max(1, tasks)))
 
 
 def known_entries(results: Iterable[TaskResult]) -> dict[str, bytes]:

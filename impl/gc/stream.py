@@ -161,7 +161,7 @@ class TaskResult:
     """What one task attempt returns to the driver. Its deletions are NOT counted from
     here: they are in the journal, which every attempt (failed, retried, speculative)
     writes. `journal` holds the entries this attempt wrote there, as written (name under the
-    journal -> bytes; empty past `journal.KNOWN_LIMIT`): the driver's read-back takes them
+    journal -> bytes; empty past `JournalTarget.known_limit`): the driver's read-back takes them
     instead of a GET each, and reads from the store only what did not come back."""
 
     attempt: Attempt

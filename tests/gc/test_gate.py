@@ -229,3 +229,30 @@ def test_a_rounds_tasks_ask_their_driver_not_the_store(spark: Any, tmp_path: Pat
     stop_heads = [c for c in store.calls() if c[0] == "head" and c[1].endswith("/" + STOP)
                   and c[1].startswith(JOURNAL_PREFIX)]
     assert stop_heads == [], f"{len(stop_heads)} HEADs of the STOP marker"
+
+
+def test_a_gate_that_never_answered_is_given_up_for_the_stop_marker(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """UDP filtered between the task's host and the driver's (or the driver died before the
+    first ask): no answer ever came, so silence proves nothing; the task asks the store for
+    the STOP marker as before, and stops at it."""
+    monkeypatch.setattr(gate_mod, "ASK_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(gate_mod, "ASK_TRIES", 2)
+    inner = LocalStore(tmp_path / "s", create=True)
+    keys = _keys(inner, 100)
+    prefix = journal_prefix("20270115T090000.000Z-f1lt3red")
+
+    def after(n: int) -> None:
+        if n == 3:
+            write_marker(inner, prefix, STOP, {"reason": "SIGTERM"})
+
+    store = _Counting(inner, after)
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as mute:
+        mute.bind(("127.0.0.1", 0))
+        target = GateTarget("127.0.0.1", mute.getsockname()[1], b"s" * 32)
+        writer = JournalWriter(store, JournalTarget(prefix, gate=target), Attempt(0, 0, 0, 1))
+        stats = delete_keys(store, ((k, 1, 0.0, "") for k in keys), batch_size=10,
+                            concurrency=1, journal=writer)
+    assert store.sent == 3 and stats.stopped == 1
+    assert writer.gate is None  # given up after the first silence

@@ -155,16 +155,26 @@ def test_the_read_back_gets_only_what_did_not_return(tmp_path: Path) -> None:
 
 
 def test_a_task_past_the_known_limit_returns_none_and_is_read_from_the_store(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    monkeypatch.setattr(journal_mod, "KNOWN_LIMIT", 300)
     inner, keys = _store_with_keys(tmp_path, 12)
     prefix = journal_prefix("20270115T080000.000Z-l1m1t000")
-    writer = JournalWriter(inner, JournalTarget(prefix), Attempt(0, 0, 0, 1))
+    writer = JournalWriter(inner, JournalTarget(prefix, known_limit=300), Attempt(0, 0, 0, 1))
     delete_keys(inner, ((k, 1, 0.0, "") for k in keys), batch_size=3, concurrency=1,
                 journal=writer)
     assert writer.written() == {}
     assert set(read_journal(inner, prefix, known=writer.written()).deleted) == set(keys)
+
+
+@pytest.mark.spark
+def test_the_tasks_share_of_the_result_size_limit(spark: Any) -> None:
+    """All tasks' entries together stay within half of spark.driver.maxResultSize (1 GiB by
+    default): 20 tasks may return 26 MiB each, 200 tasks 2.6 MiB."""
+    from epochgc.impl.gc.stage import known_limit
+
+    assert known_limit(spark.sparkContext, 20) == (1 << 30) // 40
+    assert known_limit(spark.sparkContext, 200) == (1 << 30) // 400
+    assert known_limit(spark.sparkContext, 1) == journal_mod.KNOWN_LIMIT
 
 
 def test_known_entries_are_taken_only_for_what_the_listing_shows(tmp_path: Path) -> None:
