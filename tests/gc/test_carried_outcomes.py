@@ -19,11 +19,13 @@ import pytest
 
 from epochgc.impl.gc.delete import PIPELINE, delete_keys
 from epochgc.impl.gc.journal import (
+    STOP,
     Attempt,
     JournalTarget,
     JournalWriter,
     journal_prefix,
     read_journal,
+    write_marker,
 )
 from epochgc.impl.store.base import DeleteResult
 from epochgc.impl.store.local import LocalStore
@@ -147,3 +149,51 @@ def test_killed_at_every_write_and_request_the_journal_reads_what_left(
         put_local(tmp_path / "old", k, 0.0)
     old_totals = read_journal(old, PREFIX)
     assert set(old_totals.deleted) == left
+
+
+def test_an_outcome_waiting_for_a_batch_that_stops_is_written_alone(tmp_path: Path) -> None:
+    """The batch the outcome waited for stopped before its intent (STOP, "no"): the outcome
+    goes alone then, not never; with other batches still coming it keeps waiting for them;
+    the task's end writes whatever still waits."""
+    inner = LocalStore(tmp_path / "s", create=True)
+    w = JournalWriter(inner, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
+    base = f"{PREFIX}p0000-s0-a0-t1/"
+    first = w.intent([("level_zero/data/001/5/a", 1, 0.0, "")])
+    w.coming()
+    w.done(first, DeleteResult(1))
+    assert inner.head(f"{base}00000000.done.json") is None  # waits for the coming intent
+    w.not_coming()
+    assert inner.head(f"{base}00000000.done.json") is not None
+    second = w.intent([("level_zero/data/001/5/b", 1, 0.0, "")])
+    w.coming()
+    w.coming()
+    w.done(second, DeleteResult(1))
+    w.not_coming()  # one of two stopped: the other may still carry it
+    assert inner.head(f"{base}00000001.done.json") is None
+    w.not_coming(flush=False)
+    assert inner.head(f"{base}00000001.done.json") is None
+    w.flush()  # the task's end
+    assert inner.head(f"{base}00000001.done.json") is not None
+    assert read_journal(inner, PREFIX).unfinished == 0
+
+
+def test_a_pooled_task_stopped_mid_way_journals_every_outcome(tmp_path: Path) -> None:
+    inner = LocalStore(tmp_path / "s", create=True)
+    keys = _keys(tmp_path / "s", 200)
+
+    class _StopAfter(_Recording):
+        def delete_if_unchanged(self, items: list[tuple[str, str]]) -> DeleteResult:
+            result = super().delete_if_unchanged(items)
+            if len(self.sent) == 5 * BATCH:
+                write_marker(self.inner, PREFIX, STOP, {"reason": "SIGTERM"})
+            return result
+
+    store = _StopAfter(inner)
+    writer = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
+    store.writer = writer
+    stats = delete_keys(store, ((k, 1, 0.0, "") for k in keys), batch_size=BATCH,
+                        concurrency=CONCURRENCY, journal=writer)
+    left = set(keys) - all_keys(inner)
+    totals = read_journal(inner, PREFIX)
+    assert stats.stopped == 1 and left == store.sent and len(left) < len(keys)
+    assert set(totals.deleted) == left and totals.unfinished == 0
