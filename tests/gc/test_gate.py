@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -256,3 +257,55 @@ def test_a_gate_that_never_answered_is_given_up_for_the_stop_marker(
                             concurrency=1, journal=writer)
     assert store.sent == 3 and stats.stopped == 1
     assert writer.gate is None  # given up after the first silence
+
+
+def test_a_lease_no_longer_firm_closes_the_gate_and_stops_the_round(spark: Any) -> None:
+    """The driver's answer (`stage._gate`): "go" while the round runs and its lease is
+    firm; once the lease is not, "no", and the round stops as `lease-unsure` (its record
+    says why); a stop request (signal, pause) is "no" too."""
+    from epochgc.impl.gc.stage import _gate, _Round
+    from epochgc.impl.gc.stop import RoundStop
+
+    for cause in ("lease", "stop"):
+        stop = RoundStop()
+        firm = threading.Event()
+        firm.set()
+        rnd = _Round(None, None, None, 0, 0.0, time.time, None, None,  # type: ignore[arg-type]
+                     stop, firm.is_set)
+        gate = _gate(spark.sparkContext, rnd)
+        assert gate is not None
+        try:
+            assert ask(gate.target, PATIENT_S, PATIENT_TRIES)
+            if cause == "lease":
+                firm.clear()
+            else:
+                stop.request("SIGTERM")
+            assert not ask(gate.target, PATIENT_S, PATIENT_TRIES)
+            assert stop.reason == ("lease-unsure" if cause == "lease" else "SIGTERM")
+        finally:
+            gate.close()
+
+
+def test_a_lease_is_firm_while_a_quarter_of_it_is_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from types import SimpleNamespace
+
+    from epochgc.impl.gc import lease as lease_mod
+
+    now = [1000.0]
+    monkeypatch.setattr(lease_mod, "time", SimpleNamespace(monotonic=lambda: now[0],
+                                                           time=time.time))
+    store = LocalStore(tmp_path / "s", create=True)
+    lease = lease_mod.Lease(lambda: LocalStore(store.root), "r1", duration_s=400.0)
+    assert not lease.firm()  # not held yet
+    lease.acquire()
+    assert lease.firm()
+    now[0] += 299.0  # 101 s left of 400: more than a quarter
+    assert lease.firm()
+    now[0] += 2.0  # 99 s left
+    assert not lease.firm()
+    assert lease._renew() is None  # a renewal that succeeds makes it firm again
+    assert lease.firm()
+    lease.release()
+    assert not lease.firm()
