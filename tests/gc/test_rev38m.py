@@ -1,0 +1,58 @@
+"""Reviewer's tests for issue 38's go-on channel (branch i38m, review rev38m)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from epochgc.impl.gc.delete import delete_keys
+from epochgc.impl.gc.gate import Gate
+from epochgc.impl.gc.journal import (
+    START,
+    Attempt,
+    JournalTarget,
+    JournalWriter,
+    journal_prefix,
+    write_marker,
+)
+from epochgc.impl.gc.record import ROUNDS_PREFIX
+from epochgc.impl.gc.recover import recover_dead_rounds
+from epochgc.impl.store.local import LocalStore
+from tests.gc.helpers import all_keys
+from tests.gc.test_gate import _Counting, _keys
+
+
+@pytest.mark.xfail(strict=True, reason="rev38m finding 1")
+def test_a_task_told_go_stops_once_a_recovery_wrote_stop(tmp_path: Path) -> None:
+    """A round recovered while its driver still answers "go" (its lease looked expired to
+    another host: the driver's wall clock behind or stepped back when it wrote the lease,
+    whose expiry is wall-clock while `Lease.firm` is monotonic; or `gc-admin reset --force`).
+    The recovery writes STOP, reads the journal back and writes the round's `killed`
+    record. On main the task's next batch HEADs STOP and sends nothing more; with the
+    gate it never looks at STOP again, so every later batch is in no record (until the
+    live driver, if it survives, writes its own)."""
+    inner = LocalStore(tmp_path / "s", create=True)
+    keys = _keys(inner, 160)
+    live_round = "20270115T070000.000Z-l1vedr1v"
+    prefix = journal_prefix(live_round)
+    write_marker(inner, prefix, START, {"round": live_round, "M": 100,
+                                        "snapshot_revision": 7, "options": {}})
+
+    def after(n: int) -> None:
+        if n == 4:
+            recover_dead_rounds(inner, "test", lambda: set())
+
+    store = _Counting(inner, after)
+    with Gate("127.0.0.1", lambda: True) as gate:  # the live driver: lease firm, no stop
+        writer = JournalWriter(store, JournalTarget(prefix, gate=gate.target),
+                               Attempt(0, 0, 0, 1))
+        delete_keys(store, ((k, 1, 0.0, "") for k in keys), batch_size=10, concurrency=1,
+                    journal=writer)
+    left = set(keys) - all_keys(inner)
+    [doc] = [json.loads(inner.get(o.key)) for o in inner.list_all(ROUNDS_PREFIX)
+             if o.key.endswith(".json")]
+    assert store.sent == 4 and doc["counts"]["deleted"] == len(left), (
+        f"the recovered record says {doc['counts']['deleted']} deleted; {len(left)} left the "
+        f"store ({store.sent} DeleteObjects, 4 before the recovery wrote STOP)")
