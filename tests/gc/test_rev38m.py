@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -56,3 +57,26 @@ def test_a_task_told_go_stops_once_a_recovery_wrote_stop(tmp_path: Path) -> None
     assert store.sent == 4 and doc["counts"]["deleted"] == len(left), (
         f"the recovered record says {doc['counts']['deleted']} deleted; {len(left)} left the "
         f"store ({store.sent} DeleteObjects, 4 before the recovery wrote STOP)")
+
+
+@pytest.mark.xfail(strict=True, reason="rev38m finding 1")
+def test_a_lease_firm_to_its_driver_is_live_to_every_reader(tmp_path: Path) -> None:
+    """The trigger of finding 1 with no operator: the driver's wall clock stepped back (a
+    VM resumed, an NTP step: issue 38 item 6 treats a 1 h step as real) before a lease
+    write. `Lease.firm` measures from the monotonic clock, the lease document's expiry is
+    wall-clock, so the driver's gate keeps saying "go" while every other host (the next
+    round, `gc-admin show`) reads the lease as expired and recovers the round."""
+    from epochgc.impl.gc.lease import Lease
+    from epochgc.impl.gc.recover import live_rounds
+
+    store = LocalStore(tmp_path / "s", create=True)
+    lease = Lease(lambda: LocalStore(store.root), "20270115T070000.000Z-l1vedr1v",
+                  clock=lambda: time.time() - 3600.0)
+    lease.acquire()
+    try:
+        assert lease.firm()
+        assert live_rounds(store, time.time()) == {lease.round_id}, (
+            "the driver's gate says go (lease firm) while a reader on a true clock finds "
+            f"the lease expired: running rounds {live_rounds(store, time.time())}")
+    finally:
+        lease.release()
