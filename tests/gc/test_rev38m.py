@@ -80,3 +80,50 @@ def test_a_lease_firm_to_its_driver_is_live_to_every_reader(tmp_path: Path) -> N
             f"the lease expired: running rounds {live_rounds(store, time.time())}")
     finally:
         lease.release()
+
+
+def test_a_gate_of_another_round_on_the_dead_drivers_port_is_not_go(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Held: the driver that answered dies and a later round's driver binds the same port
+    and answers "go" to everyone. Its answers are signed with another secret: silence to
+    the straggler, which has been answered before, so it stops."""
+    from epochgc.impl.gc import gate as gate_mod
+
+    monkeypatch.setattr(gate_mod, "ASK_TIMEOUT_S", 0.2)
+    monkeypatch.setattr(gate_mod, "ASK_TRIES", 2)
+    inner = LocalStore(tmp_path / "s", create=True)
+    keys = _keys(inner, 100)
+    prefix = journal_prefix("20270115T070000.000Z-0ldr0und")
+    first = Gate("127.0.0.1", lambda: True)
+    later: list[Gate] = []
+
+    def after(n: int) -> None:
+        if n == 3:
+            first.close()
+            other = Gate.__new__(Gate)  # bound on the dead driver's port, its own secret
+            import socket
+            import threading
+
+            from epochgc.impl.gc.gate import GateTarget
+            other._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            other._sock.bind(("127.0.0.1", first.target.port))
+            other.target = GateTarget("127.0.0.1", first.target.port, b"x" * 32)
+            other._is_open = lambda: True
+            other._closed = threading.Event()
+            other._thread = threading.Thread(target=other._run, daemon=True)
+            other._thread.start()
+            later.append(other)
+
+    store = _Counting(inner, after)
+    try:
+        writer = JournalWriter(store, JournalTarget(prefix, gate=first.target),
+                               Attempt(0, 0, 0, 1))
+        stats = delete_keys(store, ((k, 1, 0.0, "") for k in keys), batch_size=10,
+                            concurrency=1, journal=writer)
+    finally:
+        first.close()
+        for g in later:
+            g.close()
+    assert later, "the later round's gate was never bound"
+    assert store.sent == 3 and stats.stopped == 1
