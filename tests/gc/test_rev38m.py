@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import socket
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from epochgc.impl.gc import gate as gate_mod
 from epochgc.impl.gc.delete import delete_keys
-from epochgc.impl.gc.gate import Gate
+from epochgc.impl.gc.gate import Gate, GateTarget
 from epochgc.impl.gc.journal import (
     START,
     Attempt,
@@ -88,8 +91,6 @@ def test_a_gate_of_another_round_on_the_dead_drivers_port_is_not_go(
     """Held: the driver that answered dies and a later round's driver binds the same port
     and answers "go" to everyone. Its answers are signed with another secret: silence to
     the straggler, which has been answered before, so it stops."""
-    from epochgc.impl.gc import gate as gate_mod
-
     monkeypatch.setattr(gate_mod, "ASK_TIMEOUT_S", 0.2)
     monkeypatch.setattr(gate_mod, "ASK_TRIES", 2)
     inner = LocalStore(tmp_path / "s", create=True)
@@ -102,10 +103,6 @@ def test_a_gate_of_another_round_on_the_dead_drivers_port_is_not_go(
         if n == 3:
             first.close()
             other = Gate.__new__(Gate)  # bound on the dead driver's port, its own secret
-            import socket
-            import threading
-
-            from epochgc.impl.gc.gate import GateTarget
             other._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
             other._sock.bind(("127.0.0.1", first.target.port))
             other.target = GateTarget("127.0.0.1", first.target.port, b"x" * 32)
