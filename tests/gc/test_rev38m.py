@@ -19,12 +19,16 @@ from epochgc.impl.gc.journal import (
     JournalTarget,
     JournalWriter,
     journal_prefix,
+    read_journal,
     write_marker,
 )
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.recover import recover_dead_rounds
+from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.local import LocalStore
-from tests.gc.helpers import all_keys
+from epochgc.model.keys import format_key
+from tests.gc.helpers import all_keys, put_local
+from tests.gc.test_carried_outcomes import BATCH, CONCURRENCY, PREFIX, _Recording
 from tests.gc.test_gate import _Counting, _keys
 
 
@@ -124,3 +128,48 @@ def test_a_gate_of_another_round_on_the_dead_drivers_port_is_not_go(
             g.close()
     assert later, "the later round's gate was never bound"
     assert store.sent == 3 and stats.stopped == 1
+
+
+class _FailingCarrier(_Recording):
+    """The first intent that carries outcomes fails to be written (StoreError); with
+    `alone_too` so does every `done` written alone after it (the store stays down)."""
+
+    def __init__(self, inner: LocalStore, alone_too: bool) -> None:
+        super().__init__(inner)
+        self.alone_too, self.failed = alone_too, False
+
+    def put(self, key: str, data: bytes) -> None:
+        if key.endswith(".intent.json") and not self.failed and b'"done":' in data:
+            self.failed = True
+            raise StoreError("injected: the carrying intent's PUT failed")
+        if self.failed and self.alone_too and key.endswith(".done.json"):
+            raise StoreError("injected: the store is still down")
+        super().put(key, data)
+
+
+@pytest.mark.parametrize("alone_too", [False, True])
+def test_a_carrying_intent_that_fails_leaves_a_journal_that_reads_what_left(
+    tmp_path: Path, alone_too: bool
+) -> None:
+    """Held: the intent carrying earlier batches' outcomes cannot be written. Its batch is
+    not sent; the outcomes it carried are written alone (or, if that fails too, their
+    batches are intents without done, resolved by asking the store). New and old readers
+    both count exactly what left the store."""
+    inner = LocalStore(tmp_path / "s", create=True)
+    keys = [format_key(i % 100, 5, f"k{i:05d}") for i in range(200)]
+    for k in keys:
+        put_local(tmp_path / "s", k, 0.0)
+    store = _FailingCarrier(inner, alone_too)
+    writer = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
+    store.writer = writer
+    with pytest.raises(StoreError):
+        delete_keys(store, ((k, 1, 0.0, "") for k in keys), batch_size=BATCH,
+                    concurrency=CONCURRENCY, pool=None, journal=writer)
+    assert store.failed
+    left = set(keys) - all_keys(inner)
+    assert left == store.sent and left
+    totals = read_journal(inner, PREFIX)
+    assert set(totals.deleted) == left, (len(totals.deleted), len(left))
+    assert not (set(totals.errors) & left)
+    if not alone_too:  # the carried outcomes were written alone: nothing left to resolve
+        assert totals.unfinished == 0, f"{totals.unfinished} batches resolved by the store"
