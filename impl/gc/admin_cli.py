@@ -362,11 +362,18 @@ def show_exit_code(doc: dict[str, Any]) -> int:
     return int(ExitCode.OK)
 
 
+def _say_waiting(seconds: float) -> None:
+    echo_safe(f"gc-admin: STOP written to unfinished rounds; waiting {seconds:.0f}s for any "
+              "of their tasks still running to stop before reading their journals back",
+              err=True)
+
+
 def _recover_dead(s: ObjectStore, by: str) -> list[dict[str, Any]]:
     """Record every dead round (`recover.recover_dead_rounds`); a store this operator may
     only read (or any failure) is reported and leaves them for the next look."""
     try:
-        done = recover_dead_rounds(s, by, lambda: live_rounds(s, time.time()))
+        done = recover_dead_rounds(s, by, lambda: live_rounds(s, time.time()),
+                                   waiting=_say_waiting)
     except StoreError as e:
         echo_safe(f"gc-admin: warning: unfinished rounds not recorded: {e}", err=True)
         return []

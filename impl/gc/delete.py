@@ -104,14 +104,16 @@ def delete_keys(
     stop = threading.Event()  # a worker saw the STOP marker: no further batch starts
 
     def one(batch: list[Doomed]) -> tuple[list[Doomed], DeleteResult | None]:
+        asked = time.monotonic()  # before the "go on?": the batch's bound counts from here
         if journal is not None and (stop.is_set() or journal.stop_requested()):
             stop.set()
             journal.not_coming()  # the outcomes that waited for this intent go alone
             return batch, None  # not journaled, not sent: listed again next round
-        seq = journal.intent(batch) if journal is not None else 0
-        reach("intent-written")
-        with slots:  # the request alone holds a slot: the journal writes overlap others'
-            result = _send(store, batch)
+        with _bounded(store, journal, asked):
+            seq = journal.intent(batch) if journal is not None else 0
+            reach("intent-written")
+            with slots:  # the request alone holds a slot: the journal writes overlap others'
+                result = _send(store, batch)
         reach("batch-deleted")
         if tally is not None:
             tally.add(deleted=result.deleted)
@@ -190,6 +192,21 @@ def delete_keys(
         for fut in pending:
             account(fut)
     return stats
+
+
+def _bounded(store: ObjectStore, journal: JournalWriter | None,
+             asked: float) -> contextlib.ExitStack:
+    """A batch's intent and delete are sent within the journal's `send_within_s` of the
+    "go on?" asked at `asked` (issue 38, review rev38m finding 2: the recovery's wait rests
+    on it, `bounds.py`); past it a request is not sent (StoreError; a delete's keys are
+    then resolved by asking the store)."""
+    bound = contextlib.ExitStack()
+    if journal is not None and journal.send_within_s is not None:
+        deadline = asked + journal.send_within_s
+        bound.enter_context(store.send_by(deadline))
+        if journal.store is not store:
+            bound.enter_context(journal.store.send_by(deadline))
+    return bound
 
 
 def _flush(journal: JournalWriter) -> None:

@@ -18,7 +18,7 @@ from epochgc.impl.gc.admin import read_admin_state
 from epochgc.impl.gc.errors import GcError, NotAStore, ReportError
 from epochgc.impl.gc.journal import END, write_marker
 from epochgc.impl.gc.killpoint import reach
-from epochgc.impl.gc.lease import Lease
+from epochgc.impl.gc.lease import DEFAULT_LEASE_S, Lease
 from epochgc.impl.gc.manifest import check_manifest_outside_data
 from epochgc.impl.gc.monitor import HealthVerdict, assess
 from epochgc.impl.gc.options import GcOptions
@@ -216,17 +216,22 @@ def _round(
         lease = Lease(open_store, summary.round_id)
         lease.acquire()
         held.append(lease)
-        # Before anything else (issue 38 item 1): the rounds whose driver died get their
-        # records. Holding the lease, no other round may be running.
-        summary.recovered = _recover(open_store, summary.round_id, note)
 
         def lost(why: str) -> None:
             note(f"gc: {why}; stopping")
             stop.request("lease-lost")
 
+        # Renewed from now on: the recovery below may read back many journals and waits
+        # each dead round's stop bound (review rev38m finding 4: renewals started after it,
+        # so a long recovery left the lease unsure, or let it expire before its first
+        # renewal).
         lease.keep(lost)
+        # Before anything else (issue 38 item 1): the rounds whose driver died get their
+        # records. Holding the lease, no other round may be running.
+        summary.recovered = _recover(open_store, summary.round_id, note)
     _with_spark(spark, _Round(open_store, options, view, m, now, clock, say, summary, stop,
-                              held[0].firm if held else None))
+                              held[0].firm if held else None,
+                              held[0].duration_s if held else DEFAULT_LEASE_S))
 
 
 def _recover(open_store: Callable[[], ObjectStore], round_id: str,
@@ -238,7 +243,10 @@ def _recover(open_store: Callable[[], ObjectStore], round_id: str,
     try:
         store = open_store()
         try:
-            done = recover_dead_rounds(store, f"round {round_id}", lambda: {round_id})
+            done = recover_dead_rounds(
+                store, f"round {round_id}", lambda: {round_id},
+                waiting=lambda s: note(f"gc: waiting {s:.0f}s for the tasks of unfinished "
+                                       "rounds to stop before reading their journals back"))
         finally:
             store.close()
     except (StoreError, OSError) as e:

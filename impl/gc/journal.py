@@ -169,6 +169,9 @@ class JournalTarget:
     driver: Driver | None = None
     gate: GateTarget | None = None
     known_limit: int = KNOWN_LIMIT  # bytes of entries the task returns at most
+    # No request of a batch is sent later than this after its "go on?" was asked (None:
+    # unbounded; `bounds.send_within_s`, `ObjectStore.send_by`).
+    send_within_s: float | None = None
 
 
 def journal_prefix(round_id: str) -> str:
@@ -184,6 +187,7 @@ class JournalWriter:
         self.stop_key = f"{target.prefix}{STOP}"
         self.driver = target.driver
         self.gate = target.gate
+        self.send_within_s = target.send_within_s
         self._answered = False  # the gate answered once: from then on silence is a stop
         self.attempt = attempt
         self._seq = iter(range(1 << 62))

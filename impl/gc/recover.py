@@ -13,7 +13,18 @@ was not (killed between the two) gets its record from its END.
 Never a round that may still be running: the caller names the rounds to leave alone
 (`running`), from the lease (`rounds_that_may_run`). A record that exists is never
 overwritten. If the dead round's driver was in fact alive (its lease expired while it was
-cut off from the store), its own END and record, written later, replace these.
+cut off from the store, or its wall clock was behind the reader's, or an operator's
+`gc-admin reset --force`), its own END and record, written later, replace these.
+
+Between the STOP and the read-back the recovery waits the round's own bound, from its
+START (`stop_within_s`, `bounds.py`: 240 s with the default lease): a driver that is in
+fact alive sees STOP within a look and its tasks send nothing after that bound, so the
+read-back holds every deletion of the round (review rev38m finding 1: with the tasks
+asking their driver instead of HEADing STOP, a live round recovered by mistake went on
+deleting behind a `killed` record that said fewer). A START without it was written by a
+version whose tasks HEAD STOP before each batch: no wait (that version's bound). A START
+that cannot be read: the longest wait (`MAX_STOP_WITHIN_S`). Every STOP is written first,
+then one wait, then the read-backs.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from epochgc.impl.gc.admin import LeaseState, read_lease
+from epochgc.impl.gc.bounds import MAX_STOP_WITHIN_S
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP, read_journal, write_marker
 from epochgc.impl.gc.record import (
@@ -39,6 +51,9 @@ from epochgc.impl.gc.summary import GcSummary
 from epochgc.impl.store.base import ObjectStore, StoreError
 
 _MAX_DOC = 1 << 20  # bytes of a START or END read back
+# The wait between the STOP markers and the read-backs (looked up at each call: a test
+# that recovers a round killed for real replaces it rather than wait minutes).
+SLEEP: Callable[[float], None] = time.sleep
 
 
 @dataclass(frozen=True)
@@ -102,13 +117,17 @@ def recover_dead_rounds(
     running: Callable[[], set[str] | None],
     data: ObjectStore | None = None,
     clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] | None = None,
+    waiting: Callable[[float], None] | None = None,
 ) -> list[Recovered]:
     """Write the record of every round with a journal and no record that is not running.
     `running()` names the rounds that may still run (None: cannot tell, nothing is done);
     it is asked AFTER the journals are listed, so a round that started meanwhile (it took
     the lease before its START) is left alone. `by` says who recovered it (in the record);
-    `data`: the store the keys are in (default `store`). Raises StoreError if the journals
-    cannot be listed or a record cannot be written."""
+    `data`: the store the keys are in (default `store`). After writing the STOP markers,
+    `sleep`s (default `SLEEP`) the longest of the rounds' stop bounds (`waiting(seconds)`
+    is told first).
+    Raises StoreError if the journals cannot be listed or a record cannot be written."""
     out: list[Recovered] = []
     candidates = unfinished(store)
     if not candidates:
@@ -117,6 +136,7 @@ def recover_dead_rounds(
     if skip is None:
         return out
     recorded = {o.key for o in store.list_all(ROUNDS_PREFIX)}
+    dead: list[_Dead] = []
     for round_id, has_end in candidates.items():
         if round_id in skip or round_key(round_id) in recorded:
             continue  # running, or it has its record (finished, or recovered before)
@@ -125,8 +145,48 @@ def recover_dead_rounds(
         if end is not None:
             out.append(_from_end(store, round_id, end))
             continue
-        out.append(_from_journal(store, data, round_id, prefix, by, clock))
+        took = _journal_span(store, prefix)  # before our STOP joins it
+        start = _read_doc(store, prefix + START)
+        # Any task of the dead round still running stops: its driver, if alive, sees STOP
+        # within a look and answers no "go on?" after it (`gate.py`, `watch.py`); a task
+        # without that channel checks STOP before each batch; one on the driver's host
+        # also sees it gone (`journal.Driver`).
+        write_marker(store, prefix, STOP, {"reason": "killed", "by": by})
+        dead.append(_Dead(round_id, prefix, start or {}, took, _stop_within(start)))
+    wait_s = max((d.wait_s for d in dead), default=0.0)
+    if wait_s > 0:
+        if waiting is not None:
+            waiting(wait_s)
+        # no task of theirs sends a request after this (`bounds.py`)
+        (sleep if sleep is not None else SLEEP)(wait_s)
+    for d in dead:
+        out.append(_from_journal(store, data, d, by, clock))
     return out
+
+
+@dataclass(frozen=True)
+class _Dead:
+    """A round being recovered, between its STOP and its read-back."""
+
+    round_id: str
+    prefix: str
+    start: dict[str, Any]
+    took: float  # how long its journal ran
+    wait_s: float  # its bound from STOP to no request in flight
+
+
+def _stop_within(start: dict[str, Any] | None) -> float:
+    """The bound a round's START gives (`stop_within_s`), at most `MAX_STOP_WITHIN_S`; 0 if
+    the START has none (its tasks HEAD STOP before each batch); the most if it cannot be
+    read (it may be a round with the go-on channel)."""
+    if start is None:
+        return MAX_STOP_WITHIN_S
+    given = start.get("stop_within_s")
+    if given is None:
+        return 0.0
+    if isinstance(given, bool) or not isinstance(given, int | float) or not given >= 0:
+        return MAX_STOP_WITHIN_S  # damaged: the longest (NaN fails `>= 0`)
+    return min(float(given), MAX_STOP_WITHIN_S)
 
 
 def _from_end(store: ObjectStore, round_id: str, end: dict[str, Any]) -> Recovered:
@@ -152,15 +212,10 @@ def _journal_span(store: ObjectStore, prefix: str) -> float:
 
 
 def _from_journal(
-    store: ObjectStore, data: ObjectStore | None, round_id: str, prefix: str, by: str,
+    store: ObjectStore, data: ObjectStore | None, dead: _Dead, by: str,
     clock: Callable[[], float],
 ) -> Recovered:
-    took = _journal_span(store, prefix)  # before our STOP joins it
-    # Any task of the dead round still running stops at its next batch: its dead driver
-    # answers no "go on?" (`gate.py`); a task without that channel checks STOP before each
-    # batch; one on the driver's host also sees it gone (`journal.Driver`).
-    write_marker(store, prefix, STOP, {"reason": "killed", "by": by})
-    start = _read_doc(store, prefix + START) or {}
+    round_id, prefix, start, took = dead.round_id, dead.prefix, dead.start, dead.took
     m, rev = start.get("M"), start.get("snapshot_revision")
     s = GcSummary(
         M=m if isinstance(m, int) else None,

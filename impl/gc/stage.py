@@ -20,6 +20,7 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from epochgc.impl.gc.beacon import BeaconListener, driver_host
+from epochgc.impl.gc.bounds import LOOK_FRESH_S, send_within_s, stop_within_s
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.gate import Gate
 from epochgc.impl.gc.journal import (
@@ -34,6 +35,7 @@ from epochgc.impl.gc.journal import (
     write_marker,
 )
 from epochgc.impl.gc.killpoint import reach
+from epochgc.impl.gc.lease import DEFAULT_LEASE_S
 from epochgc.impl.gc.manifest import check_manifest_absent, manifest_target
 from epochgc.impl.gc.monitor import HealthVerdict
 from epochgc.impl.gc.options import GcOptions
@@ -54,7 +56,7 @@ from epochgc.impl.gc.sparkerrors import _spark_errors
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.stream import TaskResult, list_and_delete_task
 from epochgc.impl.gc.summary import GcSummary
-from epochgc.impl.gc.watch import RoundWatch
+from epochgc.impl.gc.watch import RoundWatch, go_on
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.url import sized_for
 from epochgc.model.keys import PREFIXES, parse_key
@@ -85,6 +87,7 @@ class _Round:
     stop: RoundStop
     # The round's lease held with a margin (`Lease.firm`); None: no lease (a dry run).
     lease_firm: Callable[[], bool] | None = None
+    lease_s: float = DEFAULT_LEASE_S  # its duration: what the stop bounds derive from
 
     def note(self, msg: str) -> None:
         if self.say is not None:
@@ -148,7 +151,9 @@ def _streaming_round(
         # and one that cannot write it deletes nothing (it could not account for it).
         write_marker(store, prefix, START, {
             "round": summary.round_id, "M": rnd.m, "snapshot_revision": rnd.view.revision,
-            "started_at": summary.started_at, "options": asdict(rnd.options)})
+            "started_at": summary.started_at, "options": asdict(rnd.options),
+            # how long a recovery waits after writing STOP before reading back (bounds.py)
+            "stop_within_s": stop_within_s(rnd.lease_s)})
         reach("start-written")
     except StoreError as e:
         raise GcError(f"cannot write the deletion journal {prefix}: {e}; nothing was deleted"
@@ -172,10 +177,11 @@ def _streaming_round(
         note(f"gc: {verdict.why()}; stopping")
 
     watch = RoundWatch(rnd.open_store, stop, rnd.clock, rnd.options.max_report_age_s,
-                       rnd.options.watch_interval_s, unhealthy)
+                       rnd.options.watch_interval_s, unhealthy, stop_key=prefix + STOP,
+                       firm=rnd.lease_firm)
     watch.start()  # looks once before returning: a pause written since `_round` checked
     try:
-        _stage(spark, rnd, groups, listers, deleters, prefix, watch.close)
+        _stage(spark, rnd, groups, listers, deleters, prefix, watch.close, watch)
     finally:
         watch.close()
         if watch.paused is not None:
@@ -194,24 +200,14 @@ def _listener(sc: Any, say: Callable[[str], None] | None) -> BeaconListener | No
         return None
 
 
-def _gate(sc: Any, rnd: _Round) -> Gate | None:
+def _gate(sc: Any, rnd: _Round, watch: RoundWatch | None) -> Gate | None:
     """The driver's answer to its tasks' "go on?" (`gate.py`), on the address executors
-    reach the driver at: "go" while the round is not asked to stop and its lease is firm.
-    A lease no longer firm stops the round (`lease-unsure`): no task may go on once a
-    recovery could take the round for dead. None if no socket can be bound: the tasks then
-    ask the store for the STOP marker, as before."""
-    stop, firm = rnd.stop, rnd.lease_firm
-
-    def is_open() -> bool:
-        if stop.requested:
-            return False
-        if firm is not None and not firm():
-            stop.request("lease-unsure")  # the record says why the round stopped
-            return False
-        return True
-
+    reach the driver at (`watch.go_on`: not asked to stop, the lease firm, the STOP marker
+    looked at lately). None if no socket can be bound: the tasks then ask the store for
+    the STOP marker, as before."""
     try:
-        return Gate(driver_host(sc.getConf().get), is_open)
+        return Gate(driver_host(sc.getConf().get),
+                    go_on(rnd.stop, rnd.lease_firm, watch, LOOK_FRESH_S))
     except OSError:
         return None
 
@@ -219,6 +215,7 @@ def _gate(sc: Any, rnd: _Round) -> Gate | None:
 def _stage(
     spark: SparkSession, rnd: _Round, groups: list[list[int]], listers: int, deleters: int,
     prefix: str, deleting_over: Callable[[], None] = lambda: None,
+    watch: RoundWatch | None = None,
 ) -> None:
     """The list-and-delete stage of `_streaming_round` and its accounting from the journal.
     `deleting_over` is called once no task of the stage runs, before the read-back: the
@@ -229,7 +226,7 @@ def _stage(
     open_store, view = rnd.open_store, rnd.view
     sc = spark.sparkContext
     listener = _listener(sc, rnd.say)
-    gate = _gate(sc, rnd)
+    gate = _gate(sc, rnd, watch)
     task = functools.partial(
         list_and_delete_task,
         open_store,
@@ -244,7 +241,8 @@ def _stage(
         options.max_report_age_s,
         journal=JournalTarget(prefix, driver=Driver.this_process(),
                               gate=None if gate is None else gate.target,
-                              known_limit=known_limit(sc, len(groups))),
+                              known_limit=known_limit(sc, len(groups)),
+                              send_within_s=send_within_s(rnd.lease_s)),
         report_keys=view.report_keys,  # the re-read reads them while it lists them
         beacon=None if listener is None else listener.target,
     )

@@ -11,6 +11,7 @@ Nothing is partly done: a failed request never reached the store.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 
@@ -46,6 +47,9 @@ class FaultyStore(ObjectStore):
 
     def describe(self) -> str:
         return self.inner.describe()
+
+    def send_by(self, deadline: float | None) -> contextlib.AbstractContextManager[None]:
+        return self.inner.send_by(deadline)
 
     def put(self, key: str, data: bytes) -> None:
         self._gate(f"put {key!r}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -184,9 +185,15 @@ def test_a_pooled_task_stopped_mid_way_journals_every_outcome(tmp_path: Path) ->
     class _StopAfter(_Recording):
         def delete_if_unchanged(self, items: list[tuple[str, str]]) -> DeleteResult:
             result = super().delete_if_unchanged(items)
-            if len(self.sent) == 5 * BATCH:
-                write_marker(self.inner, PREFIX, STOP, {"reason": "SIGTERM"})
+            # `>=`, once: two requests in flight may both pass 5 batches before either
+            # looks (with `==` neither saw exactly 50 and no STOP was written, at times)
+            with lock:
+                if len(self.sent) >= 5 * BATCH and not written:
+                    written.append(True)
+                    write_marker(self.inner, PREFIX, STOP, {"reason": "SIGTERM"})
             return result
+
+    lock, written = threading.Lock(), list[bool]()
 
     store = _StopAfter(inner)
     writer = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))

@@ -1,0 +1,60 @@
+"""How long a round's tasks may still send a delete once its STOP marker is durable (issue
+38, review rev38m findings 1 and 2): the bound a recovery waits out before it reads a
+round's journal back, so its record holds every deletion of the round.
+
+A task sends a batch (its intent PUT, then its DeleteObjects and their retries) only when
+told to go: by the driver's gate (`gate.py`), or, with no gate, by a HEAD of STOP that
+found none. The chain, each link enforced in code:
+
+1. The driver's gate says "go" only if its watch sent a HEAD of `<round>/STOP` at most
+   `LOOK_FRESH_S` before and that HEAD found none (`watch.RoundWatch.fresh`), and the lease
+   is firm (`lease.Lease.firm`). A HEAD sent after STOP was written sees it (S3 is strongly
+   consistent for read-after-write: https://docs.aws.amazon.com/AmazonS3/latest/userguide/
+   Welcome.html#ConsistencyModel), so no "go" is decided later than `LOOK_FRESH_S` after
+   STOP is durable.
+2. A task takes the time before it asks; no request of that batch is sent later than
+   `send_within_s` after it (`store.send_by`: S3 refuses to send the PutObject or
+   DeleteObjects attempt, botocore retries included; an attempt already sent is abandoned
+   by the client `CONNECT_TIMEOUT_S + READ_TIMEOUT_S` after it was sent).
+3. So the last request of a round told "go" is sent no later than
+   `LOOK_FRESH_S + send_within_s` after its STOP is durable, and the client has given up on
+   it `CONNECT_TIMEOUT_S + READ_TIMEOUT_S` later: `stop_within_s` = `LOOK_FRESH_S` plus a
+   quarter of the lease. The round writes it in its START; the recovery waits that long
+   after writing STOP, before reading the journal back (`recover.py`).
+
+Outside the bound: a server that applies a request after the client gave up on it (the
+client cannot see that; such a batch's outcome is resolved by asking the store, and a
+deletion applied after the read-back is in no record), and a task whose clock runs slow by
+more than the margin. A quarter of the lease is also what `Lease.firm` keeps in hand: the
+last "go" under a firm lease is answered a quarter before the lease expires, so a batch
+told to go has ended (on the client) by the time a recovery may take the round for dead.
+"""
+
+from __future__ import annotations
+
+# The client's connect and read timeouts of each S3 attempt (botocore's Config, cited there).
+from epochgc.impl.store.s3 import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
+
+__all__ = ["CONNECT_TIMEOUT_S", "LOOK_FRESH_S", "MAX_STOP_WITHIN_S", "READ_TIMEOUT_S",
+           "send_within_s", "stop_within_s"]
+
+# The driver's gate says "go" only within this long after a HEAD of STOP (sent then) found
+# none. A look is that HEAD, the pause state and the health reports (about 5 requests one
+# after another) plus the watch's interval (2 s): 90 s leaves room for ~17 s a request.
+LOOK_FRESH_S = 90.0
+
+# The longest a recovery waits, whatever a START says (a damaged or hostile START cannot
+# hold `gc-admin show` for hours).
+MAX_STOP_WITHIN_S = 900.0
+
+
+def send_within_s(lease_s: float) -> float:
+    """How long after its "go on?" a task may still send a request of that batch: a quarter
+    of the lease less the last attempt's connect and read timeouts (600 s lease: 80 s)."""
+    return max(1.0, lease_s / 4 - CONNECT_TIMEOUT_S - READ_TIMEOUT_S)
+
+
+def stop_within_s(lease_s: float) -> float:
+    """From STOP durable to the round's last request abandoned by its client: the look's
+    freshness plus a quarter of the lease (600 s lease: 240 s)."""
+    return LOOK_FRESH_S + send_within_s(lease_s) + CONNECT_TIMEOUT_S + READ_TIMEOUT_S
