@@ -10,6 +10,10 @@ round for dead, `gc-admin reset --force`), and is the lease still firm? Each loo
 `<round>/STOP` first; `fresh()` says whether a look that found none was sent recently
 enough for the gate to say "go" (`bounds.LOOK_FRESH_S`). A firm lease is checked once a
 look too, so `lease-unsure` stops a round whose tasks do not ask (review finding 3).
+
+A look reads the snapshot and the reports through one listing and GETs only those that
+changed since the previous look (`reports.SeenDocs`): a pause is still read every look,
+and every failure is still an unknown health.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections.abc import Callable
 
 from epochgc.impl.gc.admin import AdminState, read_admin_state
 from epochgc.impl.gc.monitor import HealthVerdict, check_health
+from epochgc.impl.gc.reports import SeenDocs
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.store.base import ObjectStore, StoreError
 
@@ -61,6 +66,7 @@ class RoundWatch:
         self.monotonic = monotonic
         self.paused: AdminState | None = None
         self._clear_at = float("-inf")  # when the last HEAD that found no STOP was sent
+        self._seen = SeenDocs()  # the snapshot and reports as of the last look
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="epochgc-watch", daemon=True)
 
@@ -100,7 +106,7 @@ class RoundWatch:
             if state.paused:
                 self.paused = state
                 return PAUSED
-            verdict = check_health(store, self.clock(), self.max_report_age_s)
+            verdict = check_health(store, self.clock(), self.max_report_age_s, self._seen)
         finally:
             store.close()
         if not verdict.healthy:
