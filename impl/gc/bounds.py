@@ -7,7 +7,8 @@ told to go: by the driver's gate (`gate.py`), or, with no gate, by a HEAD of STO
 found none. The chain, each link enforced in code:
 
 1. The driver's gate says "go" only if its watch sent a HEAD of `<round>/STOP` at most
-   `LOOK_FRESH_S` before and that HEAD found none (`watch.RoundWatch.fresh`), and the lease
+   `LOOK_FRESH_S` before and that HEAD found none (the watch HEADs it at a look once the
+   last is `STOP_LOOK_EVERY_S` old) (`watch.RoundWatch.fresh`), and the lease
    is firm (`lease.Lease.firm`). A HEAD sent after STOP was written sees it (S3 is strongly
    consistent for read-after-write: https://docs.aws.amazon.com/AmazonS3/latest/userguide/
    Welcome.html#ConsistencyModel), so no "go" is decided later than `LOOK_FRESH_S` after
@@ -36,12 +37,17 @@ from __future__ import annotations
 from epochgc.impl.store.s3 import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 
 __all__ = ["CONNECT_TIMEOUT_S", "LOOK_FRESH_S", "MAX_STOP_WITHIN_S", "READ_TIMEOUT_S",
-           "send_within_s", "stop_within_s"]
+           "STOP_LOOK_EVERY_S", "send_within_s", "stop_within_s"]
 
 # The driver's gate says "go" only within this long after a HEAD of STOP (sent then) found
 # none. A look is that HEAD, the pause state and the health reports (about 5 requests one
 # after another) plus the watch's interval (2 s): 90 s leaves room for ~17 s a request.
 LOOK_FRESH_S = 90.0
+# The watch HEADs STOP at a look once its last HEAD that found none is this old (a look
+# every ~2 s + 3 requests would HEAD it 5-10 times as often: issue 38's request count). A
+# look every 2 s plus 3 requests of up to 17 s each after a HEAD this old is still within
+# `LOOK_FRESH_S`; a recovery's STOP is seen within this plus a look.
+STOP_LOOK_EVERY_S = LOOK_FRESH_S / 3
 
 # The longest a recovery waits, whatever a START says (a damaged or hostile START cannot
 # hold `gc-admin show` for hours).

@@ -6,8 +6,9 @@ the round ends `interrupted` ("paused": exit 3; "unhealthy": exit 2).
 
 Two more questions since the tasks ask the driver "go on?" instead of the store (issue 38,
 review rev38m): has anyone else written the round's STOP marker (a recovery that took the
-round for dead, `gc-admin reset --force`), and is the lease still firm? Each look HEADs
-`<round>/STOP` first; `fresh()` says whether a look that found none was sent recently
+round for dead, `gc-admin reset --force`), and is the lease still firm? A look HEADs
+`<round>/STOP` first once the last such HEAD is `bounds.STOP_LOOK_EVERY_S` (30 s) old;
+`fresh()` says whether a look that found none was sent recently
 enough for the gate to say "go" (`bounds.LOOK_FRESH_S`). A firm lease is checked once a
 look too, so `lease-unsure` stops a round whose tasks do not ask (review finding 3).
 
@@ -23,6 +24,7 @@ import time
 from collections.abc import Callable
 
 from epochgc.impl.gc.admin import AdminState, read_admin_state
+from epochgc.impl.gc.bounds import STOP_LOOK_EVERY_S
 from epochgc.impl.gc.monitor import HealthVerdict, check_health
 from epochgc.impl.gc.reports import SeenDocs
 from epochgc.impl.gc.stop import RoundStop
@@ -51,9 +53,11 @@ class RoundWatch:
         stop_key: str | None = None,
         firm: Callable[[], bool] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
+        stop_every_s: float = STOP_LOOK_EVERY_S,
     ) -> None:
-        """`stop_key`: the round's STOP marker, HEAD first in each look (None: not looked
-        at, and `fresh()` is always false); `firm`: the lease's `Lease.firm`, asked each
+        """`stop_key`: the round's STOP marker, HEAD first in a look once the last HEAD
+        that found none is `stop_every_s` old (None: not looked at, and `fresh()` is always
+        false); `firm`: the lease's `Lease.firm`, asked each
         look (None: no lease)."""
         self.open_store = open_store
         self.stop = stop
@@ -62,6 +66,7 @@ class RoundWatch:
         self.interval_s = interval_s
         self.on_unhealthy = on_unhealthy
         self.stop_key = stop_key
+        self.stop_every_s = stop_every_s
         self.firm = firm
         self.monotonic = monotonic
         self.paused: AdminState | None = None
@@ -97,8 +102,8 @@ class RoundWatch:
             self.on_unhealthy(HealthVerdict.unknown(f"the store cannot be opened: {e}"))
             return UNHEALTHY
         try:
-            if self.stop_key is not None:
-                sent = self.monotonic()  # before the request: what it saw was true then
+            sent = self.monotonic()  # before the request: what it saw was true then
+            if self.stop_key is not None and sent - self._clear_at >= self.stop_every_s:
                 if store.head(self.stop_key) is not None:
                     return STOPPED
                 self._clear_at = sent

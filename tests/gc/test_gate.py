@@ -243,7 +243,8 @@ def test_a_rounds_tasks_ask_their_driver_not_the_store(
     assert rest <= all_keys(LocalStore(tmp_path))
     stop_heads = [c for c in store.calls() if c[0] == "head" and c[1].endswith("/" + STOP)
                   and c[1].startswith(JOURNAL_PREFIX)]
-    assert len(stop_heads) == looked[0], f"{len(stop_heads)} HEADs of STOP, {looked[0]} looks"
+    # the first look HEADs it, later ones once the last HEAD is 30 s old: never per batch
+    assert 1 <= len(stop_heads) <= looked[0], f"{len(stop_heads)} STOP HEADs, {looked[0]} looks"
 
 
 def test_a_gate_that_never_answered_is_given_up_for_the_stop_marker(

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from epochgc.impl.gc import gate as gate_mod
-from epochgc.impl.gc.bounds import LOOK_FRESH_S, stop_within_s
+from epochgc.impl.gc.bounds import LOOK_FRESH_S, STOP_LOOK_EVERY_S, stop_within_s
 from epochgc.impl.gc.delete import delete_keys
 from epochgc.impl.gc.gate import Gate, GateTarget
 from epochgc.impl.gc.journal import (
@@ -91,8 +91,10 @@ def test_a_task_told_go_stops_once_a_recovery_wrote_stop(
 
     def wait(s: float) -> None:  # the recovery's wait; meanwhile the live driver looks
         waited.append(s)
-        if watch_looks:
+        if watch_looks:  # its next HEAD of STOP, once the last is STOP_LOOK_EVERY_S old
+            clock.sleep(STOP_LOOK_EVERY_S)
             watch._look()
+            s -= STOP_LOOK_EVERY_S
         clock.sleep(s)
 
     def after(n: int) -> None:
