@@ -216,3 +216,70 @@ def test_a_slow_look_does_not_stop_a_round_nobody_asked_to_stop(tmp_path: Path) 
     assert asked, "no task asked during the looks"
     assert all(asked), (f"the gate said no during a look ({asked.count(False)} of "
                         f"{len(asked)} asks) with no STOP written: stopped as {stop.reason!r}")
+
+
+# --- finding 1: the recovery's record, written after its wait, replaces the live round's ---
+
+
+def _records(root: Path) -> list[dict[str, Any]]:
+    store = LocalStore(root)
+    return [json.loads(store.get(o.key)) for o in store.list_all(ROUNDS_PREFIX)
+            if o.key.endswith(".json")]
+
+
+@pytest.mark.spark
+@pytest.mark.xfail(strict=True, reason="rev38n finding 1")
+def test_reset_force_of_a_live_round_leaves_the_rounds_own_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`gc-admin reset --force` while a round is alive (the operator took it for dead): the
+    reset removes the lease, writes the round's STOP, waits its bound (240 s), reads back
+    and writes a `killed` record. Meanwhile the live driver's watch sees STOP, the round
+    stops (`stop-marker`), reads its journal back and writes its own END and record (well
+    within 240 s). On i38m the recovery wrote its record at once and the driver's, later,
+    replaced it (recover.py: "its own END and record, written later, replace these"). Now
+    the recovery writes after its wait, by plain PUT, without looking again whether the
+    round got its END or record meanwhile: the driver's true record is replaced by one
+    that says the round was killed and recovered by `gc-admin reset`, while the driver
+    printed and exited `interrupted`. Deterministic: the round's first batch waits for the
+    STOP (EPOCHGC_GC_TEST_PAUSE); the recovery's wait (recover.SLEEP) returns once the
+    driver's record exists (what 240 s gives a live driver)."""
+    root = tmp_path / "store"
+    simple_cluster(LocalStore(root, create=True), 100)
+    eligible = {format_key(p, 50, f"k{p}") for p in range(0, 1000, 50)}
+    for key in eligible:
+        put_local(root, key, age=GRACE + 60)
+    hold = tmp_path / "hold"
+    args = ["--now", str(NOW), *AHEAD, "--tasks", "1", "--delete-batch-size", "2",
+            "--delete-concurrency", "1", "--json", "-q"]
+    waited: list[float] = []
+
+    def wait_for_the_drivers_record(s: float) -> None:
+        waited.append(s)
+        limit = time.monotonic() + REACH_LIMIT_S
+        while not _records(root):
+            assert time.monotonic() < limit, "the live driver never wrote its record"
+            time.sleep(0.05)
+
+    monkeypatch.setattr(recover_mod, "SLEEP", wait_for_the_drivers_record)
+    resets: list[tuple[int, str]] = []
+
+    def reset_force(_proc: object) -> None:
+        r = CliRunner().invoke(main, ["gc-admin", "reset", "--store", str(root), "--force"])
+        resets.append((r.exit_code, r.output))
+
+    returncode, out, err = round_held_at_first_batch(root, hold, args, reset_force)
+    driver = json.loads(out.strip().splitlines()[-1])
+    assert waited == [stop_within_s(DEFAULT_LEASE_S)], (waited, resets)
+    assert driver["outcome"] == "interrupted", (driver, err[-2000:])
+    [record] = _records(root)
+    end = json.loads(LocalStore(root).get(record["journal"] + END))
+    seqs = [o.key for o in LocalStore(root).list_all("_cluster/gc/seq/")]
+    gone = eligible - all_keys(LocalStore(root))
+    assert record["counts"]["deleted"] == len(gone)
+    assert (record.get("outcome"), end.get("outcome")) == (driver["outcome"],) * 2, (
+        f"the live round printed {driver['outcome']!r} and wrote its record; the store's "
+        f"record now says {record.get('outcome')!r} (recovered by "
+        f"{record.get('recovered_by')!r}, exit code {record.get('exit_code')}, seq "
+        f"{record.get('seq')} of {len(seqs)} numbers claimed), its END {end.get('outcome')!r}; "
+        f"gc-admin said: {resets[0][1].strip()!r}")
