@@ -229,8 +229,9 @@ def _records(root: Path) -> list[dict[str, Any]]:
 
 @pytest.mark.spark
 @pytest.mark.xfail(strict=True, reason="rev38n finding 1")
-def test_reset_force_of_a_live_round_leaves_the_rounds_own_record(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+@pytest.mark.parametrize("how", ["reset-force", "show-clock-ahead"])
+def test_a_live_round_recovered_by_mistake_keeps_its_own_record(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
     """`gc-admin reset --force` while a round is alive (the operator took it for dead): the
     reset removes the lease, writes the round's STOP, waits its bound (240 s), reads back
@@ -241,7 +242,9 @@ def test_reset_force_of_a_live_round_leaves_the_rounds_own_record(
     the recovery writes after its wait, by plain PUT, without looking again whether the
     round got its END or record meanwhile: the driver's true record is replaced by one
     that says the round was killed and recovered by `gc-admin reset`, while the driver
-    printed and exited `interrupted`. Deterministic: the round's first batch waits for the
+    printed and exited `interrupted`. `show-clock-ahead`: no operator mistake at all, a
+    plain `gc-admin show` from a host whose clock is 11 min ahead of the driver's (the
+    lease, renewed every 200 s for 600 s, reads as expired there). Deterministic: the round's first batch waits for the
     STOP (EPOCHGC_GC_TEST_PAUSE); the recovery's wait (recover.SLEEP) returns once the
     driver's record exists (what 240 s gives a live driver)."""
     root = tmp_path / "store"
@@ -264,11 +267,17 @@ def test_reset_force_of_a_live_round_leaves_the_rounds_own_record(
     monkeypatch.setattr(recover_mod, "SLEEP", wait_for_the_drivers_record)
     resets: list[tuple[int, str]] = []
 
-    def reset_force(_proc: object) -> None:
-        r = CliRunner().invoke(main, ["gc-admin", "reset", "--store", str(root), "--force"])
+    def recover(_proc: object) -> None:
+        if how == "reset-force":
+            cmd = ["gc-admin", "reset", "--store", str(root), "--force"]
+        else:  # this host's clock is 660 s ahead: the live lease reads as expired here
+            real = time.time
+            monkeypatch.setattr(time, "time", lambda: real() + 660.0)
+            cmd = ["gc-admin", "show", "--store", str(root)]
+        r = CliRunner().invoke(main, cmd)
         resets.append((r.exit_code, r.output))
 
-    returncode, out, err = round_held_at_first_batch(root, hold, args, reset_force)
+    returncode, out, err = round_held_at_first_batch(root, hold, args, recover)
     driver = json.loads(out.strip().splitlines()[-1])
     assert waited == [stop_within_s(DEFAULT_LEASE_S)], (waited, resets)
     assert driver["outcome"] == "interrupted", (driver, err[-2000:])
