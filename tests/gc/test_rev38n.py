@@ -375,3 +375,45 @@ def test_sigint_during_the_recoverys_wait_exits_130_and_leaves_a_true_state(
     assert "interrupted by SIGINT" in err, err
     store = LocalStore(root)
     assert store.head(prefix + STOP) is not None and not _records(root)
+
+
+# --- finding 5: a task without a gate goes on when it cannot read STOP ------------------
+
+
+class _StopUnreadable(LocalStore):
+    """A local store whose HEAD of the round's STOP fails (a 503 SlowDown after botocore's
+    retries, a timeout); every other request works."""
+
+    def head(self, key: str) -> Any:
+        if key.endswith(STOP):
+            raise StoreError(f"head {key!r} failed: SlowDown (injected)")
+        return super().head(key)
+
+
+@pytest.mark.xfail(strict=True, reason="rev38n finding 5")
+def test_a_task_that_cannot_read_stop_sends_no_batch(tmp_path: Path) -> None:
+    """bounds.py's chain: a task "sends a batch only when told to go: by the driver's gate,
+    or, with no gate, by a HEAD of STOP that found none". With no gate (none bound, or UDP
+    filtered between the hosts: the first ask got no answer), `stop_requested` answers
+    "go on" when that HEAD *fails* ("the check is advisory: the driver also waits for the
+    tasks"). The recovery does not wait for the tasks, only its bound: STOP written, 240 s,
+    read-back; a task whose HEADs fail after that sends every batch, in no record."""
+    store = _StopUnreadable(tmp_path / "s", create=True)
+    keys = [format_key(i % 100, 5, f"k{i:05d}") for i in range(40)]
+    for k in keys:
+        store.put(k, b"x")
+    prefix = _start_marker(store)
+    write_marker(store, prefix, STOP, {"reason": "killed", "by": "test"})  # the recovery's
+    writer = JournalWriter(store, JournalTarget(prefix), Attempt(0, 0, 0, 1))
+    stats = delete_keys(store, ((k, 1, 0.0, "") for k in keys), batch_size=10,
+                        concurrency=1, journal=writer)
+    gone = set(keys) - all_keys(store)
+    assert not gone, (f"STOP was written and unreadable to the task: it sent "
+                      f"{stats.delete_requests} batches, {len(gone)} keys deleted")
+
+
+def _start_marker(store: LocalStore) -> str:
+    prefix = journal_prefix(DEAD)
+    write_marker(store, prefix, START, {"round": DEAD, "M": 100, "snapshot_revision": 7,
+                                        "options": {}, "stop_within_s": 240.0})
+    return prefix
