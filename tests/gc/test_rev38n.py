@@ -34,7 +34,7 @@ from epochgc.impl.gc.journal import (
 )
 from epochgc.impl.gc.lease import DEFAULT_LEASE_S
 from epochgc.impl.gc.options import MAX_WATCH_INTERVAL_S, GcOptions
-from epochgc.impl.gc.record import ROUNDS_PREFIX, round_key
+from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.watch import RoundWatch, go_on
 from epochgc.impl.store.base import ObjectStore, StoreError
@@ -244,9 +244,10 @@ def test_a_live_round_recovered_by_mistake_keeps_its_own_record(
     that says the round was killed and recovered by `gc-admin reset`, while the driver
     printed and exited `interrupted`. `show-clock-ahead`: no operator mistake at all, a
     plain `gc-admin show` from a host whose clock is 11 min ahead of the driver's (the
-    lease, renewed every 200 s for 600 s, reads as expired there). Deterministic: the round's first batch waits for the
-    STOP (EPOCHGC_GC_TEST_PAUSE); the recovery's wait (recover.SLEEP) returns once the
-    driver's record exists (what 240 s gives a live driver)."""
+    lease, renewed every 200 s for 600 s, reads as expired there). Deterministic: the
+    round's first batch waits for the STOP (EPOCHGC_GC_TEST_PAUSE); the recovery's wait
+    (recover.SLEEP) returns once the driver's record exists (what 240 s gives a live
+    driver)."""
     root = tmp_path / "store"
     simple_cluster(LocalStore(root, create=True), 100)
     eligible = {format_key(p, 50, f"k{p}") for p in range(0, 1000, 50)}
@@ -277,7 +278,7 @@ def test_a_live_round_recovered_by_mistake_keeps_its_own_record(
         r = CliRunner().invoke(main, cmd)
         resets.append((r.exit_code, r.output))
 
-    returncode, out, err = round_held_at_first_batch(root, hold, args, recover)
+    _code, out, err = round_held_at_first_batch(root, hold, args, recover)
     driver = json.loads(out.strip().splitlines()[-1])
     assert waited == [stop_within_s(DEFAULT_LEASE_S)], (waited, resets)
     assert driver["outcome"] == "interrupted", (driver, err[-2000:])
