@@ -432,8 +432,8 @@ def test_sigterm_during_the_next_rounds_recovery_wait_ends_the_round(tmp_path: P
     (`stop.install_signal_handlers`), so `time.sleep` resumes after the handler (PEP 475)
     and the round sleeps on; so does `--deadline`. A scheduler's SIGTERM (Kubernetes:
     SIGKILL 30 s later) then kills the round holding the lease (the next rounds blocked
-    for its 600 s). Here the dead round's START gives 20 s (the recovery takes the bound
-    from it) so the test ends either way: on this code the round sleeps its 20 s after the
+    for its 600 s). Here the dead round's START gives 6 s (the recovery takes the bound
+    from it) so the test ends either way: on this code the round sleeps its 6 s after the
     SIGTERM and then reads the dead round back and records it (what a recovery must not
     do before its bound, and here only because the bound ran out)."""
     root = tmp_path / "s"
@@ -441,7 +441,7 @@ def test_sigterm_during_the_next_rounds_recovery_wait_ends_the_round(tmp_path: P
     simple_cluster(store, 100)
     prefix = journal_prefix(DEAD)
     write_marker(store, prefix, START, {"round": DEAD, "M": 100, "snapshot_revision": 7,
-                                        "options": {}, "stop_within_s": 20.0})
+                                        "options": {}, "stop_within_s": 6.0})
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.Popen(
         [sys.executable, "-m", "epochgc.impl.gc", "--store", str(root), "--now", str(NOW),
@@ -450,7 +450,7 @@ def test_sigterm_during_the_next_rounds_recovery_wait_ends_the_round(tmp_path: P
     lines: list[str] = []
     try:
         assert proc.stderr is not None
-        while not any("waiting 20s" in line for line in lines):
+        while not any("waiting 6s" in line for line in lines):
             line = proc.stderr.readline()
             assert line, "".join(lines)
             lines.append(line)
