@@ -455,7 +455,7 @@ def test_sigterm_during_the_next_rounds_recovery_wait_ends_the_round(tmp_path: P
             assert line, "".join(lines)
             lines.append(line)
         proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=REACH_LIMIT_S)
+        _out, err = proc.communicate(timeout=REACH_LIMIT_S)
     finally:
         if proc.poll() is None:
             proc.kill()
