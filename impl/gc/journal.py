@@ -289,7 +289,11 @@ class JournalWriter:
         try:
             return self.store.head(self.stop_key) is not None
         except StoreError:
-            return False  # the check is advisory: the driver also waits for the tasks
+            # Fail closed (review rev38n finding 5): with no gate this HEAD is the only
+            # "go" the batch gets (`bounds.py`), and a recovery waits its bound, not the
+            # tasks: a task that cannot read STOP sends nothing (its keys are listed again
+            # next round).
+            return True
 
     def _put(self, name: str, doc: dict[str, Any]) -> None:
         doc["attempt"] = self.attempt.as_dict()

@@ -393,7 +393,6 @@ class _StopUnreadable(LocalStore):
         return super().head(key)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38n finding 5")
 def test_a_task_that_cannot_read_stop_sends_no_batch(tmp_path: Path) -> None:
     """bounds.py's chain: a task "sends a batch only when told to go: by the driver's gate,
     or, with no gate, by a HEAD of STOP that found none". With no gate (none bound, or UDP
