@@ -228,30 +228,40 @@ def _round(
         lease.keep(lost)
         # Before anything else (issue 38 item 1): the rounds whose driver died get their
         # records. Holding the lease, no other round may be running.
-        summary.recovered = _recover(open_store, summary.round_id, note)
+        summary.recovered = _recover(open_store, summary.round_id, note, stop)
+        if stop.requested:
+            # A signal or the deadline ended the recovery's wait (review rev38n finding
+            # 6): nothing of this round was started; the dead rounds keep their STOP and
+            # the next round records them.
+            summary.interrupted = stop.reason
+            return
     _with_spark(spark, _Round(open_store, options, view, m, now, clock, say, summary, stop,
                               held[0].firm if held else None,
                               held[0].duration_s if held else DEFAULT_LEASE_S))
 
 
 def _recover(open_store: Callable[[], ObjectStore], round_id: str,
-             note: Callable[[str], None]) -> list[str]:
+             note: Callable[[str], None], stop: RoundStop) -> list[str]:
     """Record every dead round (`recover.recover_dead_rounds`); what could not be done is
-    said and left for the next look (this round's own deletes are safe either way)."""
-    from epochgc.impl.gc.recover import recover_dead_rounds
+    said and left for the next look (this round's own deletes are safe either way). A
+    request to stop ends the wait before their read-back: they stay unrecorded."""
+    from epochgc.impl.gc.recover import recover_dead_rounds, waiting_line
 
     try:
         store = open_store()
         try:
             done = recover_dead_rounds(
                 store, f"round {round_id}", lambda: {round_id},
-                waiting=lambda s: note(f"gc: waiting {s:.0f}s for the tasks of unfinished "
-                                       "rounds to stop before reading their journals back"))
+                waiting=lambda s, rounds: note(f"gc: {waiting_line(s, rounds)}"),
+                stop=stop)
         finally:
             store.close()
     except (StoreError, OSError) as e:
         note(f"gc: warning: unfinished rounds' journals not read back: {e}")
         return []
+    if stop.requested:
+        note(f"gc: {stop.reason} while waiting: the unfinished rounds keep their STOP and "
+             "are recorded by the next round or `gc-admin reset`")
     for r in done:
         at_least = "at least " if r.unreadable else ""  # unreadable entries: a lower bound
         note(f"gc: round {r.round_id} died before its end: recorded as killed, "

@@ -74,7 +74,8 @@ def test_the_recovery_waits_the_rounds_bound_after_its_stop(
                       store.head(other + STOP) is not None))
 
     told: list[float] = []
-    done = recover_dead_rounds(store, "test", lambda: set(), sleep=sleep, waiting=told.append)
+    done = recover_dead_rounds(store, "test", lambda: set(), sleep=sleep,
+                               waiting=lambda s, _rounds: told.append(s))
     assert len(done) == 2
     assert slept == ([] if waits is None else [(waits, True, True)])
     assert told == [s for s, _, _ in slept]
