@@ -25,7 +25,13 @@ from epochgc.impl.gc.beacon import Tally
 from epochgc.impl.gc.journal import JournalWriter
 from epochgc.impl.gc.killpoint import reach
 from epochgc.impl.gc.pools import InlineExecutor, submitter
-from epochgc.impl.store.base import MAX_DELETE_BATCH, DeleteResult, ObjectStore, StoreError
+from epochgc.impl.store.base import (
+    MAX_DELETE_BATCH,
+    DeleteResult,
+    ObjectStore,
+    StoreError,
+    send_clock,
+)
 
 # (key, size, age_s, version): what a delete needs (the version listed, for a conditional
 # delete), and what the journal and manifest record (all but the version).
@@ -104,7 +110,7 @@ def delete_keys(
     stop = threading.Event()  # a worker saw the STOP marker: no further batch starts
 
     def one(batch: list[Doomed]) -> tuple[list[Doomed], DeleteResult | None]:
-        asked = time.monotonic()  # before the "go on?": the batch's bound counts from here
+        asked = send_clock()  # before the "go on?": the batch's bound counts from here
         if journal is not None and (stop.is_set() or journal.stop_requested()):
             stop.set()
             journal.not_coming()  # the outcomes that waited for this intent go alone

@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -31,6 +30,7 @@ from epochgc.impl.store.base import (
     check_batch,
     check_key,
     require_version,
+    send_clock,
 )
 from epochgc.impl.store.retry import RETRYABLE_KEY_CODES, Backoff, Retrier
 
@@ -91,7 +91,7 @@ class S3Store(ObjectStore):
         self.key_retry = key_retry if key_retry is not None else Retrier(Backoff())
         self._client: Any = None
         self._deadline = threading.local()  # `send_by`'s bound, per thread
-        self.monotonic: Callable[[], float] = time.monotonic  # the clock `send_by` reads
+        self.monotonic: Callable[[], float] = send_clock  # the clock `send_by` reads
         self._conditional_ok = False  # the server was seen to enforce conditional writes
         # The delete threads' first calls race to create the client: without the lock each
         # made its own client (and pool), so the pool size bounded nothing.

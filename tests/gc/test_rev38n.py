@@ -99,7 +99,6 @@ def test_s3_refuses_a_batch_told_go_too_long_ago(s3_endpoint: str, s3_bucket: st
     assert refused and kept == set(keys)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38n finding 2")
 def test_a_local_store_refuses_a_batch_told_go_too_long_ago(tmp_path: Path) -> None:
     """`ObjectStore.send_by` is a no-op on the local store ("a backend that neither queues
     nor retries"), but the gap the bound covers is between the "go" and the call, not the
