@@ -29,6 +29,7 @@ from epochgc.impl.gc.monitor import HealthVerdict, check_health
 from epochgc.impl.gc.reports import SeenDocs
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.store.base import ObjectStore, StoreError
+from epochgc.impl.store.hooked import HookedStore
 
 PAUSED = "paused"
 UNHEALTHY = "unhealthy"
@@ -102,22 +103,45 @@ class RoundWatch:
             self.on_unhealthy(HealthVerdict.unknown(f"the store cannot be opened: {e}"))
             return UNHEALTHY
         try:
-            sent = self.monotonic()  # before the request: what it saw was true then
-            if self.stop_key is not None and sent - self._clear_at >= self.stop_every_s:
-                if store.head(self.stop_key) is not None:
-                    return STOPPED
-                self._clear_at = sent
-            state = read_admin_state(store)
+            if self._stop_seen(store):
+                return STOPPED
+            # A look of many requests (48 brokers' reports at 2 s each: ~100 s) HEADs STOP
+            # again between them once the last clear HEAD is `stop_every_s` old: the gate
+            # stays fresh through a slow look (review rev38n finding 3).
+            def between(_what: str) -> None:
+                self._stop_seen(store)  # found: the round is asked to stop at once
+
+            looking = HookedStore(store, between)
+            state = read_admin_state(looking)
+            if self.stop.reason == STOPPED:
+                return STOPPED
             if state.paused:
                 self.paused = state
                 return PAUSED
-            verdict = check_health(store, self.clock(), self.max_report_age_s, self._seen)
+            verdict = check_health(looking, self.clock(), self.max_report_age_s, self._seen)
+            if self.stop.reason == STOPPED:
+                return STOPPED
         finally:
             store.close()
         if not verdict.healthy:
             self.on_unhealthy(verdict)
             return UNHEALTHY
         return None
+
+    def _stop_seen(self, store: ObjectStore) -> bool:
+        """HEAD the STOP marker if the last HEAD that found none is `stop_every_s` old;
+        True if it is there (the round is asked to stop at once: the gate says no from
+        now on)."""
+        if self.stop_key is None:
+            return False
+        sent = self.monotonic()  # before the request: what it saw was true then
+        if sent - self._clear_at < self.stop_every_s:
+            return False
+        if store.head(self.stop_key) is not None:
+            self.stop.request(STOPPED)
+            return True
+        self._clear_at = sent
+        return False
 
     def _look(self) -> bool:
         """One `poll_once`; True if it stopped the round. Any exception stops it too: a
