@@ -13,22 +13,35 @@ found none. The chain, each link enforced in code:
    consistent for read-after-write: https://docs.aws.amazon.com/AmazonS3/latest/userguide/
    Welcome.html#ConsistencyModel), so no "go" is decided later than `LOOK_FRESH_S` after
    STOP is durable.
-2. A task takes the time before it asks; no request of that batch is sent later than
+2. A task takes the time before it asks (`store.send_clock`: CLOCK_BOOTTIME on Linux, so
+   a suspended executor's time counts); no request of that batch is sent later than
    `send_within_s` after it (`store.send_by`: S3 refuses to send the PutObject or
-   DeleteObjects attempt, botocore retries included; an attempt already sent is abandoned
-   by the client `CONNECT_TIMEOUT_S + READ_TIMEOUT_S` after it was sent).
+   DeleteObjects attempt, botocore retries included; a local store refuses the rename,
+   link or unlink). What the bound limits is when a request is SENT: its body is sent
+   first, then its answer read; how long the client then waits is not bounded by the
+   timeouts as a total: urllib3's read timeout is "the maximum amount of time (in
+   seconds) to wait between consecutive read operations for a response from the server"
+   (urllib3's `util.Timeout`, https://urllib3.readthedocs.io/en/stable/reference/
+   urllib3.util.html#urllib3.util.Timeout), per socket read, so a trickled answer keeps
+   an attempt open longer (review rev38n finding 8). That does not change the bound: the
+   server had the whole request before it answered.
 3. So the last request of a round told "go" is sent no later than
-   `LOOK_FRESH_S + send_within_s` after its STOP is durable, and the client has given up on
-   it `CONNECT_TIMEOUT_S + READ_TIMEOUT_S` later: `stop_within_s` = `LOOK_FRESH_S` plus a
+   `LOOK_FRESH_S + send_within_s` after its STOP is durable; the recovery waits
+   `CONNECT_TIMEOUT_S + READ_TIMEOUT_S` more for the server to apply it (a connect of up
+   to 10 s, then a first answer within 60 s): `stop_within_s` = `LOOK_FRESH_S` plus a
    quarter of the lease. The round writes it in its START; the recovery waits that long
    after writing STOP, before reading the journal back (`recover.py`).
 
-Outside the bound: a server that applies a request after the client gave up on it (the
-client cannot see that; such a batch's outcome is resolved by asking the store, and a
-deletion applied after the read-back is in no record), and a task whose clock runs slow by
-more than the margin. A quarter of the lease is also what `Lease.firm` keeps in hand: the
-last "go" under a firm lease is answered a quarter before the lease expires, so a batch
-told to go has ended (on the client) by the time a recovery may take the round for dead.
+Outside the bound: a server that applies a request more than `READ_TIMEOUT_S` after it got
+it (the client cannot see that; such a batch's outcome is resolved by asking the store, and
+a deletion applied after the read-back is in no record), and a task whose clock runs slow
+by more than the margin. `Lease.firm` also keeps a quarter of the lease in hand: the last
+"go" under a firm lease is answered a quarter before the lease expires, and for a lease of
+at least 4 x (1 s + `CONNECT_TIMEOUT_S` + `READ_TIMEOUT_S`) = 284 s (`send_within_s` is at
+least 1 s) the batch's last request was sent and answered (or given up) by the time a
+recovery may take the round for dead. The default lease is 600 s and no option sets
+another; a shorter lease (tests only) leaves the recovery's wait as the only margin
+(review rev38n finding 8).
 """
 
 from __future__ import annotations
