@@ -229,8 +229,15 @@ def _records(root: Path) -> list[dict[str, Any]]:
             if o.key.endswith(".json")]
 
 
+# `show-clock-ahead` (~40 s, a second Spark round) runs under `tox -e kill9`: since show no
+# longer records a round it must wait for, it checks only that a skewed show's STOP leaves
+# the live round its own record; the recovery's record against the driver's is
+# `reset-force` here and tests/gc/test_recover_race.py.
+_HOW = ["reset-force"] + (["show-clock-ahead"] if os.environ.get("EPOCHGC_KILL9_ALL") else [])
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize("how", ["reset-force", "show-clock-ahead"])
+@pytest.mark.parametrize("how", _HOW)
 def test_a_live_round_recovered_by_mistake_keeps_its_own_record(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
