@@ -267,14 +267,15 @@ def reset(store: str, s3_endpoint: str | None, force: bool, as_json: bool) -> No
             removed = reset_gc_state(s, time.time(), force)
         except ResetRefused as e:
             raise click.ClickException(str(e)) from None
+        if not as_json:  # said before the recovery's wait (review rev38n finding 4)
+            click.echo("gc-admin: reset: " + (", ".join(f"removed {k}" for k in removed)
+                                              or "nothing to remove"))
         recovered = _recover_dead(s, "gc-admin reset")
     finally:
         s.close()
     if as_json:
         _json({"removed": removed, "recovered": recovered})
         return
-    click.echo("gc-admin: reset: " + (", ".join(f"removed {k}" for k in removed)
-                                      or "nothing to remove"))
     for r in recovered:
         # "at least" when journal entries were unreadable (issue 41: N is a lower bound,
         # as `show` says).
