@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -457,7 +458,8 @@ def test_sigterm_during_the_next_rounds_recovery_wait_ends_the_round(tmp_path: P
     lines: list[str] = []
     try:
         assert proc.stderr is not None
-        while not any("waiting up to 6 s" in line for line in lines):
+        # "waiting up to 6 s for round ..." ("waiting 6s ..." before the line was reworded)
+        while not any(re.search(r"waiting (up to )?6 ?s", line) for line in lines):
             line = proc.stderr.readline()
             assert line, "".join(lines)
             lines.append(line)
