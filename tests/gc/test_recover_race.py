@@ -10,7 +10,7 @@ from typing import Any
 from epochgc.impl.gc.journal import END, START, journal_prefix, write_marker
 from epochgc.impl.gc.record import record_document, round_key, write_record
 from epochgc.impl.gc.recover import recover_dead_rounds
-from epochgc.impl.gc.sequence import SEQ_PREFIX
+from epochgc.impl.gc.sequence import SEQ_PREFIX, claim
 from epochgc.impl.gc.summary import GcSummary
 from epochgc.impl.store.local import LocalStore
 
@@ -72,3 +72,27 @@ def test_an_end_written_during_the_wait_is_the_record(tmp_path: Path) -> None:
     got = (_get(store, done.record)["outcome"], _get(store, prefix + END)["outcome"])
     assert got == ("interrupted", "interrupted"), got
     assert done.from_end
+
+
+class _ListedBefore(LocalStore):
+    """A claimer that listed the sequence before the other claimer's marker was created
+    (the two ran at once): its listing of the markers is empty."""
+
+    def list_page(self, prefix: str, *args: Any, **kwargs: Any) -> Any:
+        page = super().list_page(prefix, *args, **kwargs)
+        if prefix == SEQ_PREFIX:
+            return type(page)([], False)
+        return page
+
+
+def test_two_claims_of_one_round_at_once_share_its_number(tmp_path: Path) -> None:
+    """A recovery and the driver (or two recoveries) claim at once: both list the same
+    highest and try the same number; the one that loses the create reads the marker that
+    won and finds its own round there. The old code moved on and took the next number
+    (`AssertionError: (1, 2)`)."""
+    root = tmp_path / "s"
+    store = LocalStore(root, create=True)
+    first = claim(store, ROUND, round_key(ROUND))
+    second = claim(_ListedBefore(root), ROUND, round_key(ROUND))
+    assert (first, second) == (1, 1)
+    assert claim(_ListedBefore(root), "another-round", round_key("another-round")) == 2
