@@ -53,7 +53,13 @@ from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.expire import DEFAULT_KEEP_LAST, DEFAULT_RETENTION_S, expire_rounds
 from epochgc.impl.gc.job import check_is_store
 from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S
-from epochgc.impl.gc.recover import live_rounds, recover_dead_rounds
+from epochgc.impl.gc.recover import (
+    Recovered,
+    live_rounds,
+    recover_dead_rounds,
+    stop_dead_rounds,
+    waiting_line,
+)
 from epochgc.impl.gc.show import gc_state, iso, render
 from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import echo_safe, printable
@@ -261,14 +267,15 @@ def reset(store: str, s3_endpoint: str | None, force: bool, as_json: bool) -> No
             removed = reset_gc_state(s, time.time(), force)
         except ResetRefused as e:
             raise click.ClickException(str(e)) from None
+        if not as_json:  # said before the recovery's wait (review rev38n finding 4)
+            click.echo("gc-admin: reset: " + (", ".join(f"removed {k}" for k in removed)
+                                              or "nothing to remove"))
         recovered = _recover_dead(s, "gc-admin reset")
     finally:
         s.close()
     if as_json:
         _json({"removed": removed, "recovered": recovered})
         return
-    click.echo("gc-admin: reset: " + (", ".join(f"removed {k}" for k in removed)
-                                      or "nothing to remove"))
     for r in recovered:
         # "at least" when journal entries were unreadable (issue 41: N is a lower bound,
         # as `show` says).
@@ -340,8 +347,8 @@ def show(store: str, s3_endpoint: str | None, max_report_age: float, as_json: bo
         raise _usage(f"--max-report-age must be > 0 and finite, got {max_report_age!r}")
     s = _open(store, s3_endpoint)
     try:
-        recovered = _recover_dead(s, "gc-admin show")
-        doc = gc_state(s, time.time(), max_report_age, recovered)
+        recovered, recovering = _stop_dead(s, "gc-admin show")
+        doc = gc_state(s, time.time(), max_report_age, recovered, recovering)
     finally:
         s.close()
     if as_json:
@@ -365,16 +372,39 @@ def show_exit_code(doc: dict[str, Any]) -> int:
     return int(ExitCode.OK)
 
 
+def _say_waiting(seconds: float, rounds: list[str]) -> None:
+    echo_safe(f"gc-admin: {waiting_line(seconds, rounds)}", err=True)
+
+
+def _recovered(done: list[Recovered]) -> list[dict[str, Any]]:
+    return [{"round": r.round_id, "record": r.record, "deleted": r.deleted,
+             "unreadable": r.unreadable} for r in done]
+
+
 def _recover_dead(s: ObjectStore, by: str) -> list[dict[str, Any]]:
-    """Record every dead round (`recover.recover_dead_rounds`); a store this operator may
-    only read (or any failure) is reported and leaves them for the next look."""
+    """Record every dead round (`recover.recover_dead_rounds`, waiting their bound); a
+    store this operator may only read (or any failure) is reported and leaves them for the
+    next look."""
     try:
-        done = recover_dead_rounds(s, by, lambda: live_rounds(s, time.time()))
+        done = recover_dead_rounds(s, by, lambda: live_rounds(s, time.time()),
+                                   waiting=_say_waiting)
     except StoreError as e:
         echo_safe(f"gc-admin: warning: unfinished rounds not recorded: {e}", err=True)
         return []
-    return [{"round": r.round_id, "record": r.record, "deleted": r.deleted,
-             "unreadable": r.unreadable} for r in done]
+    return _recovered(done)
+
+
+def _stop_dead(s: ObjectStore, by: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """`show`'s look at dead rounds, without waiting (review rev38n finding 4: it slept
+    their bound, 240 s, before answering): those that need no wait recorded, STOP written
+    to the others, shown as being recovered (recorded by the next round or `reset`)."""
+    try:
+        done, stopping = stop_dead_rounds(s, by, lambda: live_rounds(s, time.time()))
+    except StoreError as e:
+        echo_safe(f"gc-admin: warning: unfinished rounds not recorded: {e}", err=True)
+        return [], []
+    return _recovered(done), [{"round": r.round_id, "wait_s": r.wait_s,
+                               "record_after": r.record_after} for r in stopping]
 
 
 @gc_admin.command("advance-epoch")

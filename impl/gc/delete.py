@@ -6,11 +6,15 @@ STOP check and journal writes run in the same worker before and after it, outsid
 so batch k+1's intent is written while batch k deletes (issue 38, S3 at the limit: with the
 three round trips and the serial STOP check inside the slot, a slot carried a request about
 half the time). The order per batch is unchanged: intent durable, then the request, then
-its outcome."""
+its outcome; the outcome rides in the next batch's intent when that batch is ready (the
+listing holds it, waiting for a slot), else it is written alone (`JournalWriter.done`).
+The STOP check is the task's "go on?" to its driver where it has one (`gate.py`)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -21,7 +25,13 @@ from epochgc.impl.gc.beacon import Tally
 from epochgc.impl.gc.journal import JournalWriter
 from epochgc.impl.gc.killpoint import reach
 from epochgc.impl.gc.pools import InlineExecutor, submitter
-from epochgc.impl.store.base import MAX_DELETE_BATCH, DeleteResult, ObjectStore, StoreError
+from epochgc.impl.store.base import (
+    MAX_DELETE_BATCH,
+    DeleteResult,
+    ObjectStore,
+    StoreError,
+    send_clock,
+)
 
 # (key, size, age_s, version): what a delete needs (the version listed, for a conditional
 # delete), and what the journal and manifest record (all but the version).
@@ -105,14 +115,17 @@ def delete_keys(
     stop = threading.Event()  # a worker saw the STOP marker: no further batch starts
 
     def one(batch: list[Doomed]) -> tuple[list[Doomed], DeleteResult | None]:
+        asked = send_clock()  # before the "go on?": the batch's bound counts from here
         if journal is not None and (stop.is_set() or journal.stop_requested()):
             stop.set()
+            journal.not_coming()  # the outcomes that waited for this intent go alone
             return batch, None  # not journaled, not sent: listed again next round
-        seq = journal.intent(batch) if journal is not None else 0
-        reach("intent-written")
-        _test_hold()
-        with slots:  # the request alone holds a slot: the journal writes overlap others'
-            result = _send(store, batch)
+        with _bounded(store, journal, asked):
+            seq = journal.intent(batch) if journal is not None else 0
+            reach("intent-written")
+            _test_hold()
+            with slots:  # the request alone holds a slot: the journal writes overlap others'
+                result = _send(store, batch)
         reach("batch-deleted")
         if tally is not None:
             tally.add(deleted=result.deleted)
@@ -153,31 +166,70 @@ def delete_keys(
         pending: set[Future[tuple[list[Doomed], DeleteResult | None]]] = set()
         try:
             for batch in batches(items, batch_size):
-                if len(pending) >= depth:  # bounded: never queue the whole key set
-                    waited = time.monotonic()
-                    done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                    stats.backpressure_s += time.monotonic() - waited
-                    for fut in done:
+                if journal is not None:
+                    # This batch is ready: the outcomes of the batches that finish before
+                    # its intent is written ride in that intent, no PUT of their own
+                    # (issue 38); with no batch ready (the listing behind) each goes alone.
+                    journal.coming()
+                submitted = False
+                try:
+                    if len(pending) >= depth:  # bounded: never queue the whole key set
+                        waited = time.monotonic()
+                        done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                        stats.backpressure_s += time.monotonic() - waited
+                        for fut in done:
+                            account(fut)
+                    # A finished batch's exception (a bug or a crash) stops the loop now,
+                    # not `depth` batches later.
+                    for fut in [f for f in pending if f.done()]:
+                        pending.discard(fut)
                         account(fut)
-                # A finished batch's exception (a bug or a crash) stops the loop now, not
-                # `depth` batches later.
-                for fut in [f for f in pending if f.done()]:
-                    pending.discard(fut)
-                    account(fut)
-                if stop.is_set():
-                    stats.stopped = 1
-                    break
-                sent = time.monotonic()
-                pending.add(submit(one, batch))
-                if inline:  # the listing waited for this request: the metric says so
-                    stats.backpressure_s += time.monotonic() - sent
+                    if stop.is_set():
+                        stats.stopped = 1
+                        break
+                    sent = time.monotonic()
+                    pending.add(submit(one, batch))
+                    submitted = True
+                    if inline:  # the listing waited for this request: the metric says so
+                        stats.backpressure_s += time.monotonic() - sent
+                finally:
+                    if journal is not None and not submitted:
+                        journal.not_coming(flush=False)  # the end of the task flushes
         finally:
             # Whatever ends the loop (a listing error too), the batches in flight finish
-            # and are journaled before the task ends.
+            # and are journaled before the task ends, their outcomes too.
             wait(pending)
+            if journal is not None:
+                _flush(journal)
         for fut in pending:
             account(fut)
     return stats
+
+
+def _bounded(store: ObjectStore, journal: JournalWriter | None,
+             asked: float) -> contextlib.ExitStack:
+    """A batch's intent and delete are sent within the journal's `send_within_s` of the
+    "go on?" asked at `asked` (issue 38, review rev38m finding 2: the recovery's wait rests
+    on it, `bounds.py`); past it a request is not sent (StoreError; a delete's keys are
+    then resolved by asking the store)."""
+    bound = contextlib.ExitStack()
+    if journal is not None and journal.send_within_s is not None:
+        deadline = asked + journal.send_within_s
+        bound.enter_context(store.send_by(deadline))
+        if journal.store is not store:
+            bound.enter_context(journal.store.send_by(deadline))
+    return bound
+
+
+def _flush(journal: JournalWriter) -> None:
+    """The outcomes still waiting for an intent, written alone. If one cannot be, its batch
+    is an intent without outcome, resolved by asking the store; the error propagates unless
+    another already does (`sys.exc_info`: this runs in a `finally`)."""
+    if sys.exc_info()[0] is None:
+        journal.flush()
+        return
+    with contextlib.suppress(StoreError):
+        journal.flush()
 
 
 def _send(store: ObjectStore, batch: list[Doomed]) -> DeleteResult:

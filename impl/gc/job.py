@@ -18,7 +18,7 @@ from epochgc.impl.gc.admin import read_admin_state
 from epochgc.impl.gc.errors import GcError, NotAStore, ReportError
 from epochgc.impl.gc.journal import END, write_marker
 from epochgc.impl.gc.killpoint import reach
-from epochgc.impl.gc.lease import Lease
+from epochgc.impl.gc.lease import DEFAULT_LEASE_S, Lease
 from epochgc.impl.gc.manifest import check_manifest_outside_data
 from epochgc.impl.gc.monitor import HealthVerdict, assess
 from epochgc.impl.gc.options import GcOptions
@@ -216,33 +216,52 @@ def _round(
         lease = Lease(open_store, summary.round_id)
         lease.acquire()
         held.append(lease)
-        # Before anything else (issue 38 item 1): the rounds whose driver died get their
-        # records. Holding the lease, no other round may be running.
-        summary.recovered = _recover(open_store, summary.round_id, note)
 
         def lost(why: str) -> None:
             note(f"gc: {why}; stopping")
             stop.request("lease-lost")
 
+        # Renewed from now on: the recovery below may read back many journals and waits
+        # each dead round's stop bound (review rev38m finding 4: renewals started after it,
+        # so a long recovery left the lease unsure, or let it expire before its first
+        # renewal).
         lease.keep(lost)
-    _with_spark(spark, _Round(open_store, options, view, m, now, clock, say, summary, stop))
+        # Before anything else (issue 38 item 1): the rounds whose driver died get their
+        # records. Holding the lease, no other round may be running.
+        summary.recovered = _recover(open_store, summary.round_id, note, stop)
+        if stop.requested:
+            # A signal or the deadline ended the recovery's wait (review rev38n finding
+            # 6): nothing of this round was started; the dead rounds keep their STOP and
+            # the next round records them.
+            summary.interrupted = stop.reason
+            return
+    _with_spark(spark, _Round(open_store, options, view, m, now, clock, say, summary, stop,
+                              held[0].firm if held else None,
+                              held[0].duration_s if held else DEFAULT_LEASE_S))
 
 
 def _recover(open_store: Callable[[], ObjectStore], round_id: str,
-             note: Callable[[str], None]) -> list[str]:
+             note: Callable[[str], None], stop: RoundStop) -> list[str]:
     """Record every dead round (`recover.recover_dead_rounds`); what could not be done is
-    said and left for the next look (this round's own deletes are safe either way)."""
-    from epochgc.impl.gc.recover import recover_dead_rounds
+    said and left for the next look (this round's own deletes are safe either way). A
+    request to stop ends the wait before their read-back: they stay unrecorded."""
+    from epochgc.impl.gc.recover import recover_dead_rounds, waiting_line
 
     try:
         store = open_store()
         try:
-            done = recover_dead_rounds(store, f"round {round_id}", lambda: {round_id})
+            done = recover_dead_rounds(
+                store, f"round {round_id}", lambda: {round_id},
+                waiting=lambda s, rounds: note(f"gc: {waiting_line(s, rounds)}"),
+                stop=stop)
         finally:
             store.close()
     except (StoreError, OSError) as e:
         note(f"gc: warning: unfinished rounds' journals not read back: {e}")
         return []
+    if stop.requested:
+        note(f"gc: {stop.reason} while waiting: the unfinished rounds keep their STOP and "
+             "are recorded by the next round or `gc-admin reset`")
     for r in done:
         at_least = "at least " if r.unreadable else ""  # unreadable entries: a lower bound
         note(f"gc: round {r.round_id} died before its end: recorded as killed, "

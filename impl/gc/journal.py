@@ -9,17 +9,21 @@ task return values. Each attempt writes, per delete batch:
 - `<journal>/<attempt>/<seq>.intent.json` BEFORE the batch's delete request: the keys,
   their sizes and their ages, as three columns (`Intent`);
 - `<journal>/<attempt>/<seq>.done.json` after it: deleted, already gone, changed
-  (skipped by a conditional delete) and failed keys.
+  (skipped by a conditional delete) and failed keys; or the same outcome inside the
+  attempt's next intent (`"done": {"<seq>": ...}`) when that batch was ready as the
+  request answered (issue 38: one PUT less per batch). A reader that ignores it sees an
+  intent without `done` and asks the store, as below: correct, never an overcount.
 
 An intent without its `done` (the attempt was killed mid-request) is resolved by the driver
 asking the store which of its keys are gone. A key counted `deleted` by two attempts (S3
 cannot tell "already gone" from "deleted") counts once. The driver also writes `START.json`
 before the first task starts and `END.json` at the end; `STOP` asks running tasks to stop at
-their next batch (SIGINT/SIGTERM).
+their next batch (SIGINT/SIGTERM; tasks with a `gate.py` channel ask their driver instead).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -29,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from epochgc.impl.gc.errors import ReportError
+from epochgc.impl.gc.gate import GateTarget, answer
 from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.store.base import DeleteResult, ObjectStore, StoreError
 
@@ -39,6 +44,8 @@ END = "END.json"
 _MAX_ERROR_SAMPLES = 20
 # Bytes of journal entries a task returns with its result at most (about 400,000 keys):
 # beyond it the task's result stays small and the driver reads its entries from the store.
+# The stage lowers it so that all tasks' results together stay well under Spark's
+# spark.driver.maxResultSize (a job whose results pass it is aborted).
 KNOWN_LIMIT = 32 << 20
 
 
@@ -153,11 +160,18 @@ class Driver:
 class JournalTarget:
     """Where a round's journal lives (picklable: shipped to every task). `open_store`: the
     store to write it in; None means the task's own store. `driver`: the round's driver,
-    whose death stops the task at its next batch (None: not checked)."""
+    whose death stops the task at its next batch (None: not checked). `gate`: where the
+    task asks its driver "go on?" before each batch instead of asking the store for the
+    STOP marker (`gate.py`; None: the marker is asked for)."""
 
     prefix: str  # ends in "/"
     open_store: Callable[[], ObjectStore] | None = None
     driver: Driver | None = None
+    gate: GateTarget | None = None
+    known_limit: int = KNOWN_LIMIT  # bytes of entries the task returns at most
+    # No request of a batch is sent later than this after its "go on?" was asked (None:
+    # unbounded; `bounds.send_within_s`, `ObjectStore.send_by`).
+    send_within_s: float | None = None
 
 
 def journal_prefix(round_id: str) -> str:
@@ -172,51 +186,114 @@ class JournalWriter:
         self.base = f"{target.prefix}{attempt.name()}/"
         self.stop_key = f"{target.prefix}{STOP}"
         self.driver = target.driver
+        self.gate = target.gate
+        self.send_within_s = target.send_within_s
+        self._answered = False  # the gate answered once: from then on silence is a stop
         self.attempt = attempt
         self._seq = iter(range(1 << 62))
         self._lock = threading.Lock()
         self._name = attempt.name()
         # What this attempt wrote, as written (name under the journal -> bytes), while it
-        # stays within `KNOWN_LIMIT`: returned with the task's result, so the driver reads
+        # stays within `known_limit`: returned with the task's result, so the driver reads
         # back from the store only what attempts that did not return wrote (issue 38).
         self._written: dict[str, bytes] | None = {}
         self._written_bytes = 0
+        self._known_limit = target.known_limit
+        # Outcomes waiting to ride in the next intent (issue 38: one PUT and, when read
+        # back from the store, one GET less per batch), while `_coming` batches are on their
+        # way to their intent; with none coming an outcome is written alone at once.
+        self._coming = 0
+        self._carry: dict[int, DeleteResult] = {}
 
     def intent(self, batch: list[tuple[str, int, float, str]]) -> int:
         """Record the (key, size, age_s) items about to be deleted; returns the batch's
-        number. Raises StoreError: a batch that cannot be journaled is not deleted."""
+        number. Raises StoreError: a batch that cannot be journaled is not deleted. The
+        outcomes of finished batches that waited for an intent (`coming`) ride in it
+        (`"done"`: seq -> outcome); if it cannot be written they are written alone."""
         with self._lock:
             seq = next(self._seq)
-        self._put(f"{seq:08d}.intent.json", {
+            self._coming = max(0, self._coming - 1)
+            carried, self._carry = self._carry, {}
+        doc: dict[str, Any] = {
             "keys": [k for k, _, _, _ in batch],
             "sizes": [s for _, s, _, _ in batch],
             "ages": [a for _, _, a, _ in batch],
-        })
+        }
+        if carried:
+            doc["done"] = {f"{n:08d}": _outcome(r) for n, r in sorted(carried.items())}
+        try:
+            self._put(f"{seq:08d}.intent.json", doc)
+        except BaseException:
+            with contextlib.suppress(StoreError):
+                for n, r in sorted(carried.items()):
+                    self._put(f"{n:08d}.done.json", _outcome(r))
+            raise
         return seq
 
+    def coming(self) -> None:
+        """A batch is on its way to its intent (the outcomes finished meanwhile may wait
+        for it). Each call is matched by that batch's `intent` or its `not_coming`."""
+        with self._lock:
+            self._coming += 1
+
+    def not_coming(self, flush: bool = True) -> None:
+        """A batch announced by `coming` stopped before its intent: with no other coming,
+        the outcomes that waited are written alone now (with `flush`; else by the caller's
+        `flush` later)."""
+        with self._lock:
+            self._coming = max(0, self._coming - 1)
+            if self._coming or not flush:
+                return
+        self.flush()
+
+    def flush(self) -> None:
+        """Write every outcome still waiting for an intent, each alone (the task's end)."""
+        with self._lock:
+            carried, self._carry = self._carry, {}
+        for n, r in sorted(carried.items()):
+            self._put(f"{n:08d}.done.json", _outcome(r))
+
     def done(self, seq: int, result: DeleteResult) -> None:
-        """Record what batch `seq` did: every key is deleted, gone, changed or failed."""
-        self._put(f"{seq:08d}.done.json", {
-            "deleted": result.deleted,  # for progress while the round runs (issue 41)
-            "gone": sorted(result.gone),
-            "changed": sorted(result.changed),
-            "errors": result.errors,
-        })
+        """Record what batch `seq` did: every key is deleted, gone, changed or failed.
+        While another batch is on its way to its intent (`coming`), the outcome waits to
+        ride in that intent; otherwise it is written alone now."""
+        with self._lock:
+            if self._coming > 0:
+                self._carry[seq] = result
+                return
+        self._put(f"{seq:08d}.done.json", _outcome(result))
 
     def driver_gone(self) -> bool:
         """The driver is known to be gone (killed): a local check, no request."""
         return self.driver is not None and self.driver.gone()
 
     def stop_requested(self) -> bool:
-        """True once the driver asked the round to stop (SIGINT, SIGTERM, deadline), or
-        once the driver is known to be gone (killed: no one would account for a further
-        batch until the round is recovered)."""
+        """True once the driver asked the round to stop (SIGINT, SIGTERM, deadline, pause,
+        unhealthy), or once the driver is known to be gone (killed: no one would account
+        for a further batch until the round is recovered). With a gate, the driver is
+        asked (no store request): "no" is a stop, and so is silence once it has answered
+        before; a gate that never answered is given up for the store's STOP marker."""
         if self.driver_gone():
             return True
+        gate = self.gate
+        if gate is not None:
+            got = answer(gate)
+            if got is not None:
+                self._answered = True
+                return not got
+            if self._answered:
+                return True  # silent after answering: the driver is gone or cut off
+            # Never answered: no channel from here (UDP filtered between the hosts, or the
+            # driver died before the first ask); the store's STOP marker, as before.
+            self.gate = None
         try:
             return self.store.head(self.stop_key) is not None
         except StoreError:
-            return False  # the check is advisory: the driver also waits for the tasks
+            # Fail closed (review rev38n finding 5): with no gate this HEAD is the only
+            # "go" the batch gets (`bounds.py`), and a recovery waits its bound, not the
+            # tasks: a task that cannot read STOP sends nothing (its keys are listed again
+            # next round).
+            return True
 
     def _put(self, name: str, doc: dict[str, Any]) -> None:
         doc["attempt"] = self.attempt.as_dict()
@@ -225,16 +302,25 @@ class JournalWriter:
         with self._lock:  # only once the store acknowledged it
             if self._written is not None:
                 self._written_bytes += len(raw)
-                if self._written_bytes > KNOWN_LIMIT:
+                if self._written_bytes > self._known_limit:
                     self._written = None  # too much to ship: the driver reads them all
                 else:
                     self._written[f"{self._name}/{name}"] = raw
 
     def written(self) -> dict[str, bytes]:
         """Every entry this attempt wrote (name under the journal prefix -> its bytes), or
-        none at all once they passed `KNOWN_LIMIT` (then the driver GETs them)."""
+        none at all once they passed `known_limit` (then the driver GETs them)."""
         with self._lock:
             return dict(self._written) if self._written is not None else {}
+
+
+def _outcome(result: DeleteResult) -> dict[str, Any]:
+    return {
+        "deleted": result.deleted,  # for progress while the round runs (issue 41)
+        "gone": sorted(result.gone),
+        "changed": sorted(result.changed),
+        "errors": result.errors,
+    }
 
 
 @dataclass(frozen=True)
@@ -343,6 +429,31 @@ def _parse_done(doc: Any) -> tuple[set[str], set[str], dict[str, Any]]:
     return set(doc["gone"]), set(doc["changed"]), doc["errors"]
 
 
+_SEQ = re.compile(r"[0-9]{8}")
+
+
+def _carried(doc: dict[str, Any], batch: str, key: str,
+             dones: dict[str, tuple[set[str], set[str], dict[str, Any]]],
+             totals: JournalTotals) -> None:
+    """The outcomes of earlier batches an intent carries (`"done"`: seq -> outcome, as a
+    `done` record); one that cannot be parsed is skipped and counted, and its batch is then
+    resolved by asking the store (as an intent without its `done`)."""
+    carried = doc.get("done")
+    if carried is None:
+        return
+    attempt = batch.rpartition("/")[0]
+    if not isinstance(carried, dict):
+        totals.skip(key, "its carried outcomes are not an object")
+        return
+    for seq, outcome in carried.items():
+        try:
+            if not (isinstance(seq, str) and _SEQ.fullmatch(seq)):
+                raise ValueError(f"a carried outcome names no batch: {seq!r:.40}")
+            dones.setdefault(f"{attempt}/{seq}", _parse_done(outcome))
+        except (ValueError, TypeError) as e:  # TypeError: a key that is not hashable
+            totals.skip(key, str(e)[:200])
+
+
 def read_journal(
     store: ObjectStore, prefix: str, data: ObjectStore | None = None,
     known: Mapping[str, bytes] | None = None,
@@ -379,6 +490,7 @@ def read_journal(
             whole = True
             if suffix == ".intent.json":
                 intents[batch] = Intent.parse(doc)
+                _carried(doc, batch, obj.key, dones, totals)
             else:
                 dones[batch] = _parse_done(doc)
         except (StoreError, ReportError, ValueError, KeyError, TypeError) as e:

@@ -48,6 +48,9 @@ _MAX_LEASE_BYTES = 4096
 # Conditional writes that lost a race (412 after a read, 409) are retried this many times
 # with a fresh read; past that another round is busy with the lease: refused.
 _TRIES = 4
+# How far the wall clock may drift from the monotonic clock between two lease writes before
+# it is taken as a step (`Lease.firm`).
+STEP_TOLERANCE_S = 2.0
 
 
 class Lease:
@@ -72,9 +75,52 @@ class Lease:
         # Which process holds it, as `gc-admin show` on this machine can check it (issue
         # 41: a dead driver's live lease was shown for its whole 10 minutes, unflagged).
         self._driver = asdict(Driver.this_process())
+        # monotonic time until which the lease is this round's for sure: from the moment
+        # the last successful write's document was made (before its request went out)
+        self._until = float("-inf")
+        self._made = float("-inf")
+        # The wall-clock time written in the document made at `_made` (its `renewed_at`):
+        # the readers judge the lease by it, the driver by `_made` (rev38m finding 1).
+        self._made_wall = float("nan")
+        self.stepped: str | None = None  # why the clocks disagree: never firm again
+        self._clocks = threading.Lock()  # `_made` and `_made_wall` change together
+
+    def firm(self) -> bool:
+        """Held for at least a quarter of its duration more, as of the last write this
+        round made successfully (a local check, no request): the round's tasks are told to
+        go on only while this holds (`gate.py`), so none is told to once the lease may
+        expire and a recovery may read the round back (a quarter, 150 s by default, is
+        what a batch told to go may still take: `bounds.py`). Renewals come every third:
+        one that fails leaves it firm until the next is tried and a little after.
+
+        Never firm again once the wall clock moved differently from the monotonic clock
+        since a lease write by more than `STEP_TOLERANCE_S` (a step: NTP, a VM resumed, an
+        operator's `date`): the expiry the readers see is wall-clock, so a driver whose
+        clock stepped back writes a lease every reader takes for expired while its own
+        monotonic count says it is firm (rev38m finding 1). A steady skew between hosts is
+        not visible here; the recovery's wait covers it (`bounds.py`)."""
+        if self.stepped is None:
+            self._check_step()
+        return self.stepped is None and self._until - time.monotonic() > self.duration_s / 4
+
+    def _check_step(self) -> None:
+        """Latch `stepped` if the wall clock moved unlike the monotonic one since the last
+        document made (a rate error of NTP's slew, 500 ppm, is 0.3 s over a lease)."""
+        with self._clocks:
+            if math.isnan(self._made_wall):
+                return
+            wall = self.clock() - self._made_wall
+            mono = time.monotonic() - self._made
+        if abs(wall - mono) > STEP_TOLERANCE_S:
+            self.stepped = (f"the wall clock moved {wall:+.1f}s while {mono:.1f}s passed "
+                            "since the lease was written: the lease's expiry is unsure")
 
     def _doc(self, **extra: Any) -> bytes:
-        now = self.clock()
+        if self.stepped is None:
+            self._check_step()  # a step since the last write is never written over
+        with self._clocks:
+            self._made = time.monotonic()
+            now = self._made_wall = self.clock()
         return json.dumps({
             "round": self.round_id, "host": socket.gethostname(), "pid": os.getpid(),
             "token": self.token, "renewed_at": now, "expires_at": now + self.duration_s,
@@ -97,12 +143,14 @@ class Lease:
                     created = store.create_if_absent(LEASE_KEY, self._doc())
                     if created is not None:
                         self.version = created
+                        self._until = self._made + self.duration_s
                         return
                     got = store.get_versioned(LEASE_KEY, _MAX_LEASE_BYTES)
                     if got is None:
                         continue  # removed since (a reset): create again
                     if self._ours(got):  # our own write applied, its answer was lost
                         self.version = got.version
+                        self._until = self._made + self.duration_s
                         return
                     held = _parse(got)
                     if held is not None and _expires(held) > self.clock():
@@ -110,6 +158,7 @@ class Lease:
                     taken = store.replace_if_match(LEASE_KEY, self._doc(), got.version)
                     if taken is not None:
                         self.version = taken
+                        self._until = self._made + self.duration_s
                         return
                 except ConditionalConflict:
                     continue  # another request on the lease completed first: read again
@@ -149,6 +198,8 @@ class Lease:
                 done = store.replace_if_match(LEASE_KEY, doc, self.version)
                 if done is not None:
                     self.version = done
+                    if not self._stop.is_set():  # a renewal, not the release
+                        self._until = self._made + self.duration_s
                     return None
                 got = store.get_versioned(LEASE_KEY, _MAX_LEASE_BYTES)
             except ConditionalConflict:
@@ -178,6 +229,7 @@ class Lease:
         delete path, whose failures (or a test's injected crashes) would keep it held. A
         lease taken over since (this round was late) is never touched."""
         self._stop.set()
+        self._until = float("-inf")
         if self._thread is not None:
             self._thread.join()
         if not self.version:

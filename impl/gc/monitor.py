@@ -32,7 +32,7 @@ import math
 from dataclasses import dataclass
 
 from epochgc.impl.gc.errors import ReportError
-from epochgc.impl.gc.reports import ClusterView, read_cluster_view
+from epochgc.impl.gc.reports import ClusterView, SeenDocs, read_cluster_view
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.model.cluster import partition_epochs
 
@@ -97,15 +97,17 @@ def assess(view: ClusterView) -> HealthVerdict:
     return HealthVerdict(Health.HEALTHY)
 
 
-def check_health(store: ObjectStore, now: float, max_report_age_s: float) -> HealthVerdict:
+def check_health(store: ObjectStore, now: float, max_report_age_s: float,
+                 seen: SeenDocs | None = None) -> HealthVerdict:
     """Read the reports and judge them; a read that fails is UNKNOWN, never an exception
     (fail closed: no health information blocks the round). A clock reading or age limit
-    that is not a finite number (or a limit <= 0) is UNKNOWN: nothing can be judged fresh."""
+    that is not a finite number (or a limit <= 0) is UNKNOWN: nothing can be judged fresh.
+    `seen`: the in-round watch's documents from its previous look (`reports.SeenDocs`)."""
     if not (math.isfinite(now) and math.isfinite(max_report_age_s) and max_report_age_s > 0):
         return HealthVerdict(Health.UNKNOWN, (
             f"cannot judge the reports' ages: clock {now!r}, age limit {max_report_age_s!r}",))
     try:
-        view = read_cluster_view(store, now, max_report_age_s)
+        view = read_cluster_view(store, now, max_report_age_s, seen=seen)
     except (ReportError, StoreError) as e:
         return HealthVerdict(Health.UNKNOWN, (f"the reports cannot be read: {e}",))
     return assess(view)

@@ -6,6 +6,7 @@ import math
 import os
 from dataclasses import dataclass
 
+from epochgc.impl.gc.bounds import LOOK_FRESH_S, STOP_LOOK_EVERY_S
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.manifest import has_scheme
 from epochgc.impl.store.base import MAX_DELETE_BATCH, MAX_PAGE_SIZE
@@ -14,7 +15,11 @@ from epochgc.model.keys import PREFIXES
 DEFAULT_GRACE_S = 12 * 3600.0
 MIN_GRACE_S = 3600.0
 DEFAULT_MAX_REPORT_AGE_S = 300.0
-MAX_WATCH_INTERVAL_S = 3600.0  # the in-round watch's longest wait between looks
+# The in-round watch's longest wait between looks: the gate lets tasks go on only within
+# `LOOK_FRESH_S` (90 s) of a look's HEAD of the round's STOP marker (`bounds.py`), and a
+# look HEADs it once the last is `STOP_LOOK_EVERY_S` (30 s) old; a longer interval stopped
+# every round `watch-late` at its first ask 90 s after a look (review rev38n finding 3).
+MAX_WATCH_INTERVAL_S = LOOK_FRESH_S - STOP_LOOK_EVERY_S
 
 
 @dataclass(frozen=True)
@@ -69,9 +74,11 @@ class GcOptions:
         if self.list_concurrency is not None and self.list_concurrency < 1:
             raise GcError("list concurrency must be >= 1")
         if not 0 < self.watch_interval_s <= MAX_WATCH_INTERVAL_S:
-            # inf made the watch thread die on Event.wait's OverflowError (issue 30 review).
-            raise GcError(f"watch interval must be in (0, {MAX_WATCH_INTERVAL_S:g}] s, got "
-                          f"{self.watch_interval_s!r}")
+            # inf made the watch thread die on Event.wait's OverflowError (issue 30 review);
+            # above the bound the gate closed between two looks (review rev38n finding 3).
+            raise GcError(f"watch_interval_s must be in (0, {MAX_WATCH_INTERVAL_S:g}] s (the "
+                          f"gate lets tasks go on only within {LOOK_FRESH_S:g} s of a look at "
+                          f"the round's STOP marker), got {self.watch_interval_s!r}")
         if self.deadline_s is not None and not self.deadline_s > 0:
             raise GcError(f"deadline must be > 0, got {self.deadline_s:g}s")
         if self.list_keys is not None and not self.dry_run:

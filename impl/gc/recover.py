@@ -12,8 +12,32 @@ was not (killed between the two) gets its record from its END.
 
 Never a round that may still be running: the caller names the rounds to leave alone
 (`running`), from the lease (`rounds_that_may_run`). A record that exists is never
-overwritten. If the dead round's driver was in fact alive (its lease expired while it was
-cut off from the store), its own END and record, written later, replace these.
+overwritten: the recovered record is created only if none exists (`create_if_absent`: a
+hard link on a local store, `PutObject` with `If-None-Match: *` on S3), and only then its
+END (also only if absent). If the dead round's driver was in fact alive (its lease expired
+while it was cut off from the store, or its wall clock was behind the reader's, or an
+operator's `gc-admin reset --force`), it sees STOP, stops and writes its own END and
+record: the recovery, looking again after its wait, finds them and leaves them (review
+rev38n finding 1: it wrote `killed` over them); a driver's record written after the
+recovered one replaces it (a plain write); both claim the same round number
+(`sequence.claim` reuses a number already claimed for the round).
+
+Between the STOP and the read-back the recovery waits the round's own bound, from its
+START (`stop_within_s`, `bounds.py`: 240 s with the default lease): a driver that is in
+fact alive sees STOP within a look and its tasks send nothing after that bound, so the
+read-back holds every deletion of the round (review rev38m finding 1: with the tasks
+asking their driver instead of HEADing STOP, a live round recovered by mistake went on
+deleting behind a `killed` record that said fewer). A START without it was written by a
+version whose tasks HEAD STOP before each batch: no wait (that version's bound). A START
+that cannot be read: the longest wait (`MAX_STOP_WITHIN_S`). Every STOP is written first,
+then one wait, then the read-backs. The wait ends early when the caller's round is asked
+to stop (SIGINT, SIGTERM, `--deadline`: review rev38n finding 6): nothing is read back or
+recorded then, the STOP markers stay, and the next look recovers those rounds.
+
+`gc-admin show` does not wait (review rev38n finding 4: the status command held the
+operator for the bound): `stop_dead_rounds` records what needs no wait (a round with its
+END, a START without a bound), writes STOP for the rest and says when they may be
+recorded (by the next round or `gc-admin reset`, which wait).
 """
 
 from __future__ import annotations
@@ -26,6 +50,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from epochgc.impl.gc.admin import LeaseState, read_lease
+from epochgc.impl.gc.bounds import MAX_STOP_WITHIN_S
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP, read_journal, write_marker
 from epochgc.impl.gc.record import (
@@ -35,10 +60,14 @@ from epochgc.impl.gc.record import (
     round_key,
 )
 from epochgc.impl.gc.reports import check_nesting
+from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.summary import GcSummary
 from epochgc.impl.store.base import ObjectStore, StoreError
 
 _MAX_DOC = 1 << 20  # bytes of a START or END read back
+# The wait between the STOP markers and the read-backs (looked up at each call: a test
+# that recovers a round killed for real replaces it rather than wait minutes).
+SLEEP: Callable[[float], None] = time.sleep
 
 
 @dataclass(frozen=True)
@@ -96,26 +125,115 @@ def live_rounds(store: ObjectStore, now: float) -> set[str] | None:
     return {holder} if isinstance(holder, str) else None
 
 
+@dataclass(frozen=True)
+class Stopping:
+    """A dead round whose STOP was written and whose record waits for its bound."""
+
+    round_id: str
+    wait_s: float  # its bound from STOP to no request in flight
+    record_after: float  # this host's wall clock: the STOP plus the bound
+
+
+@dataclass(frozen=True)
+class _Found:
+    recorded: list[Recovered]  # recorded at once (from their END)
+    stopped: list[_Dead]  # STOP written, to be read back after their bound
+
+
 def recover_dead_rounds(
     store: ObjectStore,
     by: str,
     running: Callable[[], set[str] | None],
     data: ObjectStore | None = None,
     clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] | None = None,
+    waiting: Callable[[float, list[str]], None] | None = None,
+    stop: RoundStop | None = None,
 ) -> list[Recovered]:
     """Write the record of every round with a journal and no record that is not running.
     `running()` names the rounds that may still run (None: cannot tell, nothing is done);
     it is asked AFTER the journals are listed, so a round that started meanwhile (it took
     the lease before its START) is left alone. `by` says who recovered it (in the record);
-    `data`: the store the keys are in (default `store`). Raises StoreError if the journals
-    cannot be listed or a record cannot be written."""
-    out: list[Recovered] = []
+    `data`: the store the keys are in (default `store`). After writing the STOP markers,
+    waits the longest of the rounds' stop bounds (`waiting(seconds, rounds)` is told
+    first): `sleep` (default `SLEEP`); with `stop`, the wait ends once it is requested and
+    nothing more is done (the STOPs stay: the next look records those rounds).
+    Raises StoreError if the journals cannot be listed or a record cannot be written."""
+    found = _stop_dead(store, by, running)
+    out = list(found.recorded)
+    wait_s = max((d.wait_s for d in found.stopped), default=0.0)
+    if wait_s > 0:
+        if waiting is not None:
+            waiting(wait_s, [d.round_id for d in found.stopped])
+        # no task of theirs sends a request after this (`bounds.py`)
+        if _interrupted(wait_s, sleep if sleep is not None else SLEEP, stop):
+            return out
+    for d in found.stopped:
+        r = _record_stopped(store, data, d, by, clock)
+        if r is not None:
+            out.append(r)
+    return out
+
+
+def stop_dead_rounds(
+    store: ObjectStore,
+    by: str,
+    running: Callable[[], set[str] | None],
+    data: ObjectStore | None = None,
+    clock: Callable[[], float] = time.time,
+) -> tuple[list[Recovered], list[Stopping]]:
+    """`recover_dead_rounds` without the wait (`gc-admin show`): the rounds that need none
+    recorded (with their END, or a START without a bound), STOP written for the others,
+    which are returned as stopping (recorded by the next look that waits)."""
+    found = _stop_dead(store, by, running)
+    out = list(found.recorded)
+    stopping: list[Stopping] = []
+    now = clock()
+    for d in found.stopped:
+        if d.wait_s > 0:
+            stopping.append(Stopping(d.round_id, d.wait_s, now + d.wait_s))
+            continue
+        r = _record_stopped(store, data, d, by, clock)
+        if r is not None:
+            out.append(r)
+    return out, stopping
+
+
+def waiting_line(wait_s: float, rounds: list[str]) -> str:
+    """What the operator is told when a recovery starts its wait."""
+    many = len(rounds) > 1
+    return (f"waiting up to {wait_s:.0f} s for round{'s' if many else ''} "
+            f"{', '.join(rounds)} to see {'their' if many else 'its'} STOP (no task of "
+            f"{'theirs' if many else 'its'} sends a delete after that) before reading "
+            f"{'their journals' if many else 'its journal'} back")
+
+
+def _interrupted(wait_s: float, sleep: Callable[[float], None], stop: RoundStop | None
+                 ) -> bool:
+    """Wait `wait_s`; True if `stop` was requested meanwhile. The real wait (`time.sleep`)
+    is the stop's own event, so a signal or the deadline ends it at once (a handler only
+    records the request: `time.sleep` resumes after it, PEP 475); an injected `sleep`
+    (tests) is called as it is and the stop looked at after it."""
+    if stop is None:
+        sleep(wait_s)
+        return False
+    if sleep is time.sleep:
+        stop.wait(wait_s)
+    else:
+        sleep(wait_s)
+    return stop.requested
+
+
+def _stop_dead(store: ObjectStore, by: str, running: Callable[[], set[str] | None]) -> _Found:
+    """The unfinished rounds that are not running and have no record: those with an END
+    recorded from it, STOP written to the others."""
+    found = _Found([], [])
     candidates = unfinished(store)
     if not candidates:
-        return out
+        return found
     skip = running()
     if skip is None:
-        return out
+        return found
     recorded = {o.key for o in store.list_all(ROUNDS_PREFIX)}
     for round_id, has_end in candidates.items():
         if round_id in skip or round_key(round_id) in recorded:
@@ -123,16 +241,65 @@ def recover_dead_rounds(
         prefix = f"{JOURNAL_PREFIX}{round_id}/"
         end = _read_doc(store, prefix + END) if has_end else None
         if end is not None:
-            out.append(_from_end(store, round_id, end))
+            r = _from_end(store, round_id, end)
+            if r is not None:
+                found.recorded.append(r)
             continue
-        out.append(_from_journal(store, data, round_id, prefix, by, clock))
-    return out
+        took = _journal_span(store, prefix)  # before our STOP joins it
+        start = _read_doc(store, prefix + START)
+        # Any task of the dead round still running stops: its driver, if alive, sees STOP
+        # within a look and answers no "go on?" after it (`gate.py`, `watch.py`); a task
+        # without that channel checks STOP before each batch; one on the driver's host
+        # also sees it gone (`journal.Driver`).
+        write_marker(store, prefix, STOP, {"reason": "killed", "by": by})
+        found.stopped.append(_Dead(round_id, prefix, start or {}, took, _stop_within(start)))
+    return found
 
 
-def _from_end(store: ObjectStore, round_id: str, end: dict[str, Any]) -> Recovered:
-    """Killed after its END, before its record: the END is the record's document."""
+def _record_stopped(store: ObjectStore, data: ObjectStore | None, dead: _Dead, by: str,
+                    clock: Callable[[], float]) -> Recovered | None:
+    """After the wait: the round's record, unless it got one meanwhile (its driver was
+    alive and wrote its own, or another recovery did: None); from its END if that appeared
+    (the driver's own account), else read back from its journal."""
+    if store.head(round_key(dead.round_id)) is not None:
+        return None
+    end = _read_doc(store, dead.prefix + END)
+    if end is not None:
+        return _from_end(store, dead.round_id, end)
+    return _from_journal(store, data, dead, by, clock)
+
+
+@dataclass(frozen=True)
+class _Dead:
+    """A round being recovered, between its STOP and its read-back."""
+
+    round_id: str
+    prefix: str
+    start: dict[str, Any]
+    took: float  # how long its journal ran
+    wait_s: float  # its bound from STOP to no request in flight
+
+
+def _stop_within(start: dict[str, Any] | None) -> float:
+    """The bound a round's START gives (`stop_within_s`), at most `MAX_STOP_WITHIN_S`; 0 if
+    the START has none (its tasks HEAD STOP before each batch); the most if it cannot be
+    read (it may be a round with the go-on channel)."""
+    if start is None:
+        return MAX_STOP_WITHIN_S
+    given = start.get("stop_within_s")
+    if given is None:
+        return 0.0
+    if isinstance(given, bool) or not isinstance(given, int | float) or not given >= 0:
+        return MAX_STOP_WITHIN_S  # damaged: the longest (NaN fails `>= 0`)
+    return min(float(given), MAX_STOP_WITHIN_S)
+
+
+def _from_end(store: ObjectStore, round_id: str, end: dict[str, Any]) -> Recovered | None:
+    """Killed after its END, before its record: the END is the record's document (created
+    only if no record exists: None if one does, e.g. its driver's own, written meanwhile)."""
     key = round_key(round_id)
-    store.put(key, json.dumps(end, allow_nan=False, indent=1).encode())
+    if not store.put_if_absent(key, json.dumps(end, allow_nan=False, indent=1).encode()):
+        return None
     given = end.get("counts")
     counts: dict[str, Any] = given if isinstance(given, dict) else {}
     deleted = counts.get("deleted", 0)
@@ -152,14 +319,10 @@ def _journal_span(store: ObjectStore, prefix: str) -> float:
 
 
 def _from_journal(
-    store: ObjectStore, data: ObjectStore | None, round_id: str, prefix: str, by: str,
+    store: ObjectStore, data: ObjectStore | None, dead: _Dead, by: str,
     clock: Callable[[], float],
-) -> Recovered:
-    took = _journal_span(store, prefix)  # before our STOP joins it
-    # Any task of the dead round still running stops at its next batch (each checks STOP
-    # before it starts one; it also stops once it sees its driver gone: `journal.Driver`).
-    write_marker(store, prefix, STOP, {"reason": "killed", "by": by})
-    start = _read_doc(store, prefix + START) or {}
+) -> Recovered | None:
+    round_id, prefix, start, took = dead.round_id, dead.prefix, dead.start, dead.took
     m, rev = start.get("M"), start.get("snapshot_revision")
     s = GcSummary(
         M=m if isinstance(m, int) else None,
@@ -191,9 +354,16 @@ def _from_journal(
         partial_listing(s, totals)  # its tasks' listing counts died with its driver
     given = start.get("options")
     options: dict[str, Any] = given if isinstance(given, dict) else {}
+    # The number first (the record carries it): `claim` hands a round the number already
+    # claimed for it, so a driver or another recovery that records it too shares it.
     number_round(store, s)
     doc = record_document(s, options)
-    write_marker(store, prefix, END, record_document(s, {}))
     key = round_key(round_id)
-    store.put(key, json.dumps(doc, allow_nan=False, indent=1).encode())
+    # Only if no record exists (review rev38n finding 1): the driver's own, written during
+    # the read-back, or another recovery's, wins; then neither END nor record is ours.
+    if not store.put_if_absent(key, json.dumps(doc, allow_nan=False, indent=1).encode()):
+        return None
+    # The journal's last word, unless its driver wrote its own meanwhile.
+    store.put_if_absent(prefix + END, json.dumps(record_document(s, {}), allow_nan=False,
+                                                 indent=1).encode())
     return Recovered(round_id, key, s.deleted, s.unreadable_entries, False)

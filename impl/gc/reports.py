@@ -48,6 +48,8 @@ from epochgc.model.keys import MAX_EPOCH
 
 PARTITIONS_KEY = "_cluster/partitions.json"
 HEALTH_PREFIX = "_cluster/health/"
+_CLUSTER_PREFIX = "_cluster/"
+assert HEALTH_PREFIX < PARTITIONS_KEY  # `_list_watched` lists from one to the other
 _PARTITION = re.compile(r"[^/\s]+/[0-9]+")  # ASCII digits: `\d` also matches "٥"
 _NODE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 # Revisions and epochs share one number line with the 18-digit epochs of keys (spec R20).
@@ -115,6 +117,7 @@ def read_cluster_view(
     readers: int = 1,
     expect: tuple[str, ...] = (),
     pool: Executor | None = None,
+    seen: SeenDocs | None = None,
 ) -> ClusterView:
     """What the store's reports say now. `pool`: a long-lived pool of `readers` workers to
     borrow (`impl.gc.pools`). With `readers` > 1 the snapshot is read while the
@@ -128,7 +131,13 @@ def read_cluster_view(
 
     A report read before the listing answered is still a version of it from within this
     read: combined with the listing's timestamp its age is the older of the two versions'
-    (`report_age`), never younger than either."""
+    (`report_age`), never younger than either.
+
+    `seen` (the in-round watch's, `watch.py`): one listing names the reports and the
+    snapshot with their versions, and only those whose version changed since the previous
+    look are read (`SeenDocs`), one after another."""
+    if seen is not None:
+        return _read_seen_view(store, now, max_report_age_s, seen)
     if readers <= 1:  # each read when its result is needed, as before
         return _read_view(store, now, max_report_age_s, functools.partial, ())
     with submitter(pool, readers, "epochgc-reports") as submit:
@@ -180,6 +189,84 @@ def _read_view(
     return ClusterView(
         revision, partitions, tuple(fresh), tuple(stale), tuple(created.items()), keys
     )
+
+
+@dataclass
+class SeenDocs:
+    """The documents the watch read at its previous look, by key: (the version the listing
+    gave, the parsed JSON). A look lists `_cluster/health/` and `_cluster/partitions.json`
+    in one request and reads only what changed: a report a node has not rewritten since
+    is the same bytes (S3's ETag, a local store's inode, mtime and size name one version),
+    so reading it again told nothing new (issue 38, S3 at the limit: the snapshot and the
+    report were 2 of the 4 requests of each look). A listing that gives no version, and
+    anything that fails, reads as before; what the listing no longer shows is forgotten."""
+
+    docs: dict[str, tuple[str, Any]] = field(default_factory=dict)
+
+    def read(self, store: ObjectStore, key: str, info: ObjectInfo | None) -> Any:
+        version = info.version if info is not None else ""
+        held = self.docs.get(key)
+        if version and held is not None and held[0] == version:
+            return held[1]
+        doc = _read_json(store, key)
+        if version:
+            self.docs[key] = (version, doc)
+        return doc
+
+
+def _read_seen_view(store: ObjectStore, now: float, max_report_age_s: float,
+                    seen: SeenDocs) -> ClusterView:
+    """`_read_view` with one listing for the reports and the snapshot (`SeenDocs`)."""
+    try:
+        infos, refused = _list_watched(store)
+    except StoreError as e:
+        raise ReportError(f"cannot list {HEALTH_PREFIX}: {e}") from e
+    by_key = {info.key: info for info in infos}
+    seen.docs = {k: v for k, v in seen.docs.items() if k in by_key}
+    # Absent from the listing: read it anyway (the read says why it is missing, as before).
+    revision, partitions, created = parse_partitions(
+        seen.read(store, PARTITIONS_KEY, by_key.get(PARTITIONS_KEY)), PARTITIONS_KEY)
+    refused = [(k, why) for k, why in refused if k.startswith(HEALTH_PREFIX)]
+    if refused:
+        key, why = refused[0]
+        raise ReportError(f"{key}: {why}; refusing to read reports through it")
+    nodes = [
+        info
+        for info in infos
+        if info.key.startswith(HEALTH_PREFIX)
+        and "/" not in info.key[len(HEALTH_PREFIX) :] and info.key.endswith(".json")
+    ]
+    fresh: list[HealthReport] = []
+    stale: list[str] = []
+    for info in nodes:
+        report = parse_health(seen.read(store, info.key, info), info.key)
+        age = report_age(now, report.written_at, info.mtime)
+        report = replace(report, stored_at=info.mtime, age_s=age)
+        if age > max_report_age_s:
+            stale.append(report.node)
+        else:
+            fresh.append(report)
+    keys = tuple(info.key for info in nodes)
+    return ClusterView(
+        revision, partitions, tuple(fresh), tuple(stale), tuple(created.items()), keys
+    )
+
+
+def _list_watched(store: ObjectStore) -> tuple[list[ObjectInfo], list[tuple[str, str]]]:
+    """Every key from `_cluster/health/` to `_cluster/partitions.json`, in one request while
+    they fit a page: they are neighbours under `_cluster/` (`gc/` sorts before them)."""
+    infos: list[ObjectInfo] = []
+    refused: list[tuple[str, str]] = []
+    # "_cluster/h": after `gc/` and before `health/` both in key order and in SeaweedFS's
+    # component order (a start after "_cluster/health" skipped the directory's keys there)
+    start = HEALTH_PREFIX[: len(_CLUSTER_PREFIX) + 1]
+    while True:
+        page = store.list_page(_CLUSTER_PREFIX, start, until=PARTITIONS_KEY)
+        infos += [o for o in page.objects if o.key <= PARTITIONS_KEY]
+        refused += [(k, why) for k, why in page.refused if k <= PARTITIONS_KEY]
+        if not page.truncated or not page.objects or page.objects[-1].key >= PARTITIONS_KEY:
+            return infos, refused
+        start = page.objects[-1].key
 
 
 def _list_health(store: ObjectStore) -> tuple[list[ObjectInfo], list[tuple[str, str]]]:

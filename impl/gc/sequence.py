@@ -27,6 +27,10 @@ SEQ_PREFIX = "_cluster/gc/seq/"
 _WIDTH = 20
 _CLAIM_TRIES = 64  # rounds finishing at the same moment; each try moves past one winner
 _MAX_MARKER = 4096
+# How many of the highest markers a claim reads for one naming its own round: the driver
+# and a recovery of one round claim within minutes of each other, while no other round
+# runs (the lease); only other dead rounds' recoveries claim meanwhile.
+_REUSE_SCAN = 4
 
 
 @dataclass(frozen=True)
@@ -58,13 +62,25 @@ def highest(store: ObjectStore) -> int:
 
 
 def claim(store: ObjectStore, round_id: str, record: str) -> int:
-    """The next number, taken for `round_id` (whose record is `record`). Raises StoreError
-    if the store cannot create only-if-absent, or after _CLAIM_TRIES lost races."""
+    """The next number, taken for `round_id` (whose record is `record`); the number
+    already taken for it if one of the `_REUSE_SCAN` highest markers names it, or if the
+    marker that beat us to a number does (review rev38n finding 1: a round recovered by
+    mistake and its live driver, or two recoveries of one round, each claimed one). Raises
+    StoreError if the store cannot create only-if-absent, or after _CLAIM_TRIES lost
+    races."""
     doc = json.dumps({"round": round_id, "record": record}).encode()
-    n = highest(store) + 1
+    top = highest(store)
+    for k in range(top, max(0, top - _REUSE_SCAN), -1):
+        m = read_marker(store, marker_key(k))
+        if m is not None and m.round_id == round_id:
+            return k
+    n = top + 1
     for _ in range(_CLAIM_TRIES):
         if store.put_if_absent(marker_key(n), doc):
             return n
+        m = read_marker(store, marker_key(n))
+        if m is not None and m.round_id == round_id:
+            return n  # the other claimer recorded this same round
         n += 1  # taken meanwhile by another round: the next one
     raise StoreError(f"could not claim a round number under {SEQ_PREFIX} "
                      f"({_CLAIM_TRIES} taken in a row)")

@@ -27,8 +27,11 @@ from epochgc.model.cluster import partition_epochs
 
 
 def gc_state(store: ObjectStore, now: float, max_report_age_s: float,
-             recovered: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """What `show` prints (`recovered`: the dead rounds it just recorded, if any)."""
+             recovered: list[dict[str, Any]] | None = None,
+             recovering: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """What `show` prints (`recovered`: the dead rounds it just recorded, if any;
+    `recovering`: those it wrote STOP to, recorded after their bound by the next round or
+    `gc-admin reset`)."""
     doc: dict[str, Any] = {"M": None, "blocked": None, "partition_epochs": {}}
     try:
         view = read_cluster_view(store, now, max_report_age_s)
@@ -45,6 +48,7 @@ def gc_state(store: ObjectStore, now: float, max_report_age_s: float,
     doc["lease"] = read_lease(store, now).as_dict()
     doc["last_round"] = last_round(store)
     doc["recovered"] = recovered or []
+    doc["recovering"] = recovering or []
     doc["now"] = now
     return doc
 
@@ -143,6 +147,11 @@ def render(doc: dict[str, Any]) -> list[str]:
                    f"killed, {r['deleted']} key(s) deleted"
                    + (f", {r['unreadable']} journal entr(ies) unreadable"
                       if r.get("unreadable") else "") + f" ({_text(r['record'])})")
+    for r in doc.get("recovering") or []:
+        out.append(f"dead round being recovered: {_text(r['round'])} (driver gone before its "
+                   f"end): STOP written; recorded by the next round or `gc-admin reset` "
+                   f"after {iso(r['record_after'])} (its tasks' {r['wait_s']:.0f} s "
+                   "bound)")
     out.extend(_last_round_lines(doc["last_round"], now))
     return out
 

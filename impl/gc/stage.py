@@ -22,8 +22,11 @@ from typing import TYPE_CHECKING, Any
 
 from epochgc.impl.gc.beacon import BeaconListener, driver_host
 from epochgc.impl.gc.duration import format_duration
+from epochgc.impl.gc.bounds import LOOK_FRESH_S, send_within_s, stop_within_s
 from epochgc.impl.gc.errors import GcError
+from epochgc.impl.gc.gate import Gate
 from epochgc.impl.gc.journal import (
+    KNOWN_LIMIT,
     START,
     STOP,
     Driver,
@@ -34,6 +37,7 @@ from epochgc.impl.gc.journal import (
     write_marker,
 )
 from epochgc.impl.gc.killpoint import reach
+from epochgc.impl.gc.lease import DEFAULT_LEASE_S
 from epochgc.impl.gc.manifest import check_manifest_absent, manifest_target
 from epochgc.impl.gc.monitor import HealthVerdict
 from epochgc.impl.gc.options import GcOptions
@@ -54,7 +58,7 @@ from epochgc.impl.gc.sparkerrors import _spark_errors
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.stream import TaskResult, list_and_delete_task
 from epochgc.impl.gc.summary import GcSummary
-from epochgc.impl.gc.watch import RoundWatch
+from epochgc.impl.gc.watch import RoundWatch, go_on
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.url import sized_for
 from epochgc.model.keys import PREFIXES, parse_key
@@ -83,6 +87,9 @@ class _Round:
     say: Callable[[str], None] | None
     summary: GcSummary
     stop: RoundStop
+    # The round's lease held with a margin (`Lease.firm`); None: no lease (a dry run).
+    lease_firm: Callable[[], bool] | None = None
+    lease_s: float = DEFAULT_LEASE_S  # its duration: what the stop bounds derive from
 
     def note(self, msg: str) -> None:
         if self.say is not None:
@@ -150,7 +157,10 @@ def _streaming_round(
             # for it).
             write_marker(store, prefix, START, {
                 "round": summary.round_id, "M": rnd.m, "snapshot_revision": rnd.view.revision,
-                "started_at": summary.started_at, "options": asdict(rnd.options)})
+                "started_at": summary.started_at, "options": asdict(rnd.options),
+                # how long a recovery waits after writing STOP before reading back
+                # (bounds.py)
+                "stop_within_s": stop_within_s(rnd.lease_s)})
             reach("start-written")
         except StoreError as e:
             raise GcError(f"cannot write the deletion journal {prefix}: {e}; nothing was "
@@ -183,10 +193,11 @@ def _delete_stage(spark: SparkSession, rnd: _Round, groups: list[list[int]], lis
         note(f"gc: {verdict.why()}; stopping")
 
     watch = RoundWatch(rnd.open_store, stop, rnd.clock, rnd.options.max_report_age_s,
-                       rnd.options.watch_interval_s, unhealthy)
+                       rnd.options.watch_interval_s, unhealthy, stop_key=prefix + STOP,
+                       firm=rnd.lease_firm)
     watch.start()  # looks once before returning: a pause written since `_round` checked
     try:
-        _stage(spark, rnd, groups, listers, deleters, prefix, watch.close, cutoff)
+        _stage(spark, rnd, groups, listers, deleters, prefix, watch.close, cutoff, watch)
     finally:
         cutoff.over()
         watch.close()
@@ -255,10 +266,23 @@ class StageCutoff:
                 self._timer.cancel()
 
 
+def _gate(sc: Any, rnd: _Round, watch: RoundWatch | None) -> Gate | None:
+    """The driver's answer to its tasks' "go on?" (`gate.py`), on the address executors
+    reach the driver at (`watch.go_on`: not asked to stop, the lease firm, the STOP marker
+    looked at lately). None if no socket can be bound: the tasks then ask the store for
+    the STOP marker, as before."""
+    try:
+        return Gate(driver_host(sc.getConf().get),
+                    go_on(rnd.stop, rnd.lease_firm, watch, LOOK_FRESH_S))
+    except OSError:
+        return None
+
+
 def _stage(
     spark: SparkSession, rnd: _Round, groups: list[list[int]], listers: int, deleters: int,
     prefix: str, deleting_over: Callable[[], None] = lambda: None,
     cutoff: StageCutoff | None = None,
+    watch: RoundWatch | None = None,
 ) -> None:
     """The list-and-delete stage of `_streaming_round` and its accounting from the journal.
     `deleting_over` is called once no task of the stage runs, before the read-back: the
@@ -269,6 +293,7 @@ def _stage(
     open_store, view = rnd.open_store, rnd.view
     sc = spark.sparkContext
     listener = _listener(sc, rnd.say)
+    gate = _gate(sc, rnd, watch)
     task = functools.partial(
         list_and_delete_task,
         open_store,
@@ -281,7 +306,10 @@ def _stage(
         listers,
         rnd.clock,
         options.max_report_age_s,
-        journal=JournalTarget(prefix, driver=Driver.this_process()),
+        journal=JournalTarget(prefix, driver=Driver.this_process(),
+                              gate=None if gate is None else gate.target,
+                              known_limit=known_limit(sc, len(groups)),
+                              send_within_s=send_within_s(rnd.lease_s)),
         report_keys=view.report_keys,  # the re-read reads them while it lists them
         beacon=None if listener is None else listener.target,
     )
@@ -303,8 +331,17 @@ def _stage(
                 with stage_progress(sc, "gc: listing and deleting", rnd.say, listener,
                                     deletes=True), \
                         _spark_errors("delete"):
-                    results = rows.collect()
+                    try:
+                        results = rows.collect()
+                    finally:
+                        # However the job ended, an attempt still running (a failed
+                        # stage's others, a speculative copy) is told "no" from now on.
+                        if gate is not None:
+                            gate.close()
         except GcError as e:
+            # The watch ends before the STOP `_quiesce` writes: it would take that STOP for
+            # another process's (`stop-marker`) and the failed round for interrupted.
+            deleting_over()
             cut = cutoff if cutoff is not None and cutoff.fired and stop.requested else None
             if cut is not None:  # cancelled by the stop's bound: a stop, not a failure
                 note(f"gc: {stop.reason}: the batches in flight took longer than "
@@ -335,6 +372,13 @@ def _stage(
         sc.setJobDescription(None)  # type: ignore[arg-type]
         if listener is not None:
             listener.close()
+        if gate is not None:
+            gate.close()
+    if stop.reason is None and any(r.deleted.stopped for r in results):
+        # A task stopped though this driver asked none to: it had no answer from the gate
+        # in time, or found a STOP marker another process wrote. Its listing is partial
+        # and the record must say so.
+        stop.request("task-stopped")
     deleting_over()  # a look under way ends first: its stop request still counts below
     stop.means = "no batch is in flight; reading the journal back and writing the record"
     summary.interrupted = stop.reason
@@ -470,6 +514,19 @@ def _read_journal(open_store: Callable[[], ObjectStore], prefix: str,
                       deleting=True) from e
     finally:
         store.close()
+
+
+def known_limit(sc: Any, tasks: int) -> int:
+    """Bytes of journal entries each task may return with its result: all tasks' together at
+    most half of spark.driver.maxResultSize (Spark aborts a job whose results pass it; 0
+    means no limit), and at most `KNOWN_LIMIT` each."""
+    try:
+        most = int(sc._jsc.sc().conf().getSizeAsBytes("spark.driver.maxResultSize", "1g"))
+    except Exception:  # no JVM view of the conf: Spark's default
+        most = 1 << 30
+    if most <= 0:
+        return KNOWN_LIMIT
+    return min(KNOWN_LIMIT, most // (2 * max(1, tasks)))
 
 
 def known_entries(results: Iterable[TaskResult]) -> dict[str, bytes]:

@@ -39,6 +39,10 @@ class RoundStop:
     def requested(self) -> bool:
         return self.reason is not None
 
+    def wait(self, timeout: float) -> bool:
+        """Wait up to `timeout` seconds for a request; True if one was made."""
+        return self._event.wait(timeout)
+
     def request(self, reason: str) -> None:
         """Ask the round to stop; the first reason given is kept. Safe in a signal handler."""
         if self.reason is None:

@@ -167,7 +167,7 @@ class TaskResult:
     """What one task attempt returns to the driver. Its deletions are NOT counted from
     here: they are in the journal, which every attempt (failed, retried, speculative)
     writes. `journal` holds the entries this attempt wrote there, as written (name under the
-    journal -> bytes; empty past `journal.KNOWN_LIMIT`): the driver's read-back takes them
+    journal -> bytes; empty past `JournalTarget.known_limit`): the driver's read-back takes them
     instead of a GET each, and reads from the store only what did not come back."""
 
     attempt: Attempt
@@ -241,9 +241,11 @@ def list_and_delete_task(
     beaconing = Beacon(beacon, me.name())
     tally = beaconing.tally
 
+    halted = StopSeen(writer, list_stop_every_s)
+
     def eligible() -> Iterator[Doomed]:
         rows = listed(store, prefixes, m, now, grace_s, page_size, scanned, list_concurrency,
-                      tally, StopSeen(writer, list_stop_every_s))
+                      tally, halted)
         try:
             for row in rows:
                 if row[0] != ELIGIBLE:
@@ -263,6 +265,8 @@ def list_and_delete_task(
         with beaconing:
             stats = delete_keys(store, eligible(), batch_size, concurrency, on_error,
                                 None if pools is None else pools.delete, writer, tally)
+        if halted.seen:  # the listing stopped at STOP: the task stopped (listing partial)
+            stats.stopped = 1
     finally:
         # The re-read is done with the store before it closes (cancelled if not begun).
         if pools is None:

@@ -3,20 +3,38 @@ operator paused GC on the store, and is the cluster still known healthy (`monito
 Either answer stops the round as SIGTERM does: the driver writes the journal's STOP marker,
 each task starts no new delete batch, the batches in flight finish and are journaled, and
 the round ends `interrupted` ("paused": exit 3; "unhealthy": exit 2).
+
+Two more questions since the tasks ask the driver "go on?" instead of the store (issue 38,
+review rev38m): has anyone else written the round's STOP marker (a recovery that took the
+round for dead, `gc-admin reset --force`), and is the lease still firm? A look HEADs
+`<round>/STOP` first once the last such HEAD is `bounds.STOP_LOOK_EVERY_S` (30 s) old;
+`fresh()` says whether a look that found none was sent recently
+enough for the gate to say "go" (`bounds.LOOK_FRESH_S`). A firm lease is checked once a
+look too, so `lease-unsure` stops a round whose tasks do not ask (review finding 3).
+
+A look reads the snapshot and the reports through one listing and GETs only those that
+changed since the previous look (`reports.SeenDocs`): a pause is still read every look,
+and every failure is still an unknown health.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 
 from epochgc.impl.gc.admin import AdminState, read_admin_state
+from epochgc.impl.gc.bounds import STOP_LOOK_EVERY_S
 from epochgc.impl.gc.monitor import HealthVerdict, check_health
+from epochgc.impl.gc.reports import SeenDocs
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.store.base import ObjectStore, StoreError
+from epochgc.impl.store.hooked import HookedStore
 
 PAUSED = "paused"
 UNHEALTHY = "unhealthy"
+STOPPED = "stop-marker"  # the round's STOP marker, written by another process
+LEASE_UNSURE = "lease-unsure"
 
 
 class RoundWatch:
@@ -33,14 +51,28 @@ class RoundWatch:
         max_report_age_s: float,
         interval_s: float,
         on_unhealthy: Callable[[HealthVerdict], None],
+        stop_key: str | None = None,
+        firm: Callable[[], bool] | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
+        stop_every_s: float = STOP_LOOK_EVERY_S,
     ) -> None:
+        """`stop_key`: the round's STOP marker, HEAD first in a look once the last HEAD
+        that found none is `stop_every_s` old (None: not looked at, and `fresh()` is always
+        false); `firm`: the lease's `Lease.firm`, asked each
+        look (None: no lease)."""
         self.open_store = open_store
         self.stop = stop
         self.clock = clock
         self.max_report_age_s = max_report_age_s
         self.interval_s = interval_s
         self.on_unhealthy = on_unhealthy
+        self.stop_key = stop_key
+        self.stop_every_s = stop_every_s
+        self.firm = firm
+        self.monotonic = monotonic
         self.paused: AdminState | None = None
+        self._clear_at = float("-inf")  # when the last HEAD that found no STOP was sent
+        self._seen = SeenDocs()  # the snapshot and reports as of the last look
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name="epochgc-watch", daemon=True)
 
@@ -56,26 +88,60 @@ class RoundWatch:
         if self._thread.is_alive():
             self._thread.join()
 
+    def fresh(self, within_s: float) -> bool:
+        """A HEAD of STOP that found none was sent at most `within_s` ago."""
+        return self.monotonic() - self._clear_at <= within_s
+
     def poll_once(self) -> str | None:
         """One look: the reason to stop, or None. A store that cannot be opened is an
         unknown health (fail closed)."""
+        if self.firm is not None and not self.firm():
+            return LEASE_UNSURE
         try:
             store = self.open_store()
         except StoreError as e:
             self.on_unhealthy(HealthVerdict.unknown(f"the store cannot be opened: {e}"))
             return UNHEALTHY
         try:
-            state = read_admin_state(store)
+            if self._stop_seen(store):
+                return STOPPED
+            # A look of many requests (48 brokers' reports at 2 s each: ~100 s) HEADs STOP
+            # again between them once the last clear HEAD is `stop_every_s` old: the gate
+            # stays fresh through a slow look (review rev38n finding 3).
+            def between(_what: str) -> None:
+                self._stop_seen(store)  # found: the round is asked to stop at once
+
+            looking = HookedStore(store, between)
+            state = read_admin_state(looking)
+            if self.stop.reason == STOPPED:
+                return STOPPED
             if state.paused:
                 self.paused = state
                 return PAUSED
-            verdict = check_health(store, self.clock(), self.max_report_age_s)
+            verdict = check_health(looking, self.clock(), self.max_report_age_s, self._seen)
+            if self.stop.reason == STOPPED:
+                return STOPPED
         finally:
             store.close()
         if not verdict.healthy:
             self.on_unhealthy(verdict)
             return UNHEALTHY
         return None
+
+    def _stop_seen(self, store: ObjectStore) -> bool:
+        """HEAD the STOP marker if the last HEAD that found none is `stop_every_s` old;
+        True if it is there (the round is asked to stop at once: the gate says no from
+        now on)."""
+        if self.stop_key is None:
+            return False
+        sent = self.monotonic()  # before the request: what it saw was true then
+        if sent - self._clear_at < self.stop_every_s:
+            return False
+        if store.head(self.stop_key) is not None:
+            self.stop.request(STOPPED)
+            return True
+        self._clear_at = sent
+        return False
 
     def _look(self) -> bool:
         """One `poll_once`; True if it stopped the round. Any exception stops it too: a
@@ -96,3 +162,26 @@ class RoundWatch:
         while not self._done.wait(self.interval_s) and not self.stop.requested:
             if self._look():
                 return
+
+
+def go_on(stop: RoundStop, firm: Callable[[], bool] | None, watch: RoundWatch | None,
+          within_s: float) -> Callable[[], bool]:
+    """The driver's answer to its tasks' "go on?" (`gate.py`): go while the round is not
+    asked to stop, its lease is firm, and (with a watch) a HEAD of its STOP marker that
+    found none was sent within `within_s` (`bounds.LOOK_FRESH_S`). A lease no longer firm
+    stops the round (`lease-unsure`): no task may go on once a recovery could take the
+    round for dead. A watch that has not looked lately stops it too (`watch-late`): its
+    silence could hide a STOP written meanwhile."""
+
+    def is_open() -> bool:
+        if stop.requested:
+            return False
+        if firm is not None and not firm():
+            stop.request(LEASE_UNSURE)  # the record says why the round stopped
+            return False
+        if watch is not None and not watch.fresh(within_s):
+            stop.request("watch-late")
+            return False
+        return True
+
+    return is_open

@@ -7,7 +7,9 @@ count or fail requests, and a few helpers built on top of them.
 from __future__ import annotations
 
 import abc
+import contextlib
 import enum
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -15,6 +17,24 @@ from typing import TypeVar
 # S3 refuses more than this many keys in one DeleteObjects request.
 MAX_DELETE_BATCH = 1000
 MAX_PAGE_SIZE = 1000
+
+
+# The clock a batch's send deadline is measured on (`ObjectStore.send_by`): one that counts
+# the time the host was suspended, so a task whose executor was suspended (or hibernated)
+# between its "go" and its send does not send when it resumes (review rev38n finding 7).
+# clock_gettime(2): "CLOCK_BOOTTIME (since Linux 2.6.39; Linux-specific): A nonsettable
+# system-wide clock that is identical to CLOCK_MONOTONIC, except that it also includes any
+# time that the system is suspended"
+# (https://man7.org/linux/man-pages/man2/clock_gettime.2.html); CLOCK_MONOTONIC, which
+# `time.monotonic` reads on Linux, does not count it. Elsewhere: `time.monotonic`.
+_BOOTTIME: int | None = getattr(time, "CLOCK_BOOTTIME", None)
+
+
+def send_clock() -> float:
+    """Seconds on the send-deadline clock: CLOCK_BOOTTIME where there is one."""
+    if _BOOTTIME is not None:
+        return time.clock_gettime(_BOOTTIME)
+    return time.monotonic()
 
 
 class StoreError(Exception):
@@ -202,6 +222,14 @@ class ObjectStore(abc.ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook, most backends hold nothing
         """Release connections; the store is not used afterwards."""
+
+    def send_by(self, deadline: float | None) -> contextlib.AbstractContextManager[None]:
+        """Within the `with`, no write or delete of this thread is sent (a retry included)
+        once `send_clock()` passes `deadline` (None: no bound): it fails with a StoreError
+        instead (issue 38, review rev38m finding 2: a batch told to go on must land within
+        a known time). This default bounds nothing: every backend the GC deletes through
+        overrides it (local: before each write and unlink; S3: before each attempt)."""
+        return contextlib.nullcontext()
 
 
 _T = TypeVar("_T")

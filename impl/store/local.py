@@ -40,6 +40,7 @@ from epochgc.impl.store.base import (
     check_batch,
     check_key,
     require_version,
+    send_clock,
 )
 
 # Temp files of in-progress atomic puts; never listed as objects.
@@ -58,6 +59,8 @@ _CURSORS = 32  # suspended listings kept per store (each holds a few directory d
 _KEEP_DEPTH = 2
 _PRUNERS = 2  # rmdirs in flight at once per delete batch while pruning (see LocalStore._prune)
 
+_LATE = ("not sent: past the time its batch was told to go on for (the round may be "
+         "recovered by now)")
 # A walk yields objects and refused entries: (key, info, None) or (key, None, why).
 _Item = tuple[str, ObjectInfo | None, str | None]
 
@@ -86,12 +89,36 @@ class LocalStore(ObjectStore):
         self._cursors: OrderedDict[tuple[str, str], Iterator[_Item]] = OrderedDict()
         self._lock = threading.Lock()
         self._pruners: ThreadPoolExecutor | None = None  # started by the first prune
+        self._deadline = threading.local()  # `send_by`'s bound, per thread
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return (_reopen, (str(self.root), self.prune_concurrency))
 
     def describe(self) -> str:
         return f"local directory {self.root}"
+
+    def send_by(self, deadline: float | None) -> contextlib.AbstractContextManager[None]:
+        """No write or unlink of this thread is made once `send_clock()` passes `deadline`
+        (StoreError; in a delete batch, that key's error): a call is not queued or retried
+        here, but the thread may stall between its "go" and its call (SIGSTOP, a frozen
+        container, a hung NFS server under a shared directory) and must not write or delete
+        when it resumes, after a recovery read the round back (review rev38n finding 2)."""
+        return self._bounded(deadline)
+
+    @contextlib.contextmanager
+    def _bounded(self, deadline: float | None) -> Iterator[None]:
+        before = getattr(self._deadline, "at", None)
+        self._deadline.at = deadline
+        try:
+            yield
+        finally:
+            self._deadline.at = before
+
+    def _refuse_late(self, at: float | None) -> None:
+        """Called right before the call that makes a write or delete visible (a rename,
+        link or unlink): StoreError once the thread's deadline (`at`) has passed."""
+        if at is not None and send_clock() > at:
+            raise StoreError(_LATE)
 
     # --- descriptors: the only way any path below the root is reached ---
 
@@ -111,6 +138,7 @@ class LocalStore(ObjectStore):
 
     def put(self, key: str, data: bytes) -> None:
         parent, _, name = check_key(key).rpartition("/")
+        at = getattr(self._deadline, "at", None)
         for _ in range(3):  # a concurrent delete may remove an emptied parent directory
             try:
                 fd = self._open_dir(parent, create=True)
@@ -121,14 +149,17 @@ class LocalStore(ObjectStore):
             tmp = f"{_TMP_PREFIX}{uuid.uuid4().hex}"
             try:
                 _write_new(fd, tmp, data)
+                self._refuse_late(at)
                 # rename replaces a link at `name` rather than writing through it
                 os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
                 return
             except FileNotFoundError:
                 continue
-            except OSError as e:
+            except (OSError, StoreError) as e:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=fd)
+                if isinstance(e, StoreError):
+                    raise
                 raise StoreError(f"cannot write {key!r} in {self.describe()}: {e}") from e
             finally:
                 os.close(fd)
@@ -160,6 +191,7 @@ class LocalStore(ObjectStore):
         try:
             _write_new(fd, tmp, data)
             st = os.stat(tmp, dir_fd=fd, follow_symlinks=False)
+            self._refuse_late(getattr(self._deadline, "at", None))  # tmp removed below
             try:
                 os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
             except FileExistsError:
@@ -183,10 +215,13 @@ class LocalStore(ObjectStore):
             try:
                 _write_new(fd, tmp, data)
                 st = os.stat(tmp, dir_fd=fd, follow_symlinks=False)
+                self._refuse_late(getattr(self._deadline, "at", None))
                 os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
-            except OSError as e:
+            except (OSError, StoreError) as e:
                 with contextlib.suppress(OSError):
                     os.unlink(tmp, dir_fd=fd)
+                if isinstance(e, StoreError):
+                    raise
                 raise StoreError(f"cannot write {key!r} in {self.describe()}: {e}") from e
             return file_version(st)
 
@@ -199,6 +234,7 @@ class LocalStore(ObjectStore):
                 return Outcome.ABSENT
             if now != version:
                 return Outcome.CHANGED
+            self._refuse_late(getattr(self._deadline, "at", None))
             try:
                 os.unlink(name, dir_fd=fd)  # never follows a link
             except FileNotFoundError:
@@ -387,6 +423,7 @@ class LocalStore(ObjectStore):
         gone, changed, errors = result.gone, result.changed, result.errors
         dirs: dict[str, int | BaseException] = {}
         emptied: set[str] = set()
+        at = getattr(self._deadline, "at", None)  # `send_by`: checked before each unlink
         try:
             for key in batch:
                 try:
@@ -403,6 +440,8 @@ class LocalStore(ObjectStore):
                     ):
                         changed.add(key)
                         continue
+                    if at is not None:
+                        self._refuse_late(at)  # this key's error: left, listed again
                     os.unlink(name, dir_fd=fd)  # unlink never follows a link
                 except FileNotFoundError:
                     gone.add(key)  # already gone: the goal is reached, not by us

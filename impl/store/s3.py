@@ -8,9 +8,11 @@ reply are invisible to botocore: `delete_batch` retries those keys itself (`retr
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import uuid
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -28,6 +30,7 @@ from epochgc.impl.store.base import (
     check_batch,
     check_key,
     require_version,
+    send_clock,
 )
 from epochgc.impl.store.retry import RETRYABLE_KEY_CODES, Backoff, Retrier
 
@@ -50,6 +53,21 @@ _RESOLVERS = 8
 # (a key of its own per check, under this name).
 PROBE_KEY = "_cluster/gc/conditional-write-probe"
 _NO_ETAG = '"00000000000000000000000000000000"'  # a well-formed ETag no object has here
+# botocore's defaults are 60 s each ("connect_timeout ... The default is 60 seconds",
+# "read_timeout ... The default is 60 seconds":
+# https://botocore.amazonaws.com/v1/documentation/api/latest/reference/config.html). Given
+# explicitly: the GC's stop bound rests on them (`impl/gc/bounds.py`). A connection that
+# takes 10 s to open is lost; a DeleteObjects of 1,000 keys answers within a minute.
+CONNECT_TIMEOUT_S = 10.0
+READ_TIMEOUT_S = 60.0
+# The requests that change the store: none is sent past a `send_by` deadline.
+_BOUNDED_OPS = ("PutObject", "DeleteObjects", "DeleteObject")
+
+
+class SendDeadlinePassed(Exception):
+    """Raised from botocore's `before-send` hook: this attempt was not sent. Not a botocore
+    error, so botocore's retry handler does not retry it; an earlier attempt of the same
+    call may have been sent (and applied): it is an ambiguous failure (`_applied_maybe`)."""
 
 
 class S3Store(ObjectStore):
@@ -72,6 +90,8 @@ class S3Store(ObjectStore):
         self.max_pool_connections = max_pool_connections
         self.key_retry = key_retry if key_retry is not None else Retrier(Backoff())
         self._client: Any = None
+        self._deadline = threading.local()  # `send_by`'s bound, per thread
+        self.monotonic: Callable[[], float] = send_clock  # the clock `send_by` reads
         self._conditional_ok = False  # the server was seen to enforce conditional writes
         # The delete threads' first calls race to create the client: without the lock each
         # made its own client (and pool), so the pool size bounded nothing.
@@ -82,11 +102,38 @@ class S3Store(ObjectStore):
         state = dict(self.__dict__)
         state["_client"] = None
         del state["_lock"]
+        del state["_deadline"]
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
+        self._deadline = threading.local()
+
+    def send_by(self, deadline: float | None) -> contextlib.AbstractContextManager[None]:
+        """No PutObject, DeleteObjects or DeleteObject attempt of this thread is sent once
+        `self.monotonic()` passes `deadline`, botocore's retries included (its
+        `before-send` event: "emitted when the operation has been fully serialized,
+        signed, and is ready to be sent across the wire",
+        https://docs.aws.amazon.com/botocore/latest/topics/events.html): the call fails
+        with a StoreError. An attempt already sent is given up by the client within
+        `CONNECT_TIMEOUT_S + READ_TIMEOUT_S`."""
+        return self._bounded(deadline)
+
+    @contextlib.contextmanager
+    def _bounded(self, deadline: float | None) -> Iterator[None]:
+        before = getattr(self._deadline, "at", None)
+        self._deadline.at = deadline
+        try:
+            yield
+        finally:
+            self._deadline.at = before
+
+    def _refuse_late(self, **_kwargs: Any) -> None:
+        at = getattr(self._deadline, "at", None)
+        if at is not None and self.monotonic() > at:
+            raise SendDeadlinePassed("not sent: past the time its batch was told to go on "
+                                     "for (the round may be recovered by now)")
 
     @property
     def client(self) -> Any:
@@ -106,10 +153,15 @@ class S3Store(ObjectStore):
         config = Config(
             retries=retries,
             max_pool_connections=self.max_pool_connections,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            read_timeout=READ_TIMEOUT_S,
         )
-        self._client = boto3.session.Session().client(
+        client = boto3.session.Session().client(
             "s3", endpoint_url=self.endpoint_url, config=config
         )
+        for op in _BOUNDED_OPS:
+            client.meta.events.register(f"before-send.s3.{op}", self._refuse_late)
+        self._client = client
         return self._client
 
     def describe(self) -> str:
@@ -413,7 +465,7 @@ def _applied_maybe(e: Exception) -> bool:
     from botocore.exceptions import ConnectionError as BotoConnectionError
     from botocore.exceptions import HTTPClientError
 
-    if isinstance(e, BotoConnectionError | HTTPClientError):
+    if isinstance(e, BotoConnectionError | HTTPClientError | SendDeadlinePassed):
         return True
     response = getattr(e, "response", None)
     if isinstance(response, dict):

@@ -10,7 +10,7 @@ import pytest
 
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
-from epochgc.impl.gc.options import GcOptions
+from epochgc.impl.gc.options import MAX_WATCH_INTERVAL_S, GcOptions
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
 from tests.gc.helpers import (
@@ -201,9 +201,10 @@ def test_a_partition_created_during_the_round_blocks_it_not_refuses_it(
             write_partitions(store, 10**6 + 1, ["t/0", "t/1", "t/2"])
         return NOW
 
-    # The watch's next look is an hour away: only the tasks' re-reads can see t/2 (one
+    # The watch's next look is a minute away (the longest interval): only the tasks'
+    # re-reads can see t/2 (one
     # created before the watch's first look stops the round there: the test below).
-    opts = GcOptions(grace_s=GRACE, watch_interval_s=3600.0)
+    opts = GcOptions(grace_s=GRACE, watch_interval_s=MAX_WATCH_INTERVAL_S)
     s = run_gc(spark, local_spec(tmp_path), opts, clock=clock_creating)
     assert s.blocked == "on re-check before deleting: no inactive epoch reported for: t/2"
     assert s.refused is None and s.exit_code == 2
@@ -226,7 +227,7 @@ def test_a_partition_created_before_the_tasks_start_stops_the_round_unhealthy(
             write_partitions(store, 10**6 + 1, ["t/0", "t/1", "t/2"])
         return NOW
 
-    opts = GcOptions(grace_s=GRACE, watch_interval_s=3600.0)
+    opts = GcOptions(grace_s=GRACE, watch_interval_s=MAX_WATCH_INTERVAL_S)
     s = run_gc(spark, local_spec(tmp_path), opts, clock=clock_creating)
     assert s.interrupted == "unhealthy" and s.safety_blocked and s.exit_code == 2
     assert s.deleted == 0 and all_keys(store) == before

@@ -9,9 +9,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from epochgc.impl.cli import main
+from epochgc.impl.gc import recover as recover_mod
+from epochgc.impl.gc.bounds import MAX_STOP_WITHIN_S
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, read_journal
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.sequence import claim, latest, marker_key, markers
@@ -41,9 +44,13 @@ def test_a_deeply_nested_intent_is_unreadable_not_a_crash(tmp_path: Path) -> Non
     assert t.unreadable == 2
 
 
-def test_a_deeply_nested_end_is_recovered_from_the_journal(tmp_path: Path) -> None:
+def test_a_deeply_nested_end_is_recovered_from_the_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Old code: `gc-admin show` exit 1, `Error: RecursionError: maximum recursion depth
-    exceeded while decoding a JSON array`; the dead round never got its record."""
+    exceeded while decoding a JSON array`; the dead round never got its record. `show`
+    writes its STOP (an unreadable START: the longest bound) and does not wait (review
+    rev38n finding 4); `reset` waits (here: not at all) and records it."""
     root = tmp_path / "s"
     store = LocalStore(root, create=True)
     simple_cluster(store, 10)
@@ -53,6 +60,12 @@ def test_a_deeply_nested_end_is_recovered_from_the_journal(tmp_path: Path) -> No
     r = CliRunner().invoke(main, ["gc-admin", "show", "--store", str(root)])
     assert r.exit_code in (0, 2), r.output  # 2: M blocked (no health reports)
     assert "RecursionError" not in r.output
+    assert f"dead round being recovered: {rid}" in r.output, r.output
+    waits: list[float] = []
+    monkeypatch.setattr(recover_mod, "SLEEP", waits.append)
+    r = CliRunner().invoke(main, ["gc-admin", "reset", "--store", str(root)])
+    assert r.exit_code == 0 and "RecursionError" not in r.output, r.output
+    assert waits == [MAX_STOP_WITHIN_S]
     doc = json.loads(store.get(f"{ROUNDS_PREFIX}{rid}.json"))
     assert doc["outcome"] == "killed", doc
 

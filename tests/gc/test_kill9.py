@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from epochgc.impl.gc import recover as recover_mod
 from tests.gc.kill9 import ALL_CASES, build, check, journals_now, kill_round, next_round
 
 # The case (the driver killed mid-round, its executors going on); the rest, the
@@ -26,10 +27,14 @@ CASES = ALL_CASES if os.environ.get("EPOCHGC_KILL9_ALL") else _DEFAULT
 @pytest.mark.spark
 @pytest.mark.parametrize(("who", "point"), CASES, ids=[f"{w}@{p}" for w, p in CASES])
 def test_kill9_leaves_every_record_true(spark: Any, tmp_path: Path, who: str,
-                                        point: str) -> None:
+                                        point: str, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "store"
     eligible, kept = build(root)
     kill_round(root, tmp_path, who, point)
+    # Every process of the killed round has exited (`kill_round` waits for it): the
+    # recovery's wait for its tasks to stop (240 s, `bounds.py`) has nothing to wait for.
+    waits: list[float] = []
+    monkeypatch.setattr(recover_mod, "SLEEP", waits.append)
     before = journals_now(root)
     # Half the cases recover through the operator's reset, half through the next round.
     next_round(spark, root, via_reset=CASES.index((who, point)) % 2 == 0)

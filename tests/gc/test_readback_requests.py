@@ -29,7 +29,7 @@ from epochgc.impl.gc.journal import (
     read_journal,
 )
 from epochgc.impl.gc.options import GcOptions
-from epochgc.impl.store.base import ListPage, ObjectStore
+from epochgc.impl.store.base import ListPage, ObjectInfo, ObjectStore
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import format_key
@@ -46,12 +46,18 @@ def _log(path: str, doc: list[Any]) -> None:
 
 
 class _Logging(_Delegating):
-    """Logs every GET of a journal entry, and at each listing of a round's journal (the
-    driver's read-back) whether the round's watch thread is still alive."""
+    """Logs every GET of a journal entry (and with `heads`, every HEAD), and at each
+    listing of a round's journal (the driver's read-back) whether the round's watch thread
+    is still alive."""
 
-    def __init__(self, inner: ObjectStore, log: str) -> None:
+    def __init__(self, inner: ObjectStore, log: str, heads: bool) -> None:
         super().__init__(inner)
-        self.log = log
+        self.log, self.heads = log, heads
+
+    def head(self, key: str) -> ObjectInfo | None:
+        if self.heads:
+            _log(self.log, ["head", key])
+        return self.inner.head(key)
 
     def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
         if key.startswith(JOURNAL_PREFIX):
@@ -71,9 +77,10 @@ class _Logging(_Delegating):
 class LoggingFactory:
     inner: StoreSpec
     log: str
+    heads: bool = False
 
     def __call__(self) -> ObjectStore:
-        return _Logging(self.inner(), self.log)
+        return _Logging(self.inner(), self.log, self.heads)
 
     def calls(self) -> list[list[Any]]:
         if not os.path.exists(self.log):
@@ -148,16 +155,26 @@ def test_the_read_back_gets_only_what_did_not_return(tmp_path: Path) -> None:
 
 
 def test_a_task_past_the_known_limit_returns_none_and_is_read_from_the_store(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path,
 ) -> None:
-    monkeypatch.setattr(journal_mod, "KNOWN_LIMIT", 300)
     inner, keys = _store_with_keys(tmp_path, 12)
     prefix = journal_prefix("20270115T080000.000Z-l1m1t000")
-    writer = JournalWriter(inner, JournalTarget(prefix), Attempt(0, 0, 0, 1))
+    writer = JournalWriter(inner, JournalTarget(prefix, known_limit=300), Attempt(0, 0, 0, 1))
     delete_keys(inner, ((k, 1, 0.0, "") for k in keys), batch_size=3, concurrency=1,
                 journal=writer)
     assert writer.written() == {}
     assert set(read_journal(inner, prefix, known=writer.written()).deleted) == set(keys)
+
+
+@pytest.mark.spark
+def test_the_tasks_share_of_the_result_size_limit(spark: Any) -> None:
+    """All tasks' entries together stay within half of spark.driver.maxResultSize (1 GiB by
+    default): 20 tasks may return 26 MiB each, 200 tasks 2.6 MiB."""
+    from epochgc.impl.gc.stage import known_limit
+
+    assert known_limit(spark.sparkContext, 20) == (1 << 30) // 40
+    assert known_limit(spark.sparkContext, 200) == (1 << 30) // 400
+    assert known_limit(spark.sparkContext, 1) == journal_mod.KNOWN_LIMIT
 
 
 def test_known_entries_are_taken_only_for_what_the_listing_shows(tmp_path: Path) -> None:

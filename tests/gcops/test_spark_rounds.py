@@ -10,7 +10,7 @@ import pytest
 
 from epochgc.impl.gc.admin import write_admin_state
 from epochgc.impl.gc.job import run_gc
-from epochgc.impl.gc.options import GcOptions
+from epochgc.impl.gc.options import MAX_WATCH_INTERVAL_S, GcOptions
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.url import StoreSpec
 from epochgc.model.keys import format_key
@@ -41,7 +41,7 @@ def test_pause_written_while_the_round_starts_stops_it_before_it_deletes(
         return spark
 
     s = run_gc(session, StoreSpec("file", str(root)),
-               GcOptions(grace_s=GRACE, watch_interval_s=3600.0), clock=lambda: NOW)
+               GcOptions(grace_s=GRACE, watch_interval_s=MAX_WATCH_INTERVAL_S), clock=lambda: NOW)
     gone = keys - all_keys(LocalStore(root))
     assert not gone, (f"paused before the first delete, the round deleted {len(gone)} key(s): "
                       f"outcome {s.outcome}, exit {s.exit_code}, interrupted {s.interrupted}")

@@ -1,0 +1,79 @@
+"""How long a round's tasks may still send a delete once its STOP marker is durable (issue
+38, review rev38m findings 1 and 2): the bound a recovery waits out before it reads a
+round's journal back, so its record holds every deletion of the round.
+
+A task sends a batch (its intent PUT, then its DeleteObjects and their retries) only when
+told to go: by the driver's gate (`gate.py`), or, with no gate, by a HEAD of STOP that
+found none. The chain, each link enforced in code:
+
+1. The driver's gate says "go" only if its watch sent a HEAD of `<round>/STOP` at most
+   `LOOK_FRESH_S` before and that HEAD found none (the watch HEADs it at a look once the
+   last is `STOP_LOOK_EVERY_S` old) (`watch.RoundWatch.fresh`), and the lease
+   is firm (`lease.Lease.firm`). A HEAD sent after STOP was written sees it (S3 is strongly
+   consistent for read-after-write: https://docs.aws.amazon.com/AmazonS3/latest/userguide/
+   Welcome.html#ConsistencyModel), so no "go" is decided later than `LOOK_FRESH_S` after
+   STOP is durable.
+2. A task takes the time before it asks (`store.send_clock`: CLOCK_BOOTTIME on Linux, so
+   a suspended executor's time counts); no request of that batch is sent later than
+   `send_within_s` after it (`store.send_by`: S3 refuses to send the PutObject or
+   DeleteObjects attempt, botocore retries included; a local store refuses the rename,
+   link or unlink). What the bound limits is when a request is SENT: its body is sent
+   first, then its answer read; how long the client then waits is not bounded by the
+   timeouts as a total: urllib3's read timeout is "the maximum amount of time (in
+   seconds) to wait between consecutive read operations for a response from the server"
+   (urllib3's `util.Timeout`, https://urllib3.readthedocs.io/en/stable/reference/
+   urllib3.util.html#urllib3.util.Timeout), per socket read, so a trickled answer keeps
+   an attempt open longer (review rev38n finding 8). That does not change the bound: the
+   server had the whole request before it answered.
+3. So the last request of a round told "go" is sent no later than
+   `LOOK_FRESH_S + send_within_s` after its STOP is durable; the recovery waits
+   `CONNECT_TIMEOUT_S + READ_TIMEOUT_S` more for the server to apply it (a connect of up
+   to 10 s, then a first answer within 60 s): `stop_within_s` = `LOOK_FRESH_S` plus a
+   quarter of the lease. The round writes it in its START; the recovery waits that long
+   after writing STOP, before reading the journal back (`recover.py`).
+
+Outside the bound: a server that applies a request more than `READ_TIMEOUT_S` after it got
+it (the client cannot see that; such a batch's outcome is resolved by asking the store, and
+a deletion applied after the read-back is in no record), and a task whose clock runs slow
+by more than the margin. `Lease.firm` also keeps a quarter of the lease in hand: the last
+"go" under a firm lease is answered a quarter before the lease expires, and for a lease of
+at least 4 x (1 s + `CONNECT_TIMEOUT_S` + `READ_TIMEOUT_S`) = 284 s (`send_within_s` is at
+least 1 s) the batch's last request was sent and answered (or given up) by the time a
+recovery may take the round for dead. The default lease is 600 s and no option sets
+another; a shorter lease (tests only) leaves the recovery's wait as the only margin
+(review rev38n finding 8).
+"""
+
+from __future__ import annotations
+
+# The client's connect and read timeouts of each S3 attempt (botocore's Config, cited there).
+from epochgc.impl.store.s3 import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
+
+__all__ = ["CONNECT_TIMEOUT_S", "LOOK_FRESH_S", "MAX_STOP_WITHIN_S", "READ_TIMEOUT_S",
+           "STOP_LOOK_EVERY_S", "send_within_s", "stop_within_s"]
+
+# The driver's gate says "go" only within this long after a HEAD of STOP (sent then) found
+# none. A look is that HEAD, the pause state and the health reports (about 5 requests one
+# after another) plus the watch's interval (2 s): 90 s leaves room for ~17 s a request.
+LOOK_FRESH_S = 90.0
+# The watch HEADs STOP at a look once its last HEAD that found none is this old (a look
+# every ~2 s + 3 requests would HEAD it 5-10 times as often: issue 38's request count). A
+# look every 2 s plus 3 requests of up to 17 s each after a HEAD this old is still within
+# `LOOK_FRESH_S`; a recovery's STOP is seen within this plus a look.
+STOP_LOOK_EVERY_S = LOOK_FRESH_S / 3
+
+# The longest a recovery waits, whatever a START says (a damaged or hostile START cannot
+# hold `gc-admin show` for hours).
+MAX_STOP_WITHIN_S = 900.0
+
+
+def send_within_s(lease_s: float) -> float:
+    """How long after its "go on?" a task may still send a request of that batch: a quarter
+    of the lease less the last attempt's connect and read timeouts (600 s lease: 80 s)."""
+    return max(1.0, lease_s / 4 - CONNECT_TIMEOUT_S - READ_TIMEOUT_S)
+
+
+def stop_within_s(lease_s: float) -> float:
+    """From STOP durable to the round's last request abandoned by its client: the look's
+    freshness plus a quarter of the lease (600 s lease: 240 s)."""
+    return LOOK_FRESH_S + send_within_s(lease_s) + CONNECT_TIMEOUT_S + READ_TIMEOUT_S
