@@ -273,6 +273,9 @@ def _stage(
                             gate.close()
         except GcError as e:
             failure = e
+            # The watch ends before the STOP `_quiesce` writes: it would take that STOP for
+            # another process's (`stop-marker`) and the failed round for interrupted.
+            deleting_over()
             # The stage failed (a task crashed, an executor was killed), but its other
             # attempts may still be deleting: the journal is read back only once none runs,
             # or a batch landing after the read-back would be in no record (issue 38).
