@@ -21,8 +21,8 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from epochgc.impl.gc.beacon import BeaconListener, driver_host
-from epochgc.impl.gc.duration import format_duration
 from epochgc.impl.gc.bounds import LOOK_FRESH_S, send_within_s, stop_within_s
+from epochgc.impl.gc.duration import format_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.gate import Gate
 from epochgc.impl.gc.journal import (
