@@ -23,8 +23,8 @@ read-back holds every deletion of the round (review rev38m finding 1: with the t
 asking their driver instead of HEADing STOP, a live round recovered by mistake went on
 deleting behind a `killed` record that said fewer). A START without it was written by a
 version whose tasks HEAD STOP before each batch: no wait (that version's bound). A START
-that cannot be read: the longest wait (`MAX_STOP_WITHIN_S`). Every STOP is written first,
-then one wait, then the read-backs.
+that cannot be read: the bound of this version's round with the default lease (240 s).
+Every STOP is written first, then one wait, then the read-backs.
 """
 
 from __future__ import annotations
@@ -37,9 +37,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from epochgc.impl.gc.admin import LeaseState, read_lease
-from epochgc.impl.gc.bounds import MAX_STOP_WITHIN_S
+from epochgc.impl.gc.bounds import MAX_STOP_WITHIN_S, stop_within_s
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP, read_journal, write_marker
+from epochgc.impl.gc.lease import DEFAULT_LEASE_S
 from epochgc.impl.gc.record import (
     ROUNDS_PREFIX,
     number_round,
@@ -177,15 +178,17 @@ class _Dead:
 
 def _stop_within(start: dict[str, Any] | None) -> float:
     """The bound a round's START gives (`stop_within_s`), at most `MAX_STOP_WITHIN_S`; 0 if
-    the START has none (its tasks HEAD STOP before each batch); the most if it cannot be
-    read (it may be a round with the go-on channel)."""
+    the START has none (its tasks HEAD STOP before each batch). A START that cannot be
+    read, or whose bound is not a number, may be this version's with the default lease:
+    that round's bound (240 s)."""
+    default = stop_within_s(DEFAULT_LEASE_S)
     if start is None:
-        return MAX_STOP_WITHIN_S
+        return default
     given = start.get("stop_within_s")
     if given is None:
         return 0.0
     if isinstance(given, bool) or not isinstance(given, int | float) or not given >= 0:
-        return MAX_STOP_WITHIN_S  # damaged: the longest (NaN fails `>= 0`)
+        return default  # damaged (NaN fails `>= 0`)
     return min(float(given), MAX_STOP_WITHIN_S)
 
 
