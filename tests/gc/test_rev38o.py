@@ -26,10 +26,12 @@ from epochgc.impl.gc.sequence import SEQ_PREFIX, latest, markers
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.summary import GcSummary
 from epochgc.impl.store import local as local_mod
-from epochgc.impl.store.base import DeleteResult
+from epochgc.impl.store.base import DeleteResult, ObjectStore
+from epochgc.impl.store.hooked import HookedStore
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
 from tests.gc.helpers import HOUR, put_local
+from tests.store.backends import Opener
 
 GRACE = 12 * HOUR
 
@@ -92,7 +94,7 @@ def test_a_dead_rounds_duration_ends_at_its_last_entry_not_at_an_earlier_looks_s
         assert out == []
     assert store.head(prefix + STOP) is not None and store.head(round_key(rid)) is None
     _set_mtime(root, prefix + STOP, t0 + HOUR)  # that look ran an hour after the death
-    [r] = recover_dead_rounds(store, "round later", lambda: set(), sleep=lambda _s: None)
+    [_r] = recover_dead_rounds(store, "round later", lambda: set(), sleep=lambda _s: None)
     seconds = _record(store, rid)["seconds"]
     assert seconds == pytest.approx(10.0, abs=1.0), (
         f"the dead round's journal spans 10 s; its record says it ran {seconds} s (up to "
@@ -276,3 +278,68 @@ def test_a_recovery_ended_by_a_stop_is_finished_by_the_next_which_waits_and_reco
     waited.clear()
     assert recover_dead_rounds(store, "round c", lambda: set(), sleep=waited.append) == []
     assert waited == [] and [m.seq for m in markers(store)] == [1]
+
+
+# --- held: the same interleavings on every store the GC runs on (the conditional create is
+# --- a hard link locally, PutObject If-None-Match: * on moto and SeaweedFS)
+
+
+def _dead_on(store: ObjectStore, round_id: str) -> None:
+    prefix = journal_prefix(round_id)
+    write_marker(store, prefix, START, {"round": round_id, "M": 100, "snapshot_revision": 7,
+                                        "options": {}, "stop_within_s": 240.0})
+    keys = [format_key(p, 50, "s3") for p in range(3)]
+    for k in keys:
+        store.put(k, b"x")
+    w = JournalWriter(store, JournalTarget(prefix), Attempt(0, 0, 0, 1))
+    seq = w.intent([(k, 1, GRACE, "") for k in keys])
+    store.delete_batch(keys)
+    w.done(seq, DeleteResult(len(keys)))
+
+
+@pytest.mark.parametrize("when", ["head '_cluster/gc/rounds/", "list '_cluster/gc/seq/'",
+                                  "put '_cluster/gc/rounds/", "second-recovery"])
+def test_the_recovered_record_is_created_only_if_absent_on_every_store(
+    open_store: Opener, when: str,
+) -> None:
+    """A live driver (its number, END and record), or a second recovery, acts right before
+    the recovery's re-look, its claim, or its create of the record: one record, the first
+    writer's, one number, on local, moto and SeaweedFS."""
+    rid = "20270115T060000.000Z-l1ver0nd"
+    base = open_store()
+    _dead_on(base, rid)
+    prefix = journal_prefix(rid)
+    s = _drivers(prefix, rid)
+    other = open_store()
+    pending: list[Any] = []
+
+    def driver_records() -> None:
+        number_round(other, s)
+        write_marker(other, prefix, END, record_document(s, {}))
+        write_record(other, s, {})
+
+    def second() -> None:
+        recover_dead_rounds(other, "gc-admin show", lambda: set(), sleep=lambda _s: None)
+
+    if when == "second-recovery":
+        pending.append(second)
+        when = "list '_cluster/gc/seq/'"
+    else:
+        pending.append(driver_records)
+
+    def hook(what: str) -> None:
+        if pending and what.startswith(when):
+            pending.pop()()
+
+    got = recover_dead_rounds(HookedStore(open_store(), hook), "gc-admin reset",
+                              lambda: set(), sleep=lambda _s: None)
+    assert not pending
+    rec = json.loads(base.get(round_key(rid)))
+    seqs = sorted(m.seq for m in markers(base))
+    assert seqs == [1] and rec["seq"] == 1, (seqs, rec["seq"])
+    if rec.get("recovered_by") is None:
+        assert rec["outcome"] == "interrupted" and got == []
+    else:
+        assert (rec["outcome"], rec["recovered_by"]) == ("killed", "gc-admin show"), rec
+        assert got == []
+    assert rec["counts"]["deleted"] == 3
