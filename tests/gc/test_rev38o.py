@@ -29,9 +29,11 @@ from epochgc.impl.store import local as local_mod
 from epochgc.impl.store.base import DeleteResult, ObjectStore
 from epochgc.impl.store.hooked import HookedStore
 from epochgc.impl.store.local import LocalStore
+from epochgc.impl.store.s3 import S3Store
 from epochgc.model.keys import format_key
 from tests.gc.helpers import HOUR, put_local
 from tests.store.backends import Opener
+from tests.store.s3proxy import Call, Fault, s3_proxy
 
 GRACE = 12 * HOUR
 
@@ -343,3 +345,39 @@ def test_the_recovered_record_is_created_only_if_absent_on_every_store(
         assert (rec["outcome"], rec["recovered_by"]) == ("killed", "gc-admin show"), rec
         assert got == []
     assert rec["counts"]["deleted"] == 3
+
+
+# --- finding 4: the recovered record's create applied but answered 500 (S3: "might not
+# --- have processed"): botocore retries it, the server answers 412 (it is there now), and
+# --- the recovery takes its own record for another writer's
+
+
+@pytest.mark.xfail(strict=True, reason="rev38o finding 4")
+@pytest.mark.parametrize("fault", [Fault.APPLIED_THEN_500, Fault.APPLIED_THEN_RESET])
+def test_a_recovered_record_whose_create_was_applied_and_answered_an_error_is_reported(
+    s3_endpoint: str, s3_bucket: str, fault: Fault,
+) -> None:
+    rid = "20270115T060000.000Z-deadr0nd"
+    direct = S3Store(s3_bucket, "gc", endpoint_url=s3_endpoint)
+    _dead_on(direct, rid)
+    prefix = journal_prefix(rid)
+    plan = [fault]
+
+    def faults(call: Call) -> Fault | None:
+        if call.kind == "put" and call.key.endswith(round_key(rid)) and plan:
+            return plan.pop()
+        return None
+
+    with s3_proxy(s3_endpoint, faults=faults) as p:
+        via = S3Store(s3_bucket, "gc", endpoint_url=p.endpoint)
+        got = recover_dead_rounds(via, "gc-admin reset", lambda: set(),
+                                  sleep=lambda _s: None)
+        assert p.faulted[fault] == 1
+    rec = json.loads(direct.get(round_key(rid)))
+    assert (rec["outcome"], rec["recovered_by"]) == ("killed", "gc-admin reset")
+    end = direct.head(prefix + END)
+    assert [r.round_id for r in got] == [rid] and end is not None, (
+        f"the recovery created the round's record ({rec['outcome']}, by "
+        f"{rec['recovered_by']!r}); the create was applied and answered with an error, the "
+        f"retry 412: the recovery reported {[r.round_id for r in got]} recorded and "
+        f"{'wrote' if end else 'did not write'} the journal's END")
