@@ -31,7 +31,7 @@ from epochgc.impl.store.hooked import HookedStore
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.s3 import S3Store
 from epochgc.model.keys import format_key
-from tests.gc.helpers import HOUR, put_local
+from tests.gc.helpers import HOUR, put_local, simple_cluster
 from tests.store.backends import Opener
 from tests.store.s3proxy import Call, Fault, s3_proxy
 
@@ -381,3 +381,27 @@ def test_a_recovered_record_whose_create_was_applied_and_answered_an_error_is_re
         f"{rec['recovered_by']!r}); the create was applied and answered with an error, the "
         f"retry 412: the recovery reported {[r.round_id for r in got]} recorded and "
         f"{'wrote' if end else 'did not write'} the journal's END")
+
+
+# --- finding 5 (LOW): `gc-admin expire` (and its --help, and the README) send the operator
+# --- to `gc-admin show` to record a dead round; show no longer records one with a bound
+
+
+@pytest.mark.xfail(strict=True, reason="rev38o finding 5")
+def test_the_command_expire_names_for_a_dead_round_records_it(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from epochgc.impl.cli import main
+
+    root = tmp_path / "s"
+    store = LocalStore(root, create=True)
+    simple_cluster(store, 100)
+    rid = "20270115T060000.000Z-deadr0nd"
+    _dead(root, rid)
+    said = CliRunner().invoke(main, ["gc-admin", "expire", "--store", str(root)]).output
+    assert "gc-admin show records" in said, said  # what it tells the operator to run
+    shown = CliRunner().invoke(main, ["gc-admin", "show", "--store", str(root)])
+    assert store.head(round_key(rid)) is not None, (
+        f"`gc-admin expire` said {said.splitlines()[-1]!r}; `gc-admin show` (exit "
+        f"{shown.exit_code}) recorded nothing: "
+        f"{[ln for ln in shown.output.splitlines() if 'dead round' in ln]}")
