@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -405,3 +406,47 @@ def test_the_command_expire_names_for_a_dead_round_records_it(tmp_path: Path) ->
         f"`gc-admin expire` said {said.splitlines()[-1]!r}; `gc-admin show` (exit "
         f"{shown.exit_code}) recorded nothing: "
         f"{[ln for ln in shown.output.splitlines() if 'dead round' in ln]}")
+
+
+# --- finding 6: the longest interval the options accept still closes the gate after a
+# --- look slower than ~30 s: the watch waits its interval after a look ENDS, the gate's
+# --- freshness counts from the last clear HEAD's send, which may be ~30 s before that end
+
+
+@pytest.mark.xfail(strict=True, reason="rev38o finding 6")
+@pytest.mark.parametrize(("brokers", "per_request_s"), [(11, 2.0), (11, 2.1), (2, 5.0), (3, 8.0)])
+def test_the_gate_stays_open_between_looks_at_the_longest_interval_after_a_slow_look(
+    tmp_path: Path, brokers: int, per_request_s: float,
+) -> None:
+    """A cluster of `brokers` whose reports changed since the last look (each is read
+    again), on an S3 answering in `per_request_s`; `watch_interval_s` at its maximum
+    (accepted by `GcOptions`). A task asks while the next look's HEAD of STOP is in flight
+    (`_clear_at` moves when it answers): the gate must be open (nothing asked the round to
+    stop). The boundary: 48 brokers at 2 s end 20 s after their last HEAD and pass."""
+    from epochgc.impl.gc.bounds import LOOK_FRESH_S
+    from epochgc.impl.gc.options import MAX_WATCH_INTERVAL_S, GcOptions
+    from epochgc.impl.gc.watch import RoundWatch, go_on
+    from tests.gc.test_rev38n import _Clock, _SlowReads
+    from tests.gc.test_watch_slow_look import _cluster
+
+    GcOptions(watch_interval_s=MAX_WATCH_INTERVAL_S).validate()
+    root = tmp_path / "s"
+    _cluster(root, brokers)
+    clock = _Clock()
+    stop = RoundStop()
+    watch = RoundWatch(lambda: _SlowReads(root, clock, per_request_s), stop, time.time, 3600.0,
+                       MAX_WATCH_INTERVAL_S, lambda _v: None,
+                       stop_key=journal_prefix("20270115T060000.000Z-l00k") + STOP,
+                       monotonic=clock)
+    is_open = go_on(stop, None, watch, LOOK_FRESH_S)
+    started = clock.t
+    assert watch.poll_once() is None and is_open()
+    look_s, since_head = clock.t - started, clock.t - watch._clear_at
+    clock.t += MAX_WATCH_INTERVAL_S  # `_run`: `_done.wait(interval_s)` after the look
+    clock.t += per_request_s / 2  # the next look's first request, its HEAD of STOP, sent
+    assert is_open(), (
+        f"a look of {look_s:g} s ({brokers} brokers, {per_request_s:g} s a request) ended "
+        f"{since_head:g} s after its last clear HEAD of STOP; {MAX_WATCH_INTERVAL_S:g} s "
+        f"later (the longest interval the options accept) the next look HEADs STOP and, "
+        f"before its answer, the gate says no: the round stops {stop.reason!r} with no "
+        f"STOP written")
