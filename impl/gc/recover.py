@@ -245,7 +245,7 @@ def _stop_dead(store: ObjectStore, by: str, running: Callable[[], set[str] | Non
             if r is not None:
                 found.recorded.append(r)
             continue
-        took = _journal_span(store, prefix)  # before our STOP joins it
+        took = _journal_span(store, prefix)
         start = _read_doc(store, prefix + START)
         # Any task of the dead round still running stops: its driver, if alive, sees STOP
         # within a look and answers no "go on?" after it (`gate.py`, `watch.py`); a task
@@ -310,9 +310,13 @@ def _from_end(store: ObjectStore, round_id: str, end: dict[str, Any]) -> Recover
 
 def _journal_span(store: ObjectStore, prefix: str) -> float:
     """How long a dead round ran, as far as its journal shows: from its first entry's
-    write (START) to its last (issue 41 item 12: such records said `took 0.0s`)."""
+    write (START) to its last intent or outcome (issue 41 item 12: such records said
+    `took 0.0s`). STOP and END are left out: a STOP may have been written by an earlier
+    look (`gc-admin show`, a recovery a signal ended) hours after the round died, and the
+    span ran up to it (review rev38o finding 1)."""
     try:
-        times = [o.mtime for o in store.list_all(prefix)]
+        times = [o.mtime for o in store.list_all(prefix)
+                 if o.key[len(prefix):] not in (STOP, END)]
     except StoreError:
         return 0.0
     return max(times) - min(times) if times else 0.0

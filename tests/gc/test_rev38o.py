@@ -75,7 +75,6 @@ def _record(store: LocalStore, round_id: str) -> dict[str, Any]:
 # --- taken for the dead round's last journal entry: its record's duration is hours off
 
 
-@pytest.mark.xfail(strict=True, reason="rev38o finding 1")
 @pytest.mark.parametrize("earlier", ["show", "interrupted-recovery"])
 def test_a_dead_rounds_duration_ends_at_its_last_entry_not_at_an_earlier_looks_stop(
     tmp_path: Path, earlier: str,
