@@ -20,7 +20,7 @@ operator's `gc-admin reset --force`), it sees STOP, stops and writes its own END
 record: the recovery, looking again after its wait, finds them and leaves them (review
 rev38n finding 1: it wrote `killed` over them); a driver's record written after the
 recovered one replaces it (a plain write); both claim the same round number
-(`sequence.claim` reuses a number already claimed for the round).
+(`sequence.claim`: the number fixed for the round by its per-round marker).
 
 Between the STOP and the read-back the recovery waits the round's own bound, from its
 START (`stop_within_s`, `bounds.py`: 240 s with the default lease): a driver that is in
@@ -358,8 +358,8 @@ def _from_journal(
         partial_listing(s, totals)  # its tasks' listing counts died with its driver
     given = start.get("options")
     options: dict[str, Any] = given if isinstance(given, dict) else {}
-    # The number first (the record carries it): `claim` hands a round the number already
-    # claimed for it, so a driver or another recovery that records it too shares it.
+    # The number first (the record carries it): `claim` hands a round the number fixed
+    # for it, so a driver or another recovery that records it too shares it.
     number_round(store, s)
     doc = record_document(s, options)
     key = round_key(round_id)

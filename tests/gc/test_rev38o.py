@@ -126,7 +126,6 @@ class _ClaimsAfter(LocalStore):
         return super().list_page(prefix, *args, **kwargs)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38o finding 2")
 @pytest.mark.parametrize("how", ["two-shows-after-an-upgrade", "two-resets"])
 def test_two_recoveries_of_five_dead_rounds_give_each_one_number(
     tmp_path: Path, how: str,
