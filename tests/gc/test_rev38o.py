@@ -431,7 +431,6 @@ def test_the_command_expire_names_for_a_dead_round_records_it(tmp_path: Path) ->
 # --- freshness counts from the last clear HEAD's send, which may be ~30 s before that end
 
 
-@pytest.mark.xfail(strict=True, reason="rev38o finding 6")
 @pytest.mark.parametrize(("brokers", "per_request_s"), [(11, 2.0), (11, 2.1), (2, 5.0), (3, 8.0)])
 def test_the_gate_stays_open_between_looks_at_the_longest_interval_after_a_slow_look(
     tmp_path: Path, brokers: int, per_request_s: float,
