@@ -14,8 +14,8 @@ from epochgc.impl.gc.admin import ADMIN_KEY
 from epochgc.impl.gc.bounds import LOOK_FRESH_S, STOP_LOOK_EVERY_S
 from epochgc.impl.gc.journal import STOP, journal_prefix, write_marker
 from epochgc.impl.gc.monitor import HealthVerdict
-from epochgc.impl.gc.reports import PARTITIONS_KEY
 from epochgc.impl.gc.options import GcOptions
+from epochgc.impl.gc.reports import PARTITIONS_KEY
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.watch import PAUSED, STOPPED, UNHEALTHY, RoundWatch
 from epochgc.impl.store.base import ListPage, ObjectInfo, ObjectStore
