@@ -162,14 +162,7 @@ def _streaming_round(
         store.close()
     summary.journal = prefix
 
-    def write_stop() -> None:
-        s = rnd.open_store()
-        try:
-            write_marker(s, prefix, STOP, {"reason": stop.reason})
-        finally:
-            s.close()
-
-    stop.arm(write_stop, note)
+    arm_stop_marker(stop, rnd.open_store, prefix, note)
 
     def unhealthy(verdict: HealthVerdict) -> None:
         summary.health = verdict.as_dict()
@@ -186,6 +179,22 @@ def _streaming_round(
         watch.close()
         if watch.paused is not None:
             summary.paused = watch.paused.why()  # who paused it and why, in the record
+
+
+def arm_stop_marker(stop: RoundStop, open_store: Callable[[], ObjectStore], prefix: str,
+                    note: Callable[[str], None]) -> None:
+    """Any request to stop the round from now on (a signal, the deadline, the watch: a
+    pause, bad health, `lease-unsure`, `watch-late`) writes its STOP marker, with the
+    reason: tasks without the driver's gate HEAD it before each batch."""
+
+    def write_stop() -> None:
+        s = open_store()
+        try:
+            write_marker(s, prefix, STOP, {"reason": stop.reason})
+        finally:
+            s.close()
+
+    stop.arm(write_stop, note)
 
 
 def _listener(sc: Any, say: Callable[[str], None] | None) -> BeaconListener | None:
