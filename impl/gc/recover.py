@@ -298,7 +298,7 @@ def _from_end(store: ObjectStore, round_id: str, end: dict[str, Any]) -> Recover
     """Killed after its END, before its record: the END is the record's document (created
     only if no record exists: None if one does, e.g. its driver's own, written meanwhile)."""
     key = round_key(round_id)
-    if not store.put_if_absent(key, json.dumps(end, allow_nan=False, indent=1).encode()):
+    if not _created(store, key, json.dumps(end, allow_nan=False, indent=1).encode()):
         return None
     given = end.get("counts")
     counts: dict[str, Any] = given if isinstance(given, dict) else {}
@@ -306,6 +306,19 @@ def _from_end(store: ObjectStore, round_id: str, end: dict[str, Any]) -> Recover
     unreadable = end.get("journal_unreadable", 0)
     return Recovered(round_id, key, deleted if isinstance(deleted, int) else 0,
                      unreadable if isinstance(unreadable, int) else 0, True)
+
+
+def _created(store: ObjectStore, key: str, data: bytes) -> bool:
+    """Create `key` only if absent; True if it is ours. A create that was applied but
+    answered with an error (S3 500, a reset connection) is retried by the client and
+    answered 412: the object there is then compared with what we wrote (our record names
+    who recovered it and when, so no other writer's is the same; review rev38o finding 4)."""
+    if store.put_if_absent(key, data):
+        return True
+    try:
+        return store.get(key, 0, len(data) + 1) == data
+    except StoreError:
+        return False  # unreadable: not known to be ours (the record exists either way)
 
 
 def _journal_span(store: ObjectStore, prefix: str) -> float:
@@ -365,7 +378,7 @@ def _from_journal(
     key = round_key(round_id)
     # Only if no record exists (review rev38n finding 1): the driver's own, written during
     # the read-back, or another recovery's, wins; then neither END nor record is ours.
-    if not store.put_if_absent(key, json.dumps(doc, allow_nan=False, indent=1).encode()):
+    if not _created(store, key, json.dumps(doc, allow_nan=False, indent=1).encode()):
         return None
     # The journal's last word, unless its driver wrote its own meanwhile.
     store.put_if_absent(prefix + END, json.dumps(record_document(s, {}), allow_nan=False,

@@ -371,7 +371,6 @@ def test_the_recovered_record_is_created_only_if_absent_on_every_store(
 # --- the recovery takes its own record for another writer's
 
 
-@pytest.mark.xfail(strict=True, reason="rev38o finding 4")
 @pytest.mark.parametrize("fault", [Fault.APPLIED_THEN_500, Fault.APPLIED_THEN_RESET])
 def test_a_recovered_record_whose_create_was_applied_and_answered_an_error_is_reported(
     s3_endpoint: str, s3_bucket: str, fault: Fault,
