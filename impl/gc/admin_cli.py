@@ -282,8 +282,9 @@ def reset(store: str, s3_endpoint: str | None, force: bool, as_json: bool) -> No
         at_least = "at least " if r["unreadable"] else ""
         unread = (f" ({r['unreadable']} journal entr(ies) unreadable)" if r["unreadable"]
                   else "")
-        echo_safe(f"gc-admin: recorded dead round {printable(r['round'])}: killed, "
-                  f"{at_least}{r['deleted']} key(s) deleted{unread} "
+        end = " (from its own END)" if r["from_end"] else ""
+        echo_safe(f"gc-admin: recorded dead round {printable(r['round'])}{end}: "
+                  f"{printable(r['outcome'])}, {at_least}{r['deleted']} key(s) deleted{unread} "
                   f"({printable(r['record'])})")
 
 
@@ -375,7 +376,8 @@ def _say_waiting(seconds: float, rounds: list[str]) -> None:
 
 def _recovered(done: list[Recovered]) -> list[dict[str, Any]]:
     return [{"round": r.round_id, "record": r.record, "deleted": r.deleted,
-             "unreadable": r.unreadable} for r in done]
+             "unreadable": r.unreadable, "outcome": r.outcome, "from_end": r.from_end,
+             "gone_before": r.gone_before()} for r in done]
 
 
 def _recover_dead(s: ObjectStore, by: str) -> list[dict[str, Any]]:

@@ -79,6 +79,13 @@ class Recovered:
     deleted: int
     unreadable: int  # journal entries that could not be read (deleted is a lower bound)
     from_end: bool  # the record was copied from the round's own END
+    outcome: str = "killed"  # what the record says (from an END: the driver's own)
+
+    def gone_before(self) -> str:
+        """What its driver did not write: its END (recorded `killed` from the journal), or
+        only its record (recorded from its END, with the END's outcome: review rev38o
+        finding 7, such a round was announced as `killed`)."""
+        return "its record (recorded from its own END)" if self.from_end else "its end"
 
 
 def unfinished(store: ObjectStore) -> dict[str, bool]:
@@ -304,8 +311,10 @@ def _from_end(store: ObjectStore, round_id: str, end: dict[str, Any]) -> Recover
     counts: dict[str, Any] = given if isinstance(given, dict) else {}
     deleted = counts.get("deleted", 0)
     unreadable = end.get("journal_unreadable", 0)
+    outcome = end.get("outcome")
     return Recovered(round_id, key, deleted if isinstance(deleted, int) else 0,
-                     unreadable if isinstance(unreadable, int) else 0, True)
+                     unreadable if isinstance(unreadable, int) else 0, True,
+                     outcome if isinstance(outcome, str) else "unknown")
 
 
 def _created(store: ObjectStore, key: str, data: bytes) -> bool:

@@ -472,7 +472,6 @@ def test_the_gate_stays_open_between_looks_at_the_longest_interval_after_a_slow_
 # --- announced as "killed" (`reset`, `show`, the next round's notes ignore `from_end`)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38o finding 7")
 def test_a_round_recorded_from_its_own_end_is_not_announced_as_killed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
