@@ -308,7 +308,7 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
     bytes) and writes and removes nothing in the store; run it first, then again with
     --apply. Never removed: the last --keep-last rounds, the highest sequence marker, and
     the journal of a round that has no record (it may still be running, or its driver
-    died: `gc-admin show` records it first). Default retention 30 days, as Delta
+    died: the next round or `gc-admin reset` records it). Default retention 30 days, as Delta
     Lake's log retention (delta.logRetentionDuration); Iceberg's expire_snapshots keeps
     5 days and the last snapshot by default.
     """
@@ -339,8 +339,10 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
 @click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
 def show(store: str, s3_endpoint: str | None, max_report_age: float, as_json: bool) -> None:
     """M and per-partition GC epochs, health, paused or not, lease, last round. First
-    records any round whose driver died before its end (its journal read back against
-    the store, outcome killed), unless a live lease says it may still run."""
+    looks for rounds whose driver died (unless a live lease says it may still run): one
+    with its END, or from a version before the stop bound, is recorded now; the others
+    get their STOP and are shown as being recovered (the next round or `gc-admin reset`
+    records them after their bound)."""
     if not (math.isfinite(max_report_age) and max_report_age > 0):
         raise _usage(f"--max-report-age must be > 0 and finite, got {max_report_age!r}")
     s = _open(store, s3_endpoint)

@@ -11,7 +11,7 @@ by name). Compare Delta Lake's log retention (`delta.logRetentionDuration`, 30 d
 default) and Iceberg's `expire_snapshots` (older than 5 days, retaining the last one).
 
 Never removed: the journal of a round with START and no record (running, or its driver
-died, before or after END: `recover.py` records it first; `gc-admin show` does), the
+died, before or after END: `recover.py` records it: the next round or `gc-admin reset`), the
 highest sequence marker (the next round numbers from it), and anything outside
 `_cluster/gc/{rounds,journal,seq,seq-round}/`.
 
@@ -75,7 +75,8 @@ class ExpirePlan:
             out.append(f"  ... and {len(self.rounds) - 20} more")
         out.append(f"gc-admin: kept the last {self.kept_recent} round(s)"
                    + (f" and {len(self.unfinished)} unfinished journal(s) (never expired; "
-                      "gc-admin show records a dead round's)" if self.unfinished else ""))
+                      "the next round or gc-admin reset records a dead round's)"
+                      if self.unfinished else ""))
         return out
 
 
