@@ -305,8 +305,12 @@ def _from_end(store: ObjectStore, round_id: str, end: dict[str, Any]) -> Recover
     """Killed after its END, before its record: the END is the record's document (created
     only if no record exists: None if one does, e.g. its driver's own, written meanwhile)."""
     key = round_key(round_id)
-    if not _created(store, key, json.dumps(end, allow_nan=False, indent=1).encode()):
+    if _created(store, key, json.dumps(end, allow_nan=False, indent=1).encode()) is None:
         return None
+    return _recovered_from_end(round_id, key, end)
+
+
+def _recovered_from_end(round_id: str, key: str, end: dict[str, Any]) -> Recovered:
     given = end.get("counts")
     counts: dict[str, Any] = given if isinstance(given, dict) else {}
     deleted = counts.get("deleted", 0)
@@ -317,17 +321,20 @@ def _from_end(store: ObjectStore, round_id: str, end: dict[str, Any]) -> Recover
                      outcome if isinstance(outcome, str) else "unknown")
 
 
-def _created(store: ObjectStore, key: str, data: bytes) -> bool:
-    """Create `key` only if absent; True if it is ours. A create that was applied but
-    answered with an error (S3 500, a reset connection) is retried by the client and
-    answered 412: the object there is then compared with what we wrote (our record names
-    who recovered it and when, so no other writer's is the same; review rev38o finding 4)."""
-    if store.put_if_absent(key, data):
-        return True
+def _created(store: ObjectStore, key: str, data: bytes) -> str | None:
+    """Create `key` only if absent; its version if it is ours, else None. A create that was
+    applied but answered with an error (S3 500, a reset connection) is retried by the
+    client and answered 412: the object there is then compared with what we wrote (our
+    record names who recovered it and when, so no other writer's is the same; review
+    rev38o finding 4)."""
+    version = store.create_if_absent(key, data)
+    if version is not None:
+        return version
     try:
-        return store.get(key, 0, len(data) + 1) == data
+        there = store.get_versioned(key, len(data) + 1)
     except StoreError:
-        return False  # unreadable: not known to be ours (the record exists either way)
+        return None  # unreadable: not known to be ours (the record exists either way)
+    return there.version if there is not None and there.data == data else None
 
 
 def _journal_span(store: ObjectStore, prefix: str) -> float:
@@ -387,9 +394,20 @@ def _from_journal(
     key = round_key(round_id)
     # Only if no record exists (review rev38n finding 1): the driver's own, written during
     # the read-back, or another recovery's, wins; then neither END nor record is ours.
-    if not _created(store, key, json.dumps(doc, allow_nan=False, indent=1).encode()):
+    version = _created(store, key, json.dumps(doc, allow_nan=False, indent=1).encode())
+    if version is None:
         return None
     # The journal's last word, unless its driver wrote its own meanwhile.
-    store.put_if_absent(prefix + END, json.dumps(record_document(s, {}), allow_nan=False,
-                                                 indent=1).encode())
-    return Recovered(round_id, key, s.deleted, s.unreadable_entries, False)
+    if _created(store, prefix + END, json.dumps(record_document(s, {}), allow_nan=False,
+                                                indent=1).encode()) is not None:
+        return Recovered(round_id, key, s.deleted, s.unreadable_entries, False)
+    # Its driver was alive and wrote its END after our look (review rev38o finding 3):
+    # its END is the round's own account, and our record gives way to it unless its
+    # driver's own record replaced ours already (then that one stands).
+    end = _read_doc(store, prefix + END)
+    if end is None:
+        return Recovered(round_id, key, s.deleted, s.unreadable_entries, False)
+    own = json.dumps(end, allow_nan=False, indent=1).encode()
+    if store.replace_if_match(key, own, version) is None:
+        return None
+    return _recovered_from_end(round_id, key, end)

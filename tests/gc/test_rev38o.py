@@ -206,8 +206,12 @@ _WHEN = ["head-record", "claim", "create-record", "after"]
 @pytest.mark.parametrize(("when", "record_fails"), [
     *((w, False) for w in _WHEN),
     ("head-record", True),
-    *(pytest.param(w, True, marks=pytest.mark.xfail(strict=True, reason="rev38o finding 3"))
-      for w in _WHEN[1:]),
+    ("claim", True),
+    ("create-record", True),
+    # After the recovery finished, a driver's END over the recovered one and a failed
+    # record PUT leave the recovered record: no later look rereads a recorded round (left,
+    # the driver says its record was not written; i38p report).
+    pytest.param("after", True, marks=pytest.mark.xfail(strict=True, reason="rev38o finding 3")),
 ])
 def test_a_live_driver_recording_at_any_point_of_the_recovery_keeps_its_record(
     tmp_path: Path, when: str, record_fails: bool,
