@@ -282,8 +282,9 @@ def reset(store: str, s3_endpoint: str | None, force: bool, as_json: bool) -> No
         at_least = "at least " if r["unreadable"] else ""
         unread = (f" ({r['unreadable']} journal entr(ies) unreadable)" if r["unreadable"]
                   else "")
-        echo_safe(f"gc-admin: recorded dead round {printable(r['round'])}: killed, "
-                  f"{at_least}{r['deleted']} key(s) deleted{unread} "
+        end = " (from its own END)" if r["from_end"] else ""
+        echo_safe(f"gc-admin: recorded dead round {printable(r['round'])}{end}: "
+                  f"{printable(r['outcome'])}, {at_least}{r['deleted']} key(s) deleted{unread} "
                   f"({printable(r['record'])})")
 
 
@@ -307,7 +308,7 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
     bytes) and writes and removes nothing in the store; run it first, then again with
     --apply. Never removed: the last --keep-last rounds, the highest sequence marker, the
     journal of a round that has no record (it may still be running, or its driver
-    died: `gc-admin show` records it first), and a round whose record cannot be read
+    died: the next round or `gc-admin reset` records it), and a round whose record cannot be read
     (named, kept with its journal; exit 1). Default retention 30 days, as Delta
     Lake's log retention (delta.logRetentionDuration); Iceberg's expire_snapshots keeps
     5 days and the last snapshot by default.
@@ -341,8 +342,10 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
 @click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
 def show(store: str, s3_endpoint: str | None, max_report_age: float, as_json: bool) -> None:
     """M and per-partition GC epochs, health, paused or not, lease, last round. First
-    records any round whose driver died before its end (its journal read back against
-    the store, outcome killed), unless a live lease says it may still run."""
+    looks for rounds whose driver died (unless a live lease says it may still run): one
+    with its END, or from a version before the stop bound, is recorded now; the others
+    get their STOP and are shown as being recovered (the next round or `gc-admin reset`
+    records them after their bound)."""
     if not (math.isfinite(max_report_age) and max_report_age > 0):
         raise _usage(f"--max-report-age must be > 0 and finite, got {max_report_age!r}")
     s = _open(store, s3_endpoint)
@@ -378,7 +381,8 @@ def _say_waiting(seconds: float, rounds: list[str]) -> None:
 
 def _recovered(done: list[Recovered]) -> list[dict[str, Any]]:
     return [{"round": r.round_id, "record": r.record, "deleted": r.deleted,
-             "unreadable": r.unreadable} for r in done]
+             "unreadable": r.unreadable, "outcome": r.outcome, "from_end": r.from_end,
+             "gone_before": r.gone_before()} for r in done]
 
 
 def _recover_dead(s: ObjectStore, by: str) -> list[dict[str, Any]]:

@@ -8,7 +8,8 @@ found none. The chain, each link enforced in code:
 
 1. The driver's gate says "go" only if its watch sent a HEAD of `<round>/STOP` at most
    `LOOK_FRESH_S` before and that HEAD found none (the watch HEADs it at a look once the
-   last is `STOP_LOOK_EVERY_S` old) (`watch.RoundWatch.fresh`), and the lease
+   last is `STOP_LOOK_EVERY_S` old, and at a look's end if the next look's HEAD would
+   come more than `NEXT_HEAD_WITHIN_S` after the last) (`watch.RoundWatch.fresh`), and the lease
    is firm (`lease.Lease.firm`). A HEAD sent after STOP was written sees it (S3 is strongly
    consistent for read-after-write: https://docs.aws.amazon.com/AmazonS3/latest/userguide/
    Welcome.html#ConsistencyModel), so no "go" is decided later than `LOOK_FRESH_S` after
@@ -49,8 +50,8 @@ from __future__ import annotations
 # The client's connect and read timeouts of each S3 attempt (botocore's Config, cited there).
 from epochgc.impl.store.s3 import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 
-__all__ = ["CONNECT_TIMEOUT_S", "LOOK_FRESH_S", "MAX_STOP_WITHIN_S", "READ_TIMEOUT_S",
-           "STOP_LOOK_EVERY_S", "send_within_s", "stop_within_s"]
+__all__ = ["CONNECT_TIMEOUT_S", "LOOK_FRESH_S", "MAX_STOP_WITHIN_S", "NEXT_HEAD_WITHIN_S",
+           "READ_TIMEOUT_S", "STOP_LOOK_EVERY_S", "send_within_s", "stop_within_s"]
 
 # The driver's gate says "go" only within this long after a HEAD of STOP (sent then) found
 # none. A look is that HEAD, the pause state and the health reports (about 5 requests one
@@ -61,6 +62,12 @@ LOOK_FRESH_S = 90.0
 # look every 2 s plus 3 requests of up to 17 s each after a HEAD this old is still within
 # `LOOK_FRESH_S`; a recovery's STOP is seen within this plus a look.
 STOP_LOOK_EVERY_S = LOOK_FRESH_S / 3
+# The longest from one clear HEAD of STOP's send to the next HEAD's send: the next one's
+# answer then has `STOP_LOOK_EVERY_S` before the gate's freshness runs out. A look ends
+# with a HEAD if the next look's (the watch's interval later) would come later than this
+# (review rev38o finding 6: a ~30 s look ended 30 s after its HEAD; 60 s later the next
+# look's HEAD was still in flight when the gate closed).
+NEXT_HEAD_WITHIN_S = LOOK_FRESH_S - STOP_LOOK_EVERY_S
 
 # The longest a recovery waits, whatever a START says (a damaged or hostile START cannot
 # hold `gc-admin show` for hours).

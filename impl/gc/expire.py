@@ -2,7 +2,8 @@
 item 8: 2.2 MB after 20k deletes, growing every round, and nothing removed them).
 
 A round is its record (`_cluster/gc/rounds/<id>.json`), its deletion journal
-(`_cluster/gc/journal/<id>/`) and its sequence marker (`_cluster/gc/seq/<n>`). One expires
+(`_cluster/gc/journal/<id>/`) and its sequence markers (`_cluster/gc/seq/<n>`, and
+`_cluster/gc/seq-round/<id>` which fixes its number). One expires
 when its record was written longer ago than the retention, by the store's own time of the
 record (mtime, S3 LastModified: not the round's clock, which may have been wrong), unless
 it is among the last `keep_last` rounds (by sequence number; records from before numbering
@@ -14,9 +15,9 @@ object: `recordread.py`): each record is read before its round is removed, and o
 cannot be is named and kept with its journal and marker (nothing is removed unread; the
 command then exits 1). The last `keep_last` rounds' records are read too, so that damage is
 said even where nothing would be removed. The journal of a round with START and no record
-(running, or its driver died, before or after END: `recover.py` records it first;
-`gc-admin show` does), the highest sequence marker (the next round numbers from it), and
-anything outside `_cluster/gc/{rounds,journal,seq}/`.
+(running, or its driver died, before or after END: `recover.py` records it: the next
+round or `gc-admin reset`), the highest sequence marker (the next round numbers from it), and
+anything outside `_cluster/gc/{rounds,journal,seq,seq-round}/`.
 
 Order, so that an expire stopped at any point leaves nothing misread: a round's journal
 entries first, then its STOP and START, then END (a journal with START and no END would be
@@ -35,7 +36,7 @@ from epochgc.impl.gc.duration import format_duration
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.recordread import DamagedRecord, read_record
-from epochgc.impl.gc.sequence import markers
+from epochgc.impl.gc.sequence import ROUND_SEQ_PREFIX, markers, round_seq_key
 from epochgc.impl.store.base import MAX_DELETE_BATCH, ObjectInfo, ObjectStore, StoreError
 
 # Delta Lake's table property `delta.logRetentionDuration`: "interval 30 days" by default
@@ -81,7 +82,8 @@ class ExpirePlan:
             out.append(f"  ... and {len(self.rounds) - 20} more")
         out.append(f"gc-admin: kept the last {self.kept_recent} round(s)"
                    + (f" and {len(self.unfinished)} unfinished journal(s) (never expired; "
-                      "gc-admin show records a dead round's)" if self.unfinished else ""))
+                      "the next round or gc-admin reset records a dead round's)"
+                      if self.unfinished else ""))
         if self.unreadable:
             out.append(f"gc-admin: expire: cannot read {len(self.unreadable)} round "
                        "record(s): kept, with their journals (never removed unread; repair "
@@ -123,6 +125,12 @@ def expire_rounds(
     for m in seq:
         by_round.setdefault(m.round_id, []).append(m.key)
     top = seq[0].key if seq else None
+    fixed = {o.key for o in store.list_all(ROUND_SEQ_PREFIX)}  # each round's number
+    for round_id, keys in by_round.items():
+        # after its number's markers (`_remove_round` removes seq keys in this order);
+        # kept with the highest marker
+        if round_seq_key(round_id) in fixed and top not in keys:
+            keys.append(round_seq_key(round_id))
     numbered = [m.round_id for m in seq if m.round_id in records]
     order = list(dict.fromkeys(numbered + sorted(set(records) - set(numbered), reverse=True)))
     recent = set(order[:keep_last])

@@ -27,6 +27,7 @@ from epochgc.impl.gc.reports import PARTITIONS_KEY, REPORT_READERS, ClusterView,
 from epochgc.impl.gc.stage import _Round, _with_spark
 from epochgc.impl.gc.stop import RoundStop, deadline_timer
 from epochgc.impl.gc.summary import GcSummary
+from epochgc.impl.gc.text import printable
 from epochgc.impl.gc.versioning import check_versioning
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.model.cluster import GcEpoch, partition_epochs
@@ -264,8 +265,8 @@ def _recover(open_store: Callable[[], ObjectStore], round_id: str,
              "are recorded by the next round or `gc-admin reset`")
     for r in done:
         at_least = "at least " if r.unreadable else ""  # unreadable entries: a lower bound
-        note(f"gc: round {r.round_id} died before its end: recorded as killed, "
-             f"{at_least}{r.deleted} key(s) deleted ({r.record})")
+        note(f"gc: round {r.round_id} died before {r.gone_before()}: recorded as "
+             f"{printable(r.outcome)}, {at_least}{r.deleted} key(s) deleted ({r.record})")
     return [r.round_id for r in done]
 
 

@@ -6,7 +6,7 @@ import math
 import os
 from dataclasses import dataclass
 
-from epochgc.impl.gc.bounds import LOOK_FRESH_S, STOP_LOOK_EVERY_S
+from epochgc.impl.gc.bounds import LOOK_FRESH_S, NEXT_HEAD_WITHIN_S
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.manifest import has_scheme
 from epochgc.impl.store.base import MAX_DELETE_BATCH, MAX_PAGE_SIZE
@@ -16,10 +16,12 @@ DEFAULT_GRACE_S = 12 * 3600.0
 MIN_GRACE_S = 3600.0
 DEFAULT_MAX_REPORT_AGE_S = 300.0
 # The in-round watch's longest wait between looks: the gate lets tasks go on only within
-# `LOOK_FRESH_S` (90 s) of a look's HEAD of the round's STOP marker (`bounds.py`), and a
-# look HEADs it once the last is `STOP_LOOK_EVERY_S` (30 s) old; a longer interval stopped
-# every round `watch-late` at its first ask 90 s after a look (review rev38n finding 3).
-MAX_WATCH_INTERVAL_S = LOOK_FRESH_S - STOP_LOOK_EVERY_S
+# `LOOK_FRESH_S` (90 s) of a look's HEAD of the round's STOP marker (`bounds.py`); a look
+# ends with a HEAD if the next look's would come more than `NEXT_HEAD_WITHIN_S` (60 s) after
+# the last clear one (review rev38o finding 6), which no wait longer than that can keep; a
+# longer interval stopped every round `watch-late` at its first ask 90 s after a look
+# (review rev38n finding 3).
+MAX_WATCH_INTERVAL_S = NEXT_HEAD_WITHIN_S
 
 
 @dataclass(frozen=True)

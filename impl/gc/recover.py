@@ -20,7 +20,7 @@ operator's `gc-admin reset --force`), it sees STOP, stops and writes its own END
 record: the recovery, looking again after its wait, finds them and leaves them (review
 rev38n finding 1: it wrote `killed` over them); a driver's record written after the
 recovered one replaces it (a plain write); both claim the same round number
-(`sequence.claim` reuses a number already claimed for the round).
+(`sequence.claim`: the number fixed for the round by its per-round marker).
 
 Between the STOP and the read-back the recovery waits the round's own bound, from its
 START (`stop_within_s`, `bounds.py`: 240 s with the default lease): a driver that is in
@@ -79,6 +79,13 @@ class Recovered:
     deleted: int
     unreadable: int  # journal entries that could not be read (deleted is a lower bound)
     from_end: bool  # the record was copied from the round's own END
+    outcome: str = "killed"  # what the record says (from an END: the driver's own)
+
+    def gone_before(self) -> str:
+        """What its driver did not write: its END (recorded `killed` from the journal), or
+        only its record (recorded from its END, with the END's outcome: review rev38o
+        finding 7, such a round was announced as `killed`)."""
+        return "its record (recorded from its own END)" if self.from_end else "its end"
 
 
 def unfinished(store: ObjectStore) -> dict[str, bool]:
@@ -245,7 +252,7 @@ def _stop_dead(store: ObjectStore, by: str, running: Callable[[], set[str] | Non
             if r is not None:
                 found.recorded.append(r)
             continue
-        took = _journal_span(store, prefix)  # before our STOP joins it
+        took = _journal_span(store, prefix)
         start = _read_doc(store, prefix + START)
         # Any task of the dead round still running stops: its driver, if alive, sees STOP
         # within a look and answers no "go on?" after it (`gate.py`, `watch.py`); a task
@@ -298,21 +305,47 @@ def _from_end(store: ObjectStore, round_id: str, end: dict[str, Any]) -> Recover
     """Killed after its END, before its record: the END is the record's document (created
     only if no record exists: None if one does, e.g. its driver's own, written meanwhile)."""
     key = round_key(round_id)
-    if not store.put_if_absent(key, json.dumps(end, allow_nan=False, indent=1).encode()):
+    if _created(store, key, json.dumps(end, allow_nan=False, indent=1).encode()) is None:
         return None
+    return _recovered_from_end(round_id, key, end)
+
+
+def _recovered_from_end(round_id: str, key: str, end: dict[str, Any]) -> Recovered:
     given = end.get("counts")
     counts: dict[str, Any] = given if isinstance(given, dict) else {}
     deleted = counts.get("deleted", 0)
     unreadable = end.get("journal_unreadable", 0)
+    outcome = end.get("outcome")
     return Recovered(round_id, key, deleted if isinstance(deleted, int) else 0,
-                     unreadable if isinstance(unreadable, int) else 0, True)
+                     unreadable if isinstance(unreadable, int) else 0, True,
+                     outcome if isinstance(outcome, str) else "unknown")
+
+
+def _created(store: ObjectStore, key: str, data: bytes) -> str | None:
+    """Create `key` only if absent; its version if it is ours, else None. A create that was
+    applied but answered with an error (S3 500, a reset connection) is retried by the
+    client and answered 412: the object there is then compared with what we wrote (our
+    record names who recovered it and when, so no other writer's is the same; review
+    rev38o finding 4)."""
+    version = store.create_if_absent(key, data)
+    if version is not None:
+        return version
+    try:
+        there = store.get_versioned(key, len(data) + 1)
+    except StoreError:
+        return None  # unreadable: not known to be ours (the record exists either way)
+    return there.version if there is not None and there.data == data else None
 
 
 def _journal_span(store: ObjectStore, prefix: str) -> float:
     """How long a dead round ran, as far as its journal shows: from its first entry's
-    write (START) to its last (issue 41 item 12: such records said `took 0.0s`)."""
+    write (START) to its last intent or outcome (issue 41 item 12: such records said
+    `took 0.0s`). STOP and END are left out: a STOP may have been written by an earlier
+    look (`gc-admin show`, a recovery a signal ended) hours after the round died, and the
+    span ran up to it (review rev38o finding 1)."""
     try:
-        times = [o.mtime for o in store.list_all(prefix)]
+        times = [o.mtime for o in store.list_all(prefix)
+                 if o.key[len(prefix):] not in (STOP, END)]
     except StoreError:
         return 0.0
     return max(times) - min(times) if times else 0.0
@@ -354,16 +387,27 @@ def _from_journal(
         partial_listing(s, totals)  # its tasks' listing counts died with its driver
     given = start.get("options")
     options: dict[str, Any] = given if isinstance(given, dict) else {}
-    # The number first (the record carries it): `claim` hands a round the number already
-    # claimed for it, so a driver or another recovery that records it too shares it.
+    # The number first (the record carries it): `claim` hands a round the number fixed
+    # for it, so a driver or another recovery that records it too shares it.
     number_round(store, s)
     doc = record_document(s, options)
     key = round_key(round_id)
     # Only if no record exists (review rev38n finding 1): the driver's own, written during
     # the read-back, or another recovery's, wins; then neither END nor record is ours.
-    if not store.put_if_absent(key, json.dumps(doc, allow_nan=False, indent=1).encode()):
+    version = _created(store, key, json.dumps(doc, allow_nan=False, indent=1).encode())
+    if version is None:
         return None
     # The journal's last word, unless its driver wrote its own meanwhile.
-    store.put_if_absent(prefix + END, json.dumps(record_document(s, {}), allow_nan=False,
-                                                 indent=1).encode())
-    return Recovered(round_id, key, s.deleted, s.unreadable_entries, False)
+    if _created(store, prefix + END, json.dumps(record_document(s, {}), allow_nan=False,
+                                                indent=1).encode()) is not None:
+        return Recovered(round_id, key, s.deleted, s.unreadable_entries, False)
+    # Its driver was alive and wrote its END after our look (review rev38o finding 3):
+    # its END is the round's own account, and our record gives way to it unless its
+    # driver's own record replaced ours already (then that one stands).
+    end = _read_doc(store, prefix + END)
+    if end is None:
+        return Recovered(round_id, key, s.deleted, s.unreadable_entries, False)
+    own = json.dumps(end, allow_nan=False, indent=1).encode()
+    if store.replace_if_match(key, own, version) is None:
+        return None
+    return _recovered_from_end(round_id, key, end)

@@ -10,12 +10,23 @@ highest both try the next number; exactly one creates it and the other moves on.
 numbers are claimed when records are written (a round's end), so "last" is the last round
 to finish. A marker names its round and record (`{"round", "record"}`).
 
+One round, one number: a round may be numbered by more than one writer (its driver and a
+recovery that took it for dead; two recoveries at once). Each round's number is fixed by a
+per-round marker, `_cluster/gc/seq-round/<round id>` (`{"round", "seq"}`), created only if
+absent after the number's marker: the first to create it fixes the round's number, a
+claimer that loses reads it back and removes the number marker it just created. A claim
+reads that one key first, so its requests do not grow with the rounds before it (review
+rev38o finding 2: the claim looked for its round among the 4 highest markers only, and two
+recoveries of five dead rounds gave one a second number). It lives outside `seq/` so that
+listing the numbers (`highest`) lists numbers only.
+
 A store that cannot create only-if-absent (`StoreError`) gets records without a number;
 `latest` then has nothing newer to offer and readers fall back to record names.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 
@@ -24,13 +35,10 @@ from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.store.base import ObjectStore, StoreError
 
 SEQ_PREFIX = "_cluster/gc/seq/"
+ROUND_SEQ_PREFIX = "_cluster/gc/seq-round/"
 _WIDTH = 20
 _CLAIM_TRIES = 64  # rounds finishing at the same moment; each try moves past one winner
 _MAX_MARKER = 4096
-# How many of the highest markers a claim reads for one naming its own round: the driver
-# and a recovery of one round claim within minutes of each other, while no other round
-# runs (the lease); only other dead rounds' recoveries claim meanwhile.
-_REUSE_SCAN = 4
 
 
 @dataclass(frozen=True)
@@ -43,6 +51,10 @@ class Marker:
 
 def marker_key(seq: int) -> str:
     return f"{SEQ_PREFIX}{seq:0{_WIDTH}d}"
+
+
+def round_seq_key(round_id: str) -> str:
+    return f"{ROUND_SEQ_PREFIX}{round_id}"
 
 
 def _number(key: str) -> int | None:
@@ -62,28 +74,57 @@ def highest(store: ObjectStore) -> int:
 
 
 def claim(store: ObjectStore, round_id: str, record: str) -> int:
-    """The next number, taken for `round_id` (whose record is `record`); the number
-    already taken for it if one of the `_REUSE_SCAN` highest markers names it, or if the
-    marker that beat us to a number does (review rev38n finding 1: a round recovered by
-    mistake and its live driver, or two recoveries of one round, each claimed one). Raises
+    """The round's number: the one fixed for `round_id` already (its per-round marker),
+    else the next free number, fixed for it by creating the per-round marker; if another
+    claimer of the same round fixed one first, that one (and ours is removed). Raises
     StoreError if the store cannot create only-if-absent, or after _CLAIM_TRIES lost
     races."""
+    fixed = round_number(store, round_id)
+    if fixed is not None:
+        return fixed
     doc = json.dumps({"round": round_id, "record": record}).encode()
-    top = highest(store)
-    for k in range(top, max(0, top - _REUSE_SCAN), -1):
-        m = read_marker(store, marker_key(k))
-        if m is not None and m.round_id == round_id:
-            return k
-    n = top + 1
+    n = highest(store) + 1
     for _ in range(_CLAIM_TRIES):
-        if store.put_if_absent(marker_key(n), doc):
-            return n
+        version = store.create_if_absent(marker_key(n), doc)
+        if version is not None:
+            return _fix(store, round_id, n, version)
         m = read_marker(store, marker_key(n))
         if m is not None and m.round_id == round_id:
-            return n  # the other claimer recorded this same round
+            return _fix(store, round_id, n, None)  # the other claimer's, for this round
         n += 1  # taken meanwhile by another round: the next one
     raise StoreError(f"could not claim a round number under {SEQ_PREFIX} "
                      f"({_CLAIM_TRIES} taken in a row)")
+
+
+def _fix(store: ObjectStore, round_id: str, n: int, version: str | None) -> int:
+    """Fix `n` as the round's number unless another claimer fixed one first: then theirs,
+    and our marker `n` (`version`: created by us; None: not ours, left) is removed, only if
+    it is still ours, so that no number names the round twice."""
+    doc = json.dumps({"round": round_id, "seq": n}).encode()
+    if store.put_if_absent(round_seq_key(round_id), doc):
+        return n
+    theirs = round_number(store, round_id)
+    if theirs is None or theirs == n:
+        return n  # unreadable (damaged): ours stands, as before per-round markers
+    if version is not None:
+        with contextlib.suppress(StoreError):  # left: a second number, not a false record
+            store.delete_if_match(marker_key(n), version)
+    return theirs
+
+
+def round_number(store: ObjectStore, round_id: str) -> int | None:
+    """The number fixed for `round_id` (None: none, or unreadable)."""
+    key = round_seq_key(round_id)
+    try:
+        raw = store.get(key, 0, _MAX_MARKER)
+        check_nesting(raw, key)
+        doc = json.loads(raw)
+    except (StoreError, ReportError, ValueError):
+        return None
+    seq = doc.get("seq") if isinstance(doc, dict) else None
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+        return None
+    return seq if doc.get("round") == round_id else None
 
 
 def read_marker(store: ObjectStore, key: str) -> Marker | None:

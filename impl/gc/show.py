@@ -143,8 +143,10 @@ def render(doc: dict[str, Any]) -> list[str]:
         out.append("paused: no")
     out.append("lease: " + _lease_line(doc["lease"], now))
     for r in doc.get("recovered") or []:
-        out.append(f"recorded a dead round: {_text(r['round'])} (driver gone before its end): "
-                   f"killed, {r['deleted']} key(s) deleted"
+        gone = r.get("gone_before") or "its end"
+        out.append(f"recorded a dead round: {_text(r['round'])} (driver gone before "
+                   f"{_text(gone)}): {_text(r.get('outcome') or 'killed')}, "
+                   f"{r['deleted']} key(s) deleted"
                    + (f", {r['unreadable']} journal entr(ies) unreadable"
                       if r.get("unreadable") else "") + f" ({_text(r['record'])})")
     for r in doc.get("recovering") or []:

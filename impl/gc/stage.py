@@ -179,13 +179,10 @@ def _delete_stage(spark: SparkSession, rnd: _Round, groups: list[list[int]], lis
 
     cutoff = StageCutoff(spark.sparkContext, stop_grace_s())
 
-    def write_stop() -> None:
-        write_marker(store, prefix, STOP, {"reason": stop.reason})
-        cutoff.start()  # once STOP is durable: no task starts another batch from here on
-
     stop.means = (f"no new delete batch; waiting for the batches in flight (up to "
                   f"{format_duration(cutoff.grace_s)}, then the tasks are cancelled)")
-    stop.arm(write_stop, note)
+    # once STOP is durable, no task starts another batch: the cutoff's bound starts
+    arm_stop_marker(stop, store, prefix, note, after=cutoff.start)
 
     def unhealthy(verdict: HealthVerdict) -> None:
         summary.health = verdict.as_dict()
@@ -203,6 +200,22 @@ def _delete_stage(spark: SparkSession, rnd: _Round, groups: list[list[int]], lis
         watch.close()
         if watch.paused is not None:
             summary.paused = watch.paused.why()  # who paused it and why, in the record
+
+
+def arm_stop_marker(stop: RoundStop, store: ObjectStore, prefix: str,
+                    note: Callable[[str], None],
+                    after: Callable[[], None] = lambda: None) -> None:
+    """Any request to stop the round from now on (a signal, the deadline, the watch: a
+    pause, bad health, `lease-unsure`, `watch-late`) writes its STOP marker, with the
+    reason: tasks without the driver's gate HEAD it before each batch. Written with the
+    round's open `store` (issue 41: a store opened when the signal comes starts a new S3
+    client first); `after` runs once it is durable."""
+
+    def write_stop() -> None:
+        write_marker(store, prefix, STOP, {"reason": stop.reason})
+        after()
+
+    stop.arm(write_stop, note)
 
 
 def _listener(sc: Any, say: Callable[[str], None] | None) -> BeaconListener | None:

@@ -11,7 +11,9 @@ KeyboardInterrupt: the operator insists; the journal still holds what was delete
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import signal
 import threading
 from collections.abc import Callable
@@ -34,6 +36,7 @@ class RoundStop:
         self._said.set()
         self._lock = threading.Lock()
         self._armed = False
+        self._wake_fd: int | None = None  # the waker thread's pipe (`_start_waker`)
 
     @property
     def requested(self) -> bool:
@@ -48,6 +51,44 @@ class RoundStop:
         if self.reason is None:
             self.reason = reason
         self._event.set()
+
+    def request_from_signal(self, reason: str) -> None:
+        """A signal handler's request: takes no lock. The handler runs in the main thread
+        between two bytecodes, possibly while that thread holds the event's own lock (in
+        `Event.wait` or `Event.set`, e.g. the recovery's wait, `wait`): `Event.set` there
+        waited for a lock its own thread held, until a second signal (review rev38o,
+        reasoned). The reason is recorded at once (`requested` is true); the event is set
+        by the waker thread, woken through a pipe (os.write: no lock)."""
+        if self.reason is None:
+            self.reason = reason
+        fd = self._wake_fd
+        if fd is None:
+            self._event.set()  # no waker: set from here (not installed as a handler)
+            return
+        with contextlib.suppress(OSError):  # full (a wake is pending) or closed
+            os.write(fd, b"\0")
+
+    def _start_waker(self) -> Callable[[], None]:
+        """Start the thread that sets the event when a signal handler writes to its pipe;
+        returns a function that stops it."""
+        r, w = os.pipe()
+        os.set_blocking(w, False)
+        self._wake_fd = w
+
+        def run() -> None:
+            try:
+                while os.read(r, 1):
+                    self._event.set()
+            finally:
+                os.close(r)
+
+        threading.Thread(target=run, name="epochgc-stop-waker", daemon=True).start()
+
+        def stop_waker() -> None:
+            self._wake_fd = None
+            os.close(w)  # the thread reads end-of-file and ends
+
+        return stop_waker
 
     def arm(self, write_marker: Callable[[], None], on_error: Callable[[str], None],
             what: str = "write the STOP marker") -> None:
@@ -105,14 +146,16 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
             # our one line). Nothing the command says goes through logging.
             logging.disable(logging.CRITICAL)
             raise KeyboardInterrupt(f"{SIGNALS[signal.Signals(signum)]} again")
-        stop.request(SIGNALS[signal.Signals(signum)])
+        stop.request_from_signal(SIGNALS[signal.Signals(signum)])
 
+    stop_waker = stop._start_waker()
     for s in SIGNALS:
         signal.signal(s, handle)
 
     def restore() -> None:
         for s, h in previous.items():
             signal.signal(s, h)
+        stop_waker()
 
     return restore
 

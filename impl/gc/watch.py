@@ -7,7 +7,9 @@ the round ends `interrupted` ("paused": exit 3; "unhealthy": exit 2).
 Two more questions since the tasks ask the driver "go on?" instead of the store (issue 38,
 review rev38m): has anyone else written the round's STOP marker (a recovery that took the
 round for dead, `gc-admin reset --force`), and is the lease still firm? A look HEADs
-`<round>/STOP` first once the last such HEAD is `bounds.STOP_LOOK_EVERY_S` (30 s) old;
+`<round>/STOP` first once the last such HEAD is `bounds.STOP_LOOK_EVERY_S` (30 s) old,
+between its requests on the same rule, and last if the next look's HEAD (the interval
+later) would be sent more than `bounds.NEXT_HEAD_WITHIN_S` (60 s) after the last clear one;
 `fresh()` says whether a look that found none was sent recently
 enough for the gate to say "go" (`bounds.LOOK_FRESH_S`). A firm lease is checked once a
 look too, so `lease-unsure` stops a round whose tasks do not ask (review finding 3).
@@ -24,7 +26,7 @@ import time
 from collections.abc import Callable
 
 from epochgc.impl.gc.admin import AdminState, read_admin_state
-from epochgc.impl.gc.bounds import STOP_LOOK_EVERY_S
+from epochgc.impl.gc.bounds import NEXT_HEAD_WITHIN_S, STOP_LOOK_EVERY_S
 from epochgc.impl.gc.monitor import HealthVerdict, check_health
 from epochgc.impl.gc.reports import SeenDocs
 from epochgc.impl.gc.stop import RoundStop
@@ -55,6 +57,7 @@ class RoundWatch:
         firm: Callable[[], bool] | None = None,
         monotonic: Callable[[], float] = time.monotonic,
         stop_every_s: float = STOP_LOOK_EVERY_S,
+        next_head_within_s: float = NEXT_HEAD_WITHIN_S,
     ) -> None:
         """`stop_key`: the round's STOP marker, HEAD first in a look once the last HEAD
         that found none is `stop_every_s` old (None: not looked at, and `fresh()` is always
@@ -68,6 +71,9 @@ class RoundWatch:
         self.on_unhealthy = on_unhealthy
         self.stop_key = stop_key
         self.stop_every_s = stop_every_s
+        # A look ends with a HEAD if the last clear one is this old: the next look's HEAD,
+        # `interval_s` later, is then sent within `next_head_within_s` of a clear one.
+        self.end_head_after_s = max(0.0, next_head_within_s - interval_s)
         self.firm = firm
         self.monotonic = monotonic
         self.paused: AdminState | None = None
@@ -121,6 +127,11 @@ class RoundWatch:
             verdict = check_health(looking, self.clock(), self.max_report_age_s, self._seen)
             if self.stop.reason == STOPPED:
                 return STOPPED
+            # The look's last request (review rev38o finding 6): a look that ended long
+            # after its HEAD, and then the interval, would leave the next HEAD's answer
+            # past the gate's freshness.
+            if verdict.healthy and self._stop_seen(store, self.end_head_after_s):
+                return STOPPED
         finally:
             store.close()
         if not verdict.healthy:
@@ -128,14 +139,14 @@ class RoundWatch:
             return UNHEALTHY
         return None
 
-    def _stop_seen(self, store: ObjectStore) -> bool:
-        """HEAD the STOP marker if the last HEAD that found none is `stop_every_s` old;
-        True if it is there (the round is asked to stop at once: the gate says no from
-        now on)."""
+    def _stop_seen(self, store: ObjectStore, after_s: float | None = None) -> bool:
+        """HEAD the STOP marker if the last HEAD that found none is `after_s` (default
+        `stop_every_s`) old; True if it is there (the round is asked to stop at once: the
+        gate says no from now on)."""
         if self.stop_key is None:
             return False
         sent = self.monotonic()  # before the request: what it saw was true then
-        if sent - self._clear_at < self.stop_every_s:
+        if sent - self._clear_at < (self.stop_every_s if after_s is None else after_s):
             return False
         if store.head(self.stop_key) is not None:
             self.stop.request(STOPPED)

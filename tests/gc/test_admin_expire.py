@@ -15,7 +15,13 @@ from click.testing import CliRunner
 from epochgc.impl.cli import main
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START
 from epochgc.impl.gc.record import ROUNDS_PREFIX
-from epochgc.impl.gc.sequence import SEQ_PREFIX, claim, latest
+from epochgc.impl.gc.sequence import (
+    ROUND_SEQ_PREFIX,
+    SEQ_PREFIX,
+    claim,
+    latest,
+    round_seq_key,
+)
 from epochgc.impl.store.local import LocalStore
 from tests.gc.helpers import simple_cluster
 
@@ -77,6 +83,9 @@ def test_expire_dry_run_then_apply(tmp_path: Path) -> None:
     got = latest(LocalStore(root))
     assert got is not None and got.round_id == "new" and got.seq == 6
     assert len([k for k in left if k.startswith(SEQ_PREFIX)]) == 2
+    # each round's fixed number goes with its marker (review rev38o finding 2)
+    assert {k for k in left if k.startswith(ROUND_SEQ_PREFIX)} == {
+        round_seq_key("old4"), round_seq_key("new")}
 
 
 def test_expire_keeps_the_highest_marker_and_numbering_goes_on(tmp_path: Path) -> None:
