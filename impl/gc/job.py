@@ -66,41 +66,53 @@ def run_gc(
     timer = None if options.deadline_s is None else deadline_timer(stop, options.deadline_s)
     held: list[Lease] = []  # released only once the record is written (below)
     try:
-        _round(spark, open_store, options, now, clock, say, summary, stop, held)
-    except NotAStore as e:
-        # Nothing is written into a directory that is not a store (a mistyped path), not
-        # even a record (issue 29).
-        record = False
-        summary.error = str(e)
-        e.summary = summary
-        raise
-    except BaseException as e:
-        # Whatever ended the round (a store, a Spark job, a bug, a second Ctrl-C), the
-        # record and the exit code say so: never `done` with exit 0.
-        summary.error = summary.error or _describe(e)
-        if isinstance(e, KeyboardInterrupt) and summary.interrupted is None:
-            summary.interrupted = stop.reason or "SIGINT"
-        if isinstance(e, StoreError):
-            err = GcError(str(e))
-            err.summary = summary
-            raise err from e
-        # Any other exception keeps its type and carries the summary (the CLI reports it).
-        with contextlib.suppress(AttributeError):
-            e.summary = summary  # type: ignore[attr-defined]
-        raise
-    finally:
-        if timer is not None:
-            timer.cancel()
-        summary.seconds = time.monotonic() - started
         try:
-            if record:
-                _write_record(open_store, summary, options)
+            _round(spark, open_store, options, now, clock, say, summary, stop, held)
+        except NotAStore as e:
+            # Nothing is written into a directory that is not a store (a mistyped path), not
+            # even a record (issue 29).
+            record = False
+            summary.error = str(e)
+            e.summary = summary
+            raise
+        except BaseException as e:
+            # Whatever ended the round (a store, a Spark job, a bug, a second Ctrl-C), the
+            # record and the exit code say so: never `done` with exit 0.
+            summary.error = summary.error or _describe(e)
+            if isinstance(e, KeyboardInterrupt) and summary.interrupted is None:
+                summary.interrupted = stop.reason or "SIGINT"
+            if isinstance(e, StoreError):
+                err = GcError(str(e))
+                err.summary = summary
+                raise err from e
+            # Any other exception keeps its type and carries the summary (the CLI reports it).
+            with contextlib.suppress(AttributeError):
+                e.summary = summary  # type: ignore[attr-defined]
+            raise
         finally:
-            # The lease is held until the record is written (issue 38 item 1): a round
-            # without its lease has its record, so whoever takes the lease over may take
-            # every journal without a record for a dead round's.
-            for lease in held:
-                lease.release()
+            # A later signal is said, never raised, from here on (newuser3 N1: a second Ctrl-C
+            # landing here left no record, or a live lease that refused rounds for 10 minutes).
+            with stop.finishing():
+                if timer is not None:
+                    timer.cancel()
+                summary.seconds = time.monotonic() - started
+                try:
+                    if record:
+                        _write_record(open_store, summary, options)
+                finally:
+                    # The lease is held until the record is written (issue 38 item 1): a round
+                    # without its lease has its record, so whoever takes the lease over may
+                    # take every journal without a record for a dead round's.
+                    for lease in held:
+                        lease.release()
+    except BaseException as e:
+        # Whatever escaped, even from the record's own writing, carries the round's summary:
+        # the CLI's fallback knows nothing of the round (newuser3 N1: `deleted 0`, `record
+        # null`, "nothing was deleted" after 1,500 deletes).
+        if getattr(e, "summary", None) is None:
+            with contextlib.suppress(AttributeError):
+                e.summary = summary  # type: ignore[attr-defined]
+        raise
     return summary
 
 

@@ -130,3 +130,66 @@ def test_a_second_signal_mid_round_prints_one_line_and_no_traceback(tmp_path: Pa
     returncode, _out, err = round_held_at_first_batch(root, tmp_path / "pause", args, twice)
     assert returncode == 130, err[-3000:]
     assert "Traceback" not in err and "ERROR:" not in err, err[-3000:]
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("point", ["end-written", "lease-releasing"])
+def test_a_second_signal_while_the_round_finishes_leaves_its_record_and_lease(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str) -> None:
+    """newuser3 N1: a second Ctrl-C just after "gc: round interrupted ..." raised
+    KeyboardInterrupt wherever the driver was: between END and the record (no record; later
+    recovered as `killed`, 137), or inside the lease's release (the lease stayed live and
+    refused rounds for 10 minutes); the summary was a blank one ("nothing was deleted",
+    deleted 0, record null). The driver is held at `point` (impl/gc/killpoint.py) when the
+    second signal comes, so it lands there every time."""
+    from epochgc.impl.gc.killpoint import KILLPOINT_ENV
+    from epochgc.impl.gc.lease import LEASE_KEY
+
+    root = tmp_path / "store"
+    simple_cluster(LocalStore(root, create=True), 100)
+    eligible = {format_key(p, 50, f"k{p}") for p in range(0, 1000, 50)}
+    for key in eligible:
+        put_local(root, key, age=GRACE + 60)
+    kp = tmp_path / "kp"
+    kp.mkdir()
+    (kp / "target").write_text(f"{point} 1")
+    monkeypatch.setenv(KILLPOINT_ENV, str(kp))
+    args = ["--now", str(NOW), "--i-know-now-is-ahead", "--tasks", "1",
+            "--delete-batch-size", "2", "--delete-concurrency", "1", "--json", "-q"]
+    seen: list[str] = []
+
+    def twice(proc: subprocess.Popen[str]) -> None:
+        proc.send_signal(signal.SIGINT)
+        limit = time.monotonic() + REACH_LIMIT_S
+        while not (kp / "reached").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < limit, f"the driver never reached {point}"
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        # Released once the second signal was handled: said (fixed), or the process ended
+        # (the old code raised KeyboardInterrupt inside the hold).
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            seen.append(line)
+            if "again: already stopping" in line:
+                break
+        (kp / "release").touch()
+
+    returncode, out, err = round_held_at_first_batch(root, tmp_path / "pause", args, twice)
+    err = "".join(seen) + err
+    assert "Traceback" not in err, err[-3000:]
+    assert "nothing was deleted" not in err, err[-3000:]
+    assert returncode == 130, err[-3000:]
+    doc = json.loads(out.strip().splitlines()[-1])
+    gone = eligible - all_keys(LocalStore(root))
+    assert len(gone) == 2
+    assert (doc["outcome"], doc["deleted"], doc["listing_complete"]) == (
+        "interrupted", 2, False), doc
+    assert doc["record"] is not None, doc
+    store = LocalStore(root)
+    [rec] = [json.loads(store.get(o.key)) for o in store.list_all(ROUNDS_PREFIX)]
+    assert (rec["outcome"], rec["exit_code"], rec["counts"]["deleted"]) == (
+        "interrupted", 130, 2), rec
+    lease = json.loads(store.get(LEASE_KEY))
+    assert lease["expires_at"] == 0 and "released_at" in lease, lease
+    assert "gc: SIGINT again: already stopping: writing the round's record" in err, err
