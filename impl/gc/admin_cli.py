@@ -54,6 +54,7 @@ from epochgc.impl.gc.expire import DEFAULT_KEEP_LAST, DEFAULT_RETENTION_S, expir
 from epochgc.impl.gc.job import check_is_store
 from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S
 from epochgc.impl.gc.recover import live_rounds, recover_dead_rounds
+from epochgc.impl.gc.sequence import SequenceError
 from epochgc.impl.gc.show import gc_state, iso, render
 from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import echo_safe, printable
@@ -313,6 +314,8 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
                              lambda msg: echo_safe(msg, err=True))
     except StoreError as e:
         raise click.ClickException(f"expire failed: {e}") from None
+    except SequenceError as e:  # rounds it cannot order are never expired (newuser3 N8)
+        raise click.ClickException(f"expire refused, nothing removed: {e}") from None
     finally:
         s.close()
     if as_json:

@@ -24,6 +24,7 @@ from epochgc.impl.gc.monitor import HealthVerdict, assess
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.record import new_round_id
 from epochgc.impl.gc.reports import PARTITIONS_KEY, REPORT_READERS, ClusterView, read_cluster_view
+from epochgc.impl.gc.sequence import SequenceError, check_room
 from epochgc.impl.gc.stage import _Round, _with_spark
 from epochgc.impl.gc.stop import RoundStop, deadline_timer
 from epochgc.impl.gc.summary import GcSummary
@@ -68,9 +69,10 @@ def run_gc(
     try:
         try:
             _round(spark, open_store, options, now, clock, say, summary, stop, held)
-        except NotAStore as e:
+        except (NotAStore, SequenceError) as e:
             # Nothing is written into a directory that is not a store (a mistyped path), not
-            # even a record (issue 29).
+            # even a record (issue 29); nor a record that could not be ordered (N8: raised
+            # only by `check_room`, before the round writes or deletes anything).
             record = False
             summary.error = str(e)
             e.summary = summary
@@ -170,6 +172,11 @@ def _round(
     store = open_store()
     try:
         check_is_store(store)  # before anything is written, a record included
+        if not options.dry_run:
+            # Its record must be numbered and ordered (newuser3 N8): a damaged sequence, or
+            # one at its end, refuses the round before it writes anything (no record: it
+            # could not be ordered), naming the marker.
+            check_room(store)
         # Issue 30: a store whose GC an operator paused refuses real rounds (fail closed:
         # an unreadable pause state counts as paused). A dry run deletes nothing: it runs.
         admin = read_admin_state(store)
