@@ -8,7 +8,8 @@
   its next delete batch (its driver polls the state), its record saying `interrupted: paused`.
 - `start`: resumes.
 - `reset [--force]`: removes the GC lease only (see `admin.reset_gc_state`); refused while a
-  round holds a live lease unless `--force`; then records any dead round, as `show` does.
+  round holds a live lease unless `--force`, and with it while the holder's process runs on
+  this host unless `--even-if-running` too; then records any dead round, as `show` does.
 - `expire [--older-than 30d] [--keep-last N] [--apply]`: removes old rounds' records,
   journals and sequence markers (`expire.py`); without `--apply`, a dry run.
 - `advance-epoch --data-dir D --partition P`: break glass on a running local cluster: the
@@ -250,16 +251,24 @@ gc_admin.add_command(start, "resume")
 @_STORE
 @_ENDPOINT
 @click.option("--force", is_flag=True,
-              help="remove the lease even while it is live (its holder is known dead)")
+              help="remove the lease even while it is live (its holder is known dead); "
+                   "refused if its holder's process is running on this host")
+@click.option("--even-if-running", is_flag=True,
+              help="with --force: also when the holder's process is running on this host "
+                   "(it is then recorded killed and stopped, and may run beside the next "
+                   "round until it sees the STOP)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
-def reset(store: str, s3_endpoint: str | None, force: bool, as_json: bool) -> None:
+def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: bool,
+          as_json: bool) -> None:
     """Remove the GC lease (and nothing else: pause state, records and journals stay).
     Then records any round whose driver died before its end, as `show` does (with --force
     that includes the round that held the lease)."""
+    if even_if_running and not force:
+        raise _usage("--even-if-running goes with --force")
     s = _open(store, s3_endpoint)
     try:
         try:
-            removed = reset_gc_state(s, time.time(), force)
+            removed = reset_gc_state(s, time.time(), force, even_if_running)
         except ResetRefused as e:
             raise click.ClickException(str(e)) from None
         recovered = _recover_dead(s, "gc-admin reset")
