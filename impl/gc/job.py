@@ -98,6 +98,10 @@ def run_gc(
                 if timer is not None:
                     timer.cancel()
                 summary.seconds = time.monotonic() - started
+                if summary.interrupted is not None:
+                    # A stopped round never claims a complete listing (newuser3 N1: one
+                    # stopped before its tasks said `listing_complete: true`, listed 0).
+                    summary.listing_complete = False
                 try:
                     if record:
                         _write_record(open_store, summary, options)
