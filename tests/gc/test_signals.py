@@ -127,9 +127,15 @@ def test_a_second_signal_mid_round_prints_one_line_and_no_traceback(tmp_path: Pa
             time.sleep(0.01)
         proc.send_signal(signal.SIGINT)
 
-    returncode, _out, err = round_held_at_first_batch(root, tmp_path / "pause", args, twice)
+    returncode, out, err = round_held_at_first_batch(root, tmp_path / "pause", args, twice)
     assert returncode == 130, err[-3000:]
     assert "Traceback" not in err and "ERROR:" not in err, err[-3000:]
+    # newuser3 N1: the summary, the record and the lease are the round's own.
+    assert "nothing was deleted" not in err and "2 key(s) were deleted" in err, err[-3000:]
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert (doc["deleted"], doc["listing_complete"]) == (2, False) and doc["record"], doc
+    from epochgc.impl.gc.lease import LEASE_KEY
+    assert json.loads(LocalStore(root).get(LEASE_KEY))["expires_at"] == 0
 
 
 @pytest.mark.spark
