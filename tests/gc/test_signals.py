@@ -11,8 +11,11 @@ exactly one batch of 2 keys was deleted, with the task holding its next batch ba
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -199,3 +202,41 @@ def test_a_second_signal_while_the_round_finishes_leaves_its_record_and_lease(
     lease = json.loads(store.get(LEASE_KEY))
     assert lease["expires_at"] == 0 and "released_at" in lease, lease
     assert "gc: SIGINT again: already stopping: writing the round's record" in err, err
+
+
+def test_a_later_signal_raises_once_and_never_while_the_round_finishes() -> None:
+    """The round's handlers (impl/gc/stop.py) on their own, in a fresh process: the first
+    SIGINT asks the round to stop; the second raises KeyboardInterrupt once; a third is only
+    said; and once the round is finishing (END, record, lease: newuser3 N1) a later one
+    never raises."""
+    code = textwrap.dedent('''
+        import os, signal, sys, threading
+        from epochgc.impl.gc.stop import RoundStop, announce, install_signal_handlers
+        def run(finish_first):
+            stop = RoundStop()
+            restore = install_signal_handlers(stop)
+            announce(stop, lambda line: print(line, file=sys.stderr, flush=True))
+            os.kill(os.getpid(), signal.SIGINT)
+            assert stop.reason == "SIGINT"
+            raised = 0
+            for _ in range(2):
+                try:
+                    if finish_first:
+                        with stop.finishing():
+                            os.kill(os.getpid(), signal.SIGINT)
+                    else:
+                        os.kill(os.getpid(), signal.SIGINT)
+                except KeyboardInterrupt:
+                    raised += 1
+            for t in threading.enumerate():  # the threads that say it: waited for
+                if t.name == "epochgc-stop-again":
+                    t.join()
+            restore()
+            return raised
+        print(run(False), run(True))
+    ''')
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "0"], (r.stdout, r.stderr)
+    assert "gc: SIGINT again: already stopping" in r.stderr, r.stderr
