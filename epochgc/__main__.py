@@ -1,5 +1,5 @@
 """`python -m epochgc`: the `epochgc` command."""
 
-from epochgc.impl.cli import main
+from epochgc.impl.entry import main
 
 main()

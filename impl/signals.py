@@ -54,6 +54,9 @@ POINTS: dict[str, tuple[str, ...]] = {
 }
 # Every command's, before its module is imported (impl/cli.py): not walked by the matrix.
 LOAD_POINT = "load"
+# While this module itself is imported by impl/cli.py, before any handler of ours: the
+# window of newuser3 N5 (a Ctrl-C right after Enter).
+IMPORT_POINT = "import"
 
 
 class Interrupted(KeyboardInterrupt):
@@ -82,15 +85,47 @@ def received() -> int | None:
     return _received
 
 
+# The first signal's Interrupted was raised where Python ignores exceptions (a `__del__`, a
+# weakref callback such as an import lock's) and only reported as unraisable: newuser3 N6,
+# a Ctrl-C lost, the command ran on to exit 0. The stop is sticky: `check` raises it again,
+# and so does the next signal.
+_swallowed = False
+
+
 def _note(signum: int) -> bool:
-    """Record `signum`; True if it is the first."""
-    global _received
-    if _received is not None:
+    """Record `signum`; True if it is the first (or the first one's stop was swallowed)."""
+    global _received, _swallowed
+    if _received is not None and not _swallowed:
         name = signal.Signals(signum).name
         print(f"epochgc: {name}: already stopping (cleaning up)", file=sys.stderr, flush=True)
         return False
-    _received = signum
+    if _received is None:
+        _received = signum
+    _swallowed = False
     return True
+
+
+def _unraisable(args: Any) -> None:
+    """sys.unraisablehook: an interrupt Python had to ignore is kept for `check` (and said
+    by no traceback); anything else goes to Python's own hook."""
+    global _swallowed
+    if args.exc_type is not None and issubclass(args.exc_type, KeyboardInterrupt):
+        _swallowed = _received is not None
+        return
+    _unraisable_before(args)
+
+
+_unraisable_before = sys.unraisablehook  # the hook `install` chains to
+
+
+def check() -> None:
+    """Raise the first signal's `Interrupted` again if it was raised where Python ignored it
+    (`_unraisable`). Called at every named point (`checkpoint`), when an event loop starts
+    (`run`) and when the handlers are installed."""
+    global _swallowed
+    if _swallowed:
+        _swallowed = False
+        raise interrupted()
 
 
 _deferring = 0  # inside `deferred()`: a first signal is recorded, raised on leaving
@@ -123,9 +158,20 @@ def deferred() -> Iterator[None]:
 
 
 def install() -> None:
-    """SIGINT and SIGTERM raise `Interrupted` (the first one) in the main thread."""
+    """SIGINT and SIGTERM raise `Interrupted` (the first one) in the main thread. A signal
+    the entry point kept while the modules loaded (`impl.entry`) is raised now."""
+    from epochgc.impl.entry import take_early
+
     for s in SIGNALS:
         signal.signal(s, _handler)
+    global _unraisable_before
+    if sys.unraisablehook is not _unraisable:
+        _unraisable_before = sys.unraisablehook
+        sys.unraisablehook = _unraisable
+    early = take_early()
+    if early is not None and _note(early):
+        raise Interrupted(early)
+    check()
 
 
 def interrupted(signum: int | None = None) -> Interrupted:
@@ -139,6 +185,7 @@ def run(main: Coroutine[Any, Any, T]) -> T:
     """`asyncio.run(main)` where SIGINT and SIGTERM cancel the main task; once it has
     unwound, `Interrupted` is raised (even if the task swallowed the cancellation)."""
 
+    check()  # a stop that was swallowed before the loop started
     got: list[int] = []  # a signal that came while this loop ran
 
     async def guarded() -> T:
@@ -207,8 +254,10 @@ def checkpoint(name: str) -> None:
     """The test hook: if EPOCHGC_TEST_SIGNAL names the point `name`, send the signal it
     names to this process (or, with `:group`, to its process group) now. The signal is
     delivered before this returns when called from the main thread; from another thread
-    the main thread handles it at its next bytecode."""
+    the main thread handles it at its next bytecode. Also where a swallowed stop is raised
+    again (`check`)."""
     global _hook
+    check()
     if not _hook:
         return
     point, _, rest = _hook.partition(":")
@@ -224,3 +273,6 @@ def checkpoint(name: str) -> None:
         os.killpg(os.getpgid(0), sig)
     else:
         os.kill(os.getpid(), sig)
+
+
+checkpoint(IMPORT_POINT)  # the test hook's earliest point (see IMPORT_POINT)

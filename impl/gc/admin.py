@@ -275,7 +275,8 @@ class ResetRefused(Exception):
     without --force, or a lease that changed since it was read."""
 
 
-def reset_gc_state(store: ObjectStore, now: float, force: bool = False) -> list[str]:
+def reset_gc_state(store: ObjectStore, now: float, force: bool = False,
+                   even_if_running: bool = False) -> list[str]:
     """The escape hatch: removes the GC lease (`_cluster/gc/lease.json`), so a round that
     died holding it no longer blocks the next ones until it expires. Nothing else: the
     pause state, the round records and the deletion journals are kept (they are the audit
@@ -283,12 +284,24 @@ def reset_gc_state(store: ObjectStore, now: float, force: bool = False) -> list[
     object (a link, a directory: it refuses every round), unless `force`: the round holding
     it may still be deleting, and a second round would then run beside it. The delete is
     conditional on the version read: a lease taken over since is never removed (refused).
-    Returns what it removed."""
+    `force` is "its holder is known dead": a live lease whose holder's process is running
+    on this machine (`LeaseView.holder_running`) is refused even so, naming the pid, unless
+    `even_if_running` (newuser3 N4: a reset against a running round recorded it `killed`,
+    and two rounds ran at once). Returns what it removed."""
     lease = read_lease(store, now)
     if lease.state is LeaseState.ABSENT:
         return []
     if not force:
         _refuse_unforced(lease)
+    if lease.state is LeaseState.LIVE and not even_if_running and lease.holder_running():
+        holder = lease.holder or {}
+        driver = holder.get("driver")
+        pid = driver.get("pid") if isinstance(driver, dict) else holder.get("pid", "?")
+        raise ResetRefused(
+            f"the round holding the lease ({LEASE_KEY}: round {holder.get('round', '?')}) "
+            f"is running: pid {pid} on this host; stop it first (Ctrl-C or kill {pid}: "
+            "it records its round and releases the lease), or pass --even-if-running "
+            "with --force to take the lease from a running round")
     if lease.state is LeaseState.NOT_AN_OBJECT:
         # --force on a link or a directory (a local store): no round can hold it (a round
         # cannot create the lease while it is there), so it is removed by name.

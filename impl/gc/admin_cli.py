@@ -8,7 +8,8 @@
   its next delete batch (its driver polls the state), its record saying `interrupted: paused`.
 - `start`: resumes.
 - `reset [--force]`: removes the GC lease only (see `admin.reset_gc_state`); refused while a
-  round holds a live lease unless `--force`; then records any dead round, as `show` does.
+  round holds a live lease unless `--force`, and with it while the holder's process runs on
+  this host unless `--even-if-running` too; then records any dead round, as `show` does.
 - `expire [--older-than 30d] [--keep-last N] [--apply]`: removes old rounds' records,
   journals and sequence markers (`expire.py`); without `--apply`, a dry run.
 - `advance-epoch --data-dir D --partition P`: break glass on a running local cluster: the
@@ -60,6 +61,7 @@ from epochgc.impl.gc.recover import (
     stop_dead_rounds,
     waiting_line,
 )
+from epochgc.impl.gc.sequence import SequenceError
 from epochgc.impl.gc.show import gc_state, iso, render
 from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import echo_safe, printable
@@ -255,16 +257,24 @@ gc_admin.add_command(start, "resume")
 @_STORE
 @_ENDPOINT
 @click.option("--force", is_flag=True,
-              help="remove the lease even while it is live (its holder is known dead)")
+              help="remove the lease even while it is live (its holder is known dead); "
+                   "refused if its holder's process is running on this host")
+@click.option("--even-if-running", is_flag=True,
+              help="with --force: also when the holder's process is running on this host "
+                   "(it is then recorded killed and stopped, and may run beside the next "
+                   "round until it sees the STOP)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
-def reset(store: str, s3_endpoint: str | None, force: bool, as_json: bool) -> None:
+def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: bool,
+          as_json: bool) -> None:
     """Remove the GC lease (and nothing else: pause state, records and journals stay).
     Then records any round whose driver died before its end, as `show` does (with --force
     that includes the round that held the lease)."""
+    if even_if_running and not force:
+        raise _usage("--even-if-running goes with --force")
     s = _open(store, s3_endpoint)
     try:
         try:
-            removed = reset_gc_state(s, time.time(), force)
+            removed = reset_gc_state(s, time.time(), force, even_if_running)
         except ResetRefused as e:
             raise click.ClickException(str(e)) from None
         if not as_json:  # said before the recovery's wait (review rev38n finding 4)
@@ -321,6 +331,8 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
                              lambda msg: echo_safe(msg, err=True))
     except StoreError as e:
         raise click.ClickException(f"expire failed: {e}") from None
+    except SequenceError as e:  # rounds it cannot order are never expired (newuser3 N8)
+        raise click.ClickException(f"expire refused, nothing removed: {e}") from None
     finally:
         s.close()
     if as_json:

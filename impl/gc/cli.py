@@ -433,6 +433,7 @@ def _run(
             failed = GcSummary(dry_run=options.dry_run, error=text)
             if isinstance(e, KeyboardInterrupt) or stop.requested:
                 failed.interrupted = stop.reason or "SIGINT"
+                failed.listing_complete = False  # stopped before the round began
         return failed
 
 

@@ -36,7 +36,7 @@ from epochgc.impl.gc.duration import format_duration
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.recordread import DamagedRecord, read_record
-from epochgc.impl.gc.sequence import ROUND_SEQ_PREFIX, markers, round_seq_key
+from epochgc.impl.gc.sequence import ROUND_SEQ_PREFIX, check_room, markers, round_seq_key
 from epochgc.impl.store.base import MAX_DELETE_BATCH, ObjectInfo, ObjectStore, StoreError
 
 # Delta Lake's table property `delta.logRetentionDuration`: "interval 30 days" by default
@@ -120,6 +120,7 @@ def expire_rounds(
     journals: dict[str, list[ObjectInfo]] = {}
     for o in store.list_all(JOURNAL_PREFIX):
         journals.setdefault(_round_of(o.key, JOURNAL_PREFIX), []).append(o)
+    check_room(store)  # rounds that cannot be ordered are never expired (newuser3 N8)
     seq = markers(store)  # highest first
     by_round: dict[str, list[str]] = {}
     for m in seq:

@@ -24,6 +24,7 @@ from epochgc.impl.gc.monitor import HealthVerdict, assess
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.record import new_round_id
 from epochgc.impl.gc.reports import PARTITIONS_KEY, REPORT_READERS, ClusterView, read_cluster_view
+from epochgc.impl.gc.sequence import SequenceError, check_room
 from epochgc.impl.gc.stage import _Round, _with_spark
 from epochgc.impl.gc.stop import RoundStop, deadline_timer
 from epochgc.impl.gc.summary import GcSummary
@@ -67,41 +68,58 @@ def run_gc(
     timer = None if options.deadline_s is None else deadline_timer(stop, options.deadline_s)
     held: list[Lease] = []  # released only once the record is written (below)
     try:
-        _round(spark, open_store, options, now, clock, say, summary, stop, held)
-    except NotAStore as e:
-        # Nothing is written into a directory that is not a store (a mistyped path), not
-        # even a record (issue 29).
-        record = False
-        summary.error = str(e)
-        e.summary = summary
-        raise
-    except BaseException as e:
-        # Whatever ended the round (a store, a Spark job, a bug, a second Ctrl-C), the
-        # record and the exit code say so: never `done` with exit 0.
-        summary.error = summary.error or _describe(e)
-        if isinstance(e, KeyboardInterrupt) and summary.interrupted is None:
-            summary.interrupted = stop.reason or "SIGINT"
-        if isinstance(e, StoreError):
-            err = GcError(str(e))
-            err.summary = summary
-            raise err from e
-        # Any other exception keeps its type and carries the summary (the CLI reports it).
-        with contextlib.suppress(AttributeError):
-            e.summary = summary  # type: ignore[attr-defined]
-        raise
-    finally:
-        if timer is not None:
-            timer.cancel()
-        summary.seconds = time.monotonic() - started
         try:
-            if record:
-                _write_record(open_store, summary, options)
+            _round(spark, open_store, options, now, clock, say, summary, stop, held)
+        except (NotAStore, SequenceError) as e:
+            # Nothing is written into a directory that is not a store (a mistyped path), not
+            # even a record (issue 29); nor a record that could not be ordered (N8: raised
+            # only by `check_room`, before the round writes or deletes anything).
+            record = False
+            summary.error = str(e)
+            e.summary = summary
+            raise
+        except BaseException as e:
+            # Whatever ended the round (a store, a Spark job, a bug, a second Ctrl-C), the
+            # record and the exit code say so: never `done` with exit 0.
+            summary.error = summary.error or _describe(e)
+            if isinstance(e, KeyboardInterrupt) and summary.interrupted is None:
+                summary.interrupted = stop.reason or "SIGINT"
+            if isinstance(e, StoreError):
+                err = GcError(str(e))
+                err.summary = summary
+                raise err from e
+            # Any other exception keeps its type and carries the summary (the CLI reports it).
+            with contextlib.suppress(AttributeError):
+                e.summary = summary  # type: ignore[attr-defined]
+            raise
         finally:
-            # The lease is held until the record is written (issue 38 item 1): a round
-            # without its lease has its record, so whoever takes the lease over may take
-            # every journal without a record for a dead round's.
-            for lease in held:
-                lease.release()
+            # A later signal is said, never raised, from here on (newuser3 N1: a second Ctrl-C
+            # landing here left no record, or a live lease that refused rounds for 10 minutes).
+            with stop.finishing():
+                if timer is not None:
+                    timer.cancel()
+                summary.seconds = time.monotonic() - started
+                if summary.interrupted is not None:
+                    # A stopped round never claims a complete listing (newuser3 N1: one
+                    # stopped before its tasks said `listing_complete: true`, listed 0).
+                    summary.listing_complete = False
+                try:
+                    if record:
+                        _write_record(open_store, summary, options)
+                finally:
+                    # The lease is held until the record is written (issue 38 item 1): a round
+                    # without its lease has its record, so whoever takes the lease over may
+                    # take every journal without a record for a dead round's.
+                    for lease in held:
+                        lease.release()
+    except BaseException as e:
+        # Whatever escaped, even from the record's own writing, carries the round's summary:
+        # the CLI's fallback knows nothing of the round (newuser3 N1: `deleted 0`, `record
+        # null`, "nothing was deleted" after 1,500 deletes).
+        if getattr(e, "summary", None) is None:
+            with contextlib.suppress(AttributeError):
+                e.summary = summary  # type: ignore[attr-defined]
+        raise
     return summary
 
 
@@ -159,6 +177,11 @@ def _round(
     store = open_store()
     try:
         check_is_store(store)  # before anything is written, a record included
+        if not options.dry_run:
+            # Its record must be numbered and ordered (newuser3 N8): a damaged sequence, or
+            # one at its end, refuses the round before it writes anything (no record: it
+            # could not be ordered), naming the marker.
+            check_room(store)
         # Issue 30: a store whose GC an operator paused refuses real rounds (fail closed:
         # an unreadable pause state counts as paused). A dry run deletes nothing: it runs.
         admin = read_admin_state(store)

@@ -10,7 +10,8 @@ depends on timing: the kill always lands at that exact step.
 Points: `start-written` (driver, after the journal's START), `intent-written` (worker,
 after a batch's intent, before its delete request), `batch-deleted` (worker, after the
 request, before its `done`), `done-written` (worker, after the `done`), `end-written`
-(driver, after END, before the record), `record-written` (driver, after the record).
+(driver, after END, before the record), `record-written` (driver, after the record),
+`lease-releasing` (driver, before it marks its lease released).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import time
 
 KILLPOINT_ENV = "EPOCHGC_GC_TEST_KILLPOINT"
 POINTS = ("start-written", "intent-written", "batch-deleted", "done-written", "end-written",
-          "record-written")
+          "record-written", "lease-releasing")
 _HOLD_LIMIT_S = 300.0  # a bound for a test that never releases, not a timing assumption
 
 

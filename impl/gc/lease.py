@@ -33,6 +33,7 @@ from typing import Any
 
 from epochgc.impl.gc.errors import GcError, ReportError
 from epochgc.impl.gc.journal import Driver
+from epochgc.impl.gc.killpoint import reach
 from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.store.base import (
     ConditionalConflict,
@@ -234,6 +235,7 @@ class Lease:
             self._thread.join()
         if not self.version:
             return  # never held
+        reach("lease-releasing")
         try:
             store = self.open_store()
             try:

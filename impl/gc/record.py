@@ -16,7 +16,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from epochgc.impl.gc.sequence import claim
+from epochgc.impl.gc.sequence import SequenceError, claim
 from epochgc.impl.gc.summary import GcSummary
 from epochgc.impl.store.base import ObjectStore, StoreError
 
@@ -108,7 +108,9 @@ def number_round(store: ObjectStore, s: GcSummary) -> None:
     if s.seq is None:
         try:
             s.seq = claim(store, s.round_id, round_key(s.round_id))
-        except StoreError:
+        except (StoreError, SequenceError):
+            # A round is refused before it deletes on a damaged sequence (`check_room`);
+            # one damaged meanwhile leaves this record unnumbered, never a 21-digit number.
             s.seq = None
 
 

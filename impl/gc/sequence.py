@@ -22,6 +22,14 @@ listing the numbers (`highest`) lists numbers only.
 
 A store that cannot create only-if-absent (`StoreError`) gets records without a number;
 `latest` then has nothing newer to offer and readers fall back to record names.
+
+Every key under the prefix is exactly 20 ASCII digits, and the sequence ends at the highest
+number 20 digits hold (newuser3 N8: after a marker `99999999999999999999` the next round
+took a 21-digit number, which the readers skipped, so `gc-admin show` named an older round
+as the last and `expire --keep-last 1` would have removed the newest). Anything else under
+the prefix, or a sequence at its end, is a `SequenceError` naming the key: a round is
+refused before it deletes, and `show`/`expire` refuse to order rounds by it. Numbers are
+compared as integers, never as strings.
 """
 
 from __future__ import annotations
@@ -30,8 +38,9 @@ import contextlib
 import json
 from dataclasses import dataclass
 
-from epochgc.impl.gc.errors import ReportError
+from epochgc.impl.gc.errors import GcError, ReportError
 from epochgc.impl.gc.reports import check_nesting
+from epochgc.impl.gc.text import printable
 from epochgc.impl.store.base import ObjectStore, StoreError
 
 SEQ_PREFIX = "_cluster/gc/seq/"
@@ -39,6 +48,12 @@ ROUND_SEQ_PREFIX = "_cluster/gc/seq-round/"
 _WIDTH = 20
 _CLAIM_TRIES = 64  # rounds finishing at the same moment; each try moves past one winner
 _MAX_MARKER = 4096
+LAST = 10**_WIDTH - 1  # the highest number a marker can name
+
+
+class SequenceError(GcError):
+    """A key under `SEQ_PREFIX` that is not a round number, or a sequence at its end: the
+    order of rounds cannot be told (or extended) safely. Names the key."""
 
 
 @dataclass(frozen=True)
@@ -62,14 +77,37 @@ def _number(key: str) -> int | None:
     return int(tail) if len(tail) == _WIDTH and tail.isascii() and tail.isdigit() else None
 
 
+def number_of(key: str) -> int:
+    """The number a marker's key names; SequenceError for any other key under the prefix."""
+    n = _number(key)
+    if n is None:
+        raise SequenceError(
+            f"{printable(key)} is not a GC round number ({_WIDTH} digits 0-9 after "
+            f"{SEQ_PREFIX}): the order of rounds cannot be told; remove it by hand "
+            "(a damaged or foreign object)")
+    return n
+
+
+def numbers(store: ObjectStore) -> dict[int, str]:
+    """Every marker's number and key; SequenceError on a key that is not a round number."""
+    return {number_of(o.key): o.key for o in store.list_all(SEQ_PREFIX)}
+
+
 def highest(store: ObjectStore) -> int:
-    """The highest number taken (0 if none). Keys list in order and have one width, so the
-    last of the listing is the highest; anything else under the prefix is ignored."""
-    top = 0
-    for obj in store.list_all(SEQ_PREFIX):
-        n = _number(obj.key)
-        if n is not None and n > top:
-            top = n
+    """The highest number taken (0 if none), compared as integers. SequenceError on a key
+    that is not a round number."""
+    return max(numbers(store), default=0)
+
+
+def check_room(store: ObjectStore) -> int:
+    """The highest number taken, if a round may still claim the next one; SequenceError
+    naming the marker when the sequence is at its end (a round would need a 21st digit)."""
+    top = highest(store)
+    if top >= LAST:
+        raise SequenceError(
+            f"{marker_key(top)}: the GC round sequence is at its end ({LAST} is the "
+            f"highest {_WIDTH}-digit number); a round's record could not be numbered and "
+            "ordered. A marker this high was not handed out by rounds: remove it by hand")
     return top
 
 
@@ -78,13 +116,15 @@ def claim(store: ObjectStore, round_id: str, record: str) -> int:
     else the next free number, fixed for it by creating the per-round marker; if another
     claimer of the same round fixed one first, that one (and ours is removed). Raises
     StoreError if the store cannot create only-if-absent, or after _CLAIM_TRIES lost
-    races."""
+    races; SequenceError if a key under the prefix is not a number or none is left."""
     fixed = round_number(store, round_id)
     if fixed is not None:
         return fixed
     doc = json.dumps({"round": round_id, "record": record}).encode()
-    n = highest(store) + 1
+    n = check_room(store) + 1
     for _ in range(_CLAIM_TRIES):
+        if n > LAST:  # never a 21-digit key: it would order nowhere
+            check_room(store)
         version = store.create_if_absent(marker_key(n), doc)
         if version is not None:
             return _fix(store, round_id, n, version)
@@ -145,17 +185,16 @@ def read_marker(store: ObjectStore, key: str) -> Marker | None:
 
 
 def markers(store: ObjectStore) -> list[Marker]:
-    """Every readable marker, highest number first."""
-    found = [read_marker(store, o.key) for o in store.list_all(SEQ_PREFIX)
-             if _number(o.key) is not None]
+    """Every readable marker, highest number first; SequenceError on a key that is not a
+    round number."""
+    found = [read_marker(store, key) for _n, key in sorted(numbers(store).items())]
     return sorted((m for m in found if m is not None), key=lambda m: -m.seq)
 
 
 def latest(store: ObjectStore) -> Marker | None:
-    """The marker with the highest number that can be read (None if there is none)."""
-    keys = sorted((o.key for o in store.list_all(SEQ_PREFIX) if _number(o.key) is not None),
-                  reverse=True)
-    for key in keys:
+    """The marker with the highest number that can be read (None if there is none);
+    SequenceError on a key that is not a round number."""
+    for _n, key in sorted(numbers(store).items(), reverse=True):
         m = read_marker(store, key)
         if m is not None:
             return m

@@ -20,7 +20,7 @@ from epochgc.impl.gc.monitor import check_health
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.recordread import DamagedRecord, read_record
 from epochgc.impl.gc.reports import read_cluster_view
-from epochgc.impl.gc.sequence import markers
+from epochgc.impl.gc.sequence import SequenceError, check_room, markers
 from epochgc.impl.gc.text import printable
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.model.cluster import partition_epochs
@@ -61,11 +61,13 @@ def last_round(store: ObjectStore) -> dict[str, Any] | None:
         names = {o.key for o in store.list_all(ROUNDS_PREFIX)}
         if not names:
             return None
+        check_room(store)  # a sequence that cannot order rounds is named, not used
         key = next((m.record for m in markers(store) if m.record in names),
                    max(names))
         rec = read_record(store, key)
-    except DamagedRecord as e:
-        # Issue 41 F9: the damaged record is named, as every other damaged document is.
+    except (DamagedRecord, SequenceError) as e:
+        # Issue 41 F9: the damaged record is named, as every other damaged document is; a
+        # damaged sequence too, rather than a last round taken from it (newuser3 N8).
         return {"error": str(e)}
     except (StoreError, ValueError) as e:
         return {"error": f"cannot read the round records: {e}"}

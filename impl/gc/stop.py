@@ -6,7 +6,10 @@ END record that says `interrupted`.
 A signal handler only records the request and wakes a thread: the marker is written by that
 thread, never from inside the handler (which runs between two bytecodes of whatever the main
 thread was doing, possibly a store request on the same client). A second signal raises
-KeyboardInterrupt: the operator insists; the journal still holds what was deleted.
+KeyboardInterrupt: the operator insists; the journal still holds what was deleted. It does
+so once, and never once the round is finishing (`RoundStop.finishing`: its END, its record,
+its lease): a KeyboardInterrupt there left the lease live for 10 minutes, or no record at
+all (newuser3 N1); a later signal is only said.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from types import FrameType
 
 SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
@@ -37,6 +40,30 @@ class RoundStop:
         self._lock = threading.Lock()
         self._armed = False
         self._wake_fd: int | None = None  # the waker thread's pipe (`_start_waker`)
+        # Whether a later signal may still raise KeyboardInterrupt: not once one has, and
+        # never again once the round is finishing (its record and lease must be written
+        # whole: newuser3 N1).
+        self.insist_open = True
+        self._say: Callable[[str], None] | None = None  # `announce`'s, for later signals
+
+    @contextlib.contextmanager
+    def finishing(self) -> Iterator[None]:
+        """The round's END, record and lease release: a signal from now on (in this
+        process) never raises; it is said, and the round's own exit code stands."""
+        self.insist_open = False
+        self.means = "writing the round's record and releasing its lease"
+        yield
+
+    def again(self, name: str) -> None:
+        """Say (from a new daemon thread: never write from the handler itself, which may
+        have interrupted a write to the same stream) that a later signal came and is not
+        acted on."""
+        say = self._say
+        if say is None:
+            return
+        line = f"gc: {name} again: already stopping: {self.means}"
+        threading.Thread(target=say, args=(line,), name="epochgc-stop-again",
+                         daemon=True).start()
 
     @property
     def requested(self) -> bool:
@@ -121,6 +148,7 @@ def announce(stop: RoundStop, say: Callable[[str], None],
     bytecodes of whatever the main thread was doing (a write to the same stream, say).
     Said before the armed action (`RoundStop.arm`) runs."""
     stop._said.clear()
+    stop._say = say
 
     def run() -> None:
         stop._event.wait()
@@ -139,14 +167,19 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
     previous = {s: signal.getsignal(s) for s in SIGNALS}
 
     def handle(signum: int, _frame: FrameType | None) -> None:
+        name = SIGNALS[signal.Signals(signum)]
+        if stop.requested and not stop.insist_open:
+            stop.again(name)
+            return
         if stop.requested:
+            stop.insist_open = False  # once: the cleanup it starts is not cut short
             # py4j logs a KeyboardInterrupt inside one of its calls (the driver waits in
             # one for the whole stage) with a traceback on the root logger, and so do the
             # connections it then finds broken (issue 41 item 3: four tracebacks before
             # our one line). Nothing the command says goes through logging.
             logging.disable(logging.CRITICAL)
-            raise KeyboardInterrupt(f"{SIGNALS[signal.Signals(signum)]} again")
-        stop.request_from_signal(SIGNALS[signal.Signals(signum)])
+            raise KeyboardInterrupt(f"{name} again")
+        stop.request_from_signal(name)
 
     stop_waker = stop._start_waker()
     for s in SIGNALS:

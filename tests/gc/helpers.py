@@ -383,3 +383,14 @@ def round_held_at_first_batch(
         if proc.poll() is None:
             proc.kill()
     return proc.returncode, out, err
+
+
+def lease_of_a_dead_driver(root: Path, round_id: str) -> None:
+    """The store's GC lease taken by a process that then exited without releasing it: a
+    driver that died holding it. The lease names that process (`reset --force` checks
+    that it is gone), so the test's own process must not be its holder."""
+    code = ("from epochgc.impl.gc.lease import Lease; "
+            "from epochgc.impl.store.local import LocalStore; "
+            f"Lease(lambda: LocalStore({str(root)!r}), {round_id!r}).acquire()")
+    subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                   check=True, timeout=REACH_LIMIT_S)

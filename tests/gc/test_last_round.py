@@ -8,11 +8,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from epochgc.impl.cli import main
 from epochgc.impl.gc.record import ROUNDS_PREFIX
-from epochgc.impl.gc.sequence import SEQ_PREFIX, claim, latest
+from epochgc.impl.gc.sequence import SEQ_PREFIX, SequenceError, claim, latest
 from epochgc.impl.store.local import LocalStore
 from tests.gc.helpers import AHEAD, NOW, simple_cluster
 
@@ -54,3 +55,35 @@ def test_claim_hands_out_each_number_once(tmp_path: Path) -> None:
     assert claim(store, "r3", f"{ROUNDS_PREFIX}r3.json") == 3
     got = latest(store)
     assert got is not None and got.seq == 3 and got.round_id == "r3"
+
+
+@pytest.mark.parametrize("marker", ["99999999999999999999", "100000000000000000000", "123",
+                                    "0000000000000000000x"])
+def test_a_sequence_it_cannot_extend_or_order_is_refused_naming_the_key(
+        tmp_path: Path, marker: str) -> None:
+    """newuser3 N8: after a marker `_cluster/gc/seq/99999999999999999999` the next round
+    took the number 100000000000000000000 (21 digits), which the readers skipped: `show`
+    named the older round as the last, and `expire --keep-last 1` planned to remove the
+    round just run. A key there that is not 20 digits, or a sequence at its end, is refused
+    by the round (before it writes anything), by `show` and by `expire`, naming the key."""
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)
+    assert _invoke("gc-admin", "pause", "--store", str(root))[0] == 0
+    code, out = _invoke("gc", "--store", str(root), "--now", str(NOW), *AHEAD, "-q")
+    assert code == 3, out  # paused: a record (#1), no Spark
+    store = LocalStore(root)
+    store.put(f"{SEQ_PREFIX}{marker}", b"")
+    before = sorted(o.key for o in store.list_all("_cluster/gc/"))
+    key = f"{SEQ_PREFIX}{marker}"
+    code, out = _invoke("gc", "--store", str(root), "--now", str(NOW + 60), *AHEAD, "-q")
+    assert code == 1 and key in out, out
+    assert sorted(o.key for o in store.list_all("_cluster/gc/")) == before  # nothing written
+    code, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    last = json.loads(out)["last_round"]
+    assert set(last) == {"error"} and key in last["error"], last
+    code, out = _invoke("gc-admin", "expire", "--store", str(root), "--older-than", "0s",
+                        "--keep-last", "1")
+    assert code == 1 and key in out and "nothing removed" in out, out
+    with pytest.raises(SequenceError, match=marker):
+        claim(store, "r9", f"{ROUNDS_PREFIX}r9.json")
+    assert sorted(o.key for o in store.list_all("_cluster/gc/")) == before

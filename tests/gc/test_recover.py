@@ -32,7 +32,15 @@ from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.record import ROUNDS_PREFIX, round_key
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
-from tests.gc.helpers import HOUR, NOW, all_keys, local_spec, put_local, simple_cluster
+from tests.gc.helpers import (
+    HOUR,
+    NOW,
+    all_keys,
+    lease_of_a_dead_driver,
+    local_spec,
+    put_local,
+    simple_cluster,
+)
 
 GRACE = 12 * HOUR
 DEAD = "20270115T070000.000Z-deadbeef"
@@ -107,7 +115,7 @@ def test_reset_force_records_the_round_that_held_the_lease(tmp_path: Path) -> No
     root = tmp_path / "s"
     simple_cluster(LocalStore(root, create=True), 100)
     _dead_round(root)
-    Lease(lambda: LocalStore(root), DEAD).acquire()
+    lease_of_a_dead_driver(root, DEAD)
     code, out = _invoke("gc-admin", "reset", "--store", str(root), "--force")
     assert code == 0 and f"recorded dead round {DEAD}: killed, 6 key(s)" in out, out
     [rec] = _records(root).values()
@@ -187,7 +195,7 @@ def test_a_killed_rounds_record_says_how_long_its_journal_ran(tmp_path: Path) ->
     for i, f in enumerate(files):  # START first, the last entry 40 s later
         t = 1_800_000_000.0 + (0 if f.name == START else 40 * (i + 1) / len(files))
         os.utime(f, (t, t))
-    Lease(lambda: LocalStore(root), DEAD).acquire()
+    lease_of_a_dead_driver(root, DEAD)
     code, out = _invoke("gc-admin", "reset", "--store", str(root), "--force")
     assert code == 0, out
     [rec] = _records(root).values()

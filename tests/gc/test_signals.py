@@ -11,8 +11,11 @@ exactly one batch of 2 keys was deleted, with the task holding its next batch ba
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
+import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -127,6 +130,113 @@ def test_a_second_signal_mid_round_prints_one_line_and_no_traceback(tmp_path: Pa
             time.sleep(0.01)
         proc.send_signal(signal.SIGINT)
 
-    returncode, _out, err = round_held_at_first_batch(root, tmp_path / "pause", args, twice)
+    returncode, out, err = round_held_at_first_batch(root, tmp_path / "pause", args, twice)
     assert returncode == 130, err[-3000:]
     assert "Traceback" not in err and "ERROR:" not in err, err[-3000:]
+    # newuser3 N1: the summary, the record and the lease are the round's own.
+    assert "nothing was deleted" not in err and "2 key(s) were deleted" in err, err[-3000:]
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert (doc["deleted"], doc["listing_complete"]) == (2, False) and doc["record"], doc
+    from epochgc.impl.gc.lease import LEASE_KEY
+    assert json.loads(LocalStore(root).get(LEASE_KEY))["expires_at"] == 0
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("point", ["end-written", "lease-releasing"])
+def test_a_second_signal_while_the_round_finishes_leaves_its_record_and_lease(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, point: str) -> None:
+    """newuser3 N1: a second Ctrl-C just after "gc: round interrupted ..." raised
+    KeyboardInterrupt wherever the driver was: between END and the record (no record; later
+    recovered as `killed`, 137), or inside the lease's release (the lease stayed live and
+    refused rounds for 10 minutes); the summary was a blank one ("nothing was deleted",
+    deleted 0, record null). The driver is held at `point` (impl/gc/killpoint.py) when the
+    second signal comes, so it lands there every time."""
+    from epochgc.impl.gc.killpoint import KILLPOINT_ENV
+    from epochgc.impl.gc.lease import LEASE_KEY
+
+    root = tmp_path / "store"
+    simple_cluster(LocalStore(root, create=True), 100)
+    eligible = {format_key(p, 50, f"k{p}") for p in range(0, 1000, 50)}
+    for key in eligible:
+        put_local(root, key, age=GRACE + 60)
+    kp = tmp_path / "kp"
+    kp.mkdir()
+    (kp / "target").write_text(f"{point} 1")
+    monkeypatch.setenv(KILLPOINT_ENV, str(kp))
+    args = ["--now", str(NOW), "--i-know-now-is-ahead", "--tasks", "1",
+            "--delete-batch-size", "2", "--delete-concurrency", "1", "--json", "-q"]
+    seen: list[str] = []
+
+    def twice(proc: subprocess.Popen[str]) -> None:
+        proc.send_signal(signal.SIGINT)
+        limit = time.monotonic() + REACH_LIMIT_S
+        while not (kp / "reached").exists():
+            assert proc.poll() is None, proc.communicate()
+            assert time.monotonic() < limit, f"the driver never reached {point}"
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        # Released once the second signal was handled: said (fixed), or the process ended
+        # (the old code raised KeyboardInterrupt inside the hold).
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            seen.append(line)
+            if "again: already stopping" in line:
+                break
+        (kp / "release").touch()
+
+    returncode, out, err = round_held_at_first_batch(root, tmp_path / "pause", args, twice)
+    err = "".join(seen) + err
+    assert "Traceback" not in err, err[-3000:]
+    assert "nothing was deleted" not in err, err[-3000:]
+    assert returncode == 130, err[-3000:]
+    doc = json.loads(out.strip().splitlines()[-1])
+    gone = eligible - all_keys(LocalStore(root))
+    assert len(gone) == 2
+    assert (doc["outcome"], doc["deleted"], doc["listing_complete"]) == (
+        "interrupted", 2, False), doc
+    assert doc["record"] is not None, doc
+    store = LocalStore(root)
+    [rec] = [json.loads(store.get(o.key)) for o in store.list_all(ROUNDS_PREFIX)]
+    assert (rec["outcome"], rec["exit_code"], rec["counts"]["deleted"]) == (
+        "interrupted", 130, 2), rec
+    lease = json.loads(store.get(LEASE_KEY))
+    assert lease["expires_at"] == 0 and "released_at" in lease, lease
+    assert "gc: SIGINT again: already stopping: writing the round's record" in err, err
+
+
+def test_a_later_signal_raises_once_and_never_while_the_round_finishes() -> None:
+    """The round's handlers (impl/gc/stop.py) on their own, in a fresh process: the first
+    SIGINT asks the round to stop; the second raises KeyboardInterrupt once; a third is only
+    said; and once the round is finishing (END, record, lease: newuser3 N1) a later one
+    never raises."""
+    code = textwrap.dedent('''
+        import os, signal, sys, threading
+        from epochgc.impl.gc.stop import RoundStop, announce, install_signal_handlers
+        def run(finish_first):
+            stop = RoundStop()
+            restore = install_signal_handlers(stop)
+            announce(stop, lambda line: print(line, file=sys.stderr, flush=True))
+            os.kill(os.getpid(), signal.SIGINT)
+            assert stop.reason == "SIGINT"
+            raised = 0
+            for _ in range(2):
+                try:
+                    if finish_first:
+                        with stop.finishing():
+                            os.kill(os.getpid(), signal.SIGINT)
+                    else:
+                        os.kill(os.getpid(), signal.SIGINT)
+                except KeyboardInterrupt:
+                    raised += 1
+            for t in threading.enumerate():  # the threads that say it: waited for
+                if t.name == "epochgc-stop-again":
+                    t.join()
+            restore()
+            return raised
+        print(run(False), run(True))
+    ''')
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["1", "0"], (r.stdout, r.stderr)
+    assert "gc: SIGINT again: already stopping" in r.stderr, r.stderr

@@ -258,6 +258,9 @@ def _check_records(case: Case, tmp: Path, run: Run, before: dict[str, object]) -
         for rec in records:  # a round stopped before its record (start-up) wrote none
             assert rec["outcome"] == "interrupted", rec
             assert rec["counts"]["deleted"] == len(gone), (rec, gone)
+            # newuser3 N1: an interrupted round never claims a complete listing (one
+            # stopped before its tasks said `listing_complete: true`, listed 0).
+            assert rec["listing_complete"] is False, rec
         journals = [r["journal"] for r in records if r.get("journal")]
         deleted = {k for j in journals for k in read_journal(store, j).deleted}
         assert deleted == gone, (deleted, gone)  # every delete journaled, none more
@@ -267,6 +270,7 @@ def _check_records(case: Case, tmp: Path, run: Run, before: dict[str, object]) -
         if run.out.strip():
             doc = json.loads(run.out.strip().splitlines()[-1])
             assert doc["outcome"] == "interrupted" and doc["deleted"] == len(gone), doc
+            assert doc["listing_complete"] is False, doc
     elif case.command == "cluster start":
         meta = tmp / "c" / "cluster.json"
         if meta.exists():

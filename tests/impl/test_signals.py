@@ -9,7 +9,10 @@ import os
 import subprocess
 import sys
 import textwrap
+import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -81,3 +84,63 @@ def test_a_signal_while_the_command_loads_names_the_command(tmp_path: Path) -> N
     assert "test hook: SIGINT at load" in r.stderr, r.stderr
     assert r.stderr.splitlines()[-1] == "epochgc cluster: interrupted by SIGINT", r.stderr
     assert not (tmp_path / "c").exists()  # nothing started
+
+
+def test_a_stop_raised_where_python_ignores_it_is_raised_again() -> None:
+    """newuser3 N6: a Ctrl-C of `chaos` 1 s in was raised inside an import lock's weakref
+    callback, where Python only prints "Exception ignored in: ... KeyboardInterrupt"; the
+    run went on to "chaos: OK", exit 0. A `__del__` is such a place too: the stop must be
+    kept and raised at the command's next point."""
+    r = _py('''
+        class Held:
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGINT)  # its Interrupted is raised in here
+        Held()
+        print("ran on", flush=True)
+        signals.checkpoint("work")
+        print("not reached", flush=True)
+    ''')
+    assert "Exception ignored" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+    assert r.stdout.split() == ["ran", "on", "interrupted", "SIGINT"], (r.stdout, r.stderr)
+    assert r.returncode == 130, r.stderr
+
+
+def test_a_swallowed_stop_is_raised_when_an_event_loop_starts() -> None:
+    """The same, for a command whose work runs in `signals.run` (chaos, demo): the loop's
+    own handlers would have taken a later Ctrl-C as "already stopping"."""
+    r = _py('''
+        class Held:
+            def __del__(self):
+                os.kill(os.getpid(), signal.SIGTERM)
+        Held()
+        async def main():
+            print("not reached", flush=True)
+        signals.run(main())
+    ''')
+    assert "Exception ignored" not in r.stderr, r.stderr
+    assert r.stdout.split() == ["interrupted", "SIGTERM"], (r.stdout, r.stderr)
+    assert r.returncode == 143, r.stderr
+
+
+@pytest.mark.parametrize(("sig", "code"), [("SIGINT", 130), ("SIGINT:group", 130),
+                                           ("SIGTERM", 143)])
+def test_a_signal_while_the_entry_point_imports_is_one_line(
+        tmp_path: Path, sig: str, code: int) -> None:
+    """newuser3 N5: Ctrl-C in the first second (`gc`, `gc-admin show`, `conform`) printed a
+    KeyboardInterrupt traceback from `from epochgc.impl.cli import main`: the modules were
+    still being imported, with Python's own handler. The hook signals the process while
+    `impl/signals.py` itself is imported, as the console script pyproject.toml installs
+    starts it."""
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        target = tomllib.load(f)["project"]["scripts"]["epochgc"]
+    module, func = target.split(":")
+    code_line = f"import sys; from {module} import {func}; sys.exit({func}())"
+    env = dict(os.environ, PYTHONPATH=str(ROOT), EPOCHGC_TEST_SIGNAL=f"import:{sig}")
+    r = subprocess.run([sys.executable, "-c", code_line, "gc-admin", "show", "--store",
+                        str(tmp_path / "store")], env=env, capture_output=True, text=True,
+                       timeout=120, start_new_session=True)
+    assert "test hook:" in r.stderr and "at import" in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr, r.stderr
+    assert r.returncode == code, r.stderr
+    name = sig.split(":")[0]
+    assert r.stderr.splitlines()[-1] == f"epochgc gc-admin: interrupted by {name}", r.stderr

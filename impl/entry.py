@@ -1,0 +1,39 @@
+"""The `epochgc` console script's entry point: a signal that comes while the command's
+modules are still being imported is kept, not raised (newuser3 N5, N6).
+
+Python's own SIGINT handler raises KeyboardInterrupt wherever the main thread is: inside an
+import it printed a traceback (N5: `from epochgc.impl.cli import main` ... `import asyncio`
+... `KeyboardInterrupt`), and inside an import lock's weakref callback Python ignores it
+("Exception ignored in: <function _get_module_lock.<locals>.cb>"), so the Ctrl-C was lost
+and the command ran to `OK`, exit 0 (N6). This module imports nothing beyond what the
+interpreter has already loaded; its handler only records the signal, and
+`impl.signals.install` (the `epochgc` group's first act) raises it as `Interrupted`: one
+line, exit 130 / 143. SIGTERM alike (its default action would end the process with no
+word and no cleanup).
+"""
+
+from __future__ import annotations
+
+import signal
+from types import FrameType
+
+_early: list[int] = []  # signals received before `impl.signals.install`
+
+
+def _keep(signum: int, _frame: FrameType | None) -> None:
+    _early.append(signum)
+
+
+def take_early() -> int | None:
+    """The first signal received before the command's handlers, once (None if none)."""
+    first = _early[0] if _early else None
+    _early.clear()
+    return first
+
+
+def main() -> None:
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, _keep)
+    from epochgc.impl.cli import main as cli
+
+    cli()
