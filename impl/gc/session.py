@@ -12,7 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from epochgc import IMPORT_ROOT
 from epochgc.impl.proctree import descendants, env_value, has_env
@@ -112,6 +112,31 @@ def mute_jvm_output() -> None:
     pyspark/java_gateway.py `preexec_func`, 4.3.0; HotSpot installs no handler for an
     ignored shutdown signal.)"""
     _jvm_output_muted.set()
+
+
+# Test-only (issue 41, newuser3 N3): text the driver JVM writes to its stderr right after a
+# stop's cancel, in the window where Spark's own teardown noise comes: a deterministic
+# stand-in for that noise, whose timing is a race.
+JVM_SAYS_ENV = "EPOCHGC_GC_TEST_JVM_SAYS"
+
+
+def cancel_on_stop(sc: Any) -> None:
+    """Cancel every job of `sc` because the command is stopping (a signal, --deadline, the
+    stop's bound): what the JVM then writes is muted, as in `stop_spark(on_signal=True)`.
+    newuser3 N3: a dry run's Ctrl-C during an S3 listing printed 15-33 lines of Java
+    `RejectedExecutionException: ... rejected from ThreadPoolExecutor[Shutting down ...]`:
+    the cancel tears the running tasks down while the JVM's console was still shown; the
+    mute came only later, at `stop_spark`. Muting does not stop the draining (see
+    `mute_jvm_output`), and the command's own lines never come from the JVM."""
+    import contextlib
+
+    mute_jvm_output()  # before the cancel: its teardown is not news
+    with contextlib.suppress(Exception):  # under spark-submit no pipe of ours: its log
+        sc.setLogLevel("OFF")
+    sc.cancelAllJobs()
+    says = os.environ.get(JVM_SAYS_ENV)
+    if says:
+        sc._jvm.java.lang.System.err.println(says)
 
 
 

@@ -50,6 +50,7 @@ from epochgc.impl.gc.scan import (
     scan_task,
     split_prefixes,
 )
+from epochgc.impl.gc.session import cancel_on_stop
 from epochgc.impl.gc.sparkerrors import _spark_errors
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.stream import TaskResult, list_and_delete_task
@@ -246,7 +247,7 @@ class StageCutoff:
             if self._over:
                 return
             self.fired = True
-            self._sc.cancelAllJobs()
+            cancel_on_stop(self._sc)
 
     def over(self) -> None:
         with self._lock:
@@ -319,7 +320,7 @@ def _stage(
         except BaseException:
             # A second signal (KeyboardInterrupt) or a driver-side bug: no task may go on
             # deleting behind a round that has ended; what they did is in the journal.
-            sc.cancelAllJobs()
+            cancel_on_stop(sc)
             summary.journal_read = False
             with contextlib.suppress(Exception):
                 _quiesce(sc, open_store, prefix)
@@ -523,7 +524,7 @@ def _dry_listing(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> b
     # From another thread: the main thread is inside the job's `collect`; the signal
     # handler only records the request (`impl.gc.stop`).
     stop.means = "cancelling the listing (a dry run deletes nothing)"
-    stop.arm(sc.cancelAllJobs, note, "cancel the listing")
+    stop.arm(lambda: cancel_on_stop(sc), note, "cancel the listing")
     listener = _listener(sc, rnd.say)
     scan = functools.partial(scan_task, rnd.open_store, rnd.m, rnd.now, options.grace_s,
                              options.page_size,
