@@ -40,6 +40,7 @@ from typing import Any
 
 import click
 
+from epochgc.impl import closedout
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.admin import (
     AdminState,
@@ -336,6 +337,7 @@ def show(store: str, s3_endpoint: str | None, max_report_age: float, as_json: bo
     """M and per-partition GC epochs, health, paused or not, lease, last round. First
     records any round whose driver died before its end (its journal read back against
     the store, outcome killed), unless a live lease says it may still run."""
+    closedout.output_is_work()  # its output is what it was asked for
     if not (math.isfinite(max_report_age) and max_report_age > 0):
         raise _usage(f"--max-report-age must be > 0 and finite, got {max_report_age!r}")
     s = _open(store, s3_endpoint)

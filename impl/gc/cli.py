@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import click
 
+from epochgc.impl import closedout
 from epochgc.impl.gc.duration import DURATION, format_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
@@ -276,7 +277,9 @@ def gc(
         metrics_file = writable_file(metrics_file, "--metrics-file")
     if pushgateway is not None:
         pushgateway_address(pushgateway)
-    if list_keys is not None and list_keys != "-":
+    if list_keys == "-":
+        closedout.output_is_work()  # the keys on stdout are what the dry run was asked for
+    elif list_keys is not None:
         list_keys = writable_file(list_keys, "--list")
     if manifest is not None:
         manifest = manifest_target(manifest)  # absolute: the record names it wherever read
