@@ -49,7 +49,7 @@ from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.scan import LIST_PAUSE_ENV
 from epochgc.impl.gc.session import JVM_SAYS_ENV
 from epochgc.impl.gc.stage import STOP_GRACE_ENV
-from epochgc.impl.proctree import alive
+from epochgc.impl.proctree import alive, descendants
 from epochgc.impl.signals import HOOK_ENV
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
@@ -434,6 +434,52 @@ def test_a_dry_run_cancelled_on_a_signal_shows_no_jvm_output(tmp_path: Path) -> 
     assert run.returncode == 130, run.err[-3000:]
     assert "round interrupted (SIGINT)" in run.err, run.err[-3000:]
     assert said not in run.err, run.err[-3000:]
+
+
+@pytest.mark.spark
+def test_a_group_sigterm_reaches_the_command_not_its_jvm(tmp_path: Path) -> None:
+    """newuser3 N7: SIGTERM to the process group of `chaos` / `demo` (`timeout`, systemd,
+    `kill -- -PGID`) killed the Spark JVM directly, mid-task: its teardown printed `ERROR
+    TorrentBroadcast: Store broadcast broadcast_0 fail` and once PySpark's accumulator
+    server a 25-line `EOFError` traceback. The JVM now runs in its own session, so the
+    group's signal reaches the command only, which stops the JVM itself, muted. What the
+    JVM writes as it exits is made visible by HotSpot's `-Xlog:gc+heap+exit` (given to the
+    driver JVM alone by SPARK_SUBMIT_OPTS): none of it may reach the operator. The signal
+    is sent once the demo says its Spark session is ready (a state, not a delay)."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SPARK_SUBMIT_OPTS="-Xlog:gc+heap+exit:stderr")
+    with open(tmp_path / "err", "w") as err_f:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "epochgc", "demo", "--seconds", "600", "--gc-engine",
+             "spark"], cwd=tmp_path, env=env, stdout=subprocess.DEVNULL, stderr=err_f,
+            start_new_session=True)
+    try:
+        limit = time.monotonic() + 600
+        while "Spark session ready" not in (tmp_path / "err").read_text():
+            assert proc.poll() is None, (tmp_path / "err").read_text()[-3000:]
+            assert time.monotonic() < limit, "Spark never became ready"
+            time.sleep(0.1)
+        jvms = [p for p in descendants(proc.pid) if "java" in _cmdline(p)]
+        assert jvms, "no JVM among the demo's processes"
+        assert all(os.getsid(p) != proc.pid for p in jvms), jvms  # not in the group
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=LIVENESS_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    err = (tmp_path / "err").read_text()
+    assert proc.returncode == 143, err[-3000:]
+    noise = [line for line in err.splitlines()
+             if "gc,heap,exit" in line or " ERROR " in line or "Traceback" in line]
+    assert noise == [], "\n".join(noise)
+    assert all(not alive(p) for p in jvms), jvms
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except OSError:
+        return ""
 
 
 @pytest.mark.spark
