@@ -18,7 +18,7 @@ from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.lease import LEASE_KEY
 from epochgc.impl.gc.monitor import check_health
 from epochgc.impl.gc.record import ROUNDS_PREFIX
-from epochgc.impl.gc.recordread import DamagedRecord, read_record
+from epochgc.impl.gc.recordread import DamagedRecord, read_round_record
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.gc.sequence import markers
 from epochgc.impl.gc.text import printable
@@ -59,7 +59,7 @@ def last_round(store: ObjectStore) -> dict[str, Any] | None:
             return None
         key = next((m.record for m in markers(store) if m.record in names),
                    max(names))
-        rec = read_record(store, key)
+        rec = read_round_record(store, key)
     except DamagedRecord as e:
         # Issue 41 F9: the damaged record is named, as every other damaged document is.
         return {"error": str(e)}
