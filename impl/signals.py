@@ -44,9 +44,10 @@ POINTS: dict[str, tuple[str, ...]] = {
     "chaos": ("start", "spark-start", "work"),
     # spark-launch: as the JVM is being started (impl/gc/session.py); mid-round: the batch
     # hook of impl/gc/delete.py.
+    # deletes-over: the stage has ended, its record not written yet (impl/gc/stage.py).
     # summary: after the summary is printed, just before the exit (the round's record is
     # written by then).
-    "gc": ("start", "spark-launch", "spark-start", "summary"),
+    "gc": ("start", "spark-launch", "spark-start", "deletes-over", "summary"),
     "cluster start": ("start", "nodes-up"),
     "conform": ("start", "work", "generated"),
     # work: a batch uploaded, not yet acknowledged; acked: between batches.

@@ -56,6 +56,7 @@ from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.stream import TaskResult, list_and_delete_task
 from epochgc.impl.gc.summary import GcSummary
 from epochgc.impl.gc.watch import RoundWatch
+from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.url import sized_for
 from epochgc.model.keys import PREFIXES, parse_key
@@ -369,6 +370,7 @@ def _stage(
     else:
         note(f"gc: listed {scanned.listed} keys, {scanned.eligible} eligible, "
              f"{summary.deleted} deleted (journal {prefix})")
+        checkpoint("deletes-over")  # the signal tests' point: too late to stop anything
     if failure is not None:
         raise GcError(
             f"{failure}; {summary.deleted} key(s) were deleted before it, journal {prefix}",

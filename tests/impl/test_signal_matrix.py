@@ -391,6 +391,27 @@ def test_a_signal_after_the_summary_leaves_the_exit_code_the_records(
 
 
 @pytest.mark.spark
+def test_a_terminal_ctrl_c_once_the_deletes_are_over_is_said(tmp_path: Path) -> None:
+    """newuser3 N10: a Ctrl-C to the process group at the round's `gc: listed ...` line
+    (its deletes over, its record not yet written) came too late to stop anything: exit
+    0, record done, and nothing said, where the README promises `gc: SIGINT after the
+    round ended: its record stands, exit code 0`."""
+    before = _gc_store(tmp_path / "store")
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{HOOK_ENV: "deletes-over:SIGINT:group"})
+    p = subprocess.run([sys.executable, "-m", "epochgc",
+                        *_argv(Case("gc", "deletes-over", signal.SIGINT), tmp_path, None)],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+                       start_new_session=True)
+    assert "test hook: SIGINT at deletes-over" in p.stderr, p.stderr[-3000:]
+    store = LocalStore(tmp_path / "store")
+    [rec] = [json.loads(store.get(o.key)) for o in store.list_all(ROUNDS_PREFIX)]
+    assert (p.returncode, rec["outcome"], rec["exit_code"]) == (0, "done", 0), p.stderr
+    assert not before & all_keys(store)
+    assert "gc: SIGINT after the round ended: its record stands, exit code 0" in p.stderr, \
+        p.stderr[-3000:]
+
+
+@pytest.mark.spark
 def test_a_jvm_stopped_on_a_signal_says_nothing_more(tmp_path: Path) -> None:
     """Issue 41 (newuser2 F4): a Ctrl-C while Spark started printed, about one run in
     twenty, Spark's `ERROR SparkContext: Error initializing SparkContext.` and a 19-line
