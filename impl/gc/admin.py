@@ -221,7 +221,8 @@ class LeaseView:
         if not isinstance(ident, dict):
             return None
         try:
-            driver = Driver(boot_id=_opt_str(ident.get("boot_id")),
+            boot = _opt_str(ident.get("boot_id"))  # older leases kept the kernel's newline
+            driver = Driver(boot_id=None if boot is None else boot.strip(),
                             pid_namespace=_opt_str(ident.get("pid_namespace")),
                             pid=int(ident["pid"]),
                             start_ticks=_opt_str(ident.get("start_ticks")))

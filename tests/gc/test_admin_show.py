@@ -173,3 +173,15 @@ def test_show_prints_a_round_record_of_the_right_shape(tmp_path: Path) -> None:
     _, out = _invoke("gc-admin", "show", "--store", str(root))
     assert f"last round: {key} (#3)" in out and "outcome: done, exit code 0" in out, out
     assert "started 2026-11-29T18:00:00Z" in out and "deleted 4 key(s) (400 bytes)" in out
+
+
+def test_show_json_names_the_lease_holders_boot_without_a_newline(tmp_path: Path) -> None:
+    """newuser3 N11: `"boot_id": "5afea7ac-...-2195e39c7b27\\n"` (the kernel file's
+    newline, kept)."""
+    root = _store(tmp_path)
+    Lease(lambda: LocalStore(root), "r-live").acquire()
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    lease = json.loads(out)["lease"]
+    boot = lease["holder"]["driver"]["boot_id"]
+    assert boot and boot == boot.strip(), boot
+    assert lease["holder_running"] is True, lease  # this process, told by its boot id too
