@@ -55,6 +55,7 @@ from epochgc.impl.gc.sparkerrors import _spark_errors
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.stream import TaskResult, list_and_delete_task
 from epochgc.impl.gc.summary import GcSummary
+from epochgc.impl.gc.text import keys as n_keys
 from epochgc.impl.gc.watch import RoundWatch
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import ObjectStore, StoreError
@@ -365,10 +366,10 @@ def _stage(
         partial_listing(summary, totals)
         why = (f"round interrupted ({stop.reason})" if stop.reason is not None
                else "round failed")
-        note(f"gc: {why}: listing partial, at least {summary.listed} keys listed, "
+        note(f"gc: {why}: listing partial, at least {n_keys(summary.listed)} listed, "
              f"{summary.eligible} eligible; {summary.deleted} deleted (journal {prefix})")
     else:
-        note(f"gc: listed {scanned.listed} keys, {scanned.eligible} eligible, "
+        note(f"gc: listed {n_keys(scanned.listed)}, {scanned.eligible:,} eligible, "
              f"{summary.deleted} deleted (journal {prefix})")
         checkpoint("deletes-over")  # the signal tests' point: too late to stop anything
     if failure is not None:
@@ -556,7 +557,7 @@ def _dry_listing(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> b
             return False
         _fill_scan(summary, scanned)
         summary.listing_complete = True
-        note(f"gc: listed {scanned.listed} keys, {scanned.eligible} eligible")
+        note(f"gc: listed {n_keys(scanned.listed)}, {scanned.eligible:,} eligible")
         summary.failed_check = _failed_check(scanned, options)
         if scanned.eligible:
             # Re-read before the manifest: if M went backwards, nothing decided with the
