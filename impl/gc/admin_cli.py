@@ -281,6 +281,10 @@ def reset(store: str, s3_endpoint: str | None, force: bool, as_json: bool) -> No
                   f"({printable(r['record'])})")
 
 
+# No record is older than this: a larger --older-than is a typo, not a retention.
+MAX_OLDER_THAN_S = 100 * 365 * 86400.0
+
+
 @gc_admin.command()
 @_STORE
 @_ENDPOINT
@@ -306,8 +310,11 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
     Lake's log retention (delta.logRetentionDuration); Iceberg's expire_snapshots keeps
     5 days and the last snapshot by default.
     """
-    if not (math.isfinite(older_than) and older_than >= 0):
-        raise _usage(f"--older-than must be >= 0 and finite, got {older_than!r}")
+    if not (math.isfinite(older_than) and 0 <= older_than <= MAX_OLDER_THAN_S):
+        # newuser3 N11: 99999999999999999999d was taken ("older than 8.64e+24s").
+        raise _usage(f"--older-than must be between 0s and "
+                     f"{format_duration(MAX_OLDER_THAN_S)} (100 years), got "
+                     f"{older_than:.6g}s")
     s = _open(store, s3_endpoint)
     try:
         plan = expire_rounds(s, time.time(), older_than, keep_last, apply,
