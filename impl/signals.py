@@ -48,6 +48,8 @@ POINTS: dict[str, tuple[str, ...]] = {
     # summary: after the summary is printed, just before the exit (the round's record is
     # written by then).
     "gc": ("start", "spark-launch", "spark-start", "deletes-over", "summary"),
+    # reset-removed: `gc-admin reset` has removed the lease, not yet recorded the round.
+    "gc-admin reset": ("reset-removed",),
     "cluster start": ("start", "nodes-up"),
     "conform": ("start", "work", "generated"),
     # work: a batch uploaded, not yet acknowledged; acked: between batches.

@@ -59,6 +59,7 @@ from epochgc.impl.gc.show import gc_state, iso, render
 from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.preflight import require_modules, store_modules
+from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.url import open_spec, parse_store_url
 
@@ -262,7 +263,17 @@ def reset(store: str, s3_endpoint: str | None, force: bool, as_json: bool) -> No
             removed = reset_gc_state(s, time.time(), force)
         except ResetRefused as e:
             raise click.ClickException(str(e)) from None
-        recovered = _recover_dead(s, "gc-admin reset")
+        try:
+            checkpoint("reset-removed")  # the signal tests' point: the lease is gone
+            recovered = _recover_dead(s, "gc-admin reset")
+        except BaseException:
+            # newuser3 N11: interrupted here, it said only "interrupted by SIGINT", with
+            # the lease already removed.
+            if removed:
+                echo_safe(f"gc-admin: reset: removed {', '.join(removed)} before it was "
+                          "stopped; a dead round not recorded yet is recorded by the next "
+                          "`gc-admin show` or GC round", err=True)
+            raise
     finally:
         s.close()
     if as_json:

@@ -214,3 +214,20 @@ def test_json_is_the_only_output_where_stdout_and_stderr_are_one_stream(
     p = _gc_proc(root, "--json", merged=False)
     assert p.returncode == 3 and json.loads(p.stdout)["outcome"] == "paused", p.stdout
     assert "gc: GC is paused on this store" in (p.stderr or ""), p.stderr
+
+
+def test_an_interrupted_reset_says_it_removed_the_lease(tmp_path: Path) -> None:
+    """newuser3 N11: `gc-admin reset --force` stopped by SIGINT after it had removed the
+    lease said only "gc-admin: interrupted by SIGINT"."""
+    from epochgc.impl.gc.lease import Lease
+    from epochgc.impl.signals import HOOK_ENV
+
+    root = _store(tmp_path)
+    Lease(lambda: LocalStore(root), "r-held").acquire()
+    p = subprocess.run([sys.executable, "-m", "epochgc", "gc-admin", "reset", "--store",
+                        str(root), "--force"], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(REPO),
+                                **{HOOK_ENV: "reset-removed:SIGINT"}))
+    assert p.returncode == 130, p.stderr
+    assert LocalStore(root).head(LEASE_KEY) is None
+    assert f"gc-admin: reset: removed {LEASE_KEY} before it was stopped" in p.stderr, p.stderr
