@@ -195,8 +195,15 @@ def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
         with contextlib.suppress(ValueError):
             started = datetime.fromisoformat(started).timestamp()
     took = last.get("seconds")
+    # A dead round's record is written afterwards from its journal: its seconds are the
+    # journal's span (START to the last entry), not the round's run, which began before
+    # Spark started and ended when its driver died, unseen (newuser3 N11: "took 9.0s" for
+    # a round killed ~13 s after it started). recover.py measures it.
+    span = "ran at least {} (its journal's first to last entry; the driver died)" \
+        if last.get("recovered_by") else "took {}"
     out.append(f"  started {_since(started, now)}"
-               + (f", took {duration(took)}" if isinstance(took, int | float) else ""))
+               + (f", {span.format(duration(took))}" if isinstance(took, int | float)
+                  else ""))
     m = last.get("M")
     out.append("  M: " + ("none" if m is None else _text(m))
                + f", deleted {_text(counts.get('deleted', 0))} key(s)"

@@ -185,3 +185,18 @@ def test_show_json_names_the_lease_holders_boot_without_a_newline(tmp_path: Path
     boot = lease["holder"]["driver"]["boot_id"]
     assert boot and boot == boot.strip(), boot
     assert lease["holder_running"] is True, lease  # this process, told by its boot id too
+
+
+def test_show_says_a_dead_rounds_duration_is_its_journals_span(tmp_path: Path) -> None:
+    """newuser3 N11: a round killed ~13 s after it started showed "took 9.0s": a dead
+    round's record holds its journal's span (START to its last entry), a lower bound."""
+    from epochgc.impl.gc.record import ROUNDS_PREFIX
+
+    root = _store(tmp_path)
+    key = f"{ROUNDS_PREFIX}20261129T180000.000Z-0000000b.json"
+    doc = {**_GOOD_RECORD, "outcome": "killed", "exit_code": 137, "seconds": 9.0,
+           "recovered_by": "gc-admin show"}
+    LocalStore(root).put(key, json.dumps(doc).encode())
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert "ran at least 9.0s (its journal's first to last entry; the driver died)" in out, out
+    assert "took" not in out, out
