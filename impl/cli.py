@@ -85,6 +85,7 @@ class _LazyGroup(click.Group):
             name = ctx.invoked_subcommand or ctx.meta.get(_LOADING)
             who = f"epochgc {name}" if name else "epochgc"
             click.echo(f"{who}: interrupted by {sig.name}", err=True)
+            signals.ignore_further()  # its cleanup is done: the exit code is decided
             ctx.exit(sig.exit_code)
         except NoCluster as e:  # a --data-dir that holds no cluster: a bad argument
             raise Refused(str(e), ExitCode.USAGE) from None

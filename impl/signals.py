@@ -131,6 +131,17 @@ def install() -> None:
         signal.signal(s, _handler)
 
 
+def ignore_further() -> None:
+    """The command was interrupted and has cleaned up; it only exits now: later SIGINTs
+    and SIGTERMs are ignored. newuser3 N11: a second Ctrl-C during the interpreter's
+    shutdown ended the demo by the signal (status -2) after it had said "interrupted by
+    SIGINT": CPython's finalization resets every handler Python installed to SIG_DFL
+    (`_PySignal_Fini`, Python/pylifecycle.c `Py_FinalizeEx`, after the atexit calls), and
+    leaves an ignored signal ignored. A process that ignores SIGINT still ends on SIGKILL."""
+    for s in SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
+
+
 def interrupted(signum: int | None = None) -> Interrupted:
     """The `Interrupted` of the signal received (or `signum`), to raise where a command
     noticed it itself (a stop flag, a cancelled task)."""
