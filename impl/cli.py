@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from epochgc.impl import signals
+from epochgc.impl import closedout, signals
 from epochgc.impl.cluster.errors import NoCluster
 from epochgc.impl.exitcodes import ExitCode, codes_for, table
 from epochgc.impl.preflight import Refused
@@ -32,6 +32,10 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
+# Commands (outside `impl`) whose output is their work: cut short, they exit 1
+# (impl/closedout.py); `impl`'s own say so themselves.
+_OUTPUT_IS_WORK = ("replay",)
+
 _LOADING = "epochgc.loading"  # ctx.meta: the subcommand whose module is being loaded
 
 
@@ -48,6 +52,21 @@ class _LazyGroup(click.Group):
             raise Usage(e.format_message(), e.ctx) from None
 
     def invoke(self, ctx: click.Context) -> object:
+        # A closed stdout is not by itself a failure (impl/closedout.py): the command's
+        # code stands, unless its output was its work and was cut short.
+        try:
+            rv = self._invoke(ctx)
+        except SystemExit as e:
+            code = e.code if isinstance(e.code, int) or e.code is None else 1
+            raise SystemExit(closedout.exit_code(code)) from None
+        except click.exceptions.Exit as e:
+            ctx.exit(closedout.exit_code(e.exit_code) or 0)
+        final = closedout.exit_code(0)
+        if final:
+            ctx.exit(final)
+        return rv
+
+    def _invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
         except Usage:
@@ -66,14 +85,15 @@ class _LazyGroup(click.Group):
             name = ctx.invoked_subcommand or ctx.meta.get(_LOADING)
             who = f"epochgc {name}" if name else "epochgc"
             click.echo(f"{who}: interrupted by {sig.name}", err=True)
+            signals.ignore_further()  # its cleanup is done: the exit code is decided
             ctx.exit(sig.exit_code)
         except NoCluster as e:  # a --data-dir that holds no cluster: a bad argument
             raise Refused(str(e), ExitCode.USAGE) from None
         except BrokenPipeError:
-            # The reader went away (`epochgc gc-admin show | head -3`): the command's own
-            # cleanup has run; say nothing more on a closed pipe and end as Python's
-            # documentation advises (stdout to /dev/null, so the exit-time flush cannot
-            # fail again), exit 1: the output is incomplete.
+            # A write that bypassed the guarded stdout (impl/closedout.py) found its reader
+            # gone and ended the command before its work did: say nothing more on a closed
+            # pipe and end as Python's documentation advises (stdout to /dev/null, so the
+            # exit-time flush cannot fail again), exit 1: the work was cut short.
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, sys.stdout.fileno())
             ctx.exit(ExitCode.FAILED)
@@ -120,7 +140,7 @@ def _add_exit_codes(cmd: click.Command, path: str) -> None:
             _add_exit_codes(sub, f"{path} {name}")
 
 
-@click.group(cls=_LazyGroup, epilog=table(codes_for("epochgc")))
+@click.group(cls=_LazyGroup, epilog=f"{table(codes_for('epochgc'))}\n\n{closedout.RULE}")
 @click.version_option(package_name="epochgc")
 def main() -> None:
     """epochgc: windowed epoch fencing and epoch-based GC of L0 objects."""
@@ -130,6 +150,9 @@ def main() -> None:
     # exit code is 130 or 143 (impl/signals.py). A command with its own handling (`gc`:
     # stop at a batch boundary) installs its own.
     signals.install()
+    closedout.guard()
+    if click.get_current_context().invoked_subcommand in _OUTPUT_IS_WORK:
+        closedout.output_is_work()
 
 
 if __name__ == "__main__":

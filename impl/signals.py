@@ -44,9 +44,12 @@ POINTS: dict[str, tuple[str, ...]] = {
     "chaos": ("start", "spark-start", "work"),
     # spark-launch: as the JVM is being started (impl/gc/session.py); mid-round: the batch
     # hook of impl/gc/delete.py.
+    # deletes-over: the stage has ended, its record not written yet (impl/gc/stage.py).
     # summary: after the summary is printed, just before the exit (the round's record is
     # written by then).
-    "gc": ("start", "spark-launch", "spark-start", "summary"),
+    "gc": ("start", "spark-launch", "spark-start", "deletes-over", "summary"),
+    # reset-removed: `gc-admin reset` has removed the lease, not yet recorded the round.
+    "gc-admin reset": ("reset-removed",),
     "cluster start": ("start", "nodes-up"),
     "conform": ("start", "work", "generated"),
     # work: a batch uploaded, not yet acknowledged; acked: between batches.
@@ -172,6 +175,17 @@ def install() -> None:
     if early is not None and _note(early):
         raise Interrupted(early)
     check()
+
+
+def ignore_further() -> None:
+    """The command was interrupted and has cleaned up; it only exits now: later SIGINTs
+    and SIGTERMs are ignored. newuser3 N11: a second Ctrl-C during the interpreter's
+    shutdown ended the demo by the signal (status -2) after it had said "interrupted by
+    SIGINT": CPython's finalization resets every handler Python installed to SIG_DFL
+    (`_PySignal_Fini`, Python/pylifecycle.c `Py_FinalizeEx`, after the atexit calls), and
+    leaves an ignored signal ignored. A process that ignores SIGINT still ends on SIGKILL."""
+    for s in SIGNALS:
+        signal.signal(s, signal.SIG_IGN)
 
 
 def interrupted(signum: int | None = None) -> Interrupted:

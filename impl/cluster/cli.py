@@ -15,7 +15,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from epochgc.impl import signals
+from epochgc.impl import closedout, signals
 from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.local import LocalCluster, PortTaken, StartRunning, start_lock
 from epochgc.impl.exitcodes import ExitCode
@@ -243,6 +243,7 @@ def status(data_dir: str, as_json: bool) -> None:
 
     Exit 0 when every node answers and the cluster's M is known, 1 otherwise (a node
     unreachable, GC blocked, or the reports unreadable): a script can wait on it."""
+    closedout.output_is_work()  # its output is what it was asked for
     lc = LocalCluster(data_dir)
 
     async def gather() -> dict[int, Any]:
@@ -435,6 +436,8 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
 def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
     """Read every record of the partitions (L1 below LRO, L0 above)."""
     from epochgc.impl.cluster.payload import PayloadError, check_record, compare, read_manifest
+
+    closedout.output_is_work()  # its output is what it was asked for
 
     partitions = tuple(partition_names(partitions, "--partition"))  # before any connection
     lc = LocalCluster(data_dir)

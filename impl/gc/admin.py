@@ -19,8 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from epochgc.impl.gc.errors import ReportError
-from epochgc.impl.gc.journal import Driver
-from epochgc.impl.gc.lease import LEASE_KEY
+from epochgc.impl.gc.lease import DEAD_HOLDER, LEASE_KEY, holder_running
 from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.store.base import (
     NoConditionalWrites,
@@ -217,22 +216,7 @@ class LeaseView:
         same ones: `journal.Driver.gone`); None when it cannot be told from here (another
         machine or container, or a lease that does not name it: a pid alone may be
         another namespace's or reused)."""
-        ident = (self.holder or {}).get("driver")
-        if not isinstance(ident, dict):
-            return None
-        try:
-            driver = Driver(boot_id=_opt_str(ident.get("boot_id")),
-                            pid_namespace=_opt_str(ident.get("pid_namespace")),
-                            pid=int(ident["pid"]),
-                            start_ticks=_opt_str(ident.get("start_ticks")))
-        except (KeyError, TypeError, ValueError):
-            return None
-        if driver.boot_id is None or driver.pid_namespace is None or driver.start_ticks is None:
-            return None
-        here = Driver.this_process()
-        if here.boot_id != driver.boot_id or here.pid_namespace != driver.pid_namespace:
-            return None
-        return not driver.gone()
+        return holder_running(self.holder)
 
     def as_dict(self) -> dict[str, Any]:
         """For `show --json` (`holder_running`: see `holder_running`)."""
@@ -328,8 +312,11 @@ def _refuse_unforced(lease: LeaseView) -> None:
         holder = lease.holder or {}
         raise ResetRefused(
             f"a GC round holds a live lease ({LEASE_KEY}: round {holder.get('round', '?')}, "
-            f"host {holder.get('host', '?')}, pid {holder.get('pid', '?')}); it may still be "
-            "deleting; stop it first, or pass --force if it is known dead")
+            f"host {holder.get('host', '?')}, pid {holder.get('pid', '?')}); "
+            + (f"{DEAD_HOLDER}: pass --force to remove the lease and record the round"
+               if holder_running(holder) is False else
+               "it may still be deleting; stop it first, or pass --force if it is known "
+               "dead"))
     if lease.state is LeaseState.UNREADABLE:
         raise ResetRefused(
             f"the GC lease {LEASE_KEY} cannot be read ({lease.problem}); a round may still "

@@ -41,6 +41,7 @@ from typing import Any
 
 import click
 
+from epochgc.impl import closedout
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.admin import (
     AdminState,
@@ -66,6 +67,7 @@ from epochgc.impl.gc.show import gc_state, iso, render
 from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.preflight import require_modules, store_modules
+from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.url import open_spec, parse_store_url
 
@@ -280,7 +282,17 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
         if not as_json:  # said before the recovery's wait (review rev38n finding 4)
             click.echo("gc-admin: reset: " + (", ".join(f"removed {k}" for k in removed)
                                               or "nothing to remove"))
-        recovered = _recover_dead(s, "gc-admin reset")
+        try:
+            checkpoint("reset-removed")  # the signal tests' point: the lease is gone
+            recovered = _recover_dead(s, "gc-admin reset")
+        except BaseException:
+            # newuser3 N11: interrupted here, it said only "interrupted by SIGINT", with
+            # the lease already removed.
+            if removed:
+                echo_safe(f"gc-admin: reset: removed {', '.join(removed)} before it was "
+                          "stopped; a dead round not recorded yet is recorded by the next "
+                          "GC round or `gc-admin reset`", err=True)
+            raise
     finally:
         s.close()
     if as_json:
@@ -296,6 +308,10 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
         echo_safe(f"gc-admin: recorded dead round {printable(r['round'])}{end}: "
                   f"{printable(r['outcome'])}, {at_least}{r['deleted']} key(s) deleted{unread} "
                   f"({printable(r['record'])})")
+
+
+# No record is older than this: a larger --older-than is a typo, not a retention.
+MAX_OLDER_THAN_S = 100 * 365 * 86400.0
 
 
 @gc_admin.command()
@@ -323,8 +339,11 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
     Lake's log retention (delta.logRetentionDuration); Iceberg's expire_snapshots keeps
     5 days and the last snapshot by default.
     """
-    if not (math.isfinite(older_than) and older_than >= 0):
-        raise _usage(f"--older-than must be >= 0 and finite, got {older_than!r}")
+    if not (math.isfinite(older_than) and 0 <= older_than <= MAX_OLDER_THAN_S):
+        # newuser3 N11: 99999999999999999999d was taken ("older than 8.64e+24s").
+        raise _usage(f"--older-than must be between 0s and "
+                     f"{format_duration(MAX_OLDER_THAN_S)} (100 years), got "
+                     f"{older_than:.6g}s")
     s = _open(store, s3_endpoint)
     try:
         plan = expire_rounds(s, time.time(), older_than, keep_last, apply,
@@ -358,6 +377,7 @@ def show(store: str, s3_endpoint: str | None, max_report_age: float, as_json: bo
     with its END, or from a version before the stop bound, is recorded now; the others
     get their STOP and are shown as being recovered (the next round or `gc-admin reset`
     records them after their bound)."""
+    closedout.output_is_work()  # its output is what it was asked for
     if not (math.isfinite(max_report_age) and max_report_age > 0):
         raise _usage(f"--max-report-age must be > 0 and finite, got {max_report_age!r}")
     s = _open(store, s3_endpoint)

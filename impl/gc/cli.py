@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 
 import click
 
+from epochgc.impl import closedout
 from epochgc.impl.gc.duration import DURATION, format_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
@@ -29,6 +30,7 @@ from epochgc.impl.gc.masterurl import master_problem
 from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, GcOptions
 from epochgc.impl.gc.reports import MAX_WRITTEN_AT
 from epochgc.impl.gc.stop import (
+    SIGNALS,
     RoundStop,
     absorb_late_signal,
     announce,
@@ -276,7 +278,9 @@ def gc(
         metrics_file = writable_file(metrics_file, "--metrics-file")
     if pushgateway is not None:
         pushgateway_address(pushgateway)
-    if list_keys is not None and list_keys != "-":
+    if list_keys == "-":
+        closedout.output_is_work()  # the keys on stdout are what the dry run was asked for
+    elif list_keys is not None:
         list_keys = writable_file(list_keys, "--list")
     if manifest is not None:
         manifest = manifest_target(manifest)  # absolute: the record names it wherever read
@@ -353,9 +357,16 @@ def gc(
         summary = _run(spec, options, session, say, clock, stop)
         restore()
         restored = True
+        late = None if merged else lambda line: echo_safe(line, err=True)
+        if (late is not None and stop.reason in SIGNALS.values()
+                and summary.interrupted is None):
+            # It came once the deletes were over, too late to stop anything: the round
+            # ended as its record says (newuser3 N10: a terminal's Ctrl-C at the round's
+            # last line said nothing, where the same signal a moment later did).
+            late(f"gc: {stop.reason} after the round ended: its record stands, exit code "
+                 f"{summary.exit_code}")
         # Its record is written: a signal from now on does not change the exit code.
-        absorb_late_signal(summary.exit_code,
-                           None if merged else lambda line: echo_safe(line, err=True))
+        absorb_late_signal(summary.exit_code, late)
     finally:
         if any(launched):  # stopped and waited for: no JVM outlives the command (issue 41)
             from epochgc.impl.gc.session import stop_spark

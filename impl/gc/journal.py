@@ -98,6 +98,13 @@ def _read(path: str) -> str | None:
         return None
 
 
+def _boot_id() -> str | None:
+    """This boot's id, without the newline the kernel's file ends with (newuser3 N11: it
+    reached `gc-admin show --json` as `"...c27\\n"`)."""
+    value = _read("/proc/sys/kernel/random/boot_id")
+    return None if value is None else value.strip()
+
+
 def _pid_namespace() -> str | None:
     try:
         return os.readlink("/proc/self/ns/pid")
@@ -142,7 +149,7 @@ class Driver:
     @classmethod
     def of(cls, pid: int) -> Driver:
         """Process `pid` of this machine and pid namespace, as it is now."""
-        return cls(_read("/proc/sys/kernel/random/boot_id"), _pid_namespace(), pid,
+        return cls(_boot_id(), _pid_namespace(), pid,
                    _start_ticks(pid))
 
     def gone(self) -> bool:
@@ -150,7 +157,7 @@ class Driver:
         longer that process (absent, or a later process that reuses it)."""
         if self.boot_id is None or self.start_ticks is None or self.pid_namespace is None:
             return False
-        if (_read("/proc/sys/kernel/random/boot_id") != self.boot_id
+        if (_boot_id() != self.boot_id.strip()
                 or _pid_namespace() != self.pid_namespace):
             return False  # another machine or container: cannot tell from here
         return _start_ticks(self.pid) != self.start_ticks

@@ -276,7 +276,36 @@ def _expires(held: dict[str, Any]) -> float:
 def _refusal(held: dict[str, Any]) -> str:
     until = _expires(held)
     left = f"{until - time.time():.0f}s" if until else "?"
-    return (f"another GC round holds the store's lease ({LEASE_KEY}): round "
+    said = (f"another GC round holds the store's lease ({LEASE_KEY}): round "
             f"{held.get('round', '?')} on host {held.get('host', '?')} pid "
-            f"{held.get('pid', '?')}, expiring in {left}; two rounds at once would both "
-            "claim the same keys")
+            f"{held.get('pid', '?')}, expiring in {left}")
+    if holder_running(held) is False:
+        # newuser3 N11: only `show` said so; the operator waited or forced blind.
+        return (f"{said}; {DEAD_HOLDER}: `epochgc gc-admin reset --force` removes the lease "
+                "and records the round (or wait until it expires)")
+    return f"{said}; two rounds at once would both claim the same keys"
+
+
+DEAD_HOLDER = "its holder's process on this host is not running: the round died"
+
+
+def holder_running(holder: dict[str, Any] | None) -> bool | None:
+    """Whether a lease holder's process still runs: False only when known (the lease names
+    the driver's process identity, boot and pid namespace, and this machine is in the
+    same ones: `journal.Driver.gone`); None when it cannot be told from here (another
+    machine or container, or a lease that does not name it: a pid alone may be another
+    namespace's or reused)."""
+    ident = (holder or {}).get("driver")
+    if not isinstance(ident, dict):
+        return None
+    boot, namespace, ticks = (ident.get(k) for k in ("boot_id", "pid_namespace", "start_ticks"))
+    pid = ident.get("pid")
+    if not (isinstance(boot, str) and isinstance(namespace, str) and isinstance(ticks, str)
+            and isinstance(pid, int) and not isinstance(pid, bool) and pid > 0):
+        return None
+    # Older leases kept the kernel file's newline in the boot id.
+    driver = Driver(boot_id=boot.strip(), pid_namespace=namespace, pid=pid, start_ticks=ticks)
+    here = Driver.this_process()
+    if here.boot_id != driver.boot_id or here.pid_namespace != driver.pid_namespace:
+        return None
+    return not driver.gone()

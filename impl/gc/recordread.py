@@ -5,6 +5,8 @@ named and kept, never removed unread)."""
 from __future__ import annotations
 
 import json
+import math
+from datetime import datetime
 from typing import Any
 
 from epochgc.impl.gc.admin import load_strict
@@ -38,4 +40,70 @@ def read_record(store: ObjectStore, key: str) -> dict[str, Any]:
         raise DamagedRecord(key, f"{what}{e}") from None
     if not isinstance(rec, dict):
         raise DamagedRecord(key, f"not a JSON object (a JSON {type(rec).__name__})")
+    return rec
+
+
+def _is_int(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _is_time(v: object) -> bool:
+    """Unix seconds (finite) or an ISO 8601 text (`record.py` writes the latter)."""
+    if isinstance(v, str):
+        try:
+            datetime.fromisoformat(v)
+        except ValueError:
+            return False
+        return True
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+# The fields `gc-admin show` prints, each with what it must be (`record.py` writes them);
+# a field marked required is in every record this code has ever written.
+_TEXT_OR_NONE = ("blocked", "error", "paused", "interrupted", "recovered_by", "journal")
+_COUNTS = ("deleted", "bytes_deleted", "errors", "listed", "eligible")
+
+
+def shape_problem(rec: dict[str, Any]) -> str | None:
+    """What is wrong with the shape of a round record's printed fields, or None: newuser3
+    N9, `{}`, `{"outcome": 5, "started": "abc"}` or `{"counts": {"deleted": "lots"}}` were
+    shown as rounds ("started None", "deleted lots key(s)")."""
+    if not isinstance(rec.get("outcome"), str):
+        return "field outcome is missing or not a text"
+    if not _is_int(rec.get("exit_code")):
+        return "field exit_code is missing or not an integer"
+    if not _is_time(rec.get("started_at")):
+        return "field started_at is missing or not a time"
+    counts = rec.get("counts")
+    if not isinstance(counts, dict):
+        return "field counts is missing or not an object"
+    for name in _COUNTS:
+        if name in counts and not (_is_int(counts[name]) and counts[name] >= 0):
+            return f"field counts.{name} is not a count"
+    if rec.get("M") is not None and not _is_int(rec["M"]):
+        return "field M is not an epoch (an integer or null)"
+    if rec.get("seq") is not None and not (_is_int(rec["seq"]) and rec["seq"] > 0):
+        return "field seq is not a round number"
+    seconds = rec.get("seconds")
+    if seconds is not None and not (_is_time(seconds) and not isinstance(seconds, str)
+                                    and seconds >= 0):
+        return "field seconds is not a duration"
+    for name in _TEXT_OR_NONE:
+        if rec.get(name) is not None and not isinstance(rec[name], str):
+            return f"field {name} is not a text"
+    unreadable = rec.get("journal_unreadable")
+    if unreadable is not None and not (_is_int(unreadable) and unreadable >= 0):
+        return "field journal_unreadable is not a count"
+    if rec.get("listing_complete") not in (None, True, False):
+        return "field listing_complete is not true, false or null"
+    return None
+
+
+def read_round_record(store: ObjectStore, key: str) -> dict[str, Any]:
+    """`read_record`, and the record has the shape of a round record (`shape_problem`);
+    DamagedRecord names what is wrong."""
+    rec = read_record(store, key)
+    problem = shape_problem(rec)
+    if problem is not None:
+        raise DamagedRecord(key, f"not a round record ({problem})")
     return rec

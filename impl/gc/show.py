@@ -18,7 +18,7 @@ from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.lease import LEASE_KEY
 from epochgc.impl.gc.monitor import check_health
 from epochgc.impl.gc.record import ROUNDS_PREFIX
-from epochgc.impl.gc.recordread import DamagedRecord, read_record
+from epochgc.impl.gc.recordread import DamagedRecord, read_round_record
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.gc.sequence import SequenceError, check_room, markers
 from epochgc.impl.gc.text import printable
@@ -64,7 +64,7 @@ def last_round(store: ObjectStore) -> dict[str, Any] | None:
         check_room(store)  # a sequence that cannot order rounds is named, not used
         key = next((m.record for m in markers(store) if m.record in names),
                    max(names))
-        rec = read_record(store, key)
+        rec = read_round_record(store, key)
     except (DamagedRecord, SequenceError) as e:
         # Issue 41 F9: the damaged record is named, as every other damaged document is; a
         # damaged sequence too, rather than a last round taken from it (newuser3 N8).
@@ -208,8 +208,15 @@ def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
         with contextlib.suppress(ValueError):
             started = datetime.fromisoformat(started).timestamp()
     took = last.get("seconds")
+    # A dead round's record is written afterwards from its journal: its seconds are the
+    # journal's span (START to the last entry), not the round's run, which began before
+    # Spark started and ended when its driver died, unseen (newuser3 N11: "took 9.0s" for
+    # a round killed ~13 s after it started). recover.py measures it.
+    span = "ran at least {} (its journal's first to last entry; the driver died)" \
+        if last.get("recovered_by") else "took {}"
     out.append(f"  started {_since(started, now)}"
-               + (f", took {duration(took)}" if isinstance(took, int | float) else ""))
+               + (f", {span.format(duration(took))}" if isinstance(took, int | float)
+                  else ""))
     m = last.get("M")
     out.append("  M: " + ("none" if m is None else _text(m))
                + f", deleted {_text(counts.get('deleted', 0))} key(s)"

@@ -54,11 +54,14 @@ from epochgc.impl.gc.scan import (
     scan_task,
     split_prefixes,
 )
+from epochgc.impl.gc.session import cancel_on_stop
 from epochgc.impl.gc.sparkerrors import _spark_errors
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.stream import TaskResult, list_and_delete_task
 from epochgc.impl.gc.summary import GcSummary
+from epochgc.impl.gc.text import keys as n_keys
 from epochgc.impl.gc.watch import RoundWatch, go_on
+from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.url import sized_for
 from epochgc.model.keys import PREFIXES, parse_key
@@ -270,7 +273,7 @@ class StageCutoff:
             if self._over:
                 return
             self.fired = True
-            self._sc.cancelAllJobs()
+            cancel_on_stop(self._sc)
 
     def over(self) -> None:
         with self._lock:
@@ -369,7 +372,7 @@ def _stage(
         except BaseException:
             # A second signal (KeyboardInterrupt) or a driver-side bug: no task may go on
             # deleting behind a round that has ended; what they did is in the journal.
-            sc.cancelAllJobs()
+            cancel_on_stop(sc)
             summary.journal_read = False
             with contextlib.suppress(Exception):
                 _quiesce(sc, open_store, prefix)
@@ -420,11 +423,12 @@ def _stage(
         partial_listing(summary, totals)
         why = (f"round interrupted ({stop.reason})" if stop.reason is not None
                else "round failed")
-        note(f"gc: {why}: listing partial, at least {summary.listed} keys listed, "
+        note(f"gc: {why}: listing partial, at least {n_keys(summary.listed)} listed, "
              f"{summary.eligible} eligible; {summary.deleted} deleted (journal {prefix})")
     else:
-        note(f"gc: listed {scanned.listed} keys, {scanned.eligible} eligible, "
+        note(f"gc: listed {n_keys(scanned.listed)}, {scanned.eligible:,} eligible, "
              f"{summary.deleted} deleted (journal {prefix})")
+        checkpoint("deletes-over")  # the signal tests' point: too late to stop anything
     if failure is not None:
         raise GcError(
             f"{failure}; {summary.deleted} key(s) were deleted before it, journal {prefix}",
@@ -593,7 +597,7 @@ def _dry_listing(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> b
     # From another thread: the main thread is inside the job's `collect`; the signal
     # handler only records the request (`impl.gc.stop`).
     stop.means = "cancelling the listing (a dry run deletes nothing)"
-    stop.arm(sc.cancelAllJobs, note, "cancel the listing")
+    stop.arm(lambda: cancel_on_stop(sc), note, "cancel the listing")
     listener = _listener(sc, rnd.say)
     scan = functools.partial(scan_task, rnd.open_store, rnd.m, rnd.now, options.grace_s,
                              options.page_size,
@@ -623,7 +627,7 @@ def _dry_listing(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> b
             return False
         _fill_scan(summary, scanned)
         summary.listing_complete = True
-        note(f"gc: listed {scanned.listed} keys, {scanned.eligible} eligible")
+        note(f"gc: listed {n_keys(scanned.listed)}, {scanned.eligible:,} eligible")
         summary.failed_check = _failed_check(scanned, options)
         if scanned.eligible:
             # Re-read before the manifest: if M went backwards, nothing decided with the

@@ -49,3 +49,8 @@ def echo_safe(line: str, err: bool = False, file: IO[Any] | None = None) -> None
     except LookupError:  # an encoding name Python does not know: plain ASCII then
         safe = line.encode("ascii", "backslashreplace").decode("ascii")
     click.echo(safe, file=stream)
+
+
+def keys(n: int) -> str:
+    """"1 key", "2,000 keys" (newuser3 N11: "gc: listed 1 keys")."""
+    return f"{n:,} key" if n == 1 else f"{n:,} keys"

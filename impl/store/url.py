@@ -44,6 +44,13 @@ def parse_store_url(url: str, s3_endpoint: str | None = None) -> StoreSpec:
         raise StoreError("store URL is empty")
     if s3_endpoint is not None:
         check_endpoint(s3_endpoint)
+    scheme_like = url.partition(":")[0].lower() if ":" in url else None
+    if "://" not in url and scheme_like in ("s3", "file"):
+        # newuser3 N11: `s3:/bad` (a typo) ran as a local directory `./s3:/bad`; a local
+        # directory of that name is still given as `./s3:/bad`.
+        raise StoreError(f"store URL {url!r} is neither an {scheme_like}:// URL (write "
+                         f"{scheme_like}://...) nor meant as a local path (write "
+                         f"./{url} for a directory of that name)")
     if "://" not in url:
         if s3_endpoint is not None:
             raise StoreError("--s3-endpoint only applies to s3:// stores")

@@ -15,6 +15,7 @@ eligibility left the store.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -34,6 +35,7 @@ from epochgc.impl.gc.killpoint import KILLPOINT_ENV
 from epochgc.impl.gc.lease import LEASE_KEY
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.record import ROUNDS_PREFIX
+from epochgc.impl.proctree import alive, descendants
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
 from tests.gc.helpers import HOUR, NOW, all_keys, local_spec, put_local, simple_cluster
@@ -84,6 +86,12 @@ def _group_alive(pgid: int) -> bool:
     return True
 
 
+def _live(tracked: list[int]) -> list[int]:
+    """The tracked processes still running, and every process below them."""
+    live = [p for p in tracked if alive(p)]
+    return live + [d for p in live for d in descendants(p)]
+
+
 def kill_round(root: Path, work: Path, who: str, point: str) -> int:
     """Run a round, SIGKILL `who` ("driver" or "executor") when `point` ("name" or
     "name:n") is reached; returns the round process's exit status once every process of
@@ -106,6 +114,9 @@ def kill_round(root: Path, work: Path, who: str, point: str) -> int:
             assert time.monotonic() < deadline, "the round never reached the kill point"
             time.sleep(0.02)
         held = int((hold / "reached").read_text())
+        # The round's JVM runs in its own session (impl/gc/session.py), its Python workers
+        # below it: not in the driver's process group, so tracked by pid.
+        tracked = descendants(proc.pid)
         if who == "driver":
             os.kill(proc.pid, signal.SIGKILL)
         else:
@@ -113,12 +124,17 @@ def kill_round(root: Path, work: Path, who: str, point: str) -> int:
             os.kill(held, signal.SIGKILL)
         (hold / "release").touch()
         proc.wait(timeout=LIMIT_S)  # reaped: a zombie still counts in its process group
-        while _group_alive(proc.pid):  # the JVM and the Python workers, once orphaned
+        # The JVM and the Python workers, once orphaned (the JVM ends at EOF on its stdin,
+        # the dead driver's pipe), and what they started meanwhile.
+        while _group_alive(proc.pid) or _live(tracked):
             assert time.monotonic() < deadline, "the round's processes never exited"
             time.sleep(0.05)
     finally:
         if _group_alive(proc.pid):
             os.killpg(proc.pid, signal.SIGKILL)
+        for pid in _live(tracked):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
     return proc.returncode
 
 

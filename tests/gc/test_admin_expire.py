@@ -177,3 +177,15 @@ def test_expire_names_and_keeps_a_record_it_cannot_read(tmp_path: Path, raw: byt
     assert [u["key"] for u in doc["unreadable"]] == [
         f"{ROUNDS_PREFIX}bad.json", f"{ROUNDS_PREFIX}last.json"], doc
     assert all(u["why"] for u in doc["unreadable"]), doc
+
+
+@pytest.mark.parametrize("older_than", ["99999999999999999999d", "36501d"])
+def test_expire_refuses_a_retention_longer_than_any_record(tmp_path: Path,
+                                                           older_than: str) -> None:
+    """newuser3 N11: `--older-than 99999999999999999999d` was accepted ("older than
+    8.64e+24s"). The bound is 100 years (36500d): beyond it, a typo, 64."""
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100, now=time.time())
+    code, out = _invoke("gc-admin", "expire", "--store", str(root), "--older-than", older_than)
+    assert code == 64 and "--older-than must be between 0s and 36500d" in out, out
+    assert _invoke("gc-admin", "expire", "--store", str(root), "--older-than", "36500d")[0] == 0

@@ -43,6 +43,26 @@ def test_show_flags_a_live_lease_whose_holder_on_this_host_is_gone(tmp_path: Pat
     assert json.loads(out)["lease"]["holder_running"] is False, out
 
 
+def test_gc_and_reset_say_a_lease_holder_on_this_host_is_gone(tmp_path: Path) -> None:
+    """newuser3 N11: with the holder known dead, `gc` said only "another GC round holds
+    the store's lease ... expiring in 567s" and `reset` (no --force) "it may still be
+    deleting; stop it first": only `show` said the holder was not running."""
+    root = _store(tmp_path)
+    code = ("from epochgc.impl.gc.lease import Lease; "
+            "from epochgc.impl.store.local import LocalStore; "
+            f"Lease(lambda: LocalStore({str(root)!r}), 'r-dead').acquire()")
+    subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                   env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120, check=True)
+    dead = "its holder's process on this host is not running: the round died"
+    code_, out = _invoke("gc", "--store", str(root), "-q")
+    assert code_ == 1 and "holds the store's lease" in out and dead in out, out
+    assert "gc-admin reset --force` removes the lease and records the round" in out, out
+    code_, out = _invoke("gc-admin", "reset", "--store", str(root))
+    assert code_ == 1 and dead in out and "pass --force" in out, out
+    assert "it may still be deleting" not in out, out
+    assert LocalStore(root).head(LEASE_KEY) is not None  # refused: nothing removed
+
+
 def test_show_does_not_flag_a_live_holder(tmp_path: Path) -> None:
     from epochgc.impl.gc.lease import Lease
 
@@ -194,3 +214,20 @@ def test_json_is_the_only_output_where_stdout_and_stderr_are_one_stream(
     p = _gc_proc(root, "--json", merged=False)
     assert p.returncode == 3 and json.loads(p.stdout)["outcome"] == "paused", p.stdout
     assert "gc: GC is paused on this store" in (p.stderr or ""), p.stderr
+
+
+def test_an_interrupted_reset_says_it_removed_the_lease(tmp_path: Path) -> None:
+    """newuser3 N11: `gc-admin reset --force` stopped by SIGINT after it had removed the
+    lease said only "gc-admin: interrupted by SIGINT"."""
+    from epochgc.impl.gc.lease import Lease
+    from epochgc.impl.signals import HOOK_ENV
+
+    root = _store(tmp_path)
+    Lease(lambda: LocalStore(root), "r-held").acquire()
+    p = subprocess.run([sys.executable, "-m", "epochgc", "gc-admin", "reset", "--store",
+                        str(root), "--force"], capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, PYTHONPATH=str(REPO),
+                                **{HOOK_ENV: "reset-removed:SIGINT"}))
+    assert p.returncode == 130, p.stderr
+    assert LocalStore(root).head(LEASE_KEY) is None
+    assert f"gc-admin: reset: removed {LEASE_KEY} before it was stopped" in p.stderr, p.stderr

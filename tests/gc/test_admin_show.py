@@ -11,6 +11,7 @@ import re
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from epochgc.impl.cli import main
@@ -123,3 +124,79 @@ def test_show_into_a_closed_pipe_says_nothing_more(tmp_path: Path) -> None:
         os.close(w)
     err = proc.stderr.decode()
     assert proc.returncode == 1 and "BrokenPipe" not in err and "Traceback" not in err, err
+
+
+_GOOD_RECORD = {"outcome": "done", "exit_code": 0, "started_at": "2026-11-29T18:00:00+00:00",
+                "seconds": 12.5, "M": 7, "seq": 3, "listing_complete": True,
+                "counts": {"listed": 5, "eligible": 4, "deleted": 4, "bytes_deleted": 400,
+                           "errors": 0}}
+
+
+@pytest.mark.parametrize(("doc", "why"), [
+    ({}, "field outcome is missing"),
+    (None, "not a JSON object"),
+    ({"counts": [], "outcome": 5, "started": "abc"}, "field outcome"),
+    ({**_GOOD_RECORD, "counts": {"deleted": "lots"}}, "field counts.deleted is not a count"),
+    ({**_GOOD_RECORD, "seconds": "x"}, "field seconds is not a duration"),
+    ({**_GOOD_RECORD, "M": {"a": 1}}, "field M is not an epoch"),
+    ({**_GOOD_RECORD, "started_at": None}, "field started_at is missing or not a time"),
+    ({**_GOOD_RECORD, "exit_code": True}, "field exit_code"),
+    ({**_GOOD_RECORD, "error": ["x"]}, "field error is not a text"),
+    ({**_GOOD_RECORD, "counts": {"deleted": -1}}, "field counts.deleted is not a count"),
+    ({**_GOOD_RECORD, "listing_complete": "yes"}, "field listing_complete"),
+])
+def test_show_names_a_round_record_of_the_wrong_shape(tmp_path: Path, doc: object,
+                                                      why: str) -> None:
+    """newuser3 N9: valid JSON of the wrong shape was shown as a round: `{}` gave
+    "outcome: none, exit code none / started None / ... deleted 0 key(s)", and
+    `{"counts": {"deleted": "lots"}, ...}` "deleted lots key(s)". Now named as damaged."""
+    from epochgc.impl.gc.record import ROUNDS_PREFIX
+
+    root = _store(tmp_path)
+    key = f"{ROUNDS_PREFIX}20261129T180000.000Z-0000000a.json"
+    LocalStore(root).put(key, json.dumps(doc).encode())
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert f"last round: cannot read the round record {key}: " in out, out
+    assert why in out and "started None" not in out, out
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    last = json.loads(out)["last_round"]
+    assert list(last) == ["error"] and why in last["error"], last
+
+
+def test_show_prints_a_round_record_of_the_right_shape(tmp_path: Path) -> None:
+    """The boundary of the check above: a record as `record.py` writes it is a round."""
+    from epochgc.impl.gc.record import ROUNDS_PREFIX
+
+    root = _store(tmp_path)
+    key = f"{ROUNDS_PREFIX}20261129T180000.000Z-0000000a.json"
+    LocalStore(root).put(key, json.dumps(_GOOD_RECORD).encode())
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert f"last round: {key} (#3)" in out and "outcome: done, exit code 0" in out, out
+    assert "started 2026-11-29T18:00:00Z" in out and "deleted 4 key(s) (400 bytes)" in out
+
+
+def test_show_json_names_the_lease_holders_boot_without_a_newline(tmp_path: Path) -> None:
+    """newuser3 N11: `"boot_id": "5afea7ac-...-2195e39c7b27\\n"` (the kernel file's
+    newline, kept)."""
+    root = _store(tmp_path)
+    Lease(lambda: LocalStore(root), "r-live").acquire()
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    lease = json.loads(out)["lease"]
+    boot = lease["holder"]["driver"]["boot_id"]
+    assert boot and boot == boot.strip(), boot
+    assert lease["holder_running"] is True, lease  # this process, told by its boot id too
+
+
+def test_show_says_a_dead_rounds_duration_is_its_journals_span(tmp_path: Path) -> None:
+    """newuser3 N11: a round killed ~13 s after it started showed "took 9.0s": a dead
+    round's record holds its journal's span (START to its last entry), a lower bound."""
+    from epochgc.impl.gc.record import ROUNDS_PREFIX
+
+    root = _store(tmp_path)
+    key = f"{ROUNDS_PREFIX}20261129T180000.000Z-0000000b.json"
+    doc = {**_GOOD_RECORD, "outcome": "killed", "exit_code": 137, "seconds": 9.0,
+           "recovered_by": "gc-admin show"}
+    LocalStore(root).put(key, json.dumps(doc).encode())
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert "ran at least 9.0s (its journal's first to last entry; the driver died)" in out, out
+    assert "took" not in out, out

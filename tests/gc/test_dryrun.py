@@ -94,3 +94,20 @@ def test_a_dry_run_on_a_paused_store_says_it_is_paused(spark: Any, tmp_path: Pat
     assert ("gc: dry run on a paused store: GC is paused on this store by ops: disk swap"
             in r.stderr), r.stderr
     assert "a real round would be refused (exit 3)" in r.stderr, r.stderr
+
+
+@pytest.mark.spark
+def test_one_key_listed_is_said_in_the_singular(spark: Any, tmp_path: Path) -> None:
+    """newuser3 N11 (the tour's step 4): `gc: listed 1 keys, 0 eligible`."""
+    from epochgc.impl.store.local import LocalStore
+    from epochgc.model.keys import format_key
+    from tests.gc.helpers import put_local, simple_cluster
+
+    root = tmp_path / "store"
+    simple_cluster(LocalStore(root, create=True), 100)
+    put_local(root, format_key(7, 150, "too-new"), age=GRACE + 60)  # above M: listed, kept
+    said: list[str] = []
+    s = run_gc(spark, local_spec(root), GcOptions(grace_s=GRACE, dry_run=True),
+               clock=clock, say=said.append)
+    assert (s.listed, s.eligible) == (1, 0), s
+    assert "gc: listed 1 key, 0 eligible" in said, said

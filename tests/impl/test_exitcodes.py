@@ -14,6 +14,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
+from epochgc.impl import closedout
 from epochgc.impl.cli import SUBCOMMANDS, main
 from epochgc.impl.exitcodes import MEANING, USES, ExitCode, codes_for
 from epochgc.impl.gc.job import run_gc
@@ -75,8 +76,10 @@ def test_every_help_ends_with_its_exit_codes(path: str) -> None:
     args = [] if path == "epochgc" else path.split()
     r = CliRunner().invoke(main, [*args, "--help"], terminal_width=100)
     assert r.exit_code == 0, r.output
-    rows = r.output.partition("Exit codes:\n")[2]
+    rows, _, after = r.output.partition("Exit codes:\n")[2].partition("\n\n")
     assert rows, f"{path}: no exit-code table in --help"
+    if path == "epochgc":  # the closed-stdout rule (newuser3 N2), under the table
+        assert " ".join(after.split()) == closedout.RULE, after
     listed = [int(line.split()[0]) for line in rows.splitlines() if line.strip()]
     assert listed == [int(c) for c in codes_for(path)], (path, listed)
     for code in codes_for(path):

@@ -144,3 +144,29 @@ def test_a_signal_while_the_entry_point_imports_is_one_line(
     assert r.returncode == code, r.stderr
     name = sig.split(":")[0]
     assert r.stderr.splitlines()[-1] == f"epochgc gc-admin: interrupted by {name}", r.stderr
+
+
+def test_an_interrupted_command_ignores_signals_while_it_exits(tmp_path: Path) -> None:
+    """newuser3 N11: a double Ctrl-C of `demo` said "interrupted by SIGINT", then ended by
+    the signal (status -2), not 130: the second one came while the interpreter shut down,
+    and CPython's finalization resets each handler Python installed to SIG_DFL (after the
+    atexit calls; an ignored signal stays ignored). Once the command has cleaned up and
+    said so, SIGINT and SIGTERM are ignored: seen by an atexit call registered first (so
+    run last), the last Python code before that reset."""
+    probe = textwrap.dedent("""
+        import atexit, signal, sys
+        def said(s):
+            h = signal.getsignal(s)
+            return getattr(h, "name", getattr(h, "__name__", repr(h)))
+        atexit.register(lambda: print("at exit:", said(signal.SIGINT), said(signal.SIGTERM),
+                                      file=sys.stderr))
+        from epochgc.impl.cli import main
+        main(sys.argv[1:], prog_name="epochgc")
+    """)
+    p = subprocess.run(
+        [sys.executable, "-c", probe, "cluster", "start", "--data-dir", str(tmp_path / "c"),
+         "--store", str(tmp_path / "store")], capture_output=True, text=True, timeout=300,
+        env=dict(os.environ, PYTHONPATH=str(ROOT), EPOCHGC_TEST_SIGNAL="start:SIGINT"))
+    assert p.returncode == 130, p.stderr
+    assert "epochgc cluster: interrupted by SIGINT" in p.stderr, p.stderr
+    assert "at exit: SIG_IGN SIG_IGN" in p.stderr, p.stderr

@@ -62,3 +62,20 @@ def test_bad_urls(url: str, message: str) -> None:
 def test_bad_endpoints(endpoint: str, message: str) -> None:
     with pytest.raises(StoreError, match=message):
         parse_store_url("s3://bucket/x", endpoint)
+
+
+@pytest.mark.parametrize("url", ["s3:/bad", "S3:bucket/p", "file:/tmp/x", "s3:"])
+def test_a_url_missing_its_slashes_is_refused_not_taken_as_a_path(url: str) -> None:
+    """newuser3 N11: `gc --store s3:/bad` (a typo) said "store directory .../s3:/bad does
+    not exist", exit 1: it was taken as a local path. Now a usage error naming the URL
+    (64 from every command that takes --store); `./s3:/bad` is still a directory."""
+    with pytest.raises(StoreError, match=r"is neither an (s3|file):// URL"):
+        parse_store_url(url)
+    assert parse_store_url(f"./{url}").kind == "file"
+    from click.testing import CliRunner
+
+    from epochgc.impl.cli import main
+
+    for argv in (["gc", "--store", url], ["gc-admin", "show", "--store", url]):
+        r = CliRunner().invoke(main, argv)
+        assert r.exit_code == 64 and repr(url) in r.output, (argv, r.exit_code, r.output)

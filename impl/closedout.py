@@ -1,0 +1,113 @@
+"""A closed standard output (`epochgc ... | head -1`, `| true`) is never by itself a
+failure of work that was done (newuser3 N2: every command exited 1 once its reader had
+gone, after acknowledging records, creating a topic, pausing GC or finishing a round whose
+record says exit code 0; under `set -o pipefail` a script then retries a produce and
+duplicates its records).
+
+- `guard()` (the `epochgc` group does it first): stdout becomes a stream whose writes,
+  once the reader is gone, are dropped: the first EPIPE (Python ignores SIGPIPE, so a
+  write to a pipe without a reader fails with EPIPE: Python's library docs, "signal: Note
+  on SIGPIPE"; POSIX write(): "[EPIPE] An attempt is made to write to a pipe or FIFO that
+  is not open for reading by any process") points descriptor 1 at /dev/null, as those
+  docs advise, and the command goes on with its work and says nothing more there.
+- `output_is_work()`: a command whose output is what it was asked for (`replay`,
+  `consume`, `cluster status`, `gc --list -`, `gc-admin show`) declares it; if its output
+  was cut short, it exits 1 (failed: the output is incomplete), quietly, where its work
+  said 0 (any other code already says it did not simply succeed, and stands).
+- `exit_code(code)`: the code the command ends with, by that rule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import sys
+
+from epochgc.impl.exitcodes import ExitCode
+
+# Said in `epochgc --help`'s exit-code table and in the READMEs.
+RULE = ("A closed stdout (`| head`) is not a failure: the command stops writing and exits "
+        "with its work's code; one whose output is its work (replay, consume, cluster "
+        "status, gc --list -, gc-admin show) exits 1, not 0, if that output was cut short.")
+
+
+class _Guard(io.RawIOBase):
+    """Descriptor 1 as a raw stream whose writes never fail with EPIPE."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+        self.cut = False
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def write(self, b: object) -> int:
+        data = memoryview(b).cast("B")  # type: ignore[arg-type]
+        if self.cut:
+            return len(data)
+        try:
+            return os.write(self._fd, data)
+        except BrokenPipeError:
+            self.cut = True
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._fd)  # later writes, and any child's, go nowhere
+            os.close(devnull)
+            return len(data)
+
+
+_guard: _Guard | None = None
+_output_is_work = False
+
+
+def guard() -> None:
+    """Replace `sys.stdout` with an EPIPE-proof stream on the same descriptor, keeping its
+    encoding, error handler and line buffering. Idempotent; leaves a stdout without a
+    descriptor (a test runner's capture) alone."""
+    global _guard
+    if _guard is not None:
+        return
+    out = sys.stdout
+    try:
+        fd = out.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    with_fd = _Guard(fd)
+    try:
+        out.flush()
+    except BrokenPipeError:
+        with_fd.cut = True
+    sys.stdout = io.TextIOWrapper(
+        io.BufferedWriter(with_fd), encoding=out.encoding, errors=out.errors,
+        line_buffering=bool(out.line_buffering), write_through=getattr(out, "write_through", False))
+    _guard = with_fd
+
+
+def output_is_work() -> None:
+    """This command's output is its work: cut short, it exits 1."""
+    global _output_is_work
+    _output_is_work = True
+
+
+def cut_short() -> bool:
+    """Whether stdout's reader went away (after flushing what is buffered)."""
+    if _guard is None:
+        return False
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    return _guard.cut
+
+
+def exit_code(code: int | None) -> int | None:
+    """The code to exit with: `code`, except 1 for a command whose output is its work and
+    was cut short while the work itself said 0."""
+    if cut_short() and _output_is_work and not code:
+        return int(ExitCode.FAILED)
+    return code

@@ -1,0 +1,137 @@
+"""A closed stdout is never by itself a failure of work that was done (newuser3 N2).
+
+Every command here runs with its stdout the write end of a pipe whose read end is closed
+before it starts (`| true` that has already exited): every write it makes to stdout fails
+with EPIPE, deterministically. A command whose work was done exits with that work's code
+and says nothing about the pipe; one whose output is its work (replay, consume, cluster
+status, gc --list -, gc-admin show) exits 1, quietly. On the old code every one exited 1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from epochgc.impl.gc.record import ROUNDS_PREFIX
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import format_key
+from tests.gc.helpers import HOUR, NOW, all_keys, put_local, simple_cluster
+
+ROOT = Path(__file__).resolve().parents[2]
+ENV = dict(os.environ, PYTHONPATH=str(ROOT))
+
+
+def _closed(*argv: str, cwd: Path | None = None) -> tuple[int, str]:
+    """(exit code, stderr) of `epochgc ARGV` writing into a pipe nobody reads."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        proc = subprocess.run([sys.executable, "-m", "epochgc", *argv], stdout=w,
+                              stderr=subprocess.PIPE, text=True, timeout=600, env=ENV,
+                              cwd=cwd)
+    finally:
+        os.close(w)
+    assert "Traceback" not in proc.stderr and "Broken pipe" not in proc.stderr, proc.stderr
+    return proc.returncode, proc.stderr
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    d = tmp_path_factory.mktemp("cluster")
+    subprocess.run([sys.executable, "-m", "epochgc", "cluster", "start", "--data-dir",
+                    str(d / "c"), "--store", str(d / "store"), "--nodes", "1",
+                    "--partitions", "t/0"], env=ENV, check=True, capture_output=True,
+                   timeout=300)
+    yield d / "c"
+    subprocess.run([sys.executable, "-m", "epochgc", "cluster", "stop", "--data-dir",
+                    str(d / "c")], env=ENV, check=True, capture_output=True, timeout=300)
+
+
+def _acked(cluster_dir: Path) -> int:
+    f = cluster_dir / "acked.jsonl"
+    lines = f.read_text().splitlines() if f.exists() else []
+    return sum(json.loads(line)["count"] for line in lines)
+
+
+def test_cluster_commands_whose_work_was_done_exit_0(cluster: Path) -> None:
+    before = _acked(cluster)
+    code, err = _closed("produce", "--data-dir", str(cluster), "--partition", "t/0",
+                        "--count", "10")
+    assert code == 0, err  # old code: 1, with the 10 records acknowledged
+    assert _acked(cluster) == before + 10
+    code, err = _closed("topic", "create", "zz", "--partitions", "1", "--data-dir",
+                        str(cluster))
+    assert code == 0, err  # old code: 1, with the topic created
+    again = subprocess.run([sys.executable, "-m", "epochgc", "topic", "create", "zz",
+                            "--partitions", "1", "--data-dir", str(cluster)],
+                           capture_output=True, text=True, timeout=300, env=ENV)
+    assert "already exists" in again.stderr, again.stderr  # it was created
+    # Output that is the work, cut short: 1, quietly.
+    assert _closed("consume", "--data-dir", str(cluster), "--partition", "t/0") == (1, "")
+    assert _closed("cluster", "status", "--data-dir", str(cluster), "--json")[0] == 1
+
+
+def test_replay_cut_short_exits_1_quietly() -> None:
+    vectors = ROOT / "spec" / "vectors" / "fence-window-reference.jsonl"
+    assert _closed("replay", str(vectors)) == (1, "")
+
+
+def _store(root: Path) -> set[str]:
+    simple_cluster(LocalStore(root, create=True), 100)
+    eligible = {format_key(p, 50, f"k{p}") for p in range(0, 1000, 250)}
+    for key in eligible:
+        put_local(root, key, age=12 * HOUR + 60)
+    return eligible
+
+
+def test_gc_admin_commands_whose_work_was_done_exit_0(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    simple_cluster(LocalStore(root, create=True), 100, now=time.time())  # fresh reports
+    assert _closed("gc-admin", "show", "--store", str(root)) == (1, "")  # cut short
+    code, err = _closed("gc-admin", "pause", "--store", str(root), "--reason", "pipe")
+    assert code == 0, err  # old code: 1, with the store paused
+    # A code that is not 0 already says the work did not simply succeed: it stands.
+    assert _closed("gc-admin", "show", "--store", str(root)) == (3, "")
+    shown = subprocess.run([sys.executable, "-m", "epochgc", "gc-admin", "show", "--store",
+                            str(root), "--json"], capture_output=True, text=True,
+                           timeout=300, env=ENV)
+    assert shown.returncode == 3 and json.loads(shown.stdout)["paused"], shown.stdout
+    code, err = _closed("gc-admin", "resume", "--store", str(root))
+    assert code == 0, err
+
+
+def _gc_args(root: Path) -> tuple[str, ...]:
+    return ("--store", str(root), "--now", str(NOW), "--i-know-now-is-ahead", "--tasks", "1")
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(os.environ.get("EPOCHGC_SIGNALS") != "full",
+                    reason="EPOCHGC_SIGNALS=full: one more Spark start-up (~20 s)")
+def test_a_dry_runs_list_cut_short_exits_1(tmp_path: Path) -> None:
+    """A dry run's --list - is its work: cut short, 1."""
+    root = tmp_path / "store"
+    eligible = _store(root)
+    code, err = _closed("gc", *_gc_args(root), "--dry-run", "--list", "-")
+    assert code == 1, err
+    assert all_keys(LocalStore(root)) >= eligible
+
+
+@pytest.mark.spark
+def test_gc_exits_with_its_records_code(tmp_path: Path) -> None:
+    root = tmp_path / "store"
+    eligible = _store(root)
+    common = _gc_args(root)
+    # A round's deletes are its work: its record and its exit code say done, 0.
+    code, err = _closed("gc", *common, "--json")
+    assert code == 0, err  # old code: 1, with the record saying done, exit code 0
+    store = LocalStore(root)
+    assert not eligible & all_keys(store)
+    [rec] = [json.loads(store.get(o.key)) for o in store.list_all(ROUNDS_PREFIX)]
+    assert (rec["outcome"], rec["exit_code"]) == ("done", 0), rec
