@@ -784,8 +784,10 @@ MUTANTS += (
         "[gc-open] a failed listing of the health reports reads as no reports (a store failure"
         " reported as a blocked round)",
         "impl/gc/reports.py",
+        "        infos, refused = listing()\n"
         "    except StoreError as e:\n"
         "        raise ReportError(f\"cannot list {HEALTH_PREFIX}: {e}\") from e\n",
+        "        infos, refused = listing()\n"
         "    except StoreError:\n        infos, refused = [], []\n",
         check=r"tests/gc/test_gc_open.py::test_a_health_listing_error",
     ),
@@ -824,16 +826,18 @@ MUTANTS += (
         "[gc-open] a batch's intent is journaled after its delete request, not before (a task"
         " killed mid-request, or whose journal write fails, deleted keys no record accounts)",
         "impl/gc/delete.py",
-        "        seq = journal.intent(batch) if journal is not None else 0\n"
-        "        reach(\"intent-written\")\n"
-        "        with slots:  # the request alone holds a slot: the journal writes overlap"
+        "            seq = journal.intent(batch) if journal is not None else 0\n"
+        "            reach(\"intent-written\")\n"
+        "            _test_hold()\n"
+        "            with slots:  # the request alone holds a slot: the journal writes overlap"
         " others'\n"
-        "            result = _send(store, batch)\n",
-        "        with slots:  # the request alone holds a slot: the journal writes overlap"
+        "                result = _send(store, batch)\n",
+        "            _test_hold()\n"
+        "            with slots:  # the request alone holds a slot: the journal writes overlap"
         " others'\n"
-        "            result = _send(store, batch)\n"
-        "        seq = journal.intent(batch) if journal is not None else 0\n"
-        "        reach(\"intent-written\")\n",
+        "                result = _send(store, batch)\n"
+        "            seq = journal.intent(batch) if journal is not None else 0\n"
+        "            reach(\"intent-written\")\n",
         check=r"tests/gc/test_gc_open.py::test_a_batch_that_cannot_be_journaled",
     ),
     Mutant(
