@@ -40,7 +40,7 @@ def tune_z3() -> None:
 #
 # Calibration (`python -m epochgc.proofs`, every obligation, PYTHONHASHSEED=0, seed 0,
 # z3-solver 5.4.1; the run prints the largest count one check spent): four runs gave
-# 1,800,955 to 2,047,155 (a worker's context is shared by the tasks it runs, so a count
+# 1,724,106 to 2,047,155 (a worker's context is shared by the tasks it runs, so a count
 # moves a few percent with what ran before it). The budget is 20 times the largest seen, rounded up:
 # a proof has a wide margin and a runaway query is still cut off.
 LARGEST_SEEN = 2_047_155
