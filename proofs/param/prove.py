@@ -9,8 +9,9 @@ elements (Skolem constants) so a counterexample names the write, object or parti
 about. The formulas stay in the EPR-like fragment Z3's MBQI decides: quantifiers range
 over the uninterpreted sorts only, functions between sorts are stratified (W -> O,
 W -> P, and the GC guard's Skolem P -> R), and integers appear only as values. `unknown`
-or a timeout is a failure. Every action also gets a vacuity query: the assumed invariants
-plus its guard are satisfiable, with a witness pre-state reported.
+(a spent resource budget, symsolver.RLIMIT, included) is a failure. Every action also
+gets a vacuity query: the assumed invariants plus its guard are satisfiable, with a
+witness pre-state reported.
 """
 
 from __future__ import annotations
