@@ -10,7 +10,6 @@ re-checked before it is reported.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +23,7 @@ from epochgc.model.logic import Cond
 from epochgc.model.system import OBJECT_STATUS, WRITE_STATUS, System
 from epochgc.model.variants import Variant
 from epochgc.proofs.sym import Explorer
+from epochgc.proofs.symsolver import METER, RLIMIT
 from epochgc.proofs.symstate import symbolic_params
 from epochgc.proofs.symvalues import SymBool, concretize
 
@@ -31,6 +31,20 @@ Schedule = Sequence[tuple[str, dict[str, Any]]]
 Goal = Callable[[Sequence[System]], Cond]
 # A goal over two runs of the same schedule with the same numbers: (variant, pair).
 PairGoal = Callable[[Sequence[System], Sequence[System]], Cond]
+
+# The bound of one search: paths of the schedule explored (each is one run of the model
+# under the explorer, its branch sides settled by the solver under symsolver.RLIMIT), not
+# seconds, so a search ends the same way on a quiet or a loaded machine. Calibration
+# (every `bmc.search` of `python -m epochgc.proofs`, PYTHONHASHSEED=0): the most paths one
+# search explored was 750; the bound is 20 times that. The run prints the largest it saw
+# (symsolver.METER), to show the margin left.
+LARGEST_PATHS = 750
+MAX_PATHS = 20 * LARGEST_PATHS
+
+
+class SearchBudgetExhausted(Exception):
+    """A search explored `max_paths` paths without an answer: a failure (an `unknown`
+    row), never an absence."""
 
 
 @dataclass(frozen=True)
@@ -51,20 +65,20 @@ def search(
     v: Variant,
     schedule: Schedule,
     goal: Goal,
-    budget_s: float = 30.0,
-    timeout_ms: int = 2000,
+    max_paths: int = MAX_PATHS,
+    rlimit: int = RLIMIT,
     pair: Variant | None = None,
     pair_goal: PairGoal | None = None,
 ) -> Trace | None:
     """A concrete trace following `schedule` from `template` that reaches `goal`, or None
-    when no choice of numbers does (all paths explored). Raises TimeoutError when the
-    budget runs out first: that is a failure, never an absence.
+    when no choice of numbers does (all paths explored). Raises SearchBudgetExhausted
+    when `max_paths` paths were explored without an answer: a failure, never an absence.
 
     With `pair`, the same schedule and numbers also run under that variant and
     `pair_goal(states, pair_states)` must hold too (how a liveness witness shows that one
     variant rejects what another admits)."""
-    ex = Explorer(timeout_ms=timeout_ms)
-    deadline = time.perf_counter() + budget_s
+    ex = Explorer(rlimit=rlimit)
+    explored = 0
 
     def run(ex: Explorer) -> Any:
         s = t = template
@@ -84,8 +98,10 @@ def search(
         return states, params_all, g
 
     for path in ex.paths(run, errors=(ModelError,)):
-        if time.perf_counter() > deadline:
-            raise TimeoutError(f"no answer within {budget_s:.0f}s")
+        explored += 1
+        METER.search_paths = max(METER.search_paths, explored)
+        if explored > max_paths:
+            raise SearchBudgetExhausted(f"no answer within {max_paths} paths")
         if path.kind != "ok":
             continue
         _, params_all, g = path.value

@@ -26,6 +26,7 @@ from epochgc.model.variants import REFERENCE, VARIANTS, Variant
 from epochgc.proofs import symreal
 from epochgc.proofs.obligations import Outcome
 from epochgc.proofs.sym import Explorer, Prune, SolverUnknown
+from epochgc.proofs.symsolver import RLIMIT
 from epochgc.proofs.symvalues import concretize
 
 TARGETS = (
@@ -116,7 +117,7 @@ def _distinct(variants: Iterable[Variant], fn: Callable[..., Any]) -> list[Varia
     return list(out.values())
 
 
-def check(fn: Callable[..., Any], timeout_ms: int = 2000) -> Outcome:
+def check(fn: Callable[..., Any], rlimit: int = RLIMIT) -> Outcome:
     target = f"{fn.__module__}.{fn.__qualname__}"
     name = f"contracts of {target} (all paths)"
     t0 = time.perf_counter()
@@ -127,7 +128,7 @@ def check(fn: Callable[..., Any], timeout_ms: int = 2000) -> Outcome:
     env0 = dict(sys.modules[fn.__module__].__dict__)
     paths = 0
     for v in (_distinct(VARIANTS.values(), fn) if has_variant else [None]):
-        ex = Explorer(timeout_ms=timeout_ms)
+        ex = Explorer(rlimit=rlimit)
 
         def run(ex: Explorer, v: Variant | None = v) -> Any:
             args = {p: _arg(ex, p, hints[p], fn.__name__ in _BARRIER_READERS) for p in params}
@@ -168,7 +169,7 @@ def check(fn: Callable[..., Any], timeout_ms: int = 2000) -> Outcome:
                    f"{len(posts)} postconditions on every path", paths=paths)
 
 
-def check_target(target: str, timeout_ms: int = 2000) -> Outcome:
+def check_target(target: str, rlimit: int = RLIMIT) -> Outcome:
     module, _, attr = target.rpartition(".")
     __import__(module)
-    return check(getattr(sys.modules[module], attr), timeout_ms)
+    return check(getattr(sys.modules[module], attr), rlimit)

@@ -9,9 +9,9 @@ not the system's invariants). A mutant is killed only when a safety, transition,
 or correspondence row fails (`invariant`, `transition`, `vacuity` or `correspondence`
 kind, any scope: the correspondence rows are proofs over every state of their shapes since
 issue 28; `contract`: the symbolic contracts, issue 39): a failing reachability witness
-alone does not count, but an `unknown` row does, so on a loaded machine pass
-`--solver-timeout 30` (each query's limit, as `epochgc.proofs --timeout`; the default 2 s
-lets load turn a slow query into a false kill). Each run stops at its
+alone does not count, but an `unknown` row does (each query's limit is Z3's resource
+budget, `epochgc.proofs --rlimit`, not the clock, so load cannot turn a slow query into a
+false kill; a mutant that makes a query run out of it counts). Each run stops at its
 first killing row (`--fail-fast`). The unmutated copy must pass first; mutants run in
 parallel (`-j N`, the shared driver `proofs.mutate`). Last line: `prove mutants killed: K/N`.
 """
@@ -422,14 +422,15 @@ MUTANTS: tuple[Mutant, ...] = (
 
 
 def run_proofs(root: Path, timeout: float, jobs: int, fail_fast: bool = True,
-               solver_timeout: float = 2.0) -> RunResult:
+               rlimit: int | None = None) -> RunResult:
     env = dict(os.environ, PYTHONPATH=str(root), PYTHONHASHSEED="0")
     report = root / "build" / "prove-report.json"
     run_id = uuid.uuid4().hex
     report.unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "epochgc.proofs", "--quick", "--jobs", str(jobs),
-           "--only", "^(?!crosshair)", "--report", str(report), "--run-id", run_id,
-           "--timeout", str(solver_timeout)]
+           "--only", "^(?!crosshair)", "--report", str(report), "--run-id", run_id]
+    if rlimit is not None:
+        cmd += ["--rlimit", str(rlimit)]
     if fail_fast:
         cmd.append("--fail-fast")
     code, out, secs = run_command(cmd, root, env, timeout)
@@ -483,9 +484,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("-j", type=int, default=2, help="mutants run in parallel")
     ap.add_argument("--jobs", type=int, default=0,
                     help="proof jobs per run (default: cores / -j, at least 1)")
-    ap.add_argument("--solver-timeout", type=float, default=2.0, metavar="S",
-                    help="per solver query, as `epochgc.proofs --timeout` (an `unknown` row "
-                         "counts as a kill: on a loaded machine give it more, e.g. 30)")
+    ap.add_argument("--rlimit", type=int, default=None, metavar="N",
+                    help="Z3's resource budget per solver query, as `epochgc.proofs "
+                         "--rlimit` (default: its default; an `unknown` row counts as a kill)")
     ap.add_argument("--keep", action="store_true", help="keep the temp copies")
     ap.add_argument("--list", action="store_true", help="list the mutants and exit")
     args = ap.parse_args(argv)
@@ -498,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def run(root: Path, m: Mutant | None) -> RunResult:
         return run_proofs(root, args.timeout, jobs, fail_fast=m is not None,
-                          solver_timeout=args.solver_timeout)
+                          rlimit=args.rlimit)
 
     def show(o: Outcome) -> None:
         v = o.verdict

@@ -30,6 +30,8 @@ from epochgc.model.variants import Variant
 from epochgc.proofs.param.lazy import LAZY_TYPES
 from epochgc.proofs.sym import Explorer, SolverUnknown, Split
 from epochgc.proofs.symctx import Branches, unbranched
+from epochgc.proofs.symsolver import RLIMIT, check
+from epochgc.proofs.symsolver import solver as budgeted
 from epochgc.proofs.symstate import decisions, symbolic_params, symbolic_system, undecide
 from epochgc.proofs.symterms import conj, disj, ite
 from epochgc.proofs.symvalues import SymBool, SymInt, concretize, expr_of
@@ -46,6 +48,10 @@ class Outcome:
     scope: str = "one-partition"  # "one-partition" (the template) | "any" (quantified)
     paths: int | None = None  # enabled paths (or satisfying pre-states) the check covered
     slowest_query_s: float = 0.0
+    # The largest resource count one solver check of the row's task spent (the budget per
+    # check is symsolver.RLIMIT): set by the runner for every row of a task.
+    query_rlimit: int = 0
+    search_paths: int = 0  # the most paths one bounded search of the task explored
 
 
 @dataclass
@@ -80,7 +86,7 @@ class _Paths:
 
 
 def induction(
-    template: System, v: Variant, actions: list[str] | None = None, timeout_ms: int = 2000,
+    template: System, v: Variant, actions: list[str] | None = None, rlimit: int = RLIMIT,
     seed: int = 0,
 ) -> list[Outcome]:
     """Explore each action once from an arbitrary pre-state satisfying every invariant, and
@@ -92,7 +98,7 @@ def induction(
     when there is none."""
     results: list[Outcome] = []
     for action in actions or list(ACTIONS):
-        results += induction_joint(template, action, [v], timeout_ms, seed)[0]
+        results += induction_joint(template, action, [v], rlimit, seed)[0]
     return results
 
 
@@ -153,7 +159,7 @@ def _splits(joint: Variant, variants: list[Variant]) -> Callable[[], list[Split]
 
 
 def induction_joint(
-    template: System, action: str, variants: list[Variant], timeout_ms: int = 2000,
+    template: System, action: str, variants: list[Variant], rlimit: int = RLIMIT,
     seed: int = 0, reads: set[str] | None = None,
 ) -> list[list[Outcome]]:
     """`induction` of one action for several variants in ONE exploration: the switches
@@ -171,12 +177,12 @@ def induction_joint(
     # merge: a `min`/`max` over symbolic ints in the action (housekeep's epoch, LRLO's
     # ratchet) is one If term, not a fork: the same successor on every input, in a third
     # of the paths (what the correspondence proof does, proofs/param/symcorr.py).
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge=True)
+    ex = Explorer(rlimit=rlimit, seed=seed, merge=True)
     if len(variants) > 1:
         ex.splits = _splits(joint, variants)
     goal_memo = _GoalMemo()
     per = [_PerVariant(v, sel, {n: _Acc() for n in (*INVARIANTS, *TRANSITION_INVARIANTS)},
-                       _Paths(refused=[]), _Batch(timeout_ms, seed))
+                       _Paths(refused=[]), _Batch(rlimit, seed))
            for v, sel in zip(variants, select, strict=True)]
 
     def run(ex: Explorer) -> Any:
@@ -513,11 +519,9 @@ class _Batch:
     and each obligation one by one (to name it and get its witness), exactly as before.
     Its own solver: the explorer's holds the current path only."""
 
-    def __init__(self, timeout_ms: int, seed: int) -> None:
-        self.solver = z3.Solver()
-        self.solver.set("timeout", timeout_ms)
-        self.solver.set("random_seed", seed)
-        self.timeout_ms, self.seed = timeout_ms, seed
+    def __init__(self, rlimit: int, seed: int) -> None:
+        self.solver = budgeted(seed, rlimit)
+        self.rlimit, self.seed = rlimit, seed
         self.items: list[_Pending] = []
         self.checks = 0
         self.slowest_query_s = 0.0
@@ -529,7 +533,7 @@ class _Batch:
             self.solver.add(*pc)
             self.checks += 1
             t0 = time.perf_counter()
-            r = self.solver.check(goal)
+            r = check(self.solver, goal)[0]
             self.slowest_query_s = max(self.slowest_query_s, time.perf_counter() - t0)
             if r == z3.unknown:
                 raise SolverUnknown(self.solver.reason_unknown())
@@ -560,12 +564,12 @@ class _Batch:
         `smt` tactic: the query is asked once and needs no model, and the incremental
         solver (push, assert, check) took about 1.35x as long on these batches."""
         s = z3.Tactic("smt").solver()
-        s.set("timeout", self.timeout_ms)
+        s.set("rlimit", self.rlimit)
         s.set("random_seed", self.seed)
         s.add(*prefix, query)
         self.checks += 1
         t0 = time.perf_counter()
-        r = s.check()
+        r = check(s)[0]
         self.slowest_query_s = max(self.slowest_query_s, time.perf_counter() - t0)
         if r == z3.unknown:
             raise SolverUnknown(s.reason_unknown())
@@ -655,10 +659,10 @@ def _recording(v: Variant) -> _ReadVariant:
 
 
 def induction_variants(
-    template: System, action: str, variants: list[Variant], timeout_ms: int = 2000,
+    template: System, action: str, variants: list[Variant], rlimit: int = RLIMIT,
     seed: int = 0, reads: set[str] | None = None,
 ) -> list[tuple[Variant, list[Outcome]]]:
     """`induction` of one action under several variants, in one joint exploration
     (`induction_joint`): the variants differ only in boolean switches."""
-    runs = induction_joint(template, action, variants, timeout_ms, seed, reads)
+    runs = induction_joint(template, action, variants, rlimit, seed, reads)
     return list(zip(variants, runs, strict=True))

@@ -55,13 +55,12 @@ from epochgc.proofs import (
 )
 from epochgc.proofs.obligations import Outcome
 
-BUDGET_S = 30.0  # per bounded search; running out is a failure, never a pass
-# Set in every worker by `_configure` (--seed, --timeout).
-_CFG: dict[str, int] = {"seed": 0, "timeout_ms": 2000}
+# Set in every worker by `_configure` (--seed, --rlimit).
+_CFG: dict[str, int] = {"seed": 0, "rlimit": symsolver.RLIMIT}
 
 
-def _configure(seed: int, timeout_ms: int) -> None:
-    _CFG.update(seed=seed, timeout_ms=timeout_ms)
+def _configure(seed: int, rlimit: int) -> None:
+    _CFG.update(seed=seed, rlimit=rlimit)
     symsolver.tune_z3()
 
 
@@ -79,7 +78,7 @@ def _labelled(variant_name: str, out: list[Outcome]) -> list[Outcome]:
 def task_induction(variant_name: str, action: str) -> list[Outcome]:
     v = variant(variant_name)
     return _labelled(variant_name, obligations.induction(
-        scenarios.INDUCTION_TEMPLATE, v, [action], timeout_ms=_CFG["timeout_ms"],
+        scenarios.INDUCTION_TEMPLATE, v, [action], rlimit=_CFG["rlimit"],
         seed=_CFG["seed"]))
 
 
@@ -92,7 +91,7 @@ def task_induction_shared(action: str, variant_names: tuple[str, ...]) -> list[O
     reads: set[str] = set()
     runs = obligations.induction_variants(
         scenarios.INDUCTION_TEMPLATE, action, [variant(n) for n in variant_names],
-        timeout_ms=_CFG["timeout_ms"], seed=_CFG["seed"], reads=reads)
+        rlimit=_CFG["rlimit"], seed=_CFG["seed"], reads=reads)
     out = [o for v, rows in runs for o in _labelled(v.name, rows)]
     if action not in PROD_ACTIONS and "reference" in variant_names:
         for name in (*PROD_SAFE, *(f"{n}-enqueue" for n in PROD_SAFE)):
@@ -129,7 +128,7 @@ def task_induction_prod(variant_name: str) -> list[Outcome]:
     v = variant(variant_name)
     rec = obligations._recording(v)
     rows = _labelled(variant_name, obligations.induction(
-        scenarios.INDUCTION_TEMPLATE, rec, list(PROD_ACTIONS), timeout_ms=_CFG["timeout_ms"],
+        scenarios.INDUCTION_TEMPLATE, rec, list(PROD_ACTIONS), rlimit=_CFG["rlimit"],
         seed=_CFG["seed"]))
     reads: set[str] = object.__getattribute__(rec, "_reads")
     twin = f"{variant_name}-enqueue"
@@ -155,8 +154,8 @@ def task_witness(index: int) -> list[Outcome]:
     t0 = time.perf_counter()
     try:
         tr = bmc.search(scenarios.TRACE_TEMPLATE, REFERENCE, scenarios.TOUR[: index + 1],
-                        scenarios.changed, BUDGET_S, _CFG["timeout_ms"])
-    except TimeoutError as e:
+                        scenarios.changed, rlimit=_CFG["rlimit"])
+    except bmc.SearchBudgetExhausted as e:
         return [Outcome(f"{action} is reachable", "witness", "unknown",
                         time.perf_counter() - t0, str(e))]
     status = "found" if tr is not None else "failed"
@@ -174,9 +173,9 @@ def task_bug(index: int) -> list[Outcome]:
                 else f"{b.name} shape cannot break {b.invariant} in reference"
                 + ("" if b.reference_deletes else " (it never deletes there)"))
         try:
-            tr = bmc.search(scenarios.TRACE_TEMPLATE, v, b.schedule, b.goal(v), BUDGET_S,
-                            _CFG["timeout_ms"])
-        except TimeoutError as e:
+            tr = bmc.search(scenarios.TRACE_TEMPLATE, v, b.schedule, b.goal(v),
+                            rlimit=_CFG["rlimit"])
+        except bmc.SearchBudgetExhausted as e:
             out.append(Outcome(name, kind, "unknown", time.perf_counter() - t0, str(e)))
             continue
         dt = time.perf_counter() - t0
@@ -203,8 +202,8 @@ def _with_deletion(name: str, b: scenarios.BugScenario, t0: float) -> Outcome:
     name, and that is checked instead: no trace's final step changes anything."""
     try:
         tr = bmc.search(scenarios.TRACE_TEMPLATE, REFERENCE, b.schedule, scenarios.changed,
-                        BUDGET_S, _CFG["timeout_ms"])
-    except TimeoutError as e:
+                        rlimit=_CFG["rlimit"])
+    except bmc.SearchBudgetExhausted as e:
         return Outcome(name, "invariant", "unknown", time.perf_counter() - t0, str(e))
     dt = time.perf_counter() - t0
     if b.reference_deletes:
@@ -226,9 +225,9 @@ def task_liveness(index: int) -> list[Outcome]:
     t0 = time.perf_counter()
 
     try:
-        tr = bmc.search(scenarios.TRACE_TEMPLATE, v, sc.schedule, sc.goal(v), BUDGET_S,
-                        _CFG["timeout_ms"], pair=REFERENCE, pair_goal=sc.reference_goal)
-    except TimeoutError as e:
+        tr = bmc.search(scenarios.TRACE_TEMPLATE, v, sc.schedule, sc.goal(v),
+                        rlimit=_CFG["rlimit"], pair=REFERENCE, pair_goal=sc.reference_goal)
+    except bmc.SearchBudgetExhausted as e:
         return [Outcome(name, "witness", "unknown", time.perf_counter() - t0, str(e))]
     dt = time.perf_counter() - t0
     if tr is None or not sc.reference_admits([st.params for st in tr.steps]):
@@ -242,7 +241,7 @@ def task_crosshair(modules: tuple[str, ...]) -> list[Outcome]:
 
 
 def task_contracts(target: str) -> list[Outcome]:
-    return [contracts_sym.check_target(target, _CFG["timeout_ms"])]
+    return [contracts_sym.check_target(target, _CFG["rlimit"])]
 
 
 Task = tuple[Callable[..., list[Outcome]], tuple[Any, ...], str]
@@ -255,11 +254,16 @@ def guarded(fn: Callable[..., list[Outcome]], label: str, *args: Any) -> list[Ou
     import traceback
 
     t0 = time.perf_counter()
+    symsolver.METER.reset()
     try:
-        return fn(*args)
+        out = fn(*args)
     except Exception as e:
-        return [Outcome(f"{label}: the task crashed: {type(e).__name__}: {e}", "crash",
-                        "failed", time.perf_counter() - t0, traceback.format_exc())]
+        out = [Outcome(f"{label}: the task crashed: {type(e).__name__}: {e}", "crash",
+                       "failed", time.perf_counter() - t0, traceback.format_exc())]
+    for o in out:
+        o.query_rlimit = max(o.query_rlimit, symsolver.METER.largest)
+        o.search_paths = max(o.search_paths, symsolver.METER.search_paths)
+    return out
 
 
 def _param_tasks() -> list[Task]:
@@ -274,7 +278,7 @@ def _param_tasks() -> list[Task]:
     if jobs is None:
         return []
     out: list[Task] = []
-    for fn, a in jobs(seed=_CFG["seed"], timeout_ms=_CFG["timeout_ms"]):
+    for fn, a in jobs(seed=_CFG["seed"], rlimit=_CFG["rlimit"]):
         out.append((fn, tuple(a), f"any {fn.__name__} {' '.join(map(str, a))}"))
     return out
 
@@ -287,7 +291,7 @@ def _prod_tasks() -> list[Task]:
     out: list[Task] = [(variants_prod.task_prod, (n,), f"[{n}] production's property "
                         "apply check never fires five-step F1 shape verdict")
                        for n in variants_prod.SEARCHED]
-    out.append((variants_prod.task_ours_any_fence, (_CFG["seed"], _CFG["timeout_ms"]),
+    out.append((variants_prod.task_ours_any_fence, (_CFG["seed"], _CFG["rlimit"]),
                 f"[{variants_prod.ANY_FENCE}] fence_write safety any size"))
     out += [(variants_prod.task_separating, (i,), f"[{sp.a} vs {sp.b}] {sp.name} verdict")
             for i, sp in enumerate(variants_prod.SEPARATING)]
@@ -296,7 +300,7 @@ def _prod_tasks() -> list[Task]:
     # Ours under each production rule: model/system.py's own induction (issue 39, gap 1).
     out += [(task_induction_prod, (n,), f"[{n}] induction {' '.join(PROD_ACTIONS)}")
             for n in PROD_SAFE]
-    out += [(variants_prod.task_prod_correspondence, (n, _CFG["seed"], _CFG["timeout_ms"]),
+    out += [(variants_prod.task_prod_correspondence, (n, _CFG["seed"], _CFG["rlimit"]),
              f"[{n}] python = formula correspondence every state")
             for n in PROD_SAFE]
     return out
@@ -592,8 +596,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--fail-fast", action="store_true",
                     help="stop at the first failed safety, transition or vacuity row "
                     "(what proofs.mutants needs to know)")
-    ap.add_argument("--timeout", type=float, default=2.0, metavar="S",
-                    help="per solver query, seconds (default 2); running out is a failure")
+    ap.add_argument("--rlimit", type=int, default=symsolver.RLIMIT, metavar="N",
+                    help="Z3's resource budget per solver check (default "
+                    f"{symsolver.RLIMIT}, see proofs/symsolver.py); running out is a "
+                    "failure, and the run prints the largest count one check spent")
     ap.add_argument("--run-id", default="",
                     help="written into the report (default: a fresh random id), so a caller "
                     "can tell its own run's report from an older one")
@@ -642,6 +648,8 @@ def _report(run_id: str, status: str, results: list[Outcome], total: float
         ],
         "slowest_query_seconds": round(max((o.slowest_query_s for o in results),
                                            default=0.0), 3),
+        "largest_query_rlimit": max((o.query_rlimit for o in results), default=0),
+        "largest_search_paths": max((o.search_paths for o in results), default=0),
     }
 
 
@@ -650,8 +658,11 @@ def _run(args: argparse.Namespace, run_id: str, costs: dict[str, float],
     """Run the tasks, fill `results` (the caller writes what is there on a crash), write
     the report, print the tables and failures; the exit code."""
     only = re.compile(args.only, re.IGNORECASE) if args.only else None
-    timeout_ms = max(1, int(args.timeout * 1000))
-    _configure(args.seed, timeout_ms)
+    rlimit = args.rlimit
+    if rlimit < 1:
+        raise SystemExit(f"--rlimit {rlimit}: a budget must be at least 1 (Z3 reads 0 "
+                         "as no limit)")
+    _configure(args.seed, rlimit)
 
     t0 = time.perf_counter()
     tasks = _longest_first(_tasks(args.quick), costs)
@@ -659,7 +670,7 @@ def _run(args: argparse.Namespace, run_id: str, costs: dict[str, float],
         tasks = [t for t in tasks if only.search(t[2])]
     per_task: list[list[Outcome]] = [[] for _ in tasks]
     pool = ProcessPoolExecutor(max_workers=max(1, args.jobs), initializer=_configure,
-                               initargs=(args.seed, timeout_ms))
+                               initargs=(args.seed, rlimit))
     stopped = False
     try:
         futures = {pool.submit(guarded, fn, label, *a): i
@@ -720,13 +731,17 @@ def _run(args: argparse.Namespace, run_id: str, costs: dict[str, float],
             print("    " + text.replace("\n", "\n    "))
     slowest = max(results, key=lambda o: o.seconds, default=None)
     slowest_q = max((o.slowest_query_s for o in results), default=0.0)
+    largest_r = max((o.query_rlimit for o in results), default=0)
+    largest_p = max((o.search_paths for o in results), default=0)
     if not results:
         print("no obligation matches --only" if only else "no obligations")
         return 1
     assert slowest is not None
     print(f"\n{len(results)} obligations, {len(bad)} failed or unknown, "
           f"{total:.1f}s total, slowest {slowest.seconds:.2f}s ({slowest.name}), "
-          f"slowest solver query {slowest_q:.2f}s; report: {args.report}")
+          f"slowest solver query {slowest_q:.2f}s, largest solver query {largest_r} of "
+          f"the {args.rlimit} rlimit budget, largest bounded search {largest_p} of "
+          f"{bmc.MAX_PATHS} paths; report: {args.report}")
     return 1 if bad else 0
 
 

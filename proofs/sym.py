@@ -20,7 +20,6 @@ forms and the solver's setup, which need none of it, are their own modules.
 from __future__ import annotations
 
 import builtins
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -31,7 +30,8 @@ from z3 import z3core
 from epochgc.model import logic as _logic
 from epochgc.proofs.symctx import _current
 from epochgc.proofs.symmerge import _BUILTIN_MAX, _BUILTIN_MIN, merged_call, sym_max, sym_min
-from epochgc.proofs.symsolver import WATCHDOG
+from epochgc.proofs.symsolver import RLIMIT, check
+from epochgc.proofs.symsolver import solver as budgeted
 from epochgc.proofs.symterms import (
     _CTX,
     _FALSE,
@@ -128,7 +128,7 @@ class Explorer:
     `prune=False` enumerates every path without asking the solver (for formulas that are
     joined into one query afterwards, where infeasible paths are harmless)."""
 
-    def __init__(self, timeout_ms: int = 2000, seed: int = 0, prune: bool = True,
+    def __init__(self, rlimit: int = RLIMIT, seed: int = 0, prune: bool = True,
                  merge: bool = False, solver: Any = None,
                  asserted: tuple[z3.BoolRef, ...] = ()) -> None:
         """`solver`: a solver to explore in (each `paths` run pushes above what it holds)
@@ -148,8 +148,9 @@ class Explorer:
             _IMPLIED.clear()
             _PROBES.clear()
             if solver is None:
-                solver = z3.Solver()  # its time limit is the watchdog's (`_sat`)
+                solver = z3.Solver()
                 solver.set("random_seed", seed)
+            solver.set("rlimit", rlimit)  # every check's budget (symsolver.RLIMIT)
             self.solver = solver
         self._asserted = {a.as_ast().value: a for a in asserted}
         # (choice, forced, model): `model` satisfies the path condition up to and including
@@ -170,7 +171,7 @@ class Explorer:
         self._pc: list[z3.BoolRef] = []
         self._pc_terms: set[int] = set()  # addresses of the path's decided literals
         self._assumed: list[z3.BoolRef] = []  # the path's assumed formulas, in order
-        self._timeout_ms, self._seed = timeout_ms, seed
+        self._rlimit, self._seed = rlimit, seed
         self._n = 0  # fresh inputs made on this run (their names' suffix)
         self._events: list[tuple[Any, ...]] | None = None  # recorded by `replayed`
         self._replays: dict[tuple[Any, ...], dict[int, dict[tuple[bool, ...], Any]]] = {}
@@ -203,7 +204,7 @@ class Explorer:
         if not self.prune:
             return True
         self.checks += 1
-        r, dt = WATCHDOG.check(self.solver, self._timeout_ms, extra)
+        r, dt = check(self.solver, *extra)
         self.slowest_query_s = max(self.slowest_query_s, dt)
         if r == z3.unknown:
             raise SolverUnknown(self.solver.reason_unknown())
@@ -291,15 +292,12 @@ class Explorer:
         akey = tuple(a.as_ast().value for a in self._assumed)
         probe = _PROBES.get(akey)
         if probe is None:
-            s = z3.Solver()
-            s.set("timeout", self._timeout_ms)
-            s.set("random_seed", self._seed)
+            s = budgeted(self._seed, self._rlimit)
             s.add(*self._assumed)
             probe = _PROBES[akey] = (s, tuple(self._assumed))
         self.checks += 1
-        t0 = time.perf_counter()
-        r = probe[0].check(side)
-        self.slowest_query_s = max(self.slowest_query_s, time.perf_counter() - t0)
+        r, dt = check(probe[0], side)
+        self.slowest_query_s = max(self.slowest_query_s, dt)
         return bool(r == z3.unsat)
 
     def decide(self, cond: z3.BoolRef) -> bool:

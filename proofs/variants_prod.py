@@ -29,6 +29,7 @@ from epochgc.model.ordered import OState, out_of_window, quiet, step
 from epochgc.model.partition import window
 from epochgc.model.variants import PROD_VARIANTS, Variant, variant
 from epochgc.proofs.obligations import Outcome
+from epochgc.proofs.symsolver import RLIMIT, check
 
 # The variants searched: production's, with and without release at enqueue, assert-at-apply,
 # and our own fence rule beside them (it never claimed production's property).
@@ -594,7 +595,7 @@ def _other_any(L: Any, s: Any, prm: dict[str, Any]) -> tuple[Any, Any]:
 ANY_FENCE = "any fence rule"
 
 
-def task_ours_any_fence(seed: int, timeout_ms: int) -> list[Outcome]:
+def task_ours_any_fence(seed: int, rlimit: int) -> list[Outcome]:
     """Our property for every fence rule at once, for any number of partitions and writes:
     every invariant (safety among them) preserved by a fence that admits anything (a
     tracked write's, `fence_write`, and another producer's, `other_write`), plus a
@@ -611,8 +612,8 @@ def task_ours_any_fence(seed: int, timeout_ms: int) -> list[Outcome]:
     actions["fence_write"] = (params, choices, _fence_any)
     params, choices, _ = actions["other_write"]
     actions["other_write"] = (params, choices, _other_any)
-    rows = prove.prove_action("fence_write", seed, timeout_ms, actions=actions)
-    rows += prove.prove_action("other_write", seed, timeout_ms, actions=actions)
+    rows = prove.prove_action("fence_write", seed, rlimit, actions=actions)
+    rows += prove.prove_action("other_write", seed, rlimit, actions=actions)
     for o in rows:
         o.name = f"[{ANY_FENCE}] {o.name}"
     # Non-vacuity: an admission below the applied window is enabled under the invariants.
@@ -620,13 +621,13 @@ def task_ours_any_fence(seed: int, timeout_ms: int) -> list[Outcome]:
     L = Z3Logic()
     pre = L.state("")
     w0, ok = L.const("w", "W"), L.const("admit", "Bool")
-    solver = prove._solver(seed, timeout_ms)
+    solver = prove._solver(seed, rlimit)
     for f in prove.assume_invariants(L, pre):
         solver.add(f)
     guard, _post = _fence_any(L, pre, {"w": w0, "admit": ok})
     below = z3.Not(prove._z(spec.accepts(L, pre, pre.wpart(w0), spec.epoch_of(pre, w0))))
     solver.add(prove._z(guard), prove._z(ok), below)
-    r = solver.check()
+    r = check(solver)[0]
     name = (f"[{ANY_FENCE}] fence_write admits an epoch below the applied window under the "
             "invariants (any size)")
     status = "found" if r == z3.sat else "failed" if r == z3.unsat else "unknown"
@@ -647,7 +648,7 @@ PROD_CORR_SHAPES: dict[str, tuple[str, ...]] = {
     "prod-july": ("1p2r:0",), "proposal-august": ("1p2r:0",)}
 
 
-def task_prod_correspondence(name: str, seed: int = 0, timeout_ms: int = 2000
+def task_prod_correspondence(name: str, seed: int = 0, rlimit: int = RLIMIT
                              ) -> list[Outcome]:
     """The actions that read a production rule's switches, run on `name`'s Python on every
     state of each shape, each step one the formula allows: `fence_write` and `other_write`
@@ -664,7 +665,7 @@ def task_prod_correspondence(name: str, seed: int = 0, timeout_ms: int = 2000
     for shape in PROD_CORR_SHAPES[name]:
         for action, formula, mode in checks:
             t0 = time.perf_counter()
-            r = symcorr.check_action(action, shape, shapes[shape], timeout_ms, seed, mode,
+            r = symcorr.check_action(action, shape, shapes[shape], rlimit, seed, mode,
                                      variant=variant(name), formula=formula)
             what = ("the any-fence formula" if formula is not None else "spec.py's")
             direction = "python -> formula" if mode == "py" else "both directions"

@@ -24,7 +24,8 @@ from epochgc.model.system import STORED
 from epochgc.proofs.obligations import Outcome
 from epochgc.proofs.param import spec
 from epochgc.proofs.param.logic import St, Z3Logic
-from epochgc.proofs.param.prove import SEED, TIMEOUT_MS, _solver, _z, assume_invariants, row
+from epochgc.proofs.param.prove import SEED, _solver, _z, assume_invariants, row
+from epochgc.proofs.symsolver import RLIMIT, check
 
 L_ = Any
 
@@ -57,7 +58,7 @@ def _query(name: str, kind: str, solver: z3.Solver, goal: Any, want: Any) -> Out
     """`want` z3.unsat: the claim is proved; anything else fails (unknown included)."""
     t0 = time.perf_counter()
     solver.add(_z(goal))
-    r = solver.check()
+    r = check(solver)[0]
     dt = time.perf_counter() - t0
     if r == want:
         return row(name, kind, "proved", dt, paths=1)
@@ -65,10 +66,10 @@ def _query(name: str, kind: str, solver: z3.Solver, goal: Any, want: Any) -> Out
     return row(name, kind, "unknown" if r == z3.unknown else "failed", dt, why)
 
 
-def prove_reference(seed: int = SEED, timeout_ms: int = TIMEOUT_MS) -> list[Outcome]:
+def prove_reference(seed: int = SEED, rlimit: int = RLIMIT) -> list[Outcome]:
     L = Z3Logic()
     s = L.state("")
-    solver = _solver(seed, timeout_ms)
+    solver = _solver(seed, rlimit)
     for f in assume_invariants(L, s):
         solver.add(f)
     solver.add(_z(all_deleted(L, s)))
@@ -86,17 +87,17 @@ def prove_reference(seed: int = SEED, timeout_ms: int = TIMEOUT_MS) -> list[Outc
                    goal, z3.unsat)]
 
 
-def prove_empty_is_nothing(seed: int = SEED, timeout_ms: int = TIMEOUT_MS) -> list[Outcome]:
+def prove_empty_is_nothing(seed: int = SEED, rlimit: int = RLIMIT) -> list[Outcome]:
     """STRANDED is closed under every action but create_partition; gc_delete is disabled."""
     L0 = Z3Logic()
     s0 = L0.state("")
-    solver0 = _solver(seed, timeout_ms)
+    solver0 = _solver(seed, rlimit)
     for f in assume_invariants(L0, s0):
         solver0.add(f)
     solver0.add(_z(stranded(L0, s0)))
     t0 = time.perf_counter()
     solver0.add(_z(L0.exists(("O",), lambda o: s0.ostatus(o) == STORED)))
-    r = solver0.check()
+    r = check(solver0)[0]
     # Not vacuous: STRANDED with a stored object satisfies the invariants.
     out = [row("empty-is-nothing: a state with every partition gone and an object stored "
                "satisfies I1-I8 (any size)", "liveness",
@@ -111,7 +112,7 @@ def prove_empty_is_nothing(seed: int = SEED, timeout_ms: int = TIMEOUT_MS) -> li
         pre = L.state("")
         prm = {n: L.const(f"{action}.{n}", k) for n, k in (*params, *choices)}
         guard, post = fn(L, pre, prm)
-        solver = _solver(seed, timeout_ms)
+        solver = _solver(seed, rlimit)
         for f in assume_invariants(L, pre):
             solver.add(f)
         solver.add(_z(stranded(L, pre)))
@@ -126,5 +127,5 @@ def prove_empty_is_nothing(seed: int = SEED, timeout_ms: int = TIMEOUT_MS) -> li
     return out
 
 
-def task_liveness(seed: int = SEED, timeout_ms: int = TIMEOUT_MS) -> list[Outcome]:
-    return prove_reference(seed, timeout_ms) + prove_empty_is_nothing(seed, timeout_ms)
+def task_liveness(seed: int = SEED, rlimit: int = RLIMIT) -> list[Outcome]:
+    return prove_reference(seed, rlimit) + prove_empty_is_nothing(seed, rlimit)

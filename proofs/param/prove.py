@@ -9,8 +9,9 @@ elements (Skolem constants) so a counterexample names the write, object or parti
 about. The formulas stay in the EPR-like fragment Z3's MBQI decides: quantifiers range
 over the uninterpreted sorts only, functions between sorts are stratified (W -> O,
 W -> P, and the GC guard's Skolem P -> R), and integers appear only as values. `unknown`
-or a timeout is a failure. Every action also gets a vacuity query: the assumed invariants
-plus its guard are satisfiable, with a witness pre-state reported.
+(a spent resource budget, symsolver.RLIMIT, included) is a failure. Every action also
+gets a vacuity query: the assumed invariants plus its guard are satisfiable, with a
+witness pre-state reported.
 """
 
 from __future__ import annotations
@@ -26,9 +27,10 @@ from epochgc.model.system import OBJECT_STATUS, WRITE_STATUS
 from epochgc.proofs.obligations import Outcome
 from epochgc.proofs.param import spec
 from epochgc.proofs.param.logic import SIG, SORTS, St, Z3Logic
+from epochgc.proofs.symsolver import RLIMIT, check
+from epochgc.proofs.symsolver import solver as _budgeted
 
 SEED = 11
-TIMEOUT_MS = 2000
 
 
 def row(name: str, kind: str, status: str, seconds: float, detail: str = "",
@@ -42,11 +44,8 @@ def row(name: str, kind: str, status: str, seconds: float, detail: str = "",
                    **{k: v for k, v in extra.items() if k in fields})
 
 
-def _solver(seed: int, timeout_ms: int) -> z3.Solver:
-    s = z3.Solver()
-    s.set("random_seed", seed)
-    s.set("timeout", timeout_ms)
-    return s
+def _solver(seed: int, rlimit: int) -> z3.Solver:
+    return _budgeted(seed, rlimit)
 
 
 def _z(x: Any) -> Any:
@@ -173,18 +172,18 @@ def _check(solver: z3.Solver, extra: Any) -> tuple[z3.CheckSatResult, float]:
     t0 = time.perf_counter()
     solver.push()
     solver.add(extra)
-    r = solver.check()
+    r = check(solver)[0]
     return r, time.perf_counter() - t0
 
 
-def prove_init(seed: int = SEED, timeout_ms: int = TIMEOUT_MS,
+def prove_init(seed: int = SEED, rlimit: int = RLIMIT,
                invariants: dict[str, list[spec.Conjunct]] | None = None) -> list[Outcome]:
     invariants = invariants or spec.INVARIANTS
     L = Z3Logic()
     s = L.state("")
-    out = [init_satisfiable(L, s, seed, timeout_ms)]
+    out = [init_satisfiable(L, s, seed, rlimit)]
     for name, conjs in invariants.items():
-        solver = _solver(seed, timeout_ms)
+        solver = _solver(seed, rlimit)
         solver.add(spec.init(L, s))
         goal = negated(L, conjs, f"init.{name}",
                        lambda body, sk: body(L, s, *sk))
@@ -201,9 +200,9 @@ def prove_init(seed: int = SEED, timeout_ms: int = TIMEOUT_MS,
     return out
 
 
-def init_satisfiable(L: Z3Logic, s: St, seed: int, timeout_ms: int) -> Outcome:
+def init_satisfiable(L: Z3Logic, s: St, seed: int, rlimit: int) -> Outcome:
     """Every `init => I` row is vacuous if init has no model: find one, and print it."""
-    solver = _solver(seed, timeout_ms)
+    solver = _solver(seed, rlimit)
     r, dt = _check(solver, _z(spec.init(L, s)))
     name = "init is satisfiable (any size)"
     if r == z3.sat:
@@ -244,7 +243,7 @@ def antecedents(L: Z3Logic, solver: z3.Solver, pre: St, post: St, action: str
     return row(label, "vacuity", "found", slowest, f"{n} antecedents", paths=n)
 
 
-def prove_action(action: str, seed: int = SEED, timeout_ms: int = TIMEOUT_MS,
+def prove_action(action: str, seed: int = SEED, rlimit: int = RLIMIT,
                  actions: dict[str, Any] | None = None,
                  invariants: dict[str, list[spec.Conjunct]] | None = None) -> list[Outcome]:
     """Vacuity, then every (invariant, action) and (transition invariant, action) query."""
@@ -256,7 +255,7 @@ def prove_action(action: str, seed: int = SEED, timeout_ms: int = TIMEOUT_MS,
     prm = {n: L.const(f"{action}.{n}", k) for n, k in (*params, *choices)}
     sorts = dict((*params, *choices))
     guard, post = fn(L, pre, prm)
-    solver = _solver(seed, timeout_ms)
+    solver = _solver(seed, rlimit)
     for f in assume_invariants(L, pre, invariants):
         solver.add(f)
 
@@ -295,9 +294,9 @@ def prove_action(action: str, seed: int = SEED, timeout_ms: int = TIMEOUT_MS,
     return out
 
 
-def jobs(seed: int = SEED, timeout_ms: int = TIMEOUT_MS) -> list[tuple[Any, tuple[Any, ...]]]:
+def jobs(seed: int = SEED, rlimit: int = RLIMIT) -> list[tuple[Any, tuple[Any, ...]]]:
     """The runner's entry point: every job of the parameterized proof and the
     correspondence check, `(module-level function, args)`, each returning rows."""
     from epochgc.proofs.param import tasks  # tasks builds on this module
 
-    return tasks.jobs(seed, timeout_ms)
+    return tasks.jobs(seed, rlimit)

@@ -43,6 +43,8 @@ from epochgc.proofs.param import spec
 from epochgc.proofs.param.lazy import WINDOW, lazy_system, optional, with_plain
 from epochgc.proofs.param.logic import BOOL, INT, SIG, St, Structure, finite_state, materialize
 from epochgc.proofs.sym import Explorer, SolverUnknown
+from epochgc.proofs.symsolver import RLIMIT, check
+from epochgc.proofs.symsolver import solver as budgeted
 from epochgc.proofs.symstate import choice
 from epochgc.proofs.symterms import conj, const_bool, const_int, disj, eq_terms, negation
 from epochgc.proofs.symvalues import SymBool, SymInt, expr_of
@@ -375,7 +377,7 @@ def _pre_of(pre: System, template: System, sizes: dict[str, int]) -> tuple[Any, 
 _SOLVERS: dict[tuple[Any, ...], tuple[Any, Any]] = {}
 
 
-def _shared(template: System, sizes: dict[str, int], timeout_ms: int, seed: int
+def _shared(template: System, sizes: dict[str, int], rlimit: int, seed: int
             ) -> tuple[Any, Any]:
     """(the assumed invariants, a solver holding them, or None when they have no model)
     for the shape: one per shape and seed, which every action's exploration pushes on."""
@@ -385,19 +387,16 @@ def _shared(template: System, sizes: dict[str, int], timeout_ms: int, seed: int
         ex = Explorer(prune=False)
         pre = next(iter(ex.paths(lambda ex: lazy_system(ex, template)))).value
         inv = _pre_of(pre, template, sizes)[0]
-        solver = z3.Solver()
-        solver.set("random_seed", seed)
-        solver.set("timeout", timeout_ms)
+        solver = budgeted(seed, rlimit)
         solver.add(inv)
-        r = solver.check()
+        r = check(solver)[0]
         if r == z3.unknown:
             raise SolverUnknown(f"the assumed invariants: {solver.reason_unknown()}")
-        solver.set("timeout", 4294967295)  # the explorer's watchdog times its checks
         hit = _SOLVERS[key] = (inv, solver if r == z3.sat else None)
     return hit
 
 
-def check_action(action: str, shape: str, template: System, timeout_ms: int = 2000,
+def check_action(action: str, shape: str, template: System, rlimit: int = RLIMIT,
                  seed: int = 0, mode: str = "both", variant: Variant = REFERENCE,
                  formula: Any = None, foreign: bool = True) -> Result:
     """Both directions for one action on one shape (`mode`: "both", or for the havocked
@@ -409,7 +408,7 @@ def check_action(action: str, shape: str, template: System, timeout_ms: int = 20
     sizes = sizes_of(template)
     chosen = _choices(action)
     try:
-        inv, solver = _shared(template, sizes, timeout_ms, seed)
+        inv, solver = _shared(template, sizes, rlimit, seed)
     except SolverUnknown as e:
         res.unknown, res.failure = True, f"solver: unknown ({e})"
         return res
@@ -417,7 +416,7 @@ def check_action(action: str, shape: str, template: System, timeout_ms: int = 20
         res.failure = ("the assumed invariants have no model on this shape: every action "
                        "would correspond vacuously")
         return res
-    ex = Explorer(timeout_ms=timeout_ms, seed=seed, merge=MERGE, solver=solver,
+    ex = Explorer(rlimit=rlimit, seed=seed, merge=MERGE, solver=solver,
                   asserted=(inv,))
 
     assumed: list[Any] = []
@@ -542,7 +541,7 @@ def _explain(m: z3.ModelRef, side: str, action: str, py: dict[str, Any], a: Stru
 # -- predicates ---------------------------------------------------------------------------
 
 
-def check_invariant(name: str, shape: str, template: System, timeout_ms: int = 2000,
+def check_invariant(name: str, shape: str, template: System, rlimit: int = RLIMIT,
                     seed: int = 0) -> Result:
     """Python's invariant `name` equals its quantified version on every state of the
     shape (the forgotten fields' conjuncts assumed)."""
@@ -555,7 +554,7 @@ def check_invariant(name: str, shape: str, template: System, timeout_ms: int = 2
         ex.assume(SymBool(extras(s)), check=False)
         return a, INVARIANTS[name](s, REFERENCE)
 
-    return _compare(res, timeout_ms, seed, run, lambda a: holds_all(
+    return _compare(res, rlimit, seed, run, lambda a: holds_all(
         TermLogic(sizes), finite_state(a), spec.INVARIANTS[name]))
 
 
@@ -573,7 +572,7 @@ def fresh_m_term(a: Structure, sizes: dict[str, int]) -> tuple[Any, Any]:
     return defined, m
 
 
-def check_fresh_m(shape: str, template: System, timeout_ms: int = 2000,
+def check_fresh_m(shape: str, template: System, rlimit: int = RLIMIT,
                   seed: int = 0) -> Result:
     """Python's `fresh_m` is `fresh_m_term` on every state of the shape (under the
     invariants: M(p) = floor - 1 needs a set window's floor)."""
@@ -588,10 +587,10 @@ def check_fresh_m(shape: str, template: System, timeout_ms: int = 2000,
         d, mt = fresh_m_term(a, sizes)
         return a, (z3.Not(d) if m is None else z3.And(d, z(m) == mt))
 
-    return _compare(res, timeout_ms, seed, run, lambda a: True)
+    return _compare(res, rlimit, seed, run, lambda a: True)
 
 
-def check_transition(name: str, shape: str, template: System, timeout_ms: int = 2000,
+def check_transition(name: str, shape: str, template: System, rlimit: int = RLIMIT,
                      seed: int = 0) -> Result:
     """Python's transition invariant `name` equals its quantified version on every pair
     of states of the shape. For T4, Python's `mono_fresh_m` runs with M given by
@@ -619,7 +618,7 @@ def check_transition(name: str, shape: str, template: System, timeout_ms: int = 
         return holds_all(L, finite_state(ab[1]), spec.TRANSITION_INVARIANTS[name],
                          finite_state(ab[0]))
 
-    return _compare(res, timeout_ms, seed, run, formula)
+    return _compare(res, rlimit, seed, run, formula)
 
 
 def _renamed(ex: Explorer, template: System) -> System:
@@ -644,7 +643,7 @@ def _fingerprint(a: Any, seen: dict[int, tuple[Any, tuple[int, ...]]]) -> tuple[
     return out
 
 
-def _compare(res: Result, timeout_ms: int, seed: int,
+def _compare(res: Result, rlimit: int, seed: int,
              run: Callable[[Explorer], Any], formula: Callable[[Any], Any]) -> Result:
     """Python's predicate (`run`'s second value) equals `formula` of the abstract state
     (its first) on every state. The paths are enumerated without the solver (an explorer
@@ -679,12 +678,10 @@ def _compare(res: Result, timeout_ms: int, seed: int,
     if not joined:
         res.failure = "no path reaches the predicate's value (every path pruned): vacuous"
         return res
-    s = z3.Solver()
-    s.set("timeout", timeout_ms)
-    s.set("random_seed", seed)
+    s = budgeted(seed, rlimit)
     res.queries += 1
     t1 = time.perf_counter()
-    r = s.check(disj([d for d, _, _ in joined]))
+    r = check(s, disj([d for d, _, _ in joined]))[0]
     res.slowest_s = time.perf_counter() - t1
     if r == z3.unknown:
         res.unknown, res.failure = True, f"solver: unknown ({s.reason_unknown()})"
@@ -704,7 +701,7 @@ def _compare(res: Result, timeout_ms: int, seed: int,
     return res
 
 
-def check_init(shape: str, template: System, timeout_ms: int = 2000) -> Result:
+def check_init(shape: str, template: System, rlimit: int = RLIMIT) -> Result:
     """`spec.init` holds of the abstraction of `initial(shape)` and of no other state."""
     res = Result(shape, "init")
     sizes = sizes_of(template)
@@ -725,8 +722,7 @@ def check_init(shape: str, template: System, timeout_ms: int = 2000) -> Result:
     grace = z3.Int("init.grace.of_initial")
     mine = {**mine, "grace": grace}
     mine_sym = {**mine, "grace": sym["grace"]}
-    s = z3.Solver()
-    s.set("timeout", timeout_ms)
+    s = budgeted(0, rlimit)
     for side, q in (("spec.init does not hold of model.system.initial",
                      z3.And(grace >= 0, z3.Not(z(spec.init(L, finite_state(mine)))))),
                     ("spec.init holds of a state other than model.system.initial",
@@ -734,7 +730,7 @@ def check_init(shape: str, template: System, timeout_ms: int = 2000) -> Result:
                             z3.Not(equal(canon, mine_sym))))):
         res.queries += 1
         t1 = time.perf_counter()
-        r = s.check(q)
+        r = check(s, q)[0]
         res.slowest_s = max(res.slowest_s, time.perf_counter() - t1)
         if r == z3.unknown:
             res.unknown, res.failure = True, f"solver: unknown ({s.reason_unknown()})"

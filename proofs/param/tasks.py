@@ -16,6 +16,7 @@ from epochgc.model.variants import REFERENCE
 from epochgc.proofs import bmc
 from epochgc.proofs.obligations import Outcome
 from epochgc.proofs.param import correspond, liveness, prove, spec, symcorr
+from epochgc.proofs.symsolver import RLIMIT
 
 # Correspondence sampling: every universe of `correspond.universes()` (1-3 partitions,
 # 1-2 replicas, objects feeding 1-3 partitions, at most 3 writes: 40 shapes), a seeded
@@ -61,7 +62,7 @@ def task_delete_shared() -> list[Outcome]:
     try:
         tr = bmc.search(TWO_PARTITIONS_SHARED, REFERENCE, DELETE_SHARED,
                         lambda st: neg(holds(st[-1], REFERENCE)))
-    except TimeoutError as e:
+    except bmc.SearchBudgetExhausted as e:
         return [prove.row(name, "invariant", "unknown", time.perf_counter() - t0, str(e))]
     dt = time.perf_counter() - t0
     if tr is None:
@@ -103,7 +104,7 @@ def task_barrier_raises() -> list[Outcome]:
                          lambda st: neg(inv_safety(st[-1], REFERENCE)))
         wit = None if bad is not None else bmc.search(
             BARRIER_TEMPLATE, REFERENCE, BARRIER_RAISES, _barrier_deleted)
-    except TimeoutError as e:
+    except bmc.SearchBudgetExhausted as e:
         return [Outcome(name, "witness", "unknown", time.perf_counter() - t0, str(e),
                         scope=SCOPE_2P)]
     dt = time.perf_counter() - t0
@@ -117,13 +118,13 @@ def task_barrier_raises() -> list[Outcome]:
                     "(epoch above floor - 1) in:\n" + bmc.table(wit), scope=SCOPE_2P)]
 
 
-def task_init(seed: int = prove.SEED, timeout_ms: int = prove.TIMEOUT_MS) -> list[Outcome]:
-    return prove.prove_init(seed, timeout_ms)
+def task_init(seed: int = prove.SEED, rlimit: int = RLIMIT) -> list[Outcome]:
+    return prove.prove_init(seed, rlimit)
 
 
 def task_action(action: str, seed: int = prove.SEED,
-                timeout_ms: int = prove.TIMEOUT_MS) -> list[Outcome]:
-    return prove.prove_action(action, seed, timeout_ms)
+                rlimit: int = RLIMIT) -> list[Outcome]:
+    return prove.prove_action(action, seed, rlimit)
 
 
 def _profile() -> tuple[int, int]:
@@ -175,7 +176,7 @@ def task_two_partitions() -> list[Outcome]:
                         lambda st: neg(inv_safety(st[-1], REFERENCE)))
         wit = None if tr is not None else bmc.search(
             TWO_PARTITIONS, REFERENCE, TWO_PARTITION_STAMP, lambda st: st[-1] != st[-2])
-    except TimeoutError as e:
+    except bmc.SearchBudgetExhausted as e:
         return [Outcome(name, "invariant", "unknown", time.perf_counter() - t0, str(e),
                         scope=SCOPE_2P)]
     dt = time.perf_counter() - t0
@@ -189,21 +190,21 @@ def task_two_partitions() -> list[Outcome]:
                     scope=SCOPE_2P)]
 
 
-def jobs(seed: int = prove.SEED, timeout_ms: int = prove.TIMEOUT_MS
+def jobs(seed: int = prove.SEED, rlimit: int = RLIMIT
          ) -> list[tuple[Callable[..., list[Outcome]], tuple[Any, ...]]]:
     """Every job of the parameterized proof: (module-level function, args)."""
     # The sampled correspondence (`task_correspondence`, random walks over the 40 universes
     # of `correspond.universes`) is no job any more: the deep profile proves the
     # correspondence on every state of all 40 (exhaustive_shapes), which it sampled.
     out: list[tuple[Callable[..., list[Outcome]], tuple[Any, ...]]] = []
-    out.append((task_init, (seed, timeout_ms)))
-    out += [(task_action, (a, seed, timeout_ms)) for a in spec.ACTIONS]
+    out.append((task_init, (seed, rlimit)))
+    out += [(task_action, (a, seed, rlimit)) for a in spec.ACTIONS]
     out.append((task_two_partitions, ()))
     out.append((task_delete_shared, ()))
     out.append((task_barrier_raises, ()))
-    out.append((liveness.task_liveness, (seed, timeout_ms)))
-    out += [(task_gc_old, (shape, seed, timeout_ms)) for shape in OLD_R19_SHAPES]
-    out += exhaustive_jobs(seed, timeout_ms)
+    out.append((liveness.task_liveness, (seed, rlimit)))
+    out += [(task_gc_old, (shape, seed, rlimit)) for shape in OLD_R19_SHAPES]
+    out += exhaustive_jobs(seed, rlimit)
     return out
 
 
@@ -245,7 +246,7 @@ def _pr_representative(shapes: list[tuple[str, System]]) -> set[str]:
 
 
 def task_exhaustive(group: str, shape: str, seed: int = prove.SEED,
-                    timeout_ms: int = prove.TIMEOUT_MS) -> list[Outcome]:
+                    rlimit: int = RLIMIT) -> list[Outcome]:
     """One row per check of `group` on `shape`: proved (every state of the shape), or
     failed with a model in the spec's vocabulary; `unknown` fails."""
     shapes = exhaustive_shapes()
@@ -257,21 +258,21 @@ def task_exhaustive(group: str, shape: str, seed: int = prove.SEED,
             continue
         t0 = time.perf_counter()
         if what == "init":
-            results = [symcorr.check_init(shape, template, timeout_ms)]
+            results = [symcorr.check_init(shape, template, rlimit)]
             label = f"python = formula: init on {shape} (spec.init holds of initial() only)"
         elif what == "fresh M":
-            results = [symcorr.check_fresh_m(shape, template, timeout_ms, seed)]
+            results = [symcorr.check_fresh_m(shape, template, rlimit, seed)]
             label = f"python = formula: fresh M on every state of {shape}"
         elif what in INVARIANTS:
-            results = [symcorr.check_invariant(what, shape, template, timeout_ms, seed)]
+            results = [symcorr.check_invariant(what, shape, template, rlimit, seed)]
             label = f"python = formula: invariant {what} on every state of {shape}"
         elif what in TRANSITION_INVARIANTS:
-            results = [symcorr.check_transition(what, shape, template, timeout_ms, seed)]
+            results = [symcorr.check_transition(what, shape, template, rlimit, seed)]
             label = (f"python = formula: transition invariant {what} on every pair of "
                      f"states of {shape}")
         else:
             modes = ("py", "fo") if what in symcorr.HAVOC else ("both",)
-            results = [symcorr.check_action(what, shape, template, timeout_ms, seed, m)
+            results = [symcorr.check_action(what, shape, template, rlimit, seed, m)
                        for m in modes]
             label = (f"python = formula: {what} on every state of {shape} under I1-I9, "
                      f"same parameters, both directions")
@@ -293,18 +294,18 @@ def task_exhaustive(group: str, shape: str, seed: int = prove.SEED,
 
 
 def task_exhaustive_shape(shape: str, seed: int = prove.SEED,
-                          timeout_ms: int = prove.TIMEOUT_MS) -> list[Outcome]:
+                          rlimit: int = RLIMIT) -> list[Outcome]:
     """Every group's rows on `shape`, in one task: the shape's assumed invariants are
     expanded, and held by a solver, once for all of its actions (symcorr._shared)."""
-    return [o for g in GROUPS for o in task_exhaustive(g, shape, seed, timeout_ms)]
+    return [o for g in GROUPS for o in task_exhaustive(g, shape, seed, rlimit)]
 
 
-def exhaustive_jobs(seed: int, timeout_ms: int
+def exhaustive_jobs(seed: int, rlimit: int
                     ) -> list[tuple[Callable[..., list[Outcome]], tuple[Any, ...]]]:
     """One task per shape, the largest first (the runner keeps this order among tasks of
     the same cost hint, so the small ones fill the end)."""
     shapes = sorted(exhaustive_shapes(), key=lambda ns: -_size(ns[1]))
-    return [(task_exhaustive_shape, (n, seed, timeout_ms)) for n, _ in shapes]
+    return [(task_exhaustive_shape, (n, seed, rlimit)) for n, _ in shapes]
 
 
 def _size(s: System) -> int:
@@ -318,7 +319,7 @@ OLD_R19_SHAPES = ("1p1r:0", "2p1r:0|1")
 
 
 def task_gc_old(shape: str, seed: int = prove.SEED,
-                timeout_ms: int = prove.TIMEOUT_MS) -> list[Outcome]:
+                rlimit: int = RLIMIT) -> list[Outcome]:
     from epochgc.model.variants import variant
 
     template = dict(symcorr.shapes(max_p=2, max_writes=2, replicas=(1,)))[shape]
@@ -326,7 +327,7 @@ def task_gc_old(shape: str, seed: int = prove.SEED,
     # Python -> formula only, with no partition outside the shape: F7's claim is about a
     # universe whose every partition is gone, and its formula is one-directional (any
     # lower M is allowed), so every Python step is one it allows is what F7 needs.
-    rs = [symcorr.check_action("gc_compute", shape, template, timeout_ms, seed, "py",
+    rs = [symcorr.check_action("gc_compute", shape, template, rlimit, seed, "py",
                                variant=variant("empty-is-nothing"),
                                formula=liveness.gc_compute_old, foreign=False)]
     r = rs[0]

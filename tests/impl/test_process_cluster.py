@@ -18,7 +18,9 @@ from epochgc.impl.store.local import LocalStore
 PARTS = ["t/0", "t/1", "t/2", "t/3"]
 
 
-async def wait_leaders(access: ProcClusterAccess, timeout: float = 30.0) -> dict[str, int]:
+async def wait_leaders(access: ProcClusterAccess, timeout: float = 120.0) -> dict[str, int]:
+    """Every partition's leader; `timeout` is a hang bound (elections of real node
+    processes on a loaded machine), not a timing the test checks."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while loop.time() < deadline:

@@ -29,11 +29,10 @@ def _mutate_python(monkeypatch: pytest.MonkeyPatch, fn_name: str, old: str, new:
     monkeypatch.setitem(actions.ACTIONS, fn_name, (ns[fn_name], actions.ACTIONS[fn_name][1]))
 
 
-# Each solver query's limit here. `prove.TIMEOUT_MS` (2 s) is wall clock, and a query
-# that takes 0.1-0.9 s went past it on a loaded machine: the seeded bug's counterexample
-# came back `unknown`, not `failed`. These tests are about what is proved and what fails,
-# not how fast: their limit is a bound for a hang.
-HANG_MS = 600_000
+# Each solver query's limit here is `prove`'s own, Z3's resource budget
+# (symsolver.RLIMIT), not the clock: a query that took 0.1-0.9 s went past the old 2 s
+# wall-clock limit on a loaded machine, and the seeded bug's counterexample came back
+# `unknown`, not `failed`.
 
 STAMP = ("epoch = max(epoch, part.creation_revision)", "epoch = max(cache, part.creation_revision)")
 
@@ -42,9 +41,9 @@ STAMP = ("epoch = max(epoch, part.creation_revision)", "epoch = max(cache, part.
 
 
 def test_every_parameterized_obligation_is_proved_and_not_vacuous() -> None:
-    rows = prove.prove_init(timeout_ms=HANG_MS)
+    rows = prove.prove_init()
     for a in spec.ACTIONS:
-        rows += prove.prove_action(a, timeout_ms=HANG_MS)
+        rows += prove.prove_action(a)
     bad = [(o.name, o.detail) for o in rows if o.status not in ("proved", "found")]
     assert not bad
     assert {o.scope for o in rows} == {"any"}
@@ -61,7 +60,7 @@ def test_an_unsatisfiable_init_fails_its_vacuity_row(monkeypatch: Any) -> None:
     """Issue 28: an unsatisfiable spec.init passed all 8 `init => I` rows."""
     monkeypatch.setattr(spec, "init", lambda L, s: L.And(s.revision() == 0,
                                                           s.revision() == 1))
-    rows = prove.prove_init(timeout_ms=HANG_MS)
+    rows = prove.prove_init()
     assert all(o.status == "proved" for o in rows if o.kind == "invariant")  # vacuously
     (vac,) = [o for o in rows if o.kind == "vacuity"]
     assert vac.status == "failed" and vac.detail.startswith("vacuous: spec.init has no model")
@@ -72,7 +71,7 @@ def test_a_vacuous_transition_antecedent_fails(monkeypatch: Any) -> None:
     cname = "max never decreases"
     monkeypatch.setitem(spec.ANTECEDENTS, cname, lambda L, a, b, p: L.And(
         spec._exists_partition(L, a, b, p), a.max(p) < a.prev(p)))
-    rows = prove.prove_action("mint", timeout_ms=HANG_MS)
+    rows = prove.prove_action("mint")
     (ante,) = [o for o in rows if "antecedents" in o.name]
     assert ante.status == "failed" and cname in ante.detail, ante.detail
 
@@ -120,7 +119,7 @@ def test_seeded_formula_bug_fails_with_a_named_diff(action: str, fn: Any, invari
     # Several solver seeds: the named conjunct must not depend on which model Z3 finds
     # (a CI run once named another conjunct, because the seeded bug broke two).
     for seed in range(6):
-        rows = prove.prove_action(action, actions=acts, seed=seed, timeout_ms=HANG_MS)
+        rows = prove.prove_action(action, actions=acts, seed=seed)
         failed = {o.name: o for o in rows if o.status == "failed"}
         o = failed[f"{invariant} preserved by {action} (any size)"]
         assert "violated: " in o.detail and conjunct in o.detail and " for w" in o.detail
@@ -259,7 +258,7 @@ def _recreate_same_revision(L: Any, s: St, prm: dict[str, Any]) -> tuple[Any, St
 def test_seeded_lifecycle_formula_bug_fails(action: str, fn: Any, invariant: str) -> None:
     acts = dict(spec.ACTIONS)
     acts[action] = (*spec.ACTIONS[action][:2], fn)
-    rows = prove.prove_action(action, actions=acts, timeout_ms=HANG_MS)
+    rows = prove.prove_action(action, actions=acts)
     failed = {o.name for o in rows if o.status == "failed"}
     assert f"{invariant} preserved by {action} (any size)" in failed
 
@@ -267,7 +266,7 @@ def test_seeded_lifecycle_formula_bug_fails(action: str, fn: Any, invariant: str
 def test_liveness_is_proved_and_the_old_rule_strands_objects(monkeypatch) -> None:  # type: ignore[no-untyped-def]
     from epochgc.proofs.param import liveness
 
-    rows = liveness.task_liveness(timeout_ms=HANG_MS)
+    rows = liveness.task_liveness()
     assert all(o.status in ("proved", "found") for o in rows), [
         (o.name, o.status, o.detail) for o in rows if o.status not in ("proved", "found")]
     assert any("collects every stored object" in o.name for o in rows)
@@ -275,7 +274,7 @@ def test_liveness_is_proved_and_the_old_rule_strands_objects(monkeypatch) -> Non
     # Seeded: the reference gc_compute (R19 changed) does leave STRANDED, so the closure
     # query must fail for it: the proof above is about the old rule, not vacuous.
     monkeypatch.setattr(liveness, "gc_compute_old", spec.gc_compute)
-    bad = {o.name for o in liveness.prove_empty_is_nothing(timeout_ms=HANG_MS)
+    bad = {o.name for o in liveness.prove_empty_is_nothing()
            if o.status == "failed"}
     assert any("across gc_compute" in n for n in bad)
 

@@ -200,7 +200,7 @@ def test_every_worker_runs_with_the_tuned_solver() -> None:
 
     before = {k: z3.get_param(k) for k in symsolver.Z3_TUNING}
     try:
-        runner._configure(0, 2000)
+        runner._configure(0, symsolver.RLIMIT)
         assert z3.get_param("smt.arith.solver") == "2"
         assert z3.get_param("model.compact") == "false"
     finally:

@@ -16,6 +16,7 @@ from epochgc.model.variants import REFERENCE, variant
 from epochgc.proofs import obligations, scenarios
 from epochgc.proofs.obligations import _goal, _GoalMemo, fingerprint
 from epochgc.proofs.sym import Explorer
+from epochgc.proofs.symsolver import RLIMIT
 from epochgc.proofs.symstate import symbolic_system
 from epochgc.proofs.symvalues import SymInt
 
@@ -177,7 +178,7 @@ def test_a_batch_is_clean_only_when_no_path_can_break_an_obligation() -> None:
     whose condition contradicts the first's (asserting the first path's literals as the
     shared prefix would hide it)."""
     a, b, c = z3.Bools("a b c")
-    batch = obligations._Batch(2000, 0)
+    batch = obligations._Batch(RLIMIT, 0)
     first = obligations._Pending((c, a), {"safety": z3.And(a, z3.Not(a))}, None, {}, None)
     second = obligations._Pending((c, z3.Not(a)), {"safety": b}, None, {}, None)
     assert not batch.clean([first, second])
@@ -190,7 +191,7 @@ def test_a_batch_groups_paths_by_goal_without_losing_one() -> None:
     """Paths with the same negated goal are asked as one goal and the disjunction of
     their conditions: a violation on any one of them (first, middle or last) is seen."""
     a, b, c, d = z3.Bools("a b c d")
-    batch = obligations._Batch(2000, 0)
+    batch = obligations._Batch(RLIMIT, 0)
     goal = {"safety": z3.And(b, z3.Not(d))}
     safe = [obligations._Pending(pc, goal, None, {}, None)
             for pc in ((c, a, d), (c, a, z3.Not(b)), (c, d))]

@@ -13,6 +13,7 @@ from epochgc.model.fence import FenceResult
 from epochgc.model.ordered import quiet
 from epochgc.model.variants import variant
 from epochgc.proofs import variants_prod as vp
+from epochgc.proofs.symsolver import RLIMIT
 
 VECTORS = Path(__file__).resolve().parents[2] / "spec" / "vectors"
 
@@ -93,7 +94,7 @@ def test_a_seeded_rule_bug_flips_a_verdict(monkeypatch: pytest.MonkeyPatch) -> N
 
 
 def test_ours_holds_for_any_fence_rule() -> None:
-    rows = vp.task_ours_any_fence(11, 4000)
+    rows = vp.task_ours_any_fence(11, RLIMIT)
     assert rows and all(o.status in ("proved", "found") for o in rows), [
         (o.name, o.status, o.detail) for o in rows if o.status not in ("proved", "found")]
     assert any("below the applied window" in o.name for o in rows)

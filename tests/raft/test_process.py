@@ -12,7 +12,7 @@ from epochgc.impl.raft.proc_cluster import ProcCluster
 
 async def read_back(c: ProcCluster, acked: dict[bytes, bytes]) -> None:
     for _attempt in range(50):
-        lead = await c.find_leader(timeout=30)
+        lead = await c.find_leader(timeout=120)  # a hang bound: elections are slow under load
         cl = await KVClient.connect("127.0.0.1", c.client_ports[lead])
         try:
             keys = sorted(acked)
