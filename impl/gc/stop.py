@@ -45,6 +45,7 @@ class RoundStop:
         # whole: newuser3 N1).
         self.insist_open = True
         self._say: Callable[[str], None] | None = None  # `announce`'s, for later signals
+        self._again: list[str] = []  # later signals not acted on, to be said (`again`)
 
     @contextlib.contextmanager
     def finishing(self) -> Iterator[None]:
@@ -55,15 +56,26 @@ class RoundStop:
         yield
 
     def again(self, name: str) -> None:
-        """Say (from a new daemon thread: never write from the handler itself, which may
-        have interrupted a write to the same stream) that a later signal came and is not
-        acted on."""
-        say = self._say
-        if say is None:
+        """Say that a later signal came and is not acted on: from the waker thread (a
+        signal handler must neither write to a stream it may have interrupted nor take a
+        lock, which starting a thread does), else from a new daemon thread."""
+        if self._say is None:
             return
-        line = f"gc: {name} again: already stopping: {self.means}"
-        threading.Thread(target=say, args=(line,), name="epochgc-stop-again",
-                         daemon=True).start()
+        self._again.append(name)  # list.append: atomic under the GIL, no lock taken
+        fd = self._wake_fd
+        if fd is None:
+            threading.Thread(target=self._say_again, name="epochgc-stop-again",
+                             daemon=True).start()
+            return
+        with contextlib.suppress(OSError):
+            os.write(fd, b"\1")
+
+    def _say_again(self) -> None:
+        say = self._say
+        while self._again:
+            name = self._again.pop(0)
+            if say is not None:
+                say(f"gc: {name} again: already stopping: {self.means}")
 
     @property
     def requested(self) -> bool:
@@ -104,8 +116,11 @@ class RoundStop:
 
         def run() -> None:
             try:
-                while os.read(r, 1):
-                    self._event.set()
+                while byte := os.read(r, 1):
+                    if byte == b"\1":
+                        self._say_again()
+                    else:
+                        self._event.set()
             finally:
                 os.close(r)
 
