@@ -26,6 +26,7 @@ from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.scan import ELIGIBLE, REFUSED, ScanStats, scan_prefix
+from epochgc.impl.gc.sequence import round_seq_key
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.url import StoreSpec
@@ -246,8 +247,10 @@ def test_hostile_names_on_s3(
     added = set(after) - set(before)
     records = {k for k in added if k.startswith("hostile/_cluster/gc/rounds/")}
     journal = {k for k in added if k.startswith("hostile/_cluster/gc/journal/")}
-    # The round's number in the store's sequence (issue 38 item 6): one marker.
-    numbered = {"hostile/_cluster/gc/seq/" + "0" * 19 + "1"}
+    # The round's number in the store's sequence (issue 38 item 6): one marker, and the
+    # round's own key that fixes it (review rev38o finding 2).
+    numbered = {"hostile/_cluster/gc/seq/" + "0" * 19 + "1",
+                "hostile/" + round_seq_key(s.round_id)}
     assert added == records | journal | numbered | {"hostile/_cluster/gc/lease.json"}
     assert len(records) == 1
     assert all(before[k] == after[k] for k in after if k in before)
