@@ -175,17 +175,24 @@ def _read_view(
         if "/" not in info.key[len(HEALTH_PREFIX) :] and info.key.endswith(".json")
     ]
     docs = [early.get(info.key) or start(_read_json, store, info.key) for info in nodes]
+    return _view(revision, partitions, created, now, max_report_age_s,
+                 [(info, doc()) for info, doc in zip(nodes, docs, strict=True)])
+
+
+def _view(revision: int, partitions: tuple[str, ...], created: dict[str, int], now: float,
+          max_report_age_s: float, reports: list[tuple[ObjectInfo, Any]]) -> ClusterView:
+    """The view from the snapshot and each listed report's document, fresh or stale."""
     fresh: list[HealthReport] = []
     stale: list[str] = []
-    for info, doc in zip(nodes, docs, strict=True):
-        report = parse_health(doc(), info.key)
+    for info, doc in reports:
+        report = parse_health(doc, info.key)
         age = report_age(now, report.written_at, info.mtime)
         report = replace(report, stored_at=info.mtime, age_s=age)
         if age > max_report_age_s:
             stale.append(report.node)
         else:
             fresh.append(report)
-    keys = tuple(info.key for info in nodes)
+    keys = tuple(info.key for info, _ in reports)
     return ClusterView(
         revision, partitions, tuple(fresh), tuple(stale), tuple(created.items()), keys
     )
@@ -236,20 +243,8 @@ def _read_seen_view(store: ObjectStore, now: float, max_report_age_s: float,
         if info.key.startswith(HEALTH_PREFIX)
         and "/" not in info.key[len(HEALTH_PREFIX) :] and info.key.endswith(".json")
     ]
-    fresh: list[HealthReport] = []
-    stale: list[str] = []
-    for info in nodes:
-        report = parse_health(seen.read(store, info.key, info), info.key)
-        age = report_age(now, report.written_at, info.mtime)
-        report = replace(report, stored_at=info.mtime, age_s=age)
-        if age > max_report_age_s:
-            stale.append(report.node)
-        else:
-            fresh.append(report)
-    keys = tuple(info.key for info in nodes)
-    return ClusterView(
-        revision, partitions, tuple(fresh), tuple(stale), tuple(created.items()), keys
-    )
+    return _view(revision, partitions, created, now, max_report_age_s,
+                 [(info, seen.read(store, info.key, info)) for info in nodes])
 
 
 def _list_watched(store: ObjectStore) -> tuple[list[ObjectInfo], list[tuple[str, str]]]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import enum
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -35,6 +36,22 @@ def send_clock() -> float:
     if _BOOTTIME is not None:
         return time.clock_gettime(_BOOTTIME)
     return time.monotonic()
+
+
+class SendDeadline(threading.local):
+    """A store's `send_by` bound, per thread (each task's batch has its own): `at` is the
+    deadline on `send_clock()`, or None."""
+
+    at: float | None = None
+
+    @contextlib.contextmanager
+    def bounded(self, deadline: float | None) -> Iterator[None]:
+        before = self.at
+        self.at = deadline
+        try:
+            yield
+        finally:
+            self.at = before
 
 
 class StoreError(Exception):

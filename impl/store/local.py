@@ -35,6 +35,7 @@ from epochgc.impl.store.base import (
     ObjectInfo,
     ObjectStore,
     Outcome,
+    SendDeadline,
     StoreError,
     Versioned,
     check_batch,
@@ -89,7 +90,7 @@ class LocalStore(ObjectStore):
         self._cursors: OrderedDict[tuple[str, str], Iterator[_Item]] = OrderedDict()
         self._lock = threading.Lock()
         self._pruners: ThreadPoolExecutor | None = None  # started by the first prune
-        self._deadline = threading.local()  # `send_by`'s bound, per thread
+        self._deadline = SendDeadline()  # `send_by`'s bound, per thread
 
     def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
         return (_reopen, (str(self.root), self.prune_concurrency))
@@ -103,16 +104,7 @@ class LocalStore(ObjectStore):
         here, but the thread may stall between its "go" and its call (SIGSTOP, a frozen
         container, a hung NFS server under a shared directory) and must not write or delete
         when it resumes, after a recovery read the round back (review rev38n finding 2)."""
-        return self._bounded(deadline)
-
-    @contextlib.contextmanager
-    def _bounded(self, deadline: float | None) -> Iterator[None]:
-        before = getattr(self._deadline, "at", None)
-        self._deadline.at = deadline
-        try:
-            yield
-        finally:
-            self._deadline.at = before
+        return self._deadline.bounded(deadline)
 
     def _refuse_late(self, at: float | None) -> None:
         """Called right before the call that makes a write or delete visible (a rename,
@@ -138,7 +130,7 @@ class LocalStore(ObjectStore):
 
     def put(self, key: str, data: bytes) -> None:
         parent, _, name = check_key(key).rpartition("/")
-        at = getattr(self._deadline, "at", None)
+        at = self._deadline.at
         for _ in range(3):  # a concurrent delete may remove an emptied parent directory
             try:
                 fd = self._open_dir(parent, create=True)
@@ -191,7 +183,7 @@ class LocalStore(ObjectStore):
         try:
             _write_new(fd, tmp, data)
             st = os.stat(tmp, dir_fd=fd, follow_symlinks=False)
-            self._refuse_late(getattr(self._deadline, "at", None))  # tmp removed below
+            self._refuse_late(self._deadline.at)  # tmp removed below
             try:
                 os.link(tmp, name, src_dir_fd=fd, dst_dir_fd=fd, follow_symlinks=False)
             except FileExistsError:
@@ -215,7 +207,7 @@ class LocalStore(ObjectStore):
             try:
                 _write_new(fd, tmp, data)
                 st = os.stat(tmp, dir_fd=fd, follow_symlinks=False)
-                self._refuse_late(getattr(self._deadline, "at", None))
+                self._refuse_late(self._deadline.at)
                 os.replace(tmp, name, src_dir_fd=fd, dst_dir_fd=fd)
             except (OSError, StoreError) as e:
                 with contextlib.suppress(OSError):
@@ -234,7 +226,7 @@ class LocalStore(ObjectStore):
                 return Outcome.ABSENT
             if now != version:
                 return Outcome.CHANGED
-            self._refuse_late(getattr(self._deadline, "at", None))
+            self._refuse_late(self._deadline.at)
             try:
                 os.unlink(name, dir_fd=fd)  # never follows a link
             except FileNotFoundError:
@@ -423,7 +415,7 @@ class LocalStore(ObjectStore):
         gone, changed, errors = result.gone, result.changed, result.errors
         dirs: dict[str, int | BaseException] = {}
         emptied: set[str] = set()
-        at = getattr(self._deadline, "at", None)  # `send_by`: checked before each unlink
+        at = self._deadline.at  # `send_by`: checked before each unlink
         try:
             for key in batch:
                 try:

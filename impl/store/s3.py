@@ -12,7 +12,7 @@ import contextlib
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -25,6 +25,7 @@ from epochgc.impl.store.base import (
     ObjectInfo,
     ObjectStore,
     Outcome,
+    SendDeadline,
     StoreError,
     Versioned,
     check_batch,
@@ -90,7 +91,7 @@ class S3Store(ObjectStore):
         self.max_pool_connections = max_pool_connections
         self.key_retry = key_retry if key_retry is not None else Retrier(Backoff())
         self._client: Any = None
-        self._deadline = threading.local()  # `send_by`'s bound, per thread
+        self._deadline = SendDeadline()  # `send_by`'s bound, per thread
         self.monotonic: Callable[[], float] = send_clock  # the clock `send_by` reads
         self._conditional_ok = False  # the server was seen to enforce conditional writes
         # The delete threads' first calls race to create the client: without the lock each
@@ -108,7 +109,7 @@ class S3Store(ObjectStore):
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
         self._lock = threading.Lock()
-        self._deadline = threading.local()
+        self._deadline = SendDeadline()
 
     def send_by(self, deadline: float | None) -> contextlib.AbstractContextManager[None]:
         """No PutObject, DeleteObjects or DeleteObject attempt of this thread is sent once
@@ -118,19 +119,10 @@ class S3Store(ObjectStore):
         https://docs.aws.amazon.com/botocore/latest/topics/events.html): the call fails
         with a StoreError. An attempt already sent is given up by the client within
         `CONNECT_TIMEOUT_S + READ_TIMEOUT_S`."""
-        return self._bounded(deadline)
-
-    @contextlib.contextmanager
-    def _bounded(self, deadline: float | None) -> Iterator[None]:
-        before = getattr(self._deadline, "at", None)
-        self._deadline.at = deadline
-        try:
-            yield
-        finally:
-            self._deadline.at = before
+        return self._deadline.bounded(deadline)
 
     def _refuse_late(self, **_kwargs: Any) -> None:
-        at = getattr(self._deadline, "at", None)
+        at = self._deadline.at
         if at is not None and self.monotonic() > at:
             raise SendDeadlinePassed("not sent: past the time its batch was told to go on "
                                      "for (the round may be recovered by now)")
