@@ -223,9 +223,10 @@ def test_an_interrupted_reset_says_it_removed_the_lease(tmp_path: Path) -> None:
     from epochgc.impl.signals import HOOK_ENV
 
     root = _store(tmp_path)
-    Lease(lambda: LocalStore(root), "r-held").acquire()
+    Lease(lambda: LocalStore(root), "r-held").acquire()  # held by this (running) process
     p = subprocess.run([sys.executable, "-m", "epochgc", "gc-admin", "reset", "--store",
-                        str(root), "--force"], capture_output=True, text=True, timeout=120,
+                        str(root), "--force", "--even-if-running"], capture_output=True,
+                       text=True, timeout=120,
                        env=dict(os.environ, PYTHONPATH=str(REPO),
                                 **{HOOK_ENV: "reset-removed:SIGINT"}))
     assert p.returncode == 130, p.stderr
