@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -172,7 +174,18 @@ def stop_starting_jvm() -> int:
     # TMPDIR) is removed in that function's `finally`, in a start-up thread the command
     # does not wait for (issue 41 item 4: an empty `tmpXXXXXXXX/` left after Ctrl-C).
     dirs = {os.path.dirname(v) for p in pids if (v := env_value(p, _JVM_MARK))}
+    # The JVM runs in its own session (`_launch_kwargs`): spark-class (bash) starts the
+    # launcher and then the JVM, so a process forked after the listing above is in no
+    # list, but it is in the leader's process group (setsid(2): the session's first group).
+    groups = set()
+    for p in pids:
+        with contextlib.suppress(OSError):
+            if os.getpgid(p) == p:
+                groups.add(p)
     stop(pids)
+    for g in groups:  # what is left of those groups: forked after the listing
+        with contextlib.suppress(OSError):
+            os.killpg(g, signal.SIGKILL)
     for d in dirs:
         if Path(d).parent == Path(tempfile.gettempdir()):  # mkdtemp's; nothing else
             shutil.rmtree(d, ignore_errors=True)
