@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from types import TracebackType
 
 from epochgc.impl.gc.ticker import Ticker
+from epochgc.impl.gc.udplisten import UdpListener, family
 
 _MAX_DATAGRAM = 512  # a datagram is one small JSON object; anything longer is not ours
 
@@ -70,7 +71,7 @@ class Beacon:
     def __enter__(self) -> Tally:
         if self.target is not None:
             with contextlib.suppress(OSError):
-                self._sock = socket.socket(_family(self.target.host), socket.SOCK_DGRAM)
+                self._sock = socket.socket(family(self.target.host), socket.SOCK_DGRAM)
             if self._sock is not None:
                 self._ticker = Ticker(self.interval, self._tick, "epochgc-beacon")
                 self._ticker.start()
@@ -99,7 +100,7 @@ class Beacon:
             self._sock.sendto(json.dumps(doc).encode(), (self.target.host, self.target.port))
 
 
-class BeaconListener:
+class BeaconListener(UdpListener):
     """The driver's side: `with BeaconListener(host) as listener:` receives the tasks'
     datagrams on `listener.target` and keeps the latest counts per task attempt;
     `totals()` is (keys listed, keys deleted) over all of them. Every attempt's deletions
@@ -108,39 +109,12 @@ class BeaconListener:
     `journal.Attempt.name`)."""
 
     def __init__(self, host: str = "127.0.0.1") -> None:
-        self._sock = socket.socket(_family(host), socket.SOCK_DGRAM)
-        self._sock.bind((host, 0))
-        self.target = BeaconTarget(host, self._sock.getsockname()[1])
+        super().__init__(host, _MAX_DATAGRAM + 1, "epochgc-beacon-listener")
+        self.target = BeaconTarget(host, self.port)
         self._lock = threading.Lock()
         self._latest: dict[str, tuple[int, int]] = {}
         self._waiting: dict[bytes, threading.Event] = {}
-        self._closed = threading.Event()
         self._syncs = itertools.count()
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name="epochgc-beacon-listener")
-
-    def start(self) -> BeaconListener:
-        """Start receiving (what `with` does); `close()` ends it."""
-        self._thread.start()
-        return self
-
-    def __enter__(self) -> BeaconListener:
-        return self.start()
-
-    def __exit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        # shutdown() wakes the blocked recvfrom on Linux; the receive loop then ends on the
-        # error or the empty read that follows.
-        self._closed.set()
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)
-        self._sock.close()
-        if self._thread.is_alive():
-            self._thread.join()
 
     def sync(self, limit_s: float = 30.0) -> None:
         """Returns once every datagram that reached this host's socket before the call is
@@ -164,22 +138,15 @@ class BeaconListener:
         with self._lock:
             self._waiting.pop(marker, None)
 
-    def _run(self) -> None:
-        while True:
-            try:
-                data = self._sock.recv(_MAX_DATAGRAM + 1)
-            except OSError:
-                break
-            if not data:
-                if self._closed.is_set():  # what recv returns once shut down
-                    break
-                continue  # an empty datagram (ours are never empty)
-            with self._lock:
-                event = self._waiting.pop(data, None)
-            if event is not None:
-                event.set()
-            else:
-                self.receive(data)
+    def handle(self, data: bytes, addr: tuple[str, int]) -> None:
+        with self._lock:
+            event = self._waiting.pop(data, None)
+        if event is not None:
+            event.set()
+        else:
+            self.receive(data)
+
+    def ended(self) -> None:
         with self._lock:  # closed: nobody waits for a marker that will not come
             for event in self._waiting.values():
                 event.set()
@@ -212,10 +179,6 @@ class BeaconListener:
 
 def _count(v: object) -> bool:
     return type(v) is int and 0 <= v < 1 << 62
-
-
-def _family(host: str) -> socket.AddressFamily:
-    return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
 def driver_host(conf_get: Callable[[str, str], str]) -> str:

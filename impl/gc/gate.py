@@ -32,11 +32,11 @@ import hashlib
 import hmac
 import secrets
 import socket
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import TracebackType
+
+from epochgc.impl.gc.udplisten import UdpListener, family
 
 ASK = b"ask"
 GO = b"go"
@@ -68,10 +68,6 @@ def _mac(secret: bytes, word: bytes, nonce: bytes) -> bytes:
     return hmac.new(secret, word + nonce, hashlib.sha256).digest()
 
 
-def _family(host: str) -> socket.AddressFamily:
-    return socket.AF_INET6 if ":" in host else socket.AF_INET
-
-
 def ask(target: GateTarget, timeout_s: float | None = None, tries: int | None = None,
         monotonic: Callable[[], float] = time.monotonic) -> bool:
     """True only if the driver answered "go" to this ask; False on "no", on silence after
@@ -89,7 +85,7 @@ def answer(target: GateTarget, timeout_s: float | None = None, tries: int | None
     tries = ASK_TRIES if tries is None else tries
     nonce = secrets.token_bytes(_NONCE)
     try:
-        sock = socket.socket(_family(target.host), socket.SOCK_DGRAM)
+        sock = socket.socket(family(target.host), socket.SOCK_DGRAM)
     except OSError:
         return None
     with sock:
@@ -120,41 +116,17 @@ def answer(target: GateTarget, timeout_s: float | None = None, tries: int | None
     return None
 
 
-class Gate:
+class Gate(UdpListener):
     """The driver's side: answers every ask on `target` with "go" while `is_open()` and the
     gate is not closed, "no" otherwise; `close()` ends it (asks are then refused by the
     kernel, or go unanswered: "no" either way). `is_open` runs on the gate's thread, once
-    per ask: it must be cheap (no store request)."""
+    per ask: it must be cheap (no store request). Answers from construction on."""
 
     def __init__(self, host: str, is_open: Callable[[], bool]) -> None:
-        self._sock = socket.socket(_family(host), socket.SOCK_DGRAM)
-        try:
-            self._sock.bind((host, 0))
-        except OSError:
-            self._sock.close()
-            raise
-        self.target = GateTarget(host, self._sock.getsockname()[1], secrets.token_bytes(32))
+        super().__init__(host, 64, "epochgc-gate")
+        self.target = GateTarget(host, self.port, secrets.token_bytes(32))
         self._is_open = is_open
-        self._closed = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="epochgc-gate")
-        self._thread.start()
-
-    def __enter__(self) -> Gate:
-        return self
-
-    def __exit__(
-        self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        """From now on every ask is refused or unanswered. Idempotent."""
-        self._closed.set()
-        with contextlib.suppress(OSError):
-            self._sock.shutdown(socket.SHUT_RDWR)  # wakes the blocked recvfrom
-        self._sock.close()
-        if self._thread.is_alive() and self._thread is not threading.current_thread():
-            self._thread.join()
+        self.start()
 
     def answer(self, data: bytes) -> bytes | None:
         """The answer to one datagram; None if it is not an ask."""
@@ -168,15 +140,8 @@ class Gate:
         word = GO if go else NO
         return word + nonce + _mac(self.target.secret, word, nonce)
 
-    def _run(self) -> None:
-        while not self._closed.is_set():
-            try:
-                data, addr = self._sock.recvfrom(64)
-            except OSError:
-                break
-            if not data:
-                continue  # an empty datagram, or the empty read of a shut-down socket
-            reply = self.answer(data)
-            if reply is not None:
-                with contextlib.suppress(OSError):  # advisory: a lost answer is asked again
-                    self._sock.sendto(reply, addr)
+    def handle(self, data: bytes, addr: tuple[str, int]) -> None:
+        reply = self.answer(data)
+        if reply is not None:
+            with contextlib.suppress(OSError):  # advisory: a lost answer is asked again
+                self._sock.sendto(reply, addr)
