@@ -39,8 +39,25 @@ def read_record(store: ObjectStore, key: str) -> dict[str, Any]:
         what = "not valid JSON: " if isinstance(e, json.JSONDecodeError) else ""
         raise DamagedRecord(key, f"{what}{e}") from None
     if not isinstance(rec, dict):
-        raise DamagedRecord(key, f"not a JSON object (a JSON {type(rec).__name__})")
+        raise DamagedRecord(key, f"not a JSON object (a JSON {json_kind(rec)})")
     return rec
+
+
+def json_kind(v: object) -> str:
+    """What JSON calls a parsed value (RFC 8259 section 3: object, array, number, string,
+    and the literal names false, null, true), never a Python type name (issue 41 F5:
+    "a JSON NoneType")."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
 
 
 def _is_int(v: object) -> bool:

@@ -185,6 +185,14 @@ def _lease_line(lease: dict[str, Any], now: float) -> str:
             return f"free (last held by {who}, released {_since(h.get('released_at'), now)})"
         return (f"free (last held by {who}, expired {_since(h.get('expires_at'), now)} "
                 "without being released: that round died or lost the store)")
+    if state is LeaseState.UNREADABLE and lease.get("next_round_replaces"):
+        # Issue 41 F5: `gc` takes an unreadable lease over (`Lease.acquire`), so `show` says
+        # so rather than advise a reset the next round does not need. No round wrote it:
+        # every lease write is whole (S3 PutObject is atomic; a local store writes aside,
+        # then links or renames into place), and the takeover is conditional on the version
+        # read, so a round that writes it meanwhile is never overwritten.
+        return (f"{LEASE_KEY} cannot be read: {_text(lease['problem'])}; no round wrote it "
+                "(a round writes its lease whole): the next round replaces it")
     what = "is not a regular object" if state is LeaseState.NOT_AN_OBJECT else "cannot be read"
     # Issue 41 F8: reset --force removes a link or an unreadable object, never a directory
     # (it may hold what is not garbage): the advice names both, as reset does.

@@ -1,0 +1,71 @@
+"""Issue 41, newuser4 F5 (smaller findings in `gc-admin show` and `expire`): a damaged
+lease that `show` advised a reset for while `gc` simply took it over; a record `null` named
+by a Python type; refusals in click's usage-error style; refusals counted as rounds."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from epochgc.impl.cli import main
+from epochgc.impl.gc.admin import LeaseState, read_lease
+from epochgc.impl.gc.lease import LEASE_KEY, Lease
+from epochgc.impl.gc.record import ROUNDS_PREFIX
+from epochgc.impl.store.local import LocalStore
+from tests.gc.helpers import simple_cluster
+
+
+def _invoke(*args: str) -> tuple[int, str]:
+    r = CliRunner().invoke(main, list(args))
+    return r.exit_code, r.output
+
+
+def _store(tmp_path: Path) -> Path:
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100, now=time.time())
+    return root
+
+
+def test_a_damaged_lease_is_shown_as_the_next_round_takes_it(tmp_path: Path) -> None:
+    """Old code: `show` said "cannot be read: malformed: Expecting value: line 1 column 1
+    (char 0) (gc-admin reset --force removes it ...)" of the bytes `\\xff\\xfe` (a JSON
+    message for bytes that are not UTF-8), while a round took the lease over (exit 0)."""
+    root = _store(tmp_path)
+    LocalStore(root).put(LEASE_KEY, b"\xff\xfe")
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    line = next(ln for ln in out.splitlines() if ln.startswith("lease: "))
+    assert "not UTF-8 (invalid start byte at byte 0)" in line, line
+    assert "Expecting value" not in line and "reset --force" not in line, line
+    assert line.endswith("the next round replaces it"), line
+    # ... and it does: a round's acquire over it (what `gc` runs first).
+    Lease(lambda: LocalStore(root), "r-next").acquire()
+    got = read_lease(LocalStore(root), time.time())
+    assert got.state is LeaseState.LIVE and (got.holder or {})["round"] == "r-next"
+
+
+def test_a_malformed_lease_a_round_would_refuse_keeps_the_reset_advice(
+        tmp_path: Path) -> None:
+    """The boundary: a lease `show` reads strictly (a field given twice) but a round reads
+    as held until later is not "replaced by the next round": `show` keeps the advice."""
+    root = _store(tmp_path)
+    until = time.time() + 600
+    LocalStore(root).put(LEASE_KEY, (f'{{"round": "r", "expires_at": {until}, '
+                                     f'"expires_at": {until}}}').encode())
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    line = next(ln for ln in out.splitlines() if ln.startswith("lease: "))
+    assert "given twice" in line and "gc-admin reset --force removes it" in line, line
+
+
+def test_a_record_null_is_named_in_json_terms(tmp_path: Path) -> None:
+    """Old code: "not a JSON object (a JSON NoneType)"."""
+    root = _store(tmp_path)
+    for doc, kind in (("null", "null"), ("[1]", "array"), ('"x"', "string"), ("7", "number"),
+                      ("true", "true")):
+        key = f"{ROUNDS_PREFIX}20261129T180000.000Z-0000000a.json"
+        LocalStore(root).put(key, doc.encode())
+        _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+        err = json.loads(out)["last_round"]["error"]
+        assert err.endswith(f"not a JSON object (a JSON {kind})"), err
