@@ -69,3 +69,29 @@ def test_a_record_null_is_named_in_json_terms(tmp_path: Path) -> None:
         _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
         err = json.loads(out)["last_round"]["error"]
         assert err.endswith(f"not a JSON object (a JSON {kind})"), err
+
+
+def _invoke_split(*args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(main, list(args))
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_gc_admin_refusals_are_said_in_its_own_style_not_a_usage_errors(
+        tmp_path: Path) -> None:
+    """Old code: `Error: expire refused, nothing removed: ...` (the last line of a click
+    usage error, whose code is 64) with exit 1; reset's refusal too."""
+    from epochgc.impl.gc.sequence import SEQ_PREFIX
+
+    root = _store(tmp_path)
+    LocalStore(root).put(f"{SEQ_PREFIX}99999999999999999999", b"")  # newuser3 N8
+    code, out, err = _invoke_split("gc-admin", "expire", "--store", str(root))
+    assert code == 1 and out == "", (code, out, err)
+    assert err.startswith("gc-admin: expire: refused, nothing removed: "), err
+    assert "Error" not in err and len(err.splitlines()) == 1, err
+    Lease(lambda: LocalStore(root), "r-live").acquire()
+    code, out, err = _invoke_split("gc-admin", "reset", "--store", str(root))
+    assert code == 1 and err.startswith("gc-admin: reset: a GC round holds a live lease"), err
+    # The boundary: a usage error keeps click's form and its own code.
+    code, out, err = _invoke_split("gc-admin", "expire", "--store", str(root),
+                                   "--keep-last", "0")
+    assert code == 64 and "Error: Invalid value for '--keep-last'" in err, err
