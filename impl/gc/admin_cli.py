@@ -338,7 +338,9 @@ MAX_OLDER_THAN_S = 100 * 365 * 86400.0
               help="remove rounds whose record was written longer ago than this (the "
                    "store's own time of the record)")
 @click.option("--keep-last", type=click.IntRange(1, None), default=DEFAULT_KEEP_LAST,
-              show_default=True, help="always keep this many most recent rounds")
+              show_default=True,
+              help="always keep this many most recent rounds that ran (a refusal, paused "
+                   "or lease held, is not one: it expires by age alone)")
 @click.option("--apply", "apply", is_flag=True,
               help="remove them; without it this is a dry run")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")

@@ -95,3 +95,50 @@ def test_gc_admin_refusals_are_said_in_its_own_style_not_a_usage_errors(
     code, out, err = _invoke_split("gc-admin", "expire", "--store", str(root),
                                    "--keep-last", "0")
     assert code == 64 and "Error: Invalid value for '--keep-last'" in err, err
+
+
+def _refusals_after_a_round(root: Path) -> None:
+    """A round that ran (blocked: the clock an hour back makes the reports look ahead),
+    then two refusals: the lease held by another round, then GC paused."""
+    from tests.gc.helpers import AHEAD, NOW
+
+    simple_cluster(LocalStore(root, create=True), 100)
+    code, out = _invoke("gc", "--store", str(root), "--now", str(NOW - 3600), *AHEAD, "-q")
+    assert code == 2, out
+    other = Lease(lambda: LocalStore(root), "r-other")
+    other.acquire()
+    code, out = _invoke("gc", "--store", str(root), "--now", str(NOW), *AHEAD, "-q")
+    assert code == 1 and "another GC round holds the store's lease" in out, out
+    other.release()
+    assert _invoke("gc-admin", "pause", "--store", str(root), "--reason", "swap")[0] == 0
+    code, out = _invoke("gc", "--store", str(root), "--now", str(NOW), *AHEAD, "-q")
+    assert code == 3, out
+
+
+def test_show_last_round_is_the_last_that_ran_and_the_refusal_apart(tmp_path: Path) -> None:
+    """Old code: `last round: ... (#3)` / `outcome: paused, exit code 3` (a refusal, and
+    before it a lease refusal recorded as an `error` round)."""
+    root = tmp_path / "s"
+    _refusals_after_a_round(root)
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert "(#1)\n  outcome: blocked, exit code 2" in out, out
+    line = next(ln for ln in out.splitlines() if ln.startswith("last refusal"))
+    assert "(#3)" in line and "exit code 3: GC is paused on this store" in line, line
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    doc = json.loads(out)
+    assert doc["last_round"]["seq"] == 1 and doc["last_refusal"]["refusal"] == "paused"
+
+
+def test_expire_keep_last_counts_rounds_that_ran(tmp_path: Path) -> None:
+    """Old code: `expire --keep-last 1` kept the paused refusal (#3) and removed the round
+    that ran (#1) with the lease refusal (#2)."""
+    root = tmp_path / "s"
+    _refusals_after_a_round(root)
+    code, out = _invoke("gc-admin", "expire", "--store", str(root), "--older-than", "0s",
+                        "--keep-last", "1", "--apply", "--json")
+    assert code == 0, out
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert doc["kept_recent"] == 1 and len(doc["rounds"]) == 2, doc
+    left = [json.loads(LocalStore(root).get(o.key))
+            for o in LocalStore(root).list_all(ROUNDS_PREFIX)]
+    assert [(r["seq"], r["outcome"]) for r in left] == [(1, "blocked")], left
