@@ -211,6 +211,13 @@ def _round(
         check_versioning(store, options.allow_versioned)  # before anything is listed
     finally:
         store.close()
+    if stop.requested:
+        # Issue 41 F5: a stop that came while the store was read (SIGINT at 0.3 s) was
+        # said ("ending the round"), then work was announced after it ("listing 1000
+        # prefixes"): the round ends here, before a decision, the lease, Spark or a
+        # listing.
+        summary.interrupted = stop.reason
+        return
     decision = view.gc_epoch()
     health = assess(view)
     summary.health = health.as_dict()

@@ -142,3 +142,28 @@ def test_expire_keep_last_counts_rounds_that_ran(tmp_path: Path) -> None:
     left = [json.loads(LocalStore(root).get(o.key))
             for o in LocalStore(root).list_all(ROUNDS_PREFIX)]
     assert [(r["seq"], r["outcome"]) for r in left] == [(1, "blocked")], left
+
+
+def test_a_round_stopped_before_its_listing_announces_no_work(tmp_path: Path) -> None:
+    """Old code: SIGINT before the reports were read (at 0.3 s of a local dry run) said
+    "gc: SIGINT: stopping: no key deleted yet; ending the round...", then "gc: M=100
+    (snapshot revision ...); listing 1000 prefixes", then "round interrupted", 130. The
+    signal comes at the `start` point (the hook: no timing)."""
+    import os
+    import subprocess
+    import sys
+
+    from epochgc.impl.signals import HOOK_ENV
+    from tests.gc.helpers import AHEAD, NOW
+
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)  # reports as of NOW
+    p = subprocess.run([sys.executable, "-m", "epochgc", "gc", "--store", str(root),
+                        "--dry-run", "--now", str(NOW), *AHEAD], capture_output=True,
+                       text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]),
+                                **{HOOK_ENV: "start:SIGINT"}))
+    assert p.returncode == 130, p.stderr
+    assert "gc: SIGINT: stopping: " in p.stderr, p.stderr
+    assert "listing" not in p.stderr and "M=" not in p.stderr, p.stderr
+    assert "Spark" not in p.stderr and "round interrupted (SIGINT)" in p.stderr, p.stderr
