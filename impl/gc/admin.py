@@ -328,6 +328,12 @@ def _refuse_unforced(lease: LeaseView) -> None:
                if holder_running(holder) is False else
                "it may still be deleting; stop it first, or pass --force if it is known "
                "dead"))
+    if lease.state is LeaseState.UNREADABLE and lease.next_round_replaces:
+        # As `show` says it (issue 41 F5): no round half-writes a lease.
+        raise ResetRefused(
+            f"the GC lease {LEASE_KEY} cannot be read ({lease.problem}); no round wrote it "
+            "(a round writes its lease whole): the next round replaces it; pass --force to "
+            "remove it now")
     if lease.state is LeaseState.UNREADABLE:
         raise ResetRefused(
             f"the GC lease {LEASE_KEY} cannot be read ({lease.problem}); a round may still "

@@ -167,3 +167,13 @@ def test_a_round_stopped_before_its_listing_announces_no_work(tmp_path: Path) ->
     assert "gc: SIGINT: stopping: " in p.stderr, p.stderr
     assert "listing" not in p.stderr and "M=" not in p.stderr, p.stderr
     assert "Spark" not in p.stderr and "round interrupted (SIGINT)" in p.stderr, p.stderr
+
+
+def test_reset_says_of_a_damaged_lease_what_show_says(tmp_path: Path) -> None:
+    """Old code: reset without --force refused "a round may still hold it" of a lease that
+    the next round would simply take over (and `show` now says so)."""
+    root = _store(tmp_path)
+    LocalStore(root).put(LEASE_KEY, b"\xff\xfe")
+    code, _out, err = _invoke_split("gc-admin", "reset", "--store", str(root))
+    assert code == 1 and "may still hold it" not in err, err
+    assert "not UTF-8" in err and "the next round replaces it; pass --force" in err, err
