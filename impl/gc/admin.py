@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from epochgc.impl.gc.errors import ReportError
-from epochgc.impl.gc.lease import DEAD_HOLDER, LEASE_KEY, holder_running
+from epochgc.impl.gc.lease import DEAD_HOLDER, LEASE_KEY, holder_running, taken_over
 from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.store.base import (
     NoConditionalWrites,
@@ -96,11 +96,18 @@ def _finite(text: str) -> float:
 
 def load_strict(raw: bytes, key: str, limit: int = _MAX_BYTES) -> Any:
     """The JSON document `raw` (object `key`), or ValueError saying what is wrong: larger
-    than `limit` bytes, nested deeper than the reports' limit (json would raise
+    than `limit` bytes, not UTF-8, nested deeper than the reports' limit (json would raise
     RecursionError), a name given twice in one object, NaN/Infinity or a number out of
     range (so what it returns always dumps as strict JSON)."""
     if len(raw) > limit:
         raise ValueError(f"larger than {limit} bytes")
+    try:
+        # RFC 8259 section 8.1: JSON exchanged between systems MUST be UTF-8; json.loads
+        # guesses UTF-16/32 from the first bytes, and `\xff\xfe` (a UTF-16 byte order
+        # mark) read as an empty text was "Expecting value: line 1 column 1" (issue 41 F5).
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ValueError(f"not UTF-8 ({e.reason} at byte {e.start})") from None
     try:
         check_nesting(raw, key)
     except ReportError as e:
@@ -204,6 +211,8 @@ class LeaseView:
     problem: str = ""  # why UNREADABLE or NOT_AN_OBJECT
     # What reset's conditional delete compares (ObjectInfo.version); "" = by name.
     version: str = ""
+    # UNREADABLE: its bytes were read, and the next round takes it over (`taken_over`).
+    next_round_replaces: bool = False
 
     @property
     def live(self) -> bool:
@@ -222,6 +231,7 @@ class LeaseView:
         """For `show --json` (`holder_running`: see `holder_running`)."""
         return {"state": self.state.value, "live": self.live, "holder": self.holder,
                 "problem": self.problem or None,
+                "next_round_replaces": self.next_round_replaces,
                 "holder_running": self.holder_running() if self.holder else None}
 
 
@@ -247,7 +257,8 @@ def read_lease(store: ObjectStore, now: float) -> LeaseView:
         if not isinstance(doc, dict):
             raise ValueError("not a JSON object")
     except ValueError as e:
-        return LeaseView(LeaseState.UNREADABLE, problem=f"malformed: {e}", version=info.version)
+        return LeaseView(LeaseState.UNREADABLE, problem=f"malformed: {e}", version=info.version,
+                         next_round_replaces=taken_over(raw, now))
     until = doc.get("expires_at")
     live = isinstance(until, int | float) and not isinstance(until, bool) and until > now
     return LeaseView(LeaseState.LIVE if live else LeaseState.EXPIRED, doc,
@@ -317,6 +328,12 @@ def _refuse_unforced(lease: LeaseView) -> None:
                if holder_running(holder) is False else
                "it may still be deleting; stop it first, or pass --force if it is known "
                "dead"))
+    if lease.state is LeaseState.UNREADABLE and lease.next_round_replaces:
+        # As `show` says it (issue 41 F5): no round half-writes a lease.
+        raise ResetRefused(
+            f"the GC lease {LEASE_KEY} cannot be read ({lease.problem}); no round wrote it "
+            "(a round writes its lease whole): the next round replaces it; pass --force to "
+            "remove it now")
     if lease.state is LeaseState.UNREADABLE:
         raise ResetRefused(
             f"the GC lease {LEASE_KEY} cannot be read ({lease.problem}); a round may still "

@@ -143,6 +143,22 @@ def _usage(msg: str) -> click.UsageError:
     return _Usage(msg)
 
 
+class _Refused(click.ClickException):
+    """A gc-admin command that refused or failed (exit 1, the table's "failed"): one line
+    `gc-admin: <command>: <why>` on stderr, the style of its other lines. click's
+    `Error: <why>` is the last line of a usage error (exit 64), and read as one (issue 41
+    F5: `Error: expire refused ...`, exit 1)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        ctx = click.get_current_context(silent=True)
+        self.command = ctx.info_name if ctx is not None else None
+
+    def show(self, file: Any = None) -> None:
+        where = f"{self.command}: " if self.command else ""
+        echo_safe(f"gc-admin: {where}{self.format_message()}", err=True)
+
+
 def _open(store: str, s3_endpoint: str | None) -> ObjectStore:
     try:  # a URL that names no store is a bad argument (64), as `epochgc gc` answers it
         spec = parse_store_url(store, s3_endpoint)
@@ -155,7 +171,7 @@ def _open(store: str, s3_endpoint: str | None) -> ObjectStore:
         s = open_spec(spec)
         check_is_store(s)
     except (StoreError, GcError) as e:
-        raise click.ClickException(str(e)) from None
+        raise _Refused(str(e)) from None
     return s
 
 
@@ -278,7 +294,7 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
         try:
             removed = reset_gc_state(s, time.time(), force, even_if_running)
         except ResetRefused as e:
-            raise click.ClickException(str(e)) from None
+            raise _Refused(str(e)) from None
         if not as_json:  # said before the recovery's wait (review rev38n finding 4)
             click.echo("gc-admin: reset: " + (", ".join(f"removed {k}" for k in removed)
                                               or "nothing to remove"))
@@ -322,7 +338,9 @@ MAX_OLDER_THAN_S = 100 * 365 * 86400.0
               help="remove rounds whose record was written longer ago than this (the "
                    "store's own time of the record)")
 @click.option("--keep-last", type=click.IntRange(1, None), default=DEFAULT_KEEP_LAST,
-              show_default=True, help="always keep this many most recent rounds")
+              show_default=True,
+              help="always keep this many most recent rounds that ran (a refusal, paused "
+                   "or lease held, is not one: it expires by age alone)")
 @click.option("--apply", "apply", is_flag=True,
               help="remove them; without it this is a dry run")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
@@ -349,9 +367,9 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
         plan = expire_rounds(s, time.time(), older_than, keep_last, apply,
                              lambda msg: echo_safe(msg, err=True))
     except StoreError as e:
-        raise click.ClickException(f"expire failed: {e}") from None
+        raise _Refused(f"failed: {e}") from None
     except SequenceError as e:  # rounds it cannot order are never expired (newuser3 N8)
-        raise click.ClickException(f"expire refused, nothing removed: {e}") from None
+        raise _Refused(f"refused, nothing removed: {e}") from None
     finally:
         s.close()
     if as_json:
@@ -469,7 +487,6 @@ def advance_epoch(data_dir: str, partition: str) -> None:
 
     r = asyncio.run(go())
     if r.get("status") != "ok":
-        raise click.ClickException(f"advance-epoch {partition}: {r.get('status')}: "
-                                   f"{r.get('message', r)}")
+        raise _Refused(f"{partition}: {r.get('status')}: {r.get('message', r)}")
     click.echo(f"gc-admin: {partition} advanced to {r['advanced_to']} (cached cluster epoch "
                f"{r['cached_epoch']}); M(p) now {r['inactive_epoch']}")

@@ -6,9 +6,11 @@ A round is its record (`_cluster/gc/rounds/<id>.json`), its deletion journal
 `_cluster/gc/seq-round/<id>` which fixes its number). One expires
 when its record was written longer ago than the retention, by the store's own time of the
 record (mtime, S3 LastModified: not the round's clock, which may have been wrong), unless
-it is among the last `keep_last` rounds (by sequence number; records from before numbering
-by name). Compare Delta Lake's log retention (`delta.logRetentionDuration`, 30 days by
-default) and Iceberg's `expire_snapshots` (older than 5 days, retaining the last one).
+it is among the last `keep_last` rounds that ran (by sequence number; records from before
+numbering by name). A refusal's record (paused, lease held: the round never began) is not
+a round that ran: it expires by age alone (issue 41 F5). Compare Delta Lake's log
+retention (`delta.logRetentionDuration`, 30 days by default) and Iceberg's
+`expire_snapshots` (older than 5 days, retaining the last one).
 
 Never removed: a round whose record cannot be read (not UTF-8, not one strict JSON
 object: `recordread.py`): each record is read before its round is removed, and one that
@@ -35,7 +37,7 @@ from typing import Any
 from epochgc.impl.gc.duration import format_duration
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP
 from epochgc.impl.gc.record import ROUNDS_PREFIX
-from epochgc.impl.gc.recordread import DamagedRecord, read_record
+from epochgc.impl.gc.recordread import DamagedRecord, is_refusal, read_record
 from epochgc.impl.gc.sequence import ROUND_SEQ_PREFIX, check_room, markers, round_seq_key
 from epochgc.impl.store.base import MAX_DELETE_BATCH, ObjectInfo, ObjectStore, StoreError
 
@@ -80,7 +82,7 @@ class ExpirePlan:
         out.extend(f"  {r}" for r in self.rounds[:20])
         if len(self.rounds) > 20:
             out.append(f"  ... and {len(self.rounds) - 20} more")
-        out.append(f"gc-admin: kept the last {self.kept_recent} round(s)"
+        out.append(f"gc-admin: kept the last {self.kept_recent} round(s) that ran"
                    + (f" and {len(self.unfinished)} unfinished journal(s) (never expired; "
                       "the next round or gc-admin reset records a dead round's)"
                       if self.unfinished else ""))
@@ -134,7 +136,7 @@ def expire_rounds(
             keys.append(round_seq_key(round_id))
     numbered = [m.round_id for m in seq if m.round_id in records]
     order = list(dict.fromkeys(numbered + sorted(set(records) - set(numbered), reverse=True)))
-    recent = set(order[:keep_last])
+    recent = _last_that_ran(store, records, order, keep_last)
     plan.kept_recent = len(recent)
     cutoff = now - older_than_s
 
@@ -174,6 +176,25 @@ def expire_rounds(
         if say is not None:
             say(f"gc-admin: expire: removed round {round_id}")
     return plan
+
+
+def _last_that_ran(store: ObjectStore, records: dict[str, ObjectInfo], order: list[str],
+                   keep_last: int) -> set[str]:
+    """The last `keep_last` rounds that ran, newest first in `order`: a refusal (paused,
+    lease held: `recordread.is_refusal`) is not one and expires by age alone (issue 41
+    F5: `--keep-last 1` kept a refusal and removed the last `done` rounds). A record that
+    cannot be read counts as a round (kept; `_readable` names it)."""
+    ran: set[str] = set()
+    for round_id in order:
+        if len(ran) >= keep_last:
+            break
+        try:
+            refusal = is_refusal(read_record(store, records[round_id].key))
+        except DamagedRecord:
+            refusal = False
+        if not refusal:
+            ran.add(round_id)
+    return ran
 
 
 def _readable(store: ObjectStore, rec: ObjectInfo, plan: ExpirePlan) -> bool:

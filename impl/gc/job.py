@@ -27,7 +27,7 @@ from epochgc.impl.gc.reports import PARTITIONS_KEY, REPORT_READERS, ClusterView,
 from epochgc.impl.gc.sequence import SequenceError, check_room
 from epochgc.impl.gc.stage import _Round, _with_spark
 from epochgc.impl.gc.stop import RoundStop, deadline_timer
-from epochgc.impl.gc.summary import GcSummary
+from epochgc.impl.gc.summary import GcSummary, Refusal
 from epochgc.impl.gc.text import printable
 from epochgc.impl.gc.versioning import check_versioning
 from epochgc.impl.store.base import ObjectStore, StoreError
@@ -187,6 +187,7 @@ def _round(
         admin = read_admin_state(store)
         if admin.paused and not options.dry_run:
             summary.paused = admin.why()
+            summary.refusal = Refusal.PAUSED
             note(f"gc: {summary.paused}")
             return
         if admin.paused:
@@ -210,6 +211,13 @@ def _round(
         check_versioning(store, options.allow_versioned)  # before anything is listed
     finally:
         store.close()
+    if stop.requested:
+        # Issue 41 F5: a stop that came while the store was read (SIGINT at 0.3 s) was
+        # said ("ending the round"), then work was announced after it ("listing 1000
+        # prefixes"): the round ends here, before a decision, the lease, Spark or a
+        # listing.
+        summary.interrupted = stop.reason
+        return
     decision = view.gc_epoch()
     health = assess(view)
     summary.health = health.as_dict()
@@ -238,7 +246,11 @@ def _round(
         # One round at a time on a store (issue 29): held from before Spark starts to
         # after its record (`run_gc` releases it); refused naming the holder.
         lease = Lease(open_store, summary.round_id)
-        lease.acquire()
+        try:
+            lease.acquire()
+        except GcError:
+            summary.refusal = Refusal.LEASE  # turned away: nothing of it started
+            raise
         held.append(lease)
 
         def lost(why: str) -> None:

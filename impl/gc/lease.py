@@ -259,6 +259,14 @@ def _parse(got: Versioned | None) -> dict[str, Any] | None:
     return doc if isinstance(doc, dict) else None
 
 
+def taken_over(data: bytes, now: float) -> bool:
+    """Whether a round at `now` takes over a lease of these bytes (`Lease.acquire`): one it
+    cannot parse, or one expired. `gc-admin show` says so of a malformed lease (issue 41
+    F5: it advised `reset --force` where the next round simply replaced it)."""
+    held = _parse(Versioned(data, ""))
+    return held is None or _expires(held) <= now
+
+
 def _expires(held: dict[str, Any]) -> float:
     """When the lease expires; one whose expiry is not a finite number never was written
     by a round: expired, taken over like an unreadable one."""

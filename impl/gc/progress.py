@@ -28,11 +28,12 @@ def counts_text(counts: tuple[int, int], deletes: bool, seconds: float) -> str:
 
 def eta_text(tasks: tuple[int, int], seconds: float) -> str | None:
     """"ETA 1m 20s (by tasks)": the time left if the tasks not done take as long as the
-    done ones took on average; None before the first task is done (no total of keys is
-    known before the listing ends: the ETA is by tasks, the only total Spark knows)."""
+    done ones took on average; None before the first task is done and once all are (no
+    total of keys is known before the listing ends: the ETA is by tasks, the only total
+    Spark knows)."""
     done, total = tasks
-    if done <= 0 or total <= 0:
-        return None
+    if done <= 0 or total <= 0 or done >= total:
+        return None  # nothing to estimate from, or nothing left (issue 41 F5: no "ETA 0s")
     left = seconds * (total - done) / done
     return f"ETA {_short(left)} (by tasks)"
 
@@ -90,6 +91,7 @@ class StageProgress:
         self._cadence = LineCadence(every_s)
         self._ticker = Ticker(interval, self._tick, "epochgc-progress")
         self._t0 = 0.0
+        self._seen = 0  # the stage's tasks, as of the last line written (0: none written)
 
     def __enter__(self) -> StageProgress:
         self._t0 = self.clock()
@@ -102,12 +104,30 @@ class StageProgress:
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._ticker.stop()
+        if t is None and self.say is not None:
+            line = self.last_line()
+            if line is not None:
+                self.say(line)
 
     def _tick(self) -> None:
         assert self.say is not None
         line = self.poll(_active_tasks(self._tracker))
         if line is not None:
             self.say(line)
+
+    def last_line(self) -> str | None:
+        """The line for a stage that ended without an error (its action returned: every
+        task of it finished), if any line was written: the counts at the end, no ETA. The
+        last periodic line may be up to `every_s` old (issue 41 F5: "8,000 deleted ...
+        ETA 16s" was the last word of a round that had deleted all 8,000)."""
+        total = self._seen
+        if not total:
+            return None
+        if self.listener is not None:
+            self.listener.sync()  # the tasks' last counts
+        counts = self.listener.totals() if self.listener is not None else None
+        return progress_line(self.label, (total, total), counts, self.deletes,
+                             self.clock() - self._t0)
 
     def poll(self, tasks: tuple[int, int]) -> str | None:
         """The line to write for a poll that saw `tasks` (done, total) now, if one is due
@@ -117,6 +137,7 @@ class StageProgress:
         now = self.clock()
         if not self._cadence.due(now, tasks):
             return None
+        self._seen = tasks[1]
         counts = self.listener.totals() if self.listener is not None else None
         return progress_line(self.label, tasks, counts, self.deletes, now - self._t0)
 

@@ -56,6 +56,9 @@ def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
         "error": s.error,
         "interrupted": s.interrupted,
         "paused": s.paused,
+        # Issue 41 F5: a refusal (paused, lease held) is recorded but is not a round that
+        # ran: `recordread.is_refusal`.
+        "refusal": None if s.refusal is None else s.refusal.value,
         "health": s.health,
         "safety_blocked": s.safety_blocked,
         "min_partition_epoch": s.min_partition_epoch,

@@ -39,8 +39,25 @@ def read_record(store: ObjectStore, key: str) -> dict[str, Any]:
         what = "not valid JSON: " if isinstance(e, json.JSONDecodeError) else ""
         raise DamagedRecord(key, f"{what}{e}") from None
     if not isinstance(rec, dict):
-        raise DamagedRecord(key, f"not a JSON object (a JSON {type(rec).__name__})")
+        raise DamagedRecord(key, f"not a JSON object (a JSON {json_kind(rec)})")
     return rec
+
+
+def json_kind(v: object) -> str:
+    """What JSON calls a parsed value (RFC 8259 section 3: object, array, number, string,
+    and the literal names false, null, true), never a Python type name (issue 41 F5:
+    "a JSON NoneType")."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
 
 
 def _is_int(v: object) -> bool:
@@ -60,7 +77,8 @@ def _is_time(v: object) -> bool:
 
 # The fields `gc-admin show` prints, each with what it must be (`record.py` writes them);
 # a field marked required is in every record this code has ever written.
-_TEXT_OR_NONE = ("blocked", "error", "paused", "interrupted", "recovered_by", "journal")
+_TEXT_OR_NONE = ("blocked", "error", "paused", "interrupted", "recovered_by", "journal",
+                 "refusal")
 _COUNTS = ("deleted", "bytes_deleted", "errors", "listed", "eligible")
 
 
@@ -107,3 +125,13 @@ def read_round_record(store: ObjectStore, key: str) -> dict[str, Any]:
     if problem is not None:
         raise DamagedRecord(key, f"not a round record ({problem})")
     return rec
+
+
+def is_refusal(rec: dict[str, Any]) -> bool:
+    """Whether a round record is a refusal, not a round that ran (issue 41 F5): its
+    `refusal` (`summary.Refusal`: paused, lease), or, in a record from before that field,
+    the outcome `paused` (a lease refusal was then an `error` like any failure: counted as
+    a round)."""
+    if rec.get("refusal") is not None:
+        return True
+    return "refusal" not in rec and rec.get("outcome") == "paused"

@@ -18,7 +18,7 @@ from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.lease import LEASE_KEY
 from epochgc.impl.gc.monitor import check_health
 from epochgc.impl.gc.record import ROUNDS_PREFIX
-from epochgc.impl.gc.recordread import DamagedRecord, read_round_record
+from epochgc.impl.gc.recordread import DamagedRecord, is_refusal, read_round_record
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.gc.sequence import SequenceError, check_room, markers
 from epochgc.impl.gc.text import printable
@@ -46,32 +46,52 @@ def gc_state(store: ObjectStore, now: float, max_report_age_s: float,
     doc["paused_by"] = state.by or None if state.paused else None
     doc["paused_at"] = state.at if state.paused else None
     doc["lease"] = read_lease(store, now).as_dict()
-    doc["last_round"] = last_round(store)
+    doc["last_round"], doc["last_refusal"] = last_rounds(store)
     doc["recovered"] = recovered or []
     doc["recovering"] = recovering or []
     doc["now"] = now
     return doc
 
 
+# How many records `last_rounds` reads back looking for a round that ran: refusals (a cron
+# against a paused store) may pile up; past this many it says so.
+SCAN_RECORDS = 100
+
+
 def last_round(store: ObjectStore) -> dict[str, Any] | None:
-    """The last round's record: the highest number of the store's sequence whose record
-    exists (`sequence.py`, issue 38 item 6: record names come from each round's own clock);
-    records written before numbering existed (none numbered) by name."""
+    """The last round that ran (`last_rounds`)."""
+    return last_rounds(store)[0]
+
+
+def last_rounds(store: ObjectStore) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The record of the last round that ran, and of the last refusal if one came after
+    it (issue 41 F5: a refused `gc`, paused or the lease held, became the "last round").
+    Rounds in the store's sequence order (`sequence.py`, issue 38 item 6: record names come
+    from each round's own clock), highest first; records from before numbering by name. A
+    record that cannot be read counts as a round (named, never skipped)."""
+    refusal: dict[str, Any] | None = None
     try:
         names = {o.key for o in store.list_all(ROUNDS_PREFIX)}
         if not names:
-            return None
+            return None, None
         check_room(store)  # a sequence that cannot order rounds is named, not used
-        key = next((m.record for m in markers(store) if m.record in names),
-                   max(names))
-        rec = read_round_record(store, key)
+        numbered = [m.record for m in markers(store) if m.record in names]
+        order = list(dict.fromkeys(numbered + sorted(names - set(numbered), reverse=True)))
+        for key in order[:SCAN_RECORDS]:
+            rec = read_round_record(store, key)
+            if not is_refusal(rec):
+                return {"key": key, **rec}, refusal
+            refusal = refusal or {"key": key, **rec}
     except (DamagedRecord, SequenceError) as e:
         # Issue 41 F9: the damaged record is named, as every other damaged document is; a
         # damaged sequence too, rather than a last round taken from it (newuser3 N8).
-        return {"error": str(e)}
+        return {"error": str(e)}, refusal
     except (StoreError, ValueError) as e:
-        return {"error": f"cannot read the round records: {e}"}
-    return {"key": key, **rec}
+        return {"error": f"cannot read the round records: {e}"}, None
+    if len(order) > SCAN_RECORDS:
+        return {"error": f"no round that ran among the last {SCAN_RECORDS} records, all "
+                         "refusals"}, refusal
+    return None, refusal
 
 
 # --- the human form ---
@@ -157,7 +177,23 @@ def render(doc: dict[str, Any]) -> list[str]:
                    f"after {iso(r['record_after'])} (its tasks' {r['wait_s']:.0f} s "
                    "bound)")
     out.extend(_last_round_lines(doc["last_round"], now))
+    out.extend(_last_refusal_lines(doc.get("last_refusal"), now))
     return out
+
+
+def _last_refusal_lines(rec: dict[str, Any] | None, now: float) -> list[str]:
+    """The last refusal after the last round that ran, apart (issue 41 F5)."""
+    if rec is None:
+        return []
+    seq = f" (#{rec['seq']})" if isinstance(rec.get("seq"), int) else ""
+    started = rec.get("started_at")
+    if isinstance(started, str):
+        with contextlib.suppress(ValueError):
+            started = datetime.fromisoformat(started).timestamp()
+    why = rec.get("paused") or rec.get("error") or rec.get("refusal")
+    return [f"last refusal (not a round: nothing listed or deleted): {_text(rec.get('key'))}"
+            f"{seq}, {_since(started, now)}, exit code {_text(rec.get('exit_code'))}: "
+            f"{_text(why)}"]
 
 
 FORCE_ADVICE = ("gc-admin reset --force removes it; a directory there is never removed: "
@@ -185,6 +221,14 @@ def _lease_line(lease: dict[str, Any], now: float) -> str:
             return f"free (last held by {who}, released {_since(h.get('released_at'), now)})"
         return (f"free (last held by {who}, expired {_since(h.get('expires_at'), now)} "
                 "without being released: that round died or lost the store)")
+    if state is LeaseState.UNREADABLE and lease.get("next_round_replaces"):
+        # Issue 41 F5: `gc` takes an unreadable lease over (`Lease.acquire`), so `show` says
+        # so rather than advise a reset the next round does not need. No round wrote it:
+        # every lease write is whole (S3 PutObject is atomic; a local store writes aside,
+        # then links or renames into place), and the takeover is conditional on the version
+        # read, so a round that writes it meanwhile is never overwritten.
+        return (f"{LEASE_KEY} cannot be read: {_text(lease['problem'])}; no round wrote it "
+                "(a round writes its lease whole): the next round replaces it")
     what = "is not a regular object" if state is LeaseState.NOT_AN_OBJECT else "cannot be read"
     # Issue 41 F8: reset --force removes a link or an unreadable object, never a directory
     # (it may hold what is not garbage): the advice names both, as reset does.

@@ -424,10 +424,11 @@ def _stage(
         why = (f"round interrupted ({stop.reason})" if stop.reason is not None
                else "round failed")
         note(f"gc: {why}: listing partial, at least {n_keys(summary.listed)} listed, "
-             f"{summary.eligible} eligible; {summary.deleted} deleted (journal {prefix})")
+             f"{summary.eligible:,} eligible; {summary.deleted:,} deleted (journal {prefix})")
     else:
+        # One number format per line (issue 41 F5: "8,000 eligible, 8000 deleted").
         note(f"gc: listed {n_keys(scanned.listed)}, {scanned.eligible:,} eligible, "
-             f"{summary.deleted} deleted (journal {prefix})")
+             f"{summary.deleted:,} deleted (journal {prefix})")
         checkpoint("deletes-over")  # the signal tests' point: too late to stop anything
     if failure is not None:
         raise GcError(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import json
 from dataclasses import dataclass, field
 
@@ -58,6 +59,13 @@ JSON_KEYS = (
     # proves was listed and eligible).
     "listing_complete",
 )
+
+
+class Refusal(enum.Enum):
+    """Why a round was turned away before it began (its record's `refusal`)."""
+
+    PAUSED = "paused"  # an operator paused GC on the store (gc-admin pause)
+    LEASE = "lease"  # the store's GC lease could not be taken (another round holds it)
 
 
 @dataclass
@@ -133,6 +141,10 @@ class GcSummary:
     recovered: list[str] = field(default_factory=list)
     # Issue 41 item 3: see JSON_KEYS.
     listing_complete: bool = True
+    # Issue 41 F5: what turned the round away before it began (nothing listed, nothing
+    # deleted): a refusal, recorded, but not a round that ran (`show`'s last round and
+    # `expire --keep-last` count only rounds that ran).
+    refusal: Refusal | None = None
     # A dry run on a paused store (it runs, exit 0): the pause, said on stderr at the end.
     paused_note: str | None = None
 

@@ -48,8 +48,11 @@ def test_show_prints_times_and_durations_not_reprs(tmp_path: Path) -> None:
                      + _ISO.pattern + r" \(.+ ago\), expires " + _ISO.pattern
                      + r" \(in (9m|10m)", out), out
     assert re.search(r"paused: yes by \S+@\S+ since " + _ISO.pattern, out), out
-    assert "last round: _cluster/gc/rounds/" in out and "outcome: paused, exit code 3" in out
-    assert re.search(r"started " + _ISO.pattern, out), out
+    # A paused round is a refusal, shown apart from the rounds that ran (issue 41 F5).
+    assert "last round: none recorded" in out, out
+    assert re.search(r"last refusal \(not a round: nothing listed or deleted\): "
+                     r"_cluster/gc/rounds/\S+ \(#1\), " + _ISO.pattern
+                     + r" \(.+\), exit code 3: GC is paused", out), out
 
 
 def test_show_without_m_says_why_not_none(tmp_path: Path) -> None:
