@@ -33,11 +33,14 @@ so this host's skew cannot shorten it): STOP is created only if absent, so a lat
 (`gc-admin show`, a recovery a signal ended) does not restart it (newuser4 F1: each
 `show` rewrote STOP, and a monitor running `show` every few minutes kept a dead round
 from ever being recorded); only what is left of it is waited. A START without it was
-written by a version whose tasks HEAD STOP before each batch: no wait (that version's bound). A START
-that cannot be read: the longest wait (`MAX_STOP_WITHIN_S`). Every STOP is written first,
-then one wait, then the read-backs. The wait ends early when the caller's round is asked
-to stop (SIGINT, SIGTERM, `--deadline`: review rev38n finding 6): nothing is read back or
-recorded then, the STOP markers stay, and the next look recovers those rounds.
+written by a version whose tasks HEAD STOP before each batch: no wait (that version's
+bound). A START that cannot be read: the longest wait (`MAX_STOP_WITHIN_S`). Every STOP
+is written first, then one wait, then the read-backs. The wait ends early when the
+caller's round is asked to stop (SIGINT, SIGTERM, `--deadline`: review rev38n finding 6):
+nothing is read back or recorded then, the STOP markers stay, and the next look recovers
+those rounds. It also ends once every round waited for has its record or END, and there
+is none for a round whose tasks all ran below its driver on this host and are all gone
+(`drivertree.py`; newuser4 F3).
 
 `gc-admin show` does not wait (review rev38n finding 4: the status command held the
 operator for the bound): `stop_dead_rounds` records what needs no wait (a round with its
@@ -57,6 +60,7 @@ from typing import Any
 
 from epochgc.impl.gc.admin import LeaseState, read_lease
 from epochgc.impl.gc.bounds import MAX_STOP_WITHIN_S
+from epochgc.impl.gc.drivertree import tasks_gone
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP, read_journal
 from epochgc.impl.gc.record import (
@@ -74,6 +78,9 @@ _MAX_DOC = 1 << 20  # bytes of a START or END read back
 # The wait between the STOP markers and the read-backs (looked up at each call: a test
 # that recovers a round killed for real replaces it rather than wait minutes).
 SLEEP: Callable[[float], None] = time.sleep
+# The wait goes in steps this long: after each the operator is told what is left and the
+# rounds are looked at again (one that got its record or END needs no more).
+WAIT_STEP_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -164,6 +171,7 @@ def recover_dead_rounds(
     sleep: Callable[[float], None] | None = None,
     waiting: Callable[[float, list[str]], None] | None = None,
     stop: RoundStop | None = None,
+    left: Callable[[float, list[str]], None] | None = None,
 ) -> list[Recovered]:
     """Write the record of every round with a journal and no record that is not running.
     `running()` names the rounds that may still run (None: cannot tell, nothing is done);
@@ -171,18 +179,16 @@ def recover_dead_rounds(
     the lease before its START) is left alone. `by` says who recovered it (in the record);
     `data`: the store the keys are in (default `store`). After writing the STOP markers,
     waits the longest of the rounds' stop bounds (`waiting(seconds, rounds)` is told
-    first): `sleep` (default `SLEEP`); with `stop`, the wait ends once it is requested and
-    nothing more is done (the STOPs stay: the next look records those rounds).
+    first, then `left(seconds, rounds)` every `WAIT_STEP_S` of it): `sleep` (default
+    `SLEEP`), one step at a time; the wait ends early once every round waited for has its
+    record or END (its driver was alive and ended: nothing to read back). With `stop`, the
+    wait ends once it is requested and nothing more is done (the STOPs stay: the next look
+    records those rounds).
     Raises StoreError if the journals cannot be listed or a record cannot be written."""
     found = _stop_dead(store, by, running)
     out = list(found.recorded)
-    wait_s = max((d.left_s() for d in found.stopped), default=0.0)
-    if wait_s > 0:
-        if waiting is not None:
-            waiting(wait_s, [d.round_id for d in found.stopped])
-        # no task of theirs sends a request after this (`bounds.py`)
-        if _interrupted(wait_s, sleep if sleep is not None else SLEEP, stop):
-            return out
+    if _wait(store, found.stopped, sleep if sleep is not None else SLEEP, waiting, left, stop):
+        return out
     for d in found.stopped:
         r = _record_stopped(store, data, d, by, clock)
         if r is not None:
@@ -220,6 +226,47 @@ def waiting_line(wait_s: float, rounds: list[str]) -> str:
             f"{', '.join(rounds)} to see {'their' if many else 'its'} STOP (no task of "
             f"{'theirs' if many else 'its'} sends a delete after that) before reading "
             f"{'their journals' if many else 'its journal'} back")
+
+
+def _wait(store: ObjectStore, stopped: list[_Dead], sleep: Callable[[float], None],
+          waiting: Callable[[float, list[str]], None] | None,
+          left: Callable[[float, list[str]], None] | None, stop: RoundStop | None) -> bool:
+    """Wait until no task of the stopped rounds sends a request (`bounds.py`), in steps of
+    `WAIT_STEP_S`, saying how long is left after each (newuser4 F3: 4 minutes of silence
+    after one line looked like a hang); it ends once every round waited for has its record
+    or END (newuser4 F3: a round stopped by its STOP wrote its own record 25 s in, and
+    `reset` waited on for the whole 240 s). True if `stop` was requested meanwhile."""
+    pending = [d for d in stopped if d.left_s() > 0]
+    waited = 0.0
+    while pending:
+        rest = max(d.left_s() for d in pending) - waited
+        if rest <= 0:
+            return False
+        names = [d.round_id for d in pending]
+        if waited == 0:
+            if waiting is not None:
+                waiting(rest, names)
+        elif left is not None:
+            left(rest, names)
+        step = min(WAIT_STEP_S, rest)
+        if _interrupted(step, sleep, stop):
+            return True
+        waited += step
+        pending = [d for d in pending if d.left_s() > waited and not _ended(store, d)]
+    return False
+
+
+def _ended(store: ObjectStore, dead: _Dead) -> bool:
+    """Its record or END exists: written by its driver (alive after all) or another look."""
+    return (store.head(round_key(dead.round_id)) is not None
+            or _read_doc(store, dead.prefix + END) is not None)  # damaged: not an END
+
+
+def left_line(seconds: float, rounds: list[str]) -> str:
+    """What the operator is told during the wait, every `WAIT_STEP_S`."""
+    return (f"{seconds:.0f} s left of the wait for {', '.join(rounds)} (Ctrl-C stops it: "
+            "the next round or `gc-admin reset` records "
+            f"{'them' if len(rounds) > 1 else 'it'})")
 
 
 def _interrupted(wait_s: float, sleep: Callable[[float], None], stop: RoundStop | None
@@ -266,8 +313,10 @@ def _stop_dead(store: ObjectStore, by: str, running: Callable[[], set[str] | Non
         # without that channel checks STOP before each batch; one on the driver's host
         # also sees it gone (`journal.Driver`).
         stamp = _stop_once(store, prefix, by)
-        found.stopped.append(_Dead(round_id, prefix, start or {}, took, _stop_within(start),
-                                   stamp))
+        # A round whose every task ran below its driver on this host, all gone: nothing of
+        # it can send a request any more (newuser4 F3), no wait.
+        bound = 0.0 if start is not None and tasks_gone(start) else _stop_within(start)
+        found.stopped.append(_Dead(round_id, prefix, start or {}, took, bound, stamp))
     return found
 
 
