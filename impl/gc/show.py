@@ -20,7 +20,7 @@ from epochgc.impl.gc.monitor import check_health
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.recordread import DamagedRecord, read_round_record
 from epochgc.impl.gc.reports import read_cluster_view
-from epochgc.impl.gc.sequence import SequenceError, check_room, markers
+from epochgc.impl.gc.sequence import SequenceError, check_room, markers, newer_unmarked
 from epochgc.impl.gc.text import printable
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.model.cluster import partition_epochs
@@ -62,8 +62,11 @@ def last_round(store: ObjectStore) -> dict[str, Any] | None:
         if not names:
             return None
         check_room(store)  # a sequence that cannot order rounds is named, not used
-        key = next((m.record for m in markers(store) if m.record in names),
-                   max(names))
+        marks = markers(store)
+        # a round whose marker was removed by hand, later by its number and its start
+        # (newuser4 F4), else the highest marker's, else by name (before numbering)
+        key = next(iter(newer_unmarked(store, names, marks)),
+                   next((m.record for m in marks if m.record in names), max(names)))
         rec = read_round_record(store, key)
     except (DamagedRecord, SequenceError) as e:
         # Issue 41 F9: the damaged record is named, as every other damaged document is; a
