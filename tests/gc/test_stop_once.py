@@ -6,8 +6,11 @@ from ever being recorded. On the local store and both S3 servers."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from epochgc.impl.gc.journal import START, STOP, journal_prefix, write_marker
 from epochgc.impl.gc.record import round_key
@@ -93,3 +96,22 @@ def test_a_stop_written_a_while_ago_waits_only_what_is_left(tmp_path: Path) -> N
     waited: list[float] = []
     recover_dead_rounds(store, "reset", lambda: set(), sleep=waited.append)
     assert sum(waited) in (140.0, 141.0), waited  # rounded up to the whole second
+
+
+def test_a_host_clock_ahead_of_the_servers_does_not_shorten_the_wait(
+    open_store: Opener, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The STOP's age is the server's `Date` less its `Last-Modified` (S3), not this host's
+    clock less `Last-Modified`: a host an hour ahead still waits the whole bound for a STOP
+    written just now. (Seeded: `time.time()` in place of the answer's `Date` waits 0.)"""
+    if backend != "seaweedfs":
+        # a local store's mtime is stamped by this host's clock; moto runs in this process
+        # (its `Date` from the patched `time.time`, its `Last-Modified` from `datetime`)
+        pytest.skip("needs a server with its own clock")
+    store = open_store()
+    _start(store)
+    real = time.time
+    monkeypatch.setattr(time, "time", lambda: real() + 3600.0)
+    waited: list[float] = []
+    recover_dead_rounds(store, "reset", lambda: set(), sleep=waited.append)
+    assert sum(waited) >= 235.0, waited  # the bound less the requests' own seconds
