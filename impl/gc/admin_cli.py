@@ -57,6 +57,7 @@ from epochgc.impl.gc.job import check_is_store
 from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S
 from epochgc.impl.gc.recover import (
     Recovered,
+    left_line,
     live_rounds,
     recover_dead_rounds,
     stop_dead_rounds,
@@ -429,6 +430,10 @@ def _say_waiting(seconds: float, rounds: list[str]) -> None:
     echo_safe(f"gc-admin: {waiting_line(seconds, rounds)}", err=True)
 
 
+def _say_left(seconds: float, rounds: list[str]) -> None:
+    echo_safe(f"gc-admin: {left_line(seconds, rounds)}", err=True)
+
+
 def _recovered(done: list[Recovered]) -> list[dict[str, Any]]:
     return [{"round": r.round_id, "record": r.record, "deleted": r.deleted,
              "unreadable": r.unreadable, "outcome": r.outcome, "from_end": r.from_end,
@@ -441,7 +446,7 @@ def _recover_dead(s: ObjectStore, by: str) -> list[dict[str, Any]]:
     next look."""
     try:
         done = recover_dead_rounds(s, by, lambda: live_rounds(s, time.time()),
-                                   waiting=_say_waiting)
+                                   waiting=_say_waiting, left=_say_left)
     except StoreError as e:
         echo_safe(f"gc-admin: warning: unfinished rounds not recorded: {e}", err=True)
         return []

@@ -38,7 +38,13 @@ from epochgc.impl.gc.duration import format_duration
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.recordread import DamagedRecord, is_refusal, read_record
-from epochgc.impl.gc.sequence import ROUND_SEQ_PREFIX, check_room, markers, round_seq_key
+from epochgc.impl.gc.sequence import (
+    ROUND_SEQ_PREFIX,
+    check_room,
+    markers,
+    newer_unmarked,
+    round_seq_key,
+)
 from epochgc.impl.store.base import MAX_DELETE_BATCH, ObjectInfo, ObjectStore, StoreError
 
 # Delta Lake's table property `delta.logRetentionDuration`: "interval 30 days" by default
@@ -134,7 +140,12 @@ def expire_rounds(
         # kept with the highest marker
         if round_seq_key(round_id) in fixed and top not in keys:
             keys.append(round_seq_key(round_id))
-    numbered = [m.round_id for m in seq if m.round_id in records]
+    # first the rounds whose marker was removed by hand, later than every marked one by
+    # their own number and their start (newuser4 F4: `--keep-last 1` would have removed
+    # the newest round), then the store's order, then the rest by name
+    unmarked = [_round_of(k, ROUNDS_PREFIX).removesuffix(".json") for k in newer_unmarked(
+        store, {o.key for o in records.values()}, seq)]
+    numbered = unmarked + [m.round_id for m in seq if m.round_id in records]
     order = list(dict.fromkeys(numbered + sorted(set(records) - set(numbered), reverse=True)))
     recent = _last_that_ran(store, records, order, keep_last)
     plan.kept_recent = len(recent)

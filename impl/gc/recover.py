@@ -27,12 +27,20 @@ START (`stop_within_s`, `bounds.py`: 240 s with the default lease): a driver tha
 fact alive sees STOP within a look and its tasks send nothing after that bound, so the
 read-back holds every deletion of the round (review rev38m finding 1: with the tasks
 asking their driver instead of HEADing STOP, a live round recovered by mistake went on
-deleting behind a `killed` record that said fewer). A START without it was written by a
-version whose tasks HEAD STOP before each batch: no wait (that version's bound). A START
-that cannot be read: the longest wait (`MAX_STOP_WITHIN_S`). Every STOP is written first,
-then one wait, then the read-backs. The wait ends early when the caller's round is asked
-to stop (SIGINT, SIGTERM, `--deadline`: review rev38n finding 6): nothing is read back or
-recorded then, the STOP markers stay, and the next look recovers those rounds.
+deleting behind a `killed` record that said fewer). The bound counts from the round's
+FIRST STOP, as the store dated it (`ObjectStore.stamp`: the store's clock at both ends,
+so this host's skew cannot shorten it): STOP is created only if absent, so a later look
+(`gc-admin show`, a recovery a signal ended) does not restart it (newuser4 F1: each
+`show` rewrote STOP, and a monitor running `show` every few minutes kept a dead round
+from ever being recorded); only what is left of it is waited. A START without it was
+written by a version whose tasks HEAD STOP before each batch: no wait (that version's
+bound). A START that cannot be read: the longest wait (`MAX_STOP_WITHIN_S`). Every STOP
+is written first, then one wait, then the read-backs. The wait ends early when the
+caller's round is asked to stop (SIGINT, SIGTERM, `--deadline`: review rev38n finding 6):
+nothing is read back or recorded then, the STOP markers stay, and the next look recovers
+those rounds. It also ends once every round waited for has its record or END, and there
+is none for a round whose tasks all ran below its driver on this host and are all gone
+(`drivertree.py`; newuser4 F3).
 
 `gc-admin show` does not wait (review rev38n finding 4: the status command held the
 operator for the bound): `stop_dead_rounds` records what needs no wait (a round with its
@@ -43,6 +51,7 @@ recorded (by the next round or `gc-admin reset`, which wait).
 from __future__ import annotations
 
 import json
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -51,8 +60,9 @@ from typing import Any
 
 from epochgc.impl.gc.admin import LeaseState, read_lease
 from epochgc.impl.gc.bounds import MAX_STOP_WITHIN_S
+from epochgc.impl.gc.drivertree import tasks_gone
 from epochgc.impl.gc.errors import ReportError
-from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP, read_journal, write_marker
+from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP, read_journal
 from epochgc.impl.gc.record import (
     ROUNDS_PREFIX,
     number_round,
@@ -62,12 +72,15 @@ from epochgc.impl.gc.record import (
 from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.summary import GcSummary
-from epochgc.impl.store.base import ObjectStore, StoreError
+from epochgc.impl.store.base import NoConditionalWrites, ObjectStore, Stamp, StoreError
 
 _MAX_DOC = 1 << 20  # bytes of a START or END read back
 # The wait between the STOP markers and the read-backs (looked up at each call: a test
 # that recovers a round killed for real replaces it rather than wait minutes).
 SLEEP: Callable[[float], None] = time.sleep
+# The wait goes in steps this long: after each the operator is told what is left and the
+# rounds are looked at again (one that got its record or END needs no more).
+WAIT_STEP_S = 30.0
 
 
 @dataclass(frozen=True)
@@ -138,7 +151,9 @@ class Stopping:
 
     round_id: str
     wait_s: float  # its bound from STOP to no request in flight
-    record_after: float  # this host's wall clock: the STOP plus the bound
+    # the first STOP's time plus the bound, on the store's clock (the same on every look);
+    # this host's clock plus the bound when the STOP's time is unknown
+    record_after: float
 
 
 @dataclass(frozen=True)
@@ -156,6 +171,7 @@ def recover_dead_rounds(
     sleep: Callable[[float], None] | None = None,
     waiting: Callable[[float, list[str]], None] | None = None,
     stop: RoundStop | None = None,
+    left: Callable[[float, list[str]], None] | None = None,
 ) -> list[Recovered]:
     """Write the record of every round with a journal and no record that is not running.
     `running()` names the rounds that may still run (None: cannot tell, nothing is done);
@@ -163,18 +179,16 @@ def recover_dead_rounds(
     the lease before its START) is left alone. `by` says who recovered it (in the record);
     `data`: the store the keys are in (default `store`). After writing the STOP markers,
     waits the longest of the rounds' stop bounds (`waiting(seconds, rounds)` is told
-    first): `sleep` (default `SLEEP`); with `stop`, the wait ends once it is requested and
-    nothing more is done (the STOPs stay: the next look records those rounds).
+    first, then `left(seconds, rounds)` every `WAIT_STEP_S` of it): `sleep` (default
+    `SLEEP`), one step at a time; the wait ends early once every round waited for has its
+    record or END (its driver was alive and ended: nothing to read back). With `stop`, the
+    wait ends once it is requested and nothing more is done (the STOPs stay: the next look
+    records those rounds).
     Raises StoreError if the journals cannot be listed or a record cannot be written."""
     found = _stop_dead(store, by, running)
     out = list(found.recorded)
-    wait_s = max((d.wait_s for d in found.stopped), default=0.0)
-    if wait_s > 0:
-        if waiting is not None:
-            waiting(wait_s, [d.round_id for d in found.stopped])
-        # no task of theirs sends a request after this (`bounds.py`)
-        if _interrupted(wait_s, sleep if sleep is not None else SLEEP, stop):
-            return out
+    if _wait(store, found.stopped, sleep if sleep is not None else SLEEP, waiting, left, stop):
+        return out
     for d in found.stopped:
         r = _record_stopped(store, data, d, by, clock)
         if r is not None:
@@ -195,10 +209,9 @@ def stop_dead_rounds(
     found = _stop_dead(store, by, running)
     out = list(found.recorded)
     stopping: list[Stopping] = []
-    now = clock()
     for d in found.stopped:
-        if d.wait_s > 0:
-            stopping.append(Stopping(d.round_id, d.wait_s, now + d.wait_s))
+        if d.left_s() > 0:
+            stopping.append(Stopping(d.round_id, d.wait_s, d.record_after(clock)))
             continue
         r = _record_stopped(store, data, d, by, clock)
         if r is not None:
@@ -213,6 +226,47 @@ def waiting_line(wait_s: float, rounds: list[str]) -> str:
             f"{', '.join(rounds)} to see {'their' if many else 'its'} STOP (no task of "
             f"{'theirs' if many else 'its'} sends a delete after that) before reading "
             f"{'their journals' if many else 'its journal'} back")
+
+
+def _wait(store: ObjectStore, stopped: list[_Dead], sleep: Callable[[float], None],
+          waiting: Callable[[float, list[str]], None] | None,
+          left: Callable[[float, list[str]], None] | None, stop: RoundStop | None) -> bool:
+    """Wait until no task of the stopped rounds sends a request (`bounds.py`), in steps of
+    `WAIT_STEP_S`, saying how long is left after each (newuser4 F3: 4 minutes of silence
+    after one line looked like a hang); it ends once every round waited for has its record
+    or END (newuser4 F3: a round stopped by its STOP wrote its own record 25 s in, and
+    `reset` waited on for the whole 240 s). True if `stop` was requested meanwhile."""
+    pending = [d for d in stopped if d.left_s() > 0]
+    waited = 0.0
+    while pending:
+        rest = max(d.left_s() for d in pending) - waited
+        if rest <= 0:
+            return False
+        names = [d.round_id for d in pending]
+        if waited == 0:
+            if waiting is not None:
+                waiting(rest, names)
+        elif left is not None:
+            left(rest, names)
+        step = min(WAIT_STEP_S, rest)
+        if _interrupted(step, sleep, stop):
+            return True
+        waited += step
+        pending = [d for d in pending if d.left_s() > waited and not _ended(store, d)]
+    return False
+
+
+def _ended(store: ObjectStore, dead: _Dead) -> bool:
+    """Its record or END exists: written by its driver (alive after all) or another look."""
+    return (store.head(round_key(dead.round_id)) is not None
+            or _read_doc(store, dead.prefix + END) is not None)  # damaged: not an END
+
+
+def left_line(seconds: float, rounds: list[str]) -> str:
+    """What the operator is told during the wait, every `WAIT_STEP_S`."""
+    return (f"{seconds:.0f} s left of the wait for {', '.join(rounds)} (Ctrl-C stops it: "
+            "the next round or `gc-admin reset` records "
+            f"{'them' if len(rounds) > 1 else 'it'})")
 
 
 def _interrupted(wait_s: float, sleep: Callable[[float], None], stop: RoundStop | None
@@ -258,9 +312,29 @@ def _stop_dead(store: ObjectStore, by: str, running: Callable[[], set[str] | Non
         # within a look and answers no "go on?" after it (`gate.py`, `watch.py`); a task
         # without that channel checks STOP before each batch; one on the driver's host
         # also sees it gone (`journal.Driver`).
-        write_marker(store, prefix, STOP, {"reason": "killed", "by": by})
-        found.stopped.append(_Dead(round_id, prefix, start or {}, took, _stop_within(start)))
+        stamp = _stop_once(store, prefix, by)
+        # A round whose every task ran below its driver on this host, all gone: nothing of
+        # it can send a request any more (newuser4 F3), no wait.
+        bound = 0.0 if start is not None and tasks_gone(start) else _stop_within(start)
+        found.stopped.append(_Dead(round_id, prefix, start or {}, took, bound, stamp))
     return found
+
+
+def _stop_once(store: ObjectStore, prefix: str, by: str) -> Stamp | None:
+    """Write the round's STOP only if it has none, and say when the first one was written,
+    on the store's clock (None: cannot tell). Its tasks' bound counts from the FIRST STOP
+    (newuser4 F1: each `gc-admin show` rewrote it, and the wait restarted each time: a
+    monitor running `show` every few minutes kept a dead round from ever being recorded).
+    Conditional as the record and END are (`create_if_absent`); a store without
+    conditional writes gets it only if a HEAD finds none."""
+    key = prefix + STOP
+    doc = json.dumps({"reason": "killed", "by": by}, allow_nan=False, indent=1).encode()
+    try:
+        store.create_if_absent(key, doc)
+    except NoConditionalWrites:
+        if store.head(key) is None:
+            store.put(key, doc)
+    return store.stamp(key)
 
 
 def _record_stopped(store: ObjectStore, data: ObjectStore | None, dead: _Dead, by: str,
@@ -285,6 +359,22 @@ class _Dead:
     start: dict[str, Any]
     took: float  # how long its journal ran
     wait_s: float  # its bound from STOP to no request in flight
+    stop_stamp: Stamp | None  # when its first STOP was written (store's clock), if known
+
+    def left_s(self) -> float:
+        """What is left of its bound: the bound less the first STOP's age on the store's
+        clock (whole seconds, rounded up); the whole bound if that age is unknown."""
+        if self.wait_s <= 0:
+            return 0.0
+        age = self.stop_stamp.age() if self.stop_stamp is not None else 0.0
+        return float(max(0, math.ceil(self.wait_s - age)))
+
+    def record_after(self, clock: Callable[[], float]) -> float:
+        """When its bound ends: the first STOP's time plus the bound (the store's clock:
+        the same on every look); unknown, `clock()` plus the bound."""
+        if self.stop_stamp is None:
+            return clock() + self.wait_s
+        return self.stop_stamp.written_by + self.wait_s
 
 
 def _stop_within(start: dict[str, Any] | None) -> float:

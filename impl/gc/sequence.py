@@ -48,6 +48,7 @@ ROUND_SEQ_PREFIX = "_cluster/gc/seq-round/"
 _WIDTH = 20
 _CLAIM_TRIES = 64  # rounds finishing at the same moment; each try moves past one winner
 _MAX_MARKER = 4096
+_MAX_RECORD = 1 << 20  # bytes of a round record read for its number
 LAST = 10**_WIDTH - 1  # the highest number a marker can name
 
 
@@ -100,15 +101,59 @@ def highest(store: ObjectStore) -> int:
 
 
 def check_room(store: ObjectStore) -> int:
-    """The highest number taken, if a round may still claim the next one; SequenceError
-    naming the marker when the sequence is at its end (a round would need a 21st digit)."""
-    top = highest(store)
-    if top >= LAST:
+    """The highest number taken, if a round may still claim the next one. SequenceError
+    naming the marker when the sequence is at its end (a round would need a 21st digit),
+    or when its highest marker is far above the others and no round holds it (newuser4
+    F4: a marker `...998` was accepted, the next round took the last number, and after
+    the advice to remove the marker at the end `show` and `expire` misordered rounds)."""
+    nums = sorted(numbers(store))
+    if not nums:
+        return 0
+    top = nums[-1]
+    below = nums[-2] if len(nums) > 1 else 0
+    if top - below > MAX_JUMP and not _held(store, top):
         raise SequenceError(
-            f"{marker_key(top)}: the GC round sequence is at its end ({LAST} is the "
-            f"highest {_WIDTH}-digit number); a round's record could not be numbered and "
-            "ordered. A marker this high was not handed out by rounds: remove it by hand")
+            f"{marker_key(top)}: far above the other GC round numbers (the next below is "
+            f"{below}; rounds hand them out one by one, {MAX_JUMP} apart at most) and no "
+            f"round holds it (no {ROUND_SEQ_PREFIX}<round> names it): a damaged or foreign "
+            "object, from which the next round's number would jump. Remove it by hand")
+    if top >= LAST:
+        raise SequenceError(_at_end(store, nums))
     return top
+
+
+# Numbers are handed out one at a time; a gap comes from a claim that lost its round's
+# number to another claimer (its marker removed) or from `gc-admin expire`, never this
+# wide between the highest two markers.
+MAX_JUMP = 1000
+
+
+def _held(store: ObjectStore, n: int) -> bool:
+    """Whether marker `n` is a round's: readable, and its round's number is `n`."""
+    m = read_marker(store, marker_key(n))
+    return m is not None and round_number(store, m.round_id) == n
+
+
+def _at_end(store: ObjectStore, nums: list[int]) -> str:
+    """The refusal of a sequence at its end, with what to remove: every marker above the
+    last jump (none was handed out in order), and the per-round markers of the rounds that
+    took numbers there (their records keep their own numbers, by which `show` and
+    `expire` still order them: `newer_unmarked`)."""
+    start = len(nums) - 1
+    while start > 0 and nums[start] - nums[start - 1] <= MAX_JUMP:
+        start -= 1
+    above = nums[start:]
+    keys = [marker_key(n) for n in above]
+    rounds = [m.round_id for m in (read_marker(store, k) for k in keys) if m is not None]
+    held = [round_seq_key(r) for r in rounds if round_number(store, r) in above]
+    shown = keys[:5] + held[:5]
+    more = len(keys) + len(held) - len(shown)
+    return (f"{marker_key(nums[-1])}: the GC round sequence is at its end ({LAST} is the "
+            f"highest {_WIDTH}-digit number); a round's record could not be numbered and "
+            f"ordered. Numbers this high were not handed out in order: remove by hand "
+            f"{', '.join(shown)}{f' and {more} more' if more else ''} (every key under "
+            f"{SEQ_PREFIX} from {marker_key(above[0])} up, and the {ROUND_SEQ_PREFIX} "
+            "markers of the rounds that hold them); their records keep their own numbers")
 
 
 def claim(store: ObjectStore, round_id: str, record: str) -> int:
@@ -189,6 +234,40 @@ def markers(store: ObjectStore) -> list[Marker]:
     round number."""
     found = [read_marker(store, key) for _n, key in sorted(numbers(store).items())]
     return sorted((m for m in found if m is not None), key=lambda m: -m.seq)
+
+
+def record_number(store: ObjectStore, record: str) -> int | None:
+    """The number a round's record carries (its `seq`), None if it has none or cannot be
+    read."""
+    try:
+        raw = store.get(record, 0, _MAX_RECORD)
+        check_nesting(raw, record)
+        doc = json.loads(raw)
+    except (StoreError, ReportError, ValueError):
+        return None
+    seq = doc.get("seq") if isinstance(doc, dict) else None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 1 else None
+
+
+def newer_unmarked(store: ObjectStore, records: set[str], marks: list[Marker]) -> list[str]:
+    """The records (keys) whose round holds no marker (of `marks`, `markers(store)`) and
+    that are later than the highest marker with a record by BOTH their own number and
+    their start time (their name: a round id begins with its start time), newest first.
+    Such a round lost its marker by hand (newuser4 F4: after the advice to remove the
+    marker at the end, `show` named an older round as the last and `expire --keep-last 1`
+    would have removed the newest). When the two disagree the store's marker order
+    stands (a clock step back makes later rounds' names sort earlier: issue 38 item 6);
+    a record with no number is never taken for newer."""
+    marked = {m.record for m in marks}
+    top = next((m for m in marks if m.record in records), None)
+    found: list[tuple[int, str]] = []
+    for key in sorted(records - marked, reverse=True):
+        if top is not None and key <= top.record:
+            break  # started no later than the top's round: its number cannot count
+        n = record_number(store, key)
+        if n is not None and (top is None or n > top.seq):
+            found.append((n, key))
+    return [key for _n, key in sorted(found, reverse=True)]
 
 
 def latest(store: ObjectStore) -> Marker | None:

@@ -325,6 +325,11 @@ def _start_quiet_jvm(builder: SparkSession.Builder) -> None:
     # a 25-line EOFError traceback. The JVM still ends with this process: PySpark's gateway
     # exits at EOF on its stdin, which is this process's pipe (pyspark/java_gateway.py,
     # PythonGatewayServer.scala). SIGINT it ignores anyway (PySpark's `preexec_fn`).
+    # Every process below the JVM carries this process's mark: a recovery on this host
+    # can tell the round's tasks are gone (`drivertree.py`).
+    from epochgc.impl.gc.drivertree import mark
+
+    mark()
     gateway = launch_gateway(conf, popen_kwargs={  # type: ignore[no-untyped-call]
         "stderr": subprocess.PIPE, "start_new_session": True})
     checkpoint("spark-start")  # the signal tests' point: the JVM runs, the context does not

@@ -20,7 +20,7 @@ from epochgc.impl.gc.monitor import check_health
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.recordread import DamagedRecord, is_refusal, read_round_record
 from epochgc.impl.gc.reports import read_cluster_view
-from epochgc.impl.gc.sequence import SequenceError, check_room, markers
+from epochgc.impl.gc.sequence import SequenceError, check_room, markers, newer_unmarked
 from epochgc.impl.gc.text import printable
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.model.cluster import partition_epochs
@@ -75,7 +75,11 @@ def last_rounds(store: ObjectStore) -> tuple[dict[str, Any] | None, dict[str, An
         if not names:
             return None, None
         check_room(store)  # a sequence that cannot order rounds is named, not used
-        numbered = [m.record for m in markers(store) if m.record in names]
+        marks = markers(store)
+        # a round whose marker was removed by hand first, later by its number and its start
+        # (newuser4 F4), then the store's order, then by name (before numbering)
+        numbered = newer_unmarked(store, names, marks) + [m.record for m in marks
+                                                          if m.record in names]
         order = list(dict.fromkeys(numbered + sorted(names - set(numbered), reverse=True)))
         for key in order[:SCAN_RECORDS]:
             rec = read_round_record(store, key)

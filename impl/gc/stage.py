@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from epochgc.impl.gc.beacon import BeaconListener, driver_host
 from epochgc.impl.gc.bounds import LOOK_FRESH_S, send_within_s, stop_within_s
+from epochgc.impl.gc.drivertree import of_session
 from epochgc.impl.gc.duration import format_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.gate import Gate
@@ -163,7 +164,9 @@ def _streaming_round(
                 "started_at": summary.started_at, "options": asdict(rnd.options),
                 # how long a recovery waits after writing STOP before reading back
                 # (bounds.py)
-                "stop_within_s": stop_within_s(rnd.lease_s)})
+                "stop_within_s": stop_within_s(rnd.lease_s),
+                # where its tasks run: a recovery on this host may know them gone
+                **of_session(spark)})
             reach("start-written")
         except StoreError as e:
             raise GcError(f"cannot write the deletion journal {prefix}: {e}; nothing was "

@@ -108,6 +108,22 @@ class ObjectInfo:
 
 
 @dataclass(frozen=True)
+class Stamp:
+    """When an object was written, and the time now, both on the STORE's clock (not this
+    host's, which may be skewed from it): a time elapsed since a write that no host clock
+    can shorten (issue 41, newuser4 F1). Each end is rounded to the safe side for a
+    lower bound of the age: written at the latest `written_by`, now at the earliest
+    `now_at_least`."""
+
+    written_by: float
+    now_at_least: float
+
+    def age(self) -> float:
+        """Seconds since the write, at least (0 if the store's clock reads earlier)."""
+        return max(0.0, self.now_at_least - self.written_by)
+
+
+@dataclass(frozen=True)
 class ListPage:
     objects: list[ObjectInfo]
     truncated: bool  # more keys may follow the last one returned
@@ -157,6 +173,12 @@ class ObjectStore(abc.ABC):
     @abc.abstractmethod
     def head(self, key: str) -> ObjectInfo | None:
         """Size and mtime of one object, None if it does not exist."""
+
+    def stamp(self, key: str) -> Stamp | None:
+        """The object's write time and the time now on the store's own clock; None if the
+        object does not exist or the store cannot say (the caller assumes it was written
+        just now: the safe side for a wait that counts from the write)."""
+        return None
 
     @abc.abstractmethod
     def list_page(

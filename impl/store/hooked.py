@@ -13,6 +13,7 @@ from epochgc.impl.store.base import (
     ObjectInfo,
     ObjectStore,
     Outcome,
+    Stamp,
     Versioned,
 )
 
@@ -46,6 +47,10 @@ class HookedStore(ObjectStore):
     def head(self, key: str) -> ObjectInfo | None:
         self._gate(f"head {key!r}")
         return self.inner.head(key)
+
+    def stamp(self, key: str) -> Stamp | None:
+        self._gate(f"head {key!r}")
+        return self.inner.stamp(key)
 
     def list_page(self, prefix: str, start_after: str | None = None, limit: int = 1000,
                   until: str | None = None) -> ListPage:

@@ -20,6 +20,7 @@ import fcntl
 import os
 import stat
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -36,6 +37,7 @@ from epochgc.impl.store.base import (
     ObjectStore,
     Outcome,
     SendDeadline,
+    Stamp,
     StoreError,
     Versioned,
     check_batch,
@@ -333,6 +335,21 @@ class LocalStore(ObjectStore):
         if not stat.S_ISREG(st.st_mode):
             return None  # a link or a directory is not an object
         return ObjectInfo(key, st.st_size, st.st_mtime, file_version(st))
+
+    # The kernel stamps a file's mtime from its coarse clock (`current_time()`,
+    # `ktime_get_coarse_real_ts64`: the time at the last tick;
+    # https://docs.kernel.org/core-api/timekeeping.html: the coarse variants "are quicker
+    # than the non-coarse versions, but less accurate"): the write happened by mtime plus
+    # one tick (<= 10 ms at HZ >= 100).
+    _MTIME_LAG_S = 0.01
+
+    def stamp(self, key: str) -> Stamp | None:
+        """The file's mtime against this host's clock, which stamped it (a directory on
+        this host's filesystem; a network filesystem's server stamps it with its own)."""
+        info = self.head(key)
+        if info is None:
+            return None
+        return Stamp(info.mtime + self._MTIME_LAG_S, time.time())
 
     # --- listing ---
 

@@ -9,6 +9,7 @@ reply are invisible to botocore: `delete_batch` retries those keys itself (`retr
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import os
 import threading
 import uuid
@@ -26,6 +27,7 @@ from epochgc.impl.store.base import (
     ObjectStore,
     Outcome,
     SendDeadline,
+    Stamp,
     StoreError,
     Versioned,
     check_batch,
@@ -295,6 +297,28 @@ class S3Store(ObjectStore):
         # every conditional write of the lease was a write by name).
         return ObjectInfo(key, int(r["ContentLength"]), r["LastModified"].timestamp(),
                           str(r.get("ETag", "")))
+
+    def stamp(self, key: str) -> Stamp | None:
+        """The object's `Last-Modified` against the same answer's `Date`, both the server's
+        clock (S3 API reference: HeadObject's `Last-Modified`, "Date and time when the
+        object was last modified", and the common response header `Date`, "The date and
+        time Amazon S3 responded"; https://docs.aws.amazon.com/AmazonS3/latest/API/
+        API_HeadObject.html, .../RESTCommonResponseHeaders.html), so this host's clock
+        skew does not enter. Both are HTTP dates, whole seconds (RFC 9110 5.6.7): the
+        write was before `Last-Modified` + 1 s and the answer at or after `Date`. None
+        without a `Date` (a proxy that drops it): the caller then takes the write as now."""
+        try:
+            r = self.client.head_object(Bucket=self.bucket, Key=self._full(key))
+        except Exception as e:
+            if _code(e) in _GONE:
+                return None
+            raise self._error(f"head {key!r}", e) from e
+        headers = r.get("ResponseMetadata", {}).get("HTTPHeaders", {})
+        try:
+            answered = email.utils.parsedate_to_datetime(headers["date"]).timestamp()
+        except (KeyError, TypeError, ValueError):
+            return None
+        return Stamp(r["LastModified"].timestamp() + 1.0, answered)
 
     def list_page(
         self,

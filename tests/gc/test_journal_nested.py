@@ -65,7 +65,7 @@ def test_a_deeply_nested_end_is_recovered_from_the_journal(
     monkeypatch.setattr(recover_mod, "SLEEP", waits.append)
     r = CliRunner().invoke(main, ["gc-admin", "reset", "--store", str(root)])
     assert r.exit_code == 0 and "RecursionError" not in r.output, r.output
-    assert waits == [MAX_STOP_WITHIN_S]
+    assert sum(waits) == MAX_STOP_WITHIN_S  # in steps (newuser4 F3); its END is unreadable
     doc = json.loads(store.get(f"{ROUNDS_PREFIX}{rid}.json"))
     assert doc["outcome"] == "killed", doc
 

@@ -294,7 +294,7 @@ def test_a_recovery_ended_by_a_stop_is_finished_by_the_next_which_waits_and_reco
     assert list(store.list_all(SEQ_PREFIX)) == []
     waited: list[float] = []
     [r] = recover_dead_rounds(store, "round b", lambda: set(), sleep=waited.append)
-    assert waited == [240.0]
+    assert sum(waited) == 240.0  # in steps (newuser4 F3)
     rec = _record(store, rid)
     assert (rec["outcome"], rec["counts"]["deleted"], r.deleted) == ("killed", len(deleted),
                                                                      len(deleted))
