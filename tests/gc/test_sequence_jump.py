@@ -34,12 +34,16 @@ def _invoke(*args: str) -> tuple[int, str]:
 
 
 def _paused_round(root: Path, at: float) -> str:
-    """A real round (paused: its record, no Spark); its record's key."""
+    """A real round's record, number and markers (paused: no Spark), then its record made
+    one of a round that ran (`show`'s last round and `expire --keep-last` skip refusals,
+    issue 41 F5; the order of rounds is what these tests are about); its record's key."""
     store = LocalStore(root)
     before = {o.key for o in store.list_all(ROUNDS_PREFIX)}
     code, out = _invoke("gc", "--store", str(root), "--now", str(at), *AHEAD, "-q")
     assert code == 3, out
     [key] = {o.key for o in store.list_all(ROUNDS_PREFIX)} - before
+    doc = json.loads(store.get(key))
+    store.put(key, json.dumps({**doc, "refusal": None, "outcome": "done"}).encode())
     return key
 
 
