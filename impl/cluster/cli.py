@@ -129,6 +129,9 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
             click.echo(f"node {n}: pid {pid}")
         checkpoint("nodes-up")
         signals.run(_until_ready(lc, list(lc.meta["partitions"])))
+        # Ready: handed over, they run on after this command (until `cluster stop`); a
+        # start killed before this point (kill -9) leaves none of its nodes running.
+        lc.detach(started)
     except KeyboardInterrupt:  # SIGINT or SIGTERM: what this start started is stopped
         _stop_started(lc, started)
         click.echo(f"cluster start interrupted: stopped the {len(started)} node(s) it had "
