@@ -213,3 +213,41 @@ def test_a_kill_9_of_gc_while_its_jvm_starts_leaves_no_jvm(tmp_path: Path) -> No
         assert left == [], f"left running after kill -9 of gc: {left}"
     finally:
         cmd.close()
+
+
+SHUTS_DOWN_SLOWLY = """
+import pathlib, signal, sys, time
+def down(*_):
+    time.sleep(0.5)
+    sys.exit(7)
+signal.signal(signal.SIGTERM, down)
+pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "ready").touch()
+time.sleep(600)
+"""
+
+
+def _wait_file(path: Path, proc: subprocess.Popen[bytes]) -> None:
+    limit = time.monotonic() + LIVENESS_S
+    while not path.exists():
+        assert proc.poll() is None and time.monotonic() < limit
+        time.sleep(0.02)
+
+
+def test_stopping_a_child_leaves_its_exit_status_to_its_popen(tmp_path: Path) -> None:
+    """The cause of F2a: `proctree.stop` reaped the JVM launcher, a child whose `Popen` is
+    PySpark's; `Popen.poll` then got ECHILD and said 0 ("still running" to launch_gateway's
+    `while not proc.poll()`). The stopped child's status must stay its Popen's to read."""
+    from epochgc.impl.proctree import stop
+
+    # Like a JVM, it takes a while to shut down after SIGTERM (its hooks run), then exits
+    # with a status of its own: stop's polling sees it exit.
+    child = subprocess.Popen([sys.executable, "-c", SHUTS_DOWN_SLOWLY,
+                              str(tmp_path / "ready")])
+    try:
+        _wait_file(tmp_path / "ready", child)
+        stop([child.pid])
+        assert child.wait(timeout=LIVENESS_S) == 7  # not 0: ECHILD, its status taken
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
