@@ -149,7 +149,8 @@ def watch_owner(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
     demo`'s process group, its brokers (each in its own session) ran on for 8 minutes.
     Not prctl(PR_SET_PDEATHSIG): it fires when the parent *thread* that forked the child
     exits ("the 'parent' in this case is considered to be the thread that created this
-    process", prctl(2)), and the demo restarts a node from a worker thread."""
+    process", PR_SET_PDEATHSIG(2const), CAVEATS; prctl(2) in older man-pages), and the demo
+    restarts a node from a worker thread (`asyncio.to_thread`)."""
 
     def read() -> None:
         line = sys.stdin.buffer.readline()
