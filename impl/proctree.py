@@ -76,15 +76,22 @@ def alive(pid: int) -> bool:
 
 def stop(pids: list[int], grace_s: float = 10.0) -> None:
     """SIGTERM each (a JVM runs its shutdown hooks: Spark removes its temp directories),
-    SIGKILL what is still alive after `grace_s`; reaps those that are our children."""
+    SIGKILL what is still alive after `grace_s`. Waits for them to exit (a zombie counts as
+    exited), never reaps: a child of ours is reaped by the `Popen` that started it.
+
+    Issue 41 (F2a, a demo hung for good on Ctrl-C during Spark's start-up): this used to
+    `waitpid` the pids that are our children. The JVM's launcher is one, and its `Popen`
+    is inside PySpark's `launch_gateway`, which waits `while not proc.poll() and not
+    os.path.isfile(conn_info_file)` (pyspark/java_gateway.py, 4.3.0). A child's status can
+    be collected once (waitpid(2)); after it was taken here, `Popen.poll` gets ECHILD and
+    sets returncode 0 (CPython Lib/subprocess.py `_internal_poll`: "This child is dead, we
+    can't get the status"), `not 0` is true, and launch_gateway waited forever for a file a
+    dead JVM never writes. So did everything that waited for that start-up."""
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
     while time.monotonic() < deadline:
-        for pid in pids:
-            with contextlib.suppress(ChildProcessError):
-                os.waitpid(pid, os.WNOHANG)
         if not any(alive(p) for p in pids):
             return
         time.sleep(0.05)

@@ -60,7 +60,9 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
           mint_interval: float, trace: str | None, s3_endpoint: str | None,
           log_level: str, new_ports: bool) -> None:
     """Start the cluster under DATA_DIR, or the nodes of an existing one that are not
-    running (then every option given must match what the cluster was created with)."""
+    running (then every option given must match what the cluster was created with).
+    The nodes run on after "cluster ready" (until `cluster stop`); a start that ends before
+    it, even by `kill -9`, leaves none of the nodes it started running."""
     try:
         spec = parse_store_url(store, s3_endpoint)
     except StoreError as e:
@@ -129,6 +131,9 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
             click.echo(f"node {n}: pid {pid}")
         checkpoint("nodes-up")
         signals.run(_until_ready(lc, list(lc.meta["partitions"])))
+        # Ready: handed over, they run on after this command (until `cluster stop`); a
+        # start killed before this point (kill -9) leaves none of its nodes running.
+        lc.detach(started)
     except KeyboardInterrupt:  # SIGINT or SIGTERM: what this start started is stopped
         _stop_started(lc, started)
         click.echo(f"cluster start interrupted: stopped the {len(started)} node(s) it had "

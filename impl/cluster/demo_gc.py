@@ -12,6 +12,7 @@ import contextlib
 import importlib.util
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,12 +54,16 @@ class DemoGc:
         # every later round was refused as paused).
         self._interrupted: str | None = None
         self._running: RoundStop | None = None
+        # Set by `interrupt`: the start-up under way is abandoned, its JVM stopped, and the
+        # session's future resolves to None (not a session), so whatever waits for it (the
+        # final round, in an executor thread asyncio.run joins) returns.
+        self._abandon = threading.Event()
         if engine == "spark":
             # A daemon thread, not an executor's: an interrupted command must not wait at
             # exit for a start-up it has abandoned (executor threads are joined at exit).
             self._session = concurrent.futures.Future()
-            threading.Thread(target=_boot_spark, args=(self._session,), name="spark-boot",
-                             daemon=True).start()
+            threading.Thread(target=_boot_spark, args=(self._session, self._abandon.is_set),
+                             name="spark-boot", daemon=True).start()
 
     def ready(self) -> bool:
         return self._session is None or self._session.done()
@@ -74,6 +79,8 @@ class DemoGc:
         from epochgc.impl.gc.options import GcOptions
 
         spark = self._session.result()  # raises if Spark failed to start
+        if spark is None:  # its start-up was abandoned: `interrupt`
+            raise RuntimeError(f"GC round not started: {self._interrupted}")
         opts = GcOptions(grace_s=self.grace_s, allow_short_grace=True, max_report_age_s=30.0)
         stop = self._running = RoundStop()
         if self._interrupted is not None:  # (checked after `_running` is set: no lock, and
@@ -95,26 +102,32 @@ class DemoGc:
     def interrupt(self, reason: str) -> None:
         """A signal (issue 41): a running Spark round stops at its next delete batch (its
         record says `interrupted`), no new one starts, and a Spark start-up under way is
-        abandoned: its JVM is stopped now, not waited for."""
+        abandoned: its JVM is stopped by the start-up's own thread (`start_interruptibly`),
+        which then resolves the session to None. Issue 41 (F2a): this used to stop the
+        JVM from here and leave the start-up to fail by itself; a start-up still in
+        PySpark's `launch_gateway` never did (see `proctree.stop`), and the final round,
+        waiting for the session in a thread asyncio.run joins, hung the demo for good
+        before it stopped its brokers. Never blocks: called from the event loop."""
         if self._interrupted is None:
             self._interrupted = reason
         running = self._running
         if running is not None:
             running.request(reason)
-        if self._session is not None and not self._session.done():
-            from epochgc.impl.gc.session import stop_starting_jvm
-
-            stop_starting_jvm()
+        self._abandon.set()
 
     def close(self) -> None:
         """Stop the Spark session and its JVM (waited for: no process outlives the
         command); a start-up still under way is waited for unless `interrupt` ran."""
         if self._session is None:
             return
-        if self._interrupted is None:
-            with contextlib.suppress(Exception):  # failed to start: nothing to stop
-                self._session.result(timeout=120)
-        if self._session.done() and self._session.exception() is None:
+        # Interrupted: the start-up thread stops its JVM and resolves the session (bounded
+        # by `_abandon_limit`); waited for, so that the JVM is gone before the command
+        # says it stopped the Spark session.
+        wait_s = 120.0 if self._interrupted is None else _abandon_limit()
+        with contextlib.suppress(Exception):  # failed to start: nothing to stop
+            self._session.result(timeout=wait_s)
+        if (self._session.done() and self._session.exception() is None
+                and self._session.result() is not None):
             from epochgc.impl.gc.session import stop_spark
 
             stop_spark(on_signal=self._interrupted is not None)
@@ -135,11 +148,22 @@ def gated_model_round(
     return gc_round(store, now, grace_s=grace_s, max_report_age_s=max_report_age_s)
 
 
-def _boot_spark(into: concurrent.futures.Future[Any]) -> None:
-    from epochgc.impl.gc.session import spark_session
+def _abandon_limit() -> float:
+    """How long an abandoned start-up may take to stop its JVM: `_abandon`'s bound for a
+    JVM not launched yet, plus `proctree.stop`'s SIGTERM grace (a bound, not a timing)."""
+    from epochgc.impl.gc.session import ABANDON_LIMIT_S
+
+    return ABANDON_LIMIT_S + 15.0
+
+
+def _boot_spark(into: concurrent.futures.Future[Any], abandoned: Callable[[], bool]) -> None:
+    """Start the session in `into`; None there if `abandoned()` came first (the JVM under
+    way is stopped: `start_interruptibly`, as `epochgc gc` starts its own)."""
+    from epochgc.impl.gc.session import spark_session, start_interruptibly
 
     try:
         # Two cores on the demo's reference machine: two listing tasks, driver on loopback.
-        into.set_result(spark_session("local[2]", "epochgc-demo"))
+        into.set_result(start_interruptibly(
+            lambda: spark_session("local[2]", "epochgc-demo"), abandoned))
     except BaseException as e:  # the waiting thread raises it
         into.set_exception(e)

@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from epochgc import IMPORT_ROOT
 from epochgc.impl.cluster.errors import NoCluster
@@ -25,6 +25,8 @@ LOCK_NAME = "start.lock"
 LISTENERS = ("raft", "client", "metrics")
 # What a node prints instead of READY when it cannot listen (node_main.py).
 LISTEN_FAILED = "LISTEN-FAILED"
+# The line on a node's stdin that hands it over (`LocalCluster.detach`, node_main --owned).
+DETACH = "detach\n"
 
 
 class StartRunning(RuntimeError):
@@ -191,16 +193,20 @@ class LocalCluster:
             "--data-dir", str(self.dir / f"n{nid}"), "--store", self.meta["store"],
             "--partitions", ",".join(self.meta["partitions"]),
             "--mint-interval", str(self.meta["mint_interval"]), *self.meta["extra"],
-            "--log-level", self.meta.get("log_level", "WARNING"),
+            "--log-level", self.meta.get("log_level", "WARNING"), "--owned",
         ]
         env = dict(os.environ)
         env["PYTHONPATH"] = IMPORT_ROOT + os.pathsep + env.get("PYTHONPATH", "")
         env.update(self.node_env(nid))
         logf = open(self.dir / f"n{nid}.log", "ab")  # noqa: SIM115 - handed to the child
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=logf, env=env, text=True,
-                             start_new_session=True)
+        # stdin: the owner's pipe (`--owned`, node_main.watch_owner); the node stops at its
+        # EOF, so a node outlives this process only once handed over (`detach`). Only this
+        # process holds the write end: Popen closes every other descriptor in its children.
+        p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=logf,
+                             env=env, text=True, start_new_session=True)
         logf.close()
-        assert p.stdout is not None
+        assert p.stdout is not None and p.stdin is not None
+        _OWNED[p.pid] = p.stdin  # kept open (an unreferenced file is closed: EOF)
         try:
             line = p.stdout.readline()
         except BaseException:  # interrupted (issue 41): a node not yet recorded is not left
@@ -219,11 +225,26 @@ class LocalCluster:
         self.save()
         return p.pid
 
+    def detach(self, nids: list[int]) -> None:
+        """Hand the nodes `nids` this process started over to the cluster's file: they run
+        on after it exits, until `cluster stop` (what `cluster start` promises once every
+        partition has a leader)."""
+        for nid in nids:
+            pipe = _OWNED.pop(int(self.meta["pids"].get(str(nid), -1)), None)
+            if pipe is not None:
+                with contextlib.suppress(OSError):  # the node already gone
+                    pipe.write(DETACH)
+                    pipe.close()
+
     def kill(self, nid: int, sig: int = signal.SIGKILL) -> None:
         pid = self.meta["pids"].pop(str(nid), None)
         self.save()
         if pid is None:
             return
+        pipe = _OWNED.pop(pid, None)
+        if pipe is not None:
+            with contextlib.suppress(OSError):
+                pipe.close()
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
@@ -237,6 +258,12 @@ class LocalCluster:
     def stop_all(self) -> None:
         for nid in self.ids:
             self.kill(nid, signal.SIGTERM)
+
+
+# The write ends of the owner pipes of the nodes this process started and has not handed
+# over (`detach`) or stopped, by pid: module-level, so that a LocalCluster object dropped
+# (a new one is made from the cluster's file) does not close them and stop its nodes.
+_OWNED: dict[int, IO[str]] = {}
 
 
 def _wait_exit(pid: int, timeout: float) -> bool:

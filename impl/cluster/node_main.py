@@ -19,6 +19,7 @@ import os
 import shutil
 import signal
 import sys
+import threading
 import time
 
 from epochgc.impl.broker.broker import Broker, BrokerConfig
@@ -27,6 +28,7 @@ from epochgc.impl.broker.metrics import NodeMetrics
 from epochgc.impl.broker.raftport import thread_io
 from epochgc.impl.chaos.faultfile import ENV as FAULT_ENV
 from epochgc.impl.chaos.faultfile import NodeFaults
+from epochgc.impl.cluster.local import DETACH
 from epochgc.impl.cluster.rpc import serve_client
 from epochgc.impl.controller.epochcache import EpochCache
 from epochgc.impl.raft.disklog import DiskStorage
@@ -88,6 +90,8 @@ async def run(args: argparse.Namespace) -> int:
         return 2
     stop = asyncio.Event()
     fatal: list[Exception] = []
+    if args.owned:
+        watch_owner(loop, stop)
 
     def on_error(lp: asyncio.AbstractEventLoop, ctx: dict[str, object]) -> None:
         # A group opened later (a partition created while running) found damaged storage:
@@ -134,6 +138,30 @@ async def run(args: argparse.Namespace) -> int:
         log.warning("transport did not close in 5 s; exiting anyway")
         server.host.close()
     return 2 if fatal else 0
+
+
+def watch_owner(loop: asyncio.AbstractEventLoop, stop: asyncio.Event) -> None:
+    """`--owned`: stop as on SIGTERM once stdin, a pipe whose write end only the process
+    that started this node holds, reaches EOF before the line `detach`. The kernel closes
+    that end whatever way the owner ends, `kill -9` included: "If all file descriptors
+    referring to the write end of a pipe have been closed, then an attempt to read(2) from
+    the pipe will see end-of-file" (pipe(7)). Issue 41 (F2b): after a SIGKILL of `epochgc
+    demo`'s process group, its brokers (each in its own session) ran on for 8 minutes.
+    Not prctl(PR_SET_PDEATHSIG): it fires when the parent *thread* that forked the child
+    exits ("the 'parent' in this case is considered to be the thread that created this
+    process", PR_SET_PDEATHSIG(2const), CAVEATS; prctl(2) in older man-pages), and the demo
+    restarts a node from a worker thread (`asyncio.to_thread`)."""
+
+    def read() -> None:
+        line = sys.stdin.buffer.readline()
+        if line == DETACH.encode():  # handed over: runs until `cluster stop`
+            return
+        log.warning("stopping: the process that started this node is gone",
+                    extra={"node": "owner"})
+        with contextlib.suppress(RuntimeError):  # the loop already closed: stopping anyway
+            loop.call_soon_threadsafe(stop.set)
+
+    threading.Thread(target=read, name="owner-watch", daemon=True).start()
 
 
 def _test_faults() -> NodeFaults | None:
@@ -190,6 +218,9 @@ def main(argv: list[str] | None = None) -> None:
                     help="the fence holds a placeholder's shared lock until its replicate "
                     "completes (the design notes' rule) instead of releasing it once the "
                     "placeholder is queued into Raft (the default)")
+    ap.add_argument("--owned", action="store_true",
+                    help="stop when stdin reaches EOF before a line `detach` (the process "
+                         "that started this node ended without handing it over)")
     ap.add_argument("--log-level", default="WARNING", type=str.upper,
                     choices=["DEBUG", "INFO", "WARNING", "ERROR"],
                     help="the JSON log's level on stderr (default WARNING)")

@@ -270,9 +270,10 @@ def _abandon(done: threading.Event) -> None:
     temp directory launch_gateway made for it, whose own `finally` runs in a daemon thread
     the command does not wait for: issue 41 item 4). A start-up thread that has not
     launched its JVM yet (it may be between that directory and its Popen) is looked at
-    again until it has, or has ended. Its thread is not waited for once the JVM is stopped:
-    launch_gateway's `while not proc.poll()` takes the 0 of a JVM reaped by
-    `proctree.stop` for "still running" and waits for a file that never comes."""
+    again until it has, or has ended. Its thread is not waited for once the JVM is stopped
+    (it ends by itself: launch_gateway's `Popen.poll` sees the JVM's exit, which
+    `proctree.stop` leaves to it, and raises JAVA_GATEWAY_EXITED; nothing more to wait
+    for)."""
     limit = time.monotonic() + ABANDON_LIMIT_S
     while not stop_starting_jvm() and not done.wait(0.05) and time.monotonic() < limit:
         pass
