@@ -1,0 +1,161 @@
+"""Review rev38q: issue 38's deletion path as merged (main 648f116), attacked as one whole:
+the gate, carried outcomes, the send deadline, the recovery and S3's ambiguous answers.
+
+Each failing test is `xfail(strict=True, reason="rev38q finding N")`; the report is
+/work/notes/review38q.md."""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from epochgc.impl.gc.delete import delete_keys
+from epochgc.impl.gc.journal import (
+    Attempt,
+    JournalTarget,
+    JournalWriter,
+    journal_prefix,
+    read_journal,
+)
+from epochgc.impl.store.base import DeleteResult, ObjectInfo, StoreError
+from epochgc.impl.store.local import LocalStore
+from epochgc.impl.store.retry import Backoff, Retrier
+from epochgc.impl.store.s3 import S3Store
+from epochgc.model.keys import format_key
+from tests.gc.helpers import all_keys, put_local
+from tests.store.s3proxy import Call, Fault, s3_proxy
+
+PREFIX = journal_prefix("20270115T100000.000Z-rev38q00")
+
+
+def _s3(bucket: str, endpoint: str) -> S3Store:
+    # Two attempts per request and per key (botocore and the key retry): fast, and each
+    # retry meets the same fault.
+    return S3Store(bucket, "c", endpoint_url=endpoint, max_attempts=2,
+                   key_retry=Retrier(Backoff(attempts=2, base_s=0.0, cap_s=0.0),
+                                     random.Random(1), lambda s: None))
+
+
+def _items(keys: list[str]) -> list[tuple[str, int, float, str]]:
+    return [(k, 1, 7200.0, "") for k in keys]
+
+
+@pytest.mark.s3
+@pytest.mark.xfail(strict=True, reason="rev38q finding 1")
+def test_a_batch_whose_outcome_is_unknown_is_resolved_by_the_read_back(
+    s3_endpoint: str, s3_bucket: str
+) -> None:
+    """DeleteObjects applied and answered 500 on every attempt (S3: "might not have
+    processed"), and the HEADs that would resolve it fail too (the same outage): the task
+    journals each key as an error whose outcome is "unknown". The read-back, later, with
+    the store answering again, must ask the store about such keys, not count them as
+    failed: they left the store, and the next round will never list them."""
+    keys = [f"data/k{i}" for i in range(4)]
+    direct = _s3(s3_bucket, s3_endpoint)
+    for k in keys:
+        direct.put(k, b"x")
+
+    def plan(c: Call) -> Fault | None:
+        if c.kind == "delete":
+            return Fault.APPLIED_THEN_500
+        if c.kind == "head" and "/data/" in c.key:
+            return Fault.NOT_APPLIED_500
+        return None
+
+    with s3_proxy(s3_endpoint, faults=plan) as p:
+        store = _s3(s3_bucket, p.endpoint)
+        writer = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
+        stats = delete_keys(store, _items(keys), batch_size=4, concurrency=1,
+                            journal=writer)
+        store.close()
+    left = [k for k in keys if direct.head(k) is None]
+    assert left == keys, left  # the server applied the delete
+    totals = read_journal(direct, PREFIX)
+    assert len(totals.deleted) == len(left) and not totals.errors, (
+        f"{len(left)} keys left the store; the task counted {stats.deleted} deleted, "
+        f"{stats.errors} errors; the read-back (the store answering again) says "
+        f"{len(totals.deleted)} deleted, {len(totals.errors)} errors: "
+        f"{sorted(totals.errors.values())[:1]}")
+
+
+class _Clock:
+    """The send-deadline clock (CLOCK_BOOTTIME in production), stepped by the test: what a
+    stalled executor (a long GC pause, a frozen container, a suspend) looks like to it."""
+
+    def __init__(self) -> None:
+        self.t = 1000.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class _StalledLocal(LocalStore):
+    """Batch 0's delete answers only once batch 1 is on its way (its outcome then waits to
+    ride in batch 1's intent, as on a busy pipeline); batch 1's "go on?" (the HEAD of STOP)
+    answers once that outcome is waiting, and then the executor stalls past the batch's
+    send deadline before it writes batch 1's intent."""
+
+    writer: JournalWriter
+    clock: _Clock
+    asks = 0
+
+    def head(self, key: str) -> ObjectInfo | None:
+        if key.endswith("/STOP"):
+            self.asks += 1
+            if self.asks == 2:
+                _until(lambda: bool(self.writer._carry))
+                self.clock.t += 1000.0  # past send_within_s (80 s)
+        return super().head(key)
+
+    def delete_if_unchanged(self, items: list[tuple[str, str]]) -> DeleteResult:
+        if items[0][0].endswith("k0000"):
+            _until(lambda: self.writer._coming > 0)
+        return super().delete_if_unchanged(items)
+
+
+def _until(cond: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + 60
+    while not cond():
+        assert time.monotonic() < deadline, "the pipeline never reached the state"
+        time.sleep(0.001)
+
+
+@pytest.mark.xfail(strict=True, reason="rev38q finding 2")
+def test_an_outcome_waiting_for_an_intent_refused_by_the_deadline_is_still_journaled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batch 0's outcome waits to ride in batch 1's intent. Batch 1's executor stalls past
+    its send deadline between its "go" and its intent: the intent PUT is refused, so
+    `intent` writes the waiting outcomes alone, but inside batch 1's `send_by` bound,
+    which refuses them too (the StoreError is swallowed). Batch 0's outcome is then in no
+    entry: the read-back asks the store, and a key another writer had removed before the
+    round's delete (`gone`) is counted as deleted by the round."""
+    clock = _Clock()
+    monkeypatch.setattr("epochgc.impl.gc.delete.send_clock", clock)
+    monkeypatch.setattr("epochgc.impl.store.local.send_clock", clock)
+    root = tmp_path / "s"
+    store = _StalledLocal(root, create=True)
+    store.clock = clock
+    keys = [format_key(1, 5, f"k{i:04d}") for i in range(8)]
+    for k in keys:
+        put_local(root, k, 7200.0)
+    os.unlink(root / keys[1])  # removed by someone else after the listing
+    writer = JournalWriter(store, JournalTarget(PREFIX, send_within_s=80.0),
+                           Attempt(0, 0, 0, 1))
+    store.writer = writer
+    with pytest.raises(StoreError):  # batch 1's intent: refused, the task fails
+        delete_keys(store, _items(keys), batch_size=4, concurrency=2, journal=writer)
+    assert all_keys(store) == set(keys[4:])  # batch 0 deleted (k1 was gone), batch 1 not
+    entries = sorted(o.key.rsplit("/", 1)[1] for o in store.list_all(PREFIX))
+    totals = read_journal(store, PREFIX)
+    assert keys[1] not in totals.deleted and len(totals.deleted) == 3, (
+        f"batch 0 deleted 3 keys and found {keys[1]} already gone; its outcome waited for "
+        f"batch 1's intent, which the send deadline refused, and was written nowhere "
+        f"(journal entries: {entries}); the read-back counts {len(totals.deleted)} "
+        f"deleted (the key another writer removed among them), already gone "
+        f"{sorted(totals.already_gone)}")
