@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from epochgc.impl.gc.delete import delete_keys
+from epochgc.impl.gc.gate import Gate
 from epochgc.impl.gc.journal import (
     Attempt,
     JournalTarget,
@@ -159,3 +160,50 @@ def test_an_outcome_waiting_for_an_intent_refused_by_the_deadline_is_still_journ
         f"(journal entries: {entries}); the read-back counts {len(totals.deleted)} "
         f"deleted (the key another writer removed among them), already gone "
         f"{sorted(totals.already_gone)}")
+
+
+@pytest.mark.xfail(strict=True, reason="rev38q finding 3")
+def test_an_attempt_that_first_asks_after_the_stage_ended_sends_nothing(tmp_path: Path) -> None:
+    """A round that completes writes no STOP: its driver closes the gate once `collect`
+    returns, reads the journal back and writes the record. An attempt of that stage still
+    running then (a speculative copy being killed, an executor taken for lost that is
+    not: the PySpark worker outlives the kill by `spark.python.task.killTimeout`) that has
+    not asked yet gets no answer (port unreachable, or silence across hosts): "never
+    answered" falls back to a HEAD of STOP, finds none, and deletes. Its keys are those the
+    completed attempt failed on, which the record says are "listed again next round"; they
+    leave the store after the read-back, in no record."""
+    root = tmp_path / "s"
+    store = LocalStore(root, create=True)
+    key = format_key(1, 5, "k0000")
+    put_local(root, key, 7200.0)  # the key the round's record lists as an error
+    gate = Gate("127.0.0.1", lambda: True)
+    target = JournalTarget(PREFIX, gate=gate.target, send_within_s=80.0)
+    gate.close()  # the stage is over: the driver reads the journal back
+    before = read_journal(store, PREFIX)
+    late = JournalWriter(store, target, Attempt(0, 1, 0, 2))
+    stats = delete_keys(store, _items([key]), batch_size=1, concurrency=1, journal=late)
+    assert key in all_keys(store), (
+        f"an attempt whose first ask met the closed gate deleted {stats.deleted} key(s) "
+        f"after the read-back (which counted {len(before.deleted)}): no STOP exists for a "
+        "round that completed, so the HEAD it falls back to said go")
+
+
+@pytest.mark.xfail(strict=True, reason="rev38q finding 4")
+def test_a_key_two_attempts_saw_differently_counts_once(tmp_path: Path) -> None:
+    """Two attempts of one partition (a speculative copy, a retry after a lost executor)
+    both journal key k: one was killed after its intent (resolved by asking the store:
+    still there, an error), the other's conditional delete found k rewritten since it was
+    listed (`changed`). The record counts the key in both: one key, two outcomes."""
+    root = tmp_path / "s"
+    store = LocalStore(root, create=True)
+    key = format_key(1, 5, "k0000")
+    put_local(root, key, 7200.0)
+    a = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
+    a.intent(_items([key]))  # killed before its request
+    b = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 1, 0, 2))
+    seq = b.intent(_items([key]))
+    b.done(seq, DeleteResult(1, changed={key}))
+    totals = read_journal(store, PREFIX)
+    counted = {"errors": key in totals.errors, "changed": key in totals.changed,
+               "deleted": key in totals.deleted, "already_gone": key in totals.already_gone}
+    assert sum(counted.values()) == 1, f"one key, counted as {counted}"
