@@ -6,6 +6,7 @@ Each failing test is `xfail(strict=True, reason="rev38q finding N")`; the report
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
@@ -207,3 +208,57 @@ def test_a_key_two_attempts_saw_differently_counts_once(tmp_path: Path) -> None:
     counted = {"errors": key in totals.errors, "changed": key in totals.changed,
                "deleted": key in totals.deleted, "already_gone": key in totals.already_gone}
     assert sum(counted.values()) == 1, f"one key, counted as {counted}"
+
+
+class _OneHeadFails(LocalStore):
+    """The data store as the read-back sees it: one HEAD fails (EACCES on a directory, a
+    503 storm outlasting botocore's retries); `heals()` ends it."""
+
+    failing: str | None = None
+
+    def head(self, key: str) -> ObjectInfo | None:
+        if key == self.failing:
+            raise StoreError(f"cannot stat {key!r}: [Errno 13] Permission denied")
+        return super().head(key)
+
+
+@pytest.mark.xfail(strict=True, reason="rev38q finding 5")
+def test_one_head_failing_in_the_read_back_does_not_lose_the_rounds_count_for_good(
+    tmp_path: Path
+) -> None:
+    """A dead round: batch 0 deleted 2 keys (its outcome journaled), batch 1's attempt was
+    killed after its request (2 keys, one of them gone). Its recovery reads the journal
+    back and one HEAD of batch 1's keys fails: `read_journal` raises, so the recovered
+    record says the journal could not be read back and 0 deleted; it is final (a round
+    with a record is never looked at again), though the CLI's own message for that state
+    says "gc-admin show reads it again". Issue 38 item 2 asked the read-back to skip what
+    it cannot read, count the rest and say how much it could not."""
+    from epochgc.impl.gc.journal import START, write_marker
+    from epochgc.impl.gc.recover import recover_dead_rounds, stop_dead_rounds
+
+    round_id = "20270115T100000.000Z-rev38q05"
+    prefix = journal_prefix(round_id)
+    root = tmp_path / "s"
+    store = _OneHeadFails(root, create=True)
+    keys = [format_key(1, 5, f"k{i:04d}") for i in range(4)]
+    for k in keys:
+        put_local(root, k, 7200.0)
+    write_marker(store, prefix, START, {"round": round_id, "M": 9, "stop_within_s": 1.0})
+    w = JournalWriter(store, JournalTarget(prefix), Attempt(0, 0, 0, 1))
+    seq = w.intent(_items(keys[:2]))
+    w.done(seq, store.delete_if_unchanged([(k, "") for k in keys[:2]]))
+    w.intent(_items(keys[2:]))
+    store.delete_if_unchanged([(keys[3], "")])  # sent, answered, then killed: no outcome
+    store.failing = keys[2]  # still there, but its HEAD fails during the read-back
+    got = recover_dead_rounds(store, "gc-admin reset", lambda: set(),
+                              sleep=lambda s: None)
+    store.failing = None
+    again = stop_dead_rounds(store, "gc-admin show", lambda: set())  # what show does
+    record = json.loads(store.get(f"_cluster/gc/rounds/{round_id}.json"))
+    counts = record["counts"]
+    assert counts["deleted"] == 3, (
+        f"3 keys of the dead round left the store; one HEAD failed during its recovery's "
+        f"read-back and its record says deleted {counts['deleted']}, journal_read "
+        f"{record.get('journal_read')}, error {record.get('error')!r} (recovered: "
+        f"{[r.deleted for r in got]}); `gc-admin show` afterwards recorded {again} "
+        "(nothing reads a recorded round's journal again)")
