@@ -120,10 +120,11 @@ class Gate(UdpListener):
     """The driver's side: answers every ask on `target` with "go" while `is_open()` and the
     gate is not closed, "no" otherwise; `close()` ends it (asks are then refused by the
     kernel, or go unanswered: "no" either way). `is_open` runs on the gate's thread, once
-    per ask: it must be cheap (no store request). Answers from construction on."""
+    per ask: it must be cheap (no store request). Answers from construction on, on `port`
+    (default: one the kernel picks)."""
 
-    def __init__(self, host: str, is_open: Callable[[], bool]) -> None:
-        super().__init__(host, 64, "epochgc-gate")
+    def __init__(self, host: str, is_open: Callable[[], bool], port: int = 0) -> None:
+        super().__init__(host, 64, "epochgc-gate", port)
         self.target = GateTarget(host, self.port, secrets.token_bytes(32))
         self._is_open = is_open
         self.start()

@@ -18,14 +18,14 @@ def family(host: str) -> socket.AddressFamily:
 
 
 class UdpListener:
-    """Receives datagrams of at most `max_datagram` bytes on `host` (`self.port`) and hands
-    each to `handle` on its own thread, from `start()` (or `with`) to `close()`. Raises
-    OSError if the socket cannot be bound."""
+    """Receives datagrams of at most `max_datagram` bytes on `host` (`self.port`: `port`,
+    or one the kernel picks) and hands each to `handle` on its own thread, from `start()`
+    (or `with`) to `close()`. Raises OSError if the socket cannot be bound."""
 
-    def __init__(self, host: str, max_datagram: int, thread_name: str) -> None:
+    def __init__(self, host: str, max_datagram: int, thread_name: str, port: int = 0) -> None:
         self._sock = socket.socket(family(host), socket.SOCK_DGRAM)
         try:
-            self._sock.bind((host, 0))
+            self._sock.bind((host, port))
         except OSError:
             self._sock.close()
             raise

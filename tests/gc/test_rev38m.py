@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
-import threading
 import time
 from pathlib import Path
 
@@ -13,7 +11,7 @@ import pytest
 from epochgc.impl.gc import gate as gate_mod
 from epochgc.impl.gc.bounds import LOOK_FRESH_S, STOP_LOOK_EVERY_S, stop_within_s
 from epochgc.impl.gc.delete import delete_keys
-from epochgc.impl.gc.gate import Gate, GateTarget
+from epochgc.impl.gc.gate import Gate
 from epochgc.impl.gc.journal import (
     START,
     STOP,
@@ -192,15 +190,8 @@ def test_a_gate_of_another_round_on_the_dead_drivers_port_is_not_go(
     def after(n: int) -> None:
         if n == 3:
             first.close()
-            other = Gate.__new__(Gate)  # bound on the dead driver's port, its own secret
-            other._sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            other._sock.bind(("127.0.0.1", first.target.port))
-            other.target = GateTarget("127.0.0.1", first.target.port, b"x" * 32)
-            other._is_open = lambda: True
-            other._closed = threading.Event()
-            other._thread = threading.Thread(target=other._run, daemon=True)
-            other._thread.start()
-            later.append(other)
+            # bound on the dead driver's port, open, with its own secret
+            later.append(Gate("127.0.0.1", lambda: True, port=first.target.port))
 
     store = _Counting(inner, after)
     try:
