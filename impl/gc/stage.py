@@ -496,10 +496,12 @@ def _count(summary: GcSummary, totals: JournalTotals) -> None:
     summary.already_gone = len(totals.already_gone)
     summary.changed = len(totals.changed)
     summary.errors = len(totals.errors)
+    summary.unknown = len(totals.unknown)
     summary.bytes_deleted = totals.bytes_deleted
     summary.max_deleted_epoch = max_epoch(totals.deleted)
     summary.delete_requests = totals.batches
     summary.error_samples.extend(totals.error_samples())
+    summary.error_samples.extend(totals.unknown_samples())
     summary.unreadable_entries = totals.unreadable
     summary.journal_read = True
 
@@ -508,7 +510,8 @@ def partial_listing(summary: GcSummary, totals: JournalTotals) -> None:
     """Mark the listing counts partial and raise them to what the journal proves: every
     key it names as deleted, already gone, rewritten or failed was listed and eligible
     (issue 41 item 3: a SIGTERM'd round recorded eligible 12585, deleted 14585)."""
-    proven = set(totals.deleted) | totals.already_gone | totals.changed | set(totals.errors)
+    proven = (set(totals.deleted) | totals.already_gone | totals.changed | set(totals.errors)
+              | set(totals.unknown))
     summary.listing_complete = False
     summary.eligible = max(summary.eligible, len(proven))
     summary.eligible_bytes = max(summary.eligible_bytes, totals.bytes_deleted)

@@ -65,7 +65,6 @@ def _items(keys: list[str]) -> list[tuple[str, int, float, str]]:
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason="rev38q finding 1")
 def test_a_batch_whose_outcome_is_unknown_is_resolved_by_the_read_back(
     s3_endpoint: str, s3_bucket: str
 ) -> None:
@@ -242,7 +241,6 @@ class _OneHeadFails(LocalStore):
         return super().head(key)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38q finding 5")
 def test_one_head_failing_in_the_read_back_does_not_lose_the_rounds_count_for_good(
     tmp_path: Path
 ) -> None:

@@ -1,0 +1,97 @@
+"""Review rev38q findings 1 and 5: a key whose fate the store could not tell (its delete
+may have been applied; asking failed) is journaled as such and asked about again at the
+read-back; if the store still cannot say, the round's record counts it as `unknown`, never
+as an error "listed again next round", and never loses the rest of the count."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from epochgc.impl.gc.cli import _after
+from epochgc.impl.gc.journal import Attempt, JournalTarget, JournalWriter, read_journal
+from epochgc.impl.gc.stage import _count
+from epochgc.impl.gc.summary import GcSummary
+from epochgc.impl.store.base import DeleteResult, ObjectInfo, StoreError
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import format_key
+from tests.gc.helpers import JOURNAL, put_local
+
+
+class _HeadFails(LocalStore):
+    """A store whose HEAD of some keys fails (EACCES, a 503 storm): it cannot say."""
+
+    failing: frozenset[str] = frozenset()
+
+    def head(self, key: str) -> ObjectInfo | None:
+        if key in self.failing:
+            raise StoreError(f"head {key!r}: 503 SlowDown")
+        return super().head(key)
+
+
+def _keys(n: int) -> list[str]:
+    return [format_key(1, 5, f"k{i:04d}") for i in range(n)]
+
+
+def test_a_key_of_unknown_fate_is_asked_again_and_stays_unknown_if_the_store_cannot_say(
+    tmp_path: Path
+) -> None:
+    root = tmp_path / "s"
+    store = _HeadFails(root, create=True)
+    keys = _keys(4)
+    for k in keys:
+        put_local(root, k, 7200.0)
+    w = JournalWriter(store, JournalTarget(JOURNAL), Attempt(0, 0, 0, 1))
+    seq = w.intent([(k, 1, 7200.0, "") for k in keys])
+    store.delete_batch(keys[:2])  # k0, k1 left the store (the request was applied)
+    why = "RequestFailedMaybeApplied: 500; whether it was deleted is unknown"
+    w.done(seq, DeleteResult(4, errors=dict.fromkeys(keys[:3], why),
+                             unknown=set(keys[:3])))
+    store.failing = frozenset({keys[1]})  # the store still cannot say about k1
+    totals = read_journal(store, JOURNAL)
+    assert set(totals.deleted) == {keys[0], keys[3]}  # k0 asked: gone; k3 deleted
+    assert set(totals.unknown) == {keys[1]}
+    assert set(totals.errors) == {keys[2]}, totals.errors  # asked: still there
+    s = GcSummary(journal=JOURNAL)
+    _count(s, totals)
+    assert (s.deleted, s.unknown, s.errors) == (2, 1, 1)
+    assert s.outcome == "incomplete"
+    assert any("whose deletion is unknown" in line for line in s.lines())
+    assert _after(s).startswith("at least 2 key(s) were deleted")
+
+
+def test_a_done_record_without_unknown_still_reads(tmp_path: Path) -> None:
+    """A journal written before `unknown` existed: its errors stay errors."""
+    root = tmp_path / "s"
+    store = LocalStore(root, create=True)
+    keys = _keys(2)
+    for k in keys:
+        put_local(root, k, 7200.0)
+    base = f"{JOURNAL}p0000-s0-a0-t1/00000000"
+    store.put(f"{base}.intent.json", json.dumps(
+        {"keys": keys, "sizes": [1, 1], "ages": [1.0, 1.0]}).encode())
+    store.delete_batch(keys[:1])
+    store.put(f"{base}.done.json", json.dumps(
+        {"gone": [], "changed": [], "errors": {keys[1]: "AccessDenied"}}).encode())
+    totals = read_journal(store, JOURNAL)
+    assert set(totals.deleted) == {keys[0]} and set(totals.errors) == {keys[1]}
+    assert not totals.unknown
+
+
+def test_one_head_failing_for_an_unfinished_intent_leaves_that_key_unknown(
+    tmp_path: Path
+) -> None:
+    """Finding 5 at the reader: the rest of the batch is still counted."""
+    root = tmp_path / "s"
+    store = _HeadFails(root, create=True)
+    keys = _keys(3)
+    for k in keys:
+        put_local(root, k, 7200.0)
+    w = JournalWriter(store, JournalTarget(JOURNAL), Attempt(0, 0, 0, 1))
+    w.intent([(k, 1, 7200.0, "") for k in keys])
+    store.delete_batch(keys[:2])  # killed after its request: no outcome
+    store.failing = frozenset({keys[0]})
+    totals = read_journal(store, JOURNAL)
+    assert set(totals.deleted) == {keys[1]}
+    assert set(totals.unknown) == {keys[0]}
+    assert set(totals.errors) == {keys[2]}
