@@ -278,8 +278,9 @@ class JournalWriter:
         """True once the driver asked the round to stop (SIGINT, SIGTERM, deadline, pause,
         unhealthy), or once the driver is known to be gone (killed: no one would account
         for a further batch until the round is recovered). With a gate, the driver is
-        asked (no store request): "no" is a stop, and so is silence once it has answered
-        before; a gate that never answered is given up for the store's STOP marker."""
+        asked (no store request): "no" is a stop (a refused gate is one: closed, the stage
+        is over), and so is silence once it has answered before; a gate silent from the
+        first ask is given up for the store's STOP marker (written once the stage ends)."""
         if self.driver_gone():
             return True
         gate = self.gate

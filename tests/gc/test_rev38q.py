@@ -182,7 +182,6 @@ def test_an_outcome_waiting_for_an_intent_refused_by_the_deadline_is_still_journ
         f"{sorted(totals.already_gone)}")
 
 
-@pytest.mark.xfail(strict=True, reason="rev38q finding 3")
 def test_an_attempt_that_first_asks_after_the_stage_ended_sends_nothing(tmp_path: Path) -> None:
     """A round that completes writes no STOP: its driver closes the gate once `collect`
     returns, reads the journal back and writes the record. An attempt of that stage still
