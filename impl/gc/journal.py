@@ -231,7 +231,11 @@ class JournalWriter:
         try:
             self._put(f"{seq:08d}.intent.json", doc)
         except BaseException:
-            with contextlib.suppress(StoreError):
+            # Outside the batch's send bound (review rev38q finding 2): when the intent
+            # failed because that bound passed (a stalled executor), the same bound refused
+            # these too and the outcomes were in no entry. They are journal writes of
+            # batches that were answered, not deletes: unbounded, as `done`'s own writes.
+            with contextlib.suppress(StoreError), self.store.send_by(None):
                 for n, r in sorted(carried.items()):
                     self._put(f"{n:08d}.done.json", _outcome(r))
             raise

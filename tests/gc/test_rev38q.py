@@ -146,7 +146,6 @@ def _until(cond: Callable[[], bool]) -> None:
         time.sleep(0.001)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38q finding 2")
 def test_an_outcome_waiting_for_an_intent_refused_by_the_deadline_is_still_journaled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
