@@ -627,16 +627,23 @@ def _resolve_keys(store: ObjectStore, keys: list[str], totals: JournalTotals) ->
 
 
 def _settle(totals: JournalTotals) -> None:
-    """A key deleted by one attempt and found gone (or failed) by another counts once, as
-    deleted; one that failed in one attempt and was deleted in a retry is not an error."""
-    totals.already_gone -= totals.deleted.keys()
-    for key in list(totals.errors):
-        if key in totals.deleted or key in totals.already_gone:
-            del totals.errors[key]
-    for key in list(totals.unknown):
-        if key in totals.deleted or key in totals.already_gone:
-            del totals.unknown[key]
-    totals.changed -= totals.deleted.keys()
+    """A key two attempts (a retry, a speculative copy) saw differently counts once, under
+    the outcome that says most about the store (review rev38q finding 4: a key found
+    rewritten by one attempt and failed in another counted in both): deleted > already gone
+    > changed > unknown > error. Deleted and gone say the key left the store; changed, that
+    the object there is not the one listed; unknown makes no claim, where an error says the
+    key is still there to be listed again, which another attempt's unknown outcome (its
+    delete may have been applied) leaves unproven."""
+    out = totals.deleted.keys()
+    totals.already_gone -= out
+    out = out | totals.already_gone
+    totals.changed -= out
+    out = out | totals.changed
+    for key in [k for k in totals.unknown if k in out]:
+        del totals.unknown[key]
+    out = out | totals.unknown.keys()
+    for key in [k for k in totals.errors if k in out]:
+        del totals.errors[key]
 
 
 def write_marker(store: ObjectStore, prefix: str, name: str, doc: dict[str, Any]) -> None:

@@ -95,3 +95,23 @@ def test_one_head_failing_for_an_unfinished_intent_leaves_that_key_unknown(
     assert set(totals.deleted) == {keys[1]}
     assert set(totals.unknown) == {keys[0]}
     assert set(totals.errors) == {keys[2]}
+
+
+def test_a_key_one_attempt_failed_and_another_left_unknown_counts_once_as_unknown(
+    tmp_path: Path
+) -> None:
+    """Finding 4's precedence with `unknown`: attempt A's delete of k failed (not applied:
+    still there, an error), attempt B's may have been applied and the store cannot say.
+    "Listed again next round" is not known: k counts once, as unknown."""
+    root = tmp_path / "s"
+    store = _HeadFails(root, create=True)
+    [key] = _keys(1)
+    put_local(root, key, 7200.0)
+    a = JournalWriter(store, JournalTarget(JOURNAL), Attempt(0, 0, 0, 1))
+    a.done(a.intent([(key, 1, 7200.0, "")]), DeleteResult(1, errors={key: "AccessDenied"}))
+    b = JournalWriter(store, JournalTarget(JOURNAL), Attempt(0, 1, 0, 2))
+    b.done(b.intent([(key, 1, 7200.0, "")]),
+           DeleteResult(1, errors={key: "InternalError; unknown"}, unknown={key}))
+    store.failing = frozenset({key})
+    totals = read_journal(store, JOURNAL)
+    assert set(totals.unknown) == {key} and not totals.errors and not totals.deleted

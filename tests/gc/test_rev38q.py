@@ -206,7 +206,6 @@ def test_an_attempt_that_first_asks_after_the_stage_ended_sends_nothing(tmp_path
         "round that completed, so the HEAD it falls back to said go")
 
 
-@pytest.mark.xfail(strict=True, reason="rev38q finding 4")
 def test_a_key_two_attempts_saw_differently_counts_once(tmp_path: Path) -> None:
     """Two attempts of one partition (a speculative copy, a retry after a lost executor)
     both journal key k: one was killed after its intent (resolved by asking the store:
