@@ -562,12 +562,13 @@ def read_journal(
             totals.deleted.update(items.rows())
             continue
         for key, (size, age) in items.rows():
-            if key in done.unknown:
-                # Its delete may have been applied, and the store could not say then
-                # (review rev38q finding 1): asked again now, as for an unfinished intent.
-                _resolve_one(data, key, (size, age), str(errors.get(key, "")), totals)
-            elif key in errors:
-                totals.errors.setdefault(key, str(errors[key]))
+            if key in errors:
+                if key in done.unknown:
+                    # Its delete may have been applied, and the store could not say then
+                    # (review rev38q finding 1): asked again now, as an unfinished intent's.
+                    _resolve_one(data, key, (size, age), str(errors[key]), totals)
+                else:
+                    totals.errors.setdefault(key, str(errors[key]))
             elif key in changed:
                 totals.changed.add(key)
             elif key in gone:
