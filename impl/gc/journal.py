@@ -635,7 +635,7 @@ def _settle(totals: JournalTotals) -> None:
     the object there is not the one listed; unknown makes no claim, where an error says the
     key is still there to be listed again, which another attempt's unknown outcome (its
     delete may have been applied) leaves unproven."""
-    out = totals.deleted.keys()
+    out: set[str] = set(totals.deleted)
     totals.already_gone -= out
     out = out | totals.already_gone
     totals.changed -= out

@@ -115,3 +115,34 @@ def test_a_key_one_attempt_failed_and_another_left_unknown_counts_once_as_unknow
     store.failing = frozenset({key})
     totals = read_journal(store, JOURNAL)
     assert set(totals.unknown) == {key} and not totals.errors and not totals.deleted
+
+
+def test_a_dead_rounds_record_counts_a_key_the_store_cannot_tell_as_unknown(
+    tmp_path: Path
+) -> None:
+    """Finding 5 through the recovery: one HEAD that still fails leaves that key unknown in
+    the recovered record (`counts.unknown`), the rest counted; `show` says so."""
+    from epochgc.impl.gc.journal import START, journal_prefix, write_marker
+    from epochgc.impl.gc.recover import recover_dead_rounds
+    from epochgc.impl.gc.show import _last_round_lines
+
+    round_id = "20270115T100000.000Z-i38r0005"
+    prefix = journal_prefix(round_id)
+    root = tmp_path / "s"
+    store = _HeadFails(root, create=True)
+    keys = _keys(3)
+    for k in keys:
+        put_local(root, k, 7200.0)
+    write_marker(store, prefix, START, {"round": round_id, "M": 9, "stop_within_s": 1.0})
+    w = JournalWriter(store, JournalTarget(prefix), Attempt(0, 0, 0, 1))
+    w.intent([(k, 1, 7200.0, "") for k in keys])
+    store.delete_batch(keys[:2])  # killed after its request: no outcome
+    store.failing = frozenset({keys[0]})
+    [got] = recover_dead_rounds(store, "gc-admin reset", lambda: set(), sleep=lambda s: None)
+    assert (got.deleted, got.unknown, got.lower_bound) == (1, 1, True)
+    record = json.loads(store.get(f"_cluster/gc/rounds/{round_id}.json"))
+    assert record["journal_read"] is True
+    assert (record["counts"]["deleted"], record["counts"]["unknown"],
+            record["counts"]["errors"]) == (1, 1, 1)
+    lines = _last_round_lines({**record, "key": f"{round_id}.json"}, 0.0)
+    assert any("keys of unknown fate: 1" in line for line in lines), lines
