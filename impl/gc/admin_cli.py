@@ -318,7 +318,7 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
     for r in recovered:
         # "at least" when journal entries were unreadable (issue 41: N is a lower bound,
         # as `show` says).
-        at_least = "at least " if r["unreadable"] else ""
+        at_least = "at least " if r["unreadable"] or r["unknown"] else ""
         unread = (f" ({r['unreadable']} journal entr(ies) unreadable)" if r["unreadable"]
                   else "")
         end = " (from its own END)" if r["from_end"] else ""
@@ -436,7 +436,8 @@ def _say_left(seconds: float, rounds: list[str]) -> None:
 
 def _recovered(done: list[Recovered]) -> list[dict[str, Any]]:
     return [{"round": r.round_id, "record": r.record, "deleted": r.deleted,
-             "unreadable": r.unreadable, "outcome": r.outcome, "from_end": r.from_end,
+             "unreadable": r.unreadable, "unknown": r.unknown, "outcome": r.outcome,
+             "from_end": r.from_end,
              "gone_before": r.gone_before()} for r in done]
 
 

@@ -452,19 +452,17 @@ def _after(s: GcSummary) -> str:
     """What the operator must know after a failed round: what was deleted, and where the
     journal is (a failure after deletes is not "nothing was deleted")."""
     if s.journal is not None and not s.journal_read:
+        # Nothing reads a recorded round's journal again (review rev38q finding 5: this
+        # said "gc-admin show reads it again", which it does not); the journal stays.
         return (f"the deletion journal {s.journal} could not be read back, so which keys were "
-                "deleted is not known (gc-admin show reads it again)")
-    at_least = "at least " if s.unreadable_entries else ""
-    if s.deleted or s.unreadable_entries:
+                "deleted is not known; it names every key a delete was sent for")
+    at_least = "at least " if s.unreadable_entries or s.unknown else ""
+    if s.deleted or s.unreadable_entries or s.unknown:
         return (f"{at_least}{s.deleted} key(s) were deleted (journal {s.journal}"
                 + (f", {s.unreadable_entries} entr(ies) unreadable" if s.unreadable_entries
-                   else "") + "); keys not deleted yet are listed again next round")
-    if s.journal is not None and s.errors:
-        # A delete whose answer was lost and whose key could not be looked up may have
-        # been applied (`S3Store._resolve`): "no key was deleted" is not known.
-        return (f"no key is known to have been deleted; {s.errors} key(s) ended in a delete "
-                f"error (the record's samples say which; an outcome may be unknown) "
-                f"(journal {s.journal}); keys not deleted are listed again next round")
+                   else "")
+                + (f", {s.unknown} key(s) whose deletion is unknown" if s.unknown else "")
+                + "); keys not deleted yet are listed again next round")
     if s.journal is not None:
         return f"no key was deleted (journal {s.journal})"
     return "nothing was deleted"

@@ -79,8 +79,19 @@ def ask(target: GateTarget, timeout_s: float | None = None, tries: int | None = 
 
 def answer(target: GateTarget, timeout_s: float | None = None, tries: int | None = None,
            monotonic: Callable[[], float] = time.monotonic) -> bool | None:
-    """The driver's answer to one ask: True "go", False "no", None no answer at all
-    (silence after every try, a refused port, no socket)."""
+    """The driver's answer to one ask: True "go", False "no" (said, or the gate refused:
+    nothing listens at its port any more), None no answer at all (silence after every try,
+    no socket, no route).
+
+    Refused is "no" (review rev38q finding 3): the gate named in the task's target existed
+    (its driver bound it before the task was made) and is bound until `Gate.close`, so a
+    port unreachable from its host (ECONNREFUSED on the connected socket, udp(7): "all
+    fatal errors will be passed to the user as an error return even when the socket is not
+    connected ... ECONNREFUSED" after an ICMP port unreachable) says it closed: the stage
+    is over, or the driver is gone. Taken for "never answered", it sent the task to the
+    store's STOP marker, which a completed round did not write. A firewall that rejects
+    with port unreachable looks the same: every task then stops (fails closed; the round
+    says `task-stopped`)."""
     timeout_s = ASK_TIMEOUT_S if timeout_s is None else timeout_s
     tries = ASK_TRIES if tries is None else tries
     nonce = secrets.token_bytes(_NONCE)
@@ -96,6 +107,8 @@ def answer(target: GateTarget, timeout_s: float | None = None, tries: int | None
         for _ in range(tries):
             try:
                 sock.send(ASK + nonce)
+            except ConnectionRefusedError:
+                return False  # an earlier try's port unreachable, reported here
             except OSError:
                 return None
             end = monotonic() + timeout_s
@@ -105,8 +118,10 @@ def answer(target: GateTarget, timeout_s: float | None = None, tries: int | None
                     data = sock.recv(_ANSWER + 1)
                 except TimeoutError:
                     break  # ask again
+                except ConnectionRefusedError:
+                    return False  # the driver's gate is closed or gone
                 except OSError:
-                    return None  # refused: the driver's gate is closed or gone
+                    return None
                 if len(data) != _ANSWER or data[len(GO):len(GO) + _NONCE] != nonce:
                     continue  # an answer to an earlier try of ours, or noise
                 word, mac = data[:len(GO)], data[len(GO) + _NONCE:]

@@ -231,7 +231,11 @@ class JournalWriter:
         try:
             self._put(f"{seq:08d}.intent.json", doc)
         except BaseException:
-            with contextlib.suppress(StoreError):
+            # Outside the batch's send bound (review rev38q finding 2): when the intent
+            # failed because that bound passed (a stalled executor), the same bound refused
+            # these too and the outcomes were in no entry. They are journal writes of
+            # batches that were answered, not deletes: unbounded, as `done`'s own writes.
+            with contextlib.suppress(StoreError), self.store.send_by(None):
                 for n, r in sorted(carried.items()):
                     self._put(f"{n:08d}.done.json", _outcome(r))
             raise
@@ -278,8 +282,9 @@ class JournalWriter:
         """True once the driver asked the round to stop (SIGINT, SIGTERM, deadline, pause,
         unhealthy), or once the driver is known to be gone (killed: no one would account
         for a further batch until the round is recovered). With a gate, the driver is
-        asked (no store request): "no" is a stop, and so is silence once it has answered
-        before; a gate that never answered is given up for the store's STOP marker."""
+        asked (no store request): "no" is a stop (a refused gate is one: closed, the stage
+        is over), and so is silence once it has answered before; a gate silent from the
+        first ask is given up for the store's STOP marker (written once the stage ends)."""
         if self.driver_gone():
             return True
         gate = self.gate
@@ -322,12 +327,20 @@ class JournalWriter:
 
 
 def _outcome(result: DeleteResult) -> dict[str, Any]:
-    return {
+    doc: dict[str, Any] = {
         "deleted": result.deleted,  # for progress while the round runs (issue 41)
         "gone": sorted(result.gone),
         "changed": sorted(result.changed),
         "errors": result.errors,
     }
+    unknown = result.unknown & result.errors.keys()
+    if unknown:
+        # Review rev38q finding 1: keys of `errors` whose delete may have been applied
+        # (the store could not say): the read-back asks the store about them again. A
+        # reader without this field takes them as errors (an undercount, never a false
+        # deletion).
+        doc["unknown"] = sorted(unknown)
+    return doc
 
 
 @dataclass(frozen=True)
@@ -376,6 +389,11 @@ class JournalTotals:
     already_gone: set[str] = field(default_factory=set)
     changed: set[str] = field(default_factory=set)
     errors: dict[str, str] = field(default_factory=dict)
+    # Review rev38q findings 1 and 5: keys whose fate the store could not tell, even when
+    # asked again at the read-back (key -> why): neither deleted nor "listed again next
+    # round" (they may have left the store); while this is not empty, `deleted` is a lower
+    # bound.
+    unknown: dict[str, str] = field(default_factory=dict)
     attempts: set[str] = field(default_factory=set)
     batches: int = 0
     unfinished: int = 0  # intents without a `done`, resolved by asking the store
@@ -392,6 +410,10 @@ class JournalTotals:
 
     def error_samples(self) -> list[str]:
         return [f"{k}: {why}" for k, why in sorted(self.errors.items())[:_MAX_ERROR_SAMPLES]]
+
+    def unknown_samples(self) -> list[str]:
+        return [f"{k}: whether it was deleted is unknown: {why}"
+                for k, why in sorted(self.unknown.items())[:_MAX_ERROR_SAMPLES]]
 
     def skip(self, key: str, why: str) -> None:
         self.unreadable += 1
@@ -428,19 +450,32 @@ def salvage_keys(raw: bytes) -> list[str]:
         pos = m.end()
 
 
-def _parse_done(doc: Any) -> tuple[set[str], set[str], dict[str, Any]]:
+@dataclass(frozen=True)
+class _Done:
+    """One batch's outcome as journaled: keys already gone, rewritten (`changed`), failed
+    (`errors`: key -> why), and those of `errors` whose fate was unknown (`unknown`)."""
+
+    gone: set[str]
+    changed: set[str]
+    errors: dict[str, Any]
+    unknown: set[str]
+
+
+def _parse_done(doc: Any) -> _Done:
     if not (isinstance(doc, dict) and isinstance(doc.get("gone"), list)
-            and isinstance(doc.get("changed"), list) and isinstance(doc.get("errors"), dict)):
-        raise ValueError("a done record's gone, changed and errors are not two lists and "
-                         "an object")
-    return set(doc["gone"]), set(doc["changed"]), doc["errors"]
+            and isinstance(doc.get("changed"), list) and isinstance(doc.get("errors"), dict)
+            and isinstance(doc.get("unknown", []), list)):
+        raise ValueError("a done record's gone, changed, errors and unknown are not two "
+                         "lists, an object and a list")
+    return _Done(set(doc["gone"]), set(doc["changed"]), doc["errors"],
+                 set(doc.get("unknown", [])))
 
 
 _SEQ = re.compile(r"[0-9]{8}")
 
 
 def _carried(doc: dict[str, Any], batch: str, key: str,
-             dones: dict[str, tuple[set[str], set[str], dict[str, Any]]],
+             dones: dict[str, _Done],
              totals: JournalTotals) -> None:
     """The outcomes of earlier batches an intent carries (`"done"`: seq -> outcome, as a
     `done` record); one that cannot be parsed is skipped and counted, and its batch is then
@@ -476,7 +511,7 @@ def read_journal(
     data = data if data is not None else store
     totals = JournalTotals()
     intents: dict[str, Intent] = {}
-    dones: dict[str, tuple[set[str], set[str], dict[str, Any]]] = {}
+    dones: dict[str, _Done] = {}
     torn: dict[str, list[str]] = {}  # batch -> the keys its unreadable intent still names
     for obj in store.list_all(prefix):
         name = obj.key[len(prefix):]
@@ -522,13 +557,18 @@ def read_journal(
             totals.unfinished += 1
             _resolve(data, items, totals)
             continue
-        gone, changed, errors = done
+        gone, changed, errors = done.gone, done.changed, done.errors
         if not (gone or changed or errors):  # the common batch: every key deleted
             totals.deleted.update(items.rows())
             continue
         for key, (size, age) in items.rows():
             if key in errors:
-                totals.errors.setdefault(key, str(errors[key]))
+                if key in done.unknown:
+                    # Its delete may have been applied, and the store could not say then
+                    # (review rev38q finding 1): asked again now, as an unfinished intent's.
+                    _resolve_one(data, key, (size, age), str(errors[key]), totals)
+                else:
+                    totals.errors.setdefault(key, str(errors[key]))
             elif key in changed:
                 totals.changed.add(key)
             elif key in gone:
@@ -539,32 +579,72 @@ def read_journal(
     return totals
 
 
+def _ask(store: ObjectStore, key: str) -> bool | StoreError:
+    """Whether `key` is still in the store; the StoreError if the store cannot say (review
+    rev38q finding 5: one failing HEAD raised out of the whole read-back, and the round's
+    record said `journal_read: false`, deleted 0, for good)."""
+    try:
+        return store.head(key) is not None
+    except StoreError as e:
+        return e
+
+
+def _resolve_one(store: ObjectStore, key: str, value: tuple[int, float], why: str,
+                 totals: JournalTotals) -> None:
+    """A key whose delete may have been applied (`why`: what its attempt journaled, empty
+    for an attempt killed mid-request): gone now = deleted by the round (it existed when
+    the attempt listed it); still there = an error, listed again next round; the store
+    cannot say = unknown."""
+    there = _ask(store, key)
+    if isinstance(there, StoreError):
+        totals.unknown.setdefault(key, f"asking the store failed at the read-back ({there})")
+    elif not there:
+        totals.deleted.setdefault(key, value)
+    elif why:
+        totals.errors.setdefault(key, f"{why}; still there at the read-back")
+    else:
+        totals.errors.setdefault(key, "delete request interrupted; still present")
+
+
 def _resolve(store: ObjectStore, items: Intent, totals: JournalTotals) -> None:
-    """An attempt killed between its intent and its `done`: a key of the intent that is gone
-    now was deleted by the round (it existed when the attempt listed it)."""
+    """An attempt killed between its intent and its `done`: each key is asked about."""
     for key, value in items.rows():
-        if store.head(key) is None:
-            totals.deleted.setdefault(key, value)
-        else:
-            totals.errors.setdefault(key, "delete request interrupted; still present")
+        _resolve_one(store, key, value, "", totals)
 
 
 def _resolve_keys(store: ObjectStore, keys: list[str], totals: JournalTotals) -> None:
     """The keys a torn intent still names: gone now = deleted by the round (size and age
-    unknown: 0); still there = not deleted (listed again next round, not an error)."""
+    unknown: 0); still there = not deleted (listed again next round, not an error); the
+    store cannot say = unknown."""
     for key in keys:
-        if isinstance(key, str) and store.head(key) is None:
+        if not isinstance(key, str):
+            continue
+        there = _ask(store, key)
+        if isinstance(there, StoreError):
+            totals.unknown.setdefault(key, f"asking the store failed at the read-back "
+                                           f"({there})")
+        elif not there:
             totals.deleted.setdefault(key, (0, 0.0))
 
 
 def _settle(totals: JournalTotals) -> None:
-    """A key deleted by one attempt and found gone (or failed) by another counts once, as
-    deleted; one that failed in one attempt and was deleted in a retry is not an error."""
-    totals.already_gone -= totals.deleted.keys()
-    for key in list(totals.errors):
-        if key in totals.deleted or key in totals.already_gone:
-            del totals.errors[key]
-    totals.changed -= totals.deleted.keys()
+    """A key two attempts (a retry, a speculative copy) saw differently counts once, under
+    the outcome that says most about the store (review rev38q finding 4: a key found
+    rewritten by one attempt and failed in another counted in both): deleted > already gone
+    > changed > unknown > error. Deleted and gone say the key left the store; changed, that
+    the object there is not the one listed; unknown makes no claim, where an error says the
+    key is still there to be listed again, which another attempt's unknown outcome (its
+    delete may have been applied) leaves unproven."""
+    out: set[str] = set(totals.deleted)
+    totals.already_gone -= out
+    out = out | totals.already_gone
+    totals.changed -= out
+    out = out | totals.changed
+    for key in [k for k in totals.unknown if k in out]:
+        del totals.unknown[key]
+    out = out | totals.unknown.keys()
+    for key in [k for k in totals.errors if k in out]:
+        del totals.errors[key]
 
 
 def write_marker(store: ObjectStore, prefix: str, name: str, doc: dict[str, Any]) -> None:

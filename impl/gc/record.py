@@ -87,6 +87,9 @@ def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
             "changed": s.changed,
             "bytes_deleted": s.bytes_deleted,
             "errors": s.errors,
+            # Review rev38q finding 1: keys whose fate the store could not tell (neither
+            # deleted nor listed again for sure); `deleted` is then a lower bound.
+            "unknown": s.unknown,
             "skipped_too_new": s.skipped_too_new,
             "skipped_too_young": s.skipped_too_young,
             "malformed": s.malformed,

@@ -93,6 +93,12 @@ class Recovered:
     unreadable: int  # journal entries that could not be read (deleted is a lower bound)
     from_end: bool  # the record was copied from the round's own END
     outcome: str = "killed"  # what the record says (from an END: the driver's own)
+    unknown: int = 0  # keys whose fate the store could not tell (deleted is a lower bound)
+
+    @property
+    def lower_bound(self) -> bool:
+        """`deleted` is a lower bound (entries unreadable, or keys of unknown fate)."""
+        return bool(self.unreadable or self.unknown)
 
     def gone_before(self) -> str:
         """What its driver did not write: its END (recorded `killed` from the journal), or
@@ -405,10 +411,12 @@ def _recovered_from_end(round_id: str, key: str, end: dict[str, Any]) -> Recover
     counts: dict[str, Any] = given if isinstance(given, dict) else {}
     deleted = counts.get("deleted", 0)
     unreadable = end.get("journal_unreadable", 0)
+    unknown = counts.get("unknown", 0)
     outcome = end.get("outcome")
     return Recovered(round_id, key, deleted if isinstance(deleted, int) else 0,
                      unreadable if isinstance(unreadable, int) else 0, True,
-                     outcome if isinstance(outcome, str) else "unknown")
+                     outcome if isinstance(outcome, str) else "unknown",
+                     unknown if isinstance(unknown, int) else 0)
 
 
 def _created(store: ObjectStore, key: str, data: bytes) -> str | None:
@@ -467,10 +475,11 @@ def _from_journal(
         s.already_gone = len(totals.already_gone)
         s.changed = len(totals.changed)
         s.errors = len(totals.errors)
+        s.unknown = len(totals.unknown)
         s.bytes_deleted = totals.bytes_deleted
         s.delete_requests = totals.batches
         s.unreadable_entries = totals.unreadable
-        s.error_samples = totals.error_samples()
+        s.error_samples = totals.error_samples() + totals.unknown_samples()
         from epochgc.impl.gc.stage import max_epoch, partial_listing
 
         s.max_deleted_epoch = max_epoch(totals.deleted)
@@ -490,13 +499,15 @@ def _from_journal(
     # The journal's last word, unless its driver wrote its own meanwhile.
     if _created(store, prefix + END, json.dumps(record_document(s, {}), allow_nan=False,
                                                 indent=1).encode()) is not None:
-        return Recovered(round_id, key, s.deleted, s.unreadable_entries, False)
+        return Recovered(round_id, key, s.deleted, s.unreadable_entries, False,
+                         unknown=s.unknown)
     # Its driver was alive and wrote its END after our look (review rev38o finding 3):
     # its END is the round's own account, and our record gives way to it unless its
     # driver's own record replaced ours already (then that one stands).
     end = _read_doc(store, prefix + END)
     if end is None:
-        return Recovered(round_id, key, s.deleted, s.unreadable_entries, False)
+        return Recovered(round_id, key, s.deleted, s.unreadable_entries, False,
+                         unknown=s.unknown)
     own = json.dumps(end, allow_nan=False, indent=1).encode()
     if store.replace_if_match(key, own, version) is None:
         return None

@@ -174,7 +174,9 @@ def render(doc: dict[str, Any]) -> list[str]:
                    f"{_text(gone)}): {_text(r.get('outcome') or 'killed')}, "
                    f"{r['deleted']} key(s) deleted"
                    + (f", {r['unreadable']} journal entr(ies) unreadable"
-                      if r.get("unreadable") else "") + f" ({_text(r['record'])})")
+                      if r.get("unreadable") else "")
+                   + (f", {r['unknown']} key(s) of unknown fate" if r.get("unknown") else "")
+                   + f" ({_text(r['record'])})")
     for r in doc.get("recovering") or []:
         out.append(f"dead round being recovered: {_text(r['round'])} (driver gone before its "
                    f"end): STOP written; recorded by the next round or `gc-admin reset` "
@@ -283,6 +285,10 @@ def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
     if last.get("journal_unreadable"):
         out.append(f"  journal entries unreadable: {_text(last['journal_unreadable'])} "
                    "(deleted is a lower bound)")
+    if counts.get("unknown"):
+        # Review rev38q finding 1: keys whose fate the store could not tell.
+        out.append(f"  keys of unknown fate: {_text(counts['unknown'])} (the store could "
+                   "not say whether they were deleted; deleted is a lower bound)")
     if last.get("journal"):
         out.append(f"  journal: {_text(last['journal'])}")
     return out

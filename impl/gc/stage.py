@@ -340,6 +340,7 @@ def _stage(
     )
     failure: GcError | None = None
     results: list[TaskResult] = []
+    quiesced = False  # STOP written and the stage's tasks waited for (a failed stage)
     try:
         t = time.monotonic()
         sc.setJobDescription("epochgc gc: list and delete")
@@ -372,6 +373,7 @@ def _stage(
             # attempts may still be deleting: the journal is read back only once none runs,
             # or a batch landing after the read-back would be in no record (issue 38).
             _quiesce(sc, open_store, prefix, write_stop=cut is None)
+            quiesced = True
         except BaseException:
             # A second signal (KeyboardInterrupt) or a driver-side bug: no task may go on
             # deleting behind a round that has ended; what they did is in the journal.
@@ -399,6 +401,20 @@ def _stage(
         # and the record must say so.
         stop.request("task-stopped")
     deleting_over()  # a look under way ends first: its stop request still counts below
+    if not quiesced:
+        # Review rev38q finding 3: an attempt of this stage still running (a speculative
+        # copy being killed, a task of an executor taken for lost) that has no answer from
+        # the closed gate falls back to the STOP marker, which a completed round did not
+        # write: it deleted after the read-back, in no record. STOP (one PUT a round),
+        # written once the watch has ended (it would take it for another process's), then
+        # the tasks Spark still runs are waited for (the job is over: Spark kills the other
+        # attempts of a partition once one succeeded, and none of a failed stage; no
+        # cancel, which would reach jobs not ours). An attempt that asks from
+        # now on is told no (the gate refuses, or it finds STOP); only a batch told "go"
+        # before the gate closed can still land, and its task is one Spark runs, waited
+        # for here. Not waited: the send bound (`send_within_s`, minutes) for an executor
+        # Spark no longer sees (taken for lost yet running): every round would pay it.
+        _quiesce(sc, open_store, prefix, reason="stage over", on_error=note, cancel=False)
     stop.means = "no batch is in flight; reading the journal back and writing the record"
     summary.interrupted = stop.reason
     summary.journal_read = False  # until it is read back: deletions unknown, not none
@@ -462,20 +478,26 @@ QUIESCE_LIMIT_S = 300.0  # a bound for a wedged cluster, not a timing assumption
 
 
 def _quiesce(sc: Any, open_store: Callable[[], ObjectStore], prefix: str,
-             write_stop: bool = True) -> None:
-    """After a failed stage: STOP (no attempt starts another batch; not `write_stop`: it is
-    there already, with its reason), cancel the job, and wait until Spark runs no stage of
-    this application, so the journal read back after this holds every batch (an in-flight
-    one finishes and is journaled, or its attempt is killed first). A STOP that cannot be
-    written leaves only the wait."""
-    with contextlib.suppress(StoreError, OSError):
+             write_stop: bool = True, reason: str = "stage failed",
+             on_error: Callable[[str], None] | None = None, cancel: bool = True) -> None:
+    """After the stage (failed, or over): STOP with `reason` (no attempt starts another
+    batch; not `write_stop`: it is there already, with its reason), cancel the job, and wait
+    until Spark runs no task of this application, so the journal read back after this holds
+    every batch (an in-flight one finishes and is journaled, or its attempt is killed
+    first; not `cancel`: none is cancelled, only waited for). A STOP that cannot be
+    written leaves only the wait (said to `on_error`)."""
+    try:
         if write_stop:
             store = open_store()
             try:
-                write_marker(store, prefix, STOP, {"reason": "stage failed"})
+                write_marker(store, prefix, STOP, {"reason": reason})
             finally:
                 store.close()
-    sc.cancelAllJobs()
+    except (StoreError, OSError) as e:
+        if on_error is not None:
+            on_error(f"gc: warning: the journal's STOP marker ({reason}) not written: {e}")
+    if cancel:
+        sc.cancelAllJobs()
     deadline = time.monotonic() + QUIESCE_LIMIT_S
     while _running_tasks(sc) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -496,10 +518,12 @@ def _count(summary: GcSummary, totals: JournalTotals) -> None:
     summary.already_gone = len(totals.already_gone)
     summary.changed = len(totals.changed)
     summary.errors = len(totals.errors)
+    summary.unknown = len(totals.unknown)
     summary.bytes_deleted = totals.bytes_deleted
     summary.max_deleted_epoch = max_epoch(totals.deleted)
     summary.delete_requests = totals.batches
     summary.error_samples.extend(totals.error_samples())
+    summary.error_samples.extend(totals.unknown_samples())
     summary.unreadable_entries = totals.unreadable
     summary.journal_read = True
 
@@ -508,7 +532,8 @@ def partial_listing(summary: GcSummary, totals: JournalTotals) -> None:
     """Mark the listing counts partial and raise them to what the journal proves: every
     key it names as deleted, already gone, rewritten or failed was listed and eligible
     (issue 41 item 3: a SIGTERM'd round recorded eligible 12585, deleted 14585)."""
-    proven = set(totals.deleted) | totals.already_gone | totals.changed | set(totals.errors)
+    proven = (set(totals.deleted) | totals.already_gone | totals.changed | set(totals.errors)
+              | set(totals.unknown))
     summary.listing_complete = False
     summary.eligible = max(summary.eligible, len(proven))
     summary.eligible_bytes = max(summary.eligible_bytes, totals.bytes_deleted)

@@ -130,6 +130,10 @@ class GcSummary:
     # deletions are unknown, never "none").
     unreadable_entries: int = 0
     journal_read: bool = True
+    # Review rev38q findings 1 and 5: keys whose delete may have been applied and whose
+    # state the store could not tell, even at the read-back: not errors ("listed again next
+    # round" is not known), not deleted; `deleted` is a lower bound while this is above 0.
+    unknown: int = 0
     # Issue 38 item 6: the round's number in the store's sequence of records
     # (`sequence.py`); None until its record claims one (or if the store cannot).
     seq: int | None = None
@@ -162,7 +166,8 @@ class GcSummary:
             return "blocked"
         if self.refused is not None:
             return "refused"
-        if self.errors or self.failed_check is not None or self.unreadable_entries:
+        if (self.errors or self.failed_check is not None or self.unreadable_entries
+                or self.unknown):
             return "incomplete"
         if self.M is None:
             return "nothing-collectible"
@@ -181,7 +186,7 @@ class GcSummary:
         if self.blocked is not None:
             return EXIT_BLOCKED
         if (self.refused is not None or self.errors or self.failed_check is not None
-                or self.unreadable_entries):
+                or self.unreadable_entries or self.unknown):
             return EXIT_INCOMPLETE
         return EXIT_OK
 
@@ -240,6 +245,10 @@ class GcSummary:
             out.append(f"gc: round incomplete: {self.unreadable_entries} journal entr(ies) "
                        f"unreadable (journal {self.journal}); deleted counts at least the "
                        "keys the rest names")
+        if self.unknown:
+            out.append(f"gc: round incomplete: {self.unknown} key(s) whose deletion is "
+                       f"unknown (the store could not say, even at the read-back; journal "
+                       f"{self.journal}); deleted counts at least the keys known gone")
         if self.record_error is not None:
             out.append(f"gc: warning: deletion record not written: {self.record_error}")
         return out

@@ -139,13 +139,16 @@ class DeleteResult:
     Every key not in `errors` or `changed` is gone now. `gone`: keys that were already
     absent (a backend that can tell, the local store; S3 cannot without a conditional
     delete). `changed`: keys a conditional delete skipped because the object is no longer
-    the one listed (rewritten since); they are still there.
+    the one listed (rewritten since); they are still there. `unknown`: keys of `errors`
+    whose delete may have been applied and whose state the store could not say when asked
+    (review rev38q finding 1): the journal names them so, and its read-back asks again.
     """
 
     requested: int
     errors: dict[str, str] = field(default_factory=dict)
     gone: set[str] = field(default_factory=set)
     changed: set[str] = field(default_factory=set)
+    unknown: set[str] = field(default_factory=set)  # a subset of `errors`' keys
 
     @property
     def deleted(self) -> int:

@@ -411,6 +411,7 @@ class S3Store(ObjectStore):
             elif isinstance(info, StoreError):
                 result.errors[key] = (f"{why}; whether it was deleted is unknown: asking the "
                                       f"store failed too ({info})")
+                result.unknown.add(key)  # journaled as such: the read-back asks again
             elif key in etags and info.version and info.version != etags[key]:
                 del result.errors[key]
                 result.changed.add(key)

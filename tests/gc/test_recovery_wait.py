@@ -40,6 +40,11 @@ import json, subprocess, sys, time
 from epochgc.impl.gc.drivertree import mark, start_fields
 mark()
 task = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+# Popen returns once the child's exec began (vfork: the parent resumes when exec releases
+# the old memory), before the kernel set up its new argument and environment area:
+# /proc/<pid>/environ then reads empty (seen 3 in 200 here). Wait until it is set up.
+while not open(f"/proc/{task.pid}/cmdline", "rb").read():
+    time.sleep(0.001)
 print(json.dumps({"task": task.pid, "local": start_fields("local[2]", task.pid),
                   "cluster": start_fields("spark://h:7077", task.pid)}), flush=True)
 time.sleep(600)

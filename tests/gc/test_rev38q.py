@@ -65,7 +65,6 @@ def _items(keys: list[str]) -> list[tuple[str, int, float, str]]:
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason="rev38q finding 1")
 def test_a_batch_whose_outcome_is_unknown_is_resolved_by_the_read_back(
     s3_endpoint: str, s3_bucket: str
 ) -> None:
@@ -147,7 +146,6 @@ def _until(cond: Callable[[], bool]) -> None:
         time.sleep(0.001)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38q finding 2")
 def test_an_outcome_waiting_for_an_intent_refused_by_the_deadline_is_still_journaled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -183,7 +181,6 @@ def test_an_outcome_waiting_for_an_intent_refused_by_the_deadline_is_still_journ
         f"{sorted(totals.already_gone)}")
 
 
-@pytest.mark.xfail(strict=True, reason="rev38q finding 3")
 def test_an_attempt_that_first_asks_after_the_stage_ended_sends_nothing(tmp_path: Path) -> None:
     """A round that completes writes no STOP: its driver closes the gate once `collect`
     returns, reads the journal back and writes the record. An attempt of that stage still
@@ -209,7 +206,6 @@ def test_an_attempt_that_first_asks_after_the_stage_ended_sends_nothing(tmp_path
         "round that completed, so the HEAD it falls back to said go")
 
 
-@pytest.mark.xfail(strict=True, reason="rev38q finding 4")
 def test_a_key_two_attempts_saw_differently_counts_once(tmp_path: Path) -> None:
     """Two attempts of one partition (a speculative copy, a retry after a lost executor)
     both journal key k: one was killed after its intent (resolved by asking the store:
@@ -242,7 +238,6 @@ class _OneHeadFails(LocalStore):
         return super().head(key)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38q finding 5")
 def test_one_head_failing_in_the_read_back_does_not_lose_the_rounds_count_for_good(
     tmp_path: Path
 ) -> None:
