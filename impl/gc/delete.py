@@ -131,19 +131,19 @@ def delete_keys(
     slots = threading.BoundedSemaphore(concurrency)
     stop = threading.Event()  # a worker saw the STOP marker: no further batch starts
 
-    def go(asked: float, first: bool) -> float | None:
-        """Before a request, holding its slot: the time its send bound counts from, or
-        None if the round said stop. The driver's gate is asked again (a datagram, no
-        store request). With no gate (each ask a HEAD of STOP) a group's first request
-        goes on its intent's ask while that is under half the send window old, and each
-        later one asks: one HEAD per batch, as when each batch had its intent."""
+    def ask(asked: float, now: bool) -> float | None:
+        """Before a request: the time its send bound counts from (`asked`, or a new ask's
+        with `now` or once `asked` is half the send window old), or None if the round said
+        stop. Holding its slot, a request asks the driver's gate again (a datagram, no
+        store request). With no gate each ask is a HEAD of STOP: a group's later request
+        asks before it waits for a slot (no slot held through a round trip; one HEAD per
+        batch, as when each batch had its own intent)."""
         if journal is None:
             return asked
         if stop.is_set():
             return None
         window = journal.send_within_s
-        if (journal.gate is not None or not first
-                or (window is not None and send_clock() - asked > window / 2)):
+        if now or (window is not None and send_clock() - asked > window / 2):
             asked = send_clock()
             if journal.stop_requested():
                 stop.set()
@@ -163,14 +163,16 @@ def delete_keys(
         _test_hold()
         results: list[DeleteResult | None] = []
         last: float | None = asked  # None once told "no": the group's rest is not sent
+        gated = journal is not None and journal.gate is not None
         for n, batch in enumerate(group):
+            if last is not None and n > 0 and not gated:
+                last = ask(last, True)  # no gate: a HEAD of STOP, before waiting for a slot
             with slots:  # the request alone holds a slot: the journal writes overlap others'
-                last = go(last, n == 0) if last is not None else None
-                at = last
-                if at is None:
+                last = ask(last, gated) if last is not None else None
+                if last is None:
                     results.append(None)  # told "no": not sent
                     continue
-                with _bounded(store, journal, at):
+                with _bounded(store, journal, last):
                     result = _send(store, batch)
             results.append(result)
             reach("batch-deleted")
