@@ -4,8 +4,9 @@ round"), and the check that every record stays true.
 One case: a real `epochgc gc` process (local master `local[2]`: its own JVM and Python
 workers) on a local store with 8 eligible keys in 2 tasks, batches of 1 (8 batches; an
 intent names two, so a task's 4 batches are 2 intents and 2 outcomes: a kill can land
-between an intent's first and second request), plus keys it must keep (too young, above M, malformed). `impl/gc/killpoint.py` holds the process
-that reaches the chosen step for the n-th time; the test sends SIGKILL to the driver or to
+between an intent's first and second request), plus keys it must keep (too young, above
+M, malformed). `impl/gc/killpoint.py` holds the process that reaches the chosen step for
+the n-th time; the test sends SIGKILL to the driver or to
 that Spark worker, lets the held process go on (if alive), and waits until every process of
 the round has exited. Then the next round runs (a real Spark session) after the operator's
 `gc-admin reset --force` or after the dead driver's lease ran out, and the check: the

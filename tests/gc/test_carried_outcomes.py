@@ -132,9 +132,10 @@ def test_killed_at_every_write_and_request_the_journal_reads_what_left(
     tmp_path: Path, kill_at: int
 ) -> None:
     """20 batches: 10 intents, 20 requests and up to 10 outcomes; killed at the n-th of
-    them (past the last: not killed). The read-back (the recovery's) counts exactly what left the store; the previous
-    version's reader (carried outcomes ignored, so those batches asked of the store) the
-    same; unresolved batches at most the ones in flight or waiting for an intent."""
+    them (past the last: not killed). The read-back (the recovery's) counts exactly what
+    left the store; the previous version's reader (carried outcomes ignored, so those
+    batches asked of the store) the same; unresolved batches at most the ones in flight or
+    waiting for an intent."""
     inner, store, keys = _run(tmp_path, kill_at)
     left = set(keys) - all_keys(inner)
     assert left <= store.sent
