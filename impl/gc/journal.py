@@ -23,7 +23,6 @@ their next batch (SIGINT/SIGTERM; tasks with a `gate.py` channel ask their drive
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -221,8 +220,7 @@ class JournalWriter:
         """Record the (key, size, age_s) items about to be deleted in `batches` requests;
         returns the intent's number. Raises StoreError: a batch that cannot be journaled is
         not deleted. The outcomes of finished batches that waited for an intent (`coming`)
-        ride in it (`"done"`: seq -> outcome); if it cannot be written they are written
-        alone."""
+        ride in it (`"done"`: seq -> outcome); if it cannot be written they wait again."""
         with self._lock:
             seq = next(self._seq)
             self._coming = max(0, self._coming - 1)
@@ -239,9 +237,11 @@ class JournalWriter:
         try:
             self._put(f"{seq:08d}.intent.json", doc)
         except BaseException:
-            with contextlib.suppress(StoreError):
-                for n, r in sorted(carried.items()):
-                    self._put(f"{n:08d}.done.json", _outcome(*r))
+            # They wait again, for the next intent or the task's end (`flush`), not written
+            # alone here: a PUT refused by this batch's send bound would refuse them too,
+            # and they would be in no entry (review rev38q finding 2).
+            with self._lock:
+                self._carry.update(carried)
             raise
         return seq
 

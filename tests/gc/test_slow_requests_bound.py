@@ -15,6 +15,7 @@ requests may move the injected clock in between."""
 from __future__ import annotations
 
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from epochgc.impl.gc.journal import (
     read_journal,
 )
 from epochgc.impl.store import local as local_mod
-from epochgc.impl.store.base import DeleteResult
+from epochgc.impl.store.base import DeleteResult, StoreError
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
 from tests.gc.helpers import _Delegating, all_keys, put_local
@@ -102,3 +103,69 @@ def test_a_batch_waiting_for_a_slot_behind_slow_requests_is_sent_within_its_boun
         f"{REQUEST_S:g} s, and a batch asked before its intent waited behind others' "
         f"requests for a slot past {SEND_WITHIN_S:g} s: {sorted(set(late.values()))}")
     assert all_keys(inner).isdisjoint(keys) and stats.deleted == 16
+
+
+class _StalledLocal(LocalStore):
+    """(rev38q finding 2's scenario, one batch per intent.) Batch 0's delete answers only
+    once batch 1 is on its way (its outcome then waits to ride in batch 1's intent); batch
+    1's "go on?" (the HEAD of STOP) answers once that outcome waits, and then the executor
+    stalls past the send bound before it writes batch 1's intent."""
+
+    writer: JournalWriter
+    clock: _Clock
+    asks = 0
+
+    def head(self, key: str) -> Any:
+        if key.endswith("/STOP"):
+            self.asks += 1
+            if self.asks == 2:
+                _until(lambda: bool(self.writer._carry))
+                self.clock.advance(1000.0)  # past send_within_s (80 s)
+        return super().head(key)
+
+    def delete_if_unchanged(self, items: list[tuple[str, str]]) -> DeleteResult:
+        if items[0][0].endswith("k0000"):
+            _until(lambda: self.writer._coming > 0)
+        return super().delete_if_unchanged(items)
+
+
+def _until(cond: Any) -> None:
+    deadline = time.monotonic() + 60  # a bound for a hung test, not a timing assumption
+    while not cond():
+        assert time.monotonic() < deadline, "the pipeline never reached the state"
+        time.sleep(0.001)
+
+
+def test_an_outcome_waiting_for_an_intent_its_send_bound_refuses_is_written_at_the_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Review rev38q finding 2: batch 0's outcome waited to ride in batch 1's intent, whose
+    PUT the send bound refused; `intent` then wrote the waiting outcome alone inside that
+    same bound, refused too, and it was in no entry: the read-back asked the store and
+    counted a key another writer had removed (`gone`) as deleted by the round. Now the
+    outcome waits again and the task's end writes it (outside any batch's bound). One
+    batch per intent (`group=1`), as in the review's scenario: the path is the same for
+    two."""
+    clock = _Clock()
+    monkeypatch.setattr(delete_mod, "send_clock", clock)
+    monkeypatch.setattr(local_mod, "send_clock", clock)
+    root = tmp_path / "s"
+    store = _StalledLocal(root, create=True)
+    store.clock = clock
+    keys = [format_key(1, 5, f"k{i:04d}") for i in range(8)]
+    for k in keys:
+        put_local(root, k, 7200.0)
+    (root / keys[1]).unlink()  # removed by someone else after the listing
+    writer = JournalWriter(store, JournalTarget(PREFIX, send_within_s=SEND_WITHIN_S),
+                           Attempt(0, 0, 0, 1))
+    store.writer = writer
+    with pytest.raises(StoreError):  # batch 1's intent: refused, the task fails
+        delete_keys(store, ((k, 1, 7200.0, "") for k in keys), batch_size=4,
+                    concurrency=2, journal=writer, group=1)
+    assert all_keys(store) == set(keys[4:])  # batch 0 deleted (k1 was gone), batch 1 not
+    totals = read_journal(store, PREFIX)
+    assert keys[1] not in totals.deleted and len(totals.deleted) == 3, (
+        f"batch 0's outcome (3 deleted, {keys[1]} already gone) is in no entry: the "
+        f"read-back counts {len(totals.deleted)} deleted, already gone "
+        f"{sorted(totals.already_gone)}")
+    assert totals.already_gone == {keys[1]}
