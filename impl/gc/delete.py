@@ -1,5 +1,6 @@
 """What one Spark task does in the delete phase: batched deletes, a few requests in flight,
-each batch journaled before and after its request (`journal.py`).
+journaled before and after their requests (`journal.py`), one intent per `INTENT_BATCHES`
+batches.
 
 Only the DeleteObjects request holds one of the `concurrency` delete slots; each batch's
 STOP check and journal writes run in the same worker before and after it, outside the slot,
@@ -8,11 +9,19 @@ three round trips and the serial STOP check inside the slot, a slot carried a re
 half the time). The order per batch is unchanged: intent durable, then the request, then
 its outcome; the outcome rides in the next batch's intent when that batch is ready (the
 listing holds it, waiting for a slot), else it is written alone (`JournalWriter.done`).
-The STOP check is the task's "go on?" to its driver where it has one (`gate.py`)."""
+The STOP check is the task's "go on?" to its driver where it has one (`gate.py`).
+
+One intent names the keys of up to `INTENT_BATCHES` batches (issue 38, requests per key:
+one intent PUT per DeleteObjects was 40 of a round's ~107 requests beyond the least), and
+one outcome covers them; each request is still asked for ("go on?") right before it is sent,
+holding its slot, so a group's later request is bounded like its first (`bounds.py`), and
+a request told "no" is not sent: its keys are in the outcome as `journal.UNSENT` (not
+deleted, no error: listed again next round)."""
 
 from __future__ import annotations
 
 import contextlib
+import itertools
 import os
 import sys
 import threading
@@ -22,7 +31,7 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import asdict, dataclass, fields
 
 from epochgc.impl.gc.beacon import Tally
-from epochgc.impl.gc.journal import JournalWriter
+from epochgc.impl.gc.journal import UNSENT, JournalWriter
 from epochgc.impl.gc.killpoint import reach
 from epochgc.impl.gc.pools import InlineExecutor, submitter
 from epochgc.impl.store.base import (
@@ -46,9 +55,15 @@ PAUSE_ENV = "EPOCHGC_GC_TEST_PAUSE"
 # not wait for it without bound.
 HOLD_ENV = "EPOCHGC_GC_TEST_HOLD"
 _PAUSE_LIMIT_S = 300.0
-# Workers per delete slot: a batch's chain is STOP check, intent, request, outcome, one
-# round trip each, of which only the request holds a slot; four chains per slot keep it busy.
+# Batches in the workers per delete slot: a group's chain is STOP check, intent, its
+# requests, outcome, of which only each request holds a slot; four batches per slot keep
+# it busy.
 PIPELINE = 4
+# Delete batches per journal intent (and per outcome). Two: the intent PUTs halve, while a
+# task's first requests still wait for one intent (its first two batches, listed together:
+# a listing runs far ahead of the deletes) and a kill leaves at most two batches to resolve
+# by asking the store.
+INTENT_BATCHES = 2
 
 
 @dataclass
@@ -93,15 +108,17 @@ def delete_keys(
     pool: Executor | None = None,
     journal: JournalWriter | None = None,
     tally: Tally | None = None,
+    group: int = INTENT_BATCHES,
 ) -> DeleteStats:
     """Delete (key, size, age_s) items in batches with at most `concurrency` requests in
     flight. `pool`: a long-lived pool of `concurrency` workers to borrow (`impl.gc.pools`).
-    `journal`: each batch is journaled before its request (a batch that cannot be is not
-    sent: the StoreError propagates) and after it; before each batch's intent the round's
-    STOP marker is checked (in the batch's worker, beside the other batches' requests), and
-    once it is seen no further batch starts (those whose intent is written finish and are
-    journaled). Up to `PIPELINE` x `concurrency` batches are in the workers at once, at
-    most `concurrency` of them in a request. `tally`: keys deleted, added as each answer
+    `journal`: each `group` of batches is journaled before its requests (a group that cannot
+    be is not sent: the StoreError propagates) and after them; before each group's intent,
+    and before each request, the round's STOP marker is checked (in the group's worker,
+    beside the other groups' requests), and once it is seen no further request is sent
+    (those in flight finish; every group with an intent gets its outcome, the keys never
+    sent as `UNSENT`). Up to `PIPELINE` x `concurrency` batches are in the workers at once,
+    at most `concurrency` of them in a request. `tally`: keys deleted, added as each answer
     arrives (for the progress display only; what is recorded comes from the journal).
 
     A StoreError for a whole request counts its keys as errors (they are listed again next
@@ -114,42 +131,92 @@ def delete_keys(
     slots = threading.BoundedSemaphore(concurrency)
     stop = threading.Event()  # a worker saw the STOP marker: no further batch starts
 
-    def one(batch: list[Doomed]) -> tuple[list[Doomed], DeleteResult | None]:
-        asked = send_clock()  # before the "go on?": the batch's bound counts from here
+    def ask(asked: float, now: bool) -> float | None:
+        """Before a request: the time its send bound counts from (`asked`, or a new ask's
+        with `now` or once `asked` is half the send window old), or None if the round said
+        stop. Holding its slot, a request asks the driver's gate again (a datagram, no
+        store request). With no gate each ask is a HEAD of STOP: a group's later request
+        asks before it waits for a slot (no slot held through a round trip; one HEAD per
+        batch, as when each batch had its own intent)."""
+        if journal is None:
+            return asked
+        if stop.is_set():
+            return None
+        window = journal.send_within_s
+        if now or (window is not None and send_clock() - asked > window / 2):
+            asked = send_clock()
+            if journal.stop_requested():
+                stop.set()
+                return None
+        return asked
+
+    def one(group: list[list[Doomed]]) -> _Chain:
+        asked = send_clock()  # before the "go on?": the intent's bound counts from here
         if journal is not None and (stop.is_set() or journal.stop_requested()):
             stop.set()
             journal.not_coming()  # the outcomes that waited for this intent go alone
-            return batch, None  # not journaled, not sent: listed again next round
+            return _Chain(group, [])  # not journaled, not sent: listed again next round
         with _bounded(store, journal, asked):
-            seq = journal.intent(batch) if journal is not None else 0
-            reach("intent-written")
-            _test_hold()
+            seq = (journal.intent([i for b in group for i in b], len(group))
+                   if journal is not None else 0)
+        reach("intent-written")
+        _test_hold()
+        results: list[DeleteResult | None] = []
+        last: float | None = asked  # None once told "no": the group's rest is not sent
+        gated = journal is not None and journal.gate is not None
+        for n, batch in enumerate(group):
+            if last is not None and n > 0 and not gated:
+                last = ask(last, True)  # no gate: a HEAD of STOP, before waiting for a slot
             with slots:  # the request alone holds a slot: the journal writes overlap others'
-                result = _send(store, batch)
-        reach("batch-deleted")
-        if tally is not None:
-            tally.add(deleted=result.deleted)
+                last = ask(last, gated) if last is not None else None
+                if last is None:
+                    results.append(None)  # told "no": not sent
+                    continue
+                with _bounded(store, journal, last):
+                    result = _send(store, batch)
+            results.append(result)
+            reach("batch-deleted")
+            if tally is not None:
+                tally.add(deleted=result.deleted)
         if journal is not None:
-            journal.done(seq, result)
+            journal.done(seq, _merged(group, results), sum(r is not None for r in results))
             reach("done-written")
             _test_pause(journal)
-        return batch, result
+        return _Chain(group, results)
 
-    def account(fut: Future[tuple[list[Doomed], DeleteResult | None]]) -> None:
-        batch, result = fut.result()
-        if result is None:
+    def account(fut: Future[_Chain]) -> None:
+        chain = fut.result()
+        if len(chain.results) < len(chain.group) or None in chain.results:
             stats.stopped = 1
-            return
-        stats.delete_requests += 1
-        stats.deleted += result.deleted
-        stats.already_gone += len(result.gone)
-        stats.changed += len(result.changed)
-        stats.errors += len(result.errors)
-        kept = result.errors.keys() | result.gone | result.changed
-        stats.bytes_deleted += sum(s for k, s, _, _ in batch if k not in kept)
-        if on_error is not None:
-            for key, why in result.errors.items():
-                on_error(key, why)
+        for batch, result in zip(chain.group, chain.results, strict=False):
+            if result is None:
+                continue
+            stats.delete_requests += 1
+            stats.deleted += result.deleted
+            stats.already_gone += len(result.gone)
+            stats.changed += len(result.changed)
+            stats.errors += len(result.errors)
+            kept = result.errors.keys() | result.gone | result.changed
+            stats.bytes_deleted += sum(s for k, s, _, _ in batch if k not in kept)
+            if on_error is not None:
+                for key, why in result.errors.items():
+                    on_error(key, why)
+
+    def settle(pending: set[Future[_Chain]]) -> set[Future[_Chain]]:
+        """The groups still in the workers once one more may start: waits for one if
+        `depth` are (bounded: never queue the whole key set), and accounts every finished
+        one now (a bug's exception stops the loop at once, not `depth` groups later). A
+        function, so that no local keeps a finished group's items alive."""
+        if len(pending) >= depth:
+            waited = time.monotonic()
+            done, pending = wait(pending, return_when=FIRST_COMPLETED)
+            stats.backpressure_s += time.monotonic() - waited
+            for fut in done:
+                account(fut)
+        for fut in [f for f in pending if f.done()]:
+            pending.discard(fut)
+            account(fut)
+        return pending
 
     inline = pool is None and concurrency == 1
     if inline:
@@ -158,37 +225,36 @@ def delete_keys(
         # in lister threads (S3's default) still runs ahead meanwhile; one in this thread
         # stands still while the request runs.
         pool = InlineExecutor()
-    # The test hook pauses one worker until STOP: with one chain per slot the next batch's
-    # STOP check waits for it, so the paused batch is the only one deleted (as the signal
-    # tests rely on); the pipeline's depth changes no record, only what overlaps.
-    depth = max(1, concurrency) * (1 if os.environ.get(PAUSE_ENV) else PIPELINE)
+    # The test hooks pause one worker until STOP: with one batch per chain and one chain
+    # per slot the next batch's STOP check waits for it, so the paused batch is the only
+    # one deleted (as the signal tests rely on); the pipeline's depth and the group's size
+    # change no record, only what overlaps and how many intents are written.
+    hooked = bool(os.environ.get(PAUSE_ENV) or os.environ.get(HOLD_ENV))
+    per = 1 if hooked else max(1, group)
+    depth = max(1, concurrency) * (1 if hooked else max(1, PIPELINE // per))
     with submitter(pool, depth, "epochgc-delete") as submit:
-        pending: set[Future[tuple[list[Doomed], DeleteResult | None]]] = set()
+        pending: set[Future[_Chain]] = set()
         try:
-            for batch in batches(items, batch_size):
+            listed = batches(items, batch_size)
+            for batch in listed:
                 if journal is not None:
-                    # This batch is ready: the outcomes of the batches that finish before
-                    # its intent is written ride in that intent, no PUT of their own
-                    # (issue 38); with no batch ready (the listing behind) each goes alone.
+                    # This group is ready (its first batch): the outcomes of the groups
+                    # that finish before its intent is written ride in that intent, no PUT
+                    # of their own (issue 38); with no group ready (the listing behind)
+                    # each goes alone.
                     journal.coming()
                 submitted = False
                 try:
-                    if len(pending) >= depth:  # bounded: never queue the whole key set
-                        waited = time.monotonic()
-                        done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                        stats.backpressure_s += time.monotonic() - waited
-                        for fut in done:
-                            account(fut)
-                    # A finished batch's exception (a bug or a crash) stops the loop now,
-                    # not `depth` batches later.
-                    for fut in [f for f in pending if f.done()]:
-                        pending.discard(fut)
-                        account(fut)
+                    chain = [batch]
+                    # The group's other batches (a listing error meanwhile sends nothing of
+                    # it: never journaled, listed again next round).
+                    chain += itertools.islice(listed, per - 1)
+                    pending = settle(pending)
                     if stop.is_set():
                         stats.stopped = 1
                         break
                     sent = time.monotonic()
-                    pending.add(submit(one, batch))
+                    pending.add(submit(one, chain))
                     submitted = True
                     if inline:  # the listing waited for this request: the metric says so
                         stats.backpressure_s += time.monotonic() - sent
@@ -196,7 +262,7 @@ def delete_keys(
                     if journal is not None and not submitted:
                         journal.not_coming(flush=False)  # the end of the task flushes
         finally:
-            # Whatever ends the loop (a listing error too), the batches in flight finish
+            # Whatever ends the loop (a listing error too), the groups in flight finish
             # and are journaled before the task ends, their outcomes too.
             wait(pending)
             if journal is not None:
@@ -204,6 +270,28 @@ def delete_keys(
         for fut in pending:
             account(fut)
     return stats
+
+
+@dataclass(frozen=True)
+class _Chain:
+    """One group's batches and what each request did, in order (None: told "no", not sent;
+    fewer results than batches: the group was stopped before its intent)."""
+
+    group: list[list[Doomed]]
+    results: list[DeleteResult | None]
+
+
+def _merged(group: list[list[Doomed]], results: list[DeleteResult | None]) -> DeleteResult:
+    """The group's outcome, one record: every key deleted, gone, changed or failed, and each
+    key of a batch never sent `UNSENT` (so a reader that does not know the word still never
+    counts it deleted)."""
+    out = DeleteResult(0)
+    for batch, result in zip(group, results, strict=True):
+        if result is None:
+            result = DeleteResult(len(batch), {k: UNSENT for k, _, _, _ in batch})
+        out = DeleteResult(out.requested + result.requested, {**out.errors, **result.errors},
+                           out.gone | result.gone, out.changed | result.changed)
+    return out
 
 
 def _bounded(store: ObjectStore, journal: JournalWriter | None,

@@ -17,6 +17,14 @@ look too, so `lease-unsure` stops a round whose tasks do not ask (review finding
 A look reads the snapshot and the reports through one listing and GETs only those that
 changed since the previous look (`reports.SeenDocs`): a pause is still read every look,
 and every failure is still an unknown health.
+
+The wait after a look is the interval, or as long as the look itself took if that is longer
+(up to `max(interval, NEXT_HEAD_WITHIN_S / 2)`): the watch spends at most half its time
+in requests (issue 38, requests per key: on a store answering in seconds, looks one after
+another were the round's largest cost that grows with its length, ~2 requests per 2
+latencies). Where a look takes less than the interval (any store answering in under a
+second) nothing changes; where it takes longer, a pause is seen within two looks' time
+instead of one and an interval, a few round trips either way.
 """
 
 from __future__ import annotations
@@ -71,9 +79,13 @@ class RoundWatch:
         self.on_unhealthy = on_unhealthy
         self.stop_key = stop_key
         self.stop_every_s = stop_every_s
-        # A look ends with a HEAD if the last clear one is this old: the next look's HEAD,
-        # `interval_s` later, is then sent within `next_head_within_s` of a clear one.
-        self.end_head_after_s = max(0.0, next_head_within_s - interval_s)
+        # A look ends with a HEAD if the last clear one is `next_head_within_s` less the
+        # wait old: the next look's HEAD, the wait later, is then sent within
+        # `next_head_within_s` of a clear one.
+        self.next_head_within_s = next_head_within_s
+        # The wait after the last look (`_run`): the interval, or the look's own time.
+        self.wait_s = interval_s
+        self.longest_wait_s = max(interval_s, next_head_within_s / 2)
         self.firm = firm
         self.monotonic = monotonic
         self.paused: AdminState | None = None
@@ -103,6 +115,7 @@ class RoundWatch:
         unknown health (fail closed)."""
         if self.firm is not None and not self.firm():
             return LEASE_UNSURE
+        began = self.monotonic()
         try:
             store = self.open_store()
         except StoreError as e:
@@ -127,10 +140,15 @@ class RoundWatch:
             verdict = check_health(looking, self.clock(), self.max_report_age_s, self._seen)
             if self.stop.reason == STOPPED:
                 return STOPPED
+            # The wait before the next look: this look's time, within the interval and its
+            # longest (decided before the closing HEAD, which it must account for).
+            self.wait_s = min(max(self.interval_s, self.monotonic() - began),
+                              self.longest_wait_s)
             # The look's last request (review rev38o finding 6): a look that ended long
-            # after its HEAD, and then the interval, would leave the next HEAD's answer
-            # past the gate's freshness.
-            if verdict.healthy and self._stop_seen(store, self.end_head_after_s):
+            # after its HEAD, and then the wait, would leave the next HEAD's answer past
+            # the gate's freshness.
+            end_head_after_s = max(0.0, self.next_head_within_s - self.wait_s)
+            if verdict.healthy and self._stop_seen(store, end_head_after_s):
                 return STOPPED
         finally:
             store.close()
@@ -170,7 +188,7 @@ class RoundWatch:
         return True
 
     def _run(self) -> None:
-        while not self._done.wait(self.interval_s) and not self.stop.requested:
+        while not self._done.wait(self.wait_s) and not self.stop.requested:
             if self._look():
                 return
 

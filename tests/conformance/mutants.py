@@ -826,18 +826,16 @@ MUTANTS += (
         "[gc-open] a batch's intent is journaled after its delete request, not before (a task"
         " killed mid-request, or whose journal write fails, deleted keys no record accounts)",
         "impl/gc/delete.py",
-        "            seq = journal.intent(batch) if journal is not None else 0\n"
-        "            reach(\"intent-written\")\n"
-        "            _test_hold()\n"
-        "            with slots:  # the request alone holds a slot: the journal writes overlap"
-        " others'\n"
-        "                result = _send(store, batch)\n",
-        "            _test_hold()\n"
-        "            with slots:  # the request alone holds a slot: the journal writes overlap"
-        " others'\n"
-        "                result = _send(store, batch)\n"
-        "            seq = journal.intent(batch) if journal is not None else 0\n"
-        "            reach(\"intent-written\")\n",
+        "            seq = (journal.intent([i for b in group for i in b], len(group))\n"
+        "                   if journal is not None else 0)\n",
+        "            seq = 0\n",
+        (("impl/gc/delete.py",
+          "        if journal is not None:\n"
+          "            journal.done(seq, _merged(group, results),",
+          "        seq = (journal.intent([i for b in group for i in b], len(group))\n"
+          "               if journal is not None else 0)\n"
+          "        if journal is not None:\n"
+          "            journal.done(seq, _merged(group, results),"),),
         check=r"tests/gc/test_gc_open.py::test_a_batch_that_cannot_be_journaled",
     ),
     Mutant(
@@ -845,13 +843,14 @@ MUTANTS += (
         "[gc-open] a batch's outcome is journaled before its delete request, as all deleted"
         " (failed deletes recorded as deleted)",
         "impl/gc/delete.py",
-        "        seq = journal.intent(batch) if journal is not None else 0\n",
-        "        seq = journal.intent(batch) if journal is not None else 0\n"
-        "        if journal is not None:\n"
-        "            journal.done(seq, DeleteResult(len(batch)))\n",
+        "                   if journal is not None else 0)\n",
+        "                   if journal is not None else 0)\n"
+        "            if journal is not None:\n"
+        "                journal.done(seq, DeleteResult(sum(map(len, group))), len(group))\n",
         (("impl/gc/delete.py",
-          "        if journal is not None:\n            journal.done(seq, result)\n",
-          "        if journal is not None:\n"),),
+          "            journal.done(seq, _merged(group, results), sum(r is not None for r in"
+          " results))\n",
+          "            pass\n"),),
         check=r"tests/gc/test_gc_open.py::test_the_outcome_record",
     ),
     # reports read from subdirectories

@@ -2,9 +2,11 @@
 round"), and the check that every record stays true.
 
 One case: a real `epochgc gc` process (local master `local[2]`: its own JVM and Python
-workers) on a local store with 8 eligible keys in 2 tasks, batches of 2 (4 batches), plus
-keys it must keep (too young, above M, malformed). `impl/gc/killpoint.py` holds the process
-that reaches the chosen step for the n-th time; the test sends SIGKILL to the driver or to
+workers) on a local store with 8 eligible keys in 2 tasks, batches of 1 (8 batches; an
+intent names two, so a task's 4 batches are 2 intents and 2 outcomes: a kill can land
+between an intent's first and second request), plus keys it must keep (too young, above
+M, malformed). `impl/gc/killpoint.py` holds the process that reaches the chosen step for
+the n-th time; the test sends SIGKILL to the driver or to
 that Spark worker, lets the held process go on (if alive), and waits until every process of
 the round has exited. Then the next round runs (a real Spark session) after the operator's
 `gc-admin reset --force` or after the dead driver's lease ran out, and the check: the
@@ -43,7 +45,7 @@ from tests.gc.helpers import HOUR, NOW, all_keys, local_spec, put_local, simple_
 ROOT = Path(__file__).resolve().parents[2]
 GRACE = 12 * HOUR
 LIMIT_S = 300.0  # a bound for a hung process, not a timing assumption
-BATCHES = 4
+BATCHES = 4  # the points' n: 4 intents and outcomes in the round, of its 8 requests
 DRIVER_POINTS = ["start-written"] + [
     f"{p}:{n}" for n in range(1, BATCHES + 1)
     for p in ("intent-written", "batch-deleted", "done-written")
@@ -103,7 +105,7 @@ def kill_round(root: Path, work: Path, who: str, point: str) -> int:
     env = dict(os.environ, PYTHONPATH=str(ROOT), **{KILLPOINT_ENV: str(hold)})
     cmd = [sys.executable, "-m", "epochgc.impl.gc", "--store", str(root), "--now", str(NOW),
            "--i-know-now-is-ahead", "--master", "local[2]", "--tasks", "2",
-           "--delete-batch-size", "2", "--skip-malformed", "-q", "--json"]
+           "--delete-batch-size", "1", "--skip-malformed", "-q", "--json"]
     with open(work / "stderr", "w") as err:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True,
                                 stdout=subprocess.DEVNULL, stderr=err)

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from epochgc.impl.gc.delete import PIPELINE, delete_keys
+from epochgc.impl.gc.delete import INTENT_BATCHES, PIPELINE, delete_keys
 from epochgc.impl.gc.journal import (
     STOP,
     Attempt,
@@ -110,14 +110,15 @@ def test_outcomes_ride_in_intents_and_the_journal_reads_exact(tmp_path: Path) ->
     alone = [k for k in entries if k.endswith(".done.json")]
     carried = [seq for k in intents
                for seq in json.loads(inner.get(k)).get("done", {})]
-    assert len(intents) == 20 and all_keys(inner).isdisjoint(keys)
-    # every batch's outcome is in the journal exactly once: alone or carried
+    # 20 batches, two per intent (`INTENT_BATCHES`)
+    assert len(intents) == 20 // INTENT_BATCHES and all_keys(inner).isdisjoint(keys)
+    # every intent's outcome is in the journal exactly once: alone or carried
     assert sorted(carried + [k.rsplit("/", 1)[1][:8] for k in alone]) == [
-        f"{n:08d}" for n in range(20)]
+        f"{n:08d}" for n in range(20 // INTENT_BATCHES)]
     assert carried, "no outcome rode in an intent"
     totals = read_journal(inner, PREFIX)
     assert set(totals.deleted) == set(keys) and totals.unfinished == 0
-    assert totals.batches == 20 and not totals.errors
+    assert totals.batches == 20 and not totals.errors  # requests, as the outcomes say
 
 
 # Every point with EPOCHGC_KILL9_ALL=1 (`tox -e kill9`); by default a spread of them
@@ -130,10 +131,11 @@ KILL_POINTS = (range(1, 46) if os.environ.get("EPOCHGC_KILL9_ALL")
 def test_killed_at_every_write_and_request_the_journal_reads_what_left(
     tmp_path: Path, kill_at: int
 ) -> None:
-    """20 batches: 20 intents, 20 requests and up to 20 outcomes; killed at the n-th of
-    them. The read-back (the recovery's) counts exactly what left the store; the previous
-    version's reader (carried outcomes ignored, so those batches asked of the store) the
-    same; unresolved batches at most the ones in flight or waiting for an intent."""
+    """20 batches: 10 intents, 20 requests and up to 10 outcomes; killed at the n-th of
+    them (past the last: not killed). The read-back (the recovery's) counts exactly what
+    left the store; the previous version's reader (carried outcomes ignored, so those
+    batches asked of the store) the same; unresolved batches at most the ones in flight or
+    waiting for an intent."""
     inner, store, keys = _run(tmp_path, kill_at)
     left = set(keys) - all_keys(inner)
     assert left <= store.sent
@@ -204,3 +206,48 @@ def test_a_pooled_task_stopped_mid_way_journals_every_outcome(tmp_path: Path) ->
     totals = read_journal(inner, PREFIX)
     assert stats.stopped == 1 and left == store.sent and len(left) < len(keys)
     assert set(totals.deleted) == left and totals.unfinished == 0
+
+
+@pytest.mark.parametrize("asked", ["store", "gate"])
+def test_a_group_told_no_between_its_requests_sends_nothing_more_and_records_it_unsent(
+    tmp_path: Path, asked: str
+) -> None:
+    """An intent names two batches (`INTENT_BATCHES`); the round says stop while the first
+    request runs (the STOP marker, or the driver's gate turning to "no"). The second request
+    is not sent; the outcome names its keys `UNSENT`: the read-back counts exactly the first
+    batch deleted and no error, and a reader that does not know the word (any `errors`
+    entry is an error) still never counts those keys deleted."""
+    from epochgc.impl.gc.gate import Gate
+    from epochgc.impl.gc.journal import UNSENT
+
+    inner = LocalStore(tmp_path / "s", create=True)
+    keys = _keys(tmp_path / "s", 2 * BATCH)
+    stopped = threading.Event()
+
+    class _StopDuringFirst(_Delegating):
+        requests = 0
+
+        def delete_if_unchanged(self, items: list[tuple[str, str]]) -> DeleteResult:
+            self.requests += 1
+            stopped.set()
+            write_marker(inner, PREFIX, STOP, {"reason": "SIGTERM"})
+            return self.inner.delete_if_unchanged(items)
+
+    store = _StopDuringFirst(inner)
+    with Gate("127.0.0.1", lambda: not stopped.is_set()) as gate:
+        target = JournalTarget(PREFIX, gate=gate.target if asked == "gate" else None)
+        writer = JournalWriter(store, target, Attempt(0, 0, 0, 1))
+        stats = delete_keys(store, ((k, 1, 0.0, "") for k in keys), batch_size=BATCH,
+                            concurrency=1, journal=writer)
+    assert store.requests == 1 and stats.delete_requests == 1
+    assert (stats.stopped, stats.deleted, stats.errors) == (1, BATCH, 0)
+    left = set(keys) - all_keys(inner)
+    assert left == set(keys[:BATCH])
+    [done] = [o.key for o in inner.list_all(PREFIX) if o.key.endswith(".done.json")]
+    doc = json.loads(inner.get(done))
+    assert doc["errors"] == dict.fromkeys(keys[BATCH:], UNSENT)
+    assert doc.get("requests", 1) == 1  # sent (absent: one)
+    totals = read_journal(inner, PREFIX)
+    assert set(totals.deleted) == left and not totals.errors and totals.batches == 1
+    # A reader without UNSENT: every key of `errors` is an error, none of them deleted.
+    assert not set(doc["errors"]) & left

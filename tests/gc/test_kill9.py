@@ -1,6 +1,7 @@
 """Issue 38: kill -9 at every step of a round, systematically (`tests/gc/kill9.py`): the
-driver at START, at each batch's intent, delete request and `done` (4 batches), at END and at
-the record; a Spark worker at each batch's intent, delete request and `done`. After each, the
+driver at START, at each of the first 4 intents, delete requests and `done`s (batches of one
+key, two per intent: a kill lands between an intent's two requests too), at END and at the
+record; a Spark worker at the same intents, requests and `done`s. After each, the
 dead round's record plus the next round's equal what left the store, and nothing outside
 eligibility was deleted.
 

@@ -169,7 +169,8 @@ def test_an_outcome_waiting_for_an_intent_refused_by_the_deadline_is_still_journ
                            Attempt(0, 0, 0, 1))
     store.writer = writer
     with pytest.raises(StoreError):  # batch 1's intent: refused, the task fails
-        delete_keys(store, _items(keys), batch_size=4, concurrency=2, journal=writer)
+        delete_keys(store, _items(keys), batch_size=4, concurrency=2, journal=writer,
+                    group=1)  # one batch per intent: the outcome waits for the next
     assert all_keys(store) == set(keys[4:])  # batch 0 deleted (k1 was gone), batch 1 not
     entries = sorted(o.key.rsplit("/", 1)[1] for o in store.list_all(PREFIX))
     totals = read_journal(store, PREFIX)
