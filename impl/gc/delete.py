@@ -290,7 +290,8 @@ def _merged(group: list[list[Doomed]], results: list[DeleteResult | None]) -> De
         if result is None:
             result = DeleteResult(len(batch), {k: UNSENT for k, _, _, _ in batch})
         out = DeleteResult(out.requested + result.requested, {**out.errors, **result.errors},
-                           out.gone | result.gone, out.changed | result.changed)
+                           out.gone | result.gone, out.changed | result.changed,
+                           out.unknown | result.unknown)
     return out
 
 
