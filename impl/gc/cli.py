@@ -22,7 +22,7 @@ from urllib.parse import urlsplit
 import click
 
 from epochgc.impl import closedout
-from epochgc.impl.gc.duration import DURATION, format_duration
+from epochgc.impl.gc.duration import DURATION, SPAN, format_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.manifest import manifest_target
@@ -126,7 +126,7 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
 )
 @click.option(
     "--deadline",
-    type=DURATION,
+    type=SPAN,
     default=None,
     help="Stop the round after this long, as SIGTERM would: batches in flight finish and "
     "are journaled, the record says interrupted, exit 1.",

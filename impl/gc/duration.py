@@ -32,17 +32,27 @@ def format_duration(seconds: float) -> str:
 
 
 class _Duration(click.ParamType):  # type: ignore[type-arg]  # generic only in new click
-    """`5m`, `12h`, `600s`, `1d` or plain seconds: every command's duration option."""
+    """`5m`, `12h`, `600s`, `1d` or plain seconds: every command's duration option; with
+    `most_s`, at most that long."""
 
     name = "duration"
+
+    def __init__(self, most_s: float | None = None) -> None:
+        self.most_s = most_s
 
     def convert(self, value: Any, param: Any, ctx: Any) -> float:
         if isinstance(value, int | float):
             return float(value)
         try:
-            return parse_duration(str(value))
+            seconds = parse_duration(str(value))
         except ValueError as e:
             self.fail(str(e), param, ctx)
+        if self.most_s is not None and not seconds <= self.most_s:
+            self.fail(f"{value!r} is longer than {format_duration(self.most_s)}", param, ctx)
+        return seconds
 
 
 DURATION = _Duration()
+# A time to wait or to run for: beyond 100 years it is a typo, and a timer that long
+# overflows the platform's time_t (threading.Timer: OverflowError, newuser5 G1).
+SPAN = _Duration(most_s=36500 * 86400.0)
