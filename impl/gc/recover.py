@@ -258,7 +258,11 @@ def _wait(store: ObjectStore, stopped: list[_Dead], sleep: Callable[[float], Non
         if _interrupted(step, sleep, stop):
             return True
         waited += step
-        pending = [d for d in pending if d.left_s() > waited and not _ended(store, d)]
+        # A round is no longer waited for once its record or END exists, or once its
+        # driver's tree on this host has gone meanwhile (newuser5 G2: a driver killed during
+        # the wait, as `gc-admin show` then saw, was waited for to the end).
+        pending = [d for d in pending if d.left_s() > waited and not _ended(store, d)
+                   and not tasks_gone(d.start)]
     return False
 
 

@@ -148,3 +148,38 @@ def test_a_dead_driver_whose_tasks_are_gone_is_not_waited_for(tmp_path: Path,
         if task:
             _kill(task)
         driver.wait()
+
+
+def test_a_driver_that_dies_during_the_wait_ends_it(tmp_path: Path) -> None:
+    """newuser5 G2: a local-master driver on this host alive when the wait began (so the
+    wait is its bound), killed with its tasks during the first step: the wait ends at the
+    next step and the round is recorded; before, the wait ran its whole 240 s."""
+    driver = subprocess.Popen([sys.executable, "-c", _DRIVER], cwd=ROOT,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                              stdout=subprocess.PIPE, text=True)
+    task = 0
+    try:
+        assert driver.stdout is not None
+        said = json.loads(driver.stdout.readline())
+        task = said["task"]
+        store = LocalStore(tmp_path / "s", create=True)
+        _start(store, **said["local"])
+        slept: list[float] = []
+
+        def sleep(seconds: float) -> None:
+            slept.append(seconds)
+            if len(slept) == 1:  # the driver and its task die during the first step
+                _kill(driver.pid)
+                driver.wait()
+                _kill(task)
+                while alive(task):  # reparented to init, which reaps it
+                    os.sched_yield()
+
+        done = recover_dead_rounds(store, "reset", lambda: set(), sleep=sleep)
+        assert slept == [WAIT_STEP_S], slept
+        assert [r.round_id for r in done] == [DEAD]
+    finally:
+        _kill(driver.pid)
+        if task:
+            _kill(task)
+        driver.wait()
