@@ -434,6 +434,10 @@ def _say_left(seconds: float, rounds: list[str]) -> None:
     echo_safe(f"gc-admin: {left_line(seconds, rounds)}", err=True)
 
 
+def _say_meanwhile(round_id: str, how: str) -> None:
+    echo_safe(f"gc-admin: round {round_id} was recorded during the wait {how}", err=True)
+
+
 def _recovered(done: list[Recovered]) -> list[dict[str, Any]]:
     return [{"round": r.round_id, "record": r.record, "deleted": r.deleted,
              "unreadable": r.unreadable, "unknown": r.unknown, "outcome": r.outcome,
@@ -447,7 +451,8 @@ def _recover_dead(s: ObjectStore, by: str) -> list[dict[str, Any]]:
     next look."""
     try:
         done = recover_dead_rounds(s, by, lambda: live_rounds(s, time.time()),
-                                   waiting=_say_waiting, left=_say_left)
+                                   waiting=_say_waiting, left=_say_left,
+                                   meanwhile=_say_meanwhile)
     except StoreError as e:
         echo_safe(f"gc-admin: warning: unfinished rounds not recorded: {e}", err=True)
         return []

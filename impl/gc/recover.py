@@ -72,6 +72,7 @@ from epochgc.impl.gc.record import (
 from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.summary import GcSummary
+from epochgc.impl.gc.text import printable
 from epochgc.impl.store.base import NoConditionalWrites, ObjectStore, Stamp, StoreError
 
 _MAX_DOC = 1 << 20  # bytes of a START or END read back
@@ -178,6 +179,7 @@ def recover_dead_rounds(
     waiting: Callable[[float, list[str]], None] | None = None,
     stop: RoundStop | None = None,
     left: Callable[[float, list[str]], None] | None = None,
+    meanwhile: Callable[[str, str], None] | None = None,
 ) -> list[Recovered]:
     """Write the record of every round with a journal and no record that is not running.
     `running()` names the rounds that may still run (None: cannot tell, nothing is done);
@@ -189,7 +191,8 @@ def recover_dead_rounds(
     `SLEEP`), one step at a time; the wait ends early once every round waited for has its
     record or END (its driver was alive and ended: nothing to read back). With `stop`, the
     wait ends once it is requested and nothing more is done (the STOPs stay: the next look
-    records those rounds).
+    records those rounds). `meanwhile(round, how)` is told of each round recorded by
+    someone else during the wait (newuser5 G2: the wait then ended without a word).
     Raises StoreError if the journals cannot be listed or a record cannot be written."""
     found = _stop_dead(store, by, running)
     out = list(found.recorded)
@@ -199,7 +202,20 @@ def recover_dead_rounds(
         r = _record_stopped(store, data, d, by, clock)
         if r is not None:
             out.append(r)
+        elif meanwhile is not None:
+            meanwhile(d.round_id, _recorded_how(store, d.round_id))
     return out
+
+
+def _recorded_how(store: ObjectStore, round_id: str) -> str:
+    """Who recorded a round and what its record says, in a few words."""
+    rec = _read_doc(store, round_key(round_id)) or {}
+    who = rec.get("recovered_by")
+    counts = rec.get("counts")
+    deleted = counts.get("deleted") if isinstance(counts, dict) else None
+    return (f"by {printable(str(who)) if who else 'its own driver'}: "
+            f"{printable(str(rec.get('outcome', 'unknown')))}"
+            + (f", {deleted:,} key(s) deleted" if type(deleted) is int else ""))
 
 
 def stop_dead_rounds(

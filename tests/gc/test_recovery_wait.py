@@ -183,3 +183,26 @@ def test_a_driver_that_dies_during_the_wait_ends_it(tmp_path: Path) -> None:
         if task:
             _kill(task)
         driver.wait()
+
+
+def test_gc_admin_reset_says_who_recorded_the_round_during_its_wait(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """newuser5 G2: another look recorded the round while `reset` waited; the reset then
+    ended without a word about it."""
+    store = LocalStore(tmp_path / "s", create=True)
+    simple_cluster(store, 100)
+    _start(store)
+    steps: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        steps.append(seconds)
+        if len(steps) == 1:  # another process records it (its own wait already over)
+            recover_dead_rounds(LocalStore(tmp_path / "s"), "gc-admin show", lambda: set(),
+                                sleep=lambda _s: None)
+
+    monkeypatch.setattr(recover_mod, "SLEEP", sleep)
+    r = CliRunner().invoke(main, ["gc-admin", "reset", "--store", str(tmp_path / "s")])
+    assert r.exit_code == 0, r.output
+    assert f"round {DEAD} was recorded during the wait by gc-admin show: " in r.output, (
+        r.output)
+    assert steps == [WAIT_STEP_S], steps  # the wait ended after the step it was recorded in
