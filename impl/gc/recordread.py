@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from epochgc.impl.gc.admin import load_strict
+from epochgc.impl.gc.text import json_kind
 from epochgc.impl.store.base import ObjectStore
 
 MAX_RECORD = 1 << 20  # bytes of a round record read back (a real one is a few KB)
@@ -41,23 +42,6 @@ def read_record(store: ObjectStore, key: str) -> dict[str, Any]:
     if not isinstance(rec, dict):
         raise DamagedRecord(key, f"not a JSON object (a JSON {json_kind(rec)})")
     return rec
-
-
-def json_kind(v: object) -> str:
-    """What JSON calls a parsed value (RFC 8259 section 3: object, array, number, string,
-    and the literal names false, null, true), never a Python type name (issue 41 F5:
-    "a JSON NoneType")."""
-    if v is None:
-        return "null"
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int | float):
-        return "number"
-    if isinstance(v, str):
-        return "string"
-    if isinstance(v, list):
-        return "array"
-    return "object"
 
 
 def _is_int(v: object) -> bool:

@@ -41,6 +41,7 @@ from typing import Any
 
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.pools import submitter
+from epochgc.impl.gc.text import json_kind
 from epochgc.impl.store.base import ObjectInfo, ObjectStore, StoreError
 from epochgc.model.cluster import GcEpoch, Report, gc_epoch
 from epochgc.model.errors import ModelError
@@ -321,8 +322,14 @@ def _read_json(store: ObjectStore, key: str) -> Any:
         raise ReportError(f"{key}: larger than {MAX_DOCUMENT_BYTES} bytes; refused")
     check_nesting(raw, key)
     try:
+        # RFC 8259 section 8.1: JSON between systems MUST be UTF-8; json.loads would guess
+        # UTF-16/32 from the first bytes and say "Expecting value" (newuser5 G7).
+        raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise ReportError(f"{key}: not UTF-8 ({e.reason} at byte {e.start})") from None
+    try:
         doc = json.loads(raw, parse_int=_parse_int, object_pairs_hook=_object)
-    except (UnicodeDecodeError, ValueError) as e:  # JSONDecodeError is a ValueError
+    except ValueError as e:  # JSONDecodeError is a ValueError
         raise ReportError(f"{key}: not valid JSON: {e}") from e
     check_numbers(doc, key)
     return doc
@@ -409,7 +416,7 @@ def _is_int(v: object) -> bool:
 
 def _fields(doc: object, where: str, expected: set[str]) -> dict[str, Any]:
     if not isinstance(doc, dict):
-        raise ReportError(f"{where}: must be a JSON object, got {type(doc).__name__}")
+        raise ReportError(f"{where}: must be a JSON object, got {json_kind(doc)}")
     missing = sorted(expected - doc.keys())
     extra = sorted(doc.keys() - expected)
     if missing:

@@ -54,3 +54,20 @@ def echo_safe(line: str, err: bool = False, file: IO[Any] | None = None) -> None
 def keys(n: int) -> str:
     """"1 key", "2,000 keys" (newuser3 N11: "gc: listed 1 keys")."""
     return f"{n:,} key" if n == 1 else f"{n:,} keys"
+
+
+def json_kind(v: object) -> str:
+    """What JSON calls a parsed value (RFC 8259 section 3: object, array, number, string,
+    and the literal names false, null, true), never a Python type name (issue 41 F5:
+    "a JSON NoneType")."""
+    if v is None:
+        return "null"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int | float):
+        return "number"
+    if isinstance(v, str):
+        return "string"
+    if isinstance(v, list):
+        return "array"
+    return "object"
