@@ -130,7 +130,8 @@ def check_is_store(store: ObjectStore) -> None:
     except StoreError as e:
         raise GcError(f"cannot read {PARTITIONS_KEY}: {e}") from e
     if found is None:
-        raise NotAStore(f"{store.describe()} is not an epochgc store (no {PARTITIONS_KEY}); "
+        why = store.missing_root() or f"no {PARTITIONS_KEY}"
+        raise NotAStore(f"{store.describe()} is not an epochgc store ({why}); "
                         "nothing was written")
 
 

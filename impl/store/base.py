@@ -165,6 +165,11 @@ class ObjectStore(abc.ABC):
     def describe(self) -> str:
         """A human-readable location without secrets, for messages."""
 
+    def missing_root(self) -> str | None:
+        """Why nothing can be found here at all (an S3 bucket that does not exist), when
+        the store can tell; None otherwise (also when asking fails). For messages only."""
+        return None
+
     @abc.abstractmethod
     def put(self, key: str, data: bytes) -> None:
         """Write the whole object atomically: readers see the old or the new bytes."""

@@ -286,6 +286,17 @@ class S3Store(ObjectStore):
                 return b""
             raise self._error(f"get {key!r}", e) from e
 
+    def missing_root(self) -> str | None:
+        # A HeadObject's 404 does not say whether the key or the bucket is missing (a HEAD
+        # answer has no body to carry `NoSuchBucket`); HeadBucket does (S3 API reference,
+        # HeadBucket: "404 Not Found" if the bucket does not exist). newuser5 G7.
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except Exception as e:
+            if _code(e) in ("404", "NoSuchBucket"):
+                return f"bucket {self.bucket!r} does not exist"
+        return None
+
     def head(self, key: str) -> ObjectInfo | None:
         try:
             r = self.client.head_object(Bucket=self.bucket, Key=self._full(key))
