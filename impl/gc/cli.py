@@ -458,7 +458,7 @@ def _after(s: GcSummary) -> str:
                 "deleted is not known; it names every key a delete was sent for")
     at_least = "at least " if s.unreadable_entries or s.unknown else ""
     if s.deleted or s.unreadable_entries or s.unknown:
-        return (f"{at_least}{s.deleted} key(s) were deleted (journal {s.journal}"
+        return (f"{at_least}{s.deleted:,} key(s) were deleted (journal {s.journal}"
                 + (f", {s.unreadable_entries} entr(ies) unreadable" if s.unreadable_entries
                    else "")
                 + (f", {s.unknown} key(s) whose deletion is unknown" if s.unknown else "")

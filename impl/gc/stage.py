@@ -451,7 +451,7 @@ def _stage(
         checkpoint("deletes-over")  # the signal tests' point: too late to stop anything
     if failure is not None:
         raise GcError(
-            f"{failure}; {summary.deleted} key(s) were deleted before it, journal {prefix}",
+            f"{failure}; {summary.deleted:,} key(s) were deleted before it, journal {prefix}",
             deleting=True,
         ) from failure
     if summary.errors:

@@ -199,13 +199,13 @@ class GcSummary:
             if self.journal is None:  # stopped before its deletion journal began (issue 41)
                 return [f"gc: round interrupted ({self.interrupted}) before any delete; "
                         "nothing was deleted"]
-            return [f"gc: round interrupted ({self.interrupted}) after deleting {self.deleted}"
+            return [f"gc: round interrupted ({self.interrupted}) after deleting {self.deleted:,}"
                     f" key(s); the rest are listed again next round (journal: {self.journal})"]
         if self.paused is not None:
             return [f"gc: round refused, nothing deleted: {self.paused}"]
         if self.error is not None:
             if self.deleted:
-                return [f"gc: round failed after deleting {self.deleted} key(s) (journal: "
+                return [f"gc: round failed after deleting {self.deleted:,} key(s) (journal: "
                         f"{self.journal}): {self.error}"]
             return [f"gc: round failed: {self.error}"]
         if self.blocked is not None and not self.deleted:
