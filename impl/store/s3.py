@@ -297,13 +297,19 @@ class S3Store(ObjectStore):
                 return f"bucket {self.bucket!r} does not exist"
         return None
 
-    def head(self, key: str) -> ObjectInfo | None:
+    def _head_object(self, key: str) -> dict[str, Any] | None:
+        """HeadObject's answer; None if there is no such object."""
         try:
-            r = self.client.head_object(Bucket=self.bucket, Key=self._full(key))
+            return dict(self.client.head_object(Bucket=self.bucket, Key=self._full(key)))
         except Exception as e:
             if _code(e) in _GONE:
                 return None
             raise self._error(f"head {key!r}", e) from e
+
+    def head(self, key: str) -> ObjectInfo | None:
+        r = self._head_object(key)
+        if r is None:
+            return None
         # The ETag is the version conditional writes compare (issue 38 item 3: without it
         # every conditional write of the lease was a write by name).
         return ObjectInfo(key, int(r["ContentLength"]), r["LastModified"].timestamp(),
@@ -318,12 +324,9 @@ class S3Store(ObjectStore):
         skew does not enter. Both are HTTP dates, whole seconds (RFC 9110 5.6.7): the
         write was before `Last-Modified` + 1 s and the answer at or after `Date`. None
         without a `Date` (a proxy that drops it): the caller then takes the write as now."""
-        try:
-            r = self.client.head_object(Bucket=self.bucket, Key=self._full(key))
-        except Exception as e:
-            if _code(e) in _GONE:
-                return None
-            raise self._error(f"head {key!r}", e) from e
+        r = self._head_object(key)
+        if r is None:
+            return None
         headers = r.get("ResponseMetadata", {}).get("HTTPHeaders", {})
         try:
             answered = email.utils.parsedate_to_datetime(headers["date"]).timestamp()

@@ -13,6 +13,8 @@ import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -111,12 +113,10 @@ def test_gc_admin_reset_says_what_is_left(tmp_path: Path,
     assert len(lines) == 7 and lines[0].startswith("gc-admin: 210 s left"), r.output
 
 
-@pytest.mark.parametrize("master", ["local", "cluster"])
-def test_a_dead_driver_whose_tasks_are_gone_is_not_waited_for(tmp_path: Path,
-                                                              master: str) -> None:
-    """A driver on this host killed with SIGKILL, a process below it still running: wait
-    (it may still send). Once that one is gone too: no wait, if the START says its tasks
-    all ran below it (a local master); a cluster master's START says nothing: wait."""
+@contextmanager
+def _driver() -> Iterator[tuple[subprocess.Popen[str], dict[str, Any]]]:
+    """A driver process on this host with one task below it (`_DRIVER`): (its process, what
+    it said: its task's pid and its START fields per master); both killed at the end."""
     driver = subprocess.Popen([sys.executable, "-c", _DRIVER], cwd=ROOT,
                               env=dict(os.environ, PYTHONPATH=str(ROOT)),
                               stdout=subprocess.PIPE, text=True)
@@ -125,15 +125,35 @@ def test_a_dead_driver_whose_tasks_are_gone_is_not_waited_for(tmp_path: Path,
         assert driver.stdout is not None
         said = json.loads(driver.stdout.readline())
         task = said["task"]
+        yield driver, said
+    finally:
+        _kill(driver.pid)
+        if task:
+            _kill(task)
+        driver.wait()
+
+
+def _kill_task(task: int) -> None:
+    _kill(task)
+    while alive(task):  # reparented to init, which reaps it
+        os.sched_yield()
+
+
+@pytest.mark.parametrize("master", ["local", "cluster"])
+def test_a_dead_driver_whose_tasks_are_gone_is_not_waited_for(tmp_path: Path,
+                                                              master: str) -> None:
+    """A driver on this host killed with SIGKILL, a process below it still running: wait
+    (it may still send). Once that one is gone too: no wait, if the START says its tasks
+    all ran below it (a local master); a cluster master's START says nothing: wait."""
+    with _driver() as (driver, said):
+        task = said["task"]
         fields = said[master]
         assert ("driver_tree" in fields) == (master == "local")
         _kill(driver.pid)
         driver.wait()
         for tasks_alive in (True, False):
             if not tasks_alive:
-                _kill(task)
-                while alive(task):  # reparented to init, which reaps it
-                    os.sched_yield()
+                _kill_task(task)
             store = LocalStore(tmp_path / f"s-{tasks_alive}", create=True)
             start = _start(store, **fields)
             assert tasks_gone(json.loads(store.get(start + START))) is (
@@ -143,24 +163,13 @@ def test_a_dead_driver_whose_tasks_are_gone_is_not_waited_for(tmp_path: Path,
             expect = 0.0 if master == "local" and not tasks_alive else 240.0
             assert sum(slept) == expect, (master, tasks_alive, slept)
             assert [r.round_id for r in done] == [DEAD]
-    finally:
-        _kill(driver.pid)
-        if task:
-            _kill(task)
-        driver.wait()
 
 
 def test_a_driver_that_dies_during_the_wait_ends_it(tmp_path: Path) -> None:
     """newuser5 G2: a local-master driver on this host alive when the wait began (so the
     wait is its bound), killed with its tasks during the first step: the wait ends at the
     next step and the round is recorded; before, the wait ran its whole 240 s."""
-    driver = subprocess.Popen([sys.executable, "-c", _DRIVER], cwd=ROOT,
-                              env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                              stdout=subprocess.PIPE, text=True)
-    task = 0
-    try:
-        assert driver.stdout is not None
-        said = json.loads(driver.stdout.readline())
+    with _driver() as (driver, said):
         task = said["task"]
         store = LocalStore(tmp_path / "s", create=True)
         _start(store, **said["local"])
@@ -171,18 +180,11 @@ def test_a_driver_that_dies_during_the_wait_ends_it(tmp_path: Path) -> None:
             if len(slept) == 1:  # the driver and its task die during the first step
                 _kill(driver.pid)
                 driver.wait()
-                _kill(task)
-                while alive(task):  # reparented to init, which reaps it
-                    os.sched_yield()
+                _kill_task(task)
 
         done = recover_dead_rounds(store, "reset", lambda: set(), sleep=sleep)
         assert slept == [WAIT_STEP_S], slept
         assert [r.round_id for r in done] == [DEAD]
-    finally:
-        _kill(driver.pid)
-        if task:
-            _kill(task)
-        driver.wait()
 
 
 def test_gc_admin_reset_says_who_recorded_the_round_during_its_wait(
