@@ -225,12 +225,48 @@ def stop_spark(timeout_s: float = 30.0, on_signal: bool = False) -> None:
     proc = getattr(gateway, "proc", None)  # None under spark-submit: its JVM, not ours
     if proc is None:
         return
+    end_py4j_calls(gateway)  # before the JVM is told to exit: no call races its exit
     with contextlib.suppress(OSError):
         proc.stdin.close()
     try:
         proc.wait(timeout_s)
     except subprocess.TimeoutExpired:
         stop_starting_jvm()
+
+
+FINALIZER_JOIN_LIMIT_S = 30.0  # a bound for a wedged thread, not a timing assumption
+
+
+def end_py4j_calls(gateway: Any) -> None:
+    """No py4j call from this process reaches its JVM from now on: the gateway's client is
+    marked disconnected, and py4j's finalizer thread is ended and waited for.
+
+    Issue 41 (newuser5 G4): after a finished round, `ERROR:root:Exception while sending
+    command.` and a 20-line `ConnectionResetError` / `Py4JNetworkError` traceback at Spark's
+    shutdown, about one round in twenty. `SparkContext.stop` drops its `_jsc`; py4j's
+    finalizer for that Java object queues a "release" (`m d`) command, which py4j's
+    `FinalizerWorker` thread sends (it polls its queue every second) on its own connection.
+    Sent while the JVM exits (its stdin closed just after), the command is unread when the
+    JVM's sockets close, the kernel answers it with a reset, and py4j logs that on the root
+    logger at ERROR (`GatewayClient.send_command`: a receive error is not retried). py4j
+    0.10.9.9, clientserver.py `FinalizerWorker.run`, `JavaClient.garbage_collect_object`;
+    java_gateway.py `GatewayClient.garbage_collect_object` (sends nothing once
+    `is_connected` is false) and `send_command`. The worker ends at the
+    `SHUTDOWN_FINALIZER_WORKER` entry, after those queued before it (sent no more)."""
+    client = getattr(gateway, "_gateway_client", None)
+    if client is None:
+        return
+    client.is_connected = False  # a finalizer's release from now on is dropped, not sent
+    queue = getattr(client, "finalizer_deque", None)
+    if queue is None:  # not a ClientServer: no finalizer thread
+        return
+    from py4j.clientserver import SHUTDOWN_FINALIZER_WORKER, FinalizerWorker
+
+    workers = [t for t in threading.enumerate()
+               if isinstance(t, FinalizerWorker) and t.deque is queue]
+    queue.appendleft(SHUTDOWN_FINALIZER_WORKER)  # popped last: `pop` takes the right end
+    for worker in workers:  # a send under way finishes while the JVM still answers
+        worker.join(FINALIZER_JOIN_LIMIT_S)
 
 
 def start_interruptibly(start: Callable[[], SparkSession],
