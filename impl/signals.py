@@ -11,10 +11,11 @@ Commands"; bash(1) "EXIT STATUS").
   the processes the command started, remove its temp directory, write its records) is
   never cut short halfway. Cleanups are bounded instead (a node gets 10 s after SIGTERM,
   then SIGKILL).
-- `run(coro)`: `asyncio.run` with both signals handled by the event loop itself
-  (`loop.add_signal_handler`, the library's way; asyncio.Runner only does it for SIGINT):
-  the first cancels the main task, which unwinds its `finally` blocks and its TaskGroups,
-  then `Interrupted` is raised from `run`.
+- `run(coro)`: `asyncio.run` where the first of both signals is recorded at once and
+  cancels the main task (`loop.call_soon_threadsafe`; not `loop.add_signal_handler`, whose
+  dispatch through the loop lost a signal that came as the task ended, see `run`); the
+  task unwinds its `finally` blocks and its TaskGroups, then `Interrupted` is raised from
+  `run`.
 - `checkpoint(name)`: the test hook. `EPOCHGC_TEST_SIGNAL=NAME:SIGNAL[:group]` makes the
   command send itself SIGNAL (or its process group) when it reaches the point NAME, so a
   test signals a command at a known point (start-up, Spark start-up, mid-work) instead
@@ -25,11 +26,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import os
 import signal
+import socket
 import sys
 import time
-from collections.abc import Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from types import FrameType
 from typing import Any, TypeVar
 
@@ -52,8 +55,10 @@ POINTS: dict[str, tuple[str, ...]] = {
     "gc-admin reset": ("reset-removed",),
     "cluster start": ("start", "nodes-up"),
     "conform": ("start", "work", "generated"),
-    # work: a batch uploaded, not yet acknowledged; acked: between batches.
-    "produce": ("start", "work", "acked"),
+    # work: a batch uploaded, not yet acknowledged; batch-end: the batch acknowledged and
+    # recorded, its event loop's task past its last await (newuser5 G5); acked: between
+    # batches.
+    "produce": ("start", "work", "batch-end", "acked"),
 }
 # Every command's, before its module is imported (impl/cli.py): not walked by the matrix.
 LOAD_POINT = "load"
@@ -197,39 +202,85 @@ def interrupted(signum: int | None = None) -> Interrupted:
 
 def run(main: Coroutine[Any, Any, T]) -> T:
     """`asyncio.run(main)` where SIGINT and SIGTERM cancel the main task; once it has
-    unwound, `Interrupted` is raised (even if the task swallowed the cancellation)."""
+    unwound, `Interrupted` is raised (even if the task swallowed the cancellation, or had
+    already ended when the signal came)."""
 
-    check()  # a stop that was swallowed before the loop started
-    got: list[int] = []  # a signal that came while this loop ran
+    got: list[int] = []  # a signal that came while this ran
+    cancel: list[Callable[[str], object]] = []  # once the main task runs: cancel it
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        # A Python-level handler, not `loop.add_signal_handler` (newuser5 G5): the loop's
+        # handler only writes the signal to the loop's self-pipe, and the loop dispatches it
+        # later. A signal after the main task's last await was then lost: the loop stopped
+        # (run_until_complete) before it read the pipe, or the handler had been removed and
+        # `_handle_signal` drops it ("Assume it's some race condition", CPython 3.11
+        # Lib/asyncio/unix_events.py). This handler records it in the main thread at once;
+        # the cancel goes through `call_soon_threadsafe`, which wakes the loop.
+        if _note(signum):
+            got.append(signum)
+            if cancel:
+                with contextlib.suppress(RuntimeError):  # the loop is already closed
+                    cancel[0](signal.Signals(signum).name)
 
     async def guarded() -> T:
         loop = asyncio.get_running_loop()
         task = asyncio.current_task()
         assert task is not None
-
-        def on_signal(signum: int) -> None:
-            if _note(signum):
-                got.append(signum)
-                task.cancel(signal.Signals(signum).name)
-
-        for s in SIGNALS:
-            loop.add_signal_handler(s, on_signal, s)
-        try:
+        cancel.append(lambda msg: loop.call_soon_threadsafe(task.cancel, msg))
+        if got:  # came while the loop was being made: the work does not start
+            raise asyncio.CancelledError(signal.Signals(got[0]).name)
+        with _wakeup(loop):
             return await main
-        finally:
-            for s in SIGNALS:
-                loop.remove_signal_handler(s)  # restores SIG_DFL / default_int_handler
-            install()
 
     try:
-        result = asyncio.run(guarded())
-    except asyncio.CancelledError:
-        if got:
-            raise Interrupted(got[0]) from None
-        raise
+        check()  # a stop that was swallowed before the loop started
+        for s in SIGNALS:
+            signal.signal(s, on_signal)
+        try:
+            result = asyncio.run(guarded())
+        except asyncio.CancelledError:
+            if got:
+                raise Interrupted(got[0]) from None
+            raise
+        finally:
+            for s in SIGNALS:
+                signal.signal(s, _handler)
+    finally:
+        # Interrupted before the main task's first step (newuser5 G5: "coroutine
+        # '_produce_batch' was never awaited" at exit): closing a coroutine that never
+        # started only marks it closed; one that ran has been finished by asyncio.run.
+        if inspect.getcoroutinestate(main) == inspect.CORO_CREATED:
+            main.close()
     if got:
         raise Interrupted(got[0])
     return result
+
+
+@contextlib.contextmanager
+def _wakeup(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
+    """Wake `loop` when a signal comes. A signal the kernel gives another thread (any thread
+    that does not block it may take a process-directed signal, signal(7)) does not
+    interrupt the main thread's epoll_wait, so the Python-level handler would wait for the
+    loop's next event; the C-level handler writes the signal's number to the wakeup fd
+    (`signal.set_wakeup_fd`), which the loop watches here."""
+    rsock, wsock = socket.socketpair()
+    for s in (rsock, wsock):
+        s.setblocking(False)
+
+    def drain() -> None:
+        with contextlib.suppress(OSError):
+            while rsock.recv(4096):
+                pass
+
+    loop.add_reader(rsock.fileno(), drain)
+    before = signal.set_wakeup_fd(wsock.fileno(), warn_on_full_buffer=False)
+    try:
+        yield
+    finally:
+        signal.set_wakeup_fd(before)
+        loop.remove_reader(rsock.fileno())
+        rsock.close()
+        wsock.close()
 
 
 async def cancel_all() -> None:

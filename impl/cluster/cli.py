@@ -430,6 +430,9 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
                                    "epoch": a.epoch, "key": a.key, "producer": name}))
     finally:
         await access.close()
+    # The signal tests' point: the task is past its last await (`close` awaits nothing
+    # that yields), where a signal the event loop had to dispatch was lost (newuser5 G5).
+    checkpoint("batch-end")
 
 
 @click.command()

@@ -67,6 +67,22 @@ def test_a_signal_stops_produce_between_batches(cluster: Path, sig: signal.Signa
     assert "Traceback" not in r.stderr
 
 
+
+def test_a_signal_as_a_batch_task_ends_stops_produce(cluster: Path) -> None:
+    """newuser5 G5: a SIGINT after the batch's last await, in its event loop, was lost: the
+    loop stopped before it dispatched the signal, and produce sent every record and exited 0.
+    Old code: `assert 0 == 130`, 6 lines (all 3 batches) and no "interrupted" line."""
+    objs, runs = objects(cluster), manifest(cluster)
+    r = epochgc("produce", "--data-dir", str(cluster / "c"), "--partition", "t/0",
+                "--partition", "t/1", "--count", "25", "--batch", "10",
+                hook="batch-end:SIGINT")
+    assert r.returncode == 130, (r.stdout, r.stderr)
+    assert len(objects(cluster) - objs) == 1, "a batch was uploaded after the signal"
+    assert len(manifest(cluster)) - len(runs) == 2
+    assert len(r.stdout.splitlines()) == 2, r.stdout
+    assert "produce interrupted: 20 of 50 record(s) acknowledged and recorded in" in r.stderr
+    assert "Traceback" not in r.stderr and "never awaited" not in r.stderr, r.stderr
+
 def test_batches_are_consecutive_and_verify(cluster: Path) -> None:
     objs, runs = objects(cluster), manifest(cluster)
     r = epochgc("produce", "--data-dir", str(cluster / "c"), "--partition", "t/0",

@@ -170,3 +170,67 @@ def test_an_interrupted_command_ignores_signals_while_it_exits(tmp_path: Path) -
     assert p.returncode == 130, p.stderr
     assert "epochgc cluster: interrupted by SIGINT" in p.stderr, p.stderr
     assert "at exit: SIG_IGN SIG_IGN" in p.stderr, p.stderr
+
+
+def test_a_signal_as_the_main_task_ends_is_not_lost() -> None:
+    """newuser5 G5: a SIGINT in the last synchronous stretch of `run`'s main task (after its
+    last await: the manifest written, the batch echoed) reached the loop's self-pipe, but the
+    loop stopped before it read it (or the handler was removed first): `run` returned as if
+    nothing came and `produce` went on to exit 0. Old code: `['done', 'ran', 'on']`, exit 0."""
+    r = _py('''
+        async def main():
+            await asyncio.sleep(0)
+            os.kill(os.getpid(), signal.SIGINT)  # delivered now; nothing awaited after it
+            return "done"
+        print(signals.run(main()), flush=True)
+        print("ran on", flush=True)
+    ''')
+    assert r.stdout.split() == ["interrupted", "SIGINT"], (r.stdout, r.stderr)
+    assert r.returncode == 130, r.stderr
+
+
+def test_a_signal_before_the_main_task_starts_leaves_no_unawaited_coroutine() -> None:
+    """newuser5 G5: a SIGINT while `asyncio.run` made its loop, before the main task's first
+    step, stopped the command right but left the coroutine `run` was given never awaited:
+    `RuntimeWarning: coroutine 'main' was never awaited` at exit (old code)."""
+    r = _py('''
+        class Policy(asyncio.DefaultEventLoopPolicy):
+            def new_event_loop(self):
+                loop = super().new_event_loop()
+                os.kill(os.getpid(), signal.SIGINT)  # the loop made, the task not started
+                return loop
+        asyncio.set_event_loop_policy(Policy())
+        async def main():
+            print("not reached", flush=True)
+        signals.run(main())
+    ''')
+    assert "never awaited" not in r.stderr, r.stderr
+    assert r.stdout.split() == ["interrupted", "SIGINT"], (r.stdout, r.stderr)
+    assert r.returncode == 130, r.stderr
+
+
+
+def test_a_signal_a_worker_thread_takes_wakes_the_sleeping_loop() -> None:
+    """A signal the kernel delivers to another thread (a process-directed signal may go to
+    any thread that does not block it) does not interrupt the loop's `epoll_wait`: `run`
+    must still be woken (Python's wakeup fd) to cancel the main task. Without it the loop
+    slept until its next timer (30 s): `['slept', 'interrupted', 'SIGTERM']`."""
+    r = _py('''
+        import threading, time
+        def kill_when_asleep(main_tid):
+            # Once the main thread sleeps in epoll_wait (proc(5): /proc/PID/task/TID/wchan,
+            # where in the kernel it sleeps), this thread takes the signal itself.
+            wchan = f"/proc/self/task/{main_tid}/wchan"
+            while "epoll" not in open(wchan).read():
+                time.sleep(0.001)
+            signal.pthread_kill(threading.get_ident(), signal.SIGTERM)
+        async def main():
+            threading.Thread(target=kill_when_asleep, args=(threading.get_native_id(),),
+                             daemon=True).start()
+            # Ran by a loop that slept until it: the signal was left for its next event.
+            asyncio.get_running_loop().call_later(30, lambda: print("slept", flush=True))
+            await asyncio.sleep(60)
+        signals.run(main())
+    ''')
+    assert r.stdout.split() == ["interrupted", "SIGTERM"], (r.stdout, r.stderr)
+    assert r.returncode == 143, r.stderr
