@@ -25,6 +25,13 @@ from epochgc.impl.store.base import StoreError
 
 log = logging.getLogger("epochgc.rpc")
 
+# The longest answer line a client takes. asyncio's StreamReader refuses a longer line ("By
+# default the limit is set to 64 KiB", docs.python.org/3.11/library/asyncio-stream.html,
+# open_connection), and a `read` page of 500 records of 48-byte bodies is already ~64 KiB
+# base64-encoded (issue 41: `consume --verify` waited 30 s per call on the page after
+# offset 1000). Requests stay small, so the broker's own reader keeps the default.
+ANSWER_LIMIT = 64 << 20
+
 
 async def handle(broker: Broker, req: dict[str, Any]) -> dict[str, Any]:
     op = req.get("op")
@@ -138,7 +145,7 @@ class RpcClient:
     @classmethod
     async def connect(cls, host: str, port: int, timeout: float = 2.0) -> RpcClient:
         async with asyncio.timeout(timeout):  # not wait_for: see `call`
-            r, w = await asyncio.open_connection(host, port)
+            r, w = await asyncio.open_connection(host, port, limit=ANSWER_LIMIT)
         return cls(r, w)
 
     async def call(self, timeout: float = 30.0, **req: Any) -> dict[str, Any]:
@@ -165,12 +172,19 @@ class RpcClient:
                     fut.set_result(resp)
         except (ConnectionError, json.JSONDecodeError):
             pass
+        except ValueError as e:
+            # An answer over ANSWER_LIMIT (StreamReader.readline raises ValueError): the
+            # stream is out of step, so the connection is given up and every call waiting
+            # on it fails now, not each at its own timeout as a silent hang.
+            self._fail_waiting(f"broker answer over {ANSWER_LIMIT:,} bytes: {e}")
+            self.writer.close()
+            return
         self._fail_waiting()
 
-    def _fail_waiting(self) -> None:
+    def _fail_waiting(self, why: str = "broker connection closed") -> None:
         for fut in self._waiting.values():
             if not fut.done():
-                fut.set_exception(ConnectionError("broker connection closed"))
+                fut.set_exception(ConnectionError(why))
 
     def usable(self) -> bool:
         return not (self.writer.is_closing() or self._task.done())

@@ -159,3 +159,95 @@ def test_a_call_cancelled_as_its_answer_arrives_is_cancelled() -> None:
         return outcome
 
     assert asyncio.run(scenario()) == "cancelled"
+
+
+async def _paging_broker(records: list[bytes], page: int, body: bytes = b"") -> asyncio.Server:
+    """A server answering as the broker's protocol does (impl/cluster/rpc.py `handle`):
+    `meta` names node 1 leader of t/0, `read` gives up to `page` records from the offset,
+    base64-encoded as [offset, data] pairs, each answer one line."""
+    import base64
+    import json
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while line := await reader.readline():
+            req = json.loads(line)
+            if req["op"] == "meta":
+                resp: dict[str, object] = {"status": "ok", "partitions": {
+                    "t/0": {"revision": 1, "leader": 1, "term": 1}}}
+            else:
+                off = int(req["offset"])
+                resp = {"status": "ok", "records": [
+                    [o, base64.b64encode(records[o]).decode()]
+                    for o in range(off, min(off + page, len(records)))]}
+            resp["id"] = req["id"]
+            writer.write(json.dumps(resp).encode() + b"\n")
+        writer.close()
+
+    return await asyncio.start_server(handle, "127.0.0.1", 0)
+
+
+def _read_all(records: list[bytes], page: int,
+              retries: int = 100) -> list[tuple[int, bytes]] | str:
+    async def scenario() -> list[tuple[int, bytes]] | str:
+        server = await _paging_broker(records, page)
+        port = server.sockets[0].getsockname()[1]
+        access = ProcClusterAccess({1: ("127.0.0.1", port)})
+        try:
+            return await access.read_partition("t/0", retries)
+        except ConnectionError as e:
+            return f"ConnectionError: {e}"
+        finally:
+            await access.close()
+            server.close()
+            await server.wait_closed()
+
+    return asyncio.run(scenario())
+
+
+def test_a_read_page_over_64_kib_is_read() -> None:
+    """Issue 41 (`consume --verify` at 0.1 % CPU for 12 minutes): the broker's `read` page
+    (500 records) of `produce`'s default 48-byte records is ~64 KiB once base64-encoded, past
+    asyncio's default StreamReader limit of 64 KiB per line at offset 1000. readline raised
+    ValueError in the client's reader task, which ended without failing the call, so every
+    page waited its 30 s timeout and read_partition retried it 100 times."""
+    records = [bytes([i % 251]) * 200 for i in range(500)]
+    # One page of 500 x ~290 bytes of JSON (~145 KB), then the empty page that ends the
+    # read: two reads, so the old code failed after two 30 s call timeouts, not 100.
+    got = _read_all(records, 500, retries=2)
+    assert got == list(enumerate(records))
+
+
+def test_an_answer_over_the_limit_fails_the_call_at_once(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """An answer longer than the client takes fails the calls waiting on that connection
+    with the reason, not each at its own timeout with no word (the same issue-41 hang).
+    The answer is over asyncio's default 64 KiB too, so the code before ANSWER_LIMIT fails
+    here (after the call's 30 s timeout, a hang bound) rather than reading it."""
+    from epochgc.impl.cluster import rpc
+
+    monkeypatch.setattr(rpc, "ANSWER_LIMIT", 4096, raising=False)
+
+    async def scenario() -> str:
+        server = await _paging_broker([b"x" * 100_000], 1)
+        port = server.sockets[0].getsockname()[1]
+        client = await rpc.RpcClient.connect("127.0.0.1", port)
+        try:
+            await client.call(op="read", partition="t/0", offset=0)
+            return "answered"
+        except ConnectionError as e:
+            return f"ConnectionError: {e}"
+        except TimeoutError:
+            return "TimeoutError: the call waited its whole timeout"
+        finally:
+            await client.close()
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(scenario()).startswith("ConnectionError: broker answer over 4,096 bytes")
+
+
+def test_read_partition_reads_more_pages_than_its_retries() -> None:
+    """`retries` bounded every read, not only the failed ones: a partition of more than 100
+    pages (50,000 records at the broker's page of 500) was "could not read" though every
+    read succeeded."""
+    records = [b"r%d" % i for i in range(150)]
+    assert _read_all(records, 1) == list(enumerate(records))
