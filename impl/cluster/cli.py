@@ -356,7 +356,7 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
             checkpoint("acked")  # the signal tests' point: between batches
     except KeyboardInterrupt:
         manifest = Path(data_dir) / "acked.jsonl"
-        click.echo(f"produce interrupted: {recorded.records} of {count * len(partitions)} "
+        click.echo(f"produce interrupted: {recorded.records:,} of {count * len(partitions):,} "
                    f"record(s) acknowledged and recorded in {manifest}; the batch in flight, "
                    "if any, was not acknowledged (an object it uploaded is garbage GC collects)",
                    err=True)
