@@ -264,8 +264,13 @@ class TransientListError(RuntimeError):
 
 
 class _ListFailsOnceAfterDelete(_Delegating):
-    """The first list request made after any delete of the round fails once (the flag file
-    is created exclusively, so across Spark workers exactly one attempt sees the error)."""
+    """The first list request an attempt makes after its own delete fails once (the flag
+    file is created exclusively, so across Spark workers exactly one attempt sees the
+    error). Its own: with "after any delete of the round" the other task, listing while the
+    first one deleted, could take the error before it had journaled anything, so the journal
+    showed no failed attempt (CI, under load, once intents began to name two batches). A
+    task attempt runs in one Python worker process (its listers and deleters are threads),
+    so "its own" is this process's."""
 
     def __init__(self, inner: ObjectStore, flag: str) -> None:
         super().__init__(inner)
@@ -273,7 +278,7 @@ class _ListFailsOnceAfterDelete(_Delegating):
 
     def delete_batch(self, keys: list[str]) -> DeleteResult:
         result = self.inner.delete_batch(keys)
-        Path(self.flag + ".deleted").touch()
+        Path(f"{self.flag}.deleted.{os.getpid()}").touch()
         return result
 
     def list_page(
@@ -283,7 +288,8 @@ class _ListFailsOnceAfterDelete(_Delegating):
         limit: int = 1000,
         until: str | None = None,
     ) -> ListPage:
-        if prefix.startswith("level_zero/") and os.path.exists(self.flag + ".deleted"):
+        if prefix.startswith("level_zero/") and os.path.exists(
+                f"{self.flag}.deleted.{os.getpid()}"):
             try:
                 os.close(os.open(self.flag, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
             except FileExistsError:
