@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass
+from typing import Any
 
 from epochgc.impl.gc.errors import GcError, ReportError
 from epochgc.impl.gc.reports import check_nesting
@@ -197,19 +198,28 @@ def _fix(store: ObjectStore, round_id: str, n: int, version: str | None) -> int:
     return theirs
 
 
-def round_number(store: ObjectStore, round_id: str) -> int | None:
-    """The number fixed for `round_id` (None: none, or unreadable)."""
-    key = round_seq_key(round_id)
+def _read_small(store: ObjectStore, key: str, limit: int) -> Any:
+    """The JSON document at `key` (at most `limit` bytes read); None if it is gone or
+    cannot be read or parsed."""
     try:
-        raw = store.get(key, 0, _MAX_MARKER)
-        check_nesting(raw, key)
-        doc = json.loads(raw)
+        raw = store.get(key, 0, limit)
+        check_nesting(raw, key)  # json would raise RecursionError past ~1000 deep
+        return json.loads(raw)
     except (StoreError, ReportError, ValueError):
         return None
+
+
+def _seq(doc: Any) -> int | None:
+    """A document's `seq` if it is a round number (an int >= 1, not a bool)."""
     seq = doc.get("seq") if isinstance(doc, dict) else None
-    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
-        return None
-    return seq if doc.get("round") == round_id else None
+    return seq if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 1 else None
+
+
+def round_number(store: ObjectStore, round_id: str) -> int | None:
+    """The number fixed for `round_id` (None: none, or unreadable)."""
+    doc = _read_small(store, round_seq_key(round_id), _MAX_MARKER)
+    seq = _seq(doc)
+    return seq if seq is not None and doc.get("round") == round_id else None
 
 
 def read_marker(store: ObjectStore, key: str) -> Marker | None:
@@ -217,12 +227,7 @@ def read_marker(store: ObjectStore, key: str) -> Marker | None:
     n = _number(key)
     if n is None:
         return None
-    try:
-        raw = store.get(key, 0, _MAX_MARKER)
-        check_nesting(raw, key)  # json would raise RecursionError past ~1000 deep
-        doc = json.loads(raw)
-    except (StoreError, ReportError, ValueError):
-        return None
+    doc = _read_small(store, key, _MAX_MARKER)
     if not (isinstance(doc, dict) and isinstance(doc.get("round"), str)
             and isinstance(doc.get("record"), str)):
         return None
@@ -239,14 +244,7 @@ def markers(store: ObjectStore) -> list[Marker]:
 def record_number(store: ObjectStore, record: str) -> int | None:
     """The number a round's record carries (its `seq`), None if it has none or cannot be
     read."""
-    try:
-        raw = store.get(record, 0, _MAX_RECORD)
-        check_nesting(raw, record)
-        doc = json.loads(raw)
-    except (StoreError, ReportError, ValueError):
-        return None
-    seq = doc.get("seq") if isinstance(doc, dict) else None
-    return seq if isinstance(seq, int) and not isinstance(seq, bool) and seq >= 1 else None
+    return _seq(_read_small(store, record, _MAX_RECORD))
 
 
 def newer_unmarked(store: ObjectStore, records: set[str], marks: list[Marker]) -> list[str]:
