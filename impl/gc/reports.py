@@ -164,17 +164,7 @@ def _read_view(
         infos, refused = listing()
     except StoreError as e:
         raise ReportError(f"cannot list {HEALTH_PREFIX}: {e}") from e
-    if refused:
-        # A link (or special file) where a report belongs: never followed, and not silently
-        # treated as an absent node either; the round stops and names it.
-        key, why = refused[0]
-        raise ReportError(f"{key}: {why}; refusing to read reports through it")
-    # Not a node report (e.g. a subdirectory's entries): never guessed at.
-    nodes = [
-        info
-        for info in infos
-        if "/" not in info.key[len(HEALTH_PREFIX) :] and info.key.endswith(".json")
-    ]
+    nodes = _node_reports(infos, refused)
     docs = [early.get(info.key) or start(_read_json, store, info.key) for info in nodes]
     return _view(revision, partitions, created, now, max_report_age_s,
                  [(info, doc()) for info, doc in zip(nodes, docs, strict=True)])
@@ -234,18 +224,27 @@ def _read_seen_view(store: ObjectStore, now: float, max_report_age_s: float,
     # Absent from the listing: read it anyway (the read says why it is missing, as before).
     revision, partitions, created = parse_partitions(
         seen.read(store, PARTITIONS_KEY, by_key.get(PARTITIONS_KEY)), PARTITIONS_KEY)
-    refused = [(k, why) for k, why in refused if k.startswith(HEALTH_PREFIX)]
-    if refused:
-        key, why = refused[0]
-        raise ReportError(f"{key}: {why}; refusing to read reports through it")
-    nodes = [
+    nodes = _node_reports(infos, refused)
+    return _view(revision, partitions, created, now, max_report_age_s,
+                 [(info, seen.read(store, info.key, info)) for info in nodes])
+
+
+def _node_reports(infos: list[ObjectInfo], refused: list[tuple[str, str]]
+                  ) -> list[ObjectInfo]:
+    """The node reports among listed objects: `_cluster/health/<node>.json`. ReportError
+    on an entry under `_cluster/health/` the listing refused."""
+    for key, why in refused:
+        if key.startswith(HEALTH_PREFIX):
+            # A link (or special file) where a report belongs: never followed, and not
+            # silently treated as an absent node either; the round stops and names it.
+            raise ReportError(f"{key}: {why}; refusing to read reports through it")
+    # Not a node report (e.g. a subdirectory's entries): never guessed at.
+    return [
         info
         for info in infos
         if info.key.startswith(HEALTH_PREFIX)
         and "/" not in info.key[len(HEALTH_PREFIX) :] and info.key.endswith(".json")
     ]
-    return _view(revision, partitions, created, now, max_report_age_s,
-                 [(info, seen.read(store, info.key, info)) for info in nodes])
 
 
 def _list_watched(store: ObjectStore) -> tuple[list[ObjectInfo], list[tuple[str, str]]]:
