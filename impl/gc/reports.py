@@ -243,7 +243,7 @@ def _node_reports(infos: list[ObjectInfo], refused: list[tuple[str, str]]
         info
         for info in infos
         if info.key.startswith(HEALTH_PREFIX)
-        and "/" not in info.key[len(HEALTH_PREFIX) :] and info.key.endswith(".json")
+        if "/" not in info.key[len(HEALTH_PREFIX) :] and info.key.endswith(".json")
     ]
 
 
