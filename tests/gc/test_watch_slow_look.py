@@ -378,3 +378,38 @@ def test_a_failed_head_of_the_stop_thread_stops_the_round(tmp_path: Path) -> Non
         _closed(watch, clock)
     assert stop.reason == "unhealthy" and said[-1][1] is False, (stop.reason, said[-1])
     assert "SlowDown" in verdicts[-1].why()
+
+
+def test_heads_of_stop_that_do_not_answer_do_not_pile_up(tmp_path: Path) -> None:
+    """A store that takes 1,000 s to answer a HEAD (a hung connection: botocore's retries
+    of 60 s read timeouts), and no task asking (nothing stops the round): over 10 minutes
+    the STOP thread has at most `HEADS_IN_FLIGHT` (3) in flight, not one more every 30 s
+    (20), beside the one a look may be blocked in; the gate would say no from 90 s on."""
+    from epochgc.impl.gc.bounds import HEADS_IN_FLIGHT
+
+    root = tmp_path / "s"
+    _cluster(root, 2)
+    clock = SimClock()
+    stop = RoundStop()
+    sent: list[float] = []
+    first = [True]
+
+    def latency(kind: str) -> float:
+        if kind != "head":
+            return 1.0
+        if first[0]:  # the first look's: answered, the gate opens
+            first[0] = False
+            return 1.0
+        sent.append(clock.t)
+        return 1000.0
+
+    watch = _running_watch(root, clock, stop, latency)
+    try:
+        watch.start()
+        clock.sleep(600.0)
+        in_600_s = list(sent)
+        stale = not watch.fresh(LOOK_FRESH_S)
+    finally:
+        _closed(watch, clock)
+    assert 1 <= len(in_600_s) <= HEADS_IN_FLIGHT + 1, in_600_s
+    assert stale and stop.reason is None
