@@ -7,13 +7,17 @@ told to go: by the driver's gate (`gate.py`), or, with no gate, by a HEAD of STO
 found none. The chain, each link enforced in code:
 
 1. The driver's gate says "go" only if its watch sent a HEAD of `<round>/STOP` at most
-   `LOOK_FRESH_S` before and that HEAD found none (the watch HEADs it at a look once the
-   last is `STOP_LOOK_EVERY_S` old, and at a look's end if the next look's HEAD would
-   come more than `NEXT_HEAD_WITHIN_S` after the last) (`watch.RoundWatch.fresh`), and the lease
-   is firm (`lease.Lease.firm`). A HEAD sent after STOP was written sees it (S3 is strongly
-   consistent for read-after-write: https://docs.aws.amazon.com/AmazonS3/latest/userguide/
-   Welcome.html#ConsistencyModel), so no "go" is decided later than `LOOK_FRESH_S` after
-   STOP is durable.
+   `LOOK_FRESH_S` before and that HEAD found none (`watch.RoundWatch.fresh`; the time is
+   taken before the request is sent), and the lease is firm (`lease.Lease.firm`). The
+   watch HEADs it from a thread of its own once the last HEAD is `STOP_LOOK_EVERY_S` old,
+   each HEAD in its own thread, so a slow answer does not delay the next send: the gate
+   stays open on a store answering within `LOOK_FRESH_S - STOP_LOOK_EVERY_S` (60 s) a
+   request (issue 38: with the HEADs inside the looks, two requests apart, it closed at
+   30 s). A look HEADs it too where one is due (and at its end if the next look's would
+   come more than `NEXT_HEAD_WITHIN_S` after the last). A HEAD sent after STOP was
+   written sees it (S3 is strongly consistent for read-after-write:
+   https://docs.aws.amazon.com/AmazonS3/latest/userguide/Welcome.html#ConsistencyModel),
+   so no "go" is decided later than `LOOK_FRESH_S` after STOP is durable.
 2. A task takes the time before it asks (`store.send_clock`: CLOCK_BOOTTIME on Linux, so
    a suspended executor's time counts); no request of that batch is sent later than
    `send_within_s` after it (`store.send_by`: S3 refuses to send the PutObject or
@@ -50,18 +54,23 @@ from __future__ import annotations
 # The client's connect and read timeouts of each S3 attempt (botocore's Config, cited there).
 from epochgc.impl.store.s3 import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 
-__all__ = ["CONNECT_TIMEOUT_S", "LOOK_FRESH_S", "MAX_STOP_WITHIN_S", "NEXT_HEAD_WITHIN_S",
-           "READ_TIMEOUT_S", "STOP_LOOK_EVERY_S", "send_within_s", "stop_within_s"]
+__all__ = ["CONNECT_TIMEOUT_S", "HEADS_IN_FLIGHT", "LOOK_FRESH_S", "MAX_STOP_WITHIN_S",
+           "NEXT_HEAD_WITHIN_S", "READ_TIMEOUT_S", "STOP_LOOK_EVERY_S", "send_within_s",
+           "stop_within_s"]
 
 # The driver's gate says "go" only within this long after a HEAD of STOP (sent then) found
 # none. A look is that HEAD, the pause state and the health reports (about 5 requests one
 # after another) plus the watch's interval (2 s): 90 s leaves room for ~17 s a request.
 LOOK_FRESH_S = 90.0
-# The watch HEADs STOP at a look once its last HEAD that found none is this old (a look
-# every ~2 s + 3 requests would HEAD it 5-10 times as often: issue 38's request count). A
-# look every 2 s plus 3 requests of up to 17 s each after a HEAD this old is still within
-# `LOOK_FRESH_S`; a recovery's STOP is seen within this plus a look.
+# The watch HEADs STOP once its last HEAD of it was sent this long ago (a look every ~2 s
+# + 3 requests would HEAD it 5-10 times as often: issue 38's request count): one HEAD per
+# 30 s; the gate's "go" then rests on a HEAD sent at most this plus one request ago, so
+# it stays open up to `LOOK_FRESH_S - STOP_LOOK_EVERY_S` (60 s) a request; a recovery's
+# STOP is seen within this plus one request.
 STOP_LOOK_EVERY_S = LOOK_FRESH_S / 3
+# HEADs of STOP in flight at once, at most: by the time a fourth would be sent (90 s after
+# the oldest) the oldest no longer backs a "go" when it answers.
+HEADS_IN_FLIGHT = round(LOOK_FRESH_S / STOP_LOOK_EVERY_S)
 # The longest from one clear HEAD of STOP's send to the next HEAD's send: the next one's
 # answer then has `STOP_LOOK_EVERY_S` before the gate's freshness runs out. A look ends
 # with a HEAD if the next look's (the watch's interval later) would come later than this

@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from epochgc.impl.gc.admin import read_admin_state
 from epochgc.impl.gc.errors import GcError, NotAStore, ReportError
-from epochgc.impl.gc.journal import END, write_marker
 from epochgc.impl.gc.killpoint import reach
 from epochgc.impl.gc.lease import DEFAULT_LEASE_S, Lease
 from epochgc.impl.gc.manifest import check_manifest_outside_data
@@ -145,15 +144,22 @@ def _write_record(
     open_store: Callable[[], ObjectStore], summary: GcSummary, options: GcOptions
 ) -> None:
     from epochgc.impl.gc.record import number_round, record_document, write_record
+    from epochgc.impl.gc.recover import drop_own_end, write_own_end
 
     try:
         store = open_store()
         try:
             number_round(store, summary)  # END and the record carry the round's number
+            recovered = False
             if summary.journal is not None:  # END: the journal's last word on the round
-                write_marker(store, summary.journal, END, record_document(summary, {}))
+                # over a recovery's END (the round taken for dead): marked, so that a
+                # record PUT that fails now still ends as this END (review rev38o finding 3)
+                recovered = write_own_end(store, summary.journal, record_document(summary, {}))
                 reach("end-written")
             summary.record = write_record(store, summary, asdict(options))
+            if recovered and summary.journal is not None:
+                with contextlib.suppress(StoreError):  # the next look removes it
+                    drop_own_end(store, summary.journal)
             reach("record-written")
         finally:
             store.close()

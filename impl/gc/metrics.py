@@ -21,6 +21,9 @@ _OBJECTS = (
     "skipped_too_young",
     "malformed",
     "refused_entries",
+    # Keys whose deletion is unknown: the store could not tell, even at the read-back
+    # (issue 38); `deleted` is then a lower bound.
+    "unknown",
 )
 
 
@@ -64,6 +67,12 @@ def build_registry(s: GcSummary) -> CollectorRegistry:
         "0 if the last round stopped part-way: its listed/eligible objects are lower bounds",
         registry=reg,
     ).set(1 if s.listing_complete else 0)
+    Gauge(
+        "epochgc_gc_journal_unreadable",
+        "Deletion journal entries the last round's read-back could not read (above 0: the "
+        "deleted objects are a lower bound)",
+        registry=reg,
+    ).set(s.unreadable_entries)
     Gauge("epochgc_gc_round_seconds", "Duration of the last round", registry=reg).set(s.seconds)
     # Issue 30: the rest of production's GC metrics (README, "Metrics").
     Gauge(

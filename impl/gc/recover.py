@@ -20,7 +20,13 @@ operator's `gc-admin reset --force`), it sees STOP, stops and writes its own END
 record: the recovery, looking again after its wait, finds them and leaves them (review
 rev38n finding 1: it wrote `killed` over them); a driver's record written after the
 recovered one replaces it (a plain write); both claim the same round number
-(`sequence.claim`: the number fixed for the round by its per-round marker).
+(`sequence.claim`: the number fixed for the round by its per-round marker). A driver that
+finds a recovery's END already there (`write_own_end`) leaves `OWN_END` in the journal
+before its own END replaces that one, and removes it once its record is written: a look
+that finds it (the driver's record PUT failed, or it died before it) replaces the
+recovered record with that END (review rev38o finding 3: the record said `killed` for
+good beside the driver's END `interrupted`). The marker is in the journals' listing every
+look makes already: no request is added to a round that was not recovered by mistake.
 
 Between the STOP and the read-back the recovery waits the round's own bound, from its
 START (`stop_within_s`, `bounds.py`: 240 s with the default lease): a driver that is in
@@ -73,7 +79,13 @@ from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.summary import GcSummary
 from epochgc.impl.gc.text import printable
-from epochgc.impl.store.base import NoConditionalWrites, ObjectStore, Stamp, StoreError
+from epochgc.impl.store.base import (
+    ConditionalConflict,
+    NoConditionalWrites,
+    ObjectStore,
+    Stamp,
+    StoreError,
+)
 
 _MAX_DOC = 1 << 20  # bytes of a START or END read back
 # The wait between the STOP markers and the read-backs (looked up at each call: a test
@@ -82,6 +94,9 @@ SLEEP: Callable[[float], None] = time.sleep
 # The wait goes in steps this long: after each the operator is told what is left and the
 # rounds are looked at again (one that got its record or END needs no more).
 WAIT_STEP_S = 30.0
+# In a round's journal: its driver wrote its own END over a recovery's; its record must be
+# made from that END (`write_own_end`, `_own_end`).
+OWN_END = "OWN_END"
 
 
 @dataclass(frozen=True)
@@ -111,23 +126,62 @@ class Recovered:
 def unfinished(store: ObjectStore) -> dict[str, bool]:
     """Round id -> whether its END exists, for every journal with a START (one listing of
     the journals; `gc-admin expire` keeps it short)."""
-    started: set[str] = set()
-    ended: set[str] = set()
+    return {r: END in names for r, names in _journals(store).items()}
+
+
+def _journals(store: ObjectStore) -> dict[str, set[str]]:
+    """Round id -> which of END and OWN_END its journal holds, for every journal with a
+    START (one listing of the journals)."""
+    found: dict[str, set[str]] = {}
     for obj in store.list_all(JOURNAL_PREFIX):
         round_id, _, name = obj.key[len(JOURNAL_PREFIX):].partition("/")
-        if name == START:
-            started.add(round_id)
-        elif name == END:
-            ended.add(round_id)
-    return {r: r in ended for r in sorted(started)}
+        if name in (START, END, OWN_END):
+            found.setdefault(round_id, set()).add(name)
+    return {r: names - {START} for r, names in sorted(found.items()) if START in names}
+
+
+def write_own_end(store: ObjectStore, prefix: str, doc: dict[str, Any]) -> bool:
+    """The driver's END, created if absent. If one is there, a recovery took the round for
+    dead and recorded it (its driver's lease looked expired, `gc-admin reset --force`):
+    `OWN_END` is written first, then END replaced with the driver's; True then, and the
+    driver's record must replace the recovered one (`drop_own_end` after it)."""
+    key = prefix + END
+    data = json.dumps(doc, allow_nan=False, indent=1).encode()
+    try:
+        if store.create_if_absent(key, data) is not None:
+            return False
+    except NoConditionalWrites:
+        if store.head(key) is None:
+            store.put(key, data)
+            return False
+    except ConditionalConflict:
+        pass  # another END written at the same moment: a recovery's
+    # (A create applied but answered with an error, retried and refused, comes here too:
+    # END is then already ours, and the marker costs a request and a later delete.)
+    store.put(prefix + OWN_END, b"{}")  # before END: a crash after it leaves it
+    store.put(key, data)
+    return True
+
+
+def drop_own_end(store: ObjectStore, prefix: str) -> None:
+    """The driver's record is written: its `OWN_END` is no longer needed (if this fails,
+    the next look finds the record is the driver's and removes it)."""
+    store.delete_batch([prefix + OWN_END])
 
 
 def _read_doc(store: ObjectStore, key: str) -> dict[str, Any] | None:
     try:
         raw = store.get(key, 0, _MAX_DOC)
+    except StoreError:
+        return None
+    return _parsed(raw, key)
+
+
+def _parsed(raw: bytes, key: str) -> dict[str, Any] | None:
+    try:
         check_nesting(raw, key)  # json would raise RecursionError past ~1000 deep
         doc = json.loads(raw)
-    except (StoreError, ReportError, ValueError):
+    except (ReportError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
 
@@ -315,18 +369,25 @@ def _stop_dead(store: ObjectStore, by: str, running: Callable[[], set[str] | Non
     """The unfinished rounds that are not running and have no record: those with an END
     recorded from it, STOP written to the others."""
     found = _Found([], [])
-    candidates = unfinished(store)
+    candidates = _journals(store)
     if not candidates:
         return found
     skip = running()
     if skip is None:
         return found
     recorded = {o.key for o in store.list_all(ROUNDS_PREFIX)}
-    for round_id, has_end in candidates.items():
-        if round_id in skip or round_key(round_id) in recorded:
-            continue  # running, or it has its record (finished, or recovered before)
+    for round_id, names in candidates.items():
+        if round_id in skip:
+            continue
         prefix = f"{JOURNAL_PREFIX}{round_id}/"
-        end = _read_doc(store, prefix + END) if has_end else None
+        if OWN_END in names:  # its driver's END replaced a recovery's: its record follows
+            r = _own_end(store, round_id, prefix)
+            if r is not None:
+                found.recorded.append(r)
+            continue
+        if round_key(round_id) in recorded:
+            continue  # it has its record (finished, or recovered before)
+        end = _read_doc(store, prefix + END) if END in names else None
         if end is not None:
             r = _from_end(store, round_id, end)
             if r is not None:
@@ -424,6 +485,28 @@ def _from_end(store: ObjectStore, round_id: str, end: dict[str, Any]) -> Recover
     if _created(store, key, json.dumps(end, allow_nan=False, indent=1).encode()) is None:
         return None
     return _recovered_from_end(round_id, key, end)
+
+
+def _own_end(store: ObjectStore, round_id: str, prefix: str) -> Recovered | None:
+    """A round whose driver wrote its own END over a recovery's (`OWN_END`): a recovered
+    record (`recovered_by`) is replaced by that END, if it is still the one read; no record
+    gets it from the END. Then the marker goes (not while END cannot be read: the next
+    look tries again)."""
+    end = _read_doc(store, prefix + END)
+    if end is None:
+        return None
+    out: Recovered | None = None
+    key = round_key(round_id)
+    if end.get("recovered_by") is None:  # the driver's own account
+        there = store.get_versioned(key, _MAX_DOC)
+        if there is None:
+            out = _from_end(store, round_id, end)
+        elif (_parsed(there.data, key) or {}).get("recovered_by") is not None:
+            own = json.dumps(end, allow_nan=False, indent=1).encode()
+            if store.replace_if_match(key, own, there.version) is not None:
+                out = _recovered_from_end(round_id, key, end)
+    drop_own_end(store, prefix)
+    return out
 
 
 def _recovered_from_end(round_id: str, key: str, end: dict[str, Any]) -> Recovered:

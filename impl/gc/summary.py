@@ -58,6 +58,11 @@ JSON_KEYS = (
     # counts; `listed` and `eligible` are then lower bounds (at least what the journal
     # proves was listed and eligible).
     "listing_complete",
+    # Issue 38 (review rev38q findings 1, 2 and 5): keys whose deletion the store could not
+    # tell, even at the read-back, and journal entries the read-back could not read; while
+    # either is above 0, `deleted` is a lower bound ("at least N deleted").
+    "unknown",
+    "journal_unreadable",
 )
 
 
@@ -189,6 +194,11 @@ class GcSummary:
                 or self.unreadable_entries or self.unknown):
             return EXIT_INCOMPLETE
         return EXIT_OK
+
+    @property
+    def journal_unreadable(self) -> int:
+        """`unreadable_entries` under the record's name for it."""
+        return self.unreadable_entries
 
     def to_json(self) -> str:
         return json.dumps({k: getattr(self, k) for k in JSON_KEYS})

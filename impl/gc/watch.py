@@ -6,13 +6,20 @@ the round ends `interrupted` ("paused": exit 3; "unhealthy": exit 2).
 
 Two more questions since the tasks ask the driver "go on?" instead of the store (issue 38,
 review rev38m): has anyone else written the round's STOP marker (a recovery that took the
-round for dead, `gc-admin reset --force`), and is the lease still firm? A look HEADs
-`<round>/STOP` first once the last such HEAD is `bounds.STOP_LOOK_EVERY_S` (30 s) old,
-between its requests on the same rule, and last if the next look's HEAD (the interval
-later) would be sent more than `bounds.NEXT_HEAD_WITHIN_S` (60 s) after the last clear one;
-`fresh()` says whether a look that found none was sent recently
-enough for the gate to say "go" (`bounds.LOOK_FRESH_S`). A firm lease is checked once a
-look too, so `lease-unsure` stops a round whose tasks do not ask (review finding 3).
+round for dead, `gc-admin reset --force`), and is the lease still firm? `<round>/STOP`
+is HEADed by a thread of its own every `bounds.STOP_LOOK_EVERY_S` (30 s), beside the
+looks, each HEAD from its own short-lived thread so that a slow one does not hold back the
+next (issue 38: with the HEADs inside the looks, two requests apart once a request took
+30 s, the gate's freshness ran out during healthy looks and the round stopped
+`watch-late`). A look HEADs it too where one is due (first, between its requests, and last
+if the next look's HEAD, the interval later, would come more than
+`bounds.NEXT_HEAD_WITHIN_S` after the last): the same rule, the same clock, so STOP is
+HEADed about once per 30 s whoever sends it. `fresh()` says whether a HEAD that found none
+was sent recently enough for the gate to say "go" (`bounds.LOOK_FRESH_S`): from one HEAD's
+send to the next's answer is 30 s and a request, so the gate stays open on a store
+answering within `LOOK_FRESH_S - STOP_LOOK_EVERY_S` (60 s) a request. A firm lease is
+checked once a look too, so `lease-unsure` stops a round whose tasks do not ask (review
+finding 3).
 
 A look reads the snapshot and the reports through one listing and GETs only those that
 changed since the previous look (`reports.SeenDocs`): a pause is still read every look,
@@ -29,12 +36,13 @@ instead of one and an interval, a few round trips either way.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from collections.abc import Callable
 
 from epochgc.impl.gc.admin import AdminState, read_admin_state
-from epochgc.impl.gc.bounds import NEXT_HEAD_WITHIN_S, STOP_LOOK_EVERY_S
+from epochgc.impl.gc.bounds import HEADS_IN_FLIGHT, NEXT_HEAD_WITHIN_S, STOP_LOOK_EVERY_S
 from epochgc.impl.gc.monitor import HealthVerdict, check_health
 from epochgc.impl.gc.reports import SeenDocs
 from epochgc.impl.gc.stop import RoundStop
@@ -45,6 +53,15 @@ PAUSED = "paused"
 UNHEALTHY = "unhealthy"
 STOPPED = "stop-marker"  # the round's STOP marker, written by another process
 LEASE_UNSURE = "lease-unsure"
+
+Spawn = Callable[[Callable[[], None], str], threading.Thread]
+
+
+def daemon_thread(run: Callable[[], None], name: str) -> threading.Thread:
+    """Run `run` in a new daemon thread named `name`, started."""
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    return thread
 
 
 class RoundWatch:
@@ -66,11 +83,15 @@ class RoundWatch:
         monotonic: Callable[[], float] = time.monotonic,
         stop_every_s: float = STOP_LOOK_EVERY_S,
         next_head_within_s: float = NEXT_HEAD_WITHIN_S,
+        wait: Callable[[float], bool] | None = None,
+        spawn: Spawn = daemon_thread,
     ) -> None:
-        """`stop_key`: the round's STOP marker, HEAD first in a look once the last HEAD
-        that found none is `stop_every_s` old (None: not looked at, and `fresh()` is always
-        false); `firm`: the lease's `Lease.firm`, asked each
-        look (None: no lease)."""
+        """`stop_key`: the round's STOP marker, HEADed once the last HEAD of it is
+        `stop_every_s` old (None: not looked at, and `fresh()` is always false); `firm`:
+        the lease's `Lease.firm`, asked each look (None: no lease). `wait(s)`: how the
+        watch's threads wait `s` seconds of `monotonic`, True once closed (default: the
+        close event's, on the monotonic clock); `spawn`: how they are started (tests
+        run them on a simulated clock)."""
         self.open_store = open_store
         self.stop = stop
         self.clock = clock
@@ -89,22 +110,36 @@ class RoundWatch:
         self.firm = firm
         self.monotonic = monotonic
         self.paused: AdminState | None = None
+        self._lock = threading.Lock()  # the HEADs' times, taken by the looks and the HEADs
+        self._sent_at = float("-inf")  # when the last HEAD of STOP was sent (any thread's)
         self._clear_at = float("-inf")  # when the last HEAD that found no STOP was sent
+        self._in_flight = 0  # HEADs of the STOP thread not answered yet
+        self._heads_over = False  # the STOP thread has ended (its store closes with the last)
         self._seen = SeenDocs()  # the snapshot and reports as of the last look
         self._done = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="epochgc-watch", daemon=True)
+        self._wait = self._done.wait if wait is None else wait
+        self.spawn = spawn
+        self._threads: list[threading.Thread] = []
 
     def start(self) -> None:
         """Look once now, on the caller's thread (a pause written since the round's own
         check, while Spark started or the lease was taken, is seen before any task starts),
-        then keep looking from a daemon thread."""
-        if not self._look():
-            self._thread.start()
+        then keep looking from a daemon thread. STOP is HEADed by another from now on: the
+        first look HEADs it at once (the gate's first "go" rests on that answer), the
+        thread `stop_every_s` later, during the first look if that is slow."""
+        if self.stop_key is not None:
+            self._threads.append(self.spawn(self._run_heads, "epochgc-watch-stop"))
+        if self._look():
+            return
+        self._threads.append(self.spawn(self._run, "epochgc-watch"))
 
     def close(self) -> None:
+        """Stop looking and HEADing (a HEAD still in flight is not waited for: its answer
+        is dropped)."""
         self._done.set()
-        if self._thread.is_alive():
-            self._thread.join()
+        for thread in self._threads:
+            if thread.is_alive():
+                thread.join()
 
     def fresh(self, within_s: float) -> bool:
         """A HEAD of STOP that found none was sent at most `within_s` ago."""
@@ -158,19 +193,113 @@ class RoundWatch:
         return None
 
     def _stop_seen(self, store: ObjectStore, after_s: float | None = None) -> bool:
-        """HEAD the STOP marker if the last HEAD that found none is `after_s` (default
-        `stop_every_s`) old; True if it is there (the round is asked to stop at once: the
-        gate says no from now on)."""
+        """HEAD the STOP marker if the last HEAD of it (any thread's) was sent `after_s`
+        (default `stop_every_s`) ago; True if it is there (the round is asked to stop at
+        once: the gate says no from now on)."""
+        sent = self._claim(self.stop_every_s if after_s is None else after_s)
+        if sent is None or not self._found(store, sent):
+            return False
+        self.stop.request(STOPPED)
+        return True
+
+    def _claim(self, after_s: float) -> float | None:
+        """The send time of a HEAD of STOP due now (none sent in the last `after_s`), taken
+        and claimed (no other thread sends one meanwhile); None if none is due."""
         if self.stop_key is None:
-            return False
-        sent = self.monotonic()  # before the request: what it saw was true then
-        if sent - self._clear_at < (self.stop_every_s if after_s is None else after_s):
-            return False
+            return None
+        with self._lock:
+            # Taken before the request is sent: a HEAD that finds none proves only that
+            # STOP was absent when the server read it, at or after this time.
+            sent = self.monotonic()
+            if sent - self._sent_at < after_s:
+                return None
+            self._sent_at = sent
+            return sent
+
+    def _found(self, store: ObjectStore, sent: float) -> bool:
+        """The HEAD claimed at `sent`: True if STOP is there; if not, the gate's "go" may
+        rest on it until `sent` + `LOOK_FRESH_S`."""
+        assert self.stop_key is not None
         if store.head(self.stop_key) is not None:
-            self.stop.request(STOPPED)
             return True
-        self._clear_at = sent
+        with self._lock:  # answers may come out of order: the latest send counts
+            self._clear_at = max(self._clear_at, sent)
         return False
+
+    def _run_heads(self) -> None:
+        """HEAD STOP once the last HEAD of it is `stop_every_s` old, each HEAD from its own
+        thread (at most `HEADS_IN_FLIGHT` at once): a HEAD taking a request's time does not
+        delay the next, so the gate's "go" rests on a HEAD sent at most `stop_every_s` and
+        one request ago. Ends when the watch closes or the round is asked to stop."""
+        try:
+            store = self.open_store()
+        except StoreError as e:
+            self._failed(f"the store cannot be opened: {e}")
+            return
+        try:
+            while not self.stop.requested:
+                with self._lock:
+                    due_in = self._sent_at + self.stop_every_s - self.monotonic()
+                    # none sent yet: the first look's, now; piled up: the oldest is stale
+                    # by the time it answers
+                    if self._sent_at == float("-inf") or self._in_flight >= HEADS_IN_FLIGHT:
+                        due_in = self.stop_every_s
+                if due_in > 0:
+                    if self._wait(due_in):
+                        return
+                    continue
+                sent = self._claim(self.stop_every_s)
+                if sent is not None:
+                    self._send_apart(store, sent)
+        except Exception as e:  # a thread that cannot start: fail closed, not silently
+            self._failed(f"the watch could not HEAD {self.stop_key} ({type(e).__name__}: {e})")
+        finally:
+            self._end_heads(store, 0)
+
+    def _send_apart(self, store: ObjectStore, sent: float) -> None:
+        with self._lock:
+            self._in_flight += 1
+        try:
+            self.spawn(functools.partial(self._head_apart, store, sent),
+                       "epochgc-watch-stop-head")
+        except BaseException:
+            with self._lock:
+                self._in_flight -= 1
+            raise
+
+    def _head_apart(self, store: ObjectStore, sent: float) -> None:
+        """One HEAD of the STOP thread, in its own thread. Fails closed as a look does: a
+        HEAD that fails stops the round (unknown health). Once the watch is closed its
+        answer is dropped (the stage is over: nothing is left for it to stop)."""
+        try:
+            found = self._found(store, sent)
+        except Exception as e:  # fail closed, naming what went wrong
+            if not self._done.is_set():
+                self._failed(f"the watch could not HEAD {self.stop_key} "
+                             f"({type(e).__name__}: {e})")
+        else:
+            if found and not self._done.is_set():
+                self.stop.request(STOPPED)
+        finally:
+            self._end_heads(store, 1)
+
+    def _end_heads(self, store: ObjectStore, answered: int) -> None:
+        """A HEAD answered (`answered` 1) or the STOP thread over (0): the last of them
+        closes the store they share."""
+        with self._lock:
+            self._in_flight -= answered
+            self._heads_over = self._heads_over or not answered
+            last = self._heads_over and self._in_flight == 0
+        if last:
+            store.close()
+
+    def _failed(self, why: str) -> None:
+        """The STOP thread could not HEAD: the round stops (unknown health), unless the
+        watch is closed already (the stage is over)."""
+        if self._done.is_set():
+            return
+        self.on_unhealthy(HealthVerdict.unknown(why))
+        self.stop.request(UNHEALTHY)
 
     def _look(self) -> bool:
         """One `poll_once`; True if it stopped the round. Any exception stops it too: a
@@ -188,7 +317,7 @@ class RoundWatch:
         return True
 
     def _run(self) -> None:
-        while not self._done.wait(self.wait_s) and not self.stop.requested:
+        while not self._wait(self.wait_s) and not self.stop.requested:
             if self._look():
                 return
 

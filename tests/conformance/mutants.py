@@ -853,6 +853,38 @@ MUTANTS += (
           "            pass\n"),),
         check=r"tests/gc/test_gc_open.py::test_the_outcome_record",
     ),
+    # the driver's gate (issue 38): a "go" backed by a HEAD of STOP from its send, on
+    # time through slow requests
+    Mutant(
+        "gc-watch-go-from-answer",
+        "[gc-open] the gate's freshness counts from a HEAD of STOP's answer, not its send (a"
+        " STOP written while the HEAD was in flight is covered by a later go)",
+        "impl/gc/watch.py",
+        "            self._clear_at = max(self._clear_at, sent)\n",
+        "            self._clear_at = max(self._clear_at, self.monotonic())\n",
+        check=(r"tests/gc/test_watch_slow_look.py::(test_a_go_rests_on_when_the_head_was_sent"
+               r"|test_the_gate_stays_open_through_looks_on_a_store_answering_slowly\[61)"),
+    ),
+    Mutant(
+        "gc-watch-stop-heads-in-looks-only",
+        "[gc-open] STOP is HEADed only inside the looks (on a store answering in 30 s or"
+        " more a healthy round stops watch-late)",
+        "impl/gc/watch.py",
+        "        if self.stop_key is not None:\n"
+        "            self._threads.append(self.spawn(self._run_heads, \"epochgc-watch-stop\"))\n",
+        "        pass\n",
+        check=r"tests/gc/test_watch_slow_look.py::test_the_gate_stays_open_through_looks",
+    ),
+    # a live driver's END over a recovered one (review rev38o finding 3)
+    Mutant(
+        "gc-own-end-not-marked",
+        "[gc-open] a driver taken for dead writes its END over the recovery's unmarked (a"
+        " record PUT that then fails leaves the record 'killed' for good)",
+        "impl/gc/recover.py",
+        "    store.put(prefix + OWN_END, b\"{}\")  # before END: a crash after it leaves it\n",
+        "",
+        check=r"tests/gc/test_own_end.py|tests/gc/test_rev38o.py::test_a_live_driver_recording",
+    ),
     # reports read from subdirectories
     Mutant(
         "gc-health-subdirectory-filter-dropped",

@@ -28,7 +28,7 @@ from epochgc.impl.gc.show import last_round
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.summary import GcSummary
 from epochgc.impl.store import local as local_mod
-from epochgc.impl.store.base import DeleteResult, ObjectStore
+from epochgc.impl.store.base import DeleteResult, ObjectStore, StoreError
 from epochgc.impl.store.hooked import HookedStore
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.s3 import S3Store
@@ -209,18 +209,26 @@ _WHEN = ["head-record", "claim", "create-record", "after"]
     ("claim", True),
     ("create-record", True),
     # After the recovery finished, a driver's END over the recovered one and a failed
-    # record PUT leave the recovered record: no later look rereads a recorded round (left,
-    # the driver says its record was not written; i38p report).
-    pytest.param("after", True, marks=pytest.mark.xfail(strict=True, reason="rev38o finding 3")),
+    # record PUT left the recovered record for good (no later look rereads a recorded
+    # round). Now the driver leaves OWN_END before its END, and the next look makes the
+    # record from that END.
+    ("after", True),
 ])
 def test_a_live_driver_recording_at_any_point_of_the_recovery_keeps_its_record(
     tmp_path: Path, when: str, record_fails: bool,
 ) -> None:
-    """The driver (alive) numbers the round, writes END then its record (as
-    `job._write_record`) before the recovery's re-look, before its claim, before its create,
-    or after it all; with `record_fails` its record PUT fails after its END. The store ends
-    with the driver's outcome wherever the driver's record or END could be seen, and the
-    round has one number."""
+    """The driver (alive) numbers the round, writes END then its record
+    (`job._write_record`) before the recovery's re-look, before its claim, before its
+    create, or after it all; with `record_fails` its record PUT fails after its END. The
+    store ends with the driver's outcome wherever the driver's record or END could be seen
+    (after the recovery, from the next look: the next round's, here), and the round has
+    one number. Old code, `after-True`: `AssertionError: the driver wrote END
+    (interrupted) and its record PUT failed; the store's record says 'killed' (recovered
+    by 'gc-admin reset')`."""
+    from epochgc.impl.gc.job import _write_record
+    from epochgc.impl.gc.options import GcOptions
+    from epochgc.impl.gc.recover import OWN_END
+
     root = tmp_path / "s"
     LocalStore(root, create=True)
     rid = "20270115T060000.000Z-l1ver0nd"
@@ -229,11 +237,16 @@ def test_a_live_driver_recording_at_any_point_of_the_recovery_keeps_its_record(
     drv = LocalStore(root)
     s = _drivers(prefix, rid)
 
+    class _RecordPutFails(LocalStore):
+        def put(self, key: str, data: bytes) -> None:
+            if key == round_key(rid):
+                raise StoreError(f"put {key!r}: 503 SlowDown (injected)")
+            super().put(key, data)
+
     def driver_records() -> None:
-        number_round(drv, s)
-        write_marker(drv, prefix, END, record_document(s, {}))
-        if not record_fails:
-            write_record(drv, s, {})
+        _write_record(lambda: _RecordPutFails(root) if record_fails else LocalStore(root),
+                      s, GcOptions())
+        assert (s.record_error is not None) == record_fails, s.record_error
 
     store = _DriverAt(root)
     store.when = when
@@ -241,6 +254,9 @@ def test_a_live_driver_recording_at_any_point_of_the_recovery_keeps_its_record(
     recover_dead_rounds(store, "gc-admin reset", lambda: set(), sleep=lambda _s: None)
     if when == "after":
         driver_records()
+        recover_dead_rounds(LocalStore(root), "round b", lambda: set(),
+                            sleep=lambda _s: None)
+    assert drv.head(prefix + OWN_END) is None
     rec = _record(drv, rid)
     seqs = sorted(m.seq for m in markers(drv))
     end = json.loads(drv.get(prefix + END))
