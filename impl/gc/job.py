@@ -274,7 +274,8 @@ def _round(
             return
     _with_spark(spark, _Round(open_store, options, view, m, now, clock, say, summary, stop,
                               held[0].firm if held else None,
-                              held[0].duration_s if held else DEFAULT_LEASE_S))
+                              held[0].duration_s if held else DEFAULT_LEASE_S,
+                              held[0].look if held else None))
 
 
 def _recover(open_store: Callable[[], ObjectStore], round_id: str,

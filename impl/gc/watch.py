@@ -45,6 +45,7 @@ PAUSED = "paused"
 UNHEALTHY = "unhealthy"
 STOPPED = "stop-marker"  # the round's STOP marker, written by another process
 LEASE_UNSURE = "lease-unsure"
+LEASE_LOST = "lease-lost"  # the lease in the store is gone or another round's
 
 
 class RoundWatch:
@@ -66,11 +67,14 @@ class RoundWatch:
         monotonic: Callable[[], float] = time.monotonic,
         stop_every_s: float = STOP_LOOK_EVERY_S,
         next_head_within_s: float = NEXT_HEAD_WITHIN_S,
+        lease_look: Callable[[ObjectStore], str | None] | None = None,
     ) -> None:
         """`stop_key`: the round's STOP marker, HEAD first in a look once the last HEAD
         that found none is `stop_every_s` old (None: not looked at, and `fresh()` is always
         false); `firm`: the lease's `Lease.firm`, asked each
-        look (None: no lease)."""
+        look (None: no lease); `lease_look`: the lease's `Lease.look`, one request a look
+        (newuser5 G3: a lease removed by `reset --force --even-if-running` was seen only
+        by the next renewal, 200 s later)."""
         self.open_store = open_store
         self.stop = stop
         self.clock = clock
@@ -87,6 +91,7 @@ class RoundWatch:
         self.wait_s = interval_s
         self.longest_wait_s = max(interval_s, next_head_within_s / 2)
         self.firm = firm
+        self.lease_look = lease_look
         self.monotonic = monotonic
         self.paused: AdminState | None = None
         self._clear_at = float("-inf")  # when the last HEAD that found no STOP was sent
@@ -122,6 +127,8 @@ class RoundWatch:
             self.on_unhealthy(HealthVerdict.unknown(f"the store cannot be opened: {e}"))
             return UNHEALTHY
         try:
+            if self.lease_look is not None and self.lease_look(store) is not None:
+                return LEASE_LOST
             if self._stop_seen(store):
                 return STOPPED
             # A look of many requests (48 brokers' reports at 2 s each: ~100 s) HEADs STOP
