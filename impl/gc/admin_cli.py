@@ -347,7 +347,8 @@ MAX_OLDER_THAN_S = 100 * 365 * 86400.0
 @click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
 def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: int,
            apply: bool, as_json: bool) -> None:
-    """Remove old GC rounds' records, deletion journals and sequence markers.
+    """Remove old GC rounds' records, deletion journals and sequence markers (also the
+    markers of a round with neither record nor journal: an interrupted expire's).
 
     Without --apply it is a DRY RUN: it lists what it would remove (rounds, objects,
     bytes) and writes and removes nothing in the store; run it first, then again with
