@@ -457,11 +457,16 @@ def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
         try:
             meta = await access.any_call(op="meta")
             for p in partitions:
-                if p not in meta["partitions"]:
-                    gone = p in meta.get("deleted", [])
+                if p not in meta["partitions"] and p in meta.get("deleted", []):
                     raise click.ClickException(
-                        f"partition {p!r} " + ("was deleted" if gone else "does not exist")
-                        + f" (controller revision {meta.get('revision')}): nothing to read")
+                        f"partition {p!r} was deleted (controller revision "
+                        f"{meta.get('revision')}): nothing to read")
+                if p not in meta["partitions"]:
+                    # A bad name is a usage error, as `produce` answers it (newuser5 G7:
+                    # produce gave 64, consume 1).
+                    raise Refused(f"--partition: partition {p!r} is unknown to the cluster "
+                                  f"(controller revision {meta.get('revision')}): nothing "
+                                  "to read", ExitCode.USAGE)
                 crev = int(meta["partitions"][p]["revision"])
                 recs = await access.read_partition(p)
                 out: dict[str, object] = {"partition": p, "records": len(recs)}

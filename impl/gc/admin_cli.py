@@ -67,7 +67,7 @@ from epochgc.impl.gc.sequence import SequenceError
 from epochgc.impl.gc.show import gc_state, iso, render
 from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import echo_safe, printable
-from epochgc.impl.preflight import require_modules, store_modules
+from epochgc.impl.preflight import Refused, require_modules, store_modules
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.url import open_spec, parse_store_url
@@ -490,6 +490,11 @@ def advance_epoch(data_dir: str, partition: str) -> None:
         access = ProcClusterAccess(LocalCluster(data_dir).client_addrs())
         try:
             meta = await access.any_call(op="meta")
+            if partition not in (meta.get("partitions") or {}):
+                # newuser5 G7: "no leader known" (1) for a name the cluster never had;
+                # `produce` and `consume` call it a usage error (64) and say so.
+                raise Refused(f"--partition: partition {partition!r} is unknown to the "
+                              "cluster: nothing advanced", ExitCode.USAGE)
             leader = ((meta.get("partitions") or {}).get(partition) or {}).get("leader")
             if not leader:
                 return {"status": "error", "message": f"no leader known for {partition!r}"}
