@@ -64,7 +64,7 @@ from epochgc.impl.gc.recover import (
     waiting_line,
 )
 from epochgc.impl.gc.sequence import SequenceError
-from epochgc.impl.gc.show import gc_state, iso, render
+from epochgc.impl.gc.show import gc_state, iso, json_safe, render
 from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.preflight import Refused, require_modules, store_modules
@@ -407,8 +407,10 @@ def show(store: str, s3_endpoint: str | None, max_report_age: float, as_json: bo
     finally:
         s.close()
     if as_json:
-        # Strict JSON (RFC 8259): whatever the store holds was read strictly (load_strict).
-        click.echo(json.dumps(doc, sort_keys=True, allow_nan=False))
+        # Strict JSON (RFC 8259): whatever the store holds was read strictly (load_strict),
+        # and a string UTF-8 cannot hold is given escaped, named under `escaped`.
+        safe, escaped = json_safe(doc)
+        click.echo(json.dumps({**safe, "escaped": escaped}, sort_keys=True, allow_nan=False))
     else:
         for line in render(doc):
             echo_safe(line)
