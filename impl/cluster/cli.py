@@ -18,6 +18,7 @@ from click.core import ParameterSource
 from epochgc.impl import closedout, signals
 from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.local import LocalCluster, PortTaken, StartRunning, start_lock
+from epochgc.impl.cluster.rpc import MAX_RECORD_BYTES
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.reports import read_cluster_view
@@ -312,8 +313,10 @@ MAX_BATCH_BYTES = 256 << 20
 @click.option("--count", default=10, show_default=True,
               type=click.IntRange(min=1, max=MAX_COUNT),
               help=f"records per partition, at most {MAX_COUNT:,}")
-@click.option("--size", default=48, show_default=True, type=click.IntRange(min=1),
-              help="payload body bytes per record")
+@click.option("--size", default=48, show_default=True,
+              type=click.IntRange(min=1, max=MAX_RECORD_BYTES),
+              help=f"payload body bytes per record, at most {MAX_RECORD_BYTES >> 20} MiB (one "
+                   "record is one read page's answer at most)")
 @click.option("--batch", default=BATCH_RECORDS, show_default=True,
               type=click.IntRange(min=1),
               help="records per partition in one L0 object; a signal stops between batches; "

@@ -272,3 +272,14 @@ def test_gc_manifest_into_a_missing_directory_is_refused_before_the_round(
         f"Error: --manifest {missing / 'm'}: directory {missing} does not exist")
     assert not (tmp_path / "nonexist").exists()
     assert not list(LocalStore(tmp_path / "s").list_all(ROUNDS_PREFIX))  # no round ran
+
+
+def test_produce_refuses_a_record_size_no_read_page_can_carry(tmp_path: Path) -> None:
+    """i41o's follow-up: `--size` had no bound but the batch's (256 MiB), so one record
+    could exceed what a read answer may hold (`rpc.ANSWER_LIMIT`, 64 MiB) and never be
+    read back. Now at most `rpc.MAX_RECORD_BYTES` (16 MiB), refused with 64 first."""
+    from epochgc.impl.cluster.rpc import MAX_RECORD_BYTES
+
+    r = CliRunner().invoke(main, ["produce", "--data-dir", str(tmp_path / "none"),
+                                  "--partition", "t/0", "--size", str(MAX_RECORD_BYTES + 1)])
+    assert r.exit_code == ExitCode.USAGE and "Invalid value for '--size'" in r.output, r.output
