@@ -164,6 +164,13 @@ def test_a_late_release_never_frees_another_rounds_lease(open_store: Opener) -> 
         f"round A's late release freed round B's lease: {doc}")
 
 
+class _KeptOpen(_Delegating):
+    """The real store, never closed by its users (the test closes nothing it shares)."""
+
+    def close(self) -> None:
+        pass
+
+
 @pytest.mark.parametrize("how", ["reset", "reset-then-taken"])
 def test_a_running_rounds_watch_stops_it_at_its_next_look_once_its_lease_is_gone(
     open_store: Opener, how: str
@@ -174,8 +181,9 @@ def test_a_running_rounds_watch_stops_it_at_its_next_look_once_its_lease_is_gone
     lease in the store, and the watch HEADs STOP every 30 s. Now the round's watch looks at
     the lease at each look (every 2 s): gone, or another round's, stops the round
     (`lease-lost`, exit 1) and its gate says "no" from then on."""
-    store = open_store()
-    simple_cluster(store, 100, now=time.time())  # healthy: a look passes on its own
+    kept = _KeptOpen(open_store())  # one S3 client for the test: each new one costs ~1 s
+    open_store = lambda: kept  # noqa: E731
+    simple_cluster(kept, 100, now=time.time())  # healthy: a look passes on its own
     lease = Lease(open_store, "round-A")
     lease.acquire()
     stop = RoundStop()
