@@ -116,18 +116,17 @@ def writable_file(path: str, option: str, *, new: bool = False) -> str:
 
 def creatable_path(path: str, option: str) -> None:
     """Refused (64) now if nothing can be made at the local `path`: it exists (never
-    overwritten), or its nearest existing ancestor is not a directory a file can be created
-    in (the writer makes the missing directories below it, as Hadoop's `mkdirs` does).
+    overwritten), or its parent is not an existing directory a file can be created in.
     Issue 41 F12: `gc --manifest /proc/m.csv` was refused only by the probe after Spark
-    started, exit 1, and left an `error` round record."""
+    started, exit 1, and left an `error` round record. newuser6 H4: a missing parent was
+    made, with every directory above it (Hadoop's `mkdirs`), where `--list` and
+    `--metrics-file` refuse one (`writable_file`): a mistyped path was created quietly."""
     target = os.path.abspath(os.path.expanduser(path))
     if os.path.lexists(target):
         raise Refused(f"{option} {path} already exists; refusing to overwrite",
                       ExitCode.USAGE)
-    ancestor = os.path.dirname(target)
-    while not os.path.lexists(ancestor):
-        ancestor = os.path.dirname(ancestor)
-    _check_dir(ancestor, f"{option} {path}: directory {ancestor}")
+    parent = os.path.dirname(target)
+    _check_dir(parent, f"{option} {path}: directory {parent}")
 
 
 def _check_dir(directory: str, what: str) -> None:

@@ -243,8 +243,9 @@ class Broker:
         rep = self.replicas.get(name)
         return rep is not None and self.port.is_leader(rep.info.group)
 
-    def read(self, name: str, offset: int, max_records: int = 1000) -> list[tuple[int, bytes]]:
-        return read_records(self.replica(name).sm, self.store, offset, max_records)
+    def read(self, name: str, offset: int, max_records: int = 1000,
+             max_bytes: int | None = None) -> list[tuple[int, bytes]]:
+        return read_records(self.replica(name).sm, self.store, offset, max_records, max_bytes)
 
     def status(self) -> dict[str, Any]:
         parts: dict[str, Any] = {}

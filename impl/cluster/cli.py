@@ -18,6 +18,7 @@ from click.core import ParameterSource
 from epochgc.impl import closedout, signals
 from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.local import LocalCluster, PortTaken, StartRunning, start_lock
+from epochgc.impl.cluster.rpc import MAX_RECORD_BYTES
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.reports import read_cluster_view
@@ -312,8 +313,10 @@ MAX_BATCH_BYTES = 256 << 20
 @click.option("--count", default=10, show_default=True,
               type=click.IntRange(min=1, max=MAX_COUNT),
               help=f"records per partition, at most {MAX_COUNT:,}")
-@click.option("--size", default=48, show_default=True, type=click.IntRange(min=1),
-              help="payload body bytes per record")
+@click.option("--size", default=48, show_default=True,
+              type=click.IntRange(min=1, max=MAX_RECORD_BYTES),
+              help=f"payload body bytes per record, at most {MAX_RECORD_BYTES >> 20} MiB (one "
+                   "record is one read page's answer at most)")
 @click.option("--batch", default=BATCH_RECORDS, show_default=True,
               type=click.IntRange(min=1),
               help="records per partition in one L0 object; a signal stops between batches; "
@@ -457,11 +460,16 @@ def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
         try:
             meta = await access.any_call(op="meta")
             for p in partitions:
-                if p not in meta["partitions"]:
-                    gone = p in meta.get("deleted", [])
+                if p not in meta["partitions"] and p in meta.get("deleted", []):
                     raise click.ClickException(
-                        f"partition {p!r} " + ("was deleted" if gone else "does not exist")
-                        + f" (controller revision {meta.get('revision')}): nothing to read")
+                        f"partition {p!r} was deleted (controller revision "
+                        f"{meta.get('revision')}): nothing to read")
+                if p not in meta["partitions"]:
+                    # A bad name is a usage error, as `produce` answers it (newuser5 G7:
+                    # produce gave 64, consume 1).
+                    raise Refused(f"--partition: partition {p!r} is unknown to the cluster "
+                                  f"(controller revision {meta.get('revision')}): nothing "
+                                  "to read", ExitCode.USAGE)
                 crev = int(meta["partitions"][p]["revision"])
                 recs = await access.read_partition(p)
                 out: dict[str, object] = {"partition": p, "records": len(recs)}

@@ -139,24 +139,27 @@ class ProcClusterAccess:
         "could not read" though every read succeeded; issue 41)."""
         out: list[tuple[int, bytes]] = []
         failures = 0
+        last = ""  # the last failure's reason (i41o: "could not read t/0" said none)
         while failures < retries:
             try:
                 nid = await self._leader(partition)
-            except (NotLeaderError, ConnectionError):
+            except (NotLeaderError, ConnectionError) as e:
                 failures += 1
+                last = _reason(e)
                 await asyncio.sleep(0.2)
                 continue
             r = await self.call(nid, op="read", partition=partition, offset=len(out))
             if r["status"] != "ok":
                 self._leaders.pop(partition, None)
                 failures += 1
+                last = _answer_reason(nid, r)
                 await asyncio.sleep(0.2)
                 continue
             recs = r["records"]
             if not recs:
                 return out
             out.extend((int(o), base64.b64decode(b)) for o, b in recs)
-        raise ConnectionError(f"could not read {partition}")
+        raise ConnectionError(_could_not_read(partition, len(out), failures, last))
 
     async def read_checked(
         self, partition: str, retries: int = 100
@@ -167,11 +170,13 @@ class ProcClusterAccess:
         unreadable: list[int] = []
         offset = 0
         failures = 0
+        last = ""
         while failures < retries:
             try:
                 nid = await self._leader(partition)
-            except (NotLeaderError, ConnectionError):
+            except (NotLeaderError, ConnectionError) as e:
                 failures += 1
+                last = _reason(e)
                 await asyncio.sleep(0.2)
                 continue
             r = await self.call(nid, op="read", partition=partition, offset=offset)
@@ -184,6 +189,7 @@ class ProcClusterAccess:
             if r["status"] != "ok":
                 self._leaders.pop(partition, None)
                 failures += 1
+                last = _answer_reason(nid, r)
                 await asyncio.sleep(0.2)
                 continue
             if not r["records"]:
@@ -191,9 +197,26 @@ class ProcClusterAccess:
             for o, b in r["records"]:
                 out[int(o)] = base64.b64decode(b)
             offset = max(out) + 1
-        raise ConnectionError(f"could not read {partition}")
+        raise ConnectionError(_could_not_read(partition, offset, failures, last))
 
     async def close(self) -> None:
         for c in self._clients.values():
             await c.close()
         self._clients.clear()
+
+
+def _reason(e: BaseException) -> str:
+    if isinstance(e, NotLeaderError):
+        return "no leader known for it"
+    return str(e) or type(e).__name__
+
+
+def _answer_reason(nid: int, r: dict[str, Any]) -> str:
+    """A failed read's answer in a few words: its status and message."""
+    message = r.get("message") or r.get("error")
+    return f"node {nid} answered {r.get('status')}" + (f": {message}" if message else "")
+
+
+def _could_not_read(partition: str, offset: int, failures: int, last: str) -> str:
+    return (f"could not read {partition} at offset {offset:,} ({failures} failed read(s)"
+            + (f"; the last: {last}" if last else "") + ")")

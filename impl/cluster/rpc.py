@@ -31,6 +31,11 @@ log = logging.getLogger("epochgc.rpc")
 # base64-encoded (issue 41: `consume --verify` waited 30 s per call on the page after
 # offset 1000). Requests stay small, so the broker's own reader keeps the default.
 ANSWER_LIMIT = 64 << 20
+# The record bodies of one `read` page: base64 makes them 4/3 as long, JSON adds ~20 bytes a
+# record, so a page's answer stays far under ANSWER_LIMIT; a single record above it is
+# still one page (`produce --size` is at most MAX_RECORD_BYTES, whose answer fits).
+READ_PAGE_BYTES = 4 << 20
+MAX_RECORD_BYTES = 16 << 20
 
 
 async def handle(broker: Broker, req: dict[str, Any]) -> dict[str, Any]:
@@ -64,7 +69,8 @@ async def handle(broker: Broker, req: dict[str, Any]) -> dict[str, Any]:
             return {"status": "ok" if res.accepted else "stale", "base": res.base,
                     "epoch": ph.epoch, "window": res.window, "at": "apply"}
         if op == "read":
-            recs = broker.read(str(req["partition"]), int(req["offset"]), int(req.get("max", 500)))
+            recs = broker.read(str(req["partition"]), int(req["offset"]),
+                               int(req.get("max", 500)), READ_PAGE_BYTES)
             return {"status": "ok", "records": [[o, base64.b64encode(r).decode()] for o, r in recs]}
         if op == "in_use":
             # The L0 keys this replica's applied (= committed) state still references: the

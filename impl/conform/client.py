@@ -107,6 +107,10 @@ class PortProcess:
     def _send(self, lines: list[str]) -> None:
         if self._buf or self._readable(0):
             self._fill(0)
+            if self._next_seq == 0:  # newuser5 G7: there was no previous step to answer
+                raise ProtocolFailure(
+                    "extra-output", f"printed before it was sent any line: "
+                    f"{self._buf[:_TAIL]!r}")
             raise ProtocolFailure(
                 "extra-output", f"wrote more than one line for a step of the previous "
                 f"program: {self._buf[:_TAIL]!r}")
@@ -137,7 +141,7 @@ class PortProcess:
         while b"\n" not in self._buf:
             left = deadline - self._clock()
             if left <= 0 or not self._readable(left):
-                raise ProtocolFailure("timeout", f"no answer within {wait:g} s")
+                raise ProtocolFailure("timeout", self._no_answer(wait))
             if not self._fill(left):
                 raise self._exited()
         raw, _, self._buf = self._buf.partition(b"\n")
@@ -152,6 +156,14 @@ class PortProcess:
             raise ProtocolFailure(
                 "garbage", f"printed something that is not one JSON object: {raw[:_TAIL]!r}")
         return self._unframe(obj, raw)
+
+    def _no_answer(self, wait: float) -> str:
+        """The time that ran out, and why it is that long (newuser5 G7: "no answer within
+        12 s" to `--timeout-per-step 2`)."""
+        if self._answered:
+            return f"no answer within {wait:g} s (the per-step timeout)"
+        return (f"no answer within {wait:g} s to its first line: the per-step timeout "
+                f"({self.timeout:g} s) plus {STARTUP_S:g} s for the port to start")
 
     def _unframe(self, obj: dict[str, Any], raw: bytes) -> dict[str, Any]:
         """The answer inside `{"seq": N, "answer": {...}}`, N the number of the oldest line

@@ -64,10 +64,10 @@ from epochgc.impl.gc.recover import (
     waiting_line,
 )
 from epochgc.impl.gc.sequence import SequenceError
-from epochgc.impl.gc.show import gc_state, iso, render
+from epochgc.impl.gc.show import gc_state, iso, json_safe, render
 from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import echo_safe, printable
-from epochgc.impl.preflight import require_modules, store_modules
+from epochgc.impl.preflight import Refused, require_modules, store_modules
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.url import open_spec, parse_store_url
@@ -347,7 +347,8 @@ MAX_OLDER_THAN_S = 100 * 365 * 86400.0
 @click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
 def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: int,
            apply: bool, as_json: bool) -> None:
-    """Remove old GC rounds' records, deletion journals and sequence markers.
+    """Remove old GC rounds' records, deletion journals and sequence markers (also the
+    markers of a round with neither record nor journal: an interrupted expire's).
 
     Without --apply it is a DRY RUN: it lists what it would remove (rounds, objects,
     bytes) and writes and removes nothing in the store; run it first, then again with
@@ -406,8 +407,10 @@ def show(store: str, s3_endpoint: str | None, max_report_age: float, as_json: bo
     finally:
         s.close()
     if as_json:
-        # Strict JSON (RFC 8259): whatever the store holds was read strictly (load_strict).
-        click.echo(json.dumps(doc, sort_keys=True, allow_nan=False))
+        # Strict JSON (RFC 8259): whatever the store holds was read strictly (load_strict),
+        # and a string UTF-8 cannot hold is given escaped, named under `escaped`.
+        safe, escaped = json_safe(doc)
+        click.echo(json.dumps({**safe, "escaped": escaped}, sort_keys=True, allow_nan=False))
     else:
         for line in render(doc):
             echo_safe(line)
@@ -489,6 +492,11 @@ def advance_epoch(data_dir: str, partition: str) -> None:
         access = ProcClusterAccess(LocalCluster(data_dir).client_addrs())
         try:
             meta = await access.any_call(op="meta")
+            if partition not in (meta.get("partitions") or {}):
+                # newuser5 G7: "no leader known" (1) for a name the cluster never had;
+                # `produce` and `consume` call it a usage error (64) and say so.
+                raise Refused(f"--partition: partition {partition!r} is unknown to the "
+                              "cluster: nothing advanced", ExitCode.USAGE)
             leader = ((meta.get("partitions") or {}).get(partition) or {}).get("leader")
             if not leader:
                 return {"status": "error", "message": f"no leader known for {partition!r}"}

@@ -26,6 +26,18 @@ entries first, then its STOP and START, then END (a journal with START and no EN
 taken for a dead round's), then the record, then the marker. A journal with no record and no
 START (a round that could not write START deleted nothing) expires by the age of its newest
 object.
+
+Orphaned sequence markers (newuser5 G6): an expire stopped between a round's record and its
+markers left `seq/<n>` and `seq-round/<id>` naming a round with no record and no journal,
+which no later expire saw (it looked at rounds by their records and journals). Such markers
+are removed once older than the retention (the highest marker never). A round claims its
+number just before its record's PUT (`record.write_record`), after its START if it has a
+journal, so markers with neither are an expired round's remains or the moment between a
+record-only round's claim (a refusal, a blocked round) and its PUT: the record, START and
+END are looked for again just before the markers are removed, and any of them keeps them.
+Past that check a stalled claimer's record would keep its number without a marker, as a
+marker removed by hand (`sequence.newer_unmarked`); the highest marker is kept, so no
+number is handed out twice.
 """
 
 from __future__ import annotations
@@ -36,10 +48,11 @@ from typing import Any
 
 from epochgc.impl.gc.duration import format_duration
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP
-from epochgc.impl.gc.record import ROUNDS_PREFIX
+from epochgc.impl.gc.record import ROUNDS_PREFIX, round_key
 from epochgc.impl.gc.recordread import DamagedRecord, is_refusal, read_record
 from epochgc.impl.gc.sequence import (
     ROUND_SEQ_PREFIX,
+    SEQ_PREFIX,
     check_room,
     markers,
     newer_unmarked,
@@ -67,6 +80,7 @@ class ExpirePlan:
     kept_recent: int = 0
     unfinished: list[str] = field(default_factory=list)  # never touched
     removed: int = 0  # objects actually removed (applied)
+    orphans: list[str] = field(default_factory=list)  # rounds with markers only (G6)
     unreadable: list[Unreadable] = field(default_factory=list)  # kept: never removed unread
 
     def as_dict(self) -> dict[str, Any]:
@@ -74,6 +88,7 @@ class ExpirePlan:
                 "keep_last": self.keep_last, "rounds": self.rounds, "objects": self.objects,
                 "bytes": self.bytes, "kept_recent": self.kept_recent,
                 "unfinished": self.unfinished, "removed": self.removed,
+                "orphaned_markers": self.orphans,
                 "unreadable": [{"key": u.key, "why": u.why} for u in self.unreadable]}
 
     def lines(self) -> list[str]:
@@ -88,6 +103,13 @@ class ExpirePlan:
         out.extend(f"  {r}" for r in self.rounds[:20])
         if len(self.rounds) > 20:
             out.append(f"  ... and {len(self.rounds) - 20} more")
+        if self.orphans:
+            out.append(f"gc-admin: expire: {'removed' if self.applied else 'would remove'} "
+                       f"the sequence markers of {len(self.orphans)} round(s) with no record "
+                       "and no journal (left by an interrupted expire):")
+            out.extend(f"  {r}" for r in self.orphans[:20])
+            if len(self.orphans) > 20:
+                out.append(f"  ... and {len(self.orphans) - 20} more")
         out.append(f"gc-admin: kept the last {self.kept_recent} round(s) that ran"
                    + (f" and {len(self.unfinished)} unfinished journal(s) (never expired; "
                       "the next round or gc-admin reset records a dead round's)"
@@ -134,7 +156,11 @@ def expire_rounds(
     for m in seq:
         by_round.setdefault(m.round_id, []).append(m.key)
     top = seq[0].key if seq else None
-    fixed = {o.key for o in store.list_all(ROUND_SEQ_PREFIX)}  # each round's number
+    # each round's number, and every marker's info (their age, for orphans)
+    fixed_infos = {o.key: o for o in store.list_all(ROUND_SEQ_PREFIX)}
+    fixed = set(fixed_infos)
+    ages = {o.key: o.mtime for o in store.list_all(SEQ_PREFIX)} | {
+        k: o.mtime for k, o in fixed_infos.items()}
     for round_id, keys in by_round.items():
         # after its number's markers (`_remove_round` removes seq keys in this order);
         # kept with the highest marker
@@ -179,6 +205,9 @@ def expire_rounds(
         plan.objects += len(entries) + (rec is not None) + len(
             [k for k in by_round.get(round_id, []) if k != top])
         plan.bytes += sum(o.size for o in entries) + (rec.size if rec is not None else 0)
+    orphans = _orphans(by_round, fixed, set(records) | set(journals), top, ages, cutoff)
+    plan.orphans = sorted(orphans)
+    plan.objects += sum(len(keys) for keys in orphans.values())
     if not apply:
         return plan
     for round_id, entries, rec in doomed:
@@ -186,7 +215,39 @@ def expire_rounds(
                                       [k for k in by_round.get(round_id, []) if k != top])
         if say is not None:
             say(f"gc-admin: expire: removed round {round_id}")
+    for round_id in plan.orphans:
+        if _has_round(store, round_id):  # its record or journal came meanwhile: kept
+            continue
+        plan.removed += _delete(store, orphans[round_id])
+        if say is not None:
+            say(f"gc-admin: expire: removed the sequence markers of round {round_id}")
     return plan
+
+
+def _orphans(by_round: dict[str, list[str]], fixed: set[str], known: set[str],
+             top: str | None, ages: dict[str, float], cutoff: float) -> dict[str, list[str]]:
+    """The sequence markers of rounds with no record and no journal, older than `cutoff`,
+    by round: its numbers (never `top`), then its per-round marker (`_remove_round`'s
+    order: stopped between them, the per-round marker is an orphan still)."""
+    out: dict[str, list[str]] = {}
+    rounds = set(by_round) | {k[len(ROUND_SEQ_PREFIX):] for k in fixed}
+    for round_id in sorted(rounds - known):
+        holds_top = top is not None and top in by_round.get(round_id, [])
+        keys = [k for k in by_round.get(round_id, []) if k != top]
+        if not holds_top and round_seq_key(round_id) in fixed and (
+                round_seq_key(round_id) not in keys):
+            keys.append(round_seq_key(round_id))
+        if keys and all(ages.get(k, cutoff + 1) <= cutoff for k in keys):
+            out[round_id] = keys
+    return out
+
+
+def _has_round(store: ObjectStore, round_id: str) -> bool:
+    """Whether the round has its record, START or END now (looked at again just before
+    its markers are removed: a record-only round claims its number just before its PUT)."""
+    base = f"{JOURNAL_PREFIX}{round_id}/"
+    return any(store.head(k) is not None for k in (round_key(round_id), base + START,
+                                                   base + END))
 
 
 def _last_that_ran(store: ObjectStore, records: dict[str, ObjectInfo], order: list[str],

@@ -98,6 +98,13 @@ def run_gc(
                 if timer is not None:
                     timer.cancel()
                 summary.seconds = time.monotonic() - started
+                lost = _lease_lost(open_store, held) if record else None
+                if lost is not None and summary.interrupted is None and summary.error is None:
+                    # newuser5 G3: a lease removed (`reset --force --even-if-running`) after
+                    # the watch's last look; the record says so, never `done`.
+                    summary.interrupted = "lease-lost"
+                    if say is not None:
+                        say(f"gc: {lost}")
                 if summary.interrupted is not None:
                     # A stopped round never claims a complete listing (newuser3 N1: one
                     # stopped before its tasks said `listing_complete: true`, listed 0).
@@ -120,6 +127,24 @@ def run_gc(
                 e.summary = summary  # type: ignore[attr-defined]
         raise
     return summary
+
+
+def _lease_lost(open_store: Callable[[], ObjectStore], held: list[Lease]) -> str | None:
+    """Why the round's lease is no longer its own, as of one last look before its record
+    (None: it is, no lease was held, or the store cannot tell: a failed request claims
+    nothing)."""
+    for lease in held:
+        if lease.lost is not None:
+            return lease.lost
+        try:
+            store = open_store()
+            try:
+                return lease.look(store)
+            finally:
+                store.close()
+        except (StoreError, OSError):
+            return None
+    return None
 
 
 def check_is_store(store: ObjectStore) -> None:
@@ -280,7 +305,8 @@ def _round(
             return
     _with_spark(spark, _Round(open_store, options, view, m, now, clock, say, summary, stop,
                               held[0].firm if held else None,
-                              held[0].duration_s if held else DEFAULT_LEASE_S))
+                              held[0].duration_s if held else DEFAULT_LEASE_S,
+                              held[0].look if held else None))
 
 
 def _recover(open_store: Callable[[], ObjectStore], round_id: str,

@@ -84,6 +84,7 @@ class Lease:
         # the readers judge the lease by it, the driver by `_made` (rev38m finding 1).
         self._made_wall = float("nan")
         self.stepped: str | None = None  # why the clocks disagree: never firm again
+        self.lost: str | None = None  # why the store's lease is no longer this round's
         self._clocks = threading.Lock()  # `_made` and `_made_wall` change together
 
     def firm(self) -> bool:
@@ -102,7 +103,29 @@ class Lease:
         not visible here; the recovery's wait covers it (`bounds.py`)."""
         if self.stepped is None:
             self._check_step()
-        return self.stepped is None and self._until - time.monotonic() > self.duration_s / 4
+        return (self.stepped is None and self.lost is None
+                and self._until - time.monotonic() > self.duration_s / 4)
+
+    def look(self, store: ObjectStore) -> str | None:
+        """One look at the lease in the store (the round's watch, once a look): None while
+        it is still this round's, else why not, latched (`firm` is false from then on).
+        newuser5 G3: `gc-admin reset --force --even-if-running` removed a running round's
+        lease and the round deleted on for 14 s, recording `done`: only a renewal (every
+        200 s) looked at the lease, so a second round could start beside it. One HEAD; a
+        GET only when the version is not the one this round last wrote (a renewal's or the
+        release's write may cross the HEAD: the token then says it is still ours)."""
+        if self.lost is not None or not self.version:
+            return self.lost
+        info = store.head(LEASE_KEY)
+        if info is not None and info.version == self.version:
+            return None
+        got = store.get_versioned(LEASE_KEY, _MAX_LEASE_BYTES)
+        if got is None:
+            self.lost = (f"the GC lease {LEASE_KEY} was removed while the round ran "
+                         "(gc-admin reset --force?): another round may start beside it")
+        elif not self._ours(got):
+            self.lost = f"the GC lease was taken: {_refusal(_parse(got) or {})}"
+        return self.lost
 
     def _check_step(self) -> None:
         """Latch `stepped` if the wall clock moved unlike the monotonic one since the last

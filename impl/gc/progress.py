@@ -52,7 +52,9 @@ def progress_line(label: str, tasks: tuple[int, int], counts: tuple[int, int] | 
     line = f"{label}: {tasks[0]}/{tasks[1]} tasks done"
     if counts is not None:
         line += ", " + counts_text(counts, deletes, seconds)
-    eta = eta_text(tasks, seconds)
+    # No key listed yet (newuser5 G7: "1/4 tasks done, 0 keys listed, ..., ETA 25s"): the
+    # tasks done had empty prefixes, which says nothing of how long the others take.
+    eta = None if counts is not None and counts[0] == 0 else eta_text(tasks, seconds)
     return line if eta is None else f"{line}, {eta}"
 
 

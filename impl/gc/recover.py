@@ -298,9 +298,11 @@ def stop_dead_rounds(
 def waiting_line(wait_s: float, rounds: list[str]) -> str:
     """What the operator is told when a recovery starts its wait."""
     many = len(rounds) > 1
+    # newuser5 G3: "(no task of its sends a delete after that)" read as if the deletes
+    # stopped at once; a live round's tasks may go on until its watch sees the STOP.
     return (f"waiting up to {wait_s:.0f} s for round{'s' if many else ''} "
-            f"{', '.join(rounds)} to see {'their' if many else 'its'} STOP (no task of "
-            f"{'theirs' if many else 'its'} sends a delete after that) before reading "
+            f"{', '.join(rounds)} to see {'their' if many else 'its'} STOP (a live "
+            f"round's tasks may delete until then; none after) before reading "
             f"{'their journals' if many else 'its journal'} back")
 
 

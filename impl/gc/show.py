@@ -289,6 +289,47 @@ def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
         # Review rev38q finding 1: keys whose fate the store could not tell.
         out.append(f"  keys of unknown fate: {_text(counts['unknown'])} (the store could "
                    "not say whether they were deleted; deleted is a lower bound)")
+    malformed = counts.get("malformed")
+    if malformed:
+        # newuser5 G7: a `--skip-malformed` round's malformed keys were not mentioned.
+        given = last.get("samples")
+        samples = given.get("malformed") if isinstance(given, dict) else None
+        shown = [printable(k) for k in samples[:3] if isinstance(k, str)] \
+            if isinstance(samples, list) else []
+        out.append(f"  malformed keys: {_text(malformed)} (never deleted)"
+                   + (f", e.g. {', '.join(shown)}" if shown else ""))
     if last.get("journal"):
         out.append(f"  journal: {_text(last['journal'])}")
     return out
+
+
+def json_safe(doc: Any) -> tuple[Any, list[str]]:
+    """`doc` with every string UTF-8 cannot hold (lone surrogates: a non-UTF-8 key as a
+    local store lists it, PEP 383) in its `printable` form, and the JSON Pointers (RFC
+    6901) of those strings. newuser5 G7: `show --json` carried `bad\\udcff\\udcfename`,
+    which strict consumers reject (RFC 8259 section 8.2: such a string's behaviour is
+    unpredictable); the pointers say which strings are escaped, so a reader can tell a
+    key's escape from the same characters in a key."""
+    escaped: list[str] = []
+
+    def walk(v: Any, at: str) -> Any:
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                escaped.append(at)
+                return printable(v)
+            return v
+        if isinstance(v, dict):
+            return {k: walk(x, f"{at}/{_pointer(str(k))}") for k, x in v.items()}
+        if isinstance(v, list):
+            return [walk(x, f"{at}/{i}") for i, x in enumerate(v)]
+        return v
+
+    return walk(doc, ""), escaped
+
+
+def _pointer(token: str) -> str:
+    """One reference token of a JSON Pointer (RFC 6901 section 3: `~` as `~0`, `/` as
+    `~1`)."""
+    return token.replace("~", "~0").replace("/", "~1")

@@ -94,6 +94,8 @@ class _Round:
     # The round's lease held with a margin (`Lease.firm`); None: no lease (a dry run).
     lease_firm: Callable[[], bool] | None = None
     lease_s: float = DEFAULT_LEASE_S  # its duration: what the stop bounds derive from
+    # One look at the lease in the store (`Lease.look`): None while it is the round's.
+    lease_look: Callable[[ObjectStore], str | None] | None = None
 
     def note(self, msg: str) -> None:
         if self.say is not None:
@@ -195,9 +197,15 @@ def _delete_stage(spark: SparkSession, rnd: _Round, groups: list[list[int]], lis
         summary.safety_blocked = True
         note(f"gc: {verdict.why()}; stopping")
 
+    def lease_look(store: ObjectStore) -> str | None:
+        why = rnd.lease_look(store) if rnd.lease_look is not None else None
+        if why is not None:
+            note(f"gc: {why}; stopping")
+        return why
+
     watch = RoundWatch(rnd.open_store, stop, rnd.clock, rnd.options.max_report_age_s,
                        rnd.options.watch_interval_s, unhealthy, stop_key=prefix + STOP,
-                       firm=rnd.lease_firm)
+                       firm=rnd.lease_firm, lease_look=lease_look)
     watch.start()  # looks once before returning: a pause written since `_round` checked
     try:
         _stage(spark, rnd, groups, listers, deleters, prefix, watch.close, cutoff, watch)

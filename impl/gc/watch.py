@@ -53,6 +53,7 @@ PAUSED = "paused"
 UNHEALTHY = "unhealthy"
 STOPPED = "stop-marker"  # the round's STOP marker, written by another process
 LEASE_UNSURE = "lease-unsure"
+LEASE_LOST = "lease-lost"  # the lease in the store is gone or another round's
 
 Spawn = Callable[[Callable[[], None], str], threading.Thread]
 
@@ -85,13 +86,16 @@ class RoundWatch:
         next_head_within_s: float = NEXT_HEAD_WITHIN_S,
         wait: Callable[[float], bool] | None = None,
         spawn: Spawn = daemon_thread,
+        lease_look: Callable[[ObjectStore], str | None] | None = None,
     ) -> None:
         """`stop_key`: the round's STOP marker, HEADed once the last HEAD of it is
         `stop_every_s` old (None: not looked at, and `fresh()` is always false); `firm`:
         the lease's `Lease.firm`, asked each look (None: no lease). `wait(s)`: how the
         watch's threads wait `s` seconds of `monotonic`, True once closed (default: the
         close event's, on the monotonic clock); `spawn`: how they are started (tests
-        run them on a simulated clock)."""
+        run them on a simulated clock). `lease_look`: the lease's `Lease.look`, one
+        request a look (newuser5 G3: a lease removed by `reset --force --even-if-running`
+        was seen only by the next renewal, 200 s later)."""
         self.open_store = open_store
         self.stop = stop
         self.clock = clock
@@ -108,6 +112,7 @@ class RoundWatch:
         self.wait_s = interval_s
         self.longest_wait_s = max(interval_s, next_head_within_s / 2)
         self.firm = firm
+        self.lease_look = lease_look
         self.monotonic = monotonic
         self.paused: AdminState | None = None
         self._lock = threading.Lock()  # the HEADs' times, taken by the looks and the HEADs
@@ -157,6 +162,8 @@ class RoundWatch:
             self.on_unhealthy(HealthVerdict.unknown(f"the store cannot be opened: {e}"))
             return UNHEALTHY
         try:
+            if self.lease_look is not None and self.lease_look(store) is not None:
+                return LEASE_LOST
             if self._stop_seen(store):
                 return STOPPED
             # A look of many requests (48 brokers' reports at 2 s each: ~100 s) HEADs STOP

@@ -277,3 +277,36 @@ def test_every_shipped_vector_file_is_replayed() -> None:
     assert code == 0, out
     vec = summary["vectors"]
     assert vec["passed"] + len(vec["skipped"]) == len(want), (vec, len(want))
+
+
+class _Jumping:
+    """A clock that moves on a minute each time it is read: every wait is over at once."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        self.t += 60.0
+        return self.t
+
+
+def test_a_port_that_never_answers_is_told_which_time_ran_out() -> None:
+    """newuser5 G7: `conform --timeout-per-step 2 -- ./stubborn.sh` said "no answer within
+    12 s": the first answer also waits 10 s for the port to start, which it did not say."""
+    with PortProcess(broken("mute"), timeout=2.0, clock=_Jumping()) as port, \
+            pytest.raises(ProtocolFailure) as e:
+        port.ask('{"op": "state"}')
+    assert e.value.kind == "timeout"
+    assert e.value.detail == ("no answer within 12 s to its first line: the per-step "
+                              "timeout (2 s) plus 10 s for the port to start"), e.value.detail
+
+
+def test_a_port_that_prints_before_its_first_line_is_told_so() -> None:
+    """newuser5 G7: a port that prints `garbage` at once was told it "wrote more than one
+    line for a step of the previous program" at step 0 of the first program."""
+    with PortProcess(broken("eager"), timeout=30.0) as port:
+        assert port._readable(30.0), "the port printed nothing"
+        with pytest.raises(ProtocolFailure) as e:
+            port.ask('{"op": "state"}')
+    assert e.value.kind == "extra-output"
+    assert e.value.detail == "printed before it was sent any line: b'garbage\\n'", e.value.detail

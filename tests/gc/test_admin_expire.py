@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 
 from epochgc.impl.cli import main
+from epochgc.impl.gc.expire import expire_rounds
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.gc.sequence import (
@@ -22,6 +24,7 @@ from epochgc.impl.gc.sequence import (
     latest,
     round_seq_key,
 )
+from epochgc.impl.store.base import DeleteResult, ObjectInfo
 from epochgc.impl.store.local import LocalStore
 from tests.gc.helpers import simple_cluster
 
@@ -189,3 +192,99 @@ def test_expire_refuses_a_retention_longer_than_any_record(tmp_path: Path,
     code, out = _invoke("gc-admin", "expire", "--store", str(root), "--older-than", older_than)
     assert code == 64 and "--older-than must be between 0s and 36500d" in out, out
     assert _invoke("gc-admin", "expire", "--store", str(root), "--older-than", "36500d")[0] == 0
+
+
+class _Killed(BaseException):
+    """The expire's process killed before a request (nothing after it is sent)."""
+
+
+class _KilledAt(LocalStore):
+    """The real store; the `kill_at`-th removal request (from 0) is never sent: the expire
+    dies there."""
+
+    def __init__(self, root: Path, kill_at: int) -> None:
+        super().__init__(root)
+        self.kill_at = kill_at
+        self.sent = 0
+
+    def delete_batch(self, keys: list[str]) -> DeleteResult:
+        if self.sent == self.kill_at:
+            raise _Killed(keys)
+        self.sent += 1
+        return super().delete_batch(keys)
+
+
+def _expire_store(root: Path) -> None:
+    """Five rounds 40 days old and one a day old, an unfinished one, every object (markers
+    included) dated as its round."""
+    simple_cluster(LocalStore(root, create=True), 100)
+    for i in range(5):
+        _round(root, f"old{i}", 40 - i)
+    _round(root, "dead", 50, finished=False)
+    _round(root, "new", 1)
+    t = time.time() - 40 * DAY
+    store = LocalStore(root)
+    for o in [*store.list_all(SEQ_PREFIX), *store.list_all(ROUND_SEQ_PREFIX)]:
+        if json.loads(store.get(o.key))["round"] != "new":
+            os.utime(root / o.key, (t, t))
+
+
+def test_an_expire_killed_before_any_of_its_requests_is_finished_by_the_next(
+    tmp_path: Path
+) -> None:
+    """newuser5 G6: an `expire --apply` interrupted between a round's record and its
+    sequence markers left `seq/<n>` and `seq-round/<id>` naming a round with no record and
+    no journal; later expires never removed them (they looked at rounds by their records
+    and journals). Every point: the expire killed before its k-th removal request, then a
+    whole expire, ends where one whole expire does."""
+    pristine = tmp_path / "pristine"
+    _expire_store(pristine)
+    whole = tmp_path / "whole"
+    shutil.copytree(pristine, whole)
+    counting = _KilledAt(whole, -1)
+    plan = expire_rounds(counting, time.time(), 30 * DAY, keep_last=2, apply=True)
+    assert plan.rounds == ["old0", "old1", "old2", "old3"], plan
+    expected = _objects(whole)
+    left: dict[int, set[str]] = {}
+    for k in range(counting.sent):
+        root = tmp_path / f"k{k}"
+        shutil.copytree(pristine, root)
+        with pytest.raises(_Killed):
+            expire_rounds(_KilledAt(root, k), time.time(), 30 * DAY, keep_last=2, apply=True)
+        expire_rounds(LocalStore(root), time.time(), 30 * DAY, keep_last=2, apply=True)
+        if _objects(root) != expected:
+            left[k] = _objects(root) - expected
+    assert not left, (f"of {counting.sent} kill points, after the kill and a whole expire "
+                      f"these were left (kill point: objects): {left}")
+
+
+def test_orphaned_markers_are_removed_only_past_the_retention_and_with_no_round(
+    tmp_path: Path
+) -> None:
+    """The orphans' own rules: younger than the retention kept; a record that appears
+    before their removal (a refusal's claim is just before its record's PUT) keeps them;
+    the highest marker never goes."""
+    root = tmp_path / "s"
+    store = LocalStore(root, create=True)
+    simple_cluster(store, 100)
+    for name in ("gone", "young", "comes", "top"):
+        claim(store, name, f"{ROUNDS_PREFIX}{name}.json")
+    t = time.time() - 40 * DAY
+    for o in [*store.list_all(SEQ_PREFIX), *store.list_all(ROUND_SEQ_PREFIX)]:
+        if "young" not in o.key and not o.key.endswith("2"):
+            os.utime(root / o.key, (t, t))
+
+    class _RecordMeanwhile(LocalStore):
+        def head(self, key: str) -> ObjectInfo | None:
+            if key == f"{ROUNDS_PREFIX}comes.json":  # its PUT lands after the listing
+                self.put(key, b'{"outcome": "paused"}')
+            return super().head(key)
+
+    plan = expire_rounds(_RecordMeanwhile(root), time.time(), 30 * DAY, apply=True)
+    assert plan.orphans == ["comes", "gone"], plan
+    left = _objects(root)
+    assert round_seq_key("gone") not in left and "_cluster/gc/seq/00000000000000000001" \
+        not in left, left
+    for name in ("young", "comes", "top"):
+        assert round_seq_key(name) in left, (name, left)
+    assert "_cluster/gc/seq/00000000000000000004" in left

@@ -203,3 +203,30 @@ def test_show_says_a_dead_rounds_duration_is_its_journals_span(tmp_path: Path) -
     _, out = _invoke("gc-admin", "show", "--store", str(root))
     assert "ran at least 9.0s (its journal's first to last entry; the driver died)" in out, out
     assert "took" not in out, out
+
+
+def test_show_names_the_last_rounds_malformed_keys_escaped_and_json_safe(
+        tmp_path: Path) -> None:
+    """newuser5 G7: after a `--skip-malformed` round, `show` did not mention its malformed
+    key, and `show --json` carried it as `bad\\udcff\\udcfename` (lone surrogates, which
+    strict JSON consumers reject: RFC 8259 section 8.2). Now the human form names it
+    escaped (`text.printable`: an undecodable byte as `\\xNN`), and --json gives such a
+    string in that escaped form, listed under `escaped` (JSON Pointers, RFC 6901)."""
+    from epochgc.impl.gc.record import ROUNDS_PREFIX
+
+    root = _store(tmp_path)
+    key = f"{ROUNDS_PREFIX}20261129T180000.000Z-0000000b.json"
+    bad = os.fsdecode(b"level_zero/bad\xff\xfename")  # as a local store lists it
+    record = {**_GOOD_RECORD, "counts": {**_GOOD_RECORD["counts"], "malformed": 1},
+              "samples": {"malformed": [bad, "level_zero/plain"], "refused_entries": [],
+                          "errors": []}}
+    LocalStore(root).put(key, json.dumps(record).encode())  # as record.py writes it
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert ("  malformed keys: 1 (never deleted), e.g. level_zero/bad\\xff\\xfename, "
+            "level_zero/plain") in out.splitlines(), out
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    out.encode("utf-8")  # strict UTF-8
+    doc = json.loads(out)
+    assert "\\udc" not in out and doc["last_round"]["samples"]["malformed"] == [
+        "level_zero/bad\\xff\\xfename", "level_zero/plain"], out
+    assert doc["escaped"] == ["/last_round/samples/malformed/0"], doc["escaped"]

@@ -72,3 +72,30 @@ def test_a_directory_at_the_lease_is_named_not_a_descriptor_number(tmp_path: Pat
     assert str(err.value).startswith(
         f"{LEASE_KEY} is there but is not a regular object"), err.value
     assert f"'{LEASE_KEY}' in {store.describe()} is not a regular file" in str(err.value)
+
+
+def test_a_round_whose_lease_was_removed_after_its_last_look_says_so(tmp_path: Path) -> None:
+    """newuser5 G3: `gc-admin reset --force --even-if-running` removed a running round's
+    lease; the round recorded `done`, exit 0. Removed after the watch's last look (here:
+    while Spark started, and the round had nothing to run), the round's record still says
+    `lease-lost` (exit 1): it looks once more before its record."""
+    from epochgc.impl.gc.admin import reset_gc_state
+    from epochgc.impl.gc.record import ROUNDS_PREFIX
+
+    root = tmp_path / "store"
+    make_store(root)
+
+    def reset_while_spark_starts() -> None:
+        assert reset_gc_state(LocalStore(root), clock(), force=True,
+                              even_if_running=True) == [LEASE_KEY]
+        return None  # no session: the round runs no stage
+
+    said: list[str] = []
+    s = run_gc(reset_while_spark_starts, local_spec(root), GcOptions(grace_s=GRACE),
+               clock=clock, say=said.append)
+    assert (s.interrupted, s.exit_code) == ("lease-lost", 1), (s.interrupted, s.exit_code)
+    [rec] = [json.loads(LocalStore(root).get(o.key))
+             for o in LocalStore(root).list_all(ROUNDS_PREFIX)]
+    assert rec["interrupted"] == "lease-lost", rec
+    assert any("was removed while the round ran" in line for line in said), said
+    assert LocalStore(root).head(LEASE_KEY) is None  # the release never recreates it

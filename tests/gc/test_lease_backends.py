@@ -16,10 +16,14 @@ from collections.abc import Callable
 import pytest
 
 from epochgc.impl.gc.admin import ResetRefused, reset_gc_state
+from epochgc.impl.gc.bounds import LOOK_FRESH_S
 from epochgc.impl.gc.errors import GcError
+from epochgc.impl.gc.journal import STOP, journal_prefix
 from epochgc.impl.gc.lease import LEASE_KEY, Lease
+from epochgc.impl.gc.stop import RoundStop
+from epochgc.impl.gc.watch import LEASE_LOST, RoundWatch, go_on
 from epochgc.impl.store.base import DeleteResult, ObjectStore, Outcome
-from tests.gc.helpers import _Delegating
+from tests.gc.helpers import _Delegating, simple_cluster
 from tests.store.backends import Opener
 
 pytestmark = pytest.mark.s3
@@ -158,3 +162,51 @@ def test_a_late_release_never_frees_another_rounds_lease(open_store: Opener) -> 
     doc = json.loads(store.get(LEASE_KEY))
     assert doc["round"] == "round-B" and doc["expires_at"] > time.time(), (
         f"round A's late release freed round B's lease: {doc}")
+
+
+class _KeptOpen(_Delegating):
+    """The real store, never closed by its users (the test closes nothing it shares)."""
+
+    def close(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("how", ["reset", "reset-then-taken"])
+def test_a_running_rounds_watch_stops_it_at_its_next_look_once_its_lease_is_gone(
+    open_store: Opener, how: str
+) -> None:
+    """newuser5 G3: `gc-admin reset --force --even-if-running` removed a running round's
+    lease; the round deleted on for 14 s without it (a second round could have started
+    beside it), then recorded `done`, exit 0. Only a renewal (every 200 s) looked at the
+    lease in the store, and the watch HEADs STOP every 30 s. Now the round's watch looks at
+    the lease at each look (every 2 s): gone, or another round's, stops the round
+    (`lease-lost`, exit 1) and its gate says "no" from then on."""
+    kept = _KeptOpen(open_store())  # one S3 client for the test: each new one costs ~1 s
+    open_store = lambda: kept  # noqa: E731
+    simple_cluster(kept, 100, now=time.time())  # healthy: a look passes on its own
+    lease = Lease(open_store, "round-A")
+    lease.acquire()
+    stop = RoundStop()
+    watch = RoundWatch(open_store, stop, time.time, 3600.0, 2.0, lambda _v: None,
+                       stop_key=journal_prefix("round-A") + STOP, firm=lease.firm,
+                       lease_look=lease.look)
+    is_open = go_on(stop, lease.firm, watch, LOOK_FRESH_S)
+    assert watch.poll_once() is None and is_open(), "the round's own lease stopped it"
+    lease._renew()  # a renewal between two looks is still this round's lease
+    assert watch.poll_once() is None and is_open(), "its own renewal stopped the round"
+    removed = reset_gc_state(open_store(), time.time(), force=True, even_if_running=True)
+    assert removed == [LEASE_KEY]
+    if how == "reset-then-taken":
+        Lease(open_store, "round-B").acquire()
+    why = watch.poll_once()  # the next look (its STOP HEAD is not due for 30 s)
+    assert why == LEASE_LOST, (
+        f"the look after `reset --force --even-if-running` ({how}) said {why!r}: the round "
+        f"goes on deleting without its lease (gate open: {is_open()})")
+    assert not is_open(), "the gate still says go after the lease was lost"
+    said = "removed" if how == "reset" else "round round-B"
+    assert lease.lost is not None and said in lease.lost, lease.lost
+    lease.release()  # never touches round B's lease
+    if how == "reset-then-taken":
+        assert _holder(open_store) == "round-B"
+    else:
+        assert open_store().head(LEASE_KEY) is None

@@ -53,3 +53,12 @@ def test_the_cadence_is_every_10s_by_default() -> None:
     c = LineCadence()
     assert c.due(0.0, (0, 4)) and not c.due(9.99, (0, 4)) and c.due(10.0, (0, 4))
     assert c.due(10.5, (1, 4))  # a change of the tasks done: at once
+
+
+def test_no_eta_by_tasks_while_no_key_was_listed() -> None:
+    """newuser5 G7: `1/4 tasks done, 0 keys listed, 0 deleted, 0 keys/s, ETA 25s`: a task
+    done with nothing listed (empty prefixes) says nothing of how long the others take."""
+    line = progress_line("gc: listing and deleting", (1, 4), (0, 0), True, 8.0)
+    assert line == "gc: listing and deleting: 1/4 tasks done, 0 keys listed, 0 deleted, 0 keys/s"
+    assert progress_line("gc: listing", (1, 4), (10, 0), False, 8.0).endswith(
+        ", ETA 24s (by tasks)")  # once keys are listed, the estimate stands

@@ -244,19 +244,19 @@ def test_a_live_round_recovered_by_mistake_keeps_its_own_record(
 ) -> None:
     """`gc-admin reset --force` while a round is alive (the operator took it for dead): the
     reset removes the lease, writes the round's STOP, waits its bound (240 s), reads back
-    and writes a `killed` record. Meanwhile the live driver's watch sees STOP, the round
-    stops (`stop-marker`), reads its journal back and writes its own END and record (well
-    within 240 s). On i38m the recovery wrote its record at once and the driver's, later,
-    replaced it (recover.py: "its own END and record, written later, replace these"). Now
-    the recovery writes after its wait, by plain PUT, without looking again whether the
-    round got its END or record meanwhile: the driver's true record is replaced by one
-    that says the round was killed and recovered by `gc-admin reset`, while the driver
-    printed and exited `interrupted`. `show-clock-ahead`: no operator mistake at all, a
-    plain `gc-admin show` from a host whose clock is 11 min ahead of the driver's (the
-    lease, renewed every 200 s for 600 s, reads as expired there). Deterministic: the
-    round's first batch waits for the STOP (EPOCHGC_GC_TEST_PAUSE); the recovery's wait
-    (recover.SLEEP) returns once the driver's record exists (what 240 s gives a live
-    driver)."""
+    and writes a `killed` record. Meanwhile the live driver's watch sees its lease gone (on
+    the old code its STOP, up to 30 s later), the round stops (`lease-lost`), reads its
+    journal back and writes its own END and record (well within 240 s). On i38m the recovery
+    wrote its record at once and the driver's, later, replaced it (recover.py: "its own END
+    and record, written later, replace these"). Now the recovery writes after its wait, by
+    plain PUT, without looking again whether the round got its END or record meanwhile: the
+    driver's true record is replaced by one that says the round was killed and recovered by
+    `gc-admin reset`, while the driver printed and exited `interrupted`. `show-clock-ahead`:
+    no operator mistake at all, a plain `gc-admin show` from a host whose clock is 11 min
+    ahead of the driver's (the lease, renewed every 200 s for 600 s, reads as expired
+    there). Deterministic: the round's first batch waits for the STOP
+    (EPOCHGC_GC_TEST_PAUSE); the recovery's wait (recover.SLEEP) returns once the driver's
+    record exists (what 240 s gives a live driver)."""
     root = tmp_path / "store"
     simple_cluster(LocalStore(root, create=True), 100)
     eligible = {format_key(p, 50, f"k{p}") for p in range(0, 1000, 50)}
@@ -295,6 +295,14 @@ def test_a_live_round_recovered_by_mistake_keeps_its_own_record(
     # `reset`'s wait ends at its first step's look: the driver's record exists (newuser4 F3)
     assert waited == ([recover_mod.WAIT_STEP_S] if how == "reset-force" else []), (waited, resets)
     assert driver["outcome"] == "interrupted", (driver, err[-2000:])
+    if how == "reset-force":
+        # newuser5 G3: the lease is removed before the STOP is written, and the round's
+        # watch looks at its lease every look (2 s) but at STOP every 30 s: on the old code
+        # the round went on for ~28 s without its lease and stopped as `stop-marker`.
+        assert driver["interrupted"] == "lease-lost", (driver, err[-2000:])
+        # `reset` says how the round ended (newuser5 G2/G3: it ended silently).
+        assert "recorded during the wait by its own driver: interrupted" in resets[0][1], (
+            resets)
     [record] = _records(root)
     end = json.loads(LocalStore(root).get(record["journal"] + END))
     seqs = [o.key for o in LocalStore(root).list_all("_cluster/gc/seq/")]

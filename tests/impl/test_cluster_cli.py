@@ -14,6 +14,7 @@ from click.testing import CliRunner
 
 from epochgc.impl.cli import main
 from epochgc.impl.cluster.local import LocalCluster, _alive
+from epochgc.impl.exitcodes import ExitCode
 
 NAMED_METRICS = (
     "epochgc_window_slides", "epochgc_fences", "epochgc_stale_rejections",
@@ -132,6 +133,17 @@ def test_cluster_cli_status_kill_metrics_and_verified_consume(
                 "--count", "5")
         assert r.exit_code == 0, r.output
         assert {json.loads(x)["partition"] for x in r.stdout.splitlines()} == {"t/0", "t/1"}
+        # newuser5 G7: a name the cluster does not have was 64 for produce, 1 for consume
+        # and advance-epoch ("no leader known"): one code, the table's usage error, and a
+        # line that says the partition is unknown.
+        for args in (["produce", "--data-dir", data, "--partition", "nosuch/0"],
+                     ["consume", "--data-dir", data, "--partition", "nosuch/0"],
+                     ["gc-admin", "advance-epoch", "--data-dir", data, "--partition", "t/99"]):
+            r = cli(*args)
+            last = r.output.strip().splitlines()[-1:]
+            assert r.exit_code == ExitCode.USAGE and last and last[0].startswith(
+                f"Error: --partition: partition {args[-1]!r} is unknown to the cluster"), (
+                args[:2], r.exit_code, r.output)
 
         text = cli("cluster", "status", "--data-dir", data).stdout
         line = next(x for x in text.splitlines() if x.startswith("t/0"))

@@ -251,3 +251,37 @@ def test_read_partition_reads_more_pages_than_its_retries() -> None:
     read succeeded."""
     records = [b"r%d" % i for i in range(150)]
     assert _read_all(records, 1) == list(enumerate(records))
+
+
+def test_could_not_read_says_why() -> None:
+    """i41o's follow-up: `consume` said only "could not read t/0"; the reason of the last
+    failed read (here the broker's own error answer) was dropped."""
+    import json
+
+    async def scenario() -> str:
+        async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            while line := await reader.readline():
+                req = json.loads(line)
+                resp: dict[str, object] = (
+                    {"status": "ok", "partitions": {"t/0": {"revision": 1, "leader": 1}}}
+                    if req["op"] == "meta" else
+                    {"status": "error", "message": "level_zero/x: store unavailable"})
+                resp["id"] = req["id"]
+                writer.write(json.dumps(resp).encode() + b"\n")
+            writer.close()
+
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        access = ProcClusterAccess({1: ("127.0.0.1", server.sockets[0].getsockname()[1])})
+        try:
+            await access.read_partition("t/0", retries=2)
+            return "read"
+        except ConnectionError as e:
+            return str(e)
+        finally:
+            await access.close()
+            server.close()
+            await server.wait_closed()
+
+    assert asyncio.run(scenario()) == (
+        "could not read t/0 at offset 0 (2 failed read(s); the last: node 1 answered error: "
+        "level_zero/x: store unavailable)")

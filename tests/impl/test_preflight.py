@@ -255,3 +255,31 @@ def test_the_master_forms_are_sparks() -> None:
         assert master_problem(ok) is None, ok
     for bad in ("bogus://x", "local[0x2]", "locals", "yarn-client", "spark:/h:7077", ""):
         assert master_problem(bad) is not None, bad
+
+
+def test_gc_manifest_into_a_missing_directory_is_refused_before_the_round(
+        tmp_path: Path) -> None:
+    """newuser6 H4: `gc --manifest /nonexist/d/m` ran the round (exit 0 after 40 s) and
+    created the whole missing path, where `--list` and `--metrics-file` refuse a missing
+    directory (64, one line): a mistyped path was made quietly. Now the manifest's parent
+    must exist and take a new file, as theirs."""
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
+    missing = tmp_path / "nonexist" / "d"
+    r = CliRunner().invoke(main, ["gc", "--store", str(tmp_path / "s"), "--dry-run", "-q",
+                                  "--manifest", str(missing / "m")])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert _one_line(r.output) == (
+        f"Error: --manifest {missing / 'm'}: directory {missing} does not exist")
+    assert not (tmp_path / "nonexist").exists()
+    assert not list(LocalStore(tmp_path / "s").list_all(ROUNDS_PREFIX))  # no round ran
+
+
+def test_produce_refuses_a_record_size_no_read_page_can_carry(tmp_path: Path) -> None:
+    """i41o's follow-up: `--size` had no bound but the batch's (256 MiB), so one record
+    could exceed what a read answer may hold (`rpc.ANSWER_LIMIT`, 64 MiB) and never be
+    read back. Now at most `rpc.MAX_RECORD_BYTES` (16 MiB), refused with 64 first."""
+    from epochgc.impl.cluster.rpc import MAX_RECORD_BYTES
+
+    r = CliRunner().invoke(main, ["produce", "--data-dir", str(tmp_path / "none"),
+                                  "--partition", "t/0", "--size", str(MAX_RECORD_BYTES + 1)])
+    assert r.exit_code == ExitCode.USAGE and "Invalid value for '--size'" in r.output, r.output

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from pathlib import Path
 
 import pytest
 
@@ -165,3 +166,27 @@ def test_health_document_parses_with_gc_reader() -> None:
     rep = parse_health(json.loads(doc), health_key("n1"))
     assert rep.node == "n1" and [r.partition for r in rep.reports] == ["t/0", "t/1"]
     assert rep.reports[0].inactive_epoch == 4 and rep.created == (5, 7)
+
+
+def test_a_read_page_is_bounded_in_bytes_and_never_empty(tmp_path: Path) -> None:
+    """i41o's follow-up: the broker's `read` page was bounded in records only (500): 500
+    records of `produce --size 200000` made one ~133 MB answer, past what a client takes
+    (`rpc.ANSWER_LIMIT`, 64 MiB), so such a partition could not be read at all."""
+    from epochgc.impl.broker.records import read_records
+    from epochgc.impl.store.local import LocalStore
+
+    store = LocalStore(tmp_path / "s", create=True)
+    recs = [bytes([i]) * 100_000 for i in range(50)]  # 5 MB of bodies
+    data = c.encode_records(recs)
+    store.put("k1", data)
+    sm = PartitionStateMachine()
+    sm.apply(_e(1, c.Placeholder(5, "k1", 0, len(data), len(recs))))
+    pages: list[int] = []
+    got: list[tuple[int, bytes]] = []
+    while page := read_records(sm, store, len(got), 500, 1_000_000):
+        pages.append(len(page))
+        got += page
+    assert pages == [10] * 5, pages
+    assert got == list(enumerate(recs))
+    # One record over the budget is still a page of its own: never an empty page.
+    assert read_records(sm, store, 3, 500, 10) == [(3, recs[3])]
