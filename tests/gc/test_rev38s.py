@@ -7,8 +7,15 @@ Each failing test is `xfail(strict=True, reason="rev38s finding N")`; the report
 from __future__ import annotations
 
 import contextlib
+import json
+import os
 import random
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -20,11 +27,16 @@ from epochgc.impl.gc.journal import (
     journal_prefix,
     read_journal,
 )
+from epochgc.impl.gc.killpoint import KILLPOINT_ENV
+from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.retry import Backoff, Retrier
 from epochgc.impl.store.s3 import S3Store
+from epochgc.model.keys import format_key
+from tests.gc.helpers import put_local
 from tests.store.s3proxy import FailFn, S3Proxy
 
 PREFIX = journal_prefix("20270116T100000.000Z-rev38s00")
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _s3(bucket: str, endpoint: str, key_attempts: int = 6) -> S3Store:
@@ -90,3 +102,84 @@ def test_a_key_whose_first_delete_may_have_applied_is_asked_about_whatever_its_r
         f"{len(left)} keys left the store; the read-back counts {len(totals.deleted)} "
         f"deleted, {len(totals.errors)} errors (\"listed again next round\"), "
         f"{len(totals.unknown)} unknown: {sorted(totals.errors.items())[:2]}")
+
+
+# A task in its own process (a Spark worker's place): deletes `items` on a local store with
+# its journal, batches of 3, a group of `group` batches per intent, held by the kill -9
+# matrix's hold point (`impl/gc/killpoint.py`) until the test kills it.
+_TASK = """
+import json, sys
+from epochgc.impl.gc.delete import delete_keys
+from epochgc.impl.gc.journal import Attempt, JournalTarget, JournalWriter
+from epochgc.impl.store.local import LocalStore
+root, prefix, items, group = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+store = LocalStore(root)
+writer = JournalWriter(store, JournalTarget(prefix), Attempt(0, 0, 0, 7))
+delete_keys(store, [tuple(i) for i in items], batch_size=3, concurrency=1, journal=writer,
+            group=group)
+"""
+
+
+def _killed_at(tmp_path: Path, point: str, group: int) -> tuple[LocalStore, set[str]]:
+    """Six listed keys (two batches of 3); before the task's delete, k0 is removed by
+    someone else and k1 rewritten (the round must count them already gone and changed, not
+    deleted). The task is killed -9 at `point` ("<name> <n>")."""
+    root = tmp_path / "store"
+    store = LocalStore(root, create=True)
+    keys = [format_key(1, 5, f"k{i}") for i in range(6)]
+    for k in keys:
+        put_local(root, k, age=7200.0)
+    items = [(k, 1, 7200.0, store.head(k).version) for k in keys]  # type: ignore[union-attr]
+    (root / keys[0]).unlink()  # removed by another writer after the listing
+    (root / keys[1]).unlink()
+    put_local(root, keys[1], age=10.0, data=b"rewritten")  # a new object at the key
+    hold = tmp_path / "hold"
+    hold.mkdir()
+    (hold / "target").write_text(point)
+    env = {**os.environ, KILLPOINT_ENV: str(hold), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", _TASK, str(root), PREFIX,
+                             json.dumps(items), str(group)], env=env)
+    try:
+        deadline = time.monotonic() + 120.0  # a bound for a hung task, not a timing
+        while not (hold / "reached").exists():
+            assert proc.poll() is None, f"the task ended ({proc.returncode}) before {point}"
+            assert time.monotonic() < deadline, f"the task never reached {point}"
+            time.sleep(0.01)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.wait()
+    return store, set(keys)
+
+
+@pytest.mark.xfail(strict=True, reason="rev38s finding 2")
+def test_a_kill_after_a_groups_second_request_keeps_what_its_first_request_found(
+    tmp_path: Path,
+) -> None:
+    """kill -9 of the executor once a group's second request has answered, before the
+    group's outcome: the first batch's answer (k0 already gone, k1 rewritten), returned a
+    whole request earlier, is still only in memory, so the read-back asks the store and
+    counts the key another writer removed as deleted BY THE ROUND (k1: an error). (A kill
+    between a request's answer and its own outcome's PUT loses it under any design; this
+    is the time the group adds: its other request.)"""
+    point = "batch-deleted 2"
+    store, _ = _killed_at(tmp_path, point, group=2)
+    k0, k1 = format_key(1, 5, "k0"), format_key(1, 5, "k1")
+    totals = read_journal(store, PREFIX)
+    assert k0 not in totals.deleted and k1 not in totals.errors, (
+        f"killed at {point}: the record counts {sorted(totals.deleted)} deleted (k0 was "
+        f"removed by another writer before the round's request), already gone "
+        f"{sorted(totals.already_gone)}, changed {sorted(totals.changed)}, errors "
+        f"{ {k: v[:40] for k, v in totals.errors.items()} }")
+
+
+def test_with_one_batch_per_intent_a_kill_after_the_next_request_keeps_what_the_first_found(
+    tmp_path: Path,
+) -> None:
+    """The control (one batch per intent, as before i38q): killed after the SECOND request
+    answered, the first batch's outcome was written before that request was sent, so the
+    record counts k0 already gone and k1 changed. The two-batch group moves that write
+    after the group's last request."""
+    store, _ = _killed_at(tmp_path, "batch-deleted 2", group=1)
+    k0, k1 = format_key(1, 5, "k0"), format_key(1, 5, "k1")
+    totals = read_journal(store, PREFIX)
+    assert k0 in totals.already_gone and k1 in totals.changed, totals
