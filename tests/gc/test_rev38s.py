@@ -16,6 +16,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -212,7 +213,7 @@ def _blocker(stop_path: str, record_dir: str, seen_path: str, bound_s: float) ->
 @pytest.mark.skipif(not os.environ.get("EPOCHGC_REV38S_SPARK"),
                     reason="~1 min in the failing case: EPOCHGC_REV38S_SPARK=1 runs it")
 def test_a_completed_round_does_not_wait_for_another_jobs_tasks(
-    spark: object, tmp_path: Path
+    spark: Any, tmp_path: Path
 ) -> None:
     """`run_gc` in an application that runs other jobs too (a shared SparkSession): once its
     stage is over the round waits until Spark runs no task of the WHOLE application
@@ -231,7 +232,7 @@ def test_a_completed_round_does_not_wait_for_another_jobs_tasks(
         put_local(root, format_key(p, 50, f"k{p}"), age=13 * HOUR)
     journal = root / "_cluster/gc/journal"
     seen = str(tmp_path / "blocker-running")
-    sc = spark.sparkContext  # type: ignore[attr-defined]
+    sc = spark.sparkContext
     said: list[str] = []
 
     def other_job() -> None:
