@@ -34,7 +34,7 @@ from epochgc.impl.store.retry import Backoff, Retrier
 from epochgc.impl.store.s3 import S3Store
 from epochgc.model.keys import format_key
 from tests.gc.helpers import put_local
-from tests.store.s3proxy import FailFn, S3Proxy
+from tests.store.s3proxy import Call, FailFn, Fault, S3Proxy
 
 PREFIX = journal_prefix("20270116T100000.000Z-rev38s00")
 ROOT = Path(__file__).resolve().parents[2]
@@ -421,3 +421,46 @@ def test_the_json_summary_says_why_a_round_with_keys_of_unknown_fate_is_incomple
     differs = {k: (clean[k], v) for k, v in unknown.items() if clean.get(k) != v}
     assert set(differs) - {"outcome"}, (
         f"the only difference a JSON reader sees from a clean round: {differs}")
+
+
+@pytest.mark.s3
+def test_a_groups_second_request_refused_mid_retry_by_its_send_deadline_is_resolved(
+    s3_endpoint: str, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Held (brief item 1): one group of two batches; the first request is clean, the
+    second is applied by the server and answered 500, and botocore's retry of it comes past
+    the batch's send deadline (the store's clock stepped, as a stalled executor): the retry
+    is not sent, the keys are asked about, and the record counts all four deleted."""
+    keys = [f"data/k{i}" for i in range(4)]
+    direct = _s3(s3_bucket, s3_endpoint)
+    for k in keys:
+        direct.put(k, b"x")
+    now = [1000.0]
+
+    def plan(c: Call) -> Fault | None:
+        if c.kind == "delete" and any(k.endswith("data/k2") for k in c.keys):
+            now[0] += 10_000.0  # past send_within_s before botocore's retry
+            return Fault.APPLIED_THEN_500
+        return None
+
+    proxy = S3Proxy(s3_endpoint, faults=plan)
+    proxy._server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
+    proxy.start()
+    try:
+        store = S3Store(s3_bucket, "c", endpoint_url=proxy.endpoint, max_attempts=3)
+        store.monotonic = lambda: now[0]
+        monkeypatch.setattr("epochgc.impl.gc.delete.send_clock", lambda: now[0])
+        writer = JournalWriter(store, JournalTarget(PREFIX, send_within_s=80.0),
+                               Attempt(0, 0, 0, 9))
+        delete_keys(store, _items(keys), batch_size=2, concurrency=1, journal=writer)
+        store.close()
+        deletes = [s for s in proxy.spans if s.kind == "delete"]
+    finally:
+        proxy.stop()
+    try:
+        left = sorted(k for k in keys if direct.head(k) is None)
+        totals = read_journal(direct, PREFIX)
+    finally:
+        direct.close()
+    assert len(deletes) == 2  # the retry was refused: never sent
+    assert left == keys and sorted(totals.deleted) == keys and not totals.errors, totals
