@@ -152,7 +152,7 @@ def _killed_at(tmp_path: Path, point: str, group: int) -> tuple[LocalStore, set[
     return store, set(keys)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38s finding 2")
+@pytest.mark.xfail(strict=True, reason="rev38s finding 3")
 def test_a_kill_after_a_groups_second_request_keeps_what_its_first_request_found(
     tmp_path: Path,
 ) -> None:
@@ -208,7 +208,7 @@ def _blocker(stop_path: str, record_dir: str, seen_path: str, bound_s: float) ->
         _time.sleep(0.05)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38s finding 3")
+@pytest.mark.xfail(strict=True, reason="rev38s finding 4")
 @pytest.mark.spark
 @pytest.mark.skipif(not os.environ.get("EPOCHGC_REV38S_SPARK"),
                     reason="~1 min in the failing case: EPOCHGC_REV38S_SPARK=1 runs it")
@@ -305,7 +305,7 @@ delete_keys(store, [(k, 1, 7200.0, "") for k in keys], batch_size=2, concurrency
 """
 
 
-@pytest.mark.xfail(strict=True, reason="rev38s finding 4")
+@pytest.mark.xfail(strict=True, reason="rev38s finding 2")
 @pytest.mark.s3
 def test_a_read_back_right_after_a_task_was_killed_counts_what_its_sent_request_deleted(
     s3_endpoint: str, s3_bucket: str
@@ -351,7 +351,7 @@ def test_a_read_back_right_after_a_task_was_killed_counts_what_its_sent_request_
         f"{ {k: v[:45] for k, v in totals.errors.items()} }")
 
 
-@pytest.mark.xfail(strict=True, reason="rev38s finding 4")
+@pytest.mark.xfail(strict=True, reason="rev38s finding 2")
 @pytest.mark.spark
 @pytest.mark.s3
 @pytest.mark.skipif(not os.environ.get("EPOCHGC_REV38S_SPARK"),
