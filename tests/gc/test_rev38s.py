@@ -407,7 +407,6 @@ def test_a_stopped_rounds_record_counts_what_its_cancelled_tasks_requests_delete
         f"(outcome {s.outcome}): {s.error_samples[:2]}")
 
 
-@pytest.mark.xfail(strict=True, reason="rev38s finding 5")
 def test_the_json_summary_says_why_a_round_with_keys_of_unknown_fate_is_incomplete() -> None:
     """`epochgc gc --json` (what automation reads): a round with keys of unknown fate says
     outcome "incomplete", errors 0, error null and deleted N, with nothing saying N is a
