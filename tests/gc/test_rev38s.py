@@ -64,7 +64,6 @@ def _items(keys: list[str]) -> list[tuple[str, int, float, str]]:
     return [(k, 1, 7200.0, "") for k in keys]
 
 
-@pytest.mark.xfail(strict=True, reason="rev38s finding 1")
 @pytest.mark.s3
 @pytest.mark.parametrize("then", ["SlowDown", "AccessDenied"])
 def test_a_key_whose_first_delete_may_have_applied_is_asked_about_whatever_its_retries_say(
