@@ -12,7 +12,9 @@ task return values. Each attempt writes, per delete batch:
   (skipped by a conditional delete) and failed keys; or the same outcome inside the
   attempt's next intent (`"done": {"<seq>": ...}`) when that batch was ready as the
   request answered (issue 38: one PUT less per batch). A reader that ignores it sees an
-  intent without `done` and asks the store, as below: correct, never an overcount.
+  intent without `done` and asks the store, as below: correct, never an overcount. An
+  intent's first request that found keys not deleted by it has that answer written as
+  the `done` before the next request (its keys `unknown`), replaced by the whole outcome.
 
 An intent without its `done` (the attempt was killed mid-request) is resolved by the driver
 asking the store which of its keys are gone. A key counted `deleted` by two attempts (S3
@@ -46,6 +48,11 @@ _MAX_ERROR_SAMPLES = 20
 # deleted and no error, listed again next round. Written as an error so that a reader
 # that does not know it still never counts the key deleted.
 UNSENT = "not sent: the round stopped before this batch's request"
+# An answered-so-far outcome's error for a key of a group's batch whose request had not
+# answered when it was written (`delete.py`, review rev38s finding 3): listed as `unknown`,
+# so the read-back asks the store about it, as about an intent without outcome; the
+# group's own outcome replaces that record once its last request has answered.
+NOT_ANSWERED = "delete request not answered when the task was last heard of"
 # Bytes of journal entries a task returns with its result at most (about 400,000 keys):
 # beyond it the task's result stays small and the driver reads its entries from the store.
 # The stage lowers it so that all tasks' results together stay well under Spark's
@@ -275,13 +282,17 @@ class JournalWriter:
         for n, r in sorted(carried.items()):
             self._put(f"{n:08d}.done.json", _outcome(*r))
 
-    def done(self, seq: int, result: DeleteResult, requests: int = 1) -> None:
+    def done(self, seq: int, result: DeleteResult, requests: int = 1,
+             alone: bool = False) -> None:
         """Record what intent `seq`'s `requests` did: every key is deleted, gone, changed,
-        failed or `UNSENT`.
+        failed, `UNSENT` or (an answer so far) `NOT_ANSWERED`.
         While another batch is on its way to its intent (`coming`), the outcome waits to
-        ride in that intent; otherwise it is written alone now."""
+        ride in that intent; otherwise, or with `alone`, it is written alone now. `alone`:
+        durable before this returns, and replacing an earlier outcome of `seq` written
+        alone (a carried one would not: the reader keeps the first it lists, the alone
+        `<seq>.done.json` before any later intent)."""
         with self._lock:
-            if self._coming > 0:
+            if self._coming > 0 and not alone:
                 self._carry[seq] = (result, requests)
                 return
         self._put(f"{seq:08d}.done.json", _outcome(result, requests))

@@ -151,7 +151,6 @@ def _killed_at(tmp_path: Path, point: str, group: int) -> tuple[LocalStore, set[
     return store, set(keys)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38s finding 3")
 def test_a_kill_after_a_groups_second_request_keeps_what_its_first_request_found(
     tmp_path: Path,
 ) -> None:
