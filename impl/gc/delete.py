@@ -20,7 +20,7 @@ deleted, no error: listed again next round). A request that found keys already g
 rewritten or failed has its answer written (alone) before the group's next request is
 sent, its later batches `journal.NOT_ANSWERED` (review rev38s finding 3: a kill during that
 request lost the answer, and the store cannot tell "gone before" from "deleted"); the
-group's outcome replaces it."""
+group's outcome supersedes it (alone or carried, as any outcome)."""
 
 from __future__ import annotations
 
@@ -168,7 +168,6 @@ def delete_keys(
         results: list[DeleteResult | None] = []
         last: float | None = asked  # None once told "no": the group's rest is not sent
         gated = journal is not None and journal.gate is not None
-        so_far = False  # an answer so far was written alone: the outcome replaces it
         for n, batch in enumerate(group):
             if (journal is not None and n > 0 and last is not None
                     and _found_more(results[-1])):
@@ -180,8 +179,7 @@ def delete_keys(
                 # later is resolved by HEADs that say the same.
                 try:
                     journal.done(seq, _answered_so_far(group, results), len(group),
-                                 alone=True)
-                    so_far = True
+                                 so_far=True)
                 except StoreError:
                     last = None  # not durable: this request is not sent (listed again)
             if last is not None and n > 0 and not gated:
@@ -198,8 +196,7 @@ def delete_keys(
             if tally is not None:
                 tally.add(deleted=result.deleted)
         if journal is not None:
-            journal.done(seq, _merged(group, results), sum(r is not None for r in results),
-                         alone=so_far)
+            journal.done(seq, _merged(group, results), sum(r is not None for r in results))
             reach("done-written")
             _test_pause(journal)
         return _Chain(group, results)

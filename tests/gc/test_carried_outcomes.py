@@ -326,3 +326,30 @@ def test_a_groups_outcome_replaces_its_answer_so_far(tmp_path: Path) -> None:
     totals = read_journal(inner, PREFIX)
     assert totals.already_gone == {keys[0]} and set(totals.deleted) == set(keys[1:])
     assert totals.unfinished == 0 and totals.batches == 2
+
+
+def test_a_carried_outcome_supersedes_the_answer_so_far_whichever_is_read_first(
+    tmp_path: Path,
+) -> None:
+    """The group's answer so far is written alone (`so_far`), its outcome then rides in the
+    next intent. The reader keeps the outcome: the second batch's key that was already gone
+    counts gone (the answer so far would have it asked of the store: absent, "deleted")."""
+    from epochgc.impl.gc.journal import NOT_ANSWERED
+
+    inner = LocalStore(tmp_path / "s", create=True)
+    a, b, c = (format_key(1, 5, n) for n in ("a", "b", "c"))  # a: 1st batch; b, c: 2nd
+    w = JournalWriter(inner, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
+    seq = w.intent([(k, 1, 0.0, "") for k in (a, b, c)], 2)
+    w.done(seq, DeleteResult(3, {b: NOT_ANSWERED, c: NOT_ANSWERED}, gone={a},
+                             unknown={b, c}), 2, so_far=True)
+    base = f"{PREFIX}p0000-s0-a0-t1/"
+    assert json.loads(inner.get(f"{base}00000000.done.json"))["so_far"] is True
+    w.coming()
+    w.done(seq, DeleteResult(3, gone={a, b}), 2)  # waits for the coming intent
+    d = format_key(1, 5, "d")
+    w.intent([(d, 1, 0.0, "")])
+    assert "done" in json.loads(inner.get(f"{base}00000001.intent.json"))
+    totals = read_journal(inner, PREFIX)
+    # d: an intent without outcome, asked of the store (absent here: deleted)
+    assert totals.already_gone == {a, b} and set(totals.deleted) == {c, d}, totals
+    assert not totals.unknown and not totals.errors
