@@ -173,3 +173,30 @@ def test_a_key_refused_once_and_then_gone_was_removed_by_another_writer(
         assert (r.deleted, r.gone) == (0, {"k"}), (r.deleted, r.gone)
     else:
         assert (r.deleted, r.gone) == (1, set()), (r.deleted, r.gone)
+
+
+def test_a_key_ambiguous_once_and_refused_while_others_are_retried_is_asked_about(
+    s3_endpoint: str, s3_bucket: str
+) -> None:
+    """Finding 1's other path: the key's refusal (AccessDenied, final) comes while another
+    key of the batch is still being retried (SlowDown twice), so it leaves the retry loop
+    early; it is still asked about at the end: the server had deleted it."""
+    keys = ["hit", "slow"]
+    direct = S3Store(s3_bucket, "c", endpoint_url=s3_endpoint)
+    for k in keys:
+        direct.put(k, b"x")
+
+    def fail(k: str, a: int) -> str | None:
+        if k == "c/hit" and a == 1:
+            return "AccessDenied"
+        return "SlowDown" if k == "c/slow" and a < 2 else None
+
+    with s3_proxy(s3_endpoint, fail=fail,
+                  fail_applied=lambda k, a: "InternalError" if k == "c/hit" and a == 0
+                  else None) as p:
+        store = S3Store(s3_bucket, "c", endpoint_url=p.endpoint, max_attempts=2,
+                        key_retry=Retrier(Backoff(attempts=3, base_s=0.0, cap_s=0.0),
+                                          random.Random(1), lambda s: None))
+        r = store.delete_batch(keys)
+    assert _left(direct, keys) == set(keys)
+    assert (r.deleted, r.errors) == (2, {}), (r.deleted, r.errors)
