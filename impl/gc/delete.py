@@ -16,7 +16,11 @@ one intent PUT per DeleteObjects was 40 of a round's ~107 requests beyond the le
 one outcome covers them; each request is still asked for ("go on?") right before it is sent,
 holding its slot, so a group's later request is bounded like its first (`bounds.py`), and
 a request told "no" is not sent: its keys are in the outcome as `journal.UNSENT` (not
-deleted, no error: listed again next round)."""
+deleted, no error: listed again next round). A request that found keys already gone,
+rewritten or failed has its answer written (alone) before the group's next request is
+sent, its later batches `journal.NOT_ANSWERED` (review rev38s finding 3: a kill during that
+request lost the answer, and the store cannot tell "gone before" from "deleted"); the
+group's outcome supersedes it (alone or carried, as any outcome)."""
 
 from __future__ import annotations
 
@@ -31,7 +35,7 @@ from concurrent.futures import FIRST_COMPLETED, Executor, Future, wait
 from dataclasses import asdict, dataclass, fields
 
 from epochgc.impl.gc.beacon import Tally
-from epochgc.impl.gc.journal import UNSENT, JournalWriter
+from epochgc.impl.gc.journal import NOT_ANSWERED, UNSENT, JournalWriter
 from epochgc.impl.gc.killpoint import reach
 from epochgc.impl.gc.pools import InlineExecutor, submitter
 from epochgc.impl.store.base import (
@@ -165,6 +169,19 @@ def delete_keys(
         last: float | None = asked  # None once told "no": the group's rest is not sent
         gated = journal is not None and journal.gate is not None
         for n, batch in enumerate(group):
+            if (journal is not None and n > 0 and last is not None
+                    and _found_more(results[-1])):
+                # Review rev38s finding 3: the previous request found keys already gone,
+                # rewritten or failed. Only its answer can tell those apart from keys this
+                # round deleted (a HEAD cannot), so it is made durable before this request
+                # is sent: a kill while it runs then loses nothing the store cannot
+                # answer. The common batch (every key deleted) needs no write: a kill
+                # later is resolved by HEADs that say the same.
+                try:
+                    journal.done(seq, _answered_so_far(group, results), len(group),
+                                 so_far=True)
+                except StoreError:
+                    last = None  # not durable: this request is not sent (listed again)
             if last is not None and n > 0 and not gated:
                 last = ask(last, True)  # no gate: a HEAD of STOP, before waiting for a slot
             with slots:  # the request alone holds a slot: the journal writes overlap others'
@@ -293,6 +310,23 @@ def _merged(group: list[list[Doomed]], results: list[DeleteResult | None]) -> De
                            out.gone | result.gone, out.changed | result.changed,
                            out.unknown | result.unknown)
     return out
+
+
+def _found_more(result: DeleteResult | None) -> bool:
+    """A request answered with some key not deleted by it (gone, changed or failed)."""
+    return result is not None and result.deleted != result.requested
+
+
+def _answered_so_far(group: list[list[Doomed]],
+                     results: list[DeleteResult | None]) -> DeleteResult:
+    """The group's outcome while its later requests have not answered: their keys are
+    `NOT_ANSWERED`, of unknown fate (the read-back asks the store about them)."""
+    rest: list[DeleteResult | None] = []
+    for batch in group[len(results):]:
+        keys = [k for k, _, _, _ in batch]
+        rest.append(DeleteResult(len(batch), dict.fromkeys(keys, NOT_ANSWERED),
+                                 unknown=set(keys)))
+    return _merged(group, [*results, *rest])
 
 
 def _bounded(store: ObjectStore, journal: JournalWriter | None,

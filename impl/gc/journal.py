@@ -12,7 +12,10 @@ task return values. Each attempt writes, per delete batch:
   (skipped by a conditional delete) and failed keys; or the same outcome inside the
   attempt's next intent (`"done": {"<seq>": ...}`) when that batch was ready as the
   request answered (issue 38: one PUT less per batch). A reader that ignores it sees an
-  intent without `done` and asks the store, as below: correct, never an overcount.
+  intent without `done` and asks the store, as below: correct, never an overcount. An
+  intent's first request that found keys not deleted by it has that answer written as
+  the `done` before the next request (`"so_far": true`, the next request's keys
+  `unknown`), superseded by the group's outcome, alone at the same name or carried.
 
 An intent without its `done` (the attempt was killed mid-request) is resolved by the driver
 asking the store which of its keys are gone. A key counted `deleted` by two attempts (S3
@@ -46,6 +49,11 @@ _MAX_ERROR_SAMPLES = 20
 # deleted and no error, listed again next round. Written as an error so that a reader
 # that does not know it still never counts the key deleted.
 UNSENT = "not sent: the round stopped before this batch's request"
+# An answered-so-far outcome's error for a key of a group's batch whose request had not
+# answered when it was written (`delete.py`, review rev38s finding 3): listed as `unknown`,
+# so the read-back asks the store about it, as about an intent without outcome; the
+# group's own outcome replaces that record once its last request has answered.
+NOT_ANSWERED = "delete request not answered when the task was last heard of"
 # Bytes of journal entries a task returns with its result at most (about 400,000 keys):
 # beyond it the task's result stays small and the driver reads its entries from the store.
 # The stage lowers it so that all tasks' results together stay well under Spark's
@@ -275,16 +283,20 @@ class JournalWriter:
         for n, r in sorted(carried.items()):
             self._put(f"{n:08d}.done.json", _outcome(*r))
 
-    def done(self, seq: int, result: DeleteResult, requests: int = 1) -> None:
+    def done(self, seq: int, result: DeleteResult, requests: int = 1,
+             so_far: bool = False) -> None:
         """Record what intent `seq`'s `requests` did: every key is deleted, gone, changed,
         failed or `UNSENT`.
         While another batch is on its way to its intent (`coming`), the outcome waits to
-        ride in that intent; otherwise it is written alone now."""
+        ride in that intent; otherwise it is written alone now. `so_far`: the answers of
+        the group's requests so far (its later batches' keys `NOT_ANSWERED`), written alone
+        at once, durable when this returns; the group's outcome replaces it (alone, at the
+        same name, or carried: a reader keeps a carried outcome over an answer so far)."""
         with self._lock:
-            if self._coming > 0:
+            if self._coming > 0 and not so_far:
                 self._carry[seq] = (result, requests)
                 return
-        self._put(f"{seq:08d}.done.json", _outcome(result, requests))
+        self._put(f"{seq:08d}.done.json", _outcome(result, requests, so_far))
 
     def driver_gone(self) -> bool:
         """The driver is known to be gone (killed): a local check, no request."""
@@ -338,7 +350,7 @@ class JournalWriter:
             return dict(self._written) if self._written is not None else {}
 
 
-def _outcome(result: DeleteResult, requests: int = 1) -> dict[str, Any]:
+def _outcome(result: DeleteResult, requests: int = 1, so_far: bool = False) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "deleted": result.deleted,  # for progress while the round runs (issue 41)
         "gone": sorted(result.gone),
@@ -354,6 +366,11 @@ def _outcome(result: DeleteResult, requests: int = 1) -> dict[str, Any]:
         doc["unknown"] = sorted(unknown)
     if requests != 1:
         doc["requests"] = requests  # DeleteObjects sent (absent: 1)
+    if so_far:
+        # Review rev38s finding 3: an answer so far, superseded by the group's outcome
+        # wherever that is (a reader without this field reads it as the outcome: its
+        # `NOT_ANSWERED` keys are `unknown`, asked of the store; never an overcount).
+        doc["so_far"] = True
     return doc
 
 
@@ -473,6 +490,7 @@ class _Done:
     changed: set[str]
     errors: dict[str, Any]
     unknown: set[str]
+    so_far: bool = False  # the answers of the group's first requests only (`done`)
 
 
 def _parse_done(doc: Any) -> _Done:
@@ -482,7 +500,7 @@ def _parse_done(doc: Any) -> _Done:
         raise ValueError("a done record's gone, changed, errors and unknown are not two "
                          "lists, an object and a list")
     return _Done(set(doc["gone"]), set(doc["changed"]), doc["errors"],
-                 set(doc.get("unknown", [])))
+                 set(doc.get("unknown", [])), doc.get("so_far") is True)
 
 
 _SEQ = re.compile(r"[0-9]{8}")
@@ -513,7 +531,8 @@ def _carried(doc: dict[str, Any], batch: str, key: str,
         try:
             if not (isinstance(seq, str) and _SEQ.fullmatch(seq)):
                 raise ValueError(f"a carried outcome names no batch: {seq!r:.40}")
-            if f"{attempt}/{seq}" not in dones:
+            held = dones.get(f"{attempt}/{seq}")
+            if held is None or held.so_far:  # the group's outcome over its answer so far
                 dones[f"{attempt}/{seq}"] = _parse_done(outcome)
                 sent[f"{attempt}/{seq}"] = _count(outcome, "requests")
         except (ValueError, TypeError) as e:  # TypeError: a key that is not hashable
@@ -561,8 +580,10 @@ def read_journal(
                 planned[batch] = _count(doc, "batches")
                 _carried(doc, batch, obj.key, dones, totals, sent)
             else:
-                dones[batch] = _parse_done(doc)
-                sent[batch] = _count(doc, "requests")
+                outcome = _parse_done(doc)
+                if not (outcome.so_far and batch in dones):  # a carried outcome read first
+                    dones[batch] = outcome
+                    sent[batch] = _count(doc, "requests")
         except (StoreError, ReportError, ValueError, KeyError, TypeError) as e:
             totals.skip(obj.key, str(e)[:200])
             if suffix == ".intent.json":

@@ -456,6 +456,11 @@ class LocalStore(ObjectStore):
                     gone.add(key)  # already gone: the goal is reached, not by us
                     continue
                 except (OSError, StoreError) as e:
+                    # Not applied, so never asked about (S3's ambiguous per-key answer has
+                    # no equivalent here, review rev38s finding 1): one unlink per key, no
+                    # retry, and a failed one changed nothing (POSIX unlink(): "If -1 is
+                    # returned, the named file shall not be changed",
+                    # https://pubs.opengroup.org/onlinepubs/9699919799/functions/unlink.html).
                     errors[key] = str(e)
                     continue
                 if parent:

@@ -251,3 +251,105 @@ def test_a_group_told_no_between_its_requests_sends_nothing_more_and_records_it_
     assert set(totals.deleted) == left and not totals.errors and totals.batches == 1
     # A reader without UNSENT: every key of `errors` is an error, none of them deleted.
     assert not set(doc["errors"]) & left
+
+
+class _KilledAfterSecondRequest(_Delegating):
+    """Counts the journal's PUTs; the second DeleteObjects is applied and then the task is
+    killed (nothing after it reaches the store: its group's outcome is never written)."""
+
+    def __init__(self, inner: LocalStore) -> None:
+        super().__init__(inner)
+        self.puts: list[str] = []
+        self.requests = 0
+
+    def put(self, key: str, data: bytes) -> None:
+        if self.requests >= 2:
+            raise Killed
+        self.puts.append(key.rsplit("/", 1)[1])
+        self.inner.put(key, data)
+
+    def delete_if_unchanged(self, items: list[tuple[str, str]]) -> DeleteResult:
+        if self.requests >= 2:
+            raise Killed
+        self.requests += 1
+        return self.inner.delete_if_unchanged(items)
+
+
+@pytest.mark.parametrize("first_found", [True, False])
+def test_a_groups_first_answer_is_durable_before_its_second_request_only_when_it_must_be(
+    tmp_path: Path, first_found: bool
+) -> None:
+    """Review rev38s finding 3: a group of two batches whose task is killed once its second
+    request was applied. When the first request found a key already gone and one rewritten
+    (`first_found`), its answer was written (alone, one PUT) before the second request was
+    sent, so the read-back says so instead of asking the store, which would count the gone
+    key as deleted by the round. When the first request deleted every key, nothing more is
+    written (the requests per key stay i38q's: one intent per two batches), and the HEADs
+    of the read-back say the same as that answer would. Not killed, the group's outcome
+    replaces its answer so far (one `done` record, the whole group's)."""
+    inner = LocalStore(tmp_path / "s", create=True)
+    keys = _keys(tmp_path / "s", 2 * BATCH)
+    items = [(k, 1, 0.0, inner.head(k).version) for k in keys]  # type: ignore[union-attr]
+    if first_found:
+        (tmp_path / "s" / keys[0]).unlink()  # another writer removed it after the listing
+        put_local(tmp_path / "s", keys[1], 0.0, data=b"rewritten")
+    store = _KilledAfterSecondRequest(inner)
+    writer = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
+    with pytest.raises(Killed):
+        delete_keys(store, items, batch_size=BATCH, concurrency=1, journal=writer)
+    totals = read_journal(inner, PREFIX)
+    if first_found:
+        assert (keys[0] not in totals.deleted and keys[1] not in totals.errors), (
+            f"killed after the group's second request: {keys[0]} (removed by another "
+            f"writer) counted deleted: {keys[0] in totals.deleted}; {keys[1]} (rewritten): "
+            f"{totals.errors.get(keys[1])}")
+        assert (totals.already_gone, totals.changed) == ({keys[0]}, {keys[1]}), totals
+        assert set(totals.deleted) == set(keys[2:]) and not totals.errors, totals
+    else:
+        assert set(totals.deleted) == set(keys) and not totals.errors, totals
+    assert store.puts == (["00000000.intent.json", "00000000.done.json"] if first_found
+                          else ["00000000.intent.json"])
+
+
+def test_a_groups_outcome_replaces_its_answer_so_far(tmp_path: Path) -> None:
+    inner = LocalStore(tmp_path / "s", create=True)
+    keys = _keys(tmp_path / "s", 2 * BATCH)
+    items = [(k, 1, 0.0, inner.head(k).version) for k in keys]  # type: ignore[union-attr]
+    (tmp_path / "s" / keys[0]).unlink()
+    writer = JournalWriter(inner, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
+    stats = delete_keys(inner, items, batch_size=BATCH, concurrency=1, journal=writer)
+    assert (stats.deleted, stats.already_gone, stats.delete_requests) == (2 * BATCH - 1, 1, 2)
+    [done] = [o.key for o in inner.list_all(PREFIX) if o.key.endswith(".done.json")]
+    doc = json.loads(inner.get(done))
+    assert (doc["gone"], doc["errors"], doc.get("unknown"), doc["requests"]) == (
+        [keys[0]], {}, None, 2)
+    totals = read_journal(inner, PREFIX)
+    assert totals.already_gone == {keys[0]} and set(totals.deleted) == set(keys[1:])
+    assert totals.unfinished == 0 and totals.batches == 2
+
+
+def test_a_carried_outcome_supersedes_the_answer_so_far_whichever_is_read_first(
+    tmp_path: Path,
+) -> None:
+    """The group's answer so far is written alone (`so_far`), its outcome then rides in the
+    next intent. The reader keeps the outcome: the second batch's key that was already gone
+    counts gone (the answer so far would have it asked of the store: absent, "deleted")."""
+    from epochgc.impl.gc.journal import NOT_ANSWERED
+
+    inner = LocalStore(tmp_path / "s", create=True)
+    a, b, c = (format_key(1, 5, n) for n in ("a", "b", "c"))  # a: 1st batch; b, c: 2nd
+    w = JournalWriter(inner, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
+    seq = w.intent([(k, 1, 0.0, "") for k in (a, b, c)], 2)
+    w.done(seq, DeleteResult(3, {b: NOT_ANSWERED, c: NOT_ANSWERED}, gone={a},
+                             unknown={b, c}), 2, so_far=True)
+    base = f"{PREFIX}p0000-s0-a0-t1/"
+    assert json.loads(inner.get(f"{base}00000000.done.json"))["so_far"] is True
+    w.coming()
+    w.done(seq, DeleteResult(3, gone={a, b}), 2)  # waits for the coming intent
+    d = format_key(1, 5, "d")
+    w.intent([(d, 1, 0.0, "")])
+    assert "done" in json.loads(inner.get(f"{base}00000001.intent.json"))
+    totals = read_journal(inner, PREFIX)
+    # d: an intent without outcome, asked of the store (absent here: deleted)
+    assert totals.already_gone == {a, b} and set(totals.deleted) == {c, d}, totals
+    assert not totals.unknown and not totals.errors

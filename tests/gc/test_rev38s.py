@@ -64,7 +64,6 @@ def _items(keys: list[str]) -> list[tuple[str, int, float, str]]:
     return [(k, 1, 7200.0, "") for k in keys]
 
 
-@pytest.mark.xfail(strict=True, reason="rev38s finding 1")
 @pytest.mark.s3
 @pytest.mark.parametrize("then", ["SlowDown", "AccessDenied"])
 def test_a_key_whose_first_delete_may_have_applied_is_asked_about_whatever_its_retries_say(
@@ -152,7 +151,6 @@ def _killed_at(tmp_path: Path, point: str, group: int) -> tuple[LocalStore, set[
     return store, set(keys)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38s finding 3")
 def test_a_kill_after_a_groups_second_request_keeps_what_its_first_request_found(
     tmp_path: Path,
 ) -> None:

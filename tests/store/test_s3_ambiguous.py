@@ -123,3 +123,80 @@ def test_a_key_still_listed_after_its_delete(
         assert (again.deleted, again.gone, again.errors) == (0, {"k"}, {})
     else:
         assert (again.deleted, again.gone, again.errors) == (1, set(), {})
+
+
+@pytest.mark.parametrize("then", ["SlowDown", "AccessDenied"])
+def test_a_key_ambiguous_once_and_then_refused_is_unknown_when_the_store_cannot_say(
+    s3_endpoint: str, s3_bucket: str, then: str
+) -> None:
+    """Review rev38s finding 1, at the store: a key deleted by the server but answered a
+    per-key InternalError, then refused on its retry (SlowDown: not applied; AccessDenied)
+    is asked about like any ambiguous failure, and when that HEAD fails too (500 on every
+    attempt) its fate is unknown, not an error "still there". (Before: the last attempt's
+    code alone decided, so it was a plain error and never asked.)"""
+    keys = ["hit", "plain"]
+    direct = S3Store(s3_bucket, "c", endpoint_url=s3_endpoint)
+    for k in keys:
+        direct.put(k, b"x")
+    with s3_proxy(s3_endpoint,
+                  fail_applied=lambda k, a: "InternalError" if k == "c/hit" and a == 0 else None,
+                  fail=lambda k, a: then if k == "c/hit" and a > 0 else None,
+                  faults=lambda c: Fault.NOT_APPLIED_500 if c.kind == "head" else None) as p:
+        r = _store(s3_bucket, p.endpoint).delete_batch(keys)
+    assert _left(direct, keys) == set(keys)
+    assert (r.deleted, r.unknown, set(r.errors)) == (1, {"hit"}, {"hit"}), (r.deleted, r.errors)
+    assert "unknown" in r.errors["hit"], r.errors
+
+
+def test_a_key_refused_once_and_then_gone_was_removed_by_another_writer(
+    s3_endpoint: str, s3_bucket: str, s3_server_name: str
+) -> None:
+    """The attribution side of finding 1: a key answered SlowDown (not applied) and removed
+    by another writer before its retry is already gone, not deleted by this batch. (Before:
+    any earlier failure made a later NoSuchKey count as deleted.) Only a server that
+    answers NoSuchKey to a conditional delete of an absent key can tell (SeaweedFS; moto
+    deletes by name and says "deleted", as AWS does for an unconditional one)."""
+    direct = S3Store(s3_bucket, "c", endpoint_url=s3_endpoint)
+    direct.put("k", b"x")
+    version = direct.head("k").version  # type: ignore[union-attr]
+
+    def other_writer(_s: float) -> None:  # the backoff before the key's retry
+        direct.delete_batch(["k"])
+
+    with s3_proxy(s3_endpoint, fail=lambda k, a: "SlowDown" if a == 0 else None) as p:
+        store = S3Store(s3_bucket, "c", endpoint_url=p.endpoint, max_attempts=2,
+                        key_retry=Retrier(Backoff(attempts=2, base_s=0.0, cap_s=0.0),
+                                          random.Random(1), other_writer))
+        r = store.delete_if_unchanged([("k", version)])
+    assert direct.head("k") is None and not r.errors
+    if s3_server_name == "seaweedfs":
+        assert (r.deleted, r.gone) == (0, {"k"}), (r.deleted, r.gone)
+    else:
+        assert (r.deleted, r.gone) == (1, set()), (r.deleted, r.gone)
+
+
+def test_a_key_ambiguous_once_and_refused_while_others_are_retried_is_asked_about(
+    s3_endpoint: str, s3_bucket: str
+) -> None:
+    """Finding 1's other path: the key's refusal (AccessDenied, final) comes while another
+    key of the batch is still being retried (SlowDown twice), so it leaves the retry loop
+    early; it is still asked about at the end: the server had deleted it."""
+    keys = ["hit", "slow"]
+    direct = S3Store(s3_bucket, "c", endpoint_url=s3_endpoint)
+    for k in keys:
+        direct.put(k, b"x")
+
+    def fail(k: str, a: int) -> str | None:
+        if k == "c/hit" and a == 1:
+            return "AccessDenied"
+        return "SlowDown" if k == "c/slow" and a < 2 else None
+
+    with s3_proxy(s3_endpoint, fail=fail,
+                  fail_applied=lambda k, a: "InternalError" if k == "c/hit" and a == 0
+                  else None) as p:
+        store = S3Store(s3_bucket, "c", endpoint_url=p.endpoint, max_attempts=2,
+                        key_retry=Retrier(Backoff(attempts=3, base_s=0.0, cap_s=0.0),
+                                          random.Random(1), lambda s: None))
+        r = store.delete_batch(keys)
+    assert _left(direct, keys) == set(keys)
+    assert (r.deleted, r.errors) == (2, {}), (r.deleted, r.errors)
