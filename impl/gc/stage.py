@@ -446,8 +446,8 @@ def _stage(
     # What the returned attempts wrote comes back with their results: only the entries of
     # attempts that did not return (killed, lost, a speculative copy) are read from the
     # store (issue 38, S3 at the limit: one GET per entry was 80 of a round's requests).
-    totals = _read_journal(open_store, prefix, known_entries(results),
-                           functools.partial(_wait_for_sent, stop, note, ended_at))
+    totals = _read_journal(open_store, prefix, known_entries(results), functools.partial(
+        _wait_for_sent, stop, note, ended_at, sent_applied_s(open_store)))
     _count(summary, totals)
     scanned = ScanStats()
     blocked: list[str] = []  # the tasks' re-reads that found no M
@@ -571,25 +571,36 @@ SENT_APPLIED_S = CONNECT_TIMEOUT_S + READ_TIMEOUT_S
 SENT_WAIT_SLEEP: Callable[[float], None] = time.sleep
 
 
+def sent_applied_s(open_store: Callable[[], ObjectStore]) -> float:
+    """`SENT_APPLIED_S` for a store behind a server; 0 for a local directory, whose deletes
+    are system calls of the task's own process: a process killed during one exits only
+    once it has returned (a fatal signal is acted on when the call returns to user mode,
+    signal(7)), so when Spark has seen the attempt end, nothing it asked for is pending."""
+    return 0.0 if _is_local(open_store) else SENT_APPLIED_S
+
+
 def _wait_for_sent(stop: RoundStop, note: Callable[[str], None], ended_at: float,
-                   batches: int) -> bool:
+                   applied_s: float, batches: int) -> bool:
     """Before the read-back asks the store about the keys of `batches` batches whose
     attempts neither finished them nor returned (killed by the stop's cutoff, a failed
     stage, a speculative copy Spark killed, an executor lost): a request such an attempt
     had sent may still be applied by the server after the attempt has ended, and a key
     found still there would be counted an error though the request then deletes it
     (review rev38s finding 2). Wait until `SENT_APPLIED_S` has passed since no task of the
-    stage was seen running (`ended_at`, monotonic). A round whose every attempt returned,
+    stage was seen running (`ended_at`, monotonic): `applied_s` (`sent_applied_s`). Not
+    bounded so: an attempt Spark saw end whose process lives on (an executor taken for
+    lost) and sends a batch it was told "go" for before the gate closed (`send_within_s`
+    after that). A round whose every attempt returned,
     or whose other attempts' journals hold an outcome for every batch they sent, never
     comes here. A request to stop (a signal, --deadline; a further one if the round was
     stopped already) ends the wait: False then, and a key still there is of unknown fate,
     not an error."""
-    left = ended_at + SENT_APPLIED_S - time.monotonic()
+    left = ended_at + applied_s - time.monotonic()
     if left <= 0:
         return True
     note(f"gc: {batches} delete batch(es) of task attempts that did not finish (killed or "
          f"lost) have no outcome: waiting {left:.0f} s (a request they sent may be "
-         f"applied up to {SENT_APPLIED_S:.0f} s after they ended) before "
+         f"applied up to {applied_s:.0f} s after they ended) before "
          "asking the store about their keys; a signal or the deadline ends the wait")
     sleep, before = SENT_WAIT_SLEEP, stop.requested
     try:
