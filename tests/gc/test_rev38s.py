@@ -246,7 +246,14 @@ def test_a_completed_round_does_not_wait_for_another_jobs_tasks(
     while not os.path.exists(seen):
         assert time.monotonic() < deadline, "the other job's task never started"
         time.sleep(0.05)
-    s = run_gc(spark, local_spec(root), GcOptions(tasks=1), clock=lambda: NOW)
+    sc.setJobGroup("the-callers", "the caller's own jobs")
+    try:
+        s = run_gc(spark, local_spec(root), GcOptions(tasks=1), clock=lambda: NOW)
+        # the round's stage ran in a job group of its own; the caller's is back after it
+        assert sc.getLocalProperty("spark.jobGroup.id") == "the-callers"
+    finally:
+        sc.setLocalProperty("spark.jobGroup.id", None)
+        sc.setLocalProperty("spark.job.description", None)
     t.join(300.0)
     assert s.exit_code == 0 and s.deleted == 4, s
     assert said == ["record written while this task ran"], said
