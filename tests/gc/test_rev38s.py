@@ -573,3 +573,55 @@ def test_a_groups_second_request_refused_mid_retry_by_its_send_deadline_is_resol
         direct.close()
     assert len(deletes) == 2  # the retry was refused: never sent
     assert left == keys and sorted(totals.deleted) == keys and not totals.errors, totals
+
+
+def _held_until(release: str, started: str) -> Iterator[int]:
+    """A task that runs until the file `release` exists (`started` says it began)."""
+    import os as _os
+    import time as _time
+
+    open(started, "w").close()
+    deadline = _time.monotonic() + 120.0  # a bound for a broken test, not a timing
+    while not _os.path.exists(release) and _time.monotonic() < deadline:
+        _time.sleep(0.05)
+    yield 1
+
+
+@pytest.mark.spark
+def test_the_stages_wait_counts_its_own_job_groups_tasks_and_says_when_it_gives_up(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 4, the parts the end-to-end test cannot reach: `_running_tasks` counts the
+    tasks of the round's job group only (not another group's running task), and a
+    `_quiesce` that reaches its limit says so (it ended silently)."""
+    import threading
+
+    from epochgc.impl.gc import stage
+
+    sc = spark.sparkContext
+    release, started = str(tmp_path / "release"), str(tmp_path / "started")
+
+    def other_job() -> None:
+        sc.setJobGroup("rev38s-other", "another job of the application")
+        sc.parallelize([0], 1).mapPartitions(lambda _: _held_until(release, started)).collect()
+
+    t = threading.Thread(target=other_job, daemon=True)
+    t.start()
+    try:
+        deadline = time.monotonic() + 120.0
+        while not os.path.exists(started):
+            assert time.monotonic() < deadline, "the other job's task never started"
+            time.sleep(0.05)
+        while stage._running_tasks(sc, "rev38s-other") == 0:  # the status store catches up
+            assert time.monotonic() < deadline, "Spark never counted the other job's task"
+            time.sleep(0.05)
+        assert stage._running_tasks(sc, stage.job_group("20270116T100000.000Z-rev38s00")) == 0
+        said: list[str] = []
+        monkeypatch.setattr(stage, "QUIESCE_LIMIT_S", 0.2)
+        stage._quiesce(sc, lambda: LocalStore(tmp_path, create=True), PREFIX, "rev38s-other",
+                       write_stop=False, reason="stage over", on_error=said.append,
+                       cancel=False)
+        assert len(said) == 1 and "1 task(s) of this round's stage still run" in said[0], said
+    finally:
+        open(release, "w").close()
+        t.join(120.0)
