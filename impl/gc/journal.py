@@ -542,6 +542,7 @@ def _carried(doc: dict[str, Any], batch: str, key: str,
 def read_journal(
     store: ObjectStore, prefix: str, data: ObjectStore | None = None,
     known: Mapping[str, bytes] | None = None,
+    before_asking: Callable[[int], bool] | None = None,
 ) -> JournalTotals:
     """Read a round's journal back from `store` (every attempt); `data`: the store the keys
     are in (default `store`), asked about the batches an attempt never finished and those
@@ -549,7 +550,12 @@ def read_journal(
     `prefix` -> bytes, what returned attempts wrote: `JournalWriter.written`), used instead
     of a GET. The listing still says which entries exist. Raises StoreError if the journal
     cannot be listed; an entry that cannot be read or parsed is skipped and counted
-    (`unreadable`)."""
+    (`unreadable`). `before_asking(n)` is called once before the store is asked about the
+    keys of `n` batches an attempt did not finish and did not return (not in `known`):
+    a request such an attempt sent may still be at the server (review rev38s finding 2),
+    and the live driver waits for it there (`stage.py`). It returns whether such requests
+    are over: if not (its wait was cut short), a key of those batches still in the store is
+    of unknown fate, not an error."""
     known = known or {}
     data = data if data is not None else store
     totals = JournalTotals()
@@ -594,6 +600,11 @@ def read_journal(
         # A `done` whose intent is missing: the intent was written before the request, so
         # it was lost since; the keys it deleted cannot be named.
         totals.skip(f"{prefix}{batch_id}.intent.json", "missing beside its done record")
+    open_batches = {b for b in [*intents, *torn]
+                    if b not in dones and f"{b}.intent.json" not in known}
+    settled = True
+    if open_batches and before_asking is not None:
+        settled = before_asking(len(open_batches))
     for batch_id, keys in sorted(torn.items()):
         totals.attempts.add(batch_id.split("/")[0])
         totals.batches += 1
@@ -606,7 +617,7 @@ def read_journal(
         done = dones.get(batch_id)
         if done is None:  # never finished, or its `done` cannot be read: ask the store
             totals.unfinished += 1
-            _resolve(data, items, totals)
+            _resolve(data, items, totals, settled or batch_id not in open_batches)
             continue
         gone, changed, errors = done.gone, done.changed, done.errors
         if not (gone or changed or errors):  # the common batch: every key deleted
@@ -641,26 +652,32 @@ def _ask(store: ObjectStore, key: str) -> bool | StoreError:
 
 
 def _resolve_one(store: ObjectStore, key: str, value: tuple[int, float], why: str,
-                 totals: JournalTotals) -> None:
+                 totals: JournalTotals, settled: bool = True) -> None:
     """A key whose delete may have been applied (`why`: what its attempt journaled, empty
     for an attempt killed mid-request): gone now = deleted by the round (it existed when
-    the attempt listed it); still there = an error, listed again next round; the store
-    cannot say = unknown."""
+    the attempt listed it); still there = an error, listed again next round, unless a
+    request for it may still be applied (not `settled`): unknown; the store cannot say =
+    unknown."""
     there = _ask(store, key)
     if isinstance(there, StoreError):
         totals.unknown.setdefault(key, f"asking the store failed at the read-back ({there})")
     elif not there:
         totals.deleted.setdefault(key, value)
+    elif not settled:
+        totals.unknown.setdefault(key, "its attempt was killed while its delete request may "
+                                       "have been at the server; still there at the "
+                                       "read-back")
     elif why:
         totals.errors.setdefault(key, f"{why}; still there at the read-back")
     else:
         totals.errors.setdefault(key, "delete request interrupted; still present")
 
 
-def _resolve(store: ObjectStore, items: Intent, totals: JournalTotals) -> None:
+def _resolve(store: ObjectStore, items: Intent, totals: JournalTotals,
+             settled: bool = True) -> None:
     """An attempt killed between its intent and its `done`: each key is asked about."""
     for key, value in items.rows():
-        _resolve_one(store, key, value, "", totals)
+        _resolve_one(store, key, value, "", totals, settled)
 
 
 def _resolve_keys(store: ObjectStore, keys: list[str], totals: JournalTotals) -> None:

@@ -21,7 +21,13 @@ from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from epochgc.impl.gc.beacon import BeaconListener, driver_host
-from epochgc.impl.gc.bounds import LOOK_FRESH_S, send_within_s, stop_within_s
+from epochgc.impl.gc.bounds import (
+    CONNECT_TIMEOUT_S,
+    LOOK_FRESH_S,
+    READ_TIMEOUT_S,
+    send_within_s,
+    stop_within_s,
+)
 from epochgc.impl.gc.drivertree import of_session
 from epochgc.impl.gc.duration import format_duration
 from epochgc.impl.gc.errors import GcError
@@ -185,7 +191,7 @@ def _delete_stage(spark: SparkSession, rnd: _Round, groups: list[list[int]], lis
     watch running, the stage."""
     summary, stop, note = rnd.summary, rnd.stop, rnd.note
 
-    cutoff = StageCutoff(spark.sparkContext, stop_grace_s())
+    cutoff = StageCutoff(spark.sparkContext, stop_grace_s(), job_group(summary.round_id))
 
     stop.means = (f"no new delete batch; waiting for the batches in flight (up to "
                   f"{format_duration(cutoff.grace_s)}, then the tasks are cancelled)")
@@ -263,9 +269,10 @@ class StageCutoff:
     for an attempt that was killed. `over` (the stage has ended) disarms it, so that no
     later job (the manifest) is cancelled."""
 
-    def __init__(self, sc: Any, grace_s: float) -> None:
+    def __init__(self, sc: Any, grace_s: float, group: str | None = None) -> None:
         self._sc = sc
         self.grace_s = grace_s
+        self._group = group  # the round's job group: only its jobs are cancelled
         self._lock = threading.Lock()
         self._over = False
         self._timer: threading.Timer | None = None
@@ -284,7 +291,7 @@ class StageCutoff:
             if self._over:
                 return
             self.fired = True
-            cancel_on_stop(self._sc)
+            cancel_on_stop(self._sc, self._group)
 
     def over(self) -> None:
         with self._lock:
@@ -349,9 +356,14 @@ def _stage(
     failure: GcError | None = None
     results: list[TaskResult] = []
     quiesced = False  # STOP written and the stage's tasks waited for (a failed stage)
+    # The stage runs in a job group of its own: what is waited for and cancelled below is
+    # its tasks only, not those of other jobs of the caller's SparkSession (review rev38s
+    # finding 4); the caller's own group and description come back after it.
+    group = job_group(summary.round_id)
+    caller_props = {k: sc.getLocalProperty(k) for k in _GROUP_PROPERTIES}
     try:
         t = time.monotonic()
-        sc.setJobDescription("epochgc gc: list and delete")
+        sc.setJobGroup(group, "epochgc gc: list and delete")
         try:
             # Stopped already (the watch's first look, a signal): no task starts, so none
             # can delete before it reads the STOP marker written meanwhile.
@@ -380,17 +392,20 @@ def _stage(
             # The stage failed (a task crashed, an executor was killed), but its other
             # attempts may still be deleting: the journal is read back only once none runs,
             # or a batch landing after the read-back would be in no record (issue 38).
-            _quiesce(sc, open_store, prefix, write_stop=cut is None)
+            ended_at = _quiesce(sc, open_store, prefix, group, write_stop=cut is None,
+                                on_error=note)
             quiesced = True
         except BaseException:
             # A second signal (KeyboardInterrupt) or a driver-side bug: no task may go on
             # deleting behind a round that has ended; what they did is in the journal.
-            cancel_on_stop(sc)
+            cancel_on_stop(sc, group)
             summary.journal_read = False
             with contextlib.suppress(Exception):
-                _quiesce(sc, open_store, prefix)
+                _quiesce(sc, open_store, prefix, group)
             with contextlib.suppress(GcError):
-                totals = _read_journal(open_store, prefix)
+                # No wait (the operator insists): a key its killed tasks' requests may yet
+                # delete is of unknown fate, not an error (review rev38s finding 2).
+                totals = _read_journal(open_store, prefix, before_asking=lambda n: False)
                 _count(summary, totals)
                 partial_listing(summary, totals)  # no task returned its listing counts
             raise
@@ -398,7 +413,8 @@ def _stage(
     finally:
         if cutoff is not None:
             cutoff.over()  # before any later job
-        sc.setJobDescription(None)  # type: ignore[arg-type]
+        for k, v in caller_props.items():
+            sc.setLocalProperty(k, v)  # type: ignore[arg-type]  # None: unset, as before
         if listener is not None:
             listener.close()
         if gate is not None:
@@ -422,14 +438,16 @@ def _stage(
         # before the gate closed can still land, and its task is one Spark runs, waited
         # for here. Not waited: the send bound (`send_within_s`, minutes) for an executor
         # Spark no longer sees (taken for lost yet running): every round would pay it.
-        _quiesce(sc, open_store, prefix, reason="stage over", on_error=note, cancel=False)
+        ended_at = _quiesce(sc, open_store, prefix, group, reason="stage over",
+                            on_error=note, cancel=False)
     stop.means = "no batch is in flight; reading the journal back and writing the record"
     summary.interrupted = stop.reason
     summary.journal_read = False  # until it is read back: deletions unknown, not none
     # What the returned attempts wrote comes back with their results: only the entries of
     # attempts that did not return (killed, lost, a speculative copy) are read from the
     # store (issue 38, S3 at the limit: one GET per entry was 80 of a round's requests).
-    totals = _read_journal(open_store, prefix, known_entries(results))
+    totals = _read_journal(open_store, prefix, known_entries(results), functools.partial(
+        _wait_for_sent, stop, note, ended_at, sent_applied_s(open_store)))
     _count(summary, totals)
     scanned = ScanStats()
     blocked: list[str] = []  # the tasks' re-reads that found no M
@@ -483,17 +501,26 @@ def _stage(
 
 
 QUIESCE_LIMIT_S = 300.0  # a bound for a wedged cluster, not a timing assumption
+# The local properties a job group sets (`SparkContext.setJobGroup`), restored after the stage.
+_GROUP_PROPERTIES = ("spark.jobGroup.id", "spark.job.description", "spark.job.interruptOnCancel")
 
 
-def _quiesce(sc: Any, open_store: Callable[[], ObjectStore], prefix: str,
+def job_group(round_id: str) -> str:
+    """The Spark job group of a round's list-and-delete stage."""
+    return f"epochgc-gc-{round_id}"
+
+
+def _quiesce(sc: Any, open_store: Callable[[], ObjectStore], prefix: str, group: str,
              write_stop: bool = True, reason: str = "stage failed",
-             on_error: Callable[[str], None] | None = None, cancel: bool = True) -> None:
+             on_error: Callable[[str], None] | None = None, cancel: bool = True) -> float:
     """After the stage (failed, or over): STOP with `reason` (no attempt starts another
-    batch; not `write_stop`: it is there already, with its reason), cancel the job, and wait
-    until Spark runs no task of this application, so the journal read back after this holds
-    every batch (an in-flight one finishes and is journaled, or its attempt is killed
-    first; not `cancel`: none is cancelled, only waited for). A STOP that cannot be
-    written leaves only the wait (said to `on_error`)."""
+    batch; not `write_stop`: it is there already, with its reason), cancel the round's job
+    `group`, and wait until Spark runs no task of it, so the journal read back after this
+    holds every batch (an in-flight one finishes and is journaled, or its attempt is killed
+    first; not `cancel`: none is cancelled, only waited for). Other jobs of the application
+    are neither cancelled nor waited for (review rev38s finding 4). A STOP that cannot be
+    written leaves only the wait; a wait that reaches `QUIESCE_LIMIT_S` ends (both said to
+    `on_error`). Returns the monotonic time at which no task of the group was seen running."""
     try:
         if write_stop:
             store = open_store()
@@ -505,20 +532,89 @@ def _quiesce(sc: Any, open_store: Callable[[], ObjectStore], prefix: str,
         if on_error is not None:
             on_error(f"gc: warning: the journal's STOP marker ({reason}) not written: {e}")
     if cancel:
-        sc.cancelAllJobs()
+        sc.cancelJobGroup(group)
     deadline = time.monotonic() + QUIESCE_LIMIT_S
-    while _running_tasks(sc) and time.monotonic() < deadline:
+    while (running := _running_tasks(sc, group)) and time.monotonic() < deadline:
         time.sleep(0.05)
+    if running and on_error is not None:
+        on_error(f"gc: warning: {running} task(s) of this round's stage still run "
+                 f"{format_duration(QUIESCE_LIMIT_S)} after it ended ({reason}): the journal "
+                 "is read back without them; a batch they finish later is in no record")
+    return time.monotonic()
 
 
-def _running_tasks(sc: Any) -> int:
-    """Tasks running on the application's executors (the JVM status tracker's executor
-    infos: a failed stage leaves the active stages before its killed tasks end)."""
+def _running_tasks(sc: Any, group: str) -> int:
+    """Tasks of the round's job `group` still running: the active tasks of every stage of
+    its jobs, from Spark's status tracker (`StatusTracker.getJobIdsForGroup`,
+    `getJobInfo(..).stageIds`, `getStageInfo(..).numActiveTasks`:
+    https://spark.apache.org/docs/latest/api/python/reference/api/pyspark.StatusTracker.html).
+    A stage that has completed or failed keeps its count until its last task has ended
+    (Spark's AppStatusListener keeps such a stage live until then, SPARK-24415), so the
+    killed attempts of a failed or cancelled stage and a speculative copy being killed are
+    counted."""
+    tracker = sc.statusTracker()
+    running = 0
+    for job_id in tracker.getJobIdsForGroup(group):
+        job = tracker.getJobInfo(job_id)
+        for stage_id in job.stageIds if job is not None else ():
+            stage = tracker.getStageInfo(stage_id)
+            if stage is not None:
+                running += int(stage.numActiveTasks)
+    return running
+
+
+# How long after an attempt has ended a DeleteObjects it had sent may still be applied:
+# bounds.py's model, a connect and a first answer (`CONNECT_TIMEOUT_S + READ_TIMEOUT_S`,
+# 70 s), what a recovery waits for a request already sent.
+SENT_APPLIED_S = CONNECT_TIMEOUT_S + READ_TIMEOUT_S
+# The wait for it (looked up at each call: a test applies the held request there instead).
+SENT_WAIT_SLEEP: Callable[[float], None] = time.sleep
+
+
+def sent_applied_s(open_store: Callable[[], ObjectStore]) -> float:
+    """`SENT_APPLIED_S` for a store behind a server; 0 for a local directory, whose deletes
+    are system calls of the task's own process: a process killed during one exits only
+    once it has returned (a fatal signal is acted on when the call returns to user mode,
+    signal(7)), so when Spark has seen the attempt end, nothing it asked for is pending."""
+    return 0.0 if _is_local(open_store) else SENT_APPLIED_S
+
+
+def _wait_for_sent(stop: RoundStop, note: Callable[[str], None], ended_at: float,
+                   applied_s: float, batches: int) -> bool:
+    """Before the read-back asks the store about the keys of `batches` batches whose
+    attempts neither finished them nor returned (killed by the stop's cutoff, a failed
+    stage, a speculative copy Spark killed, an executor lost): a request such an attempt
+    had sent may still be applied by the server after the attempt has ended, and a key
+    found still there would be counted an error though the request then deletes it
+    (review rev38s finding 2). Wait until `SENT_APPLIED_S` has passed since no task of the
+    stage was seen running (`ended_at`, monotonic): `applied_s` (`sent_applied_s`). Not
+    bounded so: an attempt Spark saw end whose process lives on (an executor taken for
+    lost) and sends a batch it was told "go" for before the gate closed (`send_within_s`
+    after that). A round whose every attempt returned,
+    or whose other attempts' journals hold an outcome for every batch they sent, never
+    comes here. A request to stop (a signal, --deadline; a further one if the round was
+    stopped already) ends the wait: False then, and a key still there is of unknown fate,
+    not an error."""
+    left = ended_at + applied_s - time.monotonic()
+    if left <= 0:
+        return True
+    note(f"gc: {batches} delete batch(es) of task attempts that did not finish (killed or "
+         f"lost) have no outcome: waiting {left:.0f} s (a request they sent may be "
+         f"applied up to {applied_s:.0f} s after they ended) before "
+         "asking the store about their keys; a signal or the deadline ends the wait")
+    sleep, before = SENT_WAIT_SLEEP, stop.requested
     try:
-        infos = sc._jsc.sc().statusTracker().getExecutorInfos()
-        return sum(int(i.numRunningTasks()) for i in infos)
-    except Exception:  # no JVM view: the active stages are the next best thing
-        return len(sc.statusTracker().getActiveStageIds())
+        if sleep is time.sleep:
+            ended = stop.wait_further(left, before)
+        else:  # injected (tests): called as it is, the stop looked at after it
+            sleep(left)
+            ended = stop.wait_further(0, before)
+    except KeyboardInterrupt:  # a second signal: the operator insists
+        ended = True
+    if ended:
+        note("gc: the wait was ended: keys of those batches still in the store are counted "
+             "of unknown fate (a request in flight may yet delete them)")
+    return not ended
 
 
 def _count(summary: GcSummary, totals: JournalTotals) -> None:
@@ -559,10 +655,11 @@ def max_epoch(keys: Iterable[str]) -> int | None:
 
 
 def _read_journal(open_store: Callable[[], ObjectStore], prefix: str,
-                  known: Mapping[str, bytes] | None = None) -> JournalTotals:
+                  known: Mapping[str, bytes] | None = None,
+                  before_asking: Callable[[int], bool] | None = None) -> JournalTotals:
     store = open_store()
     try:
-        return read_journal(store, prefix, known=known)
+        return read_journal(store, prefix, known=known, before_asking=before_asking)
     except StoreError as e:  # it cannot be listed; entries that cannot be read are skipped
         raise GcError(f"the deletion journal {prefix} cannot be read back: {e}",
                       deleting=True) from e

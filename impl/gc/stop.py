@@ -35,6 +35,7 @@ class RoundStop:
         # it goes: before its deletes, while they run).
         self.means = "no key deleted yet; ending the round"
         self._event = threading.Event()
+        self._further = threading.Event()  # a request made after the first (`wait_further`)
         self._said = threading.Event()  # set once `announce` has said the stop (or never will)
         self._said.set()
         self._lock = threading.Lock()
@@ -85,10 +86,21 @@ class RoundStop:
         """Wait up to `timeout` seconds for a request; True if one was made."""
         return self._event.wait(timeout)
 
+    def wait_further(self, timeout: float, stopped_before: bool | None = None) -> bool:
+        """Wait up to `timeout` seconds for a request to stop, or, if one was made before
+        (`stopped_before`; default: now), for a further one (the --deadline passing after a
+        SIGTERM; a second signal raises KeyboardInterrupt in the main thread instead, as
+        everywhere): a wait the stop itself led to (the driver's wait for requests its
+        killed tasks sent) still ends on the next request. True if one was made."""
+        before = self.reason is not None if stopped_before is None else stopped_before
+        return (self._further if before else self._event).wait(timeout)
+
     def request(self, reason: str) -> None:
         """Ask the round to stop; the first reason given is kept. Safe in a signal handler."""
         if self.reason is None:
             self.reason = reason
+        else:
+            self._further.set()
         self._event.set()
 
     def request_from_signal(self, reason: str) -> None:
