@@ -260,13 +260,18 @@ def start(store: str, s3_endpoint: str | None, as_json: bool) -> None:
     """Resume GC after a pause."""
     s = _open(store, s3_endpoint)
     try:
-        state = write_admin_state(s, False, "", time.time(), _operator())
+        # newuser7: `pause --json` said whether it changed anything, `resume --json` did
+        # not; a resume of a store that is not paused writes nothing.
+        before = read_admin_state(s)
+        state = write_admin_state(s, False, "", time.time(), _operator()) \
+            if before.paused else before
     finally:
         s.close()
     if as_json:
-        _json({"paused": False, "by": state.by, "at": state.at})
+        _json({"paused": False, "changed": before.paused, "by": state.by, "at": state.at})
         return
-    click.echo("gc-admin: running")
+    click.echo("gc-admin: running" if before.paused
+               else "gc-admin: running (it was not paused; nothing changed)")
 
 
 gc_admin.add_command(start, "resume")

@@ -95,11 +95,11 @@ class ExpirePlan:
         age = format_duration(self.older_than_s)
         if self.applied:
             out = [f"gc-admin: expire: removed {len(self.rounds)} round(s) older than {age} "
-                   f"({self.removed} object(s), {self.bytes} bytes)"]
+                   f"({self.removed:,} object(s), {self.bytes:,} bytes)"]
         else:
             out = [f"gc-admin: expire (dry run, nothing removed): would remove "
-                   f"{len(self.rounds)} round(s) older than {age} ({self.objects} object(s), "
-                   f"{self.bytes} bytes); run again with --apply to remove them"]
+                   f"{len(self.rounds)} round(s) older than {age} ({self.objects:,} object(s), "
+                   f"{self.bytes:,} bytes); run again with --apply to remove them"]
         out.extend(f"  {r}" for r in self.rounds[:20])
         if len(self.rounds) > 20:
             out.append(f"  ... and {len(self.rounds) - 20} more")

@@ -129,6 +129,14 @@ def _since(t: Any, now: float) -> str:
     return f"{iso(t)} ({rel})"
 
 
+def _count(v: Any) -> str:
+    """A count from the store: an integer with thousands separators, as `gc` prints its
+    counts (newuser7: "deleted 3000 key(s)" beside gc's "3,000 deleted"); else `_text`."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return f"{v:,}"
+    return _text(v)
+
+
 def _text(v: Any) -> str:
     """A store-supplied value, printable: strings escaped, None as "none", numbers as is;
     anything else (a list, an object) as compact JSON-ish text, never a Python repr."""
@@ -269,13 +277,13 @@ def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
                   else ""))
     m = last.get("M")
     out.append("  M: " + ("none" if m is None else _text(m))
-               + f", deleted {_text(counts.get('deleted', 0))} key(s)"
-               + f" ({_text(counts.get('bytes_deleted', 0))} bytes), "
-               f"errors {_text(counts.get('errors', 0))}")
+               + f", deleted {_count(counts.get('deleted', 0))} key(s)"
+               + f" ({_count(counts.get('bytes_deleted', 0))} bytes), "
+               f"errors {_count(counts.get('errors', 0))}")
     if "listed" in counts:
         # Issue 41: a round stopped mid-listing counted only its finished tasks' listing.
-        out.append(f"  listed {_text(counts['listed'])} key(s), eligible "
-                   f"{_text(counts.get('eligible', 0))}"
+        out.append(f"  listed {_count(counts['listed'])} key(s), eligible "
+                   f"{_count(counts.get('eligible', 0))}"
                    + (" (partial: the round stopped before its listing finished)"
                       if last.get("listing_complete") is False else ""))
     for field, label in (("blocked", "blocked"), ("error", "error"), ("paused", "paused"),
@@ -283,11 +291,11 @@ def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
         if last.get(field):
             out.append(f"  {label}: {_text(last[field])}")
     if last.get("journal_unreadable"):
-        out.append(f"  journal entries unreadable: {_text(last['journal_unreadable'])} "
+        out.append(f"  journal entries unreadable: {_count(last['journal_unreadable'])} "
                    "(deleted is a lower bound)")
     if counts.get("unknown"):
         # Review rev38q finding 1: keys whose fate the store could not tell.
-        out.append(f"  keys of unknown fate: {_text(counts['unknown'])} (the store could "
+        out.append(f"  keys of unknown fate: {_count(counts['unknown'])} (the store could "
                    "not say whether they were deleted; deleted is a lower bound)")
     malformed = counts.get("malformed")
     if malformed:
@@ -296,7 +304,7 @@ def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
         samples = given.get("malformed") if isinstance(given, dict) else None
         shown = [printable(k) for k in samples[:3] if isinstance(k, str)] \
             if isinstance(samples, list) else []
-        out.append(f"  malformed keys: {_text(malformed)} (never deleted)"
+        out.append(f"  malformed keys: {_count(malformed)} (never deleted)"
                    + (f", e.g. {', '.join(shown)}" if shown else ""))
     if last.get("journal"):
         out.append(f"  journal: {_text(last['journal'])}")

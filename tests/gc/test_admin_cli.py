@@ -177,9 +177,10 @@ def test_pause_start_resume_reset_answer_json(tmp_path: Path) -> None:
     repl = doc("pause", "--reason", "other", "--by", "b", "--replace")
     assert repl["changed"] is True and repl["reason"] == "other", repl
     assert repl["replaced"] == {"by": "ops", "reason": "incident 7", "at": first["at"]}, repl
-    for cmd in ("start", "resume"):
+    for cmd, changed in (("start", True), ("resume", False)):
         ran = doc(cmd)
         assert ran["paused"] is False and isinstance(ran["at"], float), ran
+        assert ran["changed"] is changed, (cmd, ran)  # newuser7: resume --json had no "changed"
     Lease(lambda: LocalStore(root), "r0", duration_s=1.0,
           clock=lambda: time.time() - 10).acquire()  # expired 9 s ago
     assert doc("reset") == {"removed": [LEASE_KEY], "recovered": []}

@@ -230,3 +230,23 @@ def test_show_names_the_last_rounds_malformed_keys_escaped_and_json_safe(
     assert "\\udc" not in out and doc["last_round"]["samples"]["malformed"] == [
         "level_zero/bad\\xff\\xfename", "level_zero/plain"], out
     assert doc["escaped"] == ["/last_round/samples/malformed/0"], doc["escaped"]
+
+
+def test_show_and_expire_print_counts_with_thousands_separators(tmp_path: Path) -> None:
+    """newuser7 (the rest of H3): `gc` says "3,000 deleted" while `show` said "deleted 3000
+    key(s) (300000 bytes)", "listed 4845 key(s)" and `expire` "870738 bytes"."""
+    from epochgc.impl.gc.record import ROUNDS_PREFIX
+
+    root = _store(tmp_path)
+    key = f"{ROUNDS_PREFIX}20261129T180000.000Z-0000000a.json"
+    counts = {"listed": 4845, "eligible": 3000, "deleted": 3000, "bytes_deleted": 300000,
+              "errors": 1200}
+    LocalStore(root).put(key, json.dumps({**_GOOD_RECORD, "counts": counts}).encode())
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert "deleted 3,000 key(s) (300,000 bytes), errors 1,200" in out, out
+    assert "listed 4,845 key(s), eligible 3,000" in out, out
+    from epochgc.impl.gc.expire import ExpirePlan
+
+    for applied in (False, True):
+        plan = ExpirePlan(applied, 0.0, 0, ["r1"], objects=1234, bytes=870738, removed=1234)
+        assert "(1,234 object(s), 870,738 bytes)" in plan.lines()[0], plan.lines()
