@@ -138,11 +138,11 @@ def test_show_says_an_interrupted_rounds_listing_counts_are_partial(tmp_path: Pa
     root = _store(tmp_path)
     _record(root, listing_complete=False)
     _, out = _invoke("gc-admin", "show", "--store", str(root))
-    assert "listed 12585 key(s), eligible 12585 (partial: the round stopped before its " \
+    assert "listed 12,585 key(s), eligible 12,585 (partial: the round stopped before its " \
            "listing finished)" in out, out
     _record(root, listing_complete=True)
     _, out = _invoke("gc-admin", "show", "--store", str(root))
-    assert "listed 12585 key(s), eligible 12585\n" in out and "partial" not in out, out
+    assert "listed 12,585 key(s), eligible 12,585\n" in out and "partial" not in out, out
 
 
 @pytest.mark.parametrize("where", ["notahost.invalid", "http://:9091", "host:notaport",
