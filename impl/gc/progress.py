@@ -194,7 +194,9 @@ class RoundBar:
         """Tasks done of the stage's last job (a stage shorter than one poll was never
         seen active)."""
         tracker = self.sc.statusTracker()
-        jobs = tracker.getJobIdsForGroup()
+        # The job group the stage runs in (the round's own since rev38s finding 4; None:
+        # the jobs of no group, PySpark's `getJobIdsForGroup(None)`).
+        jobs = tracker.getJobIdsForGroup(self.sc.getLocalProperty("spark.jobGroup.id"))
         info = tracker.getJobInfo(max(jobs)) if jobs else None
         if info is None:
             return None
