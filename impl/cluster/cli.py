@@ -119,6 +119,11 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
         lc.new_ports()
     lc.meta["log_level"] = log_level.upper()
     lc.save()
+    # A node killed by `kill -9` (or its start) left its pid behind: started again, never
+    # taken for running (newuser7 H5: "cluster ready" with a node down, or 60 s of silence).
+    for n, pid in sorted(lc.forget_dead().items()):
+        click.echo(f"node {n}: not running (pid {pid} recorded in {lc.meta_path} is gone "
+                   "or another program's); starting it")
     to_start = [n for n in lc.ids if str(n) not in lc.meta["pids"]]
     try:
         lc.check_ports(to_start)
