@@ -3,6 +3,7 @@ offsets) and the per-node Prometheus endpoint, on a real 3-process cluster."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import urllib.request
@@ -261,7 +262,7 @@ def test_a_start_after_its_nodes_were_killed_starts_them_again(tmp_path: Path) -
         for nid in ("2", "3"):
             pid = int(lc.meta["pids"][nid])
             os.kill(pid, signal.SIGKILL)
-            with __import__("contextlib").suppress(ChildProcessError):
+            with contextlib.suppress(ChildProcessError):
                 os.waitpid(pid, 0)  # started by this process (CliRunner): reaped here
             assert not alive(pid)
         lc.meta["pids"]["3"] = other.pid  # its pid reused
