@@ -45,7 +45,7 @@ def barrier_rows(nodes: dict[int, Any], candidate: int) -> dict[str, dict[str, A
 
 
 async def _run(lc: LocalCluster, wait: float) -> tuple[int, dict[str, dict[str, Any]]]:
-    access = ProcClusterAccess(lc.client_addrs())
+    access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint())
     try:
         r = await access.controller_call(op="barrier")
         if r["status"] != "ok":

@@ -215,7 +215,7 @@ def _refuse_changes(ctx: click.Context, lc: LocalCluster, given: dict[str, Any])
 async def _until_ready(lc: LocalCluster, partitions: list[str], timeout_s: float = 60.0) -> None:
     """`start` returns when the cluster can take writes: the controller has created every
     partition and each has a leader (so a `produce` right after it succeeds)."""
-    access = ProcClusterAccess(lc.client_addrs())
+    access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint())
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     missing = partitions
@@ -269,7 +269,7 @@ def status(data_dir: str, as_json: bool) -> None:
     lc = LocalCluster(data_dir)
 
     async def gather() -> dict[int, Any]:
-        access = ProcClusterAccess(lc.client_addrs())
+        access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint())
         out = {}
         for n in lc.ids:
             r = await access.call(n, op="status")
@@ -420,7 +420,7 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
         if phase == "stored":
             checkpoint("work")  # the signal tests' point: uploaded, not yet acknowledged
 
-    access = ProcClusterAccess(lc.client_addrs())
+    access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint())
     store = open_store(lc.meta["store"], lc.meta.get("s3_endpoint"))
     prod = Producer(access, store, thread_io, rng)
     prod.on_attempt = stored
@@ -472,7 +472,7 @@ def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
 
     async def go() -> list[str]:
         problems: list[str] = []
-        access = ProcClusterAccess(lc.client_addrs())
+        access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint())
         try:
             meta = await access.any_call(op="meta")
             for p in partitions:

@@ -147,6 +147,13 @@ class LocalCluster:
                 f"no cluster under {self.dir}: start one with `epochgc cluster start`")
         return [int(i) for i in self.meta["ids"]]
 
+    def down_hint(self) -> str:
+        """What to do when no node answers: the start that brings the cluster back."""
+        endpoint = self.meta.get("s3_endpoint")
+        again = (f"epochgc cluster start --data-dir {self.dir} --store {self.meta['store']}"
+                 + (f" --s3-endpoint {endpoint}" if endpoint else ""))
+        return f"is it running? Start it with `{again}`"
+
     def client_addrs(self) -> dict[int, tuple[str, int]]:
         return {i: ("127.0.0.1", int(self.meta["client"][str(i)])) for i in self.ids}
 
