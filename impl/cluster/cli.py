@@ -148,6 +148,13 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
             click.echo(f"node {n}: pid {pid}")
         checkpoint("nodes-up")
         signals.run(_until_ready(lc, list(lc.meta["partitions"])))
+        # Never "ready" with a node down (newuser7 H5): one that died meanwhile is said.
+        down = sorted(set(lc.ids) - set(lc.running()))
+        if down:
+            raise RuntimeError(
+                "every partition has a leader, but " + ", ".join(f"node {n}" for n in down)
+                + f" is not running (its log: {lc.dir}/n{down[0]}.log); run the same start "
+                "again")
         # Ready: handed over, they run on after this command (until `cluster stop`); a
         # start killed before this point (kill -9) leaves none of its nodes running.
         lc.detach(started)

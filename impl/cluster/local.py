@@ -290,6 +290,8 @@ class LocalCluster:
             with contextlib.suppress(OSError):
                 pipe.close()
         if not self.is_node(nid, pid):  # dead, or its pid now another process's: not ours
+            with contextlib.suppress(ChildProcessError):  # a child of ours that died: reaped
+                os.waitpid(pid, os.WNOHANG)
             return
         try:
             os.kill(pid, sig)
