@@ -88,6 +88,8 @@ class ProcClusterAccess:
                 answers[nid] = await self.call(nid, **req)
                 if answers[nid]["status"] not in ("not_leader", "unreachable"):
                     return answers[nid]
+            if all(a["status"] == "unreachable" for a in answers.values()):
+                break  # no node listens: no election to wait for (newuser7 H8: 5.3 s)
             await asyncio.sleep(0.1)
         raise self._none_answered("no controller leader", req.get("op"), answers)
 
