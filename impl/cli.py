@@ -100,7 +100,7 @@ class _LazyGroup(click.Group):
         except (OSError, RuntimeError, ValueError, StoreError) as e:
             if os.environ.get("EPOCHGC_DEBUG"):
                 raise
-            raise click.ClickException(f"{type(e).__name__}: {e}") from e
+            raise click.ClickException(_in_words(e)) from e
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(SUBCOMMANDS)
@@ -122,6 +122,15 @@ class Usage(click.UsageError):
     """click's usage error with the table's code."""
 
     exit_code = ExitCode.USAGE
+
+
+def _in_words(e: BaseException) -> str:
+    """A failure in words, not a Python class (newuser7 H8: `Error: OSError: [Errno 24]
+    Too many open files`, `Error: RuntimeError: cluster not ready ...`): an OSError as the
+    C library says it, with its file; anything else its own message."""
+    if isinstance(e, OSError) and e.strerror:
+        return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
+    return str(e) or type(e).__name__
 
 
 def _add_exit_codes(cmd: click.Command, path: str) -> None:

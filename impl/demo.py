@@ -48,6 +48,7 @@ from epochgc.impl.cluster.demo_checks import InflightLog, LeaderWatch, in_use_ke
 from epochgc.impl.cluster.demo_gc import DemoGc
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.cluster.payload import AckedRun, compare, make_record
+from epochgc.impl.finite import FiniteFloat
 from epochgc.impl.preflight import require_spark
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.url import parse_store_url
@@ -522,7 +523,7 @@ class Demo:
 
 
 @click.command()
-@click.option("--seconds", type=click.FloatRange(5, 3600), default=20.0, show_default=True,
+@click.option("--seconds", type=FiniteFloat(5, 3600), default=20.0, show_default=True,
               help="budget for the whole run")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @click.option("--gc-engine", type=click.Choice(["auto", "spark", "model"]), default="auto",

@@ -13,6 +13,7 @@ import click
 
 from epochgc.impl.chaos.run import ChaosResult, ChaosRun
 from epochgc.impl.exitcodes import ExitCode
+from epochgc.impl.finite import FiniteFloat
 from epochgc.impl.preflight import require_modules, require_spark, store_modules, writable_dir
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.url import parse_store_url
@@ -23,7 +24,7 @@ FIELDS = ("seconds", "acked", "lost", "in_use_deleted", "faults", "leader_change
 
 @click.command()
 @click.option("--nodes", type=click.Choice(["3", "5"]), default="3", show_default=True)
-@click.option("--seconds", type=click.FloatRange(10, 24 * 3600), default=120.0,
+@click.option("--seconds", type=FiniteFloat(10, 24 * 3600), default=120.0,
               show_default=True, help="how long the nemesis and the workload run")
 @click.option("--seed", type=int, default=1, show_default=True, help="the nemesis's plan")
 @click.option("--json", "as_json", is_flag=True,

@@ -19,6 +19,7 @@ import click
 
 from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.local import LocalCluster
+from epochgc.impl.finite import FiniteFloat
 
 
 def barrier_rows(nodes: dict[int, Any], candidate: int) -> dict[str, dict[str, Any]]:
@@ -44,7 +45,7 @@ def barrier_rows(nodes: dict[int, Any], candidate: int) -> dict[str, dict[str, A
 
 
 async def _run(lc: LocalCluster, wait: float) -> tuple[int, dict[str, dict[str, Any]]]:
-    access = ProcClusterAccess(lc.client_addrs())
+    access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint())
     try:
         r = await access.controller_call(op="barrier")
         if r["status"] != "ok":
@@ -64,8 +65,8 @@ async def _run(lc: LocalCluster, wait: float) -> tuple[int, dict[str, dict[str, 
 
 @click.command()
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False))
-@click.option("--wait", default=10.0, show_default=True, type=click.FloatRange(min=0),
-              help="seconds to wait for every partition to apply the candidate")
+@click.option("--wait", default=10.0, show_default=True, type=FiniteFloat(0, 3600),
+              help="seconds to wait for every partition to apply the candidate (0-3600)")
 @click.option("--json", "as_json", is_flag=True)
 def barrier(data_dir: str, wait: float, as_json: bool) -> None:
     """Run the epoch barrier now: invalidate every epoch cache, drain, write

@@ -20,6 +20,7 @@ from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.local import LocalCluster, PortTaken, StartRunning, start_lock
 from epochgc.impl.cluster.rpc import MAX_RECORD_BYTES
 from epochgc.impl.exitcodes import ExitCode
+from epochgc.impl.finite import FiniteFloat
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.preflight import (
@@ -33,6 +34,11 @@ from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.url import StoreSpec, open_store, parse_store_url
 
+MAX_NODES = 15
+# Below the nodes' 0.05 s tick an interval only burns CPU (1e-300 minted ~100 epochs/s);
+# above an hour no GC round ever sees an epoch end.
+MIN_MINT_INTERVAL_S, MAX_MINT_INTERVAL_S = 0.1, 3600.0
+
 
 @click.group()
 def cluster() -> None:
@@ -42,10 +48,15 @@ def cluster() -> None:
 @cluster.command()
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False))
 @click.option("--store", required=True, help="store URL or directory")
-@click.option("--nodes", default=3, show_default=True, type=click.IntRange(min=1))
+# Every node is a process with three listeners and its Raft log on this machine: a
+# bound, not 100,000 processes ending in `OSError: Too many open files` (newuser7 H6).
+@click.option("--nodes", default=3, show_default=True, type=click.IntRange(1, MAX_NODES),
+              help=f"how many node processes (1-{MAX_NODES})")
 @click.option("--partitions", default="t/0,t/1,t/2,t/3,t/4,t/5,t/6,t/7", show_default=True)
 @click.option("--mint-interval", default=3.0, show_default=True,
-              type=click.FloatRange(min=0, min_open=True))
+              type=FiniteFloat(MIN_MINT_INTERVAL_S, MAX_MINT_INTERVAL_S),
+              help=f"seconds between the epochs the controller mints "
+                   f"({MIN_MINT_INTERVAL_S:g}-{MAX_MINT_INTERVAL_S:g})")
 @click.option("--trace", default=None, type=click.Path(dir_okay=False),
               help="every node appends an NDJSON trace here (epochgc check-trace FILE)")
 @click.option("--s3-endpoint", default=None,
@@ -119,6 +130,11 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
         lc.new_ports()
     lc.meta["log_level"] = log_level.upper()
     lc.save()
+    # A node killed by `kill -9` (or its start) left its pid behind: started again, never
+    # taken for running (newuser7 H5: "cluster ready" with a node down, or 60 s of silence).
+    for n, pid in sorted(lc.forget_dead().items()):
+        click.echo(f"node {n}: not running (pid {pid} recorded in {lc.meta_path} is gone "
+                   "or another program's); starting it")
     to_start = [n for n in lc.ids if str(n) not in lc.meta["pids"]]
     try:
         lc.check_ports(to_start)
@@ -132,6 +148,13 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
             click.echo(f"node {n}: pid {pid}")
         checkpoint("nodes-up")
         signals.run(_until_ready(lc, list(lc.meta["partitions"])))
+        # Never "ready" with a node down (newuser7 H5): one that died meanwhile is said.
+        down = sorted(set(lc.ids) - set(lc.running()))
+        if down:
+            raise RuntimeError(
+                "every partition has a leader, but " + ", ".join(f"node {n}" for n in down)
+                + f" is not running (its log: {lc.dir}/n{down[0]}.log); run the same start "
+                "again")
         # Ready: handed over, they run on after this command (until `cluster stop`); a
         # start killed before this point (kill -9) leaves none of its nodes running.
         lc.detach(started)
@@ -199,7 +222,7 @@ def _refuse_changes(ctx: click.Context, lc: LocalCluster, given: dict[str, Any])
 async def _until_ready(lc: LocalCluster, partitions: list[str], timeout_s: float = 60.0) -> None:
     """`start` returns when the cluster can take writes: the controller has created every
     partition and each has a leader (so a `produce` right after it succeeds)."""
-    access = ProcClusterAccess(lc.client_addrs())
+    access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint())
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     missing = partitions
@@ -253,7 +276,7 @@ def status(data_dir: str, as_json: bool) -> None:
     lc = LocalCluster(data_dir)
 
     async def gather() -> dict[int, Any]:
-        access = ProcClusterAccess(lc.client_addrs())
+        access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint())
         out = {}
         for n in lc.ids:
             r = await access.call(n, op="status")
@@ -404,7 +427,7 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
         if phase == "stored":
             checkpoint("work")  # the signal tests' point: uploaded, not yet acknowledged
 
-    access = ProcClusterAccess(lc.client_addrs())
+    access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint())
     store = open_store(lc.meta["store"], lc.meta.get("s3_endpoint"))
     prod = Producer(access, store, thread_io, rng)
     prod.on_attempt = stored
@@ -456,7 +479,7 @@ def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
 
     async def go() -> list[str]:
         problems: list[str] = []
-        access = ProcClusterAccess(lc.client_addrs())
+        access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint())
         try:
             meta = await access.any_call(op="meta")
             for p in partitions:

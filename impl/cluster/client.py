@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import os
 from typing import Any
 
+from epochgc.impl.cluster.errors import ClusterDown
 from epochgc.impl.cluster.rpc import RpcClient
 from epochgc.impl.partition.commands import Placeholder
 from epochgc.impl.partition.fence import (
@@ -18,8 +20,11 @@ from epochgc.impl.partition.statemachine import PlaceholderResult
 
 
 class ProcClusterAccess:
-    def __init__(self, nodes: dict[int, tuple[str, int]], via: int | None = None) -> None:
+    def __init__(self, nodes: dict[int, tuple[str, int]], via: int | None = None,
+                 hint: str = "") -> None:
+        """`hint`: what to do when no node answers (`LocalCluster.down_hint`)."""
         self.nodes = nodes
+        self.hint = hint
         self.via = via if via is not None else min(nodes)
         self._clients: dict[int, RpcClient] = {}
         self._leaders: dict[str, int] = {}
@@ -55,7 +60,7 @@ class ProcClusterAccess:
         except (OSError, ConnectionError, TimeoutError) as e:
             if c is not None:
                 await self._drop(nid, c)
-            return {"status": "unreachable", "message": str(e)}
+            return {"status": "unreachable", "message": _os_reason(e)}
 
     async def _drop(self, nid: int, c: RpcClient) -> None:
         """Close `c` and forget it if it is still the node's connection (not one another
@@ -67,24 +72,40 @@ class ProcClusterAccess:
 
     async def any_call(self, **req: Any) -> dict[str, Any]:
         order = [self.via] + [n for n in sorted(self.nodes) if n != self.via]
-        last: dict[str, Any] = {}
+        answers: dict[int, dict[str, Any]] = {}
         for nid in order:
-            last = await self.call(nid, **req)
-            if last["status"] == "ok":
-                return last
-        raise ConnectionError(f"no broker answered {req.get('op')}: {last}")
+            answers[nid] = await self.call(nid, **req)
+            if answers[nid]["status"] == "ok":
+                return answers[nid]
+        raise self._none_answered("no broker", req.get("op"), answers)
 
     async def controller_call(self, **req: Any) -> dict[str, Any]:
         """The controller leader's answer (ok or an error of its own), trying every node:
         unlike `any_call`, an error from the leader is returned, not passed over."""
-        last: dict[str, Any] = {}
+        answers: dict[int, dict[str, Any]] = {}
         for _ in range(50):  # an election in progress: a few rounds
             for nid in sorted(self.nodes):
-                last = await self.call(nid, **req)
-                if last["status"] not in ("not_leader", "unreachable"):
-                    return last
+                answers[nid] = await self.call(nid, **req)
+                if answers[nid]["status"] not in ("not_leader", "unreachable"):
+                    return answers[nid]
+            if all(a["status"] == "unreachable" for a in answers.values()):
+                break  # no node listens: no election to wait for (newuser7 H8: 5.3 s)
             await asyncio.sleep(0.1)
-        raise ConnectionError(f"no controller leader answered {req.get('op')}: {last}")
+        raise self._none_answered("no controller leader", req.get("op"), answers)
+
+    def _none_answered(self, who: str, op: object, answers: dict[int, dict[str, Any]]
+                       ) -> ConnectionError:
+        """In words (newuser7 H8: a dict's repr): every node unreachable is a cluster not
+        running, said with the way on; else the last answer."""
+        if answers and all(a["status"] == "unreachable" for a in answers.values()):
+            why = sorted({str(a.get("message")) for a in answers.values()})
+            return ClusterDown(
+                f"no node of the cluster answered ({len(answers)} node(s), on ports "
+                + ", ".join(str(self.nodes[n][1]) for n in sorted(answers))
+                + f": {'; '.join(why)})" + (f"; {self.hint}" if self.hint else ""))
+        nid = list(answers)[-1] if answers else 0
+        last = _answer_reason(nid, answers[nid]) if answers else "no node to ask"
+        return ConnectionError(f"{who} answered {op}: {last}")
 
     async def cluster_epoch(self) -> int:
         fresh, self._fresh = self._fresh, False
@@ -203,6 +224,16 @@ class ProcClusterAccess:
         for c in self._clients.values():
             await c.close()
         self._clients.clear()
+
+
+def _os_reason(e: BaseException) -> str:
+    """An unreachable node in words: the C library's for its errno (`[Errno 111] Connect
+    call failed ('127.0.0.1', 33323)` is "Connection refused")."""
+    if isinstance(e, OSError) and e.errno:
+        return os.strerror(e.errno)
+    if isinstance(e, TimeoutError):
+        return "no answer in time"
+    return str(e) or type(e).__name__
 
 
 def _reason(e: BaseException) -> str:

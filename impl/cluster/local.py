@@ -104,6 +104,9 @@ def port_free(port: int) -> str | None:
     return None
 
 
+NODE_MODULE = "epochgc.impl.cluster.node_main"
+
+
 class LocalCluster:
     def __init__(self, data_dir: str | os.PathLike[str]) -> None:
         self.dir = Path(data_dir).absolute()
@@ -144,6 +147,13 @@ class LocalCluster:
                 f"no cluster under {self.dir}: start one with `epochgc cluster start`")
         return [int(i) for i in self.meta["ids"]]
 
+    def down_hint(self) -> str:
+        """What to do when no node answers: the start that brings the cluster back."""
+        endpoint = self.meta.get("s3_endpoint")
+        again = (f"epochgc cluster start --data-dir {self.dir} --store {self.meta['store']}"
+                 + (f" --s3-endpoint {endpoint}" if endpoint else ""))
+        return f"is it running? Start it with `{again}`"
+
     def client_addrs(self) -> dict[int, tuple[str, int]]:
         return {i: ("127.0.0.1", int(self.meta["client"][str(i)])) for i in self.ids}
 
@@ -176,8 +186,42 @@ class LocalCluster:
         self.save()
 
     def running(self) -> list[int]:
-        """The nodes whose recorded pid is alive."""
-        return [int(n) for n, pid in self.meta.get("pids", {}).items() if _alive(int(pid))]
+        """The nodes whose recorded pid is alive and is that node (`is_node`)."""
+        return [int(n) for n, pid in self.meta.get("pids", {}).items()
+                if self.is_node(int(n), int(pid))]
+
+    def is_node(self, nid: int, pid: int) -> bool:
+        """Whether process `pid` is node `nid` of this cluster: alive, and its command line
+        (Linux proc(5): /proc/PID/cmdline, the arguments NUL-separated; empty for a
+        zombie) runs node_main on this node's data directory. A pid alone is not enough:
+        a node killed by `kill -9` leaves its pid in cluster.json, and the kernel may give
+        that pid to any later process (newuser7 H5)."""
+        if not _alive(pid):
+            return False
+        if not Path("/proc/self").exists():  # no proc(5) here: the pid is all there is
+            return True
+        try:
+            argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+        except OSError:  # gone since
+            return False
+        if NODE_MODULE.encode() not in argv or b"--data-dir" not in argv[:-1]:
+            return False
+        given = os.fsdecode(argv[argv.index(b"--data-dir") + 1])
+        want = self.dir / f"n{nid}"
+        with contextlib.suppress(OSError):  # the same directory by another path
+            return given == str(want) or os.path.samefile(given, want)
+        return False
+
+    def forget_dead(self) -> dict[int, int]:
+        """Drop the recorded pids that are not their node any more (`is_node`): node id ->
+        the pid dropped. Those nodes are then started like nodes never started."""
+        dead = {int(n): int(pid) for n, pid in self.meta.get("pids", {}).items()
+                if not self.is_node(int(n), int(pid))}
+        for nid in dead:
+            del self.meta["pids"][str(nid)]
+        if dead:
+            self.save()
+        return dead
 
     def start(self, nid: int, timeout: float = 30.0) -> int:
         peers = ",".join(
@@ -186,7 +230,7 @@ class LocalCluster:
             for i in self.ids
         )
         cmd = [
-            sys.executable, "-m", "epochgc.impl.cluster.node_main", "--id", str(nid),
+            sys.executable, "-m", NODE_MODULE, "--id", str(nid),
             "--peers", peers,
             "--client-port", str(self.meta["client"][str(nid)]),
             "--metrics-port", str(self.meta["metrics"][str(nid)]),
@@ -245,6 +289,10 @@ class LocalCluster:
         if pipe is not None:
             with contextlib.suppress(OSError):
                 pipe.close()
+        if not self.is_node(nid, pid):  # dead, or its pid now another process's: not ours
+            with contextlib.suppress(ChildProcessError):  # a child of ours that died: reaped
+                os.waitpid(pid, os.WNOHANG)
+            return
         try:
             os.kill(pid, sig)
         except ProcessLookupError:

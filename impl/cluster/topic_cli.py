@@ -34,7 +34,7 @@ def _call(data_dir: str, **req: Any) -> dict[str, Any]:
         raise click.ClickException(f"no cluster in {data_dir!r} (epochgc cluster start)")
 
     async def go() -> dict[str, Any]:
-        access = ProcClusterAccess(lc.client_addrs())
+        access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint())
         try:
             return await access.controller_call(**req)
         finally:

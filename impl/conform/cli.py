@@ -16,6 +16,7 @@ import click
 
 from epochgc.impl.conform.client import PortProcess, ProtocolFailure
 from epochgc.impl.exitcodes import ExitCode
+from epochgc.impl.finite import FiniteFloat
 from epochgc.impl.preflight import writable_file
 from epochgc.impl.signals import checkpoint
 from epochgc.model.replay import ReplayError, resolve_variant
@@ -39,7 +40,8 @@ EXIT_MISSING = ExitCode.UNAVAILABLE  # the extra, the port's program or the vect
 @click.option("--max-steps", default=30, show_default=True, type=click.IntRange(min=1),
               help="Longest generated program.")
 @click.option("--timeout-per-step", default=5.0, show_default=True,
-              type=click.FloatRange(min=0, min_open=True), help="Seconds per answer.")
+              type=FiniteFloat(min=0, max=3600, min_open=True),
+              help="Seconds per answer (at most 3600).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the shortest failing program here as a vector file (a new file: "
                    "an existing one is refused).")

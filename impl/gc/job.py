@@ -316,12 +316,17 @@ def _recover(open_store: Callable[[], ObjectStore], round_id: str,
     request to stop ends the wait before their read-back: they stay unrecorded."""
     from epochgc.impl.gc.recover import left_line, recover_dead_rounds, waiting_line
 
+    waited: list[str] = []  # the rounds whose wait began (newuser7 H7)
+
+    def waiting(seconds: float, rounds: list[str]) -> None:
+        waited[:] = rounds
+        note(f"gc: {waiting_line(seconds, rounds)}")
+
     try:
         store = open_store()
         try:
             done = recover_dead_rounds(
-                store, f"round {round_id}", lambda: {round_id},
-                waiting=lambda s, rounds: note(f"gc: {waiting_line(s, rounds)}"),
+                store, f"round {round_id}", lambda: {round_id}, waiting=waiting,
                 left=lambda s, rounds: note(f"gc: {left_line(s, rounds)}"),
                 stop=stop)
         finally:
@@ -329,9 +334,14 @@ def _recover(open_store: Callable[[], ObjectStore], round_id: str,
     except (StoreError, OSError) as e:
         note(f"gc: warning: unfinished rounds' journals not read back: {e}")
         return []
-    if stop.requested:
-        note(f"gc: {stop.reason} while waiting: the unfinished rounds keep their STOP and "
-             "are recorded by the next round or `gc-admin reset`")
+    left = [r for r in waited if r not in {d.round_id for d in done}]
+    if stop.requested and left:
+        # Only when the wait for dead rounds was under way, naming them (newuser7 H7: said
+        # with no unfinished round, for a signal before Spark started).
+        many = len(left) > 1
+        note(f"gc: {stop.reason} while waiting for round{'s' if many else ''} "
+             f"{', '.join(left)}: {'they keep their' if many else 'it keeps its'} STOP and "
+             f"{'are' if many else 'is'} recorded by the next round or `gc-admin reset`")
     for r in done:
         at_least = "at least " if r.lower_bound else ""  # unreadable entries: a lower bound
         note(f"gc: round {r.round_id} died before {r.gone_before()}: recorded as "

@@ -3,6 +3,7 @@ offsets) and the per-node Prometheus endpoint, on a real 3-process cluster."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import urllib.request
@@ -234,3 +235,48 @@ def test_a_second_start_on_the_same_directory_refuses(tmp_path: Path) -> None:
     assert f"(pid {first.pid})" in second.stderr, second.stderr
     assert "node 1: pid" not in second.stdout and "Errno" not in second.stderr
     assert first.returncode == 0 and "cluster ready" in out, err
+
+
+def test_a_start_after_its_nodes_were_killed_starts_them_again(tmp_path: Path) -> None:
+    """newuser7 H5: after its nodes were killed by `kill -9` (the crash or OOM case),
+    cluster.json kept their pids and a second `cluster start` started nothing: with every
+    node dead it waited 60 s in silence and failed `RuntimeError: cluster not ready`; with
+    one dead it said "cluster ready" (0) with that node down. A recorded pid now counts as
+    the node only when that process is alive and is that node (its command line): node
+    2's pid is dead, node 3's was reused by an unrelated process, which must not be taken
+    for the node nor signalled."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from epochgc.impl.proctree import alive
+
+    data, store = str(tmp_path / "c"), str(tmp_path / "store")
+    args = ("cluster", "start", "--data-dir", data, "--store", store, "--partitions", "t/0")
+    r = cli(*args)
+    assert r.exit_code == 0, r.output
+    lc = LocalCluster(data)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        for nid in ("2", "3"):
+            pid = int(lc.meta["pids"][nid])
+            os.kill(pid, signal.SIGKILL)
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, 0)  # started by this process (CliRunner): reaped here
+            assert not alive(pid)
+        lc.meta["pids"]["3"] = other.pid  # its pid reused
+        lc.save()
+        r = cli(*args)
+        assert r.exit_code == 0, r.output
+        assert "node 2: pid" in r.output and "node 3: pid" in r.output, r.output
+        assert "node 1: pid" not in r.output, r.output
+        st = wait_for(lambda: (s := status(data))["healthy"] and s)
+        assert all(n is not None for n in st["nodes"].values()), st
+        assert other.poll() is None, "an unrelated process with a recorded pid was signalled"
+        cli("cluster", "stop", "--data-dir", data)
+        assert other.poll() is None, "`cluster stop` signalled an unrelated process"
+    finally:
+        cli("cluster", "stop", "--data-dir", data)
+        other.kill()
+        other.wait()

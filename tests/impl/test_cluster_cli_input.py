@@ -122,3 +122,60 @@ def test_produce_refuses_a_batch_too_big_to_build_in_memory(made: tuple[str, Pat
     check_batch_bytes(MAX_COUNT, half, 1, 2)
     with pytest.raises(click.UsageError):
         check_batch_bytes(half + 1, MAX_COUNT, 1, 2)
+
+
+@pytest.mark.parametrize("command", [
+    ["produce", "--partition", "t/0", "--count", "10"],
+    ["consume", "--partition", "t/0"],
+    ["barrier", "--wait", "0"],
+    ["topic", "create", "--partitions", "1", "u"],
+])
+def test_a_stopped_cluster_is_said_in_plain_words_with_the_way_on(
+        made: tuple[str, Path], command: list[str]) -> None:
+    """newuser7 H8: on a stopped cluster, `produce` (also `consume`, `barrier`, `topic
+    create`) said `Error: ConnectionError: no broker answered epoch: {'status':
+    'unreachable', 'message': "[Errno 111] Connect call failed ('127.0.0.1', 33323)"}`:
+    a Python class, a dict's repr, and not a word of `cluster start`."""
+    data, store = made
+    code, out = cli(*command, "--data-dir", data)
+    assert code == 1, out
+    [line] = [x for x in out.splitlines() if x.startswith("Error:")]
+    assert "ConnectionError" not in line and "{" not in line and "Errno" not in line, line
+    assert "no node of the cluster" in line and "answered" in line, line
+    assert f"epochgc cluster start --data-dir {Path(data).absolute()} --store {store}" in line, line
+
+
+_FAILURES: dict[str, Exception] = {
+    "runtime": RuntimeError("cluster not ready after 60s: no leader for t/0"),
+    "oserror": OSError(24, "Too many open files"),
+    "file": FileNotFoundError(2, "No such file or directory", "/x/y"),
+}
+
+
+@click.command()
+@click.argument("kind")
+def _fails(kind: str) -> None:
+    raise _FAILURES[kind]
+
+
+def test_an_unexpected_failure_is_one_plain_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """newuser7 H8 (and H5, H6): `Error: RuntimeError: cluster not ready after 60s ...`,
+    `Error: OSError: [Errno 24] Too many open files`: the top-level handler printed the
+    exception's class; now its words (an OSError's strerror and file, as the C library
+    says it), exit 1. A command of this module's, loaded as `epochgc` loads its own."""
+    from epochgc.impl import cli as cli_mod
+    from epochgc.impl import exitcodes
+
+    monkeypatch.setitem(cli_mod.SUBCOMMANDS, "fails", f"{__name__}:_fails")
+    monkeypatch.setitem(exitcodes.USES, "fails", (exitcodes.ExitCode.FAILED,))
+    monkeypatch.delenv("EPOCHGC_DEBUG", raising=False)
+    said = {}
+    for kind in _FAILURES:
+        r = CliRunner().invoke(main, ["fails", kind])
+        assert r.exit_code == 1, r.output
+        said[kind] = r.output.strip()
+    assert said == {
+        "runtime": "Error: cluster not ready after 60s: no leader for t/0",
+        "oserror": "Error: Too many open files",
+        "file": "Error: /x/y: No such file or directory",
+    }, said

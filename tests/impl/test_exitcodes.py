@@ -148,3 +148,53 @@ def test_gc_admin_readme_lists_the_codes_its_help_lists() -> None:
     said = {int(n) for n in re.findall(r"\b(\d{1,3})\b", para)}
     missing = {int(c) for c in codes_for("gc-admin show")} - said
     assert not missing, f"{missing} missing"
+
+
+def _float_options() -> list[tuple[str, str]]:
+    """(command, option) for every option of every command whose values are floats."""
+    return sorted((path, param.opts[0]) for path, cmd in _tree() for param in cmd.params
+                  if isinstance(param, click.Option)
+                  and isinstance(param.type, click.types.FloatParamType))
+
+
+def test_the_walk_sees_the_float_options() -> None:
+    assert {("demo", "--seconds"), ("chaos", "--seconds"),
+            ("cluster start", "--mint-interval")} <= set(_float_options())
+
+
+@pytest.mark.parametrize(("path", "option"), _float_options())
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "1e400"])
+def test_every_float_option_refuses_a_value_that_is_not_finite(
+        path: str, option: str, value: str) -> None:
+    """newuser7 H6: `demo --seconds nan`, `chaos --seconds nan` ran and exited 0, and
+    `cluster start --mint-interval nan` wrote NaN into cluster.json and never minted an
+    epoch: click's FloatRange compares, and every comparison with NaN is false. Walked
+    from the command tree, so a float option added later is checked too. Its type's own
+    conversion is called (the command never runs)."""
+    cmd = dict(_tree())[path]
+    [param] = [p for p in cmd.params if isinstance(p, click.Option) and p.opts[0] == option]
+    with pytest.raises(click.BadParameter) as e:
+        param.type.convert(value, param, click.Context(cmd))
+    assert "finite" in e.value.message or "range" in e.value.message, e.value.message
+
+
+@pytest.mark.parametrize("argv", [
+    ["demo", "--seconds", "nan"],
+    ["chaos", "--seconds", "nan"],
+    ["cluster", "start", "--mint-interval", "nan"],
+    ["cluster", "start", "--mint-interval", "1e-300"],
+    ["cluster", "start", "--mint-interval", "1e9"],
+    ["cluster", "start", "--nodes", "100000"],
+])
+def test_non_finite_and_absurd_values_exit_64_in_one_line(
+        argv: list[str], tmp_path: Path) -> None:
+    """newuser7 H6, end to end: `cluster start --mint-interval 1e-300` minted ~100 epochs a
+    second, `--nodes 100000` failed after 12 s with `OSError: Too many open files`
+    (exit 1). Each is refused before anything starts: 64, one line naming the option."""
+    if argv[0] == "cluster":
+        argv = [*argv, "--data-dir", str(tmp_path / "c"), "--store", str(tmp_path / "s")]
+    r = CliRunner().invoke(main, argv)
+    assert r.exit_code == ExitCode.USAGE, (r.exit_code, r.output)
+    [line] = [x for x in r.output.splitlines() if x.startswith("Error:")]
+    assert argv[argv.index(next(a for a in argv if a.startswith("--")))] in line, line
+    assert not (tmp_path / "c").exists()

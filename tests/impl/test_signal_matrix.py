@@ -539,3 +539,72 @@ def test_a_signal_mid_round_is_said_at_once_and_its_wait_is_bounded(tmp_path: Pa
     ended = [i for i, line in enumerate(lines) if "round interrupted (SIGINT)" in line]
     assert ended and said[0] < ended[0], run.err[-3000:]
     _check_records(case, tmp_path, run, {"keys": before})
+
+
+# A Python port that marks where it is, then waits there (default SIGINT handling, as any
+# Python program has until it changes it): "interpreter", its first statement, before any
+# project code (newuser7 H2's h2_84: the Ctrl-C landed while `-m` still loaded runpy);
+# "import", as the model port imports `epochgc.model.replay`; "answering", its first line
+# read, its answer not yet written.
+_MARKING_PORT = """
+import os, sys, time
+mark, point = sys.argv[1], sys.argv[2]
+def here():
+    open(mark, "w").close()
+    time.sleep(600)
+if point == "interpreter":
+    here()
+if point == "answering":
+    sys.stdin.buffer.readline()
+    here()
+import runpy
+class _Hold:
+    def find_spec(self, name, path=None, target=None):
+        if name == "epochgc.model.replay":
+            here()
+        return None
+sys.meta_path.insert(0, _Hold())
+runpy.run_module("epochgc.model.port", run_name="__main__", alter_sys=True)
+"""
+
+
+@pytest.mark.parametrize("point", ["interpreter", "import", "answering"])
+def test_a_terminal_ctrl_c_never_reaches_the_port(tmp_path: Path, point: str) -> None:
+    """newuser7 H2 (3 of 32 interrupted runs of the tour's `conform --vectors -- python -m
+    epochgc.model.port`): a Ctrl-C to the process group reached the port too, which
+    printed a KeyboardInterrupt traceback from wherever it was, once from Python's own
+    start-up, before any code of the port ran: no port can prevent that itself. The port
+    now runs in its own session (as a shell's job control starts a job), so the
+    terminal's SIGINT reaches `conform` alone, which stops the port itself. The signal is
+    sent once the port has marked the point (a state, not a delay)."""
+    mark = tmp_path / "at-point"
+    tag = uuid.uuid4().hex
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(scratch), **{TAG_ENV: tag})
+    with open(tmp_path / "out", "w") as out_f, open(tmp_path / "err", "w") as err_f:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "epochgc", "conform", "--vectors", "--", sys.executable,
+             "-c", _MARKING_PORT, str(mark), point], cwd=tmp_path, env=env, stdout=out_f,
+            stderr=err_f, start_new_session=True)
+    try:
+        limit = time.monotonic() + 300
+        while not mark.exists():
+            assert proc.poll() is None, (tmp_path / "err").read_text()
+            assert time.monotonic() < limit, "the port never reached its point"
+            time.sleep(0.05)
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=LIVENESS_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+    left = _tagged(tag)
+    for line in left:
+        os.kill(int(line.split()[0]), signal.SIGKILL)
+    err = (tmp_path / "err").read_text()
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+    assert proc.returncode == 130, err[-3000:]
+    assert "conform interrupted: 0 vector file(s) agreed; the port was stopped" in err, err
+    assert "interrupted by SIGINT" in err, err
+    assert left == [], f"processes left running: {left}"
