@@ -816,7 +816,8 @@ MUTANTS += (
         "[gc-open] a batch an attempt never finished (intent, no outcome: killed mid-request)"
         " is not resolved against the store: its deletes are not accounted",
         "impl/gc/journal.py",
-        "            totals.unfinished += 1\n            _resolve(data, items, totals)\n",
+        "            totals.unfinished += 1\n"
+        "            _resolve(data, items, totals, settled or batch_id not in open_batches)\n",
         "            totals.unfinished += 1\n",
         check=r"tests/gc/test_journal.py::test_the_journal_counts_every_attempt_once",
     ),
