@@ -248,6 +248,7 @@ async def _until_ready(lc: LocalCluster, partitions: list[str], timeout_s: float
 @cluster.command()
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False))
 def stop(data_dir: str) -> None:
+    """Stop every node of the cluster in DATA_DIR (its data stays)."""
     LocalCluster(data_dir).stop_all()
 
 

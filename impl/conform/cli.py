@@ -115,7 +115,7 @@ class Done:
         if v.skipped:
             said += f" ({len(v.skipped)} skipped)"
         if self.examples:  # not with --vectors
-            said += (f", {g.agreed} of {self.examples} generated program(s) agreed before "
+            said += (f", {g.agreed:,} of {self.examples:,} generated program(s) agreed before "
                      "the stop")
         if g.found:
             said += " (a disagreement had been found and was being shrunk)"

@@ -64,7 +64,7 @@ from epochgc.impl.gc.recover import (
     waiting_line,
 )
 from epochgc.impl.gc.sequence import SequenceError
-from epochgc.impl.gc.show import gc_state, iso, json_safe, render
+from epochgc.impl.gc.show import count_text, gc_state, iso, json_safe, render
 from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.preflight import Refused, require_modules, store_modules
@@ -324,11 +324,12 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
         # "at least" when journal entries were unreadable (issue 41: N is a lower bound,
         # as `show` says).
         at_least = "at least " if r["unreadable"] or r["unknown"] else ""
-        unread = (f" ({r['unreadable']} journal entr(ies) unreadable)" if r["unreadable"]
-                  else "")
+        unread = (f" ({count_text(r['unreadable'])} journal entr(ies) unreadable)"
+                  if r["unreadable"] else "")
         end = " (from its own END)" if r["from_end"] else ""
         echo_safe(f"gc-admin: recorded dead round {printable(r['round'])}{end}: "
-                  f"{printable(r['outcome'])}, {at_least}{r['deleted']} key(s) deleted{unread} "
+                  f"{printable(r['outcome'])}, {at_least}{count_text(r['deleted'])} key(s) "
+                  f"deleted{unread} "
                   f"({printable(r['record'])})")
 
 

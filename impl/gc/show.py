@@ -129,7 +129,7 @@ def _since(t: Any, now: float) -> str:
     return f"{iso(t)} ({rel})"
 
 
-def _count(v: Any) -> str:
+def count_text(v: Any) -> str:
     """A count from the store: an integer with thousands separators, as `gc` prints its
     counts (newuser7: "deleted 3000 key(s)" beside gc's "3,000 deleted"); else `_text`."""
     if isinstance(v, int) and not isinstance(v, bool):
@@ -180,10 +180,11 @@ def render(doc: dict[str, Any]) -> list[str]:
         gone = r.get("gone_before") or "its end"
         out.append(f"recorded a dead round: {_text(r['round'])} (driver gone before "
                    f"{_text(gone)}): {_text(r.get('outcome') or 'killed')}, "
-                   f"{r['deleted']} key(s) deleted"
-                   + (f", {r['unreadable']} journal entr(ies) unreadable"
+                   f"{count_text(r['deleted'])} key(s) deleted"
+                   + (f", {count_text(r['unreadable'])} journal entr(ies) unreadable"
                       if r.get("unreadable") else "")
-                   + (f", {r['unknown']} key(s) of unknown fate" if r.get("unknown") else "")
+                   + (f", {count_text(r['unknown'])} key(s) of unknown fate"
+                      if r.get("unknown") else "")
                    + f" ({_text(r['record'])})")
     for r in doc.get("recovering") or []:
         out.append(f"dead round being recovered: {_text(r['round'])} (driver gone before its "
@@ -277,13 +278,13 @@ def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
                   else ""))
     m = last.get("M")
     out.append("  M: " + ("none" if m is None else _text(m))
-               + f", deleted {_count(counts.get('deleted', 0))} key(s)"
-               + f" ({_count(counts.get('bytes_deleted', 0))} bytes), "
-               f"errors {_count(counts.get('errors', 0))}")
+               + f", deleted {count_text(counts.get('deleted', 0))} key(s)"
+               + f" ({count_text(counts.get('bytes_deleted', 0))} bytes), "
+               f"errors {count_text(counts.get('errors', 0))}")
     if "listed" in counts:
         # Issue 41: a round stopped mid-listing counted only its finished tasks' listing.
-        out.append(f"  listed {_count(counts['listed'])} key(s), eligible "
-                   f"{_count(counts.get('eligible', 0))}"
+        out.append(f"  listed {count_text(counts['listed'])} key(s), eligible "
+                   f"{count_text(counts.get('eligible', 0))}"
                    + (" (partial: the round stopped before its listing finished)"
                       if last.get("listing_complete") is False else ""))
     for field, label in (("blocked", "blocked"), ("error", "error"), ("paused", "paused"),
@@ -291,11 +292,11 @@ def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
         if last.get(field):
             out.append(f"  {label}: {_text(last[field])}")
     if last.get("journal_unreadable"):
-        out.append(f"  journal entries unreadable: {_count(last['journal_unreadable'])} "
+        out.append(f"  journal entries unreadable: {count_text(last['journal_unreadable'])} "
                    "(deleted is a lower bound)")
     if counts.get("unknown"):
         # Review rev38q finding 1: keys whose fate the store could not tell.
-        out.append(f"  keys of unknown fate: {_count(counts['unknown'])} (the store could "
+        out.append(f"  keys of unknown fate: {count_text(counts['unknown'])} (the store could "
                    "not say whether they were deleted; deleted is a lower bound)")
     malformed = counts.get("malformed")
     if malformed:
@@ -304,7 +305,7 @@ def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
         samples = given.get("malformed") if isinstance(given, dict) else None
         shown = [printable(k) for k in samples[:3] if isinstance(k, str)] \
             if isinstance(samples, list) else []
-        out.append(f"  malformed keys: {_count(malformed)} (never deleted)"
+        out.append(f"  malformed keys: {count_text(malformed)} (never deleted)"
                    + (f", e.g. {', '.join(shown)}" if shown else ""))
     if last.get("journal"):
         out.append(f"  journal: {_text(last['journal'])}")
