@@ -138,8 +138,15 @@ def _validate(doc: object) -> dict[str, Any]:
 
 def parse(path: str) -> list[Rec]:
     recs = []
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
+    # Bytes, decoded a line at a time: a file that is not UTF-8 is malformed input (65,
+    # naming its line), as `replay` says it (newuser8 I2: "Error: UnicodeDecodeError", 1).
+    with open(path, "rb") as f:
+        for n, raw in enumerate(f, 1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise Malformed(f"{path}:{n}: not UTF-8 (byte {raw[e.start]:#04x} at "
+                                f"column {e.start + 1})") from None
             if not line.strip():
                 continue
             try:

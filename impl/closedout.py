@@ -15,6 +15,9 @@ duplicates its records).
   was cut short, it exits 1 (failed: the output is incomplete), quietly, where its work
   said 0 (any other code already says it did not simply succeed, and stands).
 - `exit_code(code)`: the code the command ends with, by that rule.
+- Any other failed write (`> /dev/full`: ENOSPC, newuser8 I6) loses output the user asked
+  for: one line on stderr ("cannot write to stdout: ..."), later writes dropped, and the
+  command exits 1 (failed) where its work said 0, whatever the command.
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ from epochgc.impl.exitcodes import ExitCode
 # Said in `epochgc --help`'s exit-code table and in the READMEs.
 RULE = ("A closed stdout (`| head`) is not a failure: the command stops writing and exits "
         "with its work's code; one whose output is its work (replay, consume, cluster "
-        "status, gc --list -, gc-admin show) exits 1, not 0, if that output was cut short.")
+        "status, gc --list -, gc-admin show) exits 1, not 0, if that output was cut short. "
+        "Any other failed write to stdout (`> /dev/full`) is said in one line and exits 1.")
 
 
 class _Guard(io.RawIOBase):
@@ -39,6 +43,7 @@ class _Guard(io.RawIOBase):
         super().__init__()
         self._fd = fd
         self.cut = False
+        self.failed: str | None = None  # why a write failed other than EPIPE
 
     def writable(self) -> bool:
         return True
@@ -57,10 +62,27 @@ class _Guard(io.RawIOBase):
             return os.write(self._fd, data)
         except BrokenPipeError:
             self.cut = True
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, self._fd)  # later writes, and any child's, go nowhere
-            os.close(devnull)
-            return len(data)
+        except BlockingIOError:
+            raise  # a non-blocking stdout that is full: BufferedWriter's to handle
+        except OSError as e:
+            # newuser8 I6: `> /dev/full` (ENOSPC; POSIX write(): "[ENOSPC] There was no
+            # free space remaining on the device containing the file"), EDQUOT, EIO: the
+            # output is lost, which is a failure (exit 1), said once, not a traceback
+            # and Python's exit 120 from the flush at exit.
+            self.cut = True
+            self.failed = e.strerror or str(e)
+            _say_failed(self.failed)
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._fd)  # later writes, and any child's, go nowhere
+        os.close(devnull)
+        return len(data)
+
+
+def _say_failed(why: str) -> None:
+    """The one line for a failed stdout write (stderr may be closed too: then silence)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stderr.write(f"epochgc: cannot write to stdout: {why}\n")
+        sys.stderr.flush()
 
 
 _guard: _Guard | None = None
@@ -84,6 +106,10 @@ def guard() -> None:
         out.flush()
     except BrokenPipeError:
         with_fd.cut = True
+    except OSError as e:  # what was buffered is lost: said as a later write's would be
+        with_fd.cut = True
+        with_fd.failed = e.strerror or str(e)
+        _say_failed(with_fd.failed)
     sys.stdout = io.TextIOWrapper(
         io.BufferedWriter(with_fd), encoding=out.encoding, errors=out.errors,
         line_buffering=bool(out.line_buffering), write_through=getattr(out, "write_through", False))
@@ -108,6 +134,10 @@ def cut_short() -> bool:
 def exit_code(code: int | None) -> int | None:
     """The code to exit with: `code`, except 1 for a command whose output is its work and
     was cut short while the work itself said 0."""
-    if cut_short() and _output_is_work and not code:
+    if cut_short() and (_output_is_work or _write_failed()) and not code:
         return int(ExitCode.FAILED)
     return code
+
+
+def _write_failed() -> bool:
+    return _guard is not None and _guard.failed is not None

@@ -10,6 +10,7 @@ import contextlib
 import importlib.util
 import os
 import shutil
+import stat
 import sys
 import tempfile
 import uuid
@@ -107,11 +108,38 @@ def writable_file(path: str, option: str, *, new: bool = False) -> str:
         raise Refused(f"{option} {path}: is a directory (a file path is expected)",
                       ExitCode.USAGE)
     _check_dir(parent, f"{option} {path}: directory {parent}")
+    not_regular = special_file(target)
+    if not_regular is not None:
+        raise Refused(f"{option} {path}: {not_regular} (a regular file or a new path is "
+                      "expected; it is never replaced)", ExitCode.USAGE)
     if new and os.path.lexists(target):
         raise Refused(f"{option} {path}: exists (it is never overwritten)", ExitCode.USAGE)
     if os.path.exists(target) and not os.access(target, os.W_OK):
         raise Refused(f"{option} {path}: the file is not writable", ExitCode.USAGE)
     return target
+
+
+def special_file(path: str) -> str | None:
+    """Why `path` may not be replaced by a new regular file (None: it does not exist or is
+    a regular file). newuser8 I5: `gc --metrics-file /dev/full`, run as root, replaced the
+    device node with the metrics text (a temp file renamed over it); a FIFO and a symlink
+    were replaced alike. rename(2) replaces whatever directory entry the new name has
+    (POSIX rename(): "If the link named by the new argument exists, it shall be removed"),
+    so anything that is not a regular file is refused, a symlink too (not followed: the
+    file it names could be anything, and --list/--manifest refuse any existing path)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(st.st_mode):
+        return None
+    kind = ("a symbolic link" if stat.S_ISLNK(st.st_mode) else
+            "a directory" if stat.S_ISDIR(st.st_mode) else
+            "a character device" if stat.S_ISCHR(st.st_mode) else
+            "a block device" if stat.S_ISBLK(st.st_mode) else
+            "a FIFO" if stat.S_ISFIFO(st.st_mode) else
+            "a socket" if stat.S_ISSOCK(st.st_mode) else "not a regular file")
+    return f"is {kind}"
 
 
 def creatable_path(path: str, option: str) -> None:

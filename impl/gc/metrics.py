@@ -6,9 +6,13 @@ per run can represent; rates come from the scraper across rounds.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import math
+import os
+import threading
 
-from prometheus_client import CollectorRegistry, Gauge, push_to_gateway, write_to_textfile
+from prometheus_client import CollectorRegistry, Gauge, generate_latest, push_to_gateway
 
 from epochgc.impl.gc.summary import OUTCOMES, GcSummary
 
@@ -117,6 +121,29 @@ def export_metrics(
 ) -> None:
     reg = build_registry(s)
     if metrics_file:
-        write_to_textfile(metrics_file, reg)  # writes a temp file and renames: atomic
+        _write_textfile(metrics_file, reg)
     if pushgateway:
         push_to_gateway(pushgateway, job="epochgc_gc", registry=reg)
+
+
+def _write_textfile(path: str, reg: CollectorRegistry) -> None:
+    """prometheus_client's `write_to_textfile` (a temp file renamed over `path`: a reader
+    never sees half a file), except that what is at `path` is checked again just before
+    the rename: the preflight refused a device node, FIFO or symlink, but one put there
+    during the round would be replaced too (newuser8 I5: /dev/full became a regular file).
+    The check and the rename are two steps; what it closes is the round-long window."""
+    from epochgc.impl.preflight import special_file
+
+    tmp = f"{path}.{os.getpid()}.{threading.current_thread().ident}"
+    # O_EXCL: never write through whatever may already sit at the temp name.
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(generate_latest(reg))
+        why = special_file(path)
+        if why is not None:
+            raise OSError(errno.EEXIST, f"{why}; not replaced", path)
+        os.replace(tmp, path)
+    finally:  # after a successful rename there is nothing at `tmp`
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)

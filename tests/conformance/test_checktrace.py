@@ -88,6 +88,20 @@ def test_malformed_line_is_exit_2_with_file_and_line(tmp_path: Path) -> None:
     assert f"trace.ndjson:{n}:" in out
 
 
+def test_a_line_that_is_not_utf8_is_exit_65_with_file_and_line(tmp_path: Path) -> None:
+    """newuser8 I2. Old code: "Error: UnicodeDecodeError: 'utf-8' codec can't decode byte
+    0xff in position 0: invalid start byte", exit 1 (replay said 65)."""
+    t = tmp_path / "trace.ndjson"
+    write_trace(t)
+    n = len(t.read_text().splitlines())
+    with t.open("ab") as f:
+        f.write(b'\xff\xfe\n')
+    code, out = run(t)
+    assert code == 65, out
+    assert out.strip() == (f"malformed trace: {t}:{n + 1}: not UTF-8 (byte 0xff at column 1)")
+    assert "UnicodeDecodeError" not in out
+
+
 # ---- issue 42: each of the checker's comparisons fails on a trace doctored for it --------------
 
 

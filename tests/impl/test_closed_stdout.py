@@ -42,6 +42,23 @@ def _closed(*argv: str, cwd: Path | None = None) -> tuple[int, str]:
     return proc.returncode, proc.stderr
 
 
+FULL = "/dev/full"
+
+
+def _full(*argv: str) -> tuple[int, str]:
+    """(exit code, stderr) of `epochgc ARGV > /dev/full`: every write to stdout fails with
+    ENOSPC (Linux's null(4): "Writes to /dev/full fail with an ENOSPC error")."""
+    if not os.path.exists(FULL):
+        pytest.skip(f"{FULL} is absent")
+    with open(FULL, "w") as full:
+        proc = subprocess.run([sys.executable, "-m", "epochgc", *argv], stdout=full,
+                              stderr=subprocess.PIPE, text=True, timeout=600, env=ENV)
+    return proc.returncode, proc.stderr
+
+
+NO_SPACE = "epochgc: cannot write to stdout: No space left on device\n"
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     d = tmp_path_factory.mktemp("cluster")
@@ -78,9 +95,23 @@ def test_cluster_commands_whose_work_was_done_exit_0(cluster: Path) -> None:
     assert _closed("cluster", "status", "--data-dir", str(cluster), "--json")[0] == 1
 
 
+def test_cluster_commands_writing_to_a_full_device_fail_in_one_line(cluster: Path) -> None:
+    """newuser8 I6: `> /dev/full` gave "Error: OSError: [Errno 28] ...", a traceback from
+    closedout.py and exit 120 (not in the table), for every command. Now: one line, 1."""
+    before = _acked(cluster)
+    assert _full("produce", "--data-dir", str(cluster), "--partition", "t/0",
+                 "--count", "10") == (1, NO_SPACE)
+    assert _acked(cluster) == before + 10  # the work was done; its report was lost
+    assert _full("consume", "--data-dir", str(cluster), "--partition", "t/0") == (1, NO_SPACE)
+    assert _full("cluster", "status", "--data-dir", str(cluster), "--json") == (1, NO_SPACE)
+
+
 def test_replay_cut_short_exits_1_quietly() -> None:
     vectors = ROOT / "spec" / "vectors" / "fence-window-reference.jsonl"
     assert _closed("replay", str(vectors)) == (1, "")
+    assert _full("replay", str(vectors)) == (1, NO_SPACE)  # newuser8 I6: 120, a traceback
+    assert _full("conform", "--vectors", "--", sys.executable, "-m",
+                 "epochgc.model.port") == (1, NO_SPACE)
 
 
 def _store(root: Path) -> set[str]:
@@ -105,6 +136,11 @@ def test_gc_admin_commands_whose_work_was_done_exit_0(tmp_path: Path) -> None:
     assert shown.returncode == 3 and json.loads(shown.stdout)["paused"], shown.stdout
     code, err = _closed("gc-admin", "resume", "--store", str(root))
     assert code == 0, err
+    # newuser8 I6: each gave a traceback and 120 into /dev/full.
+    assert _full("gc-admin", "show", "--store", str(root)) == (1, NO_SPACE)
+    assert _full("gc-admin", "show", "--store", str(root), "--json") == (1, NO_SPACE)
+    assert _full("gc-admin", "pause", "--store", str(root), "--json") == (1, NO_SPACE)
+    assert _full("gc-admin", "start", "--store", str(root)) == (1, NO_SPACE)
 
 
 def _gc_args(root: Path) -> tuple[str, ...]:

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
 from epochgc.impl.cli import main
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.record import ROUNDS_PREFIX
-from epochgc.impl.preflight import PROBE_PREFIX
+from epochgc.impl.preflight import PROBE_PREFIX, writable_file
 from epochgc.impl.store.local import LocalStore
 from tests.gc.helpers import simple_cluster
 
@@ -283,3 +285,74 @@ def test_produce_refuses_a_record_size_no_read_page_can_carry(tmp_path: Path) ->
     r = CliRunner().invoke(main, ["produce", "--data-dir", str(tmp_path / "none"),
                                   "--partition", "t/0", "--size", str(MAX_RECORD_BYTES + 1)])
     assert r.exit_code == ExitCode.USAGE and "Invalid value for '--size'" in r.output, r.output
+
+
+def _special(tmp_path: Path, kind: str) -> Path:
+    """A path in `tmp_path` that is not a regular file: a FIFO, a symlink to a regular
+    file, or (root only) a character device node like /dev/null's (1, 3)."""
+    p = tmp_path / f"{kind}.prom"
+    if kind == "fifo":
+        os.mkfifo(p)
+    elif kind == "symlink":
+        (tmp_path / "target.prom").write_text("# mine\n")
+        p.symlink_to(tmp_path / "target.prom")
+    else:
+        try:
+            os.mknod(p, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        except PermissionError:
+            pytest.skip("making a device node needs root")
+    return p
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "chardev"])
+def test_an_output_path_that_is_not_a_regular_file_is_refused(tmp_path: Path,
+                                                               kind: str) -> None:
+    """newuser8 I5: `gc --metrics-file /dev/full` replaced the device node (as root) with
+    the metrics text, and a FIFO and a symlink alike, exit 0. Old code: writable_file
+    returned the path (no refusal), for --metrics-file, --list and cluster --trace."""
+    p = _special(tmp_path, kind)
+    before = os.lstat(p)
+    for option in ("--metrics-file", "--list", "--trace"):
+        with pytest.raises(click.ClickException) as e:
+            writable_file(str(p), option)
+        assert e.value.exit_code == ExitCode.USAGE
+        assert e.value.message.startswith(f"{option} {p}: is a "), e.value.message
+    assert os.lstat(p).st_mode == before.st_mode  # still what it was
+    if kind == "symlink":
+        assert (tmp_path / "target.prom").read_text() == "# mine\n"
+
+
+@pytest.mark.parametrize("option", ["--metrics-file", "--list"])
+def test_gc_refuses_a_fifo_output_path_before_the_round(tmp_path: Path, option: str) -> None:
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
+    fifo = _special(tmp_path, "fifo")
+    r = CliRunner().invoke(main, ["gc", "--store", str(tmp_path / "s"), "--dry-run", "-q",
+                                  option, str(fifo)])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert _one_line(r.output) == (
+        f"Error: {option} {fifo}: is a FIFO (a regular file or a new path is expected; it "
+        "is never replaced)")
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
+    assert not list(LocalStore(tmp_path / "s").list_all(ROUNDS_PREFIX))  # no round ran
+
+
+@pytest.mark.parametrize("kind", ["fifo", "symlink", "chardev"])
+def test_the_metrics_write_rechecks_the_path_before_replacing_it(tmp_path: Path,
+                                                                  kind: str) -> None:
+    """What the preflight passed may change during the round: the final write looks
+    again. Old code (prometheus_client's write_to_textfile) renamed over it."""
+    from epochgc.impl.gc.metrics import export_metrics
+    from epochgc.impl.gc.summary import GcSummary
+
+    p = _special(tmp_path, kind)
+    before = os.lstat(p)
+    with pytest.raises(OSError) as e:
+        export_metrics(GcSummary(), str(p))
+    assert "is a " in str(e.value) and "not replaced" in str(e.value), e.value
+    assert os.lstat(p).st_mode == before.st_mode
+    assert sorted(q.name for q in tmp_path.iterdir()) == sorted(
+        [p.name] + (["target.prom"] if kind == "symlink" else []))  # no temp file left
+    regular = tmp_path / "m.prom"
+    regular.write_text("old\n")
+    export_metrics(GcSummary(), str(regular))  # a regular file is replaced, as before
+    assert "epochgc_gc_" in regular.read_text()
