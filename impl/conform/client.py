@@ -44,7 +44,9 @@ def _strict_object(text: str) -> dict[str, Any] | None:
 
     try:
         obj = json.loads(text, parse_constant=no_constant)
-    except ValueError:
+    except (ValueError, RecursionError):
+        # RecursionError: nested deeper than the interpreter's recursion limit (json's C
+        # scanner counts each array/object level as one recursive call); newuser8 I3.
         return None
     return obj if isinstance(obj, dict) else None
 

@@ -357,3 +357,11 @@ def test_close_stops_the_ports_whole_process_group(
     for pid in left:  # a failing run leaves nothing either
         os.kill(pid, signal.SIGKILL)
     assert left == [], f"left running (the child was {child})"
+
+
+@pytest.mark.parametrize("depth", [100_000, 990, 400])
+def test_a_deeply_nested_answer_is_garbage(depth: int) -> None:
+    """newuser8 I3: an answer nested 100,000 deep gave "Error: RecursionError", exit 1."""
+    code, out = cli("--vectors", "--json", "--", *broken("deep"), str(depth))
+    assert code == 76, out[-300:]  # EX_PROTOCOL
+    assert json.loads(out)["protocol"]["kind"] == "garbage"
