@@ -153,6 +153,10 @@ def parse(path: str) -> list[Rec]:
                 recs.append(Rec(n, _validate(json.loads(line))))
             except (json.JSONDecodeError, Malformed, TypeError) as e:
                 raise Malformed(f"{path}:{n}: {e}") from None
+            except RecursionError:
+                # Deeper than the interpreter's recursion limit (json's C scanner recurses
+                # once per array/object level): newuser8 I3 gave "Error: RecursionError".
+                raise Malformed(f"{path}:{n}: nested too deeply") from None
     return recs
 
 

@@ -69,6 +69,21 @@ def env_value(pid: int, name: str) -> str | None:
     return None
 
 
+def group_members(pgid: int) -> list[int]:
+    """Every live process of process group `pgid` (proc(5): `/proc/PID/stat` field 5 is
+    the process group), zombies excluded; empty where there is no /proc."""
+    found = []
+    for entry in PROC.glob("[0-9]*"):
+        try:
+            text = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        if fields[0] != "Z" and int(fields[2]) == pgid:
+            found.append(int(entry.name))
+    return found
+
+
 def alive(pid: int) -> bool:
     st = _stat(pid)
     return st is not None and st[1] != "Z"

@@ -500,6 +500,10 @@ def parse_step(text: str) -> Any:
         )
     except json.JSONDecodeError as e:
         raise _Bad("json", f"malformed JSON: {e.msg} at column {e.colno}") from None
+    except RecursionError:
+        # Deeper than the interpreter's recursion limit: json's C scanner counts each
+        # array/object level as one recursive call (newuser8 I3: "Error: RecursionError").
+        raise _Bad("json", "malformed JSON: nested too deeply") from None
 
 
 def bounded_lines(f: TextIO, source: str) -> Iterator[str]:

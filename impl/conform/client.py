@@ -21,6 +21,8 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from epochgc.impl import proctree
+
 _TAIL = 300  # characters of a bad line quoted in a report
 # The first answer also waits for the port to start (an interpreter, a JIT): not a hang.
 STARTUP_S = 10.0
@@ -42,7 +44,9 @@ def _strict_object(text: str) -> dict[str, Any] | None:
 
     try:
         obj = json.loads(text, parse_constant=no_constant)
-    except ValueError:
+    except (ValueError, RecursionError):
+        # RecursionError: nested deeper than the interpreter's recursion limit (json's C
+        # scanner counts each array/object level as one recursive call); newuser8 I3.
         return None
     return obj if isinstance(obj, dict) else None
 
@@ -244,23 +248,41 @@ class PortProcess:
 
     def close(self) -> None:
         """Close stdin (a well-behaved port ends at end of input); then SIGTERM, then
-        SIGKILL what lingers. The port never sees the terminal's SIGINT (its own session),
-        so this is the one way it is stopped."""
+        SIGKILL what lingers of the port's process group. The port never sees the
+        terminal's SIGINT (its own session), so this is the one way it is stopped.
+
+        The whole group, not the process started (newuser8 I4): a port run through a
+        wrapper (`sh -c`, npm, make) has its real port as a child, which outlives a wrapper
+        that exits or dies of SIGTERM, reparented to init, unless it is signalled too."""
         if self._proc.poll() is None:
             with contextlib.suppress(OSError):
                 self._proc.stdin.close()  # type: ignore[union-attr]
-            try:
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 self._proc.wait(timeout=EOF_GRACE_S)
-            except subprocess.TimeoutExpired:
-                self._signal_job(signal.SIGTERM)
-                try:
-                    self._proc.wait(timeout=TERM_GRACE_S)
-                except subprocess.TimeoutExpired:
-                    self._signal_job(signal.SIGKILL)
-                    self._proc.wait()
+        if self._group_alive():
+            self._signal_job(signal.SIGTERM)
+            if not self._group_gone_within(TERM_GRACE_S):
+                self._signal_job(signal.SIGKILL)
+                self._group_gone_within(TERM_GRACE_S)
+                self._proc.wait()
         for f in (self._proc.stdin, self._proc.stdout):
             if f is not None and not f.closed:
                 f.close()
+
+    def _group_alive(self) -> bool:
+        """Whether the port or anything of its process group still runs. The group's id is
+        the port's pid (it leads its own session); once the port is reaped, the group is
+        signalled only while /proc shows members of it, which keep that id from being
+        given to another process (setpgid(2): a group's id is its leader's pid)."""
+        return self._proc.poll() is None or bool(proctree.group_members(self._proc.pid))
+
+    def _group_gone_within(self, seconds: float) -> bool:
+        deadline = self._clock() + seconds
+        while self._group_alive():
+            if self._clock() >= deadline:
+                return False
+            time.sleep(0.05)
+        return True
 
     def _signal_job(self, sig: signal.Signals) -> None:
         """The port's process group (its pid: it leads its own session), so that what it

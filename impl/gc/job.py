@@ -105,7 +105,10 @@ def run_gc(
                     summary.interrupted = "lease-lost"
                     if say is not None:
                         say(f"gc: {lost}")
-                if summary.interrupted is not None:
+                    # Found only now, after the round returned: its work is whole as the
+                    # stage counted it (newuser8 I1: a round that had listed and deleted
+                    # all recorded `listing_complete: false`); `listing_complete` stays.
+                elif summary.interrupted is not None:
                     # A stopped round never claims a complete listing (newuser3 N1: one
                     # stopped before its tasks said `listing_complete: true`, listed 0).
                     summary.listing_complete = False

@@ -209,6 +209,10 @@ class GcSummary:
             if self.journal is None:  # stopped before its deletion journal began (issue 41)
                 return [f"gc: round interrupted ({self.interrupted}) before any delete; "
                         "nothing was deleted"]
+            if self.listing_complete:  # stopped once its work was done (newuser8 I1)
+                return [f"gc: round interrupted ({self.interrupted}) after it had listed "
+                        f"everything and deleted {self.deleted:,} key(s) (journal: "
+                        f"{self.journal})"]
             return [f"gc: round interrupted ({self.interrupted}) after deleting {self.deleted:,}"
                     f" key(s); the rest are listed again next round (journal: {self.journal})"]
         if self.paused is not None:

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -313,3 +315,53 @@ def test_a_port_that_prints_before_its_first_line_is_told_so(name: str) -> None:
             port.ask('{"op": "state"}')
     assert e.value.kind == "extra-output"
     assert e.value.detail == "printed before it was sent any line: b'garbage\\n'", e.value.detail
+
+
+def _live_in_group(pgid: int) -> list[int]:
+    """Processes of process group `pgid` that are not zombies (proc(5): /proc/PID/stat
+    fields 3 and 5 are the state and the process group)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            found.append(int(stat.parent.name))
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads Linux's /proc")
+@pytest.mark.parametrize("mode", ["ignore-term", "exits"])
+def test_close_stops_the_ports_whole_process_group(
+        mode: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """newuser8 I4: a port run through a wrapper leaves no process behind when conform stops
+    it: not a child that outlives the wrapper's SIGTERM, nor one whose wrapper has already
+    exited."""
+    monkeypatch.setattr("epochgc.impl.conform.client.TERM_GRACE_S", 0.5)
+    ready = tmp_path / "child.pid"
+    port = PortProcess([*broken("wrapped_hang"), mode, str(ready)], timeout=30)
+    try:
+        for _ in range(2400):  # the child is set up before the port is stopped, however slow
+            if ready.exists():
+                break
+            time.sleep(0.05)
+        child = int(ready.read_text())
+        assert child in _live_in_group(port._proc.pid)
+        if mode == "exits":
+            assert port._proc.wait(timeout=60) == 3
+    finally:
+        port.close()
+    left = _live_in_group(port._proc.pid)
+    for pid in left:  # a failing run leaves nothing either
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], f"left running (the child was {child})"
+
+
+@pytest.mark.parametrize("depth", [100_000, 990, 400])
+def test_a_deeply_nested_answer_is_garbage(depth: int) -> None:
+    """newuser8 I3: an answer nested 100,000 deep gave "Error: RecursionError", exit 1."""
+    code, out = cli("--vectors", "--json", "--", *broken("deep"), str(depth))
+    assert code == 76, out[-300:]  # EX_PROTOCOL
+    assert json.loads(out)["protocol"]["kind"] == "garbage"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -99,3 +100,31 @@ def test_a_round_whose_lease_was_removed_after_its_last_look_says_so(tmp_path: P
     assert rec["interrupted"] == "lease-lost", rec
     assert any("was removed while the round ran" in line for line in said), said
     assert LocalStore(root).head(LEASE_KEY) is None  # the release never recreates it
+
+
+@pytest.mark.spark
+def test_a_round_that_finished_before_its_lease_was_found_removed_says_its_listing_is_whole(
+        spark: Any, tmp_path: Path) -> None:
+    """newuser8 I1: a round whose every task had finished (listed, deleted, read back) when
+    it found its lease removed recorded `listing_complete: false` and said "the rest are
+    listed again next round": there is no rest. It still ends `lease-lost`, exit 1."""
+    from epochgc.impl.gc.admin import reset_gc_state
+    from epochgc.impl.gc.record import ROUNDS_PREFIX
+
+    root = tmp_path / "store"
+    eligible, kept = make_store(root)
+
+    def say(line: str) -> None:
+        if line.startswith("gc: listed ") and " deleted (journal " in line:
+            # The stage is over, its counts whole: the lease goes now.
+            reset_gc_state(LocalStore(root), clock(), force=True, even_if_running=True)
+
+    s = run_gc(spark, local_spec(root), GcOptions(grace_s=GRACE), clock=clock, say=say)
+    assert (s.interrupted, s.exit_code) == ("lease-lost", 1), (s.interrupted, s.exit_code)
+    assert s.listing_complete and s.deleted == len(eligible), s
+    assert {k for k in all_keys(LocalStore(root)) if not k.startswith("_cluster/")} == kept
+    [rec] = [json.loads(LocalStore(root).get(o.key))
+             for o in LocalStore(root).list_all(ROUNDS_PREFIX)]
+    assert rec["interrupted"] == "lease-lost" and rec["listing_complete"] is True, rec
+    [line] = s.lines()
+    assert "the rest" not in line and "lease-lost" in line, line

@@ -198,3 +198,22 @@ def test_non_finite_and_absurd_values_exit_64_in_one_line(
     [line] = [x for x in r.output.splitlines() if x.startswith("Error:")]
     assert argv[argv.index(next(a for a in argv if a.startswith("--")))] in line, line
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("line", [
+    "[" * 100_000 + "]" * 100_000,
+    '{"op": ' + "[" * 990 + "]" * 990 + "}",
+    '{"type": "placeholder", "epoch": ' + "[" * 990 + "]" * 990 + "}",
+    '{"op": ' + "[" * 400 + "]" * 400 + "}",
+    '{"type": "placeholder", "epoch": ' + "[" * 400 + "]" * 400 + "}",
+])
+def test_deeply_nested_json_in_replay_and_check_trace_exits_65(
+        tmp_path: Path, line: str) -> None:
+    """newuser8 I3: 100,000 '[' gave "Error: RecursionError", exit 1; nesting just under
+    the interpreter's limit must not reach it elsewhere (a message quoting the value)."""
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text(line + "\n")
+    for command in ("replay", "check-trace"):
+        r = CliRunner().invoke(main, [command, str(deep)])
+        assert r.exit_code == ExitCode.DATAERR, (command, r.output[-300:])
+        assert "RecursionError" not in r.output and f"{deep}:1" in r.output, r.output[-300:]
