@@ -46,10 +46,20 @@ class _LazyGroup(click.Group):
 
     def make_context(self, info_name: str | None, args: list[str],
                      parent: click.Context | None = None, **extra: object) -> click.Context:
+        if parent is None:
+            # `epochgc --help` and `--version` write while the arguments are parsed, before
+            # the group's body guards stdout (newuser8 J1: into /dev/full a click
+            # traceback, exit 1; into a closed pipe exit 1 where `gc --help` exits 0).
+            closedout.guard()
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
         except click.UsageError as e:
             raise Usage(e.format_message(), e.ctx) from None
+        except click.exceptions.Exit as e:
+            code = closedout.exit_code(e.exit_code)
+            if code:
+                raise click.exceptions.Exit(code) from None
+            raise
 
     def invoke(self, ctx: click.Context) -> object:
         # A closed stdout is not by itself a failure (impl/closedout.py): the command's

@@ -106,6 +106,15 @@ def test_cluster_commands_writing_to_a_full_device_fail_in_one_line(cluster: Pat
     assert _full("cluster", "status", "--data-dir", str(cluster), "--json") == (1, NO_SPACE)
 
 
+@pytest.mark.parametrize("argv", [("--help",), ("--version",), ("gc", "--help")])
+def test_help_and_version_into_a_closed_pipe_or_a_full_device(argv: tuple[str, ...]) -> None:
+    """newuser8 J1: `epochgc --help > /dev/full` and `--version` printed a 38-line click
+    traceback and exited 1; `epochgc --help | true` exited 1 where `gc --help | true` 0."""
+    assert _closed(*argv) == (0, "")
+    code, err = _full(*argv)
+    assert (code, err) == (1, NO_SPACE), err
+
+
 def test_replay_cut_short_exits_1_quietly() -> None:
     vectors = ROOT / "spec" / "vectors" / "fence-window-reference.jsonl"
     assert _closed("replay", str(vectors)) == (1, "")
