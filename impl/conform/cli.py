@@ -74,7 +74,7 @@ def conform(variant: str, examples: int, seed: int | None, max_steps: int,
         raise click.NoSuchOption(argv[0])
     checkpoint("start")  # the signal tests' point: before the port starts
     try:
-        port = PortProcess(argv, timeout=timeout_per_step)
+        port = PortProcess(argv, timeout=timeout_per_step, say=_to_stderr)
     except OSError as e:
         click.echo(f"epochgc conform: cannot start {argv[0]!r}: {e.strerror or e}", err=True)
         raise SystemExit(EXIT_MISSING) from None
@@ -196,6 +196,10 @@ def _finish(port: PortProcess, summary: dict[str, Any], say: Callable[[str], Non
 
 def _quiet(_text: str) -> None:
     pass
+
+
+def _to_stderr(text: str) -> None:
+    click.echo(f"epochgc conform: {text}", err=True)
 
 
 def _disagree(run: Run, argv: list[str], out: Path | None, summary: dict[str, Any],
