@@ -48,10 +48,11 @@ def _start_watchdog() -> subprocess.Popen[bytes]:
 
 
 class ProtocolFailure(Exception):
-    def __init__(self, kind: str, detail: str) -> None:
+    def __init__(self, kind: str, detail: str, answered: bytes | None = None) -> None:
         super().__init__(f"{kind}: {detail}")
         self.kind = kind
         self.detail = detail
+        self.answered = answered  # the line it printed instead of an answer, if any
 
 
 def _strict_object(text: str) -> dict[str, Any] | None:
@@ -206,7 +207,8 @@ class PortProcess:
         obj = None if text is None else _strict_object(text)
         if obj is None:
             raise ProtocolFailure(
-                "garbage", f"printed something that is not one JSON object: {raw[:_TAIL]!r}")
+                "garbage", f"printed something that is not one JSON object: {raw[:_TAIL]!r}",
+                raw)
         return self._unframe(obj, raw)
 
     def _no_answer(self, wait: float) -> str:
@@ -224,14 +226,14 @@ class PortProcess:
         if set(obj) != {"seq", "answer"} or type(seq) is not int or not isinstance(answer, dict):
             raise ProtocolFailure(
                 "garbage", f"printed an object that is not {{\"seq\": N, \"answer\": {{...}}}}: "
-                f"{raw[:_TAIL]!r}")
+                f"{raw[:_TAIL]!r}", raw)
         if seq < self._want_seq:
             raise ProtocolFailure(
                 "extra-output", f"wrote more than one line for line {seq}: {raw[:_TAIL]!r}")
         if seq != self._want_seq:
             raise ProtocolFailure(
                 "garbage", f"answered line {seq} while line {self._want_seq} was owed: "
-                f"{raw[:_TAIL]!r}")
+                f"{raw[:_TAIL]!r}", raw)
         self._want_seq += 1
         return answer
 

@@ -136,7 +136,9 @@ class _AdminGroup(click.Group):
         except click.UsageError as e:
             raise _Usage(e.format_message(), e.ctx) from None
         except _Interrupted as e:
-            click.echo(f"gc-admin: interrupted by {e}", err=True)
+            # The form `epochgc`'s group prints for a signal while the command loads
+            # (newuser8 I7: "epochgc gc-admin:" then, "gc-admin:" later).
+            click.echo(f"epochgc gc-admin: interrupted by {e}", err=True)
             ctx.exit(e.code)
 
 
@@ -268,7 +270,9 @@ def start(store: str, s3_endpoint: str | None, as_json: bool) -> None:
     finally:
         s.close()
     if as_json:
-        _json({"paused": False, "changed": before.paused, "by": state.by, "at": state.at})
+        # Never paused: nobody resumed it (newuser8 I7: "by": "" beside "at": null).
+        _json({"paused": False, "changed": before.paused, "by": state.by or None,
+               "at": state.at})
         return
     click.echo("gc-admin: running" if before.paused
                else "gc-admin: running (it was not paused; nothing changed)")

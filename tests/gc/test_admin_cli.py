@@ -187,6 +187,14 @@ def test_pause_start_resume_reset_answer_json(tmp_path: Path) -> None:
     assert doc("reset") == {"removed": [], "recovered": []}
 
 
+def test_resume_json_of_a_store_never_paused_names_nobody(tmp_path: Path) -> None:
+    """newuser8 I7: `{"at": null, "by": "", ...}`: nobody resumed it, so `by` is null as
+    `at` is (`at`, when set, is Unix seconds, as `show --json`'s `paused_at` and `now`)."""
+    code, out = _admin("resume", "--store", str(_store(tmp_path)), "--json")
+    assert code == 0, out
+    assert json.loads(out) == {"paused": False, "changed": False, "by": None, "at": None}, out
+
+
 def test_reset_force_refuses_a_lease_whose_holder_runs_on_this_host(tmp_path: Path) -> None:
     """newuser3 N4: `reset --force` against a running round removed its lease and recorded
     it `killed` (exit 0); the round ran on beside the next one. --force means "known dead":
