@@ -12,7 +12,6 @@ from epochgc.impl.cli import main
 from epochgc.impl.partition.fence import StaleEpoch
 
 
-
 def _run(*args: str, stdin: bytes | None = None) -> tuple[int, str]:
     r = CliRunner().invoke(main, list(args), input=stdin)
     return r.exit_code, r.output
