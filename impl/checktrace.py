@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import bisect
 import json
+import sys
 from collections import defaultdict, deque
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, BinaryIO
 
 import click
 
@@ -26,6 +28,7 @@ from epochgc.impl.exitcodes import ExitCode
 from epochgc.model import partition as mp
 from epochgc.model.fence import SeenWindow, fence
 from epochgc.model.partition import PartitionState
+from epochgc.model.replay import STDIN, cannot_read, not_utf8
 
 _STATE_FIELDS = {f.name for f in fields(PartitionState)}
 _COMMON = {"v", "kind", "node", "run", "seq", "partition"}
@@ -96,7 +99,9 @@ def _window(v: object, what: str) -> tuple[int, int] | None:
 def _validate(doc: object) -> dict[str, Any]:
     if not isinstance(doc, dict):
         raise Malformed("a record must be a JSON object")
-    kind = doc.get("kind")
+    if "kind" not in doc:  # newuser8 I7: "unknown record kind None"
+        raise Malformed("missing field 'kind'")
+    kind = doc["kind"]
     if kind not in _KINDS:
         raise Malformed(f"unknown record kind {kind!r}")
     want = _COMMON | _KINDS[kind]
@@ -136,27 +141,34 @@ def _validate(doc: object) -> dict[str, Any]:
     return out
 
 
+def _lines(path: str) -> AbstractContextManager[BinaryIO]:
+    """`-` is stdin, as for `replay` (newuser8 I7: "-: cannot read: No such file")."""
+    if path == "-":
+        return nullcontext(sys.stdin.buffer)
+    return open(path, "rb")
+
+
 def parse(path: str) -> list[Rec]:
     recs = []
+    source = STDIN if path == "-" else path
     # Bytes, decoded a line at a time: a file that is not UTF-8 is malformed input (65,
     # naming its line), as `replay` says it (newuser8 I2: "Error: UnicodeDecodeError", 1).
-    with open(path, "rb") as f:
+    with _lines(path) as f:
         for n, raw in enumerate(f, 1):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
-                raise Malformed(f"{path}:{n}: not UTF-8 (byte {raw[e.start]:#04x} at "
-                                f"column {e.start + 1})") from None
+                raise Malformed(f"{source}:{n}: {not_utf8(raw, e.start)}") from None
             if not line.strip():
                 continue
             try:
                 recs.append(Rec(n, _validate(json.loads(line))))
             except (json.JSONDecodeError, Malformed, TypeError) as e:
-                raise Malformed(f"{path}:{n}: {e}") from None
+                raise Malformed(f"{source}:{n}: {e}") from None
             except RecursionError:
                 # Deeper than the interpreter's recursion limit (json's C scanner recurses
                 # once per array/object level): newuser8 I3 gave "Error: RecursionError".
-                raise Malformed(f"{path}:{n}: nested too deeply") from None
+                raise Malformed(f"{source}:{n}: nested too deeply") from None
     return recs
 
 
@@ -274,14 +286,17 @@ def _plain(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 @click.command("check-trace")
-@click.argument("trace", type=click.Path(dir_okay=False))
+# Not click.Path(dir_okay=False): a directory is input that cannot be read (65), as for
+# `replay`, not a usage error (newuser8 I7: 64 here, 65 there).
+@click.argument("trace", metavar="TRACE")
 @click.option("--context", default=5, show_default=True, help="records of context to show")
 def check_trace(trace: str, context: int) -> None:
-    """Replay a cluster trace (NDJSON, `epochgc cluster start --trace`) against the model."""
+    """Replay a cluster trace (NDJSON, `epochgc cluster start --trace`; `-` for stdin)
+    against the model."""
     try:
         res = check(trace, context)
     except OSError as e:
-        click.echo(f"{trace}: cannot read: {e}", err=True)
+        click.echo(cannot_read(STDIN if trace == "-" else trace, e), err=True)
         raise SystemExit(ExitCode.DATAERR) from e
     except Malformed as e:
         click.echo(f"malformed trace: {e}", err=True)

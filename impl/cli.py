@@ -94,7 +94,8 @@ class _LazyGroup(click.Group):
             # sets `invoked_subcommand` ("epochgc None: interrupted by SIGINT").
             name = ctx.invoked_subcommand or ctx.meta.get(_LOADING)
             who = f"epochgc {name}" if name else "epochgc"
-            click.echo(f"{who}: interrupted by {sig.name}", err=True)
+            said = f": {sig.detail}" if sig.detail else ""
+            click.echo(f"{who}: interrupted by {sig.name}{said}", err=True)
             signals.ignore_further()  # its cleanup is done: the exit code is decided
             ctx.exit(sig.exit_code)
         except NoCluster as e:  # a --data-dir that holds no cluster: a bad argument

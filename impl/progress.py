@@ -5,8 +5,19 @@ scheduler's log gets the lines only."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import Any, TextIO
+
+
+def _has_width(stream: TextIO) -> bool:
+    """Whether the terminal says how wide it is: a pty that reports 0 columns (`script`
+    without `stty cols`, some `docker exec -t` and CI terminals) drew no bar at all, and
+    then no line either (newuser8 I9). TIOCGWINSZ via os.get_terminal_size."""
+    try:
+        return os.get_terminal_size(stream.fileno()).columns > 0
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 class Reporter:
@@ -15,7 +26,8 @@ class Reporter:
     def __init__(self, quiet: bool, stream: TextIO | None = None) -> None:
         self.quiet = quiet
         self.stream = stream if stream is not None else sys.stderr
-        self.bars = not quiet and self.stream.isatty()
+        # No bars where the terminal has no width: the lines a log gets instead.
+        self.bars = not quiet and self.stream.isatty() and _has_width(self.stream)
 
     def __call__(self, msg: str) -> None:
         if self.quiet:

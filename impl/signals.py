@@ -72,9 +72,12 @@ class Interrupted(KeyboardInterrupt):
     and every `except Exception` treat it as Ctrl-C: it propagates, it is never swallowed
     as an error."""
 
-    def __init__(self, signum: int) -> None:
+    def __init__(self, signum: int, detail: str | None = None) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
+        # What the command did before it stopped, said on the one interrupt line
+        # (newuser8 I7: conform printed its own line and then the group's).
+        self.detail = detail
 
     @property
     def name(self) -> str:

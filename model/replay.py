@@ -13,6 +13,7 @@ given (so the library works without click).
 
 from __future__ import annotations
 
+import io
 import json
 import re
 import sys
@@ -506,6 +507,32 @@ def parse_step(text: str) -> Any:
         raise _Bad("json", "malformed JSON: nested too deeply") from None
 
 
+STDIN = "<stdin>"  # how `-` is named in messages
+
+
+def not_utf8(raw: bytes, start: int) -> str:
+    """Bytes that are not UTF-8, as `replay` and `check-trace` both say it (newuser8 I7:
+    one said "'utf-8' codec can't decode byte 0xff in position 0", the other this)."""
+    return f"not UTF-8 (byte {raw[start]:#04x} at column {start + 1})"
+
+
+def cannot_read(source: str, e: OSError) -> str:
+    """A file that cannot be read (missing, a directory, no permission): one wording for
+    `replay` and `check-trace` (newuser8 I7)."""
+    return f"{source}: cannot read: {e.strerror or e}"
+
+
+def _decoded(raw: str) -> str:
+    """A line read with errors="surrogateescape": a byte that is not UTF-8 is a lone
+    surrogate U+DC80..U+DCFF (PEP 383), which UTF-8 text itself never holds."""
+    for i, ch in enumerate(raw):
+        if "\udc80" <= ch <= "\udcff":
+            data = raw.encode("utf-8", "surrogateescape")
+            start = len(raw[:i].encode("utf-8", "surrogateescape"))
+            raise ReplayError(not_utf8(data, start))
+    return raw
+
+
 def bounded_lines(f: TextIO, source: str) -> Iterator[str]:
     """The lines of `f`, one at a time, each at most MAX_LINE characters: a longer line is
     bad input (ReplayError naming the source and the line) once MAX_LINE + 1 characters of
@@ -519,7 +546,11 @@ def bounded_lines(f: TextIO, source: str) -> Iterator[str]:
         if len(raw) > MAX_LINE:
             raise ReplayError(f"line longer than {MAX_LINE} characters", line=line_no,
                               source=source)
-        yield raw
+        try:
+            text = _decoded(raw)
+        except ReplayError as e:
+            raise e.located(line=line_no, source=source) from None
+        yield text
 
 
 class OutputError(Exception):
@@ -593,9 +624,15 @@ def mismatched(results: Iterable[Mapping[str, Any]]) -> list[int]:
 
 
 def _open(path: str, stdin: TextIO | None) -> AbstractContextManager[TextIO]:
+    # surrogateescape: a byte that is not UTF-8 is named with its line by `bounded_lines`
+    # (a strict decoder fails on a whole chunk, which says neither line nor column).
     if path == "-":
-        return nullcontext(stdin or sys.stdin)  # stdin is the caller's to close
-    return open(path, encoding="utf-8")  # the caller's `with` closes it
+        f = stdin or sys.stdin
+        if stdin is None and isinstance(f, io.TextIOWrapper):
+            f.reconfigure(errors="surrogateescape")
+        return nullcontext(f)  # stdin is the caller's to close
+    # The caller's `with` closes it.
+    return open(path, encoding="utf-8", errors="surrogateescape")
 
 
 def run(
@@ -607,7 +644,7 @@ def run(
 ) -> int:
     """The `epochgc replay` command without click: print one compact JSON line per step,
     return the exit code (0 ok, 1 an expect disagreed, 65 bad input or no steps)."""
-    source = "<stdin>" if path == "-" else path
+    source = STDIN if path == "-" else path
     default = DEFAULT_VARIANT if path == "-" else variant_from_filename(path) or DEFAULT_VARIANT
     bad: list[int] = []
     steps = 0
@@ -630,8 +667,11 @@ def run(
     except ReplayError as e:
         err(f"epochgc replay: {e}")
         return EXIT_BAD_INPUT
-    except (OSError, UnicodeDecodeError) as e:
-        err(f"epochgc replay: {source}: cannot read: {e}")
+    except OSError as e:
+        err(f"epochgc replay: {cannot_read(source, e)}")
+        return EXIT_BAD_INPUT
+    except UnicodeDecodeError as e:  # a stdin given as text that could not be decoded
+        err(f"epochgc replay: {source}: {not_utf8(e.object, e.start)}")
         return EXIT_BAD_INPUT
     if not steps:
         # Nothing was checked: an empty capture must not pass as a replay that agreed.

@@ -360,13 +360,13 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
 
     partitions = tuple(partition_names(partitions, "--partition"))  # before any connection
     check_batch_bytes(batch, count, size, len(partitions))
-    lc = LocalCluster(data_dir)
-    lc.client_addrs()  # no cluster under DATA_DIR: refused (64) before anything else
     if epoch is not None:
         try:
             check_epoch(epoch)
-        except ProduceError as e:
-            raise click.ClickException(str(e)) from e
+        except ProduceError as e:  # a bad argument (64), newuser8 I7: it exited 1
+            raise click.UsageError(f"--epoch: {e}") from e
+    lc = LocalCluster(data_dir)
+    lc.client_addrs()  # no cluster under DATA_DIR: refused (64) before anything else
     name = f"cli-{uuid.uuid4().hex[:12]}"  # a fresh producer id: its seqs start at 0
     rng = random.Random()
     recorded = _Tally()  # records acknowledged and recorded in the manifest

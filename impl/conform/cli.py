@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from epochgc.impl import signals
 from epochgc.impl.conform.client import PortProcess, ProtocolFailure
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.finite import FiniteFloat
@@ -27,6 +28,9 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_DISAGREE, EXIT_BROKEN = ExitCode.OK, ExitCode.FAILED, ExitCode.PROTOCOL
 EXIT_MISSING = ExitCode.UNAVAILABLE  # the extra, the port's program or the vectors
+# Below this no port can answer (a pipe round trip and a select): 1e-300 blamed the port for
+# an impossible setting (newuser8, pass 2).
+MIN_TIMEOUT_S = 0.01
 
 
 @click.command("conform", context_settings={"ignore_unknown_options": True},
@@ -40,8 +44,8 @@ EXIT_MISSING = ExitCode.UNAVAILABLE  # the extra, the port's program or the vect
 @click.option("--max-steps", default=30, show_default=True, type=click.IntRange(min=1),
               help="Longest generated program.")
 @click.option("--timeout-per-step", default=5.0, show_default=True,
-              type=FiniteFloat(min=0, max=3600, min_open=True),
-              help="Seconds per answer (at most 3600).")
+              type=FiniteFloat(min=MIN_TIMEOUT_S, max=3600),
+              help=f"Seconds per answer ({MIN_TIMEOUT_S:g} to 3600).")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the shortest failing program here as a vector file (a new file: "
                    "an existing one is refused).")
@@ -74,7 +78,7 @@ def conform(variant: str, examples: int, seed: int | None, max_steps: int,
         raise click.NoSuchOption(argv[0])
     checkpoint("start")  # the signal tests' point: before the port starts
     try:
-        port = PortProcess(argv, timeout=timeout_per_step)
+        port = PortProcess(argv, timeout=timeout_per_step, say=_to_stderr)
     except OSError as e:
         click.echo(f"epochgc conform: cannot start {argv[0]!r}: {e.strerror or e}", err=True)
         raise SystemExit(EXIT_MISSING) from None
@@ -88,11 +92,13 @@ def conform(variant: str, examples: int, seed: int | None, max_steps: int,
         with port:  # stopped on every path, an interrupt included
             code = _drive(port, argv, variant, examples, seed, max_steps, out, vectors_only,
                           summary, as_json, done, progress)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         progress.close()
-        click.echo(f"conform interrupted: {done.text()}; the port was stopped; no verdict",
-                   err=True)
-        raise
+        # One line, the group's ("epochgc conform: interrupted by SIGINT: ..."), not a line
+        # of its own before it (newuser8 I7).
+        sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
+        raise signals.Interrupted(
+            sig.signum, f"{done.text()}; the port was stopped; no verdict") from None
     finally:
         progress.close()
     if as_json:
@@ -170,7 +176,7 @@ def _drive(port: PortProcess, argv: list[str], variant: str, examples: int, seed
         summary["failure"] = rep.summary_run(b.run)
         say(f"the port broke the protocol at step {step} of {b.run.source} "
             f"(step 0 is the reset): {b.failure.kind}: {b.failure.detail}")
-        say(rep.table(b.run))
+        say(rep.table(b.run, b.failure.answered))
         return EXIT_BROKEN
 
 
@@ -196,6 +202,10 @@ def _finish(port: PortProcess, summary: dict[str, Any], say: Callable[[str], Non
 
 def _quiet(_text: str) -> None:
     pass
+
+
+def _to_stderr(text: str) -> None:
+    click.echo(f"epochgc conform: {text}", err=True)
 
 
 def _disagree(run: Run, argv: list[str], out: Path | None, summary: dict[str, Any],

@@ -17,10 +17,12 @@ import os
 import select
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from epochgc import IMPORT_ROOT
 from epochgc.impl import proctree
 
 _TAIL = 300  # characters of a bad line quoted in a report
@@ -31,11 +33,26 @@ EOF_GRACE_S = 1.0
 TERM_GRACE_S = 5.0
 
 
+# How long a port may take to end on SIGTERM before the person waiting is told so.
+_QUIET_WAIT_S = 1.0
+
+
+def _start_watchdog() -> subprocess.Popen[bytes]:
+    """The process that stops the port's group if conform dies, even by SIGKILL
+    (newuser8 I8; watchdog.py says how). Started before the port, in its own session."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = IMPORT_ROOT + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.Popen(
+        [sys.executable, "-m", "epochgc.impl.conform.watchdog", f"{TERM_GRACE_S:g}"],
+        stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True, env=env)
+
+
 class ProtocolFailure(Exception):
-    def __init__(self, kind: str, detail: str) -> None:
+    def __init__(self, kind: str, detail: str, answered: bytes | None = None) -> None:
         super().__init__(f"{kind}: {detail}")
         self.kind = kind
         self.detail = detail
+        self.answered = answered  # the line it printed instead of an answer, if any
 
 
 def _strict_object(text: str) -> dict[str, Any] | None:
@@ -66,10 +83,13 @@ class PortProcess:
         timeout: float = 5.0,
         cwd: str | None = None,
         clock: Callable[[], float] = time.monotonic,
+        say: Callable[[str], None] | None = None,
     ) -> None:
         self.argv = list(argv)
         self.timeout = timeout
         self._clock = clock
+        self._say = say  # a line for the person waiting (the SIGKILL grace), or None
+        self._watchdog = _start_watchdog()
         # stderr is inherited: it is the port's log, not part of the protocol.
         # Its own session (setsid(2)), so its own process group, as a shell's job control
         # starts a job: a terminal's Ctrl-C signals the foreground process group (POSIX
@@ -78,10 +98,19 @@ class PortProcess:
         # a Python port printed a KeyboardInterrupt traceback from wherever the signal
         # found it, even in the interpreter's start-up before any code of the port ran
         # (newuser7 H2): no port can prevent that itself.
-        self._proc = subprocess.Popen(
-            self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, cwd=cwd,
-            start_new_session=True,
-        )
+        try:
+            self._proc = subprocess.Popen(
+                self.argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0, cwd=cwd,
+                start_new_session=True,
+            )
+        except BaseException:
+            self._end_watchdog()
+            raise
+        # Its group's id (it leads its own session): stopped by the watchdog if we die.
+        assert self._watchdog.stdin is not None
+        with contextlib.suppress(OSError):
+            self._watchdog.stdin.write(f"{self._proc.pid}\n".encode())
+            self._watchdog.stdin.flush()
         assert self._proc.stdin is not None and self._proc.stdout is not None
         self._in = self._proc.stdin.fileno()
         os.set_blocking(self._in, False)  # writes wait in select, under the timeout
@@ -178,7 +207,8 @@ class PortProcess:
         obj = None if text is None else _strict_object(text)
         if obj is None:
             raise ProtocolFailure(
-                "garbage", f"printed something that is not one JSON object: {raw[:_TAIL]!r}")
+                "garbage", f"printed something that is not one JSON object: {raw[:_TAIL]!r}",
+                raw)
         return self._unframe(obj, raw)
 
     def _no_answer(self, wait: float) -> str:
@@ -196,14 +226,14 @@ class PortProcess:
         if set(obj) != {"seq", "answer"} or type(seq) is not int or not isinstance(answer, dict):
             raise ProtocolFailure(
                 "garbage", f"printed an object that is not {{\"seq\": N, \"answer\": {{...}}}}: "
-                f"{raw[:_TAIL]!r}")
+                f"{raw[:_TAIL]!r}", raw)
         if seq < self._want_seq:
             raise ProtocolFailure(
                 "extra-output", f"wrote more than one line for line {seq}: {raw[:_TAIL]!r}")
         if seq != self._want_seq:
             raise ProtocolFailure(
                 "garbage", f"answered line {seq} while line {self._want_seq} was owed: "
-                f"{raw[:_TAIL]!r}")
+                f"{raw[:_TAIL]!r}", raw)
         self._want_seq += 1
         return answer
 
@@ -261,13 +291,25 @@ class PortProcess:
                 self._proc.wait(timeout=EOF_GRACE_S)
         if self._group_alive():
             self._signal_job(signal.SIGTERM)
-            if not self._group_gone_within(TERM_GRACE_S):
-                self._signal_job(signal.SIGKILL)
-                self._group_gone_within(TERM_GRACE_S)
-                self._proc.wait()
+            quiet = min(_QUIET_WAIT_S, TERM_GRACE_S)
+            if not self._group_gone_within(quiet):
+                if self._say is not None:  # newuser8 pass 3: 6 s of silence otherwise
+                    self._say(f"waiting up to {TERM_GRACE_S - quiet:g} s for the port to "
+                              "stop on SIGTERM; then SIGKILL")
+                if not self._group_gone_within(TERM_GRACE_S - quiet):
+                    self._signal_job(signal.SIGKILL)
+                    self._group_gone_within(TERM_GRACE_S)
+                    self._proc.wait()
         for f in (self._proc.stdin, self._proc.stdout):
             if f is not None and not f.closed:
                 f.close()
+        self._end_watchdog()
+
+    def _end_watchdog(self) -> None:
+        """Its pipe closed: it finds the port's group empty (stopped above) and exits."""
+        with contextlib.suppress(OSError):
+            self._watchdog.stdin.close()  # type: ignore[union-attr]
+        self._watchdog.wait()
 
     def _group_alive(self) -> bool:
         """Whether the port or anything of its process group still runs. The group's id is

@@ -26,11 +26,28 @@ def _shown(step: Step) -> str:
     return step
 
 
-def table(run: Run) -> str:
-    """Step 0 is the reset; the disagreement (the last row) is marked `!=`."""
+# Characters of a line that is not an answer shown in the table's port column.
+_SHOWN = 60
+
+
+def _not_an_answer(raw: bytes) -> str:
+    shown = repr(raw[:_SHOWN])
+    return f"(not an answer: {shown}{'...' if len(raw) > _SHOWN else ''})"
+
+
+def table(run: Run, answered: bytes | None = None) -> str:
+    """Step 0 is the reset; the disagreement (the last row) is marked `!=`. `answered`: what
+    the port printed for the last step that was not an answer (newuser8 I7: "(no answer)"
+    for a port that answered garbage)."""
     rows = [("", "#", "step", "port", "model")]
+    last = len(run.outcomes) - 1
     for i, o in enumerate(run.outcomes):
-        port = "(no answer)" if o.port is None else _answer(o.port)
+        if o.port is not None:
+            port = _answer(o.port)
+        elif i == last and answered is not None:
+            port = _not_an_answer(answered)
+        else:
+            port = "(no answer)"
         rows.append(("" if o.agrees else "!=", str(i), _shown(o.step), port, _answer(o.model)))
     widths = [max(len(r[c]) for r in rows) for c in range(5)]
     return "\n".join(

@@ -59,6 +59,7 @@ from epochgc.impl.gc.recover import (
     Recovered,
     left_line,
     live_rounds,
+    recorded_as,
     recover_dead_rounds,
     stop_dead_rounds,
     waiting_line,
@@ -136,7 +137,9 @@ class _AdminGroup(click.Group):
         except click.UsageError as e:
             raise _Usage(e.format_message(), e.ctx) from None
         except _Interrupted as e:
-            click.echo(f"gc-admin: interrupted by {e}", err=True)
+            # The form `epochgc`'s group prints for a signal while the command loads
+            # (newuser8 I7: "epochgc gc-admin:" then, "gc-admin:" later).
+            click.echo(f"epochgc gc-admin: interrupted by {e}", err=True)
             ctx.exit(e.code)
 
 
@@ -268,7 +271,9 @@ def start(store: str, s3_endpoint: str | None, as_json: bool) -> None:
     finally:
         s.close()
     if as_json:
-        _json({"paused": False, "changed": before.paused, "by": state.by, "at": state.at})
+        # Never paused: nobody resumed it (newuser8 I7: "by": "" beside "at": null).
+        _json({"paused": False, "changed": before.paused, "by": state.by or None,
+               "at": state.at})
         return
     click.echo("gc-admin: running" if before.paused
                else "gc-admin: running (it was not paused; nothing changed)")
@@ -306,7 +311,7 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
                                               or "nothing to remove"))
         try:
             checkpoint("reset-removed")  # the signal tests' point: the lease is gone
-            recovered = _recover_dead(s, "gc-admin reset")
+            recovered, ended = _recover_dead(s, "gc-admin reset")
         except BaseException:
             # newuser3 N11: interrupted here, it said only "interrupted by SIGINT", with
             # the lease already removed.
@@ -318,7 +323,9 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
     finally:
         s.close()
     if as_json:
-        _json({"removed": removed, "recovered": recovered})
+        # `ended`: rounds that recorded themselves (or were recorded by another look)
+        # during the wait; how they ended was on stderr only (newuser8 N1).
+        _json({"removed": removed, "recovered": recovered, "ended": ended})
         return
     for r in recovered:
         # "at least" when journal entries were unreadable (issue 41: N is a lower bound,
@@ -454,18 +461,26 @@ def _recovered(done: list[Recovered]) -> list[dict[str, Any]]:
              "gone_before": r.gone_before()} for r in done]
 
 
-def _recover_dead(s: ObjectStore, by: str) -> list[dict[str, Any]]:
+def _recover_dead(s: ObjectStore, by: str
+                  ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Record every dead round (`recover.recover_dead_rounds`, waiting their bound); a
     store this operator may only read (or any failure) is reported and leaves them for the
-    next look."""
+    next look. Returns the rounds recorded here, and those recorded meanwhile by someone
+    else (`recorded_as`)."""
+    ended: list[dict[str, Any]] = []
+
+    def meanwhile(round_id: str, how: str) -> None:
+        ended.append(recorded_as(s, round_id))
+        _say_meanwhile(round_id, how)
+
     try:
         done = recover_dead_rounds(s, by, lambda: live_rounds(s, time.time()),
                                    waiting=_say_waiting, left=_say_left,
-                                   meanwhile=_say_meanwhile)
+                                   meanwhile=meanwhile)
     except StoreError as e:
         echo_safe(f"gc-admin: warning: unfinished rounds not recorded: {e}", err=True)
-        return []
-    return _recovered(done)
+        return [], ended
+    return _recovered(done), ended
 
 
 def _stop_dead(s: ObjectStore, by: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -385,9 +385,10 @@ def gc(
         sys.exit(summary.exit_code)
     for key in summary.would_delete or ():
         click.echo(printable(key))
-    if summary.interrupted is not None and not merged:
+    if summary.interrupted is not None and not merged and (as_json or not one_terminal()):
         # Stderr's last line says so, even with -q or --json (issue 41 item 3: it was the
-        # success-looking `gc: listed N keys, ...` progress line).
+        # success-looking `gc: listed N keys, ...` progress line). Not when stdout's summary
+        # below goes to the same terminal: a person read the line twice (newuser8 I9).
         echo_safe(summary.lines()[0], err=True)
     if summary.paused_note is not None and not merged:
         echo_safe(f"gc: {summary.paused_note}", err=True)  # even with -q or --json
@@ -400,6 +401,18 @@ def gc(
             echo_safe(line)
     checkpoint("summary")  # the signal tests' point: the record is written, the summary said
     sys.exit(summary.exit_code)
+
+
+def one_terminal() -> bool:
+    """Whether stdout and stderr are the same terminal (the same character device:
+    fstat's st_rdev), where a line written to both is seen twice."""
+    try:
+        if not (sys.stdout.isatty() and sys.stderr.isatty()):
+            return False
+        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):
+        return False
+    return out.st_rdev == err.st_rdev
 
 
 def streams_merged() -> bool:

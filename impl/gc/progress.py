@@ -163,9 +163,13 @@ class RoundBar:
 
     def __init__(self, sc: Any, label: str, reporter: Reporter,
                  listener: BeaconListener | None = None, deletes: bool = False,
-                 interval: float = 1.0) -> None:
+                 interval: float = 1.0, stopped: Callable[[], bool] = lambda: False) -> None:
         self.sc, self.label, self.reporter, self.listener = sc, label, reporter, listener
         self.deletes = deletes
+        # A stop requested (a signal, a pause, the deadline): the bar stays as it stood.
+        # Tasks told to stop end early and count as completed, so it ran on to "100% 4/4"
+        # after a Ctrl-C, which reads as finished (newuser8 I9).
+        self.stopped = stopped
         self._ticker = Ticker(interval, self._tick, "epochgc-progress")
         self._bar: Any = None
         self._t0 = 0.0
@@ -181,12 +185,15 @@ class RoundBar:
         self, t: type[BaseException] | None, e: BaseException | None, tb: TracebackType | None
     ) -> None:
         self._ticker.stop()
-        if self.listener is not None:
-            self.listener.sync()  # the tasks' last counts, so the bar ends on the round's
-        self._draw(self._last_job())
+        if not self.stopped():
+            if self.listener is not None:
+                self.listener.sync()  # the tasks' last counts: the bar ends on the round's
+            self._draw(self._last_job())
         self._bar.close()
 
     def _tick(self) -> None:
+        if self.stopped():
+            return
         done, total = _active_tasks(self._tracker)
         self._draw((done, total) if total else None)
 
@@ -216,11 +223,12 @@ class RoundBar:
 
 
 def stage_progress(sc: Any, label: str, say: Callable[[str], None] | None,
-                   listener: BeaconListener | None = None, deletes: bool = False
-                   ) -> RoundBar | StageProgress:
+                   listener: BeaconListener | None = None, deletes: bool = False,
+                   stopped: Callable[[], bool] = lambda: False) -> RoundBar | StageProgress:
     """A bar when `say` is a Reporter with bars on (a terminal, not --quiet), else the
     lines of StageProgress (logs, tests). `listener`: the tasks' counts; `deletes`: the
-    stage deletes (its counts and rate include deletions)."""
+    stage deletes (its counts and rate include deletions); `stopped`: whether the round
+    was asked to stop (the bar then stays as it stood)."""
     if isinstance(say, Reporter) and say.bars:
-        return RoundBar(sc, label, say, listener, deletes)
+        return RoundBar(sc, label, say, listener, deletes, stopped=stopped)
     return StageProgress(sc, label, say, listener, deletes)

@@ -94,6 +94,10 @@ SLEEP: Callable[[float], None] = time.sleep
 # The wait goes in steps this long: after each the operator is told what is left and the
 # rounds are looked at again (one that got its record or END needs no more).
 WAIT_STEP_S = 30.0
+# How often the wait looks whether the rounds it waits for have ended (their record or END,
+# their driver's tree gone): a round that records itself 5 s in ended the wait only at the
+# next 30 s step (newuser8 N1: `reset --force --even-if-running` took 31.8 s).
+POLL_S = 2.0
 # In a round's journal: its driver wrote its own END over a recovery's; its record must be
 # made from that END (`write_own_end`, `_own_end`).
 OWN_END = "OWN_END"
@@ -261,15 +265,24 @@ def recover_dead_rounds(
     return out
 
 
-def _recorded_how(store: ObjectStore, round_id: str) -> str:
-    """Who recorded a round and what its record says, in a few words."""
+def recorded_as(store: ObjectStore, round_id: str) -> dict[str, Any]:
+    """How a round's record says it ended: {"round", "outcome", "deleted", "recorded_by"}
+    (`recorded_by` None: its own driver; `deleted` None when the record does not say)."""
     rec = _read_doc(store, round_key(round_id)) or {}
     who = rec.get("recovered_by")
     counts = rec.get("counts")
     deleted = counts.get("deleted") if isinstance(counts, dict) else None
-    return (f"by {printable(str(who)) if who else 'its own driver'}: "
-            f"{printable(str(rec.get('outcome', 'unknown')))}"
-            + (f", {deleted:,} key(s) deleted" if type(deleted) is int else ""))
+    return {"round": round_id, "outcome": str(rec.get("outcome", "unknown")),
+            "deleted": deleted if type(deleted) is int else None,
+            "recorded_by": str(who) if who else None}
+
+
+def _recorded_how(store: ObjectStore, round_id: str) -> str:
+    """Who recorded a round and what its record says, in a few words."""
+    r = recorded_as(store, round_id)
+    who = r["recorded_by"]
+    return (f"by {printable(who) if who else 'its own driver'}: {printable(r['outcome'])}"
+            + (f", {r['deleted']:,} key(s) deleted" if r["deleted"] is not None else ""))
 
 
 def stop_dead_rounds(
@@ -313,9 +326,10 @@ def _wait(store: ObjectStore, stopped: list[_Dead], sleep: Callable[[float], Non
     `WAIT_STEP_S`, saying how long is left after each (newuser4 F3: 4 minutes of silence
     after one line looked like a hang); it ends once every round waited for has its record
     or END (newuser4 F3: a round stopped by its STOP wrote its own record 25 s in, and
-    `reset` waited on for the whole 240 s). True if `stop` was requested meanwhile."""
+    `reset` waited on for the whole 240 s), looked at every `POLL_S`. True if `stop` was
+    requested meanwhile."""
     pending = [d for d in stopped if d.left_s() > 0]
-    waited = 0.0
+    waited = said = 0.0  # seconds waited; when what is left was last said
     while pending:
         rest = max(d.left_s() for d in pending) - waited
         if rest <= 0:
@@ -324,9 +338,11 @@ def _wait(store: ObjectStore, stopped: list[_Dead], sleep: Callable[[float], Non
         if waited == 0:
             if waiting is not None:
                 waiting(rest, names)
-        elif left is not None:
-            left(rest, names)
-        step = min(WAIT_STEP_S, rest)
+        elif waited - said >= WAIT_STEP_S:
+            said = waited
+            if left is not None:
+                left(rest, names)
+        step = min(POLL_S, rest)
         if _interrupted(step, sleep, stop):
             return True
         waited += step

@@ -369,7 +369,7 @@ def _stage(
             # can delete before it reads the STOP marker written meanwhile.
             if not stop.requested:
                 with stage_progress(sc, "gc: listing and deleting", rnd.say, listener,
-                                    deletes=True), \
+                                    deletes=True, stopped=lambda: stop.requested), \
                         _spark_errors("delete"):
                     try:
                         results = rows.collect()
@@ -743,7 +743,8 @@ def _dry_listing(spark: SparkSession, rnd: _Round, groups: list[list[int]]) -> b
     try:
         t = time.monotonic()
         sc.setJobDescription("epochgc gc: list and classify")
-        with stage_progress(sc, "gc: listing", rnd.say, listener), _spark_errors("listing"):
+        with stage_progress(sc, "gc: listing", rnd.say, listener,
+                            stopped=lambda: rnd.stop.requested), _spark_errors("listing"):
             stats_rows = rows.filter(lambda r: r[0] == STATS).collect()
             scanned = ScanStats()
             for r in stats_rows:

@@ -79,7 +79,10 @@ class StaleEpoch(FenceError):
     """Rejected below the window, at the fence or at apply time (`at`)."""
 
     def __init__(self, epoch: int, window: tuple[int, int] | None, at: str) -> None:
-        super().__init__(f"stale_cluster_epoch: epoch {epoch} below window {window} ({at})")
+        # A partition with nothing applied yet has no window (newuser8 I7: "below window
+        # None", a Python None in an operator's message).
+        where = f"below window {window}" if window is not None else "refused (no window yet)"
+        super().__init__(f"stale_cluster_epoch: epoch {epoch} {where} ({at})")
         self.epoch = epoch
         self.window = window
         self.at = at

@@ -451,6 +451,8 @@ class LocalStore(ObjectStore):
                         continue
                     if at is not None:
                         self._refuse_late(at)  # this key's error: left, listed again
+                    if parent:  # before the unlink: an interrupt may come right after it
+                        emptied.add(parent)
                     os.unlink(name, dir_fd=fd)  # unlink never follows a link
                 except FileNotFoundError:
                     gone.add(key)  # already gone: the goal is reached, not by us
@@ -463,13 +465,17 @@ class LocalStore(ObjectStore):
                     # https://pubs.opengroup.org/onlinepubs/9699919799/functions/unlink.html).
                     errors[key] = str(e)
                     continue
-                if parent:
-                    emptied.add(parent)
-            self._prune(emptied, dirs)
         finally:
-            for d in dirs.values():
-                if isinstance(d, int):
-                    os.close(d)
+            try:
+                # However the batch ended: a signal's KeyboardInterrupt between an unlink and
+                # the prune left an empty directory that no later delete looks at (nothing
+                # in it is listed), e.g. a round's journal/<round>/p0000-s0-a0-t0/ after an
+                # interrupted `gc-admin expire --apply` and a whole one (newuser8 N2).
+                self._prune(emptied, dirs)
+            finally:
+                for d in dirs.values():
+                    if isinstance(d, int):
+                        os.close(d)
         return result
 
     def _dir_for_delete(self, rel: str, dirs: dict[str, int | BaseException]) -> int | None:

@@ -365,3 +365,42 @@ def test_a_deeply_nested_answer_is_garbage(depth: int) -> None:
     code, out = cli("--vectors", "--json", "--", *broken("deep"), str(depth))
     assert code == 76, out[-300:]  # EX_PROTOCOL
     assert json.loads(out)["protocol"]["kind"] == "garbage"
+
+
+def test_a_garbage_answer_is_shown_in_the_table() -> None:
+    """newuser8 I7: the table's port column said "(no answer)" for a port that answered,
+    with something that is not an answer."""
+    code, out = cli("--vectors", "--", *broken("garbage"))
+    assert code == 76, out
+    assert "(not an answer: b'OK')" in out and "(no answer)" not in out, out
+
+
+@pytest.mark.parametrize("value", ["1e-300", "0.001", "0"])
+def test_a_per_step_timeout_no_port_can_meet_is_refused(value: str) -> None:
+    """newuser8 (pass 2): `--timeout-per-step 1e-300` was accepted and the port blamed
+    ("timeout: no answer within 1e-300 s", 76)."""
+    code, out = cli("--timeout-per-step", value, "--vectors", "--", *MODEL)
+    assert code == 64 and "0.01<=x<=3600" in out, (code, out)
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads Linux's /proc")
+def test_the_wait_for_a_port_that_ignores_sigterm_is_said(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """newuser8 (pass 3): nothing was printed during the ~6 s conform waits before SIGKILL
+    for a port that ignores SIGTERM."""
+    monkeypatch.setattr("epochgc.impl.conform.client.TERM_GRACE_S", 1.5)
+    monkeypatch.setattr("epochgc.impl.conform.client._QUIET_WAIT_S", 0.2)
+    ready = tmp_path / "child.pid"
+    said: list[str] = []
+    port = PortProcess([*broken("wrapped_hang"), "ignore-term", str(ready)], timeout=30,
+                       say=said.append)
+    try:
+        for _ in range(2400):
+            if ready.exists():
+                break
+            time.sleep(0.05)
+        assert ready.exists(), "the port's child never started"
+    finally:
+        port.close()
+    assert said == ["waiting up to 1.3 s for the port to stop on SIGTERM; then SIGKILL"], said
+    assert _live_in_group(port._proc.pid) == []

@@ -183,8 +183,16 @@ def test_pause_start_resume_reset_answer_json(tmp_path: Path) -> None:
         assert ran["changed"] is changed, (cmd, ran)  # newuser7: resume --json had no "changed"
     Lease(lambda: LocalStore(root), "r0", duration_s=1.0,
           clock=lambda: time.time() - 10).acquire()  # expired 9 s ago
-    assert doc("reset") == {"removed": [LEASE_KEY], "recovered": []}
-    assert doc("reset") == {"removed": [], "recovered": []}
+    assert doc("reset") == {"removed": [LEASE_KEY], "recovered": [], "ended": []}
+    assert doc("reset") == {"removed": [], "recovered": [], "ended": []}
+
+
+def test_resume_json_of_a_store_never_paused_names_nobody(tmp_path: Path) -> None:
+    """newuser8 I7: `{"at": null, "by": "", ...}`: nobody resumed it, so `by` is null as
+    `at` is (`at`, when set, is Unix seconds, as `show --json`'s `paused_at` and `now`)."""
+    code, out = _admin("resume", "--store", str(_store(tmp_path)), "--json")
+    assert code == 0, out
+    assert json.loads(out) == {"paused": False, "changed": False, "by": None, "at": None}, out
 
 
 def test_reset_force_refuses_a_lease_whose_holder_runs_on_this_host(tmp_path: Path) -> None:

@@ -102,6 +102,8 @@ def test_no_bar_without_a_terminal_or_under_quiet() -> None:
         assert not Reporter(quiet=False, stream=pipe).bars
     os.close(r)
     master, slave = os.openpty()
+    # A width: a terminal of 0 columns gets the lines instead (test_progress_terminal.py).
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 80, 0, 0))
     with os.fdopen(slave, "w") as tty:
         assert not Reporter(quiet=True, stream=tty).bars
         assert Reporter(quiet=False, stream=tty).bars

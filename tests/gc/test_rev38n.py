@@ -293,7 +293,7 @@ def test_a_live_round_recovered_by_mistake_keeps_its_own_record(
     # `reset` waits the round's bound; `show` does not wait (finding 4): it writes STOP
     # and leaves the record to the next round or `reset`.
     # `reset`'s wait ends at its first step's look: the driver's record exists (newuser4 F3)
-    assert waited == ([recover_mod.WAIT_STEP_S] if how == "reset-force" else []), (waited, resets)
+    assert waited == ([recover_mod.POLL_S] if how == "reset-force" else []), (waited, resets)
     assert driver["outcome"] == "interrupted", (driver, err[-2000:])
     if how == "reset-force":
         # newuser5 G3: the lease is removed before the STOP is written, and the round's

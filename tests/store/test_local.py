@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -164,3 +165,28 @@ def test_a_directory_read_with_its_version_is_not_an_object(tmp_path: Path) -> N
     (tmp_path / "d" / "k").mkdir(parents=True)
     with pytest.raises(NotAnObject, match="not a regular file"):
         store.get_versioned("d/k", 100)
+
+
+def test_a_delete_interrupted_after_its_unlink_still_prunes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """newuser8 N2: a signal's KeyboardInterrupt landing between a batch's unlinks and its
+    prune (an interrupted `gc-admin expire --apply`) left the emptied directory, and no
+    later delete looks at it (nothing in it is listed): `journal/<round>/p0000-s0-a0-t0/`
+    stayed after a whole expire. The interrupt is raised right after the real unlink."""
+    store = LocalStore(tmp_path / "s", create=True)
+    task = "_cluster/gc/journal/r1/p0000-s0-a0-t0"
+    store.put(f"{task}/b0", b"x")
+    store.put("_cluster/gc/journal/r1/START", b"{}")
+    real = os.unlink
+
+    def unlink_then_interrupt(*args: Any, **kwargs: Any) -> None:
+        real(*args, **kwargs)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "unlink", unlink_then_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        store.delete_batch([f"{task}/b0"])
+    monkeypatch.setattr(os, "unlink", real)
+    assert not (tmp_path / "s" / task).exists(), "the emptied directory was left"
+    store.delete_batch(["_cluster/gc/journal/r1/START"])  # the rest of the round
+    assert not (tmp_path / "s" / "_cluster/gc/journal/r1").exists()

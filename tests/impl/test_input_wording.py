@@ -1,0 +1,68 @@
+"""newuser8 I7: how bad input and bad arguments are worded and coded, one form for the same
+thing in every command (the exit-code table: 64 a bad argument, 65 bad input data)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from epochgc.impl.cli import main
+from epochgc.impl.partition.fence import StaleEpoch
+
+
+def _run(*args: str, stdin: bytes | None = None) -> tuple[int, str]:
+    r = CliRunner().invoke(main, list(args), input=stdin)
+    return r.exit_code, r.output
+
+
+def test_a_refusal_with_no_window_yet_names_no_python_none() -> None:
+    """Old code: "stale_cluster_epoch: epoch 0 below window None (fence: ...)"."""
+    text = str(StaleEpoch(0, None, "fence: below the partition's creation revision 1"))
+    assert "None" not in text and "no window yet" in text, text
+    assert str(StaleEpoch(5, (9, 12), "apply")).endswith("below window (9, 12) (apply)")
+
+
+@pytest.mark.parametrize("epoch", ["-5", str(10**23)])
+def test_produce_epoch_out_of_range_is_a_bad_argument(epoch: str, tmp_path: Path) -> None:
+    """Old code: exit 1 ("refusing to produce with epoch -5"), after the cluster's check."""
+    code, out = _run("produce", "--data-dir", str(tmp_path), "--partition", "t/0",
+                     "--epoch", epoch)
+    assert code == 64 and "--epoch: refusing to produce with epoch" in out, (code, out)
+
+
+@pytest.mark.parametrize("command", ["replay", "check-trace"])
+def test_a_directory_is_input_that_cannot_be_read(command: str, tmp_path: Path) -> None:
+    """Old code: check-trace 64 (click's "is a directory"), replay 65 with another line."""
+    code, out = _run(command, str(tmp_path))
+    assert code == 65, (code, out)
+    assert f"{tmp_path}: cannot read: Is a directory" in out, out
+
+
+@pytest.mark.parametrize("command", ["replay", "check-trace"])
+def test_not_utf8_is_worded_alike(command: str, tmp_path: Path) -> None:
+    """Old code: replay said "cannot read: 'utf-8' codec can't decode byte 0xff in position
+    0: invalid start byte" where check-trace said "not UTF-8 (byte 0xff at column 1)"."""
+    bad = tmp_path / "nonutf.jsonl"
+    bad.write_bytes(b'\n{"op":"st\xc3\xa9\xff"}\n')  # line 1 blank
+    code, out = _run(command, str(bad))
+    assert code == 65, (code, out)
+    assert f"{bad}:2: not UTF-8 (byte 0xff at column 12)" in out, out
+
+
+def test_check_trace_reads_stdin_as_replay_does() -> None:
+    """Old code: "-: cannot read: [Errno 2] No such file or directory: '-'" (65)."""
+    code, out = _run("check-trace", "-", stdin=b"")
+    assert code == 0 and "trace conforms to the model: 0 records" in out, (code, out)
+    code, out = _run("check-trace", "-", stdin=b'{"op":"x"}\n')
+    assert code == 65 and "<stdin>:1: missing field 'kind'" in out, (code, out)
+
+
+def test_a_record_without_a_kind_names_no_python_none(tmp_path: Path) -> None:
+    """Old code: "unknown record kind None"."""
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"op":"x"}\n')
+    code, out = _run("check-trace", str(trace))
+    assert code == 65 and f"{trace}:1: missing field 'kind'" in out, (code, out)
+    assert "None" not in out, out
