@@ -349,12 +349,12 @@ def gc(
     # SIGINT / SIGTERM stop the round gracefully (`impl.gc.stop`): the tasks finish their
     # batches in flight, the journal holds them, END says `interrupted`, the exit code is
     # 128 + the signal's number, and --json and the metrics are written as on every path.
-    restore = install_signal_handlers(stop)
-    if not merged:  # a signal is said when it comes, even with -q (issue 41)
-        announce(stop, say if not quiet else lambda line: echo_safe(line, err=True))
     # Until the round writes to the store, a signal ends the command at once (newuser8
     # I10: Ctrl-C waited 10 minutes for a read of a silent endpoint, then exited 1).
     stop.before_round()
+    restore = install_signal_handlers(stop)
+    if not merged:  # a signal is said when it comes, even with -q (issue 41)
+        announce(stop, say if not quiet else lambda line: echo_safe(line, err=True))
     restored = False
     try:
         summary = _run(spec, options, session, say, clock, stop)
@@ -443,7 +443,7 @@ def _run(
     except BaseException as e:
         if isinstance(e, SystemExit):
             raise
-        if isinstance(e, KeyboardInterrupt) and stop.unstarted:
+        if isinstance(e, KeyboardInterrupt) and stop.cut_short:
             # A signal before the round (`stop.before_round`): nothing was written.
             return GcSummary(dry_run=options.dry_run, interrupted=stop.reason or "SIGINT",
                              listing_complete=False, unstarted=True)

@@ -60,8 +60,8 @@ def run_gc(
     other exception as itself, each carrying the partial summary (`.summary`, with
     `.error` set). `control`: opens the store for the reads before the round (default
     `open_store`; the CLI's bounds S3's reads and says a read that waits: issue 41). A
-    signal while `stop.unstarted` (`RoundStop.before_round`) ends the round at once and
-    writes nothing: the summary says `interrupted`, `unstarted`, no record."""
+    signal before the round begins (`RoundStop.before_round`) ends it at once and writes
+    nothing: the summary says `interrupted`, `unstarted`, no record."""
     options.validate()
     now = clock()
     summary = GcSummary(dry_run=options.dry_run, started_at=now, round_id=new_round_id(now))
@@ -75,7 +75,7 @@ def run_gc(
             _round(spark, open_store, control or open_store, options, now, clock, say,
                    summary, stop, held)
         except KeyboardInterrupt:
-            if not stop.unstarted:
+            if not stop.cut_short:
                 raise  # handled below, as every other exception
             # Before the round wrote anything (newuser8 I10: a Ctrl-C said "ending the
             # round", waited 10 minutes for a read, then exited 1 with "its record

@@ -77,7 +77,7 @@ def test_a_read_still_waiting_is_said_until_it_ends(hole: Blackhole) -> None:
     def read() -> None:
         try:
             store.head("_cluster/partitions.json")
-        except BaseException as e:  # noqa: BLE001 - handed to the test
+        except BaseException as e:  # handed to the test
             failed.append(e)
 
     reader = threading.Thread(target=read)
