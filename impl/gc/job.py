@@ -74,16 +74,6 @@ def run_gc(
         try:
             _round(spark, open_store, control or open_store, options, now, clock, say,
                    summary, stop, held)
-        except KeyboardInterrupt:
-            if not stop.cut_short:
-                raise  # handled below, as every other exception
-            # Before the round wrote anything (newuser8 I10: a Ctrl-C said "ending the
-            # round", waited 10 minutes for a read, then exited 1 with "its record
-            # stands"): nothing to record, nothing held; the signal's exit code.
-            record = False
-            summary.interrupted = stop.reason or "SIGINT"
-            summary.unstarted = True
-            return summary
         except (NotAStore, SequenceError) as e:
             # Nothing is written into a directory that is not a store (a mistyped path), not
             # even a record (issue 29); nor a record that could not be ordered (N8: raised
@@ -93,6 +83,14 @@ def run_gc(
             e.summary = summary
             raise
         except BaseException as e:
+            if isinstance(e, KeyboardInterrupt) and stop.cut_short:
+                # Before the round wrote anything (newuser8 I10: a Ctrl-C said "ending the
+                # round", waited 10 minutes for a read, then exited 1 with "its record
+                # stands"): nothing to record, nothing held; the signal's exit code.
+                record = False
+                summary.interrupted = stop.reason or "SIGINT"
+                summary.unstarted = True
+                return summary
             # Whatever ended the round (a store, a Spark job, a bug, a second Ctrl-C), the
             # record and the exit code say so: never `done` with exit 0.
             summary.error = summary.error or _describe(e)
