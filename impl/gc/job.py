@@ -3,7 +3,8 @@ the Spark stages (`stage.py`), and the round's record, whatever ended it.
 
 Driver: read the reports and compute M with the model, then hand the listing and deleting
 to the executors (`stage.py`). Every round that gets past option validation writes its
-deletion record (`record.py`), counted from its deletion journal (`journal.py`).
+deletion record (`record.py`), counted from its deletion journal (`journal.py`), except
+one a signal ended before it wrote anything (`RoundStop.before_round`: no round began).
 """
 
 from __future__ import annotations

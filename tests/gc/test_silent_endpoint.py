@@ -125,3 +125,26 @@ def test_gc_admin_show_interrupted_while_a_read_waits_ends_at_once(tmp_path: Pat
     assert code == 130, err
     assert "Traceback" not in err, err
     assert err.strip().splitlines()[-1] == "gc-admin: interrupted by SIGINT", err
+
+
+def test_a_round_interrupted_before_it_began_writes_nothing(tmp_path: Path) -> None:
+    """The line's "nothing was written to the store" is true: a real round (a local store
+    that answers) signalled at its `start` point (the hook: before the store is read)
+    leaves the store as it was: no record, no lease, no journal. Old code: it wrote a
+    record (`interrupted`), and said "round interrupted (SIGTERM) before any delete"."""
+    from epochgc.impl.signals import HOOK_ENV
+    from epochgc.impl.store.local import LocalStore
+    from tests.gc.helpers import AHEAD, NOW, simple_cluster
+
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)
+    before = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    env = dict(_env(600, 1, 600), **{HOOK_ENV: "start:SIGTERM"})
+    p = subprocess.run([sys.executable, "-m", "epochgc", "gc", "--store", str(root), "--now",
+                        str(NOW), *AHEAD], env=env, cwd=tmp_path, capture_output=True,
+                       text=True, timeout=HANG_S)
+    assert p.returncode == 143, p.stderr
+    assert p.stderr.strip().splitlines()[-1] == (
+        "gc: interrupted (SIGTERM) before the round started: nothing was written to the "
+        "store, no key deleted"), p.stderr
+    assert sorted(str(q.relative_to(root)) for q in root.rglob("*")) == before
