@@ -71,7 +71,7 @@ from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.preflight import Refused, require_modules, store_modules
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import ObjectStore, StoreError
-from epochgc.impl.store.url import open_spec, parse_store_url
+from epochgc.impl.store.url import open_control, parse_store_url
 
 __all__ = ["gc_admin", "gc_state"]
 
@@ -172,7 +172,9 @@ def _open(store: str, s3_endpoint: str | None) -> ObjectStore:
     # item 9: it was `No module named 'boto3'` inside a read error, exit 1).
     require_modules("gc-admin", store_modules(spec))
     try:
-        s = open_spec(spec)
+        # Its reads bounded and a read that waits said (issue 41, newuser8 I10: `show` on an
+        # endpoint that accepts and never answers was silent for 6+ minutes).
+        s = open_control(spec, lambda line: echo_safe(f"gc-admin: {line}", err=True))
         check_is_store(s)
     except (StoreError, GcError) as e:
         raise _Refused(str(e)) from None

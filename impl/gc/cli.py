@@ -48,7 +48,7 @@ from epochgc.impl.preflight import (
 from epochgc.impl.progress import Reporter
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
-from epochgc.impl.store.url import StoreSpec, parse_store_url
+from epochgc.impl.store.url import StoreSpec, open_control, parse_store_url
 
 # The GC's optional dependencies and the extra that installs each (`pip install
 # 'epochgc[gc]'` installs both). They stay extras: the base install also serves the model,
@@ -349,6 +349,9 @@ def gc(
     # SIGINT / SIGTERM stop the round gracefully (`impl.gc.stop`): the tasks finish their
     # batches in flight, the journal holds them, END says `interrupted`, the exit code is
     # 128 + the signal's number, and --json and the metrics are written as on every path.
+    # Until the round writes to the store, a signal ends the command at once (newuser8
+    # I10: Ctrl-C waited 10 minutes for a read of a silent endpoint, then exited 1).
+    stop.before_round()
     restore = install_signal_handlers(stop)
     if not merged:  # a signal is said when it comes, even with -q (issue 41)
         announce(stop, say if not quiet else lambda line: echo_safe(line, err=True))
@@ -446,10 +449,17 @@ def _run(
         kwargs: dict[str, Any] = {"say": say, "stop": stop}
         if clock is not None:
             kwargs["clock"] = clock
+        # The reads before the round: on S3 bounded, and a read that waits is said (newuser8
+        # I10: 11 silent minutes on an endpoint that accepts and never answers).
+        kwargs["control"] = lambda: open_control(spec, lambda line: say(f"gc: {line}"))
         return run_gc(session, spec, options, **kwargs)
     except BaseException as e:
         if isinstance(e, SystemExit):
             raise
+        if isinstance(e, KeyboardInterrupt) and stop.cut_short:
+            # A signal before the round (`stop.before_round`): nothing was written.
+            return GcSummary(dry_run=options.dry_run, interrupted=stop.reason or "SIGINT",
+                             listing_complete=False, unstarted=True)
         failed = getattr(e, "summary", None)
         if not isinstance(failed, GcSummary):
             text = str(e) if isinstance(e, GcError | StoreError) else (

@@ -3,7 +3,8 @@ the Spark stages (`stage.py`), and the round's record, whatever ended it.
 
 Driver: read the reports and compute M with the model, then hand the listing and deleting
 to the executors (`stage.py`). Every round that gets past option validation writes its
-deletion record (`record.py`), counted from its deletion journal (`journal.py`).
+deletion record (`record.py`), counted from its deletion journal (`journal.py`), except
+one a signal ended before it wrote anything (`RoundStop.before_round`: no round began).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ def run_gc(
     clock: Callable[[], float] = time.time,
     say: Callable[[str], None] | None = None,
     stop: RoundStop | None = None,
+    control: Callable[[], ObjectStore] | None = None,
 ) -> GcSummary:
     """Run one round. `open_store` must be picklable (e.g. a StoreSpec): every Spark task
     calls it to open its own store. `clock` is the wall clock used for object and report
@@ -57,7 +59,10 @@ def run_gc(
     deletion journal (`impl/gc/journal.py`); a round that fails, whatever the exception,
     writes its record (outcome `error`, exit 1) and raises: a StoreError as a GcError, any
     other exception as itself, each carrying the partial summary (`.summary`, with
-    `.error` set)."""
+    `.error` set). `control`: opens the store for the reads before the round (default
+    `open_store`; the CLI's bounds S3's reads and says a read that waits: issue 41). A
+    signal before the round begins (`RoundStop.before_round`) ends it at once and writes
+    nothing: the summary says `interrupted`, `unstarted`, no record."""
     options.validate()
     now = clock()
     summary = GcSummary(dry_run=options.dry_run, started_at=now, round_id=new_round_id(now))
@@ -68,7 +73,8 @@ def run_gc(
     held: list[Lease] = []  # released only once the record is written (below)
     try:
         try:
-            _round(spark, open_store, options, now, clock, say, summary, stop, held)
+            _round(spark, open_store, control or open_store, options, now, clock, say,
+                   summary, stop, held)
         except (NotAStore, SequenceError) as e:
             # Nothing is written into a directory that is not a store (a mistyped path), not
             # even a record (issue 29); nor a record that could not be ordered (N8: raised
@@ -78,6 +84,14 @@ def run_gc(
             e.summary = summary
             raise
         except BaseException as e:
+            if isinstance(e, KeyboardInterrupt) and stop.cut_short:
+                # Before the round wrote anything (newuser8 I10: a Ctrl-C said "ending the
+                # round", waited 10 minutes for a read, then exited 1 with "its record
+                # stands"): nothing to record, nothing held; the signal's exit code.
+                record = False
+                summary.interrupted = stop.reason or "SIGINT"
+                summary.unstarted = True
+                return summary
             # Whatever ended the round (a store, a Spark job, a bug, a second Ctrl-C), the
             # record and the exit code say so: never `done` with exit 0.
             summary.error = summary.error or _describe(e)
@@ -198,6 +212,7 @@ def _write_record(
 def _round(
     spark: SparkSession | Callable[[], SparkSession | None],
     open_store: Callable[[], ObjectStore],
+    control: Callable[[], ObjectStore],
     options: GcOptions,
     now: float,
     clock: Callable[[], float],
@@ -209,7 +224,7 @@ def _round(
     note = say or (lambda _msg: None)
     if options.manifest is not None:
         check_manifest_outside_data(options.manifest, open_store)
-    store = open_store()
+    store = control()  # reads only, until the round begins (`stop.round_begins`)
     try:
         check_is_store(store)  # before anything is written, a record included
         if not options.dry_run:
@@ -277,6 +292,9 @@ def _round(
     m = decision.M
     note(f"gc: M={m} (snapshot revision {view.revision}); listing {PREFIXES} prefixes")
 
+    # From here the round writes to the store (its lease) or starts Spark: a signal stops
+    # it gracefully, and a round with a lease gets its record.
+    stop.round_begins()
     if not options.dry_run:
         # One round at a time on a store (issue 29): held from before Spark starts to
         # after its record (`run_gc` releases it); refused naming the holder.

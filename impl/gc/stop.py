@@ -22,6 +22,8 @@ import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 
+from epochgc.impl.signals import Interrupted
+
 SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
 ANNOUNCE_WAIT_S = 5.0  # a bound for a stream that blocks, not a timing assumption
 
@@ -47,13 +49,34 @@ class RoundStop:
         self.insist_open = True
         self._say: Callable[[str], None] | None = None  # `announce`'s, for later signals
         self._again: list[str] = []  # later signals not acted on, to be said (`again`)
+        # Issue 41 (newuser8 I10): before the round writes anything to the store (its lease,
+        # its START), a signal ends the command at once (`before_round`): a stop request
+        # waited for the store read under way, 10 minutes on a silent endpoint.
+        self.unstarted = False
+        self.cut_short = False  # a signal ended it so (nothing of the round is written)
+
+    def before_round(self) -> None:
+        """From now until `round_begins`, the first SIGINT or SIGTERM raises
+        KeyboardInterrupt in the main thread at once (the handler of
+        `install_signal_handlers`): nothing of the round is in the store to finish, and the
+        command is likely waiting for a store read (issue 41, newuser8 I10)."""
+        self.unstarted = True
+        self.means = "nothing written to the store yet; ending now"
+
+    def round_begins(self) -> None:
+        """The round is about to write to the store (its lease) or start Spark: a signal
+        from now on stops it gracefully, as before."""
+        self.unstarted = False
+        self.means = "no key deleted yet; ending the round"
 
     @contextlib.contextmanager
     def finishing(self) -> Iterator[None]:
         """The round's END, record and lease release: a signal from now on (in this
         process) never raises; it is said, and the round's own exit code stands."""
+        if not self.cut_short:  # else nothing is written: what it does stays said
+            self.means = "writing the round's record and releasing its lease"
+        self.unstarted = False  # a round refused before it began still writes its record
         self.insist_open = False
-        self.means = "writing the round's record and releasing its lease"
         yield
 
     def again(self, name: str) -> None:
@@ -195,6 +218,17 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
 
     def handle(signum: int, _frame: FrameType | None) -> None:
         name = SIGNALS[signal.Signals(signum)]
+        if stop.unstarted and not stop.requested:
+            # Before the round wrote anything (`RoundStop.before_round`): it ends now, out
+            # of whatever read the main thread waits in; a later signal is only said.
+            # Raised as the `epochgc` group's Interrupted (a KeyboardInterrupt naming its
+            # signal): one that escapes the command still exits 128 + its number. Recorded
+            # without waking `announce`: the command's last line says it (a thread's line
+            # came after it, or named what a later stage would do).
+            stop.reason = name
+            stop.insist_open = False
+            stop.cut_short = True
+            raise Interrupted(signum)
         if stop.requested and not stop.insist_open:
             stop.again(name)
             return

@@ -156,6 +156,9 @@ class GcSummary:
     refusal: Refusal | None = None
     # A dry run on a paused store (it runs, exit 0): the pause, said on stderr at the end.
     paused_note: str | None = None
+    # Issue 41 (newuser8 I10): interrupted before the round wrote anything to the store (no
+    # lease, no START, no record); not in JSON_KEYS: `interrupted` with `record: null`.
+    unstarted: bool = False
 
     @property
     def outcome(self) -> str:
@@ -206,6 +209,9 @@ class GcSummary:
     def lines(self) -> list[str]:
         """The human summary."""
         if self.interrupted is not None:
+            if self.unstarted:
+                return [f"gc: interrupted ({self.interrupted}) before the round started: "
+                        "nothing was written to the store, no key deleted"]
             if self.journal is None:  # stopped before its deletion journal began (issue 41)
                 return [f"gc: round interrupted ({self.interrupted}) before any delete; "
                         "nothing was deleted"]

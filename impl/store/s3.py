@@ -35,6 +35,7 @@ from epochgc.impl.store.base import (
     require_version,
     send_clock,
 )
+from epochgc.impl.store.patience import Patience, waiting
 from epochgc.impl.store.retry import RETRYABLE_KEY_CODES, Backoff, Retrier
 
 # S3 error codes that mean "the key is not there", which for a delete is success.
@@ -83,6 +84,8 @@ class S3Store(ObjectStore):
         max_attempts: int | None = None,
         max_pool_connections: int = 16,
         key_retry: Retrier | None = None,
+        patience: Patience | None = None,
+        on_wait: Callable[[str], None] | None = None,
     ) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
@@ -93,6 +96,13 @@ class S3Store(ObjectStore):
         self.max_pool_connections = max_pool_connections
         self.key_retry = key_retry if key_retry is not None else Retrier(Backoff())
         self._client: Any = None
+        # Issue 41 (newuser8 I10): with `patience`, the reads (HEAD, GET, LIST, HeadBucket,
+        # GetBucketVersioning) go through a client of their own whose attempts are bounded
+        # by it (`patience.py`), and a read still unanswered after `say_after_s` is said
+        # through `on_wait` (a command's own line). The writes keep the client above.
+        self.patience = patience
+        self.on_wait = on_wait
+        self._reader: Any = None
         self._deadline = SendDeadline()  # `send_by`'s bound, per thread
         self.monotonic: Callable[[], float] = send_clock  # the clock `send_by` reads
         self._conditional_ok = False  # the server was seen to enforce conditional writes
@@ -104,6 +114,8 @@ class S3Store(ObjectStore):
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
         state["_client"] = None
+        state["_reader"] = None
+        state["on_wait"] = None  # a command's line: not for an executor (nor picklable)
         del state["_lock"]
         del state["_deadline"]
         return state
@@ -134,25 +146,46 @@ class S3Store(ObjectStore):
         with self._lock:
             return self._client or self._make_client()
 
-    def _make_client(self) -> Any:
+    @property
+    def reader(self) -> Any:
+        """The client of reads: bounded by `patience` if given, else `client`."""
+        if self.patience is None:
+            return self.client
+        with self._lock:
+            if self._reader is None:
+                self._reader = self._new_client(self.patience.read_timeout_s,
+                                                {"mode": "adaptive", "total_max_attempts":
+                                                 self.patience.attempts})
+            return self._reader
+
+    def _reading(self, what: str) -> contextlib.AbstractContextManager[None]:
+        """A read's `waiting` line, with `patience` and `on_wait` given."""
+        if self.patience is None or self.on_wait is None:
+            return contextlib.nullcontext()
+        return waiting(self.on_wait, self.endpoint_url or "S3", what, self.patience.say_after_s)
+
+    def _new_client(self, read_timeout_s: float, retries: Any) -> Any:
         import boto3  # imported lazily: local-only users do not need boto3
         from botocore.config import Config
 
+        config = Config(
+            retries=retries,  # botocore's _RetryDict
+            max_pool_connections=self.max_pool_connections,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            read_timeout=read_timeout_s,
+        )
+        return boto3.session.Session().client(
+            "s3", endpoint_url=self.endpoint_url, config=config
+        )
+
+    def _make_client(self) -> Any:
         retries: Any = {"mode": "adaptive"}  # botocore's _RetryDict
         # Explicit, else AWS_MAX_ATTEMPTS / the config file (boto3's chain), else 10.
         if self.max_attempts is not None:
             retries["max_attempts"] = self.max_attempts
         elif "AWS_MAX_ATTEMPTS" not in os.environ:
             retries["max_attempts"] = 10
-        config = Config(
-            retries=retries,
-            max_pool_connections=self.max_pool_connections,
-            connect_timeout=CONNECT_TIMEOUT_S,
-            read_timeout=READ_TIMEOUT_S,
-        )
-        client = boto3.session.Session().client(
-            "s3", endpoint_url=self.endpoint_url, config=config
-        )
+        client = self._new_client(READ_TIMEOUT_S, retries)
         for op in _BOUNDED_OPS:
             client.meta.events.register(f"before-send.s3.{op}", self._refuse_late)
         self._client = client
@@ -165,7 +198,10 @@ class S3Store(ObjectStore):
     def _full(self, key: str) -> str:
         return self.prefix + check_key(key)
 
-    def _error(self, what: str, e: Exception) -> StoreError:
+    def _error(self, what: str, e: Exception, read: bool = False) -> StoreError:
+        """`read`: a request of `reader`, whose silence has its own bound to name."""
+        if read and self.patience is not None and _no_answer(e):
+            return StoreError(f"{what} in {self.describe()}: {self.patience.no_answer()}")
         return StoreError(f"{what} in {self.describe()} failed: {_short(e)}")
 
     def put(self, key: str, data: bytes) -> None:
@@ -251,17 +287,18 @@ class S3Store(ObjectStore):
     def get_versioned(self, key: str, limit: int) -> Versioned | None:
         """GetObject returns the ETag of the bytes it returns: one request, one version."""
         try:
-            r = self.client.get_object(
-                Bucket=self.bucket, Key=self._full(key), Range=f"bytes=0-{max(0, limit - 1)}"
-            )
-            body: bytes = r["Body"].read()
+            with self._reading(f"get {key!r}"):
+                r = self.reader.get_object(
+                    Bucket=self.bucket, Key=self._full(key), Range=f"bytes=0-{max(0, limit - 1)}"
+                )
+                body: bytes = r["Body"].read()
         except Exception as e:
             if _code(e) in _GONE:
                 return None
             if _code(e) == "InvalidRange":  # an empty object
                 info = self.head(key)
                 return None if info is None else Versioned(b"", info.version)
-            raise self._error(f"get {key!r}", e) from e
+            raise self._error(f"get {key!r}", e, read=True) from e
         return Versioned(body, _etag(r, key))
 
     def _conditional_error(self, what: str, e: Exception) -> StoreError:
@@ -277,21 +314,23 @@ class S3Store(ObjectStore):
             last = "" if end is None else str(end - 1)  # HTTP ranges are inclusive
             args["Range"] = f"bytes={start or 0}-{last}"
         try:
-            body: bytes = self.client.get_object(**args)["Body"].read()
+            with self._reading(f"get {key!r}"):
+                body: bytes = self.reader.get_object(**args)["Body"].read()
             return body
         except Exception as e:
             if _code(e) in _GONE:
                 raise StoreError(f"{key!r} does not exist in {self.describe()}") from None
             if _code(e) == "InvalidRange":
                 return b""
-            raise self._error(f"get {key!r}", e) from e
+            raise self._error(f"get {key!r}", e, read=True) from e
 
     def missing_root(self) -> str | None:
         # A HeadObject's 404 does not say whether the key or the bucket is missing (a HEAD
         # answer has no body to carry `NoSuchBucket`); HeadBucket does (S3 API reference,
         # HeadBucket: "404 Not Found" if the bucket does not exist). newuser5 G7.
         try:
-            self.client.head_bucket(Bucket=self.bucket)
+            with self._reading(f"head bucket {self.bucket!r}"):
+                self.reader.head_bucket(Bucket=self.bucket)
         except Exception as e:
             if _code(e) in ("404", "NoSuchBucket"):
                 return f"bucket {self.bucket!r} does not exist"
@@ -300,11 +339,12 @@ class S3Store(ObjectStore):
     def _head_object(self, key: str) -> dict[str, Any] | None:
         """HeadObject's answer; None if there is no such object."""
         try:
-            return dict(self.client.head_object(Bucket=self.bucket, Key=self._full(key)))
+            with self._reading(f"head {key!r}"):
+                return dict(self.reader.head_object(Bucket=self.bucket, Key=self._full(key)))
         except Exception as e:
             if _code(e) in _GONE:
                 return None
-            raise self._error(f"head {key!r}", e) from e
+            raise self._error(f"head {key!r}", e, read=True) from e
 
     def head(self, key: str) -> ObjectInfo | None:
         r = self._head_object(key)
@@ -349,9 +389,10 @@ class S3Store(ObjectStore):
         if start_after:
             args["StartAfter"] = self.prefix + start_after
         try:
-            r = self.client.list_objects_v2(**args)
+            with self._reading(f"list {prefix!r}"):
+                r = self.reader.list_objects_v2(**args)
         except Exception as e:
-            raise self._error(f"list {prefix!r}", e) from e
+            raise self._error(f"list {prefix!r}", e, read=True) from e
         cut = len(self.prefix)
         objects = [
             ObjectInfo(o["Key"][cut:], int(o["Size"]), o["LastModified"].timestamp(),
@@ -489,16 +530,19 @@ class S3Store(ObjectStore):
         """The bucket's versioning status ("Enabled" or "Suspended"), None if never enabled.
         In a versioned bucket a delete only adds a delete marker: the bytes stay."""
         try:
-            r = self.client.get_bucket_versioning(Bucket=self.bucket)
+            with self._reading("get bucket versioning"):
+                r = self.reader.get_bucket_versioning(Bucket=self.bucket)
         except Exception as e:
-            raise self._error("get bucket versioning", e) from e
+            raise self._error("get bucket versioning", e, read=True) from e
         status = r.get("Status")
         return str(status) if status else None
 
     def close(self) -> None:
-        if self._client is not None:
-            self._client.close()
-            self._client = None
+        for name in ("_client", "_reader"):
+            client = getattr(self, name)
+            if client is not None:
+                client.close()
+                setattr(self, name, None)
 
 
 def _applied_maybe(e: Exception) -> bool:
@@ -514,6 +558,13 @@ def _applied_maybe(e: Exception) -> bool:
         status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return isinstance(status, int) and status >= 500
     return False
+
+
+def _no_answer(e: Exception) -> bool:
+    """The endpoint said nothing: a connect or read timeout (after botocore's attempts)."""
+    from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
+
+    return isinstance(e, ConnectTimeoutError | ReadTimeoutError)
 
 
 def _etag(reply: dict[str, Any], key: str) -> str:

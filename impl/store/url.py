@@ -137,6 +137,22 @@ def open_spec(spec: StoreSpec) -> ObjectStore:
     raise StoreError(f"unknown store kind {spec.kind!r}")
 
 
+def open_control(spec: Callable[[], ObjectStore],
+                 on_wait: Callable[[str], None] | None = None) -> ObjectStore:
+    """The store for a command's control-plane reads before (or instead of) its work: for
+    an S3 StoreSpec, reads bounded by `Patience.from_env()` and said through `on_wait`
+    while they wait (issue 41, newuser8 I10: a silent endpoint held `gc` 11 minutes on its
+    first HEAD); its writes are the ordinary client's. Any other store: `spec()`."""
+    if not isinstance(spec, StoreSpec) or spec.kind != "s3":
+        return spec()
+    from epochgc.impl.store.patience import Patience
+    from epochgc.impl.store.s3 import S3Store
+
+    return S3Store(spec.location, spec.prefix, endpoint_url=spec.endpoint_url,
+                   max_pool_connections=spec.connections, patience=Patience.from_env(),
+                   on_wait=on_wait)
+
+
 def sized_for(open_store: Callable[[], ObjectStore], threads: int) -> Callable[[], ObjectStore]:
     """The same store factory with a connection pool for `threads` concurrent users (a
     store that has no pool, or a factory that is not a StoreSpec, is returned as is)."""

@@ -608,3 +608,56 @@ def test_a_terminal_ctrl_c_never_reaches_the_port(tmp_path: Path, point: str) ->
     assert ("epochgc conform: interrupted by SIGINT: 0 vector file(s) agreed; the port was "
             "stopped") in err, err
     assert left == [], f"processes left running: {left}"
+
+
+def test_gc_waiting_for_a_silent_endpoint_stops_cleanly(tmp_path: Path) -> None:
+    """newuser8 I10 in the matrix's terms: `gc` on an S3 endpoint that accepts and never
+    answers (a real socket, tests/store/blackhole.py), a terminal's Ctrl-C (SIGINT to the
+    group) once the endpoint has its request and the command said it waits (the read's
+    timeout is 10 minutes: only the signal ends it). The old code said "ending the round",
+    waited out the read (~10 minutes), then exited 1 with "its record stands"."""
+    from epochgc.impl.store.patience import ATTEMPTS_ENV, READ_TIMEOUT_ENV, SAY_AFTER_ENV
+    from tests.store.blackhole import blackhole
+    from tests.store.s3server import DUMMY_AWS_ENV
+
+    pytest.importorskip("boto3")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    tag = uuid.uuid4().hex
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith(("AWS_", "EPOCHGC_"))}
+    env = dict(base, PYTHONPATH=str(ROOT), TMPDIR=str(scratch),
+               SPARK_LOCAL_DIRS=str(scratch), **DUMMY_AWS_ENV,
+               **{TAG_ENV: tag, READ_TIMEOUT_ENV: "600", ATTEMPTS_ENV: "1",
+                  SAY_AFTER_ENV: "0.05"})
+    err = tmp_path / "err"
+    with blackhole() as hole:
+        with open(err, "w") as err_f:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "epochgc", "gc", "--store", "s3://gcb/p1",
+                 "--s3-endpoint", hole.endpoint, "--grace", "0s", "--i-know-grace-is-short",
+                 "--json"], cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=err_f,
+                text=True, start_new_session=True)
+        try:
+            limit = time.monotonic() + 300
+            while not (hole.requested.is_set() and "no answer yet" in err.read_text()):
+                assert proc.poll() is None, err.read_text()
+                assert time.monotonic() < limit, err.read_text()
+                time.sleep(0.05)
+            os.killpg(proc.pid, signal.SIGINT)
+            out, _ = proc.communicate(timeout=LIVENESS_S)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+    text = err.read_text()
+    assert proc.returncode == 130, text
+    assert "Traceback" not in text and "record stands" not in text, text
+    assert text.strip().splitlines()[-1] == (
+        "gc: interrupted (SIGINT) before the round started: nothing was written to the "
+        "store, no key deleted"), text
+    doc = json.loads(out.strip().splitlines()[-1])
+    assert doc["outcome"] == "interrupted" and doc["interrupted"] == "SIGINT", doc
+    assert doc["record"] is None and doc["journal"] is None, doc
+    assert _tagged(tag) == [], "processes left running"
+    assert sorted(p.name for p in scratch.iterdir()) == [], "temp files left behind"
