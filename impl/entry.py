@@ -8,7 +8,7 @@ import it printed a traceback (N5: `from epochgc.impl.cli import main` ... `impo
 and the command ran to `OK`, exit 0 (N6). This module imports nothing beyond what the
 interpreter has already loaded; its handler only records the signal, and
 `impl.signals.install` (the `epochgc` group's first act) raises it as `Interrupted`: one
-line, exit 130 / 143. SIGTERM alike (its default action would end the process with no
+line, exit 130 / 143 / 129. SIGTERM and SIGHUP alike (its default action would end the process with no
 word and no cleanup).
 """
 
@@ -32,7 +32,7 @@ def take_early() -> int | None:
 
 
 def main() -> None:
-    for s in (signal.SIGINT, signal.SIGTERM):
+    for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, _keep)
     from epochgc.impl.cli import main as cli
 

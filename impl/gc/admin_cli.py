@@ -20,7 +20,7 @@ Every command first checks the location is an epochgc store (`_cluster/partition
 a mistyped path is refused before anything is written. Exit codes (`codes_for`, the
 `--help` table): 0 done; 1 refused or failed; 2 `show`: a round would be blocked now
 (health bad or unknown, no M); 3 `show`: GC is paused; 64 bad arguments; 69 a missing
-extra (boto3 for an s3:// store); 130 / 143 interrupted by SIGINT / SIGTERM.
+extra (boto3 for an s3:// store); 130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP.
 `resume` is another name of `start` (issue 41 item 10: click's hint for a mistyped
 `resume` was `reset`, which removes the lease).
 """
@@ -77,7 +77,7 @@ __all__ = ["gc_admin", "gc_state"]
 
 _STORE = click.option("--store", required=True, help="store URL or directory")
 _ENDPOINT = click.option("--s3-endpoint", default=None, help="S3-compatible endpoint")
-_SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+_SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
 # A pause's reason and author as an operator may give them (issue 41): enough for a
 # ticket and a sentence; longer is refused (64), not cut.
 MAX_REASON_CHARS = 500

@@ -5,7 +5,7 @@ Exit codes (impl/exitcodes.py): 0 done; 1 incomplete (malformed keys without
 job); 2 blocked round (health reports missing, unreadable or invalid; the safety monitor);
 3 paused (a --dry-run on a paused store runs, exit 0, and says so on stderr);
 64 bad arguments or an output path that cannot be written; 69 a missing extra;
-130 / 143 interrupted.
+130 / 143 / 129 interrupted (SIGINT / SIGTERM / SIGHUP).
 """
 
 from __future__ import annotations

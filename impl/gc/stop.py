@@ -22,7 +22,8 @@ import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 
-SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
+# SIGHUP: a terminal's hangup, as SIGTERM (impl/signals.py SIGNALS says why).
+SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM", signal.SIGHUP: "SIGHUP"}
 ANNOUNCE_WAIT_S = 5.0  # a bound for a stream that blocks, not a timing assumption
 
 

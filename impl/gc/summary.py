@@ -17,8 +17,8 @@ EXIT_USAGE = 64  # bad arguments (BSD EX_USAGE), distinct from a blocked round
 # one stopped by its --deadline is incomplete.
 # A round stopped mid-way by a pause exits as a paused round; one stopped by the safety
 # monitor as a blocked one (issue 30).
-EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143, "paused": EXIT_PAUSED,
-                    "unhealthy": EXIT_BLOCKED}
+EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129,
+                    "paused": EXIT_PAUSED, "unhealthy": EXIT_BLOCKED}
 # A round whose driver was killed never exited; its record (written afterwards by whoever
 # found its journal unfinished, issue 38 item 1) says what a shell reports for SIGKILL.
 EXIT_KILLED = 137
