@@ -8,8 +8,8 @@ import it printed a traceback (N5: `from epochgc.impl.cli import main` ... `impo
 and the command ran to `OK`, exit 0 (N6). This module imports nothing beyond what the
 interpreter has already loaded; its handler only records the signal, and
 `impl.signals.install` (the `epochgc` group's first act) raises it as `Interrupted`: one
-line, exit 130 / 143 / 129. SIGTERM and SIGHUP alike (its default action would end the process with no
-word and no cleanup).
+line, exit 130 / 143 / 129. SIGTERM and SIGHUP alike (their default action would end the
+process with no word and no cleanup).
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.preflight import (
     creatable_path,
     pushgateway_address,
-    require_modules,
+    require_spark,
     store_modules,
     writable_file,
 )
@@ -273,7 +273,7 @@ def gc(
         raise _Usage(bad_master)
     # Before the round (issue 41): the extras it imports, and the files it writes at its end
     # (a metrics file in a missing directory was only warned about after the round).
-    require_modules("gc", ("pyspark", *store_modules(spec)))
+    require_spark("gc", store_modules(spec))
     if metrics_file is not None:
         metrics_file = writable_file(metrics_file, "--metrics-file")
     if pushgateway is not None:

@@ -23,7 +23,7 @@ from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.preflight import PROBE_PREFIX, writable_file
 from epochgc.impl.store.local import LocalStore
-from tests.gc.helpers import simple_cluster
+from tests.gc.helpers import NOW, simple_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -356,3 +356,82 @@ def test_the_metrics_write_rechecks_the_path_before_replacing_it(tmp_path: Path,
     regular.write_text("old\n")
     export_metrics(GcSummary(), str(regular))  # a regular file is replaced, as before
     assert "epochgc_gc_" in regular.read_text()
+
+
+def _no_java_env(**extra: str) -> dict[str, str]:
+    """The environment of a machine with no Java: JAVA_HOME unset, PATH only the venv's
+    bin (no `java` there: checked)."""
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env.update(PATH=os.path.dirname(sys.executable), PYTHONPATH=str(ROOT), **extra)
+    assert not any(os.access(os.path.join(d, "java"), os.X_OK)
+                   for d in env["PATH"].split(os.pathsep)), env["PATH"]
+    return env
+
+
+def _gc(tmp_path: Path, env: dict[str, str], *more: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "epochgc", "gc", "--store",
+                           str(tmp_path / "s"), "--now", str(NOW), "--i-know-now-is-ahead",
+                           *more], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def test_gc_without_java_exits_69_before_the_lease_and_the_record(tmp_path: Path) -> None:
+    """newuser9 K7. Old code: `epochgc gc: error: PySparkRuntimeError: [JAVA_GATEWAY_EXITED]
+    Java gateway process exited before sending its port number.; nothing was deleted`,
+    exit 1, and a real round wrote an `error` record into the store."""
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
+    p = _gc(tmp_path, _no_java_env())
+    assert p.returncode == ExitCode.UNAVAILABLE, p.stdout + p.stderr
+    line = _one_line(p.stderr)
+    assert "Java not found (JAVA_HOME unset, no `java` on PATH)" in line, line
+    assert "Spark needs Java 17 or 21" in line, line
+    store = LocalStore(tmp_path / "s")
+    assert list(store.list_all(ROUNDS_PREFIX)) == []
+    assert not (tmp_path / "s" / "_cluster" / "gc" / "lease.json").exists()
+
+
+def test_gc_and_demo_with_a_wrong_java_home_exit_69(tmp_path: Path) -> None:
+    """newuser9 K7: JAVA_HOME=/nonexist gave the same JAVA_GATEWAY_EXITED line, exit 1."""
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAVA_HOME=str(tmp_path / "nonexist"))
+    p = _gc(tmp_path, env, "--dry-run")
+    assert p.returncode == ExitCode.UNAVAILABLE, p.stdout + p.stderr
+    assert f"{tmp_path}/nonexist/bin/java (JAVA_HOME={tmp_path}/nonexist) is not an " \
+        "executable file" in _one_line(p.stderr), p.stderr
+    d = subprocess.run([sys.executable, "-m", "epochgc", "demo", "--gc-engine", "spark"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+                       check=False)
+    assert d.returncode == ExitCode.UNAVAILABLE, d.stderr
+    assert "Spark needs Java 17 or 21" in _one_line(d.stderr), d.stderr
+
+
+def test_a_java_older_than_sparks_classes_is_refused(tmp_path: Path) -> None:
+    """A JAVA_HOME whose java answers as Java 11 (none is installed here: an executable that
+    answers `-version` exactly as OpenJDK 11 does stands in for it; what is checked is what
+    the command does with that answer): refused, naming the version."""
+    java = tmp_path / "jdk11" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text('#!/bin/sh\necho \'openjdk version "11.0.2" 2019-01-15\' >&2\n')
+    java.chmod(0o755)
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
+    p = _gc(tmp_path, dict(os.environ, PYTHONPATH=str(ROOT), JAVA_HOME=str(tmp_path / "jdk11")),
+            "--dry-run")
+    assert p.returncode == ExitCode.UNAVAILABLE, p.stdout + p.stderr
+    assert "is Java 11 (openjdk version \"11.0.2\" 2019-01-15): Spark needs Java 17 or 21" \
+        in _one_line(p.stderr), p.stderr
+
+
+@pytest.mark.parametrize("java", ["/usr/lib/jvm/java-17-openjdk-amd64/bin/java",
+                                  "/usr/lib/jvm/temurin-25-jdk-amd64/bin/java"])
+def test_the_installed_javas_pass(java: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine's real runtimes (17, and Temurin 25, which the tester ran a round on)
+    are not refused: the version is read from their own `-version`."""
+    from epochgc.impl import java as javacheck
+
+    if not os.access(java, os.X_OK):
+        pytest.skip(f"{java} is not installed here")
+    monkeypatch.setenv("JAVA_HOME", os.path.dirname(os.path.dirname(java)))
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    assert javacheck.problem() is None
+    assert (javacheck.major_version('java version "1.8.0_491"'),
+            javacheck.major_version('openjdk version "25.0.1" 2025-10-21 LTS')) == (8, 25)

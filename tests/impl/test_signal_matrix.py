@@ -4,9 +4,9 @@ process group (a terminal's Ctrl-C), SIGTERM and SIGHUP to its process group (a 
 hangup), at each of its named points (start-up,
 Spark start-up, mid-work; `gc --dry-run` while its task lists). Each run must:
 
-- exit with 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP), within a liveness bound (`LIVENESS_S`, generous
-  so that it cannot fail under load; the measured latencies are reported apart, in
-  build/signals.json, by the tox environment `signals`);
+- exit with 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP), within a liveness bound
+  (`LIVENESS_S`, generous so that it cannot fail under load; the measured latencies are
+  reported apart, in build/signals.json, by the tox environment `signals`);
 - say that it was interrupted and what it did, with no traceback;
 - leave no process behind: every process it started (nodes, the Spark JVM and its Python
   workers, a port) inherits a tag in its environment, and none with the tag may be alive
