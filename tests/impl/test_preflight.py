@@ -435,3 +435,63 @@ def test_the_installed_javas_pass(java: str, monkeypatch: pytest.MonkeyPatch) ->
     assert javacheck.problem() is None
     assert (javacheck.major_version('java version "1.8.0_491"'),
             javacheck.major_version('openjdk version "25.0.1" 2025-10-21 LTS')) == (8, 25)
+
+
+@pytest.mark.parametrize("master", ["local[0]", "local[99999999999999999999]", "local[0,2]",
+                                    "local-cluster[0,1,1024]", "local-cluster[1,1,2147483648]"])
+def test_gc_refuses_masters_spark_would_refuse_before_spark(tmp_path: Path, master: str) -> None:
+    """newuser9 K1. Old code: Spark started and failed: `local[0]` "SparkException: Asked to
+    run locally with 0 threads", a 20-digit N "NumberFormatException: For input string",
+    each twice with its Java stack, exit 1; `local-cluster[0,1,1024]` waited for ever
+    (K2: no worker, so no executor)."""
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
+    r = CliRunner().invoke(main, ["gc", "--store", str(tmp_path / "s"), "--dry-run", "-q",
+                                  "--now", str(NOW), "--i-know-now-is-ahead",
+                                  "--master", master])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert f"--master {master!r}: " in r.output, r.output
+    assert not list(LocalStore(tmp_path / "s").list_all(ROUNDS_PREFIX))
+
+
+@pytest.mark.spark
+def test_a_master_spark_refuses_at_start_up_is_one_line_without_its_log(
+        tmp_path: Path) -> None:
+    """newuser9 K1: a master that passes the URL check but that Spark refuses as it starts
+    (here a local cluster whose workers have less memory than an executor asks: Spark's
+    `createTaskScheduler` throws at once) printed Spark's `ERROR SparkContext: Error
+    initializing SparkContext.` with its Java stack, then the whole Py4J message with the
+    same stack as the "one line". Now: one line, the innermost cause, exit 1."""
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = _gc(tmp_path, env, "--dry-run", "--master", "local-cluster[1,1,100]")
+    assert p.returncode == ExitCode.FAILED, p.stderr[-3000:]
+    noise = [line for line in p.stderr.splitlines()
+             if " ERROR " in line or line.startswith("\tat ") or "Traceback" in line]
+    assert noise == [], p.stderr[-3000:]
+    assert p.stderr.splitlines()[-1] == (
+        "epochgc gc: error: cannot start Spark on local-cluster[1,1,100]: SparkException: "
+        "Asked to launch cluster with 100 MiB/worker but requested 1024 MiB/executor; "
+        "nothing was deleted"), p.stderr[-3000:]
+
+
+def test_a_standalone_master_that_never_answered_is_named_by_sparks_reason() -> None:
+    """newuser9 K1, `--master spark://127.0.0.1:1` (Spark gives up after 3 x 20 s, too slow
+    for the suite): the start-up fails with "Cannot call methods on a stopped
+    SparkContext", which says nothing; Spark's own ERROR line before it says why. The
+    exception's text is the Py4J form the tester saw (its stack cut)."""
+    from epochgc.impl.gc.session import start_failure
+
+    e = RuntimeError(
+        "An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext.\n"
+        ": java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext.\n"
+        "This stopped SparkContext was created at:\n\n"
+        "org.apache.spark.api.java.JavaSparkContext.<init>(JavaSparkContext.scala:58)\n")
+    log = ["26/11/30 03:12:10 ERROR StandaloneSchedulerBackend: Application has been killed. "
+           "Reason: All masters are unresponsive! Giving up.\n",
+           "26/11/30 03:12:10 ERROR SparkContext: Error initializing SparkContext.\n",
+           "java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext.\n",
+           "\tat org.apache.spark.SparkContext.assertNotStopped(SparkContext.scala:124)\n"]
+    assert start_failure(e, log) == ("Application has been killed. Reason: All masters are "
+                                     "unresponsive! Giving up.")
+    assert start_failure(e, []) == ("IllegalStateException: Cannot call methods on a stopped "
+                                    "SparkContext.")
