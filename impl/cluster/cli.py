@@ -22,6 +22,7 @@ from epochgc.impl.cluster.rpc import MAX_RECORD_BYTES
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.finite import FiniteFloat
 from epochgc.impl.gc.errors import ReportError
+from epochgc.impl.gc.manifest import inside_data_problem
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.preflight import (
     Refused,
@@ -102,6 +103,10 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
         parts = partition_names(parts, "--partitions")
     if trace:
         writable_file(trace, "--trace")
+        # newuser9 K5: not where GC lists (the store's data prefix), as gc's outputs.
+        problem = inside_data_problem(trace, spec, "--trace")
+        if problem is not None:
+            raise Refused(problem, ExitCode.USAGE)
     trace = str(Path(trace).absolute()) if trace else None
     if lc.meta:
         _refuse_changes(ctx, lc, {

@@ -22,10 +22,11 @@ from urllib.parse import urlsplit
 import click
 
 from epochgc.impl import closedout
+from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.duration import DURATION, SPAN, format_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
-from epochgc.impl.gc.manifest import manifest_target
+from epochgc.impl.gc.manifest import inside_data_problem, manifest_target
 from epochgc.impl.gc.masterurl import master_problem
 from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, GcOptions
 from epochgc.impl.gc.reports import MAX_WRITTEN_AT
@@ -39,6 +40,7 @@ from epochgc.impl.gc.stop import (
 from epochgc.impl.gc.summary import EXIT_USAGE, GcSummary
 from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.preflight import (
+    Refused,
     creatable_path,
     pushgateway_address,
     require_spark,
@@ -276,14 +278,19 @@ def gc(
     require_spark("gc", store_modules(spec))
     if metrics_file is not None:
         metrics_file = writable_file(metrics_file, "--metrics-file")
+        _outside_data(metrics_file, spec, "--metrics-file")
     if pushgateway is not None:
         pushgateway_address(pushgateway)
     if list_keys == "-":
         closedout.output_is_work()  # the keys on stdout are what the dry run was asked for
     elif list_keys is not None:
         list_keys = writable_file(list_keys, "--list")
+        _outside_data(list_keys, spec, "--list")
     if manifest is not None:
         manifest = manifest_target(manifest)  # absolute: the record names it wherever read
+        # Before the lease and the record (newuser9 K5: the round's own check came after
+        # both, exit 1 and an `error` record, where the fault table said 64 and none).
+        _outside_data(manifest, spec, "--manifest")
         local = urlsplit(manifest)
         if local.scheme in ("", "file") and _local_master(master):
             # The driver's disk is where a local master's executors write; a cluster's
@@ -401,6 +408,13 @@ def gc(
             echo_safe(line)
     checkpoint("summary")  # the signal tests' point: the record is written, the summary said
     sys.exit(summary.exit_code)
+
+
+def _outside_data(path: str, spec: StoreSpec, option: str) -> None:
+    """Refused (64) if the command would write `path` under the store's data prefix."""
+    problem = inside_data_problem(path, spec, option)
+    if problem is not None:
+        raise Refused(problem, ExitCode.USAGE)
 
 
 def one_terminal() -> bool:
