@@ -239,8 +239,9 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
                 _json({"paused": True, "changed": False, **_state(before), "replaced": None})
                 return
             since = f" since {iso(before.at)}" if before.at is not None else ""
-            echo_safe(f"gc-admin: already paused by {before.by or 'unknown'}{since} "
-                      f"({before.reason or 'no reason given'}); kept as it is (pass "
+            echo_safe(f"gc-admin: already paused by {printable(before.by or 'unknown')}"
+                      f"{since} ({printable(before.reason or 'no reason given')}); kept as "
+                      "it is (pass "
                       "--replace to replace who paused and why)")
             return
         state = write_admin_state(s, True, reason, time.time(), by or _operator())
@@ -250,9 +251,12 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
         _json({"paused": True, "changed": True, **_state(state),
                "replaced": _state(before) if before.paused else None})
         return
-    echo_safe(f"gc-admin: paused by {state.by} ({state.reason or 'no reason given'})"
-              + (f"; replaces the pause by {before.by or 'unknown'} "
-                 f"({before.reason or 'no reason given'})" if before.paused else ""))
+    # Escaped as `show` does (newuser9 K6: CR/LF forged a line, OSC set the title).
+    echo_safe(f"gc-admin: paused by {printable(state.by)} "
+              f"({printable(state.reason or 'no reason given')})"
+              + (f"; replaces the pause by {printable(before.by or 'unknown')} "
+                 f"({printable(before.reason or 'no reason given')})"
+                 if before.paused else ""))
 
 
 @gc_admin.command()

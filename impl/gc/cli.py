@@ -398,7 +398,8 @@ def gc(
         # below goes to the same terminal: a person read the line twice (newuser8 I9).
         echo_safe(summary.lines()[0], err=True)
     if summary.paused_note is not None and not merged:
-        echo_safe(f"gc: {summary.paused_note}", err=True)  # even with -q or --json
+        # even with -q or --json; escaped: who paused and why come from the store (K6)
+        echo_safe(f"gc: {printable(summary.paused_note)}", err=True)
     if as_json:
         for line in summary.lines()[1:] if not merged else ():
             echo_safe(line, err=True)

@@ -216,7 +216,9 @@ class GcSummary:
             return [f"gc: round interrupted ({self.interrupted}) after deleting {self.deleted:,}"
                     f" key(s); the rest are listed again next round (journal: {self.journal})"]
         if self.paused is not None:
-            return [f"gc: round refused, nothing deleted: {self.paused}"]
+            # Who paused and why come from the store: escaped as `gc-admin show` does
+            # (newuser9 K6: CR, LF, OSC and BEL went raw to the terminal).
+            return [f"gc: round refused, nothing deleted: {printable(self.paused)}"]
         if self.error is not None:
             if self.deleted:
                 return [f"gc: round failed after deleting {self.deleted:,} key(s) (journal: "
