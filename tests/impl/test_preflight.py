@@ -495,3 +495,46 @@ def test_a_standalone_master_that_never_answered_is_named_by_sparks_reason() -> 
                                      "unresponsive! Giving up.")
     assert start_failure(e, []) == ("IllegalStateException: Cannot call methods on a stopped "
                                     "SparkContext.")
+
+
+def test_produce_and_status_on_an_s3_cluster_without_boto3_exit_69(
+        tmp_path: Path, moto_endpoint: str) -> None:
+    """newuser9 K8: with the base install (no boto3) against a running cluster whose store
+    is S3, `produce` said "object store unreachable (put ... failed: No module named
+    'boto3'); nothing acknowledged" and `cluster status` "cluster M: none (... No module
+    named 'boto3')", exit 1, where `cluster start` and `gc-admin` give 69 naming the
+    extra. The cluster runs (started with boto3); the two commands run without it."""
+    from tests.store.s3server import new_bucket
+
+    bucket = new_bucket(moto_endpoint)
+    run = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    subprocess.run([sys.executable, "-m", "epochgc", "cluster", "start", "--data-dir",
+                    str(run), "--store", f"s3://{bucket}/p", "--s3-endpoint", moto_endpoint,
+                    "--nodes", "1", "--partitions", "t/0"], env=env, check=True,
+                   capture_output=True, timeout=300)
+    try:
+        for args in (["produce", "--data-dir", str(run), "--partition", "t/0", "--count", "5"],
+                     ["cluster", "status", "--data-dir", str(run)]):
+            p = _without(["boto3"], args, tmp_path)
+            assert p.returncode == ExitCode.UNAVAILABLE, (args, p.stdout + p.stderr)
+            line = _one_line(p.stderr)
+            assert "needs boto3, which is not installed: pip install 'epochgc[s3]'" in line, line
+        assert not (run / "acked.jsonl").exists() or not (run / "acked.jsonl").read_text()
+    finally:
+        subprocess.run([sys.executable, "-m", "epochgc", "cluster", "stop", "--data-dir",
+                        str(run)], env=env, check=False, capture_output=True, timeout=300)
+
+
+def test_conform_vectors_replays_without_hypothesis(tmp_path: Path) -> None:
+    """newuser9 K8: `conform --vectors` (no generated programs: it only replays the spec's
+    files) exited 69 in the base install, which has no Hypothesis."""
+    p = _without(["hypothesis"], ["conform", "--vectors", "--", sys.executable, "-m",
+                                  "epochgc.model.port"], tmp_path)
+    assert p.returncode == ExitCode.OK, p.stdout + p.stderr
+    assert "agreed" in p.stdout + p.stderr, p.stdout + p.stderr
+    # Generated programs still need it: 69, naming the extra and --vectors.
+    g = _without(["hypothesis"], ["conform", "--", sys.executable, "-m", "epochgc.model.port"],
+                 tmp_path)
+    assert g.returncode == ExitCode.UNAVAILABLE, g.stdout + g.stderr
+    assert "pip install 'epochgc[conform]' (or pass --vectors" in _one_line(g.stderr)
