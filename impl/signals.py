@@ -45,7 +45,14 @@ T = TypeVar("T")
 # no record and a live lease: it stops a command as SIGTERM does, exit 129.
 # SIGQUIT (Ctrl-\) keeps Python's default, a hard quit (core dump), on purpose: the one
 # way left to end a command at once; `gc-admin reset --force` records the round it killed.
-SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+# Not when SIGHUP was ignored at start (`nohup`, impl/entry.py `hup_ignored`).
+def _stopping_signals() -> tuple[signal.Signals, ...]:
+    from epochgc.impl.entry import hup_ignored
+
+    return (signal.SIGINT, signal.SIGTERM) + (() if hup_ignored() else (signal.SIGHUP,))
+
+
+SIGNALS = _stopping_signals()
 HOOK_ENV = "EPOCHGC_TEST_SIGNAL"
 
 # Named points of each command, for the hook (and the tests that walk them).

@@ -69,7 +69,7 @@ from epochgc.impl.gc.show import count_text, gc_state, iso, json_safe, render
 from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.preflight import Refused, require_modules, store_modules
-from epochgc.impl.signals import checkpoint
+from epochgc.impl.signals import SIGNALS, checkpoint
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.url import open_spec, parse_store_url
 
@@ -77,7 +77,7 @@ __all__ = ["gc_admin", "gc_state"]
 
 _STORE = click.option("--store", required=True, help="store URL or directory")
 _ENDPOINT = click.option("--s3-endpoint", default=None, help="S3-compatible endpoint")
-_SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143, signal.SIGHUP: 129}
+_SIGNAL_EXIT = {s: 128 + s for s in SIGNALS}  # SIGHUP unless ignored at start (nohup)
 # A pause's reason and author as an operator may give them (issue 41): enough for a
 # ticket and a sentence; longer is refused (64), not cut.
 MAX_REASON_CHARS = 500

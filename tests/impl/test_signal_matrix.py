@@ -617,3 +617,20 @@ def test_a_terminal_ctrl_c_never_reaches_the_port(tmp_path: Path, point: str) ->
     assert ("epochgc conform: interrupted by SIGINT: 0 vector file(s) agreed; the port was "
             "stopped") in err, err
     assert left == [], f"processes left running: {left}"
+
+
+def test_a_hangup_under_nohup_is_left_ignored(tmp_path: Path, cluster: Path) -> None:
+    """SIGHUP stops a command (newuser9 K3) only when the command may catch it: started
+    with SIGHUP ignored (`nohup`, whose whole point is to outlive the terminal), it stays
+    ignored: the produce hangs up mid-batch and still acknowledges every record, exit 0."""
+    manifest = cluster / "acked.jsonl"
+    before = len(manifest.read_text().splitlines()) if manifest.exists() else 0
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{HOOK_ENV: "work:SIGHUP:group"})
+    p = subprocess.run(
+        [sys.executable, "-m", "epochgc", "produce", "--data-dir", str(cluster),
+         "--partition", "t/0", "--count", "3"], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=300, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))  # as nohup(1) does
+    assert "test hook: SIGHUP at work" in p.stderr, p.stderr[-3000:]
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert len(manifest.read_text().splitlines()) == before + 1, p.stderr  # one batch line
