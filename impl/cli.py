@@ -171,6 +171,7 @@ def main() -> None:
     # stop at a batch boundary) installs its own.
     signals.install()
     closedout.guard()
+    closedout.guard_stderr()
     if click.get_current_context().invoked_subcommand in _OUTPUT_IS_WORK:
         closedout.output_is_work()
 

@@ -116,6 +116,66 @@ def guard() -> None:
     _guard = with_fd
 
 
+class _ErrGuard(io.RawIOBase):
+    """Descriptor 2 as a raw stream whose writes never fail: once one does (EIO from a
+    terminal that hung up, EPIPE from a reader gone), later ones go to /dev/null. Stderr
+    only says how the work goes; a failed line there is nobody's to hear (newuser9 K3: on
+    a real hangup, a round's stop line hit EIO and the round recorded `error`, exit 1,
+    instead of `interrupted` SIGHUP)."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__()
+        self._fd = fd
+        self.gone = False
+
+    def writable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def isatty(self) -> bool:
+        return os.isatty(self._fd)
+
+    def write(self, b: object) -> int:
+        data = memoryview(b).cast("B")  # type: ignore[arg-type]
+        if self.gone:
+            return len(data)
+        try:
+            return os.write(self._fd, data)
+        except BlockingIOError:
+            raise
+        except OSError:
+            self.gone = True
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, self._fd)
+        os.close(devnull)
+        return len(data)
+
+
+_err_guard: _ErrGuard | None = None
+
+
+def guard_stderr() -> None:
+    """Replace `sys.stderr` with a stream on the same descriptor whose writes never raise
+    (`_ErrGuard`), keeping its encoding and error handler, written through. Idempotent;
+    leaves a stderr without a descriptor (a test runner's capture) alone."""
+    global _err_guard
+    if _err_guard is not None:
+        return
+    err = sys.stderr
+    try:
+        fd = err.fileno()
+    except (AttributeError, OSError, ValueError):
+        return
+    with contextlib.suppress(OSError, ValueError):
+        err.flush()
+    _err_guard = _ErrGuard(fd)
+    sys.stderr = io.TextIOWrapper(
+        io.BufferedWriter(_err_guard), encoding=err.encoding, errors=err.errors,
+        line_buffering=True, write_through=True)
+
+
 def output_is_work() -> None:
     """This command's output is its work: cut short, it exits 1."""
     global _output_is_work

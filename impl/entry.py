@@ -8,8 +8,8 @@ import it printed a traceback (N5: `from epochgc.impl.cli import main` ... `impo
 and the command ran to `OK`, exit 0 (N6). This module imports nothing beyond what the
 interpreter has already loaded; its handler only records the signal, and
 `impl.signals.install` (the `epochgc` group's first act) raises it as `Interrupted`: one
-line, exit 130 / 143. SIGTERM alike (its default action would end the process with no
-word and no cleanup).
+line, exit 130 / 143 / 129. SIGTERM and SIGHUP alike (their default action would end the
+process with no word and no cleanup).
 """
 
 from __future__ import annotations
@@ -18,6 +18,18 @@ import signal
 from types import FrameType
 
 _early: list[int] = []  # signals received before `impl.signals.install`
+# Whether SIGHUP was ignored when the process started (None: `main` did not run, the
+# command runs in-process: look now). `nohup` (POSIX: "the nohup utility shall ... ignore
+# the SIGHUP signal") and a shell's background job started that way ask for the command
+# to outlive its terminal: the hangup is then left ignored, never caught.
+_hup_ignored: bool | None = None
+
+
+def hup_ignored() -> bool:
+    """Whether SIGHUP is to be left ignored (it was ignored when the process started)."""
+    if _hup_ignored is not None:
+        return _hup_ignored
+    return signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
 
 
 def _keep(signum: int, _frame: FrameType | None) -> None:
@@ -32,7 +44,9 @@ def take_early() -> int | None:
 
 
 def main() -> None:
-    for s in (signal.SIGINT, signal.SIGTERM):
+    global _hup_ignored
+    _hup_ignored = signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+    for s in (signal.SIGINT, signal.SIGTERM) + (() if _hup_ignored else (signal.SIGHUP,)):
         signal.signal(s, _keep)
     from epochgc.impl.cli import main as cli
 

@@ -21,6 +21,7 @@ class ExitCode(IntEnum):
     DATAERR = 65  # EX_DATAERR
     UNAVAILABLE = 69  # EX_UNAVAILABLE
     PROTOCOL = 76  # EX_PROTOCOL
+    SIGHUP = 128 + signal.SIGHUP  # 129
     SIGINT = 128 + signal.SIGINT  # 130
     SIGTERM = 128 + signal.SIGTERM  # 143
 
@@ -36,11 +37,12 @@ MEANING: dict[ExitCode, str] = {
     ExitCode.DATAERR: "bad input data: the file given is unreadable or malformed",
     ExitCode.UNAVAILABLE: "missing extra or program: pip install 'epochgc[EXTRA]' (named)",
     ExitCode.PROTOCOL: "the port broke the port protocol (exited, garbage, timed out)",
+    ExitCode.SIGHUP: "interrupted by SIGHUP (the terminal hung up: a dropped ssh session)",
     ExitCode.SIGINT: "interrupted by SIGINT (Ctrl-C)",
     ExitCode.SIGTERM: "interrupted by SIGTERM",
 }
 
-_ALWAYS = (ExitCode.USAGE, ExitCode.SIGINT, ExitCode.SIGTERM)
+_ALWAYS = (ExitCode.USAGE, ExitCode.SIGHUP, ExitCode.SIGINT, ExitCode.SIGTERM)
 _OK = (ExitCode.OK, ExitCode.FAILED)
 _GC = (*_OK, ExitCode.BLOCKED, ExitCode.PAUSED, ExitCode.UNAVAILABLE)
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import shutil
 import stat
 import sys
 import tempfile
@@ -73,17 +72,16 @@ def require_modules(command: str, modules: Iterable[str]) -> None:
                           f"pip install 'epochgc[{extra}]'{also}", ExitCode.UNAVAILABLE)
 
 
-def require_spark(command: str) -> None:
-    """PySpark and the Java runtime its local master starts. Spark's launcher
-    (`bin/spark-class`) runs `$JAVA_HOME/bin/java` when JAVA_HOME is set, else `java` from
-    PATH, else fails with "JAVA_HOME is not set"."""
-    require_modules(command, ("pyspark",))
-    home = os.environ.get("JAVA_HOME")
-    java = os.path.join(home, "bin", "java") if home else shutil.which("java")
-    if not java or not os.access(java, os.X_OK):
-        where = f"JAVA_HOME={home} has no bin/java" if home else "no java on PATH"
-        raise Refused(f"epochgc {command} needs a Java 17 runtime for Spark ({where})",
-                      ExitCode.UNAVAILABLE)
+def require_spark(command: str, modules: Iterable[str] = ()) -> None:
+    """PySpark (and `modules`), and a Java runtime that can run the Spark driver this
+    process starts, found as PySpark's launcher finds it (impl/java.py): refused (69), one
+    line naming what was looked at, before anything else starts (newuser9 K7)."""
+    require_modules(command, ("pyspark", *modules))
+    from epochgc.impl.java import problem
+
+    found = problem()
+    if found is not None:
+        raise Refused(f"epochgc {command}: {found.message}", ExitCode.UNAVAILABLE)
 
 
 def _installed(module: str) -> bool:

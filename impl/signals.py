@@ -1,8 +1,8 @@
 """Interrupts, one way for every long-running command (issue 41): SIGINT (Ctrl-C, to the
-process or to its whole process group) and SIGTERM (`kill`, `timeout`, a scheduler) end
-the command after its own cleanup ran, with exit code 128 + the signal's number (130,
-143), as a shell reports a process a signal killed (POSIX `sh`, "Exit Status for
-Commands"; bash(1) "EXIT STATUS").
+process or to its whole process group), SIGTERM (`kill`, `timeout`, a scheduler) and
+SIGHUP (a terminal's hangup: a dropped ssh session) end the command after its own cleanup
+ran, with exit code 128 + the signal's number (130, 143, 129), as a shell reports a
+process a signal killed (POSIX `sh`, "Exit Status for Commands"; bash(1) "EXIT STATUS").
 
 - `install()` (the `epochgc` group does it first thing): the first SIGINT or SIGTERM
   raises `Interrupted` in the main thread, as Python's own handler raises
@@ -38,7 +38,21 @@ from typing import Any, TypeVar
 
 T = TypeVar("T")
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+# SIGHUP (issue 41, newuser9 K3): "Hangup detected on controlling terminal or death of
+# controlling process" (signal(7)); a dropped ssh session or a closed terminal window makes
+# the kernel send it to the terminal's foreground process group (POSIX, "General Terminal
+# Interface", 11.1.10 "Modem Disconnect"). Its default action ended a round with no word,
+# no record and a live lease: it stops a command as SIGTERM does, exit 129.
+# SIGQUIT (Ctrl-\) keeps Python's default, a hard quit (core dump), on purpose: the one
+# way left to end a command at once; `gc-admin reset --force` records the round it killed.
+# Not when SIGHUP was ignored at start (`nohup`, impl/entry.py `hup_ignored`).
+def _stopping_signals() -> tuple[signal.Signals, ...]:
+    from epochgc.impl.entry import hup_ignored
+
+    return (signal.SIGINT, signal.SIGTERM) + (() if hup_ignored() else (signal.SIGHUP,))
+
+
+SIGNALS = _stopping_signals()
 HOOK_ENV = "EPOCHGC_TEST_SIGNAL"
 
 # Named points of each command, for the hook (and the tests that walk them).

@@ -22,10 +22,13 @@ from epochgc.impl.cluster.rpc import MAX_RECORD_BYTES
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.finite import FiniteFloat
 from epochgc.impl.gc.errors import ReportError
+from epochgc.impl.gc.manifest import inside_data_problem
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.preflight import (
     Refused,
     partition_names,
+    require_modules,
+    store_modules,
     store_writable,
     writable_dir,
     writable_file,
@@ -102,6 +105,10 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
         parts = partition_names(parts, "--partitions")
     if trace:
         writable_file(trace, "--trace")
+        # newuser9 K5: not where GC lists (the store's data prefix), as gc's outputs.
+        problem = inside_data_problem(trace, spec, "--trace")
+        if problem is not None:
+            raise Refused(problem, ExitCode.USAGE)
     trace = str(Path(trace).absolute()) if trace else None
     if lc.meta:
         _refuse_changes(ctx, lc, {
@@ -275,6 +282,8 @@ def status(data_dir: str, as_json: bool) -> None:
     unreachable, GC blocked, or the reports unreadable): a script can wait on it."""
     closedout.output_is_work()  # its output is what it was asked for
     lc = LocalCluster(data_dir)
+    lc.client_addrs()  # no cluster under DATA_DIR: refused (64) before anything else
+    _require_store_modules(lc, "cluster status")
 
     async def gather() -> dict[int, Any]:
         access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint())
@@ -309,6 +318,18 @@ def status(data_dir: str, as_json: bool) -> None:
         why = cluster_m.get("blocked") or cluster_m.get("error") or "unknown"
         click.echo(f"cluster M: none ({why})")
     raise SystemExit(0 if healthy else 1)
+
+
+def _require_store_modules(lc: LocalCluster, command: str) -> None:
+    """Refused (69) naming the extra, as `cluster start` is (preflight.require_modules), if
+    the cluster's store needs a module that is not installed (newuser9 K8: with the base
+    install on an s3:// cluster, `produce` said "object store unreachable (... No module
+    named 'boto3')" and `cluster status` "cluster M: none (...)", exit 1)."""
+    try:
+        spec = parse_store_url(lc.meta["store"], lc.meta.get("s3_endpoint"))
+    except StoreError:
+        return  # its own command says what is wrong with it, where it opens the store
+    require_modules(command, store_modules(spec))
 
 
 def _cluster_m(lc: LocalCluster) -> dict[str, Any]:
@@ -367,6 +388,7 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
             raise click.UsageError(f"--epoch: {e}") from e
     lc = LocalCluster(data_dir)
     lc.client_addrs()  # no cluster under DATA_DIR: refused (64) before anything else
+    _require_store_modules(lc, "produce")
     name = f"cli-{uuid.uuid4().hex[:12]}"  # a fresh producer id: its seqs start at 0
     rng = random.Random()
     recorded = _Tally()  # records acknowledged and recorded in the manifest

@@ -9,13 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
-
 from epochgc import data_path
 from epochgc.impl.conform.client import PortProcess, ProtocolFailure
 from epochgc.impl.conform.compare import agrees
-from epochgc.impl.conform.programs import Step, line, programs
+from epochgc.impl.conform.steps import Step, line
 from epochgc.model.port import Session
 from epochgc.model.replay import _HEADER, DEFAULT_VARIANT, variant_from_filename
 
@@ -220,6 +217,12 @@ def generate(port: PortProcess, variant: str, *, examples: int, seed: int | None
              on_program: Callable[[GenReport], None] | None = None) -> GenReport:
     """`report` (new if None) is filled as programs run: an interrupted caller still knows
     how many agreed; `on_program` is called after each program (progress)."""
+    # Hypothesis (the `conform` extra) only here: replaying the vectors works without it.
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import seed as hypothesis_seed
+
+    from epochgc.impl.conform.programs import programs
+
     report = report if report is not None else GenReport()
 
     # Database-less (nothing written to the user's directory) and derandomized unless a

@@ -6,17 +6,16 @@ str (a raw line, for input that is not a JSON object)."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from functools import cache
 from typing import Any
 
 from hypothesis import strategies as st
 
+from epochgc.impl.conform.steps import Step, line
 from epochgc.model.keys import format_key
 from epochgc.model.port import Session as _Session
 
-Step = dict[str, Any] | str
 Draw = Callable[[st.SearchStrategy[Any]], Any]
 
 # Hostile names among the plain ones: a port keying a plain JavaScript object (or a dict
@@ -45,10 +44,6 @@ class Session(_Session):
     def __init__(self) -> None:
         super().__init__()
         self.last_term: int | None = None
-
-
-def line(step: Step) -> str:
-    return step if isinstance(step, str) else json.dumps(step, separators=(",", ":"))
 
 
 def _epoch(draw: Draw, s: Session) -> int:

@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 from epochgc.impl.conform.driver import Run
-from epochgc.impl.conform.programs import Step, line
+from epochgc.impl.conform.steps import Step, line
 
 
 def _compact(obj: dict[str, Any]) -> str:

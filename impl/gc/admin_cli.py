@@ -20,7 +20,7 @@ Every command first checks the location is an epochgc store (`_cluster/partition
 a mistyped path is refused before anything is written. Exit codes (`codes_for`, the
 `--help` table): 0 done; 1 refused or failed; 2 `show`: a round would be blocked now
 (health bad or unknown, no M); 3 `show`: GC is paused; 64 bad arguments; 69 a missing
-extra (boto3 for an s3:// store); 130 / 143 interrupted by SIGINT / SIGTERM.
+extra (boto3 for an s3:// store); 130 / 143 / 129 interrupted by SIGINT / SIGTERM / SIGHUP.
 `resume` is another name of `start` (issue 41 item 10: click's hint for a mistyped
 `resume` was `reset`, which removes the lease).
 """
@@ -69,7 +69,7 @@ from epochgc.impl.gc.show import count_text, gc_state, iso, json_safe, render
 from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.preflight import Refused, require_modules, store_modules
-from epochgc.impl.signals import checkpoint
+from epochgc.impl.signals import SIGNALS, checkpoint
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.url import open_control, parse_store_url
 
@@ -77,7 +77,7 @@ __all__ = ["gc_admin", "gc_state"]
 
 _STORE = click.option("--store", required=True, help="store URL or directory")
 _ENDPOINT = click.option("--s3-endpoint", default=None, help="S3-compatible endpoint")
-_SIGNAL_EXIT = {signal.SIGINT: 130, signal.SIGTERM: 143}
+_SIGNAL_EXIT = {s: 128 + s for s in SIGNALS}  # SIGHUP unless ignored at start (nohup)
 # A pause's reason and author as an operator may give them (issue 41): enough for a
 # ticket and a sentence; longer is refused (64), not cut.
 MAX_REASON_CHARS = 500
@@ -241,8 +241,9 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
                 _json({"paused": True, "changed": False, **_state(before), "replaced": None})
                 return
             since = f" since {iso(before.at)}" if before.at is not None else ""
-            echo_safe(f"gc-admin: already paused by {before.by or 'unknown'}{since} "
-                      f"({before.reason or 'no reason given'}); kept as it is (pass "
+            echo_safe(f"gc-admin: already paused by {printable(before.by or 'unknown')}"
+                      f"{since} ({printable(before.reason or 'no reason given')}); kept as "
+                      "it is (pass "
                       "--replace to replace who paused and why)")
             return
         state = write_admin_state(s, True, reason, time.time(), by or _operator())
@@ -252,9 +253,12 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
         _json({"paused": True, "changed": True, **_state(state),
                "replaced": _state(before) if before.paused else None})
         return
-    echo_safe(f"gc-admin: paused by {state.by} ({state.reason or 'no reason given'})"
-              + (f"; replaces the pause by {before.by or 'unknown'} "
-                 f"({before.reason or 'no reason given'})" if before.paused else ""))
+    # Escaped as `show` does (newuser9 K6: CR/LF forged a line, OSC set the title).
+    echo_safe(f"gc-admin: paused by {printable(state.by)} "
+              f"({printable(state.reason or 'no reason given')})"
+              + (f"; replaces the pause by {printable(before.by or 'unknown')} "
+                 f"({printable(before.reason or 'no reason given')})"
+                 if before.paused else ""))
 
 
 @gc_admin.command()

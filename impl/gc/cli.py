@@ -5,7 +5,7 @@ Exit codes (impl/exitcodes.py): 0 done; 1 incomplete (malformed keys without
 job); 2 blocked round (health reports missing, unreadable or invalid; the safety monitor);
 3 paused (a --dry-run on a paused store runs, exit 0, and says so on stderr);
 64 bad arguments or an output path that cannot be written; 69 a missing extra;
-130 / 143 interrupted.
+130 / 143 / 129 interrupted (SIGINT / SIGTERM / SIGHUP).
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ from urllib.parse import urlsplit
 import click
 
 from epochgc.impl import closedout
+from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.duration import DURATION, SPAN, format_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
-from epochgc.impl.gc.manifest import manifest_target
+from epochgc.impl.gc.manifest import inside_data_problem, manifest_target
 from epochgc.impl.gc.masterurl import master_problem
 from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, GcOptions
 from epochgc.impl.gc.reports import MAX_WRITTEN_AT
@@ -39,9 +40,10 @@ from epochgc.impl.gc.stop import (
 from epochgc.impl.gc.summary import EXIT_USAGE, GcSummary
 from epochgc.impl.gc.text import echo_safe, printable
 from epochgc.impl.preflight import (
+    Refused,
     creatable_path,
     pushgateway_address,
-    require_modules,
+    require_spark,
     store_modules,
     writable_file,
 )
@@ -273,17 +275,22 @@ def gc(
         raise _Usage(bad_master)
     # Before the round (issue 41): the extras it imports, and the files it writes at its end
     # (a metrics file in a missing directory was only warned about after the round).
-    require_modules("gc", ("pyspark", *store_modules(spec)))
+    require_spark("gc", store_modules(spec))
     if metrics_file is not None:
         metrics_file = writable_file(metrics_file, "--metrics-file")
+        _outside_data(metrics_file, spec, "--metrics-file")
     if pushgateway is not None:
         pushgateway_address(pushgateway)
     if list_keys == "-":
         closedout.output_is_work()  # the keys on stdout are what the dry run was asked for
     elif list_keys is not None:
         list_keys = writable_file(list_keys, "--list")
+        _outside_data(list_keys, spec, "--list")
     if manifest is not None:
         manifest = manifest_target(manifest)  # absolute: the record names it wherever read
+        # Before the lease and the record (newuser9 K5: the round's own check came after
+        # both, exit 1 and an `error` record, where the fault table said 64 and none).
+        _outside_data(manifest, spec, "--manifest")
         local = urlsplit(manifest)
         if local.scheme in ("", "file") and _local_master(master):
             # The driver's disk is where a local master's executors write; a cluster's
@@ -394,7 +401,8 @@ def gc(
         # below goes to the same terminal: a person read the line twice (newuser8 I9).
         echo_safe(summary.lines()[0], err=True)
     if summary.paused_note is not None and not merged:
-        echo_safe(f"gc: {summary.paused_note}", err=True)  # even with -q or --json
+        # even with -q or --json; escaped: who paused and why come from the store (K6)
+        echo_safe(f"gc: {printable(summary.paused_note)}", err=True)
     if as_json:
         for line in summary.lines()[1:] if not merged else ():
             echo_safe(line, err=True)
@@ -404,6 +412,13 @@ def gc(
             echo_safe(line)
     checkpoint("summary")  # the signal tests' point: the record is written, the summary said
     sys.exit(summary.exit_code)
+
+
+def _outside_data(path: str, spec: StoreSpec, option: str) -> None:
+    """Refused (64) if the command would write `path` under the store's data prefix."""
+    problem = inside_data_problem(path, spec, option)
+    if problem is not None:
+        raise Refused(problem, ExitCode.USAGE)
 
 
 def one_terminal() -> bool:

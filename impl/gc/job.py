@@ -238,14 +238,14 @@ def _round(
         if admin.paused and not options.dry_run:
             summary.paused = admin.why()
             summary.refusal = Refusal.PAUSED
-            note(f"gc: {summary.paused}")
+            note(f"gc: {printable(summary.paused)}")  # from the store: escaped (K6)
             return
         if admin.paused:
             # A dry run deletes nothing, so it runs (exit 0), but says the store is paused
             # and that a real round would not run (newuser41: not a word of it, exit 0).
             summary.paused_note = (f"dry run on a paused store: {admin.why()}; a real round "
                                    "would be refused (exit 3)")
-            note(f"gc: {summary.paused_note}")
+            note(f"gc: {printable(summary.paused_note)}")
         try:
             view = read_cluster_view(store, now, options.max_report_age_s, REPORT_READERS)
         except ReportError as e:

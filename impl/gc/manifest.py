@@ -32,9 +32,21 @@ def check_manifest_outside_data(path: str, store: Any) -> None:
     round would list its files as malformed keys (issue 29: one inside
     `STORE/level_zero/data/005/` was accepted). `store`: a StoreSpec (others are not
     checked: their location is not known here)."""
+    problem = inside_data_problem(path, store, "manifest")
+    if problem is not None:
+        raise GcError(problem)
+
+
+def inside_data_problem(path: str, store: Any, what: str) -> str | None:
+    """Why a file the command writes at `path` may not go there: under the store's data
+    prefix, where every later round lists it as a malformed key and a real round ends
+    incomplete until it is removed by hand (newuser9 K5: a dry run's `--list` and
+    `--metrics-file` were accepted there, which the manifest is not). The one check for
+    the manifest, `--list`, `--metrics-file` and `cluster start --trace`. `store`: a
+    StoreSpec (None or another: not checked, its location is not known)."""
     kind, location = getattr(store, "kind", None), getattr(store, "location", None)
     if not isinstance(location, str):
-        return
+        return None
     target = manifest_target(path)
     parts = urlsplit(target)
     if kind == "file" and parts.scheme in ("", "file"):
@@ -47,10 +59,11 @@ def check_manifest_outside_data(path: str, store: Any) -> None:
         key = parts.path.lstrip("/")
         inside = parts.netloc == location and (key == data or key.startswith(data + "/"))
     else:
-        return
-    if inside:
-        raise GcError(f"manifest {target} is inside the store's data prefix ({DATA_PREFIX}); "
-                      "refusing: later rounds would list its files")
+        return None
+    if not inside:
+        return None
+    return (f"{what} {target} is inside the store's data prefix ({DATA_PREFIX}); "
+            "refusing: later rounds would list its files")
 
 
 def check_manifest_absent(spark: Any, path: str) -> None:

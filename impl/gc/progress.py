@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import Any
 
 from epochgc.impl.gc.beacon import BeaconListener
+from epochgc.impl.gc.executors import ExecutorWait, executor_count
 from epochgc.impl.gc.ticker import Ticker
 from epochgc.impl.progress import Reporter
 
@@ -99,6 +100,7 @@ class StageProgress:
         self._t0 = self.clock()
         if self.say is not None:
             self._tracker = self.sc.statusTracker()
+            self._wait = _executor_wait(self.sc, self.clock)
             self._ticker.start()
         return self
 
@@ -116,6 +118,9 @@ class StageProgress:
         line = self.poll(_active_tasks(self._tracker))
         if line is not None:
             self.say(line)
+        waiting = self._wait.poll()
+        if waiting is not None:
+            self.say(waiting)
 
     def last_line(self) -> str | None:
         """The line for a stage that ended without an error (its action returned: every
@@ -142,6 +147,11 @@ class StageProgress:
         self._seen = tasks[1]
         counts = self.listener.totals() if self.listener is not None else None
         return progress_line(self.label, tasks, counts, self.deletes, now - self._t0)
+
+
+def _executor_wait(sc: Any, clock: Callable[[], float]) -> ExecutorWait:
+    """The stage's watch for a master that gives it no executor (newuser9 K2)."""
+    return ExecutorWait(str(sc.master), lambda: executor_count(sc), clock)
 
 
 def _active_tasks(tracker: Any) -> tuple[int, int]:
@@ -178,6 +188,7 @@ class RoundBar:
         self._t0 = time.monotonic()
         self._bar = self.reporter.bar(self.label, unit="task")
         self._tracker = self.sc.statusTracker()
+        self._wait = _executor_wait(self.sc, time.monotonic)
         self._ticker.start()
         return self
 
@@ -196,6 +207,9 @@ class RoundBar:
             return
         done, total = _active_tasks(self._tracker)
         self._draw((done, total) if total else None)
+        waiting = self._wait.poll()
+        if waiting is not None:
+            self.reporter(waiting)  # above the bar
 
     def _last_job(self) -> tuple[int, int] | None:
         """Tasks done of the stage's last job (a stage shorter than one poll was never

@@ -5,6 +5,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from epochgc import IMPORT_ROOT
+from epochgc.impl.gc.errors import GcError
 from epochgc.impl.proctree import descendants, env_value, has_env
 from epochgc.impl.signals import checkpoint, take_hook
 
@@ -81,9 +83,22 @@ def spark_session(master: str | None = None, app_name: str = "epochgc-gc",
         builder = builder.config(
             "spark.executorEnv.PYTHONPATH", _ROOT + (os.pathsep + path if path else "")
         )
-    if not spark_log:
-        _start_quiet_jvm(builder)
-    session = builder.getOrCreate()
+    started = False
+    try:
+        if not spark_log:
+            _start_quiet_jvm(builder)
+        session = builder.getOrCreate()
+        started = True
+    except Exception as e:
+        if not type(e).__module__.startswith(("py4j", "pyspark")):
+            raise
+        # newuser9 K1: the whole Py4J message with its Java stack was the "one line", after
+        # Spark's own ERROR log of the same stack: one line now, the log kept back.
+        where = master or ("spark-submit's master" if launched_by_spark_submit()
+                           else DEFAULT_MASTER)
+        raise GcError(f"cannot start Spark on {where}: {start_failure(e, held_log())}") from e
+    finally:
+        _release_held(shown=started)
     session.sparkContext.setLogLevel("ERROR")
     ship_code(session)
     return session
@@ -372,6 +387,9 @@ def _start_quiet_jvm(builder: SparkSession.Builder) -> None:
     from epochgc.impl.gc.drivertree import mark
 
     mark()
+    global _held
+    with _held_lock:
+        _held = []  # until the context is made (`spark_session` releases it)
     gateway = launch_gateway(conf, popen_kwargs={  # type: ignore[no-untyped-call]
         "stderr": subprocess.PIPE, "start_new_session": True})
     checkpoint("spark-start")  # the signal tests' point: the JVM runs, the context does not
@@ -381,16 +399,74 @@ def _start_quiet_jvm(builder: SparkSession.Builder) -> None:
     SparkContext(conf=conf, gateway=gateway)
 
 
-def _forward_stderr(pipe: object) -> None:
+# What the JVM wrote while its SparkContext was being made (newuser9 K1): kept back, not
+# shown, until the start-up is over. A start-up that fails is said in one line
+# (`start_failure`), not with Spark's `ERROR SparkContext: Error initializing SparkContext.`
+# and its Java stack before it; one that succeeds has its lines shown then. None: not
+# holding. (`--spark-log` starts no filtered JVM: Spark's log is shown as it comes.)
+_held: list[bytes] | None = None
+_held_lock = threading.Lock()
+
+
+def held_log() -> list[str]:
+    """The JVM's start-up lines kept back so far."""
+    with _held_lock:
+        return [b.decode(errors="replace") for b in _held or ()]
+
+
+def _release_held(shown: bool) -> None:
+    """Stop holding: write what was held (`shown`) or drop it, and pass lines on again."""
+    global _held
+    with _held_lock:
+        lines, _held = _held or [], None
+        if shown:
+            for line in lines:
+                _write_err(line)
+
+
+def _write_err(line: bytes) -> None:
     out = sys.stderr.buffer if hasattr(sys.stderr, "buffer") else None
+    if out is not None:
+        out.write(line)
+        out.flush()
+    else:  # a test's captured stderr: text only
+        sys.stderr.write(line.decode(errors="replace"))
+
+
+def _forward_stderr(pipe: object) -> None:
     for line in iter(pipe.readline, b""):  # type: ignore[attr-defined]
         if line.startswith(_JVM_NOISE) or _jvm_output_muted.is_set():
             continue
-        if out is not None:
-            out.write(line)
-            out.flush()
-        else:  # a test's captured stderr: text only
-            sys.stderr.write(line.decode(errors="replace"))
+        with _held_lock:
+            if _held is not None:
+                _held.append(line)
+                continue
+        _write_err(line)
+
+
+# A log4j line of the quiet layout (log4j2-quiet.properties: `%d{yy/MM/dd HH:mm:ss} %p
+# %c{1}: %m`).
+_LOG_ERROR = re.compile(r"^\d\d/\d\d/\d\d \d\d:\d\d:\d\d ERROR ([\w.$]+): (.*)$")
+# Spark's own line before the stack of a failed start-up: says nothing the exception does not.
+_GENERIC = ("Error initializing SparkContext.",)
+
+
+def start_failure(e: BaseException, log: list[str]) -> str:
+    """One line for a Spark start-up that failed: the innermost Java cause (or the Python
+    error) of `e` (`spark_error_line`). When that only says the context was stopped under
+    the start-up (a standalone master that never answered: Spark logs `ERROR
+    StandaloneSchedulerBackend: Application has been killed. Reason: All masters are
+    unresponsive! Giving up.` and then fails the start-up with "Cannot call methods on a
+    stopped SparkContext"), Spark's last specific ERROR line of the start-up says why."""
+    from epochgc.impl.gc.sparkerrors import spark_error_line
+
+    line = spark_error_line(e)
+    if "stopped SparkContext" in line:
+        said = [m.group(2).strip() for text in log
+                if (m := _LOG_ERROR.match(text.strip())) and m.group(2).strip() not in _GENERIC]
+        if said:
+            return said[-1][:300]
+    return line
 
 
 def ship_code(session: SparkSession) -> None:

@@ -22,9 +22,12 @@ import threading
 from collections.abc import Callable, Iterator
 from types import FrameType
 
+from epochgc.impl.signals import SIGNALS as _COMMAND_SIGNALS
 from epochgc.impl.signals import Interrupted
 
-SIGNALS = {signal.SIGINT: "SIGINT", signal.SIGTERM: "SIGTERM"}
+# SIGHUP: a terminal's hangup, as SIGTERM, unless ignored at start (`nohup`): the same set
+# as every command's (impl/signals.py SIGNALS says why).
+SIGNALS = {s: s.name for s in _COMMAND_SIGNALS}
 ANNOUNCE_WAIT_S = 5.0  # a bound for a stream that blocks, not a timing assumption
 
 

@@ -17,8 +17,8 @@ EXIT_USAGE = 64  # bad arguments (BSD EX_USAGE), distinct from a blocked round
 # one stopped by its --deadline is incomplete.
 # A round stopped mid-way by a pause exits as a paused round; one stopped by the safety
 # monitor as a blocked one (issue 30).
-EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143, "paused": EXIT_PAUSED,
-                    "unhealthy": EXIT_BLOCKED}
+EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129,
+                    "paused": EXIT_PAUSED, "unhealthy": EXIT_BLOCKED}
 # A round whose driver was killed never exited; its record (written afterwards by whoever
 # found its journal unfinished, issue 38 item 1) says what a shell reports for SIGKILL.
 EXIT_KILLED = 137
@@ -222,7 +222,9 @@ class GcSummary:
             return [f"gc: round interrupted ({self.interrupted}) after deleting {self.deleted:,}"
                     f" key(s); the rest are listed again next round (journal: {self.journal})"]
         if self.paused is not None:
-            return [f"gc: round refused, nothing deleted: {self.paused}"]
+            # Who paused and why come from the store: escaped as `gc-admin show` does
+            # (newuser9 K6: CR, LF, OSC and BEL went raw to the terminal).
+            return [f"gc: round refused, nothing deleted: {printable(self.paused)}"]
         if self.error is not None:
             if self.deleted:
                 return [f"gc: round failed after deleting {self.deleted:,} key(s) (journal: "

@@ -232,3 +232,36 @@ def test_an_interrupted_reset_says_it_removed_the_lease(tmp_path: Path) -> None:
     assert p.returncode == 130, p.stderr
     assert LocalStore(root).head(LEASE_KEY) is None
     assert f"gc-admin: reset: removed {LEASE_KEY} before it was stopped" in p.stderr, p.stderr
+
+
+_HOSTILE_REASON = "x\x1b]0;t\x07\r\nfake line"
+_HOSTILE_BY = "a\tb"
+
+
+def _raw_controls(text: str) -> list[str]:
+    """Control characters in `text` other than the line ends the command wrote."""
+    return [hex(ord(c)) for c in text if (ord(c) < 0x20 and c != "\n") or ord(c) == 0x7f]
+
+
+def test_a_pause_reason_and_author_are_escaped_on_every_line(tmp_path: Path) -> None:
+    """newuser9 K6. Old code: `pause`'s echo and gc's refusal (and a dry run's note) wrote
+    the reason and `--by` raw: OSC `ESC ] 0;t BEL` set the terminal's title, CR/LF forged a
+    `fake line`, TAB came through; `show` escaped them (`a\\x09b`). Now every line escapes
+    them as `show` does (`printable`); the store keeps them as given."""
+    root = _store(tmp_path)
+    code, out = _invoke("gc-admin", "pause", "--store", str(root), "--by", _HOSTILE_BY,
+                        "--reason", _HOSTILE_REASON)
+    assert code == 0, out
+    assert _raw_controls(out) == [], repr(out)
+    assert "paused by a\\x09b (x\\x1b]0;t\\x07\\x0d\\x0afake line)" in out, repr(out)
+    code, out = _invoke("gc-admin", "pause", "--store", str(root))  # already paused
+    assert code == 0 and _raw_controls(out) == [], repr(out)
+    # The dry run runs on a paused store and ends blocked here (no epoch reported): 2.
+    for args, exit_code in ((), 3), (("--dry-run",), 2):
+        p = _gc_proc(root, "--max-report-age", "30d", *args, merged=False)
+        assert p.returncode == exit_code, p.stdout + p.stderr
+        assert _raw_controls(p.stdout + p.stderr) == [], repr(p.stdout + p.stderr)
+        assert "by a\\x09b: x\\x1b]0;t\\x07\\x0d\\x0afake line" in p.stdout + p.stderr, \
+            repr(p.stdout + p.stderr)
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    assert json.loads(out)["paused_by"] == _HOSTILE_BY, out  # kept as given

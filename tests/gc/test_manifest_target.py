@@ -138,3 +138,54 @@ def test_a_local_manifest_that_cannot_be_made_is_refused_before_spark(
     assert r.exit_code == 64, r.output
     assert message.format(tmp=tmp_path) in r.output, r.output
     assert not list(LocalStore(tmp_path / "s").list_all(ROUNDS_PREFIX))
+
+
+@pytest.mark.parametrize("option", ["--list", "--metrics-file", "--manifest"])
+def test_an_output_inside_the_data_prefix_is_refused_64_before_the_round(
+        tmp_path: Path, option: str) -> None:
+    """newuser9 K5. Old code: a dry run's `--list` and `--metrics-file` were written into
+    `STORE/level_zero/data/000/`, and every later real round ended incomplete (2 malformed
+    keys, exit 1) until they were removed by hand; `--manifest` there was refused by the
+    round itself, after its lease: exit 1 and an `error` record, where the fault table
+    says 64 and no record."""
+    from click.testing import CliRunner
+
+    from epochgc.impl.cli import main
+    from epochgc.impl.gc.record import ROUNDS_PREFIX
+    from tests.gc.helpers import AHEAD, NOW
+    from tests.gc.test_cli import small_store
+
+    store = tmp_path / "s"
+    small_store(store)
+    before = all_keys(LocalStore(store))
+    target = store / "level_zero" / "data" / "000" / "out.txt"
+    dry = ["--dry-run"] if option != "--manifest" else []
+    r = CliRunner().invoke(main, ["gc", "--now", str(NOW), *AHEAD, "-q", "--store",
+                                  str(store), *dry, option, str(target)])
+    assert r.exit_code == 64, r.output
+    assert (f"{option} {target} is inside the store's data prefix (level_zero/); refusing: "
+            "later rounds would list its files") in r.output, r.output
+    assert not target.exists()
+    assert all_keys(LocalStore(store)) == before
+    assert not list(LocalStore(store).list_all(ROUNDS_PREFIX))
+    assert not (store / "_cluster" / "gc" / "lease.json").exists()
+
+
+def test_cluster_start_refuses_a_trace_inside_the_data_prefix(tmp_path: Path) -> None:
+    """newuser9 K5, the same for `cluster start --trace` (its nodes append to it)."""
+    from click.testing import CliRunner
+
+    from epochgc.impl.cli import main
+
+    store = tmp_path / "store"
+    (store / "level_zero").mkdir(parents=True)
+    trace = store / "level_zero" / "trace.ndjson"
+    try:
+        r = CliRunner().invoke(main, ["cluster", "start", "--data-dir", str(tmp_path / "c"),
+                                      "--store", str(store), "--trace", str(trace)])
+    finally:
+        if (tmp_path / "c" / "cluster.json").exists():  # started (the old code): stopped
+            CliRunner().invoke(main, ["cluster", "stop", "--data-dir", str(tmp_path / "c")])
+    assert r.exit_code == 64, r.output
+    assert "--trace" in r.output and "inside the store's data prefix" in r.output, r.output
+    assert not trace.exists()

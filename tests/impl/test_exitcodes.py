@@ -90,7 +90,8 @@ def test_every_command_declares_its_codes_and_every_code_is_used() -> None:
     for path in COMMANDS:
         codes_for(path)  # raises for a command USES does not know
     used = {c for codes in USES.values() for c in codes if codes is not USES["epochgc"]}
-    assert used | {ExitCode.USAGE, ExitCode.SIGINT, ExitCode.SIGTERM} == set(ExitCode)
+    assert used | {ExitCode.USAGE, ExitCode.SIGHUP, ExitCode.SIGINT,
+                   ExitCode.SIGTERM} == set(ExitCode)
 
 
 def test_no_one_liner_is_cut_mid_sentence() -> None:

@@ -23,7 +23,7 @@ from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.preflight import PROBE_PREFIX, writable_file
 from epochgc.impl.store.local import LocalStore
-from tests.gc.helpers import simple_cluster
+from tests.gc.helpers import NOW, simple_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -356,3 +356,185 @@ def test_the_metrics_write_rechecks_the_path_before_replacing_it(tmp_path: Path,
     regular.write_text("old\n")
     export_metrics(GcSummary(), str(regular))  # a regular file is replaced, as before
     assert "epochgc_gc_" in regular.read_text()
+
+
+def _no_java_env(**extra: str) -> dict[str, str]:
+    """The environment of a machine with no Java: JAVA_HOME unset, PATH only the venv's
+    bin (no `java` there: checked)."""
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env.update(PATH=os.path.dirname(sys.executable), PYTHONPATH=str(ROOT), **extra)
+    assert not any(os.access(os.path.join(d, "java"), os.X_OK)
+                   for d in env["PATH"].split(os.pathsep)), env["PATH"]
+    return env
+
+
+def _gc(tmp_path: Path, env: dict[str, str], *more: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "epochgc", "gc", "--store",
+                           str(tmp_path / "s"), "--now", str(NOW), "--i-know-now-is-ahead",
+                           *more], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def test_gc_without_java_exits_69_before_the_lease_and_the_record(tmp_path: Path) -> None:
+    """newuser9 K7. Old code: `epochgc gc: error: PySparkRuntimeError: [JAVA_GATEWAY_EXITED]
+    Java gateway process exited before sending its port number.; nothing was deleted`,
+    exit 1, and a real round wrote an `error` record into the store."""
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
+    p = _gc(tmp_path, _no_java_env())
+    assert p.returncode == ExitCode.UNAVAILABLE, p.stdout + p.stderr
+    line = _one_line(p.stderr)
+    assert "Java not found (JAVA_HOME unset, no `java` on PATH)" in line, line
+    assert "Spark needs Java 17 or 21" in line, line
+    store = LocalStore(tmp_path / "s")
+    assert list(store.list_all(ROUNDS_PREFIX)) == []
+    assert not (tmp_path / "s" / "_cluster" / "gc" / "lease.json").exists()
+
+
+def test_gc_and_demo_with_a_wrong_java_home_exit_69(tmp_path: Path) -> None:
+    """newuser9 K7: JAVA_HOME=/nonexist gave the same JAVA_GATEWAY_EXITED line, exit 1."""
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), JAVA_HOME=str(tmp_path / "nonexist"))
+    p = _gc(tmp_path, env, "--dry-run")
+    assert p.returncode == ExitCode.UNAVAILABLE, p.stdout + p.stderr
+    assert f"{tmp_path}/nonexist/bin/java (JAVA_HOME={tmp_path}/nonexist) is not an " \
+        "executable file" in _one_line(p.stderr), p.stderr
+    d = subprocess.run([sys.executable, "-m", "epochgc", "demo", "--gc-engine", "spark"],
+                       cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+                       check=False)
+    assert d.returncode == ExitCode.UNAVAILABLE, d.stderr
+    assert "Spark needs Java 17 or 21" in _one_line(d.stderr), d.stderr
+
+
+def test_a_java_older_than_sparks_classes_is_refused(tmp_path: Path) -> None:
+    """A JAVA_HOME whose java answers as Java 11 (none is installed here: an executable that
+    answers `-version` exactly as OpenJDK 11 does stands in for it; what is checked is what
+    the command does with that answer): refused, naming the version."""
+    java = tmp_path / "jdk11" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text('#!/bin/sh\necho \'openjdk version "11.0.2" 2019-01-15\' >&2\n')
+    java.chmod(0o755)
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
+    p = _gc(tmp_path, dict(os.environ, PYTHONPATH=str(ROOT), JAVA_HOME=str(tmp_path / "jdk11")),
+            "--dry-run")
+    assert p.returncode == ExitCode.UNAVAILABLE, p.stdout + p.stderr
+    assert "is Java 11 (openjdk version \"11.0.2\" 2019-01-15): Spark needs Java 17 or 21" \
+        in _one_line(p.stderr), p.stderr
+
+
+@pytest.mark.parametrize("java", ["/usr/lib/jvm/java-17-openjdk-amd64/bin/java",
+                                  "/usr/lib/jvm/temurin-25-jdk-amd64/bin/java"])
+def test_the_installed_javas_pass(java: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The machine's real runtimes (17, and Temurin 25, which the tester ran a round on)
+    are not refused: the version is read from their own `-version`."""
+    from epochgc.impl import java as javacheck
+
+    if not os.access(java, os.X_OK):
+        pytest.skip(f"{java} is not installed here")
+    monkeypatch.setenv("JAVA_HOME", os.path.dirname(os.path.dirname(java)))
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    assert javacheck.problem() is None
+    assert (javacheck.major_version('java version "1.8.0_491"'),
+            javacheck.major_version('openjdk version "25.0.1" 2025-10-21 LTS')) == (8, 25)
+
+
+@pytest.mark.parametrize("master", ["local[0]", "local[99999999999999999999]", "local[0,2]",
+                                    "local-cluster[0,1,1024]", "local-cluster[1,1,2147483648]"])
+def test_gc_refuses_masters_spark_would_refuse_before_spark(tmp_path: Path, master: str) -> None:
+    """newuser9 K1. Old code: Spark started and failed: `local[0]` "SparkException: Asked to
+    run locally with 0 threads", a 20-digit N "NumberFormatException: For input string",
+    each twice with its Java stack, exit 1; `local-cluster[0,1,1024]` waited for ever
+    (K2: no worker, so no executor)."""
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
+    r = CliRunner().invoke(main, ["gc", "--store", str(tmp_path / "s"), "--dry-run", "-q",
+                                  "--now", str(NOW), "--i-know-now-is-ahead",
+                                  "--master", master])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert f"--master {master!r}: " in r.output, r.output
+    assert not list(LocalStore(tmp_path / "s").list_all(ROUNDS_PREFIX))
+
+
+@pytest.mark.spark
+def test_a_master_spark_refuses_at_start_up_is_one_line_without_its_log(
+        tmp_path: Path) -> None:
+    """newuser9 K1: a master that passes the URL check but that Spark refuses as it starts
+    (here a local cluster whose workers have less memory than an executor asks: Spark's
+    `createTaskScheduler` throws at once) printed Spark's `ERROR SparkContext: Error
+    initializing SparkContext.` with its Java stack, then the whole Py4J message with the
+    same stack as the "one line". Now: one line, the innermost cause, exit 1."""
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    p = _gc(tmp_path, env, "--dry-run", "--master", "local-cluster[1,1,100]")
+    assert p.returncode == ExitCode.FAILED, p.stderr[-3000:]
+    noise = [line for line in p.stderr.splitlines()
+             if " ERROR " in line or line.startswith("\tat ") or "Traceback" in line]
+    assert noise == [], p.stderr[-3000:]
+    assert p.stderr.splitlines()[-1] == (
+        "epochgc gc: error: cannot start Spark on local-cluster[1,1,100]: SparkException: "
+        "Asked to launch cluster with 100 MiB/worker but requested 1024 MiB/executor; "
+        "nothing was deleted"), p.stderr[-3000:]
+
+
+def test_a_standalone_master_that_never_answered_is_named_by_sparks_reason() -> None:
+    """newuser9 K1, `--master spark://127.0.0.1:1` (Spark gives up after 3 x 20 s, too slow
+    for the suite): the start-up fails with "Cannot call methods on a stopped
+    SparkContext", which says nothing; Spark's own ERROR line before it says why. The
+    exception's text is the Py4J form the tester saw (its stack cut)."""
+    from epochgc.impl.gc.session import start_failure
+
+    e = RuntimeError(
+        "An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext.\n"
+        ": java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext.\n"
+        "This stopped SparkContext was created at:\n\n"
+        "org.apache.spark.api.java.JavaSparkContext.<init>(JavaSparkContext.scala:58)\n")
+    log = ["26/11/30 03:12:10 ERROR StandaloneSchedulerBackend: Application has been killed. "
+           "Reason: All masters are unresponsive! Giving up.\n",
+           "26/11/30 03:12:10 ERROR SparkContext: Error initializing SparkContext.\n",
+           "java.lang.IllegalStateException: Cannot call methods on a stopped SparkContext.\n",
+           "\tat org.apache.spark.SparkContext.assertNotStopped(SparkContext.scala:124)\n"]
+    assert start_failure(e, log) == ("Application has been killed. Reason: All masters are "
+                                     "unresponsive! Giving up.")
+    assert start_failure(e, []) == ("IllegalStateException: Cannot call methods on a stopped "
+                                    "SparkContext.")
+
+
+def test_produce_and_status_on_an_s3_cluster_without_boto3_exit_69(
+        tmp_path: Path, moto_endpoint: str) -> None:
+    """newuser9 K8: with the base install (no boto3) against a running cluster whose store
+    is S3, `produce` said "object store unreachable (put ... failed: No module named
+    'boto3'); nothing acknowledged" and `cluster status` "cluster M: none (... No module
+    named 'boto3')", exit 1, where `cluster start` and `gc-admin` give 69 naming the
+    extra. The cluster runs (started with boto3); the two commands run without it."""
+    from tests.store.s3server import new_bucket
+
+    bucket = new_bucket(moto_endpoint)
+    run = tmp_path / "run"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    subprocess.run([sys.executable, "-m", "epochgc", "cluster", "start", "--data-dir",
+                    str(run), "--store", f"s3://{bucket}/p", "--s3-endpoint", moto_endpoint,
+                    "--nodes", "1", "--partitions", "t/0"], env=env, check=True,
+                   capture_output=True, timeout=300)
+    try:
+        for args in (["produce", "--data-dir", str(run), "--partition", "t/0", "--count", "5"],
+                     ["cluster", "status", "--data-dir", str(run)]):
+            p = _without(["boto3"], args, tmp_path)
+            assert p.returncode == ExitCode.UNAVAILABLE, (args, p.stdout + p.stderr)
+            line = _one_line(p.stderr)
+            assert "needs boto3, which is not installed: pip install 'epochgc[s3]'" in line, line
+        assert not (run / "acked.jsonl").exists() or not (run / "acked.jsonl").read_text()
+    finally:
+        subprocess.run([sys.executable, "-m", "epochgc", "cluster", "stop", "--data-dir",
+                        str(run)], env=env, check=False, capture_output=True, timeout=300)
+
+
+def test_conform_vectors_replays_without_hypothesis(tmp_path: Path) -> None:
+    """newuser9 K8: `conform --vectors` (no generated programs: it only replays the spec's
+    files) exited 69 in the base install, which has no Hypothesis."""
+    p = _without(["hypothesis"], ["conform", "--vectors", "--", sys.executable, "-m",
+                                  "epochgc.model.port"], tmp_path)
+    assert p.returncode == ExitCode.OK, p.stdout + p.stderr
+    assert "agreed" in p.stdout + p.stderr, p.stdout + p.stderr
+    # Generated programs still need it: 69, naming the extra and --vectors.
+    g = _without(["hypothesis"], ["conform", "--", sys.executable, "-m", "epochgc.model.port"],
+                 tmp_path)
+    assert g.returncode == ExitCode.UNAVAILABLE, g.stdout + g.stderr
+    assert "pip install 'epochgc[conform]' (or pass --vectors" in _one_line(g.stderr)

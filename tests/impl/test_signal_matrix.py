@@ -1,11 +1,12 @@
 """Issue 41, the signal matrix: every long-running subcommand (`demo`, `chaos`, `gc`,
 `cluster start`, `conform`, `produce`) interrupted by SIGINT to the process, SIGINT to its
-process group (a terminal's Ctrl-C) and SIGTERM, at each of its named points (start-up,
+process group (a terminal's Ctrl-C), SIGTERM and SIGHUP to its process group (a terminal's
+hangup), at each of its named points (start-up,
 Spark start-up, mid-work; `gc --dry-run` while its task lists). Each run must:
 
-- exit with 130 (SIGINT) or 143 (SIGTERM), within a liveness bound (`LIVENESS_S`, generous
-  so that it cannot fail under load; the measured latencies are reported apart, in
-  build/signals.json, by the tox environment `signals`);
+- exit with 130 (SIGINT), 143 (SIGTERM) or 129 (SIGHUP), within a liveness bound
+  (`LIVENESS_S`, generous so that it cannot fail under load; the measured latencies are
+  reported apart, in build/signals.json, by the tox environment `signals`);
 - say that it was interrupted and what it did, with no traceback;
 - leave no process behind: every process it started (nodes, the Spark JVM and its Python
   workers, a port) inherits a tag in its environment, and none with the tag may be alive
@@ -29,6 +30,7 @@ The default suite runs `SLICE` (every command, each signal kind); `EPOCHGC_SIGNA
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -37,7 +39,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -81,7 +83,11 @@ class Case:
                 or self.engine == "spark")
 
 
-KINDS = [(signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGTERM, False)]
+# SIGHUP to the group: what the kernel sends a terminal's foreground process group when the
+# terminal hangs up (a dropped ssh session; newuser9 K3: `gc` died with no record, a live
+# lease; `demo` left its temp directory).
+KINDS = [(signal.SIGINT, False), (signal.SIGINT, True), (signal.SIGTERM, False),
+         (signal.SIGHUP, True)]
 POINTS = {
     "demo": [("start", "model"), ("work", "model"), ("spark-start", "spark")],
     "chaos": [("start", "model"), ("work", "model"), ("spark-start", "spark")],
@@ -99,12 +105,17 @@ SLICE = {
     "demo-model-work-SIGINT-group",
     "demo-spark-spark-start-SIGTERM-process",
     "chaos-model-work-SIGTERM-process",
-    "gc-spark-start-SIGINT-process",
+    # gc-spark-start-SIGINT-process gave its place to gc-work-SIGHUP-group (the suite's
+    # time): test_a_jvm_stopped_on_a_signal_says_nothing_more signals that point too.
     "gc-dry-run-listing-SIGTERM-process",
     "gc-spark-launch-SIGINT-process",
     "cluster-start-nodes-up-SIGINT-group",
     "conform-work-SIGTERM-process",
     "produce-work-SIGINT-process",
+    "gc-work-SIGHUP-group",
+    # demo under SIGHUP: test_a_real_terminal_hangup_stops_cleanly[demo] (a real hangup);
+    # demo-model-work-SIGHUP-group runs with the whole matrix.
+    "produce-work-SIGHUP-group",
 }
 assert {c.id for c in MATRIX} >= SLICE
 
@@ -661,3 +672,101 @@ def test_gc_waiting_for_a_silent_endpoint_stops_cleanly(tmp_path: Path) -> None:
     assert doc["record"] is None and doc["journal"] is None, doc
     assert _tagged(tag) == [], "processes left running"
     assert sorted(p.name for p in scratch.iterdir()) == [], "temp files left behind"
+
+
+def test_a_hangup_under_nohup_is_left_ignored(tmp_path: Path, cluster: Path) -> None:
+    """SIGHUP stops a command (newuser9 K3) only when the command may catch it: started
+    with SIGHUP ignored (`nohup`, whose whole point is to outlive the terminal), it stays
+    ignored: the produce hangs up mid-batch and still acknowledges every record, exit 0."""
+    manifest = cluster / "acked.jsonl"
+    before = len(manifest.read_text().splitlines()) if manifest.exists() else 0
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{HOOK_ENV: "work:SIGHUP:group"})
+    p = subprocess.run(
+        [sys.executable, "-m", "epochgc", "produce", "--data-dir", str(cluster),
+         "--partition", "t/0", "--count", "3"], cwd=tmp_path, env=env, capture_output=True,
+        text=True, timeout=300, start_new_session=True,
+        preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))  # as nohup(1) does
+    assert "test hook: SIGHUP at work" in p.stderr, p.stderr[-3000:]
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert len(manifest.read_text().splitlines()) == before + 1, p.stderr  # one batch line
+
+
+def _on_a_terminal(argv: list[str], cwd: Path, env: dict[str, str],
+                   ready: Callable[[bytes], bool]) -> int:
+    """Run `epochgc ARGV` as a login shell runs a job: in a session of its own whose
+    controlling terminal is a new pty; once `ready(output so far)`, hang the terminal up by
+    closing its master side (the kernel then sends SIGHUP to the terminal's foreground
+    process group, as when an ssh session drops: POSIX "General Terminal Interface",
+    11.1.10 "Modem Disconnect"; pty(7)). Returns the exit code (negative: the signal)."""
+    import fcntl
+    import pty
+    import select
+    import termios
+
+    master, slave = pty.openpty()
+
+    def take_terminal() -> None:  # in the child: stdio already the slave
+        os.setsid()
+        fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+    proc = subprocess.Popen([sys.executable, "-m", "epochgc", *argv], cwd=cwd, env=env,
+                            stdin=slave, stdout=slave, stderr=slave,
+                            preexec_fn=take_terminal)
+    os.close(slave)
+    seen = b""
+    try:
+        limit = time.monotonic() + 300
+        while not ready(seen):
+            assert proc.poll() is None, seen.decode(errors="replace")[-3000:]
+            assert time.monotonic() < limit, seen.decode(errors="replace")[-3000:]
+            if select.select([master], [], [], 0.1)[0]:
+                with contextlib.suppress(OSError):
+                    seen += os.read(master, 1 << 16)
+        os.close(master)  # the hangup
+        master = -1
+        return proc.wait(timeout=LIVENESS_S)
+    finally:
+        if master >= 0:
+            os.close(master)
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@pytest.mark.parametrize("command", [
+    "demo", pytest.param("gc", marks=[pytest.mark.spark, pytest.mark.skipif(
+        not FULL, reason="tox -e signals (a Spark round)")])])
+def test_a_real_terminal_hangup_stops_cleanly(tmp_path: Path, command: str) -> None:
+    """newuser9 K3 on a real terminal: after the hangup every write to it fails (EIO), so
+    the command's own lines cannot be said; it must still stop as on SIGTERM. With SIGHUP
+    handled but stderr unguarded, the demo exited 1 and a GC round recorded `error`, exit
+    1, instead of `interrupted` SIGHUP, 129 (its stop line hit EIO); before SIGHUP was
+    handled at all, both died of it (no record, a live lease, the demo's temp directory
+    left)."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    tag = uuid.uuid4().hex
+    env = dict(os.environ, PYTHONPATH=str(ROOT), TMPDIR=str(scratch),
+               SPARK_LOCAL_DIRS=str(scratch), **{TAG_ENV: tag})
+    before: dict[str, object] = {}
+    if command == "demo":
+        argv = ["demo", "--seconds", "60", "--gc-engine", "model"]
+        code = _on_a_terminal(argv, tmp_path, env, lambda out: b"producing" in out)
+    else:
+        before["keys"] = _gc_store(tmp_path / "store")
+        env[PAUSE_ENV] = str(tmp_path / "hold")
+        code = _on_a_terminal(_argv(Case("gc", "work", signal.SIGHUP), tmp_path, None),
+                              tmp_path, env, lambda _out: (tmp_path / "hold.reached").exists())
+    left = _tagged(tag)
+    for line in left:
+        os.kill(int(line.split()[0]), signal.SIGKILL)
+    assert code == 129, code
+    assert left == [], f"processes left running: {left}"
+    assert sorted(p.name for p in scratch.iterdir()) == []
+    if command == "gc":
+        store = LocalStore(tmp_path / "store")
+        [rec] = [json.loads(store.get(o.key)) for o in store.list_all(ROUNDS_PREFIX)]
+        assert (rec["outcome"], rec["interrupted"], rec["exit_code"]) == (
+            "interrupted", "SIGHUP", 129), rec
+        lease = json.loads((tmp_path / "store" / "_cluster" / "gc" / "lease.json").read_text())
+        assert lease.get("released_at"), lease
