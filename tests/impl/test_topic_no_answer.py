@@ -1,0 +1,96 @@
+"""newuser9 K9: `topic create` whose answer did not come within the client's timeout (1,024
+partitions proposed one by one on a loaded host: 31 s) was sent again, and the controller
+refused the second request: "topic ... already exists", made by the first one, exit 1.
+
+A request that changes the controller's table is never sent again once sent: a timeout is
+said as a timeout ("no answer within N s; the request may have been applied ..."), exit 1,
+with what the cluster shows now. Long lists in lines are cut ("... and N more").
+
+The cluster is real (three broker processes on their disk logs); the client is real, its
+timeout made too short for the first create only (`SHORT_S`: no Raft proposal of a
+topic's partitions, each a majority's fsync, answers within it, on any machine)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from epochgc.impl.cli import main
+from epochgc.impl.cluster.rpc import RpcClient
+from epochgc.impl.controller.statemachine import ControllerStateMachine, encode_create
+from epochgc.impl.controller.topics import TopicError, check_create
+from epochgc.impl.raft.messages import Entry
+from epochgc.impl.shortlist import short_list, short_tail
+
+# No create of a topic's partitions (Raft proposals, each a majority's fsync) answers so soon.
+SHORT_S = 0.001
+
+
+def test_a_create_without_an_answer_in_time_is_said_as_a_timeout_not_sent_again(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Old code: the create was sent again after its timeout and refused: "create_topic
+    'big' refused: topic 'big' already exists (partitions big/0, ...); delete it first",
+    exit 1, the topic made (in part) by its own first request."""
+    runner = CliRunner()
+    data = str(tmp_path / "c")
+    r = runner.invoke(main, ["cluster", "start", "--data-dir", data, "--store",
+                             str(tmp_path / "store"), "--partitions", "t/0"])
+    assert r.exit_code == 0, r.output
+    try:
+        sent: list[dict[str, Any]] = []
+        real_call = RpcClient.call
+
+        async def first_create_unanswered(self: RpcClient, timeout: float = 30.0,
+                                          **req: Any) -> dict[str, Any]:
+            # The client's own timeout, made too short for the first create only: the
+            # answer of a loaded host's 31 s create, without the loaded host.
+            if req.get("op") == "create_topic":
+                sent.append(dict(req))
+                if len(sent) == 1:
+                    timeout = SHORT_S
+            return await real_call(self, timeout, **req)
+
+        monkeypatch.setattr(RpcClient, "call", first_create_unanswered)
+        r = runner.invoke(main, ["topic", "create", "big", "--partitions", "16",
+                                 "--data-dir", data])
+        monkeypatch.undo()
+        assert "already exists" not in r.output, r.output
+        assert r.exit_code == 1, r.output
+        assert len(sent) == 1, sent  # never sent again
+        line = r.output.strip()
+        assert "\n" not in line, r.output
+        assert line.startswith("Error: create_topic 'big': node "), line
+        assert (f": no answer within {SHORT_S:g} s; the request may have been applied, in "
+                "whole or in part (a node now shows ") in line, line
+        assert "partition(s) of 'big'" in line, line
+        assert line.endswith(f"): `epochgc cluster status --data-dir {data}` shows the "
+                             "cluster"), line
+    finally:
+        runner.invoke(main, ["cluster", "stop", "--data-dir", data])
+
+
+def test_an_existing_topic_with_many_partitions_is_named_in_a_short_line() -> None:
+    """Old code: every partition named ("m1024x3/0, m1024x3/1, ..., m1024x3/1023")."""
+    sm = ControllerStateMachine()
+    for i in range(1024):
+        sm.apply(Entry(i + 1, 1, data=encode_create(f"m/{i}")))
+    with pytest.raises(TopicError) as e:
+        check_create(sm, "m", 3)
+    assert str(e.value) == (
+        "topic 'm' already exists (partitions m/0, m/1, m/2, m/3, m/4, m/5, m/6, m/7, m/8, "
+        "m/9 and 1,014 more, controller revision 1024); delete it first")
+
+
+def test_short_list_and_tail() -> None:
+    names = [f"p/{i}" for i in range(1500)]
+    assert short_list(names[:10]) == ", ".join(names[:10])
+    assert short_list(names) == ", ".join(names[:10]) + " and 1,490 more"
+    assert short_list(names[:11], shown=2) == "p/0, p/1 and 9 more"
+    blocked = "no inactive epoch reported for: " + ", ".join(names)
+    assert short_tail(blocked) == ("no inactive epoch reported for: "
+                                   + ", ".join(names[:10]) + " and 1,490 more")
+    assert short_tail("nothing to cut") == "nothing to cut"
+    assert short_tail("a: b, c") == "a: b, c"
