@@ -94,3 +94,28 @@ def test_short_list_and_tail() -> None:
                                    + ", ".join(names[:10]) + " and 1,490 more")
     assert short_tail("nothing to cut") == "nothing to cut"
     assert short_tail("a: b, c") == "a: b, c"
+
+
+def test_cluster_status_cuts_the_partitions_without_a_report(tmp_path: Path) -> None:
+    """Old code: `cluster M: none (no inactive epoch reported for: ...)` named every one
+    (the tester's line: ~20,000 characters). A stopped cluster whose store's partition
+    table has 30 partitions no report names (its reports, fresh or stale, cover t/0 only),
+    so `status` is deterministic: every node unreachable, M blocked on those 30."""
+    from epochgc.impl.controller.publisher import publish_partitions
+    from epochgc.impl.store.local import LocalStore
+
+    runner = CliRunner()
+    data, store_dir = str(tmp_path / "c"), tmp_path / "store"
+    r = runner.invoke(main, ["cluster", "start", "--data-dir", data, "--store",
+                             str(store_dir), "--partitions", "t/0"])
+    assert r.exit_code == 0, r.output
+    runner.invoke(main, ["cluster", "stop", "--data-dir", data])
+    sm = ControllerStateMachine()
+    for i, name in enumerate(["t/0"] + [f"w/{i}" for i in range(30)]):
+        sm.apply(Entry(i + 1, 1, data=encode_create(name)))
+    publish_partitions(LocalStore(store_dir), sm)
+    r = runner.invoke(main, ["cluster", "status", "--data-dir", data])
+    assert r.exit_code == 1, r.output
+    last = r.output.strip().splitlines()[-1]
+    assert last.startswith("cluster M: none (no inactive epoch reported for: "), r.output
+    assert last.endswith(" more)") and "w/29" not in last, last
