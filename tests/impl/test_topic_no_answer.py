@@ -12,6 +12,7 @@ topic's partitions, each a majority's fsync, answers within it, on any machine).
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -119,3 +120,30 @@ def test_cluster_status_cuts_the_partitions_without_a_report(tmp_path: Path) -> 
     last = r.output.strip().splitlines()[-1]
     assert last.startswith("cluster M: none (no inactive epoch reported for: "), r.output
     assert last.endswith(" more)") and "w/29" not in last, last
+
+
+def test_a_gc_round_blocked_on_many_partitions_says_the_first_ones(tmp_path: Path) -> None:
+    """The same list in `gc`'s lines (old: every partition without a report named, twice);
+    the record (and --json) keep the whole list: a machine reads them."""
+    import subprocess
+    import sys
+
+    from epochgc.impl.store.local import LocalStore
+    from tests.gc.helpers import AHEAD, NOW, write_health, write_partitions
+
+    store = LocalStore(tmp_path / "s", create=True)
+    names = [f"w/{i}" for i in range(30)]
+    write_partitions(store, 10**6, names)
+    write_health(store, "n1", NOW - 10, [("w/0", 5)])
+    root = Path(__file__).resolve().parents[2]
+    p = subprocess.run([sys.executable, "-m", "epochgc", "gc", "--store", str(tmp_path / "s"),
+                        "--now", str(NOW), *AHEAD], capture_output=True, text=True,
+                       cwd=tmp_path, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root)},
+                       timeout=300)
+    assert p.returncode == 2, p.stderr
+    whole = "no inactive epoch reported for: " + ", ".join(names[1:])
+    cut = "no inactive epoch reported for: " + ", ".join(names[1:11]) + " and 19 more"
+    [record] = (tmp_path / "s" / "_cluster" / "gc" / "rounds").iterdir()
+    assert json.loads(record.read_text())["blocked"] == whole
+    assert f"gc: no collection this round ({cut})" in p.stderr.splitlines(), p.stderr
+    assert p.stdout.splitlines() == [f"gc: round blocked, nothing deleted: {cut}"], p.stdout
