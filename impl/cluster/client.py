@@ -64,7 +64,7 @@ class ProcClusterAccess:
         except (OSError, ConnectionError, TimeoutError) as e:
             if c is not None:
                 await self._drop(nid, c)
-            answer = {"status": "unreachable", "message": _os_reason(e)}
+            answer: dict[str, Any] = {"status": "unreachable", "message": _os_reason(e)}
             if c is not None and isinstance(e, TimeoutError):
                 # Sent and not answered in time: the node may have acted on it.
                 answer["sent"] = True
