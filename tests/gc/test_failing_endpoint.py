@@ -125,3 +125,39 @@ def test_a_signal_while_the_first_read_is_retried_ends_gc_at_once(
     assert text.strip().splitlines()[-1] == (
         f"gc: interrupted ({sig.name}) before the round started: nothing was written to "
         "the store, no key deleted"), text
+
+
+@pytest.mark.parametrize("where", ["failing endpoint", "dry run"])
+def test_a_signal_once_the_round_ended_names_a_record_only_if_there_is_one(
+        where: str, tmp_path: Path) -> None:
+    """The tester's Ctrl-C came after the failed read, while the old code retried its
+    record: "gc: SIGINT after the round ended: its record stands, exit code 1" with no
+    record. Signalled at the same stage (the round over, nothing said yet: the test hook),
+    a round without a record (its first read failed; a dry run) says its outcome stands,
+    and keeps its exit code. Old code: "its record stands" for both."""
+    from epochgc.impl.signals import HOOK_ENV
+    from epochgc.impl.store.local import LocalStore
+    from tests.gc.helpers import AHEAD, NOW, write_health, write_partitions
+
+    env = dict(_env(2), **{HOOK_ENV: "round-over:SIGINT"})
+    if where == "dry run":  # a local store whose round is blocked: no Spark needed
+        store = LocalStore(tmp_path / "s", create=True)
+        write_partitions(store, 10**6, ["w/0", "w/1"])
+        write_health(store, "n1", NOW - 10, [("w/0", 5)])
+        p = subprocess.run([sys.executable, "-m", "epochgc", "gc", "--store",
+                            str(tmp_path / "s"), "--now", str(NOW), *AHEAD, "--dry-run"],
+                           env=env, cwd=tmp_path, capture_output=True, text=True,
+                           timeout=HANG_S)
+        code = 2
+        assert not (tmp_path / "s" / "_cluster" / "gc").exists()  # a dry run writes nothing
+    else:
+        with failing_endpoint() as ep:
+            p = subprocess.run(_gc(ep), env=env, cwd=tmp_path, capture_output=True,
+                               text=True, timeout=HANG_S)
+            assert set(ep.requests) == {HEAD}, ep.requests
+        code = 1
+    assert "test hook: SIGINT at round-over" in p.stderr, p.stderr
+    assert p.returncode == code, p.stderr
+    assert "record stands" not in p.stderr, p.stderr
+    assert (f"gc: SIGINT after the round ended: its outcome stands, exit code {code}"
+            in p.stderr.splitlines()), p.stderr
