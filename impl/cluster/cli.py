@@ -33,6 +33,7 @@ from epochgc.impl.preflight import (
     writable_dir,
     writable_file,
 )
+from epochgc.impl.shortlist import short_tail
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.url import StoreSpec, open_store, parse_store_url
@@ -315,7 +316,9 @@ def status(data_dir: str, as_json: bool) -> None:
     if cluster_m["M"] is not None:
         click.echo(f"cluster M: {cluster_m['M']}")
     else:
-        why = cluster_m.get("blocked") or cluster_m.get("error") or "unknown"
+        blocked = cluster_m.get("blocked")
+        # The partitions without a report, cut (newuser9 K9: a line of 20,000 characters).
+        why = short_tail(str(blocked)) if blocked else cluster_m.get("error") or "unknown"
         click.echo(f"cluster M: none ({why})")
     raise SystemExit(0 if healthy else 1)
 

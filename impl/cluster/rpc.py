@@ -166,6 +166,9 @@ class RpcClient:
             # by building wait_for on asyncio.timeout), losing Ctrl-C (issue 41).
             async with asyncio.timeout(timeout):
                 return await fut
+        except TimeoutError:
+            # Said with its bound (newuser9 K9: a caller tells an unanswered change by it).
+            raise TimeoutError(f"no answer within {timeout:g} s") from None
         finally:
             self._waiting.pop(rid, None)
 

@@ -13,7 +13,8 @@ import click
 
 from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.local import LocalCluster
-from epochgc.impl.controller.topics import TopicError, check_topic_name
+from epochgc.impl.controller.topics import TopicError, check_topic_name, topic_names
+from epochgc.impl.shortlist import short_list
 
 
 @click.group()
@@ -41,10 +42,39 @@ def _call(data_dir: str, **req: Any) -> dict[str, Any]:
             await access.close()
 
     r = asyncio.run(go())
+    if r.get("status") == "no_answer":
+        # Sent, never answered in time, not sent again (newuser9 K9): what it did is not
+        # known, so it is said as a timeout, with what the cluster now shows.
+        raise click.ClickException(
+            f"{req['op']} {req['topic']!r}: {r['message']}; the request may have been "
+            f"applied, in whole or in part ({_now_holds(lc, req['topic'])}): `epochgc "
+            f"cluster status --data-dir {data_dir}` shows the cluster")
     if r.get("status") != "ok":
         raise click.ClickException(f"{req['op']} {req['topic']!r} refused: "
                                    f"{r.get('message', r.get('status'))}")
     return r
+
+
+def _now_holds(lc: LocalCluster, topic: str) -> str:
+    """How many partitions of `topic` exist now, as the first node that answers sees them,
+    in words (one look; its own failure said too: the line is about an unknown outcome
+    already)."""
+    async def go() -> dict[str, Any]:
+        access = ProcClusterAccess(lc.client_addrs())
+        try:
+            return await access.controller_call(op="meta")
+        finally:
+            await access.close()
+
+    try:
+        meta = asyncio.run(go())
+    except (OSError, ConnectionError) as e:
+        return f"the cluster could not be asked: {e}"
+    if meta.get("status") != "ok":
+        return f"the cluster could not be asked: {meta.get('message', meta.get('status'))}"
+    names = topic_names(meta["partitions"], topic)
+    return (f"a node now shows {len(names):,} partition(s) of {topic!r}"
+            + (f": {short_list(names)}" if names else ""))
 
 
 @topic.command()

@@ -6,8 +6,10 @@ against the controller leader's applied table first, so bad input changes nothin
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from epochgc.impl.controller.statemachine import ControllerStateMachine
+from epochgc.impl.shortlist import short_list
 
 TOPIC_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,127}")
 MAX_PARTITIONS = 1024
@@ -28,8 +30,13 @@ def check_topic_name(name: str) -> str:
 
 def topic_partitions(sm: ControllerStateMachine, topic: str) -> list[str]:
     """The topic's current partitions, in partition order."""
+    return topic_names(sm.partitions, topic)
+
+
+def topic_names(partitions: Iterable[str], topic: str) -> list[str]:
+    """The names `topic/N` among `partitions`, in partition order."""
     prefix = topic + "/"
-    names = [n for n in sm.partitions if n.startswith(prefix) and n[len(prefix):].isdigit()]
+    names = [n for n in partitions if n.startswith(prefix) and n[len(prefix):].isdigit()]
     return sorted(names, key=lambda n: int(n[len(prefix):]))
 
 
@@ -43,7 +50,7 @@ def check_create(sm: ControllerStateMachine, topic: str, partitions: int) -> lis
                          f"got {partitions!r}")
     existing = topic_partitions(sm, topic)
     if existing:
-        raise TopicError(f"topic {topic!r} already exists (partitions {', '.join(existing)}, "
+        raise TopicError(f"topic {topic!r} already exists (partitions {short_list(existing)}, "
                          f"controller revision {sm.revision}); delete it first")
     return [f"{topic}/{i}" for i in range(partitions)]
 

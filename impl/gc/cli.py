@@ -365,6 +365,7 @@ def gc(
     restored = False
     try:
         summary = _run(spec, options, session, say, clock, stop)
+        checkpoint("round-over")  # the signal tests' point: the round ended, nothing said
         restore()
         restored = True
         late = None if merged else lambda line: echo_safe(line, err=True)
@@ -373,7 +374,9 @@ def gc(
             # It came once the deletes were over, too late to stop anything: the round
             # ended as its record says (newuser3 N10: a terminal's Ctrl-C at the round's
             # last line said nothing, where the same signal a moment later did).
-            late(f"gc: {stop.reason} after the round ended: its record stands, exit code "
+            # Its record only if it has one (newuser9 K4: said of a round that wrote none).
+            stands = "its record stands" if summary.record is not None else "its outcome stands"
+            late(f"gc: {stop.reason} after the round ended: {stands}, exit code "
                  f"{summary.exit_code}")
         # Its record is written: a signal from now on does not change the exit code.
         absorb_late_signal(summary.exit_code, late)

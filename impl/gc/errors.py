@@ -25,3 +25,10 @@ class ReportError(GcError):
 class NotAStore(GcError):
     """The store location holds no `_cluster/partitions.json`: a mistyped path. The round
     writes nothing there, not even its record."""
+
+
+class StoreUnreadable(GcError):
+    """The store's first read (`_cluster/partitions.json`) failed: not known to be a store,
+    so, as for `NotAStore`, the round writes nothing there, not even its record (newuser9
+    K4: an endpoint answering 500 to everything got ~90 s more of retries numbering and
+    writing a record it could not write)."""

@@ -16,7 +16,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING
 
 from epochgc.impl.gc.admin import read_admin_state
-from epochgc.impl.gc.errors import GcError, NotAStore, ReportError
+from epochgc.impl.gc.errors import GcError, NotAStore, ReportError, StoreUnreadable
 from epochgc.impl.gc.killpoint import reach
 from epochgc.impl.gc.lease import DEFAULT_LEASE_S, Lease
 from epochgc.impl.gc.manifest import check_manifest_outside_data
@@ -30,6 +30,7 @@ from epochgc.impl.gc.stop import RoundStop, deadline_timer
 from epochgc.impl.gc.summary import GcSummary, Refusal
 from epochgc.impl.gc.text import printable
 from epochgc.impl.gc.versioning import check_versioning
+from epochgc.impl.shortlist import short_tail
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.model.cluster import GcEpoch, partition_epochs
 from epochgc.model.keys import PREFIXES
@@ -75,10 +76,12 @@ def run_gc(
         try:
             _round(spark, open_store, control or open_store, options, now, clock, say,
                    summary, stop, held)
-        except (NotAStore, SequenceError) as e:
+        except (NotAStore, StoreUnreadable, SequenceError) as e:
             # Nothing is written into a directory that is not a store (a mistyped path), not
-            # even a record (issue 29); nor a record that could not be ordered (N8: raised
-            # only by `check_room`, before the round writes or deletes anything).
+            # even a record (issue 29), nor into one whose first read failed (newuser9 K4:
+            # a record numbered and PUT where nothing could be read); nor a record that
+            # could not be ordered (N8: raised only by `check_room`, before the round
+            # writes or deletes anything).
             record = False
             summary.error = str(e)
             e.summary = summary
@@ -165,11 +168,12 @@ def _lease_lost(open_store: Callable[[], ObjectStore], held: list[Lease]) -> str
 
 
 def check_is_store(store: ObjectStore) -> None:
-    """NotAStore unless the store holds `_cluster/partitions.json` (a regular object)."""
+    """NotAStore unless the store holds `_cluster/partitions.json` (a regular object);
+    StoreUnreadable if that cannot be read (the round then writes nothing either)."""
     try:
         found = store.head(PARTITIONS_KEY)
     except StoreError as e:
-        raise GcError(f"cannot read {PARTITIONS_KEY}: {e}") from e
+        raise StoreUnreadable(f"cannot read {PARTITIONS_KEY}: {e}; nothing was written") from e
     if found is None:
         why = store.missing_root() or f"no {PARTITIONS_KEY}"
         raise NotAStore(f"{store.describe()} is not an epochgc store ({why}); "
@@ -287,7 +291,10 @@ def _round(
     summary.blocked = decision.blocked
     summary.M = decision.M
     if decision.blocked is not None or decision.M is None:
-        note(f"gc: no collection this round ({decision.blocked or 'nothing collectible'})")
+        # The full list stays in the record and --json; the line names the first ones
+        # (newuser9 K9: lines of ~20,000 characters on a cluster of 1,800 partitions).
+        why = short_tail(decision.blocked) if decision.blocked else "nothing collectible"
+        note(f"gc: no collection this round ({why})")
         return
     m = decision.M
     note(f"gc: M={m} (snapshot revision {view.revision}); listing {PREFIXES} prefixes")

@@ -7,6 +7,7 @@ import json
 from dataclasses import dataclass, field
 
 from epochgc.impl.gc.text import printable
+from epochgc.impl.shortlist import short_tail
 
 EXIT_OK = 0
 EXIT_INCOMPLETE = 1  # malformed keys, delete errors, refused deletes, or a failed round
@@ -231,7 +232,7 @@ class GcSummary:
                         f"{self.journal}): {self.error}"]
             return [f"gc: round failed: {self.error}"]
         if self.blocked is not None and not self.deleted:
-            return [f"gc: round blocked, nothing deleted: {self.blocked}"]
+            return [f"gc: round blocked, nothing deleted: {short_tail(self.blocked)}"]
         m = "none (nothing collectible)" if self.M is None else str(self.M)
         verb = "would delete" if self.dry_run else "deleted"
         out = [
@@ -258,7 +259,7 @@ class GcSummary:
         stopped = ("nothing deleted" if not self.deleted
                    else "the tasks that saw it deleted nothing")
         if self.blocked is not None:
-            out.append(f"gc: round blocked, {stopped}: {self.blocked}")
+            out.append(f"gc: round blocked, {stopped}: {short_tail(self.blocked)}")
         if self.refused is not None:
             out.append(f"gc: {stopped}: {self.refused}")
         if self.failed_check is not None:
