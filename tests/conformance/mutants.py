@@ -565,10 +565,10 @@ MUTANTS += (
         "[identity] a topic's partitions are matched by the bare topic name as a prefix"
         " (deleting topic t also deletes t2/0 and t-2/0)",
         "impl/controller/topics.py",
-        "    names = [n for n in sm.partitions if n.startswith(prefix) and"
+        "    names = [n for n in partitions if n.startswith(prefix) and"
         " n[len(prefix):].isdigit()]\n"
         "    return sorted(names, key=lambda n: int(n[len(prefix):]))\n",
-        "    names = [n for n in sm.partitions if n.startswith(topic) and"
+        "    names = [n for n in partitions if n.startswith(topic) and"
         " n.rpartition('/')[2].isdigit()]\n"
         "    return sorted(names, key=lambda n: int(n.rpartition('/')[2]))\n",
         check=r"tests/conformance/test_shapes.py|delete_topic|create of (new|existing) topic",
