@@ -112,7 +112,7 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
 )
 @click.option(
     "--grace",
-    type=DURATION,
+    type=SPAN,  # beyond 100 years a typo, as --deadline (newuser9's notes)
     default="12h",
     show_default=True,
     help="Minimum object age, e.g. 12h, 30m, 600s.",
