@@ -84,15 +84,16 @@ class ProcClusterAccess:
             if c is not None:
                 await self._drop(nid, c)
                 if isinstance(e, TimeoutError):
-                    self._not_answering(nid)
+                    # A change is not re-sent (`controller_call`): no "trying the others".
+                    self._not_answering(nid, say=req.get("op") not in CHANGES_CONTROLLER)
             answer: dict[str, Any] = {"status": "unreachable", "message": _os_reason(e)}
             if c is not None and isinstance(e, TimeoutError):
                 # Sent and not answered in time: the node may have acted on it.
                 answer["sent"] = True
             return answer
 
-    def _not_answering(self, nid: int) -> None:
-        if nid not in self._silent and self.say is not None:
+    def _not_answering(self, nid: int, say: bool) -> None:
+        if say and nid not in self._silent and self.say is not None:
             host, port = self.nodes[nid]
             self.say(f"node {nid} ({host}:{port}) does not answer; trying the others")
         self._silent.add(nid)
