@@ -111,6 +111,14 @@ def check_endpoint(endpoint: str) -> str:
         raise StoreError(f"S3 endpoint {endpoint!r} must be http(s)://host[:port]")
     if parts.username or parts.password:
         raise StoreError("S3 endpoint must not carry credentials; use boto3's standard chain")
+    # The endpoint is the server (boto3's endpoint_url: scheme, host, port); the bucket and
+    # prefix are the store URL's (newuser9's notes: `http://host:port/gcb` was accepted).
+    if parts.path not in ("", "/"):
+        raise StoreError(f"S3 endpoint {endpoint!r} has a path: {parts.path!r}; give "
+                         "http(s)://host[:port] (the bucket is the store URL's: s3://BUCKET/PREFIX)")
+    if parts.query or parts.fragment:
+        raise StoreError(f"S3 endpoint {endpoint!r} has a query or fragment; give "
+                         "http(s)://host[:port]")
     try:
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError:

@@ -57,6 +57,10 @@ def test_bad_urls(url: str, message: str) -> None:
         ("http://user:pw@h:1", "must not carry credentials"),
         ("http://h:99999", "invalid port"),
         ("http://[::1", "is not a valid URL"),  # issue 41 F10: urlsplit's ValueError
+        # newuser9 (notes): a path in the endpoint (a bucket, path-style) was accepted; the
+        # bucket is the store URL's, the endpoint only the server's scheme, host and port.
+        ("http://127.0.0.1:5125/gcb", "has a path: '/gcb'"),
+        ("http://h:1/?x=1", "has a query or fragment"),
     ],
 )
 def test_bad_endpoints(endpoint: str, message: str) -> None:
