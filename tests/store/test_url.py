@@ -83,3 +83,12 @@ def test_a_url_missing_its_slashes_is_refused_not_taken_as_a_path(url: str) -> N
     for argv in (["gc", "--store", url], ["gc-admin", "show", "--store", url]):
         r = CliRunner().invoke(main, argv)
         assert r.exit_code == 64 and repr(url) in r.output, (argv, r.exit_code, r.output)
+
+
+@pytest.mark.parametrize("path", ["/tmp/" + "a" * 100_000, "/tmp/" + "b" * 256 + "/s"])
+def test_a_local_path_the_system_cannot_name_is_refused_cut(path: str) -> None:
+    """newuser9 (notes): a 100,000-character --store gave exit 1, "OSError: [Errno 36]
+    File name too long", with the whole path in the line."""
+    with pytest.raises(StoreError, match="too long for this system") as e:
+        parse_store_url(path)
+    assert len(str(e.value)) < 300, str(e.value)
