@@ -176,6 +176,18 @@ def guard_stderr() -> None:
         line_buffering=True, write_through=True)
 
 
+def drop() -> None:
+    """Stop writing stdout at once: what is buffered and every later write go nowhere
+    (descriptor 1 onto /dev/null), so the exit-time flush cannot block on a reader that
+    never reads (newuser9 K11: `gc --dry-run --list - | less` left open)."""
+    if _guard is None:
+        return
+    _guard.cut = True
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, _guard.fileno())
+    os.close(devnull)
+
+
 def output_is_work() -> None:
     """This command's output is its work: cut short, it exits 1."""
     global _output_is_work

@@ -3,9 +3,14 @@ model (spec/VECTORS.md). A thin click wrapper over `model.replay.run`."""
 
 from __future__ import annotations
 
+import os
+
 import click
 
+import epochgc
 from epochgc.model.replay import run
+
+VECTORS = ("spec", "vectors")
 
 
 @click.command("replay")
@@ -17,12 +22,39 @@ from epochgc.model.replay import run
     help="Model variant to replay under (default: the file's `# variant: NAME` header, "
     "else a `-NAME.jsonl` file name suffix, else reference).",
 )
-@click.argument("file", metavar="FILE.jsonl")
-def replay(variant_name: str | None, file: str) -> None:
-    """Replay FILE.jsonl (`-` for stdin) step by step, one JSON result line per step.
+@click.option(
+    "--vector",
+    metavar="NAME",
+    default=None,
+    help="A vector file shipped with epochgc, by name (e.g. fence-window-reference), "
+    "instead of FILE.jsonl.",
+)
+@click.argument("file", metavar="FILE.jsonl", required=False)
+def replay(variant_name: str | None, vector: str | None, file: str | None) -> None:
+    """Replay FILE.jsonl (`-` for stdin), or a shipped vector (--vector NAME), step by
+    step, one JSON result line per step.
 
     Exit 0 when every expect holds, 1 when one disagrees, 65 on bad input.
     """
+    if (vector is None) == (file is None):
+        raise click.UsageError("give FILE.jsonl or --vector NAME (one of them)")
+    if vector is not None:
+        # By name only (newuser9 K10: the tour found the path with `python -c`, which a
+        # `pipx install` does not put on PATH): no path, so no file outside the vectors.
+        name = vector.removesuffix(".jsonl")
+        shipped = epochgc.data_path(*VECTORS)
+        names = sorted(n.removesuffix(".jsonl") for n in os.listdir(shipped)
+                       if n.endswith(".jsonl"))
+        if name == "list":  # the names, one a line
+            for n in names:
+                click.echo(n)
+            raise SystemExit(0)
+        if name not in names:
+            raise click.BadParameter(f"{vector!r} is not a shipped vector; "
+                                     "`epochgc replay --vector list` names them",
+                                     param_hint="--vector")
+        file = os.path.join(shipped, name + ".jsonl")
+    assert file is not None  # one of them, checked above
     code = run(
         file,
         variant_name,
@@ -30,3 +62,4 @@ def replay(variant_name: str | None, file: str) -> None:
         err=lambda line: click.echo(line, err=True),
     )
     raise SystemExit(code)
+

@@ -9,11 +9,13 @@ R1-R35 (SPEC has R38), "all nine" variants and R1-R24 in ports/node/README.md, a
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import shlex
 import subprocess
 import sys
+import tomllib
 import warnings
 from pathlib import Path
 
@@ -185,7 +187,10 @@ def test_the_readme_command_blocks_run(tmp_path: Path) -> None:
     shim = bin_dir / "epochgc"
     shim.write_text(f'#!/bin/sh\nexec "{sys.executable}" -m epochgc.impl.cli "$@"\n')
     shim.chmod(0o755)
-    (bin_dir / "python").symlink_to(sys.executable)
+    port = bin_dir / "epochgc-model-port"  # the wheel's second console script
+    port.write_text(f'#!/bin/sh\nexec "{sys.executable}" -c '
+                    f'"from epochgc.model.port_main import main; main()"\n')
+    port.chmod(0o755)
     tour, running = _blocks("Five-minute tour"), _blocks("Running it")
     assert len(tour) == 1 and len(running) == 1
     tour_lines = [line for line in tour[0].splitlines() if not line.startswith("epochgc demo ")]
@@ -197,3 +202,20 @@ def test_the_readme_command_blocks_run(tmp_path: Path) -> None:
     stop = subprocess.run([str(shim), "cluster", "stop", "--data-dir", "run"],
                           cwd=tmp_path / "bin", env=env, capture_output=True, check=False)
     assert p.returncode == 0, (p.stdout[-3000:], p.stderr[-3000:], stop.returncode)
+
+
+def test_the_tour_runs_only_the_epochgc_commands() -> None:
+    """newuser9 K10: the tour ran `python -c 'import epochgc; ...'` and `python -m
+    epochgc.model.port`, which fail after the README's own `pipx install` (the package's
+    Python is not on PATH) or where only `python3` exists. Every command of the tour is
+    one the package installs (pyproject's [project.scripts])."""
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+    [tour] = _blocks("Five-minute tour")
+    for line in tour.splitlines():
+        code = line.partition("#")[0].strip()
+        if not code:
+            continue
+        words = shlex.split(code)
+        ported = [w for a, w in itertools.pairwise(words) if a == "--"]  # conform's port
+        assert all(w in scripts for w in ported), f"not an installed command: {line}"
+        assert not [w for w in words if re.search(r"(^|\W)python[0-9.]*($|\W)", w)], line

@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from epochgc.impl.cluster.client import ProcClusterAccess
+from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.finite import FiniteFloat
 
@@ -45,7 +45,7 @@ def barrier_rows(nodes: dict[int, Any], candidate: int) -> dict[str, dict[str, A
 
 
 async def _run(lc: LocalCluster, wait: float) -> tuple[int, dict[str, dict[str, Any]]]:
-    access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint())
+    access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint(), say=stderr_line)
     try:
         r = await access.controller_call(op="barrier")
         if r["status"] != "ok":

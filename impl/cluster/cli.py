@@ -16,7 +16,7 @@ import click
 from click.core import ParameterSource
 
 from epochgc.impl import closedout, signals
-from epochgc.impl.cluster.client import ProcClusterAccess
+from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.local import LocalCluster, PortTaken, StartRunning, start_lock
 from epochgc.impl.cluster.rpc import MAX_RECORD_BYTES
 from epochgc.impl.exitcodes import ExitCode
@@ -230,7 +230,7 @@ def _refuse_changes(ctx: click.Context, lc: LocalCluster, given: dict[str, Any])
 async def _until_ready(lc: LocalCluster, partitions: list[str], timeout_s: float = 60.0) -> None:
     """`start` returns when the cluster can take writes: the controller has created every
     partition and each has a leader (so a `produce` right after it succeeds)."""
-    access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint())
+    access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint(), say=stderr_line)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_s
     missing = partitions
@@ -287,7 +287,7 @@ def status(data_dir: str, as_json: bool) -> None:
     _require_store_modules(lc, "cluster status")
 
     async def gather() -> dict[int, Any]:
-        access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint())
+        access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint(), say=stderr_line)
         out = {}
         for n in lc.ids:
             r = await access.call(n, op="status")
@@ -453,7 +453,7 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
         if phase == "stored":
             checkpoint("work")  # the signal tests' point: uploaded, not yet acknowledged
 
-    access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint())
+    access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint(), say=stderr_line)
     store = open_store(lc.meta["store"], lc.meta.get("s3_endpoint"))
     prod = Producer(access, store, thread_io, rng)
     prod.on_attempt = stored
@@ -505,7 +505,7 @@ def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
 
     async def go() -> list[str]:
         problems: list[str] = []
-        access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint())
+        access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint(), say=stderr_line)
         try:
             meta = await access.any_call(op="meta")
             for p in partitions:

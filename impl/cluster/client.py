@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
+import sys
+from collections.abc import Callable
 from typing import Any
 
 from epochgc.impl.cluster.errors import ClusterDown
@@ -21,14 +23,27 @@ from epochgc.impl.partition.statemachine import PlaceholderResult
 # The controller requests that change its table: one sent and not answered may have been
 # applied (in part: a topic's partitions are proposed one by one), so it is not re-sent.
 CHANGES_CONTROLLER = frozenset({"create_topic", "delete_topic", "create", "delete"})
+# Requests a live node answers from what it holds (memory, its own disk), with no Raft
+# round: bounded at QUICK_S, so a node that accepts and never answers (SIGSTOPped: its
+# listening socket still completes the handshake, the kernel does it; newuser9 K12) costs
+# one bound, not the 30 s of a change, again and again.
+QUICK_OPS = frozenset({"status", "epoch", "meta", "read", "in_use"})
+QUICK_S = 10.0
+
+
+def stderr_line(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
 
 
 class ProcClusterAccess:
     def __init__(self, nodes: dict[int, tuple[str, int]], via: int | None = None,
-                 hint: str = "") -> None:
-        """`hint`: what to do when no node answers (`LocalCluster.down_hint`)."""
+                 hint: str = "", say: Callable[[str], None] | None = None) -> None:
+        """`hint`: what to do when no node answers (`LocalCluster.down_hint`); `say`: where
+        a node that does not answer in time is said (once per node), if anywhere."""
         self.nodes = nodes
         self.hint = hint
+        self.say = say
+        self._silent: set[int] = set()  # nodes that did not answer in time: asked last
         self.via = via if via is not None else min(nodes)
         self._clients: dict[int, RpcClient] = {}
         self._leaders: dict[str, int] = {}
@@ -58,17 +73,35 @@ class ProcClusterAccess:
 
     async def call(self, nid: int, **req: Any) -> dict[str, Any]:
         c = None
+        if req.get("op") in QUICK_OPS:
+            req.setdefault("timeout", QUICK_S)
         try:
             c = await self.client(nid)
-            return await c.call(**req)
+            answer_ok = await c.call(**req)
+            self._silent.discard(nid)
+            return answer_ok
         except (OSError, ConnectionError, TimeoutError) as e:
             if c is not None:
                 await self._drop(nid, c)
+                if isinstance(e, TimeoutError):
+                    # A change is not re-sent (`controller_call`): no "trying the others".
+                    self._not_answering(nid, say=req.get("op") not in CHANGES_CONTROLLER)
             answer: dict[str, Any] = {"status": "unreachable", "message": _os_reason(e)}
             if c is not None and isinstance(e, TimeoutError):
                 # Sent and not answered in time: the node may have acted on it.
                 answer["sent"] = True
             return answer
+
+    def _not_answering(self, nid: int, say: bool) -> None:
+        if say and nid not in self._silent and self.say is not None:
+            host, port = self.nodes[nid]
+            self.say(f"node {nid} ({host}:{port}) does not answer; trying the others")
+        self._silent.add(nid)
+
+    def _order(self, first: int | None = None) -> list[int]:
+        """Every node, `first` first, the ones that did not answer in time last."""
+        ids = sorted(self.nodes, key=lambda n: (n != first, n))
+        return [n for n in ids if n not in self._silent] + [n for n in ids if n in self._silent]
 
     async def _drop(self, nid: int, c: RpcClient) -> None:
         """Close `c` and forget it if it is still the node's connection (not one another
@@ -79,9 +112,8 @@ class ProcClusterAccess:
         await c.close()
 
     async def any_call(self, **req: Any) -> dict[str, Any]:
-        order = [self.via] + [n for n in sorted(self.nodes) if n != self.via]
         answers: dict[int, dict[str, Any]] = {}
-        for nid in order:
+        for nid in self._order(self.via):
             answers[nid] = await self.call(nid, **req)
             if answers[nid]["status"] == "ok":
                 return answers[nid]
@@ -92,7 +124,7 @@ class ProcClusterAccess:
         unlike `any_call`, an error from the leader is returned, not passed over."""
         answers: dict[int, dict[str, Any]] = {}
         for _ in range(50):  # an election in progress: a few rounds
-            for nid in sorted(self.nodes):
+            for nid in self._order():
                 answers[nid] = await self.call(nid, **req)
                 if answers[nid]["status"] not in ("not_leader", "unreachable"):
                     return answers[nid]

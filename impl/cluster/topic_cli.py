@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from epochgc.impl.cluster.client import ProcClusterAccess
+from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.controller.topics import TopicError, check_topic_name, topic_names
 from epochgc.impl.shortlist import short_list
@@ -35,7 +35,7 @@ def _call(data_dir: str, **req: Any) -> dict[str, Any]:
         raise click.ClickException(f"no cluster in {data_dir!r} (epochgc cluster start)")
 
     async def go() -> dict[str, Any]:
-        access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint())
+        access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint(), say=stderr_line)
         try:
             return await access.controller_call(**req)
         finally:
@@ -60,7 +60,7 @@ def _now_holds(lc: LocalCluster, topic: str) -> str:
     in words (one look; its own failure said too: the line is about an unknown outcome
     already)."""
     async def go() -> dict[str, Any]:
-        access = ProcClusterAccess(lc.client_addrs())
+        access = ProcClusterAccess(lc.client_addrs(), say=stderr_line)
         try:
             return await access.controller_call(op="meta")
         finally:

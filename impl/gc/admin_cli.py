@@ -512,11 +512,11 @@ def advance_epoch(data_dir: str, partition: str) -> None:
     epochs the partition already accepted."""
     import asyncio
 
-    from epochgc.impl.cluster.client import ProcClusterAccess
+    from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
     from epochgc.impl.cluster.local import LocalCluster
 
     async def go() -> dict[str, Any]:
-        access = ProcClusterAccess(LocalCluster(data_dir).client_addrs())
+        access = ProcClusterAccess(LocalCluster(data_dir).client_addrs(), say=stderr_line)
         try:
             meta = await access.any_call(op="meta")
             if partition not in (meta.get("partitions") or {}):

@@ -36,6 +36,7 @@ from epochgc.impl.gc.stop import (
     absorb_late_signal,
     announce,
     install_signal_handlers,
+    interruptible_output,
 )
 from epochgc.impl.gc.summary import EXIT_USAGE, GcSummary
 from epochgc.impl.gc.text import echo_safe, printable
@@ -111,7 +112,7 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
 )
 @click.option(
     "--grace",
-    type=DURATION,
+    type=SPAN,  # beyond 100 years a typo, as --deadline (newuser9's notes)
     default="12h",
     show_default=True,
     help="Minimum object age, e.g. 12h, 30m, 600s.",
@@ -369,17 +370,17 @@ def gc(
         restore()
         restored = True
         late = None if merged else lambda line: echo_safe(line, err=True)
+        # Its record only if it has one (newuser9 K4, K11: said of a round that wrote none).
+        stands = "its record stands" if summary.record is not None else "its outcome stands"
         if (late is not None and stop.reason in SIGNALS.values()
                 and summary.interrupted is None):
             # It came once the deletes were over, too late to stop anything: the round
             # ended as its record says (newuser3 N10: a terminal's Ctrl-C at the round's
             # last line said nothing, where the same signal a moment later did).
-            # Its record only if it has one (newuser9 K4: said of a round that wrote none).
-            stands = "its record stands" if summary.record is not None else "its outcome stands"
             late(f"gc: {stop.reason} after the round ended: {stands}, exit code "
                  f"{summary.exit_code}")
         # Its record is written: a signal from now on does not change the exit code.
-        absorb_late_signal(summary.exit_code, late)
+        absorb_late_signal(summary.exit_code, late, stands)
     finally:
         if any(launched):  # stopped and waited for: no JVM outlives the command (issue 41)
             from epochgc.impl.gc.session import stop_spark
@@ -396,8 +397,14 @@ def gc(
         if as_json:
             click.echo(summary.to_json())
         sys.exit(summary.exit_code)
-    for key in summary.would_delete or ():
-        click.echo(printable(key))
+    keys = summary.would_delete or []
+    # The list is the dry run's work: a signal while it is written (its reader not
+    # reading) ends the command at once, 128 + the signal (newuser9 K11).
+    with interruptible_output(lambda: f"the list was cut short ({len(keys):,} key(s) in all)"):
+        for key in keys:
+            click.echo(printable(key))
+        if keys:
+            sys.stdout.flush()
     if summary.interrupted is not None and not merged and (as_json or not one_terminal()):
         # Stderr's last line says so, even with -q or --json (issue 41 item 3: it was the
         # success-looking `gc: listed N keys, ...` progress line). Not when stdout's summary

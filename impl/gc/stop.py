@@ -265,7 +265,33 @@ def deadline_timer(stop: RoundStop, seconds: float) -> threading.Timer:
     return t
 
 
-def absorb_late_signal(exit_code: int, say: Callable[[str], None] | None) -> None:
+@contextlib.contextmanager
+def interruptible_output(what: Callable[[], str]) -> Iterator[None]:
+    """Output that is the command's work (a dry run's `--list -`), written after the round:
+    a SIGINT, SIGTERM or SIGHUP while it is written (a write blocked on a reader that never
+    reads: `| less` left open, newuser9 K11) stops the writing and raises `Interrupted`
+    (`what()` says how far it got), and stdout is dropped so the exit cannot block on it
+    again. A handler that raises interrupts the blocked write: PEP 475, "if the signal
+    handler raises an exception, the system call is not retried". Call from the main
+    thread."""
+    from epochgc.impl import closedout
+
+    def cut(signum: int, _frame: FrameType | None) -> None:
+        raise Interrupted(signum, what())
+
+    previous = {s: signal.signal(s, cut) for s in SIGNALS}
+    try:
+        yield
+    except Interrupted:
+        closedout.drop()
+        raise
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def absorb_late_signal(exit_code: int, say: Callable[[str], None] | None,
+                       stands: str = "its record stands") -> None:
     """The round has ended and its record is written: the next SIGINT or SIGTERM is said
     (`say`) and otherwise ignored, so that the exit code stays the record's (newuser41
     item 11: one that landed after the summary ended the process 143/130, or by the
@@ -278,8 +304,8 @@ def absorb_late_signal(exit_code: int, say: Callable[[str], None] | None) -> Non
         for s, h in previous.items():
             signal.signal(s, h)
         if say is not None:
-            say(f"gc: {SIGNALS[signal.Signals(signum)]} after the round ended: its record "
-                f"stands, exit code {exit_code}")
+            say(f"gc: {SIGNALS[signal.Signals(signum)]} after the round ended: {stands}, "
+                f"exit code {exit_code}")
 
     for s in SIGNALS:
         signal.signal(s, late)

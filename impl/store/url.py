@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -54,7 +55,7 @@ def parse_store_url(url: str, s3_endpoint: str | None = None) -> StoreSpec:
     if "://" not in url:
         if s3_endpoint is not None:
             raise StoreError("--s3-endpoint only applies to s3:// stores")
-        return StoreSpec("file", str(Path(url).expanduser().absolute()))
+        return StoreSpec("file", _local(str(Path(url).expanduser().absolute())))
     parts = _split(url, f"store URL {url!r}")
     scheme = parts.scheme.lower()
     if scheme == "file":
@@ -69,7 +70,7 @@ def parse_store_url(url: str, s3_endpoint: str | None = None) -> StoreSpec:
                              "percent-encode them or give a plain path")
         if s3_endpoint is not None:
             raise StoreError("--s3-endpoint only applies to s3:// stores")
-        return StoreSpec("file", str(Path(unquote(parts.path)).absolute()))
+        return StoreSpec("file", _local(str(Path(unquote(parts.path)).absolute())))
     if scheme == "s3":
         if "@" in parts.netloc:
             raise StoreError("s3 URL must not carry credentials; use boto3's standard chain")
@@ -96,6 +97,26 @@ def parse_store_url(url: str, s3_endpoint: str | None = None) -> StoreSpec:
     )
 
 
+def _local(path: str) -> str:
+    """`path`, if the system can name it: a name longer than NAME_MAX or a path longer
+    than PATH_MAX fails every call with ENAMETOOLONG (POSIX <limits.h>; open(2):
+    "ENAMETOOLONG pathname was too long"). newuser9's notes: a 100,000-character --store
+    gave exit 1 and the whole path in the line; now a bad argument (64), the path cut."""
+    try:
+        name_max = os.pathconf("/", "PC_NAME_MAX")
+        path_max = os.pathconf("/", "PC_PATH_MAX")
+    except (OSError, ValueError):
+        name_max, path_max = 255, 4096  # Linux's
+    size = len(os.fsencode(path))
+    longest = max((len(os.fsencode(p)) for p in path.split("/")), default=0)
+    if size >= path_max or longest > name_max:
+        shown = path if len(path) <= 80 else f"{path[:60]}...{path[-10:]}"
+        why = (f"longer than {path_max - 1:,} bytes ({size:,})" if size >= path_max
+               else f"a name longer than {name_max} bytes ({longest:,})")
+        raise StoreError(f"store path {shown!r} is too long for this system: {why}")
+    return path
+
+
 def _split(url: str, what: str) -> SplitResult:
     """urlsplit, its ValueError ("Invalid IPv6 URL": an unclosed `[`) as a StoreError
     naming the argument (issue 41 F10: it escaped as "Error: ValueError ...", exit 1)."""
@@ -111,6 +132,14 @@ def check_endpoint(endpoint: str) -> str:
         raise StoreError(f"S3 endpoint {endpoint!r} must be http(s)://host[:port]")
     if parts.username or parts.password:
         raise StoreError("S3 endpoint must not carry credentials; use boto3's standard chain")
+    # The endpoint is the server (boto3's endpoint_url: scheme, host, port); the bucket and
+    # prefix are the store URL's (newuser9's notes: `http://host:port/gcb` was accepted).
+    if parts.path not in ("", "/"):
+        raise StoreError(f"S3 endpoint {endpoint!r} has a path: {parts.path!r}; give "
+                         "http(s)://host[:port] (the bucket is the store URL's: s3://BUCKET/PREFIX)")
+    if parts.query or parts.fragment:
+        raise StoreError(f"S3 endpoint {endpoint!r} has a query or fragment; give "
+                         "http(s)://host[:port]")
     try:
         parts.port  # noqa: B018 - raises ValueError on a bad port
     except ValueError:

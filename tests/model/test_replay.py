@@ -312,3 +312,16 @@ def test_a_line_longer_than_the_bound_is_bad_input_read_in_bounded_memory(
     # The longest line allowed (its newline included) is a step like any other.
     f.write_text(step % ("x" * (MAX_LINE - len(step % "") - 1)) + "\n", encoding="utf-8")
     assert CliRunner().invoke(replay_cmd, [str(f)]).exit_code == 0
+
+
+def test_a_shipped_vector_by_name() -> None:
+    """newuser9 K10: the tour needed `python -c` to find a shipped vector's path."""
+    r = CliRunner().invoke(replay_cmd, ["--vector", "fence-window-reference"])
+    assert r.exit_code == 0, r.output
+    assert len(r.output.splitlines()) > 10, r.output
+    names = CliRunner().invoke(replay_cmd, ["--vector", "list"])
+    assert names.exit_code == 0 and "fence-window-reference" in names.output.split()
+    bad = CliRunner().invoke(replay_cmd, ["--vector", "../../README"])
+    assert bad.exit_code == 2 and "not a shipped vector" in bad.output, bad.output
+    both = CliRunner().invoke(replay_cmd, ["--vector", "fence-window-reference", "x.jsonl"])
+    assert both.exit_code == 2 and "one of them" in both.output, both.output

@@ -57,6 +57,10 @@ def test_bad_urls(url: str, message: str) -> None:
         ("http://user:pw@h:1", "must not carry credentials"),
         ("http://h:99999", "invalid port"),
         ("http://[::1", "is not a valid URL"),  # issue 41 F10: urlsplit's ValueError
+        # newuser9 (notes): a path in the endpoint (a bucket, path-style) was accepted; the
+        # bucket is the store URL's, the endpoint only the server's scheme, host and port.
+        ("http://127.0.0.1:5125/gcb", "has a path: '/gcb'"),
+        ("http://h:1/?x=1", "has a query or fragment"),
     ],
 )
 def test_bad_endpoints(endpoint: str, message: str) -> None:
@@ -79,3 +83,12 @@ def test_a_url_missing_its_slashes_is_refused_not_taken_as_a_path(url: str) -> N
     for argv in (["gc", "--store", url], ["gc-admin", "show", "--store", url]):
         r = CliRunner().invoke(main, argv)
         assert r.exit_code == 64 and repr(url) in r.output, (argv, r.exit_code, r.output)
+
+
+@pytest.mark.parametrize("path", ["/tmp/" + "a" * 100_000, "/tmp/" + "b" * 256 + "/s"])
+def test_a_local_path_the_system_cannot_name_is_refused_cut(path: str) -> None:
+    """newuser9 (notes): a 100,000-character --store gave exit 1, "OSError: [Errno 36]
+    File name too long", with the whole path in the line."""
+    with pytest.raises(StoreError, match="too long for this system") as e:
+        parse_store_url(path)
+    assert len(str(e.value)) < 300, str(e.value)
