@@ -1,6 +1,6 @@
 """What one Spark task does in the delete phase: batched deletes, a few requests in flight,
-journaled before and after their requests (`journal.py`), one intent per `INTENT_BATCHES`
-batches.
+journaled before and after their requests (`journal.py`), one intent per group of batches:
+a task's groups grow 1, 2, 4, then `INTENT_BATCHES` (8) batches.
 
 Only the DeleteObjects request holds one of the `concurrency` delete slots; each batch's
 STOP check and journal writes run in the same worker before and after it, outside the slot,
@@ -12,9 +12,10 @@ listing holds it, waiting for a slot), else it is written alone (`JournalWriter.
 The STOP check is the task's "go on?" to its driver where it has one (`gate.py`).
 
 One intent names the keys of up to `INTENT_BATCHES` batches (issue 38, requests per key:
-one intent PUT per DeleteObjects was 40 of a round's ~107 requests beyond the least), and
-one outcome covers them; each request is still asked for ("go on?") right before it is sent,
-holding its slot, so a group's later request is bounded like its first (`bounds.py`), and
+one intent PUT per DeleteObjects was 40 of a round's ~107 requests beyond the least, one
+per two still half a request per DeleteObjects), and one outcome covers them (a group
+whose every request deleted every key writes that one outcome, at its end); each request
+is still asked for ("go on?") right before it is sent, holding its slot, so a group's later request is bounded like its first (`bounds.py`), and
 a request told "no" is not sent: its keys are in the outcome as `journal.UNSENT` (not
 deleted, no error: listed again next round). A request that found keys already gone,
 rewritten or failed has its answer written (alone) before the group's next request is
@@ -63,11 +64,46 @@ _PAUSE_LIMIT_S = 300.0
 # requests, outcome, of which only each request holds a slot; four batches per slot keep
 # it busy.
 PIPELINE = 4
-# Delete batches per journal intent (and per outcome). Two: the intent PUTs halve, while a
-# task's first requests still wait for one intent (its first two batches, listed together:
-# a listing runs far ahead of the deletes) and a kill leaves at most two batches to resolve
-# by asking the store.
-INTENT_BATCHES = 2
+# Delete batches per journal intent (and per outcome): a task's first two groups are
+# `FIRST_BATCHES` batches each (i38q's two: its first requests wait for one intent of two
+# batches, listed together, and by the second group every delete slot of two has a group),
+# then each group doubles up to `INTENT_BATCHES` (`group_sizes`). The later groups are
+# formed while the earlier groups' requests hold the slots (a listing runs far ahead of the
+# deletes), so their size costs no wait, and the intent PUTs (and outcomes) of a long task
+# fall ~4x from one per two batches (issue 38, requests per key: at 120 keys a prefix one
+# intent per two batches was half a request per DeleteObjects, 1.137x the least). The
+# price: a kill leaves up to `INTENT_BATCHES` batches an open group to resolve by asking
+# the store, key by key (`open_batches_at_most`).
+FIRST_BATCHES = 2
+INTENT_BATCHES = 8
+
+
+def group_sizes(largest: int | None) -> Iterator[int]:
+    """Batches per intent, one group after another in a task: `largest` each, or with None
+    the growing groups: 2, 2, 4, then `INTENT_BATCHES` (8) each."""
+    if largest is not None:
+        return itertools.repeat(max(1, largest))
+    ramp = itertools.takewhile(lambda n: n < INTENT_BATCHES,
+                               (FIRST_BATCHES << i for i in itertools.count()))
+    return itertools.chain([FIRST_BATCHES], ramp, itertools.repeat(INTENT_BATCHES))
+
+
+def groups_in_flight(concurrency: int, largest: int) -> int:
+    """Groups in the workers at once: `PIPELINE` batches per delete slot, and at least one
+    group more than the slots, so that a group's intent is written while the others'
+    requests hold every slot (a group sends its requests one after another)."""
+    slots = max(1, concurrency)
+    return max(slots + 1, slots * PIPELINE // max(1, largest))
+
+
+def open_batches_at_most(concurrency: int, largest: int | None = None) -> int:
+    """The most batches in a task's groups in the workers at once (journaled, their
+    outcome not yet written): what a kill -9 leaves for the read-back to resolve by asking
+    the store, key by key (HEADs), besides the outcomes still waiting to ride in the next
+    intent. 24 at two delete slots (it was 8 with two batches an intent), 40 at four
+    (16)."""
+    most = INTENT_BATCHES if largest is None else max(1, largest)
+    return groups_in_flight(concurrency, most) * most
 
 
 @dataclass
@@ -112,17 +148,18 @@ def delete_keys(
     pool: Executor | None = None,
     journal: JournalWriter | None = None,
     tally: Tally | None = None,
-    group: int = INTENT_BATCHES,
+    group: int | None = None,
 ) -> DeleteStats:
     """Delete (key, size, age_s) items in batches with at most `concurrency` requests in
     flight. `pool`: a long-lived pool of `concurrency` workers to borrow (`impl.gc.pools`).
-    `journal`: each `group` of batches is journaled before its requests (a group that cannot
-    be is not sent: the StoreError propagates) and after them; before each group's intent,
+    `journal`: each group of batches (`group` each, or with None growing: `group_sizes`) is
+    journaled before its requests (a group that cannot be is not sent: the StoreError
+    propagates) and after them; before each group's intent,
     and before each request, the round's STOP marker is checked (in the group's worker,
     beside the other groups' requests), and once it is seen no further request is sent
     (those in flight finish; every group with an intent gets its outcome, the keys never
-    sent as `UNSENT`). Up to `PIPELINE` x `concurrency` batches are in the workers at once,
-    at most `concurrency` of them in a request. `tally`: keys deleted, added as each answer
+    sent as `UNSENT`). Up to `groups_in_flight` groups are in the workers at once, at most
+    `concurrency` of their batches in a request. `tally`: keys deleted, added as each answer
     arrives (for the progress display only; what is recorded comes from the journal).
 
     A StoreError for a whole request counts its keys as errors (they are listed again next
@@ -247,8 +284,9 @@ def delete_keys(
     # one deleted (as the signal tests rely on); the pipeline's depth and the group's size
     # change no record, only what overlaps and how many intents are written.
     hooked = bool(os.environ.get(PAUSE_ENV) or os.environ.get(HOLD_ENV))
-    per = 1 if hooked else max(1, group)
-    depth = max(1, concurrency) * (1 if hooked else max(1, PIPELINE // per))
+    sizes = group_sizes(1 if hooked else group)
+    depth = (max(1, concurrency) if hooked
+             else groups_in_flight(concurrency, INTENT_BATCHES if group is None else group))
     with submitter(pool, depth, "epochgc-delete") as submit:
         pending: set[Future[_Chain]] = set()
         try:
@@ -265,7 +303,7 @@ def delete_keys(
                     chain = [batch]
                     # The group's other batches (a listing error meanwhile sends nothing of
                     # it: never journaled, listed again next round).
-                    chain += itertools.islice(listed, per - 1)
+                    chain += itertools.islice(listed, next(sizes) - 1)
                     pending = settle(pending)
                     if stop.is_set():
                         stats.stopped = 1
