@@ -96,6 +96,15 @@ def groups_in_flight(concurrency: int, largest: int) -> int:
     return max(slots + 1, slots * PIPELINE // max(1, largest))
 
 
+def batches_taken_at_most(concurrency: int, largest: int | None = None) -> int:
+    """The most batches a task's deletes take from its listing before they wait for a
+    request to answer: its first `groups_in_flight` groups and the next, formed while it
+    waits (32 at four delete slots; 17 with two batches an intent). The listing's own
+    lookahead comes on top (`stream.py`)."""
+    depth = groups_in_flight(concurrency, INTENT_BATCHES if largest is None else largest)
+    return sum(itertools.islice(group_sizes(largest), depth + 1))
+
+
 def open_batches_at_most(concurrency: int, largest: int | None = None) -> int:
     """The most batches in a task's groups in the workers at once (journaled, their
     outcome not yet written): what a kill -9 leaves for the read-back to resolve by asking
