@@ -15,13 +15,14 @@ One intent names the keys of up to `INTENT_BATCHES` batches (issue 38, requests 
 one intent PUT per DeleteObjects was 40 of a round's ~107 requests beyond the least, one
 per two still half a request per DeleteObjects), and one outcome covers them (a group
 whose every request deleted every key writes that one outcome, at its end); each request
-is still asked for ("go on?") right before it is sent, holding its slot, so a group's later request is bounded like its first (`bounds.py`), and
-a request told "no" is not sent: its keys are in the outcome as `journal.UNSENT` (not
-deleted, no error: listed again next round). A request that found keys already gone,
-rewritten or failed has its answer written (alone) before the group's next request is
-sent, its later batches `journal.NOT_ANSWERED` (review rev38s finding 3: a kill during that
-request lost the answer, and the store cannot tell "gone before" from "deleted"); the
-group's outcome supersedes it (alone or carried, as any outcome)."""
+is still asked for ("go on?") right before it is sent, holding its slot, so a group's
+later request is bounded like its first (`bounds.py`), and a request told "no" is not
+sent: its keys are in the outcome as `journal.UNSENT` (not deleted, no error: listed again
+next round). A request that found keys already gone, rewritten or failed has its answer
+written (alone) before the group's next request is sent (in a group of any size: the rule
+is per request), its later batches `journal.NOT_ANSWERED` (review rev38s finding 3: a kill
+during that request lost the answer, and the store cannot tell "gone before" from
+"deleted"); the group's outcome supersedes it (alone or carried, as any outcome)."""
 
 from __future__ import annotations
 
