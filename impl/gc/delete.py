@@ -27,6 +27,7 @@ during that request lost the answer, and the store cannot tell "gone before" fro
 from __future__ import annotations
 
 import contextlib
+import heapq
 import itertools
 import os
 import sys
@@ -179,7 +180,7 @@ def delete_keys(
         raise ValueError(f"batch size must be in 1..{MAX_DELETE_BATCH}, got {batch_size}")
     stats = DeleteStats()
 
-    slots = threading.BoundedSemaphore(concurrency)
+    slots = _Slots(concurrency)
     stop = threading.Event()  # a worker saw the STOP marker: no further batch starts
 
     def ask(asked: float, now: bool) -> float | None:
@@ -231,7 +232,9 @@ def delete_keys(
                     last = None  # not durable: this request is not sent (listed again)
             if last is not None and n > 0 and not gated:
                 last = ask(last, True)  # no gate: a HEAD of STOP, before waiting for a slot
-            with slots:  # the request alone holds a slot: the journal writes overlap others'
+            # The request alone holds a slot (the journal writes overlap others'), taken
+            # before the groups with fewer batches left to send.
+            with slots.take(len(group) - n):
                 last = ask(last, gated) if last is not None else None
                 if last is None:
                     results.append(None)  # told "no": not sent
@@ -335,6 +338,39 @@ def delete_keys(
         for fut in pending:
             account(fut)
     return stats
+
+
+class _Slots:
+    """The `n` delete slots, each free one taken by the waiting request whose group has the
+    most batches left to send (ties: the first to wait). A group sends its requests one
+    after another, so with groups of up to 8 batches taking slots in any order the task's
+    last group could be left to send its rest alone while the other slots idle (issue 38:
+    the stage's share of the bound fell 0.92 -> 0.89 at 120,000 keys); this way the groups
+    in the workers run down together. Only the order of waiting requests changes: each
+    still asks "go on?" holding its slot, right before it is sent."""
+
+    def __init__(self, n: int) -> None:
+        self._free = max(1, n)
+        self._cond = threading.Condition()
+        self._waiting: list[tuple[int, int]] = []  # a heap of (-batches left, arrival)
+        self._arrivals = itertools.count()
+
+    @contextlib.contextmanager
+    def take(self, left: int) -> Iterator[None]:
+        me = (-left, next(self._arrivals))
+        with self._cond:
+            heapq.heappush(self._waiting, me)
+            while not (self._free and self._waiting[0] == me):
+                self._cond.wait()
+            heapq.heappop(self._waiting)
+            self._free -= 1
+            self._cond.notify_all()  # the next in line may take another free slot
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._free += 1
+                self._cond.notify_all()
 
 
 @dataclass(frozen=True)
