@@ -1,6 +1,6 @@
 """What one Spark task does in the delete phase: batched deletes, a few requests in flight,
 journaled before and after their requests (`journal.py`), one intent per group of batches:
-a task's groups grow 1, 2, 4, then `INTENT_BATCHES` (8) batches.
+a task's groups are 2, 2, then `INTENT_BATCHES` (4) batches.
 
 Only the DeleteObjects request holds one of the `concurrency` delete slots; each batch's
 STOP check and journal writes run in the same worker before and after it, outside the slot,
@@ -71,17 +71,19 @@ PIPELINE = 4
 # then each group doubles up to `INTENT_BATCHES` (`group_sizes`). The later groups are
 # formed while the earlier groups' requests hold the slots (a listing runs far ahead of the
 # deletes), so their size costs no wait, and the intent PUTs (and outcomes) of a long task
-# fall ~4x from one per two batches (issue 38, requests per key: at 120 keys a prefix one
-# intent per two batches was half a request per DeleteObjects, 1.137x the least). The
-# price: a kill leaves up to `INTENT_BATCHES` batches an open group to resolve by asking
-# the store, key by key (`open_batches_at_most`).
+# halve again (issue 38, requests per key: at 120 keys a prefix one intent per two batches
+# was half a request per DeleteObjects, 1.137x the least). Not more: a group sends its
+# requests one after another, so the task's last groups may leave a slot idle up to a
+# group's length (with 8: the stage at 0.90 of the bound against 0.94 on the same load),
+# and a kill leaves up to `INTENT_BATCHES` batches an open group to resolve by asking the
+# store, key by key (`open_batches_at_most`).
 FIRST_BATCHES = 2
-INTENT_BATCHES = 8
+INTENT_BATCHES = 4
 
 
 def group_sizes(largest: int | None) -> Iterator[int]:
     """Batches per intent, one group after another in a task: `largest` each, or with None
-    the growing groups: 2, 2, 4, then `INTENT_BATCHES` (8) each."""
+    the growing groups: 2, 2, then doubling up to `INTENT_BATCHES` (4) each."""
     if largest is not None:
         return itertools.repeat(max(1, largest))
     ramp = itertools.takewhile(lambda n: n < INTENT_BATCHES,
@@ -100,7 +102,7 @@ def groups_in_flight(concurrency: int, largest: int) -> int:
 def batches_taken_at_most(concurrency: int, largest: int | None = None) -> int:
     """The most batches a task's deletes take from its listing before they wait for a
     request to answer: its first `groups_in_flight` groups and the next, formed while it
-    waits (32 at four delete slots; 17 with two batches an intent). The listing's own
+    waits (20 at four delete slots; 17 with two batches an intent). The listing's own
     lookahead comes on top (`stream.py`)."""
     depth = groups_in_flight(concurrency, INTENT_BATCHES if largest is None else largest)
     return sum(itertools.islice(group_sizes(largest), depth + 1))
@@ -110,7 +112,7 @@ def open_batches_at_most(concurrency: int, largest: int | None = None) -> int:
     """The most batches in a task's groups in the workers at once (journaled, their
     outcome not yet written): what a kill -9 leaves for the read-back to resolve by asking
     the store, key by key (HEADs), besides the outcomes still waiting to ride in the next
-    intent. 24 at two delete slots (it was 8 with two batches an intent), 40 at four
+    intent. 12 at two delete slots (it was 8 with two batches an intent), 20 at four
     (16)."""
     most = INTENT_BATCHES if largest is None else max(1, largest)
     return groups_in_flight(concurrency, most) * most
@@ -347,7 +349,7 @@ class _Slots:
     """The `n` delete slots, each free one taken by the first request to wait for it, and
     once the task's listing is over (`ending`) by the waiting request whose group has the
     most batches left to send (ties: the first to wait). A group sends its requests one
-    after another: with groups of up to 8 batches taken in arrival order the task's last
+    after another: with groups of several batches taken in arrival order the task's last
     group could be left to send its rest alone while the other slots idle; run down
     together, the groups end within a request of each other. Only then: before it, ends
     made to coincide would leave the slots idle while the next groups write their intents

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from epochgc.impl.gc.delete import PIPELINE, delete_keys, group_sizes
+from epochgc.impl.gc.delete import INTENT_BATCHES, PIPELINE, delete_keys, group_sizes
 from epochgc.impl.gc.journal import (
     STOP,
     Attempt,
@@ -120,9 +120,9 @@ def test_outcomes_ride_in_intents_and_the_journal_reads_exact(tmp_path: Path) ->
     alone = [k for k in entries if k.endswith(".done.json")]
     carried = [seq for k in intents
                for seq in json.loads(inner.get(k)).get("done", {})]
-    # 20 batches in growing groups (`group_sizes`): 2, 2, 4, 8 and the last 4
+    # 20 batches in growing groups (`group_sizes`): 2, 2, 4, 4, 4, 4
     groups = _groups(20)
-    assert groups == [2, 2, 4, 8, 4]
+    assert groups == [2, 2, 4, 4, 4, 4]
     assert len(intents) == len(groups) and all_keys(inner).isdisjoint(keys)
     assert [json.loads(inner.get(k)).get("batches", 1) for k in sorted(intents)] == groups
     # every intent's outcome is in the journal exactly once: alone or carried
@@ -136,15 +136,15 @@ def test_outcomes_ride_in_intents_and_the_journal_reads_exact(tmp_path: Path) ->
 
 # Every point with EPOCHGC_KILL9_ALL=1 (`tox -e kill9`); by default a spread of them
 # (the first writes and requests, and points in the steady state where outcomes ride).
-KILL_POINTS = (range(1, 32) if os.environ.get("EPOCHGC_KILL9_ALL")
-               else (1, 2, 3, 9, 10, 11, 17, 18, 25, 28, 30))
+KILL_POINTS = (range(1, 34) if os.environ.get("EPOCHGC_KILL9_ALL")
+               else (1, 2, 3, 9, 10, 11, 17, 18, 25, 29, 32))
 
 
 @pytest.mark.parametrize("kill_at", KILL_POINTS)
 def test_killed_at_every_write_and_request_the_journal_reads_what_left(
     tmp_path: Path, kill_at: int
 ) -> None:
-    """20 batches: 5 intents (groups of 2, 2, 4, 8, 4 batches), 20 requests and up to 5
+    """20 batches: 6 intents (groups of 2, 2, 4, 4, 4, 4 batches), 20 requests and up to 6
     outcomes (and an answer so far for none: every key is deleted); killed at the n-th of
     them (past the last: not killed). The read-back (the recovery's) counts exactly what
     left the store; the previous version's reader (carried outcomes ignored, so those
@@ -392,35 +392,36 @@ class _KilledAfterRequest(_Delegating):
 
 
 @pytest.mark.parametrize("found", [True, False])
-def test_in_a_group_of_eight_an_answer_that_found_keys_not_deleted_is_durable_before_the_next(
+def test_in_a_largest_group_an_answer_that_found_keys_not_deleted_is_durable_before_the_next(
     tmp_path: Path, found: bool
 ) -> None:
-    """Issue 38 (growing groups) with review rev38s finding 3's rule per request: 16 batches
-    are groups of 2, 2, 4 and 8; in the group of 8 the third request finds a key already
-    gone (`found`), and the task is killed once the fourth has been applied. The third
-    request's answer was written (`so_far`) before the fourth was sent, so the read-back
-    counts that key gone, not deleted by the round; the group's clean requests (and a clean
-    group, `found` False) write nothing until the group's end: one intent and one outcome
-    per group."""
+    """Issue 38 (growing groups) with review rev38s finding 3's rule per request: the
+    batches are groups of 2, 2, 4 and one of `INTENT_BATCHES`; in that last group the
+    second request finds a key already gone (`found`), and the task is killed once the
+    third has been applied. The second request's answer was written (`so_far`) before the
+    third was sent, so the read-back counts that key gone, not deleted by the round; the
+    group's clean requests (and a clean group, `found` False) write nothing until the
+    group's end: one intent and one outcome per group."""
     inner = LocalStore(tmp_path / "s", create=True)
-    keys = _keys(tmp_path / "s", 16 * BATCH)
+    n = 8 + INTENT_BATCHES
+    keys = _keys(tmp_path / "s", n * BATCH)
     items = [(k, 1, 0.0, inner.head(k).version) for k in keys]  # type: ignore[union-attr]
-    assert _groups(16) == [2, 2, 4, 8]
-    gone = keys[10 * BATCH]  # batch 10: the group of 8's third
+    assert _groups(n) == [2, 2, 4, INTENT_BATCHES]
+    gone = keys[9 * BATCH]  # batch 9: the last group's second
     if found:
         (tmp_path / "s" / gone).unlink()  # another writer removed it after the listing
-    store = _KilledAfterRequest(inner, 12)
+    store = _KilledAfterRequest(inner, 11)
     writer = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
     with pytest.raises(Killed):
         delete_keys(store, items, batch_size=BATCH, concurrency=1, journal=writer)
     totals = read_journal(inner, PREFIX)
-    applied = set(keys[:12 * BATCH]) - ({gone} if found else set())
+    applied = set(keys[:11 * BATCH]) - ({gone} if found else set())
     assert set(totals.deleted) == applied, (
-        f"killed after the group of 8's fourth request: {gone} (removed by another writer "
+        f"killed after the last group's third request: {gone} (removed by another writer "
         f"before the round's request) counted deleted: {gone in totals.deleted}")
     if found:
         assert totals.already_gone == {gone}, totals.already_gone
-    assert set(totals.errors) == set(keys[12 * BATCH:])  # not sent: listed again
+    assert set(totals.errors) == set(keys[11 * BATCH:])  # not sent: listed again
     whole = [f"{n:08d}.{kind}.json" for n in range(3) for kind in ("intent", "done")]
     assert store.puts == [*whole, "00000003.intent.json",
                           *(["00000003.done.json"] if found else [])]
