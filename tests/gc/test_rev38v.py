@@ -395,3 +395,25 @@ def test_slot_order_changes_no_record_and_starves_no_group(tmp_path: Path, seed:
     assert totals.already_gone == gone and totals.changed == changed
     assert not totals.errors and not totals.unknown and totals.unfinished == 0
     assert totals.batches == len(keys) // 3
+
+
+@pytest.mark.xfail(strict=True, reason="rev38v finding 4")
+def test_the_wait_before_asking_names_the_delete_batches_not_the_intents(
+    tmp_path: Path
+) -> None:
+    """Item 4: `read_journal`'s `before_asking(n)` is given the number of open INTENTS, and
+    the live driver says "gc: {n} delete batch(es) of task attempts that did not finish"
+    (`stage._wait_for_sent`): one intent of a group of 4 batches (i38v's) is said as 1
+    batch."""
+    from epochgc.impl.gc.journal import Attempt, JournalTarget, JournalWriter, read_journal
+    from tests.gc.helpers import put_local
+
+    store = LocalStore(tmp_path, create=True)
+    keys = [f"data/k{i}" for i in range(8)]
+    for k in keys:
+        put_local(tmp_path, k, age=7200.0)
+    writer = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
+    writer.intent([(k, 1, 7200.0, "") for k in keys], 4)  # killed before its requests
+    asked: list[int] = []
+    read_journal(store, PREFIX, before_asking=lambda n: asked.append(n) or True)
+    assert asked == [4], f"one open intent of 4 batches is said as {asked} batch(es)"
