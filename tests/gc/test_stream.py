@@ -244,7 +244,7 @@ def test_the_listing_runs_no_further_ahead_of_held_deletes_than_its_bound(
     root = tmp_path / "store"
     make_store(root)
     garbage = _garbage(root, range(10, 100), 3)
-    most = _most_ahead(4, 4, 4, 3)  # 55 prefixes of 90: 110 list requests of 180
+    most = _most_ahead(4, 4, 4, 3)  # 39 prefixes of 90: 78 list requests of 180
     rec = HoldsDeletes(local_spec(root), str(tmp_path / "log"), until=2 * (most - 2))
     task = list_and_delete_task(
         rec, 100, NOW, GRACE, 2, 4, 4, 4, lambda: NOW, 300.0, iter(range(500)),
