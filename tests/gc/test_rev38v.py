@@ -72,7 +72,6 @@ delete_keys(store, [(k, 1, 7200.0, "") for k in keys], batch_size=2, concurrency
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason="rev38v finding 1")
 @pytest.mark.parametrize("held", [1, 3] if os.environ.get("EPOCHGC_REV38V_ALL") else [3])
 def test_a_kill_during_a_request_after_an_answer_so_far_waits_before_asking_the_store(
     s3_endpoint: str, s3_bucket: str, monkeypatch: pytest.MonkeyPatch, held: int
@@ -397,7 +396,6 @@ def test_slot_order_changes_no_record_and_starves_no_group(tmp_path: Path, seed:
     assert totals.batches == len(keys) // 3
 
 
-@pytest.mark.xfail(strict=True, reason="rev38v finding 4")
 def test_the_wait_before_asking_names_the_delete_batches_not_the_intents(
     tmp_path: Path
 ) -> None:
