@@ -141,16 +141,16 @@ def test_a_kill_during_a_request_after_an_answer_so_far_waits_before_asking_the_
         f"{ {k[-7:]: v[:50] for k, v in totals.errors.items()} }")
 
 
-@pytest.mark.xfail(strict=True, reason="rev38v finding 2")
 def test_a_lease_removed_during_a_slow_look_is_seen_as_the_readme_says(tmp_path: Path) -> None:
     """impl/gc/README.md (health section): the driver looks "every 2 s while the round
-    deletes (or, after a look that took longer than that, as long as the look took, up to
-    30 s)", and the watch HEADs the lease at each look (newuser5 G3). On a store answering
-    in 1.5 s a request (i38v's own figure), a lease removed (`gc-admin reset --force
-    --even-if-running`) right after a look's lease HEAD must then be seen by the next look
-    at most the look's own time after that look ended (plus its lease HEAD and GET).
-    Passes with `LOOK_WAIT_FACTOR = 1.0` (main's wait). i38v waits
-    TWICE the look's time (`LOOK_WAIT_FACTOR`), and the README was not changed."""
+    deletes (or, after a look that took longer than 1 s, twice as long as the look took,
+    up to 30 s)", and a removed lease, HEADed first in each look (newuser5 G3), is seen
+    "within three looks' time on a slow store (a look of 6 s, 1.5 s a request: 18 s)". On
+    a store answering in 1.5 s a request (i38v's own figure), a lease removed (`gc-admin
+    reset --force --even-if-running`) right after a look's lease HEAD. The wait is pinned
+    at twice the look (review rev38v finding 2: the README said one look's time while the
+    watch waited two; `test_watch_slow_look.py` passes for any factor >= 1): fails with
+    `LOOK_WAIT_FACTOR` 1.0 (the wait) and 3.0 (the wait and the three looks)."""
     from epochgc.impl.gc.lease import LEASE_KEY, Lease
     from epochgc.impl.gc.stop import RoundStop
     from epochgc.impl.gc.watch import LEASE_LOST, RoundWatch
@@ -188,11 +188,13 @@ def test_a_lease_removed_during_a_slow_look_is_seen_as_the_readme_says(tmp_path:
     clock.t += watch.wait_s  # the watch's wait before the next look
     assert watch.poll_once() == LEASE_LOST
     seen_after = clock.t - removed_at[0]
-    promised = (ended - removed_at[0]) + max(2.0, took) + 2 * per_request_s  # HEAD, GET
-    assert seen_after <= promised, (
+    assert took == 6.0 and watch.wait_s == 2 * took, (
+        f"a look of {took:.1f} s is followed by a wait of {watch.wait_s:.1f} s; the README "
+        f"says twice the look's time, {2 * took:.1f} s")
+    assert seen_after <= 3 * took, (
         f"a look of {took:.1f} s ({per_request_s} s a request); the lease removed after "
-        f"its HEAD was seen {seen_after:.1f} s later, the README's cadence says within "
-        f"{promised:.1f} s (the wait after the look: {watch.wait_s:.1f} s, not {took:.1f})")
+        f"its HEAD was seen {seen_after:.1f} s later, the README says within three looks' "
+        f"time, {3 * took:.1f} s (the wait after the look: {watch.wait_s:.1f} s)")
 
 
 # A task in its own process: deletes `items` on a local store with its journal, batches of
@@ -304,7 +306,10 @@ def test_a_kill_at_each_request_of_a_group_of_eight_leaves_a_true_record(
     assert _Heads.heads <= 2 * open_batches_at_most(1, largest), (_Heads.heads, point)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38v finding 3")
+@pytest.mark.xfail(strict=True, reason=(
+    "rev38v finding 3: a key of an open group found absent is counted deleted by the round; "
+    "it may have been removed by another writer in a batch the round never sent: the total "
+    "that left the store is right, the attribution may not be (impl/gc/README.md, journal)"))
 @pytest.mark.parametrize("group", ["4", "8"])
 def test_a_key_another_writer_removed_in_a_batch_never_sent_is_not_counted_deleted(
     tmp_path: Path, group: str
