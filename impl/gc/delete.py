@@ -102,7 +102,7 @@ def groups_in_flight(concurrency: int, largest: int) -> int:
 def batches_taken_at_most(concurrency: int, largest: int | None = None) -> int:
     """The most batches a task's deletes take from its listing before they wait for a
     request to answer: its first `groups_in_flight` groups and the next, formed while it
-    waits (20 at four delete slots; 17 with two batches an intent). The listing's own
+    waits (20 at four delete slots; 18 with two batches an intent, `largest=2`). The listing's own
     lookahead comes on top (`stream.py`)."""
     depth = groups_in_flight(concurrency, INTENT_BATCHES if largest is None else largest)
     return sum(itertools.islice(group_sizes(largest), depth + 1))
