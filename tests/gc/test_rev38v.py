@@ -417,3 +417,54 @@ def test_the_wait_before_asking_names_the_delete_batches_not_the_intents(
     asked: list[int] = []
     read_journal(store, PREFIX, before_asking=lambda n: asked.append(n) or True)
     assert asked == [4], f"one open intent of 4 batches is said as {asked} batch(es)"
+
+
+@pytest.mark.parametrize("after", [1, 3, 5, 7])
+def test_a_stop_between_the_requests_of_a_group_of_eight_counts_the_rest_unsent(
+    tmp_path: Path, after: int
+) -> None:
+    """Item 1: STOP written once request `after` of a group of 8 has answered (batch 3's
+    key removed by another writer before, so an answer so far is written after request 3):
+    the later requests are not sent; their keys are neither deleted nor errors (`UNSENT`),
+    still in the store; the answers so far are superseded by the group's outcome."""
+    from epochgc.impl.gc.delete import delete_keys
+    from epochgc.impl.gc.journal import (
+        STOP,
+        Attempt,
+        JournalTarget,
+        JournalWriter,
+        read_journal,
+        write_marker,
+    )
+    from epochgc.model.keys import format_key
+    from tests.gc.helpers import put_local
+
+    root = tmp_path / "store"
+    store = LocalStore(root, create=True)
+    keys = [[format_key(1, 5, f"b{b}k{i}") for i in range(2)] for b in range(1, 9)]
+    flat = [k for b in keys for k in b]
+    for k in flat:
+        put_local(root, k, age=7200.0)
+    items = [(k, 1, 7200.0, store.head(k).version) for k in flat]  # type: ignore[union-attr]
+    (root / keys[2][0]).unlink()
+    requests: list[int] = []
+
+    class _StopAfter(LocalStore):
+        def delete_if_unchanged(self, batch):  # type: ignore[no-untyped-def]
+            out = super().delete_if_unchanged(batch)
+            requests.append(len(batch))
+            if len(requests) == after:
+                write_marker(self, PREFIX, STOP, {"reason": "test"})
+            return out
+
+    writer = JournalWriter(_StopAfter(root), JournalTarget(PREFIX), Attempt(0, 0, 0, 3))
+    stats = delete_keys(_StopAfter(root), items, batch_size=2, concurrency=1,
+                        journal=writer, group=8)
+    assert len(requests) == after and stats.stopped == 1
+    totals = read_journal(store, PREFIX)
+    sent = {k for b in keys[:after] for k in b}
+    assert set(totals.deleted) == sent - {keys[2][0]}, totals
+    assert totals.already_gone == ({keys[2][0]} if after >= 3 else set())
+    assert not totals.errors and not totals.unknown and totals.unfinished == 0, totals
+    assert totals.batches == after
+    assert all(store.head(k) is not None for k in set(flat) - sent - {keys[2][0]})
