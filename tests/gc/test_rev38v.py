@@ -415,7 +415,12 @@ def test_the_wait_before_asking_names_the_delete_batches_not_the_intents(
     writer = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
     writer.intent([(k, 1, 7200.0, "") for k in keys], 4)  # killed before its requests
     asked: list[int] = []
-    read_journal(store, PREFIX, before_asking=lambda n: asked.append(n) or True)
+
+    def wait(batches: int) -> bool:
+        asked.append(batches)
+        return True
+
+    read_journal(store, PREFIX, before_asking=wait)
     assert asked == [4], f"one open intent of 4 batches is said as {asked} batch(es)"
 
 
