@@ -22,7 +22,8 @@ next round). A request that found keys already gone, rewritten or failed has its
 written (alone) before the group's next request is sent (in a group of any size: the rule
 is per request), its later batches `journal.NOT_ANSWERED` (review rev38s finding 3: a kill
 during that request lost the answer, and the store cannot tell "gone before" from
-"deleted"); the group's outcome supersedes it (alone or carried, as any outcome)."""
+"deleted"); the group's outcome supersedes it (alone: only a clean outcome rides in an
+intent, `JournalWriter.done`)."""
 
 from __future__ import annotations
 
@@ -307,10 +308,10 @@ def delete_keys(
             listed = batches(items, batch_size)
             for batch in listed:
                 if journal is not None:
-                    # This group is ready (its first batch): the outcomes of the groups
-                    # that finish before its intent is written ride in that intent, no PUT
-                    # of their own (issue 38); with no group ready (the listing behind)
-                    # each goes alone.
+                    # This group is ready (its first batch): the clean outcomes of the
+                    # groups that finish before its intent is written ride in that intent,
+                    # no PUT of their own (issue 38); with no group ready (the listing
+                    # behind) each goes alone, as does one that found keys not deleted.
                     journal.coming()
                 submitted = False
                 try:

@@ -287,13 +287,17 @@ class JournalWriter:
              so_far: bool = False) -> None:
         """Record what intent `seq`'s `requests` did: every key is deleted, gone, changed,
         failed or `UNSENT`.
-        While another batch is on its way to its intent (`coming`), the outcome waits to
-        ride in that intent; otherwise it is written alone now. `so_far`: the answers of
+        While another batch is on its way to its intent (`coming`), a clean outcome (every
+        key deleted by these requests) waits to ride in that intent; otherwise it is
+        written alone now. One that found keys gone, changed or failed is written alone at
+        once: only its answer can tell them from keys the round deleted (a HEAD cannot),
+        and the intent may wait for a group's whole listing (review rev38v finding 5, the
+        rule of rev38s finding 3 across groups). `so_far`: the answers of
         the group's requests so far (its later batches' keys `NOT_ANSWERED`), written alone
         at once, durable when this returns; the group's outcome replaces it (alone, at the
         same name, or carried: a reader keeps a carried outcome over an answer so far)."""
         with self._lock:
-            if self._coming > 0 and not so_far:
+            if self._coming > 0 and not so_far and result.deleted == result.requested:
                 self._carry[seq] = (result, requests)
                 return
         self._put(f"{seq:08d}.done.json", _outcome(result, requests, so_far))

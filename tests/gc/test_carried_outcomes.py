@@ -346,10 +346,13 @@ def test_a_groups_outcome_replaces_its_answer_so_far(tmp_path: Path) -> None:
 def test_a_carried_outcome_supersedes_the_answer_so_far_whichever_is_read_first(
     tmp_path: Path,
 ) -> None:
-    """The group's answer so far is written alone (`so_far`), its outcome then rides in the
-    next intent. The reader keeps the outcome: the second batch's key that was already gone
-    counts gone (the answer so far would have it asked of the store: absent, "deleted")."""
-    from epochgc.impl.gc.journal import NOT_ANSWERED
+    """The group's answer so far is written alone (`so_far`); its outcome, which found a key
+    gone, is then written alone at once over it even while an intent is coming (review
+    rev38v finding 5: it no longer waits to ride). A journal whose outcome rode in the
+    next intent (written before that change) is still read right: the reader keeps the
+    outcome, and the second batch's key that was already gone counts gone (the answer so
+    far would have it asked of the store: absent, "deleted")."""
+    from epochgc.impl.gc.journal import NOT_ANSWERED, _outcome
 
     inner = LocalStore(tmp_path / "s", create=True)
     a, b, c = (format_key(1, 5, n) for n in ("a", "b", "c"))  # a: 1st batch; b, c: 2nd
@@ -360,12 +363,25 @@ def test_a_carried_outcome_supersedes_the_answer_so_far_whichever_is_read_first(
     base = f"{PREFIX}p0000-s0-a0-t1/"
     assert json.loads(inner.get(f"{base}00000000.done.json"))["so_far"] is True
     w.coming()
-    w.done(seq, DeleteResult(3, gone={a, b}), 2)  # waits for the coming intent
+    outcome = DeleteResult(3, gone={a, b})
+    w.done(seq, outcome, 2)  # found keys gone: written at once, not carried
+    assert "so_far" not in json.loads(inner.get(f"{base}00000000.done.json"))
     d = format_key(1, 5, "d")
     w.intent([(d, 1, 0.0, "")])
-    assert "done" in json.loads(inner.get(f"{base}00000001.intent.json"))
+    intent_key = f"{base}00000001.intent.json"
+    assert "done" not in json.loads(inner.get(intent_key))
     totals = read_journal(inner, PREFIX)
     # d: an intent without outcome, asked of the store (absent here: deleted)
+    assert totals.already_gone == {a, b} and set(totals.deleted) == {c, d}, totals
+    assert not totals.unknown and not totals.errors
+    # The older journal: the answer so far alone, the outcome carried in the next intent.
+    inner.put(f"{base}00000000.done.json", json.dumps(_outcome(
+        DeleteResult(3, {b: NOT_ANSWERED, c: NOT_ANSWERED}, gone={a}, unknown={b, c}), 2,
+        so_far=True)).encode())
+    doc = json.loads(inner.get(intent_key))
+    inner.put(intent_key, json.dumps({**doc, "done": {"00000000": _outcome(outcome, 2)}})
+              .encode())
+    totals = read_journal(inner, PREFIX)
     assert totals.already_gone == {a, b} and set(totals.deleted) == {c, d}, totals
     assert not totals.unknown and not totals.errors
 

@@ -573,7 +573,6 @@ def test_the_control_with_groups_of_two_the_waiting_outcomes_ride_in_the_next_in
     assert removed <= totals.already_gone and not removed & set(totals.deleted), totals
 
 
-@pytest.mark.xfail(strict=True, reason="rev38v finding 5")
 def test_outcomes_waiting_for_a_larger_groups_intent_are_not_lost_while_the_listing_stalls(
     tmp_path: Path,
 ) -> None:
