@@ -697,6 +697,16 @@ def bench_s3_seaweedfs(
             f"slots over the deleting; journal requests at the proxy: {dict(journal)}",
             file=sys.stderr,
         )
+        # Where the slots sat idle (issue 38: a group sends its requests one after another,
+        # so the task's last groups may leave a slot idle at the end): idle slot-seconds
+        # over the deleting, and of them in its last 10 latencies.
+        tail_from = max(end for _, end in spans) - 10 * latency_s
+        idle, idle_tail = _idle_slots(spans, in_flight, tail_from)
+        print(
+            f"(e) idle delete slots over the deleting: {idle:.1f} slot-s, of which "
+            f"{idle_tail:.1f} in its last 10 latencies",
+            file=sys.stderr,
+        )
         # Issue 38: requests per deleted key against the least a round can make, a list page
         # per 1000 keys of each prefix (at least one per prefix holding keys) plus one
         # DeleteObjects per 1000 keys. Everything the round sent counts (lease, probe,
@@ -791,6 +801,21 @@ def bench_s3_seaweedfs(
                 None,
             ),
         ]
+
+
+def _idle_slots(spans: list[tuple[float, float]], slots: int,
+                tail_from: float) -> tuple[float, float]:
+    """Slot-seconds with fewer than `slots` DeleteObjects in flight between the first
+    arrival and the last answer of `spans`, and of them after `tail_from`."""
+    events = sorted([(a, 1) for a, _ in spans] + [(b, -1) for _, b in spans])
+    idle = tail = 0.0
+    level, last = 0, events[0][0]
+    for t, step in events:
+        gap = max(0, slots - level)
+        idle += gap * (t - last)
+        tail += gap * max(0.0, t - max(last, tail_from))
+        level, last = level + step, t
+    return idle, tail
 
 
 def request_purpose(kind: str, path: str) -> str:

@@ -1,6 +1,6 @@
 """What one Spark task does in the delete phase: batched deletes, a few requests in flight,
-journaled before and after their requests (`journal.py`), one intent per `INTENT_BATCHES`
-batches.
+journaled before and after their requests (`journal.py`), one intent per group of batches:
+a task's groups are 2, 2, then `INTENT_BATCHES` (4) batches.
 
 Only the DeleteObjects request holds one of the `concurrency` delete slots; each batch's
 STOP check and journal writes run in the same worker before and after it, outside the slot,
@@ -12,15 +12,18 @@ listing holds it, waiting for a slot), else it is written alone (`JournalWriter.
 The STOP check is the task's "go on?" to its driver where it has one (`gate.py`).
 
 One intent names the keys of up to `INTENT_BATCHES` batches (issue 38, requests per key:
-one intent PUT per DeleteObjects was 40 of a round's ~107 requests beyond the least), and
-one outcome covers them; each request is still asked for ("go on?") right before it is sent,
-holding its slot, so a group's later request is bounded like its first (`bounds.py`), and
-a request told "no" is not sent: its keys are in the outcome as `journal.UNSENT` (not
-deleted, no error: listed again next round). A request that found keys already gone,
-rewritten or failed has its answer written (alone) before the group's next request is
-sent, its later batches `journal.NOT_ANSWERED` (review rev38s finding 3: a kill during that
-request lost the answer, and the store cannot tell "gone before" from "deleted"); the
-group's outcome supersedes it (alone or carried, as any outcome)."""
+one intent PUT per DeleteObjects was 40 of a round's ~107 requests beyond the least, one
+per two still half a request per DeleteObjects), and one outcome covers them (a group
+whose every request deleted every key writes that one outcome, at its end); each request
+is still asked for ("go on?") right before it is sent, holding its slot, so a group's
+later request is bounded like its first (`bounds.py`), and a request told "no" is not
+sent: its keys are in the outcome as `journal.UNSENT` (not deleted, no error: listed again
+next round). A request that found keys already gone, rewritten or failed has its answer
+written (alone) before the group's next request is sent (in a group of any size: the rule
+is per request), its later batches `journal.NOT_ANSWERED` (review rev38s finding 3: a kill
+during that request lost the answer, and the store cannot tell "gone before" from
+"deleted"); the group's outcome supersedes it (alone: only a clean outcome rides in an
+intent, `JournalWriter.done`)."""
 
 from __future__ import annotations
 
@@ -63,11 +66,57 @@ _PAUSE_LIMIT_S = 300.0
 # requests, outcome, of which only each request holds a slot; four batches per slot keep
 # it busy.
 PIPELINE = 4
-# Delete batches per journal intent (and per outcome). Two: the intent PUTs halve, while a
-# task's first requests still wait for one intent (its first two batches, listed together:
-# a listing runs far ahead of the deletes) and a kill leaves at most two batches to resolve
-# by asking the store.
-INTENT_BATCHES = 2
+# Delete batches per journal intent (and per outcome): a task's first two groups are
+# `FIRST_BATCHES` batches each (i38q's two: its first requests wait for one intent of two
+# batches, listed together, and by the second group every delete slot of two has a group),
+# then each group doubles up to `INTENT_BATCHES` (`group_sizes`). The later groups are
+# formed while the earlier groups' requests hold the slots (a listing runs far ahead of the
+# deletes), so their size costs no wait, and the intent PUTs (and outcomes) of a long task
+# halve again (issue 38, requests per key: at 120 keys a prefix one intent per two batches
+# was half a request per DeleteObjects, 1.137x the least). Not more: a group sends its
+# requests one after another, so the task's last groups may leave a slot idle up to a
+# group's length (with 8: the stage at 0.90 of the bound against 0.94 on the same load),
+# and a kill leaves up to `INTENT_BATCHES` batches an open group to resolve by asking the
+# store, key by key (`open_batches_at_most`).
+FIRST_BATCHES = 2
+INTENT_BATCHES = 4
+
+
+def group_sizes(largest: int | None) -> Iterator[int]:
+    """Batches per intent, one group after another in a task: `largest` each, or with None
+    the growing groups: 2, 2, then doubling up to `INTENT_BATCHES` (4) each."""
+    if largest is not None:
+        return itertools.repeat(max(1, largest))
+    ramp = itertools.takewhile(lambda n: n < INTENT_BATCHES,
+                               (FIRST_BATCHES << i for i in itertools.count()))
+    return itertools.chain([FIRST_BATCHES], ramp, itertools.repeat(INTENT_BATCHES))
+
+
+def groups_in_flight(concurrency: int, largest: int) -> int:
+    """Groups in the workers at once: `PIPELINE` batches per delete slot, and at least one
+    group more than the slots, so that a group's intent is written while the others'
+    requests hold every slot (a group sends its requests one after another)."""
+    slots = max(1, concurrency)
+    return max(slots + 1, slots * PIPELINE // max(1, largest))
+
+
+def batches_taken_at_most(concurrency: int, largest: int | None = None) -> int:
+    """The most batches a task's deletes take from its listing before they wait for a
+    request to answer: its first `groups_in_flight` groups and the next, formed while it
+    waits (20 at four delete slots; 18 with two batches an intent, `largest=2`). The listing's own
+    lookahead comes on top (`stream.py`)."""
+    depth = groups_in_flight(concurrency, INTENT_BATCHES if largest is None else largest)
+    return sum(itertools.islice(group_sizes(largest), depth + 1))
+
+
+def open_batches_at_most(concurrency: int, largest: int | None = None) -> int:
+    """The most batches in a task's groups in the workers at once (journaled, their
+    outcome not yet written): what a kill -9 leaves for the read-back to resolve by asking
+    the store, key by key (HEADs), besides the outcomes still waiting to ride in the next
+    intent. 12 at two delete slots (it was 8 with two batches an intent), 20 at four
+    (16)."""
+    most = INTENT_BATCHES if largest is None else max(1, largest)
+    return groups_in_flight(concurrency, most) * most
 
 
 @dataclass
@@ -112,17 +161,18 @@ def delete_keys(
     pool: Executor | None = None,
     journal: JournalWriter | None = None,
     tally: Tally | None = None,
-    group: int = INTENT_BATCHES,
+    group: int | None = None,
 ) -> DeleteStats:
     """Delete (key, size, age_s) items in batches with at most `concurrency` requests in
     flight. `pool`: a long-lived pool of `concurrency` workers to borrow (`impl.gc.pools`).
-    `journal`: each `group` of batches is journaled before its requests (a group that cannot
-    be is not sent: the StoreError propagates) and after them; before each group's intent,
+    `journal`: each group of batches (`group` each, or with None growing: `group_sizes`) is
+    journaled before its requests (a group that cannot be is not sent: the StoreError
+    propagates) and after them; before each group's intent,
     and before each request, the round's STOP marker is checked (in the group's worker,
     beside the other groups' requests), and once it is seen no further request is sent
     (those in flight finish; every group with an intent gets its outcome, the keys never
-    sent as `UNSENT`). Up to `PIPELINE` x `concurrency` batches are in the workers at once,
-    at most `concurrency` of them in a request. `tally`: keys deleted, added as each answer
+    sent as `UNSENT`). Up to `groups_in_flight` groups are in the workers at once, at most
+    `concurrency` of their batches in a request. `tally`: keys deleted, added as each answer
     arrives (for the progress display only; what is recorded comes from the journal).
 
     A StoreError for a whole request counts its keys as errors (they are listed again next
@@ -132,7 +182,7 @@ def delete_keys(
         raise ValueError(f"batch size must be in 1..{MAX_DELETE_BATCH}, got {batch_size}")
     stats = DeleteStats()
 
-    slots = threading.BoundedSemaphore(concurrency)
+    slots = _Slots(concurrency)
     stop = threading.Event()  # a worker saw the STOP marker: no further batch starts
 
     def ask(asked: float, now: bool) -> float | None:
@@ -184,7 +234,9 @@ def delete_keys(
                     last = None  # not durable: this request is not sent (listed again)
             if last is not None and n > 0 and not gated:
                 last = ask(last, True)  # no gate: a HEAD of STOP, before waiting for a slot
-            with slots:  # the request alone holds a slot: the journal writes overlap others'
+            # The request alone holds a slot (the journal writes overlap others'), taken
+            # in turn (at the task's end: the group with most batches left first).
+            with slots.take(len(group) - n):
                 last = ask(last, gated) if last is not None else None
                 if last is None:
                     results.append(None)  # told "no": not sent
@@ -247,25 +299,29 @@ def delete_keys(
     # one deleted (as the signal tests rely on); the pipeline's depth and the group's size
     # change no record, only what overlaps and how many intents are written.
     hooked = bool(os.environ.get(PAUSE_ENV) or os.environ.get(HOLD_ENV))
-    per = 1 if hooked else max(1, group)
-    depth = max(1, concurrency) * (1 if hooked else max(1, PIPELINE // per))
+    sizes = group_sizes(1 if hooked else group)
+    depth = (max(1, concurrency) if hooked
+             else groups_in_flight(concurrency, INTENT_BATCHES if group is None else group))
     with submitter(pool, depth, "epochgc-delete") as submit:
         pending: set[Future[_Chain]] = set()
         try:
             listed = batches(items, batch_size)
             for batch in listed:
                 if journal is not None:
-                    # This group is ready (its first batch): the outcomes of the groups
-                    # that finish before its intent is written ride in that intent, no PUT
-                    # of their own (issue 38); with no group ready (the listing behind)
-                    # each goes alone.
+                    # This group is ready (its first batch): the clean outcomes of the
+                    # groups that finish before its intent is written ride in that intent,
+                    # no PUT of their own (issue 38); with no group ready (the listing
+                    # behind) each goes alone, as does one that found keys not deleted.
                     journal.coming()
                 submitted = False
                 try:
                     chain = [batch]
                     # The group's other batches (a listing error meanwhile sends nothing of
                     # it: never journaled, listed again next round).
-                    chain += itertools.islice(listed, per - 1)
+                    size = next(sizes)
+                    chain += itertools.islice(listed, size - 1)
+                    if len(chain) < size:
+                        slots.ending()  # the listing is over: this is the last group
                     pending = settle(pending)
                     if stop.is_set():
                         stats.stopped = 1
@@ -281,12 +337,61 @@ def delete_keys(
         finally:
             # Whatever ends the loop (a listing error too), the groups in flight finish
             # and are journaled before the task ends, their outcomes too.
+            slots.ending()
             wait(pending)
             if journal is not None:
                 _flush(journal)
         for fut in pending:
             account(fut)
     return stats
+
+
+class _Slots:
+    """The `n` delete slots, each free one taken by the first request to wait for it, and
+    once the task's listing is over (`ending`) by the waiting request whose group has the
+    most batches left to send (ties: the first to wait). A group sends its requests one
+    after another: with groups of several batches taken in arrival order the task's last
+    group could be left to send its rest alone while the other slots idle; run down
+    together, the groups end within a request of each other. Only then: before it, ends
+    made to coincide would leave the slots idle while the next groups write their intents
+    together (issue 38: 21 idle slot-seconds of the deleting at 120,000 keys). Only the
+    order of waiting requests changes: each still asks "go on?" holding its slot, right
+    before it is sent."""
+
+    def __init__(self, n: int) -> None:
+        self._free = max(1, n)
+        self._cond = threading.Condition()
+        self._waiting: list[tuple[int, int]] = []  # (batches left, arrival)
+        self._arrivals = itertools.count()
+        self._ending = False
+
+    def ending(self) -> None:
+        """The task's listing is over: no group will start after those in the workers."""
+        with self._cond:
+            self._ending = True
+            self._cond.notify_all()
+
+    def _next(self) -> tuple[int, int]:
+        if self._ending:
+            return min(self._waiting, key=lambda w: (-w[0], w[1]))
+        return min(self._waiting, key=lambda w: w[1])
+
+    @contextlib.contextmanager
+    def take(self, left: int) -> Iterator[None]:
+        me = (left, next(self._arrivals))
+        with self._cond:
+            self._waiting.append(me)
+            while not (self._free and self._next() == me):
+                self._cond.wait()
+            self._waiting.remove(me)
+            self._free -= 1
+            self._cond.notify_all()  # the next in line may take another free slot
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._free += 1
+                self._cond.notify_all()
 
 
 @dataclass(frozen=True)

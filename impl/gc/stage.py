@@ -598,7 +598,7 @@ def _wait_for_sent(stop: RoundStop, note: Callable[[str], None], ended_at: float
     left = ended_at + applied_s - time.monotonic()
     if left <= 0:
         return True
-    note(f"gc: {batches} delete batch(es) of task attempts that did not finish (killed or "
+    note(f"gc: up to {batches} delete batch(es) of task attempts that did not finish (killed or "
          f"lost) have no outcome: waiting {left:.0f} s (a request they sent may be "
          f"applied up to {applied_s:.0f} s after they ended) before "
          "asking the store about their keys; a signal or the deadline ends the wait")

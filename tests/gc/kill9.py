@@ -54,6 +54,12 @@ EXECUTOR_POINTS = [f"{p}:{n}" for n in range(1, BATCHES + 1)
                    for p in ("intent-written", "batch-deleted", "done-written")]
 # Every step of the round, driver and executor: 15 + 12 = 27 kill points.
 ALL_CASES = [("driver", p) for p in DRIVER_POINTS] + [("executor", p) for p in EXECUTOR_POINTS]
+# A round of twice the keys (2 a partition): a task's 8 batches are groups of 2, 2 and 4
+# (`delete.group_sizes`), and the round's 14th request is at least the 6th of the task that
+# sends it (the other sent at most 8): a kill inside a group of 4, with its later batches
+# journaled and not sent (review rev38v: the 27 points above reach groups of 2 only).
+LARGE_KEYS = 2
+LARGE_CASES = [("driver", "batch-deleted:14"), ("executor", "batch-deleted:14")]
 
 
 @dataclass(frozen=True)
@@ -65,11 +71,13 @@ class Outcome:
     returncode: int
 
 
-def build(root: Path) -> tuple[set[str], set[str]]:
-    """(eligible keys, keys the round must keep) in a fresh store with M = 100."""
+def build(root: Path, keys_a_partition: int = 1) -> tuple[set[str], set[str]]:
+    """(eligible keys, keys the round must keep) in a fresh store with M = 100: 8
+    partitions, `keys_a_partition` eligible keys each."""
     simple_cluster(LocalStore(root, create=True), 100)
-    eligible = {format_key(p, 50, f"k{i}") for i, p in enumerate((1, 2, 3, 4, 501, 502, 503,
-                                                                  504))}
+    partitions = (1, 2, 3, 4, 501, 502, 503, 504)
+    eligible = {format_key(partitions[i % 8], 50, f"k{i}")
+                for i in range(8 * keys_a_partition)}
     for k in eligible:
         put_local(root, k, age=GRACE + 60)
     kept = {format_key(1, 60, "young"), format_key(501, 150, "above-m"),
@@ -202,3 +210,11 @@ def check(root: Path, eligible: set[str], kept: set[str],
         wrong.append(f"keys gone but in no record: {sorted(gone - seen)}; "
                      f"in a record but not gone: {sorted(seen - gone)}")
     return wrong
+
+
+def largest_intent(root: Path) -> int:
+    """The most batches one intent of any journal in the store names (`"batches"`)."""
+    store = LocalStore(root)
+    return max((json.loads(store.get(o.key)).get("batches", 1)
+                for o in store.list_all("_cluster/gc/journal/")
+                if o.key.endswith(".intent.json")), default=0)

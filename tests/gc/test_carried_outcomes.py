@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from epochgc.impl.gc.delete import INTENT_BATCHES, PIPELINE, delete_keys
+from epochgc.impl.gc.delete import INTENT_BATCHES, PIPELINE, delete_keys, group_sizes
 from epochgc.impl.gc.journal import (
     STOP,
     Attempt,
@@ -89,6 +89,16 @@ class _Recording(_Delegating):
         return self.inner.delete_if_unchanged(items)
 
 
+def _groups(batches: int) -> list[int]:
+    """The batches of each intent of a task of `batches` batches (default groups)."""
+    out: list[int] = []
+    for size in group_sizes(None):
+        if sum(out) >= batches:
+            return out
+        out.append(min(size, batches - sum(out)))
+    raise AssertionError("unreachable")
+
+
 def _run(tmp_path: Path, kill_at: int | None) -> tuple[LocalStore, _Recording, list[str]]:
     inner = LocalStore(tmp_path / "s", create=True)
     keys = _keys(tmp_path / "s", 200)
@@ -110,11 +120,14 @@ def test_outcomes_ride_in_intents_and_the_journal_reads_exact(tmp_path: Path) ->
     alone = [k for k in entries if k.endswith(".done.json")]
     carried = [seq for k in intents
                for seq in json.loads(inner.get(k)).get("done", {})]
-    # 20 batches, two per intent (`INTENT_BATCHES`)
-    assert len(intents) == 20 // INTENT_BATCHES and all_keys(inner).isdisjoint(keys)
+    # 20 batches in growing groups (`group_sizes`): 2, 2, 4, 4, 4, 4
+    groups = _groups(20)
+    assert groups == [2, 2, 4, 4, 4, 4]
+    assert len(intents) == len(groups) and all_keys(inner).isdisjoint(keys)
+    assert [json.loads(inner.get(k)).get("batches", 1) for k in sorted(intents)] == groups
     # every intent's outcome is in the journal exactly once: alone or carried
     assert sorted(carried + [k.rsplit("/", 1)[1][:8] for k in alone]) == [
-        f"{n:08d}" for n in range(20 // INTENT_BATCHES)]
+        f"{n:08d}" for n in range(len(groups))]
     assert carried, "no outcome rode in an intent"
     totals = read_journal(inner, PREFIX)
     assert set(totals.deleted) == set(keys) and totals.unfinished == 0
@@ -123,15 +136,16 @@ def test_outcomes_ride_in_intents_and_the_journal_reads_exact(tmp_path: Path) ->
 
 # Every point with EPOCHGC_KILL9_ALL=1 (`tox -e kill9`); by default a spread of them
 # (the first writes and requests, and points in the steady state where outcomes ride).
-KILL_POINTS = (range(1, 46) if os.environ.get("EPOCHGC_KILL9_ALL")
-               else (1, 2, 3, 9, 10, 11, 17, 18, 25, 33, 41))
+KILL_POINTS = (range(1, 34) if os.environ.get("EPOCHGC_KILL9_ALL")
+               else (1, 2, 3, 9, 10, 11, 17, 18, 25, 29, 32))
 
 
 @pytest.mark.parametrize("kill_at", KILL_POINTS)
 def test_killed_at_every_write_and_request_the_journal_reads_what_left(
     tmp_path: Path, kill_at: int
 ) -> None:
-    """20 batches: 10 intents, 20 requests and up to 10 outcomes; killed at the n-th of
+    """20 batches: 6 intents (groups of 2, 2, 4, 4, 4, 4 batches), 20 requests and up to 6
+    outcomes (and an answer so far for none: every key is deleted); killed at the n-th of
     them (past the last: not killed). The read-back (the recovery's) counts exactly what
     left the store; the previous version's reader (carried outcomes ignored, so those
     batches asked of the store) the same; unresolved batches at most the ones in flight or
@@ -212,7 +226,8 @@ def test_a_pooled_task_stopped_mid_way_journals_every_outcome(tmp_path: Path) ->
 def test_a_group_told_no_between_its_requests_sends_nothing_more_and_records_it_unsent(
     tmp_path: Path, asked: str
 ) -> None:
-    """An intent names two batches (`INTENT_BATCHES`); the round says stop while the first
+    """An intent names two batches (as a task's first; here `group=2`); the round says stop
+    while the first
     request runs (the STOP marker, or the driver's gate turning to "no"). The second request
     is not sent; the outcome names its keys `UNSENT`: the read-back counts exactly the first
     batch deleted and no error, and a reader that does not know the word (any `errors`
@@ -238,7 +253,7 @@ def test_a_group_told_no_between_its_requests_sends_nothing_more_and_records_it_
         target = JournalTarget(PREFIX, gate=gate.target if asked == "gate" else None)
         writer = JournalWriter(store, target, Attempt(0, 0, 0, 1))
         stats = delete_keys(store, ((k, 1, 0.0, "") for k in keys), batch_size=BATCH,
-                            concurrency=1, journal=writer)
+                            concurrency=1, journal=writer, group=2)
     assert store.requests == 1 and stats.delete_requests == 1
     assert (stats.stopped, stats.deleted, stats.errors) == (1, BATCH, 0)
     left = set(keys) - all_keys(inner)
@@ -331,10 +346,13 @@ def test_a_groups_outcome_replaces_its_answer_so_far(tmp_path: Path) -> None:
 def test_a_carried_outcome_supersedes_the_answer_so_far_whichever_is_read_first(
     tmp_path: Path,
 ) -> None:
-    """The group's answer so far is written alone (`so_far`), its outcome then rides in the
-    next intent. The reader keeps the outcome: the second batch's key that was already gone
-    counts gone (the answer so far would have it asked of the store: absent, "deleted")."""
-    from epochgc.impl.gc.journal import NOT_ANSWERED
+    """The group's answer so far is written alone (`so_far`); its outcome, which found a key
+    gone, is then written alone at once over it even while an intent is coming (review
+    rev38v finding 5: it no longer waits to ride). A journal whose outcome rode in the
+    next intent (written before that change) is still read right: the reader keeps the
+    outcome, and the second batch's key that was already gone counts gone (the answer so
+    far would have it asked of the store: absent, "deleted")."""
+    from epochgc.impl.gc.journal import NOT_ANSWERED, _outcome
 
     inner = LocalStore(tmp_path / "s", create=True)
     a, b, c = (format_key(1, 5, n) for n in ("a", "b", "c"))  # a: 1st batch; b, c: 2nd
@@ -345,11 +363,81 @@ def test_a_carried_outcome_supersedes_the_answer_so_far_whichever_is_read_first(
     base = f"{PREFIX}p0000-s0-a0-t1/"
     assert json.loads(inner.get(f"{base}00000000.done.json"))["so_far"] is True
     w.coming()
-    w.done(seq, DeleteResult(3, gone={a, b}), 2)  # waits for the coming intent
+    outcome = DeleteResult(3, gone={a, b})
+    w.done(seq, outcome, 2)  # found keys gone: written at once, not carried
+    assert "so_far" not in json.loads(inner.get(f"{base}00000000.done.json"))
     d = format_key(1, 5, "d")
     w.intent([(d, 1, 0.0, "")])
-    assert "done" in json.loads(inner.get(f"{base}00000001.intent.json"))
+    intent_key = f"{base}00000001.intent.json"
+    assert "done" not in json.loads(inner.get(intent_key))
     totals = read_journal(inner, PREFIX)
     # d: an intent without outcome, asked of the store (absent here: deleted)
     assert totals.already_gone == {a, b} and set(totals.deleted) == {c, d}, totals
     assert not totals.unknown and not totals.errors
+    # The older journal: the answer so far alone, the outcome carried in the next intent.
+    inner.put(f"{base}00000000.done.json", json.dumps(_outcome(
+        DeleteResult(3, {b: NOT_ANSWERED, c: NOT_ANSWERED}, gone={a}, unknown={b, c}), 2,
+        so_far=True)).encode())
+    doc = json.loads(inner.get(intent_key))
+    inner.put(intent_key, json.dumps({**doc, "done": {"00000000": _outcome(outcome, 2)}})
+              .encode())
+    totals = read_journal(inner, PREFIX)
+    assert totals.already_gone == {a, b} and set(totals.deleted) == {c, d}, totals
+    assert not totals.unknown and not totals.errors
+
+
+class _KilledAfterRequest(_Delegating):
+    """Applies the first `n` DeleteObjects; then the task is killed (nothing after it,
+    journal write or request, reaches the store). Records the journal's PUTs by name."""
+
+    def __init__(self, inner: LocalStore, n: int) -> None:
+        super().__init__(inner)
+        self.n, self.requests, self.puts = n, 0, list[str]()
+
+    def put(self, key: str, data: bytes) -> None:
+        if self.requests >= self.n:
+            raise Killed
+        self.puts.append(key.rsplit("/", 1)[1])
+        self.inner.put(key, data)
+
+    def delete_if_unchanged(self, items: list[tuple[str, str]]) -> DeleteResult:
+        if self.requests >= self.n:
+            raise Killed
+        self.requests += 1
+        return self.inner.delete_if_unchanged(items)
+
+
+@pytest.mark.parametrize("found", [True, False])
+def test_in_a_largest_group_an_answer_that_found_keys_not_deleted_is_durable_before_the_next(
+    tmp_path: Path, found: bool
+) -> None:
+    """Issue 38 (growing groups) with review rev38s finding 3's rule per request: the
+    batches are groups of 2, 2, 4 and one of `INTENT_BATCHES`; in that last group the
+    second request finds a key already gone (`found`), and the task is killed once the
+    third has been applied. The second request's answer was written (`so_far`) before the
+    third was sent, so the read-back counts that key gone, not deleted by the round; the
+    group's clean requests (and a clean group, `found` False) write nothing until the
+    group's end: one intent and one outcome per group."""
+    inner = LocalStore(tmp_path / "s", create=True)
+    n = 8 + INTENT_BATCHES
+    keys = _keys(tmp_path / "s", n * BATCH)
+    items = [(k, 1, 0.0, inner.head(k).version) for k in keys]  # type: ignore[union-attr]
+    assert _groups(n) == [2, 2, 4, INTENT_BATCHES]
+    gone = keys[9 * BATCH]  # batch 9: the last group's second
+    if found:
+        (tmp_path / "s" / gone).unlink()  # another writer removed it after the listing
+    store = _KilledAfterRequest(inner, 11)
+    writer = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
+    with pytest.raises(Killed):
+        delete_keys(store, items, batch_size=BATCH, concurrency=1, journal=writer)
+    totals = read_journal(inner, PREFIX)
+    applied = set(keys[:11 * BATCH]) - ({gone} if found else set())
+    assert set(totals.deleted) == applied, (
+        f"killed after the last group's third request: {gone} (removed by another writer "
+        f"before the round's request) counted deleted: {gone in totals.deleted}")
+    if found:
+        assert totals.already_gone == {gone}, totals.already_gone
+    assert set(totals.errors) == set(keys[11 * BATCH:])  # not sent: listed again
+    whole = [f"{n:08d}.{kind}.json" for n in range(3) for kind in ("intent", "done")]
+    assert store.puts == [*whole, "00000003.intent.json",
+                          *(["00000003.done.json"] if found else [])]

@@ -6,7 +6,8 @@ dead round's record plus the next round's equal what left the store, and nothing
 eligibility was deleted.
 
 The default suite runs one of the 27 kill points (the driver, mid-round); `tox -e kill9`
-(EPOCHGC_KILL9_ALL=1) runs all of them."""
+(EPOCHGC_KILL9_ALL=1) runs all of them, and two more in a round of twice the keys whose
+kill lands inside a task's group of 4 batches (`kill9.LARGE_CASES`)."""
 
 from __future__ import annotations
 
@@ -17,12 +18,22 @@ from typing import Any
 import pytest
 
 from epochgc.impl.gc import recover as recover_mod
-from tests.gc.kill9 import ALL_CASES, build, check, journals_now, kill_round, next_round
+from tests.gc.kill9 import (
+    ALL_CASES,
+    LARGE_CASES,
+    LARGE_KEYS,
+    build,
+    check,
+    journals_now,
+    kill_round,
+    largest_intent,
+    next_round,
+)
 
 # The issue's case (the driver killed mid-round, its executors going on); the rest, the
 # worker kills included, under `tox -e kill9` (about 30 s each on a loaded machine).
 _DEFAULT = [("driver", "batch-deleted:2")]
-CASES = ALL_CASES if os.environ.get("EPOCHGC_KILL9_ALL") else _DEFAULT
+CASES = ALL_CASES + LARGE_CASES if os.environ.get("EPOCHGC_KILL9_ALL") else _DEFAULT
 
 
 @pytest.mark.spark
@@ -30,8 +41,11 @@ CASES = ALL_CASES if os.environ.get("EPOCHGC_KILL9_ALL") else _DEFAULT
 def test_kill9_leaves_every_record_true(spark: Any, tmp_path: Path, who: str,
                                         point: str, monkeypatch: pytest.MonkeyPatch) -> None:
     root = tmp_path / "store"
-    eligible, kept = build(root)
+    large = (who, point) in LARGE_CASES
+    eligible, kept = build(root, LARGE_KEYS if large else 1)
     kill_round(root, tmp_path, who, point)
+    if large:  # the kill landed in a task's group of 4 (its intent written before)
+        assert largest_intent(root) == 4, largest_intent(root)
     # Every process of the killed round has exited (`kill_round` waits for it): the
     # recovery's wait for its tasks to stop (240 s, `bounds.py`) has nothing to wait for.
     waits: list[float] = []

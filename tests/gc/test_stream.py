@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from epochgc.impl.gc.delete import PIPELINE
+from epochgc.impl.gc.delete import batches_taken_at_most
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.journal import STOP, JournalTarget, write_marker
 from epochgc.impl.gc.options import GcOptions
@@ -144,12 +144,12 @@ def _garbage(root: Path, prefixes: range, per_prefix: int, m: int = 100) -> set[
 
 def _most_ahead(listers: int, deleters: int, batch: int, rows_per_prefix: int) -> int:
     """The most non-empty prefixes a task lists before its first delete request, by the
-    code's bounds (not by how its threads happen to be scheduled): its deletes take
-    PIPELINE x `deleters` batches of `batch` rows, and form one more, before they wait for
-    a request (`delete.delete_keys`); each prefix of `rows_per_prefix` eligible rows is one
+    code's bounds (not by how its threads happen to be scheduled): its deletes take the
+    groups in the workers and one more of batches of `batch` rows before they wait for a
+    request (`delete.batches_taken_at_most`); each prefix of `rows_per_prefix` eligible rows is one
     chunk, of which the listing queues HANDOFF_PER_LISTER per lister and holds one in each
     lister's hand (`stream.listed`)."""
-    taken = (PIPELINE * deleters + 1) * batch
+    taken = batches_taken_at_most(deleters) * batch
     return -(-taken // rows_per_prefix) + (HANDOFF_PER_LISTER + 1) * listers
 
 
@@ -244,7 +244,7 @@ def test_the_listing_runs_no_further_ahead_of_held_deletes_than_its_bound(
     root = tmp_path / "store"
     make_store(root)
     garbage = _garbage(root, range(10, 100), 3)
-    most = _most_ahead(4, 4, 4, 3)  # 35 prefixes of 90: 70 list requests of 180
+    most = _most_ahead(4, 4, 4, 3)  # 39 prefixes of 90: 78 list requests of 180
     rec = HoldsDeletes(local_spec(root), str(tmp_path / "log"), until=2 * (most - 2))
     task = list_and_delete_task(
         rec, 100, NOW, GRACE, 2, 4, 4, 4, lambda: NOW, 300.0, iter(range(500)),
