@@ -124,7 +124,9 @@ def test_outcomes_ride_in_intents_and_the_journal_reads_exact(tmp_path: Path) ->
     groups = _groups(20)
     assert groups == [2, 2, 4, 4, 4, 4]
     assert len(intents) == len(groups) and all_keys(inner).isdisjoint(keys)
-    assert [json.loads(inner.get(k)).get("batches", 1) for k in sorted(intents)] == groups
+    # As a multiset: the groups' workers write their intents in parallel (the pipeline), so
+    # a later group may take the lower sequence number (a fixed order failed under load).
+    assert sorted(json.loads(inner.get(k)).get("batches", 1) for k in intents) == sorted(groups)
     # every intent's outcome is in the journal exactly once: alone or carried
     assert sorted(carried + [k.rsplit("/", 1)[1][:8] for k in alone]) == [
         f"{n:08d}" for n in range(len(groups))]
