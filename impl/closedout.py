@@ -36,14 +36,12 @@ RULE = ("A closed stdout (`| head`) is not a failure: the command stops writing 
         "Any other failed write to stdout (`> /dev/full`) is said in one line and exits 1.")
 
 
-class _Guard(io.RawIOBase):
-    """Descriptor 1 as a raw stream whose writes never fail with EPIPE."""
+class _FdStream(io.RawIOBase):
+    """A descriptor as a raw stream that is always writable (the guards' shared part)."""
 
     def __init__(self, fd: int) -> None:
         super().__init__()
         self._fd = fd
-        self.cut = False
-        self.failed: str | None = None  # why a write failed other than EPIPE
 
     def writable(self) -> bool:
         return True
@@ -53,6 +51,15 @@ class _Guard(io.RawIOBase):
 
     def isatty(self) -> bool:
         return os.isatty(self._fd)
+
+
+class _Guard(_FdStream):
+    """Descriptor 1 as a raw stream whose writes never fail with EPIPE."""
+
+    def __init__(self, fd: int) -> None:
+        super().__init__(fd)
+        self.cut = False
+        self.failed: str | None = None  # why a write failed other than EPIPE
 
     def write(self, b: object) -> int:
         data = memoryview(b).cast("B")  # type: ignore[arg-type]
@@ -116,7 +123,7 @@ def guard() -> None:
     _guard = with_fd
 
 
-class _ErrGuard(io.RawIOBase):
+class _ErrGuard(_FdStream):
     """Descriptor 2 as a raw stream whose writes never fail: once one does (EIO from a
     terminal that hung up, EPIPE from a reader gone), later ones go to /dev/null. Stderr
     only says how the work goes; a failed line there is nobody's to hear (newuser9 K3: on
@@ -124,18 +131,8 @@ class _ErrGuard(io.RawIOBase):
     instead of `interrupted` SIGHUP)."""
 
     def __init__(self, fd: int) -> None:
-        super().__init__()
-        self._fd = fd
+        super().__init__(fd)
         self.gone = False
-
-    def writable(self) -> bool:
-        return True
-
-    def fileno(self) -> int:
-        return self._fd
-
-    def isatty(self) -> bool:
-        return os.isatty(self._fd)
 
     def write(self, b: object) -> int:
         data = memoryview(b).cast("B")  # type: ignore[arg-type]
