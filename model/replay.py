@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import re
+import stat
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
@@ -516,6 +518,39 @@ def not_utf8(raw: bytes, start: int) -> str:
     return f"not UTF-8 (byte {raw[start]:#04x} at column {start + 1})"
 
 
+_ESCAPED = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8 (surrogateescape)
+
+
+def _utf8_len(text: str) -> int:
+    return len(text.encode("utf-8", "surrogateescape"))
+
+
+def whole_file_utf8(path: str, source: str) -> None:
+    """VECTORS.md "Files": invalid UTF-8 makes the FILE unreadable (65): checked before any
+    step is replayed, as the Node port's fatal decoder refuses such a file before its first
+    answer (a check a line at a time printed the steps before the bad line). ReplayError
+    names the first bad byte's line and column. A regular file only: a FIFO or a device
+    cannot be read twice, and is checked a line at a time as it comes."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return
+    except OSError:
+        return  # the replay's own open says why
+    line, column = 1, 0  # column: bytes of the current line so far
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        while chunk := f.read(1 << 16):
+            bad = _ESCAPED.search(chunk)
+            head = chunk if bad is None else chunk[:bad.start()]
+            ends = head.count("\n")
+            line += ends
+            tail = head[head.rfind("\n") + 1:] if ends else head
+            column = _utf8_len(tail) + (0 if ends else column)
+            if bad is not None:
+                byte = ord(bad.group()) - 0xDC00
+                raise ReplayError(f"not UTF-8 (byte {byte:#04x} at column {column + 1})",
+                                  line=line, source=source)
+
+
 def cannot_read(source: str, e: OSError) -> str:
     """A file that cannot be read (missing, a directory, no permission): one wording for
     `replay` and `check-trace` (newuser8 I7)."""
@@ -651,6 +686,8 @@ def run(
     try:
         if variant_name is not None:
             resolve_variant(variant_name)
+        if path != "-":
+            whole_file_utf8(path, source)
         with _open(path, stdin) as f:
             for r in iter_replay(bounded_lines(f, source), variant_name, source=source,
                                  default=default):

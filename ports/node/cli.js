@@ -30,10 +30,66 @@ function variantFromName(path) {
   return best;
 }
 
+// The index of the first byte of buf that is not well-formed UTF-8 (Unicode 15, table 3-7,
+// as Python's decoder applies it: no overlongs, surrogates or code points past U+10FFFF),
+// or -1.
+function firstBadUtf8(buf) {
+  let i = 0;
+  while (i < buf.length) {
+    const b = buf[i];
+    if (b < 0x80) { i += 1; continue; }
+    let len = 0;
+    let lo = 0x80;
+    let hi = 0xbf;
+    if (b >= 0xc2 && b <= 0xdf) len = 2;
+    else if (b === 0xe0) { len = 3; lo = 0xa0; }
+    else if ((b >= 0xe1 && b <= 0xec) || b === 0xee || b === 0xef) len = 3;
+    else if (b === 0xed) { len = 3; hi = 0x9f; }
+    else if (b === 0xf0) { len = 4; lo = 0x90; }
+    else if (b >= 0xf1 && b <= 0xf3) len = 4;
+    else if (b === 0xf4) { len = 4; hi = 0x8f; }
+    else return i;
+    if (i + len > buf.length || buf[i + 1] < lo || buf[i + 1] > hi) return i;
+    for (let k = 2; k < len; k += 1) if (buf[i + k] < 0x80 || buf[i + k] > 0xbf) return i;
+    i += len;
+  }
+  return -1;
+}
+
+// VECTORS.md "Files": invalid UTF-8 makes the file unreadable, said as `epochgc replay`
+// says it: the first bad byte's line (lines end at \n, \r\n or \r) and column (its byte in
+// the line, from 1), before any step. A regular file only; stdin is decoded as it comes.
+function notUtf8(path) {
+  let buf;
+  try {
+    if (!fs.statSync(path).isFile()) return null;
+    buf = fs.readFileSync(path);
+  } catch (e) {
+    return null; // the replay's own open says why
+  }
+  const bad = firstBadUtf8(buf);
+  if (bad < 0) return null;
+  let line = 1;
+  let start = 0;
+  for (let i = 0; i < bad; i += 1) {
+    if (buf[i] === 0x0a || buf[i] === 0x0d) {
+      if (buf[i] === 0x0d && i + 1 < bad && buf[i + 1] === 0x0a) i += 1;
+      line += 1;
+      start = i + 1;
+    }
+  }
+  return `${line}: not UTF-8 (byte 0x${buf[bad].toString(16).padStart(2, '0')} at column ${bad - start + 1})`;
+}
+
 function replay(path, cliVariant, out, err) {
   const label = path;
   if (cliVariant !== null && !VARIANTS.includes(cliVariant)) {
     err(`epochgc replay: ${label}: variant: unknown variant ${JSON.stringify(cliVariant)}`);
+    return 65;
+  }
+  const unreadable = path === '-' ? null : notUtf8(path);
+  if (unreadable !== null) {
+    err(`epochgc replay: ${label}:${unreadable}`);
     return 65;
   }
   let lines;

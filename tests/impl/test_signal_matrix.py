@@ -128,6 +128,18 @@ def _params() -> Iterator[object]:
         yield pytest.param(c, id=c.id, marks=marks)
 
 
+@pytest.fixture(autouse=True)
+def hangup_not_ignored() -> Iterator[None]:
+    """The commands start as from a terminal, SIGHUP at its default: a runner started under
+    `nohup` (SIGHUP ignored, which exec keeps: signal(7)) would otherwise pass that on and
+    every command would rightly keep ignoring it (the nohup case below sets its own)."""
+    previous = signal.signal(signal.SIGHUP, signal.SIG_DFL)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGHUP, previous)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """A running 1-node cluster for `produce` (not tagged: it is not the command's)."""

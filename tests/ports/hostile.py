@@ -260,6 +260,8 @@ def _long_step(chars: int, end: bytes) -> bytes:
 RAW_FILES: dict[str, bytes] = {
     "bom-is-malformed": b"\xef\xbb\xbf# variant: strict\n" + A5.encode() + b"\n",
     "invalid-utf8-is-unreadable": _S + b"\n\xff\n",
+    # Named by line (after a \r\n) and column (bytes, a 2-byte character before it).
+    "invalid-utf8-mid-line": _S + b"\r\n" + b'{"op":"st\xc3\xa9\xfeate"}\n',
     "cr-alone-ends-a-line": _S + b"\r" + _S + b"\n",
     "crlf-ends-a-line": _S + b"\r\n" + _S + b"\r\n",
     "no-final-newline": _S,
