@@ -515,17 +515,27 @@ STDIN = "<stdin>"  # how `-` is named in messages
 def not_utf8(raw: bytes, start: int) -> str:
     """Bytes that are not UTF-8, as `replay` and `check-trace` both say it (newuser8 I7:
     one said "'utf-8' codec can't decode byte 0xff in position 0", the other this)."""
-    return f"not UTF-8 (byte {raw[start]:#04x} at column {start + 1})"
+    return _not_utf8_at(raw[start], start)
 
 
-_ESCAPED = re.compile("[\udc80-\udcff]")  # a byte that is not UTF-8 (surrogateescape)
+def _not_utf8_at(byte: int, start: int) -> str:
+    return f"not UTF-8 (byte {byte:#04x} at column {start + 1})"
+
+
+# A byte that is not UTF-8, read with errors="surrogateescape": a lone surrogate
+# U+DC80..U+DCFF (PEP 383), which UTF-8 text itself never holds.
+_ESCAPED = re.compile("[\udc80-\udcff]")
+
+
+def _escaped_byte(found: re.Match[str]) -> int:
+    return ord(found.group()) - 0xDC00
 
 
 def _utf8_len(text: str) -> int:
     return len(text.encode("utf-8", "surrogateescape"))
 
 
-def whole_file_utf8(path: str, source: str) -> None:
+def _whole_file_utf8(path: str, source: str) -> None:
     """VECTORS.md "Files": invalid UTF-8 makes the FILE unreadable (65): checked before any
     step is replayed, as the Node port's fatal decoder refuses such a file before its first
     answer (a check a line at a time printed the steps before the bad line). ReplayError
@@ -543,12 +553,10 @@ def whole_file_utf8(path: str, source: str) -> None:
             head = chunk if bad is None else chunk[:bad.start()]
             ends = head.count("\n")
             line += ends
-            tail = head[head.rfind("\n") + 1:] if ends else head
-            column = _utf8_len(tail) + (0 if ends else column)
+            column = _utf8_len(head[head.rfind("\n") + 1:]) + (0 if ends else column)
             if bad is not None:
-                byte = ord(bad.group()) - 0xDC00
-                raise ReplayError(f"not UTF-8 (byte {byte:#04x} at column {column + 1})",
-                                  line=line, source=source)
+                raise ReplayError(_not_utf8_at(_escaped_byte(bad), column), line=line,
+                                  source=source)
 
 
 def cannot_read(source: str, e: OSError) -> str:
@@ -558,13 +566,11 @@ def cannot_read(source: str, e: OSError) -> str:
 
 
 def _decoded(raw: str) -> str:
-    """A line read with errors="surrogateescape": a byte that is not UTF-8 is a lone
-    surrogate U+DC80..U+DCFF (PEP 383), which UTF-8 text itself never holds."""
-    for i, ch in enumerate(raw):
-        if "\udc80" <= ch <= "\udcff":
-            data = raw.encode("utf-8", "surrogateescape")
-            start = len(raw[:i].encode("utf-8", "surrogateescape"))
-            raise ReplayError(not_utf8(data, start))
+    """A line read with errors="surrogateescape", refused at its first byte that is not
+    UTF-8 (`_ESCAPED`)."""
+    bad = _ESCAPED.search(raw)
+    if bad is not None:
+        raise ReplayError(_not_utf8_at(_escaped_byte(bad), _utf8_len(raw[:bad.start()])))
     return raw
 
 
@@ -687,7 +693,7 @@ def run(
         if variant_name is not None:
             resolve_variant(variant_name)
         if path != "-":
-            whole_file_utf8(path, source)
+            _whole_file_utf8(path, source)
         with _open(path, stdin) as f:
             for r in iter_replay(bounded_lines(f, source), variant_name, source=source,
                                  default=default):

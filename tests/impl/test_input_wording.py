@@ -51,6 +51,15 @@ def test_not_utf8_is_worded_alike(command: str, tmp_path: Path) -> None:
     assert f"{bad}:2: not UTF-8 (byte 0xff at column 12)" in out, out
 
 
+@pytest.mark.parametrize("command", ["replay", "check-trace"])
+def test_not_utf8_on_stdin_is_named_by_its_line(command: str) -> None:
+    """A stream is checked a line at a time as it comes (a file before any step): the same
+    words, naming `<stdin>`."""
+    code, out = _run(command, "-", stdin=b'\n{"op":"st\xc3\xa9\xff"}\n')
+    assert code == 65, (code, out)
+    assert "<stdin>:2: not UTF-8 (byte 0xff at column 12)" in out, out
+
+
 def test_check_trace_reads_stdin_as_replay_does() -> None:
     """Old code: "-: cannot read: [Errno 2] No such file or directory: '-'" (65)."""
     code, out = _run("check-trace", "-", stdin=b"")
