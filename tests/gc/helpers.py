@@ -5,6 +5,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -12,6 +13,8 @@ import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pytest
 
 from epochgc.impl.gc.journal import read_journal
 from epochgc.impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY
@@ -400,3 +403,30 @@ def lease_of_a_dead_driver(root: Path, round_id: str) -> None:
             f"Lease(lambda: LocalStore({str(root)!r}), {round_id!r}).acquire()")
     subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
                    check=True, timeout=REACH_LIMIT_S)
+
+
+def signal_when_ready(argv: list[str], *, env: dict[str, str], cwd: Path, err: Path,
+                      ready: Callable[[], bool], sig: signal.Signals, bound_s: float,
+                      not_ready: str) -> int:
+    """Run `argv` in a session of its own (stderr into `err`), send it `sig` once `ready()`
+    holds and return its exit code. A command that ends first, or is not ready within
+    `bound_s` (`not_ready` says what was awaited), or still runs `bound_s` after the signal,
+    fails the test; its group is killed on the way out whatever happens."""
+    with open(err, "w") as err_f:
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
+                                stderr=err_f, start_new_session=True)
+    try:
+        limit = time.monotonic() + bound_s
+        while not ready():
+            assert proc.poll() is None, err.read_text()
+            assert time.monotonic() < limit, f"{not_ready}:\n{err.read_text()}"
+            time.sleep(0.05)
+        proc.send_signal(sig)
+        try:
+            return proc.wait(timeout=bound_s)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"still running {bound_s:.0f} s after {sig.name}:\n{err.read_text()}")
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

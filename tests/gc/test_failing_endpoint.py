@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from epochgc.impl.store.patience import ATTEMPTS_ENV, READ_TIMEOUT_ENV, SAY_AFTER_ENV
+from tests.gc.helpers import signal_when_ready
 from tests.store.failing_endpoint import FailingEndpoint, failing_endpoint
 from tests.store.s3server import DUMMY_AWS_ENV
 
@@ -98,26 +99,10 @@ def test_a_signal_while_the_first_read_is_retried_ends_gc_at_once(
     happen: the first test.)"""
     err = tmp_path / "err"
     with failing_endpoint() as ep:
-        with open(err, "w") as err_f:
-            proc = subprocess.Popen(_gc(ep), env=_env(1000), cwd=tmp_path,
-                                    stdout=subprocess.DEVNULL, stderr=err_f,
-                                    start_new_session=True)
-        try:
-            limit = time.monotonic() + HANG_S
-            while len(ep.requests) < 2:  # retrying: its first attempt was answered 500
-                assert proc.poll() is None, err.read_text()
-                assert time.monotonic() < limit, f"no retry seen:\n{err.read_text()}"
-                time.sleep(0.05)
-            proc.send_signal(sig)
-            try:
-                code = proc.wait(timeout=HANG_S)
-            except subprocess.TimeoutExpired:
-                pytest.fail(f"still running {HANG_S:.0f} s after {sig.name}:\n"
-                            f"{err.read_text()}")
-        finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+        code = signal_when_ready(
+            _gc(ep), env=_env(1000), cwd=tmp_path, err=err, sig=sig, bound_s=HANG_S,
+            # retrying: its first attempt was answered 500
+            ready=lambda: len(ep.requests) >= 2, not_ready="no retry seen")
         asked = ep.requests
     text = err.read_text()
     assert code == 128 + sig, text

@@ -20,12 +20,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from epochgc.impl.store.patience import ATTEMPTS_ENV, READ_TIMEOUT_ENV, SAY_AFTER_ENV
+from tests.gc.helpers import signal_when_ready
 from tests.store.blackhole import Blackhole, blackhole
 from tests.store.s3server import DUMMY_AWS_ENV
 
@@ -78,26 +78,11 @@ def _interrupt(argv: list[str], hole: Blackhole, tmp: Path, sig: signal.Signals,
                prefix: str) -> tuple[int, str]:
     """Run `argv`, signal it once the endpoint has its request and it said it waits."""
     err = tmp / "err"
-    with open(err, "w") as err_f:
-        proc = subprocess.Popen(argv, env=_env(600, 1, 0.05), cwd=tmp,
-                                stdout=subprocess.DEVNULL, stderr=err_f, text=True,
-                                start_new_session=True)
     waiting = f"{prefix}waiting for {hole.endpoint}: no answer yet (head "
-    try:
-        limit = time.monotonic() + HANG_S
-        while not (hole.requested.is_set() and waiting in err.read_text()):
-            assert proc.poll() is None, err.read_text()
-            assert time.monotonic() < limit, f"no {waiting!r} line:\n{err.read_text()}"
-            time.sleep(0.05)
-        proc.send_signal(sig)
-        try:
-            code = proc.wait(timeout=HANG_S)
-        except subprocess.TimeoutExpired:
-            pytest.fail(f"still running {HANG_S:.0f} s after {sig.name}:\n{err.read_text()}")
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+    code = signal_when_ready(
+        argv, env=_env(600, 1, 0.05), cwd=tmp, err=err, sig=sig, bound_s=HANG_S,
+        ready=lambda: hole.requested.is_set() and waiting in err.read_text(),
+        not_ready=f"no {waiting!r} line")
     return code, err.read_text()
 
 

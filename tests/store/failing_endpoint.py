@@ -33,7 +33,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_response(500, "Internal Server Error")
         self.send_header("Content-Type", "application/xml")
         body = b"" if self.command == "HEAD" else _BODY  # a HEAD reply has no body
-        self.send_header("Content-Length", str(len(_BODY) if self.command != "HEAD" else 0))
+        self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
 
