@@ -18,16 +18,22 @@ from pathlib import Path
 PROC = Path("/proc")
 
 
-def _stat(pid: int) -> tuple[int, str] | None:
-    """(parent pid, state letter), or None if the process is gone."""
+def _fields(pid: int) -> list[str] | None:
+    """The fields of `/proc/PID/stat` after comm (state, ppid, pgrp, session, ...), or None
+    if the process is gone."""
     try:
         text = (PROC / str(pid) / "stat").read_text()
     except OSError:
         return None
     # "pid (comm) state ppid ...": comm may hold spaces and parentheses; it ends at the
     # last ')'.
-    fields = text[text.rindex(")") + 2:].split()
-    return int(fields[1]), fields[0]
+    return text[text.rindex(")") + 2:].split()
+
+
+def _stat(pid: int) -> tuple[int, str] | None:
+    """(parent pid, state letter), or None if the process is gone."""
+    fields = _fields(pid)
+    return None if fields is None else (int(fields[1]), fields[0])
 
 
 def descendants(root: int) -> list[int]:
@@ -74,12 +80,8 @@ def group_members(pgid: int) -> list[int]:
     the process group), zombies excluded; empty where there is no /proc."""
     found = []
     for entry in PROC.glob("[0-9]*"):
-        try:
-            text = (entry / "stat").read_text()
-        except OSError:
-            continue
-        fields = text[text.rindex(")") + 2:].split()
-        if fields[0] != "Z" and int(fields[2]) == pgid:
+        fields = _fields(int(entry.name))
+        if fields is not None and fields[0] != "Z" and int(fields[2]) == pgid:
             found.append(int(entry.name))
     return found
 

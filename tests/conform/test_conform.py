@@ -29,6 +29,7 @@ from epochgc.impl.conform.driver import (
     vector_files,
 )
 from epochgc.model.replay import run as replay_run
+from tests.conform.procs import PGRP, live_where
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = [sys.executable, "-m", "epochgc.model.port"]
@@ -317,21 +318,6 @@ def test_a_port_that_prints_before_its_first_line_is_told_so(name: str) -> None:
     assert e.value.detail == "printed before it was sent any line: b'garbage\\n'", e.value.detail
 
 
-def _live_in_group(pgid: int) -> list[int]:
-    """Processes of process group `pgid` that are not zombies (proc(5): /proc/PID/stat
-    fields 3 and 5 are the state and the process group)."""
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        fields = text[text.rindex(")") + 2:].split()
-        if int(fields[2]) == pgid and fields[0] != "Z":
-            found.append(int(stat.parent.name))
-    return found
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads Linux's /proc")
 @pytest.mark.parametrize("mode", ["ignore-term", "exits"])
 def test_close_stops_the_ports_whole_process_group(
@@ -348,12 +334,12 @@ def test_close_stops_the_ports_whole_process_group(
                 break
             time.sleep(0.05)
         child = int(ready.read_text())
-        assert child in _live_in_group(port._proc.pid)
+        assert child in live_where(PGRP, port._proc.pid)
         if mode == "exits":
             assert port._proc.wait(timeout=60) == 3
     finally:
         port.close()
-    left = _live_in_group(port._proc.pid)
+    left = live_where(PGRP, port._proc.pid)
     for pid in left:  # a failing run leaves nothing either
         os.kill(pid, signal.SIGKILL)
     assert left == [], f"left running (the child was {child})"
@@ -403,4 +389,4 @@ def test_the_wait_for_a_port_that_ignores_sigterm_is_said(
     finally:
         port.close()
     assert said == ["waiting up to 1.3 s for the port to stop on SIGTERM; then SIGKILL"], said
-    assert _live_in_group(port._proc.pid) == []
+    assert live_where(PGRP, port._proc.pid) == []

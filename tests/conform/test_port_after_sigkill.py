@@ -15,29 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.conform.procs import SESSION, live_where, session_of
+
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _session_of(pid: int) -> int | None:
-    """proc(5): /proc/PID/stat field 6 is the session id."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    return int(text[text.rindex(")") + 2:].split()[3])
-
-
-def _live_in_session(sid: int) -> list[int]:
-    found = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        fields = text[text.rindex(")") + 2:].split()
-        if int(fields[3]) == sid and fields[0] != "Z":
-            found.append(int(stat.parent.name))
-    return found
 
 
 def _wait_for(predicate: object, bound_s: float) -> bool:
@@ -63,19 +43,19 @@ def test_sigkill_of_conforms_group_takes_the_port_with_it(tmp_path: Path) -> Non
     try:
         assert _wait_for(ready.exists, 300), "the port's child never started"
         child = int(ready.read_text())
-        sid = _session_of(child)
+        sid = session_of(child)
         assert sid is not None and sid != os.getsid(0) and sid != conform.pid
         os.killpg(conform.pid, signal.SIGKILL)
         conform.wait(timeout=60)
         # Generous: the port's stop includes a SIGTERM grace before SIGKILL.
-        gone = _wait_for(lambda: not _live_in_session(sid), 120)
-        left = _live_in_session(sid)
+        gone = _wait_for(lambda: not live_where(SESSION, sid), 120)
+        left = live_where(SESSION, sid)
         assert gone, f"left running in the port's session {sid}: {left} (child {child})"
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(conform.pid, signal.SIGKILL)
         conform.wait(timeout=60)
         if sid is not None:
-            for pid in _live_in_session(sid):  # a failing run leaves nothing either
+            for pid in live_where(SESSION, sid):  # a failing run leaves nothing either
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
