@@ -27,6 +27,7 @@ extra (boto3 for an s3:// store); 130 / 143 / 129 interrupted by SIGINT / SIGTER
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import json
 import math
@@ -117,9 +118,43 @@ class _Usage(click.UsageError):
     exit_code = EXIT_USAGE
 
 
+# `ctx.meta` (shared by a context and its parent): the subcommand was given --json.
+_WANTS_JSON = "epochgc.gc_admin.json"
+
+
+class _AdminCommand(click.Command):
+    """Notes whether --json was asked, for `_AdminGroup.invoke`'s failure object: from the
+    arguments before they are parsed (a usage error then is a failure too), then from the
+    parsed value (`--reason --json` is a reason)."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        if parent is not None:
+            parent.meta[_WANTS_JSON] = "--json" in args and any(
+                p.name == "as_json" for p in self.params)
+        ctx = super().make_context(info_name, args, parent=parent, **extra)
+        ctx.meta[_WANTS_JSON] = bool(ctx.params.get("as_json"))
+        return ctx
+
+
+def _json_failure(ctx: click.Context, outcome: str, error: str, code: int) -> None:
+    """With --json a machine reads stdout: a failure is one object there too, the human
+    line staying on stderr (i41y: stdout was empty). The shape of `epochgc gc --json`'s
+    failure (`outcome`, `error`, `exit_code`), with the subcommand that failed."""
+    if not ctx.meta.get(_WANTS_JSON):
+        return
+    sub = ctx.invoked_subcommand
+    with contextlib.suppress(OSError):  # a closed stdout: the exit code still says it
+        click.echo(json.dumps({"command": sub, "outcome": outcome, "error": error,
+                               "exit_code": int(code)}, sort_keys=True))
+
+
 class _AdminGroup(click.Group):
     """Bad arguments exit 64 (BSD EX_USAGE), as `epochgc gc`'s: 2 means "blocked" to a
-    scheduler. A signal exits 130 / 143."""
+    scheduler. A signal exits 130 / 143. With --json, a failure is also one JSON object on
+    stdout (`_json_failure`)."""
+
+    command_class = _AdminCommand
 
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None,
                      **extra: Any) -> click.Context:
@@ -130,13 +165,18 @@ class _AdminGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            with _signals():
-                return super().invoke(ctx)
-        except _Usage:
+            try:
+                with _signals():
+                    return super().invoke(ctx)
+            except _Usage:
+                raise
+            except click.UsageError as e:
+                raise _Usage(e.format_message(), e.ctx) from None
+        except click.ClickException as e:
+            _json_failure(ctx, "error", e.format_message(), e.exit_code)
             raise
-        except click.UsageError as e:
-            raise _Usage(e.format_message(), e.ctx) from None
         except _Interrupted as e:
+            _json_failure(ctx, "interrupted", f"interrupted by {e}", e.code)
             # The form `epochgc`'s group prints for a signal while the command loads
             # (newuser8 I7: "epochgc gc-admin:" then, "gc-admin:" later).
             click.echo(f"epochgc gc-admin: interrupted by {e}", err=True)
