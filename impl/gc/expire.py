@@ -49,7 +49,12 @@ from typing import Any
 from epochgc.impl.gc.duration import format_duration
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP
 from epochgc.impl.gc.record import ROUNDS_PREFIX, round_key
-from epochgc.impl.gc.recordread import DamagedRecord, is_refusal, read_record
+from epochgc.impl.gc.recordread import (
+    DamagedRecord,
+    is_refusal,
+    listed_records,
+    read_record,
+)
 from epochgc.impl.gc.sequence import (
     ROUND_SEQ_PREFIX,
     SEQ_PREFIX,
@@ -145,8 +150,14 @@ def expire_rounds(
     """Plan (and with `apply`, carry out) the expiry. Raises StoreError on a failed request;
     what was removed before it stays removed (each step leaves a consistent store)."""
     plan = ExpirePlan(apply, older_than_s, keep_last)
+    listed, damaged = listed_records(store, ROUNDS_PREFIX)
     records = {_round_of(o.key, ROUNDS_PREFIX).removesuffix(".json"): o
-               for o in store.list_all(ROUNDS_PREFIX) if o.key.endswith(".json")}
+               for o in store.list_all(ROUNDS_PREFIX) if o.key in listed
+               and o.key.endswith(".json")}
+    # A record that is no object (a link, a FIFO, a directory: i41y) cannot be read as
+    # expired: named, and its round kept whole (journal and markers), as an unreadable one.
+    plan.unreadable.extend(Unreadable(key, why) for key, why in sorted(damaged.items()))
+    unread = {_round_of(key, ROUNDS_PREFIX).removesuffix(".json") for key in damaged}
     journals: dict[str, list[ObjectInfo]] = {}
     for o in store.list_all(JOURNAL_PREFIX):
         journals.setdefault(_round_of(o.key, JOURNAL_PREFIX), []).append(o)
@@ -187,7 +198,7 @@ def expire_rounds(
 
     doomed: list[tuple[str, list[ObjectInfo], ObjectInfo | None]] = []
     for round_id in sorted(set(records) | set(journals)):
-        if round_id in plan.unfinished:
+        if round_id in plan.unfinished or round_id in unread:
             continue
         rec = records.get(round_id)
         if round_id in recent:
@@ -205,7 +216,8 @@ def expire_rounds(
         plan.objects += len(entries) + (rec is not None) + len(
             [k for k in by_round.get(round_id, []) if k != top])
         plan.bytes += sum(o.size for o in entries) + (rec.size if rec is not None else 0)
-    orphans = _orphans(by_round, fixed, set(records) | set(journals), top, ages, cutoff)
+    orphans = _orphans(by_round, fixed, set(records) | set(journals) | unread, top, ages,
+                       cutoff)
     plan.orphans = sorted(orphans)
     plan.objects += sum(len(keys) for keys in orphans.values())
     if not apply:
