@@ -63,6 +63,7 @@ from epochgc.impl.gc.sequence import (
     newer_unmarked,
     round_seq_key,
 )
+from epochgc.impl.shortlist import short_lines
 from epochgc.impl.store.base import MAX_DELETE_BATCH, ObjectInfo, ObjectStore, StoreError
 
 # Delta Lake's table property `delta.logRetentionDuration`: "interval 30 days" by default
@@ -105,16 +106,12 @@ class ExpirePlan:
             out = [f"gc-admin: expire (dry run, nothing removed): would remove "
                    f"{len(self.rounds)} round(s) older than {age} ({self.objects:,} object(s), "
                    f"{self.bytes:,} bytes); run again with --apply to remove them"]
-        out.extend(f"  {r}" for r in self.rounds[:20])
-        if len(self.rounds) > 20:
-            out.append(f"  ... and {len(self.rounds) - 20} more")
+        out.extend(short_lines(self.rounds))
         if self.orphans:
             out.append(f"gc-admin: expire: {'removed' if self.applied else 'would remove'} "
                        f"the sequence markers of {len(self.orphans)} round(s) with no record "
                        "and no journal (left by an interrupted expire):")
-            out.extend(f"  {r}" for r in self.orphans[:20])
-            if len(self.orphans) > 20:
-                out.append(f"  ... and {len(self.orphans) - 20} more")
+            out.extend(short_lines(self.orphans))
         out.append(f"gc-admin: kept the last {self.kept_recent} round(s) that ran"
                    + (f" and {len(self.unfinished)} unfinished journal(s) (never expired; "
                       "the next round or gc-admin reset records a dead round's)"
@@ -123,9 +120,7 @@ class ExpirePlan:
             out.append(f"gc-admin: expire: cannot read {len(self.unreadable)} round "
                        "record(s): kept, with their journals (never removed unread; repair "
                        "or remove them by hand):")
-            out.extend(f"  {u.key}: {u.why}" for u in self.unreadable[:20])
-            if len(self.unreadable) > 20:
-                out.append(f"  ... and {len(self.unreadable) - 20} more")
+            out.extend(short_lines([f"{u.key}: {u.why}" for u in self.unreadable]))
         return out
 
 
