@@ -126,16 +126,16 @@ def _share(seed: int, share: float) -> FaultPlan:
 
 def test_a_store_throttling_30_percent_of_answers_is_read_every_time(
         proxied: Proxied, bucket: str) -> None:
-    """Twelve times the control reads of a `gc-admin show` (is it a store, the cluster
-    view, the pause state, the lease, the rounds, versioning), 30 % of answers SlowDown.
-    Old code, on the 3rd of the twelve: "get bucket versioning in s3://.../p1/ at ... failed:
+    """Six times the control reads of a `gc-admin show` (is it a store, the cluster view,
+    the pause state, the lease, the rounds, versioning), 30 % of answers SlowDown (the
+    tester saw 1 `show` in 12 fail; six keep the suite short). Old code, on the 3rd: "get bucket versioning in s3://.../p1/ at ... failed:
     An error occurred (SlowDown) when calling the GetBucketVersioning operation (reached max
     retries: 2): Please reduce your request rate." (seeds 1, 3 and 5 fail it too)."""
     proxied.plan = _share(2, 0.3)
     sleep = Recorder()
     store = _store(proxied, bucket, sleep)
     try:
-        for _ in range(12):
+        for _ in range(6):
             assert store.head(PARTITIONS_KEY) is not None
             assert store.get(PARTITIONS_KEY)
             assert store.list_page(HEALTH_PREFIX).objects
@@ -145,7 +145,7 @@ def test_a_store_throttling_30_percent_of_answers_is_read_every_time(
             assert store.versioning() is None
     finally:
         store.close()
-    assert proxied.faulted(Fault.SLOW_DOWN) >= 20  # it did throttle
+    assert proxied.faulted(Fault.SLOW_DOWN) >= 10  # it did throttle
 
 
 def test_500_to_everything_still_fails_after_three_quick_attempts(
