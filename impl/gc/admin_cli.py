@@ -27,7 +27,6 @@ extra (boto3 for an s3:// store); 130 / 143 / 129 interrupted by SIGINT / SIGTER
 
 from __future__ import annotations
 
-import contextlib
 import getpass
 import json
 import math
@@ -42,7 +41,7 @@ from typing import Any
 
 import click
 
-from epochgc.impl import closedout
+from epochgc.impl import closedout, jsonfailure
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.admin import (
     AdminState,
@@ -118,41 +117,22 @@ class _Usage(click.UsageError):
     exit_code = EXIT_USAGE
 
 
-# `ctx.meta` (shared by a context and its parent): the subcommand was given --json.
-_WANTS_JSON = "epochgc.gc_admin.json"
-
-
 class _AdminCommand(click.Command):
-    """Notes whether --json was asked, for `_AdminGroup.invoke`'s failure object: from the
-    arguments before they are parsed (a usage error then is a failure too), then from the
-    parsed value (`--reason --json` is a reason)."""
+    """Notes whether --json was asked (`jsonfailure`), for `_AdminGroup.invoke`."""
 
     def make_context(self, info_name: str | None, args: list[str],
                      parent: click.Context | None = None, **extra: Any) -> click.Context:
         if parent is not None:
-            parent.meta[_WANTS_JSON] = "--json" in args and any(
-                p.name == "as_json" for p in self.params)
+            jsonfailure.note_before_parsing(parent, self, args)
         ctx = super().make_context(info_name, args, parent=parent, **extra)
-        ctx.meta[_WANTS_JSON] = bool(ctx.params.get("as_json"))
+        jsonfailure.note_parsed(ctx)
         return ctx
-
-
-def _json_failure(ctx: click.Context, outcome: str, error: str, code: int) -> None:
-    """With --json a machine reads stdout: a failure is one object there too, the human
-    line staying on stderr (i41y: stdout was empty). The shape of `epochgc gc --json`'s
-    failure (`outcome`, `error`, `exit_code`), with the subcommand that failed."""
-    if not ctx.meta.get(_WANTS_JSON):
-        return
-    sub = ctx.invoked_subcommand
-    with contextlib.suppress(OSError):  # a closed stdout: the exit code still says it
-        click.echo(json.dumps({"command": sub, "outcome": outcome, "error": error,
-                               "exit_code": int(code)}, sort_keys=True))
 
 
 class _AdminGroup(click.Group):
     """Bad arguments exit 64 (BSD EX_USAGE), as `epochgc gc`'s: 2 means "blocked" to a
     scheduler. A signal exits 130 / 143. With --json, a failure is also one JSON object on
-    stdout (`_json_failure`)."""
+    stdout (`jsonfailure`)."""
 
     command_class = _AdminCommand
 
@@ -173,10 +153,12 @@ class _AdminGroup(click.Group):
             except click.UsageError as e:
                 raise _Usage(e.format_message(), e.ctx) from None
         except click.ClickException as e:
-            _json_failure(ctx, "error", e.format_message(), e.exit_code)
+            jsonfailure.say(ctx, ctx.invoked_subcommand, "error", e.format_message(),
+                            e.exit_code)
             raise
         except _Interrupted as e:
-            _json_failure(ctx, "interrupted", f"interrupted by {e}", e.code)
+            jsonfailure.say(ctx, ctx.invoked_subcommand, "interrupted", f"interrupted by {e}",
+                            e.code)
             # The form `epochgc`'s group prints for a signal while the command loads
             # (newuser8 I7: "epochgc gc-admin:" then, "gc-admin:" later).
             click.echo(f"epochgc gc-admin: interrupted by {e}", err=True)

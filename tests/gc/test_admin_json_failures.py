@@ -107,3 +107,23 @@ def test_gc_json_carries_the_same_fields_on_failure(tmp_path: Path) -> None:
     doc = json.loads(r.stdout)
     assert (doc["outcome"], doc["exit_code"]) == ("error", 1), doc
     assert "not an epochgc store" in doc["error"], doc
+
+
+@pytest.mark.parametrize("args", [
+    ["--grace", "0s"],  # below the safety minimum without its flag: refused in the command
+    ["--grace", "soon"],  # not a duration: refused while parsing
+    ["--grace", "0s", "--i-know-grace-is-short", "--master", "local[0]"],
+])
+def test_gc_refusing_its_arguments_with_json_says_so_on_stdout(args: list[str],
+                                                               tmp_path: Path) -> None:
+    """A bad argument (64) is refused before the round, which has no JSON of its own yet:
+    the failure object, as gc-admin's. Old code: stdout empty."""
+    argv = ["gc", "--store", _store(tmp_path), *args]
+    plain = CliRunner().invoke(main, argv)
+    assert (plain.exit_code, plain.stdout) == (64, ""), plain.output
+    r = CliRunner().invoke(main, [*argv, "--json"])
+    assert r.exit_code == 64, r.output
+    doc = json.loads(r.stdout)
+    assert doc == {"command": "gc", "outcome": "error", "error": doc["error"],
+                   "exit_code": 64}, doc
+    assert doc["error"] in r.stderr, (doc, r.stderr)
