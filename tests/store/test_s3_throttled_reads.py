@@ -128,9 +128,10 @@ def test_a_store_throttling_30_percent_of_answers_is_read_every_time(
         proxied: Proxied, bucket: str) -> None:
     """Six times the control reads of a `gc-admin show` (is it a store, the cluster view,
     the pause state, the lease, the rounds, versioning), 30 % of answers SlowDown (the
-    tester saw 1 `show` in 12 fail; six keep the suite short). Old code, on the 3rd: "get bucket versioning in s3://.../p1/ at ... failed:
-    An error occurred (SlowDown) when calling the GetBucketVersioning operation (reached max
-    retries: 2): Please reduce your request rate." (seeds 1, 3 and 5 fail it too)."""
+    tester saw 1 `show` in 12 fail; six keep the suite short). Old code, on the 3rd: "get
+    bucket versioning in s3://.../p1/ at ... failed: An error occurred (SlowDown) when
+    calling the GetBucketVersioning operation (reached max retries: 2): Please reduce your
+    request rate." (seeds 1, 3 and 5 fail it too)."""
     proxied.plan = _share(2, 0.3)
     sleep = Recorder()
     store = _store(proxied, bucket, sleep)
