@@ -285,6 +285,12 @@ def _plain(doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _say(line: str) -> None:
+    """A refusal or a verdict on stderr, with the command's name first, as `replay` says
+    its own (i41y: "adir: cannot read: Is a directory" had no "epochgc check-trace:")."""
+    click.echo(f"epochgc check-trace: {line}", err=True)
+
+
 @click.command("check-trace")
 # Not click.Path(dir_okay=False): a directory is input that cannot be read (65), as for
 # `replay`, not a usage error (newuser8 I7: 64 here, 65 there).
@@ -296,15 +302,15 @@ def check_trace(trace: str, context: int) -> None:
     try:
         res = check(trace, context)
     except OSError as e:
-        click.echo(cannot_read(STDIN if trace == "-" else trace, e), err=True)
+        _say(cannot_read(STDIN if trace == "-" else trace, e))
         raise SystemExit(ExitCode.DATAERR) from e
     except Malformed as e:
-        click.echo(f"malformed trace: {e}", err=True)
+        _say(str(e))  # SOURCE:LINE: what, as `replay` words bad input
         raise SystemExit(ExitCode.DATAERR) from e
     summary = (f"{res.records} records ({res.applies} apply, {res.fences} fence) over"
                f" {res.partitions} partitions")
     if res.divergence is not None:
-        click.echo(f"trace diverges from the model: {res.divergence}", err=True)
+        _say(f"trace diverges from the model: {res.divergence}")
         click.echo(f"checked: {summary}", err=True)
         raise SystemExit(ExitCode.FAILED)
     click.echo(f"trace conforms to the model: {summary}")

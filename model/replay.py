@@ -670,7 +670,10 @@ def _open(path: str, stdin: TextIO | None) -> AbstractContextManager[TextIO]:
     if path == "-":
         f = stdin or sys.stdin
         if stdin is None and isinstance(f, io.TextIOWrapper):
-            f.reconfigure(errors="surrogateescape")
+            # newline=None: universal newlines, as a file is opened (VECTORS.md "Files": a
+            # line ends at \n, \r\n or a lone \r). Python opens stdin with newline="\n"
+            # on POSIX (i41y: a lone \r ended a line of a file, not of stdin).
+            f.reconfigure(errors="surrogateescape", newline=None)
         return nullcontext(f)  # stdin is the caller's to close
     # The caller's `with` closes it.
     return open(path, encoding="utf-8", errors="surrogateescape")

@@ -160,13 +160,16 @@ class PortProcess:
                 left = deadline - self._clock()
                 if left <= 0 or not self._readable(left) or not self._fill(0):
                     break
+            # What it printed, for the table's port column (i41y: a port that printed
+            # `garbage` at start-up was shown as "(no answer)").
+            printed = self._buf.partition(b"\n")[0]
             if self._next_seq == 0:  # newuser5 G7: there was no previous step to answer
                 raise ProtocolFailure(
                     "extra-output", f"printed before it was sent any line: "
-                    f"{self._buf[:_TAIL]!r}")
+                    f"{self._buf[:_TAIL]!r}", printed)
             raise ProtocolFailure(
                 "extra-output", f"wrote more than one line for a step of the previous "
-                f"program: {self._buf[:_TAIL]!r}")
+                f"program: {self._buf[:_TAIL]!r}", printed)
         framed = []
         for text in lines:
             framed.append(request_line(self._next_seq, text))
@@ -229,7 +232,8 @@ class PortProcess:
                 f"{raw[:_TAIL]!r}", raw)
         if seq < self._want_seq:
             raise ProtocolFailure(
-                "extra-output", f"wrote more than one line for line {seq}: {raw[:_TAIL]!r}")
+                "extra-output", f"wrote more than one line for line {seq}: {raw[:_TAIL]!r}",
+                raw)
         if seq != self._want_seq:
             raise ProtocolFailure(
                 "garbage", f"answered line {seq} while line {self._want_seq} was owed: "

@@ -41,7 +41,7 @@ from typing import Any
 
 import click
 
-from epochgc.impl import closedout
+from epochgc.impl import closedout, jsonfailure
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.admin import (
     AdminState,
@@ -117,9 +117,24 @@ class _Usage(click.UsageError):
     exit_code = EXIT_USAGE
 
 
+class _AdminCommand(click.Command):
+    """Notes whether --json was asked (`jsonfailure`), for `_AdminGroup.invoke`."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        if parent is not None:
+            jsonfailure.note_before_parsing(parent, self, args)
+        ctx = super().make_context(info_name, args, parent=parent, **extra)
+        jsonfailure.note_parsed(ctx)
+        return ctx
+
+
 class _AdminGroup(click.Group):
     """Bad arguments exit 64 (BSD EX_USAGE), as `epochgc gc`'s: 2 means "blocked" to a
-    scheduler. A signal exits 130 / 143."""
+    scheduler. A signal exits 130 / 143. With --json, a failure is also one JSON object on
+    stdout (`jsonfailure`)."""
+
+    command_class = _AdminCommand
 
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None,
                      **extra: Any) -> click.Context:
@@ -130,13 +145,20 @@ class _AdminGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            with _signals():
-                return super().invoke(ctx)
-        except _Usage:
+            try:
+                with _signals():
+                    return super().invoke(ctx)
+            except _Usage:
+                raise
+            except click.UsageError as e:
+                raise _Usage(e.format_message(), e.ctx) from None
+        except click.ClickException as e:
+            jsonfailure.say(ctx, ctx.invoked_subcommand, "error", e.format_message(),
+                            e.exit_code)
             raise
-        except click.UsageError as e:
-            raise _Usage(e.format_message(), e.ctx) from None
         except _Interrupted as e:
+            jsonfailure.say(ctx, ctx.invoked_subcommand, "interrupted", f"interrupted by {e}",
+                            e.code)
             # The form `epochgc`'s group prints for a signal while the command loads
             # (newuser8 I7: "epochgc gc-admin:" then, "gc-admin:" later).
             click.echo(f"epochgc gc-admin: interrupted by {e}", err=True)

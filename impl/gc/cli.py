@@ -21,7 +21,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from epochgc.impl import closedout
+from epochgc.impl import closedout, jsonfailure
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.duration import DURATION, SPAN, format_duration
 from epochgc.impl.gc.errors import GcError
@@ -65,15 +65,31 @@ class _Usage(click.UsageError):
 
 
 class _GcCommand(click.Command):
-    """Bad arguments exit 64, so that 2 always means "blocked round" to a scheduler."""
+    """Bad arguments exit 64, so that 2 always means "blocked round" to a scheduler. With
+    --json, a failure before the round's own JSON (a bad argument, a missing extra) is one
+    object on stdout too (`jsonfailure`, the shape gc-admin's failures have)."""
 
     def make_context(
         self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
     ) -> click.Context:
+        if parent is not None:
+            jsonfailure.note_before_parsing(parent, self, args)
         try:
-            return super().make_context(info_name, args, parent=parent, **extra)
+            ctx = super().make_context(info_name, args, parent=parent, **extra)
         except click.UsageError as e:
+            if parent is not None:
+                jsonfailure.say(parent, "gc", "error", e.format_message(), EXIT_USAGE)
             raise _Usage(e.format_message(), e.ctx) from None
+        jsonfailure.note_parsed(ctx)
+        return ctx
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except click.ClickException as e:
+            code = EXIT_USAGE if isinstance(e, click.UsageError) else e.exit_code  # as `main`
+            jsonfailure.say(ctx, "gc", "error", e.format_message(), code)
+            raise
 
 
 _SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?", re.ASCII)  # float() also reads "nan", "٥"

@@ -49,7 +49,12 @@ from typing import Any
 from epochgc.impl.gc.duration import format_duration
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP
 from epochgc.impl.gc.record import ROUNDS_PREFIX, round_key
-from epochgc.impl.gc.recordread import DamagedRecord, is_refusal, read_record
+from epochgc.impl.gc.recordread import (
+    DamagedRecord,
+    is_refusal,
+    listed_records,
+    read_record,
+)
 from epochgc.impl.gc.sequence import (
     ROUND_SEQ_PREFIX,
     SEQ_PREFIX,
@@ -58,6 +63,7 @@ from epochgc.impl.gc.sequence import (
     newer_unmarked,
     round_seq_key,
 )
+from epochgc.impl.shortlist import short_lines
 from epochgc.impl.store.base import MAX_DELETE_BATCH, ObjectInfo, ObjectStore, StoreError
 
 # Delta Lake's table property `delta.logRetentionDuration`: "interval 30 days" by default
@@ -100,16 +106,12 @@ class ExpirePlan:
             out = [f"gc-admin: expire (dry run, nothing removed): would remove "
                    f"{len(self.rounds)} round(s) older than {age} ({self.objects:,} object(s), "
                    f"{self.bytes:,} bytes); run again with --apply to remove them"]
-        out.extend(f"  {r}" for r in self.rounds[:20])
-        if len(self.rounds) > 20:
-            out.append(f"  ... and {len(self.rounds) - 20} more")
+        out.extend(short_lines(self.rounds))
         if self.orphans:
             out.append(f"gc-admin: expire: {'removed' if self.applied else 'would remove'} "
                        f"the sequence markers of {len(self.orphans)} round(s) with no record "
                        "and no journal (left by an interrupted expire):")
-            out.extend(f"  {r}" for r in self.orphans[:20])
-            if len(self.orphans) > 20:
-                out.append(f"  ... and {len(self.orphans) - 20} more")
+            out.extend(short_lines(self.orphans))
         out.append(f"gc-admin: kept the last {self.kept_recent} round(s) that ran"
                    + (f" and {len(self.unfinished)} unfinished journal(s) (never expired; "
                       "the next round or gc-admin reset records a dead round's)"
@@ -118,9 +120,7 @@ class ExpirePlan:
             out.append(f"gc-admin: expire: cannot read {len(self.unreadable)} round "
                        "record(s): kept, with their journals (never removed unread; repair "
                        "or remove them by hand):")
-            out.extend(f"  {u.key}: {u.why}" for u in self.unreadable[:20])
-            if len(self.unreadable) > 20:
-                out.append(f"  ... and {len(self.unreadable) - 20} more")
+            out.extend(short_lines([f"{u.key}: {u.why}" for u in self.unreadable]))
         return out
 
 
@@ -145,8 +145,14 @@ def expire_rounds(
     """Plan (and with `apply`, carry out) the expiry. Raises StoreError on a failed request;
     what was removed before it stays removed (each step leaves a consistent store)."""
     plan = ExpirePlan(apply, older_than_s, keep_last)
+    listed, damaged = listed_records(store, ROUNDS_PREFIX)
     records = {_round_of(o.key, ROUNDS_PREFIX).removesuffix(".json"): o
-               for o in store.list_all(ROUNDS_PREFIX) if o.key.endswith(".json")}
+               for o in store.list_all(ROUNDS_PREFIX) if o.key in listed
+               and o.key.endswith(".json")}
+    # A record that is no object (a link, a FIFO, a directory: i41y) cannot be read as
+    # expired: named, and its round kept whole (journal and markers), as an unreadable one.
+    plan.unreadable.extend(Unreadable(key, why) for key, why in sorted(damaged.items()))
+    unread = {_round_of(key, ROUNDS_PREFIX).removesuffix(".json") for key in damaged}
     journals: dict[str, list[ObjectInfo]] = {}
     for o in store.list_all(JOURNAL_PREFIX):
         journals.setdefault(_round_of(o.key, JOURNAL_PREFIX), []).append(o)
@@ -187,7 +193,7 @@ def expire_rounds(
 
     doomed: list[tuple[str, list[ObjectInfo], ObjectInfo | None]] = []
     for round_id in sorted(set(records) | set(journals)):
-        if round_id in plan.unfinished:
+        if round_id in plan.unfinished or round_id in unread:
             continue
         rec = records.get(round_id)
         if round_id in recent:
@@ -205,7 +211,8 @@ def expire_rounds(
         plan.objects += len(entries) + (rec is not None) + len(
             [k for k in by_round.get(round_id, []) if k != top])
         plan.bytes += sum(o.size for o in entries) + (rec.size if rec is not None else 0)
-    orphans = _orphans(by_round, fixed, set(records) | set(journals), top, ages, cutoff)
+    orphans = _orphans(by_round, fixed, set(records) | set(journals) | unread, top, ages,
+                       cutoff)
     plan.orphans = sorted(orphans)
     plan.objects += sum(len(keys) for keys in orphans.values())
     if not apply:

@@ -25,6 +25,24 @@ class DamagedRecord(ValueError):
         self.why = why
 
 
+def listed_records(store: ObjectStore, prefix: str) -> tuple[set[str], dict[str, str]]:
+    """The objects under `prefix` (round records), and the entries there that are no
+    object a record can be read from, by key (a directory's without its '/'), with why:
+    what a local store refuses to list (a symbolic link, a FIFO or other special file, a
+    directory; `LocalStore`'s page `refused`). i41y: such a record was not listed at all,
+    so `show` said "none recorded" and `expire` passed it by in silence."""
+    names: set[str] = set()
+    refused: dict[str, str] = {}
+    start: str | None = None
+    while True:
+        page = store.list_page(prefix, start)
+        names.update(o.key for o in page.objects)
+        refused.update((key.rstrip("/"), why) for key, why in page.refused)
+        if not page.truncated or not page.objects:
+            return names, refused
+        start = page.objects[-1].key
+
+
 def read_record(store: ObjectStore, key: str) -> dict[str, Any]:
     """The record at `key`; DamagedRecord if its bytes are not one strict JSON object (a
     StoreError, a failed request, propagates: the record may be fine)."""

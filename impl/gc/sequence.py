@@ -42,6 +42,7 @@ from typing import Any
 from epochgc.impl.gc.errors import GcError, ReportError
 from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.gc.text import printable
+from epochgc.impl.shortlist import short_list
 from epochgc.impl.store.base import ObjectStore, StoreError
 
 SEQ_PREFIX = "_cluster/gc/seq/"
@@ -147,12 +148,13 @@ def _at_end(store: ObjectStore, nums: list[int]) -> str:
     keys = [marker_key(n) for n in above]
     rounds = [m.round_id for m in (read_marker(store, k) for k in keys) if m is not None]
     held = [round_seq_key(r) for r in rounds if round_number(store, r) in above]
-    shown = keys[:5] + held[:5]
-    more = len(keys) + len(held) - len(shown)
+    # the first five of each kind, then how many more of both
+    named = short_list([*keys[:5], *held[:5], *keys[5:], *held[5:]],
+                       len(keys[:5]) + len(held[:5]))
     return (f"{marker_key(nums[-1])}: the GC round sequence is at its end ({LAST} is the "
             f"highest {_WIDTH}-digit number); a round's record could not be numbered and "
             f"ordered. Numbers this high were not handed out in order: remove by hand "
-            f"{', '.join(shown)}{f' and {more} more' if more else ''} (every key under "
+            f"{named} (every key under "
             f"{SEQ_PREFIX} from {marker_key(above[0])} up, and the {ROUND_SEQ_PREFIX} "
             "markers of the rounds that hold them); their records keep their own numbers")
 

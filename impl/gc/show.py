@@ -18,7 +18,12 @@ from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.lease import LEASE_KEY
 from epochgc.impl.gc.monitor import check_health
 from epochgc.impl.gc.record import ROUNDS_PREFIX
-from epochgc.impl.gc.recordread import DamagedRecord, is_refusal, read_round_record
+from epochgc.impl.gc.recordread import (
+    DamagedRecord,
+    is_refusal,
+    listed_records,
+    read_round_record,
+)
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.gc.sequence import SequenceError, check_room, markers, newer_unmarked
 from epochgc.impl.gc.text import printable
@@ -71,17 +76,20 @@ def last_rounds(store: ObjectStore) -> tuple[dict[str, Any] | None, dict[str, An
     record that cannot be read counts as a round (named, never skipped)."""
     refusal: dict[str, Any] | None = None
     try:
-        names = {o.key for o in store.list_all(ROUNDS_PREFIX)}
+        readable, damaged = listed_records(store, ROUNDS_PREFIX)
+        names = readable | set(damaged)
         if not names:
             return None, None
         check_room(store)  # a sequence that cannot order rounds is named, not used
         marks = markers(store)
         # a round whose marker was removed by hand first, later by its number and its start
         # (newuser4 F4), then the store's order, then by name (before numbering)
-        numbered = newer_unmarked(store, names, marks) + [m.record for m in marks
-                                                          if m.record in names]
+        numbered = newer_unmarked(store, readable, marks) + [m.record for m in marks
+                                                             if m.record in names]
         order = list(dict.fromkeys(numbered + sorted(names - set(numbered), reverse=True)))
         for key in order[:SCAN_RECORDS]:
+            if key in damaged:  # a link, a FIFO (never opened), a directory: named
+                raise DamagedRecord(key, damaged[key])
             rec = read_round_record(store, key)
             if not is_refusal(rec):
                 return {"key": key, **rec}, refusal

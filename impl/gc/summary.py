@@ -64,6 +64,9 @@ JSON_KEYS = (
     # either is above 0, `deleted` is a lower bound ("at least N deleted").
     "unknown",
     "journal_unreadable",
+    # i41y: the command's exit code, as `gc-admin --json` gives it on failure (one shape:
+    # `outcome`, `error`, `exit_code`).
+    "exit_code",
 )
 
 

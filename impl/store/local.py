@@ -56,6 +56,10 @@ _READ = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK
 _DATA = "level_zero/data/"
 _DATA_DIRS = 4  # level_zero/data/NNN/EPOCH/
 _MAX_DIRS = 16
+# Prefixes whose keys are flat (`_cluster/gc/rounds/ROUND.json`): a directory in one is
+# refused, named (i41y: a record replaced by a directory was "none recorded": an empty
+# directory lists nothing).
+_FLAT = ("_cluster/gc/rounds/",)
 _CURSORS = 32  # suspended listings kept per store (each holds a few directory descriptors)
 # Deletes never remove the top two levels of the tree (`level_zero/data`, `_cluster/gc`):
 # they are the store's layout, outside what a GC round may change.
@@ -640,6 +644,11 @@ def _walk(fd: int, base: str, name_prefix: str, after: str) -> Iterator[_Item]:
             rel = base + name
             entry = by_name[name]
             if rel[-1] == "/":  # a directory (its key ends in '/'; a file name cannot)
+                if base in _FLAT:
+                    if rel > after and not after.startswith(rel):
+                        yield (rel, None, "a directory where only objects are kept: "
+                               "malformed, never listed")
+                    continue
                 if rel.count("/") > (_DATA_DIRS if rel.startswith(_DATA) else _MAX_DIRS):
                     if rel > after and not after.startswith(rel):
                         yield (rel, None, "a directory nested too deep (below "

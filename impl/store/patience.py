@@ -8,19 +8,24 @@ attempts", https://botocore.amazonaws.com/v1/documentation/api/latest/reference/
 config.html). The small reads a command makes before any work (partitions.json, the pause
 state, the reports, `gc-admin`'s reads) go through a client of their own, configured with
 botocore's own `Config`: `read_timeout` (seconds to wait for the next bytes of an answer)
-and `retries.total_max_attempts` ("the maximum number of total attempts that will be made
-on a single request. This includes the initial request", same page). The delete path keeps
+and `retries.total_max_attempts` 1 ("the maximum number of total attempts that will be made
+on a single request. This includes the initial request", same page): the attempts are
+`readretry.run`'s, which keeps a throttling store apart. The delete path keeps
 `s3.CONNECT_TIMEOUT_S` / `READ_TIMEOUT_S`: the stop bound rests on them (`gc/bounds.py`).
 
 A HEAD or a GET of a small JSON object answers in milliseconds; AWS advises retrying a
 latency-sensitive request that has not answered in about 2 seconds ("Timeouts and Retries
 for Latency-Sensitive Applications", https://docs.aws.amazon.com/AmazonS3/latest/userguide/
 optimizing-performance-guidelines.html). 10 s per attempt is five times that, and 3
-attempts end a silent endpoint's read within ~33 s (botocore's backoff before retry n is
-random up to 2**(n-1) s: at most 1 + 2 s here).
+attempts end a silent endpoint's read within ~30 s (the backoff before retry n is random
+up to 0.05 * 2**(n-1) s, botocore's own for a failure that is not a throttle).
+
+A store that throttles (503 SlowDown, 429, ...) is given more attempts, with a longer
+backoff (`throttled_attempts`, `throttled_base_s`; the rule and its sources:
+`readretry.py`): it answers, and asks to be asked more slowly.
 
 While such a read waits longer than `say_after_s`, `waiting` says so, so an operator is not
-left with silence. Tests shorten the three settings through the environment (`ENV`).
+left with silence. Tests shorten the settings through the environment (`ENV`).
 """
 
 from __future__ import annotations
@@ -33,27 +38,40 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from epochgc.impl.store.base import StoreError
+from epochgc.impl.store.readretry import Backoff, Failure, Tries
 
 # The environment's overrides (tests: a silent endpoint's wait is the configured timeout,
 # made small, not a race against a sleep).
 READ_TIMEOUT_ENV = "EPOCHGC_CONTROL_READ_TIMEOUT_S"
 ATTEMPTS_ENV = "EPOCHGC_CONTROL_ATTEMPTS"
 SAY_AFTER_ENV = "EPOCHGC_WAITING_LINE_AFTER_S"
-ENV = (READ_TIMEOUT_ENV, ATTEMPTS_ENV, SAY_AFTER_ENV)
+THROTTLED_ATTEMPTS_ENV = "EPOCHGC_CONTROL_THROTTLED_ATTEMPTS"
+THROTTLED_BASE_ENV = "EPOCHGC_CONTROL_THROTTLED_BASE_S"
+ENV = (READ_TIMEOUT_ENV, ATTEMPTS_ENV, SAY_AFTER_ENV, THROTTLED_ATTEMPTS_ENV,
+       THROTTLED_BASE_ENV)
 
 
 @dataclass(frozen=True)
 class Patience:
     """A control-plane read's bounds: each attempt's read timeout, the attempts (the first
-    included), and after how long a read still unanswered is said (`waiting`)."""
+    included) of a read that fails or gets no answer, after how long a read still
+    unanswered is said (`waiting`), and the attempts and backoff base of a read the store
+    throttles (`readretry.py`)."""
 
     read_timeout_s: float = 10.0
     attempts: int = 3
     say_after_s: float = 10.0
+    throttled_attempts: int = 10
+    throttled_base_s: float = 1.0
 
     def __post_init__(self) -> None:
-        if not (self.read_timeout_s > 0 and self.attempts >= 1 and self.say_after_s > 0):
+        if not (self.read_timeout_s > 0 and self.attempts >= 1 and self.say_after_s > 0
+                and self.throttled_attempts >= 1 and self.throttled_base_s > 0):
             raise ValueError(f"invalid control-read bounds {self}")
+
+    def backoff(self) -> Backoff:
+        return Backoff(self.attempts, self.throttled_attempts,
+                       throttled_base_s=self.throttled_base_s)
 
     @classmethod
     def from_env(cls) -> Patience:
@@ -62,12 +80,19 @@ class Patience:
         base = cls()
         return cls(_number(READ_TIMEOUT_ENV, base.read_timeout_s),
                    int(_number(ATTEMPTS_ENV, base.attempts, whole=True)),
-                   _number(SAY_AFTER_ENV, base.say_after_s))
+                   _number(SAY_AFTER_ENV, base.say_after_s),
+                   int(_number(THROTTLED_ATTEMPTS_ENV, base.throttled_attempts, whole=True)),
+                   _number(THROTTLED_BASE_ENV, base.throttled_base_s))
 
     def no_answer(self) -> str:
         """The end of the error line of a read that got no answer."""
         tries = f"{self.attempts} attempts" if self.attempts > 1 else "1 attempt"
         return f"no answer within {self.read_timeout_s:g} s ({tries})"
+
+    def throttled(self, tries: Tries) -> str:
+        """The end of the error line of a read the store kept throttling."""
+        return (f"still throttled after {tries.count(Failure.THROTTLED)} attempts "
+                f"({tries.waited_s:.1f} s of backoff)")
 
 
 def _number(name: str, default: float, whole: bool = False) -> float:
@@ -86,9 +111,11 @@ def _number(name: str, default: float, whole: bool = False) -> float:
 
 @contextlib.contextmanager
 def waiting(say: Callable[[str], None] | None, endpoint: str, what: str,
-            after_s: float) -> Iterator[None]:
-    """Say "waiting for ENDPOINT: no answer yet (WHAT, N s)" each `after_s` seconds while
-    the block runs (from a daemon thread; none at all if `say` is None)."""
+            after_s: float, state: Callable[[], str] = lambda: "no answer yet",
+            ) -> Iterator[None]:
+    """Say "waiting for ENDPOINT: STATE (WHAT, N s)" each `after_s` seconds while the block
+    runs (from a daemon thread; none at all if `say` is None); `state` says why (no answer
+    yet; the store throttles)."""
     if say is None:
         yield
         return
@@ -97,7 +124,7 @@ def waiting(say: Callable[[str], None] | None, endpoint: str, what: str,
 
     def run() -> None:
         while not done.wait(after_s):
-            say(f"waiting for {endpoint}: no answer yet ({what}, "
+            say(f"waiting for {endpoint}: {state()} ({what}, "
                 f"{time.monotonic() - began:.0f} s)")
 
     threading.Thread(target=run, name="epochgc-waiting", daemon=True).start()

@@ -15,8 +15,9 @@ import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
+from epochgc.impl.store import readretry
 from epochgc.impl.store.base import (
     MAX_PAGE_SIZE,
     ConditionalConflict,
@@ -37,6 +38,8 @@ from epochgc.impl.store.base import (
 )
 from epochgc.impl.store.patience import Patience, waiting
 from epochgc.impl.store.retry import RETRYABLE_KEY_CODES, Backoff, Retrier
+
+T = TypeVar("T")
 
 # S3 error codes that mean "the key is not there", which for a delete is success.
 _GONE = frozenset({"NoSuchKey", "404", "NotFound"})
@@ -86,6 +89,7 @@ class S3Store(ObjectStore):
         key_retry: Retrier | None = None,
         patience: Patience | None = None,
         on_wait: Callable[[str], None] | None = None,
+        read_waiter: readretry.Waiter | None = None,
     ) -> None:
         self.bucket = bucket
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
@@ -102,6 +106,9 @@ class S3Store(ObjectStore):
         # through `on_wait` (a command's own line). The writes keep the client above.
         self.patience = patience
         self.on_wait = on_wait
+        # The backoff's randomness and sleep between a control read's attempts (tests: a
+        # seeded Random and a sleep that records).
+        self.read_waiter = read_waiter if read_waiter is not None else readretry.Waiter()
         self._reader: Any = None
         self._deadline = SendDeadline()  # `send_by`'s bound, per thread
         self.monotonic: Callable[[], float] = send_clock  # the clock `send_by` reads
@@ -153,16 +160,30 @@ class S3Store(ObjectStore):
             return self.client
         with self._lock:
             if self._reader is None:
+                # One attempt per call: `_read` retries (`readretry.py` says why).
                 self._reader = self._new_client(self.patience.read_timeout_s,
-                                                {"mode": "adaptive", "total_max_attempts":
-                                                 self.patience.attempts})
+                                                {"mode": "standard", "total_max_attempts": 1})
             return self._reader
 
-    def _reading(self, what: str) -> contextlib.AbstractContextManager[None]:
-        """A read's `waiting` line, with `patience` and `on_wait` given."""
-        if self.patience is None or self.on_wait is None:
-            return contextlib.nullcontext()
-        return waiting(self.on_wait, self.endpoint_url or "S3", what, self.patience.say_after_s)
+    def _read(self, what: str, call: Callable[[], T],
+              passes: frozenset[str] = frozenset()) -> T:
+        """`call()`, a read of `reader`: with `patience`, retried (`readretry.run`) and said
+        while it waits (`waiting`, with `on_wait`). A failure whose code is in `passes` is
+        raised as it came (the caller's: an absent key, an empty range); any other is a
+        StoreError naming `what`."""
+        tries = readretry.Tries()
+        try:
+            if self.patience is None:
+                return call()  # `client`'s own retries (an executor's store)
+            with contextlib.ExitStack() as stack:
+                if self.on_wait is not None:
+                    stack.enter_context(waiting(self.on_wait, self.endpoint_url or "S3", what,
+                                                self.patience.say_after_s, tries.say))
+                return readretry.run(call, self.patience.backoff(), self.read_waiter, tries)
+        except Exception as e:
+            if _code(e) in passes:
+                raise
+            raise self._error(what, e, tries) from e
 
     def _new_client(self, read_timeout_s: float, retries: Any) -> Any:
         import boto3  # imported lazily: local-only users do not need boto3
@@ -198,10 +219,15 @@ class S3Store(ObjectStore):
     def _full(self, key: str) -> str:
         return self.prefix + check_key(key)
 
-    def _error(self, what: str, e: Exception, read: bool = False) -> StoreError:
-        """`read`: a request of `reader`, whose silence has its own bound to name."""
-        if read and self.patience is not None and _no_answer(e):
-            return StoreError(f"{what} in {self.describe()}: {self.patience.no_answer()}")
+    def _error(self, what: str, e: Exception,
+               tries: readretry.Tries | None = None) -> StoreError:
+        """`tries`: a read of `reader`, whose silence and throttling have bounds to name."""
+        if tries is not None and self.patience is not None:
+            if _no_answer(e):
+                return StoreError(f"{what} in {self.describe()}: {self.patience.no_answer()}")
+            if tries.last is readretry.Failure.THROTTLED:
+                return StoreError(f"{what} in {self.describe()}: "
+                                  f"{self.patience.throttled(tries)}: {_answer(e)}")
         return StoreError(f"{what} in {self.describe()} failed: {_short(e)}")
 
     def put(self, key: str, data: bytes) -> None:
@@ -286,19 +312,21 @@ class S3Store(ObjectStore):
 
     def get_versioned(self, key: str, limit: int) -> Versioned | None:
         """GetObject returns the ETag of the bytes it returns: one request, one version."""
+        def get() -> tuple[dict[str, Any], bytes]:
+            r = self.reader.get_object(
+                Bucket=self.bucket, Key=self._full(key), Range=f"bytes=0-{max(0, limit - 1)}"
+            )
+            return r, r["Body"].read()
+
         try:
-            with self._reading(f"get {key!r}"):
-                r = self.reader.get_object(
-                    Bucket=self.bucket, Key=self._full(key), Range=f"bytes=0-{max(0, limit - 1)}"
-                )
-                body: bytes = r["Body"].read()
+            r, body = self._read(f"get {key!r}", get, _GONE | {"InvalidRange"})
+        except StoreError:
+            raise
         except Exception as e:
             if _code(e) in _GONE:
                 return None
-            if _code(e) == "InvalidRange":  # an empty object
-                info = self.head(key)
-                return None if info is None else Versioned(b"", info.version)
-            raise self._error(f"get {key!r}", e, read=True) from e
+            info = self.head(key)  # InvalidRange: an empty object
+            return None if info is None else Versioned(b"", info.version)
         return Versioned(body, _etag(r, key))
 
     def _conditional_error(self, what: str, e: Exception) -> StoreError:
@@ -314,37 +342,40 @@ class S3Store(ObjectStore):
             last = "" if end is None else str(end - 1)  # HTTP ranges are inclusive
             args["Range"] = f"bytes={start or 0}-{last}"
         try:
-            with self._reading(f"get {key!r}"):
-                body: bytes = self.reader.get_object(**args)["Body"].read()
+            body: bytes = self._read(f"get {key!r}",
+                                     lambda: self.reader.get_object(**args)["Body"].read(),
+                                     _GONE | {"InvalidRange"})
             return body
+        except StoreError:
+            raise
         except Exception as e:
             if _code(e) in _GONE:
                 raise StoreError(f"{key!r} does not exist in {self.describe()}") from None
-            if _code(e) == "InvalidRange":
-                return b""
-            raise self._error(f"get {key!r}", e, read=True) from e
+            return b""  # InvalidRange
 
     def missing_root(self) -> str | None:
         # A HeadObject's 404 does not say whether the key or the bucket is missing (a HEAD
         # answer has no body to carry `NoSuchBucket`); HeadBucket does (S3 API reference,
         # HeadBucket: "404 Not Found" if the bucket does not exist). newuser5 G7.
         try:
-            with self._reading(f"head bucket {self.bucket!r}"):
-                self.reader.head_bucket(Bucket=self.bucket)
-        except Exception as e:
-            if _code(e) in ("404", "NoSuchBucket"):
-                return f"bucket {self.bucket!r} does not exist"
+            self._read(f"head bucket {self.bucket!r}",
+                       lambda: self.reader.head_bucket(Bucket=self.bucket),
+                       frozenset({"404", "NoSuchBucket"}))
+        except StoreError:
+            return None  # the bucket's state is unknown: the caller's own error stands
+        except Exception:
+            return f"bucket {self.bucket!r} does not exist"
         return None
 
     def _head_object(self, key: str) -> dict[str, Any] | None:
         """HeadObject's answer; None if there is no such object."""
         try:
-            with self._reading(f"head {key!r}"):
-                return dict(self.reader.head_object(Bucket=self.bucket, Key=self._full(key)))
-        except Exception as e:
-            if _code(e) in _GONE:
-                return None
-            raise self._error(f"head {key!r}", e, read=True) from e
+            return self._read(f"head {key!r}", lambda: dict(
+                self.reader.head_object(Bucket=self.bucket, Key=self._full(key))), _GONE)
+        except StoreError:
+            raise
+        except Exception:
+            return None  # _GONE
 
     def head(self, key: str) -> ObjectInfo | None:
         r = self._head_object(key)
@@ -388,11 +419,7 @@ class S3Store(ObjectStore):
         }
         if start_after:
             args["StartAfter"] = self.prefix + start_after
-        try:
-            with self._reading(f"list {prefix!r}"):
-                r = self.reader.list_objects_v2(**args)
-        except Exception as e:
-            raise self._error(f"list {prefix!r}", e, read=True) from e
+        r = self._read(f"list {prefix!r}", lambda: self.reader.list_objects_v2(**args))
         cut = len(self.prefix)
         objects = [
             ObjectInfo(o["Key"][cut:], int(o["Size"]), o["LastModified"].timestamp(),
@@ -529,11 +556,8 @@ class S3Store(ObjectStore):
     def versioning(self) -> str | None:
         """The bucket's versioning status ("Enabled" or "Suspended"), None if never enabled.
         In a versioned bucket a delete only adds a delete marker: the bytes stay."""
-        try:
-            with self._reading("get bucket versioning"):
-                r = self.reader.get_bucket_versioning(Bucket=self.bucket)
-        except Exception as e:
-            raise self._error("get bucket versioning", e, read=True) from e
+        r = self._read("get bucket versioning",
+                       lambda: self.reader.get_bucket_versioning(Bucket=self.bucket))
         status = r.get("Status")
         return str(status) if status else None
 
@@ -580,6 +604,15 @@ def _code(e: Exception) -> str:
     if isinstance(response, dict):
         return str(response.get("Error", {}).get("Code", ""))
     return ""
+
+
+def _answer(e: Exception) -> str:
+    """The server's answer, as "CODE: Message" (botocore's text about its own retries, "reached
+    max retries: 0", is not the store's word)."""
+    response = getattr(e, "response", None)
+    error = response.get("Error", {}) if isinstance(response, dict) else {}
+    code, message = str(error.get("Code", "")), str(error.get("Message", ""))
+    return f"{code}: {message}" if code and message else _short(e)
 
 
 def _short(e: Exception) -> str:

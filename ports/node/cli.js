@@ -82,7 +82,7 @@ function notUtf8(path) {
 }
 
 function replay(path, cliVariant, out, err) {
-  const label = path;
+  const label = path === '-' ? '<stdin>' : path; // as `epochgc replay` names stdin
   if (cliVariant !== null && !VARIANTS.includes(cliVariant)) {
     err(`epochgc replay: ${label}: variant: unknown variant ${JSON.stringify(cliVariant)}`);
     return 65;

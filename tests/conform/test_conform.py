@@ -361,6 +361,24 @@ def test_a_garbage_answer_is_shown_in_the_table() -> None:
     assert "(not an answer: b'OK')" in out and "(no answer)" not in out, out
 
 
+def test_what_a_port_printed_before_any_line_is_shown_in_the_table() -> None:
+    """i41y (newuser9 pass 2): a port that printed `garbage` before it was sent a line was
+    shown as "(no answer)" (i41u's fix covered garbage in answer to a step). Escaped and
+    cut as any line that is not an answer."""
+    with PortProcess(broken("garbage_at_start"), timeout=30) as port, \
+            pytest.raises(Broken) as e:
+        # Its line is there before the first is sent (else it is read as the reset's
+        # answer: i41u's case), as a shell's `echo` beats conform's first write.
+        assert port._readable(300), "the port printed nothing"
+        run_program(port, "reference", [{"op": "state"}])
+    assert e.value.failure.kind == "extra-output", e.value.failure
+    out = report.table(e.value.run, e.value.failure.answered)
+    assert "(no answer)" not in out, out
+    shown = repr(b"garbage \x1b[2J" + b"x" * 48)  # its first 60 bytes
+    assert f"(not an answer: {shown}...)" in out, out
+    assert "\x1b" not in out  # the escape never reaches the terminal raw
+
+
 @pytest.mark.parametrize("value", ["1e-300", "0.001", "0"])
 def test_a_per_step_timeout_no_port_can_meet_is_refused(value: str) -> None:
     """newuser8 (pass 2): `--timeout-per-step 1e-300` was accepted and the port blamed

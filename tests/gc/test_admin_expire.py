@@ -288,3 +288,17 @@ def test_orphaned_markers_are_removed_only_past_the_retention_and_with_no_round(
     for name in ("young", "comes", "top"):
         assert round_seq_key(name) in left, (name, left)
     assert "_cluster/gc/seq/00000000000000000004" in left
+
+
+def test_a_long_expire_list_is_cut_as_every_list_is() -> None:
+    """i41y item 7: expire's lists are cut by `impl/shortlist.py` (the count with thousands
+    separators, as every other cut). Old code: "  ... and 1214 more"."""
+    from epochgc.impl.gc.expire import ExpirePlan, Unreadable
+
+    plan = ExpirePlan(False, 0.0, 10, rounds=[f"r{i:04d}" for i in range(1234)],
+                      orphans=[f"o{i}" for i in range(21)],
+                      unreadable=[Unreadable(f"k{i}", "why") for i in range(20)])
+    lines = plan.lines()
+    assert lines[1:22] == [f"  r{i:04d}" for i in range(20)] + ["  ... and 1,214 more"]
+    assert "  o19" in lines and "  ... and 1 more" in lines and "  o20" not in lines
+    assert lines[-20:] == [f"  k{i}: why" for i in range(20)]  # 20: none cut

@@ -40,6 +40,37 @@ def test_a_directory_is_input_that_cannot_be_read(command: str, tmp_path: Path) 
     assert f"{tmp_path}: cannot read: Is a directory" in out, out
 
 
+# A file that opens and cannot be read: a process's own memory at address 0 is not mapped,
+# so read(2) fails EIO (proc(5), /proc/pid/mem). Mode 000 would not do: root reads it.
+UNREADABLE = "/proc/self/mem"
+
+
+@pytest.mark.parametrize("command", ["replay", "check-trace"])
+@pytest.mark.parametrize("case", ["directory", "missing file", "unreadable file"])
+def test_every_refusal_names_its_command_first(command: str, case: str,
+                                               tmp_path: Path) -> None:
+    """i41y (newuser9 pass 2, I7): one form, "epochgc COMMAND: SOURCE: cannot read: WHY",
+    65. Old code: check-trace said "adir: cannot read: Is a directory" (no command)."""
+    path, why = {"directory": (str(tmp_path), "Is a directory"),
+                 "missing file": (str(tmp_path / "missing.jsonl"),
+                                  "No such file or directory"),
+                 "unreadable file": (UNREADABLE, "Input/output error")}[case]
+    code, out = _run(command, path)
+    assert code == 65, (code, out)
+    assert out.strip() == f"epochgc {command}: {path}: cannot read: {why}", out
+
+
+@pytest.mark.parametrize("command", ["replay", "check-trace"])
+def test_bad_input_names_its_command_first(command: str, tmp_path: Path) -> None:
+    """The same prefix on a line that is not what the command reads. Old code: check-trace
+    said "malformed trace: FILE:1: ..." where replay says "epochgc replay: FILE:1: ..."."""
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"op": 1}\n')
+    code, out = _run(command, str(bad))
+    assert code == 65, (code, out)
+    assert out.startswith(f"epochgc {command}: {bad}:1: "), out
+
+
 @pytest.mark.parametrize("command", ["replay", "check-trace"])
 def test_not_utf8_is_worded_alike(command: str, tmp_path: Path) -> None:
     """Old code: replay said "cannot read: 'utf-8' codec can't decode byte 0xff in position

@@ -126,6 +126,29 @@ def test_stdin(tmp_path: Path) -> None:
     assert res.exit_code == 0 and json.loads(res.stdout)["step"] == 1
 
 
+# Every line end VECTORS.md allows ("\n, \r\n or a lone \r"), then a bad step (line 5) so
+# that the line numbers are compared too.
+LINE_ENDS = b'{"op":"state"}\r{"op":"state"}\r\n{"op":"state"}\n\r{"op":"gc_epoch"}\r'
+
+
+def test_stdin_ends_lines_as_a_file_does(tmp_path: Path) -> None:
+    """i41y: `epochgc replay -` did not end a line at a lone \r (Python opens stdin with
+    newline="\n" on POSIX): "<stdin>:1: step 1: json: malformed JSON: Extra data at column
+    16" where the same bytes in a file replay. Through a real stdin (a pipe), as a user
+    runs it."""
+    path = tmp_path / "ends.jsonl"
+    path.write_bytes(LINE_ENDS)
+    argv = [sys.executable, "-m", "epochgc", "replay"]
+    env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2]))
+    from_file = subprocess.run([*argv, str(path)], capture_output=True, timeout=120, env=env)
+    from_stdin = subprocess.run([*argv, "-"], input=LINE_ENDS, capture_output=True,
+                                timeout=120, env=env)
+    assert from_file.returncode == 65 and len(from_file.stdout.splitlines()) == 3, from_file
+    assert f"{path}:5: step 4: ".encode() in from_file.stderr, from_file.stderr
+    assert (from_stdin.returncode, from_stdin.stdout) == (65, from_file.stdout), from_stdin
+    assert from_stdin.stderr == from_file.stderr.replace(str(path).encode(), b"<stdin>")
+
+
 # -- variant selection ---------------------------------------------------------------------
 
 _F5 = _steps({"op": "apply_placeholder", "epoch": 5, "offset": 0},

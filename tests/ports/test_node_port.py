@@ -346,3 +346,28 @@ def test_line_bound_and_a_closed_output_in_the_port_too(tmp_path: Path) -> None:
     finally:
         os.close(write)
     assert (r.returncode, r.stderr) == (1, "")
+
+
+def test_stdin_ends_lines_as_a_file_does_in_the_port_too(tmp_path: Path) -> None:
+    """i41y: VECTORS.md's line ends (\n, \r\n, a lone \r) on stdin as in a file, and the
+    same results and error line as `epochgc replay -` (the port already split stdin so;
+    it named stdin `-` where the model says `<stdin>`)."""
+    from tests.model.test_replay import LINE_ENDS
+
+    assert NODE is not None
+    path = tmp_path / "ends.jsonl"
+    path.write_bytes(LINE_ENDS)
+    cli = [NODE, str(PORT / "cli.js"), "replay"]
+    from_file = subprocess.run([*cli, str(path)], capture_output=True, timeout=120,
+                               check=False)
+    from_stdin = subprocess.run([*cli, "-"], input=LINE_ENDS, capture_output=True,
+                                timeout=120, check=False)
+    model = subprocess.run([sys.executable, "-m", "epochgc", "replay", "-"], input=LINE_ENDS,
+                           capture_output=True, timeout=120, check=False,
+                           env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert (from_file.returncode, len(from_file.stdout.splitlines())) == (65, 3), from_file
+    assert (from_stdin.returncode, from_stdin.stdout) == (65, from_file.stdout), from_stdin
+    assert [_normalized(x) for x in from_stdin.stdout.decode().splitlines()] == [
+        _normalized(x) for x in model.stdout.decode().splitlines()]
+    assert from_stdin.stderr.startswith(b"epochgc replay: <stdin>:5: step 4: "), from_stdin
+    assert model.stderr.startswith(b"epochgc replay: <stdin>:5: step 4: "), model

@@ -326,18 +326,15 @@ class _Handler(BaseHTTPRequestHandler):
             with proxy.lock:
                 proxy.faulted[fault] += 1
         if fault is Fault.SLOW_DOWN:
-            self._reply(503, {"Content-Type": "application/xml"},
-                        _error_doc("SlowDown", "Please reduce your request rate."))
+            self._error(503, "SlowDown", "Please reduce your request rate.")
             return
         if fault is Fault.NOT_APPLIED_500:
-            self._reply(500, {"Content-Type": "application/xml"},
-                        _error_doc("InternalError", "We encountered an internal error. "
-                                   "Please try again."))
+            self._error(500, "InternalError", "We encountered an internal error. "
+                        "Please try again.")
             return
         if fault is Fault.CONFLICT:
-            self._reply(409, {"Content-Type": "application/xml"},
-                        _error_doc("ConditionalRequestConflict", "A conflicting operation "
-                                   "occurred. If using PutObject you can retry the request."))
+            self._error(409, "ConditionalRequestConflict", "A conflicting operation "
+                        "occurred. If using PutObject you can retry the request.")
             return
         if fault is Fault.IGNORE_CONDITIONS and conditional:
             headers = {k: v for k, v in headers.items() if k.lower() not in _CONDITIONS}
@@ -378,9 +375,8 @@ class _Handler(BaseHTTPRequestHandler):
             elif kind == "list":
                 data = proxy.relist(parts.query, data)
         if fault is Fault.APPLIED_THEN_500:
-            self._reply(500, {"Content-Type": "application/xml"},
-                        _error_doc("InternalError", "We encountered an internal error. "
-                                   "Please try again."))
+            self._error(500, "InternalError", "We encountered an internal error. "
+                        "Please try again.")
             return
         if fault is Fault.APPLIED_THEN_RESET:
             self._answered = time.monotonic()
@@ -399,6 +395,14 @@ class _Handler(BaseHTTPRequestHandler):
             )
         else:
             self._reply(resp.status, out, data)
+
+    def _error(self, status: int, code: str, message: str) -> None:
+        """An S3 error answer; to a HEAD without its body (HTTP: a HEAD's answer has none,
+        RFC 9110 9.3.2; a body sent after it was read as the next answer's start)."""
+        if self.command == "HEAD":
+            self._reply(status, {"Content-Length": "0"}, b"", head=True)
+            return
+        self._reply(status, {"Content-Type": "application/xml"}, _error_doc(code, message))
 
     def _reply(self, status: int, headers: dict[str, str], data: bytes, head: bool = False) -> None:
         # Before the client can have the answer: whatever it sends because of this answer

@@ -109,7 +109,9 @@ def test_the_writes_and_an_executors_store_keep_the_stop_bounds_client(
         assert store.client.meta.config.connect_timeout == CONNECT_TIMEOUT_S
         assert store.reader.meta.config.read_timeout == 0.5
         assert store.reader.meta.config.connect_timeout == CONNECT_TIMEOUT_S
-        assert store.reader.meta.config.retries["total_max_attempts"] == 2
+        # one attempt per call: the read's attempts are `readretry.run`'s (i41y item 1)
+        assert store.reader.meta.config.retries["total_max_attempts"] == 1
+        assert store.patience is not None and store.patience.backoff().attempts == 2
         copy = pickle.loads(pickle.dumps(store))
         assert copy.on_wait is None and copy._reader is None
     finally:
