@@ -185,6 +185,9 @@ def render(doc: dict[str, Any]) -> list[str]:
                       if r.get("unreadable") else "")
                    + (f", {count_text(r['unknown'])} key(s) of unknown fate"
                       if r.get("unknown") else "")
+                   + (f", {count_text(r['gone_unattributed'])} more left the store in "
+                      "batches whose answer was never recorded"
+                      if r.get("gone_unattributed") else "")
                    + f" ({_text(r['record'])})")
     for r in doc.get("recovering") or []:
         out.append(f"dead round being recovered: {_text(r['round'])} (driver gone before its "

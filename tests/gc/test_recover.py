@@ -106,11 +106,31 @@ def test_show_records_a_dead_round_once_its_lease_ran_out(tmp_path: Path) -> Non
     assert rec["recovered_by"] == "gc-admin show" and rec["journal"] == journal_prefix(DEAD)
     doc = json.loads(out)
     assert doc["last_round"]["outcome"] == "killed" and doc["recovered"][0]["round"] == DEAD
+    # The unanswered batch's keys, apart from deleted (review rev38v finding 3).
+    assert doc["recovered"][0]["gone_unattributed"] == len(gone), doc["recovered"]
+    assert doc["last_round"]["counts"]["gone_unattributed"] == len(gone)
+    assert doc["last_round"]["counts"]["bytes_gone_unattributed"] == len(gone)  # 1 byte each
     end = json.loads(LocalStore(root).get(journal_prefix(DEAD) + END))
     assert end["outcome"] == "killed"
     # A second look finds nothing more to do, and never rewrites the record.
     code, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
     assert json.loads(out)["recovered"] == []
+
+
+def test_show_says_the_keys_a_dead_round_left_unattributed(tmp_path: Path) -> None:
+    """Review rev38v finding 3 in `show`'s human output: the unanswered batch's 3 keys are
+    said apart from the 3 its answered request deleted, where the dead round is recorded and
+    in the last round's lines."""
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)
+    _dead_round(root)
+    _expired_lease(root, DEAD)
+    code, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert code == 2, out  # the fixture's reports are dated ahead of this host's clock
+    assert (f"recorded a dead round: {DEAD} (driver gone before its end): killed, 3 key(s) "
+            "deleted, 3 more left the store in batches whose answer was never recorded") in out, out
+    assert "deleted 3 key(s) (3 bytes)" in out, out
+    assert "left the store, not attributed: 3 key(s) (3 bytes)" in out, out
 
 
 def test_reset_force_records_the_round_that_held_the_lease(tmp_path: Path) -> None:

@@ -90,3 +90,29 @@ def test_a_round_that_knows_its_deletions_exports_zero(tmp_path: Path) -> None:
     assert got[("epochgc_gc_bytes_gone_unattributed", ())] == 0
     assert got[("epochgc_gc_journal_unreadable", ())] == 0
     assert json.loads(GcSummary(error="boom").to_json())["unknown"] == 0
+
+
+def test_keys_gone_unattributed_are_said_apart_from_deleted_in_every_ending() -> None:
+    """Review rev38v finding 3: keys found absent in batches whose answer was never
+    recorded have a line of their own after the first (an interrupted round's first line is
+    its only one otherwise), are not a reason for `incomplete`, and the next round's note on
+    a dead round names them after its deleted count."""
+    from epochgc.impl.gc.recover import Recovered
+
+    for s in (GcSummary(journal=JOURNAL, M=7, deleted=3, gone_unattributed=2),
+              GcSummary(journal=JOURNAL, M=7, deleted=3, gone_unattributed=2,
+                        interrupted="SIGTERM", listing_complete=False)):
+        lines = s.lines()
+        assert "delet" in lines[0] and "3" in lines[0], lines
+        assert lines[1] == (
+            "gc: 2 key(s) left the store in delete batches whose answer was never recorded "
+            "(a task attempt killed mid-request): by this round's requests or another "
+            f"writer's, not known which; not counted in deleted (journal {JOURNAL})"), lines
+        assert json.loads(s.to_json())["gone_unattributed"] == 2
+    assert GcSummary(journal=JOURNAL, M=7, deleted=3, gone_unattributed=2).outcome == "done"
+    assert not any("left the store" in line
+                   for line in GcSummary(journal=JOURNAL, M=7, deleted=3).lines())
+    dead = Recovered("r", "k", 3, 0, False, gone_unattributed=2)
+    assert dead.gone_text() == (", 2 more left the store in batches whose answer was never "
+                                "recorded (its requests' or another writer's)")
+    assert Recovered("r", "k", 3, 0, False).gone_text() == ""
