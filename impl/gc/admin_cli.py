@@ -362,9 +362,12 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
         unread = (f" ({count_text(r['unreadable'])} journal entr(ies) unreadable)"
                   if r["unreadable"] else "")
         end = " (from its own END)" if r["from_end"] else ""
+        gone = (f", {count_text(r['gone_unattributed'])} more left the store in batches "
+                "whose answer was never recorded (its requests' or another writer's)"
+                if r["gone_unattributed"] else "")
         echo_safe(f"gc-admin: recorded dead round {printable(r['round'])}{end}: "
                   f"{printable(r['outcome'])}, {at_least}{count_text(r['deleted'])} key(s) "
-                  f"deleted{unread} "
+                  f"deleted{gone}{unread} "
                   f"({printable(r['record'])})")
 
 
@@ -484,7 +487,8 @@ def _say_meanwhile(round_id: str, how: str) -> None:
 
 def _recovered(done: list[Recovered]) -> list[dict[str, Any]]:
     return [{"round": r.round_id, "record": r.record, "deleted": r.deleted,
-             "unreadable": r.unreadable, "unknown": r.unknown, "outcome": r.outcome,
+             "unreadable": r.unreadable, "unknown": r.unknown,
+             "gone_unattributed": r.gone_unattributed, "outcome": r.outcome,
              "from_end": r.from_end,
              "gone_before": r.gone_before()} for r in done]
 

@@ -521,11 +521,14 @@ def _after(s: GcSummary) -> str:
         return (f"the deletion journal {s.journal} could not be read back, so which keys were "
                 "deleted is not known; it names every key a delete was sent for")
     at_least = "at least " if s.unreadable_entries or s.unknown else ""
-    if s.deleted or s.unreadable_entries or s.unknown:
+    if s.deleted or s.unreadable_entries or s.unknown or s.gone_unattributed:
         return (f"{at_least}{s.deleted:,} key(s) were deleted (journal {s.journal}"
                 + (f", {s.unreadable_entries} entr(ies) unreadable" if s.unreadable_entries
                    else "")
                 + (f", {s.unknown} key(s) whose deletion is unknown" if s.unknown else "")
+                + (f", {s.gone_unattributed:,} more left the store in batches whose answer "
+                   "was never recorded, by its requests or another writer's"
+                   if s.gone_unattributed else "")
                 + "); keys not deleted yet are listed again next round")
     if s.journal is not None:
         return f"no key was deleted (journal {s.journal})"

@@ -18,7 +18,9 @@ task return values. Each attempt writes, per delete batch:
   `unknown`), superseded by the group's outcome, alone at the same name or carried.
 
 An intent without its `done` (the attempt was killed mid-request) is resolved by the driver
-asking the store which of its keys are gone. A key counted `deleted` by two attempts (S3
+asking the store which of its keys are gone: those count `gone_unattributed`, never
+`deleted` (no answer says the round's request removed them, and a group's later requests
+may never have been sent: review rev38v finding 3). A key counted `deleted` by two attempts (S3
 cannot tell "already gone" from "deleted") counts once. The driver also writes `START.json`
 before the first task starts and `END.json` at the end; `STOP` asks running tasks to stop at
 their next batch (SIGINT/SIGTERM; tasks with a `gate.py` channel ask their driver instead).
@@ -420,8 +422,15 @@ class Intent:
 class JournalTotals:
     """What the round did, from its journal: every attempt, deduplicated by key."""
 
-    deleted: dict[str, tuple[int, float]] = field(default_factory=dict)  # key -> (size, age)
+    # Keys an answer of the round's own delete requests said it deleted (key -> (size, age)).
+    deleted: dict[str, tuple[int, float]] = field(default_factory=dict)
     already_gone: set[str] = field(default_factory=set)
+    # Review rev38v finding 3: keys of a batch whose answer was never recorded (its attempt
+    # killed, a group's later requests perhaps never sent, a request whose answer was lost)
+    # found absent by the read-back (key -> (size, age)): they left the store while the
+    # round ran, by its requests or another writer's; which is not known, so not `deleted`
+    # (the round's own count is only what answers said) and not `already_gone`.
+    gone_unattributed: dict[str, tuple[int, float]] = field(default_factory=dict)
     changed: set[str] = field(default_factory=set)
     errors: dict[str, str] = field(default_factory=dict)
     # Review rev38q findings 1 and 5: keys whose fate the store could not tell, even when
@@ -442,6 +451,10 @@ class JournalTotals:
     @property
     def bytes_deleted(self) -> int:
         return sum(size for size, _ in self.deleted.values())
+
+    @property
+    def bytes_gone_unattributed(self) -> int:
+        return sum(size for size, _ in self.gone_unattributed.values())
 
     def error_samples(self) -> list[str]:
         return [f"{k}: {why}" for k, why in sorted(self.errors.items())[:_MAX_ERROR_SAMPLES]]
@@ -668,15 +681,16 @@ def _ask(store: ObjectStore, key: str) -> bool | StoreError:
 def _resolve_one(store: ObjectStore, key: str, value: tuple[int, float], why: str,
                  totals: JournalTotals, settled: bool = True) -> None:
     """A key whose delete may have been applied (`why`: what its attempt journaled, empty
-    for an attempt killed mid-request): gone now = deleted by the round (it existed when
-    the attempt listed it); still there = an error, listed again next round, unless a
+    for an attempt killed mid-request): gone now = `gone_unattributed` (it existed when
+    the attempt listed it; no answer says whether the round's request or another writer
+    removed it: review rev38v finding 3); still there = an error, listed again next round, unless a
     request for it may still be applied (not `settled`): unknown; the store cannot say =
     unknown."""
     there = _ask(store, key)
     if isinstance(there, StoreError):
         totals.unknown.setdefault(key, f"asking the store failed at the read-back ({there})")
     elif not there:
-        totals.deleted.setdefault(key, value)
+        totals.gone_unattributed.setdefault(key, value)
     elif not settled:
         totals.unknown.setdefault(key, "its attempt was killed while its delete request may "
                                        "have been at the server; still there at the "
@@ -695,7 +709,7 @@ def _resolve(store: ObjectStore, items: Intent, totals: JournalTotals,
 
 
 def _resolve_keys(store: ObjectStore, keys: list[str], totals: JournalTotals) -> None:
-    """The keys a torn intent still names: gone now = deleted by the round (size and age
+    """The keys a torn intent still names: gone now = `gone_unattributed` (size and age
     unknown: 0); still there = not deleted (listed again next round, not an error); the
     store cannot say = unknown."""
     for key in keys:
@@ -706,18 +720,23 @@ def _resolve_keys(store: ObjectStore, keys: list[str], totals: JournalTotals) ->
             totals.unknown.setdefault(key, f"asking the store failed at the read-back "
                                            f"({there})")
         elif not there:
-            totals.deleted.setdefault(key, (0, 0.0))
+            totals.gone_unattributed.setdefault(key, (0, 0.0))
 
 
 def _settle(totals: JournalTotals) -> None:
     """A key two attempts (a retry, a speculative copy) saw differently counts once, under
     the outcome that says most about the store (review rev38q finding 4: a key found
-    rewritten by one attempt and failed in another counted in both): deleted > already gone
-    > changed > unknown > error. Deleted and gone say the key left the store; changed, that
+    rewritten by one attempt and failed in another counted in both): deleted > gone
+    unattributed > already gone > changed > unknown > error. The first three say the key
+    left the store; an answer's "already gone" yields to a read-back's absent key of another
+    attempt's unanswered request (that request may be what removed it); changed, that
     the object there is not the one listed; unknown makes no claim, where an error says the
     key is still there to be listed again, which another attempt's unknown outcome (its
     delete may have been applied) leaves unproven."""
     out: set[str] = set(totals.deleted)
+    for key in [k for k in totals.gone_unattributed if k in out]:
+        del totals.gone_unattributed[key]
+    out = out | totals.gone_unattributed.keys()
     totals.already_gone -= out
     out = out | totals.already_gone
     totals.changed -= out

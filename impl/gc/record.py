@@ -90,6 +90,11 @@ def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
             # Review rev38q finding 1: keys whose fate the store could not tell (neither
             # deleted nor listed again for sure); `deleted` is then a lower bound.
             "unknown": s.unknown,
+            # Review rev38v finding 3: keys (bytes) that left the store in batches whose
+            # answer was never recorded, by the round's requests or another writer's: not
+            # in `deleted`/`bytes_deleted` (what the round's answered requests removed).
+            "gone_unattributed": s.gone_unattributed,
+            "bytes_gone_unattributed": s.bytes_gone_unattributed,
             "skipped_too_new": s.skipped_too_new,
             "skipped_too_young": s.skipped_too_young,
             "malformed": s.malformed,

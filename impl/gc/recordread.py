@@ -81,7 +81,8 @@ def _is_time(v: object) -> bool:
 # a field marked required is in every record this code has ever written.
 _TEXT_OR_NONE = ("blocked", "error", "paused", "interrupted", "recovered_by", "journal",
                  "refusal")
-_COUNTS = ("deleted", "bytes_deleted", "errors", "listed", "eligible")
+_COUNTS = ("deleted", "bytes_deleted", "errors", "listed", "eligible", "gone_unattributed",
+           "bytes_gone_unattributed")
 
 
 def shape_problem(rec: dict[str, Any]) -> str | None:

@@ -114,11 +114,21 @@ class Recovered:
     from_end: bool  # the record was copied from the round's own END
     outcome: str = "killed"  # what the record says (from an END: the driver's own)
     unknown: int = 0  # keys whose fate the store could not tell (deleted is a lower bound)
+    # Keys found absent in batches whose answer was never recorded (review rev38v finding
+    # 3): left the store, by the round's requests or another writer's; not in `deleted`.
+    gone_unattributed: int = 0
 
     @property
     def lower_bound(self) -> bool:
         """`deleted` is a lower bound (entries unreadable, or keys of unknown fate)."""
         return bool(self.unreadable or self.unknown)
+
+    def gone_text(self) -> str:
+        """`gone_unattributed` as a clause after "N key(s) deleted" (empty when 0)."""
+        if not self.gone_unattributed:
+            return ""
+        return (f", {self.gone_unattributed:,} more left the store in batches whose answer "
+                "was never recorded (its requests' or another writer's)")
 
     def gone_before(self) -> str:
         """What its driver did not write: its END (recorded `killed` from the journal), or
@@ -533,11 +543,13 @@ def _recovered_from_end(round_id: str, key: str, end: dict[str, Any]) -> Recover
     deleted = counts.get("deleted", 0)
     unreadable = end.get("journal_unreadable", 0)
     unknown = counts.get("unknown", 0)
+    gone = counts.get("gone_unattributed", 0)  # absent from an END before the field: 0
     outcome = end.get("outcome")
     return Recovered(round_id, key, deleted if isinstance(deleted, int) else 0,
                      unreadable if isinstance(unreadable, int) else 0, True,
                      outcome if isinstance(outcome, str) else "unknown",
-                     unknown if isinstance(unknown, int) else 0)
+                     unknown if isinstance(unknown, int) else 0,
+                     gone if isinstance(gone, int) else 0)
 
 
 def _created(store: ObjectStore, key: str, data: bytes) -> str | None:
@@ -598,6 +610,8 @@ def _from_journal(
         s.errors = len(totals.errors)
         s.unknown = len(totals.unknown)
         s.bytes_deleted = totals.bytes_deleted
+        s.gone_unattributed = len(totals.gone_unattributed)
+        s.bytes_gone_unattributed = totals.bytes_gone_unattributed
         s.delete_requests = totals.batches
         s.unreadable_entries = totals.unreadable
         s.error_samples = totals.error_samples() + totals.unknown_samples()
@@ -621,14 +635,14 @@ def _from_journal(
     if _created(store, prefix + END, json.dumps(record_document(s, {}), allow_nan=False,
                                                 indent=1).encode()) is not None:
         return Recovered(round_id, key, s.deleted, s.unreadable_entries, False,
-                         unknown=s.unknown)
+                         unknown=s.unknown, gone_unattributed=s.gone_unattributed)
     # Its driver was alive and wrote its END after our look (review rev38o finding 3):
     # its END is the round's own account, and our record gives way to it unless its
     # driver's own record replaced ours already (then that one stands).
     end = _read_doc(store, prefix + END)
     if end is None:
         return Recovered(round_id, key, s.deleted, s.unreadable_entries, False,
-                         unknown=s.unknown)
+                         unknown=s.unknown, gone_unattributed=s.gone_unattributed)
     own = json.dumps(end, allow_nan=False, indent=1).encode()
     if store.replace_if_match(key, own, version) is None:
         return None

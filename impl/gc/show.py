@@ -193,6 +193,9 @@ def render(doc: dict[str, Any]) -> list[str]:
                       if r.get("unreadable") else "")
                    + (f", {count_text(r['unknown'])} key(s) of unknown fate"
                       if r.get("unknown") else "")
+                   + (f", {count_text(r['gone_unattributed'])} more left the store in "
+                      "batches whose answer was never recorded"
+                      if r.get("gone_unattributed") else "")
                    + f" ({_text(r['record'])})")
     for r in doc.get("recovering") or []:
         out.append(f"dead round being recovered: {_text(r['round'])} (driver gone before its "
@@ -306,6 +309,13 @@ def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
         # Review rev38q finding 1: keys whose fate the store could not tell.
         out.append(f"  keys of unknown fate: {count_text(counts['unknown'])} (the store could "
                    "not say whether they were deleted; deleted is a lower bound)")
+    if counts.get("gone_unattributed"):
+        # Review rev38v finding 3: found absent in batches whose answer was never recorded.
+        out.append(f"  left the store, not attributed: "
+                   f"{count_text(counts['gone_unattributed'])} key(s) "
+                   f"({count_text(counts.get('bytes_gone_unattributed', 0))} bytes) of delete "
+                   "batches whose answer was never recorded (by this round's requests or "
+                   "another writer's; not in deleted)")
     malformed = counts.get("malformed")
     if malformed:
         # newuser5 G7: a `--skip-malformed` round's malformed keys were not mentioned.

@@ -624,6 +624,8 @@ def _count(summary: GcSummary, totals: JournalTotals) -> None:
     summary.errors = len(totals.errors)
     summary.unknown = len(totals.unknown)
     summary.bytes_deleted = totals.bytes_deleted
+    summary.gone_unattributed = len(totals.gone_unattributed)
+    summary.bytes_gone_unattributed = totals.bytes_gone_unattributed
     summary.max_deleted_epoch = max_epoch(totals.deleted)
     summary.delete_requests = totals.batches
     summary.error_samples.extend(totals.error_samples())
@@ -637,10 +639,11 @@ def partial_listing(summary: GcSummary, totals: JournalTotals) -> None:
     key it names as deleted, already gone, rewritten or failed was listed and eligible
     (issue 41 item 3: a SIGTERM'd round recorded eligible 12585, deleted 14585)."""
     proven = (set(totals.deleted) | totals.already_gone | totals.changed | set(totals.errors)
-              | set(totals.unknown))
+              | set(totals.unknown) | set(totals.gone_unattributed))
     summary.listing_complete = False
     summary.eligible = max(summary.eligible, len(proven))
-    summary.eligible_bytes = max(summary.eligible_bytes, totals.bytes_deleted)
+    summary.eligible_bytes = max(summary.eligible_bytes,
+                                 totals.bytes_deleted + totals.bytes_gone_unattributed)
     summary.listed = max(summary.listed, summary.eligible)
     summary.fetched = max(summary.fetched, summary.listed)
 

@@ -64,6 +64,10 @@ JSON_KEYS = (
     # either is above 0, `deleted` is a lower bound ("at least N deleted").
     "unknown",
     "journal_unreadable",
+    # Review rev38v finding 3: keys of batches whose answer was never recorded (an attempt
+    # killed mid-group) found absent at the read-back: they left the store, by the round's
+    # requests or another writer's; not counted in `deleted` (what answers said).
+    "gone_unattributed",
     # i41y: the command's exit code, as `gc-admin --json` gives it on failure (one shape:
     # `outcome`, `error`, `exit_code`).
     "exit_code",
@@ -143,6 +147,12 @@ class GcSummary:
     # state the store could not tell, even at the read-back: not errors ("listed again next
     # round" is not known), not deleted; `deleted` is a lower bound while this is above 0.
     unknown: int = 0
+    # Review rev38v finding 3: keys (and their bytes) that left the store while the round
+    # ran, found absent at the read-back in batches whose answer was never recorded: by
+    # the round's requests or another writer's, not known which; apart from `deleted` and
+    # `bytes_deleted` (what the round's answered requests removed), and not an error.
+    gone_unattributed: int = 0
+    bytes_gone_unattributed: int = 0
     # Issue 38 item 6: the round's number in the store's sequence of records
     # (`sequence.py`); None until its record claims one (or if the store cannot).
     seq: int | None = None
@@ -210,8 +220,22 @@ class GcSummary:
     def to_json(self) -> str:
         return json.dumps({k: getattr(self, k) for k in JSON_KEYS})
 
+    def gone_lines(self) -> list[str]:
+        """`gone_unattributed`, said apart from `deleted` (none when it is 0)."""
+        if not self.gone_unattributed:
+            return []
+        return [f"gc: {self.gone_unattributed:,} key(s) left the store in delete batches "
+                "whose answer was never recorded (a task attempt killed mid-request): by "
+                "this round's requests or another writer's, not known which; not counted in "
+                f"deleted (journal {self.journal})"]
+
     def lines(self) -> list[str]:
-        """The human summary."""
+        """The human summary; `gone_lines` after its first line (an interrupted or failed
+        round, whose early lines end there, is where attempts are killed mid-request)."""
+        out = self._lines()
+        return [*out[:1], *self.gone_lines(), *out[1:]]
+
+    def _lines(self) -> list[str]:
         if self.interrupted is not None:
             if self.unstarted:
                 return [f"gc: interrupted ({self.interrupted}) before the round started: "

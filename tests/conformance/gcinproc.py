@@ -115,7 +115,8 @@ def inprocess_gc_round(
                 out.malformed.extend(r.malformed + r.refused)
                 stats_rows += 1
         totals = read_journal(jstore, "j/", store)
-    out.deleted = set(totals.deleted) | totals.already_gone  # every key gone now
+    # every key gone now (gone unattributed: absent, its request's answer not journaled)
+    out.deleted = set(totals.deleted) | set(totals.gone_unattributed) | totals.already_gone
     out.errors = len(totals.errors)
     assert stats_rows == TASKS
     if out.malformed and out.refused is None:  # R21a: the round fails, deletes stand

@@ -821,6 +821,17 @@ MUTANTS += (
         "            totals.unfinished += 1\n",
         check=r"tests/gc/test_journal.py::test_the_journal_counts_every_attempt_once",
     ),
+    Mutant(
+        "gc-journal-absent-counted-deleted",
+        "[gc-open] a key found absent at the read-back in a batch whose answer was never"
+        " recorded (killed mid-request, a group's later requests never sent) is counted"
+        " deleted by the round: another writer's removal attributed to it (rev38v finding 3)",
+        "impl/gc/journal.py",
+        "        totals.gone_unattributed.setdefault(key, value)\n",
+        "        totals.deleted.setdefault(key, value)\n",
+        check=(r"tests/gc/test_journal.py::test_the_journal_counts_every_attempt_once"
+               r"|tests/gc/test_rev38v.py::test_a_key_another_writer_removed"),
+    ),
     # a record written at the wrong moment
     Mutant(
         "gc-intent-after-delete",

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from epochgc.impl.gc.journal import read_journal
+from epochgc.impl.gc.journal import JournalTotals, read_journal
 from epochgc.impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY
 from epochgc.impl.gc.stream import TaskResult
 from epochgc.impl.store.base import (
@@ -95,6 +95,15 @@ def put_local(root: Path, key: str, age: float, now: float = NOW, data: bytes = 
 def all_keys(store: ObjectStore) -> set[str]:
     """Every key but the rounds' deletion records and journals (what a round adds)."""
     return {o.key for o in store.list_all("") if not o.key.startswith("_cluster/gc/")}
+
+
+def left_per_journal(totals: JournalTotals) -> set[str]:
+    """The keys a read-back says left the store: `deleted` (what answers said the round's
+    requests removed) and `gone_unattributed` (found absent, no answer recorded), never
+    both for one key."""
+    both = totals.deleted.keys() & totals.gone_unattributed.keys()
+    assert not both, f"counted deleted and gone unattributed: {sorted(both)}"
+    return set(totals.deleted) | set(totals.gone_unattributed)
 
 
 def expected_eligible(ages: dict[str, float], m: int | None, grace_s: float) -> set[str]:

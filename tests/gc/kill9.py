@@ -10,9 +10,11 @@ the n-th time; the test sends SIGKILL to the driver or to
 that Spark worker, lets the held process go on (if alive), and waits until every process of
 the round has exited. Then the next round runs (a real Spark session) after the operator's
 `gc-admin reset --force` or after the dead driver's lease ran out, and the check: the
-records' deleted counts add up to exactly the keys that left the store, each record's count
-is the size of the key set its journal names and no key is in two, and nothing outside
-eligibility left the store.
+records' deleted and gone-unattributed counts add up to exactly the keys that left the
+store, each record's counts are the sizes of the key sets its journal names and no key is
+in two, every key a record counts deleted is one a journaled answer of its round's requests
+said deleted (review rev38v finding 3: a key found absent with no answer recorded is gone
+unattributed), and nothing outside eligibility left the store.
 """
 
 from __future__ import annotations
@@ -163,18 +165,58 @@ def next_round(spark: Any, root: Path, via_reset: bool) -> None:
     assert s.outcome == "done", s
 
 
-def journals_now(root: Path) -> dict[str, set[str]]:
-    """What each journal names as deleted, read back against the store as it is now (right
-    after the killed round, before the next one runs: an intent without its `done` is
-    resolved by asking the store, and the next round deletes what the dead one did not)."""
+@dataclass(frozen=True)
+class Named:
+    """What a journal's read-back names: keys deleted (by answers) and gone unattributed."""
+
+    deleted: frozenset[str]
+    gone_unattributed: frozenset[str]
+
+    @classmethod
+    def of(cls, store: LocalStore, prefix: str) -> Named:
+        t = read_journal(store, prefix)
+        return cls(frozenset(t.deleted), frozenset(t.gone_unattributed))
+
+
+def journals_now(root: Path) -> dict[str, Named]:
+    """What each journal names, read back against the store as it is now (right after the
+    killed round, before the next one runs: an intent without its `done` is resolved by
+    asking the store, and the next round deletes what the dead one did not)."""
     store = LocalStore(root)
     rounds = {o.key.split("/")[3] for o in store.list_all("_cluster/gc/journal/")}
-    return {p: set(read_journal(store, p).deleted)
-            for p in (f"_cluster/gc/journal/{r}/" for r in rounds)}
+    return {p: Named.of(store, p) for p in (f"_cluster/gc/journal/{r}/" for r in rounds)}
+
+
+def answered_deleted(store: LocalStore, prefix: str) -> set[str]:
+    """The keys a journaled answer says the round's requests deleted, read straight from
+    the journal's entries (not through `read_journal`, whose attribution is what is
+    checked): each intent's keys whose outcome (a `done` entry, or one carried in a later
+    intent's `"done"`) names them neither gone, changed nor failed (a group's answer so far
+    lists its unanswered batches' keys as errors)."""
+    intents: dict[str, list[str]] = {}
+    outcomes: dict[str, list[dict[str, Any]]] = {}
+    for o in store.list_all(prefix):
+        attempt, _, name = o.key[len(prefix):].rpartition("/")
+        if not attempt:
+            continue
+        doc = json.loads(store.get(o.key))
+        seq = name.split(".")[0]
+        if name.endswith(".intent.json"):
+            intents[f"{attempt}/{seq}"] = doc["keys"]
+            for n, carried in doc.get("done", {}).items():
+                outcomes.setdefault(f"{attempt}/{n}", []).append(carried)
+        elif name.endswith(".done.json"):
+            outcomes.setdefault(f"{attempt}/{seq}", []).append(doc)
+    out: set[str] = set()
+    for batch, docs in outcomes.items():
+        for doc in docs:
+            not_deleted = {*doc["gone"], *doc["changed"], *doc["errors"]}
+            out |= {k for k in intents.get(batch, []) if k not in not_deleted}
+    return out
 
 
 def check(root: Path, eligible: set[str], kept: set[str],
-          before: dict[str, set[str]]) -> list[str]:
+          before: dict[str, Named]) -> list[str]:
     """What is false about the records (empty: all true). `before`: `journals_now` taken
     once the killed round's processes were gone, the store its record is true of."""
     store = LocalStore(root)
@@ -190,22 +232,32 @@ def check(root: Path, eligible: set[str], kept: set[str],
     for o in store.list_all(ROUNDS_PREFIX):
         rec = json.loads(store.get(o.key))
         counted = rec["counts"]["deleted"]
-        total += counted
+        unattributed = rec["counts"].get("gone_unattributed", 0)
+        total += counted + unattributed
         if rec.get("journal") is None:
-            if counted:
-                wrong.append(f"{o.key}: {counted} deleted without a journal")
+            if counted or unattributed:
+                wrong.append(f"{o.key}: {counted} deleted, {unattributed} gone without a "
+                             "journal")
             continue
         named = before.get(rec["journal"])
         if named is None:  # the next round's
-            named = set(read_journal(store, rec["journal"]).deleted)
-        if len(named) != counted:
-            wrong.append(f"{o.key} ({rec['outcome']}): deleted {counted}, its journal names "
-                         f"{len(named)}")
-        if named & seen:
-            wrong.append(f"{o.key}: keys counted twice: {sorted(named & seen)}")
-        seen |= named
+            named = Named.of(store, rec["journal"])
+        if (len(named.deleted), len(named.gone_unattributed)) != (counted, unattributed):
+            wrong.append(f"{o.key} ({rec['outcome']}): deleted {counted}, gone unattributed "
+                         f"{unattributed}; its journal names {len(named.deleted)}, "
+                         f"{len(named.gone_unattributed)}")
+        claimed = named.deleted - answered_deleted(store, rec["journal"])
+        if claimed:
+            wrong.append(f"{o.key} ({rec['outcome']}): counted deleted by the round though no "
+                         f"journaled answer says so: {sorted(claimed)}")
+        both = named.deleted | named.gone_unattributed
+        if both & seen or named.deleted & named.gone_unattributed:
+            wrong.append(f"{o.key}: keys counted twice: "
+                         f"{sorted(both & seen | named.deleted & named.gone_unattributed)}")
+        seen |= both
     if total != len(gone):
-        wrong.append(f"records say {total} deleted, {len(gone)} left the store")
+        wrong.append(f"records say {total} deleted or gone unattributed, {len(gone)} left "
+                     "the store")
     if seen != gone:
         wrong.append(f"keys gone but in no record: {sorted(gone - seen)}; "
                      f"in a record but not gone: {sorted(seen - gone)}")

@@ -5,7 +5,8 @@ written alone when none is (the listing behind, the task's end).
 What must hold whatever is killed when: every key sent is named by an intent written
 before its request; the journal read back (the new reader, and the previous version's,
 which ignores carried outcomes and asks the store) never counts a key that did not leave
-the store, and counts every key that did."""
+the store, and counts every key that did: as `deleted` only where an answer to one of its
+requests says so, else (found absent, no answer recorded) as `gone_unattributed`."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from epochgc.impl.gc.journal import (
 from epochgc.impl.store.base import DeleteResult
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
-from tests.gc.helpers import _Delegating, all_keys, put_local
+from tests.gc.helpers import _Delegating, all_keys, left_per_journal, put_local
 
 PREFIX = journal_prefix("20270115T100000.000Z-c4rr1ed0")
 BATCH = 10
@@ -60,6 +61,7 @@ class _Recording(_Delegating):
         self.kill_at, self.ops, self.dead = kill_at, 0, False
         self.writer: JournalWriter | None = None
         self.sent: set[str] = set()
+        self.answered: set[str] = set()  # keys of requests whose answer reached the task
 
     def _step(self) -> None:
         if self.dead:
@@ -86,7 +88,9 @@ class _Recording(_Delegating):
                    and time.monotonic() < deadline):
                 time.sleep(0.001)
         self.sent |= {k for k, _ in items}
-        return self.inner.delete_if_unchanged(items)
+        result = self.inner.delete_if_unchanged(items)
+        self.answered |= {k for k, _ in items}
+        return result
 
 
 def _groups(batches: int) -> list[int]:
@@ -156,7 +160,8 @@ def test_killed_at_every_write_and_request_the_journal_reads_what_left(
     left = set(keys) - all_keys(inner)
     assert left <= store.sent
     totals = read_journal(inner, PREFIX)
-    assert set(totals.deleted) == left, (len(totals.deleted), len(left))
+    assert left_per_journal(totals) == left, (len(totals.deleted), len(left))
+    assert set(totals.deleted) <= store.answered, sorted(set(totals.deleted) - store.answered)
     assert totals.unfinished <= CONCURRENCY * PIPELINE + 1
     # The previous version's reader: no "done" inside intents. Same keys as gone.
     old = LocalStore(tmp_path / "old", create=True)
@@ -167,7 +172,8 @@ def test_killed_at_every_write_and_request_the_journal_reads_what_left(
     for k in all_keys(inner):
         put_local(tmp_path / "old", k, 0.0)
     old_totals = read_journal(old, PREFIX)
-    assert set(old_totals.deleted) == left
+    assert left_per_journal(old_totals) == left
+    assert set(old_totals.deleted) <= set(totals.deleted)
 
 
 def test_an_outcome_waiting_for_a_batch_that_stops_is_written_alone(tmp_path: Path) -> None:
@@ -222,6 +228,7 @@ def test_a_pooled_task_stopped_mid_way_journals_every_outcome(tmp_path: Path) ->
     totals = read_journal(inner, PREFIX)
     assert stats.stopped == 1 and left == store.sent and len(left) < len(keys)
     assert set(totals.deleted) == left and totals.unfinished == 0
+    assert not totals.gone_unattributed
 
 
 @pytest.mark.parametrize("asked", ["store", "gate"])
@@ -321,9 +328,13 @@ def test_a_groups_first_answer_is_durable_before_its_second_request_only_when_it
             f"writer) counted deleted: {keys[0] in totals.deleted}; {keys[1]} (rewritten): "
             f"{totals.errors.get(keys[1])}")
         assert (totals.already_gone, totals.changed) == ({keys[0]}, {keys[1]}), totals
-        assert set(totals.deleted) == set(keys[2:]) and not totals.errors, totals
+        # The first request's answer (so far) is the round's; the second's never reached
+        # the journal: its keys left the store, by whom no answer says.
+        assert set(totals.deleted) == set(keys[2:BATCH]) and not totals.errors, totals
+        assert set(totals.gone_unattributed) == set(keys[BATCH:]), totals
     else:
-        assert set(totals.deleted) == set(keys) and not totals.errors, totals
+        assert not totals.deleted and not totals.errors, totals
+        assert set(totals.gone_unattributed) == set(keys), totals
     assert store.puts == (["00000000.intent.json", "00000000.done.json"] if first_found
                           else ["00000000.intent.json"])
 
@@ -373,8 +384,9 @@ def test_a_carried_outcome_supersedes_the_answer_so_far_whichever_is_read_first(
     intent_key = f"{base}00000001.intent.json"
     assert "done" not in json.loads(inner.get(intent_key))
     totals = read_journal(inner, PREFIX)
-    # d: an intent without outcome, asked of the store (absent here: deleted)
-    assert totals.already_gone == {a, b} and set(totals.deleted) == {c, d}, totals
+    # d: an intent without outcome, asked of the store (absent here: gone unattributed)
+    assert totals.already_gone == {a, b} and set(totals.deleted) == {c}, totals
+    assert set(totals.gone_unattributed) == {d}, totals
     assert not totals.unknown and not totals.errors
     # The older journal: the answer so far alone, the outcome carried in the next intent.
     inner.put(f"{base}00000000.done.json", json.dumps(_outcome(
@@ -384,7 +396,8 @@ def test_a_carried_outcome_supersedes_the_answer_so_far_whichever_is_read_first(
     inner.put(intent_key, json.dumps({**doc, "done": {"00000000": _outcome(outcome, 2)}})
               .encode())
     totals = read_journal(inner, PREFIX)
-    assert totals.already_gone == {a, b} and set(totals.deleted) == {c, d}, totals
+    assert totals.already_gone == {a, b} and set(totals.deleted) == {c}, totals
+    assert set(totals.gone_unattributed) == {d}, totals
     assert not totals.unknown and not totals.errors
 
 
@@ -434,9 +447,15 @@ def test_in_a_largest_group_an_answer_that_found_keys_not_deleted_is_durable_bef
         delete_keys(store, items, batch_size=BATCH, concurrency=1, journal=writer)
     totals = read_journal(inner, PREFIX)
     applied = set(keys[:11 * BATCH]) - ({gone} if found else set())
-    assert set(totals.deleted) == applied, (
+    assert left_per_journal(totals) == applied
+    assert gone not in totals.deleted, (
         f"killed after the last group's third request: {gone} (removed by another writer "
         f"before the round's request) counted deleted: {gone in totals.deleted}")
+    # Deleted: what recorded answers say: the whole groups, and with `found` the last
+    # group's first two requests (their answer so far); the rest gone unattributed.
+    recorded = 10 if found else 8
+    assert set(totals.deleted) == set(keys[:recorded * BATCH]) - {gone}, len(totals.deleted)
+    assert set(totals.gone_unattributed) == set(keys[recorded * BATCH:11 * BATCH])
     if found:
         assert totals.already_gone == {gone}, totals.already_gone
     assert set(totals.errors) == set(keys[11 * BATCH:])  # not sent: listed again

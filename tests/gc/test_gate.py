@@ -190,7 +190,12 @@ def test_a_straggler_whose_driver_died_on_another_host_sends_nothing_more(
     [doc] = [json.loads(inner.get(o.key)) for o in inner.list_all(ROUNDS_PREFIX)
              if o.key.endswith(".json")]
     assert store.sent == 4, f"{store.sent - 4} DeleteObjects after the driver died"
-    assert doc["outcome"] == "killed" and doc["counts"]["deleted"] == len(left) == 40
+    counts = doc["counts"]
+    # What left the store, deleted (answered) and gone unattributed (the 4th request's
+    # answer was never journaled: review rev38v finding 3) together.
+    assert doc["outcome"] == "killed"
+    assert counts["deleted"] + counts["gone_unattributed"] == len(left) == 40, counts
+    assert counts["deleted"] <= 30, counts
 
 
 @pytest.mark.parametrize("concurrency", [1, 4])

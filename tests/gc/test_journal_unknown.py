@@ -49,15 +49,21 @@ def test_a_key_of_unknown_fate_is_asked_again_and_stays_unknown_if_the_store_can
                              unknown=set(keys[:3])))
     store.failing = frozenset({keys[1]})  # the store still cannot say about k1
     totals = read_journal(store, JOURNAL)
-    assert set(totals.deleted) == {keys[0], keys[3]}  # k0 asked: gone; k3 deleted
+    # k3 deleted (answered); k0 asked: gone, but its request was answered 500 ("maybe
+    # applied"): gone unattributed (review rev38v finding 3), not deleted.
+    assert set(totals.deleted) == {keys[3]}
+    assert set(totals.gone_unattributed) == {keys[0]}
     assert set(totals.unknown) == {keys[1]}
     assert set(totals.errors) == {keys[2]}, totals.errors  # asked: still there
     s = GcSummary(journal=JOURNAL)
     _count(s, totals)
-    assert (s.deleted, s.unknown, s.errors) == (2, 1, 1)
+    assert (s.deleted, s.gone_unattributed, s.unknown, s.errors) == (1, 1, 1, 1)
     assert s.outcome == "incomplete"
     assert any("whose deletion is unknown" in line for line in s.lines())
-    assert _after(s).startswith("at least 2 key(s) were deleted")
+    assert any("1 key(s) left the store in delete batches whose answer was never recorded"
+               in line for line in s.lines()), s.lines()
+    assert _after(s).startswith("at least 1 key(s) were deleted"), _after(s)
+    assert "1 more left the store" in _after(s), _after(s)
 
 
 def test_a_done_record_without_unknown_still_reads(tmp_path: Path) -> None:
@@ -92,7 +98,7 @@ def test_one_head_failing_for_an_unfinished_intent_leaves_that_key_unknown(
     store.delete_batch(keys[:2])  # killed after its request: no outcome
     store.failing = frozenset({keys[0]})
     totals = read_journal(store, JOURNAL)
-    assert set(totals.deleted) == {keys[1]}
+    assert not totals.deleted and set(totals.gone_unattributed) == {keys[1]}
     assert set(totals.unknown) == {keys[0]}
     assert set(totals.errors) == {keys[2]}
 
@@ -139,10 +145,14 @@ def test_a_dead_rounds_record_counts_a_key_the_store_cannot_tell_as_unknown(
     store.delete_batch(keys[:2])  # killed after its request: no outcome
     store.failing = frozenset({keys[0]})
     [got] = recover_dead_rounds(store, "gc-admin reset", lambda: set(), sleep=lambda s: None)
-    assert (got.deleted, got.unknown, got.lower_bound) == (1, 1, True)
+    # k1 found gone, its request's answer never journaled: gone unattributed, not deleted.
+    assert (got.deleted, got.gone_unattributed, got.unknown, got.lower_bound) == (0, 1, 1, True)
     record = json.loads(store.get(f"_cluster/gc/rounds/{round_id}.json"))
     assert record["journal_read"] is True
-    assert (record["counts"]["deleted"], record["counts"]["unknown"],
-            record["counts"]["errors"]) == (1, 1, 1)
+    assert (record["counts"]["deleted"], record["counts"]["gone_unattributed"],
+            record["counts"]["bytes_gone_unattributed"], record["counts"]["unknown"],
+            record["counts"]["errors"]) == (0, 1, 1, 1, 1)
     lines = _last_round_lines({**record, "key": f"{round_id}.json"}, 0.0)
     assert any("keys of unknown fate: 1" in line for line in lines), lines
+    assert any("left the store, not attributed: 1 key(s) (1 bytes)" in line
+               for line in lines), lines

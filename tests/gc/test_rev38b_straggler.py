@@ -77,9 +77,14 @@ def test_a_straggler_stops_once_the_recovery_wrote_stop(tmp_path: Path) -> None:
     [doc] = [json.loads(inner.get(o.key)) for o in inner.list_all(ROUNDS_PREFIX)
              if o.key.endswith(".json")]
     assert doc["outcome"] == "killed"
-    assert doc["counts"]["deleted"] == len(left), (
-        f"the dead round's record says {doc['counts']['deleted']} deleted; "
-        f"{len(left)} left the store ({sent[0]} requests sent, 4 before the recovery)")
+    counts = doc["counts"]
+    # What left the store is what the record names; `deleted` only what answers said (3
+    # requests of 10 keys were answered before the recovery read back during the 4th).
+    assert counts["deleted"] + counts["gone_unattributed"] == len(left), (
+        f"the dead round's record says {counts['deleted']} deleted and "
+        f"{counts['gone_unattributed']} gone unattributed; {len(left)} left the store "
+        f"({sent[0]} requests sent, 4 before the recovery)")
+    assert counts["deleted"] <= 30, counts
 
 
 @pytest.mark.parametrize("concurrency", [1, 4])
