@@ -152,10 +152,13 @@ def test_missing_optional_dependency_names_the_extra(
     )
     extra = "spark" if blocked == "pyspark" else "s3"
     # Issue 41: refused before the round, as a usage error is: 69 (was 1, gc's
-    # "incomplete"), one line naming the extra, no round, so no JSON summary.
+    # "incomplete"), one line naming the extra, no round: under --json, the failure object
+    # (gc-admin's shape), not a round's summary.
     assert r.returncode == 69, r.stderr
     assert "Traceback" not in r.stderr
     assert r.stderr == (f"Error: epochgc gc needs {blocked}, which is not installed: "
                         f"pip install 'epochgc[{extra}]' (or 'epochgc[gc]', everything "
                         "`epochgc gc` uses)\n")
-    assert r.stdout == ""
+    doc = json.loads(r.stdout)
+    assert (doc["command"], doc["outcome"], doc["exit_code"]) == ("gc", "error", 69), doc
+    assert f"epochgc[{extra}]" in doc["error"], doc
