@@ -11,6 +11,8 @@ machine; no fixed sleep."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -20,6 +22,7 @@ from pathlib import Path
 
 import pytest
 
+from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.local import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -33,8 +36,10 @@ def _epochgc(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[st
                           text=True, timeout=timeout, env=ENV)
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Path]:
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One cluster for the module (a start costs ~4 s); each test continues its node."""
+    tmp_path = tmp_path_factory.mktemp("frozen")
     d = tmp_path / "c"
     r = _epochgc("cluster", "start", "--data-dir", str(d), "--store", str(tmp_path / "store"),
                  "--nodes", "3", "--partitions", "t/0")
@@ -67,5 +72,45 @@ def test_a_frozen_node_is_said_and_passed_over(cluster: Path) -> None:
         except subprocess.TimeoutExpired as e:
             pytest.fail(f"produce still waiting after {BOUND_S} s: {e.stderr!r}")
         assert r.returncode == 0 and said in r.stderr, (r.returncode, r.stderr)
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+async def _until_led_by(lc: LocalCluster, ids: set[int]) -> None:
+    """Until nodes `ids` agree the controller and every partition are led among them."""
+    access = ProcClusterAccess({n: a for n, a in lc.client_addrs().items() if n in ids})
+    try:
+        async with asyncio.timeout(BOUND_S):
+            while True:
+                seen = [(await access.call(n, op="status")).get("data") for n in sorted(ids)]
+                if all(st is not None and st["controller"]["leader"] in ids
+                       and all(p["leader"] in ids for p in st["partitions"].values())
+                       for st in seen):
+                    return
+                await asyncio.sleep(0.2)
+    finally:
+        await access.close()
+
+
+def test_a_frozen_node_does_not_eat_the_barriers_wait(cluster: Path) -> None:
+    """newuser10 L1: `barrier` asked the nodes one after another, so the frozen node's read
+    bound (10 s) used all of `--wait`; every partition was said `missing`, exit 1, though
+    the barrier was applied everywhere. `--wait 9` is under that bound: the old code
+    cannot pass however fast the cluster; the new one needs the barrier applied in 9 s
+    (a barrier round runs every second)."""
+    lc = LocalCluster(cluster)
+    pid = int(lc.meta["pids"]["3"])
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        # Node 3 may have led t/0 or the controller: a change sent to it before the
+        # others elect anew waits its own 30 s bound, which is not what this test is about.
+        asyncio.run(_until_led_by(lc, {1, 2}))
+        r = _epochgc("barrier", "--data-dir", str(cluster), "--wait", "9", "--json",
+                     timeout=BOUND_S)
+        out = json.loads(r.stdout)
+        assert r.returncode == 0 and out["applied"], (r.returncode, r.stdout, r.stderr)
+        assert {x["state"] for x in out["partitions"].values()} <= {"pending", "promoted"}
+        assert out["unanswered"] == [3], out
+        assert "no answer from node(s) 3; the table is from the nodes that answered" in r.stderr
     finally:
         os.kill(pid, signal.SIGCONT)
