@@ -55,6 +55,7 @@ from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.expire import DEFAULT_KEEP_LAST, DEFAULT_RETENTION_S, expire_rounds
 from epochgc.impl.gc.job import check_is_store
 from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S
+from epochgc.impl.gc.recordread import DamagedRecord
 from epochgc.impl.gc.recover import (
     Recovered,
     left_line,
@@ -62,6 +63,7 @@ from epochgc.impl.gc.recover import (
     recorded_as,
     recover_dead_rounds,
     stop_dead_rounds,
+    unrecordable_line,
     waiting_line,
 )
 from epochgc.impl.gc.sequence import SequenceError
@@ -337,9 +339,10 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
         if not as_json:  # said before the recovery's wait (review rev38n finding 4)
             click.echo("gc-admin: reset: " + (", ".join(f"removed {k}" for k in removed)
                                               or "nothing to remove"))
+        unrecordable: list[dict[str, Any]] = []
         try:
             checkpoint("reset-removed")  # the signal tests' point: the lease is gone
-            recovered, ended = _recover_dead(s, "gc-admin reset")
+            recovered, ended = _recover_dead(s, "gc-admin reset", unrecordable)
         except BaseException:
             # newuser3 N11: interrupted here, it said only "interrupted by SIGINT", with
             # the lease already removed.
@@ -353,8 +356,15 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
     if as_json:
         # `ended`: rounds that recorded themselves (or were recorded by another look)
         # during the wait; how they ended was on stderr only (newuser8 N1).
-        _json({"removed": removed, "recovered": recovered, "ended": ended})
-        return
+        _json({"removed": removed, "recovered": recovered, "ended": ended,
+               "unrecordable": unrecordable})
+    else:
+        _say_recovered(recovered)
+    if unrecordable:  # named on stderr and left: the operator must look (the table: 1)
+        sys.exit(ExitCode.FAILED)
+
+
+def _say_recovered(recovered: list[dict[str, Any]]) -> None:
     for r in recovered:
         # "at least" when journal entries were unreadable (issue 41: N is a lower bound,
         # as `show` says).
@@ -443,8 +453,10 @@ def show(store: str, s3_endpoint: str | None, max_report_age: float, as_json: bo
         raise _usage(f"--max-report-age must be > 0 and finite, got {max_report_age!r}")
     s = _open(store, s3_endpoint)
     try:
-        recovered, recovering = _stop_dead(s, "gc-admin show")
+        unrecordable: list[dict[str, Any]] = []
+        recovered, recovering = _stop_dead(s, "gc-admin show", unrecordable)
         doc = gc_state(s, time.time(), max_report_age, recovered, recovering)
+        doc["unrecordable"] = unrecordable
     finally:
         s.close()
     if as_json:
@@ -489,13 +501,23 @@ def _recovered(done: list[Recovered]) -> list[dict[str, Any]]:
              "gone_before": r.gone_before()} for r in done]
 
 
-def _recover_dead(s: ObjectStore, by: str
+def _unrecordable(e: DamagedRecord) -> dict[str, Any]:
+    round_id = e.key.rpartition("/")[2].removesuffix(".json")
+    return {"round": round_id, "key": e.key, "why": e.why}
+
+
+def _recover_dead(s: ObjectStore, by: str, unrecordable: list[dict[str, Any]]
                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Record every dead round (`recover.recover_dead_rounds`, waiting their bound); a
     store this operator may only read (or any failure) is reported and leaves them for the
     next look. Returns the rounds recorded here, and those recorded meanwhile by someone
-    else (`recorded_as`)."""
+    else (`recorded_as`); a round whose record's key holds no object is said on stderr and
+    added to `unrecordable`."""
     ended: list[dict[str, Any]] = []
+
+    def damaged(e: DamagedRecord) -> None:
+        unrecordable.append(_unrecordable(e))
+        echo_safe(f"gc-admin: {unrecordable_line(e)}", err=True)
 
     def meanwhile(round_id: str, how: str) -> None:
         ended.append(recorded_as(s, round_id))
@@ -504,19 +526,22 @@ def _recover_dead(s: ObjectStore, by: str
     try:
         done = recover_dead_rounds(s, by, lambda: live_rounds(s, time.time()),
                                    waiting=_say_waiting, left=_say_left,
-                                   meanwhile=meanwhile)
+                                   meanwhile=meanwhile, damaged=damaged)
     except StoreError as e:
         echo_safe(f"gc-admin: warning: unfinished rounds not recorded: {e}", err=True)
         return [], ended
     return _recovered(done), ended
 
 
-def _stop_dead(s: ObjectStore, by: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _stop_dead(s: ObjectStore, by: str, unrecordable: list[dict[str, Any]]
+               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """`show`'s look at dead rounds, without waiting (review rev38n finding 4: it slept
     their bound, 240 s, before answering): those that need no wait recorded, STOP written
     to the others, shown as being recovered (recorded by the next round or `reset`)."""
     try:
-        done, stopping = stop_dead_rounds(s, by, lambda: live_rounds(s, time.time()))
+        done, stopping = stop_dead_rounds(s, by, lambda: live_rounds(s, time.time()),
+                                          damaged=lambda e: unrecordable.append(
+                                              _unrecordable(e)))
     except StoreError as e:
         echo_safe(f"gc-admin: warning: unfinished rounds not recorded: {e}", err=True)
         return [], []
