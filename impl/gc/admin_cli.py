@@ -30,6 +30,7 @@ from __future__ import annotations
 import getpass
 import json
 import math
+import shlex
 import signal
 import socket
 import sys
@@ -93,6 +94,25 @@ class _Interrupted(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.code = _SIGNAL_EXIT[signal.Signals(signum)]
+        self.detail: str | None = None  # what may have been done (`_writing`)
+
+    def line(self) -> str:
+        return f"interrupted by {self}" + (f": {self.detail}" if self.detail else "")
+
+
+@contextmanager
+def _writing(what: str, store: str, s3_endpoint: str | None) -> Iterator[None]:
+    """A signal while `what` is written: its request may have gone out and been applied
+    (newuser10 L3: a Ctrl-C on a slow `pause` said only "interrupted by SIGINT", exit 130,
+    and the store was paused all the same): the line says so and where to look."""
+    try:
+        yield
+    except _Interrupted as e:
+        where = f"--store {shlex.quote(store)}" + (
+            f" --s3-endpoint {shlex.quote(s3_endpoint)}" if s3_endpoint else "")
+        e.detail = (f"{what} may have been written (its request was under way): "
+                    f"`epochgc gc-admin show {where}` says")
+        raise
 
 
 @contextmanager
@@ -159,11 +179,10 @@ class _AdminGroup(click.Group):
                             e.exit_code)
             raise
         except _Interrupted as e:
-            jsonfailure.say(ctx, ctx.invoked_subcommand, "interrupted", f"interrupted by {e}",
-                            e.code)
+            jsonfailure.say(ctx, ctx.invoked_subcommand, "interrupted", e.line(), e.code)
             # The form `epochgc`'s group prints for a signal while the command loads
             # (newuser8 I7: "epochgc gc-admin:" then, "gc-admin:" later).
-            click.echo(f"epochgc gc-admin: interrupted by {e}", err=True)
+            echo_safe(f"epochgc gc-admin: {e.line()}", err=True)
             ctx.exit(e.code)
 
 
@@ -270,7 +289,8 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
                       "it is (pass "
                       "--replace to replace who paused and why)")
             return
-        state = write_admin_state(s, True, reason, time.time(), by or _operator())
+        with _writing("the pause", store, s3_endpoint):
+            state = write_admin_state(s, True, reason, time.time(), by or _operator())
     finally:
         s.close()
     if as_json:
@@ -296,8 +316,10 @@ def start(store: str, s3_endpoint: str | None, as_json: bool) -> None:
         # newuser7: `pause --json` said whether it changed anything, `resume --json` did
         # not; a resume of a store that is not paused writes nothing.
         before = read_admin_state(s)
-        state = write_admin_state(s, False, "", time.time(), _operator()) \
-            if before.paused else before
+        state = before
+        if before.paused:
+            with _writing("the resume", store, s3_endpoint):
+                state = write_admin_state(s, False, "", time.time(), _operator())
     finally:
         s.close()
     if as_json:
@@ -333,7 +355,8 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
     s = _open(store, s3_endpoint)
     try:
         try:
-            removed = reset_gc_state(s, time.time(), force, even_if_running)
+            with _writing("the lease's removal", store, s3_endpoint):
+                removed = reset_gc_state(s, time.time(), force, even_if_running)
         except ResetRefused as e:
             raise _Refused(str(e)) from None
         if not as_json:  # said before the recovery's wait (review rev38n finding 4)
