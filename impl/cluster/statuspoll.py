@@ -45,12 +45,17 @@ class StatusPoll:
             self._answered.set()
             await asyncio.sleep(PAUSE_S)
 
-    async def next_answer(self, within_s: float) -> None:
-        """Until some node answers (or fails) again, at most `within_s` seconds."""
+    async def next_answer(self, within_s: float | None) -> None:
+        """Until some node answers (or fails) again, at most `within_s` seconds (None: no
+        bound of its own; each request has its own)."""
         self._answered.clear()
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(max(0.0, within_s)):
+            async with asyncio.timeout(None if within_s is None else max(0.0, within_s)):
                 await self._answered.wait()
+
+    def each_concluded(self) -> bool:
+        """Every node has answered, or failed, at least once."""
+        return len(self.latest) == len(self.ids)
 
     def unanswered(self) -> list[int]:
         """The nodes with no answer to show: none yet, or the last request failed."""

@@ -117,6 +117,15 @@ def test_a_frozen_node_does_not_eat_the_barriers_wait(cluster: Path) -> None:
         os.kill(pid, signal.SIGCONT)
 
 
+def test_barrier_wait_0_still_reports_every_partition(cluster: Path) -> None:
+    """`--wait 0` asks once and reports: the nodes asked at once must not make it end
+    before any has answered (every partition `missing`, no node answered)."""
+    r = _epochgc("barrier", "--data-dir", str(cluster), "--wait", "0", "--json",
+                 timeout=BOUND_S)
+    out = json.loads(r.stdout)
+    assert out["partitions"] and out["unanswered"] == [], (r.stdout, r.stderr)
+
+
 async def _until_topic_has(lc: LocalCluster, topic: str, count: int) -> None:
     """Until every node shows `count` partitions of `topic` (a bound, not a sleep)."""
     access = ProcClusterAccess(lc.client_addrs())
