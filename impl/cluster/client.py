@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from epochgc.impl.cluster.errors import ClusterDown
-from epochgc.impl.cluster.rpc import CHANGES_CONTROLLER, RpcClient
+from epochgc.impl.cluster.rpc import APPLIED_ONCE_SENT, CHANGES_CONTROLLER, RpcClient
 from epochgc.impl.partition.commands import Placeholder
 from epochgc.impl.partition.fence import (
     NotLeaderError,
@@ -47,8 +47,8 @@ class ProcClusterAccess:
         self._clients: dict[int, RpcClient] = {}
         self._leaders: dict[str, int] = {}
         self._fresh = False
-        # The node a change (CHANGES_CONTROLLER) was sent to and has not answered: what a
-        # command stopped by a signal says of it (newuser10 L2).
+        # The node a request it may act on (APPLIED_ONCE_SENT) was sent to and has not
+        # answered: what a command stopped by a signal says of it (newuser10 L2).
         self.change_unanswered: int | None = None
 
     async def client(self, nid: int) -> RpcClient:
@@ -79,7 +79,7 @@ class ProcClusterAccess:
             req.setdefault("timeout", QUICK_S)
         try:
             c = await self.client(nid)
-            change = req.get("op") in CHANGES_CONTROLLER
+            change = req.get("op") in APPLIED_ONCE_SENT
             if change:
                 self.change_unanswered = nid
             answer_ok = await c.call(**req)

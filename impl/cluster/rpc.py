@@ -117,6 +117,10 @@ async def handle(broker: Broker, req: dict[str, Any]) -> dict[str, Any]:
 # --partitions 64` left 12 of 64 partitions for good, the retry refused "already exists"
 # (newuser10 L2; `delete_topic` the same).
 CHANGES_CONTROLLER = frozenset({"create_topic", "delete_topic", "create", "delete"})
+# Requests a node may have acted on once sent, answered or not: the controller's changes and
+# a partition's break-glass advance (one proposal). A client stopped while one is out says
+# so (`ProcClusterAccess.change_unanswered`).
+APPLIED_ONCE_SENT = CHANGES_CONTROLLER | {"break_glass_advance"}
 # The carried-on changes' tasks (the event loop keeps only weak references to tasks).
 _carried: set[asyncio.Task[None]] = set()
 
@@ -178,7 +182,7 @@ class RpcClient:
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[rid] = fut
         self.writer.write(json.dumps(req).encode() + b"\n")
-        if req.get("op") in CHANGES_CONTROLLER:  # only a client sends one: not in a node
+        if req.get("op") in APPLIED_ONCE_SENT:  # only a client sends one: not in a node
             from epochgc.impl.signals import checkpoint
 
             checkpoint("change-sent")  # the signal tests' point: a change is on its way

@@ -585,8 +585,9 @@ def advance_epoch(data_dir: str, partition: str) -> None:
     from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
     from epochgc.impl.cluster.local import LocalCluster
 
+    access = ProcClusterAccess(LocalCluster(data_dir).client_addrs(), say=stderr_line)
+
     async def go() -> dict[str, Any]:
-        access = ProcClusterAccess(LocalCluster(data_dir).client_addrs(), say=stderr_line)
         try:
             meta = await access.any_call(op="meta")
             if partition not in (meta.get("partitions") or {}):
@@ -601,7 +602,15 @@ def advance_epoch(data_dir: str, partition: str) -> None:
         finally:
             await access.close()
 
-    r = asyncio.run(go())
+    try:
+        r = asyncio.run(go())
+    except _Interrupted as e:
+        nid = access.change_unanswered
+        if nid is not None:  # sent, not answered: it may be applied (newuser10 L2's shape)
+            e.detail = (f"the advance of {partition} had been sent to node {nid}, not "
+                        "answered: it may have been applied (`epochgc cluster status "
+                        f"--data-dir {shlex.quote(data_dir)} --json` shows its M(p))")
+        raise
     if r.get("status") != "ok":
         raise _Refused(f"{partition}: {r.get('status')}: {r.get('message', r)}")
     click.echo(f"gc-admin: {partition} advanced to {r['advanced_to']} (cached cluster epoch "

@@ -165,3 +165,13 @@ def test_a_topic_change_stopped_by_a_signal_is_carried_out_whole(cluster: Path) 
     assert r.returncode == 143, (r.returncode, r.stderr)
     assert "delete_topic 'zt' had been sent to node " in r.stderr, r.stderr
     asyncio.run(_until_topic_has(lc, "zt", 0))
+
+
+def test_an_advance_stopped_by_a_signal_after_it_was_sent_says_so(cluster: Path) -> None:
+    """L2's shape in `gc-admin advance-epoch` (a break-glass proposal on the partition's
+    leader): stopped once its request was out, it said "interrupted by SIGINT" only."""
+    r = _epochgc("gc-admin", "advance-epoch", "--data-dir", str(cluster), "--partition",
+                 "t/0", EPOCHGC_TEST_SIGNAL="change-sent:SIGINT")
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert "epochgc gc-admin: interrupted by SIGINT: the advance of t/0 had been sent to " \
+        "node " in r.stderr, r.stderr
