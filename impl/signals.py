@@ -73,6 +73,10 @@ POINTS: dict[str, tuple[str, ...]] = {
     # recorded, its event loop's task past its last await (newuser5 G5); acked: between
     # batches.
     "produce": ("start", "work", "batch-end", "acked"),
+    # change-sent: a request a node may act on (rpc.APPLIED_ONCE_SENT) written, not answered.
+    "topic create": ("change-sent",),
+    "topic delete": ("change-sent",),
+    "gc-admin advance-epoch": ("change-sent",),
 }
 # Every command's, before its module is imported (impl/cli.py): not walked by the matrix.
 LOAD_POINT = "load"

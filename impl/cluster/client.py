@@ -10,7 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 from epochgc.impl.cluster.errors import ClusterDown
-from epochgc.impl.cluster.rpc import RpcClient
+from epochgc.impl.cluster.rpc import APPLIED_ONCE_SENT, CHANGES_CONTROLLER, RpcClient
 from epochgc.impl.partition.commands import Placeholder
 from epochgc.impl.partition.fence import (
     NotLeaderError,
@@ -20,9 +20,8 @@ from epochgc.impl.partition.fence import (
 )
 from epochgc.impl.partition.statemachine import PlaceholderResult
 
-# The controller requests that change its table: one sent and not answered may have been
-# applied (in part: a topic's partitions are proposed one by one), so it is not re-sent.
-CHANGES_CONTROLLER = frozenset({"create_topic", "delete_topic", "create", "delete"})
+# `CHANGES_CONTROLLER` (rpc.py): one sent and not answered may have been applied (the node
+# carries it out whole, even if this client goes away), so it is not re-sent.
 # Requests a live node answers from what it holds (memory, its own disk), with no Raft
 # round: bounded at QUICK_S, so a node that accepts and never answers (SIGSTOPped: its
 # listening socket still completes the handshake, the kernel does it; newuser9 K12) costs
@@ -48,6 +47,9 @@ class ProcClusterAccess:
         self._clients: dict[int, RpcClient] = {}
         self._leaders: dict[str, int] = {}
         self._fresh = False
+        # The node a request it may act on (APPLIED_ONCE_SENT) was sent to and has not
+        # answered: what a command stopped by a signal says of it (newuser10 L2).
+        self.change_unanswered: int | None = None
 
     async def client(self, nid: int) -> RpcClient:
         c = await self._usable(nid)
@@ -77,7 +79,12 @@ class ProcClusterAccess:
             req.setdefault("timeout", QUICK_S)
         try:
             c = await self.client(nid)
+            change = req.get("op") in APPLIED_ONCE_SENT
+            if change:
+                self.change_unanswered = nid
             answer_ok = await c.call(**req)
+            if change:
+                self.change_unanswered = None
             self._silent.discard(nid)
             return answer_ok
         except (OSError, ConnectionError, TimeoutError) as e:
@@ -123,8 +130,9 @@ class ProcClusterAccess:
         """The controller leader's answer (ok or an error of its own), trying every node:
         unlike `any_call`, an error from the leader is returned, not passed over."""
         answers: dict[int, dict[str, Any]] = {}
+        first = await self._controller_leader() if req.get("op") in CHANGES_CONTROLLER else None
         for _ in range(50):  # an election in progress: a few rounds
-            for nid in self._order():
+            for nid in self._order(first):
                 answers[nid] = await self.call(nid, **req)
                 if answers[nid]["status"] not in ("not_leader", "unreachable"):
                     return answers[nid]
@@ -138,6 +146,18 @@ class ProcClusterAccess:
                 break  # no node listens: no election to wait for (newuser7 H8: 5.3 s)
             await asyncio.sleep(0.1)
         raise self._none_answered("no controller leader", req.get("op"), answers)
+
+    async def _controller_leader(self) -> int | None:
+        """The controller leader as the first node that answers `status` sees it (None:
+        none known): a change goes to it first, not to a node that only says "not the
+        leader" (a signal while that answer is awaited left the change unsent, though
+        said sent; newuser10 L2)."""
+        for nid in self._order(self.via):
+            st = (await self.call(nid, op="status")).get("data")
+            if st is not None:
+                leader = (st.get("controller") or {}).get("leader")
+                return leader if leader in self.nodes else None
+        return None
 
     def _none_answered(self, who: str, op: object, answers: dict[int, dict[str, Any]]
                        ) -> ConnectionError:

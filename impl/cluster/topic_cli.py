@@ -11,6 +11,7 @@ from typing import Any
 
 import click
 
+from epochgc.impl import signals
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.controller.topics import TopicError, check_topic_name, topic_names
@@ -34,14 +35,31 @@ def _call(data_dir: str, **req: Any) -> dict[str, Any]:
     if not lc.meta:
         raise click.ClickException(f"no cluster in {data_dir!r} (epochgc cluster start)")
 
+    access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint(), say=stderr_line)
+
     async def go() -> dict[str, Any]:
-        access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint(), say=stderr_line)
         try:
             return await access.controller_call(**req)
         finally:
             await access.close()
 
-    r = asyncio.run(go())
+    try:
+        r = asyncio.run(go())
+    except KeyboardInterrupt as e:
+        nid = access.change_unanswered
+        if nid is None:
+            raise  # nothing sent, or answered: the group's line says the signal
+        # The node carries a sent change out whole (rpc.py); said, with where to look
+        # (newuser10 L2: only "interrupted by SIGINT", and 12 of 64 partitions left).
+        sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
+        undo = (f"; `epochgc topic delete {req['topic']} --data-dir {data_dir}` removes it"
+                if req["op"] == "create_topic" else "")
+        raise signals.Interrupted(sig.signum, (
+            f"{req['op']} {req['topic']!r} had been sent to node {nid}, not answered: a "
+            f"node carries out a change it has begun whole, so the topic is "
+            f"{'created' if req['op'] == 'create_topic' else 'deleted'} in full unless "
+            f"that node refused it (`epochgc cluster status --data-dir {data_dir}` shows "
+            f"the cluster{undo})")) from None
     if r.get("status") == "no_answer":
         # Sent, never answered in time, not sent again (newuser9 K9): what it did is not
         # known, so it is said as a timeout, with what the cluster now shows.

@@ -30,6 +30,7 @@ from __future__ import annotations
 import getpass
 import json
 import math
+import shlex
 import signal
 import socket
 import sys
@@ -55,6 +56,7 @@ from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.expire import DEFAULT_KEEP_LAST, DEFAULT_RETENTION_S, expire_rounds
 from epochgc.impl.gc.job import check_is_store
 from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S
+from epochgc.impl.gc.recordread import DamagedRecord
 from epochgc.impl.gc.recover import (
     Recovered,
     left_line,
@@ -62,6 +64,7 @@ from epochgc.impl.gc.recover import (
     recorded_as,
     recover_dead_rounds,
     stop_dead_rounds,
+    unrecordable_line,
     waiting_line,
 )
 from epochgc.impl.gc.sequence import SequenceError
@@ -91,6 +94,25 @@ class _Interrupted(BaseException):
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.code = _SIGNAL_EXIT[signal.Signals(signum)]
+        self.detail: str | None = None  # what may have been done (`_writing`)
+
+    def line(self) -> str:
+        return f"interrupted by {self}" + (f": {self.detail}" if self.detail else "")
+
+
+@contextmanager
+def _writing(what: str, store: str, s3_endpoint: str | None) -> Iterator[None]:
+    """A signal while `what` is written: its request may have gone out and been applied
+    (newuser10 L3: a Ctrl-C on a slow `pause` said only "interrupted by SIGINT", exit 130,
+    and the store was paused all the same): the line says so and where to look."""
+    try:
+        yield
+    except _Interrupted as e:
+        where = f"--store {shlex.quote(store)}" + (
+            f" --s3-endpoint {shlex.quote(s3_endpoint)}" if s3_endpoint else "")
+        e.detail = (f"{what} may have been written (its request was under way): "
+                    f"`epochgc gc-admin show {where}` says")
+        raise
 
 
 @contextmanager
@@ -157,11 +179,10 @@ class _AdminGroup(click.Group):
                             e.exit_code)
             raise
         except _Interrupted as e:
-            jsonfailure.say(ctx, ctx.invoked_subcommand, "interrupted", f"interrupted by {e}",
-                            e.code)
+            jsonfailure.say(ctx, ctx.invoked_subcommand, "interrupted", e.line(), e.code)
             # The form `epochgc`'s group prints for a signal while the command loads
             # (newuser8 I7: "epochgc gc-admin:" then, "gc-admin:" later).
-            click.echo(f"epochgc gc-admin: interrupted by {e}", err=True)
+            echo_safe(f"epochgc gc-admin: {e.line()}", err=True)
             ctx.exit(e.code)
 
 
@@ -268,7 +289,8 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
                       "it is (pass "
                       "--replace to replace who paused and why)")
             return
-        state = write_admin_state(s, True, reason, time.time(), by or _operator())
+        with _writing("the pause", store, s3_endpoint):
+            state = write_admin_state(s, True, reason, time.time(), by or _operator())
     finally:
         s.close()
     if as_json:
@@ -294,8 +316,10 @@ def start(store: str, s3_endpoint: str | None, as_json: bool) -> None:
         # newuser7: `pause --json` said whether it changed anything, `resume --json` did
         # not; a resume of a store that is not paused writes nothing.
         before = read_admin_state(s)
-        state = write_admin_state(s, False, "", time.time(), _operator()) \
-            if before.paused else before
+        state = before
+        if before.paused:
+            with _writing("the resume", store, s3_endpoint):
+                state = write_admin_state(s, False, "", time.time(), _operator())
     finally:
         s.close()
     if as_json:
@@ -331,15 +355,17 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
     s = _open(store, s3_endpoint)
     try:
         try:
-            removed = reset_gc_state(s, time.time(), force, even_if_running)
+            with _writing("the lease's removal", store, s3_endpoint):
+                removed = reset_gc_state(s, time.time(), force, even_if_running)
         except ResetRefused as e:
             raise _Refused(str(e)) from None
         if not as_json:  # said before the recovery's wait (review rev38n finding 4)
             click.echo("gc-admin: reset: " + (", ".join(f"removed {k}" for k in removed)
                                               or "nothing to remove"))
+        unrecordable: list[dict[str, Any]] = []
         try:
             checkpoint("reset-removed")  # the signal tests' point: the lease is gone
-            recovered, ended = _recover_dead(s, "gc-admin reset")
+            recovered, ended = _recover_dead(s, "gc-admin reset", unrecordable)
         except BaseException:
             # newuser3 N11: interrupted here, it said only "interrupted by SIGINT", with
             # the lease already removed.
@@ -353,8 +379,15 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
     if as_json:
         # `ended`: rounds that recorded themselves (or were recorded by another look)
         # during the wait; how they ended was on stderr only (newuser8 N1).
-        _json({"removed": removed, "recovered": recovered, "ended": ended})
-        return
+        _json({"removed": removed, "recovered": recovered, "ended": ended,
+               "unrecordable": unrecordable})
+    else:
+        _say_recovered(recovered)
+    if unrecordable:  # named on stderr and left: the operator must look (the table: 1)
+        sys.exit(ExitCode.FAILED)
+
+
+def _say_recovered(recovered: list[dict[str, Any]]) -> None:
     for r in recovered:
         # "at least" when journal entries were unreadable (issue 41: N is a lower bound,
         # as `show` says).
@@ -446,8 +479,10 @@ def show(store: str, s3_endpoint: str | None, max_report_age: float, as_json: bo
         raise _usage(f"--max-report-age must be > 0 and finite, got {max_report_age!r}")
     s = _open(store, s3_endpoint)
     try:
-        recovered, recovering = _stop_dead(s, "gc-admin show")
+        unrecordable: list[dict[str, Any]] = []
+        recovered, recovering = _stop_dead(s, "gc-admin show", unrecordable)
         doc = gc_state(s, time.time(), max_report_age, recovered, recovering)
+        doc["unrecordable"] = unrecordable
     finally:
         s.close()
     if as_json:
@@ -493,13 +528,23 @@ def _recovered(done: list[Recovered]) -> list[dict[str, Any]]:
              "gone_before": r.gone_before()} for r in done]
 
 
-def _recover_dead(s: ObjectStore, by: str
+def _unrecordable(e: DamagedRecord) -> dict[str, Any]:
+    round_id = e.key.rpartition("/")[2].removesuffix(".json")
+    return {"round": round_id, "key": e.key, "why": e.why}
+
+
+def _recover_dead(s: ObjectStore, by: str, unrecordable: list[dict[str, Any]]
                   ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Record every dead round (`recover.recover_dead_rounds`, waiting their bound); a
     store this operator may only read (or any failure) is reported and leaves them for the
     next look. Returns the rounds recorded here, and those recorded meanwhile by someone
-    else (`recorded_as`)."""
+    else (`recorded_as`); a round whose record's key holds no object is said on stderr and
+    added to `unrecordable`."""
     ended: list[dict[str, Any]] = []
+
+    def damaged(e: DamagedRecord) -> None:
+        unrecordable.append(_unrecordable(e))
+        echo_safe(f"gc-admin: {unrecordable_line(e)}", err=True)
 
     def meanwhile(round_id: str, how: str) -> None:
         ended.append(recorded_as(s, round_id))
@@ -508,19 +553,22 @@ def _recover_dead(s: ObjectStore, by: str
     try:
         done = recover_dead_rounds(s, by, lambda: live_rounds(s, time.time()),
                                    waiting=_say_waiting, left=_say_left,
-                                   meanwhile=meanwhile)
+                                   meanwhile=meanwhile, damaged=damaged)
     except StoreError as e:
         echo_safe(f"gc-admin: warning: unfinished rounds not recorded: {e}", err=True)
         return [], ended
     return _recovered(done), ended
 
 
-def _stop_dead(s: ObjectStore, by: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _stop_dead(s: ObjectStore, by: str, unrecordable: list[dict[str, Any]]
+               ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """`show`'s look at dead rounds, without waiting (review rev38n finding 4: it slept
     their bound, 240 s, before answering): those that need no wait recorded, STOP written
     to the others, shown as being recovered (recorded by the next round or `reset`)."""
     try:
-        done, stopping = stop_dead_rounds(s, by, lambda: live_rounds(s, time.time()))
+        done, stopping = stop_dead_rounds(s, by, lambda: live_rounds(s, time.time()),
+                                          damaged=lambda e: unrecordable.append(
+                                              _unrecordable(e)))
     except StoreError as e:
         echo_safe(f"gc-admin: warning: unfinished rounds not recorded: {e}", err=True)
         return [], []
@@ -541,8 +589,9 @@ def advance_epoch(data_dir: str, partition: str) -> None:
     from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
     from epochgc.impl.cluster.local import LocalCluster
 
+    access = ProcClusterAccess(LocalCluster(data_dir).client_addrs(), say=stderr_line)
+
     async def go() -> dict[str, Any]:
-        access = ProcClusterAccess(LocalCluster(data_dir).client_addrs(), say=stderr_line)
         try:
             meta = await access.any_call(op="meta")
             if partition not in (meta.get("partitions") or {}):
@@ -557,7 +606,15 @@ def advance_epoch(data_dir: str, partition: str) -> None:
         finally:
             await access.close()
 
-    r = asyncio.run(go())
+    try:
+        r = asyncio.run(go())
+    except _Interrupted as e:
+        nid = access.change_unanswered
+        if nid is not None:  # sent, not answered: it may be applied (newuser10 L2's shape)
+            e.detail = (f"the advance of {partition} had been sent to node {nid}, not "
+                        "answered: it may have been applied (`epochgc cluster status "
+                        f"--data-dir {shlex.quote(data_dir)} --json` shows its M(p))")
+        raise
     if r.get("status") != "ok":
         raise _Refused(f"{partition}: {r.get('status')}: {r.get('message', r)}")
     click.echo(f"gc-admin: {partition} advanced to {r['advanced_to']} (cached cluster epoch "

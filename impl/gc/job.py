@@ -342,7 +342,12 @@ def _recover(open_store: Callable[[], ObjectStore], round_id: str,
     """Record every dead round (`recover.recover_dead_rounds`); what could not be done is
     said and left for the next look (this round's own deletes are safe either way). A
     request to stop ends the wait before their read-back: they stay unrecorded."""
-    from epochgc.impl.gc.recover import left_line, recover_dead_rounds, waiting_line
+    from epochgc.impl.gc.recover import (
+        left_line,
+        recover_dead_rounds,
+        unrecordable_line,
+        waiting_line,
+    )
 
     waited: list[str] = []  # the rounds whose wait began (newuser7 H7)
 
@@ -356,7 +361,7 @@ def _recover(open_store: Callable[[], ObjectStore], round_id: str,
             done = recover_dead_rounds(
                 store, f"round {round_id}", lambda: {round_id}, waiting=waiting,
                 left=lambda s, rounds: note(f"gc: {left_line(s, rounds)}"),
-                stop=stop)
+                stop=stop, damaged=lambda e: note(f"gc: warning: {unrecordable_line(e)}"))
         finally:
             store.close()
     except (StoreError, OSError) as e:

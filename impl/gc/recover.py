@@ -60,7 +60,7 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -75,6 +75,7 @@ from epochgc.impl.gc.record import (
     record_document,
     round_key,
 )
+from epochgc.impl.gc.recordread import DamagedRecord, listed_records
 from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.summary import GcSummary
@@ -235,6 +236,10 @@ class Stopping:
 class _Found:
     recorded: list[Recovered]  # recorded at once (from their END)
     stopped: list[_Dead]  # STOP written, to be read back after their bound
+    # Its record's key holds what is no object (a directory, a FIFO, a symbolic link on a
+    # local store): left alone, named (i41y leftover: taken for unrecorded, it got a STOP,
+    # the wait and the read-back, then nothing, in silence, on every look).
+    damaged: list[DamagedRecord] = field(default_factory=list)
 
 
 def recover_dead_rounds(
@@ -248,6 +253,7 @@ def recover_dead_rounds(
     stop: RoundStop | None = None,
     left: Callable[[float, list[str]], None] | None = None,
     meanwhile: Callable[[str, str], None] | None = None,
+    damaged: Callable[[DamagedRecord], None] | None = None,
 ) -> list[Recovered]:
     """Write the record of every round with a journal and no record that is not running.
     `running()` names the rounds that may still run (None: cannot tell, nothing is done);
@@ -261,8 +267,11 @@ def recover_dead_rounds(
     wait ends once it is requested and nothing more is done (the STOPs stay: the next look
     records those rounds). `meanwhile(round, how)` is told of each round recorded by
     someone else during the wait (newuser5 G2: the wait then ended without a word).
+    `damaged(e)` is told of each round whose record's key holds what is no object: it is
+    left as it is, nothing written over it or into the round's journal.
     Raises StoreError if the journals cannot be listed or a record cannot be written."""
     found = _stop_dead(store, by, running)
+    _tell(found, damaged)
     out = list(found.recorded)
     if _wait(store, found.stopped, sleep if sleep is not None else SLEEP, waiting, left, stop):
         return out
@@ -301,11 +310,14 @@ def stop_dead_rounds(
     running: Callable[[], set[str] | None],
     data: ObjectStore | None = None,
     clock: Callable[[], float] = time.time,
+    damaged: Callable[[DamagedRecord], None] | None = None,
 ) -> tuple[list[Recovered], list[Stopping]]:
     """`recover_dead_rounds` without the wait (`gc-admin show`): the rounds that need none
     recorded (with their END, or a START without a bound), STOP written for the others,
-    which are returned as stopping (recorded by the next look that waits)."""
+    which are returned as stopping (recorded by the next look that waits); `damaged` as
+    there."""
     found = _stop_dead(store, by, running)
+    _tell(found, damaged)
     out = list(found.recorded)
     stopping: list[Stopping] = []
     for d in found.stopped:
@@ -316,6 +328,19 @@ def stop_dead_rounds(
         if r is not None:
             out.append(r)
     return out, stopping
+
+
+def _tell(found: _Found, damaged: Callable[[DamagedRecord], None] | None) -> None:
+    for e in found.damaged:
+        if damaged is not None:
+            damaged(e)
+
+
+def unrecordable_line(e: DamagedRecord) -> str:
+    """What a look says of a dead round whose record's key holds what is no object."""
+    round_id = e.key.rpartition("/")[2].removesuffix(".json")
+    return (f"dead round {printable(round_id)} not recorded: {e}; nothing is written over "
+            "it (move it away, and the next round or `gc-admin reset` records the round)")
 
 
 def waiting_line(wait_s: float, rounds: list[str]) -> str:
@@ -403,11 +428,17 @@ def _stop_dead(store: ObjectStore, by: str, running: Callable[[], set[str] | Non
     skip = running()
     if skip is None:
         return found
-    recorded = {o.key for o in store.list_all(ROUNDS_PREFIX)}
+    recorded, refused = listed_records(store, ROUNDS_PREFIX)
     for round_id, names in candidates.items():
         if round_id in skip:
             continue
         prefix = f"{JOURNAL_PREFIX}{round_id}/"
+        if round_key(round_id) in refused:
+            # Never written over or through (a link would put the record elsewhere), nor
+            # waited for: no record can be made there until an operator moves it away.
+            key = round_key(round_id)
+            found.damaged.append(DamagedRecord(key, refused[key]))
+            continue
         if OWN_END in names:  # its driver's END replaced a recovery's: its record follows
             r = _own_end(store, round_id, prefix)
             if r is not None:

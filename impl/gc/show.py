@@ -24,6 +24,7 @@ from epochgc.impl.gc.recordread import (
     listed_records,
     read_round_record,
 )
+from epochgc.impl.gc.recover import unrecordable_line
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.gc.sequence import SequenceError, check_room, markers, newer_unmarked
 from epochgc.impl.gc.text import printable
@@ -202,6 +203,8 @@ def render(doc: dict[str, Any]) -> list[str]:
                    f"end): STOP written; recorded by the next round or `gc-admin reset` "
                    f"after {iso(r['record_after'])} (its tasks' {r['wait_s']:.0f} s "
                    "bound)")
+    for r in doc.get("unrecordable") or []:
+        out.append(unrecordable_line(DamagedRecord(r["key"], r["why"])))
     out.extend(_last_round_lines(doc["last_round"], now))
     out.extend(_last_refusal_lines(doc.get("last_refusal"), now))
     return out

@@ -224,16 +224,30 @@ def _delete_stage(spark: SparkSession, rnd: _Round, groups: list[list[int]], lis
 
 def arm_stop_marker(stop: RoundStop, store: ObjectStore, prefix: str,
                     note: Callable[[str], None],
-                    after: Callable[[], None] = lambda: None) -> None:
+                    after: Callable[[], None] = lambda: None,
+                    at_latest_s: float | None = None) -> None:
     """Any request to stop the round from now on (a signal, the deadline, the watch: a
     pause, bad health, `lease-unsure`, `watch-late`) writes its STOP marker, with the
     reason: tasks without the driver's gate HEAD it before each batch. Written with the
     round's open `store` (issue 41: a store opened when the signal comes starts a new S3
-    client first); `after` runs once it is durable."""
+    client first); `after` runs once it is durable, once its write has failed, or
+    `at_latest_s` (default `STOP_WRITE_WAIT_S`) after the request, whichever comes first
+    (it may run more than once: `StageCutoff.start` is idempotent). newuser10 L5: on a
+    store gone silent the PUT was retried for minutes (botocore: 10 attempts, 60 s each),
+    and a failed one never ran `after` at all, so the stage's cutoff ("up to 20s, then the
+    tasks are cancelled") never started. A batch cut off before STOP is durable is
+    resolved as one cut off after it is: by asking the store (`journal.py`)."""
+    wait_s = STOP_WRITE_WAIT_S if at_latest_s is None else at_latest_s
 
     def write_stop() -> None:
-        write_marker(store, prefix, STOP, {"reason": stop.reason})
-        after()
+        late = threading.Timer(wait_s, after)
+        late.daemon = True
+        late.start()
+        try:
+            write_marker(store, prefix, STOP, {"reason": stop.reason})
+        finally:
+            late.cancel()
+            after()
 
     stop.arm(write_stop, note)
 
@@ -251,6 +265,9 @@ def _listener(sc: Any, say: Callable[[str], None] | None) -> BeaconListener | No
 
 
 STOP_GRACE_S = 20.0  # how long a stopped stage's batches in flight may take (see below)
+# How long the STOP marker's write may take before the grace starts without it (a store
+# that answers writes it in well under a second; `arm_stop_marker`).
+STOP_WRITE_WAIT_S = 20.0
 STOP_GRACE_ENV = "EPOCHGC_GC_TEST_STOP_GRACE"  # test-only: that bound, in seconds
 
 

@@ -183,8 +183,9 @@ def test_pause_start_resume_reset_answer_json(tmp_path: Path) -> None:
         assert ran["changed"] is changed, (cmd, ran)  # newuser7: resume --json had no "changed"
     Lease(lambda: LocalStore(root), "r0", duration_s=1.0,
           clock=lambda: time.time() - 10).acquire()  # expired 9 s ago
-    assert doc("reset") == {"removed": [LEASE_KEY], "recovered": [], "ended": []}
-    assert doc("reset") == {"removed": [], "recovered": [], "ended": []}
+    assert doc("reset") == {"removed": [LEASE_KEY], "recovered": [], "ended": [],
+                           "unrecordable": []}
+    assert doc("reset") == {"removed": [], "recovered": [], "ended": [], "unrecordable": []}
 
 
 def test_resume_json_of_a_store_never_paused_names_nobody(tmp_path: Path) -> None:

@@ -11,6 +11,8 @@ machine; no fixed sleep."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import signal
 import subprocess
@@ -20,7 +22,9 @@ from pathlib import Path
 
 import pytest
 
+from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.local import LocalCluster
+from epochgc.impl.controller.topics import topic_names
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -28,13 +32,15 @@ ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 BOUND_S = float(os.environ.get("EPOCHGC_TEST_BOUND_S", "300"))
 
 
-def _epochgc(*argv: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def _epochgc(*argv: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "epochgc", *argv], capture_output=True,
-                          text=True, timeout=timeout, env=ENV)
+                          text=True, timeout=timeout, env=dict(ENV, **env))
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[Path]:
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One cluster for the module (a start costs ~4 s); each test continues its node."""
+    tmp_path = tmp_path_factory.mktemp("frozen")
     d = tmp_path / "c"
     r = _epochgc("cluster", "start", "--data-dir", str(d), "--store", str(tmp_path / "store"),
                  "--nodes", "3", "--partitions", "t/0")
@@ -69,3 +75,103 @@ def test_a_frozen_node_is_said_and_passed_over(cluster: Path) -> None:
         assert r.returncode == 0 and said in r.stderr, (r.returncode, r.stderr)
     finally:
         os.kill(pid, signal.SIGCONT)
+
+
+async def _until_led_by(lc: LocalCluster, ids: set[int]) -> None:
+    """Until nodes `ids` agree the controller and every partition are led among them."""
+    access = ProcClusterAccess({n: a for n, a in lc.client_addrs().items() if n in ids})
+    try:
+        async with asyncio.timeout(BOUND_S):
+            while True:
+                seen = [(await access.call(n, op="status")).get("data") for n in sorted(ids)]
+                if all(st is not None and st["controller"]["leader"] in ids
+                       and all(p["leader"] in ids for p in st["partitions"].values())
+                       for st in seen):
+                    return
+                await asyncio.sleep(0.2)
+    finally:
+        await access.close()
+
+
+def test_a_frozen_node_does_not_eat_the_barriers_wait(cluster: Path) -> None:
+    """newuser10 L1: `barrier` asked the nodes one after another, so the frozen node's read
+    bound (10 s) used all of `--wait`; every partition was said `missing`, exit 1, though
+    the barrier was applied everywhere. `--wait 9` is under that bound: the old code
+    cannot pass however fast the cluster; the new one needs the barrier applied in 9 s
+    (a barrier round runs every second)."""
+    lc = LocalCluster(cluster)
+    pid = int(lc.meta["pids"]["3"])
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        # Node 3 may have led t/0 or the controller: a change sent to it before the
+        # others elect anew waits its own 30 s bound, which is not what this test is about.
+        asyncio.run(_until_led_by(lc, {1, 2}))
+        r = _epochgc("barrier", "--data-dir", str(cluster), "--wait", "9", "--json",
+                     timeout=BOUND_S)
+        out = json.loads(r.stdout)
+        assert r.returncode == 0 and out["applied"], (r.returncode, r.stdout, r.stderr)
+        assert {x["state"] for x in out["partitions"].values()} <= {"pending", "promoted"}
+        assert out["unanswered"] == [3], out
+        assert "no answer from node(s) 3; the table is from the nodes that answered" in r.stderr
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_barrier_wait_0_still_reports_every_partition(cluster: Path) -> None:
+    """`--wait 0` asks once and reports: the nodes asked at once must not make it end
+    before any has answered (every partition `missing`, no node answered)."""
+    r = _epochgc("barrier", "--data-dir", str(cluster), "--wait", "0", "--json",
+                 timeout=BOUND_S)
+    out = json.loads(r.stdout)
+    assert out["partitions"] and out["unanswered"] == [], (r.stdout, r.stderr)
+
+
+async def _until_topic_has(lc: LocalCluster, topic: str, count: int) -> None:
+    """Until every node shows `count` partitions of `topic` (a bound, not a sleep)."""
+    access = ProcClusterAccess(lc.client_addrs())
+    seen: list[int | None] = []
+    try:
+        async with asyncio.timeout(BOUND_S):
+            while True:
+                metas = [await access.call(n, op="meta") for n in sorted(lc.client_addrs())]
+                seen = [len(topic_names(m["partitions"], topic)) if m.get("status") == "ok"
+                        else None for m in metas]
+                if seen == [count] * len(metas):
+                    return
+                await asyncio.sleep(0.2)
+    except TimeoutError:
+        pytest.fail(f"after {BOUND_S} s the nodes show {seen} partition(s) of {topic!r}, "
+                    f"not {count}")
+    finally:
+        await access.close()
+
+
+def test_a_topic_change_stopped_by_a_signal_is_carried_out_whole(cluster: Path) -> None:
+    """newuser10 L2 (shares this module's cluster: the suite's time). A Ctrl-C after
+    `topic create --partitions 64` had sent its request: "interrupted by SIGINT" only, and
+    the node, its client gone, cancelled the request between two partitions: 12 of 64 left
+    for good, the retry refused "already exists". Now the node carries a change it has
+    begun out whole and the line says the request was sent. The signal comes at the hook
+    point `change-sent` (the request written, its answer not read); `topic delete` too."""
+    lc = LocalCluster(cluster)
+    r = _epochgc("topic", "create", "zt", "--partitions", "64", "--data-dir", str(cluster),
+                 EPOCHGC_TEST_SIGNAL="change-sent:SIGINT")
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert "epochgc topic: interrupted by SIGINT: create_topic 'zt' had been sent to node " \
+        in r.stderr, r.stderr
+    asyncio.run(_until_topic_has(lc, "zt", 64))
+    r = _epochgc("topic", "delete", "zt", "--data-dir", str(cluster),
+                 EPOCHGC_TEST_SIGNAL="change-sent:SIGTERM")
+    assert r.returncode == 143, (r.returncode, r.stderr)
+    assert "delete_topic 'zt' had been sent to node " in r.stderr, r.stderr
+    asyncio.run(_until_topic_has(lc, "zt", 0))
+
+
+def test_an_advance_stopped_by_a_signal_after_it_was_sent_says_so(cluster: Path) -> None:
+    """L2's shape in `gc-admin advance-epoch` (a break-glass proposal on the partition's
+    leader): stopped once its request was out, it said "interrupted by SIGINT" only."""
+    r = _epochgc("gc-admin", "advance-epoch", "--data-dir", str(cluster), "--partition",
+                 "t/0", EPOCHGC_TEST_SIGNAL="change-sent:SIGINT")
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert "epochgc gc-admin: interrupted by SIGINT: the advance of t/0 had been sent to " \
+        "node " in r.stderr, r.stderr
