@@ -370,6 +370,11 @@ def _outcome(result: DeleteResult, requests: int = 1, so_far: bool = False) -> d
         # reader without this field takes them as errors (an undercount, never a false
         # deletion).
         doc["unknown"] = sorted(unknown)
+    if result.gone_unattributed:
+        # Review rev38x finding 1: absent after an ambiguous answer (the store asked at
+        # once), so not the request's own answer: counted `gone_unattributed`, as the
+        # read-back counts such a key when it asks later.
+        doc["gone_unattributed"] = sorted(result.gone_unattributed)
     if requests != 1:
         doc["requests"] = requests  # DeleteObjects sent (absent: 1)
     if so_far:
@@ -508,16 +513,19 @@ class _Done:
     errors: dict[str, Any]
     unknown: set[str]
     so_far: bool = False  # the answers of the group's first requests only (`done`)
+    gone_unattributed: set[str] = field(default_factory=set)  # absent after an ambiguous answer
 
 
 def _parse_done(doc: Any) -> _Done:
     if not (isinstance(doc, dict) and isinstance(doc.get("gone"), list)
             and isinstance(doc.get("changed"), list) and isinstance(doc.get("errors"), dict)
-            and isinstance(doc.get("unknown", []), list)):
-        raise ValueError("a done record's gone, changed, errors and unknown are not two "
-                         "lists, an object and a list")
+            and isinstance(doc.get("unknown", []), list)
+            and isinstance(doc.get("gone_unattributed", []), list)):
+        raise ValueError("a done record's gone, changed, errors, unknown and "
+                         "gone_unattributed are not two lists, an object and two lists")
     return _Done(set(doc["gone"]), set(doc["changed"]), doc["errors"],
-                 set(doc.get("unknown", [])), doc.get("so_far") is True)
+                 set(doc.get("unknown", [])), doc.get("so_far") is True,
+                 set(doc.get("gone_unattributed", [])))
 
 
 _SEQ = re.compile(r"[0-9]{8}")
@@ -643,7 +651,7 @@ def read_journal(
             _resolve(data, items, totals, settled or batch_id not in open_batches)
             continue
         gone, changed, errors = done.gone, done.changed, done.errors
-        if not (gone or changed or errors):  # the common batch: every key deleted
+        if not (gone or changed or errors or done.gone_unattributed):  # every key deleted
             totals.deleted.update(items.rows())
             continue
         for key, (size, age) in items.rows():
@@ -660,6 +668,8 @@ def read_journal(
                     totals.errors.setdefault(key, str(errors[key]))
             elif key in changed:
                 totals.changed.add(key)
+            elif key in done.gone_unattributed:
+                totals.gone_unattributed.setdefault(key, (size, age))
             elif key in gone:
                 totals.already_gone.add(key)
             else:

@@ -75,10 +75,6 @@ def _run(s3_endpoint: str, s3_bucket: str, plan: FaultPlan, removed_before: bool
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38x finding 1: a key whose delete request was answered 500 and NOT applied, found "
-    "absent by the store's own HEAD (another writer removed it), is journaled and counted "
-    "deleted by the round; the same key found absent by the read-back is gone_unattributed"))
 def test_a_key_another_writer_removed_while_the_rounds_request_failed_is_not_counted_deleted(
     s3_endpoint: str, s3_bucket: str
 ) -> None:
@@ -104,9 +100,6 @@ def test_a_key_another_writer_removed_while_the_rounds_request_failed_is_not_cou
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38x finding 1: the same event (request answered 500, key found absent) is deleted "
-    "when the store's HEAD at the request answers, gone_unattributed when the read-back asks"))
 def test_an_ambiguous_answer_is_attributed_the_same_whoever_asks_the_store(
     s3_endpoint: str, s3_bucket: str
 ) -> None:
@@ -250,3 +243,25 @@ def test_a_round_recorded_from_its_own_end_reports_its_keys_gone_unattributed(
     doc = json.loads(r.output)
     [rec] = doc["recovered"]
     assert (rec["deleted"], rec["gone_unattributed"], rec["from_end"]) == (5, 3, True), doc
+
+
+def test_a_batchs_keys_absent_after_an_ambiguous_answer_are_journaled_gone_unattributed(
+    tmp_path: object
+) -> None:
+    """rev38x finding 1, the journal's side: a store's result that says keys left the store
+    after an ambiguous answer (`DeleteResult.gone_unattributed`) is written in the batch's
+    `done` and read back as `gone_unattributed`, never deleted, beside a key of the same
+    batch the answer said deleted and one already gone."""
+    from pathlib import Path
+
+    from epochgc.impl.store.base import DeleteResult
+    from epochgc.impl.store.local import LocalStore
+
+    assert isinstance(tmp_path, Path)
+    store = LocalStore(tmp_path, create=True)
+    writer = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
+    seq = writer.intent([("a", 1, 1.0, ""), ("b", 2, 2.0, ""), ("c", 4, 3.0, "")])
+    writer.done(seq, DeleteResult(3, gone={"c"}, gone_unattributed={"b"}))
+    t = read_journal(store, PREFIX)
+    assert (set(t.deleted), dict(t.gone_unattributed), t.already_gone) == (
+        {"a"}, {"b": (2, 2.0)}, {"c"}), t
