@@ -430,9 +430,10 @@ class JournalTotals:
     # Keys an answer of the round's own delete requests said it deleted (key -> (size, age)).
     deleted: dict[str, tuple[int, float]] = field(default_factory=dict)
     already_gone: set[str] = field(default_factory=set)
-    # Review rev38v finding 3: keys of a batch whose answer was never recorded (its attempt
-    # killed, a group's later requests perhaps never sent, a request whose answer was lost)
-    # found absent by the read-back (key -> (size, age)): they left the store while the
+    # Review rev38v finding 3: keys of a batch whose answer was lost or ambiguous (its
+    # attempt killed, a group's later requests perhaps never sent, a 5xx) found absent by
+    # the read-back or by the store right after the answer (rev38x finding 1; key -> (size,
+    # age)): they left the store while the
     # round ran, by its requests or another writer's; which is not known, so not `deleted`
     # (the round's own count is only what answers said) and not `already_gone`.
     gone_unattributed: dict[str, tuple[int, float]] = field(default_factory=dict)

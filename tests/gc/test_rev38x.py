@@ -119,9 +119,6 @@ def test_an_ambiguous_answer_is_attributed_the_same_whoever_asks_the_store(
         f"them gone unattributed")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38x finding 4: a dead round recorded meanwhile by another process is said (reset's "
-    "'recorded meanwhile' line, reset --json ended[]) with its deleted count only"))
 def test_a_record_recorded_meanwhile_says_its_keys_gone_unattributed(tmp_path: object) -> None:
     """`recorded_as` (gc-admin reset --json `ended[]`) and `_recorded_how` ("recorded
     meanwhile by X: killed, N key(s) deleted") read only `deleted`."""
@@ -142,10 +139,6 @@ def test_a_record_recorded_meanwhile_says_its_keys_gone_unattributed(tmp_path: o
     assert got.get("gone_unattributed") == 5 and "5" in how, (got, how)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38x finding 2: a key whose request WAS answered (500, maybe applied) in a round "
-    "where nothing was killed is said to be of a batch 'whose answer was never recorded "
-    "(a task attempt killed mid-request)' by the summary and the metrics' help"))
 def test_the_words_for_gone_unattributed_fit_a_round_where_nothing_was_killed(
     tmp_path: object
 ) -> None:
@@ -170,9 +163,6 @@ def test_the_words_for_gone_unattributed_fit_a_round_where_nothing_was_killed(
     assert not said, said
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38x finding 3: a blocked round with keys gone unattributed (and none answered "
-    "deleted) says 'nothing deleted', which its own next line contradicts"))
 def test_a_blocked_round_with_keys_gone_unattributed_does_not_say_nothing_was_deleted() -> None:
     """A round one task of which found M gone at its re-read (blocked) while another was
     killed mid-request (executor lost): no answer says deleted, 2 keys of the unanswered
