@@ -255,3 +255,37 @@ def test_a_batchs_keys_absent_after_an_ambiguous_answer_are_journaled_gone_unatt
     t = read_journal(store, PREFIX)
     assert (set(t.deleted), dict(t.gone_unattributed), t.already_gone) == (
         {"a"}, {"b": (2, 2.0)}, {"c"}), t
+
+
+def test_the_next_rounds_note_about_a_dead_round_says_its_keys_gone_unattributed(
+    tmp_path: object
+) -> None:
+    """rev38x finding 5: the next round's note about a dead round it recorded
+    (`job._recover`, run by every round before its own deletes) left `gone_text()` out
+    with no test failing (seed E survived). `_recover` takes the store opener and a note
+    sink, so it is called here without a Spark round: a round killed between its END and
+    its record, whose END says 5 deleted and 3 gone unattributed."""
+    from pathlib import Path
+
+    from epochgc.impl.gc.job import _recover
+    from epochgc.impl.gc.journal import END, START, write_marker
+    from epochgc.impl.gc.stop import RoundStop
+    from epochgc.impl.store.local import LocalStore
+    from tests.gc.helpers import simple_cluster
+
+    assert isinstance(tmp_path, Path)
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)
+    store = LocalStore(root)
+    dead = "20270115T100000.000Z-rev38x03"
+    prefix = journal_prefix(dead)
+    write_marker(store, prefix, START, {"round": dead})
+    write_marker(store, prefix, END, {"outcome": "killed", "counts": {
+        "deleted": 5, "gone_unattributed": 3, "bytes_gone_unattributed": 3}})
+    notes: list[str] = []
+    got = _recover(lambda: LocalStore(root), "20270115T110000.000Z-rev38x04", notes.append,
+                   RoundStop())
+    assert got == [dead], (got, notes)
+    [line] = [n for n in notes if dead in n]
+    assert "5 key(s) deleted, 3 more left the store in batches with no answer saying " \
+           "the round deleted them" in line, line
