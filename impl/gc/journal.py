@@ -32,7 +32,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -437,6 +437,9 @@ class JournalTotals:
     # round ran, by its requests or another writer's; which is not known, so not `deleted`
     # (the round's own count is only what answers said) and not `already_gone`.
     gone_unattributed: dict[str, tuple[int, float]] = field(default_factory=dict)
+    # Keys only attempts that did not return named (key -> size; `read_journal`'s
+    # `returned`): listed and eligible, but in no returned attempt's listing counts.
+    listed_elsewhere: dict[str, int] = field(default_factory=dict)
     changed: set[str] = field(default_factory=set)
     errors: dict[str, str] = field(default_factory=dict)
     # Review rev38q findings 1 and 5: keys whose fate the store could not tell, even when
@@ -569,6 +572,7 @@ def read_journal(
     store: ObjectStore, prefix: str, data: ObjectStore | None = None,
     known: Mapping[str, bytes] | None = None,
     before_asking: Callable[[int], bool] | None = None,
+    returned: Collection[str] | None = None,
 ) -> JournalTotals:
     """Read a round's journal back from `store` (every attempt); `data`: the store the keys
     are in (default `store`), asked about the batches an attempt never finished and those
@@ -581,7 +585,9 @@ def read_journal(
     a request such an attempt sent may still be at the server (review rev38s finding 2),
     and the live driver waits for it there (`stage.py`). It returns whether such requests
     are over: if not (its wait was cut short), a key of those batches still in the store is
-    of unknown fate, not an error."""
+    of unknown fate, not an error. `returned`: the names of the attempts whose results
+    reached the driver (`Attempt.name`); then `listed_elsewhere` holds the keys only other
+    attempts named (`_listed_elsewhere`)."""
     known = known or {}
     data = data if data is not None else store
     totals = JournalTotals()
@@ -637,6 +643,8 @@ def read_journal(
         # Counted in the delete batches (requests) the open intents planned, not in
         # intents (review rev38v finding 4); an upper bound where an answer so far is in.
         settled = before_asking(sum(planned.get(b, 1) for b in open_batches))
+    if returned is not None:
+        _listed_elsewhere(intents, torn, set(returned), totals)
     for batch_id, keys in sorted(torn.items()):
         totals.attempts.add(batch_id.split("/")[0])
         totals.batches += 1
@@ -677,6 +685,32 @@ def read_journal(
                 totals.deleted[key] = (size, age)
     _settle(totals)
     return totals
+
+
+def _listed_elsewhere(intents: dict[str, Intent], torn: dict[str, list[str]],
+                      returned: set[str], totals: JournalTotals) -> None:
+    """Keys (-> size; 0 from a torn intent) that an attempt whose result never reached the
+    driver named in an intent, and no returned attempt did. Each was listed and eligible
+    this round, yet the returned attempts' listing counts miss it: Spark retries a failed
+    task (spark.task.maxFailures) and the retry lists the partition again, without the keys
+    its killed twin's requests removed (review rev38x, "not verified" 1); a speculative
+    copy's loser likewise. A key a returned attempt listed is in its intents (a returned
+    attempt that was not stopped sends a delete for every eligible key it lists)."""
+    def mine(batch: str) -> bool:
+        return batch.partition("/")[0] in returned
+
+    ours = {k for b, it in intents.items() if mine(b) for k in it.keys}
+    ours.update(k for b, ks in torn.items() if mine(b) for k in ks if isinstance(k, str))
+    for b, it in intents.items():
+        if not mine(b):
+            for key, size in zip(it.keys, it.sizes, strict=True):
+                if key not in ours:
+                    totals.listed_elsewhere.setdefault(key, size)
+    for b, ks in torn.items():
+        if not mine(b):
+            for key in ks:
+                if isinstance(key, str) and key not in ours:
+                    totals.listed_elsewhere.setdefault(key, 0)
 
 
 def _ask(store: ObjectStore, key: str) -> bool | StoreError:

@@ -289,3 +289,36 @@ def test_the_next_rounds_note_about_a_dead_round_says_its_keys_gone_unattributed
     [line] = [n for n in notes if dead in n]
     assert "5 key(s) deleted, 3 more left the store in batches with no answer saying " \
            "the round deleted them" in line, line
+
+
+def test_keys_only_an_attempt_that_did_not_return_named_count_as_listed_and_eligible(
+    tmp_path: object
+) -> None:
+    """rev38x's "not verified" 1, the read-back and the record's arithmetic: a task Spark
+    retried lists its partition again without the keys its killed attempt removed, so the
+    returned attempts' listing counts miss them. The journal names them (the killed
+    attempt's intent): `listed_elsewhere` holds those that no returned attempt named, and
+    `stage.listed_elsewhere` adds them to eligible (8 = 6 listed by the retry + 2)."""
+    from pathlib import Path
+
+    from epochgc.impl.gc.stage import listed_elsewhere
+    from epochgc.impl.gc.summary import GcSummary
+    from epochgc.impl.store.base import DeleteResult
+    from epochgc.impl.store.local import LocalStore
+
+    assert isinstance(tmp_path, Path)
+    store = LocalStore(tmp_path, create=True)
+    killed, retry = Attempt(1, 0, 0, 1), Attempt(1, 1, 0, 2)
+    w = JournalWriter(store, JournalTarget(PREFIX), killed)
+    w.done(w.intent([("k0", 1, 1.0, ""), ("k1", 2, 1.0, "")]), DeleteResult(2))
+    w.intent([("k2", 4, 1.0, "")])  # killed mid-request: k2 left, no answer
+    w = JournalWriter(store, JournalTarget(PREFIX), retry)  # lists k2 (still there) .. k7
+    keys = [f"k{i}" for i in range(2, 8)]
+    w.done(w.intent([(k, 8, 1.0, "") for k in keys]), DeleteResult(6, gone={"k2"}))
+    t = read_journal(store, PREFIX, returned={retry.name()})
+    assert t.listed_elsewhere == {"k0": 1, "k1": 2}, t.listed_elsewhere
+    s = GcSummary(journal=PREFIX, M=7, listed=6, fetched=6, eligible=6, eligible_bytes=48)
+    s.deleted, s.gone_unattributed = len(t.deleted), len(t.gone_unattributed)
+    listed_elsewhere(s, t)
+    assert (s.eligible, s.eligible_bytes, s.listed, s.deleted) == (8, 51, 8, 7), s
+    assert read_journal(store, PREFIX).listed_elsewhere == {}  # not asked: none
