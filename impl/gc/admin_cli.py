@@ -70,7 +70,7 @@ from epochgc.impl.gc.recover import (
 from epochgc.impl.gc.sequence import SequenceError
 from epochgc.impl.gc.show import count_text, gc_state, iso, json_safe, render
 from epochgc.impl.gc.summary import EXIT_USAGE
-from epochgc.impl.gc.text import echo_safe, printable
+from epochgc.impl.gc.text import GONE_WHERE_SHORT, echo_safe, printable
 from epochgc.impl.preflight import Refused, require_modules, store_modules
 from epochgc.impl.signals import SIGNALS, checkpoint
 from epochgc.impl.store.base import ObjectStore, StoreError
@@ -395,8 +395,8 @@ def _say_recovered(recovered: list[dict[str, Any]]) -> None:
         unread = (f" ({count_text(r['unreadable'])} journal entr(ies) unreadable)"
                   if r["unreadable"] else "")
         end = " (from its own END)" if r["from_end"] else ""
-        gone = (f", {count_text(r['gone_unattributed'])} more left the store in batches "
-                "whose answer was never recorded (its requests' or another writer's)"
+        gone = (f", {count_text(r['gone_unattributed'])} more left the store "
+                f"{GONE_WHERE_SHORT} (its requests' or another writer's)"
                 if r["gone_unattributed"] else "")
         echo_safe(f"gc-admin: recorded dead round {printable(r['round'])}{end}: "
                   f"{printable(r['outcome'])}, {at_least}{count_text(r['deleted'])} key(s) "

@@ -39,7 +39,7 @@ from epochgc.impl.gc.stop import (
     interruptible_output,
 )
 from epochgc.impl.gc.summary import EXIT_USAGE, GcSummary
-from epochgc.impl.gc.text import echo_safe, printable
+from epochgc.impl.gc.text import GONE_WHERE_SHORT, echo_safe, printable
 from epochgc.impl.preflight import (
     Refused,
     creatable_path,
@@ -526,8 +526,8 @@ def _after(s: GcSummary) -> str:
                 + (f", {s.unreadable_entries} entr(ies) unreadable" if s.unreadable_entries
                    else "")
                 + (f", {s.unknown} key(s) whose deletion is unknown" if s.unknown else "")
-                + (f", {s.gone_unattributed:,} more left the store in batches whose answer "
-                   "was never recorded, by its requests or another writer's"
+                + (f", {s.gone_unattributed:,} more left the store {GONE_WHERE_SHORT}, by "
+                   "its requests or another writer's"
                    if s.gone_unattributed else "")
                 + "); keys not deleted yet are listed again next round")
     if s.journal is not None:

@@ -124,6 +124,7 @@ class DeleteStats:
     deleted: int = 0
     already_gone: int = 0  # absent when deleted: removed by someone else
     changed: int = 0  # skipped by a conditional delete: rewritten since it was listed
+    gone_unattributed: int = 0  # absent after an ambiguous answer: by us or another writer
     errors: int = 0
     delete_requests: int = 0
     bytes_deleted: int = 0
@@ -264,8 +265,10 @@ def delete_keys(
             stats.deleted += result.deleted
             stats.already_gone += len(result.gone)
             stats.changed += len(result.changed)
+            stats.gone_unattributed += len(result.gone_unattributed)
             stats.errors += len(result.errors)
-            kept = result.errors.keys() | result.gone | result.changed
+            kept = (result.errors.keys() | result.gone | result.changed
+                    | result.gone_unattributed)
             stats.bytes_deleted += sum(s for k, s, _, _ in batch if k not in kept)
             if on_error is not None:
                 for key, why in result.errors.items():
@@ -413,7 +416,8 @@ def _merged(group: list[list[Doomed]], results: list[DeleteResult | None]) -> De
             result = DeleteResult(len(batch), {k: UNSENT for k, _, _, _ in batch})
         out = DeleteResult(out.requested + result.requested, {**out.errors, **result.errors},
                            out.gone | result.gone, out.changed | result.changed,
-                           out.unknown | result.unknown)
+                           out.unknown | result.unknown,
+                           out.gone_unattributed | result.gone_unattributed)
     return out
 
 

@@ -32,7 +32,7 @@ import json
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -370,6 +370,11 @@ def _outcome(result: DeleteResult, requests: int = 1, so_far: bool = False) -> d
         # reader without this field takes them as errors (an undercount, never a false
         # deletion).
         doc["unknown"] = sorted(unknown)
+    if result.gone_unattributed:
+        # Review rev38x finding 1: absent after an ambiguous answer (the store asked at
+        # once), so not the request's own answer: counted `gone_unattributed`, as the
+        # read-back counts such a key when it asks later.
+        doc["gone_unattributed"] = sorted(result.gone_unattributed)
     if requests != 1:
         doc["requests"] = requests  # DeleteObjects sent (absent: 1)
     if so_far:
@@ -425,12 +430,16 @@ class JournalTotals:
     # Keys an answer of the round's own delete requests said it deleted (key -> (size, age)).
     deleted: dict[str, tuple[int, float]] = field(default_factory=dict)
     already_gone: set[str] = field(default_factory=set)
-    # Review rev38v finding 3: keys of a batch whose answer was never recorded (its attempt
-    # killed, a group's later requests perhaps never sent, a request whose answer was lost)
-    # found absent by the read-back (key -> (size, age)): they left the store while the
+    # Review rev38v finding 3: keys of a batch whose answer was lost or ambiguous (its
+    # attempt killed, a group's later requests perhaps never sent, a 5xx) found absent by
+    # the read-back or by the store right after the answer (rev38x finding 1; key -> (size,
+    # age)): they left the store while the
     # round ran, by its requests or another writer's; which is not known, so not `deleted`
     # (the round's own count is only what answers said) and not `already_gone`.
     gone_unattributed: dict[str, tuple[int, float]] = field(default_factory=dict)
+    # Keys only attempts that did not return named (key -> size; `read_journal`'s
+    # `returned`): listed and eligible, but in no returned attempt's listing counts.
+    listed_elsewhere: dict[str, int] = field(default_factory=dict)
     changed: set[str] = field(default_factory=set)
     errors: dict[str, str] = field(default_factory=dict)
     # Review rev38q findings 1 and 5: keys whose fate the store could not tell, even when
@@ -508,16 +517,19 @@ class _Done:
     errors: dict[str, Any]
     unknown: set[str]
     so_far: bool = False  # the answers of the group's first requests only (`done`)
+    gone_unattributed: set[str] = field(default_factory=set)  # absent after an ambiguous answer
 
 
 def _parse_done(doc: Any) -> _Done:
     if not (isinstance(doc, dict) and isinstance(doc.get("gone"), list)
             and isinstance(doc.get("changed"), list) and isinstance(doc.get("errors"), dict)
-            and isinstance(doc.get("unknown", []), list)):
-        raise ValueError("a done record's gone, changed, errors and unknown are not two "
-                         "lists, an object and a list")
+            and isinstance(doc.get("unknown", []), list)
+            and isinstance(doc.get("gone_unattributed", []), list)):
+        raise ValueError("a done record's gone, changed, errors, unknown and "
+                         "gone_unattributed are not two lists, an object and two lists")
     return _Done(set(doc["gone"]), set(doc["changed"]), doc["errors"],
-                 set(doc.get("unknown", [])), doc.get("so_far") is True)
+                 set(doc.get("unknown", [])), doc.get("so_far") is True,
+                 set(doc.get("gone_unattributed", [])))
 
 
 _SEQ = re.compile(r"[0-9]{8}")
@@ -560,6 +572,7 @@ def read_journal(
     store: ObjectStore, prefix: str, data: ObjectStore | None = None,
     known: Mapping[str, bytes] | None = None,
     before_asking: Callable[[int], bool] | None = None,
+    returned: Collection[str] | None = None,
 ) -> JournalTotals:
     """Read a round's journal back from `store` (every attempt); `data`: the store the keys
     are in (default `store`), asked about the batches an attempt never finished and those
@@ -572,7 +585,9 @@ def read_journal(
     a request such an attempt sent may still be at the server (review rev38s finding 2),
     and the live driver waits for it there (`stage.py`). It returns whether such requests
     are over: if not (its wait was cut short), a key of those batches still in the store is
-    of unknown fate, not an error."""
+    of unknown fate, not an error. `returned`: the names of the attempts whose results
+    reached the driver (`Attempt.name`); then `listed_elsewhere` holds the keys only other
+    attempts named (`_listed_elsewhere`)."""
     known = known or {}
     data = data if data is not None else store
     totals = JournalTotals()
@@ -628,6 +643,8 @@ def read_journal(
         # Counted in the delete batches (requests) the open intents planned, not in
         # intents (review rev38v finding 4); an upper bound where an answer so far is in.
         settled = before_asking(sum(planned.get(b, 1) for b in open_batches))
+    if returned is not None:
+        _listed_elsewhere(intents, torn, set(returned), totals)
     for batch_id, keys in sorted(torn.items()):
         totals.attempts.add(batch_id.split("/")[0])
         totals.batches += 1
@@ -643,7 +660,7 @@ def read_journal(
             _resolve(data, items, totals, settled or batch_id not in open_batches)
             continue
         gone, changed, errors = done.gone, done.changed, done.errors
-        if not (gone or changed or errors):  # the common batch: every key deleted
+        if not (gone or changed or errors or done.gone_unattributed):  # every key deleted
             totals.deleted.update(items.rows())
             continue
         for key, (size, age) in items.rows():
@@ -660,12 +677,40 @@ def read_journal(
                     totals.errors.setdefault(key, str(errors[key]))
             elif key in changed:
                 totals.changed.add(key)
+            elif key in done.gone_unattributed:
+                totals.gone_unattributed.setdefault(key, (size, age))
             elif key in gone:
                 totals.already_gone.add(key)
             else:
                 totals.deleted[key] = (size, age)
     _settle(totals)
     return totals
+
+
+def _listed_elsewhere(intents: dict[str, Intent], torn: dict[str, list[str]],
+                      returned: set[str], totals: JournalTotals) -> None:
+    """Keys (-> size; 0 from a torn intent) that an attempt whose result never reached the
+    driver named in an intent, and no returned attempt did. Each was listed and eligible
+    this round, yet the returned attempts' listing counts miss it: Spark retries a failed
+    task (spark.task.maxFailures) and the retry lists the partition again, without the keys
+    its killed twin's requests removed (review rev38x, "not verified" 1); a speculative
+    copy's loser likewise. A key a returned attempt listed is in its intents (a returned
+    attempt that was not stopped sends a delete for every eligible key it lists)."""
+    def mine(batch: str) -> bool:
+        return batch.partition("/")[0] in returned
+
+    ours = {k for b, it in intents.items() if mine(b) for k in it.keys}
+    ours.update(k for b, ks in torn.items() if mine(b) for k in ks if isinstance(k, str))
+    for b, it in intents.items():
+        if not mine(b):
+            for key, size in zip(it.keys, it.sizes, strict=True):
+                if key not in ours:
+                    totals.listed_elsewhere.setdefault(key, size)
+    for b, ks in torn.items():
+        if not mine(b):
+            for key in ks:
+                if isinstance(key, str) and key not in ours:
+                    totals.listed_elsewhere.setdefault(key, 0)
 
 
 def _ask(store: ObjectStore, key: str) -> bool | StoreError:

@@ -15,6 +15,7 @@ import threading
 from prometheus_client import CollectorRegistry, Gauge, generate_latest, push_to_gateway
 
 from epochgc.impl.gc.summary import OUTCOMES, GcSummary
+from epochgc.impl.gc.text import GONE_WHERE
 
 _OBJECTS = (
     "listed",
@@ -28,10 +29,10 @@ _OBJECTS = (
     # Keys whose deletion is unknown: the store could not tell, even at the read-back
     # (issue 38); `deleted` is then a lower bound.
     "unknown",
-    # Keys that left the store in delete batches whose answer was never recorded (a task
-    # attempt killed mid-request: review rev38v finding 3), by the round's requests or
-    # another writer's: not in "deleted", which counts only what the round's answered
-    # requests removed.
+    # Keys that left the store in delete batches with no answer saying the round deleted
+    # them (lost with a killed task attempt, review rev38v finding 3; or ambiguous, a 5xx
+    # or a timeout, rev38x finding 1), by the round's requests or another writer's: not in
+    # "deleted", which counts only what the round's answered requests removed.
     "gone_unattributed",
 )
 
@@ -50,9 +51,8 @@ def build_registry(s: GcSummary) -> CollectorRegistry:
           "Bytes the last round's delete requests were answered as deleting (not "
           "epochgc_gc_bytes_gone_unattributed)", registry=reg).set(s.bytes_deleted)
     Gauge("epochgc_gc_bytes_gone_unattributed",
-          "Bytes that left the store in the last round's delete batches whose answer was "
-          "never recorded (a task attempt killed mid-request): by its requests or another "
-          "writer's", registry=reg).set(s.bytes_gone_unattributed)
+          f"Bytes that left the store during the last round {GONE_WHERE}: by its requests "
+          "or another writer's", registry=reg).set(s.bytes_gone_unattributed)
     requests = Gauge(
         "epochgc_gc_requests", "Store requests in the last round", ["op"], registry=reg
     )

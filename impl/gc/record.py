@@ -91,7 +91,7 @@ def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
             # deleted nor listed again for sure); `deleted` is then a lower bound.
             "unknown": s.unknown,
             # Review rev38v finding 3: keys (bytes) that left the store in batches whose
-            # answer was never recorded, by the round's requests or another writer's: not
+            # answer was lost or ambiguous, by the round's requests or another writer's: not
             # in `deleted`/`bytes_deleted` (what the round's answered requests removed).
             "gone_unattributed": s.gone_unattributed,
             "bytes_gone_unattributed": s.bytes_gone_unattributed,

@@ -79,7 +79,7 @@ from epochgc.impl.gc.recordread import DamagedRecord, listed_records
 from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.summary import GcSummary
-from epochgc.impl.gc.text import printable
+from epochgc.impl.gc.text import GONE_WHERE_SHORT, printable
 from epochgc.impl.store.base import (
     ConditionalConflict,
     NoConditionalWrites,
@@ -115,8 +115,9 @@ class Recovered:
     from_end: bool  # the record was copied from the round's own END
     outcome: str = "killed"  # what the record says (from an END: the driver's own)
     unknown: int = 0  # keys whose fate the store could not tell (deleted is a lower bound)
-    # Keys found absent in batches whose answer was never recorded (review rev38v finding
-    # 3): left the store, by the round's requests or another writer's; not in `deleted`.
+    # Keys found absent in batches with no answer saying the round deleted them (review
+    # rev38v finding 3; none recorded, or ambiguous: rev38x finding 1): left the store, by
+    # the round's requests or another writer's; not in `deleted`.
     gone_unattributed: int = 0
 
     @property
@@ -128,8 +129,8 @@ class Recovered:
         """`gone_unattributed` as a clause after "N key(s) deleted" (empty when 0)."""
         if not self.gone_unattributed:
             return ""
-        return (f", {self.gone_unattributed:,} more left the store in batches whose answer "
-                "was never recorded (its requests' or another writer's)")
+        return (f", {self.gone_unattributed:,} more left the store {GONE_WHERE_SHORT} "
+                "(its requests' or another writer's)")
 
     def gone_before(self) -> str:
         """What its driver did not write: its END (recorded `killed` from the journal), or
@@ -285,14 +286,17 @@ def recover_dead_rounds(
 
 
 def recorded_as(store: ObjectStore, round_id: str) -> dict[str, Any]:
-    """How a round's record says it ended: {"round", "outcome", "deleted", "recorded_by"}
-    (`recorded_by` None: its own driver; `deleted` None when the record does not say)."""
+    """How a round's record says it ended: {"round", "outcome", "deleted",
+    "gone_unattributed", "recorded_by"} (`recorded_by` None: its own driver; a count None
+    when the record does not say; `gone_unattributed`: review rev38x finding 4)."""
     rec = _read_doc(store, round_key(round_id)) or {}
     who = rec.get("recovered_by")
     counts = rec.get("counts")
-    deleted = counts.get("deleted") if isinstance(counts, dict) else None
+    counts = counts if isinstance(counts, dict) else {}
+    deleted, gone = counts.get("deleted"), counts.get("gone_unattributed")
     return {"round": round_id, "outcome": str(rec.get("outcome", "unknown")),
             "deleted": deleted if type(deleted) is int else None,
+            "gone_unattributed": gone if type(gone) is int else None,
             "recorded_by": str(who) if who else None}
 
 
@@ -301,7 +305,9 @@ def _recorded_how(store: ObjectStore, round_id: str) -> str:
     r = recorded_as(store, round_id)
     who = r["recorded_by"]
     return (f"by {printable(who) if who else 'its own driver'}: {printable(r['outcome'])}"
-            + (f", {r['deleted']:,} key(s) deleted" if r["deleted"] is not None else ""))
+            + (f", {r['deleted']:,} key(s) deleted" if r["deleted"] is not None else "")
+            + (f", {r['gone_unattributed']:,} more left the store {GONE_WHERE_SHORT}"
+               if r["gone_unattributed"] else ""))
 
 
 def stop_dead_rounds(

@@ -27,7 +27,7 @@ from epochgc.impl.gc.recordread import (
 from epochgc.impl.gc.recover import unrecordable_line
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.gc.sequence import SequenceError, check_room, markers, newer_unmarked
-from epochgc.impl.gc.text import printable
+from epochgc.impl.gc.text import GONE_WHERE_SHORT, printable
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.model.cluster import partition_epochs
 
@@ -194,8 +194,8 @@ def render(doc: dict[str, Any]) -> list[str]:
                       if r.get("unreadable") else "")
                    + (f", {count_text(r['unknown'])} key(s) of unknown fate"
                       if r.get("unknown") else "")
-                   + (f", {count_text(r['gone_unattributed'])} more left the store in "
-                      "batches whose answer was never recorded"
+                   + (f", {count_text(r['gone_unattributed'])} more left the store "
+                      f"{GONE_WHERE_SHORT}"
                       if r.get("gone_unattributed") else "")
                    + f" ({_text(r['record'])})")
     for r in doc.get("recovering") or []:
@@ -313,12 +313,12 @@ def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
         out.append(f"  keys of unknown fate: {count_text(counts['unknown'])} (the store could "
                    "not say whether they were deleted; deleted is a lower bound)")
     if counts.get("gone_unattributed"):
-        # Review rev38v finding 3: found absent in batches whose answer was never recorded.
+        # Review rev38v finding 3: found absent in batches no answer says it deleted.
         out.append(f"  left the store, not attributed: "
                    f"{count_text(counts['gone_unattributed'])} key(s) "
-                   f"({count_text(counts.get('bytes_gone_unattributed', 0))} bytes) of delete "
-                   "batches whose answer was never recorded (by this round's requests or "
-                   "another writer's; not in deleted)")
+                   f"({count_text(counts.get('bytes_gone_unattributed', 0))} bytes) "
+                   f"{GONE_WHERE_SHORT} (by this round's requests or another writer's; not "
+                   "in deleted)")
     malformed = counts.get("malformed")
     if malformed:
         # newuser5 G7: a `--skip-malformed` round's malformed keys were not mentioned.

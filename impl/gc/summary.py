@@ -6,7 +6,7 @@ import enum
 import json
 from dataclasses import dataclass, field
 
-from epochgc.impl.gc.text import printable
+from epochgc.impl.gc.text import GONE_WHERE, printable
 from epochgc.impl.shortlist import short_tail
 
 EXIT_OK = 0
@@ -64,9 +64,10 @@ JSON_KEYS = (
     # either is above 0, `deleted` is a lower bound ("at least N deleted").
     "unknown",
     "journal_unreadable",
-    # Review rev38v finding 3: keys of batches whose answer was never recorded (an attempt
-    # killed mid-group) found absent at the read-back: they left the store, by the round's
-    # requests or another writer's; not counted in `deleted` (what answers said).
+    # Review rev38v finding 3: keys of batches no answer says the round deleted (an
+    # attempt killed mid-group; or an ambiguous answer, rev38x finding 1) found absent:
+    # they left the store, by the round's requests or another writer's; not counted in
+    # `deleted` (what answers said).
     "gone_unattributed",
     # i41y: the command's exit code, as `gc-admin --json` gives it on failure (one shape:
     # `outcome`, `error`, `exit_code`).
@@ -148,8 +149,9 @@ class GcSummary:
     # round" is not known), not deleted; `deleted` is a lower bound while this is above 0.
     unknown: int = 0
     # Review rev38v finding 3: keys (and their bytes) that left the store while the round
-    # ran, found absent at the read-back in batches whose answer was never recorded: by
-    # the round's requests or another writer's, not known which; apart from `deleted` and
+    # ran, found absent in batches with no answer saying the round deleted them (none
+    # recorded, or ambiguous: review rev38x finding 1): by the round's requests or another
+    # writer's, not known which; apart from `deleted` and
     # `bytes_deleted` (what the round's answered requests removed), and not an error.
     gone_unattributed: int = 0
     bytes_gone_unattributed: int = 0
@@ -224,16 +226,22 @@ class GcSummary:
         """`gone_unattributed`, said apart from `deleted` (none when it is 0)."""
         if not self.gone_unattributed:
             return []
-        return [f"gc: {self.gone_unattributed:,} key(s) left the store in delete batches "
-                "whose answer was never recorded (a task attempt killed mid-request): by "
+        return [f"gc: {self.gone_unattributed:,} key(s) left the store {GONE_WHERE}: by "
                 "this round's requests or another writer's, not known which; not counted in "
                 f"deleted (journal {self.journal})"]
 
     def lines(self) -> list[str]:
         """The human summary; `gone_lines` after its first line (an interrupted or failed
-        round, whose early lines end there, is where attempts are killed mid-request)."""
+        round, whose early lines end there, is where attempts are killed mid-group)."""
         out = self._lines()
         return [*out[:1], *self.gone_lines(), *out[1:]]
+
+    def _none_deleted(self) -> str:
+        """"nothing deleted", unless keys left the store unattributed (said on the next
+        line): then only what answers say (review rev38x finding 3)."""
+        if self.gone_unattributed:
+            return "no key deleted by the round's answered requests"
+        return "nothing deleted"
 
     def _lines(self) -> list[str]:
         if self.interrupted is not None:
@@ -259,7 +267,7 @@ class GcSummary:
                         f"{self.journal}): {self.error}"]
             return [f"gc: round failed: {self.error}"]
         if self.blocked is not None and not self.deleted:
-            return [f"gc: round blocked, nothing deleted: {short_tail(self.blocked)}"]
+            return [f"gc: round blocked, {self._none_deleted()}: {short_tail(self.blocked)}"]
         m = "none (nothing collectible)" if self.M is None else str(self.M)
         verb = "would delete" if self.dry_run else "deleted"
         out = [
@@ -283,7 +291,7 @@ class GcSummary:
         )
         # Each task re-reads M before its own first delete: one that found the round
         # blocked or M moved back deleted nothing, the others may have deleted before it.
-        stopped = ("nothing deleted" if not self.deleted
+        stopped = (self._none_deleted() if not self.deleted
                    else "the tasks that saw it deleted nothing")
         if self.blocked is not None:
             out.append(f"gc: round blocked, {stopped}: {short_tail(self.blocked)}")

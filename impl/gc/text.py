@@ -18,6 +18,14 @@ from typing import IO, Any
 
 import click
 
+# Where the keys counted `gone_unattributed` left the store (review rev38v finding 3): a
+# batch whose answer was lost (its task attempt killed mid-group) or ambiguous (a 5xx or a
+# timeout: "might not have processed"; review rev38x findings 1 and 2). One wording for the
+# summary, the metrics, the record's readers and `gc-admin`.
+GONE_WHERE = ("in delete batches with no answer saying the round deleted them (the answer "
+              "was lost with a killed task attempt, or was ambiguous: a 5xx or a timeout)")
+GONE_WHERE_SHORT = "in batches with no answer saying the round deleted them"
+
 _ESCAPE = re.compile(r"[^\x20-\x5b\x5d-\x7e]")  # all but printable ASCII other than "\"
 
 

@@ -142,6 +142,10 @@ class DeleteResult:
     the one listed (rewritten since); they are still there. `unknown`: keys of `errors`
     whose delete may have been applied and whose state the store could not say when asked
     (review rev38q finding 1): the journal names them so, and its read-back asks again.
+    `gone_unattributed`: keys absent after an AMBIGUOUS answer (a 5xx, a lost connection, a
+    retried request's NoSuchKey): they left the store, but no answer says this batch's
+    request removed them (another writer may have: review rev38x finding 1), so they are
+    neither `deleted` nor `gone` (already gone before the request).
     """
 
     requested: int
@@ -149,10 +153,12 @@ class DeleteResult:
     gone: set[str] = field(default_factory=set)
     changed: set[str] = field(default_factory=set)
     unknown: set[str] = field(default_factory=set)  # a subset of `errors`' keys
+    gone_unattributed: set[str] = field(default_factory=set)
 
     @property
     def deleted(self) -> int:
-        return self.requested - len(self.errors) - len(self.gone) - len(self.changed)
+        return (self.requested - len(self.errors) - len(self.gone) - len(self.changed)
+                - len(self.gone_unattributed))
 
 
 class ObjectStore(abc.ABC):

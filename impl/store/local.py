@@ -459,7 +459,12 @@ class LocalStore(ObjectStore):
                         emptied.add(parent)
                     os.unlink(name, dir_fd=fd)  # unlink never follows a link
                 except FileNotFoundError:
-                    gone.add(key)  # already gone: the goal is reached, not by us
+                    # Already gone: the goal is reached, not by us. The one unlink is the
+                    # first and only attempt, and a failed unlink changed nothing (below),
+                    # so no earlier attempt of ours can have removed it: never
+                    # `gone_unattributed` (S3's absent-after-an-ambiguous-answer, review
+                    # rev38x finding 1), as S3 counts a first attempt's NoSuchKey.
+                    gone.add(key)
                     continue
                 except (OSError, StoreError) as e:
                     # Not applied, so never asked about (S3's ambiguous per-key answer has

@@ -15,6 +15,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from epochgc.impl.store import readretry
@@ -456,15 +457,30 @@ class S3Store(ObjectStore):
         # ends in an error is asked about (`_resolve`), never taken as still there
         # (review rev38s finding 1: it was journaled "listed again next round" though it
         # had left the store).
+        # A key answered "not there" (NoSuchKey) is `gone` (already gone before this batch)
+        # only when no earlier attempt may have deleted it: S3's DeleteObjects answers
+        # "Deleted" for a key that did not exist as well ("If the object specified in the
+        # request isn't found, Amazon S3 confirms the deletion by returning the result as
+        # deleted", API_DeleteObjects.html above), so only a conditional delete's answer
+        # (NoSuchKey / 412 PreconditionFailed, https://docs.aws.amazon.com/AmazonS3/latest/
+        # userguide/conditional-deletes.html) can say "absent", and that answer to a
+        # request retried after an ambiguous attempt may be the earlier attempt's doing:
+        # `gone_unattributed` (review rev38x finding 1), as the journal's read-back counts
+        # the same key (`journal._resolve_one`).
         maybe: set[str] = set()
         while pending:
-            failed, gone = self._delete_once(pending, etags)
-            # NoSuchKey on a retry of a key an earlier attempt failed ambiguously: that
-            # attempt deleted it (counted deleted), not another writer before this batch.
-            # After an unambiguous failure (SlowDown: not applied) it is another writer's.
-            result.gone.update(gone - maybe)
+            answer = self._delete_once(pending, etags)
+            if answer.retried:
+                # botocore sent this request more than once (a 5xx, a dropped connection):
+                # an earlier send may have deleted any of its keys.
+                maybe.update(pending)
+            result.gone.update(answer.absent - maybe)
+            result.gone_unattributed.update(answer.absent & maybe)
+            failed = answer.failed
             maybe.update(k for k, (code, _) in failed.items() if code in _AMBIGUOUS)
             for key in [k for k, (code, _) in failed.items() if code in _CHANGED]:
+                if key in maybe:
+                    continue  # absent (an earlier attempt's delete) or rewritten: asked
                 result.changed.add(key)
                 del failed[key]
             again = [k for k, (code, _) in failed.items() if code in RETRYABLE_KEY_CODES]
@@ -488,11 +504,13 @@ class S3Store(ObjectStore):
         https://docs.aws.amazon.com/AmazonS3/latest/userguide/ErrorBestPractices.html),
         and a request whose connection dropped or timed out after it was sent is the same.
         So before a key is counted as not deleted, the store is asked (HEAD): absent, it
-        left the store (deleted); rewritten since it was listed, `changed`; there, an
-        error saying so; a HEAD that fails too leaves the outcome unknown, said as much.
-        Only keys some attempt failed ambiguously are looked up (whatever their last
-        attempt said: `_delete`): a 4xx (NoSuchBucket, AccessDenied) or SlowDown was not
-        applied, and a HEAD's 404 cannot tell a missing bucket from a missing key."""
+        left the store, by this batch's request or by another writer (nothing tells which:
+        `gone_unattributed`, review rev38x finding 1); rewritten since it was listed,
+        `changed`; there, an error saying so; a HEAD that fails too leaves the outcome
+        unknown, said as much. Only keys some attempt failed ambiguously are looked up
+        (whatever their last attempt said: `_delete`): a 4xx (NoSuchBucket, AccessDenied)
+        or SlowDown was not applied, and a HEAD's 404 cannot tell a missing bucket from a
+        missing key."""
         keys = sorted(unsure)
         with ThreadPoolExecutor(min(_RESOLVERS, len(keys)),
                                 thread_name_prefix="epochgc-resolve") as pool:
@@ -500,7 +518,8 @@ class S3Store(ObjectStore):
         for key, info in zip(keys, found, strict=True):
             why = result.errors[key]
             if info is None:
-                del result.errors[key]  # gone: deleted by this batch's request
+                del result.errors[key]
+                result.gone_unattributed.add(key)
             elif isinstance(info, StoreError):
                 result.errors[key] = (f"{why}; whether it was deleted is unknown: asking the "
                                       f"store failed too ({info})")
@@ -517,13 +536,12 @@ class S3Store(ObjectStore):
         except StoreError as e:
             return e
 
-    def _delete_once(
-        self, batch: list[str], etags: dict[str, str] | None = None
-    ) -> tuple[dict[str, tuple[str, str]], set[str]]:
-        """One request; the keys it did not delete, with (code, message), and those it
-        says were not there (NoSuchKey: a server answers it to a conditional delete of an
-        absent key). A request that failed as a whole (after botocore's own retries)
-        fails every key, non-retryably. `etags`: the ETag each key must still have."""
+    def _delete_once(self, batch: list[str], etags: dict[str, str] | None = None) -> _Answer:
+        """One request: the keys it did not delete, with (code, message), those it says
+        were not there (NoSuchKey: a server answers it to a conditional delete of an
+        absent key), and whether botocore sent it more than once. A request that failed as
+        a whole (after botocore's own retries) fails every key, non-retryably. `etags`: the
+        ETag each key must still have."""
         etags = etags or {}
         objects: list[dict[str, str]] = [
             {"Key": self._full(k), "ETag": etags[k]} if k in etags else {"Key": self._full(k)}
@@ -537,21 +555,18 @@ class S3Store(ObjectStore):
         except Exception as e:
             msg = str(self._error("delete batch", e))
             code = _REQUEST_UNSURE if _applied_maybe(e) else "RequestFailed"
-            return dict.fromkeys(batch, (code, msg)), set()
+            return _Answer(dict.fromkeys(batch, (code, msg)), set(), False)
         cut = len(self.prefix)
         failed: dict[str, tuple[str, str]] = {}
-        gone: set[str] = set()
-        # botocore retried this request (a 5xx, a dropped connection): an earlier attempt
-        # may have deleted what this answer calls absent, so it counts as deleted here.
-        retried = bool(r.get("ResponseMetadata", {}).get("RetryAttempts"))
+        absent: set[str] = set()
         for err in r.get("Errors", []):
             code = str(err.get("Code"))
             if code in _GONE:
-                if not retried:
-                    gone.add(err["Key"][cut:])
+                absent.add(err["Key"][cut:])
                 continue
             failed[err["Key"][cut:]] = (code, str(err.get("Message", "")))
-        return failed, gone
+        return _Answer(failed, absent,
+                       bool(r.get("ResponseMetadata", {}).get("RetryAttempts")))
 
     def versioning(self) -> str | None:
         """The bucket's versioning status ("Enabled" or "Suspended"), None if never enabled.
@@ -567,6 +582,17 @@ class S3Store(ObjectStore):
             if client is not None:
                 client.close()
                 setattr(self, name, None)
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """One DeleteObjects' answer: keys not deleted (code, message), keys it says were not
+    there, and `retried`: botocore sent it more than once (an earlier send may have been
+    applied, so "not there" may be that send's doing)."""
+
+    failed: dict[str, tuple[str, str]]
+    absent: set[str]
+    retried: bool
 
 
 def _applied_maybe(e: Exception) -> bool:

@@ -104,17 +104,17 @@ def _live(tracked: list[int]) -> list[int]:
     return live + [d for p in live for d in descendants(p)]
 
 
-def kill_round(root: Path, work: Path, who: str, point: str) -> int:
+def kill_round(root: Path, work: Path, who: str, point: str, master: str = "local[2]") -> int:
     """Run a round, SIGKILL `who` ("driver" or "executor") when `point` ("name" or
     "name:n") is reached; returns the round process's exit status once every process of
-    the round has exited."""
+    the round has exited. `master`: `local[2,3]` lets Spark retry a failed task."""
     name, _, n = point.partition(":")
     hold = work / "hold"
     hold.mkdir()
     (hold / "target").write_text(f"{name} {n or 1}")
     env = dict(os.environ, PYTHONPATH=str(ROOT), **{KILLPOINT_ENV: str(hold)})
     cmd = [sys.executable, "-m", "epochgc.impl.gc", "--store", str(root), "--now", str(NOW),
-           "--i-know-now-is-ahead", "--master", "local[2]", "--tasks", "2",
+           "--i-know-now-is-ahead", "--master", master, "--tasks", "2",
            "--delete-batch-size", "1", "--skip-malformed", "-q", "--json"]
     with open(work / "stderr", "w") as err:
         proc = subprocess.Popen(cmd, cwd=ROOT, env=env, start_new_session=True,

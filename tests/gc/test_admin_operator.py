@@ -190,8 +190,8 @@ def test_reset_of_a_damaged_journal_says_at_least(tmp_path: Path) -> None:
     # b0, b1: named by the torn intent, found gone, no answer readable for them (review
     # rev38v finding 3): apart from deleted.
     assert f"recorded dead round {rid}: killed, at least 4 key(s) deleted, 2 more left the " \
-           "store in batches whose answer was never recorded (its requests' or another " \
-           "writer's) (1 journal entr(ies) unreadable)" in out, out
+           "store in batches with no answer saying the round deleted them (its requests' or " \
+           "another writer's) (1 journal entr(ies) unreadable)" in out, out
 
 
 def _gc_proc(root: Path, *args: str, merged: bool) -> subprocess.CompletedProcess[str]:

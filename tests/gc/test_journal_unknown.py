@@ -60,7 +60,7 @@ def test_a_key_of_unknown_fate_is_asked_again_and_stays_unknown_if_the_store_can
     assert (s.deleted, s.gone_unattributed, s.unknown, s.errors) == (1, 1, 1, 1)
     assert s.outcome == "incomplete"
     assert any("whose deletion is unknown" in line for line in s.lines())
-    assert any("1 key(s) left the store in delete batches whose answer was never recorded"
+    assert any("1 key(s) left the store in delete batches with no answer saying the round"
                in line for line in s.lines()), s.lines()
     assert _after(s).startswith("at least 1 key(s) were deleted"), _after(s)
     assert "1 more left the store" in _after(s), _after(s)

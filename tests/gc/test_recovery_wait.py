@@ -230,4 +230,5 @@ def test_gc_admin_reset_json_says_how_a_round_recorded_during_its_wait_ended(
                                   "--json"])
     assert r.exit_code == 0, r.output
     assert json.loads(r.stdout)["ended"] == [
-        {"round": DEAD, "outcome": "interrupted", "deleted": 8000, "recorded_by": None}], r.stdout
+        {"round": DEAD, "outcome": "interrupted", "deleted": 8000,
+         "gone_unattributed": None, "recorded_by": None}], r.stdout  # None: not in the record

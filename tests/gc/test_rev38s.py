@@ -99,7 +99,11 @@ def test_a_key_whose_first_delete_may_have_applied_is_asked_about_whatever_its_r
     finally:
         direct.close()
     assert left == keys  # every key left the store, the two faulted ones at their 1st try
-    assert sorted(totals.deleted) == left and not totals.errors, (
+    # The faulted keys: absent after an ambiguous answer, so gone unattributed, not deleted
+    # (review rev38x finding 1).
+    assert set(totals.gone_unattributed) == {"data/k2", "data/k6"}, totals
+    assert sorted({*totals.deleted, *totals.gone_unattributed}) == left \
+        and not totals.errors, (
         f"{len(left)} keys left the store; the read-back counts {len(totals.deleted)} "
         f"deleted, {len(totals.errors)} errors (\"listed again next round\"), "
         f"{len(totals.unknown)} unknown: {sorted(totals.errors.items())[:2]}")
@@ -572,7 +576,9 @@ def test_a_groups_second_request_refused_mid_retry_by_its_send_deadline_is_resol
     finally:
         direct.close()
     assert len(deletes) == 2  # the retry was refused: never sent
-    assert left == keys and sorted(totals.deleted) == keys and not totals.errors, totals
+    # The second batch's keys: absent after its 500, so gone unattributed (rev38x finding 1).
+    assert left == keys and sorted(totals.deleted) == keys[:2] and not totals.errors, totals
+    assert sorted(totals.gone_unattributed) == keys[2:], totals
 
 
 def _held_until(release: str, started: str) -> Iterator[int]:

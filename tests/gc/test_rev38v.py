@@ -300,8 +300,15 @@ def test_a_kill_at_each_request_of_a_group_of_eight_leaves_a_true_record(
     flat = [k for b in keys for k in b]
     gone_key, rewritten = keys[2][0], keys[5][0]
     there = {k for k in flat if store.head(k) is not None}
+    # The keys some intent names: a kill before the intent of batch 3 leaves its key (the
+    # other writer's) named by none, and so in no count (review rev38x finding 6: the
+    # expected set had it, and 4 cases of the EPOCHGC_REV38V_ALL matrix failed). A key no
+    # intent names was never sent a delete: only the other writer's may have left.
+    named = _named(store)
+    assert set(flat) - named - there <= {gone_key}, (point, sorted(named))
     assert totals.already_gone <= {gone_key}, (point, totals)
-    assert left_per_journal(totals) == set(flat) - there - totals.already_gone, (point, totals)
+    assert left_per_journal(totals) == (set(flat) - there - totals.already_gone) & named, (
+        point, totals)
     assert gone_key not in totals.deleted, (point, totals)
     assert not (set(totals.deleted) | totals.already_gone) & there, (point, totals)
     name, k = point.split()
@@ -320,6 +327,14 @@ def test_a_kill_at_each_request_of_a_group_of_eight_leaves_a_true_record(
         assert rewritten in totals.changed, (point, totals)
     largest = None if group == "-" else int(group)
     assert _Heads.heads <= 2 * open_batches_at_most(1, largest), (_Heads.heads, point)
+
+
+def _named(store: LocalStore) -> set[str]:
+    """Every key an intent of the journal names (all whole: written by `put`, atomic)."""
+    from epochgc.impl.gc.journal import Intent
+
+    return {key for o in store.list_all(PREFIX) if o.key.endswith(".intent.json")
+            for key in Intent.parse(json.loads(store.get(o.key))).keys}
 
 
 @pytest.mark.parametrize("group", ["4", "8"])

@@ -94,9 +94,14 @@ def test_a_round_behind_the_fault_model_counts_what_left_the_store(
     kept = {k for k in eligible if "/f-kept" in k}
     assert left == eligible - kept, "only eligible keys leave, and all but the refused ones"
     assert s.eligible == len(eligible)
-    assert (s.deleted, s.errors) == (len(left), len(kept)), (
-        f"round says {s.deleted} deleted, {s.errors} errors; {len(left)} left the store, "
-        f"{len(kept)} stayed: {s.error_samples}")
+    # Keys absent after an ambiguous answer (a500's batches, e-gone-anyway) are gone
+    # unattributed, not deleted (review rev38x finding 1).
+    ambiguous = {k for k in left if "/a500" in k or "/e-gone-anyway" in k}
+    assert (s.deleted + s.gone_unattributed, s.errors) == (len(left), len(kept)), (
+        f"round says {s.deleted} deleted, {s.gone_unattributed} gone unattributed, "
+        f"{s.errors} errors; {len(left)} left the store, {len(kept)} stayed: "
+        f"{s.error_samples}")
+    assert s.gone_unattributed >= len(ambiguous), (s.gone_unattributed, len(ambiguous))
     assert s.already_gone == 0 and s.exit_code != 0  # errors make the exit non-zero
     for f in (Fault.APPLIED_THEN_500, Fault.APPLIED_THEN_RESET, Fault.SLOW_DOWN,
               Fault.CONFLICT):

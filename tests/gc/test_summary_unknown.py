@@ -105,14 +105,15 @@ def test_keys_gone_unattributed_are_said_apart_from_deleted_in_every_ending() ->
         lines = s.lines()
         assert "delet" in lines[0] and "3" in lines[0], lines
         assert lines[1] == (
-            "gc: 2 key(s) left the store in delete batches whose answer was never recorded "
-            "(a task attempt killed mid-request): by this round's requests or another "
+            "gc: 2 key(s) left the store in delete batches with no answer saying the round "
+            "deleted them (the answer was lost with a killed task attempt, or was ambiguous: "
+            "a 5xx or a timeout): by this round's requests or another "
             f"writer's, not known which; not counted in deleted (journal {JOURNAL})"), lines
         assert json.loads(s.to_json())["gone_unattributed"] == 2
     assert GcSummary(journal=JOURNAL, M=7, deleted=3, gone_unattributed=2).outcome == "done"
     assert not any("left the store" in line
                    for line in GcSummary(journal=JOURNAL, M=7, deleted=3).lines())
     dead = Recovered("r", "k", 3, 0, False, gone_unattributed=2)
-    assert dead.gone_text() == (", 2 more left the store in batches whose answer was never "
-                                "recorded (its requests' or another writer's)")
+    assert dead.gone_text() == (", 2 more left the store in batches with no answer saying "
+                                "the round deleted them (its requests' or another writer's)")
     assert Recovered("r", "k", 3, 0, False).gone_text() == ""
