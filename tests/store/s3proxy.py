@@ -92,6 +92,7 @@ class Call:
     conditional: bool  # it carries If-Match or If-None-Match
     attempt: int  # how many requests of this kind for this path came before (0: first)
     keys: tuple[str, ...] = ()  # a DeleteObjects's keys, as sent (bucket-relative)
+    query: str = ""  # the path's query, as sent (a listing's prefix is there)
 
 
 FaultPlan = Callable[[Call], Fault | None]
@@ -327,7 +328,7 @@ class _Handler(BaseHTTPRequestHandler):
         is_delete = self.command == "POST" and "delete" in parts.query.split("&")
         sent_keys = _delete_keys(body) if is_delete and body else []
         fault = proxy.plan(Call(kind, self.command, parts.path, conditional, attempt,
-                                tuple(sent_keys)))
+                                tuple(sent_keys), parts.query))
         if fault is not None:
             with proxy.lock:
                 proxy.faulted[fault] += 1
