@@ -51,6 +51,8 @@ from epochgc.impl.preflight import (
 from epochgc.impl.progress import Reporter
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
+from epochgc.impl.store.driverbound import DriverBound, installed
+from epochgc.impl.store.patience import Patience
 from epochgc.impl.store.url import StoreSpec, open_control, parse_store_url
 
 # The GC's optional dependencies and the extra that installs each (`pip install
@@ -366,8 +368,13 @@ def gc(
         # A signal during start-up stops the starting JVM and the round at once (issue 41);
         # the context is made off the main thread, so PySpark's own SIGINT handler (cancel
         # every job, raise KeyboardInterrupt) never replaces ours.
-        return start_interruptibly(lambda: spark_session(master, spark_log=spark_log),
-                                   lambda: stop.requested)
+        spark = start_interruptibly(lambda: spark_session(master, spark_log=spark_log),
+                                    lambda: stop.requested)
+        if spark is not None and not stop.requested:
+            # Spark is up: a stop now ends the round before its deletes (newuser10 L4: it
+            # still said "stopping Spark's start-up" while START was being written).
+            stop.means = "no key deleted yet; ending the round"
+        return spark
 
     clock = (lambda: now) if now is not None else None
     # SIGINT / SIGTERM stop the round gracefully (`impl.gc.stop`): the tasks finish their
@@ -381,7 +388,18 @@ def gc(
         announce(stop, say if not quiet else lambda line: echo_safe(line, err=True))
     restored = False
     try:
-        summary = _run(spec, options, session, say, clock, stop)
+        # The driver's own requests: short attempts, said while they wait, and no retry
+        # once a signal or the deadline stopped the round (newuser10 L4/L5: the START
+        # PUT held a Ctrl-C for minutes on a store gone silent; `driverbound.py`).
+        try:
+            patience = Patience.from_env()
+        except StoreError:  # a bad setting: the control reads name it
+            patience = Patience()
+        bound = DriverBound(patience.read_timeout_s,
+                            lambda: stop.reason in (*SIGNALS.values(), "deadline"),
+                            lambda line: say(f"gc: {line}"), patience.say_after_s)
+        with installed(bound):
+            summary = _run(spec, options, session, say, clock, stop)
         checkpoint("round-over")  # the signal tests' point: the round ended, nothing said
         restore()
         restored = True
@@ -408,6 +426,10 @@ def gc(
     # Output never raises (issue 38 item 7): keys are escaped (`text.printable`), and any
     # other text the stream's encoding cannot hold is written as an escape.
     if summary.error is not None:
+        if summary.record_error is not None and not merged:
+            # Its record's fate is said on this path too (newuser10 L4).
+            echo_safe(f"gc: warning: deletion record not written: {summary.record_error}",
+                      err=True)
         if not merged:
             echo_safe(f"epochgc gc: error: {summary.error}; {_after(summary)}", err=True)
         if as_json:

@@ -32,6 +32,7 @@ from epochgc.impl.gc.text import printable
 from epochgc.impl.gc.versioning import check_versioning
 from epochgc.impl.shortlist import short_tail
 from epochgc.impl.store.base import ObjectStore, StoreError
+from epochgc.impl.store.driverbound import current as driver_bound
 from epochgc.model.cluster import GcEpoch, partition_epochs
 from epochgc.model.keys import PREFIXES
 
@@ -100,6 +101,12 @@ def run_gc(
             summary.error = summary.error or _describe(e)
             if isinstance(e, KeyboardInterrupt) and summary.interrupted is None:
                 summary.interrupted = stop.reason or "SIGINT"
+            bound = driver_bound()
+            if (isinstance(e, StoreError | GcError) and summary.interrupted is None
+                    and bound is not None and bound.silent.is_set()):
+                # The stop's request found the store silent and its write was not retried
+                # (newuser10 L4): the round ended by the stop, so the stop's exit code.
+                summary.interrupted = stop.reason
             if isinstance(e, StoreError):
                 err = GcError(str(e))
                 err.summary = summary
@@ -211,6 +218,16 @@ def _write_record(
             store.close()
     except (StoreError, OSError) as e:  # a round's outcome stands; the record is reported
         summary.record_error = str(e)
+        bound = driver_bound()
+        if bound is not None and bound.silent.is_set():
+            # newuser10 L4/L5: stopped on a store gone silent; say what records it later
+            # (the dead-round recovery reads the journal back; without one nothing was
+            # deleted and only the lease is left).
+            later = ("`epochgc gc-admin reset --force` (same --store) records it later "
+                     f"from its journal {summary.journal}" if summary.journal is not None
+                     else "nothing was deleted (no journal was started); `epochgc gc-admin "
+                     "reset --force` (same --store) removes its lease")
+            summary.record_error = f"the store does not answer ({e}); {later}"
 
 
 def _round(

@@ -13,7 +13,7 @@ import email.utils
 import os
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -37,6 +37,8 @@ from epochgc.impl.store.base import (
     require_version,
     send_clock,
 )
+from epochgc.impl.store.driverbound import DriverBound
+from epochgc.impl.store.driverbound import current as driver_bound
 from epochgc.impl.store.patience import Patience, waiting
 from epochgc.impl.store.retry import RETRYABLE_KEY_CODES, Backoff, Retrier
 
@@ -117,6 +119,8 @@ class S3Store(ObjectStore):
         # The delete threads' first calls race to create the client: without the lock each
         # made its own client (and pool), so the pool size bounded nothing.
         self._lock = threading.Lock()
+        # A GC driver's bounds (`driverbound.py`, newuser10 L4/L5): none in an executor.
+        self._bound: DriverBound | None = driver_bound()
 
     # A boto3 client cannot be pickled; Spark tasks rebuild it from the settings.
     def __getstate__(self) -> dict[str, Any]:
@@ -124,6 +128,7 @@ class S3Store(ObjectStore):
         state["_client"] = None
         state["_reader"] = None
         state["on_wait"] = None  # a command's line: not for an executor (nor picklable)
+        state["_bound"] = None  # the driver's: an executor keeps the delete path's bounds
         del state["_lock"]
         del state["_deadline"]
         return state
@@ -190,15 +195,32 @@ class S3Store(ObjectStore):
         import boto3  # imported lazily: local-only users do not need boto3
         from botocore.config import Config
 
+        bound = self._bound
         config = Config(
             retries=retries,  # botocore's _RetryDict
             max_pool_connections=self.max_pool_connections,
-            connect_timeout=CONNECT_TIMEOUT_S,
-            read_timeout=read_timeout_s,
+            connect_timeout=CONNECT_TIMEOUT_S if bound is None
+            else min(CONNECT_TIMEOUT_S, bound.timeout_s),
+            read_timeout=read_timeout_s if bound is None
+            else min(read_timeout_s, bound.timeout_s),
         )
-        return boto3.session.Session().client(
+        client = boto3.session.Session().client(
             "s3", endpoint_url=self.endpoint_url, config=config
         )
+        if bound is not None:
+            client.meta.events.register("before-send.s3", bound.before_send)
+            client.meta.events.register("needs-retry.s3", bound.after_attempt)
+        return client
+
+    @contextlib.contextmanager
+    def _writing(self, what: str) -> Iterator[None]:
+        """A driver's write still unanswered is said, as its reads are (newuser10 L4)."""
+        bound = self._bound
+        if bound is None or bound.say is None:
+            yield
+            return
+        with waiting(bound.say, self.endpoint_url or "S3", what, bound.say_after_s):
+            yield
 
     def _make_client(self) -> Any:
         retries: Any = {"mode": "adaptive"}  # botocore's _RetryDict
@@ -233,7 +255,8 @@ class S3Store(ObjectStore):
 
     def put(self, key: str, data: bytes) -> None:
         try:
-            self.client.put_object(Bucket=self.bucket, Key=self._full(key), Body=data)
+            with self._writing(f"put {key!r}"):
+                self.client.put_object(Bucket=self.bucket, Key=self._full(key), Body=data)
         except Exception as e:  # botocore raises many unrelated types; all are store errors
             raise self._error(f"put {key!r}", e) from e
 
@@ -277,9 +300,10 @@ class S3Store(ObjectStore):
 
     def create_if_absent(self, key: str, data: bytes) -> str | None:
         try:
-            r = self.client.put_object(
-                Bucket=self.bucket, Key=self._full(key), Body=data, IfNoneMatch="*"
-            )
+            with self._writing(f"create {key!r}"):
+                r = self.client.put_object(
+                    Bucket=self.bucket, Key=self._full(key), Body=data, IfNoneMatch="*"
+                )
         except Exception as e:
             if _code(e) in _CHANGED:
                 return None
@@ -289,9 +313,10 @@ class S3Store(ObjectStore):
     def replace_if_match(self, key: str, data: bytes, version: str) -> str | None:
         require_version(key, version)
         try:
-            r = self.client.put_object(
-                Bucket=self.bucket, Key=self._full(key), Body=data, IfMatch=version
-            )
+            with self._writing(f"replace {key!r}"):
+                r = self.client.put_object(
+                    Bucket=self.bucket, Key=self._full(key), Body=data, IfMatch=version
+                )
         except Exception as e:
             if _code(e) in _CHANGED or _code(e) in _GONE:
                 return None
@@ -301,7 +326,9 @@ class S3Store(ObjectStore):
     def delete_if_match(self, key: str, version: str) -> Outcome:
         require_version(key, version)
         try:
-            self.client.delete_object(Bucket=self.bucket, Key=self._full(key), IfMatch=version)
+            with self._writing(f"delete {key!r}"):
+                self.client.delete_object(Bucket=self.bucket, Key=self._full(key),
+                                          IfMatch=version)
         except Exception as e:
             if _code(e) in _GONE:
                 return Outcome.ABSENT

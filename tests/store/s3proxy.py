@@ -66,6 +66,9 @@ class Fault(enum.Enum):
       https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html).
     IGNORE_CONDITIONS: forwarded without If-Match / If-None-Match: a server that does not
       implement conditional writes (AWS S3 before 2024, some S3-compatible servers).
+    NEVER_ANSWER: not forwarded; the request is read and never answered (the connection
+      is held until the proxy stops): an endpoint, load balancer or VPN that goes silent
+      (issue 41, newuser10 L4/L5); the client's wait is its own timeout's.
     A 412 is never injected: the server answers it itself when a concurrent writer changed
     the object (the lease tests' interleavings), which is the only way S3 gives one.
     """
@@ -76,6 +79,7 @@ class Fault(enum.Enum):
     SLOW_DOWN = "slow-down"
     CONFLICT = "conflict"
     IGNORE_CONDITIONS = "ignore-conditions"
+    NEVER_ANSWER = "never-answer"
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,7 @@ class Call:
     conditional: bool  # it carries If-Match or If-None-Match
     attempt: int  # how many requests of this kind for this path came before (0: first)
     keys: tuple[str, ...] = ()  # a DeleteObjects's keys, as sent (bucket-relative)
+    query: str = ""  # the path's query, as sent (a listing's prefix is there)
 
 
 FaultPlan = Callable[[Call], Fault | None]
@@ -165,6 +170,7 @@ class S3Proxy:
         self.injected: Counter[str] = Counter()  # per-key errors injected, by code
         self.spans: list[Span] = []  # every answered request, in answer order
         self.in_flight: Counter[str] = Counter()  # by kind
+        self.closing = threading.Event()  # set by `stop`: held requests are dropped
         self._server = _Server(self)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -190,6 +196,7 @@ class S3Proxy:
             time.sleep(0.01)
 
     def stop(self) -> None:
+        self.closing.set()
         self._server.shutdown()
         self._server.server_close()
 
@@ -321,10 +328,14 @@ class _Handler(BaseHTTPRequestHandler):
         is_delete = self.command == "POST" and "delete" in parts.query.split("&")
         sent_keys = _delete_keys(body) if is_delete and body else []
         fault = proxy.plan(Call(kind, self.command, parts.path, conditional, attempt,
-                                tuple(sent_keys)))
+                                tuple(sent_keys), parts.query))
         if fault is not None:
             with proxy.lock:
                 proxy.faulted[fault] += 1
+        if fault is Fault.NEVER_ANSWER:
+            proxy.closing.wait()  # held unanswered; `stop` drops it
+            self.close_connection = True
+            return
         if fault is Fault.SLOW_DOWN:
             self._error(503, "SlowDown", "Please reduce your request rate.")
             return

@@ -1,0 +1,101 @@
+"""Issue 41, newuser10 L4/L5: a GC driver's own S3 requests once its round is stopped
+(`impl/store/driverbound.py`). Real endpoints on loopback: one that accepts and never
+answers (`blackhole.py`), one that answers 500 to everything (`failing_endpoint.py`). Every
+wait is the client's own configured timeout, made small; no assertion on a duration."""
+
+from __future__ import annotations
+
+import pickle
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from epochgc.impl.store.base import StoreError
+from epochgc.impl.store.driverbound import DriverBound, installed
+from epochgc.impl.store.s3 import S3Store
+from tests.store.blackhole import Blackhole, blackhole
+from tests.store.failing_endpoint import failing_endpoint
+from tests.store.s3server import set_dummy_aws_env
+
+pytest.importorskip("boto3")
+
+
+@pytest.fixture
+def hole() -> Iterator[Blackhole]:
+    set_dummy_aws_env()
+    with blackhole() as h:
+        yield h
+
+
+def test_after_the_stop_a_silent_store_gets_one_attempt_then_no_request(
+        hole: Blackhole) -> None:
+    """Old code: each write retried 10 times with a 60 s read timeout (no `DriverBound`)."""
+    bound = DriverBound(0.3, lambda: True)
+    with installed(bound):
+        store = S3Store("gcb", "p1", endpoint_url=hole.endpoint)
+    try:
+        with pytest.raises(StoreError) as first:
+            store.put("_cluster/gc/journal/r/START.json", b"{}")
+        assert bound.silent.is_set()
+        assert "not sent: the round is stopping and the store did not answer since" in str(
+            first.value)
+        assert hole.accepted == 1  # one attempt went out; its retry did not
+        with pytest.raises(StoreError) as second:
+            store.head("_cluster/gc/lease.json")
+        assert "not sent: the round is stopping" in str(second.value)
+        assert hole.accepted == 1  # nothing more was sent
+    finally:
+        store.close()
+
+
+def test_after_the_stop_a_store_that_answers_is_not_retried() -> None:
+    """A store that answers (500 here) gets the attempt, not botocore's retries."""
+    set_dummy_aws_env()
+    bound = DriverBound(5.0, lambda: True)
+    with failing_endpoint() as ep, installed(bound):
+        store = S3Store("gcb", "p1", endpoint_url=ep.endpoint)
+        try:
+            with pytest.raises(StoreError) as e:
+                store.put("_cluster/gc/rounds/r.json", b"{}")
+        finally:
+            store.close()
+        assert "not retried: the round is stopping" in str(e.value)
+        assert ep.requests == [("PUT", "/gcb/p1/_cluster/gc/rounds/r.json")]
+        assert not bound.silent.is_set()  # it answered: not silent
+
+
+def test_before_the_stop_a_write_waits_saying_so_and_an_executor_has_no_bound() -> None:
+    """The waiting line comes while the write waits (the test then ends the wait by
+    closing the endpoint: no race with a timeout)."""
+    set_dummy_aws_env()
+    said: list[str] = []
+    bound = DriverBound(120.0, lambda: False, said.append, say_after_s=0.05)
+    errors: list[BaseException] = []
+    with blackhole() as hole:
+        with installed(bound):
+            store = S3Store("gcb", "p1", endpoint_url=hole.endpoint, max_attempts=1)
+
+        def write() -> None:
+            try:
+                store.put("k", b"x")
+            except BaseException as e:  # handed to the test's thread
+                errors.append(e)
+
+        t = threading.Thread(target=write, daemon=True)
+        t.start()
+        limit = time.monotonic() + 60  # a bound for a hang, not a timing assumption
+        while not said and time.monotonic() < limit:
+            time.sleep(0.02)
+    t.join(60)
+    try:
+        assert said and said[0].startswith(f"waiting for {hole.endpoint}: no answer yet "
+                                           "(put 'k', "), said
+        assert errors and isinstance(errors[0], StoreError)  # ended by the close
+        assert not bound.silent.is_set()  # not stopping: not latched
+        # What a Spark task gets: the delete path's client, without the driver's bound.
+        executor = pickle.loads(pickle.dumps(store))
+        assert executor._bound is None
+    finally:
+        store.close()
