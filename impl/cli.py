@@ -9,7 +9,7 @@ import sys
 import click
 
 from epochgc.impl import closedout, signals
-from epochgc.impl.cluster.errors import NoCluster
+from epochgc.impl.cluster.errors import DamagedClusterFile, NoCluster
 from epochgc.impl.exitcodes import ExitCode, codes_for, table
 from epochgc.impl.preflight import Refused
 from epochgc.impl.store.base import StoreError
@@ -100,6 +100,8 @@ class _LazyGroup(click.Group):
             ctx.exit(sig.exit_code)
         except NoCluster as e:  # a --data-dir that holds no cluster: a bad argument
             raise Refused(str(e), ExitCode.USAGE) from None
+        except DamagedClusterFile as e:  # newuser10 L7: bad input data, one line naming it
+            raise Refused(str(e), ExitCode.DATAERR) from None
         except BrokenPipeError:
             # A write that bypassed the guarded stdout (impl/closedout.py) found its reader
             # gone and ended the command before its work did: say nothing more on a closed

@@ -45,6 +45,8 @@ MEANING: dict[ExitCode, str] = {
 _ALWAYS = (ExitCode.USAGE, ExitCode.SIGHUP, ExitCode.SIGINT, ExitCode.SIGTERM)
 _OK = (ExitCode.OK, ExitCode.FAILED)
 _GC = (*_OK, ExitCode.BLOCKED, ExitCode.PAUSED, ExitCode.UNAVAILABLE)
+# Commands that read DATA_DIR/cluster.json: a damaged one is bad input data (newuser10 L7).
+_CLUSTER = (*_OK, ExitCode.DATAERR)
 
 # The codes each command can exit with, by its full name. A command missing here is a
 # test failure (tests/impl/test_exitcodes.py walks the click tree).
@@ -55,14 +57,14 @@ USES: dict[str, tuple[ExitCode, ...]] = {
     "conform": (*_OK, ExitCode.UNAVAILABLE, ExitCode.PROTOCOL),
     "gc": _GC,
     "gc-package": (*_OK, ExitCode.UNAVAILABLE),
-    "gc-admin": (*_OK, ExitCode.BLOCKED, ExitCode.PAUSED, ExitCode.UNAVAILABLE),
-    "cluster": (*_OK, ExitCode.UNAVAILABLE),
-    "produce": _OK,
-    "consume": _OK,
-    "topic": _OK,
+    "gc-admin": (*_CLUSTER, ExitCode.BLOCKED, ExitCode.PAUSED, ExitCode.UNAVAILABLE),
+    "cluster": (*_CLUSTER, ExitCode.UNAVAILABLE),
+    "produce": _CLUSTER,
+    "consume": _CLUSTER,
+    "topic": _CLUSTER,
     "demo": (*_OK, ExitCode.UNAVAILABLE),
     "chaos": (*_OK, ExitCode.UNAVAILABLE),
-    "barrier": _OK,
+    "barrier": _CLUSTER,
 }
 
 

@@ -55,8 +55,13 @@ class _RefusedMissing(Refused):
     exit_code = ExitCode.UNAVAILABLE
 
 
+class _RefusedData(Refused):
+    exit_code = ExitCode.DATAERR
+
+
 _BY_CODE: dict[ExitCode, type[Refused]] = {
-    ExitCode.USAGE: _RefusedUsage, ExitCode.UNAVAILABLE: _RefusedMissing}
+    ExitCode.USAGE: _RefusedUsage, ExitCode.UNAVAILABLE: _RefusedMissing,
+    ExitCode.DATAERR: _RefusedData}
 
 
 def require_modules(command: str, modules: Iterable[str]) -> None:

@@ -415,6 +415,11 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
         raise
 
 
+def _said(warning: str | None) -> None:
+    if warning is not None:
+        stderr_line(f"epochgc produce: {warning}")
+
+
 def check_batch_bytes(batch: int, count: int, size: int, partitions: int) -> None:
     """Refuse (64) a batch whose record bodies exceed MAX_BATCH_BYTES: one batch is what
     `produce` holds in memory (a batch of `count` records when count < batch)."""
@@ -447,7 +452,8 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
         UnknownPartitionError,
     )
     from epochgc.impl.broker.raftport import thread_io
-    from epochgc.impl.cluster.payload import AckedRun, append_manifest, make_record
+    from epochgc.impl.cluster.manifest import append_manifest
+    from epochgc.impl.cluster.payload import AckedRun, make_record
 
     def stored(_key: str, phase: str) -> None:
         if phase == "stored":
@@ -466,7 +472,7 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
             # What the other partitions acknowledged is kept (the manifest is what was acked).
             kept = [AckedRun(a.partition, a.base, a.count, name, first, size, a.epoch, a.key)
                     for a in e.acks.values()]
-            append_manifest(lc.dir, kept)
+            _said(append_manifest(lc.dir, kept))
             recorded.records += sum(r.count for r in kept)
             raise click.ClickException(str(e)) from e
         except UnknownPartitionError as e:
@@ -475,7 +481,8 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
             raise click.ClickException(str(e)) from e
         runs = [AckedRun(a.partition, a.base, a.count, name, first, size, a.epoch, a.key)
                 for a in acks.values()]
-        append_manifest(lc.dir, runs)  # only after every ack: the manifest is what was acked
+        # only after every ack: the manifest is what was acked
+        _said(append_manifest(lc.dir, runs))
         recorded.records += sum(r.count for r in runs)
         for a in acks.values():
             click.echo(json.dumps({"partition": a.partition, "base": a.base, "count": a.count,
@@ -495,13 +502,22 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
                    "(DATA_DIR/acked.jsonl) present with exactly its produced bytes")
 def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
     """Read every record of the partitions (L1 below LRO, L0 above)."""
-    from epochgc.impl.cluster.payload import PayloadError, check_record, compare, read_manifest
+    from epochgc.impl.cluster.manifest import ManifestError, read_manifest
+    from epochgc.impl.cluster.payload import AckedRun, PayloadError, check_record, compare
 
     closedout.output_is_work()  # its output is what it was asked for
 
     partitions = tuple(partition_names(partitions, "--partition"))  # before any connection
     lc = LocalCluster(data_dir)
-    runs = read_manifest(data_dir) if verify else []
+    runs: list[AckedRun] = []
+    if verify:  # read before any connection: a damaged record is refused at once
+        try:
+            manifest = read_manifest(lc.dir)
+        except ManifestError as e:  # newuser10 L8: FILE:LINE and what, bad input data
+            raise Refused(str(e), ExitCode.DATAERR) from None
+        for warning in manifest.warnings:
+            stderr_line(f"epochgc consume: {warning}")
+        runs = manifest.runs
 
     async def go() -> list[str]:
         problems: list[str] = []

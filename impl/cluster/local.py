@@ -18,6 +18,7 @@ from typing import IO, Any
 
 from epochgc import IMPORT_ROOT
 from epochgc.impl.cluster.errors import NoCluster
+from epochgc.impl.cluster.meta import load_meta
 from epochgc.impl.raft.proc_cluster import free_ports
 
 LOCK_NAME = "start.lock"
@@ -111,9 +112,7 @@ class LocalCluster:
     def __init__(self, data_dir: str | os.PathLike[str]) -> None:
         self.dir = Path(data_dir).absolute()
         self.meta_path = self.dir / "cluster.json"
-        self.meta: dict[str, Any] = {}
-        if self.meta_path.exists():
-            self.meta = json.loads(self.meta_path.read_text())
+        self.meta: dict[str, Any] = load_meta(self.meta_path)  # checked (cluster/meta.py)
 
     def init(self, n: int, store: str, partitions: list[str], mint_interval: float,
              extra: list[str] | None = None) -> None:

@@ -5,21 +5,18 @@ from (producer, partition, seq) alone, and the CRC covers everything before it. 
 can (a) check any record on its own (checksum, and that it sits in the partition it names),
 and (b) given only an acknowledgement `(partition, base, count, producer, first seq)`,
 recompute every acknowledged record byte for byte and compare contents. `epochgc produce`
-writes such acknowledgements to `acked.jsonl` in the cluster's data directory (the manifest);
+writes such acknowledgements to `acked.jsonl` in the cluster's data directory (the manifest,
+impl/cluster/manifest.py);
 `epochgc consume --verify` and the demo compare against it.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-import os
 import zlib
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
 MAGIC = "EGR1"
-MANIFEST = "acked.jsonl"
 
 
 class PayloadError(ValueError):
@@ -88,22 +85,6 @@ class AckedRun:
             make_record(self.producer, self.partition, self.first_seq + i, self.size)
             for i in range(self.count)
         ]
-
-
-def append_manifest(data_dir: str | os.PathLike[str], runs: list[AckedRun]) -> None:
-    path = Path(data_dir) / MANIFEST
-    with open(path, "a") as f:  # one line per run; O_APPEND keeps concurrent lines whole
-        for r in runs:
-            f.write(json.dumps(asdict(r), sort_keys=True) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-
-
-def read_manifest(data_dir: str | os.PathLike[str]) -> list[AckedRun]:
-    path = Path(data_dir) / MANIFEST
-    if not path.exists():
-        return []
-    return [AckedRun(**json.loads(line)) for line in path.read_text().splitlines() if line]
 
 
 def compare(runs: list[AckedRun], got: dict[str, dict[int, bytes]]) -> list[str]:

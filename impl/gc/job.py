@@ -316,6 +316,16 @@ def _round(
     m = decision.M
     note(f"gc: M={m} (snapshot revision {view.revision}); listing {PREFIXES} prefixes")
 
+    if not options.dry_run:
+        # The conditional-write probe (the lease's precondition) before the round begins:
+        # its requests are bounded and said as the reads are, and a signal ends it at once
+        # (newuser10 L6: a slow DeleteObjects held `gc` silent, and a Ctrl-C with it, 60 s
+        # per attempt). The lease's own store then knows this server (`S3Store._PROBED`).
+        probe = control()
+        try:
+            probe.require_conditional_writes()
+        finally:
+            probe.close()
     # From here the round writes to the store (its lease) or starts Spark: a signal stops
     # it gracefully, and a round with a lease gets its record.
     stop.round_begins()
