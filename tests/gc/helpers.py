@@ -439,3 +439,26 @@ def signal_when_ready(argv: list[str], *, env: dict[str, str], cwd: Path, err: P
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()
+
+
+RECORD_DAMAGE = ("directory", "fifo", "symlink")
+
+
+def damage_record_key(path: Path, kind: str, elsewhere: Path, text: str) -> None:
+    """What a damaged local store holds where a round record's object should be: a
+    directory, a FIFO, or a symbolic link to `elsewhere` (written with `text`)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "fifo":
+        os.mkfifo(path)
+    else:
+        elsewhere.write_text(text)
+        path.symlink_to(elsewhere)
+
+
+def run_gc_admin(*args: str, timeout: float) -> subprocess.CompletedProcess[str]:
+    """`epochgc gc-admin ARGS` in a child process of this checkout, output captured."""
+    return subprocess.run([sys.executable, "-m", "epochgc", "gc-admin", *args],
+                          capture_output=True, text=True, timeout=timeout,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))

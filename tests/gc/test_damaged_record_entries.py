@@ -11,16 +11,14 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.store.local import LocalStore
-from tests.gc.helpers import simple_cluster
+from tests.gc.helpers import damage_record_key, run_gc_admin, simple_cluster
 
-ROOT = Path(__file__).resolve().parents[2]
 KEY = f"{ROUNDS_PREFIX}20261130T000000.000Z-0000000a.json"
 WHY = {"directory": "a directory where only objects are kept: malformed, never listed",
        "fifo": "not a regular file",
@@ -31,22 +29,12 @@ HANG_S = 120  # bounds a hang on the FIFO (the old code never opened it either)
 def _damaged(tmp_path: Path, kind: str) -> Path:
     root = tmp_path / "store"
     simple_cluster(LocalStore(root, create=True), 100)
-    path = root / KEY
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "directory":
-        path.mkdir()
-    elif kind == "fifo":
-        os.mkfifo(path)
-    else:
-        (tmp_path / "elsewhere.json").write_text("{}")
-        path.symlink_to(tmp_path / "elsewhere.json")
+    damage_record_key(root / KEY, kind, tmp_path / "elsewhere.json", "{}")
     return root
 
 
 def _admin(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "epochgc", "gc-admin", *args],
-                          capture_output=True, text=True, timeout=HANG_S,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    return run_gc_admin(*args, timeout=HANG_S)
 
 
 @pytest.mark.parametrize("kind", list(WHY))

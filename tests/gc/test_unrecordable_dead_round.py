@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,9 +25,8 @@ from epochgc.impl.gc.recordread import DamagedRecord
 from epochgc.impl.gc.recover import recover_dead_rounds
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.store.local import LocalStore
-from tests.gc.helpers import simple_cluster
+from tests.gc.helpers import damage_record_key, run_gc_admin, simple_cluster
 
-ROOT = Path(__file__).resolve().parents[2]
 DEAD = "20270115T060000.000Z-deadr0nd"
 KEY = round_key(DEAD)
 WHY = {"directory": "a directory where only objects are kept: malformed, never listed",
@@ -47,15 +45,7 @@ def _dead_round(tmp_path: Path, kind: str, bound: float | None) -> tuple[Path, L
     if bound is not None:
         start["stop_within_s"] = bound
     write_marker(store, journal_prefix(DEAD), START, start)
-    path = root / KEY
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if kind == "directory":
-        path.mkdir()
-    elif kind == "fifo":
-        os.mkfifo(path)
-    else:
-        (tmp_path / "elsewhere.json").write_text('{"not": "a record"}')
-        path.symlink_to(tmp_path / "elsewhere.json")
+    damage_record_key(root / KEY, kind, tmp_path / "elsewhere.json", '{"not": "a record"}')
     return root, store
 
 
@@ -99,9 +89,7 @@ def test_the_next_round_says_it_and_goes_on(kind: str, tmp_path: Path) -> None:
 
 
 def _admin(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "epochgc", "gc-admin", *args],
-                          capture_output=True, text=True, timeout=HANG_S,
-                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    return run_gc_admin(*args, timeout=HANG_S)
 
 
 def test_reset_and_show_name_it_reset_fails(tmp_path: Path) -> None:
