@@ -7,6 +7,7 @@ import pytest
 from tests.store.backends import backend, open_store
 from tests.store.s3server import (
     moto_endpoint,
+    moto_store_bucket,
     s3_bucket,
     s3_endpoint,
     s3_server_name,
@@ -14,8 +15,9 @@ from tests.store.s3server import (
     set_dummy_aws_env,
 )
 
-__all__ = ["backend", "moto_endpoint", "open_store", "s3_bucket", "s3_endpoint",
-           "s3_server_name", "seaweedfs_endpoint"]  # fixtures for every test directory
+# Fixtures for every test directory.
+__all__ = ["backend", "moto_endpoint", "moto_store_bucket", "open_store", "s3_bucket",
+           "s3_endpoint", "s3_server_name", "seaweedfs_endpoint"]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -18,9 +18,8 @@ import pytest
 
 from epochgc.impl.gc.admin import ADMIN_KEY, read_admin_state
 from epochgc.impl.store.s3 import S3Store
-from tests.gc.helpers import simple_cluster
 from tests.store.s3proxy import Call, S3Proxy, s3_proxy
-from tests.store.s3server import DUMMY_AWS_ENV, new_bucket
+from tests.store.s3server import DUMMY_AWS_ENV
 
 pytest.importorskip("boto3")
 
@@ -28,12 +27,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
-def bucket(moto_endpoint: str) -> str:
-    b = new_bucket(moto_endpoint)
-    direct = S3Store(b, "p1", endpoint_url=moto_endpoint)
-    simple_cluster(direct, 5)
-    direct.close()
-    return b
+def bucket(moto_store_bucket: str) -> str:
+    return moto_store_bucket
 
 
 class _SignalOnPut:

@@ -94,3 +94,18 @@ def new_bucket(endpoint: str) -> str:
 def s3_bucket(s3_endpoint: str) -> str:
     """A fresh, empty bucket per test."""
     return new_bucket(s3_endpoint)
+
+
+@pytest.fixture
+def moto_store_bucket(moto_endpoint: str) -> str:
+    """A fresh moto bucket holding a store under `p1/` with a small cluster (M = 5)."""
+    from epochgc.impl.store.s3 import S3Store
+    from tests.gc.helpers import simple_cluster
+
+    b = new_bucket(moto_endpoint)
+    direct = S3Store(b, "p1", endpoint_url=moto_endpoint)
+    try:
+        simple_cluster(direct, 5)
+    finally:
+        direct.close()
+    return b

@@ -31,9 +31,8 @@ from epochgc.impl.store.patience import (
 )
 from epochgc.impl.store.readretry import Failure, Tries, Waiter, classify
 from epochgc.impl.store.s3 import S3Store
-from tests.gc.helpers import simple_cluster
 from tests.store.s3proxy import Call, Fault, FaultPlan, S3Proxy, s3_proxy
-from tests.store.s3server import DUMMY_AWS_ENV, new_bucket
+from tests.store.s3server import DUMMY_AWS_ENV
 
 pytest.importorskip("boto3")
 pytestmark = pytest.mark.s3
@@ -53,12 +52,8 @@ class Recorder:
 
 
 @pytest.fixture
-def bucket(moto_endpoint: str) -> str:
-    b = new_bucket(moto_endpoint)
-    direct = S3Store(b, "p1", endpoint_url=moto_endpoint)
-    simple_cluster(direct, 5)
-    direct.close()
-    return b
+def bucket(moto_store_bucket: str) -> str:
+    return moto_store_bucket
 
 
 @dataclass
