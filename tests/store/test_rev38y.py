@@ -1,0 +1,51 @@
+"""Review rev38y of i38y (issue 38: attribution of keys after ambiguous S3 answers). Each
+finding is a strict xfail; `pytest --runxfail` shows the failure on today's code."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from epochgc.impl.store.retry import Backoff, Retrier
+from epochgc.impl.store.s3 import S3Store
+from tests.store.s3proxy import Call, Fault, s3_proxy
+
+pytestmark = pytest.mark.s3
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "rev38y finding 1: a DeleteObjects botocore retried after an applied 5xx, whose last "
+    "attempt failed with a 4xx, is taken as not applied: its keys are errors (still "
+    "there) though the first send deleted them; `_delete_once` reads RetryAttempts only "
+    "on success"))
+def test_a_request_applied_then_refused_by_botocores_retry_is_looked_up(
+    s3_endpoint: str, s3_bucket: str
+) -> None:
+    """The first send is applied and answered 500 (S3: InternalError "might not have
+    processed", ErrorBestPractices.html); botocore retries it (a 500 is a transient error
+    to its standard/adaptive retry modes, https://docs.aws.amazon.com/sdkref/latest/guide/
+    feature-retry-behavior.html) and the retry is refused with a 4xx (here the proxy's
+    409). The request as a whole may have been applied (its first send was): its keys
+    must be asked about, as `_applied_maybe` does for a final 5xx, not reported "not
+    deleted" while they have left the store."""
+    direct = S3Store(s3_bucket, "c", endpoint_url=s3_endpoint)
+    keys = ["k0", "k1"]
+    for k in keys:
+        direct.put(k, b"x")
+
+    def faults(c: Call) -> Fault | None:
+        if c.kind != "delete":
+            return None
+        return Fault.APPLIED_THEN_500 if c.attempt == 0 else Fault.CONFLICT
+
+    with s3_proxy(s3_endpoint, faults=faults) as p:
+        store = S3Store(s3_bucket, "c", endpoint_url=p.endpoint, max_attempts=2,
+                        key_retry=Retrier(Backoff(attempts=2, base_s=0.0, cap_s=0.0),
+                                          random.Random(1), lambda s: None))
+        r = store.delete_batch(keys)
+    left = {k for k in keys if direct.head(k) is None}
+    assert left == set(keys)  # the first send deleted both
+    assert (r.deleted, r.gone_unattributed, r.errors) == (0, set(keys), {}), (
+        f"both keys left the store (the first, applied send), yet: deleted {r.deleted}, "
+        f"gone unattributed {sorted(r.gone_unattributed)}, errors {r.errors}")
