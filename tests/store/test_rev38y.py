@@ -49,3 +49,39 @@ def test_a_request_applied_then_refused_by_botocores_retry_is_looked_up(
     assert (r.deleted, r.gone_unattributed, r.errors) == (0, set(keys), {}), (
         f"both keys left the store (the first, applied send), yet: deleted {r.deleted}, "
         f"gone unattributed {sorted(r.gone_unattributed)}, errors {r.errors}")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "rev38y finding 3 (i41s meets i38y): a driver's DeleteObjects whose first send was "
+    "applied and answered 500, its retry refused by the stop bound (StoppedNotSent), is "
+    "taken as not applied: `_applied_maybe` knows SendDeadlinePassed, not StoppedNotSent"))
+def test_a_driver_delete_applied_then_not_retried_at_the_stop_is_looked_up(
+    s3_endpoint: str, s3_bucket: str
+) -> None:
+    """i41s: once the round is stopping, the driver's stores send no retry (`DriverBound.
+    before_send` raises StoppedNotSent at attempt 2). The first send was applied (500
+    InternalError: "might not have processed", ErrorBestPractices.html): the key left the
+    store. `_applied_maybe` counts the sibling SendDeadlinePassed as ambiguous ("an
+    earlier attempt of the same call may have been sent (and applied)"), not this one, so
+    the key is an error "not deleted", never looked up."""
+    from epochgc.impl.store.driverbound import DriverBound, installed
+
+    direct = S3Store(s3_bucket, "c", endpoint_url=s3_endpoint)
+    direct.put("k", b"x")
+
+    def faults(c: Call) -> Fault | None:
+        return Fault.APPLIED_THEN_500 if c.kind == "delete" and c.attempt == 0 else None
+
+    with s3_proxy(s3_endpoint, faults=faults) as p:
+        with installed(DriverBound(5.0, lambda: True)):
+            store = S3Store(s3_bucket, "c", endpoint_url=p.endpoint, max_attempts=3,
+                            key_retry=Retrier(Backoff(attempts=2, base_s=0.0, cap_s=0.0),
+                                              random.Random(1), lambda s: None))
+        try:
+            r = store.delete_batch(["k"])
+        finally:
+            store.close()
+    assert direct.head("k") is None  # the first send deleted it
+    assert (r.deleted, r.gone_unattributed, r.errors) == (0, {"k"}, {}), (
+        f"k left the store (the first, applied send), yet: deleted {r.deleted}, gone "
+        f"unattributed {sorted(r.gone_unattributed)}, errors {r.errors}")
