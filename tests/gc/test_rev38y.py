@@ -7,11 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from epochgc.impl.gc.journal import Attempt, JournalTarget, JournalWriter, journal_prefix, \
-    read_journal
+from epochgc.impl.gc.journal import (
+    Attempt,
+    JournalTarget,
+    JournalWriter,
+    journal_prefix,
+    read_journal,
+)
 from epochgc.impl.gc.stage import listed_elsewhere, partial_listing
 from epochgc.impl.gc.summary import GcSummary
-from epochgc.impl.store.base import DeleteResult
 from epochgc.impl.store.local import LocalStore
 
 PREFIX = journal_prefix("20270115T100000.000Z-rev38y00")
