@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from epochgc.impl.store import readretry
+from epochgc.impl.store import attempts, readretry
 from epochgc.impl.store.base import (
     MAX_PAGE_SIZE,
     ConditionalConflict,
@@ -217,6 +217,8 @@ class S3Store(ObjectStore):
         if bound is not None:
             client.meta.events.register("before-send.s3", bound.before_send)
             client.meta.events.register("needs-retry.s3", bound.after_attempt)
+        # Each DeleteObjects attempt's outcome, for `_delete_once` (attempts.py says why).
+        client.meta.events.register("needs-retry.s3.DeleteObjects", attempts.note)
         return client
 
     @contextlib.contextmanager
@@ -554,8 +556,9 @@ class S3Store(ObjectStore):
         while pending:
             answer = self._delete_once(pending, etags)
             if answer.retried:
-                # botocore sent this request more than once (a 5xx, a dropped connection):
-                # an earlier send may have deleted any of its keys.
+                # botocore sent this request again after an attempt that may have been
+                # applied (a 5xx other than SlowDown, a dropped connection: attempts.py):
+                # that send may have deleted any of its keys.
                 maybe.update(pending)
             result.gone.update(answer.absent - maybe)
             result.gone_unattributed.update(answer.absent & maybe)
@@ -630,14 +633,21 @@ class S3Store(ObjectStore):
             {"Key": self._full(k), "ETag": etags[k]} if k in etags else {"Key": self._full(k)}
             for k in batch
         ]
+        client = self.client
+        attempts.begin()
         try:
             # Quiet: the reply lists only failures, which is all we need.
-            r = self.client.delete_objects(
+            r = client.delete_objects(
                 Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True}
             )
         except Exception as e:
             msg = str(self._error("delete batch", e))
-            code = _REQUEST_UNSURE if _applied_maybe(e) else "RequestFailed"
+            # Any attempt of the call, not only the last, may have been applied: a 500
+            # then botocore's retry refused with a 4xx (review rev38y finding 1), or with
+            # the stop bound's StoppedNotSent (finding 3).
+            applied = _applied_maybe(e) or attempts.unsure(_retries(getattr(e, "response",
+                                                                            None)))
+            code = _REQUEST_UNSURE if applied else "RequestFailed"
             return _Answer(dict.fromkeys(batch, (code, msg)), set(), False)
         cut = len(self.prefix)
         failed: dict[str, tuple[str, str]] = {}
@@ -648,8 +658,9 @@ class S3Store(ObjectStore):
                 absent.add(err["Key"][cut:])
                 continue
             failed[err["Key"][cut:]] = (code, str(err.get("Message", "")))
-        return _Answer(failed, absent,
-                       bool(r.get("ResponseMetadata", {}).get("RetryAttempts")))
+        # Retried after a throttle alone (503 SlowDown: refused), no earlier send was
+        # applied (review rev38y finding 4).
+        return _Answer(failed, absent, attempts.unsure(_retries(r)))
 
     def versioning(self) -> str | None:
         """The bucket's versioning status ("Enabled" or "Suspended"), None if never enabled.
@@ -670,12 +681,20 @@ class S3Store(ObjectStore):
 @dataclass(frozen=True)
 class _Answer:
     """One DeleteObjects' answer: keys not deleted (code, message), keys it says were not
-    there, and `retried`: botocore sent it more than once (an earlier send may have been
-    applied, so "not there" may be that send's doing)."""
+    there, and `retried`: botocore sent it again after an attempt that may have been applied
+    (so "not there" may be that send's doing)."""
 
     failed: dict[str, tuple[str, str]]
     absent: set[str]
-    retried: bool
+    retried: bool  # an earlier send may have been applied (`attempts.unsure`)
+
+
+def _retries(response: object) -> int | None:
+    """botocore's RetryAttempts ("num retries", `endpoint.py`) of a parsed answer."""
+    if not isinstance(response, dict):
+        return None
+    value = response.get("ResponseMetadata", {}).get("RetryAttempts")
+    return value if isinstance(value, int) else None
 
 
 def _applied_maybe(e: Exception) -> bool:
