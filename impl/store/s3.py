@@ -553,6 +553,10 @@ class S3Store(ObjectStore):
         # `gone_unattributed` (review rev38x finding 1), as the journal's read-back counts
         # the same key (`journal._resolve_one`).
         maybe: set[str] = set()
+        # Keys a first, unambiguous answer refused with 412: rewritten, or absent (an
+        # If-Match on a key with no current object is false, RFC 9110 13.1.1; SeaweedFS
+        # answers so): asked which (`_refused`, review rev38y finding 5).
+        refused: set[str] = set()
         while pending:
             answer = self._delete_once(pending, etags)
             if answer.retried:
@@ -567,7 +571,7 @@ class S3Store(ObjectStore):
             for key in [k for k, (code, _) in failed.items() if code in _CHANGED]:
                 if key in maybe:
                     continue  # absent (an earlier attempt's delete) or rewritten: asked
-                result.changed.add(key)
+                refused.add(key)
                 del failed[key]
             again = [k for k, (code, _) in failed.items() if code in RETRYABLE_KEY_CODES]
             if not again or retry + 1 >= self.key_retry.policy.attempts:
@@ -582,7 +586,21 @@ class S3Store(ObjectStore):
         unsure = maybe & result.errors.keys()
         if unsure:
             self._resolve(result, unsure, etags)
+        if refused:
+            self._refused(result, refused)
         return result
+
+    def _refused(self, result: DeleteResult, keys: set[str]) -> None:
+        """Keys whose conditional delete was refused (412) by an answer no earlier attempt
+        could have caused: absent, they were gone before this batch (`gone`, as the local
+        store counts them); there, rewritten since listed (`changed`). A HEAD that fails
+        leaves the server's own word, `changed`: not deleted either way."""
+        ordered = sorted(keys)
+        with ThreadPoolExecutor(min(_RESOLVERS, len(ordered)),
+                                thread_name_prefix="epochgc-resolve") as pool:
+            found = list(pool.map(self._head_or_error, ordered))
+        for key, info in zip(ordered, found, strict=True):
+            (result.gone if info is None else result.changed).add(key)
 
     def _resolve(self, result: DeleteResult, unsure: set[str], etags: dict[str, str]) -> None:
         """Issue 38 item 4: a failed delete may have been applied. S3: "Requests that

@@ -1,5 +1,5 @@
 """Review rev38y of i38y (issue 38: attribution of keys after ambiguous S3 answers). Each
-finding is a strict xfail; `pytest --runxfail` shows the failure on today's code."""
+finding was a strict xfail; fixed by i38z, each test now pins its fix."""
 
 from __future__ import annotations
 
@@ -109,10 +109,6 @@ def test_a_key_absent_before_a_request_retried_after_slowdown_is_already_gone(
     assert got == (0, {"k"}, set(), {}), got
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38y finding 5: a first-send 412 to an ETag'd DeleteObjects key that is absent is "
-    "counted `changed` ('still there, rewritten') without asking; `delete_if_match` asks "
-    "(HEAD) for the same 412, and `_delete` asks only after an ambiguous attempt"))
 def test_a_412_for_an_absent_key_in_a_batch_is_not_counted_changed(
     s3_endpoint: str, s3_bucket: str
 ) -> None:
