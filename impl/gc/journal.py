@@ -573,6 +573,7 @@ def read_journal(
     known: Mapping[str, bytes] | None = None,
     before_asking: Callable[[int], bool] | None = None,
     returned: Collection[str] | None = None,
+    stopped: Collection[str] = (),
 ) -> JournalTotals:
     """Read a round's journal back from `store` (every attempt); `data`: the store the keys
     are in (default `store`), asked about the batches an attempt never finished and those
@@ -587,7 +588,8 @@ def read_journal(
     are over: if not (its wait was cut short), a key of those batches still in the store is
     of unknown fate, not an error. `returned`: the names of the attempts whose results
     reached the driver (`Attempt.name`); then `listed_elsewhere` holds the keys only other
-    attempts named (`_listed_elsewhere`)."""
+    attempts named (`_listed_elsewhere`); `stopped`: those of them that were stopped with
+    keys listed and not journaled."""
     known = known or {}
     data = data if data is not None else store
     totals = JournalTotals()
@@ -644,7 +646,7 @@ def read_journal(
         # intents (review rev38v finding 4); an upper bound where an answer so far is in.
         settled = before_asking(sum(planned.get(b, 1) for b in open_batches))
     if returned is not None:
-        _listed_elsewhere(intents, torn, set(returned), totals)
+        _listed_elsewhere(intents, torn, set(returned), set(stopped), totals)
     for batch_id, keys in sorted(torn.items()):
         totals.attempts.add(batch_id.split("/")[0])
         totals.batches += 1
@@ -687,17 +689,30 @@ def read_journal(
     return totals
 
 
+def _partition(attempt: str) -> str:
+    """The partition part of an attempt's name (`Attempt.name`: "p0007-s1-a0-t12")."""
+    return attempt.partition("-")[0]
+
+
 def _listed_elsewhere(intents: dict[str, Intent], torn: dict[str, list[str]],
-                      returned: set[str], totals: JournalTotals) -> None:
+                      returned: set[str], stopped: set[str], totals: JournalTotals) -> None:
     """Keys (-> size; 0 from a torn intent) that an attempt whose result never reached the
     driver named in an intent, and no returned attempt did. Each was listed and eligible
     this round, yet the returned attempts' listing counts miss it: Spark retries a failed
     task (spark.task.maxFailures) and the retry lists the partition again, without the keys
     its killed twin's requests removed (review rev38x, "not verified" 1); a speculative
     copy's loser likewise. A key a returned attempt listed is in its intents (a returned
-    attempt that was not stopped sends a delete for every eligible key it lists)."""
+    attempt that was not stopped sends a delete for every eligible key it lists).
+    A partition whose returned attempt was `stopped` adds nothing: that attempt counted
+    eligible keys it listed and never journaled (`delete.py` drops the group at the
+    stop), the same keys its killed twin may have named, so adding them counted a key
+    twice (review rev38y finding 2). Such a round's counts are "at least" ones, raised to
+    what the journal proves (`stage.partial_listing`), which names each key once."""
+    held = {_partition(a) for a in stopped}
+
     def mine(batch: str) -> bool:
-        return batch.partition("/")[0] in returned
+        attempt = batch.partition("/")[0]
+        return attempt in returned or _partition(attempt) in held
 
     ours = {k for b, it in intents.items() if mine(b) for k in it.keys}
     ours.update(k for b, ks in torn.items() if mine(b) for k in ks if isinstance(k, str))

@@ -465,7 +465,8 @@ def _stage(
     # store (issue 38, S3 at the limit: one GET per entry was 80 of a round's requests).
     totals = _read_journal(open_store, prefix, known_entries(results), functools.partial(
         _wait_for_sent, stop, note, ended_at, sent_applied_s(open_store)),
-        returned={r.attempt.name() for r in results})
+        returned={r.attempt.name() for r in results},
+        stopped={r.attempt.name() for r in results if r.deleted.stopped})
     _count(summary, totals)
     scanned = ScanStats()
     blocked: list[str] = []  # the tasks' re-reads that found no M
@@ -693,11 +694,12 @@ def max_epoch(keys: Iterable[str]) -> int | None:
 def _read_journal(open_store: Callable[[], ObjectStore], prefix: str,
                   known: Mapping[str, bytes] | None = None,
                   before_asking: Callable[[int], bool] | None = None,
-                  returned: Collection[str] | None = None) -> JournalTotals:
+                  returned: Collection[str] | None = None,
+                  stopped: Collection[str] = ()) -> JournalTotals:
     store = open_store()
     try:
         return read_journal(store, prefix, known=known, before_asking=before_asking,
-                            returned=returned)
+                            returned=returned, stopped=stopped)
     except StoreError as e:  # it cannot be listed; entries that cannot be read are skipped
         raise GcError(f"the deletion journal {prefix} cannot be read back: {e}",
                       deleting=True) from e

@@ -18,7 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from epochgc.impl.store import readretry
+from epochgc.impl.store import attempts, readretry
 from epochgc.impl.store.base import (
     MAX_PAGE_SIZE,
     ConditionalConflict,
@@ -217,6 +217,8 @@ class S3Store(ObjectStore):
         if bound is not None:
             client.meta.events.register("before-send.s3", bound.before_send)
             client.meta.events.register("needs-retry.s3", bound.after_attempt)
+        # Each DeleteObjects attempt's outcome, for `_delete_once` (attempts.py says why).
+        client.meta.events.register("needs-retry.s3.DeleteObjects", attempts.note)
         return client
 
     @contextlib.contextmanager
@@ -551,11 +553,16 @@ class S3Store(ObjectStore):
         # `gone_unattributed` (review rev38x finding 1), as the journal's read-back counts
         # the same key (`journal._resolve_one`).
         maybe: set[str] = set()
+        # Keys a first, unambiguous answer refused with 412: rewritten, or absent (an
+        # If-Match on a key with no current object is false, RFC 9110 13.1.1; SeaweedFS
+        # answers so): asked which (`_refused`, review rev38y finding 5).
+        refused: set[str] = set()
         while pending:
             answer = self._delete_once(pending, etags)
             if answer.retried:
-                # botocore sent this request more than once (a 5xx, a dropped connection):
-                # an earlier send may have deleted any of its keys.
+                # botocore sent this request again after an attempt that may have been
+                # applied (a 5xx other than SlowDown, a dropped connection: attempts.py):
+                # that send may have deleted any of its keys.
                 maybe.update(pending)
             result.gone.update(answer.absent - maybe)
             result.gone_unattributed.update(answer.absent & maybe)
@@ -564,7 +571,7 @@ class S3Store(ObjectStore):
             for key in [k for k, (code, _) in failed.items() if code in _CHANGED]:
                 if key in maybe:
                     continue  # absent (an earlier attempt's delete) or rewritten: asked
-                result.changed.add(key)
+                refused.add(key)
                 del failed[key]
             again = [k for k, (code, _) in failed.items() if code in RETRYABLE_KEY_CODES]
             if not again or retry + 1 >= self.key_retry.policy.attempts:
@@ -579,7 +586,21 @@ class S3Store(ObjectStore):
         unsure = maybe & result.errors.keys()
         if unsure:
             self._resolve(result, unsure, etags)
+        if refused:
+            self._refused(result, refused)
         return result
+
+    def _refused(self, result: DeleteResult, keys: set[str]) -> None:
+        """Keys whose conditional delete was refused (412) by an answer no earlier attempt
+        could have caused: absent, they were gone before this batch (`gone`, as the local
+        store counts them); there, rewritten since listed (`changed`). A HEAD that fails
+        leaves the server's own word, `changed`: not deleted either way."""
+        ordered = sorted(keys)
+        with ThreadPoolExecutor(min(_RESOLVERS, len(ordered)),
+                                thread_name_prefix="epochgc-resolve") as pool:
+            found = list(pool.map(self._head_or_error, ordered))
+        for key, info in zip(ordered, found, strict=True):
+            (result.gone if info is None else result.changed).add(key)
 
     def _resolve(self, result: DeleteResult, unsure: set[str], etags: dict[str, str]) -> None:
         """Issue 38 item 4: a failed delete may have been applied. S3: "Requests that
@@ -630,14 +651,21 @@ class S3Store(ObjectStore):
             {"Key": self._full(k), "ETag": etags[k]} if k in etags else {"Key": self._full(k)}
             for k in batch
         ]
+        client = self.client
+        attempts.begin()
         try:
             # Quiet: the reply lists only failures, which is all we need.
-            r = self.client.delete_objects(
+            r = client.delete_objects(
                 Bucket=self.bucket, Delete={"Objects": objects, "Quiet": True}
             )
         except Exception as e:
             msg = str(self._error("delete batch", e))
-            code = _REQUEST_UNSURE if _applied_maybe(e) else "RequestFailed"
+            # Any attempt of the call, not only the last, may have been applied: a 500
+            # then botocore's retry refused with a 4xx (review rev38y finding 1), or with
+            # the stop bound's StoppedNotSent (finding 3).
+            applied = _applied_maybe(e) or attempts.unsure(_retries(getattr(e, "response",
+                                                                            None)))
+            code = _REQUEST_UNSURE if applied else "RequestFailed"
             return _Answer(dict.fromkeys(batch, (code, msg)), set(), False)
         cut = len(self.prefix)
         failed: dict[str, tuple[str, str]] = {}
@@ -648,8 +676,9 @@ class S3Store(ObjectStore):
                 absent.add(err["Key"][cut:])
                 continue
             failed[err["Key"][cut:]] = (code, str(err.get("Message", "")))
-        return _Answer(failed, absent,
-                       bool(r.get("ResponseMetadata", {}).get("RetryAttempts")))
+        # Retried after a throttle alone (503 SlowDown: refused), no earlier send was
+        # applied (review rev38y finding 4).
+        return _Answer(failed, absent, attempts.unsure(_retries(r)))
 
     def versioning(self) -> str | None:
         """The bucket's versioning status ("Enabled" or "Suspended"), None if never enabled.
@@ -670,12 +699,20 @@ class S3Store(ObjectStore):
 @dataclass(frozen=True)
 class _Answer:
     """One DeleteObjects' answer: keys not deleted (code, message), keys it says were not
-    there, and `retried`: botocore sent it more than once (an earlier send may have been
-    applied, so "not there" may be that send's doing)."""
+    there, and `retried`: botocore sent it again after an attempt that may have been applied
+    (so "not there" may be that send's doing)."""
 
     failed: dict[str, tuple[str, str]]
     absent: set[str]
-    retried: bool
+    retried: bool  # an earlier send may have been applied (`attempts.unsure`)
+
+
+def _retries(response: object) -> int | None:
+    """botocore's RetryAttempts ("num retries", `endpoint.py`) of a parsed answer."""
+    if not isinstance(response, dict):
+        return None
+    value = response.get("ResponseMetadata", {}).get("RetryAttempts")
+    return value if isinstance(value, int) else None
 
 
 def _applied_maybe(e: Exception) -> bool:

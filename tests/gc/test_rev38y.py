@@ -1,11 +1,9 @@
 """Review rev38y of i38y (issue 38): the record's counts after a Spark-retried task (item
-7). Each finding is a strict xfail; `pytest --runxfail` shows the failure."""
+7). The finding was a strict xfail; fixed by i38z, the test pins the fix."""
 
 from __future__ import annotations
 
 from pathlib import Path
-
-import pytest
 
 from epochgc.impl.gc.journal import (
     Attempt,
@@ -21,11 +19,6 @@ from epochgc.impl.store.local import LocalStore
 PREFIX = journal_prefix("20270115T100000.000Z-rev38y00")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38y finding 2: a returned attempt that was STOPPED counts in eligible the keys it "
-    "listed but never journaled (delete.py drops the group at `stop.is_set()`); when its "
-    "killed twin named the same keys, `_listed_elsewhere` adds them again: eligible 8 "
-    "for 4 keys"))
 def test_keys_a_stopped_retry_listed_and_its_killed_twin_named_count_once(
     tmp_path: Path
 ) -> None:
@@ -44,7 +37,8 @@ def test_keys_a_stopped_retry_listed_and_its_killed_twin_named_count_once(
     JournalWriter(store, JournalTarget(PREFIX), killed).intent(
         [(k, 1, 1.0, "") for k in keys])  # killed before its request: nothing sent
     # The retry wrote nothing (stopped before its group's intent).
-    t = read_journal(store, PREFIX, returned={retry.name()},
+    # The retry returned stopped (its DeleteStats.stopped, as stage.py passes it).
+    t = read_journal(store, PREFIX, returned={retry.name()}, stopped={retry.name()},
                      before_asking=lambda n: False)
     s = GcSummary(journal=PREFIX, M=7, listed=4, fetched=4, eligible=4, eligible_bytes=4)
     s.deleted, s.gone_unattributed = len(t.deleted), len(t.gone_unattributed)

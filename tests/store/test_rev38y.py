@@ -1,5 +1,5 @@
 """Review rev38y of i38y (issue 38: attribution of keys after ambiguous S3 answers). Each
-finding is a strict xfail; `pytest --runxfail` shows the failure on today's code."""
+finding was a strict xfail; fixed by i38z, each test now pins its fix."""
 
 from __future__ import annotations
 
@@ -14,11 +14,6 @@ from tests.store.s3proxy import Call, Fault, s3_proxy
 pytestmark = pytest.mark.s3
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38y finding 1: a DeleteObjects botocore retried after an applied 5xx, whose last "
-    "attempt failed with a 4xx, is taken as not applied: its keys are errors (still "
-    "there) though the first send deleted them; `_delete_once` reads RetryAttempts only "
-    "on success"))
 def test_a_request_applied_then_refused_by_botocores_retry_is_looked_up(
     s3_endpoint: str, s3_bucket: str
 ) -> None:
@@ -51,10 +46,6 @@ def test_a_request_applied_then_refused_by_botocores_retry_is_looked_up(
         f"gone unattributed {sorted(r.gone_unattributed)}, errors {r.errors}")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38y finding 3 (i41s meets i38y): a driver's DeleteObjects whose first send was "
-    "applied and answered 500, its retry refused by the stop bound (StoppedNotSent), is "
-    "taken as not applied: `_applied_maybe` knows SendDeadlinePassed, not StoppedNotSent"))
 def test_a_driver_delete_applied_then_not_retried_at_the_stop_is_looked_up(
     s3_endpoint: str, s3_bucket: str
 ) -> None:
@@ -87,11 +78,6 @@ def test_a_driver_delete_applied_then_not_retried_at_the_stop_is_looked_up(
         f"unattributed {sorted(r.gone_unattributed)}, errors {r.errors}")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38y finding 4: a key already absent, answered NoSuchKey by a request botocore "
-    "retried after a 503 SlowDown (not applied), is gone_unattributed, not already_gone: "
-    "`retried` takes any retry as ambiguous, though SlowDown is 'not applied' everywhere "
-    "else in s3.py"))
 def test_a_key_absent_before_a_request_retried_after_slowdown_is_already_gone(
     s3_endpoint: str, s3_bucket: str, s3_server_name: str
 ) -> None:
@@ -123,10 +109,6 @@ def test_a_key_absent_before_a_request_retried_after_slowdown_is_already_gone(
     assert got == (0, {"k"}, set(), {}), got
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38y finding 5: a first-send 412 to an ETag'd DeleteObjects key that is absent is "
-    "counted `changed` ('still there, rewritten') without asking; `delete_if_match` asks "
-    "(HEAD) for the same 412, and `_delete` asks only after an ambiguous attempt"))
 def test_a_412_for_an_absent_key_in_a_batch_is_not_counted_changed(
     s3_endpoint: str, s3_bucket: str
 ) -> None:
