@@ -66,6 +66,7 @@ from epochgc.impl.gc.sparkerrors import _spark_errors
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.stream import TaskResult, list_and_delete_task
 from epochgc.impl.gc.summary import GcSummary
+from epochgc.impl.gc.text import GONE_WHERE_SHORT
 from epochgc.impl.gc.text import keys as n_keys
 from epochgc.impl.gc.watch import RoundWatch, go_on
 from epochgc.impl.signals import checkpoint
@@ -489,7 +490,8 @@ def _stage(
         why = (f"round interrupted ({stop.reason})" if stop.reason is not None
                else "round failed")
         note(f"gc: {why}: listing partial, at least {n_keys(summary.listed)} listed, "
-             f"{summary.eligible:,} eligible; {summary.deleted:,} deleted (journal {prefix})")
+             f"{summary.eligible:,} eligible; {summary.deleted:,} deleted{_gone(summary)} "
+             f"(journal {prefix})")
     else:
         # One number format per line (issue 41 F5: "8,000 eligible, 8000 deleted").
         note(f"gc: listed {n_keys(scanned.listed)}, {scanned.eligible:,} eligible, "
@@ -497,7 +499,8 @@ def _stage(
         checkpoint("deletes-over")  # the signal tests' point: too late to stop anything
     if failure is not None:
         raise GcError(
-            f"{failure}; {summary.deleted:,} key(s) were deleted before it, journal {prefix}",
+            f"{failure}; {summary.deleted:,} key(s) were deleted before it{_gone(summary)}, "
+            f"journal {prefix}",
             deleting=True,
         ) from failure
     if summary.errors:
@@ -914,3 +917,12 @@ def _write_manifest(spark: SparkSession, rows: Any, path: str) -> None:
         writer.option("header", "true").csv(target)
     else:
         writer.parquet(target)
+
+
+def _gone(summary: GcSummary) -> str:
+    """A stopped or failed stage's keys gone unattributed, after its deleted count: tasks
+    killed mid-request leave them (rev38v finding 3), so a crash line without them would
+    not add up to what left the store."""
+    if not summary.gone_unattributed:
+        return ""
+    return f" ({summary.gone_unattributed:,} more left the store {GONE_WHERE_SHORT})"
