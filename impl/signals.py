@@ -64,7 +64,11 @@ POINTS: dict[str, tuple[str, ...]] = {
     # deletes-over: the stage has ended, its record not written yet (impl/gc/stage.py).
     # summary: after the summary is printed, just before the exit (the round's record is
     # written by then).
-    "gc": ("start", "spark-launch", "spark-start", "deletes-over", "summary"),
+    # round-over: the round ended, Spark not yet stopped, nothing said. list-begin,
+    # list-line, list-done: a dry run's `--list -` before its first line, after it, after
+    # its last (the summary not yet written).
+    "gc": ("start", "spark-launch", "spark-start", "deletes-over", "round-over",
+           "list-begin", "list-line", "list-done", "summary"),
     # reset-removed: `gc-admin reset` has removed the lease, not yet recorded the round.
     "gc-admin reset": ("reset-removed",),
     "cluster start": ("start", "nodes-up"),

@@ -10,9 +10,11 @@ job); 2 blocked round (health reports missing, unreadable or invalid; the safety
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import re
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -32,9 +34,12 @@ from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, GcOptions
 from epochgc.impl.gc.reports import MAX_WRITTEN_AT
 from epochgc.impl.gc.stop import (
     SIGNALS,
+    HeldSignal,
+    OutputProgress,
     RoundStop,
     absorb_late_signal,
     announce,
+    hold_signals,
     install_signal_handlers,
     interruptible_output,
 )
@@ -387,6 +392,7 @@ def gc(
     if not merged:  # a signal is said when it comes, even with -q (issue 41)
         announce(stop, say if not quiet else lambda line: echo_safe(line, err=True))
     restored = False
+    held: HeldSignal | None = None  # a --list - dry run's signal after its round
     try:
         # The driver's own requests: short attempts, said while they wait, and no retry
         # once a signal or the deadline stopped the round (newuser10 L4/L5: the START
@@ -406,15 +412,25 @@ def gc(
         late = None if merged else lambda line: echo_safe(line, err=True)
         # Its record only if it has one (newuser9 K4, K11: said of a round that wrote none).
         stands = "its record stands" if summary.record is not None else "its outcome stands"
-        if (late is not None and stop.reason in SIGNALS.values()
-                and summary.interrupted is None):
-            # It came once the deletes were over, too late to stop anything: the round
-            # ended as its record says (newuser3 N10: a terminal's Ctrl-C at the round's
-            # last line said nothing, where the same signal a moment later did).
-            late(f"gc: {stop.reason} after the round ended: {stands}, exit code "
-                 f"{summary.exit_code}")
-        # Its record is written: a signal from now on does not change the exit code.
-        absorb_late_signal(summary.exit_code, late, stands)
+        came = (signal.Signals[stop.reason] if stop.reason is not None
+                and stop.reason in SIGNALS.values() and summary.interrupted is None else None)
+        if list_keys == "-":
+            # The list on stdout is the dry run's work, still to be written (newuser10 L9:
+            # a signal here, while Spark stopped, was said as "after the round ended ...
+            # exit code 0" and ignored; the list then blocked on its unread pipe): held
+            # until the output begins, where it ends the command, 128 + the signal.
+            held = hold_signals()
+            held.signum = came
+        else:
+            if late is not None and came is not None:
+                # It came once the deletes were over, too late to stop anything: the
+                # round ended as its record says (newuser3 N10: a terminal's Ctrl-C at
+                # the round's last line said nothing, where the same signal a moment
+                # later did).
+                late(f"gc: {came.name} after the round ended: {stands}, exit code "
+                     f"{summary.exit_code}")
+            # Its record is written: a signal from now on does not change the exit code.
+            absorb_late_signal(summary.exit_code, late, stands)
     finally:
         if any(launched):  # stopped and waited for: no JVM outlives the command (issue 41)
             from epochgc.impl.gc.session import stop_spark
@@ -426,6 +442,11 @@ def gc(
     # Output never raises (issue 38 item 7): keys are escaped (`text.printable`), and any
     # other text the stream's encoding cannot hold is written as an escape.
     if summary.error is not None:
+        if held is not None:  # nothing of the list to write: a held signal came late
+            if held.signum is not None and late is not None:
+                late(f"gc: {signal.Signals(held.signum).name} after the round ended: "
+                     f"{stands}, exit code {summary.exit_code}")
+            absorb_late_signal(summary.exit_code, late, stands)
         if summary.record_error is not None and not merged:
             # Its record's fate is said on this path too (newuser10 L4).
             echo_safe(f"gc: warning: deletion record not written: {summary.record_error}",
@@ -436,13 +457,32 @@ def gc(
             click.echo(summary.to_json())
         sys.exit(summary.exit_code)
     keys = summary.would_delete or []
-    # The list is the dry run's work: a signal while it is written (its reader not
-    # reading) ends the command at once, 128 + the signal (newuser9 K11).
-    with interruptible_output(lambda: f"the list was cut short ({len(keys):,} key(s) in all)"):
+    # The list, and the summary after it on stdout, are the dry run's work: a signal while
+    # they are written (their reader not reading, newuser9 K11), or one held since the
+    # round ended (newuser10 L9), ends the command at once, 128 + the signal.
+    progress = OutputProgress(len(keys))
+    with (interruptible_output(progress.said, held) if held is not None
+          else contextlib.nullcontext()):
+        checkpoint("list-begin")  # the signal tests' point: nothing of the list written
         for key in keys:
             click.echo(printable(key))
+            if not progress.begun:
+                progress.begun = True
+                checkpoint("list-line")  # the tests' point: the list's first line written
         if keys:
             sys.stdout.flush()
+        progress.listed = True
+        checkpoint("list-done")  # the tests' point: the list written, the summary not
+        _print_summary(summary, as_json, merged)
+        sys.stdout.flush()  # written, not buffered, before a signal counts as late
+    if held is not None:
+        # All written: only now is a signal "after the round ended" (the exit code stays).
+        absorb_late_signal(summary.exit_code, late, stands)
+    checkpoint("summary")  # the signal tests' point: the record is written, the summary said
+    sys.exit(summary.exit_code)
+
+
+def _print_summary(summary: GcSummary, as_json: bool, merged: bool) -> None:
     if summary.interrupted is not None and not merged and (as_json or not one_terminal()):
         # Stderr's last line says so, even with -q or --json (issue 41 item 3: it was the
         # success-looking `gc: listed N keys, ...` progress line). Not when stdout's summary
@@ -458,8 +498,6 @@ def gc(
     else:
         for line in summary.lines():
             echo_safe(line)
-    checkpoint("summary")  # the signal tests' point: the record is written, the summary said
-    sys.exit(summary.exit_code)
 
 
 def _outside_data(path: str, spec: StoreSpec, option: str) -> None:

@@ -166,14 +166,37 @@ def cancel_on_stop(sc: Any, group: str | None = None) -> None:
     mute_jvm_output()  # before the cancel: its teardown is not news
     with contextlib.suppress(Exception):  # under spark-submit no pipe of ours: its log
         sc.setLogLevel("OFF")
-    if group is None:
-        sc.cancelAllJobs()
-    else:
-        sc.cancelJobGroup(group)
+    try:
+        if group is None:
+            sc.cancelAllJobs()
+        else:
+            sc.cancelJobGroup(group)
+    except Exception:
+        # A stop that came as the round ended finds the context stopped (the CLI's
+        # `stop_spark`): it runs no job, so there is none to cancel; Spark's
+        # `assertNotStopped` ("Cannot call methods on a stopped SparkContext") was said
+        # with two Java traces (newuser10 L9's test, at its round-over point).
+        # `SparkContext.isStopped` (SparkContext.scala); PySpark's `stop` stops the JVM's
+        # context before it clears `_active_spark_context` (pyspark/core/context.py).
+        if _stopped(sc):
+            return
+        raise
     says = os.environ.get(JVM_SAYS_ENV)
     if says:
         sc._jvm.java.lang.System.err.println(says)
 
+
+def _stopped(sc: Any) -> bool:
+    """Whether `sc` is stopped (or its JVM gone: no job of it runs either)."""
+    from pyspark import SparkContext
+
+    active: Any = SparkContext._active_spark_context
+    if active is not sc:
+        return True
+    try:
+        return bool(sc._jsc.sc().isStopped())
+    except Exception:
+        return True
 
 
 def stop_starting_jvm() -> int:

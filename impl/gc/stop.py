@@ -20,6 +20,7 @@ import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from types import FrameType
 
 from epochgc.impl.signals import SIGNALS as _COMMAND_SIGNALS
@@ -265,15 +266,62 @@ def deadline_timer(stop: RoundStop, seconds: float) -> threading.Timer:
     return t
 
 
+class HeldSignal:
+    """The first SIGINT, SIGTERM or SIGHUP that came after the round ended while its output
+    (a dry run's `--list -` and the summary after it) is still to be written: held, not
+    acted on, while the command stops Spark and exports its metrics (bounded cleanups that
+    must not be cut halfway), then raised where the output begins (`interruptible_output`).
+    newuser10 L9: such a signal was taken as "after the round ended ... exit code 0",
+    ignored, and the command then blocked on the unread pipe and exited 1 once the reader
+    went."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+
+def hold_signals() -> HeldSignal:
+    """From now on the first SIGINT, SIGTERM or SIGHUP is recorded in the returned
+    `HeldSignal` and otherwise ignored (a later one too: the first decides). The handler
+    writes nothing (it may run between two bytecodes of a write to the same stream). Call
+    from the main thread."""
+    held = HeldSignal()
+
+    def hold(signum: int, _frame: FrameType | None) -> None:
+        if held.signum is None:
+            held.signum = signum
+
+    for s in SIGNALS:
+        signal.signal(s, hold)
+    return held
+
+
+@dataclass
+class OutputProgress:
+    """How far a dry run's `--list -` output got, for the line of a signal that cut it."""
+
+    keys: int  # in the list, in all
+    begun: bool = False  # its first line is written
+    listed: bool = False  # every line is written; the summary follows
+
+    def said(self) -> str:
+        if self.listed:
+            return (f"the list was written ({self.keys:,} key(s)); the summary after it was "
+                    "cut short")
+        if self.begun:
+            return f"the list was cut short ({self.keys:,} key(s) in all)"
+        return f"the list was not written ({self.keys:,} key(s) in all)"
+
+
 @contextlib.contextmanager
-def interruptible_output(what: Callable[[], str]) -> Iterator[None]:
+def interruptible_output(what: Callable[[], str],
+                         held: HeldSignal | None = None) -> Iterator[None]:
     """Output that is the command's work (a dry run's `--list -`), written after the round:
     a SIGINT, SIGTERM or SIGHUP while it is written (a write blocked on a reader that never
-    reads: `| less` left open, newuser9 K11) stops the writing and raises `Interrupted`
-    (`what()` says how far it got), and stdout is dropped so the exit cannot block on it
-    again. A handler that raises interrupts the blocked write: PEP 475, "if the signal
-    handler raises an exception, the system call is not retried". Call from the main
-    thread."""
+    reads: `| less` left open, newuser9 K11), or one `held` since the round ended
+    (newuser10 L9), stops the writing and raises `Interrupted` (`what()` says how far it
+    got), and stdout is dropped so the exit cannot block on it again. A handler that raises
+    interrupts the blocked write: PEP 475, "if the signal handler raises an exception, the
+    system call is not retried". Call from the main thread."""
     from epochgc.impl import closedout
 
     def cut(signum: int, _frame: FrameType | None) -> None:
@@ -281,6 +329,8 @@ def interruptible_output(what: Callable[[], str]) -> Iterator[None]:
 
     previous = {s: signal.signal(s, cut) for s in SIGNALS}
     try:
+        if held is not None and held.signum is not None:
+            raise Interrupted(held.signum, what())
         yield
     except Interrupted:
         closedout.drop()
