@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.store.backends import backend, open_store
+from tests.store.blackhole import hole
 from tests.store.s3server import (
     moto_endpoint,
     moto_store_bucket,
@@ -16,7 +17,7 @@ from tests.store.s3server import (
 )
 
 # Fixtures for every test directory.
-__all__ = ["backend", "moto_endpoint", "moto_store_bucket", "open_store", "s3_bucket",
+__all__ = ["backend", "hole", "moto_endpoint", "moto_store_bucket", "open_store", "s3_bucket",
            "s3_endpoint", "s3_server_name", "seaweedfs_endpoint"]
 
 

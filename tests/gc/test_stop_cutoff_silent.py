@@ -13,29 +13,17 @@ waits are bounds on an Event, not sleeps."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from epochgc.impl.gc.journal import STOP, journal_prefix
 from epochgc.impl.gc.stage import arm_stop_marker
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.s3 import S3Store
-from tests.store.blackhole import Blackhole, blackhole
-from tests.store.s3server import set_dummy_aws_env
+from tests.store.blackhole import Blackhole
 
 BOUND_S = 120.0  # the old code never started the cutoff: the test fails at this bound
 PREFIX = journal_prefix("20270115T060000.000Z-stopcut0")
-
-
-@pytest.fixture
-def hole() -> Iterator[Blackhole]:
-    pytest.importorskip("boto3")
-    set_dummy_aws_env()
-    with blackhole() as h:
-        yield h
 
 
 def test_the_cutoff_starts_though_the_stop_write_does_not_answer(hole: Blackhole) -> None:

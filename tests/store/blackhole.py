@@ -12,6 +12,8 @@ import socket
 import threading
 from collections.abc import Iterator
 
+import pytest
+
 
 class Blackhole:
     """Listens on 127.0.0.1 (a free port) from a daemon thread; `close` ends it and drops
@@ -71,3 +73,14 @@ def blackhole() -> Iterator[Blackhole]:
         yield hole
     finally:
         hole.close()
+
+
+@pytest.fixture
+def hole() -> Iterator[Blackhole]:
+    """A silent S3 endpoint per test, for boto3 clients with the session's dummy keys."""
+    pytest.importorskip("boto3")
+    from tests.store.s3server import set_dummy_aws_env
+
+    set_dummy_aws_env()
+    with blackhole() as h:
+        yield h

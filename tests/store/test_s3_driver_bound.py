@@ -8,7 +8,6 @@ from __future__ import annotations
 import pickle
 import threading
 import time
-from collections.abc import Iterator
 
 import pytest
 
@@ -20,13 +19,6 @@ from tests.store.failing_endpoint import failing_endpoint
 from tests.store.s3server import set_dummy_aws_env
 
 pytest.importorskip("boto3")
-
-
-@pytest.fixture
-def hole() -> Iterator[Blackhole]:
-    set_dummy_aws_env()
-    with blackhole() as h:
-        yield h
 
 
 def test_after_the_stop_a_silent_store_gets_one_attempt_then_no_request(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pickle
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,17 +19,9 @@ from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.patience import ATTEMPTS_ENV, READ_TIMEOUT_ENV, SAY_AFTER_ENV, Patience
 from epochgc.impl.store.s3 import CONNECT_TIMEOUT_S, READ_TIMEOUT_S, S3Store
 from epochgc.impl.store.url import open_control, open_spec, parse_store_url
-from tests.store.blackhole import Blackhole, blackhole
-from tests.store.s3server import set_dummy_aws_env
+from tests.store.blackhole import Blackhole
 
 pytest.importorskip("boto3")
-
-
-@pytest.fixture
-def hole() -> Iterator[Blackhole]:
-    set_dummy_aws_env()
-    with blackhole() as h:
-        yield h
 
 
 def _store(hole: Blackhole, patience: Patience | None,
