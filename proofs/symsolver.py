@@ -52,17 +52,28 @@ HANG_MS = 600_000
 
 class Watchdog:
     """The hang guard of every solver check: one thread per process interrupts the
-    Z3 context when a check runs past its deadline. Z3's own `timeout` starts a timer for
-    every check, which cost about 8% of the induction CPU (checks of about 1 ms, tens of
-    thousands of them). A check stopped by the watchdog answers unknown (a failure, never
-    a proof), as with Z3's timeout; an unknown that came before the deadline (an interrupt
-    meant for an earlier check that finished first) is asked again, once."""
+    check running past its deadline. Z3's own `timeout` starts a timer for every check,
+    which cost about 8% of the induction CPU (checks of about 1 ms, tens of thousands of
+    them). A check stopped by the watchdog answers unknown (a failure, never a proof), as
+    with Z3's timeout; an unknown that came before the deadline is asked again, once.
+
+    The interrupt is the solver's (`Z3_solver_interrupt`), not the context's: it fires the
+    running check's event handler only, whose cancel is undone when that check ends
+    (src/api/api_solver.cpp `Z3_solver_ref::set_cancel`, `_solver_check`'s `cancel_eh`;
+    src/util/cancel_eh.h). The context's `Z3_interrupt` also calls `m().limit().cancel()`
+    (src/api/api_context.cpp `context::interrupt`), which nothing undoes until the next
+    check's `scoped_rlimit`: one that lands between a check's end and the deadline's reset
+    makes the next `push` fail "push canceled" (CI, tests/proofs/test_watchdog.py).
+    Cited from Z3Prover/z3 at aaf2464."""
 
     POLL_S = 0.02  # a check may run this much past its deadline before it is stopped
 
     def __init__(self) -> None:
         self._deadline: float | None = None
+        self._target: Any = None  # the solver being checked while _deadline is set
+        self._lock = threading.Lock()  # one (deadline, target) pair seen whole
         self._pid = 0
+        self.fired = 0  # interrupts sent (tests wait on it instead of on the clock)
 
     def _start(self) -> None:
         self._pid = os.getpid()  # a forked worker has no thread: start its own
@@ -71,9 +82,14 @@ class Watchdog:
     def _run(self) -> None:
         while True:
             time.sleep(self.POLL_S)
-            d = self._deadline
-            if d is not None and time.perf_counter() > d:
-                _CTX.interrupt()
+            with self._lock:
+                d, target = self._deadline, self._target
+                if d is None or time.perf_counter() <= d:
+                    continue
+                inner = getattr(target, "solver", None)  # a z3.Solver's Z3_solver
+                if inner is not None:
+                    z3.Z3_solver_interrupt(target.ctx.ref(), inner)
+                self.fired += 1
 
     def check(self, solver: Any, timeout_ms: int, extra: tuple[z3.BoolRef, ...]
               ) -> tuple[Any, float]:
@@ -82,11 +98,13 @@ class Watchdog:
             self._start()
         for _ in range(2):
             t0 = time.perf_counter()
-            self._deadline = t0 + timeout_ms / 1000
+            with self._lock:
+                self._deadline, self._target = t0 + timeout_ms / 1000, solver
             try:
                 r = solver.check(*extra)
             finally:
-                self._deadline = None
+                with self._lock:
+                    self._deadline, self._target = None, None
             dt = time.perf_counter() - t0
             # (A check that spent its resource budget is asked again too: Z3 names both
             # "canceled", and the second run spends the budget again: still unknown.)

@@ -105,3 +105,35 @@ def test_a_lasting_unknown_stays_unknown() -> None:
     s = _Unknown()
     r, _ = WATCHDOG.check(s, 2000, ())
     assert (r, s.calls) == (z3.unknown, 2)
+
+
+class _ReturnsAfterTheWatchdogFired:
+    """A Z3 solver whose check returns only once the watchdog has fired after the Z3 check
+    itself ended: the window between a check's end and the deadline's reset (microseconds,
+    wider under load), held open so the watchdog's interrupt lands when no check runs."""
+
+    def __init__(self) -> None:
+        self.inner = z3.Solver(ctx=_CTX)
+        self.solver, self.ctx = self.inner.solver, self.inner.ctx
+
+    def check(self, *extra: Any) -> Any:
+        r = self.inner.check(*extra)
+        n, pause = WATCHDOG.fired, threading.Event()
+        for _ in range(int(SAFETY_NET_S / WATCHDOG.POLL_S)):  # a hang bound, not a timing
+            if WATCHDOG.fired > n:
+                return r
+            pause.wait(WATCHDOG.POLL_S)
+        raise AssertionError("the watchdog never fired past the deadline")
+
+
+def test_an_interrupt_after_the_check_ended_does_not_cancel_the_next_push() -> None:
+    # CI failed "push canceled" in the next test: the context's interrupt (Z3_interrupt)
+    # left a cancel that only the next check would clear.
+    s = _ReturnsAfterTheWatchdogFired()
+    with _safety_net():
+        r, _ = WATCHDOG.check(s, 0, ())
+    assert r == z3.sat
+    fresh = z3.Solver(ctx=_CTX)
+    fresh.push()  # raised z3.Z3Exception("push canceled")
+    fresh.add(z3.Int("a") == 1)
+    assert fresh.check() == z3.sat
