@@ -6,12 +6,11 @@ Each failing test is `xfail(strict=True, reason="rev38q finding N")`; the report
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import random
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -31,7 +30,7 @@ from epochgc.impl.store.retry import Backoff, Retrier
 from epochgc.impl.store.s3 import S3Store
 from epochgc.model.keys import format_key
 from tests.gc.helpers import all_keys, left_per_journal, put_local
-from tests.store.s3proxy import Call, Fault, FaultPlan, S3Proxy
+from tests.store.s3proxy import Call, Fault, s3_proxy
 
 PREFIX = journal_prefix("20270115T100000.000Z-rev38q00")
 
@@ -42,22 +41,6 @@ def _s3(bucket: str, endpoint: str) -> S3Store:
     return S3Store(bucket, "c", endpoint_url=endpoint, max_attempts=2,
                    key_retry=Retrier(Backoff(attempts=2, base_s=0.0, cap_s=0.0),
                                      random.Random(1), lambda s: None))
-
-
-@contextlib.contextmanager
-def _quiet_proxy(upstream: str, plan: FaultPlan) -> Iterator[S3Proxy]:
-    """`s3_proxy` whose request threads do not print the tracebacks of connections their
-    clients reset. Seen here on Python 3.11.7: a proxy thread printing one (3.11 parses
-    source, `ast.parse`, to draw its carets) while pytest parsed source to show a later
-    xfail's failure ended the session, 1 run in 2 ("SystemError: AST constructor recursion
-    depth mismatch", an INTERNALERROR; cpython gh-106905, pytest-dev/pytest#10763)."""
-    proxy = S3Proxy(upstream, faults=plan)
-    proxy._server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
-    proxy.start()
-    try:
-        yield proxy
-    finally:
-        proxy.stop()
 
 
 def _items(keys: list[str]) -> list[tuple[str, int, float, str]]:
@@ -85,7 +68,7 @@ def test_a_batch_whose_outcome_is_unknown_is_resolved_by_the_read_back(
             return Fault.NOT_APPLIED_500
         return None
 
-    with _quiet_proxy(s3_endpoint, plan) as p:
+    with s3_proxy(s3_endpoint, faults=plan, quiet=True) as p:
         store = _s3(s3_bucket, p.endpoint)
         writer = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
         stats = delete_keys(store, _items(keys), batch_size=4, concurrency=1,

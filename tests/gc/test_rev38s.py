@@ -6,7 +6,6 @@ and their tests now pin the fixes. The Spark ones run with EPOCHGC_REV38S_SPARK=
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import os
@@ -35,7 +34,7 @@ from epochgc.impl.store.retry import Backoff, Retrier
 from epochgc.impl.store.s3 import S3Store
 from epochgc.model.keys import format_key
 from tests.gc.helpers import left_per_journal, put_local
-from tests.store.s3proxy import Call, FailFn, Fault, S3Proxy
+from tests.store.s3proxy import Call, Fault, S3Proxy, s3_proxy
 
 PREFIX = journal_prefix("20270116T100000.000Z-rev38s00")
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,19 +45,6 @@ def _s3(bucket: str, endpoint: str, key_attempts: int = 6) -> S3Store:
     return S3Store(bucket, "c", endpoint_url=endpoint, max_attempts=2,
                    key_retry=Retrier(Backoff(attempts=key_attempts, base_s=0.0, cap_s=0.0),
                                      random.Random(1), lambda s: None))
-
-
-@contextlib.contextmanager
-def _proxy(upstream: str, fail: FailFn, fail_applied: FailFn) -> Iterator[S3Proxy]:
-    """`s3_proxy` whose request threads print no traceback for a connection a client reset
-    (review rev38q finding 6's INTERNALERROR, avoided as test_rev38q does)."""
-    proxy = S3Proxy(upstream, fail=fail, fail_applied=fail_applied)
-    proxy._server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
-    proxy.start()
-    try:
-        yield proxy
-    finally:
-        proxy.stop()
 
 
 def _items(keys: list[str]) -> list[tuple[str, int, float, str]]:
@@ -88,7 +74,7 @@ def test_a_key_whose_first_delete_may_have_applied_is_asked_about_whatever_its_r
     def then_fail(key: str, attempt: int) -> str | None:
         return then if key in hit and attempt > 0 else None
 
-    with _proxy(s3_endpoint, then_fail, applied) as p:
+    with s3_proxy(s3_endpoint, fail=then_fail, fail_applied=applied, quiet=True) as p:
         store = _s3(s3_bucket, p.endpoint)
         writer = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
         delete_keys(store, _items(keys), batch_size=2, concurrency=1, journal=writer)
@@ -288,7 +274,7 @@ class _HeldDeletes(S3Proxy):
     READ_TIMEOUT_S more for the server to apply it")."""
 
     def __init__(self, upstream: str) -> None:
-        super().__init__(upstream)
+        super().__init__(upstream, quiet=True)
         import threading
 
         self.arrived = threading.Event()
@@ -326,7 +312,6 @@ def _killed_with_a_request_held(s3_endpoint: str, s3_bucket: str, keys: list[str
     finally:
         direct.close()
     proxy = _HeldDeletes(s3_endpoint)
-    proxy._server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
     proxy.start()
     proc = subprocess.Popen([sys.executable, "-c", _S3_TASK, s3_bucket, proxy.endpoint,
                              PREFIX, json.dumps(keys)],
@@ -484,7 +469,6 @@ def test_a_stopped_rounds_record_counts_what_its_cancelled_tasks_requests_delete
         store.put(k, b"payload")
     before = all_keys(store)
     proxy = _HeldDeletes(s3_endpoint)
-    proxy._server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
     proxy.start()
     stop = RoundStop()
 
@@ -556,8 +540,7 @@ def test_a_groups_second_request_refused_mid_retry_by_its_send_deadline_is_resol
             return Fault.APPLIED_THEN_500
         return None
 
-    proxy = S3Proxy(s3_endpoint, faults=plan)
-    proxy._server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
+    proxy = S3Proxy(s3_endpoint, faults=plan, quiet=True)
     proxy.start()
     try:
         store = S3Store(s3_bucket, "c", endpoint_url=proxy.endpoint, max_attempts=3)

@@ -42,7 +42,7 @@ class _HoldNth(S3Proxy):
     `fail(key, attempt)`: per-key errors, not forwarded (S3Proxy's)."""
 
     def __init__(self, upstream: str, nth: int, fail: object = None) -> None:
-        super().__init__(upstream, fail=fail)  # type: ignore[arg-type]
+        super().__init__(upstream, fail=fail, quiet=True)  # type: ignore[arg-type]
         self.nth = nth
         self.seen = 0
         self.arrived = threading.Event()
@@ -102,7 +102,6 @@ def test_a_kill_during_a_request_after_an_answer_so_far_waits_before_asking_the_
         return "AccessDenied" if key.endswith("data/k0") else None
 
     proxy = _HoldNth(s3_endpoint, held, fail)
-    proxy._server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
     proxy.start()
     proc = subprocess.Popen([sys.executable, "-c", _S3_TASK, s3_bucket, proxy.endpoint,
                              PREFIX, json.dumps(keys), "4"],

@@ -7,10 +7,8 @@ shows the failure. The report is /work/notes/review38x.md."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import random
-from collections.abc import Iterator
 
 import pytest
 
@@ -25,7 +23,7 @@ from epochgc.impl.gc.journal import (
 )
 from epochgc.impl.store.retry import Backoff, Retrier
 from epochgc.impl.store.s3 import S3Store
-from tests.store.s3proxy import Call, Fault, FaultPlan, S3Proxy
+from tests.store.s3proxy import Call, Fault, FaultPlan, s3_proxy
 
 PREFIX = journal_prefix("20270115T100000.000Z-rev38x00")
 
@@ -35,18 +33,6 @@ def _s3(bucket: str, endpoint: str) -> S3Store:
     return S3Store(bucket, "c", endpoint_url=endpoint, max_attempts=2,
                    key_retry=Retrier(Backoff(attempts=2, base_s=0.0, cap_s=0.0),
                                      random.Random(1), lambda s: None))
-
-
-@contextlib.contextmanager
-def _proxy(upstream: str, plan: FaultPlan) -> Iterator[S3Proxy]:
-    proxy = S3Proxy(upstream, faults=plan)
-    # Connections the client resets print tracebacks from the proxy's threads (rev38q).
-    proxy._server.handle_error = lambda request, client_address: None  # type: ignore[method-assign]
-    proxy.start()
-    try:
-        yield proxy
-    finally:
-        proxy.stop()
 
 
 def _run(s3_endpoint: str, s3_bucket: str, plan: FaultPlan, removed_before: bool
@@ -60,7 +46,7 @@ def _run(s3_endpoint: str, s3_bucket: str, plan: FaultPlan, removed_before: bool
         direct.put(k, b"x")
     if removed_before:
         assert not direct.delete_batch([keys[0]]).errors  # the other writer
-    with _proxy(s3_endpoint, plan) as p:
+    with s3_proxy(s3_endpoint, faults=plan, quiet=True) as p:
         store = _s3(s3_bucket, p.endpoint)
         writer = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
         delete_keys(store, [(k, 1, 7200.0, "") for k in keys], batch_size=4, concurrency=1,

@@ -144,7 +144,7 @@ class _Server(ThreadingHTTPServer):
         to show a failure ended the session in an INTERNALERROR ("AST constructor
         recursion depth mismatch", cpython gh-106905; review rev38q finding 6). Any other
         error still prints."""
-        if isinstance(sys.exc_info()[1], ConnectionError):
+        if self.proxy.quiet or isinstance(sys.exc_info()[1], ConnectionError):
             return
         super().handle_error(request, client_address)  # type: ignore[arg-type]
 
@@ -152,8 +152,11 @@ class _Server(ThreadingHTTPServer):
 class S3Proxy:
     def __init__(self, upstream: str, latency_s: float = 0.0, fail: FailFn | None = None,
                  faults: FaultPlan | None = None, fail_applied: FailFn | None = None,
-                 stale_lists: int = 0):
+                 stale_lists: int = 0, *, quiet: bool = False):
         self.upstream = urlsplit(upstream)
+        # No traceback from a request's thread at all (tests whose faults reset or drop
+        # connections on purpose): see `_Server.handle_error`.
+        self.quiet = quiet
         self.latency_s = latency_s
         self.fail = fail
         self.faults = faults
@@ -516,8 +519,10 @@ def _delete_result(data: bytes, injected: list[tuple[str, str]]) -> bytes:
 def s3_proxy(
     upstream: str, latency_s: float = 0.0, fail: FailFn | None = None, *,
     faults: FaultPlan | None = None, fail_applied: FailFn | None = None, stale_lists: int = 0,
+    quiet: bool = False,
 ) -> Iterator[S3Proxy]:
-    proxy = S3Proxy(upstream, latency_s, fail, faults, fail_applied, stale_lists).start()
+    proxy = S3Proxy(upstream, latency_s, fail, faults, fail_applied, stale_lists,
+                    quiet=quiet).start()
     try:
         yield proxy
     finally:
