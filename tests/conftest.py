@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.store.backends import backend, open_store
-from tests.store.blackhole import hole
+from tests.store.blackhole import hole, release
 from tests.store.s3server import (
     moto_endpoint,
     moto_store_bucket,
@@ -17,8 +17,18 @@ from tests.store.s3server import (
 )
 
 # Fixtures for every test directory.
-__all__ = ["backend", "hole", "moto_endpoint", "moto_store_bucket", "open_store", "s3_bucket",
-           "s3_endpoint", "s3_server_name", "seaweedfs_endpoint"]
+__all__ = [
+    "backend",
+    "hole",
+    "moto_endpoint",
+    "moto_store_bucket",
+    "open_store",
+    "release",
+    "s3_bucket",
+    "s3_endpoint",
+    "s3_server_name",
+    "seaweedfs_endpoint",
+]
 
 
 def pytest_configure(config: pytest.Config) -> None:

@@ -14,7 +14,6 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,13 +26,6 @@ from tests.store.s3server import new_bucket
 
 pytest.importorskip("boto3")
 HANG_S = 120.0
-
-
-@pytest.fixture
-def release() -> Iterator[threading.Event]:
-    ev = threading.Event()
-    yield ev
-    ev.set()
 
 
 def test_gc_interrupted_in_its_probe_ends_at_once_naming_the_object(

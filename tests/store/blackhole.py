@@ -84,3 +84,12 @@ def hole() -> Iterator[Blackhole]:
     set_dummy_aws_env()
     with blackhole() as h:
         yield h
+
+
+@pytest.fixture
+def release() -> Iterator[threading.Event]:
+    """Set at teardown: a proxy's fault that holds a request (`release.wait(...)`) lets it
+    go once the test is over, so no request thread outlives its test."""
+    ev = threading.Event()
+    yield ev
+    ev.set()

@@ -12,7 +12,6 @@ timing assumption."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 
 import pytest
 
@@ -23,13 +22,6 @@ from tests.store.s3server import new_bucket
 
 pytest.importorskip("boto3")
 HANG_S = 60.0
-
-
-@pytest.fixture
-def release() -> Iterator[threading.Event]:
-    ev = threading.Event()
-    yield ev
-    ev.set()
 
 
 def test_a_silent_delete_objects_in_the_probe_is_bounded_said_and_named(
