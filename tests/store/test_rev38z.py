@@ -1,0 +1,309 @@
+"""Review rev38z: issue 38's deletion path as merged (main 787838e): each DeleteObjects
+attempt marked "may have been applied" or not through botocore's `needs-retry` event
+(`impl/store/attempts.py`), a first-send 412 HEADed, the `stopped` read-back.
+
+Each finding is a strict xfail: it fails on the code as merged and passes once fixed. All
+run against moto in server mode on loopback, through the fault-injecting proxy
+(`s3proxy.py`) and, where the fault is one the proxy has no word for, a front of this
+file's own in front of it (`_CutFront`)."""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import random
+import socket
+import threading
+import time
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from epochgc.impl.store.base import StoreError
+from epochgc.impl.store.retry import Backoff, Retrier
+from epochgc.impl.store.s3 import S3Store
+from tests.store.s3proxy import Call, Fault, s3_proxy
+from tests.store.s3server import new_bucket
+
+pytestmark = pytest.mark.s3
+
+_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection"}
+
+
+def _no_key_retry() -> Retrier:
+    return Retrier(Backoff(attempts=2, base_s=0.0, cap_s=0.0), random.Random(1),
+                   lambda s: None)
+
+
+class _Front(BaseHTTPRequestHandler):
+    """Forwards each request whole to `server.upstream`; a DeleteObjects (POST ?delete)
+    answer goes back as its status line and headers only (its true Content-Length), then
+    the connection is closed: the body is lost on the way, as when a load balancer, a
+    proxy or the network resets the connection after the headers. RFC 9112 6.3: "If a
+    valid Content-Length header field is present ... and the sender closes the
+    connection ... before the indicated number of octets are received, the recipient MUST
+    consider the message to be incomplete and close the connection"."""
+
+    protocol_version = "HTTP/1.1"
+    server: _FrontServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _go(self) -> None:
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        host, port = self.server.upstream
+        conn = http.client.HTTPConnection(host, port, timeout=30)
+        try:
+            conn.request(self.command, self.path, body=body or None,
+                         headers={k: v for k, v in self.headers.items()
+                                  if k.lower() not in _HOP})
+            resp = conn.getresponse()
+            data = resp.read()
+        finally:
+            conn.close()
+        cut = self.command == "POST" and "delete" in self.path.partition("?")[2].split("&")
+        self.send_response(resp.status)
+        for k, v in resp.getheaders():
+            if k.lower() not in _HOP | {"server", "date"}:
+                self.send_header(k, v)
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        if cut:
+            with self.server.lock:
+                self.server.cut.append(data)
+            self.close_connection = True
+            with contextlib.suppress(OSError):
+                self.connection.shutdown(socket.SHUT_RDWR)
+            return
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _go
+
+
+class _FrontServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, upstream: str) -> None:
+        host, _, port = upstream.removeprefix("http://").partition(":")
+        self.upstream = (host, int(port))
+        self.lock = threading.Lock()
+        self.cut: list[bytes] = []  # the DeleteObjects answers whose bodies were dropped
+        super().__init__(("127.0.0.1", 0), _Front)
+
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # a client that gave up on a connection we closed is not news
+
+
+@contextlib.contextmanager
+def _cut_front(upstream: str) -> Iterator[_FrontServer]:
+    server = _FrontServer(upstream)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.xfail(strict=True, reason="rev38z finding 1: a 200 DeleteObjects answer whose "
+                   "body is lost is read as 'every key deleted'")
+def test_a_200_whose_body_is_lost_counts_no_refused_key_deleted(moto_endpoint: str) -> None:
+    """Finding 1 (HIGH). The round's conditional DeleteObjects reaches the server, which
+    deletes `plain` and refuses `kept` with a per-key 412 PreconditionFailed (it was
+    rewritten since it was listed: S3's conditional delete, https://docs.aws.amazon.com/
+    AmazonS3/latest/userguide/conditional-deletes.html; the proxy gives that per-key answer
+    since moto ignores a DeleteObjects' ETags, and the object IS rewritten). The answer's
+    status line and headers arrive (200, Content-Length: N) and the connection is closed
+    before its body. botocore reads bodies with `enforce_content_length=False`
+    (`httpsession.py`) and takes an empty 200 body as no error (`_looks_like_special_case_
+    error` only looks at a non-empty body), so `delete_objects` returns {} with
+    RetryAttempts 0: no `Errors`, and `_delete_once` reads that as every key deleted.
+    `kept` is in the store (rewritten) and counted `deleted` (the journal's outcome, the
+    record, the manifest). No attempt was marked unsure: nothing is asked (HEAD)."""
+    bucket = new_bucket(moto_endpoint)
+    direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)
+    for k in ("kept", "plain"):
+        direct.put(k, b"x")
+    listed = {k: direct.head(k).version for k in ("kept", "plain")}  # type: ignore[union-attr]
+    direct.put("kept", b"rewritten since it was listed")
+
+    def refuse_kept(key: str, attempt: int) -> str | None:
+        return "PreconditionFailed" if key.endswith("/kept") else None
+
+    with s3_proxy(moto_endpoint, fail=refuse_kept) as p, _cut_front(p.endpoint) as front:
+        store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=2,
+                        key_retry=_no_key_retry())
+        try:
+            r = store.delete_if_unchanged(sorted(listed.items()))
+        finally:
+            store.close()
+    assert front.cut and b"PreconditionFailed" in front.cut[0]  # the answer that was lost
+    assert direct.head("plain") is None and direct.head("kept") is not None
+    counted = {"changed": sorted(r.changed), "errors": sorted(r.errors),
+               "gone_unattributed": sorted(r.gone_unattributed), "gone": sorted(r.gone)}
+    assert r.deleted <= 1 and "kept" in r.changed | r.errors.keys(), (
+        f"kept is still in the store (rewritten), yet deleted {r.deleted} of 2: {counted}")
+
+
+def _limiter(store: S3Store) -> Any:
+    """botocore's adaptive-mode client rate limiter of `store`'s client (registered on
+    `before-send` by `botocore/retries/adaptive.py` `register_retry_handler`)."""
+    from botocore.retries.adaptive import ClientRateLimiter
+
+    handlers = store.client.meta.events._emitter._handlers.prefix_search(
+        "before-send.s3.DeleteObjects")
+    found = [getattr(h, "__self__", None) for h in handlers]
+    limiters = [h for h in found if isinstance(h, ClientRateLimiter)]
+    assert len(limiters) == 1, handlers
+    return limiters[0]
+
+
+class _SteppedClock:
+    """botocore's token-bucket clock (`retries/bucket.py` `Clock`: `time.time()`, the wall
+    clock) after the wall clock was stepped by `offset_s` (NTP stepping a clock that ran
+    fast, a VM restored from a snapshot)."""
+
+    def __init__(self, offset_s: float) -> None:
+        self.offset_s = offset_s
+
+    def current_time(self) -> float:
+        return time.time() + self.offset_s
+
+    def sleep(self, amount: float) -> None:
+        time.sleep(amount)
+
+
+@pytest.mark.xfail(strict=True, reason="rev38z finding 2: the adaptive limiter's wait comes "
+                   "after the send_by check: a DeleteObjects is sent past its deadline")
+def test_no_delete_is_sent_past_its_deadline_while_the_rate_limiter_holds_it(
+    moto_endpoint: str,
+) -> None:
+    """Finding 2 (HIGH: a deletion after the read-back, in no record). `send_by` refuses an
+    attempt in botocore's `before-send` event; in adaptive mode (the delete client's,
+    `S3Store._make_client`) the client's rate limiter waits for a token in the same event,
+    in a handler registered on the bare `before-send` name, which botocore calls AFTER the
+    more specific `before-send.s3.DeleteObjects` (`hooks.py` `prefix_search`: "the values
+    associated with the node furthest from the root ... come before nodes closer to the
+    root"). Once the limiter is on (a SlowDown seen by the client: `adaptive.py`
+    `on_receiving_response`), its bucket refills by `time.time()`: the wall clock. Here
+    the wall clock steps back one hour after a throttled request; the next batch passes
+    the deadline check, then waits in `TokenBucket.acquire` (capacity -1800 tokens at
+    0.5 a second) and is sent when the clock has caught up, long past its deadline, and
+    so past the recovery's wait (`bounds.py`: the read-back counts on no request of the
+    round being sent after it). The test's own clock (`store.monotonic`, the clock
+    `send_by` reads) is moved past the deadline while the request waits, and the bucket
+    is woken by the clock coming back (no real hour waited)."""
+    bucket = new_bucket(moto_endpoint)
+    direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)
+    for k in ("a", "k"):
+        direct.put(k, b"x")
+    now = [100.0]  # the store's send clock (`S3Store.monotonic`)
+    checked = threading.Event()
+    sent_at: list[float] = []
+
+    def clock() -> float:
+        checked.set()
+        return now[0]
+
+    def faults(c: Call) -> Fault | None:
+        if c.kind == "get" and c.attempt == 0:
+            return Fault.SLOW_DOWN  # S3's throttling: the client's limiter turns on
+        if c.kind == "delete":
+            sent_at.append(now[0])
+        return None
+
+    with s3_proxy(moto_endpoint, faults=faults) as p:
+        store = S3Store(bucket, "c", endpoint_url=p.endpoint, max_attempts=0,
+                        key_retry=_no_key_retry())
+        try:
+            with pytest.raises(StoreError, match="SlowDown"):
+                store.get("a")  # the executor's store reads through the same client
+            limiter = _limiter(store)
+            assert limiter._enabled  # botocore's rate limiter is on for this client
+            bucket_ = limiter._token_bucket
+            bucket_._clock = _SteppedClock(-3600.0)
+            store.monotonic = clock
+            out: list[Any] = []
+            worker = threading.Thread(target=lambda: out.append(_send_by(store, 110.0)))
+            worker.start()
+            assert checked.wait(30.0), "the delete never reached its deadline check"
+            now[0] = 200.0  # the deadline (110) is past
+            bucket_._clock = _SteppedClock(+3600.0)  # the wall clock has caught up
+            bucket_.max_rate = bucket_.max_rate  # wakes the waiter (the setter notifies)
+            worker.join(30.0)
+            assert not worker.is_alive()
+        finally:
+            store.close()
+    assert sent_at == [], (
+        f"a DeleteObjects was sent at {sent_at} (the store's clock), past its deadline "
+        f"110; outcome {out}; 'k' left the store: {direct.head('k') is None}")
+
+
+def _send_by(store: S3Store, deadline: float) -> Any:
+    with store.send_by(deadline):
+        return store.delete_batch(["k"])
+
+
+def _refused_by_slowdown(store: S3Store, keys: list[str]) -> Any:
+    return store.delete_batch(keys)
+
+
+def _refused_by_the_deadline(store: S3Store, keys: list[str]) -> Any:
+    with store.send_by(store.monotonic() - 1.0):  # past already: not even the first is sent
+        return store.delete_batch(keys)
+
+
+@pytest.mark.xfail(strict=True, reason="rev38z finding 3: `_applied_maybe` overrides the "
+                   "per-attempt record: a request no attempt of which was applied is "
+                   "taken as maybe applied and every key HEADed")
+@pytest.mark.parametrize("refused", [_refused_by_slowdown, _refused_by_the_deadline],
+                         ids=["final-503-slowdown", "deadline-before-the-first-send"])
+def test_a_delete_no_attempt_of_which_was_applied_is_not_looked_up(
+    moto_endpoint: str, refused: Any
+) -> None:
+    """Finding 3 (MEDIUM). `attempts.note` marks a 503 SlowDown "refused" (S3's throttling:
+    ErrorBestPractices.html, as attempts.py cites) and a `SendDeadlinePassed` raised in
+    `before-send` "not sent"; but `_delete_once` asks `_applied_maybe(e) or
+    attempts.unsure(...)`, and `_applied_maybe` says yes to any final 5xx (503 included)
+    and to every SendDeadlinePassed, whatever the record says. So a batch that was never
+    applied (throttled on its only -- or last of only throttled -- attempts; or refused by
+    its deadline before its first send) is journaled `RequestFailedMaybeApplied` and each
+    of its keys is HEADed (`_resolve`): up to 1,000 HEADs per throttled request, sent to
+    the prefix S3 is throttling, and at a stop one HEAD per key of every batch past its
+    deadline. A key another writer removed before the batch is then `gone_unattributed`
+    (counted in "what left the store while the round ran"), where no request of the batch
+    could have removed it (rev38y finding 4's rule for a retried SlowDown)."""
+    bucket = new_bucket(moto_endpoint)
+    direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)
+    keys = ["k00", "k01"]
+    for k in keys:
+        direct.put(k, b"x")
+    direct.delete_batch(["k00"])  # another writer, before the round's batch
+
+    def faults(c: Call) -> Fault | None:
+        return Fault.SLOW_DOWN if c.kind == "delete" else None
+
+    with s3_proxy(moto_endpoint, faults=faults) as p:
+        # One attempt (botocore's `max_attempts` counts retries): no limiter wait.
+        store = S3Store(bucket, "c", endpoint_url=p.endpoint, max_attempts=0,
+                        key_retry=_no_key_retry())
+        try:
+            r = refused(store, keys)
+        finally:
+            store.close()
+        assert p.wait_recorded()
+        heads = sum(n for (kind, _), n in p.calls.items() if kind == "head")
+    assert all(direct.head(k) is not None for k in keys[1:])  # nothing was deleted
+    maybe = sorted(k for k, why in r.errors.items() if "MaybeApplied" in why)
+    assert (heads, maybe, sorted(r.gone_unattributed)) == (0, [], []), (
+        f"no attempt was applied, yet {heads} HEADs, {len(maybe)} keys 'maybe applied', "
+        f"gone unattributed {sorted(r.gone_unattributed)}")
