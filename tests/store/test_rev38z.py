@@ -307,3 +307,36 @@ def test_a_delete_no_attempt_of_which_was_applied_is_not_looked_up(
     assert (heads, maybe, sorted(r.gone_unattributed)) == (0, [], []), (
         f"no attempt was applied, yet {heads} HEADs, {len(maybe)} keys 'maybe applied', "
         f"gone unattributed {sorted(r.gone_unattributed)}")
+
+
+@pytest.mark.xfail(strict=True, reason="rev38z finding 4: a connection never made (refused) is "
+                   "taken as an attempt that may have been applied")
+def test_a_delete_whose_connection_was_never_made_is_not_taken_as_maybe_applied() -> None:
+    """Finding 4 (MEDIUM). `attempts.may_have_applied` takes every `caught_exception` but
+    our own refusals as "may have reached the server", and `_applied_maybe` says yes to
+    every botocore ConnectionError. An `EndpointConnectionError` (botocore
+    `httpsession.py`: urllib3's NewConnectionError, a refused or unroutable connect) and a
+    `ConnectTimeoutError` are raised before a connection exists: no byte of the request
+    was sent. Yet the batch is journaled "maybe applied" and each key HEADed; on an
+    endpoint that refuses connections each HEAD fails too, after the delete client's
+    whole retry ladder (adaptive, 10 attempts: 19.6 s a HEAD measured here against a
+    refused port; a 1,000-key batch with 8 resolvers ~40 min), and the keys end `unknown`
+    (`deleted` then a lower bound, outcome `incomplete`) although nothing was sent. Here
+    the one attempt goes to a port where nothing listens; the HEADs are counted at the
+    client (`before-send` of HeadObject: requests it tried to send)."""
+    from tests.store.s3server import free_port
+
+    store = S3Store("epochgc-test-refused", "c", endpoint_url=f"http://127.0.0.1:{free_port()}",
+                    max_attempts=0, key_retry=_no_key_retry())
+    heads: list[str] = []
+    store.client.meta.events.register("before-send.s3.HeadObject",
+                                      lambda **kw: heads.append("head"))
+    try:
+        r = store.delete_batch(["k0", "k1"])
+    finally:
+        store.close()
+    assert set(r.errors) == {"k0", "k1"}
+    maybe = sorted(k for k, why in r.errors.items() if "MaybeApplied" in why)
+    assert (len(heads), maybe, sorted(r.unknown)) == (0, [], []), (
+        f"nothing was sent (connection refused), yet {len(heads)} HEADs tried, keys "
+        f"'maybe applied' {maybe}, unknown {sorted(r.unknown)}: {r.errors}")
