@@ -178,12 +178,14 @@ def _cut_front(upstream: str, slowdown_200: bool = False,
 
 @pytest.mark.xfail(strict=True, reason="rev38z finding 1: a 200 DeleteObjects answer whose "
                    "body is lost is read as 'every key deleted'")
-def test_a_200_whose_body_is_lost_counts_no_refused_key_deleted(moto_endpoint: str) -> None:
+def test_a_200_whose_body_is_lost_counts_no_refused_key_deleted(
+    s3_endpoint: str, s3_server_name: str
+) -> None:
     """Finding 1 (HIGH). The round's conditional DeleteObjects reaches the server, which
     deletes `plain` and refuses `kept` with a per-key 412 PreconditionFailed (it was
     rewritten since it was listed: S3's conditional delete, https://docs.aws.amazon.com/
-    AmazonS3/latest/userguide/conditional-deletes.html; the proxy gives that per-key answer
-    since moto ignores a DeleteObjects' ETags, and the object IS rewritten). The answer's
+    AmazonS3/latest/userguide/conditional-deletes.html; SeaweedFS answers so itself, on moto,
+    which ignores a DeleteObjects' ETags, the proxy does; the object IS rewritten). The answer's
     status line and headers arrive (200, Content-Length: N) and the connection is closed
     before its body. botocore reads bodies with `enforce_content_length=False`
     (`httpsession.py`) and takes an empty 200 body as no error (`_looks_like_special_case_
@@ -193,8 +195,8 @@ def test_a_200_whose_body_is_lost_counts_no_refused_key_deleted(moto_endpoint: s
     says so, and the read-back (the record, the manifest) with it. No attempt was marked
     unsure: nothing is asked (HEAD). A 200 whose body is any well-formed document but a
     DeleteResult (a proxy's page) is read the same way."""
-    bucket = new_bucket(moto_endpoint)
-    direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)  # the journal's store too
+    bucket = new_bucket(s3_endpoint)
+    direct = S3Store(bucket, "c", endpoint_url=s3_endpoint)  # the journal's store too
     keys = ["data/kept", "data/plain"]
     for k in keys:
         direct.put(k, b"x")
@@ -204,7 +206,9 @@ def test_a_200_whose_body_is_lost_counts_no_refused_key_deleted(moto_endpoint: s
     def refuse_kept(key: str, attempt: int) -> str | None:
         return "PreconditionFailed" if key.endswith("/kept") else None
 
-    with s3_proxy(moto_endpoint, fail=refuse_kept) as p, _cut_front(p.endpoint) as front:
+    # SeaweedFS evaluates each key's ETag itself (412 for the rewritten one); moto does not.
+    refuse = refuse_kept if s3_server_name == "moto" else None
+    with s3_proxy(s3_endpoint, fail=refuse) as p, _cut_front(p.endpoint) as front:
         store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=2,
                         key_retry=_no_key_retry())
         try:
@@ -416,7 +420,7 @@ def test_a_delete_whose_connection_was_never_made_is_not_taken_as_maybe_applied(
 @pytest.mark.xfail(strict=True, reason="rev38z finding 5: a DeleteObjects applied and answered "
                    "200 with a SlowDown error body is marked 'not applied'")
 def test_a_delete_applied_then_answered_200_slowdown_is_not_taken_as_refused(
-    moto_endpoint: str,
+    s3_endpoint: str, s3_server_name: str
 ) -> None:
     """Finding 5 (HIGH: keys the round deleted counted already gone). S3 answers a
     DeleteObjects it throttles with HTTP 200 and an <Error><Code>SlowDown</Code> body
@@ -429,23 +433,25 @@ def test_a_delete_applied_then_answered_200_slowdown_is_not_taken_as_refused(
     operation, the error response is embedded in the 200 OK response", API_CopyObject.html).
     botocore turns a 200 <Error> into a 500 (`handlers.py` `_handle_200_error`) and
     retries; `attempts.may_have_applied` sees the code SlowDown and marks the attempt
-    refused (`_REFUSED_5XX`). The retry, conditional, finds the keys absent (AWS:
-    NoSuchKey, injected here by the proxy as moto answers Deleted for an absent key) and
+    refused (`_REFUSED_5XX`). The retry, conditional, finds the keys absent (AWS and
+    SeaweedFS: NoSuchKey; on moto, which answers Deleted, injected by the proxy) and
     `_delete` counts them `gone`, "already gone before this batch"; the journal and its
     read-back `already_gone`: the round's own deletions, counted neither deleted nor
     gone_unattributed."""
     def absent_on_retry(key: str, attempt: int) -> str | None:
         return "NoSuchKey" if attempt > 0 else None  # AWS's answer: the key is gone
 
-    with s3_proxy(moto_endpoint, fail=absent_on_retry) as p, \
+    # SeaweedFS answers NoSuchKey itself to an ETag'd delete of an absent key; moto "Deleted".
+    absent = absent_on_retry if s3_server_name == "moto" else None
+    with s3_proxy(s3_endpoint, fail=absent) as p, \
             _cut_front(p.endpoint, slowdown_200=True) as front:
-        bucket = new_bucket(moto_endpoint)
+        bucket = new_bucket(s3_endpoint)
         # Made first: botocore's rate limiter, on after the SlowDown, lets the retry go at
         # once if its bucket has filled since (1 token a second); else it waits for it.
         store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=2,
                         key_retry=_no_key_retry())
         store.client.meta.events  # noqa: B018  (the client, and its token bucket, now)
-        direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)  # the journal's too
+        direct = S3Store(bucket, "c", endpoint_url=s3_endpoint)  # the journal's too
         keys = ["data/k0", "data/k1"]
         for k in keys:
             direct.put(k, b"x")
