@@ -118,7 +118,7 @@ def run_gc(
         finally:
             # A later signal is said, never raised, from here on (newuser3 N1: a second Ctrl-C
             # landing here left no record, or a live lease that refused rounds for 10 minutes).
-            with stop.finishing():
+            with stop.finishing(record, bool(held), options.dry_run):
                 if timer is not None:
                     timer.cancel()
                 summary.seconds = time.monotonic() - started
