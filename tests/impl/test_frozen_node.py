@@ -175,3 +175,31 @@ def test_an_advance_stopped_by_a_signal_after_it_was_sent_says_so(cluster: Path)
     assert r.returncode == 130, (r.returncode, r.stderr)
     assert "epochgc gc-admin: interrupted by SIGINT: the advance of t/0 had been sent to " \
         "node " in r.stderr, r.stderr
+
+
+def test_cluster_status_asks_every_node_at_once(tmp_path: Path) -> None:
+    """newuser10 L10: `cluster status` asked the nodes one after another, so a frozen node
+    held the others' answers for its whole read bound (QUICK_S, 10 s each). Here every node
+    is an endpoint that accepts and never answers (tests/store/blackhole.py): every one must
+    be asked before the command gives up on any (old code: node 2 was asked only once it had
+    given up on node 1, after 10 s). No timing: the holes say when a request arrived and
+    when the client closed a connection."""
+    from tests.store.blackhole import blackhole
+
+    lc = LocalCluster(tmp_path / "c")
+    lc.init(3, str(tmp_path / "store"), ["t/0"], 2.0)
+    with blackhole() as h1, blackhole() as h2, blackhole() as h3:
+        holes = [h1, h2, h3]
+        lc.meta["client"] = {str(i): h.port for i, h in enumerate(holes, 1)}
+        lc.save()
+        proc = subprocess.Popen([sys.executable, "-m", "epochgc", "cluster", "status",
+                                 "--data-dir", str(lc.dir)], env=ENV,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            for h in holes:  # bounded: a hang fails, it does not wait out the suite
+                assert h.requested.wait(BOUND_S), [x.requested.is_set() for x in holes]
+            # Every node asked while none had been given up on: asked at once.
+            assert [h.given_up for h in holes] == [0, 0, 0], [h.given_up for h in holes]
+        finally:
+            proc.kill()
+            proc.wait()
