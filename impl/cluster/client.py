@@ -28,6 +28,12 @@ from epochgc.impl.partition.statemachine import PlaceholderResult
 # one bound, not the 30 s of a change, again and again.
 QUICK_OPS = frozenset({"status", "epoch", "meta", "read", "in_use"})
 QUICK_S = 10.0
+# Requests only the controller leader carries out (a follower answers `not_leader`): sent
+# to the leader as a node's `status` names it first, the others after. The changes, so
+# that a signal never leaves one unsent though said sent (newuser10 L2); the barrier's
+# mint, so that it does not wait on a follower first, a frozen one its whole bound
+# (newuser10 L10).
+LEADER_FIRST = CHANGES_CONTROLLER | {"barrier"}
 
 
 def stderr_line(line: str) -> None:
@@ -130,7 +136,7 @@ class ProcClusterAccess:
         """The controller leader's answer (ok or an error of its own), trying every node:
         unlike `any_call`, an error from the leader is returned, not passed over."""
         answers: dict[int, dict[str, Any]] = {}
-        first = await self._controller_leader() if req.get("op") in CHANGES_CONTROLLER else None
+        first = await self._controller_leader() if req.get("op") in LEADER_FIRST else None
         for _ in range(50):  # an election in progress: a few rounds
             for nid in self._order(first):
                 answers[nid] = await self.call(nid, **req)

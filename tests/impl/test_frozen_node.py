@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -203,3 +204,46 @@ def test_cluster_status_asks_every_node_at_once(tmp_path: Path) -> None:
         finally:
             proc.kill()
             proc.wait()
+
+
+class _Spy(ProcClusterAccess):
+    """A real access that notes each request it sends (node, op) and each `status` answer:
+    which node a request went to first, and which leader the access knew then."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sent: list[tuple[int, str, Any]] = []
+
+    async def call(self, nid: int, **req: Any) -> dict[str, Any]:
+        answer = await super().call(nid, **req)
+        leader = ((answer.get("data") or {}).get("controller") or {}).get("leader")
+        self.sent.append((nid, str(req.get("op")), leader))
+        return answer
+
+
+def test_the_barrier_is_sent_to_the_controller_leader_first(cluster: Path) -> None:
+    """newuser10 L10: the barrier's own request went to the first node (`via`) whatever the
+    leader; a follower only says `not_leader` (and a frozen one held it 30 s). The access
+    here starts at a follower: the barrier must go to the leader its status named."""
+    lc = LocalCluster(cluster)
+    asyncio.run(_until_led_by(lc, set(lc.ids)))  # an earlier test's frozen node continued
+
+    async def go() -> list[tuple[int, str, Any]]:
+        probe = ProcClusterAccess(lc.client_addrs())
+        try:
+            st = (await probe.call(1, op="status"))["data"]
+        finally:
+            await probe.close()
+        follower = min(n for n in lc.ids if n != st["controller"]["leader"])
+        spy = _Spy(lc.client_addrs(), via=follower)
+        try:
+            r = await spy.controller_call(op="barrier")
+            assert r["status"] == "ok", r
+        finally:
+            await spy.close()
+        return spy.sent
+
+    sent = asyncio.run(go())
+    barriers = [nid for nid, op, _ in sent if op == "barrier"]
+    known = [leader for _, op, leader in sent if op == "status" and leader is not None]
+    assert known and barriers[0] == known[-1], sent  # old code: no status, via first
