@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -19,6 +20,8 @@ from epochgc.impl.partition.fence import (
     StaleEpoch,
 )
 from epochgc.impl.partition.statemachine import PlaceholderResult
+from epochgc.impl.store.base import StoreError
+from epochgc.impl.store.patience import Patience, waiting, waiting_line_after_s
 
 # `CHANGES_CONTROLLER` (rpc.py): one sent and not answered may have been applied (the node
 # carries it out whole, even if this client goes away), so it is not re-sent.
@@ -88,7 +91,8 @@ class ProcClusterAccess:
             change = req.get("op") in APPLIED_ONCE_SENT
             if change:
                 self.change_unanswered = nid
-            answer_ok = await c.call(**req)
+            with self._waiting(nid, req):
+                answer_ok = await c.call(**req)
             if change:
                 self.change_unanswered = None
             self._silent.discard(nid)
@@ -104,6 +108,23 @@ class ProcClusterAccess:
                 # Sent and not answered in time: the node may have acted on it.
                 answer["sent"] = True
             return answer
+
+    def _waiting(self, nid: int, req: dict[str, Any]) -> contextlib.AbstractContextManager[None]:
+        """A request still unanswered is said after `waiting_line_after_s` (10 s), as the
+        store's reads and writes are (`patience.waiting`: "waiting for ENDPOINT: no answer
+        yet (WHAT, N s)"). newuser10 L10: `gc-admin advance-epoch` to a frozen leader said
+        nothing for its 30 s bound. A quick request needs none: its bound is QUICK_S, and
+        its end is said (`_not_answering`)."""
+        if self.say is None or req.get("op") in QUICK_OPS:
+            return contextlib.nullcontext()
+        try:
+            after_s = waiting_line_after_s()
+        except StoreError:  # a bad setting: the store's commands name it; here the default
+            after_s = Patience.say_after_s
+        host, port = self.nodes[nid]
+        name = req.get("partition") or req.get("topic")
+        what = f"{req.get('op')} {name!r}" if name else str(req.get("op"))
+        return waiting(self.say, f"node {nid} ({host}:{port})", what, after_s)
 
     def _not_answering(self, nid: int, say: bool) -> None:
         if say and nid not in self._silent and self.say is not None:

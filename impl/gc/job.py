@@ -325,6 +325,9 @@ def _round(
         try:
             probe.require_conditional_writes()
         finally:
+            # A probe cut short may have written its object (newuser10 L10: the line then
+            # said "nothing was written"): the summary names it.
+            summary.probe_left = getattr(probe, "probe_left", None)
             probe.close()
     # From here the round writes to the store (its lease) or starts Spark: a signal stops
     # it gracefully, and a round with a lease gets its record.
