@@ -101,8 +101,9 @@ class ProcClusterAccess:
             if c is not None:
                 await self._drop(nid, c)
                 if isinstance(e, TimeoutError):
-                    # A change is not re-sent (`controller_call`): no "trying the others".
-                    self._not_answering(nid, say=req.get("op") not in CHANGES_CONTROLLER)
+                    # A change is not re-sent (`controller_call`, advance-epoch): no
+                    # "trying the others" (newuser10 L10: said, then exit 1).
+                    self._not_answering(nid, say=req.get("op") not in APPLIED_ONCE_SENT)
             answer: dict[str, Any] = {"status": "unreachable", "message": _os_reason(e)}
             if c is not None and isinstance(e, TimeoutError):
                 # Sent and not answered in time: the node may have acted on it.

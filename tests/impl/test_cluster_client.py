@@ -322,3 +322,26 @@ def test_a_request_left_unanswered_is_said_while_it_waits(
     asyncio.run(go())
     assert lines[0].startswith("waiting for node 1 (127.0.0.1:"), lines
     assert "no answer yet (break_glass_advance 't/0', " in lines[0], lines
+
+
+def test_a_change_left_unanswered_is_not_said_to_go_to_the_others() -> None:
+    """newuser10 L10: advance-epoch's request to a frozen leader ended with "node 3 ...
+    does not answer; trying the others" and then exit 1: a change that may have been
+    applied is never sent again (`APPLIED_ONCE_SENT`), so no other node is tried."""
+    lines: list[str] = []
+
+    async def go() -> dict[str, object]:
+        server, _ended = await _silent_broker()
+        port = server.sockets[0].getsockname()[1]
+        access = ProcClusterAccess({1: ("127.0.0.1", port)}, say=lines.append)
+        try:
+            return await access.call(1, op="break_glass_advance", partition="t/0",
+                                     timeout=0.3)
+        finally:
+            await access.close()
+            server.close()
+            await server.wait_closed()
+
+    answer = asyncio.run(go())
+    assert answer["status"] == "unreachable" and answer.get("sent"), answer
+    assert not any("trying the others" in ln for ln in lines), lines
