@@ -165,7 +165,7 @@ class Demo:
             self.lc.init(3, str(self.store_dir), PARTS + U_PARTS, MINT_INTERVAL,
                          extra=["--cache-ttl", "1.0", "--trace", str(self.trace)])
             self._gc = DemoGc(parse_store_url(str(self.store_dir)), self.store, GRACE_S,
-                              self.engine)
+                              self.engine, scratch_in=self.tmp)
             for n in self.lc.ids:
                 self.lc.start(n)
                 self.live.append(n)

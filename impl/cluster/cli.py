@@ -287,13 +287,15 @@ def status(data_dir: str, as_json: bool) -> None:
     _require_store_modules(lc, "cluster status")
 
     async def gather() -> dict[int, Any]:
+        # Every node at once, as `barrier` asks them (statuspoll.py): asked one after
+        # another, a frozen node (SIGSTOP: its socket still accepts) held the rest for its
+        # whole read bound, QUICK_S each (newuser10 L10).
         access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint(), say=stderr_line)
-        out = {}
-        for n in lc.ids:
-            r = await access.call(n, op="status")
-            out[n] = r.get("data")
-        await access.close()
-        return out
+        try:
+            answers = await asyncio.gather(*(access.call(n, op="status") for n in lc.ids))
+        finally:
+            await access.close()
+        return {n: r.get("data") for n, r in zip(lc.ids, answers, strict=True)}
 
     nodes = asyncio.run(gather())
     cluster_m = _cluster_m(lc)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import os
 import sys
 from collections.abc import Callable
@@ -19,6 +20,8 @@ from epochgc.impl.partition.fence import (
     StaleEpoch,
 )
 from epochgc.impl.partition.statemachine import PlaceholderResult
+from epochgc.impl.store.base import StoreError
+from epochgc.impl.store.patience import Patience, waiting, waiting_line_after_s
 
 # `CHANGES_CONTROLLER` (rpc.py): one sent and not answered may have been applied (the node
 # carries it out whole, even if this client goes away), so it is not re-sent.
@@ -28,6 +31,12 @@ from epochgc.impl.partition.statemachine import PlaceholderResult
 # one bound, not the 30 s of a change, again and again.
 QUICK_OPS = frozenset({"status", "epoch", "meta", "read", "in_use"})
 QUICK_S = 10.0
+# Requests only the controller leader carries out (a follower answers `not_leader`): sent
+# to the leader as a node's `status` names it first, the others after. The changes, so
+# that a signal never leaves one unsent though said sent (newuser10 L2); the barrier's
+# mint, so that it does not wait on a follower first, a frozen one its whole bound
+# (newuser10 L10).
+LEADER_FIRST = CHANGES_CONTROLLER | {"barrier"}
 
 
 def stderr_line(line: str) -> None:
@@ -82,7 +91,8 @@ class ProcClusterAccess:
             change = req.get("op") in APPLIED_ONCE_SENT
             if change:
                 self.change_unanswered = nid
-            answer_ok = await c.call(**req)
+            with self._waiting(nid, req):
+                answer_ok = await c.call(**req)
             if change:
                 self.change_unanswered = None
             self._silent.discard(nid)
@@ -91,13 +101,31 @@ class ProcClusterAccess:
             if c is not None:
                 await self._drop(nid, c)
                 if isinstance(e, TimeoutError):
-                    # A change is not re-sent (`controller_call`): no "trying the others".
-                    self._not_answering(nid, say=req.get("op") not in CHANGES_CONTROLLER)
+                    # A change is not re-sent (`controller_call`, advance-epoch): no
+                    # "trying the others" (newuser10 L10: said, then exit 1).
+                    self._not_answering(nid, say=req.get("op") not in APPLIED_ONCE_SENT)
             answer: dict[str, Any] = {"status": "unreachable", "message": _os_reason(e)}
             if c is not None and isinstance(e, TimeoutError):
                 # Sent and not answered in time: the node may have acted on it.
                 answer["sent"] = True
             return answer
+
+    def _waiting(self, nid: int, req: dict[str, Any]) -> contextlib.AbstractContextManager[None]:
+        """A request still unanswered is said after `waiting_line_after_s` (10 s), as the
+        store's reads and writes are (`patience.waiting`: "waiting for ENDPOINT: no answer
+        yet (WHAT, N s)"). newuser10 L10: `gc-admin advance-epoch` to a frozen leader said
+        nothing for its 30 s bound. A quick request needs none: its bound is QUICK_S, and
+        its end is said (`_not_answering`)."""
+        if self.say is None or req.get("op") in QUICK_OPS:
+            return contextlib.nullcontext()
+        try:
+            after_s = waiting_line_after_s()
+        except StoreError:  # a bad setting: the store's commands name it; here the default
+            after_s = Patience.say_after_s
+        host, port = self.nodes[nid]
+        name = req.get("partition") or req.get("topic")
+        what = f"{req.get('op')} {name!r}" if name else str(req.get("op"))
+        return waiting(self.say, f"node {nid} ({host}:{port})", what, after_s)
 
     def _not_answering(self, nid: int, say: bool) -> None:
         if say and nid not in self._silent and self.say is not None:
@@ -130,7 +158,7 @@ class ProcClusterAccess:
         """The controller leader's answer (ok or an error of its own), trying every node:
         unlike `any_call`, an error from the leader is returned, not passed over."""
         answers: dict[int, dict[str, Any]] = {}
-        first = await self._controller_leader() if req.get("op") in CHANGES_CONTROLLER else None
+        first = await self._controller_leader() if req.get("op") in LEADER_FIRST else None
         for _ in range(50):  # an election in progress: a few rounds
             for nid in self._order(first):
                 answers[nid] = await self.call(nid, **req)

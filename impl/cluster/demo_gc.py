@@ -10,10 +10,12 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import importlib.util
+import shutil
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from epochgc.impl.cluster.gcround import GcRound, gc_round
@@ -40,7 +42,10 @@ def spark_available() -> bool:
 
 
 class DemoGc:
-    def __init__(self, spec: StoreSpec, store: ObjectStore, grace_s: float, engine: str) -> None:
+    def __init__(self, spec: StoreSpec, store: ObjectStore, grace_s: float, engine: str,
+                 scratch_in: Path | None = None) -> None:
+        """`scratch_in`: where the Spark JVM's own directory is made (`spark_scratch`;
+        default TMPDIR), removed by `close` once the JVM is gone."""
         self.spec = spec
         self.store = store
         self.grace_s = grace_s
@@ -58,11 +63,19 @@ class DemoGc:
         # session's future resolves to None (not a session), so whatever waits for it (the
         # final round, in an executor thread asyncio.run joins) returns.
         self._abandon = threading.Event()
+        self._scratch: str | None = None
         if engine == "spark":
+            from epochgc.impl.gc.session import spark_scratch
+
+            # Made here, in the command's thread, before the start-up thread runs: the JVM's
+            # block manager and temporary files go into it, whatever the JVM does then
+            # (newuser10 L10: an interrupted start-up left `blockmgr-*` in TMPDIR).
+            self._scratch = spark_scratch(scratch_in)
             # A daemon thread, not an executor's: an interrupted command must not wait at
             # exit for a start-up it has abandoned (executor threads are joined at exit).
             self._session = concurrent.futures.Future()
-            threading.Thread(target=_boot_spark, args=(self._session, self._abandon.is_set),
+            threading.Thread(target=_boot_spark,
+                             args=(self._session, self._abandon.is_set, self._scratch),
                              name="spark-boot", daemon=True).start()
 
     def ready(self) -> bool:
@@ -120,6 +133,14 @@ class DemoGc:
         command); a start-up still under way is waited for unless `interrupt` ran."""
         if self._session is None:
             return
+        try:
+            self._stop_session()
+        finally:
+            if self._scratch is not None:  # the JVM is gone: what it left goes too
+                shutil.rmtree(self._scratch, ignore_errors=True)
+
+    def _stop_session(self) -> None:
+        assert self._session is not None
         # Interrupted: the start-up thread stops its JVM and resolves the session (bounded
         # by `_abandon_limit`); waited for, so that the JVM is gone before the command
         # says it stopped the Spark session.
@@ -156,7 +177,8 @@ def _abandon_limit() -> float:
     return ABANDON_LIMIT_S + 15.0
 
 
-def _boot_spark(into: concurrent.futures.Future[Any], abandoned: Callable[[], bool]) -> None:
+def _boot_spark(into: concurrent.futures.Future[Any], abandoned: Callable[[], bool],
+                scratch: str | None) -> None:
     """Start the session in `into`; None there if `abandoned()` came first (the JVM under
     way is stopped: `start_interruptibly`, as `epochgc gc` starts its own)."""
     from epochgc.impl.gc.session import spark_session, start_interruptibly
@@ -164,6 +186,6 @@ def _boot_spark(into: concurrent.futures.Future[Any], abandoned: Callable[[], bo
     try:
         # Two cores on the demo's reference machine: two listing tasks, driver on loopback.
         into.set_result(start_interruptibly(
-            lambda: spark_session("local[2]", "epochgc-demo"), abandoned))
+            lambda: spark_session("local[2]", "epochgc-demo", scratch=scratch), abandoned))
     except BaseException as e:  # the waiting thread raises it
         into.set_exception(e)

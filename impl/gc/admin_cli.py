@@ -56,6 +56,7 @@ from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.expire import DEFAULT_KEEP_LAST, DEFAULT_RETENTION_S, expire_rounds
 from epochgc.impl.gc.job import check_is_store
 from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S
+from epochgc.impl.gc.record import iso_utc
 from epochgc.impl.gc.recordread import DamagedRecord
 from epochgc.impl.gc.recover import (
     Recovered,
@@ -236,7 +237,15 @@ def _json(doc: dict[str, Any]) -> None:
 
 
 def _state(state: AdminState) -> dict[str, Any]:
-    return {"by": state.by, "reason": state.reason, "at": state.at}
+    return {"by": state.by, "reason": state.reason, **_at(state.at)}
+
+
+def _at(at: float | None) -> dict[str, Any]:
+    """When the state was written: `at` in ISO 8601 UTC, as every time in a round's record
+    and `gc --json` (newuser10 L10: pause/resume --json alone said Unix seconds), and
+    `at_unix` in Unix seconds, as `show --json`'s `paused_at` and `now` are (a script
+    compares them)."""
+    return {"at": iso_utc(at), "at_unix": at}
 
 
 def _operator() -> str:
@@ -325,7 +334,7 @@ def start(store: str, s3_endpoint: str | None, as_json: bool) -> None:
     if as_json:
         # Never paused: nobody resumed it (newuser8 I7: "by": "" beside "at": null).
         _json({"paused": False, "changed": before.paused, "by": state.by or None,
-               "at": state.at})
+               **_at(state.at)})
         return
     click.echo("gc-admin: running" if before.paused
                else "gc-admin: running (it was not paused; nothing changed)")

@@ -14,6 +14,7 @@ import contextlib
 import importlib
 import os
 import re
+import shutil
 import signal
 import sys
 import time
@@ -350,6 +351,7 @@ def gc(
     quiet = quiet or merged
     stop = RoundStop()
     launched: list[bool] = []  # whether the round started its own Spark JVM
+    scratch: list[str] = []  # the directory its JVM's files go into (`spark_scratch`)
 
     # Lines on stderr unless --quiet; a progress bar (tasks, keys deleted, keys/s, ETA)
     # too when stderr is a terminal (impl/progress.py).
@@ -360,6 +362,7 @@ def gc(
 
         from epochgc.impl.gc.session import (
             launched_by_spark_submit,
+            spark_scratch,
             spark_session,
             start_interruptibly,
         )
@@ -367,14 +370,20 @@ def gc(
         if stop.requested:
             return None  # no Spark to start for a round already stopped
         launched.append(SparkContext._gateway is None)  # this process starts the JVM
+        if launched[-1] and not launched_by_spark_submit():
+            # Its JVM's files in a directory of the command's own, removed on every exit
+            # path once the JVM is gone (`spark_scratch`, newuser10 L10).
+            scratch.append(spark_scratch())
         where = master or ("spark-submit's master" if launched_by_spark_submit() else "local[*]")
         stop.means = "stopping Spark's start-up; no key deleted yet"
         say(f"gc: starting Spark ({where})")
         # A signal during start-up stops the starting JVM and the round at once (issue 41);
         # the context is made off the main thread, so PySpark's own SIGINT handler (cancel
         # every job, raise KeyboardInterrupt) never replaces ours.
-        spark = start_interruptibly(lambda: spark_session(master, spark_log=spark_log),
-                                    lambda: stop.requested)
+        spark = start_interruptibly(
+            lambda: spark_session(master, spark_log=spark_log,
+                                  scratch=scratch[-1] if scratch else None),
+            lambda: stop.requested)
         if spark is not None and not stop.requested:
             # Spark is up: a stop now ends the round before its deletes (newuser10 L4: it
             # still said "stopping Spark's start-up" while START was being written).
@@ -432,10 +441,14 @@ def gc(
             # Its record is written: a signal from now on does not change the exit code.
             absorb_late_signal(summary.exit_code, late, stands)
     finally:
-        if any(launched):  # stopped and waited for: no JVM outlives the command (issue 41)
-            from epochgc.impl.gc.session import stop_spark
+        try:
+            if any(launched):  # stopped and waited for: no JVM outlives the command (41)
+                from epochgc.impl.gc.session import stop_spark
 
-            stop_spark(on_signal=stop.requested)
+                stop_spark(on_signal=stop.requested)
+        finally:
+            for directory in scratch:  # the JVM is gone: what it left goes too
+                shutil.rmtree(directory, ignore_errors=True)
         if not restored:
             restore()
     _export(summary, metrics_file, pushgateway)

@@ -118,7 +118,7 @@ def run_gc(
         finally:
             # A later signal is said, never raised, from here on (newuser3 N1: a second Ctrl-C
             # landing here left no record, or a live lease that refused rounds for 10 minutes).
-            with stop.finishing():
+            with stop.finishing(record, bool(held), options.dry_run):
                 if timer is not None:
                     timer.cancel()
                 summary.seconds = time.monotonic() - started
@@ -325,6 +325,9 @@ def _round(
         try:
             probe.require_conditional_writes()
         finally:
+            # A probe cut short may have written its object (newuser10 L10: the line then
+            # said "nothing was written"): the summary names it.
+            summary.probe_left = getattr(probe, "probe_left", None)
             probe.close()
     # From here the round writes to the store (its lease) or starts Spark: a signal stops
     # it gracefully, and a round with a lease gets its record.

@@ -35,7 +35,9 @@ def round_key(round_id: str) -> str:
     return f"{ROUNDS_PREFIX}{round_id}.json"
 
 
-def _iso(t: float | None) -> str | None:
+def iso_utc(t: float | None) -> str | None:
+    """Unix seconds as ISO 8601 UTC (`2026-11-30T10:16:02.704070+00:00`): every time in a
+    round's record and in the --json of `gc-admin pause` / `resume`."""
     return None if t is None else datetime.fromtimestamp(t, UTC).isoformat()
 
 
@@ -44,7 +46,7 @@ def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
         "format": FORMAT,
         # Issue 38 item 6: the order of rounds (`sequence.py`), whatever their clocks said.
         "seq": s.seq,
-        "started_at": _iso(s.started_at),
+        "started_at": iso_utc(s.started_at),
         "outcome": s.outcome,
         "exit_code": s.exit_code,
         "dry_run": s.dry_run,
@@ -71,7 +73,7 @@ def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
         # Issue 38 item 1: a dead round's record, written afterwards from its journal (by
         # whom, when); and the dead rounds this round recorded before it started.
         "recovered_by": s.recovered_by,
-        "recovered_at": _iso(s.recovered_at),
+        "recovered_at": iso_utc(s.recovered_at),
         "recovered": s.recovered,
         "reports_used": s.reports_used,
         "stale_nodes": s.stale_nodes,

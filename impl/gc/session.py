@@ -43,10 +43,36 @@ _QUIET_LOG = str(Path(__file__).with_name("log4j2-quiet.properties"))
 LOCAL_JIT = "-XX:TieredStopAtLevel=1"
 
 
+def spark_scratch(parent: str | Path | None = None) -> str:
+    """A new directory for the files of the Spark JVM this process is about to launch, made
+    in `parent` (default: the first of SPARK_LOCAL_DIRS if the operator set it, else
+    TMPDIR), and SPARK_LOCAL_DIRS pointed at it for that JVM. The caller removes it once
+    the JVM is gone, on every exit path: whatever the JVM leaves there goes with it.
+
+    newuser10 L10: a Ctrl-C during the demo's Spark start-up left an empty `blockmgr-*`
+    directory in TMPDIR (1 run in 3). Spark makes its block manager's directories (and its
+    `spark-*` scratch directories) in its local dirs and removes them from a JVM shutdown
+    hook (DiskBlockManager.scala `createLocalDirs`, `addShutdownHook`); a JVM stopped while
+    SparkContext is being made adds that hook too late ("Shutdown hooks cannot be modified
+    during shutdown") or never runs it (SIGKILL). The local dirs are SPARK_LOCAL_DIRS if
+    set, else `spark.local.dir`, else java.io.tmpdir (Utils.scala `getConfiguredLocalDirs`;
+    "spark.local.dir ... will be overridden by SPARK_LOCAL_DIRS", Spark's configuration
+    docs): the environment variable is the one setting nothing overrides on a master this
+    process starts. Set here, in the thread that calls it before any start-up thread runs
+    (PySpark's `launch_gateway` copies `os.environ` for the JVM)."""
+    if parent is None:
+        parent = os.environ.get("SPARK_LOCAL_DIRS", "").split(",")[0].strip() or None
+    scratch = tempfile.mkdtemp(prefix="epochgc-spark-", dir=parent)
+    os.environ["SPARK_LOCAL_DIRS"] = scratch
+    return scratch
+
+
 def spark_session(master: str | None = None, app_name: str = "epochgc-gc",
-                  spark_log: bool = False) -> SparkSession:
+                  spark_log: bool = False, scratch: str | None = None) -> SparkSession:
     """The session; Spark's own console log shows errors only unless `spark_log` (a JVM
-    this process starts; under spark-submit the JVM's options are spark-submit's)."""
+    this process starts; under spark-submit the JVM's options are spark-submit's).
+    `scratch`: the directory of `spark_scratch`, which the JVM's own temporary files
+    (java.io.tmpdir) go into too."""
     from pyspark.sql import SparkSession
 
     builder = SparkSession.builder.appName(app_name)
@@ -64,9 +90,11 @@ def spark_session(master: str | None = None, app_name: str = "epochgc-gc",
     java_options = []
     if not spark_log and not launched_by_spark_submit():
         java_options.append(f"-Dlog4j2.configurationFile=file:{_QUIET_LOG}")
+    if scratch is not None and not launched_by_spark_submit():
+        java_options.append(f"-Djava.io.tmpdir={scratch}")  # removed with it (see above)
     if local:
         java_options.append(LOCAL_JIT)
-        if os.environ.get("TMPDIR"):
+        if os.environ.get("TMPDIR") and scratch is None:
             # The JVM ignores TMPDIR (java.io.tmpdir is /tmp on Linux): its own files (the
             # native libraries lz4-java and snappy-java unpack) would go where the operator
             # did not point temporary files, and a check of TMPDIR after an interrupted run

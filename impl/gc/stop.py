@@ -74,14 +74,25 @@ class RoundStop:
         self.means = "no key deleted yet; ending the round"
 
     @contextlib.contextmanager
-    def finishing(self) -> Iterator[None]:
+    def finishing(self, record: bool = True, lease: bool = True,
+                  dry_run: bool = False) -> Iterator[None]:
         """The round's END, record and lease release: a signal from now on (in this
-        process) never raises; it is said, and the round's own exit code stands."""
+        process) never raises; it is said, and the round's own exit code stands. `record`:
+        the round writes its record; `lease`: it holds a lease to release; `dry_run`: it
+        is a dry run (which writes nothing and holds no lease, issue 29). What a stop does
+        is said as what the round does (newuser10 L10: a dry run stopped as it ended said
+        "writing the round's record and releasing its lease"), and once it is over, that
+        it is over."""
         if not self.cut_short:  # else nothing is written: what it does stays said
-            self.means = "writing the round's record and releasing its lease"
+            self.means = _finishing(record, lease, dry_run)
         self.unstarted = False  # a round refused before it began still writes its record
         self.insist_open = False
-        yield
+        try:
+            yield
+        finally:
+            if not self.cut_short:
+                self.means = ("the dry run is over (it writes no record and holds no "
+                              "lease); ending" if dry_run else "the round is over; ending")
 
     def again(self, name: str) -> None:
         """Say that a later signal came and is not acted on: from the waker thread (a
@@ -192,6 +203,16 @@ class RoundStop:
                 on_error(f"could not {what}: {e}")
 
         threading.Thread(target=run, name="epochgc-stop", daemon=True).start()
+
+
+def _finishing(record: bool, lease: bool, dry_run: bool) -> str:
+    """What a round does once it is finishing, in a stop's words."""
+    if dry_run:
+        return "the dry run writes no record and holds no lease; ending it"
+    if record:
+        return ("writing the round's record and releasing its lease" if lease
+                else "writing the round's record")
+    return "nothing of the round to record; ending it"
 
 
 def announce(stop: RoundStop, say: Callable[[str], None],

@@ -175,6 +175,9 @@ class GcSummary:
     # Issue 41 (newuser8 I10): interrupted before the round wrote anything to the store (no
     # lease, no START, no record); not in JSON_KEYS: `interrupted` with `record: null`.
     unstarted: bool = False
+    # newuser10 L10: the conditional-write probe's object, if a probe cut short may have
+    # left it (its PUT sent, its delete not answered); the next probe removes it.
+    probe_left: str | None = None
 
     @property
     def outcome(self) -> str:
@@ -245,6 +248,11 @@ class GcSummary:
 
     def _lines(self) -> list[str]:
         if self.interrupted is not None:
+            if self.unstarted and self.probe_left is not None:
+                return [f"gc: interrupted ({self.interrupted}) before the round started: no "
+                        "key deleted; the conditional-write probe's object "
+                        f"'{printable(self.probe_left)}' may have been written (harmless: "
+                        "outside level_zero/; the next round's probe removes it)"]
             if self.unstarted:
                 return [f"gc: interrupted ({self.interrupted}) before the round started: "
                         "nothing was written to the store, no key deleted"]

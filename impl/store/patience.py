@@ -109,6 +109,13 @@ def _number(name: str, default: float, whole: bool = False) -> float:
     return value
 
 
+def waiting_line_after_s() -> float:
+    """After how long a wait still unanswered is said (`waiting`): `say_after_s`, or its
+    environment variable; StoreError naming the variable if that is not a positive
+    number."""
+    return _number(SAY_AFTER_ENV, Patience.say_after_s)
+
+
 @contextlib.contextmanager
 def waiting(say: Callable[[str], None] | None, endpoint: str, what: str,
             after_s: float, state: Callable[[], str] = lambda: "no answer yet",

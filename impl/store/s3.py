@@ -12,6 +12,7 @@ import contextlib
 import email.utils
 import os
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -65,6 +66,9 @@ PROBE_KEY = "_cluster/gc/conditional-write-probe"
 # Servers (endpoint, bucket, prefix) this process saw enforce conditional writes: a round's
 # control store probes before the round begins, its lease's store need not again.
 _PROBED: set[tuple[str | None, str, str]] = set()
+# What becomes of a probe object left behind (`gc.probes`, newuser10 L10).
+_NEXT_PROBE = ("the next probe on this store removes it: at once on this host, elsewhere "
+               "a day after it was written")
 _NO_ETAG = '"00000000000000000000000000000000"'  # a well-formed ETag no object has here
 # botocore's defaults are 60 s each ("connect_timeout ... The default is 60 seconds",
 # "read_timeout ... The default is 60 seconds":
@@ -120,6 +124,9 @@ class S3Store(ObjectStore):
         self.monotonic: Callable[[], float] = send_clock  # the clock `send_by` reads
         self._conditional_ok = False  # the server was seen to enforce conditional writes
         self._probe_client: Any = None  # the probe's bounded client, while it runs
+        # The probe's object, from its PUT until it is deleted: what a probe cut short (a
+        # signal, a failure) may have left (the command says it: newuser10 L10).
+        self.probe_left: str | None = None
         # The delete threads' first calls race to create the client: without the lock each
         # made its own client (and pool), so the pool size bounded nothing.
         self._lock = threading.Lock()
@@ -291,10 +298,16 @@ class S3Store(ObjectStore):
         each request is bounded and said as the control reads are (`_probing`)."""
         if self._conditional_ok or self._where() in _PROBED:
             return
+        from epochgc.impl.gc.probes import probe_body
+
         # A key of its own: two rounds probing at once must not see each other's object.
         key = f"{PROBE_KEY}-{uuid.uuid4().hex}"
         with self._probing(key):
-            self.put(key, b"probe")
+            self._remove_left_probes()
+            # From the PUT on, a probe cut short may leave its object (newuser10 L10: its
+            # last line said "nothing was written"): named, and said by the command.
+            self.probe_left = key
+            self.put(key, probe_body())
             try:
                 ignored: list[str] = []
                 if self.create_if_absent(key, b"created over an existing object") is not None:
@@ -310,12 +323,14 @@ class S3Store(ObjectStore):
                 # object unnamed): no further request (the store may be what is slow); the
                 # object is outside level_zero/ (never listed by GC) and is named here.
                 self._say(f"the conditional-write probe's object {key!r} may be left in "
-                          f"{self.describe()} (harmless: outside level_zero/; delete it by "
-                          "hand)")
+                          f"{self.describe()} (harmless: outside level_zero/; {_NEXT_PROBE})")
                 raise
         if gone.errors:
             self._say(f"the conditional-write probe's object {key!r} was not deleted "
-                      f"({next(iter(gone.errors.values()))}); harmless, outside level_zero/")
+                      f"({next(iter(gone.errors.values()))}); harmless, outside level_zero/; "
+                      f"{_NEXT_PROBE}")
+        else:
+            self.probe_left = None
         if ignored:
             raise NoConditionalWrites(
                 f"{self.describe()} does not enforce conditional writes (it ignored "
@@ -323,6 +338,24 @@ class S3Store(ObjectStore):
                 "no round runs on it")
         self._conditional_ok = True
         _PROBED.add(self._where())
+
+    def _remove_left_probes(self) -> None:
+        """Remove the probe objects earlier probes left (`gc.probes.left_over`: a killed
+        process's, or any a day old), each only if unchanged since listed, and say so. A
+        store that fails this is said, not fatal: the probe itself then says what fails."""
+        from epochgc.impl.gc.probes import left_over
+
+        removed: list[str] = []
+        try:
+            for info, why in left_over(self, f"{PROBE_KEY}-", time.time()):
+                if info.version and self.delete_if_match(info.key, info.version) \
+                        is Outcome.DELETED:
+                    removed.append(f"{info.key!r} ({why})")
+        except StoreError as e:
+            self._say(f"could not remove the probe objects earlier probes left: {e}")
+        if removed:
+            self._say(f"removed {len(removed)} conditional-write probe object(s) an earlier "
+                      f"probe left: {', '.join(removed)}")
 
     def _where(self) -> tuple[str | None, str, str]:
         return (self.endpoint_url, self.bucket, self.prefix)

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import time
+from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -176,10 +177,11 @@ def test_pause_start_resume_reset_answer_json(tmp_path: Path) -> None:
     assert kept["changed"] is False and kept["reason"] == "incident 7", kept
     repl = doc("pause", "--reason", "other", "--by", "b", "--replace")
     assert repl["changed"] is True and repl["reason"] == "other", repl
-    assert repl["replaced"] == {"by": "ops", "reason": "incident 7", "at": first["at"]}, repl
+    assert repl["replaced"] == {"by": "ops", "reason": "incident 7", "at": first["at"],
+                                "at_unix": first["at_unix"]}, repl
     for cmd, changed in (("start", True), ("resume", False)):
         ran = doc(cmd)
-        assert ran["paused"] is False and isinstance(ran["at"], float), ran
+        assert ran["paused"] is False and isinstance(ran["at_unix"], float), ran
         assert ran["changed"] is changed, (cmd, ran)  # newuser7: resume --json had no "changed"
     Lease(lambda: LocalStore(root), "r0", duration_s=1.0,
           clock=lambda: time.time() - 10).acquire()  # expired 9 s ago
@@ -188,12 +190,31 @@ def test_pause_start_resume_reset_answer_json(tmp_path: Path) -> None:
     assert doc("reset") == {"removed": [], "recovered": [], "ended": [], "unrecordable": []}
 
 
+def test_pause_and_resume_json_say_when_in_iso_8601_utc(tmp_path: Path) -> None:
+    """newuser10 L10: `pause --json` / `resume --json` said `at` in Unix seconds
+    (1796033761.76) where a round's record and `gc --json` say times in ISO 8601 UTC. Now
+    `at` is ISO 8601 UTC and `at_unix` the same instant in Unix seconds (as `show --json`'s
+    `paused_at`)."""
+    root = _store(tmp_path)
+    for args in (["pause", "--reason", "r"], ["pause", "--reason", "r2", "--replace"],
+                 ["resume"]):
+        before = time.time()
+        code, out = _admin(*args, "--store", str(root), "--json")
+        assert code == 0, out
+        doc = json.loads(out)
+        at = datetime.fromisoformat(doc["at"])
+        assert at.utcoffset() == timedelta(0), doc  # UTC, said so
+        assert abs(at.timestamp() - doc["at_unix"]) < 1e-3, doc
+        assert before - 1 <= doc["at_unix"] <= time.time() + 1, doc
+
+
 def test_resume_json_of_a_store_never_paused_names_nobody(tmp_path: Path) -> None:
     """newuser8 I7: `{"at": null, "by": "", ...}`: nobody resumed it, so `by` is null as
-    `at` is (`at`, when set, is Unix seconds, as `show --json`'s `paused_at` and `now`)."""
+    `at` is (`at_unix`, when set, is Unix seconds, as `show --json`'s `paused_at` and `now`)."""
     code, out = _admin("resume", "--store", str(_store(tmp_path)), "--json")
     assert code == 0, out
-    assert json.loads(out) == {"paused": False, "changed": False, "by": None, "at": None}, out
+    assert json.loads(out) == {"paused": False, "changed": False, "by": None, "at": None,
+                               "at_unix": None}, out
 
 
 def test_reset_force_refuses_a_lease_whose_holder_runs_on_this_host(tmp_path: Path) -> None:

@@ -245,3 +245,61 @@ def test_a_later_signal_raises_once_and_never_while_the_round_finishes() -> None
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["1", "0"], (r.stdout, r.stderr)
     assert "gc: SIGINT again: already stopping" in r.stderr, r.stderr
+
+
+def test_a_stop_says_what_a_finishing_dry_run_does() -> None:
+    """newuser10 L10: a dry run stopped at its end (`round-over`) said "stopping: writing the
+    round's record and releasing its lease": a dry run writes no record and holds no lease
+    (issue 29). What a stop does is now said as the round it stops: while it finishes, and
+    once it is over (a signal then came after the record, too: "writing" was untrue for
+    every round)."""
+    from epochgc.impl.gc.stop import RoundStop
+
+    stop = RoundStop()
+    with stop.finishing(record=False, lease=False, dry_run=True):
+        assert "record" not in stop.means.replace("writes no record", ""), stop.means
+        assert "releasing" not in stop.means, stop.means
+    assert stop.means.startswith("the dry run is over"), stop.means
+    with stop.finishing(record=True, lease=False):
+        assert stop.means == "writing the round's record", stop.means  # no lease held
+    with stop.finishing():
+        assert stop.means == "writing the round's record and releasing its lease"
+    assert stop.means == "the round is over; ending", stop.means
+
+
+def test_a_dry_run_round_leaves_its_stop_saying_it_is_over(tmp_path: Path) -> None:
+    """The round's own call: `run_gc` says it is a dry run, holding no lease."""
+    from epochgc.impl.gc.job import run_gc
+    from epochgc.impl.gc.options import GcOptions
+    from epochgc.impl.gc.stop import RoundStop
+    from epochgc.impl.store.url import parse_store_url
+    from tests.gc.test_list_pipe import _blocked_store
+
+    _blocked_store(tmp_path / "store")  # blocked: no Spark needed to end it
+    stop = RoundStop()
+    s = run_gc(lambda: None, parse_store_url(str(tmp_path / "store")),
+               GcOptions(dry_run=True), clock=lambda: NOW, stop=stop)
+    assert s.blocked is not None, s
+    assert stop.means.startswith("the dry run is over"), stop.means
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(os.environ.get("EPOCHGC_SIGNALS") != "full",
+                    reason="a Spark start-up (~15 s): with the full signal matrix")
+def test_a_dry_run_stopped_as_it_ends_says_no_record(tmp_path: Path) -> None:
+    """The command: SIGINT at `round-over` of a dry run that listed (old code: "gc: SIGINT:
+    stopping: writing the round's record and releasing its lease...")."""
+    from epochgc.impl.signals import HOOK_ENV
+
+    root = tmp_path / "store"
+    simple_cluster(LocalStore(root, create=True), 100)
+    for i in range(20):
+        put_local(root, format_key(i * 50, 50, f"k{i}"), age=GRACE + 60)
+    r = subprocess.run(
+        [sys.executable, "-m", "epochgc", "gc", "--store", str(root), "--now", str(NOW),
+         "--i-know-now-is-ahead", "--dry-run", "--tasks", "1"],
+        env=dict(os.environ, PYTHONPATH=str(ROOT), **{HOOK_ENV: "round-over:SIGINT"}),
+        capture_output=True, text=True, timeout=600)
+    assert "test hook: SIGINT at round-over" in r.stderr, r.stderr
+    assert "writing the round's record" not in r.stderr, r.stderr
+    assert "releasing its lease" not in r.stderr, r.stderr

@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import gc
 
+import pytest
+
 from epochgc.impl.cluster.client import ProcClusterAccess
 
 
@@ -285,3 +287,61 @@ def test_could_not_read_says_why() -> None:
     assert asyncio.run(scenario()) == (
         "could not read t/0 at offset 0 (2 failed read(s); the last: node 1 answered error: "
         "level_zero/x: store unavailable)")
+
+
+def test_a_request_left_unanswered_is_said_while_it_waits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """newuser10 L10: `gc-admin advance-epoch` to a frozen leader (SIGSTOP: its socket still
+    accepts) said nothing for the request's 30 s bound, where the store's reads and writes
+    say "waiting for ..." at 10 s (`patience.waiting`). Now a request that is not a quick
+    read is said the same way while it waits: here after 0.1 s (the setting's environment
+    variable), on a server that never answers; the call is cancelled once said (its 30 s
+    bound is no part of the test)."""
+    from epochgc.impl.store.patience import SAY_AFTER_ENV
+
+    monkeypatch.setenv(SAY_AFTER_ENV, "0.1")
+    lines: list[str] = []
+
+    async def go() -> None:
+        server, _ended = await _silent_broker()
+        port = server.sockets[0].getsockname()[1]
+        access = ProcClusterAccess({1: ("127.0.0.1", port)}, say=lines.append)
+        call = asyncio.create_task(
+            access.call(1, op="break_glass_advance", partition="t/0"))
+        try:
+            async with asyncio.timeout(25):  # under the call's own 30 s: old code never says
+                while not lines:
+                    await asyncio.sleep(0.02)  # polls for the line, which the thread writes
+        finally:
+            call.cancel()
+            await asyncio.gather(call, return_exceptions=True)
+            await access.close()
+            server.close()
+            await server.wait_closed()
+
+    asyncio.run(go())
+    assert lines[0].startswith("waiting for node 1 (127.0.0.1:"), lines
+    assert "no answer yet (break_glass_advance 't/0', " in lines[0], lines
+
+
+def test_a_change_left_unanswered_is_not_said_to_go_to_the_others() -> None:
+    """newuser10 L10: advance-epoch's request to a frozen leader ended with "node 3 ...
+    does not answer; trying the others" and then exit 1: a change that may have been
+    applied is never sent again (`APPLIED_ONCE_SENT`), so no other node is tried."""
+    lines: list[str] = []
+
+    async def go() -> dict[str, object]:
+        server, _ended = await _silent_broker()
+        port = server.sockets[0].getsockname()[1]
+        access = ProcClusterAccess({1: ("127.0.0.1", port)}, say=lines.append)
+        try:
+            return await access.call(1, op="break_glass_advance", partition="t/0",
+                                     timeout=0.3)
+        finally:
+            await access.close()
+            server.close()
+            await server.wait_closed()
+
+    answer = asyncio.run(go())
+    assert answer["status"] == "unreachable" and answer.get("sent"), answer
+    assert not any("trying the others" in ln for ln in lines), lines

@@ -19,6 +19,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -175,3 +176,74 @@ def test_an_advance_stopped_by_a_signal_after_it_was_sent_says_so(cluster: Path)
     assert r.returncode == 130, (r.returncode, r.stderr)
     assert "epochgc gc-admin: interrupted by SIGINT: the advance of t/0 had been sent to " \
         "node " in r.stderr, r.stderr
+
+
+def test_cluster_status_asks_every_node_at_once(tmp_path: Path) -> None:
+    """newuser10 L10: `cluster status` asked the nodes one after another, so a frozen node
+    held the others' answers for its whole read bound (QUICK_S, 10 s each). Here every node
+    is an endpoint that accepts and never answers (tests/store/blackhole.py): every one must
+    be asked before the command gives up on any (old code: node 2 was asked only once it had
+    given up on node 1, after 10 s). No timing: the holes say when a request arrived and
+    when the client closed a connection."""
+    from tests.store.blackhole import blackhole
+
+    lc = LocalCluster(tmp_path / "c")
+    lc.init(3, str(tmp_path / "store"), ["t/0"], 2.0)
+    with blackhole() as h1, blackhole() as h2, blackhole() as h3:
+        holes = [h1, h2, h3]
+        lc.meta["client"] = {str(i): h.port for i, h in enumerate(holes, 1)}
+        lc.save()
+        proc = subprocess.Popen([sys.executable, "-m", "epochgc", "cluster", "status",
+                                 "--data-dir", str(lc.dir)], env=ENV,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            for h in holes:  # bounded: a hang fails, it does not wait out the suite
+                assert h.requested.wait(BOUND_S), [x.requested.is_set() for x in holes]
+            # Every node asked while none had been given up on: asked at once.
+            assert [h.given_up for h in holes] == [0, 0, 0], [h.given_up for h in holes]
+        finally:
+            proc.kill()
+            proc.wait()
+
+
+class _Spy(ProcClusterAccess):
+    """A real access that notes each request it sends (node, op) and each `status` answer:
+    which node a request went to first, and which leader the access knew then."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.sent: list[tuple[int, str, Any]] = []
+
+    async def call(self, nid: int, **req: Any) -> dict[str, Any]:
+        answer = await super().call(nid, **req)
+        leader = ((answer.get("data") or {}).get("controller") or {}).get("leader")
+        self.sent.append((nid, str(req.get("op")), leader))
+        return answer
+
+
+def test_the_barrier_is_sent_to_the_controller_leader_first(cluster: Path) -> None:
+    """newuser10 L10: the barrier's own request went to the first node (`via`) whatever the
+    leader; a follower only says `not_leader` (and a frozen one held it 30 s). The access
+    here starts at a follower: the barrier must go to the leader its status named."""
+    lc = LocalCluster(cluster)
+    asyncio.run(_until_led_by(lc, set(lc.ids)))  # an earlier test's frozen node continued
+
+    async def go() -> list[tuple[int, str, Any]]:
+        probe = ProcClusterAccess(lc.client_addrs())
+        try:
+            st = (await probe.call(1, op="status"))["data"]
+        finally:
+            await probe.close()
+        follower = min(n for n in lc.ids if n != st["controller"]["leader"])
+        spy = _Spy(lc.client_addrs(), via=follower)
+        try:
+            r = await spy.controller_call(op="barrier")
+            assert r["status"] == "ok", r
+        finally:
+            await spy.close()
+        return spy.sent
+
+    sent = asyncio.run(go())
+    barriers = [nid for nid, op, _ in sent if op == "barrier"]
+    known = [leader for _, op, leader in sent if op == "status" and leader is not None]
+    assert known and barriers[0] == known[-1], sent  # old code: no status, via first

@@ -25,6 +25,7 @@ class Blackhole:
         self.endpoint = f"http://127.0.0.1:{self.port}"
         self.requested = threading.Event()  # a request's first bytes arrived
         self.accepted = 0
+        self.given_up = 0  # connections the client closed (its timeout: it gave up waiting)
         self._conns: list[socket.socket] = []
         self._closing = threading.Event()
         self._thread = threading.Thread(target=self._serve, name="blackhole", daemon=True)
@@ -53,6 +54,7 @@ class Blackhole:
                 if data:
                     self.requested.set()
                 else:  # the client gave up (its timeout): closed from its side
+                    self.given_up += 1
                     sel.unregister(sock)
                     sock.close()
         sel.close()

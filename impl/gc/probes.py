@@ -1,0 +1,50 @@
+"""The conditional-write probe's objects (`S3Store.require_conditional_writes`): each holds
+the identity of the process that wrote it (`journal.Driver`: boot, pid namespace, pid, start
+time), so that a later probe can tell one a killed process left from one a probe running
+now is using.
+
+newuser10 L10: a probe cut short by SIGKILL (no `finally` runs) left its object for good,
+and a probe cut short by a signal named it "to delete by hand". Now every probe first
+removes the probe objects that are proven left over: one whose writer's process is gone
+(same boot and pid namespace as this process, and its pid no longer that process:
+`lease.holder_running` is False), or one older than `STALE_S`, far past the longest a probe
+can run (its five requests are bounded, `patience.py` and `s3.READ_TIMEOUT_S`), for a
+writer on another host or container, or an object written before probes named their
+writer. Anything else is left: it may be a probe under way (two rounds may probe at once;
+removing its object would make its own create-over-an-existing-object check pass, and the
+server look as if it ignored If-None-Match)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import asdict
+
+from epochgc.impl.gc.journal import Driver
+from epochgc.impl.gc.lease import holder_running
+from epochgc.impl.store.base import ObjectInfo, ObjectStore, StoreError
+
+STALE_S = 24 * 3600.0
+MARK = "epochgc conditional-write probe"
+
+
+def probe_body() -> bytes:
+    """What a probe writes: its mark and this process's identity."""
+    return json.dumps({"probe": MARK, "driver": asdict(Driver.this_process())},
+                      sort_keys=True).encode()
+
+
+def left_over(store: ObjectStore, prefix: str, now: float
+              ) -> Iterator[tuple[ObjectInfo, str]]:
+    """The probe objects under `prefix` proven left over, each with why."""
+    for info in store.list_all(prefix):
+        if info.age(now) > STALE_S:
+            yield info, f"written {info.age(now) / 3600:.0f} h ago"
+            continue
+        try:
+            doc = json.loads(store.get(info.key))
+        except (StoreError, ValueError):  # gone meanwhile, or not a probe's body: left
+            continue
+        if (isinstance(doc, dict) and doc.get("probe") == MARK
+                and holder_running({"driver": doc.get("driver")}) is False):
+            yield info, f"its process {doc['driver'].get('pid')} on this host has ended"
