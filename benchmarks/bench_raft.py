@@ -41,9 +41,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 if ROOT not in sys.path:
     sys.path.insert(0, ROOT)
 
+from epochgc.impl.ports import free_ports  # noqa: E402
 from epochgc.impl.raft.host import Proposal  # noqa: E402
 from epochgc.impl.raft.kv import OP_LEADER, OP_PUT, ST_OK, KVClient  # noqa: E402
-from epochgc.impl.raft.proc_cluster import ProcCluster, free_ports  # noqa: E402
+from epochgc.impl.raft.proc_cluster import ProcCluster  # noqa: E402
 from epochgc.impl.raft.sim import Simulator  # noqa: E402
 
 VALUE = b"v" * 1024

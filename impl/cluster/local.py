@@ -19,7 +19,7 @@ from typing import IO, Any
 from epochgc import IMPORT_ROOT
 from epochgc.impl.cluster.errors import NoCluster
 from epochgc.impl.cluster.meta import load_meta
-from epochgc.impl.raft.proc_cluster import free_ports
+from epochgc.impl.ports import free_ports
 
 LOCK_NAME = "start.lock"
 # A node's listeners, as cluster.json names their ports.

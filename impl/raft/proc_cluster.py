@@ -5,25 +5,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
 
 from epochgc import IMPORT_ROOT
+from epochgc.impl.ports import free_ports
 from epochgc.impl.raft.kv import OP_LEADER, ST_OK, KVClient
-
-
-def free_ports(n: int) -> list[int]:
-    socks = []
-    for _ in range(n):
-        s = socket.socket()
-        s.bind(("127.0.0.1", 0))
-        socks.append(s)
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
 
 
 class ProcCluster:

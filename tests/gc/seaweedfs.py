@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from epochgc.impl.ports import free_ports
 from tests.store.s3server import DUMMY_AWS_ENV
 
 SAVE_IN_FILER = 1024
@@ -143,7 +143,7 @@ def seaweedfs_server(base: str | None = None, extra: tuple[str, ...] = ()) -> It
     config = work / "s3.json"
     config.write_text(json.dumps(_identities()))
     for attempt in range(1, _BIND_ATTEMPTS + 1):
-        ports = dict(zip(_PORT_NAMES, _distinct_free_ports(len(_PORT_NAMES)), strict=True))
+        ports = dict(zip(_PORT_NAMES, free_ports(len(_PORT_NAMES)), strict=True))
         proc = _start(weed, work, config, log, ports, extra)
         endpoint = f"http://127.0.0.1:{ports['s3.port']}"
         try:
@@ -169,21 +169,6 @@ _BIND_ATTEMPTS = 3
 _PORT_NAMES = ("master.port", "master.port.grpc", "volume.port", "volume.port.grpc",
                "filer.port", "filer.port.grpc", "s3.port", "s3.port.grpc", "s3.port.iceberg",
                "s3.port.lance")
-
-
-def _distinct_free_ports(n: int) -> list[int]:
-    """n free ports, distinct: each socket is held until all are chosen (one at a time,
-    the kernel may hand the same port out twice)."""
-    socks = []
-    try:
-        for _ in range(n):
-            s = socket.socket()
-            socks.append(s)
-            s.bind(("127.0.0.1", 0))
-        return [int(s.getsockname()[1]) for s in socks]
-    finally:
-        for s in socks:
-            s.close()
 
 
 def _stop(proc: subprocess.Popen[bytes], ports: dict[str, int]) -> None:

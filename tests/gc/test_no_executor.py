@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 
 from epochgc.impl.gc.executors import AFTER_ENV, ExecutorWait, executor_count, watched
 from epochgc.impl.gc.progress import StageProgress
+from epochgc.impl.ports import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -85,12 +85,6 @@ def test_the_stage_lines_say_it_from_the_same_clock(monkeypatch: pytest.MonkeyPa
         "wait until one registers; --spark-log shows Spark's own log)"], said
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.mark.spark
 @pytest.mark.skipif(os.environ.get("EPOCHGC_SPARK_STANDALONE") != "1",
                     reason="a standalone Spark master (tox -e signals sets "
@@ -105,11 +99,11 @@ def test_a_standalone_master_with_no_worker_is_said(tmp_path: Path) -> None:
     from tests.gc.helpers import NOW, simple_cluster
 
     simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
-    port = _free_port()
+    port = free_ports(1)[0]
     master = subprocess.Popen(
         [os.path.join(_find_spark_home(), "bin", "spark-class"),
          "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-         "--webui-port", str(_free_port())], stdout=subprocess.DEVNULL,
+         "--webui-port", str(free_ports(1)[0])], stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL, start_new_session=True)
     env = dict(os.environ, PYTHONPATH=str(ROOT), **{AFTER_ENV: "1"})
     err = tmp_path / "err"

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from epochgc.impl.ports import free_ports
 from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.kv import OP_PUT, ST_OK, KVClient, decode_command
-from epochgc.impl.raft.proc_cluster import free_ports
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from epochgc.impl.ports import free_ports
 from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.fileio import CrashFS
 from epochgc.impl.raft.groupcommit import GroupCommit
 from epochgc.impl.raft.kv import OP_PUT, KVStateMachine, encode_command
 from epochgc.impl.raft.node import Config
-from epochgc.impl.raft.proc_cluster import free_ports
 from epochgc.impl.raft.server import RaftServer
 from epochgc.impl.raft.storage import StorageFailed
 from epochgc.impl.raft.transport import TransportConfig

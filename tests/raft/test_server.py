@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from epochgc.impl.ports import free_ports
 from epochgc.impl.raft.host import LeadershipLost
 from epochgc.impl.raft.kv import OP_GET, OP_PUT, KVStateMachine, encode_command
 from epochgc.impl.raft.node import Config, NotLeader, TermMismatch
-from epochgc.impl.raft.proc_cluster import free_ports
 from epochgc.impl.raft.server import RaftServer
 from epochgc.impl.raft.transport import TransportConfig
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from epochgc.impl.ports import free_ports
 from epochgc.impl.raft.messages import Message, MsgType
-from epochgc.impl.raft.proc_cluster import free_ports
 from epochgc.impl.raft.transport import (
     _HELLO,
     KIND_BATCH,

@@ -5,11 +5,12 @@ server; a server that cannot start fails the test, it is never skipped."""
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+
+from epochgc.impl.ports import free_ports
 
 DUMMY_AWS_ENV = {
     # boto3's standard chain reads these; they are dummies for the loopback server only.
@@ -29,9 +30,7 @@ def set_dummy_aws_env() -> None:
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return free_ports(1)[0]
 
 
 @contextmanager
