@@ -70,10 +70,15 @@ class Watchdog:
 
     def __init__(self) -> None:
         self._deadline: float | None = None
-        self._target: Any = None  # the solver being checked while _deadline is set
+        # The checked solver's (context, Z3_solver) pointers while _deadline is set: raw
+        # pointers, never the Python solver, whose last reference dropped on this thread
+        # would free it here (`Solver.__del__`: Z3_solver_dec_ref) while the main thread
+        # runs Z3 on the same context, which is not thread-safe (segfaults, 5 runs in 6).
+        self._target: tuple[Any, Any] | None = None
         self._lock = threading.Lock()  # one (deadline, target) pair seen whole
         self._pid = 0
-        self.fired = 0  # interrupts sent (tests wait on it instead of on the clock)
+        self.fired = 0  # interrupts sent (tests wait on these instead of on the clock)
+        self.looks = 0  # deadlines looked at
 
     def _start(self) -> None:
         self._pid = os.getpid()  # a forked worker has no thread: start its own
@@ -82,13 +87,13 @@ class Watchdog:
     def _run(self) -> None:
         while True:
             time.sleep(self.POLL_S)
-            with self._lock:
-                d, target = self._deadline, self._target
+            with self._lock:  # the solver lives while _target is set: check() holds it
+                self.looks += 1
+                d = self._deadline
                 if d is None or time.perf_counter() <= d:
                     continue
-                inner = getattr(target, "solver", None)  # a z3.Solver's Z3_solver
-                if inner is not None:
-                    z3.Z3_solver_interrupt(target.ctx.ref(), inner)
+                if self._target is not None:
+                    z3.Z3_solver_interrupt(*self._target)
                 self.fired += 1
 
     def check(self, solver: Any, timeout_ms: int, extra: tuple[z3.BoolRef, ...]
@@ -98,8 +103,10 @@ class Watchdog:
             self._start()
         for _ in range(2):
             t0 = time.perf_counter()
+            inner = getattr(solver, "solver", None)  # a z3.Solver's Z3_solver
             with self._lock:
-                self._deadline, self._target = t0 + timeout_ms / 1000, solver
+                self._deadline = t0 + timeout_ms / 1000
+                self._target = None if inner is None else (solver.ctx.ref(), inner)
             try:
                 r = solver.check(*extra)
             finally:

@@ -6,6 +6,7 @@ the resource budget (tests/proofs/test_rlimit.py)."""
 from __future__ import annotations
 
 import threading
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -137,3 +138,32 @@ def test_an_interrupt_after_the_check_ended_does_not_cancel_the_next_push() -> N
     fresh.push()  # raised z3.Z3Exception("push canceled")
     fresh.add(z3.Int("a") == 1)
     assert fresh.check() == z3.sat
+
+
+class _HeldUntilLooked:
+    """A solver whose check returns once the watchdog has looked at its deadline twice."""
+
+    def __init__(self) -> None:
+        inner = z3.Solver(ctx=_CTX)
+        self.solver, self.ctx = inner.solver, inner.ctx
+        self.inner = inner
+
+    def check(self, *extra: Any) -> Any:
+        r = self.inner.check(*extra)
+        n, pause = WATCHDOG.looks, threading.Event()
+        for _ in range(int(SAFETY_NET_S / WATCHDOG.POLL_S)):  # a hang bound, not a timing
+            if WATCHDOG.looks >= n + 2:
+                return r
+            pause.wait(WATCHDOG.POLL_S)
+        raise AssertionError("the watchdog never looked")
+
+
+def test_the_watchdog_thread_never_holds_the_solver_it_watches() -> None:
+    # It held the Python solver in a local between looks: the last reference dropped
+    # there freed the solver on the watchdog's thread (Z3_solver_dec_ref) while the main
+    # thread ran Z3 on the same context: segfaults in tests/proofs (5 runs in 6).
+    s = _HeldUntilLooked()
+    WATCHDOG.check(s, 600_000, ())
+    ref = weakref.ref(s)
+    del s
+    assert ref() is None
