@@ -616,11 +616,12 @@ class S3Store(ObjectStore):
         So before a key is counted as not deleted, the store is asked (HEAD): absent, it
         left the store, by this batch's request or by another writer (nothing tells which:
         `gone_unattributed`, review rev38x finding 1); rewritten since it was listed,
-        `changed`; there, an error saying so; a HEAD that fails too leaves the outcome
-        unknown, said as much. Only keys some attempt failed ambiguously are looked up
-        (whatever their last attempt said: `_delete`): a 4xx (NoSuchBucket, AccessDenied)
-        or SlowDown was not applied, and a HEAD's 404 cannot tell a missing bucket from a
-        missing key."""
+        `changed`; there, unknown too: the server may carry the request out after this
+        HEAD (review rev38z finding 6), so the journal's read-back asks again after its
+        wait; a HEAD that fails too leaves the outcome unknown, said as much. Only keys
+        some attempt failed ambiguously are looked up (whatever their last attempt said:
+        `_delete`): a 4xx (NoSuchBucket, AccessDenied) or SlowDown was not applied, and a
+        HEAD's 404 cannot tell a missing bucket from a missing key."""
         keys = sorted(unsure)
         with ThreadPoolExecutor(min(_RESOLVERS, len(keys)),
                                 thread_name_prefix="epochgc-resolve") as pool:
@@ -638,7 +639,12 @@ class S3Store(ObjectStore):
                 del result.errors[key]
                 result.changed.add(key)
             else:
-                result.errors[key] = f"{why}; still there (asked the store)"
+                # Review rev38z finding 6: a request the server received may still be
+                # carried out after this HEAD (`impl/gc/bounds.py` allows a server
+                # `READ_TIMEOUT_S`): unknown, so the journal's read-back asks again.
+                result.errors[key] = (f"{why}; whether it was deleted is unknown: still there "
+                                      "right after an unanswered request (asked the store)")
+                result.unknown.add(key)
 
     def _head_or_error(self, key: str) -> ObjectInfo | StoreError | None:
         try:

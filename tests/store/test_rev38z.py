@@ -460,9 +460,6 @@ def test_a_delete_applied_then_answered_200_slowdown_is_not_taken_as_refused(
         f"the batch's first send deleted both keys, yet the read-back says {got}")
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z finding 6: a key HEADed present right after a "
-                   "lost answer is journaled 'still there' for good, though the request may "
-                   "land later")
 def test_a_key_present_right_after_a_lost_answer_is_not_recorded_still_there(
     moto_endpoint: str,
 ) -> None:
