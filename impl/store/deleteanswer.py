@@ -56,14 +56,19 @@ def incomplete(body: object, headers: Any) -> str | None:
 
 def _root(body: bytes) -> str | None:
     """The root element's local name (S3 qualifies it with its namespace); None if the
-    body is not XML."""
+    body is not XML. Fed a piece at a time until the root opens: an answer of 1,000
+    per-key errors is ~160 kB, parsed whole ~1.6 ms; botocore's own parser reads it all."""
     parser: XMLPullParser[Any] = XMLPullParser(events=("start",))
     try:
-        parser.feed(body)
-        events: Any = parser.read_events()
-        for _name, item in events:
-            tag = getattr(item, "tag", None)  # a "start" event's item is the element
-            return str(tag).rpartition("}")[2] if tag is not None else None
+        for at in range(0, len(body), _PIECE):
+            parser.feed(body[at:at + _PIECE])
+            events: Any = parser.read_events()
+            for _name, item in events:
+                tag = getattr(item, "tag", None)  # a "start" event's item is the element
+                return str(tag).rpartition("}")[2] if tag is not None else None
     except ParseError:
         return None
     return None
+
+
+_PIECE = 1024
