@@ -582,7 +582,9 @@ def read_journal(
     of a GET. The listing still says which entries exist. Raises StoreError if the journal
     cannot be listed; an entry that cannot be read or parsed is skipped and counted
     (`unreadable`). `before_asking(n)` is called once before the store is asked about the
-    keys of `n` batches an attempt did not finish and did not return (not in `known`):
+    keys of `n` batches an attempt did not finish and did not return (not in `known`), or
+    whose outcome names keys of unknown fate (`unknown`: a request not answered, the key
+    still there right after it or the store unable to say; review rev38z finding 6):
     a request such an attempt sent may still be at the server (review rev38s finding 2),
     and the live driver waits for it there (`stage.py`). It returns whether such requests
     are over: if not (its wait was cut short), a key of those batches still in the store is
@@ -640,11 +642,17 @@ def read_journal(
     open_batches = {b for b in [*intents, *torn]
                     if (b not in dones or dones[b].so_far)
                     and f"{b}.intent.json" not in known}
+    # And batches whose outcome names keys of unknown fate: a request of theirs went
+    # unanswered and the key was still there when asked at once, or could not be asked;
+    # the server may carry that request out later (`bounds.py` allows it `READ_TIMEOUT_S`):
+    # asked again only after the wait (review rev38z finding 6).
+    waiting = open_batches | {b for b, d in dones.items()
+                              if b in intents and d.unknown & d.errors.keys()}
     settled = True
-    if open_batches and before_asking is not None:
+    if waiting and before_asking is not None:
         # Counted in the delete batches (requests) the open intents planned, not in
         # intents (review rev38v finding 4); an upper bound where an answer so far is in.
-        settled = before_asking(sum(planned.get(b, 1) for b in open_batches))
+        settled = before_asking(sum(planned.get(b, 1) for b in waiting))
     if returned is not None:
         _listed_elsewhere(intents, torn, set(returned), set(stopped), totals)
     for batch_id, keys in sorted(torn.items()):
@@ -669,12 +677,11 @@ def read_journal(
             if key in errors:
                 if key in done.unknown:
                     # Its delete may have been applied, and the store could not say then
-                    # (review rev38q finding 1): asked again now, as an unfinished intent's.
-                    # A request not answered when its attempt was last heard of may still
-                    # be applied (review rev38v finding 1): settled only after the wait.
-                    _resolve_one(data, key, (size, age), str(errors[key]), totals,
-                                 settled or errors[key] != NOT_ANSWERED
-                                 or batch_id not in open_batches)
+                    # (review rev38q finding 1) or the key was there right after an
+                    # unanswered request (review rev38z finding 6): asked again now, as an
+                    # unfinished intent's. Its request may still be applied (review rev38v
+                    # finding 1): settled only after the wait (`waiting`).
+                    _resolve_one(data, key, (size, age), str(errors[key]), totals, settled)
                 elif errors[key] != UNSENT:  # never sent: nothing happened to it
                     totals.errors.setdefault(key, str(errors[key]))
             elif key in changed:
@@ -752,9 +759,9 @@ def _resolve_one(store: ObjectStore, key: str, value: tuple[int, float], why: st
     elif not there:
         totals.gone_unattributed.setdefault(key, value)
     elif not settled:
-        totals.unknown.setdefault(key, "its attempt was killed while its delete request may "
-                                       "have been at the server; still there at the "
-                                       "read-back")
+        totals.unknown.setdefault(key, "its delete request may have been at the server "
+                                       "still (its attempt was killed, or the request went "
+                                       "unanswered); still there at the read-back")
     elif why:
         totals.errors.setdefault(key, f"{why}; still there at the read-back")
     else:

@@ -606,25 +606,26 @@ def _wait_for_sent(stop: RoundStop, note: Callable[[str], None], ended_at: float
                    applied_s: float, batches: int) -> bool:
     """Before the read-back asks the store about the keys of `batches` batches whose
     attempts neither finished them nor returned (killed by the stop's cutoff, a failed
-    stage, a speculative copy Spark killed, an executor lost): a request such an attempt
-    had sent may still be applied by the server after the attempt has ended, and a key
-    found still there would be counted an error though the request then deletes it
+    stage, a speculative copy Spark killed, an executor lost), or whose outcome names keys
+    of unknown fate (a request that went unanswered: review rev38z finding 6): a request
+    such an attempt had sent may still be applied by the server after the attempt has ended,
+    and a key found still there would be counted an error though the request then deletes it
     (review rev38s finding 2). Wait until `SENT_APPLIED_S` has passed since no task of the
     stage was seen running (`ended_at`, monotonic): `applied_s` (`sent_applied_s`). Not
-    bounded so: an attempt Spark saw end whose process lives on (an executor taken for
-    lost) and sends a batch it was told "go" for before the gate closed (`send_within_s`
-    after that). A round whose every attempt returned,
-    or whose other attempts' journals hold an outcome for every batch they sent, never
-    comes here. A request to stop (a signal, --deadline; a further one if the round was
-    stopped already) ends the wait: False then, and a key still there is of unknown fate,
-    not an error."""
+    bounded so: an attempt Spark saw end whose process lives on (an executor taken for lost)
+    and sends a batch it was told "go" for before the gate closed (`send_within_s` after
+    that). A round whose every attempt returned, or whose other attempts' journals hold an
+    outcome for every batch they sent, and no outcome a key of unknown fate, never comes
+    here. A request to stop (a signal, --deadline; a further one if the round was stopped
+    already) ends the wait: False then, and a key still there is of unknown fate, not an
+    error."""
     left = ended_at + applied_s - time.monotonic()
     if left <= 0:
         return True
-    note(f"gc: up to {batches} delete batch(es) of task attempts that did not finish (killed or "
-         f"lost) have no outcome: waiting {left:.0f} s (a request they sent may be "
-         f"applied up to {applied_s:.0f} s after they ended) before "
-         "asking the store about their keys; a signal or the deadline ends the wait")
+    note(f"gc: up to {batches} delete batch(es) have no outcome (task attempts that did not "
+         f"finish: killed or lost) or a request that went unanswered: waiting {left:.0f} s "
+         f"(a request they sent may be applied up to {applied_s:.0f} s after they ended) "
+         "before asking the store about their keys; a signal or the deadline ends the wait")
     sleep, before = SENT_WAIT_SLEEP, stop.requested
     try:
         if sleep is time.sleep:

@@ -22,10 +22,24 @@ import threading
 from typing import Any
 
 # Not sent: refused by our own `before-send` hooks (s3.py `SendDeadlinePassed`,
-# driverbound.py `StoppedNotSent`), by name to avoid an import cycle.
-_NOT_SENT = frozenset({"SendDeadlinePassed", "StoppedNotSent"})
-# A refusal said with a 5xx: the request was not carried out.
-_REFUSED_5XX = frozenset({"SlowDown"})
+# driverbound.py `StoppedNotSent`), by name to avoid an import cycle; and a connection
+# never made (review rev38z finding 4), botocore's names for urllib3's errors raised before
+# a connection exists (botocore `httpsession.py` `send`): `EndpointConnectionError`
+# (urllib3 `NewConnectionError`, `socket.gaierror`: refused, unroutable, unknown host),
+# `ConnectTimeoutError` (urllib3's, raised while connecting), `ProxyConnectionError`
+# (urllib3 2's `ProxyError` wraps an error only while the connection has not reached the
+# proxy: `connectionpool.py` `... and not conn.has_connected_to_proxy`). A reused
+# connection that fails after the request was written is `ConnectionClosedError` or
+# `ReadTimeoutError`: unsure, as any other exception.
+_NOT_SENT = frozenset({"SendDeadlinePassed", "StoppedNotSent", "EndpointConnectionError",
+                       "ConnectTimeoutError", "ProxyConnectionError"})
+# A refusal said with a 503: the request was not carried out. Only with the server's own
+# 503: S3 answers a DeleteObjects it throttles part-way with HTTP 200 and an <Error>
+# SlowDown body (awslabs/aws-sdk-rust#873, apache/arrow-rs-object-store#733), after the
+# work began (aws/aws-sdk-java#2705: such a request "does end up" deleting), which botocore
+# rewrites to 500 (`handlers.py` `_handle_200_error`, `_update_status_code`): review
+# rev38z finding 5.
+_REFUSED_503 = frozenset({"SlowDown"})
 # A 4xx after which the request may still have been applied: S3's RequestTimeout ("Your
 # socket connection to the server was not read from or written to within the timeout
 # period", https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html).
@@ -59,18 +73,38 @@ def note(response: Any = None, caught_exception: BaseException | None = None,
 def may_have_applied(response: Any, caught_exception: BaseException | None) -> bool:
     """One attempt's outcome: could the server have carried it out?"""
     if caught_exception is not None:
-        # No answer (a reset, a timeout): it may have reached the server.
-        return type(caught_exception).__name__ not in _NOT_SENT
+        # No answer (a reset, a timeout): it may have reached the server, unless it was
+        # never sent (`_NOT_SENT`, by class name and its bases').
+        names = {c.__name__ for c in type(caught_exception).__mro__}
+        return not names & _NOT_SENT
     if not isinstance(response, tuple) or len(response) != 2:
         return True  # nothing to tell by: take it as unsure
     http, parsed = response
     status = getattr(http, "status_code", None)
+    sent = served_status(http)
     code = str(parsed.get("Error", {}).get("Code", "")) if isinstance(parsed, dict) else ""
-    if code in _REFUSED_5XX:
+    if sent == 200 and status != 200:
+        return True  # an error in a 200 (`_REFUSED_503` says why), or a lost body (s3.py)
+    if code in _REFUSED_503 and sent == 503:
         return False
     if code in _UNSURE_4XX:
         return True
     return isinstance(status, int) and status >= 500
+
+
+def served_status(http: Any) -> int | None:
+    """The status line the server sent: botocore may rewrite `status_code` (a 200 with an
+    <Error> body becomes 500), the urllib3 response it wraps (`raw`) keeps the server's."""
+    raw = getattr(getattr(http, "raw", None), "status", None)
+    if isinstance(raw, int):
+        return raw
+    status = getattr(http, "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def seen() -> int:
+    """Attempts of this thread's current call the record saw end."""
+    return _RECORD.seen
 
 
 def unsure(retries: int | None) -> bool:

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from epochgc.impl.store import attempts, readretry
+from epochgc.impl.store import attempts, deleteanswer, readretry
 from epochgc.impl.store.base import (
     MAX_PAGE_SIZE,
     ConditionalConflict,
@@ -84,7 +84,7 @@ _BOUNDED_OPS = ("PutObject", "DeleteObjects", "DeleteObject")
 class SendDeadlinePassed(Exception):
     """Raised from botocore's `before-send` hook: this attempt was not sent. Not a botocore
     error, so botocore's retry handler does not retry it; an earlier attempt of the same
-    call may have been sent (and applied): it is an ambiguous failure (`_applied_maybe`)."""
+    call may have been sent (and applied): the per-attempt record says (`attempts.py`)."""
 
 
 class S3Store(ObjectStore):
@@ -160,7 +160,11 @@ class S3Store(ObjectStore):
         `CONNECT_TIMEOUT_S + READ_TIMEOUT_S`."""
         return self._deadline.bounded(deadline)
 
-    def _refuse_late(self, **_kwargs: Any) -> None:
+    def _refuse_late(self, event_name: str = "", **_kwargs: Any) -> None:
+        """Run before and after botocore's adaptive rate limiter (`_around_the_limiter`):
+        the last check is the one before the wire (review rev38z finding 2)."""
+        if event_name.rpartition(".")[2] not in _BOUNDED_OPS:
+            return
         at = self._deadline.at
         if at is not None and self.monotonic() > at:
             raise SendDeadlinePassed("not sent: past the time its batch was told to go on "
@@ -222,10 +226,13 @@ class S3Store(ObjectStore):
             "s3", endpoint_url=self.endpoint_url, config=config
         )
         if bound is not None:
-            client.meta.events.register("before-send.s3", bound.before_send)
+            # Last before the wire, after the adaptive limiter's wait (`_around_the_limiter`).
+            _around_the_limiter(client, bound.before_send)
             client.meta.events.register("needs-retry.s3", bound.after_attempt)
         # Each DeleteObjects attempt's outcome, for `_delete_once` (attempts.py says why).
         client.meta.events.register("needs-retry.s3.DeleteObjects", attempts.note)
+        # A 200 that is not a whole DeleteResult is a failed attempt (deleteanswer.py).
+        client.meta.events.register("before-parse.s3.DeleteObjects", deleteanswer.check)
         return client
 
     @contextlib.contextmanager
@@ -246,8 +253,7 @@ class S3Store(ObjectStore):
         elif "AWS_MAX_ATTEMPTS" not in os.environ:
             retries["max_attempts"] = 10
         client = self._new_client(READ_TIMEOUT_S, retries)
-        for op in _BOUNDED_OPS:
-            client.meta.events.register(f"before-send.s3.{op}", self._refuse_late)
+        _around_the_limiter(client, self._refuse_late)  # `_BOUNDED_OPS` only
         self._client = client
         return self._client
 
@@ -643,11 +649,12 @@ class S3Store(ObjectStore):
         So before a key is counted as not deleted, the store is asked (HEAD): absent, it
         left the store, by this batch's request or by another writer (nothing tells which:
         `gone_unattributed`, review rev38x finding 1); rewritten since it was listed,
-        `changed`; there, an error saying so; a HEAD that fails too leaves the outcome
-        unknown, said as much. Only keys some attempt failed ambiguously are looked up
-        (whatever their last attempt said: `_delete`): a 4xx (NoSuchBucket, AccessDenied)
-        or SlowDown was not applied, and a HEAD's 404 cannot tell a missing bucket from a
-        missing key."""
+        `changed`; there, unknown too: the server may carry the request out after this
+        HEAD (review rev38z finding 6), so the journal's read-back asks again after its
+        wait; a HEAD that fails too leaves the outcome unknown, said as much. Only keys
+        some attempt failed ambiguously are looked up (whatever their last attempt said:
+        `_delete`): a 4xx (NoSuchBucket, AccessDenied) or SlowDown was not applied, and a
+        HEAD's 404 cannot tell a missing bucket from a missing key."""
         keys = sorted(unsure)
         with ThreadPoolExecutor(min(_RESOLVERS, len(keys)),
                                 thread_name_prefix="epochgc-resolve") as pool:
@@ -665,7 +672,12 @@ class S3Store(ObjectStore):
                 del result.errors[key]
                 result.changed.add(key)
             else:
-                result.errors[key] = f"{why}; still there (asked the store)"
+                # Review rev38z finding 6: a request the server received may still be
+                # carried out after this HEAD (`impl/gc/bounds.py` allows a server
+                # `READ_TIMEOUT_S`): unknown, so the journal's read-back asks again.
+                result.errors[key] = (f"{why}; whether it was deleted is unknown: still there "
+                                      "right after an unanswered request (asked the store)")
+                result.unknown.add(key)
 
     def _head_or_error(self, key: str) -> ObjectInfo | StoreError | None:
         try:
@@ -695,9 +707,14 @@ class S3Store(ObjectStore):
             msg = str(self._error("delete batch", e))
             # Any attempt of the call, not only the last, may have been applied: a 500
             # then botocore's retry refused with a 4xx (review rev38y finding 1), or with
-            # the stop bound's StoppedNotSent (finding 3).
-            applied = _applied_maybe(e) or attempts.unsure(_retries(getattr(e, "response",
-                                                                            None)))
+            # the stop bound's StoppedNotSent (finding 3). The per-attempt record decides
+            # (review rev38z finding 3: a final 503 SlowDown, a deadline before the first
+            # send, were "maybe applied" whatever it said); the exception only when the
+            # record saw no attempt of this call.
+            if attempts.seen():
+                applied = attempts.unsure(_retries(getattr(e, "response", None)))
+            else:
+                applied = _applied_maybe(e)
             code = _REQUEST_UNSURE if applied else "RequestFailed"
             return _Answer(dict.fromkeys(batch, (code, msg)), set(), False)
         cut = len(self.prefix)
@@ -740,6 +757,26 @@ class _Answer:
     retried: bool  # an earlier send may have been applied (`attempts.unsure`)
 
 
+def _around_the_limiter(client: Any, handler: Callable[..., None]) -> None:
+    """`handler` on botocore's `before-send` event twice: before the adaptive rate
+    limiter's wait (a request already refused takes no token and waits for none) and after
+    every other handler of the event, the limiter's wait included (review rev38z finding
+    2), so the last check is the last thing before the wire. botocore calls the handlers
+    of the most specific name first ("the values associated with the node furthest from
+    the root ... come before nodes closer to the root", `hooks.py` `_PrefixTrie.
+    _get_items`), and within one name those
+    registered first, then middle, then last (`hooks.py` `register_last`: "called after
+    handlers registered with register_first() and register()"). The adaptive retry mode's
+    `ClientRateLimiter.on_sending_request`, which waits for a token of a bucket refilled by
+    the wall clock (`retries/adaptive.py` `register_retry_handler`, `retries/bucket.py`),
+    is registered on the bare `before-send` (middle): a check on `before-send.s3.<Op>` ran
+    before that wait, so a request could be sent long after the check passed. Checked
+    against botocore 1.44.8's source (hooks.py, retries/adaptive.py, endpoint.py
+    `_do_get_response`: `before-send` is emitted, then the request is sent)."""
+    client.meta.events.register("before-send.s3", handler)
+    client.meta.events.register_last("before-send", handler)
+
+
 def _retries(response: object) -> int | None:
     """botocore's RetryAttempts ("num retries", `endpoint.py`) of a parsed answer."""
     if not isinstance(response, dict):
@@ -750,11 +787,22 @@ def _retries(response: object) -> int | None:
 
 def _applied_maybe(e: Exception) -> bool:
     """A request that failed this way may have reached the server and been applied: a 5xx
-    answer, or no answer at all (a connection closed or timed out after it was sent)."""
+    answer, or no answer at all (a connection closed or timed out after it was sent). Only
+    for a call the per-attempt record saw no attempt of (`attempts.seen`: a client without
+    its handler); a connection never made is not sent (`attempts._NOT_SENT`, review rev38z
+    finding 4), nor is an attempt our own `before-send` refused (`SendDeadlinePassed`:
+    an earlier attempt of it is in the record)."""
     from botocore.exceptions import ConnectionError as BotoConnectionError
-    from botocore.exceptions import HTTPClientError
+    from botocore.exceptions import (
+        ConnectTimeoutError,
+        EndpointConnectionError,
+        HTTPClientError,
+        ProxyConnectionError,
+    )
 
-    if isinstance(e, BotoConnectionError | HTTPClientError | SendDeadlinePassed):
+    if isinstance(e, EndpointConnectionError | ConnectTimeoutError | ProxyConnectionError):
+        return False
+    if isinstance(e, BotoConnectionError | HTTPClientError):
         return True
     response = getattr(e, "response", None)
     if isinstance(response, dict):

@@ -156,3 +156,43 @@ def test_a_dead_rounds_record_counts_a_key_the_store_cannot_tell_as_unknown(
     assert any("keys of unknown fate: 1" in line for line in lines), lines
     assert any("left the store, not attributed: 1 key(s) (1 bytes)" in line
                for line in lines), lines
+
+
+def test_a_returned_attempts_key_of_unknown_fate_is_asked_only_after_the_wait(
+    tmp_path: Path
+) -> None:
+    """Review rev38z finding 6, the read-back's side: an attempt that returned journaled a
+    key `unknown` (its request went unanswered and the key was there right after it), so
+    that request may still be carried out (`bounds.py` allows a server `READ_TIMEOUT_S`).
+    The read-back asks the store about it only after the live driver's wait
+    (`before_asking`); a wait cut short leaves a key still there `unknown`, never an error
+    "listed again next round". (Before: a returned attempt's batch was never waited for,
+    and the key was an error at once.)"""
+    root = tmp_path / "s"
+    store = LocalStore(root, create=True)
+    keys = _keys(2)
+    for k in keys:
+        put_local(root, k, 7200.0)
+    attempt = Attempt(0, 0, 0, 1)
+    w = JournalWriter(store, JournalTarget(JOURNAL), attempt)
+    seq = w.intent([(k, 1, 7200.0, "") for k in keys])
+    store.delete_batch(keys[1:])  # k1: answered, deleted
+    why = ("RequestFailedMaybeApplied: connection closed; whether it was deleted is unknown: "
+           "still there right after an unanswered request (asked the store)")
+    w.done(seq, DeleteResult(2, errors={keys[0]: why}, unknown={keys[0]}))
+    asked: list[int] = []
+
+    def cut_short(batches: int) -> bool:
+        asked.append(batches)
+        return False  # a signal ended the wait: the request may still land
+
+    totals = read_journal(store, JOURNAL, known=w.written(), before_asking=cut_short,
+                          returned={attempt.name()})
+    assert asked == [1], f"the read-back did not wait for the unanswered request: {asked}"
+    assert set(totals.deleted) == {keys[1]}
+    assert set(totals.unknown) == {keys[0]} and not totals.errors, (totals.unknown,
+                                                                   totals.errors)
+    asked.clear()
+    totals = read_journal(store, JOURNAL, known=w.written(), before_asking=lambda n: True,
+                          returned={attempt.name()})
+    assert set(totals.errors) == {keys[0]}, totals  # waited out, still there: not deleted

@@ -176,8 +176,6 @@ def _cut_front(upstream: str, slowdown_200: bool = False,
         server.server_close()
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z finding 1: a 200 DeleteObjects answer whose "
-                   "body is lost is read as 'every key deleted'")
 def test_a_200_whose_body_is_lost_counts_no_refused_key_deleted(
     s3_endpoint: str, s3_server_name: str
 ) -> None:
@@ -254,8 +252,6 @@ class _SteppedClock:
         time.sleep(amount)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z finding 2: the adaptive limiter's wait comes "
-                   "after the send_by check: a DeleteObjects is sent past its deadline")
 def test_no_delete_is_sent_past_its_deadline_while_the_rate_limiter_holds_it(
     moto_endpoint: str,
 ) -> None:
@@ -335,9 +331,6 @@ def _refused_by_the_deadline(store: S3Store, keys: list[str]) -> Any:
         return store.delete_batch(keys)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z finding 3: `_applied_maybe` overrides the "
-                   "per-attempt record: a request no attempt of which was applied is "
-                   "taken as maybe applied and every key HEADed")
 @pytest.mark.parametrize("refused", [_refused_by_slowdown, _refused_by_the_deadline],
                          ids=["final-503-slowdown", "deadline-before-the-first-send"])
 def test_a_delete_no_attempt_of_which_was_applied_is_not_looked_up(
@@ -384,8 +377,6 @@ def test_a_delete_no_attempt_of_which_was_applied_is_not_looked_up(
         f"gone unattributed {sorted(r.gone_unattributed)}")
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z finding 4: a connection never made (refused) is "
-                   "taken as an attempt that may have been applied")
 def test_a_delete_whose_connection_was_never_made_is_not_taken_as_maybe_applied() -> None:
     """Finding 4 (MEDIUM). `attempts.may_have_applied` takes every `caught_exception` but
     our own refusals as "may have reached the server", and `_applied_maybe` says yes to
@@ -417,8 +408,6 @@ def test_a_delete_whose_connection_was_never_made_is_not_taken_as_maybe_applied(
         f"'maybe applied' {maybe}, unknown {sorted(r.unknown)}: {r.errors}")
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z finding 5: a DeleteObjects applied and answered "
-                   "200 with a SlowDown error body is marked 'not applied'")
 def test_a_delete_applied_then_answered_200_slowdown_is_not_taken_as_refused(
     s3_endpoint: str, s3_server_name: str
 ) -> None:
@@ -471,9 +460,6 @@ def test_a_delete_applied_then_answered_200_slowdown_is_not_taken_as_refused(
         f"the batch's first send deleted both keys, yet the read-back says {got}")
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z finding 6: a key HEADed present right after a "
-                   "lost answer is journaled 'still there' for good, though the request may "
-                   "land later")
 def test_a_key_present_right_after_a_lost_answer_is_not_recorded_still_there(
     moto_endpoint: str,
 ) -> None:
