@@ -247,3 +247,61 @@ def test_a_stopping_drivers_write_does_not_wait_out_a_wall_clock_step_in_the_lim
     assert not held, (
         "the stopping driver's write waited in botocore's rate limiter for the wall "
         f"clock's step (3600 s here); outcome once released: {out}")
+
+
+@pytest.mark.xfail(strict=True, reason="rev38z2 finding 3: the name lookup runs after the "
+                   "last deadline check and outside the connect timeout: a DeleteObjects is "
+                   "sent later than its deadline plus CONNECT_TIMEOUT_S")
+def test_no_delete_is_sent_later_than_its_deadline_plus_the_connect_timeout(
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Finding 3 (LOW: the bound's accounting, inside the lease's margin). s25b's last
+    `send_by` check runs after every `before-send` handler ("the last thing before the
+    wire", `s3._around_the_limiter`), and `bounds.py` allows `CONNECT_TIMEOUT_S` between it
+    and the server having the request. What runs between is urllib3's `create_connection`
+    (`util/connection.py`) for a connection the pool does not hold: `socket.getaddrinfo`
+    first, which no socket timeout bounds (glibc's resolver: `timeout:5`, `attempts:2` per
+    nameserver by default, resolv.conf(5)), then `sock.connect` to each address it returned
+    in turn, EACH with the full connect timeout (a dual-stack name whose IPv6 route is
+    dead: 10 s lost, then IPv4). Here the lookup of the endpoint takes 30 s (moved on the
+    store's send clock, not waited): the request goes out 29 s past its deadline, where the
+    bound allows 10."""
+    import socket
+
+    from epochgc.impl.store.s3 import CONNECT_TIMEOUT_S
+
+    bucket = new_bucket(moto_endpoint)
+    direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)
+    direct.put("k", b"x")
+    now = [100.0]  # the store's send clock (`S3Store.monotonic`)
+    sent_at: list[float] = []
+
+    def faults(c: Call) -> Fault | None:
+        if c.kind == "delete":
+            sent_at.append(now[0])
+        return None
+
+    with s3_proxy(moto_endpoint, faults=faults) as p:
+        port = int(p.endpoint.rpartition(":")[2])
+        real = socket.getaddrinfo
+
+        def slow_lookup(host: Any, at: Any, *args: Any, **kwargs: Any) -> Any:
+            if at == port:
+                now[0] += 30.0  # a resolver that timed out on its first nameserver(s)
+            return real(host, at, *args, **kwargs)
+
+        store = S3Store(bucket, "c", endpoint_url=p.endpoint, max_attempts=0,
+                        key_retry=_no_key_retry())
+        store.monotonic = lambda: now[0]
+        try:
+            store.client.meta.events  # noqa: B018  (the client made: no lookup yet)
+            monkeypatch.setattr(socket, "getaddrinfo", slow_lookup)
+            with store.send_by(101.0):
+                store.delete_batch(["k"])
+        finally:
+            monkeypatch.undo()
+            store.close()
+    assert sent_at and all(t <= 101.0 + CONNECT_TIMEOUT_S for t in sent_at), (
+        f"a DeleteObjects checked at 100 (deadline 101) was sent at {sent_at} on the send "
+        f"clock, past the deadline plus CONNECT_TIMEOUT_S ({CONNECT_TIMEOUT_S:g} s); 'k' left "
+        f"the store: {direct.head('k') is None}")
