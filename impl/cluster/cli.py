@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import signal
@@ -83,16 +84,42 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
         spec = parse_store_url(store, s3_endpoint)
     except StoreError as e:
         raise click.BadParameter(str(e), param_hint="--store") from None
-    # A directory it cannot make is a bad argument (64), named, not an OSError's repr.
-    data_dir = str(writable_dir(data_dir, "--data-dir"))
-    # One start at a time on a data directory (issue 41 item 12): a second one refuses,
-    # before it reads the cluster's file or binds anything.
+    made = _missing_dirs(data_dir)
+    if spec.kind == "file":
+        made += [d for d in _missing_dirs(spec.location) if d not in made]
     try:
+        # A directory it cannot make is a bad argument (64), named, not an OSError's repr.
+        data_dir = str(writable_dir(data_dir, "--data-dir"))
+        # One start at a time on a data directory (issue 41 item 12): a second one refuses,
+        # before it reads the cluster's file or binds anything.
         with start_lock(data_dir):
             _start(ctx, LocalCluster(data_dir), spec, store, nodes, partitions,
                    mint_interval, trace, s3_endpoint, log_level, new_ports)
     except StartRunning as e:
         raise click.ClickException(str(e)) from None
+    except BaseException:
+        # newuser11 M3: a start refused (a preflight, a signal) left the empty data
+        # directory it had made. What it made and is still empty goes; nothing else.
+        _remove_empty(made)
+        raise
+
+
+def _missing_dirs(path: str) -> list[Path]:
+    """The directories `mkdir -p path` would make, deepest first."""
+    out: list[Path] = []
+    d = Path(path).expanduser().absolute()
+    while not d.exists() and d != d.parent:
+        out.append(d)
+        d = d.parent
+    return out
+
+
+def _remove_empty(made: list[Path]) -> None:
+    """Remove each directory of `made` (deepest first) that is still empty: rmdir(2)
+    removes only an empty directory, so one a node or another command wrote into stays."""
+    for d in sorted(made, key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            d.rmdir()
 
 
 def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, nodes: int,
@@ -120,7 +147,7 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
         writable_dir(spec.location, "--store")
     # Before any node starts: the nodes need boto3 for s3:// and a store they can write
     # (issue 41: "cluster ready" on a bucket that did not exist; every produce then failed).
-    store_writable(spec, "cluster start")
+    store_writable(spec, "cluster start", lambda line: stderr_line(f"cluster start: {line}"))
     if not lc.meta:
         extra = ["--trace", trace] if trace else []
         if s3_endpoint:
