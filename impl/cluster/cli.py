@@ -437,10 +437,13 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
             checkpoint("acked")  # the signal tests' point: between batches
     except KeyboardInterrupt:
         manifest = Path(data_dir) / "acked.jsonl"
+        # newuser11 M4: a batch in flight may have been applied by the cluster before the
+        # signal cut its acknowledgement (then it is read back, and its object is in use);
+        # "its object is garbage" was only true if it was not.
         click.echo(f"produce interrupted: {recorded.records:,} of {count * len(partitions):,} "
                    f"record(s) acknowledged and recorded in {manifest}; the batch in flight, "
-                   "if any, was not acknowledged (an object it uploaded is garbage GC collects)",
-                   err=True)
+                   "if any, was not acknowledged: it may have been applied (then it is read "
+                   "back); if not, its object is garbage GC collects", err=True)
         raise
 
 
