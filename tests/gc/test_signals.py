@@ -313,3 +313,20 @@ def test_a_dry_run_stopped_as_it_ends_says_no_record(tmp_path: Path) -> None:
     assert "test hook: SIGINT at round-over" in r.stderr, r.stderr
     assert "writing the round's record" not in r.stderr, r.stderr
     assert "releasing its lease" not in r.stderr, r.stderr
+
+
+def test_a_round_a_pause_stopped_says_who_paused_it_and_how_to_resume() -> None:
+    """newuser11 M10: the line said only "gc: round interrupted (paused) after deleting N
+    key(s)"; the refusal of a new round names who paused, why, and how to resume."""
+    from epochgc.impl.gc.admin import AdminState
+    from epochgc.impl.gc.summary import GcSummary
+
+    why = AdminState(True, "midround\x1b]0;x\x07", "root@vm").why()
+    [line] = GcSummary(M=100, interrupted="paused", journal="j/", deleted=4000, paused=why,
+                       listing_complete=False).lines()
+    assert line == ("gc: round interrupted (paused) after deleting 4,000 key(s); the rest are "
+                    "listed again next round (journal: j/): GC is paused on this store by "
+                    "root@vm: midround\\x1b]0;x\\x07 (epochgc gc-admin start resumes it)"), line
+    [line] = GcSummary(M=100, interrupted="SIGINT", journal="j/", deleted=2, paused=None,
+                       listing_complete=False).lines()
+    assert "paused" not in line
