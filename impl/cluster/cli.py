@@ -447,6 +447,13 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
         raise
 
 
+def _done(recorded: _Tally, lc: LocalCluster) -> None:
+    """What a failed stdout write's line says was done (newuser11 M9: a re-run after a bare
+    "cannot write to stdout" produced the acknowledged records again)."""
+    closedout.done(f"{recorded.records:,} record(s) were acknowledged "
+                   f"({lc.dir / 'acked.jsonl'})")
+
+
 def _said(warning: str | None) -> None:
     if warning is not None:
         stderr_line(f"epochgc produce: {warning}")
@@ -506,6 +513,7 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
                     for a in e.acks.values()]
             _said(append_manifest(lc.dir, kept))
             recorded.records += sum(r.count for r in kept)
+            _done(recorded, lc)
             raise click.ClickException(str(e)) from e
         except UnknownPartitionError as e:
             raise Refused(f"--partition: {e}", ExitCode.USAGE) from e
@@ -516,6 +524,7 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
         # only after every ack: the manifest is what was acked
         _said(append_manifest(lc.dir, runs))
         recorded.records += sum(r.count for r in runs)
+        _done(recorded, lc)
         for a in acks.values():
             click.echo(json.dumps({"partition": a.partition, "base": a.base, "count": a.count,
                                    "epoch": a.epoch, "key": a.key, "producer": name}))
