@@ -18,7 +18,15 @@ from click.core import ParameterSource
 
 from epochgc.impl import closedout, signals
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
-from epochgc.impl.cluster.local import LocalCluster, PortTaken, StartRunning, start_lock
+from epochgc.impl.cluster.errors import DamagedClusterFile
+from epochgc.impl.cluster.local import (
+    LocalCluster,
+    PortTaken,
+    StartRunning,
+    nodes_on,
+    start_lock,
+    stop_pids,
+)
 from epochgc.impl.cluster.rpc import MAX_RECORD_BYTES
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.finite import FiniteFloat
@@ -283,8 +291,31 @@ async def _until_ready(lc: LocalCluster, partitions: list[str], timeout_s: float
 @cluster.command()
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False))
 def stop(data_dir: str) -> None:
-    """Stop every node of the cluster in DATA_DIR (its data stays)."""
-    LocalCluster(data_dir).stop_all()
+    """Stop every node of the cluster in DATA_DIR (its data stays). With DATA_DIR's
+    cluster.json damaged, the node processes running on DATA_DIR are found by their
+    command lines and stopped, and the damage is refused (65)."""
+    try:
+        lc = LocalCluster(data_dir)
+    except DamagedClusterFile as e:
+        raise Refused(_stopped_without_file(data_dir, e), ExitCode.DATAERR) from None
+    lc.stop_all()
+
+
+def _stopped_without_file(data_dir: str, e: DamagedClusterFile) -> str:
+    """Stop the nodes running on `data_dir` found by their command lines (`nodes_on`), and
+    say it (newuser11 M5: the refusal's "move the data directory aside and start a new
+    cluster" left them running, holding its ports). Stopped, not only named: a process
+    running node_main on DATA_DIR/n<id> is a node of this data directory by the same test
+    `is_node` applies to every recorded pid, and stopping them is what was asked."""
+    found = nodes_on(data_dir)
+    with signals.deferred():  # a signal during the stop is raised once they are gone
+        stop_pids(sorted(found.values()))
+    nodes = ", ".join(f"node {n} (pid {pid})" for n, pid in sorted(found.items()))
+    did = (f"stopped {nodes}, found running on {Path(data_dir).absolute()} by their "
+           "command lines" if found
+           else f"no node process runs on {Path(data_dir).absolute()}")
+    return (f"{e.path}: {e.what} (a damaged cluster file); {did}; restore the file, or move "
+            "the data directory aside and start a new cluster")
 
 
 @cluster.command()
