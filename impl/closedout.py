@@ -18,10 +18,17 @@ duplicates its records).
 - Any other failed write (`> /dev/full`: ENOSPC, newuser8 I6) loses output the user asked
   for: one line on stderr ("cannot write to stdout: ..."), later writes dropped, and the
   command exits 1 (failed) where its work said 0, whatever the command.
+- `done(what)`: what the command's work has done so far, in words ("the pause was
+  written"), said on that line (newuser11 M9: "cannot write to stdout" alone, after a
+  pause was written or records acknowledged, read as "nothing happened", and a re-run
+  duplicated records or found the topic already there). So the line comes as the command
+  ends (an atexit call, before the interpreter's last flush), when what was done is known;
+  a failure found after it (that last flush) is said at once.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import os
@@ -78,7 +85,8 @@ class _Guard(_FdStream):
             # and Python's exit 120 from the flush at exit.
             self.cut = True
             self.failed = e.strerror or str(e)
-            _say_failed(self.failed)
+            if _ending:
+                _say_failed(self.failed)
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, self._fd)  # later writes, and any child's, go nowhere
         os.close(devnull)
@@ -86,14 +94,35 @@ class _Guard(_FdStream):
 
 
 def _say_failed(why: str) -> None:
-    """The one line for a failed stdout write (stderr may be closed too: then silence)."""
+    """The one line for a failed stdout write, with what the work did (`done`); stderr may
+    be closed too: then silence."""
+    did = f"; {_done}" if _done else ""
     with contextlib.suppress(OSError, ValueError):
-        sys.stderr.write(f"epochgc: cannot write to stdout: {why}\n")
+        sys.stderr.write(f"epochgc: cannot write to stdout: {why}{did}\n")
         sys.stderr.flush()
 
 
 _guard: _Guard | None = None
 _output_is_work = False
+_done = ""  # what the command's work did so far (`done`)
+_ending = False  # the atexit call ran: a failure found later is said at once
+
+
+def done(what: str) -> None:
+    """Record what the command's work has done so far ("N record(s) were acknowledged
+    (FILE)"; each call replaces the last): a failed stdout write's line says it."""
+    global _done
+    _done = what
+
+
+def _at_exit() -> None:
+    """Flush stdout (a failure is found now, if not before) and say a failed write once."""
+    global _ending
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    _ending = True
+    if _guard is not None and _guard.failed is not None:
+        _say_failed(_guard.failed)
 
 
 def guard() -> None:
@@ -116,11 +145,11 @@ def guard() -> None:
     except OSError as e:  # what was buffered is lost: said as a later write's would be
         with_fd.cut = True
         with_fd.failed = e.strerror or str(e)
-        _say_failed(with_fd.failed)
     sys.stdout = io.TextIOWrapper(
         io.BufferedWriter(with_fd), encoding=out.encoding, errors=out.errors,
         line_buffering=bool(out.line_buffering), write_through=getattr(out, "write_through", False))
     _guard = with_fd
+    atexit.register(_at_exit)
 
 
 class _ErrGuard(_FdStream):

@@ -13,7 +13,7 @@ import stat
 import sys
 import tempfile
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import click
@@ -218,20 +218,30 @@ def partition_names(names: Iterable[str], option: str) -> list[str]:
     return out
 
 
-def store_writable(spec: StoreSpec, command: str) -> None:
+def store_writable(spec: StoreSpec, command: str,
+                   say: Callable[[str], None] | None = None) -> None:
     """Write one small object into the store and delete it again: refused (1) if the store
     cannot be opened (an S3 bucket that does not exist, an unreachable endpoint) or will
-    not take a write (permissions), before anything that needs it starts."""
+    not take a write (permissions), before anything that needs it starts. An S3 store's
+    two requests are bounded as `gc`'s control reads are (`patience.py`) and a wait is
+    said through `say` ("waiting for ENDPOINT: no answer yet ..."): newuser11 M1/M2, on
+    the ordinary client (60 s read timeout, 10 adaptive attempts) an endpoint that never
+    answers held `cluster start` silent for 11 minutes, an unreachable one for 26 s."""
+    from epochgc.impl.store.s3 import S3Store
+    from epochgc.impl.store.url import open_control
+
     require_modules(command, store_modules(spec))
     key = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
     where = spec.describe()
     try:
-        store = spec()
+        store = open_control(spec, say)
     except (StoreError, OSError) as e:
         raise Refused(f"store {where}: cannot open it: {e}", ExitCode.FAILED) from None
     try:
-        store.put(key, b"epochgc preflight: a store the command can write\n")
-        store.delete_batch([key])
+        with (store.bounded_writes(f"the preflight write of {key!r}")
+              if isinstance(store, S3Store) else contextlib.nullcontext()):
+            store.put(key, b"epochgc preflight: a store the command can write\n")
+            store.delete_batch([key])
     except (StoreError, OSError) as e:
         raise Refused(f"store {where}: cannot write to it: {e}", ExitCode.FAILED) from None
     finally:

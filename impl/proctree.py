@@ -86,6 +86,21 @@ def group_members(pgid: int) -> list[int]:
     return found
 
 
+def command_lines() -> dict[int, list[bytes]]:
+    """Every live process's arguments (proc(5): `/proc/PID/cmdline`, NUL-separated; empty
+    for a zombie, and for a process gone since: both left out); empty where there is no
+    /proc."""
+    found: dict[int, list[bytes]] = {}
+    for entry in PROC.glob("[0-9]*"):
+        try:
+            raw = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if raw:
+            found[int(entry.name)] = raw.rstrip(b"\0").split(b"\0")
+    return found
+
+
 def alive(pid: int) -> bool:
     st = _stat(pid)
     return st is not None and st[1] != "Z"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import random
 import signal
@@ -17,7 +18,15 @@ from click.core import ParameterSource
 
 from epochgc.impl import closedout, signals
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
-from epochgc.impl.cluster.local import LocalCluster, PortTaken, StartRunning, start_lock
+from epochgc.impl.cluster.errors import DamagedClusterFile
+from epochgc.impl.cluster.local import (
+    LocalCluster,
+    PortTaken,
+    StartRunning,
+    nodes_on,
+    start_lock,
+    stop_pids,
+)
 from epochgc.impl.cluster.rpc import MAX_RECORD_BYTES
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.finite import FiniteFloat
@@ -83,16 +92,42 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
         spec = parse_store_url(store, s3_endpoint)
     except StoreError as e:
         raise click.BadParameter(str(e), param_hint="--store") from None
-    # A directory it cannot make is a bad argument (64), named, not an OSError's repr.
-    data_dir = str(writable_dir(data_dir, "--data-dir"))
-    # One start at a time on a data directory (issue 41 item 12): a second one refuses,
-    # before it reads the cluster's file or binds anything.
+    made = _missing_dirs(data_dir)
+    if spec.kind == "file":
+        made += [d for d in _missing_dirs(spec.location) if d not in made]
     try:
+        # A directory it cannot make is a bad argument (64), named, not an OSError's repr.
+        data_dir = str(writable_dir(data_dir, "--data-dir"))
+        # One start at a time on a data directory (issue 41 item 12): a second one refuses,
+        # before it reads the cluster's file or binds anything.
         with start_lock(data_dir):
             _start(ctx, LocalCluster(data_dir), spec, store, nodes, partitions,
                    mint_interval, trace, s3_endpoint, log_level, new_ports)
     except StartRunning as e:
         raise click.ClickException(str(e)) from None
+    except BaseException:
+        # newuser11 M3: a start refused (a preflight, a signal) left the empty data
+        # directory it had made. What it made and is still empty goes; nothing else.
+        _remove_empty(made)
+        raise
+
+
+def _missing_dirs(path: str) -> list[Path]:
+    """The directories `mkdir -p path` would make, deepest first."""
+    out: list[Path] = []
+    d = Path(path).expanduser().absolute()
+    while not d.exists() and d != d.parent:
+        out.append(d)
+        d = d.parent
+    return out
+
+
+def _remove_empty(made: list[Path]) -> None:
+    """Remove each directory of `made` (deepest first) that is still empty: rmdir(2)
+    removes only an empty directory, so one a node or another command wrote into stays."""
+    for d in sorted(made, key=lambda p: len(p.parts), reverse=True):
+        with contextlib.suppress(OSError):
+            d.rmdir()
 
 
 def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, nodes: int,
@@ -120,7 +155,7 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
         writable_dir(spec.location, "--store")
     # Before any node starts: the nodes need boto3 for s3:// and a store they can write
     # (issue 41: "cluster ready" on a bucket that did not exist; every produce then failed).
-    store_writable(spec, "cluster start")
+    store_writable(spec, "cluster start", lambda line: stderr_line(f"cluster start: {line}"))
     if not lc.meta:
         extra = ["--trace", trace] if trace else []
         if s3_endpoint:
@@ -256,8 +291,31 @@ async def _until_ready(lc: LocalCluster, partitions: list[str], timeout_s: float
 @cluster.command()
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False))
 def stop(data_dir: str) -> None:
-    """Stop every node of the cluster in DATA_DIR (its data stays)."""
-    LocalCluster(data_dir).stop_all()
+    """Stop every node of the cluster in DATA_DIR (its data stays). With DATA_DIR's
+    cluster.json damaged, the node processes running on DATA_DIR are found by their
+    command lines and stopped, and the damage is refused (65)."""
+    try:
+        lc = LocalCluster(data_dir)
+    except DamagedClusterFile as e:
+        raise Refused(_stopped_without_file(data_dir, e), ExitCode.DATAERR) from None
+    lc.stop_all()
+
+
+def _stopped_without_file(data_dir: str, e: DamagedClusterFile) -> str:
+    """Stop the nodes running on `data_dir` found by their command lines (`nodes_on`), and
+    say it (newuser11 M5: the refusal's "move the data directory aside and start a new
+    cluster" left them running, holding its ports). Stopped, not only named: a process
+    running node_main on DATA_DIR/n<id> is a node of this data directory by the same test
+    `is_node` applies to every recorded pid, and stopping them is what was asked."""
+    found = nodes_on(data_dir)
+    with signals.deferred():  # a signal during the stop is raised once they are gone
+        stop_pids(sorted(found.values()))
+    nodes = ", ".join(f"node {n} (pid {pid})" for n, pid in sorted(found.items()))
+    did = (f"stopped {nodes}, found running on {Path(data_dir).absolute()} by their "
+           "command lines" if found
+           else f"no node process runs on {Path(data_dir).absolute()}")
+    return (f"{e.path}: {e.what} (a damaged cluster file); {did}; restore the file, or move "
+            "the data directory aside and start a new cluster")
 
 
 @cluster.command()
@@ -410,11 +468,21 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
             checkpoint("acked")  # the signal tests' point: between batches
     except KeyboardInterrupt:
         manifest = Path(data_dir) / "acked.jsonl"
+        # newuser11 M4: a batch in flight may have been applied by the cluster before the
+        # signal cut its acknowledgement (then it is read back, and its object is in use);
+        # "its object is garbage" was only true if it was not.
         click.echo(f"produce interrupted: {recorded.records:,} of {count * len(partitions):,} "
                    f"record(s) acknowledged and recorded in {manifest}; the batch in flight, "
-                   "if any, was not acknowledged (an object it uploaded is garbage GC collects)",
-                   err=True)
+                   "if any, was not acknowledged: it may have been applied (then it is read "
+                   "back); if not, its object is garbage GC collects", err=True)
         raise
+
+
+def _done(recorded: _Tally, lc: LocalCluster) -> None:
+    """What a failed stdout write's line says was done (newuser11 M9: a re-run after a bare
+    "cannot write to stdout" produced the acknowledged records again)."""
+    closedout.done(f"{recorded.records:,} record(s) were acknowledged "
+                   f"({lc.dir / 'acked.jsonl'})")
 
 
 def _said(warning: str | None) -> None:
@@ -476,6 +544,7 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
                     for a in e.acks.values()]
             _said(append_manifest(lc.dir, kept))
             recorded.records += sum(r.count for r in kept)
+            _done(recorded, lc)
             raise click.ClickException(str(e)) from e
         except UnknownPartitionError as e:
             raise Refused(f"--partition: {e}", ExitCode.USAGE) from e
@@ -486,6 +555,7 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
         # only after every ack: the manifest is what was acked
         _said(append_manifest(lc.dir, runs))
         recorded.records += sum(r.count for r in runs)
+        _done(recorded, lc)
         for a in acks.values():
             click.echo(json.dumps({"partition": a.partition, "base": a.base, "count": a.count,
                                    "epoch": a.epoch, "key": a.key, "producer": name}))

@@ -313,6 +313,44 @@ class LocalCluster:
 _OWNED: dict[int, IO[str]] = {}
 
 
+def nodes_on(data_dir: str | os.PathLike[str]) -> dict[int, int]:
+    """Node id -> pid of every node process running on DATA_DIR, found by its command line
+    (`proctree.command_lines`) as `LocalCluster.is_node` checks one: node_main with
+    `--data-dir DATA_DIR/n<id>`. Not the cluster's file: `cluster stop` uses it when that
+    file is damaged (newuser11 M5: the stop refused, and its advice left the nodes running
+    and holding their ports)."""
+    from epochgc.impl.proctree import command_lines
+
+    base = Path(data_dir).absolute()
+    found: dict[int, int] = {}
+    for pid, argv in command_lines().items():
+        if pid == os.getpid() or NODE_MODULE.encode() not in argv \
+                or b"--data-dir" not in argv[:-1]:
+            continue
+        given = Path(os.fsdecode(argv[argv.index(b"--data-dir") + 1]))
+        name = given.name
+        if not (name.startswith("n") and name[1:].isascii() and name[1:].isdigit()):
+            continue
+        with contextlib.suppress(OSError):  # the same directory by another path
+            if given.parent == base or os.path.samefile(given.parent, base):
+                found[int(name[1:])] = pid
+    return found
+
+
+def stop_pids(pids: list[int], grace_s: float = 10.0) -> None:
+    """SIGTERM each, SIGKILL what is still alive after `grace_s` (as `LocalCluster.kill`
+    stops a node), and wait for them to exit."""
+    from epochgc.impl.proctree import alive, stop
+
+    stop(pids, grace_s)
+    deadline = time.monotonic() + grace_s  # after a SIGKILL: its exit (a zombie counts)
+    while any(alive(p) for p in pids) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in pids:  # a child of ours is reaped; another process's is its parent's
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+
+
 def _wait_exit(pid: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

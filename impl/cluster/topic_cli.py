@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from epochgc.impl import signals
+from epochgc.impl import closedout, signals
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.controller.topics import TopicError, check_topic_name, topic_names
@@ -102,6 +102,7 @@ def _now_holds(lc: LocalCluster, topic: str) -> str:
 def create(data_dir: str, partitions: int, name: str) -> None:
     """Create topic NAME with partitions NAME/0 .. NAME/N-1 (an existing topic is refused)."""
     r = _call(data_dir, op="create_topic", topic=name, partitions=partitions)
+    closedout.done(f"topic {name} was created")  # newuser11 M9: said if stdout fails
     for p, rev in r["partitions"].items():
         click.echo(json.dumps({"partition": p, "creation_revision": rev}))
 
@@ -112,5 +113,6 @@ def create(data_dir: str, partitions: int, name: str) -> None:
 def delete(data_dir: str, name: str) -> None:
     """Delete every partition of topic NAME (an unknown topic is refused)."""
     r = _call(data_dir, op="delete_topic", topic=name)
+    closedout.done(f"topic {name} was deleted")  # newuser11 M9: said if stdout fails
     for p, rev in r["partitions"].items():
         click.echo(json.dumps({"partition": p, "deletion_revision": rev}))

@@ -300,6 +300,9 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
             return
         with _writing("the pause", store, s3_endpoint):
             state = write_admin_state(s, True, reason, time.time(), by or _operator())
+        # newuser11 M9: a failed stdout write's line says the work was done.
+        closedout.done("the pause was written" + (" (it replaces the earlier one)"
+                                                  if before.paused else ""))
     finally:
         s.close()
     if as_json:
@@ -329,6 +332,7 @@ def start(store: str, s3_endpoint: str | None, as_json: bool) -> None:
         if before.paused:
             with _writing("the resume", store, s3_endpoint):
                 state = write_admin_state(s, False, "", time.time(), _operator())
+                closedout.done("the resume was written: GC runs again")  # newuser11 M9
     finally:
         s.close()
     if as_json:

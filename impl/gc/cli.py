@@ -35,9 +35,11 @@ from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, GcOptions
 from epochgc.impl.gc.reports import MAX_WRITTEN_AT
 from epochgc.impl.gc.stop import (
     SIGNALS,
+    STOPPED_AT_ONCE,
     HeldSignal,
     OutputProgress,
     RoundStop,
+    SignalAgain,
     absorb_late_signal,
     announce,
     hold_signals,
@@ -465,7 +467,10 @@ def gc(
             echo_safe(f"gc: warning: deletion record not written: {summary.record_error}",
                       err=True)
         if not merged:
-            echo_safe(f"epochgc gc: error: {summary.error}; {_after(summary)}", err=True)
+            # A second signal is the operator's stop, not a failure (newuser11 M8).
+            head = ("gc: " if summary.error.endswith(STOPPED_AT_ONCE)
+                    else "epochgc gc: error: ")
+            echo_safe(f"{head}{summary.error}; {_after(summary)}", err=True)
         if as_json:
             click.echo(summary.to_json())
         sys.exit(summary.exit_code)
@@ -576,7 +581,7 @@ def _run(
                              listing_complete=False, unstarted=True)
         failed = getattr(e, "summary", None)
         if not isinstance(failed, GcSummary):
-            text = str(e) if isinstance(e, GcError | StoreError) else (
+            text = str(e) if isinstance(e, GcError | StoreError | SignalAgain) else (
                 f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
             failed = GcSummary(dry_run=options.dry_run, error=text)
             if isinstance(e, KeyboardInterrupt) or stop.requested:

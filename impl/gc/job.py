@@ -26,7 +26,7 @@ from epochgc.impl.gc.record import new_round_id
 from epochgc.impl.gc.reports import PARTITIONS_KEY, REPORT_READERS, ClusterView, read_cluster_view
 from epochgc.impl.gc.sequence import SequenceError, check_room
 from epochgc.impl.gc.stage import _Round, _with_spark
-from epochgc.impl.gc.stop import RoundStop, deadline_timer
+from epochgc.impl.gc.stop import RoundStop, SignalAgain, deadline_timer
 from epochgc.impl.gc.summary import GcSummary, Refusal
 from epochgc.impl.gc.text import printable
 from epochgc.impl.gc.versioning import check_versioning
@@ -188,7 +188,7 @@ def check_is_store(store: ObjectStore) -> None:
 
 
 def _describe(e: BaseException) -> str:
-    if isinstance(e, GcError | StoreError):
+    if isinstance(e, GcError | StoreError | SignalAgain):
         return str(e)
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 

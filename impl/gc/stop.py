@@ -236,6 +236,19 @@ def announce(stop: RoundStop, say: Callable[[str], None],
     threading.Thread(target=run, name="epochgc-stop-said", daemon=True).start()
 
 
+# How a round a second signal ended is said (its error, its record's and its last line).
+STOPPED_AT_ONCE = "again: stopped at once"
+
+
+class SignalAgain(KeyboardInterrupt):
+    """A second SIGINT/SIGTERM while the round stops: the operator insists. Its text is the
+    round's error as it is said, "SIGINT again: stopped at once" (newuser11 M8: it read
+    "error: KeyboardInterrupt: SIGINT again", a Python class name, as if it crashed)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"{name} {STOPPED_AT_ONCE}")
+
+
 def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
     """SIGINT and SIGTERM request `stop` (a second one raises KeyboardInterrupt); returns a
     function that restores the previous handlers. Call from the main thread."""
@@ -264,7 +277,7 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
             # connections it then finds broken (issue 41 item 3: four tracebacks before
             # our one line). Nothing the command says goes through logging.
             logging.disable(logging.CRITICAL)
-            raise KeyboardInterrupt(f"{name} again")
+            raise SignalAgain(name)
         stop.request_from_signal(name)
 
     stop_waker = stop._start_waker()

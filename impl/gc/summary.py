@@ -247,6 +247,14 @@ class GcSummary:
         return "nothing deleted"
 
     def _lines(self) -> list[str]:
+        out = self._round_lines()
+        if self.interrupted == "paused" and self.paused is not None and out:
+            # newuser11 M10: a round a pause stopped says who paused it, why and how to
+            # resume, as the refusal of a new round does (escaped: from the store, K6).
+            out[0] = f"{out[0]}: {printable(self.paused)}"
+        return out
+
+    def _round_lines(self) -> list[str]:
         if self.interrupted is not None:
             if self.unstarted and self.probe_left is not None:
                 return [f"gc: interrupted ({self.interrupted}) before the round started: no "

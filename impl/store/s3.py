@@ -266,11 +266,13 @@ class S3Store(ObjectStore):
 
     def _error(self, what: str, e: Exception,
                tries: readretry.Tries | None = None) -> StoreError:
-        """`tries`: a read of `reader`, whose silence and throttling have bounds to name."""
-        if tries is not None and self.patience is not None:
+        """`tries`: a read of `reader`, whose silence and throttling have bounds to name;
+        a request in `bounded_writes` has the same silence bound."""
+        bounded = tries is not None or self._probe_client is not None
+        if bounded and self.patience is not None:
             if _no_answer(e):
                 return StoreError(f"{what} in {self.describe()}: {self.patience.no_answer()}")
-            if tries.last is readretry.Failure.THROTTLED:
+            if tries is not None and tries.last is readretry.Failure.THROTTLED:
                 return StoreError(f"{what} in {self.describe()}: "
                                   f"{self.patience.throttled(tries)}: {_answer(e)}")
         return StoreError(f"{what} in {self.describe()} failed: {_short(e)}")
@@ -370,14 +372,23 @@ class S3Store(ObjectStore):
         if self.on_wait is not None:
             self.on_wait(line)
 
-    @contextlib.contextmanager
-    def _probing(self, key: str) -> Iterator[None]:
+    def _probing(self, key: str) -> contextlib.AbstractContextManager[None]:
         """The probe's requests on a client bounded as the control reads are (`patience`:
         its read timeout per attempt, its attempts) and said while one waits
         (newuser10 L6: a DeleteObjects answered after 100 s held `gc` silent for 60 s per
         attempt, before the round, and a Ctrl-C with it). Without `patience` (an executor's
         store, a test's), the ordinary client. The caller runs this before its round
         begins, so a signal ends it at once (`RoundStop.before_round`)."""
+        return self.bounded_writes(f"the conditional-write probe on {key!r}")
+
+    @contextlib.contextmanager
+    def bounded_writes(self, what: str) -> Iterator[None]:
+        """This store's requests in the block (writes too) on a client bounded as the
+        control reads are (`patience`) and said through `on_wait` while one waits (`what`
+        names them): for a command's few writes before its work, as `_probing`'s and
+        `cluster start`'s store preflight (newuser11 M1: its PUT on the ordinary client
+        was silent for 11 minutes on an endpoint that never answers). Without `patience`,
+        the ordinary client."""
         if self.patience is None:
             yield
             return
@@ -387,8 +398,8 @@ class S3Store(ObjectStore):
         with self._lock:
             self._probe_client = client
         try:
-            with waiting(self.on_wait, self.endpoint_url or "S3",
-                         f"the conditional-write probe on {key!r}", self.patience.say_after_s):
+            with waiting(self.on_wait, self.endpoint_url or "S3", what,
+                         self.patience.say_after_s):
                 yield
         finally:
             with self._lock:

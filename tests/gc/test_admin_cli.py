@@ -136,6 +136,12 @@ def test_a_pause_stops_a_running_round_at_its_next_batch(tmp_path: Path) -> None
     assert doc["outcome"] == "interrupted" and doc["interrupted"] == "paused", doc
     gone = eligible - all_keys(LocalStore(root))
     assert doc["deleted"] == len(gone) == 2, doc  # the one batch in flight, no other
+    # newuser11 M10: the stopped round says who paused it and how to resume.
+    line = [x for x in err.splitlines() if x.startswith("gc: round interrupted (paused)")]
+    by = json.loads(LocalStore(root).get(ADMIN_KEY))["by"]
+    assert len(line) == 1 and line[0].endswith(
+        f": GC is paused on this store by {by}: no reason given (epochgc gc-admin start "
+        "resumes it)"), err[-3000:]
 
 
 

@@ -140,6 +140,9 @@ def test_a_second_signal_mid_round_prints_one_line_and_no_traceback(tmp_path: Pa
     assert "Traceback" not in err and "ERROR:" not in err, err[-3000:]
     # newuser3 N1: the summary, the record and the lease are the round's own.
     assert "nothing was deleted" not in err and "2 key(s) were deleted" in err, err[-3000:]
+    # newuser11 M8: "epochgc gc: error: KeyboardInterrupt: SIGINT again; ..." read as a crash.
+    assert "KeyboardInterrupt" not in err and "gc: SIGINT again: stopped at once; 2 key(s) " \
+        "were deleted (journal " in err, err[-3000:]
     doc = json.loads(out.strip().splitlines()[-1])
     assert (doc["deleted"], doc["listing_complete"]) == (2, False) and doc["record"], doc
     from epochgc.impl.gc.lease import LEASE_KEY
@@ -217,6 +220,8 @@ def test_a_later_signal_raises_once_and_never_while_the_round_finishes() -> None
     code = textwrap.dedent('''
         import os, signal, sys, threading
         from epochgc.impl.gc.stop import RoundStop, announce, install_signal_handlers
+        from epochgc.impl.gc.job import _describe
+        said = []
         def run(finish_first):
             stop = RoundStop()
             restore = install_signal_handlers(stop)
@@ -231,20 +236,25 @@ def test_a_later_signal_raises_once_and_never_while_the_round_finishes() -> None
                             os.kill(os.getpid(), signal.SIGINT)
                     else:
                         os.kill(os.getpid(), signal.SIGINT)
-                except KeyboardInterrupt:
+                except KeyboardInterrupt as e:
                     raised += 1
+                    said.append(_describe(e))
             for t in threading.enumerate():  # the threads that say it: waited for
                 if t.name == "epochgc-stop-again":
                     t.join()
             restore()
             return raised
         print(run(False), run(True))
+        print(said, file=sys.stderr)
     ''')
     r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["1", "0"], (r.stdout, r.stderr)
     assert "gc: SIGINT again: already stopping" in r.stderr, r.stderr
+    # newuser11 M8: the round's error (its record's, its last line's) names no Python
+    # class (old: "KeyboardInterrupt: SIGINT again").
+    assert r.stderr.rstrip().splitlines()[-1] == "['SIGINT again: stopped at once']", r.stderr
 
 
 def test_a_stop_says_what_a_finishing_dry_run_does() -> None:
@@ -303,3 +313,20 @@ def test_a_dry_run_stopped_as_it_ends_says_no_record(tmp_path: Path) -> None:
     assert "test hook: SIGINT at round-over" in r.stderr, r.stderr
     assert "writing the round's record" not in r.stderr, r.stderr
     assert "releasing its lease" not in r.stderr, r.stderr
+
+
+def test_a_round_a_pause_stopped_says_who_paused_it_and_how_to_resume() -> None:
+    """newuser11 M10: the line said only "gc: round interrupted (paused) after deleting N
+    key(s)"; the refusal of a new round names who paused, why, and how to resume."""
+    from epochgc.impl.gc.admin import AdminState
+    from epochgc.impl.gc.summary import GcSummary
+
+    why = AdminState(True, "midround\x1b]0;x\x07", "root@vm").why()
+    [line] = GcSummary(M=100, interrupted="paused", journal="j/", deleted=4000, paused=why,
+                       listing_complete=False).lines()
+    assert line == ("gc: round interrupted (paused) after deleting 4,000 key(s); the rest are "
+                    "listed again next round (journal: j/): GC is paused on this store by "
+                    "root@vm: midround\\x1b]0;x\\x07 (epochgc gc-admin start resumes it)"), line
+    [line] = GcSummary(M=100, interrupted="SIGINT", journal="j/", deleted=2, paused=None,
+                       listing_complete=False).lines()
+    assert "paused" not in line

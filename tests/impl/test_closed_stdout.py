@@ -99,9 +99,16 @@ def test_cluster_commands_writing_to_a_full_device_fail_in_one_line(cluster: Pat
     """newuser8 I6: `> /dev/full` gave "Error: OSError: [Errno 28] ...", a traceback from
     closedout.py and exit 120 (not in the table), for every command. Now: one line, 1."""
     before = _acked(cluster)
+    # newuser11 M9: the line says what was done (a bare "cannot write" read as "nothing
+    # happened": a re-run duplicated the records, a topic create found it there).
     assert _full("produce", "--data-dir", str(cluster), "--partition", "t/0",
-                 "--count", "10") == (1, NO_SPACE)
+                 "--count", "10", "--batch", "4") == (
+        1, f"{NO_SPACE[:-1]}; 10 record(s) were acknowledged ({cluster / 'acked.jsonl'})\n")
     assert _acked(cluster) == before + 10  # the work was done; its report was lost
+    for verb, past in (("create", "created"), ("delete", "deleted")):
+        extra = ("--partitions", "1") if verb == "create" else ()
+        assert _full("topic", verb, "yy", *extra, "--data-dir", str(cluster)) == (
+            1, f"{NO_SPACE[:-1]}; topic yy was {past}\n")
     assert _full("consume", "--data-dir", str(cluster), "--partition", "t/0") == (1, NO_SPACE)
     assert _full("cluster", "status", "--data-dir", str(cluster), "--json") == (1, NO_SPACE)
 
@@ -148,8 +155,11 @@ def test_gc_admin_commands_whose_work_was_done_exit_0(tmp_path: Path) -> None:
     # newuser8 I6: each gave a traceback and 120 into /dev/full.
     assert _full("gc-admin", "show", "--store", str(root)) == (1, NO_SPACE)
     assert _full("gc-admin", "show", "--store", str(root), "--json") == (1, NO_SPACE)
-    assert _full("gc-admin", "pause", "--store", str(root), "--json") == (1, NO_SPACE)
-    assert _full("gc-admin", "start", "--store", str(root)) == (1, NO_SPACE)
+    assert _full("gc-admin", "pause", "--store", str(root), "--json") == (
+        1, f"{NO_SPACE[:-1]}; the pause was written\n")  # newuser11 M9
+    assert _full("gc-admin", "start", "--store", str(root)) == (
+        1, f"{NO_SPACE[:-1]}; the resume was written: GC runs again\n")
+    assert _full("gc-admin", "start", "--store", str(root)) == (1, NO_SPACE)  # nothing done
 
 
 def _gc_args(root: Path) -> tuple[str, ...]:

@@ -73,3 +73,42 @@ def test_a_damaged_cluster_file_is_refused_in_one_line_naming_it(
     # `cluster start` over it started nothing and left the file as it was (not overwritten).
     assert (d / "cluster.json").read_bytes() == data
     assert not list(d.glob("n*"))
+
+
+def test_stop_on_a_damaged_file_stops_the_nodes_it_finds_running(tmp_path: Path) -> None:
+    """newuser11 M5: `cluster stop` refused a damaged cluster.json (65, right) and its advice
+    ("move the data directory aside and start a new cluster") left the nodes running,
+    holding their ports. Now the nodes running on DATA_DIR are found by their command lines
+    (as `is_node` checks a pid), stopped and named; the damage is still refused, 65. A real
+    1-node cluster. Old code: the node's pid alive after the stop."""
+    import os
+    import subprocess
+    import sys
+
+    from epochgc.impl.cluster.local import nodes_on
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    d = tmp_path / "c"
+    subprocess.run([sys.executable, "-m", "epochgc", "cluster", "start", "--data-dir", str(d),
+                    "--store", str(tmp_path / "store"), "--nodes", "1", "--partitions", "t/0"],
+                   env=env, check=True, capture_output=True, timeout=300)
+    pid = json.loads((d / "cluster.json").read_text())["pids"]["1"]
+    try:
+        assert nodes_on(d) == {1: pid}
+        assert nodes_on(tmp_path) == {}  # another directory's nodes are not its
+        damaged = (d / "cluster.json").read_bytes()[:50]
+        (d / "cluster.json").write_bytes(damaged)
+        r = CliRunner().invoke(main, ["cluster", "stop", "--data-dir", str(d)])
+        out = r.output.strip()
+        assert r.exit_code == 65 and len(out.splitlines()) == 1, out
+        assert f"{d / 'cluster.json'}: not valid JSON" in out, out
+        assert f"stopped node 1 (pid {pid}), found running on {d} by their command lines" \
+            in out, out
+        assert nodes_on(d) == {}
+        assert (d / "cluster.json").read_bytes() == damaged  # the file is left as it was
+        r = CliRunner().invoke(main, ["cluster", "stop", "--data-dir", str(d)])
+        assert r.exit_code == 65 and f"no node process runs on {d};" in r.output, r.output
+    finally:
+        for p in nodes_on(d).values():
+            os.kill(p, 9)
