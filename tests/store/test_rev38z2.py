@@ -121,9 +121,6 @@ def _front(upstream: str, status: int, body: bytes = b"") -> Iterator[_FrontServ
         server.server_close()
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z2 finding 1: a DeleteObjects answered with a "
-                   "2xx other than 200 and no DeleteResult (202 Accepted, 204 No Content) is "
-                   "read as every key deleted")
 @pytest.mark.parametrize("status", [202, 204])
 def test_a_2xx_other_than_200_without_a_delete_result_counts_no_key_deleted(
     moto_endpoint: str, status: int
