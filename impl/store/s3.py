@@ -789,18 +789,14 @@ def _applied_maybe(e: Exception) -> bool:
     """A request that failed this way may have reached the server and been applied: a 5xx
     answer, or no answer at all (a connection closed or timed out after it was sent). Only
     for a call the per-attempt record saw no attempt of (`attempts.seen`: a client without
-    its handler); a connection never made is not sent (`attempts._NOT_SENT`, review rev38z
-    finding 4), nor is an attempt our own `before-send` refused (`SendDeadlinePassed`:
-    an earlier attempt of it is in the record)."""
+    its handler); a connection never made is not sent (`attempts.not_sent`, review rev38z
+    finding 4; a proxy error only when the proxy was never reached, rev38z2 finding 4), nor
+    is an attempt our own `before-send` refused (`SendDeadlinePassed`: an earlier attempt
+    of it is in the record)."""
     from botocore.exceptions import ConnectionError as BotoConnectionError
-    from botocore.exceptions import (
-        ConnectTimeoutError,
-        EndpointConnectionError,
-        HTTPClientError,
-        ProxyConnectionError,
-    )
+    from botocore.exceptions import HTTPClientError
 
-    if isinstance(e, EndpointConnectionError | ConnectTimeoutError | ProxyConnectionError):
+    if attempts.not_sent(e):
         return False
     if isinstance(e, BotoConnectionError | HTTPClientError):
         return True

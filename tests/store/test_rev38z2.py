@@ -386,10 +386,6 @@ class _ProxyServer(ThreadingHTTPServer):
         pass
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z2 finding 4: behind a proxy, a DeleteObjects "
-                   "written whole and then reset is a ProxyConnectionError (urllib3 wraps it "
-                   "once http.client closed the connection), taken as 'not sent': its "
-                   "deletions journaled as plain errors")
 def test_a_delete_written_through_a_proxy_then_reset_is_not_taken_as_not_sent(
     moto_endpoint: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -443,6 +439,40 @@ def test_a_delete_written_through_a_proxy_then_reset_is_not_taken_as_not_sent(
            "gone_unattributed": sorted(totals.gone_unattributed)}
     assert sorted({*totals.deleted, *totals.gone_unattributed, *totals.unknown}) == keys, (
         f"the batch's request was written whole and applied, yet the read-back says {got}")
+
+
+def test_a_proxy_never_reached_is_still_not_sent(
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Finding 4's fix keeps the other half: a proxy that refuses the connection (nothing
+    listens on its port) raises botocore's `ProxyConnectionError` wrapping urllib3's
+    `NewConnectionError`, raised only while connecting (`_new_conn`): nothing was written,
+    so the attempt is "not sent" (`attempts.not_sent`), and the batch's keys are plain
+    errors, not `unknown`."""
+    import socket
+
+    from epochgc.impl.store import attempts
+
+    bucket = new_bucket(moto_endpoint)
+    with socket.socket() as s:  # a port nothing listens on once closed
+        s.bind(("127.0.0.1", 0))
+        dead = s.getsockname()[1]
+    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{dead}")
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{dead}")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    store = S3Store(bucket, "c", endpoint_url=moto_endpoint, max_attempts=0,
+                    key_retry=_no_key_retry())
+    try:
+        from botocore.exceptions import ProxyConnectionError
+
+        with pytest.raises(ProxyConnectionError) as caught:
+            store.client.delete_objects(
+                Bucket=bucket, Delete={"Objects": [{"Key": "c/data/k"}], "Quiet": True})
+    finally:
+        store.close()
+    assert attempts.not_sent(caught.value), repr(caught.value.kwargs.get("error"))
+    assert not attempts.may_have_applied(None, caught.value)
 
 
 _SLOWDOWN_200 = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
