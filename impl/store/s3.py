@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from epochgc.impl.store import attempts, deleteanswer, readretry
+from epochgc.impl.store import attempts, deleteanswer, ratelimit, readretry
 from epochgc.impl.store.base import (
     MAX_PAGE_SIZE,
     ConditionalConflict,
@@ -214,6 +214,8 @@ class S3Store(ObjectStore):
         from botocore.config import Config
 
         bound = self._bound
+        # Adaptive mode's limiter on the monotonic clock (ratelimit.py, rev38z2 finding 2).
+        retries, limited = ratelimit.client_retries(retries)
         config = Config(
             retries=retries,  # botocore's _RetryDict
             max_pool_connections=self.max_pool_connections,
@@ -225,6 +227,8 @@ class S3Store(ObjectStore):
         client = boto3.session.Session().client(
             "s3", endpoint_url=self.endpoint_url, config=config
         )
+        if limited:
+            ratelimit.register(client)
         if bound is not None:
             # Last before the wire, after the adaptive limiter's wait (`_around_the_limiter`).
             _around_the_limiter(client, bound.before_send)
@@ -767,9 +771,10 @@ def _around_the_limiter(client: Any, handler: Callable[..., None]) -> None:
     _get_items`), and within one name those
     registered first, then middle, then last (`hooks.py` `register_last`: "called after
     handlers registered with register_first() and register()"). The adaptive retry mode's
-    `ClientRateLimiter.on_sending_request`, which waits for a token of a bucket refilled by
-    the wall clock (`retries/adaptive.py` `register_retry_handler`, `retries/bucket.py`),
-    is registered on the bare `before-send` (middle): a check on `before-send.s3.<Op>` ran
+    `ClientRateLimiter.on_sending_request`, which waits for a token of its bucket
+    (`retries/adaptive.py` `register_retry_handler`, `retries/bucket.py`; ours is refilled
+    by the monotonic clock, `ratelimit.py`), is registered on the bare `before-send`
+    (middle): a check on `before-send.s3.<Op>` ran
     before that wait, so a request could be sent long after the check passed. Checked
     against botocore 1.44.8's source (hooks.py, retries/adaptive.py, endpoint.py
     `_do_get_response`: `before-send` is emitted, then the request is sent)."""

@@ -191,9 +191,6 @@ class _SteppedTime:
         return time.monotonic()
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z2 finding 2: after a wall-clock step back "
-                   "the adaptive limiter holds a stopping driver's write (and every request "
-                   "of the client) for as long as the step; the stop bound does not reach it")
 def test_a_stopping_drivers_write_does_not_wait_out_a_wall_clock_step_in_the_limiter(
     moto_endpoint: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
