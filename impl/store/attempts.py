@@ -63,6 +63,7 @@ class _Record(threading.local):
     def __init__(self) -> None:
         self.seen = 0  # attempts that ended
         self.unsure = False  # one of them may have been applied
+        self.unsure_unthrottled = False  # one such was not a 200 SlowDown (`throttled`)
 
 
 _RECORD = _Record()
@@ -72,6 +73,7 @@ def begin() -> None:
     """A new call on this thread."""
     _RECORD.seen = 0
     _RECORD.unsure = False
+    _RECORD.unsure_unthrottled = False
 
 
 def note(response: Any = None, caught_exception: BaseException | None = None,
@@ -81,6 +83,8 @@ def note(response: Any = None, caught_exception: BaseException | None = None,
     _RECORD.seen += 1
     if may_have_applied(response, caught_exception):
         _RECORD.unsure = True
+        if caught_exception is not None or not throttled(response):
+            _RECORD.unsure_unthrottled = True
 
 
 def may_have_applied(response: Any, caught_exception: BaseException | None) -> bool:
@@ -126,6 +130,18 @@ def never_connected(e: BaseException) -> bool:
     return isinstance(original, ConnectTimeoutError)
 
 
+def throttled(response: Any) -> bool:
+    """A 200 whose body is a throttle's <Error> (`_REFUSED_503`: S3's SlowDown to a
+    DeleteObjects it throttles part-way): unsure, but its keys are most likely still there,
+    so asking the store right away (through the client the throttle slowed) decides
+    little (review rev38z2 finding 5; `S3Store._resolve`)."""
+    if not isinstance(response, tuple) or len(response) != 2:
+        return False
+    http, parsed = response
+    code = str(parsed.get("Error", {}).get("Code", "")) if isinstance(parsed, dict) else ""
+    return served_status(http) == 200 and code in _REFUSED_503
+
+
 def served_status(http: Any) -> int | None:
     """The status line the server sent: botocore may rewrite `status_code` (a 200 with an
     <Error> body becomes 500), the urllib3 response it wraps (`raw`) keeps the server's."""
@@ -147,3 +163,10 @@ def unsure(retries: int | None) -> bool:
     handler) are taken as unsure."""
     missed = retries is not None and _RECORD.seen < retries + 1
     return _RECORD.unsure or missed
+
+
+def only_throttled(retries: int | None) -> bool:
+    """Whether every attempt of the call just made that may have been applied was a 200
+    SlowDown (`throttled`), and the record saw every attempt."""
+    missed = retries is not None and _RECORD.seen < retries + 1
+    return _RECORD.unsure and not _RECORD.unsure_unthrottled and not missed

@@ -56,8 +56,11 @@ _CONFLICT = frozenset({"ConditionalRequestConflict", "Conflict", "409"})
 # with a 5xx or lost its connection (after botocore's retries), or a per-key 5xx-class
 # code in a 200 reply. Looked up before the key is counted (`_resolve`).
 _REQUEST_UNSURE = "RequestFailedMaybeApplied"
-_AMBIGUOUS = frozenset({_REQUEST_UNSURE, "InternalError", "ServiceUnavailable", "503",
-                        "RequestTimeout"})
+# The same, where every attempt that may have been applied was a 200 SlowDown
+# (`attempts.throttled`): its keys are `unknown` without a HEAD (`_resolve`).
+_REQUEST_THROTTLED = "SlowDownMaybeApplied"
+_AMBIGUOUS = frozenset({_REQUEST_UNSURE, _REQUEST_THROTTLED, "InternalError",
+                        "ServiceUnavailable", "503", "RequestTimeout"})
 # HEADs in flight at once when the keys of a failed delete are looked up (`_resolve`).
 _RESOLVERS = 8
 # Where the GC checks, once per store object, that the server enforces conditional writes
@@ -596,6 +599,9 @@ class S3Store(ObjectStore):
         # `gone_unattributed` (review rev38x finding 1), as the journal's read-back counts
         # the same key (`journal._resolve_one`).
         maybe: set[str] = set()
+        # Of those, the keys some attempt made unsure other than by a 200 SlowDown: only
+        # they are asked of the store at once (`_resolve`, review rev38z2 finding 5).
+        ask: set[str] = set()
         # Keys a first, unambiguous answer refused with 412: rewritten, or absent (an
         # If-Match on a key with no current object is false, RFC 9110 13.1.1; SeaweedFS
         # answers so): asked which (`_refused`, review rev38y finding 5).
@@ -607,10 +613,14 @@ class S3Store(ObjectStore):
                 # applied (a 5xx other than SlowDown, a dropped connection: attempts.py):
                 # that send may have deleted any of its keys.
                 maybe.update(pending)
+                if not answer.throttled:
+                    ask.update(pending)
             result.gone.update(answer.absent - maybe)
             result.gone_unattributed.update(answer.absent & maybe)
             failed = answer.failed
             maybe.update(k for k, (code, _) in failed.items() if code in _AMBIGUOUS)
+            ask.update(k for k, (code, _) in failed.items()
+                       if code in _AMBIGUOUS and code != _REQUEST_THROTTLED)
             for key in [k for k, (code, _) in failed.items() if code in _CHANGED]:
                 if key in maybe:
                     continue  # absent (an earlier attempt's delete) or rewritten: asked
@@ -628,7 +638,7 @@ class S3Store(ObjectStore):
             pending = again
         unsure = maybe & result.errors.keys()
         if unsure:
-            self._resolve(result, unsure, etags)
+            self._resolve(result, unsure, etags, unsure & ask)
         if refused:
             self._refused(result, refused)
         return result
@@ -645,7 +655,8 @@ class S3Store(ObjectStore):
         for key, info in zip(ordered, found, strict=True):
             (result.gone if info is None else result.changed).add(key)
 
-    def _resolve(self, result: DeleteResult, unsure: set[str], etags: dict[str, str]) -> None:
+    def _resolve(self, result: DeleteResult, unsure: set[str], etags: dict[str, str],
+                 ask: set[str]) -> None:
         """Issue 38 item 4: a failed delete may have been applied. S3: "Requests that
         receive an InternalError response might not have processed" (so they may have:
         https://docs.aws.amazon.com/AmazonS3/latest/userguide/ErrorBestPractices.html),
@@ -658,8 +669,21 @@ class S3Store(ObjectStore):
         wait; a HEAD that fails too leaves the outcome unknown, said as much. Only keys
         some attempt failed ambiguously are looked up (whatever their last attempt said:
         `_delete`): a 4xx (NoSuchBucket, AccessDenied) or SlowDown was not applied, and a
-        HEAD's 404 cannot tell a missing bucket from a missing key."""
-        keys = sorted(unsure)
+        HEAD's 404 cannot tell a missing bucket from a missing key.
+        Only the keys in `ask` are looked up now. A key made unsure only by 200 SlowDown
+        answers (S3's throttle of a DeleteObjects part-way, `attempts.throttled`) is most
+        likely still there, and a HEAD of it, paced by the client's limiter the throttle
+        turned on, would decide nothing the read-back does not (review rev38z2 finding 5:
+        100 keys, 100 paced HEADs, every answer "there", thrown away): `unknown` at once,
+        asked once, by the journal's read-back after its wait."""
+        for key in sorted(unsure - ask):
+            result.errors[key] = (f"{result.errors[key]}; whether it was deleted is unknown: "
+                                  "answered SlowDown after the server may have begun; asked "
+                                  "of the store at the read-back")
+            result.unknown.add(key)
+        keys = sorted(unsure & ask)
+        if not keys:
+            return
         with ThreadPoolExecutor(min(_RESOLVERS, len(keys)),
                                 thread_name_prefix="epochgc-resolve") as pool:
             found = list(pool.map(self._head_or_error, keys))
@@ -715,12 +739,15 @@ class S3Store(ObjectStore):
             # (review rev38z finding 3: a final 503 SlowDown, a deadline before the first
             # send, were "maybe applied" whatever it said); the exception only when the
             # record saw no attempt of this call.
-            if attempts.seen():
-                applied = attempts.unsure(_retries(getattr(e, "response", None)))
-            else:
-                applied = _applied_maybe(e)
-            code = _REQUEST_UNSURE if applied else "RequestFailed"
-            return _Answer(dict.fromkeys(batch, (code, msg)), set(), False)
+            retries = _retries(getattr(e, "response", None))
+            code = "RequestFailed"
+            if not attempts.seen():
+                code = _REQUEST_UNSURE if _applied_maybe(e) else code
+            elif attempts.only_throttled(retries):
+                code = _REQUEST_THROTTLED  # rev38z2 finding 5: asked at the read-back
+            elif attempts.unsure(retries):
+                code = _REQUEST_UNSURE
+            return _Answer(dict.fromkeys(batch, (code, msg)), set(), False, False)
         cut = len(self.prefix)
         failed: dict[str, tuple[str, str]] = {}
         absent: set[str] = set()
@@ -732,7 +759,8 @@ class S3Store(ObjectStore):
             failed[err["Key"][cut:]] = (code, str(err.get("Message", "")))
         # Retried after a throttle alone (503 SlowDown: refused), no earlier send was
         # applied (review rev38y finding 4).
-        return _Answer(failed, absent, attempts.unsure(_retries(r)))
+        return _Answer(failed, absent, attempts.unsure(_retries(r)),
+                       attempts.only_throttled(_retries(r)))
 
     def versioning(self) -> str | None:
         """The bucket's versioning status ("Enabled" or "Suspended"), None if never enabled.
@@ -759,6 +787,7 @@ class _Answer:
     failed: dict[str, tuple[str, str]]
     absent: set[str]
     retried: bool  # an earlier send may have been applied (`attempts.unsure`)
+    throttled: bool  # each such send was answered 200 SlowDown (`attempts.only_throttled`)
 
 
 def _around_the_limiter(client: Any, handler: Callable[..., None]) -> None:

@@ -476,10 +476,6 @@ _SLOWDOWN_200 = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown
                  b"<Message>Please reduce your request rate.</Message></Error>")
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z2 finding 5: after an unsure attempt the task "
-                   "HEADs each key (paced by the limiter on a throttled store) and a key found "
-                   "there is `unknown`, asked again by the read-back: a HEAD that decides "
-                   "nothing")
 def test_a_key_the_task_leaves_unknown_is_not_headed_by_the_task(moto_endpoint: str) -> None:
     """Finding 5 (MEDIUM: cost, no false record). s25b made a key found there right after
     an unsure attempt `unknown` (rev38z finding 6), so the journal's read-back asks the
