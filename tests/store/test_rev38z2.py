@@ -507,3 +507,26 @@ def test_a_key_the_task_leaves_unknown_is_not_headed_by_the_task(moto_endpoint: 
     assert not (front.heads and r.unknown), (
         f"the task HEADed {front.heads} key(s) and left {sorted(r.unknown)} unknown, to be "
         f"asked again after the read-back's wait: {r.errors}")
+
+
+def test_a_key_unsure_for_another_reason_than_a_slowdown_is_still_headed(
+    moto_endpoint: str,
+) -> None:
+    """Finding 5's fix is only for 200 SlowDown answers: an attempt unsure for another
+    reason (here a 200 whose body is lost, which `deleteanswer.check` makes a 500) still
+    has its keys looked up by the task, where an absent key is `gone_unattributed` at once
+    and a rewritten one `changed`. The front answers without forwarding, so the key is
+    there: one HEAD, and the key `unknown` (asked again at the read-back)."""
+    bucket = new_bucket(moto_endpoint)
+    direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)
+    direct.put("data/k", b"x")
+    version = direct.head("data/k").version  # type: ignore[union-attr]
+    with _front(moto_endpoint, 200, b"") as front:
+        store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=0,
+                        key_retry=_no_key_retry())
+        try:
+            r = store.delete_if_unchanged([("data/k", version)])
+        finally:
+            store.close()
+    assert front.deletes == 1
+    assert (front.heads, sorted(r.unknown)) == (1, ["data/k"]), (front.heads, r.errors)
