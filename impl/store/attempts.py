@@ -26,13 +26,26 @@ from typing import Any
 # never made (review rev38z finding 4), botocore's names for urllib3's errors raised before
 # a connection exists (botocore `httpsession.py` `send`): `EndpointConnectionError`
 # (urllib3 `NewConnectionError`, `socket.gaierror`: refused, unroutable, unknown host),
-# `ConnectTimeoutError` (urllib3's, raised while connecting), `ProxyConnectionError`
-# (urllib3 2's `ProxyError` wraps an error only while the connection has not reached the
-# proxy: `connectionpool.py` `... and not conn.has_connected_to_proxy`). A reused
-# connection that fails after the request was written is `ConnectionClosedError` or
-# `ReadTimeoutError`: unsure, as any other exception.
+# `ConnectTimeoutError` (urllib3's, raised while connecting). urllib3 raises
+# `NameResolutionError`, `ConnectTimeoutError` and `NewConnectionError` only in
+# `HTTPConnection._new_conn` (urllib3 2.8.0 `connection.py` lines 246-254), before any byte
+# is written. A reused connection that fails after the request was written is
+# `ConnectionClosedError` or `ReadTimeoutError`: unsure, as any other exception.
 _NOT_SENT = frozenset({"SendDeadlinePassed", "StoppedNotSent", "EndpointConnectionError",
-                       "ConnectTimeoutError", "ProxyConnectionError"})
+                       "ConnectTimeoutError"})
+# NOT `ProxyConnectionError` as such (review rev38z2 finding 4): urllib3 wraps an error as
+# `ProxyError` when `conn.proxy and not conn.has_connected_to_proxy` (urllib3 2.8.0
+# `connectionpool.py` `urlopen`, lines 833-843), and that flag is no record of what was
+# sent: `HTTPConnection.close()` resets it ("Reset all stateful properties",
+# `connection.py` line 451), and http.client's `getresponse` closes the connection on a
+# ConnectionError while reading the status line (`except ConnectionError: self.close();
+# raise`). So a request written whole, forwarded, applied and then reset comes out as
+# `ProxyError("Unable to connect to proxy", ConnectionResetError)`, which botocore raises
+# as `ProxyConnectionError` (botocore 1.44.8 `httpsession.py` lines 541-544). It is "not
+# sent" only when the error urllib3 wrapped (`ProxyError.original_error`) is one raised
+# before a connection exists (`never_connected`).
+
+
 # A refusal said with a 503: the request was not carried out. Only with the server's own
 # 503: S3 answers a DeleteObjects it throttles part-way with HTTP 200 and an <Error>
 # SlowDown body (awslabs/aws-sdk-rust#873, apache/arrow-rs-object-store#733), after the
@@ -50,6 +63,7 @@ class _Record(threading.local):
     def __init__(self) -> None:
         self.seen = 0  # attempts that ended
         self.unsure = False  # one of them may have been applied
+        self.unsure_unthrottled = False  # one such was not a 200 SlowDown (`throttled`)
 
 
 _RECORD = _Record()
@@ -59,6 +73,7 @@ def begin() -> None:
     """A new call on this thread."""
     _RECORD.seen = 0
     _RECORD.unsure = False
+    _RECORD.unsure_unthrottled = False
 
 
 def note(response: Any = None, caught_exception: BaseException | None = None,
@@ -68,6 +83,8 @@ def note(response: Any = None, caught_exception: BaseException | None = None,
     _RECORD.seen += 1
     if may_have_applied(response, caught_exception):
         _RECORD.unsure = True
+        if caught_exception is not None or not throttled(response):
+            _RECORD.unsure_unthrottled = True
 
 
 def may_have_applied(response: Any, caught_exception: BaseException | None) -> bool:
@@ -75,8 +92,7 @@ def may_have_applied(response: Any, caught_exception: BaseException | None) -> b
     if caught_exception is not None:
         # No answer (a reset, a timeout): it may have reached the server, unless it was
         # never sent (`_NOT_SENT`, by class name and its bases').
-        names = {c.__name__ for c in type(caught_exception).__mro__}
-        return not names & _NOT_SENT
+        return not not_sent(caught_exception)
     if not isinstance(response, tuple) or len(response) != 2:
         return True  # nothing to tell by: take it as unsure
     http, parsed = response
@@ -90,6 +106,40 @@ def may_have_applied(response: Any, caught_exception: BaseException | None) -> b
     if code in _UNSURE_4XX:
         return True
     return isinstance(status, int) and status >= 500
+
+
+def not_sent(e: BaseException) -> bool:
+    """An attempt that failed this way never reached the server: refused by our own hooks,
+    or no connection was made (`_NOT_SENT`, by class name and its bases'), or a proxy that
+    was never reached (`never_connected`)."""
+    names = {c.__name__ for c in type(e).__mro__}
+    if names & _NOT_SENT:
+        return True
+    return "ProxyConnectionError" in names and never_connected(e)
+
+
+def never_connected(e: BaseException) -> bool:
+    """A botocore `ProxyConnectionError` whose urllib3 `ProxyError` wraps an error raised
+    only while connecting (urllib3 `ConnectTimeoutError`, and its subclasses
+    `NewConnectionError`, `NameResolutionError`): nothing was written. Any other (a reset,
+    a read timeout, an HTTP error) may follow a request written whole."""
+    from urllib3.exceptions import ConnectTimeoutError
+
+    proxy_error = getattr(e, "kwargs", {}).get("error")
+    original = getattr(proxy_error, "original_error", None)
+    return isinstance(original, ConnectTimeoutError)
+
+
+def throttled(response: Any) -> bool:
+    """A 200 whose body is a throttle's <Error> (`_REFUSED_503`: S3's SlowDown to a
+    DeleteObjects it throttles part-way): unsure, but its keys are most likely still there,
+    so asking the store right away (through the client the throttle slowed) decides
+    little (review rev38z2 finding 5; `S3Store._resolve`)."""
+    if not isinstance(response, tuple) or len(response) != 2:
+        return False
+    http, parsed = response
+    code = str(parsed.get("Error", {}).get("Code", "")) if isinstance(parsed, dict) else ""
+    return served_status(http) == 200 and code in _REFUSED_503
 
 
 def served_status(http: Any) -> int | None:
@@ -113,3 +163,10 @@ def unsure(retries: int | None) -> bool:
     handler) are taken as unsure."""
     missed = retries is not None and _RECORD.seen < retries + 1
     return _RECORD.unsure or missed
+
+
+def only_throttled(retries: int | None) -> bool:
+    """Whether every attempt of the call just made that may have been applied was a 200
+    SlowDown (`throttled`), and the record saw every attempt."""
+    missed = retries is not None and _RECORD.seen < retries + 1
+    return _RECORD.unsure and not _RECORD.unsure_unthrottled and not missed

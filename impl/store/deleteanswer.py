@@ -18,7 +18,16 @@ botocore's `_handle_200_error` does for an <Error> body: a 200 whose body is emp
 shorter than its Content-Length, or not rooted at `DeleteResult` becomes a 500. botocore
 then retries it (`_update_status_code` carries the status to the HTTP response before the
 retry handler looks) and `attempts.note` marks the attempt unsure: the server sent 200, so
-the request may have been carried out (`attempts.served_status`)."""
+the request may have been carried out (`attempts.served_status`).
+
+Not only a 200 (review rev38z2 finding 1): botocore's parser takes every status below 301
+as a success (`parsers.py` `ResponseParser.parse`: an error only `if
+response['status_code'] >= 301`), so a 202 or 204 with an empty body parsed as `{}`: every
+key deleted. S3 answers DeleteObjects only with 200 and a DeleteResult
+(API_DeleteObjects.html); a 202 is "accepted for processing, but the processing has not
+been completed. The request might or might not eventually be acted upon" (RFC 9110
+15.3.3). So any such status without a whole DeleteResult becomes a 500 too: unsure, since
+the server answered (`attempts.may_have_applied`: status >= 500)."""
 
 from __future__ import annotations
 
@@ -31,17 +40,26 @@ _LOG = logging.getLogger(__name__)
 
 def check(response_dict: Any = None, **_kwargs: Any) -> None:
     """botocore's `before-parse` handler for DeleteObjects."""
-    if not isinstance(response_dict, dict) or response_dict.get("status_code") != 200:
+    if not isinstance(response_dict, dict):
         return
+    status = response_dict.get("status_code")
+    if not isinstance(status, int) or status >= _PARSED_AS_ERROR_FROM:
+        return  # botocore parses it as an error itself
     body = response_dict.get("body")
     why = incomplete(body, response_dict.get("headers") or {})
     if why is not None:
-        _LOG.debug("DeleteObjects answered 200 with %s: taken as a failed attempt", why)
+        _LOG.debug("DeleteObjects answered %d with %s: taken as a failed attempt", status,
+                   why)
         response_dict["status_code"] = 500
 
 
+_PARSED_AS_ERROR_FROM = 301
+"""botocore `parsers.py` `ResponseParser.parse`: `if response['status_code'] >= 301` the
+body is parsed as an error; below it, as the operation's output."""
+
+
 def incomplete(body: object, headers: Any) -> str | None:
-    """Why a 200 DeleteObjects body is not a whole DeleteResult; None if it is one."""
+    """Why a DeleteObjects success body is not a whole DeleteResult; None if it is one."""
     if not isinstance(body, bytes | bytearray) or not body:
         return "an empty body"
     length = headers.get("content-length")

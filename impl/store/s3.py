@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from epochgc.impl.store import attempts, deleteanswer, readretry
+from epochgc.impl.store import attempts, deleteanswer, ratelimit, readretry
 from epochgc.impl.store.base import (
     MAX_PAGE_SIZE,
     ConditionalConflict,
@@ -56,8 +56,11 @@ _CONFLICT = frozenset({"ConditionalRequestConflict", "Conflict", "409"})
 # with a 5xx or lost its connection (after botocore's retries), or a per-key 5xx-class
 # code in a 200 reply. Looked up before the key is counted (`_resolve`).
 _REQUEST_UNSURE = "RequestFailedMaybeApplied"
-_AMBIGUOUS = frozenset({_REQUEST_UNSURE, "InternalError", "ServiceUnavailable", "503",
-                        "RequestTimeout"})
+# The same, where every attempt that may have been applied was a 200 SlowDown
+# (`attempts.throttled`): its keys are `unknown` without a HEAD (`_resolve`).
+_REQUEST_THROTTLED = "SlowDownMaybeApplied"
+_AMBIGUOUS = frozenset({_REQUEST_UNSURE, _REQUEST_THROTTLED, "InternalError",
+                        "ServiceUnavailable", "503", "RequestTimeout"})
 # HEADs in flight at once when the keys of a failed delete are looked up (`_resolve`).
 _RESOLVERS = 8
 # Where the GC checks, once per store object, that the server enforces conditional writes
@@ -214,6 +217,8 @@ class S3Store(ObjectStore):
         from botocore.config import Config
 
         bound = self._bound
+        # Adaptive mode's limiter on the monotonic clock (ratelimit.py, rev38z2 finding 2).
+        retries, limited = ratelimit.client_retries(retries)
         config = Config(
             retries=retries,  # botocore's _RetryDict
             max_pool_connections=self.max_pool_connections,
@@ -225,6 +230,8 @@ class S3Store(ObjectStore):
         client = boto3.session.Session().client(
             "s3", endpoint_url=self.endpoint_url, config=config
         )
+        if limited:
+            ratelimit.register(client)
         if bound is not None:
             # Last before the wire, after the adaptive limiter's wait (`_around_the_limiter`).
             _around_the_limiter(client, bound.before_send)
@@ -603,6 +610,9 @@ class S3Store(ObjectStore):
         # `gone_unattributed` (review rev38x finding 1), as the journal's read-back counts
         # the same key (`journal._resolve_one`).
         maybe: set[str] = set()
+        # Of those, the keys some attempt made unsure other than by a 200 SlowDown: only
+        # they are asked of the store at once (`_resolve`, review rev38z2 finding 5).
+        ask: set[str] = set()
         # Keys a first, unambiguous answer refused with 412: rewritten, or absent (an
         # If-Match on a key with no current object is false, RFC 9110 13.1.1; SeaweedFS
         # answers so): asked which (`_refused`, review rev38y finding 5).
@@ -614,10 +624,14 @@ class S3Store(ObjectStore):
                 # applied (a 5xx other than SlowDown, a dropped connection: attempts.py):
                 # that send may have deleted any of its keys.
                 maybe.update(pending)
+                if not answer.throttled:
+                    ask.update(pending)
             result.gone.update(answer.absent - maybe)
             result.gone_unattributed.update(answer.absent & maybe)
             failed = answer.failed
             maybe.update(k for k, (code, _) in failed.items() if code in _AMBIGUOUS)
+            ask.update(k for k, (code, _) in failed.items()
+                       if code in _AMBIGUOUS and code != _REQUEST_THROTTLED)
             for key in [k for k, (code, _) in failed.items() if code in _CHANGED]:
                 if key in maybe:
                     continue  # absent (an earlier attempt's delete) or rewritten: asked
@@ -635,7 +649,7 @@ class S3Store(ObjectStore):
             pending = again
         unsure = maybe & result.errors.keys()
         if unsure:
-            self._resolve(result, unsure, etags)
+            self._resolve(result, unsure, etags, unsure & ask)
         if refused:
             self._refused(result, refused)
         return result
@@ -652,7 +666,8 @@ class S3Store(ObjectStore):
         for key, info in zip(ordered, found, strict=True):
             (result.gone if info is None else result.changed).add(key)
 
-    def _resolve(self, result: DeleteResult, unsure: set[str], etags: dict[str, str]) -> None:
+    def _resolve(self, result: DeleteResult, unsure: set[str], etags: dict[str, str],
+                 ask: set[str]) -> None:
         """Issue 38 item 4: a failed delete may have been applied. S3: "Requests that
         receive an InternalError response might not have processed" (so they may have:
         https://docs.aws.amazon.com/AmazonS3/latest/userguide/ErrorBestPractices.html),
@@ -665,8 +680,21 @@ class S3Store(ObjectStore):
         wait; a HEAD that fails too leaves the outcome unknown, said as much. Only keys
         some attempt failed ambiguously are looked up (whatever their last attempt said:
         `_delete`): a 4xx (NoSuchBucket, AccessDenied) or SlowDown was not applied, and a
-        HEAD's 404 cannot tell a missing bucket from a missing key."""
-        keys = sorted(unsure)
+        HEAD's 404 cannot tell a missing bucket from a missing key.
+        Only the keys in `ask` are looked up now. A key made unsure only by 200 SlowDown
+        answers (S3's throttle of a DeleteObjects part-way, `attempts.throttled`) is most
+        likely still there, and a HEAD of it, paced by the client's limiter the throttle
+        turned on, would decide nothing the read-back does not (review rev38z2 finding 5:
+        100 keys, 100 paced HEADs, every answer "there", thrown away): `unknown` at once,
+        asked once, by the journal's read-back after its wait."""
+        for key in sorted(unsure - ask):
+            result.errors[key] = (f"{result.errors[key]}; whether it was deleted is unknown: "
+                                  "answered SlowDown after the server may have begun; asked "
+                                  "of the store at the read-back")
+            result.unknown.add(key)
+        keys = sorted(unsure & ask)
+        if not keys:
+            return
         with ThreadPoolExecutor(min(_RESOLVERS, len(keys)),
                                 thread_name_prefix="epochgc-resolve") as pool:
             found = list(pool.map(self._head_or_error, keys))
@@ -722,12 +750,15 @@ class S3Store(ObjectStore):
             # (review rev38z finding 3: a final 503 SlowDown, a deadline before the first
             # send, were "maybe applied" whatever it said); the exception only when the
             # record saw no attempt of this call.
-            if attempts.seen():
-                applied = attempts.unsure(_retries(getattr(e, "response", None)))
-            else:
-                applied = _applied_maybe(e)
-            code = _REQUEST_UNSURE if applied else "RequestFailed"
-            return _Answer(dict.fromkeys(batch, (code, msg)), set(), False)
+            retries = _retries(getattr(e, "response", None))
+            code = "RequestFailed"
+            if not attempts.seen():
+                code = _REQUEST_UNSURE if _applied_maybe(e) else code
+            elif attempts.only_throttled(retries):
+                code = _REQUEST_THROTTLED  # rev38z2 finding 5: asked at the read-back
+            elif attempts.unsure(retries):
+                code = _REQUEST_UNSURE
+            return _Answer(dict.fromkeys(batch, (code, msg)), set(), False, False)
         cut = len(self.prefix)
         failed: dict[str, tuple[str, str]] = {}
         absent: set[str] = set()
@@ -739,7 +770,8 @@ class S3Store(ObjectStore):
             failed[err["Key"][cut:]] = (code, str(err.get("Message", "")))
         # Retried after a throttle alone (503 SlowDown: refused), no earlier send was
         # applied (review rev38y finding 4).
-        return _Answer(failed, absent, attempts.unsure(_retries(r)))
+        return _Answer(failed, absent, attempts.unsure(_retries(r)),
+                       attempts.only_throttled(_retries(r)))
 
     def versioning(self) -> str | None:
         """The bucket's versioning status ("Enabled" or "Suspended"), None if never enabled.
@@ -766,6 +798,7 @@ class _Answer:
     failed: dict[str, tuple[str, str]]
     absent: set[str]
     retried: bool  # an earlier send may have been applied (`attempts.unsure`)
+    throttled: bool  # each such send was answered 200 SlowDown (`attempts.only_throttled`)
 
 
 def _around_the_limiter(client: Any, handler: Callable[..., None]) -> None:
@@ -778,9 +811,10 @@ def _around_the_limiter(client: Any, handler: Callable[..., None]) -> None:
     _get_items`), and within one name those
     registered first, then middle, then last (`hooks.py` `register_last`: "called after
     handlers registered with register_first() and register()"). The adaptive retry mode's
-    `ClientRateLimiter.on_sending_request`, which waits for a token of a bucket refilled by
-    the wall clock (`retries/adaptive.py` `register_retry_handler`, `retries/bucket.py`),
-    is registered on the bare `before-send` (middle): a check on `before-send.s3.<Op>` ran
+    `ClientRateLimiter.on_sending_request`, which waits for a token of its bucket
+    (`retries/adaptive.py` `register_retry_handler`, `retries/bucket.py`; ours is refilled
+    by the monotonic clock, `ratelimit.py`), is registered on the bare `before-send`
+    (middle): a check on `before-send.s3.<Op>` ran
     before that wait, so a request could be sent long after the check passed. Checked
     against botocore 1.44.8's source (hooks.py, retries/adaptive.py, endpoint.py
     `_do_get_response`: `before-send` is emitted, then the request is sent)."""
@@ -800,18 +834,14 @@ def _applied_maybe(e: Exception) -> bool:
     """A request that failed this way may have reached the server and been applied: a 5xx
     answer, or no answer at all (a connection closed or timed out after it was sent). Only
     for a call the per-attempt record saw no attempt of (`attempts.seen`: a client without
-    its handler); a connection never made is not sent (`attempts._NOT_SENT`, review rev38z
-    finding 4), nor is an attempt our own `before-send` refused (`SendDeadlinePassed`:
-    an earlier attempt of it is in the record)."""
+    its handler); a connection never made is not sent (`attempts.not_sent`, review rev38z
+    finding 4; a proxy error only when the proxy was never reached, rev38z2 finding 4), nor
+    is an attempt our own `before-send` refused (`SendDeadlinePassed`: an earlier attempt
+    of it is in the record)."""
     from botocore.exceptions import ConnectionError as BotoConnectionError
-    from botocore.exceptions import (
-        ConnectTimeoutError,
-        EndpointConnectionError,
-        HTTPClientError,
-        ProxyConnectionError,
-    )
+    from botocore.exceptions import HTTPClientError
 
-    if isinstance(e, EndpointConnectionError | ConnectTimeoutError | ProxyConnectionError):
+    if attempts.not_sent(e):
         return False
     if isinstance(e, BotoConnectionError | HTTPClientError):
         return True

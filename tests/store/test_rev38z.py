@@ -238,15 +238,20 @@ def _limiter(store: S3Store) -> Any:
 
 
 class _SteppedClock:
-    """botocore's token-bucket clock (`retries/bucket.py` `Clock`: `time.time()`, the wall
-    clock) after the wall clock was stepped by `offset_s` (NTP stepping a clock that ran
-    fast, a VM restored from a snapshot)."""
+    """The token bucket's own clock, read `offset_s` away: a bucket held (or filled) as
+    one whose clock went back (or on) that far. botocore's bucket read the wall clock
+    (`retries/bucket.py` `Clock`: `time.time()`), which NTP or a restored VM can step;
+    ours reads the monotonic clock (`ratelimit.py`, review rev38z2 finding 2), but a
+    throttled bucket can still hold a request for long (0.5 tokens a second at least,
+    `TokenBucket._MIN_RATE`, shared by every waiter): the after-limiter check must refuse
+    it either way."""
 
-    def __init__(self, offset_s: float) -> None:
+    def __init__(self, inner: Any, offset_s: float) -> None:
+        self.inner = inner
         self.offset_s = offset_s
 
     def current_time(self) -> float:
-        return time.time() + self.offset_s
+        return float(self.inner.current_time()) + self.offset_s
 
     def sleep(self, amount: float) -> None:
         time.sleep(amount)
@@ -299,14 +304,15 @@ def test_no_delete_is_sent_past_its_deadline_while_the_rate_limiter_holds_it(
             limiter = _limiter(store)
             assert limiter._enabled  # botocore's rate limiter is on for this client
             bucket_ = limiter._token_bucket
-            bucket_._clock = _SteppedClock(-3600.0)
+            own = bucket_._clock
+            bucket_._clock = _SteppedClock(own, -3600.0)
             store.monotonic = clock
             out: list[Any] = []
             worker = threading.Thread(target=lambda: out.append(_send_by(store, 110.0)))
             worker.start()
             assert checked.wait(30.0), "the delete never reached its deadline check"
             now[0] = 200.0  # the deadline (110) is past
-            bucket_._clock = _SteppedClock(+3600.0)  # the wall clock has caught up
+            bucket_._clock = _SteppedClock(own, +3600.0)  # the bucket's clock caught up
             bucket_.max_rate = bucket_.max_rate  # wakes the waiter (the setter notifies)
             worker.join(30.0)
             assert not worker.is_alive()
