@@ -16,6 +16,7 @@ import click
 from click.core import ParameterSource
 
 from epochgc.impl import closedout, signals
+from epochgc.impl.cluster import asked
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.local import LocalCluster, PortTaken, StartRunning, start_lock
 from epochgc.impl.cluster.rpc import MAX_RECORD_BYTES
@@ -280,7 +281,8 @@ def status(data_dir: str, as_json: bool) -> None:
     """Per partition: leader, term, applied window, seen window, LRO, M(p); and cluster M.
 
     Exit 0 when every node answers and the cluster's M is known, 1 otherwise (a node
-    unreachable, GC blocked, or the reports unreadable): a script can wait on it."""
+    unreachable, GC blocked, the reports unreadable, or a topic with fewer partitions than
+    a `topic create` whose outcome was not seen asked for): a script can wait on it."""
     closedout.output_is_work()  # its output is what it was asked for
     lc = LocalCluster(data_dir)
     lc.client_addrs()  # no cluster under DATA_DIR: refused (64) before anything else
@@ -299,9 +301,17 @@ def status(data_dir: str, as_json: bool) -> None:
 
     nodes = asyncio.run(gather())
     cluster_m = _cluster_m(lc)
-    healthy = all(st is not None for st in nodes.values()) and cluster_m["M"] is not None
+    answered = all(st is not None for st in nodes.values())
+    # A create cut short (a node stopped mid-create: newuser11 M11), judged only when every
+    # node answered (a node unreachable is said already, and its partitions unknown).
+    asked_for = asked.asked(data_dir)
+    short = asked.short_topics(asked_for, (p for st in nodes.values() if st is not None
+                                           for p in st["partitions"])) if answered else {}
+    healthy = answered and cluster_m["M"] is not None and not short
     if as_json:
-        click.echo(json.dumps({"nodes": nodes, "cluster": cluster_m, "healthy": healthy},
+        click.echo(json.dumps({"nodes": nodes, "cluster": cluster_m, "healthy": healthy,
+                               "short_topics": {t: {"partitions": n, "asked": asked_for[t]}
+                                                for t, n in short.items()}},
                               default=str))
         raise SystemExit(0 if healthy else 1)
     for n, st in nodes.items():
@@ -322,6 +332,10 @@ def status(data_dir: str, as_json: bool) -> None:
         # The partitions without a report, cut (newuser9 K9: a line of 20,000 characters).
         why = short_tail(str(blocked)) if blocked else cluster_m.get("error") or "unknown"
         click.echo(f"cluster M: none ({why})")
+    for t, n in short.items():
+        click.echo(f"topic {t!r}: {n:,} of the {asked_for[t]:,} partitions its create asked "
+                   f"for (a create cut short, or still running: `epochgc topic delete {t} "
+                   f"--data-dir {data_dir}`, then create it again)")
     raise SystemExit(0 if healthy else 1)
 
 
