@@ -87,6 +87,19 @@ class LineCadence:
         return True
 
 
+# How long a poll that saw a task finish waits for the counts already sent (`_settled`).
+SYNC_LIMIT_S = 2.0
+
+
+def _settled(listener: BeaconListener | None, done: int, seen_done: int) -> None:
+    """A task that finished sent its last counts before it ended (`Beacon.__exit__`), but
+    the listener's thread may not have read them yet when Spark's tracker says it is done
+    (newuser11 M15: "1/4 tasks done, 0 keys listed"): once more tasks are done than last
+    seen, wait for what reached the listener's socket (`BeaconListener.sync`, bounded)."""
+    if listener is not None and done > seen_done:
+        listener.sync(SYNC_LIMIT_S)
+
+
 class StageProgress:
     """`with StageProgress(sc, "listing", say, listener):` writes `progress_line`s (tasks
     done, keys listed and deleted, keys/s, an ETA by tasks) at `LineCadence`'s times,
@@ -105,6 +118,7 @@ class StageProgress:
         self._t0 = 0.0
         self._seen = 0  # the stage's tasks, as of the last line written (0: none written)
         self._moved: tuple[object, float] | None = None  # (tasks and counts, when they moved)
+        self._done = 0  # tasks done as of the last poll
 
     def __enter__(self) -> StageProgress:
         self._t0 = self.clock()
@@ -151,6 +165,8 @@ class StageProgress:
         (none while no stage runs)."""
         if not tasks[1]:
             return None
+        _settled(self.listener, tasks[0], self._done)
+        self._done = tasks[0]
         now = self.clock()
         counts = self.listener.totals() if self.listener is not None else None
         still_s = self._still(now, (tasks, counts))  # each poll: when they last moved
@@ -200,6 +216,7 @@ class RoundBar:
         self._ticker = Ticker(interval, self._tick, "epochgc-progress")
         self._bar: Any = None
         self._t0 = 0.0
+        self._done = 0  # tasks done as of the last tick
 
     def __enter__(self) -> RoundBar:
         self._t0 = time.monotonic()
@@ -223,6 +240,8 @@ class RoundBar:
         if self.stopped():
             return
         done, total = _active_tasks(self._tracker)
+        _settled(self.listener, done, self._done)
+        self._done = done
         self._draw((done, total) if total else None)
         waiting = self._wait.poll()
         if waiting is not None:
