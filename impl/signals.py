@@ -81,6 +81,8 @@ POINTS: dict[str, tuple[str, ...]] = {
     "topic create": ("change-sent",),
     "topic delete": ("change-sent",),
     "gc-admin advance-epoch": ("change-sent",),
+    # barrier-started: the controller answered with the candidate, none waited for yet.
+    "barrier": ("barrier-started",),
 }
 # Every command's, before its module is imported (impl/cli.py): not walked by the matrix.
 LOAD_POINT = "load"

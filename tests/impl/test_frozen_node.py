@@ -208,6 +208,19 @@ def test_status_flags_a_topic_short_of_what_its_unseen_create_asked_for(
     assert "topic 'zs'" not in r.stdout, r.stdout  # its outcome seen: forgotten
 
 
+def test_a_barrier_stopped_by_a_signal_says_it_had_started(cluster: Path) -> None:
+    """newuser11 M12: a Ctrl-C said "interrupted by SIGINT" only. Stopped once the
+    controller answered with the candidate, it says the barrier started and how far it
+    got."""
+    r = _epochgc("barrier", "--data-dir", str(cluster), "--wait", "30",
+                 EPOCHGC_TEST_SIGNAL="barrier-started:SIGINT")
+    assert r.returncode == 130, (r.returncode, r.stderr)
+    assert "epochgc barrier: interrupted by SIGINT: the barrier had started (candidate " \
+        in r.stderr, r.stderr
+    assert "partition(s) had applied it, the others do on their leaders' own barrier " \
+        "rounds" in r.stderr, r.stderr
+
+
 def test_an_advance_stopped_by_a_signal_after_it_was_sent_says_so(cluster: Path) -> None:
     """L2's shape in `gc-admin advance-epoch` (a break-glass proposal on the partition's
     leader): stopped once its request was out, it said "interrupted by SIGINT" only."""
