@@ -83,6 +83,8 @@ POINTS: dict[str, tuple[str, ...]] = {
     "gc-admin advance-epoch": ("change-sent",),
     # barrier-started: the controller answered with the candidate, none waited for yet.
     "barrier": ("barrier-started",),
+    # node-stopped: a node stopped, the next not yet asked.
+    "cluster stop": ("node-stopped",),
 }
 # Every command's, before its module is imported (impl/cli.py): not walked by the matrix.
 LOAD_POINT = "load"

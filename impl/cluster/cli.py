@@ -258,7 +258,31 @@ async def _until_ready(lc: LocalCluster, partitions: list[str], timeout_s: float
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False))
 def stop(data_dir: str) -> None:
     """Stop every node of the cluster in DATA_DIR (its data stays)."""
-    LocalCluster(data_dir).stop_all()
+    lc = LocalCluster(data_dir)
+    stopped: list[int] = []
+    being: list[int] = []  # the node asked to exit, not yet seen gone
+    try:
+        for nid in lc.ids:  # as `LocalCluster.stop_all`, saying which it stopped
+            being.append(nid)
+            lc.kill(nid, signal.SIGTERM)
+            stopped.append(being.pop())
+            checkpoint("node-stopped")  # the signal tests' point
+    except KeyboardInterrupt as e:
+        # What was done (newuser11 M12: "interrupted by SIGINT" only, 1 of 3 stopped).
+        left = [n for n in lc.ids if n not in stopped and n not in being]
+        sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
+        said = [f"node(s) {_ids(stopped)} stopped" if stopped else "no node stopped"]
+        if being:
+            said.append(f"node {being[0]} was being stopped (it may still run)")
+        if left:
+            said.append(f"node(s) {_ids(left)} not asked")
+        again = (f": `epochgc cluster stop --data-dir {data_dir}` again stops what still runs"
+                 if being or left else "")
+        raise signals.Interrupted(sig.signum, "; ".join(said) + again) from None
+
+
+def _ids(nids: list[int]) -> str:
+    return ", ".join(map(str, nids))
 
 
 @cluster.command()
