@@ -85,6 +85,8 @@ POINTS: dict[str, tuple[str, ...]] = {
     "barrier": ("barrier-started",),
     # node-stopped: a node stopped, the next not yet asked.
     "cluster stop": ("node-stopped",),
+    # round-removed: `gc-admin expire --apply` has removed a round, and said so.
+    "gc-admin expire": ("round-removed",),
 }
 # Every command's, before its module is imported (impl/cli.py): not walked by the matrix.
 LOAD_POINT = "load"
