@@ -81,6 +81,12 @@ POINTS: dict[str, tuple[str, ...]] = {
     "topic create": ("change-sent",),
     "topic delete": ("change-sent",),
     "gc-admin advance-epoch": ("change-sent",),
+    # barrier-started: the controller answered with the candidate, none waited for yet.
+    "barrier": ("barrier-started",),
+    # node-stopped: a node stopped, the next not yet asked.
+    "cluster stop": ("node-stopped",),
+    # round-removed: `gc-admin expire --apply` has removed a round, and said so.
+    "gc-admin expire": ("round-removed",),
 }
 # Every command's, before its module is imported (impl/cli.py): not walked by the matrix.
 LOAD_POINT = "load"

@@ -13,14 +13,17 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import click
 
+from epochgc.impl import signals
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.cluster.statuspoll import StatusPoll
 from epochgc.impl.finite import FiniteFloat
+from epochgc.impl.signals import checkpoint
 
 
 def barrier_rows(nodes: dict[int, Any], candidate: int) -> dict[str, dict[str, Any]]:
@@ -45,27 +48,81 @@ def barrier_rows(nodes: dict[int, Any], candidate: int) -> dict[str, dict[str, A
     return out
 
 
-async def _run(lc: LocalCluster, wait: float
+# A line on stderr this often while the command waits (as `gc`'s progress: newuser11 M12,
+# 11 s of silence on 1,032 partitions).
+LINE_EVERY_S = 10.0
+
+
+@dataclass
+class BarrierProgress:
+    """What the command has done so far, for its progress lines and for the line a signal
+    ends it with: asked for the barrier (`asked`), the candidate once the controller
+    answered, and the partitions that applied it as of the last answer."""
+
+    began: float
+    asked: bool = False
+    candidate: int | None = None
+    applied: int = 0
+    partitions: int = 0
+    said_at: float | None = None
+
+    def seen(self, rows: dict[str, dict[str, Any]]) -> None:
+        self.applied = sum(x["state"] != "missing" for x in rows.values())
+        self.partitions = len(rows)
+
+    def line(self, now: float) -> str | None:
+        """The progress line due at `now` (every `LINE_EVERY_S`), if any."""
+        if self.candidate is None or now - (self.said_at or self.began) < LINE_EVERY_S:
+            return None
+        self.said_at = now
+        return (f"epochgc barrier: candidate {self.candidate}: {self.applied:,} of "
+                f"{self.partitions:,} partition(s) applied it ({now - self.began:.0f} s)")
+
+    def interrupted(self) -> str | None:
+        """What was done, for the interrupted line (None: nothing was asked yet)."""
+        if not self.asked:
+            return None
+        if self.candidate is None:
+            return ("the barrier had been asked of the controller, not answered: it may "
+                    "have started (`epochgc cluster status` shows the partitions)")
+        return (f"the barrier had started (candidate {self.candidate}: every broker drops "
+                f"its cached epoch as it applies it); {self.applied:,} of "
+                f"{self.partitions:,} partition(s) had applied it, the others do on their "
+                "leaders' own barrier rounds (`epochgc cluster status` shows them)")
+
+
+async def _run(lc: LocalCluster, wait: float, done: BarrierProgress
                ) -> tuple[int, dict[str, dict[str, Any]], list[int]]:
     """The candidate, the rows once every partition applied it (or at `--wait`), and the
     nodes with no answer in them. The nodes are asked at once, each again as soon as it
-    answers: a frozen node's read bound is its own, not the wait's (newuser10 L1)."""
+    answers: a frozen node's read bound is its own, not the wait's (newuser10 L1). `done`:
+    what it did so far, and a line every `LINE_EVERY_S` while it waits."""
     access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint(), say=stderr_line)
     try:
+        done.asked = True
         r = await access.controller_call(op="barrier")
         if r["status"] != "ok":
             raise click.ClickException(f"barrier refused: {r}")
-        cand = int(r["candidate"])
+        cand = done.candidate = int(r["candidate"])
+        checkpoint("barrier-started")  # the signal tests' point
         deadline = time.monotonic() + wait
         async with StatusPoll(access, lc.ids) as poll:
             while True:
                 rows = barrier_rows(poll.latest, cand)
-                left = deadline - time.monotonic()
+                done.seen(rows)
+                now = time.monotonic()
+                left = deadline - now
                 # At the deadline, once every node has answered or failed once (`--wait 0`
                 # asks each once): its first request's bound started with the wait's.
                 if _applied(rows) or (left <= 0 and poll.each_concluded()):
                     return cand, rows, poll.unanswered()
-                await poll.next_answer(left if left > 0 else None)
+                line = done.line(now)
+                if line is not None:
+                    stderr_line(line)
+                # Woken for the next line too, though no node answers meanwhile.
+                next_line = LINE_EVERY_S - (now - (done.said_at or done.began))
+                await poll.next_answer(max(0.0, min(left, next_line)) if left > 0
+                                       else next_line)
     finally:
         await access.close()
 
@@ -83,7 +140,15 @@ def barrier(data_dir: str, wait: float, as_json: bool) -> None:
     """Run the epoch barrier now: invalidate every epoch cache, drain, write
     advance_gc_epoch(candidate) to every partition (SPEC R36-R38)."""
     lc = LocalCluster(data_dir)
-    cand, rows, unanswered = asyncio.run(_run(lc, wait))
+    done = BarrierProgress(time.monotonic())
+    try:
+        cand, rows, unanswered = asyncio.run(_run(lc, wait, done))
+    except KeyboardInterrupt as e:
+        said = done.interrupted()
+        if said is None:
+            raise  # nothing asked: the group's line says the signal
+        sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
+        raise signals.Interrupted(sig.signum, said) from None
     ok = _applied(rows)
     if unanswered:
         # Every node holds every partition: the rows are whole without it, said as such.

@@ -17,6 +17,7 @@ import click
 from click.core import ParameterSource
 
 from epochgc.impl import closedout, signals
+from epochgc.impl.cluster import asked
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.errors import DamagedClusterFile
 from epochgc.impl.cluster.local import (
@@ -298,7 +299,30 @@ def stop(data_dir: str) -> None:
         lc = LocalCluster(data_dir)
     except DamagedClusterFile as e:
         raise Refused(_stopped_without_file(data_dir, e), ExitCode.DATAERR) from None
-    lc.stop_all()
+    stopped: list[int] = []
+    being: list[int] = []  # the node asked to exit, not yet seen gone
+    try:
+        for nid in lc.ids:  # as `LocalCluster.stop_all`, saying which it stopped
+            being.append(nid)
+            lc.kill(nid, signal.SIGTERM)
+            stopped.append(being.pop())
+            checkpoint("node-stopped")  # the signal tests' point
+    except KeyboardInterrupt as e:
+        # What was done (newuser11 M12: "interrupted by SIGINT" only, 1 of 3 stopped).
+        left = [n for n in lc.ids if n not in stopped and n not in being]
+        sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
+        said = [f"node(s) {_ids(stopped)} stopped" if stopped else "no node stopped"]
+        if being:
+            said.append(f"node {being[0]} was being stopped (it may still run)")
+        if left:
+            said.append(f"node(s) {_ids(left)} not asked")
+        again = (f": `epochgc cluster stop --data-dir {data_dir}` again stops what still runs"
+                 if being or left else "")
+        raise signals.Interrupted(sig.signum, "; ".join(said) + again) from None
+
+
+def _ids(nids: list[int]) -> str:
+    return ", ".join(map(str, nids))
 
 
 def _stopped_without_file(data_dir: str, e: DamagedClusterFile) -> str:
@@ -338,7 +362,8 @@ def status(data_dir: str, as_json: bool) -> None:
     """Per partition: leader, term, applied window, seen window, LRO, M(p); and cluster M.
 
     Exit 0 when every node answers and the cluster's M is known, 1 otherwise (a node
-    unreachable, GC blocked, or the reports unreadable): a script can wait on it."""
+    unreachable, GC blocked, the reports unreadable, or a topic with fewer partitions than
+    a `topic create` whose outcome was not seen asked for): a script can wait on it."""
     closedout.output_is_work()  # its output is what it was asked for
     lc = LocalCluster(data_dir)
     lc.client_addrs()  # no cluster under DATA_DIR: refused (64) before anything else
@@ -357,9 +382,17 @@ def status(data_dir: str, as_json: bool) -> None:
 
     nodes = asyncio.run(gather())
     cluster_m = _cluster_m(lc)
-    healthy = all(st is not None for st in nodes.values()) and cluster_m["M"] is not None
+    answered = all(st is not None for st in nodes.values())
+    # A create cut short (a node stopped mid-create: newuser11 M11), judged only when every
+    # node answered (a node unreachable is said already, and its partitions unknown).
+    asked_for = asked.asked(data_dir)
+    short = asked.short_topics(asked_for, (p for st in nodes.values() if st is not None
+                                           for p in st["partitions"])) if answered else {}
+    healthy = answered and cluster_m["M"] is not None and not short
     if as_json:
-        click.echo(json.dumps({"nodes": nodes, "cluster": cluster_m, "healthy": healthy},
+        click.echo(json.dumps({"nodes": nodes, "cluster": cluster_m, "healthy": healthy,
+                               "short_topics": {t: {"partitions": n, "asked": asked_for[t]}
+                                                for t, n in short.items()}},
                               default=str))
         raise SystemExit(0 if healthy else 1)
     for n, st in nodes.items():
@@ -380,6 +413,10 @@ def status(data_dir: str, as_json: bool) -> None:
         # The partitions without a report, cut (newuser9 K9: a line of 20,000 characters).
         why = short_tail(str(blocked)) if blocked else cluster_m.get("error") or "unknown"
         click.echo(f"cluster M: none ({why})")
+    for t, n in short.items():
+        click.echo(f"topic {t!r}: {n:,} of the {asked_for[t]:,} partitions its create asked "
+                   f"for (a create cut short, or still running: `epochgc topic delete {t} "
+                   f"--data-dir {data_dir}`, then create it again)")
     raise SystemExit(0 if healthy else 1)
 
 

@@ -12,10 +12,17 @@ from typing import Any
 import click
 
 from epochgc.impl import closedout, signals
+from epochgc.impl.cluster import asked
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.controller.topics import TopicError, check_topic_name, topic_names
 from epochgc.impl.shortlist import short_list
+
+# Answers after which a create's outcome is known: done, or refused before anything was
+# proposed (`TopicError` is an `error` answer: a bad name, a topic that exists; a node not
+# the controller's leader). Any other (no answer, the connection lost, a proposal failed
+# mid-way) may leave part of it: `asked.py` keeps its count for `cluster status`.
+SEEN = frozenset({"ok", "error", "not_leader"})
 
 
 @click.group()
@@ -43,23 +50,31 @@ def _call(data_dir: str, **req: Any) -> dict[str, Any]:
         finally:
             await access.close()
 
+    creating = req["op"] == "create_topic"
+    if creating:  # kept until its outcome is seen: `cluster status` flags a create cut short
+        asked.note(data_dir, req["topic"], req["partitions"])
+    else:  # a delete asked for: a topic it leaves in part is not short of a create
+        asked.settle(data_dir, req["topic"])
     try:
         r = asyncio.run(go())
     except KeyboardInterrupt as e:
         nid = access.change_unanswered
         if nid is None:
+            if creating:
+                asked.settle(data_dir, req["topic"])  # not sent, or answered
             raise  # nothing sent, or answered: the group's line says the signal
-        # The node carries a sent change out whole (rpc.py); said, with where to look
-        # (newuser10 L2: only "interrupted by SIGINT", and 12 of 64 partitions left).
+        # Said, with where to look (newuser10 L2: only "interrupted by SIGINT", and 12 of
+        # 64 partitions left).
         sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
         undo = (f"; `epochgc topic delete {req['topic']} --data-dir {data_dir}` removes it"
                 if req["op"] == "create_topic" else "")
+        # Not "in full": the node proposes one controller entry per partition, and a node
+        # stopped in between leaves part of them, never resumed (newuser11 M11).
         raise signals.Interrupted(sig.signum, (
-            f"{req['op']} {req['topic']!r} had been sent to node {nid}, not answered: a "
-            f"node carries out a change it has begun whole, so the topic is "
-            f"{'created' if req['op'] == 'create_topic' else 'deleted'} in full unless "
-            f"that node refused it (`epochgc cluster status --data-dir {data_dir}` shows "
-            f"the cluster{undo})")) from None
+            f"{req['op']} {req['topic']!r} had been sent to node {nid}, not answered: it "
+            f"may have been applied, in whole or in part (a node stopped before it ends "
+            f"leaves part of it; `epochgc cluster status --data-dir {data_dir}` shows the "
+            f"cluster and flags a topic short of its partitions{undo})")) from None
     if r.get("status") == "no_answer":
         # Sent, never answered in time, not sent again (newuser9 K9): what it did is not
         # known, so it is said as a timeout, with what the cluster now shows.
@@ -67,6 +82,9 @@ def _call(data_dir: str, **req: Any) -> dict[str, Any]:
             f"{req['op']} {req['topic']!r}: {r['message']}; the request may have been "
             f"applied, in whole or in part ({_now_holds(lc, req['topic'])}): `epochgc "
             f"cluster status --data-dir {data_dir}` shows the cluster")
+    if r.get("status") in SEEN:
+        # An outcome seen: made or removed whole, or refused before anything was proposed.
+        asked.settle(data_dir, req["topic"])
     if r.get("status") != "ok":
         raise click.ClickException(f"{req['op']} {req['topic']!r} refused: "
                                    f"{r.get('message', r.get('status'))}")

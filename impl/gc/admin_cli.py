@@ -53,7 +53,12 @@ from epochgc.impl.gc.admin import (
 )
 from epochgc.impl.gc.duration import DURATION, format_duration
 from epochgc.impl.gc.errors import GcError
-from epochgc.impl.gc.expire import DEFAULT_KEEP_LAST, DEFAULT_RETENTION_S, expire_rounds
+from epochgc.impl.gc.expire import (
+    DEFAULT_KEEP_LAST,
+    DEFAULT_RETENTION_S,
+    ExpireProgress,
+    expire_rounds,
+)
 from epochgc.impl.gc.job import check_is_store
 from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S
 from epochgc.impl.gc.record import iso_utc
@@ -455,9 +460,21 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
                      f"{format_duration(MAX_OLDER_THAN_S)} (100 years), got "
                      f"{older_than:.6g}s")
     s = _open(store, s3_endpoint)
+    progress = ExpireProgress()
+
+    def said(line: str) -> None:
+        echo_safe(line, err=True)
+        checkpoint("round-removed")  # the signal tests' point
+
     try:
-        plan = expire_rounds(s, time.time(), older_than, keep_last, apply,
-                             lambda msg: echo_safe(msg, err=True))
+        plan = expire_rounds(s, time.time(), older_than, keep_last, apply, said, progress)
+    except _Interrupted as e:
+        if progress.planned:  # what was done (newuser11 M12)
+            e.detail = (f"{progress.removed} of {progress.planned} round(s) removed (each "
+                        "removed whole leaves the store consistent; one cut short mid-way "
+                        "is finished by the next run): `gc-admin expire --apply` again "
+                        "removes the rest")
+        raise
     except StoreError as e:
         raise _Refused(f"failed: {e}") from None
     except SequenceError as e:  # rounds it cannot order are never expired (newuser3 N8)

@@ -245,9 +245,11 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
               help="Push Prometheus metrics here (HOST:PORT or an http(s) URL); a host that "
               "does not resolve is refused before the round (64).")
 @click.option("--quiet", "-q", is_flag=True,
-              help="No progress on stderr. Without it: a bar at a terminal; elsewhere (a "
-              "log) a line every 10 s and when a task finishes: tasks done, keys listed "
-              "and deleted, keys/s, and an ETA by tasks (the only total known).")
+              help="No progress on stderr. Without it: a bar when stderr is a terminal that "
+              "reports its width; elsewhere (a log, a pipe, a pty of 0 columns such as "
+              "`script` run from no terminal) a line every 10 s and when a task finishes: "
+              "tasks done, keys listed and deleted, keys/s, and an ETA by tasks (the only "
+              "total known), or how long nothing moved.")
 @click.option("--spark-log", is_flag=True,
               help="Keep Spark's own console log (default: its errors only).")
 @click.option("--now", type=_UnixTime(), hidden=True, help="Wall clock override (tests).")

@@ -134,6 +134,16 @@ def _round_of(key: str, prefix: str) -> str:
     return key[len(prefix):].partition("/")[0]
 
 
+@dataclass
+class ExpireProgress:
+    """How far an `--apply` got: rounds (and orphaned marker sets) to remove, and removed
+    so far; what a signal's line says (newuser11 M12: "interrupted by SIGINT" only, after
+    3 of 21 rounds)."""
+
+    planned: int = 0
+    removed: int = 0
+
+
 def expire_rounds(
     store: ObjectStore,
     now: float,
@@ -141,9 +151,12 @@ def expire_rounds(
     keep_last: int = DEFAULT_KEEP_LAST,
     apply: bool = False,
     say: Callable[[str], None] | None = None,
+    progress: ExpireProgress | None = None,
 ) -> ExpirePlan:
     """Plan (and with `apply`, carry out) the expiry. Raises StoreError on a failed request;
-    what was removed before it stays removed (each step leaves a consistent store)."""
+    what was removed before it stays removed (each step leaves a consistent store).
+    `progress`: kept up to date while it removes."""
+    progress = progress if progress is not None else ExpireProgress()
     plan = ExpirePlan(apply, older_than_s, keep_last)
     listed, damaged = listed_records(store, ROUNDS_PREFIX)
     records = {_round_of(o.key, ROUNDS_PREFIX).removesuffix(".json"): o
@@ -217,15 +230,19 @@ def expire_rounds(
     plan.objects += sum(len(keys) for keys in orphans.values())
     if not apply:
         return plan
+    progress.planned = len(doomed) + len(plan.orphans)
     for round_id, entries, rec in doomed:
         plan.removed += _remove_round(store, round_id, entries, rec,
                                       [k for k in by_round.get(round_id, []) if k != top])
+        progress.removed += 1
         if say is not None:
             say(f"gc-admin: expire: removed round {round_id}")
     for round_id in plan.orphans:
         if _has_round(store, round_id):  # its record or journal came meanwhile: kept
+            progress.planned -= 1
             continue
         plan.removed += _delete(store, orphans[round_id])
+        progress.removed += 1
         if say is not None:
             say(f"gc-admin: expire: removed the sequence markers of round {round_id}")
     return plan

@@ -46,13 +46,22 @@ def _short(seconds: float) -> str:
     return " ".join([f"{n}{u}" for n, u in parts if n][:2]) or "0s"
 
 
+# After this long with no task done and no key counted, a line says so instead of an ETA.
+STILL_AFTER_S = 20.0
+
+
 def progress_line(label: str, tasks: tuple[int, int], counts: tuple[int, int] | None,
-                  deletes: bool, seconds: float) -> str:
+                  deletes: bool, seconds: float, still_s: float = 0.0) -> str:
     """"gc: listing: 3/8 tasks done, 12,000 keys listed, 2,400 keys/s, ETA 40s (by
-    tasks)" (`counts`: the listener's totals, None without one)."""
+    tasks)" (`counts`: the listener's totals, None without one). `still_s`: how long
+    nothing has moved; from `STILL_AFTER_S` on, "no progress for 40s" takes the ETA's place
+    (newuser11 M14: a store gone silent showed a growing ETA for 2.5 minutes, read as
+    "slow")."""
     line = f"{label}: {tasks[0]}/{tasks[1]} tasks done"
     if counts is not None:
         line += ", " + counts_text(counts, deletes, seconds)
+    if still_s >= STILL_AFTER_S:
+        return f"{line}, no progress for {_short(still_s)}"
     # No key listed yet (newuser5 G7: "1/4 tasks done, 0 keys listed, ..., ETA 25s"): the
     # tasks done had empty prefixes, which says nothing of how long the others take.
     eta = None if counts is not None and counts[0] == 0 else eta_text(tasks, seconds)
@@ -78,6 +87,19 @@ class LineCadence:
         return True
 
 
+# How long a poll that saw a task finish waits for the counts already sent (`_settled`).
+SYNC_LIMIT_S = 2.0
+
+
+def _settled(listener: BeaconListener | None, done: int, seen_done: int) -> None:
+    """A task that finished sent its last counts before it ended (`Beacon.__exit__`), but
+    the listener's thread may not have read them yet when Spark's tracker says it is done
+    (newuser11 M15: "1/4 tasks done, 0 keys listed"): once more tasks are done than last
+    seen, wait for what reached the listener's socket (`BeaconListener.sync`, bounded)."""
+    if listener is not None and done > seen_done:
+        listener.sync(SYNC_LIMIT_S)
+
+
 class StageProgress:
     """`with StageProgress(sc, "listing", say, listener):` writes `progress_line`s (tasks
     done, keys listed and deleted, keys/s, an ETA by tasks) at `LineCadence`'s times,
@@ -95,6 +117,8 @@ class StageProgress:
         self._ticker = Ticker(interval, self._tick, "epochgc-progress")
         self._t0 = 0.0
         self._seen = 0  # the stage's tasks, as of the last line written (0: none written)
+        self._moved: tuple[object, float] | None = None  # (tasks and counts, when they moved)
+        self._done = 0  # tasks done as of the last poll
 
     def __enter__(self) -> StageProgress:
         self._t0 = self.clock()
@@ -141,12 +165,21 @@ class StageProgress:
         (none while no stage runs)."""
         if not tasks[1]:
             return None
+        _settled(self.listener, tasks[0], self._done)
+        self._done = tasks[0]
         now = self.clock()
+        counts = self.listener.totals() if self.listener is not None else None
+        still_s = self._still(now, (tasks, counts))  # each poll: when they last moved
         if not self._cadence.due(now, tasks):
             return None
         self._seen = tasks[1]
-        counts = self.listener.totals() if self.listener is not None else None
-        return progress_line(self.label, tasks, counts, self.deletes, now - self._t0)
+        return progress_line(self.label, tasks, counts, self.deletes, now - self._t0, still_s)
+
+    def _still(self, now: float, state: object) -> float:
+        """How long `state` (tasks done, counts) has been as it is now."""
+        if self._moved is None or self._moved[0] != state:
+            self._moved = (state, now)
+        return now - self._moved[1]
 
 
 def _executor_wait(sc: Any, clock: Callable[[], float]) -> ExecutorWait:
@@ -183,6 +216,7 @@ class RoundBar:
         self._ticker = Ticker(interval, self._tick, "epochgc-progress")
         self._bar: Any = None
         self._t0 = 0.0
+        self._done = 0  # tasks done as of the last tick
 
     def __enter__(self) -> RoundBar:
         self._t0 = time.monotonic()
@@ -206,6 +240,8 @@ class RoundBar:
         if self.stopped():
             return
         done, total = _active_tasks(self._tracker)
+        _settled(self.listener, done, self._done)
+        self._done = done
         self._draw((done, total) if total else None)
         waiting = self._wait.poll()
         if waiting is not None:

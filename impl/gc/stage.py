@@ -68,7 +68,7 @@ from epochgc.impl.gc.stream import TaskResult, list_and_delete_task
 from epochgc.impl.gc.summary import GcSummary
 from epochgc.impl.gc.text import GONE_WHERE_SHORT
 from epochgc.impl.gc.text import keys as n_keys
-from epochgc.impl.gc.watch import RoundWatch, go_on
+from epochgc.impl.gc.watch import RoundWatch, go_on, watch_store
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.url import sized_for
@@ -210,9 +210,11 @@ def _delete_stage(spark: SparkSession, rnd: _Round, groups: list[list[int]], lis
             note(f"gc: {why}; stopping")
         return why
 
-    watch = RoundWatch(rnd.open_store, stop, rnd.clock, rnd.options.max_report_age_s,
-                       rnd.options.watch_interval_s, unhealthy, stop_key=prefix + STOP,
-                       firm=rnd.lease_firm, lease_look=lease_look)
+    # Its reads bounded as a command's control reads (newuser11 M14; `watch_store`).
+    watch = RoundWatch(watch_store(rnd.open_store, rnd.say), stop, rnd.clock,
+                       rnd.options.max_report_age_s, rnd.options.watch_interval_s,
+                       unhealthy, stop_key=prefix + STOP, firm=rnd.lease_firm,
+                       lease_look=lease_look)
     watch.start()  # looks once before returning: a pause written since `_round` checked
     try:
         _stage(spark, rnd, groups, listers, deleters, prefix, watch.close, cutoff, watch)

@@ -35,6 +35,15 @@ less than half the interval (any store answering in well under a second) nothing
 changes; where it takes longer, a pause, an unhealthy cluster or a lost lease is seen
 within three looks' time instead of one and an interval, a few round trips either way.
 STOP is HEADed on its own clock (above), whatever the looks' pace.
+
+The watch's requests are a command's control reads (`watch_store`, issue 41 newuser11
+M14): on S3, `patience.py`'s bounds (10 s an attempt, 3 attempts, "waiting for ... no answer
+yet" every 10 s), not the delete path's client (botocore's adaptive retries: 11 attempts, so
+a store gone silent mid-round was "health unknown" only ~146 s later, with no line
+meanwhile). `bounds.py`'s chain is unchanged: the gate's "go" rests on a HEAD of STOP that
+found none, timed from before its first attempt was sent; a shorter read timeout only makes
+a HEAD fail sooner, which stops the round (unknown health) and closes the gate sooner:
+safe. It never lets a "go" rest on an older HEAD.
 """
 
 from __future__ import annotations
@@ -51,6 +60,7 @@ from epochgc.impl.gc.reports import SeenDocs
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.hooked import HookedStore
+from epochgc.impl.store.url import open_control
 
 PAUSED = "paused"
 UNHEALTHY = "unhealthy"
@@ -63,6 +73,15 @@ LEASE_LOST = "lease-lost"  # the lease in the store is gone or another round's
 LOOK_WAIT_FACTOR = 2.0
 
 Spawn = Callable[[Callable[[], None], str], threading.Thread]
+
+
+def watch_store(open_store: Callable[[], ObjectStore],
+                say: Callable[[str], None] | None) -> Callable[[], ObjectStore]:
+    """How the watch opens its store: `open_store`'s store with the control reads' bounds
+    (an S3 StoreSpec: `patience.py`, a read still unanswered said through `say`; any
+    other store as `open_store` opens it)."""
+    return functools.partial(open_control, open_store,
+                             None if say is None else lambda line: say(f"gc: {line}"))
 
 
 def daemon_thread(run: Callable[[], None], name: str) -> threading.Thread:

@@ -180,3 +180,32 @@ def test_reset_says_of_a_damaged_lease_what_show_says(tmp_path: Path) -> None:
     code, _out, err = _invoke_split("gc-admin", "reset", "--store", str(root))
     assert code == 1 and "may still hold it" not in err, err
     assert "not UTF-8" in err and "the next round replaces it; pass --force" in err, err
+
+
+def test_expire_apply_cut_short_by_a_signal_says_how_far_it_got(tmp_path: Path) -> None:
+    """newuser11 M12: `expire --apply` interrupted after 3 of 21 rounds said only
+    "interrupted by SIGINT" after its per-round lines. The signal comes once it has removed
+    one round and said so (the hook point `round-removed`); a second run removes the rest.
+    Old code: no such point: both removed, exit 0."""
+    import os
+    import subprocess
+    import sys
+
+    from epochgc.impl.signals import HOOK_ENV
+
+    root = tmp_path / "s"
+    _refusals_after_a_round(root)
+    p = subprocess.run([sys.executable, "-m", "epochgc", "gc-admin", "expire", "--store",
+                        str(root), "--older-than", "0s", "--keep-last", "1", "--apply"],
+                       capture_output=True, text=True, timeout=300,
+                       env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]),
+                                **{HOOK_ENV: "round-removed:SIGINT"}))
+    assert p.returncode == 130, p.stderr
+    assert p.stderr.strip().splitlines()[-1] == (
+        "epochgc gc-admin: interrupted by SIGINT: 1 of 2 round(s) removed (each removed "
+        "whole leaves the store consistent; one cut short mid-way is finished by the next "
+        "run): `gc-admin expire --apply` again removes the rest"), p.stderr
+    assert len(list(LocalStore(root).list_all(ROUNDS_PREFIX))) == 2
+    code, out = _invoke("gc-admin", "expire", "--store", str(root), "--older-than", "0s",
+                        "--keep-last", "1", "--apply", "--json")
+    assert code == 0 and len(json.loads(out.strip().splitlines()[-1])["rounds"]) == 1, out

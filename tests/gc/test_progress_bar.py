@@ -110,6 +110,15 @@ def test_no_bar_without_a_terminal_or_under_quiet() -> None:
     os.close(master)
 
 
+def test_gc_help_says_what_decides_a_bar() -> None:
+    """newuser11 M15: `gc --help` promised "a bar at a terminal"; under `script` run from no
+    terminal (a pty of 0 columns) the lines came, as `Reporter` decides (above and
+    test_progress_terminal.py). Old code: the help said nothing of the width."""
+    text = " ".join(CliRunner().invoke(main, ["gc", "--help"]).output.split())
+    assert "a bar when stderr is a terminal that reports its width; elsewhere (a log, a " \
+        "pipe, a pty of 0 columns" in text, text
+
+
 @pytest.mark.spark
 def test_the_cli_under_a_runner_draws_no_bar(spark: Any, tmp_path: Path) -> None:
     make_store(tmp_path)

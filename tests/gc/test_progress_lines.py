@@ -62,3 +62,76 @@ def test_no_eta_by_tasks_while_no_key_was_listed() -> None:
     assert line == "gc: listing and deleting: 1/4 tasks done, 0 keys listed, 0 deleted, 0 keys/s"
     assert progress_line("gc: listing", (1, 4), (10, 0), False, 8.0).endswith(
         ", ETA 24s (by tasks)")  # once keys are listed, the estimate stands
+
+
+class _Counts:
+    """The listener's side the display reads: the tasks' (listed, deleted) totals."""
+
+    def __init__(self) -> None:
+        self.now = (0, 0)
+
+    def totals(self) -> tuple[int, int]:
+        return self.now
+
+    def sync(self, limit_s: float = 30.0) -> None:
+        """Every count is in already (no datagrams here)."""
+
+
+def test_a_stage_where_nothing_moves_says_for_how_long_instead_of_an_eta() -> None:
+    """newuser11 M14: a store gone silent mid-round showed "2/4 tasks done, 5,471 keys
+    listed, 5,028 deleted, 30 keys/s, ETA 2m 47s (by tasks)" for 2.5 minutes, the ETA
+    growing 10 s a line. Old code: no such words, the ETA grew."""
+    clock, counts = _Clock(), _Counts()
+    with StageProgress(None, "gc: listing and deleting", None, counts,  # type: ignore[arg-type]
+                       deletes=True, clock=clock) as p:
+        counts.now = (5000, 5000)
+        assert p.poll((2, 4)) is not None
+        for _ in range(5):  # a poll every 2 s, 10 s: nothing moved, not yet said
+            clock.t += 2
+            line = p.poll((2, 4))
+        assert line is not None and line.endswith("ETA 10s (by tasks)"), line
+        for _ in range(15):  # 40 s in all with the same counts
+            clock.t += 2
+            line = p.poll((2, 4)) or line
+        assert line == ("gc: listing and deleting: 2/4 tasks done, 5,000 keys listed, "
+                        "5,000 deleted, 125 keys/s, no progress for 40s"), line
+        counts.now = (5001, 5000)  # a key listed: it moves again, the ETA is back
+        clock.t += 10
+        line = p.poll((2, 4))
+        assert line is not None and "ETA" in line and "no progress" not in line, line
+
+
+def test_a_poll_that_sees_a_task_done_counts_what_that_task_sent() -> None:
+    """newuser11 M15: "gc: listing: 1/4 tasks done, 0 keys listed": the task had sent its
+    final counts before it ended, but the listener's thread had not read them when Spark
+    said it was done. Here the receiving thread is held until someone waits for the counts
+    (what a loaded driver's scheduling does at random): real UDP on loopback. Old code:
+    the poll read the totals at once, (0, 0)."""
+    import threading
+
+    from epochgc.impl.gc.beacon import Beacon, BeaconListener
+
+    class _Behind(BeaconListener):
+        def __init__(self) -> None:
+            super().__init__()
+            self.waited = threading.Event()
+
+        def receive(self, data: bytes) -> None:
+            self.waited.wait(60)  # not read until someone waits for it
+            super().receive(data)
+
+        def sync(self, limit_s: float = 30.0) -> None:
+            self.waited.set()
+            super().sync(limit_s)
+
+    clock = _Clock()
+    with _Behind() as listener, StageProgress(None, "gc: listing", None, listener,
+                                              clock=clock) as p:
+        assert p.poll((0, 4)) == "gc: listing: 0/4 tasks done, 0 keys listed, 0 keys/s"
+        with Beacon(listener.target, "p0000-s1-a0-t1", interval=3600) as tally:
+            tally.add(listed=1000)  # sent as the task ends, before Spark says it is done
+        clock.t += 2
+        line = p.poll((1, 4))
+        listener.waited.set()  # old code: let the listener go, the line is written
+    assert line == "gc: listing: 1/4 tasks done, 1,000 keys listed, 500 keys/s, ETA 6s " \
+        "(by tasks)", line
