@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from tests.deep_cases import mark_deep
 from tests.store.backends import backend, open_store
 from tests.store.blackhole import hole, release
 from tests.store.s3server import (
@@ -37,3 +38,7 @@ def pytest_configure(config: pytest.Config) -> None:
     # the environment at start-up, whichever suite starts it first), and so that no test
     # can ever reach a developer's real credentials.
     set_dummy_aws_env()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    mark_deep(items)

@@ -21,14 +21,14 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from botocore.retries import adaptive, bucket, standard, throttling
-
 ADAPTIVE = "adaptive"
 """The mode name callers ask for; `client_retries` turns it into standard + `register`."""
 
 
-class MonotonicClock(bucket.Clock):
-    """botocore's limiter clock, read from `time.monotonic` instead of `time.time`."""
+class MonotonicClock:
+    """botocore's limiter clock (`bucket.Clock`'s one method), read from `time.monotonic`
+    instead of `time.time`. Not a subclass: botocore is imported only when a client is made
+    (the base install, without `[s3]`, imports this module and has no botocore)."""
 
     def current_time(self) -> float:
         return time.monotonic()
@@ -42,11 +42,13 @@ def client_retries(retries: dict[str, Any]) -> tuple[dict[str, Any], bool]:
     return {**retries, "mode": "standard"}, True
 
 
-def register(client: Any) -> adaptive.ClientRateLimiter:
+def register(client: Any) -> Any:
     """botocore's `adaptive.register_retry_handler(client)` with a `MonotonicClock`: the
     same parts, the same events, registered in the same place (right after the client is
     made, as `ClientCreator._register_retries` does, so handler order is unchanged)."""
-    clock = MonotonicClock()
+    from botocore.retries import adaptive, bucket, standard, throttling
+
+    clock: Any = MonotonicClock()
     limiter = adaptive.ClientRateLimiter(
         rate_adjustor=throttling.CubicCalculator(starting_max_rate=0,
                                                  start_time=clock.current_time()),

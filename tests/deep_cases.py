@@ -1,0 +1,55 @@
+"""Cases the CI suite leaves to a tox environment: CI (the README's test command) must stay
+well under 30 minutes on a 2-core machine. Each is a further case of something CI keeps
+(the same code on a second S3 server, a second retry mode, a second signal of the same
+path); its tox environment sets the variable and runs it."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+import pytest
+
+
+@dataclass(frozen=True)
+class Deep:
+    pattern: str  # a regular expression searched in the test's node id
+    var: str
+    value: str
+    env: str  # the tox environment that sets var=value and runs the case
+
+
+DEEP = (
+    # The S3 server behind the store is SeaweedFS: CI runs the same cases on moto.
+    Deep(r"^tests/gc/test_(s3_scale|s3_versioned|s3_recheck|rev38o)\.py::.*\[seaweedfs",
+         "EPOCHGC_S3_FAULTS", "deep", "s3faults"),
+    # A Spark round crashed part-way converges (issue 29): CI keeps the kill -9 case.
+    Deep(r"^tests/gc/test_job\.py::test_interrupted_round_converges$",
+         "EPOCHGC_KILL9_ALL", "1", "kill9"),
+    # Generated workloads: CI keeps every named workload at every crash state.
+    Deep(r"^tests/raft/test_crash_states\.py::test_generated_workloads_recover_the_ground_truth$",
+         "EPOCHGC_DEEP", "1", "crashstates"),
+    # A Spark round signalled: CI keeps SIGINT and SIGTERM mid-round; SIGHUP takes SIGTERM's
+    # path, and the dry run's and the JVM's cases are the full matrix's.
+    Deep(r"^tests/impl/test_signal_matrix\.py::(test_an_interrupted_command_stops_cleanly"
+         r"\[gc-(work-SIGHUP-group|dry-run-listing-SIGTERM-process)\]"
+         r"|test_a_dry_run_cancelled_on_a_signal_shows_no_jvm_output"
+         r"|test_a_group_sigterm_reaches_the_command_not_its_jvm)$",
+         "EPOCHGC_SIGNALS", "full", "signals"),
+    # A standalone master without spark-submit: CI keeps spark-submit's.
+    Deep(r"^tests/gc/test_standalone\.py::test_master_url_without_spark_submit_ships_the_code$",
+         "EPOCHGC_SPARK_STANDALONE", "1", "signals"),
+    # The bench harness's concurrent mode: CI keeps the alternating one.
+    Deep(r"^tests/benchmarks/test_bench_harness\.py::test_quick_run_against_the_default_baseline"
+         r"\[concurrent\]$", "EPOCHGC_BENCH_MODES", "all", "bench"),
+)
+
+
+def mark_deep(items: list[pytest.Item]) -> None:
+    """Skip each case of `DEEP` unless its variable is set, naming the tox environment."""
+    for item in items:
+        for d in DEEP:
+            if os.environ.get(d.var) != d.value and re.search(d.pattern, item.nodeid):
+                item.add_marker(pytest.mark.skip(
+                    reason=f"tox -e {d.env} runs it ({d.var}={d.value}); not in CI, for time"))
