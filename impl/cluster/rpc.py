@@ -182,11 +182,11 @@ class RpcClient:
         fut: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._waiting[rid] = fut
         self.writer.write(json.dumps(req).encode() + b"\n")
-        if req.get("op") in APPLIED_ONCE_SENT:  # only a client sends one: not in a node
-            from epochgc.impl.signals import checkpoint
-
-            checkpoint("change-sent")  # the signal tests' point: a change is on its way
         try:
+            if req.get("op") in APPLIED_ONCE_SENT:  # only a client sends one: not in a node
+                from epochgc.impl.signals import checkpoint
+
+                checkpoint("change-sent")  # the signal tests' point: a change is on its way
             # Not `asyncio.wait_for`: on Python 3.11 it returns the answer when the task is
             # cancelled in the iteration the answer arrives (CPython gh-86296, fixed in 3.12
             # by building wait_for on asyncio.timeout), losing Ctrl-C (issue 41).
@@ -196,7 +196,11 @@ class RpcClient:
             # Said with its bound (newuser9 K9: a caller tells an unanswered change by it).
             raise TimeoutError(f"no answer within {timeout:g} s") from None
         finally:
+            # A call left by a signal (or a cancel) takes its future with it: failed later
+            # by `close` with no one awaiting it, asyncio printed "Future exception was
+            # never retrieved" and a ConnectionError traceback (s25d; newuser11 M11's run).
             self._waiting.pop(rid, None)
+            fut.cancel()
 
     async def _read(self) -> None:
         try:
