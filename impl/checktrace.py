@@ -307,6 +307,11 @@ def check_trace(trace: str, context: int) -> None:
     except Malformed as e:
         _say(str(e))  # SOURCE:LINE: what, as `replay` words bad input
         raise SystemExit(ExitCode.DATAERR) from e
+    if res.records == 0:
+        # An empty file, a truncated copy or `-` with nothing piped is not a pass: nothing was
+        # compared with the model (newuser12 P3: "conforms: 0 records", exit 0).
+        _say(f"{STDIN if trace == '-' else trace}: the trace holds no record: nothing was checked")
+        raise SystemExit(ExitCode.DATAERR)
     summary = (f"{res.records} records ({res.applies} apply, {res.fences} fence) over"
                f" {res.partitions} partitions")
     if res.divergence is not None:

@@ -30,7 +30,8 @@ class ExitCode(IntEnum):
 MEANING: dict[ExitCode, str] = {
     ExitCode.OK: "done",
     ExitCode.FAILED: "failed: a check, a disagreement, an incomplete round (output says what)",
-    ExitCode.BLOCKED: "blocked: GC may not run now (reports missing or invalid); retry later",
+    ExitCode.BLOCKED: "blocked: GC may not run now (reports missing or invalid, or another "
+                      "round holds the lease); retry later",
     ExitCode.PAUSED: "paused: an operator paused GC on the store (gc-admin pause); a "
                      "gc --dry-run still runs (exit 0) and says so on stderr",
     ExitCode.USAGE: "usage error: bad argument, option, name or output path; nothing done",

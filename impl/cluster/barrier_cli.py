@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from epochgc.impl import signals
+from epochgc.impl import closedout, signals
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.cluster.statuspoll import StatusPoll
@@ -150,6 +150,13 @@ def barrier(data_dir: str, wait: float, as_json: bool) -> None:
         sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
         raise signals.Interrupted(sig.signum, said) from None
     ok = _applied(rows)
+    done.seen(rows)
+    # newuser12 P4: a failed stdout write (`> /dev/full`) said only "cannot write to
+    # stdout"; the barrier changes every partition, so the line says how far it got, as
+    # M9's fix does for pause, produce and topic create/delete.
+    closedout.done(f"the barrier was written (candidate {cand}): {done.applied:,} of "
+                   f"{done.partitions:,} partition(s) applied it"
+                   + ("" if ok else "; the others do on their leaders' own barrier rounds"))
     if unanswered:
         # Every node holds every partition: the rows are whole without it, said as such.
         stderr_line(f"epochgc barrier: no answer from node(s) {', '.join(map(str, unanswered))}"

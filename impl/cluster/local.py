@@ -12,7 +12,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -279,11 +280,16 @@ class LocalCluster:
                     pipe.write(DETACH)
                     pipe.close()
 
-    def kill(self, nid: int, sig: int = signal.SIGKILL) -> None:
+    def kill(self, nid: int, sig: int = signal.SIGKILL,
+             waiting: Callable[[int], None] | None = None) -> Ended:
+        """Send `sig` to node `nid`; a SIGTERM not obeyed within STOP_GRACE_S is followed by
+        SIGKILL. What happened is returned, for the CLI to say (newuser12 P5/P14: `cluster
+        kill` and a stop that had to kill said nothing). `waiting(pid)` is called once
+        when the node has not exited after WAIT_SAY_S (a frozen node: 10 s silent)."""
         pid = self.meta["pids"].pop(str(nid), None)
         self.save()
         if pid is None:
-            return
+            return Ended(nid, None, NOT_RUNNING)
         pipe = _OWNED.pop(pid, None)
         if pipe is not None:
             with contextlib.suppress(OSError):
@@ -291,20 +297,48 @@ class LocalCluster:
         if not self.is_node(nid, pid):  # dead, or its pid now another process's: not ours
             with contextlib.suppress(ChildProcessError):  # a child of ours that died: reaped
                 os.waitpid(pid, os.WNOHANG)
-            return
+            return Ended(nid, pid, NOT_RUNNING)
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
-            return
-        if not _wait_exit(pid, 10.0) and sig != signal.SIGKILL:
-            # A node that ignores or hangs on SIGTERM must not outlive `stop`.
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-            _wait_exit(pid, 10.0)
+            return Ended(nid, pid, NOT_RUNNING)
+        if sig == signal.SIGKILL:
+            _wait_exit(pid, STOP_GRACE_S)
+            return Ended(nid, pid, KILLED)
+        gone = _wait_exit(pid, min(WAIT_SAY_S, STOP_GRACE_S))
+        if not gone and waiting is not None:
+            waiting(pid)
+        if gone or _wait_exit(pid, max(0.0, STOP_GRACE_S - WAIT_SAY_S)):
+            return Ended(nid, pid, STOPPED)
+        # A node that ignores or hangs on SIGTERM must not outlive `stop`.
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+        _wait_exit(pid, STOP_GRACE_S)
+        return Ended(nid, pid, FORCED)
 
     def stop_all(self) -> None:
         for nid in self.ids:
             self.kill(nid, signal.SIGTERM)
+
+
+# How long a node is given to obey SIGTERM before SIGKILL, and after how long the wait is
+# said (a frozen node takes the whole grace).
+STOP_GRACE_S = 10.0
+WAIT_SAY_S = 2.0
+# How a node ended (`Ended.how`).
+NOT_RUNNING = "not running"  # no process of the node's: nothing was signalled
+STOPPED = "stopped"  # exited on the signal sent
+KILLED = "killed"  # SIGKILL sent (`cluster kill`)
+FORCED = "forced"  # did not obey SIGTERM within STOP_GRACE_S: SIGKILLed
+
+
+@dataclass(frozen=True)
+class Ended:
+    """What `LocalCluster.kill` did to one node."""
+
+    nid: int
+    pid: int | None  # None: the cluster's file records no process for it
+    how: str
 
 
 # The write ends of the owner pipes of the nodes this process started and has not handed

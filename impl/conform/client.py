@@ -160,6 +160,12 @@ class PortProcess:
                 left = deadline - self._clock()
                 if left <= 0 or not self._readable(left) or not self._fill(0):
                     break
+            if not self._buf:
+                # Readable with nothing in it: end of file, the port exited (or closed its
+                # stdout) having printed nothing (newuser12 P9: "printed before it was sent
+                # any line: b''" when it exited before the first line was sent, "exited
+                # with status 3" when after: the words depended on a race).
+                raise self._exited()
             # What it printed, for the table's port column (i41y: a port that printed
             # `garbage` at start-up was shown as "(no answer)").
             printed = self._buf.partition(b"\n")[0]
@@ -258,7 +264,8 @@ class PortProcess:
             code = self._proc.wait(timeout=self.timeout)
         except subprocess.TimeoutExpired:
             return ProtocolFailure("exited", "closed its stdout but kept running")
-        return ProtocolFailure("exited", f"exited with status {code}")
+        # Only ever raised while a line is owed (sending one, or waiting for its answer).
+        return ProtocolFailure("exited", f"exited with status {code} before answering")
 
     def finish(self) -> None:
         """End the session after the last answer: close stdin, let the port exit, and fail

@@ -503,10 +503,12 @@ def gc(
 
 
 def _print_summary(summary: GcSummary, as_json: bool, merged: bool) -> None:
-    if summary.interrupted is not None and not merged and (as_json or not one_terminal()):
+    if summary.interrupted is not None and not merged and (
+            as_json or not (one_terminal() or one_stream())):
         # Stderr's last line says so, even with -q or --json (issue 41 item 3: it was the
         # success-looking `gc: listed N keys, ...` progress line). Not when stdout's summary
-        # below goes to the same terminal: a person read the line twice (newuser8 I9).
+        # below goes to the same terminal (newuser8 I9) or the same pipe or file (`> log
+        # 2>&1`, `|& tee`: newuser12 P1): a person or a log read the line twice.
         echo_safe(summary.lines()[0], err=True)
     if summary.paused_note is not None and not merged:
         # even with -q or --json; escaped: who paused and why come from the store (K6)
@@ -537,6 +539,16 @@ def one_terminal() -> bool:
     except (OSError, ValueError, AttributeError):
         return False
     return out.st_rdev == err.st_rdev
+
+
+def one_stream() -> bool:
+    """Whether stdout and stderr are one open file or pipe (the same device and inode,
+    fstat(2)), whatever it is: a line written to both is read twice."""
+    try:
+        out, err = os.fstat(sys.stdout.fileno()), os.fstat(sys.stderr.fileno())
+    except (OSError, ValueError, AttributeError):  # no descriptor (a test runner's buffer)
+        return False
+    return (out.st_dev, out.st_ino) == (err.st_dev, err.st_ino)
 
 
 def streams_merged() -> bool:

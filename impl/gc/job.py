@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from epochgc.impl.gc.admin import read_admin_state
 from epochgc.impl.gc.errors import GcError, NotAStore, ReportError, StoreUnreadable
 from epochgc.impl.gc.killpoint import reach
-from epochgc.impl.gc.lease import DEFAULT_LEASE_S, Lease
+from epochgc.impl.gc.lease import DEFAULT_LEASE_S, Lease, LeaseBusy
 from epochgc.impl.gc.manifest import check_manifest_outside_data
 from epochgc.impl.gc.monitor import HealthVerdict, assess
 from epochgc.impl.gc.options import GcOptions
@@ -338,8 +338,9 @@ def _round(
         lease = Lease(open_store, summary.round_id)
         try:
             lease.acquire()
-        except GcError:
+        except GcError as e:
             summary.refusal = Refusal.LEASE  # turned away: nothing of it started
+            summary.lease_busy = isinstance(e, LeaseBusy)
             raise
         held.append(lease)
 

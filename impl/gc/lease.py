@@ -178,7 +178,7 @@ class Lease:
                         return
                     held = _parse(got)
                     if held is not None and _expires(held) > self.clock():
-                        raise GcError(_refusal(held))
+                        raise _held(held)
                     taken = store.replace_if_match(LEASE_KEY, self._doc(), got.version)
                     if taken is not None:
                         self.version = taken
@@ -186,7 +186,7 @@ class Lease:
                         return
                 except ConditionalConflict:
                     continue  # another request on the lease completed first: read again
-            raise GcError(_refusal(held or {}))
+            raise _held(held or {})
         except NotAnObject as e:
             raise GcError(
                 f"{LEASE_KEY} is there but is not a regular object (a link, a directory or "
@@ -302,6 +302,19 @@ def _expires(held: dict[str, Any]) -> float:
         if math.isfinite(v):
             return v
     return 0.0
+
+
+class LeaseBusy(GcError):
+    """Another round holds the lease, and its holder is not known dead: GC may not run now;
+    retry later (exit 2, the table's "blocked", newuser12 P11: it was 1, "failed", so a
+    scheduler keyed on exit codes paged for a routine overlap)."""
+
+
+def _held(held: dict[str, Any]) -> GcError:
+    """The refusal by a live lease: `LeaseBusy`, or a plain GcError (exit 1) when its holder
+    is known dead on this host: no retry ends that before it expires; an operator acts."""
+    said = _refusal(held)
+    return GcError(said) if holder_running(held) is False else LeaseBusy(said)
 
 
 def _refusal(held: dict[str, Any]) -> str:

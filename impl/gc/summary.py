@@ -178,6 +178,9 @@ class GcSummary:
     # newuser10 L10: the conditional-write probe's object, if a probe cut short may have
     # left it (its PUT sent, its delete not answered); the next probe removes it.
     probe_left: str | None = None
+    # newuser12 P11: refused because another live round holds the lease (`lease.LeaseBusy`):
+    # blocked, retry later (exit 2), not failed; not in JSON_KEYS (`exit_code` says it).
+    lease_busy: bool = False
 
     @property
     def outcome(self) -> str:
@@ -209,7 +212,7 @@ class GcSummary:
         if self.paused is not None:
             return EXIT_PAUSED
         if self.error is not None:
-            return EXIT_INCOMPLETE
+            return EXIT_BLOCKED if self.lease_busy else EXIT_INCOMPLETE
         if self.blocked is not None:
             return EXIT_BLOCKED
         if (self.refused is not None or self.errors or self.failed_check is not None

@@ -318,6 +318,22 @@ def test_a_port_that_prints_before_its_first_line_is_told_so(name: str) -> None:
     assert e.value.detail == "printed before it was sent any line: b'garbage\\n'", e.value.detail
 
 
+@pytest.mark.parametrize("first", ["exit", "send"])
+def test_a_port_that_exits_at_once_is_said_to_have_exited(first: str) -> None:
+    """newuser12 P9. Old code: `conform -- sh -c 'exit 3'` said "extra-output: printed
+    before it was sent any line: b''" when the port had exited before the first line was
+    sent, "exited with status 3" when after. Both orders are made here, not raced for: the
+    port's exit is waited for first, or the line is sent while it still runs (it reads the
+    line, then exits without an answer)."""
+    script = "exit 3" if first == "exit" else "read -r _; exit 3"
+    with PortProcess(["sh", "-c", script], timeout=30.0) as port:
+        if first == "exit":
+            port._proc.wait(timeout=30)
+        with pytest.raises(ProtocolFailure) as e:
+            port.ask('{"op": "state"}')
+    assert (e.value.kind, e.value.detail) == ("exited", "exited with status 3 before answering")
+
+
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads Linux's /proc")
 @pytest.mark.parametrize("mode", ["ignore-term", "exits"])
 def test_close_stops_the_ports_whole_process_group(

@@ -94,6 +94,48 @@ def test_an_interrupted_round_at_a_terminal_says_its_last_line_once(tmp_path: Pa
     assert len(said) == 1, seen
 
 
+@pytest.mark.parametrize("into", ["file", "pipe"])
+def test_an_interrupted_round_into_one_file_or_pipe_says_its_last_line_once(
+        into: str, tmp_path: Path) -> None:
+    """newuser12 P1. Old code: with stdout and stderr one file (`> log 2>&1`) or one pipe
+    (`2>&1 | tee`), "gc: interrupted (SIGINT) before the round started: ..." was in the log
+    twice (on stderr, then in stdout's summary); a finished round's summary is there once."""
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{HOOK_ENV: "start:SIGINT"})
+    cmd = [sys.executable, "-m", "epochgc", "gc", "--store", str(root), "--dry-run",
+           "--now", str(NOW), *AHEAD]
+    if into == "file":
+        log = tmp_path / "log"
+        with log.open("wb") as out:
+            proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                  stderr=subprocess.STDOUT, env=env, timeout=LIMIT_S)
+        seen = log.read_text()
+    else:
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, env=env, timeout=LIMIT_S)
+        seen = proc.stdout.decode()
+    assert proc.returncode == 130, seen
+    said = [ln for ln in seen.splitlines()
+            if ln.startswith(("gc: round interrupted (SIGINT)", "gc: interrupted (SIGINT)"))]
+    assert len(said) == 1, seen
+
+
+def test_an_interrupted_round_into_two_files_ends_each_with_its_line(tmp_path: Path) -> None:
+    """The contract kept (impl/gc/README.md: an interrupted round's last stderr line says
+    so; the summary goes to stdout): with two files, each holds the line once."""
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), **{HOOK_ENV: "start:SIGINT"})
+    proc = subprocess.run(
+        [sys.executable, "-m", "epochgc", "gc", "--store", str(root), "--dry-run",
+         "--now", str(NOW), *AHEAD],
+        stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=LIMIT_S)
+    assert proc.returncode == 130, proc
+    for stream in (proc.stdout.decode(), proc.stderr.decode()):
+        assert stream.splitlines()[-1].startswith("gc: interrupted (SIGINT)"), stream
+
+
 @pytest.mark.spark
 def test_the_bar_stays_as_it_stood_once_the_round_is_stopped() -> None:
     """Old code: after a Ctrl-C the bar ran on to "100% 4/4": tasks told to stop end early

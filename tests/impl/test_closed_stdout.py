@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -109,6 +110,12 @@ def test_cluster_commands_writing_to_a_full_device_fail_in_one_line(cluster: Pat
         extra = ("--partitions", "1") if verb == "create" else ()
         assert _full("topic", verb, "yy", *extra, "--data-dir", str(cluster)) == (
             1, f"{NO_SPACE[:-1]}; topic yy was {past}\n")
+    # newuser12 P4: old code said NO_SPACE alone for the barrier, which changes every
+    # partition (as for the commands above, the line says what was done).
+    code, err = _full("barrier", "--data-dir", str(cluster))
+    assert code == 1 and re.fullmatch(
+        re.escape(NO_SPACE[:-1]) + r"; the barrier was written \(candidate \d+\): (\d+) of "
+        r"\1 partition\(s\) applied it\n", err), err
     assert _full("consume", "--data-dir", str(cluster), "--partition", "t/0") == (1, NO_SPACE)
     assert _full("cluster", "status", "--data-dir", str(cluster), "--json") == (1, NO_SPACE)
 

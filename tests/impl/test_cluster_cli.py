@@ -168,8 +168,13 @@ def test_cluster_cli_status_kill_metrics_and_verified_consume(
 
         # kill: SIGKILL the leader; status reports it unreachable; the cluster carries on.
         r = cli("cluster", "kill", "--data-dir", data, str(lead))
-        assert r.exit_code == 0, r.output
+        # newuser12 P5: old code said nothing, both times.
+        said = f"node {lead} (pid {pids[str(lead)]}) killed\n"
+        assert r.exit_code == 0 and r.stdout == said, r.output
         wait_for(lambda: not _alive(pids[str(lead)]))
+        r = cli("cluster", "kill", "--data-dir", data, str(lead))
+        said = f"node {lead} is not running: nothing killed\n"
+        assert r.exit_code == 0 and r.stdout == said, r.output
         st = wait_for(lambda: (s := status(data))["nodes"][str(lead)] is None
                       and leader_of(s, "t/0") not in (None, lead) and s)
         r = cli("cluster", "status", "--data-dir", data)

@@ -58,10 +58,12 @@ def _stop_cut_short_then_whole(d: Path) -> None:
     "interrupted by SIGINT". The signal comes once node 1 is stopped (the hook point
     `node-stopped`); a second stop finishes the job. Old code: no such point, every node
     stopped, exit 0."""
+    whole = None
     try:
         cut = _epochgc("cluster", "stop", "--data-dir", str(d),
                        EPOCHGC_TEST_SIGNAL="node-stopped:SIGINT")
         pids = LocalCluster(d).meta["pids"]
+        whole = _stop_with_node_3_frozen(d, pids)
     finally:
         _epochgc("cluster", "stop", "--data-dir", str(d))
     assert cut.returncode == 130, cut.stderr
@@ -70,6 +72,29 @@ def _stop_cut_short_then_whole(d: Path) -> None:
             ) in cut.stderr, cut.stderr
     assert sorted(pids) == ["2", "3"], pids
     assert LocalCluster(d).meta["pids"] == {}
+    # newuser12 P14: a frozen node SIGKILLed by the stop is said, and the wait before it.
+    # Old code: nothing at all (15.7 s silent, exit 0). Node 3 is stopped (SIGSTOP): its
+    # SIGTERM stays pending, so it is killed whatever the machine's load.
+    assert whole is not None and whole.exit_code == 0, whole and whole.output
+    p3 = pids["3"]
+    assert (f"waiting for node 3 (pid {p3}) to stop: SIGKILL if it has not within 1 s\n"
+            f"node 3 (pid {p3}) did not stop within 1 s: killed\n") in whole.stderr, whole.stderr
+    assert not LocalCluster(d).is_node(3, p3)  # gone (a zombie has no command line)
+
+
+def _stop_with_node_3_frozen(d: Path, pids: dict[str, int]) -> Any:
+    """`cluster stop` in this process with node 3 frozen and the SIGTERM grace cut to 1 s
+    (the real 10 s is only a bound; the wait it says is the same code)."""
+    from click.testing import CliRunner
+
+    from epochgc.impl.cli import main
+    from epochgc.impl.cluster import local
+
+    os.kill(pids["3"], signal.SIGSTOP)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(local, "STOP_GRACE_S", 1.0)
+        mp.setattr(local, "WAIT_SAY_S", 0.2)
+        return CliRunner().invoke(main, ["cluster", "stop", "--data-dir", str(d)])
 
 
 def test_a_frozen_node_is_said_and_passed_over(cluster: Path) -> None:

@@ -93,10 +93,28 @@ def test_not_utf8_on_stdin_is_named_by_its_line(command: str) -> None:
 
 def test_check_trace_reads_stdin_as_replay_does() -> None:
     """Old code: "-: cannot read: [Errno 2] No such file or directory: '-'" (65)."""
-    code, out = _run("check-trace", "-", stdin=b"")
-    assert code == 0 and "trace conforms to the model: 0 records" in out, (code, out)
     code, out = _run("check-trace", "-", stdin=b'{"op":"x"}\n')
     assert code == 65 and "<stdin>:1: missing field 'kind'" in out, (code, out)
+
+
+@pytest.mark.parametrize("content", [b"", b"\n\n"])
+@pytest.mark.parametrize("from_stdin", [False, True])
+def test_an_empty_trace_is_refused_not_passed(content: bytes, from_stdin: bool,
+                                               tmp_path: Path) -> None:
+    """newuser12 P3. Old code: "trace conforms to the model: 0 records ...", exit 0 (a check
+    that passed on nothing: an empty file, a truncated copy, `-` with nothing piped)."""
+    trace = tmp_path / "empty.ndjson"
+    trace.write_bytes(content)
+    if from_stdin:
+        code, out = _run("check-trace", "-", stdin=content)
+        where = "<stdin>"
+    else:
+        code, out = _run("check-trace", str(trace))
+        where = str(trace)
+    assert code == 65, (code, out)
+    assert (f"epochgc check-trace: {where}: the trace holds no record: nothing was checked"
+            in out), out
+    assert "conforms" not in out, out
 
 
 def test_a_record_without_a_kind_names_no_python_none(tmp_path: Path) -> None:
