@@ -204,6 +204,12 @@ class GcSummary:
     def exit_code(self) -> int:
         if self.recovered_by is not None:
             return EXIT_KILLED
+        if self.interrupted == "unhealthy" and self.error is not None:
+            # newuser12 P15: the monitor stopped the round because the store went away,
+            # and the round then failed with deletes sent and no record: the table's 1
+            # ("an incomplete round"), not 2 ("blocked ... retry later": a scheduler would
+            # retry a round whose deletes are not known).
+            return EXIT_INCOMPLETE
         if self.interrupted is not None:
             return EXIT_INTERRUPTED.get(self.interrupted, EXIT_INCOMPLETE)
         if self.paused is not None:
