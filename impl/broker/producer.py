@@ -28,6 +28,7 @@ from epochgc.impl.partition.fence import (
 )
 from epochgc.impl.partition.statemachine import PlaceholderResult
 from epochgc.impl.store.base import ObjectStore, StoreError
+from epochgc.impl.store.patience import Patience, waiting, waiting_line_after_s
 from epochgc.model.keys import MAX_EPOCH, PREFIXES, format_key
 
 log = logging.getLogger("epochgc.producer")
@@ -51,6 +52,16 @@ class PartitionDeletedError(ProduceError):
         super().__init__(f"partition deleted: {names}: those records were refused, not "
                          f"acknowledged; acknowledged: {sorted(acks)}")
         self.deleted = deleted
+        self.acks = acks
+
+
+class NotAcknowledgedError(ProduceError):
+    """Partitions of the batch still unacknowledged after every attempt (their records may
+    have been applied: an answer lost is not a refusal); `acks` holds what the rest of the
+    batch got, to be recorded as acknowledged."""
+
+    def __init__(self, message: str, acks: dict[str, Ack]) -> None:
+        super().__init__(message)
         self.acks = acks
 
 
@@ -83,6 +94,22 @@ class ProduceStats:
     keys: list[str] = field(default_factory=list)
 
 
+@dataclass
+class _Tries:
+    """A batch's attempts so far, read by the waiting line's thread (plain values, each
+    replaced whole: no container it could see half-changed)."""
+
+    max_attempts: int
+    attempt: int = 0
+    pending: tuple[str, ...] = ()
+    last_error: str = ""
+
+    def state(self) -> str:
+        return (f"{', '.join(self.pending) or 'the batch'} not acknowledged yet, attempt "
+                f"{self.attempt} of {self.max_attempts}"
+                + (f", last error: {self.last_error}" if self.last_error else ""))
+
+
 def check_epoch(epoch: int) -> int:
     if isinstance(epoch, bool) or not isinstance(epoch, int) or not 0 <= epoch <= MAX_EPOCH:
         raise ProduceError(f"refusing to produce with epoch {epoch!r}: must be in [0, {MAX_EPOCH}]")
@@ -113,6 +140,10 @@ class Producer:
         # upload..settled is when the object is an in-flight write (the demo's independent
         # GC safety check uses it).
         self.on_attempt: Callable[[str, str], None] | None = None
+        # Where a batch still unacknowledged after `waiting_line_after_s` (10 s) is said,
+        # and again each 10 s, with its attempt (newuser12 P13: `produce` to a cluster
+        # without a quorum said nothing for 71 s). None: nothing is said.
+        self.say: Callable[[str], None] | None = None
 
     def new_key(self, epoch: int) -> str:
         name = uuid.UUID(int=self.rng.getrandbits(128), version=4).hex
@@ -129,10 +160,33 @@ class Producer:
         acks: dict[str, Ack] = {}
         deleted: dict[str, str] = {}  # partition -> where it was refused
         incarnation: dict[str, int] = {}  # the creation revision the batch was meant for
-        last_error = ""
+        tries = _Tries(self.max_attempts)
+        try:
+            after_s = waiting_line_after_s()
+        except StoreError:  # a bad setting: the store's commands name it; here the default
+            after_s = Patience.say_after_s
+        with waiting(self.say, "the cluster", "produce", after_s, state=tries.state):
+            await self._attempts(epoch, pending, acks, deleted, incarnation, tries)
+        if deleted:
+            raise PartitionDeletedError(deleted, acks)
+        if pending:
+            # In words, not Python lists (newuser12 P13: "['t/0', 't/1'] ...
+            # acknowledged: []").
+            raise NotAcknowledgedError(
+                f"not acknowledged after {self.max_attempts} attempts: "
+                f"{', '.join(sorted(pending))} (last error: {tries.last_error}); "
+                f"acknowledged in this batch: {', '.join(sorted(acks)) or 'none'}", acks)
+        return acks
+
+    async def _attempts(self, epoch: int | None, pending: dict[str, list[bytes]],
+                        acks: dict[str, Ack], deleted: dict[str, str],
+                        incarnation: dict[str, int], tries: _Tries) -> None:
+        """The attempts of `produce`: fill `acks` and `deleted`, empty `pending`; `tries`
+        holds the attempt and the last error (the waiting line reads them)."""
         for attempt in range(self.max_attempts):
             if not pending:
                 break
+            tries.attempt, tries.pending = attempt + 1, tuple(sorted(pending))
             if attempt:
                 self.stats.retries += 1
             stamp = epoch
@@ -188,21 +242,13 @@ class Producer:
                 elif isinstance(r, StaleEpoch):
                     self.stats.stale_rejections += 1
                     stale = True
-                    last_error = str(r)
+                    tries.last_error = str(r)
                 elif isinstance(r, Exception):
-                    last_error = f"{p}: {r}"  # outcome unknown: retried with a new object
+                    tries.last_error = f"{p}: {r}"  # outcome unknown: retried with a new object
                 else:
                     raise r  # CancelledError and other BaseExceptions propagate
             if stale:
                 self.cluster.invalidate_epoch()
-        if deleted:
-            raise PartitionDeletedError(deleted, acks)
-        if pending:
-            raise ProduceError(
-                f"not acknowledged after {self.max_attempts} attempts: {sorted(pending)} "
-                f"(last error: {last_error}); acknowledged: {sorted(acks)}"
-            )
-        return acks
 
     def _note(self, key: str, phase: str) -> None:
         if self.on_attempt is not None:

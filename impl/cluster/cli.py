@@ -523,15 +523,30 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
                                        recorded))
             checkpoint("acked")  # the signal tests' point: between batches
     except KeyboardInterrupt:
-        manifest = Path(data_dir) / "acked.jsonl"
-        # newuser11 M4: a batch in flight may have been applied by the cluster before the
-        # signal cut its acknowledgement (then it is read back, and its object is in use);
-        # "its object is garbage" was only true if it was not.
-        click.echo(f"produce interrupted: {recorded.records:,} of {count * len(partitions):,} "
-                   f"record(s) acknowledged and recorded in {manifest}; the batch in flight, "
-                   "if any, was not acknowledged: it may have been applied (then it is read "
-                   "back); if not, its object is garbage GC collects", err=True)
+        click.echo(f"produce interrupted: {_acked_words(recorded, count, partitions, lc)}",
+                   err=True)
         raise
+    except _NotAcked as e:
+        # newuser12 P13: the same account as a signal's, after the cluster's own words.
+        raise click.ClickException(
+            f"{e}; {_acked_words(recorded, count, partitions, lc)}") from e
+
+
+class _NotAcked(Exception):
+    """A batch the cluster did not acknowledge after every attempt (`NotAcknowledgedError`,
+    or the store refused its object): what was done is said where the totals are known."""
+
+
+def _acked_words(recorded: _Tally, count: int, partitions: tuple[str, ...],
+                 lc: LocalCluster) -> str:
+    """How much was acknowledged in all, and what the batch in flight may be.
+    newuser11 M4: a batch in flight may have been applied by the cluster before its
+    acknowledgement was lost (then it is read back, and its object is in use); "its object
+    is garbage" was only true if it was not."""
+    return (f"{recorded.records:,} of {count * len(partitions):,} record(s) acknowledged "
+            f"and recorded in {lc.dir / 'acked.jsonl'}; the batch in flight, if any, was not "
+            "acknowledged: it may have been applied (then it is read back); if not, its "
+            "object is garbage GC collects")
 
 
 def _done(recorded: _Tally, lc: LocalCluster) -> None:
@@ -572,6 +587,7 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
     are appended to the manifest at once, before anything else is awaited (a signal then
     cannot leave acknowledged records out of it), and their number to `recorded`."""
     from epochgc.impl.broker.producer import (
+        NotAcknowledgedError,
         PartitionDeletedError,
         ProduceError,
         Producer,
@@ -589,6 +605,7 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
     store = open_store(lc.meta["store"], lc.meta.get("s3_endpoint"))
     prod = Producer(access, store, thread_io, rng)
     prod.on_attempt = stored
+    prod.say = stderr_line  # a batch unacknowledged for 10 s is said (newuser12 P13)
     try:
         try:
             acks = await prod.produce(
@@ -604,8 +621,16 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
             raise click.ClickException(str(e)) from e
         except UnknownPartitionError as e:
             raise Refused(f"--partition: {e}", ExitCode.USAGE) from e
+        except NotAcknowledgedError as e:
+            # What the other partitions acknowledged is kept, as above.
+            kept = [AckedRun(a.partition, a.base, a.count, name, first, size, a.epoch, a.key)
+                    for a in e.acks.values()]
+            _said(append_manifest(lc.dir, kept))
+            recorded.records += sum(r.count for r in kept)
+            _done(recorded, lc)
+            raise _NotAcked(str(e)) from e
         except ProduceError as e:
-            raise click.ClickException(str(e)) from e
+            raise _NotAcked(str(e)) from e
         runs = [AckedRun(a.partition, a.base, a.count, name, first, size, a.epoch, a.key)
                 for a in acks.values()]
         # only after every ack: the manifest is what was acked

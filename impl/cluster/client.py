@@ -242,7 +242,7 @@ class ProcClusterAccess:
                 self._leaders[partition] = int(r["leader"])
             raise NotLeaderError(int(r["leader"]))
         if st == "unreachable":
-            raise NotLeaderError(0)
+            raise NotLeaderError(0, str(r.get("message") or "unreachable"))
         raise ReplicateFailed(r.get("message", st))
 
     def invalidate_epoch(self) -> None:

@@ -200,7 +200,8 @@ class RoundStop:
             try:
                 write_marker()
             except Exception as e:  # the tasks then run to their end: reported, not fatal
-                on_error(f"could not {what}: {e}")
+                # newuser12 P15: the one line of the round without its "gc:" prefix.
+                on_error(f"gc: could not {what}: {e}")
 
         threading.Thread(target=run, name="epochgc-stop", daemon=True).start()
 

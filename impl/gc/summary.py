@@ -17,7 +17,7 @@ EXIT_USAGE = 64  # bad arguments (BSD EX_USAGE), distinct from a blocked round
 # A round stopped by a signal exits as a shell reports a process killed by it (128 + n);
 # one stopped by its --deadline is incomplete.
 # A round stopped mid-way by a pause exits as a paused round; one stopped by the safety
-# monitor as a blocked one (issue 30).
+# monitor as a blocked one (issue 30), unless it then failed (an error: incomplete).
 EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129,
                     "paused": EXIT_PAUSED, "unhealthy": EXIT_BLOCKED}
 # A round whose driver was killed never exited; its record (written afterwards by whoever
@@ -207,6 +207,12 @@ class GcSummary:
     def exit_code(self) -> int:
         if self.recovered_by is not None:
             return EXIT_KILLED
+        if self.interrupted == "unhealthy" and self.error is not None:
+            # newuser12 P15: the monitor stopped the round because the store went away,
+            # and the round then failed with deletes sent and no record: the table's 1
+            # ("an incomplete round"), not 2 ("blocked ... retry later": a scheduler would
+            # retry a round whose deletes are not known).
+            return EXIT_INCOMPLETE
         if self.interrupted is not None:
             return EXIT_INTERRUPTED.get(self.interrupted, EXIT_INCOMPLETE)
         if self.paused is not None:

@@ -89,8 +89,17 @@ class StaleEpoch(FenceError):
 
 
 class NotLeaderError(FenceError):
-    def __init__(self, leader_hint: int) -> None:
-        super().__init__(f"not the leader (leader hint {leader_hint})")
+    """`leader_hint` 0: no leader known (node ids start at 1); `reason`: why none was
+    reached (newuser12 P13: "not the leader (leader hint 0)" named a node that is not)."""
+
+    def __init__(self, leader_hint: int, reason: str | None = None) -> None:
+        if reason:
+            words = f"no leader reached ({reason})"
+        elif leader_hint:
+            words = f"not the leader (node {leader_hint} is)"
+        else:
+            words = "not the leader, and no leader known (no quorum, or an election)"
+        super().__init__(words)
         self.leader_hint = leader_hint
 
 

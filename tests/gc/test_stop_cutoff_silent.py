@@ -50,4 +50,4 @@ def test_the_cutoff_starts_when_the_stop_write_fails(tmp_path: Path) -> None:
                     at_latest_s=BOUND_S * 10)  # not this bound: the failure starts it
     stop.request("SIGINT")
     assert started.wait(BOUND_S), f"the cutoff never started; said: {said}"
-    assert said and said[0].startswith("could not write the STOP marker: "), said
+    assert said and said[0].startswith("gc: could not write the STOP marker: "), said
