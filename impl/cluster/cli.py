@@ -587,6 +587,7 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
     are appended to the manifest at once, before anything else is awaited (a signal then
     cannot leave acknowledged records out of it), and their number to `recorded`."""
     from epochgc.impl.broker.producer import (
+        Ack,
         NotAcknowledgedError,
         PartitionDeletedError,
         ProduceError,
@@ -606,37 +607,31 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
     prod = Producer(access, store, thread_io, rng)
     prod.on_attempt = stored
     prod.say = stderr_line  # a batch unacknowledged for 10 s is said (newuser12 P13)
+
+    def record(acks: dict[str, Ack]) -> None:
+        """Append what was acknowledged to the manifest (it is what was acked) and count it."""
+        runs = [AckedRun(a.partition, a.base, a.count, name, first, size, a.epoch, a.key)
+                for a in acks.values()]
+        _said(append_manifest(lc.dir, runs))
+        recorded.records += sum(r.count for r in runs)
+        _done(recorded, lc)
+
     try:
         try:
             acks = await prod.produce(
                 {p: [make_record(name, p, first + i, size) for i in range(n)]
                  for p in partitions}, epoch)
         except PartitionDeletedError as e:
-            # What the other partitions acknowledged is kept (the manifest is what was acked).
-            kept = [AckedRun(a.partition, a.base, a.count, name, first, size, a.epoch, a.key)
-                    for a in e.acks.values()]
-            _said(append_manifest(lc.dir, kept))
-            recorded.records += sum(r.count for r in kept)
-            _done(recorded, lc)
+            record(e.acks)  # what the other partitions acknowledged is kept
             raise click.ClickException(str(e)) from e
         except UnknownPartitionError as e:
             raise Refused(f"--partition: {e}", ExitCode.USAGE) from e
         except NotAcknowledgedError as e:
-            # What the other partitions acknowledged is kept, as above.
-            kept = [AckedRun(a.partition, a.base, a.count, name, first, size, a.epoch, a.key)
-                    for a in e.acks.values()]
-            _said(append_manifest(lc.dir, kept))
-            recorded.records += sum(r.count for r in kept)
-            _done(recorded, lc)
+            record(e.acks)  # what the other partitions acknowledged is kept
             raise _NotAcked(str(e)) from e
         except ProduceError as e:
             raise _NotAcked(str(e)) from e
-        runs = [AckedRun(a.partition, a.base, a.count, name, first, size, a.epoch, a.key)
-                for a in acks.values()]
-        # only after every ack: the manifest is what was acked
-        _said(append_manifest(lc.dir, runs))
-        recorded.records += sum(r.count for r in runs)
-        _done(recorded, lc)
+        record(acks)  # only after every ack: the manifest is what was acked
         for a in acks.values():
             click.echo(json.dumps({"partition": a.partition, "base": a.base, "count": a.count,
                                    "epoch": a.epoch, "key": a.key, "producer": name}))
