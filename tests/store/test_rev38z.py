@@ -10,8 +10,6 @@ file's own in front of it (`_CutFront`)."""
 from __future__ import annotations
 
 import contextlib
-import http.client
-import random
 import socket
 import threading
 import time
@@ -24,20 +22,14 @@ import pytest
 from epochgc.impl.gc.delete import delete_keys
 from epochgc.impl.gc.journal import Attempt, JournalTarget, JournalWriter, read_journal
 from epochgc.impl.store.base import StoreError
-from epochgc.impl.store.retry import Backoff, Retrier
 from epochgc.impl.store.s3 import S3Store
+from tests.store.forward import forward, no_key_retry, relay_head
 from tests.store.s3proxy import Call, Fault, s3_proxy
 from tests.store.s3server import new_bucket
 
 pytestmark = pytest.mark.s3
 
 _PREFIX = "_cluster/gc/journal/20270116T100000.000Z-rev38z000/"  # a round's journal
-_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection"}
-
-
-def _no_key_retry() -> Retrier:
-    return Retrier(Backoff(attempts=2, base_s=0.0, cap_s=0.0), random.Random(1),
-                   lambda s: None)
 
 
 class _Front(BaseHTTPRequestHandler):
@@ -63,16 +55,8 @@ class _Front(BaseHTTPRequestHandler):
         if self.server.late and self.command == "POST" and "delete" in self.path:
             self._late(body)
             return
-        host, port = self.server.upstream
-        conn = http.client.HTTPConnection(host, port, timeout=30)
-        try:
-            conn.request(self.command, self.path, body=body or None,
-                         headers={k: v for k, v in self.headers.items()
-                                  if k.lower() not in _HOP})
-            resp = conn.getresponse()
-            data = resp.read()
-        finally:
-            conn.close()
+        resp, data = forward(*self.server.upstream, self.command, self.path, self.headers,
+                             body)
         delete = self.command == "POST" and "delete" in self.path.partition("?")[2].split("&")
         with self.server.lock:
             nth = self.server.deletes
@@ -85,12 +69,7 @@ class _Front(BaseHTTPRequestHandler):
             self._whole(200, {"Content-Type": "application/xml"}, _SLOWDOWN_200)
             return
         cut = delete and not self.server.slowdown_200
-        self.send_response(resp.status)
-        for k, v in resp.getheaders():
-            if k.lower() not in _HOP | {"server", "date"}:
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
+        relay_head(self, resp, data)
         if cut:
             with self.server.lock:
                 self.server.cut.append(data)
@@ -115,15 +94,9 @@ class _Front(BaseHTTPRequestHandler):
             self.connection.shutdown(socket.SHUT_RDWR)
         if not self.server.release.wait(30.0):
             return
-        host, port = self.server.upstream
-        conn = http.client.HTTPConnection(host, port, timeout=30)
         try:
-            conn.request(self.command, self.path, body=body or None,
-                         headers={k: v for k, v in self.headers.items()
-                                  if k.lower() not in _HOP})
-            conn.getresponse().read()
+            forward(*self.server.upstream, self.command, self.path, self.headers, body)
         finally:
-            conn.close()
             self.server.applied.set()
 
     def _whole(self, status: int, headers: dict[str, str], data: bytes) -> None:
@@ -208,7 +181,7 @@ def test_a_200_whose_body_is_lost_counts_no_refused_key_deleted(
     refuse = refuse_kept if s3_server_name == "moto" else None
     with s3_proxy(s3_endpoint, fail=refuse) as p, _cut_front(p.endpoint) as front:
         store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=2,
-                        key_retry=_no_key_retry())
+                        key_retry=no_key_retry())
         try:
             writer = JournalWriter(direct, JournalTarget(_PREFIX), Attempt(0, 0, 0, 1))
             delete_keys(store, items, batch_size=2, concurrency=1, journal=writer)
@@ -297,7 +270,7 @@ def test_no_delete_is_sent_past_its_deadline_while_the_rate_limiter_holds_it(
 
     with s3_proxy(moto_endpoint, faults=faults) as p:
         store = S3Store(bucket, "c", endpoint_url=p.endpoint, max_attempts=0,
-                        key_retry=_no_key_retry())
+                        key_retry=no_key_retry())
         try:
             with pytest.raises(StoreError, match="SlowDown"):
                 store.get("a")  # the executor's store reads through the same client
@@ -369,7 +342,7 @@ def test_a_delete_no_attempt_of_which_was_applied_is_not_looked_up(
     with s3_proxy(moto_endpoint, faults=faults) as p:
         # One attempt (botocore's `max_attempts` counts retries): no limiter wait.
         store = S3Store(bucket, "c", endpoint_url=p.endpoint, max_attempts=0,
-                        key_retry=_no_key_retry())
+                        key_retry=no_key_retry())
         try:
             r = refused(store, keys)
         finally:
@@ -399,7 +372,7 @@ def test_a_delete_whose_connection_was_never_made_is_not_taken_as_maybe_applied(
     from tests.store.s3server import free_port
 
     store = S3Store("epochgc-test-refused", "c", endpoint_url=f"http://127.0.0.1:{free_port()}",
-                    max_attempts=0, key_retry=_no_key_retry())
+                    max_attempts=0, key_retry=no_key_retry())
     heads: list[str] = []
     store.client.meta.events.register("before-send.s3.HeadObject",
                                       lambda **kw: heads.append("head"))
@@ -444,7 +417,7 @@ def test_a_delete_applied_then_answered_200_slowdown_is_not_taken_as_refused(
         # Made first: botocore's rate limiter, on after the SlowDown, lets the retry go at
         # once if its bucket has filled since (1 token a second); else it waits for it.
         store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=2,
-                        key_retry=_no_key_retry())
+                        key_retry=no_key_retry())
         store.client.meta.events  # noqa: B018  (the client, and its token bucket, now)
         direct = S3Store(bucket, "c", endpoint_url=s3_endpoint)  # the journal's too
         keys = ["data/k0", "data/k1"]
@@ -486,7 +459,7 @@ def test_a_key_present_right_after_a_lost_answer_is_not_recorded_still_there(
     direct.put("data/k", b"x")
     with _cut_front(moto_endpoint, late=True) as front:
         store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=0,
-                        key_retry=_no_key_retry())
+                        key_retry=no_key_retry())
         try:
             writer = JournalWriter(direct, JournalTarget(prefix), Attempt(0, 0, 0, 1))
             stats = delete_keys(store, [("data/k", 1, 7200.0, direct.head("data/k")

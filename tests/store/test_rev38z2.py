@@ -11,8 +11,6 @@ where the fault is one neither `s3proxy.py` nor `test_rev38z.py`'s front has a w
 from __future__ import annotations
 
 import contextlib
-import http.client
-import random
 import threading
 import time
 from collections.abc import Iterator
@@ -24,20 +22,14 @@ import pytest
 from epochgc.impl.gc.delete import delete_keys
 from epochgc.impl.gc.journal import Attempt, JournalTarget, JournalWriter, read_journal
 from epochgc.impl.store.driverbound import DriverBound, installed
-from epochgc.impl.store.retry import Backoff, Retrier
 from epochgc.impl.store.s3 import S3Store
+from tests.store.forward import forward, no_key_retry, relay_head
 from tests.store.s3proxy import Call, Fault, s3_proxy
 from tests.store.s3server import new_bucket
 
 pytestmark = pytest.mark.s3
 
 _PREFIX = "_cluster/gc/journal/20270116T100000.000Z-rev38z200/"  # a round's journal
-_HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "proxy-connection"}
-
-
-def _no_key_retry() -> Retrier:
-    return Retrier(Backoff(attempts=2, base_s=0.0, cap_s=0.0), random.Random(1),
-                   lambda s: None)
 
 
 class _Front(BaseHTTPRequestHandler):
@@ -67,22 +59,9 @@ class _Front(BaseHTTPRequestHandler):
         if self.command == "HEAD":
             with self.server.lock:
                 self.server.heads += 1
-        host, port = self.server.upstream
-        conn = http.client.HTTPConnection(host, port, timeout=30)
-        try:
-            conn.request(self.command, self.path, body=body or None,
-                         headers={k: v for k, v in self.headers.items()
-                                  if k.lower() not in _HOP})
-            resp = conn.getresponse()
-            data = resp.read()
-        finally:
-            conn.close()
-        self.send_response(resp.status)
-        for k, v in resp.getheaders():
-            if k.lower() not in _HOP | {"server", "date"}:
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
+        resp, data = forward(*self.server.upstream, self.command, self.path, self.headers,
+                             body)
+        relay_head(self, resp, data)
         if self.command != "HEAD":
             self.wfile.write(data)
 
@@ -146,7 +125,7 @@ def test_a_2xx_other_than_200_without_a_delete_result_counts_no_key_deleted(
     items = [(k, 1, 7200.0, direct.head(k).version) for k in keys]  # type: ignore[union-attr]
     with _front(moto_endpoint, status) as front:
         store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=0,
-                        key_retry=_no_key_retry())
+                        key_retry=no_key_retry())
         try:
             writer = JournalWriter(direct, JournalTarget(_PREFIX), Attempt(0, 0, 0, 1))
             delete_keys(store, items, batch_size=2, concurrency=1, journal=writer)
@@ -302,7 +281,7 @@ def test_no_delete_is_sent_later_than_its_deadline_plus_the_connect_timeout(
             return real(host, at, *args, **kwargs)
 
         store = S3Store(bucket, "c", endpoint_url=p.endpoint, max_attempts=0,
-                        key_retry=_no_key_retry())
+                        key_retry=no_key_retry())
         store.monotonic = lambda: now[0]
         try:
             store.client.meta.events  # noqa: B018  (the client made: no lookup yet)
@@ -339,17 +318,9 @@ class _Proxy(BaseHTTPRequestHandler):
         n = int(self.headers.get("Content-Length") or 0)
         body = self.rfile.read(n) if n else b""
         target = urlsplit(self.path)
-        conn = http.client.HTTPConnection(target.hostname or "", target.port or 80,
-                                          timeout=30)
-        try:
-            path = target.path + (f"?{target.query}" if target.query else "")
-            conn.request(self.command, path, body=body or None,
-                         headers={k: v for k, v in self.headers.items()
-                                  if k.lower() not in _HOP})
-            resp = conn.getresponse()
-            data = resp.read()
-        finally:
-            conn.close()
+        path = target.path + (f"?{target.query}" if target.query else "")
+        resp, data = forward(target.hostname or "", target.port or 80, self.command, path,
+                             self.headers, body)
         if self.command == "POST" and "delete" in target.query.split("&"):
             with self.server.lock:
                 self.server.applied.append(resp.status)
@@ -359,12 +330,7 @@ class _Proxy(BaseHTTPRequestHandler):
             self.close_connection = True
             self.connection.close()
             return
-        self.send_response(resp.status)
-        for k, v in resp.getheaders():
-            if k.lower() not in _HOP | {"server", "date"}:
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
+        relay_head(self, resp, data)
         if self.command != "HEAD":
             self.wfile.write(data)
 
@@ -418,7 +384,7 @@ def test_a_delete_written_through_a_proxy_then_reset_is_not_taken_as_not_sent(
         monkeypatch.delenv("NO_PROXY", raising=False)
         monkeypatch.delenv("no_proxy", raising=False)
         store = S3Store(bucket, "c", endpoint_url=moto_endpoint, max_attempts=0,
-                        key_retry=_no_key_retry())
+                        key_retry=no_key_retry())
         try:
             writer = JournalWriter(direct, JournalTarget(_PREFIX), Attempt(0, 0, 0, 1))
             delete_keys(store, items, batch_size=2, concurrency=1, journal=writer)
@@ -459,7 +425,7 @@ def test_a_proxy_never_reached_is_still_not_sent(
     monkeypatch.delenv("NO_PROXY", raising=False)
     monkeypatch.delenv("no_proxy", raising=False)
     store = S3Store(bucket, "c", endpoint_url=moto_endpoint, max_attempts=0,
-                    key_retry=_no_key_retry())
+                    key_retry=no_key_retry())
     try:
         from botocore.exceptions import ProxyConnectionError
 
@@ -498,7 +464,7 @@ def test_a_key_the_task_leaves_unknown_is_not_headed_by_the_task(moto_endpoint: 
     version = direct.head("data/k").version  # type: ignore[union-attr]
     with _front(moto_endpoint, 200, _SLOWDOWN_200) as front:
         store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=0,
-                        key_retry=_no_key_retry())
+                        key_retry=no_key_retry())
         try:
             r = store.delete_if_unchanged([("data/k", version)])
         finally:
@@ -523,7 +489,7 @@ def test_a_key_unsure_for_another_reason_than_a_slowdown_is_still_headed(
     version = direct.head("data/k").version  # type: ignore[union-attr]
     with _front(moto_endpoint, 200, b"") as front:
         store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=0,
-                        key_retry=_no_key_retry())
+                        key_retry=no_key_retry())
         try:
             r = store.delete_if_unchanged([("data/k", version)])
         finally:
