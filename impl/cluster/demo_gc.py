@@ -104,6 +104,7 @@ class DemoGc:
             s = run_gc(spark, self.spec, opts, clock=time.time, stop=stop)
         finally:
             self._running = None
+            stop.close()  # its helper threads end with the round
         if s.refused or s.errors:
             raise RuntimeError(f"GC round incomplete: {s.refused or s.error_samples}")
         stopped = s.interrupted is not None

@@ -68,6 +68,7 @@ def run_gc(
     options.validate()
     now = clock()
     summary = GcSummary(dry_run=options.dry_run, started_at=now, round_id=new_round_id(now))
+    own_stop = stop is None  # its helper threads end with the round (`RoundStop.close`)
     stop = stop if stop is not None else RoundStop()
     started = time.monotonic()
     record = not options.dry_run  # a dry run writes nothing anywhere (issue 29)
@@ -153,6 +154,9 @@ def run_gc(
             with contextlib.suppress(AttributeError):
                 e.summary = summary  # type: ignore[attr-defined]
         raise
+    finally:
+        if own_stop:
+            stop.close()
     return summary
 
 

@@ -19,6 +19,7 @@ import logging
 import os
 import signal
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
@@ -41,6 +42,12 @@ class RoundStop:
         # it goes: before its deletes, while they run).
         self.means = "no key deleted yet; ending the round"
         self._event = threading.Event()
+        # Set with `_event`, and by `close`: what the helper threads (`announce`, `arm`)
+        # wait on, so that each ends with the round instead of outliving it.
+        self._wake = threading.Event()
+        self._closed = False
+        self._threads: list[threading.Thread] = []  # the helper threads `close` waits for
+        self._stop_waker: Callable[[], None] | None = None
         self._further = threading.Event()  # a request made after the first (`wait_further`)
         self._said = threading.Event()  # set once `announce` has said the stop (or never will)
         self._said.set()
@@ -103,8 +110,7 @@ class RoundStop:
         self._again.append(name)  # list.append: atomic under the GIL, no lock taken
         fd = self._wake_fd
         if fd is None:
-            threading.Thread(target=self._say_again, name="epochgc-stop-again",
-                             daemon=True).start()
+            self._start(self._say_again, "epochgc-stop-again")
             return
         with contextlib.suppress(OSError):
             os.write(fd, b"\1")
@@ -139,7 +145,37 @@ class RoundStop:
             self.reason = reason
         else:
             self._further.set()
+        self._set()
+
+    def _set(self) -> None:
         self._event.set()
+        self._wake.set()
+
+    def _start(self, target: Callable[[], None], name: str) -> None:
+        """Start a helper thread that `close` waits for. Daemon, so that a stuck one (a
+        stream that blocks) never holds the exit; `close` bounds the wait."""
+        t = threading.Thread(target=target, name=name, daemon=True)
+        self._threads.append(t)
+        t.start()
+
+    def close(self, timeout: float = ANNOUNCE_WAIT_S) -> None:
+        """The round is over: stop the waker and end the helper threads (`announce`'s,
+        `arm`'s; one that was never woken acts on nothing), waiting up to `timeout`
+        seconds for them. A helper left writing to stderr while the interpreter shuts
+        down aborts the process ("could not acquire lock for <stderr> at interpreter
+        shutdown, possibly due to daemon threads", exit -6: CI, stop 48); and each round
+        run in one process left its threads waiting for good. Idempotent; call from the
+        thread that runs the round."""
+        if self._stop_waker is not None:
+            self._stop_waker()  # the waker reads what is in its pipe, then ends
+            self._stop_waker = None
+        self._closed = True
+        self._wake.set()
+        deadline = time.monotonic() + timeout
+        for t in self._threads:
+            if t is not threading.current_thread():
+                t.join(max(0.0, deadline - time.monotonic()))
+        self._threads = [t for t in self._threads if t.is_alive()]
 
     def request_from_signal(self, reason: str) -> None:
         """A signal handler's request: takes no lock. The handler runs in the main thread
@@ -152,7 +188,7 @@ class RoundStop:
             self.reason = reason
         fd = self._wake_fd
         if fd is None:
-            self._event.set()  # no waker: set from here (not installed as a handler)
+            self._set()  # no waker: set from here (not installed as a handler)
             return
         with contextlib.suppress(OSError):  # full (a wake is pending) or closed
             os.write(fd, b"\0")
@@ -170,16 +206,19 @@ class RoundStop:
                     if byte == b"\1":
                         self._say_again()
                     else:
-                        self._event.set()
+                        self._set()
             finally:
                 os.close(r)
 
-        threading.Thread(target=run, name="epochgc-stop-waker", daemon=True).start()
+        self._start(run, "epochgc-stop-waker")
 
         def stop_waker() -> None:
+            if self._wake_fd is None:
+                return
             self._wake_fd = None
             os.close(w)  # the thread reads end-of-file and ends
 
+        self._stop_waker = stop_waker
         return stop_waker
 
     def arm(self, write_marker: Callable[[], None], on_error: Callable[[str], None],
@@ -193,7 +232,9 @@ class RoundStop:
             self._armed = True
 
         def run() -> None:
-            self._event.wait()
+            self._wake.wait()
+            if self.reason is None:  # closed with no request: nothing to do
+                return
             # The operator hears of the stop before it acts (a round may end as soon as the
             # marker is there); bounded, as a stream that blocks must not hold up the stop.
             self._said.wait(ANNOUNCE_WAIT_S)
@@ -203,7 +244,7 @@ class RoundStop:
                 # newuser12 P15: the one line of the round without its "gc:" prefix.
                 on_error(f"gc: could not {what}: {e}")
 
-        threading.Thread(target=run, name="epochgc-stop", daemon=True).start()
+        self._start(run, "epochgc-stop")
 
 
 def _finishing(record: bool, lease: bool, dry_run: bool) -> str:
@@ -227,14 +268,14 @@ def announce(stop: RoundStop, say: Callable[[str], None],
     stop._say = say
 
     def run() -> None:
-        stop._event.wait()
+        stop._wake.wait()
         try:
             if stop.reason in reasons:
                 say(f"gc: {stop.reason}: stopping: {stop.means}...")
         finally:
             stop._said.set()
 
-    threading.Thread(target=run, name="epochgc-stop-said", daemon=True).start()
+    stop._start(run, "epochgc-stop-said")
 
 
 # How a round a second signal ended is said (its error, its record's and its last line).
@@ -289,6 +330,7 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
         for s, h in previous.items():
             signal.signal(s, h)
         stop_waker()
+        stop.close()
 
     return restore
 
