@@ -303,9 +303,17 @@ def stop_spark(timeout_s: float = 30.0, on_signal: bool = False) -> None:
         proc.wait(timeout_s)
     except subprocess.TimeoutExpired:
         stop_starting_jvm()
+    # The JVM's last lines are written before the command goes on to exit: a daemon
+    # thread writing to stderr while the interpreter shuts down aborts the process
+    # ("could not acquire lock for <stderr> at interpreter shutdown", CI stop 48 for the
+    # stop's own threads). Bounded: a Python worker still holding the pipe open.
+    forwarder = _forwarder
+    if forwarder is not None and forwarder is not threading.current_thread():
+        forwarder.join(FORWARDER_JOIN_LIMIT_S)
 
 
 FINALIZER_JOIN_LIMIT_S = 30.0  # a bound for a wedged thread, not a timing assumption
+FORWARDER_JOIN_LIMIT_S = 5.0  # the same kind of bound
 
 
 def end_py4j_calls(gateway: Any) -> None:
@@ -444,9 +452,10 @@ def _start_quiet_jvm(builder: SparkSession.Builder) -> None:
     gateway = launch_gateway(conf, popen_kwargs={  # type: ignore[no-untyped-call]
         "stderr": subprocess.PIPE, "start_new_session": True})
     checkpoint("spark-start")  # the signal tests' point: the JVM runs, the context does not
-    threading.Thread(
-        target=_forward_stderr, args=(gateway.proc.stderr,), name="jvm-stderr", daemon=True
-    ).start()
+    global _forwarder
+    _forwarder = threading.Thread(
+        target=_forward_stderr, args=(gateway.proc.stderr,), name="jvm-stderr", daemon=True)
+    _forwarder.start()
     SparkContext(conf=conf, gateway=gateway)
 
 
@@ -457,6 +466,7 @@ def _start_quiet_jvm(builder: SparkSession.Builder) -> None:
 # holding. (`--spark-log` starts no filtered JVM: Spark's log is shown as it comes.)
 _held: list[bytes] | None = None
 _held_lock = threading.Lock()
+_forwarder: threading.Thread | None = None  # the thread that passes the JVM's stderr on
 
 
 def held_log() -> list[str]:
