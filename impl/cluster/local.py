@@ -286,10 +286,20 @@ class LocalCluster:
         SIGKILL. What happened is returned, for the CLI to say (newuser12 P5/P14: `cluster
         kill` and a stop that had to kill said nothing). `waiting(pid)` is called once
         when the node has not exited after WAIT_SAY_S (a frozen node: 10 s silent)."""
-        pid = self.meta["pids"].pop(str(nid), None)
-        self.save()
+        # The pid leaves the cluster's file only once the node is known gone: a signal
+        # (Ctrl-C of `cluster stop`) between forgetting it and killing it left a running
+        # node that no later `stop` knew of.
+        pid = self.meta["pids"].get(str(nid))
         if pid is None:
             return Ended(nid, None, NOT_RUNNING)
+        ended = self._end(nid, pid, sig, waiting)
+        self.meta["pids"].pop(str(nid), None)
+        self.save()
+        return ended
+
+    def _end(self, nid: int, pid: int, sig: int,
+             waiting: Callable[[int], None] | None) -> Ended:
+        """Signal node `nid`'s process `pid` and wait for it (`kill`)."""
         pipe = _OWNED.pop(pid, None)
         if pipe is not None:
             with contextlib.suppress(OSError):
