@@ -19,6 +19,7 @@ caller's thread, so the record is per thread, reset before each call (`begin`).
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 # Not sent: refused by our own `before-send` hooks (s3.py `SendDeadlinePassed`,
@@ -64,6 +65,9 @@ class _Record(threading.local):
         self.seen = 0  # attempts that ended
         self.unsure = False  # one of them may have been applied
         self.unsure_unthrottled = False  # one such was not a 200 SlowDown (`throttled`)
+        # When (monotonic) the latest such attempt that got no answer ended (`answered`):
+        # a request the server may still be carrying out (task s26a).
+        self.unanswered_at: float | None = None
 
 
 _RECORD = _Record()
@@ -74,6 +78,7 @@ def begin() -> None:
     _RECORD.seen = 0
     _RECORD.unsure = False
     _RECORD.unsure_unthrottled = False
+    _RECORD.unanswered_at = None
 
 
 def note(response: Any = None, caught_exception: BaseException | None = None,
@@ -85,6 +90,8 @@ def note(response: Any = None, caught_exception: BaseException | None = None,
         _RECORD.unsure = True
         if caught_exception is not None or not throttled(response):
             _RECORD.unsure_unthrottled = True
+        if not answered(response, caught_exception):
+            _RECORD.unanswered_at = time.monotonic()  # it ended now (`needs-retry`)
 
 
 def may_have_applied(response: Any, caught_exception: BaseException | None) -> bool:
@@ -106,6 +113,34 @@ def may_have_applied(response: Any, caught_exception: BaseException | None) -> b
     if code in _UNSURE_4XX:
         return True
     return isinstance(status, int) and status >= 500
+
+
+def answered(response: Any, caught_exception: BaseException | None) -> bool:
+    """Whether the server's own answer to the attempt came back whole: a DeleteResult (a
+    success status: `deleteanswer.check` made any other body a 500) or an S3 error document
+    (an `<Error>` with its word of a code: InternalError, SlowDown in a 200, ...). Such an
+    answer is the end of that request: "For each key, Amazon S3 performs a delete operation
+    and returns the result of that delete, success or failure" (https://docs.aws.amazon.com/
+    AmazonS3/latest/API/API_DeleteObjects.html), so a per-key Error in the DeleteResult is
+    that key's final answer to that request, and an error document is the server's last
+    word on it (a final response, RFC 9110 15). Not answered: no response at all (a lost
+    connection, a read timeout), a body cut short (`deleteanswer`: botocore then parses the
+    rewritten 500 from its status, so the code is "500"), or a page not from S3 (a
+    gateway's 502/504: "did not receive a timely response from an upstream server", RFC
+    9110 15.6.5; botocore's code is then the status's digits or empty): the server may
+    still be carrying that request out (`stage.SENT_APPLIED_S`)."""
+    if caught_exception is not None:
+        return False
+    if not isinstance(response, tuple) or len(response) != 2:
+        return False
+    http, parsed = response
+    status = getattr(http, "status_code", None)
+    if not isinstance(parsed, dict) or not isinstance(status, int):
+        return False
+    if status < 300:
+        return True
+    code = str(parsed.get("Error", {}).get("Code", ""))
+    return bool(code) and not code.isdigit()
 
 
 def not_sent(e: BaseException) -> bool:
@@ -163,6 +198,14 @@ def unsure(retries: int | None) -> bool:
     handler) are taken as unsure."""
     missed = retries is not None and _RECORD.seen < retries + 1
     return _RECORD.unsure or missed
+
+
+def unanswered_at(retries: int | None) -> float | None:
+    """When (monotonic) the latest attempt of the call just made that may have been
+    applied and got no answer (`answered`) ended; None if there was none. Attempts the
+    record did not see (`unsure`) are taken as ending now."""
+    missed = retries is not None and _RECORD.seen < retries + 1
+    return time.monotonic() if missed else _RECORD.unanswered_at
 
 
 def only_throttled(retries: int | None) -> bool:
