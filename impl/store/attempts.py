@@ -150,6 +150,11 @@ def not_sent(e: BaseException) -> bool:
     names = {c.__name__ for c in type(e).__mro__}
     if names & _NOT_SENT:
         return True
+    if "HTTPClientError" in names:
+        # botocore's wrapper of what urllib3 did not handle: our own refusal before a
+        # connect (`connectcheck`, review rev38z2 finding 3) among them.
+        wrapped = getattr(e, "kwargs", {}).get("error")
+        return isinstance(wrapped, BaseException) and type(wrapped).__name__ in _NOT_SENT
     return "ProxyConnectionError" in names and never_connected(e)
 
 

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from epochgc.impl.store import attempts, deleteanswer, ratelimit, readretry
+from epochgc.impl.store import attempts, connectcheck, deleteanswer, ratelimit, readretry
 from epochgc.impl.store.base import (
     MAX_PAGE_SIZE,
     ConditionalConflict,
@@ -165,9 +165,17 @@ class S3Store(ObjectStore):
 
     def _refuse_late(self, event_name: str = "", **_kwargs: Any) -> None:
         """Run before and after botocore's adaptive rate limiter (`_around_the_limiter`):
-        the last check is the one before the wire (review rev38z finding 2)."""
+        the last check is the one before the wire (review rev38z finding 2), and is made
+        again before each connect the request's send opens, after the name lookup
+        (`connectcheck`, review rev38z2 finding 3)."""
+        connectcheck.disarm()
         if event_name.rpartition(".")[2] not in _BOUNDED_OPS:
             return
+        self._refuse_past_deadline()
+        if self._deadline.at is not None:
+            connectcheck.arm(self._refuse_past_deadline)
+
+    def _refuse_past_deadline(self) -> None:
         at = self._deadline.at
         if at is not None and self.monotonic() > at:
             raise SendDeadlinePassed("not sent: past the time its batch was told to go on "
@@ -261,6 +269,10 @@ class S3Store(ObjectStore):
             retries["max_attempts"] = 10
         client = self._new_client(READ_TIMEOUT_S, retries)
         _around_the_limiter(client, self._refuse_late)  # `_BOUNDED_OPS` only
+        # The check again at each connect of a bounded request (`connectcheck`), until its
+        # attempt ends.
+        connectcheck.install()
+        client.meta.events.register("needs-retry.s3", connectcheck.disarm)
         self._client = client
         return self._client
 
