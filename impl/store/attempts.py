@@ -65,8 +65,8 @@ class _Record(threading.local):
         self.seen = 0  # attempts that ended
         self.unsure = False  # one of them may have been applied
         self.unsure_unthrottled = False  # one such was not a 200 SlowDown (`throttled`)
-        # When (monotonic) the latest such attempt that got no answer ended (`answered`):
-        # a request the server may still be carrying out (task s26a).
+        # When (monotonic) the latest such attempt ended: it got no per-key answer (a whole
+        # DeleteResult), so the server may still be carrying it out (task s26a).
         self.unanswered_at: float | None = None
 
 
@@ -90,8 +90,10 @@ def note(response: Any = None, caught_exception: BaseException | None = None,
         _RECORD.unsure = True
         if caught_exception is not None or not throttled(response):
             _RECORD.unsure_unthrottled = True
-        if not answered(response, caught_exception):
-            _RECORD.unanswered_at = time.monotonic()  # it ended now (`needs-retry`)
+        # It ended now (`needs-retry`), and with no per-key answer: a DeleteResult is never
+        # unsure (its per-key errors are, `s3._delete`), so each unsure attempt is one whose
+        # keys have no result from it (`unanswered_at` says why that matters).
+        _RECORD.unanswered_at = time.monotonic()
 
 
 def may_have_applied(response: Any, caught_exception: BaseException | None) -> bool:
@@ -113,34 +115,6 @@ def may_have_applied(response: Any, caught_exception: BaseException | None) -> b
     if code in _UNSURE_4XX:
         return True
     return isinstance(status, int) and status >= 500
-
-
-def answered(response: Any, caught_exception: BaseException | None) -> bool:
-    """Whether the server's own answer to the attempt came back whole: a DeleteResult (a
-    success status: `deleteanswer.check` made any other body a 500) or an S3 error document
-    (an `<Error>` with its word of a code: InternalError, SlowDown in a 200, ...). Such an
-    answer is the end of that request: "For each key, Amazon S3 performs a delete operation
-    and returns the result of that delete, success or failure" (https://docs.aws.amazon.com/
-    AmazonS3/latest/API/API_DeleteObjects.html), so a per-key Error in the DeleteResult is
-    that key's final answer to that request, and an error document is the server's last
-    word on it (a final response, RFC 9110 15). Not answered: no response at all (a lost
-    connection, a read timeout), a body cut short (`deleteanswer`: botocore then parses the
-    rewritten 500 from its status, so the code is "500"), or a page not from S3 (a
-    gateway's 502/504: "did not receive a timely response from an upstream server", RFC
-    9110 15.6.5; botocore's code is then the status's digits or empty): the server may
-    still be carrying that request out (`stage.SENT_APPLIED_S`)."""
-    if caught_exception is not None:
-        return False
-    if not isinstance(response, tuple) or len(response) != 2:
-        return False
-    http, parsed = response
-    status = getattr(http, "status_code", None)
-    if not isinstance(parsed, dict) or not isinstance(status, int):
-        return False
-    if status < 300:
-        return True
-    code = str(parsed.get("Error", {}).get("Code", ""))
-    return bool(code) and not code.isdigit()
 
 
 def not_sent(e: BaseException) -> bool:
@@ -206,9 +180,18 @@ def unsure(retries: int | None) -> bool:
 
 
 def unanswered_at(retries: int | None) -> float | None:
-    """When (monotonic) the latest attempt of the call just made that may have been
-    applied and got no answer (`answered`) ended; None if there was none. Attempts the
-    record did not see (`unsure`) are taken as ending now."""
+    """When (monotonic) the latest attempt of the call just made that may have been applied
+    ended; None if there was none. Such an attempt got no per-key answer: no response (a
+    lost connection, a read timeout), a body cut short, or an error for the whole request
+    (a 500, a SlowDown in a 200): S3 "might not have processed" it
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/ErrorBestPractices.html) and
+    says nothing of when its work ends, so the server may still be carrying it out, up to
+    `stage.SENT_APPLIED_S` after. Only a DeleteResult answers for each key: "For each key,
+    Amazon S3 performs a delete operation and returns the result of that delete, success
+    or failure" (https://docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteObjects.html),
+    so a per-key error in it is that key's final answer to that request, and nothing of
+    that request can land after it (task s26a). Attempts the record did not see (`unsure`)
+    are taken as ending now."""
     missed = retries is not None and _RECORD.seen < retries + 1
     return time.monotonic() if missed else _RECORD.unanswered_at
 

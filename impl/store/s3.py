@@ -629,9 +629,11 @@ class S3Store(ObjectStore):
         # If-Match on a key with no current object is false, RFC 9110 13.1.1; SeaweedFS
         # answers so): asked which (`_refused`, review rev38y finding 5).
         refused: set[str] = set()
-        # Keys a request of which got no answer (`attempts.answered`: a lost connection, a
-        # read timeout): it may still be carried out. Key -> when (monotonic) the latest
-        # such attempt ended: the read-back waits from then (task s26a).
+        # Keys a request of which may have been applied and got no per-key answer (no
+        # response, a body cut short, a 500 or a SlowDown for the whole request:
+        # `attempts.unanswered_at` says why): it may still be carried out. Key -> when
+        # (monotonic) the latest such attempt ended: the read-back waits from then (task
+        # s26a). A per-key error in a whole DeleteResult is not one.
         in_flight: dict[str, float] = {}
         while pending:
             answer = self._delete_once(pending, etags)
@@ -697,7 +699,8 @@ class S3Store(ObjectStore):
         `gone_unattributed`, review rev38x finding 1); rewritten since it was listed,
         `changed`; there, unknown too: the server may carry the request out after this
         HEAD (review rev38z finding 6), so the journal's read-back asks again after its
-        wait, but only when a request of it got no answer (`in_flight`, task s26a): a key
+        wait, but only when a request of it got no per-key answer (`in_flight`, task
+        s26a): a key
         every request of which was answered (a per-key InternalError in a whole
         DeleteResult, "the result of that delete", https://docs.aws.amazon.com/AmazonS3/
         latest/API/API_DeleteObjects.html) and that is still there was not deleted, and

@@ -1,13 +1,13 @@
-"""`attempts.answered`: which DeleteObjects attempts got the server's own whole answer (the
-request is over: no wait at the read-back) and which did not (it may still be carried out:
-`stage.SENT_APPLIED_S`). The parsed forms are botocore's: a 200 with an `<Error>` body
-becomes a 500 with that code (`handlers.py` `_handle_200_error`); a body that is not XML
-is parsed from the status (`parsers.py` `_parse_error_from_http_status`: the code is the
-status's digits); `deleteanswer.check` turns a 2xx without a whole DeleteResult into a
-500 parsed so."""
+"""`attempts.unanswered_at`: which DeleteObjects attempts leave their keys without a
+per-key answer (the server may still be carrying the request out: the read-back waits
+`stage.SENT_APPLIED_S` from when the latest ended) and which do not (task s26a). The
+parsed forms are botocore's: a 200 with an `<Error>` body becomes a 500 with that code
+(`handlers.py` `_handle_200_error`); `deleteanswer.check` turns a 2xx without a whole
+DeleteResult into a 500 parsed from its status (the code is the status's digits)."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,21 +33,23 @@ def _answer(sent: int, status: int, code: str | None) -> tuple[_Http, dict[str, 
     return _Http(status, _Raw(sent)), parsed
 
 
-@pytest.mark.parametrize("response, answered", [
-    (_answer(200, 200, None), True),  # a whole DeleteResult (per-key errors inside)
-    (_answer(200, 500, "SlowDown"), True),  # an <Error> in a 200: S3's last word
-    (_answer(500, 500, "InternalError"), True),
-    (_answer(200, 500, "500"), False),  # a body cut short (deleteanswer)
-    (_answer(502, 502, "502"), False),  # a gateway's page
-    (_answer(504, 504, ""), False),
-], ids=["delete-result", "200-slowdown", "500-internal-error", "body-lost", "502-page",
-        "504-empty"])
-def test_which_attempts_got_the_servers_whole_answer(response: Any, answered: bool) -> None:
-    assert attempts.answered(response, None) is answered
-
-
-def test_no_response_is_no_answer() -> None:
-    for e in (ConnectionClosedError(endpoint_url="http://x"),
-              ReadTimeoutError(endpoint_url="http://x")):
-        assert not attempts.answered(None, e)
-        assert attempts.may_have_applied(None, e)
+@pytest.mark.parametrize("response, error, waits", [
+    (_answer(200, 200, None), None, False),  # a whole DeleteResult: per-key answers
+    (_answer(503, 503, "SlowDown"), None, False),  # refused: not applied
+    (_answer(403, 403, "AccessDenied"), None, False),
+    (_answer(200, 500, "SlowDown"), None, True),  # throttled part-way: no per-key answer
+    (_answer(500, 500, "InternalError"), None, True),  # "might not have processed"
+    (_answer(200, 500, "500"), None, True),  # a body cut short (deleteanswer)
+    (_answer(504, 504, "504"), None, True),  # a gateway gave up waiting upstream
+    (None, ConnectionClosedError(endpoint_url="http://x"), True),
+    (None, ReadTimeoutError(endpoint_url="http://x"), True),
+], ids=["delete-result", "503-slowdown", "403", "200-slowdown", "500-internal-error",
+        "body-lost", "504", "connection-closed", "read-timeout"])
+def test_which_attempts_leave_their_keys_unanswered(response: Any, error: Any,
+                                                    waits: bool) -> None:
+    attempts.begin()
+    before = time.monotonic()
+    attempts.note(response, error)
+    at = attempts.unanswered_at(0)
+    assert (at is not None) is waits, at
+    assert at is None or before <= at <= time.monotonic()
