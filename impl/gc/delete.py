@@ -411,13 +411,21 @@ def _merged(group: list[list[Doomed]], results: list[DeleteResult | None]) -> De
     key of a batch never sent `UNSENT` (so a reader that does not know the word still never
     counts it deleted)."""
     out = DeleteResult(0)
+    # When the latest unanswered request of the keys still to be waited for ended; None if
+    # a result has such keys and no time (`NOT_ANSWERED`'s: in flight still): not known.
+    ended: list[float | None] = []
     for batch, result in zip(group, results, strict=True):
         if result is None:
             result = DeleteResult(len(batch), {k: UNSENT for k, _, _, _ in batch})
+        if result.unknown - result.answered:
+            ended.append(result.unanswered_at)
         out = DeleteResult(out.requested + result.requested, {**out.errors, **result.errors},
                            out.gone | result.gone, out.changed | result.changed,
                            out.unknown | result.unknown,
-                           out.gone_unattributed | result.gone_unattributed)
+                           out.gone_unattributed | result.gone_unattributed,
+                           out.answered | result.answered)
+    if ended and None not in ended:
+        out.unanswered_at = max(t for t in ended if t is not None)
     return out
 
 

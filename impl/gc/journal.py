@@ -29,9 +29,11 @@ their next batch (SIGINT/SIGTERM; tasks with a `gate.py` channel ask their drive
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -370,6 +372,17 @@ def _outcome(result: DeleteResult, requests: int = 1, so_far: bool = False) -> d
         # reader without this field takes them as errors (an undercount, never a false
         # deletion).
         doc["unknown"] = sorted(unknown)
+        # Task s26a: those of them every request of which was answered (the store could
+        # not be asked, or was not): asked at the read-back without its wait. Absent (a
+        # writer before it): every `unknown` key is waited for. For the others, how long
+        # ago (this process's monotonic clock) the latest request of theirs that got no
+        # answer ended: the driver's wait is measured from then (`read_journal`).
+        answered = unknown & result.answered
+        if answered:
+            doc["answered"] = sorted(answered)
+        if unknown - answered and result.unanswered_at is not None:
+            doc["unanswered_ago_s"] = round(max(0.0, time.monotonic() - result.unanswered_at),
+                                            3)
     if result.gone_unattributed:
         # Review rev38x finding 1: absent after an ambiguous answer (the store asked at
         # once), so not the request's own answer: counted `gone_unattributed`, as the
@@ -518,18 +531,33 @@ class _Done:
     unknown: set[str]
     so_far: bool = False  # the answers of the group's first requests only (`done`)
     gone_unattributed: set[str] = field(default_factory=set)  # absent after an ambiguous answer
+    # Keys of `unknown` whose requests were all answered: nothing of them can still land.
+    answered: set[str] = field(default_factory=set)
+    # How long before the outcome was written the latest unanswered request of its other
+    # `unknown` keys ended (0: not known, the wait is measured from the stage's end).
+    unanswered_ago_s: float = 0.0
+
+    def waits(self) -> bool:
+        """Some `unknown` key of it may have a request still at the server."""
+        return bool((self.unknown - self.answered) & self.errors.keys())
 
 
 def _parse_done(doc: Any) -> _Done:
     if not (isinstance(doc, dict) and isinstance(doc.get("gone"), list)
             and isinstance(doc.get("changed"), list) and isinstance(doc.get("errors"), dict)
             and isinstance(doc.get("unknown", []), list)
-            and isinstance(doc.get("gone_unattributed", []), list)):
-        raise ValueError("a done record's gone, changed, errors, unknown and "
-                         "gone_unattributed are not two lists, an object and two lists")
+            and isinstance(doc.get("gone_unattributed", []), list)
+            and isinstance(doc.get("answered", []), list)):
+        raise ValueError("a done record's gone, changed, errors, unknown, "
+                         "gone_unattributed and answered are not two lists, an object and "
+                         "three lists")
+    ago = doc.get("unanswered_ago_s", 0.0)
+    if not (type(ago) in (int, float) and math.isfinite(ago) and ago >= 0):
+        ago = 0.0  # not a duration: measured from the stage's end, the longest wait
     return _Done(set(doc["gone"]), set(doc["changed"]), doc["errors"],
                  set(doc.get("unknown", [])), doc.get("so_far") is True,
-                 set(doc.get("gone_unattributed", [])))
+                 set(doc.get("gone_unattributed", [])), set(doc.get("answered", [])),
+                 float(ago))
 
 
 _SEQ = re.compile(r"[0-9]{8}")
@@ -571,7 +599,7 @@ def _carried(doc: dict[str, Any], batch: str, key: str,
 def read_journal(
     store: ObjectStore, prefix: str, data: ObjectStore | None = None,
     known: Mapping[str, bytes] | None = None,
-    before_asking: Callable[[int], bool] | None = None,
+    before_asking: Callable[[int, float], bool] | None = None,
     returned: Collection[str] | None = None,
     stopped: Collection[str] = (),
 ) -> JournalTotals:
@@ -581,12 +609,19 @@ def read_journal(
     `prefix` -> bytes, what returned attempts wrote: `JournalWriter.written`), used instead
     of a GET. The listing still says which entries exist. Raises StoreError if the journal
     cannot be listed; an entry that cannot be read or parsed is skipped and counted
-    (`unreadable`). `before_asking(n)` is called once before the store is asked about the
-    keys of `n` batches an attempt did not finish and did not return (not in `known`), or
-    whose outcome names keys of unknown fate (`unknown`: a request not answered, the key
-    still there right after it or the store unable to say; review rev38z finding 6):
-    a request such an attempt sent may still be at the server (review rev38s finding 2),
-    and the live driver waits for it there (`stage.py`). It returns whether such requests
+    (`unreadable`). `before_asking(n, ago_s)` is called once before the store is asked
+    about the keys of `n` batches an attempt did not finish and did not return (not in
+    `known`), or whose outcome names keys of unknown fate a request of which got no answer
+    (`unknown` and not `answered`: the key still there right after it, or the store unable
+    to say; review rev38z finding 6, task s26a): a request such an attempt sent may still
+    be at the server (review rev38s finding 2), and the live driver waits for it there
+    (`stage.py`); `ago_s`: how long before its outcome was written the latest such
+    request ended, the least over those batches (0 if a batch's outcome does not say). A key of
+    unknown fate every request of which was answered is asked without a wait: a per-key
+    error in a DeleteResult is the result of that key's delete (https://
+    docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteObjects.html: "For each key, Amazon
+    S3 performs a delete operation and returns the result of that delete, success or
+    failure"), so nothing of that request can land after it. It returns whether such requests
     are over: if not (its wait was cut short), a key of those batches still in the store is
     of unknown fate, not an error. `returned`: the names of the attempts whose results
     reached the driver (`Attempt.name`); then `listed_elsewhere` holds the keys only other
@@ -646,13 +681,18 @@ def read_journal(
     # unanswered and the key was still there when asked at once, or could not be asked;
     # the server may carry that request out later (`bounds.py` allows it `READ_TIMEOUT_S`):
     # asked again only after the wait (review rev38z finding 6).
-    waiting = open_batches | {b for b, d in dones.items()
-                              if b in intents and d.unknown & d.errors.keys()}
+    # Not those whose every such key's requests were answered (task s26a).
+    waiting = open_batches | {b for b, d in dones.items() if b in intents and d.waits()}
     settled = True
     if waiting and before_asking is not None:
         # Counted in the delete batches (requests) the open intents planned, not in
         # intents (review rev38v finding 4); an upper bound where an answer so far is in.
-        settled = before_asking(sum(planned.get(b, 1) for b in waiting))
+        # Measured from the latest unanswered request's end where every waiting batch's
+        # outcome says when (an open batch's request may be in flight until its attempt
+        # ended: 0).
+        ago = min(0.0 if b in open_batches or b not in dones else dones[b].unanswered_ago_s
+                  for b in waiting)
+        settled = before_asking(sum(planned.get(b, 1) for b in waiting), ago)
     if returned is not None:
         _listed_elsewhere(intents, torn, set(returned), set(stopped), totals)
     for batch_id, keys in sorted(torn.items()):
@@ -681,7 +721,8 @@ def read_journal(
                     # unanswered request (review rev38z finding 6): asked again now, as an
                     # unfinished intent's. Its request may still be applied (review rev38v
                     # finding 1): settled only after the wait (`waiting`).
-                    _resolve_one(data, key, (size, age), str(errors[key]), totals, settled)
+                    _resolve_one(data, key, (size, age), str(errors[key]), totals,
+                                 settled or key in done.answered)
                 elif errors[key] != UNSENT:  # never sent: nothing happened to it
                     totals.errors.setdefault(key, str(errors[key]))
             elif key in changed:

@@ -425,7 +425,7 @@ def _stage(
             with contextlib.suppress(GcError):
                 # No wait (the operator insists): a key its killed tasks' requests may yet
                 # delete is of unknown fate, not an error (review rev38s finding 2).
-                totals = _read_journal(open_store, prefix, before_asking=lambda n: False)
+                totals = _read_journal(open_store, prefix, before_asking=lambda n, ago: False)
                 _count(summary, totals)
                 partial_listing(summary, totals)  # no task returned its listing counts
             raise
@@ -605,7 +605,7 @@ def sent_applied_s(open_store: Callable[[], ObjectStore]) -> float:
 
 
 def _wait_for_sent(stop: RoundStop, note: Callable[[str], None], ended_at: float,
-                   applied_s: float, batches: int) -> bool:
+                   applied_s: float, batches: int, ago_s: float = 0.0) -> bool:
     """Before the read-back asks the store about the keys of `batches` batches whose
     attempts neither finished them nor returned (killed by the stop's cutoff, a failed
     stage, a speculative copy Spark killed, an executor lost), or whose outcome names keys
@@ -613,7 +613,11 @@ def _wait_for_sent(stop: RoundStop, note: Callable[[str], None], ended_at: float
     such an attempt had sent may still be applied by the server after the attempt has ended,
     and a key found still there would be counted an error though the request then deletes it
     (review rev38s finding 2). Wait until `SENT_APPLIED_S` has passed since no task of the
-    stage was seen running (`ended_at`, monotonic): `applied_s` (`sent_applied_s`). Not
+    stage was seen running (`ended_at`, monotonic): `applied_s` (`sent_applied_s`), less
+    `ago_s`, how long before its outcome was written the latest unanswered request of
+    those batches ended (their outcomes say, `read_journal`; 0 where one does not): that
+    outcome was written before its attempt ended, so before `ended_at` (task s26a). A
+    key of unknown fate whose requests were all answered is not waited for. Not
     bounded so: an attempt Spark saw end whose process lives on (an executor taken for lost)
     and sends a batch it was told "go" for before the gate closed (`send_within_s` after
     that). A round whose every attempt returned, or whose other attempts' journals hold an
@@ -621,7 +625,7 @@ def _wait_for_sent(stop: RoundStop, note: Callable[[str], None], ended_at: float
     here. A request to stop (a signal, --deadline; a further one if the round was stopped
     already) ends the wait: False then, and a key still there is of unknown fate, not an
     error."""
-    left = ended_at + applied_s - time.monotonic()
+    left = ended_at + applied_s - max(0.0, ago_s) - time.monotonic()
     if left <= 0:
         return True
     note(f"gc: up to {batches} delete batch(es) have no outcome (task attempts that did not "
@@ -699,7 +703,7 @@ def max_epoch(keys: Iterable[str]) -> int | None:
 
 def _read_journal(open_store: Callable[[], ObjectStore], prefix: str,
                   known: Mapping[str, bytes] | None = None,
-                  before_asking: Callable[[int], bool] | None = None,
+                  before_asking: Callable[[int, float], bool] | None = None,
                   returned: Collection[str] | None = None,
                   stopped: Collection[str] = ()) -> JournalTotals:
     store = open_store()

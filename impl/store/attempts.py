@@ -19,6 +19,7 @@ caller's thread, so the record is per thread, reset before each call (`begin`).
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 # Not sent: refused by our own `before-send` hooks (s3.py `SendDeadlinePassed`,
@@ -64,6 +65,9 @@ class _Record(threading.local):
         self.seen = 0  # attempts that ended
         self.unsure = False  # one of them may have been applied
         self.unsure_unthrottled = False  # one such was not a 200 SlowDown (`throttled`)
+        # When (monotonic) the latest such attempt ended: it got no per-key answer (a whole
+        # DeleteResult), so the server may still be carrying it out (task s26a).
+        self.unanswered_at: float | None = None
 
 
 _RECORD = _Record()
@@ -74,6 +78,7 @@ def begin() -> None:
     _RECORD.seen = 0
     _RECORD.unsure = False
     _RECORD.unsure_unthrottled = False
+    _RECORD.unanswered_at = None
 
 
 def note(response: Any = None, caught_exception: BaseException | None = None,
@@ -85,6 +90,10 @@ def note(response: Any = None, caught_exception: BaseException | None = None,
         _RECORD.unsure = True
         if caught_exception is not None or not throttled(response):
             _RECORD.unsure_unthrottled = True
+        # It ended now (`needs-retry`), and with no per-key answer: a DeleteResult is never
+        # unsure (its per-key errors are, `s3._delete`), so each unsure attempt is one whose
+        # keys have no result from it (`unanswered_at` says why that matters).
+        _RECORD.unanswered_at = time.monotonic()
 
 
 def may_have_applied(response: Any, caught_exception: BaseException | None) -> bool:
@@ -115,6 +124,11 @@ def not_sent(e: BaseException) -> bool:
     names = {c.__name__ for c in type(e).__mro__}
     if names & _NOT_SENT:
         return True
+    if "HTTPClientError" in names:
+        # botocore's wrapper of what urllib3 did not handle: our own refusal before a
+        # connect (`connectcheck`, review rev38z2 finding 3) among them.
+        wrapped = getattr(e, "kwargs", {}).get("error")
+        return isinstance(wrapped, BaseException) and type(wrapped).__name__ in _NOT_SENT
     return "ProxyConnectionError" in names and never_connected(e)
 
 
@@ -163,6 +177,23 @@ def unsure(retries: int | None) -> bool:
     handler) are taken as unsure."""
     missed = retries is not None and _RECORD.seen < retries + 1
     return _RECORD.unsure or missed
+
+
+def unanswered_at(retries: int | None) -> float | None:
+    """When (monotonic) the latest attempt of the call just made that may have been applied
+    ended; None if there was none. Such an attempt got no per-key answer: no response (a
+    lost connection, a read timeout), a body cut short, or an error for the whole request
+    (a 500, a SlowDown in a 200): S3 "might not have processed" it
+    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/ErrorBestPractices.html) and
+    says nothing of when its work ends, so the server may still be carrying it out, up to
+    `stage.SENT_APPLIED_S` after. Only a DeleteResult answers for each key: "For each key,
+    Amazon S3 performs a delete operation and returns the result of that delete, success
+    or failure" (https://docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteObjects.html),
+    so a per-key error in it is that key's final answer to that request, and nothing of
+    that request can land after it (task s26a). Attempts the record did not see (`unsure`)
+    are taken as ending now."""
+    missed = retries is not None and _RECORD.seen < retries + 1
+    return time.monotonic() if missed else _RECORD.unanswered_at
 
 
 def only_throttled(retries: int | None) -> bool:

@@ -145,7 +145,12 @@ class DeleteResult:
     `gone_unattributed`: keys absent after an AMBIGUOUS answer (a 5xx, a lost connection, a
     retried request's NoSuchKey): they left the store, but no answer says this batch's
     request removed them (another writer may have: review rev38x finding 1), so they are
-    neither `deleted` nor `gone` (already gone before the request).
+    neither `deleted` nor `gone` (already gone before the request). `answered`: keys of
+    `unknown` every request of which was answered (the store could not be asked, or was
+    not: a 200 SlowDown), so no request of theirs can still land and the read-back asks
+    about them without waiting; the others' requests may still be at the server, the
+    latest of them having ended at `unanswered_at` (monotonic, this process's clock; None:
+    not known) (task s26a).
     """
 
     requested: int
@@ -154,6 +159,8 @@ class DeleteResult:
     changed: set[str] = field(default_factory=set)
     unknown: set[str] = field(default_factory=set)  # a subset of `errors`' keys
     gone_unattributed: set[str] = field(default_factory=set)
+    answered: set[str] = field(default_factory=set)  # a subset of `unknown`
+    unanswered_at: float | None = None
 
     @property
     def deleted(self) -> int:

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from epochgc.impl.store import attempts, deleteanswer, ratelimit, readretry
+from epochgc.impl.store import attempts, connectcheck, deleteanswer, ratelimit, readretry
 from epochgc.impl.store.base import (
     MAX_PAGE_SIZE,
     ConditionalConflict,
@@ -165,9 +165,17 @@ class S3Store(ObjectStore):
 
     def _refuse_late(self, event_name: str = "", **_kwargs: Any) -> None:
         """Run before and after botocore's adaptive rate limiter (`_around_the_limiter`):
-        the last check is the one before the wire (review rev38z finding 2)."""
+        the last check is the one before the wire (review rev38z finding 2), and is made
+        again before each connect the request's send opens, after the name lookup
+        (`connectcheck`, review rev38z2 finding 3)."""
+        connectcheck.disarm()
         if event_name.rpartition(".")[2] not in _BOUNDED_OPS:
             return
+        self._refuse_past_deadline()
+        if self._deadline.at is not None:
+            connectcheck.arm(self._refuse_past_deadline)
+
+    def _refuse_past_deadline(self) -> None:
         at = self._deadline.at
         if at is not None and self.monotonic() > at:
             raise SendDeadlinePassed("not sent: past the time its batch was told to go on "
@@ -261,6 +269,10 @@ class S3Store(ObjectStore):
             retries["max_attempts"] = 10
         client = self._new_client(READ_TIMEOUT_S, retries)
         _around_the_limiter(client, self._refuse_late)  # `_BOUNDED_OPS` only
+        # The check again at each connect of a bounded request (`connectcheck`), until its
+        # attempt ends.
+        connectcheck.install()
+        client.meta.events.register("needs-retry.s3", connectcheck.disarm)
         self._client = client
         return self._client
 
@@ -617,8 +629,18 @@ class S3Store(ObjectStore):
         # If-Match on a key with no current object is false, RFC 9110 13.1.1; SeaweedFS
         # answers so): asked which (`_refused`, review rev38y finding 5).
         refused: set[str] = set()
+        # Keys a request of which may have been applied and got no per-key answer (no
+        # response, a body cut short, a 500 or a SlowDown for the whole request:
+        # `attempts.unanswered_at` says why): it may still be carried out. Key -> when
+        # (monotonic) the latest such attempt ended: the read-back waits from then (task
+        # s26a). A per-key error in a whole DeleteResult is not one.
+        in_flight: dict[str, float] = {}
         while pending:
             answer = self._delete_once(pending, etags)
+            if answer.unanswered_at is not None:
+                for key in pending:
+                    in_flight[key] = max(in_flight.get(key, answer.unanswered_at),
+                                         answer.unanswered_at)
             if answer.retried:
                 # botocore sent this request again after an attempt that may have been
                 # applied (a 5xx other than SlowDown, a dropped connection: attempts.py):
@@ -649,7 +671,7 @@ class S3Store(ObjectStore):
             pending = again
         unsure = maybe & result.errors.keys()
         if unsure:
-            self._resolve(result, unsure, etags, unsure & ask)
+            self._resolve(result, unsure, etags, unsure & ask, in_flight)
         if refused:
             self._refused(result, refused)
         return result
@@ -667,7 +689,7 @@ class S3Store(ObjectStore):
             (result.gone if info is None else result.changed).add(key)
 
     def _resolve(self, result: DeleteResult, unsure: set[str], etags: dict[str, str],
-                 ask: set[str]) -> None:
+                 ask: set[str], in_flight: dict[str, float]) -> None:
         """Issue 38 item 4: a failed delete may have been applied. S3: "Requests that
         receive an InternalError response might not have processed" (so they may have:
         https://docs.aws.amazon.com/AmazonS3/latest/userguide/ErrorBestPractices.html),
@@ -677,7 +699,16 @@ class S3Store(ObjectStore):
         `gone_unattributed`, review rev38x finding 1); rewritten since it was listed,
         `changed`; there, unknown too: the server may carry the request out after this
         HEAD (review rev38z finding 6), so the journal's read-back asks again after its
-        wait; a HEAD that fails too leaves the outcome unknown, said as much. Only keys
+        wait, but only when a request of it got no per-key answer (`in_flight`, task
+        s26a): a key
+        every request of which was answered (a per-key InternalError in a whole
+        DeleteResult, "the result of that delete", https://docs.aws.amazon.com/AmazonS3/
+        latest/API/API_DeleteObjects.html) and that is still there was not deleted, and
+        nothing of those requests can still land: an error, listed again next round (S3's
+        read-after-write consistency is strong for PUT and DELETE: S3 User Guide, "Amazon
+        S3 data consistency model", https://docs.aws.amazon.com/AmazonS3/latest/userguide/
+        Welcome.html#ConsistencyModel); a HEAD that fails too
+        leaves the outcome unknown, said as much. Only keys
         some attempt failed ambiguously are looked up (whatever their last attempt said:
         `_delete`): a 4xx (NoSuchBucket, AccessDenied) or SlowDown was not applied, and a
         HEAD's 404 cannot tell a missing bucket from a missing key.
@@ -686,15 +717,24 @@ class S3Store(ObjectStore):
         likely still there, and a HEAD of it, paced by the client's limiter the throttle
         turned on, would decide nothing the read-back does not (review rev38z2 finding 5:
         100 keys, 100 paced HEADs, every answer "there", thrown away): `unknown` at once,
-        asked once, by the journal's read-back after its wait."""
+        asked once, by the journal's read-back (after its wait if a request of the key got
+        no answer). `unknown` keys not `in_flight` are `answered`: the read-back asks about
+        them without waiting."""
         for key in sorted(unsure - ask):
             result.errors[key] = (f"{result.errors[key]}; whether it was deleted is unknown: "
                                   "answered SlowDown after the server may have begun; asked "
                                   "of the store at the read-back")
             result.unknown.add(key)
         keys = sorted(unsure & ask)
-        if not keys:
-            return
+        if keys:
+            self._ask(result, keys, etags, in_flight)
+        result.answered.update(result.unknown - in_flight.keys())
+        waiting = [in_flight[k] for k in result.unknown - result.answered]
+        result.unanswered_at = max(waiting, default=None)
+
+    def _ask(self, result: DeleteResult, keys: list[str], etags: dict[str, str],
+             in_flight: dict[str, float]) -> None:
+        """`_resolve`'s HEADs: each key of `keys` gone, changed, still there or unknown."""
         with ThreadPoolExecutor(min(_RESOLVERS, len(keys)),
                                 thread_name_prefix="epochgc-resolve") as pool:
             found = list(pool.map(self._head_or_error, keys))
@@ -710,6 +750,10 @@ class S3Store(ObjectStore):
             elif key in etags and info.version and info.version != etags[key]:
                 del result.errors[key]
                 result.changed.add(key)
+            elif key not in in_flight:
+                # Every request of it was answered (task s26a): still there, not deleted.
+                result.errors[key] = (f"{why}; still there after its request was answered "
+                                      "(asked the store)")
             else:
                 # Review rev38z finding 6: a request the server received may still be
                 # carried out after this HEAD (`impl/gc/bounds.py` allows a server
@@ -752,13 +796,16 @@ class S3Store(ObjectStore):
             # record saw no attempt of this call.
             retries = _retries(getattr(e, "response", None))
             code = "RequestFailed"
+            unanswered = attempts.unanswered_at(retries)
             if not attempts.seen():
                 code = _REQUEST_UNSURE if _applied_maybe(e) else code
+                # No attempt seen (a client without the handler): answered or not, unknown.
+                unanswered = time.monotonic() if code == _REQUEST_UNSURE else None
             elif attempts.only_throttled(retries):
                 code = _REQUEST_THROTTLED  # rev38z2 finding 5: asked at the read-back
             elif attempts.unsure(retries):
                 code = _REQUEST_UNSURE
-            return _Answer(dict.fromkeys(batch, (code, msg)), set(), False, False)
+            return _Answer(dict.fromkeys(batch, (code, msg)), set(), False, False, unanswered)
         cut = len(self.prefix)
         failed: dict[str, tuple[str, str]] = {}
         absent: set[str] = set()
@@ -771,7 +818,8 @@ class S3Store(ObjectStore):
         # Retried after a throttle alone (503 SlowDown: refused), no earlier send was
         # applied (review rev38y finding 4).
         return _Answer(failed, absent, attempts.unsure(_retries(r)),
-                       attempts.only_throttled(_retries(r)))
+                       attempts.only_throttled(_retries(r)),
+                       attempts.unanswered_at(_retries(r)))
 
     def versioning(self) -> str | None:
         """The bucket's versioning status ("Enabled" or "Suspended"), None if never enabled.
@@ -799,6 +847,8 @@ class _Answer:
     absent: set[str]
     retried: bool  # an earlier send may have been applied (`attempts.unsure`)
     throttled: bool  # each such send was answered 200 SlowDown (`attempts.only_throttled`)
+    # When (monotonic) the latest attempt that got no answer ended (`attempts.unanswered_at`)
+    unanswered_at: float | None = None
 
 
 def _around_the_limiter(client: Any, handler: Callable[..., None]) -> None:

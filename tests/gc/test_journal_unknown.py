@@ -182,7 +182,7 @@ def test_a_returned_attempts_key_of_unknown_fate_is_asked_only_after_the_wait(
     w.done(seq, DeleteResult(2, errors={keys[0]: why}, unknown={keys[0]}))
     asked: list[int] = []
 
-    def cut_short(batches: int) -> bool:
+    def cut_short(batches: int, ago: float) -> bool:
         asked.append(batches)
         return False  # a signal ended the wait: the request may still land
 
@@ -193,6 +193,6 @@ def test_a_returned_attempts_key_of_unknown_fate_is_asked_only_after_the_wait(
     assert set(totals.unknown) == {keys[0]} and not totals.errors, (totals.unknown,
                                                                    totals.errors)
     asked.clear()
-    totals = read_journal(store, JOURNAL, known=w.written(), before_asking=lambda n: True,
+    totals = read_journal(store, JOURNAL, known=w.written(), before_asking=lambda n, ago: True,
                           returned={attempt.name()})
     assert set(totals.errors) == {keys[0]}, totals  # waited out, still there: not deleted

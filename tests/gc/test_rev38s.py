@@ -423,7 +423,7 @@ def test_the_read_back_waits_only_for_batches_of_attempts_that_did_not_return(
     delete_keys(store, _items(keys[:1]), batch_size=1, concurrency=1, journal=finished)
     asked: list[int] = []
 
-    def wait(batches: int) -> bool:
+    def wait(batches: int, ago: float) -> bool:
         asked.append(batches)
         return True
 

@@ -455,7 +455,7 @@ def test_the_wait_before_asking_names_the_delete_batches_not_the_intents(
     writer.intent([(k, 1, 7200.0, "") for k in keys], 4)  # killed before its requests
     asked: list[int] = []
 
-    def wait(batches: int) -> bool:
+    def wait(batches: int, ago: float) -> bool:
         asked.append(batches)
         return True
 

@@ -39,7 +39,7 @@ def test_keys_a_stopped_retry_listed_and_its_killed_twin_named_count_once(
     # The retry wrote nothing (stopped before its group's intent).
     # The retry returned stopped (its DeleteStats.stopped, as stage.py passes it).
     t = read_journal(store, PREFIX, returned={retry.name()}, stopped={retry.name()},
-                     before_asking=lambda n: False)
+                     before_asking=lambda n, ago: False)
     s = GcSummary(journal=PREFIX, M=7, listed=4, fetched=4, eligible=4, eligible_bytes=4)
     s.deleted, s.gone_unattributed = len(t.deleted), len(t.gone_unattributed)
     listed_elsewhere(s, t)

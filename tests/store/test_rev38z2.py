@@ -239,9 +239,6 @@ def test_a_stopping_drivers_write_does_not_wait_out_a_wall_clock_step_in_the_lim
         f"clock's step (3600 s here); outcome once released: {out}")
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z2 finding 3: the name lookup runs after the "
-                   "last deadline check and outside the connect timeout: a DeleteObjects is "
-                   "sent later than its deadline plus CONNECT_TIMEOUT_S")
 def test_no_delete_is_sent_later_than_its_deadline_plus_the_connect_timeout(
     moto_endpoint: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -254,8 +251,10 @@ def test_no_delete_is_sent_later_than_its_deadline_plus_the_connect_timeout(
     nameserver by default, resolv.conf(5)), then `sock.connect` to each address it returned
     in turn, EACH with the full connect timeout (a dual-stack name whose IPv6 route is
     dead: 10 s lost, then IPv4). Here the lookup of the endpoint takes 30 s (moved on the
-    store's send clock, not waited): the request goes out 29 s past its deadline, where the
-    bound allows 10."""
+    store's send clock, not waited): the request went out 29 s past its deadline, where the
+    bound allows 10. Fixed (`impl/store/connectcheck.py`): the deadline is checked again
+    before each connect, after the lookup, and the request is refused, not sent: nothing
+    is sent late, and the batch's key is a plain error (not sent, so not looked up)."""
     import socket
 
     from epochgc.impl.store.s3 import CONNECT_TIMEOUT_S
@@ -287,14 +286,18 @@ def test_no_delete_is_sent_later_than_its_deadline_plus_the_connect_timeout(
             store.client.meta.events  # noqa: B018  (the client made: no lookup yet)
             monkeypatch.setattr(socket, "getaddrinfo", slow_lookup)
             with store.send_by(101.0):
-                store.delete_batch(["k"])
+                result = store.delete_batch(["k"])
         finally:
             monkeypatch.undo()
             store.close()
-    assert sent_at and all(t <= 101.0 + CONNECT_TIMEOUT_S for t in sent_at), (
+    assert all(t <= 101.0 + CONNECT_TIMEOUT_S for t in sent_at), (
         f"a DeleteObjects checked at 100 (deadline 101) was sent at {sent_at} on the send "
         f"clock, past the deadline plus CONNECT_TIMEOUT_S ({CONNECT_TIMEOUT_S:g} s); 'k' left "
         f"the store: {direct.head('k') is None}")
+    # Refused before its connect: not sent, so a plain error, nothing looked up.
+    assert not sent_at and direct.head("k") is not None, sent_at
+    assert list(result.errors) == ["k"] and not result.unknown, result
+    assert "not sent: past the time" in result.errors["k"], result.errors
 
 
 class _Proxy(BaseHTTPRequestHandler):

@@ -1,0 +1,86 @@
+"""A write's send deadline checked again as each connection for it is opened (review
+rev38z2 finding 3).
+
+The last `send_by` check runs on botocore's `before-send` event, after every other handler
+(`s3._around_the_limiter`), and `impl/gc/bounds.py` allows `CONNECT_TIMEOUT_S` between it
+and the server having the request. For a connection the pool does not hold, urllib3's
+`create_connection` (urllib3 2.8.0 `util/connection.py`) runs in between: first
+`socket.getaddrinfo`, which no socket timeout bounds (glibc's resolver: `timeout:5`,
+`attempts:2` per nameserver, resolv.conf(5)), then `sock.connect` to each address it
+returned in turn, each with the full connect timeout. So a request could go out a lookup
+and several connect timeouts past its deadline.
+
+Neither botocore nor urllib3 has a documented hook there (a connection class of our own
+would have to be put into botocore's private `_pool_classes_by_scheme`). Python's own
+audit events do: `socket.connect` is raised by `socket.socket.connect` with `(self,
+address)` before it connects (the audit events table, https://docs.python.org/3/library/
+audit_events.html), that is after the name lookup and before each address's connect; and
+"Hooks can then log the event, raise an exception to abort the operation, or terminate the
+process entirely" (`sys.addaudithook`, https://docs.python.org/3/library/sys.html#sys.
+addaudithook). A hook added once per process looks at this thread's armed check: `arm`ed
+by the last `before-send` handler of a bounded request, `disarm`ed by `needs-retry`, which
+botocore emits after every attempt, a failed one included (`endpoint.py` `_send_request`).
+Its refusal closes the socket (urllib3 closes it only on an OSError) and propagates: not an
+OSError, so urllib3 passes it on and botocore raises it as `HTTPClientError(error=...)`
+(botocore 1.44.8 `httpsession.py` `send`: `except Exception as e: raise
+HTTPClientError(error=e)`); `attempts.not_sent` takes that as not sent. botocore's
+standard retry retries an `HTTPClientError` (`retries/standard.py`
+`_TRANSIENT_EXCEPTION_CLS`), and the retry's own `before-send` check refuses it.
+
+What is left between the last check and the server having the request is one connect
+(bounded by `CONNECT_TIMEOUT_S`) and the write, as `bounds.py` counts. Other threads'
+connections, and this thread's outside a bounded request, find nothing armed: one
+thread-local read each.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+
+class _Armed(threading.local):
+    def __init__(self) -> None:
+        self.check: Callable[[], None] | None = None
+
+
+_ARMED = _Armed()
+_INSTALLED = False
+_LOCK = threading.Lock()
+
+
+def install() -> None:
+    """Add the audit hook, once per process (a hook cannot be removed: it stays, and costs
+    a string comparison per audit event)."""
+    global _INSTALLED
+    with _LOCK:
+        if not _INSTALLED:
+            sys.addaudithook(_hook)
+            _INSTALLED = True
+
+
+def arm(check: Callable[[], None]) -> None:
+    """`check()` runs before each connect of this thread until `disarm`; it raises to
+    refuse the connection (and so the request)."""
+    _ARMED.check = check
+
+
+def disarm(**_kwargs: Any) -> None:
+    """botocore's `needs-retry` handler (and a bare call): nothing is checked any more on
+    this thread. Returns None: the retry handlers decide."""
+    _ARMED.check = None
+
+
+def _hook(event: str, args: tuple[Any, ...]) -> None:
+    if event != "socket.connect":
+        return
+    check = _ARMED.check
+    if check is None:
+        return
+    try:
+        check()
+    except BaseException:
+        args[0].close()  # the socket urllib3 made for this address (it would leak)
+        raise

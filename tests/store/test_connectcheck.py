@@ -1,0 +1,129 @@
+"""The send deadline checked again before each connect a bounded request opens
+(`impl/store/connectcheck.py`, review rev38z2 finding 3): after the name lookup and before
+EACH further address's connect; on this thread only, and only until the attempt ends."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from epochgc.impl.store import connectcheck
+from epochgc.impl.store.s3 import CONNECT_TIMEOUT_S, S3Store
+from tests.store.forward import no_key_retry
+from tests.store.s3proxy import Call, Fault, s3_proxy
+from tests.store.s3server import new_bucket
+
+
+def _refused_port() -> int:
+    """A loopback port where nothing listens (bound, never listened: connect is refused)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = int(s.getsockname()[1])
+    s.close()
+    return port
+
+
+@pytest.mark.s3
+def test_a_further_address_is_not_connected_to_past_the_deadline(
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The name resolves to two addresses; the first refuses the connection after 30 s
+    (moved on the store's send clock, not waited) and urllib3 goes on to the second
+    (`create_connection` tries each in turn). Before: the request went out on the second
+    address 29 s past its deadline (seen failing: sent at [130.0])."""
+    bucket = new_bucket(moto_endpoint)
+    direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)
+    direct.put("k", b"x")
+    now = [100.0]
+    sent_at: list[float] = []
+
+    def faults(c: Call) -> Fault | None:
+        if c.kind == "delete":
+            sent_at.append(now[0])
+        return None
+
+    with s3_proxy(moto_endpoint, faults=faults) as p:
+        port = int(p.endpoint.rpartition(":")[2])
+        dead = ("127.0.0.1", _refused_port())
+        real_lookup, real_connect = socket.getaddrinfo, socket.socket.connect
+
+        def two_addresses(host: Any, at: Any, *args: Any, **kwargs: Any) -> Any:
+            found = real_lookup(host, at, *args, **kwargs)
+            if at != port:
+                return found
+            af, kind, proto, name, _ = found[0]
+            return [(af, kind, proto, name, dead), *found]
+
+        def slow_refusal(sock: socket.socket, address: Any) -> None:
+            try:
+                real_connect(sock, address)
+            except OSError:
+                if address == dead:
+                    now[0] += 30.0  # a dead route: the connect timed out
+                raise
+
+        store = S3Store(bucket, "c", endpoint_url=p.endpoint, max_attempts=0,
+                        key_retry=no_key_retry())
+        store.monotonic = lambda: now[0]
+        try:
+            store.client.meta.events  # noqa: B018  (the client made: no connection yet)
+            monkeypatch.setattr(socket, "getaddrinfo", two_addresses)
+            monkeypatch.setattr(socket.socket, "connect", slow_refusal)
+            with store.send_by(101.0):
+                result = store.delete_batch(["k"])
+        finally:
+            monkeypatch.undo()
+            store.close()
+    assert all(t <= 101.0 + CONNECT_TIMEOUT_S for t in sent_at), (
+        f"a DeleteObjects checked at 100 (deadline 101) was sent at {sent_at} on the send "
+        "clock, on the name's second address")
+    assert not sent_at and direct.head("k") is not None
+    assert list(result.errors) == ["k"] and not result.unknown, result
+
+
+@pytest.fixture
+def listener() -> Iterator[tuple[str, int]]:
+    s = socket.create_server(("127.0.0.1", 0))
+    try:
+        yield s.getsockname()[:2]
+    finally:
+        s.close()
+
+
+def test_only_the_armed_thread_is_checked_and_only_until_disarmed(
+    listener: tuple[str, int],
+) -> None:
+    """Another thread's connect is not checked (the executor's journal writes, Spark's
+    own sockets); this thread's is until `disarm` (botocore's `needs-retry`)."""
+    connectcheck.install()
+
+    class Late(Exception):
+        pass
+
+    def refuse() -> None:
+        raise Late("past the deadline")
+
+    other: list[BaseException | None] = []
+
+    def connect_elsewhere() -> None:
+        try:
+            socket.create_connection(listener, timeout=10.0).close()
+            other.append(None)
+        except BaseException as e:  # reported below
+            other.append(e)
+
+    connectcheck.arm(refuse)
+    try:
+        with pytest.raises(Late):
+            socket.create_connection(listener, timeout=10.0)
+        t = threading.Thread(target=connect_elsewhere)
+        t.start()
+        t.join(30.0)
+        assert other == [None], other
+    finally:
+        connectcheck.disarm()
+    socket.create_connection(listener, timeout=10.0).close()  # disarmed: not checked
