@@ -513,6 +513,8 @@ def _print_summary(summary: GcSummary, as_json: bool, merged: bool) -> None:
     if summary.paused_note is not None and not merged:
         # even with -q or --json; escaped: who paused and why come from the store (K6)
         echo_safe(f"gc: {printable(summary.paused_note)}", err=True)
+    if summary.versioned_note is not None and not merged:  # as the pause's (newuser12 P8)
+        echo_safe(f"gc: {printable(summary.versioned_note)}", err=True)
     if as_json:
         for line in summary.lines()[1:] if not merged else ():
             echo_safe(line, err=True)

@@ -29,7 +29,7 @@ from epochgc.impl.gc.stage import _Round, _with_spark
 from epochgc.impl.gc.stop import RoundStop, SignalAgain, deadline_timer
 from epochgc.impl.gc.summary import GcSummary, Refusal
 from epochgc.impl.gc.text import printable
-from epochgc.impl.gc.versioning import check_versioning
+from epochgc.impl.gc.versioning import check_versioning, dry_run_note
 from epochgc.impl.shortlist import short_tail
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.driverbound import current as driver_bound
@@ -283,7 +283,12 @@ def _round(
             summary.safety_blocked = True
             note(f"gc: no collection this round ({summary.blocked})")
             return
-        check_versioning(store, options.allow_versioned)  # before anything is listed
+        if options.dry_run:  # it deletes nothing: it runs, and says what a round would do
+            summary.versioned_note = dry_run_note(store, options.allow_versioned)
+            if summary.versioned_note is not None:
+                note(f"gc: {summary.versioned_note}")
+        else:
+            check_versioning(store, options.allow_versioned)  # before anything is listed
     finally:
         store.close()
     if stop.requested:
