@@ -229,6 +229,12 @@ def cut_short() -> bool:
     return _guard.cut
 
 
+def reader_gone() -> bool:
+    """Whether stdout's reader went away (EPIPE: `| head`), not a failed write (which its
+    own line says): after flushing what is buffered."""
+    return cut_short() and not _write_failed()
+
+
 def exit_code(code: int | None) -> int | None:
     """The code to exit with: `code`, except 1 for a command whose output is its work and
     was cut short while the work itself said 0."""
