@@ -168,7 +168,11 @@ class _ErrGuard(_FdStream):
         if self.gone:
             return len(data)
         try:
-            return os.write(self._fd, data)
+            # All of it, here: the text stream above keeps nothing to write again (`err_stream`).
+            done = 0
+            while done < len(data):
+                done += os.write(self._fd, data[done:])
+            return done
         except BlockingIOError:
             raise
         except OSError:
@@ -197,9 +201,20 @@ def guard_stderr() -> None:
     with contextlib.suppress(OSError, ValueError):
         err.flush()
     _err_guard = _ErrGuard(fd)
-    sys.stderr = io.TextIOWrapper(
-        io.BufferedWriter(_err_guard), encoding=err.encoding, errors=err.errors,
-        line_buffering=True, write_through=True)
+    sys.stderr = err_stream(_err_guard, err.encoding, err.errors)
+
+
+def err_stream(raw: _ErrGuard, encoding: str, errors: str | None) -> io.TextIOWrapper:
+    """The text stream `guard_stderr` makes of `raw`: written through to it, with no
+    buffer between (newuser12 P2: `demo`'s progress line came twice). `raw.write` is Python
+    code, so a signal handler that raises (SIGINT's KeyboardInterrupt) can run after its
+    `os.write` wrote a line and before it returns the count: a BufferedWriter between them
+    then kept the line as unwritten and wrote it again at the exit's flush. The text
+    stream, written through, hands its bytes over once and keeps none (CPython
+    textio.c `_textiowrapper_writeflush` clears them before the write): a line a signal
+    cuts is cut, never doubled."""
+    return io.TextIOWrapper(raw, encoding=encoding, errors=errors,  # type: ignore[arg-type]
+                            line_buffering=True, write_through=True)
 
 
 def drop() -> None:
@@ -227,6 +242,12 @@ def cut_short() -> bool:
     with contextlib.suppress(OSError, ValueError):
         sys.stdout.flush()
     return _guard.cut
+
+
+def reader_gone() -> bool:
+    """Whether stdout's reader went away (EPIPE: `| head`), not a failed write (which its
+    own line says): after flushing what is buffered."""
+    return cut_short() and not _write_failed()
 
 
 def exit_code(code: int | None) -> int | None:

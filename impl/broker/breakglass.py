@@ -27,6 +27,14 @@ class BreakGlassRefused(Exception):
     """The advance cannot help (see the module docstring); the message says why."""
 
 
+class NothingToAdvance(BreakGlassRefused):
+    """The partition already applies the epoch the advance would write (this node's
+    cached cluster epoch): on a healthy cluster, every partition follows each epoch
+    minted, so there is nothing to break glass for (newuser12 P6: it was refused with
+    advice to wait and retry, which an operator followed in a loop). Not a failure: the
+    command says so and exits 0."""
+
+
 @dataclass(frozen=True)
 class BreakGlassResult:
     partition: str
@@ -40,12 +48,17 @@ def check_can_help(partition: str, cached_epoch: int, creation_revision: int,
     """The epoch to advance to, or BreakGlassRefused when it is not above the partition's
     applied epoch (the admin node's cache lags the objects: the race)."""
     target = max(cached_epoch, creation_revision)
-    if max_applied is not None and target <= max_applied:
+    if max_applied is not None and target == max_applied:
+        raise NothingToAdvance(
+            f"{partition} already applies epoch {max_applied}, the epoch an advance would "
+            f"write now (this node's cached cluster epoch {cached_epoch}): nothing to advance "
+            "(its M(p) follows the next epoch the cluster mints)")
+    if max_applied is not None and target < max_applied:
         raise BreakGlassRefused(
             f"{partition}: this node's cached cluster epoch {cached_epoch} is not above the "
             f"partition's applied epoch {max_applied}; advancing to it cannot move M(p) past "
             "the objects already written (the cache lags the brokers that wrote them). "
-            "Wait for the cache to refresh or mint a new epoch, then retry")
+            "Wait for the cache to refresh, then retry")
     return target
 
 

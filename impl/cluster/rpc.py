@@ -10,7 +10,11 @@ import json
 import logging
 from typing import Any
 
-from epochgc.impl.broker.breakglass import BreakGlassRefused, break_glass_advance
+from epochgc.impl.broker.breakglass import (
+    BreakGlassRefused,
+    NothingToAdvance,
+    break_glass_advance,
+)
 from epochgc.impl.broker.broker import Broker
 from epochgc.impl.partition.commands import Placeholder
 from epochgc.impl.partition.fence import (
@@ -97,6 +101,8 @@ async def handle(broker: Broker, req: dict[str, Any]) -> dict[str, Any]:
         if op == "delete":
             return {"status": "ok", "revision": await broker.delete_partition(str(req["name"]))}
         return {"status": "error", "message": f"unknown op {op!r}"}
+    except NothingToAdvance as e:  # before its base class: not a refusal
+        return {"status": "nothing", "message": str(e)}
     except BreakGlassRefused as e:
         return {"status": "refused", "message": str(e)}
     except StaleEpoch as e:

@@ -612,8 +612,9 @@ def _stop_dead(s: ObjectStore, by: str, unrecordable: list[dict[str, Any]]
 @click.option("--partition", required=True, help="e.g. t/0")
 def advance_epoch(data_dir: str, partition: str) -> None:
     """Break glass: the partition's leader advances it to its cached cluster epoch now.
-    Refused (exit 1) where it cannot help: the leader's cached epoch is not above the
-    epochs the partition already accepted."""
+    Exit 0 without a change where the partition already applies that epoch ("nothing to
+    advance"); refused (exit 1) where it cannot help: the leader's cached epoch is below
+    the epochs the partition already accepted."""
     import asyncio
 
     from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
@@ -645,6 +646,9 @@ def advance_epoch(data_dir: str, partition: str) -> None:
                         "answered: it may have been applied (`epochgc cluster status "
                         f"--data-dir {shlex.quote(data_dir)} --json` shows its M(p))")
         raise
+    if r.get("status") == "nothing":  # already at that epoch: done, nothing changed
+        click.echo(f"gc-admin: advance-epoch: {r.get('message')}")
+        return
     if r.get("status") != "ok":
         raise _Refused(f"{partition}: {r.get('status')}: {r.get('message', r)}")
     click.echo(f"gc-admin: {partition} advanced to {r['advanced_to']} (cached cluster epoch "

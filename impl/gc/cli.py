@@ -491,10 +491,15 @@ def gc(
                 checkpoint("list-line")  # the tests' point: the list's first line written
         if keys:
             sys.stdout.flush()
-        progress.listed = True
+        # A reader that closed the pipe (`--list - | head -3`) is said as a signal's cut
+        # is (newuser12 P10: exit 1 and not a word, with -q); the exit code stays 1.
+        progress.listed = not closedout.reader_gone()
         checkpoint("list-done")  # the tests' point: the list written, the summary not
         _print_summary(summary, as_json, merged)
         sys.stdout.flush()  # written, not buffered, before a signal counts as late
+        if list_keys == "-" and closedout.reader_gone():
+            echo_safe(f"gc: {progress.said()}: the reader of stdout closed the pipe",
+                      err=True)
     if held is not None:
         # All written: only now is a signal "after the round ended" (the exit code stays).
         absorb_late_signal(summary.exit_code, late, stands)
@@ -513,6 +518,8 @@ def _print_summary(summary: GcSummary, as_json: bool, merged: bool) -> None:
     if summary.paused_note is not None and not merged:
         # even with -q or --json; escaped: who paused and why come from the store (K6)
         echo_safe(f"gc: {printable(summary.paused_note)}", err=True)
+    if summary.versioned_note is not None and not merged:  # as the pause's (newuser12 P8)
+        echo_safe(f"gc: {printable(summary.versioned_note)}", err=True)
     if as_json:
         for line in summary.lines()[1:] if not merged else ():
             echo_safe(line, err=True)

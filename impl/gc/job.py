@@ -20,7 +20,7 @@ from epochgc.impl.gc.errors import GcError, NotAStore, ReportError, StoreUnreada
 from epochgc.impl.gc.killpoint import reach
 from epochgc.impl.gc.lease import DEFAULT_LEASE_S, Lease, LeaseBusy
 from epochgc.impl.gc.manifest import check_manifest_outside_data
-from epochgc.impl.gc.monitor import HealthVerdict, assess
+from epochgc.impl.gc.monitor import HealthVerdict, assess, stale_reason
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.record import new_round_id
 from epochgc.impl.gc.reports import PARTITIONS_KEY, REPORT_READERS, ClusterView, read_cluster_view
@@ -29,7 +29,7 @@ from epochgc.impl.gc.stage import _Round, _with_spark
 from epochgc.impl.gc.stop import RoundStop, SignalAgain, deadline_timer
 from epochgc.impl.gc.summary import GcSummary, Refusal
 from epochgc.impl.gc.text import printable
-from epochgc.impl.gc.versioning import check_versioning
+from epochgc.impl.gc.versioning import check_versioning, dry_run_note
 from epochgc.impl.shortlist import short_tail
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.driverbound import current as driver_bound
@@ -283,7 +283,12 @@ def _round(
             summary.safety_blocked = True
             note(f"gc: no collection this round ({summary.blocked})")
             return
-        check_versioning(store, options.allow_versioned)  # before anything is listed
+        if options.dry_run:  # it deletes nothing: it runs, and says what a round would do
+            summary.versioned_note = dry_run_note(store, options.allow_versioned)
+            if summary.versioned_note is not None:
+                note(f"gc: {summary.versioned_note}")
+        else:
+            check_versioning(store, options.allow_versioned)  # before anything is listed
     finally:
         store.close()
     if stop.requested:
@@ -294,6 +299,7 @@ def _round(
         summary.interrupted = stop.reason
         return
     decision = view.gc_epoch()
+    model_blocked = decision.blocked is not None  # not the monitor's (which names nodes)
     health = assess(view)
     summary.health = health.as_dict()
     summary.min_partition_epoch = min_partition_epoch(view)
@@ -310,11 +316,15 @@ def _round(
         for h in view.fresh
     ]
     summary.blocked = decision.blocked
+    if model_blocked and decision.blocked is not None and view.stale_nodes:
+        # The cause first (newuser12 P7): nodes that stopped reporting leave partitions
+        # without a fresh report; `short_tail` still shortens the list after it.
+        summary.blocked = f"{stale_reason(view.stale_nodes)}; {decision.blocked}"
     summary.M = decision.M
     if decision.blocked is not None or decision.M is None:
         # The full list stays in the record and --json; the line names the first ones
         # (newuser9 K9: lines of ~20,000 characters on a cluster of 1,800 partitions).
-        why = short_tail(decision.blocked) if decision.blocked else "nothing collectible"
+        why = short_tail(summary.blocked) if summary.blocked else "nothing collectible"
         note(f"gc: no collection this round ({why})")
         return
     m = decision.M

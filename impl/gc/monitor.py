@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from epochgc.impl.gc.errors import ReportError
@@ -70,6 +71,14 @@ class HealthVerdict:
         return HealthVerdict(Health.UNKNOWN, (reason,))
 
 
+def stale_reason(nodes: Iterable[str]) -> str:
+    """Why nodes count as absent, in the words of `gc-admin show` and of the round's own
+    line when it is blocked (newuser12 P7: the round said only "no inactive epoch reported
+    for: ...", and the operator had to run `show` to learn the nodes had stopped)."""
+    return ("node(s) " + ", ".join(sorted(nodes))
+            + " stopped reporting (their reports are older than the age limit)")
+
+
 def assess(view: ClusterView) -> HealthVerdict:
     """The verdict on one read of the reports. Pure: the same view gives the same verdict."""
     unknown: list[str] = []
@@ -83,8 +92,7 @@ def assess(view: ClusterView) -> HealthVerdict:
             unknown.append(f"node {h.node}'s report is dated {-h.age_s:.0f} s ahead of this "
                            f"host's clock (more than {MAX_CLOCK_SKEW_S:g} s of clock skew)")
     if view.stale_nodes:
-        bad.append("node(s) " + ", ".join(sorted(view.stale_nodes))
-                   + " stopped reporting (their reports are older than the age limit)")
+        bad.append(stale_reason(view.stale_nodes))
     best = partition_epochs(list(view.partitions), view.counted())
     missing = [p for p in view.partitions if best[p] is None]
     if missing:

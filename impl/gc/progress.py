@@ -51,15 +51,23 @@ STILL_AFTER_S = 20.0
 
 
 def progress_line(label: str, tasks: tuple[int, int], counts: tuple[int, int] | None,
-                  deletes: bool, seconds: float, still_s: float = 0.0) -> str:
+                  deletes: bool, seconds: float, still_s: float = 0.0,
+                  stopped: bool = False) -> str:
     """"gc: listing: 3/8 tasks done, 12,000 keys listed, 2,400 keys/s, ETA 40s (by
     tasks)" (`counts`: the listener's totals, None without one). `still_s`: how long
     nothing has moved; from `STILL_AFTER_S` on, "no progress for 40s" takes the ETA's place
     (newuser11 M14: a store gone silent showed a growing ETA for 2.5 minutes, read as
-    "slow")."""
-    line = f"{label}: {tasks[0]}/{tasks[1]} tasks done"
+    "slow"). `stopped`: the round was asked to stop: "stopped, 4/4 tasks ended", no ETA
+    (newuser12 P12: "4/4 tasks done" after a SIGTERM read as a finished listing; a task
+    told to stop ends early and Spark counts it completed)."""
+    if stopped:
+        line = f"{label}: stopped, {tasks[0]}/{tasks[1]} tasks ended"
+    else:
+        line = f"{label}: {tasks[0]}/{tasks[1]} tasks done"
     if counts is not None:
         line += ", " + counts_text(counts, deletes, seconds)
+    if stopped:
+        return line
     if still_s >= STILL_AFTER_S:
         return f"{line}, no progress for {_short(still_s)}"
     # No key listed yet (newuser5 G7: "1/4 tasks done, 0 keys listed, ..., ETA 25s"): the
@@ -103,16 +111,18 @@ def _settled(listener: BeaconListener | None, done: int, seen_done: int) -> None
 class StageProgress:
     """`with StageProgress(sc, "listing", say, listener):` writes `progress_line`s (tasks
     done, keys listed and deleted, keys/s, an ETA by tasks) at `LineCadence`'s times,
-    polling Spark's status tracker every `interval` seconds."""
+    polling Spark's status tracker every `interval` seconds; once `stopped()` (the round
+    was asked to stop), the lines say so."""
 
     def __init__(
         self, sc: Any, label: str, say: Callable[[str], None] | None,
         listener: BeaconListener | None = None, deletes: bool = False,
         interval: float = 2.0, every_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,
+        stopped: Callable[[], bool] = lambda: False,
     ) -> None:
         self.sc, self.label, self.say, self.listener = sc, label, say, listener
-        self.deletes, self.clock = deletes, clock
+        self.deletes, self.clock, self.stopped = deletes, clock, stopped
         self._cadence = LineCadence(every_s)
         self._ticker = Ticker(interval, self._tick, "epochgc-progress")
         self._t0 = 0.0
@@ -158,7 +168,7 @@ class StageProgress:
             self.listener.sync()  # the tasks' last counts
         counts = self.listener.totals() if self.listener is not None else None
         return progress_line(self.label, (total, total), counts, self.deletes,
-                             self.clock() - self._t0)
+                             self.clock() - self._t0, stopped=self.stopped())
 
     def poll(self, tasks: tuple[int, int]) -> str | None:
         """The line to write for a poll that saw `tasks` (done, total) now, if one is due
@@ -173,7 +183,8 @@ class StageProgress:
         if not self._cadence.due(now, tasks):
             return None
         self._seen = tasks[1]
-        return progress_line(self.label, tasks, counts, self.deletes, now - self._t0, still_s)
+        return progress_line(self.label, tasks, counts, self.deletes, now - self._t0, still_s,
+                             self.stopped())
 
     def _still(self, now: float, state: object) -> float:
         """How long `state` (tasks done, counts) has been as it is now."""
@@ -281,4 +292,4 @@ def stage_progress(sc: Any, label: str, say: Callable[[str], None] | None,
     was asked to stop (the bar then stays as it stood)."""
     if isinstance(say, Reporter) and say.bars:
         return RoundBar(sc, label, say, listener, deletes, stopped=stopped)
-    return StageProgress(sc, label, say, listener, deletes)
+    return StageProgress(sc, label, say, listener, deletes, stopped=stopped)

@@ -412,7 +412,10 @@ def _stage(
             # The stage failed (a task crashed, an executor was killed), but its other
             # attempts may still be deleting: the journal is read back only once none runs,
             # or a batch landing after the read-back would be in no record (issue 38).
-            ended_at = _quiesce(sc, open_store, prefix, group, write_stop=cut is None,
+            # A stop requested writes its own STOP (`arm_stop_marker`, from its thread): a
+            # second write said the store's failure twice, and its wait twice (newuser12
+            # P15, a store gone mid-round).
+            ended_at = _quiesce(sc, open_store, prefix, group, write_stop=not stop.requested,
                                 on_error=note)
             quiesced = True
         except BaseException:

@@ -172,6 +172,8 @@ class GcSummary:
     refusal: Refusal | None = None
     # A dry run on a paused store (it runs, exit 0): the pause, said on stderr at the end.
     paused_note: str | None = None
+    # A dry run on a versioned bucket (it runs, exit 0): a real round would be refused.
+    versioned_note: str | None = None
     # Issue 41 (newuser8 I10): interrupted before the round wrote anything to the store (no
     # lease, no START, no record); not in JSON_KEYS: `interrupted` with `record: null`.
     unstarted: bool = False

@@ -209,7 +209,12 @@ class S3Store(ObjectStore):
         tries = readretry.Tries()
         try:
             if self.patience is None:
-                return call()  # `client`'s own retries (an executor's store)
+                # `client`'s own retries (an executor's store; the GC driver's round store,
+                # whose reads are said while they wait, as its writes are: newuser12 P15,
+                # the journal's read-back and the record's numbering retried a store gone
+                # away for 95 s without a line).
+                with self._said_waiting(what):
+                    return call()
             with contextlib.ExitStack() as stack:
                 if self.on_wait is not None:
                     stack.enter_context(waiting(self.on_wait, self.endpoint_url or "S3", what,
@@ -251,8 +256,9 @@ class S3Store(ObjectStore):
         return client
 
     @contextlib.contextmanager
-    def _writing(self, what: str) -> Iterator[None]:
-        """A driver's write still unanswered is said, as its reads are (newuser10 L4)."""
+    def _said_waiting(self, what: str) -> Iterator[None]:
+        """A GC driver's request still unanswered is said (newuser10 L4: its writes;
+        newuser12 P15: the reads of its round store, which has no `patience`)."""
         bound = self._bound
         if bound is None or bound.say is None:
             yield
@@ -298,7 +304,7 @@ class S3Store(ObjectStore):
 
     def put(self, key: str, data: bytes) -> None:
         try:
-            with self._writing(f"put {key!r}"):
+            with self._said_waiting(f"put {key!r}"):
                 self.client.put_object(Bucket=self.bucket, Key=self._full(key), Body=data)
         except Exception as e:  # botocore raises many unrelated types; all are store errors
             raise self._error(f"put {key!r}", e) from e
@@ -427,7 +433,7 @@ class S3Store(ObjectStore):
 
     def create_if_absent(self, key: str, data: bytes) -> str | None:
         try:
-            with self._writing(f"create {key!r}"):
+            with self._said_waiting(f"create {key!r}"):
                 r = self.client.put_object(
                     Bucket=self.bucket, Key=self._full(key), Body=data, IfNoneMatch="*"
                 )
@@ -440,7 +446,7 @@ class S3Store(ObjectStore):
     def replace_if_match(self, key: str, data: bytes, version: str) -> str | None:
         require_version(key, version)
         try:
-            with self._writing(f"replace {key!r}"):
+            with self._said_waiting(f"replace {key!r}"):
                 r = self.client.put_object(
                     Bucket=self.bucket, Key=self._full(key), Body=data, IfMatch=version
                 )
@@ -453,7 +459,7 @@ class S3Store(ObjectStore):
     def delete_if_match(self, key: str, version: str) -> Outcome:
         require_version(key, version)
         try:
-            with self._writing(f"delete {key!r}"):
+            with self._said_waiting(f"delete {key!r}"):
                 self.client.delete_object(Bucket=self.bucket, Key=self._full(key),
                                           IfMatch=version)
         except Exception as e:

@@ -202,3 +202,23 @@ def test_now_ahead_of_the_real_clock_is_refused_unless_forced(tmp_path: Path) ->
     r = CliRunner().invoke(gc, [], default_map=conf_defaults(conf, gc))
     assert r.exit_code == 64 and "--i-know-now-is-ahead" in r.output, r.output
     assert all_keys(LocalStore(tmp_path)) == before
+
+
+def test_a_round_blocked_by_nodes_that_stopped_reporting_says_so(tmp_path: Path) -> None:
+    """newuser12 P7: after `cluster stop` the round said only "no collection this round
+    (no inactive epoch reported for: t/0, ...)", exit 2; `gc-admin show` said the cause.
+    Now the round says it in show's words, and the exit code stays 2. Old code: no
+    "stopped reporting" in the line or the record."""
+    from tests.gc.helpers import write_health
+
+    store = LocalStore(tmp_path, create=True)
+    write_partitions(store, 100, ["t/0", "t/1"])
+    for node in ("n1", "n2"):  # a day old: beyond the default age limit
+        write_health(store, node, NOW - 24 * HOUR, [("t/0", 50), ("t/1", 50)])
+    r = CliRunner().invoke(main, ["gc", "--now", str(NOW), *AHEAD, "--store", str(tmp_path),
+                                  "--json"])
+    assert r.exit_code == 2, r.output
+    cause = "node(s) n1, n2 stopped reporting (their reports are older than the age limit)"
+    assert (f"gc: no collection this round ({cause}; no inactive epoch reported for: t/0, "
+            "t/1)") in r.stderr, r.stderr
+    assert json.loads(r.stdout)["blocked"].startswith(cause)

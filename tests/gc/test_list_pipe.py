@@ -198,3 +198,48 @@ def test_a_signal_anywhere_between_eligible_and_the_lists_end_ends_the_dry_run(
     # "could not cancel the listing: ... IllegalStateException" with two Java traces.
     assert "could not cancel" not in said and "Exception" not in said, said
     _assert_cut(code, said, point, sig)
+
+
+def _closed_reader(root: Path, tmp_path: Path, *extra: str) -> tuple[int, str]:
+    """`gc --dry-run -q --list -` into a pipe whose reader is gone (`| head -3` after its
+    lines): its exit code and stderr."""
+    r, w = os.pipe()
+    os.close(r)  # the reader went away before the output
+    err = tmp_path / "err-closed"
+    try:
+        with open(err, "w") as err_f:
+            code = subprocess.run(
+                [sys.executable, "-m", "epochgc", "gc", "--store", str(root), "--now",
+                 str(NOW), "--i-know-now-is-ahead", "--tasks", "1", "--dry-run", "-q",
+                 "--list", "-", *extra], stdout=w, stderr=err_f, env=ENV,
+                timeout=BOUND_S).returncode
+    finally:
+        os.close(w)
+    return code, err.read_text()
+
+
+def test_a_reader_that_closes_the_pipe_is_said_in_one_line(tmp_path: Path) -> None:
+    """newuser12 P10: `gc --dry-run -q --list - | head -3`: exit 1 (the output is the
+    work) and not one word. Now one line, in the words a signal's cut uses; the exit code
+    as before. No Spark: a blocked round's summary is the output cut. Old code: stderr empty."""
+    _blocked_store(tmp_path / "store")
+    code, said = _closed_reader(tmp_path / "store", tmp_path)
+    assert code == 2, said  # the blocked round's own code stands (a 0 would become 1)
+    assert said.splitlines() == [
+        "gc: the list was written (0 key(s)); the summary after it was cut short: the "
+        "reader of stdout closed the pipe"], said
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(os.environ.get("EPOCHGC_SIGNALS") != "full",
+                    reason="a Spark start-up (~24 s): with the full signal matrix")
+def test_a_reader_that_closes_the_pipe_mid_list_is_said_in_one_line(tmp_path: Path) -> None:
+    """The same with keys in the list (the tester's case)."""
+    root = tmp_path / "store"
+    simple_cluster(LocalStore(root, create=True), 100)
+    for i in range(400):
+        put_local(root, format_key(i % 1000, 50, f"k{i}"), age=12 * HOUR + 60)
+    code, said = _closed_reader(root, tmp_path)
+    assert code == 1, said
+    assert said.splitlines()[-1] == ("gc: the list was cut short (400 key(s) in all): the "
+                                     "reader of stdout closed the pipe"), said

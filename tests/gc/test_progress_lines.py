@@ -135,3 +135,24 @@ def test_a_poll_that_sees_a_task_done_counts_what_that_task_sent() -> None:
         listener.waited.set()  # old code: let the listener go, the line is written
     assert line == "gc: listing: 1/4 tasks done, 1,000 keys listed, 500 keys/s, ETA 6s " \
         "(by tasks)", line
+
+
+def test_after_a_stop_the_lines_say_stopped_not_done() -> None:
+    """newuser12 P12: after a SIGTERM the log said "4/4 tasks done, 11,519 keys listed"
+    while the listing was partial (a task told to stop ends early and Spark counts it
+    completed), and the stage's last line the same. Old code: "4/4 tasks done"."""
+    clock, counts = _Clock(), _Counts()
+    stopped = False
+    with StageProgress(None, "gc: listing and deleting", None, counts,  # type: ignore[arg-type]
+                       deletes=True, clock=clock, stopped=lambda: stopped) as p:
+        counts.now = (3000, 2000)
+        clock.t += 5
+        assert p.poll((1, 4)) == ("gc: listing and deleting: 1/4 tasks done, 3,000 keys "
+                                  "listed, 2,000 deleted, 400 keys/s, ETA 15s (by tasks)")
+        stopped = True
+        counts.now = (3500, 2500)
+        clock.t += 5
+        assert p.poll((4, 4)) == ("gc: listing and deleting: stopped, 4/4 tasks ended, "
+                                  "3,500 keys listed, 2,500 deleted, 250 keys/s")
+        assert p.last_line() == ("gc: listing and deleting: stopped, 4/4 tasks ended, "
+                                 "3,500 keys listed, 2,500 deleted, 250 keys/s")

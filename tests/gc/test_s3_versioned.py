@@ -50,6 +50,16 @@ def test_versioned_bucket_is_refused_unless_allowed(
     assert all_keys(store) == before
     with pytest.raises(_SparkWanted):  # allowed: it goes on to list
         run_gc(_no_spark, spec, GcOptions(grace_s=0, allow_short_grace=True, allow_versioned=True))  # type: ignore[arg-type]
+    # newuser12 P8: a dry run deletes nothing, so it runs, saying that a real round would be
+    # refused (old code: refused as a real round, "nothing was deleted", exit 1).
+    said: list[str] = []
+    with pytest.raises(_SparkWanted):
+        run_gc(_no_spark, spec, GcOptions(grace_s=0, allow_short_grace=True, dry_run=True),  # type: ignore[arg-type]
+               say=said.append)
+    assert [ln for ln in said if ln.startswith(
+        f"gc: dry run on a versioned bucket ({store.describe()}, versioning {status}): a real "
+        "round would be refused (exit 1): a delete there only adds a delete marker")], said
+    assert all_keys(store) == before
 
 
 def test_unversioned_bucket_goes_on(s3_endpoint: str, s3_bucket: str) -> None:

@@ -62,3 +62,27 @@ def test_refused_on_a_node_that_does_not_lead(c: SimCluster) -> None:
     other = next(n for n in c.brokers if n != nid)
     with pytest.raises(NotLeaderError):
         c.wait(break_glass_advance(c.brokers[other], P))
+
+
+def test_a_partition_already_at_the_cached_epoch_has_nothing_to_advance(c: SimCluster) -> None:
+    """newuser12 P6: on a healthy cluster a partition applies every epoch minted, so the
+    call was refused ("the cache lags ... mint a new epoch, then retry") and an operator
+    retried it in a loop. Now it says there is nothing to advance, and the broker's answer
+    is not a refusal (`gc-admin advance-epoch` exits 0). Old code: BreakGlassRefused with
+    that advice, answered "refused"."""
+    from epochgc.impl.broker.breakglass import NothingToAdvance
+    from epochgc.impl.cluster.rpc import handle
+
+    first = c.mint()
+    _written_at(c, first)
+    nid = c.leader(P)
+    assert nid is not None
+    c.refresh_cache(nid)
+    assert c.brokers[nid].cluster_epoch() == first
+    with pytest.raises(NothingToAdvance, match=f"{P} already applies epoch {first}, the "
+                       "epoch an advance would write now .*: nothing to advance"):
+        c.wait(break_glass_advance(c.brokers[nid], P))
+    answer = c.wait(handle(c.brokers[nid], {"op": "break_glass_advance", "partition": P}))
+    assert answer["status"] == "nothing" and "nothing to advance" in answer["message"]
+    assert "retry" not in answer["message"]
+    assert c.brokers[nid].replicas[P].sm.state.max_applied_epoch == first

@@ -91,3 +91,43 @@ def test_before_the_stop_a_write_waits_saying_so_and_an_executor_has_no_bound() 
         assert executor._bound is None
     finally:
         store.close()
+
+
+@pytest.mark.parametrize("read", ["list", "get"])
+def test_a_read_of_the_round_store_waits_saying_so(read: str) -> None:
+    """newuser12 P15: a store gone mid-round left `gc` 95 s without a line: the journal's
+    read-back (`list`) and the record's numbering (`get`) go through the round's store,
+    which has no control-read `patience`, and were retried in silence. Old code: no line
+    (the wait ended by the endpoint's close only, with `said` empty)."""
+    set_dummy_aws_env()
+    said: list[str] = []
+    bound = DriverBound(120.0, lambda: False, said.append, say_after_s=0.05)
+    errors: list[BaseException] = []
+    with blackhole() as hole:
+        with installed(bound):
+            store = S3Store("gcb", "p1", endpoint_url=hole.endpoint, max_attempts=1)
+        assert store.patience is None  # the round's store, as `gc` opens it
+
+        def go() -> None:
+            try:
+                if read == "list":
+                    store.list_page("_cluster/gc/journal/r/", None, 10)
+                else:
+                    store.get("_cluster/gc/sequence.json")
+            except BaseException as e:  # handed to the test's thread
+                errors.append(e)
+
+        t = threading.Thread(target=go, daemon=True)
+        t.start()
+        limit = time.monotonic() + 30  # a bound for a hang, not a timing assumption
+        while not said and t.is_alive() and time.monotonic() < limit:
+            time.sleep(0.02)
+    t.join(60)
+    try:
+        what = "list '_cluster/gc/journal/r/'" if read == "list" else \
+            "get '_cluster/gc/sequence.json'"
+        assert said and said[0].startswith(f"waiting for {hole.endpoint}: no answer yet "
+                                           f"({what}, "), said
+        assert errors and isinstance(errors[0], StoreError)  # ended by the close
+    finally:
+        store.close()
