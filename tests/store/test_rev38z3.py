@@ -1,0 +1,168 @@
+"""Review rev38z3: the deletion path's records after the fixes to reviews rev38z and rev38z2
+(branches s25b and s25e, on main 335076a): `impl/store/deleteanswer.py` (2xx bodies),
+`attempts.py` (the per-attempt "maybe applied"), `ratelimit.py`, `s3.py`.
+
+Each finding is a strict xfail: it fails on the code as merged and passes once fixed. They
+run against moto in server mode on loopback, through a small front of this file's own
+(`_Front`): it forwards every request whole, and answers a DeleteObjects as the test says
+(after forwarding it, so the server carried it out, or without)."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+
+from epochgc.impl.gc.delete import delete_keys
+from epochgc.impl.gc.journal import Attempt, JournalTarget, JournalWriter, read_journal
+from epochgc.impl.store.s3 import S3Store
+from tests.store.forward import forward, no_key_retry, relay_head
+from tests.store.s3server import new_bucket
+
+pytestmark = pytest.mark.s3
+
+_PREFIX = "_cluster/gc/journal/20270301T100000.000Z-rev38z300/"  # a round's journal
+_NS = b'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """What the front answers a DeleteObjects with. `forward`: send it to the server first
+    (it is carried out there); `length`: the Content-Length header's value (None: none,
+    the body is delimited by closing the connection, RFC 9112 6.3 item 8)."""
+
+    status: int
+    body: bytes
+    forward: bool = True
+    length: str | None = None
+
+
+class _Front(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _FrontServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def _go(self) -> None:
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        is_delete = (self.command == "POST"
+                     and "delete" in self.path.partition("?")[2].split("&"))
+        if self.command == "HEAD":
+            with self.server.lock:
+                self.server.heads += 1
+        if is_delete:
+            with self.server.lock:
+                self.server.deletes += 1
+            answer = self.server.answer
+            if answer.forward:
+                forward(*self.server.upstream, self.command, self.path, self.headers, body)
+            self.send_response(answer.status)
+            self.send_header("Content-Type", "application/xml")
+            if answer.length is not None:
+                self.send_header("Content-Length", answer.length)
+            else:
+                self.send_header("Connection", "close")
+                self.close_connection = True
+            self.end_headers()
+            self.wfile.write(answer.body)
+            return
+        resp, data = forward(*self.server.upstream, self.command, self.path, self.headers,
+                             body)
+        relay_head(self, resp, data)
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _go
+
+
+class _FrontServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, upstream: str, answer: _Answer) -> None:
+        self.answer = answer
+        self.deletes = 0
+        self.heads = 0
+        self.lock = threading.Lock()
+        host, _, port = upstream.removeprefix("http://").partition(":")
+        self.upstream = (host, int(port))
+        super().__init__(("127.0.0.1", 0), _Front)
+
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass
+
+
+@contextlib.contextmanager
+def _front(upstream: str, answer: _Answer) -> Iterator[_FrontServer]:
+    server = _FrontServer(upstream, answer)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _round(endpoint: str, answer: _Answer, keys: list[str],
+           check: Callable[[S3Store], None] | None = None
+           ) -> tuple[S3Store, _FrontServer, object]:
+    """One task's delete of `keys` (one batch, one attempt, the conditional delete the GC
+    sends) through a front answering DeleteObjects with `answer`, journaled in the bucket;
+    the direct store, the front and the journal's read-back."""
+    bucket = new_bucket(endpoint)
+    direct = S3Store(bucket, "c", endpoint_url=endpoint)
+    for k in keys:
+        direct.put(k, b"x")
+    items = [(k, 1, 7200.0, direct.head(k).version) for k in keys]  # type: ignore[union-attr]
+    with _front(endpoint, answer) as front:
+        store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=0,
+                        key_retry=no_key_retry())
+        try:
+            writer = JournalWriter(direct, JournalTarget(_PREFIX), Attempt(0, 0, 0, 1))
+            with contextlib.suppress(Exception):  # what the task did is in its journal
+                delete_keys(store, items, batch_size=len(keys), concurrency=1,
+                            journal=writer)
+        finally:
+            store.close()
+    return direct, front, read_journal(direct, _PREFIX)
+
+
+_WHOLE_EMPTY = b'<?xml version="1.0" encoding="UTF-8"?>\n<DeleteResult ' + _NS + b"/>"
+
+
+@pytest.mark.xfail(strict=True, reason="rev38z3 finding 1: a 2xx other than 200 whose body "
+                   "is a whole DeleteResult is read as S3's answer: keys never deleted "
+                   "counted deleted")
+@pytest.mark.parametrize("status", [202, 203, 206])
+def test_a_2xx_other_than_200_with_a_delete_result_counts_no_key_deleted(
+    moto_endpoint: str, status: int
+) -> None:
+    """Finding 1 (HIGH by consequence: keys in the store counted deleted; reach: an
+    intermediary or a non-S3 server, as rev38z2 finding 1). s25e's fix of rev38z2 finding
+    1 turns a success status below 301 into a 500 only when its body is not a whole
+    DeleteResult (`deleteanswer.check`). A 202 "accepted for processing, but the processing
+    has not been completed. The request might or might not eventually be acted upon" (RFC
+    9110 15.3.3), whatever its body; a 203 is a transforming proxy's rewrite of the
+    origin's answer (15.3.4: "the enclosed content has been modified"); a 206 is a part of
+    a representation (15.3.7). S3 answers DeleteObjects only with 200 (API_DeleteObjects:
+    "HTTP/1.1 200"). Here the front answers a Quiet-mode `<DeleteResult/>` (no Errors)
+    with each status and forwards nothing: both keys stay in the store, and the journal's
+    read-back counts them deleted."""
+    keys = ["data/k0", "data/k1"]
+    answer = _Answer(status, _WHOLE_EMPTY, forward=False, length=str(len(_WHOLE_EMPTY)))
+    direct, front, totals = _round(moto_endpoint, answer, keys)
+    assert front.deletes == 1
+    assert all(direct.head(k) is not None for k in keys)  # nothing was forwarded
+    deleted = sorted(totals.deleted)  # type: ignore[attr-defined]
+    assert not deleted, (
+        f"both keys are in the store (the {status} came from the front; nothing was "
+        f"forwarded), yet the read-back counts deleted {deleted}")
