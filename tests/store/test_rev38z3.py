@@ -207,3 +207,46 @@ def test_an_answer_that_fails_after_it_came_is_not_taken_as_not_applied(
         f"the request was carried out (both keys left the store) and answered "
         f"{answer.status}, yet the read-back says errors {errors} "
         f"(HEADs the task sent: {front.heads})")
+
+
+@pytest.mark.xfail(strict=True, reason="rev38z3 finding 3: gc-admin reset's conditional "
+                   "DeleteObject applied, answered 500 and retried into a 404 says the lease "
+                   "was not there: it removed it")
+def test_a_reset_whose_delete_was_applied_then_answered_500_says_it_removed_the_lease(
+    moto_endpoint: str
+) -> None:
+    """Finding 3 (LOW: an operator's command misreports what it did; no GC record, no
+    wrong deletion). `S3Store.delete_if_match` (DeleteObject `If-Match`, used by `gc-admin
+    reset` for the lease and by the probe's clean-up) has no per-attempt record: a request
+    applied and answered 500 InternalError ("might not have processed", so may have:
+    ErrorBestPractices) is retried by botocore, and the retry's 404 NoSuchKey (AWS and
+    moto for a conditional delete of an absent key; SeaweedFS's 412 leads to a HEAD that
+    finds none) is returned as `Outcome.ABSENT`: "was not there". `reset_gc_state` then
+    returns `[]` (nothing removed) while it was its own request that removed the lease.
+    The DeleteObjects path gets this right since rev38x finding 1 (`gone_unattributed`);
+    this one does not look at its attempts."""
+    import json
+    import time
+
+    from epochgc.impl.gc.admin import reset_gc_state
+    from epochgc.impl.gc.lease import LEASE_KEY
+    from tests.store.s3proxy import Call, Fault, s3_proxy
+
+    bucket = new_bucket(moto_endpoint)
+    direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)
+    direct.put(LEASE_KEY, json.dumps({"round": "r", "token": "t", "renewed_at": 1.0,
+                                      "expires_at": 2.0}).encode())  # expired long ago
+
+    def faults(c: Call) -> Fault | None:
+        return Fault.APPLIED_THEN_500 if c.method == "DELETE" and c.attempt == 0 else None
+
+    with s3_proxy(moto_endpoint, faults=faults, quiet=True) as proxy:
+        store = S3Store(bucket, "c", endpoint_url=proxy.endpoint)
+        try:
+            removed = reset_gc_state(store, time.time(), force=True)
+        finally:
+            store.close()
+    assert direct.head(LEASE_KEY) is None  # the first, applied request removed it
+    assert removed == [LEASE_KEY], (
+        f"reset's own request removed the lease (applied, answered 500, retried into a "
+        f"404), yet it reports removed {removed}")
