@@ -179,10 +179,16 @@ _CUT = (b'<?xml version="1.0" encoding="UTF-8"?>\n<DeleteResult ' + _NS
     # A 200 whose Content-Length is no number Python's int() reads: `deleteanswer.check`
     # itself raises ValueError (`str.isdigit` is true of U+00B2, `int` refuses it).
     _Answer(200, _WHOLE_EMPTY, length="\u00b2"),
+    # A 200 whose XML declaration names an encoding Python has no codec for: botocore
+    # parses it (its parsers force UTF-8), `deleteanswer._root`'s XMLPullParser raises
+    # LookupError, which is no ParseError, out of `deleteanswer.check`.
+    _Answer(200, b'<?xml version="1.0" encoding="x-unknown"?>\n<DeleteResult ' + _NS
+            + b"/>"),
     # A 202 whose body, close-delimited, is a DeleteResult cut short: botocore's parser
     # raises ResponseParserError (`_handle_200_error` looks only at a 200).
     _Answer(202, _CUT),
-], ids=["200-content-length-superscript-two", "202-cut-delete-result"])
+], ids=["200-content-length-superscript-two", "200-unknown-xml-encoding",
+        "202-cut-delete-result"])
 def test_an_answer_that_fails_after_it_came_is_not_taken_as_not_applied(
     moto_endpoint: str, answer: _Answer
 ) -> None:
