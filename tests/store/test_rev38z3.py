@@ -137,9 +137,6 @@ def _round(endpoint: str, answer: _Answer, keys: list[str]
 _WHOLE_EMPTY = b'<?xml version="1.0" encoding="UTF-8"?>\n<DeleteResult ' + _NS + b"/>"
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z3 finding 1: a 2xx other than 200 whose body "
-                   "is a whole DeleteResult is read as S3's answer: keys never deleted "
-                   "counted deleted")
 @pytest.mark.parametrize("status", [202, 203, 206])
 def test_a_2xx_other_than_200_with_a_delete_result_counts_no_key_deleted(
     moto_endpoint: str, status: int
@@ -171,9 +168,6 @@ _CUT = (b'<?xml version="1.0" encoding="UTF-8"?>\n<DeleteResult ' + _NS
         + b"><Error><Key>c/data/k0</Key><Code>Internal")
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z3 finding 2: an exception botocore raises after "
-                   "the answer came, outside its attempt loop, is taken as 'not applied': "
-                   "keys a 2xx request deleted journaled as plain errors")
 @pytest.mark.parametrize("answer", [
     # A 200 whose Content-Length is no number Python's int() reads: `deleteanswer.check`
     # itself raises ValueError (`str.isdigit` is true of U+00B2, `int` refuses it).
