@@ -61,6 +61,7 @@ _UNSURE_4XX = frozenset({"RequestTimeout"})
 
 class _Record(threading.local):
     def __init__(self) -> None:
+        self.started = 0  # attempts that went to the send (`starting`)
         self.seen = 0  # attempts that ended
         self.unsure = False  # one of them may have been applied
         self.unsure_unthrottled = False  # one such was not a 200 SlowDown (`throttled`)
@@ -71,9 +72,29 @@ _RECORD = _Record()
 
 def begin() -> None:
     """A new call on this thread."""
+    _RECORD.started = 0
     _RECORD.seen = 0
     _RECORD.unsure = False
     _RECORD.unsure_unthrottled = False
+
+
+def starting(**_kwargs: Any) -> None:
+    """botocore's `before-send` handler: an attempt goes to the send (review rev38z3 finding
+    2). botocore ends every attempt that reached `before-send` in `needs-retry` (`note`)
+    unless its handling raised after the answer came: `_do_get_response` catches every
+    exception from the `before-send` handlers through the send (a refusal by a later
+    `before-send` handler, a lost connection) and returns it as the attempt's outcome, but
+    not those of the `before-parse` handlers or of the parser, which leave `_send_request`
+    at once, with no `needs-retry` and no retry (botocore 1.44.8 `endpoint.py`
+    `_do_get_response`, `_send_request`). So an attempt started and never ended
+    (`unended`) was answered, and the answer could not be read: it may have been applied."""
+    _RECORD.started += 1
+
+
+def unended() -> bool:
+    """An attempt of this thread's current call went to the send and never ended
+    (`starting`): unsure."""
+    return _RECORD.started > _RECORD.seen
 
 
 def note(response: Any = None, caught_exception: BaseException | None = None,
@@ -162,11 +183,11 @@ def unsure(retries: int | None) -> bool:
     answer's RetryAttempts, if any; attempts this record did not see (a client without the
     handler) are taken as unsure."""
     missed = retries is not None and _RECORD.seen < retries + 1
-    return _RECORD.unsure or missed
+    return _RECORD.unsure or missed or unended()
 
 
 def only_throttled(retries: int | None) -> bool:
     """Whether every attempt of the call just made that may have been applied was a 200
     SlowDown (`throttled`), and the record saw every attempt."""
     missed = retries is not None and _RECORD.seen < retries + 1
-    return _RECORD.unsure and not _RECORD.unsure_unthrottled and not missed
+    return _RECORD.unsure and not _RECORD.unsure_unthrottled and not missed and not unended()

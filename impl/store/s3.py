@@ -236,8 +236,10 @@ class S3Store(ObjectStore):
             # Last before the wire, after the adaptive limiter's wait (`_around_the_limiter`).
             _around_the_limiter(client, bound.before_send)
             client.meta.events.register("needs-retry.s3", bound.after_attempt)
-        # Each DeleteObjects attempt's outcome, for `_delete_once` (attempts.py says why).
+        # Each DeleteObjects attempt's outcome, for `_delete_once` (attempts.py says why),
+        # and each attempt's start: one started and never ended is unsure (`starting`).
         client.meta.events.register("needs-retry.s3.DeleteObjects", attempts.note)
+        client.meta.events.register_last("before-send.s3.DeleteObjects", attempts.starting)
         # A 200 that is not a whole DeleteResult is a failed attempt (deleteanswer.py).
         client.meta.events.register("before-parse.s3.DeleteObjects", deleteanswer.check)
         return client
@@ -749,10 +751,12 @@ class S3Store(ObjectStore):
             # the stop bound's StoppedNotSent (finding 3). The per-attempt record decides
             # (review rev38z finding 3: a final 503 SlowDown, a deadline before the first
             # send, were "maybe applied" whatever it said); the exception only when the
-            # record saw no attempt of this call.
+            # record saw no attempt of this call. An attempt started and never ended
+            # (`attempts.unended`: its answer came and could not be read, review rev38z3
+            # finding 2) is unsure.
             retries = _retries(getattr(e, "response", None))
             code = "RequestFailed"
-            if not attempts.seen():
+            if not attempts.seen() and not attempts.unended():
                 code = _REQUEST_UNSURE if _applied_maybe(e) else code
             elif attempts.only_throttled(retries):
                 code = _REQUEST_THROTTLED  # rev38z2 finding 5: asked at the read-back

@@ -209,6 +209,41 @@ def test_an_answer_that_fails_after_it_came_is_not_taken_as_not_applied(
     assert set(keys) <= set(totals.gone_unattributed) | set(totals.unknown)
 
 
+class _AfterTheAnswer(Exception):
+    """What the added handler raises after the answer came."""
+
+
+@pytest.mark.parametrize("max_attempts", [0, None], ids=["no-retries", "default-retries"])
+def test_an_attempt_whose_answer_could_not_be_read_is_unsure(
+    moto_endpoint: str, max_attempts: int | None
+) -> None:
+    """Finding 2, the sturdier half: whatever raises after the answer came (here a
+    `before-parse` handler added to the client, in place of any failure botocore's parser
+    or a handler of ours may yet have), the attempt is in the record as started and never
+    ended (`attempts.starting`), so the call is unsure: the keys, deleted by moto, are
+    looked up and found gone, not journaled as plain errors. Without the mark, the call
+    looked like one no attempt of which was sent (`attempts.seen() == 0`)."""
+    bucket = new_bucket(moto_endpoint)
+    store = S3Store(bucket, "c", endpoint_url=moto_endpoint, max_attempts=max_attempts,
+                    key_retry=no_key_retry())
+    keys = ["data/k0", "data/k1"]
+    try:
+        for k in keys:
+            store.put(k, b"x")
+
+        def unreadable(**_kwargs: Any) -> None:
+            raise _AfterTheAnswer("a failure after the answer came")
+
+        store.client.meta.events.register("before-parse.s3.DeleteObjects", unreadable)
+        result = store.delete_batch(keys)
+    finally:
+        store.close()
+    assert all(S3Store(bucket, "c", endpoint_url=moto_endpoint).head(k) is None
+               for k in keys)  # moto carried the request out
+    assert not result.errors, f"keys the request deleted reported as errors: {result.errors}"
+    assert result.gone_unattributed == set(keys), result
+
+
 @pytest.mark.xfail(strict=True, reason="rev38z3 finding 3: gc-admin reset's conditional "
                    "DeleteObject applied, answered 500 and retried into a 404 says the lease "
                    "was not there: it removed it")
