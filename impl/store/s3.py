@@ -240,6 +240,9 @@ class S3Store(ObjectStore):
         # and each attempt's start: one started and never ended is unsure (`starting`).
         client.meta.events.register("needs-retry.s3.DeleteObjects", attempts.note)
         client.meta.events.register_last("before-send.s3.DeleteObjects", attempts.starting)
+        # The same for a conditional DeleteObject (`delete_if_match`, rev38z3 finding 3).
+        client.meta.events.register("needs-retry.s3.DeleteObject", attempts.note)
+        client.meta.events.register_last("before-send.s3.DeleteObject", attempts.starting)
         # A 200 that is not a whole DeleteResult is a failed attempt (deleteanswer.py).
         client.meta.events.register("before-parse.s3.DeleteObjects", deleteanswer.check)
         return client
@@ -366,7 +369,7 @@ class S3Store(ObjectStore):
         try:
             for info, why in left_over(self, f"{PROBE_KEY}-", time.time()):
                 if info.version and self.delete_if_match(info.key, info.version) \
-                        is Outcome.DELETED:
+                        in (Outcome.DELETED, Outcome.GONE):
                     removed.append(f"{info.key!r} ({why})")
         except StoreError as e:
             self._say(f"could not remove the probe objects earlier probes left: {e}")
@@ -442,16 +445,23 @@ class S3Store(ObjectStore):
 
     def delete_if_match(self, key: str, version: str) -> Outcome:
         require_version(key, version)
+        attempts.begin()
         try:
             with self._writing(f"delete {key!r}"):
                 self.client.delete_object(Bucket=self.bucket, Key=self._full(key),
                                           IfMatch=version)
         except Exception as e:
+            # "Not there" answered to a retry after an attempt that may have been applied
+            # (a 500 InternalError "might not have processed", ErrorBestPractices.html) may
+            # be that attempt's doing: `GONE`, not `ABSENT` (review rev38z3 finding 3: a
+            # reset whose own request removed the lease said "nothing to remove").
+            absent = (Outcome.GONE if attempts.unsure(_retries(getattr(e, "response", None)))
+                      else Outcome.ABSENT)
             if _code(e) in _GONE:
-                return Outcome.ABSENT
+                return absent
             if _code(e) in _CHANGED:
                 # AWS answers 404 for an absent key, SeaweedFS 412: ask which it is
-                return Outcome.CHANGED if self.head(key) is not None else Outcome.ABSENT
+                return Outcome.CHANGED if self.head(key) is not None else absent
             raise self._conditional_error(f"delete {key!r} if unchanged", e) from e
         return Outcome.DELETED
 
