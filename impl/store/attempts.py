@@ -1,5 +1,6 @@
 """Which attempts of the current thread's DeleteObjects call may have been applied (review
-rev38y findings 1, 3, 4).
+rev38y findings 1, 3, 4); also of a conditional DeleteObject (`S3Store.delete_if_match`,
+review rev38z3 finding 3).
 
 botocore retries a request itself and tells only how often: `ResponseMetadata.RetryAttempts`
 ("num retries", set on every parsed response, an error's included: botocore `endpoint.py`
