@@ -98,6 +98,19 @@ def unended() -> bool:
     return _RECORD.started > _RECORD.seen
 
 
+class AnswerUnread(Exception):
+    """How `finish` ends an attempt that never ended (`unended`): its answer came and
+    reading it raised. Not a name of `_NOT_SENT`: the attempt may have been applied."""
+
+
+def finish(error: BaseException) -> None:
+    """The call raised `error`: an attempt that went to the send and never ended (`unended`)
+    ended with it, and is noted as botocore's `needs-retry` would have noted it (`note`),
+    unsure, so every view of the record (`unsure`, `only_throttled`, `seen`) counts it."""
+    while unended():
+        note(caught_exception=AnswerUnread(f"its answer could not be read: {error!r}"[:300]))
+
+
 def note(response: Any = None, caught_exception: BaseException | None = None,
          **_kwargs: Any) -> None:
     """botocore's `needs-retry` handler: records one attempt. Returns None: botocore's own

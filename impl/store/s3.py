@@ -451,6 +451,7 @@ class S3Store(ObjectStore):
                 self.client.delete_object(Bucket=self.bucket, Key=self._full(key),
                                           IfMatch=version)
         except Exception as e:
+            attempts.finish(e)  # an attempt whose answer could not be read: unsure
             # "Not there" answered to a retry after an attempt that may have been applied
             # (a 500 InternalError "might not have processed", ErrorBestPractices.html) may
             # be that attempt's doing: `GONE`, not `ABSENT` (review rev38z3 finding 3: a
@@ -762,11 +763,12 @@ class S3Store(ObjectStore):
             # (review rev38z finding 3: a final 503 SlowDown, a deadline before the first
             # send, were "maybe applied" whatever it said); the exception only when the
             # record saw no attempt of this call. An attempt started and never ended
-            # (`attempts.unended`: its answer came and could not be read, review rev38z3
-            # finding 2) is unsure.
+            # (its answer came and could not be read, review rev38z3 finding 2) is noted,
+            # unsure (`attempts.finish`).
+            attempts.finish(e)
             retries = _retries(getattr(e, "response", None))
             code = "RequestFailed"
-            if not attempts.seen() and not attempts.unended():
+            if not attempts.seen():
                 code = _REQUEST_UNSURE if _applied_maybe(e) else code
             elif attempts.only_throttled(retries):
                 code = _REQUEST_THROTTLED  # rev38z2 finding 5: asked at the read-back
