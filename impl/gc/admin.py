@@ -315,6 +315,8 @@ def reset_gc_state(store: ObjectStore, now: float, force: bool = False,
         raise ResetRefused(
             f"{LEASE_KEY} changed since it was read (a GC round may have taken the lease "
             "over); not removed: see epochgc gc-admin show")
+    # GONE: the lease read is gone after our request's unsure attempt (review rev38z3
+    # finding 3): removed, most likely by that attempt.
     return [] if outcome is Outcome.ABSENT else [LEASE_KEY]
 
 

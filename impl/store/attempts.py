@@ -1,5 +1,6 @@
 """Which attempts of the current thread's DeleteObjects call may have been applied (review
-rev38y findings 1, 3, 4).
+rev38y findings 1, 3, 4); also of a conditional DeleteObject (`S3Store.delete_if_match`,
+review rev38z3 finding 3).
 
 botocore retries a request itself and tells only how often: `ResponseMetadata.RetryAttempts`
 ("num retries", set on every parsed response, an error's included: botocore `endpoint.py`
@@ -62,6 +63,7 @@ _UNSURE_4XX = frozenset({"RequestTimeout"})
 
 class _Record(threading.local):
     def __init__(self) -> None:
+        self.started = 0  # attempts that went to the send (`starting`)
         self.seen = 0  # attempts that ended
         self.unsure = False  # one of them may have been applied
         self.unsure_unthrottled = False  # one such was not a 200 SlowDown (`throttled`)
@@ -75,10 +77,43 @@ _RECORD = _Record()
 
 def begin() -> None:
     """A new call on this thread."""
+    _RECORD.started = 0
     _RECORD.seen = 0
     _RECORD.unsure = False
     _RECORD.unsure_unthrottled = False
     _RECORD.unanswered_at = None
+
+
+def starting(**_kwargs: Any) -> None:
+    """botocore's `before-send` handler: an attempt goes to the send (review rev38z3 finding
+    2). botocore ends every attempt that reached `before-send` in `needs-retry` (`note`)
+    unless its handling raised after the answer came: `_do_get_response` catches every
+    exception from the `before-send` handlers through the send (a refusal by a later
+    `before-send` handler, a lost connection) and returns it as the attempt's outcome, but
+    not those of the `before-parse` handlers or of the parser, which leave `_send_request`
+    at once, with no `needs-retry` and no retry (botocore 1.44.8 `endpoint.py`
+    `_do_get_response`, `_send_request`). So an attempt started and never ended
+    (`unended`) was answered, and the answer could not be read: it may have been applied."""
+    _RECORD.started += 1
+
+
+def unended() -> bool:
+    """An attempt of this thread's current call went to the send and never ended
+    (`starting`): unsure."""
+    return _RECORD.started > _RECORD.seen
+
+
+class AnswerUnread(Exception):
+    """How `finish` ends an attempt that never ended (`unended`): its answer came and
+    reading it raised. Not a name of `_NOT_SENT`: the attempt may have been applied."""
+
+
+def finish(error: BaseException) -> None:
+    """The call raised `error`: an attempt that went to the send and never ended (`unended`)
+    ended with it, and is noted as botocore's `needs-retry` would have noted it (`note`),
+    unsure, so every view of the record (`unsure`, `only_throttled`, `seen`) counts it."""
+    while unended():
+        note(caught_exception=AnswerUnread(f"its answer could not be read: {error!r}"[:300]))
 
 
 def note(response: Any = None, caught_exception: BaseException | None = None,
@@ -176,7 +211,7 @@ def unsure(retries: int | None) -> bool:
     answer's RetryAttempts, if any; attempts this record did not see (a client without the
     handler) are taken as unsure."""
     missed = retries is not None and _RECORD.seen < retries + 1
-    return _RECORD.unsure or missed
+    return _RECORD.unsure or missed or unended()
 
 
 def unanswered_at(retries: int | None) -> float | None:
@@ -200,4 +235,4 @@ def only_throttled(retries: int | None) -> bool:
     """Whether every attempt of the call just made that may have been applied was a 200
     SlowDown (`throttled`), and the record saw every attempt."""
     missed = retries is not None and _RECORD.seen < retries + 1
-    return _RECORD.unsure and not _RECORD.unsure_unthrottled and not missed
+    return _RECORD.unsure and not _RECORD.unsure_unthrottled and not missed and not unended()

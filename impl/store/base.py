@@ -83,6 +83,11 @@ class Outcome(enum.Enum):
     DELETED = "deleted"
     CHANGED = "changed"  # the object is not the version given: left alone
     ABSENT = "absent"  # no object has the key (nothing to compare)
+    # No object has the key, after an attempt of this request that may have been applied
+    # (a 500, a lost connection: `attempts.py`) was retried: removed, by that attempt or by
+    # another writer, nothing tells which (review rev38z3 finding 3; DeleteObjects' keys
+    # so are `DeleteResult.gone_unattributed`). Not "was not there".
+    GONE = "gone"
 
 
 @dataclass(frozen=True)

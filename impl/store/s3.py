@@ -249,8 +249,13 @@ class S3Store(ObjectStore):
             # Last before the wire, after the adaptive limiter's wait (`_around_the_limiter`).
             _around_the_limiter(client, bound.before_send)
             client.meta.events.register("needs-retry.s3", bound.after_attempt)
-        # Each DeleteObjects attempt's outcome, for `_delete_once` (attempts.py says why).
+        # Each DeleteObjects attempt's outcome, for `_delete_once` (attempts.py says why),
+        # and each attempt's start: one started and never ended is unsure (`starting`).
         client.meta.events.register("needs-retry.s3.DeleteObjects", attempts.note)
+        client.meta.events.register_last("before-send.s3.DeleteObjects", attempts.starting)
+        # The same for a conditional DeleteObject (`delete_if_match`, rev38z3 finding 3).
+        client.meta.events.register("needs-retry.s3.DeleteObject", attempts.note)
+        client.meta.events.register_last("before-send.s3.DeleteObject", attempts.starting)
         # A 200 that is not a whole DeleteResult is a failed attempt (deleteanswer.py).
         client.meta.events.register("before-parse.s3.DeleteObjects", deleteanswer.check)
         return client
@@ -382,7 +387,7 @@ class S3Store(ObjectStore):
         try:
             for info, why in left_over(self, f"{PROBE_KEY}-", time.time()):
                 if info.version and self.delete_if_match(info.key, info.version) \
-                        is Outcome.DELETED:
+                        in (Outcome.DELETED, Outcome.GONE):
                     removed.append(f"{info.key!r} ({why})")
         except StoreError as e:
             self._say(f"could not remove the probe objects earlier probes left: {e}")
@@ -458,16 +463,24 @@ class S3Store(ObjectStore):
 
     def delete_if_match(self, key: str, version: str) -> Outcome:
         require_version(key, version)
+        attempts.begin()
         try:
             with self._said_waiting(f"delete {key!r}"):
                 self.client.delete_object(Bucket=self.bucket, Key=self._full(key),
                                           IfMatch=version)
         except Exception as e:
+            attempts.finish(e)  # an attempt whose answer could not be read: unsure
+            # "Not there" answered to a retry after an attempt that may have been applied
+            # (a 500 InternalError "might not have processed", ErrorBestPractices.html) may
+            # be that attempt's doing: `GONE`, not `ABSENT` (review rev38z3 finding 3: a
+            # reset whose own request removed the lease said "nothing to remove").
+            absent = (Outcome.GONE if attempts.unsure(_retries(getattr(e, "response", None)))
+                      else Outcome.ABSENT)
             if _code(e) in _GONE:
-                return Outcome.ABSENT
+                return absent
             if _code(e) in _CHANGED:
                 # AWS answers 404 for an absent key, SeaweedFS 412: ask which it is
-                return Outcome.CHANGED if self.head(key) is not None else Outcome.ABSENT
+                return Outcome.CHANGED if self.head(key) is not None else absent
             raise self._conditional_error(f"delete {key!r} if unchanged", e) from e
         return Outcome.DELETED
 
@@ -799,7 +812,10 @@ class S3Store(ObjectStore):
             # the stop bound's StoppedNotSent (finding 3). The per-attempt record decides
             # (review rev38z finding 3: a final 503 SlowDown, a deadline before the first
             # send, were "maybe applied" whatever it said); the exception only when the
-            # record saw no attempt of this call.
+            # record saw no attempt of this call. An attempt started and never ended
+            # (its answer came and could not be read, review rev38z3 finding 2) is noted,
+            # unsure (`attempts.finish`).
+            attempts.finish(e)
             retries = _retries(getattr(e, "response", None))
             code = "RequestFailed"
             unanswered = attempts.unanswered_at(retries)

@@ -48,3 +48,46 @@ def test_the_handler_turns_such_a_200_into_a_500_and_leaves_others() -> None:
     refused = {"status_code": 403, "body": b"", "headers": {}}
     check(response_dict=refused)
     assert refused["status_code"] == 403
+
+
+@pytest.mark.parametrize("status", [201, 202, 203, 204, 206, 299, 300])
+def test_a_success_status_other_than_200_is_a_500_whatever_its_body(status: int) -> None:
+    """Review rev38z3 finding 1: S3 answers a DeleteObjects' success only with 200; a 202
+    or 203 carrying a whole DeleteResult is not S3's answer (deleteanswer's note)."""
+    answer = {"status_code": status, "body": _WHOLE,
+              "headers": {"content-length": str(len(_WHOLE))}}
+    check(response_dict=answer)
+    assert answer["status_code"] == 500
+
+
+@pytest.mark.parametrize("length", ["\u00b2", "\u0663", "12a", "-1", "", " ", "42, 42"])
+def test_an_invalid_content_length_is_not_a_whole_answer(length: str) -> None:
+    """Review rev38z3 finding 2: "²" passed `str.isdigit` and `int()` raised out of the
+    handler; an invalid Content-Length is invalid framing (RFC 9112 6.3 item 5)."""
+    why = incomplete(_WHOLE, {"content-length": length})
+    assert why is not None and "invalid Content-Length" in why, why
+    answer = {"status_code": 200, "body": _WHOLE, "headers": {"content-length": length}}
+    check(response_dict=answer)
+    assert answer["status_code"] == 500
+
+
+def test_a_body_whose_declared_encoding_has_no_codec_is_not_a_whole_answer() -> None:
+    """Review rev38z3 finding 2: XMLPullParser raised LookupError out of the handler."""
+    body = b'<?xml version="1.0" encoding="x-unknown"?>\n<DeleteResult ' + _NS + b"/>"
+    assert incomplete(body, {}) is not None
+    answer = {"status_code": 200, "body": body, "headers": {}}
+    check(response_dict=answer)
+    assert answer["status_code"] == 500
+
+
+class _Raising(dict[str, str]):
+    """Headers whose reading fails: whatever fails in the handler becomes a 500."""
+
+    def get(self, *_args: object, **_kwargs: object) -> str:  # type: ignore[override]
+        raise RuntimeError("unreadable")
+
+
+def test_the_handler_never_raises() -> None:
+    answer = {"status_code": 200, "body": _WHOLE, "headers": _Raising(x="y")}
+    check(response_dict=answer)
+    assert answer["status_code"] == 500
