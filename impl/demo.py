@@ -94,7 +94,7 @@ class DemoResult:
     gc_paused_deleted: int = 0
     gc_stopped_by_pause: int = 0
     gc_safety_blocked_rounds: int = 0
-    gc_break_glass: str | None = None  # the advance-epoch call's status: ok or refused
+    gc_break_glass: str | None = None  # the advance-epoch call's status: ok, nothing or refused
 
     def ok(self) -> bool:
         return self.lost == 0 and self.in_use_deleted == 0 and self.gc_paused_deleted == 0

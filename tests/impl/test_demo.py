@@ -40,7 +40,8 @@ def test_demo_json_loses_nothing_and_deletes_only_garbage() -> None:
     assert out["lost"] == 0 and out["in_use_deleted"] == 0
     # GC operations (issue 30): nothing is deleted while paused; break-glass answered.
     assert out["gc_paused_deleted"] == 0
-    assert out["gc_break_glass"] in ("ok", "refused"), out["gc_break_glass"]
+    # "nothing": t/0 already applies the epoch it would write (newuser12 P6).
+    assert out["gc_break_glass"] in ("ok", "nothing", "refused"), out["gc_break_glass"]
     assert out["acked"] > 0 and out["leader_changes"] >= 1 and out["objects_deleted"] >= 1
     assert out["objects_created"] >= out["objects_deleted"]
     assert isinstance(out["cluster_M"], int)
