@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from epochgc.impl.gc.job import run_gc
+from epochgc.impl.gc.monitor import stale_reason
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.store.local import LocalStore
@@ -145,7 +146,12 @@ def test_deleted_set_is_the_models_eligible_set(
             assert s.exit_code == 2 and not gone and s.safety_blocked
             OUTCOMES[(s.exit_code, bool(gone))] += 1
             return
-        assert (s.M, s.blocked) == (decision.M, decision.blocked)
+        view = read_cluster_view(store, NOW, MAX_AGE)
+        blocked = decision.blocked
+        if blocked is not None and view.stale_nodes:
+            # The round names the cause first (newuser12 P7), then the model's reason.
+            blocked = f"{stale_reason(view.stale_nodes)}; {blocked}"
+        assert (s.M, s.blocked) == (decision.M, blocked)
         if decision.blocked is not None:
             assert s.exit_code == 2 and not gone
         else:
