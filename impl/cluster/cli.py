@@ -24,6 +24,7 @@ from epochgc.impl.cluster.errors import DamagedClusterFile
 from epochgc.impl.cluster.local import (
     FORCED,
     KILLED,
+    NOT_RUNNING,
     LocalCluster,
     PortTaken,
     StartRunning,
@@ -304,10 +305,13 @@ def stop(data_dir: str) -> None:
         raise Refused(_stopped_without_file(data_dir, e), ExitCode.DATAERR) from None
     stopped: list[int] = []
     being: list[int] = []  # the node asked to exit, not yet seen gone
+    ran: list[int] = []  # the nodes that were running (signalled)
     try:
         for nid in lc.ids:  # as `LocalCluster.stop_all`, saying which it stopped
             being.append(nid)
             ended = lc.kill(nid, signal.SIGTERM, waiting=_say_waiting(nid))
+            if ended.how != NOT_RUNNING:
+                ran.append(nid)
             if ended.how == FORCED:
                 # It skipped its shutdown: the operator is told (newuser12 P14: 15.7 s
                 # silent, exit 0, no word of the SIGKILL).
@@ -327,6 +331,9 @@ def stop(data_dir: str) -> None:
         again = (f": `epochgc cluster stop --data-dir {data_dir}` again stops what still runs"
                  if being or left else "")
         raise signals.Interrupted(sig.signum, "; ".join(said) + again) from None
+    # What was done, as `cluster kill` says it (newuser13 Q7: a stop said nothing of it).
+    click.echo(f"stopped node(s) {_ids(ran)}" if ran
+               else "no node was running: nothing stopped")
 
 
 def _say_waiting(nid: int) -> Callable[[int], None]:

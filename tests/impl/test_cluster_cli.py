@@ -199,6 +199,8 @@ def test_cluster_cli_status_kill_metrics_and_verified_consume(
         r = cli("cluster", "stop", "--data-dir", data)
     assert r.exit_code == 0 and LocalCluster(data).meta["pids"] == {}
     assert not any(_alive(p) for p in pids.values())
+    # newuser13 Q7: it says what it stopped.
+    assert f"stopped node(s) {', '.join(sorted(pids, key=int))}" in r.stdout, r.output
 
 
 def test_a_second_start_on_the_same_directory_refuses(tmp_path: Path) -> None:
