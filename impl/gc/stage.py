@@ -426,7 +426,8 @@ def _stage(
                 # job failed because Spark ended, not a task: a stop, whose tasks are gone
                 # with their executors; what they deleted is read from the journal (a
                 # request they had sent is waited for, `_wait_for_sent`), never zeros.
-                stop.request(SPARK_STOPPED)
+                if not stop.requested:  # a further request would end the waits it led to
+                    stop.request(SPARK_STOPPED)
                 note(f"gc: {SPARK_STOPPED_LINE}; what its tasks deleted is read from the "
                      "journal")
             elif cut is not None:  # cancelled by the stop's bound: a stop, not a failure
