@@ -47,6 +47,10 @@ DEEP = (
          r"|test_a_dry_run_cancelled_on_a_signal_shows_no_jvm_output"
          r"|test_a_group_sigterm_reaches_the_command_not_its_jvm)$",
          "EPOCHGC_SIGNALS", "full", "signals"),
+    # A real spark-submit round stopped by a signal or a SIGKILL (newuser13 Q11), ~10-30 s
+    # each: CI keeps the count of a signal's two copies (JVM and driver), without Spark.
+    Deep(r"^tests/gc/test_submit_signals\.py::test_spark_submit_", "EPOCHGC_SIGNALS", "full",
+         "signals"),
     # A standalone master without spark-submit: CI keeps spark-submit's.
     Deep(r"^tests/gc/test_standalone\.py::test_master_url_without_spark_submit_ships_the_code$",
          "EPOCHGC_SPARK_STANDALONE", "1", "signals"),

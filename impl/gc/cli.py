@@ -402,6 +402,14 @@ def gc(
     # I10: Ctrl-C waited 10 minutes for a read of a silent endpoint, then exited 1).
     stop.before_round()
     restore = install_signal_handlers(stop)
+    from epochgc.impl.gc.session import launched_by_spark_submit
+
+    if launched_by_spark_submit():
+        # The JVM is this process's parent and gets a scheduler's SIGTERM: handed here, so
+        # that it stops the round as this process's own would (newuser13 Q11).
+        from epochgc.impl.gc.jvmsignals import forward_jvm_signals
+
+        forward_jvm_signals()
     if not merged:  # a signal is said when it comes, even with -q (issue 41)
         announce(stop, say if not quiet else lambda line: echo_safe(line, err=True))
     restored = False

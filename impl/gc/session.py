@@ -206,7 +206,7 @@ def cancel_on_stop(sc: Any, group: str | None = None) -> None:
         # with two Java traces (newuser10 L9's test, at its round-over point).
         # `SparkContext.isStopped` (SparkContext.scala); PySpark's `stop` stops the JVM's
         # context before it clears `_active_spark_context` (pyspark/core/context.py).
-        if _stopped(sc):
+        if context_stopped(sc):
             return
         raise
     says = os.environ.get(JVM_SAYS_ENV)
@@ -214,7 +214,7 @@ def cancel_on_stop(sc: Any, group: str | None = None) -> None:
         sc._jvm.java.lang.System.err.println(says)
 
 
-def _stopped(sc: Any) -> bool:
+def context_stopped(sc: Any) -> bool:
     """Whether `sc` is stopped (or its JVM gone: no job of it runs either)."""
     from pyspark import SparkContext
 

@@ -16,7 +16,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -61,7 +61,7 @@ from epochgc.impl.gc.scan import (
     scan_task,
     split_prefixes,
 )
-from epochgc.impl.gc.session import cancel_on_stop
+from epochgc.impl.gc.session import cancel_on_stop, context_stopped
 from epochgc.impl.gc.sparkerrors import _spark_errors
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.stream import TaskResult, list_and_delete_task
@@ -223,6 +223,21 @@ def _delete_stage(spark: SparkSession, rnd: _Round, groups: list[list[int]], lis
         watch.close()
         if watch.paused is not None:
             summary.paused = watch.paused.why()  # who paused it and why, in the record
+
+
+@contextlib.contextmanager
+def _spark_ended(sc: Any) -> Iterator[None]:
+    """A job whose SparkContext was stopped under it (its JVM ended) as a GcError, whatever
+    py4j raised: a refused connection is a ConnectionRefusedError, not py4j's own error
+    (newuser13 Q11: it took the path of a driver-side bug)."""
+    try:
+        yield
+    except GcError:
+        raise
+    except Exception as e:
+        if not context_stopped(sc):
+            raise
+        raise GcError(f"delete phase failed: {SPARK_STOPPED_LINE}", deleting=True) from e
 
 
 def arm_stop_marker(stop: RoundStop, store: ObjectStore, prefix: str,
@@ -390,7 +405,7 @@ def _stage(
             if not stop.requested:
                 with stage_progress(sc, "gc: listing and deleting", rnd.say, listener,
                                     deletes=True, stopped=lambda: stop.requested), \
-                        _spark_errors("delete"):
+                        _spark_errors("delete"), _spark_ended(sc):
                     try:
                         results = rows.collect()
                     finally:
@@ -403,7 +418,19 @@ def _stage(
             # another process's (`stop-marker`) and the failed round for interrupted.
             deleting_over()
             cut = cutoff if cutoff is not None and cutoff.fired and stop.requested else None
-            if cut is not None:  # cancelled by the stop's bound: a stop, not a failure
+            gone = context_stopped(sc)
+            if gone:
+                # newuser13 Q11: under spark-submit the JVM is the parent; a SIGTERM to it
+                # (a scheduler's stop) or a terminal's Ctrl-C runs its shutdown hook, which
+                # stops the SparkContext (its py4j gateway then refuses connections). The
+                # job failed because Spark ended, not a task: a stop, whose tasks are gone
+                # with their executors; what they deleted is read from the journal (a
+                # request they had sent is waited for, `_wait_for_sent`), never zeros.
+                if not stop.requested:  # a further request would end the waits it led to
+                    stop.request(SPARK_STOPPED)
+                note(f"gc: {SPARK_STOPPED_LINE}; what its tasks deleted is read from the "
+                     "journal")
+            elif cut is not None:  # cancelled by the stop's bound: a stop, not a failure
                 note(f"gc: {stop.reason}: the batches in flight took longer than "
                      f"{format_duration(cut.grace_s)}: the tasks still running were "
                      "cancelled; what they deleted is read from the store")
@@ -415,8 +442,9 @@ def _stage(
             # A stop requested writes its own STOP (`arm_stop_marker`, from its thread): a
             # second write said the store's failure twice, and its wait twice (newuser12
             # P15, a store gone mid-round).
-            ended_at = _quiesce(sc, open_store, prefix, group, write_stop=not stop.requested,
-                                on_error=note)
+            # Spark gone: it runs no task, and cannot be asked (each call would fail).
+            ended_at = time.monotonic() if gone else _quiesce(
+                sc, open_store, prefix, group, write_stop=not stop.requested, on_error=note)
             quiesced = True
         except BaseException:
             # A second signal (KeyboardInterrupt) or a driver-side bug: no task may go on
@@ -436,8 +464,9 @@ def _stage(
     finally:
         if cutoff is not None:
             cutoff.over()  # before any later job
-        for k, v in caller_props.items():
-            sc.setLocalProperty(k, v)  # type: ignore[arg-type]  # None: unset, as before
+        if not context_stopped(sc):  # a stopped one has no jobs to come (newuser13 Q11)
+            for k, v in caller_props.items():
+                sc.setLocalProperty(k, v)  # type: ignore[arg-type]  # None: unset, as before
         if listener is not None:
             listener.close()
         if gate is not None:
@@ -526,6 +555,12 @@ def _stage(
             _write_manifest(spark, sc.parallelize(manifest_rows, max(1, len(groups))),
                             options.manifest)
         summary.manifest = options.manifest
+
+
+# The stop reason of a round whose Spark ended under it (newuser13 Q11), and its line.
+SPARK_STOPPED = "spark-stopped"
+SPARK_STOPPED_LINE = ("Spark stopped under the round (its driver JVM ended: under spark-submit, "
+                      "a signal to spark-submit or its JVM stops it first)")
 
 
 QUIESCE_LIMIT_S = 300.0  # a bound for a wedged cluster, not a timing assumption

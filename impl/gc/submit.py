@@ -50,16 +50,27 @@ def spark_conf() -> dict[str, str]:
 def main() -> None:
     import click
 
+    from epochgc.impl import closedout
     from epochgc.impl.gc.cli import gc
     from epochgc.impl.gc.session import launched_by_spark_submit
     from epochgc.impl.gc.summary import EXIT_USAGE
 
+    # Both streams are one pipe to the JVM (PythonRunner: `redirectErrorStream(true)`): a
+    # JVM gone first (SIGKILL) leaves a pipe without a reader, and the first line written
+    # after raised BrokenPipeError, which ended the round as `error`, deleted 0 (newuser13
+    # Q11). As under the `epochgc` group: a reader gone is not a failure of the work.
+    closedout.guard()
+    closedout.guard_stderr()
     try:
         defaults = conf_defaults(spark_conf(), gc) if launched_by_spark_submit() else {}
     except click.UsageError as e:
         click.echo(f"epochgc gc: error: {e.format_message()}", err=True)
         sys.exit(EXIT_USAGE)
-    gc.main(prog_name="epochgc gc", default_map=defaults)
+    try:
+        gc.main(prog_name="epochgc gc", default_map=defaults)
+    except SystemExit as e:
+        code = e.code if isinstance(e.code, int) or e.code is None else 1
+        raise SystemExit(closedout.exit_code(code)) from None
 
 
 if __name__ == "__main__":
