@@ -360,7 +360,7 @@ gc_admin.add_command(start, "resume")
                    "refused if its holder's process is running on this host")
 @click.option("--even-if-running", is_flag=True,
               help="with --force: also when the holder's process is running on this host "
-                   "(it is then recorded killed and stopped, and may run beside the next "
+                   "(it is then stopped and recorded driver-gone, and may run beside the next "
                    "round until it sees the STOP)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
 def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: bool,

@@ -422,7 +422,7 @@ def _recover(open_store: Callable[[], ObjectStore], round_id: str,
              f"{'are' if many else 'is'} recorded by the next round or `gc-admin reset`")
     for r in done:
         at_least = "at least " if r.lower_bound else ""  # unreadable entries: a lower bound
-        note(f"gc: round {r.round_id} died before {r.gone_before()}: recorded as "
+        note(f"gc: round {r.round_id}'s driver ended before {r.gone_before()}: recorded as "
              f"{printable(r.outcome)}, {at_least}{r.deleted:,} key(s) deleted"
              f"{r.gone_text()} ({r.record})")
     return [r.round_id for r in done]
