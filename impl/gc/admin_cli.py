@@ -51,7 +51,7 @@ from epochgc.impl.gc.admin import (
     reset_gc_state,
     write_admin_state,
 )
-from epochgc.impl.gc.duration import DURATION, format_duration
+from epochgc.impl.gc.duration import DURATION, at_most, format_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.expire import (
     DEFAULT_KEEP_LAST,
@@ -60,7 +60,7 @@ from epochgc.impl.gc.expire import (
     expire_rounds,
 )
 from epochgc.impl.gc.job import check_is_store
-from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S
+from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, MAX_REPORT_AGE_S
 from epochgc.impl.gc.record import iso_utc
 from epochgc.impl.gc.recordread import DamagedRecord
 from epochgc.impl.gc.recover import (
@@ -80,6 +80,7 @@ from epochgc.impl.gc.text import GONE_WHERE_SHORT, echo_safe, printable
 from epochgc.impl.preflight import Refused, require_modules, store_modules
 from epochgc.impl.signals import SIGNALS, checkpoint
 from epochgc.impl.store.base import ObjectStore, StoreError
+from epochgc.impl.store.patience import BadSetting, check_settings
 from epochgc.impl.store.url import open_control, parse_store_url
 
 __all__ = ["gc_admin", "gc_state"]
@@ -220,6 +221,10 @@ def _open(store: str, s3_endpoint: str | None) -> ObjectStore:
     # A missing extra exits 69 naming it, as `gc` and `cluster start` answer it (issue 41
     # item 9: it was `No module named 'boto3'` inside a read error, exit 1).
     require_modules("gc-admin", store_modules(spec))
+    try:  # a bad EPOCHGC_* setting is a usage error, nothing done (newuser13 Q5: 1)
+        check_settings()
+    except BadSetting as e:
+        raise _usage(str(e)) from None
     try:
         # Its reads bounded and a read that waits said (issue 41, newuser8 I10: `show` on an
         # endpoint that accepts and never answers was silent for 6+ minutes).
@@ -493,7 +498,7 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
 @gc_admin.command()
 @_STORE
 @_ENDPOINT
-@click.option("--max-report-age", type=DURATION,
+@click.option("--max-report-age", type=at_most(MAX_REPORT_AGE_S),
               default=format_duration(DEFAULT_MAX_REPORT_AGE_S), show_default=True,
               help="health reports older than this count as absent, as `epochgc gc` "
                    "(5m, 300s, 300)")

@@ -26,12 +26,12 @@ import click
 
 from epochgc.impl import closedout, jsonfailure
 from epochgc.impl.exitcodes import ExitCode
-from epochgc.impl.gc.duration import DURATION, SPAN, format_duration
+from epochgc.impl.gc.duration import SPAN, at_most, format_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.manifest import inside_data_problem, manifest_target
 from epochgc.impl.gc.masterurl import master_problem
-from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, GcOptions
+from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, MAX_REPORT_AGE_S, GcOptions
 from epochgc.impl.gc.reports import MAX_WRITTEN_AT
 from epochgc.impl.gc.stop import (
     SIGNALS,
@@ -60,7 +60,7 @@ from epochgc.impl.progress import Reporter
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.driverbound import DriverBound, installed
-from epochgc.impl.store.patience import Patience
+from epochgc.impl.store.patience import BadSetting, Patience, check_settings
 from epochgc.impl.store.url import StoreSpec, open_control, parse_store_url
 
 # The GC's optional dependencies and the extra that installs each (`pip install
@@ -148,7 +148,7 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
 )
 @click.option(
     "--max-report-age",
-    type=DURATION,
+    type=at_most(MAX_REPORT_AGE_S),  # a year (options.py): beyond, the check is off
     default=format_duration(DEFAULT_MAX_REPORT_AGE_S),
     show_default=True,
     help="Health reports older than this count as absent.",
@@ -305,6 +305,10 @@ def gc(
     # Before the round (issue 41): the extras it imports, and the files it writes at its end
     # (a metrics file in a missing directory was only warned about after the round).
     require_spark("gc", store_modules(spec))
+    try:  # a bad EPOCHGC_* setting: 64, before the lease (newuser13 Q5: 1, at the first read)
+        check_settings()
+    except BadSetting as e:
+        raise _Usage(str(e)) from None
     if metrics_file is not None:
         metrics_file = writable_file(metrics_file, "--metrics-file")
         _outside_data(metrics_file, spec, "--metrics-file")
