@@ -304,7 +304,7 @@ def gc(
         raise _Usage(bad_master)
     # Before the round (issue 41): the extras it imports, and the files it writes at its end
     # (a metrics file in a missing directory was only warned about after the round).
-    require_spark("gc", store_modules(spec))
+    require_spark("gc", store_modules(spec), workers_here=_local_master(master))
     try:  # a bad EPOCHGC_* setting: 64, before the lease (newuser13 Q5: 1, at the first read)
         check_settings()
     except BadSetting as e:
