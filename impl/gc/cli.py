@@ -473,10 +473,7 @@ def gc(
             echo_safe(f"gc: warning: deletion record not written: {summary.record_error}",
                       err=True)
         if not merged:
-            # A second signal is the operator's stop, not a failure (newuser11 M8).
-            head = ("gc: " if summary.error.endswith(STOPPED_AT_ONCE)
-                    else "epochgc gc: error: ")
-            echo_safe(f"{head}{summary.error}; {_after(summary)}", err=True)
+            echo_safe(failure_line(summary), err=True)
         if as_json:
             click.echo(summary.to_json())
         sys.exit(summary.exit_code)
@@ -613,6 +610,18 @@ def _run(
                 failed.interrupted = stop.reason or "SIGINT"
                 failed.listing_complete = False  # stopped before the round began
         return failed
+
+
+def failure_line(s: GcSummary) -> str:
+    """A failed round's last line: its error, what was deleted, and, its record not
+    written, what records it (newuser13 Q2: a store gone mid-round ended on the journal's
+    read-back error, not on what to do; its lease stayed held)."""
+    assert s.error is not None
+    # A second signal is the operator's stop, not a failure (newuser11 M8).
+    head = "gc: " if s.error.endswith(STOPPED_AT_ONCE) else "epochgc gc: error: "
+    return (f"{head}{s.error}; {_after(s)}"
+            + (f"; its record was not written: {s.record_advice}" if s.record_advice
+               else ""))
 
 
 def _after(s: GcSummary) -> str:

@@ -122,6 +122,9 @@ class GcSummary:
     manifest: str | None = None  # set only once the manifest is completely written
     record: str | None = None  # the deletion record's key in the store
     record_error: str | None = None
+    # The record not written: what records the round later and frees its lease (the last
+    # line of a failed round says it too: newuser13 Q2).
+    record_advice: str | None = None
     error: str | None = None  # the error that ended the round (exit 1)
     # Issue 29: the round's id (its record and journal are named by it), where its
     # deletion journal is, keys found already gone or rewritten (counted apart from
@@ -345,5 +348,6 @@ class GcSummary:
                        f"unknown (the store could not say, even at the read-back; journal "
                        f"{self.journal}); deleted counts at least the keys known gone")
         if self.record_error is not None:
-            out.append(f"gc: warning: deletion record not written: {self.record_error}")
+            out.append(f"gc: warning: deletion record not written: {self.record_error}"
+                       + (f"; {self.record_advice}" if self.record_advice else ""))
         return out
