@@ -24,6 +24,7 @@ from epochgc.impl.cluster.errors import DamagedClusterFile
 from epochgc.impl.cluster.local import (
     FORCED,
     KILLED,
+    NOT_RUNNING,
     LocalCluster,
     PortTaken,
     StartRunning,
@@ -304,6 +305,7 @@ def stop(data_dir: str) -> None:
         raise Refused(_stopped_without_file(data_dir, e), ExitCode.DATAERR) from None
     stopped: list[int] = []
     being: list[int] = []  # the node asked to exit, not yet seen gone
+    idle: list[int] = []  # not running: nothing to stop
     try:
         for nid in lc.ids:  # as `LocalCluster.stop_all`, saying which it stopped
             being.append(nid)
@@ -313,7 +315,7 @@ def stop(data_dir: str) -> None:
                 # silent, exit 0, no word of the SIGKILL).
                 click.echo(f"node {nid} (pid {ended.pid}) did not stop within "
                            f"{local.STOP_GRACE_S:g} s: killed", err=True)
-            stopped.append(being.pop())
+            (idle if ended.how == NOT_RUNNING else stopped).append(being.pop())
             checkpoint("node-stopped")  # the signal tests' point
     except KeyboardInterrupt as e:
         # What was done (newuser11 M12: "interrupted by SIGINT" only, 1 of 3 stopped).
@@ -327,6 +329,11 @@ def stop(data_dir: str) -> None:
         again = (f": `epochgc cluster stop --data-dir {data_dir}` again stops what still runs"
                  if being or left else "")
         raise signals.Interrupted(sig.signum, "; ".join(said) + again) from None
+    # What was done (newuser13 Q7: nothing was said, for a stop or for nothing to stop), as
+    # `cluster kill` says it (newuser12 P5).
+    click.echo(f"stopped node(s) {_ids(stopped)}"
+               + (f"; node(s) {_ids(idle)} not running" if idle else "")
+               if stopped else "no node was running: nothing stopped")
 
 
 def _say_waiting(nid: int) -> Callable[[int], None]:
