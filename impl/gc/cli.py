@@ -605,10 +605,11 @@ def _run(
         if not isinstance(failed, GcSummary):
             text = str(e) if isinstance(e, GcError | StoreError | SignalAgain) else (
                 f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
-            failed = GcSummary(dry_run=options.dry_run, error=text)
+            # The round never began: nothing was listed (newuser13 Q8: `--json` on a store
+            # that does not exist said `"listing_complete": true`).
+            failed = GcSummary(dry_run=options.dry_run, error=text, listing_complete=False)
             if isinstance(e, KeyboardInterrupt) or stop.requested:
                 failed.interrupted = stop.reason or "SIGINT"
-                failed.listing_complete = False  # stopped before the round began
         return failed
 
 

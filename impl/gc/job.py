@@ -86,6 +86,7 @@ def run_gc(
             # writes or deletes anything).
             record = False
             summary.error = str(e)
+            summary.listing_complete = False  # raised before any listing (newuser13 Q8)
             e.summary = summary
             raise
         except BaseException as e:

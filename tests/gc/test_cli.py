@@ -160,6 +160,14 @@ def test_unreadable_store(tmp_path: Path) -> None:
     r = run("--store", str(tmp_path / "missing"))
     assert r.exit_code == 1
     assert r.output.count("\n") == 1 and "does not exist or is not a directory" in r.output
+    # newuser13 Q8: its JSON said `"listing_complete": true` (nothing was listed); so did
+    # a directory that is no store (the round's own check, before any listing).
+    (tmp_path / "plain").mkdir()
+    for where in ("missing", "plain"):
+        r = run("--store", str(tmp_path / where), "--json")
+        doc = json.loads(r.stdout)
+        assert r.exit_code == 1 and doc["outcome"] == "error", r.output
+        assert doc["listing_complete"] is False and doc["listed"] == 0, doc
 
 
 def test_malformed_report_file(tmp_path: Path) -> None:
