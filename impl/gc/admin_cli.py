@@ -350,8 +350,15 @@ def start(store: str, s3_endpoint: str | None, as_json: bool) -> None:
         _json({"paused": False, "changed": before.paused, "by": state.by or None,
                **_at(state.at)})
         return
-    click.echo("gc-admin: running" if before.paused
-               else "gc-admin: running (it was not paused; nothing changed)")
+    if not before.paused:
+        click.echo("gc-admin: running (it was not paused; nothing changed)")
+        return
+    # newuser13 Q9: it said only "running": what was lifted is said, as `pause` says what
+    # it kept or replaced (escaped as `show` does).
+    since = f" since {iso(before.at)}" if before.at is not None else ""
+    echo_safe(f"gc-admin: resumed: GC runs again on this store (it was paused by "
+              f"{printable(before.by or 'unknown')}{since}: "
+              f"{printable(before.reason or 'no reason given')})")
 
 
 gc_admin.add_command(start, "resume")
