@@ -419,7 +419,7 @@ def gc(
         except StoreError:  # a bad setting: the control reads name it
             patience = Patience()
         bound = DriverBound(patience.read_timeout_s,
-                            lambda: stop.reason in (*SIGNALS.values(), "deadline"),
+                            stop.operator_stops,
                             lambda line: say(f"gc: {line}"), patience.say_after_s)
         with installed(bound):
             summary = _run(spec, options, session, say, clock, stop)
