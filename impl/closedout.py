@@ -125,27 +125,20 @@ def _at_exit() -> None:
         _say_failed(_guard.failed)
 
 
-def _closed_at_start(fd: int) -> int | None:
-    """If standard descriptor `fd` was closed when the process started (`>&-`, `2>&-`:
-    some cron and daemon set-ups), as Python saw it (it then sets `sys.stdout` /
-    `sys.stderr` to None: the library's docs, sys.stdout: "Under some conditions stdin,
-    stdout and stderr ... can be None ... when the file descriptors ... are not open"),
-    the descriptor to write that stream to: /dev/null opened onto `fd`, so that no file
-    this process (or Spark's JVM, which inherits it) opens later takes that number and
-    receives the output meant for it; or, if a file took the number already, /dev/null
-    on a descriptor of its own (that file is left alone). None: not closed."""
+def _closed_at_start(fd: int) -> bool:
+    """Whether standard descriptor `fd` was closed when the process started (`>&-`,
+    `2>&-`: some cron and daemon set-ups), as Python saw it: it then sets `sys.stdout` /
+    `sys.stderr` to None (the library's docs, sys.stdout: "Under some conditions stdin,
+    stdout and stderr ... can be None ... when the file descriptors ... are not open").
+    /dev/null is opened onto it, so that no file this process (or Spark's JVM, which
+    inherits it) opens later takes that number and receives the output meant for it."""
     if (sys.stdout if fd == 1 else sys.stderr) is not None:
-        return None
+        return False
     null = os.open(os.devnull, os.O_WRONLY)
-    if null == fd:
-        return fd
-    try:
-        os.fstat(fd)
-    except OSError:  # still free: /dev/null takes it
+    if null != fd:
         os.dup2(null, fd)
         os.close(null)
-        return fd
-    return null
+    return True
 
 
 def guard() -> None:
@@ -157,9 +150,8 @@ def guard() -> None:
     global _guard
     if _guard is not None:
         return
-    null = _closed_at_start(1)
-    if null is not None:
-        _guard = _Guard(null)
+    if _closed_at_start(1):
+        _guard = _Guard(1)
         _guard.cut = True
         sys.stdout = io.TextIOWrapper(io.BufferedWriter(_guard), encoding="utf-8",
                                       errors="backslashreplace")
@@ -226,9 +218,8 @@ def guard_stderr() -> None:
     global _err_guard
     if _err_guard is not None:
         return
-    null = _closed_at_start(2)
-    if null is not None:  # `2>&-`: its lines are nobody's (newuser13 Q12: exit 1 at once)
-        _err_guard = _ErrGuard(null)
+    if _closed_at_start(2):  # `2>&-`: its lines are nobody's (newuser13 Q12: exit 1 at once)
+        _err_guard = _ErrGuard(2)
         sys.stderr = err_stream(_err_guard, "utf-8", "backslashreplace")
         return
     err = sys.stderr
