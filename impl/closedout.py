@@ -125,37 +125,12 @@ def _at_exit() -> None:
         _say_failed(_guard.failed)
 
 
-def _closed_at_start(fd: int) -> bool:
-    """Whether standard descriptor `fd` was closed when the process started (`>&-`,
-    `2>&-`: some cron and daemon set-ups), as Python saw it: it then sets `sys.stdout` /
-    `sys.stderr` to None (the library's docs, sys.stdout: "Under some conditions stdin,
-    stdout and stderr ... can be None ... when the file descriptors ... are not open").
-    /dev/null is opened onto it, so that no file this process (or Spark's JVM, which
-    inherits it) opens later takes that number and receives the output meant for it."""
-    if (sys.stdout if fd == 1 else sys.stderr) is not None:
-        return False
-    null = os.open(os.devnull, os.O_WRONLY)
-    if null != fd:
-        os.dup2(null, fd)
-        os.close(null)
-    return True
-
-
 def guard() -> None:
     """Replace `sys.stdout` with an EPIPE-proof stream on the same descriptor, keeping its
     encoding, error handler and line buffering. Idempotent; leaves a stdout without a
-    descriptor (a test runner's capture) alone. A stdout closed at the start (`>&-`) is
-    a reader gone from the first write (newuser13 Q12: `gc >&-` ended in a traceback,
-    exit 1, after a round that was done)."""
+    descriptor (a test runner's capture) alone."""
     global _guard
     if _guard is not None:
-        return
-    if _closed_at_start(1):
-        _guard = _Guard(1)
-        _guard.cut = True
-        sys.stdout = io.TextIOWrapper(io.BufferedWriter(_guard), encoding="utf-8",
-                                      errors="backslashreplace")
-        atexit.register(_at_exit)
         return
     out = sys.stdout
     try:
@@ -217,10 +192,6 @@ def guard_stderr() -> None:
     leaves a stderr without a descriptor (a test runner's capture) alone."""
     global _err_guard
     if _err_guard is not None:
-        return
-    if _closed_at_start(2):  # `2>&-`: its lines are nobody's (newuser13 Q12: exit 1 at once)
-        _err_guard = _ErrGuard(2)
-        sys.stderr = err_stream(_err_guard, "utf-8", "backslashreplace")
         return
     err = sys.stderr
     try:
