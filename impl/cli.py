@@ -50,6 +50,7 @@ class _LazyGroup(click.Group):
             # `epochgc --help` and `--version` write while the arguments are parsed, before
             # the group's body guards stdout (newuser8 J1: into /dev/full a click
             # traceback, exit 1; into a closed pipe exit 1 where `gc --help` exits 0).
+            closedout.reopen_closed()
             closedout.guard()
         try:
             return super().make_context(info_name, args, parent=parent, **extra)

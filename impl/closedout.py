@@ -125,6 +125,43 @@ def _at_exit() -> None:
         _say_failed(_guard.failed)
 
 
+def _reopen_closed(fd: int) -> bool:
+    """If descriptor `fd` (0, 1 or 2) was closed when the command started (`cmd >&-`,
+    `2>&-`, some daemon and cron set-ups), point it at /dev/null and give `sys` a stream on
+    it (Python leaves `sys.stdout` None then: newuser13 Q12, `gc >&-` ended a round that
+    was done in a traceback, exit 1; `2>&-`, exit 1 before any work). Not only for Python's
+    sake: a closed 0, 1 or 2 is the number the next open(2) returns ("the lowest-numbered
+    file descriptor not currently open", POSIX open()), so a journal file or a socket
+    opened later would become the command's stdout and receive its output. True if it was
+    closed."""
+    try:
+        os.fstat(fd)
+        return False
+    except OSError:
+        pass
+    null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+    if null != fd:
+        os.dup2(null, fd)
+        os.close(null)
+    stream = open(fd, "r" if fd == 0 else "w", closefd=False)  # noqa: SIM115 (kept)
+    setattr(sys, ("stdin", "stdout", "stderr")[fd], stream)
+    return True
+
+
+def reopen_closed() -> None:
+    """Every standard descriptor the command started without is opened on /dev/null
+    (`_reopen_closed`); a closed stdout counts as one whose reader went away: a command
+    whose output is its work exits 1 (its output went nowhere), any other with its work's
+    code. Call first, before anything opens a file."""
+    global _closed_at_start
+    for fd in (0, 2):
+        _reopen_closed(fd)
+    _closed_at_start = _reopen_closed(1)
+
+
+_closed_at_start = False  # stdout was closed when the command started (`reopen_closed`)
+
+
 def guard() -> None:
     """Replace `sys.stdout` with an EPIPE-proof stream on the same descriptor, keeping its
     encoding, error handler and line buffering. Idempotent; leaves a stdout without a
@@ -138,6 +175,7 @@ def guard() -> None:
     except (AttributeError, OSError, ValueError):
         return
     with_fd = _Guard(fd)
+    with_fd.cut = _closed_at_start
     try:
         out.flush()
     except BrokenPipeError:

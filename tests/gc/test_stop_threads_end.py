@@ -12,6 +12,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from epochgc.impl.gc.stop import RoundStop, announce, install_signal_handlers
@@ -23,14 +24,20 @@ def _helpers() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name.startswith("epochgc-stop")]
 
 
-def test_restoring_the_handlers_ends_every_helper_thread() -> None:
-    before = set(_helpers())
-    said: list[str] = []
+def _round_stop(said: list[str]) -> Callable[[], None]:
+    """A round's stop as the CLI sets it up (handlers, announce, an armed marker); returns
+    the handlers' restore."""
     stop = RoundStop()
     restore = install_signal_handlers(stop)
     announce(stop, said.append)
     stop.arm(lambda: said.append("marker"), said.append)
-    restore()
+    return restore
+
+
+def test_restoring_the_handlers_ends_every_helper_thread() -> None:
+    before = set(_helpers())
+    said: list[str] = []
+    _round_stop(said)()
     assert set(_helpers()) - before == set(), _helpers()
     assert said == [], said  # never woken by a request: nothing said, no marker written
 
@@ -38,10 +45,7 @@ def test_restoring_the_handlers_ends_every_helper_thread() -> None:
 def test_a_stop_requested_then_closed_says_it_and_acts_before_close_returns() -> None:
     before = set(_helpers())
     said: list[str] = []
-    stop = RoundStop()
-    restore = install_signal_handlers(stop)
-    announce(stop, said.append)
-    stop.arm(lambda: said.append("marker"), said.append)
+    restore = _round_stop(said)
     os.kill(os.getpid(), signal.SIGTERM)  # the handler writes to the waker's pipe
     restore()
     assert said == ["gc: SIGTERM: stopping: no key deleted yet; ending the round...",

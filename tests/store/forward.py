@@ -1,13 +1,18 @@
 """Plumbing of the review tests' hand-made HTTP fronts (tests/store/test_rev38z*.py): a
 request forwarded whole to an upstream server, and its answer's status line and headers
-relayed. Each front decides what it does with the answer's body."""
+relayed; a front server on a loopback port (`FrontServer`, `serving`) whose handler
+(`FrontHandler`) forwards every request but the DeleteObjects it answers its own way."""
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import random
+import threading
+from collections.abc import Iterator
 from email.message import Message
-from http.server import BaseHTTPRequestHandler
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import TypeVar
 
 from epochgc.impl.store.retry import Backoff, Retrier
 
@@ -43,3 +48,76 @@ def no_key_retry() -> Retrier:
     """Two attempts a key, no backoff."""
     return Retrier(Backoff(attempts=2, base_s=0.0, cap_s=0.0), random.Random(1),
                    lambda s: None)
+
+
+def is_delete_objects(command: str, path: str) -> bool:
+    """A DeleteObjects request: POST with the `delete` subresource in its query."""
+    return command == "POST" and "delete" in path.partition("?")[2].split("&")
+
+
+class FrontServer(ThreadingHTTPServer):
+    """A front on a loopback port for the S3 server at `upstream` (http://host:port),
+    counting the DeleteObjects and HEADs it saw."""
+
+    daemon_threads = True
+
+    def __init__(self, upstream: str, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.deletes = 0  # DeleteObjects requests seen
+        self.heads = 0  # HEADs seen
+        self.lock = threading.Lock()
+        host, _, port = upstream.removeprefix("http://").partition(":")
+        self.upstream = (host, int(port))
+        super().__init__(("127.0.0.1", 0), handler)
+
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        pass  # a client that gave up on a connection the front closed is not news
+
+
+class FrontHandler(BaseHTTPRequestHandler):
+    """Counts, then forwards each request whole and relays its answer, but a DeleteObjects,
+    which `answer_delete` answers (a subclass's)."""
+
+    protocol_version = "HTTP/1.1"
+    server: FrontServer
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+    def answer_delete(self, body: bytes) -> None:
+        raise NotImplementedError
+
+    def _go(self) -> None:
+        n = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(n) if n else b""
+        delete = is_delete_objects(self.command, self.path)
+        with self.server.lock:
+            self.server.heads += self.command == "HEAD"
+            self.server.deletes += delete
+        if delete:
+            self.answer_delete(body)
+            return
+        resp, data = forward(*self.server.upstream, self.command, self.path, self.headers,
+                             body)
+        relay_head(self, resp, data)
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _go
+
+
+S = TypeVar("S", bound=ThreadingHTTPServer)
+
+
+@contextlib.contextmanager
+def serving(server: S) -> Iterator[S]:
+    """`server` serving on a thread of its own until the block ends."""
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -13,7 +13,6 @@ import contextlib
 import socket
 import threading
 import time
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -23,7 +22,7 @@ from epochgc.impl.gc.delete import delete_keys
 from epochgc.impl.gc.journal import Attempt, JournalTarget, JournalWriter, read_journal
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.s3 import S3Store
-from tests.store.forward import forward, no_key_retry, relay_head
+from tests.store.forward import forward, no_key_retry, relay_head, serving
 from tests.store.s3proxy import Call, Fault, s3_proxy
 from tests.store.s3server import new_bucket
 
@@ -136,17 +135,9 @@ class _FrontServer(ThreadingHTTPServer):
         pass  # a client that gave up on a connection we closed is not news
 
 
-@contextlib.contextmanager
 def _cut_front(upstream: str, slowdown_200: bool = False,
-               late: bool = False) -> Iterator[_FrontServer]:
-    server = _FrontServer(upstream, slowdown_200, late)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
+               late: bool = False) -> contextlib.AbstractContextManager[_FrontServer]:
+    return serving(_FrontServer(upstream, slowdown_200, late))
 
 
 def test_a_200_whose_body_is_lost_counts_no_refused_key_deleted(

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -23,7 +22,14 @@ from epochgc.impl.gc.delete import delete_keys
 from epochgc.impl.gc.journal import Attempt, JournalTarget, JournalWriter, read_journal
 from epochgc.impl.store.driverbound import DriverBound, installed
 from epochgc.impl.store.s3 import S3Store
-from tests.store.forward import forward, no_key_retry, relay_head
+from tests.store.forward import (
+    FrontHandler,
+    FrontServer,
+    forward,
+    no_key_retry,
+    relay_head,
+    serving,
+)
 from tests.store.s3proxy import Call, Fault, s3_proxy
 from tests.store.s3server import new_bucket
 
@@ -32,72 +38,29 @@ pytestmark = pytest.mark.s3
 _PREFIX = "_cluster/gc/journal/20270116T100000.000Z-rev38z200/"  # a round's journal
 
 
-class _Front(BaseHTTPRequestHandler):
-    """Forwards each request whole to `server.upstream`, but answers a DeleteObjects
-    (POST ?delete) itself, without forwarding it, with `server.status` and `server.body`:
-    an intermediary's (or a non-S3 server's) 2xx that is not S3's 200 DeleteResult, or
-    S3's 200 SlowDown for a request it did not carry out."""
-
-    protocol_version = "HTTP/1.1"
+class _Front(FrontHandler):
     server: _FrontServer
 
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _go(self) -> None:
-        n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n else b""
-        if self.command == "POST" and "delete" in self.path.partition("?")[2].split("&"):
-            with self.server.lock:
-                self.server.deletes += 1
-            self.send_response(self.server.status)
-            if self.server.status != 204:  # RFC 9110 8.6: a 204 carries no Content-Length
-                self.send_header("Content-Length", str(len(self.server.body)))
-            self.end_headers()
-            self.wfile.write(self.server.body)
-            return
-        if self.command == "HEAD":
-            with self.server.lock:
-                self.server.heads += 1
-        resp, data = forward(*self.server.upstream, self.command, self.path, self.headers,
-                             body)
-        relay_head(self, resp, data)
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _go
+    def answer_delete(self, body: bytes) -> None:
+        self.send_response(self.server.status)
+        if self.server.status != 204:  # RFC 9110 8.6: a 204 carries no Content-Length
+            self.send_header("Content-Length", str(len(self.server.body)))
+        self.end_headers()
+        self.wfile.write(self.server.body)
 
 
-class _FrontServer(ThreadingHTTPServer):
-    daemon_threads = True
+class _FrontServer(FrontServer):
+    """Answers each DeleteObjects itself (none forwarded) with `status` and `body`."""
 
     def __init__(self, upstream: str, status: int, body: bytes = b"") -> None:
         self.status = status
         self.body = body
-        self.deletes = 0  # DeleteObjects answered here (none forwarded)
-        self.heads = 0  # HEADs forwarded
-        self.lock = threading.Lock()
-        host, _, port = upstream.removeprefix("http://").partition(":")
-        self.upstream = (host, int(port))
-        super().__init__(("127.0.0.1", 0), _Front)
-
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        pass
+        super().__init__(upstream, _Front)
 
 
-@contextlib.contextmanager
-def _front(upstream: str, status: int, body: bytes = b"") -> Iterator[_FrontServer]:
-    server = _FrontServer(upstream, status, body)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
+def _front(upstream: str, status: int,
+           body: bytes = b"") -> contextlib.AbstractContextManager[_FrontServer]:
+    return serving(_FrontServer(upstream, status, body))
 
 
 @pytest.mark.parametrize("status", [202, 204])

@@ -10,10 +10,7 @@ run against moto in server mode on loopback, through a small front of this file'
 from __future__ import annotations
 
 import contextlib
-import threading
-from collections.abc import Iterator
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -22,7 +19,13 @@ from epochgc.impl.gc.delete import delete_keys
 from epochgc.impl.gc.journal import Attempt, JournalTarget, JournalWriter, read_journal
 from epochgc.impl.store.base import Outcome
 from epochgc.impl.store.s3 import S3Store
-from tests.store.forward import forward, no_key_retry, relay_head
+from tests.store.forward import (
+    FrontHandler,
+    FrontServer,
+    forward,
+    no_key_retry,
+    serving,
+)
 from tests.store.s3proxy import Call, Fault, s3_proxy
 from tests.store.s3server import new_bucket
 
@@ -44,75 +47,32 @@ class _Answer:
     length: str | None = None
 
 
-class _Front(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
+class _Front(FrontHandler):
     server: _FrontServer
 
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _go(self) -> None:
-        n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n else b""
-        is_delete = (self.command == "POST"
-                     and "delete" in self.path.partition("?")[2].split("&"))
-        if self.command == "HEAD":
-            with self.server.lock:
-                self.server.heads += 1
-        if is_delete:
-            with self.server.lock:
-                self.server.deletes += 1
-            answer = self.server.answer
-            if answer.forward:
-                forward(*self.server.upstream, self.command, self.path, self.headers, body)
-            self.send_response(answer.status)
-            self.send_header("Content-Type", "application/xml")
-            if answer.length is not None:
-                self.send_header("Content-Length", answer.length)
-            # Closed after the answer: a body without a length the client can use ends there
-            self.send_header("Connection", "close")
-            self.close_connection = True
-            self.end_headers()
-            self.wfile.write(answer.body)
-            return
-        resp, data = forward(*self.server.upstream, self.command, self.path, self.headers,
-                             body)
-        relay_head(self, resp, data)
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _go
+    def answer_delete(self, body: bytes) -> None:
+        answer = self.server.answer
+        if answer.forward:
+            forward(*self.server.upstream, self.command, self.path, self.headers, body)
+        self.send_response(answer.status)
+        self.send_header("Content-Type", "application/xml")
+        if answer.length is not None:
+            self.send_header("Content-Length", answer.length)
+        # Closed after the answer: a body without a length the client can use ends there
+        self.send_header("Connection", "close")
+        self.close_connection = True
+        self.end_headers()
+        self.wfile.write(answer.body)
 
 
-class _FrontServer(ThreadingHTTPServer):
-    daemon_threads = True
-
+class _FrontServer(FrontServer):
     def __init__(self, upstream: str, answer: _Answer) -> None:
         self.answer = answer
-        self.deletes = 0
-        self.heads = 0
-        self.lock = threading.Lock()
-        host, _, port = upstream.removeprefix("http://").partition(":")
-        self.upstream = (host, int(port))
-        super().__init__(("127.0.0.1", 0), _Front)
-
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.server_address[1]}"
-
-    def handle_error(self, request: object, client_address: object) -> None:
-        pass
+        super().__init__(upstream, _Front)
 
 
-@contextlib.contextmanager
-def _front(upstream: str, answer: _Answer) -> Iterator[_FrontServer]:
-    server = _FrontServer(upstream, answer)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
+def _front(upstream: str, answer: _Answer) -> contextlib.AbstractContextManager[_FrontServer]:
+    return serving(_FrontServer(upstream, answer))
 
 
 def _round(endpoint: str, answer: _Answer, keys: list[str]
