@@ -70,6 +70,7 @@ class RoundStop:
         # safety monitor had stopped the round; SIGINT, SIGINT, SIGTERM were "again" and
         # the driver's writes kept retrying a silent store for minutes).
         self.signalled: str | None = None
+        self.deadline_passed = False  # the --deadline's request came, first or not
 
     def before_round(self) -> None:
         """From now until `round_begins`, the first SIGINT or SIGTERM raises
@@ -142,7 +143,8 @@ class RoundStop:
         """Whether an operator or the clock stopped the round (a signal, even one after
         another stop, or the deadline): its driver's requests are then not retried, and
         none is sent once the store did not answer one (`driverbound.DriverBound`)."""
-        return self.signalled is not None or self.reason in (*SIGNALS.values(), "deadline")
+        return (self.signalled is not None or self.deadline_passed
+                or self.reason in SIGNALS.values())
 
     def wait(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for a request; True if one was made."""
@@ -159,6 +161,8 @@ class RoundStop:
 
     def request(self, reason: str) -> None:
         """Ask the round to stop; the first reason given is kept. Safe in a signal handler."""
+        if reason == "deadline":  # newuser13 Q6: a deadline after the monitor's stop counts
+            self.deadline_passed = True
         if self.reason is None:
             self.reason = reason
         else:

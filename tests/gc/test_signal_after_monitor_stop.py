@@ -60,3 +60,19 @@ def test_a_signal_after_the_monitors_stop_cuts_the_drivers_requests_short(
         assert hole.accepted == 1, "a request was sent after the store went unanswered"
     finally:
         store.close()
+
+
+def test_a_deadline_after_the_monitors_stop_cuts_the_drivers_requests_short() -> None:
+    """newuser13 Q6: `--deadline 90s` did not bound the round either: its request, after
+    the monitor's, was not the stop's reason."""
+    from epochgc.impl.gc.stop import deadline_timer
+
+    stop = RoundStop()
+    stop.request("unhealthy")
+    assert not stop.operator_stops()
+    timer = deadline_timer(stop, 0.01)
+    try:
+        assert stop.wait_further(60, True)  # the deadline's request came (a bound for a hang)
+    finally:
+        timer.cancel()
+    assert stop.reason == "unhealthy" and stop.operator_stops()
