@@ -470,7 +470,8 @@ def gc(
             absorb_late_signal(summary.exit_code, late, stands)
         if summary.record_error is not None and not merged:
             # Its record's fate is said on this path too (newuser10 L4).
-            echo_safe(f"gc: warning: deletion record not written: {summary.record_error}",
+            echo_safe(f"gc: warning: deletion record not written: {summary.record_error}"
+                      + (f"; {summary.record_advice}" if summary.record_advice else ""),
                       err=True)
         if not merged:
             echo_safe(failure_line(summary), err=True)
@@ -620,9 +621,11 @@ def failure_line(s: GcSummary) -> str:
     assert s.error is not None
     # A second signal is the operator's stop, not a failure (newuser11 M8).
     head = "gc: " if s.error.endswith(STOPPED_AT_ONCE) else "epochgc gc: error: "
+    # With a journal there is something to record: the last line says how (without one,
+    # the warning above it says "nothing was deleted ...; ... removes its lease").
     return (f"{head}{s.error}; {_after(s)}"
-            + (f"; its record was not written: {s.record_advice}" if s.record_advice
-               else ""))
+            + (f"; its record was not written: {s.record_advice}"
+               if s.record_advice and s.journal is not None else ""))
 
 
 def _after(s: GcSummary) -> str:
