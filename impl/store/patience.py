@@ -53,13 +53,14 @@ ENV = (READ_TIMEOUT_ENV, ATTEMPTS_ENV, SAY_AFTER_ENV, THROTTLED_ATTEMPTS_ENV,
 # every bounded wait the docs promise into a hang on a silent store). A wait (an attempt's
 # read timeout, the time before the waiting line, the backoff base) at most the GC lease's
 # 600 s (`gc.lease.DEFAULT_LEASE_S`; no option sets another): a driver whose one read
-# could wait longer than the lease it holds outlives it, its round taken for dead. At most
-# the delete path's 11 attempts (botocore's `max_attempts` 10 retries, `s3.py`); a
-# throttling store's attempts at most 100 (10 by default: `readretry.py` caps each wait
-# at 20 s, so 100 is over half an hour of asking).
+# could wait longer than the lease it holds outlives it, its round taken for dead. The
+# attempts (the default 3 and 10) at most 1,000 each: past that a typo (1e9); a count does
+# not bound the time (a silent store's attempts each take the read timeout), which the
+# waiting line says as it goes, and a signal ends; the tests use 1,000 to keep a read
+# retrying until their signal.
 MOST_WAIT_S = 600.0
-MOST_ATTEMPTS = 11
-MOST_THROTTLED_ATTEMPTS = 100
+MOST_ATTEMPTS = 1000
+MOST_THROTTLED_ATTEMPTS = 1000
 
 
 class BadSetting(StoreError):

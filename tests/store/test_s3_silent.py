@@ -129,7 +129,7 @@ def test_the_bounds_come_from_the_environment(hole: Blackhole,
     assert store.patience == Patience(read_timeout_s=0.5, attempts=1)
     # newuser13 Q5: and an upper bound (1e9 s an attempt was taken)
     for name, bad in ((ATTEMPTS_ENV, "1.5"), (READ_TIMEOUT_ENV, "nan"), (SAY_AFTER_ENV, "0"),
-                      (READ_TIMEOUT_ENV, "1e9"), (ATTEMPTS_ENV, "12"),
+                      (READ_TIMEOUT_ENV, "1e9"), (ATTEMPTS_ENV, "1001"),
                       (SAY_AFTER_ENV, "601")):
         monkeypatch.setenv(name, bad)
         with pytest.raises(StoreError, match=f"environment variable {name}={bad!r} is not"):
