@@ -622,7 +622,8 @@ def _stop_dead(s: ObjectStore, by: str, unrecordable: list[dict[str, Any]]
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False),
               help="the local cluster's directory (epochgc cluster start --data-dir)")
 @click.option("--partition", required=True, help="e.g. t/0")
-def advance_epoch(data_dir: str, partition: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
+def advance_epoch(data_dir: str, partition: str, as_json: bool) -> None:
     """Break glass: the partition's leader advances it to its cached cluster epoch now.
     Exit 0 without a change where the partition already applies that epoch ("nothing to
     advance"); refused (exit 1) where it cannot help: the leader's cached epoch is below
@@ -659,9 +660,16 @@ def advance_epoch(data_dir: str, partition: str) -> None:
                         f"--data-dir {shlex.quote(data_dir)} --json` shows its M(p))")
         raise
     if r.get("status") == "nothing":  # already at that epoch: done, nothing changed
+        if as_json:
+            _json({"partition": partition, "changed": False, "message": r.get("message")})
+            return
         click.echo(f"gc-admin: advance-epoch: {r.get('message')}")
         return
     if r.get("status") != "ok":
         raise _Refused(f"{partition}: {r.get('status')}: {r.get('message', r)}")
+    if as_json:  # newuser13 Q8: the only gc-admin command without --json
+        _json({"partition": partition, "changed": True, "advanced_to": r["advanced_to"],
+               "cached_epoch": r["cached_epoch"], "inactive_epoch": r["inactive_epoch"]})
+        return
     click.echo(f"gc-admin: {partition} advanced to {r['advanced_to']} (cached cluster epoch "
                f"{r['cached_epoch']}); M(p) now {r['inactive_epoch']}")
