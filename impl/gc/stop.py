@@ -161,8 +161,12 @@ class RoundStop:
 
     def request(self, reason: str) -> None:
         """Ask the round to stop; the first reason given is kept. Safe in a signal handler."""
-        if reason == "deadline":  # newuser13 Q6: a deadline after the monitor's stop counts
+        if reason == "deadline" and not self.deadline_passed:
+            # newuser13 Q6: a deadline after the monitor's stop counts, and is said ("no
+            # line ever mentions the deadline")
             self.deadline_passed = True
+            if self.reason is not None:
+                self.again("first:deadline")
         if self.reason is None:
             self.reason = reason
         else:

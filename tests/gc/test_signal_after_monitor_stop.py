@@ -68,11 +68,24 @@ def test_a_deadline_after_the_monitors_stop_cuts_the_drivers_requests_short() ->
     from epochgc.impl.gc.stop import deadline_timer
 
     stop = RoundStop()
+    said: list[str] = []
+    heard = threading.Event()
+
+    def say(line: str) -> None:
+        said.append(line)
+        if "deadline" in line:
+            heard.set()
+
+    announce(stop, say)
     stop.request("unhealthy")
     assert not stop.operator_stops()
     timer = deadline_timer(stop, 0.01)
     try:
         assert stop.wait_further(60, True)  # the deadline's request came (a bound for a hang)
+        assert heard.wait(60), said  # and is said (old: "no line ever mentions the deadline")
     finally:
         timer.cancel()
+        stop.close()
     assert stop.reason == "unhealthy" and stop.operator_stops()
+    assert any(ln.startswith("gc: deadline: already stopping (unhealthy): ") for ln in said), \
+        said
