@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from epochgc.impl import closedout, signals
+from epochgc.impl import closedout, jsonfailure, signals
 from epochgc.impl.cluster.errors import DamagedClusterFile, NoCluster
 from epochgc.impl.exitcodes import ExitCode, codes_for, table
 from epochgc.impl.preflight import Refused
@@ -66,7 +66,11 @@ class _LazyGroup(click.Group):
         # A closed stdout is not by itself a failure (impl/closedout.py): the command's
         # code stands, unless its output was its work and was cut short.
         try:
-            rv = self._invoke(ctx)
+            try:
+                rv = self._invoke(ctx)
+            except click.ClickException as e:  # with --json, also one object on stdout
+                jsonfailure.say(ctx, None, "error", e.format_message(), e.exit_code)
+                raise
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) or e.code is None else 1
             raise SystemExit(closedout.exit_code(code)) from None

@@ -8,11 +8,14 @@ from __future__ import annotations
 
 import contextlib
 import json
+from typing import Any
 
 import click
 
 # `ctx.meta` (shared by a context, its parent and its children): --json was asked.
 _WANTS_JSON = "epochgc.wants_json"
+_SAID = "epochgc.json_said"  # the failure object was printed
+_NAME = "epochgc.json_command"  # a `JsonCommand`'s name, for the group's `say`
 
 
 def note_before_parsing(ctx: click.Context, command: click.Command, args: list[str]) -> None:
@@ -23,14 +26,47 @@ def note_before_parsing(ctx: click.Context, command: click.Command, args: list[s
 
 
 def note_parsed(ctx: click.Context) -> None:
-    """From the parsed value (`pause --reason --json` gives a reason, not --json)."""
+    """From the parsed value (`pause --reason --json` gives a reason, not --json); and the
+    command's name, for a failure the `epochgc` group says (`gc-admin`'s own say
+    `show`, `pause`: its name as gc-admin's objects give it)."""
     ctx.meta[_WANTS_JSON] = bool(ctx.params.get("as_json"))
+    ctx.meta.setdefault(_NAME, ctx.info_name)
 
 
 def say(ctx: click.Context, command: str | None, outcome: str, error: str, code: int) -> None:
-    """The failure object on stdout, if --json was asked."""
-    if not ctx.meta.get(_WANTS_JSON):
+    """The failure object on stdout, if --json was asked; once (the command's own handler
+    and the `epochgc` group's both call it). `command` None: the name a `JsonCommand`
+    noted."""
+    if not ctx.meta.get(_WANTS_JSON) or ctx.meta.get(_SAID):
         return
+    ctx.meta[_SAID] = True
     with contextlib.suppress(OSError):  # a closed stdout: the exit code still says it
-        click.echo(json.dumps({"command": command, "outcome": outcome, "error": error,
-                               "exit_code": int(code)}, sort_keys=True))
+        click.echo(json.dumps({"command": command or ctx.meta.get(_NAME), "outcome": outcome,
+                               "error": error, "exit_code": int(code)}, sort_keys=True))
+
+
+class JsonCommand(click.Command):
+    """A command with a --json flag whose failures (a bad argument, a refusal, an error
+    said in one line) are also one object on stdout, as `gc` and `gc-admin` give them
+    (newuser13 Q8: `cluster status --json` and `barrier --json` printed nothing there).
+    It notes that --json was asked and its name; the `epochgc` group says the object
+    (`say`, for any ClickException the command ends with)."""
+
+    def make_context(self, info_name: str | None, args: list[str],
+                     parent: click.Context | None = None, **extra: Any) -> click.Context:
+        if parent is not None:
+            note_before_parsing(parent, self, args)
+            parent.meta[_NAME] = _name(parent, info_name)
+        ctx = super().make_context(info_name, args, parent=parent, **extra)
+        note_parsed(ctx)
+        return ctx
+
+
+def _name(parent: click.Context, name: str | None) -> str | None:
+    """`cluster status`, `barrier`: the command's path below `epochgc`."""
+    names = [name or ""]
+    c: click.Context | None = parent
+    while c is not None and c.parent is not None:
+        names.insert(0, c.info_name or "")
+        c = c.parent
+    return " ".join(n for n in names if n) or None

@@ -77,16 +77,50 @@ def require_modules(command: str, modules: Iterable[str]) -> None:
                           f"pip install 'epochgc[{extra}]'{also}", ExitCode.UNAVAILABLE)
 
 
-def require_spark(command: str, modules: Iterable[str] = ()) -> None:
+def require_spark(command: str, modules: Iterable[str] = (), *,
+                  workers_here: bool = True) -> None:
     """PySpark (and `modules`), and a Java runtime that can run the Spark driver this
     process starts, found as PySpark's launcher finds it (impl/java.py): refused (69), one
-    line naming what was looked at, before anything else starts (newuser9 K7)."""
+    line naming what was looked at, before anything else starts (newuser9 K7). With
+    `workers_here` (a local master: Spark's Python workers start on this host), also the
+    Python they run (`worker_python_problem`)."""
     require_modules(command, ("pyspark", *modules))
     from epochgc.impl.java import problem
 
     found = problem()
     if found is not None:
         raise Refused(f"epochgc {command}: {found.message}", ExitCode.UNAVAILABLE)
+    bad = worker_python_problem() if workers_here else None
+    if bad is not None:
+        raise Refused(f"epochgc {command}: {bad}", ExitCode.UNAVAILABLE)
+
+
+# The Python Spark's workers run: PySpark's SparkContext takes `PYSPARK_PYTHON`, else
+# `python3` (pyspark/core/context.py, 4.x: `self.pythonExec = os.environ.get(
+# "PYSPARK_PYTHON", "python3")`), and the JVM starts it by that name (a bare name is looked
+# up on PATH, as execvp does: java.lang.ProcessBuilder).
+WORKER_PYTHON_ENV = "PYSPARK_PYTHON"
+WORKER_PYTHON_DEFAULT = "python3"
+
+
+def worker_python_problem() -> str | None:
+    """Why Spark's Python workers on this host could not start (their Python is no
+    executable file), or None. newuser13 Q4: `PYSPARK_PYTHON=/nonexist/python` was found
+    only by the first task, after the round took its lease and wrote its START, as Java's
+    `IOException: error=2, No such file or directory`, naming neither the path nor the
+    variable. Only a local master's workers run here: elsewhere the path is the workers'
+    hosts', which this one cannot check."""
+    import shutil
+
+    given = os.environ.get(WORKER_PYTHON_ENV) or None
+    exe = given or WORKER_PYTHON_DEFAULT
+    if shutil.which(exe) is not None:  # a path is checked as it is, a bare name on PATH
+        return None
+    what = "is not an executable file" if os.sep in exe else "is not found on PATH"
+    where = (f"({WORKER_PYTHON_ENV})" if given else
+             f"(the default: {WORKER_PYTHON_ENV} is not set)")
+    return (f"Spark's worker Python {exe} {where} {what}; set {WORKER_PYTHON_ENV} to a "
+            f"Python with PySpark (this command runs {sys.executable})")
 
 
 def _installed(module: str) -> bool:

@@ -17,7 +17,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from epochgc.impl import closedout, signals
+from epochgc.impl import closedout, jsonfailure, signals
 from epochgc.impl.cluster import asked, local
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.errors import DamagedClusterFile
@@ -305,23 +305,21 @@ def stop(data_dir: str) -> None:
         raise Refused(_stopped_without_file(data_dir, e), ExitCode.DATAERR) from None
     stopped: list[int] = []
     being: list[int] = []  # the node asked to exit, not yet seen gone
-    ran: list[int] = []  # the nodes that were running (signalled)
+    idle: list[int] = []  # not running: nothing to stop
     try:
         for nid in lc.ids:  # as `LocalCluster.stop_all`, saying which it stopped
             being.append(nid)
             ended = lc.kill(nid, signal.SIGTERM, waiting=_say_waiting(nid))
-            if ended.how != NOT_RUNNING:
-                ran.append(nid)
             if ended.how == FORCED:
                 # It skipped its shutdown: the operator is told (newuser12 P14: 15.7 s
                 # silent, exit 0, no word of the SIGKILL).
                 click.echo(f"node {nid} (pid {ended.pid}) did not stop within "
                            f"{local.STOP_GRACE_S:g} s: killed", err=True)
-            stopped.append(being.pop())
+            (idle if ended.how == NOT_RUNNING else stopped).append(being.pop())
             checkpoint("node-stopped")  # the signal tests' point
     except KeyboardInterrupt as e:
         # What was done (newuser11 M12: "interrupted by SIGINT" only, 1 of 3 stopped).
-        left = [n for n in lc.ids if n not in stopped and n not in being]
+        left = [n for n in lc.ids if n not in stopped and n not in being and n not in idle]
         sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
         said = [f"node(s) {_ids(stopped)} stopped" if stopped else "no node stopped"]
         if being:
@@ -331,9 +329,11 @@ def stop(data_dir: str) -> None:
         again = (f": `epochgc cluster stop --data-dir {data_dir}` again stops what still runs"
                  if being or left else "")
         raise signals.Interrupted(sig.signum, "; ".join(said) + again) from None
-    # What was done, as `cluster kill` says it (newuser13 Q7: a stop said nothing of it).
-    click.echo(f"stopped node(s) {_ids(ran)}" if ran
-               else "no node was running: nothing stopped")
+    # What was done (newuser13 Q7: nothing was said, for a stop or for nothing to stop), as
+    # `cluster kill` says it (newuser12 P5).
+    click.echo(f"stopped node(s) {_ids(stopped)}"
+               + (f"; node(s) {_ids(idle)} not running" if idle else "")
+               if stopped else "no node was running: nothing stopped")
 
 
 def _say_waiting(nid: int) -> Callable[[int], None]:
@@ -381,7 +381,7 @@ def kill(data_dir: str, node: int) -> None:
                else f"node {node} is not running: nothing killed")
 
 
-@cluster.command()
+@cluster.command(cls=jsonfailure.JsonCommand)
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True)
 def status(data_dir: str, as_json: bool) -> None:
@@ -514,11 +514,13 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
             raise click.UsageError(f"--epoch: {e}") from e
     lc = LocalCluster(data_dir)
     lc.client_addrs()  # no cluster under DATA_DIR: refused (64) before anything else
-    _require_store_modules(lc, "produce")
     name = f"cli-{uuid.uuid4().hex[:12]}"  # a fresh producer id: its seqs start at 0
     rng = random.Random()
     recorded = _Tally()  # records acknowledged and recorded in the manifest
     try:
+        # Inside: a signal while the store's modules import (boto3: the slow part of the
+        # start) is said as the others are (newuser13 Q9: only "interrupted by SIGTERM").
+        _require_store_modules(lc, "produce")
         checkpoint("start")
         # One batch per event loop: between batches the command is in plain Python, where
         # the first SIGINT/SIGTERM raises at once (impl/signals.py), so no new batch is
@@ -526,6 +528,7 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
         # in the loop, deaf to the signal (issue 41: 6-8 s to exit after SIGINT).
         for first in range(0, count, batch):
             n = min(batch, count - first)
+            recorded.begun = True
             signals.run(_produce_batch(lc, partitions, name, first, n, size, epoch, rng,
                                        recorded))
             checkpoint("acked")  # the signal tests' point: between batches
@@ -550,6 +553,9 @@ def _acked_words(recorded: _Tally, count: int, partitions: tuple[str, ...],
     newuser11 M4: a batch in flight may have been applied by the cluster before its
     acknowledgement was lost (then it is read back, and its object is in use); "its object
     is garbage" was only true if it was not."""
+    if not recorded.begun:  # newuser13 Q9: before the first batch, nothing to account for
+        return (f"nothing was sent: none of {count * len(partitions):,} record(s) "
+                "acknowledged")
     return (f"{recorded.records:,} of {count * len(partitions):,} record(s) acknowledged "
             f"and recorded in {lc.dir / 'acked.jsonl'}; the batch in flight, if any, was not "
             "acknowledged: it may have been applied (then it is read back); if not, its "
@@ -585,6 +591,7 @@ class _Tally:
     record would otherwise hold a billion numbers)."""
 
     records: int = 0
+    begun: bool = False  # a batch was sent (or began to be)
 
 
 async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: str, first: int,

@@ -334,7 +334,9 @@ class LocalCluster:
 # How long a node is given to obey SIGTERM before SIGKILL, and after how long the wait is
 # said (a frozen node takes the whole grace).
 STOP_GRACE_S = 10.0
-WAIT_SAY_S = 2.0
+# Half the grace: a healthy node took over 2 s (the value before) to obey on a loaded host,
+# and every stop warned of a SIGKILL that never came (newuser13 Q7, 4 stops of 4).
+WAIT_SAY_S = 5.0
 # How a node ended (`Ended.how`).
 NOT_RUNNING = "not running"  # no process of the node's: nothing was signalled
 STOPPED = "stopped"  # exited on the signal sent

@@ -51,7 +51,7 @@ from epochgc.impl.gc.admin import (
     reset_gc_state,
     write_admin_state,
 )
-from epochgc.impl.gc.duration import DURATION, format_duration
+from epochgc.impl.gc.duration import DURATION, at_most, format_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.expire import (
     DEFAULT_KEEP_LAST,
@@ -60,7 +60,7 @@ from epochgc.impl.gc.expire import (
     expire_rounds,
 )
 from epochgc.impl.gc.job import check_is_store
-from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S
+from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, MAX_REPORT_AGE_S
 from epochgc.impl.gc.record import iso_utc
 from epochgc.impl.gc.recordread import DamagedRecord
 from epochgc.impl.gc.recover import (
@@ -80,6 +80,7 @@ from epochgc.impl.gc.text import GONE_WHERE_SHORT, echo_safe, printable
 from epochgc.impl.preflight import Refused, require_modules, store_modules
 from epochgc.impl.signals import SIGNALS, checkpoint
 from epochgc.impl.store.base import ObjectStore, StoreError
+from epochgc.impl.store.patience import BadSetting, check_settings
 from epochgc.impl.store.url import open_control, parse_store_url
 
 __all__ = ["gc_admin", "gc_state"]
@@ -220,6 +221,10 @@ def _open(store: str, s3_endpoint: str | None) -> ObjectStore:
     # A missing extra exits 69 naming it, as `gc` and `cluster start` answer it (issue 41
     # item 9: it was `No module named 'boto3'` inside a read error, exit 1).
     require_modules("gc-admin", store_modules(spec))
+    try:  # a bad EPOCHGC_* setting is a usage error, nothing done (newuser13 Q5: 1)
+        check_settings()
+    except BadSetting as e:
+        raise _usage(str(e)) from None
     try:
         # Its reads bounded and a read that waits said (issue 41, newuser8 I10: `show` on an
         # endpoint that accepts and never answers was silent for 6+ minutes).
@@ -345,8 +350,15 @@ def start(store: str, s3_endpoint: str | None, as_json: bool) -> None:
         _json({"paused": False, "changed": before.paused, "by": state.by or None,
                **_at(state.at)})
         return
-    click.echo("gc-admin: running" if before.paused
-               else "gc-admin: running (it was not paused; nothing changed)")
+    if not before.paused:
+        click.echo("gc-admin: running (it was not paused; nothing changed)")
+        return
+    # newuser13 Q9: it said only "running": what was lifted is said, as `pause` says what
+    # it kept or replaced (escaped as `show` does).
+    since = f" since {iso(before.at)}" if before.at is not None else ""
+    echo_safe(f"gc-admin: resumed: GC runs again on this store (it was paused by "
+              f"{printable(before.by or 'unknown')}{since}: "
+              f"{printable(before.reason or 'no reason given')})")
 
 
 gc_admin.add_command(start, "resume")
@@ -360,7 +372,7 @@ gc_admin.add_command(start, "resume")
                    "refused if its holder's process is running on this host")
 @click.option("--even-if-running", is_flag=True,
               help="with --force: also when the holder's process is running on this host "
-                   "(it is then recorded killed and stopped, and may run beside the next "
+                   "(it is then stopped and recorded driver-gone, and may run beside the next "
                    "round until it sees the STOP)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
 def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: bool,
@@ -493,7 +505,7 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
 @gc_admin.command()
 @_STORE
 @_ENDPOINT
-@click.option("--max-report-age", type=DURATION,
+@click.option("--max-report-age", type=at_most(MAX_REPORT_AGE_S),
               default=format_duration(DEFAULT_MAX_REPORT_AGE_S), show_default=True,
               help="health reports older than this count as absent, as `epochgc gc` "
                    "(5m, 300s, 300)")
@@ -610,7 +622,8 @@ def _stop_dead(s: ObjectStore, by: str, unrecordable: list[dict[str, Any]]
 @click.option("--data-dir", required=True, type=click.Path(file_okay=False),
               help="the local cluster's directory (epochgc cluster start --data-dir)")
 @click.option("--partition", required=True, help="e.g. t/0")
-def advance_epoch(data_dir: str, partition: str) -> None:
+@click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
+def advance_epoch(data_dir: str, partition: str, as_json: bool) -> None:
     """Break glass: the partition's leader advances it to its cached cluster epoch now.
     Exit 0 without a change where the partition already applies that epoch ("nothing to
     advance"); refused (exit 1) where it cannot help: the leader's cached epoch is below
@@ -647,9 +660,16 @@ def advance_epoch(data_dir: str, partition: str) -> None:
                         f"--data-dir {shlex.quote(data_dir)} --json` shows its M(p))")
         raise
     if r.get("status") == "nothing":  # already at that epoch: done, nothing changed
+        if as_json:
+            _json({"partition": partition, "changed": False, "message": r.get("message")})
+            return
         click.echo(f"gc-admin: advance-epoch: {r.get('message')}")
         return
     if r.get("status") != "ok":
         raise _Refused(f"{partition}: {r.get('status')}: {r.get('message', r)}")
+    if as_json:  # newuser13 Q8: the only gc-admin command without --json
+        _json({"partition": partition, "changed": True, "advanced_to": r["advanced_to"],
+               "cached_epoch": r["cached_epoch"], "inactive_epoch": r["inactive_epoch"]})
+        return
     click.echo(f"gc-admin: {partition} advanced to {r['advanced_to']} (cached cluster epoch "
                f"{r['cached_epoch']}); M(p) now {r['inactive_epoch']}")

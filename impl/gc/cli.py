@@ -26,12 +26,12 @@ import click
 
 from epochgc.impl import closedout, jsonfailure
 from epochgc.impl.exitcodes import ExitCode
-from epochgc.impl.gc.duration import DURATION, SPAN, format_duration
+from epochgc.impl.gc.duration import SPAN, at_most, format_duration
 from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.manifest import inside_data_problem, manifest_target
 from epochgc.impl.gc.masterurl import master_problem
-from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, GcOptions
+from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, MAX_REPORT_AGE_S, GcOptions
 from epochgc.impl.gc.reports import MAX_WRITTEN_AT
 from epochgc.impl.gc.stop import (
     SIGNALS,
@@ -60,7 +60,7 @@ from epochgc.impl.progress import Reporter
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.driverbound import DriverBound, installed
-from epochgc.impl.store.patience import Patience
+from epochgc.impl.store.patience import BadSetting, Patience, check_settings
 from epochgc.impl.store.url import StoreSpec, open_control, parse_store_url
 
 # The GC's optional dependencies and the extra that installs each (`pip install
@@ -148,7 +148,7 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
 )
 @click.option(
     "--max-report-age",
-    type=DURATION,
+    type=at_most(MAX_REPORT_AGE_S),  # a year (options.py): beyond, the check is off
     default=format_duration(DEFAULT_MAX_REPORT_AGE_S),
     show_default=True,
     help="Health reports older than this count as absent.",
@@ -304,7 +304,11 @@ def gc(
         raise _Usage(bad_master)
     # Before the round (issue 41): the extras it imports, and the files it writes at its end
     # (a metrics file in a missing directory was only warned about after the round).
-    require_spark("gc", store_modules(spec))
+    require_spark("gc", store_modules(spec), workers_here=_local_master(master))
+    try:  # a bad EPOCHGC_* setting: 64, before the lease (newuser13 Q5: 1, at the first read)
+        check_settings()
+    except BadSetting as e:
+        raise _Usage(str(e)) from None
     if metrics_file is not None:
         metrics_file = writable_file(metrics_file, "--metrics-file")
         _outside_data(metrics_file, spec, "--metrics-file")
@@ -423,7 +427,7 @@ def gc(
         except StoreError:  # a bad setting: the control reads name it
             patience = Patience()
         bound = DriverBound(patience.read_timeout_s,
-                            lambda: stop.reason in (*SIGNALS.values(), "deadline"),
+                            stop.operator_stops,
                             lambda line: say(f"gc: {line}"), patience.say_after_s)
         with installed(bound):
             summary = _run(spec, options, session, say, clock, stop)
@@ -474,13 +478,11 @@ def gc(
             absorb_late_signal(summary.exit_code, late, stands)
         if summary.record_error is not None and not merged:
             # Its record's fate is said on this path too (newuser10 L4).
-            echo_safe(f"gc: warning: deletion record not written: {summary.record_error}",
+            echo_safe(f"gc: warning: deletion record not written: {summary.record_error}"
+                      + (f"; {summary.record_advice}" if summary.record_advice else ""),
                       err=True)
         if not merged:
-            # A second signal is the operator's stop, not a failure (newuser11 M8).
-            head = ("gc: " if summary.error.endswith(STOPPED_AT_ONCE)
-                    else "epochgc gc: error: ")
-            echo_safe(f"{head}{summary.error}; {_after(summary)}", err=True)
+            echo_safe(failure_line(summary), err=True)
         if as_json:
             click.echo(summary.to_json())
         sys.exit(summary.exit_code)
@@ -612,11 +614,26 @@ def _run(
         if not isinstance(failed, GcSummary):
             text = str(e) if isinstance(e, GcError | StoreError | SignalAgain) else (
                 f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
-            failed = GcSummary(dry_run=options.dry_run, error=text)
+            # The round never began: nothing was listed (newuser13 Q8: `--json` on a store
+            # that does not exist said `"listing_complete": true`).
+            failed = GcSummary(dry_run=options.dry_run, error=text, listing_complete=False)
             if isinstance(e, KeyboardInterrupt) or stop.requested:
                 failed.interrupted = stop.reason or "SIGINT"
-                failed.listing_complete = False  # stopped before the round began
         return failed
+
+
+def failure_line(s: GcSummary) -> str:
+    """A failed round's last line: its error, what was deleted, and, its record not
+    written, what records it (newuser13 Q2: a store gone mid-round ended on the journal's
+    read-back error, not on what to do; its lease stayed held)."""
+    assert s.error is not None
+    # A second signal is the operator's stop, not a failure (newuser11 M8).
+    head = "gc: " if s.error.endswith(STOPPED_AT_ONCE) else "epochgc gc: error: "
+    # With a journal there is something to record: the last line says how (without one,
+    # the warning above it says "nothing was deleted ...; ... removes its lease").
+    return (f"{head}{s.error}; {_after(s)}"
+            + (f"; its record was not written: {s.record_advice}"
+               if s.record_advice and s.journal is not None else ""))
 
 
 def _after(s: GcSummary) -> str:

@@ -56,3 +56,8 @@ DURATION = _Duration()
 # A time to wait or to run for: beyond 100 years it is a typo, and a timer that long
 # overflows the platform's time_t (threading.Timer: OverflowError, newuser5 G1).
 SPAN = _Duration(most_s=36500 * 86400.0)
+
+
+def at_most(most_s: float) -> click.ParamType:  # type: ignore[type-arg]  # as _Duration
+    """A duration option that refuses anything longer than `most_s` (a usage error)."""
+    return _Duration(most_s=most_s)

@@ -86,6 +86,7 @@ def run_gc(
             # writes or deletes anything).
             record = False
             summary.error = str(e)
+            summary.listing_complete = False  # raised before any listing (newuser13 Q8)
             e.summary = summary
             raise
         except BaseException as e:
@@ -224,14 +225,17 @@ def _write_record(
         summary.record_error = str(e)
         bound = driver_bound()
         if bound is not None and bound.silent.is_set():
-            # newuser10 L4/L5: stopped on a store gone silent; say what records it later
-            # (the dead-round recovery reads the journal back; without one nothing was
-            # deleted and only the lease is left).
-            later = ("`epochgc gc-admin reset --force` (same --store) records it later "
-                     f"from its journal {summary.journal}" if summary.journal is not None
-                     else "nothing was deleted (no journal was started); `epochgc gc-admin "
-                     "reset --force` (same --store) removes its lease")
-            summary.record_error = f"the store does not answer ({e}); {later}"
+            summary.record_error = f"the store does not answer ({e})"
+        # newuser10 L4/L5: stopped on a store gone silent; newuser13 Q2: any record not
+        # written (a store that refuses, too): say what records it later (the dead-round
+        # recovery reads the journal back; without one nothing was deleted and only the
+        # lease is left). Its lease stays held (its release fails as the record did).
+        summary.record_advice = (
+            "`epochgc gc-admin reset --force` (same --store) records it later from its "
+            f"journal {summary.journal} once the store answers, and removes its lease"
+            if summary.journal is not None
+            else "nothing was deleted (no journal was started); `epochgc gc-admin reset "
+            "--force` (same --store) removes its lease")
 
 
 def _round(
@@ -422,7 +426,7 @@ def _recover(open_store: Callable[[], ObjectStore], round_id: str,
              f"{'are' if many else 'is'} recorded by the next round or `gc-admin reset`")
     for r in done:
         at_least = "at least " if r.lower_bound else ""  # unreadable entries: a lower bound
-        note(f"gc: round {r.round_id} died before {r.gone_before()}: recorded as "
+        note(f"gc: round {r.round_id}'s driver ended before {r.gone_before()}: recorded as "
              f"{printable(r.outcome)}, {at_least}{r.deleted:,} key(s) deleted"
              f"{r.gone_text()} ({r.record})")
     return [r.round_id for r in done]

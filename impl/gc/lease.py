@@ -330,7 +330,10 @@ def _refusal(held: dict[str, Any]) -> str:
     return f"{said}; two rounds at once would both claim the same keys"
 
 
-DEAD_HOLDER = "its holder's process on this host is not running: the round died"
+# How it ended is not known (newuser13 Q3: a driver that exited 1 on a store gone, unable
+# to release its lease, was said to have died): only that it ended with the lease held.
+DEAD_HOLDER = ("its holder's process on this host is not running: the round ended without "
+               "releasing it")
 
 
 def holder_running(holder: dict[str, Any] | None) -> bool | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from dataclasses import dataclass
 
@@ -15,6 +14,11 @@ from epochgc.model.keys import PREFIXES
 DEFAULT_GRACE_S = 12 * 3600.0
 MIN_GRACE_S = 3600.0
 DEFAULT_MAX_REPORT_AGE_S = 300.0
+# The longest --max-report-age taken: a year. Nodes report every second (`broker.py`'s
+# health interval); an age limit of years only turns the staleness check off (newuser13 Q5:
+# `99999999999d` was taken, where `gc-admin show` refuses 0s), so past it is a typo. A
+# year still leaves room for a store's reports dated far from this host's clock.
+MAX_REPORT_AGE_S = 365 * 86400.0
 # The in-round watch's longest wait between looks: the gate lets tasks go on only within
 # `LOOK_FRESH_S` (90 s) of a look's HEAD of the round's STOP marker (`bounds.py`); a look
 # ends with a HEAD if the next look's would come more than `NEXT_HEAD_WITHIN_S` (60 s) after
@@ -63,9 +67,9 @@ class GcOptions:
                 f"grace {self.grace_s:g}s is below the 1h safety minimum; objects that young "
                 "may still be in flight (pass --i-know-grace-is-short to force)"
             )
-        if not (math.isfinite(self.max_report_age_s) and self.max_report_age_s > 0):
+        if not 0 < self.max_report_age_s <= MAX_REPORT_AGE_S:
             # NaN passed `<= 0` and made every report fresh (issue 30 review).
-            raise GcError(f"max report age must be > 0 and finite, got "
+            raise GcError(f"max report age must be > 0 and at most 365d, got "
                           f"{self.max_report_age_s!r}")
         if not 1 <= self.page_size <= MAX_PAGE_SIZE:
             raise GcError(f"page size must be in 1..{MAX_PAGE_SIZE}, got {self.page_size}")

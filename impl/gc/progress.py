@@ -15,16 +15,19 @@ from epochgc.impl.gc.ticker import Ticker
 from epochgc.impl.progress import Reporter
 
 
-def counts_text(counts: tuple[int, int], deletes: bool, seconds: float) -> str:
+def counts_text(counts: tuple[int, int], deletes: bool, seconds: float,
+                rate: bool = True) -> str:
     """"12,000 keys listed, 4,000 deleted, 800 keys/s" from a listener's (listed, deleted)
     totals; a stage that does not delete says "12,000 keys listed, 2,400 keys/s": the rate
-    is of what the stage is there for."""
+    is of what the stage is there for. Without `rate`, no rate (nothing moves)."""
     listed, deleted = counts
-    rate = (deleted if deletes else listed) / max(seconds, 1e-9)
     text = f"{listed:,} key{'' if listed == 1 else 's'} listed"
     if deletes:
         text += f", {deleted:,} deleted"
-    return f"{text}, {rate:,.0f} keys/s"
+    if not rate:
+        return text
+    per_s = (deleted if deletes else listed) / max(seconds, 1e-9)
+    return f"{text}, {per_s:,.0f} keys/s"
 
 
 def eta_text(tasks: tuple[int, int], seconds: float) -> str | None:
@@ -64,11 +67,14 @@ def progress_line(label: str, tasks: tuple[int, int], counts: tuple[int, int] | 
         line = f"{label}: stopped, {tasks[0]}/{tasks[1]} tasks ended"
     else:
         line = f"{label}: {tasks[0]}/{tasks[1]} tasks done"
+    still = not stopped and still_s >= STILL_AFTER_S
     if counts is not None:
-        line += ", " + counts_text(counts, deletes, seconds)
+        # No rate while nothing moves (newuser13 Q9: "1,479 deleted, 20 keys/s, no progress
+        # for 58s": the average since the start, read as a current rate).
+        line += ", " + counts_text(counts, deletes, seconds, rate=not still)
     if stopped:
         return line
-    if still_s >= STILL_AFTER_S:
+    if still:
         return f"{line}, no progress for {_short(still_s)}"
     # No key listed yet (newuser5 G7: "1/4 tasks done, 0 keys listed, ..., ETA 25s"): the
     # tasks done had empty prefixes, which says nothing of how long the others take.

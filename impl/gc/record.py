@@ -48,7 +48,8 @@ def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
         "seq": s.seq,
         "started_at": iso_utc(s.started_at),
         "outcome": s.outcome,
-        "exit_code": s.exit_code,
+        # None: a round recorded after its driver ended (`recorded_exit_code`).
+        "exit_code": s.recorded_exit_code,
         "dry_run": s.dry_run,
         "M": s.M,
         "snapshot_revision": s.revision,

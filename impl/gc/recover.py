@@ -6,9 +6,12 @@ in no record. Whoever next may safely look (the next real round once it holds th
 `gc-admin show`, `gc-admin reset`) finds every such journal, asks any task of it still
 running to stop (its STOP marker), reads it back against the store (`journal.read_journal`:
 an intent without its `done` is resolved by asking the store which keys are gone), and
-writes the dead round's record, outcome `killed` (exit code 137, as a shell reports a
-process killed by SIGKILL), and its END. A journal whose END was written but whose record
-was not (killed between the two) gets its record from its END.
+writes the dead round's record, outcome `driver-gone`, exit code unknown (null), and its
+END. Nothing tells how its driver ended (newuser13 Q3: a driver that exited 1 on a store
+gone, unable to write its record, was recorded `killed` with SIGKILL's 137); the record's
+`seconds` is its journal's span, START to the last entry (a lower bound). A journal whose
+END was written but whose record was not (killed between the two) gets its record from its
+END.
 
 Never a round that may still be running: the caller names the rounds to leave alone
 (`running`), from the lease (`rounds_that_may_run`). A record that exists is never
@@ -78,7 +81,7 @@ from epochgc.impl.gc.record import (
 from epochgc.impl.gc.recordread import DamagedRecord, listed_records
 from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.gc.stop import RoundStop
-from epochgc.impl.gc.summary import GcSummary
+from epochgc.impl.gc.summary import OUTCOME_DRIVER_GONE, GcSummary
 from epochgc.impl.gc.text import GONE_WHERE_SHORT, printable
 from epochgc.impl.store.base import (
     ConditionalConflict,
@@ -113,7 +116,7 @@ class Recovered:
     deleted: int
     unreadable: int  # journal entries that could not be read (deleted is a lower bound)
     from_end: bool  # the record was copied from the round's own END
-    outcome: str = "killed"  # what the record says (from an END: the driver's own)
+    outcome: str = OUTCOME_DRIVER_GONE  # what the record says (from an END: the driver's own)
     unknown: int = 0  # keys whose fate the store could not tell (deleted is a lower bound)
     # Keys found absent in batches with no answer saying the round deleted them (review
     # rev38v finding 3; none recorded, or ambiguous: rev38x finding 1): left the store, by
@@ -133,7 +136,7 @@ class Recovered:
                 "(its requests' or another writer's)")
 
     def gone_before(self) -> str:
-        """What its driver did not write: its END (recorded `killed` from the journal), or
+        """What its driver did not write: its END (recorded `driver-gone` from the journal), or
         only its record (recorded from its END, with the END's outcome: review rev38o
         finding 7, such a round was announced as `killed`)."""
         return "its record (recorded from its own END)" if self.from_end else "its end"

@@ -27,6 +27,7 @@ from epochgc.impl.gc.recordread import (
 from epochgc.impl.gc.recover import unrecordable_line
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.gc.sequence import SequenceError, check_room, markers, newer_unmarked
+from epochgc.impl.gc.summary import OUTCOME_DRIVER_GONE
 from epochgc.impl.gc.text import GONE_WHERE_SHORT, printable
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.model.cluster import partition_epochs
@@ -188,7 +189,7 @@ def render(doc: dict[str, Any]) -> list[str]:
     for r in doc.get("recovered") or []:
         gone = r.get("gone_before") or "its end"
         out.append(f"recorded a dead round: {_text(r['round'])} (driver gone before "
-                   f"{_text(gone)}): {_text(r.get('outcome') or 'killed')}, "
+                   f"{_text(gone)}): {_text(r.get('outcome') or OUTCOME_DRIVER_GONE)}, "
                    f"{count_text(r['deleted'])} key(s) deleted"
                    + (f", {count_text(r['unreadable'])} journal entr(ies) unreadable"
                       if r.get("unreadable") else "")
@@ -243,8 +244,9 @@ def _lease_line(lease: dict[str, Any], now: float) -> str:
             if lease.get("holder_running") is False:
                 # Known gone (issue 41): spares the operator the wait or a blind --force.
                 line += (f"; holder pid {_text(h.get('pid'))} on this host is not running: "
-                         "the round died; `gc-admin reset --force` removes the lease and "
-                         "records the round (or wait until it expires)")
+                         "the round ended without releasing it; `gc-admin reset --force` "
+                         "removes the lease and records the round (or wait until it "
+                         "expires)")
             return line
         if h.get("released_at") is not None:
             return f"free (last held by {who}, released {_since(h.get('released_at'), now)})"
@@ -265,6 +267,11 @@ def _lease_line(lease: dict[str, Any], now: float) -> str:
             f"({FORCE_ADVICE})")
 
 
+# What a round recorded after its driver ended says of that end (newuser13 Q3).
+UNSEEN_END = ("its driver ended without writing the round's record: killed, its host lost, "
+              "or it failed where it could not reach the store")
+
+
 def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
     if last is None:
         return ["last round: none recorded"]
@@ -274,8 +281,11 @@ def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
     counts: dict[str, Any] = given if isinstance(given, dict) else {}
     seq = f" (#{last['seq']})" if isinstance(last.get("seq"), int) else ""
     out = [f"last round: {_text(last.get('key'))}{seq}"]
+    code = last.get("exit_code")
+    # newuser13 Q3: a round recorded after its driver ended has no exit code (null)
     out.append(f"  outcome: {_text(last.get('outcome'))}, exit code "
-               f"{_text(last.get('exit_code'))}")
+               + (f"{_text(code)}" if code is not None or not last.get("recovered_by")
+                  else f"unknown ({UNSEEN_END})"))
     started = last.get("started_at")
     if isinstance(started, str):
         with contextlib.suppress(ValueError):
@@ -285,7 +295,7 @@ def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
     # journal's span (START to the last entry), not the round's run, which began before
     # Spark started and ended when its driver died, unseen (newuser3 N11: "took 9.0s" for
     # a round killed ~13 s after it started). recover.py measures it.
-    span = "ran at least {} (its journal's first to last entry; the driver died)" \
+    span = "ran at least {} (its journal's first to last entry; its driver's end unseen)" \
         if last.get("recovered_by") else "took {}"
     out.append(f"  started {_since(started, now)}"
                + (f", {span.format(duration(took))}" if isinstance(took, int | float)

@@ -66,6 +66,11 @@ class RoundStop:
         # waited for the store read under way, 10 minutes on a silent endpoint.
         self.unstarted = False
         self.cut_short = False  # a signal ended it so (nothing of the round is written)
+        # The first signal received, whatever the stop's own reason (newuser13 Q6: the
+        # safety monitor had stopped the round; SIGINT, SIGINT, SIGTERM were "again" and
+        # the driver's writes kept retrying a silent store for minutes).
+        self.signalled: str | None = None
+        self.deadline_passed = False  # the --deadline's request came, first or not
 
     def before_round(self) -> None:
         """From now until `round_begins`, the first SIGINT or SIGTERM raises
@@ -120,12 +125,26 @@ class RoundStop:
         say = self._say
         while self._again:
             name = self._again.pop(0)
-            if say is not None:
+            if say is None:
+                continue
+            if name.startswith("first:"):  # the first signal, after a stop of another kind
+                name = name[len("first:"):]
+                say(f"gc: {name}: already stopping ({self.reason}): {self.means}; the "
+                    "store's requests are no longer retried, and none is sent once one "
+                    "goes unanswered")
+            else:
                 say(f"gc: {name} again: already stopping: {self.means}")
 
     @property
     def requested(self) -> bool:
         return self.reason is not None
+
+    def operator_stops(self) -> bool:
+        """Whether an operator or the clock stopped the round (a signal, even one after
+        another stop, or the deadline): its driver's requests are then not retried, and
+        none is sent once the store did not answer one (`driverbound.DriverBound`)."""
+        return (self.signalled is not None or self.deadline_passed
+                or self.reason in SIGNALS.values())
 
     def wait(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for a request; True if one was made."""
@@ -142,6 +161,12 @@ class RoundStop:
 
     def request(self, reason: str) -> None:
         """Ask the round to stop; the first reason given is kept. Safe in a signal handler."""
+        if reason == "deadline" and not self.deadline_passed:
+            # newuser13 Q6: a deadline after the monitor's stop counts, and is said ("no
+            # line ever mentions the deadline")
+            self.deadline_passed = True
+            if self.reason is not None:
+                self.again("first:deadline")
         if self.reason is None:
             self.reason = reason
         else:
@@ -299,6 +324,9 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
 
     def handle(signum: int, _frame: FrameType | None) -> None:
         name = SIGNALS[signal.Signals(signum)]
+        first = stop.signalled is None
+        if first:
+            stop.signalled = name
         if stop.unstarted and not stop.requested:
             # Before the round wrote anything (`RoundStop.before_round`): it ends now, out
             # of whatever read the main thread waits in; a later signal is only said.
@@ -311,7 +339,9 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
             stop.cut_short = True
             raise Interrupted(signum)
         if stop.requested and not stop.insist_open:
-            stop.again(name)
+            # The first signal after a stop of another kind (the monitor's, a pause) is not
+            # "again" (newuser13 Q6)
+            stop.again(f"first:{name}" if first and stop.reason != name else name)
             return
         if stop.requested:
             stop.insist_open = False  # once: the cleanup it starts is not cut short

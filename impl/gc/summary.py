@@ -20,13 +20,17 @@ EXIT_USAGE = 64  # bad arguments (BSD EX_USAGE), distinct from a blocked round
 # monitor as a blocked one (issue 30), unless it then failed (an error: incomplete).
 EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129,
                     "paused": EXIT_PAUSED, "unhealthy": EXIT_BLOCKED}
-# A round whose driver was killed never exited; its record (written afterwards by whoever
-# found its journal unfinished, issue 38 item 1) says what a shell reports for SIGKILL.
-EXIT_KILLED = 137
+# A round whose driver ended without writing its record (issue 38 item 1: killed, its host
+# lost, or it failed where it could not reach the store) is recorded afterwards by whoever
+# finds its journal unfinished: outcome `driver-gone`, exit code unknown (None in the
+# record). Nothing can tell how its driver ended (newuser13 Q3: one that exited 1 on a
+# store gone was recorded `killed`, 137, what a shell reports for SIGKILL); records
+# written before say `killed`, 137.
+OUTCOME_DRIVER_GONE = "driver-gone"
 
 # Every value of `GcSummary.outcome`.
 OUTCOMES = ("done", "dry-run", "nothing-collectible", "blocked", "refused", "incomplete",
-            "error", "interrupted", "paused", "killed")
+            "error", "interrupted", "paused", OUTCOME_DRIVER_GONE)
 
 # The keys of `--json`, exactly as the issue specifies them.
 JSON_KEYS = (
@@ -118,6 +122,9 @@ class GcSummary:
     manifest: str | None = None  # set only once the manifest is completely written
     record: str | None = None  # the deletion record's key in the store
     record_error: str | None = None
+    # The record not written: what records the round later and frees its lease (the last
+    # line of a failed round says it too: newuser13 Q2).
+    record_advice: str | None = None
     error: str | None = None  # the error that ended the round (exit 1)
     # Issue 29: the round's id (its record and journal are named by it), where its
     # deletion journal is, keys found already gone or rewritten (counted apart from
@@ -187,7 +194,7 @@ class GcSummary:
     @property
     def outcome(self) -> str:
         if self.recovered_by is not None:
-            return "killed"
+            return OUTCOME_DRIVER_GONE
         if self.interrupted is not None:
             return "interrupted"
         if self.paused is not None:
@@ -206,9 +213,15 @@ class GcSummary:
         return "dry-run" if self.dry_run else "done"
 
     @property
+    def recorded_exit_code(self) -> int | None:
+        """The exit code its record says: None for a round recorded after its driver
+        ended (`recovered_by`): how that process ended is not known."""
+        return None if self.recovered_by is not None else self.exit_code
+
+    @property
     def exit_code(self) -> int:
-        if self.recovered_by is not None:
-            return EXIT_KILLED
+        """This process's exit code for the round (a recovered round's record says
+        `recorded_exit_code`, not this)."""
         if self.interrupted == "unhealthy" and self.error is not None:
             # newuser12 P15: the monitor stopped the round because the store went away,
             # and the round then failed with deletes sent and no record: the table's 1
@@ -335,5 +348,6 @@ class GcSummary:
                        f"unknown (the store could not say, even at the read-back; journal "
                        f"{self.journal}); deleted counts at least the keys known gone")
         if self.record_error is not None:
-            out.append(f"gc: warning: deletion record not written: {self.record_error}")
+            out.append(f"gc: warning: deletion record not written: {self.record_error}"
+                       + (f"; {self.record_advice}" if self.record_advice else ""))
         return out

@@ -44,6 +44,21 @@ class DriverBound:
     say_after_s: float = 10.0
     # Set once an attempt sent after the stop got no answer (shared by every store).
     silent: threading.Event = field(default_factory=threading.Event, compare=False)
+    # Per calling thread, since its call began (`begin`): its failed attempts, and whether
+    # the last was a connection refused (the waiting line's state: newuser13 Q2, "no
+    # answer yet" was said of a port that refused each attempt at once).
+    _failed: dict[int, tuple[int, bool]] = field(default_factory=dict, compare=False)
+
+    def begin(self, thread: int) -> None:
+        """A call of `thread` begins: its attempts counted afresh."""
+        self._failed.pop(thread, None)
+
+    def state(self, thread: int) -> str:
+        """What the waiting line says of `thread`'s call."""
+        from epochgc.impl.store.readretry import attempts_text
+
+        n, refused = self._failed.get(thread, (0, False))
+        return f"connection refused ({attempts_text(n)})" if refused else "no answer yet"
 
     def before_send(self, request: object = None, **_kwargs: object) -> None:
         """botocore's `before-send` handler: refuses a retry once stopping, and every
@@ -63,6 +78,12 @@ class DriverBound:
         stopping. Returns None: botocore's own retry handler decides."""
         from botocore.exceptions import ConnectTimeoutError, ReadTimeoutError
 
+        from epochgc.impl.store.readretry import refused
+
+        if caught_exception is not None:
+            me = threading.get_ident()
+            n, _ = self._failed.get(me, (0, False))
+            self._failed[me] = (n + 1, refused(caught_exception))
         if self.stopping() and isinstance(caught_exception,
                                           ConnectTimeoutError | ReadTimeoutError):
             self.silent.set()

@@ -49,6 +49,23 @@ THROTTLED_ATTEMPTS_ENV = "EPOCHGC_CONTROL_THROTTLED_ATTEMPTS"
 THROTTLED_BASE_ENV = "EPOCHGC_CONTROL_THROTTLED_BASE_S"
 ENV = (READ_TIMEOUT_ENV, ATTEMPTS_ENV, SAY_AFTER_ENV, THROTTLED_ATTEMPTS_ENV,
        THROTTLED_BASE_ENV)
+# The most each setting takes (newuser13 Q5: 1e9 s per attempt was accepted, which turns
+# every bounded wait the docs promise into a hang on a silent store). A wait (an attempt's
+# read timeout, the time before the waiting line, the backoff base) at most the GC lease's
+# 600 s (`gc.lease.DEFAULT_LEASE_S`; no option sets another): a driver whose one read
+# could wait longer than the lease it holds outlives it, its round taken for dead. The
+# attempts (the default 3 and 10) at most 1,000 each: past that a typo (1e9); a count does
+# not bound the time (a silent store's attempts each take the read timeout), which the
+# waiting line says as it goes, and a signal ends; the tests use 1,000 to keep a read
+# retrying until their signal.
+MOST_WAIT_S = 600.0
+MOST_ATTEMPTS = 1000
+MOST_THROTTLED_ATTEMPTS = 1000
+
+
+class BadSetting(StoreError):
+    """An environment setting that is not what it must be: a usage error (exit 64), said
+    before any work (`check_settings`)."""
 
 
 @dataclass(frozen=True)
@@ -78,11 +95,12 @@ class Patience:
         """The defaults, each replaced by its environment variable if set; StoreError
         naming the variable if one is not a positive number."""
         base = cls()
-        return cls(_number(READ_TIMEOUT_ENV, base.read_timeout_s),
-                   int(_number(ATTEMPTS_ENV, base.attempts, whole=True)),
-                   _number(SAY_AFTER_ENV, base.say_after_s),
-                   int(_number(THROTTLED_ATTEMPTS_ENV, base.throttled_attempts, whole=True)),
-                   _number(THROTTLED_BASE_ENV, base.throttled_base_s))
+        return cls(_number(READ_TIMEOUT_ENV, base.read_timeout_s, MOST_WAIT_S),
+                   int(_number(ATTEMPTS_ENV, base.attempts, MOST_ATTEMPTS, whole=True)),
+                   _number(SAY_AFTER_ENV, base.say_after_s, MOST_WAIT_S),
+                   int(_number(THROTTLED_ATTEMPTS_ENV, base.throttled_attempts,
+                               MOST_THROTTLED_ATTEMPTS, whole=True)),
+                   _number(THROTTLED_BASE_ENV, base.throttled_base_s, MOST_WAIT_S))
 
     def no_answer(self) -> str:
         """The end of the error line of a read that got no answer."""
@@ -95,7 +113,7 @@ class Patience:
                 f"({tries.waited_s:.1f} s of backoff)")
 
 
-def _number(name: str, default: float, whole: bool = False) -> float:
+def _number(name: str, default: float, most: float, whole: bool = False) -> float:
     text = os.environ.get(name)
     if text is None or not text.strip():
         return default
@@ -103,17 +121,25 @@ def _number(name: str, default: float, whole: bool = False) -> float:
         value = int(text) if whole else float(text)
     except ValueError:
         value = -1
-    if not value > 0 or value != value or value == float("inf"):
+    if not 0 < value <= most:  # NaN and infinity fail it too
         kind = "a whole number" if whole else "a number of seconds"
-        raise StoreError(f"environment variable {name}={text!r} is not {kind} above 0")
+        raise BadSetting(f"environment variable {name}={text!r} is not {kind} above 0 and "
+                         f"at most {most:g}")
     return value
 
 
 def waiting_line_after_s() -> float:
     """After how long a wait still unanswered is said (`waiting`): `say_after_s`, or its
-    environment variable; StoreError naming the variable if that is not a positive
-    number."""
-    return _number(SAY_AFTER_ENV, Patience.say_after_s)
+    environment variable; BadSetting naming the variable if that is not a positive
+    number, at most `MOST_WAIT_S`."""
+    return _number(SAY_AFTER_ENV, Patience.say_after_s, MOST_WAIT_S)
+
+
+def check_settings() -> None:
+    """Every setting above read now: BadSetting names the first that is wrong. A command
+    calls it before its work, so a bad one is a usage error (64) with nothing done
+    (newuser13 Q5: `gc` found it at its first read, exit 1)."""
+    Patience.from_env()
 
 
 @contextlib.contextmanager

@@ -107,6 +107,31 @@ class Backoff:
         return rng.random() * min(base * 2.0**retry, MAX_BACKOFF_S)
 
 
+def refused(e: BaseException) -> bool:
+    """Whether `e` (a failed attempt) is a connection the endpoint refused at once
+    (ECONNREFUSED: nothing listens there): botocore's EndpointConnectionError is raised
+    while handling urllib3's NewConnectionError, itself raised from the socket's
+    ConnectionRefusedError (botocore/httpsession.py, urllib3/connection.py)."""
+    seen: set[int] = set()
+    todo: list[BaseException | None] = [e]
+    while todo:
+        x = todo.pop()
+        if x is None or id(x) in seen:
+            continue
+        seen.add(id(x))
+        if isinstance(x, ConnectionRefusedError):
+            return True
+        kwargs = getattr(x, "kwargs", None)
+        inner = kwargs.get("error") if isinstance(kwargs, dict) else None
+        todo += [x.__cause__, x.__context__,
+                 inner if isinstance(inner, BaseException) else None]
+    return False
+
+
+def attempts_text(n: int) -> str:
+    return f"{n} attempt{'s' if n != 1 else ''} so far"
+
+
 @dataclass
 class Tries:
     """One read's failures so far, by kind (what its waiting and error lines say)."""
@@ -114,6 +139,9 @@ class Tries:
     counts: dict[Failure, int] = field(default_factory=dict)
     last: Failure | None = None
     waited_s: float = 0.0
+    # The last failure was a connection refused (`refused`): said as such, not as "no
+    # answer yet" (newuser13 Q2: a store whose port refused at once).
+    last_refused: bool = False
 
     def count(self, failure: Failure) -> int:
         return self.counts.get(failure, 0)
@@ -122,7 +150,9 @@ class Tries:
         """The state for a waiting line: "no answer yet", or the store's throttling."""
         n = self.count(Failure.THROTTLED)
         if self.last is Failure.THROTTLED:
-            return f"throttled ({n} attempt{'s' if n != 1 else ''} so far), backing off"
+            return f"throttled ({attempts_text(n)}), backing off"
+        if self.last_refused:
+            return f"connection refused ({attempts_text(self.count(Failure.TRANSIENT))})"
         return "no answer yet"
 
 
@@ -145,6 +175,7 @@ def run(call: Callable[[], T], backoff: Backoff, waiter: Waiter, tries: Tries) -
                 raise
             tries.counts[failure] = tries.count(failure) + 1
             tries.last = failure
+            tries.last_refused = refused(e)
             if tries.count(failure) >= backoff.bound(failure):
                 raise
             wait = backoff.delay(failure, tries.count(failure) - 1, waiter.rng)

@@ -268,7 +268,10 @@ class S3Store(ObjectStore):
         if bound is None or bound.say is None:
             yield
             return
-        with waiting(bound.say, self.endpoint_url or "S3", what, bound.say_after_s):
+        me = threading.get_ident()
+        bound.begin(me)
+        with waiting(bound.say, self.endpoint_url or "S3", what, bound.say_after_s,
+                     lambda: bound.state(me)):
             yield
 
     def _make_client(self) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 from datetime import datetime, timedelta
@@ -162,7 +163,10 @@ def test_resume_is_start_and_never_a_hint_to_reset(tmp_path: Path) -> None:
     code, out = _admin("pause", "--store", str(root), "--reason", "r")
     assert code == 0, out
     code, out = _admin("resume", "--store", str(root))
-    assert code == 0 and out.strip() == "gc-admin: running", out
+    # newuser13 Q9: it said only "gc-admin: running"
+    assert code == 0 and re.fullmatch(
+        r"gc-admin: resumed: GC runs again on this store \(it was paused by \S+ since "
+        r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ: r\)\n", out), out
     assert json.loads(LocalStore(root).get(ADMIN_KEY))["paused"] is False
 
 
@@ -246,7 +250,7 @@ def test_a_running_round_reset_under_it_is_refused_then_never_says_done(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """newuser3 N4 on a real running round: `reset --force` is refused naming the driver's
     pid; forced with --even-if-running, the recovery writes STOP and records the round
-    killed, and the round itself, whose task stopped on that STOP after one batch, must not
+    (driver-gone), and the round itself, whose task stopped on that STOP after one batch, must not
     then say `done` / listing_complete true / exit 0 (the tester: 120 of 10,000 listed)."""
     root = _store(tmp_path)
     for p in range(0, 1000, 50):
@@ -263,7 +267,7 @@ def test_a_running_round_reset_under_it_is_refused_then_never_says_done(
         code, out = _admin("reset", "--store", str(root), "--force")
         assert code == 1 and f"pid {proc.pid} on this host" in out, out
         code, out = _admin("reset", "--store", str(root), "--force", "--even-if-running")
-        assert code == 0 and "killed" in out, out
+        assert code == 0 and "driver-gone" in out, out  # newuser13 Q3: was `killed`
         said.append(out)
 
     returncode, out, err = round_held_at_first_batch(root, tmp_path / "pause", args, reset)

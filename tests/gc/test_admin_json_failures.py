@@ -127,3 +127,14 @@ def test_gc_refusing_its_arguments_with_json_says_so_on_stdout(args: list[str],
     assert doc == {"command": "gc", "outcome": "error", "error": doc["error"],
                    "exit_code": 64}, doc
     assert doc["error"] in r.stderr, (doc, r.stderr)
+
+
+def test_advance_epoch_has_json_and_its_failure_is_one_object(tmp_path: Path) -> None:
+    """newuser13 Q8: `gc-admin advance-epoch ... --json` was "No such option '--json'" (64),
+    the only gc-admin command without it. Here its refusal (no cluster there, 64)."""
+    want = f"no cluster under {tmp_path}: start one with `epochgc cluster start`"
+    r = CliRunner().invoke(main, ["gc-admin", "advance-epoch", "--data-dir", str(tmp_path),
+                                  "--partition", "t/0", "--json"])
+    assert r.exit_code == 64 and json.loads(r.stdout) == {
+        "command": "advance-epoch", "outcome": "error", "error": want, "exit_code": 64}, \
+        r.output

@@ -37,7 +37,8 @@ def test_show_flags_a_live_lease_whose_holder_on_this_host_is_gone(tmp_path: Pat
                           env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120, check=True)
     pid = int(proc.stdout)
     _, out = _invoke("gc-admin", "show", "--store", str(root))
-    assert f"holder pid {pid} on this host is not running: the round died" in out, out
+    assert (f"holder pid {pid} on this host is not running: the round ended without "
+            "releasing it") in out, out
     assert "gc-admin reset --force" in out, out
     _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
     assert json.loads(out)["lease"]["holder_running"] is False, out
@@ -53,7 +54,8 @@ def test_gc_and_reset_say_a_lease_holder_on_this_host_is_gone(tmp_path: Path) ->
             f"Lease(lambda: LocalStore({str(root)!r}), 'r-dead').acquire()")
     subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                    env=dict(os.environ, PYTHONPATH=str(REPO)), timeout=120, check=True)
-    dead = "its holder's process on this host is not running: the round died"
+    dead = ("its holder's process on this host is not running: the round ended without "
+            "releasing it")
     code_, out = _invoke("gc", "--store", str(root), "-q")
     assert code_ == 1 and "holds the store's lease" in out and dead in out, out
     assert "gc-admin reset --force` removes the lease and records the round" in out, out
@@ -189,8 +191,8 @@ def test_reset_of_a_damaged_journal_says_at_least(tmp_path: Path) -> None:
     assert code == 0, out
     # b0, b1: named by the torn intent, found gone, no answer readable for them (review
     # rev38v finding 3): apart from deleted.
-    assert f"recorded dead round {rid}: killed, at least 4 key(s) deleted, 2 more left the " \
-           "store in batches with no answer saying the round deleted them (its requests' or " \
+    assert f"recorded dead round {rid}: driver-gone, at least 4 key(s) deleted, 2 more left " \
+           "the store in batches with no answer saying the round deleted them (its requests' or " \
            "another writer's) (1 journal entr(ies) unreadable)" in out, out
 
 

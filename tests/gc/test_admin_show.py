@@ -198,11 +198,32 @@ def test_show_says_a_dead_rounds_duration_is_its_journals_span(tmp_path: Path) -
     root = _store(tmp_path)
     key = f"{ROUNDS_PREFIX}20261129T180000.000Z-0000000b.json"
     doc = {**_GOOD_RECORD, "outcome": "killed", "exit_code": 137, "seconds": 9.0,
-           "recovered_by": "gc-admin show"}
+           "recovered_by": "gc-admin show"}  # as recorded before newuser13 Q3
     LocalStore(root).put(key, json.dumps(doc).encode())
     _, out = _invoke("gc-admin", "show", "--store", str(root))
-    assert "ran at least 9.0s (its journal's first to last entry; the driver died)" in out, out
+    assert "ran at least 9.0s (its journal's first to last entry; its driver's end unseen)" \
+        in out, out
     assert "took" not in out, out
+    assert "outcome: killed, exit code 137" in out, out  # a record from before Q3: as it says
+
+
+def test_a_dead_rounds_record_without_an_exit_code_is_a_round_not_damaged(
+        tmp_path: Path) -> None:
+    """newuser13 Q3: a round recorded after its driver ended has exit code null (how the
+    driver ended is not known); only such a record (`recovered_by`) may lack one."""
+    from epochgc.impl.gc.record import ROUNDS_PREFIX
+
+    root = _store(tmp_path)
+    key = f"{ROUNDS_PREFIX}20261129T180000.000Z-0000000b.json"
+    doc = {**_GOOD_RECORD, "outcome": "driver-gone", "exit_code": None, "seconds": 9.0,
+           "recovered_by": "gc-admin reset"}
+    LocalStore(root).put(key, json.dumps(doc).encode())
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert "outcome: driver-gone, exit code unknown (its driver ended without" in out, out
+    assert "damaged" not in out, out
+    LocalStore(root).put(key, json.dumps({**doc, "recovered_by": None}).encode())
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert "field exit_code is missing or not an integer" in out, out
 
 
 def test_show_names_the_last_rounds_malformed_keys_escaped_and_json_safe(

@@ -83,6 +83,8 @@ def test_blocked_round_exits_2_without_spark(tmp_path: Path) -> None:
         (["--grace", "٥h"], "is not a duration"),  # issue 12: an Arabic-Indic five was 5h
         (["--grace", "30m"], "below the 1h safety minimum"),
         (["--max-report-age", "0s"], "max report age must be > 0"),
+        # newuser13 Q5: taken, and the staleness check was then off
+        (["--max-report-age", "99999999999d"], "'99999999999d' is longer than 365d"),
         (["--store", "gs://bucket/x"], "unsupported store URL scheme 'gs'"),
         (["--store", "s3://Bad_Bucket/x"], "not a valid bucket name"),
         (["--store", "s3://b", "--s3-endpoint", "http://key:secret@h:1"], "must not carry"),
@@ -116,6 +118,26 @@ def test_bad_arguments(tmp_path: Path, args: list[str], message: str) -> None:
     assert all_keys(LocalStore(tmp_path)) == before
 
 
+@pytest.mark.parametrize("value", ["abc", "-1", "0", "nan", "inf", "1e9", "601"])
+def test_a_bad_setting_is_a_usage_error_before_any_work(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str) -> None:
+    """newuser13 Q5: a bad EPOCHGC_CONTROL_READ_TIMEOUT_S exited 1 (the table's 64 is
+    "usage error ... nothing done"), and 1e9 s a read was taken (a hang on a silent
+    store); at most the GC lease's 600 s (`patience.MOST_WAIT_S`). `gc` and `gc-admin`
+    refuse it before anything is written."""
+    small_store(tmp_path)
+    before = all_keys(LocalStore(tmp_path))
+    monkeypatch.setenv("EPOCHGC_CONTROL_READ_TIMEOUT_S", value)
+    want = (f"environment variable EPOCHGC_CONTROL_READ_TIMEOUT_S={value!r} is not a number "
+            "of seconds above 0 and at most 600")
+    r = run("--store", str(tmp_path))
+    assert r.exit_code == 64 and want in r.output, r.output
+    r = CliRunner().invoke(main, ["gc-admin", "show", "--store", str(tmp_path)])
+    assert r.exit_code == 64 and want in r.output, r.output
+    assert all_keys(LocalStore(tmp_path)) == before
+    assert not list(LocalStore(tmp_path).list_all("_cluster/gc/")), "a round was started"
+
+
 def test_progress_goes_to_stderr(tmp_path: Path) -> None:
     small_store(tmp_path)
     write_partitions(LocalStore(tmp_path), 100, ["t/0", "t/1", "late/0"])
@@ -138,6 +160,14 @@ def test_unreadable_store(tmp_path: Path) -> None:
     r = run("--store", str(tmp_path / "missing"))
     assert r.exit_code == 1
     assert r.output.count("\n") == 1 and "does not exist or is not a directory" in r.output
+    # newuser13 Q8: its JSON said `"listing_complete": true` (nothing was listed); so did
+    # a directory that is no store (the round's own check, before any listing).
+    (tmp_path / "plain").mkdir()
+    for where in ("missing", "plain"):
+        r = run("--store", str(tmp_path / where), "--json")
+        doc = json.loads(r.stdout)
+        assert r.exit_code == 1 and doc["outcome"] == "error", r.output
+        assert doc["listing_complete"] is False and doc["listed"] == 0, doc
 
 
 def test_malformed_report_file(tmp_path: Path) -> None:

@@ -193,7 +193,7 @@ def test_a_straggler_whose_driver_died_on_another_host_sends_nothing_more(
     counts = doc["counts"]
     # What left the store, deleted (answered) and gone unattributed (the 4th request's
     # answer was never journaled: review rev38v finding 3) together.
-    assert doc["outcome"] == "killed"
+    assert doc["outcome"] == "driver-gone"
     assert counts["deleted"] + counts["gone_unattributed"] == len(left) == 40, counts
     assert counts["deleted"] <= 30, counts
 

@@ -67,7 +67,7 @@ def test_a_deeply_nested_end_is_recovered_from_the_journal(
     assert r.exit_code == 0 and "RecursionError" not in r.output, r.output
     assert sum(waits) == MAX_STOP_WITHIN_S  # in steps (newuser4 F3); its END is unreadable
     doc = json.loads(store.get(f"{ROUNDS_PREFIX}{rid}.json"))
-    assert doc["outcome"] == "killed", doc
+    assert doc["outcome"] == "driver-gone", doc
 
 
 def test_a_deeply_nested_sequence_marker_is_skipped(tmp_path: Path) -> None:

@@ -55,7 +55,7 @@ def _recovered_then_driver_killed_after_its_end(root: Path) -> tuple[str, list[s
     prefix = journal_prefix(RID)
     [r] = recover_dead_rounds(LocalStore(root), "gc-admin reset", lambda: set(),
                               sleep=lambda _s: None)
-    assert r.outcome == "killed"
+    assert r.outcome == "driver-gone"
     s = GcSummary(M=100, revision=7, round_id=RID, journal=prefix,
                   interrupted="stop-marker", deleted=3)
     drv = _KilledAfter(root)

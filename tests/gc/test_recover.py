@@ -100,18 +100,20 @@ def test_show_records_a_dead_round_once_its_lease_ran_out(tmp_path: Path) -> Non
     code, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
     assert code == 2, out
     [rec] = _records(root).values()
-    assert rec["outcome"] == "killed" and rec["exit_code"] == 137
+    # newuser13 Q3: how its driver ended is not known (it was recorded `killed`, 137)
+    assert rec["outcome"] == "driver-gone" and rec["exit_code"] is None, rec
     assert rec["counts"]["deleted"] == len(deleted) and rec["M"] == 100
     assert rec["counts"]["gone_unattributed"] == len(gone)
     assert rec["recovered_by"] == "gc-admin show" and rec["journal"] == journal_prefix(DEAD)
     doc = json.loads(out)
-    assert doc["last_round"]["outcome"] == "killed" and doc["recovered"][0]["round"] == DEAD
+    assert doc["last_round"]["outcome"] == "driver-gone" and doc["recovered"][0]["round"] == DEAD
+    assert doc["last_round"]["exit_code"] is None, doc["last_round"]
     # The unanswered batch's keys, apart from deleted (review rev38v finding 3).
     assert doc["recovered"][0]["gone_unattributed"] == len(gone), doc["recovered"]
     assert doc["last_round"]["counts"]["gone_unattributed"] == len(gone)
     assert doc["last_round"]["counts"]["bytes_gone_unattributed"] == len(gone)  # 1 byte each
     end = json.loads(LocalStore(root).get(journal_prefix(DEAD) + END))
-    assert end["outcome"] == "killed"
+    assert end["outcome"] == "driver-gone" and end["exit_code"] is None, end
     # A second look finds nothing more to do, and never rewrites the record.
     code, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
     assert json.loads(out)["recovered"] == []
@@ -127,7 +129,8 @@ def test_show_says_the_keys_a_dead_round_left_unattributed(tmp_path: Path) -> No
     _expired_lease(root, DEAD)
     code, out = _invoke("gc-admin", "show", "--store", str(root))
     assert code == 2, out  # the fixture's reports are dated ahead of this host's clock
-    assert (f"recorded a dead round: {DEAD} (driver gone before its end): killed, 3 key(s) "
+    assert (f"recorded a dead round: {DEAD} (driver gone before its end): driver-gone, 3 "
+            "key(s) "
             "deleted, 3 more left the store in batches with no answer saying the round deleted "
             "them") in out, out
     assert "deleted 3 key(s) (3 bytes)" in out, out
@@ -140,11 +143,18 @@ def test_reset_force_records_the_round_that_held_the_lease(tmp_path: Path) -> No
     _dead_round(root)
     lease_of_a_dead_driver(root, DEAD)
     code, out = _invoke("gc-admin", "reset", "--store", str(root), "--force")
-    assert code == 0 and (f"recorded dead round {DEAD}: killed, 3 key(s) deleted, 3 more left "
-                          "the store in batches with no answer saying the round deleted them"
+    assert code == 0 and (f"recorded dead round {DEAD}: driver-gone, 3 key(s) deleted, 3 more "
+                          "left the store in batches with no answer saying the round deleted them"
                           ) in out, out
     [rec] = _records(root).values()
-    assert rec["outcome"] == "killed" and rec["recovered_by"] == "gc-admin reset"
+    assert rec["outcome"] == "driver-gone" and rec["recovered_by"] == "gc-admin reset"
+    assert rec["exit_code"] is None, rec  # newuser13 Q3: not SIGKILL's 137
+    # `show` reads that record back as a round, its exit code unknown, never "damaged"
+    code, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert "outcome: driver-gone, exit code unknown (its driver ended without writing the " \
+        "round's record: killed, its host lost, or it failed where it could not reach the " \
+        "store)" in out, out
+    assert "damaged" not in out and "not a round record" not in out, out
 
 
 def test_a_record_copied_from_end_when_killed_between_end_and_record(tmp_path: Path) -> None:
@@ -157,7 +167,7 @@ def test_a_record_copied_from_end_when_killed_between_end_and_record(tmp_path: P
     code, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
     # show exits 2: the fixture's reports are dated ahead of this host's clock
     assert code == 2, out
-    assert _records(root)[round_key(DEAD)]["outcome"] == "done"  # its own END, not "killed"
+    assert _records(root)[round_key(DEAD)]["outcome"] == "done"  # its own END, not recovered
 
 
 @pytest.mark.spark
@@ -171,7 +181,7 @@ def test_the_next_round_records_the_dead_one_first(spark: Any, tmp_path: Path) -
     s = run_gc(spark, local_spec(root), GcOptions(tasks=1), clock=lambda: NOW)
     assert s.outcome == "done" and s.recovered == [DEAD], s
     recs = _records(root)
-    assert recs[round_key(DEAD)]["outcome"] == "killed"
+    assert recs[round_key(DEAD)]["outcome"] == "driver-gone"
     assert recs[round_key(DEAD)]["counts"]["deleted"] == len(deleted)
     assert recs[round_key(DEAD)]["counts"]["gone_unattributed"] == len(gone)
     assert recs[round_key(s.round_id)]["recovered"] == [DEAD]

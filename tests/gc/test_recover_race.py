@@ -46,7 +46,7 @@ def test_a_driver_recording_after_the_recovery_keeps_the_rounds_number(
     store = LocalStore(tmp_path / "s", create=True)
     prefix = _started(store)
     [done] = recover_dead_rounds(store, "gc-admin reset", lambda: set(), sleep=lambda _s: None)
-    assert _get(store, done.record)["outcome"] == "killed"
+    assert _get(store, done.record)["outcome"] == "driver-gone"
     s = _drivers_summary(prefix)
     write_record(store, s, {})
     seqs = [o.key[len(SEQ_PREFIX):] for o in store.list_all(SEQ_PREFIX)]

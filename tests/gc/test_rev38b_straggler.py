@@ -76,7 +76,7 @@ def test_a_straggler_stops_once_the_recovery_wrote_stop(tmp_path: Path) -> None:
     left = set(keys) - all_keys(inner)
     [doc] = [json.loads(inner.get(o.key)) for o in inner.list_all(ROUNDS_PREFIX)
              if o.key.endswith(".json")]
-    assert doc["outcome"] == "killed"
+    assert doc["outcome"] == "driver-gone"
     counts = doc["counts"]
     # What left the store is what the record names; `deleted` only what answers said (3
     # requests of 10 keys were answered before the recovery read back during the 4th).

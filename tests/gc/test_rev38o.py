@@ -312,7 +312,7 @@ def test_a_recovery_ended_by_a_stop_is_finished_by_the_next_which_waits_and_reco
     [r] = recover_dead_rounds(store, "round b", lambda: set(), sleep=waited.append)
     assert sum(waited) == 240.0  # in steps (newuser4 F3)
     rec = _record(store, rid)
-    assert (rec["outcome"], rec["counts"]["deleted"], r.deleted) == ("killed", len(deleted),
+    assert (rec["outcome"], rec["counts"]["deleted"], r.deleted) == ("driver-gone", len(deleted),
                                                                      len(deleted))
     assert [m.seq for m in markers(store)] == [1] and rec["seq"] == 1
     # a third look finds it recorded: no STOP rewritten, no wait, no number
@@ -381,7 +381,7 @@ def test_the_recovered_record_is_created_only_if_absent_on_every_store(
     if rec.get("recovered_by") is None:
         assert rec["outcome"] == "interrupted" and got == []
     else:
-        assert (rec["outcome"], rec["recovered_by"]) == ("killed", "gc-admin show"), rec
+        assert (rec["outcome"], rec["recovered_by"]) == ("driver-gone", "gc-admin show"), rec
         assert got == []
     assert rec["counts"]["deleted"] == 3
 
@@ -412,7 +412,7 @@ def test_a_recovered_record_whose_create_was_applied_and_answered_an_error_is_re
                                   sleep=lambda _s: None)
         assert p.faulted[fault] == 1
     rec = json.loads(direct.get(round_key(rid)))
-    assert (rec["outcome"], rec["recovered_by"]) == ("killed", "gc-admin reset")
+    assert (rec["outcome"], rec["recovered_by"]) == ("driver-gone", "gc-admin reset")
     end = direct.head(prefix + END)
     assert [r.round_id for r in got] == [rid] and end is not None, (
         f"the recovery created the round's record ({rec['outcome']}, by "
@@ -526,6 +526,6 @@ def test_a_round_recorded_from_its_own_end_is_not_announced_as_killed(
     rec = _record(store, rid)
     said = [ln for ln in out.splitlines() if rid in ln]
     assert rec["outcome"] == "interrupted"
-    assert said and "killed" not in " ".join(said), (
+    assert said and "driver-gone" not in " ".join(said), (
         f"the record (from the driver's own END) says {rec['outcome']!r}; gc-admin reset "
         f"said: {said}")

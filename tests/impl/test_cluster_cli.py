@@ -199,8 +199,10 @@ def test_cluster_cli_status_kill_metrics_and_verified_consume(
         r = cli("cluster", "stop", "--data-dir", data)
     assert r.exit_code == 0 and LocalCluster(data).meta["pids"] == {}
     assert not any(_alive(p) for p in pids.values())
-    # newuser13 Q7: it says what it stopped.
-    assert f"stopped node(s) {', '.join(sorted(pids, key=int))}" in r.stdout, r.output
+    # newuser13 Q7: what was stopped is said (old code: nothing), and nothing to stop too.
+    assert r.stdout == "stopped node(s) 1, 2, 3\n", r.output
+    r = cli("cluster", "stop", "--data-dir", data)
+    assert r.exit_code == 0 and r.stdout == "no node was running: nothing stopped\n", r.output
 
 
 def test_a_second_start_on_the_same_directory_refuses(tmp_path: Path) -> None:

@@ -99,6 +99,30 @@ def test_a_directory_that_holds_no_cluster_is_a_usage_error(
                            "`epochgc cluster start`")
 
 
+@pytest.mark.parametrize("command", [["cluster", "status"], ["barrier"]])
+def test_a_failure_with_json_is_one_object_on_stdout(
+        tmp_path: Path, command: list[str]) -> None:
+    """newuser13 Q8: `cluster status --json` and `barrier --json` printed nothing on stdout
+    when they failed, where `gc --json` and `gc-admin ... --json` print one object; and a
+    bad argument too."""
+    from click.testing import CliRunner
+
+    from epochgc.impl.cli import main
+
+    want = f"no cluster under {tmp_path}: start one with `epochgc cluster start`"
+    r = CliRunner().invoke(main, [*command, "--data-dir", str(tmp_path), "--json"])
+    assert r.exit_code == 64 and json.loads(r.stdout) == {
+        "command": " ".join(command), "outcome": "error", "error": want, "exit_code": 64}, \
+        r.output
+    r = CliRunner().invoke(main, [*command, "--data-dir", str(tmp_path)])
+    assert r.exit_code == 64 and r.stdout == "", r.stdout  # without --json: stderr only
+    if command == ["barrier"]:
+        r = CliRunner().invoke(main, [*command, "--data-dir", str(tmp_path), "--json",
+                                      "--wait", "abc"])
+        doc = json.loads(r.stdout)
+        assert (r.exit_code, doc["exit_code"], doc["command"]) == (64, 64, "barrier"), r.output
+
+
 @pytest.mark.parametrize("count", ["99999999999999999999", "1000000001", "1e20"])
 def test_produce_refuses_a_count_over_its_maximum(made: tuple[str, Path], count: str) -> None:
     """An outside tester (issue 41): `--count 99999999999999999999` was accepted and ran

@@ -405,6 +405,47 @@ def test_gc_and_demo_with_a_wrong_java_home_exit_69(tmp_path: Path) -> None:
     assert "Spark needs Java 17 or 21" in _one_line(d.stderr), d.stderr
 
 
+def test_gc_with_a_bad_pyspark_python_exits_69_before_the_lease_and_the_record(
+        tmp_path: Path) -> None:
+    """newuser13 Q4. Old code: a real round took the lease, wrote its START and journal,
+    then failed at its first task: `delete phase failed: IOException: error=2, No such
+    file or directory`, exit 1 (a dry run: `listing phase failed`, 16 s), naming neither
+    the path nor the variable."""
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 50)
+    env = dict(os.environ, PYTHONPATH=str(ROOT), PYSPARK_PYTHON=str(tmp_path / "nonexist"))
+    p = _gc(tmp_path, env)
+    assert p.returncode == ExitCode.UNAVAILABLE, p.stdout + p.stderr
+    assert f"Spark's worker Python {tmp_path}/nonexist (PYSPARK_PYTHON) is not an " \
+        "executable file" in _one_line(p.stderr), p.stderr
+    store = LocalStore(tmp_path / "s")
+    assert list(store.list_all("_cluster/gc/")) == []  # no lease, no START, no record
+
+
+def test_the_worker_python_is_checked_as_pyspark_starts_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """PYSPARK_PYTHON as a path (a directory is no executable), as a name on PATH, unset
+    (`python3` on PATH); a cluster master's workers are elsewhere: not checked here."""
+    from epochgc.impl.preflight import Refused, require_spark, worker_python_problem
+
+    monkeypatch.setenv("PYSPARK_PYTHON", sys.executable)
+    assert worker_python_problem() is None
+    monkeypatch.setenv("PYSPARK_PYTHON", str(tmp_path))
+    assert worker_python_problem() == (
+        f"Spark's worker Python {tmp_path} (PYSPARK_PYTHON) is not an executable file; set "
+        f"PYSPARK_PYTHON to a Python with PySpark (this command runs {sys.executable})")
+    with pytest.raises(Refused) as e:
+        require_spark("gc")
+    assert e.value.exit_code == ExitCode.UNAVAILABLE
+    require_spark("gc", workers_here=False)  # a cluster's workers: their hosts' path
+    monkeypatch.setenv("PYSPARK_PYTHON", "no-such-python-here")
+    assert "no-such-python-here (PYSPARK_PYTHON) is not found on PATH" in (
+        worker_python_problem() or "")
+    monkeypatch.delenv("PYSPARK_PYTHON")
+    monkeypatch.setenv("PATH", str(tmp_path))  # no python3 there
+    assert "python3 (the default: PYSPARK_PYTHON is not set) is not found on PATH" in (
+        worker_python_problem() or "")
+
+
 def test_a_java_older_than_sparks_classes_is_refused(tmp_path: Path) -> None:
     """A JAVA_HOME whose java answers as Java 11 (none is installed here: an executable that
     answers `-version` exactly as OpenJDK 11 does stands in for it; what is checked is what

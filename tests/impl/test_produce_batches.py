@@ -71,6 +71,20 @@ def test_a_signal_stops_produce_between_batches(cluster: Path, sig: signal.Signa
 
 
 
+def test_a_signal_before_the_first_batch_says_nothing_was_sent(cluster: Path) -> None:
+    """newuser13 Q9: before its first batch, a signal was said as "interrupted by SIGTERM"
+    only, or as "0 of 50 record(s) acknowledged ...; the batch in flight, if any, ..."
+    (there was none)."""
+    objs, runs = objects(cluster), manifest(cluster)
+    r = epochgc("produce", "--data-dir", str(cluster / "c"), "--partition", "t/0",
+                "--partition", "t/1", "--count", "25", "--batch", "10", hook="start:SIGTERM")
+    assert r.returncode == 143, r.stderr
+    assert objects(cluster) == objs and manifest(cluster) == runs
+    assert "produce interrupted: nothing was sent: none of 50 record(s) acknowledged\n" \
+        in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr and "in flight" not in r.stderr, r.stderr
+
+
 def test_a_signal_as_a_batch_task_ends_stops_produce(cluster: Path) -> None:
     """newuser5 G5: a SIGINT after the batch's last await, in its event loop, was lost: the
     loop stopped before it dispatched the signal, and produce sent every record and exited 0.

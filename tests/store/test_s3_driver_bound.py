@@ -6,6 +6,8 @@ wait is the client's own configured timeout, made small; no assertion on a durat
 from __future__ import annotations
 
 import pickle
+import re
+import socket
 import threading
 import time
 
@@ -131,3 +133,89 @@ def test_a_read_of_the_round_store_waits_saying_so(read: str) -> None:
         assert errors and isinstance(errors[0], StoreError)  # ended by the close
     finally:
         store.close()
+
+
+def _refusing_port() -> socket.socket:
+    """A loopback port bound and not listening: each connection is refused at once (a TCP
+    RST: ECONNREFUSED), and no other process can take the port while it is held."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    return s
+
+
+def test_a_write_to_a_port_that_refuses_says_refused_not_no_answer() -> None:
+    """newuser13 Q2: a store whose port refused each attempt at once (the server gone) was
+    said as "no answer yet". The round stops once the line says "connection refused", so
+    the write's next retry is not sent and the call ends (no wait on a duration). Old code:
+    every line "no answer yet", the write retried to its end."""
+    set_dummy_aws_env()
+    said: list[str] = []
+    refused = threading.Event()
+
+    def say(line: str) -> None:
+        said.append(line)
+        if "connection refused" in line:
+            refused.set()
+
+    bound = DriverBound(5.0, refused.is_set, say, say_after_s=0.05)
+    errors: list[BaseException] = []
+    port = _refusing_port()
+    try:
+        endpoint = f"http://127.0.0.1:{port.getsockname()[1]}"
+        with installed(bound):
+            store = S3Store("gcb", "p1", endpoint_url=endpoint)
+
+        def write() -> None:
+            try:
+                store.put("_cluster/gc/journal/r/STOP", b"{}")
+            except BaseException as e:  # handed to the test's thread
+                errors.append(e)
+
+        t = threading.Thread(target=write, daemon=True)
+        t.start()
+        t.join(300)  # a bound for a hang: botocore's 10 attempts end it on the old code
+        assert not t.is_alive()
+    finally:
+        port.close()
+    try:
+        lines = [ln for ln in said if "connection refused" in ln]
+        assert lines and re.fullmatch(
+            rf"waiting for {endpoint}: connection refused \(\d+ attempts? so far\) "
+            r"\(put '_cluster/gc/journal/r/STOP', \d+ s\)", lines[0]), said
+        assert errors and isinstance(errors[0], StoreError)
+    finally:
+        store.close()
+
+
+def test_a_control_read_refused_says_refused() -> None:
+    """The control reads (`readretry.run`, `Tries.say`) likewise: the failure a real
+    botocore call raises on a refused port is told apart from a silent one."""
+    from botocore.exceptions import EndpointConnectionError
+
+    from epochgc.impl.store import readretry
+
+    set_dummy_aws_env()
+    port = _refusing_port()
+    try:
+        store = S3Store("gcb", "p1", endpoint_url=f"http://127.0.0.1:{port.getsockname()[1]}",
+                        max_attempts=1)
+        try:
+            with pytest.raises(EndpointConnectionError) as caught:
+                store.client.head_object(Bucket="gcb", Key="p1/k")
+        finally:
+            store.close()
+    finally:
+        port.close()
+    assert readretry.refused(caught.value)
+    assert not readretry.refused(EndpointConnectionError(endpoint_url="http://x"))
+    tries = readretry.Tries()
+    states: list[str] = []
+
+    def fail() -> None:
+        raise caught.value
+
+    with pytest.raises(EndpointConnectionError):
+        readretry.run(fail, readretry.Backoff(3, 1), readretry.Waiter(
+            sleep=lambda _s: states.append(tries.say())), tries)
+    assert states == ["connection refused (1 attempt so far)",
+                      "connection refused (2 attempts so far)"], states

@@ -127,7 +127,10 @@ def test_the_bounds_come_from_the_environment(hole: Blackhole,
     store = open_control(spec)
     assert isinstance(store, S3Store)
     assert store.patience == Patience(read_timeout_s=0.5, attempts=1)
-    for name, bad in ((ATTEMPTS_ENV, "1.5"), (READ_TIMEOUT_ENV, "nan"), (SAY_AFTER_ENV, "0")):
+    # newuser13 Q5: and an upper bound (1e9 s an attempt was taken)
+    for name, bad in ((ATTEMPTS_ENV, "1.5"), (READ_TIMEOUT_ENV, "nan"), (SAY_AFTER_ENV, "0"),
+                      (READ_TIMEOUT_ENV, "1e9"), (ATTEMPTS_ENV, "1001"),
+                      (SAY_AFTER_ENV, "601")):
         monkeypatch.setenv(name, bad)
         with pytest.raises(StoreError, match=f"environment variable {name}={bad!r} is not"):
             open_control(spec)
