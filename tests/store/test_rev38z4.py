@@ -10,9 +10,11 @@ needed."""
 
 from __future__ import annotations
 
+import functools
 import re
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -20,7 +22,10 @@ from epochgc.impl.gc import stage
 from epochgc.impl.gc.delete import delete_keys
 from epochgc.impl.gc.journal import Attempt, JournalTarget, JournalWriter, read_journal
 from epochgc.impl.gc.stop import RoundStop
+from epochgc.impl.store.base import DeleteResult
+from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.s3 import S3Store
+from tests.gc.helpers import JOURNAL, put_local
 from tests.store.forward import FrontHandler, FrontServer, forward, no_key_retry, serving
 from tests.store.s3server import new_bucket
 
@@ -124,3 +129,49 @@ def test_a_per_key_internal_error_from_a_gateway_still_at_work_is_not_recorded_n
     assert "data/k" not in totals.errors, (
         f"the key left the store by the round's own request, yet the record says "
         f"{totals.errors['data/k']!r} (waited {waited})")
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "rev38z4 finding 2: the read-back's wait is ended_at + 70 - unanswered_ago_s, which "
+    "assumes the outcome was written before ended_at; an attempt Spark no longer saw (an "
+    "executor taken for lost, a task past QUIESCE_LIMIT_S) writes it later, and its "
+    "request, sent before ended_at, is waited for less than 70 s after it ended"))
+def test_an_outcome_written_after_the_stage_was_seen_over_keeps_the_whole_wait(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 2. `stage._wait_for_sent` waits until `ended_at + SENT_APPLIED_S - ago_s`:
+    sound only if the outcome was written before `ended_at` ("that outcome was written
+    before its attempt ended, so before `ended_at`", task s26a). `ended_at` is when Spark
+    showed no task of the round running (`_quiesce`), or when `QUIESCE_LIMIT_S` passed with
+    tasks still running; an executor Spark took for lost lives on, and its attempt may
+    write its outcome after that, before the driver lists the journal (the listing GETs
+    every entry of an attempt that did not return, and may take long). Here Spark last saw
+    a task 30 s ago; the lost executor's attempt had its request's connection reset 35 s
+    ago (5 s before that), found the key there, and writes its outcome now: `unknown`,
+    `unanswered_ago_s` 35. That request may be applied until 70 s after it ended, 35 s from
+    now; the driver waits 5 s. Before task s26a it waited 40 s (`ended_at + 70`), covering
+    any request sent before `ended_at`."""
+    root = tmp_path / "s"
+    store = LocalStore(root, create=True)
+    key = "level_zero/data/001/000000000000000005/k0"
+    put_local(root, key, 7200.0)
+    ended_at = time.monotonic() - 30.0  # the last time Spark showed a task of the round
+    writer = JournalWriter(store, JournalTarget(JOURNAL), _ATTEMPT)  # the lost executor's
+    seq = writer.intent([(key, 1, 7200.0, "")])
+    why = ("RequestFailedMaybeApplied: Connection was closed; whether it was deleted is "
+           "unknown: still there right after an unanswered request (asked the store)")
+    unanswered_at = time.monotonic() - 35.0
+    writer.done(seq, DeleteResult(1, errors={key: why}, unknown={key},
+                                  unanswered_at=unanswered_at))
+    waited: list[float] = []
+    monkeypatch.setattr(stage, "SENT_WAIT_SLEEP", waited.append)
+    said: list[str] = []
+    read_journal(store, JOURNAL, before_asking=functools.partial(
+        stage._wait_for_sent, RoundStop(), said.append, ended_at, stage.SENT_APPLIED_S),
+        returned=set())  # its attempt never returned: read from the store
+    # The request may land until `unanswered_at + SENT_APPLIED_S`; the read-back must not
+    # ask before then (a margin of 5 s for this test's own run time).
+    needed = unanswered_at + stage.SENT_APPLIED_S - time.monotonic()
+    assert sum(waited) >= needed - 5.0, (
+        f"the read-back waited {waited} s, but the lost attempt's request may be applied "
+        f"for {needed:.0f} s more (its outcome was written after ended_at): {said}")
