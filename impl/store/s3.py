@@ -679,9 +679,10 @@ class S3Store(ObjectStore):
             # DeleteResult is no final answer either: S3 says such a request "might not
             # have processed" (ErrorBestPractices.html above) and its error-code table
             # (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html:
-            # InternalError "We encountered an internal error. Please try again.",
-            # ServiceUnavailable / SlowDown "Reduce your request rate", RequestTimeout)
-            # says to retry, nothing of when the work ends: a gateway whose backend call
+            # InternalError, 500, "We encountered an internal error. Please try again.";
+            # ServiceUnavailable, 503; RequestTimeout, 400, the socket "not read from or
+            # written to within the timeout period") gives retryable failures, and says
+            # nothing of when the work ends: a gateway whose backend call
             # timed out answers so while its backend goes on (review rev38z4 finding 1).
             # Such a key waits as for an unanswered request, from this answer's end.
             answered_at = time.monotonic()

@@ -128,11 +128,6 @@ def test_a_per_key_internal_error_from_a_gateway_still_at_work_is_not_recorded_n
     assert len(waited) == 1 and 0 < waited[0] <= stage.SENT_APPLIED_S, waited
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z4 finding 2: the read-back's wait is ended_at + 70 - unanswered_ago_s, which "
-    "assumes the outcome was written before ended_at; an attempt Spark no longer saw (an "
-    "executor taken for lost, a task past QUIESCE_LIMIT_S) writes it later, and its "
-    "request, sent before ended_at, is waited for less than 70 s after it ended"))
 def test_an_outcome_written_after_the_stage_was_seen_over_keeps_the_whole_wait(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
