@@ -261,6 +261,9 @@ class S3Store(ObjectStore):
         client.meta.events.register_last("before-send.s3.DeleteObject", attempts.starting)
         # A 200 that is not a whole DeleteResult is a failed attempt (deleteanswer.py).
         client.meta.events.register("before-parse.s3.DeleteObjects", deleteanswer.check)
+        # A single DeleteObject answered a 2xx other than S3's 204 is a failed attempt too
+        # (review rev38z4 finding 3, `deleteanswer.check_single`).
+        client.meta.events.register("before-parse.s3.DeleteObject", deleteanswer.check_single)
         return client
 
     @contextlib.contextmanager

@@ -193,9 +193,6 @@ class _Accepted(FrontHandler):
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z4 finding 3: a conditional DeleteObject answered 202 (or any 2xx) is "
-    "Outcome.DELETED: gc-admin reset says it removed a lease still there"))
 def test_a_conditional_delete_answered_202_is_not_taken_as_deleted(moto_endpoint: str) -> None:
     """Finding 3 (LOW: `gc-admin reset` and the probe's clean-up; no GC record). s26c made
     any DeleteObjects status below 301 other than 200 unsure (`deleteanswer.check`, rev38z3
