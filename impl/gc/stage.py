@@ -651,11 +651,17 @@ def _wait_for_sent(stop: RoundStop, note: Callable[[str], None], ended_at: float
     such an attempt had sent may still be applied by the server after the attempt has ended,
     and a key found still there would be counted an error though the request then deletes it
     (review rev38s finding 2). Wait until `SENT_APPLIED_S` has passed since no task of the
-    stage was seen running (`ended_at`, monotonic): `applied_s` (`sent_applied_s`), less
-    `ago_s`, how long before its outcome was written the latest unanswered request of
-    those batches ended (their outcomes say, `read_journal`; 0 where one does not): that
-    outcome was written before its attempt ended, so before `ended_at` (task s26a). A
-    key of unknown fate whose requests were all answered is not waited for. Not
+    stage was seen running (`ended_at`, monotonic), and since now: `applied_s`
+    (`sent_applied_s`), less `ago_s`, how long before its outcome was written the latest
+    unanswered request of those batches ended (their outcomes say, `read_journal`; 0 where
+    one does not, or for a batch with no outcome). Measured from now, not from `ended_at`
+    (review rev38z4 finding 2): an attempt Spark no longer tracks (an executor taken for
+    lost, a task still running at `QUIESCE_LIMIT_S`) may write its outcome after
+    `ended_at`; every outcome read was written before the driver read it, and this is
+    called after the journal was read, so its request ended no later than `ago_s` before
+    now. The cost: the time since `ended_at` (the journal's listing and reading) is added to
+    a wait of at most `applied_s`. A key of unknown fate whose requests were all answered
+    is not waited for. Not
     bounded so: an attempt Spark saw end whose process lives on (an executor taken for lost)
     and sends a batch it was told "go" for before the gate closed (`send_within_s` after
     that). A round whose every attempt returned, or whose other attempts' journals hold an
@@ -663,7 +669,8 @@ def _wait_for_sent(stop: RoundStop, note: Callable[[str], None], ended_at: float
     here. A request to stop (a signal, --deadline; a further one if the round was stopped
     already) ends the wait: False then, and a key still there is of unknown fate, not an
     error."""
-    left = ended_at + applied_s - max(0.0, ago_s) - time.monotonic()
+    now = time.monotonic()
+    left = max(ended_at, now) + applied_s - max(0.0, ago_s) - now
     if left <= 0:
         return True
     note(f"gc: up to {batches} delete batch(es) have no outcome (task attempts that did not "

@@ -52,8 +52,14 @@ _LOCK = threading.Lock()
 
 
 def install() -> None:
-    """Add the audit hook, once per process (a hook cannot be removed: it stays, and costs
-    a string comparison per audit event)."""
+    """Add the audit hook, once per process (a hook cannot be removed: it stays for the
+    process's life, in the driver and every executor). Its cost is a Python call per audit
+    event of any kind, not only `socket.connect` (review rev38z4): `_hook` returns at its
+    first statement for the others, and measured (Python 3.11, `timeit`; task s26f report)
+    it costs what an empty hook does, ~120 ns per event: `id()`, audited as `builtins.id`,
+    23 -> 145 ns; `copy.deepcopy` of a 20,000-entry dict, which calls `id` per object,
+    20 -> 36 ms. A Python hook cannot be made cheaper than its call; impl/ calls `id()` on
+    no per-key path."""
     global _INSTALLED
     with _LOCK:
         if not _INSTALLED:
@@ -74,6 +80,8 @@ def disarm(**_kwargs: Any) -> None:
 
 
 def _hook(event: str, args: tuple[Any, ...]) -> None:
+    # First, for every other event: this runs on each audit event of the process.
+    # `!=`, not `is not`: CPython builds a C-raised event's name afresh (not interned).
     if event != "socket.connect":
         return
     check = _ARMED.check

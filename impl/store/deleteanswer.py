@@ -77,6 +77,31 @@ def check(response_dict: Any = None, **_kwargs: Any) -> None:
 _SUCCESS = 200
 """The one status S3 answers a DeleteObjects' success with (the module's note)."""
 
+
+def check_single(response_dict: Any = None, **_kwargs: Any) -> None:
+    """botocore's `before-parse` handler for a single DeleteObject (`delete_if_match`:
+    the lease's reset, the probe's clean-up; review rev38z4 finding 3). S3 answers a
+    DeleteObject's success with 204 (API_DeleteObject.html, "Response Syntax":
+    "HTTP/1.1 204"; botocore's model, `data/s3/2006-03-01/service-2.json`: DeleteObject's
+    `"responseCode": 204`). botocore parses any status below 301 as success, so a 202,
+    whose request "might or might not eventually be acted upon" (RFC 9110 15.3.3), came
+    back DELETED. Any other status below 301 becomes a 500, as `check` does for
+    DeleteObjects: `attempts.note` marks the attempt unsure and botocore retries it. A 200
+    too: RFC 9110 9.3.5 lets a DELETE answer 200 once "enacted", but S3 does not, so a 200
+    here is not S3's answer (the cost, for a server that does answer 200: its deletes
+    come back GONE or an error, never DELETED). Never raises (the module's note)."""
+    if not isinstance(response_dict, dict):
+        return
+    status = response_dict.get("status_code")
+    if not isinstance(status, int) or status >= _PARSED_AS_ERROR_FROM or status == _NO_CONTENT:
+        return
+    _LOG.debug("DeleteObject answered %d, not S3's 204: taken as a failed attempt", status)
+    response_dict["status_code"] = 500
+
+
+_NO_CONTENT = 204
+"""The one status S3 answers a DeleteObject's success with (`check_single`)."""
+
 _PARSED_AS_ERROR_FROM = 301
 """botocore `parsers.py` `ResponseParser.parse`: `if response['status_code'] >= 301` the
 body is parsed as an error; below it, as the operation's output."""

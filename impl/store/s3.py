@@ -61,6 +61,9 @@ _REQUEST_UNSURE = "RequestFailedMaybeApplied"
 _REQUEST_THROTTLED = "SlowDownMaybeApplied"
 _AMBIGUOUS = frozenset({_REQUEST_UNSURE, _REQUEST_THROTTLED, "InternalError",
                         "ServiceUnavailable", "503", "RequestTimeout"})
+# The per-key codes of `_AMBIGUOUS` (not a whole request's): a key answered one may still
+# be deleted by that request after the answer (`_delete`, review rev38z4 finding 1).
+_PER_KEY_UNSURE = _AMBIGUOUS - {_REQUEST_UNSURE, _REQUEST_THROTTLED}
 # HEADs in flight at once when the keys of a failed delete are looked up (`_resolve`).
 _RESOLVERS = 8
 # Where the GC checks, once per store object, that the server enforces conditional writes
@@ -258,6 +261,9 @@ class S3Store(ObjectStore):
         client.meta.events.register_last("before-send.s3.DeleteObject", attempts.starting)
         # A 200 that is not a whole DeleteResult is a failed attempt (deleteanswer.py).
         client.meta.events.register("before-parse.s3.DeleteObjects", deleteanswer.check)
+        # A single DeleteObject answered a 2xx other than S3's 204 is a failed attempt too
+        # (review rev38z4 finding 3, `deleteanswer.check_single`).
+        client.meta.events.register("before-parse.s3.DeleteObject", deleteanswer.check_single)
         return client
 
     @contextlib.contextmanager
@@ -655,7 +661,9 @@ class S3Store(ObjectStore):
         # response, a body cut short, a 500 or a SlowDown for the whole request:
         # `attempts.unanswered_at` says why): it may still be carried out. Key -> when
         # (monotonic) the latest such attempt ended: the read-back waits from then (task
-        # s26a). A per-key error in a whole DeleteResult is not one.
+        # s26a). A per-key InternalError-class answer counts as none (review rev38z4
+        # finding 1); a definitive per-key error (AccessDenied, PreconditionFailed) is an
+        # answer.
         in_flight: dict[str, float] = {}
         while pending:
             answer = self._delete_once(pending, etags)
@@ -673,6 +681,20 @@ class S3Store(ObjectStore):
             result.gone.update(answer.absent - maybe)
             result.gone_unattributed.update(answer.absent & maybe)
             failed = answer.failed
+            # A per-key InternalError (ServiceUnavailable, 503, RequestTimeout) in a whole
+            # DeleteResult is no final answer either: S3 says such a request "might not
+            # have processed" (ErrorBestPractices.html above) and its error-code table
+            # (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html:
+            # InternalError, 500, "We encountered an internal error. Please try again.";
+            # ServiceUnavailable, 503; RequestTimeout, 400, the socket "not read from or
+            # written to within the timeout period") gives retryable failures, and says
+            # nothing of when the work ends: a gateway whose backend call
+            # timed out answers so while its backend goes on (review rev38z4 finding 1).
+            # Such a key waits as for an unanswered request, from this answer's end.
+            answered_at = time.monotonic()
+            for key, (code, _) in failed.items():
+                if code in _PER_KEY_UNSURE:
+                    in_flight[key] = max(in_flight.get(key, answered_at), answered_at)
             maybe.update(k for k, (code, _) in failed.items() if code in _AMBIGUOUS)
             ask.update(k for k, (code, _) in failed.items()
                        if code in _AMBIGUOUS and code != _REQUEST_THROTTLED)
@@ -722,10 +744,11 @@ class S3Store(ObjectStore):
         `changed`; there, unknown too: the server may carry the request out after this
         HEAD (review rev38z finding 6), so the journal's read-back asks again after its
         wait, but only when a request of it got no per-key answer (`in_flight`, task
-        s26a): a key
-        every request of which was answered (a per-key InternalError in a whole
-        DeleteResult, "the result of that delete", https://docs.aws.amazon.com/AmazonS3/
-        latest/API/API_DeleteObjects.html) and that is still there was not deleted, and
+        s26a; a per-key InternalError-class code counts as no answer, review rev38z4
+        finding 1): a key every request of which was answered (a definitive per-key
+        error in a whole DeleteResult, "the result of that delete", https://
+        docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteObjects.html) and that is still
+        there was not deleted, and
         nothing of those requests can still land: an error, listed again next round (S3's
         read-after-write consistency is strong for PUT and DELETE: S3 User Guide, "Amazon
         S3 data consistency model", https://docs.aws.amazon.com/AmazonS3/latest/userguide/

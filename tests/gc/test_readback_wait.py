@@ -59,14 +59,17 @@ def _driver_wait(said: list[str]) -> Callable[[int, float], bool]:
 
 
 @pytest.mark.s3
-def test_a_per_key_internal_error_answered_whole_asks_for_no_wait(
+def test_a_per_key_internal_error_answered_whole_still_waits(
     moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """`kept` is answered a per-key InternalError on every attempt (not deleted); `gone` is
     deleted and answered InternalError all the same; `plain` is deleted. Every answer is a
-    whole 200 DeleteResult. Before: the task's HEAD found `kept` there and journaled it
-    `unknown` ("still there right after an unanswered request"), and the read-back asked
-    for the 70 s wait: `waited == [~70.0]`."""
+    whole 200 DeleteResult. A per-key InternalError is no final answer: S3 says only that
+    the request "might not have processed" (ErrorBestPractices.html), and a gateway whose
+    backend call timed out answers so while its backend goes on (review rev38z4 finding 1,
+    which reversed s26a's rule). So the task journals `kept` `unknown` (still there right
+    after such an answer) and the read-back asks for the wait, measured from that answer
+    (< 70 s), then asks again: still there, an error. Recorded, not slept."""
     bucket = new_bucket(moto_endpoint)
     direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)  # the journal's store too
     keys = ["data/gone", "data/kept", "data/plain"]
@@ -88,8 +91,7 @@ def test_a_per_key_internal_error_answered_whole_asks_for_no_wait(
     said: list[str] = []
     totals = read_journal(direct, JOURNAL, known=writer.written(),
                           before_asking=_driver_wait(said), returned={_ATTEMPT.name()})
-    assert waited == [], (f"the read-back asked for a {waited} s wait though every request "
-                          f"was answered: {said}")
+    assert len(waited) == 1 and 0 < waited[0] <= stage.SENT_APPLIED_S, (waited, said)
     assert set(totals.deleted) == {"data/plain"}
     assert set(totals.gone_unattributed) == {"data/gone"}
     assert set(totals.errors) == {"data/kept"} and not totals.unknown, (totals.errors,
