@@ -46,9 +46,7 @@ class RoundStop:
         # Set with `_event`, and by `close`: what the helper threads (`announce`, `arm`)
         # wait on, so that each ends with the round instead of outliving it.
         self._wake = threading.Event()
-        self._closed = False
         self._threads: list[threading.Thread] = []  # the helper threads `close` waits for
-        self._stop_waker: Callable[[], None] | None = None
         self._further = threading.Event()  # a request made after the first (`wait_further`)
         self._said = threading.Event()  # set once `announce` has said the stop (or never will)
         self._said.set()
@@ -60,7 +58,7 @@ class RoundStop:
         # whole: newuser3 N1).
         self.insist_open = True
         self._say: Callable[[str], None] | None = None  # `announce`'s, for later signals
-        self._again: list[str] = []  # later signals not acted on, to be said (`again`)
+        self._again: list[_Later] = []  # later signals not acted on, to be said (`again`)
         # Issue 41 (newuser8 I10): before the round writes anything to the store (its lease,
         # its START), a signal ends the command at once (`before_round`): a stop request
         # waited for the store read under way, 10 minutes on a silent endpoint.
@@ -107,13 +105,15 @@ class RoundStop:
                 self.means = ("the dry run is over (it writes no record and holds no "
                               "lease); ending" if dry_run else "the round is over; ending")
 
-    def again(self, name: str) -> None:
-        """Say that a later signal came and is not acted on: from the waker thread (a
-        signal handler must neither write to a stream it may have interrupted nor take a
-        lock, which starting a thread does), else from a new daemon thread."""
+    def again(self, name: str, first: bool = False) -> None:
+        """Say that a later signal (or the deadline: `name`) came and is not acted on: from
+        the waker thread (a signal handler must neither write to a stream it may have
+        interrupted nor take a lock, which starting a thread does), else from a new daemon
+        thread. `first`: the first of its kind, after a stop of another kind (the safety
+        monitor's, a pause: newuser13 Q6), said as such, not as "again"."""
         if self._say is None:
             return
-        self._again.append(name)  # list.append: atomic under the GIL, no lock taken
+        self._again.append(_Later(name, first))  # list.append: atomic under the GIL
         fd = self._wake_fd
         if fd is None:
             self._start(self._say_again, "epochgc-stop-again")
@@ -124,16 +124,15 @@ class RoundStop:
     def _say_again(self) -> None:
         say = self._say
         while self._again:
-            name = self._again.pop(0)
+            later = self._again.pop(0)
             if say is None:
                 continue
-            if name.startswith("first:"):  # the first signal, after a stop of another kind
-                name = name[len("first:"):]
-                say(f"gc: {name}: already stopping ({self.reason}): {self.means}; the "
+            if later.first:
+                say(f"gc: {later.name}: already stopping ({self.reason}): {self.means}; the "
                     "store's requests are no longer retried, and none is sent once one "
                     "goes unanswered")
             else:
-                say(f"gc: {name} again: already stopping: {self.means}")
+                say(f"gc: {later.name} again: already stopping: {self.means}")
 
     @property
     def requested(self) -> bool:
@@ -166,7 +165,7 @@ class RoundStop:
             # line ever mentions the deadline")
             self.deadline_passed = True
             if self.reason is not None:
-                self.again("first:deadline")
+                self.again("deadline", first=True)
         if self.reason is None:
             self.reason = reason
         else:
@@ -192,10 +191,10 @@ class RoundStop:
         shutdown, possibly due to daemon threads", exit -6: CI, stop 48); and each round
         run in one process left its threads waiting for good. Idempotent; call from the
         thread that runs the round."""
-        if self._stop_waker is not None:
-            self._stop_waker()  # the waker reads what is in its pipe, then ends
-            self._stop_waker = None
-        self._closed = True
+        fd = self._wake_fd
+        if fd is not None:
+            self._wake_fd = None
+            os.close(fd)  # the waker reads what is in its pipe, then end-of-file, and ends
         self._wake.set()
         deadline = time.monotonic() + timeout
         for t in self._threads:
@@ -219,9 +218,9 @@ class RoundStop:
         with contextlib.suppress(OSError):  # full (a wake is pending) or closed
             os.write(fd, b"\0")
 
-    def _start_waker(self) -> Callable[[], None]:
-        """Start the thread that sets the event when a signal handler writes to its pipe;
-        returns a function that stops it."""
+    def _start_waker(self) -> None:
+        """Start the thread that sets the event when a signal handler writes to its pipe
+        (`close` stops it)."""
         r, w = os.pipe()
         os.set_blocking(w, False)
         self._wake_fd = w
@@ -237,15 +236,6 @@ class RoundStop:
                 os.close(r)
 
         self._start(run, "epochgc-stop-waker")
-
-        def stop_waker() -> None:
-            if self._wake_fd is None:
-                return
-            self._wake_fd = None
-            os.close(w)  # the thread reads end-of-file and ends
-
-        self._stop_waker = stop_waker
-        return stop_waker
 
     def arm(self, write_marker: Callable[[], None], on_error: Callable[[str], None],
             what: str = "write the STOP marker") -> None:
@@ -271,6 +261,14 @@ class RoundStop:
                 on_error(f"gc: could not {what}: {e}")
 
         self._start(run, "epochgc-stop")
+
+
+@dataclass(frozen=True)
+class _Later:
+    """A signal (or the deadline) that came once the round was stopping (`RoundStop.again`)."""
+
+    name: str
+    first: bool  # the first of its kind, after a stop of another kind: not "again"
 
 
 def _finishing(record: bool, lease: bool, dry_run: bool) -> str:
@@ -341,7 +339,7 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
         if stop.requested and not stop.insist_open:
             # The first signal after a stop of another kind (the monitor's, a pause) is not
             # "again" (newuser13 Q6)
-            stop.again(f"first:{name}" if first and stop.reason != name else name)
+            stop.again(name, first=first and stop.reason != name)
             return
         if stop.requested:
             stop.insist_open = False  # once: the cleanup it starts is not cut short
@@ -353,15 +351,14 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
             raise SignalAgain(name)
         stop.request_from_signal(name)
 
-    stop_waker = stop._start_waker()
+    stop._start_waker()
     for s in SIGNALS:
         signal.signal(s, handle)
 
     def restore() -> None:
         for s, h in previous.items():
             signal.signal(s, h)
-        stop_waker()
-        stop.close()
+        stop.close()  # stops the waker too
 
     return restore
 
