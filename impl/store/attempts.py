@@ -210,8 +210,7 @@ def unsure(retries: int | None) -> bool:
     """Whether an attempt of the call just made may have been applied. `retries`: the
     answer's RetryAttempts, if any; attempts this record did not see (a client without the
     handler) are taken as unsure."""
-    missed = retries is not None and _RECORD.seen < retries + 1
-    return _RECORD.unsure or missed or unended()
+    return _RECORD.unsure or _missed(retries) or unended()
 
 
 def unanswered_at(retries: int | None) -> float | None:
@@ -227,12 +226,17 @@ def unanswered_at(retries: int | None) -> float | None:
     so a per-key error in it is that key's final answer to that request, and nothing of
     that request can land after it (task s26a). Attempts the record did not see (`unsure`)
     are taken as ending now."""
-    missed = retries is not None and _RECORD.seen < retries + 1
-    return time.monotonic() if missed else _RECORD.unanswered_at
+    return time.monotonic() if _missed(retries) else _RECORD.unanswered_at
 
 
 def only_throttled(retries: int | None) -> bool:
     """Whether every attempt of the call just made that may have been applied was a 200
     SlowDown (`throttled`), and the record saw every attempt."""
-    missed = retries is not None and _RECORD.seen < retries + 1
-    return _RECORD.unsure and not _RECORD.unsure_unthrottled and not missed and not unended()
+    return (_RECORD.unsure and not _RECORD.unsure_unthrottled and not _missed(retries)
+            and not unended())
+
+
+def _missed(retries: int | None) -> bool:
+    """Whether the call's answer (its RetryAttempts, `retries`) counts attempts this record
+    did not see (a client without the handler)."""
+    return retries is not None and _RECORD.seen < retries + 1

@@ -55,11 +55,9 @@ _LOG = logging.getLogger(__name__)
 
 def check(response_dict: Any = None, **_kwargs: Any) -> None:
     """botocore's `before-parse` handler for DeleteObjects."""
-    if not isinstance(response_dict, dict):
+    status = _parsed_as_output(response_dict)
+    if status is None:
         return
-    status = response_dict.get("status_code")
-    if not isinstance(status, int) or status >= _PARSED_AS_ERROR_FROM:
-        return  # botocore parses it as an error itself
     why: str | None
     if status != _SUCCESS:
         why = "a status other than S3's 200"
@@ -90,10 +88,8 @@ def check_single(response_dict: Any = None, **_kwargs: Any) -> None:
     too: RFC 9110 9.3.5 lets a DELETE answer 200 once "enacted", but S3 does not, so a 200
     here is not S3's answer (the cost, for a server that does answer 200: its deletes
     come back GONE or an error, never DELETED). Never raises (the module's note)."""
-    if not isinstance(response_dict, dict):
-        return
-    status = response_dict.get("status_code")
-    if not isinstance(status, int) or status >= _PARSED_AS_ERROR_FROM or status == _NO_CONTENT:
+    status = _parsed_as_output(response_dict)
+    if status is None or status == _NO_CONTENT:
         return
     _LOG.debug("DeleteObject answered %d, not S3's 204: taken as a failed attempt", status)
     response_dict["status_code"] = 500
@@ -101,6 +97,17 @@ def check_single(response_dict: Any = None, **_kwargs: Any) -> None:
 
 _NO_CONTENT = 204
 """The one status S3 answers a DeleteObject's success with (`check_single`)."""
+
+def _parsed_as_output(response_dict: Any) -> int | None:
+    """The answer's status if botocore parses its body as the operation's output (below
+    `_PARSED_AS_ERROR_FROM`); None if it parses it as an error itself, or it is no answer."""
+    if not isinstance(response_dict, dict):
+        return None
+    status = response_dict.get("status_code")
+    if not isinstance(status, int) or status >= _PARSED_AS_ERROR_FROM:
+        return None
+    return status
+
 
 _PARSED_AS_ERROR_FROM = 301
 """botocore `parsers.py` `ResponseParser.parse`: `if response['status_code'] >= 301` the

@@ -14,7 +14,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -668,9 +668,7 @@ class S3Store(ObjectStore):
         while pending:
             answer = self._delete_once(pending, etags)
             if answer.unanswered_at is not None:
-                for key in pending:
-                    in_flight[key] = max(in_flight.get(key, answer.unanswered_at),
-                                         answer.unanswered_at)
+                _ended_at(in_flight, pending, answer.unanswered_at)
             if answer.retried:
                 # botocore sent this request again after an attempt that may have been
                 # applied (a 5xx other than SlowDown, a dropped connection: attempts.py):
@@ -691,10 +689,8 @@ class S3Store(ObjectStore):
             # nothing of when the work ends: a gateway whose backend call
             # timed out answers so while its backend goes on (review rev38z4 finding 1).
             # Such a key waits as for an unanswered request, from this answer's end.
-            answered_at = time.monotonic()
-            for key, (code, _) in failed.items():
-                if code in _PER_KEY_UNSURE:
-                    in_flight[key] = max(in_flight.get(key, answered_at), answered_at)
+            _ended_at(in_flight, [k for k, (code, _) in failed.items()
+                                  if code in _PER_KEY_UNSURE], time.monotonic())
             maybe.update(k for k, (code, _) in failed.items() if code in _AMBIGUOUS)
             ask.update(k for k, (code, _) in failed.items()
                        if code in _AMBIGUOUS and code != _REQUEST_THROTTLED)
@@ -748,15 +744,14 @@ class S3Store(ObjectStore):
         finding 1): a key every request of which was answered (a definitive per-key
         error in a whole DeleteResult, "the result of that delete", https://
         docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteObjects.html) and that is still
-        there was not deleted, and
-        nothing of those requests can still land: an error, listed again next round (S3's
-        read-after-write consistency is strong for PUT and DELETE: S3 User Guide, "Amazon
-        S3 data consistency model", https://docs.aws.amazon.com/AmazonS3/latest/userguide/
-        Welcome.html#ConsistencyModel); a HEAD that fails too
-        leaves the outcome unknown, said as much. Only keys
-        some attempt failed ambiguously are looked up (whatever their last attempt said:
-        `_delete`): a 4xx (NoSuchBucket, AccessDenied) or SlowDown was not applied, and a
-        HEAD's 404 cannot tell a missing bucket from a missing key.
+        there was not deleted, and nothing of those requests can still land: an error,
+        listed again next round (S3's read-after-write consistency is strong for PUT and
+        DELETE: S3 User Guide, "Amazon S3 data consistency model", https://
+        docs.aws.amazon.com/AmazonS3/latest/userguide/Welcome.html#ConsistencyModel); a
+        HEAD that fails too leaves the outcome unknown, said as much. Only keys some attempt
+        failed ambiguously are looked up (whatever their last attempt said: `_delete`): a
+        4xx (NoSuchBucket, AccessDenied) or SlowDown was not applied, and a HEAD's 404
+        cannot tell a missing bucket from a missing key.
         Only the keys in `ask` are looked up now. A key made unsure only by 200 SlowDown
         answers (S3's throttle of a DeleteObjects part-way, `attempts.throttled`) is most
         likely still there, and a HEAD of it, paced by the client's limiter the throttle
@@ -897,6 +892,13 @@ class _Answer:
     throttled: bool  # each such send was answered 200 SlowDown (`attempts.only_throttled`)
     # When (monotonic) the latest attempt that got no answer ended (`attempts.unanswered_at`)
     unanswered_at: float | None = None
+
+
+def _ended_at(in_flight: dict[str, float], keys: Iterable[str], at: float) -> None:
+    """A request of each of `keys` that may still be carried out ended at `at` (monotonic):
+    `in_flight` keeps the latest such time per key (`S3Store._delete`)."""
+    for key in keys:
+        in_flight[key] = max(in_flight.get(key, at), at)
 
 
 def _around_the_limiter(client: Any, handler: Callable[..., None]) -> None:
