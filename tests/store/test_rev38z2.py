@@ -315,6 +315,15 @@ class _ProxyServer(ThreadingHTTPServer):
         pass
 
 
+def _through_proxy(monkeypatch: pytest.MonkeyPatch, port: int) -> None:
+    """botocore's requests go through the HTTP proxy on loopback `port` (the standard
+    settings it honours, `utils.get_environ_proxies`), for every host."""
+    for name in ("HTTP_PROXY", "http_proxy"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{port}")
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def test_a_delete_written_through_a_proxy_then_reset_is_not_taken_as_not_sent(
     moto_endpoint: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -341,14 +350,8 @@ def test_a_delete_written_through_a_proxy_then_reset_is_not_taken_as_not_sent(
     for k in keys:
         direct.put(k, b"x")
     items = [(k, 1, 7200.0, direct.head(k).version) for k in keys]  # type: ignore[union-attr]
-    proxy = _ProxyServer()
-    thread = threading.Thread(target=proxy.serve_forever, daemon=True)
-    thread.start()
-    try:
-        monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{proxy.server_address[1]}")
-        monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{proxy.server_address[1]}")
-        monkeypatch.delenv("NO_PROXY", raising=False)
-        monkeypatch.delenv("no_proxy", raising=False)
+    with serving(_ProxyServer()) as proxy:
+        _through_proxy(monkeypatch, proxy.server_address[1])
         store = S3Store(bucket, "c", endpoint_url=moto_endpoint, max_attempts=0,
                         key_retry=no_key_retry())
         try:
@@ -357,9 +360,6 @@ def test_a_delete_written_through_a_proxy_then_reset_is_not_taken_as_not_sent(
         finally:
             store.close()
             monkeypatch.undo()
-    finally:
-        proxy.shutdown()
-        proxy.server_close()
     assert proxy.applied == [200]  # the DeleteObjects reached the server, which applied it
     assert all(direct.head(k) is None for k in keys)  # the round's request deleted both
     totals = read_journal(direct, _PREFIX)
@@ -386,10 +386,7 @@ def test_a_proxy_never_reached_is_still_not_sent(
     with socket.socket() as s:  # a port nothing listens on once closed
         s.bind(("127.0.0.1", 0))
         dead = s.getsockname()[1]
-    monkeypatch.setenv("HTTP_PROXY", f"http://127.0.0.1:{dead}")
-    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{dead}")
-    monkeypatch.delenv("NO_PROXY", raising=False)
-    monkeypatch.delenv("no_proxy", raising=False)
+    _through_proxy(monkeypatch, dead)
     store = S3Store(bucket, "c", endpoint_url=moto_endpoint, max_attempts=0,
                     key_retry=no_key_retry())
     try:
