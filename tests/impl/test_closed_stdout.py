@@ -197,3 +197,13 @@ def test_gc_exits_with_its_records_code(tmp_path: Path) -> None:
     assert not eligible & all_keys(store)
     [rec] = [json.loads(store.get(o.key)) for o in store.list_all(ROUNDS_PREFIX)]
     assert (rec["outcome"], rec["exit_code"]) == ("done", 0), rec
+
+
+def test_gc_package_to_a_full_device_says_the_package_was_written(tmp_path: Path) -> None:
+    """newuser13 Q9: `gc-package --out pkg > /dev/full` said only NO_SPACE, exit 1, while
+    the package was written: a re-run then replaced it unasked. Now the line says it."""
+    pkg = tmp_path / "pkg"
+    code, err = _full("gc-package", "--out", str(pkg))
+    assert (code, err) == (1, f"{NO_SPACE[:-1]}; the package was written: "
+                              f"{pkg / 'epochgc.zip'} and {pkg / 'epochgc_gc_submit.py'}\n")
+    assert (pkg / "epochgc.zip").stat().st_size > 0

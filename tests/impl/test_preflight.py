@@ -579,3 +579,24 @@ def test_conform_vectors_replays_without_hypothesis(tmp_path: Path) -> None:
                  tmp_path)
     assert g.returncode == ExitCode.UNAVAILABLE, g.stdout + g.stderr
     assert "pip install 'epochgc[conform]' (or pass --vectors" in _one_line(g.stderr)
+
+
+def test_gc_package_never_overwrites_a_package_unless_forced(tmp_path: Path) -> None:
+    """newuser13 Q9: a second `gc-package --out pkg` replaced both files silently, where
+    --list, --manifest and conform's --out refuse an existing target. Now 64 naming them,
+    nothing touched; --force replaces them. Other files in --out (a `dist` of wheels) are
+    no reason to refuse."""
+    out = tmp_path / "pkg"
+    out.mkdir()
+    (out / "other.whl").write_text("w")
+    assert CliRunner().invoke(main, ["gc-package", "--out", str(out)]).exit_code == 0
+    zipped = out / "epochgc.zip"
+    zipped.write_bytes(b"mine")
+    r = CliRunner().invoke(main, ["gc-package", "--out", str(out)])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert (f"--out {out}: epochgc.zip and epochgc_gc_submit.py already there; refusing to "
+            "overwrite (--force replaces them)") in _one_line(r.output)
+    assert zipped.read_bytes() == b"mine"
+    r = CliRunner().invoke(main, ["gc-package", "--out", str(out), "--force"])
+    assert r.exit_code == 0, r.output
+    assert zipped.read_bytes() != b"mine" and (out / "other.whl").read_text() == "w"
