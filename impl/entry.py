@@ -15,9 +15,11 @@ process with no word and no cleanup).
 from __future__ import annotations
 
 import signal
+import time
 from types import FrameType
 
 _early: list[int] = []  # signals received before `impl.signals.install`
+_started_at: float | None = None  # time.monotonic() as `main` began (`started_at`)
 # Whether SIGHUP was ignored when the process started (None: `main` did not run, the
 # command runs in-process: look now). `nohup` (POSIX: "the nohup utility shall ... ignore
 # the SIGHUP signal") and a shell's background job started that way ask for the command
@@ -43,8 +45,15 @@ def take_early() -> int | None:
     return first
 
 
+def started_at() -> float | None:
+    """When the `epochgc` command began, before its imports (None: `main` did not run, the
+    command runs in-process): `demo --seconds` counts its budget from there."""
+    return _started_at
+
+
 def main() -> None:
-    global _hup_ignored
+    global _hup_ignored, _started_at
+    _started_at = time.monotonic()
     _hup_ignored = signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
     for s in (signal.SIGINT, signal.SIGTERM) + (() if _hup_ignored else (signal.SIGHUP,)):
         signal.signal(s, _keep)
