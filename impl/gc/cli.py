@@ -42,6 +42,7 @@ from epochgc.impl.gc.stop import (
     SignalAgain,
     absorb_late_signal,
     announce,
+    driver_bound,
     hold_signals,
     install_signal_handlers,
     interruptible_output,
@@ -59,7 +60,7 @@ from epochgc.impl.preflight import (
 from epochgc.impl.progress import Reporter
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
-from epochgc.impl.store.driverbound import DriverBound, installed
+from epochgc.impl.store.driverbound import installed
 from epochgc.impl.store.patience import BadSetting, Patience, check_settings
 from epochgc.impl.store.url import StoreSpec, open_control, parse_store_url
 
@@ -426,9 +427,7 @@ def gc(
             patience = Patience.from_env()
         except StoreError:  # a bad setting: the control reads name it
             patience = Patience()
-        bound = DriverBound(patience.read_timeout_s,
-                            stop.operator_stops,
-                            lambda line: say(f"gc: {line}"), patience.say_after_s)
+        bound = driver_bound(stop, patience, lambda line: say(f"gc: {line}"))
         with installed(bound):
             summary = _run(spec, options, session, say, clock, stop)
         checkpoint("round-over")  # the signal tests' point: the round ended, nothing said

@@ -27,6 +27,8 @@ from types import FrameType
 
 from epochgc.impl.signals import SIGNALS as _COMMAND_SIGNALS
 from epochgc.impl.signals import Interrupted
+from epochgc.impl.store.driverbound import DriverBound
+from epochgc.impl.store.patience import Patience
 
 # SIGHUP: a terminal's hangup, as SIGTERM, unless ignored at start (`nohup`): the same set
 # as every command's (impl/signals.py SIGNALS says why).
@@ -140,10 +142,20 @@ class RoundStop:
 
     def operator_stops(self) -> bool:
         """Whether an operator or the clock stopped the round (a signal, even one after
-        another stop, or the deadline): its driver's requests are then not retried, and
-        none is sent once the store did not answer one (`driverbound.DriverBound`)."""
+        another stop, or the deadline)."""
         return (self.signalled is not None or self.deadline_passed
                 or self.reason in SIGNALS.values())
+
+    def bounds_requests(self) -> bool:
+        """Whether the driver's requests are bounded as for a stop (`driverbound.
+        DriverBound`: none retried, none sent once the store left one unanswered): once
+        the round is stopping, for any reason. newuser13 Q6: after the safety monitor's
+        stop on a silent store each write kept botocore's retries (~150 s a write), and
+        the round outlived its lease; only a signal or the deadline cut them short. A
+        store that answers still gets each call's first attempt, so a stopped round on a
+        live store writes its record; one throttled answer then fails that write, said
+        with what records the round later (`gc-admin reset --force`)."""
+        return self.requested or self.operator_stops()
 
     def wait(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for a request; True if one was made."""
@@ -361,6 +373,13 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
         stop.close()  # stops the waker too
 
     return restore
+
+
+def driver_bound(stop: RoundStop, patience: Patience,
+                 say: Callable[[str], None] | None = None) -> DriverBound:
+    """The bound on a round's driver requests (`driverbound.py`) that `stop` shortens: each
+    attempt waits `patience.read_timeout_s` for its answer, said every `say_after_s`."""
+    return DriverBound(patience.read_timeout_s, stop.bounds_requests, say, patience.say_after_s)
 
 
 def deadline_timer(stop: RoundStop, seconds: float) -> threading.Timer:
