@@ -130,11 +130,20 @@ class RoundStop:
             if say is None:
                 continue
             if later.first:
-                say(f"gc: {later.name}: already stopping ({self.reason}): {self.means}; the "
-                    "store's requests are no longer retried, and none is sent once one "
-                    "goes unanswered")
+                line = f"gc: {later.name}: already stopping ({self.reason}): {self.means}"
             else:
-                say(f"gc: {later.name} again: already stopping: {self.means}")
+                line = f"gc: {later.name} again: already stopping: {self.means}"
+            say(line + self._code_stays(later.name))
+
+    def _code_stays(self, name: str) -> str:
+        """A signal that is only said does not change the exit code: the round's first
+        stop decides it (`summary.exit_code`), as a second signal's does (SIGTERM, then
+        SIGINT: 143). Said, so that an operator who sent SIGINT does not wait for 130
+        (newuser13 Q6: "after three signals the exit code is 1, not 130/143")."""
+        if self.reason == name or name not in SIGNALS.values():
+            return ""
+        code = 128 + signal.Signals[name]
+        return f"; the exit code stays the {self.reason} stop's, not {code}"
 
     @property
     def requested(self) -> bool:
@@ -315,16 +324,20 @@ def announce(stop: RoundStop, say: Callable[[str], None],
 
 
 # How a round a second signal ended is said (its error, its record's and its last line).
-STOPPED_AT_ONCE = "again: stopped at once"
+STOPPED_AT_ONCE = "stopped at once"
 
 
 class SignalAgain(KeyboardInterrupt):
     """A second SIGINT/SIGTERM while the round stops: the operator insists. Its text is the
     round's error as it is said, "SIGINT again: stopped at once" (newuser11 M8: it read
-    "error: KeyboardInterrupt: SIGINT again", a Python class name, as if it crashed)."""
+    "error: KeyboardInterrupt: SIGINT again", a Python class name, as if it crashed). The
+    first signal after a stop of another kind (`after`: the monitor's, the deadline's) is
+    not "again" (newuser13 Q6): "SIGINT after the round's stop (unhealthy): stopped at
+    once"."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"{name} {STOPPED_AT_ONCE}")
+    def __init__(self, name: str, after: str | None = None) -> None:
+        said = f"{name} after the round's stop ({after})" if after else f"{name} again"
+        super().__init__(f"{said}: {STOPPED_AT_ONCE}")
 
 
 def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
@@ -360,7 +373,7 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
             # connections it then finds broken (issue 41 item 3: four tracebacks before
             # our one line). Nothing the command says goes through logging.
             logging.disable(logging.CRITICAL)
-            raise SignalAgain(name)
+            raise SignalAgain(name, stop.reason if first and stop.reason != name else None)
         stop.request_from_signal(name)
 
     stop._start_waker()
