@@ -412,9 +412,13 @@ def gc(
     if launched_by_spark_submit():
         # The JVM is this process's parent and gets a scheduler's SIGTERM: handed here, so
         # that it stops the round as this process's own would (newuser13 Q11).
-        from epochgc.impl.gc.jvmsignals import forward_jvm_signals
+        from epochgc.impl.gc.jvmsignals import forward_jvm_signals, watch_jvm
+        from epochgc.impl.gc.summary import SPARK_STOPPED
 
         forward_jvm_signals()
+        # A JVM gone under the driver (SIGKILL: no handler runs) stops the round wherever
+        # it waits, not only in a call into Spark (s27a: an orphan in the recovery's wait)
+        restore = _both(watch_jvm(lambda: stop.request(SPARK_STOPPED)), restore)
     if not merged:  # a signal is said when it comes, even with -q (issue 41)
         announce(stop, say if not quiet else lambda line: echo_safe(line, err=True))
     restored = False
@@ -619,6 +623,14 @@ def _run(
             if isinstance(e, KeyboardInterrupt) or stop.requested:
                 failed.interrupted = stop.reason or "SIGINT"
         return failed
+
+
+def _both(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
+    def both() -> None:
+        first()
+        then()
+
+    return both
 
 
 def failure_line(s: GcSummary) -> str:

@@ -61,7 +61,7 @@ from epochgc.impl.gc.scan import (
     scan_task,
     split_prefixes,
 )
-from epochgc.impl.gc.session import cancel_on_stop, context_stopped, launched_by_spark_submit
+from epochgc.impl.gc.session import cancel_on_stop, context_stopped
 from epochgc.impl.gc.sparkerrors import _spark_errors
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.stream import TaskResult, list_and_delete_task
@@ -428,8 +428,6 @@ def _stage(
                 # request they had sent is waited for, `_wait_for_sent`), never zeros.
                 if not stop.requested:  # a further request would end the waits it led to
                     stop.request(SPARK_STOPPED)
-                # spark-submit's exit code is its JVM's, gone: not this driver's to record
-                summary.exit_unseen = launched_by_spark_submit()
                 note(f"gc: {SPARK_STOPPED_LINE}; what its tasks deleted is read from the "
                      "journal")
             elif cut is not None:  # cancelled by the stop's bound: a stop, not a failure
