@@ -7,6 +7,7 @@ child that watches it (no JVM: the watch is of the parent, whatever it runs)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -60,10 +61,8 @@ def test_the_driver_sees_its_parent_killed(tmp_path: Path) -> None:
         if parent.poll() is None:
             parent.kill()
             parent.wait()
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(child, signal.SIGKILL)  # ours, by its pid
-        except ProcessLookupError:
-            pass
 
 
 def test_a_watch_ended_with_the_round_calls_nothing() -> None:
