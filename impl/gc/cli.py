@@ -438,6 +438,8 @@ def gc(
         bound = driver_bound(stop, patience, lambda line: say(f"gc: {line}"))
         with installed(bound):
             summary = _run(spec, options, session, say, clock, stop)
+        # A failed stdout write's line says what the round did (newuser14 R3).
+        closedout.done(summary.done_words())
         checkpoint("round-over")  # the signal tests' point: the round ended, nothing said
         restore()
         restored = True
