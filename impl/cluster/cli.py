@@ -206,6 +206,12 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
         # Ready: handed over, they run on after this command (until `cluster stop`); a
         # start killed before this point (kill -9) leaves none of its nodes running.
         lc.detach(started)
+        # newuser14 R3: a failed stdout write's line says the cluster runs (a bare "cannot
+        # write" reads as a start that failed).
+        closedout.done(f"the cluster is running ({len(lc.ids)} node(s), "
+                       + (f"started node(s) {_ids(started)}" if started
+                          else "every node was running already")
+                       + f"): every partition has a leader ({lc.dir})")
     except KeyboardInterrupt:  # SIGINT or SIGTERM: what this start started is stopped
         _stop_started(lc, started)
         click.echo(f"cluster start interrupted: stopped the {len(started)} node(s) it had "
@@ -329,6 +335,8 @@ def stop(data_dir: str) -> None:
         again = (f": `epochgc cluster stop --data-dir {data_dir}` again stops what still runs"
                  if being or left else "")
         raise signals.Interrupted(sig.signum, "; ".join(said) + again) from None
+    if stopped:  # newuser14 R3: said if stdout fails
+        closedout.done(f"stopped node(s) {_ids(stopped)}")
     # What was done (newuser13 Q7: nothing was said, for a stop or for nothing to stop), as
     # `cluster kill` says it (newuser12 P5).
     click.echo(f"stopped node(s) {_ids(stopped)}"
@@ -375,6 +383,8 @@ def kill(data_dir: str, node: int) -> None:
             f"no node {node} in the cluster under {lc.dir} (nodes: "
             + ", ".join(map(str, lc.ids)) + ")", param_hint="NODE")
     ended = lc.kill(node, signal.SIGKILL)
+    if ended.how == KILLED:  # newuser14 R3: said if stdout fails
+        closedout.done(f"node {node} (pid {ended.pid}) was killed")
     # Said either way (newuser12 P5: nothing, and exit 0 also for a node not running; the
     # wanted state holds then, so 0 stays, and the line says nothing was killed).
     click.echo(f"node {node} (pid {ended.pid}) killed" if ended.how == KILLED

@@ -385,6 +385,9 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
                 removed = reset_gc_state(s, time.time(), force, even_if_running)
         except ResetRefused as e:
             raise _Refused(str(e)) from None
+        # newuser14 R3: a failed stdout write's line says what the reset did.
+        did = f"removed {', '.join(removed)}" if removed else ""
+        closedout.done(did)
         if not as_json:  # said before the recovery's wait (review rev38n finding 4)
             click.echo("gc-admin: reset: " + (", ".join(f"removed {k}" for k in removed)
                                               or "nothing to remove"))
@@ -400,6 +403,11 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
                           "stopped; a dead round not recorded yet is recorded by the next "
                           "GC round or `gc-admin reset`", err=True)
             raise
+        if recovered:
+            closedout.done("; ".join([*filter(None, [did]), *(
+                f"recorded dead round {printable(r['round'])}: {printable(r['outcome'])}, "
+                f"{count_text(r['deleted'])} key(s) deleted ({printable(r['record'])})"
+                for r in recovered)]))
     finally:
         s.close()
     if as_json:
@@ -489,6 +497,11 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
         raise _Refused(f"refused, nothing removed: {e}") from None
     finally:
         s.close()
+    if plan.applied and (plan.rounds or plan.orphans):  # newuser14 R3: said if stdout fails
+        closedout.done(f"removed {len(plan.rounds)} round(s) ({plan.removed:,} object(s), "
+                       f"{plan.bytes:,} bytes)" + (
+                           f" and the sequence markers of {len(plan.orphans)} round(s)"
+                           if plan.orphans else ""))
     if as_json:
         click.echo(json.dumps(plan.as_dict(), sort_keys=True))
     else:

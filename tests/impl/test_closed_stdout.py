@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 
+from epochgc.impl.gc.lease import LEASE_KEY
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
@@ -27,6 +28,7 @@ from tests.gc.helpers import (
     HOUR,
     NOW,
     all_keys,
+    lease_of_a_dead_driver,
     put_local,
     simple_cluster,
     write_partitions,
@@ -73,14 +75,20 @@ def no_space(command: str | None) -> str:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A one-node cluster, started and stopped with stdout on a full device: newuser14 R3,
+    each line said only "cannot write to stdout" (old code), read as a start or stop that
+    failed; now it says what was done."""
     d = tmp_path_factory.mktemp("cluster")
-    subprocess.run([sys.executable, "-m", "epochgc", "cluster", "start", "--data-dir",
-                    str(d / "c"), "--store", str(d / "store"), "--nodes", "1",
-                    "--partitions", "t/0"], env=ENV, check=True, capture_output=True,
-                   timeout=300)
-    yield d / "c"
-    subprocess.run([sys.executable, "-m", "epochgc", "cluster", "stop", "--data-dir",
-                    str(d / "c")], env=ENV, check=True, capture_output=True, timeout=300)
+    code, err = _full("cluster", "start", "--data-dir", str(d / "c"), "--store",
+                      str(d / "store"), "--nodes", "1", "--partitions", "t/0")
+    try:
+        assert (code, err) == (1, no_space("cluster start")[:-1] + "; the cluster is running "
+                               f"(1 node(s), started node(s) 1): every partition has a leader "
+                               f"({d / 'c'})\n"), err
+        yield d / "c"
+    finally:  # stopped whatever the start said
+        stopped = _full("cluster", "stop", "--data-dir", str(d / "c"))
+    assert stopped == (1, no_space("cluster stop")[:-1] + "; stopped node(s) 1\n")
 
 
 def _acked(cluster_dir: Path) -> int:
@@ -185,6 +193,28 @@ def test_gc_admin_commands_whose_work_was_done_exit_0(tmp_path: Path) -> None:
         1, no_space("gc-admin start")[:-1] + "; the resume was written: GC runs again\n")
     # nothing done
     assert _full("gc-admin", "start", "--store", str(root)) == (1, no_space("gc-admin start"))
+
+
+def test_gc_admin_reset_and_expire_to_a_full_device_say_what_they_removed(
+        tmp_path: Path) -> None:
+    """newuser14 R3: `reset --force` and `expire --apply` into /dev/full said only "cannot
+    write to stdout" (old code) after removing the lease, or rounds."""
+    root = tmp_path / "store"
+    simple_cluster(LocalStore(root, create=True), 100, now=time.time())
+    lease_of_a_dead_driver(root, "20261130T170000.000Z-deadbeef")
+    code, err = _full("gc-admin", "reset", "--store", str(root), "--force")
+    assert code == 1 and err.endswith(
+        no_space("gc-admin reset")[:-1] + f"; removed {LEASE_KEY}\n"), err
+    for argv in (("gc-admin", "pause"), ("gc",)):  # a refused round (paused): its record
+        subprocess.run([sys.executable, "-m", "epochgc", *argv, "--store", str(root)],
+                       env=ENV, capture_output=True, timeout=300)
+    assert len(_rounds(root)) == 1
+    code, err = _full("gc-admin", "expire", "--store", str(root), "--older-than", "0s",
+                      "--apply")
+    assert code == 1 and re.search(re.escape(no_space("gc-admin expire")[:-1])
+                                   + r"; removed 1 round\(s\) \(\d+ object\(s\), [\d,]+ "
+                                   r"bytes\)\n\Z", err), err
+    assert _rounds(root) == []
 
 
 def _gc_args(root: Path) -> tuple[str, ...]:
