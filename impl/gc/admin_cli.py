@@ -676,6 +676,8 @@ def advance_epoch(data_dir: str, partition: str, as_json: bool) -> None:
         return
     if r.get("status") != "ok":
         raise _Refused(f"{partition}: {r.get('status')}: {r.get('message', r)}")
+    # newuser14 R3: a failed stdout write's line says the partition was advanced.
+    closedout.done(f"{partition} was advanced to {r['advanced_to']}")
     if as_json:  # newuser13 Q8: the only gc-admin command without --json
         _json({"partition": partition, "changed": True, "advanced_to": r["advanced_to"],
                "cached_epoch": r["cached_epoch"], "inactive_epoch": r["inactive_epoch"]})
