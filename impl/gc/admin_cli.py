@@ -269,10 +269,10 @@ def _operator() -> str:
 @_ENDPOINT
 @click.option("--reason", default="",
               help="recorded with the pause and shown in refusals; at most "
-                   f"{MAX_REASON_CHARS} characters")
+                   f"{MAX_REASON_CHARS} characters; empty (the default): no reason given")
 @click.option("--by", "by", default=None, metavar="WHO",
               help="who pauses (shown by `show` and in refusals); default user@host; at "
-                   f"most {MAX_BY_CHARS} characters")
+                   f"most {MAX_BY_CHARS} characters, not empty")
 @click.option("--replace", is_flag=True,
               help="on a store already paused, replace its author and reason with these "
                    "(without it the first pause is kept)")
@@ -288,6 +288,13 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
         raise _usage(f"--reason is {len(reason):,} characters; at most {MAX_REASON_CHARS}")
     if by is not None and len(by) > MAX_BY_CHARS:
         raise _usage(f"--by is {len(by):,} characters; at most {MAX_BY_CHARS}")
+    if by is not None and not by.strip():
+        # newuser14 R5: `--by ''` recorded the default author, user@host, without a word:
+        # a value given on purpose was replaced. An empty (or blank) author names nobody,
+        # so it is a usage error, as an empty --store or --partition is; an empty --reason
+        # is the default, "no reason given", and stays allowed.
+        raise _usage(f"--by is {'empty' if not by else 'blank'}: give who pauses, or leave "
+                     "--by out for the default (user@host)")
     s = _open(store, s3_endpoint)
     try:
         # Issue 41: a second pause replaced the first one's author and reason silently.

@@ -126,6 +126,20 @@ def test_a_pause_reason_is_bounded(tmp_path: Path) -> None:
     assert code == 64 and "--by" in out, out
 
 
+@pytest.mark.parametrize("by", ["", "  "])
+def test_an_empty_pause_author_is_refused(tmp_path: Path, by: str) -> None:
+    """newuser14 R5: `pause --by ''` paused "by root@vm" (the default author, put in place
+    of the value given, without a word), exit 0. Now a usage error naming --by, nothing
+    written; an empty --reason is its default, "no reason given", and stays allowed."""
+    root = _store(tmp_path)
+    code, out = _invoke("gc-admin", "pause", "--store", str(root), "--by", by)
+    assert code == 64 and "error: --by is " in out and "leave --by out" in out, out
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    assert json.loads(out)["paused"] is False  # nothing written
+    code, out = _invoke("gc-admin", "pause", "--store", str(root), "--reason", "")
+    assert code == 0 and "(no reason given)" in out, out
+
+
 def _record(root: Path, **fields: object) -> None:
     doc = {"outcome": "interrupted", "exit_code": 143, "interrupted": "SIGTERM",
            "started_at": time.time() - 60, "seconds": 40.0, "M": 100,
