@@ -7,7 +7,7 @@
 - `pause [--reason TEXT] [--by WHO]`: new rounds refuse (exit 3); a running round stops at
   its next delete batch (its driver polls the state), its record saying `interrupted: paused`.
 - `start`: resumes.
-- `reset [--force]`: removes the GC lease only (see `admin.reset_gc_state`); refused while a
+- `reset [--force]`: removes the GC lease only (see `admin.reset_lease`); refused while a
   round holds a live lease unless `--force`, and with it while the holder's process runs on
   this host unless `--even-if-running` too; then records any dead round, as `show` does.
 - `expire [--older-than 30d] [--keep-last N] [--apply]`: removes old rounds' records,
@@ -46,9 +46,10 @@ from epochgc.impl import closedout, errorline, jsonfailure
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.admin import (
     AdminState,
+    LeaseReset,
     ResetRefused,
     read_admin_state,
-    reset_gc_state,
+    reset_lease,
     write_admin_state,
 )
 from epochgc.impl.gc.duration import DURATION, at_most, format_duration
@@ -64,9 +65,12 @@ from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, MAX_REPORT_AGE_S
 from epochgc.impl.gc.record import iso_utc
 from epochgc.impl.gc.recordread import DamagedRecord
 from epochgc.impl.gc.recover import (
+    NO_JOURNAL,
     Recovered,
+    journal_started,
     left_line,
     live_rounds,
+    recorded,
     recorded_as,
     recover_dead_rounds,
     stop_dead_rounds,
@@ -389,15 +393,22 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
     try:
         try:
             with _writing("the lease's removal", store, s3_endpoint):
-                removed = reset_gc_state(s, time.time(), force, even_if_running)
+                reset_done = reset_lease(s, time.time(), force, even_if_running)
         except ResetRefused as e:
             raise _Refused(str(e)) from None
+        removed = reset_done.removed
+        unjournaled = _unjournaled(s, reset_done)
         # newuser14 R3: a failed stdout write's line says what the reset did.
-        did = f"removed {', '.join(removed)}" if removed else ""
+        did = "; ".join([f"removed {', '.join(removed)}" if removed else "",
+                         *(f"round {r}, which held it, ended {NO_JOURNAL}"
+                           for r in unjournaled)]).strip("; ")
         closedout.done(did)
         if not as_json:  # said before the recovery's wait (review rev38n finding 4)
             click.echo("gc-admin: reset: " + (", ".join(f"removed {k}" for k in removed)
                                               or "nothing to remove"))
+            for r in unjournaled:
+                echo_safe(f"gc-admin: reset: round {printable(r)}, which held it, ended "
+                          f"{NO_JOURNAL}")
         unrecordable: list[dict[str, Any]] = []
         try:
             checkpoint("reset-removed")  # the signal tests' point: the lease is gone
@@ -421,11 +432,28 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
         # `ended`: rounds that recorded themselves (or were recorded by another look)
         # during the wait; how they ended was on stderr only (newuser8 N1).
         _json({"removed": removed, "recovered": recovered, "ended": ended,
-               "unrecordable": unrecordable})
+               "unrecordable": unrecordable, "no_journal": unjournaled})
     else:
         _say_recovered(recovered)
     if unrecordable:  # named on stderr and left: the operator must look (the table: 1)
         sys.exit(ExitCode.FAILED)
+
+
+def _unjournaled(s: ObjectStore, done: LeaseReset) -> list[str]:
+    """The round whose lease `done` removed, if it never started its deletion journal and
+    has no record, and its process is not known to run (newuser14 R7: a round killed in
+    Spark's start-up; a running one, `--even-if-running`, records itself on losing its
+    lease). Its lease was its only trace: nothing was deleted, nothing is recorded."""
+    holder = done.lease.holder or {}
+    round_id = holder.get("round")
+    if not done.removed or not isinstance(round_id, str) or done.lease.holder_running():
+        return []
+    try:
+        if journal_started(s, round_id) or recorded(s, round_id):
+            return []
+    except StoreError:  # cannot tell: nothing said (the recovery below looks again)
+        return []
+    return [round_id]
 
 
 def _say_recovered(recovered: list[dict[str, Any]]) -> None:
