@@ -17,7 +17,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from epochgc.impl import closedout, jsonfailure, signals
+from epochgc.impl import closedout, jsonfailure, pathopt, signals
 from epochgc.impl.cluster import asked, local
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.errors import DamagedClusterFile
@@ -64,7 +64,7 @@ def cluster() -> None:
 
 
 @cluster.command()
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 @click.option("--store", required=True, help="store URL or directory")
 # Every node is a process with three listeners and its Raft log on this machine: a
 # bound, not 100,000 processes ending in `OSError: Too many open files` (newuser7 H6).
@@ -75,7 +75,7 @@ def cluster() -> None:
               type=FiniteFloat(MIN_MINT_INTERVAL_S, MAX_MINT_INTERVAL_S),
               help=f"seconds between the epochs the controller mints "
                    f"({MIN_MINT_INTERVAL_S:g}-{MAX_MINT_INTERVAL_S:g})")
-@click.option("--trace", default=None, type=click.Path(dir_okay=False),
+@click.option("--trace", default=None, type=pathopt.Path(dir_okay=False),
               help="every node appends an NDJSON trace here (epochgc check-trace FILE)")
 @click.option("--s3-endpoint", default=None,
               help="endpoint of an S3-compatible server, for s3:// stores")
@@ -300,7 +300,7 @@ async def _until_ready(lc: LocalCluster, partitions: list[str], timeout_s: float
 
 
 @cluster.command()
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 def stop(data_dir: str) -> None:
     """Stop every node of the cluster in DATA_DIR (its data stays). With DATA_DIR's
     cluster.json damaged, the node processes running on DATA_DIR are found by their
@@ -373,7 +373,7 @@ def _stopped_without_file(data_dir: str, e: DamagedClusterFile) -> str:
 
 
 @cluster.command()
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 @click.argument("node", type=int)
 def kill(data_dir: str, node: int) -> None:
     """SIGKILL one node."""
@@ -392,7 +392,7 @@ def kill(data_dir: str, node: int) -> None:
 
 
 @cluster.command(cls=jsonfailure.JsonCommand)
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True)
 def status(data_dir: str, as_json: bool) -> None:
     """Per partition: leader, term, applied window, seen window, LRO, M(p); and cluster M.
@@ -489,7 +489,7 @@ MAX_BATCH_BYTES = 256 << 20
 
 
 @click.command()
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 @click.option("--partition", "partitions", multiple=True, required=True)
 @click.option("--count", default=10, show_default=True,
               type=click.IntRange(min=1, max=MAX_COUNT),
@@ -667,7 +667,7 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
 
 
 @click.command()
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 @click.option("--partition", "partitions", multiple=True, required=True)
 @click.option("--verify", is_flag=True,
               help="dense offsets, every record's checksum, and every acknowledged record "

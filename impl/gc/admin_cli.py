@@ -42,7 +42,7 @@ from typing import Any
 
 import click
 
-from epochgc.impl import closedout, errorline, jsonfailure
+from epochgc.impl import closedout, errorline, jsonfailure, pathopt
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.admin import (
     AdminState,
@@ -663,7 +663,7 @@ def _stop_dead(s: ObjectStore, by: str, unrecordable: list[dict[str, Any]]
 
 
 @gc_admin.command("advance-epoch")
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False),
+@click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False),
               help="the local cluster's directory (epochgc cluster start --data-dir)")
 @click.option("--partition", required=True, help="e.g. t/0")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
