@@ -141,7 +141,10 @@ def writable_file(path: str, option: str, *, new: bool = False) -> str:
     """The absolute path of a file the command will create (`new`: never replace) or
     replace at the end of its work: refused (64) now, naming the path and why, if its
     directory is missing, is not a directory or takes no new file, or it names a directory
-    (or, with `new`, an existing file)."""
+    (or, with `new`, an existing file), or is empty (impl/pathopt.py: `--list ''` was
+    "is a directory", the current one)."""
+    if not path:
+        raise Refused(f"{option}: the path is empty; give one", ExitCode.USAGE)
     target = os.path.abspath(os.path.expanduser(path))
     parent = os.path.dirname(target)
     if os.path.isdir(target):

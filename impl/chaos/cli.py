@@ -11,6 +11,7 @@ from pathlib import Path
 
 import click
 
+from epochgc.impl import pathopt
 from epochgc.impl.chaos.run import ChaosResult, ChaosRun
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.finite import FiniteFloat
@@ -32,7 +33,7 @@ FIELDS = ("seconds", "acked", "lost", "in_use_deleted", "faults", "leader_change
 @click.option("--store", default=None, help="a directory or s3://bucket/prefix "
               "(default: a fresh directory)")
 @click.option("--s3-endpoint", default=None, help="the S3 server (a proxy goes in front)")
-@click.option("--out", type=click.Path(file_okay=False), default=None,
+@click.option("--out", type=pathopt.Path(file_okay=False), default=None,
               help="where result.json and history.txt go (default: a new temporary "
               "directory, named at the end)")
 @click.option("--gc-engine", type=click.Choice(["auto", "spark", "model"]), default="auto",

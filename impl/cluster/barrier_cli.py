@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from epochgc.impl import closedout, jsonfailure, signals
+from epochgc.impl import closedout, jsonfailure, pathopt, signals
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.cluster.statuspoll import StatusPoll
@@ -132,7 +132,7 @@ def _applied(rows: dict[str, dict[str, Any]]) -> bool:
 
 
 @click.command(cls=jsonfailure.JsonCommand)
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 @click.option("--wait", default=10.0, show_default=True, type=FiniteFloat(0, 3600),
               help="seconds to wait for every partition to apply the candidate (0-3600)")
 @click.option("--json", "as_json", is_flag=True)

@@ -17,7 +17,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from epochgc.impl import closedout, jsonfailure, signals
+from epochgc.impl import closedout, jsonfailure, pathopt, signals
 from epochgc.impl.cluster import asked, local
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.errors import DamagedClusterFile
@@ -64,7 +64,7 @@ def cluster() -> None:
 
 
 @cluster.command()
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 @click.option("--store", required=True, help="store URL or directory")
 # Every node is a process with three listeners and its Raft log on this machine: a
 # bound, not 100,000 processes ending in `OSError: Too many open files` (newuser7 H6).
@@ -75,7 +75,7 @@ def cluster() -> None:
               type=FiniteFloat(MIN_MINT_INTERVAL_S, MAX_MINT_INTERVAL_S),
               help=f"seconds between the epochs the controller mints "
                    f"({MIN_MINT_INTERVAL_S:g}-{MAX_MINT_INTERVAL_S:g})")
-@click.option("--trace", default=None, type=click.Path(dir_okay=False),
+@click.option("--trace", default=None, type=pathopt.Path(dir_okay=False),
               help="every node appends an NDJSON trace here (epochgc check-trace FILE)")
 @click.option("--s3-endpoint", default=None,
               help="endpoint of an S3-compatible server, for s3:// stores")
@@ -206,6 +206,12 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
         # Ready: handed over, they run on after this command (until `cluster stop`); a
         # start killed before this point (kill -9) leaves none of its nodes running.
         lc.detach(started)
+        # newuser14 R3: a failed stdout write's line says the cluster runs (a bare "cannot
+        # write" reads as a start that failed).
+        closedout.done(f"the cluster is running ({len(lc.ids)} node(s), "
+                       + (f"started node(s) {_ids(started)}" if started
+                          else "every node was running already")
+                       + f"): every partition has a leader ({lc.dir})")
     except KeyboardInterrupt:  # SIGINT or SIGTERM: what this start started is stopped
         _stop_started(lc, started)
         click.echo(f"cluster start interrupted: stopped the {len(started)} node(s) it had "
@@ -294,7 +300,7 @@ async def _until_ready(lc: LocalCluster, partitions: list[str], timeout_s: float
 
 
 @cluster.command()
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 def stop(data_dir: str) -> None:
     """Stop every node of the cluster in DATA_DIR (its data stays). With DATA_DIR's
     cluster.json damaged, the node processes running on DATA_DIR are found by their
@@ -329,6 +335,8 @@ def stop(data_dir: str) -> None:
         again = (f": `epochgc cluster stop --data-dir {data_dir}` again stops what still runs"
                  if being or left else "")
         raise signals.Interrupted(sig.signum, "; ".join(said) + again) from None
+    if stopped:  # newuser14 R3: said if stdout fails
+        closedout.done(f"stopped node(s) {_ids(stopped)}")
     # What was done (newuser13 Q7: nothing was said, for a stop or for nothing to stop), as
     # `cluster kill` says it (newuser12 P5).
     click.echo(f"stopped node(s) {_ids(stopped)}"
@@ -365,7 +373,7 @@ def _stopped_without_file(data_dir: str, e: DamagedClusterFile) -> str:
 
 
 @cluster.command()
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 @click.argument("node", type=int)
 def kill(data_dir: str, node: int) -> None:
     """SIGKILL one node."""
@@ -375,6 +383,8 @@ def kill(data_dir: str, node: int) -> None:
             f"no node {node} in the cluster under {lc.dir} (nodes: "
             + ", ".join(map(str, lc.ids)) + ")", param_hint="NODE")
     ended = lc.kill(node, signal.SIGKILL)
+    if ended.how == KILLED:  # newuser14 R3: said if stdout fails
+        closedout.done(f"node {node} (pid {ended.pid}) was killed")
     # Said either way (newuser12 P5: nothing, and exit 0 also for a node not running; the
     # wanted state holds then, so 0 stays, and the line says nothing was killed).
     click.echo(f"node {node} (pid {ended.pid}) killed" if ended.how == KILLED
@@ -382,7 +392,7 @@ def kill(data_dir: str, node: int) -> None:
 
 
 @cluster.command(cls=jsonfailure.JsonCommand)
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True)
 def status(data_dir: str, as_json: bool) -> None:
     """Per partition: leader, term, applied window, seen window, LRO, M(p); and cluster M.
@@ -479,7 +489,7 @@ MAX_BATCH_BYTES = 256 << 20
 
 
 @click.command()
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 @click.option("--partition", "partitions", multiple=True, required=True)
 @click.option("--count", default=10, show_default=True,
               type=click.IntRange(min=1, max=MAX_COUNT),
@@ -657,7 +667,7 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
 
 
 @click.command()
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 @click.option("--partition", "partitions", multiple=True, required=True)
 @click.option("--verify", is_flag=True,
               help="dense offsets, every record's checksum, and every acknowledged record "

@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from epochgc.impl import closedout, signals
+from epochgc.impl import closedout, pathopt, signals
 from epochgc.impl.cluster import asked
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.errors import NoCluster
@@ -117,7 +117,7 @@ def _now_holds(lc: LocalCluster, topic: str) -> str:
 
 
 @topic.command()
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 @click.option("--partitions", type=click.IntRange(1, 1024), required=True)
 @click.argument("name", callback=_name)
 def create(data_dir: str, partitions: int, name: str) -> None:
@@ -129,7 +129,7 @@ def create(data_dir: str, partitions: int, name: str) -> None:
 
 
 @topic.command()
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False))
+@click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 @click.argument("name", callback=_name)
 def delete(data_dir: str, name: str) -> None:
     """Delete every partition of topic NAME (an unknown topic is refused)."""

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from epochgc.impl import errorline, signals
+from epochgc.impl import errorline, pathopt, signals
 from epochgc.impl.conform.client import PortProcess, ProtocolFailure
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.finite import FiniteFloat
@@ -46,7 +46,7 @@ MIN_TIMEOUT_S = 0.01
 @click.option("--timeout-per-step", default=5.0, show_default=True,
               type=FiniteFloat(min=MIN_TIMEOUT_S, max=3600),
               help=f"Seconds per answer ({MIN_TIMEOUT_S:g} to 3600).")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--out", type=pathopt.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the shortest failing program here as a vector file (a new file: "
                    "an existing one is refused).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON summary object on stdout.")

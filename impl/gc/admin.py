@@ -270,8 +270,23 @@ class ResetRefused(Exception):
     without --force, or a lease that changed since it was read."""
 
 
+@dataclass(frozen=True)
+class LeaseReset:
+    """What `reset_lease` did: the keys it removed, and the lease it removed as it read it
+    (its holder's round: newuser14 R7, `reset` says what became of it)."""
+
+    removed: list[str]
+    lease: LeaseView
+
+
 def reset_gc_state(store: ObjectStore, now: float, force: bool = False,
                    even_if_running: bool = False) -> list[str]:
+    """`reset_lease`'s removed keys."""
+    return reset_lease(store, now, force, even_if_running).removed
+
+
+def reset_lease(store: ObjectStore, now: float, force: bool = False,
+                even_if_running: bool = False) -> LeaseReset:
     """The escape hatch: removes the GC lease (`_cluster/gc/lease.json`), so a round that
     died holding it no longer blocks the next ones until it expires. Nothing else: the
     pause state, the round records and the deletion journals are kept (they are the audit
@@ -282,10 +297,10 @@ def reset_gc_state(store: ObjectStore, now: float, force: bool = False,
     `force` is "its holder is known dead": a live lease whose holder's process is running
     on this machine (`LeaseView.holder_running`) is refused even so, naming the pid, unless
     `even_if_running` (newuser3 N4: a reset against a running round recorded it `killed`,
-    and two rounds ran at once). Returns what it removed."""
+    and two rounds ran at once). Returns what it removed and the lease read."""
     lease = read_lease(store, now)
     if lease.state is LeaseState.ABSENT:
-        return []
+        return LeaseReset([], lease)
     if not force:
         _refuse_unforced(lease)
     if lease.state is LeaseState.LIVE and not even_if_running and lease.holder_running():
@@ -304,7 +319,7 @@ def reset_gc_state(store: ObjectStore, now: float, force: bool = False,
         if r.errors:
             raise ResetRefused(f"cannot remove {LEASE_KEY}: "
                                f"{r.errors.get(LEASE_KEY, r.errors)}; remove it by hand")
-        return [] if LEASE_KEY in r.gone else [LEASE_KEY]
+        return LeaseReset([] if LEASE_KEY in r.gone else [LEASE_KEY], lease)
     # Issue 38 item 3: conditional on the store itself (S3 DeleteObject If-Match: <ETag>);
     # the batch delete's per-object ETag is ignored by moto, and the version was "" on S3.
     try:
@@ -317,7 +332,7 @@ def reset_gc_state(store: ObjectStore, now: float, force: bool = False,
             "over); not removed: see epochgc gc-admin show")
     # GONE: the lease read is gone after our request's unsure attempt (review rev38z3
     # finding 3): removed, most likely by that attempt.
-    return [] if outcome is Outcome.ABSENT else [LEASE_KEY]
+    return LeaseReset([] if outcome is Outcome.ABSENT else [LEASE_KEY], lease)
 
 
 def _refuse_unforced(lease: LeaseView) -> None:
@@ -326,7 +341,8 @@ def _refuse_unforced(lease: LeaseView) -> None:
         raise ResetRefused(
             f"a GC round holds a live lease ({LEASE_KEY}: round {holder.get('round', '?')}, "
             f"host {holder.get('host', '?')}, pid {holder.get('pid', '?')}); "
-            + (f"{DEAD_HOLDER}: pass --force to remove the lease and record the round"
+            + (f"{DEAD_HOLDER}: pass --force to remove the lease and record the round "
+               "from its journal, if it started one"
                if holder_running(holder) is False else
                "it may still be deleting; stop it first, or pass --force if it is known "
                "dead"))

@@ -7,7 +7,7 @@
 - `pause [--reason TEXT] [--by WHO]`: new rounds refuse (exit 3); a running round stops at
   its next delete batch (its driver polls the state), its record saying `interrupted: paused`.
 - `start`: resumes.
-- `reset [--force]`: removes the GC lease only (see `admin.reset_gc_state`); refused while a
+- `reset [--force]`: removes the GC lease only (see `admin.reset_lease`); refused while a
   round holds a live lease unless `--force`, and with it while the holder's process runs on
   this host unless `--even-if-running` too; then records any dead round, as `show` does.
 - `expire [--older-than 30d] [--keep-last N] [--apply]`: removes old rounds' records,
@@ -42,13 +42,14 @@ from typing import Any
 
 import click
 
-from epochgc.impl import closedout, errorline, jsonfailure
+from epochgc.impl import closedout, errorline, jsonfailure, pathopt
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.admin import (
     AdminState,
+    LeaseReset,
     ResetRefused,
     read_admin_state,
-    reset_gc_state,
+    reset_lease,
     write_admin_state,
 )
 from epochgc.impl.gc.duration import DURATION, at_most, format_duration
@@ -64,9 +65,12 @@ from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, MAX_REPORT_AGE_S
 from epochgc.impl.gc.record import iso_utc
 from epochgc.impl.gc.recordread import DamagedRecord
 from epochgc.impl.gc.recover import (
+    NO_JOURNAL,
     Recovered,
+    journal_started,
     left_line,
     live_rounds,
+    recorded,
     recorded_as,
     recover_dead_rounds,
     stop_dead_rounds,
@@ -269,10 +273,10 @@ def _operator() -> str:
 @_ENDPOINT
 @click.option("--reason", default="",
               help="recorded with the pause and shown in refusals; at most "
-                   f"{MAX_REASON_CHARS} characters")
+                   f"{MAX_REASON_CHARS} characters; empty (the default): no reason given")
 @click.option("--by", "by", default=None, metavar="WHO",
               help="who pauses (shown by `show` and in refusals); default user@host; at "
-                   f"most {MAX_BY_CHARS} characters")
+                   f"most {MAX_BY_CHARS} characters, not empty")
 @click.option("--replace", is_flag=True,
               help="on a store already paused, replace its author and reason with these "
                    "(without it the first pause is kept)")
@@ -288,6 +292,13 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
         raise _usage(f"--reason is {len(reason):,} characters; at most {MAX_REASON_CHARS}")
     if by is not None and len(by) > MAX_BY_CHARS:
         raise _usage(f"--by is {len(by):,} characters; at most {MAX_BY_CHARS}")
+    if by is not None and not by.strip():
+        # newuser14 R5: `--by ''` recorded the default author, user@host, without a word:
+        # a value given on purpose was replaced. An empty (or blank) author names nobody,
+        # so it is a usage error, as an empty --store or --partition is; an empty --reason
+        # is the default, "no reason given", and stays allowed.
+        raise _usage(f"--by is {'empty' if not by else 'blank'}: give who pauses, or leave "
+                     "--by out for the default (user@host)")
     s = _open(store, s3_endpoint)
     try:
         # Issue 41: a second pause replaced the first one's author and reason silently.
@@ -382,12 +393,22 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
     try:
         try:
             with _writing("the lease's removal", store, s3_endpoint):
-                removed = reset_gc_state(s, time.time(), force, even_if_running)
+                reset_done = reset_lease(s, time.time(), force, even_if_running)
         except ResetRefused as e:
             raise _Refused(str(e)) from None
+        removed = reset_done.removed
+        unjournaled = _unjournaled(s, reset_done)
+        # newuser14 R3: a failed stdout write's line says what the reset did.
+        did = "; ".join([f"removed {', '.join(removed)}" if removed else "",
+                         *(f"round {r}, which held it, ended {NO_JOURNAL}"
+                           for r in unjournaled)]).strip("; ")
+        closedout.done(did)
         if not as_json:  # said before the recovery's wait (review rev38n finding 4)
             click.echo("gc-admin: reset: " + (", ".join(f"removed {k}" for k in removed)
                                               or "nothing to remove"))
+            for r in unjournaled:
+                echo_safe(f"gc-admin: reset: round {printable(r)}, which held it, ended "
+                          f"{NO_JOURNAL}")
         unrecordable: list[dict[str, Any]] = []
         try:
             checkpoint("reset-removed")  # the signal tests' point: the lease is gone
@@ -400,17 +421,39 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
                           "stopped; a dead round not recorded yet is recorded by the next "
                           "GC round or `gc-admin reset`", err=True)
             raise
+        if recovered:
+            closedout.done("; ".join([*filter(None, [did]), *(
+                f"recorded dead round {printable(r['round'])}: {printable(r['outcome'])}, "
+                f"{count_text(r['deleted'])} key(s) deleted ({printable(r['record'])})"
+                for r in recovered)]))
     finally:
         s.close()
     if as_json:
         # `ended`: rounds that recorded themselves (or were recorded by another look)
         # during the wait; how they ended was on stderr only (newuser8 N1).
         _json({"removed": removed, "recovered": recovered, "ended": ended,
-               "unrecordable": unrecordable})
+               "unrecordable": unrecordable, "no_journal": unjournaled})
     else:
         _say_recovered(recovered)
     if unrecordable:  # named on stderr and left: the operator must look (the table: 1)
         sys.exit(ExitCode.FAILED)
+
+
+def _unjournaled(s: ObjectStore, done: LeaseReset) -> list[str]:
+    """The round whose lease `done` removed, if it never started its deletion journal and
+    has no record, and its process is not known to run (newuser14 R7: a round killed in
+    Spark's start-up; a running one, `--even-if-running`, records itself on losing its
+    lease). Its lease was its only trace: nothing was deleted, nothing is recorded."""
+    holder = done.lease.holder or {}
+    round_id = holder.get("round")
+    if not done.removed or not isinstance(round_id, str) or done.lease.holder_running():
+        return []
+    try:
+        if journal_started(s, round_id) or recorded(s, round_id):
+            return []
+    except StoreError:  # cannot tell: nothing said (the recovery below looks again)
+        return []
+    return [round_id]
 
 
 def _say_recovered(recovered: list[dict[str, Any]]) -> None:
@@ -489,6 +532,11 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
         raise _Refused(f"refused, nothing removed: {e}") from None
     finally:
         s.close()
+    if plan.applied and (plan.rounds or plan.orphans):  # newuser14 R3: said if stdout fails
+        closedout.done(f"removed {len(plan.rounds)} round(s) ({plan.removed:,} object(s), "
+                       f"{plan.bytes:,} bytes)" + (
+                           f" and the sequence markers of {len(plan.orphans)} round(s)"
+                           if plan.orphans else ""))
     if as_json:
         click.echo(json.dumps(plan.as_dict(), sort_keys=True))
     else:
@@ -615,7 +663,7 @@ def _stop_dead(s: ObjectStore, by: str, unrecordable: list[dict[str, Any]]
 
 
 @gc_admin.command("advance-epoch")
-@click.option("--data-dir", required=True, type=click.Path(file_okay=False),
+@click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False),
               help="the local cluster's directory (epochgc cluster start --data-dir)")
 @click.option("--partition", required=True, help="e.g. t/0")
 @click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
@@ -663,6 +711,8 @@ def advance_epoch(data_dir: str, partition: str, as_json: bool) -> None:
         return
     if r.get("status") != "ok":
         raise _Refused(f"{partition}: {r.get('status')}: {r.get('message', r)}")
+    # newuser14 R3: a failed stdout write's line says the partition was advanced.
+    closedout.done(f"{partition} was advanced to {r['advanced_to']}")
     if as_json:  # newuser13 Q8: the only gc-admin command without --json
         _json({"partition": partition, "changed": True, "advanced_to": r["advanced_to"],
                "cached_epoch": r["cached_epoch"], "inactive_epoch": r["inactive_epoch"]})

@@ -339,8 +339,11 @@ def _refusal(held: dict[str, Any]) -> str:
             f"{held.get('pid', '?')}, expiring in {left}")
     if holder_running(held) is False:
         # newuser3 N11: only `show` said so; the operator waited or forced blind.
+        # "from its journal, if it started one" (newuser14 R7: a round killed in Spark's
+        # start-up has none, and nothing to record).
         return (f"{said}; {DEAD_HOLDER}: `epochgc gc-admin reset --force` removes the lease "
-                "and records the round (or wait until it expires)")
+                "and records the round from its journal, if it started one (or wait until "
+                "it expires)")
     return f"{said}; two rounds at once would both claim the same keys"
 
 

@@ -7,7 +7,7 @@ import shlex
 
 import click
 
-from epochgc.impl import closedout
+from epochgc.impl import closedout, pathopt
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.package import ENTRY_SCRIPT, build_zip, write_entry_script
 from epochgc.impl.preflight import Refused, writable_dir
@@ -19,7 +19,7 @@ ZIP = "epochgc.zip"
 @click.option(
     "--out",
     "out_dir",
-    type=click.Path(file_okay=False),
+    type=pathopt.Path(file_okay=False),
     default="dist",
     show_default=True,
     help=f"Directory for {ZIP} and the entry script ({ENTRY_SCRIPT}); made if missing. "

@@ -345,6 +345,26 @@ def _tell(found: _Found, damaged: Callable[[DamagedRecord], None] | None) -> Non
             damaged(e)
 
 
+def journal_started(store: ObjectStore, round_id: str) -> bool:
+    """Whether round `round_id` wrote anything into its deletion journal. Its START comes
+    before its first task (`journal.py`), so a round with nothing there deleted nothing;
+    every record of a dead round is written from its journal (above), so such a round
+    has none to get (newuser14 R7: one killed in Spark's start-up left only its lease)."""
+    return next(iter(store.list_all(f"{JOURNAL_PREFIX}{round_id}/")), None) is not None
+
+
+def recorded(store: ObjectStore, round_id: str) -> bool:
+    """Whether round `round_id` has its record."""
+    return store.head(round_key(round_id)) is not None
+
+
+# Said where a dead round's lease is shown or removed and the round started no journal
+# (newuser14 R7: `show` promised that `reset --force` "records the round"; reset removed the
+# lease and said nothing of it). The record model has nothing to record it from.
+NO_JOURNAL = ("before its deletion journal started: nothing was deleted, and there is no "
+              "record to write (a dead round is recorded from its journal)")
+
+
 def unrecordable_line(e: DamagedRecord) -> str:
     """What a look says of a dead round whose record's key holds what is no object."""
     round_id = e.key.rpartition("/")[2].removesuffix(".json")

@@ -24,7 +24,7 @@ from epochgc.impl.gc.recordread import (
     listed_records,
     read_round_record,
 )
-from epochgc.impl.gc.recover import unrecordable_line
+from epochgc.impl.gc.recover import NO_JOURNAL, journal_started, recorded, unrecordable_line
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.gc.sequence import SequenceError, check_room, markers, newer_unmarked
 from epochgc.impl.gc.summary import OUTCOME_DRIVER_GONE, SPARK_STOPPED
@@ -53,6 +53,7 @@ def gc_state(store: ObjectStore, now: float, max_report_age_s: float,
     doc["paused_by"] = state.by or None if state.paused else None
     doc["paused_at"] = state.at if state.paused else None
     doc["lease"] = read_lease(store, now).as_dict()
+    doc["lease"]["journal_started"] = _journal_started(store, doc["lease"])
     doc["last_round"], doc["last_refusal"] = last_rounds(store)
     doc["recovered"] = recovered or []
     doc["recovering"] = recovering or []
@@ -230,6 +231,20 @@ FORCE_ADVICE = ("gc-admin reset --force removes it; a directory there is never r
                 "remove it by hand")
 
 
+def _journal_started(store: ObjectStore, lease: dict[str, Any]) -> bool | None:
+    """For a lease whose holder is known not to run: whether its round started its
+    deletion journal (`recover.journal_started`) or has its record; None where not asked
+    or not known."""
+    holder = lease.get("holder") or {}
+    round_id = holder.get("round")
+    if lease.get("holder_running") is not False or not isinstance(round_id, str):
+        return None
+    try:
+        return journal_started(store, round_id) or recorded(store, round_id)
+    except StoreError:
+        return None
+
+
 def _lease_line(lease: dict[str, Any], now: float) -> str:
     state = LeaseState(lease["state"])
     if state is LeaseState.ABSENT:
@@ -241,7 +256,14 @@ def _lease_line(lease: dict[str, Any], now: float) -> str:
         if state is LeaseState.LIVE:
             line = (f"held by {who}, renewed {_since(h.get('renewed_at'), now)}, "
                     f"expires {_since(h.get('expires_at'), now)}")
-            if lease.get("holder_running") is False:
+            if lease.get("holder_running") is False and lease.get("journal_started") is False:
+                # newuser14 R7: it promised "records the round" for a round killed in
+                # Spark's start-up, which has no journal to record it from.
+                line += (f"; holder pid {_text(h.get('pid'))} on this host is not running: "
+                         f"the round ended without releasing it, {NO_JOURNAL}; "
+                         "`gc-admin reset --force` removes the lease (or wait until it "
+                         "expires)")
+            elif lease.get("holder_running") is False:
                 # Known gone (issue 41): spares the operator the wait or a blind --force.
                 line += (f"; holder pid {_text(h.get('pid'))} on this host is not running: "
                          "the round ended without releasing it; `gc-admin reset --force` "

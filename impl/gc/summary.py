@@ -6,7 +6,7 @@ import enum
 import json
 from dataclasses import dataclass, field
 
-from epochgc.impl.gc.text import GONE_WHERE, printable
+from epochgc.impl.gc.text import GONE_WHERE, GONE_WHERE_SHORT, printable
 from epochgc.impl.shortlist import short_tail
 
 EXIT_OK = 0
@@ -256,6 +256,33 @@ class GcSummary:
 
     def to_json(self) -> str:
         return json.dumps({k: getattr(self, k) for k in JSON_KEYS})
+
+    def done_words(self) -> str:
+        """What the round did, in words, for the line of a stdout that failed after it
+        (`closedout.done`; newuser14 R3: `gc --json > /dev/full` said only "cannot write to
+        stdout", exit 1, after a round that deleted 100 keys and recorded `done`: read as
+        "nothing happened", the operator re-runs it or misses what it did). Its outcome,
+        the keys it deleted and its record's name, as its summary line and record say."""
+        if self.dry_run:  # a dry run deletes nothing and writes nothing (issue 29)
+            return f"the dry run ended {self.outcome}: nothing deleted, nothing written"
+        if self.journal is not None and not self.journal_read:
+            deleted = (f"which keys were deleted is not known (journal {self.journal}, "
+                       "which names every key a delete was sent for)")
+        elif self.deleted or self.unreadable_entries or self.unknown:
+            at_least = "at least " if self.unreadable_entries or self.unknown else ""
+            deleted = f"{at_least}{self.deleted:,} key(s) deleted"
+        else:
+            deleted = "nothing deleted"
+        if self.gone_unattributed:
+            deleted += f", {self.gone_unattributed:,} more left the store {GONE_WHERE_SHORT}"
+        if self.record is not None:
+            record = f"record {self.record}"
+        elif self.record_error is not None:  # its warning line said why
+            record = "its record was not written" + (
+                f": {self.record_advice}" if self.record_advice else "")
+        else:
+            record = "no record written"
+        return f"the round ended {self.outcome}: {deleted}; {record}"
 
     def gone_lines(self) -> list[str]:
         """`gone_unattributed`, said apart from `deleted` (none when it is 0)."""

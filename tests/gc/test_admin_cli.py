@@ -195,9 +195,11 @@ def test_pause_start_resume_reset_answer_json(tmp_path: Path) -> None:
         assert ran["changed"] is changed, (cmd, ran)  # newuser7: resume --json had no "changed"
     Lease(lambda: LocalStore(root), "r0", duration_s=1.0,
           clock=lambda: time.time() - 10).acquire()  # expired 9 s ago
+    # r0's holder is this process, still running: not a dead round (`no_journal`: R7)
     assert doc("reset") == {"removed": [LEASE_KEY], "recovered": [], "ended": [],
-                           "unrecordable": []}
-    assert doc("reset") == {"removed": [], "recovered": [], "ended": [], "unrecordable": []}
+                           "unrecordable": [], "no_journal": []}
+    assert doc("reset") == {"removed": [], "recovered": [], "ended": [], "unrecordable": [],
+                           "no_journal": []}
 
 
 def test_pause_and_resume_json_say_when_in_iso_8601_utc(tmp_path: Path) -> None:

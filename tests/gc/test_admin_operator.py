@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
+from epochgc.impl.gc.journal import JOURNAL_PREFIX, START
 from epochgc.impl.gc.lease import LEASE_KEY
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.store.local import LocalStore
-from tests.gc.helpers import AHEAD, NOW
+from tests.gc.helpers import AHEAD, NOW, lease_of_a_dead_driver
 from tests.gc.test_admin_show import _invoke, _store
 
 REPO = Path(__file__).parents[2]
@@ -42,6 +43,41 @@ def test_show_flags_a_live_lease_whose_holder_on_this_host_is_gone(tmp_path: Pat
     assert "gc-admin reset --force" in out, out
     _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
     assert json.loads(out)["lease"]["holder_running"] is False, out
+
+
+def test_show_and_reset_say_a_dead_round_without_a_journal_deleted_nothing(
+        tmp_path: Path) -> None:
+    """newuser14 R7: a round killed in Spark's start-up (SIGQUIT) leaves its lease and no
+    journal. Old code: `show` said "`gc-admin reset --force` removes the lease and records
+    the round"; `reset --force` removed the lease, recorded nothing and said nothing of
+    the round. A dead round is recorded from its journal (impl/gc/README.md): there is
+    none, so both say it deleted nothing and has no record to write."""
+    root = _store(tmp_path)
+    lease_of_a_dead_driver(root, "r-dead")
+    none = ("before its deletion journal started: nothing was deleted, and there is no "
+            "record to write (a dead round is recorded from its journal)")
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    [lease] = [line for line in out.splitlines() if line.startswith("lease: ")]
+    assert lease.endswith(f"the round ended without releasing it, {none}; `gc-admin reset "
+                          "--force` removes the lease (or wait until it expires)"), lease
+    code, out = _invoke("gc-admin", "reset", "--store", str(root), "--force")
+    assert (code, out) == (0, f"gc-admin: reset: removed {LEASE_KEY}\ngc-admin: reset: "
+                           f"round r-dead, which held it, ended {none}\n"), out
+    store = LocalStore(root)
+    assert store.head(LEASE_KEY) is None and not list(store.list_all(ROUNDS_PREFIX))
+    lease_of_a_dead_driver(root, "r-dead2")
+    code, out = _invoke("gc-admin", "reset", "--store", str(root), "--force", "--json")
+    assert code == 0 and json.loads(out)["no_journal"] == ["r-dead2"], out
+
+
+def test_show_promises_a_record_for_a_dead_round_with_a_journal(tmp_path: Path) -> None:
+    """The other side of R7: a dead holder whose journal started is recorded by reset."""
+    root = _store(tmp_path)
+    lease_of_a_dead_driver(root, "r-dead")
+    LocalStore(root).put(f"{JOURNAL_PREFIX}r-dead/{START}", b"{}")
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert "`gc-admin reset --force` removes the lease and records the round" in out, out
+    assert "nothing was deleted" not in out, out
 
 
 def test_gc_and_reset_say_a_lease_holder_on_this_host_is_gone(tmp_path: Path) -> None:
@@ -124,6 +160,20 @@ def test_a_pause_reason_is_bounded(tmp_path: Path) -> None:
     assert _invoke("gc-admin", "pause", "--store", str(root), "--reason", "y" * 500)[0] == 0
     code, out = _invoke("gc-admin", "pause", "--store", str(root), "--by", "z" * 300)
     assert code == 64 and "--by" in out, out
+
+
+@pytest.mark.parametrize("by", ["", "  "])
+def test_an_empty_pause_author_is_refused(tmp_path: Path, by: str) -> None:
+    """newuser14 R5: `pause --by ''` paused "by root@vm" (the default author, put in place
+    of the value given, without a word), exit 0. Now a usage error naming --by, nothing
+    written; an empty --reason is its default, "no reason given", and stays allowed."""
+    root = _store(tmp_path)
+    code, out = _invoke("gc-admin", "pause", "--store", str(root), "--by", by)
+    assert code == 64 and "error: --by is " in out and "leave --by out" in out, out
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    assert json.loads(out)["paused"] is False  # nothing written
+    code, out = _invoke("gc-admin", "pause", "--store", str(root), "--reason", "")
+    assert code == 0 and "(no reason given)" in out, out
 
 
 def _record(root: Path, **fields: object) -> None:

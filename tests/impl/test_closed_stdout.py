@@ -20,10 +20,19 @@ from pathlib import Path
 
 import pytest
 
+from epochgc.impl.gc.lease import LEASE_KEY
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
-from tests.gc.helpers import HOUR, NOW, all_keys, put_local, simple_cluster
+from tests.gc.helpers import (
+    HOUR,
+    NOW,
+    all_keys,
+    lease_of_a_dead_driver,
+    put_local,
+    simple_cluster,
+    write_partitions,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -66,14 +75,20 @@ def no_space(command: str | None) -> str:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A one-node cluster, started and stopped with stdout on a full device: newuser14 R3,
+    each line said only "cannot write to stdout" (old code), read as a start or stop that
+    failed; now it says what was done."""
     d = tmp_path_factory.mktemp("cluster")
-    subprocess.run([sys.executable, "-m", "epochgc", "cluster", "start", "--data-dir",
-                    str(d / "c"), "--store", str(d / "store"), "--nodes", "1",
-                    "--partitions", "t/0"], env=ENV, check=True, capture_output=True,
-                   timeout=300)
-    yield d / "c"
-    subprocess.run([sys.executable, "-m", "epochgc", "cluster", "stop", "--data-dir",
-                    str(d / "c")], env=ENV, check=True, capture_output=True, timeout=300)
+    code, err = _full("cluster", "start", "--data-dir", str(d / "c"), "--store",
+                      str(d / "store"), "--nodes", "1", "--partitions", "t/0")
+    try:
+        assert (code, err) == (1, no_space("cluster start")[:-1] + "; the cluster is running "
+                               f"(1 node(s), started node(s) 1): every partition has a leader "
+                               f"({d / 'c'})\n"), err
+        yield d / "c"
+    finally:  # stopped whatever the start said
+        stopped = _full("cluster", "stop", "--data-dir", str(d / "c"))
+    assert stopped == (1, no_space("cluster stop")[:-1] + "; stopped node(s) 1\n")
 
 
 def _acked(cluster_dir: Path) -> int:
@@ -180,6 +195,31 @@ def test_gc_admin_commands_whose_work_was_done_exit_0(tmp_path: Path) -> None:
     assert _full("gc-admin", "start", "--store", str(root)) == (1, no_space("gc-admin start"))
 
 
+def test_gc_admin_reset_and_expire_to_a_full_device_say_what_they_removed(
+        tmp_path: Path) -> None:
+    """newuser14 R3: `reset --force` and `expire --apply` into /dev/full said only "cannot
+    write to stdout" (old code) after removing the lease, or rounds."""
+    root = tmp_path / "store"
+    simple_cluster(LocalStore(root, create=True), 100, now=time.time())
+    lease_of_a_dead_driver(root, "20261130T170000.000Z-deadbeef")
+    code, err = _full("gc-admin", "reset", "--store", str(root), "--force")
+    assert code == 1 and err.endswith(
+        no_space("gc-admin reset")[:-1] + f"; removed {LEASE_KEY}; round "
+        "20261130T170000.000Z-deadbeef, which held it, ended before its deletion journal "
+        "started: nothing was deleted, and there is no record to write (a dead round is "
+        "recorded from its journal)\n"), err
+    for argv in (("gc-admin", "pause"), ("gc",)):  # a refused round (paused): its record
+        subprocess.run([sys.executable, "-m", "epochgc", *argv, "--store", str(root)],
+                       env=ENV, capture_output=True, timeout=300)
+    assert len(_rounds(root)) == 1
+    code, err = _full("gc-admin", "expire", "--store", str(root), "--older-than", "0s",
+                      "--apply")
+    assert code == 1 and re.search(re.escape(no_space("gc-admin expire")[:-1])
+                                   + r"; removed 1 round\(s\) \(\d+ object\(s\), [\d,]+ "
+                                   r"bytes\)\n\Z", err), err
+    assert _rounds(root) == []
+
+
 def _gc_args(root: Path) -> tuple[str, ...]:
     return ("--store", str(root), "--now", str(NOW), "--i-know-now-is-ahead", "--tasks", "1")
 
@@ -208,6 +248,61 @@ def test_gc_exits_with_its_records_code(tmp_path: Path) -> None:
     assert not eligible & all_keys(store)
     [rec] = [json.loads(store.get(o.key)) for o in store.list_all(ROUNDS_PREFIX)]
     assert (rec["outcome"], rec["exit_code"]) == ("done", 0), rec
+
+
+def _record_line(command: str, did: str) -> str:
+    """The full-device line of a round that ended as `did` says, naming its record."""
+    return (re.escape(no_space(command)[:-1]) + f"; {did}; record "
+            r"(_cluster/gc/rounds/[0-9TZ.]+-[0-9a-f]{8}\.json)\n")
+
+
+def _rounds(root: Path) -> list[str]:
+    store = LocalStore(root)
+    return [o.key for o in store.list_all(ROUNDS_PREFIX)]
+
+
+def test_gc_to_a_full_device_says_how_the_round_ended(tmp_path: Path) -> None:
+    """newuser14 R3: `gc --json > /dev/full` said only "cannot write to stdout", not that
+    the round had run and what it did (old code: the line alone, here too). A paused store
+    refuses the round (3) and a store without M blocks it (2), each with a record and no
+    Spark: the line names the outcome, the keys deleted and the record."""
+    root = tmp_path / "store"
+    simple_cluster(LocalStore(root, create=True), 100, now=time.time())
+    subprocess.run([sys.executable, "-m", "epochgc", "gc-admin", "pause", "--store",
+                    str(root)], env=ENV, check=True, capture_output=True, timeout=300)
+    code, err = _full("gc", "--store", str(root), "--json")
+    last = err.splitlines(keepends=True)[-1]
+    m = re.fullmatch(_record_line("gc", "the round ended paused: nothing deleted"), last)
+    assert code == 3 and m, err
+    assert _rounds(root) == [m[1]]  # the record it names is the store's
+    bare = tmp_path / "bare"
+    store = LocalStore(bare, create=True)
+    write_partitions(store, 10**6, ["t/0"])  # no report: no M, blocked
+    code, err = _full("gc", "--store", str(bare))
+    last = err.splitlines(keepends=True)[-1]
+    m = re.fullmatch(_record_line("gc", "the round ended blocked: nothing deleted"), last)
+    assert code == 2 and m, err
+    assert _rounds(bare) == [m[1]]
+
+
+@pytest.mark.spark
+@pytest.mark.skipif(os.environ.get("EPOCHGC_SIGNALS") != "full",
+                    reason="EPOCHGC_SIGNALS=full: one more Spark start-up (~20 s)")
+def test_gc_round_done_to_a_full_device_says_what_it_deleted(tmp_path: Path) -> None:
+    """newuser14 R3 as the tester saw it: a round that deleted its keys and recorded `done`
+    exits 1 (its output lost), its line naming what it did."""
+    root = tmp_path / "store"
+    eligible = _store(root)
+    code, err = _full("gc", *_gc_args(root), "--json", "-q")
+    m = re.fullmatch(_record_line("gc", f"the round ended done: {len(eligible)} key\\(s\\) "
+                                  "deleted"), err)
+    assert code == 1 and m, err
+    assert not eligible & all_keys(LocalStore(root))
+    [key] = _rounds(root)
+    assert key == m[1]
+    rec = json.loads(LocalStore(root).get(key))
+    assert (rec["outcome"], rec["exit_code"], rec["counts"]["deleted"]) == (
+        "done", 0, len(eligible))
 
 
 def test_gc_package_to_a_full_device_says_the_package_was_written(tmp_path: Path) -> None:
