@@ -123,7 +123,7 @@ def test_a_kill_during_a_request_after_an_answer_so_far_waits_before_asking_the_
         totals = stage._read_journal(
             lambda: _s3(s3_bucket, s3_endpoint), PREFIX, {},
             functools.partial(stage._wait_for_sent, RoundStop(), lambda s: None,
-                              time.monotonic(), stage.SENT_APPLIED_S))
+                              stage.SENT_APPLIED_S))
     finally:
         proxy.release.set()
         proxy.wait_recorded(timeout_s=60.0)
