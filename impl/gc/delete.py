@@ -99,18 +99,22 @@ def group_sizes(largest: int | None) -> Iterator[int]:
 
 
 def groups_in_flight(concurrency: int, largest: int) -> int:
-    """Groups in the workers at once: `PIPELINE` batches per delete slot, and at least one
-    group more than the slots, so that a group's intent is written while the others'
-    requests hold every slot (a group sends its requests one after another)."""
+    """Groups in the workers at once: `PIPELINE` batches per delete slot, and at least two
+    groups more than the slots, so that a group's intent is written while the others'
+    requests hold every slot (a group sends its requests one after another), and a slot
+    that frees while the spare group's replacement still writes its intent finds the other
+    spare (task s27b: with one spare, slots freed within an intent's round trip of each
+    other left one idle, 1.3-1.7 s each at the bench's 3.2 s latency; more as the groups'
+    ends drift together)."""
     slots = max(1, concurrency)
-    return max(slots + 1, slots * PIPELINE // max(1, largest))
+    return max(slots + 2, slots * PIPELINE // max(1, largest))
 
 
 def batches_taken_at_most(concurrency: int, largest: int | None = None) -> int:
     """The most batches a task's deletes take from its listing before they wait for a
     request to answer: its first `groups_in_flight` groups and the next, formed while it
-    waits (20 at four delete slots; 18 with two batches an intent, `largest=2`). The listing's own
-    lookahead comes on top (`stream.py`)."""
+    waits (16 at two delete slots, 24 at four; 18 at four with two batches an intent,
+    `largest=2`). The listing's own lookahead comes on top (`stream.py`)."""
     depth = groups_in_flight(concurrency, INTENT_BATCHES if largest is None else largest)
     return sum(itertools.islice(group_sizes(largest), depth + 1))
 
@@ -119,8 +123,8 @@ def open_batches_at_most(concurrency: int, largest: int | None = None) -> int:
     """The most batches in a task's groups in the workers at once (journaled, their
     outcome not yet written): what a kill -9 leaves for the read-back to resolve by asking
     the store, key by key (HEADs), besides the outcomes still waiting to ride in the next
-    intent. 12 at two delete slots (it was 8 with two batches an intent), 20 at four
-    (16)."""
+    intent. 16 at two delete slots, 24 at four (12 and 20 with one spare group before
+    task s27b; 8 and 16 with two batches an intent)."""
     most = INTENT_BATCHES if largest is None else max(1, largest)
     return groups_in_flight(concurrency, most) * most
 
