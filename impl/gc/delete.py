@@ -1,6 +1,6 @@
 """What one Spark task does in the delete phase: batched deletes, a few requests in flight,
 journaled before and after their requests (`journal.py`), one intent per group of batches:
-a task's groups are 2, 2, then `INTENT_BATCHES` (4) batches.
+a task's groups are 1, 3, then `INTENT_BATCHES` (4) batches.
 
 Only the DeleteObjects request holds one of the `concurrency` delete slots; each batch's
 STOP check and journal writes run in the same worker before and after it, outside the slot,
@@ -66,45 +66,55 @@ _PAUSE_LIMIT_S = 300.0
 # requests, outcome, of which only each request holds a slot; four batches per slot keep
 # it busy.
 PIPELINE = 4
-# Delete batches per journal intent (and per outcome): a task's first two groups are
-# `FIRST_BATCHES` batches each (i38q's two: its first requests wait for one intent of two
-# batches, listed together, and by the second group every delete slot of two has a group),
-# then each group doubles up to `INTENT_BATCHES` (`group_sizes`). The later groups are
-# formed while the earlier groups' requests hold the slots (a listing runs far ahead of the
-# deletes), so their size costs no wait, and the intent PUTs (and outcomes) of a long task
-# halve again (issue 38, requests per key: at 120 keys a prefix one intent per two batches
-# was half a request per DeleteObjects, 1.137x the least). Not more: a group sends its
-# requests one after another, so the task's last groups may leave a slot idle up to a
+# Delete batches per journal intent (and per outcome): a task's first group is
+# `FIRST_BATCHES` (1) batch, its second the rest of a full group (`INTENT_BATCHES` -
+# `FIRST_BATCHES`, 3), then `INTENT_BATCHES` (4) each (`group_sizes`). The first delete
+# waits for one batch's listing and one intent of it. The first two groups start together
+# and end two requests apart (at two slots, half a group: the widest spacing), so when a
+# slot frees, a group whose intent was written meanwhile is there to take it, with a
+# request's time to spare (issue 38, task s27b: with 2 and 2 the first two groups ended
+# together and one slot waited a whole intent for the fourth group, 4.35 s at the
+# bench's 3.3 s latency; after it the slots' groups ended one request apart, so each next
+# intent came just in time, and an intent PUT slower than a DeleteObjects idled a slot).
+# The later groups are formed while the earlier groups' requests hold the slots (a listing
+# runs far ahead of the deletes), so their size costs no wait, and the intent PUTs (and
+# outcomes) of a long task are one per four batches (issue 38, requests per key: at 120
+# keys a prefix one intent per two batches was half a request per DeleteObjects, 1.137x
+# the least; 1, 3, 4, ... makes as many intents as 2, 2, 4, ...). Not more: a group sends
+# its requests one after another, so the task's last groups may leave a slot idle up to a
 # group's length (with 8: the stage at 0.90 of the bound against 0.94 on the same load),
 # and a kill leaves up to `INTENT_BATCHES` batches an open group to resolve by asking the
 # store, key by key (`open_batches_at_most`).
-FIRST_BATCHES = 2
+FIRST_BATCHES = 1
 INTENT_BATCHES = 4
+SECOND_BATCHES = INTENT_BATCHES - FIRST_BATCHES
 
 
 def group_sizes(largest: int | None) -> Iterator[int]:
     """Batches per intent, one group after another in a task: `largest` each, or with None
-    the growing groups: 2, 2, then doubling up to `INTENT_BATCHES` (4) each."""
+    `FIRST_BATCHES` (1), `SECOND_BATCHES` (3), then `INTENT_BATCHES` (4) each."""
     if largest is not None:
         return itertools.repeat(max(1, largest))
-    ramp = itertools.takewhile(lambda n: n < INTENT_BATCHES,
-                               (FIRST_BATCHES << i for i in itertools.count()))
-    return itertools.chain([FIRST_BATCHES], ramp, itertools.repeat(INTENT_BATCHES))
+    return itertools.chain([FIRST_BATCHES, SECOND_BATCHES], itertools.repeat(INTENT_BATCHES))
 
 
 def groups_in_flight(concurrency: int, largest: int) -> int:
-    """Groups in the workers at once: `PIPELINE` batches per delete slot, and at least one
-    group more than the slots, so that a group's intent is written while the others'
-    requests hold every slot (a group sends its requests one after another)."""
+    """Groups in the workers at once: `PIPELINE` batches per delete slot, and at least two
+    groups more than the slots, so that a group's intent is written while the others'
+    requests hold every slot (a group sends its requests one after another), and a slot
+    that frees while the spare group's replacement still writes its intent finds the other
+    spare (task s27b: with one spare, slots freed within an intent's round trip of each
+    other left one idle, 1.3-1.7 s each at the bench's 3.2 s latency; more as the groups'
+    ends drift together)."""
     slots = max(1, concurrency)
-    return max(slots + 1, slots * PIPELINE // max(1, largest))
+    return max(slots + 2, slots * PIPELINE // max(1, largest))
 
 
 def batches_taken_at_most(concurrency: int, largest: int | None = None) -> int:
     """The most batches a task's deletes take from its listing before they wait for a
     request to answer: its first `groups_in_flight` groups and the next, formed while it
-    waits (20 at four delete slots; 18 with two batches an intent, `largest=2`). The listing's own
-    lookahead comes on top (`stream.py`)."""
+    waits (16 at two delete slots, 24 at four; 18 at four with two batches an intent,
+    `largest=2`). The listing's own lookahead comes on top (`stream.py`)."""
     depth = groups_in_flight(concurrency, INTENT_BATCHES if largest is None else largest)
     return sum(itertools.islice(group_sizes(largest), depth + 1))
 
@@ -113,8 +123,8 @@ def open_batches_at_most(concurrency: int, largest: int | None = None) -> int:
     """The most batches in a task's groups in the workers at once (journaled, their
     outcome not yet written): what a kill -9 leaves for the read-back to resolve by asking
     the store, key by key (HEADs), besides the outcomes still waiting to ride in the next
-    intent. 12 at two delete slots (it was 8 with two batches an intent), 20 at four
-    (16)."""
+    intent. 16 at two delete slots, 24 at four (12 and 20 with one spare group before
+    task s27b; 8 and 16 with two batches an intent)."""
     most = INTENT_BATCHES if largest is None else max(1, largest)
     return groups_in_flight(concurrency, most) * most
 

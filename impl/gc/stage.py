@@ -443,8 +443,9 @@ def _stage(
             # second write said the store's failure twice, and its wait twice (newuser12
             # P15, a store gone mid-round).
             # Spark gone: it runs no task, and cannot be asked (each call would fail).
-            ended_at = time.monotonic() if gone else _quiesce(
-                sc, open_store, prefix, group, write_stop=not stop.requested, on_error=note)
+            if not gone:
+                _quiesce(sc, open_store, prefix, group, write_stop=not stop.requested,
+                         on_error=note)
             quiesced = True
         except BaseException:
             # A second signal (KeyboardInterrupt) or a driver-side bug: no task may go on
@@ -490,8 +491,8 @@ def _stage(
         # before the gate closed can still land, and its task is one Spark runs, waited
         # for here. Not waited: the send bound (`send_within_s`, minutes) for an executor
         # Spark no longer sees (taken for lost yet running): every round would pay it.
-        ended_at = _quiesce(sc, open_store, prefix, group, reason="stage over",
-                            on_error=note, cancel=False)
+        _quiesce(sc, open_store, prefix, group, reason="stage over", on_error=note,
+                 cancel=False)
     stop.means = "no batch is in flight; reading the journal back and writing the record"
     summary.interrupted = stop.reason
     summary.journal_read = False  # until it is read back: deletions unknown, not none
@@ -499,7 +500,7 @@ def _stage(
     # attempts that did not return (killed, lost, a speculative copy) are read from the
     # store (issue 38, S3 at the limit: one GET per entry was 80 of a round's requests).
     totals = _read_journal(open_store, prefix, known_entries(results), functools.partial(
-        _wait_for_sent, stop, note, ended_at, sent_applied_s(open_store)),
+        _wait_for_sent, stop, note, sent_applied_s(open_store)),
         returned={r.attempt.name() for r in results},
         stopped={r.attempt.name() for r in results if r.deleted.stopped})
     _count(summary, totals)
@@ -575,7 +576,7 @@ def job_group(round_id: str) -> str:
 
 def _quiesce(sc: Any, open_store: Callable[[], ObjectStore], prefix: str, group: str,
              write_stop: bool = True, reason: str = "stage failed",
-             on_error: Callable[[str], None] | None = None, cancel: bool = True) -> float:
+             on_error: Callable[[str], None] | None = None, cancel: bool = True) -> None:
     """After the stage (failed, or over): STOP with `reason` (no attempt starts another
     batch; not `write_stop`: it is there already, with its reason), cancel the round's job
     `group`, and wait until Spark runs no task of it, so the journal read back after this
@@ -583,7 +584,7 @@ def _quiesce(sc: Any, open_store: Callable[[], ObjectStore], prefix: str, group:
     first; not `cancel`: none is cancelled, only waited for). Other jobs of the application
     are neither cancelled nor waited for (review rev38s finding 4). A STOP that cannot be
     written leaves only the wait; a wait that reaches `QUIESCE_LIMIT_S` ends (both said to
-    `on_error`). Returns the monotonic time at which no task of the group was seen running."""
+    `on_error`)."""
     try:
         if write_stop:
             store = open_store()
@@ -603,7 +604,6 @@ def _quiesce(sc: Any, open_store: Callable[[], ObjectStore], prefix: str, group:
         on_error(f"gc: warning: {running} task(s) of this round's stage still run "
                  f"{format_duration(QUIESCE_LIMIT_S)} after it ended ({reason}): the journal "
                  "is read back without them; a batch they finish later is in no record")
-    return time.monotonic()
 
 
 def _running_tasks(sc: Any, group: str) -> int:
@@ -642,26 +642,25 @@ def sent_applied_s(open_store: Callable[[], ObjectStore]) -> float:
     return 0.0 if _is_local(open_store) else SENT_APPLIED_S
 
 
-def _wait_for_sent(stop: RoundStop, note: Callable[[str], None], ended_at: float,
-                   applied_s: float, batches: int, ago_s: float = 0.0) -> bool:
+def _wait_for_sent(stop: RoundStop, note: Callable[[str], None], applied_s: float,
+                   batches: int, ago_s: float = 0.0) -> bool:
     """Before the read-back asks the store about the keys of `batches` batches whose
     attempts neither finished them nor returned (killed by the stop's cutoff, a failed
     stage, a speculative copy Spark killed, an executor lost), or whose outcome names keys
     of unknown fate (a request that went unanswered: review rev38z finding 6): a request
     such an attempt had sent may still be applied by the server after the attempt has ended,
     and a key found still there would be counted an error though the request then deletes it
-    (review rev38s finding 2). Wait until `SENT_APPLIED_S` has passed since no task of the
-    stage was seen running (`ended_at`, monotonic), and since now: `applied_s`
-    (`sent_applied_s`), less `ago_s`, how long before its outcome was written the latest
-    unanswered request of those batches ended (their outcomes say, `read_journal`; 0 where
-    one does not, or for a batch with no outcome). Measured from now, not from `ended_at`
-    (review rev38z4 finding 2): an attempt Spark no longer tracks (an executor taken for
-    lost, a task still running at `QUIESCE_LIMIT_S`) may write its outcome after
-    `ended_at`; every outcome read was written before the driver read it, and this is
-    called after the journal was read, so its request ended no later than `ago_s` before
-    now. The cost: the time since `ended_at` (the journal's listing and reading) is added to
-    a wait of at most `applied_s`. A key of unknown fate whose requests were all answered
-    is not waited for. Not
+    (review rev38s finding 2). Wait `applied_s` (`sent_applied_s`) from now, less `ago_s`,
+    how long before its outcome was written the latest unanswered request of those batches
+    ended (their outcomes say, `read_journal`; 0 where one does not, or for a batch with no
+    outcome). Measured from now, not from when Spark was last seen running a task of the
+    stage (review rev38z4 finding 2): an attempt Spark no longer tracks (an executor taken
+    for lost, a task still running at `QUIESCE_LIMIT_S`) may write its outcome after that;
+    every outcome read was written before the driver read it, and this is called after the
+    journal was read, so its request ended no later than `ago_s` before now, and a batch
+    without outcome ended no later than now. The cost: the journal's listing and reading
+    are added to a wait of at most `applied_s`. A key of unknown fate whose requests were
+    all answered is not waited for. Not
     bounded so: an attempt Spark saw end whose process lives on (an executor taken for lost)
     and sends a batch it was told "go" for before the gate closed (`send_within_s` after
     that). A round whose every attempt returned, or whose other attempts' journals hold an
@@ -669,8 +668,7 @@ def _wait_for_sent(stop: RoundStop, note: Callable[[str], None], ended_at: float
     here. A request to stop (a signal, --deadline; a further one if the round was stopped
     already) ends the wait: False then, and a key still there is of unknown fate, not an
     error."""
-    now = time.monotonic()
-    left = max(ended_at, now) + applied_s - max(0.0, ago_s) - now
+    left = applied_s - max(0.0, ago_s)
     if left <= 0:
         return True
     note(f"gc: up to {batches} delete batch(es) have no outcome (task attempts that did not "

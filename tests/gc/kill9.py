@@ -2,9 +2,9 @@
 round"), and the check that every record stays true.
 
 One case: a real `epochgc gc` process (local master `local[2]`: its own JVM and Python
-workers) on a local store with 8 eligible keys in 2 tasks, batches of 1 (8 batches; an
-intent names two, so a task's 4 batches are 2 intents and 2 outcomes: a kill can land
-between an intent's first and second request), plus keys it must keep (too young, above
+workers) on a local store with 8 eligible keys in 2 tasks, batches of 1 (8 batches; a
+task's 4 batches are groups of 1 and 3, `delete.group_sizes`: 2 intents and 2 outcomes, and
+a kill can land between an intent's requests), plus keys it must keep (too young, above
 M, malformed). `impl/gc/killpoint.py` holds the process that reaches the chosen step for
 the n-th time; the test sends SIGKILL to the driver or to
 that Spark worker, lets the held process go on (if alive), and waits until every process of
@@ -56,10 +56,11 @@ EXECUTOR_POINTS = [f"{p}:{n}" for n in range(1, BATCHES + 1)
                    for p in ("intent-written", "batch-deleted", "done-written")]
 # Every step of the round, driver and executor: 15 + 12 = 27 kill points.
 ALL_CASES = [("driver", p) for p in DRIVER_POINTS] + [("executor", p) for p in EXECUTOR_POINTS]
-# A round of twice the keys (2 a partition): a task's 8 batches are groups of 2, 2 and 4
+# A round of twice the keys (2 a partition): a task's 8 batches are groups of 1, 3 and 4
 # (`delete.group_sizes`), and the round's 14th request is at least the 6th of the task that
 # sends it (the other sent at most 8): a kill inside a group of 4, with its later batches
-# journaled and not sent (review rev38v: the 27 points above reach groups of 2 only).
+# journaled and not sent (review rev38v: the 27 points above reach the first two groups
+# only).
 LARGE_KEYS = 2
 LARGE_CASES = [("driver", "batch-deleted:14"), ("executor", "batch-deleted:14")]
 

@@ -124,9 +124,9 @@ def test_outcomes_ride_in_intents_and_the_journal_reads_exact(tmp_path: Path) ->
     alone = [k for k in entries if k.endswith(".done.json")]
     carried = [seq for k in intents
                for seq in json.loads(inner.get(k)).get("done", {})]
-    # 20 batches in growing groups (`group_sizes`): 2, 2, 4, 4, 4, 4
+    # 20 batches in the default groups (`group_sizes`): 1, 3, 4, 4, 4, 4
     groups = _groups(20)
-    assert groups == [2, 2, 4, 4, 4, 4]
+    assert groups == [1, 3, 4, 4, 4, 4]
     assert len(intents) == len(groups) and all_keys(inner).isdisjoint(keys)
     # As a multiset: the groups' workers write their intents in parallel (the pipeline), so
     # a later group may take the lower sequence number (a fixed order failed under load).
@@ -150,7 +150,7 @@ KILL_POINTS = (range(1, 34) if os.environ.get("EPOCHGC_KILL9_ALL")
 def test_killed_at_every_write_and_request_the_journal_reads_what_left(
     tmp_path: Path, kill_at: int
 ) -> None:
-    """20 batches: 6 intents (groups of 2, 2, 4, 4, 4, 4 batches), 20 requests and up to 6
+    """20 batches: 6 intents (groups of 1, 3, 4, 4, 4, 4 batches), 20 requests and up to 6
     outcomes (and an answer so far for none: every key is deleted); killed at the n-th of
     them (past the last: not killed). The read-back (the recovery's) counts exactly what
     left the store; the previous version's reader (carried outcomes ignored, so those
@@ -235,7 +235,7 @@ def test_a_pooled_task_stopped_mid_way_journals_every_outcome(tmp_path: Path) ->
 def test_a_group_told_no_between_its_requests_sends_nothing_more_and_records_it_unsent(
     tmp_path: Path, asked: str
 ) -> None:
-    """An intent names two batches (as a task's first; here `group=2`); the round says stop
+    """An intent names two batches (`group=2`); the round says stop
     while the first
     request runs (the STOP marker, or the driver's gate turning to "no"). The second request
     is not sent; the outcome names its keys `UNSENT`: the read-back counts exactly the first
@@ -319,8 +319,8 @@ def test_a_groups_first_answer_is_durable_before_its_second_request_only_when_it
         put_local(tmp_path / "s", keys[1], 0.0, data=b"rewritten")
     store = _KilledAfterSecondRequest(inner)
     writer = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
-    with pytest.raises(Killed):
-        delete_keys(store, items, batch_size=BATCH, concurrency=1, journal=writer)
+    with pytest.raises(Killed):  # one group of two (a task's default first group is one)
+        delete_keys(store, items, batch_size=BATCH, concurrency=1, journal=writer, group=2)
     totals = read_journal(inner, PREFIX)
     if first_found:
         assert (keys[0] not in totals.deleted and keys[1] not in totals.errors), (
@@ -345,7 +345,8 @@ def test_a_groups_outcome_replaces_its_answer_so_far(tmp_path: Path) -> None:
     items = [(k, 1, 0.0, inner.head(k).version) for k in keys]  # type: ignore[union-attr]
     (tmp_path / "s" / keys[0]).unlink()
     writer = JournalWriter(inner, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
-    stats = delete_keys(inner, items, batch_size=BATCH, concurrency=1, journal=writer)
+    stats = delete_keys(inner, items, batch_size=BATCH, concurrency=1, journal=writer,
+                        group=2)  # one group of two batches
     assert (stats.deleted, stats.already_gone, stats.delete_requests) == (2 * BATCH - 1, 1, 2)
     [done] = [o.key for o in inner.list_all(PREFIX) if o.key.endswith(".done.json")]
     doc = json.loads(inner.get(done))
@@ -427,7 +428,7 @@ def test_in_a_largest_group_an_answer_that_found_keys_not_deleted_is_durable_bef
     tmp_path: Path, found: bool
 ) -> None:
     """Issue 38 (growing groups) with review rev38s finding 3's rule per request: the
-    batches are groups of 2, 2, 4 and one of `INTENT_BATCHES`; in that last group the
+    batches are groups of 1, 3, 4 and one of `INTENT_BATCHES`; in that last group the
     second request finds a key already gone (`found`), and the task is killed once the
     third has been applied. The second request's answer was written (`so_far`) before the
     third was sent, so the read-back counts that key gone, not deleted by the round; the
@@ -437,7 +438,7 @@ def test_in_a_largest_group_an_answer_that_found_keys_not_deleted_is_durable_bef
     n = 8 + INTENT_BATCHES
     keys = _keys(tmp_path / "s", n * BATCH)
     items = [(k, 1, 0.0, inner.head(k).version) for k in keys]  # type: ignore[union-attr]
-    assert _groups(n) == [2, 2, 4, INTENT_BATCHES]
+    assert _groups(n) == [1, 3, 4, INTENT_BATCHES]
     gone = keys[9 * BATCH]  # batch 9: the last group's second
     if found:
         (tmp_path / "s" / gone).unlink()  # another writer removed it after the listing

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from epochgc.impl.gc.delete import FIRST_BATCHES
+from epochgc.impl.gc.delete import SECOND_BATCHES
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.journal import read_journal
 from epochgc.impl.gc.options import GcOptions
@@ -133,13 +133,13 @@ def test_a_round_with_one_unreadable_intent_counts_the_rest(spark: Any, tmp_path
     assert rec["counts"]["deleted"] == len(gone)
     assert s.journal is not None
     totals = read_journal(UnreadableIntent(spec)(), s.journal)
-    # the unreadable intent's keys: the task's second group, two batches of 4
-    # (`FIRST_BATCHES`; the groups grow after it)
-    assert len(totals.deleted) == len(gone) - 4 * FIRST_BATCHES
+    # the unreadable intent's keys: the task's second group, three batches of 4
+    # (`SECOND_BATCHES`)
+    assert len(totals.deleted) == len(gone) - 4 * SECOND_BATCHES
     assert totals.unreadable == 1
     again = GcSummary(round_id=s.round_id, journal=s.journal)
     _count(again, totals)
-    assert again.deleted == len(gone) - 4 * FIRST_BATCHES and again.unreadable_entries == 1
+    assert again.deleted == len(gone) - 4 * SECOND_BATCHES and again.unreadable_entries == 1
     assert again.outcome == "incomplete", again.outcome
     assert "no key was deleted" not in " ".join(again.lines())
     assert "unreadable" in " ".join(again.lines())

@@ -55,7 +55,7 @@ def _recording(monkeypatch: pytest.MonkeyPatch,
 def _driver_wait(said: list[str]) -> Callable[[int, float], bool]:
     """The live driver's `before_asking`, as `stage._stage` makes it, the stage over now."""
     return functools.partial(stage._wait_for_sent, RoundStop(), said.append,
-                             time.monotonic(), stage.SENT_APPLIED_S)
+                             stage.SENT_APPLIED_S)
 
 
 @pytest.mark.s3

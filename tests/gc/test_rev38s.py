@@ -356,7 +356,7 @@ def test_a_read_back_right_after_a_task_was_killed_counts_what_its_sent_request_
         totals = stage._read_journal(
             lambda: _s3(s3_bucket, s3_endpoint), PREFIX, {},
             functools.partial(stage._wait_for_sent, RoundStop(), said.append,
-                              time.monotonic(), stage.SENT_APPLIED_S))
+                              stage.SENT_APPLIED_S))
         proxy.release.set()
         assert proxy.wait_recorded(timeout_s=60.0)
     finally:
@@ -396,7 +396,7 @@ def test_a_wait_for_a_killed_tasks_request_ended_by_a_stop_leaves_its_keys_unkno
     try:
         totals = stage._read_journal(
             lambda: _s3(s3_bucket, s3_endpoint), PREFIX, {},
-            functools.partial(stage._wait_for_sent, stop, said.append, time.monotonic(),
+            functools.partial(stage._wait_for_sent, stop, said.append,
                               stage.SENT_APPLIED_S))
     finally:
         proxy.release.set()

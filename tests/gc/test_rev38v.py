@@ -123,7 +123,7 @@ def test_a_kill_during_a_request_after_an_answer_so_far_waits_before_asking_the_
         totals = stage._read_journal(
             lambda: _s3(s3_bucket, s3_endpoint), PREFIX, {},
             functools.partial(stage._wait_for_sent, RoundStop(), lambda s: None,
-                              time.monotonic(), stage.SENT_APPLIED_S))
+                              stage.SENT_APPLIED_S))
     finally:
         proxy.release.set()
         proxy.wait_recorded(timeout_s=60.0)
@@ -202,8 +202,8 @@ def test_a_lease_removed_during_a_slow_look_is_seen_as_the_readme_says(tmp_path:
 
 
 # A task in its own process: deletes `items` on a local store with its journal, batches of
-# 2, one request at a time, groups of `group` batches ("-": the growing groups), held by
-# the kill -9 matrix's hold point (`impl/gc/killpoint.py`) until the test kills it.
+# 2, one request at a time, groups of `group` batches ("-": the default groups, 1, 3, 4,
+# ...), held by the kill -9 matrix's hold point (`impl/gc/killpoint.py`) until the test kills it.
 _LOCAL_TASK = """
 import json, sys
 from epochgc.impl.gc.delete import delete_keys
@@ -278,8 +278,8 @@ _KILLS = ([f"batch-deleted {k}" for k in range(1, 9)] + ["intent-written 1", "do
 def test_a_kill_at_each_request_of_a_group_of_eight_leaves_a_true_record(
     tmp_path: Path, point: str, group: str
 ) -> None:
-    """Item 1 of the brief: a group of 8 (and the growing groups 2, 2, 4), killed -9 after
-    request k of 8 (each k), after the first intent, after the first outcome. The
+    """Item 1 of the brief: a group of 8 (and the default groups, 1, 3, 4 since s27b),
+    killed -9 after request k of 8 (each k), after the first intent, after the first outcome. The
     read-back: deleted and gone unattributed are exactly what left the store but the key
     an answer recorded as already gone; deleted is only keys of requests answered before
     the kill (a request's answer is journaled after its `batch-deleted` point), and with a
@@ -398,9 +398,10 @@ class _Mixed(LocalStore):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_slot_order_changes_no_record_and_starves_no_group(tmp_path: Path, seed: int) -> None:
-    """Item 3: groups 2, 2, 4, ... (and 8) at 2 and 4 slots, a key removed by another writer
-    and one rewritten every few batches: every request is sent (none starves: the task
-    ends), and the read-back says what happened to each key."""
+    """Item 3: the default groups (1, 3, 4, ... since s27b; 2, 2, 4 before) and 8 at 2
+    and 4 slots, a key removed by another writer and one rewritten every few batches:
+    every request is sent (none starves: the task ends), and the read-back says what
+    happened to each key."""
     from epochgc.impl.gc.delete import delete_keys
     from epochgc.impl.gc.journal import Attempt, JournalTarget, JournalWriter, read_journal
     from epochgc.model.keys import format_key
@@ -515,7 +516,7 @@ def test_a_stop_between_the_requests_of_a_group_of_eight_counts_the_rest_unsent(
 
 
 # A task in its own process whose listing stalls after the third group's first two
-# batches; every delete request waits until then, so groups 1 and 2 (2 batches each)
+# batches; every delete request waits until then, so groups 1 and 2 (4 batches together)
 # answer while the third group is being listed, each last batch finding a key already
 # gone. Once both groups' outcomes are given to the journal and `intents` intents are
 # written, "ready" is written and the test kills the task.
@@ -612,15 +613,16 @@ def test_the_control_with_groups_of_two_the_waiting_outcomes_ride_in_the_next_in
 def test_outcomes_waiting_for_a_larger_groups_intent_are_not_lost_while_the_listing_stalls(
     tmp_path: Path,
 ) -> None:
-    """The growing groups 2, 2, 4: groups 1 and 2 have answered (their last batch found a
-    key another writer removed), and their outcomes wait to ride in group 3's intent; that
-    intent is written only once group 3's FOUR batches are listed (`chain += islice(...)`
-    after `journal.coming()`), i.e. the answers stay in memory for three more batches of
-    listing instead of one with main's groups of two. A kill while the listing is slow
-    (S3 list pages at seconds each, a prefix with few eligible keys) loses them: the
-    read-back HEADs the two groups' keys and counts the removed keys deleted BY THE ROUND.
-    (With groups of two the third group is complete after one more batch and its intent
-    carries them: the control, `group=2`, passes.)"""
+    """The default groups (2, 2, 4 in review rev38v; 1, 3, 4 since s27b): groups 1 and 2
+    have answered (their last batch found a key another writer removed), and their
+    outcomes wait to ride in group 3's intent; that intent is written only once group 3's
+    FOUR batches are listed (`chain += islice(...)` after `journal.coming()`), i.e. the
+    answers stay in memory for three more batches of listing instead of one with main's
+    groups of two. A kill while the listing is slow (S3 list pages at seconds each, a
+    prefix with few eligible keys) loses them: the read-back HEADs the two groups' keys and
+    counts the removed keys deleted BY THE ROUND. (With groups of two the third group is
+    complete after one more batch and its intent carries them: the control, `group=2`,
+    passes.)"""
     from epochgc.impl.gc.journal import read_journal
 
     store, removed = _stalled(tmp_path, "-", 2)

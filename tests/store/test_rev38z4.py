@@ -117,8 +117,7 @@ def test_a_per_key_internal_error_from_a_gateway_still_at_work_is_not_recorded_n
     said: list[str] = []
     totals = read_journal(direct, _PREFIX, known=writer.written(),
                           before_asking=lambda n, ago: stage._wait_for_sent(
-                              RoundStop(), said.append, time.monotonic(),
-                              stage.SENT_APPLIED_S, n, ago),
+                              RoundStop(), said.append, stage.SENT_APPLIED_S, n, ago),
                           returned={_ATTEMPT.name()})
     assert direct.head("data/k") is None  # the round's own request deleted it
     assert "data/k" not in totals.errors, (
@@ -131,23 +130,19 @@ def test_a_per_key_internal_error_from_a_gateway_still_at_work_is_not_recorded_n
 def test_an_outcome_written_after_the_stage_was_seen_over_keeps_the_whole_wait(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Finding 2. `stage._wait_for_sent` waits until `ended_at + SENT_APPLIED_S - ago_s`:
-    sound only if the outcome was written before `ended_at` ("that outcome was written
-    before its attempt ended, so before `ended_at`", task s26a). `ended_at` is when Spark
-    showed no task of the round running (`_quiesce`), or when `QUIESCE_LIMIT_S` passed with
-    tasks still running; an executor Spark took for lost lives on, and its attempt may
-    write its outcome after that, before the driver lists the journal (the listing GETs
-    every entry of an attempt that did not return, and may take long). Here Spark last saw
-    a task 30 s ago; the lost executor's attempt had its request's connection reset 35 s
-    ago (5 s before that), found the key there, and writes its outcome now: `unknown`,
-    `unanswered_ago_s` 35. That request may be applied until 70 s after it ended, 35 s from
-    now; the driver waits 5 s. Before task s26a it waited 40 s (`ended_at + 70`), covering
-    any request sent before `ended_at`."""
+    """Finding 2. An executor Spark took for lost lives on, and its attempt may write its
+    outcome after Spark last showed a task of the round running (`_quiesce`), before the
+    driver lists the journal (the listing GETs every entry of an attempt that did not
+    return, and may take long). Here Spark last saw a task 30 s ago; the lost executor's
+    attempt had its request's connection reset 35 s ago (5 s before that), found the key
+    there, and writes its outcome now: `unknown`, `unanswered_ago_s` 35. That request may
+    be applied until 70 s after it ended, 35 s from now. Before task s26f the wait was
+    counted from when Spark last showed a task (`ended_at + 70 - 35`: 5 s); it is counted
+    from now (task s27b removed `ended_at`, which no longer decided anything)."""
     root = tmp_path / "s"
     store = LocalStore(root, create=True)
     key = "level_zero/data/001/000000000000000005/k0"
     put_local(root, key, 7200.0)
-    ended_at = time.monotonic() - 30.0  # the last time Spark showed a task of the round
     writer = JournalWriter(store, JournalTarget(JOURNAL), _ATTEMPT)  # the lost executor's
     seq = writer.intent([(key, 1, 7200.0, "")])
     why = ("RequestFailedMaybeApplied: Connection was closed; whether it was deleted is "
@@ -159,7 +154,7 @@ def test_an_outcome_written_after_the_stage_was_seen_over_keeps_the_whole_wait(
     monkeypatch.setattr(stage, "SENT_WAIT_SLEEP", waited.append)
     said: list[str] = []
     read_journal(store, JOURNAL, before_asking=functools.partial(
-        stage._wait_for_sent, RoundStop(), said.append, ended_at, stage.SENT_APPLIED_S),
+        stage._wait_for_sent, RoundStop(), said.append, stage.SENT_APPLIED_S),
         returned=set())  # its attempt never returned: read from the store
     # The request may land until `unanswered_at + SENT_APPLIED_S`; the read-back must not
     # ask before then (a margin of 5 s for this test's own run time).
