@@ -38,6 +38,7 @@ from epochgc.impl.proctree import alive
 from epochgc.impl.signals import HOOK_ENV
 from epochgc.impl.store.local import LocalStore
 from tests.gc.helpers import NOW, simple_cluster
+from tests.interrupted import by_signal
 
 ROOT = Path(__file__).resolve().parents[2]
 LIVENESS_S = 120.0
@@ -131,7 +132,7 @@ def test_a_ctrl_c_while_the_demo_waits_for_sparks_start_up_ends_it(tmp_path: Pat
         code = cmd.wait()
         err = cmd.err()
         assert code is not None, f"the demo hung after the SIGINT:\n{err[-3000:]}"
-        assert code == 130, err[-3000:]
+        assert code == by_signal(signal.SIGINT), err[-3000:]
         assert "interrupted by SIGINT: stopped 3 broker process(es), the Spark session" in err
         assert "Traceback" not in err, err
         assert _left_after(cmd.tag) == []
