@@ -11,7 +11,7 @@ import click
 from epochgc.impl import closedout, jsonfailure, signals
 from epochgc.impl.cluster.errors import DamagedClusterFile, NoCluster
 from epochgc.impl.entry import end_by
-from epochgc.impl.exitcodes import ExitCode, codes_for, table
+from epochgc.impl.exitcodes import SIGNAL_RULE, ExitCode, codes_for, table
 from epochgc.impl.preflight import Refused
 from epochgc.impl.store.base import StoreError
 
@@ -169,7 +169,8 @@ def _add_exit_codes(cmd: click.Command, path: str) -> None:
             _add_exit_codes(sub, f"{path} {name}")
 
 
-@click.group(cls=_LazyGroup, epilog=f"{table(codes_for('epochgc'))}\n\n{closedout.RULE}")
+@click.group(cls=_LazyGroup, epilog=f"{table(codes_for('epochgc'))}\n\n{closedout.RULE}\n\n"
+                                    f"{SIGNAL_RULE}")
 @click.version_option(package_name="epochgc")
 def main() -> None:
     """epochgc: windowed epoch fencing and epoch-based GC of L0 objects."""
