@@ -28,6 +28,9 @@ DEEP = (
     # botocore's retries of each driver request (~4 min); CI keeps the unit pins of its
     # parts (test_s3_driver_bound.py's waiting reads).
     Deep(r"^tests/gc/test_store_gone_midround\.py::", "EPOCHGC_S3_FAULTS", "deep", "s3faults"),
+    # A store gone silent mid-round (newuser13 Q6 without a signal): a Spark round, the
+    # monitor's looks and the stage's grace (~2 min); CI keeps test_monitor_stop_bounds.py.
+    Deep(r"^tests/gc/test_store_silent_midround\.py::", "EPOCHGC_S3_FAULTS", "deep", "s3faults"),
     # A conditional DeleteObject retried into "not there" (review rev38z3 finding 3): CI
     # keeps the applied-then-500 case on moto; SeaweedFS's 412 path and the refused first
     # attempt's contrast cost 2.7-4.8 s each (botocore's backoff before its retry).

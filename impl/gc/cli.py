@@ -43,6 +43,7 @@ from epochgc.impl.gc.stop import (
     SignalAgain,
     absorb_late_signal,
     announce,
+    driver_bound,
     hold_signals,
     install_signal_handlers,
     interruptible_output,
@@ -60,7 +61,7 @@ from epochgc.impl.preflight import (
 from epochgc.impl.progress import Reporter
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
-from epochgc.impl.store.driverbound import DriverBound, installed
+from epochgc.impl.store.driverbound import installed
 from epochgc.impl.store.patience import BadSetting, Patience, check_settings
 from epochgc.impl.store.url import StoreSpec, open_control, parse_store_url
 
@@ -412,9 +413,13 @@ def gc(
     if launched_by_spark_submit():
         # The JVM is this process's parent and gets a scheduler's SIGTERM: handed here, so
         # that it stops the round as this process's own would (newuser13 Q11).
-        from epochgc.impl.gc.jvmsignals import forward_jvm_signals
+        from epochgc.impl.gc.jvmsignals import forward_jvm_signals, watch_jvm
+        from epochgc.impl.gc.summary import SPARK_STOPPED
 
         forward_jvm_signals()
+        # A JVM gone under the driver (SIGKILL: no handler runs) stops the round wherever
+        # it waits, not only in a call into Spark (s27a: an orphan in the recovery's wait)
+        restore = _both(watch_jvm(lambda: stop.request(SPARK_STOPPED)), restore)
     if not merged:  # a signal is said when it comes, even with -q (issue 41)
         announce(stop, say if not quiet else lambda line: echo_safe(line, err=True))
     restored = False
@@ -427,9 +432,7 @@ def gc(
             patience = Patience.from_env()
         except StoreError:  # a bad setting: the control reads name it
             patience = Patience()
-        bound = DriverBound(patience.read_timeout_s,
-                            stop.operator_stops,
-                            lambda line: say(f"gc: {line}"), patience.say_after_s)
+        bound = driver_bound(stop, patience, lambda line: say(f"gc: {line}"))
         with installed(bound):
             summary = _run(spec, options, session, say, clock, stop)
         checkpoint("round-over")  # the signal tests' point: the round ended, nothing said
@@ -630,6 +633,14 @@ def _run(
             if isinstance(e, KeyboardInterrupt) or stop.requested:
                 failed.interrupted = stop.reason or "SIGINT"
         return failed
+
+
+def _both(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
+    def both() -> None:
+        first()
+        then()
+
+    return both
 
 
 def failure_line(s: GcSummary) -> str:

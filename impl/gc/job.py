@@ -25,9 +25,10 @@ from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.record import new_round_id
 from epochgc.impl.gc.reports import PARTITIONS_KEY, REPORT_READERS, ClusterView, read_cluster_view
 from epochgc.impl.gc.sequence import SequenceError, check_room
+from epochgc.impl.gc.session import launched_by_spark_submit
 from epochgc.impl.gc.stage import _Round, _with_spark
 from epochgc.impl.gc.stop import RoundStop, SignalAgain, deadline_timer
-from epochgc.impl.gc.summary import GcSummary, Refusal
+from epochgc.impl.gc.summary import SPARK_STOPPED, GcSummary, Refusal
 from epochgc.impl.gc.text import printable
 from epochgc.impl.gc.versioning import check_versioning, dry_run_note
 from epochgc.impl.shortlist import short_tail
@@ -124,6 +125,10 @@ def run_gc(
                 if timer is not None:
                     timer.cancel()
                 summary.seconds = time.monotonic() - started
+                # Its JVM gone under spark-submit (the stage's finding, or `watch_jvm`'s):
+                # the command's exit code is spark-submit's, not the driver's to record
+                summary.exit_unseen = (summary.interrupted == SPARK_STOPPED
+                                       and launched_by_spark_submit())
                 lost = _lease_lost(open_store, held) if record else None
                 if lost is not None and summary.interrupted is None and summary.error is None:
                     # newuser5 G3: a lease removed (`reset --force --even-if-running`) after

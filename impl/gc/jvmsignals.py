@@ -116,3 +116,56 @@ def forward_jvm_signals() -> bool:
     except Exception:  # e.g. a JVM run with -Xrs, or a gateway without callbacks
         return False
     return True
+
+
+def watch_jvm(on_gone: Callable[[], None]) -> Callable[[], None]:
+    """Under spark-submit: call `on_gone()` once, from a daemon thread, when the JVM (this
+    process's parent: PythonRunner starts the driver as its child) ends, however it ended
+    (SIGKILL, a crash, the OOM killer: nothing of it runs to tell us). Without it the
+    driver, orphaned, went on with whatever it was doing that is not a call into Spark (the
+    dead-round recovery's wait before Spark starts: minutes, holding and renewing the
+    store's lease), and spark-submit had long exited 137. The end is seen through a pidfd
+    of the parent: pidfd_open(2), "the file descriptor ... becomes readable" (poll,
+    select) "when the process terminates"; where pidfd_open is missing (Linux < 5.3, not
+    Linux), a reparented process (`getppid` changes) is looked for every second. Returns a
+    function that ends the watch (the round is over)."""
+    import os
+    import select
+
+    parent = os.getppid()
+    wake_r, wake_w = os.pipe()
+    done = threading.Event()
+
+    def gone() -> bool:
+        return os.getppid() != parent
+
+    def run() -> None:
+        try:
+            try:
+                pidfd = os.pidfd_open(parent)
+            except (AttributeError, OSError):  # missing, or the parent already gone
+                pidfd = None
+            ended = gone()
+            try:
+                if pidfd is not None and not ended:
+                    ended = pidfd in select.select([pidfd, wake_r], [], [])[0]
+                else:
+                    while not ended and not select.select([wake_r], [], [], 1.0)[0]:
+                        ended = gone()
+            finally:
+                if pidfd is not None:
+                    os.close(pidfd)
+            if ended and not done.is_set():
+                on_gone()
+        finally:
+            os.close(wake_r)
+
+    threading.Thread(target=run, name="epochgc-jvm-watch", daemon=True).start()
+
+    def stop_watching() -> None:
+        if not done.is_set():
+            done.set()
+            os.write(wake_w, b"\0")
+            os.close(wake_w)
+
+    return stop_watching

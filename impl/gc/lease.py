@@ -42,6 +42,7 @@ from epochgc.impl.store.base import (
     StoreError,
     Versioned,
 )
+from epochgc.impl.store.driverbound import current as driver_bound
 
 LEASE_KEY = "_cluster/gc/lease.json"
 DEFAULT_LEASE_S = 600.0
@@ -103,8 +104,15 @@ class Lease:
         not visible here; the recovery's wait covers it (`bounds.py`)."""
         if self.stepped is None:
             self._check_step()
-        return (self.stepped is None and self.lost is None
+        return (self.stepped is None and self.lost is None and not self._stop.is_set()
                 and self._until - time.monotonic() > self.duration_s / 4)
+
+    def ends(self) -> float:
+        """The monotonic time this round's hold ends, as of the last write of the lease
+        that succeeded (its document was made before that request went out); -inf before
+        it is held. Past it another round may take the store (`driverbound.DriverBound.
+        hold`: no request of this driver is sent then)."""
+        return self._until
 
     def look(self, store: ObjectStore) -> str | None:
         """One look at the lease in the store (the round's watch, once a look): None while
@@ -166,23 +174,20 @@ class Lease:
                 try:
                     created = store.create_if_absent(LEASE_KEY, self._doc())
                     if created is not None:
-                        self.version = created
-                        self._until = self._made + self.duration_s
+                        self._taken(created)
                         return
                     got = store.get_versioned(LEASE_KEY, _MAX_LEASE_BYTES)
                     if got is None:
                         continue  # removed since (a reset): create again
                     if self._ours(got):  # our own write applied, its answer was lost
-                        self.version = got.version
-                        self._until = self._made + self.duration_s
+                        self._taken(got.version)
                         return
                     held = _parse(got)
                     if held is not None and _expires(held) > self.clock():
                         raise _held(held)
                     taken = store.replace_if_match(LEASE_KEY, self._doc(), got.version)
                     if taken is not None:
-                        self.version = taken
-                        self._until = self._made + self.duration_s
+                        self._taken(taken)
                         return
                 except ConditionalConflict:
                     continue  # another request on the lease completed first: read again
@@ -197,6 +202,16 @@ class Lease:
             raise GcError(f"cannot take the GC lease {LEASE_KEY}: {e}") from e
         finally:
             store.close()
+
+    def _taken(self, version: str) -> None:
+        """The lease is this round's, at `version`: held until `_made` + its duration, and
+        this process's driver requests end with it (`driverbound.DriverBound.hold`; none
+        bound outside a GC driver)."""
+        self.version = version
+        self._until = self._made + self.duration_s
+        bound = driver_bound()
+        if bound is not None:
+            bound.hold(self.ends)
 
     def keep(self, lost: Callable[[str], None]) -> None:
         """Renew the lease every third of its duration until `release`; `lost(why)` is
@@ -252,8 +267,7 @@ class Lease:
         round takes it over). Written, not deleted: a release never goes through the data
         delete path, whose failures (or a test's injected crashes) would keep it held. A
         lease taken over since (this round was late) is never touched."""
-        self._stop.set()
-        self._until = float("-inf")
+        self._stop.set()  # not firm from now on; `_until` still says when the hold ends
         if self._thread is not None:
             self._thread.join()
         if not self.version:

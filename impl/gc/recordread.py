@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from epochgc.impl.gc.admin import load_strict
+from epochgc.impl.gc.summary import SPARK_STOPPED
 from epochgc.impl.gc.text import json_kind
 from epochgc.impl.store.base import ObjectStore
 
@@ -92,9 +93,11 @@ def shape_problem(rec: dict[str, Any]) -> str | None:
     if not isinstance(rec.get("outcome"), str):
         return "field outcome is missing or not a text"
     code = rec.get("exit_code")
-    # null: a round recorded after its driver ended, how not known (newuser13 Q3)
+    # null: a round recorded after its driver ended, how not known (newuser13 Q3), or one
+    # whose spark-submit JVM ended under it (its exit code is spark-submit's, unseen)
     if not (_is_int(code) or (code is None and "exit_code" in rec
-                              and isinstance(rec.get("recovered_by"), str))):
+                              and (isinstance(rec.get("recovered_by"), str)
+                                   or rec.get("interrupted") == SPARK_STOPPED))):
         return "field exit_code is missing or not an integer"
     if not _is_time(rec.get("started_at")):
         return "field started_at is missing or not a time"

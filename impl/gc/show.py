@@ -27,7 +27,7 @@ from epochgc.impl.gc.recordread import (
 from epochgc.impl.gc.recover import unrecordable_line
 from epochgc.impl.gc.reports import read_cluster_view
 from epochgc.impl.gc.sequence import SequenceError, check_room, markers, newer_unmarked
-from epochgc.impl.gc.summary import OUTCOME_DRIVER_GONE
+from epochgc.impl.gc.summary import OUTCOME_DRIVER_GONE, SPARK_STOPPED
 from epochgc.impl.gc.text import GONE_WHERE_SHORT, printable
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.model.cluster import partition_epochs
@@ -268,6 +268,9 @@ def _lease_line(lease: dict[str, Any], now: float) -> str:
 
 
 # What a round recorded after its driver ended says of that end (newuser13 Q3).
+# A round whose spark-submit JVM ended under it (`GcSummary.exit_unseen`).
+UNSEEN_SUBMIT = ("spark-submit's: its JVM ended under the round, and how spark-submit exited "
+                 "is not the driver's to see")
 UNSEEN_END = ("its driver ended without writing the round's record: killed, its host lost, "
               "or it failed where it could not reach the store")
 
@@ -284,8 +287,10 @@ def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
     code = last.get("exit_code")
     # newuser13 Q3: a round recorded after its driver ended has no exit code (null)
     out.append(f"  outcome: {_text(last.get('outcome'))}, exit code "
-               + (f"{_text(code)}" if code is not None or not last.get("recovered_by")
-                  else f"unknown ({UNSEEN_END})"))
+               + (f"{_text(code)}" if code is not None
+                  else f"unknown ({UNSEEN_END})" if last.get("recovered_by")
+                  else f"unknown ({UNSEEN_SUBMIT})" if last.get("interrupted") == SPARK_STOPPED
+                  else _text(code)))
     started = last.get("started_at")
     if isinstance(started, str):
         with contextlib.suppress(ValueError):

@@ -65,7 +65,7 @@ from epochgc.impl.gc.session import cancel_on_stop, context_stopped
 from epochgc.impl.gc.sparkerrors import _spark_errors
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.stream import TaskResult, list_and_delete_task
-from epochgc.impl.gc.summary import GcSummary
+from epochgc.impl.gc.summary import SPARK_STOPPED, GcSummary
 from epochgc.impl.gc.text import GONE_WHERE_SHORT
 from epochgc.impl.gc.text import keys as n_keys
 from epochgc.impl.gc.watch import RoundWatch, go_on, watch_store
@@ -557,8 +557,8 @@ def _stage(
         summary.manifest = options.manifest
 
 
-# The stop reason of a round whose Spark ended under it (newuser13 Q11), and its line.
-SPARK_STOPPED = "spark-stopped"
+# The stop reason of a round whose Spark ended under it (newuser13 Q11, `summary.py`), and
+# its line.
 SPARK_STOPPED_LINE = ("Spark stopped under the round (its driver JVM ended: under spark-submit, "
                       "a signal to spark-submit or its JVM stops it first)")
 

@@ -27,6 +27,8 @@ from types import FrameType
 
 from epochgc.impl.signals import SIGNALS as _COMMAND_SIGNALS
 from epochgc.impl.signals import Interrupted
+from epochgc.impl.store.driverbound import DriverBound
+from epochgc.impl.store.patience import Patience
 
 # SIGHUP: a terminal's hangup, as SIGTERM, unless ignored at start (`nohup`): the same set
 # as every command's (impl/signals.py SIGNALS says why).
@@ -128,11 +130,20 @@ class RoundStop:
             if say is None:
                 continue
             if later.first:
-                say(f"gc: {later.name}: already stopping ({self.reason}): {self.means}; the "
-                    "store's requests are no longer retried, and none is sent once one "
-                    "goes unanswered")
+                line = f"gc: {later.name}: already stopping ({self.reason}): {self.means}"
             else:
-                say(f"gc: {later.name} again: already stopping: {self.means}")
+                line = f"gc: {later.name} again: already stopping: {self.means}"
+            say(line + self._code_stays(later.name))
+
+    def _code_stays(self, name: str) -> str:
+        """A signal that is only said does not change the exit code: the round's first
+        stop decides it (`summary.exit_code`), as a second signal's does (SIGTERM, then
+        SIGINT: 143). Said, so that an operator who sent SIGINT does not wait for 130
+        (newuser13 Q6: "after three signals the exit code is 1, not 130/143")."""
+        if self.reason == name or name not in SIGNALS.values():
+            return ""
+        code = 128 + signal.Signals[name]
+        return f"; the exit code stays the {self.reason} stop's, not {code}"
 
     @property
     def requested(self) -> bool:
@@ -140,10 +151,20 @@ class RoundStop:
 
     def operator_stops(self) -> bool:
         """Whether an operator or the clock stopped the round (a signal, even one after
-        another stop, or the deadline): its driver's requests are then not retried, and
-        none is sent once the store did not answer one (`driverbound.DriverBound`)."""
+        another stop, or the deadline)."""
         return (self.signalled is not None or self.deadline_passed
                 or self.reason in SIGNALS.values())
+
+    def bounds_requests(self) -> bool:
+        """Whether the driver's requests are bounded as for a stop (`driverbound.
+        DriverBound`: none retried, none sent once the store left one unanswered): once
+        the round is stopping, for any reason. newuser13 Q6: after the safety monitor's
+        stop on a silent store each write kept botocore's retries (~150 s a write), and
+        the round outlived its lease; only a signal or the deadline cut them short. A
+        store that answers still gets each call's first attempt, so a stopped round on a
+        live store writes its record; one throttled answer then fails that write, said
+        with what records the round later (`gc-admin reset --force`)."""
+        return self.requested or self.operator_stops()
 
     def wait(self, timeout: float) -> bool:
         """Wait up to `timeout` seconds for a request; True if one was made."""
@@ -303,16 +324,20 @@ def announce(stop: RoundStop, say: Callable[[str], None],
 
 
 # How a round a second signal ended is said (its error, its record's and its last line).
-STOPPED_AT_ONCE = "again: stopped at once"
+STOPPED_AT_ONCE = "stopped at once"
 
 
 class SignalAgain(KeyboardInterrupt):
     """A second SIGINT/SIGTERM while the round stops: the operator insists. Its text is the
     round's error as it is said, "SIGINT again: stopped at once" (newuser11 M8: it read
-    "error: KeyboardInterrupt: SIGINT again", a Python class name, as if it crashed)."""
+    "error: KeyboardInterrupt: SIGINT again", a Python class name, as if it crashed). The
+    first signal after a stop of another kind (`after`: the monitor's, the deadline's) is
+    not "again" (newuser13 Q6): "SIGINT after the round's stop (unhealthy): stopped at
+    once"."""
 
-    def __init__(self, name: str) -> None:
-        super().__init__(f"{name} {STOPPED_AT_ONCE}")
+    def __init__(self, name: str, after: str | None = None) -> None:
+        said = f"{name} after the round's stop ({after})" if after else f"{name} again"
+        super().__init__(f"{said}: {STOPPED_AT_ONCE}")
 
 
 def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
@@ -348,7 +373,7 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
             # connections it then finds broken (issue 41 item 3: four tracebacks before
             # our one line). Nothing the command says goes through logging.
             logging.disable(logging.CRITICAL)
-            raise SignalAgain(name)
+            raise SignalAgain(name, stop.reason if first and stop.reason != name else None)
         stop.request_from_signal(name)
 
     stop._start_waker()
@@ -361,6 +386,13 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
         stop.close()  # stops the waker too
 
     return restore
+
+
+def driver_bound(stop: RoundStop, patience: Patience,
+                 say: Callable[[str], None] | None = None) -> DriverBound:
+    """The bound on a round's driver requests (`driverbound.py`) that `stop` shortens: each
+    attempt waits `patience.read_timeout_s` for its answer, said every `say_after_s`."""
+    return DriverBound(patience.read_timeout_s, stop.bounds_requests, say, patience.say_after_s)
 
 
 def deadline_timer(stop: RoundStop, seconds: float) -> threading.Timer:

@@ -27,6 +27,8 @@ EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129,
 # store gone was recorded `killed`, 137, what a shell reports for SIGKILL); records
 # written before say `killed`, 137.
 OUTCOME_DRIVER_GONE = "driver-gone"
+# The stop reason of a round whose Spark ended under it (newuser13 Q11: `stage.py`).
+SPARK_STOPPED = "spark-stopped"
 
 # Every value of `GcSummary.outcome`.
 OUTCOMES = ("done", "dry-run", "nothing-collectible", "blocked", "refused", "incomplete",
@@ -190,6 +192,11 @@ class GcSummary:
     # newuser12 P11: refused because another live round holds the lease (`lease.LeaseBusy`):
     # blocked, retry later (exit 2), not failed; not in JSON_KEYS (`exit_code` says it).
     lease_busy: bool = False
+    # Under spark-submit, Spark ended under the round (`SPARK_STOPPED`: its JVM gone,
+    # SIGKILLed or ended on its own): the command's exit code is spark-submit's, which the
+    # JVM gives and this driver cannot see (SIGKILL: 137); its record says unknown, as a
+    # `driver-gone` one does, not the driver's own 1 (issue 41, s27a). Not in JSON_KEYS.
+    exit_unseen: bool = False
 
     @property
     def outcome(self) -> str:
@@ -215,8 +222,9 @@ class GcSummary:
     @property
     def recorded_exit_code(self) -> int | None:
         """The exit code its record says: None for a round recorded after its driver
-        ended (`recovered_by`): how that process ended is not known."""
-        return None if self.recovered_by is not None else self.exit_code
+        ended (`recovered_by`), or whose command's exit is not this driver's to see
+        (`exit_unseen`): how that process ended is not known."""
+        return None if self.recovered_by is not None or self.exit_unseen else self.exit_code
 
     @property
     def exit_code(self) -> int:

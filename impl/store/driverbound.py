@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -48,6 +49,33 @@ class DriverBound:
     # the last was a connection refused (the waiting line's state: newuser13 Q2, "no
     # answer yet" was said of a port that refused each attempt at once).
     _failed: dict[int, tuple[int, bool]] = field(default_factory=dict, compare=False)
+    # When the round's GC lease ends (`hold`): a monotonic time, as the lease measures it.
+    _lease_ends: list[Callable[[], float]] = field(default_factory=list, compare=False)
+
+    def hold(self, ends: Callable[[], float]) -> None:
+        """The process holds a GC lease that ends at `ends()` (monotonic, as of its last
+        write that succeeded: `gc/lease.py` `Lease.ends`): from then on no attempt is sent
+        whose answer could come after it (its connect and read timeouts), stopped or not.
+        Past it another round may take the store over and read this round back (its dead-
+        round recovery): a write landing then is one that recovery did not see (newuser13
+        Q6: a round wrote its END 5.5 minutes past its lease)."""
+        self._lease_ends[:] = [ends]
+
+    def attempt_s(self) -> float:
+        """The longest an attempt of a bounded client waits: its connect timeout and its
+        read timeout, each at most `timeout_s` (`s3.S3Store._new_client`)."""
+        return 2 * self.timeout_s
+
+    def _refuse_past_lease(self) -> None:
+        for ends in self._lease_ends:
+            left = ends() - time.monotonic()
+            if left < self.attempt_s():
+                when = (f"expires in {left:.0f} s" if left > 0
+                        else f"expired {-left:.0f} s ago")
+                raise StoppedNotSent(
+                    f"not sent: the round's GC lease {when} (as of its last renewal), "
+                    f"sooner than this request's answer may take ({self.attempt_s():g} s): "
+                    "another round may hold the store by then")
 
     def begin(self, thread: int) -> None:
         """A call of `thread` begins: its attempts counted afresh."""
@@ -61,8 +89,10 @@ class DriverBound:
         return f"connection refused ({attempts_text(n)})" if refused else "no answer yet"
 
     def before_send(self, request: object = None, **_kwargs: object) -> None:
-        """botocore's `before-send` handler: refuses a retry once stopping, and every
-        request once the store was silent after the stop."""
+        """botocore's `before-send` handler: refuses any attempt whose answer could come
+        past the round's lease (`hold`), a retry once stopping, and every request once the
+        store was silent after the stop."""
+        self._refuse_past_lease()
         if not self.stopping():
             return
         if self.silent.is_set():

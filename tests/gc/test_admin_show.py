@@ -226,6 +226,29 @@ def test_a_dead_rounds_record_without_an_exit_code_is_a_round_not_damaged(
     assert "field exit_code is missing or not an integer" in out, out
 
 
+def test_a_spark_submit_round_whose_jvm_ended_has_no_exit_code_and_is_not_damaged(
+        tmp_path: Path) -> None:
+    """s27a (newuser13 Q11's SIGKILL case): spark-submit SIGKILLed mid-round exits 137,
+    which its Python driver, left running, cannot see; its record said exit 1 (the
+    driver's). Now null, shown as unknown and why (its record is no damaged one)."""
+    from epochgc.impl.gc.record import ROUNDS_PREFIX, record_document
+    from epochgc.impl.gc.summary import SPARK_STOPPED, GcSummary
+
+    summary = GcSummary(started_at=NOW, round_id="20261129T180000.000Z-0000000c",
+                        interrupted=SPARK_STOPPED, exit_unseen=True)
+    doc = record_document(summary, {})
+    assert doc["exit_code"] is None and summary.exit_code == 1, doc  # the driver's own: 1
+    root = _store(tmp_path)
+    key = f"{ROUNDS_PREFIX}20261129T180000.000Z-0000000c.json"
+    LocalStore(root).put(key, json.dumps({**_GOOD_RECORD, "outcome": "interrupted",
+                                          "interrupted": SPARK_STOPPED,
+                                          "exit_code": None}).encode())
+    _, out = _invoke("gc-admin", "show", "--store", str(root))
+    assert ("outcome: interrupted, exit code unknown (spark-submit's: its JVM ended under "
+            "the round") in out, out
+    assert "damaged" not in out, out
+
+
 def test_show_names_the_last_rounds_malformed_keys_escaped_and_json_safe(
         tmp_path: Path) -> None:
     """newuser5 G7: after a `--skip-malformed` round, `show` did not mention its malformed

@@ -36,7 +36,8 @@ def test_a_signal_after_the_monitors_stop_cuts_the_drivers_requests_short(
     try:
         announce(stop, say)
         stop.request("unhealthy")  # the safety monitor: not the operator's stop
-        assert not stop.operator_stops()  # its writes keep their retries (a blip passes)
+        assert not stop.operator_stops()  # not the operator's (its requests are bounded
+        # as for one since s27a: tests/gc/test_monitor_stop_bounds.py)
         with stop.finishing():  # writing its record and releasing its lease
             os.kill(os.getpid(), signal.SIGINT)
             assert heard.wait(60), said  # a bound for a hang, not a timing assumption
