@@ -24,6 +24,7 @@ from typing import Any, BinaryIO
 
 import click
 
+from epochgc.impl import errorline
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.model import partition as mp
 from epochgc.model.fence import SeenWindow, fence
@@ -286,9 +287,15 @@ def _plain(doc: dict[str, Any]) -> dict[str, Any]:
 
 
 def _say(line: str) -> None:
-    """A refusal or a verdict on stderr, with the command's name first, as `replay` says
-    its own (i41y: "adir: cannot read: Is a directory" had no "epochgc check-trace:")."""
+    """A verdict on stderr, with the command's name first, as `replay` says its own (i41y:
+    "adir: cannot read: Is a directory" had no "epochgc check-trace:")."""
     click.echo(f"epochgc check-trace: {line}", err=True)
+
+
+def _refuse(line: str) -> None:
+    """Input that cannot be checked: an error, in every command's shape (impl/errorline.py;
+    newuser13 Q9: it had no word saying it was one)."""
+    click.echo(errorline.line("check-trace", line), err=True)
 
 
 @click.command("check-trace")
@@ -302,15 +309,16 @@ def check_trace(trace: str, context: int) -> None:
     try:
         res = check(trace, context)
     except OSError as e:
-        _say(cannot_read(STDIN if trace == "-" else trace, e))
+        _refuse(cannot_read(STDIN if trace == "-" else trace, e))
         raise SystemExit(ExitCode.DATAERR) from e
     except Malformed as e:
-        _say(str(e))  # SOURCE:LINE: what, as `replay` words bad input
+        _refuse(str(e))  # SOURCE:LINE: what, as `replay` words bad input
         raise SystemExit(ExitCode.DATAERR) from e
     if res.records == 0:
         # An empty file, a truncated copy or `-` with nothing piped is not a pass: nothing was
         # compared with the model (newuser12 P3: "conforms: 0 records", exit 0).
-        _say(f"{STDIN if trace == '-' else trace}: the trace holds no record: nothing was checked")
+        _refuse(f"{STDIN if trace == '-' else trace}: the trace holds no record: nothing was "
+                "checked")
         raise SystemExit(ExitCode.DATAERR)
     summary = (f"{res.records} records ({res.applies} apply, {res.fences} fence) over"
                f" {res.partitions} partitions")

@@ -8,7 +8,7 @@ import sys
 
 import click
 
-from epochgc.impl import closedout, jsonfailure, signals
+from epochgc.impl import closedout, errorline, jsonfailure, signals
 from epochgc.impl.cluster.errors import DamagedClusterFile, NoCluster
 from epochgc.impl.entry import end_by
 from epochgc.impl.exitcodes import SIGNAL_RULE, ExitCode, codes_for, table
@@ -43,7 +43,10 @@ _LOADING = "epochgc.loading"  # ctx.meta: the subcommand whose module is being l
 class _LazyGroup(click.Group):
     """Subcommands load on first use; a failure the user can act on (bad input, an
     unreachable store or node, refused storage) is one line on stderr and exit 1, not a
-    traceback (EPOCHGC_DEBUG=1 shows the traceback)."""
+    traceback (EPOCHGC_DEBUG=1 shows the traceback). Every error any command ends with is
+    that line's shape, `epochgc CMD: error: MESSAGE` (impl/errorline.py)."""
+
+    context_class = errorline.Context  # and every subcommand's (`_add_exit_codes`)
 
     def make_context(self, info_name: str | None, args: list[str],
                      parent: click.Context | None = None, **extra: object) -> click.Context:
@@ -56,7 +59,7 @@ class _LazyGroup(click.Group):
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
         except click.UsageError as e:
-            raise Usage(e.format_message(), e.ctx) from None
+            raise errorline.UsageFailure(e.format_message(), e.ctx) from None
         except click.exceptions.Exit as e:
             code = closedout.exit_code(e.exit_code)
             if code:
@@ -71,7 +74,7 @@ class _LazyGroup(click.Group):
                 rv = self._invoke(ctx)
             except click.ClickException as e:  # with --json, also one object on stdout
                 jsonfailure.say(ctx, None, "error", e.format_message(), e.exit_code)
-                raise
+                raise errorline.shaped(e, ctx) from None
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) or e.code is None else 1
             raise SystemExit(closedout.exit_code(code)) from None
@@ -85,11 +88,11 @@ class _LazyGroup(click.Group):
     def _invoke(self, ctx: click.Context) -> object:
         try:
             return super().invoke(ctx)
-        except Usage:
+        except errorline.UsageFailure:
             raise
         except click.UsageError as e:
             # Every command's bad argument exits 64, not click's 2 (2 is "blocked").
-            raise Usage(e.format_message(), e.ctx) from None
+            raise errorline.UsageFailure(e.format_message(), e.ctx) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except KeyboardInterrupt as e:
@@ -138,12 +141,6 @@ class _LazyGroup(click.Group):
         return cmd
 
 
-class Usage(click.UsageError):
-    """click's usage error with the table's code."""
-
-    exit_code = ExitCode.USAGE
-
-
 def _in_words(e: BaseException) -> str:
     """A failure in words, not a Python class (newuser7 H8: `Error: OSError: [Errno 24]
     Too many open files`, `Error: RuntimeError: cluster not ready ...`): an OSError as the
@@ -159,6 +156,7 @@ def _add_exit_codes(cmd: click.Command, path: str) -> None:
     first sentence (click cuts it at ~45 characters, mid-sentence)."""
     if getattr(cmd, "_epochgc_exit_codes", False):
         return
+    cmd.context_class = errorline.Context  # its errors name it (impl/errorline.py)
     if cmd.short_help is None:
         cmd.short_help = cmd.get_short_help_str(limit=1000)
     rows = table(codes_for(path))
@@ -170,7 +168,7 @@ def _add_exit_codes(cmd: click.Command, path: str) -> None:
 
 
 @click.group(cls=_LazyGroup, epilog=f"{table(codes_for('epochgc'))}\n\n{closedout.RULE}\n\n"
-                                    f"{SIGNAL_RULE}")
+                                    f"{errorline.RULE}\n\n{SIGNAL_RULE}")
 @click.version_option(package_name="epochgc")
 def main() -> None:
     """epochgc: windowed epoch fencing and epoch-based GC of L0 objects."""
@@ -180,6 +178,7 @@ def main() -> None:
     # exit code is 130 or 143 (impl/signals.py). A command with its own handling (`gc`:
     # stop at a batch boundary) installs its own.
     signals.install()
+    closedout.named(click.get_current_context())
     closedout.guard()
     closedout.guard_stderr()
     if click.get_current_context().invoked_subcommand in _OUTPUT_IS_WORK:

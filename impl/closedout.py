@@ -16,7 +16,8 @@ duplicates its records).
   said 0 (any other code already says it did not simply succeed, and stands).
 - `exit_code(code)`: the code the command ends with, by that rule.
 - Any other failed write (`> /dev/full`: ENOSPC, newuser8 I6) loses output the user asked
-  for: one line on stderr ("cannot write to stdout: ..."), later writes dropped, and the
+  for: one line on stderr ("epochgc CMD: error: cannot write to stdout: ...", every
+  command's error line, impl/errorline.py), later writes dropped, and the
   command exits 1 (failed) where its work said 0, whatever the command.
 - `done(what)`: what the command's work has done so far, in words ("the pause was
   written"), said on that line (newuser11 M9: "cannot write to stdout" alone, after a
@@ -34,6 +35,9 @@ import io
 import os
 import sys
 
+import click
+
+from epochgc.impl import errorline
 from epochgc.impl.exitcodes import ExitCode
 
 # Said in `epochgc --help`'s exit-code table and in the READMEs.
@@ -97,15 +101,25 @@ def _say_failed(why: str) -> None:
     """The one line for a failed stdout write, with what the work did (`done`); stderr may
     be closed too: then silence."""
     did = f"; {_done}" if _done else ""
+    command = (_command if isinstance(_command, str) or _command is None
+               else errorline.command_of(errorline.deepest(_command)))
     with contextlib.suppress(OSError, ValueError):
-        sys.stderr.write(f"epochgc: cannot write to stdout: {why}{did}\n")
+        sys.stderr.write(errorline.line(command, f"cannot write to stdout: {why}{did}") + "\n")
         sys.stderr.flush()
 
 
 _guard: _Guard | None = None
 _output_is_work = False
 _done = ""  # what the command's work did so far (`done`)
+_command: click.Context | str | None = None  # whose line it is (`named`)
 _ending = False  # the atexit call ran: a failure found later is said at once
+
+
+def named(command: click.Context | str) -> None:
+    """The command the line names: a name, or the `epochgc` group's context (its deepest
+    context, when the line is said, names the subcommand: `gc-admin show`)."""
+    global _command
+    _command = command
 
 
 def done(what: str) -> None:

@@ -42,10 +42,12 @@ import atexit
 import os
 import signal
 import sys
+import time
 from collections.abc import Callable
 from types import FrameType
 
 _early: list[int] = []  # signals received before `impl.signals.install`
+_started_at: float | None = None  # time.monotonic() as `main` began (`started_at`)
 # Whether SIGHUP was ignored when the process started (None: `main` did not run, the
 # command runs in-process: look now). `nohup` (POSIX: "the nohup utility shall ... ignore
 # the SIGHUP signal") and a shell's background job started that way ask for the command
@@ -134,9 +136,16 @@ def run(command: Callable[[], object]) -> None:
         raise
 
 
+def started_at() -> float | None:
+    """When the `epochgc` command began, before its imports (None: `main` did not run, the
+    command runs in-process): `demo --seconds` counts its budget from there."""
+    return _started_at
+
+
 def main() -> None:
-    global _hup_ignored
+    global _hup_ignored, _started_at
     register_first()  # first: its call runs after every other atexit call
+    _started_at = time.monotonic()
     _hup_ignored = signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
     for s in (signal.SIGINT, signal.SIGTERM) + (() if _hup_ignored else (signal.SIGHUP,)):
         signal.signal(s, _keep)

@@ -35,7 +35,8 @@ PROBE_PREFIX = "_cluster/preflight/"
 
 
 class Refused(click.ClickException):
-    """A preflight refusal: one line (`Error: ...` on stderr, as click prints any refusal);
+    """A preflight refusal: one line (`epochgc CMD: error: ...` on stderr, the shape of
+    every command's error, impl/errorline.py);
     `Refused(message, code)` makes the subclass whose class exit code is `code`."""
 
     exit_code = ExitCode.FAILED
@@ -73,7 +74,9 @@ def require_modules(command: str, modules: Iterable[str]) -> None:
             whole = COMMAND_EXTRA.get(command)
             also = (f" (or 'epochgc[{whole}]', everything `epochgc {command}` uses)"
                     if whole and whole != extra else "")
-            raise Refused(f"epochgc {command} needs {module}, which is not installed: "
+            # The error line names the command (impl/errorline.py): not again here
+            # (newuser13 Q9: "Error: epochgc gc: Java not found").
+            raise Refused(f"{module} is not installed (this command needs it): "
                           f"pip install 'epochgc[{extra}]'{also}", ExitCode.UNAVAILABLE)
 
 
@@ -89,10 +92,10 @@ def require_spark(command: str, modules: Iterable[str] = (), *,
 
     found = problem()
     if found is not None:
-        raise Refused(f"epochgc {command}: {found.message}", ExitCode.UNAVAILABLE)
+        raise Refused(found.message, ExitCode.UNAVAILABLE)
     bad = worker_python_problem() if workers_here else None
     if bad is not None:
-        raise Refused(f"epochgc {command}: {bad}", ExitCode.UNAVAILABLE)
+        raise Refused(bad, ExitCode.UNAVAILABLE)
 
 
 # The Python Spark's workers run: PySpark's SparkContext takes `PYSPARK_PYTHON`, else

@@ -679,6 +679,12 @@ def _open(path: str, stdin: TextIO | None) -> AbstractContextManager[TextIO]:
     return open(path, encoding="utf-8", errors="surrogateescape")
 
 
+# Bad input is an error, said in the shape every `epochgc` command's error has (impl/
+# errorline.py: `epochgc CMD: error: MESSAGE`; the model imports nothing of impl/, and
+# tests/impl/test_error_lines.py holds the two to one shape); a disagreement is a verdict.
+ERROR_HEAD = "epochgc replay: error: "
+
+
 def run(
     path: str,
     variant_name: str | None,
@@ -711,17 +717,17 @@ def run(
         # The caller's to handle (`epochgc`'s group: a closed pipe ends quietly, exit 1).
         raise e.error from None
     except ReplayError as e:
-        err(f"epochgc replay: {e}")
+        err(f"{ERROR_HEAD}{e}")
         return EXIT_BAD_INPUT
     except OSError as e:
-        err(f"epochgc replay: {cannot_read(source, e)}")
+        err(f"{ERROR_HEAD}{cannot_read(source, e)}")
         return EXIT_BAD_INPUT
     except UnicodeDecodeError as e:  # a stdin given as text that could not be decoded
-        err(f"epochgc replay: {source}: {not_utf8(e.object, e.start)}")
+        err(f"{ERROR_HEAD}{source}: {not_utf8(e.object, e.start)}")
         return EXIT_BAD_INPUT
     if not steps:
         # Nothing was checked: an empty capture must not pass as a replay that agreed.
-        err(f"epochgc replay: {source}: no steps (the file is empty or holds only comments)")
+        err(f"{ERROR_HEAD}{source}: no steps (the file is empty or holds only comments)")
         return EXIT_BAD_INPUT
     if bad:
         listed = ", ".join(map(str, bad))

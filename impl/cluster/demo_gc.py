@@ -64,6 +64,7 @@ class DemoGc:
         # final round, in an executor thread asyncio.run joins) returns.
         self._abandon = threading.Event()
         self._scratch: str | None = None
+        self._ready_at: float | None = None
         if engine == "spark":
             from epochgc.impl.gc.session import spark_scratch
 
@@ -74,12 +75,21 @@ class DemoGc:
             # A daemon thread, not an executor's: an interrupted command must not wait at
             # exit for a start-up it has abandoned (executor threads are joined at exit).
             self._session = concurrent.futures.Future()
+            self._session.add_done_callback(self._note_ready)
             threading.Thread(target=_boot_spark,
                              args=(self._session, self._abandon.is_set, self._scratch),
                              name="spark-boot", daemon=True).start()
 
     def ready(self) -> bool:
         return self._session is None or self._session.done()
+
+    @property
+    def ready_at(self) -> float | None:
+        """When Spark's session was ready (time.monotonic()); None: no Spark, or not yet."""
+        return self._ready_at
+
+    def _note_ready(self, _done: concurrent.futures.Future[Any]) -> None:
+        self._ready_at = time.monotonic()
 
     def run_round(self) -> RoundResult:
         """One blocking round (call it from a worker thread)."""

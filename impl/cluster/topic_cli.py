@@ -14,6 +14,7 @@ import click
 from epochgc.impl import closedout, signals
 from epochgc.impl.cluster import asked
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
+from epochgc.impl.cluster.errors import NoCluster
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.controller.topics import TopicError, check_topic_name, topic_names
 from epochgc.impl.shortlist import short_list
@@ -39,8 +40,10 @@ def _name(ctx: click.Context, param: click.Parameter, value: str) -> str:
 
 def _call(data_dir: str, **req: Any) -> dict[str, Any]:
     lc = LocalCluster(data_dir)
+    # A directory with no cluster is a bad argument (64), as for every command that takes
+    # --data-dir (s27c: `topic` alone said it otherwise and exited 1).
     if not lc.meta:
-        raise click.ClickException(f"no cluster in {data_dir!r} (epochgc cluster start)")
+        raise NoCluster(f"no cluster under {lc.dir}: start one with `epochgc cluster start`")
 
     access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint(), say=stderr_line)
 

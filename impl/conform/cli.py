@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from epochgc.impl import signals
+from epochgc.impl import errorline, signals
 from epochgc.impl.conform.client import PortProcess, ProtocolFailure
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.finite import FiniteFloat
@@ -65,9 +65,10 @@ def conform(variant: str, examples: int, seed: int | None, max_steps: int,
         try:
             import hypothesis  # noqa: F401
         except ImportError as e:
-            click.echo(f"epochgc conform needs Hypothesis ({e}): pip install "
-                       "'epochgc[conform]' (or pass --vectors: the shipped vectors only)",
-                       err=True)
+            click.echo(errorline.line("conform", f"Hypothesis is not installed (generated "
+                                      f"programs need it; {e}): pip install "
+                                      "'epochgc[conform]' (or pass --vectors: the shipped "
+                                      "vectors only)"), err=True)
             raise SystemExit(EXIT_MISSING) from None
     try:
         resolve_variant(variant)
@@ -84,7 +85,8 @@ def conform(variant: str, examples: int, seed: int | None, max_steps: int,
     try:
         port = PortProcess(argv, timeout=timeout_per_step, say=_to_stderr)
     except OSError as e:
-        click.echo(f"epochgc conform: cannot start {argv[0]!r}: {e.strerror or e}", err=True)
+        click.echo(errorline.line("conform", f"cannot start {argv[0]!r}: {e.strerror or e}"),
+                   err=True)
         raise SystemExit(EXIT_MISSING) from None
     from epochgc.impl.conform.driver import GenReport, VectorReport
     from epochgc.impl.conform.progress import ConformProgress
@@ -149,8 +151,8 @@ def _drive(port: PortProcess, argv: list[str], variant: str, examples: int, seed
         files = vector_files()
         if not files:
             # An install without the shipped vectors must not pass for a port that agreed.
-            click.echo(f"epochgc conform: no vector files under {VECTORS_DIR}: this "
-                       "installation does not ship spec/vectors", err=True)
+            click.echo(errorline.line("conform", f"no vector files under {VECTORS_DIR}: this "
+                                      "installation does not ship spec/vectors"), err=True)
             return EXIT_MISSING
         progress.phase("vectors", "file", len(files))
         v = replay_vectors(port, variant, files, done.vectors, progress.file_done)

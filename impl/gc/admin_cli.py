@@ -42,7 +42,7 @@ from typing import Any
 
 import click
 
-from epochgc.impl import closedout, jsonfailure
+from epochgc.impl import closedout, errorline, jsonfailure
 from epochgc.impl.entry import end_by
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.admin import (
@@ -200,20 +200,16 @@ def _usage(msg: str) -> click.UsageError:
     return _Usage(msg)
 
 
-class _Refused(click.ClickException):
+class _Refused(errorline.Failure):
     """A gc-admin command that refused or failed (exit 1, the table's "failed"): one line
-    `gc-admin: <command>: <why>` on stderr, the style of its other lines. click's
-    `Error: <why>` is the last line of a usage error (exit 64), and read as one (issue 41
-    F5: `Error: expire refused ...`, exit 1)."""
+    `epochgc gc-admin <command>: error: <why>`, every command's error (impl/errorline.py;
+    it was `gc-admin: <command>: <why>`, newuser13 Q9). A usage error (exit 64) has the
+    usage lines above its own (issue 41 F5: `Error: expire refused ...`, exit 1, read as
+    one)."""
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
-        ctx = click.get_current_context(silent=True)
-        self.command = ctx.info_name if ctx is not None else None
-
-    def show(self, file: Any = None) -> None:
-        where = f"{self.command}: " if self.command else ""
-        echo_safe(f"gc-admin: {where}{self.format_message()}", err=True)
+        self.command = errorline.command_of(click.get_current_context(silent=True))
 
 
 def _open(store: str, s3_endpoint: str | None) -> ObjectStore:

@@ -24,7 +24,7 @@ from urllib.parse import urlsplit
 
 import click
 
-from epochgc.impl import closedout, jsonfailure
+from epochgc.impl import closedout, errorline, jsonfailure
 from epochgc.impl.entry import end_by
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.duration import SPAN, at_most, format_duration
@@ -79,7 +79,11 @@ class _Usage(click.UsageError):
 class _GcCommand(click.Command):
     """Bad arguments exit 64, so that 2 always means "blocked round" to a scheduler. With
     --json, a failure before the round's own JSON (a bad argument, a missing extra) is one
-    object on stdout too (`jsonfailure`, the shape gc-admin's failures have)."""
+    object on stdout too (`jsonfailure`, the shape gc-admin's failures have). Its errors
+    are `epochgc gc: error: ...` run alone too (under spark-submit, impl/gc/submit.py), not
+    click's `Error: ...` (impl/errorline.py)."""
+
+    context_class = errorline.Context
 
     def make_context(
         self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any
@@ -91,7 +95,7 @@ class _GcCommand(click.Command):
         except click.UsageError as e:
             if parent is not None:
                 jsonfailure.say(parent, "gc", "error", e.format_message(), EXIT_USAGE)
-            raise _Usage(e.format_message(), e.ctx) from None
+            raise errorline.UsageFailure(e.format_message(), e.ctx) from None
         jsonfailure.note_parsed(ctx)
         return ctx
 
@@ -101,7 +105,7 @@ class _GcCommand(click.Command):
         except click.ClickException as e:
             code = EXIT_USAGE if isinstance(e, click.UsageError) else e.exit_code  # as `main`
             jsonfailure.say(ctx, "gc", "error", e.format_message(), code)
-            raise
+            raise errorline.shaped(e, ctx) from None
 
 
 _SECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?", re.ASCII)  # float() also reads "nan", "٥"
@@ -649,12 +653,12 @@ def failure_line(s: GcSummary) -> str:
     read-back error, not on what to do; its lease stayed held)."""
     assert s.error is not None
     # A second signal is the operator's stop, not a failure (newuser11 M8).
-    head = "gc: " if s.error.endswith(STOPPED_AT_ONCE) else "epochgc gc: error: "
     # With a journal there is something to record: the last line says how (without one,
     # the warning above it says "nothing was deleted ...; ... removes its lease").
-    return (f"{head}{s.error}; {_after(s)}"
+    text = (f"{s.error}; {_after(s)}"
             + (f"; its record was not written: {s.record_advice}"
                if s.record_advice and s.journal is not None else ""))
+    return f"gc: {text}" if s.error.endswith(STOPPED_AT_ONCE) else errorline.line("gc", text)
 
 
 def _after(s: GcSummary) -> str:
@@ -690,7 +694,7 @@ def missing_dependency(spec: StoreSpec) -> str | None:
             importlib.import_module(module)
         except ImportError:
             return (
-                f"epochgc gc needs {module}, which is not installed: "
+                f"{module} is not installed (this command needs it): "
                 f"pip install 'epochgc[{extra}]' (or 'epochgc[gc]' for everything the GC uses)"
             )
     return None

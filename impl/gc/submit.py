@@ -50,7 +50,7 @@ def spark_conf() -> dict[str, str]:
 def main() -> None:
     import click
 
-    from epochgc.impl import closedout
+    from epochgc.impl import closedout, errorline
     from epochgc.impl.gc.cli import gc
     from epochgc.impl.gc.session import launched_by_spark_submit
     from epochgc.impl.gc.summary import EXIT_USAGE
@@ -59,12 +59,13 @@ def main() -> None:
     # JVM gone first (SIGKILL) leaves a pipe without a reader, and the first line written
     # after raised BrokenPipeError, which ended the round as `error`, deleted 0 (newuser13
     # Q11). As under the `epochgc` group: a reader gone is not a failure of the work.
+    closedout.named("gc")
     closedout.guard()
     closedout.guard_stderr()
     try:
         defaults = conf_defaults(spark_conf(), gc) if launched_by_spark_submit() else {}
     except click.UsageError as e:
-        click.echo(f"epochgc gc: error: {e.format_message()}", err=True)
+        click.echo(errorline.line("gc", e.format_message()), err=True)
         sys.exit(EXIT_USAGE)
     # A round a signal interrupted exits with 128 + its number here, and does not end by
     # the signal as `epochgc gc` does (impl/entry.py, issue 41 s27e): the shell's (or the

@@ -84,30 +84,30 @@ function notUtf8(path) {
 function replay(path, cliVariant, out, err) {
   const label = path === '-' ? '<stdin>' : path; // as `epochgc replay` names stdin
   if (cliVariant !== null && !VARIANTS.includes(cliVariant)) {
-    err(`epochgc replay: ${label}: variant: unknown variant ${JSON.stringify(cliVariant)}`);
+    err(`epochgc replay: error: ${label}: variant: unknown variant ${JSON.stringify(cliVariant)}`);
     return 65;
   }
   const unreadable = path === '-' ? null : notUtf8(path);
   if (unreadable !== null) {
-    err(`epochgc replay: ${label}:${unreadable}`);
+    err(`epochgc replay: error: ${label}:${unreadable}`);
     return 65;
   }
   let lines;
   try {
     lines = readLines(path === '-' ? 0 : fs.openSync(path, 'r'));
   } catch (e) {
-    err(`epochgc replay: ${label}: cannot read: ${e.message}`);
+    err(`epochgc replay: error: ${label}: cannot read: ${e.message}`);
     return 65;
   }
   try {
     return replayLines(lines, label, path, cliVariant, out, err);
   } catch (e) {
     if (e instanceof LineTooLong) {
-      err(`epochgc replay: ${label}:${e.lineNo}: line longer than ${MAX_LINE} characters`);
+      err(`epochgc replay: error: ${label}:${e.lineNo}: line longer than ${MAX_LINE} characters`);
       return 65;
     }
     if (e instanceof ReadFailed) {
-      err(`epochgc replay: ${label}: cannot read: ${e.message}`);
+      err(`epochgc replay: error: ${label}: cannot read: ${e.message}`);
       return 65;
     }
     throw e;
@@ -203,7 +203,7 @@ function replayLines(lines, label, path, cliVariant, out, err) {
         : header !== null ? 'the variant header is given twice'
           : !VARIANTS.includes(m[1]) ? `unknown variant ${JSON.stringify(m[1])}` : null;
       if (why !== null) {
-        err(`epochgc replay: ${label}:${k + 1}: variant: ${why}`);
+        err(`epochgc replay: error: ${label}:${k + 1}: variant: ${why}`);
         return 65;
       }
       header = m[1];
@@ -218,7 +218,7 @@ function replayLines(lines, label, path, cliVariant, out, err) {
     } catch (e) {
       if (!(e instanceof BadInput) && !(e instanceof JsonError)) throw e;
       const where = e instanceof BadInput ? e.message : `malformed JSON: ${e.message}`;
-      err(`epochgc replay: ${label}:${k + 1}: step ${n}: ${where}`);
+      err(`epochgc replay: error: ${label}:${k + 1}: step ${n}: ${where}`);
       return 65;
     }
     if (result.mismatch) bad.push(n);
@@ -227,7 +227,7 @@ function replayLines(lines, label, path, cliVariant, out, err) {
   if (n === 0) {
     // Nothing was checked (VECTORS.md, replay's exit codes): an empty file or one of
     // comments only is bad input, not a replay that agreed.
-    err(`epochgc replay: ${label}: no steps (the file is empty or holds only comments)`);
+    err(`epochgc replay: error: ${label}: no steps (the file is empty or holds only comments)`);
     return 65;
   }
   if (bad.length) {

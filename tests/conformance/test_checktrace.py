@@ -98,7 +98,7 @@ def test_a_line_that_is_not_utf8_is_exit_65_with_file_and_line(tmp_path: Path) -
         f.write(b'\xff\xfe\n')
     code, out = run(t)
     assert code == 65, out
-    assert out.strip() == (f"epochgc check-trace: {t}:{n + 1}: not UTF-8 (byte 0xff at "
+    assert out.strip() == (f"epochgc check-trace: error: {t}:{n + 1}: not UTF-8 (byte 0xff at "
                            "column 1)")
     assert "UnicodeDecodeError" not in out
 

@@ -88,15 +88,17 @@ def test_gc_admin_refusals_are_said_in_its_own_style_not_a_usage_errors(
     LocalStore(root).put(f"{SEQ_PREFIX}99999999999999999999", b"")  # newuser3 N8
     code, out, err = _invoke_split("gc-admin", "expire", "--store", str(root))
     assert code == 1 and out == "", (code, out, err)
-    assert err.startswith("gc-admin: expire: refused, nothing removed: "), err
+    assert err.startswith("epochgc gc-admin expire: error: refused, nothing removed: "), err
     assert "Error" not in err and len(err.splitlines()) == 1, err
     Lease(lambda: LocalStore(root), "r-live").acquire()
     code, out, err = _invoke_split("gc-admin", "reset", "--store", str(root))
-    assert code == 1 and err.startswith("gc-admin: reset: a GC round holds a live lease"), err
-    # The boundary: a usage error keeps click's form and its own code.
+    assert code == 1 and err.startswith(
+        "epochgc gc-admin reset: error: a GC round holds a live lease"), err
+    # The boundary: a usage error keeps click's usage lines and its own code.
     code, out, err = _invoke_split("gc-admin", "expire", "--store", str(root),
                                    "--keep-last", "0")
-    assert code == 64 and "Error: Invalid value for '--keep-last'" in err, err
+    assert code == 64, err
+    assert "epochgc gc-admin expire: error: Invalid value for '--keep-last'" in err, err
 
 
 def _refusals_after_a_round(root: Path) -> None:

@@ -88,7 +88,7 @@ def test_gc_admin_show_on_a_failing_endpoint_is_bounded() -> None:
     assert asked == [HEAD, HEAD], asked
     lines = p.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(
-        "gc-admin: show: cannot read _cluster/partitions.json: "), p.stderr
+        "epochgc gc-admin show: error: cannot read _cluster/partitions.json: "), p.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])

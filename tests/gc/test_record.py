@@ -156,7 +156,8 @@ def test_missing_optional_dependency_names_the_extra(
     # (gc-admin's shape), not a round's summary.
     assert r.returncode == 69, r.stderr
     assert "Traceback" not in r.stderr
-    assert r.stderr == (f"Error: epochgc gc needs {blocked}, which is not installed: "
+    assert r.stderr == (f"epochgc gc: error: {blocked} is not installed (this command "
+                        "needs it): "
                         f"pip install 'epochgc[{extra}]' (or 'epochgc[gc]', everything "
                         "`epochgc gc` uses)\n")
     doc = json.loads(r.stdout)

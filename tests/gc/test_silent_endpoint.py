@@ -72,7 +72,7 @@ def test_a_silent_endpoint_fails_within_its_bound_naming_it(command: str,
         assert last.startswith("epochgc gc: error: cannot read _cluster/partitions.json: ")
         assert last.endswith("; nothing was deleted"), last
     else:
-        assert last.startswith("gc-admin: show: "), last
+        assert last.startswith("epochgc gc-admin show: error: "), last
 
 
 def _interrupt(argv: list[str], hole: Blackhole, tmp: Path, sig: signal.Signals,

@@ -57,7 +57,11 @@ def _full(*argv: str) -> tuple[int, str]:
     return proc.returncode, proc.stderr
 
 
-NO_SPACE = "epochgc: cannot write to stdout: No space left on device\n"
+def no_space(command: str | None) -> str:
+    """The line for a stdout on a full device: every command's error line (impl/errorline.py;
+    it was "epochgc: cannot write to stdout: ...", no command, no "error")."""
+    who = f"epochgc {command}" if command else "epochgc"
+    return f"{who}: error: cannot write to stdout: No space left on device\n"
 
 
 @pytest.fixture(scope="module")
@@ -104,20 +108,24 @@ def test_cluster_commands_writing_to_a_full_device_fail_in_one_line(cluster: Pat
     # happened": a re-run duplicated the records, a topic create found it there).
     assert _full("produce", "--data-dir", str(cluster), "--partition", "t/0",
                  "--count", "10", "--batch", "4") == (
-        1, f"{NO_SPACE[:-1]}; 10 record(s) were acknowledged ({cluster / 'acked.jsonl'})\n")
+        1, no_space("produce")[:-1]
+        + f"; 10 record(s) were acknowledged ({cluster / 'acked.jsonl'})\n")
     assert _acked(cluster) == before + 10  # the work was done; its report was lost
     for verb, past in (("create", "created"), ("delete", "deleted")):
         extra = ("--partitions", "1") if verb == "create" else ()
         assert _full("topic", verb, "yy", *extra, "--data-dir", str(cluster)) == (
-            1, f"{NO_SPACE[:-1]}; topic yy was {past}\n")
-    # newuser12 P4: old code said NO_SPACE alone for the barrier, which changes every
+            1, no_space(f"topic {verb}")[:-1] + f"; topic yy was {past}\n")
+    # newuser12 P4: old code said the line alone for the barrier, which changes every
     # partition (as for the commands above, the line says what was done).
     code, err = _full("barrier", "--data-dir", str(cluster))
     assert code == 1 and re.fullmatch(
-        re.escape(NO_SPACE[:-1]) + r"; the barrier was written \(candidate \d+\): (\d+) of "
+        re.escape(no_space("barrier")[:-1])
+        + r"; the barrier was written \(candidate \d+\): (\d+) of "
         r"\1 partition\(s\) applied it\n", err), err
-    assert _full("consume", "--data-dir", str(cluster), "--partition", "t/0") == (1, NO_SPACE)
-    assert _full("cluster", "status", "--data-dir", str(cluster), "--json") == (1, NO_SPACE)
+    assert _full("consume", "--data-dir", str(cluster), "--partition", "t/0") == (
+        1, no_space("consume"))
+    assert _full("cluster", "status", "--data-dir", str(cluster), "--json") == (
+        1, no_space("cluster status"))
 
 
 @pytest.mark.parametrize("argv", [("--help",), ("--version",), ("gc", "--help")])
@@ -126,15 +134,16 @@ def test_help_and_version_into_a_closed_pipe_or_a_full_device(argv: tuple[str, .
     traceback and exited 1; `epochgc --help | true` exited 1 where `gc --help | true` 0."""
     assert _closed(*argv) == (0, "")
     code, err = _full(*argv)
-    assert (code, err) == (1, NO_SPACE), err
+    assert (code, err) == (1, no_space("gc" if argv[0] == "gc" else None)), err
 
 
 def test_replay_cut_short_exits_1_quietly() -> None:
     vectors = ROOT / "spec" / "vectors" / "fence-window-reference.jsonl"
     assert _closed("replay", str(vectors)) == (1, "")
-    assert _full("replay", str(vectors)) == (1, NO_SPACE)  # newuser8 I6: 120, a traceback
+    # newuser8 I6: 120, a traceback
+    assert _full("replay", str(vectors)) == (1, no_space("replay"))
     assert _full("conform", "--vectors", "--", sys.executable, "-m",
-                 "epochgc.model.port") == (1, NO_SPACE)
+                 "epochgc.model.port") == (1, no_space("conform"))
 
 
 def _store(root: Path) -> set[str]:
@@ -160,13 +169,15 @@ def test_gc_admin_commands_whose_work_was_done_exit_0(tmp_path: Path) -> None:
     code, err = _closed("gc-admin", "resume", "--store", str(root))
     assert code == 0, err
     # newuser8 I6: each gave a traceback and 120 into /dev/full.
-    assert _full("gc-admin", "show", "--store", str(root)) == (1, NO_SPACE)
-    assert _full("gc-admin", "show", "--store", str(root), "--json") == (1, NO_SPACE)
+    show = no_space("gc-admin show")
+    assert _full("gc-admin", "show", "--store", str(root)) == (1, show)
+    assert _full("gc-admin", "show", "--store", str(root), "--json") == (1, show)
     assert _full("gc-admin", "pause", "--store", str(root), "--json") == (
-        1, f"{NO_SPACE[:-1]}; the pause was written\n")  # newuser11 M9
+        1, no_space("gc-admin pause")[:-1] + "; the pause was written\n")  # newuser11 M9
     assert _full("gc-admin", "start", "--store", str(root)) == (
-        1, f"{NO_SPACE[:-1]}; the resume was written: GC runs again\n")
-    assert _full("gc-admin", "start", "--store", str(root)) == (1, NO_SPACE)  # nothing done
+        1, no_space("gc-admin start")[:-1] + "; the resume was written: GC runs again\n")
+    # nothing done
+    assert _full("gc-admin", "start", "--store", str(root)) == (1, no_space("gc-admin start"))
 
 
 def _gc_args(root: Path) -> tuple[str, ...]:
@@ -197,3 +208,14 @@ def test_gc_exits_with_its_records_code(tmp_path: Path) -> None:
     assert not eligible & all_keys(store)
     [rec] = [json.loads(store.get(o.key)) for o in store.list_all(ROUNDS_PREFIX)]
     assert (rec["outcome"], rec["exit_code"]) == ("done", 0), rec
+
+
+def test_gc_package_to_a_full_device_says_the_package_was_written(tmp_path: Path) -> None:
+    """newuser13 Q9: `gc-package --out pkg > /dev/full` said only that it could not write,
+    exit 1, while the package was written: a re-run then replaced it unasked. Now the line
+    says it."""
+    pkg = tmp_path / "pkg"
+    code, err = _full("gc-package", "--out", str(pkg))
+    assert (code, err) == (1, no_space("gc-package")[:-1] + "; the package was written: "
+                           f"{pkg / 'epochgc.zip'} and {pkg / 'epochgc_gc_submit.py'}\n")
+    assert (pkg / "epochgc.zip").stat().st_size > 0

@@ -143,7 +143,8 @@ def test_cluster_cli_status_kill_metrics_and_verified_consume(
             r = cli(*args)
             last = r.output.strip().splitlines()[-1:]
             assert r.exit_code == ExitCode.USAGE and last and last[0].startswith(
-                f"Error: --partition: partition {args[-1]!r} is unknown to the cluster"), (
+                f"epochgc {' '.join(args[:2]) if args[0] == 'gc-admin' else args[0]}: error: "
+                f"--partition: partition {args[-1]!r} is unknown to the cluster"), (
                 args[:2], r.exit_code, r.output)
 
         text = cli("cluster", "status", "--data-dir", data).stdout

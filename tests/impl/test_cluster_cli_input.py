@@ -95,7 +95,8 @@ def test_a_directory_that_holds_no_cluster_is_a_usage_error(
     """Issue 41 item 11. Old code: `Error: RuntimeError: no cluster under ...`, exit 1."""
     code, out = cli(*command, "--data-dir", str(tmp_path))
     assert code == 64, out
-    assert out.strip() == (f"Error: no cluster under {tmp_path}: start one with "
+    assert out.strip() == (f"epochgc {' '.join(command)}: error: no cluster under {tmp_path}: "
+                           "start one with "
                            "`epochgc cluster start`")
 
 
@@ -163,7 +164,8 @@ def test_a_stopped_cluster_is_said_in_plain_words_with_the_way_on(
     data, store = made
     code, out = cli(*command, "--data-dir", data)
     assert code == 1, out
-    [line] = [x for x in out.splitlines() if x.startswith("Error:")]
+    name = " ".join(command[:2]) if command[0] == "topic" else command[0]
+    [line] = [x for x in out.splitlines() if x.startswith(f"epochgc {name}: error: ")]
     assert "ConnectionError" not in line and "{" not in line and "Errno" not in line, line
     assert "no node of the cluster" in line and "answered" in line, line
     assert f"epochgc cluster start --data-dir {Path(data).absolute()} --store {store}" in line, line
@@ -199,7 +201,7 @@ def test_an_unexpected_failure_is_one_plain_line(monkeypatch: pytest.MonkeyPatch
         assert r.exit_code == 1, r.output
         said[kind] = r.output.strip()
     assert said == {
-        "runtime": "Error: cluster not ready after 60s: no leader for t/0",
-        "oserror": "Error: Too many open files",
-        "file": "Error: /x/y: No such file or directory",
+        "runtime": "epochgc fails: error: cluster not ready after 60s: no leader for t/0",
+        "oserror": "epochgc fails: error: Too many open files",
+        "file": "epochgc fails: error: /x/y: No such file or directory",
     }, said

@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -133,7 +134,10 @@ def test_a_ctrl_c_while_the_demo_waits_for_sparks_start_up_ends_it(tmp_path: Pat
         err = cmd.err()
         assert code is not None, f"the demo hung after the SIGINT:\n{err[-3000:]}"
         assert code == by_signal(signal.SIGINT), err[-3000:]
-        assert "interrupted by SIGINT: stopped 3 broker process(es), the Spark session" in err
+        # 3, or 2 while the chaos step's SIGKILLed node is down (the pause step may wait
+        # for Spark then: newuser13 Q10); none is left either way (below).
+        assert re.search(r"interrupted by SIGINT: stopped [23] broker process\(es\), the "
+                         "Spark session", err), err[-3000:]
         assert "Traceback" not in err, err
         assert _left_after(cmd.tag) == []
         assert sorted(p.name for p in cmd.scratch.iterdir()) == []  # its temp dirs removed

@@ -14,7 +14,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from epochgc.impl import closedout
+from epochgc.impl import closedout, errorline
 from epochgc.impl.cli import SUBCOMMANDS, main
 from epochgc.impl.exitcodes import MEANING, SIGNAL_RULE, USES, ExitCode, codes_for
 from epochgc.impl.gc.job import run_gc
@@ -56,7 +56,7 @@ def test_the_walk_sees_every_registered_command() -> None:
 @pytest.mark.parametrize("path", COMMANDS)
 def test_a_bad_argument_exits_64(path: str) -> None:
     """An unknown option on every command (and an unknown subcommand on every group):
-    64, one `Error:` line, never click's 2."""
+    64, one error line (impl/errorline.py), never click's 2."""
     r = CliRunner().invoke(main, [*path.split(), "--no-such-option-41"])
     assert r.exit_code == ExitCode.USAGE, (path, r.exit_code, r.output)
     assert "No such option" in r.output
@@ -78,10 +78,10 @@ def test_every_help_ends_with_its_exit_codes(path: str) -> None:
     assert r.exit_code == 0, r.output
     rows, _, after = r.output.partition("Exit codes:\n")[2].partition("\n\n")
     assert rows, f"{path}: no exit-code table in --help"
-    if path == "epochgc":  # the closed-stdout rule (newuser3 N2), under the table, and how
-        # an interrupted command ends (issue 41, s27e)
+    if path == "epochgc":  # the closed-stdout rule (newuser3 N2), the error line's shape
+        # (newuser13 Q9) and how an interrupted command ends (issue 41, s27e), under the table
         assert [" ".join(p.split()) for p in after.split("\n\n")] == [
-            closedout.RULE, SIGNAL_RULE], after
+            closedout.RULE, errorline.RULE, SIGNAL_RULE], after
     listed = [int(line.split()[0]) for line in rows.splitlines() if line.strip()]
     assert listed == [int(c) for c in codes_for(path)], (path, listed)
     for code in codes_for(path):
@@ -198,7 +198,7 @@ def test_non_finite_and_absurd_values_exit_64_in_one_line(
         argv = [*argv, "--data-dir", str(tmp_path / "c"), "--store", str(tmp_path / "s")]
     r = CliRunner().invoke(main, argv)
     assert r.exit_code == ExitCode.USAGE, (r.exit_code, r.output)
-    [line] = [x for x in r.output.splitlines() if x.startswith("Error:")]
+    [line] = [x for x in r.output.splitlines() if ": error: " in x]
     assert argv[argv.index(next(a for a in argv if a.startswith("--")))] in line, line
     assert not (tmp_path / "c").exists()
 

@@ -49,15 +49,16 @@ UNREADABLE = "/proc/self/mem"
 @pytest.mark.parametrize("case", ["directory", "missing file", "unreadable file"])
 def test_every_refusal_names_its_command_first(command: str, case: str,
                                                tmp_path: Path) -> None:
-    """i41y (newuser9 pass 2, I7): one form, "epochgc COMMAND: SOURCE: cannot read: WHY",
-    65. Old code: check-trace said "adir: cannot read: Is a directory" (no command)."""
+    """i41y (newuser9 pass 2, I7): one form, "epochgc COMMAND: error: SOURCE: cannot read:
+    WHY" (every command's error line, newuser13 Q9), 65. Old code: check-trace said "adir:
+    cannot read: Is a directory" (no command)."""
     path, why = {"directory": (str(tmp_path), "Is a directory"),
                  "missing file": (str(tmp_path / "missing.jsonl"),
                                   "No such file or directory"),
                  "unreadable file": (UNREADABLE, "Input/output error")}[case]
     code, out = _run(command, path)
     assert code == 65, (code, out)
-    assert out.strip() == f"epochgc {command}: {path}: cannot read: {why}", out
+    assert out.strip() == f"epochgc {command}: error: {path}: cannot read: {why}", out
 
 
 @pytest.mark.parametrize("command", ["replay", "check-trace"])
@@ -68,7 +69,7 @@ def test_bad_input_names_its_command_first(command: str, tmp_path: Path) -> None
     bad.write_text('{"op": 1}\n')
     code, out = _run(command, str(bad))
     assert code == 65, (code, out)
-    assert out.startswith(f"epochgc {command}: {bad}:1: "), out
+    assert out.startswith(f"epochgc {command}: error: {bad}:1: "), out
 
 
 @pytest.mark.parametrize("command", ["replay", "check-trace"])
@@ -112,7 +113,7 @@ def test_an_empty_trace_is_refused_not_passed(content: bytes, from_stdin: bool,
         code, out = _run("check-trace", str(trace))
         where = str(trace)
     assert code == 65, (code, out)
-    assert (f"epochgc check-trace: {where}: the trace holds no record: nothing was checked"
+    assert (f"epochgc check-trace: error: {where}: the trace holds no record: nothing was checked"
             in out), out
     assert "conforms" not in out, out
 

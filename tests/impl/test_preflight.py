@@ -139,7 +139,8 @@ def test_gc_output_paths_are_checked_before_the_round(tmp_path: Path, option: st
                                   option, "/nonexistent/dir/m.prom"])
     assert r.exit_code == ExitCode.USAGE, r.output
     assert _one_line(r.output) == (
-        f"Error: {option} /nonexistent/dir/m.prom: directory /nonexistent/dir does not exist")
+        f"epochgc gc: error: {option} /nonexistent/dir/m.prom: directory /nonexistent/dir "
+        "does not exist")
     r = CliRunner().invoke(main, ["gc", "--store", str(tmp_path / "s"), "--dry-run", "-q",
                                   option, str(tmp_path)])
     assert r.exit_code == ExitCode.USAGE and "is a directory" in r.output, r.output
@@ -189,14 +190,15 @@ def test_gc_output_paths_that_take_no_file_are_refused_before_the_round(
                                   option, "/proc/epochgc-m.prom"])
     assert r.exit_code == ExitCode.USAGE, r.output
     assert _one_line(r.output).startswith(
-        f"Error: {option} /proc/epochgc-m.prom: directory /proc: cannot create a file in it")
+        f"epochgc gc: error: {option} /proc/epochgc-m.prom: directory /proc: cannot create a "
+        "file in it")
     afile = tmp_path / "afile"
     afile.write_text("x")
     r = CliRunner().invoke(main, ["gc", "--store", str(tmp_path / "s"), "--dry-run", "-q",
                                   option, f"{afile}/m.prom"])
     assert r.exit_code == ExitCode.USAGE, r.output
     assert _one_line(r.output) == (
-        f"Error: {option} {afile}/m.prom: directory {afile} is not a directory")
+        f"epochgc gc: error: {option} {afile}/m.prom: directory {afile} is not a directory")
     assert not list(LocalStore(tmp_path / "s").list_all(ROUNDS_PREFIX))  # no round ran
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "s"]  # no probe left
 
@@ -221,7 +223,8 @@ def test_gc_package_out_is_checked_before_the_build(tmp_path: Path) -> None:
     """Issue 41 item 5. Old code: `FileNotFoundError: ...` exit 1."""
     r = CliRunner().invoke(main, ["gc-package", "--out", "/proc/epochgc-pkg"])
     assert r.exit_code == ExitCode.USAGE, r.output
-    assert _one_line(r.output).startswith("Error: --out /proc/epochgc-pkg: cannot create it")
+    assert _one_line(r.output).startswith(
+        "epochgc gc-package: error: --out /proc/epochgc-pkg: cannot create it")
     afile = tmp_path / "afile"
     afile.write_text("x")
     r = CliRunner().invoke(main, ["gc-package", "--out", str(afile)])
@@ -271,7 +274,7 @@ def test_gc_manifest_into_a_missing_directory_is_refused_before_the_round(
                                   "--manifest", str(missing / "m")])
     assert r.exit_code == ExitCode.USAGE, r.output
     assert _one_line(r.output) == (
-        f"Error: --manifest {missing / 'm'}: directory {missing} does not exist")
+        f"epochgc gc: error: --manifest {missing / 'm'}: directory {missing} does not exist")
     assert not (tmp_path / "nonexist").exists()
     assert not list(LocalStore(tmp_path / "s").list_all(ROUNDS_PREFIX))  # no round ran
 
@@ -330,7 +333,8 @@ def test_gc_refuses_a_fifo_output_path_before_the_round(tmp_path: Path, option: 
                                   option, str(fifo)])
     assert r.exit_code == ExitCode.USAGE, r.output
     assert _one_line(r.output) == (
-        f"Error: {option} {fifo}: is a FIFO (a regular file or a new path is expected; it "
+        f"epochgc gc: error: {option} {fifo}: is a FIFO (a regular file or a new path is "
+        "expected; it "
         "is never replaced)")
     assert stat.S_ISFIFO(os.lstat(fifo).st_mode)
     assert not list(LocalStore(tmp_path / "s").list_all(ROUNDS_PREFIX))  # no round ran
@@ -560,7 +564,8 @@ def test_produce_and_status_on_an_s3_cluster_without_boto3_exit_69(
             p = _without(["boto3"], args, tmp_path)
             assert p.returncode == ExitCode.UNAVAILABLE, (args, p.stdout + p.stderr)
             line = _one_line(p.stderr)
-            assert "needs boto3, which is not installed: pip install 'epochgc[s3]'" in line, line
+            assert ("boto3 is not installed (this command needs it): pip install "
+                    "'epochgc[s3]'") in line, line
         assert not (run / "acked.jsonl").exists() or not (run / "acked.jsonl").read_text()
     finally:
         subprocess.run([sys.executable, "-m", "epochgc", "cluster", "stop", "--data-dir",
@@ -579,3 +584,24 @@ def test_conform_vectors_replays_without_hypothesis(tmp_path: Path) -> None:
                  tmp_path)
     assert g.returncode == ExitCode.UNAVAILABLE, g.stdout + g.stderr
     assert "pip install 'epochgc[conform]' (or pass --vectors" in _one_line(g.stderr)
+
+
+def test_gc_package_never_overwrites_a_package_unless_forced(tmp_path: Path) -> None:
+    """newuser13 Q9: a second `gc-package --out pkg` replaced both files silently, where
+    --list, --manifest and conform's --out refuse an existing target. Now 64 naming them,
+    nothing touched; --force replaces them. Other files in --out (a `dist` of wheels) are
+    no reason to refuse."""
+    out = tmp_path / "pkg"
+    out.mkdir()
+    (out / "other.whl").write_text("w")
+    assert CliRunner().invoke(main, ["gc-package", "--out", str(out)]).exit_code == 0
+    zipped = out / "epochgc.zip"
+    zipped.write_bytes(b"mine")
+    r = CliRunner().invoke(main, ["gc-package", "--out", str(out)])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert (f"--out {out}: epochgc.zip and epochgc_gc_submit.py already there; refusing to "
+            "overwrite (--force replaces them)") in _one_line(r.output)
+    assert zipped.read_bytes() == b"mine"
+    r = CliRunner().invoke(main, ["gc-package", "--out", str(out), "--force"])
+    assert r.exit_code == 0, r.output
+    assert zipped.read_bytes() != b"mine" and (out / "other.whl").read_text() == "w"

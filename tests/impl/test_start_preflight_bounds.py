@@ -41,7 +41,8 @@ def test_a_silent_endpoint_is_said_and_refused_within_the_bound(tmp_path: Path) 
                                "(the preflight write of '_cluster/preflight/")
                for line in lines), proc.stderr
     last = lines[-1]
-    assert last.startswith(f"Error: store s3://gcb/x at {hole.endpoint}: cannot write to it: "
+    assert last.startswith(f"epochgc cluster start: error: store s3://gcb/x at {hole.endpoint}: "
+                           "cannot write to it: "
                            "put '_cluster/preflight/"), last
     assert last.endswith(f"in s3://gcb/x/ at {hole.endpoint}: no answer within 0.5 s "
                          "(2 attempts)"), last

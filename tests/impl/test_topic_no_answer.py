@@ -66,7 +66,7 @@ def test_a_create_without_an_answer_in_time_is_said_as_a_timeout_and_status_cut(
         assert len(sent) == 1, sent  # never sent again
         line = r.output.strip()
         assert "\n" not in line, r.output
-        assert line.startswith("Error: create_topic 'big': node "), line
+        assert line.startswith("epochgc topic create: error: create_topic 'big': node "), line
         assert (f": no answer within {SHORT_S:g} s; the request may have been applied, in "
                 "whole or in part (a node now shows ") in line, line
         assert "partition(s) of 'big'" in line, line

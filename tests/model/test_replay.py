@@ -325,7 +325,8 @@ def test_a_line_longer_than_the_bound_is_bad_input_read_in_bounded_memory(
     than MAX_LINE is refused, naming the file and the line, after MAX_LINE + 1 characters."""
     r = _epochgc_replay("/dev/zero", subprocess.PIPE)
     assert r.returncode == 65, r.stderr
-    assert r.stderr == f"epochgc replay: /dev/zero:1: line longer than {MAX_LINE} characters\n"
+    assert r.stderr == (f"epochgc replay: error: /dev/zero:1: line longer than {MAX_LINE} "
+                        "characters\n")
     f = tmp_path / "long.jsonl"
     step = '{"op":"state","note":"%s"}'
     f.write_text(step % "" + "\n" + step % ("x" * MAX_LINE) + "\n", encoding="utf-8")

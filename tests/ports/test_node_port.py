@@ -149,7 +149,7 @@ def test_a_file_with_no_steps_is_bad_input_in_the_port_too(tmp_path: Path) -> No
     for path, (code, out, err) in zip(files, port_replays([(p, None) for p in files]),
                                       strict=True):
         assert (code, out) == (65, []), (path.name, code, out, err)
-        assert err == (f"epochgc replay: {path}: no steps (the file is empty or holds only "
+        assert err == (f"epochgc replay: error: {path}: no steps (the file is empty or holds only "
                        "comments)"), err
 
 
@@ -342,7 +342,7 @@ def test_line_bound_and_a_closed_output_in_the_port_too(tmp_path: Path) -> None:
     r = subprocess.run([*cli, "/dev/zero"], capture_output=True, text=True, timeout=120,
                        check=False)
     assert (r.returncode, r.stderr) == (
-        65, f"epochgc replay: /dev/zero:1: line longer than {1 << 20} characters\n")
+        65, f"epochgc replay: error: /dev/zero:1: line longer than {1 << 20} characters\n")
     read, write = os.pipe()
     os.close(read)
     try:
@@ -374,5 +374,5 @@ def test_stdin_ends_lines_as_a_file_does_in_the_port_too(tmp_path: Path) -> None
     assert (from_stdin.returncode, from_stdin.stdout) == (65, from_file.stdout), from_stdin
     assert [_normalized(x) for x in from_stdin.stdout.decode().splitlines()] == [
         _normalized(x) for x in model.stdout.decode().splitlines()]
-    assert from_stdin.stderr.startswith(b"epochgc replay: <stdin>:5: step 4: "), from_stdin
-    assert model.stderr.startswith(b"epochgc replay: <stdin>:5: step 4: "), model
+    assert from_stdin.stderr.startswith(b"epochgc replay: error: <stdin>:5: step 4: "), from_stdin
+    assert model.stderr.startswith(b"epochgc replay: error: <stdin>:5: step 4: "), model

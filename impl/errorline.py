@@ -1,0 +1,109 @@
+"""Every command's error is one line, the last it writes to stderr, in one shape:
+
+    epochgc CMD: error: MESSAGE
+
+CMD the command's full name (`gc`, `gc-admin show`, `cluster start`). newuser13 Q9:
+"Error: epochgc gc: Java not found" (click's prefix on a message that carried its own),
+`produce` ended "Error: ..." where `gc` said "epochgc gc: error: ...", `gc-admin` said
+"gc-admin: show: ...", `replay`/`check-trace`/`conform` "epochgc replay: ..." with no word
+saying it was an error. The shape is the GNU Coding Standards' "Formatting Error Messages"
+(`program: message` when no source file is involved), with the command as the program, the
+way `gc` already said its failures and every command its interruptions ("epochgc gc:
+interrupted by SIGINT"): a line that names its command reads alone in a scheduler's log
+where several commands write.
+
+A usage error keeps click's usage and "Try ... --help" lines above its error line. A
+verdict (a check that ran and found a disagreement, a GC round blocked or paused) is the
+command's own report, not an error (docs/exit-codes in the README).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import IO, Any
+
+import click
+
+from epochgc.impl.exitcodes import ExitCode
+from epochgc.impl.gc.text import echo_safe
+
+PROG = "epochgc"
+# Said in `epochgc --help` under the exit-code table, and in the README.
+RULE = ("An error is one line, the last on stderr: `epochgc CMD: error: MESSAGE` (a usage "
+        "error has click's usage lines above it); a signal's is `epochgc CMD: interrupted "
+        "by SIGNAL: ...`.")
+_DEEPEST = "epochgc.deepest_context"  # ctx.meta: the last context made (`Context`)
+
+
+def line(command: str | None, message: str) -> str:
+    """The error line of `command` (None: the `epochgc` group itself)."""
+    return f"{PROG} {command}: error: {message}" if command else f"{PROG}: error: {message}"
+
+
+def command_of(ctx: click.Context | None) -> str | None:
+    """`gc-admin show`: the names of `ctx` and its parents below the `epochgc` group. A
+    command run alone (`gc` under spark-submit, prog_name "epochgc gc") is its root."""
+    names: list[str] = []
+    while ctx is not None and ctx.parent is not None:
+        names.insert(0, ctx.info_name or "")
+        ctx = ctx.parent
+    if ctx is not None and not names and (ctx.info_name or "").startswith(f"{PROG} "):
+        return (ctx.info_name or "")[len(PROG) + 1:]
+    return " ".join(n for n in names if n) or None
+
+
+class Context(click.Context):
+    """A context that notes itself as the deepest one made (contexts are made root first,
+    and share `meta`): an error raised by a command's code carries no context, and by the
+    time it reaches the `epochgc` group the command's context has been left."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.meta[_DEEPEST] = self
+
+
+def deepest(ctx: click.Context) -> click.Context:
+    found = ctx.meta.get(_DEEPEST)
+    return found if isinstance(found, click.Context) else ctx
+
+
+class Failure(click.ClickException):
+    """A ClickException shown in the shape (`shaped`); its class carries the exit code."""
+
+    command: str | None = None
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        # Never raises for the text (a key with a lone surrogate, an ASCII stream).
+        echo_safe(line(self.command, self.format_message()), err=True, file=file)
+
+
+@functools.cache
+def _failure_class(code: int) -> type[Failure]:
+    return type(f"Failure{code}", (Failure,), {"exit_code": code})
+
+
+class UsageFailure(click.UsageError):
+    """A usage error: click's usage and hint lines, then the error line (exit 64)."""
+
+    exit_code = ExitCode.USAGE
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        if self.ctx is not None:
+            hint = ""
+            if self.ctx.command.get_help_option(self.ctx) is not None:
+                names = self.ctx.command.get_help_option_names(self.ctx)
+                hint = f"Try '{self.ctx.command_path} {max(names, key=len)}' for help.\n"
+            echo_safe(f"{self.ctx.get_usage()}\n{hint}", err=True, file=file)
+        echo_safe(line(command_of(self.ctx), self.format_message()), err=True, file=file)
+
+
+def shaped(e: click.ClickException, ctx: click.Context) -> click.ClickException:
+    """`e` as an exception that shows itself in the shape, with its exit code; `ctx` any
+    context of the run (its deepest names the command)."""
+    if isinstance(e, Failure | UsageFailure):
+        return e
+    if isinstance(e, click.UsageError):
+        return UsageFailure(e.format_message(), e.ctx or deepest(ctx))
+    f = _failure_class(e.exit_code)(e.format_message())
+    f.command = command_of(deepest(ctx))
+    return f
