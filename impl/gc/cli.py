@@ -528,7 +528,7 @@ def gc(
 def _exit(summary: GcSummary) -> None:
     """Exit with the round's code; a round a signal interrupted (its exit code 128 + the
     signal's number) ends the process by that signal (impl/entry.py `end_by`)."""
-    by = {name: sig for sig, name in SIGNALS.items()}.get(summary.interrupted or "")
+    by = {name: sig for sig, name in SIGNALS.items()}.get(summary.signal or "")
     if by is not None and summary.exit_code == 128 + by:
         end_by(by)
     sys.exit(summary.exit_code)
@@ -636,6 +636,7 @@ def _run(
             failed = GcSummary(dry_run=options.dry_run, error=text, listing_complete=False)
             if isinstance(e, KeyboardInterrupt) or stop.requested:
                 failed.interrupted = stop.reason or "SIGINT"
+            failed.signal_after_stop = stop.decide()  # as run_gc's record (R1)
         return failed
 
 

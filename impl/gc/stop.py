@@ -70,6 +70,13 @@ class RoundStop:
         # safety monitor had stopped the round; SIGINT, SIGINT, SIGTERM were "again" and
         # the driver's writes kept retrying a silent store for minutes).
         self.signalled: str | None = None
+        # That first signal, when it came after a stop of another kind (the monitor's, the
+        # deadline's, a pause's) and before the round's exit code was decided (`decide`):
+        # the command ends by it, 128 + its number, and the record keeps the stop's reason
+        # (newuser14 R1: it was exit 1, "again", for an operator's one Ctrl-C; a script
+        # running the command must stop, impl/entry.py). A later signal changes nothing.
+        self.ended_by: str | None = None
+        self.decided = False  # the exit code is decided (`decide`): a signal only said
         self.deadline_passed = False  # the --deadline's request came, first or not
 
     def before_round(self) -> None:
@@ -133,17 +140,38 @@ class RoundStop:
                 line = f"gc: {later.name}: already stopping ({self.reason}): {self.means}"
             else:
                 line = f"gc: {later.name} again: already stopping: {self.means}"
-            say(line + self._code_stays(later.name))
+            say(line + self._code_said(later))
 
-    def _code_stays(self, name: str) -> str:
-        """A signal that is only said does not change the exit code: the round's first
-        stop decides it (`summary.exit_code`), as a second signal's does (SIGTERM, then
-        SIGINT: 143). Said, so that an operator who sent SIGINT does not wait for 130
-        (newuser13 Q6: "after three signals the exit code is 1, not 130/143")."""
-        if self.reason == name or name not in SIGNALS.values():
+    def _code_said(self, later: _Later) -> str:
+        """How a signal that is only said leaves the exit code. The first signal after a
+        stop of another kind, before the exit code is decided, ends the command by it
+        (`ended_by`); any other signal changes nothing: the first signal's code stands
+        (SIGTERM, then SIGINT: 143), or, with no signal before the exit code was decided,
+        the stop's. Said, so that an operator who sent SIGINT knows what the command
+        ends with (newuser13 Q6, newuser14 R1)."""
+        name = later.name
+        if name not in SIGNALS.values():  # the deadline
+            return ""
+        decides = self.ended_by or (self.reason if self.reason in SIGNALS.values() else None)
+        if decides == name:
+            if later.first and self.ended_by == name:
+                return (f"; the record keeps the {self.reason} stop, and the command then "
+                        f"ends by {name} (exit code {128 + signal.Signals[name]})")
             return ""
         code = 128 + signal.Signals[name]
+        if decides is not None:
+            return (f"; the exit code stays {decides}'s, {128 + signal.Signals[decides]}, "
+                    f"not {code}")
         return f"; the exit code stays the {self.reason} stop's, not {code}"
+
+    def decide(self) -> str | None:
+        """The round's exit code is decided now (its record is about to be made): from here
+        a signal is only said and changes nothing. The signal the command ends by, if one
+        came after a stop of another kind (`ended_by`); a handler runs in the main thread
+        between two bytecodes, so a signal is either before this call (it counts) or
+        after it (said as not changing the code)."""
+        self.decided = True
+        return self.ended_by
 
     @property
     def requested(self) -> bool:
@@ -350,6 +378,8 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
         first = stop.signalled is None
         if first:
             stop.signalled = name
+            if stop.requested and stop.reason not in SIGNALS.values() and not stop.decided:
+                stop.ended_by = name  # after another stop: the command ends by it (R1)
         if stop.unstarted and not stop.requested:
             # Before the round wrote anything (`RoundStop.before_round`): it ends now, out
             # of whatever read the main thread waits in; a later signal is only said.
