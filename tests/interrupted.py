@@ -10,8 +10,10 @@ parent reads:
 - through a shell (`$?`, the documented table): 128 + its number (130 / 143 / 129):
   `shell_status(sig)`; a record or `--json` object keeps saying that code.
 
-Only the `epochgc` console script, `python -m epochgc` and `python -m epochgc.impl.gc` end
-so; in-process runs (click's CliRunner) and spark-submit's driver exit with 128 + n.
+Only the `epochgc` console script, `python -m epochgc`, `python -m epochgc.impl.gc` and
+`python -m epochgc.impl.cli` end so (impl/entry.py `run`); in-process runs (click's
+CliRunner), a script calling `epochgc.impl.cli.main()` itself and spark-submit's driver
+exit with 128 + n (under spark-submit the JVM is the caller's child: impl/gc/submit.py).
 """
 
 from __future__ import annotations
