@@ -17,6 +17,8 @@ import threading
 from pathlib import Path
 
 from epochgc.impl.gc.record import record_document
+from epochgc.impl.gc.recordread import shape_problem
+from epochgc.impl.gc.show import _last_round_lines
 from epochgc.impl.gc.stop import RoundStop, announce, install_signal_handlers
 from epochgc.impl.gc.summary import GcSummary
 from tests.interrupted import by_signal
@@ -74,6 +76,9 @@ def test_the_first_signal_after_the_monitors_stop_decides_the_exit_code() -> Non
     rec = record_document(summary, {})
     assert (rec["outcome"], rec["interrupted"], rec["signal"], rec["exit_code"]) == (
         "interrupted", "unhealthy", "SIGINT", 130), rec
+    assert shape_problem(rec) is None  # gc-admin show reads it, and says the signal
+    assert "  outcome: interrupted, exit code 130 (SIGINT after the unhealthy stop)" in \
+        _last_round_lines(dict(rec, key="k"), 0.0), rec
 
 
 def test_the_first_signal_that_ends_a_stopped_round_at_once_decides_it_too() -> None:
