@@ -10,7 +10,8 @@ import click
 
 from epochgc.impl import closedout, errorline, jsonfailure, signals
 from epochgc.impl.cluster.errors import DamagedClusterFile, NoCluster
-from epochgc.impl.exitcodes import ExitCode, codes_for, table
+from epochgc.impl.entry import end_by
+from epochgc.impl.exitcodes import SIGNAL_RULE, ExitCode, codes_for, table
 from epochgc.impl.preflight import Refused
 from epochgc.impl.store.base import StoreError
 
@@ -105,6 +106,7 @@ class _LazyGroup(click.Group):
             said = f": {sig.detail}" if sig.detail else ""
             click.echo(f"{who}: interrupted by {sig.name}{said}", err=True)
             signals.ignore_further()  # its cleanup is done: the exit code is decided
+            end_by(sig.signum)  # and the process ends by the signal (impl/entry.py)
             ctx.exit(sig.exit_code)
         except NoCluster as e:  # a --data-dir that holds no cluster: a bad argument
             raise Refused(str(e), ExitCode.USAGE) from None
@@ -166,7 +168,7 @@ def _add_exit_codes(cmd: click.Command, path: str) -> None:
 
 
 @click.group(cls=_LazyGroup, epilog=f"{table(codes_for('epochgc'))}\n\n{closedout.RULE}\n\n"
-                                    f"{errorline.RULE}")
+                                    f"{errorline.RULE}\n\n{SIGNAL_RULE}")
 @click.version_option(package_name="epochgc")
 def main() -> None:
     """epochgc: windowed epoch fencing and epoch-based GC of L0 objects."""
@@ -183,5 +185,8 @@ def main() -> None:
         closedout.output_is_work()
 
 
-if __name__ == "__main__":
-    main()
+if __name__ == "__main__":  # `python -m epochgc.impl.cli`: ended as the entry point ends it
+    from epochgc.impl import entry
+
+    entry.register_first()
+    entry.run(main)

@@ -10,12 +10,40 @@ interpreter has already loaded; its handler only records the signal, and
 `impl.signals.install` (the `epochgc` group's first act) raises it as `Interrupted`: one
 line, exit 130 / 143 / 129. SIGTERM and SIGHUP alike (their default action would end the
 process with no word and no cleanup).
+
+A command a signal interrupted ends BY that signal, once its cleanup is done (issue 41,
+s27e): it was `sys.exit(130)`, a normal exit, and a shell script running the command went
+on to its next command after a Ctrl-C. On SIGINT, bash waits for its foreground child and
+goes on only if the child exited normally, taking that as "the child handled the signal
+and chose to continue" (bash(1), SIGNALS: "When bash is running without job control and
+receives SIGINT while waiting for a foreground command, it waits until that command
+terminates and then decides what to do about the SIGINT ... if the command terminates
+due to the SIGINT, bash concludes that the user meant to send the SIGINT to the entire
+script, and acts on the SIGINT"; Martin Cracauer, "Proper handling of SIGINT/SIGQUIT",
+https://www.cons.org/cracauer/sigint.html, "wait and cooperative exit"). CPython does
+the same for an uncaught KeyboardInterrupt since 3.8 (bpo-1054041, `exit_sigint` in
+Modules/main.c: reset SIGINT to SIG_DFL and kill(getpid(), SIGINT)). A shell still shows
+`$?` as 128 + the signal's number (POSIX `sh`, 2.8.2 "Exit Status for Commands"), so the
+documented 130 / 143 / 129 are what a caller reads; a parent reading wait(2)'s status
+sees WIFSIGNALED (Python's subprocess: returncode -2 / -15 / -1).
+
+How: the command says which signal its exit code came from (`end_by`, where it decides
+the code); `main` notes the code it exits with; `_end_by_signal`, the FIRST atexit
+callback registered (so the LAST to run: after PySpark's, logging's, the temp
+directories', `closedout`'s stdout check), flushes stdout and stderr and then unblocks
+the signal, gives it its default action and sends it to the process. Only when the exit
+code is that signal's (128 + its number): a stray 130 of another cause is a normal exit.
+In-process runs (click's CliRunner) never pass through `main`: unchanged.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
 import signal
+import sys
 import time
+from collections.abc import Callable
 from types import FrameType
 
 _early: list[int] = []  # signals received before `impl.signals.install`
@@ -45,6 +73,69 @@ def take_early() -> int | None:
     return first
 
 
+_by_signal: int | None = None  # the signal the command's exit code came from (`end_by`)
+_exit_code: list[int] = []  # the code `main` exits with, once known
+
+
+def end_by(signum: int) -> None:
+    """The command's exit code is 128 + `signum` because that signal interrupted it: the
+    process ends by the signal (`_end_by_signal`). The first call decides: a later signal
+    does not change how the process ends."""
+    global _by_signal
+    if _by_signal is None:
+        _by_signal = signum
+
+
+def ending_by() -> int | None:
+    """The signal the process is to end by (`end_by`), or None."""
+    return _by_signal
+
+
+def _end_by_signal() -> None:
+    """atexit, last of all: a command interrupted by a signal ends by it (see the module's
+    docstring). Its cleanup has run (the `finally` blocks, the other atexit callbacks);
+    what is left of the interpreter's finalization is a last flush of the standard
+    streams, done here first, and the modules' own teardown."""
+    sig = _by_signal
+    if sig is None or _exit_code != [128 + sig]:
+        return
+    import contextlib  # here: the module's own imports stay what the interpreter loaded
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # closed, or a failed write: said already
+            if stream is not None:
+                stream.flush()
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+    signal.signal(sig, signal.SIG_DFL)  # an ignored signal (`ignore_further`) would not end it
+    os.kill(os.getpid(), sig)
+    # Not reached: a signal a thread sends itself, unblocked, is delivered before kill(2)
+    # returns (POSIX kill(): "at least one pending unblocked signal shall be delivered to
+    # the sending thread before kill() returns"). Otherwise the exit code stands.
+
+
+def register_first() -> None:
+    """`_end_by_signal` at exit, once; call before anything else registers an atexit
+    callback (atexit runs the last registered first)."""
+    if not _registered:
+        _registered.append(True)
+        atexit.register(_end_by_signal)
+
+
+_registered: list[bool] = []
+
+
+def run(command: Callable[[], object]) -> None:
+    """Run `command` (a click command in standalone mode: it ends by raising SystemExit)
+    and note the code it exits with; one a signal decided (`end_by`) ends the process by
+    that signal. For `python -m epochgc.impl.gc` and `main`."""
+    register_first()
+    try:
+        command()
+    except SystemExit as e:
+        _exit_code.append(e.code if isinstance(e.code, int) else 0 if e.code is None else 1)
+        raise
+
+
 def started_at() -> float | None:
     """When the `epochgc` command began, before its imports (None: `main` did not run, the
     command runs in-process): `demo --seconds` counts its budget from there."""
@@ -53,10 +144,11 @@ def started_at() -> float | None:
 
 def main() -> None:
     global _hup_ignored, _started_at
+    register_first()  # first: its call runs after every other atexit call
     _started_at = time.monotonic()
     _hup_ignored = signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
     for s in (signal.SIGINT, signal.SIGTERM) + (() if _hup_ignored else (signal.SIGHUP,)):
         signal.signal(s, _keep)
     from epochgc.impl.cli import main as cli
 
-    cli()
+    run(cli)

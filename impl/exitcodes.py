@@ -4,7 +4,9 @@
 EX_DATAERR 65, EX_UNAVAILABLE 69, EX_PROTOCOL 76), so that 2 keeps the one meaning
 schedulers already act on for `gc` ("blocked: try again later") instead of also being
 click's usage error; a signal is reported as a shell reports a process killed by it,
-128 + the signal's number (POSIX `sh`, "Exit Status for Commands")."""
+128 + the signal's number (POSIX `sh`, "Exit Status for Commands"): the command, once it
+has said so and cleaned up, ends by that signal (impl/entry.py), so a shell script running
+it stops at a Ctrl-C, and a parent that reads wait(2)'s status sees the signal."""
 
 from __future__ import annotations
 
@@ -42,6 +44,11 @@ MEANING: dict[ExitCode, str] = {
     ExitCode.SIGINT: "interrupted by SIGINT (Ctrl-C)",
     ExitCode.SIGTERM: "interrupted by SIGTERM",
 }
+
+# Said under `epochgc --help`'s table and in the READMEs (issue 41, s27e).
+SIGNAL_RULE = ("An interrupted command says so and cleans up (its records, its lease, the "
+               "processes it started), then ends by that signal: a shell reports 130 / 143 / "
+               "129, and a script that runs it stops at a Ctrl-C.")
 
 _ALWAYS = (ExitCode.USAGE, ExitCode.SIGHUP, ExitCode.SIGINT, ExitCode.SIGTERM)
 _OK = (ExitCode.OK, ExitCode.FAILED)

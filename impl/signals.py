@@ -2,7 +2,8 @@
 process or to its whole process group), SIGTERM (`kill`, `timeout`, a scheduler) and
 SIGHUP (a terminal's hangup: a dropped ssh session) end the command after its own cleanup
 ran, with exit code 128 + the signal's number (130, 143, 129), as a shell reports a
-process a signal killed (POSIX `sh`, "Exit Status for Commands"; bash(1) "EXIT STATUS").
+process a signal killed (POSIX `sh`, "Exit Status for Commands"; bash(1) "EXIT STATUS"),
+and then by the signal itself (impl/entry.py: a script running the command stops too).
 
 - `install()` (the `epochgc` group does it first thing): the first SIGINT or SIGTERM
   raises `Interrupted` in the main thread, as Python's own handler raises

@@ -43,6 +43,7 @@ from typing import Any
 import click
 
 from epochgc.impl import closedout, errorline, jsonfailure, pathopt
+from epochgc.impl.entry import end_by
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.admin import (
     AdminState,
@@ -104,6 +105,7 @@ class _Interrupted(BaseException):
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
+        self.signum = signum
         self.code = _SIGNAL_EXIT[signal.Signals(signum)]
         self.detail: str | None = None  # what may have been done (`_writing`)
 
@@ -194,6 +196,7 @@ class _AdminGroup(click.Group):
             # The form `epochgc`'s group prints for a signal while the command loads
             # (newuser8 I7: "epochgc gc-admin:" then, "gc-admin:" later).
             echo_safe(f"epochgc gc-admin: {e.line()}", err=True)
+            end_by(e.signum)  # the process ends by the signal (impl/entry.py)
             ctx.exit(e.code)
 
 

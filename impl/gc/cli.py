@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 import click
 
 from epochgc.impl import closedout, errorline, jsonfailure, pathopt
+from epochgc.impl.entry import end_by
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.duration import SPAN, at_most, format_duration
 from epochgc.impl.gc.errors import GcError
@@ -494,7 +495,7 @@ def gc(
             echo_safe(failure_line(summary), err=True)
         if as_json:
             click.echo(summary.to_json())
-        sys.exit(summary.exit_code)
+        _exit(summary)
     keys = summary.would_delete or []
     # The list, and the summary after it on stdout, are the dry run's work: a signal while
     # they are written (their reader not reading, newuser9 K11), or one held since the
@@ -523,6 +524,15 @@ def gc(
         # All written: only now is a signal "after the round ended" (the exit code stays).
         absorb_late_signal(summary.exit_code, late, stands)
     checkpoint("summary")  # the signal tests' point: the record is written, the summary said
+    _exit(summary)
+
+
+def _exit(summary: GcSummary) -> None:
+    """Exit with the round's code; a round a signal interrupted (its exit code 128 + the
+    signal's number) ends the process by that signal (impl/entry.py `end_by`)."""
+    by = {name: sig for sig, name in SIGNALS.items()}.get(summary.signal or "")
+    if by is not None and summary.exit_code == 128 + by:
+        end_by(by)
     sys.exit(summary.exit_code)
 
 
@@ -628,6 +638,7 @@ def _run(
             failed = GcSummary(dry_run=options.dry_run, error=text, listing_complete=False)
             if isinstance(e, KeyboardInterrupt) or stop.requested:
                 failed.interrupted = stop.reason or "SIGINT"
+            failed.signal_after_stop = stop.decide()  # as run_gc's record (R1)
         return failed
 
 

@@ -143,6 +143,9 @@ def run_gc(
                     # A stopped round never claims a complete listing (newuser3 N1: one
                     # stopped before its tasks said `listing_complete: true`, listed 0).
                     summary.listing_complete = False
+                # A signal after a stop of another kind ends the command by it; from here a
+                # signal changes nothing (newuser14 R1; `RoundStop.decide`).
+                summary.signal_after_stop = stop.decide()
                 try:
                     if record:
                         _write_record(open_store, summary, options)

@@ -50,6 +50,9 @@ def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
         "outcome": s.outcome,
         # None: a round recorded after its driver ended (`recorded_exit_code`).
         "exit_code": s.recorded_exit_code,
+        # newuser14 R1: the signal the driver ended by (its exit code 128 + its number),
+        # also after another stop (`interrupted` keeps that stop's reason); else null.
+        "signal": s.signal,
         "dry_run": s.dry_run,
         "M": s.M,
         "snapshot_revision": s.revision,

@@ -81,7 +81,7 @@ def _is_time(v: object) -> bool:
 # The fields `gc-admin show` prints, each with what it must be (`record.py` writes them);
 # a field marked required is in every record this code has ever written.
 _TEXT_OR_NONE = ("blocked", "error", "paused", "interrupted", "recovered_by", "journal",
-                 "refusal")
+                 "refusal", "signal")
 _COUNTS = ("deleted", "bytes_deleted", "errors", "listed", "eligible", "gone_unattributed",
            "bytes_gone_unattributed")
 

@@ -312,7 +312,11 @@ def _last_round_lines(last: dict[str, Any] | None, now: float) -> list[str]:
                + (f"{_text(code)}" if code is not None
                   else f"unknown ({UNSEEN_END})" if last.get("recovered_by")
                   else f"unknown ({UNSEEN_SUBMIT})" if last.get("interrupted") == SPARK_STOPPED
-                  else _text(code)))
+                  else _text(code))
+               # newuser14 R1: a signal after another stop decided the exit code
+               + (f" ({_text(last['signal'])} after the {_text(last.get('interrupted'))} "
+                  "stop)" if isinstance(last.get("signal"), str)
+                  and last.get("signal") != last.get("interrupted") else ""))
     started = last.get("started_at")
     if isinstance(started, str):
         with contextlib.suppress(ValueError):

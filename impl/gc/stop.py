@@ -70,6 +70,13 @@ class RoundStop:
         # safety monitor had stopped the round; SIGINT, SIGINT, SIGTERM were "again" and
         # the driver's writes kept retrying a silent store for minutes).
         self.signalled: str | None = None
+        # That first signal, when it came after a stop of another kind (the monitor's, the
+        # deadline's, a pause's) and before the round's exit code was decided (`decide`):
+        # the command ends by it, 128 + its number, and the record keeps the stop's reason
+        # (newuser14 R1: it was exit 1, "again", for an operator's one Ctrl-C; a script
+        # running the command must stop, impl/entry.py). A later signal changes nothing.
+        self.ended_by: str | None = None
+        self.decided = False  # the exit code is decided (`decide`): a signal only said
         self.deadline_passed = False  # the --deadline's request came, first or not
 
     def before_round(self) -> None:
@@ -107,15 +114,16 @@ class RoundStop:
                 self.means = ("the dry run is over (it writes no record and holds no "
                               "lease); ending" if dry_run else "the round is over; ending")
 
-    def again(self, name: str, first: bool = False) -> None:
+    def again(self, name: str, first: bool = False, at_once: bool = False) -> None:
         """Say that a later signal (or the deadline: `name`) came and is not acted on: from
         the waker thread (a signal handler must neither write to a stream it may have
         interrupted nor take a lock, which starting a thread does), else from a new daemon
         thread. `first`: the first of its kind, after a stop of another kind (the safety
-        monitor's, a pause: newuser13 Q6), said as such, not as "again"."""
+        monitor's, a pause: newuser13 Q6), said as such, not as "again". `at_once`: it
+        ends the round at once (newuser14 R1: such a signal was not said when it came)."""
         if self._say is None:
             return
-        self._again.append(_Later(name, first))  # list.append: atomic under the GIL
+        self._again.append(_Later(name, first, at_once))  # list.append: atomic under the GIL
         fd = self._wake_fd
         if fd is None:
             self._start(self._say_again, "epochgc-stop-again")
@@ -129,21 +137,45 @@ class RoundStop:
             later = self._again.pop(0)
             if say is None:
                 continue
-            if later.first:
+            if later.at_once:
+                line = (f"gc: {later.name}: the round was already stopping ({self.reason}); "
+                        "stopping it at once")
+            elif later.first:
                 line = f"gc: {later.name}: already stopping ({self.reason}): {self.means}"
             else:
                 line = f"gc: {later.name} again: already stopping: {self.means}"
-            say(line + self._code_stays(later.name))
+            say(line + self._code_said(later))
 
-    def _code_stays(self, name: str) -> str:
-        """A signal that is only said does not change the exit code: the round's first
-        stop decides it (`summary.exit_code`), as a second signal's does (SIGTERM, then
-        SIGINT: 143). Said, so that an operator who sent SIGINT does not wait for 130
-        (newuser13 Q6: "after three signals the exit code is 1, not 130/143")."""
-        if self.reason == name or name not in SIGNALS.values():
+    def _code_said(self, later: _Later) -> str:
+        """How a signal that is only said leaves the exit code. The first signal after a
+        stop of another kind, before the exit code is decided, ends the command by it
+        (`ended_by`); any other signal changes nothing: the first signal's code stands
+        (SIGTERM, then SIGINT: 143), or, with no signal before the exit code was decided,
+        the stop's. Said, so that an operator who sent SIGINT knows what the command
+        ends with (newuser13 Q6, newuser14 R1)."""
+        name = later.name
+        if name not in SIGNALS.values():  # the deadline
+            return ""
+        decides = self.ended_by or (self.reason if self.reason in SIGNALS.values() else None)
+        if decides == name:
+            if later.first and self.ended_by == name:
+                return (f"; the record keeps the {self.reason} stop, and the command then "
+                        f"ends by {name} (exit code {128 + signal.Signals[name]})")
             return ""
         code = 128 + signal.Signals[name]
+        if decides is not None:
+            return (f"; the exit code stays {decides}'s, {128 + signal.Signals[decides]}, "
+                    f"not {code}")
         return f"; the exit code stays the {self.reason} stop's, not {code}"
+
+    def decide(self) -> str | None:
+        """The round's exit code is decided now (its record is about to be made): from here
+        a signal is only said and changes nothing. The signal the command ends by, if one
+        came after a stop of another kind (`ended_by`); a handler runs in the main thread
+        between two bytecodes, so a signal is either before this call (it counts) or
+        after it (said as not changing the code)."""
+        self.decided = True
+        return self.ended_by
 
     @property
     def requested(self) -> bool:
@@ -290,6 +322,7 @@ class _Later:
 
     name: str
     first: bool  # the first of its kind, after a stop of another kind: not "again"
+    at_once: bool = False  # it ends the stopping round at once (`SignalAgain`)
 
 
 def _finishing(record: bool, lease: bool, dry_run: bool) -> str:
@@ -350,6 +383,8 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
         first = stop.signalled is None
         if first:
             stop.signalled = name
+            if stop.requested and stop.reason not in SIGNALS.values() and not stop.decided:
+                stop.ended_by = name  # after another stop: the command ends by it (R1)
         if stop.unstarted and not stop.requested:
             # Before the round wrote anything (`RoundStop.before_round`): it ends now, out
             # of whatever read the main thread waits in; a later signal is only said.
@@ -373,7 +408,10 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
             # connections it then finds broken (issue 41 item 3: four tracebacks before
             # our one line). Nothing the command says goes through logging.
             logging.disable(logging.CRITICAL)
-            raise SignalAgain(name, stop.reason if first and stop.reason != name else None)
+            after = stop.reason if first and stop.reason != name else None
+            if after is not None:  # said when it comes, as a first signal is (R1)
+                stop.again(name, first=True, at_once=True)
+            raise SignalAgain(name, after)
         stop.request_from_signal(name)
 
     stop._start_waker()

@@ -67,6 +67,12 @@ def main() -> None:
     except click.UsageError as e:
         click.echo(errorline.line("gc", e.format_message()), err=True)
         sys.exit(EXIT_USAGE)
+    # A round a signal interrupted exits with 128 + its number here, and does not end by
+    # the signal as `epochgc gc` does (impl/entry.py, issue 41 s27e): the shell's (or the
+    # scheduler's) child is spark-submit's JVM, not this driver. The JVM's handlers hand the
+    # signal here (jvmsignals.py), and its PythonRunner waits for this process and exits
+    # with its code; a driver killed by a signal would reach it as the same number (Java's
+    # Process.waitFor: 0x80 + the signal), so dying by it would change nothing a caller sees.
     try:
         gc.main(prog_name="epochgc gc", default_map=defaults)
     except SystemExit as e:

@@ -18,6 +18,7 @@ EXIT_USAGE = 64  # bad arguments (BSD EX_USAGE), distinct from a blocked round
 # one stopped by its --deadline is incomplete.
 # A round stopped mid-way by a pause exits as a paused round; one stopped by the safety
 # monitor as a blocked one (issue 30), unless it then failed (an error: incomplete).
+SIGNAL_NAMES = ("SIGINT", "SIGTERM", "SIGHUP")  # a stop's reasons that are signals
 EXIT_INTERRUPTED = {"SIGINT": 130, "SIGTERM": 143, "SIGHUP": 129,
                     "paused": EXIT_PAUSED, "unhealthy": EXIT_BLOCKED}
 # A round whose driver ended without writing its record (issue 38 item 1: killed, its host
@@ -78,6 +79,9 @@ JSON_KEYS = (
     # i41y: the command's exit code, as `gc-admin --json` gives it on failure (one shape:
     # `outcome`, `error`, `exit_code`).
     "exit_code",
+    # newuser14 R1: the signal the command ends by (128 + its number is `exit_code`), also
+    # when another stop (`interrupted`: unhealthy, deadline, paused) came first; else null.
+    "signal",
 )
 
 
@@ -197,6 +201,10 @@ class GcSummary:
     # JVM gives and this driver cannot see (SIGKILL: 137); its record says unknown, as a
     # `driver-gone` one does, not the driver's own 1 (issue 41, s27a). Not in JSON_KEYS.
     exit_unseen: bool = False
+    # newuser14 R1: the first signal that came after a stop of another kind (the safety
+    # monitor's, the deadline's, a pause's), before the exit code was decided: the command
+    # ends by it (`exit_code` 128 + its number); `interrupted` keeps the stop's reason.
+    signal_after_stop: str | None = None
 
     @property
     def outcome(self) -> str:
@@ -227,9 +235,21 @@ class GcSummary:
         return None if self.recovered_by is not None or self.exit_unseen else self.exit_code
 
     @property
+    def signal(self) -> str | None:
+        """The signal the command ends by (impl/entry.py), its exit code 128 + its number:
+        the first signal after a stop of another kind (`signal_after_stop`), or the one
+        that stopped the round; None if none did."""
+        if self.signal_after_stop is not None:
+            return self.signal_after_stop
+        return self.interrupted if self.interrupted in SIGNAL_NAMES else None
+
+    @property
     def exit_code(self) -> int:
         """This process's exit code for the round (a recovered round's record says
         `recorded_exit_code`, not this)."""
+        by = self.signal
+        if by is not None:  # the first signal decides, whatever stopped the round first
+            return EXIT_INTERRUPTED[by]
         if self.interrupted == "unhealthy" and self.error is not None:
             # newuser12 P15: the monitor stopped the round because the store went away,
             # and the round then failed with deletes sent and no record: the table's 1

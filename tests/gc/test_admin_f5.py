@@ -5,6 +5,7 @@ by a Python type; refusals in click's usage-error style; refusals counted as rou
 from __future__ import annotations
 
 import json
+import signal
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from epochgc.impl.gc.lease import LEASE_KEY, Lease
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.store.local import LocalStore
 from tests.gc.helpers import simple_cluster
+from tests.interrupted import by_signal
 
 
 def _invoke(*args: str) -> tuple[int, str]:
@@ -168,7 +170,7 @@ def test_a_round_stopped_before_its_listing_announces_no_work(tmp_path: Path) ->
                        text=True, timeout=300,
                        env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]),
                                 **{HOOK_ENV: "start:SIGINT"}))
-    assert p.returncode == 130, p.stderr
+    assert p.returncode == by_signal(signal.SIGINT), p.stderr
     assert "listing" not in p.stderr and "M=" not in p.stderr, p.stderr
     assert "Spark" not in p.stderr and p.stderr.strip().splitlines()[-1] == (
         "gc: interrupted (SIGINT) before the round started: nothing was written to the "
@@ -203,7 +205,7 @@ def test_expire_apply_cut_short_by_a_signal_says_how_far_it_got(tmp_path: Path) 
                        capture_output=True, text=True, timeout=300,
                        env=dict(os.environ, PYTHONPATH=str(Path(__file__).parents[2]),
                                 **{HOOK_ENV: "round-removed:SIGINT"}))
-    assert p.returncode == 130, p.stderr
+    assert p.returncode == by_signal(signal.SIGINT), p.stderr
     assert p.stderr.strip().splitlines()[-1] == (
         "epochgc gc-admin: interrupted by SIGINT: 1 of 2 round(s) removed (each removed "
         "whole leaves the store consistent; one cut short mid-way is finished by the next "

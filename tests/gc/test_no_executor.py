@@ -17,6 +17,7 @@ import pytest
 from epochgc.impl.gc.executors import AFTER_ENV, ExecutorWait, executor_count, watched
 from epochgc.impl.gc.progress import StageProgress
 from epochgc.impl.ports import free_ports
+from tests.interrupted import by_signal
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -123,7 +124,7 @@ def test_a_standalone_master_with_no_worker_is_said(tmp_path: Path) -> None:
                 assert time.monotonic() < limit, err.read_text()[-3000:]
                 time.sleep(0.2)
             gc.send_signal(signal.SIGTERM)
-            assert gc.wait(timeout=120) == 143, err.read_text()[-3000:]
+            assert gc.wait(timeout=120) == by_signal(signal.SIGTERM), err.read_text()[-3000:]
         finally:
             if gc.poll() is None:
                 os.killpg(gc.pid, signal.SIGKILL)

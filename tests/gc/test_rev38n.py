@@ -55,6 +55,7 @@ from tests.gc.helpers import (
     simple_cluster,
     write_health,
 )
+from tests.interrupted import by_signal
 
 ROOT = Path(__file__).resolve().parents[2]
 GRACE = 12 * HOUR
@@ -478,7 +479,7 @@ def test_sigterm_during_the_next_rounds_recovery_wait_ends_the_round(tmp_path: P
         if proc.poll() is None:
             proc.kill()
     recorded = [o.key for o in store.list_all(ROUNDS_PREFIX) if DEAD in o.key]
-    assert proc.returncode == 143 and not recorded, (
+    assert proc.returncode == by_signal(signal.SIGTERM) and not recorded, (
         f"SIGTERM during the recovery's wait: exit {proc.returncode}, "
         f"the dead round recorded after the signal: {recorded}; stderr: "
         f"{''.join(lines)[-600:]}{err[-600:]}")

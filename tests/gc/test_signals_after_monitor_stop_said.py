@@ -1,7 +1,8 @@
 """newuser13 Q6 (issue 41), the signals after the safety monitor's stop: the tester's
 SIGINT, SIGINT, SIGTERM while the round wrote its END were said "again" (the first), not at
 all (the second SIGINT) and "again"; the exit code stayed the monitor's (1) where the
-table has 130/143 for a signal. Here the real handlers and real signals to this process."""
+table has 130/143 for a signal (now the first signal's: newuser14 R1). Here the real
+handlers and real signals to this process."""
 
 from __future__ import annotations
 
@@ -47,10 +48,11 @@ def test_each_signal_after_the_monitors_stop_is_said_with_the_exit_code_it_leave
     assert second.startswith("gc: SIGINT again: already stopping"), lines
     assert third.startswith("gc: SIGTERM: already stopping (unhealthy)") or \
         third.startswith("gc: SIGTERM again: already stopping"), lines
-    # The exit code stays the stop's (the table's 2 or 1), and the line says so: the
-    # operator is not left expecting 130/143 (newuser13 Q6: "after three signals the exit
-    # code is 1, not 130/143")
-    assert "exit code stays the unhealthy stop's, not 130" in first, lines
+    # The first signal decides the exit code, and the lines say so (newuser13 Q6: "after
+    # three signals the exit code is 1, not 130/143"; newuser14 R1: the operator's signal
+    # ends the command by it, tests/gc/test_signal_after_stop_ends_by_it.py).
+    assert first.endswith("the command then ends by SIGINT (exit code 130)"), lines
+    assert third.endswith("the exit code stays SIGINT's, 130, not 143"), lines
 
 
 def test_the_first_signal_after_the_monitors_stop_is_not_called_again() -> None:

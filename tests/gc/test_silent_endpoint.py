@@ -26,6 +26,7 @@ import pytest
 
 from epochgc.impl.store.patience import ATTEMPTS_ENV, READ_TIMEOUT_ENV, SAY_AFTER_ENV
 from tests.gc.helpers import signal_when_ready
+from tests.interrupted import by_signal
 from tests.store.blackhole import Blackhole, blackhole
 from tests.store.s3server import DUMMY_AWS_ENV
 
@@ -96,7 +97,7 @@ def test_gc_interrupted_while_a_read_waits_ends_at_once(extra: tuple[str, ...],
     stands", exit 1."""
     with blackhole() as hole:
         code, err = _interrupt(_gc(hole, *extra), hole, tmp_path, sig, "gc: ")
-    assert code == 128 + sig, err
+    assert code == by_signal(sig), err
     assert "Traceback" not in err, err
     assert "record stands" not in err and "ending the round" not in err, err
     assert err.strip().splitlines()[-1] == (
@@ -107,7 +108,7 @@ def test_gc_interrupted_while_a_read_waits_ends_at_once(extra: tuple[str, ...],
 def test_gc_admin_show_interrupted_while_a_read_waits_ends_at_once(tmp_path: Path) -> None:
     with blackhole() as hole:
         code, err = _interrupt(_show(hole), hole, tmp_path, signal.SIGINT, "gc-admin: ")
-    assert code == 130, err
+    assert code == by_signal(signal.SIGINT), err
     assert "Traceback" not in err, err
     # One wording, whenever the signal comes (newuser8 I7, merged beside this test).
     assert err.strip().splitlines()[-1] == "epochgc gc-admin: interrupted by SIGINT", err
@@ -129,7 +130,7 @@ def test_a_round_interrupted_before_it_began_writes_nothing(tmp_path: Path) -> N
     p = subprocess.run([sys.executable, "-m", "epochgc", "gc", "--store", str(root), "--now",
                         str(NOW), *AHEAD], env=env, cwd=tmp_path, capture_output=True,
                        text=True, timeout=HANG_S)
-    assert p.returncode == 143, p.stderr
+    assert p.returncode == by_signal(signal.SIGTERM), p.stderr
     assert p.stderr.strip().splitlines()[-1] == (
         "gc: interrupted (SIGTERM) before the round started: nothing was written to the "
         "store, no key deleted"), p.stderr

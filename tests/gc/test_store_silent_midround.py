@@ -28,6 +28,7 @@ import pytest
 from epochgc.impl.store.s3 import S3Store
 from epochgc.model.keys import format_key
 from tests.gc.helpers import simple_cluster
+from tests.interrupted import by_signal
 from tests.store.s3server import DUMMY_AWS_ENV, free_port, set_dummy_aws_env
 
 pytest.importorskip("moto")
@@ -38,8 +39,12 @@ KEYS = 6000
 
 
 @pytest.mark.spark
+@pytest.mark.parametrize("operator", [None, signal.SIGINT], ids=["monitor", "then-SIGINT"])
 def test_a_store_gone_silent_mid_round_ends_the_round_without_retrying_it(
-        tmp_path: Path) -> None:
+        tmp_path: Path, operator: signal.Signals | None) -> None:
+    """`then-SIGINT`: newuser14 R1, one Ctrl-C (SIGINT to the group) once the monitor said
+    it stops: exit 1 and "SIGINT again" before; now the command ends by the SIGINT (a
+    script running it stops), having said it and what its record keeps."""
     import boto3
 
     set_dummy_aws_env()
@@ -80,6 +85,10 @@ def test_a_store_gone_silent_mid_round_ends_the_round_without_retrying_it(
                 if "### silent" not in lines and re.search(r"[1-9][0-9,]* deleted", line):
                     server.send_signal(signal.SIGSTOP)  # silent from now on
                     lines.append("### silent")
+                if (operator is not None and "### signal" not in lines
+                        and "safety monitor" in line and "stopping" in line):
+                    os.killpg(proc.pid, operator)  # a terminal's Ctrl-C
+                    lines.append("### signal")
             code = proc.wait(timeout=BOUND_S)
         finally:
             if proc.poll() is None:
@@ -91,7 +100,14 @@ def test_a_store_gone_silent_mid_round_ends_the_round_without_retrying_it(
         server.wait()
     said = "\n".join(lines)
     assert "### silent" in said, said  # the store went silent while the round deleted
-    assert code == 1, said  # the monitor's stop, incomplete: the table's 1
+    if operator is None:
+        assert code == 1, said  # the monitor's stop, incomplete: the table's 1
+    else:
+        assert "### signal" in said, said
+        assert code == by_signal(operator), said  # the operator's signal decides (R1)
+        assert "SIGINT again" not in said, said
+        assert ("the command then ends by SIGINT (exit code 130)" in said
+                or "SIGINT after the round's stop (unhealthy): stopped at once" in said), said
     assert "Traceback" not in said, said
     # Each write after the stop: one attempt at most. Before: "(put '.../STOP', 140 s)",
     # "(replace '_cluster/gc/lease.json', 150 s)", "(create '.../END.json', 150 s)".

@@ -16,6 +16,7 @@ from epochgc.impl.cli import main
 from epochgc.impl.cluster.demo_gc import DemoGc, RoundResult
 from epochgc.impl.cluster.local import _alive
 from epochgc.model.keys import DATA_PREFIX
+from tests.interrupted import by_signal
 
 ROOT = Path(__file__).resolve().parents[2]
 KEYS = {"acked", "lost", "stale_rejections", "leader_changes", "objects_created",
@@ -139,7 +140,7 @@ def test_sigterm_stops_the_demos_broker_processes(tmp_path: Path) -> None:
                     pids = []
             time.sleep(0.2)
         p.send_signal(signal.SIGTERM)
-        assert p.wait(timeout=120) == 128 + signal.SIGTERM
+        assert p.wait(timeout=120) == by_signal(signal.SIGTERM)
     finally:
         if p.poll() is None:
             p.kill()

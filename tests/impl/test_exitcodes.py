@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from epochgc.impl import closedout, errorline
 from epochgc.impl.cli import SUBCOMMANDS, main
-from epochgc.impl.exitcodes import MEANING, USES, ExitCode, codes_for
+from epochgc.impl.exitcodes import MEANING, SIGNAL_RULE, USES, ExitCode, codes_for
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.metrics import export_metrics
 from epochgc.impl.gc.options import GcOptions
@@ -78,9 +78,10 @@ def test_every_help_ends_with_its_exit_codes(path: str) -> None:
     assert r.exit_code == 0, r.output
     rows, _, after = r.output.partition("Exit codes:\n")[2].partition("\n\n")
     assert rows, f"{path}: no exit-code table in --help"
-    if path == "epochgc":  # the closed-stdout rule (newuser3 N2) and the error line's
-        # shape (newuser13 Q9), under the table
-        assert " ".join(after.split()) == f"{closedout.RULE} {errorline.RULE}", after
+    if path == "epochgc":  # the closed-stdout rule (newuser3 N2), the error line's shape
+        # (newuser13 Q9) and how an interrupted command ends (issue 41, s27e), under the table
+        assert [" ".join(p.split()) for p in after.split("\n\n")] == [
+            closedout.RULE, errorline.RULE, SIGNAL_RULE], after
     listed = [int(line.split()[0]) for line in rows.splitlines() if line.strip()]
     assert listed == [int(c) for c in codes_for(path)], (path, listed)
     for code in codes_for(path):

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from epochgc.impl.signals import HOOK_ENV
+from tests.interrupted import by_signal
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -56,7 +57,7 @@ def test_a_signal_stops_produce_between_batches(cluster: Path, sig: signal.Signa
     r = epochgc("produce", "--data-dir", str(cluster / "c"), "--partition", "t/0",
                 "--partition", "t/1", "--count", "25", "--batch", "10",
                 hook=f"acked:{sig.name}")
-    assert r.returncode == 128 + sig, r.stderr
+    assert r.returncode == by_signal(sig), r.stderr
     # The first batch (10 records of each partition, one object) and nothing after it.
     assert len(objects(cluster) - objs) == 1, "a batch was uploaded after the signal"
     new = manifest(cluster)[len(runs):]
@@ -78,7 +79,7 @@ def test_a_signal_before_the_first_batch_says_nothing_was_sent(cluster: Path) ->
     objs, runs = objects(cluster), manifest(cluster)
     r = epochgc("produce", "--data-dir", str(cluster / "c"), "--partition", "t/0",
                 "--partition", "t/1", "--count", "25", "--batch", "10", hook="start:SIGTERM")
-    assert r.returncode == 143, r.stderr
+    assert r.returncode == by_signal(signal.SIGTERM), r.stderr
     assert objects(cluster) == objs and manifest(cluster) == runs
     assert "produce interrupted: nothing was sent: none of 50 record(s) acknowledged\n" \
         in r.stderr, r.stderr
@@ -93,7 +94,7 @@ def test_a_signal_as_a_batch_task_ends_stops_produce(cluster: Path) -> None:
     r = epochgc("produce", "--data-dir", str(cluster / "c"), "--partition", "t/0",
                 "--partition", "t/1", "--count", "25", "--batch", "10",
                 hook="batch-end:SIGINT")
-    assert r.returncode == 130, (r.stdout, r.stderr)
+    assert r.returncode == by_signal(signal.SIGINT), (r.stdout, r.stderr)
     assert len(objects(cluster) - objs) == 1, "a batch was uploaded after the signal"
     assert len(manifest(cluster)) - len(runs) == 2
     assert len(r.stdout.splitlines()) == 2, r.stdout
