@@ -32,7 +32,14 @@ from epochgc.impl.gc.recover import recover_dead_rounds
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.store.s3 import S3Store
 from tests.gc.test_recovery_wait import DEAD, _driver, _kill, _kill_task
-from tests.store.forward import FrontHandler, FrontServer, forward, no_key_retry, serving
+from tests.store.forward import (
+    FrontHandler,
+    FrontServer,
+    forward,
+    no_key_retry,
+    relay_head,
+    serving,
+)
 from tests.store.s3server import new_bucket
 
 _PREFIX = "_cluster/gc/journal/20270301T100000.000Z-rev38z500/"  # a round's journal
@@ -302,3 +309,69 @@ def test_an_answer_naming_a_key_both_deleted_and_failed_is_not_taken_as_not_dele
         f"the answer said the key was deleted and refused at once; it was deleted, yet "
         f"the record says {totals.errors['data/k']!r} (HEADs the task sent: "
         f"{front.heads}; waited {waited})")
+
+
+class _RetryingProxy(FrontServer):
+    """An intermediary that retries a DeleteObjects itself when its call to the backend
+    fails (nginx's `proxy_next_upstream ... non_idempotent`, an Envoy route's
+    `retry_policy`): its first call reached the backend and was carried out, its answer
+    lost to the proxy; the proxy sends the request again and relays that answer. The
+    client sees one attempt."""
+
+    def __init__(self, upstream: str) -> None:
+        self.sent = 0  # DeleteObjects sent to the backend
+        super().__init__(upstream, _Retrying)
+
+
+class _Retrying(FrontHandler):
+    server: _RetryingProxy
+
+    def answer_delete(self, body: bytes) -> None:
+        forward(*self.server.upstream, self.command, self.path, self.headers, body)
+        resp, data = forward(*self.server.upstream, self.command, self.path, self.headers,
+                             body)
+        with self.server.lock:
+            self.server.sent += 2
+        relay_head(self, resp, data)
+        self.wfile.write(data)
+
+
+@pytest.mark.s3
+@pytest.mark.xfail(strict=True, reason=(
+    "rev38z5 finding 4: a per-key NoSuchKey to a conditional DeleteObjects that an "
+    "intermediary retried is recorded already_gone ('absent before this batch') though "
+    "the round's own request removed the key"))
+def test_a_no_such_key_after_an_intermediarys_retry_is_not_recorded_already_gone(
+    seaweedfs_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 4. A conditional DeleteObjects (each key with its listed ETag,
+    `delete_if_unchanged`) answers a key with no object NoSuchKey (S3 User Guide,
+    conditional-deletes.html; SeaweedFS: `checkDeleteIfMatch(..., object.ETag,
+    s3err.ErrNoSuchKey)` in `s3api_object_handlers_delete.go`). `_delete` counts such a key
+    `gone`, "already absent before this batch", unless an attempt the client saw may
+    have been applied (`gone_unattributed`, review rev38x finding 1). An intermediary that
+    retries the request itself (nginx `proxy_next_upstream error timeout non_idempotent`:
+    "enabling this option explicitly allows retrying such requests"; an Envoy route's
+    `retry_policy`) hides its first call: the key the round's own request removed is
+    recorded already gone, not deleted and not `gone_unattributed`. Here on SeaweedFS,
+    which enforces the per-key ETag."""
+    bucket = new_bucket(seaweedfs_endpoint)
+    direct = S3Store(bucket, "c", endpoint_url=seaweedfs_endpoint)
+    direct.put("data/k", b"x")
+    items = [("data/k", 1, 7200.0, direct.head("data/k").version)]  # type: ignore[union-attr]
+    with serving(_RetryingProxy(seaweedfs_endpoint)) as front:
+        store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=0,
+                        key_retry=no_key_retry())
+        try:
+            writer = JournalWriter(direct, JournalTarget(_PREFIX), _ATTEMPT)
+            delete_keys(store, items, batch_size=1, concurrency=1, journal=writer)
+        finally:
+            store.close()
+        assert front.sent == 2, front.sent
+    totals, _waited = _read_back(direct, writer, monkeypatch)
+    assert direct.head("data/k") is None  # the proxy's first call removed it
+    assert "data/k" not in totals.already_gone, (
+        f"the round's own request removed the key (the intermediary's first call), yet "
+        f"the record says it was already gone before the batch: already_gone "
+        f"{sorted(totals.already_gone)}, deleted {sorted(totals.deleted)}, "
+        f"gone_unattributed {sorted(totals.gone_unattributed)}")
