@@ -378,10 +378,6 @@ def test_a_no_such_key_after_an_intermediarys_retry_is_not_recorded_already_gone
         f"gone_unattributed {sorted(totals.gone_unattributed)}")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z5 finding 5 (LOW, docs): impl/gc/README.md's fault table still says a key "
-    "answered a per-key InternalError on every attempt is an error at once with no wait; "
-    "since s26f it is unknown and waited for"))
 def test_the_fault_table_says_what_a_per_key_internal_error_does_now() -> None:
     """Finding 5 (LOW). Task s26f (review rev38z4 finding 1) made a key answered a per-key
     InternalError in whole DeleteResults wait as for an unanswered request and be asked
