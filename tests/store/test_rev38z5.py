@@ -115,11 +115,6 @@ def _read_back(store: S3Store, writer: JournalWriter,
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z5 finding 1: a per-key error code the client does not know (MinIO's "
-    "SlowDownWrite for a write quorum not met; a gateway relaying its backend's "
-    "OperationTimedOut) is taken as a definitive refusal: no HEAD, no wait, the key "
-    "recorded 'not deleted' though the request deleted it"))
 @pytest.mark.parametrize(("code", "message"), [
     # MinIO cmd/api-errors.go: errErasureWriteQuorum -> ErrSlowDownWrite {Code:
     # "SlowDownWrite", "Resource requested is unwritable, please reduce your request
@@ -277,10 +272,6 @@ def _ignore(call: object, *args: object) -> None:
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z5 finding 3 (LOW): a DeleteResult naming a key both Deleted and Error is not "
-    "checked: the Error is taken (AccessDenied: not applied, no HEAD) though the same "
-    "answer says the key was deleted, as it was"))
 def test_an_answer_naming_a_key_both_deleted_and_failed_is_not_taken_as_not_deleted(
     moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
