@@ -192,11 +192,6 @@ class _Held(FrontHandler):
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z5 finding 2: a recovery of a local-master round whose processes are all gone "
-    "(drivertree.tasks_gone) waits 0 s before its read-back, also on S3, where a request "
-    "a killed task sent may still be applied by the server: recorded 'still present' "
-    "(an error), then deleted"))
 def test_a_recovery_of_a_round_whose_tasks_are_gone_waits_for_a_request_they_sent(
     moto_endpoint: str
 ) -> None:
