@@ -644,16 +644,20 @@ class S3Store(ObjectStore):
         # ends in an error is asked about (`_resolve`), never taken as still there
         # (review rev38s finding 1: it was journaled "listed again next round" though it
         # had left the store).
-        # A key answered "not there" (NoSuchKey) is `gone` (already gone before this batch)
-        # only when no earlier attempt may have deleted it: S3's DeleteObjects answers
-        # "Deleted" for a key that did not exist as well ("If the object specified in the
-        # request isn't found, Amazon S3 confirms the deletion by returning the result as
-        # deleted", API_DeleteObjects.html above), so only a conditional delete's answer
-        # (NoSuchKey / 412 PreconditionFailed, https://docs.aws.amazon.com/AmazonS3/latest/
-        # userguide/conditional-deletes.html) can say "absent", and that answer to a
-        # request retried after an ambiguous attempt may be the earlier attempt's doing:
-        # `gone_unattributed` (review rev38x finding 1), as the journal's read-back counts
-        # the same key (`journal._resolve_one`).
+        # A key answered "not there" (NoSuchKey) is never `gone` (already gone before this
+        # batch) here: S3's DeleteObjects answers "Deleted" for a key that did not exist
+        # ("If the object specified in the request isn't found, Amazon S3 confirms the
+        # deletion by returning the result as deleted", API_DeleteObjects.html above), so
+        # only a conditional delete's answer (NoSuchKey / 412 PreconditionFailed, https://
+        # docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-deletes.html) says
+        # "absent", and says it of the moment its request was carried out: a request the
+        # client sent once may have been carried out twice, by an intermediary that sends
+        # it again when its first call's answer is lost (nginx `proxy_next_upstream ...
+        # non_idempotent`, an Envoy route's `retry_policy`), the first copy deleting the key
+        # and the second answered NoSuchKey (review rev38z5 finding 4), as may a botocore
+        # retry after an ambiguous attempt (review rev38x finding 1). No answer tells those
+        # from another writer's delete: `gone_unattributed`, as the journal's read-back
+        # counts an absent key (`journal._resolve_one`).
         maybe: set[str] = set()
         # Of those, the keys some attempt made unsure other than by a 200 SlowDown: only
         # they are asked of the store at once (`_resolve`, review rev38z2 finding 5).
@@ -681,8 +685,7 @@ class S3Store(ObjectStore):
                 maybe.update(pending)
                 if not answer.throttled:
                     ask.update(pending)
-            result.gone.update(answer.absent - maybe)
-            result.gone_unattributed.update(answer.absent & maybe)
+            result.gone_unattributed.update(answer.absent)
             failed = answer.failed
             # A per-key code S3's list does not make a refusal (`keycodes`: InternalError,
             # ServiceUnavailable, RequestTimeout, a code the client does not know such as
@@ -721,15 +724,17 @@ class S3Store(ObjectStore):
 
     def _refused(self, result: DeleteResult, keys: set[str]) -> None:
         """Keys whose conditional delete was refused (412) by an answer no earlier attempt
-        could have caused: absent, they were gone before this batch (`gone`, as the local
-        store counts them); there, rewritten since listed (`changed`). A HEAD that fails
-        leaves the server's own word, `changed`: not deleted either way."""
+        the client saw could have caused: absent, they left the store, by another writer
+        or by a copy of this request an intermediary sent before (`gone_unattributed`: no
+        answer tells which, `_delete`, review rev38z5 finding 4); there, rewritten since
+        listed (`changed`). A HEAD that fails leaves the server's own word, `changed`: not
+        deleted either way."""
         ordered = sorted(keys)
         with ThreadPoolExecutor(min(_RESOLVERS, len(ordered)),
                                 thread_name_prefix="epochgc-resolve") as pool:
             found = list(pool.map(self._head_or_error, ordered))
         for key, info in zip(ordered, found, strict=True):
-            (result.gone if info is None else result.changed).add(key)
+            (result.gone_unattributed if info is None else result.changed).add(key)
 
     def _resolve(self, result: DeleteResult, unsure: set[str], etags: dict[str, str],
                  ask: set[str], in_flight: dict[str, float]) -> None:

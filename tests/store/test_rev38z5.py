@@ -324,10 +324,6 @@ class _Retrying(FrontHandler):
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z5 finding 4: a per-key NoSuchKey to a conditional DeleteObjects that an "
-    "intermediary retried is recorded already_gone ('absent before this batch') though "
-    "the round's own request removed the key"))
 def test_a_no_such_key_after_an_intermediarys_retry_is_not_recorded_already_gone(
     seaweedfs_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
