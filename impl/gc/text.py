@@ -26,8 +26,8 @@ import click
 # summary, the metrics, the record's readers and `gc-admin`.
 GONE_WHERE = ("in delete batches with no answer saying the round deleted them (the answer "
               "was lost with a killed task attempt, was ambiguous: a 5xx or a timeout, or "
-              "said \"not there\" on S3, where the round's own request may have been sent "
-              "twice)")
+              "said the key was not there, on S3, where the round's own request may have "
+              "been sent twice)")
 GONE_WHERE_SHORT = "in batches with no answer saying the round deleted them"
 
 _ESCAPE = re.compile(r"[^\x20-\x5b\x5d-\x7e]")  # all but printable ASCII other than "\"
