@@ -68,6 +68,8 @@ _REQUEST_UNSURE = "RequestFailedMaybeApplied"
 # (`attempts.throttled`): its keys are `unknown` without a HEAD (`_resolve`).
 _REQUEST_THROTTLED = "SlowDownMaybeApplied"
 _REQUEST_MAYBE = frozenset({_REQUEST_UNSURE, _REQUEST_THROTTLED})
+# A key of a batch whose answer names some other key: its result is unknown (`_per_key`).
+_ANSWER_UNMATCHED = "AnswerNamesOtherKeys"
 # HEADs in flight at once when the keys of a failed delete are looked up (`_resolve`).
 _RESOLVERS = 8
 # Where the GC checks, once per store object, that the server enforces conditional writes
@@ -857,14 +859,14 @@ class S3Store(ObjectStore):
             elif attempts.unsure(retries):
                 code = _REQUEST_UNSURE
             return _Answer(dict.fromkeys(batch, (code, msg)), set(), False, False, unanswered)
-        failed, absent, unsure = self._per_key(r)
+        failed, absent, unsure = self._per_key(r, batch)
         # Retried after a throttle alone (503 SlowDown: refused), no earlier send was
         # applied (review rev38y finding 4).
         return _Answer(failed, absent, attempts.unsure(_retries(r)),
                        attempts.only_throttled(_retries(r)),
                        attempts.unanswered_at(_retries(r)), unsure)
 
-    def _per_key(self, r: dict[str, Any]
+    def _per_key(self, r: dict[str, Any], batch: list[str]
                  ) -> tuple[dict[str, tuple[str, str]], set[str], set[str]]:
         """A whole DeleteResult's per-key results: the keys not deleted (code, message),
         those it says were not there, and those whose delete may have been applied for all
@@ -874,15 +876,24 @@ class S3Store(ObjectStore):
         has no one result, so whatever its Error says, it is unsure (finding 3: a key
         named Deleted and AccessDenied was taken as refused, though it had been deleted).
         Quiet mode (`_delete_once`) lists no <Deleted>; a server that lists them anyway
-        names each key once."""
+        names each key once. An <Error> naming no key of the batch (a key the server
+        encoded, or that this store did not send) leaves the batch's results unknown: in
+        Quiet mode a key not named is taken as deleted, and the key that <Error> was about
+        may be one of those (review rev38z5 finding 3's note, rev38z3's left-alone item):
+        every key of the batch the answer does not name is then unsure too."""
         cut = len(self.prefix)
         failed: dict[str, tuple[str, str]] = {}
         absent: set[str] = set()
         unsure: set[str] = set()
         named: set[str] = {str(d.get("Key", ""))[cut:] for d in r.get("Deleted", [])}
+        sent = set(batch)
+        strays: list[str] = []
         for err in r.get("Errors", []):
             key, code = str(err.get("Key", ""))[cut:], str(err.get("Code"))
             message = str(err.get("Message", ""))
+            if key not in sent or not str(err.get("Key", "")).startswith(self.prefix):
+                strays.append(str(err.get("Key", "")))
+                continue
             if key in named:
                 unsure.add(key)
                 absent.discard(key)
@@ -896,6 +907,12 @@ class S3Store(ObjectStore):
             if keycodes.may_have_applied(code):
                 unsure.add(key)
             failed[key] = (code, message)
+        if strays:
+            why = (f"the answer names {len(strays)} key(s) not in the request (first "
+                   f"{strays[0][:80]!r}): which of the batch's keys it refused is unknown")
+            for key in sent - failed.keys() - absent:
+                failed[key] = (_ANSWER_UNMATCHED, why)
+                unsure.add(key)
         return failed, absent, unsure
 
     def versioning(self) -> str | None:
