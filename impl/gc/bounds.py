@@ -54,9 +54,9 @@ from __future__ import annotations
 # The client's connect and read timeouts of each S3 attempt (botocore's Config, cited there).
 from epochgc.impl.store.s3 import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 
-__all__ = ["CONNECT_TIMEOUT_S", "HEADS_IN_FLIGHT", "LOOK_FRESH_S", "MAX_STOP_WITHIN_S",
-           "NEXT_HEAD_WITHIN_S", "READ_TIMEOUT_S", "STOP_LOOK_EVERY_S", "send_within_s",
-           "stop_within_s"]
+__all__ = ["APPLIED_WITHIN_S", "CONNECT_TIMEOUT_S", "HEADS_IN_FLIGHT", "LOOK_FRESH_S",
+           "MAX_STOP_WITHIN_S", "NEXT_HEAD_WITHIN_S", "READ_TIMEOUT_S", "STOP_LOOK_EVERY_S",
+           "send_within_s", "stop_within_s"]
 
 # The driver's gate says "go" only within this long after a HEAD of STOP (sent then) found
 # none. A look is that HEAD, the pause state and the health reports (about 5 requests one
@@ -77,6 +77,12 @@ HEADS_IN_FLIGHT = round(LOOK_FRESH_S / STOP_LOOK_EVERY_S)
 # (review rev38o finding 6: a ~30 s look ended 30 s after its HEAD; 60 s later the next
 # look's HEAD was still in flight when the gate closed).
 NEXT_HEAD_WITHIN_S = LOOK_FRESH_S - STOP_LOOK_EVERY_S
+
+# How long after a request was sent its server may still apply it, as the bound allows (item
+# 3): a connect, then a first answer. The live driver's wait for a killed attempt's batch
+# (`stage.SENT_APPLIED_S`) and a recovery's for a round whose tasks are gone (`recover.py`,
+# review rev38z5 finding 2) are this long, on a store behind a server.
+APPLIED_WITHIN_S = CONNECT_TIMEOUT_S + READ_TIMEOUT_S
 
 # The longest a recovery waits, whatever a START says (a damaged or hostile START cannot
 # hold `gc-admin show` for hours).

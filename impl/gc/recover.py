@@ -47,9 +47,15 @@ bound). A START that cannot be read: the longest wait (`MAX_STOP_WITHIN_S`). Eve
 is written first, then one wait, then the read-backs. The wait ends early when the
 caller's round is asked to stop (SIGINT, SIGTERM, `--deadline`: review rev38n finding 6):
 nothing is read back or recorded then, the STOP markers stay, and the next look recovers
-those rounds. It also ends once every round waited for has its record or END, and there
-is none for a round whose tasks all ran below its driver on this host and are all gone
-(`drivertree.py`; newuser4 F3).
+those rounds. It also ends once every round waited for has its record or END. A round
+whose tasks all ran below its driver on this host and are all gone (`drivertree.py`;
+newuser4 F3) sends nothing more, but what it sent may still be applied: on a local
+directory nothing (a delete is a system call of the task's own process,
+`stage.sent_applied_s`), so no wait; on a store behind a server a request a task wrote
+before it was killed may be applied up to `APPLIED_WITHIN_S` (70 s) later (`bounds.py`),
+so the wait is that long from when they were seen gone, unless less of the bound is left
+(review rev38z5 finding 2: it waited 0 s on S3, read the key back still there, recorded
+an error, and then the request deleted it).
 
 `gc-admin show` does not wait (review rev38n finding 4: the status command held the
 operator for the bound): `stop_dead_rounds` records what needs no wait (a round with its
@@ -63,12 +69,12 @@ import json
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from epochgc.impl.gc.admin import LeaseState, read_lease
-from epochgc.impl.gc.bounds import MAX_STOP_WITHIN_S
+from epochgc.impl.gc.bounds import APPLIED_WITHIN_S, MAX_STOP_WITHIN_S
 from epochgc.impl.gc.drivertree import tasks_gone
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP, read_journal
@@ -90,6 +96,8 @@ from epochgc.impl.store.base import (
     Stamp,
     StoreError,
 )
+from epochgc.impl.store.hooked import HookedStore
+from epochgc.impl.store.local import LocalStore
 
 _MAX_DOC = 1 << 20  # bytes of a START or END read back
 # The wait between the STOP markers and the read-backs (looked up at each call: a test
@@ -274,10 +282,12 @@ def recover_dead_rounds(
     `damaged(e)` is told of each round whose record's key holds what is no object: it is
     left as it is, nothing written over it or into the round's journal.
     Raises StoreError if the journals cannot be listed or a record cannot be written."""
-    found = _stop_dead(store, by, running)
+    applied_s = _applied_after_send_s(data or store)
+    found = _stop_dead(store, by, running, applied_s)
     _tell(found, damaged)
     out = list(found.recorded)
-    if _wait(store, found.stopped, sleep if sleep is not None else SLEEP, waiting, left, stop):
+    if _wait(store, found.stopped, sleep if sleep is not None else SLEEP, waiting, left, stop,
+             applied_s):
         return out
     for d in found.stopped:
         r = _record_stopped(store, data, d, by, clock)
@@ -325,7 +335,7 @@ def stop_dead_rounds(
     recorded (with their END, or a START without a bound), STOP written for the others,
     which are returned as stopping (recorded by the next look that waits); `damaged` as
     there."""
-    found = _stop_dead(store, by, running)
+    found = _stop_dead(store, by, running, _applied_after_send_s(data or store))
     _tell(found, damaged)
     out = list(found.recorded)
     stopping: list[Stopping] = []
@@ -385,17 +395,20 @@ def waiting_line(wait_s: float, rounds: list[str]) -> str:
 
 def _wait(store: ObjectStore, stopped: list[_Dead], sleep: Callable[[float], None],
           waiting: Callable[[float, list[str]], None] | None,
-          left: Callable[[float, list[str]], None] | None, stop: RoundStop | None) -> bool:
+          left: Callable[[float, list[str]], None] | None, stop: RoundStop | None,
+          applied_s: float) -> bool:
     """Wait until no task of the stopped rounds sends a request (`bounds.py`), in steps of
     `WAIT_STEP_S`, saying how long is left after each (newuser4 F3: 4 minutes of silence
     after one line looked like a hang); it ends once every round waited for has its record
     or END (newuser4 F3: a round stopped by its STOP wrote its own record 25 s in, and
     `reset` waited on for the whole 240 s), looked at every `POLL_S`. True if `stop` was
-    requested meanwhile."""
-    pending = [d for d in stopped if d.left_s() > 0]
+    requested meanwhile. A round whose tasks are seen gone is waited for `applied_s` more
+    at most (`_applied_after_send_s`: a request they sent may still be applied)."""
+    until = {d.round_id: float(d.left_s()) for d in stopped}  # in seconds waited
+    pending = [d for d in stopped if until[d.round_id] > 0]
     waited = said = 0.0  # seconds waited; when what is left was last said
     while pending:
-        rest = max(d.left_s() for d in pending) - waited
+        rest = max(until[d.round_id] for d in pending) - waited
         if rest <= 0:
             return False
         names = [d.round_id for d in pending]
@@ -410,11 +423,15 @@ def _wait(store: ObjectStore, stopped: list[_Dead], sleep: Callable[[float], Non
         if _interrupted(step, sleep, stop):
             return True
         waited += step
-        # A round is no longer waited for once its record or END exists, or once its
-        # driver's tree on this host has gone meanwhile (newuser5 G2: a driver killed during
-        # the wait, as `gc-admin show` then saw, was waited for to the end).
-        pending = [d for d in pending if d.left_s() > waited and not _ended(store, d)
-                   and not tasks_gone(d.start)]
+        # A round is no longer waited for once its record or END exists, nor more than
+        # `applied_s` once its driver's tree on this host has gone meanwhile (newuser5 G2:
+        # a driver killed during the wait, as `gc-admin show` then saw, was waited for to
+        # the end; review rev38z5 finding 2: what it sent may still land on a server).
+        for d in pending:
+            if tasks_gone(d.start):
+                until[d.round_id] = min(until[d.round_id], waited + applied_s)
+        pending = [d for d in pending if until[d.round_id] > waited
+                   and not _ended(store, d)]
     return False
 
 
@@ -447,9 +464,11 @@ def _interrupted(wait_s: float, sleep: Callable[[float], None], stop: RoundStop 
     return stop.requested
 
 
-def _stop_dead(store: ObjectStore, by: str, running: Callable[[], set[str] | None]) -> _Found:
+def _stop_dead(store: ObjectStore, by: str, running: Callable[[], set[str] | None],
+               applied_s: float) -> _Found:
     """The unfinished rounds that are not running and have no record: those with an END
-    recorded from it, STOP written to the others."""
+    recorded from it, STOP written to the others; `applied_s`: how long a request a task
+    sent may still be applied after the task is gone (`_applied_after_send_s`)."""
     found = _Found([], [])
     candidates = _journals(store)
     if not candidates:
@@ -488,11 +507,25 @@ def _stop_dead(store: ObjectStore, by: str, running: Callable[[], set[str] | Non
         # without that channel checks STOP before each batch; one on the driver's host
         # also sees it gone (`journal.Driver`).
         stamp = _stop_once(store, prefix, by)
+        dead = _Dead(round_id, prefix, start or {}, took, _stop_within(start), stamp)
         # A round whose every task ran below its driver on this host, all gone: nothing of
-        # it can send a request any more (newuser4 F3), no wait.
-        bound = 0.0 if start is not None and tasks_gone(start) else _stop_within(start)
-        found.stopped.append(_Dead(round_id, prefix, start or {}, took, bound, stamp))
+        # it can send a request any more (newuser4 F3), but what it sent may still be
+        # applied (review rev38z5 finding 2).
+        if start is not None and tasks_gone(start):
+            dead = dead.tasks_gone(applied_s)
+        found.stopped.append(dead)
     return found
+
+
+def _applied_after_send_s(store: ObjectStore) -> float:
+    """How long after its sender is gone a delete request may still be applied: 0 on a
+    local directory, whose deletes are system calls of the task's own process (a process
+    killed during one exits only once it has returned: signal(7); `stage.sent_applied_s`);
+    `APPLIED_WITHIN_S` on any other store (a server may apply a request it got after its
+    client died: `bounds.py`). A wrapper (`HookedStore`) is what it wraps."""
+    while isinstance(store, HookedStore):
+        store = store.inner
+    return 0.0 if isinstance(store, LocalStore) else APPLIED_WITHIN_S
 
 
 def _stop_once(store: ObjectStore, prefix: str, by: str) -> Stamp | None:
@@ -543,6 +576,12 @@ class _Dead:
             return 0.0
         age = self.stop_stamp.age() if self.stop_stamp is not None else 0.0
         return float(max(0, math.ceil(self.wait_s - age)))
+
+    def tasks_gone(self, applied_s: float) -> _Dead:
+        """Its tasks are gone (none can send any more): what is left of its bound, but at
+        most `applied_s` from now (a request one sent before it died may be applied that
+        long after: `_applied_after_send_s`); counted from now, so no STOP time."""
+        return replace(self, wait_s=min(float(self.left_s()), applied_s), stop_stamp=None)
 
     def record_after(self, clock: Callable[[], float]) -> float:
         """When its bound ends: the first STOP's time plus the bound (the store's clock:

@@ -20,10 +20,14 @@ import click
 
 # Where the keys counted `gone_unattributed` left the store (review rev38v finding 3): a
 # batch whose answer was lost (its task attempt killed mid-group) or ambiguous (a 5xx or a
-# timeout: "might not have processed"; review rev38x findings 1 and 2). One wording for the
+# timeout: "might not have processed"; review rev38x findings 1 and 2), or an S3 answer
+# "not there", which cannot tell another writer's delete from a copy of the round's own
+# request an intermediary sent again (review rev38z5 finding 4). One wording for the
 # summary, the metrics, the record's readers and `gc-admin`.
 GONE_WHERE = ("in delete batches with no answer saying the round deleted them (the answer "
-              "was lost with a killed task attempt, or was ambiguous: a 5xx or a timeout)")
+              "was lost with a killed task attempt, was ambiguous: a 5xx or a timeout, or "
+              "said the key was not there, on S3, where the round's own request may have "
+              "been sent twice)")
 GONE_WHERE_SHORT = "in batches with no answer saying the round deleted them"
 
 _ESCAPE = re.compile(r"[^\x20-\x5b\x5d-\x7e]")  # all but printable ASCII other than "\"

@@ -142,13 +142,15 @@ class DeleteResult:
     """Outcome of one batch: `errors` maps each key that could not be deleted to why.
 
     Every key not in `errors` or `changed` is gone now. `gone`: keys that were already
-    absent (a backend that can tell, the local store; S3 cannot without a conditional
-    delete). `changed`: keys a conditional delete skipped because the object is no longer
-    the one listed (rewritten since); they are still there. `unknown`: keys of `errors`
+    absent (a backend that can tell, the local store; S3 cannot: an unconditional delete
+    of an absent key is answered Deleted, and a conditional one's NoSuchKey may answer a
+    copy of the round's own request an intermediary sent again, review rev38z5 finding 4).
+    `changed`: keys a conditional delete skipped because the object is no longer the one
+    listed (rewritten since); they are still there. `unknown`: keys of `errors`
     whose delete may have been applied and whose state the store could not say when asked
     (review rev38q finding 1): the journal names them so, and its read-back asks again.
-    `gone_unattributed`: keys absent after an AMBIGUOUS answer (a 5xx, a lost connection, a
-    retried request's NoSuchKey): they left the store, but no answer says this batch's
+    `gone_unattributed`: keys absent after an AMBIGUOUS answer (a 5xx, a lost connection, an
+    S3 NoSuchKey): they left the store, but no answer says this batch's
     request removed them (another writer may have: review rev38x finding 1), so they are
     neither `deleted` nor `gone` (already gone before the request). `answered`: keys of
     `unknown` every request of which was answered (the store could not be asked, or was

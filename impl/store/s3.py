@@ -16,10 +16,17 @@ import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from epochgc.impl.store import attempts, connectcheck, deleteanswer, ratelimit, readretry
+from epochgc.impl.store import (
+    attempts,
+    connectcheck,
+    deleteanswer,
+    keycodes,
+    ratelimit,
+    readretry,
+)
 from epochgc.impl.store.base import (
     MAX_PAGE_SIZE,
     ConditionalConflict,
@@ -46,24 +53,23 @@ from epochgc.impl.store.retry import RETRYABLE_KEY_CODES, Backoff, Retrier
 T = TypeVar("T")
 
 # S3 error codes that mean "the key is not there", which for a delete is success.
-_GONE = frozenset({"NoSuchKey", "404", "NotFound"})
+_GONE = keycodes.NOT_THERE
 # Per-key codes of a conditional delete whose object is no longer the one listed.
-_CHANGED = frozenset({"PreconditionFailed", "412"})
+_CHANGED = keycodes.CHANGED
 # A conditional request that lost a race with another request on the same key (AWS: 409
 # ConditionalRequestConflict to PutObject, 409 Conflict to DeleteObject; retry).
 _CONFLICT = frozenset({"ConditionalRequestConflict", "Conflict", "409"})
 # A failure after which the delete may have been applied: a whole request that failed
-# with a 5xx or lost its connection (after botocore's retries), or a per-key 5xx-class
-# code in a 200 reply. Looked up before the key is counted (`_resolve`).
+# with a 5xx or lost its connection (after botocore's retries). Looked up before the key is
+# counted (`_resolve`). A per-key code is unsure unless S3's list makes it a refusal
+# (`keycodes.may_have_applied`, `_Answer.unsure`: review rev38z5 finding 1).
 _REQUEST_UNSURE = "RequestFailedMaybeApplied"
 # The same, where every attempt that may have been applied was a 200 SlowDown
 # (`attempts.throttled`): its keys are `unknown` without a HEAD (`_resolve`).
 _REQUEST_THROTTLED = "SlowDownMaybeApplied"
-_AMBIGUOUS = frozenset({_REQUEST_UNSURE, _REQUEST_THROTTLED, "InternalError",
-                        "ServiceUnavailable", "503", "RequestTimeout"})
-# The per-key codes of `_AMBIGUOUS` (not a whole request's): a key answered one may still
-# be deleted by that request after the answer (`_delete`, review rev38z4 finding 1).
-_PER_KEY_UNSURE = _AMBIGUOUS - {_REQUEST_UNSURE, _REQUEST_THROTTLED}
+_REQUEST_MAYBE = frozenset({_REQUEST_UNSURE, _REQUEST_THROTTLED})
+# A key of a batch whose answer names some other key: its result is unknown (`_per_key`).
+_ANSWER_UNMATCHED = "AnswerNamesOtherKeys"
 # HEADs in flight at once when the keys of a failed delete are looked up (`_resolve`).
 _RESOLVERS = 8
 # Where the GC checks, once per store object, that the server enforces conditional writes
@@ -628,7 +634,8 @@ class S3Store(ObjectStore):
         result = DeleteResult(len(batch))
         pending = batch
         retry = 0
-        # Keys an attempt failed AMBIGUOUSLY (`_AMBIGUOUS`): that attempt may have deleted
+        # Keys an attempt failed AMBIGUOUSLY (`_REQUEST_MAYBE`, `_Answer.unsure`): that
+        # attempt may have deleted
         # them, whatever later attempts say. DeleteObjects answers per key ("For each key,
         # Amazon S3 performs a delete operation and returns the result of that delete,
         # success or failure", https://docs.aws.amazon.com/AmazonS3/latest/API/
@@ -639,16 +646,20 @@ class S3Store(ObjectStore):
         # ends in an error is asked about (`_resolve`), never taken as still there
         # (review rev38s finding 1: it was journaled "listed again next round" though it
         # had left the store).
-        # A key answered "not there" (NoSuchKey) is `gone` (already gone before this batch)
-        # only when no earlier attempt may have deleted it: S3's DeleteObjects answers
-        # "Deleted" for a key that did not exist as well ("If the object specified in the
-        # request isn't found, Amazon S3 confirms the deletion by returning the result as
-        # deleted", API_DeleteObjects.html above), so only a conditional delete's answer
-        # (NoSuchKey / 412 PreconditionFailed, https://docs.aws.amazon.com/AmazonS3/latest/
-        # userguide/conditional-deletes.html) can say "absent", and that answer to a
-        # request retried after an ambiguous attempt may be the earlier attempt's doing:
-        # `gone_unattributed` (review rev38x finding 1), as the journal's read-back counts
-        # the same key (`journal._resolve_one`).
+        # A key answered "not there" (NoSuchKey) is never `gone` (already gone before this
+        # batch) here: S3's DeleteObjects answers "Deleted" for a key that did not exist
+        # ("If the object specified in the request isn't found, Amazon S3 confirms the
+        # deletion by returning the result as deleted", API_DeleteObjects.html above), so
+        # only a conditional delete's answer (NoSuchKey / 412 PreconditionFailed, https://
+        # docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-deletes.html) says
+        # "absent", and says it of the moment its request was carried out: a request the
+        # client sent once may have been carried out twice, by an intermediary that sends
+        # it again when its first call's answer is lost (nginx `proxy_next_upstream ...
+        # non_idempotent`, an Envoy route's `retry_policy`), the first copy deleting the key
+        # and the second answered NoSuchKey (review rev38z5 finding 4), as may a botocore
+        # retry after an ambiguous attempt (review rev38x finding 1). No answer tells those
+        # from another writer's delete: `gone_unattributed`, as the journal's read-back
+        # counts an absent key (`journal._resolve_one`).
         maybe: set[str] = set()
         # Of those, the keys some attempt made unsure other than by a 200 SlowDown: only
         # they are asked of the store at once (`_resolve`, review rev38z2 finding 5).
@@ -676,24 +687,21 @@ class S3Store(ObjectStore):
                 maybe.update(pending)
                 if not answer.throttled:
                     ask.update(pending)
-            result.gone.update(answer.absent - maybe)
-            result.gone_unattributed.update(answer.absent & maybe)
+            result.gone_unattributed.update(answer.absent)
             failed = answer.failed
-            # A per-key InternalError (ServiceUnavailable, 503, RequestTimeout) in a whole
-            # DeleteResult is no final answer either: S3 says such a request "might not
-            # have processed" (ErrorBestPractices.html above) and its error-code table
-            # (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html:
-            # InternalError, 500, "We encountered an internal error. Please try again.";
-            # ServiceUnavailable, 503; RequestTimeout, 400, the socket "not read from or
-            # written to within the timeout period") gives retryable failures, and says
-            # nothing of when the work ends: a gateway whose backend call
-            # timed out answers so while its backend goes on (review rev38z4 finding 1).
-            # Such a key waits as for an unanswered request, from this answer's end.
-            _ended_at(in_flight, [k for k, (code, _) in failed.items()
-                                  if code in _PER_KEY_UNSURE], time.monotonic())
-            maybe.update(k for k, (code, _) in failed.items() if code in _AMBIGUOUS)
-            ask.update(k for k, (code, _) in failed.items()
-                       if code in _AMBIGUOUS and code != _REQUEST_THROTTLED)
+            # A per-key code S3's list does not make a refusal (`keycodes`: InternalError,
+            # ServiceUnavailable, RequestTimeout, a code the client does not know such as
+            # MinIO's SlowDownWrite or a gateway's OperationTimedOut; or a key the answer
+            # names twice) is no final answer: S3 says an InternalError request "might not
+            # have processed" (ErrorBestPractices.html above), and nothing of when the work
+            # ends: a gateway whose backend call timed out answers so while its backend
+            # goes on (review rev38z4 finding 1; rev38z5 findings 1 and 3). Such a key is
+            # asked, and waits as for an unanswered request, from this answer's end.
+            _ended_at(in_flight, answer.unsure, time.monotonic())
+            maybe.update(answer.unsure)
+            ask.update(answer.unsure)
+            maybe.update(k for k, (code, _) in failed.items() if code in _REQUEST_MAYBE)
+            ask.update(k for k, (code, _) in failed.items() if code == _REQUEST_UNSURE)
             for key in [k for k, (code, _) in failed.items() if code in _CHANGED]:
                 if key in maybe:
                     continue  # absent (an earlier attempt's delete) or rewritten: asked
@@ -718,15 +726,17 @@ class S3Store(ObjectStore):
 
     def _refused(self, result: DeleteResult, keys: set[str]) -> None:
         """Keys whose conditional delete was refused (412) by an answer no earlier attempt
-        could have caused: absent, they were gone before this batch (`gone`, as the local
-        store counts them); there, rewritten since listed (`changed`). A HEAD that fails
-        leaves the server's own word, `changed`: not deleted either way."""
+        the client saw could have caused: absent, they left the store, by another writer
+        or by a copy of this request an intermediary sent before (`gone_unattributed`: no
+        answer tells which, `_delete`, review rev38z5 finding 4); there, rewritten since
+        listed (`changed`). A HEAD that fails leaves the server's own word, `changed`: not
+        deleted either way."""
         ordered = sorted(keys)
         with ThreadPoolExecutor(min(_RESOLVERS, len(ordered)),
                                 thread_name_prefix="epochgc-resolve") as pool:
             found = list(pool.map(self._head_or_error, ordered))
         for key, info in zip(ordered, found, strict=True):
-            (result.gone if info is None else result.changed).add(key)
+            (result.gone_unattributed if info is None else result.changed).add(key)
 
     def _resolve(self, result: DeleteResult, unsure: set[str], etags: dict[str, str],
                  ask: set[str], in_flight: dict[str, float]) -> None:
@@ -849,20 +859,61 @@ class S3Store(ObjectStore):
             elif attempts.unsure(retries):
                 code = _REQUEST_UNSURE
             return _Answer(dict.fromkeys(batch, (code, msg)), set(), False, False, unanswered)
-        cut = len(self.prefix)
-        failed: dict[str, tuple[str, str]] = {}
-        absent: set[str] = set()
-        for err in r.get("Errors", []):
-            code = str(err.get("Code"))
-            if code in _GONE:
-                absent.add(err["Key"][cut:])
-                continue
-            failed[err["Key"][cut:]] = (code, str(err.get("Message", "")))
+        failed, absent, unsure = self._per_key(r, batch)
         # Retried after a throttle alone (503 SlowDown: refused), no earlier send was
         # applied (review rev38y finding 4).
         return _Answer(failed, absent, attempts.unsure(_retries(r)),
                        attempts.only_throttled(_retries(r)),
-                       attempts.unanswered_at(_retries(r)))
+                       attempts.unanswered_at(_retries(r)), unsure)
+
+    def _per_key(self, r: dict[str, Any], batch: list[str]
+                 ) -> tuple[dict[str, tuple[str, str]], set[str], set[str]]:
+        """A whole DeleteResult's per-key results: the keys not deleted (code, message),
+        those it says were not there, and those whose delete may have been applied for all
+        it says (`keycodes.may_have_applied`; review rev38z5 finding 1). S3 gives each key
+        one result, "success or failure" (API_DeleteObjects.html), in <Deleted> or in
+        <Error>: a key the answer names more than once (Deleted and Error, or two Errors)
+        has no one result, so whatever its Error says, it is unsure (finding 3: a key
+        named Deleted and AccessDenied was taken as refused, though it had been deleted).
+        Quiet mode (`_delete_once`) lists no <Deleted>; a server that lists them anyway
+        names each key once. An <Error> naming no key of the batch (a key the server
+        encoded, or that this store did not send) leaves the batch's results unknown: in
+        Quiet mode a key not named is taken as deleted, and the key that <Error> was about
+        may be one of those (review rev38z5 finding 3's note, rev38z3's left-alone item):
+        every key of the batch the answer does not name is then unsure too."""
+        cut = len(self.prefix)
+        failed: dict[str, tuple[str, str]] = {}
+        absent: set[str] = set()
+        unsure: set[str] = set()
+        named: set[str] = {str(d.get("Key", ""))[cut:] for d in r.get("Deleted", [])}
+        sent = set(batch)
+        strays: list[str] = []
+        for err in r.get("Errors", []):
+            key, code = str(err.get("Key", ""))[cut:], str(err.get("Code"))
+            message = str(err.get("Message", ""))
+            if key not in sent or not str(err.get("Key", "")).startswith(self.prefix):
+                strays.append(str(err.get("Key", "")))
+                continue
+            if key in named:
+                unsure.add(key)
+                absent.discard(key)
+                failed[key] = (code, f"{message} (the same answer names the key again: "
+                                     "no one result for it)")
+                continue
+            named.add(key)
+            if code in _GONE:
+                absent.add(key)
+                continue
+            if keycodes.may_have_applied(code):
+                unsure.add(key)
+            failed[key] = (code, message)
+        if strays:
+            why = (f"the answer names {len(strays)} key(s) not in the request (first "
+                   f"{strays[0][:80]!r}): which of the batch's keys it refused is unknown")
+            for key in sent - failed.keys() - absent:
+                failed[key] = (_ANSWER_UNMATCHED, why)
+                unsure.add(key)
+        return failed, absent, unsure
 
     def versioning(self) -> str | None:
         """The bucket's versioning status ("Enabled" or "Suspended"), None if never enabled.
@@ -892,6 +943,9 @@ class _Answer:
     throttled: bool  # each such send was answered 200 SlowDown (`attempts.only_throttled`)
     # When (monotonic) the latest attempt that got no answer ended (`attempts.unanswered_at`)
     unanswered_at: float | None = None
+    # Keys answered a per-key result that does not say the delete was not applied: a code
+    # S3's list does not make a refusal, or more than one result (`S3Store._per_key`)
+    unsure: set[str] = field(default_factory=set)
 
 
 def _ended_at(in_flight: dict[str, float], keys: Iterable[str], at: float) -> None:

@@ -23,13 +23,17 @@ from click.testing import CliRunner
 
 from epochgc.impl.cli import main
 from epochgc.impl.gc import recover as recover_mod
+from epochgc.impl.gc.bounds import APPLIED_WITHIN_S
 from epochgc.impl.gc.drivertree import tasks_gone
 from epochgc.impl.gc.journal import END, START, journal_prefix, write_marker
 from epochgc.impl.gc.record import round_key
 from epochgc.impl.gc.recover import POLL_S, recover_dead_rounds
 from epochgc.impl.proctree import alive
+from epochgc.impl.store.base import ObjectStore
 from epochgc.impl.store.local import LocalStore
+from epochgc.impl.store.s3 import S3Store
 from tests.gc.helpers import simple_cluster
+from tests.store.s3server import new_bucket
 
 ROOT = Path(__file__).resolve().parents[2]
 DEAD = "20270115T060000.000Z-deadr0nd"
@@ -53,7 +57,7 @@ time.sleep(600)
 """
 
 
-def _start(store: LocalStore, **extra: Any) -> str:
+def _start(store: ObjectStore, **extra: Any) -> str:
     prefix = journal_prefix(DEAD)
     write_marker(store, prefix, START, {"round": DEAD, "M": 100, "snapshot_revision": 7,
                                         "options": {}, "stop_within_s": 240.0, **extra})
@@ -187,6 +191,56 @@ def test_a_driver_that_dies_during_the_wait_ends_it(tmp_path: Path) -> None:
         done = recover_dead_rounds(store, "reset", lambda: set(), sleep=sleep)
         assert slept == [POLL_S], slept
         assert [r.round_id for r in done] == [DEAD]
+
+
+@pytest.mark.s3
+def test_on_s3_a_round_whose_tasks_are_gone_is_waited_for_what_they_sent(
+        moto_endpoint: str) -> None:
+    """Review rev38z5 finding 2: a local-master round on S3 whose driver and tasks are all
+    gone sends nothing more, but a DeleteObjects a task wrote before it was killed may
+    still be applied by the server up to `APPLIED_WITHIN_S` later: the recovery waits that
+    long (not 0 s, as on a local directory, nor the whole 240 s bound) before reading the
+    journal back. (The held request landing in that wait: `tests/store/test_rev38z5.py`.)"""
+    with _driver() as (driver, said):
+        _kill(driver.pid)
+        driver.wait()
+        _kill_task(said["task"])
+        store = S3Store(new_bucket(moto_endpoint), "c", endpoint_url=moto_endpoint)
+        try:
+            _start(store, **said["local"])
+            slept: list[float] = []
+            done = recover_dead_rounds(store, "reset", lambda: set(), sleep=slept.append)
+        finally:
+            store.close()
+    assert sum(slept) == APPLIED_WITHIN_S, slept
+    assert [r.round_id for r in done] == [DEAD]
+
+
+@pytest.mark.s3
+def test_on_s3_a_driver_that_dies_during_the_wait_is_waited_for_what_it_sent(
+        moto_endpoint: str) -> None:
+    """newuser5 G2 on S3: the driver and its task die during the wait's first step; the
+    wait goes on `APPLIED_WITHIN_S` from that step (a request sent just before the kill
+    may still be applied: review rev38z5 finding 2), not to the end of the 240 s bound."""
+    with _driver() as (driver, said):
+        task = said["task"]
+        store = S3Store(new_bucket(moto_endpoint), "c", endpoint_url=moto_endpoint)
+        slept: list[float] = []
+
+        def sleep(seconds: float) -> None:
+            slept.append(seconds)
+            if len(slept) == 1:  # the driver and its task die during the first step
+                _kill(driver.pid)
+                driver.wait()
+                _kill_task(task)
+
+        try:
+            _start(store, **said["local"])
+            done = recover_dead_rounds(store, "reset", lambda: set(), sleep=sleep)
+        finally:
+            store.close()
+    assert sum(slept) == POLL_S + APPLIED_WITHIN_S, slept
+    assert [r.round_id for r in done] == [DEAD]
 
 
 def test_gc_admin_reset_says_who_recorded_the_round_during_its_wait(

@@ -106,8 +106,9 @@ def test_keys_gone_unattributed_are_said_apart_from_deleted_in_every_ending() ->
         assert "delet" in lines[0] and "3" in lines[0], lines
         assert lines[1] == (
             "gc: 2 key(s) left the store in delete batches with no answer saying the round "
-            "deleted them (the answer was lost with a killed task attempt, or was ambiguous: "
-            "a 5xx or a timeout): by this round's requests or another "
+            "deleted them (the answer was lost with a killed task attempt, was ambiguous: "
+            "a 5xx or a timeout, or said the key was not there, on S3, where the round's own "
+            "request may have been sent twice): by this round's requests or another "
             f"writer's, not known which; not counted in deleted (journal {JOURNAL})"), lines
         assert json.loads(s.to_json())["gone_unattributed"] == 2
     assert GcSummary(journal=JOURNAL, M=7, deleted=3, gone_unattributed=2).outcome == "done"
