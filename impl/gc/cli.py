@@ -460,8 +460,9 @@ def gc(
                 # round ended as its record says (newuser3 N10: a terminal's Ctrl-C at
                 # the round's last line said nothing, where the same signal a moment
                 # later did).
-                late(f"gc: {came.name} after the round ended: {stands}, exit code "
-                     f"{summary.exit_code}")
+                when = ("while the round's record was written: the round had ended"
+                        if stop.finishing_clean else "after the round ended")
+                late(f"gc: {came.name} {when}: {stands}, exit code {summary.exit_code}")
             # Its record is written: a signal from now on does not change the exit code.
             absorb_late_signal(summary.exit_code, late, stands)
     finally:

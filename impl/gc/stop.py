@@ -78,6 +78,8 @@ class RoundStop:
         self.ended_by: str | None = None
         self.decided = False  # the exit code is decided (`decide`): a signal only said
         self.deadline_passed = False  # the --deadline's request came, first or not
+        # A signal came while `finishing`, which began with no stop requested
+        self.finishing_clean = False
 
     def before_round(self) -> None:
         """From now until `round_begins`, the first SIGINT or SIGTERM raises
@@ -105,11 +107,18 @@ class RoundStop:
         it is over."""
         if not self.cut_short:  # else nothing is written: what it does stays said
             self.means = _finishing(record, lease, dry_run)
+        # Not stopped when it began finishing: a signal from now on stops nothing, and the
+        # command's last line says it with the round's exit code (gc's cli: `came`), so
+        # `announce` says nothing of it (newuser14 R6: one Ctrl-C was two lines, "SIGINT:
+        # stopping: writing the round's record..." then "SIGINT after the round ended").
+        self.finishing_clean = not self.requested
         self.unstarted = False  # a round refused before it began still writes its record
         self.insist_open = False
         try:
             yield
         finally:
+            if self.reason is None:  # no signal while finishing: a later one is "after"
+                self.finishing_clean = False
             if not self.cut_short:
                 self.means = ("the dry run is over (it writes no record and holds no "
                               "lease); ending" if dry_run else "the round is over; ending")
@@ -343,7 +352,7 @@ def announce(stop: RoundStop, say: Callable[[str], None],
     def run() -> None:
         stop._wake.wait()
         try:
-            if stop.reason in reasons:
+            if stop.reason in reasons and not stop.finishing_clean:
                 say(f"gc: {stop.reason}: stopping: {stop.means}...")
         finally:
             stop._said.set()
