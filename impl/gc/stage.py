@@ -481,6 +481,11 @@ def _stage(
             stop.request("task-stopped")
         deleting_over()  # a look under way ends first: its stop request still counts below
         if not quiesced:
+            # The stage is over: a request from now on writes no STOP of its own (this
+            # one is written here) and is said as what the round does now.
+            stop.disarm()
+            stop.means = ("the delete stage is over; writing its STOP marker, then reading "
+                          "the journal back and writing the record")
             # Review rev38q finding 3: an attempt of this stage still running (a speculative
             # copy being killed, a task of an executor taken for lost) that has no answer from
             # the closed gate falls back to the STOP marker, which a completed round did not

@@ -54,6 +54,7 @@ class RoundStop:
         self._said.set()
         self._lock = threading.Lock()
         self._armed = False
+        self._disarmed = False  # `disarm`: the armed action is no longer wanted
         self._wake_fd: int | None = None  # the waker thread's pipe (`_start_waker`)
         # Whether a later signal may still raise KeyboardInterrupt: not once one has, and
         # never again once the round is finishing (its record and lease must be written
@@ -260,6 +261,13 @@ class RoundStop:
                 t.join(max(0.0, deadline - time.monotonic()))
         self._threads = [t for t in self._threads if t.is_alive()]
 
+    def disarm(self) -> None:
+        """What `arm` set up is no longer to be done for a request from now on (one made
+        already is acted on): the stage it stops is over, and the round writes its own
+        stage-end STOP (newuser14 R4: the deadline's STOP, then that one, each said failing
+        on a silent store, the same fact twice)."""
+        self._disarmed = True
+
     def request_from_signal(self, reason: str) -> None:
         """A signal handler's request: takes no lock. The handler runs in the main thread
         between two bytecodes, possibly while that thread holds the event's own lock (in
@@ -307,7 +315,7 @@ class RoundStop:
 
         def run() -> None:
             self._wake.wait()
-            if self.reason is None:  # closed with no request: nothing to do
+            if self.reason is None or self._disarmed:  # closed, or over, with no request
                 return
             # The operator hears of the stop before it acts (a round may end as soon as the
             # marker is there); bounded, as a stream that blocks must not hold up the stop.
@@ -354,6 +362,11 @@ def announce(stop: RoundStop, say: Callable[[str], None],
         try:
             if stop.reason in reasons and not stop.finishing_clean:
                 say(f"gc: {stop.reason}: stopping: {stop.means}...")
+            elif stop.reason == "deadline":
+                # newuser14 R4: the --deadline passing was said by no line (a round whose
+                # stage-end STOP was being retried on a silent store then ended 15 s later
+                # on a read-back error)
+                say(f"gc: the --deadline passed: stopping: {stop.means}...")
         finally:
             stop._said.set()
 
