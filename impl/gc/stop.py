@@ -124,15 +124,16 @@ class RoundStop:
                 self.means = ("the dry run is over (it writes no record and holds no "
                               "lease); ending" if dry_run else "the round is over; ending")
 
-    def again(self, name: str, first: bool = False) -> None:
+    def again(self, name: str, first: bool = False, at_once: bool = False) -> None:
         """Say that a later signal (or the deadline: `name`) came and is not acted on: from
         the waker thread (a signal handler must neither write to a stream it may have
         interrupted nor take a lock, which starting a thread does), else from a new daemon
         thread. `first`: the first of its kind, after a stop of another kind (the safety
-        monitor's, a pause: newuser13 Q6), said as such, not as "again"."""
+        monitor's, a pause: newuser13 Q6), said as such, not as "again". `at_once`: it
+        ends the round at once (newuser14 R1: such a signal was not said when it came)."""
         if self._say is None:
             return
-        self._again.append(_Later(name, first))  # list.append: atomic under the GIL
+        self._again.append(_Later(name, first, at_once))  # list.append: atomic under the GIL
         fd = self._wake_fd
         if fd is None:
             self._start(self._say_again, "epochgc-stop-again")
@@ -146,7 +147,10 @@ class RoundStop:
             later = self._again.pop(0)
             if say is None:
                 continue
-            if later.first:
+            if later.at_once:
+                line = (f"gc: {later.name}: the round was already stopping ({self.reason}); "
+                        "stopping it at once")
+            elif later.first:
                 line = f"gc: {later.name}: already stopping ({self.reason}): {self.means}"
             else:
                 line = f"gc: {later.name} again: already stopping: {self.means}"
@@ -335,6 +339,7 @@ class _Later:
 
     name: str
     first: bool  # the first of its kind, after a stop of another kind: not "again"
+    at_once: bool = False  # it ends the stopping round at once (`SignalAgain`)
 
 
 def _finishing(record: bool, lease: bool, dry_run: bool) -> str:
@@ -425,7 +430,10 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
             # connections it then finds broken (issue 41 item 3: four tracebacks before
             # our one line). Nothing the command says goes through logging.
             logging.disable(logging.CRITICAL)
-            raise SignalAgain(name, stop.reason if first and stop.reason != name else None)
+            after = stop.reason if first and stop.reason != name else None
+            if after is not None:  # said when it comes, as a first signal is (R1)
+                stop.again(name, first=True, at_once=True)
+            raise SignalAgain(name, after)
         stop.request_from_signal(name)
 
     stop._start_waker()

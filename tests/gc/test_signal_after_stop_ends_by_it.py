@@ -17,6 +17,8 @@ import threading
 from pathlib import Path
 
 from epochgc.impl.gc.record import record_document
+from epochgc.impl.gc.recordread import shape_problem
+from epochgc.impl.gc.show import _last_round_lines
 from epochgc.impl.gc.stop import RoundStop, announce, install_signal_handlers
 from epochgc.impl.gc.summary import GcSummary
 from tests.interrupted import by_signal
@@ -35,6 +37,11 @@ class _Said:
         with self._heard:
             self.lines.append(line)
             self._heard.notify_all()
+
+    def wait_for(self, text: str) -> None:
+        with self._heard:
+            assert self._heard.wait_for(
+                lambda: any(text in ln for ln in self.lines), 60), self.lines
 
     def signal(self, sig: signal.Signals) -> str:
         """Send `sig` to this process; the line that says it."""
@@ -69,18 +76,23 @@ def test_the_first_signal_after_the_monitors_stop_decides_the_exit_code() -> Non
     rec = record_document(summary, {})
     assert (rec["outcome"], rec["interrupted"], rec["signal"], rec["exit_code"]) == (
         "interrupted", "unhealthy", "SIGINT", 130), rec
+    assert shape_problem(rec) is None  # gc-admin show reads it, and says the signal
+    assert "  outcome: interrupted, exit code 130 (SIGINT after the unhealthy stop)" in \
+        _last_round_lines(dict(rec, key="k"), 0.0), rec
 
 
 def test_the_first_signal_that_ends_a_stopped_round_at_once_decides_it_too() -> None:
     """newuser14 R1 exactly: the monitor's stop on a silent store, the round still waiting;
     one SIGINT ends it at once. Its error stays what it says; the code was 1 (an incomplete
-    round the monitor stopped, newuser12 P15), now 130."""
+    round the monitor stopped, newuser12 P15), now 130; and it is said when it comes (the
+    tester: no line until the last one, 16 s later)."""
     from epochgc.impl.gc.stop import STOPPED_AT_ONCE, SignalAgain
 
-    stop = RoundStop()
+    stop, said = RoundStop(), _Said()
     restore = install_signal_handlers(stop)
     caught: list[SignalAgain] = []
     try:
+        announce(stop, said)
         stop.request("unhealthy")
         try:
             os.kill(os.getpid(), signal.SIGINT)
@@ -92,7 +104,12 @@ def test_the_first_signal_that_ends_a_stopped_round_at_once_decides_it_too() -> 
         summary.signal_after_stop = stop.decide()
     finally:
         restore()
+        said.wait_for("SIGINT")
     assert str(caught[0]) == f"SIGINT after the round's stop (unhealthy): {STOPPED_AT_ONCE}"
+    assert [ln for ln in said.lines if "SIGINT" in ln] == [
+        "gc: SIGINT: the round was already stopping (unhealthy); stopping it at once; the "
+        "record keeps the unhealthy stop, and the command then ends by SIGINT (exit code "
+        "130)"], said.lines
     assert (summary.outcome, summary.signal, summary.exit_code) == ("interrupted", "SIGINT",
                                                                      130)
 
