@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import sys
+from typing import Any
 
 import click
 
@@ -38,6 +40,11 @@ SUBCOMMANDS: dict[str, str] = {
 _OUTPUT_IS_WORK = ("replay",)
 
 _LOADING = "epochgc.loading"  # ctx.meta: the subcommand whose module is being loaded
+_BEGAN = "epochgc.began"  # ctx.meta: a command's own code has begun (`_mark_begun`)
+# The line of a signal that came before any command's own code ran (while Python or the
+# command's module loaded, while its options were read): nothing was done (newuser14 R8:
+# an early Ctrl-C of `barrier` / `cluster stop` said only "interrupted by SIGINT").
+BEFORE_BEGAN = "before the command began: nothing was done"
 
 
 class _LazyGroup(click.Group):
@@ -103,7 +110,8 @@ class _LazyGroup(click.Group):
             # sets `invoked_subcommand` ("epochgc None: interrupted by SIGINT").
             name = ctx.invoked_subcommand or ctx.meta.get(_LOADING)
             who = f"epochgc {name}" if name else "epochgc"
-            said = f": {sig.detail}" if sig.detail else ""
+            detail = sig.detail or (None if ctx.meta.get(_BEGAN) else BEFORE_BEGAN)
+            said = f": {detail}" if detail else ""
             click.echo(f"{who}: interrupted by {sig.name}{said}", err=True)
             signals.ignore_further()  # its cleanup is done: the exit code is decided
             end_by(sig.signum)  # and the process ends by the signal (impl/entry.py)
@@ -141,6 +149,21 @@ class _LazyGroup(click.Group):
         return cmd
 
 
+def _mark_begun(cmd: click.Command) -> None:
+    """A command's own code (its callback; not a group's, which only passes on) notes
+    that it has begun: a signal before then did nothing (`BEFORE_BEGAN`)."""
+    inner = cmd.callback
+    if inner is None or isinstance(cmd, click.Group):
+        return
+
+    @functools.wraps(inner)
+    def begun(*args: Any, **kwargs: Any) -> Any:
+        click.get_current_context().meta[_BEGAN] = True
+        return inner(*args, **kwargs)
+
+    cmd.callback = begun
+
+
 def _in_words(e: BaseException) -> str:
     """A failure in words, not a Python class (newuser7 H8: `Error: OSError: [Errno 24]
     Too many open files`, `Error: RuntimeError: cluster not ready ...`): an OSError as the
@@ -162,6 +185,7 @@ def _add_exit_codes(cmd: click.Command, path: str) -> None:
     rows = table(codes_for(path))
     cmd.epilog = f"{cmd.epilog}\n\n{rows}" if cmd.epilog else rows
     cmd._epochgc_exit_codes = True  # type: ignore[attr-defined]
+    _mark_begun(cmd)
     if isinstance(cmd, click.Group):
         for name, sub in cmd.commands.items():
             _add_exit_codes(sub, f"{path} {name}")

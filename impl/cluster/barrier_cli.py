@@ -78,10 +78,11 @@ class BarrierProgress:
         return (f"epochgc barrier: candidate {self.candidate}: {self.applied:,} of "
                 f"{self.partitions:,} partition(s) applied it ({now - self.began:.0f} s)")
 
-    def interrupted(self) -> str | None:
-        """What was done, for the interrupted line (None: nothing was asked yet)."""
+    def interrupted(self) -> str:
+        """What was done, for the interrupted line."""
         if not self.asked:
-            return None
+            # newuser14 R8: only "interrupted by SIGINT", started or not unsaid
+            return "the barrier was not started (nothing was asked of the controller)"
         if self.candidate is None:
             return ("the barrier had been asked of the controller, not answered: it may "
                     "have started (`epochgc cluster status` shows the partitions)")
@@ -139,16 +140,13 @@ def _applied(rows: dict[str, dict[str, Any]]) -> bool:
 def barrier(data_dir: str, wait: float, as_json: bool) -> None:
     """Run the epoch barrier now: invalidate every epoch cache, drain, write
     advance_gc_epoch(candidate) to every partition (SPEC R36-R38)."""
-    lc = LocalCluster(data_dir)
     done = BarrierProgress(time.monotonic())
     try:
+        lc = LocalCluster(data_dir)
         cand, rows, unanswered = asyncio.run(_run(lc, wait, done))
     except KeyboardInterrupt as e:
-        said = done.interrupted()
-        if said is None:
-            raise  # nothing asked: the group's line says the signal
         sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
-        raise signals.Interrupted(sig.signum, said) from None
+        raise signals.Interrupted(sig.signum, done.interrupted()) from None
     ok = _applied(rows)
     done.seen(rows)
     # newuser12 P4: a failed stdout write (`> /dev/full`) said only "cannot write to

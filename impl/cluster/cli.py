@@ -309,6 +309,9 @@ def stop(data_dir: str) -> None:
         lc = LocalCluster(data_dir)
     except DamagedClusterFile as e:
         raise Refused(_stopped_without_file(data_dir, e), ExitCode.DATAERR) from None
+    except KeyboardInterrupt as e:  # newuser14 R8: "interrupted by SIGINT" only
+        sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
+        raise signals.Interrupted(sig.signum, "no node was stopped (none was asked)") from None
     stopped: list[int] = []
     being: list[int] = []  # the node asked to exit, not yet seen gone
     idle: list[int] = []  # not running: nothing to stop

@@ -462,8 +462,9 @@ def gc(
                 # round ended as its record says (newuser3 N10: a terminal's Ctrl-C at
                 # the round's last line said nothing, where the same signal a moment
                 # later did).
-                late(f"gc: {came.name} after the round ended: {stands}, exit code "
-                     f"{summary.exit_code}")
+                when = ("while the round's record was written: the round had ended"
+                        if stop.finishing_clean else "after the round ended")
+                late(f"gc: {came.name} {when}: {stands}, exit code {summary.exit_code}")
             # Its record is written: a signal from now on does not change the exit code.
             absorb_late_signal(summary.exit_code, late, stands)
     finally:
@@ -658,10 +659,22 @@ def failure_line(s: GcSummary) -> str:
     # A second signal is the operator's stop, not a failure (newuser11 M8).
     # With a journal there is something to record: the last line says how (without one,
     # the warning above it says "nothing was deleted ...; ... removes its lease").
-    text = (f"{s.error}; {_after(s)}"
+    text = (f"{s.error}{_while_stopping(s)}; {_after(s)}"
             + (f"; its record was not written: {s.record_advice}"
                if s.record_advice and s.journal is not None else ""))
     return f"gc: {text}" if s.error.endswith(STOPPED_AT_ONCE) else errorline.line("gc", text)
+
+
+def _while_stopping(s: GcSummary) -> str:
+    """What had stopped a round that then failed, unless its error says it (newuser14 R4:
+    the --deadline passed while the stage-end STOP was retried on a silent store, and the
+    last line named only the read-back's failure)."""
+    assert s.error is not None
+    if s.interrupted is None or s.interrupted in s.error or s.error.endswith(STOPPED_AT_ONCE):
+        return ""
+    why = ("its --deadline had passed" if s.interrupted == "deadline"
+           else f"interrupted ({s.interrupted})")
+    return f" (the round was stopping: {why})"
 
 
 def _after(s: GcSummary) -> str:

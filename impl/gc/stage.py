@@ -454,12 +454,7 @@ def _stage(
             summary.journal_read = False
             with contextlib.suppress(Exception):
                 _quiesce(sc, open_store, prefix, group)
-            with contextlib.suppress(GcError):
-                # No wait (the operator insists): a key its killed tasks' requests may yet
-                # delete is of unknown fate, not an error (review rev38s finding 2).
-                totals = _read_journal(open_store, prefix, before_asking=lambda n, ago: False)
-                _count(summary, totals)
-                partial_listing(summary, totals)  # no task returned its listing counts
+            _read_back_now(summary, open_store, prefix, [])
             raise
         summary.delete_seconds = summary.list_seconds = time.monotonic() - t
     finally:
@@ -472,37 +467,57 @@ def _stage(
             listener.close()
         if gate is not None:
             gate.close()
-    if stop.reason is None and any(r.deleted.stopped for r in results):
-        # A task stopped though this driver asked none to: it had no answer from the gate
-        # in time, or found a STOP marker another process wrote. Its listing is partial
-        # and the record must say so.
-        stop.request("task-stopped")
-    deleting_over()  # a look under way ends first: its stop request still counts below
-    if not quiesced:
-        # Review rev38q finding 3: an attempt of this stage still running (a speculative
-        # copy being killed, a task of an executor taken for lost) that has no answer from
-        # the closed gate falls back to the STOP marker, which a completed round did not
-        # write: it deleted after the read-back, in no record. STOP (one PUT a round),
-        # written once the watch has ended (it would take it for another process's), then
-        # the tasks Spark still runs are waited for (the job is over: Spark kills the other
-        # attempts of a partition once one succeeded, and none of a failed stage; no
-        # cancel, which would reach jobs not ours). An attempt that asks from
-        # now on is told no (the gate refuses, or it finds STOP); only a batch told "go"
-        # before the gate closed can still land, and its task is one Spark runs, waited
-        # for here. Not waited: the send bound (`send_within_s`, minutes) for an executor
-        # Spark no longer sees (taken for lost yet running): every round would pay it.
-        _quiesce(sc, open_store, prefix, group, reason="stage over", on_error=note,
-                 cancel=False)
-    stop.means = "no batch is in flight; reading the journal back and writing the record"
-    summary.interrupted = stop.reason
+    # newuser14 R1(a): a signal that stops the round at once (`SignalAgain`: a second one,
+    # or the first after a pause's or the monitor's stop) that landed from here to the
+    # counts left them at 0 (the read-back cut short), and the round's final record said
+    # "deleted 0" with its lease released while thousands of keys were gone. The counts
+    # are unknown until the journal is read back: said so until then, and such a signal
+    # finishes the read-back, without its waits, before the round ends (`_read_back_now`).
     summary.journal_read = False  # until it is read back: deletions unknown, not none
-    # What the returned attempts wrote comes back with their results: only the entries of
-    # attempts that did not return (killed, lost, a speculative copy) are read from the
-    # store (issue 38, S3 at the limit: one GET per entry was 80 of a round's requests).
-    totals = _read_journal(open_store, prefix, known_entries(results), functools.partial(
-        _wait_for_sent, stop, note, sent_applied_s(open_store)),
-        returned={r.attempt.name() for r in results},
-        stopped={r.attempt.name() for r in results if r.deleted.stopped})
+    try:
+        if stop.reason is None and any(r.deleted.stopped for r in results):
+            # A task stopped though this driver asked none to: it had no answer from the gate
+            # in time, or found a STOP marker another process wrote. Its listing is partial
+            # and the record must say so.
+            stop.request("task-stopped")
+        deleting_over()  # a look under way ends first: its stop request still counts below
+        if not quiesced:
+            # The stage is over: a request from now on writes no STOP of its own (this
+            # one is written here) and is said as what the round does now.
+            stop.disarm()
+            stop.means = ("the delete stage is over; writing its STOP marker, then reading "
+                          "the journal back and writing the record")
+            # Review rev38q finding 3: an attempt of this stage still running (a speculative
+            # copy being killed, a task of an executor taken for lost) that has no answer from
+            # the closed gate falls back to the STOP marker, which a completed round did not
+            # write: it deleted after the read-back, in no record. STOP (one PUT a round),
+            # written once the watch has ended (it would take it for another process's), then
+            # the tasks Spark still runs are waited for (the job is over: Spark kills the other
+            # attempts of a partition once one succeeded, and none of a failed stage; no
+            # cancel, which would reach jobs not ours). An attempt that asks from
+            # now on is told no (the gate refuses, or it finds STOP); only a batch told "go"
+            # before the gate closed can still land, and its task is one Spark runs, waited
+            # for here. Not waited: the send bound (`send_within_s`, minutes) for an executor
+            # Spark no longer sees (taken for lost yet running): every round would pay it.
+            _quiesce(sc, open_store, prefix, group, reason="stage over", on_error=note,
+                     cancel=False)
+            quiesced = True
+        stop.means = "no batch is in flight; reading the journal back and writing the record"
+        summary.interrupted = stop.reason
+        # What the returned attempts wrote comes back with their results: only the entries of
+        # attempts that did not return (killed, lost, a speculative copy) are read from the
+        # store (issue 38, S3 at the limit: one GET per entry was 80 of a round's requests).
+        totals = _read_journal(open_store, prefix, known_entries(results), functools.partial(
+            _wait_for_sent, stop, note, sent_applied_s(open_store)),
+            returned={r.attempt.name() for r in results},
+            stopped={r.attempt.name() for r in results if r.deleted.stopped})
+    except KeyboardInterrupt:
+        summary.interrupted = summary.interrupted or stop.reason
+        if not quiesced:  # its STOP and its wait for the tasks were cut short: done first
+            with contextlib.suppress(Exception):
+                _quiesce(sc, open_store, prefix, group, reason="stage over", cancel=False)
+        _read_back_now(summary, open_store, prefix, results)
+        raise
     _count(summary, totals)
     scanned = ScanStats()
     blocked: list[str] = []  # the tasks' re-reads that found no M
@@ -688,6 +703,29 @@ def _wait_for_sent(stop: RoundStop, note: Callable[[str], None], applied_s: floa
         note("gc: the wait was ended: keys of those batches still in the store are counted "
              "of unknown fate (a request in flight may yet delete them)")
     return not ended
+
+
+def _read_back_now(summary: GcSummary, open_store: Callable[[], ObjectStore], prefix: str,
+                   results: list[TaskResult]) -> None:
+    """The journal read back for a round a signal ends at once (`SignalAgain`: the operator
+    insists): no wait, so a key its killed tasks' requests may yet delete is of unknown fate,
+    not an error (review rev38s finding 2). The requests are bounded as any stopped round's
+    (`stop.driver_bound`: none retried, none sent once the store left one unanswered): on a
+    store that answers it is short; one that fails leaves `journal_read` false, and the
+    round's lines and record say the counts are not known (never 0: newuser14 R1(a))."""
+    with contextlib.suppress(GcError):
+        totals = _read_journal(open_store, prefix, known_entries(results),
+                               before_asking=lambda n, ago: False,
+                               returned={r.attempt.name() for r in results} if results else None,
+                               stopped={r.attempt.name() for r in results if r.deleted.stopped})
+        _count(summary, totals)
+        if results:  # the tasks returned their listing counts
+            scanned = ScanStats()
+            for r in results:
+                scanned.add(r.scanned)
+            _fill_scan(summary, scanned)
+            listed_elsewhere(summary, totals)
+        partial_listing(summary, totals)  # a stopped round's listing is partial
 
 
 def _count(summary: GcSummary, totals: JournalTotals) -> None:

@@ -54,6 +54,7 @@ class RoundStop:
         self._said.set()
         self._lock = threading.Lock()
         self._armed = False
+        self._disarmed = False  # `disarm`: the armed action is no longer wanted
         self._wake_fd: int | None = None  # the waker thread's pipe (`_start_waker`)
         # Whether a later signal may still raise KeyboardInterrupt: not once one has, and
         # never again once the round is finishing (its record and lease must be written
@@ -78,6 +79,8 @@ class RoundStop:
         self.ended_by: str | None = None
         self.decided = False  # the exit code is decided (`decide`): a signal only said
         self.deadline_passed = False  # the --deadline's request came, first or not
+        # A signal came while `finishing`, which began with no stop requested
+        self.finishing_clean = False
 
     def before_round(self) -> None:
         """From now until `round_begins`, the first SIGINT or SIGTERM raises
@@ -105,11 +108,18 @@ class RoundStop:
         it is over."""
         if not self.cut_short:  # else nothing is written: what it does stays said
             self.means = _finishing(record, lease, dry_run)
+        # Not stopped when it began finishing: a signal from now on stops nothing, and the
+        # command's last line says it with the round's exit code (gc's cli: `came`), so
+        # `announce` says nothing of it (newuser14 R6: one Ctrl-C was two lines, "SIGINT:
+        # stopping: writing the round's record..." then "SIGINT after the round ended").
+        self.finishing_clean = not self.requested
         self.unstarted = False  # a round refused before it began still writes its record
         self.insist_open = False
         try:
             yield
         finally:
+            if self.reason is None:  # no signal while finishing: a later one is "after"
+                self.finishing_clean = False
             if not self.cut_short:
                 self.means = ("the dry run is over (it writes no record and holds no "
                               "lease); ending" if dry_run else "the round is over; ending")
@@ -255,6 +265,13 @@ class RoundStop:
                 t.join(max(0.0, deadline - time.monotonic()))
         self._threads = [t for t in self._threads if t.is_alive()]
 
+    def disarm(self) -> None:
+        """What `arm` set up is no longer to be done for a request from now on (one made
+        already is acted on): the stage it stops is over, and the round writes its own
+        stage-end STOP (newuser14 R4: the deadline's STOP, then that one, each said failing
+        on a silent store, the same fact twice)."""
+        self._disarmed = True
+
     def request_from_signal(self, reason: str) -> None:
         """A signal handler's request: takes no lock. The handler runs in the main thread
         between two bytecodes, possibly while that thread holds the event's own lock (in
@@ -302,7 +319,7 @@ class RoundStop:
 
         def run() -> None:
             self._wake.wait()
-            if self.reason is None:  # closed with no request: nothing to do
+            if self.reason is None or self._disarmed:  # closed, or over, with no request
                 return
             # The operator hears of the stop before it acts (a round may end as soon as the
             # marker is there); bounded, as a stream that blocks must not hold up the stop.
@@ -348,8 +365,13 @@ def announce(stop: RoundStop, say: Callable[[str], None],
     def run() -> None:
         stop._wake.wait()
         try:
-            if stop.reason in reasons:
+            if stop.reason in reasons and not stop.finishing_clean:
                 say(f"gc: {stop.reason}: stopping: {stop.means}...")
+            elif stop.reason == "deadline":
+                # newuser14 R4: the --deadline passing was said by no line (a round whose
+                # stage-end STOP was being retried on a silent store then ended 15 s later
+                # on a read-back error)
+                say(f"gc: the --deadline passed: stopping: {stop.means}...")
         finally:
             stop._said.set()
 

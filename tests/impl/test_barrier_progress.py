@@ -18,7 +18,9 @@ def _rows(applied: int, missing: int) -> dict[str, dict[str, object]]:
 def test_a_line_every_10_s_once_the_barrier_started() -> None:
     p = BarrierProgress(began=100.0)
     assert p.line(100.0 + 2 * LINE_EVERY_S) is None  # not started: nothing to say yet
-    assert p.interrupted() is None  # nothing asked: the signal's own line only
+    # newuser14 R8: nothing asked is said too (was None: "interrupted by SIGINT" only)
+    assert p.interrupted() == ("the barrier was not started (nothing was asked of the "
+                               "controller)")
     p.asked = True
     assert "asked of the controller, not answered: it may have started" in str(
         p.interrupted())
