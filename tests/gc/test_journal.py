@@ -120,14 +120,16 @@ def test_a_task_starts_no_batch_once_stop_is_written(tmp_path: Path) -> None:
 
     def items() -> Iterator[tuple[str, int, float, str]]:
         for i, k in enumerate(keys):
-            if i == 4:  # the first intent's two batches (2 keys each) were handed over
+            # the first group (one batch of 2 keys) was sent; the second (3 batches) is
+            # still being filled
+            if i == 4:
                 write_marker(store, JOURNAL, STOP, {"reason": "deadline"})
             yield k, 1, 0.0, ""
 
     stats = delete_keys(store, items(), batch_size=2, concurrency=1, journal=writer)
-    assert stats.stopped == 1 and stats.deleted == 4
-    assert set(read_journal(store, JOURNAL).deleted) == set(keys[:4])
-    assert [o.key for o in store.list_all("k/")] == keys[4:]
+    assert stats.stopped == 1 and stats.deleted == 2
+    assert set(read_journal(store, JOURNAL).deleted) == set(keys[:2])
+    assert [o.key for o in store.list_all("k/")] == keys[2:]
 
 
 def test_the_deadline_requests_the_stop() -> None:
