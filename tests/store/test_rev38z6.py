@@ -66,3 +66,52 @@ def test_a_torn_intents_key_still_there_after_a_cut_wait_is_counted_unknown(
             f"{sorted(totals.errors)}, unreadable {totals.unreadable}")
     finally:
         store.close()
+
+
+LEGACY = "20270115T060000.000Z-legacy00"
+
+
+@pytest.mark.s3
+@pytest.mark.xfail(strict=True, reason=(
+    "rev38z6 finding 2: a dead round whose START names no `stop_within_s` (written before "
+    "the field, or damaged but parseable) is recovered on S3 with no wait "
+    "(`recover._stop_within` gives 0: 'its tasks HEAD STOP before each batch'), so a "
+    "DeleteObjects a task sent before it died and the server applies after the read-back "
+    "leaves the final record saying 'still present' (review rev38z5 finding 2's gap, "
+    "by another door)"))
+def test_a_round_whose_start_names_no_bound_is_waited_for_on_s3(moto_endpoint: str) -> None:
+    from epochgc.impl.gc.bounds import APPLIED_WITHIN_S
+    from epochgc.impl.gc.journal import START, journal_prefix, write_marker
+    from epochgc.impl.gc.recover import recover_dead_rounds
+
+    store = S3Store(new_bucket(moto_endpoint), "c", endpoint_url=moto_endpoint)
+    try:
+        prefix = journal_prefix(LEGACY)
+        write_marker(store, prefix, START, {"round": LEGACY, "M": 100,
+                                            "snapshot_revision": 7, "options": {}})
+        key = format_key(1, 5, "k0")
+        store.put(key, b"x")
+        # The task's intent, durable; its DeleteObjects at the server; the task killed.
+        store.put(f"{prefix}p0000-s0-a0-t1/00000000.intent.json", json.dumps(
+            {"keys": [key], "sizes": [1], "ages": [1.0]}).encode())
+        slept: list[float] = []
+        held = [key]
+
+        def sleep(seconds: float) -> None:
+            slept.append(seconds)
+            if held:  # the server applies the request during the recovery's wait
+                store.delete_batch(held)
+                held.clear()
+
+        done = recover_dead_rounds(store, "reset", lambda: set(), sleep=sleep)
+        if held:  # no wait: the request is applied after the read-back
+            store.delete_batch(held)
+        assert [r.round_id for r in done] == [LEGACY]
+        assert store.head(key) is None
+        rec = json.loads(store.get(f"_cluster/gc/rounds/{LEGACY}.json"))
+        counts = rec["counts"]
+        assert counts["errors"] == 0 and sum(slept) >= APPLIED_WITHIN_S, (
+            f"the key left the store by the dead round's own request, yet the record says "
+            f"{counts} (waited {sum(slept)} s)")
+    finally:
+        store.close()
