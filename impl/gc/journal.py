@@ -698,7 +698,7 @@ def read_journal(
     for batch_id, keys in sorted(torn.items()):
         totals.attempts.add(batch_id.split("/")[0])
         totals.batches += 1
-        _resolve_keys(data, keys, totals)
+        _resolve_keys(data, keys, totals, settled or batch_id not in open_batches)
     for batch_id, items in sorted(intents.items()):
         totals.attempts.add(batch_id.split("/")[0])
         # Requests: as sent, or as planned where no outcome says (an upper bound).
@@ -816,10 +816,12 @@ def _resolve(store: ObjectStore, items: Intent, totals: JournalTotals,
         _resolve_one(store, key, value, "", totals, settled)
 
 
-def _resolve_keys(store: ObjectStore, keys: list[str], totals: JournalTotals) -> None:
+def _resolve_keys(store: ObjectStore, keys: list[str], totals: JournalTotals,
+                  settled: bool = True) -> None:
     """The keys a torn intent still names: gone now = `gone_unattributed` (size and age
-    unknown: 0); still there = not deleted (listed again next round, not an error); the
-    store cannot say = unknown."""
+    unknown: 0); still there = not deleted (listed again next round, not an error), unless
+    a request for it may still be applied (not `settled`: the wait was cut, review rev38z6
+    finding 1): unknown, as a whole intent's key; the store cannot say = unknown."""
     for key in keys:
         if not isinstance(key, str):
             continue
@@ -829,6 +831,10 @@ def _resolve_keys(store: ObjectStore, keys: list[str], totals: JournalTotals) ->
                                            f"({there})")
         elif not there:
             totals.gone_unattributed.setdefault(key, (0, 0.0))
+        elif not settled:
+            totals.unknown.setdefault(key, "its delete request may have been at the server "
+                                           "still (its attempt was killed; its intent is "
+                                           "damaged); still there at the read-back")
 
 
 def _settle(totals: JournalTotals) -> None:

@@ -507,7 +507,12 @@ def _stop_dead(store: ObjectStore, by: str, running: Callable[[], set[str] | Non
         # without that channel checks STOP before each batch; one on the driver's host
         # also sees it gone (`journal.Driver`).
         stamp = _stop_once(store, prefix, by)
-        dead = _Dead(round_id, prefix, start or {}, took, _stop_within(start), stamp)
+        # At least `applied_s` after its STOP even when its START names no bound (a round
+        # whose tasks HEAD STOP before each batch, a START written before the field or
+        # damaged): a request sent just before STOP may still be applied by the server
+        # that long after (review rev38z6 finding 2).
+        dead = _Dead(round_id, prefix, start or {}, took,
+                     max(_stop_within(start), applied_s), stamp)
         # A round whose every task ran below its driver on this host, all gone: nothing of
         # it can send a request any more (newuser4 F3), but what it sent may still be
         # applied (review rev38z5 finding 2).

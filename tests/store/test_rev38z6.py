@@ -1,5 +1,5 @@
 """Review rev38z6 (issue 38): the deletion path as merged on main 4c19f61. Each case is a
-finding, marked strict xfail until it is fixed (/work/notes/review38z6.md)."""
+finding, seen failing before its fix (/work/notes/review38z6.md)."""
 
 from __future__ import annotations
 
@@ -25,12 +25,6 @@ def _torn_intent(store: S3Store, seq: int, keys: list[str]) -> None:
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z6 finding 1: the keys a torn (damaged) intent still names are asked of the "
-    "store whatever the wait said (`journal._resolve_keys` ignores `settled`): with the "
-    "wait cut (a signal, `stage._read_back_now`), a key still there "
-    "is counted nowhere, not unknown, and the killed attempt's request that deletes it "
-    "after the read-back is in no record"))
 def test_a_torn_intents_key_still_there_after_a_cut_wait_is_counted_unknown(
     moto_endpoint: str
 ) -> None:
@@ -72,13 +66,6 @@ LEGACY = "20270115T060000.000Z-legacy00"
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z6 finding 2: a dead round whose START names no `stop_within_s` (written before "
-    "the field, or damaged but parseable) is recovered on S3 with no wait "
-    "(`recover._stop_within` gives 0: 'its tasks HEAD STOP before each batch'), so a "
-    "DeleteObjects a task sent before it died and the server applies after the read-back "
-    "leaves the final record saying 'still present' (review rev38z5 finding 2's gap, "
-    "by another door)"))
 def test_a_round_whose_start_names_no_bound_is_waited_for_on_s3(moto_endpoint: str) -> None:
     from epochgc.impl.gc.bounds import APPLIED_WITHIN_S
     from epochgc.impl.gc.journal import START, journal_prefix, write_marker
