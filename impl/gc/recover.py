@@ -512,7 +512,7 @@ def _stop_dead(store: ObjectStore, by: str, running: Callable[[], set[str] | Non
         # damaged): a request sent just before STOP may still be applied by the server
         # that long after (review rev38z6 finding 2).
         dead = _Dead(round_id, prefix, start or {}, took,
-                     max(_stop_within(start), applied_s), stamp)
+                     max(_stop_within(start, applied_s), applied_s), stamp)
         # A round whose every task ran below its driver on this host, all gone: nothing of
         # it can send a request any more (newuser4 F3), but what it sent may still be
         # applied (review rev38z5 finding 2).
@@ -596,15 +596,18 @@ class _Dead:
         return self.stop_stamp.written_by + self.wait_s
 
 
-def _stop_within(start: dict[str, Any] | None) -> float:
-    """The bound a round's START gives (`stop_within_s`), at most `MAX_STOP_WITHIN_S`; 0 if
-    the START has none (its tasks HEAD STOP before each batch); the most if it cannot be
-    read (it may be a round with the go-on channel)."""
+def _stop_within(start: dict[str, Any] | None, applied_s: float) -> float:
+    """The bound a round's START gives (`stop_within_s`), at most `MAX_STOP_WITHIN_S`; the
+    most if it cannot be read (it may be a round with the go-on channel). A START with none
+    (written before the field, 7364caf, or damaged yet parseable): its tasks HEAD STOP
+    before each batch, then write the intent, then send: on a local directory (`applied_s`
+    0) each a system call of a process that is gone, so 0; on a store behind a server that
+    chain had no send deadline, so the most (review rev38z7 finding 2)."""
     if start is None:
         return MAX_STOP_WITHIN_S
     given = start.get("stop_within_s")
     if given is None:
-        return 0.0
+        return MAX_STOP_WITHIN_S if applied_s > 0 else 0.0
     if isinstance(given, bool) or not isinstance(given, int | float) or not given >= 0:
         return MAX_STOP_WITHIN_S  # damaged: the longest (NaN fails `>= 0`)
     return min(float(given), MAX_STOP_WITHIN_S)

@@ -68,6 +68,11 @@ _REQUEST_UNSURE = "RequestFailedMaybeApplied"
 # (`attempts.throttled`): its keys are `unknown` without a HEAD (`_resolve`).
 _REQUEST_THROTTLED = "SlowDownMaybeApplied"
 _REQUEST_MAYBE = frozenset({_REQUEST_UNSURE, _REQUEST_THROTTLED})
+# S3's refusals (`keycodes.REFUSED`) that a copy of the request an intermediary sent before
+# may hide (`S3Store._delete`'s `refusals`); not a refusal of the bucket (NoSuchBucket): a
+# HEAD's 404 cannot tell a missing bucket from a missing key. Our own codes for a request
+# that failed whole (a refused connection: never sent) are not S3's answers.
+_KEY_REFUSALS = keycodes.REFUSED - {"NoSuchBucket", "InvalidBucketName"}
 # A key of a batch whose answer names some other key: its result is unknown (`_per_key`).
 _ANSWER_UNMATCHED = "AnswerNamesOtherKeys"
 # HEADs in flight at once when the keys of a failed delete are looked up (`_resolve`).
@@ -676,6 +681,16 @@ class S3Store(ObjectStore):
         # finding 1); a definitive per-key error (AccessDenied, PreconditionFailed) is an
         # answer.
         in_flight: dict[str, float] = {}
+        # Keys whose last answer was a per-key refusal (AccessDenied, SlowDown, ...): the
+        # answer of the copy of the request the client saw, which says nothing of a copy
+        # an intermediary sent before on its own (nginx `proxy_next_upstream ...
+        # non_idempotent`, an Envoy `retry_policy`) and that may have deleted the key
+        # (review rev38z7 finding 1, as rev38z5 finding 4 for NoSuchKey). Not "still
+        # there" from the answer alone: asked once at the journal's read-back, without a
+        # wait (every request of them was answered): gone, `gone_unattributed`; there, the
+        # error stands. Not a bucket's refusal (NoSuchBucket): a HEAD's 404 cannot tell a
+        # missing bucket from a missing key.
+        refusals: set[str] = set()
         while pending:
             answer = self._delete_once(pending, etags)
             if answer.unanswered_at is not None:
@@ -710,16 +725,24 @@ class S3Store(ObjectStore):
             again = [k for k, (code, _) in failed.items() if code in RETRYABLE_KEY_CODES]
             if not again or retry + 1 >= self.key_retry.policy.attempts:
                 result.errors.update({k: f"{c}: {m}" for k, (c, m) in failed.items()})
+                refusals.update(k for k, (c, _) in failed.items() if c in _KEY_REFUSALS)
                 break
             result.errors.update(
                 {k: f"{c}: {m}" for k, (c, m) in failed.items() if c not in RETRYABLE_KEY_CODES}
             )
+            refusals.update(k for k, (c, _) in failed.items() if c in _KEY_REFUSALS)
             self.key_retry.wait(retry)
             retry += 1
             pending = again
         unsure = maybe & result.errors.keys()
         if unsure:
             self._resolve(result, unsure, etags, unsure & ask, in_flight)
+        for key in sorted((refusals & result.errors.keys()) - unsure):
+            result.errors[key] = (f"{result.errors[key]}; asked of the store at the read-back "
+                                  "(a copy of the request an intermediary sent before may "
+                                  "have deleted it)")
+            result.unknown.add(key)
+            result.answered.add(key)
         if refused:
             self._refused(result, refused)
         return result

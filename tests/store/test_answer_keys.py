@@ -52,5 +52,8 @@ def test_an_error_naming_a_key_not_sent_does_not_make_the_batch_deleted(
             store.close()
     assert [k for k in keys if direct.head(k) is None] == []  # nothing was carried out
     assert r.deleted == 0 and set(r.errors) == set(keys), (r.deleted, r.errors)
-    assert r.unknown == {"data/a b"}, r.unknown  # refused under another name: asked again
+    # refused under another name: asked again; "data/c", refused per key, is asked at the
+    # read-back too (an intermediary's earlier copy may have deleted it: rev38z7 finding 1)
+    assert r.unknown == {"data/a b", "data/c"}, r.unknown
+    assert "asked of the store at the read-back" in r.errors["data/c"], r.errors
     assert "not in the request" in r.errors["data/a b"], r.errors

@@ -1,8 +1,8 @@
 """Review rev38z7: the deletion path as merged on main f690a6e (issue 38), against its
 contract: every GC record true under kills, damaged journals and S3's ambiguous answers.
 
-Each finding is a strict xfail: it fails on the code as merged and passes once fixed. The
-S3 cases run against moto in server mode on loopback, through a front
+Each finding was a strict xfail, seen failing on the code as merged; both pass since
+their fix. The S3 cases run against moto in server mode on loopback, through a front
 (`tests/store/forward.py`)."""
 
 from __future__ import annotations
@@ -18,10 +18,6 @@ from tests.store.test_rev38z5 import _ATTEMPT, _PREFIX, _CodeServer, _read_back
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z7 finding 1: a per-key refusal (SlowDown, AccessDenied) answered to an "
-    "intermediary's retry is recorded 'not deleted, listed again next round' though the "
-    "intermediary's first call deleted the key"))
 @pytest.mark.parametrize(("code", "message"), [
     # S3's list of error codes (API_Error.html): SlowDown "Reduce your request rate." (503);
     # AccessDenied "Access Denied" (403). Both are in `keycodes.REFUSED`.
@@ -69,10 +65,6 @@ LEGACY = "20270115T060000.000Z-legacy7z"
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z7 finding 2: a dead round whose START names no stop_within_s is waited for "
-    "APPLIED_WITHIN_S (70 s) after STOP, less than its task's HEAD-of-STOP, intent PUT, "
-    "DeleteObjects chain may take: a request applied later is in no record"))
 def test_a_round_whose_start_names_no_bound_is_waited_for_its_tasks_whole_chain(
     moto_endpoint: str
 ) -> None:
