@@ -9,6 +9,8 @@ Python side, and the extras (`boto3` for S3) installed.
 from __future__ import annotations
 
 import importlib
+import os
+import tempfile
 import zipfile
 from pathlib import Path
 
@@ -19,17 +21,28 @@ ENTRY_SCRIPT = "epochgc_gc_submit.py"
 def build_zip(out: str | Path) -> Path:
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    root = Path(importlib.import_module("epochgc").__file__ or "")
-    with zipfile.ZipFile(tmp, "w", zipfile.ZIP_DEFLATED) as z:
-        _add(z, "epochgc/__init__.py", root)
-        for name in PACKAGES:
-            pkg = Path(importlib.import_module(f"epochgc.{name}").__file__ or "").parent
-            for f in sorted(pkg.rglob("*.py")):
-                if "__pycache__" in f.parts:
-                    continue
-                _add(z, f"epochgc/{name}/{f.relative_to(pkg).as_posix()}", f)
-    tmp.replace(out)  # atomic: a half-written zip is never shipped
+    # A temporary name of its own (mkstemp: created O_EXCL, never an existing file), not a
+    # fixed `epochgc.zip.tmp` that replaced or removed a file of the user's of that name and
+    # that two runs into one directory fought over (newuser15 S1).
+    fd, name = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    tmp = Path(name)
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        os.fchmod(fd, 0o666 & ~umask)  # as an ordinary new file: Spark's user reads it
+        root = Path(importlib.import_module("epochgc").__file__ or "")
+        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_DEFLATED) as z:
+            _add(z, "epochgc/__init__.py", root)
+            for pkg_name in PACKAGES:
+                pkg = Path(importlib.import_module(f"epochgc.{pkg_name}").__file__ or "").parent
+                for src in sorted(pkg.rglob("*.py")):
+                    if "__pycache__" in src.parts:
+                        continue
+                    _add(z, f"epochgc/{pkg_name}/{src.relative_to(pkg).as_posix()}", src)
+        tmp.replace(out)  # atomic: a half-written zip is never shipped
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return out
 
 
