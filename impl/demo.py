@@ -649,6 +649,9 @@ def demo(seconds: float, as_json: bool, gc_engine: str, keep_data: bool, quiet: 
 
     d = Demo(seconds, say, gc_engine, t0)
     res = d.run(keep_data)
+    over = d.over_budget(seconds, time.monotonic() - t0)
+    if over:  # on stderr too: with --json, or stdout sent elsewhere (newuser15 S2)
+        say(f"past the budget{over}")
     if as_json:
         click.echo(json.dumps(asdict(res)))
     else:

@@ -148,3 +148,20 @@ def test_sigterm_stops_the_demos_broker_processes(tmp_path: Path) -> None:
         for pid in leaked:
             os.kill(pid, signal.SIGKILL)
     assert leaked == [], f"broker processes left running after SIGTERM: {leaked}"
+
+
+def test_a_run_past_its_budget_says_so_on_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
+    """newuser15 S2: `demo --seconds 5` ran 10.3 s and its stderr (the progress, all a
+    `--json` user or one who sends stdout elsewhere sees) never said it went past the
+    budget. Past it here by construction, not by timing: the command counts its budget from
+    when it started (`entry.started_at`), here 10 s before the run."""
+    import time
+
+    from epochgc.impl import demo as demo_module
+
+    monkeypatch.setattr(demo_module, "started_at", lambda: time.monotonic() - 10.0)
+    r = CliRunner().invoke(main, ["demo", "--seconds", "5", "--json", "--gc-engine", "model"])
+    assert r.exit_code == 0, r.output
+    json.loads(r.stdout)  # stdout holds only the result
+    last = r.stderr.splitlines()[-1]
+    assert "past the budget (" in last and "over the 5s budget" in last, r.stderr[-500:]
