@@ -6,7 +6,6 @@ against moto in server mode on loopback, through a front (`tests/store/forward.p
 
 from __future__ import annotations
 
-import time
 from email.message import Message
 
 import pytest
@@ -179,8 +178,8 @@ def test_a_per_key_refusal_hiding_an_earlier_copy_in_flight_is_waited_for(
         # The live driver's read-back, as `_read_back` but with this sleep
         totals = read_journal(direct, _PREFIX, known=writer.written(),
                               before_asking=lambda n, ago: stage._wait_for_sent(
-                                  RoundStop(), lambda line: None, time.monotonic(),
-                                  stage.SENT_APPLIED_S, n, ago),
+                                  RoundStop(), lambda line: None, stage.SENT_APPLIED_S,
+                                  n, ago),
                               returned={_ATTEMPT.name()})
         front.apply()  # the first upstream carries the copy out after the read-back
     assert direct.head("data/k") is None  # the round's own request deleted it
