@@ -73,6 +73,17 @@ _REQUEST_MAYBE = frozenset({_REQUEST_UNSURE, _REQUEST_THROTTLED})
 # HEAD's 404 cannot tell a missing bucket from a missing key. Our own codes for a request
 # that failed whole (a refused connection: never sent) are not S3's answers.
 _KEY_REFUSALS = keycodes.REFUSED - {"NoSuchBucket", "InvalidBucketName"}
+
+
+def _refused_now(refusals: set[str], refused_at: dict[str, float],
+                 failed: dict[str, tuple[str, str]]) -> None:
+    """Note the keys of `failed` (key -> (code, message)) S3 refused (`_KEY_REFUSALS`), and
+    when: the refusal's answer has just ended."""
+    now = time.monotonic()
+    for key, (code, _) in failed.items():
+        if code in _KEY_REFUSALS:
+            refusals.add(key)
+            refused_at[key] = now
 # A key of a batch whose answer names some other key: its result is unknown (`_per_key`).
 _ANSWER_UNMATCHED = "AnswerNamesOtherKeys"
 # HEADs in flight at once when the keys of a failed delete are looked up (`_resolve`).
@@ -691,6 +702,7 @@ class S3Store(ObjectStore):
         # error stands. Not a bucket's refusal (NoSuchBucket): a HEAD's 404 cannot tell a
         # missing bucket from a missing key.
         refusals: set[str] = set()
+        refused_at: dict[str, float] = {}  # key -> when (monotonic) its refusal came
         while pending:
             answer = self._delete_once(pending, etags)
             if answer.unanswered_at is not None:
@@ -725,24 +737,32 @@ class S3Store(ObjectStore):
             again = [k for k, (code, _) in failed.items() if code in RETRYABLE_KEY_CODES]
             if not again or retry + 1 >= self.key_retry.policy.attempts:
                 result.errors.update({k: f"{c}: {m}" for k, (c, m) in failed.items()})
-                refusals.update(k for k, (c, _) in failed.items() if c in _KEY_REFUSALS)
+                _refused_now(refusals, refused_at, failed)
                 break
             result.errors.update(
                 {k: f"{c}: {m}" for k, (c, m) in failed.items() if c not in RETRYABLE_KEY_CODES}
             )
-            refusals.update(k for k, (c, _) in failed.items() if c in _KEY_REFUSALS)
+            _refused_now(refusals, refused_at, failed)
             self.key_retry.wait(retry)
             retry += 1
             pending = again
         unsure = maybe & result.errors.keys()
         if unsure:
             self._resolve(result, unsure, etags, unsure & ask, in_flight)
-        for key in sorted((refusals & result.errors.keys()) - unsure):
-            result.errors[key] = (f"{result.errors[key]}; asked of the store at the read-back "
-                                  "(a copy of the request an intermediary sent before may "
-                                  "have deleted it)")
+        # The copy a refusal may hide is one whose answer the intermediary never got: it
+        # may still be at the server, so the key waits as for an unanswered request, from
+        # when the refusal came (review rev38z8 finding 2), then is asked at the read-back.
+        hidden = sorted((refusals & result.errors.keys()) - unsure)
+        for key in hidden:
+            result.errors[key] = (f"{result.errors[key]}; asked of the store at the read-back, "
+                                  "after the wait for a request that may still be applied (a "
+                                  "copy an intermediary sent before may delete it)")
             result.unknown.add(key)
-            result.answered.add(key)
+            result.answered.discard(key)
+        if hidden:
+            result.unanswered_at = max(
+                [refused_at[k] for k in hidden]
+                + ([] if result.unanswered_at is None else [result.unanswered_at]))
         if refused:
             self._refused(result, refused)
         return result
@@ -881,6 +901,14 @@ class S3Store(ObjectStore):
                 code = _REQUEST_THROTTLED  # rev38z2 finding 5: asked at the read-back
             elif attempts.unsure(retries):
                 code = _REQUEST_UNSURE
+            else:
+                # Answered whole by S3 (or what speaks for it) with a refusal: its code, so
+                # that `_delete` treats it as a per-key refusal, which may hide a copy an
+                # intermediary sent before (review rev38z8 finding 1); a request never sent
+                # (no answer: a refused connection) stays RequestFailed.
+                answered = _code(e)
+                if answered in _KEY_REFUSALS:
+                    code = answered
             return _Answer(dict.fromkeys(batch, (code, msg)), set(), False, False, unanswered)
         failed, absent, unsure = self._per_key(r, batch)
         # Retried after a throttle alone (503 SlowDown: refused), no earlier send was

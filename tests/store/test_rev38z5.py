@@ -108,8 +108,7 @@ def _read_back(store: S3Store, writer: JournalWriter,
     said: list[str] = []
     totals = read_journal(store, _PREFIX, known=writer.written(),
                           before_asking=lambda n, ago: stage._wait_for_sent(
-                              RoundStop(), said.append, time.monotonic(),
-                              stage.SENT_APPLIED_S, n, ago),
+                              RoundStop(), said.append, stage.SENT_APPLIED_S, n, ago),
                           returned={_ATTEMPT.name()})
     return totals, waited
 

@@ -1,7 +1,8 @@
 """Review rev38z8: the deletion path as merged on main edfb92a (issue 38), against its
 contract: every GC record true under kills, damaged journals and S3's ambiguous answers.
 
-Each finding is a strict xfail, seen failing on the code as merged. The S3 cases run
+Each finding was a strict xfail, seen failing on the code as merged; they pass since
+their fix. The S3 cases run
 against moto in server mode on loopback, through a front (`tests/store/forward.py`)."""
 
 from __future__ import annotations
@@ -60,11 +61,6 @@ def _one_key(moto_endpoint: str) -> tuple[str, S3Store, list[tuple[str, int, flo
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z8 finding 1: a whole-request 4xx refusal (403 AccessDenied) answered to an "
-    "intermediary's retried copy is recorded 'not deleted, listed again next round' with "
-    "no HEAD, though the first copy deleted the key (rev38z7 finding 1's whole-request "
-    "neighbour)"))
 @pytest.mark.parametrize(("status", "code", "message"), [
     # S3's list of error codes (API_Error.html): AccessDenied "Access Denied" (403);
     # ExpiredToken "The provided token has expired." (400).
@@ -139,10 +135,6 @@ class _Late(FrontHandler):
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z8 finding 2: a per-key refusal is asked at the read-back WITHOUT a wait "
-    "(7886fd3: answered), but the intermediary's earlier copy it may hide can still be "
-    "in flight and land after that HEAD: recorded 'listed again next round', then deleted"))
 def test_a_per_key_refusal_hiding_an_earlier_copy_in_flight_is_waited_for(
     moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
