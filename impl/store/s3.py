@@ -75,15 +75,9 @@ _REQUEST_MAYBE = frozenset({_REQUEST_UNSURE, _REQUEST_THROTTLED})
 _KEY_REFUSALS = keycodes.REFUSED - {"NoSuchBucket", "InvalidBucketName"}
 
 
-def _refused_now(refusals: set[str], refused_at: dict[str, float],
-                 failed: dict[str, tuple[str, str]]) -> None:
-    """Note the keys of `failed` (key -> (code, message)) S3 refused (`_KEY_REFUSALS`), and
-    when: the refusal's answer has just ended."""
-    now = time.monotonic()
-    for key, (code, _) in failed.items():
-        if code in _KEY_REFUSALS:
-            refusals.add(key)
-            refused_at[key] = now
+def _refusals(failed: dict[str, tuple[str, str]]) -> list[str]:
+    """The keys of `failed` (key -> (code, message)) S3 refused (`_KEY_REFUSALS`)."""
+    return [key for key, (code, _) in failed.items() if code in _KEY_REFUSALS]
 # A key of a batch whose answer names some other key: its result is unknown (`_per_key`).
 _ANSWER_UNMATCHED = "AnswerNamesOtherKeys"
 # HEADs in flight at once when the keys of a failed delete are looked up (`_resolve`).
@@ -692,17 +686,17 @@ class S3Store(ObjectStore):
         # finding 1); a definitive per-key error (AccessDenied, PreconditionFailed) is an
         # answer.
         in_flight: dict[str, float] = {}
-        # Keys whose last answer was a per-key refusal (AccessDenied, SlowDown, ...): the
-        # answer of the copy of the request the client saw, which says nothing of a copy
-        # an intermediary sent before on its own (nginx `proxy_next_upstream ...
-        # non_idempotent`, an Envoy `retry_policy`) and that may have deleted the key
-        # (review rev38z7 finding 1, as rev38z5 finding 4 for NoSuchKey). Not "still
-        # there" from the answer alone: asked once at the journal's read-back, without a
-        # wait (every request of them was answered): gone, `gone_unattributed`; there, the
-        # error stands. Not a bucket's refusal (NoSuchBucket): a HEAD's 404 cannot tell a
-        # missing bucket from a missing key.
-        refusals: set[str] = set()
-        refused_at: dict[str, float] = {}  # key -> when (monotonic) its refusal came
+        # Keys whose last answer was a refusal (AccessDenied, SlowDown, ...; per key or for
+        # the whole request): the answer of the copy of the request the client saw, which
+        # says nothing of a copy an intermediary sent before on its own (nginx
+        # `proxy_next_upstream ... non_idempotent`, an Envoy `retry_policy`) and that may
+        # have deleted the key, or may yet (reviews rev38z7 finding 1, rev38z8; as rev38z5
+        # finding 4 for NoSuchKey). Not "still there" from the answer alone: asked at the
+        # journal's read-back after the wait for a request that may still be applied:
+        # gone, `gone_unattributed`; there, the error stands. Not a bucket's refusal
+        # (NoSuchBucket): a HEAD's 404 cannot tell a missing bucket from a missing key.
+        # Key -> when (monotonic) its refusal came.
+        refused_at: dict[str, float] = {}
         while pending:
             answer = self._delete_once(pending, etags)
             if answer.unanswered_at is not None:
@@ -737,12 +731,12 @@ class S3Store(ObjectStore):
             again = [k for k, (code, _) in failed.items() if code in RETRYABLE_KEY_CODES]
             if not again or retry + 1 >= self.key_retry.policy.attempts:
                 result.errors.update({k: f"{c}: {m}" for k, (c, m) in failed.items()})
-                _refused_now(refusals, refused_at, failed)
+                _ended_at(refused_at, _refusals(failed), time.monotonic())
                 break
             result.errors.update(
                 {k: f"{c}: {m}" for k, (c, m) in failed.items() if c not in RETRYABLE_KEY_CODES}
             )
-            _refused_now(refusals, refused_at, failed)
+            _ended_at(refused_at, _refusals(failed), time.monotonic())
             self.key_retry.wait(retry)
             retry += 1
             pending = again
@@ -752,7 +746,7 @@ class S3Store(ObjectStore):
         # The copy a refusal may hide is one whose answer the intermediary never got: it
         # may still be at the server, so the key waits as for an unanswered request, from
         # when the refusal came (review rev38z8 finding 2), then is asked at the read-back.
-        hidden = sorted((refusals & result.errors.keys()) - unsure)
+        hidden = sorted((refused_at.keys() & result.errors.keys()) - unsure)
         for key in hidden:
             result.errors[key] = (f"{result.errors[key]}; asked of the store at the read-back, "
                                   "after the wait for a request that may still be applied (a "
@@ -760,9 +754,9 @@ class S3Store(ObjectStore):
             result.unknown.add(key)
             result.answered.discard(key)
         if hidden:
-            result.unanswered_at = max(
-                [refused_at[k] for k in hidden]
-                + ([] if result.unanswered_at is None else [result.unanswered_at]))
+            latest = max(refused_at[k] for k in hidden)
+            result.unanswered_at = (latest if result.unanswered_at is None
+                                    else max(latest, result.unanswered_at))
         if refused:
             self._refused(result, refused)
         return result
