@@ -12,6 +12,7 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -99,12 +100,35 @@ class _Code(FrontHandler):
         self.wfile.write(data)
 
 
-def _read_back(store: S3Store, writer: JournalWriter,
-               monkeypatch: pytest.MonkeyPatch) -> tuple[JournalTotals, list[float]]:
+def _one_key(moto_endpoint: str) -> tuple[S3Store, list[tuple[str, int, float, str]]]:
+    """A new bucket's store holding `data/k`, and the item a task deletes it by."""
+    direct = S3Store(new_bucket(moto_endpoint), "c", endpoint_url=moto_endpoint)
+    direct.put("data/k", b"x")
+    items = [("data/k", 1, 7200.0, direct.head("data/k").version)]  # type: ignore[union-attr]
+    return direct, items
+
+
+def _journaled_delete(endpoint: str, direct: S3Store,
+                      items: list[tuple[str, int, float, str]]) -> JournalWriter:
+    """`items` deleted in one batch by a task's client at `endpoint` (no retry of its own:
+    what the client sees is the front's answer), journaled on `direct`."""
+    store = S3Store(direct.bucket, "c", endpoint_url=endpoint, max_attempts=0,
+                    key_retry=no_key_retry())
+    try:
+        writer = JournalWriter(direct, JournalTarget(_PREFIX), _ATTEMPT)
+        delete_keys(store, items, batch_size=1, concurrency=1, journal=writer)
+    finally:
+        store.close()
+    return writer
+
+
+def _read_back(store: S3Store, writer: JournalWriter, monkeypatch: pytest.MonkeyPatch,
+               sleep: Callable[[float], None] | None = None
+               ) -> tuple[JournalTotals, list[float]]:
     """The live driver's read-back of `writer`'s journal: `stage._wait_for_sent` as the
-    `before_asking`, its sleep recorded (not slept)."""
+    `before_asking`, its sleep recorded (not slept), or `sleep` if given."""
     waited: list[float] = []
-    monkeypatch.setattr(stage, "SENT_WAIT_SLEEP", waited.append)
+    monkeypatch.setattr(stage, "SENT_WAIT_SLEEP", sleep or waited.append)
     said: list[str] = []
     totals = read_journal(store, _PREFIX, known=writer.written(),
                           before_asking=lambda n, ago: stage._wait_for_sent(
@@ -142,18 +166,9 @@ def test_a_per_key_error_of_an_unknown_code_is_not_taken_as_not_deleted(
     one a gateway relays (Azure's OperationTimedOut: "may or may not have succeeded"):
     the key left the store by the round's own request, and the record says it is still
     there to be listed again: a deletion in no record."""
-    bucket = new_bucket(moto_endpoint)
-    direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)  # the journal's store too
-    direct.put("data/k", b"x")
-    items = [("data/k", 1, 7200.0, direct.head("data/k").version)]  # type: ignore[union-attr]
+    direct, items = _one_key(moto_endpoint)  # `direct`: the journal's store too
     with serving(_CodeServer(moto_endpoint, code, message)) as front:
-        store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=0,
-                        key_retry=no_key_retry())
-        try:
-            writer = JournalWriter(direct, JournalTarget(_PREFIX), _ATTEMPT)
-            delete_keys(store, items, batch_size=1, concurrency=1, journal=writer)
-        finally:
-            store.close()
+        writer = _journaled_delete(front.endpoint(), direct, items)
         assert front.forwarded == 1, front.forwarded
     totals, waited = _read_back(direct, writer, monkeypatch)
     assert direct.head("data/k") is None  # the round's own request deleted it

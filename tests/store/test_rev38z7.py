@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from epochgc.impl.gc.delete import delete_keys
-from epochgc.impl.gc.journal import JournalTarget, JournalWriter
 from epochgc.impl.store.s3 import S3Store
-from tests.store.forward import no_key_retry, serving
+from tests.store.forward import serving
 from tests.store.s3server import new_bucket
-from tests.store.test_rev38z5 import _ATTEMPT, _PREFIX, _CodeServer, _read_back
+from tests.store.test_rev38z5 import (
+    _CodeServer,
+    _journaled_delete,
+    _one_key,
+    _read_back,
+)
 
 
 @pytest.mark.s3
@@ -40,18 +43,9 @@ def test_a_per_key_refusal_after_an_intermediarys_retry_is_not_recorded_not_dele
     the key already left the store by the round's own request: a deletion in no record.
     Here the front carries the first copy out (moto) and answers it with `code` per key,
     which is what the client sees of a retried copy."""
-    bucket = new_bucket(moto_endpoint)
-    direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)  # the journal's store too
-    direct.put("data/k", b"x")
-    items = [("data/k", 1, 7200.0, direct.head("data/k").version)]  # type: ignore[union-attr]
+    direct, items = _one_key(moto_endpoint)  # `direct`: the journal's store too
     with serving(_CodeServer(moto_endpoint, code, message)) as front:
-        store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=0,
-                        key_retry=no_key_retry())
-        try:
-            writer = JournalWriter(direct, JournalTarget(_PREFIX), _ATTEMPT)
-            delete_keys(store, items, batch_size=1, concurrency=1, journal=writer)
-        finally:
-            store.close()
+        writer = _journaled_delete(front.endpoint(), direct, items)
         assert front.forwarded == 1, front.forwarded
     totals, waited = _read_back(direct, writer, monkeypatch)
     assert direct.head("data/k") is None  # the intermediary's first call deleted it

@@ -11,14 +11,13 @@ from email.message import Message
 
 import pytest
 
-from epochgc.impl.gc import stage
-from epochgc.impl.gc.delete import delete_keys
-from epochgc.impl.gc.journal import JournalTarget, JournalWriter, read_journal
-from epochgc.impl.gc.stop import RoundStop
-from epochgc.impl.store.s3 import S3Store
-from tests.store.forward import FrontHandler, FrontServer, forward, no_key_retry, serving
-from tests.store.s3server import new_bucket
-from tests.store.test_rev38z5 import _ATTEMPT, _PREFIX, _per_key_errors, _read_back
+from tests.store.forward import FrontHandler, FrontServer, forward, serving
+from tests.store.test_rev38z5 import (
+    _journaled_delete,
+    _one_key,
+    _per_key_errors,
+    _read_back,
+)
 
 
 class _WholeServer(FrontServer):
@@ -52,14 +51,6 @@ class _Whole(FrontHandler):
         self.wfile.write(data)
 
 
-def _one_key(moto_endpoint: str) -> tuple[str, S3Store, list[tuple[str, int, float, str]]]:
-    bucket = new_bucket(moto_endpoint)
-    direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)  # the journal's store too
-    direct.put("data/k", b"x")
-    items = [("data/k", 1, 7200.0, direct.head("data/k").version)]  # type: ignore[union-attr]
-    return bucket, direct, items
-
-
 @pytest.mark.s3
 @pytest.mark.parametrize(("status", "code", "message"), [
     # S3's list of error codes (API_Error.html): AccessDenied "Access Denied" (403);
@@ -83,15 +74,9 @@ def test_a_whole_request_refusal_after_an_intermediarys_retry_is_not_recorded_no
     `RequestFailed` (not `_REQUEST_MAYBE`: botocore saw one attempt, answered), not in
     `_KEY_REFUSALS`, so the key is an error, no HEAD, "listed again next round", while it
     left the store by the round's own request: a deletion in no record."""
-    _, direct, items = _one_key(moto_endpoint)
+    direct, items = _one_key(moto_endpoint)
     with serving(_WholeServer(moto_endpoint, status, code, message)) as front:
-        store = S3Store(direct.bucket, "c", endpoint_url=front.endpoint(), max_attempts=0,
-                        key_retry=no_key_retry())
-        try:
-            writer = JournalWriter(direct, JournalTarget(_PREFIX), _ATTEMPT)
-            delete_keys(store, items, batch_size=1, concurrency=1, journal=writer)
-        finally:
-            store.close()
+        writer = _journaled_delete(front.endpoint(), direct, items)
         assert front.forwarded == 1, front.forwarded
     totals, waited = _read_back(direct, writer, monkeypatch)
     assert direct.head("data/k") is None  # the intermediary's first copy deleted it
@@ -149,15 +134,9 @@ def test_a_per_key_refusal_hiding_an_earlier_copy_in_flight_is_waited_for(
     wait has reached 30 s, or else just after the read-back: with no wait, the HEAD finds
     the key, the record says an error, and the key is then deleted by the round's own
     request: a deletion in no record."""
-    _, direct, items = _one_key(moto_endpoint)
+    direct, items = _one_key(moto_endpoint)
     with serving(_LateServer(moto_endpoint)) as front:
-        store = S3Store(direct.bucket, "c", endpoint_url=front.endpoint(), max_attempts=0,
-                        key_retry=no_key_retry())
-        try:
-            writer = JournalWriter(direct, JournalTarget(_PREFIX), _ATTEMPT)
-            delete_keys(store, items, batch_size=1, concurrency=1, journal=writer)
-        finally:
-            store.close()
+        writer = _journaled_delete(front.endpoint(), direct, items)
         assert len(front.held) == 1 and direct.head("data/k") is not None
         waited: list[float] = []
 
@@ -166,13 +145,7 @@ def test_a_per_key_refusal_hiding_an_earlier_copy_in_flight_is_waited_for(
             if sum(waited) >= 30.0:
                 front.apply()
 
-        monkeypatch.setattr(stage, "SENT_WAIT_SLEEP", sleep)
-        # The live driver's read-back, as `_read_back` but with this sleep
-        totals = read_journal(direct, _PREFIX, known=writer.written(),
-                              before_asking=lambda n, ago: stage._wait_for_sent(
-                                  RoundStop(), lambda line: None, stage.SENT_APPLIED_S,
-                                  n, ago),
-                              returned={_ATTEMPT.name()})
+        totals, _ = _read_back(direct, writer, monkeypatch, sleep)
         front.apply()  # the first upstream carries the copy out after the read-back
     assert direct.head("data/k") is None  # the round's own request deleted it
     assert "data/k" not in totals.errors, (
