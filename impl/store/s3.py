@@ -69,7 +69,7 @@ _REQUEST_UNSURE = "RequestFailedMaybeApplied"
 _REQUEST_THROTTLED = "SlowDownMaybeApplied"
 _REQUEST_MAYBE = frozenset({_REQUEST_UNSURE, _REQUEST_THROTTLED})
 # S3's refusals (`keycodes.REFUSED`) that a copy of the request an intermediary sent before
-# may hide (`S3Store._delete`'s `refusals`); not a refusal of the bucket (NoSuchBucket): a
+# may hide (`S3Store._delete`'s `refused_at`); not a refusal of the bucket (NoSuchBucket): a
 # HEAD's 404 cannot tell a missing bucket from a missing key. Our own codes for a request
 # that failed whole (a refused connection: never sent) are not S3's answers.
 _KEY_REFUSALS = keycodes.REFUSED - {"NoSuchBucket", "InvalidBucketName"}
