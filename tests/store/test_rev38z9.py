@@ -8,10 +8,16 @@ server mode on loopback, through a front (`tests/store/forward.py`)."""
 
 from __future__ import annotations
 
+import time
+from email.message import Message
+from typing import Any
+
 import pytest
 
-from tests.store.forward import serving
-from tests.store.test_rev38z5 import _journaled_delete, _one_key, _read_back
+from epochgc.impl.gc import journal, stage
+from epochgc.impl.store import attempts, s3
+from tests.store.forward import FrontHandler, FrontServer, forward, serving
+from tests.store.test_rev38z5 import _journaled_delete, _one_key, _per_key_errors, _read_back
 from tests.store.test_rev38z8 import _WholeServer
 
 
@@ -63,3 +69,105 @@ def test_any_whole_request_answer_after_an_intermediarys_retry_is_not_recorded_n
         f"the key left the store by the round's own request (its retried copy answered "
         f"{status} {code} whole), yet the record says {totals.errors['data/k']!r}: 'listed "
         f"again next round' (HEADs the task sent: {front.heads}; waited {waited})")
+
+
+class _Clock:
+    """The monotonic clock of the modules that time a delete's answers and the journal's
+    `unanswered_ago_s` (s3, attempts, journal), as `time` there: the real one plus `ahead`,
+    which a front moves on to stand for an answer that took that long (no real wait)."""
+
+    def __init__(self) -> None:
+        self.ahead = 0.0
+
+    def monotonic(self) -> float:
+        return time.monotonic() + self.ahead
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+class _RetriedServer(FrontServer):
+    """Request 1: every key answered per-key InternalError (S3: "might not have processed",
+    ErrorBestPractices.html: unsure), not forwarded. Request 2 (the client's key retry): the
+    intermediary's first upstream takes it and does not answer (held: the test applies it
+    later, as that server may up to `stage.SENT_APPLIED_S` after), the second refuses each
+    key (per-key AccessDenied), relayed after `latency_s` (on `clock`)."""
+
+    def __init__(self, upstream: str, clock: _Clock, latency_s: float) -> None:
+        self.clock, self.latency_s = clock, latency_s
+        self.held: list[tuple[str, str, Message, bytes]] = []
+        self.refused_at: float | None = None  # when the refusal was sent (on `clock`)
+        super().__init__(upstream, _Retried)
+
+    def apply(self) -> None:
+        with self.lock:
+            held, self.held = self.held, []
+        for command, path, headers, body in held:
+            forward(*self.upstream, command, path, headers, body)
+
+
+class _Retried(FrontHandler):
+    server: _RetriedServer
+
+    def answer_delete(self, body: bytes) -> None:
+        with self.server.lock:
+            first = self.server.deletes == 1
+            if not first:
+                self.server.held.append((self.command, self.path, self.headers, body))
+                self.server.clock.ahead += self.server.latency_s
+                self.server.refused_at = self.server.clock.monotonic()
+        data = (_per_key_errors(body, "InternalError", "We encountered an internal error.")
+                if first else _per_key_errors(body, "AccessDenied", "Access Denied"))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+
+@pytest.mark.s3
+@pytest.mark.xfail(strict=True, reason=(
+    "rev38z9 finding 2: a refused key that an earlier attempt made unsure waits from that "
+    "earlier attempt's end, not from the refusal: the copy the refusal may hide can land "
+    "after the read-back's HEAD"))
+def test_a_refusal_after_an_unsure_attempt_is_waited_for_from_the_refusal(
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finding 2. baee96b (rev38z8 finding 2) waits `SENT_APPLIED_S` from a refusal before
+    the read-back asks its key, because the refusal may be the answer to an intermediary's
+    second copy while its first is still at a server. But `_delete` takes that wait only
+    for `hidden = (refused_at & errors) - unsure`: a key an EARLIER attempt made unsure
+    (a per-key InternalError, a whole 500, a botocore retry) waits instead from
+    `in_flight`, that earlier attempt's end. The refusal (the key retry's answer) comes
+    later, by the retry's backoff plus its own latency (up to `READ_TIMEOUT_S`, 60 s), so
+    the copy it hides may land up to that much after the read-back's HEAD: the key is
+    recorded "still there, listed again next round" and then deleted by the round's own
+    request. Here request 2's answer takes 30 s (on the modules' clock, not slept): the
+    read-back's wait, measured from request 1's end, ends ~30 s before the hidden copy's
+    bound (refusal + `SENT_APPLIED_S`); the copy is applied during the wait if the wait
+    reaches that bound, else after the read-back."""
+    clock = _Clock()
+    for module in (s3, attempts, journal):
+        monkeypatch.setattr(module, "time", clock)
+    direct, items = _one_key(moto_endpoint)
+    with serving(_RetriedServer(moto_endpoint, clock, 30.0)) as front:
+        writer = _journaled_delete(front.endpoint(), direct, items)
+        assert front.deletes == 2 and len(front.held) == 1, (front.deletes, front.held)
+        assert direct.head("data/k") is not None and front.refused_at is not None
+        short: list[float] = []
+
+        def sleep(seconds: float) -> None:
+            bound = front.refused_at + stage.SENT_APPLIED_S - clock.monotonic()  # type: ignore[operator]
+            if seconds >= bound:
+                front.apply()  # lands within the wait: the HEAD after it sees it gone
+            else:
+                short.append(bound - seconds)
+
+        totals, _ = _read_back(direct, writer, monkeypatch, sleep)
+        front.apply()  # else the first upstream carries it out after the read-back
+    assert direct.head("data/k") is None  # the round's own request deleted it
+    assert "data/k" not in totals.errors, (
+        f"the key left the store by the round's own request (the copy request 2's refusal "
+        f"hid, applied within SENT_APPLIED_S of that refusal), yet the record says "
+        f"{totals.errors['data/k']!r}: the read-back's wait fell short of the copy's bound "
+        f"by {short} s")
