@@ -1,0 +1,90 @@
+"""Review rev38z10 (issue 38, main 10142fb): kills, damaged journals, the lease, parsing.
+Each finding is a strict xfail: it fails on the reviewed code and passes once fixed.
+Local store only (no Spark, no server): each case takes well under a second."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from epochgc.impl.gc.journal import journal_prefix, read_journal
+from epochgc.impl.gc.probes import left_over
+from epochgc.impl.gc.record import round_key
+from epochgc.impl.gc.recordread import read_round_record
+from epochgc.impl.gc.recover import recover_dead_rounds
+from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import format_key
+
+DEAD = "20261130T190000.000000Z-dead"
+
+
+def _dead_round(store: LocalStore, keys: list[object], sizes: list[object],
+                ages: list[object]) -> str:
+    """A round killed after one batch whose outcome says every key deleted: START (no wait:
+    `stop_within_s` 0 on a local store), one intent and its `done`, no END, no record."""
+    prefix = journal_prefix(DEAD)
+    store.put(prefix + "START.json", json.dumps({"stop_within_s": 0}).encode())
+    store.put(prefix + "p0000-s0-a0-t1/00000000.intent.json",
+              json.dumps({"keys": keys, "sizes": sizes, "ages": ages}).encode())
+    store.put(prefix + "p0000-s0-a0-t1/00000000.done.json",
+              b'{"gone": [], "changed": [], "errors": {}}')
+    return prefix
+
+
+@pytest.mark.xfail(strict=True, reason="rev38z10 finding 1: a journal entry naming a key "
+                   "outside level_zero/data/ raises ModelError out of the recovery "
+                   "(stage.max_epoch): the dead round is never recorded and every later "
+                   "round fails")
+def test_a_journal_key_outside_the_data_layout_does_not_stop_the_recovery(
+        tmp_path: Path) -> None:
+    """One garbled key (a bit flip inside a JSON string stays valid JSON) in a dead round's
+    intent. On 10142fb `recover_dead_rounds` raises `ModelError: parse_key: ...`; `job.
+    _recover` catches only StoreError/OSError, so the next round fails with it, and so does
+    every round after (the journal is still there), and `gc-admin reset`."""
+    store = LocalStore(tmp_path / "s", create=True)
+    good = format_key(1, 5, "a")
+    _dead_round(store, [good, "level_zero/data/0x1/000000000000000005/b"], [10, 10],
+                [1.0, 1.0])
+    done = recover_dead_rounds(store, "rev38z10", lambda: set(), sleep=lambda s: None)
+    assert [r.round_id for r in done] == [DEAD]
+    record = read_round_record(store, round_key(DEAD))
+    # the entry naming a key that is no data key is not a count of deleted data keys
+    assert record["counts"]["deleted"] <= 1, record["counts"]
+
+
+@pytest.mark.xfail(strict=True, reason="rev38z10 finding 2: an intent whose sizes are "
+                   "negative or texts is read as whole: the recovered record says "
+                   "bytes_deleted -5, a record `gc-admin show` itself calls damaged")
+@pytest.mark.parametrize("size", [-5, "12", True, 1 << 70], ids=["negative", "text", "bool",
+                                                                  "huge"])
+def test_an_intent_whose_size_is_no_size_is_counted_unreadable(
+        tmp_path: Path, size: object) -> None:
+    """`Intent.parse` converts with `int()`: -5 stays -5, "12" becomes 12, true becomes 1,
+    2**70 passes (no object is that large). None of them is what a task wrote (`delete.py`
+    journals the listed object's size, an int >= 0). Expected: the entry is counted
+    unreadable (its keys resolved by asking the store), never summed into bytes_deleted."""
+    store = LocalStore(tmp_path / "s", create=True)
+    key = format_key(1, 5, "a")
+    prefix = _dead_round(store, [key], [size], [1.0])
+    totals = read_journal(store, prefix)
+    assert totals.unreadable == 1, (totals.deleted, totals.unreadable)
+    recover_dead_rounds(store, "rev38z10", lambda: set(), sleep=lambda s: None)
+    read_round_record(store, round_key(DEAD))  # raises DamagedRecord on 10142fb (negative)
+
+
+@pytest.mark.xfail(strict=True, reason="rev38z10 finding 3: probes.left_over parses a "
+                   "probe object with json.loads unchecked: one nested 100,000 deep raises "
+                   "RecursionError out of S3Store.require_conditional_writes (every round "
+                   "on the store fails for a day)")
+def test_a_probe_object_nested_deep_is_left_alone_not_raised(tmp_path: Path) -> None:
+    """`probes.left_over` is the one parser of a stored document without `check_nesting`
+    (and without a size bound: `store.get(info.key)` reads it whole). Its caller,
+    `S3Store._remove_left_probes`, catches StoreError only, so the RecursionError leaves
+    `require_conditional_writes`, `Lease.acquire` (which also catches StoreError only)
+    and the round, until the object is a day old (`STALE_S`)."""
+    store = LocalStore(tmp_path / "s", create=True)
+    store.put("_cluster/gc/conditional-write-probe-x", b"[" * 100_000)
+    assert list(left_over(store, "_cluster/gc/conditional-write-probe-", time.time())) == []
