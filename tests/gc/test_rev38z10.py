@@ -119,3 +119,23 @@ def test_a_probe_object_nested_deep_is_left_alone_not_raised(tmp_path: Path) -> 
     store = LocalStore(tmp_path / "s", create=True)
     store.put("_cluster/gc/conditional-write-probe-x", b"[" * 100_000)
     assert list(left_over(store, "_cluster/gc/conditional-write-probe-", time.time())) == []
+
+
+@pytest.mark.xfail(strict=True, reason="rev38z10 finding 4: a journal outcome's error text "
+                   "is copied into the record whole: one of 2 MB makes the recovered record "
+                   "larger than MAX_RECORD, and `gc-admin show` calls it damaged")
+def test_a_huge_error_text_in_an_outcome_leaves_a_readable_record(tmp_path: Path) -> None:
+    """`read_journal` keeps `str(errors[key])` as it is (a torn intent's skip reason is cut
+    to 200 characters, an outcome's error is not) and `error_samples` puts it in the record
+    (`samples.errors`). A record over `recordread.MAX_RECORD` (1 MiB) is `DamagedRecord`
+    to `show` and `expire`: the dead round's only record reads as damaged for good."""
+    store = LocalStore(tmp_path / "s", create=True)
+    key = format_key(1, 5, "a")
+    store.put(key, b"x")  # still there: the outcome's error stands
+    prefix = _dead_round(store, [key], [1], [1.0])
+    store.put(prefix + "p0000-s0-a0-t1/00000000.done.json", json.dumps(
+        {"gone": [], "changed": [], "errors": {key: "x" * 2_000_000}}).encode())
+    [r] = recover_dead_rounds(store, "rev38z10", lambda: set(), sleep=lambda s: None)
+    assert r.round_id == DEAD
+    record = read_round_record(store, round_key(DEAD))  # DamagedRecord on 10142fb
+    assert record["counts"]["errors"] == 1
