@@ -14,12 +14,15 @@ from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.journal import journal_prefix, read_journal
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.probes import left_over
-from epochgc.impl.gc.record import round_key
+from epochgc.impl.gc.record import round_key, write_record
 from epochgc.impl.gc.recordread import read_round_record
 from epochgc.impl.gc.recover import recover_dead_rounds
+from epochgc.impl.gc.show import last_round
+from epochgc.impl.gc.summary import GcSummary
+from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
-from tests.gc.helpers import NOW, local_spec, simple_cluster
+from tests.gc.helpers import NOW, _Delegating, local_spec, simple_cluster
 
 DEAD = "20261130T190000.000000Z-dead"
 
@@ -139,3 +142,35 @@ def test_a_huge_error_text_in_an_outcome_leaves_a_readable_record(tmp_path: Path
     assert r.round_id == DEAD
     record = read_round_record(store, round_key(DEAD))  # DamagedRecord on 10142fb
     assert record["counts"]["errors"] == 1
+
+
+class _SeqRefused(_Delegating):
+    """The store refuses the sequence's creates once (a 503 past the client's retries, a
+    connection reset): every other request goes through."""
+
+    def create_if_absent(self, key: str, data: bytes) -> str | None:
+        if key.startswith("_cluster/gc/seq"):
+            raise StoreError("503 SlowDown (injected)")
+        return self.inner.create_if_absent(key, data)
+
+
+@pytest.mark.xfail(strict=True, reason="rev38z10 finding 5: a record whose number claim "
+                   "failed once is never taken for the last round while any numbered round "
+                   "exists: `gc-admin show` names the round before it")
+def test_a_round_whose_number_claim_failed_is_still_the_last_round(tmp_path: Path) -> None:
+    """`record.number_round` leaves `seq` None on a StoreError (one transient failure of
+    the create under `_cluster/gc/seq/`), and `show.last_rounds` orders every numbered
+    record before every unnumbered one (`sequence.newer_unmarked`: "a record with no number
+    is never taken for newer"). No clock step is needed: round 2 starts an hour after round
+    1 by every clock, finishes after it, and `show` names round 1 as the last round until
+    another round is numbered. Fix direction: order an unnumbered record by the store's
+    own write time (its LastModified / mtime: the store's clock, not the round's) against
+    the numbered ones, or number it later (the next round claims for unnumbered records)."""
+    store = LocalStore(tmp_path / "s", create=True)
+    first = GcSummary(round_id="20270115T080000.000Z-aaaaaaaa", started_at=NOW)
+    write_record(store, first, {})
+    second = GcSummary(round_id="20270115T090000.000Z-bbbbbbbb", started_at=NOW + 3600)
+    write_record(_SeqRefused(store), second, {})
+    assert (first.seq, second.seq) == (1, None)
+    last = last_round(store)
+    assert last is not None and last.get("key") == round_key(second.round_id), last
