@@ -12,6 +12,7 @@ import pytest
 
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.journal import journal_prefix, read_journal
+from epochgc.impl.gc.lease import LEASE_KEY, Lease
 from epochgc.impl.gc.options import GcOptions
 from epochgc.impl.gc.probes import left_over
 from epochgc.impl.gc.record import round_key, write_record
@@ -174,3 +175,31 @@ def test_a_round_whose_number_claim_failed_is_still_the_last_round(tmp_path: Pat
     assert (first.seq, second.seq) == (1, None)
     last = last_round(store)
     assert last is not None and last.get("key") == round_key(second.round_id), last
+
+
+@pytest.mark.xfail(strict=True, reason="rev38z10 finding 6: after a forward clock step the "
+                   "lease's renewals go on writing the stepped clock's expiry: a driver "
+                   "killed then leaves a lease every other round reads as live for the "
+                   "step's length")
+def test_a_renewal_after_a_clock_step_does_not_push_the_expiry_out(tmp_path: Path) -> None:
+    """`Lease.firm` latches `stepped` (the round stops), but `keep`'s renewals still call
+    `_doc`, which writes `expires_at = clock() + duration` from the stepped clock (its
+    comment, "a step since the last write is never written over", is not what it does).
+    The driver is then killed before its release (the OOM killer, a node lost: issue 38
+    item 1); NTP steps the clock back. Every round after that is refused (`LeaseBusy`,
+    exit 2 "blocked", retried by a scheduler in vain) for the step's length, here 11 days,
+    until an operator runs `gc-admin reset --force`. Fix direction: once `stepped`, a
+    renewal keeps the last unstepped expiry (or writes none): the hold then ends on the
+    readers' clocks when it would have."""
+    store = LocalStore(tmp_path, create=True)
+    offset = [0.0]
+    held = Lease(lambda: LocalStore(tmp_path), "20270115T080000.000Z-stepping",
+                 duration_s=60, clock=lambda: time.time() + offset[0])
+    held.acquire()
+    offset[0] = 10**6  # the driver's wall clock steps forward
+    assert not held.firm() and held.stepped is not None  # the round is told to stop
+    held._renew()  # the renewal thread's next turn, before the round ends
+    # killed here: no release
+    expires = json.loads(store.get(LEASE_KEY))["expires_at"]
+    ahead = expires - time.time()
+    assert ahead <= 60 + 5, f"the lease now expires {ahead:.0f} s ahead"
