@@ -9,7 +9,9 @@ import time
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from epochgc.impl.cli import main
 from epochgc.impl.gc.job import run_gc
 from epochgc.impl.gc.journal import journal_prefix, read_journal
 from epochgc.impl.gc.lease import LEASE_KEY, Lease
@@ -41,20 +43,34 @@ def _dead_round(store: LocalStore, keys: list[object], sizes: list[object],
     return prefix
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z10 finding 1: a journal entry naming a key "
-                   "outside level_zero/data/ raises ModelError out of the recovery "
-                   "(stage.max_epoch): the dead round is never recorded and every later "
-                   "round fails")
-def test_a_journal_key_outside_the_data_layout_does_not_stop_the_recovery(
-        tmp_path: Path) -> None:
-    """One garbled key (a bit flip inside a JSON string stays valid JSON) in a dead round's
-    intent. On 10142fb `recover_dead_rounds` raises `ModelError: parse_key: ...`; `job.
-    _recover` catches only StoreError/OSError, so the next round fails with it, and so does
-    every round after (the journal is still there), and `gc-admin reset`."""
-    store = LocalStore(tmp_path / "s", create=True)
+def _damaged(store: LocalStore, damage: str) -> None:
+    """A dead round whose journal holds one damaged document: `key`, an intent key that is
+    no data key (one bit flip inside a JSON string leaves valid JSON); `start-nan`, a
+    START whose options hold NaN (json.loads reads it; `record_document` refuses it)."""
     good = format_key(1, 5, "a")
-    _dead_round(store, [good, "level_zero/data/0x1/000000000000000005/b"], [10, 10],
-                [1.0, 1.0])
+    if damage == "key":
+        _dead_round(store, [good, "level_zero/data/0x1/000000000000000005/b"], [10, 10],
+                    [1.0, 1.0])
+    else:
+        prefix = _dead_round(store, [good], [10], [1.0])
+        store.put(prefix + "START.json", b'{"stop_within_s": 0, "options": {"grace_s": NaN}}')
+
+
+DAMAGES = pytest.mark.parametrize("damage", ["key", "start-nan"])
+FINDING_1 = ("rev38z10 finding 1: one damaged document in a dead round's journal (an intent "
+             "key outside level_zero/data/: ModelError from stage.max_epoch; a START whose "
+             "options hold NaN: ValueError from json.dumps) raises out of the recovery: the "
+             "dead round is never recorded, and every round, `gc-admin show` and `gc-admin "
+             "reset` fail with it")
+
+
+@pytest.mark.xfail(strict=True, reason=FINDING_1)
+@DAMAGES
+def test_a_damaged_journal_does_not_stop_the_recovery(tmp_path: Path, damage: str) -> None:
+    """On 10142fb `recover_dead_rounds` raises `ModelError: parse_key: ...` or
+    `ValueError: Out of range float values are not JSON compliant: nan`."""
+    store = LocalStore(tmp_path / "s", create=True)
+    _damaged(store, damage)
     done = recover_dead_rounds(store, "rev38z10", lambda: set(), sleep=lambda s: None)
     assert [r.round_id for r in done] == [DEAD]
     record = read_round_record(store, round_key(DEAD))
@@ -70,24 +86,35 @@ def _no_spark() -> None:
     raise _NoSpark("Spark is not started by this test: the dead round's record comes first")
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z10 finding 1: a journal entry naming a key "
-                   "outside level_zero/data/ fails every later round before Spark, and the "
-                   "dead round is never recorded")
-def test_a_journal_key_outside_the_data_layout_does_not_fail_every_round(
-        tmp_path: Path) -> None:
-    """The consequence, through `run_gc` (no Spark: the recovery comes before it). On
-    10142fb both rounds raise ModelError (exit 1, each recorded `failed`) and the dead
-    round has no record; fixed, the first round records the dead one, then stops at the
-    Spark factory this test gives it."""
+@pytest.mark.xfail(strict=True, reason=FINDING_1)
+@DAMAGES
+def test_a_damaged_journal_does_not_fail_every_round(tmp_path: Path, damage: str) -> None:
+    """The consequence, through `run_gc` (no Spark: the recovery comes before it).
+    `job._recover` catches only StoreError/OSError: on 10142fb both rounds raise (exit 1,
+    each recorded `failed`) and the dead round has no record; fixed, the first round
+    records the dead one, then stops at the Spark factory this test gives it."""
     root = tmp_path / "s"
     store = LocalStore(root, create=True)
     simple_cluster(store, 100)
-    _dead_round(store, [format_key(1, 5, "a"), "level_zero/data/0x1/000000000000000005/b"],
-                [10, 10], [1.0, 1.0])
+    _damaged(store, damage)
     for _ in range(2):
         with pytest.raises(_NoSpark):
             run_gc(_no_spark, local_spec(root), GcOptions(tasks=1), clock=lambda: NOW)
     assert store.head(round_key(DEAD)) is not None
+
+
+@pytest.mark.xfail(strict=True, reason=FINDING_1)
+@DAMAGES
+def test_a_damaged_journal_does_not_stop_gc_admin_show(tmp_path: Path, damage: str) -> None:
+    """On 10142fb `gc-admin show` prints only `epochgc gc-admin show: error: parse_key: key:
+    'level_zero/data/0x1/...' is not ...` (or `Out of range float values ...: nan`) and
+    exits 1: no lease, no last round, no word of which journal entry is damaged."""
+    root = tmp_path / "s"
+    store = LocalStore(root, create=True)
+    simple_cluster(store, 100)
+    _damaged(store, damage)
+    r = CliRunner().invoke(main, ["gc-admin", "show", "--store", str(root)])
+    assert "last round:" in r.output and "error:" not in r.output, r.output
 
 
 @pytest.mark.xfail(strict=True, reason="rev38z10 finding 2: an intent whose sizes are "
