@@ -46,22 +46,29 @@ def _dead_round(store: LocalStore, keys: list[object], sizes: list[object],
 def _damaged(store: LocalStore, damage: str) -> None:
     """A dead round whose journal holds one damaged document: `key`, an intent key that is
     no data key (one bit flip inside a JSON string leaves valid JSON); `start-nan`, a
-    START whose options hold NaN (json.loads reads it; `record_document` refuses it)."""
+    START whose options hold NaN (json.loads reads it; `record_document` refuses it);
+    `end-nan`, an END (killed between END and record) with a NaN (`_from_end` refuses)."""
     good = format_key(1, 5, "a")
     if damage == "key":
         _dead_round(store, [good, "level_zero/data/0x1/000000000000000005/b"], [10, 10],
                     [1.0, 1.0])
-    else:
+    elif damage == "start-nan":
         prefix = _dead_round(store, [good], [10], [1.0])
         store.put(prefix + "START.json", b'{"stop_within_s": 0, "options": {"grace_s": NaN}}')
+    else:
+        prefix = _dead_round(store, [good], [10], [1.0])
+        store.put(prefix + "END.json", _END.replace(b'"seconds": 1.5', b'"seconds": NaN'))
 
 
-DAMAGES = pytest.mark.parametrize("damage", ["key", "start-nan"])
+# An END as a driver writes it (the fields `recordread.shape_problem` checks).
+_END = (b'{"outcome": "done", "exit_code": 0, "started_at": "2026-11-30T19:00:00+00:00", '
+        b'"counts": {"deleted": 1}, "seconds": 1.5}')
+DAMAGES = pytest.mark.parametrize("damage", ["key", "start-nan", "end-nan"])
 FINDING_1 = ("rev38z10 finding 1: one damaged document in a dead round's journal (an intent "
-             "key outside level_zero/data/: ModelError from stage.max_epoch; a START whose "
-             "options hold NaN: ValueError from json.dumps) raises out of the recovery: the "
-             "dead round is never recorded, and every round, `gc-admin show` and `gc-admin "
-             "reset` fail with it")
+             "key outside level_zero/data/: ModelError from stage.max_epoch; a START's "
+             "options or an END holding NaN: ValueError from json.dumps) raises out of the "
+             "recovery: the dead round is never recorded, and every round, `gc-admin show` "
+             "and `gc-admin reset` fail with it")
 
 
 @pytest.mark.xfail(strict=True, reason=FINDING_1)
@@ -258,3 +265,23 @@ def test_the_read_back_reads_no_entry_without_a_bound(tmp_path: Path) -> None:
     prefix = _dead_round(store, [key], [1], [1.0])
     totals = read_journal(_BoundedReads(store), prefix)
     assert totals.deleted.keys() == {key}
+
+
+@pytest.mark.xfail(strict=True, reason="rev38z10 finding 8: an END that parses but is not a "
+                   "round record is copied as the dead round's record: `gc-admin show` calls "
+                   "it damaged, though its journal reads back whole")
+@pytest.mark.parametrize("end", [b'{"outcome": 5}', b'{"counts": {"deleted": -1}}',
+                                 _END.replace(b'"exit_code": 0', b'"exit_code": "0"')],
+                         ids=["outcome-number", "negative-count", "exit-code-text"])
+def test_an_end_that_is_no_record_is_not_copied_as_the_record(tmp_path: Path,
+                                                              end: bytes) -> None:
+    """`recover._stop_dead` takes any JSON object at END for the driver's own account
+    (`_read_doc`: a dict) and `_from_end` creates the record from it as it is. Expected:
+    an END with a `recordread.shape_problem` is read as no END (as a torn one is): the
+    round is read back from its journal, and the damaged END is named."""
+    store = LocalStore(tmp_path / "s", create=True)
+    prefix = _dead_round(store, [format_key(1, 5, "a")], [10], [1.0])
+    store.put(prefix + "END.json", end)
+    recover_dead_rounds(store, "rev38z10", lambda: set(), sleep=lambda s: None)
+    record = read_round_record(store, round_key(DEAD))  # DamagedRecord on 10142fb
+    assert record["counts"]["deleted"] == 1
