@@ -285,3 +285,33 @@ def test_an_end_that_is_no_record_is_not_copied_as_the_record(tmp_path: Path,
     recover_dead_rounds(store, "rev38z10", lambda: set(), sleep=lambda s: None)
     record = read_round_record(store, round_key(DEAD))  # DamagedRecord on 10142fb
     assert record["counts"]["deleted"] == 1
+
+
+@pytest.mark.xfail(strict=True, reason="rev38z10 finding 9: a huge `unanswered_ago_s` in a "
+                   "stored outcome is taken as it is: the live round's wait for a request "
+                   "that may still land drops to 0, and a key it deletes later is recorded "
+                   "'still there'")
+def test_a_huge_unanswered_ago_does_not_cut_the_wait(tmp_path: Path) -> None:
+    """`_parse_done` refuses a negative or non-finite `unanswered_ago_s` but keeps 1e308.
+    `read_journal` passes the least over the waiting batches to `before_asking`, and
+    `stage._wait_for_sent` waits `applied_s - ago_s` (<= 0: no wait) before HEADing the
+    keys; one still there then is an error, "listed again next round", while its request
+    may still be applied (`bounds.APPLIED_WITHIN_S`). Reach: an outcome read from the store
+    (an attempt that did not return: killed, lost, a speculative loser) whose field is
+    damaged. A true value is at most the time since the round's START (the attempt ran
+    within the round): expected, a larger one read as unknown (0, the longest wait)."""
+    store = LocalStore(tmp_path / "s", create=True)
+    key = format_key(1, 5, "a")
+    store.put(key, b"x")  # still there right after its unanswered request
+    prefix = _dead_round(store, [key], [1], [1.0])
+    store.put(prefix + "p0000-s0-a0-t1/00000000.done.json", json.dumps(
+        {"gone": [], "changed": [], "errors": {key: "read timeout"}, "unknown": [key],
+         "unanswered_ago_s": 1e308}).encode())
+    asked: list[float] = []
+
+    def before_asking(batches: int, ago_s: float) -> bool:
+        asked.append(ago_s)
+        return True
+
+    read_journal(store, prefix, before_asking=before_asking)
+    assert asked and asked[0] <= 60, asked
