@@ -121,6 +121,34 @@ def test_the_gc_metrics_production_names_are_exported() -> None:
     assert paused.get_sample_value("epochgc_gc_round_outcome", {"outcome": "paused"}) == 1
 
 
+def test_the_exit_code_gauge_agrees_with_the_record(tmp_path: Path) -> None:
+    """newuser15 (s28b): spark-submit SIGKILLed mid-round exits 137, which its driver, left
+    running, cannot see; the record says exit code null (s27a) but the metrics file's
+    `epochgc_gc_round_exit_code` said 1, the driver's own. The gauge is the record's exit
+    code, NaN where the record says none (as the other gauges say "unknown")."""
+    import math
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from epochgc.impl.gc.metrics import export_metrics
+    from epochgc.impl.gc.record import record_document
+    from epochgc.impl.gc.summary import SPARK_STOPPED, GcSummary
+
+    def gauge(s: GcSummary) -> float:
+        path = tmp_path / "m.prom"
+        export_metrics(s, str(path))
+        [value] = [x.value for f in text_string_to_metric_families(path.read_text())
+                   for x in f.samples if x.name == "epochgc_gc_round_exit_code"]
+        return value
+
+    killed = GcSummary(interrupted=SPARK_STOPPED, exit_unseen=True)
+    assert record_document(killed, {})["exit_code"] is None
+    assert math.isnan(gauge(killed))
+    stopped = GcSummary(interrupted="SIGTERM")  # a signal this process ends by: 143
+    assert gauge(stopped) == record_document(stopped, {})["exit_code"] == 143
+    assert gauge(GcSummary(error="boom")) == 1
+
+
 def test_min_partition_epoch_is_the_lowest_m_p(tmp_path: Path) -> None:
     from epochgc.impl.gc.job import min_partition_epoch
 
