@@ -197,3 +197,31 @@ def test_the_watch_stops_a_round_on_pause_or_bad_health(tmp_path: Path) -> None:
     assert watch.poll_once() == UNHEALTHY and len(seen) == 1
     write_admin_state(store, True, "x", NOW)
     assert watch.poll_once() == PAUSED
+
+
+def test_the_watch_says_its_stop_once(tmp_path: Path) -> None:
+    """newuser15 S7 (q6dl): on a store gone silent the watch's look failed ("the watch
+    could not look ...; stopping"), and 9 s later a HEAD of STOP sent before that failed
+    too: "the watch could not HEAD ...; stopping" again, the round long stopping. The
+    first verdict, which stopped the round, is said and recorded; a later one is not."""
+    from epochgc.impl.gc.monitor import HealthVerdict
+    from epochgc.impl.gc.stop import RoundStop
+    from epochgc.impl.gc.watch import UNHEALTHY, RoundWatch
+    from epochgc.impl.store.base import ObjectInfo, StoreError
+    from tests.gc.helpers import _Delegating
+
+    class Silent(_Delegating):
+        def head(self, key: str) -> ObjectInfo | None:
+            raise StoreError(f"head {key!r}: no answer within 10 s (3 attempts)")
+
+    def silent() -> Silent:
+        return Silent(LocalStore(tmp_path))
+
+    verdicts: list[HealthVerdict] = []
+    stop = RoundStop()
+    watch = RoundWatch(silent, stop, lambda: NOW, MAX_AGE, 60.0, verdicts.append,
+                       stop_key="_cluster/gc/journal/r/STOP")
+    assert watch._look()  # the look's HEAD fails: health unknown, the round stops
+    assert stop.reason == UNHEALTHY and len(verdicts) == 1
+    watch._head_apart(silent(), 0.0)  # the STOP thread's HEAD, in flight, fails after
+    assert len(verdicts) == 1, [v.why() for v in verdicts]  # old code: two
