@@ -144,11 +144,11 @@ def writable_file(path: str, option: str, *, new: bool = False) -> str:
     (or, with `new`, an existing file), or is empty (impl/pathopt.py: `--list ''` was
     "is a directory", the current one)."""
     if not path:
-        raise Refused(f"{option}: the path is empty; give one", ExitCode.USAGE)
+        raise Refused(f"{option}: the path is empty; give a file's path", ExitCode.USAGE)
     target = os.path.abspath(os.path.expanduser(path))
     parent = os.path.dirname(target)
     if os.path.isdir(target):
-        raise Refused(f"{option} {path}: is a directory (a file path is expected)",
+        raise Refused(f"{option} {path}: is a directory; give a file's path",
                       ExitCode.USAGE)
     _check_dir(parent, f"{option} {path}: directory {parent}")
     not_regular = special_file(target)

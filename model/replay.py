@@ -502,7 +502,11 @@ def parse_step(text: str) -> Any:
             text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant
         )
     except json.JSONDecodeError as e:
-        raise _Bad("json", f"malformed JSON: {e.msg} at column {e.colno}") from None
+        # Two of Python's messages end in "at" ("Unterminated string starting at",
+        # "Invalid control character at"; Lib/json/decoder.py), written to be followed by
+        # the place: newuser15 S7 read "starting at at column 2". The place is said once.
+        what = e.msg.removesuffix(" at")
+        raise _Bad("json", f"malformed JSON: {what} at column {e.colno}") from None
     except RecursionError:
         # Deeper than the interpreter's recursion limit: json's C scanner counts each
         # array/object level as one recursive call (newuser8 I3: "Error: RecursionError").

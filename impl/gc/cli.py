@@ -171,6 +171,7 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
 @click.option(
     "--list",
     "list_keys",
+    type=pathopt.Path(dir_okay=False, allow_dash=True, give="a new file's path or '-'"),
     metavar="PATH|-",
     help="With --dry-run: write the keys it would delete, one a line, to PATH (a new "
     "file) or to stdout ('-', before the summary).",
@@ -179,7 +180,7 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
     "--manifest-dir",
     "--manifest",
     "manifest",
-    type=pathopt.Path(dir_okay=True, file_okay=True),
+    type=pathopt.Path(dir_okay=True, file_okay=True, give="a new directory's path"),
     metavar="DIR",
     help="Write the deleted (dry run: eligible) keys into this new directory, as the "
     "executors' part files: Parquet, or CSV with a header when DIR ends in .csv. A local "

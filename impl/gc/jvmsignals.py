@@ -26,6 +26,7 @@ SparkContext is stopped under it is recorded from its journal (`stage.SPARK_STOP
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import threading
 from collections.abc import Callable
@@ -165,7 +166,15 @@ def watch_jvm(on_gone: Callable[[], None]) -> Callable[[], None]:
     def stop_watching() -> None:
         if not done.is_set():
             done.set()
-            os.write(wake_w, b"\0")
-            os.close(wake_w)
+            # A watch that saw the JVM go has ended and closed its end: the wake-up then
+            # fails with EPIPE (pipe(7): "If all file descriptors referring to the read end
+            # of a pipe have been closed, then a write(2) will cause ... EPIPE"). s28b:
+            # that BrokenPipeError escaped the driver's `gc` after every spark-submit
+            # SIGKILL: no metrics file, and a traceback in place of the command's own end.
+            try:
+                with contextlib.suppress(BrokenPipeError):
+                    os.write(wake_w, b"\0")
+            finally:
+                os.close(wake_w)
 
     return stop_watching

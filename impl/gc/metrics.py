@@ -69,9 +69,13 @@ def build_registry(s: GcSummary) -> CollectorRegistry:
     Gauge(
         "epochgc_gc_round_blocked", "1 if the last round was blocked by safety checks", registry=reg
     ).set(1 if s.blocked else 0)
-    Gauge("epochgc_gc_round_exit_code", "Exit code of the last round", registry=reg).set(
-        s.exit_code
-    )
+    # The record's exit code (newuser15, s28b: spark-submit SIGKILLed exits 137, which its
+    # driver cannot see; the record said unknown and this gauge the driver's own 1).
+    code = s.recorded_exit_code
+    Gauge("epochgc_gc_round_exit_code",
+          "Exit code of the last round, as its record says (NaN when unknown: spark-submit's "
+          "JVM ended under the round, and spark-submit's exit code is not the driver's to see)",
+          registry=reg).set(math.nan if code is None else code)
     Gauge("epochgc_gc_round_failed", "1 if the last round ended in an error", registry=reg).set(
         1 if s.error is not None else 0
     )

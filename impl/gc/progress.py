@@ -70,8 +70,9 @@ def progress_line(label: str, tasks: tuple[int, int], counts: tuple[int, int] | 
     still = not stopped and still_s >= STILL_AFTER_S
     if counts is not None:
         # No rate while nothing moves (newuser13 Q9: "1,479 deleted, 20 keys/s, no progress
-        # for 58s": the average since the start, read as a current rate).
-        line += ", " + counts_text(counts, deletes, seconds, rate=not still)
+        # for 58s": the average since the start, read as a current rate), nor once stopped
+        # (newuser15 S7: it only fell, 11, 9, 8 keys/s, while the stopped round waited).
+        line += ", " + counts_text(counts, deletes, seconds, rate=not (still or stopped))
     if stopped:
         return line
     if still:
@@ -135,6 +136,7 @@ class StageProgress:
         self._seen = 0  # the stage's tasks, as of the last line written (0: none written)
         self._moved: tuple[object, float] | None = None  # (tasks and counts, when they moved)
         self._done = 0  # tasks done as of the last poll
+        self._said: str | None = None  # the last line returned
 
     def __enter__(self) -> StageProgress:
         self._t0 = self.clock()
@@ -173,8 +175,9 @@ class StageProgress:
         if self.listener is not None:
             self.listener.sync()  # the tasks' last counts
         counts = self.listener.totals() if self.listener is not None else None
-        return progress_line(self.label, (total, total), counts, self.deletes,
-                             self.clock() - self._t0, stopped=self.stopped())
+        stopped = self.stopped()
+        return self._once(progress_line(self.label, (total, total), counts, self.deletes,
+                                        self.clock() - self._t0, stopped=stopped), stopped)
 
     def poll(self, tasks: tuple[int, int]) -> str | None:
         """The line to write for a poll that saw `tasks` (done, total) now, if one is due
@@ -189,8 +192,19 @@ class StageProgress:
         if not self._cadence.due(now, tasks):
             return None
         self._seen = tasks[1]
-        return progress_line(self.label, tasks, counts, self.deletes, now - self._t0, still_s,
-                             self.stopped())
+        stopped = self.stopped()
+        return self._once(progress_line(self.label, tasks, counts, self.deletes,
+                                        now - self._t0, still_s, stopped), stopped)
+
+    def _once(self, line: str, stopped: bool) -> str | None:
+        """`line`, unless the round is stopped and it is the line said last: a stopped
+        line has no rate and no ETA, so it changes only when the tasks ended or the counts
+        do (newuser15 S7: "stopped, 2/4 tasks ended, ..." every 10 s, for 30 s). Running,
+        the periodic line stays (an operator tailing the log sees it is alive)."""
+        if stopped and line == self._said:
+            return None
+        self._said = line
+        return line
 
     def _still(self, now: float, state: object) -> float:
         """How long `state` (tasks done, counts) has been as it is now."""

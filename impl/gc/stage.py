@@ -452,8 +452,11 @@ def _stage(
             # deleting behind a round that has ended; what they did is in the journal.
             cancel_on_stop(sc, group)
             summary.journal_read = False
+            # A requested stop's STOP is its armed write's (newuser15 S7: a SIGINT after
+            # the monitor's stop wrote a second, "stage failed", its wait said on a silent
+            # store after the first one's failure); only an unrequested end writes one.
             with contextlib.suppress(Exception):
-                _quiesce(sc, open_store, prefix, group)
+                _quiesce(sc, open_store, prefix, group, write_stop=not stop.requested)
             _read_back_now(summary, open_store, prefix, [])
             raise
         summary.delete_seconds = summary.list_seconds = time.monotonic() - t

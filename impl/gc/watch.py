@@ -151,6 +151,19 @@ class RoundWatch:
         self._wait = self._done.wait if wait is None else wait
         self.spawn = spawn
         self._threads: list[threading.Thread] = []
+        self._verdict_said = False  # `_unhealthy`: the first verdict only
+        self._verdict_lock = threading.Lock()
+
+    def _unhealthy(self, verdict: HealthVerdict) -> None:
+        """`on_unhealthy(verdict)`, for the first verdict only: it stopped the round, and
+        a later one (a HEAD of STOP in flight then, failing on the same silent store) is
+        neither said again nor recorded over it (newuser15 S7: the monitor's "...;
+        stopping" twice, 9 s apart)."""
+        with self._verdict_lock:
+            if self._verdict_said:
+                return
+            self._verdict_said = True
+        self.on_unhealthy(verdict)
 
     def start(self) -> None:
         """Look once now, on the caller's thread (a pause written since the round's own
@@ -185,7 +198,7 @@ class RoundWatch:
         try:
             store = self.open_store()
         except StoreError as e:
-            self.on_unhealthy(HealthVerdict.unknown(f"the store cannot be opened: {e}"))
+            self._unhealthy(HealthVerdict.unknown(f"the store cannot be opened: {e}"))
             return UNHEALTHY
         try:
             if self.lease_look is not None and self.lease_look(store) is not None:
@@ -222,7 +235,7 @@ class RoundWatch:
         finally:
             store.close()
         if not verdict.healthy:
-            self.on_unhealthy(verdict)
+            self._unhealthy(verdict)
             return UNHEALTHY
         return None
 
@@ -332,7 +345,7 @@ class RoundWatch:
         watch is closed already (the stage is over)."""
         if self._done.is_set():
             return
-        self.on_unhealthy(HealthVerdict.unknown(why))
+        self._unhealthy(HealthVerdict.unknown(why))
         self.stop.request(UNHEALTHY)
 
     def _look(self) -> bool:
@@ -342,7 +355,7 @@ class RoundWatch:
         try:
             why = self.poll_once()
         except Exception as e:  # fail closed, naming what went wrong
-            self.on_unhealthy(HealthVerdict.unknown(
+            self._unhealthy(HealthVerdict.unknown(
                 f"the watch could not look ({type(e).__name__}: {e})"))
             why = UNHEALTHY
         if why is None:

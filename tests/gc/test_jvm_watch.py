@@ -28,17 +28,31 @@ CHILD = textwrap.dedent("""
         with open(out, "a") as f:
             f.write("gone\\n")
         seen.set()
-    watch_jvm(gone)
+    stop_watching = watch_jvm(gone)
     with open(out, "a") as f:
         f.write("watching\\n")
     seen.wait(60)
+    for t in threading.enumerate():  # the watch has ended: its end of the pipe is closed
+        if t.name == "epochgc-jvm-watch":
+            t.join(60)
+    try:
+        stop_watching()  # the round over, as the driver's `restore()` ends the watch
+        said = "stopped"
+    except BaseException as e:
+        said = type(e).__name__
+    with open(out, "a") as f:
+        f.write(said + "\\n")
 """)
 
 
-def _wait_for(path: Path, text: str) -> None:
+def _wait_for(path: Path, text: str, then: str = "") -> None:
+    """Until `path` holds `text`, and `then` after it."""
     limit = time.monotonic() + BOUND_S
-    while text not in (path.read_text() if path.exists() else ""):
-        assert time.monotonic() < limit, path.read_text() if path.exists() else "(nothing)"
+    while True:
+        seen = path.read_text() if path.exists() else ""
+        if text in seen and then in seen.partition(text)[2]:
+            return
+        assert time.monotonic() < limit, seen or "(nothing)"
         time.sleep(0.02)
 
 
@@ -57,6 +71,11 @@ def test_the_driver_sees_its_parent_killed(tmp_path: Path) -> None:
         parent.send_signal(signal.SIGKILL)  # as spark-submit SIGKILLed: nothing of it runs
         parent.wait()
         _wait_for(out, "gone")  # old code: no watch, the orphan goes on
+        # s28b: ending the watch after it saw the parent go raised BrokenPipeError (its
+        # wake-up written to a pipe whose reader had closed) out of the driver's `gc`: no
+        # metrics file, none of the command's own exit path, a traceback to a dead pipe.
+        _wait_for(out, "gone\n", then="\n")
+        assert out.read_text().endswith("gone\nstopped\n"), out.read_text()
     finally:
         if parent.poll() is None:
             parent.kill()

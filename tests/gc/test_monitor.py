@@ -121,6 +121,34 @@ def test_the_gc_metrics_production_names_are_exported() -> None:
     assert paused.get_sample_value("epochgc_gc_round_outcome", {"outcome": "paused"}) == 1
 
 
+def test_the_exit_code_gauge_agrees_with_the_record(tmp_path: Path) -> None:
+    """newuser15 (s28b): spark-submit SIGKILLed mid-round exits 137, which its driver, left
+    running, cannot see; the record says exit code null (s27a) but the metrics file's
+    `epochgc_gc_round_exit_code` said 1, the driver's own. The gauge is the record's exit
+    code, NaN where the record says none (as the other gauges say "unknown")."""
+    import math
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from epochgc.impl.gc.metrics import export_metrics
+    from epochgc.impl.gc.record import record_document
+    from epochgc.impl.gc.summary import SPARK_STOPPED, GcSummary
+
+    def gauge(s: GcSummary) -> float:
+        path = tmp_path / "m.prom"
+        export_metrics(s, str(path))
+        [value] = [x.value for f in text_string_to_metric_families(path.read_text())
+                   for x in f.samples if x.name == "epochgc_gc_round_exit_code"]
+        return value
+
+    killed = GcSummary(interrupted=SPARK_STOPPED, exit_unseen=True)
+    assert record_document(killed, {})["exit_code"] is None
+    assert math.isnan(gauge(killed))
+    stopped = GcSummary(interrupted="SIGTERM")  # a signal this process ends by: 143
+    assert gauge(stopped) == record_document(stopped, {})["exit_code"] == 143
+    assert gauge(GcSummary(error="boom")) == 1
+
+
 def test_min_partition_epoch_is_the_lowest_m_p(tmp_path: Path) -> None:
     from epochgc.impl.gc.job import min_partition_epoch
 
@@ -169,3 +197,31 @@ def test_the_watch_stops_a_round_on_pause_or_bad_health(tmp_path: Path) -> None:
     assert watch.poll_once() == UNHEALTHY and len(seen) == 1
     write_admin_state(store, True, "x", NOW)
     assert watch.poll_once() == PAUSED
+
+
+def test_the_watch_says_its_stop_once(tmp_path: Path) -> None:
+    """newuser15 S7 (q6dl): on a store gone silent the watch's look failed ("the watch
+    could not look ...; stopping"), and 9 s later a HEAD of STOP sent before that failed
+    too: "the watch could not HEAD ...; stopping" again, the round long stopping. The
+    first verdict, which stopped the round, is said and recorded; a later one is not."""
+    from epochgc.impl.gc.monitor import HealthVerdict
+    from epochgc.impl.gc.stop import RoundStop
+    from epochgc.impl.gc.watch import UNHEALTHY, RoundWatch
+    from epochgc.impl.store.base import ObjectInfo, StoreError
+    from tests.gc.helpers import _Delegating
+
+    class Silent(_Delegating):
+        def head(self, key: str) -> ObjectInfo | None:
+            raise StoreError(f"head {key!r}: no answer within 10 s (3 attempts)")
+
+    def silent() -> Silent:
+        return Silent(LocalStore(tmp_path))
+
+    verdicts: list[HealthVerdict] = []
+    stop = RoundStop()
+    watch = RoundWatch(silent, stop, lambda: NOW, MAX_AGE, 60.0, verdicts.append,
+                       stop_key="_cluster/gc/journal/r/STOP")
+    assert watch._look()  # the look's HEAD fails: health unknown, the round stops
+    assert stop.reason == UNHEALTHY and len(verdicts) == 1
+    watch._head_apart(silent(), 0.0)  # the STOP thread's HEAD, in flight, fails after
+    assert len(verdicts) == 1, [v.why() for v in verdicts]  # old code: two

@@ -153,7 +153,31 @@ def test_after_a_stop_the_lines_say_stopped_not_done() -> None:
         stopped = True
         counts.now = (3500, 2500)
         clock.t += 5
+        # No rate once stopped (newuser15 S7: it only fell, 11, 9, 8 keys/s, as the
+        # stopped round waited, and made each line differ from the one before).
         assert p.poll((4, 4)) == ("gc: listing and deleting: stopped, 4/4 tasks ended, "
-                                  "3,500 keys listed, 2,500 deleted, 250 keys/s")
-        assert p.last_line() == ("gc: listing and deleting: stopped, 4/4 tasks ended, "
-                                 "3,500 keys listed, 2,500 deleted, 250 keys/s")
+                                  "3,500 keys listed, 2,500 deleted")
+        assert p.last_line() is None  # nothing moved since: not said again
+
+
+def test_a_stopped_round_says_its_line_again_only_if_it_changed() -> None:
+    """newuser15 S7 (q6dl): a round stopped by the safety monitor on a silent store said
+    "stopped, 2/4 tasks ended, 757 keys listed, 473 deleted" every 10 s for 30 s, only its
+    keys/s falling (11, 9, 8). Each fact once: a stopped line is said again only when the
+    tasks ended or the counts moved."""
+    clock, counts = _Clock(), _Counts()
+    with StageProgress(None, "gc: listing and deleting", None, counts,  # type: ignore[arg-type]
+                       deletes=True, clock=clock, stopped=lambda: True) as p:
+        counts.now = (757, 473)
+        clock.t += 40
+        line = "gc: listing and deleting: stopped, 2/4 tasks ended, 757 keys listed, 473 deleted"
+        assert p.poll((2, 4)) == line
+        for _ in range(3):
+            clock.t += 10
+            assert p.poll((2, 4)) is None  # old code: the line again, "9 keys/s", ...
+        counts.now = (757, 480)  # a batch in flight answered
+        clock.t += 10
+        assert p.poll((2, 4)) == line.replace("473", "480")
+        clock.t += 1
+        assert p.poll((3, 4)) == line.replace("473", "480").replace("2/4", "3/4")
+        assert p.last_line() == line.replace("473", "480").replace("2/4", "4/4")

@@ -93,7 +93,7 @@ def _submit(package: Path, tmp: Path, sig: signal.Signals, group: bool) -> tuple
     argv = [str(SPARK_SUBMIT), "--master", "local[2]", "--driver-memory", "512m",
             "--py-files", str(package / "epochgc.zip"), str(package / "epochgc_gc_submit.py"),
             "--store", str(tmp / "store"), "--now", str(NOW), "--i-know-now-is-ahead",
-            "--tasks", "2"]
+            "--tasks", "2", "--metrics-file", str(tmp / "m.prom")]
     with open(tmp / "out", "w") as out_f, open(tmp / "err", "w") as err_f:
         # Signals at their defaults (a terminal's job): Popen's child resets Python's own.
         proc = subprocess.Popen(argv, cwd=tmp, env=env, stdout=out_f, stderr=err_f,
@@ -172,6 +172,8 @@ def test_spark_submit_killed_leaves_a_record_from_the_journal(package: Path,
         "interrupted", SPARK_STOPPED, None), rec
     # spark-submit's 137 is not the driver's to see: unknown, not the driver's 1 (s27a)
     assert rec["exit_code"] is None, rec
+    # ... and so is its metrics file's exit-code gauge (newuser15, s28b: it said 1)
+    assert "\nepochgc_gc_round_exit_code NaN\n" in (tmp_path / "m.prom").read_text()
     assert rec["listing_complete"] is False, rec
     # Tasks killed mid-batch: what they removed is deleted or gone unattributed, all of it.
     assert gone and counts["deleted"] + counts["gone_unattributed"] == len(gone), (

@@ -224,6 +224,21 @@ def test_bad_step_exits_2_naming_step_and_field(
         assert n in err
 
 
+@pytest.mark.parametrize(("line", "reason"), [
+    ('{"bad json', "json: malformed JSON: Unterminated string starting at column 2"),
+    ('{"op":"state\x01"}', "json: malformed JSON: Invalid control character at column 13"),
+    ('{"op":"state"} x', "json: malformed JSON: Extra data at column 16"),
+])
+def test_malformed_json_says_each_word_once(tmp_path: Path, line: str, reason: str) -> None:
+    """newuser15 S7: `{"bad json` said "Unterminated string starting at at column 2":
+    Python's own message for it (and for a control character) ends in "at", to which the
+    column was appended. VECTORS.md fixes only the line's shape (FILE:LINE: step N:
+    FIELD: reason), and the Node port's reason is its own (tests/ports compares the place)."""
+    res = _cli(tmp_path, [line])
+    assert res.exit_code == 65, res.stdout
+    assert res.stderr.strip().endswith(f"v.jsonl:1: step 1: {reason}"), res.stderr
+
+
 def test_offsets_must_increase(tmp_path: Path) -> None:
     res = _cli(tmp_path, _steps({"op": "apply_placeholder", "epoch": 5, "offset": 3},
                                 {"op": "apply_placeholder", "epoch": 4, "offset": 3}))
