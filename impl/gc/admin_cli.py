@@ -42,7 +42,7 @@ from typing import Any
 
 import click
 
-from epochgc.impl import closedout, errorline, jsonfailure, pathopt
+from epochgc.impl import closedout, errorline, jsonfailure, pathopt, signals
 from epochgc.impl.entry import end_by
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.admin import (
@@ -110,7 +110,8 @@ class _Interrupted(BaseException):
         self.detail: str | None = None  # what may have been done (`_writing`)
 
     def line(self) -> str:
-        return f"interrupted by {self}" + (f": {self.detail}" if self.detail else "")
+        # Never bare (newuser15 S3): what the command said it had done, else nothing yet.
+        return f"interrupted by {self}: {self.detail or signals.done_so_far()}"
 
 
 @contextmanager
@@ -118,14 +119,13 @@ def _writing(what: str, store: str, s3_endpoint: str | None) -> Iterator[None]:
     """A signal while `what` is written: its request may have gone out and been applied
     (newuser10 L3: a Ctrl-C on a slow `pause` said only "interrupted by SIGINT", exit 130,
     and the store was paused all the same): the line says so and where to look."""
-    try:
-        yield
-    except _Interrupted as e:
-        where = f"--store {shlex.quote(store)}" + (
-            f" --s3-endpoint {shlex.quote(s3_endpoint)}" if s3_endpoint else "")
-        e.detail = (f"{what} may have been written (its request was under way): "
-                    f"`epochgc gc-admin show {where}` says")
-        raise
+    where = f"--store {shlex.quote(store)}" + (
+        f" --s3-endpoint {shlex.quote(s3_endpoint)}" if s3_endpoint else "")
+    # Said from before the request goes out until the command says what it wrote
+    # (`closedout.done`): no moment where a signal's line says less (newuser15 S3).
+    signals.doing(f"{what} may have been written (its request was under way): "
+                  f"`epochgc gc-admin show {where}` says")
+    yield
 
 
 @contextmanager
@@ -194,8 +194,10 @@ class _AdminGroup(click.Group):
         except _Interrupted as e:
             jsonfailure.say(ctx, ctx.invoked_subcommand, "interrupted", e.line(), e.code)
             # The form `epochgc`'s group prints for a signal while the command loads
-            # (newuser8 I7: "epochgc gc-admin:" then, "gc-admin:" later).
-            echo_safe(f"epochgc gc-admin: {e.line()}", err=True)
+            # (newuser8 I7: "epochgc gc-admin:" then, "gc-admin:" later), naming the
+            # subcommand as its error lines do (newuser15 S3: "epochgc gc-admin:" only).
+            who = errorline.command_of(errorline.deepest(ctx)) or "gc-admin"
+            echo_safe(f"epochgc {who}: {e.line()}", err=True)
             end_by(e.signum)  # the process ends by the signal (impl/entry.py)
             ctx.exit(e.code)
 
@@ -320,9 +322,9 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
             return
         with _writing("the pause", store, s3_endpoint):
             state = write_admin_state(s, True, reason, time.time(), by or _operator())
-        # newuser11 M9: a failed stdout write's line says the work was done.
-        closedout.done("the pause was written" + (" (it replaces the earlier one)"
-                                                  if before.paused else ""))
+            # newuser11 M9: a failed stdout write's line says the work was done.
+            closedout.done("the pause was written" + (" (it replaces the earlier one)"
+                                                      if before.paused else ""))
     finally:
         s.close()
     if as_json:
@@ -697,6 +699,9 @@ def advance_epoch(data_dir: str, partition: str, as_json: bool) -> None:
         finally:
             await access.close()
 
+    # Until its outcome is known (newuser15 S3: a signal's line said nothing).
+    signals.doing(f"the advance of {partition} may have been sent: `epochgc cluster status "
+                  f"--data-dir {shlex.quote(data_dir)} --json` shows its M(p)")
     try:
         r = asyncio.run(go())
     except _Interrupted as e:
