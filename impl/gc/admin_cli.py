@@ -524,6 +524,12 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
 
     try:
         plan = expire_rounds(s, time.time(), older_than, keep_last, apply, said, progress)
+        if plan.applied and (plan.rounds or plan.orphans):  # newuser14 R3: said if stdout
+            # fails; inside the `try`, so a signal until then says how far it got too.
+            closedout.done(f"removed {len(plan.rounds)} round(s) ({plan.removed:,} "
+                           f"object(s), {plan.bytes:,} bytes)" + (
+                               f" and the sequence markers of {len(plan.orphans)} round(s)"
+                               if plan.orphans else ""))
     except _Interrupted as e:
         if progress.planned:  # what was done (newuser11 M12)
             e.detail = (f"{progress.removed} of {progress.planned} round(s) removed (each "
@@ -537,11 +543,6 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
         raise _Refused(f"refused, nothing removed: {e}") from None
     finally:
         s.close()
-    if plan.applied and (plan.rounds or plan.orphans):  # newuser14 R3: said if stdout fails
-        closedout.done(f"removed {len(plan.rounds)} round(s) ({plan.removed:,} object(s), "
-                       f"{plan.bytes:,} bytes)" + (
-                           f" and the sequence markers of {len(plan.orphans)} round(s)"
-                           if plan.orphans else ""))
     if as_json:
         click.echo(json.dumps(plan.as_dict(), sort_keys=True))
     else:
@@ -571,7 +572,14 @@ def show(store: str, s3_endpoint: str | None, max_report_age: float, as_json: bo
     s = _open(store, s3_endpoint)
     try:
         unrecordable: list[dict[str, Any]] = []
+        # `show` writes only for a round whose driver died (its record, or its STOP):
+        # what a signal's line says meanwhile (newuser15 S3).
+        signals.doing("nothing was written unless a round's driver had died (`show` writes "
+                      "such a round's record or its STOP marker)")
         recovered, recovering = _stop_dead(s, "gc-admin show", unrecordable)
+        signals.doing(f"recorded {len(recovered)} and stopped {len(recovering)} dead "
+                      "round(s)" if recovered or recovering
+                      else "nothing was written (no dead round to record)")
         doc = gc_state(s, time.time(), max_report_age, recovered, recovering)
         doc["unrecordable"] = unrecordable
     finally:

@@ -207,7 +207,7 @@ def test_expire_apply_cut_short_by_a_signal_says_how_far_it_got(tmp_path: Path) 
                                 **{HOOK_ENV: "round-removed:SIGINT"}))
     assert p.returncode == by_signal(signal.SIGINT), p.stderr
     assert p.stderr.strip().splitlines()[-1] == (
-        "epochgc gc-admin: interrupted by SIGINT: 1 of 2 round(s) removed (each removed "
+        "epochgc gc-admin expire: interrupted by SIGINT: 1 of 2 round(s) removed (each removed "
         "whole leaves the store consistent; one cut short mid-way is finished by the next "
         "run): `gc-admin expire --apply` again removes the rest"), p.stderr
     assert len(list(LocalStore(root).list_all(ROUNDS_PREFIX))) == 2

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from epochgc.impl.signals import NOTHING_YET
 from epochgc.impl.store.patience import ATTEMPTS_ENV, READ_TIMEOUT_ENV, SAY_AFTER_ENV
 from tests.gc.helpers import signal_when_ready
 from tests.interrupted import by_signal
@@ -111,7 +112,8 @@ def test_gc_admin_show_interrupted_while_a_read_waits_ends_at_once(tmp_path: Pat
     assert code == by_signal(signal.SIGINT), err
     assert "Traceback" not in err, err
     # One wording, whenever the signal comes (newuser8 I7, merged beside this test).
-    assert err.strip().splitlines()[-1] == "epochgc gc-admin: interrupted by SIGINT", err
+    assert err.strip().splitlines()[-1] == (  # newuser15 S3: it was bare
+        f"epochgc gc-admin show: interrupted by SIGINT: {NOTHING_YET}"), err
 
 
 def test_a_round_interrupted_before_it_began_writes_nothing(tmp_path: Path) -> None:
