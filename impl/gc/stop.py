@@ -81,6 +81,13 @@ class RoundStop:
         self.deadline_passed = False  # the --deadline's request came, first or not
         # A signal came while `finishing`, which began with no stop requested
         self.finishing_clean = False
+        # The round's outcome is set (`work_over`): a stop from now on stops nothing.
+        self.outcome_set = False
+        # The first stop came once the outcome was set: the command's last line says it
+        # (gc's cli: `came`), `announce` does not (newuser15 S4: one SIGTERM right after
+        # the deletes was two lines, "SIGTERM: stopping: writing the round's record..."
+        # then "SIGTERM after the round ended: its record stands, exit code 0").
+        self.late = False
 
     def before_round(self) -> None:
         """From now until `round_begins`, the first SIGINT or SIGTERM raises
@@ -89,6 +96,11 @@ class RoundStop:
         command is likely waiting for a store read (issue 41, newuser8 I10)."""
         self.unstarted = True
         self.means = "nothing written to the store yet; ending now"
+
+    def work_over(self) -> None:
+        """The round's outcome is set (its stage has taken `reason` as its interruption or
+        none): a stop from now on is `late`."""
+        self.outcome_set = True
 
     def round_begins(self) -> None:
         """The round is about to write to the store (its lease) or start Spark: a signal
@@ -230,6 +242,7 @@ class RoundStop:
             if self.reason is not None:
                 self.again("deadline", first=True)
         if self.reason is None:
+            self.late = self.outcome_set
             self.reason = reason
         else:
             self._further.set()
@@ -280,6 +293,7 @@ class RoundStop:
         reasoned). The reason is recorded at once (`requested` is true); the event is set
         by the waker thread, woken through a pipe (os.write: no lock)."""
         if self.reason is None:
+            self.late = self.outcome_set
             self.reason = reason
         fd = self._wake_fd
         if fd is None:
@@ -365,7 +379,7 @@ def announce(stop: RoundStop, say: Callable[[str], None],
     def run() -> None:
         stop._wake.wait()
         try:
-            if stop.reason in reasons and not stop.finishing_clean:
+            if stop.reason in reasons and not (stop.finishing_clean or stop.late):
                 say(f"gc: {stop.reason}: stopping: {stop.means}...")
             elif stop.reason == "deadline":
                 # newuser14 R4: the --deadline passing was said by no line (a round whose

@@ -173,8 +173,8 @@ def test_a_round_stopped_before_its_listing_announces_no_work(tmp_path: Path) ->
     assert p.returncode == by_signal(signal.SIGINT), p.stderr
     assert "listing" not in p.stderr and "M=" not in p.stderr, p.stderr
     assert "Spark" not in p.stderr and p.stderr.strip().splitlines()[-1] == (
-        "gc: interrupted (SIGINT) before the round started: nothing was written to the "
-        "store, no key deleted"), p.stderr
+        "epochgc gc: interrupted by SIGINT: before the round started: nothing was written "
+        "to the store, no key deleted"), p.stderr
 
 
 def test_reset_says_of_a_damaged_lease_what_show_says(tmp_path: Path) -> None:

@@ -102,8 +102,8 @@ def test_gc_interrupted_while_a_read_waits_ends_at_once(extra: tuple[str, ...],
     assert "Traceback" not in err, err
     assert "record stands" not in err and "ending the round" not in err, err
     assert err.strip().splitlines()[-1] == (
-        f"gc: interrupted ({sig.name}) before the round started: nothing was written to "
-        "the store, no key deleted"), err
+        f"epochgc gc: interrupted by {sig.name}: before the round started: nothing was "
+        "written to the store, no key deleted"), err
 
 
 def test_gc_admin_show_interrupted_while_a_read_waits_ends_at_once(tmp_path: Path) -> None:
@@ -134,6 +134,6 @@ def test_a_round_interrupted_before_it_began_writes_nothing(tmp_path: Path) -> N
                        text=True, timeout=HANG_S)
     assert p.returncode == by_signal(signal.SIGTERM), p.stderr
     assert p.stderr.strip().splitlines()[-1] == (
-        "gc: interrupted (SIGTERM) before the round started: nothing was written to the "
-        "store, no key deleted"), p.stderr
+        "epochgc gc: interrupted by SIGTERM: before the round started: nothing was "
+        "written to the store, no key deleted"), p.stderr
     assert sorted(str(q.relative_to(root)) for q in root.rglob("*")) == before
