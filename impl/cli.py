@@ -40,11 +40,7 @@ SUBCOMMANDS: dict[str, str] = {
 _OUTPUT_IS_WORK = ("replay",)
 
 _LOADING = "epochgc.loading"  # ctx.meta: the subcommand whose module is being loaded
-_BEGAN = "epochgc.began"  # ctx.meta: a command's own code has begun (`_mark_begun`)
-# The line of a signal that came before any command's own code ran (while Python or the
-# command's module loaded, while its options were read): nothing was done (newuser14 R8:
-# an early Ctrl-C of `barrier` / `cluster stop` said only "interrupted by SIGINT").
-BEFORE_BEGAN = "before the command began: nothing was done"
+BEFORE_BEGAN = signals.BEFORE_BEGAN  # a signal's line before the command's code began
 
 
 class _LazyGroup(click.Group):
@@ -108,11 +104,7 @@ class _LazyGroup(click.Group):
             sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
             # Issue 41 F12: a signal while the command's module loads comes before click
             # sets `invoked_subcommand` ("epochgc None: interrupted by SIGINT").
-            name = ctx.invoked_subcommand or ctx.meta.get(_LOADING)
-            who = f"epochgc {name}" if name else "epochgc"
-            detail = sig.detail or (None if ctx.meta.get(_BEGAN) else BEFORE_BEGAN)
-            said = f": {detail}" if detail else ""
-            click.echo(f"{who}: interrupted by {sig.name}{said}", err=True)
+            click.echo(interrupted_line(ctx, sig.name, sig.detail), err=True)
             signals.ignore_further()  # its cleanup is done: the exit code is decided
             end_by(sig.signum)  # and the process ends by the signal (impl/entry.py)
             ctx.exit(sig.exit_code)
@@ -149,6 +141,42 @@ class _LazyGroup(click.Group):
         return cmd
 
 
+def interrupted_line(ctx: click.Context, signame: str, detail: str | None) -> str:
+    """`epochgc CMD: interrupted by SIGNAL: WHAT WAS DONE`, the last line of a command a
+    signal ended. Never bare (newuser15 S3): `detail`, else what the command said it had
+    done (`signals.doing`, set as its code begins, `BEFORE_BEGAN` until then). CMD is the
+    command's full name, as its error lines say it ("gc-admin pause", not "gc-admin")."""
+    said = detail or signals.done_so_far()
+    name = command_name(ctx)
+    who = f"epochgc {name}" if name else "epochgc"
+    return f"{who}: interrupted by {signame}: {said}"
+
+
+def command_name(ctx: click.Context) -> str | None:
+    """The running command's full name (`gc-admin pause`), from the deepest context made;
+    while its module loads, the name being loaded and, for a group, the subcommand its
+    arguments name (issue 41 F12: click had not set `invoked_subcommand` yet)."""
+    name = errorline.command_of(errorline.deepest(ctx))
+    if name is not None:
+        return name
+    loading = ctx.meta.get(_LOADING) or ctx.invoked_subcommand
+    if not loading:
+        return None
+    return " ".join([str(loading), *_subcommand_named(ctx, str(loading))])
+
+
+def _subcommand_named(ctx: click.Context, group: str) -> list[str]:
+    """The subcommand of `group` the command line names (its first word after the
+    group's that is one), if the group's module is loaded; none otherwise."""
+    module, attr = SUBCOMMANDS[group].split(":")
+    cmd = getattr(sys.modules.get(module), attr, None)
+    if not isinstance(cmd, click.Group):
+        return []
+    args = [*ctx.protected_args, *ctx.args]
+    after = args[args.index(group) + 1:] if group in args else args
+    return next(([a] for a in after if a in cmd.commands), [])
+
+
 def _mark_begun(cmd: click.Command) -> None:
     """A command's own code (its callback; not a group's, which only passes on) notes
     that it has begun: a signal before then did nothing (`BEFORE_BEGAN`)."""
@@ -158,7 +186,9 @@ def _mark_begun(cmd: click.Command) -> None:
 
     @functools.wraps(inner)
     def begun(*args: Any, **kwargs: Any) -> Any:
-        click.get_current_context().meta[_BEGAN] = True
+        # From here a signal's line says what was done; nothing yet (newuser15 S3).
+        signals.doing(signals.NOTHING_YET)
+        signals.checkpoint(signals.BEGAN_POINT)  # the signal tests' point (newuser15 S3)
         return inner(*args, **kwargs)
 
     cmd.callback = begun

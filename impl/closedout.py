@@ -127,6 +127,10 @@ def done(what: str) -> None:
     (FILE)"; each call replaces the last): a failed stdout write's line says it."""
     global _done
     _done = what
+    if what:  # and a signal's line (impl/signals.py `doing`, newuser15 S3)
+        from epochgc.impl import signals
+
+        signals.doing(what)
 
 
 def _at_exit() -> None:

@@ -199,6 +199,8 @@ class Demo:
 
     def run(self, keep: bool = False) -> DemoResult:
         interrupted = False
+        # Until its clean-up says what it stopped and removed (newuser15 S3).
+        signals.doing(f"the run had begun: its brokers and data under {self.tmp} may be left")
         try:
             signals.checkpoint("start")
             self.store = LocalStore(self.store_dir, create=True)
@@ -212,15 +214,21 @@ class Demo:
             self.say(f"3 broker processes up under {self.tmp}; GC engine: {self.gc.engine}")
             signals.run(self._main())
             return self.result
-        except KeyboardInterrupt:  # SIGINT or SIGTERM (impl/signals.py)
+        except KeyboardInterrupt as e:  # SIGINT or SIGTERM (impl/signals.py)
             interrupted = True
-            raise
-        finally:
+            sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
             with signals.deferred():  # bounded, and never cut short by a signal
-                self._clean_up(interrupted, keep)
+                said = self._clean_up(True, keep)
+            # What the run stopped and left, on the one interrupted line (newuser15 S5).
+            raise signals.Interrupted(sig.signum, said) from None
+        finally:
+            if not interrupted:
+                with signals.deferred():
+                    signals.doing(f"the run had ended: {self._clean_up(False, keep)}")
 
-    def _clean_up(self, interrupted: bool, keep: bool) -> None:
-        """Stop what the run started and remove its data; what an interrupt left is said."""
+    def _clean_up(self, interrupted: bool, keep: bool) -> str:
+        """Stop what the run started and remove its data; what an interrupt left, in
+        words (said on the command's interrupted line)."""
         if interrupted and self._gc is not None:
             self._gc.interrupt(signals.interrupted().name)
         nodes = len(self.lc.meta.get("pids", {}))
@@ -234,11 +242,9 @@ class Demo:
             self.say(f"data kept in {self.tmp}")
         else:
             shutil.rmtree(self.tmp, ignore_errors=True)
-        if interrupted:
-            spark = ", the Spark session" if self.engine_used() == "spark" else ""
-            self.say(f"interrupted by {signals.interrupted().name}: stopped {nodes} broker "
-                     f"process(es){spark} and the workload; "
-                     + (f"data kept in {self.tmp}" if keep else f"removed {self.tmp}"))
+        spark = ", the Spark session" if self.engine_used() == "spark" else ""
+        return (f"stopped {nodes} broker process(es){spark} and the workload; "
+                + (f"data kept in {self.tmp}" if keep else f"removed {self.tmp}"))
 
     async def _main(self) -> None:
         access = ProcClusterAccess(self.lc.client_addrs())

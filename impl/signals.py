@@ -89,6 +89,9 @@ POINTS: dict[str, tuple[str, ...]] = {
     # round-removed: `gc-admin expire --apply` has removed a round, and said so.
     "gc-admin expire": ("round-removed",),
 }
+# Every command's, as its own code (its click callback) begins (impl/cli.py `_mark_begun`):
+# the start of the window newuser15 S3 found (tests/impl/test_began_signal_said.py).
+BEGAN_POINT = "began"
 # Every command's, before its module is imported (impl/cli.py): not walked by the matrix.
 LOAD_POINT = "load"
 # While this module itself is imported by impl/cli.py, before any handler of ours: the
@@ -130,6 +133,31 @@ def received() -> int | None:
 # a Ctrl-C lost, the command ran on to exit 0. The stop is sticky: `check` raises it again,
 # and so does the next signal.
 _swallowed = False
+
+
+# What the command has done so far, for its interrupted line (issue 41, newuser15 S3: a
+# signal after the command's code began and before it said what it had done ended with a
+# bare "epochgc gc-admin: interrupted by SIGINT"). Never empty once the command's code has
+# begun (impl/cli.py `_mark_begun` sets `NOTHING_YET`): a command replaces it as its first
+# write gets under way (`doing`), so every interrupted line says what was done.
+NOTHING_YET = "nothing was written yet"
+# The line of a signal that came before any command's own code ran (while Python or the
+# command's module loaded, while its options were read): nothing was done (newuser14 R8:
+# an early Ctrl-C of `barrier` / `cluster stop` said only "interrupted by SIGINT").
+BEFORE_BEGAN = "before the command began: nothing was done"
+_done: str | None = None  # None: the command's own code has not begun
+
+
+def doing(what: str) -> None:
+    """From now on, a signal's line says `what` was done (or may have been)."""
+    global _done
+    _done = what
+
+
+def done_so_far() -> str:
+    """What a signal's line says was done: `doing`'s last words, `BEFORE_BEGAN` before
+    the command's code began. Never empty: no interrupted line is bare."""
+    return _done or BEFORE_BEGAN
 
 
 def _note(signum: int) -> bool:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from epochgc.impl import pathopt
+from epochgc.impl import pathopt, signals
 from epochgc.impl.chaos.run import ChaosResult, ChaosRun
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.finite import FiniteFloat
@@ -56,19 +56,24 @@ def chaos(nodes: str, seconds: float, seed: int, as_json: bool, store: str | Non
         except StoreError as e:
             raise click.BadParameter(str(e), param_hint="--store") from None
     where = writable_dir(out, "--out") if out else Path(tempfile.mkdtemp(prefix="epochgc-chaos-"))
+    # From here its history is written (newuser15 S3: what a signal's line says).
+    signals.doing(f"the run had begun; its history is in {where}")
     run = ChaosRun(int(nodes), seconds, seed, where, store, s3_endpoint,
                    gc_engine=gc_engine, echo=not quiet)
     try:
         res = run.run(keep_data)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
         # The run's history is all an interrupted run leaves (issue 41): say where, in a
-        # temp directory of ours when --out was not given. The CLI then says what stopped it.
-        click.echo(f"chaos: interrupted; history in {where}", err=True)
-        raise
+        # temp directory of ours when --out was not given; on the one interrupted line
+        # (newuser15 S5: "chaos: interrupted; history in ..." and then a bare line).
+        sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
+        raise signals.Interrupted(
+            sig.signum, f"the run was stopped; its history is in {where}") from None
     doc = asdict(res)
     head = {k: doc.pop(k) for k in FIELDS}
     head.update(doc)  # the extra counters after the issue's fields
     (where / "result.json").write_text(json.dumps(head, indent=1) + "\n")
+    signals.doing(f"the run had ended; its history and result.json are in {where}")
     # As every other command: a summary for a person, JSON only under --json (the JSON is
     # in result.json either way).
     click.echo(json.dumps(head) if as_json else summary(res))

@@ -144,17 +144,19 @@ def barrier(data_dir: str, wait: float, as_json: bool) -> None:
     try:
         lc = LocalCluster(data_dir)
         cand, rows, unanswered = asyncio.run(_run(lc, wait, done))
+        ok = _applied(rows)
+        done.seen(rows)
+        # newuser12 P4: a failed stdout write (`> /dev/full`) said only "cannot write to
+        # stdout"; the barrier changes every partition, so the line says how far it got, as
+        # M9's fix does for pause, produce and topic create/delete. Inside the `try`: a
+        # signal until then says how far it got too (newuser15 S3).
+        closedout.done(f"the barrier was written (candidate {cand}): {done.applied:,} of "
+                       f"{done.partitions:,} partition(s) applied it"
+                       + ("" if ok else "; the others do on their leaders' own barrier "
+                          "rounds"))
     except KeyboardInterrupt as e:
         sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
         raise signals.Interrupted(sig.signum, done.interrupted()) from None
-    ok = _applied(rows)
-    done.seen(rows)
-    # newuser12 P4: a failed stdout write (`> /dev/full`) said only "cannot write to
-    # stdout"; the barrier changes every partition, so the line says how far it got, as
-    # M9's fix does for pause, produce and topic create/delete.
-    closedout.done(f"the barrier was written (candidate {cand}): {done.applied:,} of "
-                   f"{done.partitions:,} partition(s) applied it"
-                   + ("" if ok else "; the others do on their leaders' own barrier rounds"))
     if unanswered:
         # Every node holds every partition: the rows are whole without it, said as such.
         stderr_line(f"epochgc barrier: no answer from node(s) {', '.join(map(str, unanswered))}"

@@ -155,6 +155,10 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
         _refuse_changes(ctx, lc, {
             "store": store, "nodes": nodes, "partitions": parts, "mint_interval": mint_interval,
             "trace": trace, "s3_endpoint": s3_endpoint})
+    # The start's first writes (the store's directory, its preflight object, the
+    # cluster's file): what a signal's line says from here (newuser15 S3).
+    signals.doing(f"no node was started; the cluster's file ({lc.meta_path}) may have been "
+                  "written")
     if spec.kind == "file":
         # The default store is a local directory: make it, as a new user expects.
         writable_dir(spec.location, "--store")
@@ -212,11 +216,12 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
                        + (f"started node(s) {_ids(started)}" if started
                           else "every node was running already")
                        + f"): every partition has a leader ({lc.dir})")
-    except KeyboardInterrupt:  # SIGINT or SIGTERM: what this start started is stopped
+    except KeyboardInterrupt as e:  # SIGINT or SIGTERM: what this start started is stopped
+        sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
         _stop_started(lc, started)
-        click.echo(f"cluster start interrupted: stopped the {len(started)} node(s) it had "
-                   f"started under {lc.dir}", err=True)
-        raise
+        # Said on the one interrupted line (newuser15 S5: its own line, then a bare one).
+        raise signals.Interrupted(sig.signum, f"stopped the {len(started)} node(s) it had "
+                                  f"started under {lc.dir}") from None
     except PortTaken as e:  # taken between the check and the node's bind
         _stop_started(lc, started)
         raise _port_taken(e, lc, store, started) from None
@@ -385,9 +390,12 @@ def kill(data_dir: str, node: int) -> None:
         raise click.BadParameter(
             f"no node {node} in the cluster under {lc.dir} (nodes: "
             + ", ".join(map(str, lc.ids)) + ")", param_hint="NODE")
+    signals.doing(f"node {node} may have been killed")  # newuser15 S3: said if signalled
     ended = lc.kill(node, signal.SIGKILL)
     if ended.how == KILLED:  # newuser14 R3: said if stdout fails
         closedout.done(f"node {node} (pid {ended.pid}) was killed")
+    else:
+        signals.doing(f"nothing was killed: node {node} was not running")
     # Said either way (newuser12 P5: nothing, and exit 0 also for a node not running; the
     # wanted state holds then, so 0 stays, and the line says nothing was killed).
     click.echo(f"node {node} (pid {ended.pid}) killed" if ended.how == KILLED
@@ -545,10 +553,12 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
             signals.run(_produce_batch(lc, partitions, name, first, n, size, epoch, rng,
                                        recorded))
             checkpoint("acked")  # the signal tests' point: between batches
-    except KeyboardInterrupt:
-        click.echo(f"produce interrupted: {_acked_words(recorded, count, partitions, lc)}",
-                   err=True)
-        raise
+    except KeyboardInterrupt as e:
+        # Said on the one interrupted line (newuser15 S5: "produce interrupted: ..." then
+        # a bare "epochgc produce: interrupted by SIGINT").
+        sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
+        raise signals.Interrupted(
+            sig.signum, _acked_words(recorded, count, partitions, lc)) from None
     except _NotAcked as e:
         # newuser12 P13: the same account as a signal's, after the cluster's own words.
         raise click.ClickException(

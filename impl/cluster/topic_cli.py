@@ -54,6 +54,9 @@ def _call(data_dir: str, **req: Any) -> dict[str, Any]:
             await access.close()
 
     creating = req["op"] == "create_topic"
+    # From here until its outcome is known (newuser15 S3: a signal's line said nothing).
+    signals.doing(f"{req['op']} {req['topic']!r} may have been sent to the cluster: `epochgc "
+                  f"cluster status --data-dir {data_dir}` shows it")
     if creating:  # kept until its outcome is seen: `cluster status` flags a create cut short
         asked.note(data_dir, req["topic"], req["partitions"])
     else:  # a delete asked for: a topic it leaves in part is not short of a create
@@ -65,7 +68,7 @@ def _call(data_dir: str, **req: Any) -> dict[str, Any]:
         if nid is None:
             if creating:
                 asked.settle(data_dir, req["topic"])  # not sent, or answered
-            raise  # nothing sent, or answered: the group's line says the signal
+            raise  # not sent, or answered: the group's line says it may have been
         # Said, with where to look (newuser10 L2: only "interrupted by SIGINT", and 12 of
         # 64 partitions left).
         sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()

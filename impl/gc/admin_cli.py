@@ -42,7 +42,7 @@ from typing import Any
 
 import click
 
-from epochgc.impl import closedout, errorline, jsonfailure, pathopt
+from epochgc.impl import closedout, errorline, jsonfailure, pathopt, signals
 from epochgc.impl.entry import end_by
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.admin import (
@@ -110,7 +110,8 @@ class _Interrupted(BaseException):
         self.detail: str | None = None  # what may have been done (`_writing`)
 
     def line(self) -> str:
-        return f"interrupted by {self}" + (f": {self.detail}" if self.detail else "")
+        # Never bare (newuser15 S3): what the command said it had done, else nothing yet.
+        return f"interrupted by {self}: {self.detail or signals.done_so_far()}"
 
 
 @contextmanager
@@ -118,14 +119,13 @@ def _writing(what: str, store: str, s3_endpoint: str | None) -> Iterator[None]:
     """A signal while `what` is written: its request may have gone out and been applied
     (newuser10 L3: a Ctrl-C on a slow `pause` said only "interrupted by SIGINT", exit 130,
     and the store was paused all the same): the line says so and where to look."""
-    try:
-        yield
-    except _Interrupted as e:
-        where = f"--store {shlex.quote(store)}" + (
-            f" --s3-endpoint {shlex.quote(s3_endpoint)}" if s3_endpoint else "")
-        e.detail = (f"{what} may have been written (its request was under way): "
-                    f"`epochgc gc-admin show {where}` says")
-        raise
+    where = f"--store {shlex.quote(store)}" + (
+        f" --s3-endpoint {shlex.quote(s3_endpoint)}" if s3_endpoint else "")
+    # Said from before the request goes out until the command says what it wrote
+    # (`closedout.done`): no moment where a signal's line says less (newuser15 S3).
+    signals.doing(f"{what} may have been written (its request was under way): "
+                  f"`epochgc gc-admin show {where}` says")
+    yield
 
 
 @contextmanager
@@ -194,8 +194,10 @@ class _AdminGroup(click.Group):
         except _Interrupted as e:
             jsonfailure.say(ctx, ctx.invoked_subcommand, "interrupted", e.line(), e.code)
             # The form `epochgc`'s group prints for a signal while the command loads
-            # (newuser8 I7: "epochgc gc-admin:" then, "gc-admin:" later).
-            echo_safe(f"epochgc gc-admin: {e.line()}", err=True)
+            # (newuser8 I7: "epochgc gc-admin:" then, "gc-admin:" later), naming the
+            # subcommand as its error lines do (newuser15 S3: "epochgc gc-admin:" only).
+            who = errorline.command_of(errorline.deepest(ctx)) or "gc-admin"
+            echo_safe(f"epochgc {who}: {e.line()}", err=True)
             end_by(e.signum)  # the process ends by the signal (impl/entry.py)
             ctx.exit(e.code)
 
@@ -320,9 +322,9 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
             return
         with _writing("the pause", store, s3_endpoint):
             state = write_admin_state(s, True, reason, time.time(), by or _operator())
-        # newuser11 M9: a failed stdout write's line says the work was done.
-        closedout.done("the pause was written" + (" (it replaces the earlier one)"
-                                                  if before.paused else ""))
+            # newuser11 M9: a failed stdout write's line says the work was done.
+            closedout.done("the pause was written" + (" (it replaces the earlier one)"
+                                                      if before.paused else ""))
     finally:
         s.close()
     if as_json:
@@ -522,6 +524,12 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
 
     try:
         plan = expire_rounds(s, time.time(), older_than, keep_last, apply, said, progress)
+        if plan.applied and (plan.rounds or plan.orphans):  # newuser14 R3: said if stdout
+            # fails; inside the `try`, so a signal until then says how far it got too.
+            closedout.done(f"removed {len(plan.rounds)} round(s) ({plan.removed:,} "
+                           f"object(s), {plan.bytes:,} bytes)" + (
+                               f" and the sequence markers of {len(plan.orphans)} round(s)"
+                               if plan.orphans else ""))
     except _Interrupted as e:
         if progress.planned:  # what was done (newuser11 M12)
             e.detail = (f"{progress.removed} of {progress.planned} round(s) removed (each "
@@ -535,11 +543,6 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
         raise _Refused(f"refused, nothing removed: {e}") from None
     finally:
         s.close()
-    if plan.applied and (plan.rounds or plan.orphans):  # newuser14 R3: said if stdout fails
-        closedout.done(f"removed {len(plan.rounds)} round(s) ({plan.removed:,} object(s), "
-                       f"{plan.bytes:,} bytes)" + (
-                           f" and the sequence markers of {len(plan.orphans)} round(s)"
-                           if plan.orphans else ""))
     if as_json:
         click.echo(json.dumps(plan.as_dict(), sort_keys=True))
     else:
@@ -569,7 +572,14 @@ def show(store: str, s3_endpoint: str | None, max_report_age: float, as_json: bo
     s = _open(store, s3_endpoint)
     try:
         unrecordable: list[dict[str, Any]] = []
+        # `show` writes only for a round whose driver died (its record, or its STOP):
+        # what a signal's line says meanwhile (newuser15 S3).
+        signals.doing("nothing was written unless a round's driver had died (`show` writes "
+                      "such a round's record or its STOP marker)")
         recovered, recovering = _stop_dead(s, "gc-admin show", unrecordable)
+        signals.doing(f"recorded {len(recovered)} and stopped {len(recovering)} dead "
+                      "round(s)" if recovered or recovering
+                      else "nothing was written (no dead round to record)")
         doc = gc_state(s, time.time(), max_report_age, recovered, recovering)
         doc["unrecordable"] = unrecordable
     finally:
@@ -697,6 +707,9 @@ def advance_epoch(data_dir: str, partition: str, as_json: bool) -> None:
         finally:
             await access.close()
 
+    # Until its outcome is known (newuser15 S3: a signal's line said nothing).
+    signals.doing(f"the advance of {partition} may have been sent: `epochgc cluster status "
+                  f"--data-dir {shlex.quote(data_dir)} --json` shows its M(p)")
     try:
         r = asyncio.run(go())
     except _Interrupted as e:

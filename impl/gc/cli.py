@@ -663,7 +663,12 @@ def failure_line(s: GcSummary) -> str:
     text = (f"{s.error}{_while_stopping(s)}; {_after(s)}"
             + (f"; its record was not written: {s.record_advice}"
                if s.record_advice and s.journal is not None else ""))
-    return f"gc: {text}" if s.error.endswith(STOPPED_AT_ONCE) else errorline.line("gc", text)
+    if s.error.endswith(STOPPED_AT_ONCE):
+        # A signal ended it at once: the command ends by that signal, and its last line
+        # is every signalled command's (newuser15 S5: it was "gc: SIGINT again: ...").
+        return (f"epochgc gc: interrupted by {s.signal}: {text}" if s.signal is not None
+                else f"gc: {text}")
+    return errorline.line("gc", text)
 
 
 def _while_stopping(s: GcSummary) -> str:

@@ -7,7 +7,7 @@ import shlex
 
 import click
 
-from epochgc.impl import closedout, pathopt
+from epochgc.impl import closedout, pathopt, signals
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.package import ENTRY_SCRIPT, build_zip, write_entry_script
 from epochgc.impl.preflight import Refused, writable_dir
@@ -38,6 +38,9 @@ def gc_package(out_dir: str, force: bool) -> None:
     if there and not force:
         raise Refused(f"--out {out_dir}: {' and '.join(there)} already there; refusing to "
                       "overwrite (--force replaces them)", ExitCode.USAGE)
+    # What a signal's line says from here (newuser15 S3), until the package is written.
+    signals.doing(f"{out / ZIP} and {out / ENTRY_SCRIPT} may have been written (the package "
+                  "was being written)")
     z = build_zip(out / ZIP)
     entry = write_entry_script(out / ENTRY_SCRIPT)
     # newuser13 Q9: `> /dev/full` said only "cannot write to stdout", not that the package

@@ -507,6 +507,7 @@ def _stage(
             quiesced = True
         stop.means = "no batch is in flight; reading the journal back and writing the record"
         summary.interrupted = stop.reason
+        stop.work_over()  # a stop from now on stops nothing (newuser15 S4)
         # What the returned attempts wrote comes back with their results: only the entries of
         # attempts that did not return (killed, lost, a speculative copy) are read from the
         # store (issue 38, S3 at the limit: one GET per entry was 80 of a round's requests).

@@ -81,6 +81,13 @@ class RoundStop:
         self.deadline_passed = False  # the --deadline's request came, first or not
         # A signal came while `finishing`, which began with no stop requested
         self.finishing_clean = False
+        # The round's outcome is set (`work_over`): a stop from now on stops nothing.
+        self.outcome_set = False
+        # The first stop came once the outcome was set: the command's last line says it
+        # (gc's cli: `came`), `announce` does not (newuser15 S4: one SIGTERM right after
+        # the deletes was two lines, "SIGTERM: stopping: writing the round's record..."
+        # then "SIGTERM after the round ended: its record stands, exit code 0").
+        self.late = False
 
     def before_round(self) -> None:
         """From now until `round_begins`, the first SIGINT or SIGTERM raises
@@ -89,6 +96,11 @@ class RoundStop:
         command is likely waiting for a store read (issue 41, newuser8 I10)."""
         self.unstarted = True
         self.means = "nothing written to the store yet; ending now"
+
+    def work_over(self) -> None:
+        """The round's outcome is set (its stage has taken `reason` as its interruption or
+        none): a stop from now on is `late`."""
+        self.outcome_set = True
 
     def round_begins(self) -> None:
         """The round is about to write to the store (its lease) or start Spark: a signal
@@ -230,6 +242,7 @@ class RoundStop:
             if self.reason is not None:
                 self.again("deadline", first=True)
         if self.reason is None:
+            self.late = self.outcome_set
             self.reason = reason
         else:
             self._further.set()
@@ -280,6 +293,7 @@ class RoundStop:
         reasoned). The reason is recorded at once (`requested` is true); the event is set
         by the waker thread, woken through a pipe (os.write: no lock)."""
         if self.reason is None:
+            self.late = self.outcome_set
             self.reason = reason
         fd = self._wake_fd
         if fd is None:
@@ -365,7 +379,7 @@ def announce(stop: RoundStop, say: Callable[[str], None],
     def run() -> None:
         stop._wake.wait()
         try:
-            if stop.reason in reasons and not stop.finishing_clean:
+            if stop.reason in reasons and not (stop.finishing_clean or stop.late):
                 say(f"gc: {stop.reason}: stopping: {stop.means}...")
             elif stop.reason == "deadline":
                 # newuser14 R4: the --deadline passing was said by no line (a round whose
@@ -395,12 +409,71 @@ class SignalAgain(KeyboardInterrupt):
         super().__init__(f"{said}: {STOPPED_AT_ONCE}")
 
 
+class _Deliveries:
+    """How many times each signal was delivered since the Python-level handler last ran.
+    CPython's C-level handler only sets a flag per signal ("tripped") and the Python-level
+    one runs once for however many deliveries came before the main thread got to it (it
+    waits in a call into Spark while another thread takes the signal: signal(7), a
+    process-directed signal goes to any thread that does not block it). What it does per
+    delivery is write the signal's number, one byte, to the wakeup fd (`signal.
+    set_wakeup_fd`; CPython Modules/signalmodule.c `trip_signal`): read here, by the handler
+    itself (non-blocking; no lock taken)."""
+
+    def __init__(self) -> None:
+        self._r: int | None = None
+        self._w: int | None = None
+        self._before = -1
+        self._counts: dict[int, int] = {}
+
+    def start(self) -> None:
+        """Count from now on. Call from the main thread (`set_wakeup_fd` requires it)."""
+        r, w = os.pipe()
+        os.set_blocking(r, False)
+        os.set_blocking(w, False)  # the C handler's write must never block
+        try:
+            self._before = signal.set_wakeup_fd(w, warn_on_full_buffer=False)
+        except ValueError:  # not the main thread: nothing counted, one call is one press
+            os.close(r)
+            os.close(w)
+            return
+        self._r, self._w = r, w
+
+    def extra(self, signum: int) -> int:
+        """The deliveries of `signum` beyond the one this handler call is for."""
+        r = self._r
+        if r is None:
+            return 0
+        with contextlib.suppress(OSError):  # empty (EAGAIN), or closed
+            while data := os.read(r, 512):
+                for b in data:
+                    self._counts[b] = self._counts.get(b, 0) + 1
+        n = self._counts.pop(signum, 0)
+        return max(0, n - 1)
+
+    def stop(self) -> None:
+        if self._r is None or self._w is None:
+            return
+        with contextlib.suppress(ValueError):
+            signal.set_wakeup_fd(self._before)
+        os.close(self._r)
+        os.close(self._w)
+        self._r = self._w = None
+
+
 def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
     """SIGINT and SIGTERM request `stop` (a second one raises KeyboardInterrupt); returns a
     function that restores the previous handlers. Call from the main thread."""
     previous = {s: signal.getsignal(s) for s in SIGNALS}
+    folded = _Deliveries()
 
     def handle(signum: int, _frame: FrameType | None) -> None:
+        # newuser15 S8: presses the C-level handler took before this one ran (one call for
+        # them all) are acted on one by one: the second is "again", as if it came later.
+        for _ in range(folded.extra(signum)):
+            _handle(signum)
+        _handle(signum)
+
+    def _handle(signum: int) -> None:
         name = SIGNALS[signal.Signals(signum)]
         first = stop.signalled is None
         if first:
@@ -439,10 +512,12 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
     stop._start_waker()
     for s in SIGNALS:
         signal.signal(s, handle)
+    folded.start()
 
     def restore() -> None:
         for s, h in previous.items():
             signal.signal(s, h)
+        folded.stop()
         stop.close()  # stops the waker too
 
     return restore

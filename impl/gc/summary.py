@@ -333,25 +333,39 @@ class GcSummary:
             out[0] = f"{out[0]}: {printable(self.paused)}"
         return out
 
+    def _interrupted_line(self) -> str:
+        """What an interrupted round did. Stopped by a signal, the documented last line of
+        every signalled command, `epochgc gc: interrupted by SIGNAL: WHAT WAS DONE`
+        (impl/errorline.py RULE; newuser15 S5: "gc: round interrupted (SIGHUP) after
+        deleting ..."); by another stop (paused, deadline, unhealthy), the round's own
+        `gc: round interrupted (WHY) ...`."""
+        why = self.interrupted
+        if why in SIGNAL_NAMES:
+            return f"epochgc gc: interrupted by {why}: {self._interrupted_words()}"
+        if self.unstarted:
+            return f"gc: interrupted ({why}) {self._interrupted_words()}"
+        words = self._interrupted_words().removeprefix("the round stopped ")
+        return f"gc: round interrupted ({why}) {words}"
+
+    def _interrupted_words(self) -> str:
+        if self.unstarted and self.probe_left is not None:
+            return ("before the round started: no key deleted; the conditional-write probe's "
+                    f"object '{printable(self.probe_left)}' may have been written (harmless: "
+                    "outside level_zero/; the next round's probe removes it)")
+        if self.unstarted:
+            return ("before the round started: nothing was written to the store, no key "
+                    "deleted")
+        if self.journal is None:  # stopped before its deletion journal began (issue 41)
+            return "the round stopped before any delete; nothing was deleted"
+        if self.listing_complete:  # stopped once its work was done (newuser8 I1)
+            return (f"the round stopped after it had listed everything and deleted "
+                    f"{self.deleted:,} key(s) (journal: {self.journal})")
+        return (f"the round stopped after deleting {self.deleted:,} key(s); the rest are "
+                f"listed again next round (journal: {self.journal})")
+
     def _round_lines(self) -> list[str]:
         if self.interrupted is not None:
-            if self.unstarted and self.probe_left is not None:
-                return [f"gc: interrupted ({self.interrupted}) before the round started: no "
-                        "key deleted; the conditional-write probe's object "
-                        f"'{printable(self.probe_left)}' may have been written (harmless: "
-                        "outside level_zero/; the next round's probe removes it)"]
-            if self.unstarted:
-                return [f"gc: interrupted ({self.interrupted}) before the round started: "
-                        "nothing was written to the store, no key deleted"]
-            if self.journal is None:  # stopped before its deletion journal began (issue 41)
-                return [f"gc: round interrupted ({self.interrupted}) before any delete; "
-                        "nothing was deleted"]
-            if self.listing_complete:  # stopped once its work was done (newuser8 I1)
-                return [f"gc: round interrupted ({self.interrupted}) after it had listed "
-                        f"everything and deleted {self.deleted:,} key(s) (journal: "
-                        f"{self.journal})"]
-            return [f"gc: round interrupted ({self.interrupted}) after deleting {self.deleted:,}"
-                    f" key(s); the rest are listed again next round (journal: {self.journal})"]
+            return [self._interrupted_line()]
         if self.paused is not None:
             # Who paused and why come from the store: escaped as `gc-admin show` does
             # (newuser9 K6: CR, LF, OSC and BEL went raw to the terminal).

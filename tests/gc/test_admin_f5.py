@@ -173,8 +173,8 @@ def test_a_round_stopped_before_its_listing_announces_no_work(tmp_path: Path) ->
     assert p.returncode == by_signal(signal.SIGINT), p.stderr
     assert "listing" not in p.stderr and "M=" not in p.stderr, p.stderr
     assert "Spark" not in p.stderr and p.stderr.strip().splitlines()[-1] == (
-        "gc: interrupted (SIGINT) before the round started: nothing was written to the "
-        "store, no key deleted"), p.stderr
+        "epochgc gc: interrupted by SIGINT: before the round started: nothing was written "
+        "to the store, no key deleted"), p.stderr
 
 
 def test_reset_says_of_a_damaged_lease_what_show_says(tmp_path: Path) -> None:
@@ -207,7 +207,7 @@ def test_expire_apply_cut_short_by_a_signal_says_how_far_it_got(tmp_path: Path) 
                                 **{HOOK_ENV: "round-removed:SIGINT"}))
     assert p.returncode == by_signal(signal.SIGINT), p.stderr
     assert p.stderr.strip().splitlines()[-1] == (
-        "epochgc gc-admin: interrupted by SIGINT: 1 of 2 round(s) removed (each removed "
+        "epochgc gc-admin expire: interrupted by SIGINT: 1 of 2 round(s) removed (each removed "
         "whole leaves the store consistent; one cut short mid-way is finished by the next "
         "run): `gc-admin expire --apply` again removes the rest"), p.stderr
     assert len(list(LocalStore(root).list_all(ROUNDS_PREFIX))) == 2

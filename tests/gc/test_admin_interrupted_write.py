@@ -78,7 +78,8 @@ def test_a_signal_during_the_pause_and_resume_writes_says_they_may_be_written(
     try:
         code, _, err = _admin(proxy, plan, bucket, "pause", "--reason", "maintenance")
         assert plan.sent and code == by_signal(signal.SIGINT), (code, err)
-        assert err.splitlines()[-1] == ("epochgc gc-admin: interrupted by SIGINT: the pause "
+        assert err.splitlines()[-1] == ("epochgc gc-admin pause: interrupted by SIGINT: the "
+                                        "pause "
                                         "may have been written (its request was under way): "
                                         + look), err
         assert read_admin_state(direct).paused  # it was: the line is not idle talk
@@ -87,7 +88,8 @@ def test_a_signal_during_the_pause_and_resume_writes_says_they_may_be_written(
         assert plan.sent and code == by_signal(signal.SIGTERM), (code, err)
         assert "interrupted by SIGTERM: the resume may have been written" in out, out
         assert err.splitlines()[-1].startswith(
-            "epochgc gc-admin: interrupted by SIGTERM: the resume may have been written"), err
+            "epochgc gc-admin start: interrupted by SIGTERM: the resume may have been "
+            "written"), err
         assert not read_admin_state(direct).paused
     finally:
         direct.close()

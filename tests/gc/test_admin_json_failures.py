@@ -96,8 +96,11 @@ def test_an_interrupted_command_with_json_says_so_on_stdout(tmp_path: Path) -> N
                                 **{HOOK_ENV: "reset-removed:SIGINT"}))
     assert p.returncode == by_signal(signal.SIGINT), p.stderr
     assert json.loads(p.stdout) == {"command": "reset", "outcome": "interrupted",
-                                    "error": "interrupted by SIGINT", "exit_code": 130}
-    assert "gc-admin: interrupted by SIGINT" in p.stderr, p.stderr
+                                    "error": "interrupted by SIGINT: removed "
+                                    "_cluster/gc/lease.json", "exit_code": 130}
+    # newuser15 S3: the full command, and what was done (the lease removed: it was bare).
+    assert p.stderr.splitlines()[-1] == ("epochgc gc-admin reset: interrupted by SIGINT: "
+                                         "removed _cluster/gc/lease.json"), p.stderr
 
 
 def test_gc_json_carries_the_same_fields_on_failure(tmp_path: Path) -> None:

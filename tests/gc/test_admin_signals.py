@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from epochgc.impl.signals import NOTHING_YET
 from tests.interrupted import by_signal
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,6 +47,7 @@ def test_gc_admin_says_a_signal_and_ends_by_it(sig: int) -> None:
                 proc.kill()
     assert proc.returncode == by_signal(sig), (proc.returncode, err[-2000:])
     assert "Traceback" not in err, err
-    # newuser8 I7: "gc-admin: interrupted by ..." here, "epochgc gc-admin: ..." while loading.
+    # newuser8 I7: "gc-admin: interrupted by ..." here, "epochgc gc-admin: ..." while loading;
+    # newuser15 S3: the full command, and what was done (it was bare).
     assert err.strip().splitlines()[-1] == (
-        f"epochgc gc-admin: interrupted by {signal.Signals(sig).name}"), err
+        f"epochgc gc-admin show: interrupted by {signal.Signals(sig).name}: {NOTHING_YET}"), err

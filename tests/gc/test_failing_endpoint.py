@@ -109,8 +109,8 @@ def test_a_signal_while_the_first_read_is_retried_ends_gc_at_once(
     assert code == by_signal(sig), text
     assert set(asked) == {HEAD}, asked
     assert text.strip().splitlines()[-1] == (
-        f"gc: interrupted ({sig.name}) before the round started: nothing was written to "
-        "the store, no key deleted"), text
+        f"epochgc gc: interrupted by {sig.name}: before the round started: nothing was "
+        "written to the store, no key deleted"), text
 
 
 @pytest.mark.parametrize("where", ["failing endpoint", "dry run"])

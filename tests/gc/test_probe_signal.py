@@ -71,7 +71,7 @@ def test_gc_interrupted_in_its_probe_ends_at_once_naming_the_object(
         assert "Traceback" not in text and "ending the round" not in text, text
         assert any("may be left" in ln and left in ln for ln in text.splitlines()), text
         last = text.strip().splitlines()[-1]
-        assert last.startswith("gc: interrupted (SIGINT) before the round started"), text
+        assert last.startswith("epochgc gc: interrupted by SIGINT: before the round started"), text
         assert "nothing was written" not in last, last
         assert f"object '{left}' may have been written" in last, last
         assert "the next round's probe removes it" in last, last

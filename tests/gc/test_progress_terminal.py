@@ -89,10 +89,11 @@ def test_an_interrupted_round_at_a_terminal_says_its_last_line_once(tmp_path: Pa
                 proc.kill()
             proc.wait(timeout=LIMIT_S)
     assert proc.returncode == by_signal(signal.SIGINT), seen
-    # At `start` the round has not begun (newuser8 I10): its line is "gc: interrupted
-    # (SIGINT) before the round started: ...", said on stderr and in stdout's summary.
+    # At `start` the round has not begun (newuser8 I10): its line is "epochgc gc:
+    # interrupted by SIGINT: before the round started: ...", said on stderr and in stdout's
+    # summary.
     said = [ln for ln in seen.splitlines()
-            if ln.startswith(("gc: round interrupted (SIGINT)", "gc: interrupted (SIGINT)"))]
+            if ln.startswith("epochgc gc: interrupted by SIGINT: ")]
     assert len(said) == 1, seen
 
 
@@ -119,7 +120,7 @@ def test_an_interrupted_round_into_one_file_or_pipe_says_its_last_line_once(
         seen = proc.stdout.decode()
     assert proc.returncode == by_signal(signal.SIGINT), seen
     said = [ln for ln in seen.splitlines()
-            if ln.startswith(("gc: round interrupted (SIGINT)", "gc: interrupted (SIGINT)"))]
+            if ln.startswith("epochgc gc: interrupted by SIGINT: ")]
     assert len(said) == 1, seen
 
 
@@ -135,7 +136,7 @@ def test_an_interrupted_round_into_two_files_ends_each_with_its_line(tmp_path: P
         stdin=subprocess.DEVNULL, capture_output=True, env=env, timeout=LIMIT_S)
     assert proc.returncode == by_signal(signal.SIGINT), proc
     for stream in (proc.stdout.decode(), proc.stderr.decode()):
-        assert stream.splitlines()[-1].startswith("gc: interrupted (SIGINT)"), stream
+        assert stream.splitlines()[-1].startswith("epochgc gc: interrupted by SIGINT: "), stream
 
 
 @pytest.mark.spark

@@ -80,8 +80,11 @@ def test_a_signal_mid_round_stops_it_gracefully(tmp_path: Path, sig: int, code: 
     assert doc["listed"] >= doc["eligible"] >= doc["deleted"]
     assert rec["counts"]["listed"] >= rec["counts"]["eligible"] >= rec["counts"]["deleted"]
     assert gauges["epochgc_gc_listing_complete"] == 0
-    last = [ln for ln in err.splitlines() if ln.startswith("gc: ")][-1]
-    assert last.startswith("gc: round interrupted"), err[-2000:]
+    # newuser15 S5: stderr's last line is the documented shape, what was done in it.
+    name = signal.Signals(sig).name
+    assert err.splitlines()[-1].startswith(
+        f"epochgc gc: interrupted by {name}: the round stopped after deleting 2 key(s)"), \
+        err[-2000:]
 
 
 def test_a_round_interrupted_before_its_journal_says_nothing_was_deleted() -> None:
@@ -90,7 +93,10 @@ def test_a_round_interrupted_before_its_journal_says_nothing_was_deleted() -> No
     from epochgc.impl.gc.summary import GcSummary
 
     [line] = GcSummary(M=100, interrupted="SIGINT").lines()
-    assert line == "gc: round interrupted (SIGINT) before any delete; nothing was deleted"
+    # newuser15 S5: a signal's line is the documented shape (it was "gc: round
+    # interrupted (SIGINT) before any delete; ...").
+    assert line == ("epochgc gc: interrupted by SIGINT: the round stopped before any delete; "
+                    "nothing was deleted")
     # A stopped round never claims a whole listing (job.py), except one that had finished
     # before it saw its lease gone (newuser8 I1).
     [line] = GcSummary(M=100, interrupted="SIGTERM", journal="j/", deleted=2,
@@ -143,8 +149,11 @@ def test_a_second_signal_mid_round_prints_one_line_and_no_traceback(tmp_path: Pa
     # newuser3 N1: the summary, the record and the lease are the round's own.
     assert "nothing was deleted" not in err and "2 key(s) were deleted" in err, err[-3000:]
     # newuser11 M8: "epochgc gc: error: KeyboardInterrupt: SIGINT again; ..." read as a crash.
-    assert "KeyboardInterrupt" not in err and "gc: SIGINT again: stopped at once; 2 key(s) " \
-        "were deleted (journal " in err, err[-3000:]
+    # newuser15 S5: the last line is every signalled command's shape.
+    assert "KeyboardInterrupt" not in err, err[-3000:]
+    assert err.splitlines()[-1].startswith(
+        "epochgc gc: interrupted by SIGINT: SIGINT again: stopped at once; 2 key(s) were "
+        "deleted (journal "), err[-3000:]
     doc = json.loads(out.strip().splitlines()[-1])
     assert (doc["deleted"], doc["listing_complete"]) == (2, False) and doc["record"], doc
     from epochgc.impl.gc.lease import LEASE_KEY

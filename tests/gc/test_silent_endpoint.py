@@ -24,6 +24,7 @@ from pathlib import Path
 
 import pytest
 
+from epochgc.impl.signals import NOTHING_YET
 from epochgc.impl.store.patience import ATTEMPTS_ENV, READ_TIMEOUT_ENV, SAY_AFTER_ENV
 from tests.gc.helpers import signal_when_ready
 from tests.interrupted import by_signal
@@ -101,8 +102,8 @@ def test_gc_interrupted_while_a_read_waits_ends_at_once(extra: tuple[str, ...],
     assert "Traceback" not in err, err
     assert "record stands" not in err and "ending the round" not in err, err
     assert err.strip().splitlines()[-1] == (
-        f"gc: interrupted ({sig.name}) before the round started: nothing was written to "
-        "the store, no key deleted"), err
+        f"epochgc gc: interrupted by {sig.name}: before the round started: nothing was "
+        "written to the store, no key deleted"), err
 
 
 def test_gc_admin_show_interrupted_while_a_read_waits_ends_at_once(tmp_path: Path) -> None:
@@ -111,7 +112,8 @@ def test_gc_admin_show_interrupted_while_a_read_waits_ends_at_once(tmp_path: Pat
     assert code == by_signal(signal.SIGINT), err
     assert "Traceback" not in err, err
     # One wording, whenever the signal comes (newuser8 I7, merged beside this test).
-    assert err.strip().splitlines()[-1] == "epochgc gc-admin: interrupted by SIGINT", err
+    assert err.strip().splitlines()[-1] == (  # newuser15 S3: it was bare
+        f"epochgc gc-admin show: interrupted by SIGINT: {NOTHING_YET}"), err
 
 
 def test_a_round_interrupted_before_it_began_writes_nothing(tmp_path: Path) -> None:
@@ -132,6 +134,6 @@ def test_a_round_interrupted_before_it_began_writes_nothing(tmp_path: Path) -> N
                        text=True, timeout=HANG_S)
     assert p.returncode == by_signal(signal.SIGTERM), p.stderr
     assert p.stderr.strip().splitlines()[-1] == (
-        "gc: interrupted (SIGTERM) before the round started: nothing was written to the "
-        "store, no key deleted"), p.stderr
+        "epochgc gc: interrupted by SIGTERM: before the round started: nothing was "
+        "written to the store, no key deleted"), p.stderr
     assert sorted(str(q.relative_to(root)) for q in root.rglob("*")) == before

@@ -68,7 +68,7 @@ def _stop_cut_short_then_whole(d: Path) -> None:
     finally:
         _epochgc("cluster", "stop", "--data-dir", str(d))
     assert cut.returncode == by_signal(signal.SIGINT), cut.stderr
-    assert (f"epochgc cluster: interrupted by SIGINT: node(s) 1 stopped; node(s) 2, 3 not "
+    assert (f"epochgc cluster stop: interrupted by SIGINT: node(s) 1 stopped; node(s) 2, 3 not "
             f"asked: `epochgc cluster stop --data-dir {d}` again stops what still runs"
             ) in cut.stderr, cut.stderr
     assert sorted(pids) == ["2", "3"], pids
@@ -204,8 +204,8 @@ def test_a_topic_change_stopped_by_a_signal_is_carried_out_whole(cluster: Path) 
     r = _epochgc("topic", "create", "zt", "--partitions", "64", "--data-dir", str(cluster),
                  EPOCHGC_TEST_SIGNAL="change-sent:SIGINT")
     assert r.returncode == by_signal(signal.SIGINT), (r.returncode, r.stderr)
-    assert "epochgc topic: interrupted by SIGINT: create_topic 'zt' had been sent to node " \
-        in r.stderr, r.stderr
+    assert ("epochgc topic create: interrupted by SIGINT: create_topic 'zt' had been sent to "
+            "node ") in r.stderr, r.stderr
     # newuser11 M11: not "created in full": a node stopped mid-create leaves part of it.
     assert "not answered: it may have been applied, in whole or in part" in r.stderr, r.stderr
     assert "in full" not in r.stderr, r.stderr
@@ -276,8 +276,8 @@ def test_an_advance_stopped_by_a_signal_after_it_was_sent_says_so(cluster: Path)
     r = _epochgc("gc-admin", "advance-epoch", "--data-dir", str(cluster), "--partition",
                  "t/0", EPOCHGC_TEST_SIGNAL="change-sent:SIGINT")
     assert r.returncode == by_signal(signal.SIGINT), (r.returncode, r.stderr)
-    assert "epochgc gc-admin: interrupted by SIGINT: the advance of t/0 had been sent to " \
-        "node " in r.stderr, r.stderr
+    assert ("epochgc gc-admin advance-epoch: interrupted by SIGINT: the advance of t/0 had "
+            "been sent to node ") in r.stderr, r.stderr
 
 
 def test_cluster_status_asks_every_node_at_once(tmp_path: Path) -> None:

@@ -323,7 +323,11 @@ def test_an_interrupted_chaos_run_names_its_history(tmp_path: Path) -> None:
     assert proc.returncode == by_signal(signal.SIGINT), proc.stderr[-3000:]
     [left] = [p for p in scratch.iterdir() if p.name.startswith("epochgc-chaos-")]
     assert (left / "history.txt").exists()
-    assert f"history in {left}" in proc.stderr, proc.stderr[-3000:]
+    # newuser15 S5: one line, the documented shape, last (it was "chaos: interrupted;
+    # history in ..." and then a bare "epochgc chaos: interrupted by SIGINT").
+    assert proc.stderr.splitlines()[-1] == (
+        "epochgc chaos: interrupted by SIGINT: the run was stopped; its history is in "
+        f"{left}"), proc.stderr[-3000:]
 
 
 LATENCIES: list[tuple[str, float]] = []
@@ -437,6 +441,8 @@ def test_a_terminal_ctrl_c_once_the_deletes_are_over_is_said(tmp_path: Path) -> 
     assert not before & all_keys(store)
     assert "gc: SIGINT after the round ended: its record stands, exit code 0" in p.stderr, \
         p.stderr[-3000:]
+    # newuser15 S4: said once, not also as "gc: SIGINT: stopping: ..." before it.
+    assert "stopping:" not in p.stderr, p.stderr[-3000:]
 
 
 @pytest.mark.spark
@@ -481,7 +487,7 @@ def test_a_dry_run_cancelled_on_a_signal_shows_no_jvm_output(tmp_path: Path) -> 
     said = "epochgc-test: the JVM after the cancel"
     run = _run(case, tmp_path, uuid.uuid4().hex, None, extra_env={JVM_SAYS_ENV: said})
     assert run.returncode == by_signal(signal.SIGINT), run.err[-3000:]
-    assert "round interrupted (SIGINT)" in run.err, run.err[-3000:]
+    assert "epochgc gc: interrupted by SIGINT: the round stopped" in run.err, run.err[-3000:]
     assert said not in run.err, run.err[-3000:]
 
 
@@ -560,7 +566,8 @@ def test_a_signal_mid_round_is_said_at_once_and_its_wait_is_bounded(tmp_path: Pa
     assert said, run.err[-3000:]
     assert lines[said[0]].endswith("no new delete batch; waiting for the batches in flight "
                                    "(up to 1s, then the tasks are cancelled)..."), lines
-    ended = [i for i, line in enumerate(lines) if "round interrupted (SIGINT)" in line]
+    ended = [i for i, line in enumerate(lines)
+             if "interrupted by SIGINT: the round stopped" in line]
     assert ended and said[0] < ended[0], run.err[-3000:]
     _check_records(case, tmp_path, run, {"keys": before})
 
@@ -678,8 +685,8 @@ def test_gc_waiting_for_a_silent_endpoint_stops_cleanly(tmp_path: Path) -> None:
     assert proc.returncode == by_signal(signal.SIGINT), text
     assert "Traceback" not in text and "record stands" not in text, text
     assert text.strip().splitlines()[-1] == (
-        "gc: interrupted (SIGINT) before the round started: nothing was written to the "
-        "store, no key deleted"), text
+        "epochgc gc: interrupted by SIGINT: before the round started: nothing was written "
+        "to the store, no key deleted"), text
     doc = json.loads(out.strip().splitlines()[-1])
     assert doc["outcome"] == "interrupted" and doc["interrupted"] == "SIGINT", doc
     assert doc["record"] is None and doc["journal"] is None, doc

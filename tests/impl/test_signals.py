@@ -175,7 +175,7 @@ def test_an_interrupted_command_ignores_signals_while_it_exits(tmp_path: Path) -
          "--store", str(tmp_path / "store")], capture_output=True, text=True, timeout=300,
         env=dict(os.environ, PYTHONPATH=str(ROOT), EPOCHGC_TEST_SIGNAL="start:SIGINT"))
     assert p.returncode == 130, p.stderr
-    assert "epochgc cluster: interrupted by SIGINT" in p.stderr, p.stderr
+    assert "epochgc cluster start: interrupted by SIGINT" in p.stderr, p.stderr
     assert "at exit: SIG_IGN SIG_IGN" in p.stderr, p.stderr
 
 
