@@ -144,19 +144,40 @@ def test_an_intent_whose_size_is_no_size_is_counted_unreadable(
     read_round_record(store, round_key(DEAD))  # raises DamagedRecord on 10142fb (negative)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z10 finding 3: probes.left_over parses a "
-                   "probe object with json.loads unchecked: one nested 100,000 deep raises "
-                   "RecursionError out of S3Store.require_conditional_writes (every round "
-                   "on the store fails for a day)")
-def test_a_probe_object_nested_deep_is_left_alone_not_raised(tmp_path: Path) -> None:
-    """`probes.left_over` is the one parser of a stored document without `check_nesting`
-    (and without a size bound: `store.get(info.key)` reads it whole). Its caller,
-    `S3Store._remove_left_probes`, catches StoreError only, so the RecursionError leaves
+class _UnboundedRefused(_Delegating):
+    """Refuses (before reading anything) a GET of a probe object with no upper bound."""
+
+    def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        if "conditional-write-probe-" in key and end is None:
+            raise AssertionError(f"{key} read with no bound")
+        return self.inner.get(key, start, end)
+
+
+@pytest.mark.parametrize("body", [b"[" * 100_000, b"[" * 4000, b"[" * 33 + b"]" * 33],
+                         ids=["deep-and-large", "deep-within-the-bound", "just-too-deep"])
+def test_a_probe_object_nested_deep_is_left_alone_not_raised(tmp_path: Path,
+                                                              body: bytes) -> None:
+    """rev38z10 finding 3 (fixed by s28e; seen failing on 19fe8d4: `RecursionError:
+    maximum recursion depth exceeded while decoding a JSON array`). `probes.left_over`
+    was the one parser of a stored document without `check_nesting` (and without a size
+    bound: `store.get(info.key)` read it whole). Its caller,
+    `S3Store._remove_left_probes`, catches StoreError only, so the RecursionError left
     `require_conditional_writes`, `Lease.acquire` (which also catches StoreError only)
-    and the round, until the object is a day old (`STALE_S`)."""
+    and the round, until the object was a day old (`STALE_S`). Now it is read bounded,
+    parsed by `admin.load_strict`, kept (not proven left over) and said."""
     store = LocalStore(tmp_path / "s", create=True)
-    store.put("_cluster/gc/conditional-write-probe-x", b"[" * 100_000)
-    assert list(left_over(store, "_cluster/gc/conditional-write-probe-", time.time())) == []
+    key = "_cluster/gc/conditional-write-probe-x"
+    store.put(key, body)
+    said: list[str] = []
+    assert list(left_over(_UnboundedRefused(store), "_cluster/gc/conditional-write-probe-",
+                          time.time(), said.append)) == []
+    [line] = said
+    assert line.startswith(f"the conditional-write probe object {key} cannot be read ("), line
+    assert "kept (not proven left over)" in line, line
+    assert store.head(key) is not None
+    # a day later it is removed unread, as any probe object that old
+    assert [i.key for i, _ in left_over(store, "_cluster/gc/conditional-write-probe-",
+                                        time.time() + 25 * 3600)] == [key]
 
 
 @pytest.mark.xfail(strict=True, reason="rev38z10 finding 4: a journal outcome's error text "
