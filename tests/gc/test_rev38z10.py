@@ -232,20 +232,17 @@ def test_a_round_whose_number_claim_failed_is_still_the_last_round(tmp_path: Pat
     assert last is not None and last.get("key") == round_key(second.round_id), last
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z10 finding 6: after a forward clock step the "
-                   "lease's renewals go on writing the stepped clock's expiry: a driver "
-                   "killed then leaves a lease every other round reads as live for the "
-                   "step's length")
 def test_a_renewal_after_a_clock_step_does_not_push_the_expiry_out(tmp_path: Path) -> None:
-    """`Lease.firm` latches `stepped` (the round stops), but `keep`'s renewals still call
-    `_doc`, which writes `expires_at = clock() + duration` from the stepped clock (its
-    comment, "a step since the last write is never written over", is not what it does).
-    The driver is then killed before its release (the OOM killer, a node lost: issue 38
-    item 1); NTP steps the clock back. Every round after that is refused (`LeaseBusy`,
-    exit 2 "blocked", retried by a scheduler in vain) for the step's length, here 11 days,
-    until an operator runs `gc-admin reset --force`. Fix direction: once `stepped`, a
-    renewal keeps the last unstepped expiry (or writes none): the hold then ends on the
-    readers' clocks when it would have."""
+    """rev38z10 finding 6 (fixed by s28e; seen failing on 19fe8d4: "the lease now expires
+    1000060 s ahead"). `Lease.firm` latches `stepped` (the round stops), but `keep`'s
+    renewals still called `_doc`, which wrote `expires_at = clock() + duration` from the
+    stepped clock (its comment, "a step since the last write is never written over", was
+    not what it did). The driver is then killed before its release (the OOM killer, a node
+    lost: issue 38 item 1); NTP steps the clock back. Every round after that was refused
+    (`LeaseBusy`, exit 2 "blocked", retried by a scheduler in vain) for the step's length,
+    here 11 days, until an operator ran `gc-admin reset --force`. Now a renewal after a
+    step writes times measured on the monotonic clock from the last write before it
+    (tests/gc/test_lease_backends.py: on moto and SeaweedFS too, and the next round)."""
     store = LocalStore(tmp_path, create=True)
     offset = [0.0]
     held = Lease(lambda: LocalStore(tmp_path), "20270115T080000.000Z-stepping",
