@@ -210,9 +210,6 @@ class _SeqRefused(_Delegating):
         return self.inner.create_if_absent(key, data)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z10 finding 5: a record whose number claim "
-                   "failed once is never taken for the last round while any numbered round "
-                   "exists: `gc-admin show` names the round before it")
 def test_a_round_whose_number_claim_failed_is_still_the_last_round(tmp_path: Path) -> None:
     """`record.number_round` leaves `seq` None on a StoreError (one transient failure of
     the create under `_cluster/gc/seq/`), and `show.last_rounds` orders every numbered
