@@ -61,12 +61,13 @@ def left_over(store: ObjectStore, prefix: str, now: float,
             continue
         try:
             doc = load_strict(raw, info.key, MAX_PROBE_BYTES)
-        except ValueError as e:  # not a probe's body: left
+            if not (isinstance(doc, dict) and doc.get("probe") == MARK):
+                raise ValueError("not a probe's body: no probe mark")
+        except ValueError as e:  # damaged or foreign: left
             if damaged is not None and raw != _OLD_BODY:
                 damaged(f"the conditional-write probe object {printable(info.key)} cannot "
                         f"be read ({e}): kept (not proven left over); a probe removes it "
                         f"once it is {STALE_S / 3600:.0f} h old")
             continue
-        if (isinstance(doc, dict) and doc.get("probe") == MARK
-                and holder_running({"driver": doc.get("driver")}) is False):
+        if holder_running({"driver": doc.get("driver")}) is False:
             yield info, f"its process {doc['driver'].get('pid')} on this host has ended"

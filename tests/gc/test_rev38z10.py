@@ -153,8 +153,10 @@ class _UnboundedRefused(_Delegating):
         return self.inner.get(key, start, end)
 
 
-@pytest.mark.parametrize("body", [b"[" * 100_000, b"[" * 4000, b"[" * 33 + b"]" * 33],
-                         ids=["deep-and-large", "deep-within-the-bound", "just-too-deep"])
+@pytest.mark.parametrize("body", [b"[" * 100_000, b"[" * 4000, b"[" * 33 + b"]" * 33,
+                                  b'{"probe": "epochgc conditional-write probf"}'],
+                         ids=["deep-and-large", "deep-within-the-bound", "just-too-deep",
+                              "no-mark"])
 def test_a_probe_object_nested_deep_is_left_alone_not_raised(tmp_path: Path,
                                                               body: bytes) -> None:
     """rev38z10 finding 3 (fixed by s28e; seen failing on 19fe8d4: `RecursionError:
