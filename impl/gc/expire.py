@@ -60,7 +60,7 @@ from epochgc.impl.gc.sequence import (
     SEQ_PREFIX,
     check_room,
     markers,
-    newer_unmarked,
+    round_order,
     round_seq_key,
 )
 from epochgc.impl.shortlist import short_lines
@@ -185,14 +185,17 @@ def expire_rounds(
         # kept with the highest marker
         if round_seq_key(round_id) in fixed and top not in keys:
             keys.append(round_seq_key(round_id))
-    # first the rounds whose marker was removed by hand, later than every marked one by
-    # their own number and their start (newuser4 F4: `--keep-last 1` would have removed
-    # the newest round), then the store's order, then the rest by name
-    unmarked = [_round_of(k, ROUNDS_PREFIX).removesuffix(".json") for k in newer_unmarked(
-        store, {o.key for o in records.values()}, seq)]
-    numbered = unmarked + [m.round_id for m in seq if m.round_id in records]
-    order = list(dict.fromkeys(numbered + sorted(set(records) - set(numbered), reverse=True)))
-    recent = _last_that_ran(store, records, order, keep_last)
+    # the store's order (`sequence.round_order`): first the rounds whose marker was
+    # removed by hand, later than every marked one by their own number and their start
+    # (newuser4 F4: `--keep-last 1` would have removed the newest round), then the
+    # markers' order with the rounds that could not claim a number placed in it (review
+    # rev38z10 finding 5: they were taken for the oldest), then the rest by name
+    order = round_order(store, {o.key for o in records.values()},
+                        {o.key for o in records.values()}, seq,
+                        {o.key: o.mtime for o in records.values()})
+    recent = _last_that_ran(store, records, [
+        tuple(_round_of(k, ROUNDS_PREFIX).removesuffix(".json") for k in group)
+        for group in order.groups], keep_last)
     plan.kept_recent = len(recent)
     cutoff = now - older_than_s
 
@@ -274,22 +277,25 @@ def _has_round(store: ObjectStore, round_id: str) -> bool:
                                                    base + END))
 
 
-def _last_that_ran(store: ObjectStore, records: dict[str, ObjectInfo], order: list[str],
-                   keep_last: int) -> set[str]:
-    """The last `keep_last` rounds that ran, newest first in `order`: a refusal (paused,
-    lease held: `recordread.is_refusal`) is not one and expires by age alone (issue 41
-    F5: `--keep-last 1` kept a refusal and removed the last `done` rounds). A record that
+def _last_that_ran(store: ObjectStore, records: dict[str, ObjectInfo],
+                   order: list[tuple[str, ...]], keep_last: int) -> set[str]:
+    """The last `keep_last` rounds that ran, newest first in `order` (groups of rounds whose
+    order among themselves is not known: a group the count reaches is kept whole, so no
+    round that may be among the last is removed): a refusal (paused, lease held:
+    `recordread.is_refusal`) is not one and expires by age alone (issue 41 F5:
+    `--keep-last 1` kept a refusal and removed the last `done` rounds). A record that
     cannot be read counts as a round (kept; `_readable` names it)."""
     ran: set[str] = set()
-    for round_id in order:
+    for group in order:
         if len(ran) >= keep_last:
             break
-        try:
-            refusal = is_refusal(read_record(store, records[round_id].key))
-        except DamagedRecord:
-            refusal = False
-        if not refusal:
-            ran.add(round_id)
+        for round_id in group:
+            try:
+                refusal = is_refusal(read_record(store, records[round_id].key))
+            except DamagedRecord:
+                refusal = False
+            if not refusal:
+                ran.add(round_id)
     return ran
 
 

@@ -81,9 +81,13 @@ class Lease:
         # the last successful write's document was made (before its request went out)
         self._until = float("-inf")
         self._made = float("-inf")
-        # The wall-clock time written in the document made at `_made` (its `renewed_at`):
-        # the readers judge the lease by it, the driver by `_made` (rev38m finding 1).
-        self._made_wall = float("nan")
+        # The clocks of the last document made before any step (`_known_mono` monotonic,
+        # `_known_wall` the wall clock, its `renewed_at`): the readers judge the lease by
+        # the wall clock, the driver by the monotonic one (rev38m finding 1). Once the
+        # clocks disagree (`stepped`) every later document's times are measured from
+        # these on the monotonic clock (`_doc`, review rev38z10 finding 6).
+        self._known_mono = float("-inf")
+        self._known_wall = float("nan")
         self.stepped: str | None = None  # why the clocks disagree: never firm again
         self.lost: str | None = None  # why the store's lease is no longer this round's
         self._clocks = threading.Lock()  # `_made` and `_made_wall` change together
@@ -137,26 +141,50 @@ class Lease:
 
     def _check_step(self) -> None:
         """Latch `stepped` if the wall clock moved unlike the monotonic one since the last
-        document made (a rate error of NTP's slew, 500 ppm, is 0.3 s over a lease)."""
+        document made before a step."""
         with self._clocks:
-            if math.isnan(self._made_wall):
-                return
-            wall = self.clock() - self._made_wall
-            mono = time.monotonic() - self._made
-        if abs(wall - mono) > STEP_TOLERANCE_S:
-            self.stepped = (f"the wall clock moved {wall:+.1f}s while {mono:.1f}s passed "
-                            "since the lease was written: the lease's expiry is unsure")
+            self._stepped(time.monotonic(), self.clock())
 
-    def _doc(self, **extra: Any) -> bytes:
-        if self.stepped is None:
-            self._check_step()  # a step since the last write is never written over
+    def _stepped(self, mono: float, wall: float) -> bool:
+        """Whether the clocks read together as `mono`, `wall` moved differently since the
+        last document made before a step (a rate error of NTP's slew, 500 ppm, is 0.3 s
+        over a lease); latches `stepped`. Under `_clocks`."""
+        if self.stepped is None and not math.isnan(self._known_wall):
+            moved, passed = wall - self._known_wall, mono - self._known_mono
+            if abs(moved - passed) > STEP_TOLERANCE_S:
+                self.stepped = (f"the wall clock moved {moved:+.1f}s while {passed:.1f}s "
+                                "passed since the lease was written: the lease's expiry is "
+                                "unsure")
+        return self.stepped is not None
+
+    def _doc(self, release: bool = False) -> bytes:
+        """The lease document as of now: held for `duration_s` more (released: expired now).
+
+        Its times are the wall clock's (`self.clock`, CLOCK_REALTIME: what every reader
+        compares `expires_at` with, on its own host; S3 keeps no expiry of its own, and the
+        store's clock shows only in LastModified and its answers' Date). After a step of
+        this host's wall clock (`stepped`) they are the last document's before the step
+        plus the time passed since on CLOCK_MONOTONIC, which "is not affected by
+        discontinuous jumps in the system time (e.g., if the system administrator manually
+        changes the clock)" (clock_gettime(2), Linux man-pages; Python's time.monotonic).
+        Review rev38z10 finding 6: after a forward step of 10^6 s the renewals wrote the
+        stepped clock's expiry, and a driver killed then (no release) left a lease every
+        round read as live for 11 days, until `gc-admin reset --force`. Now a renewal
+        never writes an expiry past what the monotonic clock allows: the hold ends on the
+        readers' clocks when it would have without the step."""
         with self._clocks:
             self._made = time.monotonic()
-            now = self._made_wall = self.clock()
+            wall = self.clock()
+            if self._stepped(self._made, wall):
+                now = self._known_wall + (self._made - self._known_mono)
+            else:
+                now = self._known_wall = wall
+                self._known_mono = self._made
         return json.dumps({
             "round": self.round_id, "host": socket.gethostname(), "pid": os.getpid(),
-            "token": self.token, "renewed_at": now, "expires_at": now + self.duration_s,
-            "driver": self._driver, **extra,
+            "token": self.token, "renewed_at": now,
+            "expires_at": 0 if release else now + self.duration_s,
+            "driver": self._driver, **({"released_at": now} if release else {}),
         }).encode()
 
     def _ours(self, got: Versioned | None) -> bool:
@@ -276,7 +304,7 @@ class Lease:
         try:
             store = self.open_store()
             try:
-                self._rewrite(store, self._doc(released_at=self.clock(), expires_at=0))
+                self._rewrite(store, self._doc(release=True))
             finally:
                 store.close()
         except Exception:  # never mask the round's own outcome (a test store may raise)

@@ -11,12 +11,13 @@ the sequence number each record claims (`sequence.py`, issue 38 item 6), not the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from epochgc.impl.gc.sequence import SequenceError, claim
+from epochgc.impl.gc.sequence import SequenceError, claim, highest
 from epochgc.impl.gc.summary import GcSummary
 from epochgc.impl.store.base import ObjectStore, StoreError
 
@@ -46,6 +47,9 @@ def record_document(s: GcSummary, options: dict[str, Any]) -> dict[str, Any]:
         "format": FORMAT,
         # Issue 38 item 6: the order of rounds (`sequence.py`), whatever their clocks said.
         "seq": s.seq,
+        # Review rev38z10 finding 5: a round whose claim failed: the highest number the
+        # store had handed out then, which places it (`sequence.round_order`); else null.
+        "seq_after": s.seq_after,
         "started_at": iso_utc(s.started_at),
         "outcome": s.outcome,
         # None: a round recorded after its driver ended (`recorded_exit_code`).
@@ -129,6 +133,10 @@ def number_round(store: ObjectStore, s: GcSummary) -> None:
             # A round is refused before it deletes on a damaged sequence (`check_room`);
             # one damaged meanwhile leaves this record unnumbered, never a 21-digit number.
             s.seq = None
+            # What places it among the numbered rounds (review rev38z10 finding 5): the
+            # highest number handed out by now; unknown (null) if that cannot be read.
+            with contextlib.suppress(StoreError, SequenceError):
+                s.seq_after = highest(store)
 
 
 def write_record(store: ObjectStore, s: GcSummary, options: dict[str, Any]) -> str:

@@ -37,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import json
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
 from epochgc.impl.gc.errors import GcError, ReportError
@@ -268,6 +269,77 @@ def newer_unmarked(store: ObjectStore, records: set[str], marks: list[Marker]) -
         if n is not None and (top is None or n > top.seq):
             found.append((n, key))
     return [key for _n, key in sorted(found, reverse=True)]
+
+
+def claim_failed_after(doc: Any) -> int | None:
+    """A record's `seq_after` (the highest number the store had handed out when its claim
+    failed: `record.number_round`) if it is one (an int 0..LAST, not a bool)."""
+    v = doc.get("seq_after") if isinstance(doc, dict) else None
+    return v if isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= LAST else None
+
+
+@dataclass(frozen=True)
+class RoundOrder:
+    """Records (keys) newest first, in groups: the members of one group are rounds whose
+    order among themselves nothing in the store tells (a group of one is placed)."""
+
+    groups: tuple[tuple[str, ...], ...]
+
+    def keys(self) -> list[str]:
+        return [key for group in self.groups for key in group]
+
+
+def round_order(store: ObjectStore, names: set[str], readable: set[str], marks: list[Marker],
+                written: dict[str, float]) -> RoundOrder:
+    """The order of the round records `names` (`readable`: those that read as objects;
+    `marks`: `markers(store)`; `written`: each record's write time on the store's clock,
+    its listing's mtime), newest first.
+
+    First the rounds whose marker was removed by hand, later than every marked one by their
+    own number and their start (`newer_unmarked`, newuser4 F4); then the store's marker
+    order, with each record that holds no number placed into it by what is known of it
+    (review rev38z10 finding 5: a round whose claim failed once, a 503 past the client's
+    retries, was placed below every numbered round, and `gc-admin show` named the round
+    before it as the last):
+    - its `seq_after`, the highest number handed out when its claim failed: after that
+      round, before the next (`record.number_round`; exact, whatever the clocks);
+    - else (written before records said it) its record's write time against the markers'
+      on the store's clock (S3: LastModified, set by the server, whole seconds in its
+      headers, RFC 9110 5.6.7; a local store: the file's mtime, its host's clock): after
+      every marker written in an earlier second, grouped with one written in the same
+      second (their order is not known);
+    - else (no marker at all: a store that never numbered) by name, as before numbering.
+    Last, by name, the records from before numbering (no `seq` field), those whose own
+    number stands against the markers, and those that cannot be read."""
+    top = newer_unmarked(store, readable, marks)
+    marked = {m.record for m in marks if m.record in names}
+    placed: list[tuple[float, str]] = [(float(m.seq), m.record) for m in marks
+                                       if m.record in marked]
+    bottom: list[str] = []
+    seconds: dict[int, int] | None = None  # marker number -> its write second, when needed
+    for key in sorted(names - set(top) - marked, reverse=True):
+        doc = _read_small(store, key, _MAX_RECORD) if key in readable and marks else None
+        if not (isinstance(doc, dict) and "seq" in doc and doc["seq"] is None):
+            bottom.append(key)
+            continue
+        after = claim_failed_after(doc)
+        if after is not None:
+            placed.append((after + 0.5, key))
+            continue
+        if key not in written:  # gone since it was listed: nothing to place it by
+            bottom.append(key)
+            continue
+        if seconds is None:
+            seconds = {number_of(o.key): int(o.mtime) for o in store.list_all(SEQ_PREFIX)}
+        at = int(written[key])
+        same = [n for n, t in seconds.items() if t == at]
+        placed.append((float(max(same)) if same else
+                       max((n for n, t in seconds.items() if t < at), default=0) + 0.5, key))
+    groups: list[tuple[str, ...]] = [(key,) for key in top]
+    for _pos, members in groupby(sorted(placed, reverse=True), key=lambda p: p[0]):
+        groups.append(tuple(key for _p, key in members))
+    groups.extend((key,) for key in bottom)
+    return RoundOrder(tuple(groups))
 
 
 def latest(store: ObjectStore) -> Marker | None:

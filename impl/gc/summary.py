@@ -171,6 +171,9 @@ class GcSummary:
     # Issue 38 item 6: the round's number in the store's sequence of records
     # (`sequence.py`); None until its record claims one (or if the store cannot).
     seq: int | None = None
+    # Review rev38z10 finding 5: when its claim failed, the highest number the store had
+    # handed out (`record.number_round`): what places the record among the numbered ones.
+    seq_after: int | None = None
     # Issue 38 item 1: a round whose driver died, recorded afterwards from its journal:
     # who recorded it (the next round, `gc-admin show`, `gc-admin reset`) and when; and the
     # dead rounds this round recorded before it started.

@@ -975,11 +975,10 @@ MUTANTS += (
         "[lease] a release reads the lease, finds its own round and marks it expired by name:"
         " a late release frees the lease another round took over in between",
         "impl/gc/lease.py",
-        "                self._rewrite(store, self._doc(released_at=self.clock(), expires_at=0))\n",
+        "                self._rewrite(store, self._doc(release=True))\n",
         "                held = _parse(store.get_versioned(LEASE_KEY, _MAX_LEASE_BYTES))\n"
         "                if held is not None and held.get('round') == self.round_id:\n"
-        "                    store.put(LEASE_KEY,\n"
-        "                              self._doc(released_at=self.clock(), expires_at=0))\n",
+        "                    store.put(LEASE_KEY, self._doc(release=True))\n",
         check=r"tests/gc/test_lease_backends.py::test_a_late_release_never_frees",
     ),
 )

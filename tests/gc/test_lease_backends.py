@@ -115,6 +115,33 @@ def test_a_live_lease_refuses_and_an_absent_one_is_created(open_store: Opener) -
     assert _holder(open_store) == "round-C"
 
 
+def test_a_renewal_after_a_clock_step_writes_the_monotonic_expiry(open_store: Opener) -> None:
+    """Review rev38z10 finding 6 (s28e): after the holder's wall clock stepped forward, a
+    renewal wrote the stepped clock's expiry; the driver killed then (no release) left a
+    lease every round read as live for the step's length (11 days for 10^6 s), until
+    `gc-admin reset --force`. Now the renewal's times are the last unstepped write's plus
+    the time passed on the monotonic clock: a reader on a true clock reads the lease live
+    until the duration after it, and once that has passed the next round takes it over,
+    no reset needed. (A step back: tests/gc/test_rev38m.py, the renewal keeps the lease
+    live to a true reader.)"""
+    offset = [0.0]
+    held = Lease(open_store, "round-stepping", duration_s=60,
+                 clock=lambda: time.time() + offset[0])
+    held.acquire()
+    offset[0] = 10**6
+    assert held._renew() is None and held.stepped is not None
+    # killed here: no release. A reader on a true clock:
+    doc = json.loads(open_store().get(LEASE_KEY))
+    now = time.time()
+    assert now < doc["expires_at"] <= now + 60, (doc, now)
+    assert abs(doc["renewed_at"] - now) < 5, (doc, now)
+    with pytest.raises(GcError, match="round round-stepping "):
+        Lease(open_store, "round-next").acquire()  # live: refused
+    # past its duration on a true clock: taken over, no reset
+    Lease(open_store, "round-next", clock=lambda: time.time() + 61).acquire()
+    assert _holder(open_store) == "round-next"
+
+
 def test_reset_never_removes_a_lease_taken_over_since_it_read_it(open_store: Opener) -> None:
     open_store().put(LEASE_KEY, _EXPIRED)  # a finished round's: reset may remove it
     store = _BeforeLeaseWrite(open_store(), lambda: Lease(open_store, "round-B").acquire())

@@ -119,3 +119,28 @@ def test_a_probe_removes_only_what_is_proven_left_over(moto_endpoint: str) -> No
     later = sorted(i.key.rsplit("-", 1)[-1]
                    for i, _ in left_over(store, f"{PROBE_KEY}-", time.time() + STALE_S + 60))
     assert later == ["elsewhere", "running", "style"], later
+
+
+def test_a_damaged_probe_object_is_said_and_kept_and_the_probe_passes(
+        moto_endpoint: str) -> None:
+    """Review rev38z10 finding 3, on a real S3-protocol server (the reviewer ran a local
+    store only): probe objects nested 100,000 deep (1e5 bytes: over the read's bound) and
+    4,000 deep (within it) made `require_conditional_writes` raise RecursionError (every
+    round on the store failed until they were a day old). Now the probe passes, each is
+    said (named, why) and kept: not proven left over."""
+    bucket = new_bucket(moto_endpoint)
+    store = S3Store(bucket, "p1", endpoint_url=moto_endpoint)
+    store.put(f"{PROBE_KEY}-deep", b"[" * 100_000)
+    store.put(f"{PROBE_KEY}-deep-small", b"[" * 4000)
+    lines: list[str] = []
+    S3Store(bucket, "p1", endpoint_url=moto_endpoint,
+            on_wait=lines.append).require_conditional_writes()
+    kept = sorted(o.key for o in store.list_all(f"{PROBE_KEY}-"))
+    assert kept == [f"{PROBE_KEY}-deep", f"{PROBE_KEY}-deep-small"], (kept, lines)
+    said = sorted(ln for ln in lines if "cannot be read" in ln)
+    assert said == [
+        f"the conditional-write probe object {PROBE_KEY}-deep cannot be read (larger than "
+        "4096 bytes): kept (not proven left over); a probe removes it once it is 24 h old",
+        f"the conditional-write probe object {PROBE_KEY}-deep-small cannot be read (nested "
+        "deeper than 32 levels; refused): kept (not proven left over); a probe removes it "
+        "once it is 24 h old"], lines

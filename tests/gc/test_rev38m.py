@@ -138,12 +138,14 @@ def test_a_lease_whose_clock_stepped_back_is_not_firm(tmp_path: Path) -> None:
     lease.acquire()
     try:
         assert lease.firm() and live_rounds(store, time.time()) == {lease.round_id}
-        step[0] = -3600.0  # the step, then the renewal writes the stepped time
+        step[0] = -3600.0  # the step, then a renewal
         assert lease._renew() is None
-        expired_to_readers = live_rounds(store, time.time()) == set()
-        assert expired_to_readers and not lease.firm(), (
-            "the driver's gate says go (lease firm) while a reader on a true clock finds "
-            f"the lease expired: running rounds {live_rounds(store, time.time())}")
+        # s28e (rev38z10 finding 6): the renewal after a step writes its times measured on
+        # the monotonic clock from the last write before the step, no longer the stepped
+        # clock's, so a reader on a true clock still reads the lease as live (on i38m it
+        # read it as expired, and recovered the running round); the gate says no anyway.
+        assert live_rounds(store, time.time()) == {lease.round_id}
+        assert not lease.firm(), "the driver's gate says go (lease firm) after a step"
         assert lease.stepped is not None and "-3600" in lease.stepped
         stop = RoundStop()
         assert not go_on(stop, lease.firm, None, LOOK_FRESH_S)()

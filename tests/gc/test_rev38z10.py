@@ -144,19 +144,42 @@ def test_an_intent_whose_size_is_no_size_is_counted_unreadable(
     read_round_record(store, round_key(DEAD))  # raises DamagedRecord on 10142fb (negative)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z10 finding 3: probes.left_over parses a "
-                   "probe object with json.loads unchecked: one nested 100,000 deep raises "
-                   "RecursionError out of S3Store.require_conditional_writes (every round "
-                   "on the store fails for a day)")
-def test_a_probe_object_nested_deep_is_left_alone_not_raised(tmp_path: Path) -> None:
-    """`probes.left_over` is the one parser of a stored document without `check_nesting`
-    (and without a size bound: `store.get(info.key)` reads it whole). Its caller,
-    `S3Store._remove_left_probes`, catches StoreError only, so the RecursionError leaves
+class _UnboundedRefused(_Delegating):
+    """Refuses (before reading anything) a GET of a probe object with no upper bound."""
+
+    def get(self, key: str, start: int | None = None, end: int | None = None) -> bytes:
+        if "conditional-write-probe-" in key and end is None:
+            raise AssertionError(f"{key} read with no bound")
+        return self.inner.get(key, start, end)
+
+
+@pytest.mark.parametrize("body", [b"[" * 100_000, b"[" * 4000, b"[" * 33 + b"]" * 33,
+                                  b'{"probe": "epochgc conditional-write probf"}'],
+                         ids=["deep-and-large", "deep-within-the-bound", "just-too-deep",
+                              "no-mark"])
+def test_a_probe_object_nested_deep_is_left_alone_not_raised(tmp_path: Path,
+                                                              body: bytes) -> None:
+    """rev38z10 finding 3 (fixed by s28e; seen failing on 19fe8d4: `RecursionError:
+    maximum recursion depth exceeded while decoding a JSON array`). `probes.left_over`
+    was the one parser of a stored document without `check_nesting` (and without a size
+    bound: `store.get(info.key)` read it whole). Its caller,
+    `S3Store._remove_left_probes`, catches StoreError only, so the RecursionError left
     `require_conditional_writes`, `Lease.acquire` (which also catches StoreError only)
-    and the round, until the object is a day old (`STALE_S`)."""
+    and the round, until the object was a day old (`STALE_S`). Now it is read bounded,
+    parsed by `admin.load_strict`, kept (not proven left over) and said."""
     store = LocalStore(tmp_path / "s", create=True)
-    store.put("_cluster/gc/conditional-write-probe-x", b"[" * 100_000)
-    assert list(left_over(store, "_cluster/gc/conditional-write-probe-", time.time())) == []
+    key = "_cluster/gc/conditional-write-probe-x"
+    store.put(key, body)
+    said: list[str] = []
+    assert list(left_over(_UnboundedRefused(store), "_cluster/gc/conditional-write-probe-",
+                          time.time(), said.append)) == []
+    [line] = said
+    assert line.startswith(f"the conditional-write probe object {key} cannot be read ("), line
+    assert "kept (not proven left over)" in line, line
+    assert store.head(key) is not None
+    # a day later it is removed unread, as any probe object that old
+    assert [i.key for i, _ in left_over(store, "_cluster/gc/conditional-write-probe-",
+                                        time.time() + 25 * 3600)] == [key]
 
 
 @pytest.mark.xfail(strict=True, reason="rev38z10 finding 4: a journal outcome's error text "
@@ -189,9 +212,6 @@ class _SeqRefused(_Delegating):
         return self.inner.create_if_absent(key, data)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z10 finding 5: a record whose number claim "
-                   "failed once is never taken for the last round while any numbered round "
-                   "exists: `gc-admin show` names the round before it")
 def test_a_round_whose_number_claim_failed_is_still_the_last_round(tmp_path: Path) -> None:
     """`record.number_round` leaves `seq` None on a StoreError (one transient failure of
     the create under `_cluster/gc/seq/`), and `show.last_rounds` orders every numbered
@@ -211,20 +231,17 @@ def test_a_round_whose_number_claim_failed_is_still_the_last_round(tmp_path: Pat
     assert last is not None and last.get("key") == round_key(second.round_id), last
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z10 finding 6: after a forward clock step the "
-                   "lease's renewals go on writing the stepped clock's expiry: a driver "
-                   "killed then leaves a lease every other round reads as live for the "
-                   "step's length")
 def test_a_renewal_after_a_clock_step_does_not_push_the_expiry_out(tmp_path: Path) -> None:
-    """`Lease.firm` latches `stepped` (the round stops), but `keep`'s renewals still call
-    `_doc`, which writes `expires_at = clock() + duration` from the stepped clock (its
-    comment, "a step since the last write is never written over", is not what it does).
-    The driver is then killed before its release (the OOM killer, a node lost: issue 38
-    item 1); NTP steps the clock back. Every round after that is refused (`LeaseBusy`,
-    exit 2 "blocked", retried by a scheduler in vain) for the step's length, here 11 days,
-    until an operator runs `gc-admin reset --force`. Fix direction: once `stepped`, a
-    renewal keeps the last unstepped expiry (or writes none): the hold then ends on the
-    readers' clocks when it would have."""
+    """rev38z10 finding 6 (fixed by s28e; seen failing on 19fe8d4: "the lease now expires
+    1000060 s ahead"). `Lease.firm` latches `stepped` (the round stops), but `keep`'s
+    renewals still called `_doc`, which wrote `expires_at = clock() + duration` from the
+    stepped clock (its comment, "a step since the last write is never written over", was
+    not what it did). The driver is then killed before its release (the OOM killer, a node
+    lost: issue 38 item 1); NTP steps the clock back. Every round after that was refused
+    (`LeaseBusy`, exit 2 "blocked", retried by a scheduler in vain) for the step's length,
+    here 11 days, until an operator ran `gc-admin reset --force`. Now a renewal after a
+    step writes times measured on the monotonic clock from the last write before it
+    (tests/gc/test_lease_backends.py: on moto and SeaweedFS too, and the next round)."""
     store = LocalStore(tmp_path, create=True)
     offset = [0.0]
     held = Lease(lambda: LocalStore(tmp_path), "20270115T080000.000Z-stepping",
