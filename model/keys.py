@@ -61,6 +61,12 @@ def parse_key(key: str) -> L0Key:
     return L0Key(int(m.group(1)), int(m.group(2)), m.group(3))
 
 
+def well_formed(key: object) -> bool:
+    """True for a key `parse_key` accepts (a string of the key grammar, R20), without building
+    the parsed value: one regex match, for a check over a journal's 100k keys."""
+    return isinstance(key, str) and _KEY.fullmatch(key) is not None
+
+
 def is_data_key(key: str) -> bool:
     """True for every key under the data prefix, parsable or not (those are never skipped
     silently: a malformed one there is reported)."""
