@@ -25,6 +25,8 @@ from epochgc.impl.store.retry import Backoff, Retrier
 from epochgc.impl.store.s3 import S3Store
 from tests.store.s3proxy import Call, Fault, FaultPlan, s3_proxy
 
+D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
+
 PREFIX = journal_prefix("20270115T100000.000Z-rev38x00")
 
 
@@ -40,7 +42,7 @@ def _run(s3_endpoint: str, s3_bucket: str, plan: FaultPlan, removed_before: bool
     """Four keys; `removed_before`: another writer removes k0 after the round listed it and
     before its delete request. The round's one DeleteObjects goes through `plan`. Returns
     the keys, those gone now, and the read-back's totals."""
-    keys = [f"data/k{i}" for i in range(4)]
+    keys = [f"{D}k{i}" for i in range(4)]
     direct = _s3(s3_bucket, s3_endpoint)
     for k in keys:
         direct.put(k, b"x")
