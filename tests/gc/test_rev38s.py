@@ -65,7 +65,7 @@ def test_a_key_whose_first_delete_may_have_applied_is_asked_about_whatever_its_r
     each group's second batch. The key left the store at the first attempt, so the
     journal and its read-back must not call it "still there, listed again next round"."""
     keys = [f"{D}k{i}" for i in range(8)]
-    hit = {"c/data/k2", "c/data/k6"}  # the first key of each group's second batch
+    hit = {f"c/{D}k2", f"c/{D}k6"}  # the first key of each group's second batch
     direct = _s3(s3_bucket, s3_endpoint)
     for k in keys:
         direct.put(k, b"x")
