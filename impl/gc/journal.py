@@ -44,7 +44,7 @@ from epochgc.impl.gc.gate import GateTarget, answer
 from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.gc.text import cut
 from epochgc.impl.store.base import MAX_DELETE_BATCH, DeleteResult, ObjectStore, StoreError
-from epochgc.model.keys import well_formed
+from epochgc.model.keys import all_well_formed, well_formed
 
 JOURNAL_PREFIX = "_cluster/gc/journal/"
 STOP = "STOP"
@@ -450,7 +450,7 @@ class Intent:
                              f"intent names ({MAX_INTENT_KEYS:,})")
         # Checked and converted here, by C loops (map, set), so a damaged record fails
         # whole at parse time, never half-way through the counting (issue 38 item 2).
-        if not all(map(well_formed, keys)):
+        if not all_well_formed(keys):
             raise ValueError("an intent record holds a key that is not a data key "
                              "(level_zero/data/<3 digits>/<18 digits>/<name>)")
         # `type` is exact: a bool (an int subclass) or a text is no size.
