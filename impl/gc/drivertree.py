@@ -74,13 +74,16 @@ def tasks_gone(start: dict[str, Any]) -> bool:
     if not isinstance(tree, dict):
         return False
     driver, uid, token = tree.get("driver"), tree.get("uid"), tree.get("mark")
-    if not (isinstance(driver, dict) and isinstance(token, str) and isinstance(uid, int)
-            and not isinstance(uid, bool)):
+    # The mark is ASCII (`_token`): one that is not (a lone surrogate read from a damaged
+    # START) would raise from `encode` below (review rev38z10 finding 1's class).
+    if not (isinstance(driver, dict) and isinstance(token, str) and token.isascii()
+            and isinstance(uid, int) and not isinstance(uid, bool)):
         return False
     if holder_running({"driver": driver}) is not False:
         return False  # running, or another host or container: cannot tell
     ticks = driver.get("start_ticks")
-    if not (isinstance(ticks, str) and ticks.isdigit()):
+    # ASCII digits only: `isdigit` also takes "²", which `int` refuses (review rev38z10).
+    if not (isinstance(ticks, str) and ticks.isascii() and ticks.isdigit()):
         return False
     return not _marked(token, uid, int(ticks))
 

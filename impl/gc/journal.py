@@ -38,10 +38,13 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from epochgc.impl.gc.bounds import APPLIED_WITHIN_S
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.gate import GateTarget, answer
 from epochgc.impl.gc.reports import check_nesting
-from epochgc.impl.store.base import DeleteResult, ObjectStore, StoreError
+from epochgc.impl.gc.text import cut
+from epochgc.impl.store.base import MAX_DELETE_BATCH, DeleteResult, ObjectStore, StoreError
+from epochgc.model.keys import all_well_formed, well_formed
 
 JOURNAL_PREFIX = "_cluster/gc/journal/"
 STOP = "STOP"
@@ -63,6 +66,22 @@ NOT_ANSWERED = "delete request not answered when the task was last heard of"
 # The stage lowers it so that all tasks' results together stay well under Spark's
 # spark.driver.maxResultSize (a job whose results pass it is aborted).
 KNOWN_LIMIT = 32 << 20
+# Keys one intent names at most: `delete.INTENT_BATCHES` (4) batches of `MAX_DELETE_BATCH`
+# (a test holds the two together; `delete.py` imports this module, not the other way).
+MAX_INTENT_KEYS = 4 * MAX_DELETE_BATCH
+# Bytes of one journal entry read back at most (review rev38z10 finding 7: each was read
+# whole, so one damaged or foreign entry of 1 GiB was a 1 GiB read, then scanned, at every
+# look). The largest a writer makes: an outcome naming `MAX_INTENT_KEYS` keys (at most 167
+# characters each, R20) in `errors` (text cut to `text.MAX_TEXT`), `unknown` and
+# `answered`, about 3.5 MB; an intent, about 1 MB. One larger is unreadable, and nothing
+# is salvaged from it.
+MAX_ENTRY = 8 << 20
+# The largest object S3 stores, in bytes: "the actual maximum object size is 53.7 TB (48.8
+# TiB). This limit is determined by multipart upload constraints: 10,000 maximum parts x
+# 5 GiB per part" (https://docs.aws.amazon.com/AmazonS3/latest/userguide/UsingObjects.html;
+# 5 TB before, and 5 TiB on MinIO). An intent's size above it is no object's (review
+# rev38z10 finding 2): the entry is unreadable.
+MAX_OBJECT_SIZE = 10_000 * (5 << 30)
 
 
 @dataclass(frozen=True)
@@ -363,7 +382,9 @@ def _outcome(result: DeleteResult, requests: int = 1, so_far: bool = False) -> d
         "deleted": result.deleted,  # for progress while the round runs (issue 41)
         "gone": sorted(result.gone),
         "changed": sorted(result.changed),
-        "errors": result.errors,
+        # Each text cut (review rev38z10 finding 4): it is copied into the round's record,
+        # and an entry stays within `MAX_ENTRY`.
+        "errors": {k: cut(str(why)) for k, why in result.errors.items()},
     }
     unknown = result.unknown & result.errors.keys()
     if unknown:
@@ -410,22 +431,42 @@ class Intent:
     ages: list[float]
 
     @classmethod
-    def parse(cls, doc: dict[str, Any]) -> Intent:
-        """ValueError unless the record holds three lists of one length."""
-        keys, sizes, ages = doc["keys"], doc["sizes"], doc["ages"]
+    def parse(cls, doc: Any) -> Intent:
+        """ValueError unless the record holds three lists of one length, at most
+        `MAX_INTENT_KEYS` long: keys of the key grammar (`level_zero/data/...`, R20), sizes
+        that are integers from 0 to `MAX_OBJECT_SIZE` and finite ages, as `delete.py`
+        writes them (review rev38z10 findings 1 and 2: a key outside the grammar raised
+        out of the recovery from `stage.max_epoch`; a size -5, "12", true or 2**70 was
+        summed into `bytes_deleted`)."""
+        if not isinstance(doc, dict):
+            raise ValueError("an intent record is not a JSON object")
+        keys, sizes, ages = doc.get("keys"), doc.get("sizes"), doc.get("ages")
         if not (isinstance(keys, list) and isinstance(sizes, list) and isinstance(ages, list)
                 and len(keys) == len(sizes) == len(ages)):
             raise ValueError("an intent record's keys, sizes and ages are not three lists "
                              "of one length")
+        if len(keys) > MAX_INTENT_KEYS:
+            raise ValueError(f"an intent record names {len(keys):,} keys, more than one "
+                             f"intent names ({MAX_INTENT_KEYS:,})")
         # Checked and converted here, by C loops (map, set), so a damaged record fails
         # whole at parse time, never half-way through the counting (issue 38 item 2).
-        if not set(map(type, keys)) <= {str}:
-            raise ValueError("an intent record holds a key that is not a string")
+        if not all_well_formed(keys):
+            raise ValueError("an intent record holds a key that is not a data key "
+                             "(level_zero/data/<3 digits>/<18 digits>/<name>)")
+        # `type` is exact: a bool (an int subclass) or a text is no size.
+        if not set(map(type, sizes)) <= {int} or (
+                sizes and not 0 <= min(sizes) <= max(sizes) <= MAX_OBJECT_SIZE):
+            raise ValueError(f"an intent record holds a size that is not an integer from 0 "
+                             f"to {MAX_OBJECT_SIZE} (S3's largest object)")
+        if not set(map(type, ages)) <= {int, float}:
+            raise ValueError("an intent record holds an age that is not a number")
         try:
-            return cls(keys, list(map(int, sizes)), list(map(float, ages)))
-        except (ValueError, TypeError, OverflowError) as e:
-            raise ValueError(f"an intent record holds a size or age that is not a number: "
-                             f"{e}") from None
+            floats = list(map(float, ages))
+        except OverflowError:  # an integer past float's range
+            raise ValueError("an intent record holds an age that is not finite") from None
+        if not all(map(math.isfinite, floats)):
+            raise ValueError("an intent record holds an age that is not finite")
+        return cls(keys, sizes, floats)
 
     def values(self) -> Iterator[tuple[int, float]]:
         """(size, age) of each key, in order (converted by `parse`)."""
@@ -478,17 +519,20 @@ class JournalTotals:
     def bytes_gone_unattributed(self) -> int:
         return sum(size for size, _ in self.gone_unattributed.values())
 
+    # Samples go into the round's record: each key and text is cut (`text.cut`; review
+    # rev38z10 finding 4), so the samples stay a few tens of KB whatever the journal holds.
     def error_samples(self) -> list[str]:
-        return [f"{k}: {why}" for k, why in sorted(self.errors.items())[:_MAX_ERROR_SAMPLES]]
+        return [f"{cut(k)}: {cut(why)}"
+                for k, why in sorted(self.errors.items())[:_MAX_ERROR_SAMPLES]]
 
     def unknown_samples(self) -> list[str]:
-        return [f"{k}: whether it was deleted is unknown: {why}"
+        return [f"{cut(k)}: whether it was deleted is unknown: {cut(why)}"
                 for k, why in sorted(self.unknown.items())[:_MAX_ERROR_SAMPLES]]
 
     def skip(self, key: str, why: str) -> None:
         self.unreadable += 1
         if len(self.unreadable_samples) < _MAX_ERROR_SAMPLES:
-            self.unreadable_samples.append(f"{key}: {why}")
+            self.unreadable_samples.append(f"{cut(key)}: {cut(why)}")
 
 
 # A complete JSON string inside the "keys" array of a torn intent (issue 38 item 2): what a
@@ -497,15 +541,32 @@ _KEYS_HEAD = re.compile(rb'\{\s*"keys"\s*:\s*\[')
 _JSON_STRING = re.compile(rb'\s*("(?:[^"\\\x00-\x1f]|\\.)*")\s*,?')
 
 
-def salvage_keys(raw: bytes) -> list[str]:
+def named_keys(doc: Any, raw: bytes) -> list[str]:
+    """The data keys an intent that cannot be read still names (issue 38 item 2: resolved by
+    asking the store, never counted `deleted`): from its `keys` array when the document is
+    whole (`doc`; None if it is not), else the complete strings at the start of it
+    (`salvage_keys`). Only keys of the key grammar (review rev38z10 finding 1), and no
+    more than one intent names (finding 7: 4 MiB of `"a",` yielded a million strings,
+    each a HEAD)."""
+    if doc is None:
+        found = salvage_keys(raw)
+    elif isinstance(doc, dict) and isinstance(doc.get("keys"), list):
+        found = doc["keys"][:MAX_INTENT_KEYS]
+    else:
+        found = []
+    return [k for k in found if well_formed(k)]
+
+
+def salvage_keys(raw: bytes, limit: int = MAX_INTENT_KEYS) -> list[str]:
     """The keys a torn intent document still names whole: the complete strings at the start
-    of its `keys` array (one linear pass; nothing past the first incomplete one)."""
+    of its `keys` array (one linear pass; nothing past the first incomplete one), at most
+    `limit` of them."""
     head = _KEYS_HEAD.match(raw)
     if head is None:
         return []
     keys: list[str] = []
     pos = head.end()
-    while True:
+    while len(keys) < limit:
         m = _JSON_STRING.match(raw, pos)
         if m is None:
             return keys
@@ -518,6 +579,7 @@ def salvage_keys(raw: bytes) -> list[str]:
             return [*keys, key] if raw[m.end():].lstrip().startswith(b"]") else keys
         keys.append(key)
         pos = m.end()
+    return keys
 
 
 @dataclass(frozen=True)
@@ -527,14 +589,15 @@ class _Done:
 
     gone: set[str]
     changed: set[str]
-    errors: dict[str, Any]
+    errors: dict[str, str]
     unknown: set[str]
     so_far: bool = False  # the answers of the group's first requests only (`done`)
     gone_unattributed: set[str] = field(default_factory=set)  # absent after an ambiguous answer
     # Keys of `unknown` whose requests were all answered: nothing of them can still land.
     answered: set[str] = field(default_factory=set)
     # How long before the outcome was written the latest unanswered request of its other
-    # `unknown` keys ended (0: not known, the wait is measured from the stage's end).
+    # `unknown` keys ended (0: not known, the wait is measured from the stage's end); at
+    # most `APPLIED_WITHIN_S` (`_parse_done`).
     unanswered_ago_s: float = 0.0
 
     def waits(self) -> bool:
@@ -552,9 +615,14 @@ def _parse_done(doc: Any) -> _Done:
                          "gone_unattributed and answered are not two lists, an object and "
                          "three lists")
     ago = doc.get("unanswered_ago_s", 0.0)
-    if not (type(ago) in (int, float) and math.isfinite(ago) and ago >= 0):
+    # A true value is the few seconds between a request's end and the outcome's write;
+    # one past `APPLIED_WITHIN_S` (the whole wait) would cut the wait to nothing (review
+    # rev38z10 finding 9: 1e308 did): damaged, read as unknown, the longest wait.
+    if not (type(ago) in (int, float) and math.isfinite(ago) and 0 <= ago <= APPLIED_WITHIN_S):
         ago = 0.0  # not a duration: measured from the stage's end, the longest wait
-    return _Done(set(doc["gone"]), set(doc["changed"]), doc["errors"],
+    # Each error text as a text, cut (review rev38z10 finding 4): it may reach the record.
+    errors = {k: cut(v if type(v) is str else str(v)) for k, v in doc["errors"].items()}
+    return _Done(set(doc["gone"]), set(doc["changed"]), errors,
                  set(doc.get("unknown", [])), doc.get("so_far") is True,
                  set(doc.get("gone_unattributed", [])), set(doc.get("answered", [])),
                  float(ago))
@@ -645,10 +713,14 @@ def read_journal(
                 break
         else:
             continue
-        raw, whole = b"", False
+        raw, doc, whole = b"", None, False
         try:
             mine = known.get(name)
-            raw = mine if mine is not None else store.get(obj.key)
+            # Bounded (review rev38z10 finding 7): one byte past `MAX_ENTRY` says it is larger.
+            raw = mine if mine is not None else store.get(obj.key, 0, MAX_ENTRY + 1)
+            if len(raw) > MAX_ENTRY:
+                raw = b""  # nothing salvaged from it
+                raise ValueError(f"larger than {MAX_ENTRY} bytes: not read")
             check_nesting(raw, obj.key)  # json would raise RecursionError past ~1000 deep
             doc = json.loads(raw)
             whole = True
@@ -662,11 +734,12 @@ def read_journal(
                     dones[batch] = outcome
                     sent[batch] = _count(doc, "requests")
         except (StoreError, ReportError, ValueError, KeyError, TypeError) as e:
-            totals.skip(obj.key, str(e)[:200])
+            totals.skip(obj.key, str(e))
             if suffix == ".intent.json":
                 # Cut off part-way (not JSON): the keys before the cut; a whole document
-                # of the wrong shape names nothing we can trust.
-                torn[batch] = [] if whole else salvage_keys(raw)
+                # that is no intent: the data keys it names (`named_keys`). Each is asked
+                # of the store, as an intent's without outcome, never counted `deleted`.
+                torn[batch] = named_keys(doc if whole else None, raw)
     for batch_id in sorted(dones.keys() - intents.keys() - torn.keys()):
         # A `done` whose intent is missing: the intent was written before the request, so
         # it was lost since; the keys it deleted cannot be named.

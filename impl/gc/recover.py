@@ -86,9 +86,10 @@ from epochgc.impl.gc.record import (
 )
 from epochgc.impl.gc.recordread import DamagedRecord, listed_records
 from epochgc.impl.gc.reports import check_nesting
+from epochgc.impl.gc.rounddocs import MAX_DOC, DamagedEnd, End, Start, read_end, read_start
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.summary import OUTCOME_DRIVER_GONE, GcSummary
-from epochgc.impl.gc.text import GONE_WHERE_SHORT, printable
+from epochgc.impl.gc.text import GONE_WHERE_SHORT, cut, printable
 from epochgc.impl.store.base import (
     ConditionalConflict,
     NoConditionalWrites,
@@ -99,7 +100,6 @@ from epochgc.impl.store.base import (
 from epochgc.impl.store.hooked import HookedStore
 from epochgc.impl.store.local import LocalStore
 
-_MAX_DOC = 1 << 20  # bytes of a START or END read back
 # The wait between the STOP markers and the read-backs (looked up at each call: a test
 # that recovers a round killed for real replaces it rather than wait minutes).
 SLEEP: Callable[[float], None] = time.sleep
@@ -113,6 +113,8 @@ POLL_S = 2.0
 # In a round's journal: its driver wrote its own END over a recovery's; its record must be
 # made from that END (`write_own_end`, `_own_end`).
 OWN_END = "OWN_END"
+# Unreadable journal entries a recovered record names at most (each "key: why", cut).
+_MAX_UNREADABLE_SAMPLES = 20
 
 
 @dataclass(frozen=True)
@@ -197,8 +199,10 @@ def drop_own_end(store: ObjectStore, prefix: str) -> None:
 
 
 def _read_doc(store: ObjectStore, key: str) -> dict[str, Any] | None:
+    """A record read leniently, for what a look says of it (`recorded_as`, `_own_end`);
+    never copied into another record (START and END: `rounddocs.py`)."""
     try:
-        raw = store.get(key, 0, _MAX_DOC)
+        raw = store.get(key, 0, MAX_DOC)
     except StoreError:
         return None
     return _parsed(raw, key)
@@ -428,7 +432,7 @@ def _wait(store: ObjectStore, stopped: list[_Dead], sleep: Callable[[float], Non
         # a driver killed during the wait, as `gc-admin show` then saw, was waited for to
         # the end; review rev38z5 finding 2: what it sent may still land on a server).
         for d in pending:
-            if tasks_gone(d.start):
+            if d.start.doc is not None and tasks_gone(d.start.doc):
                 until[d.round_id] = min(until[d.round_id], waited + applied_s)
         pending = [d for d in pending if until[d.round_id] > waited
                    and not _ended(store, d)]
@@ -438,7 +442,7 @@ def _wait(store: ObjectStore, stopped: list[_Dead], sleep: Callable[[float], Non
 def _ended(store: ObjectStore, dead: _Dead) -> bool:
     """Its record or END exists: written by its driver (alive after all) or another look."""
     return (store.head(round_key(dead.round_id)) is not None
-            or _read_doc(store, dead.prefix + END) is not None)  # damaged: not an END
+            or isinstance(read_end(store, dead.prefix + END), End))  # damaged: not an END
 
 
 def left_line(seconds: float, rounds: list[str]) -> str:
@@ -494,14 +498,16 @@ def _stop_dead(store: ObjectStore, by: str, running: Callable[[], set[str] | Non
             continue
         if round_key(round_id) in recorded:
             continue  # it has its record (finished, or recovered before)
-        end = _read_doc(store, prefix + END) if END in names else None
-        if end is not None:
+        end = read_end(store, prefix + END) if END in names else None
+        if isinstance(end, End):
             r = _from_end(store, round_id, end)
             if r is not None:
                 found.recorded.append(r)
             continue
+        # No END, or a damaged one (review rev38z10 finding 8: one that is no round record
+        # was copied as the record): read back from the journal, the END named there.
         took = _journal_span(store, prefix)
-        start = _read_doc(store, prefix + START)
+        start = read_start(store, prefix + START)
         # Any task of the dead round still running stops: its driver, if alive, sees STOP
         # within a look and answers no "go on?" after it (`gate.py`, `watch.py`); a task
         # without that channel checks STOP before each batch; one on the driver's host
@@ -511,12 +517,12 @@ def _stop_dead(store: ObjectStore, by: str, running: Callable[[], set[str] | Non
         # whose tasks HEAD STOP before each batch, a START written before the field or
         # damaged): a request sent just before STOP may still be applied by the server
         # that long after (review rev38z6 finding 2).
-        dead = _Dead(round_id, prefix, start or {}, took,
-                     max(_stop_within(start, applied_s), applied_s), stamp)
+        dead = _Dead(round_id, prefix, start, took,
+                     max(_stop_within(start.doc, applied_s), applied_s), stamp)
         # A round whose every task ran below its driver on this host, all gone: nothing of
         # it can send a request any more (newuser4 F3), but what it sent may still be
         # applied (review rev38z5 finding 2).
-        if start is not None and tasks_gone(start):
+        if start.doc is not None and tasks_gone(start.doc):
             dead = dead.tasks_gone(applied_s)
         found.stopped.append(dead)
     return found
@@ -557,10 +563,11 @@ def _record_stopped(store: ObjectStore, data: ObjectStore | None, dead: _Dead, b
     (the driver's own account), else read back from its journal."""
     if store.head(round_key(dead.round_id)) is not None:
         return None
-    end = _read_doc(store, dead.prefix + END)
-    if end is not None:
+    end = read_end(store, dead.prefix + END)
+    if isinstance(end, End):
         return _from_end(store, dead.round_id, end)
-    return _from_journal(store, data, dead, by, clock)
+    return _from_journal(store, data, dead, by, clock,
+                         [f"{end.key}: {end.why}"] if isinstance(end, DamagedEnd) else [])
 
 
 @dataclass(frozen=True)
@@ -569,7 +576,7 @@ class _Dead:
 
     round_id: str
     prefix: str
-    start: dict[str, Any]
+    start: Start
     took: float  # how long its journal ran
     wait_s: float  # its bound from STOP to no request in flight
     stop_stamp: Stamp | None  # when its first STOP was written (store's clock), if known
@@ -613,13 +620,13 @@ def _stop_within(start: dict[str, Any] | None, applied_s: float) -> float:
     return min(float(given), MAX_STOP_WITHIN_S)
 
 
-def _from_end(store: ObjectStore, round_id: str, end: dict[str, Any]) -> Recovered | None:
+def _from_end(store: ObjectStore, round_id: str, end: End) -> Recovered | None:
     """Killed after its END, before its record: the END is the record's document (created
     only if no record exists: None if one does, e.g. its driver's own, written meanwhile)."""
     key = round_key(round_id)
-    if _created(store, key, json.dumps(end, allow_nan=False, indent=1).encode()) is None:
+    if _created(store, key, end.data) is None:
         return None
-    return _recovered_from_end(round_id, key, end)
+    return _recovered_from_end(round_id, key, end.doc)
 
 
 def _own_end(store: ObjectStore, round_id: str, prefix: str) -> Recovered | None:
@@ -627,19 +634,20 @@ def _own_end(store: ObjectStore, round_id: str, prefix: str) -> Recovered | None
     record (`recovered_by`) is replaced by that END, if it is still the one read; no record
     gets it from the END. Then the marker goes (not while END cannot be read: the next
     look tries again)."""
-    end = _read_doc(store, prefix + END)
+    end = read_end(store, prefix + END)
     if end is None:
         return None
     out: Recovered | None = None
     key = round_key(round_id)
-    if end.get("recovered_by") is None:  # the driver's own account
-        there = store.get_versioned(key, _MAX_DOC)
+    # A damaged END (no round record, review rev38z10 finding 8) is no account: the
+    # recovered record stands, and the marker goes.
+    if isinstance(end, End) and end.doc.get("recovered_by") is None:  # the driver's own
+        there = store.get_versioned(key, MAX_DOC)
         if there is None:
             out = _from_end(store, round_id, end)
-        elif (_parsed(there.data, key) or {}).get("recovered_by") is not None:
-            own = json.dumps(end, allow_nan=False, indent=1).encode()
-            if store.replace_if_match(key, own, there.version) is not None:
-                out = _recovered_from_end(round_id, key, end)
+        elif ((_parsed(there.data, key) or {}).get("recovered_by") is not None
+              and store.replace_if_match(key, end.data, there.version) is not None):
+            out = _recovered_from_end(round_id, key, end.doc)
     drop_own_end(store, prefix)
     return out
 
@@ -691,13 +699,18 @@ def _journal_span(store: ObjectStore, prefix: str) -> float:
 
 def _from_journal(
     store: ObjectStore, data: ObjectStore | None, dead: _Dead, by: str,
-    clock: Callable[[], float],
+    clock: Callable[[], float], damaged: list[str] | None = None,
 ) -> Recovered | None:
+    """The dead round's record read back from its journal. `damaged`: its other entries
+    that could not be read ("key: why": a damaged END), counted with the journal's
+    unreadable entries and named in the record's samples, as its START is when damaged."""
     round_id, prefix, start, took = dead.round_id, dead.prefix, dead.start, dead.took
-    m, rev = start.get("M"), start.get("snapshot_revision")
+    damaged = list(damaged or [])
+    if start.problem is not None:
+        damaged.insert(0, f"{prefix}{START}: {start.problem}")
     s = GcSummary(
-        M=m if isinstance(m, int) else None,
-        revision=rev if isinstance(rev, int) else None,
+        M=start.m,
+        revision=start.revision,
         started_at=_started_at(round_id),
         round_id=round_id,
         journal=prefix,
@@ -709,7 +722,9 @@ def _from_journal(
         totals = read_journal(store, prefix, data)
     except StoreError as e:
         s.journal_read = False
-        s.error = f"its journal cannot be read back: {e}"
+        s.error = f"its journal cannot be read back: {cut(str(e))}"
+        s.unreadable_entries = len(damaged)
+        s.error_samples = [f"unreadable: {d}" for d in damaged[:_MAX_UNREADABLE_SAMPLES]]
     else:
         s.deleted = len(totals.deleted)
         s.already_gone = len(totals.already_gone)
@@ -720,14 +735,17 @@ def _from_journal(
         s.gone_unattributed = len(totals.gone_unattributed)
         s.bytes_gone_unattributed = totals.bytes_gone_unattributed
         s.delete_requests = totals.batches
-        s.unreadable_entries = totals.unreadable
-        s.error_samples = totals.error_samples() + totals.unknown_samples()
+        # Issue 38 item 2: how many entries could not be read, and which (review rev38z10
+        # finding 1: a damaged START, END or intent is counted, never raised).
+        s.unreadable_entries = totals.unreadable + len(damaged)
+        s.error_samples = (totals.error_samples() + totals.unknown_samples()
+                           + [f"unreadable: {d}" for d in
+                              (damaged + totals.unreadable_samples)[:_MAX_UNREADABLE_SAMPLES]])
         from epochgc.impl.gc.stage import max_epoch, partial_listing
 
         s.max_deleted_epoch = max_epoch(totals.deleted)
         partial_listing(s, totals)  # its tasks' listing counts died with its driver
-    given = start.get("options")
-    options: dict[str, Any] = given if isinstance(given, dict) else {}
+    options = start.options_or_none()
     # The number first (the record carries it): `claim` hands a round the number fixed
     # for it, so a driver or another recovery that records it too shares it.
     number_round(store, s)
@@ -746,11 +764,10 @@ def _from_journal(
     # Its driver was alive and wrote its END after our look (review rev38o finding 3):
     # its END is the round's own account, and our record gives way to it unless its
     # driver's own record replaced ours already (then that one stands).
-    end = _read_doc(store, prefix + END)
-    if end is None:
+    end = read_end(store, prefix + END)
+    if not isinstance(end, End):  # none readable, or no round record: ours stands
         return Recovered(round_id, key, s.deleted, s.unreadable_entries, False,
                          unknown=s.unknown, gone_unattributed=s.gone_unattributed)
-    own = json.dumps(end, allow_nan=False, indent=1).encode()
-    if store.replace_if_match(key, own, version) is None:
+    if store.replace_if_match(key, end.data, version) is None:
         return None
-    return _recovered_from_end(round_id, key, end)
+    return _recovered_from_end(round_id, key, end.doc)

@@ -45,6 +45,19 @@ def _one(m: re.Match[str]) -> str:
     return f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
 
 
+# Characters of a free text (a store's error, a reason) copied into a round record at most
+# (review rev38z10 finding 4: a 2 MB error text in a journal outcome made the recovered
+# record larger than `recordread.MAX_RECORD`, a record `gc-admin show` calls damaged).
+MAX_TEXT = 300
+
+
+def cut(text: str, limit: int = MAX_TEXT) -> str:
+    """`text` at most `limit` characters and a few more saying what was cut."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... (cut: {len(text):,} characters)"
+
+
 def printable(text: str) -> str:
     """`text` as printable ASCII (see the module docstring); linear in its length."""
     return _ESCAPE.sub(_one, text)

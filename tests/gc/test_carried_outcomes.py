@@ -183,13 +183,13 @@ def test_an_outcome_waiting_for_a_batch_that_stops_is_written_alone(tmp_path: Pa
     inner = LocalStore(tmp_path / "s", create=True)
     w = JournalWriter(inner, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
     base = f"{PREFIX}p0000-s0-a0-t1/"
-    first = w.intent([("level_zero/data/001/5/a", 1, 0.0, "")])
+    first = w.intent([("level_zero/data/001/000000000000000005/a", 1, 0.0, "")])
     w.coming()
     w.done(first, DeleteResult(1))
     assert inner.head(f"{base}00000000.done.json") is None  # waits for the coming intent
     w.not_coming()
     assert inner.head(f"{base}00000000.done.json") is not None
-    second = w.intent([("level_zero/data/001/5/b", 1, 0.0, "")])
+    second = w.intent([("level_zero/data/001/000000000000000005/b", 1, 0.0, "")])
     w.coming()
     w.coming()
     w.done(second, DeleteResult(1))

@@ -23,6 +23,8 @@ from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key, prefix_path
 from tests.gc.helpers import JOURNAL, NOW, _Delegating, all_keys, put_local, simple_cluster
 
+D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
+
 GRACE = 60.0
 
 
@@ -105,7 +107,7 @@ def test_a_batch_that_cannot_be_journaled_is_not_deleted(tmp_path: Path) -> None
     request: a batch whose intent cannot be written is not deleted (else a task killed
     mid-request leaves deletes no journal accounts for)."""
     data = LocalStore(tmp_path / "data", create=True)
-    keys = [f"k/{i}" for i in range(3)]
+    keys = [f"{D}k{i}" for i in range(3)]
     for k in keys:
         data.put(k, b"x")
     journal = _JournalPutFails(LocalStore(tmp_path / "journal", create=True))
@@ -138,8 +140,8 @@ def test_the_outcome_record_is_written_after_the_request(tmp_path: Path) -> None
     """gc-done-before-request: a batch's `done` record is what its request did (written
     after it): a failed delete is journaled as an error, never as deleted, and the last
     (partial) batch is journaled like the others."""
-    data = _DeleteFails(LocalStore(tmp_path / "data", create=True), {"k/1", "k/4"})
-    keys = [f"k/{i}" for i in range(5)]  # batches of 2: the last one holds k/4 alone
+    data = _DeleteFails(LocalStore(tmp_path / "data", create=True), {f"{D}k1", f"{D}k4"})
+    keys = [f"{D}k{i}" for i in range(5)]  # batches of 2: the last one holds k/4 alone
     for k in keys:
         data.put(k, b"x")
     jstore = LocalStore(tmp_path / "journal", create=True)
@@ -147,7 +149,7 @@ def test_the_outcome_record_is_written_after_the_request(tmp_path: Path) -> None
     stats = delete_keys(data, [(k, 1, 0.0, "") for k in keys], batch_size=2, concurrency=2,
                         journal=writer)
     t = read_journal(jstore, JOURNAL, data)
-    assert set(t.errors) == {"k/1", "k/4"} and t.batches == 3, t
-    assert set(t.deleted) == {"k/0", "k/2", "k/3"}, t
+    assert set(t.errors) == {f"{D}k1", f"{D}k4"} and t.batches == 3, t
+    assert set(t.deleted) == {f"{D}k0", f"{D}k2", f"{D}k3"}, t
     assert (stats.deleted, stats.errors, stats.delete_requests) == (3, 2, 3)
-    assert all_keys(data.inner) == {"k/1", "k/4"}
+    assert all_keys(data.inner) == {f"{D}k1", f"{D}k4"}

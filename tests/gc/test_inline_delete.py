@@ -31,6 +31,8 @@ from epochgc.impl.store.base import DeleteResult, StoreError
 from epochgc.impl.store.local import LocalStore
 from tests.gc.helpers import JOURNAL, _Delegating, all_keys
 
+D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
+
 
 class _Age(float):
     """A float that can be weakly referenced: tells whether a batch's items are still held."""
@@ -55,7 +57,7 @@ class _Hooked(_Delegating):
 
 def _setup(tmp_path: Path, n: int) -> tuple[LocalStore, list[str], JournalWriter]:
     store = LocalStore(tmp_path, create=True)
-    keys = [f"k/{i:03d}" for i in range(n)]
+    keys = [f"{D}k{i:03d}" for i in range(n)]
     for k in keys:
         store.put(k, b"x")
     return store, keys, JournalWriter(store, JournalTarget(JOURNAL), Attempt(0, 0, 0, 1))
@@ -200,7 +202,7 @@ def test_finished_batches_are_not_kept_alive(tmp_path: Path, borrowed: bool) -> 
             age = _Age(0.0)
             if i < 10:
                 first.append(weakref.ref(age))
-            yield (f"k/{i:03d}", 1, age, "")  # absent: each counts as already gone
+            yield (f"{D}k{i:03d}", 1, age, "")  # absent: each counts as already gone
 
     pool = TaskPools.inline(REPORT_READERS, 1).delete if borrowed else None
     stats = delete_keys(store, items(), batch_size=10, concurrency=1, pool=pool,

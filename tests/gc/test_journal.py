@@ -30,6 +30,8 @@ from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
 from tests.gc.helpers import HOUR, JOURNAL, _Delegating, all_keys, put_local, simple_cluster
 
+D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
+
 GRACE = 12 * HOUR
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -84,28 +86,28 @@ def _put_journal(store: LocalStore, attempt: str, seq: int, keys: list[str],
 
 def test_the_journal_counts_every_attempt_once(tmp_path: Path) -> None:
     store = LocalStore(tmp_path, create=True)
-    for k in ("a/1", "a/2", "b/1"):
+    for k in (f"{D}a1", f"{D}a2", f"{D}b1"):
         store.put(k, b"xyz")
     none: dict[str, object] = {"gone": [], "changed": [], "errors": {}}
     # Attempt 0 deleted x/1 and x/2; failed on x/3, which its retry deleted; the retry
     # also found x/1 gone (S3 would say "deleted": counted once either way).
-    _put_journal(store, "p0-s0-a0-t1", 0, ["x/1", "x/2", "x/3"],
-                 {"gone": [], "changed": [], "errors": {"x/3": "boom"}})
-    _put_journal(store, "p0-s0-a1-t5", 0, ["x/1", "x/3"], {**none, "gone": ["x/1"]})
+    _put_journal(store, "p0-s0-a0-t1", 0, [f"{D}x1", f"{D}x2", f"{D}x3"],
+                 {"gone": [], "changed": [], "errors": {f"{D}x3": "boom"}})
+    _put_journal(store, "p0-s0-a1-t5", 0, [f"{D}x1", f"{D}x3"], {**none, "gone": [f"{D}x1"]})
     # A speculative copy of another task deleted y/1 and was killed mid-request on a/1
     # (still there) and a/3 (gone): the store decides; a/3 is gone, but no answer says by
     # the round's request (review rev38v finding 3): gone unattributed, not deleted.
-    _put_journal(store, "p1-s0-a0-t2", 0, ["y/1"], none)
-    _put_journal(store, "p1-s0-a1-t6", 0, ["a/1", "a/3"], None)
+    _put_journal(store, "p1-s0-a0-t2", 0, [f"{D}y1"], none)
+    _put_journal(store, "p1-s0-a1-t6", 0, [f"{D}a1", f"{D}a3"], None)
     # A key found gone by every attempt that listed it: removed by someone else.
-    _put_journal(store, "p2-s0-a0-t3", 0, ["z/9"], {**none, "gone": ["z/9"]})
+    _put_journal(store, "p2-s0-a0-t3", 0, [f"{D}z9"], {**none, "gone": [f"{D}z9"]})
     # A key rewritten since the listing, skipped by the conditional delete.
-    _put_journal(store, "p2-s0-a0-t3", 1, ["b/1"], {**none, "changed": ["b/1"]})
+    _put_journal(store, "p2-s0-a0-t3", 1, [f"{D}b1"], {**none, "changed": [f"{D}b1"]})
     t = read_journal(store, JOURNAL)
-    assert set(t.deleted) == {"x/1", "x/2", "x/3", "y/1"}
-    assert t.gone_unattributed == {"a/3": (3, 1.0)} and t.bytes_gone_unattributed == 3
-    assert t.already_gone == {"z/9"} and t.changed == {"b/1"}
-    assert set(t.errors) == {"a/1"} and t.unfinished == 1 and t.batches == 6
+    assert set(t.deleted) == {f"{D}x1", f"{D}x2", f"{D}x3", f"{D}y1"}
+    assert t.gone_unattributed == {f"{D}a3": (3, 1.0)} and t.bytes_gone_unattributed == 3
+    assert t.already_gone == {f"{D}z9"} and t.changed == {f"{D}b1"}
+    assert set(t.errors) == {f"{D}a1"} and t.unfinished == 1 and t.batches == 6
     assert t.bytes_deleted == 4 * 3 and len(t.attempts) == 5
 
 
@@ -113,7 +115,7 @@ def test_a_task_starts_no_batch_once_stop_is_written(tmp_path: Path) -> None:
     # The driver's STOP marker (SIGINT, SIGTERM, --deadline): the batch in flight finishes
     # and is journaled, no other starts.
     store = LocalStore(tmp_path, create=True)
-    keys = [f"k/{i}" for i in range(6)]
+    keys = [f"{D}k{i}" for i in range(6)]
     for k in keys:
         store.put(k, b"x")
     writer = JournalWriter(store, JournalTarget(JOURNAL), Attempt(0, 0, 0, 1))
@@ -129,7 +131,7 @@ def test_a_task_starts_no_batch_once_stop_is_written(tmp_path: Path) -> None:
     stats = delete_keys(store, items(), batch_size=2, concurrency=1, journal=writer)
     assert stats.stopped == 1 and stats.deleted == 2
     assert set(read_journal(store, JOURNAL).deleted) == set(keys[:2])
-    assert [o.key for o in store.list_all("k/")] == keys[2:]
+    assert [o.key for o in store.list_all(D)] == keys[2:]
 
 
 def test_the_deadline_requests_the_stop() -> None:
@@ -169,7 +171,7 @@ def test_one_delete_in_flight_runs_in_the_calling_thread(
     # interpreter lock with the task's listing (about 10 futex calls per key). With one
     # request in flight the request runs in the caller's thread; with more, in a pool.
     store = _ThreadLog(LocalStore(tmp_path, create=True))
-    keys = [f"k/{i}" for i in range(7)]
+    keys = [f"{D}k{i}" for i in range(7)]
     for k in keys:
         store.put(k, b"x")
     writer = JournalWriter(store, JournalTarget(JOURNAL), Attempt(0, 0, 0, 1))
@@ -193,9 +195,9 @@ def test_the_max_deleted_epoch_is_the_highest_epoch_of_the_deleted_keys() -> Non
 
 
 @pytest.mark.parametrize("doc", [
-    {"keys": ["k/1", "k/2"], "sizes": [3], "ages": [1.0, 1.0]},
-    {"keys": ["k/1"], "sizes": [3], "ages": 1.0},
-    {"keys": [["k/1", 3, 1.0]]},  # rows, not columns
+    {"keys": [f"{D}k1", f"{D}k2"], "sizes": [3], "ages": [1.0, 1.0]},
+    {"keys": [f"{D}k1"], "sizes": [3], "ages": 1.0},
+    {"keys": [[f"{D}k1", 3, 1.0]]},  # rows, not columns
 ])
 def test_an_intent_record_that_is_not_three_columns_is_refused(
     tmp_path: Path, doc: dict[str, object]

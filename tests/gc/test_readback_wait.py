@@ -37,6 +37,8 @@ from tests.store.s3proxy import s3_proxy
 from tests.store.s3server import new_bucket
 from tests.store.test_rev38z import _cut_front
 
+D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
+
 _ATTEMPT = Attempt(0, 0, 0, 1)
 
 
@@ -72,7 +74,7 @@ def test_a_per_key_internal_error_answered_whole_still_waits(
     (< 70 s), then asks again: still there, an error. Recorded, not slept."""
     bucket = new_bucket(moto_endpoint)
     direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)  # the journal's store too
-    keys = ["data/gone", "data/kept", "data/plain"]
+    keys = [f"{D}gone", f"{D}kept", f"{D}plain"]
     for k in keys:
         direct.put(k, b"x")
     items = [(k, 1, 7200.0, direct.head(k).version) for k in keys]  # type: ignore[union-attr]
@@ -92,12 +94,12 @@ def test_a_per_key_internal_error_answered_whole_still_waits(
     totals = read_journal(direct, JOURNAL, known=writer.written(),
                           before_asking=_driver_wait(said), returned={_ATTEMPT.name()})
     assert len(waited) == 1 and 0 < waited[0] <= stage.SENT_APPLIED_S, (waited, said)
-    assert set(totals.deleted) == {"data/plain"}
-    assert set(totals.gone_unattributed) == {"data/gone"}
-    assert set(totals.errors) == {"data/kept"} and not totals.unknown, (totals.errors,
+    assert set(totals.deleted) == {f"{D}plain"}
+    assert set(totals.gone_unattributed) == {f"{D}gone"}
+    assert set(totals.errors) == {f"{D}kept"} and not totals.unknown, (totals.errors,
                                                                        totals.unknown)
-    assert "InternalError" in totals.errors["data/kept"]
-    assert direct.head("data/kept") is not None
+    assert "InternalError" in totals.errors[f"{D}kept"]
+    assert direct.head(f"{D}kept") is not None
 
 
 @pytest.mark.s3
@@ -113,20 +115,20 @@ def test_a_lost_answer_still_asks_for_the_wait_and_the_request_lands_meanwhile(
     find the key still there: this test fails if the wait is dropped."""
     bucket = new_bucket(moto_endpoint)
     direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)
-    direct.put("data/k", b"x")
+    direct.put(f"{D}k", b"x")
     with _cut_front(moto_endpoint, late=True) as front:
         store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=0,
                         key_retry=no_key_retry())
         try:
             writer = JournalWriter(direct, JournalTarget(JOURNAL), _ATTEMPT)
-            delete_keys(store, [("data/k", 1, 7200.0, direct.head("data/k")
+            delete_keys(store, [(f"{D}k", 1, 7200.0, direct.head(f"{D}k")
                                  .version)],  # type: ignore[union-attr]
                         batch_size=1, concurrency=1, journal=writer)
         finally:
             store.close()
         done = [json.loads(v) for k, v in writer.written().items()
                 if k.endswith(".done.json")]
-        assert len(done) == 1 and done[0]["unknown"] == ["data/k"], done
+        assert len(done) == 1 and done[0]["unknown"] == [f"{D}k"], done
         assert "answered" not in done[0] and 0 <= done[0]["unanswered_ago_s"] < 60, done
 
         def lands() -> None:
@@ -137,8 +139,8 @@ def test_a_lost_answer_still_asks_for_the_wait_and_the_request_lands_meanwhile(
         totals = read_journal(direct, JOURNAL, known=writer.written(),
                               before_asking=_driver_wait(said), returned={_ATTEMPT.name()})
     assert len(waited) == 1 and 0 < waited[0] <= stage.SENT_APPLIED_S, waited
-    assert direct.head("data/k") is None
-    assert set(totals.gone_unattributed) == {"data/k"} and not totals.errors, totals
+    assert direct.head(f"{D}k") is None
+    assert set(totals.gone_unattributed) == {f"{D}k"} and not totals.errors, totals
 
 
 def test_an_unanswered_requests_wait_is_measured_from_when_its_attempt_ended(

@@ -163,7 +163,10 @@ def test_a_record_copied_from_end_when_killed_between_end_and_record(tmp_path: P
     store = LocalStore(root)
     prefix = journal_prefix(DEAD)
     write_marker(store, prefix, START, {"round": DEAD})
-    write_marker(store, prefix, END, {"outcome": "done", "counts": {"deleted": 5}})
+    # An END as a driver writes it (a round record's shape: rev38z10 finding 8, an END
+    # that is none is read as damaged, and the round read back from its journal)
+    write_marker(store, prefix, END, {"outcome": "done", "exit_code": 0, "counts": {
+        "deleted": 5}, "started_at": "2026-11-30T19:00:00+00:00"})
     code, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
     # show exits 2: the fixture's reports are dated ahead of this host's clock
     assert code == 2, out

@@ -32,6 +32,8 @@ from epochgc.model.keys import format_key
 from tests.gc.helpers import all_keys, left_per_journal, put_local
 from tests.store.s3proxy import Call, Fault, s3_proxy
 
+D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
+
 PREFIX = journal_prefix("20270115T100000.000Z-rev38q00")
 
 
@@ -56,7 +58,7 @@ def test_a_batch_whose_outcome_is_unknown_is_resolved_by_the_read_back(
     journals each key as an error whose outcome is "unknown". The read-back, later, with
     the store answering again, must ask the store about such keys, not count them as
     failed: they left the store, and the next round will never list them."""
-    keys = [f"data/k{i}" for i in range(4)]
+    keys = [f"{D}k{i}" for i in range(4)]
     direct = _s3(s3_bucket, s3_endpoint)
     for k in keys:
         direct.put(k, b"x")

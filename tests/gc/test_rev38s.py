@@ -36,6 +36,8 @@ from epochgc.model.keys import format_key
 from tests.gc.helpers import left_per_journal, put_local
 from tests.store.s3proxy import Call, Fault, S3Proxy, s3_proxy
 
+D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
+
 PREFIX = journal_prefix("20270116T100000.000Z-rev38s00")
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,8 +64,8 @@ def test_a_key_whose_first_delete_may_have_applied_is_asked_about_whatever_its_r
     or a per-key AccessDenied. Two groups of two batches, the fault on the first key of
     each group's second batch. The key left the store at the first attempt, so the
     journal and its read-back must not call it "still there, listed again next round"."""
-    keys = [f"data/k{i}" for i in range(8)]
-    hit = {"c/data/k2", "c/data/k6"}  # the first key of each group's second batch
+    keys = [f"{D}k{i}" for i in range(8)]
+    hit = {f"c/{D}k2", f"c/{D}k6"}  # the first key of each group's second batch
     direct = _s3(s3_bucket, s3_endpoint)
     for k in keys:
         direct.put(k, b"x")
@@ -87,7 +89,7 @@ def test_a_key_whose_first_delete_may_have_applied_is_asked_about_whatever_its_r
     assert left == keys  # every key left the store, the two faulted ones at their 1st try
     # The faulted keys: absent after an ambiguous answer, so gone unattributed, not deleted
     # (review rev38x finding 1).
-    assert set(totals.gone_unattributed) == {"data/k2", "data/k6"}, totals
+    assert set(totals.gone_unattributed) == {f"{D}k2", f"{D}k6"}, totals
     assert sorted({*totals.deleted, *totals.gone_unattributed}) == left \
         and not totals.errors, (
         f"{len(left)} keys left the store; the read-back counts {len(totals.deleted)} "
@@ -340,7 +342,7 @@ def test_a_read_back_right_after_a_task_was_killed_counts_what_its_sent_request_
     from epochgc.impl.gc import stage
     from epochgc.impl.gc.stop import RoundStop
 
-    keys = [f"data/k{i}" for i in range(4)]
+    keys = [f"{D}k{i}" for i in range(4)]
     proxy = _killed_with_a_request_held(s3_endpoint, s3_bucket, keys)
     waited: list[float] = []
 
@@ -388,7 +390,7 @@ def test_a_wait_for_a_killed_tasks_request_ended_by_a_stop_leaves_its_keys_unkno
     from epochgc.impl.gc import stage
     from epochgc.impl.gc.stop import RoundStop
 
-    keys = [f"data/k{i}" for i in range(4)]
+    keys = [f"{D}k{i}" for i in range(4)]
     proxy = _killed_with_a_request_held(s3_endpoint, s3_bucket, keys)
     stop = RoundStop()
     monkeypatch.setattr(stage, "SENT_WAIT_SLEEP", lambda seconds: stop.request("SIGTERM"))
@@ -418,7 +420,7 @@ def test_the_read_back_waits_only_for_batches_of_attempts_that_did_not_return(
     an attempt that returned (its entries `known`) sent nothing it was not answered for,
     and a round whose batches all have outcomes pays nothing."""
     store = LocalStore(tmp_path, create=True)
-    keys = [f"data/k{i}" for i in range(2)]
+    keys = [f"{D}k{i}" for i in range(2)]
     for k in keys:
         put_local(tmp_path, k, age=7200.0)
     finished = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
@@ -530,14 +532,14 @@ def test_a_groups_second_request_refused_mid_retry_by_its_send_deadline_is_resol
     second is applied by the server and answered 500, and botocore's retry of it comes past
     the batch's send deadline (the store's clock stepped, as a stalled executor): the retry
     is not sent, the keys are asked about, and the record counts all four deleted."""
-    keys = [f"data/k{i}" for i in range(4)]
+    keys = [f"{D}k{i}" for i in range(4)]
     direct = _s3(s3_bucket, s3_endpoint)
     for k in keys:
         direct.put(k, b"x")
     now = [1000.0]
 
     def plan(c: Call) -> Fault | None:
-        if c.kind == "delete" and any(k.endswith("data/k2") for k in c.keys):
+        if c.kind == "delete" and any(k.endswith(f"{D}k2") for k in c.keys):
             now[0] += 10_000.0  # past send_within_s before botocore's retry
             return Fault.APPLIED_THEN_500
         return None

@@ -24,6 +24,8 @@ from epochgc.impl.store.s3 import S3Store
 from tests.gc.helpers import left_per_journal
 from tests.store.s3proxy import S3Proxy
 
+D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
+
 PREFIX = journal_prefix("20270116T100000.000Z-rev38v00")
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -90,7 +92,7 @@ def test_a_kill_during_a_request_after_an_answer_so_far_waits_before_asking_the_
     from epochgc.impl.gc import stage
     from epochgc.impl.gc.stop import RoundStop
 
-    keys = [f"data/k{i}" for i in range(8)]
+    keys = [f"{D}k{i}" for i in range(8)]
     direct = _s3(s3_bucket, s3_endpoint)
     try:
         for k in keys:
@@ -99,7 +101,7 @@ def test_a_kill_during_a_request_after_an_answer_so_far_waits_before_asking_the_
         direct.close()
 
     def fail(key: str, attempt: int) -> str | None:
-        return "AccessDenied" if key.endswith("data/k0") else None
+        return "AccessDenied" if key.endswith(f"{D}k0") else None
 
     proxy = _HoldNth(s3_endpoint, held, fail)
     proxy.start()
@@ -449,7 +451,7 @@ def test_the_wait_before_asking_names_the_delete_batches_not_the_intents(
     from tests.gc.helpers import put_local
 
     store = LocalStore(tmp_path, create=True)
-    keys = [f"data/k{i}" for i in range(8)]
+    keys = [f"{D}k{i}" for i in range(8)]
     for k in keys:
         put_local(tmp_path, k, age=7200.0)
     writer = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))

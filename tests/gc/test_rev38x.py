@@ -25,6 +25,8 @@ from epochgc.impl.store.retry import Backoff, Retrier
 from epochgc.impl.store.s3 import S3Store
 from tests.store.s3proxy import Call, Fault, FaultPlan, s3_proxy
 
+D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
+
 PREFIX = journal_prefix("20270115T100000.000Z-rev38x00")
 
 
@@ -40,7 +42,7 @@ def _run(s3_endpoint: str, s3_bucket: str, plan: FaultPlan, removed_before: bool
     """Four keys; `removed_before`: another writer removes k0 after the round listed it and
     before its delete request. The round's one DeleteObjects goes through `plan`. Returns
     the keys, those gone now, and the read-back's totals."""
-    keys = [f"data/k{i}" for i in range(4)]
+    keys = [f"{D}k{i}" for i in range(4)]
     direct = _s3(s3_bucket, s3_endpoint)
     for k in keys:
         direct.put(k, b"x")
@@ -182,10 +184,11 @@ def test_an_answers_already_gone_yields_to_another_attempts_unanswered_request(
     store = LocalStore(tmp_path, create=True)
     none: dict[str, object] = {"gone": [], "changed": [], "errors": {}}
     # Copy a1 unlinked k/1 and was killed before its `done`; copy a0 then found it absent.
-    _put_journal(store, "p0-s0-a1-t2", 0, ["k/1"], None)
-    _put_journal(store, "p0-s0-a0-t1", 0, ["k/1"], {**none, "gone": ["k/1"]})
+    _put_journal(store, "p0-s0-a1-t2", 0, [f"{D}k1"], None)
+    _put_journal(store, "p0-s0-a0-t1", 0, [f"{D}k1"], {**none, "gone": [f"{D}k1"]})
     t = read_journal(store, JOURNAL)
-    assert (set(t.gone_unattributed), t.already_gone, set(t.deleted)) == ({"k/1"}, set(), set()), t
+    assert (set(t.gone_unattributed), t.already_gone, set(t.deleted)) == (
+        {f"{D}k1"}, set(), set()), t
 
 
 def test_a_round_recorded_from_its_own_end_reports_its_keys_gone_unattributed(
@@ -212,8 +215,9 @@ def test_a_round_recorded_from_its_own_end_reports_its_keys_gone_unattributed(
     rid = "20270115T100000.000Z-rev38x02"
     prefix = journal_prefix(rid)
     write_marker(store, prefix, START, {"round": rid})
-    write_marker(store, prefix, END, {"outcome": "killed", "counts": {
-        "deleted": 5, "gone_unattributed": 3, "bytes_gone_unattributed": 3}})
+    write_marker(store, prefix, END, {"outcome": "killed", "exit_code": 137, "counts": {
+        "deleted": 5, "gone_unattributed": 3, "bytes_gone_unattributed": 3},
+        "started_at": "2027-01-15T10:00:00+00:00"})  # a round record's shape (rev38z10 F8)
     r = CliRunner().invoke(main, ["gc-admin", "reset", "--store", str(root), "--force",
                                   "--json"])
     doc = json.loads(r.output)
@@ -236,11 +240,11 @@ def test_a_batchs_keys_absent_after_an_ambiguous_answer_are_journaled_gone_unatt
     assert isinstance(tmp_path, Path)
     store = LocalStore(tmp_path, create=True)
     writer = JournalWriter(store, JournalTarget(PREFIX), Attempt(0, 0, 0, 1))
-    seq = writer.intent([("a", 1, 1.0, ""), ("b", 2, 2.0, ""), ("c", 4, 3.0, "")])
-    writer.done(seq, DeleteResult(3, gone={"c"}, gone_unattributed={"b"}))
+    seq = writer.intent([(f"{D}a", 1, 1.0, ""), (f"{D}b", 2, 2.0, ""), (f"{D}c", 4, 3.0, "")])
+    writer.done(seq, DeleteResult(3, gone={f"{D}c"}, gone_unattributed={f"{D}b"}))
     t = read_journal(store, PREFIX)
     assert (set(t.deleted), dict(t.gone_unattributed), t.already_gone) == (
-        {"a"}, {"b": (2, 2.0)}, {"c"}), t
+        {f"{D}a"}, {f"{D}b": (2, 2.0)}, {f"{D}c"}), t
 
 
 def test_the_next_rounds_note_about_a_dead_round_says_its_keys_gone_unattributed(
@@ -266,8 +270,9 @@ def test_the_next_rounds_note_about_a_dead_round_says_its_keys_gone_unattributed
     dead = "20270115T100000.000Z-rev38x03"
     prefix = journal_prefix(dead)
     write_marker(store, prefix, START, {"round": dead})
-    write_marker(store, prefix, END, {"outcome": "killed", "counts": {
-        "deleted": 5, "gone_unattributed": 3, "bytes_gone_unattributed": 3}})
+    write_marker(store, prefix, END, {"outcome": "killed", "exit_code": 137, "counts": {
+        "deleted": 5, "gone_unattributed": 3, "bytes_gone_unattributed": 3},
+        "started_at": "2027-01-15T10:00:00+00:00"})  # a round record's shape (rev38z10 F8)
     notes: list[str] = []
     got = _recover(lambda: LocalStore(root), "20270115T110000.000Z-rev38x04", notes.append,
                    RoundStop())
@@ -296,13 +301,13 @@ def test_keys_only_an_attempt_that_did_not_return_named_count_as_listed_and_elig
     store = LocalStore(tmp_path, create=True)
     killed, retry = Attempt(1, 0, 0, 1), Attempt(1, 1, 0, 2)
     w = JournalWriter(store, JournalTarget(PREFIX), killed)
-    w.done(w.intent([("k0", 1, 1.0, ""), ("k1", 2, 1.0, "")]), DeleteResult(2))
-    w.intent([("k2", 4, 1.0, "")])  # killed mid-request: k2 left, no answer
+    w.done(w.intent([(f"{D}k0", 1, 1.0, ""), (f"{D}k1", 2, 1.0, "")]), DeleteResult(2))
+    w.intent([(f"{D}k2", 4, 1.0, "")])  # killed mid-request: k2 left, no answer
     w = JournalWriter(store, JournalTarget(PREFIX), retry)  # lists k2 (still there) .. k7
-    keys = [f"k{i}" for i in range(2, 8)]
-    w.done(w.intent([(k, 8, 1.0, "") for k in keys]), DeleteResult(6, gone={"k2"}))
+    keys = [f"{D}k{i}" for i in range(2, 8)]
+    w.done(w.intent([(k, 8, 1.0, "") for k in keys]), DeleteResult(6, gone={f"{D}k2"}))
     t = read_journal(store, PREFIX, returned={retry.name()})
-    assert t.listed_elsewhere == {"k0": 1, "k1": 2}, t.listed_elsewhere
+    assert t.listed_elsewhere == {f"{D}k0": 1, f"{D}k1": 2}, t.listed_elsewhere
     s = GcSummary(journal=PREFIX, M=7, listed=6, fetched=6, eligible=6, eligible_bytes=48)
     s.deleted, s.gone_unattributed = len(t.deleted), len(t.gone_unattributed)
     listed_elsewhere(s, t)

@@ -15,6 +15,7 @@ from epochgc.impl.gc.journal import (
 from epochgc.impl.gc.stage import listed_elsewhere, partial_listing
 from epochgc.impl.gc.summary import GcSummary
 from epochgc.impl.store.local import LocalStore
+from epochgc.model.keys import format_key
 
 PREFIX = journal_prefix("20270115T100000.000Z-rev38y00")
 
@@ -30,7 +31,7 @@ def test_keys_a_stopped_retry_listed_and_its_killed_twin_named_count_once(
     k0..k3 as keys only the killed attempt named and `listed_elsewhere` adds them to the
     retry's own count of the same 4 keys."""
     store = LocalStore(tmp_path, create=True)
-    keys = [f"k{i}" for i in range(4)]
+    keys = [format_key(1, 5, f"k{i}") for i in range(4)]
     for k in keys:
         store.put(k, b"x")
     killed, retry = Attempt(1, 0, 0, 1), Attempt(1, 1, 0, 2)

@@ -71,7 +71,6 @@ FINDING_1 = ("rev38z10 finding 1: one damaged document in a dead round's journal
              "and `gc-admin reset` fail with it")
 
 
-@pytest.mark.xfail(strict=True, reason=FINDING_1)
 @DAMAGES
 def test_a_damaged_journal_does_not_stop_the_recovery(tmp_path: Path, damage: str) -> None:
     """On 10142fb `recover_dead_rounds` raises `ModelError: parse_key: ...` or
@@ -93,7 +92,6 @@ def _no_spark() -> None:
     raise _NoSpark("Spark is not started by this test: the dead round's record comes first")
 
 
-@pytest.mark.xfail(strict=True, reason=FINDING_1)
 @DAMAGES
 def test_a_damaged_journal_does_not_fail_every_round(tmp_path: Path, damage: str) -> None:
     """The consequence, through `run_gc` (no Spark: the recovery comes before it).
@@ -110,7 +108,6 @@ def test_a_damaged_journal_does_not_fail_every_round(tmp_path: Path, damage: str
     assert store.head(round_key(DEAD)) is not None
 
 
-@pytest.mark.xfail(strict=True, reason=FINDING_1)
 @DAMAGES
 def test_a_damaged_journal_does_not_stop_gc_admin_show(tmp_path: Path, damage: str) -> None:
     """On 10142fb `gc-admin show` prints only `epochgc gc-admin show: error: parse_key: key:
@@ -124,9 +121,6 @@ def test_a_damaged_journal_does_not_stop_gc_admin_show(tmp_path: Path, damage: s
     assert "last round:" in r.output and "error:" not in r.output, r.output
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z10 finding 2: an intent whose sizes are "
-                   "negative or texts is read as whole: the recovered record says "
-                   "bytes_deleted -5, a record `gc-admin show` itself calls damaged")
 @pytest.mark.parametrize("size", [-5, "12", True, 1 << 70], ids=["negative", "text", "bool",
                                                                   "huge"])
 def test_an_intent_whose_size_is_no_size_is_counted_unreadable(
@@ -182,9 +176,6 @@ def test_a_probe_object_nested_deep_is_left_alone_not_raised(tmp_path: Path,
                                         time.time() + 25 * 3600)] == [key]
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z10 finding 4: a journal outcome's error text "
-                   "is copied into the record whole: one of 2 MB makes the recovered record "
-                   "larger than MAX_RECORD, and `gc-admin show` calls it damaged")
 def test_a_huge_error_text_in_an_outcome_leaves_a_readable_record(tmp_path: Path) -> None:
     """`read_journal` keeps `str(errors[key])` as it is (a torn intent's skip reason is cut
     to 200 characters, an outcome's error is not) and `error_samples` puts it in the record
@@ -266,10 +257,6 @@ class _BoundedReads(_Delegating):
         return self.inner.get(key, start, end)
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z10 finding 7: read_journal GETs each entry "
-                   "whole (`store.get(obj.key)`, no bound): one huge entry is read into the "
-                   "driver's memory and scanned at every recovery; START/END/records/"
-                   "reports are all bounded")
 def test_the_read_back_reads_no_entry_without_a_bound(tmp_path: Path) -> None:
     """A writer's entry is small (an intent names at most two batches of 1,000 keys, a few
     hundred KB). A damaged one is not: a 1 GiB entry is a 1 GiB read, then `check_nesting`
@@ -284,9 +271,6 @@ def test_the_read_back_reads_no_entry_without_a_bound(tmp_path: Path) -> None:
     assert totals.deleted.keys() == {key}
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z10 finding 8: an END that parses but is not a "
-                   "round record is copied as the dead round's record: `gc-admin show` calls "
-                   "it damaged, though its journal reads back whole")
 @pytest.mark.parametrize("end", [b'{"outcome": 5}', b'{"counts": {"deleted": -1}}',
                                  _END.replace(b'"exit_code": 0', b'"exit_code": "0"')],
                          ids=["outcome-number", "negative-count", "exit-code-text"])
@@ -304,10 +288,6 @@ def test_an_end_that_is_no_record_is_not_copied_as_the_record(tmp_path: Path,
     assert record["counts"]["deleted"] == 1
 
 
-@pytest.mark.xfail(strict=True, reason="rev38z10 finding 9: a huge `unanswered_ago_s` in a "
-                   "stored outcome is taken as it is: the live round's wait for a request "
-                   "that may still land drops to 0, and a key it deletes later is recorded "
-                   "'still there'")
 def test_a_huge_unanswered_ago_does_not_cut_the_wait(tmp_path: Path) -> None:
     """`_parse_done` refuses a negative or non-finite `unanswered_ago_s` but keeps 1e308.
     `read_journal` passes the least over the waiting batches to `before_asking`, and

@@ -26,6 +26,8 @@ from tests.store.forward import forward, no_key_retry, relay_head, serving
 from tests.store.s3proxy import Call, Fault, s3_proxy
 from tests.store.s3server import new_bucket
 
+D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
+
 pytestmark = pytest.mark.s3
 
 _PREFIX = "_cluster/gc/journal/20270116T100000.000Z-rev38z000/"  # a round's journal
@@ -159,11 +161,11 @@ def test_a_200_whose_body_is_lost_counts_no_refused_key_deleted(
     DeleteResult (a proxy's page) is read the same way."""
     bucket = new_bucket(s3_endpoint)
     direct = S3Store(bucket, "c", endpoint_url=s3_endpoint)  # the journal's store too
-    keys = ["data/kept", "data/plain"]
+    keys = [f"{D}kept", f"{D}plain"]
     for k in keys:
         direct.put(k, b"x")
     items = [(k, 1, 7200.0, direct.head(k).version) for k in keys]  # type: ignore[union-attr]
-    direct.put("data/kept", b"rewritten since it was listed")
+    direct.put(f"{D}kept", b"rewritten since it was listed")
 
     def refuse_kept(key: str, attempt: int) -> str | None:
         return "PreconditionFailed" if key.endswith("/kept") else None
@@ -179,13 +181,13 @@ def test_a_200_whose_body_is_lost_counts_no_refused_key_deleted(
         finally:
             store.close()
     assert front.cut and b"PreconditionFailed" in front.cut[0]  # the answer that was lost
-    assert direct.head("data/plain") is None and direct.head("data/kept") is not None
+    assert direct.head(f"{D}plain") is None and direct.head(f"{D}kept") is not None
     totals = read_journal(direct, _PREFIX)
     counted = {"deleted": sorted(totals.deleted), "changed": sorted(totals.changed),
                "errors": sorted(totals.errors), "unknown": sorted(totals.unknown),
                "gone_unattributed": sorted(totals.gone_unattributed)}
-    assert "data/kept" not in totals.deleted, (
-        f"data/kept is still in the store (rewritten), yet the read-back says {counted}")
+    assert f"{D}kept" not in totals.deleted, (
+        f"{D}kept is still in the store (rewritten), yet the read-back says {counted}")
 
 
 def _limiter(store: S3Store) -> Any:
@@ -411,7 +413,7 @@ def test_a_delete_applied_then_answered_200_slowdown_is_not_taken_as_refused(
                         key_retry=no_key_retry())
         store.client.meta.events  # noqa: B018  (the client, and its token bucket, now)
         direct = S3Store(bucket, "c", endpoint_url=s3_endpoint)  # the journal's too
-        keys = ["data/k0", "data/k1"]
+        keys = [f"{D}k0", f"{D}k1"]
         for k in keys:
             direct.put(k, b"x")
         items = [(k, 1, 7200.0, direct.head(k).version)  # type: ignore[union-attr]
@@ -447,22 +449,22 @@ def test_a_key_present_right_after_a_lost_answer_is_not_recorded_still_there(
     prefix = _PREFIX
     bucket = new_bucket(moto_endpoint)
     direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)  # the journal's store too
-    direct.put("data/k", b"x")
+    direct.put(f"{D}k", b"x")
     with _cut_front(moto_endpoint, late=True) as front:
         store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=0,
                         key_retry=no_key_retry())
         try:
             writer = JournalWriter(direct, JournalTarget(prefix), Attempt(0, 0, 0, 1))
-            stats = delete_keys(store, [("data/k", 1, 7200.0, direct.head("data/k")
+            stats = delete_keys(store, [(f"{D}k", 1, 7200.0, direct.head(f"{D}k")
                                          .version)],  # type: ignore[union-attr]
                                 batch_size=1, concurrency=1, journal=writer)
         finally:
             store.close()
         assert front.applied.wait(30.0), "the held delete never reached the server"
-    assert direct.head("data/k") is None  # the round's own request deleted it
+    assert direct.head(f"{D}k") is None  # the round's own request deleted it
     totals = read_journal(direct, prefix)
     got = {"deleted": sorted(totals.deleted), "errors": totals.errors,
            "unknown": sorted(totals.unknown),
            "gone_unattributed": sorted(totals.gone_unattributed), "task": stats}
-    assert "data/k" in {*totals.deleted, *totals.gone_unattributed, *totals.unknown}, (
-        f"data/k left the store by the round's own request, yet the read-back says {got}")
+    assert f"{D}k" in {*totals.deleted, *totals.gone_unattributed, *totals.unknown}, (
+        f"{D}k left the store by the round's own request, yet the read-back says {got}")

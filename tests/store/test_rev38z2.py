@@ -33,6 +33,8 @@ from tests.store.forward import (
 from tests.store.s3proxy import Call, Fault, s3_proxy
 from tests.store.s3server import new_bucket
 
+D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
+
 pytestmark = pytest.mark.s3
 
 _PREFIX = "_cluster/gc/journal/20270116T100000.000Z-rev38z200/"  # a round's journal
@@ -82,7 +84,7 @@ def test_a_2xx_other_than_200_without_a_delete_result_counts_no_key_deleted(
     applied)."""
     bucket = new_bucket(moto_endpoint)
     direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)  # the journal's store too
-    keys = ["data/k0", "data/k1"]
+    keys = [f"{D}k0", f"{D}k1"]
     for k in keys:
         direct.put(k, b"x")
     items = [(k, 1, 7200.0, direct.head(k).version) for k in keys]  # type: ignore[union-attr]
@@ -346,7 +348,7 @@ def test_a_delete_written_through_a_proxy_then_reset_is_not_taken_as_not_sent(
     same way."""
     bucket = new_bucket(moto_endpoint)
     direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)  # the journal's store too
-    keys = ["data/k0", "data/k1"]
+    keys = [f"{D}k0", f"{D}k1"]
     for k in keys:
         direct.put(k, b"x")
     items = [(k, 1, 7200.0, direct.head(k).version) for k in keys]  # type: ignore[union-attr]
@@ -423,16 +425,16 @@ def test_a_key_the_task_leaves_unknown_is_not_headed_by_the_task(moto_endpoint: 
     `unknown`."""
     bucket = new_bucket(moto_endpoint)
     direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)
-    direct.put("data/k", b"x")
-    version = direct.head("data/k").version  # type: ignore[union-attr]
+    direct.put(f"{D}k", b"x")
+    version = direct.head(f"{D}k").version  # type: ignore[union-attr]
     with _front(moto_endpoint, 200, _SLOWDOWN_200) as front:
         store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=0,
                         key_retry=no_key_retry())
         try:
-            r = store.delete_if_unchanged([("data/k", version)])
+            r = store.delete_if_unchanged([(f"{D}k", version)])
         finally:
             store.close()
-    assert front.deletes == 1 and direct.head("data/k") is not None  # not carried out
+    assert front.deletes == 1 and direct.head(f"{D}k") is not None  # not carried out
     assert not (front.heads and r.unknown), (
         f"the task HEADed {front.heads} key(s) and left {sorted(r.unknown)} unknown, to be "
         f"asked again after the read-back's wait: {r.errors}")
@@ -448,14 +450,14 @@ def test_a_key_unsure_for_another_reason_than_a_slowdown_is_still_headed(
     there: one HEAD, and the key `unknown` (asked again at the read-back)."""
     bucket = new_bucket(moto_endpoint)
     direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)
-    direct.put("data/k", b"x")
-    version = direct.head("data/k").version  # type: ignore[union-attr]
+    direct.put(f"{D}k", b"x")
+    version = direct.head(f"{D}k").version  # type: ignore[union-attr]
     with _front(moto_endpoint, 200, b"") as front:
         store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=0,
                         key_retry=no_key_retry())
         try:
-            r = store.delete_if_unchanged([("data/k", version)])
+            r = store.delete_if_unchanged([(f"{D}k", version)])
         finally:
             store.close()
     assert front.deletes == 1
-    assert (front.heads, sorted(r.unknown)) == (1, ["data/k"]), (front.heads, r.errors)
+    assert (front.heads, sorted(r.unknown)) == (1, [f"{D}k"]), (front.heads, r.errors)

@@ -29,6 +29,8 @@ from tests.store.forward import (
 from tests.store.s3proxy import Call, Fault, s3_proxy
 from tests.store.s3server import new_bucket
 
+D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
+
 pytestmark = pytest.mark.s3
 
 _PREFIX = "_cluster/gc/journal/20270301T100000.000Z-rev38z300/"  # a round's journal
@@ -114,7 +116,7 @@ def test_a_2xx_other_than_200_with_a_delete_result_counts_no_key_deleted(
     "HTTP/1.1 200"). Here the front answers a Quiet-mode `<DeleteResult/>` (no Errors)
     with each status and forwards nothing: both keys stay in the store, and the journal's
     read-back counts them deleted."""
-    keys = ["data/k0", "data/k1"]
+    keys = [f"{D}k0", f"{D}k1"]
     answer = _Answer(status, _WHOLE_EMPTY, forward=False, length=str(len(_WHOLE_EMPTY)))
     direct, front, totals = _round(moto_endpoint, answer, keys)
     assert front.deletes == 1
@@ -159,7 +161,7 @@ def test_an_answer_that_fails_after_it_came_is_not_taken_as_not_applied(
     HTTPClientError or 5xx: code `RequestFailed`, no HEAD, no `unknown`. Here the front
     forwards the DeleteObjects (moto deletes both keys) and answers as given; the journal's
     read-back counts both keys as errors while neither is in the store."""
-    keys = ["data/k0", "data/k1"]
+    keys = [f"{D}k0", f"{D}k1"]
     direct, front, totals = _round(moto_endpoint, answer, keys)
     assert front.deletes == 1
     assert all(direct.head(k) is None for k in keys)  # the forwarded request deleted both
@@ -188,7 +190,7 @@ def test_an_attempt_whose_answer_could_not_be_read_is_unsure(
     bucket = new_bucket(moto_endpoint)
     store = S3Store(bucket, "c", endpoint_url=moto_endpoint, max_attempts=max_attempts,
                     key_retry=no_key_retry())
-    keys = ["data/k0", "data/k1"]
+    keys = [f"{D}k0", f"{D}k1"]
     try:
         for k in keys:
             store.put(k, b"x")

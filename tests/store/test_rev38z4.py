@@ -29,6 +29,8 @@ from tests.gc.helpers import JOURNAL, put_local
 from tests.store.forward import FrontHandler, FrontServer, forward, no_key_retry, serving
 from tests.store.s3server import new_bucket
 
+D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
+
 _PREFIX = "_cluster/gc/journal/20270301T100000.000Z-rev38z400/"  # a round's journal
 _NS = 'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
 _ATTEMPT = Attempt(0, 0, 0, 1)
@@ -100,8 +102,8 @@ def test_a_per_key_internal_error_from_a_gateway_still_at_work_is_not_recorded_n
     deleted, listed again next round', though the round's own request deleted it."""
     bucket = new_bucket(moto_endpoint)
     direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)  # the journal's store too
-    direct.put("data/k", b"x")
-    items = [("data/k", 1, 7200.0, direct.head("data/k").version)]  # type: ignore[union-attr]
+    direct.put(f"{D}k", b"x")
+    items = [(f"{D}k", 1, 7200.0, direct.head(f"{D}k").version)]  # type: ignore[union-attr]
     with serving(_LateServer(moto_endpoint)) as front:
         store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=0,
                         key_retry=no_key_retry())
@@ -119,10 +121,10 @@ def test_a_per_key_internal_error_from_a_gateway_still_at_work_is_not_recorded_n
                           before_asking=lambda n, ago: stage._wait_for_sent(
                               RoundStop(), said.append, stage.SENT_APPLIED_S, n, ago),
                           returned={_ATTEMPT.name()})
-    assert direct.head("data/k") is None  # the round's own request deleted it
-    assert "data/k" not in totals.errors, (
+    assert direct.head(f"{D}k") is None  # the round's own request deleted it
+    assert f"{D}k" not in totals.errors, (
         f"the key left the store by the round's own request, yet the record says "
-        f"{totals.errors['data/k']!r} (waited {waited})")
+        f"{totals.errors[D + 'k']!r} (waited {waited})")
     # Fixed (task s26f): the key is waited for as for an unanswered request, then asked.
     assert len(waited) == 1 and 0 < waited[0] <= stage.SENT_APPLIED_S, waited
 

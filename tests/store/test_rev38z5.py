@@ -44,6 +44,8 @@ from tests.store.forward import (
 )
 from tests.store.s3server import new_bucket
 
+D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
+
 _PREFIX = "_cluster/gc/journal/20270301T100000.000Z-rev38z500/"  # a round's journal
 _NS = 'xmlns="http://s3.amazonaws.com/doc/2006-03-01/"'
 _ATTEMPT = Attempt(0, 0, 0, 1)
@@ -103,8 +105,8 @@ class _Code(FrontHandler):
 def _one_key(moto_endpoint: str) -> tuple[S3Store, list[tuple[str, int, float, str]]]:
     """A new bucket's store holding `data/k`, and the item a task deletes it by."""
     direct = S3Store(new_bucket(moto_endpoint), "c", endpoint_url=moto_endpoint)
-    direct.put("data/k", b"x")
-    items = [("data/k", 1, 7200.0, direct.head("data/k").version)]  # type: ignore[union-attr]
+    direct.put(f"{D}k", b"x")
+    items = [(f"{D}k", 1, 7200.0, direct.head(f"{D}k").version)]  # type: ignore[union-attr]
     return direct, items
 
 
@@ -171,10 +173,10 @@ def test_a_per_key_error_of_an_unknown_code_is_not_taken_as_not_deleted(
         writer = _journaled_delete(front.endpoint(), direct, items)
         assert front.forwarded == 1, front.forwarded
     totals, waited = _read_back(direct, writer, monkeypatch)
-    assert direct.head("data/k") is None  # the round's own request deleted it
-    assert "data/k" not in totals.errors, (
+    assert direct.head(f"{D}k") is None  # the round's own request deleted it
+    assert f"{D}k" not in totals.errors, (
         f"the key left the store by the round's own request (answered {code}), yet the "
-        f"record says {totals.errors['data/k']!r}: 'listed again next round' "
+        f"record says {totals.errors[D + 'k']!r}: 'listed again next round' "
         f"(HEADs the task sent: {front.heads}; waited {waited})")
 
 
@@ -293,8 +295,8 @@ def test_an_answer_naming_a_key_both_deleted_and_failed_is_not_taken_as_not_dele
     request was carried out). Such an answer is not one result per key: unsure."""
     bucket = new_bucket(moto_endpoint)
     direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)
-    direct.put("data/k", b"x")
-    items = [("data/k", 1, 7200.0, direct.head("data/k").version)]  # type: ignore[union-attr]
+    direct.put(f"{D}k", b"x")
+    items = [(f"{D}k", 1, 7200.0, direct.head(f"{D}k").version)]  # type: ignore[union-attr]
     with serving(_CodeServer(moto_endpoint, "AccessDenied", "Access Denied",
                              deleted_too=True)) as front:
         store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=0,
@@ -305,10 +307,10 @@ def test_an_answer_naming_a_key_both_deleted_and_failed_is_not_taken_as_not_dele
         finally:
             store.close()
     totals, waited = _read_back(direct, writer, monkeypatch)
-    assert direct.head("data/k") is None  # the request was carried out
-    assert "data/k" not in totals.errors, (
+    assert direct.head(f"{D}k") is None  # the request was carried out
+    assert f"{D}k" not in totals.errors, (
         f"the answer said the key was deleted and refused at once; it was deleted, yet "
-        f"the record says {totals.errors['data/k']!r} (HEADs the task sent: "
+        f"the record says {totals.errors[D + 'k']!r} (HEADs the task sent: "
         f"{front.heads}; waited {waited})")
 
 
@@ -354,8 +356,8 @@ def test_a_no_such_key_after_an_intermediarys_retry_is_not_recorded_already_gone
     which enforces the per-key ETag."""
     bucket = new_bucket(seaweedfs_endpoint)
     direct = S3Store(bucket, "c", endpoint_url=seaweedfs_endpoint)
-    direct.put("data/k", b"x")
-    items = [("data/k", 1, 7200.0, direct.head("data/k").version)]  # type: ignore[union-attr]
+    direct.put(f"{D}k", b"x")
+    items = [(f"{D}k", 1, 7200.0, direct.head(f"{D}k").version)]  # type: ignore[union-attr]
     with serving(_RetryingProxy(seaweedfs_endpoint)) as front:
         store = S3Store(bucket, "c", endpoint_url=front.endpoint(), max_attempts=0,
                         key_retry=no_key_retry())
@@ -366,8 +368,8 @@ def test_a_no_such_key_after_an_intermediarys_retry_is_not_recorded_already_gone
             store.close()
         assert front.sent == 2, front.sent
     totals, _waited = _read_back(direct, writer, monkeypatch)
-    assert direct.head("data/k") is None  # the proxy's first call removed it
-    assert "data/k" not in totals.already_gone, (
+    assert direct.head(f"{D}k") is None  # the proxy's first call removed it
+    assert f"{D}k" not in totals.already_gone, (
         f"the round's own request removed the key (the intermediary's first call), yet "
         f"the record says it was already gone before the batch: already_gone "
         f"{sorted(totals.already_gone)}, deleted {sorted(totals.deleted)}, "

@@ -19,6 +19,8 @@ from tests.store.test_rev38z5 import (
     _read_back,
 )
 
+D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
+
 
 class _WholeServer(FrontServer):
     """An intermediary that sent the first DeleteObjects on to the server (forwarded to
@@ -79,10 +81,10 @@ def test_a_whole_request_refusal_after_an_intermediarys_retry_is_not_recorded_no
         writer = _journaled_delete(front.endpoint(), direct, items)
         assert front.forwarded == 1, front.forwarded
     totals, waited = _read_back(direct, writer, monkeypatch)
-    assert direct.head("data/k") is None  # the intermediary's first copy deleted it
-    assert "data/k" not in totals.errors, (
+    assert direct.head(f"{D}k") is None  # the intermediary's first copy deleted it
+    assert f"{D}k" not in totals.errors, (
         f"the key left the store by the round's own request (its retried copy answered "
-        f"{status} {code} whole), yet the record says {totals.errors['data/k']!r}: 'listed "
+        f"{status} {code} whole), yet the record says {totals.errors[D + 'k']!r}: 'listed "
         f"again next round' (HEADs the task sent: {front.heads}; waited {waited})")
 
 
@@ -137,7 +139,7 @@ def test_a_per_key_refusal_hiding_an_earlier_copy_in_flight_is_waited_for(
     direct, items = _one_key(moto_endpoint)
     with serving(_LateServer(moto_endpoint)) as front:
         writer = _journaled_delete(front.endpoint(), direct, items)
-        assert len(front.held) == 1 and direct.head("data/k") is not None
+        assert len(front.held) == 1 and direct.head(f"{D}k") is not None
         waited: list[float] = []
 
         def sleep(seconds: float) -> None:
@@ -147,8 +149,8 @@ def test_a_per_key_refusal_hiding_an_earlier_copy_in_flight_is_waited_for(
 
         totals, _ = _read_back(direct, writer, monkeypatch, sleep)
         front.apply()  # the first upstream carries the copy out after the read-back
-    assert direct.head("data/k") is None  # the round's own request deleted it
-    assert "data/k" not in totals.errors, (
+    assert direct.head(f"{D}k") is None  # the round's own request deleted it
+    assert f"{D}k" not in totals.errors, (
         f"the key left the store by the round's own request (the intermediary's first "
         f"copy, applied after the read-back's HEAD), yet the record says "
-        f"{totals.errors['data/k']!r}: 'listed again next round' (waited {waited})")
+        f"{totals.errors[D + 'k']!r}: 'listed again next round' (waited {waited})")

@@ -20,6 +20,8 @@ from tests.store.forward import FrontHandler, FrontServer, forward, serving
 from tests.store.test_rev38z5 import _journaled_delete, _one_key, _per_key_errors, _read_back
 from tests.store.test_rev38z8 import _WholeServer
 
+D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
+
 
 @pytest.mark.s3
 @pytest.mark.xfail(strict=True, reason=(
@@ -64,10 +66,10 @@ def test_any_whole_request_answer_after_an_intermediarys_retry_is_not_recorded_n
         writer = _journaled_delete(front.endpoint(), direct, items)
         assert front.forwarded == 1, front.forwarded
     totals, waited = _read_back(direct, writer, monkeypatch)
-    assert direct.head("data/k") is None  # the intermediary's first copy deleted it
-    assert "data/k" not in totals.errors, (
+    assert direct.head(f"{D}k") is None  # the intermediary's first copy deleted it
+    assert f"{D}k" not in totals.errors, (
         f"the key left the store by the round's own request (its retried copy answered "
-        f"{status} {code} whole), yet the record says {totals.errors['data/k']!r}: 'listed "
+        f"{status} {code} whole), yet the record says {totals.errors[D + 'k']!r}: 'listed "
         f"again next round' (HEADs the task sent: {front.heads}; waited {waited})")
 
 
@@ -153,7 +155,7 @@ def test_a_refusal_after_an_unsure_attempt_is_waited_for_from_the_refusal(
     with serving(_RetriedServer(moto_endpoint, clock, 30.0)) as front:
         writer = _journaled_delete(front.endpoint(), direct, items)
         assert front.deletes == 2 and len(front.held) == 1, (front.deletes, front.held)
-        assert direct.head("data/k") is not None and front.refused_at is not None
+        assert direct.head(f"{D}k") is not None and front.refused_at is not None
         short: list[float] = []
 
         def sleep(seconds: float) -> None:
@@ -165,11 +167,11 @@ def test_a_refusal_after_an_unsure_attempt_is_waited_for_from_the_refusal(
 
         totals, _ = _read_back(direct, writer, monkeypatch, sleep)
         front.apply()  # else the first upstream carries it out after the read-back
-    assert direct.head("data/k") is None  # the round's own request deleted it
-    assert "data/k" not in totals.errors, (
+    assert direct.head(f"{D}k") is None  # the round's own request deleted it
+    assert f"{D}k" not in totals.errors, (
         f"the key left the store by the round's own request (the copy request 2's refusal "
         f"hid, applied within SENT_APPLIED_S of that refusal), yet the record says "
-        f"{totals.errors['data/k']!r}: the read-back's wait fell short of the copy's bound "
+        f"{totals.errors[D + 'k']!r}: the read-back's wait fell short of the copy's bound "
         f"by {short} s")
 
 
