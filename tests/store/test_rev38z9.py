@@ -22,10 +22,6 @@ from tests.store.test_rev38z8 import _WholeServer
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z9 finding 1: a whole-request 4xx whose code is not in keycodes.REFUSED "
-    "(RequestTimeTooSkewed, IncompleteBody, BadDigest) is taken as 'not deleted' with no "
-    "HEAD and no wait, though it may be the answer to an intermediary's second copy"))
 @pytest.mark.parametrize(("status", "code", "message"), [
     # S3's list of error codes (API reference, ErrorResponses.html#ErrorCodeList):
     # RequestTimeTooSkewed "The difference between the request time and the server's time
@@ -126,10 +122,6 @@ class _Retried(FrontHandler):
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z9 finding 2: a refused key that an earlier attempt made unsure waits from that "
-    "earlier attempt's end, not from the refusal: the copy the refusal may hide can land "
-    "after the read-back's HEAD"))
 def test_a_refusal_after_an_unsure_attempt_is_waited_for_from_the_refusal(
     moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
