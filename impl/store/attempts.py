@@ -1,6 +1,7 @@
-"""Which attempts of the current thread's DeleteObjects call may have been applied (review
-rev38y findings 1, 3, 4); also of a conditional DeleteObject (`S3Store.delete_if_match`,
-review rev38z3 finding 3).
+"""Which attempts of the current thread's DeleteObjects call may have reached the server and
+may have been applied (review rev38y findings 1, 3, 4; rev38z9: `sent_at`). A conditional
+DeleteObject needs no record since review rev38z9 finding 3: any "absent" after it is
+"removed by this request or another" (`S3Store.delete_if_match`).
 
 botocore retries a request itself and tells only how often: `ResponseMetadata.RetryAttempts`
 ("num retries", set on every parsed response, an error's included: botocore `endpoint.py`

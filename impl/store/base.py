@@ -82,10 +82,13 @@ class Outcome(enum.Enum):
 
     DELETED = "deleted"
     CHANGED = "changed"  # the object is not the version given: left alone
-    ABSENT = "absent"  # no object has the key (nothing to compare)
-    # No object has the key, after an attempt of this request that may have been applied
-    # (a 500, a lost connection: `attempts.py`) was retried: removed, by that attempt or by
-    # another writer, nothing tells which (review rev38z3 finding 3; DeleteObjects' keys
+    # No object had the key when this request looked (nothing to compare): said only by a
+    # store that looks itself, under a lock (the local store).
+    ABSENT = "absent"
+    # No object has the key after this request: removed, by this request or by another
+    # writer, nothing tells which. S3's answer for every absent key: a copy of the request
+    # an intermediary or botocore sent before may have removed it, and the answer seen may
+    # be a later copy's (reviews rev38z3 finding 3, rev38z9 finding 3; DeleteObjects' keys
     # so are `DeleteResult.gone_unattributed`). Not "was not there".
     GONE = "gone"
 

@@ -295,9 +295,6 @@ class S3Store(ObjectStore):
         # and each attempt's start: one started and never ended is unsure (`starting`).
         client.meta.events.register("needs-retry.s3.DeleteObjects", attempts.note)
         client.meta.events.register_last("before-send.s3.DeleteObjects", attempts.starting)
-        # The same for a conditional DeleteObject (`delete_if_match`, rev38z3 finding 3).
-        client.meta.events.register("needs-retry.s3.DeleteObject", attempts.note)
-        client.meta.events.register_last("before-send.s3.DeleteObject", attempts.starting)
         # A 200 that is not a whole DeleteResult is a failed attempt (deleteanswer.py).
         client.meta.events.register("before-parse.s3.DeleteObjects", deleteanswer.check)
         # A single DeleteObject answered a 2xx other than S3's 204 is a failed attempt too
@@ -510,25 +507,30 @@ class S3Store(ObjectStore):
         return _etag(r, key)
 
     def delete_if_match(self, key: str, version: str) -> Outcome:
+        """DeleteObject If-Match: `version`. THE RULE's model (top of this module) holds
+        for one key too (review rev38z9 finding 3): an intermediary may have sent this
+        request before, that copy may have removed the object, and the answer seen may be
+        a later copy's: 404 NoSuchKey (no object has the key), 412 (SeaweedFS's answer for
+        an absent key), 409 (a concurrent request on the key completed first: the earlier
+        copy; https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-deletes.html).
+        None of them tells "was not there" from "removed by this request", so an absent key
+        is `GONE` (removed, by this request or another), never `ABSENT`; after a 412 or a
+        409 the store is asked which."""
         require_version(key, version)
-        attempts.begin()
         try:
             with self._said_waiting(f"delete {key!r}"):
                 self.client.delete_object(Bucket=self.bucket, Key=self._full(key),
                                           IfMatch=version)
         except Exception as e:
-            attempts.finish(e)  # an attempt whose answer could not be read: unsure
-            # "Not there" answered to a retry after an attempt that may have been applied
-            # (a 500 InternalError "might not have processed", ErrorBestPractices.html) may
-            # be that attempt's doing: `GONE`, not `ABSENT` (review rev38z3 finding 3: a
-            # reset whose own request removed the lease said "nothing to remove").
-            absent = (Outcome.GONE if attempts.unsure(_retries(getattr(e, "response", None)))
-                      else Outcome.ABSENT)
-            if _code(e) in _GONE:
-                return absent
-            if _code(e) in _CHANGED:
-                # AWS answers 404 for an absent key, SeaweedFS 412: ask which it is
-                return Outcome.CHANGED if self.head(key) is not None else absent
+            code = _code(e)
+            if code in _GONE:
+                return Outcome.GONE
+            if code in _CHANGED or code in _CONFLICT:
+                info = self.head(key)
+                if info is None:
+                    return Outcome.GONE
+                if code in _CHANGED or (info.version and info.version != version):
+                    return Outcome.CHANGED  # another version: no copy of ours removes it
             raise self._conditional_error(f"delete {key!r} if unchanged", e) from e
         return Outcome.DELETED
 

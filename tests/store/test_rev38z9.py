@@ -195,10 +195,6 @@ class _ResentDelete(FrontHandler):
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z9 finding 3 (LOW): gc-admin reset's conditional DeleteObject carried out by an "
-    "intermediary's first copy, the second answered 404 NoSuchKey or 409 "
-    "ConditionalRequestConflict: reset says it removed nothing"))
 @pytest.mark.parametrize(("status", "code"), [
     # S3 User Guide, conditional-deletes.html: If-Match on a key with no object: 404
     # NoSuchKey; API_DeleteObject.html: 409 ConditionalRequestConflict when a conflicting
