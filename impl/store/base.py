@@ -71,6 +71,14 @@ class ConditionalConflict(StoreError):
     written; AWS's advice is to read the object again and retry."""
 
 
+class NoVersion(StoreError):
+    """A write answered 2xx without the new object's version: S3's PutObject answers its
+    `ETag` header (https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html,
+    Response Syntax), which a proxy or gateway may drop. The write was applied, at a
+    version unknown: a caller that needs it reads the object back (the lease: its token
+    says whether the object is its own, review rev38z9 finding 4)."""
+
+
 class NoConditionalWrites(StoreError):
     """The store does not enforce conditional writes (a server that ignores If-Match /
     If-None-Match): a lease on it would be no lease, so callers refuse rather than write

@@ -33,6 +33,7 @@ from epochgc.impl.store.base import (
     DeleteResult,
     ListPage,
     NoConditionalWrites,
+    NoVersion,
     ObjectInfo,
     ObjectStore,
     Outcome,
@@ -963,10 +964,11 @@ def _no_answer(e: Exception) -> bool:
 
 
 def _etag(reply: dict[str, Any], key: str) -> str:
+    """The version a 2xx answer names; NoVersion if it names none (a write: applied)."""
     etag = reply.get("ETag")
     if not etag:
-        raise StoreError(f"the server's answer for {key!r} carries no ETag: its version is "
-                         "unknown, so no conditional write can follow")
+        raise NoVersion(f"the server's answer for {key!r} carries no ETag: its version is "
+                        "unknown, so no conditional write can follow")
     return str(etag)
 
 

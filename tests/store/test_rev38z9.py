@@ -263,10 +263,6 @@ class _NoETag(FrontHandler):
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z9 finding 4 (LOW): a lease create answered 200 without an ETag fails the round "
-    "'cannot take the GC lease' though the store holds the round's lease, live until it "
-    "expires"))
 def test_a_lease_created_but_answered_without_an_etag_is_known_as_ours(
     moto_endpoint: str
 ) -> None:
