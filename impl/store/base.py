@@ -158,17 +158,19 @@ class DeleteResult:
     copy of the round's own request an intermediary sent again, review rev38z5 finding 4).
     `changed`: keys a conditional delete skipped because the object is no longer the one
     listed (rewritten since); they are still there. `unknown`: keys of `errors`
-    whose delete may have been applied and whose state the store could not say when asked
-    (review rev38q finding 1): the journal names them so, and its read-back asks again.
+    whose delete may have been applied, for all the answers say: on S3 every key answered
+    an error after a request of it that may have reached the server (`s3.py`'s rule,
+    review rev38z9; review rev38q finding 1): the journal names them so, and its read-back
+    asks again.
     `gone_unattributed`: keys absent after an AMBIGUOUS answer (a 5xx, a lost connection, an
     S3 NoSuchKey): they left the store, but no answer says this batch's
     request removed them (another writer may have: review rev38x finding 1), so they are
     neither `deleted` nor `gone` (already gone before the request). `answered`: keys of
-    `unknown` every request of which was answered (the store could not be asked, or was
-    not: a 200 SlowDown), so no request of theirs can still land and the read-back asks
-    about them without waiting; the others' requests may still be at the server, the
-    latest of them having ended at `unanswered_at` (monotonic, this process's clock; None:
-    not known) (task s26a).
+    `unknown` no request of which can still land, so the read-back asks about them without
+    waiting (task s26a); S3 never says so since review rev38z9 (an answer may be a copy's
+    while an earlier copy is still at the server); the others' requests may still be at
+    the server, the latest of them having ended at `unanswered_at` (monotonic, this
+    process's clock; None: not known).
     """
 
     requested: int
