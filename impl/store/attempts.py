@@ -185,7 +185,7 @@ def throttled(response: Any) -> bool:
     """A 200 whose body is a throttle's <Error> (`_REFUSED_503`: S3's SlowDown to a
     DeleteObjects it throttles part-way): unsure, but its keys are most likely still there,
     so asking the store right away (through the client the throttle slowed) decides
-    little (review rev38z2 finding 5; `S3Store._resolve`)."""
+    little (review rev38z2 finding 5; `S3Store._settle`)."""
     if not isinstance(response, tuple) or len(response) != 2:
         return False
     http, parsed = response
