@@ -70,12 +70,13 @@ def _s3_codes() -> dict[str, int]:
 
 _CODES = _s3_codes()
 _MODES = ("whole", "per-key")
+D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (spec R20)
 
 
 class _EveryCodeServer(FrontServer):
     """An intermediary that sent each DeleteObjects on (its first copy, forwarded to moto:
     carried out, the key deleted), lost that answer, sent it again, and relays the second
-    copy's answer: the code the key's name gives, `data/<mode>/<code>`, for the whole
+    copy's answer: the code the key's name gives, `<D><mode>.<code>`, for the whole
     request (its status in S3's list, S3's error body) or per key (a 200 DeleteResult)."""
 
     def __init__(self, upstream: str) -> None:
@@ -93,7 +94,7 @@ class _EveryCode(FrontHandler):
             self.server.forwarded.update(keys)
         if first:
             forward(*self.server.upstream, self.command, self.path, self.headers, body)
-        named = [k.decode().rsplit("/", 2)[1:] for k in keys]
+        named = [k.decode().rpartition("/")[2].split(".", 1) for k in keys]
         if named[0][0] == "per-key":
             status = 200
             data = _per_key_errors(body, "", "m")
@@ -128,8 +129,8 @@ def every_code_read_back(moto_endpoint: str) -> tuple[S3Store, JournalTotals, li
         direct = S3Store(new_bucket(moto_endpoint), "c", endpoint_url=moto_endpoint)
         for mode in _MODES:
             for code in _CODES:
-                direct.put(f"data/{mode}/{code}", b"x")
-        items = [(o.key, 1, 7200.0, o.version) for o in direct.list_all("data/")]
+                direct.put(f"{D}{mode}.{code}", b"x")
+        items = [(o.key, 1, 7200.0, o.version) for o in direct.list_all(D)]
         assert len(items) == 2 * len(_CODES)
         with serving(_EveryCodeServer(moto_endpoint)) as front:
             store = S3Store(direct.bucket, "c", endpoint_url=front.endpoint(),
@@ -137,7 +138,7 @@ def every_code_read_back(moto_endpoint: str) -> tuple[S3Store, JournalTotals, li
             try:
                 writer = JournalWriter(direct, JournalTarget(_PREFIX), _ATTEMPT)
                 for mode, batch_size in (("whole", 1), ("per-key", len(_CODES))):
-                    delete_keys(store, [i for i in items if i[0].startswith(f"data/{mode}/")],
+                    delete_keys(store, [i for i in items if i[0].startswith(f"{D}{mode}.")],
                                 batch_size=batch_size, concurrency=4, journal=writer)
             finally:
                 store.close()
@@ -161,7 +162,7 @@ def test_no_code_whole_or_per_key_records_a_key_the_rounds_request_deleted_not_d
     of the key, which is gone. Reviews rev38z7, z8 and z9 each found one more code an
     allow-list got wrong; this asks them all."""
     direct, totals, waited = every_code_read_back
-    key = f"data/{mode}/{code}"
+    key = f"{D}{mode}.{code}"
     assert direct.head(key) is None  # the first copy deleted it
     assert key not in totals.errors and key not in totals.unknown, (
         f"{key}: the round's own request deleted it, yet the record says "
