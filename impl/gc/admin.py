@@ -277,6 +277,9 @@ class LeaseReset:
 
     removed: list[str]
     lease: LeaseView
+    # The store said only that the lease is gone after the request: removed by this request
+    # or another (`Outcome.GONE`), not which.
+    gone: bool = False
 
 
 def reset_gc_state(store: ObjectStore, now: float, force: bool = False,
@@ -330,9 +333,11 @@ def reset_lease(store: ObjectStore, now: float, force: bool = False,
         raise ResetRefused(
             f"{LEASE_KEY} changed since it was read (a GC round may have taken the lease "
             "over); not removed: see epochgc gc-admin show")
-    # GONE: the lease read is gone after our request's unsure attempt (review rev38z3
-    # finding 3): removed, most likely by that attempt.
-    return LeaseReset([] if outcome is Outcome.ABSENT else [LEASE_KEY], lease)
+    # GONE: the lease read is gone after our request: removed by it (a copy an
+    # intermediary or botocore sent before: reviews rev38z3 finding 3, rev38z9 finding 3)
+    # or by another writer; said so (`LeaseReset.gone`).
+    return LeaseReset([] if outcome is Outcome.ABSENT else [LEASE_KEY], lease,
+                      gone=outcome is Outcome.GONE)
 
 
 def _refuse_unforced(lease: LeaseView) -> None:

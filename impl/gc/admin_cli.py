@@ -95,6 +95,8 @@ _ENDPOINT = click.option("--s3-endpoint", default=None, help="S3-compatible endp
 _SIGNAL_EXIT = {s: 128 + s for s in SIGNALS}  # SIGHUP unless ignored at start (nohup)
 # A pause's reason and author as an operator may give them (issue 41): enough for a
 # ticket and a sentence; longer is refused (64), not cut.
+# A lease the store says is gone after the reset's own conditional delete (`LeaseReset.gone`).
+GONE_SAID = "gone: removed by this request or another"
 MAX_REASON_CHARS = 500
 MAX_BY_CHARS = 255
 
@@ -404,13 +406,14 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
         removed = reset_done.removed
         unjournaled = _unjournaled(s, reset_done)
         # newuser14 R3: a failed stdout write's line says what the reset did.
-        did = "; ".join([f"removed {', '.join(removed)}" if removed else "",
+        removed_said = ", ".join(f"{k} {GONE_SAID}" if reset_done.gone else f"removed {k}"
+                                 for k in removed)
+        did = "; ".join([removed_said,
                          *(f"round {r}, which held it, ended {NO_JOURNAL}"
                            for r in unjournaled)]).strip("; ")
         closedout.done(did)
         if not as_json:  # said before the recovery's wait (review rev38n finding 4)
-            click.echo("gc-admin: reset: " + (", ".join(f"removed {k}" for k in removed)
-                                              or "nothing to remove"))
+            click.echo("gc-admin: reset: " + (removed_said or "nothing to remove"))
             for r in unjournaled:
                 echo_safe(f"gc-admin: reset: round {printable(r)}, which held it, ended "
                           f"{NO_JOURNAL}")
@@ -422,7 +425,7 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
             # newuser3 N11: interrupted here, it said only "interrupted by SIGINT", with
             # the lease already removed.
             if removed:
-                echo_safe(f"gc-admin: reset: removed {', '.join(removed)} before it was "
+                echo_safe(f"gc-admin: reset: {removed_said} before it was "
                           "stopped; a dead round not recorded yet is recorded by the next "
                           "GC round or `gc-admin reset`", err=True)
             raise

@@ -30,23 +30,46 @@ found none. The chain, each link enforced in code:
    urllib3.util.html#urllib3.util.Timeout), per socket read, so a trickled answer keeps
    an attempt open longer (review rev38n finding 8). That does not change the bound: the
    server had the whole request before it answered.
-3. So the last request of a round told "go" is sent no later than
-   `LOOK_FRESH_S + send_within_s` after its STOP is durable; the recovery waits
-   `CONNECT_TIMEOUT_S + READ_TIMEOUT_S` more for the server to apply it (a connect of up
-   to 10 s, then a first answer within 60 s): `stop_within_s` = `LOOK_FRESH_S` plus a
-   quarter of the lease. The round writes it in its START; the recovery waits that long
-   after writing STOP, before reading the journal back (`recover.py`).
+3. An intermediary between the task and the server (a proxy, a load balancer, an SDK
+   layer) may send the request more than once, and relay any one copy's answer (review
+   rev38z9): nginx passes a request to the next upstream on an error or a timeout, a
+   non-idempotent one (POST: DeleteObjects) only with `proxy_next_upstream ...
+   non_idempotent`, and only "if nothing has been sent to a client yet"
+   (http://nginx.org/en/docs/http/ngx_http_proxy_module.html#proxy_next_upstream); when
+   the client closes its connection first it closes the upstream one
+   (`proxy_ignore_client_abort`, default off, same page), and an Envoy route's retries
+   likewise end with the downstream request. THE INTERMEDIARY'S BOUND: every copy reaches
+   the server before the client's attempt ends (its answer began, or the client gave up:
+   `CONNECT_TIMEOUT_S + READ_TIMEOUT_S` after the send at most), and none is sent after.
+   A server applies a request within `READ_TIMEOUT_S` of receiving it (the bound's
+   assumption about the server, below). So a request's last copy is applied at most
+   `CONNECT_TIMEOUT_S + 2 x READ_TIMEOUT_S` after the task sent it, and at most
+   `READ_TIMEOUT_S` after the task's attempt ended (`APPLIED_WITHIN_S`, measured from
+   that end, covers it: the live driver's read-back waits from the end of the latest
+   attempt naming a key, `s3.py`'s rule).
+4. So the last request of a round told "go" is sent no later than
+   `LOOK_FRESH_S + send_within_s` after its STOP is durable, and its last copy applied
+   `CONNECT_TIMEOUT_S + 2 x READ_TIMEOUT_S` after that: `stop_within_s` = `LOOK_FRESH_S`
+   plus a quarter of the lease plus `READ_TIMEOUT_S` (600 s lease: 300 s; it was 240 s,
+   which counted a request applied within `READ_TIMEOUT_S` of its send's connect, short
+   by one `READ_TIMEOUT_S` of a copy sent as the attempt ended: review rev38z9's
+   "recovery's bound"). The round writes it in its START; the recovery waits that long
+   after writing STOP, before reading the journal back (`recover.py`). By construction,
+   for a round a recovery stops while its driver is alive too (`gc-admin reset --force
+   --even-if-running`; `--force` on a driver alive on another host): the lease margin
+   below covers only a driver that lost its lease.
 
 Outside the bound: a server that applies a request more than `READ_TIMEOUT_S` after it got
 it (the client cannot see that; such a batch's outcome is resolved by asking the store, and
-a deletion applied after the read-back is in no record), and a task whose clock runs slow
-by more than the margin. `Lease.firm` also keeps a quarter of the lease in hand: the last
-"go" under a firm lease is answered a quarter before the lease expires, and for a lease of
-at least 4 x (1 s + `CONNECT_TIMEOUT_S` + `READ_TIMEOUT_S`) = 284 s (`send_within_s` is at
-least 1 s) the batch's last request was sent and answered (or given up) by the time a
-recovery may take the round for dead. The default lease is 600 s and no option sets
-another; a shorter lease (tests only) leaves the recovery's wait as the only margin
-(review rev38n finding 8).
+a deletion applied after the read-back is in no record), an intermediary that sends a copy
+after its client's attempt ended, and a task whose clock runs slow by more than the margin.
+`Lease.firm` also keeps a quarter of the lease in hand: the last "go" under a firm lease is
+answered a quarter before the lease expires, and for a lease of at least 4 x (1 s +
+`CONNECT_TIMEOUT_S` + `READ_TIMEOUT_S`) = 284 s (`send_within_s` is at least 1 s) the
+batch's last request was sent and answered (or given up) by the time a recovery may take
+the round for dead, its last copy applied `READ_TIMEOUT_S` after. The default lease is 600
+s and no option sets another; a shorter lease (tests only) leaves the recovery's wait as
+the only margin (review rev38n finding 8).
 """
 
 from __future__ import annotations
@@ -78,10 +101,13 @@ HEADS_IN_FLIGHT = round(LOOK_FRESH_S / STOP_LOOK_EVERY_S)
 # look's HEAD was still in flight when the gate closed).
 NEXT_HEAD_WITHIN_S = LOOK_FRESH_S - STOP_LOOK_EVERY_S
 
-# How long after a request was sent its server may still apply it, as the bound allows (item
-# 3): a connect, then a first answer. The live driver's wait for a killed attempt's batch
-# (`stage.SENT_APPLIED_S`) and a recovery's for a round whose tasks are gone (`recover.py`,
-# review rev38z5 finding 2) are this long, on a store behind a server.
+# How long after a task's attempt ENDED (answered, or given up) the server may still apply
+# a copy of its request, as the bound allows (item 3): `READ_TIMEOUT_S`, with
+# `CONNECT_TIMEOUT_S` to spare (it was "after the send": a connect, then a first answer).
+# The live driver's wait for a batch whose keys an answer did not decide (from the end of
+# the latest attempt naming them, `stage.SENT_APPLIED_S`) and a recovery's for a round
+# whose tasks are gone (from when they were seen gone, after their attempts ended:
+# `recover.py`, review rev38z5 finding 2) are this long, on a store behind a server.
 APPLIED_WITHIN_S = CONNECT_TIMEOUT_S + READ_TIMEOUT_S
 
 # The longest a recovery waits, whatever a START says (a damaged or hostile START cannot
@@ -96,6 +122,8 @@ def send_within_s(lease_s: float) -> float:
 
 
 def stop_within_s(lease_s: float) -> float:
-    """From STOP durable to the round's last request abandoned by its client: the look's
-    freshness plus a quarter of the lease (600 s lease: 240 s)."""
-    return LOOK_FRESH_S + send_within_s(lease_s) + CONNECT_TIMEOUT_S + READ_TIMEOUT_S
+    """From STOP durable to the round's last request's last copy applied (item 4): the
+    look's freshness, then a quarter of the lease to the last attempt's end, then
+    `READ_TIMEOUT_S` for a copy an intermediary sent as it ended (600 s lease: 300 s)."""
+    return (LOOK_FRESH_S + send_within_s(lease_s) + CONNECT_TIMEOUT_S + READ_TIMEOUT_S
+            + READ_TIMEOUT_S)

@@ -38,6 +38,7 @@ from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.store.base import (
     ConditionalConflict,
     NotAnObject,
+    NoVersion,
     ObjectStore,
     StoreError,
     Versioned,
@@ -200,7 +201,12 @@ class Lease:
             held: dict[str, Any] | None = None
             for _ in range(_TRIES):
                 try:
-                    created = store.create_if_absent(LEASE_KEY, self._doc())
+                    try:
+                        created = store.create_if_absent(LEASE_KEY, self._doc())
+                    except NoVersion:
+                        # Created, its version not said (review rev38z9 finding 4): read
+                        # back as after a lost answer (our token: ours, the GET's version).
+                        created = None
                     if created is not None:
                         self._taken(created)
                         return
@@ -213,7 +219,10 @@ class Lease:
                     held = _parse(got)
                     if held is not None and _expires(held) > self.clock():
                         raise _held(held)
-                    taken = store.replace_if_match(LEASE_KEY, self._doc(), got.version)
+                    try:
+                        taken = store.replace_if_match(LEASE_KEY, self._doc(), got.version)
+                    except NoVersion:
+                        taken = None  # written, its version not said: the next look reads it
                     if taken is not None:
                         self._taken(taken)
                         return
@@ -262,7 +271,10 @@ class Lease:
         none)."""
         for _ in range(_TRIES):
             try:
-                done = store.replace_if_match(LEASE_KEY, doc, self.version)
+                try:
+                    done = store.replace_if_match(LEASE_KEY, doc, self.version)
+                except NoVersion:
+                    done = None  # written, its version not said: read back, as below
                 if done is not None:
                     self.version = done
                     if not self._stop.is_set():  # a renewal, not the release

@@ -32,7 +32,7 @@ good beside the driver's END `interrupted`). The marker is in the journals' list
 look makes already: no request is added to a round that was not recovered by mistake.
 
 Between the STOP and the read-back the recovery waits the round's own bound, from its
-START (`stop_within_s`, `bounds.py`: 240 s with the default lease): a driver that is in
+START (`stop_within_s`, `bounds.py`: 300 s with the default lease): a driver that is in
 fact alive sees STOP within a look and its tasks send nothing after that bound, so the
 read-back holds every deletion of the round (review rev38m finding 1: with the tasks
 asking their driver instead of HEADing STOP, a live round recovered by mistake went on

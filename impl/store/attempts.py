@@ -1,6 +1,7 @@
-"""Which attempts of the current thread's DeleteObjects call may have been applied (review
-rev38y findings 1, 3, 4); also of a conditional DeleteObject (`S3Store.delete_if_match`,
-review rev38z3 finding 3).
+"""Which attempts of the current thread's DeleteObjects call may have reached the server and
+may have been applied (review rev38y findings 1, 3, 4; rev38z9: `sent_at`). A conditional
+DeleteObject needs no record since review rev38z9 finding 3: any "absent" after it is
+"removed by this request or another" (`S3Store.delete_if_match`).
 
 botocore retries a request itself and tells only how often: `ResponseMetadata.RetryAttempts`
 ("num retries", set on every parsed response, an error's included: botocore `endpoint.py`
@@ -67,9 +68,9 @@ class _Record(threading.local):
         self.seen = 0  # attempts that ended
         self.unsure = False  # one of them may have been applied
         self.unsure_unthrottled = False  # one such was not a 200 SlowDown (`throttled`)
-        # When (monotonic) the latest such attempt ended: it got no per-key answer (a whole
-        # DeleteResult), so the server may still be carrying it out (task s26a).
-        self.unanswered_at: float | None = None
+        # When (monotonic) the latest attempt that may have reached the server ended (any
+        # attempt but one `not_sent`): the wait of `s3.py`'s rule is from then (`sent_at`).
+        self.sent_at: float | None = None
 
 
 _RECORD = _Record()
@@ -81,7 +82,7 @@ def begin() -> None:
     _RECORD.seen = 0
     _RECORD.unsure = False
     _RECORD.unsure_unthrottled = False
-    _RECORD.unanswered_at = None
+    _RECORD.sent_at = None
 
 
 def starting(**_kwargs: Any) -> None:
@@ -121,14 +122,15 @@ def note(response: Any = None, caught_exception: BaseException | None = None,
     """botocore's `needs-retry` handler: records one attempt. Returns None: botocore's own
     retry handler decides whether to retry."""
     _RECORD.seen += 1
+    if caught_exception is None or not not_sent(caught_exception):
+        # It ended now (`needs-retry`), and it may have reached the server: answered
+        # (whatever the answer: it may be an intermediary's second copy's, `s3.py`'s rule)
+        # or not.
+        _RECORD.sent_at = time.monotonic()
     if may_have_applied(response, caught_exception):
         _RECORD.unsure = True
         if caught_exception is not None or not throttled(response):
             _RECORD.unsure_unthrottled = True
-        # It ended now (`needs-retry`), and with no per-key answer: a DeleteResult is never
-        # unsure (its per-key errors are, `s3._delete`), so each unsure attempt is one whose
-        # keys have no result from it (`unanswered_at` says why that matters).
-        _RECORD.unanswered_at = time.monotonic()
 
 
 def may_have_applied(response: Any, caught_exception: BaseException | None) -> bool:
@@ -183,7 +185,7 @@ def throttled(response: Any) -> bool:
     """A 200 whose body is a throttle's <Error> (`_REFUSED_503`: S3's SlowDown to a
     DeleteObjects it throttles part-way): unsure, but its keys are most likely still there,
     so asking the store right away (through the client the throttle slowed) decides
-    little (review rev38z2 finding 5; `S3Store._resolve`)."""
+    little (review rev38z2 finding 5; `S3Store._settle`)."""
     if not isinstance(response, tuple) or len(response) != 2:
         return False
     http, parsed = response
@@ -213,20 +215,14 @@ def unsure(retries: int | None) -> bool:
     return _RECORD.unsure or _missed(retries) or unended()
 
 
-def unanswered_at(retries: int | None) -> float | None:
-    """When (monotonic) the latest attempt of the call just made that may have been applied
-    ended; None if there was none. Such an attempt got no per-key answer: no response (a
-    lost connection, a read timeout), a body cut short, or an error for the whole request
-    (a 500, a SlowDown in a 200): S3 "might not have processed" it
-    (https://docs.aws.amazon.com/AmazonS3/latest/userguide/ErrorBestPractices.html) and
-    says nothing of when its work ends, so the server may still be carrying it out, up to
-    `stage.SENT_APPLIED_S` after. Only a DeleteResult answers for each key: "For each key,
-    Amazon S3 performs a delete operation and returns the result of that delete, success
-    or failure" (https://docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteObjects.html),
-    so a per-key error in it is that key's final answer to that request, and nothing of
-    that request can land after it (task s26a). Attempts the record did not see (`unsure`)
-    are taken as ending now."""
-    return time.monotonic() if _missed(retries) else _RECORD.unanswered_at
+def sent_at(retries: int | None) -> float | None:
+    """When (monotonic) the latest attempt of the call just made that may have reached the
+    server ended: any attempt but one never sent (`not_sent`: our own hooks' refusals, a
+    connection never made); None if every attempt was never sent. An answered attempt
+    counts whatever it said: the answer may be a copy's an intermediary sent again, while
+    an earlier copy is still at the server (`s3.py`'s rule, review rev38z9). Attempts the
+    record did not see (`unsure`) are taken as ending now."""
+    return time.monotonic() if _missed(retries) else _RECORD.sent_at
 
 
 def only_throttled(retries: int | None) -> bool:

@@ -71,6 +71,14 @@ class ConditionalConflict(StoreError):
     written; AWS's advice is to read the object again and retry."""
 
 
+class NoVersion(StoreError):
+    """A write answered 2xx without the new object's version: S3's PutObject answers its
+    `ETag` header (https://docs.aws.amazon.com/AmazonS3/latest/API/API_PutObject.html,
+    Response Syntax), which a proxy or gateway may drop. The write was applied, at a
+    version unknown: a caller that needs it reads the object back (the lease: its token
+    says whether the object is its own, review rev38z9 finding 4)."""
+
+
 class NoConditionalWrites(StoreError):
     """The store does not enforce conditional writes (a server that ignores If-Match /
     If-None-Match): a lease on it would be no lease, so callers refuse rather than write
@@ -82,10 +90,13 @@ class Outcome(enum.Enum):
 
     DELETED = "deleted"
     CHANGED = "changed"  # the object is not the version given: left alone
-    ABSENT = "absent"  # no object has the key (nothing to compare)
-    # No object has the key, after an attempt of this request that may have been applied
-    # (a 500, a lost connection: `attempts.py`) was retried: removed, by that attempt or by
-    # another writer, nothing tells which (review rev38z3 finding 3; DeleteObjects' keys
+    # No object had the key when this request looked (nothing to compare): said only by a
+    # store that looks itself, under a lock (the local store).
+    ABSENT = "absent"
+    # No object has the key after this request: removed, by this request or by another
+    # writer, nothing tells which. S3's answer for every absent key: a copy of the request
+    # an intermediary or botocore sent before may have removed it, and the answer seen may
+    # be a later copy's (reviews rev38z3 finding 3, rev38z9 finding 3; DeleteObjects' keys
     # so are `DeleteResult.gone_unattributed`). Not "was not there".
     GONE = "gone"
 
@@ -147,17 +158,19 @@ class DeleteResult:
     copy of the round's own request an intermediary sent again, review rev38z5 finding 4).
     `changed`: keys a conditional delete skipped because the object is no longer the one
     listed (rewritten since); they are still there. `unknown`: keys of `errors`
-    whose delete may have been applied and whose state the store could not say when asked
-    (review rev38q finding 1): the journal names them so, and its read-back asks again.
+    whose delete may have been applied, for all the answers say: on S3 every key answered
+    an error after a request of it that may have reached the server (`s3.py`'s rule,
+    review rev38z9; review rev38q finding 1): the journal names them so, and its read-back
+    asks again.
     `gone_unattributed`: keys absent after an AMBIGUOUS answer (a 5xx, a lost connection, an
     S3 NoSuchKey): they left the store, but no answer says this batch's
     request removed them (another writer may have: review rev38x finding 1), so they are
     neither `deleted` nor `gone` (already gone before the request). `answered`: keys of
-    `unknown` every request of which was answered (the store could not be asked, or was
-    not: a 200 SlowDown), so no request of theirs can still land and the read-back asks
-    about them without waiting; the others' requests may still be at the server, the
-    latest of them having ended at `unanswered_at` (monotonic, this process's clock; None:
-    not known) (task s26a).
+    `unknown` no request of which can still land, so the read-back asks about them without
+    waiting (task s26a); S3 never says so since review rev38z9 (an answer may be a copy's
+    while an earlier copy is still at the server); the others' requests may still be at
+    the server, the latest of them having ended at `unanswered_at` (monotonic, this
+    process's clock; None: not known).
     """
 
     requested: int

@@ -10,13 +10,17 @@ list is the `Error` shape's `Code` documentation in botocore's model of S3,
 Nothing there makes a code the client does not know a refusal: MinIO answers a key whose
 write quorum was not met `SlowDownWrite` (its `cmd/api-errors.go`, as review rev38z5
 found), a gateway relays its backend's code (Azure Storage's `OperationTimedOut`: "The
-operation may or may not have succeeded on the server side"). So the codes taken as "this
-key's delete was NOT carried out" are an allow-list, each a refusal in S3's list (the
-request refused before any work on the key: who asks, what is asked, where, the object's
-state, a conflict, a throttle); any other code is unsure: the delete may have been
-applied, so the key is asked of the store (`S3Store._resolve`) and waited for as an
-unanswered request, never recorded "still there, listed again next round" from the answer
-alone. Not a deny-list of retryable codes: a code no one listed must not decide a record.
+operation may or may not have succeeded on the server side").
+
+No code here decides a record (review rev38z9): a refusal may be the answer to an
+intermediary's second copy while its first deleted the key, so every key answered an error
+waits and is asked at the journal's read-back (THE RULE, `s3.py`). What these sets decide
+is only whether the key is worth a HEAD at once (`S3Store._settle`): a refusal in S3's list
+(the request refused before any work on the key: who asks, what is asked, where, the
+object's state, a conflict, a throttle) most likely left the key there, so it is not asked
+until the read-back; any other code may have been applied, and is asked at once (absent:
+`gone_unattributed` without the wait). A 412 (`CHANGED`) is asked at once too: an object
+there at another version than listed is `changed`.
 """
 
 from __future__ import annotations
@@ -67,7 +71,8 @@ REFUSED = frozenset({
 
 
 def may_have_applied(code: str) -> bool:
-    """A key answered `code` may have been deleted by that request (or may yet be): any
-    code not known to mean not applied (`REFUSED`), absent (`NOT_THERE`) or refused by its
-    condition (`CHANGED`)."""
+    """A key answered `code` may have been deleted by that request (or may yet be), so is
+    asked of the store at once: any code not known to mean not applied (`REFUSED`), absent
+    (`NOT_THERE`) or refused by its condition (`CHANGED`). Whatever it says, a key answered
+    an error is not decided by it (THE RULE, `s3.py`)."""
     return code not in REFUSED and code not in NOT_THERE and code not in CHANGED

@@ -33,6 +33,7 @@ from epochgc.impl.store.base import (
     DeleteResult,
     ListPage,
     NoConditionalWrites,
+    NoVersion,
     ObjectInfo,
     ObjectStore,
     Outcome,
@@ -59,28 +60,51 @@ _CHANGED = keycodes.CHANGED
 # A conditional request that lost a race with another request on the same key (AWS: 409
 # ConditionalRequestConflict to PutObject, 409 Conflict to DeleteObject; retry).
 _CONFLICT = frozenset({"ConditionalRequestConflict", "Conflict", "409"})
-# A failure after which the delete may have been applied: a whole request that failed
-# with a 5xx or lost its connection (after botocore's retries). Looked up before the key is
-# counted (`_resolve`). A per-key code is unsure unless S3's list makes it a refusal
-# (`keycodes.may_have_applied`, `_Answer.unsure`: review rev38z5 finding 1).
+# THE RULE for a DeleteObjects' keys (review rev38z9; `S3Store._delete` applies it, in
+# `_settle` alone). An intermediary (nginx `proxy_next_upstream ... non_idempotent`,
+# http://nginx.org/en/docs/http/ngx_http_proxy_module.html#proxy_next_upstream; an Envoy
+# `retry_policy`; an SDK layer) may send a request more than once and relay any one copy's
+# answer, so an answer tells what happened to its own copy and nothing of the others. Only
+# these answers decide a key:
+#  (a) Deleted, or left out of a Quiet answer: deleted. A copy only deletes and an L0 key
+#      is written once, so "gone" stays true, and it was the round's request either way
+#      ("For each key, Amazon S3 performs a delete operation and returns the result of that
+#      delete, success or failure", https://docs.aws.amazon.com/AmazonS3/latest/API/
+#      API_DeleteObjects.html);
+#  (b) a per-key NoSuchKey: absent, by this request or another (`gone_unattributed`);
+#  (c) a request proven never sent (`attempts.not_sent`: a connection never made, our own
+#      `SendDeadlinePassed` / `StoppedNotSent`) with no earlier attempt that was sent: not
+#      deleted, and nothing of it can land.
+# EVERY other answer, whatever its code, for the whole request or per key, known to S3's
+# list or not: an error response is a status and an <Error> body and says only that this
+# copy failed (https://docs.aws.amazon.com/AmazonS3/latest/API/ErrorResponses.html), and a
+# request answered 500 or not at all "might not have processed" (so might have:
+# https://docs.aws.amazon.com/AmazonS3/latest/userguide/ErrorBestPractices.html). Such a
+# key is `unknown`: the journal's read-back asks it of the store after waiting
+# `stage.SENT_APPLIED_S` from the end of the LATEST attempt that named it and may have
+# reached the server (`attempts.sent_at`), since a copy it may hide reaches the server
+# before that attempt ends and is applied within the bound after (`impl/gc/bounds.py`,
+# "an intermediary"). A HEAD at once is an optimisation only (`_settle`): absent decides
+# (b)'s way; there, the key still waits. The one "there" that decides is `changed`: a
+# per-key 412 shows the server checks that key's ETag, every copy carries the same one,
+# and the object there now has another (L0 keys are never written back to a version).
+# A missing bucket is no exception (review rev38z9 rows 7 and 15): if it is gone, so is
+# every key in it, and a HEAD's 404 says the key is not in the store, which is true.
+#
+# The codes of a request that failed whole, each key's code then: it may have been applied
+# (a 5xx, a lost connection): asked at once (`_settle`).
 _REQUEST_UNSURE = "RequestFailedMaybeApplied"
 # The same, where every attempt that may have been applied was a 200 SlowDown
-# (`attempts.throttled`): its keys are `unknown` without a HEAD (`_resolve`).
+# (`attempts.throttled`): most likely not begun, so not asked at once (review rev38z2
+# finding 5: the HEADs, paced by the throttled client, decided nothing).
 _REQUEST_THROTTLED = "SlowDownMaybeApplied"
-_REQUEST_MAYBE = frozenset({_REQUEST_UNSURE, _REQUEST_THROTTLED})
-# S3's refusals (`keycodes.REFUSED`) that a copy of the request an intermediary sent before
-# may hide (`S3Store._delete`'s `refused_at`); not a refusal of the bucket (NoSuchBucket): a
-# HEAD's 404 cannot tell a missing bucket from a missing key. Our own codes for a request
-# that failed whole (a refused connection: never sent) are not S3's answers.
-_KEY_REFUSALS = keycodes.REFUSED - {"NoSuchBucket", "InvalidBucketName"}
+# Never sent (rule (c)), or answered whole with no code: our own words, not S3's.
+_REQUEST_FAILED = "RequestFailed"
 
 
-def _refusals(failed: dict[str, tuple[str, str]]) -> list[str]:
-    """The keys of `failed` (key -> (code, message)) S3 refused (`_KEY_REFUSALS`)."""
-    return [key for key, (code, _) in failed.items() if code in _KEY_REFUSALS]
 # A key of a batch whose answer names some other key: its result is unknown (`_per_key`).
 _ANSWER_UNMATCHED = "AnswerNamesOtherKeys"
-# HEADs in flight at once when the keys of a failed delete are looked up (`_resolve`).
+# HEADs in flight at once when the keys of a failed delete are looked up (`_settle`).
 _RESOLVERS = 8
 # Where the GC checks, once per store object, that the server enforces conditional writes
 # (a key of its own per check, under this name).
@@ -272,9 +296,6 @@ class S3Store(ObjectStore):
         # and each attempt's start: one started and never ended is unsure (`starting`).
         client.meta.events.register("needs-retry.s3.DeleteObjects", attempts.note)
         client.meta.events.register_last("before-send.s3.DeleteObjects", attempts.starting)
-        # The same for a conditional DeleteObject (`delete_if_match`, rev38z3 finding 3).
-        client.meta.events.register("needs-retry.s3.DeleteObject", attempts.note)
-        client.meta.events.register_last("before-send.s3.DeleteObject", attempts.starting)
         # A 200 that is not a whole DeleteResult is a failed attempt (deleteanswer.py).
         client.meta.events.register("before-parse.s3.DeleteObjects", deleteanswer.check)
         # A single DeleteObject answered a 2xx other than S3's 204 is a failed attempt too
@@ -488,25 +509,30 @@ class S3Store(ObjectStore):
         return _etag(r, key)
 
     def delete_if_match(self, key: str, version: str) -> Outcome:
+        """DeleteObject If-Match: `version`. THE RULE's model (top of this module) holds
+        for one key too (review rev38z9 finding 3): an intermediary may have sent this
+        request before, that copy may have removed the object, and the answer seen may be
+        a later copy's: 404 NoSuchKey (no object has the key), 412 (SeaweedFS's answer for
+        an absent key), 409 (a concurrent request on the key completed first: the earlier
+        copy; https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-deletes.html).
+        None of them tells "was not there" from "removed by this request", so an absent key
+        is `GONE` (removed, by this request or another), never `ABSENT`; after a 412 or a
+        409 the store is asked which."""
         require_version(key, version)
-        attempts.begin()
         try:
             with self._said_waiting(f"delete {key!r}"):
                 self.client.delete_object(Bucket=self.bucket, Key=self._full(key),
                                           IfMatch=version)
         except Exception as e:
-            attempts.finish(e)  # an attempt whose answer could not be read: unsure
-            # "Not there" answered to a retry after an attempt that may have been applied
-            # (a 500 InternalError "might not have processed", ErrorBestPractices.html) may
-            # be that attempt's doing: `GONE`, not `ABSENT` (review rev38z3 finding 3: a
-            # reset whose own request removed the lease said "nothing to remove").
-            absent = (Outcome.GONE if attempts.unsure(_retries(getattr(e, "response", None)))
-                      else Outcome.ABSENT)
-            if _code(e) in _GONE:
-                return absent
-            if _code(e) in _CHANGED:
-                # AWS answers 404 for an absent key, SeaweedFS 412: ask which it is
-                return Outcome.CHANGED if self.head(key) is not None else absent
+            code = _code(e)
+            if code in _GONE:
+                return Outcome.GONE
+            if code in _CHANGED or code in _CONFLICT:
+                info = self.head(key)
+                if info is None:
+                    return Outcome.GONE
+                if code in _CHANGED or (info.version and info.version != version):
+                    return Outcome.CHANGED  # another version: no copy of ours removes it
             raise self._conditional_error(f"delete {key!r} if unchanged", e) from e
         return Outcome.DELETED
 
@@ -642,213 +668,86 @@ class S3Store(ObjectStore):
         return self._delete([k for k, _ in batch], {k: v for k, v in batch if v})
 
     def _delete(self, batch: list[str], etags: dict[str, str]) -> DeleteResult:
+        """One DeleteObjects, the keys it failed with a retryable code again (`key_retry`),
+        then each key's record by THE RULE (top of this module), in `_settle`."""
         result = DeleteResult(len(batch))
         pending = batch
         retry = 0
-        # Keys an attempt failed AMBIGUOUSLY (`_REQUEST_MAYBE`, `_Answer.unsure`): that
-        # attempt may have deleted
-        # them, whatever later attempts say. DeleteObjects answers per key ("For each key,
-        # Amazon S3 performs a delete operation and returns the result of that delete,
-        # success or failure", https://docs.aws.amazon.com/AmazonS3/latest/API/
-        # API_DeleteObjects.html), and a key answered InternalError "might not have
-        # processed" (https://docs.aws.amazon.com/AmazonS3/latest/userguide/
-        # ErrorBestPractices.html), so may have: a retry then answered SlowDown or
-        # AccessDenied (not applied) says nothing of the first attempt. Such a key that
-        # ends in an error is asked about (`_resolve`), never taken as still there
-        # (review rev38s finding 1: it was journaled "listed again next round" though it
-        # had left the store).
-        # A key answered "not there" (NoSuchKey) is never `gone` (already gone before this
-        # batch) here: S3's DeleteObjects answers "Deleted" for a key that did not exist
-        # ("If the object specified in the request isn't found, Amazon S3 confirms the
-        # deletion by returning the result as deleted", API_DeleteObjects.html above), so
-        # only a conditional delete's answer (NoSuchKey / 412 PreconditionFailed, https://
-        # docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-deletes.html) says
-        # "absent", and says it of the moment its request was carried out: a request the
-        # client sent once may have been carried out twice, by an intermediary that sends
-        # it again when its first call's answer is lost (nginx `proxy_next_upstream ...
-        # non_idempotent`, an Envoy route's `retry_policy`), the first copy deleting the key
-        # and the second answered NoSuchKey (review rev38z5 finding 4), as may a botocore
-        # retry after an ambiguous attempt (review rev38x finding 1). No answer tells those
-        # from another writer's delete: `gone_unattributed`, as the journal's read-back
-        # counts an absent key (`journal._resolve_one`).
-        maybe: set[str] = set()
-        # Of those, the keys some attempt made unsure other than by a 200 SlowDown: only
-        # they are asked of the store at once (`_resolve`, review rev38z2 finding 5).
+        # Key -> when (monotonic) the latest attempt that named it and may have reached the
+        # server ended (`attempts.sent_at`; a DeleteResult's answer: when it came). A key
+        # not here was never sent (rule (c)).
+        sent_at: dict[str, float] = {}
+        # Keys worth a HEAD at once (`_Answer.ask`), and keys a per-key 412 answered
+        # (`_Answer.conditioned`): `_settle`.
         ask: set[str] = set()
-        # Keys a first, unambiguous answer refused with 412: rewritten, or absent (an
-        # If-Match on a key with no current object is false, RFC 9110 13.1.1; SeaweedFS
-        # answers so): asked which (`_refused`, review rev38y finding 5).
-        refused: set[str] = set()
-        # Keys a request of which may have been applied and got no per-key answer (no
-        # response, a body cut short, a 500 or a SlowDown for the whole request:
-        # `attempts.unanswered_at` says why): it may still be carried out. Key -> when
-        # (monotonic) the latest such attempt ended: the read-back waits from then (task
-        # s26a). A per-key InternalError-class answer counts as none (review rev38z4
-        # finding 1); a definitive per-key error (AccessDenied, PreconditionFailed) is an
-        # answer.
-        in_flight: dict[str, float] = {}
-        # Keys whose last answer was a refusal (AccessDenied, SlowDown, ...; per key or for
-        # the whole request): the answer of the copy of the request the client saw, which
-        # says nothing of a copy an intermediary sent before on its own (nginx
-        # `proxy_next_upstream ... non_idempotent`, an Envoy `retry_policy`) and that may
-        # have deleted the key, or may yet (reviews rev38z7 finding 1, rev38z8; as rev38z5
-        # finding 4 for NoSuchKey). Not "still there" from the answer alone: asked at the
-        # journal's read-back after the wait for a request that may still be applied:
-        # gone, `gone_unattributed`; there, the error stands. Not a bucket's refusal
-        # (NoSuchBucket): a HEAD's 404 cannot tell a missing bucket from a missing key.
-        # Key -> when (monotonic) its refusal came.
-        refused_at: dict[str, float] = {}
+        conditioned: set[str] = set()
         while pending:
             answer = self._delete_once(pending, etags)
-            if answer.unanswered_at is not None:
-                _ended_at(in_flight, pending, answer.unanswered_at)
-            if answer.retried:
-                # botocore sent this request again after an attempt that may have been
-                # applied (a 5xx other than SlowDown, a dropped connection: attempts.py):
-                # that send may have deleted any of its keys.
-                maybe.update(pending)
-                if not answer.throttled:
-                    ask.update(pending)
+            if answer.sent_at is not None:
+                _ended_at(sent_at, pending, answer.sent_at)
+            # Rule (b). S3's DeleteObjects answers "Deleted" for a key that did not exist
+            # ("If the object specified in the request isn't found, Amazon S3 confirms the
+            # deletion by returning the result as deleted", API_DeleteObjects.html), so only
+            # a conditional delete's NoSuchKey (S3 User Guide, conditional-deletes.html)
+            # says "absent", and says it of the moment its copy was carried out, which an
+            # earlier copy (review rev38z5 finding 4) or a botocore retry after an
+            # ambiguous attempt (review rev38x finding 1) may have made so: never `gone`
+            # (absent before the batch), as the journal's read-back counts an absent key.
             result.gone_unattributed.update(answer.absent)
-            failed = answer.failed
-            # A per-key code S3's list does not make a refusal (`keycodes`: InternalError,
-            # ServiceUnavailable, RequestTimeout, a code the client does not know such as
-            # MinIO's SlowDownWrite or a gateway's OperationTimedOut; or a key the answer
-            # names twice) is no final answer: S3 says an InternalError request "might not
-            # have processed" (ErrorBestPractices.html above), and nothing of when the work
-            # ends: a gateway whose backend call timed out answers so while its backend
-            # goes on (review rev38z4 finding 1; rev38z5 findings 1 and 3). Such a key is
-            # asked, and waits as for an unanswered request, from this answer's end.
-            _ended_at(in_flight, answer.unsure, time.monotonic())
-            maybe.update(answer.unsure)
-            ask.update(answer.unsure)
-            maybe.update(k for k, (code, _) in failed.items() if code in _REQUEST_MAYBE)
-            ask.update(k for k, (code, _) in failed.items() if code == _REQUEST_UNSURE)
-            for key in [k for k, (code, _) in failed.items() if code in _CHANGED]:
-                if key in maybe:
-                    continue  # absent (an earlier attempt's delete) or rewritten: asked
-                refused.add(key)
-                del failed[key]
-            again = [k for k, (code, _) in failed.items() if code in RETRYABLE_KEY_CODES]
-            if not again or retry + 1 >= self.key_retry.policy.attempts:
-                result.errors.update({k: f"{c}: {m}" for k, (c, m) in failed.items()})
-                _ended_at(refused_at, _refusals(failed), time.monotonic())
+            ask.update(answer.ask)
+            conditioned.update(answer.conditioned)
+            again = [k for k, (c, _) in answer.failed.items() if c in RETRYABLE_KEY_CODES]
+            last = not again or retry + 1 >= self.key_retry.policy.attempts
+            result.errors.update({k: f"{c}: {m}" for k, (c, m) in answer.failed.items()
+                                  if last or c not in RETRYABLE_KEY_CODES})
+            if last:
                 break
-            result.errors.update(
-                {k: f"{c}: {m}" for k, (c, m) in failed.items() if c not in RETRYABLE_KEY_CODES}
-            )
-            _ended_at(refused_at, _refusals(failed), time.monotonic())
             self.key_retry.wait(retry)
             retry += 1
             pending = again
-        unsure = maybe & result.errors.keys()
-        if unsure:
-            self._resolve(result, unsure, etags, unsure & ask, in_flight)
-        # The copy a refusal may hide is one whose answer the intermediary never got: it
-        # may still be at the server, so the key waits as for an unanswered request, from
-        # when the refusal came (review rev38z8 finding 2), then is asked at the read-back.
-        hidden = sorted((refused_at.keys() & result.errors.keys()) - unsure)
-        for key in hidden:
-            result.errors[key] = (f"{result.errors[key]}; asked of the store at the read-back, "
-                                  "after the wait for a request that may still be applied (a "
-                                  "copy an intermediary sent before may delete it)")
-            result.unknown.add(key)
-            result.answered.discard(key)
-        if hidden:
-            latest = max(refused_at[k] for k in hidden)
-            result.unanswered_at = (latest if result.unanswered_at is None
-                                    else max(latest, result.unanswered_at))
-        if refused:
-            self._refused(result, refused)
+        self._settle(result, sent_at, ask, conditioned, etags)
         return result
 
-    def _refused(self, result: DeleteResult, keys: set[str]) -> None:
-        """Keys whose conditional delete was refused (412) by an answer no earlier attempt
-        the client saw could have caused: absent, they left the store, by another writer
-        or by a copy of this request an intermediary sent before (`gone_unattributed`: no
-        answer tells which, `_delete`, review rev38z5 finding 4); there, rewritten since
-        listed (`changed`). A HEAD that fails leaves the server's own word, `changed`: not
-        deleted either way."""
-        ordered = sorted(keys)
-        with ThreadPoolExecutor(min(_RESOLVERS, len(ordered)),
-                                thread_name_prefix="epochgc-resolve") as pool:
-            found = list(pool.map(self._head_or_error, ordered))
-        for key, info in zip(ordered, found, strict=True):
-            (result.gone_unattributed if info is None else result.changed).add(key)
-
-    def _resolve(self, result: DeleteResult, unsure: set[str], etags: dict[str, str],
-                 ask: set[str], in_flight: dict[str, float]) -> None:
-        """Issue 38 item 4: a failed delete may have been applied. S3: "Requests that
-        receive an InternalError response might not have processed" (so they may have:
-        https://docs.aws.amazon.com/AmazonS3/latest/userguide/ErrorBestPractices.html),
-        and a request whose connection dropped or timed out after it was sent is the same.
-        So before a key is counted as not deleted, the store is asked (HEAD): absent, it
-        left the store, by this batch's request or by another writer (nothing tells which:
-        `gone_unattributed`, review rev38x finding 1); rewritten since it was listed,
-        `changed`; there, unknown too: the server may carry the request out after this
-        HEAD (review rev38z finding 6), so the journal's read-back asks again after its
-        wait, but only when a request of it got no per-key answer (`in_flight`, task
-        s26a; a per-key InternalError-class code counts as no answer, review rev38z4
-        finding 1): a key every request of which was answered (a definitive per-key
-        error in a whole DeleteResult, "the result of that delete", https://
-        docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteObjects.html) and that is still
-        there was not deleted, and nothing of those requests can still land: an error,
-        listed again next round (S3's read-after-write consistency is strong for PUT and
-        DELETE: S3 User Guide, "Amazon S3 data consistency model", https://
-        docs.aws.amazon.com/AmazonS3/latest/userguide/Welcome.html#ConsistencyModel); a
-        HEAD that fails too leaves the outcome unknown, said as much. Only keys some attempt
-        failed ambiguously are looked up (whatever their last attempt said: `_delete`): a
-        4xx (NoSuchBucket, AccessDenied) or SlowDown was not applied, and a HEAD's 404
-        cannot tell a missing bucket from a missing key.
-        Only the keys in `ask` are looked up now. A key made unsure only by 200 SlowDown
-        answers (S3's throttle of a DeleteObjects part-way, `attempts.throttled`) is most
-        likely still there, and a HEAD of it, paced by the client's limiter the throttle
-        turned on, would decide nothing the read-back does not (review rev38z2 finding 5:
-        100 keys, 100 paced HEADs, every answer "there", thrown away): `unknown` at once,
-        asked once, by the journal's read-back (after its wait if a request of the key got
-        no answer). `unknown` keys not `in_flight` are `answered`: the read-back asks about
-        them without waiting."""
-        for key in sorted(unsure - ask):
-            result.errors[key] = (f"{result.errors[key]}; whether it was deleted is unknown: "
-                                  "answered SlowDown after the server may have begun; asked "
-                                  "of the store at the read-back")
-            result.unknown.add(key)
-        keys = sorted(unsure & ask)
-        if keys:
-            self._ask(result, keys, etags, in_flight)
-        result.answered.update(result.unknown - in_flight.keys())
-        waiting = [in_flight[k] for k in result.unknown - result.answered]
-        result.unanswered_at = max(waiting, default=None)
-
-    def _ask(self, result: DeleteResult, keys: list[str], etags: dict[str, str],
-             in_flight: dict[str, float]) -> None:
-        """`_resolve`'s HEADs: each key of `keys` gone, changed, still there or unknown."""
-        with ThreadPoolExecutor(min(_RESOLVERS, len(keys)),
-                                thread_name_prefix="epochgc-resolve") as pool:
-            found = list(pool.map(self._head_or_error, keys))
-        for key, info in zip(keys, found, strict=True):
+    def _settle(self, result: DeleteResult, sent_at: dict[str, float], ask: set[str],
+                conditioned: set[str], etags: dict[str, str]) -> None:
+        """THE RULE (top of this module) for the keys of `result.errors`: a key some attempt
+        that may have reached the server named (`sent_at`) is not decided by its answer:
+        asked of the store at once if in `ask` or `conditioned` (absent: `gone_unattributed`;
+        a 412's key there at another version than listed: `changed`), and otherwise
+        `unknown`, which the journal's read-back asks after waiting from the latest such
+        attempt's end (`unanswered_at`). A key no attempt of which was sent stays an error:
+        nothing of it can land (rule (c))."""
+        undecided = sorted(result.errors.keys() & sent_at.keys())
+        now = [k for k in undecided if k in ask or k in conditioned]
+        found: dict[str, ObjectInfo | StoreError | None] = {}
+        if now:
+            with ThreadPoolExecutor(min(_RESOLVERS, len(now)),
+                                    thread_name_prefix="epochgc-resolve") as pool:
+                found = dict(zip(now, pool.map(self._head_or_error, now), strict=True))
+        for key in undecided:
             why = result.errors[key]
-            if info is None:
+            if key not in found:
+                said = ("asked of the store at the read-back, after the wait for a request "
+                        "that may still be applied (a copy an intermediary sent before may "
+                        "delete it)")
+            elif (info := found[key]) is None:
                 del result.errors[key]
                 result.gone_unattributed.add(key)
+                continue
             elif isinstance(info, StoreError):
-                result.errors[key] = (f"{why}; whether it was deleted is unknown: asking the "
-                                      f"store failed too ({info})")
-                result.unknown.add(key)  # journaled as such: the read-back asks again
-            elif key in etags and info.version and info.version != etags[key]:
+                said = f"asking the store failed too ({info})"
+            elif key in conditioned and info.version and etags.get(key, info.version) \
+                    != info.version:
+                # The server refused this key by its ETag (412), which every copy carries,
+                # and the object there now is another: no copy deletes it.
                 del result.errors[key]
                 result.changed.add(key)
-            elif key not in in_flight:
-                # Every request of it was answered (task s26a): still there, not deleted.
-                result.errors[key] = (f"{why}; still there after its request was answered "
-                                      "(asked the store)")
+                continue
             else:
-                # Review rev38z finding 6: a request the server received may still be
-                # carried out after this HEAD (`impl/gc/bounds.py` allows a server
-                # `READ_TIMEOUT_S`): unknown, so the journal's read-back asks again.
-                result.errors[key] = (f"{why}; whether it was deleted is unknown: still there "
-                                      "right after an unanswered request (asked the store)")
-                result.unknown.add(key)
+                said = "still there right after an unanswered request (asked the store)"
+            result.errors[key] = f"{why}; whether it was deleted is unknown: {said}"
+            result.unknown.add(key)
+        result.unanswered_at = max((sent_at[k] for k in result.unknown), default=None)
 
     def _head_or_error(self, key: str) -> ObjectInfo | StoreError | None:
         try:
@@ -857,11 +756,11 @@ class S3Store(ObjectStore):
             return e
 
     def _delete_once(self, batch: list[str], etags: dict[str, str] | None = None) -> _Answer:
-        """One request: the keys it did not delete, with (code, message), those it says
-        were not there (NoSuchKey: a server answers it to a conditional delete of an
-        absent key), and whether botocore sent it more than once. A request that failed as
-        a whole (after botocore's own retries) fails every key, non-retryably. `etags`: the
-        ETag each key must still have."""
+        """One request (botocore's attempts of one call): the keys it did not delete, with
+        (code, message), those a per-key NoSuchKey says are not there, and what `_settle`
+        needs (`_Answer`). A request that failed as a whole (after botocore's own retries)
+        fails every key, non-retryably unless its code is a retryable one (a whole 503
+        SlowDown). `etags`: the ETag each key must still have."""
         etags = etags or {}
         objects: list[dict[str, str]] = [
             {"Key": self._full(k), "ETag": etags[k]} if k in etags else {"Key": self._full(k)}
@@ -876,41 +775,47 @@ class S3Store(ObjectStore):
             )
         except Exception as e:
             msg = str(self._error("delete batch", e))
-            # Any attempt of the call, not only the last, may have been applied: a 500
-            # then botocore's retry refused with a 4xx (review rev38y finding 1), or with
-            # the stop bound's StoppedNotSent (finding 3). The per-attempt record decides
-            # (review rev38z finding 3: a final 503 SlowDown, a deadline before the first
-            # send, were "maybe applied" whatever it said); the exception only when the
-            # record saw no attempt of this call. An attempt started and never ended
-            # (its answer came and could not be read, review rev38z3 finding 2) is noted,
-            # unsure (`attempts.finish`).
+            # Every attempt of the call counts, not only the last (a 500 then a refusal:
+            # review rev38y finding 1; then our own StoppedNotSent: finding 3); an attempt
+            # started whose answer could not be read is noted, unsure (`attempts.finish`,
+            # review rev38z3 finding 2).
             attempts.finish(e)
             retries = _retries(getattr(e, "response", None))
-            code = "RequestFailed"
-            unanswered = attempts.unanswered_at(retries)
-            if not attempts.seen():
-                code = _REQUEST_UNSURE if _applied_maybe(e) else code
-                # No attempt seen (a client without the handler): answered or not, unknown.
-                unanswered = time.monotonic() if code == _REQUEST_UNSURE else None
-            elif attempts.only_throttled(retries):
-                code = _REQUEST_THROTTLED  # rev38z2 finding 5: asked at the read-back
-            elif attempts.unsure(retries):
+            if attempts.seen():
+                sent = attempts.sent_at(retries)
+                unsure = attempts.unsure(retries)
+                throttled = attempts.only_throttled(retries)
+            else:
+                # No attempt reached our `before-send` handler (`attempts.starting`, on
+                # every client this store makes): raised before the wire (a parameter or
+                # credential error). A client without the handler: sent if answered.
+                unsure = _applied_maybe(e)
+                sent = (time.monotonic() if unsure
+                        or isinstance(getattr(e, "response", None), dict) else None)
+                throttled = False
+            if sent is None:
+                code = _REQUEST_FAILED  # rule (c)
+            elif throttled:
+                code = _REQUEST_THROTTLED
+            elif unsure:
                 code = _REQUEST_UNSURE
             else:
-                # Answered whole by S3 (or what speaks for it) with a refusal: its code, so
-                # that `_delete` treats it as a per-key refusal, which may hide a copy an
-                # intermediary sent before (review rev38z8 finding 1); a request never sent
-                # (no answer: a refused connection) stays RequestFailed.
-                answered = _code(e)
-                if answered in _KEY_REFUSALS:
-                    code = answered
-            return _Answer(dict.fromkeys(batch, (code, msg)), set(), False, False, unanswered)
-        failed, absent, unsure = self._per_key(r, batch)
-        # Retried after a throttle alone (503 SlowDown: refused), no earlier send was
-        # applied (review rev38y finding 4).
-        return _Answer(failed, absent, attempts.unsure(_retries(r)),
-                       attempts.only_throttled(_retries(r)),
-                       attempts.unanswered_at(_retries(r)), unsure)
+                # Answered whole, by S3 or what speaks for it, with any code (review rev38z9
+                # finding 1: an allow-list of refusals decided "not deleted" for the rest):
+                # kept, so a retryable one (503 SlowDown) is retried per key.
+                code = _code(e) or _REQUEST_FAILED
+            return _Answer(dict.fromkeys(batch, (code, msg)), set(), sent,
+                           set(batch) if code == _REQUEST_UNSURE else set())
+        failed, absent, unsure_keys = self._per_key(r, batch)
+        retries = _retries(r)
+        ask = set(unsure_keys)
+        if attempts.unsure(retries) and not attempts.only_throttled(retries):
+            # botocore sent it again after an attempt that may have been applied (a 5xx
+            # other than 503 SlowDown, a dropped connection: attempts.py): asked at once.
+            ask.update(batch)
+        # The answer came now: its own attempt is the latest that named these keys.
+        return _Answer(failed, absent, time.monotonic(), ask,
+                       {k for k, (code, _) in failed.items() if code in _CHANGED})
 
     def _per_key(self, r: dict[str, Any], batch: list[str]
                  ) -> tuple[dict[str, tuple[str, str]], set[str], set[str]]:
@@ -979,26 +884,26 @@ class S3Store(ObjectStore):
 
 @dataclass(frozen=True)
 class _Answer:
-    """One DeleteObjects' answer: keys not deleted (code, message), keys it says were not
-    there, and `retried`: botocore sent it again after an attempt that may have been applied
-    (so "not there" may be that send's doing)."""
+    """One DeleteObjects call's answer (`S3Store._delete_once`), as THE RULE (top of this
+    module) needs it."""
 
-    failed: dict[str, tuple[str, str]]
-    absent: set[str]
-    retried: bool  # an earlier send may have been applied (`attempts.unsure`)
-    throttled: bool  # each such send was answered 200 SlowDown (`attempts.only_throttled`)
-    # When (monotonic) the latest attempt that got no answer ended (`attempts.unanswered_at`)
-    unanswered_at: float | None = None
-    # Keys answered a per-key result that does not say the delete was not applied: a code
-    # S3's list does not make a refusal, or more than one result (`S3Store._per_key`)
-    unsure: set[str] = field(default_factory=set)
+    failed: dict[str, tuple[str, str]]  # keys not deleted: (code, message)
+    absent: set[str]  # keys a per-key NoSuchKey answered (rule (b))
+    # When (monotonic) the latest attempt of the call that may have reached the server
+    # ended; None: none was sent (rule (c))
+    sent_at: float | None
+    # Keys worth a HEAD at once: an attempt or their per-key code says the delete may have
+    # been applied (not only a 200 SlowDown: `attempts.throttled`); `keycodes.may_have_applied`
+    ask: set[str] = field(default_factory=set)
+    # Keys answered a per-key 412: the server checks their ETag (`S3Store._settle`)
+    conditioned: set[str] = field(default_factory=set)
 
 
-def _ended_at(in_flight: dict[str, float], keys: Iterable[str], at: float) -> None:
-    """A request of each of `keys` that may still be carried out ended at `at` (monotonic):
-    `in_flight` keeps the latest such time per key (`S3Store._delete`)."""
+def _ended_at(sent_at: dict[str, float], keys: Iterable[str], at: float) -> None:
+    """An attempt naming each of `keys` that may have reached the server ended at `at`
+    (monotonic): `sent_at` keeps the latest such time per key (`S3Store._delete`)."""
     for key in keys:
-        in_flight[key] = max(in_flight.get(key, at), at)
+        sent_at[key] = max(sent_at.get(key, at), at)
 
 
 def _around_the_limiter(client: Any, handler: Callable[..., None]) -> None:
@@ -1060,10 +965,11 @@ def _no_answer(e: Exception) -> bool:
 
 
 def _etag(reply: dict[str, Any], key: str) -> str:
+    """The version a 2xx answer names; NoVersion if it names none (a write: applied)."""
     etag = reply.get("ETag")
     if not etag:
-        raise StoreError(f"the server's answer for {key!r} carries no ETag: its version is "
-                         "unknown, so no conditional write can follow")
+        raise NoVersion(f"the server's answer for {key!r} carries no ETag: its version is "
+                        "unknown, so no conditional write can follow")
     return str(etag)
 
 

@@ -85,10 +85,12 @@ def test_the_recovery_waits_the_rounds_bound_after_its_stop(
 
 def test_a_round_writes_its_bound_in_its_start() -> None:
     """The bound a START carries, with the default lease: a look's freshness (90 s) plus a
-    quarter of the lease (150 s), of which the last attempt's connect and read timeouts."""
+    quarter of the lease (150 s), of which the last attempt's connect and read timeouts,
+    plus a read timeout for the last copy an intermediary sent as that attempt ended
+    (review rev38z9: 240 s fell 60 s short of it)."""
     assert send_within_s(DEFAULT_LEASE_S) == DEFAULT_LEASE_S / 4 - CONNECT_TIMEOUT_S - \
         READ_TIMEOUT_S == 80.0
-    assert stop_within_s(DEFAULT_LEASE_S) == 240.0
+    assert stop_within_s(DEFAULT_LEASE_S) == 300.0
 
 
 def test_the_watch_stops_a_round_whose_lease_is_unsure_with_no_task_asking(
@@ -131,7 +133,7 @@ def test_the_lease_is_renewed_while_the_round_recovers_others(
 
     monkeypatch.setattr(recover_mod, "SLEEP", sleep)
     s = run_gc(spark, local_spec(root), GcOptions(tasks=1), clock=lambda: NOW)
-    assert s.recovered == [DEAD] and sum(seen) == 240.0, s
+    assert s.recovered == [DEAD] and sum(seen) == stop_within_s(DEFAULT_LEASE_S), s
 
 
 # --- finding 2: a batch's requests are sent within its bound (S3, moto and SeaweedFS) ---

@@ -24,10 +24,6 @@ D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z9 finding 1: a whole-request 4xx whose code is not in keycodes.REFUSED "
-    "(RequestTimeTooSkewed, IncompleteBody, BadDigest) is taken as 'not deleted' with no "
-    "HEAD and no wait, though it may be the answer to an intermediary's second copy"))
 @pytest.mark.parametrize(("status", "code", "message"), [
     # S3's list of error codes (API reference, ErrorResponses.html#ErrorCodeList):
     # RequestTimeTooSkewed "The difference between the request time and the server's time
@@ -128,10 +124,6 @@ class _Retried(FrontHandler):
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z9 finding 2: a refused key that an earlier attempt made unsure waits from that "
-    "earlier attempt's end, not from the refusal: the copy the refusal may hide can land "
-    "after the read-back's HEAD"))
 def test_a_refusal_after_an_unsure_attempt_is_waited_for_from_the_refusal(
     moto_endpoint: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -205,10 +197,6 @@ class _ResentDelete(FrontHandler):
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z9 finding 3 (LOW): gc-admin reset's conditional DeleteObject carried out by an "
-    "intermediary's first copy, the second answered 404 NoSuchKey or 409 "
-    "ConditionalRequestConflict: reset says it removed nothing"))
 @pytest.mark.parametrize(("status", "code"), [
     # S3 User Guide, conditional-deletes.html: If-Match on a key with no object: 404
     # NoSuchKey; API_DeleteObject.html: 409 ConditionalRequestConflict when a conflicting
@@ -277,10 +265,6 @@ class _NoETag(FrontHandler):
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z9 finding 4 (LOW): a lease create answered 200 without an ETag fails the round "
-    "'cannot take the GC lease' though the store holds the round's lease, live until it "
-    "expires"))
 def test_a_lease_created_but_answered_without_an_etag_is_known_as_ours(
     moto_endpoint: str
 ) -> None:
