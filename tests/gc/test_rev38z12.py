@@ -116,3 +116,45 @@ def test_show_says_a_lease_with_a_huge_integer_expiry_without_raising(tmp_path: 
     r = CliRunner().invoke(main, ["gc-admin", "show", "--store", str(root)])
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
     assert "lease:" in r.output
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="rev38z12 finding 3: after a system suspend (CLOCK_MONOTONIC stops, "
+                          "the wall clock does not) a renewal writes an expiry measured on "
+                          "the monotonic clock, already past on every reader's clock, while "
+                          "the holder's own hold (ends(), driverbound) says 600 s more: "
+                          "another round takes the lease over under it")
+def test_a_renewal_after_a_suspend_never_writes_a_lease_shorter_than_its_own_hold(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from types import SimpleNamespace
+
+    from epochgc.impl.gc import lease as lease_mod
+    from epochgc.impl.gc.lease import LEASE_KEY, Lease
+
+    wall, mono = [1_800_000_000.0], [500.0]
+    # clock_gettime(2): CLOCK_MONOTONIC "does not count time that the system is suspended"
+    # (CLOCK_BOOTTIME does); CLOCK_REALTIME is set right on resume. Python's time.monotonic
+    # is CLOCK_MONOTONIC on Linux.
+    monkeypatch.setattr(lease_mod, "time",
+                        SimpleNamespace(monotonic=lambda: mono[0], time=lambda: wall[0]))
+    root = tmp_path / "s"
+    LocalStore(root, create=True)
+    a = Lease(lambda: LocalStore(root), "round-a", duration_s=600.0, clock=lambda: wall[0])
+    a.acquire()
+    wall[0] += 30.0
+    mono[0] += 30.0
+    assert a._renew() is None  # a renewal before the suspend: no step
+    wall[0] += 1000.0  # the host suspended 1000 s: the wall clock moved, the monotonic not
+    assert a._renew() is None  # the renewal after resume succeeds (nobody took it meanwhile)
+    held = json.loads(LocalStore(root).get(LEASE_KEY))
+    own_hold_s = a.ends() - mono[0]  # what driverbound lets the holder's requests run to
+    readers_s = held["expires_at"] - wall[0]  # what every other host reads
+    b = Lease(lambda: LocalStore(root), "round-b", duration_s=600.0, clock=lambda: wall[0])
+    try:
+        b.acquire()
+        took = "round-b took the lease over"
+    except lease_mod.LeaseBusy:
+        took = "round-b refused"
+    assert readers_s >= own_hold_s - 5, (
+        f"the holder holds {own_hold_s:.0f} s more by its own count; the lease it just "
+        f"wrote expires in {readers_s:.0f} s on the readers' clocks; {took}")
