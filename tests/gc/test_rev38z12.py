@@ -93,6 +93,29 @@ def test_an_end_with_a_huge_integer_is_read_not_raised(
     _recover(_dead_round(tmp_path, docs, raw), monkeypatch)
 
 
+@pytest.mark.xfail(strict=True, raises=OverflowError,
+                   reason="rev38z12 finding 1: with such a journal every round raises "
+                          "OverflowError before Spark (job._recover catches StoreError and "
+                          "OSError only), as do gc-admin show and reset")
+def test_every_round_goes_on_past_a_journal_with_a_huge_integer(tmp_path: Path) -> None:
+    from epochgc.impl.gc.job import run_gc
+    from epochgc.impl.gc.options import GcOptions
+    from tests.gc.helpers import local_spec
+    from tests.gc.test_job import GRACE, clock, make_store
+
+    root = tmp_path / "s"
+    make_store(root)
+    docs, raw = _with("p0000-s0-a0-t1/00000001.done.json", "unanswered_ago_s")
+    store = LocalStore(root)
+    for name, doc in docs.items():
+        store.put(journal_prefix(DEAD) + name, raw.get(name, json.dumps(doc).encode()))
+
+    # No Spark (the factory's None: stopped while Spark started): the dead round's
+    # recovery comes before it.
+    run_gc(lambda: None, local_spec(root), GcOptions(grace_s=GRACE), clock=clock)
+    read_round_record(store, round_key(DEAD))
+
+
 @pytest.mark.xfail(strict=True, raises=AssertionError,
                    reason="rev38z12 finding 2: gc-admin show raises OverflowError (no "
                           "output, exit 1) on a lease whose expires_at is 10**400: "
