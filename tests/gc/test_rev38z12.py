@@ -238,3 +238,25 @@ def test_show_names_a_record_with_a_huge_integer_not_raised(tmp_path: Path) -> N
     store.put(round_key(DEAD), raw)
     r = CliRunner().invoke(main, ["gc-admin", "show", "--store", str(root)])
     assert r.exception is None or isinstance(r.exception, SystemExit), repr(r.exception)
+
+
+@pytest.mark.xfail(strict=True, raises=AssertionError,
+                   reason="rev38z12 finding 5: while the sequence's claims keep failing, "
+                          "every round's record says the same seq_after: show names no last "
+                          "round at all (one group) though the store's clock wrote them hours "
+                          "apart; expire --keep-last keeps the whole group")
+def test_rounds_with_one_seq_after_written_hours_apart_are_ordered_by_the_store_clock(
+        tmp_path: Path) -> None:
+    import os
+
+    from tests.gc.helpers import NOW
+    from tests.gc.test_unnumbered_order import _last, _round
+
+    store = LocalStore(tmp_path, create=True)
+    _round(store, 8, "a")
+    later = [_round(store, h, letter, numbered=False) for h, letter in ((9, "b"), (10, "c"))]
+    assert [s.seq_after for s in later] == [1, 1]
+    for i, s in enumerate(later):  # written an hour apart, on the store's clock
+        t = NOW + 3600 * (i + 1)
+        os.utime(store.root / round_key(s.round_id), (t, t))
+    assert _last(store)[0] == round_key(later[-1].round_id), _last(store)
