@@ -8,7 +8,11 @@ when it reads a request's bytes)."""
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from email.message import Message
@@ -30,10 +34,13 @@ class _SlowReader:
     is the smallest the kernel allows, so the body stays in the CLIENT's kernel send queue
     (`SO_SNDBUF`, megabytes on Linux) while the front does not read."""
 
-    def __init__(self, upstream: str, hold_s: float) -> None:
+    def __init__(self, upstream: str, hold_s: float | None) -> None:
         host, _, port = upstream.removeprefix("http://").partition(":")
         self.upstream = (host, int(port))
-        self.hold_s = hold_s
+        self.hold_s = hold_s  # None: until `release` is set
+        self.release = threading.Event()
+        self.headers_seen = threading.Event()  # a DeleteObjects' headers were read
+        self.received_at: float | None = None  # monotonic: its body had come whole
         self.sock = socket.socket()
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)  # before listen
         self.sock.bind(("127.0.0.1", 0))
@@ -95,9 +102,14 @@ class _SlowReader:
                 n = int(headers.get("Content-Length") or 0)
                 if is_delete_objects(command, path):
                     self.held_body_unread = n
-                    time.sleep(self.hold_s)  # the client gives up meanwhile
+                    self.headers_seen.set()
+                    if self.hold_s is None:
+                        self.release.wait(30)
+                    else:
+                        time.sleep(self.hold_s)  # the client gives up meanwhile
                     body = self._body(conn, n)
                     assert len(body) == n, (len(body), n)  # the whole request came
+                    self.received_at = time.monotonic()
                     resp, _ = forward(*self.upstream, command, path, headers, body)
                     assert resp.status == 200, resp.status
                     self.applied_at = time.monotonic()
@@ -160,4 +172,56 @@ def test_a_body_queued_in_the_kernel_is_applied_after_the_rules_wait(
             f"round's own request deleted it {late:.2f} s after its attempt ended "
             f"(body {front.held_body_unread} bytes)")
     finally:
+        front.close()
+
+
+_SENDER = """
+import sys
+from epochgc.impl.store.s3 import S3Store
+endpoint, bucket, key = sys.argv[1:4]
+pad = [key.rsplit("/", 1)[0] + "/pad/" + "y" * 980 + f".{i:02d}" for i in range(59)]
+S3Store(bucket, "p", endpoint_url=endpoint, max_attempts=1).delete_batch([key, *pad])
+"""
+
+
+@pytest.mark.s3
+@pytest.mark.xfail(strict=True, reason=(
+    "rev38z11 finding 1: a task killed (-9) while its DeleteObjects' body is still in its "
+    "kernel send queue: the kernel delivers the body after the process is gone, so the "
+    "server receives (and applies) the request after the task was seen gone (recover.py's "
+    "tasks-gone wait and the live read-back of a batch without outcome count from then)"))
+def test_a_killed_tasks_request_reaches_the_server_after_the_task_is_gone(
+    moto_endpoint: str
+) -> None:
+    """A sender process (the Spark task's part: `S3Store.delete_batch`, default timeouts)
+    sends one DeleteObjects (a ~62 KB body) through a front that reads the body only when
+    told. Once the front has its headers the sender is killed with SIGKILL and reaped (the
+    task is gone: what `drivertree.tasks_gone` and Spark see). Then the front reads on: the
+    whole body comes, from the dead process's orphaned socket, and moto deletes the key.
+    No clock is compared: the request reached the server after its sender was gone."""
+    direct = S3Store(new_bucket(moto_endpoint), "p", endpoint_url=moto_endpoint)
+    key = D + "k.0"
+    direct.put(key, b"x")
+    front = _SlowReader(moto_endpoint, hold_s=None)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    sender = subprocess.Popen([sys.executable, "-c", _SENDER, front.endpoint(),
+                               direct.bucket, key], env=env)
+    try:
+        assert front.headers_seen.wait(60), "the sender never sent"
+        os.kill(sender.pid, signal.SIGKILL)
+        sender.wait(30)
+        gone_at = time.monotonic()  # the task is seen gone
+        assert direct.head(key) is not None  # nothing applied yet
+        front.release.set()
+        assert front.applied.wait(30), "the body never came whole"
+        assert direct.head(key) is None  # the dead task's request deleted it
+        assert front.received_at is not None
+        assert front.received_at <= gone_at, (
+            f"the server got the request {front.received_at - gone_at:.3f} s after its "
+            f"sender was killed and reaped ({front.held_body_unread} bytes of body then "
+            "in the dead process's socket)")
+    finally:
+        if sender.poll() is None:
+            sender.kill()
+            sender.wait(30)
         front.close()
