@@ -18,6 +18,7 @@ import bisect
 import json
 import sys
 from collections import defaultdict, deque
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields
 from typing import Any, BinaryIO
@@ -29,7 +30,7 @@ from epochgc.impl.exitcodes import ExitCode
 from epochgc.model import partition as mp
 from epochgc.model.fence import SeenWindow, fence
 from epochgc.model.partition import PartitionState
-from epochgc.model.replay import STDIN, cannot_read, not_utf8
+from epochgc.model.replay import MAX_LINE, STDIN, cannot_read, not_utf8
 
 _STATE_FIELDS = {f.name for f in fields(PartitionState)}
 _COMMON = {"v", "kind", "node", "run", "seq", "partition"}
@@ -149,13 +150,27 @@ def _lines(path: str) -> AbstractContextManager[BinaryIO]:
     return open(path, "rb")
 
 
+def _bounded(f: BinaryIO, source: str) -> Iterator[bytes]:
+    """The lines of `f`, each at most MAX_LINE bytes, as `replay` bounds its lines
+    (model/replay.py): input without a line end (`check-trace /dev/zero`, a core file) was
+    gathered into one line until memory ran out (newuser16 S3: 7.7 GB in 12 s, then a
+    MemoryError traceback). A longer line is malformed input once MAX_LINE + 1 bytes of it
+    were read, not after the whole of it."""
+    n = 0
+    while raw := f.readline(MAX_LINE + 1):
+        n += 1
+        if len(raw) > MAX_LINE:
+            raise Malformed(f"{source}:{n}: line longer than {MAX_LINE} bytes")
+        yield raw
+
+
 def parse(path: str) -> list[Rec]:
     recs = []
     source = STDIN if path == "-" else path
     # Bytes, decoded a line at a time: a file that is not UTF-8 is malformed input (65,
     # naming its line), as `replay` says it (newuser8 I2: "Error: UnicodeDecodeError", 1).
     with _lines(path) as f:
-        for n, raw in enumerate(f, 1):
+        for n, raw in enumerate(_bounded(f, source), 1):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -191,11 +206,15 @@ def _replay(state: PartitionState, cmd: dict[str, Any], index: int) -> tuple[Par
 
 @dataclass
 class Result:
-    records: int
-    applies: int
+    records: int  # read (all of them, also past a divergence)
+    applies: int  # checked: a divergence stops the check at its record (newuser16 S9)
     fences: int
     partitions: int
     divergence: str | None = None
+
+    @property
+    def checked(self) -> int:
+        return self.applies + self.fences
 
 
 def check(path: str, context: int = 5) -> Result:
@@ -203,11 +222,13 @@ def check(path: str, context: int = 5) -> Result:
     recs = parse(path)
     # 1. the committed command at each index, agreed by every node
     logs: dict[str, dict[int, Rec]] = defaultdict(dict)
+    n_apply = 0
     for r in recs:
         if r["kind"] == "apply":
+            n_apply += 1
             first = logs[r["partition"]].setdefault(r["index"], r)
             if first["command"] != r["command"]:
-                return Result(len(recs), 0, 0, len(logs), (
+                return Result(len(recs), n_apply, 0, len(logs), (
                     f"{path}:{r.line}: node {r['node']} applied {r['command']} at"
                     f" {r['partition']} index {r['index']}, but node {first['node']} applied"
                     f" {first['command']} there ({path}:{first.line}): state-machine safety"))
@@ -298,11 +319,21 @@ def _refuse(line: str) -> None:
     click.echo(errorline.line("check-trace", line), err=True)
 
 
+# Records of context kept per partition at most: far more than a reader takes in, and
+# bounded so that a deque's maximum (a C ssize_t) is never what refuses the value.
+MAX_CONTEXT = 1_000_000
+
+
 @click.command("check-trace")
 # Not click.Path(dir_okay=False): a directory is input that cannot be read (65), as for
 # `replay`, not a usage error (newuser8 I7: 64 here, 65 there).
 @click.argument("trace", metavar="TRACE")
-@click.option("--context", default=5, show_default=True, help="records of context to show")
+# Bounded in the option's type, so out of range is a usage error (64) naming the option:
+# -1 was "error: maxlen must be non-negative" (the deque's words, exit 1), 10^20 an
+# OverflowError traceback (newuser16 S2).
+@click.option("--context", default=5, show_default=True,
+              type=click.IntRange(0, MAX_CONTEXT),
+              help=f"Records of context to show before a divergence (0 to {MAX_CONTEXT:,}).")
 def check_trace(trace: str, context: int) -> None:
     """Replay a cluster trace (NDJSON, `epochgc cluster start --trace`; `-` for stdin)
     against the model."""
@@ -320,10 +351,12 @@ def check_trace(trace: str, context: int) -> None:
         _refuse(f"{STDIN if trace == '-' else trace}: the trace holds no record: nothing was "
                 "checked")
         raise SystemExit(ExitCode.DATAERR)
-    summary = (f"{res.records} records ({res.applies} apply, {res.fences} fence) over"
-               f" {res.partitions} partitions")
     if res.divergence is not None:
         _say(f"trace diverges from the model: {res.divergence}")
-        click.echo(f"checked: {summary}", err=True)
+        # How far the check got, not what was read: it stops at the divergence.
+        click.echo(f"checked: {res.checked:,} of {res.records:,} records ({res.applies:,} "
+                   f"apply, {res.fences:,} fence; stopped at the first divergence) over "
+                   f"{res.partitions} partitions", err=True)
         raise SystemExit(ExitCode.FAILED)
-    click.echo(f"trace conforms to the model: {summary}")
+    click.echo(f"trace conforms to the model: {res.records} records ({res.applies} apply, "
+               f"{res.fences} fence) over {res.partitions} partitions")
