@@ -30,7 +30,7 @@ from epochgc.impl.exitcodes import ExitCode
 from epochgc.model import partition as mp
 from epochgc.model.fence import SeenWindow, fence
 from epochgc.model.partition import PartitionState
-from epochgc.model.replay import MAX_LINE, STDIN, cannot_read, not_utf8
+from epochgc.model.replay import MAX_LINE, STDIN, cannot_read, not_utf8, too_many_digits
 
 _STATE_FIELDS = {f.name for f in fields(PartitionState)}
 _COMMON = {"v", "kind", "node", "run", "seq", "partition"}
@@ -181,6 +181,8 @@ def parse(path: str) -> list[Rec]:
                 recs.append(Rec(n, _validate(json.loads(line))))
             except (json.JSONDecodeError, Malformed, TypeError) as e:
                 raise Malformed(f"{source}:{n}: {e}") from None
+            except ValueError as e:  # after its subclass JSONDecodeError: int(str)'s bound
+                raise Malformed(f"{source}:{n}: {too_many_digits(e)}") from None
             except RecursionError:
                 # Deeper than the interpreter's recursion limit (json's C scanner recurses
                 # once per array/object level): newuser8 I3 gave "Error: RecursionError".
