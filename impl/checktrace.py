@@ -25,8 +25,9 @@ from typing import Any, BinaryIO
 
 import click
 
-from epochgc.impl import errorline
+from epochgc.impl import errorline, signals
 from epochgc.impl.exitcodes import ExitCode
+from epochgc.impl.signals import NOTHING_YET, checkpoint
 from epochgc.model import partition as mp
 from epochgc.model.fence import SeenWindow, fence
 from epochgc.model.partition import PartitionState
@@ -164,7 +165,21 @@ def _bounded(f: BinaryIO, source: str) -> Iterator[bytes]:
         yield raw
 
 
-def parse(path: str) -> list[Rec]:
+@dataclass
+class Progress:
+    """How far a check got, for its interrupted line (newuser16 S10: "nothing was written
+    yet", true but not how far): counts, bumped as it goes."""
+
+    read: int = 0
+    checked: int = 0
+
+    def said(self) -> str:
+        return (f"{NOTHING_YET}; {self.read:,} record(s) read, {self.checked:,} checked "
+                "against the model")
+
+
+def parse(path: str, progress: Progress | None = None) -> list[Rec]:
+    progress = progress if progress is not None else Progress()
     recs = []
     source = STDIN if path == "-" else path
     # Bytes, decoded a line at a time: a file that is not UTF-8 is malformed input (65,
@@ -179,6 +194,9 @@ def parse(path: str) -> list[Rec]:
                 continue
             try:
                 recs.append(Rec(n, _validate(json.loads(line))))
+                progress.read += 1
+                if progress.read == 1:
+                    checkpoint("record")  # the signal tests' point
             except (json.JSONDecodeError, Malformed, TypeError) as e:
                 raise Malformed(f"{source}:{n}: {e}") from None
             except ValueError as e:  # after its subclass JSONDecodeError: int(str)'s bound
@@ -219,9 +237,10 @@ class Result:
         return self.applies + self.fences
 
 
-def check(path: str, context: int = 5) -> Result:
+def check(path: str, context: int = 5, progress: Progress | None = None) -> Result:
     """Raises Malformed (with FILE:LINE) on bad input."""
-    recs = parse(path)
+    progress = progress if progress is not None else Progress()
+    recs = parse(path, progress)
     # 1. the committed command at each index, agreed by every node
     logs: dict[str, dict[int, Rec]] = defaultdict(dict)
     n_apply = 0
@@ -293,6 +312,9 @@ def check(path: str, context: int = 5) -> Result:
                                f" {r['seen_before']}, applied window {mp.window(applied)}):"
                                f" node (admitted, window, seen) = {got}, model = {want_f}")
         recent[p].append(r)
+        progress.checked += 1
+        if progress.checked == 1:
+            checkpoint("checked")  # the signal tests' point
     return Result(len(recs), n_apply, n_fence, len(logs))
 
 
@@ -339,8 +361,10 @@ MAX_CONTEXT = 1_000_000
 def check_trace(trace: str, context: int) -> None:
     """Replay a cluster trace (NDJSON, `epochgc cluster start --trace`; `-` for stdin)
     against the model."""
+    progress = Progress()
+    signals.doing(progress.said)
     try:
-        res = check(trace, context)
+        res = check(trace, context, progress)
     except OSError as e:
         _refuse(cannot_read(STDIN if trace == "-" else trace, e))
         raise SystemExit(ExitCode.DATAERR) from e
