@@ -71,8 +71,10 @@ def replay(variant_name: str | None, vector: str | None, file: str | None) -> No
         # yet" (before: a bare "interrupted by SIGINT"), not how far the replay got.
         if not written:
             return signals.NOTHING_YET
-        return (f"the results of the first {written:,} step(s) were written; the steps "
-                "after them were not replayed")
+        # The count goes up once a line is out: the next line may be out too, in whole
+        # or in part, if the signal came as it was written.
+        return (f"the results of the first {written:,} step(s) were written (and perhaps "
+                "the next one's); the steps after them were not replayed")
 
     signals.doing(done)
     code = run(file, variant_name, out=out, err=lambda line: click.echo(line, err=True))
