@@ -178,6 +178,10 @@ def test_variant_the_port_does_not_implement_is_skipped() -> None:
     ("chatty_late", "extra-output", "more than one line"),
     # Issue 42 survivor 5: `"seq": true` for line 1 is not the number 1.
     ("bool_seq", "garbage", '{"seq": N, "answer"'),
+    # s28f: an answer without a line end was gathered until the step's time ran out (up to
+    # an hour with --timeout-per-step 3600), each read rescanning all of it; bounded now
+    # as a vector line is (old code: "timeout" after 30 s).
+    ("endless", "garbage", "more than 1048576 bytes without a line end"),
 ])
 def test_protocol_breakers_reported(name: str, kind: str, detail: str) -> None:
     # Only the hanging port gets the short timeout: under load, a slow answer from the
