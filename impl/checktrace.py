@@ -357,7 +357,7 @@ MAX_CONTEXT = 1_000_000
 # OverflowError traceback (newuser16 S2).
 @click.option("--context", default=5, show_default=True,
               type=click.IntRange(0, MAX_CONTEXT),
-              help=f"Records of context to show before a divergence (0 to {MAX_CONTEXT:,}).")
+              help="Records of context to show before a divergence.")
 def check_trace(trace: str, context: int) -> None:
     """Replay a cluster trace (NDJSON, `epochgc cluster start --trace`; `-` for stdin)
     against the model."""
