@@ -18,18 +18,20 @@ import bisect
 import json
 import sys
 from collections import defaultdict, deque
+from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields
 from typing import Any, BinaryIO
 
 import click
 
-from epochgc.impl import errorline
+from epochgc.impl import errorline, signals
 from epochgc.impl.exitcodes import ExitCode
+from epochgc.impl.signals import NOTHING_YET, checkpoint
 from epochgc.model import partition as mp
 from epochgc.model.fence import SeenWindow, fence
 from epochgc.model.partition import PartitionState
-from epochgc.model.replay import STDIN, cannot_read, not_utf8
+from epochgc.model.replay import MAX_LINE, STDIN, cannot_read, not_utf8, too_many_digits
 
 _STATE_FIELDS = {f.name for f in fields(PartitionState)}
 _COMMON = {"v", "kind", "node", "run", "seq", "partition"}
@@ -149,13 +151,41 @@ def _lines(path: str) -> AbstractContextManager[BinaryIO]:
     return open(path, "rb")
 
 
-def parse(path: str) -> list[Rec]:
+def _bounded(f: BinaryIO, source: str) -> Iterator[bytes]:
+    """The lines of `f`, each at most MAX_LINE bytes, as `replay` bounds its lines
+    (model/replay.py): input without a line end (`check-trace /dev/zero`, a core file) was
+    gathered into one line until memory ran out (newuser16 S3: 7.7 GB in 12 s, then a
+    MemoryError traceback). A longer line is malformed input once MAX_LINE + 1 bytes of it
+    were read, not after the whole of it."""
+    n = 0
+    while raw := f.readline(MAX_LINE + 1):
+        n += 1
+        if len(raw) > MAX_LINE:
+            raise Malformed(f"{source}:{n}: line longer than {MAX_LINE} bytes")
+        yield raw
+
+
+@dataclass
+class Progress:
+    """How far a check got, for its interrupted line (newuser16 S10: "nothing was written
+    yet", true but not how far): counts, bumped as it goes."""
+
+    read: int = 0
+    checked: int = 0
+
+    def said(self) -> str:
+        return (f"{NOTHING_YET}; {self.read:,} record(s) read, {self.checked:,} checked "
+                "against the model")
+
+
+def parse(path: str, progress: Progress | None = None) -> list[Rec]:
+    progress = progress if progress is not None else Progress()
     recs = []
     source = STDIN if path == "-" else path
     # Bytes, decoded a line at a time: a file that is not UTF-8 is malformed input (65,
     # naming its line), as `replay` says it (newuser8 I2: "Error: UnicodeDecodeError", 1).
     with _lines(path) as f:
-        for n, raw in enumerate(f, 1):
+        for n, raw in enumerate(_bounded(f, source), 1):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -164,8 +194,13 @@ def parse(path: str) -> list[Rec]:
                 continue
             try:
                 recs.append(Rec(n, _validate(json.loads(line))))
+                progress.read += 1
+                if progress.read == 1:
+                    checkpoint("record")  # the signal tests' point
             except (json.JSONDecodeError, Malformed, TypeError) as e:
                 raise Malformed(f"{source}:{n}: {e}") from None
+            except ValueError as e:  # after its subclass JSONDecodeError: int(str)'s bound
+                raise Malformed(f"{source}:{n}: {too_many_digits(e)}") from None
             except RecursionError:
                 # Deeper than the interpreter's recursion limit (json's C scanner recurses
                 # once per array/object level): newuser8 I3 gave "Error: RecursionError".
@@ -191,23 +226,30 @@ def _replay(state: PartitionState, cmd: dict[str, Any], index: int) -> tuple[Par
 
 @dataclass
 class Result:
-    records: int
-    applies: int
+    records: int  # read (all of them, also past a divergence)
+    applies: int  # checked: a divergence stops the check at its record (newuser16 S9)
     fences: int
     partitions: int
     divergence: str | None = None
 
+    @property
+    def checked(self) -> int:
+        return self.applies + self.fences
 
-def check(path: str, context: int = 5) -> Result:
+
+def check(path: str, context: int = 5, progress: Progress | None = None) -> Result:
     """Raises Malformed (with FILE:LINE) on bad input."""
-    recs = parse(path)
+    progress = progress if progress is not None else Progress()
+    recs = parse(path, progress)
     # 1. the committed command at each index, agreed by every node
     logs: dict[str, dict[int, Rec]] = defaultdict(dict)
+    n_apply = 0
     for r in recs:
         if r["kind"] == "apply":
+            n_apply += 1
             first = logs[r["partition"]].setdefault(r["index"], r)
             if first["command"] != r["command"]:
-                return Result(len(recs), 0, 0, len(logs), (
+                return Result(len(recs), n_apply, 0, len(logs), (
                     f"{path}:{r.line}: node {r['node']} applied {r['command']} at"
                     f" {r['partition']} index {r['index']}, but node {first['node']} applied"
                     f" {first['command']} there ({path}:{first.line}): state-machine safety"))
@@ -270,6 +312,9 @@ def check(path: str, context: int = 5) -> Result:
                                f" {r['seen_before']}, applied window {mp.window(applied)}):"
                                f" node (admitted, window, seen) = {got}, model = {want_f}")
         recent[p].append(r)
+        progress.checked += 1
+        if progress.checked == 1:
+            checkpoint("checked")  # the signal tests' point
     return Result(len(recs), n_apply, n_fence, len(logs))
 
 
@@ -298,16 +343,28 @@ def _refuse(line: str) -> None:
     click.echo(errorline.line("check-trace", line), err=True)
 
 
+# Records of context kept per partition at most: far more than a reader takes in, and
+# bounded so that a deque's maximum (a C ssize_t) is never what refuses the value.
+MAX_CONTEXT = 1_000_000
+
+
 @click.command("check-trace")
 # Not click.Path(dir_okay=False): a directory is input that cannot be read (65), as for
 # `replay`, not a usage error (newuser8 I7: 64 here, 65 there).
 @click.argument("trace", metavar="TRACE")
-@click.option("--context", default=5, show_default=True, help="records of context to show")
+# Bounded in the option's type, so out of range is a usage error (64) naming the option:
+# -1 was "error: maxlen must be non-negative" (the deque's words, exit 1), 10^20 an
+# OverflowError traceback (newuser16 S2).
+@click.option("--context", default=5, show_default=True,
+              type=click.IntRange(0, MAX_CONTEXT),
+              help="Records of context to show before a divergence.")
 def check_trace(trace: str, context: int) -> None:
     """Replay a cluster trace (NDJSON, `epochgc cluster start --trace`; `-` for stdin)
     against the model."""
+    progress = Progress()
+    signals.doing(progress.said)
     try:
-        res = check(trace, context)
+        res = check(trace, context, progress)
     except OSError as e:
         _refuse(cannot_read(STDIN if trace == "-" else trace, e))
         raise SystemExit(ExitCode.DATAERR) from e
@@ -320,10 +377,12 @@ def check_trace(trace: str, context: int) -> None:
         _refuse(f"{STDIN if trace == '-' else trace}: the trace holds no record: nothing was "
                 "checked")
         raise SystemExit(ExitCode.DATAERR)
-    summary = (f"{res.records} records ({res.applies} apply, {res.fences} fence) over"
-               f" {res.partitions} partitions")
     if res.divergence is not None:
         _say(f"trace diverges from the model: {res.divergence}")
-        click.echo(f"checked: {summary}", err=True)
+        # How far the check got, not what was read: it stops at the divergence.
+        click.echo(f"checked: {res.checked:,} of {res.records:,} records ({res.applies:,} "
+                   f"apply, {res.fences:,} fence; stopped at the first divergence) over "
+                   f"{res.partitions} partitions", err=True)
         raise SystemExit(ExitCode.FAILED)
-    click.echo(f"trace conforms to the model: {summary}")
+    click.echo(f"trace conforms to the model: {res.records} records ({res.applies} apply, "
+               f"{res.fences} fence) over {res.partitions} partitions")

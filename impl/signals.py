@@ -88,6 +88,10 @@ POINTS: dict[str, tuple[str, ...]] = {
     "cluster stop": ("node-stopped",),
     # round-removed: `gc-admin expire --apply` has removed a round, and said so.
     "gc-admin expire": ("round-removed",),
+    # result: a step's result line written (the first one: a hook fires once).
+    "replay": ("result",),
+    # record: a record read (the first); checked: a record checked against the model.
+    "check-trace": ("record", "checked"),
 }
 # Every command's, as its own code (its click callback) begins (impl/cli.py `_mark_begun`):
 # the start of the window newuser15 S3 found (tests/impl/test_began_signal_said.py).
@@ -145,11 +149,13 @@ NOTHING_YET = "nothing was written yet"
 # command's module loaded, while its options were read): nothing was done (newuser14 R8:
 # an early Ctrl-C of `barrier` / `cluster stop` said only "interrupted by SIGINT").
 BEFORE_BEGAN = "before the command began: nothing was done"
-_done: str | None = None  # None: the command's own code has not begun
+_done: str | Callable[[], str] | None = None  # None: the command's own code has not begun
 
 
-def doing(what: str) -> None:
-    """From now on, a signal's line says `what` was done (or may have been)."""
+def doing(what: str | Callable[[], str]) -> None:
+    """From now on, a signal's line says `what` was done (or may have been). A callable
+    is asked when the line is said: a loop's count (replay's steps, check-trace's records)
+    costs one increment a step, not a sentence (newuser16 S10)."""
     global _done
     _done = what
 
@@ -157,7 +163,8 @@ def doing(what: str) -> None:
 def done_so_far() -> str:
     """What a signal's line says was done: `doing`'s last words, `BEFORE_BEGAN` before
     the command's code began. Never empty: no interrupted line is bare."""
-    return _done or BEFORE_BEGAN
+    said = _done() if callable(_done) else _done
+    return said or BEFORE_BEGAN
 
 
 def _note(signum: int) -> bool:

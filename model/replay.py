@@ -511,6 +511,21 @@ def parse_step(text: str) -> Any:
         # Deeper than the interpreter's recursion limit: json's C scanner counts each
         # array/object level as one recursive call (newuser8 I3: "Error: RecursionError").
         raise _Bad("json", "malformed JSON: nested too deeply") from None
+    except ValueError as e:
+        raise _Bad("json", too_many_digits(e)) from None
+
+
+def too_many_digits(e: ValueError) -> str:
+    """The one ValueError json.loads raises that is not a JSONDecodeError: an integer
+    longer than CPython's bound on int(str) ("Integer string conversion length
+    limitation", docs.python.org library/stdtypes.html#int-max-str-digits: 4300 digits by
+    default), which said "Exceeds the limit (4300 digits) for integer string conversion
+    ... use sys.set_int_max_str_digits()" with exit 1 (s28f, found beside newuser16 S3).
+    Any other is named as it is."""
+    limit = sys.get_int_max_str_digits()
+    if f"({limit} digits)" in str(e):
+        return f"an integer longer than {limit} digits (the longest that is read)"
+    return f"malformed JSON: {e}"
 
 
 STDIN = "<stdin>"  # how `-` is named in messages

@@ -55,11 +55,28 @@ def replay(variant_name: str | None, vector: str | None, file: str | None) -> No
                                      param_hint="--vector")
         file = os.path.join(shipped, name + ".jsonl")
     assert file is not None  # one of them, checked above
-    code = run(
-        file,
-        variant_name,
-        out=click.echo,
-        err=lambda line: click.echo(line, err=True),
-    )
+    # The CLI's interrupted line (the model itself imports nothing of impl).
+    from epochgc.impl import signals
+
+    written = 0
+
+    def out(line: str) -> None:
+        nonlocal written
+        click.echo(line)
+        written += 1
+        signals.checkpoint("result")  # the signal tests' point: a step's result written
+
+    def done() -> str:
+        # newuser16 S10: after results were written the line said "nothing was written
+        # yet" (before: a bare "interrupted by SIGINT"), not how far the replay got.
+        if not written:
+            return signals.NOTHING_YET
+        # The count goes up once a line is out: the next line may be out too, in whole
+        # or in part, if the signal came as it was written.
+        return (f"the results of the first {written:,} step(s) were written (and perhaps "
+                "the next one's); the steps after them were not replayed")
+
+    signals.doing(done)
+    code = run(file, variant_name, out=out, err=lambda line: click.echo(line, err=True))
     raise SystemExit(code)
 

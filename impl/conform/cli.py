@@ -223,6 +223,8 @@ def _disagree(run: Run, argv: list[str], out: Path | None, summary: dict[str, An
     say(f"disagreement in {run.source} at step {len(run.outcomes) - 1} "
         f"(variant {run.variant}; step 0 is the reset):")
     say(rep.table(run))
+    if run.second is not None:
+        say(f"{run.second}; the first wrong answer is the verdict")
     if out is not None:
         out.write_text(rep.vector(run, argv), encoding="utf-8")
         summary["out"] = str(out)

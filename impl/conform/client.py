@@ -24,10 +24,14 @@ from typing import Any
 
 from epochgc import IMPORT_ROOT
 from epochgc.impl import proctree
+from epochgc.model.replay import MAX_LINE
 
 _TAIL = 300  # characters of a bad line quoted in a report
 # The first answer also waits for the port to start (an interpreter, a JIT): not a hang.
 STARTUP_S = 10.0
+# The longest answer line, its line end included: a vector line's bound (model/replay.py
+# MAX_LINE, spec/VECTORS.md "Files"); the model's answers are under 1 KiB.
+MAX_ANSWER = MAX_LINE
 # A port stopped by the driver: after its stdin is closed, then after SIGTERM.
 EOF_GRACE_S = 1.0
 TERM_GRACE_S = 5.0
@@ -200,13 +204,21 @@ class PortProcess:
     def _receive(self) -> dict[str, Any]:
         wait = self.timeout if self._answered else self.timeout + STARTUP_S
         deadline = self._sent + wait
-        while b"\n" not in self._buf:
+        scanned = 0  # bytes of the buffer known to hold no line end: each read scanned once
+        while (end := self._buf.find(b"\n", scanned)) < 0:
+            if len(self._buf) > MAX_ANSWER:
+                # A port writing without a line end (s28f, beside newuser16 S3): the buffer
+                # grew until the step's time ran out, each read rescanning all of it.
+                raise ProtocolFailure(
+                    "garbage", f"wrote more than {MAX_ANSWER} bytes without a line end (an "
+                    f"answer is one line): {self._buf[:_TAIL]!r}", self._buf[:_TAIL])
+            scanned = len(self._buf)
             left = deadline - self._clock()
             if left <= 0 or not self._readable(left):
                 raise ProtocolFailure("timeout", self._no_answer(wait))
             if not self._fill(left):
                 raise self._exited()
-        raw, _, self._buf = self._buf.partition(b"\n")
+        raw, self._buf = self._buf[:end], self._buf[end + 1:]
         self._answered = True
         self._sent = self._clock()  # the next answer's time starts now
         try:
@@ -277,10 +289,14 @@ class PortProcess:
             deadline = self._clock() + self.timeout
             more = True
             while True:
-                if self._buf.strip():  # some may have come with the last answer's read
+                # Some may have come with the last answer's read. White space is let
+                # pass and dropped once checked: not gathered (and scanned again) for as
+                # long as it comes (s28f).
+                if self._buf.strip():
                     raise ProtocolFailure(
                         "extra-output", f"wrote more after its last answer: "
                         f"{self._buf[:_TAIL]!r}")
+                self._buf = b""  # white space only, checked: not scanned again
                 if not more or self._clock() >= deadline:
                     break  # at end of file, or still running: close() kills it
                 more = self._fill(max(0.0, deadline - self._clock()))

@@ -90,4 +90,6 @@ def summary_run(run: Run) -> dict[str, Any]:
             "steps": [o.step for o in run.outcomes[1:]],
             # null: no answer
             "port": [o.port for o in run.outcomes], "model": [o.model for o in run.outcomes],
-            "failing_step": len(run.outcomes) - 1}
+            "failing_step": len(run.outcomes) - 1,
+            # what the same program run again gave (the verdict stays the first run's)
+            "second_run": run.second}

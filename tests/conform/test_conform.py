@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -24,6 +25,7 @@ from epochgc.impl.conform.driver import (
     Broken,
     _lockstep,
     generate,
+    read_vector,
     replay_vectors,
     run_program,
     vector_files,
@@ -176,6 +178,10 @@ def test_variant_the_port_does_not_implement_is_skipped() -> None:
     ("chatty_late", "extra-output", "more than one line"),
     # Issue 42 survivor 5: `"seq": true` for line 1 is not the number 1.
     ("bool_seq", "garbage", '{"seq": N, "answer"'),
+    # s28f: an answer without a line end was gathered until the step's time ran out (up to
+    # an hour with --timeout-per-step 3600), each read rescanning all of it; bounded now
+    # as a vector line is (old code: "timeout" after 30 s).
+    ("endless", "garbage", "more than 1048576 bytes without a line end"),
 ])
 def test_protocol_breakers_reported(name: str, kind: str, detail: str) -> None:
     # Only the hanging port gets the short timeout: under load, a slow answer from the
@@ -229,8 +235,40 @@ def test_epochgc_conform_subprocess() -> None:
     assert proc.stdout.startswith("vectors: ")
 
 
+# Lines the shipped vectors take (a reset per file and its steps): a port wrong at a line
+# below this is wrong in the vectors phase, above it in the generated phase.
+_VECTOR_LINES = sum(1 + len(read_vector(f)[1]) for f in vector_files())
+# "At a random step": drawn once from a fixed seed, so a failure names its line and repeats.
+_ONCE = random.Random(41_16).sample(range(1, _VECTOR_LINES), 2)
+_ONCE_GEN = random.Random(41_16).sample(range(_VECTOR_LINES + 10, _VECTOR_LINES + 300), 2)
+
+
+@pytest.mark.parametrize(("phase", "line_no"), [("vectors", n) for n in _ONCE]
+                         + [("generated", n) for n in _ONCE_GEN])
+def test_a_port_wrong_once_fails(phase: str, line_no: int) -> None:
+    """newuser16 S1: a wrong answer followed, on a silent re-run of the same program, by
+    the right one was counted as agreement: `conform` passed (exit 0) a port wrong once.
+    The first wrong answer is the verdict; the second run only adds that the port is not
+    deterministic."""
+    args = ["--vectors"] if phase == "vectors" else ["--examples", "30"]
+    code, out = cli(*args, "--json", "--", *broken("wrong_once"), str(line_no))
+    summary = json.loads(out)
+    assert code == 1 and summary["result"] == "disagree", out
+    failure = summary["failure"]
+    assert (failure["source"] == "generated") == (phase == "generated"), failure["source"]
+    assert failure["port"][failure["failing_step"]].get("wrong_once") is True, out
+    assert "not deterministic" in failure["second_run"], failure["second_run"]
+
+
+def test_a_port_wrong_once_is_said_so() -> None:
+    code, out = cli("--vectors", "--", *broken("wrong_once"), str(_ONCE[0]))
+    assert code == 1 and "disagreement in" in out
+    assert out.rstrip().endswith("(it is not deterministic); the first wrong answer is the "
+                                 "verdict"), out
+
+
 def test_a_late_second_answer_is_caught_in_lockstep_too() -> None:
-    """The lockstep path (a disagreement's confirmation) reads the late copy of the restart
+    """The lockstep path (the failing program run again) reads the late copy of the restart
     answer as the next line's answer: caught by its sequence number, not read as a
     disagreement (the old framing returned a failed run here: exit 1, not 3)."""
     steps = [{"op": "restart", "node": "n0"}, {"op": "state"}]

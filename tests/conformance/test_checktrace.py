@@ -4,6 +4,7 @@ doctored decision is the first divergence (exit 1); malformed input is exit 65 w
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +178,70 @@ def test_an_index_applied_twice_in_one_run_diverges(
     # the same record again right after it: the same state, only the index repeats
     code, out = _doctored(tmp_path, [*conforming[: i + 1], conforming[i], *conforming[i + 1:]])
     assert code == 1 and f":{i + 2}:" in out and "in one run" in out, out
+
+
+# ---- issue 41, newuser16 S2, S3, S9 ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("value", ["-1", "99999999999999999999"])
+def test_context_out_of_range_is_a_usage_error_naming_the_option(
+        tmp_path: Path, conforming: list[str], value: str) -> None:
+    """S2. Old code: -1 "error: maxlen must be non-negative" exit 1 (a deque's words); 10^20
+    an OverflowError traceback."""
+    t = tmp_path / "trace.ndjson"
+    t.write_text("\n".join(conforming) + "\n")
+    r = CliRunner().invoke(main, ["check-trace", "--context", value, str(t)])
+    assert r.exit_code == 64, r.output
+    assert r.output.rstrip().endswith(
+        f"epochgc check-trace: error: Invalid value for '--context': {value} is not in the "
+        "range 0<=x<=1000000."), r.output
+
+
+def test_a_line_longer_than_the_bound_is_refused_at_the_bound(tmp_path: Path) -> None:
+    """S3, a regular file: one line of MAX_LINE + 1 bytes is refused as replay refuses it,
+    naming the file and the line (old code: read it whole, then "Expecting value")."""
+    from epochgc.model.replay import MAX_LINE
+
+    t = tmp_path / "one-line.ndjson"
+    t.write_bytes(b"1" * (MAX_LINE + 1))
+    code, out = run(t)
+    assert code == 65, out
+    assert out.strip() == (f"epochgc check-trace: error: {t}:1: line longer than {MAX_LINE} "
+                           "bytes")
+
+
+def test_an_endless_line_is_refused_not_gathered() -> None:
+    """S3, the tester's command: `check-trace /dev/zero` grew without bound (7.7 GB in 12 s)
+    and, under a memory limit, ended in a MemoryError traceback, exit 1. Under a 1 GiB
+    address-space limit (the old code's fate in a container) it must exit 65 at the bound."""
+    import resource
+    import subprocess
+    import sys
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (1 << 30, 1 << 30))
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run(
+        [sys.executable, "-c", "from epochgc.impl.cli import main; main()", "check-trace",
+         "/dev/zero"], cwd=root, capture_output=True, text=True, timeout=120,
+        preexec_fn=limit, check=False)
+    assert proc.returncode == 65, proc.stderr[-2000:]
+    assert proc.stderr.strip() == ("epochgc check-trace: error: /dev/zero:1: line longer "
+                                   "than 1048576 bytes"), proc.stderr[-2000:]
+
+
+def test_a_divergence_says_how_many_records_were_checked(
+        tmp_path: Path, conforming: list[str]) -> None:
+    """S9: the trace twice over diverges early in the copy (an index applied again in one
+    run); old code said "checked: 2N records" though the check stopped at that record."""
+    n = len(conforming)
+    code, out = _doctored(tmp_path, [*conforming, *conforming])
+    assert code == 1, out
+    found = re.search(r"trace\.ndjson:(\d+): ", out)
+    assert found is not None, out
+    at = int(found.group(1))  # every line is a record: the records checked, this one included
+    assert n < at < 2 * n, out
+    last = out.strip().splitlines()[-1]
+    assert last.startswith(f"checked: {at:,} of {2 * n:,} records ("), last
+    assert "stopped at the first divergence" in last, last

@@ -220,3 +220,23 @@ def test_deeply_nested_json_in_replay_and_check_trace_exits_65(
         r = CliRunner().invoke(main, [command, str(deep)])
         assert r.exit_code == ExitCode.DATAERR, (command, r.output[-300:])
         assert "RecursionError" not in r.output and f"{deep}:1" in r.output, r.output[-300:]
+
+
+@pytest.mark.parametrize("line", [
+    "1" * 5000,
+    '{"op": "fence", "term": ' + "1" * 5000 + ', "epoch": 1}',
+    '{"v": ' + "9" * 4301 + "}",
+])
+def test_an_integer_beyond_int_str_limit_in_replay_and_check_trace_exits_65(
+        tmp_path: Path, line: str) -> None:
+    """s28f (beside newuser16 S3): an integer of more than 4300 digits (CPython's bound on
+    int(str)) gave exit 1 "error: Exceeds the limit (4300 digits) for integer string
+    conversion ... use sys.set_int_max_str_digits()", no file or line, from both."""
+    digits = tmp_path / "digits.jsonl"
+    digits.write_text(line + "\n")
+    for command in ("replay", "check-trace"):
+        r = CliRunner().invoke(main, [command, str(digits)])
+        assert r.exit_code == ExitCode.DATAERR, (command, r.output[-300:])
+        assert f"{digits}:1: " in r.output, r.output[-300:]
+        assert "an integer longer than 4300 digits" in r.output, r.output[-300:]
+        assert "set_int_max_str_digits" not in r.output, r.output[-300:]
