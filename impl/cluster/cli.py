@@ -410,7 +410,8 @@ def status(data_dir: str, as_json: bool) -> None:
 
     Exit 0 when every node answers and the cluster's M is known, 1 otherwise (a node
     unreachable, GC blocked, the reports unreadable, or a topic with fewer partitions than
-    a `topic create` whose outcome was not seen asked for): a script can wait on it."""
+    a `topic create` whose outcome was not seen asked for; one none of whose partitions
+    exists, its command ended, is said but not counted): a script can wait on it."""
     closedout.output_is_work()  # its output is what it was asked for
     lc = LocalCluster(data_dir)
     lc.client_addrs()  # no cluster under DATA_DIR: refused (64) before anything else
@@ -432,14 +433,21 @@ def status(data_dir: str, as_json: bool) -> None:
     answered = all(st is not None for st in nodes.values())
     # A create cut short (a node stopped mid-create: newuser11 M11), judged only when every
     # node answered (a node unreachable is said already, and its partitions unknown).
-    asked_for = asked.asked(data_dir)
+    ledger = asked.entries(data_dir)
+    asked_for = {t: a.partitions for t, a in ledger.items()}
     short = asked.short_topics(asked_for, (p for st in nodes.values() if st is not None
                                            for p in st["partitions"])) if answered else {}
+    # None of it made and its command gone: said, not counted (newuser16 S4: an entry left
+    # by a create that failed before it was sent made every later status exit 1).
+    unmade = asked.never_made(short, ledger)
+    short = {t: n for t, n in short.items() if t not in unmade}
     healthy = answered and cluster_m["M"] is not None and not short
     if as_json:
         click.echo(json.dumps({"nodes": nodes, "cluster": cluster_m, "healthy": healthy,
                                "short_topics": {t: {"partitions": n, "asked": asked_for[t]}
-                                                for t, n in short.items()}},
+                                                for t, n in short.items()},
+                               "never_made": {t: {"asked": asked_for[t]}
+                                              for t in sorted(unmade)}},
                               default=str))
         raise SystemExit(0 if healthy else 1)
     for n, st in nodes.items():
@@ -464,6 +472,12 @@ def status(data_dir: str, as_json: bool) -> None:
         click.echo(f"topic {t!r}: {n:,} of the {asked_for[t]:,} partitions its create asked "
                    f"for (a create cut short, or still running: `epochgc topic delete {t} "
                    f"--data-dir {data_dir}`, then create it again)")
+    for t in sorted(unmade):
+        click.echo(f"topic {t!r}: no partition of it exists; a `topic create` of it "
+                   f"({asked_for[t]:,} partitions) ended without seeing its outcome, so it "
+                   f"was most likely never applied (not counted against health; a `topic "
+                   f"create {t}` or `topic delete {t}` with --data-dir {data_dir} clears "
+                   f"this line)")
     raise SystemExit(0 if healthy else 1)
 
 
