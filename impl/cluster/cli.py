@@ -525,7 +525,8 @@ MAX_BATCH_BYTES = 256 << 20
                    "record is one read page's answer at most)")
 @click.option("--batch", default=BATCH_RECORDS, show_default=True,
               type=click.IntRange(min=1),
-              help="records per partition in one L0 object; a signal stops between batches; "
+              help="records per partition in one L0 object; a signal stops it at once, "
+                   "the batch in flight abandoned; "
                    f"one batch's bodies (records x --size x partitions) at most "
                    f"{MAX_BATCH_BYTES >> 20} MiB")
 @click.option("--epoch", type=int, default=None, help="override the stamp (tests)")
@@ -536,8 +537,8 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
 
     Records are deterministic and checksummed (impl/cluster/payload.py); every acknowledged
     batch is appended to DATA_DIR/acked.jsonl, which `consume --verify` checks byte for
-    byte. SIGINT/SIGTERM stop it between batches (the batch in flight is abandoned, not
-    acknowledged) and it says how many records were acknowledged."""
+    byte. SIGINT/SIGTERM stop it at once, within one record's build (the batch in flight
+    is abandoned, not acknowledged) and it says how many records were acknowledged."""
     from epochgc.impl.broker.producer import ProduceError, check_epoch
 
     partitions = tuple(partition_names(partitions, "--partition"))  # before any connection
@@ -593,10 +594,14 @@ def _acked_words(recorded: _Tally, count: int, partitions: tuple[str, ...],
     if not recorded.begun:  # newuser13 Q9: before the first batch, nothing to account for
         return (f"nothing was sent: none of {count * len(partitions):,} record(s) "
                 "acknowledged")
-    return (f"{recorded.records:,} of {count * len(partitions):,} record(s) acknowledged "
-            f"and recorded in {lc.dir / 'acked.jsonl'}; the batch in flight, if any, was not "
-            "acknowledged: it may have been applied (then it is read back); if not, its "
-            "object is garbage GC collects")
+    said = (f"{recorded.records:,} of {count * len(partitions):,} record(s) acknowledged "
+            f"and recorded in {lc.dir / 'acked.jsonl'}; ")
+    if recorded.building is not None:  # stopped before its object was made: nothing sent
+        return said + (f"the batch in flight was being built ({recorded.building}): "
+                       "nothing of it was sent")
+    return said + ("the batch in flight, if any, was not acknowledged: it may have been "
+                   "applied (then it is read back); if not, its object is garbage GC "
+                   "collects")
 
 
 def _done(recorded: _Tally, lc: LocalCluster) -> None:
@@ -629,6 +634,7 @@ class _Tally:
 
     records: int = 0
     begun: bool = False  # a batch was sent (or began to be)
+    building: str | None = None  # the batch in flight is being built: how far
 
 
 async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: str, first: int,
@@ -667,11 +673,25 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
         recorded.records += sum(r.count for r in runs)
         _done(recorded, lc)
 
+    async def build() -> dict[str, list[bytes]]:
+        """The batch's records, the loop given a turn after each (newuser16 S13: a batch of
+        16 MiB records was built in one go, deaf to SIGINT/SIGTERM: a record costs ~0.4 s
+        at the largest size, so a signal is acted on within one record's build)."""
+        batch: dict[str, list[bytes]] = {}
+        for p in partitions:
+            recs = batch.setdefault(p, [])
+            for i in range(n):
+                recorded.building = f"{i:,} of {n:,} record(s) of {p} built"
+                recs.append(make_record(name, p, first + i, size))
+                recorded.building = f"{i + 1:,} of {n:,} record(s) of {p} built"
+                checkpoint("built")  # the signal tests' point: a record built, not sent
+                await asyncio.sleep(0)  # where a signal's cancel lands
+        recorded.building = None
+        return batch
+
     try:
         try:
-            acks = await prod.produce(
-                {p: [make_record(name, p, first + i, size) for i in range(n)]
-                 for p in partitions}, epoch)
+            acks = await prod.produce(await build(), epoch)
         except PartitionDeletedError as e:
             record(e.acks)  # what the other partitions acknowledged is kept
             raise click.ClickException(str(e)) from e
