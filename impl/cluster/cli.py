@@ -578,6 +578,21 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
         # newuser12 P13: the same account as a signal's, after the cluster's own words.
         raise click.ClickException(
             f"{e}; {_acked_words(recorded, count, partitions, lc)}") from e
+    except _Unrecorded as e:  # acknowledged, not recorded: said so, not "not acknowledged"
+        raise click.ClickException(
+            f"{e}; {_acked_words(recorded, count, partitions, lc, in_flight=False)}") from e
+    except (ConnectionError, OSError) as e:
+        # newuser16 S6: the cluster stopped mid-run ("no node of the cluster answered")
+        # said nothing of the batches acknowledged before it.
+        what = (f"{e.filename}: {e.strerror}" if e.filename else e.strerror) \
+            if e.strerror else str(e)  # as impl/cli.py `_in_words` says an OSError
+        raise click.ClickException(
+            f"{what}; {_acked_words(recorded, count, partitions, lc)}") from e
+
+
+class _Unrecorded(Exception):
+    """A batch the cluster acknowledged whose records could not be appended to the manifest
+    (newuser16 S6: a full file system said only "File too large")."""
 
 
 class _NotAcked(Exception):
@@ -586,7 +601,7 @@ class _NotAcked(Exception):
 
 
 def _acked_words(recorded: _Tally, count: int, partitions: tuple[str, ...],
-                 lc: LocalCluster) -> str:
+                 lc: LocalCluster, in_flight: bool = True) -> str:
     """How much was acknowledged in all, and what the batch in flight may be.
     newuser11 M4: a batch in flight may have been applied by the cluster before its
     acknowledgement was lost (then it is read back, and its object is in use); "its object
@@ -595,7 +610,10 @@ def _acked_words(recorded: _Tally, count: int, partitions: tuple[str, ...],
         return (f"nothing was sent: none of {count * len(partitions):,} record(s) "
                 "acknowledged")
     said = (f"{recorded.records:,} of {count * len(partitions):,} record(s) acknowledged "
-            f"and recorded in {lc.dir / 'acked.jsonl'}; ")
+            f"and recorded in {lc.dir / 'acked.jsonl'}")
+    if not in_flight:  # the batch in flight is said by the line's own words
+        return said + " before it"
+    said += "; "
     if recorded.building is not None:  # stopped before its object was made: nothing sent
         return said + (f"the batch in flight was being built ({recorded.building}): "
                        "nothing of it was sent")
@@ -669,7 +687,16 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
         """Append what was acknowledged to the manifest (it is what was acked) and count it."""
         runs = [AckedRun(a.partition, a.base, a.count, name, first, size, a.epoch, a.key)
                 for a in acks.values()]
-        _said(append_manifest(lc.dir, runs))
+        try:
+            _said(append_manifest(lc.dir, runs))
+        except OSError as e:
+            where = ", ".join(f"{r.partition} offsets {r.base:,}..{r.base + r.count - 1:,}"
+                              for r in runs)
+            raise _Unrecorded(
+                f"the cluster acknowledged {sum(r.count for r in runs):,} record(s) of the "
+                f"batch in flight ({where}; producer {name}, seqs from {first:,}) but they "
+                f"could not be recorded in {lc.dir / 'acked.jsonl'}: "
+                f"{e.strerror or e}") from e
         recorded.records += sum(r.count for r in runs)
         _done(recorded, lc)
 
@@ -694,7 +721,7 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
             acks = await prod.produce(await build(), epoch)
         except PartitionDeletedError as e:
             record(e.acks)  # what the other partitions acknowledged is kept
-            raise click.ClickException(str(e)) from e
+            raise _NotAcked(str(e)) from e  # with the count so far (newuser16 S6)
         except UnknownPartitionError as e:
             raise Refused(f"--partition: {e}", ExitCode.USAGE) from e
         except NotAcknowledgedError as e:

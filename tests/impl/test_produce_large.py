@@ -3,6 +3,7 @@
 maximum, ~21 min per record) and a batch was built in one go, deaf to SIGINT/SIGTERM
 until it ended. Now a 16 MiB record is built in well under a second (the speed itself is
 measured by benchmarks/, not here) and a signal is acted on after the record being built.
+S6 (below): each failure mid-run says the count acknowledged so far.
 
 The cluster is real (one broker process on its disk log, a local store); the waits are
 hang bounds, generous for a loaded machine (old code: the first test hits its bound)."""
@@ -14,6 +15,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -74,3 +76,91 @@ def test_a_signal_while_a_batch_of_large_records_is_built_stops_it(cluster: Path
     assert ("the batch in flight was being built (1 of 4 record(s) of t/0 built): nothing "
             "of it was sent") in r.stderr, r.stderr
     assert _objects(store) == before
+
+
+# newuser16 S6: produce failing mid-run said nothing of the records acknowledged before
+# ("File too large" alone; "no node of the cluster answered ..."; "acknowledged: []" after
+# 13,000). Each failure line now says the count acknowledged and recorded so far.
+
+def _recorded_by(cluster: Path, producer: str) -> int:
+    n = 0
+    for line in (cluster / "acked.jsonl").read_text().splitlines():
+        try:
+            doc = json.loads(line)
+        except ValueError:
+            continue  # a torn line: never recorded
+        if doc.get("producer") == producer:
+            n += doc["count"]
+    return n
+
+
+def test_a_manifest_that_cannot_grow_is_said_with_the_count(cluster: Path) -> None:
+    """acked.jsonl under a file-size limit (EFBIG: the tester's `ulimit -f 4`; Python
+    ignores SIGXFSZ). Old code: a short write was taken as whole (a torn line printed as
+    recorded), then "epochgc produce: error: File too large", no file, no count."""
+    manifest = cluster / "acked.jsonl"
+    limit = (manifest.stat().st_size if manifest.exists() else 0) + 1000
+    proc = subprocess.run(
+        [sys.executable, "-c", "import resource, runpy, sys; resource.setrlimit("
+         f"resource.RLIMIT_FSIZE, ({limit}, {limit})); sys.argv[0] = 'epochgc'; "
+         "runpy.run_module('epochgc', run_name='__main__')", "produce", "--data-dir",
+         str(cluster), "--partition", "t/0", "--count", "200", "--batch", "10"],
+        capture_output=True, text=True, timeout=BOUND_S, env=ENV)
+    assert proc.returncode == 1, (proc.returncode, proc.stderr)
+    printed = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert printed, proc.stderr  # some batches fit under the limit
+    producer = printed[0]["producer"]
+    recorded = _recorded_by(cluster, producer)
+    assert recorded == 10 * len(printed), (recorded, printed)  # printed = recorded whole
+    assert proc.stderr.startswith(
+        "epochgc produce: error: the cluster acknowledged 10 record(s) of the batch in "
+        f"flight (t/0 offsets {printed[-1]['base'] + 10:,}.."), proc.stderr
+    assert (f"but they could not be recorded in {manifest}: File too large; {recorded:,} of "
+            f"200 record(s) acknowledged and recorded in {manifest} before it") \
+        in proc.stderr, proc.stderr
+
+
+def _stopped_at_acked(cluster: Path, *argv: str) -> subprocess.Popen[str]:
+    """`produce` stopped (SIGSTOP, by its own hook) after its first batch was recorded."""
+    proc = subprocess.Popen([sys.executable, "-m", "epochgc", "produce", "--data-dir",
+                             str(cluster), *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True,
+                            env=dict(ENV, **{HOOK_ENV: "acked:SIGSTOP"}))
+    stat = Path(f"/proc/{proc.pid}/stat")
+    # Waited for as a condition (its state letter), bounded; no fixed sleep.
+    start = time.monotonic()
+    while stat.read_text().rpartition(")")[2].split()[0] != "T":
+        assert time.monotonic() - start < BOUND_S, "produce never reached its first batch"
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    return proc
+
+
+def test_a_topic_deleted_mid_run_says_what_was_acknowledged(cluster: Path) -> None:
+    """The tester's (c): "acknowledged: []" after 26 batches had been recorded."""
+    assert _epochgc("topic", "create", "pd", "--partitions", "1", "--data-dir",
+                    str(cluster)).returncode == 0
+    proc = _stopped_at_acked(cluster, "--partition", "pd/0", "--count", "30", "--batch", "10")
+    try:
+        assert _epochgc("topic", "delete", "pd", "--data-dir", str(cluster)).returncode == 0
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    out, err = proc.communicate(timeout=BOUND_S)
+    assert proc.returncode == 1, (proc.returncode, err)
+    assert "those records were refused, not acknowledged; acknowledged in this batch: " \
+        f"none; 10 of 30 record(s) acknowledged and recorded in {cluster / 'acked.jsonl'}" \
+        in err, err
+
+
+def test_a_cluster_stopped_mid_run_says_what_was_acknowledged(cluster: Path) -> None:
+    """The tester's (b) (last in this module: it stops the module's cluster)."""
+    proc = _stopped_at_acked(cluster, "--partition", "t/0", "--count", "30", "--batch", "10")
+    try:
+        assert _epochgc("cluster", "stop", "--data-dir", str(cluster)).returncode == 0
+    finally:
+        proc.send_signal(signal.SIGCONT)
+    out, err = proc.communicate(timeout=BOUND_S)
+    assert proc.returncode == 1, (proc.returncode, err)
+    assert "no node of the cluster answered" in err, err
+    assert f"; 10 of 30 record(s) acknowledged and recorded in {cluster / 'acked.jsonl'}" \
+        in err, err
