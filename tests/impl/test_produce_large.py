@@ -145,7 +145,7 @@ def test_a_topic_deleted_mid_run_says_what_was_acknowledged(cluster: Path) -> No
         assert _epochgc("topic", "delete", "pd", "--data-dir", str(cluster)).returncode == 0
     finally:
         proc.send_signal(signal.SIGCONT)
-    out, err = proc.communicate(timeout=BOUND_S)
+    _out, err = proc.communicate(timeout=BOUND_S)
     assert proc.returncode == 1, (proc.returncode, err)
     assert "those records were refused, not acknowledged; acknowledged in this batch: " \
         f"none; 10 of 30 record(s) acknowledged and recorded in {cluster / 'acked.jsonl'}" \
@@ -159,7 +159,7 @@ def test_a_cluster_stopped_mid_run_says_what_was_acknowledged(cluster: Path) -> 
         assert _epochgc("cluster", "stop", "--data-dir", str(cluster)).returncode == 0
     finally:
         proc.send_signal(signal.SIGCONT)
-    out, err = proc.communicate(timeout=BOUND_S)
+    _out, err = proc.communicate(timeout=BOUND_S)
     assert proc.returncode == 1, (proc.returncode, err)
     assert "no node of the cluster answered" in err, err
     assert f"; 10 of 30 record(s) acknowledged and recorded in {cluster / 'acked.jsonl'}" \
