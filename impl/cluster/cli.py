@@ -411,7 +411,8 @@ def status(data_dir: str, as_json: bool) -> None:
     Exit 0 when every node answers and the cluster's M is known, 1 otherwise (a node
     unreachable, GC blocked, the reports unreadable, or a topic with fewer partitions than
     a `topic create` whose outcome was not seen asked for; one none of whose partitions
-    exists, its command ended, is said but not counted): a script can wait on it."""
+    exists, its command ended, is said but not counted; a node whose object-store writes
+    keep failing): a script can wait on it."""
     closedout.output_is_work()  # its output is what it was asked for
     lc = LocalCluster(data_dir)
     lc.client_addrs()  # no cluster under DATA_DIR: refused (64) before anything else
@@ -441,7 +442,11 @@ def status(data_dir: str, as_json: bool) -> None:
     # by a create that failed before it was sent made every later status exit 1).
     unmade = asked.never_made(short, ledger)
     short = {t: n for t, n in short.items() if t not in unmade}
-    healthy = answered and cluster_m["M"] is not None and not short
+    # A node whose services keep failing on the object store (newuser16 S8: a reconciler
+    # that cannot write L1 holds GC back for good, and status said 0).
+    failing = {n: st.get("storage_failing") or {} for n, st in nodes.items() if st is not None}
+    healthy = (answered and cluster_m["M"] is not None and not short
+               and not any(failing.values()))
     if as_json:
         click.echo(json.dumps({"nodes": nodes, "cluster": cluster_m, "healthy": healthy,
                                "short_topics": {t: {"partitions": n, "asked": asked_for[t]}
@@ -468,6 +473,12 @@ def status(data_dir: str, as_json: bool) -> None:
         # The partitions without a report, cut (newuser9 K9: a line of 20,000 characters).
         why = short_tail(str(blocked)) if blocked else cluster_m.get("error") or "unknown"
         click.echo(f"cluster M: none ({why})")
+    for n, services in failing.items():
+        for f in services.values():
+            click.echo(f"node {n}: object store failing: {f['writes']} cannot be written, "
+                       f"{f['rounds']:,} round(s) in a row since "
+                       f"{time.strftime('%H:%M:%S', time.localtime(f['since']))}: "
+                       f"{f['error']} (its log: {lc.dir / f'n{n}.log'})")
     for t, n in short.items():
         click.echo(f"topic {t!r}: {n:,} of the {asked_for[t]:,} partitions its create asked "
                    f"for (a create cut short, or still running: `epochgc topic delete {t} "

@@ -3,7 +3,8 @@
 maximum, ~21 min per record) and a batch was built in one go, deaf to SIGINT/SIGTERM
 until it ended. Now a 16 MiB record is built in well under a second (the speed itself is
 measured by benchmarks/, not here) and a signal is acted on after the record being built.
-S6 (below): each failure mid-run says the count acknowledged so far.
+S6 (below): each failure mid-run says the count acknowledged so far. S8: a node whose L1
+writes fail is said by `cluster status`.
 
 The cluster is real (one broker process on its disk log, a local store); the waits are
 hang bounds, generous for a loaded machine (old code: the first test hits its bound)."""
@@ -16,7 +17,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -150,6 +151,55 @@ def test_a_topic_deleted_mid_run_says_what_was_acknowledged(cluster: Path) -> No
     assert "those records were refused, not acknowledged; acknowledged in this batch: " \
         f"none; 10 of 30 record(s) acknowledged and recorded in {cluster / 'acked.jsonl'}" \
         in err, err
+
+
+def _until(what: str, cond: Callable[[], bool]) -> None:
+    start = time.monotonic()
+    while not cond():
+        assert time.monotonic() - start < BOUND_S, f"never: {what}"
+        time.sleep(0.1)
+
+
+def test_status_names_a_node_whose_l1_writes_fail(cluster: Path, tmp_path: Path) -> None:
+    """newuser16 S8 (the streak's own test: test_node_storage_failing.py). The store's
+    `level_one` is made a regular file, so every L1 write fails (ENOTDIR) while L0 writes
+    go on; put back, the reconciler writes again. Old code: status never said it, exit 0
+    once M was known; the node logged it at info only."""
+    d, store = cluster, cluster.parent / "store"
+    try:
+        (store / "level_one").mkdir(exist_ok=True, parents=True)
+        os.rename(store / "level_one", tmp_path / "level_one.aside")
+        (store / "level_one").write_text("not a directory\n")
+        r = _epochgc("produce", "--data-dir", str(d), "--partition", "t/0", "--count", "20")
+        assert r.returncode == 0, r.stderr
+        last: list[subprocess.CompletedProcess[str]] = []
+
+        def said() -> bool:
+            last[:] = [_epochgc("cluster", "status", "--data-dir", str(d))]
+            return "object store failing" in last[0].stdout
+
+        _until("status says the store fails", said)
+        r = last[0]
+        assert r.returncode == 1, (r.returncode, r.stdout)
+        line = next(x for x in r.stdout.splitlines() if "object store failing" in x)
+        assert line.startswith("node 1: object store failing: L1 objects (reconciling; GC "
+                               "cannot advance until it writes) cannot be written, "), line
+        assert "cannot write 'level_one/" in line and f"(its log: {d / 'n1.log'})" in line
+        doc = json.loads(_epochgc("cluster", "status", "--data-dir", str(d),
+                                  "--json").stdout)
+        assert not doc["healthy"] and "_reconcile_tick" in doc["nodes"]["1"]["storage_failing"]
+        logged = [json.loads(x) for x in (d / "n1.log").read_text().splitlines()
+                  if x.startswith("{")]
+        assert any(e.get("level") == "warning" and e.get("msg", "").startswith(
+            "object store failing: L1 objects") for e in logged), logged[-5:]
+        # Writable again: said, and no longer failing.
+        (store / "level_one").unlink()
+        os.rename(tmp_path / "level_one.aside", store / "level_one")
+        _until("status no longer says it", lambda: not said())
+    finally:
+        if (tmp_path / "level_one.aside").exists():
+            (store / "level_one").unlink(missing_ok=True)
+            os.rename(tmp_path / "level_one.aside", store / "level_one")
 
 
 def test_a_cluster_stopped_mid_run_says_what_was_acknowledged(cluster: Path) -> None:
