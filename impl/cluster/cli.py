@@ -457,7 +457,7 @@ def status(data_dir: str, as_json: bool) -> None:
         raise SystemExit(0 if healthy else 1)
     for n, st in nodes.items():
         if st is None:
-            click.echo(f"node {n}: unreachable")
+            click.echo(f"node {n}: unreachable{_stop_reason(lc, n)}")
             continue
         for p, s in st["partitions"].items():
             if s["leader"] != n:
@@ -485,11 +485,28 @@ def status(data_dir: str, as_json: bool) -> None:
                    f"--data-dir {data_dir}`, then create it again)")
     for t in sorted(unmade):
         click.echo(f"topic {t!r}: no partition of it exists; a `topic create` of it "
-                   f"({asked_for[t]:,} partitions) ended without seeing its outcome, so it "
+                   f"({asked_for[t]:,} partition(s)) ended without seeing its outcome, so it "
                    f"was most likely never applied (not counted against health; a `topic "
                    f"create {t}` or `topic delete {t}` with --data-dir {data_dir} clears "
                    f"this line)")
     raise SystemExit(0 if healthy else 1)
+
+
+def _stop_reason(lc: LocalCluster, node: int) -> str:
+    """The node's own last words if its log ends with why it stopped ("stopping: Raft
+    storage: ...", newuser16 S12: status said "unreachable" alone), else nothing. Its
+    log's last 4 KiB only: a log may be large."""
+    path = lc.dir / f"n{node}.log"
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, 2) - 4096))
+            tail = f.read().decode(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    # Among its last lines only (a stop from an earlier run is not this one's reason; a
+    # warning or two may follow it, e.g. "transport did not close in 5 s").
+    last = [x for x in tail[-5:] if x.startswith(("stopping:", "refusing to start:"))]
+    return f" (its log {path} says: {last[-1][:300]})" if last else ""
 
 
 def _require_store_modules(lc: LocalCluster, command: str) -> None:

@@ -266,7 +266,7 @@ def test_status_says_but_does_not_count_a_create_never_made(cluster: Path) -> No
     (cluster / "topics-asked.json").write_text('{"y3": 1}')
     r = _epochgc("cluster", "status", "--data-dir", str(cluster))
     assert "0 of the 1 partitions" not in r.stdout, r.stdout
-    assert "topic 'y3': no partition of it exists; a `topic create` of it (1 partitions) " \
+    assert "topic 'y3': no partition of it exists; a `topic create` of it (1 partition(s)) " \
         "ended without seeing its outcome" in r.stdout, r.stdout
     r = _epochgc("cluster", "status", "--data-dir", str(cluster), "--json")
     doc = json.loads(r.stdout)

@@ -10,11 +10,14 @@ start costs ~4 s)."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 
 from epochgc.impl.broker import storefailing
 from epochgc.impl.broker.storefailing import ROUNDS, StoreFailing
+from epochgc.impl.cluster.cli import _stop_reason
+from epochgc.impl.cluster.local import LocalCluster
 
 
 def test_a_streak_is_said_at_warning_once_then_on_recovery(
@@ -33,3 +36,21 @@ def test_a_streak_is_said_at_warning_once_then_on_recovery(
     assert warnings == ["object store failing: L1 objects (reconciling; GC cannot advance "
                         "until it writes) cannot be written"] * 2 + ["object store writes again"]
     assert f.failing() == {}
+
+
+def test_status_says_why_an_unreachable_node_stopped(tmp_path: Path) -> None:
+    """newuser16 S12: `cluster status` said "node 2: unreachable" alone after node 2 had
+    stopped on StorageFailed with a clear line in its log. Now that line is quoted (from
+    the log's last lines only: an earlier run's stop is not this one's reason)."""
+    lc = LocalCluster(tmp_path)
+    (tmp_path / "n2.log").write_text(
+        '{"level": "warning", "msg": "x"}\n'
+        "stopping: Raft storage: storage failed: write failed: [Errno 27] File too large, "
+        "in /d/g1001/0000000000000000.seg; the node must stop\n"
+        '{"level": "warning", "msg": "transport did not close in 5 s; exiting anyway"}\n')
+    assert _stop_reason(lc, 2) == (
+        f" (its log {tmp_path / 'n2.log'} says: stopping: Raft storage: storage failed: "
+        "write failed: [Errno 27] File too large, in /d/g1001/0000000000000000.seg; the "
+        "node must stop)")
+    (tmp_path / "n3.log").write_text("stopping: an old run's\n" + "serving\n" * 6)
+    assert _stop_reason(lc, 3) == "" and _stop_reason(lc, 4) == ""
