@@ -36,6 +36,14 @@ def _stat(pid: int) -> tuple[int, str] | None:
     return None if fields is None else (int(fields[1]), fields[0])
 
 
+def started(pid: int) -> int | None:
+    """When process `pid` started, in clock ticks after boot (proc(5): `/proc/PID/stat`
+    field 22, starttime), or None if it is gone: with the pid, it names one process, not
+    a later one given the same pid."""
+    fields = _fields(pid)
+    return None if fields is None else int(fields[19])
+
+
 def descendants(root: int) -> list[int]:
     """Every live process below `root` (children, their children...), zombies excluded."""
     parents: dict[int, int] = {}

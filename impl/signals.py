@@ -74,10 +74,11 @@ POINTS: dict[str, tuple[str, ...]] = {
     "gc-admin reset": ("reset-removed",),
     "cluster start": ("start", "nodes-up"),
     "conform": ("start", "work", "generated"),
-    # work: a batch uploaded, not yet acknowledged; batch-end: the batch acknowledged and
+    # built: a record of a batch built, the batch not sent (newuser16 S13); work: a batch
+    # uploaded, not yet acknowledged; batch-end: the batch acknowledged and
     # recorded, its event loop's task past its last await (newuser5 G5); acked: between
     # batches.
-    "produce": ("start", "work", "batch-end", "acked"),
+    "produce": ("start", "built", "work", "batch-end", "acked"),
     # change-sent: a request a node may act on (rpc.APPLIED_ONCE_SENT) written, not answered.
     "topic create": ("change-sent",),
     "topic delete": ("change-sent",),

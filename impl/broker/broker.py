@@ -28,6 +28,7 @@ from epochgc.impl.broker.metrics import NodeMetrics
 from epochgc.impl.broker.raftport import GroupHandle, IoRunner, RaftPort
 from epochgc.impl.broker.reconciler import ReconcileResult, reconcile_once
 from epochgc.impl.broker.records import read_records
+from epochgc.impl.broker.storefailing import StoreFailing
 from epochgc.impl.controller.epochcache import EpochCache
 from epochgc.impl.controller.publisher import publish_partitions
 from epochgc.impl.controller.statemachine import (
@@ -49,7 +50,7 @@ from epochgc.impl.partition.fence import (
     StaleEpoch,
 )
 from epochgc.impl.partition.statemachine import ApplyEvent, PartitionStateMachine, PlaceholderResult
-from epochgc.impl.store.base import ObjectStore
+from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.model.partition import window
 from epochgc.model.variants import REFERENCE, Variant
 
@@ -123,6 +124,7 @@ class Broker:
         self.by_group: dict[int, Replica] = {}
         self.leader_changes = 0
         self._tasks: list[asyncio.Task[None]] = []
+        self.store_failing = StoreFailing(wall)
         self._sync_scheduled = False
         self.controller = ControllerStateMachine()
         self.controller.on_change = self._controller_changed
@@ -285,6 +287,7 @@ class Broker:
                 "barrier_candidate": self.controller.barrier_candidate,
             },
             "partitions": parts,
+            "storage_failing": self.store_failing.failing(),
         }
 
     # ---- operations ----------------------------------------------------------------------
@@ -455,8 +458,12 @@ class Broker:
                 await fn()
             except asyncio.CancelledError:
                 raise
+            except StoreError as e:  # said at warning if it keeps failing (newuser16 S8)
+                self.store_failing.failed(fn.__name__, str(e))
             except Exception as e:  # a service round failing is retried next interval
                 log.info("service round failed", extra={"service": fn.__name__, "error": str(e)})
+            else:
+                self.store_failing.ok(fn.__name__)
 
     async def _mint_tick(self) -> None:
         if self.port.is_leader(CONTROLLER_GROUP):

@@ -49,8 +49,10 @@ class PartitionDeletedError(ProduceError):
 
     def __init__(self, deleted: dict[str, str], acks: dict[str, Ack]) -> None:
         names = ", ".join(f"{p!r} ({why})" for p, why in sorted(deleted.items()))
+        # In words (newuser16 S6: "acknowledged: []" after 13,000 records read as nothing).
         super().__init__(f"partition deleted: {names}: those records were refused, not "
-                         f"acknowledged; acknowledged: {sorted(acks)}")
+                         f"acknowledged; acknowledged in this batch: "
+                         f"{', '.join(sorted(acks)) or 'none'}")
         self.deleted = deleted
         self.acks = acks
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -44,9 +45,17 @@ class Faults:
     power_loss: bool = False
 
     def write(self, path: str | os.PathLike[str]) -> None:
-        tmp = Path(f"{path}.tmp")
-        tmp.write_text(json.dumps(asdict(self)))
-        os.replace(tmp, path)
+        # A unique temporary name (newuser16 S4: a fixed `PATH.tmp` is shared by two
+        # writers at once), renamed over the old document (rename(2): atomic).
+        fd, tmp = tempfile.mkstemp(dir=Path(path).parent, prefix=f".{Path(path).name}.",
+                                   suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(json.dumps(asdict(self)))
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
 
     @classmethod
     def read(cls, path: str | os.PathLike[str]) -> Faults:

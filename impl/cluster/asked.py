@@ -5,63 +5,141 @@ The controller leader creates a topic's partitions one controller entry each
 (`Broker.create_topic`); a node stopped or killed in between leaves the topic with part of
 its partitions, and nothing resumes the create after a restart. The controller's table
 knows partitions, not what a create asked for, so the command keeps it here:
-`DATA_DIR/topics-asked.json` maps a topic to the count asked, written before the request
-is sent and removed once its outcome is known (answered, refused, or never sent). What
-remains is a create whose outcome nobody saw (a signal, no answer in time, a crash of the
-command); `cluster status` compares it with the partitions the nodes show and flags a topic
-short of its count (`short_topics`). A create still running shows as short too: it is.
+`DATA_DIR/topics-asked.json` maps a topic to the count asked (and the asking command's pid
+and start time), written before the request is sent and removed once its outcome is known
+(answered, refused, or never sent). What remains is a create whose outcome nobody saw (a
+signal, no answer in time, a crash of the command); `cluster status` compares it with the
+partitions the nodes show and flags a topic short of its count (`short_topics`). A create
+still running shows as short too: it is.
 
-Written whole or not at all (`atomic_write`); a damaged file is read as empty: it only adds
-a warning to `cluster status`, never changes a partition.
+Several commands may run at once (newuser16 S4: six `topic create` in parallel shared the
+fixed name `topics-asked.json.tmp`; one renamed another's, which failed with ENOENT after
+its topic was created, or before its request was sent, leaving an entry for a topic never
+made). So every change is a read-modify-write under an exclusive flock(2) of
+`topics-asked.json.lock` (flock(2): the lock belongs to the open file description, so two
+processes, or two opens in one, exclude each other), and the new file is written under a
+unique name (mkstemp in the directory) and renamed over the old one (rename(2): atomic
+within a file system). A damaged file is read as empty: it only adds a warning to `cluster
+status`, never changes a partition.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
-from collections.abc import Iterable
+import tempfile
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from epochgc.impl import proctree
 from epochgc.impl.controller.topics import topic_names
-from epochgc.impl.raft.atomicfile import atomic_write
 
 FILE = "topics-asked.json"
+LOCK = FILE + ".lock"
+
+
+@dataclass(frozen=True)
+class Asked:
+    """One create whose outcome is not known: the count asked, and which command asked
+    (pid and its start time; None for an entry written before they were kept)."""
+    partitions: int
+    pid: int | None = None
+    started: int | None = None
+
+    def running(self) -> bool:
+        """The asking command still runs (the same process: pid and start time)."""
+        return self.pid is not None and proctree.started(self.pid) == self.started
 
 
 def _path(data_dir: str | os.PathLike[str]) -> Path:
     return Path(data_dir) / FILE
 
 
-def asked(data_dir: str | os.PathLike[str]) -> dict[str, int]:
-    """Topic -> partitions asked, for the creates whose outcome is not known."""
+def _entry(v: object) -> Asked | None:
+    if type(v) is int:  # the older form: the count alone
+        return Asked(v) if v > 0 else None
+    if not isinstance(v, dict):
+        return None
+    n, pid, started = v.get("partitions"), v.get("pid"), v.get("started")
+    if type(n) is not int or n <= 0:
+        return None
+    return Asked(n, pid if type(pid) is int else None,
+                 started if type(started) is int else None)
+
+
+def entries(data_dir: str | os.PathLike[str]) -> dict[str, Asked]:
+    """Topic -> the create whose outcome is not known."""
     try:
         doc = json.loads(_path(data_dir).read_text())
     except (OSError, ValueError):
         return {}
     if not isinstance(doc, dict):
         return {}
-    return {t: n for t, n in doc.items()
-            if isinstance(t, str) and type(n) is int and n > 0}
+    found = {t: _entry(v) for t, v in doc.items() if isinstance(t, str)}
+    return {t: a for t, a in found.items() if a is not None}
 
 
-def _write(data_dir: str | os.PathLike[str], doc: dict[str, int]) -> None:
-    if doc:
-        atomic_write(str(_path(data_dir)), json.dumps(doc, indent=1, sort_keys=True).encode())
-    else:
-        _path(data_dir).unlink(missing_ok=True)
+def asked(data_dir: str | os.PathLike[str]) -> dict[str, int]:
+    """Topic -> partitions asked, for the creates whose outcome is not known."""
+    return {t: a.partitions for t, a in entries(data_dir).items()}
+
+
+@contextlib.contextmanager
+def _locked(data_dir: str | os.PathLike[str]) -> Iterator[None]:
+    """The ledger's lock, waited for (a change holds it for one small file's write)."""
+    fd = os.open(Path(data_dir) / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def _write(data_dir: str | os.PathLike[str], doc: dict[str, Asked]) -> None:
+    """Under the lock: `doc` replaces the ledger whole (or the ledger is removed)."""
+    path = _path(data_dir)
+    if not doc:
+        path.unlink(missing_ok=True)
+        return
+    body = json.dumps({t: {"partitions": a.partitions, "pid": a.pid, "started": a.started}
+                       for t, a in doc.items()}, indent=1, sort_keys=True).encode()
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{FILE}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(body)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    dfd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(dfd)  # the rename itself durable
+    finally:
+        os.close(dfd)
 
 
 def note(data_dir: str | os.PathLike[str], topic: str, partitions: int) -> None:
-    """Before a create of `topic` with `partitions` is sent."""
-    _write(data_dir, {**asked(data_dir), topic: partitions})
+    """Before a create of `topic` with `partitions` is sent (by this process)."""
+    me = Asked(partitions, os.getpid(), proctree.started(os.getpid()))
+    with _locked(data_dir):
+        _write(data_dir, {**entries(data_dir), topic: me})
 
 
 def settle(data_dir: str | os.PathLike[str], topic: str) -> None:
     """`topic`'s create (or delete) had an outcome the command saw: forgotten."""
-    doc = asked(data_dir)
-    if topic in doc:
-        del doc[topic]
-        _write(data_dir, doc)
+    if topic not in entries(data_dir):
+        return  # nothing to change: no lock, no file made
+    with _locked(data_dir):
+        doc = entries(data_dir)
+        if topic in doc:
+            del doc[topic]
+            _write(data_dir, doc)
 
 
 def short_topics(asked_for: dict[str, int], partitions: Iterable[str]) -> dict[str, int]:
@@ -69,3 +147,12 @@ def short_topics(asked_for: dict[str, int], partitions: Iterable[str]) -> dict[s
     names = set(partitions)  # each node shows each partition it holds: counted once
     have = {t: len(topic_names(names, t)) for t in asked_for}
     return {t: n for t, n in have.items() if n < asked_for[t]}
+
+
+def never_made(short: dict[str, int], ledger: dict[str, Asked]) -> set[str]:
+    """The short topics of which no partition exists and whose asking command has ended:
+    a create that was never applied, most likely (newuser16 S4: such an entry made `cluster
+    status` exit 1 for good). Not removed (its request may have been sent: were it applied
+    late, the topic is flagged again), but not counted against the cluster's health."""
+    return {t for t, n in short.items()
+            if n == 0 and t in ledger and not ledger[t].running()}

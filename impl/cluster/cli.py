@@ -410,7 +410,9 @@ def status(data_dir: str, as_json: bool) -> None:
 
     Exit 0 when every node answers and the cluster's M is known, 1 otherwise (a node
     unreachable, GC blocked, the reports unreadable, or a topic with fewer partitions than
-    a `topic create` whose outcome was not seen asked for): a script can wait on it."""
+    a `topic create` whose outcome was not seen asked for; one none of whose partitions
+    exists, its command ended, is said but not counted; a node whose object-store writes
+    keep failing): a script can wait on it."""
     closedout.output_is_work()  # its output is what it was asked for
     lc = LocalCluster(data_dir)
     lc.client_addrs()  # no cluster under DATA_DIR: refused (64) before anything else
@@ -432,19 +434,30 @@ def status(data_dir: str, as_json: bool) -> None:
     answered = all(st is not None for st in nodes.values())
     # A create cut short (a node stopped mid-create: newuser11 M11), judged only when every
     # node answered (a node unreachable is said already, and its partitions unknown).
-    asked_for = asked.asked(data_dir)
+    ledger = asked.entries(data_dir)
+    asked_for = {t: a.partitions for t, a in ledger.items()}
     short = asked.short_topics(asked_for, (p for st in nodes.values() if st is not None
                                            for p in st["partitions"])) if answered else {}
-    healthy = answered and cluster_m["M"] is not None and not short
+    # None of it made and its command gone: said, not counted (newuser16 S4: an entry left
+    # by a create that failed before it was sent made every later status exit 1).
+    unmade = asked.never_made(short, ledger)
+    short = {t: n for t, n in short.items() if t not in unmade}
+    # A node whose services keep failing on the object store (newuser16 S8: a reconciler
+    # that cannot write L1 holds GC back for good, and status said 0).
+    failing = {n: st.get("storage_failing") or {} for n, st in nodes.items() if st is not None}
+    healthy = (answered and cluster_m["M"] is not None and not short
+               and not any(failing.values()))
     if as_json:
         click.echo(json.dumps({"nodes": nodes, "cluster": cluster_m, "healthy": healthy,
                                "short_topics": {t: {"partitions": n, "asked": asked_for[t]}
-                                                for t, n in short.items()}},
+                                                for t, n in short.items()},
+                               "never_made": {t: {"asked": asked_for[t]}
+                                              for t in sorted(unmade)}},
                               default=str))
         raise SystemExit(0 if healthy else 1)
     for n, st in nodes.items():
         if st is None:
-            click.echo(f"node {n}: unreachable")
+            click.echo(f"node {n}: unreachable{_stop_reason(lc, n)}")
             continue
         for p, s in st["partitions"].items():
             if s["leader"] != n:
@@ -460,11 +473,40 @@ def status(data_dir: str, as_json: bool) -> None:
         # The partitions without a report, cut (newuser9 K9: a line of 20,000 characters).
         why = short_tail(str(blocked)) if blocked else cluster_m.get("error") or "unknown"
         click.echo(f"cluster M: none ({why})")
+    for n, services in failing.items():
+        for f in services.values():
+            click.echo(f"node {n}: object store failing: {f['writes']} cannot be written, "
+                       f"{f['rounds']:,} round(s) in a row since "
+                       f"{time.strftime('%H:%M:%S', time.localtime(f['since']))}: "
+                       f"{f['error']} (its log: {lc.dir / f'n{n}.log'})")
     for t, n in short.items():
         click.echo(f"topic {t!r}: {n:,} of the {asked_for[t]:,} partitions its create asked "
                    f"for (a create cut short, or still running: `epochgc topic delete {t} "
                    f"--data-dir {data_dir}`, then create it again)")
+    for t in sorted(unmade):
+        click.echo(f"topic {t!r}: no partition of it exists; a `topic create` of it "
+                   f"({asked_for[t]:,} partition(s)) ended without seeing its outcome, so it "
+                   f"was most likely never applied (not counted against health; a `topic "
+                   f"create {t}` or `topic delete {t}` with --data-dir {data_dir} clears "
+                   f"this line)")
     raise SystemExit(0 if healthy else 1)
+
+
+def _stop_reason(lc: LocalCluster, node: int) -> str:
+    """The node's own last words if its log ends with why it stopped ("stopping: Raft
+    storage: ...", newuser16 S12: status said "unreachable" alone), else nothing. Its
+    log's last 4 KiB only: a log may be large."""
+    path = lc.dir / f"n{node}.log"
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, 2) - 4096))
+            tail = f.read().decode(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    # Among its last lines only (a stop from an earlier run is not this one's reason; a
+    # warning or two may follow it, e.g. "transport did not close in 5 s").
+    last = [x for x in tail[-5:] if x.startswith(("stopping:", "refusing to start:"))]
+    return f" (its log {path} says: {last[-1][:300]})" if last else ""
 
 
 def _require_store_modules(lc: LocalCluster, command: str) -> None:
@@ -511,7 +553,8 @@ MAX_BATCH_BYTES = 256 << 20
                    "record is one read page's answer at most)")
 @click.option("--batch", default=BATCH_RECORDS, show_default=True,
               type=click.IntRange(min=1),
-              help="records per partition in one L0 object; a signal stops between batches; "
+              help="records per partition in one L0 object; a signal stops it at once, "
+                   "the batch in flight abandoned; "
                    f"one batch's bodies (records x --size x partitions) at most "
                    f"{MAX_BATCH_BYTES >> 20} MiB")
 @click.option("--epoch", type=int, default=None, help="override the stamp (tests)")
@@ -522,8 +565,8 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
 
     Records are deterministic and checksummed (impl/cluster/payload.py); every acknowledged
     batch is appended to DATA_DIR/acked.jsonl, which `consume --verify` checks byte for
-    byte. SIGINT/SIGTERM stop it between batches (the batch in flight is abandoned, not
-    acknowledged) and it says how many records were acknowledged."""
+    byte. SIGINT/SIGTERM stop it at once, within one record's build (the batch in flight
+    is abandoned, not acknowledged) and it says how many records were acknowledged."""
     from epochgc.impl.broker.producer import ProduceError, check_epoch
 
     partitions = tuple(partition_names(partitions, "--partition"))  # before any connection
@@ -563,6 +606,21 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
         # newuser12 P13: the same account as a signal's, after the cluster's own words.
         raise click.ClickException(
             f"{e}; {_acked_words(recorded, count, partitions, lc)}") from e
+    except _Unrecorded as e:  # acknowledged, not recorded: said so, not "not acknowledged"
+        raise click.ClickException(
+            f"{e}; {_acked_words(recorded, count, partitions, lc, in_flight=False)}") from e
+    except (ConnectionError, OSError) as e:
+        # newuser16 S6: the cluster stopped mid-run ("no node of the cluster answered")
+        # said nothing of the batches acknowledged before it.
+        what = (f"{e.filename}: {e.strerror}" if e.filename else e.strerror) \
+            if e.strerror else str(e)  # as impl/cli.py `_in_words` says an OSError
+        raise click.ClickException(
+            f"{what}; {_acked_words(recorded, count, partitions, lc)}") from e
+
+
+class _Unrecorded(Exception):
+    """A batch the cluster acknowledged whose records could not be appended to the manifest
+    (newuser16 S6: a full file system said only "File too large")."""
 
 
 class _NotAcked(Exception):
@@ -571,7 +629,7 @@ class _NotAcked(Exception):
 
 
 def _acked_words(recorded: _Tally, count: int, partitions: tuple[str, ...],
-                 lc: LocalCluster) -> str:
+                 lc: LocalCluster, in_flight: bool = True) -> str:
     """How much was acknowledged in all, and what the batch in flight may be.
     newuser11 M4: a batch in flight may have been applied by the cluster before its
     acknowledgement was lost (then it is read back, and its object is in use); "its object
@@ -579,10 +637,17 @@ def _acked_words(recorded: _Tally, count: int, partitions: tuple[str, ...],
     if not recorded.begun:  # newuser13 Q9: before the first batch, nothing to account for
         return (f"nothing was sent: none of {count * len(partitions):,} record(s) "
                 "acknowledged")
-    return (f"{recorded.records:,} of {count * len(partitions):,} record(s) acknowledged "
-            f"and recorded in {lc.dir / 'acked.jsonl'}; the batch in flight, if any, was not "
-            "acknowledged: it may have been applied (then it is read back); if not, its "
-            "object is garbage GC collects")
+    said = (f"{recorded.records:,} of {count * len(partitions):,} record(s) acknowledged "
+            f"and recorded in {lc.dir / 'acked.jsonl'}")
+    if not in_flight:  # the batch in flight is said by the line's own words
+        return said + " before it"
+    said += "; "
+    if recorded.building is not None:  # stopped before its object was made: nothing sent
+        return said + (f"the batch in flight was being built ({recorded.building}): "
+                       "nothing of it was sent")
+    return said + ("the batch in flight, if any, was not acknowledged: it may have been "
+                   "applied (then it is read back); if not, its object is garbage GC "
+                   "collects")
 
 
 def _done(recorded: _Tally, lc: LocalCluster) -> None:
@@ -615,6 +680,7 @@ class _Tally:
 
     records: int = 0
     begun: bool = False  # a batch was sent (or began to be)
+    building: str | None = None  # the batch in flight is being built: how far
 
 
 async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: str, first: int,
@@ -649,18 +715,41 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
         """Append what was acknowledged to the manifest (it is what was acked) and count it."""
         runs = [AckedRun(a.partition, a.base, a.count, name, first, size, a.epoch, a.key)
                 for a in acks.values()]
-        _said(append_manifest(lc.dir, runs))
+        try:
+            _said(append_manifest(lc.dir, runs))
+        except OSError as e:
+            where = ", ".join(f"{r.partition} offsets {r.base:,}..{r.base + r.count - 1:,}"
+                              for r in runs)
+            raise _Unrecorded(
+                f"the cluster acknowledged {sum(r.count for r in runs):,} record(s) of the "
+                f"batch in flight ({where}; producer {name}, seqs from {first:,}) but they "
+                f"could not be recorded in {lc.dir / 'acked.jsonl'}: "
+                f"{e.strerror or e}") from e
         recorded.records += sum(r.count for r in runs)
         _done(recorded, lc)
 
+    async def build() -> dict[str, list[bytes]]:
+        """The batch's records, the loop given a turn after each (newuser16 S13: a batch of
+        16 MiB records was built in one go, deaf to SIGINT/SIGTERM: a record costs ~0.4 s
+        at the largest size, so a signal is acted on within one record's build)."""
+        batch: dict[str, list[bytes]] = {}
+        for p in partitions:
+            recs = batch.setdefault(p, [])
+            for i in range(n):
+                recorded.building = f"{i:,} of {n:,} record(s) of {p} built"
+                recs.append(make_record(name, p, first + i, size))
+                recorded.building = f"{i + 1:,} of {n:,} record(s) of {p} built"
+                checkpoint("built")  # the signal tests' point: a record built, not sent
+                await asyncio.sleep(0)  # where a signal's cancel lands
+        recorded.building = None
+        return batch
+
     try:
         try:
-            acks = await prod.produce(
-                {p: [make_record(name, p, first + i, size) for i in range(n)]
-                 for p in partitions}, epoch)
+            acks = await prod.produce(await build(), epoch)
         except PartitionDeletedError as e:
             record(e.acks)  # what the other partitions acknowledged is kept
-            raise click.ClickException(str(e)) from e
+            raise _NotAcked(str(e)) from e  # with the count so far (newuser16 S6)
         except UnknownPartitionError as e:
             raise Refused(f"--partition: {e}", ExitCode.USAGE) from e
         except NotAcknowledgedError as e:

@@ -141,7 +141,11 @@ def append_manifest(data_dir: str | os.PathLike[str], runs: list[AckedRun]) -> s
             body = b"\n" + json.dumps({TORN_KEY: n}).encode() + b"\n" + body
             said = (f"{path}:{n}: a torn last line (an earlier append cut short): kept as it "
                     f"is and marked on line {n + 1}; consume --verify skips it")
-        os.write(fd, body)
+        # write(2) may write less than asked (a file-size limit or a nearly full disk:
+        # newuser16 S6, a torn line reported recorded); the rest is written, or fails.
+        view = memoryview(body)
+        while view:
+            view = view[os.write(fd, view):]
         os.fsync(fd)
         return said
     finally:

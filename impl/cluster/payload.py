@@ -23,13 +23,17 @@ class PayloadError(ValueError):
     """A record that is not a well-formed, self-consistent payload."""
 
 
+# Characters of one sha256 block of a body (a hex digest).
+_BLOCK = 2 * hashlib.sha256().digest_size
+
+
 def _body(producer: str, partition: str, seq: int, size: int) -> str:
-    out = ""
-    block = 0
-    while len(out) < size:  # sha256 blocks: deterministic, content differs per record
-        out += hashlib.sha256(f"{producer}|{partition}|{seq}|{block}".encode()).hexdigest()
-        block += 1
-    return out[:size]
+    """sha256 blocks of (producer, partition, seq, block): deterministic, content differs
+    per record. Joined once, in time linear in `size` (newuser16 S13: a string grown by
+    `+=` was copied at each block, ~21 min for the documented maximum of 16 MiB)."""
+    blocks = -(-size // _BLOCK)
+    return "".join(hashlib.sha256(f"{producer}|{partition}|{seq}|{b}".encode()).hexdigest()
+                   for b in range(blocks))[:size]
 
 
 def make_record(producer: str, partition: str, seq: int, size: int = 48) -> bytes:

@@ -158,6 +158,14 @@ async def serve_client(
                 t.add_done_callback(changes.discard)
     except ConnectionError:
         pass
+    except asyncio.CancelledError:
+        # The node stops (asyncio.run cancels every task left): the connection ends here,
+        # quietly. Not re-raised: Python 3.11's StreamReaderProtocol calls `task.exception()`
+        # on this task when it is done (Lib/asyncio/streams.py, `connection_made`'s
+        # callback), which raises for a cancelled task, and the loop logged that as
+        # "Exception in callback ..." with a traceback, at error, after a node's one
+        # "stopping: Raft storage: ..." line (newuser16 S12).
+        pass
     finally:
         for t in tasks:
             if t in changes:

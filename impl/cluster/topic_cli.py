@@ -90,7 +90,11 @@ def _call(data_dir: str, **req: Any) -> dict[str, Any]:
             f"cluster status --data-dir {data_dir}` shows the cluster")
     if r.get("status") in SEEN:
         # An outcome seen: made or removed whole, or refused before anything was proposed.
-        asked.settle(data_dir, req["topic"])
+        try:
+            asked.settle(data_dir, req["topic"])
+        except OSError as e:  # the outcome stands: said, never turned into the command's
+            stderr_line(f"epochgc topic: warning: {asked.FILE} in {data_dir} could not be "
+                        f"updated ({e}); `cluster status` may flag {req['topic']!r}")
     if r.get("status") != "ok":
         raise click.ClickException(f"{req['op']} {req['topic']!r} refused: "
                                    f"{r.get('message', r.get('status'))}")

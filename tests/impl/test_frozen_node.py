@@ -257,6 +257,26 @@ def test_status_flags_a_topic_short_of_what_its_unseen_create_asked_for(
     assert "topic 'zs'" not in r.stdout, r.stdout  # its outcome seen: forgotten
 
 
+def test_status_says_but_does_not_count_a_create_never_made(cluster: Path) -> None:
+    """newuser16 S4: a create that failed before its request was sent (two creates at once
+    on the old fixed temporary name) left `{"y3": 1}` in the ledger, no partition of y3
+    anywhere, and every `cluster status` after it exited 1 (the README's `until cluster
+    status` loop never ended). Now said, not counted; a `topic delete` clears it. Old code:
+    exit 1, "0 of the 1 partitions"."""
+    (cluster / "topics-asked.json").write_text('{"y3": 1}')
+    r = _epochgc("cluster", "status", "--data-dir", str(cluster))
+    assert "0 of the 1 partitions" not in r.stdout, r.stdout
+    assert "topic 'y3': no partition of it exists; a `topic create` of it (1 partition(s)) " \
+        "ended without seeing its outcome" in r.stdout, r.stdout
+    r = _epochgc("cluster", "status", "--data-dir", str(cluster), "--json")
+    doc = json.loads(r.stdout)
+    assert (doc["short_topics"], doc["never_made"]) == ({}, {"y3": {"asked": 1}}), doc
+    # Healthy as the rest of the cluster is (its M is reported a little after a start).
+    assert doc["healthy"] == (doc["cluster"]["M"] is not None), doc
+    _epochgc("topic", "delete", "y3", "--data-dir", str(cluster))  # refused: unknown
+    assert not (cluster / "topics-asked.json").exists()
+
+
 def test_a_barrier_stopped_by_a_signal_says_it_had_started(cluster: Path) -> None:
     """newuser11 M12: a Ctrl-C said "interrupted by SIGINT" only. Stopped once the
     controller answered with the candidate, it says the barrier started and how far it
