@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -29,6 +29,7 @@ from epochgc.impl.gc.admin import (
     write_admin_state,
 )
 from epochgc.impl.store.base import ObjectStore
+from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.s3 import S3Store
 from tests.gc.helpers import _Delegating, simple_cluster
 from tests.store.backends import Opener
@@ -146,7 +147,76 @@ def test_seed_writes_by_name_lose_the_pause(open_store: Opener) -> None:
         _check_linear(*_race(open_store, plain=True))
 
 
-# --- the commands themselves, as the tester ran them, on both S3 servers ---
+# --- the commands themselves: in-process on a local store (fast), then as the tester ran
+# them, in processes, on both S3 servers ---
+
+
+class _BeforeWrite(_Delegating):
+    """The real store; `meanwhile(inner)` runs once, just before its first write of the
+    admin state (whichever request the command uses)."""
+
+    def __init__(self, inner: ObjectStore, meanwhile: Callable[[ObjectStore], None]) -> None:
+        super().__init__(inner)
+        self.meanwhile: Callable[[ObjectStore], None] | None = meanwhile
+
+    def _hook(self, key: str) -> None:
+        if key == ADMIN_KEY and self.meanwhile is not None:
+            run, self.meanwhile = self.meanwhile, None
+            run(self.inner)
+
+    def put(self, key: str, data: bytes) -> None:
+        self._hook(key)
+        super().put(key, data)
+
+    def create_if_absent(self, key: str, data: bytes) -> str | None:
+        self._hook(key)
+        return super().create_if_absent(key, data)
+
+    def replace_if_match(self, key: str, data: bytes, version: str) -> str | None:
+        self._hook(key)
+        return super().replace_if_match(key, data, version)
+
+
+def _command(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+             meanwhile: Callable[[ObjectStore], None], *args: str) -> tuple[str, AdminState]:
+    """`epochgc gc-admin ARGS` on a local store paused ("base"), with `meanwhile` (another
+    command's write) landing between its read and its write; its output and the state."""
+    from click.testing import CliRunner
+
+    from epochgc.impl.cli import main
+    from epochgc.impl.gc import admin_cli
+
+    root = tmp_path / "s"
+    store = LocalStore(root, create=True)
+    simple_cluster(store, 5)
+    write_admin_state(store, True, "base", 999.0, "op")
+    opened = admin_cli._open
+    monkeypatch.setattr(admin_cli, "_open",
+                        lambda *a: _BeforeWrite(opened(*a), meanwhile))
+    r = CliRunner().invoke(main, ["gc-admin", *args, "--store", str(root)])
+    assert r.exit_code == 0, r.output
+    return r.output, read_admin_state(store)
+
+
+def test_a_start_landing_before_the_pause_write(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Old code: "paused by ... (new); replaces the pause by op (base)": base was lifted."""
+    out, after = _command(tmp_path, monkeypatch,
+                          lambda s: write_admin_state(s, False, "", 1001.0, "other"),
+                          "pause", "--reason", "new", "--replace")
+    assert after.paused and after.reason == "new", after
+    assert "paused by" in out and "replaces" not in out, out
+
+
+def test_a_pause_landing_before_the_start_write(tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Old code: "resumed ... (it was paused by op ...: base)", and the pause ("new") said
+    done was gone without a word."""
+    out, after = _command(tmp_path, monkeypatch,
+                          lambda s: write_admin_state(s, True, "new", 1001.0, "other"),
+                          "start")
+    assert not after.paused, after
+    assert "resumed" in out and "paused by other" in out and ": new)" in out, out
 
 @pytest.fixture
 def env() -> dict[str, str]:
