@@ -44,6 +44,10 @@ DEEP = (
          r"|test_seed_writes_by_name_lose_the_pause\[moto\]"
          r"|test_gc_admin_pause_and_start_at_once_on_s3\[moto\])$",
          "EPOCHGC_S3_FAULTS", "deep", "s3faults"),
+    # `demo` when Spark cannot run (newuser16 S11), the tester's commands, a whole demo
+    # each (10-20 s): CI keeps DemoGc's choice, fallback and refusal (under a second).
+    Deep(r"^tests/impl/test_demo_engine\.py::test_demo_", "EPOCHGC_DEMO_ENGINES", "1",
+         "demo-engines"),
     # A Spark round crashed part-way converges (issue 29): CI keeps the kill -9 case.
     Deep(r"^tests/gc/test_job\.py::test_interrupted_round_converges$",
          "EPOCHGC_KILL9_ALL", "1", "kill9"),
