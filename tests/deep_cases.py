@@ -48,6 +48,10 @@ DEEP = (
     # each (10-20 s): CI keeps DemoGc's choice, fallback and refusal (under a second).
     Deep(r"^tests/impl/test_demo_engine\.py::test_demo_", "EPOCHGC_DEMO_ENGINES", "1",
          "demo-engines"),
+    # chaos with its store gone mid-run (newuser16 S5), a whole run (~15-40 s): CI keeps
+    # the refusals of a bad store before any node starts.
+    Deep(r"^tests/chaos/test_chaos_bad_store\.py::test_a_store_gone_mid_run_",
+         "EPOCHGC_S3_FAULTS", "deep", "s3faults"),
     # A Spark round crashed part-way converges (issue 29): CI keeps the kill -9 case.
     Deep(r"^tests/gc/test_job\.py::test_interrupted_round_converges$",
          "EPOCHGC_KILL9_ALL", "1", "kill9"),
