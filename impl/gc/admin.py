@@ -1,7 +1,9 @@
 """GC administration state in the store (issue 30): paused or running, and the operations of
 `epochgc gc-admin` (pause, start, reset, show).
 
-`_cluster/gc/admin.json` = {"paused": bool, "reason": str, "by": str, "at": unix_seconds}.
+`_cluster/gc/admin.json` = {"paused": bool, "reason": str, "by": str, "at": unix_seconds,
+"token": str} (the token names the change that wrote it: `change_admin_state`; readers
+ignore it). Every write is conditional on the version read (`change_admin_state`).
 Absent means running (a new store). Every round reads it before it starts and its driver
 polls it while it runs: a paused store refuses new rounds and stops running ones at their
 next delete batch (as SIGTERM does). Failing closed: a document that exists but cannot be
