@@ -56,12 +56,12 @@ from epochgc.impl.broker.producer import PartitionDeletedError, ProduceError, Pr
 from epochgc.impl.broker.raftport import thread_io
 from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.demo_checks import InflightLog, LeaderWatch, in_use_keys
-from epochgc.impl.cluster.demo_gc import DemoGc
+from epochgc.impl.cluster.demo_gc import DemoGc, GcFailed
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.cluster.payload import AckedRun, compare, make_record
 from epochgc.impl.entry import started_at
 from epochgc.impl.finite import FiniteFloat
-from epochgc.impl.preflight import require_spark
+from epochgc.impl.preflight import Refused, require_spark
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.url import parse_store_url
 from epochgc.model.keys import DATA_PREFIX
@@ -161,6 +161,7 @@ class Demo:
         self.last_round_s: float | None = None  # of the rounds that ran (not refused)
         self.work_start = 0.0
         self._round_lock: asyncio.Lock | None = None  # one round at a time (`_gc_round`)
+        self.ended = ""  # what the clean-up stopped and removed, in words
 
     @property
     def gc(self) -> DemoGc:
@@ -211,7 +212,9 @@ class Demo:
             for n in self.lc.ids:
                 self.lc.start(n)
                 self.live.append(n)
-            self.say(f"3 broker processes up under {self.tmp}; GC engine: {self.gc.engine}")
+            why = f" ({self.gc.fallback}; --gc-engine auto)" if self.gc.fallback else ""
+            self.say(f"3 broker processes up under {self.tmp}; GC engine: {self.gc.engine}"
+                     f"{why}")
             signals.run(self._main())
             return self.result
         except KeyboardInterrupt as e:  # SIGINT or SIGTERM (impl/signals.py)
@@ -224,7 +227,8 @@ class Demo:
         finally:
             if not interrupted:
                 with signals.deferred():
-                    signals.doing(f"the run had ended: {self._clean_up(False, keep)}")
+                    self.ended = self._clean_up(False, keep)
+                    signals.doing(f"the run had ended: {self.ended}")
 
     def _clean_up(self, interrupted: bool, keep: bool) -> str:
         """Stop what the run started and remove its data; what an interrupt left, in
@@ -531,8 +535,10 @@ class Demo:
         while not stop.is_set():
             await asyncio.sleep(GC_EVERY_S)
             if self.gc.ready() and not stop.is_set():
-                if not announced and self.gc.engine == "spark":
-                    self.say("Spark session ready")
+                if not announced:  # once the session is there: started, or why not
+                    said = self.gc.settle()
+                    if said is not None:
+                        self.say(said)
                 announced = True
                 # No round that would end past the workload (Q10: one under way at its end
                 # was waited for, past the budget): the final round collects the rest.
@@ -637,7 +643,9 @@ class Demo:
                    "work, takes it past (the run says by how much)")
 @click.option("--json", "as_json", is_flag=True, help="print one JSON object")
 @click.option("--gc-engine", type=click.Choice(["auto", "spark", "model"]), default="auto",
-              show_default=True, help="auto: PySpark when importable, else the model's round")
+              show_default=True,
+              help="auto: Spark when PySpark imports and Java (and the workers' Python) can "
+                   "run it, else the model's round, saying why; spark: refused (69) if not")
 @click.option("--keep-data", is_flag=True, help="keep the temp data directory")
 @click.option("--quiet", is_flag=True, help="no progress on stderr")
 def demo(seconds: float, as_json: bool, gc_engine: str, keep_data: bool, quiet: bool) -> None:
@@ -654,7 +662,10 @@ def demo(seconds: float, as_json: bool, gc_engine: str, keep_data: bool, quiet: 
             click.echo(f"[{time.monotonic() - t0:5.1f}s] {msg}", err=True)
 
     d = Demo(seconds, say, gc_engine, t0)
-    res = d.run(keep_data)
+    try:
+        res = d.run(keep_data)
+    except GcFailed as e:  # one line, after the clean-up (newuser16 S11: a traceback)
+        raise Refused(f"{e}; {d.ended}", e.exit_code) from None
     over = d.over_budget(seconds, time.monotonic() - t0)
     if over:  # on stderr too: with --json, or stdout sent elsewhere (newuser15 S2)
         say(f"past the budget{over}")

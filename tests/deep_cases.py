@@ -37,6 +37,21 @@ DEEP = (
     Deep(r"^tests/store/test_rev38z3\.py::test_a_conditional_delete_retried_into_not_there_"
          r"says_gone_only_after_an_unsure_attempt\[(seaweedfs-|moto-slow-down)",
          "EPOCHGC_S3_FAULTS", "deep", "s3faults"),
+    # gc-admin pause and start at once (newuser16 S7): CI keeps the race on a local store
+    # and moto, the seed on a local store, and the commands in-process on a local store;
+    # the commands as processes behind the proxy cost ~6 s per server.
+    Deep(r"^tests/gc/test_admin_race\.py::(.*\[seaweedfs\]"
+         r"|test_seed_writes_by_name_lose_the_pause\[moto\]"
+         r"|test_gc_admin_pause_and_start_at_once_on_s3\[moto\])$",
+         "EPOCHGC_S3_FAULTS", "deep", "s3faults"),
+    # `demo` when Spark cannot run (newuser16 S11), the tester's commands, a whole demo
+    # each (10-20 s): CI keeps DemoGc's choice, fallback and refusal (under a second).
+    Deep(r"^tests/impl/test_demo_engine\.py::test_demo_", "EPOCHGC_DEMO_ENGINES", "1",
+         "demo-engines"),
+    # chaos with its store gone mid-run (newuser16 S5), a whole run (~15-40 s): CI keeps
+    # the refusals of a bad store before any node starts.
+    Deep(r"^tests/chaos/test_chaos_bad_store\.py::test_a_store_gone_mid_run_",
+         "EPOCHGC_S3_FAULTS", "deep", "s3faults"),
     # A Spark round crashed part-way converges (issue 29): CI keeps the kill -9 case.
     Deep(r"^tests/gc/test_job\.py::test_interrupted_round_converges$",
          "EPOCHGC_KILL9_ALL", "1", "kill9"),

@@ -13,9 +13,17 @@ import click
 
 from epochgc.impl import pathopt, signals
 from epochgc.impl.chaos.run import ChaosResult, ChaosRun
+from epochgc.impl.cluster.demo_gc import GcFailed
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.finite import FiniteFloat
-from epochgc.impl.preflight import require_modules, require_spark, store_modules, writable_dir
+from epochgc.impl.preflight import (
+    Refused,
+    require_modules,
+    require_spark,
+    store_modules,
+    store_writable,
+    writable_dir,
+)
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.url import parse_store_url
 
@@ -52,9 +60,17 @@ def chaos(nodes: str, seconds: float, seed: int, as_json: bool, store: str | Non
         require_spark("chaos --gc-engine spark")
     if store is not None:
         try:
-            require_modules("chaos", store_modules(parse_store_url(store, s3_endpoint)))
+            spec = parse_store_url(store, s3_endpoint)
         except StoreError as e:
             raise click.BadParameter(str(e), param_hint="--store") from None
+        if spec.kind == "s3" and not s3_endpoint:
+            raise click.BadParameter("an s3:// store needs --s3-endpoint (the run's fault "
+                                     "proxy goes in front of it)", param_hint="--store")
+        require_modules("chaos", store_modules(spec))
+        # A store the run can write, before any node starts, as `cluster start` checks it
+        # (newuser16 S5: a bucket that does not exist, or a closed port, ran the whole
+        # nemesis against it, then failed). Said as it waits: `store_writable`.
+        store_writable(spec, "chaos", lambda line: click.echo(f"chaos: {line}", err=True))
     where = writable_dir(out, "--out") if out else Path(tempfile.mkdtemp(prefix="epochgc-chaos-"))
     # From here its history is written (newuser15 S3: what a signal's line says).
     signals.doing(f"the run had begun; its history is in {where}")
@@ -62,6 +78,8 @@ def chaos(nodes: str, seconds: float, seed: int, as_json: bool, store: str | Non
                    gc_engine=gc_engine, echo=not quiet)
     try:
         res = run.run(keep_data)
+    except GcFailed as e:  # --gc-engine spark and Spark did not start: one line (S11)
+        raise Refused(f"{e}; its history is in {where}", e.exit_code) from None
     except KeyboardInterrupt as e:
         # The run's history is all an interrupted run leaves (issue 41): say where, in a
         # temp directory of ours when --out was not given; on the one interrupted line

@@ -120,6 +120,7 @@ class ChaosRun:
         self.controller_leader = 0
         self.gc_paused = False  # set once the pause is written, cleared before it is lifted
         self._gc: DemoGc | None = None
+        self.error: str | None = None  # why the run ended before its checks (its result line)
 
     # ---- set-up --------------------------------------------------------------------------
 
@@ -184,6 +185,9 @@ class ChaosRun:
         except KeyboardInterrupt:  # SIGINT or SIGTERM (impl/signals.py)
             interrupted = True
             raise
+        except Exception as e:  # said on the result line, then as the command's error
+            self.error = str(e) or type(e).__name__
+            raise
         finally:
             with signals.deferred():  # never cut short by a signal
                 self._clean_up(interrupted, ok, keep, t0)
@@ -202,7 +206,11 @@ class ChaosRun:
                    data_dir="kept" if keep else "removed")
         self.result.seconds = round(time.monotonic() - t0, 1)
         if not interrupted:  # an interrupted run's counts were never gathered
-            self.h("result", **{k: v for k, v in self.result.__dict__.items()})
+            # A run that failed says so first: its counts are what happened before it
+            # ended (newuser16 S5: "faults=- leader_changes=0" after a pause and 2 leader
+            # changes, the counts of a run that never got to gather them).
+            ended = {"ended": f"error before the checks: {self.error}"} if self.error else {}
+            self.h("result", **ended, **{k: v for k, v in self.result.__dict__.items()})
         self.h.close()
         if keep or (not ok and not interrupted):
             self.h.path.with_name("data-dir.txt").write_text(str(self.tmp) + "\n")
@@ -213,6 +221,7 @@ class ChaosRun:
         producer_store, checker_store, gc, nem = await self._setup()
         self._gc = gc  # the outer cleanup's too: a signal may cut the `finally` below short
         access = ProcClusterAccess(self.lc.client_addrs())
+        wl: Workload | None = None
         try:
             for n in self.lc.ids:
                 await asyncio.to_thread(self.lc.start, n)
@@ -241,28 +250,32 @@ class ChaosRun:
             await self._quiesce(access)
             await self._gc_round(access, gc, checker_store, final=True)
             await self._read_back(access, wl)
-            r = self.result
-            r.acked = wl.acked
-            self.acked_keys = {run.key for run in wl.runs}
-            r.failed_batches = wl.failed_batches
-            r.objects_created = sum(p.stats.objects_created for p in wl.producers)
-            r.faults = dict(sorted(nem.faults.items()))
-            r.survived_disk_faults = nem.survived_disk_faults
-            r.unexpected_exits = nem.unexpected_exits
         except asyncio.CancelledError:  # interrupted: a running GC round stops at a batch
             gc.interrupt(signals.interrupted().name)
             await signals.cancel_all()  # the workload ends before the nodes stop
             raise
         finally:
+            self._count(wl, nem)  # whatever the ending: the result line says what happened
             await access.close()
             self.lc.stop_all()
             gc.close()
             await self.lc.close_proxies()
             if self.http is not None:
                 await self.http.close()
-        self.result.leader_changes = self.watch.changes
-        self.result.objects_deleted = len(self.deleted)
-        self.result.in_use_deleted = len(self.bad)
+
+    def _count(self, wl: Workload | None, nem: Nemesis) -> None:
+        r = self.result
+        if wl is not None:
+            r.acked = wl.acked
+            self.acked_keys = {run.key for run in wl.runs}
+            r.failed_batches = wl.failed_batches
+            r.objects_created = sum(p.stats.objects_created for p in wl.producers)
+        r.faults = dict(sorted(nem.faults.items()))
+        r.survived_disk_faults = nem.survived_disk_faults
+        r.unexpected_exits = nem.unexpected_exits
+        r.leader_changes = self.watch.changes
+        r.objects_deleted = len(self.deleted)
+        r.in_use_deleted = len(self.bad)
 
     def _final_checks(self) -> None:
         divs = raft_divergences({n: self.lc.dir / f"n{n}" for n in self.lc.ids})
@@ -318,7 +331,12 @@ class ChaosRun:
             await asyncio.sleep(0.5)
         if not gc.ready():
             raise RuntimeError(f"the Spark session did not start in {SPARK_WAIT_S:.0f} s")
-        self.h("GC engine ready", engine=gc.engine, waited_s=round(time.monotonic() - t, 1))
+        said = gc.settle()  # GcFailed: --gc-engine spark and Spark did not start
+        # `why`: the reason --gc-engine auto runs the model's round (newuser16 S11).
+        self.h("GC engine ready", engine=gc.engine, waited_s=round(time.monotonic() - t, 1),
+               **({"why": gc.fallback} if gc.fallback else {}))
+        if said is not None and gc.fallback is None:
+            self.h(said)
 
     async def _poll(self, access: ProcClusterAccess) -> dict[str, int]:
         live = [n for n in self.lc.up() if n not in self.lc.paused]

@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from epochgc.impl.cluster.gcround import GcRound, gc_round
+from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.admin import read_admin_state
+from epochgc.impl.gc.errors import GcError
 from epochgc.impl.gc.monitor import check_health
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.store.base import ObjectStore
@@ -41,6 +43,33 @@ def spark_available() -> bool:
     return importlib.util.find_spec("pyspark") is not None
 
 
+def auto_engine() -> tuple[str, str | None]:
+    """`--gc-engine auto`: the engine, and why not Spark when PySpark is there but Spark
+    cannot run on this host (None otherwise). The checks `--gc-engine spark` refuses by
+    (69, impl/preflight.py `require_spark`): a Java runtime that can run Spark's driver,
+    and the Python its local workers start (newuser16 S11: auto picked Spark because PySpark
+    imports, said "Spark session ready" for a JVM that never started, and ended in a
+    119-line traceback)."""
+    if not spark_available():
+        return "model", None
+    from epochgc.impl.java import problem
+    from epochgc.impl.preflight import worker_python_problem
+
+    found = problem()
+    why = found.message if found is not None else worker_python_problem()
+    return ("model", why) if why is not None else ("spark", None)
+
+
+class GcFailed(Exception):
+    """The demo's GC cannot go on: Spark did not start (`--gc-engine spark`: exit 69, as
+    its preflight refuses) or a Spark round failed (1). Said as the command's one error
+    line, after its clean-up (newuser16 S11: a traceback)."""
+
+    def __init__(self, message: str, exit_code: ExitCode) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
 class DemoGc:
     def __init__(self, spec: StoreSpec, store: ObjectStore, grace_s: float, engine: str,
                  scratch_in: Path | None = None) -> None:
@@ -49,8 +78,12 @@ class DemoGc:
         self.spec = spec
         self.store = store
         self.grace_s = grace_s
+        self.auto = engine == "auto"
+        # Why `auto` runs the model's round although PySpark imports (said by the caller);
+        # set here, or by `settle` if Spark then fails to start.
+        self.fallback: str | None = None
         if engine == "auto":
-            engine = "spark" if spark_available() else "model"
+            engine, self.fallback = auto_engine()
         self.engine = engine
         self._session: concurrent.futures.Future[Any] | None = None
         # A signal's reason: no round starts after it. Each round has a stop of its own
@@ -83,6 +116,22 @@ class DemoGc:
     def ready(self) -> bool:
         return self._session is None or self._session.done()
 
+    def settle(self) -> str | None:
+        """Once `ready`: what to say of the engine, once. Spark started: "Spark session
+        started" (not "ready": its workers are first seen by a round). Spark failed to
+        start: with `auto`, the model's round from now on, saying why (`fallback`); with
+        `spark`, GcFailed (69). None: nothing to say (the model's round from the start)."""
+        if self._session is None or self.fallback is not None:
+            return None
+        failure = self._session.exception()
+        if failure is None:
+            return None if self._session.result() is None else "Spark session started"
+        if not self.auto:
+            raise GcFailed(f"Spark did not start: {failure}", ExitCode.UNAVAILABLE)
+        self.fallback = f"Spark did not start: {failure}"
+        self.engine = "model"
+        return f"{self.fallback}; GC runs the model's round instead (--gc-engine auto)"
+
     @property
     def ready_at(self) -> float | None:
         """When Spark's session was ready (time.monotonic()); None: no Spark, or not yet."""
@@ -92,8 +141,10 @@ class DemoGc:
         self._ready_at = time.monotonic()
 
     def run_round(self) -> RoundResult:
-        """One blocking round (call it from a worker thread)."""
-        if self._session is None:
+        """One blocking round (call it from a worker thread). GcFailed if Spark's does not
+        run: not started, or a round that failed (`--gc-engine auto` included: a Spark that
+        started and then fails its rounds is an error, not a reason to switch)."""
+        if self._session is None or self.fallback is not None:
             r = gated_model_round(self.store, time.time(), self.grace_s, 30.0)
             return RoundResult(r.M, r.blocked, len(r.deleted), "model", paused=r.paused,
                                safety_blocked=r.safety_blocked
@@ -101,7 +152,14 @@ class DemoGc:
         from epochgc.impl.gc.job import run_gc
         from epochgc.impl.gc.options import GcOptions
 
-        spark = self._session.result()  # raises if Spark failed to start
+        try:
+            spark = self._session.result()
+        except Exception as e:  # failed to start (`settle` says it first when it can)
+            if self.auto:
+                self.fallback = f"Spark did not start: {e}"
+                self.engine = "model"
+                return self.run_round()
+            raise GcFailed(f"Spark did not start: {e}", ExitCode.UNAVAILABLE) from e
         if spark is None:  # its start-up was abandoned: `interrupt`
             raise RuntimeError(f"GC round not started: {self._interrupted}")
         opts = GcOptions(grace_s=self.grace_s, allow_short_grace=True, max_report_age_s=30.0)
@@ -112,11 +170,14 @@ class DemoGc:
             raise RuntimeError(f"GC round not started: {self._interrupted}")
         try:
             s = run_gc(spark, self.spec, opts, clock=time.time, stop=stop)
+        except GcError as e:  # its record is written, its lease released (run_gc)
+            raise GcFailed(f"a Spark GC round failed: {e}", ExitCode.FAILED) from e
         finally:
             self._running = None
             stop.close()  # its helper threads end with the round
         if s.refused or s.errors:
-            raise RuntimeError(f"GC round incomplete: {s.refused or s.error_samples}")
+            raise GcFailed(f"a Spark GC round was incomplete: {s.refused or s.error_samples}",
+                           ExitCode.FAILED)
         stopped = s.interrupted is not None
         return RoundResult(
             s.M, s.paused or s.blocked or (f"interrupted: {s.interrupted}" if stopped else None),

@@ -1,7 +1,9 @@
 """GC administration state in the store (issue 30): paused or running, and the operations of
 `epochgc gc-admin` (pause, start, reset, show).
 
-`_cluster/gc/admin.json` = {"paused": bool, "reason": str, "by": str, "at": unix_seconds}.
+`_cluster/gc/admin.json` = {"paused": bool, "reason": str, "by": str, "at": unix_seconds,
+"token": str} (the token names the change that wrote it: `change_admin_state`; readers
+ignore it). Every write is conditional on the version read (`change_admin_state`).
 Absent means running (a new store). Every round reads it before it starts and its driver
 polls it while it runs: a paused store refuses new rounds and stops running ones at their
 next delete batch (as SIGTERM does). Failing closed: a document that exists but cannot be
@@ -15,6 +17,8 @@ import json
 import math
 import os
 import socket
+import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +26,7 @@ from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.lease import DEAD_HOLDER, LEASE_KEY, holder_running, taken_over
 from epochgc.impl.gc.reports import check_nesting
 from epochgc.impl.store.base import (
+    ConditionalConflict,
     NoConditionalWrites,
     NotAnObject,
     ObjectInfo,
@@ -141,10 +146,19 @@ def read_admin_state(store: ObjectStore) -> AdminState:
         if raw is None:
             return AdminState(paused=False)
     except NotAnObject as e:
-        return AdminState(True, f"{ADMIN_KEY} is there but is not a regular object ({e}); "
-                                "treated as paused")
+        return _not_an_object(e)
     except StoreError as e:
         return AdminState(True, f"{ADMIN_KEY} cannot be read ({e}); treated as paused")
+    return _parse_state(raw)
+
+
+def _not_an_object(e: NotAnObject) -> AdminState:
+    return AdminState(True, f"{ADMIN_KEY} is there but is not a regular object ({e}); "
+                            "treated as paused")
+
+
+def _parse_state(raw: bytes) -> AdminState:
+    """The state the document `raw` says; malformed = paused (fail closed), naming why."""
     try:
         doc = load_strict(raw, ADMIN_KEY)
         if not isinstance(doc, dict) or not isinstance(doc.get("paused"), bool):
@@ -176,20 +190,116 @@ def cap_reason(reason: str) -> str:
     return reason[:lo] + _CUT
 
 
-def write_admin_state(store: ObjectStore, paused: bool, reason: str, now: float,
-                      by: str | None = None) -> AdminState:
-    """Pause (or resume) GC on the store; returns the state written. `by`: who (default
-    this host and pid; `gc-admin` passes the operator, user@host: its own pid names nothing
-    once it exits, issue 41 item 7). The reason is capped (`cap_reason`) so the document
-    always reads back (<= _MAX_BYTES)."""
+def new_admin_state(paused: bool, reason: str, now: float,
+                    by: str | None = None) -> AdminState:
+    """The state a pause (or resume) writes. `by`: who (default this host and pid;
+    `gc-admin` passes the operator, user@host: its own pid names nothing once it exits,
+    issue 41 item 7). The reason is capped (`cap_reason`) so the document always reads
+    back (<= _MAX_BYTES)."""
     by = (by if by is not None else f"{socket.gethostname()} pid {os.getpid()}").encode(
         "utf-8", "replace").decode()
-    state = AdminState(paused, cap_reason(reason), by[:255], now)
-    store.put(ADMIN_KEY, json.dumps(
-        {"paused": state.paused, "reason": state.reason, "by": state.by, "at": state.at},
+    return AdminState(paused, cap_reason(reason), by[:255], now)
+
+
+def write_admin_state(store: ObjectStore, paused: bool, reason: str, now: float,
+                      by: str | None = None) -> AdminState:
+    """Pause (or resume) GC on the store whatever its state was; returns the state written
+    (conditionally, as every write of it is: `change_admin_state`)."""
+    state = new_admin_state(paused, reason, now, by)
+    written = change_admin_state(store, lambda _before: state).written
+    assert written is not None  # decide always writes
+    return written
+
+
+@dataclass(frozen=True)
+class AdminChange:
+    """What `change_admin_state` did: the state its decision was made on (the one it
+    replaced, if it wrote) and the state it wrote (None: it decided to write nothing)."""
+
+    before: AdminState
+    written: AdminState | None
+
+
+# Conflicts in a row before a change gives up: each one is another writer's write that
+# completed (S3 412/409), so a few operators at once settle in a few tries.
+_CHANGE_TRIES = 16
+
+
+def change_admin_state(store: ObjectStore,
+                       decide: Callable[[AdminState], AdminState | None]) -> AdminChange:
+    """Read the state, `decide` what to write from it (None: nothing), and write that only
+    if the state is still the version read: S3 PutObject `If-Match: <ETag>`, or
+    `If-None-Match: *` where there is none (https://docs.aws.amazon.com/AmazonS3/latest/
+    userguide/conditional-writes.html); a local store compares under its lock
+    (`LocalStore.replace_if_match`). A conflict (412, 409: another writer's write landed
+    in between) reads again and decides again, so what the caller says it did (from
+    `before`) is true in a linear order of the writers (newuser16 S7: a `pause` and a
+    `start` at once on S3 both read the old pause and both wrote, and the pause said done
+    was lost). The document carries a token unique to this change: a write whose answer
+    was lost (applied, then retried into a 412) is recognised when read back.
+
+    Where no version can be had, the write is a plain one, as before issue 41 S7: a store
+    that cannot write conditionally (`NoConditionalWrites`: a server that ignores the
+    conditions refuses every GC round anyway, impl/gc/lease.py), or a local link or
+    directory at the key (`NotAnObject`, read as paused), which `put` replaces."""
+    token = uuid.uuid4().hex
+    try:
+        store.require_conditional_writes()
+    except NoConditionalWrites:
+        return _write_by_name(store, read_admin_state(store), decide)
+    last: AdminChange | None = None  # the last write sent: its state and what it replaced
+    for _ in range(_CHANGE_TRIES):
+        try:
+            got = store.get_versioned(ADMIN_KEY, _MAX_BYTES + 1)
+        except NotAnObject as e:
+            return _write_by_name(store, _not_an_object(e), decide)
+        except NoConditionalWrites:
+            return _write_by_name(store, read_admin_state(store), decide)
+        if got is not None and last is not None and _token(got.data) == token:
+            return last  # our own write, applied though its answer was lost
+        before = AdminState(paused=False) if got is None else _parse_state(got.data)
+        decided = decide(before)
+        if decided is None:
+            return AdminChange(before, None)
+        doc = _document(decided, token)
+        last = AdminChange(before, decided)
+        try:
+            if got is None:
+                done = store.create_if_absent(ADMIN_KEY, doc)
+            else:
+                done = store.replace_if_match(ADMIN_KEY, doc, got.version)
+        except ConditionalConflict:
+            continue  # another request on the key completed first: read again
+        if done is not None:
+            return last
+    raise StoreError(f"{ADMIN_KEY} changed {_CHANGE_TRIES} times while this command wrote "
+                     "it (other gc-admin commands at once); this one's change is not "
+                     "made: run it again (gc-admin show says the state)")
+
+
+def _write_by_name(store: ObjectStore, before: AdminState,
+                   decide: Callable[[AdminState], AdminState | None]) -> AdminChange:
+    decided = decide(before)
+    if decided is not None:
+        store.put(ADMIN_KEY, _document(decided, uuid.uuid4().hex))
+    return AdminChange(before, decided)
+
+
+def _document(state: AdminState, token: str) -> bytes:
+    return json.dumps(
+        {"paused": state.paused, "reason": state.reason, "by": state.by, "at": state.at,
+         "token": token},
         ensure_ascii=False, allow_nan=False,
-    ).encode())
-    return state
+    ).encode()
+
+
+def _token(raw: bytes) -> str | None:
+    try:
+        doc = load_strict(raw, ADMIN_KEY)
+    except ValueError:
+        return None
+    token = doc.get("token") if isinstance(doc, dict) else None
+    return token if isinstance(token, str) else None
 
 
 class LeaseState(enum.Enum):

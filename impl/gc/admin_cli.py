@@ -35,7 +35,7 @@ import signal
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
 from typing import Any
@@ -46,12 +46,13 @@ from epochgc.impl import closedout, errorline, jsonfailure, pathopt, signals
 from epochgc.impl.entry import end_by
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.admin import (
+    AdminChange,
     AdminState,
     LeaseReset,
     ResetRefused,
-    read_admin_state,
+    change_admin_state,
+    new_admin_state,
     reset_lease,
-    write_admin_state,
 )
 from epochgc.impl.gc.duration import DURATION, at_most, format_duration
 from epochgc.impl.gc.errors import GcError
@@ -118,6 +119,11 @@ class _Interrupted(BaseException):
 
 @contextmanager
 def _writing(what: str, store: str, s3_endpoint: str | None) -> Iterator[None]:
+    _say_writing(what, store, s3_endpoint)
+    yield
+
+
+def _say_writing(what: str, store: str, s3_endpoint: str | None) -> None:
     """A signal while `what` is written: its request may have gone out and been applied
     (newuser10 L3: a Ctrl-C on a slow `pause` said only "interrupted by SIGINT", exit 130,
     and the store was paused all the same): the line says so and where to look."""
@@ -127,7 +133,6 @@ def _writing(what: str, store: str, s3_endpoint: str | None) -> Iterator[None]:
     # (`closedout.done`): no moment where a signal's line says less (newuser15 S3).
     signals.doing(f"{what} may have been written (its request was under way): "
                   f"`epochgc gc-admin show {where}` says")
-    yield
 
 
 @contextmanager
@@ -265,6 +270,14 @@ def _at(at: float | None) -> dict[str, Any]:
     return {"at": iso_utc(at), "at_unix": at}
 
 
+def _change(s: ObjectStore, decide: Callable[[AdminState], AdminState | None]
+            ) -> AdminChange:
+    try:
+        return change_admin_state(s, decide)
+    except StoreError as e:
+        raise _Refused(str(e)) from None
+
+
 def _operator() -> str:
     """Who runs this command: the login name and host (not this short-lived process's pid,
     which names nothing once it exits: issue 41 item 7)."""
@@ -309,10 +322,23 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
     s = _open(store, s3_endpoint)
     try:
         # Issue 41: a second pause replaced the first one's author and reason silently.
-        # Read, then write: two pauses at the same instant may still both write (the
-        # later wins); the pause itself holds either way.
-        before = read_admin_state(s)
-        if before.paused and not replace:
+        # Read, decide and write as one conditional change (newuser16 S7: a pause raced by
+        # a start on S3 was said done and lost): `before` is the state the write replaced.
+        wanted = new_admin_state(True, reason, time.time(), by or _operator())
+
+        def decide(now: AdminState) -> AdminState | None:
+            if now.paused and not replace:
+                return None
+            _say_writing("the pause", store, s3_endpoint)  # from before its request
+            return wanted
+
+        change = _change(s, decide)
+        before, state = change.before, change.written
+        if state is not None:
+            # newuser11 M9: a failed stdout write's line says the work was done.
+            closedout.done("the pause was written" + (" (it replaces the earlier one)"
+                                                      if before.paused else ""))
+        if state is None:
             if as_json:
                 _json({"paused": True, "changed": False, **_state(before), "replaced": None})
                 return
@@ -322,11 +348,6 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
                       "it is (pass "
                       "--replace to replace who paused and why)")
             return
-        with _writing("the pause", store, s3_endpoint):
-            state = write_admin_state(s, True, reason, time.time(), by or _operator())
-            # newuser11 M9: a failed stdout write's line says the work was done.
-            closedout.done("the pause was written" + (" (it replaces the earlier one)"
-                                                      if before.paused else ""))
     finally:
         s.close()
     if as_json:
@@ -350,13 +371,21 @@ def start(store: str, s3_endpoint: str | None, as_json: bool) -> None:
     s = _open(store, s3_endpoint)
     try:
         # newuser7: `pause --json` said whether it changed anything, `resume --json` did
-        # not; a resume of a store that is not paused writes nothing.
-        before = read_admin_state(s)
-        state = before
-        if before.paused:
-            with _writing("the resume", store, s3_endpoint):
-                state = write_admin_state(s, False, "", time.time(), _operator())
-                closedout.done("the resume was written: GC runs again")  # newuser11 M9
+        # not; a resume of a store that is not paused writes nothing. One conditional
+        # change (newuser16 S7): `before` is the pause the write lifted.
+        wanted = new_admin_state(False, "", time.time(), _operator())
+
+        def decide(now: AdminState) -> AdminState | None:
+            if not now.paused:
+                return None
+            _say_writing("the resume", store, s3_endpoint)  # from before its request
+            return wanted
+
+        change = _change(s, decide)
+        if change.written is not None:
+            closedout.done("the resume was written: GC runs again")  # newuser11 M9
+        before = change.before
+        state = change.written or before
     finally:
         s.close()
     if as_json:

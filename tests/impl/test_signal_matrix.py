@@ -500,7 +500,7 @@ def test_a_group_sigterm_reaches_the_command_not_its_jvm(tmp_path: Path) -> None
     group's signal reaches the command only, which stops the JVM itself, muted. What the
     JVM writes as it exits is made visible by HotSpot's `-Xlog:gc+heap+exit` (given to the
     driver JVM alone by SPARK_SUBMIT_OPTS): none of it may reach the operator. The signal
-    is sent once the demo says its Spark session is ready (a state, not a delay)."""
+    is sent once the demo says its Spark session started (a state, not a delay)."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), SPARK_SUBMIT_OPTS="-Xlog:gc+heap+exit:stderr")
     with open(tmp_path / "err", "w") as err_f:
         proc = subprocess.Popen(
@@ -509,7 +509,7 @@ def test_a_group_sigterm_reaches_the_command_not_its_jvm(tmp_path: Path) -> None
             start_new_session=True)
     try:
         limit = time.monotonic() + 600
-        while "Spark session ready" not in (tmp_path / "err").read_text():
+        while "Spark session started" not in (tmp_path / "err").read_text():
             assert proc.poll() is None, (tmp_path / "err").read_text()[-3000:]
             assert time.monotonic() < limit, "Spark never became ready"
             time.sleep(0.1)
