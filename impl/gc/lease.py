@@ -34,7 +34,7 @@ from typing import Any
 from epochgc.impl.gc.errors import GcError, ReportError
 from epochgc.impl.gc.journal import Driver
 from epochgc.impl.gc.killpoint import reach
-from epochgc.impl.gc.reports import check_nesting
+from epochgc.impl.gc.reports import load_bounded
 from epochgc.impl.store.base import (
     ConditionalConflict,
     NotAnObject,
@@ -329,8 +329,7 @@ def _parse(got: Versioned | None) -> dict[str, Any] | None:
     if got is None:
         return None
     try:
-        check_nesting(got.data, LEASE_KEY)
-        doc = json.loads(got.data)
+        doc = load_bounded(got.data, LEASE_KEY)  # nesting and numbers bounded
     except (ReportError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None

@@ -41,7 +41,7 @@ from itertools import groupby
 from typing import Any
 
 from epochgc.impl.gc.errors import GcError, ReportError
-from epochgc.impl.gc.reports import check_nesting
+from epochgc.impl.gc.reports import MAX_STORED_INT, load_bounded
 from epochgc.impl.gc.text import printable
 from epochgc.impl.shortlist import short_list
 from epochgc.impl.store.base import ObjectStore, StoreError
@@ -53,6 +53,7 @@ _CLAIM_TRIES = 64  # rounds finishing at the same moment; each try moves past on
 _MAX_MARKER = 4096
 _MAX_RECORD = 1 << 20  # bytes of a round record read for its number
 LAST = 10**_WIDTH - 1  # the highest number a marker can name
+assert LAST <= MAX_STORED_INT  # a marker's number reads back (`reports.load_bounded`)
 
 
 class SequenceError(GcError):
@@ -206,8 +207,7 @@ def _read_small(store: ObjectStore, key: str, limit: int) -> Any:
     cannot be read or parsed."""
     try:
         raw = store.get(key, 0, limit)
-        check_nesting(raw, key)  # json would raise RecursionError past ~1000 deep
-        return json.loads(raw)
+        return load_bounded(raw, key)  # nesting and numbers bounded (reports.load_bounded)
     except (StoreError, ReportError, ValueError):
         return None
 
