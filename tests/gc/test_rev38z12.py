@@ -118,28 +118,21 @@ def test_show_says_a_lease_with_a_huge_integer_expiry_without_raising(tmp_path: 
     assert "lease:" in r.output
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError,
-                   reason="rev38z12 finding 3: after a system suspend (CLOCK_MONOTONIC stops, "
-                          "the wall clock does not) a renewal writes an expiry measured on "
-                          "the monotonic clock, already past on every reader's clock, while "
-                          "the holder's own hold (ends(), driverbound) says 600 s more: "
-                          "another round takes the lease over under it")
 def test_a_renewal_after_a_suspend_never_writes_a_lease_shorter_than_its_own_hold(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from types import SimpleNamespace
-
+        tmp_path: Path) -> None:
+    """Finding 3 on a clock that does not count the suspend (CLOCK_MONOTONIC's case, the
+    review's scenario; s28i: the lease now measures on CLOCK_BOOTTIME, the next test):
+    the read is a step, and the holder's own hold is never longer than what it wrote."""
     from epochgc.impl.gc import lease as lease_mod
     from epochgc.impl.gc.lease import LEASE_KEY, Lease
 
     wall, mono = [1_800_000_000.0], [500.0]
     # clock_gettime(2): CLOCK_MONOTONIC "does not count time that the system is suspended"
-    # (CLOCK_BOOTTIME does); CLOCK_REALTIME is set right on resume. Python's time.monotonic
-    # is CLOCK_MONOTONIC on Linux.
-    monkeypatch.setattr(lease_mod, "time",
-                        SimpleNamespace(monotonic=lambda: mono[0], time=lambda: wall[0]))
+    # (CLOCK_BOOTTIME does); CLOCK_REALTIME is set right on resume.
     root = tmp_path / "s"
     LocalStore(root, create=True)
-    a = Lease(lambda: LocalStore(root), "round-a", duration_s=600.0, clock=lambda: wall[0])
+    a = Lease(lambda: LocalStore(root), "round-a", duration_s=600.0, clock=lambda: wall[0],
+              elapsed=lambda: mono[0])
     a.acquire()
     wall[0] += 30.0
     mono[0] += 30.0
@@ -147,9 +140,10 @@ def test_a_renewal_after_a_suspend_never_writes_a_lease_shorter_than_its_own_hol
     wall[0] += 1000.0  # the host suspended 1000 s: the wall clock moved, the monotonic not
     assert a._renew() is None  # the renewal after resume succeeds (nobody took it meanwhile)
     held = json.loads(LocalStore(root).get(LEASE_KEY))
-    own_hold_s = a.ends() - mono[0]  # what driverbound lets the holder's requests run to
+    own_hold_s = a.left_s()  # what driverbound lets the holder's requests run to
     readers_s = held["expires_at"] - wall[0]  # what every other host reads
-    b = Lease(lambda: LocalStore(root), "round-b", duration_s=600.0, clock=lambda: wall[0])
+    b = Lease(lambda: LocalStore(root), "round-b", duration_s=600.0, clock=lambda: wall[0],
+              elapsed=lambda: mono[0])
     try:
         b.acquire()
         took = "round-b took the lease over"
@@ -158,6 +152,31 @@ def test_a_renewal_after_a_suspend_never_writes_a_lease_shorter_than_its_own_hol
     assert readers_s >= own_hold_s - 5, (
         f"the holder holds {own_hold_s:.0f} s more by its own count; the lease it just "
         f"wrote expires in {readers_s:.0f} s on the readers' clocks; {took}")
+    assert not a.firm() and a.stepped is not None
+
+
+def test_a_suspend_on_the_boottime_clock_is_no_step_and_renews_the_whole_lease(
+        tmp_path: Path) -> None:
+    """Finding 3's fix (s28i): the lease measures on CLOCK_BOOTTIME, which counts a
+    suspend, so the wall clock and it move together across one: no step, and the renewal
+    after resume writes the whole duration on the readers' clocks, as the holder counts."""
+    import time
+
+    from epochgc.impl.gc.lease import LEASE_KEY, Lease
+
+    lease = Lease(lambda: LocalStore(tmp_path), "r")
+    # the default: Linux's CLOCK_BOOTTIME (what `store.base.send_clock` reads)
+    assert abs(lease.elapsed() - time.clock_gettime(time.CLOCK_BOOTTIME)) < 60
+    wall, boot = [1_800_000_000.0], [500.0]
+    a = Lease(lambda: LocalStore(tmp_path), "round-a", duration_s=600.0,
+              clock=lambda: wall[0], elapsed=lambda: boot[0])
+    a.acquire()
+    wall[0] += 1000.0  # suspended 1000 s: both clocks count it
+    boot[0] += 1000.0
+    assert a._renew() is None
+    held = json.loads(LocalStore(tmp_path).get(LEASE_KEY))
+    assert a.stepped is None and a.firm()
+    assert held["expires_at"] - wall[0] == 600.0 == a.left_s()
 
 
 @pytest.mark.xfail(strict=True, raises=AssertionError,
