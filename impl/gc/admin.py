@@ -19,6 +19,7 @@ from typing import Any
 
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.lease import DEAD_HOLDER, LEASE_KEY, holder_running, taken_over
+from epochgc.impl.gc.lease import live as lease_live
 from epochgc.impl.gc.reports import finite_float, load_bounded
 from epochgc.impl.store.base import (
     NoConditionalWrites,
@@ -251,9 +252,8 @@ def read_lease(store: ObjectStore, now: float) -> LeaseView:
     except ValueError as e:
         return LeaseView(LeaseState.UNREADABLE, problem=f"malformed: {e}", version=info.version,
                          next_round_replaces=taken_over(raw, now))
-    until = doc.get("expires_at")
-    live = isinstance(until, int | float) and not isinstance(until, bool) and until > now
-    return LeaseView(LeaseState.LIVE if live else LeaseState.EXPIRED, doc,
+    # as the round judges it (review rev38z12 finding 2: one judgement of expiry)
+    return LeaseView(LeaseState.LIVE if lease_live(doc, now) else LeaseState.EXPIRED, doc,
                      version=info.version)
 
 

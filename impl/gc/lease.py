@@ -239,7 +239,7 @@ class Lease:
                         self._taken(got.version)
                         return
                     held = _parse(got)
-                    if held is not None and _expires(held) > self.clock():
+                    if held is not None and live(held, self.clock()):
                         raise _held(held)
                     try:
                         taken = store.replace_if_match(LEASE_KEY, self._doc(), got.version)
@@ -362,7 +362,15 @@ def taken_over(data: bytes, now: float) -> bool:
     cannot parse, or one expired. `gc-admin show` says so of a malformed lease (issue 41
     F5: it advised `reset --force` where the next round simply replaced it)."""
     held = _parse(Versioned(data, ""))
-    return held is None or _expires(held) <= now
+    return held is None or not live(held, now)
+
+
+def live(held: dict[str, Any], now: float) -> bool:
+    """Whether the lease document `held` is still held at `now` (wall clock): the one
+    judgement of expiry, for the round that would take it over (`Lease.acquire`) and for
+    `gc-admin show` and `reset` (`admin.read_lease`): review rev38z12 finding 2, `show`
+    compared an int expiry of 401 digits exactly (live) where the round read it expired."""
+    return _expires(held) > now
 
 
 def _expires(held: dict[str, Any]) -> float:

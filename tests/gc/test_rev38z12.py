@@ -179,6 +179,30 @@ def test_a_suspend_on_the_boottime_clock_is_no_step_and_renews_the_whole_lease(
     assert held["expires_at"] - wall[0] == 600.0 == a.left_s()
 
 
+@pytest.mark.parametrize("expires", ["1" + "0" * 400, "1e400", "1e308", "99999999999999999999",
+                                     "0", "-1", "true", "null", '"9999999999"', "[1]",
+                                     "4102444800", "1000"])
+def test_show_and_the_round_judge_a_lease_s_expiry_alike(tmp_path: Path, expires: str) -> None:
+    """Finding 2's class (s28i): whatever a lease's expires_at holds, `gc-admin show` (and
+    `reset`: `admin.read_lease`) calls it live exactly when a round is refused by it
+    (`Lease.acquire`): one function judges both (`lease.live`). 4102444800 is 2100."""
+    import time
+
+    from epochgc.impl.gc.admin import LeaseState, read_lease
+    from epochgc.impl.gc.lease import Lease, LeaseBusy
+
+    store = LocalStore(tmp_path, create=True)
+    store.put("_cluster/gc/lease.json", b'{"round": "r", "host": "h", "pid": 1, "token": "t", '
+              b'"renewed_at": 1.0, "expires_at": ' + expires.encode() + b"}")
+    state = read_lease(store, time.time()).state
+    try:
+        Lease(lambda: LocalStore(tmp_path), "next").acquire()
+        refused = False
+    except LeaseBusy:
+        refused = True
+    assert (state is LeaseState.LIVE) == refused, (state, refused)
+
+
 @pytest.mark.xfail(strict=True, raises=AssertionError,
                    reason="rev38z12 finding 4: one bit flipped in an unnumbered record's "
                           "seq_after (1 -> 9, 0x31 -> 0x39) makes it the last round for show "
