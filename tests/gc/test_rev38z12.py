@@ -1,4 +1,5 @@
-"""Review rev38z12 (issue 38, final merged code): each finding a strict xfail, seen failing.
+"""Review rev38z12 (issue 38, final merged code): each finding was a strict xfail, seen
+failing; fixed by s28i (marks removed; finding 2 and 3 tests adapted and added to).
 
 Finding 1: an integer past a float's range (JSON allows any number of digits; Python's json
 reads it as an int) raises OverflowError out of the validating parsers, which catch
