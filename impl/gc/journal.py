@@ -41,7 +41,7 @@ from typing import Any
 from epochgc.impl.gc.bounds import APPLIED_WITHIN_S
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.gate import GateTarget, answer
-from epochgc.impl.gc.reports import check_nesting
+from epochgc.impl.gc.reports import load_bounded
 from epochgc.impl.gc.text import cut
 from epochgc.impl.store.base import MAX_DELETE_BATCH, DeleteResult, ObjectStore, StoreError
 from epochgc.model.keys import all_well_formed, well_formed
@@ -721,8 +721,7 @@ def read_journal(
             if len(raw) > MAX_ENTRY:
                 raw = b""  # nothing salvaged from it
                 raise ValueError(f"larger than {MAX_ENTRY} bytes: not read")
-            check_nesting(raw, obj.key)  # json would raise RecursionError past ~1000 deep
-            doc = json.loads(raw)
+            doc = load_bounded(raw, obj.key)  # nesting and numbers bounded
             whole = True
             if suffix == ".intent.json":
                 intents[batch] = Intent.parse(doc)

@@ -34,7 +34,7 @@ from typing import Any
 from epochgc.impl.gc.errors import GcError, ReportError
 from epochgc.impl.gc.journal import Driver
 from epochgc.impl.gc.killpoint import reach
-from epochgc.impl.gc.reports import check_nesting
+from epochgc.impl.gc.reports import load_bounded
 from epochgc.impl.store.base import (
     ConditionalConflict,
     NotAnObject,
@@ -42,6 +42,7 @@ from epochgc.impl.store.base import (
     ObjectStore,
     StoreError,
     Versioned,
+    send_clock,
 )
 from epochgc.impl.store.driverbound import current as driver_bound
 
@@ -66,11 +67,21 @@ class Lease:
         round_id: str,
         duration_s: float = DEFAULT_LEASE_S,
         clock: Callable[[], float] = time.time,
+        elapsed: Callable[[], float] = send_clock,
     ) -> None:
         self.open_store = open_store
         self.round_id = round_id
         self.duration_s = duration_s
         self.clock = clock
+        # What the holder measures its own hold on (`_until`, `firm`, `left_s`) and a step
+        # against: CLOCK_BOOTTIME on Linux (`store.base.send_clock`). Review rev38z12
+        # finding 3: on CLOCK_MONOTONIC, which "does not count time that the system is
+        # suspended" (clock_gettime(2), Linux man-pages; CLOCK_BOOTTIME "is identical to
+        # CLOCK_MONOTONIC, except that it also includes any time that the system is
+        # suspended"), a suspend of X s read as a step of the wall clock, and the renewal
+        # after it wrote an expiry X s short, already past on every reader's clock, while
+        # the holder's hold said the whole duration more. Injected by tests.
+        self.elapsed = elapsed
         self.token = uuid.uuid4().hex  # this hold: a doc with it was written by this object
         self.version = ""  # the version of the lease this round last wrote
         self._stop = threading.Event()
@@ -78,15 +89,17 @@ class Lease:
         # Which process holds it, as `gc-admin show` on this machine can check it (issue
         # 41: a dead driver's live lease was shown for its whole 10 minutes, unflagged).
         self._driver = asdict(Driver.this_process())
-        # monotonic time until which the lease is this round's for sure: from the moment
-        # the last successful write's document was made (before its request went out)
+        # the time (on `elapsed`) until which the lease is this round's for sure: from the
+        # moment the last successful write's document was made (before its request went
+        # out), for as long as that document grants on the readers' clocks (`_granted`)
         self._until = float("-inf")
         self._made = float("-inf")
+        self._granted = 0.0
         # The clocks of the last document made before any step (`_known_mono` monotonic,
         # `_known_wall` the wall clock, its `renewed_at`): the readers judge the lease by
-        # the wall clock, the driver by the monotonic one (rev38m finding 1). Once the
-        # clocks disagree (`stepped`) every later document's times are measured from
-        # these on the monotonic clock (`_doc`, review rev38z10 finding 6).
+        # the wall clock, the driver by `elapsed` (rev38m finding 1). Once the clocks
+        # disagree (`stepped`) every later document's times are measured from these on
+        # `elapsed` (`_doc`, review rev38z10 finding 6).
         self._known_mono = float("-inf")
         self._known_wall = float("nan")
         self.stepped: str | None = None  # why the clocks disagree: never firm again
@@ -110,14 +123,15 @@ class Lease:
         if self.stepped is None:
             self._check_step()
         return (self.stepped is None and self.lost is None and not self._stop.is_set()
-                and self._until - time.monotonic() > self.duration_s / 4)
+                and self.left_s() > self.duration_s / 4)
 
-    def ends(self) -> float:
-        """The monotonic time this round's hold ends, as of the last write of the lease
-        that succeeded (its document was made before that request went out); -inf before
-        it is held. Past it another round may take the store (`driverbound.DriverBound.
-        hold`: no request of this driver is sent then)."""
-        return self._until
+    def left_s(self) -> float:
+        """Seconds until this round's hold ends, as of the last write of the lease that
+        succeeded (its document was made before that request went out), measured on
+        `elapsed`; -inf before it is held. Never more than that document's expiry leaves
+        on the wall clock it was made by (`_doc`). Past it another round may take the
+        store (`driverbound.DriverBound.hold`: no request of this driver is sent then)."""
+        return self._until - self.elapsed()
 
     def look(self, store: ObjectStore) -> str | None:
         """One look at the lease in the store (the round's watch, once a look): None while
@@ -144,7 +158,7 @@ class Lease:
         """Latch `stepped` if the wall clock moved unlike the monotonic one since the last
         document made before a step."""
         with self._clocks:
-            self._stepped(time.monotonic(), self.clock())
+            self._stepped(self.elapsed(), self.clock())
 
     def _stepped(self, mono: float, wall: float) -> bool:
         """Whether the clocks read together as `mono`, `wall` moved differently since the
@@ -165,22 +179,30 @@ class Lease:
         compares `expires_at` with, on its own host; S3 keeps no expiry of its own, and the
         store's clock shows only in LastModified and its answers' Date). After a step of
         this host's wall clock (`stepped`) they are the last document's before the step
-        plus the time passed since on CLOCK_MONOTONIC, which "is not affected by
-        discontinuous jumps in the system time (e.g., if the system administrator manually
-        changes the clock)" (clock_gettime(2), Linux man-pages; Python's time.monotonic).
+        plus the time passed since on `elapsed` (CLOCK_BOOTTIME, which like CLOCK_MONOTONIC
+        "is not affected by discontinuous jumps in the system time (e.g., if the system
+        administrator manually changes the clock)", clock_gettime(2), Linux man-pages).
         Review rev38z10 finding 6: after a forward step of 10^6 s the renewals wrote the
         stepped clock's expiry, and a driver killed then (no release) left a lease every
         round read as live for 11 days, until `gc-admin reset --force`. Now a renewal
-        never writes an expiry past what the monotonic clock allows: the hold ends on the
-        readers' clocks when it would have without the step."""
+        never writes an expiry past what `elapsed` allows: the hold ends on the readers'
+        clocks when it would have without the step.
+
+        The holder's own hold (`_granted`, from `_made`) is what the document leaves on
+        the wall clock read now, at most `duration_s`: after a forward step it is less
+        (none at all past the duration), never more than what a reader sees (review
+        rev38z12 finding 3: the holder counted 600 s more on a lease written already
+        expired; `driverbound` let its requests out while another round took it over)."""
         with self._clocks:
-            self._made = time.monotonic()
+            self._made = self.elapsed()
             wall = self.clock()
             if self._stepped(self._made, wall):
                 now = self._known_wall + (self._made - self._known_mono)
             else:
                 now = self._known_wall = wall
                 self._known_mono = self._made
+            self._granted = 0.0 if release else min(self.duration_s,
+                                                     now + self.duration_s - wall)
         return json.dumps({
             "round": self.round_id, "host": socket.gethostname(), "pid": os.getpid(),
             "token": self.token, "renewed_at": now,
@@ -217,7 +239,7 @@ class Lease:
                         self._taken(got.version)
                         return
                     held = _parse(got)
-                    if held is not None and _expires(held) > self.clock():
+                    if held is not None and live(held, self.clock()):
                         raise _held(held)
                     try:
                         taken = store.replace_if_match(LEASE_KEY, self._doc(), got.version)
@@ -245,10 +267,10 @@ class Lease:
         this process's driver requests end with it (`driverbound.DriverBound.hold`; none
         bound outside a GC driver)."""
         self.version = version
-        self._until = self._made + self.duration_s
+        self._until = self._made + self._granted
         bound = driver_bound()
         if bound is not None:
-            bound.hold(self.ends)
+            bound.hold(self.left_s)
 
     def keep(self, lost: Callable[[str], None]) -> None:
         """Renew the lease every third of its duration until `release`; `lost(why)` is
@@ -278,7 +300,7 @@ class Lease:
                 if done is not None:
                     self.version = done
                     if not self._stop.is_set():  # a renewal, not the release
-                        self._until = self._made + self.duration_s
+                        self._until = self._made + self._granted
                     return None
                 got = store.get_versioned(LEASE_KEY, _MAX_LEASE_BYTES)
             except ConditionalConflict:
@@ -329,8 +351,7 @@ def _parse(got: Versioned | None) -> dict[str, Any] | None:
     if got is None:
         return None
     try:
-        check_nesting(got.data, LEASE_KEY)
-        doc = json.loads(got.data)
+        doc = load_bounded(got.data, LEASE_KEY)  # nesting and numbers bounded
     except (ReportError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None
@@ -341,7 +362,15 @@ def taken_over(data: bytes, now: float) -> bool:
     cannot parse, or one expired. `gc-admin show` says so of a malformed lease (issue 41
     F5: it advised `reset --force` where the next round simply replaced it)."""
     held = _parse(Versioned(data, ""))
-    return held is None or _expires(held) <= now
+    return held is None or not live(held, now)
+
+
+def live(held: dict[str, Any], now: float) -> bool:
+    """Whether the lease document `held` is still held at `now` (wall clock): the one
+    judgement of expiry, for the round that would take it over (`Lease.acquire`) and for
+    `gc-admin show` and `reset` (`admin.read_lease`): review rev38z12 finding 2, `show`
+    compared an int expiry of 401 digits exactly (live) where the round read it expired."""
+    return _expires(held) > now
 
 
 def _expires(held: dict[str, Any]) -> float:

@@ -85,7 +85,7 @@ from epochgc.impl.gc.record import (
     round_key,
 )
 from epochgc.impl.gc.recordread import DamagedRecord, listed_records
-from epochgc.impl.gc.reports import check_nesting
+from epochgc.impl.gc.reports import load_bounded
 from epochgc.impl.gc.rounddocs import MAX_DOC, DamagedEnd, End, Start, read_end, read_start
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.summary import OUTCOME_DRIVER_GONE, GcSummary
@@ -210,8 +210,7 @@ def _read_doc(store: ObjectStore, key: str) -> dict[str, Any] | None:
 
 def _parsed(raw: bytes, key: str) -> dict[str, Any] | None:
     try:
-        check_nesting(raw, key)  # json would raise RecursionError past ~1000 deep
-        doc = json.loads(raw)
+        doc = load_bounded(raw, key)  # nesting and numbers bounded (reports.load_bounded)
     except (ReportError, ValueError):
         return None
     return doc if isinstance(doc, dict) else None

@@ -41,7 +41,7 @@ from typing import Any
 
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.pools import submitter
-from epochgc.impl.gc.text import json_kind
+from epochgc.impl.gc.text import cut, json_kind
 from epochgc.impl.store.base import ObjectInfo, ObjectStore, StoreError
 from epochgc.model.cluster import GcEpoch, Report, gc_epoch
 from epochgc.model.errors import ModelError
@@ -388,6 +388,51 @@ def check_nesting(raw: bytes, key: str) -> None:
     linear in the document's size (`scan_nesting`)."""
     if scan_nesting(raw).deepest > MAX_NESTING:
         raise ReportError(f"{key}: nested deeper than {MAX_NESTING} levels; refused")
+
+
+# Review rev38z12 finding 1: JSON allows an integer of any length (RFC 8259 section 6:
+# "This specification allows implementations to set limits on the range and precision of
+# numbers accepted"), and Python's json reads a 401-digit one as an int that `float()` and
+# `math.isfinite` refuse with OverflowError, an ArithmeticError that every parser's
+# `except ValueError` let escape: one such stored number failed every round, `show` and
+# `reset`. No stored GC document holds an integer past this bound (times are seconds since
+# 1970, counts, terms and epochs are below 2**63, the round sequence's numbers have 20
+# digits: `sequence.LAST`), so one past it is damage, refused here, where
+# every stored document is parsed (`load_bounded`), so no parser sees it. A float cannot do
+# this: json reads 1e400 as inf, which the parsers refuse field by field (`isfinite`), as
+# they do NaN and Infinity, so that one damaged field of START does not cost its bound
+# (rev38z10 finding 1); the strict loader (`admin.load_strict`) refuses those too.
+MAX_STORED_INT = 10**20 - 1  # every float holds it (as a near value): no OverflowError
+_MAX_STORED_INT_DIGITS = len(str(MAX_STORED_INT))
+
+
+def _stored_int(text: str) -> int:
+    # Length first: int() of a 5000-digit literal is itself refused (ValueError, Python's
+    # 4300-digit limit) and quadratic below it.
+    if len(text.lstrip("-")) <= _MAX_STORED_INT_DIGITS:
+        v = int(text)
+        if -MAX_STORED_INT <= v <= MAX_STORED_INT:
+            return v
+    raise ValueError(f"integer {cut(text, 24)} is out of range (more than 20 digits)")
+
+
+def finite_float(text: str) -> float:
+    """A `parse_float` hook refusing what reads as infinite (1e400, a huge exponent)."""
+    v = float(text)
+    if not math.isfinite(v):
+        raise ValueError(f"number {cut(text, 24)} is out of range")
+    return v
+
+
+def load_bounded(raw: bytes, key: str, **hooks: Any) -> Any:
+    """The JSON document `raw` (object `key`): ReportError if it nests deeper than
+    MAX_NESTING, ValueError if it is not JSON or holds an integer of more than 20 digits
+    (`MAX_STORED_INT`). The one
+    loader of the GC's stored documents (lease, admin state, journal entries, START/END,
+    records, sequence markers, probes): every number it returns converts to float without
+    raising. `hooks` are further `json.loads` arguments (the strict loader's)."""
+    check_nesting(raw, key)  # json would raise RecursionError past ~1000 deep
+    return json.loads(raw, parse_int=_stored_int, **hooks)
 
 
 def check_numbers(doc: Any, key: str, path: str = "") -> None:

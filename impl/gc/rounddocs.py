@@ -27,7 +27,7 @@ from typing import Any
 from epochgc.impl.gc.admin import load_strict
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.recordread import MAX_RECORD, shape_problem
-from epochgc.impl.gc.reports import check_nesting
+from epochgc.impl.gc.reports import load_bounded
 from epochgc.impl.gc.text import cut
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.model.keys import MAX_EPOCH
@@ -73,8 +73,7 @@ def parse_start(raw: bytes, key: str) -> Start:
     if len(raw) > MAX_DOC:
         return Start(None, problem=f"larger than {MAX_DOC} bytes")
     try:
-        check_nesting(raw, key)  # json would raise RecursionError past ~1000 deep
-        doc = json.loads(raw)
+        doc = load_bounded(raw, key)  # nesting and numbers bounded (reports.load_bounded)
     except (ReportError, ValueError) as e:
         return Start(None, problem=cut(str(e).removeprefix(f"{key}: ")))
     if not isinstance(doc, dict):

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
@@ -49,17 +48,18 @@ class DriverBound:
     # the last was a connection refused (the waiting line's state: newuser13 Q2, "no
     # answer yet" was said of a port that refused each attempt at once).
     _failed: dict[int, tuple[int, bool]] = field(default_factory=dict, compare=False)
-    # When the round's GC lease ends (`hold`): a monotonic time, as the lease measures it.
-    _lease_ends: list[Callable[[], float]] = field(default_factory=list, compare=False)
+    # Seconds left of the round's GC lease (`hold`), as the lease measures them.
+    _lease_left: list[Callable[[], float]] = field(default_factory=list, compare=False)
 
-    def hold(self, ends: Callable[[], float]) -> None:
-        """The process holds a GC lease that ends at `ends()` (monotonic, as of its last
-        write that succeeded: `gc/lease.py` `Lease.ends`): from then on no attempt is sent
-        whose answer could come after it (its connect and read timeouts), stopped or not.
+    def hold(self, left: Callable[[], float]) -> None:
+        """The process holds a GC lease that ends in `left()` seconds (as of its last write
+        that succeeded, on the lease's own clock, CLOCK_BOOTTIME, which counts a suspend:
+        `gc/lease.py` `Lease.left_s`): from then on no attempt is sent whose answer could
+        come after it (its connect and read timeouts), stopped or not.
         Past it another round may take the store over and read this round back (its dead-
         round recovery): a write landing then is one that recovery did not see (newuser13
         Q6: a round wrote its END 5.5 minutes past its lease)."""
-        self._lease_ends[:] = [ends]
+        self._lease_left[:] = [left]
 
     def attempt_s(self) -> float:
         """The longest an attempt of a bounded client waits: its connect timeout and its
@@ -67,8 +67,8 @@ class DriverBound:
         return 2 * self.timeout_s
 
     def _refuse_past_lease(self) -> None:
-        for ends in self._lease_ends:
-            left = ends() - time.monotonic()
+        for lease_left in self._lease_left:
+            left = lease_left()
             if left < self.attempt_s():
                 when = (f"expires in {left:.0f} s" if left > 0
                         else f"expired {-left:.0f} s ago")

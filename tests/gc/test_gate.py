@@ -309,17 +309,13 @@ def test_a_lease_no_longer_firm_closes_the_gate_and_stops_the_round(spark: Any) 
 def test_a_lease_is_firm_while_a_quarter_of_it_is_left(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from types import SimpleNamespace
-
     from epochgc.impl.gc import lease as lease_mod
 
     now = [1000.0]
-    monkeypatch.setattr(lease_mod, "time", SimpleNamespace(monotonic=lambda: now[0],
-                                                           time=time.time))
     store = LocalStore(tmp_path / "s", create=True)
-    # its wall clock moves with the monotonic one (else a step: never firm again)
+    # its wall clock moves with its elapsed one (else a step: never firm again)
     lease = lease_mod.Lease(lambda: LocalStore(store.root), "r1", duration_s=400.0,
-                            clock=lambda: now[0])
+                            clock=lambda: now[0], elapsed=lambda: now[0])
     assert not lease.firm()  # not held yet
     lease.acquire()
     assert lease.firm()

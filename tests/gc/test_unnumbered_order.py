@@ -129,3 +129,27 @@ def test_a_record_written_before_seq_after_is_placed_by_the_stores_write_times(
     assert isinstance(last, str) and last.startswith("the last round cannot be told"), last
     written(round_key(b.round_id), NOW - 5)  # before #1's: the oldest
     assert _kept(store, 2) == {a.round_id, c.round_id}
+
+
+def test_a_seq_after_naming_a_marker_written_after_the_record_is_not_trusted(
+        tmp_path: Path) -> None:
+    """Review rev38z12 finding 4's other half (s28i): a record's `seq_after` is the highest
+    number handed out when its claim failed, so its marker was written no later than the
+    record (one store clock). One naming a later marker is damage: the record is not
+    placed (with the unplaceable, below every placed round), never taken for the last."""
+    store = LocalStore(tmp_path, create=True)
+    _round(store, 8, "a")
+    b = _round(store, 9, "b", numbered=False)
+    _round(store, 10, "c")
+    d = _round(store, 11, "d")
+    key = round_key(b.round_id)
+    raw = store.get(key)
+    assert raw.count(b'"seq_after": 1') == 1
+    store.put(key, raw.replace(b'"seq_after": 1', b'"seq_after": 3'))  # 3 exists: d's
+    for n, t in ((1, NOW), (2, NOW + 20), (3, NOW + 30)):
+        os.utime(store.root / f"{SEQ_PREFIX}{n:020d}", (t, t))
+    os.utime(store.root / key, (NOW + 10, NOW + 10))  # before #3's marker was written
+    assert _last(store) == (round_key(d.round_id), None)
+    assert d.round_id in _kept(store, 1)
+    os.utime(store.root / key, (NOW + 31, NOW + 31))  # after it: b's seq_after may hold
+    assert _last(store) == (round_key(b.round_id), None)
