@@ -227,17 +227,46 @@ def test_a_killed_tasks_request_reaches_the_server_after_the_task_is_gone(
         front.close()
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z11 finding 2: a START written before 91975e8 says stop_within_s 240 (the old "
-    "formula for the default lease), and the recovery waits that, 60 s less than the bound "
-    "the same tasks have by bounds.py's corrected argument (300 s)"))
 def test_a_start_from_the_previous_code_is_waited_the_corrected_bound() -> None:
-    """The previous code's START (2014bfe `stop_within_s(600)` = 90 + 80 + 10 + 60 = 240)
-    for a round of tasks with the same timeouts and the same lease as today's: the corrected
-    argument (bounds.py item 4) gives them 300 s, and a recovery by today's code waits 240."""
+    """rev38z11 finding 2 (seen failing on 1c866cb: 240.0 >= 300.0). The previous code's
+    START (2014bfe `stop_within_s(600)` = 90 + 80 + 10 + 60 = 240) for a round of tasks with
+    the same timeouts and the same lease as today's: the corrected argument (bounds.py item
+    4) gives them 300 s, and a recovery by today's code waited 240."""
     from epochgc.impl.gc import recover
     from epochgc.impl.gc.bounds import APPLIED_WITHIN_S, stop_within_s
     from epochgc.impl.gc.lease import DEFAULT_LEASE_S
 
     old_start = {"round": "20261130T100000.000Z-old", "stop_within_s": 240.0}
     assert recover._stop_within(old_start, APPLIED_WITHIN_S) >= stop_within_s(DEFAULT_LEASE_S)
+
+
+@pytest.mark.parametrize(("start", "waits"), [
+    # today's START: its own bound, which is today's for its lease
+    ({"stop_within_s": 300.0, "lease_s": 600.0}, 300.0),
+    # a test's short lease (no option sets one): its own bound, as written
+    ({"stop_within_s": 251.0, "lease_s": 4.0}, 251.0),
+    # a START that says less than today's bound for its lease: today's
+    ({"stop_within_s": 10.0, "lease_s": 4.0}, 251.0),
+    # a damaged lease: the longest
+    ({"stop_within_s": 300.0, "lease_s": "x"}, 900.0),
+    ({"stop_within_s": 300.0, "lease_s": float("nan")}, 900.0),
+    ({"stop_within_s": 300.0, "lease_s": True}, 900.0),
+    ({"stop_within_s": 300.0, "lease_s": 0}, 900.0),
+    # a long lease: capped as any bound
+    ({"stop_within_s": 300.0, "lease_s": 1e300}, 900.0),
+])
+def test_a_start_is_waited_at_least_todays_bound_for_its_lease(
+        start: dict[str, object], waits: float) -> None:
+    from epochgc.impl.gc import recover
+    from epochgc.impl.gc.bounds import APPLIED_WITHIN_S
+
+    assert recover._stop_within(start, APPLIED_WITHIN_S) == waits
+
+
+def test_a_start_on_a_local_directory_keeps_its_own_bound() -> None:
+    """The corrections were for requests in flight to a server; a local directory's
+    deletes are system calls (`recover._stop_within`): an old START's bound as written."""
+    from epochgc.impl.gc import recover
+
+    assert recover._stop_within({"stop_within_s": 240.0}, 0.0) == 240.0
+
