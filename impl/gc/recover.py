@@ -635,6 +635,18 @@ def _stop_within(start: dict[str, Any] | None, applied_s: float) -> float:
     return min(given, MAX_STOP_WITHIN_S)
 
 
+def _previous_version(start: dict[str, Any] | None) -> bool:
+    """Whether a round's journal may be a previous version's, whose outcomes wrote a whole
+    request's 4xx as a plain error, not `unknown` (before s28c; review rev38z11 finding 2):
+    its START names no lease (`lease_s`, written from task s28j on), or cannot be read. Its
+    plain errors are then asked of the store after the wait (`read_journal`'s `ask_errors`):
+    a key still there is an error as before, one gone is counted gone unattributed, never
+    "not deleted". Rounds of s28c's version are asked too (their START has no lease
+    either): for them a HEAD per plain error, after the same wait, with the same count when
+    the key is there."""
+    return start is None or "lease_s" not in start
+
+
 # Past this lease `stop_within_s` is past `MAX_STOP_WITHIN_S` anyway.
 _LONGEST_LEASE_S = 4 * MAX_STOP_WITHIN_S
 
@@ -748,7 +760,7 @@ def _from_journal(
         seconds=took,
     )
     try:
-        totals = read_journal(store, prefix, data)
+        totals = read_journal(store, prefix, data, ask_errors=_previous_version(start.doc))
     except StoreError as e:
         s.journal_read = False
         s.error = f"its journal cannot be read back: {cut(str(e))}"

@@ -8,6 +8,7 @@ when it reads a request's bytes)."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -16,6 +17,7 @@ import sys
 import threading
 import time
 from email.message import Message
+from pathlib import Path
 
 import pytest
 
@@ -270,3 +272,56 @@ def test_a_start_on_a_local_directory_keeps_its_own_bound() -> None:
 
     assert recover._stop_within({"stop_within_s": 240.0}, 0.0) == 240.0
 
+
+
+@pytest.mark.parametrize(("lease_s", "counted"), [
+    # a START without `lease_s`: a driver before task s28j, maybe before s28c, whose
+    # whole-request 4xx were journaled as plain errors: asked, found gone
+    (None, (0, 1)),
+    # today's START: its plain errors are the answer's own per-key results
+    (600.0, (1, 0)),
+])
+def test_an_old_rounds_plain_errors_are_asked_at_the_read_back(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lease_s: float | None,
+        counted: tuple[int, int]) -> None:
+    """rev38z11 finding 2's second half (seen failing on 46a10fb: the old round's key
+    counted an error, not deleted, though the store no longer has it). The previous code
+    journaled a whole-request 4xx as a plain error (not `unknown`): under issue 38's model
+    (an intermediary relays a copy's 4xx while another copy was applied) the request may
+    have deleted the key, and the recovery counted it "not deleted" without asking. A round
+    whose START has no `lease_s` was written before today's code: each of its plain errors
+    (not "never sent") is asked of the store after the recovery's wait, as an `unknown`."""
+    from epochgc.impl.gc import recover
+    from epochgc.impl.gc.journal import (
+        START,
+        Attempt,
+        JournalTarget,
+        JournalWriter,
+        journal_prefix,
+        write_marker,
+    )
+    from epochgc.impl.gc.recover import recover_dead_rounds
+    from epochgc.impl.store.base import DeleteResult
+    from epochgc.impl.store.local import LocalStore
+    from epochgc.model.keys import format_key
+    from tests.gc.helpers import put_local
+
+    monkeypatch.setattr(recover, "POLL_S", 10_000.0)
+    round_id = "20261130T100000.000Z-old0errs"
+    root = tmp_path / "s"
+    store = LocalStore(root, create=True)
+    prefix = journal_prefix(round_id)
+    start: dict[str, object] = {"round": round_id, "M": 100, "snapshot_revision": 7,
+                                "options": {}, "stop_within_s": 240.0}
+    if lease_s is not None:
+        start["lease_s"] = lease_s
+    write_marker(store, prefix, START, start)
+    key = format_key(0, 50, "0errs")
+    put_local(root, key, age=7200.0)
+    w = JournalWriter(store, JournalTarget(prefix), Attempt(0, 0, 0, 1))
+    seq = w.intent([(key, 1, 3600.0, "")])
+    w.done(seq, DeleteResult(1, errors={key: "AccessDenied: Access Denied"}))
+    store.delete_batch([key])  # a copy of the request the 4xx did not answer: applied
+    [got] = recover_dead_rounds(store, "rev38z11", lambda: set(), sleep=lambda s: None)
+    counts = json.loads(store.get(got.record))["counts"]
+    assert (counts["errors"], counts["gone_unattributed"]) == counted, counts
