@@ -11,10 +11,12 @@ queue for minutes (tcp(7), `tcp_orphan_retries`). The server could then get and 
 request after the attempt ended, after its task was seen gone: later than every wait of the
 GC rests on (`impl/gc/bounds.py` item 3).
 
-With `SO_LINGER` {l_onoff 1, l_linger 0} a close is an abort: Linux's `tcp_close` sends a
-RST and drops the unsent queue ("if (sock_flag(sk, SOCK_LINGER) && !sk->sk_lingertime)
-... tcp_send_active_reset", net/ipv4/tcp.c; the same path on exit, since exit closes the
-file). What the server had received before the RST it received before the attempt ended;
+With `SO_LINGER` {l_onoff 1, l_linger 0} a close is an abort: Linux's `__tcp_close`
+(net/ipv4/tcp.c) takes `else if (sock_flag(sk, SOCK_LINGER) && !sk->sk_lingertime)
+{ /* Check zero linger _after_ checking for unread data. */ sk->sk_prot->disconnect(sk,
+0); ... TCPABORTONDATA }`, and `tcp_disconnect` sends a RST and purges the write queue
+(the same path on exit, which closes the file; with unread data in the receive queue it
+resets as well). What the server had received before the RST it received before the attempt ended;
 the rest never reaches it, and a truncated body is not a request it can parse or apply.
 
 How. botocore's Config has no socket-option setting (it computes its own list from
