@@ -22,14 +22,16 @@ found none. The chain, each link enforced in code:
    a suspended executor's time counts); no request of that batch is sent later than
    `send_within_s` after it (`store.send_by`: S3 refuses to send the PutObject or
    DeleteObjects attempt, botocore retries included; a local store refuses the rename,
-   link or unlink). What the bound limits is when a request is SENT: its body is sent
-   first, then its answer read; how long the client then waits is not bounded by the
-   timeouts as a total: urllib3's read timeout is "the maximum amount of time (in
-   seconds) to wait between consecutive read operations for a response from the server"
-   (urllib3's `util.Timeout`, https://urllib3.readthedocs.io/en/stable/reference/
-   urllib3.util.html#urllib3.util.Timeout), per socket read, so a trickled answer keeps
-   an attempt open longer (review rev38n finding 8). That does not change the bound: the
-   server had the whole request before it answered.
+   link or unlink). What the bound limits is when a request is SENT; from then to the
+   server having the whole request or never having it, `REQUEST_IN_WITHIN_S` (below:
+   the connect, the request's two writes, the wait for the answer's first byte, each
+   bounded by a timeout). How long the client then waits is not bounded by the timeouts
+   as a total: urllib3's read timeout is "the maximum amount of time (in seconds) to wait
+   between consecutive read operations for a response from the server" (urllib3's
+   `util.Timeout`, https://urllib3.readthedocs.io/en/stable/reference/urllib3.util.html
+   #urllib3.util.Timeout), per socket read, so a trickled answer keeps an attempt open
+   longer (review rev38n finding 8). That does not change the bound: the server had the
+   whole request before it answered.
 3. An intermediary between the task and the server (a proxy, a load balancer, an SDK
    layer) may send the request more than once, and relay any one copy's answer (review
    rev38z9): nginx passes a request to the next upstream on an error or a timeout, a
@@ -39,35 +41,45 @@ found none. The chain, each link enforced in code:
    the client closes its connection first it closes the upstream one
    (`proxy_ignore_client_abort`, default off, same page), and an Envoy route's retries
    likewise end with the downstream request. THE INTERMEDIARY'S BOUND: every copy reaches
-   the server before the client's attempt ends (its answer began, or the client gave up:
-   `CONNECT_TIMEOUT_S + READ_TIMEOUT_S` after the send at most), and none is sent after.
-   A server applies a request within `READ_TIMEOUT_S` of receiving it (the bound's
-   assumption about the server, below). So a request's last copy is applied at most
-   `CONNECT_TIMEOUT_S + 2 x READ_TIMEOUT_S` after the task sent it, and at most
+   the server before the client's attempt ends, and none is sent after. The client's own
+   kernel is the first such hop (review rev38z11 finding 1): a request still in its send
+   queue when the attempt ends (a read timeout, a kill -9) was delivered after it by a
+   graceful close, for minutes (tcp(7) `tcp_orphan_retries`). Every connection of our S3
+   clients is closed with a reset (`SO_LINGER` {1, 0}, `store/resetclose.py`): the
+   unsent queue is dropped at the attempt's end, on exit too. What the server host had
+   received by then it received before the end; the rest never comes, and a truncated
+   body is no request. A segment already on the wire at the end reaches the server a
+   network delay later: `APPLIED_WITHIN_S`'s spare `CONNECT_TIMEOUT_S` covers one up to
+   that long. A server applies a request within `READ_TIMEOUT_S` of receiving it (the
+   bound's assumption about the server, below; "receiving": its host has the bytes,
+   whenever its application reads them). So a request's last copy is applied at most
    `READ_TIMEOUT_S` after the task's attempt ended (`APPLIED_WITHIN_S`, measured from
    that end, covers it: the live driver's read-back waits from the end of the latest
-   attempt naming a key, `s3.py`'s rule).
+   attempt naming a key, `s3.py`'s rule; a recovery from when the tasks were seen gone),
+   and at most `REQUEST_IN_WITHIN_S + READ_TIMEOUT_S` after the task sent it.
 4. So the last request of a round told "go" is sent no later than
    `LOOK_FRESH_S + send_within_s` after its STOP is durable, and its last copy applied
-   `CONNECT_TIMEOUT_S + 2 x READ_TIMEOUT_S` after that: `stop_within_s` = `LOOK_FRESH_S`
+   `REQUEST_IN_WITHIN_S + READ_TIMEOUT_S` after that: `stop_within_s` = `LOOK_FRESH_S`
    plus a quarter of the lease plus `READ_TIMEOUT_S` (600 s lease: 300 s; it was 240 s,
    which counted a request applied within `READ_TIMEOUT_S` of its send's connect, short
    by one `READ_TIMEOUT_S` of a copy sent as the attempt ended: review rev38z9's
-   "recovery's bound"). The round writes it in its START; the recovery waits that long
-   after writing STOP, before reading the journal back (`recover.py`). By construction,
-   for a round a recovery stops while its driver is alive too (`gc-admin reset --force
-   --even-if-running`; `--force` on a driver alive on another host): the lease margin
-   below covers only a driver that lost its lease.
+   "recovery's bound"; the send window is 50 s, not 80 s, since the request's own writes
+   and a TLS handshake are counted: review rev38z11 finding 1). The round writes it in its
+   START; the recovery waits that long after writing STOP, before reading the journal back
+   (`recover.py`). By construction, for a round a recovery stops while its driver is
+   alive too (`gc-admin reset --force --even-if-running`; `--force` on a driver alive on
+   another host): the lease margin below covers only a driver that lost its lease.
 
 Outside the bound: a server that applies a request more than `READ_TIMEOUT_S` after it got
 it (the client cannot see that; such a batch's outcome is resolved by asking the store, and
-a deletion applied after the read-back is in no record), an intermediary that sends a copy
-after its client's attempt ended, and a task whose clock runs slow by more than the margin.
+a deletion applied after the read-back is in no record), an intermediary past the client's
+host that sends a copy after its client's attempt ended, a segment the network delays by
+more than `CONNECT_TIMEOUT_S`, and a task whose clock runs slow by more than the margin.
 `Lease.firm` also keeps a quarter of the lease in hand: the last "go" under a firm lease is
 answered a quarter before the lease expires, and for a lease of at least 4 x (1 s +
-`CONNECT_TIMEOUT_S` + `READ_TIMEOUT_S`) = 284 s (`send_within_s` is at least 1 s) the
-batch's last request was sent and answered (or given up) by the time a recovery may take
-the round for dead, its last copy applied `READ_TIMEOUT_S` after. The default lease is 600
+`REQUEST_IN_WITHIN_S`) = 404 s (`send_within_s` is at least 1 s) the batch's last request
+was sent and in the server's hands (or never will be) by the time a recovery may take the
+round for dead, its last copy applied `READ_TIMEOUT_S` after. The default lease is 600
 s and no option sets another; a shorter lease (tests only) leaves the recovery's wait as
 the only margin (review rev38n finding 8).
 """
@@ -78,8 +90,8 @@ from __future__ import annotations
 from epochgc.impl.store.s3 import CONNECT_TIMEOUT_S, READ_TIMEOUT_S
 
 __all__ = ["APPLIED_WITHIN_S", "CONNECT_TIMEOUT_S", "HEADS_IN_FLIGHT", "LOOK_FRESH_S",
-           "MAX_STOP_WITHIN_S", "NEXT_HEAD_WITHIN_S", "READ_TIMEOUT_S", "STOP_LOOK_EVERY_S",
-           "send_within_s", "stop_within_s"]
+           "MAX_STOP_WITHIN_S", "NEXT_HEAD_WITHIN_S", "READ_TIMEOUT_S", "REQUEST_IN_WITHIN_S",
+           "STOP_LOOK_EVERY_S", "send_within_s", "stop_within_s"]
 
 # The driver's gate says "go" only within this long after a HEAD of STOP (sent then) found
 # none. A look is that HEAD, the pause state and the health reports (about 5 requests one
@@ -101,6 +113,28 @@ HEADS_IN_FLIGHT = round(LOOK_FRESH_S / STOP_LOOK_EVERY_S)
 # look's HEAD was still in flight when the gate closed).
 NEXT_HEAD_WITHIN_S = LOOK_FRESH_S - STOP_LOOK_EVERY_S
 
+# From a request's send (its last `send_by` check: before botocore's send, and again at
+# each connect, `connectcheck.py`) to the server host having the whole request, or never
+# having it (review rev38z11 finding 1, its second facet: "connect + read after the send"
+# left out the request's own writes). Each step has its own timeout:
+# - the TCP connect, `CONNECT_TIMEOUT_S`; on https the TLS handshake after it, on the same
+#   socket timeout (CPython's `do_handshake` waits on one deadline of the socket's timeout);
+# - the request's two writes, the headers, then the body (`urllib3.HTTPConnection.request`:
+#   `endheaders()`, then `send(chunk)`; a bytes body is one chunk; seen: a 22,516-byte
+#   DeleteObjects body in one `sendall` after an 845-byte header one, task s28j's report),
+#   each under `CONNECT_TIMEOUT_S`: urllib3 sets the connection's timeout to the connect
+#   timeout before it sends the request and to the read timeout only after
+#   (`connectionpool._make_request`, urllib3 2.8.0), and `sendall`'s timeout "is now the
+#   maximum total duration to send all data" (Python 3.5+, https://docs.python.org/3/
+#   library/socket.html#socket.socket.sendall);
+# - then `READ_TIMEOUT_S` for the answer's first byte. A server answers once it has the
+#   request; with no answer by then the attempt ends, its close a reset
+#   (`store/resetclose.py`): what was not delivered by then never is.
+# Not counted: bytes the client's kernel delivers after a write returned and before the
+# read gave up are within that wait; a read that trickles on after the first byte is after
+# the server had the request (item 2).
+REQUEST_IN_WITHIN_S = 4 * CONNECT_TIMEOUT_S + READ_TIMEOUT_S
+
 # How long after a task's attempt ENDED (answered, or given up) the server may still apply
 # a copy of its request, as the bound allows (item 3): `READ_TIMEOUT_S`, with
 # `CONNECT_TIMEOUT_S` to spare (it was "after the send": a connect, then a first answer).
@@ -117,13 +151,14 @@ MAX_STOP_WITHIN_S = 900.0
 
 def send_within_s(lease_s: float) -> float:
     """How long after its "go on?" a task may still send a request of that batch: a quarter
-    of the lease less the last attempt's connect and read timeouts (600 s lease: 80 s)."""
-    return max(1.0, lease_s / 4 - CONNECT_TIMEOUT_S - READ_TIMEOUT_S)
+    of the lease less the last request's way into the server (`REQUEST_IN_WITHIN_S`; 600 s
+    lease: 50 s)."""
+    return max(1.0, lease_s / 4 - REQUEST_IN_WITHIN_S)
 
 
 def stop_within_s(lease_s: float) -> float:
     """From STOP durable to the round's last request's last copy applied (item 4): the
-    look's freshness, then a quarter of the lease to the last attempt's end, then
-    `READ_TIMEOUT_S` for a copy an intermediary sent as it ended (600 s lease: 300 s)."""
-    return (LOOK_FRESH_S + send_within_s(lease_s) + CONNECT_TIMEOUT_S + READ_TIMEOUT_S
-            + READ_TIMEOUT_S)
+    look's freshness, then a quarter of the lease to the last request in the server's hands,
+    then `READ_TIMEOUT_S` for it (or a copy an intermediary sent as it came) to be applied
+    (600 s lease: 300 s)."""
+    return LOOK_FRESH_S + send_within_s(lease_s) + REQUEST_IN_WITHIN_S + READ_TIMEOUT_S

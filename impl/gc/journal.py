@@ -670,6 +670,7 @@ def read_journal(
     before_asking: Callable[[int, float], bool] | None = None,
     returned: Collection[str] | None = None,
     stopped: Collection[str] = (),
+    ask_errors: bool = False,
 ) -> JournalTotals:
     """Read a round's journal back from `store` (every attempt); `data`: the store the keys
     are in (default `store`), asked about the batches an attempt never finished and those
@@ -694,7 +695,10 @@ def read_journal(
     of unknown fate, not an error. `returned`: the names of the attempts whose results
     reached the driver (`Attempt.name`); then `listed_elsewhere` holds the keys only other
     attempts named (`_listed_elsewhere`); `stopped`: those of them that were stopped with
-    keys listed and not journaled."""
+    keys listed and not journaled. `ask_errors`: every key an outcome names an error
+    (other than never sent) is asked as an `unknown` one: a round journaled by a previous
+    version, which wrote a whole request's 4xx as a plain error (review rev38z11 finding 2;
+    `recover.py` says which rounds)."""
     known = known or {}
     data = data if data is not None else store
     totals = JournalTotals()
@@ -787,7 +791,7 @@ def read_journal(
             continue
         for key, (size, age) in items.rows():
             if key in errors:
-                if key in done.unknown:
+                if key in done.unknown or (ask_errors and errors[key] != UNSENT):
                     # Its delete may have been applied, and the store could not say then
                     # (review rev38q finding 1) or the key was there right after an
                     # unanswered request (review rev38z finding 6): asked again now, as an

@@ -74,10 +74,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from epochgc.impl.gc.admin import LeaseState, read_lease
-from epochgc.impl.gc.bounds import APPLIED_WITHIN_S, MAX_STOP_WITHIN_S
+from epochgc.impl.gc.bounds import APPLIED_WITHIN_S, MAX_STOP_WITHIN_S, stop_within_s
 from epochgc.impl.gc.drivertree import tasks_gone
 from epochgc.impl.gc.errors import ReportError
 from epochgc.impl.gc.journal import END, JOURNAL_PREFIX, START, STOP, read_journal
+from epochgc.impl.gc.lease import DEFAULT_LEASE_S
 from epochgc.impl.gc.record import (
     ROUNDS_PREFIX,
     number_round,
@@ -608,15 +609,55 @@ def _stop_within(start: dict[str, Any] | None, applied_s: float) -> float:
     (written before the field, 7364caf, or damaged yet parseable): its tasks HEAD STOP
     before each batch, then write the intent, then send: on a local directory (`applied_s`
     0) each a system call of a process that is gone, so 0; on a store behind a server that
-    chain had no send deadline, so the most (review rev38z7 finding 2)."""
+    chain had no send deadline, so the most (review rev38z7 finding 2).
+
+    On a store behind a server, never less than today's `bounds.stop_within_s` for the
+    round's lease (review rev38z11 finding 2): its tasks had the same timeouts and gate, and
+    the bound's argument has been corrected since some STARTs were written (240 s before
+    91975e8 for the default lease, 300 s now). A START names its lease (`lease_s`) from
+    task s28j on; one without it was written by a driver whose only lease outside tests
+    was the default (`lease.DEFAULT_LEASE_S`: no option sets another). A local directory
+    keeps its START's bound: the corrections were for requests in flight to a server (a
+    copy an intermediary sends, the request's own writes), which a system call is not."""
     if start is None:
         return MAX_STOP_WITHIN_S
-    given = start.get("stop_within_s")
-    if given is None:
+    if start.get("stop_within_s") is None:
         return MAX_STOP_WITHIN_S if applied_s > 0 else 0.0
-    if isinstance(given, bool) or not isinstance(given, int | float) or not given >= 0:
-        return MAX_STOP_WITHIN_S  # damaged: the longest (NaN fails `>= 0`)
-    return min(float(given), MAX_STOP_WITHIN_S)
+    given = _seconds(start.get("stop_within_s"))
+    if given is None:
+        return MAX_STOP_WITHIN_S  # damaged: the longest
+    if applied_s > 0:
+        lease = _seconds(start.get("lease_s", DEFAULT_LEASE_S))
+        if lease is None or lease == 0:
+            return MAX_STOP_WITHIN_S  # a damaged lease: the longest
+        given = max(given, stop_within_s(min(lease, _LONGEST_LEASE_S)))
+    return min(given, MAX_STOP_WITHIN_S)
+
+
+def _previous_version(start: dict[str, Any] | None) -> bool:
+    """Whether a round's journal may be a previous version's, whose outcomes wrote a whole
+    request's 4xx as a plain error, not `unknown` (before s28c; review rev38z11 finding 2):
+    its START names no lease (`lease_s`, written from task s28j on), or cannot be read. Its
+    plain errors are then asked of the store after the wait (`read_journal`'s `ask_errors`):
+    a key still there is an error as before, one gone is counted gone unattributed, never
+    "not deleted". Rounds of s28c's version are asked too (their START has no lease
+    either): for them a HEAD per plain error, after the same wait, with the same count when
+    the key is there."""
+    return start is None or "lease_s" not in start
+
+
+# Past this lease `stop_within_s` is past `MAX_STOP_WITHIN_S` anyway.
+_LONGEST_LEASE_S = 4 * MAX_STOP_WITHIN_S
+
+
+def _seconds(value: Any) -> float | None:
+    """A document's duration as a float: None unless a finite number >= 0 (a bool, a
+    string, NaN are not). An integer past float's range is refused where the document is
+    loaded (review rev38z12 finding 1)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    seconds = float(value)
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
 
 
 def _from_end(store: ObjectStore, round_id: str, end: End) -> Recovered | None:
@@ -718,7 +759,7 @@ def _from_journal(
         seconds=took,
     )
     try:
-        totals = read_journal(store, prefix, data)
+        totals = read_journal(store, prefix, data, ask_errors=_previous_version(start.doc))
     except StoreError as e:
         s.journal_read = False
         s.error = f"its journal cannot be read back: {cut(str(e))}"

@@ -174,6 +174,9 @@ def _streaming_round(
                 # how long a recovery waits after writing STOP before reading back
                 # (bounds.py)
                 "stop_within_s": stop_within_s(rnd.lease_s),
+                # and the lease it derives from: a later version's recovery waits at least
+                # its own bound for that lease (review rev38z11 finding 2, `recover.py`)
+                "lease_s": rnd.lease_s,
                 # where its tasks run: a recovery on this host may know them gone
                 **of_session(spark)})
             reach("start-written")

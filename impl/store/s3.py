@@ -26,6 +26,7 @@ from epochgc.impl.store import (
     keycodes,
     ratelimit,
     readretry,
+    resetclose,
 )
 from epochgc.impl.store.base import (
     MAX_PAGE_SIZE,
@@ -202,8 +203,10 @@ class S3Store(ObjectStore):
         `before-send` event: "emitted when the operation has been fully serialized,
         signed, and is ready to be sent across the wire",
         https://docs.aws.amazon.com/botocore/latest/topics/events.html): the call fails
-        with a StoreError. An attempt already sent is given up by the client within
-        `CONNECT_TIMEOUT_S + READ_TIMEOUT_S`."""
+        with a StoreError. An attempt already sent is in the server's hands, or never will
+        be, within `bounds.REQUEST_IN_WITHIN_S` (its connect, TLS handshake and two writes
+        under `CONNECT_TIMEOUT_S` each, then `READ_TIMEOUT_S` for the answer; its close a
+        reset, `resetclose.py`)."""
         return self._deadline.bounded(deadline)
 
     def _refuse_late(self, event_name: str = "", **_kwargs: Any) -> None:
@@ -286,6 +289,9 @@ class S3Store(ObjectStore):
         client = boto3.session.Session().client(
             "s3", endpoint_url=self.endpoint_url, config=config
         )
+        # Each connection closed with a reset: a request's unsent bytes never reach the
+        # server after its attempt ended (review rev38z11 finding 1; resetclose.py says why).
+        resetclose.apply(client)
         if limited:
             ratelimit.register(client)
         if bound is not None:
