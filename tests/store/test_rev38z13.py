@@ -112,13 +112,13 @@ def test_a_frozen_task_sends_no_delete_after_its_send_deadline() -> None:
     env = dict(os.environ, AWS_ACCESS_KEY_ID="x", AWS_SECRET_ACCESS_KEY="x",
                AWS_DEFAULT_REGION="us-east-1", AWS_EC2_METADATA_DISABLED="true",
                PYTHONPATH=os.pathsep.join(sys.path))
-    child = subprocess.Popen([sys.executable, "-c", _CHILD, server.endpoint(), "0.3"],
+    child = subprocess.Popen([sys.executable, "-c", _CHILD, server.endpoint(), "1.0"],
                              stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert child.stdout is not None
         deadline = float(child.stdout.readline())
         _, status = os.waitpid(child.pid, os.WUNTRACED)  # stopped at its connect
-        assert os.WIFSTOPPED(status), status
+        assert os.WIFSTOPPED(status), f"not stopped at its connect (deadline first?): {status}"
         while send_clock() <= deadline + 0.2:  # its send deadline passes while it is stopped
             time.sleep(0.05)
         os.kill(child.pid, signal.SIGCONT)
