@@ -44,6 +44,13 @@ from typing import Any
 class _Armed(threading.local):
     def __init__(self) -> None:
         self.check: Callable[[], None] | None = None
+        self.wrote = False  # a write of the armed attempt went ahead (`_hook`)
+
+
+class SentInPart(Exception):
+    """The send deadline passed between two writes of one attempt (`_hook`): its connection
+    is reset, and what it wrote before may have reached the server. Not a name of
+    `attempts._NOT_SENT`: the attempt may have been applied."""
 
 
 _ARMED = _Armed()
@@ -71,6 +78,7 @@ def arm(check: Callable[[], None]) -> None:
     """`check()` runs before each connect of this thread until `disarm`; it raises to
     refuse the connection (and so the request)."""
     _ARMED.check = check
+    _ARMED.wrote = False
 
 
 def disarm(**_kwargs: Any) -> None:
@@ -82,13 +90,27 @@ def disarm(**_kwargs: Any) -> None:
 def _hook(event: str, args: tuple[Any, ...]) -> None:
     # First, for every other event: this runs on each audit event of the process.
     # `!=`, not `is not`: CPython builds a C-raised event's name afresh (not interned).
-    if event != "socket.connect":
+    if event != "socket.connect" and event != "http.client.send":
         return
     check = _ARMED.check
     if check is None:
         return
+    if event == "socket.connect":
+        try:
+            check()
+        except BaseException:
+            args[0].close()  # the socket urllib3 made for this address (it would leak)
+            raise
+        return
+    # "http.client.send": `args[0]` is the connection, right before its `sock.sendall`.
     try:
         check()
-    except BaseException:
-        args[0].close()  # the socket urllib3 made for this address (it would leak)
+    except BaseException as e:
+        # Closed now, with the reset every connection of ours closes with
+        # (`resetclose.py`): what this attempt queued before never reaches the server.
+        args[0].close()
+        if _ARMED.wrote:
+            raise SentInPart("past the send deadline after part of the request was written: "
+                             "its connection reset (it may have reached the server)") from e
         raise
+    _ARMED.wrote = True  # before the write: one that fails part-way may have sent bytes

@@ -127,3 +127,72 @@ def test_only_the_armed_thread_is_checked_and_only_until_disarmed(
     finally:
         connectcheck.disarm()
     socket.create_connection(listener, timeout=10.0).close()  # disarmed: not checked
+
+
+
+@pytest.mark.s3
+@pytest.mark.parametrize("frozen_at", ["connect", "headers"])
+def test_a_write_past_the_deadline_is_not_made(
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, frozen_at: str,
+) -> None:
+    """Review rev38z13 finding 1, in process (its SIGSTOP case, behind
+    EPOCHGC_S3_FAULTS=deep, is tests/store/test_rev38z13.py): the task is frozen after its
+    last check before the wire, and its send clock moves 30 s past the deadline meanwhile
+    (moved, not waited). The check before each write (`connectcheck`, audit event
+    `http.client.send`) finds it passed:
+    - frozen in its connect (after the connect's check): no byte of the request was
+      written, so it is not sent, and its key stays, not deleted, known so (rule (c));
+      before the check, the whole DeleteObjects went out and the key was deleted;
+    - frozen in its headers' write: the body is not written and the connection is reset
+      (`SentInPart`); the server got no whole request, and the key is `unknown` (what was
+      written may have reached the server: the client cannot tell), still there."""
+    bucket = new_bucket(moto_endpoint)
+    direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)
+    direct.put("k", b"x")
+    now = [100.0]
+    deletes: list[Call] = []
+
+    def faults(c: Call) -> Fault | None:
+        if c.kind == "delete":
+            deletes.append(c)
+        return None
+
+    real_connect, real_sendall = socket.socket.connect, socket.socket.sendall
+    writes: list[int] = []  # the store's, on this thread (not the proxy's, nor its HEADs)
+    me = threading.get_ident()
+
+    def frozen_connect(sock: socket.socket, address: Any) -> None:
+        real_connect(sock, address)
+        if frozen_at == "connect" and threading.get_ident() == me:
+            now[0] += 30.0
+
+    def frozen_write(sock: socket.socket, data: Any, *args: Any) -> None:
+        real_sendall(sock, data, *args)
+        if threading.get_ident() == me:
+            writes.append(len(data))
+            if frozen_at == "headers":
+                now[0] += 30.0
+
+    with s3_proxy(moto_endpoint, faults=faults) as p:
+        store = S3Store(bucket, "c", endpoint_url=p.endpoint, max_attempts=0,
+                        key_retry=no_key_retry())
+        store.monotonic = lambda: now[0]
+        try:
+            store.client.meta.events  # noqa: B018  (the client made: no connection yet)
+            monkeypatch.setattr(socket.socket, "connect", frozen_connect)
+            monkeypatch.setattr(socket.socket, "sendall", frozen_write)
+            with store.send_by(101.0):
+                result = store.delete_batch(["k"])
+        finally:
+            monkeypatch.undo()
+            store.close()
+    assert not deletes and direct.head("k") is not None, (
+        f"a DeleteObjects whose send deadline passed before its {frozen_at} write(s) "
+        f"reached the server: {deletes}; writes {writes}")
+    assert list(result.errors) == ["k"], result
+    if frozen_at == "connect":
+        assert writes == [] and not result.unknown, (writes, result)
+        assert "not sent" in result.errors["k"], result.errors
+    else:
+        assert len(writes) == 1 and result.unknown == {"k"}, (writes, result)
+        assert "may have reached the server" in result.errors["k"], result.errors
