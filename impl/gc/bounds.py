@@ -19,13 +19,17 @@ found none. The chain, each link enforced in code:
    https://docs.aws.amazon.com/AmazonS3/latest/userguide/Welcome.html#ConsistencyModel),
    so no "go" is decided later than `LOOK_FRESH_S` after STOP is durable.
 2. A task takes the time before it asks (`store.send_clock`: CLOCK_BOOTTIME on Linux, so
-   a suspended executor's time counts); no request of that batch is sent later than
-   `send_within_s` after it (`store.send_by`: S3 refuses to send the PutObject or
-   DeleteObjects attempt, botocore retries included; a local store refuses the rename,
-   link or unlink). What the bound limits is when a request is SENT; from then to the
-   server having the whole request or never having it, `REQUEST_IN_WITHIN_S` (below:
-   the connect, the request's two writes, the wait for the answer's first byte, each
-   bounded by a timeout). How long the client then waits is not bounded by the timeouts
+   the time a suspended or stopped executor spends counts in each CHECK); no request of
+   that batch is sent later than `send_within_s` after it (`store.send_by`: S3 refuses to
+   send the PutObject or DeleteObjects attempt, botocore retries included, checked before
+   botocore's send, again at each connect and right before each write of the request's
+   bytes, `store/connectcheck.py`; a local store refuses the rename, link or unlink). The
+   checks cannot cover the time between the last one and the write it allows, nor what
+   the write handed the kernel (below, "Outside the bound"; review rev38z13 finding 1).
+   What the bound limits is when a request is SENT; from then to the server having the
+   whole request or never having it, `REQUEST_IN_WITHIN_S` (below: the connect, the
+   request's two writes, the wait for the answer's first byte, each bounded by a
+   timeout). How long the client then waits is not bounded by the timeouts
    as a total: urllib3's read timeout is "the maximum amount of time (in seconds) to wait
    between consecutive read operations for a response from the server" (urllib3's
    `util.Timeout`, https://urllib3.readthedocs.io/en/stable/reference/urllib3.util.html
@@ -75,6 +79,30 @@ it (the client cannot see that; such a batch's outcome is resolved by asking the
 a deletion applied after the read-back is in no record), an intermediary past the client's
 host that sends a copy after its client's attempt ended, a segment the network delays by
 more than `CONNECT_TIMEOUT_S`, and a task whose clock runs slow by more than the margin.
+Nor a task process or host STOPPED (SIGSTOP, a cgroup freeze such as `docker pause`, a
+paused or suspended VM or host) for longer than the recovery's wait at the wrong moment
+(review rev38z13 finding 1): between its last check and the `sendall` that check allowed
+(microseconds now that each write is checked: `store/connectcheck.py`), or AFTER bytes of
+its request entered its kernel's send queue. What is queued goes on when the host runs
+again (TCP's retransmission timers run on the kernel's clock, and a merely stopped process
+does not stop its kernel's sending at all), while the attempt's end and its reset close
+(`store/resetclose.py`) come from a socket timeout of the process, which bounds a wait
+inside one call, not a pause between calls, nor a suspended host (no timer runs). No
+client-side check can bound that: any check is followed by an action the pause can
+delay (M. Kleppmann, "How to do distributed locking", 2016, https://martin.kleppmann.com/
+2016/02/08/how-to-do-distributed-locking.html: a process paused after checking its lease
+writes after the lease expired, unless the storage checks a fencing token). S3 offers no
+such fence for DeleteObjects: the only per-object condition is an ETag (the `ETag` of each
+`ObjectIdentifier`, https://docs.aws.amazon.com/AmazonS3/latest/API/API_DeleteObjects.html;
+https://docs.aws.amazon.com/AmazonS3/latest/userguide/conditional-deletes.html), and a
+garbage key's ETag is unchanged, so a late delete passes it. The recovery's wait
+(`stop_within_s`) is a delay of Chubby's lock-delay kind (M. Burrows, "The Chubby lock
+service for loosely-coupled distributed systems", OSDI 2006, section 2.4: a lock freed
+because its holder failed is not given out again for a lock-delay, an imperfect guard
+against its delayed requests, which the paper pairs with sequencers the servers check):
+it covers a pause shorter than itself, not a longer one. Such a late delete removes only a
+key the round had decided was garbage; what it breaks is the record ("not deleted", or
+unknown resolved as still there, for a key then removed).
 `Lease.firm` also keeps a quarter of the lease in hand: the last "go" under a firm lease is
 answered a quarter before the lease expires, and for a lease of at least 4 x (1 s +
 `REQUEST_IN_WITHIN_S`) = 404 s (`send_within_s` is at least 1 s) the batch's last request
@@ -113,10 +141,11 @@ HEADS_IN_FLIGHT = round(LOOK_FRESH_S / STOP_LOOK_EVERY_S)
 # look's HEAD was still in flight when the gate closed).
 NEXT_HEAD_WITHIN_S = LOOK_FRESH_S - STOP_LOOK_EVERY_S
 
-# From a request's send (its last `send_by` check: before botocore's send, and again at
-# each connect, `connectcheck.py`) to the server host having the whole request, or never
-# having it (review rev38z11 finding 1, its second facet: "connect + read after the send"
-# left out the request's own writes). Each step has its own timeout:
+# From a request's send (its `send_by` check last before botocore's send; the checks again
+# at each connect and before each write, `connectcheck.py`, only shorten what follows) to
+# the server host having the whole request, or never having it (review rev38z11 finding 1,
+# its second facet: "connect + read after the send" left out the request's own writes).
+# Each step has its own timeout:
 # - the TCP connect, `CONNECT_TIMEOUT_S`; on https the TLS handshake after it, on the same
 #   socket timeout (CPython's `do_handshake` waits on one deadline of the socket's timeout);
 # - the request's two writes, the headers, then the body (`urllib3.HTTPConnection.request`:

@@ -27,10 +27,33 @@ HTTPClientError(error=e)`); `attempts.not_sent` takes that as not sent. botocore
 standard retry retries an `HTTPClientError` (`retries/standard.py`
 `_TRANSIENT_EXCEPTION_CLS`), and the retry's own `before-send` check refuses it.
 
-What is left between the last check and the server having the request is one connect
-(bounded by `CONNECT_TIMEOUT_S`) and the write, as `bounds.py` counts. Other threads'
-connections, and this thread's outside a bounded request, find nothing armed: one
-thread-local read each.
+The same check runs again right before EACH write of the request (review rev38z13 finding
+1: a task process stopped after the connect's check, by SIGSTOP, a cgroup freeze or a
+paused VM, sent its whole DeleteObjects when continued, however late: the connect, the TLS
+handshake and the writes are under socket timeouts, and a socket timeout bounds the wait
+inside one call, not a pause between the check and the call). CPython's `http.client.
+HTTPConnection.send`, through which urllib3 writes the headers and each chunk of the body
+(urllib3 2.8.0 `HTTPConnection.request`: `endheaders()`, then `send(chunk)`; botocore's
+`AWSConnection.send` passes to it), connects first if it must and then raises the audit
+event `http.client.send` with `(self, data)` right before its `sock.sendall(data)`
+(CPython 3.11 `Lib/http/client.py`; the audit events table above; epochgc needs Python
+>= 3.11). No private botocore or urllib3 name is needed. The deadline passed there:
+- no write of this attempt went ahead yet (`arm` clears the mark): `SendDeadlinePassed`,
+  raised as at the connect; the attempt is not sent (true: no byte of it was written; the
+  connection, maybe just opened, is closed with its reset, `resetclose.py`);
+- a write went ahead (the headers, or a proxy tunnel's CONNECT, which goes through the same
+  `send`): the connection is closed now, with the reset, so nothing it queued reaches the
+  server, and `SentInPart` is raised: not a name of `attempts._NOT_SENT`, so the attempt
+  may have been applied (what was written may be at the server), as any attempt that
+  began writing.
+
+What is left between the last check and the server having the request is one `sendall`
+(what it hands the kernel goes on while the process is stopped: the kernel's send queue and
+TCP's retransmission run on the kernel's clock), bounded by `CONNECT_TIMEOUT_S` for a
+process that runs, as `bounds.py` counts; a process stopped past its deadline after bytes
+entered the kernel's queue is outside every client-side bound (`bounds.py`, "Outside the
+bound"). Other threads' connections and writes, and this thread's outside a bounded
+request, find nothing armed: one thread-local read each.
 """
 
 from __future__ import annotations
@@ -61,12 +84,12 @@ _LOCK = threading.Lock()
 def install() -> None:
     """Add the audit hook, once per process (a hook cannot be removed: it stays for the
     process's life, in the driver and every executor). Its cost is a Python call per audit
-    event of any kind, not only `socket.connect` (review rev38z4): `_hook` returns at its
-    first statement for the others, and measured (Python 3.11, `timeit`; task s26f report)
-    it costs what an empty hook does, ~120 ns per event: `id()`, audited as `builtins.id`,
-    23 -> 145 ns; `copy.deepcopy` of a 20,000-entry dict, which calls `id` per object,
-    20 -> 36 ms. A Python hook cannot be made cheaper than its call; impl/ calls `id()` on
-    no per-key path."""
+    event of any kind, not only `socket.connect` and `http.client.send` (review rev38z4):
+    `_hook` returns at its first statement for the others, and measured (Python 3.11,
+    `timeit`; task s26f report) it costs what an empty hook does, ~120 ns per event:
+    `id()`, audited as `builtins.id`, 23 -> 145 ns; `copy.deepcopy` of a 20,000-entry
+    dict, which calls `id` per object, 20 -> 36 ms. A Python hook cannot be made cheaper
+    than its call; impl/ calls `id()` on no per-key path."""
     global _INSTALLED
     with _LOCK:
         if not _INSTALLED:
@@ -75,8 +98,9 @@ def install() -> None:
 
 
 def arm(check: Callable[[], None]) -> None:
-    """`check()` runs before each connect of this thread until `disarm`; it raises to
-    refuse the connection (and so the request)."""
+    """`check()` runs before each connect and each write of this thread until `disarm`; it
+    raises to refuse the connection or the write (and so the request). No write of this
+    attempt has gone ahead yet (`_hook`)."""
     _ARMED.check = check
     _ARMED.wrote = False
 

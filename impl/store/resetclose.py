@@ -28,6 +28,17 @@ _get_pool_manager_kwargs`, httpsession.py); the pools, and so their sockets, are
 first request. So the option is appended to that list as the client is made, before any
 request; if botocore's layout changes this refuses to make the client (a clear error)
 rather than make one that closes gracefully.
+
+What it does not do (review rev38z13 finding 1, its second facet). "Dropped at the
+attempt's end" holds for a process that runs: the end is a socket timeout of the process
+(the read timeout), and the reset is its close. While the process is stopped (SIGSTOP, a
+cgroup freeze) its kernel goes on sending what is queued; while its host or VM is
+suspended nothing runs, and on resume the kernel's TCP timers retransmit the queue at once,
+before the process's timeout fires and resets. So bytes already in the send queue when the
+task or its host stops reach the server when the network and host let them, however late:
+outside every client-side bound (`impl/gc/bounds.py`, "Outside the bound"). What the
+check before each write (`connectcheck.py`) keeps out of the queue is the request's next
+write once its deadline has passed: that write is not made, and the connection is reset.
 """
 
 from __future__ import annotations

@@ -129,7 +129,8 @@ _BOUNDED_OPS = ("PutObject", "DeleteObjects", "DeleteObject")
 
 
 class SendDeadlinePassed(Exception):
-    """Raised from botocore's `before-send` hook: this attempt was not sent. Not a botocore
+    """Raised from botocore's `before-send` hook, or before the attempt's connect or first
+    write (`connectcheck`): this attempt was not sent. Not a botocore
     error, so botocore's retry handler does not retry it; an earlier attempt of the same
     call may have been sent (and applied): the per-attempt record says (`attempts.py`)."""
 
@@ -203,17 +204,20 @@ class S3Store(ObjectStore):
         `before-send` event: "emitted when the operation has been fully serialized,
         signed, and is ready to be sent across the wire",
         https://docs.aws.amazon.com/botocore/latest/topics/events.html): the call fails
-        with a StoreError. An attempt already sent is in the server's hands, or never will
-        be, within `bounds.REQUEST_IN_WITHIN_S` (its connect, TLS handshake and two writes
-        under `CONNECT_TIMEOUT_S` each, then `READ_TIMEOUT_S` for the answer; its close a
-        reset, `resetclose.py`)."""
+        with a StoreError. The deadline is checked again before each connect and each write
+        of the attempt (`connectcheck`). An attempt already sent is in the server's hands,
+        or never will be, within `bounds.REQUEST_IN_WITHIN_S` (its connect, TLS handshake
+        and two writes under `CONNECT_TIMEOUT_S` each, then `READ_TIMEOUT_S` for the answer;
+        its close a reset, `resetclose.py`), for a process that runs: `bounds.py` says what
+        a stopped one leaves."""
         return self._deadline.bounded(deadline)
 
     def _refuse_late(self, event_name: str = "", **_kwargs: Any) -> None:
         """Run before and after botocore's adaptive rate limiter (`_around_the_limiter`):
         the last check is the one before the wire (review rev38z finding 2), and is made
         again before each connect the request's send opens, after the name lookup
-        (`connectcheck`, review rev38z2 finding 3)."""
+        (`connectcheck`, review rev38z2 finding 3), and before each write of its bytes
+        (review rev38z13 finding 1)."""
         connectcheck.disarm()
         if event_name.rpartition(".")[2] not in _BOUNDED_OPS:
             return
