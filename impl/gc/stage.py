@@ -62,7 +62,7 @@ from epochgc.impl.gc.scan import (
     split_prefixes,
 )
 from epochgc.impl.gc.session import cancel_on_stop, context_stopped
-from epochgc.impl.gc.sparkerrors import _spark_errors
+from epochgc.impl.gc.sparkerrors import _spark_errors, interrupt_under
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.stream import TaskResult, list_and_delete_task
 from epochgc.impl.gc.summary import SPARK_STOPPED, GcSummary
@@ -238,6 +238,8 @@ def _spark_ended(sc: Any) -> Iterator[None]:
     except GcError:
         raise
     except Exception as e:
+        if (ki := interrupt_under(e)) is not None:  # a signal's, replaced on its way out
+            raise ki from None
         if not context_stopped(sc):
             raise
         raise GcError(f"delete phase failed: {SPARK_STOPPED_LINE}", deleting=True) from e
