@@ -62,7 +62,7 @@ from epochgc.impl.gc.scan import (
     split_prefixes,
 )
 from epochgc.impl.gc.session import cancel_on_stop, context_stopped
-from epochgc.impl.gc.sparkerrors import _spark_errors
+from epochgc.impl.gc.sparkerrors import _spark_errors, interrupt_under
 from epochgc.impl.gc.stop import RoundStop
 from epochgc.impl.gc.stream import TaskResult, list_and_delete_task
 from epochgc.impl.gc.summary import SPARK_STOPPED, GcSummary
@@ -221,6 +221,13 @@ def _delete_stage(spark: SparkSession, rnd: _Round, groups: list[list[int]], lis
     watch.start()  # looks once before returning: a pause written since `_round` checked
     try:
         _stage(spark, rnd, groups, listers, deleters, prefix, watch.close, cutoff, watch)
+    except Exception as e:
+        # A second signal's interrupt that a later py4j call's error replaced as it
+        # unwound (`interrupt_under`; the stage's own `finally`: `setLocalProperty`) is the
+        # interrupt: the round ends as "again", not as a failed stage.
+        if (ki := interrupt_under(e)) is not None:
+            raise ki from None
+        raise
     finally:
         cutoff.over()
         watch.close()
@@ -238,6 +245,8 @@ def _spark_ended(sc: Any) -> Iterator[None]:
     except GcError:
         raise
     except Exception as e:
+        if (ki := interrupt_under(e)) is not None:  # a signal's, replaced on its way out
+            raise ki from None
         if not context_stopped(sc):
             raise
         raise GcError(f"delete phase failed: {SPARK_STOPPED_LINE}", deleting=True) from e
@@ -450,10 +459,16 @@ def _stage(
                 _quiesce(sc, open_store, prefix, group, write_stop=not stop.requested,
                          on_error=note)
             quiesced = True
-        except BaseException:
+        except BaseException as exc:
             # A second signal (KeyboardInterrupt) or a driver-side bug: no task may go on
             # deleting behind a round that has ended; what they did is in the journal.
-            cancel_on_stop(sc, group)
+            # After an interrupt py4j has just shut its sockets down (`interrupt_under`): a
+            # cancel that fails then must not replace the interrupt and skip the STOP and
+            # the read-back below; the gate is closed and STOP follows, so no task starts
+            # another batch either way.
+            with (contextlib.suppress(Exception) if isinstance(exc, KeyboardInterrupt)
+                  else contextlib.nullcontext()):
+                cancel_on_stop(sc, group)
             summary.journal_read = False
             # A requested stop's STOP is its armed write's (newuser15 S7: a SIGINT after
             # the monitor's stop wrote a second, "stage failed", its wait said on a silent
