@@ -88,14 +88,56 @@ def require_spark(command: str, modules: Iterable[str] = (), *,
     `workers_here` (a local master: Spark's Python workers start on this host), also the
     Python they run (`worker_python_problem`)."""
     require_modules(command, ("pyspark", *modules))
-    from epochgc.impl.java import problem
-
-    found = problem()
-    if found is not None:
-        raise Refused(found.message, ExitCode.UNAVAILABLE)
-    bad = worker_python_problem() if workers_here else None
+    bad = spark_problem(workers_here=workers_here)
     if bad is not None:
         raise Refused(bad, ExitCode.UNAVAILABLE)
+
+
+def spark_problem(*, workers_here: bool = True) -> str | None:
+    """Why Spark could not start or run its local workers on this host, in one line (None:
+    it can). The one set of checks `require_spark` refuses by and `demo --gc-engine auto`
+    falls back by (impl/cluster/demo_gc.py), so the two always agree (newuser17 T3b: gc
+    failed where demo ran). In the order PySpark meets them: spark-submit, Java, then the
+    workers' Python."""
+    from epochgc.impl.java import problem
+
+    bad = spark_home_problem()
+    if bad is None:
+        found = problem()
+        bad = found.message if found is not None else None
+    if bad is None and workers_here:
+        bad = worker_python_problem()
+    return bad
+
+
+# How PySpark finds the spark-submit it launches its JVM by (pyspark/java_gateway.py
+# `launch_gateway`, 4.x: `SPARK_HOME = _find_spark_home()`, `command =
+# [os.path.join(SPARK_HOME, "./bin/spark-submit")]`), unless PYSPARK_GATEWAY_PORT says a JVM
+# runs already; pyspark/find_spark_home.py: `if "SPARK_HOME" in os.environ: return
+# os.environ["SPARK_HOME"]`, trusted as it is, set but empty too (then the path is relative:
+# `./bin/spark-submit` in the current directory). Unset, PySpark finds its own installation.
+SPARK_HOME_ENV = "SPARK_HOME"
+_SUBMIT = os.path.join("bin", "spark-submit")
+
+
+def spark_home_problem() -> str | None:
+    """Why PySpark could not run spark-submit as SPARK_HOME names it, or None (unset: PySpark
+    uses its own). newuser17 T3b: `SPARK_HOME=/nonexistent` and `SPARK_HOME=` made `gc` fail
+    after its checks, exit 1, with "FileNotFoundError: ... './bin/spark-submit'"."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ or SPARK_HOME_ENV not in os.environ:
+        return None
+    home = os.environ[SPARK_HOME_ENV]
+    submit = os.path.join(home, "./bin/spark-submit")  # PySpark's own join
+    if os.path.isfile(submit) and os.access(submit, os.X_OK):
+        return None
+    fix = (f"unset {SPARK_HOME_ENV} (PySpark then uses its own installation) or set it to "
+           f"a Spark installation (a directory with {_SUBMIT})")
+    if not home:
+        return (f"{SPARK_HOME_ENV} is set but empty: PySpark would run ./bin/spark-submit "
+                f"in the current directory ({os.getcwd()}), which is not an executable "
+                f"file; {fix}")
+    return (f"{SPARK_HOME_ENV}={home}: {os.path.normpath(submit)} is not an executable "
+            f"file (PySpark starts Spark by it); {fix}")
 
 
 # The Python Spark's workers run: PySpark's SparkContext takes `PYSPARK_PYTHON`, else
@@ -115,7 +157,11 @@ def worker_python_problem() -> str | None:
     hosts', which this one cannot check."""
     import shutil
 
-    given = os.environ.get(WORKER_PYTHON_ENV) or None
+    given = os.environ.get(WORKER_PYTHON_ENV)
+    if given == "":  # PySpark's `.get(..., "python3")` returns "": the JVM runs ""
+        return (f"{WORKER_PYTHON_ENV} is set but empty (Spark would run the empty string "
+                f"as its workers' Python): unset it or name a Python with PySpark (this "
+                f"command runs {sys.executable})")
     exe = given or WORKER_PYTHON_DEFAULT
     if shutil.which(exe) is not None:  # a path is checked as it is, a bare name on PATH
         return None

@@ -46,17 +46,16 @@ def spark_available() -> bool:
 def auto_engine() -> tuple[str, str | None]:
     """`--gc-engine auto`: the engine, and why not Spark when PySpark is there but Spark
     cannot run on this host (None otherwise). The checks `--gc-engine spark` refuses by
-    (69, impl/preflight.py `require_spark`): a Java runtime that can run Spark's driver,
-    and the Python its local workers start (newuser16 S11: auto picked Spark because PySpark
-    imports, said "Spark session ready" for a JVM that never started, and ended in a
-    119-line traceback)."""
+    (69, impl/preflight.py `require_spark`, both by `spark_problem`): the spark-submit
+    SPARK_HOME names, a Java runtime that can run Spark's driver, and the Python its local
+    workers start (newuser17 T3/T3b: an empty PYSPARK_PYTHON, a wrong SPARK_HOME;
+    newuser16 S11: auto picked Spark because PySpark imports, said "Spark session ready" for
+    a JVM that never started, and ended in a 119-line traceback)."""
     if not spark_available():
         return "model", None
-    from epochgc.impl.java import problem
-    from epochgc.impl.preflight import worker_python_problem
+    from epochgc.impl.preflight import spark_problem
 
-    found = problem()
-    why = found.message if found is not None else worker_python_problem()
+    why = spark_problem()
     return ("model", why) if why is not None else ("spark", None)
 
 

@@ -49,6 +49,23 @@ def test_auto_without_java_runs_the_models_round_saying_why(
         gc.close()
 
 
+@pytest.mark.parametrize(("name", "value", "said"), [
+    ("PYSPARK_PYTHON", "", "PYSPARK_PYTHON is set but empty"),
+    ("SPARK_HOME", "", "SPARK_HOME is set but empty"),
+    ("SPARK_HOME", "/nonexistent", "SPARK_HOME=/nonexistent: /nonexistent/bin/spark-submit")])
+def test_auto_falls_back_as_gc_refuses_for_sparks_environment(
+        monkeypatch: pytest.MonkeyPatch, name: str, value: str, said: str) -> None:
+    """newuser17 T3/T3b: with `PYSPARK_PYTHON=` auto picked Spark and failed (exit 1); with a
+    wrong SPARK_HOME gc failed while demo ran. The engine choice alone (no Spark start): the
+    model's round, saying the variable."""
+    from epochgc.impl.cluster.demo_gc import auto_engine
+
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.setenv(name, value)
+    engine, why = auto_engine()
+    assert engine == "model" and why is not None and said in why, (engine, why)
+
+
 @pytest.fixture
 def java_that_stops_at_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> str:
     """A JAVA_HOME whose `java` answers `-version` as the real one does (so the preflight

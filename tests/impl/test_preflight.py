@@ -605,3 +605,56 @@ def test_gc_package_never_overwrites_a_package_unless_forced(tmp_path: Path) -> 
     r = CliRunner().invoke(main, ["gc-package", "--out", str(out), "--force"])
     assert r.exit_code == 0, r.output
     assert zipped.read_bytes() != b"mine" and (out / "other.whl").read_text() == "w"
+
+
+def test_an_empty_pyspark_python_is_refused_as_spark_reads_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """newuser17 T3: `PYSPARK_PYTHON=` passed the check (read as unset: python3 on PATH), but
+    PySpark's `os.environ.get("PYSPARK_PYTHON", "python3")` returns "" and the JVM runs the
+    empty string: the round failed 15 s later, exit 1, the variable not named."""
+    from epochgc.impl.preflight import worker_python_problem
+
+    monkeypatch.setenv("PYSPARK_PYTHON", "")
+    assert worker_python_problem() == (
+        "PYSPARK_PYTHON is set but empty (Spark would run the empty string as its workers' "
+        f"Python): unset it or name a Python with PySpark (this command runs {sys.executable})")
+
+
+@pytest.mark.parametrize("home", ["", "nonexistent"])
+def test_gc_with_a_wrong_spark_home_exits_69_naming_it_before_spark(
+        tmp_path: Path, home: str) -> None:
+    """newuser17 T3b: `SPARK_HOME=/nonexistent` or `SPARK_HOME=` (PySpark trusts a set
+    SPARK_HOME as it is): gc exited 1 with "FileNotFoundError: ... './bin/spark-submit'"
+    after its checks. Now 69 before Spark, naming SPARK_HOME and the path looked for."""
+    simple_cluster(LocalStore(tmp_path / "s", create=True), 5)
+    value = str(tmp_path / home) if home else ""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), SPARK_HOME=value)
+    env.pop("PYSPARK_GATEWAY_PORT", None)
+    p = _gc(tmp_path, env)
+    assert p.returncode == ExitCode.UNAVAILABLE, p.stdout + p.stderr
+    line = _one_line(p.stderr)
+    if home:
+        assert f"SPARK_HOME={value}: {value}/bin/spark-submit is not an executable file" \
+            in line, line
+    else:
+        assert "SPARK_HOME is set but empty: PySpark would run ./bin/spark-submit in the " \
+            f"current directory ({tmp_path})" in line, line
+    assert list(LocalStore(tmp_path / "s").list_all("_cluster/gc/")) == []
+
+
+def test_spark_home_is_checked_as_pyspark_finds_spark_submit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Unset: PySpark's own installation (not checked); a directory with an executable
+    bin/spark-submit: fine; one without: named."""
+    from epochgc.impl.preflight import spark_home_problem
+
+    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    assert spark_home_problem() is None
+    submit = tmp_path / "bin" / "spark-submit"
+    submit.parent.mkdir()
+    submit.write_text("#!/bin/sh\n")
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    assert "is not an executable file" in (spark_home_problem() or "")
+    submit.chmod(0o755)
+    assert spark_home_problem() is None
