@@ -21,6 +21,15 @@ processes, or two opens in one, exclude each other), and the new file is written
 unique name (mkstemp in the directory) and renamed over the old one (rename(2): atomic
 within a file system). A damaged file is read as empty: it only adds a warning to `cluster
 status`, never changes a partition.
+
+A delete is kept here too, and one command at a time per topic (issue 41, newuser17 T1, T7):
+a `topic delete` run while a `topic create` of the same name was still proposing its
+partitions one by one deleted the ones made so far; the create went on, and both exited 0
+with a topic of 10 of its 12 partitions (r4/2..r4/11) left; two deletes at once both printed
+the same deletions. So `begin` notes the command's entry (create or delete, with its pid)
+under the lock, and refuses while the entry of another live command of that topic is there
+(`Busy`); an entry whose command has ended is replaced. A delete entry left (the command
+cut short) is flagged by `cluster status` while partitions of the topic remain.
 """
 
 from __future__ import annotations
@@ -43,11 +52,12 @@ LOCK = FILE + ".lock"
 
 @dataclass(frozen=True)
 class Asked:
-    """One create whose outcome is not known: the count asked, and which command asked
+    """One create (or delete) whose outcome is not known: the count asked, and which command asked
     (pid and its start time; None for an entry written before they were kept)."""
     partitions: int
     pid: int | None = None
     started: int | None = None
+    op: str = "create"  # or "delete" (partitions 0: a delete asks for none)
 
     def running(self) -> bool:
         """The asking command still runs (the same process: pid and start time)."""
@@ -64,14 +74,39 @@ def _entry(v: object) -> Asked | None:
     if not isinstance(v, dict):
         return None
     n, pid, started = v.get("partitions"), v.get("pid"), v.get("started")
-    if type(n) is not int or n <= 0:
+    op = v.get("op", "create")
+    if op not in ("create", "delete") or type(n) is not int or n < (op == "create"):
         return None
     return Asked(n, pid if type(pid) is int else None,
-                 started if type(started) is int else None)
+                 started if type(started) is int else None, op)
+
+
+class Busy(RuntimeError):
+    """Another live command of the same topic holds its entry: nothing was sent."""
+
+    def __init__(self, topic: str, mine: str, theirs: Asked) -> None:
+        self.topic, self.mine, self.theirs = topic, mine, theirs
+        if theirs.op == mine:
+            super().__init__(f"topic {topic!r} is being {mine}d by another command "
+                             f"(`epochgc topic {mine}`, pid {theirs.pid}): nothing was done "
+                             f"by this one")
+        else:
+            super().__init__(f"a {theirs.op} of {topic!r} is running (pid {theirs.pid}); "
+                             f"run the {mine} after it (nothing was done)")
 
 
 def entries(data_dir: str | os.PathLike[str]) -> dict[str, Asked]:
     """Topic -> the create whose outcome is not known."""
+    return {t: a for t, a in everything(data_dir).items() if a.op == "create"}
+
+
+def deletes(data_dir: str | os.PathLike[str]) -> dict[str, Asked]:
+    """Topic -> the delete whose outcome is not known (cut short, or still running)."""
+    return {t: a for t, a in everything(data_dir).items() if a.op == "delete"}
+
+
+def everything(data_dir: str | os.PathLike[str]) -> dict[str, Asked]:
+    """Topic -> the create or delete whose outcome is not known."""
     try:
         doc = json.loads(_path(data_dir).read_text())
     except (OSError, ValueError):
@@ -104,7 +139,8 @@ def _write(data_dir: str | os.PathLike[str], doc: dict[str, Asked]) -> None:
     if not doc:
         path.unlink(missing_ok=True)
         return
-    body = json.dumps({t: {"partitions": a.partitions, "pid": a.pid, "started": a.started}
+    body = json.dumps({t: {"partitions": a.partitions, "pid": a.pid, "started": a.started,
+                           "op": a.op}
                        for t, a in doc.items()}, indent=1, sort_keys=True).encode()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{FILE}.", suffix=".tmp")
     try:
@@ -126,18 +162,32 @@ def _write(data_dir: str | os.PathLike[str], doc: dict[str, Asked]) -> None:
 
 def note(data_dir: str | os.PathLike[str], topic: str, partitions: int) -> None:
     """Before a create of `topic` with `partitions` is sent (by this process)."""
-    me = Asked(partitions, os.getpid(), proctree.started(os.getpid()))
+    begin(data_dir, topic, "create", partitions)
+
+
+def begin(data_dir: str | os.PathLike[str], topic: str, op: str, partitions: int = 0) -> None:
+    """Before a create or delete of `topic` is sent by this process: its entry written,
+    or `Busy` raised (nothing written) if another live command of `topic` holds one. The
+    look and the write are one step under the lock: of two commands at once, one sees the
+    other's entry."""
+    me = Asked(partitions, os.getpid(), proctree.started(os.getpid()), op)
     with _locked(data_dir):
-        _write(data_dir, {**entries(data_dir), topic: me})
+        doc = everything(data_dir)
+        held = doc.get(topic)
+        if held is not None and held.pid != me.pid and held.running():
+            raise Busy(topic, op, held)
+        _write(data_dir, {**doc, topic: me})
 
 
 def settle(data_dir: str | os.PathLike[str], topic: str) -> None:
-    """`topic`'s create (or delete) had an outcome the command saw: forgotten."""
-    if topic not in entries(data_dir):
+    """`topic`'s create (or delete) had an outcome the command saw: forgotten (unless the
+    entry is another live command's)."""
+    if topic not in everything(data_dir):
         return  # nothing to change: no lock, no file made
     with _locked(data_dir):
-        doc = entries(data_dir)
-        if topic in doc:
+        doc = everything(data_dir)
+        held = doc.get(topic)
+        if held is not None and (held.pid == os.getpid() or not held.running()):
             del doc[topic]
             _write(data_dir, doc)
 
@@ -156,3 +206,31 @@ def never_made(short: dict[str, int], ledger: dict[str, Asked]) -> set[str]:
     late, the topic is flagged again), but not counted against the cluster's health."""
     return {t for t, n in short.items()
             if n == 0 and t in ledger and not ledger[t].running()}
+
+
+def cut_deletes(ledger: dict[str, Asked], partitions: Iterable[str]) -> dict[str, int]:
+    """Topic -> partitions it still has, for each topic whose `topic delete` entry is left
+    (its outcome not seen: cut short, or still running) while partitions of it remain
+    (newuser17 T2: a delete cut by `cluster stop` left 248 of 300, flagged nowhere)."""
+    names = set(partitions)
+    have = {t: len(topic_names(names, t)) for t, a in ledger.items() if a.op == "delete"}
+    return {t: n for t, n in have.items() if n > 0}
+
+
+def holes(partitions: Iterable[str], deleted: Iterable[str]) -> dict[str, list[str]]:
+    """Topic -> its deleted partitions numbered below one of it that exists, for each topic
+    with such holes (newuser17 T1: a delete run during a create left r4/2..r4/11 of 12). A
+    name both deleted and existing (a topic deleted, then created again) is no hole; nor is
+    a number never created (`cluster start --partitions t/0,t/5`): only deleted ones are."""
+    live = set(partitions)
+    top: dict[str, int] = {}  # topic -> its highest partition number that exists
+    for name in live:
+        topic, _, num = name.rpartition("/")
+        if num.isdigit():
+            top[topic] = max(top.get(topic, -1), int(num))
+    out: dict[str, list[str]] = {}
+    for name in set(deleted) - live:
+        topic, _, num = name.rpartition("/")
+        if num.isdigit() and int(num) < top.get(topic, -1):
+            out.setdefault(topic, []).append(name)
+    return {t: topic_names(ns, t) for t, ns in out.items()}

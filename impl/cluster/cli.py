@@ -47,7 +47,7 @@ from epochgc.impl.preflight import (
     writable_dir,
     writable_file,
 )
-from epochgc.impl.shortlist import short_tail
+from epochgc.impl.shortlist import short_list, short_tail
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.url import StoreSpec, open_store, parse_store_url
@@ -411,8 +411,9 @@ def status(data_dir: str, as_json: bool) -> None:
     Exit 0 when every node answers and the cluster's M is known, 1 otherwise (a node
     unreachable, GC blocked, the reports unreadable, or a topic with fewer partitions than
     a `topic create` whose outcome was not seen asked for; one none of whose partitions
-    exists, its command ended, is said but not counted; a node whose object-store writes
-    keep failing): a script can wait on it."""
+    exists, its command ended, is said but not counted; partitions left by a `topic delete`
+    whose outcome was not seen; a topic some of whose partitions were deleted below one that
+    exists; a node whose object-store writes keep failing): a script can wait on it."""
     closedout.output_is_work()  # its output is what it was asked for
     lc = LocalCluster(data_dir)
     lc.client_addrs()  # no cluster under DATA_DIR: refused (64) before anything else
@@ -442,17 +443,29 @@ def status(data_dir: str, as_json: bool) -> None:
     # by a create that failed before it was sent made every later status exit 1).
     unmade = asked.never_made(short, ledger)
     short = {t: n for t, n in short.items() if t not in unmade}
+    # A delete cut short (newuser17 T2), and a topic some of whose partitions were deleted
+    # below one that exists (T1: a delete and a create of it crossed): judged, as `short`,
+    # only when every node answered.
+    live = [p for st in nodes.values() if st is not None for p in st["partitions"]]
+    cut = asked.cut_deletes(asked.deletes(data_dir), live) if answered else {}
+    gone = {d[0] for st in nodes.values() if st is not None
+            for d in (st.get("controller") or {}).get("deleted") or []}
+    holed = {t: ns for t, ns in asked.holes(live, gone).items()
+             if t not in cut} if answered else {}
     # A node whose services keep failing on the object store (newuser16 S8: a reconciler
     # that cannot write L1 holds GC back for good, and status said 0).
     failing = {n: st.get("storage_failing") or {} for n, st in nodes.items() if st is not None}
-    healthy = (answered and cluster_m["M"] is not None and not short
-               and not any(failing.values()))
+    healthy = (answered and cluster_m["M"] is not None and not short and not cut
+               and not holed and not any(failing.values()))
     if as_json:
         click.echo(json.dumps({"nodes": nodes, "cluster": cluster_m, "healthy": healthy,
                                "short_topics": {t: {"partitions": n, "asked": asked_for[t]}
                                                 for t, n in short.items()},
                                "never_made": {t: {"asked": asked_for[t]}
-                                              for t in sorted(unmade)}},
+                                              for t in sorted(unmade)},
+                               "deletes_cut_short": {t: {"partitions": n}
+                                                     for t, n in cut.items()},
+                               "deleted_below_existing": holed},
                               default=str))
         raise SystemExit(0 if healthy else 1)
     for n, st in nodes.items():
@@ -483,6 +496,14 @@ def status(data_dir: str, as_json: bool) -> None:
         click.echo(f"topic {t!r}: {n:,} of the {asked_for[t]:,} partitions its create asked "
                    f"for (a create cut short, or still running: `epochgc topic delete {t} "
                    f"--data-dir {data_dir}`, then create it again)")
+    for t, n in cut.items():
+        click.echo(f"topic {t!r}: {n:,} partition(s) left by a `topic delete` of it that "
+                   f"ended without seeing its outcome, or still runs (run `epochgc topic "
+                   f"delete {t} --data-dir {data_dir}` again)")
+    for t, ns in holed.items():
+        click.echo(f"topic {t!r}: partition(s) {short_list(ns)} were deleted while higher "
+                   f"ones exist (a delete and a create of it crossed, or a delete cut short: "
+                   f"`epochgc topic delete {t} --data-dir {data_dir}`, then create it again)")
     for t in sorted(unmade):
         click.echo(f"topic {t!r}: no partition of it exists; a `topic create` of it "
                    f"({asked_for[t]:,} partition(s)) ended without seeing its outcome, so it "

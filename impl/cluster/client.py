@@ -84,6 +84,8 @@ class ProcClusterAccess:
 
     async def call(self, nid: int, **req: Any) -> dict[str, Any]:
         c = None
+        written = False  # the request handed to the connection (`RpcClient.call` writes it
+        # before its first await)
         if req.get("op") in QUICK_OPS:
             req.setdefault("timeout", QUICK_S)
         try:
@@ -92,6 +94,7 @@ class ProcClusterAccess:
             if change:
                 self.change_unanswered = nid
             with self._waiting(nid, req):
+                written = True
                 answer_ok = await c.call(**req)
             if change:
                 self.change_unanswered = None
@@ -105,8 +108,11 @@ class ProcClusterAccess:
                     # "trying the others" (newuser10 L10: said, then exit 1).
                     self._not_answering(nid, say=req.get("op") not in APPLIED_ONCE_SENT)
             answer: dict[str, Any] = {"status": "unreachable", "message": _os_reason(e)}
-            if c is not None and isinstance(e, TimeoutError):
-                # Sent and not answered in time: the node may have acted on it.
+            if c is not None and (isinstance(e, TimeoutError) or (
+                    written and req.get("op") in APPLIED_ONCE_SENT)):
+                # Sent and not answered in time, or its connection lost after it was sent
+                # (newuser17 T2: `cluster stop` during a create; the node carries a change
+                # on though its client goes, `serve_client`): the node may have acted on it.
                 answer["sent"] = True
             return answer
 
@@ -169,6 +175,7 @@ class ProcClusterAccess:
                     # answer in 30 s, was sent again, and was refused: "already exists",
                     # made by its own first request). Said as what it is.
                     return {"status": "no_answer", "node": nid,
+                            "reason": answers[nid]["message"],
                             "message": f"node {nid}: {answers[nid]['message']}"}
             if all(a["status"] == "unreachable" for a in answers.values()):
                 break  # no node listens: no election to wait for (newuser7 H8: 5.3 s)

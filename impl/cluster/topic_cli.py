@@ -57,23 +57,26 @@ def _call(data_dir: str, **req: Any) -> dict[str, Any]:
     # From here until its outcome is known (newuser15 S3: a signal's line said nothing).
     signals.doing(f"{req['op']} {req['topic']!r} may have been sent to the cluster: `epochgc "
                   f"cluster status --data-dir {data_dir}` shows it")
-    if creating:  # kept until its outcome is seen: `cluster status` flags a create cut short
-        asked.note(data_dir, req["topic"], req["partitions"])
-    else:  # a delete asked for: a topic it leaves in part is not short of a create
-        asked.settle(data_dir, req["topic"])
+    # Kept until its outcome is seen: `cluster status` flags a create or a delete cut short.
+    # One command per topic at a time (newuser17 T1: a delete run during a create removed
+    # the partitions made so far, the create went on, both exit 0; T7: two deletes both
+    # printed the same deletions): another live one's entry refuses this one, unsent.
+    try:
+        asked.begin(data_dir, req["topic"], "create" if creating else "delete",
+                    req.get("partitions", 0))
+    except asked.Busy as e:
+        raise click.ClickException(str(e)) from None
     try:
         r = asyncio.run(go())
     except KeyboardInterrupt as e:
         nid = access.change_unanswered
         if nid is None:
-            if creating:
-                asked.settle(data_dir, req["topic"])  # not sent, or answered
+            asked.settle(data_dir, req["topic"])  # not sent, or answered
             raise  # not sent, or answered: the group's line says it may have been
         # Said, with where to look (newuser10 L2: only "interrupted by SIGINT", and 12 of
         # 64 partitions left).
         sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
-        undo = (f"; `epochgc topic delete {req['topic']} --data-dir {data_dir}` removes it"
-                if req["op"] == "create_topic" else "")
+        undo = _undo(req, data_dir)
         # Not "in full": the node proposes one controller entry per partition, and a node
         # stopped in between leaves part of them, never resumed (newuser11 M11).
         raise signals.Interrupted(sig.signum, (
@@ -82,12 +85,16 @@ def _call(data_dir: str, **req: Any) -> dict[str, Any]:
             f"leaves part of it; `epochgc cluster status --data-dir {data_dir}` shows the "
             f"cluster and flags a topic short of its partitions{undo})")) from None
     if r.get("status") == "no_answer":
-        # Sent, never answered in time, not sent again (newuser9 K9): what it did is not
-        # known, so it is said as a timeout, with what the cluster now shows.
+        # Sent, never answered (in time, or its connection lost: newuser17 T2 said "no node
+        # of the cluster answered ... is it running?"), not sent again (newuser9 K9): what
+        # it did is not known, so it is said in the signal path's words, with what the
+        # cluster now shows. Its ledger entry stays: `cluster status` flags what is left.
         raise click.ClickException(
-            f"{req['op']} {req['topic']!r}: {r['message']}; the request may have been "
-            f"applied, in whole or in part ({_now_holds(lc, req['topic'])}): `epochgc "
-            f"cluster status --data-dir {data_dir}` shows the cluster")
+            f"{req['op']} {req['topic']!r} had been sent to node {r['node']}, not answered "
+            f"({r['reason']}): it may have been applied, in whole or in part "
+            f"({_now_holds(lc, req['topic'])}); `epochgc cluster status --data-dir "
+            f"{data_dir}` shows the cluster and flags a topic short of its partitions"
+            f"{_undo(req, data_dir)}")
     if r.get("status") in SEEN:
         # An outcome seen: made or removed whole, or refused before anything was proposed.
         try:
@@ -99,6 +106,12 @@ def _call(data_dir: str, **req: Any) -> dict[str, Any]:
         raise click.ClickException(f"{req['op']} {req['topic']!r} refused: "
                                    f"{r.get('message', r.get('status'))}")
     return r
+
+
+def _undo(req: dict[str, Any], data_dir: str) -> str:
+    """The way on after a create or delete whose outcome is not known."""
+    verb = "removes it" if req["op"] == "create_topic" else "again removes what is left"
+    return f"; `epochgc topic delete {req['topic']} --data-dir {data_dir}` {verb}"
 
 
 def _now_holds(lc: LocalCluster, topic: str) -> str:

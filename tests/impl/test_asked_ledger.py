@@ -69,3 +69,40 @@ def test_never_made_is_an_empty_topic_whose_command_has_ended(tmp_path: Path) ->
     assert short == {"old": 0, "gone": 0, "mine": 0, "part": 1}
     # "mine" runs (a create still running is short, as it is); "part" was cut short.
     assert asked.never_made(short, ledger) == {"old", "gone"}
+
+
+def test_a_live_command_of_a_topic_refuses_another_and_an_ended_one_does_not(
+        tmp_path: Path) -> None:
+    """newuser17 T1, T7: the look and the write are one step under the lock; another live
+    command's entry refuses (nothing written), an ended one's is replaced. Old code: no
+    `begin`, a delete wrote nothing and ran."""
+    live = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"],
+                            stdin=subprocess.PIPE)
+    try:
+        started = asked.proctree.started(live.pid)
+        for held, mine, words in [
+                ("create", "delete", f"a create of 't' is running (pid {live.pid}); run the "
+                                     "delete after it (nothing was done)"),
+                ("delete", "create", f"a delete of 't' is running (pid {live.pid}); run the "
+                                     "create after it (nothing was done)"),
+                ("delete", "delete", "topic 't' is being deleted by another command (`epochgc "
+                                     f"topic delete`, pid {live.pid}): nothing was done by "
+                                     "this one")]:
+            entry = {"partitions": 3 if held == "create" else 0, "pid": live.pid,
+                     "started": started, "op": held}
+            (tmp_path / asked.FILE).write_text(json.dumps({"t": entry}))
+            try:
+                asked.begin(tmp_path, "t", mine, 2 if mine == "create" else 0)
+            except asked.Busy as e:
+                assert str(e) == words
+            else:
+                raise AssertionError(f"{mine} during a live {held} was not refused")
+            assert json.loads((tmp_path / asked.FILE).read_text()) == {"t": entry}
+            asked.settle(tmp_path, "t")  # another live command's: kept
+            assert asked.everything(tmp_path)["t"].op == held
+    finally:
+        live.communicate(b"")
+    asked.begin(tmp_path, "t", "delete")  # its command ended: replaced
+    assert asked.deletes(tmp_path)["t"].pid == os.getpid() and asked.entries(tmp_path) == {}
+    asked.settle(tmp_path, "t")
+    assert not (tmp_path / asked.FILE).exists()

@@ -23,6 +23,7 @@ from typing import Any
 
 import pytest
 
+from epochgc.impl.cluster import asked
 from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.controller.topics import topic_names
@@ -369,3 +370,160 @@ def test_the_barrier_is_sent_to_the_controller_leader_first(cluster: Path) -> No
     barriers = [nid for nid, op, _ in sent if op == "barrier"]
     known = [leader for _, op, leader in sent if op == "status" and leader is not None]
     assert known and barriers[0] == known[-1], sent  # old code: no status, via first
+
+
+def _stopped_at_change_sent(*argv: str) -> subprocess.Popen[str]:
+    """`epochgc ARGV` stopped (SIGSTOP, by the hook point `change-sent`) once its change is
+    written to its node: a command still running, its ledger entry written before it sent.
+    Ordered by the hook's line, not by time."""
+    p = subprocess.Popen([sys.executable, "-m", "epochgc", *argv], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True,
+                         env=dict(ENV, EPOCHGC_TEST_SIGNAL="change-sent:SIGSTOP"))
+    assert p.stderr is not None
+    seen = []
+    for line in p.stderr:
+        seen.append(line)
+        if "test hook: SIGSTOP at change-sent" in line:
+            return p
+    p.wait(timeout=BOUND_S)
+    pytest.fail(f"{argv} ended (rc {p.returncode}) before its change was sent: {seen}")
+
+
+def _continued(p: subprocess.Popen[str]) -> tuple[str, str]:
+    os.kill(p.pid, signal.SIGCONT)
+    out, err = p.communicate(timeout=BOUND_S)
+    return out, err
+
+
+def test_a_second_command_of_a_topic_whose_create_or_delete_runs_is_refused(
+        cluster: Path) -> None:
+    """newuser17 T1: `topic delete r4` run while `topic create r4 --partitions 12` was still
+    proposing its partitions deleted the ones made so far; the create went on; both exit 0,
+    r4/2..r4/11 left. T7: two deletes at once both exit 0 and print the same deletions. Now
+    the ledger's entry of the running one (written under its lock before the request is
+    sent) refuses the other, which sends nothing. Old code: the delete ran (exit 0, or
+    "unknown topic" had none been made yet); the second delete exit 0 (or a raw refusal)."""
+    lc = LocalCluster(cluster)
+    create = _stopped_at_change_sent("topic", "create", "r4", "--partitions", "6",
+                                     "--data-dir", str(cluster))
+    try:
+        r = _epochgc("topic", "delete", "r4", "--data-dir", str(cluster))
+    finally:
+        out, err = _continued(create)
+    assert r.stderr.strip().splitlines()[-1:] == [
+        f"epochgc topic delete: error: a create of 'r4' is running (pid {create.pid}); "
+        "run the delete after it (nothing was done)"], (r.returncode, r.stdout, r.stderr)
+    assert r.returncode == 1 and r.stdout == "", (r.returncode, r.stdout)
+    assert create.returncode == 0, err
+    assert len(out.splitlines()) == 6, out
+    asyncio.run(_until_topic_has(lc, "r4", 6))
+
+    delete = _stopped_at_change_sent("topic", "delete", "r4", "--data-dir", str(cluster))
+    try:
+        r = _epochgc("topic", "delete", "r4", "--data-dir", str(cluster))
+    finally:
+        out, err = _continued(delete)
+    assert r.stderr.strip().splitlines()[-1:] == [
+        "epochgc topic delete: error: topic 'r4' is being deleted by another command "
+        f"(`epochgc topic delete`, pid {delete.pid}): nothing was done by this one"], (
+        r.returncode, r.stdout, r.stderr)
+    assert r.returncode == 1 and r.stdout == "", (r.returncode, r.stdout)
+    assert delete.returncode == 0, err
+    assert len(out.splitlines()) == 6, out
+    asyncio.run(_until_topic_has(lc, "r4", 0))
+    assert "r4" not in asked.everything(cluster)  # both outcomes seen: forgotten
+
+
+def test_a_topic_change_whose_connection_is_lost_once_sent_says_it_was_sent(
+        cluster: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """newuser17 T2: a create (or delete) whose node's connection ended after the request
+    was written (`cluster stop` during it) said "no node of the cluster answered ... is it
+    running?", though the node had carried it out (`serve_client` carries a change on when
+    its client goes). Here the connection is really lost once the request is written (its
+    socket aborted, as a node's stop ends it); the node carries the create out. Now: the
+    signal path's words, sent once. Old code: sent again, and refused "already exists"."""
+    from click.testing import CliRunner
+
+    from epochgc.impl.cli import main
+    from epochgc.impl.cluster.rpc import RpcClient
+
+    real_call = RpcClient.call
+    sent: list[str] = []
+
+    async def lost_once_sent(self: RpcClient, timeout: float = 30.0,
+                             **req: Any) -> dict[str, Any]:
+        if req.get("op") != "create_topic":
+            return await real_call(self, timeout, **req)
+        sent.append(req["op"])
+        answer = asyncio.ensure_future(real_call(self, timeout, **req))
+        await asyncio.sleep(0)  # one loop turn: its first step has written the request
+        if len(sent) == 1:
+            self.writer.transport.abort()  # the connection lost, its answer never read
+        return await answer
+
+    monkeypatch.setattr(RpcClient, "call", lost_once_sent)
+    try:
+        r = CliRunner().invoke(main, ["topic", "create", "zc", "--partitions", "4",
+                                      "--data-dir", str(cluster)])
+    finally:
+        monkeypatch.undo()
+        asked.settle(cluster, "zc")  # this process's entry (it lives on: not "cut short")
+    line = r.output.strip().splitlines()[-1]
+    assert r.exit_code == 1 and sent == ["create_topic"], (r.exit_code, sent, r.output)
+    assert line.startswith("epochgc topic create: error: create_topic 'zc' had been sent "
+                           "to node "), line
+    assert (", not answered (broker connection closed): it may have been applied, in whole "
+            "or in part (a node now shows ") in line, line
+    asyncio.run(_until_topic_has(LocalCluster(cluster), "zc", 4))
+    r2 = _epochgc("topic", "delete", "zc", "--data-dir", str(cluster))
+    assert r2.returncode == 0, r2.stderr
+
+
+def test_status_flags_a_delete_cut_short_and_a_topic_deleted_below_a_partition(
+        cluster: Path) -> None:
+    """newuser17 T1/T2: a topic left with r4/2..r4/11 of 12 (a delete and a create
+    crossed), and one left in part by a delete cut short (248 of 300): `cluster status`
+    said neither, exit 0. The partitions are made and deleted one by one through the
+    controller (what the crossing commands did); the cut delete is a ledger entry whose
+    command has ended. Old code: no line, no JSON key."""
+    from click.testing import CliRunner
+
+    from epochgc.impl.cli import main
+
+    lc = LocalCluster(cluster)
+
+    async def make() -> None:
+        access = ProcClusterAccess(lc.client_addrs())
+        try:
+            for name in ["zh/0", "zh/1", "zh/2", "zh/3", "zk/0", "zk/1"]:
+                assert (await access.controller_call(op="create", name=name))["status"] == "ok"
+            for name in ["zh/0", "zh/1"]:
+                assert (await access.controller_call(op="delete", name=name))["status"] == "ok"
+        finally:
+            await access.close()
+
+    asyncio.run(make())
+    asyncio.run(_until_topic_has(lc, "zh", 2))
+    asyncio.run(_until_topic_has(lc, "zk", 2))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True)
+    (cluster / asked.FILE).write_text(json.dumps(
+        {"zk": {"partitions": 0, "pid": int(gone.stdout), "started": 1, "op": "delete"}}))
+    r = CliRunner().invoke(main, ["cluster", "status", "--data-dir", str(cluster)])
+    assert r.exit_code == 1, r.output
+    lines = r.output.splitlines()
+    assert (f"topic 'zk': 2 partition(s) left by a `topic delete` of it that ended without "
+            f"seeing its outcome, or still runs (run `epochgc topic delete zk --data-dir "
+            f"{cluster}` again)") in lines, r.output
+    assert (f"topic 'zh': partition(s) zh/0, zh/1 were deleted while higher ones exist (a "
+            f"delete and a create of it crossed, or a delete cut short: `epochgc topic delete "
+            f"zh --data-dir {cluster}`, then create it again)") in lines, r.output
+    r = CliRunner().invoke(main, ["cluster", "status", "--data-dir", str(cluster), "--json"])
+    doc = json.loads(r.output)
+    assert doc["deletes_cut_short"] == {"zk": {"partitions": 2}}, doc
+    assert doc["deleted_below_existing"] == {"zh": ["zh/0", "zh/1"]}, doc
+    for t in ("zh", "zk"):
+        r2 = _epochgc("topic", "delete", t, "--data-dir", str(cluster))
+        assert r2.returncode == 0, r2.stderr
+    r = CliRunner().invoke(main, ["cluster", "status", "--data-dir", str(cluster)])
+    assert "topic 'z" not in r.output, r.output

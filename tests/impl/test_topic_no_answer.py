@@ -3,7 +3,8 @@ partitions proposed one by one on a loaded host: 31 s) was sent again, and the c
 refused the second request: "topic ... already exists", made by the first one, exit 1.
 
 A request that changes the controller's table is never sent again once sent: a timeout is
-said as a timeout ("no answer within N s; the request may have been applied ..."), exit 1,
+said as a timeout ("had been sent to node N, not answered (no answer within N s): it may
+have been applied ..."), exit 1,
 with what the cluster shows now. Long lists in lines are cut ("... and N more").
 
 The cluster is real (three broker processes on their disk logs); the client is real, its
@@ -66,12 +67,15 @@ def test_a_create_without_an_answer_in_time_is_said_as_a_timeout_and_status_cut(
         assert len(sent) == 1, sent  # never sent again
         line = r.output.strip()
         assert "\n" not in line, r.output
-        assert line.startswith("epochgc topic create: error: create_topic 'big': node "), line
-        assert (f": no answer within {SHORT_S:g} s; the request may have been applied, in "
-                "whole or in part (a node now shows ") in line, line
+        # The signal path's words (newuser17 T2), with the timeout said.
+        assert line.startswith("epochgc topic create: error: create_topic 'big' had been "
+                               "sent to node "), line
+        assert (f", not answered (no answer within {SHORT_S:g} s): it may have been "
+                "applied, in whole or in part (a node now shows ") in line, line
         assert "partition(s) of 'big'" in line, line
-        assert line.endswith(f"): `epochgc cluster status --data-dir {data}` shows the "
-                             "cluster"), line
+        assert line.endswith(f"); `epochgc cluster status --data-dir {data}` shows the "
+                             "cluster and flags a topic short of its partitions; `epochgc "
+                             f"topic delete big --data-dir {data}` removes it"), line
     finally:
         runner.invoke(main, ["cluster", "stop", "--data-dir", data])
     _cluster_status_cuts_the_partitions_without_a_report(data, tmp_path / "store")
