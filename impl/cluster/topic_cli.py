@@ -83,7 +83,7 @@ def _call(data_dir: str, **req: Any) -> dict[str, Any]:
             f"{req['op']} {req['topic']!r} had been sent to node {nid}, not answered: it "
             f"may have been applied, in whole or in part (a node stopped before it ends "
             f"leaves part of it; `epochgc cluster status --data-dir {data_dir}` shows the "
-            f"cluster and flags a topic short of its partitions{undo})")) from None
+            f"cluster and flags {_left(req)}{undo})")) from None
     if r.get("status") == "no_answer":
         # Sent, never answered (in time, or its connection lost: newuser17 T2 said "no node
         # of the cluster answered ... is it running?"), not sent again (newuser9 K9): what
@@ -93,8 +93,7 @@ def _call(data_dir: str, **req: Any) -> dict[str, Any]:
             f"{req['op']} {req['topic']!r} had been sent to node {r['node']}, not answered "
             f"({r['reason']}): it may have been applied, in whole or in part "
             f"({_now_holds(lc, req['topic'])}); `epochgc cluster status --data-dir "
-            f"{data_dir}` shows the cluster and flags a topic short of its partitions"
-            f"{_undo(req, data_dir)}")
+            f"{data_dir}` shows the cluster and flags {_left(req)}{_undo(req, data_dir)}")
     if r.get("status") in SEEN:
         # An outcome seen: made or removed whole, or refused before anything was proposed.
         try:
@@ -106,6 +105,12 @@ def _call(data_dir: str, **req: Any) -> dict[str, Any]:
         raise click.ClickException(f"{req['op']} {req['topic']!r} refused: "
                                    f"{r.get('message', r.get('status'))}")
     return r
+
+
+def _left(req: dict[str, Any]) -> str:
+    """What `cluster status` flags of a create or a delete cut short."""
+    return ("a topic short of its partitions" if req["op"] == "create_topic"
+            else "partitions a delete left")
 
 
 def _undo(req: dict[str, Any], data_dir: str) -> str:
