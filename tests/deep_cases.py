@@ -74,6 +74,10 @@ DEEP = (
     # each: CI keeps the count of a signal's two copies (JVM and driver), without Spark.
     Deep(r"^tests/gc/test_submit_signals\.py::test_spark_submit_", "EPOCHGC_SIGNALS", "full",
          "signals"),
+    # A topic create and delete cut by a real `cluster stop` once sent (newuser17 T2), a
+    # cluster stopped and restarted twice (~30 s): CI keeps the connection lost once sent
+    # (test_frozen_node.py, on its shared cluster).
+    Deep(r"^tests/impl/test_topic_cut_by_stop\.py::", "EPOCHGC_SIGNALS", "full", "signals"),
     # A standalone master without spark-submit: CI keeps spark-submit's.
     Deep(r"^tests/gc/test_standalone\.py::test_master_url_without_spark_submit_ships_the_code$",
          "EPOCHGC_SPARK_STANDALONE", "1", "signals"),

@@ -8,8 +8,8 @@ the cluster is stopped, the command continued: it reads the connection's end. Th
 or may not have finished before its stop (the machine's speed decides), so each outcome is
 checked for being true: done and said done, or said sent-not-answered with what is left
 flagged by `cluster status` after a restart. A cluster of its own (stopped and restarted):
-~30 s, so in `tox -e signals` (EPOCHGC_SIGNALS=full); the connection lost once sent is in
-the default suite (test_frozen_node.py)."""
+~30 s, so in `tox -e signals` (EPOCHGC_SIGNALS=full, tests/deep_cases.py); the connection
+lost once sent is in the default suite (test_frozen_node.py)."""
 
 from __future__ import annotations
 
@@ -25,11 +25,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 BOUND_S = float(os.environ.get("EPOCHGC_TEST_BOUND_S", "300"))
-
-pytestmark = pytest.mark.skipif(os.environ.get("EPOCHGC_SIGNALS") != "full",
-                                reason="EPOCHGC_SIGNALS=full: a cluster stopped and "
-                                       "restarted (~30 s)")
-
 
 def _epochgc(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "epochgc", *argv], capture_output=True,
