@@ -31,8 +31,9 @@ def _refused_port() -> int:
 
 
 @pytest.mark.s3
+@pytest.mark.parametrize("send_by", [False, True], ids=["lease", "lease-and-send_by"])
 def test_a_driver_write_is_not_sent_past_its_lease_on_a_further_address(
-    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch,
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, send_by: bool,
 ) -> None:
     """The driver holds its lease for 100 s more when its PUT passes `before-send`
     (`attempt_s` is 4 s: allowed). The endpoint's name resolves to two addresses; the first
@@ -82,7 +83,9 @@ def test_a_driver_write_is_not_sent_past_its_lease_on_a_further_address(
             store.client.meta.events  # noqa: B018  (the client made: no connection yet)
             monkeypatch.setattr(socket, "getaddrinfo", two_addresses)
             monkeypatch.setattr(socket.socket, "connect", slow_refusal)
-            with contextlib.suppress(StoreError):  # refused: what the bound promises
+            # With a far `send_by` too: both checks armed, the lease's still refuses.
+            far = store.send_by(store.monotonic() + 1e6) if send_by else contextlib.nullcontext()
+            with far, contextlib.suppress(StoreError):  # refused: what the bound promises
                 store.put("_cluster/gc/journal/r/END.json", b"{}")
         finally:
             monkeypatch.undo()
