@@ -45,7 +45,8 @@ from epochgc.impl.exitcodes import ExitCode
 RULE = ("A closed stdout (`| head`) is not a failure: the command stops writing and exits "
         "with its work's code; one whose output is its work (replay, consume, cluster "
         "status, gc --list -, gc-admin show) exits 1, not 0, if that output was cut short. "
-        "Any other failed write to stdout (`> /dev/full`) is said in one line and exits 1.")
+        "Any other failed write to stdout (`> /dev/full`) is said in one line and exits 1 "
+        "where the work said 0, and 1 over a report's 2 or 3 (`gc-admin show`).")
 
 
 class _FdStream(io.RawIOBase):
@@ -325,10 +326,21 @@ def reader_gone() -> bool:
     return cut_short() and not _write_failed()
 
 
+# A command's report of what it found, not an error of its own: `gc-admin show`'s 2
+# (a round would be blocked) and 3 (paused) are what its output says, as its 0 is.
+_REPORTS = (ExitCode.OK, ExitCode.BLOCKED, ExitCode.PAUSED)
+
+
 def exit_code(code: int | None) -> int | None:
-    """The code to exit with: `code`, except 1 for a command whose output is its work and
-    was cut short while the work itself said 0."""
+    """The code to exit with: `code`, except 1 (failed) where the work itself said 0 and
+    its output was cut short (`| head`) for a command whose output is its work, or failed
+    to write (`> /dev/full`) for any command; and 1 where a command whose output is its
+    work could not write that output, over the report its code gave (newuser17 T6:
+    `gc-admin show > /dev/full` exited 2 when GC was blocked, 1 when not: the report the
+    2 stands for was never written). An error's own code (64, 69, a signal's) stands."""
     if cut_short() and (_output_is_work or _write_failed()) and not code:
+        return int(ExitCode.FAILED)
+    if _output_is_work and _write_failed() and (code or 0) in _REPORTS:
         return int(ExitCode.FAILED)
     return code
 
