@@ -73,9 +73,11 @@ class _Guard(_FdStream):
         super().__init__(fd)
         self.cut = False
         self.failed: str | None = None  # why a write failed other than EPIPE
+        self.wrote = False  # the command wrote to stdout (`wrote`)
 
     def write(self, b: object) -> int:
         data = memoryview(b).cast("B")  # type: ignore[arg-type]
+        self.wrote = self.wrote or len(data) > 0
         if self.cut:
             return len(data)
         try:
@@ -303,6 +305,16 @@ def drop() -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, _guard.fileno())
     os.close(devnull)
+
+
+def wrote() -> bool:
+    """Whether the command has written anything to stdout (its own --json object, say),
+    after flushing what is buffered; False where stdout is not guarded (a test's capture)."""
+    if _guard is None:
+        return False
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    return _guard.wrote
 
 
 def output_is_work() -> None:
