@@ -69,6 +69,10 @@ class _LazyGroup(click.Group):
                 raise click.exceptions.Exit(code) from None
             raise
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        jsonfailure.note_args(ctx, args)  # a command's --json, should its parsing fail
+        return super().parse_args(ctx, args)
+
     def invoke(self, ctx: click.Context) -> object:
         # A closed stdout is not by itself a failure (impl/closedout.py): the command's
         # code stands, unless its output was its work and was cut short.
@@ -104,7 +108,11 @@ class _LazyGroup(click.Group):
             sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
             # Issue 41 F12: a signal while the command's module loads comes before click
             # sets `invoked_subcommand` ("epochgc None: interrupted by SIGINT").
-            click.echo(interrupted_line(ctx, sig.name, sig.detail), err=True)
+            said = interrupted_line(ctx, sig.name, sig.detail)
+            click.echo(said, err=True)
+            if not closedout.wrote():  # with --json, one object (not a second after its own)
+                jsonfailure.say(ctx, None, "interrupted",
+                                interrupted_message(sig.name, sig.detail), sig.exit_code)
             signals.ignore_further()  # its cleanup is done: the exit code is decided
             end_by(sig.signum)  # and the process ends by the signal (impl/entry.py)
             ctx.exit(sig.exit_code)
@@ -146,10 +154,15 @@ def interrupted_line(ctx: click.Context, signame: str, detail: str | None) -> st
     signal ended. Never bare (newuser15 S3): `detail`, else what the command said it had
     done (`signals.doing`, set as its code begins, `BEFORE_BEGAN` until then). CMD is the
     command's full name, as its error lines say it ("gc-admin pause", not "gc-admin")."""
-    said = detail or signals.done_so_far()
     name = command_name(ctx)
     who = f"epochgc {name}" if name else "epochgc"
-    return f"{who}: interrupted by {signame}: {said}"
+    return f"{who}: {interrupted_message(signame, detail)}"
+
+
+def interrupted_message(signame: str, detail: str | None) -> str:
+    """`interrupted by SIGNAL: WHAT WAS DONE` (`interrupted_line` without its command; the
+    `error` of --json's object)."""
+    return f"interrupted by {signame}: {detail or signals.done_so_far()}"
 
 
 def command_name(ctx: click.Context) -> str | None:

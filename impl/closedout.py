@@ -45,7 +45,8 @@ from epochgc.impl.exitcodes import ExitCode
 RULE = ("A closed stdout (`| head`) is not a failure: the command stops writing and exits "
         "with its work's code; one whose output is its work (replay, consume, cluster "
         "status, gc --list -, gc-admin show) exits 1, not 0, if that output was cut short. "
-        "Any other failed write to stdout (`> /dev/full`) is said in one line and exits 1.")
+        "Any other failed write to stdout (`> /dev/full`) is said in one line and exits 1 "
+        "where the work said 0, and 1 over a report's 2 or 3 (`gc-admin show`).")
 
 
 class _FdStream(io.RawIOBase):
@@ -72,9 +73,11 @@ class _Guard(_FdStream):
         super().__init__(fd)
         self.cut = False
         self.failed: str | None = None  # why a write failed other than EPIPE
+        self.wrote = False  # the command wrote to stdout (`wrote`)
 
     def write(self, b: object) -> int:
         data = memoryview(b).cast("B")  # type: ignore[arg-type]
+        self.wrote = self.wrote or len(data) > 0
         if self.cut:
             return len(data)
         try:
@@ -304,6 +307,16 @@ def drop() -> None:
     os.close(devnull)
 
 
+def wrote() -> bool:
+    """Whether the command has written anything to stdout (its own --json object, say),
+    after flushing what is buffered; False where stdout is not guarded (a test's capture)."""
+    if _guard is None:
+        return False
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    return _guard.wrote
+
+
 def output_is_work() -> None:
     """This command's output is its work: cut short, it exits 1."""
     global _output_is_work
@@ -325,10 +338,21 @@ def reader_gone() -> bool:
     return cut_short() and not _write_failed()
 
 
+# A command's report of what it found, not an error of its own: `gc-admin show`'s 2
+# (a round would be blocked) and 3 (paused) are what its output says, as its 0 is.
+_REPORTS = (ExitCode.OK, ExitCode.BLOCKED, ExitCode.PAUSED)
+
+
 def exit_code(code: int | None) -> int | None:
-    """The code to exit with: `code`, except 1 for a command whose output is its work and
-    was cut short while the work itself said 0."""
+    """The code to exit with: `code`, except 1 (failed) where the work itself said 0 and
+    its output was cut short (`| head`) for a command whose output is its work, or failed
+    to write (`> /dev/full`) for any command; and 1 where a command whose output is its
+    work could not write that output, over the report its code gave (newuser17 T6:
+    `gc-admin show > /dev/full` exited 2 when GC was blocked, 1 when not: the report the
+    2 stands for was never written). An error's own code (64, 69, a signal's) stands."""
     if cut_short() and (_output_is_work or _write_failed()) and not code:
+        return int(ExitCode.FAILED)
+    if _output_is_work and _write_failed() and (code or 0) in _REPORTS:
         return int(ExitCode.FAILED)
     return code
 

@@ -36,8 +36,26 @@ _DEEPEST = "epochgc.deepest_context"  # ctx.meta: the last context made (`Contex
 
 
 def line(command: str | None, message: str) -> str:
-    """The error line of `command` (None: the `epochgc` group itself)."""
+    """The error line of `command` (None: the `epochgc` group itself). One line whatever
+    `message` holds: its lines joined with "; " (newuser17 T5: `cluster start`'s refusal
+    put each differing option on a line of its own, so the last stderr line was not the
+    error; a message quoting another program's output may hold newlines too)."""
+    message = one_line(message)
     return f"{PROG} {command}: error: {message}" if command else f"{PROG}: error: {message}"
+
+
+def one_line(message: str) -> str:
+    """`message`'s non-blank lines, each stripped, joined with "; " (with a space after
+    one that ends in ":", which introduces what follows)."""
+    if "\n" not in message and "\r" not in message:
+        return message
+    parts = [s for s in (x.strip() for x in message.splitlines()) if s]
+    if not parts:
+        return ""
+    out = parts[0]
+    for p in parts[1:]:
+        out += f" {p}" if out.endswith(":") else f"; {p}"
+    return out
 
 
 def command_of(ctx: click.Context | None) -> str | None:

@@ -275,7 +275,7 @@ def _refuse_changes(ctx: click.Context, lc: LocalCluster, given: dict[str, Any])
     if differ:
         raise click.UsageError(
             f"{lc.dir} holds a cluster created with other options; start it with its own "
-            "(or use a new --data-dir):\n  " + "\n  ".join(differ))
+            "(or use a new --data-dir): " + "; ".join(differ))  # one line (newuser17 T5)
 
 
 async def _until_ready(lc: LocalCluster, partitions: list[str], timeout_s: float = 60.0) -> None:

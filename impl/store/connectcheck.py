@@ -18,7 +18,9 @@ audit_events.html), that is after the name lookup and before each address's conn
 "Hooks can then log the event, raise an exception to abort the operation, or terminate the
 process entirely" (`sys.addaudithook`, https://docs.python.org/3/library/sys.html#sys.
 addaudithook). A hook added once per process looks at this thread's armed check: `arm`ed
-by the last `before-send` handler of a bounded request, `disarm`ed by `needs-retry`, which
+by the last `before-send` handler of a bounded request (with `send_by`'s deadline, and in a
+GC driver with its lease bound too, `DriverBound.refuse_past_lease`: review rev38z14
+finding 1), `disarm`ed by `needs-retry`, which
 botocore emits after every attempt, a failed one included (`endpoint.py` `_send_request`).
 Its refusal closes the socket (urllib3 closes it only on an OSError) and propagates: not an
 OSError, so urllib3 passes it on and botocore raises it as `HTTPClientError(error=...)`

@@ -66,7 +66,12 @@ class DriverBound:
         read timeout, each at most `timeout_s` (`s3.S3Store._new_client`)."""
         return 2 * self.timeout_s
 
-    def _refuse_past_lease(self) -> None:
+    def refuse_past_lease(self) -> None:
+        """Raises `StoppedNotSent` if an attempt sent now could be answered past the
+        round's lease (`hold`). Run at `before-send` and again before each connect and each
+        write of a write's attempt (`s3.S3Store._refuse_late` arms it in `connectcheck`:
+        review rev38z14 finding 1, a dead first address or a slow name lookup after
+        `before-send` sent a driver's PUT 100 s past its lease)."""
         for lease_left in self._lease_left:
             left = lease_left()
             if left < self.attempt_s():
@@ -92,7 +97,7 @@ class DriverBound:
         """botocore's `before-send` handler: refuses any attempt whose answer could come
         past the round's lease (`hold`), a retry once stopping, and every request once the
         store was silent after the stop."""
-        self._refuse_past_lease()
+        self.refuse_past_lease()
         if not self.stopping():
             return
         if self.silent.is_set():

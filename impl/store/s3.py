@@ -222,8 +222,21 @@ class S3Store(ObjectStore):
         if event_name.rpartition(".")[2] not in _BOUNDED_OPS:
             return
         self._refuse_past_deadline()
-        if self._deadline.at is not None:
+        # The driver's lease bound too (review rev38z14 finding 1): `DriverBound.
+        # before_send` checks it at `before-send` only, and a name lookup or a dead
+        # address's connect timeout after it could put a write past the round's lease.
+        bound = self._bound
+        if self._deadline.at is not None and bound is not None:
+            connectcheck.arm(self._refuse_past_both)
+        elif self._deadline.at is not None:
             connectcheck.arm(self._refuse_past_deadline)
+        elif bound is not None:
+            connectcheck.arm(bound.refuse_past_lease)
+
+    def _refuse_past_both(self) -> None:
+        self._refuse_past_deadline()
+        if self._bound is not None:
+            self._bound.refuse_past_lease()
 
     def _refuse_past_deadline(self) -> None:
         at = self._deadline.at

@@ -177,6 +177,9 @@ def test_gc_admin_commands_whose_work_was_done_exit_0(tmp_path: Path) -> None:
     assert code == 0, err  # old code: 1, with the store paused
     # A code that is not 0 already says the work did not simply succeed: it stands.
     assert _closed("gc-admin", "show", "--store", str(root)) == (3, "")
+    # newuser17 T6: but a report that could not be written was not given: 1, not the 3
+    # (or 2, blocked) it would have said (old code: 3).
+    assert _full("gc-admin", "show", "--store", str(root)) == (1, no_space("gc-admin show"))
     shown = subprocess.run([sys.executable, "-m", "epochgc", "gc-admin", "show", "--store",
                             str(root), "--json"], capture_output=True, text=True,
                            timeout=300, env=ENV)

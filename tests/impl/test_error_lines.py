@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from epochgc.impl import errorline
 from epochgc.impl.cli import main
+from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.model import replay
 from tests.impl.test_exitcodes import COMMANDS, _tree
@@ -105,3 +106,27 @@ def test_a_failure_ends_in_the_error_line(path: str, args: list[str], env: dict[
 def test_the_models_replay_says_bad_input_in_the_shape() -> None:
     """model/ imports nothing of impl/: its copy of the head must be the shape's."""
     assert errorline.line("replay", "") == replay.ERROR_HEAD
+
+
+def test_cluster_start_with_other_options_says_them_on_its_one_line(tmp_path: Path) -> None:
+    """newuser17 T5: each differing option was a line of its own below the error line, so
+    the last stderr line was not the error (old code: "...--data-dir):" then "  --nodes: 4
+    (the cluster has 3)"). A cluster's file as `start` writes it; no node is started."""
+    lc = LocalCluster(tmp_path / "c")
+    lc.init(3, str(tmp_path / "store"), ["t/0"], 1.0)
+    lc.save()
+    r = CliRunner().invoke(main, ["cluster", "start", "--data-dir", str(lc.dir), "--store",
+                                  str(tmp_path / "store"), "--nodes", "4",
+                                  "--mint-interval", "2"])
+    assert r.exit_code == ExitCode.USAGE, r.output
+    message = _error_line("cluster start", r.stderr)
+    assert message.endswith("(or use a new --data-dir): --nodes: 4 (the cluster has 3); "
+                            "--mint-interval: 2.0 (the cluster has 1.0)"), message
+
+
+def test_an_error_line_is_one_line_whatever_its_message_holds() -> None:
+    """A message with newlines (another program's output quoted, a list of details) is one
+    line: its lines joined with "; " (newuser17 T5, by construction for every command)."""
+    assert errorline.line("gc", "first:\n  a\r\n\n  b\n") == "epochgc gc: error: first: a; b"
+    assert errorline.line(None, "one line") == "epochgc: error: one line"
+    assert errorline.line("gc", "") == "epochgc gc: error: "

@@ -1,6 +1,6 @@
 """Review rev38z14: issue 38's deletion path as merged after s28l (the check before each
-write, `impl/store/connectcheck.py`). Each finding is a strict xfail, seen failing on main
-at bd70ea3 (/work/notes/review38z14.md)."""
+write, `impl/store/connectcheck.py`). Each finding was a strict xfail, seen failing on main
+at bd70ea3 (/work/notes/review38z14.md); finding 1 fixed by s28n (its xfail removed)."""
 
 from __future__ import annotations
 
@@ -31,12 +31,9 @@ def _refused_port() -> int:
 
 
 @pytest.mark.s3
-@pytest.mark.xfail(strict=True, reason=(
-    "rev38z14 finding 1: the driver's lease bound (DriverBound.hold) is checked only at "
-    "before-send; connectcheck re-checks only send_by's deadline, so a driver write goes "
-    "out past the round's lease after a dead first address (or a slow name lookup)"))
+@pytest.mark.parametrize("send_by", [False, True], ids=["lease", "lease-and-send_by"])
 def test_a_driver_write_is_not_sent_past_its_lease_on_a_further_address(
-    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch,
+    moto_endpoint: str, monkeypatch: pytest.MonkeyPatch, send_by: bool,
 ) -> None:
     """The driver holds its lease for 100 s more when its PUT passes `before-send`
     (`attempt_s` is 4 s: allowed). The endpoint's name resolves to two addresses; the first
@@ -46,7 +43,8 @@ def test_a_driver_write_is_not_sent_past_its_lease_on_a_further_address(
     (`driverbound.DriverBound.hold`'s own contract: "no attempt is sent whose answer could
     come after it"). The same for a glibc lookup of up to 30 s (resolv.conf(5)) and for a
     driver stopped between `before-send` and its write: rev38z2 finding 3 and rev38z13
-    finding 1, fixed for `send_by` only."""
+    finding 1, fixed for `send_by` only. Fixed: `S3Store._refuse_late` arms `connectcheck`
+    with `DriverBound.refuse_past_lease` too."""
     bucket = new_bucket(moto_endpoint)
     now = [0.0]
     lease_ends = 100.0
@@ -85,7 +83,9 @@ def test_a_driver_write_is_not_sent_past_its_lease_on_a_further_address(
             store.client.meta.events  # noqa: B018  (the client made: no connection yet)
             monkeypatch.setattr(socket, "getaddrinfo", two_addresses)
             monkeypatch.setattr(socket.socket, "connect", slow_refusal)
-            with contextlib.suppress(StoreError):  # refused: what the bound promises
+            # With a far `send_by` too: both checks armed, the lease's still refuses.
+            far = store.send_by(store.monotonic() + 1e6) if send_by else contextlib.nullcontext()
+            with far, contextlib.suppress(StoreError):  # refused: what the bound promises
                 store.put("_cluster/gc/journal/r/END.json", b"{}")
         finally:
             monkeypatch.undo()
