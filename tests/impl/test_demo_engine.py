@@ -8,15 +8,15 @@ said only of a session that started."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from epochgc.impl.cluster.demo_gc import DemoGc, GcFailed
+from epochgc.impl.cluster.demo_gc import DemoGc
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.java import runner
 from epochgc.impl.store.local import LocalStore
@@ -87,40 +87,65 @@ def java_that_stops_at_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     return str(home)
 
 
-def _settled(gc: DemoGc) -> str | None:
-    limit = time.monotonic() + _BOUND_S
+# Spark's start-up runs in a fresh interpreter: in the suite's process an earlier test's
+# Spark session may be alive, and PySpark's `getOrCreate` would hand it over instead of
+# starting the JVM this test breaks (the fresh-clone CI saw "Spark session started").
+_START_UP = """
+import json, sys, time
+from pathlib import Path
+from epochgc.impl.cluster.demo_gc import DemoGc, GcFailed
+from epochgc.impl.store.local import LocalStore
+from epochgc.impl.store.url import parse_store_url
+tmp, engine, bound = Path(sys.argv[1]), sys.argv[2], float(sys.argv[3])
+root = tmp / "store"
+gc = DemoGc(parse_store_url(str(root)), LocalStore(root, create=True), 0.0, engine,
+            scratch_in=tmp)
+out = {"engine_before": gc.engine}
+try:
+    limit = time.monotonic() + bound
     while not gc.ready():
         assert time.monotonic() < limit, "Spark's start-up never resolved"
         time.sleep(0.05)
-    return gc.settle()
+    try:
+        out["said"] = gc.settle()
+        out["engine_after"] = gc.engine
+        out["said_again"] = gc.settle()
+    except GcFailed as e:
+        out["failed"] = str(e)
+        out["exit_code"] = int(e.exit_code)
+finally:
+    gc.close()
+print(json.dumps(out))
+"""
+
+
+def _start_up(tmp_path: Path, engine: str, java_home: str) -> dict[str, object]:
+    env = dict(os.environ, JAVA_HOME=java_home, SPARK_LOCAL_DIRS=str(tmp_path),
+               PYTHONPATH=os.pathsep.join(filter(None, [str(ROOT),
+                                                         os.environ.get("PYTHONPATH")])))
+    r = subprocess.run([sys.executable, "-c", _START_UP, str(tmp_path), engine,
+                        str(_BOUND_S)], env=env, capture_output=True, text=True,
+                       timeout=_BOUND_S + 60)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return dict(json.loads(r.stdout.splitlines()[-1]))
 
 
 def test_auto_when_spark_does_not_start_falls_back_saying_why(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, java_that_stops_at_start: str) -> None:
+        tmp_path: Path, java_that_stops_at_start: str) -> None:
     """Old code: "Spark session ready", then every round raised the start-up's GcError."""
-    monkeypatch.setenv("JAVA_HOME", java_that_stops_at_start)
-    gc = _gc(tmp_path, "auto")
-    try:
-        assert gc.engine == "spark"  # the checks pass: Java answers -version
-        said = _settled(gc)
-        assert said is not None and said.startswith("Spark did not start: "), said
-        assert "JAVA_GATEWAY_EXITED" in said and "the model's round instead" in said, said
-        assert gc.engine == "model" and gc.settle() is None  # said once
-    finally:
-        gc.close()
+    out = _start_up(tmp_path, "auto", java_that_stops_at_start)
+    assert out["engine_before"] == "spark", out  # the checks pass: Java answers -version
+    said = str(out.get("said"))
+    assert said.startswith("Spark did not start: "), out
+    assert "JAVA_GATEWAY_EXITED" in said and "the model's round instead" in said, out
+    assert out["engine_after"] == "model" and out["said_again"] is None, out  # said once
 
 
 def test_spark_when_spark_does_not_start_is_one_error_69(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, java_that_stops_at_start: str) -> None:
-    monkeypatch.setenv("JAVA_HOME", java_that_stops_at_start)
-    gc = _gc(tmp_path, "spark")
-    try:
-        with pytest.raises(GcFailed) as e:
-            _settled(gc)
-        assert e.value.exit_code == ExitCode.UNAVAILABLE
-        assert str(e.value).startswith("Spark did not start: "), e.value
-    finally:
-        gc.close()
+        tmp_path: Path, java_that_stops_at_start: str) -> None:
+    out = _start_up(tmp_path, "spark", java_that_stops_at_start)
+    assert out.get("exit_code") == ExitCode.UNAVAILABLE, out
+    assert str(out.get("failed")).startswith("Spark did not start: "), out
 
 
 # --- the tester's commands (a whole demo each, 10-20 s: tox -e demo-engines) ---
