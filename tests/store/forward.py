@@ -34,14 +34,22 @@ def forward(host: str, port: int, command: str, path: str, headers: Message,
 
 
 def relay_head(handler: BaseHTTPRequestHandler, resp: http.client.HTTPResponse,
-               data: bytes) -> None:
-    """The answer's status line and headers, with the length of `data` (not its body)."""
+               data: bytes, drop: frozenset[str] = frozenset()) -> None:
+    """The answer's status line and headers (less those named, lower case, in `drop`),
+    with the length of `data` (not its body)."""
     handler.send_response(resp.status)
     for k, v in resp.getheaders():
-        if k.lower() not in HOP | {"server", "date"}:
+        if k.lower() not in HOP | {"server", "date"} | drop:
             handler.send_header(k, v)
     handler.send_header("Content-Length", str(len(data)))
     handler.end_headers()
+
+
+def error_body(code: str, message: str, request_id: str) -> bytes:
+    """S3's error response body (API reference, "Error responses": ErrorResponses.html)."""
+    return (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
+            f"<Message>{message}</Message><RequestId>{request_id}</RequestId></Error>"
+            ).encode()
 
 
 def no_key_retry() -> Retrier:
@@ -76,6 +84,23 @@ class FrontServer(ThreadingHTTPServer):
         pass  # a client that gave up on a connection the front closed is not news
 
 
+class HoldingServer(FrontServer):
+    """A front that may take a request and not carry it out yet (`held`: its handler
+    appends it, under `lock`): the test carries it out later (`apply`), as a server that
+    got a request may up to `stage.SENT_APPLIED_S` after (the project's model, `bounds.py`
+    item 3)."""
+
+    def __init__(self, upstream: str, handler: type[BaseHTTPRequestHandler]) -> None:
+        self.held: list[tuple[str, str, Message, bytes]] = []
+        super().__init__(upstream, handler)
+
+    def apply(self) -> None:
+        with self.lock:
+            held, self.held = self.held, []
+        for command, path, headers, body in held:
+            forward(*self.upstream, command, path, headers, body)
+
+
 class FrontHandler(BaseHTTPRequestHandler):
     """Counts, then forwards each request whole and relays its answer, but a DeleteObjects,
     which `answer_delete` answers (a subclass's)."""
@@ -89,9 +114,21 @@ class FrontHandler(BaseHTTPRequestHandler):
     def answer_delete(self, body: bytes) -> None:
         raise NotImplementedError
 
-    def _go(self) -> None:
+    def read_body(self) -> bytes:
+        """The request's body (by its Content-Length)."""
         n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n else b""
+        return self.rfile.read(n) if n else b""
+
+    def send_xml(self, status: int, data: bytes) -> None:
+        """An answer of the front's own: `status`, the XML body `data`."""
+        self.send_response(status)
+        self.send_header("Content-Type", "application/xml")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _go(self) -> None:
+        body = self.read_body()
         delete = is_delete_objects(self.command, self.path)
         with self.server.lock:
             self.server.heads += self.command == "HEAD"

@@ -25,13 +25,8 @@ class _Encoding(FrontHandler):
         keys = re.findall(rb"<Key>([^<]*)</Key>", body)
         errors = "".join(f"<Error><Key>{quote(k.decode())}</Key><Code>AccessDenied</Code>"
                          "<Message>Access Denied</Message></Error>" for k in keys)
-        data = (f'<?xml version="1.0" encoding="UTF-8"?>\n<DeleteResult {_NS}>{errors}'
-                "</DeleteResult>").encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_xml(200, (f'<?xml version="1.0" encoding="UTF-8"?>\n<DeleteResult {_NS}>'
+                            f"{errors}</DeleteResult>").encode())
 
 
 @pytest.mark.s3

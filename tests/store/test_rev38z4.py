@@ -75,11 +75,7 @@ class _Late(FrontHandler):
 
             threading.Thread(target=later, daemon=True).start()
         data = _per_key_errors(body, "InternalError")
-        self.send_response(200)
-        self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_xml(200, data)
 
     def do_HEAD(self) -> None:
         self._go()

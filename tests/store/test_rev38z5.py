@@ -95,11 +95,7 @@ class _Code(FrontHandler):
             forward(*self.server.upstream, self.command, self.path, self.headers, body)
         data = (_both(body, self.server.code, self.server.message) if self.server.deleted_too
                 else _per_key_errors(body, self.server.code, self.server.message))
-        self.send_response(200)
-        self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_xml(200, data)
 
 
 def _one_key(moto_endpoint: str) -> tuple[S3Store, list[tuple[str, int, float, str]]]:

@@ -7,11 +7,16 @@ against moto in server mode on loopback, through a front (`tests/store/forward.p
 
 from __future__ import annotations
 
-from email.message import Message
-
 import pytest
 
-from tests.store.forward import FrontHandler, FrontServer, forward, serving
+from tests.store.forward import (
+    FrontHandler,
+    FrontServer,
+    HoldingServer,
+    error_body,
+    forward,
+    serving,
+)
 from tests.store.test_rev38z5 import (
     _journaled_delete,
     _one_key,
@@ -42,15 +47,25 @@ class _Whole(FrontHandler):
             self.server.forwarded += first
         if first:
             forward(*self.server.upstream, self.command, self.path, self.headers, body)
-        # S3's error response body (API reference, "Error responses": ErrorResponses.html)
-        data = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{self.server.code}'
-                f"</Code><Message>{self.server.message}</Message><RequestId>r38z8</RequestId>"
-                "</Error>").encode()
-        self.send_response(self.server.status)
-        self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_xml(self.server.status,
+                      error_body(self.server.code, self.server.message, "r38z8"))
+
+
+def whole_refusal_is_recorded_true(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch,
+                                   status: int, code: str, message: str) -> None:
+    """One key deleted through `_WholeServer` (its first copy carried out, the retried
+    copy's whole-request error `status` `code` relayed): the key is gone and its record
+    does not say "listed again next round" (finding 1 here, rev38z9 finding 1)."""
+    direct, items = _one_key(moto_endpoint)
+    with serving(_WholeServer(moto_endpoint, status, code, message)) as front:
+        writer = _journaled_delete(front.endpoint(), direct, items)
+        assert front.forwarded == 1, front.forwarded
+    totals, waited = _read_back(direct, writer, monkeypatch)
+    assert direct.head(f"{D}k") is None  # the intermediary's first copy deleted it
+    assert f"{D}k" not in totals.errors, (
+        f"the key left the store by the round's own request (its retried copy answered "
+        f"{status} {code} whole), yet the record says {totals.errors[D + 'k']!r}: 'listed "
+        f"again next round' (HEADs the task sent: {front.heads}; waited {waited})")
 
 
 @pytest.mark.s3
@@ -76,19 +91,10 @@ def test_a_whole_request_refusal_after_an_intermediarys_retry_is_not_recorded_no
     `RequestFailed` (not `_REQUEST_MAYBE`: botocore saw one attempt, answered), not in
     `_KEY_REFUSALS`, so the key is an error, no HEAD, "listed again next round", while it
     left the store by the round's own request: a deletion in no record."""
-    direct, items = _one_key(moto_endpoint)
-    with serving(_WholeServer(moto_endpoint, status, code, message)) as front:
-        writer = _journaled_delete(front.endpoint(), direct, items)
-        assert front.forwarded == 1, front.forwarded
-    totals, waited = _read_back(direct, writer, monkeypatch)
-    assert direct.head(f"{D}k") is None  # the intermediary's first copy deleted it
-    assert f"{D}k" not in totals.errors, (
-        f"the key left the store by the round's own request (its retried copy answered "
-        f"{status} {code} whole), yet the record says {totals.errors[D + 'k']!r}: 'listed "
-        f"again next round' (HEADs the task sent: {front.heads}; waited {waited})")
+    whole_refusal_is_recorded_true(moto_endpoint, monkeypatch, status, code, message)
 
 
-class _LateServer(FrontServer):
+class _LateServer(HoldingServer):
     """An intermediary whose first upstream took the DeleteObjects and did not answer in
     time (nginx `proxy_next_upstream timeout non_idempotent`): it sent the request again
     to another upstream, which refused the key (per-key AccessDenied), and relayed that.
@@ -97,14 +103,7 @@ class _LateServer(FrontServer):
     `bounds.py` item 3)."""
 
     def __init__(self, upstream: str) -> None:
-        self.held: list[tuple[str, str, Message, bytes]] = []
         super().__init__(upstream, _Late)
-
-    def apply(self) -> None:
-        with self.lock:
-            held, self.held = self.held, []
-        for command, path, headers, body in held:
-            forward(*self.upstream, command, path, headers, body)
 
 
 class _Late(FrontHandler):
@@ -113,12 +112,7 @@ class _Late(FrontHandler):
     def answer_delete(self, body: bytes) -> None:
         with self.server.lock:
             self.server.held.append((self.command, self.path, self.headers, body))
-        data = _per_key_errors(body, "AccessDenied", "Access Denied")
-        self.send_response(200)
-        self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_xml(200, _per_key_errors(body, "AccessDenied", "Access Denied"))
 
 
 @pytest.mark.s3

@@ -9,16 +9,23 @@ server mode on loopback, through a front (`tests/store/forward.py`)."""
 from __future__ import annotations
 
 import time
-from email.message import Message
 from typing import Any
 
 import pytest
 
 from epochgc.impl.gc import journal, stage
 from epochgc.impl.store import attempts, s3
-from tests.store.forward import FrontHandler, FrontServer, forward, serving
+from tests.store.forward import (
+    FrontHandler,
+    FrontServer,
+    HoldingServer,
+    error_body,
+    forward,
+    relay_head,
+    serving,
+)
 from tests.store.test_rev38z5 import _journaled_delete, _one_key, _per_key_errors, _read_back
-from tests.store.test_rev38z8 import _WholeServer
+from tests.store.test_rev38z8 import whole_refusal_is_recorded_true
 
 D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
 
@@ -57,16 +64,7 @@ def test_any_whole_request_answer_after_an_intermediarys_retry_is_not_recorded_n
     `keycodes` itself says "a code no one listed must not decide a record", yet on the
     whole-request path every 4xx code not listed (S3's list has ~150) decides "not
     deleted, listed again next round", with no HEAD and no wait: a deletion in no record."""
-    direct, items = _one_key(moto_endpoint)
-    with serving(_WholeServer(moto_endpoint, status, code, message)) as front:
-        writer = _journaled_delete(front.endpoint(), direct, items)
-        assert front.forwarded == 1, front.forwarded
-    totals, waited = _read_back(direct, writer, monkeypatch)
-    assert direct.head(f"{D}k") is None  # the intermediary's first copy deleted it
-    assert f"{D}k" not in totals.errors, (
-        f"the key left the store by the round's own request (its retried copy answered "
-        f"{status} {code} whole), yet the record says {totals.errors[D + 'k']!r}: 'listed "
-        f"again next round' (HEADs the task sent: {front.heads}; waited {waited})")
+    whole_refusal_is_recorded_true(moto_endpoint, monkeypatch, status, code, message)
 
 
 class _Clock:
@@ -84,7 +82,7 @@ class _Clock:
         return getattr(time, name)
 
 
-class _RetriedServer(FrontServer):
+class _RetriedServer(HoldingServer):
     """Request 1: every key answered per-key InternalError (S3: "might not have processed",
     ErrorBestPractices.html: unsure), not forwarded. Request 2 (the client's key retry): the
     intermediary's first upstream takes it and does not answer (held: the test applies it
@@ -93,15 +91,8 @@ class _RetriedServer(FrontServer):
 
     def __init__(self, upstream: str, clock: _Clock, latency_s: float) -> None:
         self.clock, self.latency_s = clock, latency_s
-        self.held: list[tuple[str, str, Message, bytes]] = []
         self.refused_at: float | None = None  # when the refusal was sent (on `clock`)
         super().__init__(upstream, _Retried)
-
-    def apply(self) -> None:
-        with self.lock:
-            held, self.held = self.held, []
-        for command, path, headers, body in held:
-            forward(*self.upstream, command, path, headers, body)
 
 
 class _Retried(FrontHandler):
@@ -116,11 +107,7 @@ class _Retried(FrontHandler):
                 self.server.refused_at = self.server.clock.monotonic()
         data = (_per_key_errors(body, "InternalError", "We encountered an internal error.")
                 if first else _per_key_errors(body, "AccessDenied", "Access Denied"))
-        self.send_response(200)
-        self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_xml(200, data)
 
 
 @pytest.mark.s3
@@ -182,18 +169,11 @@ class _ResentDelete(FrontHandler):
     server: _ResentDeleteServer
 
     def do_DELETE(self) -> None:
-        n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n else b""
-        forward(*self.server.upstream, self.command, self.path, self.headers, body)
+        forward(*self.server.upstream, self.command, self.path, self.headers,
+                self.read_body())
         with self.server.lock:
             self.server.forwarded += 1
-        data = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{self.server.code}'
-                "</Code><Message>m</Message><RequestId>r38z9</RequestId></Error>").encode()
-        self.send_response(self.server.status)
-        self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+        self.send_xml(self.server.status, error_body(self.server.code, "m", "r38z9"))
 
 
 @pytest.mark.s3
@@ -248,19 +228,10 @@ class _NoETag(FrontHandler):
     server: _NoETagServer
 
     def do_PUT(self) -> None:
-        n = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(n) if n else b""
         resp, data = forward(*self.server.upstream, self.command, self.path, self.headers,
-                             body)
+                             self.read_body())
         drop = resp.status == 200 and self.path.partition("?")[0].endswith(self.server.key)
-        self.send_response(resp.status)
-        for k, v in resp.getheaders():
-            if k.lower() not in {"connection", "keep-alive", "transfer-encoding",
-                                 "content-length", "server", "date"} \
-                    and not (drop and k.lower() == "etag"):
-                self.send_header(k, v)
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
+        relay_head(self, resp, data, frozenset({"etag"} if drop else ()))
         self.wfile.write(data)
 
 

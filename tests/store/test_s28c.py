@@ -19,7 +19,14 @@ from epochgc.impl.gc import stage
 from epochgc.impl.gc.delete import delete_keys
 from epochgc.impl.gc.journal import JournalTarget, JournalTotals, JournalWriter
 from epochgc.impl.store.s3 import S3Store
-from tests.store.forward import FrontHandler, FrontServer, forward, no_key_retry, serving
+from tests.store.forward import (
+    FrontHandler,
+    FrontServer,
+    error_body,
+    forward,
+    no_key_retry,
+    serving,
+)
 from tests.store.s3server import new_bucket
 from tests.store.test_rev38z5 import _ATTEMPT, _PREFIX, _per_key_errors, _read_back
 from tests.store.test_rev38z9 import _ResentDeleteServer
@@ -106,13 +113,8 @@ class _EveryCode(FrontHandler):
             assert len(keys) == 1, keys  # a batch of its own: the whole answer is its
             code = named[0][1]
             status = _CODES[code]
-            data = (f'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>{code}</Code>'
-                    "<Message>m</Message><RequestId>s28c</RequestId></Error>").encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/xml")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+            data = error_body(code, "m", "s28c")
+        self.send_xml(status, data)
 
 
 @pytest.fixture(scope="module")
