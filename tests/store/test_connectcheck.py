@@ -12,19 +12,9 @@ from typing import Any
 import pytest
 
 from epochgc.impl.store import connectcheck
-from epochgc.impl.store.s3 import CONNECT_TIMEOUT_S, S3Store
-from tests.store.forward import no_key_retry
-from tests.store.s3proxy import Call, Fault, s3_proxy
-from tests.store.s3server import new_bucket
-
-
-def _refused_port() -> int:
-    """A loopback port where nothing listens (bound, never listened: connect is refused)."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = int(s.getsockname()[1])
-    s.close()
-    return port
+from epochgc.impl.store.s3 import CONNECT_TIMEOUT_S
+from tests.store.s3proxy import Call, s3_proxy
+from tests.store.sendclock import bucket_with_k, dead_address_first, noting, on_send_clock
 
 
 @pytest.mark.s3
@@ -35,44 +25,16 @@ def test_a_further_address_is_not_connected_to_past_the_deadline(
     (moved on the store's send clock, not waited) and urllib3 goes on to the second
     (`create_connection` tries each in turn). Before: the request went out on the second
     address 29 s past its deadline (seen failing: sent at [130.0])."""
-    bucket = new_bucket(moto_endpoint)
-    direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)
-    direct.put("k", b"x")
+    bucket, direct = bucket_with_k(moto_endpoint)
     now = [100.0]
     sent_at: list[float] = []
 
-    def faults(c: Call) -> Fault | None:
-        if c.kind == "delete":
-            sent_at.append(now[0])
-        return None
-
-    with s3_proxy(moto_endpoint, faults=faults) as p:
-        port = int(p.endpoint.rpartition(":")[2])
-        dead = ("127.0.0.1", _refused_port())
-        real_lookup, real_connect = socket.getaddrinfo, socket.socket.connect
-
-        def two_addresses(host: Any, at: Any, *args: Any, **kwargs: Any) -> Any:
-            found = real_lookup(host, at, *args, **kwargs)
-            if at != port:
-                return found
-            af, kind, proto, name, _ = found[0]
-            return [(af, kind, proto, name, dead), *found]
-
-        def slow_refusal(sock: socket.socket, address: Any) -> None:
-            try:
-                real_connect(sock, address)
-            except OSError:
-                if address == dead:
-                    now[0] += 30.0  # a dead route: the connect timed out
-                raise
-
-        store = S3Store(bucket, "c", endpoint_url=p.endpoint, max_attempts=0,
-                        key_retry=no_key_retry())
-        store.monotonic = lambda: now[0]
+    with s3_proxy(moto_endpoint, faults=noting("delete", lambda c: sent_at.append(now[0]))
+                  ) as p:
+        store = on_send_clock(bucket, p.endpoint, now)
         try:
             store.client.meta.events  # noqa: B018  (the client made: no connection yet)
-            monkeypatch.setattr(socket, "getaddrinfo", two_addresses)
-            monkeypatch.setattr(socket.socket, "connect", slow_refusal)
+            dead_address_first(monkeypatch, int(p.endpoint.rpartition(":")[2]), now, 30.0)
             with store.send_by(101.0):
                 result = store.delete_batch(["k"])
         finally:
@@ -146,17 +108,9 @@ def test_a_write_past_the_deadline_is_not_made(
     - frozen in its headers' write: the body is not written and the connection is reset
       (`SentInPart`); the server got no whole request, and the key is `unknown` (what was
       written may have reached the server: the client cannot tell), still there."""
-    bucket = new_bucket(moto_endpoint)
-    direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)
-    direct.put("k", b"x")
+    bucket, direct = bucket_with_k(moto_endpoint)
     now = [100.0]
     deletes: list[Call] = []
-
-    def faults(c: Call) -> Fault | None:
-        if c.kind == "delete":
-            deletes.append(c)
-        return None
-
     real_connect, real_sendall = socket.socket.connect, socket.socket.sendall
     writes: list[int] = []  # the store's, on this thread (not the proxy's, nor its HEADs)
     me = threading.get_ident()
@@ -173,10 +127,8 @@ def test_a_write_past_the_deadline_is_not_made(
             if frozen_at == "headers":
                 now[0] += 30.0
 
-    with s3_proxy(moto_endpoint, faults=faults) as p:
-        store = S3Store(bucket, "c", endpoint_url=p.endpoint, max_attempts=0,
-                        key_retry=no_key_retry())
-        store.monotonic = lambda: now[0]
+    with s3_proxy(moto_endpoint, faults=noting("delete", deletes.append)) as p:
+        store = on_send_clock(bucket, p.endpoint, now)
         try:
             store.client.meta.events  # noqa: B018  (the client made: no connection yet)
             monkeypatch.setattr(socket.socket, "connect", frozen_connect)

@@ -9,7 +9,6 @@ import http.client
 import socket
 import threading
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
@@ -17,17 +16,9 @@ from epochgc.impl.store import connectcheck
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.driverbound import DriverBound, installed
 from epochgc.impl.store.s3 import S3Store, SendDeadlinePassed
-from tests.store.s3proxy import Call, Fault, s3_proxy
+from tests.store.s3proxy import s3_proxy
 from tests.store.s3server import new_bucket
-
-
-def _refused_port() -> int:
-    """A loopback port where nothing listens (bound, never listened: connect refused)."""
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = int(s.getsockname()[1])
-    s.close()
-    return port
+from tests.store.sendclock import dead_address_first, noting
 
 
 @pytest.mark.s3
@@ -50,39 +41,15 @@ def test_a_driver_write_is_not_sent_past_its_lease_on_a_further_address(
     lease_ends = 100.0
     puts: list[float] = []  # the lease's clock when each PUT reached the server
 
-    def faults(c: Call) -> Fault | None:
-        if c.kind == "put":
-            puts.append(now[0])
-        return None
-
-    with s3_proxy(moto_endpoint, faults=faults) as p:
-        port = int(p.endpoint.rpartition(":")[2])
-        dead = ("127.0.0.1", _refused_port())
-        real_lookup, real_connect = socket.getaddrinfo, socket.socket.connect
-
-        def two_addresses(host: Any, at: Any, *args: Any, **kwargs: Any) -> Any:
-            found = real_lookup(host, at, *args, **kwargs)
-            if at != port:
-                return found
-            af, kind, proto, name, _ = found[0]
-            return [(af, kind, proto, name, dead), *found]
-
-        def slow_refusal(sock: socket.socket, address: Any) -> None:
-            try:
-                real_connect(sock, address)
-            except OSError:
-                if address == dead:
-                    now[0] += 200.0  # a dead route: its connect timed out, late
-                raise
-
+    with s3_proxy(moto_endpoint, faults=noting("put", lambda c: puts.append(now[0]))) as p:
         bound = DriverBound(2.0, lambda: False)
         bound.hold(lambda: lease_ends - now[0])
         with installed(bound):
             store = S3Store(bucket, "d", endpoint_url=p.endpoint, max_attempts=0)
         try:
             store.client.meta.events  # noqa: B018  (the client made: no connection yet)
-            monkeypatch.setattr(socket, "getaddrinfo", two_addresses)
-            monkeypatch.setattr(socket.socket, "connect", slow_refusal)
+            # a dead route first: its connect timed out, late
+            dead_address_first(monkeypatch, int(p.endpoint.rpartition(":")[2]), now, 200.0)
             # With a far `send_by` too: both checks armed, the lease's still refuses.
             far = store.send_by(store.monotonic() + 1e6) if send_by else contextlib.nullcontext()
             with far, contextlib.suppress(StoreError):  # refused: what the bound promises

@@ -32,6 +32,7 @@ from tests.store.forward import (
 )
 from tests.store.s3proxy import Call, Fault, s3_proxy
 from tests.store.s3server import new_bucket
+from tests.store.sendclock import bucket_with_k, noting, on_send_clock
 
 D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
 
@@ -224,18 +225,12 @@ def test_no_delete_is_sent_later_than_its_deadline_plus_the_connect_timeout(
 
     from epochgc.impl.store.s3 import CONNECT_TIMEOUT_S
 
-    bucket = new_bucket(moto_endpoint)
-    direct = S3Store(bucket, "c", endpoint_url=moto_endpoint)
-    direct.put("k", b"x")
+    bucket, direct = bucket_with_k(moto_endpoint)
     now = [100.0]  # the store's send clock (`S3Store.monotonic`)
     sent_at: list[float] = []
 
-    def faults(c: Call) -> Fault | None:
-        if c.kind == "delete":
-            sent_at.append(now[0])
-        return None
-
-    with s3_proxy(moto_endpoint, faults=faults) as p:
+    with s3_proxy(moto_endpoint, faults=noting("delete", lambda c: sent_at.append(now[0]))
+                  ) as p:
         port = int(p.endpoint.rpartition(":")[2])
         real = socket.getaddrinfo
 
@@ -244,9 +239,7 @@ def test_no_delete_is_sent_later_than_its_deadline_plus_the_connect_timeout(
                 now[0] += 30.0  # a resolver that timed out on its first nameserver(s)
             return real(host, at, *args, **kwargs)
 
-        store = S3Store(bucket, "c", endpoint_url=p.endpoint, max_attempts=0,
-                        key_retry=no_key_retry())
-        store.monotonic = lambda: now[0]
+        store = on_send_clock(bucket, p.endpoint, now)
         try:
             store.client.meta.events  # noqa: B018  (the client made: no lookup yet)
             monkeypatch.setattr(socket, "getaddrinfo", slow_lookup)
