@@ -12,6 +12,7 @@ machine; no fixed sleep."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import os
 import signal
@@ -27,31 +28,18 @@ from epochgc.impl.cluster import asked
 from epochgc.impl.cluster.client import ProcClusterAccess
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.controller.topics import topic_names
+from tests.impl.cli_cluster import BOUND_S, ENV, epochgc, module_cluster
 from tests.interrupted import by_signal
 
-ROOT = Path(__file__).resolve().parents[2]
-ENV = dict(os.environ, PYTHONPATH=str(ROOT))
-# The old code took 30 s per attempt, several attempts per command; the new one ~10 s.
-BOUND_S = float(os.environ.get("EPOCHGC_TEST_BOUND_S", "300"))
-
-
-def _epochgc(*argv: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "epochgc", *argv], capture_output=True,
-                          text=True, timeout=timeout, env=dict(ENV, **env))
+# BOUND_S (tests/impl/cli_cluster.py): the old code took 30 s per attempt, several
+# attempts per command; the new one ~10 s. A command's own default bound stays 300 s.
+_epochgc = functools.partial(epochgc, timeout=300)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """One cluster for the module (a start costs ~4 s); each test continues its node."""
-    tmp_path = tmp_path_factory.mktemp("frozen")
-    d = tmp_path / "c"
-    r = _epochgc("cluster", "start", "--data-dir", str(d), "--store", str(tmp_path / "store"),
-                 "--nodes", "3", "--partitions", "t/0")
-    assert r.returncode == 0, r.stderr
-    try:
-        yield d
-    finally:
-        _stop_cut_short_then_whole(d)
+    yield from module_cluster(tmp_path_factory, "frozen", 3, _stop_cut_short_then_whole)
 
 
 def _stop_cut_short_then_whole(d: Path) -> None:
@@ -63,7 +51,7 @@ def _stop_cut_short_then_whole(d: Path) -> None:
     whole = None
     try:
         cut = _epochgc("cluster", "stop", "--data-dir", str(d),
-                       EPOCHGC_TEST_SIGNAL="node-stopped:SIGINT")
+                       hook="node-stopped:SIGINT")
         pids = LocalCluster(d).meta["pids"]
         whole = _stop_with_node_3_frozen(d, pids)
     finally:
@@ -203,7 +191,7 @@ def test_a_topic_change_stopped_by_a_signal_is_carried_out_whole(cluster: Path) 
     point `change-sent` (the request written, its answer not read); `topic delete` too."""
     lc = LocalCluster(cluster)
     r = _epochgc("topic", "create", "zt", "--partitions", "64", "--data-dir", str(cluster),
-                 EPOCHGC_TEST_SIGNAL="change-sent:SIGINT")
+                 hook="change-sent:SIGINT")
     assert r.returncode == by_signal(signal.SIGINT), (r.returncode, r.stderr)
     assert ("epochgc topic create: interrupted by SIGINT: create_topic 'zt' had been sent to "
             "node ") in r.stderr, r.stderr
@@ -215,7 +203,7 @@ def test_a_topic_change_stopped_by_a_signal_is_carried_out_whole(cluster: Path) 
     assert "never retrieved" not in r.stderr and "Traceback" not in r.stderr, r.stderr
     asyncio.run(_until_topic_has(lc, "zt", 64))
     r = _epochgc("topic", "delete", "zt", "--data-dir", str(cluster),
-                 EPOCHGC_TEST_SIGNAL="change-sent:SIGTERM")
+                 hook="change-sent:SIGTERM")
     assert r.returncode == by_signal(signal.SIGTERM), (r.returncode, r.stderr)
     assert "delete_topic 'zt' had been sent to node " in r.stderr, r.stderr
     asyncio.run(_until_topic_has(lc, "zt", 0))
@@ -241,7 +229,7 @@ def test_status_flags_a_topic_short_of_what_its_unseen_create_asked_for(
 
     asyncio.run(three())
     r = _epochgc("topic", "create", "zs", "--partitions", "8", "--data-dir", str(cluster),
-                 EPOCHGC_TEST_SIGNAL="change-sent:SIGINT")
+                 hook="change-sent:SIGINT")
     assert r.returncode == by_signal(signal.SIGINT), (r.returncode, r.stderr)
     asyncio.run(_until_topic_has(lc, "zs", 3))
     assert (cluster / "topics-asked.json").exists(), (r.stderr, list(cluster.iterdir()))
@@ -283,7 +271,7 @@ def test_a_barrier_stopped_by_a_signal_says_it_had_started(cluster: Path) -> Non
     controller answered with the candidate, it says the barrier started and how far it
     got."""
     r = _epochgc("barrier", "--data-dir", str(cluster), "--wait", "30",
-                 EPOCHGC_TEST_SIGNAL="barrier-started:SIGINT")
+                 hook="barrier-started:SIGINT")
     assert r.returncode == by_signal(signal.SIGINT), (r.returncode, r.stderr)
     assert "epochgc barrier: interrupted by SIGINT: the barrier had started (candidate " \
         in r.stderr, r.stderr
@@ -295,7 +283,7 @@ def test_an_advance_stopped_by_a_signal_after_it_was_sent_says_so(cluster: Path)
     """L2's shape in `gc-admin advance-epoch` (a break-glass proposal on the partition's
     leader): stopped once its request was out, it said "interrupted by SIGINT" only."""
     r = _epochgc("gc-admin", "advance-epoch", "--data-dir", str(cluster), "--partition",
-                 "t/0", EPOCHGC_TEST_SIGNAL="change-sent:SIGINT")
+                 "t/0", hook="change-sent:SIGINT")
     assert r.returncode == by_signal(signal.SIGINT), (r.returncode, r.stderr)
     assert ("epochgc gc-admin advance-epoch: interrupted by SIGINT: the advance of t/0 had "
             "been sent to node ") in r.stderr, r.stderr

@@ -24,29 +24,13 @@ import pytest
 
 from epochgc.impl.cluster.rpc import MAX_RECORD_BYTES
 from epochgc.impl.signals import HOOK_ENV
+from tests.impl.cli_cluster import BOUND_S, ENV, epochgc, module_cluster
 from tests.interrupted import by_signal
-
-ROOT = Path(__file__).resolve().parents[2]
-ENV = dict(os.environ, PYTHONPATH=str(ROOT))
-BOUND_S = float(os.environ.get("EPOCHGC_TEST_BOUND_S", "300"))
-
-
-def _epochgc(*argv: str, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "epochgc", *argv], capture_output=True,
-                          text=True, timeout=BOUND_S, env=dict(ENV, **env))
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    tmp = tmp_path_factory.mktemp("large")
-    d = tmp / "c"
-    r = _epochgc("cluster", "start", "--data-dir", str(d), "--store", str(tmp / "store"),
-                 "--nodes", "1", "--partitions", "t/0")
-    assert r.returncode == 0, r.stderr
-    try:
-        yield d
-    finally:
-        _epochgc("cluster", "stop", "--data-dir", str(d))
+    yield from module_cluster(tmp_path_factory, "large", 1)
 
 
 def _objects(store: Path) -> set[Path]:
@@ -55,11 +39,11 @@ def _objects(store: Path) -> set[Path]:
 
 def test_a_record_of_the_largest_size_is_produced_and_verified(cluster: Path) -> None:
     assert MAX_RECORD_BYTES == 16 << 20  # the documented maximum
-    r = _epochgc("produce", "--data-dir", str(cluster), "--partition", "t/0", "--size",
-                 str(MAX_RECORD_BYTES), "--count", "1", "--batch", "1")
+    r = epochgc("produce", "--data-dir", str(cluster), "--partition", "t/0", "--size",
+                str(MAX_RECORD_BYTES), "--count", "1", "--batch", "1")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["count"] == 1, r.stdout
-    r = _epochgc("consume", "--data-dir", str(cluster), "--partition", "t/0", "--verify")
+    r = epochgc("consume", "--data-dir", str(cluster), "--partition", "t/0", "--verify")
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert json.loads(r.stdout.splitlines()[0])["acked_checked"] >= 1, r.stdout
 
@@ -70,9 +54,9 @@ def test_a_signal_while_a_batch_of_large_records_is_built_stops_it(cluster: Path
     how far, and writes no object."""
     store = cluster.parent / "store"
     before = _objects(store)
-    r = _epochgc("produce", "--data-dir", str(cluster), "--partition", "t/0", "--size",
-                 str(MAX_RECORD_BYTES), "--count", "4", "--batch", "4",
-                 **{HOOK_ENV: "built:SIGINT"})
+    r = epochgc("produce", "--data-dir", str(cluster), "--partition", "t/0", "--size",
+                str(MAX_RECORD_BYTES), "--count", "4", "--batch", "4",
+                hook="built:SIGINT")
     assert r.returncode == by_signal(signal.SIGINT), (r.returncode, r.stderr)
     assert ("the batch in flight was being built (1 of 4 record(s) of t/0 built): nothing "
             "of it was sent") in r.stderr, r.stderr
@@ -139,11 +123,11 @@ def _stopped_at_acked(cluster: Path, *argv: str) -> subprocess.Popen[str]:
 
 def test_a_topic_deleted_mid_run_says_what_was_acknowledged(cluster: Path) -> None:
     """The tester's (c): "acknowledged: []" after 26 batches had been recorded."""
-    assert _epochgc("topic", "create", "pd", "--partitions", "1", "--data-dir",
-                    str(cluster)).returncode == 0
+    assert epochgc("topic", "create", "pd", "--partitions", "1", "--data-dir",
+                   str(cluster)).returncode == 0
     proc = _stopped_at_acked(cluster, "--partition", "pd/0", "--count", "30", "--batch", "10")
     try:
-        assert _epochgc("topic", "delete", "pd", "--data-dir", str(cluster)).returncode == 0
+        assert epochgc("topic", "delete", "pd", "--data-dir", str(cluster)).returncode == 0
     finally:
         proc.send_signal(signal.SIGCONT)
     _out, err = proc.communicate(timeout=BOUND_S)
@@ -170,12 +154,12 @@ def test_status_names_a_node_whose_l1_writes_fail(cluster: Path, tmp_path: Path)
         (store / "level_one").mkdir(exist_ok=True, parents=True)
         os.rename(store / "level_one", tmp_path / "level_one.aside")
         (store / "level_one").write_text("not a directory\n")
-        r = _epochgc("produce", "--data-dir", str(d), "--partition", "t/0", "--count", "20")
+        r = epochgc("produce", "--data-dir", str(d), "--partition", "t/0", "--count", "20")
         assert r.returncode == 0, r.stderr
         last: list[subprocess.CompletedProcess[str]] = []
 
         def said() -> bool:
-            last[:] = [_epochgc("cluster", "status", "--data-dir", str(d))]
+            last[:] = [epochgc("cluster", "status", "--data-dir", str(d))]
             return "object store failing" in last[0].stdout
 
         _until("status says the store fails", said)
@@ -185,8 +169,8 @@ def test_status_names_a_node_whose_l1_writes_fail(cluster: Path, tmp_path: Path)
         assert line.startswith("node 1: object store failing: L1 objects (reconciling; GC "
                                "cannot advance until it writes) cannot be written, "), line
         assert "cannot write 'level_one/" in line and f"(its log: {d / 'n1.log'})" in line
-        doc = json.loads(_epochgc("cluster", "status", "--data-dir", str(d),
-                                  "--json").stdout)
+        doc = json.loads(epochgc("cluster", "status", "--data-dir", str(d),
+                                 "--json").stdout)
         assert not doc["healthy"] and "_reconcile_tick" in doc["nodes"]["1"]["storage_failing"]
         logged = [json.loads(x) for x in (d / "n1.log").read_text().splitlines()
                   if x.startswith("{")]
@@ -206,7 +190,7 @@ def test_a_cluster_stopped_mid_run_says_what_was_acknowledged(cluster: Path) -> 
     """The tester's (b) (last in this module: it stops the module's cluster)."""
     proc = _stopped_at_acked(cluster, "--partition", "t/0", "--count", "30", "--batch", "10")
     try:
-        assert _epochgc("cluster", "stop", "--data-dir", str(cluster)).returncode == 0
+        assert epochgc("cluster", "stop", "--data-dir", str(cluster)).returncode == 0
     finally:
         proc.send_signal(signal.SIGCONT)
     _out, err = proc.communicate(timeout=BOUND_S)
