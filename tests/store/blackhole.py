@@ -68,13 +68,8 @@ class Blackhole:
                 conn.close()
 
 
-@contextlib.contextmanager
-def blackhole() -> Iterator[Blackhole]:
-    hole = Blackhole()
-    try:
-        yield hole
-    finally:
-        hole.close()
+def blackhole() -> contextlib.closing[Blackhole]:
+    return contextlib.closing(Blackhole())
 
 
 @pytest.fixture

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 _BODY = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>InternalError</Code>'
@@ -74,10 +73,5 @@ class FailingEndpoint:
         self._thread.join()
 
 
-@contextlib.contextmanager
-def failing_endpoint() -> Iterator[FailingEndpoint]:
-    server = FailingEndpoint()
-    try:
-        yield server
-    finally:
-        server.close()
+def failing_endpoint() -> contextlib.closing[FailingEndpoint]:
+    return contextlib.closing(FailingEndpoint())

@@ -8,39 +8,25 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
-from collections.abc import Iterator
 
 import pytest
 
 from epochgc.impl.store import resetclose
 from epochgc.impl.store.patience import Patience
 from epochgc.impl.store.s3 import S3Store
+from tests.store.rawserver import RawServer
 
 
-class _Server:
+class _Server(RawServer):
     """Answers every request 200 with no body, keeps the connection open, and records how
     each connection ended: "reset" or "closed"."""
 
     def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
         self.ends: list[str] = []
         self.ended = threading.Condition()
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
+    def serve(self, conn: socket.socket) -> None:
         end = "closed"
         with conn:
             try:
@@ -65,17 +51,8 @@ class _Server:
             return list(self.ends)
 
 
-@contextlib.contextmanager
-def _server() -> Iterator[_Server]:
-    server = _Server()
-    try:
-        yield server
-    finally:
-        server.sock.close()
-
-
 def test_every_client_of_the_store_closes_with_a_reset() -> None:
-    with _server() as server:
+    with contextlib.closing(_Server()) as server:
         store = S3Store("b", "p", endpoint_url=server.endpoint(), patience=Patience())
         store.client.head_bucket(Bucket="b")  # the writes' client (the delete path's)
         store.client.close()

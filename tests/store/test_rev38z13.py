@@ -20,35 +20,22 @@ import time
 import pytest
 
 from epochgc.impl.store.base import send_clock
+from tests.store.rawserver import RawServer
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="SIGSTOP, CLOCK_BOOTTIME")
 
 
-class _Server:
+class _Server(RawServer):
     """A raw HTTP server: records, for each whole request it gets, its request line and
     when (on `send_clock`, CLOCK_BOOTTIME: one clock for every process of the host) its
     last byte arrived; answers each 200 with an empty DeleteResult."""
 
     def __init__(self) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(8)
         self.got: list[tuple[float, str]] = []
         self._lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
+        super().__init__()
 
-    def endpoint(self) -> str:
-        return f"http://127.0.0.1:{self.sock.getsockname()[1]}"
-
-    def _accept(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(conn,), daemon=True).start()
-
-    def _serve(self, conn: socket.socket) -> None:
+    def serve(self, conn: socket.socket) -> None:
         data = b""
         with conn:
             try:
