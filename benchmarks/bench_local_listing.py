@@ -14,8 +14,6 @@ system's own growth, visible in the baseline).
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 import tempfile
@@ -25,6 +23,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.rowfile import arguments, row, write
 from epochgc.impl.store.local import LocalStore
 
 PAGE = 1000
@@ -56,16 +55,8 @@ def time_baseline(d: Path) -> float:
     return time.perf_counter() - t
 
 
-def row(name: str, value: float, unit: str, better: str, **extra: Any) -> dict[str, Any]:
-    base = {"baseline": None, "ratio": None, "target": None}
-    return {"name": name, "value": round(value, 6), "unit": unit, **base, **extra, "better": better}
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default="build/bench-local-listing.json")
-    args = ap.parse_args()
+    args = arguments(__doc__, "build/bench-local-listing.json")
     sizes = (2_000, 4_000, 16_000) if args.quick else (10_000, 20_000, 80_000)
     rows: list[dict[str, Any]] = []
     per_key: dict[int, float] = {}
@@ -105,10 +96,7 @@ def main() -> None:
             "lower",
         )
     )
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(rows, indent=1))
-    for r in rows:
-        print(json.dumps(r))
+    write(args.out, rows)
 
 
 if __name__ == "__main__":

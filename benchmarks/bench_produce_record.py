@@ -13,9 +13,7 @@ largest size's seconds (target <= 1 s: "16 MiB in well under a second").
 
 from __future__ import annotations
 
-import argparse
 import hashlib
-import json
 import sys
 import time
 from pathlib import Path
@@ -23,6 +21,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from benchmarks.rowfile import arguments, row, write
 from epochgc.impl.cluster.payload import make_record
 
 MIB = 1 << 20
@@ -41,16 +40,8 @@ def time_baseline(size: int) -> float:
     return time.perf_counter() - t
 
 
-def row(name: str, value: float, unit: str, better: str, **extra: Any) -> dict[str, Any]:
-    base = {"baseline": None, "ratio": None, "target": None}
-    return {"name": name, "value": round(value, 6), "unit": unit, **base, **extra, "better": better}
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--out", default="build/bench-produce-record.json")
-    args = ap.parse_args()
+    args = arguments(__doc__, "build/bench-produce-record.json")
     sizes = (MIB, 4 * MIB) if args.quick else (MIB, 2 * MIB, 4 * MIB, 16 * MIB)
     rows: list[dict[str, Any]] = []
     per_mib: dict[int, float] = {}
@@ -67,10 +58,7 @@ def main() -> None:
                     per_mib[sizes[-1]] / per_mib[sizes[0]], "x", "lower"))
     rows.append(row(f"produce record build, {sizes[-1] // MIB} MiB body", rows[-2]["value"],
                     "s", "lower", target=1.0, target_of="value"))
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(rows, indent=1))
-    for r in rows:
-        print(json.dumps(r))
+    write(args.out, rows)
 
 
 if __name__ == "__main__":
