@@ -44,10 +44,15 @@ def _recover(store: LocalStore, monkeypatch: pytest.MonkeyPatch) -> None:
     read_round_record(store, round_key(DEAD))
 
 
+def _huge(docs: dict[str, Any], name: str) -> dict[str, bytes]:
+    """`docs[name]`'s bytes with its placeholder 12345.0 replaced by the huge integer."""
+    return {name: json.dumps(docs[name]).replace("12345.0", HUGE).encode()}
+
+
 def _with(name: str, field: str) -> tuple[dict[str, Any], dict[str, bytes]]:
     docs = copy.deepcopy(BASE)
     docs[name][field] = 12345.0  # placeholder, replaced in the bytes by the huge integer
-    return docs, {name: json.dumps(docs[name]).replace("12345.0", HUGE).encode()}
+    return docs, _huge(docs, name)
 
 
 def test_an_outcome_with_a_huge_integer_ago_is_read_not_raised(
@@ -62,7 +67,7 @@ def test_a_carried_outcome_with_a_huge_integer_ago_is_read_not_raised(
     name = "p0000-s0-a0-t1/00000001.intent.json"
     docs[name]["done"]["00000000"] = {**docs[name]["done"]["00000000"],
                                       "unanswered_ago_s": 12345.0}
-    raw = {name: json.dumps(docs[name]).replace("12345.0", HUGE).encode()}
+    raw = _huge(docs, name)
     del docs["p0000-s0-a0-t1/00000000.done.json"]  # the outcome only carried (its own lost)
     _recover(_dead_round(tmp_path, docs, raw), monkeypatch)
 
@@ -77,8 +82,7 @@ def test_an_end_with_a_huge_integer_is_read_not_raised(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     docs = copy.deepcopy(BASE)
     docs["END.json"] = {**copy.deepcopy(END), "started_at": 12345.0}
-    raw = {"END.json": json.dumps(docs["END.json"]).replace("12345.0", HUGE).encode()}
-    _recover(_dead_round(tmp_path, docs, raw), monkeypatch)
+    _recover(_dead_round(tmp_path, docs, _huge(docs, "END.json")), monkeypatch)
 
 
 def test_every_round_goes_on_past_a_journal_with_a_huge_integer(tmp_path: Path) -> None:
