@@ -7,14 +7,13 @@ The shape is the one `epochgc gc --json` gives a round that failed, less the rou
 By construction for every command with a --json flag (newuser17 T4: `chaos`, `demo` and
 `conform` printed nothing on failure): the `epochgc` group notes its arguments
 (`note_args`) and, for any failure it ends a command with, asks the failing command's own
-context whether --json was given (`wanted`); `gc`, `gc-admin` and `JsonCommand` note it
-themselves and say their own objects first."""
+context whether --json was given (`wanted`); `gc` and `gc-admin` note it themselves and
+say their own objects first."""
 
 from __future__ import annotations
 
 import contextlib
 import json
-from typing import Any
 
 import click
 
@@ -23,7 +22,7 @@ from epochgc.impl import errorline
 # `ctx.meta` (shared by a context, its parent and its children): --json was asked.
 _WANTS_JSON = "epochgc.wants_json"
 _SAID = "epochgc.json_said"  # the failure object was printed
-_NAME = "epochgc.json_command"  # a `JsonCommand`'s name, for the group's `say`
+_NAME = "epochgc.json_command"  # gc-admin's subcommand's name, for the group's `say`
 _ARGS = "epochgc.args"  # the arguments after `epochgc` as given (`note_args`)
 
 
@@ -73,8 +72,8 @@ def note_parsed(ctx: click.Context) -> None:
 
 def say(ctx: click.Context, command: str | None, outcome: str, error: str, code: int) -> None:
     """The failure object on stdout, if --json was asked; once (the command's own handler
-    and the `epochgc` group's both call it). `command` None: the name a `JsonCommand`
-    noted."""
+    and the `epochgc` group's both call it). `command` None: the name `note_parsed` noted,
+    else the failing command's path below `epochgc`."""
     if ctx.meta.get(_SAID) or not wanted(ctx):
         return
     ctx.meta[_SAID] = True
@@ -84,29 +83,3 @@ def say(ctx: click.Context, command: str | None, outcome: str, error: str, code:
                                "error": errorline.one_line(error), "exit_code": int(code)},
                               sort_keys=True))
 
-
-class JsonCommand(click.Command):
-    """A command with a --json flag whose failures (a bad argument, a refusal, an error
-    said in one line) are also one object on stdout, as `gc` and `gc-admin` give them
-    (newuser13 Q8: `cluster status --json` and `barrier --json` printed nothing there).
-    It notes that --json was asked and its name; the `epochgc` group says the object
-    (`say`, for any ClickException the command ends with)."""
-
-    def make_context(self, info_name: str | None, args: list[str],
-                     parent: click.Context | None = None, **extra: Any) -> click.Context:
-        if parent is not None:
-            note_before_parsing(parent, self, args)
-            parent.meta[_NAME] = _name(parent, info_name)
-        ctx = super().make_context(info_name, args, parent=parent, **extra)
-        note_parsed(ctx)
-        return ctx
-
-
-def _name(parent: click.Context, name: str | None) -> str | None:
-    """`cluster status`, `barrier`: the command's path below `epochgc`."""
-    names = [name or ""]
-    c: click.Context | None = parent
-    while c is not None and c.parent is not None:
-        names.insert(0, c.info_name or "")
-        c = c.parent
-    return " ".join(n for n in names if n) or None

@@ -18,7 +18,7 @@ from typing import Any
 
 import click
 
-from epochgc.impl import closedout, jsonfailure, pathopt, signals
+from epochgc.impl import closedout, pathopt, signals
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.cluster.statuspoll import StatusPoll
@@ -132,7 +132,7 @@ def _applied(rows: dict[str, dict[str, Any]]) -> bool:
     return bool(rows) and all(x["state"] != "missing" for x in rows.values())
 
 
-@click.command(cls=jsonfailure.JsonCommand)
+@click.command()
 @click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 @click.option("--wait", default=10.0, show_default=True, type=FiniteFloat(0, 3600),
               help="seconds to wait for every partition to apply the candidate (0-3600)")

@@ -17,7 +17,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from epochgc.impl import closedout, jsonfailure, pathopt, signals
+from epochgc.impl import closedout, pathopt, signals
 from epochgc.impl.cluster import asked, local
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.errors import DamagedClusterFile
@@ -402,7 +402,7 @@ def kill(data_dir: str, node: int) -> None:
                else f"node {node} is not running: nothing killed")
 
 
-@cluster.command(cls=jsonfailure.JsonCommand)
+@cluster.command()
 @click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 @click.option("--json", "as_json", is_flag=True)
 def status(data_dir: str, as_json: bool) -> None:
