@@ -22,7 +22,7 @@ from epochgc.impl import errorline
 # `ctx.meta` (shared by a context, its parent and its children): --json was asked.
 _WANTS_JSON = "epochgc.wants_json"
 _SAID = "epochgc.json_said"  # the failure object was printed
-_NAME = "epochgc.json_command"  # gc-admin's subcommand's name, for the group's `say`
+_NAME = "epochgc.json_command"  # the name `note_parsed` noted (gc, gc-admin's subcommand)
 _ARGS = "epochgc.args"  # the arguments after `epochgc` as given (`note_args`)
 
 
