@@ -98,8 +98,10 @@ class _LazyGroup(click.Group):
         except errorline.UsageFailure:
             raise
         except click.UsageError as e:
-            # Every command's bad argument exits 64, not click's 2 (2 is "blocked").
-            raise errorline.UsageFailure(e.format_message(), e.ctx) from None
+            # Every command's bad argument exits 64, not click's 2 (2 is "blocked"). Click's
+            # parser raises "Option '--x' requires an argument." with no context: the
+            # command's (the deepest made) gives its usage and name (s29a).
+            raise errorline.shaped(e, ctx) from None
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except KeyboardInterrupt as e:

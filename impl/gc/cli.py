@@ -95,6 +95,8 @@ class _GcCommand(click.Command):
         except click.UsageError as e:
             if parent is not None:
                 jsonfailure.say(parent, "gc", "error", e.format_message(), EXIT_USAGE)
+            if parent is not None:  # its usage and name when click's parser gave no context
+                raise errorline.shaped(e, parent) from None
             raise errorline.UsageFailure(e.format_message(), e.ctx) from None
         jsonfailure.note_parsed(ctx)
         return ctx

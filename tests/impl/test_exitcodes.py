@@ -240,3 +240,28 @@ def test_an_integer_beyond_int_str_limit_in_replay_and_check_trace_exits_65(
         assert f"{digits}:1: " in r.output, r.output[-300:]
         assert "an integer longer than 4300 digits" in r.output, r.output[-300:]
         assert "set_int_max_str_digits" not in r.output, r.output[-300:]
+
+
+def _valued_options() -> list[tuple[str, str]]:
+    """(command, option) for every option of every command that takes a value."""
+    return [(path, p.opts[0]) for path, cmd in _tree() if not isinstance(cmd, click.Group)
+            for p in cmd.params
+            if isinstance(p, click.Option) and not p.is_flag and p.opts[0] != "--help"]
+
+
+def test_the_walk_sees_the_valued_options() -> None:
+    assert {("cluster status", "--data-dir"), ("gc", "--store"),
+            ("gc-admin show", "--store")} <= set(_valued_options())
+
+
+@pytest.mark.parametrize(("path", "option"), _valued_options())
+def test_an_option_missing_its_value_names_the_command(path: str, option: str) -> None:
+    """s29a: `epochgc cluster status --data-dir` (the value left off) said `epochgc: error:
+    Option '--data-dir' requires an argument.`, with no usage lines: click's parser raises
+    that error without a context, and the group shaped it as its own. It is the
+    command's usage error: its usage, its hint, its name in the line, 64."""
+    r = CliRunner().invoke(main, [*path.split(), option], prog_name="epochgc")
+    assert r.exit_code == ExitCode.USAGE, (r.exit_code, r.output)
+    last = r.stderr.strip().splitlines()[-1]
+    assert last == f"epochgc {path}: error: Option '{option}' requires an argument.", last
+    assert f"Usage: epochgc {path} " in r.stderr, r.stderr
