@@ -86,6 +86,7 @@ def main() -> None:
             "x",
             "lower",
             target=1.5,
+            target_of="value",  # the value is that ratio (run_all's row_problems)
         )
     )
     rows.append(

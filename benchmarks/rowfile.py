@@ -20,7 +20,11 @@ def arguments(doc: str | None, out: str) -> argparse.Namespace:
 
 
 def row(name: str, value: float, unit: str, better: str, **extra: Any) -> dict[str, Any]:
-    base = {"baseline": None, "ratio": None, "target": None}
+    """A row; a `target` needs its `target_of` ("ratio" | "value"): without it `run_all.py`
+    refuses the whole run (s29a: bench_local_listing's did), so it is refused here, at once."""
+    if extra.get("target") is not None and extra.get("target_of") not in ("ratio", "value"):
+        raise ValueError(f"row {name!r}: a target needs target_of='ratio' or 'value'")
+    base = {"baseline": None, "ratio": None, "target": None, "target_of": None}
     return {"name": name, "value": round(value, 6), "unit": unit, **base, **extra, "better": better}
 
 

@@ -39,3 +39,22 @@ def test_the_row_helpers_say_what_their_target_bounds() -> None:
     assert bench_raft.row("r", 2.0, "x", None, 10.0, higher=False)["target_of"] == "value"
     assert bench_gc.row("g", 2.0, "x", 1.0, 0.8)["target_of"] == "ratio"
     assert bench_gc.row("g", 2.0, "x", None, None)["target_of"] is None
+
+
+def test_a_one_command_benchmarks_row_says_what_its_target_bounds() -> None:
+    """s29a: bench_local_listing's linearity row had a target and no target_of, so
+    `run_all.py` exited 1; `rowfile.row` refuses such a row where it is made."""
+    import sys
+
+    import pytest
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import rowfile
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    with pytest.raises(ValueError, match="target_of"):
+        rowfile.row("r", 1.2, "x", "lower", target=1.5)
+    made = rowfile.row("r", 1.2, "x", "lower", target=1.5, target_of="value")
+    assert _run_all().row_problems([made]) == []
+    assert rowfile.row("r", 1.2, "x", "lower")["target_of"] is None
