@@ -95,7 +95,12 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
     """Start the cluster under DATA_DIR, or the nodes of an existing one that are not
     running (then every option given must match what the cluster was created with).
     The nodes run on after "cluster ready" (until `cluster stop`); a start that ends before
-    it, even by `kill -9`, leaves none of the nodes it started running."""
+    it, even by `kill -9`, leaves none of the nodes it started running.
+
+    A store belongs to one cluster: the first start names its cluster in the store
+    (_cluster/cluster-id.json, the id also in DATA_DIR/cluster.json); a start of another
+    cluster on it is refused (64), naming the data directory that owns it. A local store
+    equal to, inside or around DATA_DIR is refused (64)."""
     try:
         spec = parse_store_url(store, s3_endpoint)
     except StoreError as e:
