@@ -97,6 +97,37 @@ def claim_store(store: ObjectStore, spec: StoreSpec, lc: LocalCluster, new: bool
     raise Refused(another_cluster(spec, found, lc), ExitCode.USAGE)
 
 
+def claim_for_new_cluster(spec: StoreSpec, label: str, say: Callable[[str], None]) -> None:
+    """For a command that runs a new cluster of its own on a store given to it (`epochgc
+    chaos --store`): a store that names a cluster already (a live cluster's, or an earlier
+    run's) is refused (64), else this run's new cluster is named its owner. `label` says
+    where the run keeps its data (the owner document's data directory)."""
+    from epochgc.impl.cluster.owner import new_cluster_id
+
+    where = spec.describe()
+    with owner_store(spec, say) as store:
+        try:
+            found = read_owner(store)
+            if found is None:
+                store.require_conditional_writes()
+                found = claim(store, owner_for(new_cluster_id(), label))
+        except DamagedOwner as e:
+            raise Refused(f"store {where} holds {OWNER_KEY}, damaged ({e}): it is a cluster's "
+                          f"store; give this run a store of its own ({NOTHING})",
+                          ExitCode.USAGE) from None
+        except NoConditionalWrites as e:
+            raise Refused(f"store {where} does not enforce conditional writes ({e}) "
+                          f"({NOTHING})", ExitCode.FAILED) from None
+        except StoreError as e:
+            raise Refused(f"store {where}: cannot read or write {OWNER_KEY}: {e} ({NOTHING})",
+                          ExitCode.FAILED) from None
+    if found is not None:
+        raise Refused(f"refused: the store belongs to another cluster: {where} is cluster "
+                      f"{found.cluster_id}'s (data directory {found.where()}); this command "
+                      f"runs a new cluster: give it a store of its own ({NOTHING})",
+                      ExitCode.USAGE)
+
+
 def another_cluster(spec: StoreSpec, owner: Owner, lc: LocalCluster) -> str:
     """One line: the store, the cluster that owns it, this data directory, the way on."""
     old = ("; this cluster's file names no cluster id (it was made before stores named "

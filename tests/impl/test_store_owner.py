@@ -192,3 +192,37 @@ def test_the_claim_on_s3_is_a_conditional_create(moto_endpoint: str) -> None:
         assert claim(store, b) == a and read_owner(store) == a
     finally:
         store.close()
+
+
+def test_chaos_on_a_store_that_names_a_cluster_is_refused(tmp_path: Path) -> None:
+    """`epochgc chaos --store DIR` runs a new cluster and GC on DIR: on a live cluster's
+    store its rounds would delete that cluster's data by the run's epochs. Refused (64)
+    before the run begins (old code: the run started on it)."""
+    store = LocalStore(tmp_path / "s", create=True)
+    owner = owner_for("c" * 32, str(tmp_path / "c2"))
+    assert claim(store, owner) is None
+    r = cli("chaos", "--seconds", "10", "--gc-engine", "model", "--quiet", "--store",
+            str(tmp_path / "s"), "--out", str(tmp_path / "out"))
+    assert r.exit_code == ExitCode.USAGE, r.output
+    assert "belongs to another cluster" in r.output and str(tmp_path / "c2") in r.output
+    assert not (tmp_path / "out").exists(), "the run began"
+    assert read_owner(store) == owner
+
+
+def test_chaos_names_its_cluster_in_the_store_it_is_given(tmp_path: Path) -> None:
+    """The run's own cluster takes a store that names none, so a `cluster start` (or a
+    second run) on it later is refused: a second claim, as a second run makes, finds the
+    first and leaves it."""
+    from epochgc.impl.cluster.storeclaim import claim_for_new_cluster
+    from epochgc.impl.preflight import Refused
+    from epochgc.impl.store.url import parse_store_url
+
+    spec = parse_store_url(str(tmp_path / "s"))
+    (tmp_path / "s").mkdir()
+    claim_for_new_cluster(spec, "run one", print)
+    first = read_owner(LocalStore(tmp_path / "s"))
+    assert first is not None and first.data_dir == "run one"
+    with pytest.raises(Refused, match="belongs to another cluster") as e:
+        claim_for_new_cluster(spec, "run two", print)
+    assert e.value.exit_code == ExitCode.USAGE
+    assert read_owner(LocalStore(tmp_path / "s")) == first
