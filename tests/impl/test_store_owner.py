@@ -226,3 +226,32 @@ def test_chaos_names_its_cluster_in_the_store_it_is_given(tmp_path: Path) -> Non
         claim_for_new_cluster(spec, "run two", print)
     assert e.value.exit_code == ExitCode.USAGE
     assert read_owner(LocalStore(tmp_path / "s")) == first
+
+
+@pytest.mark.parametrize("body, said", [
+    (b"not json", "not a JSON document"),
+    (b'{"cluster_id": "xyz", "data_dir": "/d", "host": "h", "created_at": 1}',
+     "not 32 hexadecimal digits"),
+])
+def test_a_damaged_owner_document_is_refused_naming_it(
+        tmp_path: Path, body: bytes, said: str) -> None:
+    """Never taken for "no owner" (the start would then write over what named the store's
+    cluster): bad input data (65), one line naming the key, nothing started or written."""
+    (tmp_path / "s/_cluster").mkdir(parents=True)
+    (tmp_path / "s" / OWNER_KEY).write_bytes(body)
+    r = cli("cluster", "start", "--data-dir", str(tmp_path / "c"), "--store",
+            str(tmp_path / "s"), *ONE_NODE)
+    assert r.exit_code == ExitCode.DATAERR, r.output
+    assert OWNER_KEY in r.output and said in r.output and r.output.count("\n") == 1, r.output
+    assert not (tmp_path / "c").exists() and (tmp_path / "s" / OWNER_KEY).read_bytes() == body
+
+
+def test_a_cluster_file_with_a_bad_cluster_id_is_damaged(tmp_path: Path) -> None:
+    (tmp_path / "c").mkdir()
+    meta = {"ids": [1], "raft": {"1": 1}, "client": {"1": 2}, "metrics": {"1": 3},
+            "store": str(tmp_path / "s"), "partitions": ["t/0"], "mint_interval": 3.0,
+            "extra": [], "pids": {}, "cluster_id": "not-an-id"}
+    (tmp_path / "c/cluster.json").write_text(json.dumps(meta))
+    r = cli("cluster", "start", "--data-dir", str(tmp_path / "c"), "--store",
+            str(tmp_path / "s"), *ONE_NODE)
+    assert r.exit_code == ExitCode.DATAERR and "'cluster_id'" in r.output, r.output
