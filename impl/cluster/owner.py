@@ -25,7 +25,7 @@ import time
 import uuid
 from dataclasses import asdict, dataclass
 
-from epochgc.impl.store.base import ConditionalConflict, ObjectStore
+from epochgc.impl.store.base import ConditionalConflict, NotAnObject, ObjectStore
 
 OWNER_KEY = "_cluster/cluster-id.json"
 # What `new_cluster_id` makes, and all cluster.json's `cluster_id` may hold.
@@ -89,12 +89,17 @@ def decode(raw: bytes) -> Owner:
 def read_owner(store: ObjectStore) -> Owner | None:
     """The store's owner, None if it names none. StoreError if it cannot be read,
     DamagedOwner if what is there is not an owner document."""
-    info = store.head(OWNER_KEY)
-    if info is None:
+    try:
+        # One read, and an entry that is not an object (a local link or directory) said as
+        # such: `head` reports one as absent, and a claim would then fail on the name.
+        got = store.get_versioned(OWNER_KEY, _MAX_BYTES + 1)
+    except NotAnObject as e:
+        raise DamagedOwner(f"not an object: {e}") from None
+    if got is None:
         return None
-    if info.size > _MAX_BYTES:
-        raise DamagedOwner(f"{info.size} bytes (an owner document is under {_MAX_BYTES})")
-    return decode(store.get(OWNER_KEY))
+    if len(got.data) > _MAX_BYTES:
+        raise DamagedOwner(f"over {_MAX_BYTES} bytes (an owner document is far smaller)")
+    return decode(got.data)
 
 
 def claim(store: ObjectStore, mine: Owner) -> Owner | None:

@@ -10,7 +10,8 @@ The rule for a start (new or restart), by what DATA_DIR/cluster.json and the sto
   file, or a cluster made before stores named their cluster: an existing data directory
   keeps working and adopts its store), then into the store by a create that succeeds only
   if no owner is there; a start that loses that race is refused as above, and a new
-  cluster's file it had written is removed."""
+  cluster's file it had written is removed. A create whose outcome is unknown (an error, a
+  signal) leaves the file: the same start again finds its own id in the store, or none."""
 
 from __future__ import annotations
 
@@ -74,27 +75,38 @@ def store_owner(store: ObjectStore, spec: StoreSpec, lc: LocalCluster) -> Owner 
 def claim_store(store: ObjectStore, spec: StoreSpec, lc: LocalCluster, new: bool) -> None:
     """Name this cluster (cluster.json's id, saved already) as the store's owner; refused
     if another start won the race (`new`: this start wrote cluster.json: removed)."""
-    where = spec.describe()
     mine = owner_for(str(lc.meta["cluster_id"]), str(lc.dir))
     try:
         store.require_conditional_writes()
-        checkpoint("claim")  # the race test's point: both starts have found no owner
-        found = claim(store, mine)
     except NoConditionalWrites as e:
-        raise Refused(f"store {where} does not enforce conditional writes ({e}): the store "
-                      "names the cluster it belongs to by a create-only-if-absent, which it "
-                      f"would not make exclusive ({NOTHING})", ExitCode.FAILED) from None
+        if new:  # nothing was sent: a refused start leaves no cluster behind
+            lc.meta_path.unlink(missing_ok=True)
+        raise Refused(f"store {spec.describe()} does not enforce conditional writes ({e}): "
+                      "the store names the cluster it belongs to by a create-only-if-absent, "
+                      f"which it would not make exclusive ({NOTHING})", ExitCode.FAILED) from None
+    # From the create on, its outcome may be unknown (an error, a signal: the request may
+    # have been applied): cluster.json keeps the id, so the same start again finds its own
+    # id in the store, or a store naming none and claims it. Removed only on a lost race.
+    found = _claim(store, spec, mine)
+    if found is None or found.cluster_id == mine.cluster_id:
+        return
+    if new:  # another start's id is there: this start's own file goes
+        lc.meta_path.unlink(missing_ok=True)
+    raise Refused(another_cluster(spec, found, lc), ExitCode.USAGE)
+
+
+def _claim(store: ObjectStore, spec: StoreSpec, mine: Owner) -> Owner | None:
+    """`claim`, its failures as one-line refusals."""
+    where = spec.describe()
+    try:
+        checkpoint("claim")  # the race test's point: both starts have found no owner
+        return claim(store, mine)
     except DamagedOwner as e:
         raise Refused(f"store {where}: {OWNER_KEY} is damaged ({e}) ({NOTHING})",
                       ExitCode.DATAERR) from None
     except StoreError as e:
         raise Refused(f"store {where}: cannot write {OWNER_KEY}: {e} ({NOTHING})",
                       ExitCode.FAILED) from None
-    if found is None or found.cluster_id == mine.cluster_id:
-        return
-    if new:  # this start's own file: a refused start leaves no cluster behind
-        lc.meta_path.unlink(missing_ok=True)
-    raise Refused(another_cluster(spec, found, lc), ExitCode.USAGE)
 
 
 def claim_for_new_cluster(spec: StoreSpec, label: str, say: Callable[[str], None]) -> None:

@@ -246,6 +246,17 @@ def test_a_damaged_owner_document_is_refused_naming_it(
     assert not (tmp_path / "c").exists() and (tmp_path / "s" / OWNER_KEY).read_bytes() == body
 
 
+def test_a_link_at_the_owner_key_is_damaged_not_absent(tmp_path: Path) -> None:
+    """A local link there reads as no object (`head`); the claim then failed on the name,
+    exit 1 after five tries, and left the new cluster's file (found writing this report)."""
+    (tmp_path / "s/_cluster").mkdir(parents=True)
+    (tmp_path / "s" / OWNER_KEY).symlink_to(tmp_path / "elsewhere.json")
+    r = cli("cluster", "start", "--data-dir", str(tmp_path / "c"), "--store",
+            str(tmp_path / "s"), *ONE_NODE)
+    assert r.exit_code == ExitCode.DATAERR and "not an object" in r.output, r.output
+    assert not (tmp_path / "c").exists()
+
+
 def test_a_cluster_file_with_a_bad_cluster_id_is_damaged(tmp_path: Path) -> None:
     (tmp_path / "c").mkdir()
     meta = {"ids": [1], "raft": {"1": 1}, "client": {"1": 2}, "metrics": {"1": 3},
