@@ -72,7 +72,8 @@ POINTS: dict[str, tuple[str, ...]] = {
            "list-begin", "list-line", "list-done", "summary"),
     # reset-removed: `gc-admin reset` has removed the lease, not yet recorded the round.
     "gc-admin reset": ("reset-removed",),
-    "cluster start": ("start", "nodes-up"),
+    # claim: no owner found in the store, its cluster id not yet created there.
+    "cluster start": ("start", "claim", "nodes-up"),
     "conform": ("start", "work", "generated"),
     # built: a record of a batch built, the batch not sent (newuser16 S13); work: a batch
     # uploaded, not yet acknowledged; batch-end: the batch acknowledged and

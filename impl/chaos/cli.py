@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from dataclasses import asdict
@@ -14,6 +15,7 @@ import click
 from epochgc.impl import pathopt, signals
 from epochgc.impl.chaos.run import ChaosResult, ChaosRun
 from epochgc.impl.cluster.demo_gc import GcFailed
+from epochgc.impl.cluster.storeclaim import claim_for_new_cluster
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.finite import FiniteFloat
 from epochgc.impl.preflight import (
@@ -71,6 +73,11 @@ def chaos(nodes: str, seconds: float, seed: int, as_json: bool, store: str | Non
         # (newuser16 S5: a bucket that does not exist, or a closed port, ran the whole
         # nemesis against it, then failed). Said as it waits: `store_writable`.
         store_writable(spec, "chaos", lambda line: click.echo(f"chaos: {line}", err=True))
+        # newuser18 U1: a store is one cluster's; the run's cluster is new, so a store that
+        # names a cluster (a live one's: the run's GC would delete its data by the run's
+        # epochs) is refused, and the run names its own cluster in the store it is given.
+        claim_for_new_cluster(spec, f"an `epochgc chaos` run (pid {os.getpid()})",
+                              lambda line: click.echo(f"chaos: {line}", err=True))
     where = writable_dir(out, "--out") if out else Path(tempfile.mkdtemp(prefix="epochgc-chaos-"))
     # From here its history is written (newuser15 S3: what a signal's line says).
     signals.doing(f"the run had begun; its history is in {where}")

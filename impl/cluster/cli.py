@@ -32,7 +32,10 @@ from epochgc.impl.cluster.local import (
     start_lock,
     stop_pids,
 )
+from epochgc.impl.cluster.owner import new_cluster_id
+from epochgc.impl.cluster.placement import placement_problem
 from epochgc.impl.cluster.rpc import MAX_RECORD_BYTES
+from epochgc.impl.cluster.storeclaim import claim_store, owner_store, store_owner
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.finite import FiniteFloat
 from epochgc.impl.gc.errors import ReportError
@@ -92,7 +95,12 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
     """Start the cluster under DATA_DIR, or the nodes of an existing one that are not
     running (then every option given must match what the cluster was created with).
     The nodes run on after "cluster ready" (until `cluster stop`); a start that ends before
-    it, even by `kill -9`, leaves none of the nodes it started running."""
+    it, even by `kill -9`, leaves none of the nodes it started running.
+
+    A store belongs to one cluster: the first start names its cluster in the store
+    (_cluster/cluster-id.json, the id also in DATA_DIR/cluster.json); a start of another
+    cluster on it is refused (64), naming the data directory that owns it. A local store
+    equal to, inside or around DATA_DIR is refused (64)."""
     try:
         spec = parse_store_url(store, s3_endpoint)
     except StoreError as e:
@@ -155,6 +163,11 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
         _refuse_changes(ctx, lc, {
             "store": store, "nodes": nodes, "partitions": parts, "mint_interval": mint_interval,
             "trace": trace, "s3_endpoint": s3_endpoint})
+    if spec.kind == "file":
+        # newuser18 U1: a store in (or around) a data directory mixes objects and Raft logs.
+        problem = placement_problem(str(lc.dir), spec.location)
+        if problem is not None:
+            raise Refused(f"refused: {problem} (nothing was started)", ExitCode.USAGE)
     # The start's first writes (the store's directory, its preflight object, the
     # cluster's file): what a signal's line says from here (newuser15 S3).
     signals.doing(f"no node was started; the cluster's file ({lc.meta_path}) may have been "
@@ -164,15 +177,24 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
         writable_dir(spec.location, "--store")
     # Before any node starts: the nodes need boto3 for s3:// and a store they can write
     # (issue 41: "cluster ready" on a bucket that did not exist; every produce then failed).
-    store_writable(spec, "cluster start", lambda line: stderr_line(f"cluster start: {line}"))
-    if not lc.meta:
-        extra = ["--trace", trace] if trace else []
-        if s3_endpoint:
-            extra += ["--s3-endpoint", s3_endpoint]
-        lc.init(nodes, store, parts, mint_interval, extra)
-        lc.meta["s3_endpoint"] = s3_endpoint
-        lc.save()
-    elif new_ports:
+    store_writable(spec, "cluster start", _say_start)
+    with owner_store(spec, _say_start) as claimed:
+        # The store names the cluster it belongs to (newuser18 U1): another's is refused
+        # here, before this start writes anything.
+        owned = store_owner(claimed, spec, lc)
+        new = not lc.meta
+        if new:
+            extra = ["--trace", trace] if trace else []
+            if s3_endpoint:
+                extra += ["--s3-endpoint", s3_endpoint]
+            lc.init(nodes, store, parts, mint_interval, extra)
+            lc.meta["s3_endpoint"] = s3_endpoint
+        if "cluster_id" not in lc.meta:  # new, or made before stores named their cluster
+            lc.meta["cluster_id"] = new_cluster_id()
+        lc.save()  # the id is in the cluster's file before the store names it
+        if owned is None:
+            claim_store(claimed, spec, lc, new)
+    if new_ports and not new:
         running = lc.running()
         if running:
             raise click.UsageError(
@@ -231,6 +253,10 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
         _stop_started(lc, started)
         raise
     click.echo("cluster ready: every partition has a leader")
+
+
+def _say_start(line: str) -> None:
+    stderr_line(f"cluster start: {line}")
 
 
 def _stop_started(lc: LocalCluster, started: list[int]) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from epochgc.impl.cluster.errors import DamagedClusterFile
+from epochgc.impl.cluster.owner import ID_PATTERN
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,11 @@ def _checks(meta: dict[str, Any]) -> list[tuple[Field, bool]]:
          v("s3_endpoint") is None or isinstance(v("s3_endpoint"), str)),
         (Field("log_level", "a log level name", required=False),
          isinstance(v("log_level", ""), str)),
+        # The id its store names it by (impl/cluster/owner.py); absent in a cluster made
+        # before stores named their cluster (its next start adopts a store naming none).
+        (Field("cluster_id", "32 hexadecimal digits", required=False),
+         isinstance(v("cluster_id", ""), str) and ID_PATTERN.fullmatch(v("cluster_id", ""))
+         is not None),
     ]
 
 

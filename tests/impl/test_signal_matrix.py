@@ -94,7 +94,7 @@ POINTS = {
     "chaos": [("start", "model"), ("work", "model"), ("spark-start", "spark")],
     "gc": [("start", ""), ("spark-launch", ""), ("spark-start", ""), ("work", "")],
     "gc dry-run": [("listing", "")],
-    "cluster start": [("start", ""), ("nodes-up", "")],
+    "cluster start": [("start", ""), ("claim", ""), ("nodes-up", "")],
     "conform": [("start", ""), ("work", "")],
     "produce": [("start", ""), ("work", "")],
 }
