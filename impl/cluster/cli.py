@@ -589,6 +589,7 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
     byte. SIGINT/SIGTERM stop it at once, within one record's build (the batch in flight
     is abandoned, not acknowledged) and it says how many records were acknowledged."""
     from epochgc.impl.broker.producer import ProduceError, check_epoch
+    from epochgc.impl.cluster.manifest import unappendable
 
     partitions = tuple(partition_names(partitions, "--partition"))  # before any connection
     check_batch_bytes(batch, count, size, len(partitions))
@@ -599,6 +600,12 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
             raise click.UsageError(f"--epoch: {e}") from e
     lc = LocalCluster(data_dir)
     lc.client_addrs()  # no cluster under DATA_DIR: refused (64) before anything else
+    # Before anything is sent (newuser18 U2): a record the command cannot append is a
+    # path of the operator's it cannot write, refused as `gc --list` refuses one (64).
+    why = unappendable(lc.dir)
+    if why is not None:
+        raise Refused(f"{why}; nothing was sent (every acknowledged batch is recorded "
+                      "there)", ExitCode.USAGE)
     name = f"cli-{uuid.uuid4().hex[:12]}"  # a fresh producer id: its seqs start at 0
     rng = random.Random()
     recorded = _Tally()  # records acknowledged and recorded in the manifest

@@ -128,3 +128,34 @@ def test_an_unknown_partition_is_a_usage_error(cluster: Path) -> None:
     assert r.returncode == 64, r.stderr
     assert "--partition" in r.stderr and "'t/99' is unknown to the cluster" in r.stderr, r.stderr
     assert objects(cluster) == before and manifest(cluster) == acked
+
+
+@pytest.mark.parametrize("kind", ["directory", "dev-full"])
+def test_a_record_that_cannot_be_appended_is_refused_before_anything_is_sent(
+        cluster: Path, kind: str) -> None:
+    """newuser18 U2: with acked.jsonl unwritable, `produce` sent the batch, the cluster
+    acknowledged it, and only then "could not be recorded in .../acked.jsonl": an orphan
+    record per run. Now the file is tried first: refused (64, as `gc --list` on a path it
+    cannot write) naming it, no object uploaded. Root ignores permissions, so the file is
+    one nobody can append to: a directory, or a symlink to /dev/full (writes fail ENOSPC)."""
+    path = cluster / "c" / "acked.jsonl"
+    aside = cluster / "acked.aside"
+    if path.exists():
+        path.rename(aside)
+    if kind == "directory":
+        path.mkdir()
+    else:
+        path.symlink_to("/dev/full")
+    before = objects(cluster)
+    try:
+        r = epochgc("produce", "--data-dir", str(cluster / "c"), "--partition", "t/0",
+                    "--count", "3")
+    finally:
+        path.rmdir() if kind == "directory" else path.unlink()
+        if aside.exists():
+            aside.rename(path)
+    assert r.returncode == 64, r.stderr
+    [line] = r.stderr.splitlines()
+    assert line.startswith(f"epochgc produce: error: {path}: "), line
+    assert "nothing was sent" in line, line
+    assert r.stdout == "" and objects(cluster) == before
