@@ -26,6 +26,7 @@ from epochgc.impl.cluster.local import (
     KILLED,
     NOT_RUNNING,
     LocalCluster,
+    NotPermitted,
     PortTaken,
     StartRunning,
     nodes_on,
@@ -331,6 +332,16 @@ def stop(data_dir: str) -> None:
                            f"{local.STOP_GRACE_S:g} s: killed", err=True)
             (idle if ended.how == NOT_RUNNING else stopped).append(being.pop())
             checkpoint("node-stopped")  # the signal tests' point
+    except NotPermitted as e:
+        # newuser18 U4: "Operation not permitted" alone, no node, no pid, nothing of what
+        # was stopped. The node was sent nothing; the ones after it were not asked.
+        left = [n for n in lc.ids if n not in stopped and n not in idle and n != e.nid]
+        said = [f"node(s) {_ids(stopped)} stopped" if stopped else "nothing stopped"]
+        if idle:
+            said.append(f"node(s) {_ids(idle)} not running")
+        if left:
+            said.append(f"node(s) {_ids(left)} not asked")
+        raise click.ClickException(f"{e.words()}; " + "; ".join(said)) from None
     except KeyboardInterrupt as e:
         # What was done (newuser11 M12: "interrupted by SIGINT" only, 1 of 3 stopped).
         left = [n for n in lc.ids if n not in stopped and n not in being and n not in idle]
@@ -391,7 +402,10 @@ def kill(data_dir: str, node: int) -> None:
             f"no node {node} in the cluster under {lc.dir} (nodes: "
             + ", ".join(map(str, lc.ids)) + ")", param_hint="NODE")
     signals.doing(f"node {node} may have been killed")  # newuser15 S3: said if signalled
-    ended = lc.kill(node, signal.SIGKILL)
+    try:
+        ended = lc.kill(node, signal.SIGKILL)
+    except NotPermitted as e:  # newuser18 U4, as `cluster stop` says it
+        raise click.ClickException(f"{e.words()}; nothing was killed") from None
     if ended.how == KILLED:  # newuser14 R3: said if stdout fails
         closedout.done(f"node {node} (pid {ended.pid}) was killed")
     else:
