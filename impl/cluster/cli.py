@@ -26,6 +26,7 @@ from epochgc.impl.cluster.local import (
     KILLED,
     NOT_RUNNING,
     LocalCluster,
+    NotPermitted,
     PortTaken,
     StartRunning,
     nodes_on,
@@ -357,6 +358,16 @@ def stop(data_dir: str) -> None:
                            f"{local.STOP_GRACE_S:g} s: killed", err=True)
             (idle if ended.how == NOT_RUNNING else stopped).append(being.pop())
             checkpoint("node-stopped")  # the signal tests' point
+    except NotPermitted as e:
+        # newuser18 U4: "Operation not permitted" alone, no node, no pid, nothing of what
+        # was stopped. The node was sent nothing; the ones after it were not asked.
+        left = [n for n in lc.ids if n not in stopped and n not in idle and n != e.nid]
+        said = [f"node(s) {_ids(stopped)} stopped" if stopped else "nothing stopped"]
+        if idle:
+            said.append(f"node(s) {_ids(idle)} not running")
+        if left:
+            said.append(f"node(s) {_ids(left)} not asked")
+        raise click.ClickException(f"{e.words()}; " + "; ".join(said)) from None
     except KeyboardInterrupt as e:
         # What was done (newuser11 M12: "interrupted by SIGINT" only, 1 of 3 stopped).
         left = [n for n in lc.ids if n not in stopped and n not in being and n not in idle]
@@ -417,7 +428,10 @@ def kill(data_dir: str, node: int) -> None:
             f"no node {node} in the cluster under {lc.dir} (nodes: "
             + ", ".join(map(str, lc.ids)) + ")", param_hint="NODE")
     signals.doing(f"node {node} may have been killed")  # newuser15 S3: said if signalled
-    ended = lc.kill(node, signal.SIGKILL)
+    try:
+        ended = lc.kill(node, signal.SIGKILL)
+    except NotPermitted as e:  # newuser18 U4, as `cluster stop` says it
+        raise click.ClickException(f"{e.words()}; nothing was killed") from None
     if ended.how == KILLED:  # newuser14 R3: said if stdout fails
         closedout.done(f"node {node} (pid {ended.pid}) was killed")
     else:
@@ -612,9 +626,10 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
 
     Records are deterministic and checksummed (impl/cluster/payload.py); every acknowledged
     batch is appended to DATA_DIR/acked.jsonl, which `consume --verify` checks byte for
-    byte. SIGINT/SIGTERM stop it at once, within one record's build (the batch in flight
+    byte (tried first: one it cannot append to is refused, 64, nothing sent). SIGINT/SIGTERM stop it at once, within one record's build (the batch in flight
     is abandoned, not acknowledged) and it says how many records were acknowledged."""
     from epochgc.impl.broker.producer import ProduceError, check_epoch
+    from epochgc.impl.cluster.manifest import unappendable
 
     partitions = tuple(partition_names(partitions, "--partition"))  # before any connection
     check_batch_bytes(batch, count, size, len(partitions))
@@ -625,6 +640,12 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
             raise click.UsageError(f"--epoch: {e}") from e
     lc = LocalCluster(data_dir)
     lc.client_addrs()  # no cluster under DATA_DIR: refused (64) before anything else
+    # Before anything is sent (newuser18 U2): a record the command cannot append is a
+    # path of the operator's it cannot write, refused as `gc --list` refuses one (64).
+    why = unappendable(lc.dir)
+    if why is not None:
+        raise Refused(f"{why}; nothing was sent (every acknowledged batch is recorded "
+                      "there)", ExitCode.USAGE)
     name = f"cli-{uuid.uuid4().hex[:12]}"  # a fresh producer id: its seqs start at 0
     rng = random.Random()
     recorded = _Tally()  # records acknowledged and recorded in the manifest

@@ -312,6 +312,8 @@ class LocalCluster:
             os.kill(pid, sig)
         except ProcessLookupError:
             return Ended(nid, pid, NOT_RUNNING)
+        except PermissionError as e:  # kill(2) EPERM: another user's process (newuser18 U4)
+            raise NotPermitted(nid, pid, e.strerror or str(e)) from None
         if sig == signal.SIGKILL:
             _wait_exit(pid, STOP_GRACE_S)
             return Ended(nid, pid, KILLED)
@@ -342,6 +344,36 @@ NOT_RUNNING = "not running"  # no process of the node's: nothing was signalled
 STOPPED = "stopped"  # exited on the signal sent
 KILLED = "killed"  # SIGKILL sent (`cluster kill`)
 FORCED = "forced"  # did not obey SIGTERM within STOP_GRACE_S: SIGKILLed
+
+
+class NotPermitted(PermissionError):
+    """Node `nid`'s process `pid` may not be signalled by this user: kill(2) "EPERM The
+    calling process does not have permission to send the signal to any of the target
+    processes" (a process of another user's, without CAP_KILL). Nothing was sent to it."""
+
+    def __init__(self, nid: int, pid: int, why: str) -> None:
+        super().__init__(why)
+        self.nid, self.pid, self.why = nid, pid, why
+
+    def owner(self) -> str | None:
+        """The user the process runs as (its /proc entry's owner, proc(5)), if known."""
+        import pwd
+
+        try:
+            uid = os.stat(f"/proc/{self.pid}").st_uid
+        except OSError:
+            return None
+        try:
+            return pwd.getpwuid(uid).pw_name
+        except KeyError:
+            return f"uid {uid}"
+
+    def words(self) -> str:
+        """`cannot signal node N (pid P): WHY (it runs as USER: ...)`."""
+        owner = self.owner()
+        runs = (f"it runs as user {owner}: run this as that user, or as root" if owner
+                else "run this as the user that started it, or as root")
+        return f"cannot signal node {self.nid} (pid {self.pid}): {self.why} ({runs})"
 
 
 @dataclass(frozen=True)
@@ -416,4 +448,6 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
+    except PermissionError:  # kill(2): EPERM, it exists but is another user's (newuser18 U4)
+        return True
     return True

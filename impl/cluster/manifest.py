@@ -16,9 +16,12 @@ still refuses an unexplained damaged line in the middle."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import os
+import stat
+import tempfile
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 
@@ -124,6 +127,37 @@ def read_manifest(data_dir: str | os.PathLike[str]) -> Manifest:
                         "cut short by a crash or a full disk; its records were never reported "
                         "recorded): skipped")
     return Manifest(runs, warnings)
+
+
+def unappendable(data_dir: str | os.PathLike[str]) -> str | None:
+    """Why `append_manifest` could not append to DATA_DIR/acked.jsonl, else None: asked
+    before `produce` sends anything (newuser18 U2: the records were sent and acknowledged,
+    then "could not be recorded ...: Permission denied", two orphan records in two runs).
+    Opened for append as `append_manifest` opens it (open(2) answers for this user, root's
+    permissions too, unlike access(2)'s real-uid answer), not created: a missing file is
+    made by the first append, and its directory (the cluster's, which holds cluster.json)
+    is tried by creating and removing a file in it. A file that is not a regular file
+    (a directory, /dev/full through a symlink) takes no record: refused too."""
+    path = Path(data_dir) / MANIFEST
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND)
+    except FileNotFoundError:
+        try:
+            fd, probe = tempfile.mkstemp(prefix=".acked-probe-", dir=path.parent)
+        except OSError as e:
+            return f"{path}: cannot be created: {e.strerror or e}"
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
+        return None
+    except OSError as e:
+        return f"{path}: cannot be opened for append: {e.strerror or e}"
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return f"{path}: is not a regular file (records cannot be appended to it)"
+    finally:
+        os.close(fd)
+    return None
 
 
 def append_manifest(data_dir: str | os.PathLike[str], runs: list[AckedRun]) -> str | None:

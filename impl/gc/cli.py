@@ -62,7 +62,12 @@ from epochgc.impl.progress import Reporter
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
 from epochgc.impl.store.driverbound import installed
-from epochgc.impl.store.patience import BadSetting, Patience, check_settings
+from epochgc.impl.store.patience import (
+    BadSetting,
+    Patience,
+    check_settings,
+    waiting_line_after_s,
+)
 from epochgc.impl.store.url import StoreSpec, open_control, parse_store_url
 
 # The GC's optional dependencies and the extra that installs each (`pip install
@@ -394,13 +399,24 @@ def gc(
         where = master or ("spark-submit's master" if launched_by_spark_submit() else "local[*]")
         stop.means = "stopping Spark's start-up; no key deleted yet"
         say(f"gc: starting Spark ({where})")
+        # newuser18 U5: 68 s of silence before "All masters are unresponsive! Giving up."
+        # A standalone master is tried 3 times, 20 s apart, before Spark gives up (Spark's
+        # StandaloneAppClient: REGISTRATION_RETRIES = 3, REGISTRATION_TIMEOUT_SECONDS = 20).
+        gives_up = ("; a standalone master that does not answer is given up after 60 s"
+                    if (master or "").startswith("spark://") else "")
+        try:  # every 10 s, as a wait for a store or a node is said (`patience.waiting`)
+            waiting_after_s = waiting_line_after_s()
+        except StoreError:  # a bad setting was refused before the round: the default
+            waiting_after_s = Patience.say_after_s
         # A signal during start-up stops the starting JVM and the round at once (issue 41);
         # the context is made off the main thread, so PySpark's own SIGINT handler (cancel
         # every job, raise KeyboardInterrupt) never replaces ours.
         spark = start_interruptibly(
             lambda: spark_session(master, spark_log=spark_log,
                                   scratch=scratch[-1] if scratch else None),
-            lambda: stop.requested)
+            lambda: stop.requested,
+            lambda s: say(f"gc: still starting Spark ({where}): {s:.0f} s{gives_up}"),
+            waiting_after_s)
         if spark is not None and not stop.requested:
             # Spark is up: a stop now ends the round before its deletes (newuser10 L4: it
             # still said "stopping Spark's start-up" while START was being written).

@@ -148,7 +148,7 @@ def run_gc(
                 summary.signal_after_stop = stop.decide()
                 try:
                     if record:
-                        _write_record(open_store, summary, options)
+                        _write_record(open_store, summary, options, leased=bool(held))
                 finally:
                     # The lease is held until the record is written (issue 38 item 1): a round
                     # without its lease has its record, so whoever takes the lease over may
@@ -207,8 +207,12 @@ def _describe(e: BaseException) -> str:
 
 
 def _write_record(
-    open_store: Callable[[], ObjectStore], summary: GcSummary, options: GcOptions
+    open_store: Callable[[], ObjectStore], summary: GcSummary, options: GcOptions,
+    *, leased: bool = True,
 ) -> None:
+    """Write the round's record (its END first, with a journal); a failure is kept in
+    `summary.record_error` with what to do (`record_advice`). `leased`: whether the round
+    took the store's lease (a round blocked, paused or refused before it took none)."""
     from epochgc.impl.gc.record import number_round, record_document, write_record
     from epochgc.impl.gc.recover import drop_own_end, write_own_end
 
@@ -238,12 +242,16 @@ def _write_record(
         # written (a store that refuses, too): say what records it later (the dead-round
         # recovery reads the journal back; without one nothing was deleted and only the
         # lease is left). Its lease stays held (its release fails as the record did).
+        # newuser18 U3b: without a lease taken there is none to remove (a blocked round,
+        # or one whose lease the store refused): `reset --force` is not said then.
         summary.record_advice = (
             "`epochgc gc-admin reset --force` (same --store) records it later from its "
             f"journal {summary.journal} once the store answers, and removes its lease"
             if summary.journal is not None
             else "nothing was deleted (no journal was started); `epochgc gc-admin reset "
-            "--force` (same --store) removes its lease")
+            "--force` (same --store) removes its lease" if leased
+            else "nothing was deleted and no lease was taken: nothing to clean up; this "
+            "output is the round's only account")
 
 
 def _round(

@@ -349,12 +349,16 @@ def end_py4j_calls(gateway: Any) -> None:
 
 
 def start_interruptibly(start: Callable[[], SparkSession],
-                        stopped: Callable[[], bool]) -> SparkSession | None:
+                        stopped: Callable[[], bool],
+                        waited: Callable[[float], None] | None = None,
+                        every_s: float = 10.0) -> SparkSession | None:
     """`start()` in a daemon thread, waited for until it returns or `stopped()` (a signal,
     a deadline): then the JVM still starting is stopped at once and None returned. Spark's
     start-up takes seconds (7-16 s on a loaded machine): an interrupted round must not
     wait for it (issue 41). The context is made outside the main thread, so PySpark does
-    not put its own SIGINT handler over the command's."""
+    not put its own SIGINT handler over the command's. `waited(seconds)` is called each
+    `every_s` seconds the start-up still runs (newuser18 U5: a standalone master that never
+    answered held the command silent for the 60 s Spark takes to give up)."""
     box: list[SparkSession | BaseException] = []
     done = threading.Event()
 
@@ -367,10 +371,16 @@ def start_interruptibly(start: Callable[[], SparkSession],
             done.set()
 
     threading.Thread(target=boot, name="spark-start", daemon=True).start()
+    began = time.monotonic()
+    said = 0  # how many waiting lines were said
     while not done.wait(0.05):
         if stopped():
             _abandon(done)
             return None
+        elapsed = time.monotonic() - began
+        if waited is not None and elapsed >= (said + 1) * every_s:
+            said += 1
+            waited(elapsed)
     [result] = box
     if isinstance(result, BaseException):
         raise result

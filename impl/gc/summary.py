@@ -253,6 +253,12 @@ class GcSummary:
         by = self.signal
         if by is not None:  # the first signal decides, whatever stopped the round first
             return EXIT_INTERRUPTED[by]
+        if self.record_error is not None:
+            # newuser18 U3: a round whose record the store did not take is incomplete (1):
+            # not 2 or 3 ("retry later"; a retry on a store that takes no write never
+            # records), nor 0. Known only once the record was tried (`job._write_record`),
+            # so the record itself never says 1 for this; a signal still decides above.
+            return EXIT_INCOMPLETE
         if self.interrupted == "unhealthy" and self.error is not None:
             # newuser12 P15: the monitor stopped the round because the store went away,
             # and the round then failed with deletes sent and no record: the table's 1
@@ -334,6 +340,11 @@ class GcSummary:
             # newuser11 M10: a round a pause stopped says who paused it, why and how to
             # resume, as the refusal of a new round does (escaped: from the store, K6).
             out[0] = f"{out[0]}: {printable(self.paused)}"
+        if self.record_error is not None:
+            # On every path, the last line (newuser18 U3: a blocked, paused or interrupted
+            # round's lines ended at their first, and its record's failure went unsaid).
+            out.append(f"gc: warning: deletion record not written: {self.record_error}"
+                       + (f"; {self.record_advice}" if self.record_advice else ""))
         return out
 
     def _interrupted_line(self) -> str:
@@ -419,7 +430,4 @@ class GcSummary:
             out.append(f"gc: round incomplete: {self.unknown} key(s) whose deletion is "
                        f"unknown (the store could not say, even at the read-back; journal "
                        f"{self.journal}); deleted counts at least the keys known gone")
-        if self.record_error is not None:
-            out.append(f"gc: warning: deletion record not written: {self.record_error}"
-                       + (f"; {self.record_advice}" if self.record_advice else ""))
         return out

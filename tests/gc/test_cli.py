@@ -252,3 +252,39 @@ def test_a_round_blocked_by_nodes_that_stopped_reporting_says_so(tmp_path: Path)
     assert (f"gc: no collection this round ({cause}; no inactive epoch reported for: t/0, "
             "t/1)") in r.stderr, r.stderr
     assert json.loads(r.stdout)["blocked"].startswith(cause)
+
+
+@pytest.mark.parametrize("why", ["blocked", "paused"])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_round_whose_record_cannot_be_written_says_so_and_exits_1(
+        tmp_path: Path, why: str, as_json: bool) -> None:
+    """newuser18 U3: a blocked round on a store it could not write exited 2 ("retry later")
+    with `"record": null` and not a word; a real round said "deletion record not written".
+    Every round whose record fails now says it (stdout's lines, or stderr with --json) and
+    exits 1: a retry on that store never records. U3b: no lease was taken, so the line does
+    not send the operator to `gc-admin reset --force` to remove one. The store refuses the
+    record for root too: `_cluster/gc/rounds` is a regular file (ENOTDIR)."""
+    small_store(tmp_path)
+    if why == "blocked":
+        write_partitions(LocalStore(tmp_path), 100, ["t/0", "t/1", "late/0"])
+    else:
+        r = CliRunner().invoke(main, ["gc-admin", "pause", "--store", str(tmp_path),
+                                      "--by", "ops", "--reason", "u3"])
+        assert r.exit_code == 0, r.output
+    rounds = tmp_path / "_cluster" / "gc" / "rounds"
+    rounds.parent.mkdir(parents=True, exist_ok=True)
+    rounds.write_text("not a directory\n")
+    before = all_keys(LocalStore(tmp_path))
+    r = run("--store", str(tmp_path), *(["--json"] if as_json else []))
+    assert r.exit_code == 1, r.output
+    said = r.stderr if as_json else r.stdout
+    [warning] = [ln for ln in said.splitlines() if "deletion record not written" in ln]
+    assert warning.startswith("gc: warning: deletion record not written: cannot write "
+                              "'_cluster/gc/rounds/"), warning
+    assert "Not a directory" in warning and "reset --force" not in warning, warning
+    assert warning.endswith("nothing was deleted and no lease was taken: nothing to clean "
+                            "up; this output is the round's only account"), warning
+    if as_json:
+        out = json.loads(r.stdout)
+        assert (out["outcome"], out["record"], out["exit_code"]) == (why, None, 1), out
+    assert before <= all_keys(LocalStore(tmp_path))  # nothing deleted

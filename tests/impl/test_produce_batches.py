@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from epochgc.impl.cluster.local import LocalCluster, _alive
 from epochgc.impl.signals import HOOK_ENV
 from tests.interrupted import by_signal
 
@@ -24,9 +26,10 @@ ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
 
 
-def epochgc(*args: str, hook: str | None = None) -> subprocess.CompletedProcess[str]:
+def epochgc(*args: str, hook: str | None = None,
+            prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
     env = dict(ENV, **{HOOK_ENV: hook}) if hook else ENV
-    return subprocess.run([sys.executable, "-m", "epochgc", *args], env=env,
+    return subprocess.run([*prefix, sys.executable, "-m", "epochgc", *args], env=env,
                           capture_output=True, text=True, timeout=300, check=False)
 
 
@@ -128,3 +131,69 @@ def test_an_unknown_partition_is_a_usage_error(cluster: Path) -> None:
     assert r.returncode == 64, r.stderr
     assert "--partition" in r.stderr and "'t/99' is unknown to the cluster" in r.stderr, r.stderr
     assert objects(cluster) == before and manifest(cluster) == acked
+
+
+@pytest.mark.parametrize("kind", ["directory", "dev-full"])
+def test_a_record_that_cannot_be_appended_is_refused_before_anything_is_sent(
+        cluster: Path, kind: str) -> None:
+    """newuser18 U2: with acked.jsonl unwritable, `produce` sent the batch, the cluster
+    acknowledged it, and only then "could not be recorded in .../acked.jsonl": an orphan
+    record per run. Now the file is tried first: refused (64, as `gc --list` on a path it
+    cannot write) naming it, no object uploaded. Root ignores permissions, so the file is
+    one nobody can append to: a directory, or a symlink to /dev/full (writes fail ENOSPC)."""
+    path = cluster / "c" / "acked.jsonl"
+    aside = cluster / "acked.aside"
+    if path.exists():
+        path.rename(aside)
+    if kind == "directory":
+        path.mkdir()
+    else:
+        path.symlink_to("/dev/full")
+    before = objects(cluster)
+    try:
+        r = epochgc("produce", "--data-dir", str(cluster / "c"), "--partition", "t/0",
+                    "--count", "3")
+    finally:
+        path.rmdir() if kind == "directory" else path.unlink()
+        if aside.exists():
+            aside.rename(path)
+    assert r.returncode == 64, r.stderr
+    [line] = r.stderr.splitlines()
+    assert line.startswith(f"epochgc produce: error: {path}: "), line
+    assert "nothing was sent" in line, line
+    assert r.stdout == "" and objects(cluster) == before
+
+
+# User nobody (setpriv(1)) keeping only the capabilities that read files (the test's Python
+# environment and pytest's directories are root's, 0700), with no_setuid_fixup so access(2)
+# keeps them too (capabilities(7)); not CAP_KILL: the kernel refuses the signal to root's
+# nodes as to any other user's (kill(2): "EPERM The calling process does not have
+# permission to send the signal").
+SETPRIV = shutil.which("setpriv")
+AS_NOBODY = (SETPRIV or "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             "--securebits=+no_setuid_fixup", "--inh-caps=+dac_override,+dac_read_search",
+             "--ambient-caps=+dac_override,+dac_read_search")
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or SETPRIV is None,
+                    reason="needs root and setpriv(1) to run a command as another user")
+def test_a_stop_by_a_user_who_may_not_signal_the_nodes_names_them(cluster: Path) -> None:
+    """newuser18 U4: `cluster stop` by a user who may not signal the nodes said "epochgc
+    cluster stop: error: Operation not permitted" alone (no node, no pid, nothing of what
+    was stopped); `cluster kill` the same. This module's running cluster (a real node,
+    root's), the commands run as nobody: each names the node, its pid and its owner, and
+    that nothing was stopped, which holds (the node runs, cluster.json still names it)."""
+    data = cluster / "c"
+    [(nid, pid)] = [(int(n), int(p)) for n, p in LocalCluster(data).meta["pids"].items()]
+    r = epochgc("cluster", "stop", "--data-dir", str(data), prefix=AS_NOBODY)
+    if "setpriv:" in r.stderr:  # a container that does not let it keep those capabilities
+        pytest.skip(f"setpriv cannot run as nobody here: {r.stderr.strip()}")
+    why = "Operation not permitted (it runs as user root: run this as that user, or as root)"
+    assert (r.returncode, r.stderr.splitlines()) == (1, [
+        f"epochgc cluster stop: error: cannot signal node {nid} (pid {pid}): {why}; "
+        "nothing stopped"]), r.stderr
+    r = epochgc("cluster", "kill", "--data-dir", str(data), str(nid), prefix=AS_NOBODY)
+    assert (r.returncode, r.stderr.splitlines()) == (1, [
+        f"epochgc cluster kill: error: cannot signal node {nid} (pid {pid}): {why}; "
+        "nothing was killed"]), r.stderr
+    assert _alive(pid) and LocalCluster(data).meta["pids"] == {str(nid): pid}
