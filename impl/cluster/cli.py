@@ -626,8 +626,9 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
 
     Records are deterministic and checksummed (impl/cluster/payload.py); every acknowledged
     batch is appended to DATA_DIR/acked.jsonl, which `consume --verify` checks byte for
-    byte (tried first: one it cannot append to is refused, 64, nothing sent). SIGINT/SIGTERM stop it at once, within one record's build (the batch in flight
-    is abandoned, not acknowledged) and it says how many records were acknowledged."""
+    byte (tried first: one it cannot append to is refused, 64, nothing sent).
+    SIGINT/SIGTERM stop it at once, within one record's build (the batch in flight is
+    abandoned, not acknowledged) and it says how many records were acknowledged."""
     from epochgc.impl.broker.producer import ProduceError, check_epoch
     from epochgc.impl.cluster.manifest import unappendable
 
