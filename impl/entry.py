@@ -142,6 +142,12 @@ def register_first() -> None:
 _registered: list[bool] = []
 
 
+def exits_here() -> bool:
+    """Whether the process ends through this module (`main`, `run`): not an in-process run
+    (click's CliRunner), whose process goes on after the command."""
+    return bool(_registered)
+
+
 def run(command: Callable[[], object]) -> None:
     """Run `command` (a click command in standalone mode: it ends by raising SystemExit)
     and note the code it exits with; one a signal decided (`end_by`) ends the process by

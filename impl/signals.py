@@ -249,13 +249,19 @@ def complete(exit_code: int | None) -> None:
     `epochgc CMD: SIGINT after the command ended: its result stands, exit code 0`, and
     otherwise ignored. A command calls it where it decides its result (after its verdict,
     after "cluster ready"); the `epochgc` group calls it for every command once its code
-    returned (impl/cli.py). Not for a run a signal interrupted: it ends by that signal.
-    Call from the main thread."""
+    returned (impl/cli.py). Not for a run a signal interrupted: it ends by that signal;
+    nor in-process. Call from the main thread."""
     global _result, _held
     from epochgc.impl import closedout
-    from epochgc.impl.entry import ending_by
+    from epochgc.impl.entry import ending_by, exits_here
 
-    if ending_by() is not None:
+    if ending_by() is not None or not exits_here():
+        # A signal decided the code (the process ends by it); or the command runs
+        # in-process (a test's CliRunner), whose process must still stop on a Ctrl-C:
+        # there, one `finishing` held is raised as before.
+        held, _held = _held, None
+        if held is not None and ending_by() is None:
+            raise Interrupted(held)
         return
     code = closedout.exit_code(exit_code)  # flushes stdout: a failed write is known now
     _result = code if code is not None else 0

@@ -21,8 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("argv, who", [(["barrier"], "barrier"),
-                                       (["cluster", "stop"], "cluster stop"),
-                                       (["cluster", "start"], "cluster start")])
+                                       (["cluster", "stop"], "cluster stop")])
 def test_a_signal_before_the_command_began_says_nothing_was_done(
         argv: list[str], who: str, tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT), EPOCHGC_TEST_SIGNAL="load:SIGINT")
