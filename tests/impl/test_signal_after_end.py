@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import click
@@ -86,6 +87,32 @@ def test_an_errors_exit_code_stands_too(tmp_path: Path) -> None:
     assert r.stderr.splitlines()[-1] == _late("check-trace", "SIGTERM", 65), r.stderr
 
 
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_while_the_interpreter_finalizes_keeps_a_complete_runs_exit_code(
+        tmp_path: Path, sig: str) -> None:
+    """V2's silent death: CPython's finalization resets every handler Python installed to
+    the default action (`_PySignal_Fini`) before it tears the modules down; a signal then
+    ended a complete run by the signal, no line. Sent from a module global's finalizer,
+    that is in the modules' teardown (as tests/gc/test_late_signal_at_exit.py does)."""
+    code = textwrap.dedent(f'''
+        import os, signal, sys
+
+        class LateAtFinalization:
+            def __del__(self) -> None:
+                os.kill(os.getpid(), signal.{sig})
+
+        held = LateAtFinalization()
+        sys.argv = ["epochgc", *{list(VECTOR)!r}]
+        from epochgc.impl.entry import main
+        main()
+    ''')
+    r = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, PYTHONPATH=str(ROOT)),
+                       capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    # Old code: returncode -2 / -15, every step written, not a line on stderr.
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert r.stdout.count("\n") == 20, r.stdout
+
+
 def test_a_sigint_ignored_at_start_stays_ignored(tmp_path: Path) -> None:
     """V4: a script's `epochgc ... &` (bash(1): "asynchronous commands ignore SIGINT")."""
     r = _run(tmp_path, "result:SIGINT", *VECTOR, ignore_int=True)
@@ -110,3 +137,27 @@ def test_the_groups_named_before_their_module_loads_are_the_groups() -> None:
         if isinstance(getattr(importlib.import_module(module), attr), click.Group):
             groups.add(name)
     assert groups == set(cli.GROUPS)
+
+
+@pytest.mark.skipif(os.environ.get("EPOCHGC_SIGNALS") != "full",
+                    reason="EPOCHGC_SIGNALS=full: a cluster start (~4 s); the rule is "
+                           "check-trace's `finishing` case above")
+@pytest.mark.parametrize("hook", ["finishing:SIGINT", "ended:SIGTERM"])
+def test_a_signal_after_cluster_ready_leaves_the_start_done(tmp_path: Path,
+                                                            hook: str) -> None:
+    """newuser19 V2: a signal just after "cluster ready" exited 130/143 with no line while
+    the nodes ran on; a script could not tell it from a start that left none running."""
+    from epochgc.impl.cluster.local import LocalCluster
+    from tests.impl.cli_cluster import stop
+
+    d = tmp_path / "c"
+    r = _run(tmp_path, hook, "cluster", "start", "--data-dir", str(d), "--store",
+             str(tmp_path / "store"), "--nodes", "1", "--partitions", "t/0")
+    try:
+        sig = hook.split(":")[1]
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.splitlines()[-1] == "cluster ready: every partition has a leader"
+        assert r.stderr.splitlines()[-1] == _late("cluster start", sig, 0), r.stderr
+        assert LocalCluster(str(d)).running() == [1]  # as "cluster ready" said
+    finally:
+        stop(d)
