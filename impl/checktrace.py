@@ -377,12 +377,16 @@ def check_trace(trace: str, context: int) -> None:
         _refuse(f"{STDIN if trace == '-' else trace}: the trace holds no record: nothing was "
                 "checked")
         raise SystemExit(ExitCode.DATAERR)
+    # The verdict is the command's result: once written, a signal no longer changes the
+    # exit code (newuser19 V2: "nothing was written yet" after it, exit 130).
     if res.divergence is not None:
-        _say(f"trace diverges from the model: {res.divergence}")
-        # How far the check got, not what was read: it stops at the divergence.
-        click.echo(f"checked: {res.checked:,} of {res.records:,} records ({res.applies:,} "
-                   f"apply, {res.fences:,} fence; stopped at the first divergence) over "
-                   f"{res.partitions} partitions", err=True)
+        with signals.finishing(ExitCode.FAILED):
+            _say(f"trace diverges from the model: {res.divergence}")
+            # How far the check got, not what was read: it stops at the divergence.
+            click.echo(f"checked: {res.checked:,} of {res.records:,} records "
+                       f"({res.applies:,} apply, {res.fences:,} fence; stopped at the first "
+                       f"divergence) over {res.partitions} partitions", err=True)
         raise SystemExit(ExitCode.FAILED)
-    click.echo(f"trace conforms to the model: {res.records} records ({res.applies} apply, "
-               f"{res.fences} fence) over {res.partitions} partitions")
+    with signals.finishing(ExitCode.OK):
+        click.echo(f"trace conforms to the model: {res.records} records ({res.applies} "
+                   f"apply, {res.fences} fence) over {res.partitions} partitions")

@@ -35,11 +35,16 @@ SUBCOMMANDS: dict[str, str] = {
 }
 
 
+# The entries of SUBCOMMANDS that are groups of subcommands (a signal's line names the
+# subcommand before the group's module is loaded: `_subcommand_named`; a test checks it).
+GROUPS = frozenset({"cluster", "topic", "gc-admin"})
+
 # Commands (outside `impl`) whose output is their work: cut short, they exit 1
 # (impl/closedout.py); `impl`'s own say so themselves.
 _OUTPUT_IS_WORK = ("replay",)
 
 _LOADING = "epochgc.loading"  # ctx.meta: the subcommand whose module is being loaded
+_ARGS = "epochgc.args"  # ctx.meta: the command line's arguments after `epochgc`
 BEFORE_BEGAN = signals.BEFORE_BEGAN  # a signal's line before the command's code began
 
 
@@ -71,23 +76,34 @@ class _LazyGroup(click.Group):
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         jsonfailure.note_args(ctx, args)  # a command's --json, should its parsing fail
+        # For a signal's line while the subcommand loads: click has emptied the context's
+        # arguments by then (`Group.invoke`), newuser19 V6.
+        ctx.meta[_ARGS] = list(args)
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> object:
         # A closed stdout is not by itself a failure (impl/closedout.py): the command's
         # code stands, unless its output was its work and was cut short.
+        # Every way out but a signal's is the command's result: complete, a signal from
+        # here on does not change the exit code (impl/signals.py `complete`; newuser19 V1:
+        # one while click's `sys.exit` unwound said "Aborted!" or a traceback, exit 1).
         try:
             try:
                 rv = self._invoke(ctx)
             except click.ClickException as e:  # with --json, also one object on stdout
                 jsonfailure.say(ctx, None, "error", e.format_message(), e.exit_code)
-                raise errorline.shaped(e, ctx) from None
+                shaped = errorline.shaped(e, ctx)
+                signals.complete(shaped.exit_code)  # its line is said as click exits
+                raise shaped from None
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) or e.code is None else 1
+            signals.complete(code)
             raise SystemExit(closedout.exit_code(code)) from None
         except click.exceptions.Exit as e:
+            signals.complete(e.exit_code)
             ctx.exit(closedout.exit_code(e.exit_code) or 0)
         final = closedout.exit_code(0)
+        signals.complete(final)
         if final:
             ctx.exit(final)
         return rv
@@ -182,13 +198,18 @@ def command_name(ctx: click.Context) -> str | None:
 
 def _subcommand_named(ctx: click.Context, group: str) -> list[str]:
     """The subcommand of `group` the command line names (its first word after the
-    group's that is one), if the group's module is loaded; none otherwise."""
+    group's that is one), if the group's module is loaded; before it is (a signal while it
+    loads), the first word after the group's that is not an option, for a group in
+    `GROUPS` (newuser19 V6: "epochgc cluster: interrupted", where later lines said
+    "epochgc cluster start"; these groups take no option of their own but --help)."""
     module, attr = SUBCOMMANDS[group].split(":")
     cmd = getattr(sys.modules.get(module), attr, None)
-    if not isinstance(cmd, click.Group):
-        return []
-    args = [*ctx.protected_args, *ctx.args]
+    args = ctx.meta.get(_ARGS) or [*ctx.protected_args, *ctx.args]
     after = args[args.index(group) + 1:] if group in args else args
+    if not isinstance(cmd, click.Group):
+        if cmd is None and group in GROUPS:
+            return next(([a] for a in after if not a.startswith("-")), [])
+        return []
     return next(([a] for a in after if a in cmd.commands), [])
 
 
@@ -204,9 +225,27 @@ def _mark_begun(cmd: click.Command) -> None:
         # From here a signal's line says what was done; nothing yet (newuser15 S3).
         signals.doing(signals.NOTHING_YET)
         signals.checkpoint(signals.BEGAN_POINT)  # the signal tests' point (newuser15 S3)
-        return inner(*args, **kwargs)
+        try:
+            rv = inner(*args, **kwargs)
+        except SystemExit as e:  # its result, unless a signal's (`complete` knows)
+            _ended(e.code if isinstance(e.code, int) or e.code is None else 1)
+            raise
+        except click.exceptions.Exit as e:
+            _ended(e.exit_code)
+            raise
+        _ended(0)
+        return rv
 
     cmd.callback = begun
+
+
+def _ended(code: int | None) -> None:
+    """A command's code has returned or exited with `code`: its work is complete
+    (`signals.complete`; a command may say so before, where its result was decided: its
+    verdict written). newuser19 V2: a signal there said "interrupted ... nothing was
+    written yet" after check-trace's verdict."""
+    signals.complete(code)
+    signals.checkpoint(signals.ENDED_POINT)  # the signal tests' point: the work complete
 
 
 def _in_words(e: BaseException) -> str:
@@ -247,7 +286,9 @@ def main() -> None:
     # exit code is 130 or 143 (impl/signals.py). A command with its own handling (`gc`:
     # stop at a batch boundary) installs its own.
     signals.install()
-    closedout.named(click.get_current_context())
+    ctx = click.get_current_context()
+    signals.named(lambda: command_name(ctx))  # a late signal's line names the command
+    closedout.named(ctx)
     closedout.guard()
     closedout.guard_stderr()
     if click.get_current_context().invoked_subcommand in _OUTPUT_IS_WORK:

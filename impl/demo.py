@@ -669,28 +669,32 @@ def demo(seconds: float, as_json: bool, gc_engine: str, keep_data: bool, quiet: 
     over = d.over_budget(seconds, time.monotonic() - t0)
     if over:  # on stderr too: with --json, or stdout sent elsewhere (newuser15 S2)
         say(f"past the budget{over}")
-    if as_json:
-        click.echo(json.dumps(asdict(res)))
-    else:
-        click.echo(
-            f"acked {res.acked} records in {res.objects_created} L0 objects; "
-            f"lost {res.lost}; stale rejections {res.stale_rejections}; "
-            f"leader changes {res.leader_changes}\n"
-            f"GC ({d.gc.engine}, {d.rounds} round{'' if d.rounds == 1 else 's'}): deleted "
-            f"{res.objects_deleted} objects, "
-            f"in use deleted {res.in_use_deleted}; cluster M = {res.cluster_M}\n"
-            f"topics deleted {res.topics_deleted} (and re-created), stranded objects "
-            f"collected {res.stranded_collected}, refused writes to deleted partitions "
-            f"{res.deleted_refusals}\n"
-            f"epoch barrier: candidate {res.barrier_candidate}, promoted in "
-            f"{res.barrier_promoted} partition(s)\n"
-            f"GC operations: {res.gc_paused_rounds} round(s) refused while paused (deleted "
-            f"{res.gc_paused_deleted}), {res.gc_stopped_by_pause} stopped by the pause, "
-            f"{res.gc_safety_blocked_rounds} blocked by the safety monitor\n"
-            f"{'OK' if res.ok() else 'FAILED'} in {time.monotonic() - t0:.1f}s"
-            f"{d.over_budget(seconds, time.monotonic() - t0)}"
-        )
-    if d.trace_check is not None:
-        click.echo(f"trace check against the model failed:\n{d.trace_check}", err=True)
-    if not res.ok() or d.trace_check is not None:
-        sys.exit(1)
+    # Its summary and verdict are its result: once written, a signal no longer changes the
+    # exit code (newuser19 V2).
+    code = 0 if res.ok() and d.trace_check is None else 1
+    with signals.finishing(code):
+        if as_json:
+            click.echo(json.dumps(asdict(res)))
+        else:
+            click.echo(
+                f"acked {res.acked} records in {res.objects_created} L0 objects; "
+                f"lost {res.lost}; stale rejections {res.stale_rejections}; "
+                f"leader changes {res.leader_changes}\n"
+                f"GC ({d.gc.engine}, {d.rounds} round{'' if d.rounds == 1 else 's'}): deleted "
+                f"{res.objects_deleted} objects, "
+                f"in use deleted {res.in_use_deleted}; cluster M = {res.cluster_M}\n"
+                f"topics deleted {res.topics_deleted} (and re-created), stranded objects "
+                f"collected {res.stranded_collected}, refused writes to deleted partitions "
+                f"{res.deleted_refusals}\n"
+                f"epoch barrier: candidate {res.barrier_candidate}, promoted in "
+                f"{res.barrier_promoted} partition(s)\n"
+                f"GC operations: {res.gc_paused_rounds} round(s) refused while paused (deleted "
+                f"{res.gc_paused_deleted}), {res.gc_stopped_by_pause} stopped by the pause, "
+                f"{res.gc_safety_blocked_rounds} blocked by the safety monitor\n"
+                f"{'OK' if res.ok() else 'FAILED'} in {time.monotonic() - t0:.1f}s"
+                f"{d.over_budget(seconds, time.monotonic() - t0)}"
+            )
+        if d.trace_check is not None:
+            click.echo(f"trace check against the model failed:\n{d.trace_check}", err=True)
+    if code:
+        sys.exit(code)

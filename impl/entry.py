@@ -53,6 +53,12 @@ _started_at: float | None = None  # time.monotonic() as `main` began (`started_a
 # the SIGHUP signal") and a shell's background job started that way ask for the command
 # to outlive its terminal: the hangup is then left ignored, never caught.
 _hup_ignored: bool | None = None
+# Whether SIGINT was ignored when the process started (newuser19 V4): a non-interactive
+# shell's `cmd &` (bash(1), SIGNALS: "asynchronous commands ignore SIGINT and SIGQUIT"), so
+# that a terminal's Ctrl-C stops the script's foreground command, not its background ones.
+# Left ignored, as SIGHUP's is (Python's `signal` docs: it installs its own SIGINT handler
+# only "if the parent process has not changed it"). None: as for `_hup_ignored`.
+_int_ignored: bool | None = None
 
 
 def hup_ignored() -> bool:
@@ -60,6 +66,13 @@ def hup_ignored() -> bool:
     if _hup_ignored is not None:
         return _hup_ignored
     return signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
+
+
+def int_ignored() -> bool:
+    """Whether SIGINT is to be left ignored (it was ignored when the process started)."""
+    if _int_ignored is not None:
+        return _int_ignored
+    return signal.getsignal(signal.SIGINT) == signal.SIG_IGN
 
 
 def _keep(signum: int, _frame: FrameType | None) -> None:
@@ -98,6 +111,11 @@ def _end_by_signal() -> None:
     streams, done here first, and the modules' own teardown."""
     sig = _by_signal
     if sig is None or _exit_code != [128 + sig]:
+        # A run whose work was complete: a signal from here on is ignored, not the
+        # default action finalization would give it (impl/signals.py `complete`).
+        signals = sys.modules.get("epochgc.impl.signals")
+        if signals is not None:
+            signals.ignore_late_at_exit()
         return
     import contextlib  # here: the module's own imports stay what the interpreter loaded
 
@@ -124,6 +142,12 @@ def register_first() -> None:
 _registered: list[bool] = []
 
 
+def exits_here() -> bool:
+    """Whether the process ends through this module (`main`, `run`): not an in-process run
+    (click's CliRunner), whose process goes on after the command."""
+    return bool(_registered)
+
+
 def run(command: Callable[[], object]) -> None:
     """Run `command` (a click command in standalone mode: it ends by raising SystemExit)
     and note the code it exits with; one a signal decided (`end_by`) ends the process by
@@ -133,6 +157,9 @@ def run(command: Callable[[], object]) -> None:
         command()
     except SystemExit as e:
         _exit_code.append(e.code if isinstance(e.code, int) else 0 if e.code is None else 1)
+        signals = sys.modules.get("epochgc.impl.signals")
+        if signals is not None:  # loaded by the command: the signal tests' point
+            signals.checkpoint(signals.EXIT_POINT)  # click's sys.exit unwinding (V1)
         raise
 
 
@@ -143,11 +170,13 @@ def started_at() -> float | None:
 
 
 def main() -> None:
-    global _hup_ignored, _started_at
+    global _hup_ignored, _int_ignored, _started_at
     register_first()  # first: its call runs after every other atexit call
     _started_at = time.monotonic()
     _hup_ignored = signal.getsignal(signal.SIGHUP) == signal.SIG_IGN
-    for s in (signal.SIGINT, signal.SIGTERM) + (() if _hup_ignored else (signal.SIGHUP,)):
+    _int_ignored = signal.getsignal(signal.SIGINT) == signal.SIG_IGN
+    for s in ((() if _int_ignored else (signal.SIGINT,)) + (signal.SIGTERM,)
+              + (() if _hup_ignored else (signal.SIGHUP,))):
         signal.signal(s, _keep)
     from epochgc.impl.cli import main as cli
 

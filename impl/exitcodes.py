@@ -48,7 +48,10 @@ MEANING: dict[ExitCode, str] = {
 # Said under `epochgc --help`'s table and in the READMEs (issue 41, s27e).
 SIGNAL_RULE = ("An interrupted command says so and cleans up (its records, its lease, the "
                "processes it started), then ends by that signal: a shell reports 130 / 143 / "
-               "129, and a script that runs it stops at a Ctrl-C.")
+               "129, and a script that runs it stops at a Ctrl-C. Once its work is complete "
+               "(its result decided and written), a signal is said in one line and no "
+               "longer changes the exit code. A SIGINT or SIGHUP ignored at start (nohup, a "
+               "script's `cmd &`) stays ignored.")
 
 _ALWAYS = (ExitCode.USAGE, ExitCode.SIGHUP, ExitCode.SIGINT, ExitCode.SIGTERM)
 _OK = (ExitCode.OK, ExitCode.FAILED)

@@ -47,10 +47,17 @@ T = TypeVar("T")
 # SIGQUIT (Ctrl-\) keeps Python's default, a hard quit (core dump), on purpose: the one
 # way left to end a command at once; `gc-admin reset --force` records the round it killed.
 # Not when SIGHUP was ignored at start (`nohup`, impl/entry.py `hup_ignored`).
+# Not SIGINT either when it was ignored at start (newuser19 V4): a non-interactive shell
+# starts `cmd &` so (bash(1), SIGNALS: "When job control is not in effect, asynchronous
+# commands ignore SIGINT and SIGQUIT in addition to these inherited handlers"), for a
+# terminal's Ctrl-C to stop only the script's foreground command; Python itself keeps such
+# a SIG_IGN (its `signal` docs: SIGINT is translated into KeyboardInterrupt "if the parent
+# process has not changed it"), and so does this command (impl/entry.py `int_ignored`).
 def _stopping_signals() -> tuple[signal.Signals, ...]:
-    from epochgc.impl.entry import hup_ignored
+    from epochgc.impl.entry import hup_ignored, int_ignored
 
-    return (signal.SIGINT, signal.SIGTERM) + (() if hup_ignored() else (signal.SIGHUP,))
+    return ((() if int_ignored() else (signal.SIGINT,)) + (signal.SIGTERM,)
+            + (() if hup_ignored() else (signal.SIGHUP,)))
 
 
 SIGNALS = _stopping_signals()
@@ -98,6 +105,12 @@ POINTS: dict[str, tuple[str, ...]] = {
 # Every command's, as its own code (its click callback) begins (impl/cli.py `_mark_begun`):
 # the start of the window newuser15 S3 found (tests/impl/test_began_signal_said.py).
 BEGAN_POINT = "began"
+# Every command's, once its code returned (or exited), its result complete (impl/cli.py),
+# and as click's `sys.exit` unwinds (impl/entry.py `run`): newuser19 V1, V2.
+ENDED_POINT = "ended"
+EXIT_POINT = "exit"
+# A command's, as its last output begins, its result decided (`finishing`).
+FINISHING_POINT = "finishing"
 # Every command's, before its module is imported (impl/cli.py): not walked by the matrix.
 LOAD_POINT = "load"
 # While this module itself is imported by impl/cli.py, before any handler of ours: the
@@ -209,8 +222,128 @@ _deferring = 0  # inside `deferred()`: a first signal is recorded, raised on lea
 _pending = False  # a first signal recorded and not raised yet
 
 
+# Once the command's work is complete, a signal no longer changes its exit code (newuser19
+# V1, V2): the rule `gc` has kept since newuser41 item 11 (impl/gc/stop.py
+# `absorb_late_signal`), for every command. A signal that came as a command ended (its
+# verdict written, "cluster ready" said) raised `Interrupted` on the way out: "nothing was
+# written yet" after check-trace's verdict, click's "Aborted!" or a traceback while
+# click's `sys.exit(0)` unwound (exit 1), or, once CPython's finalization had reset the
+# handlers, a silent death by the signal of a run that had completed (`cluster start`
+# with its nodes left running and exit 130).
+_result: int | None = None  # the exit code, once the work is complete (`complete`)
+_finishing = 0  # inside `finishing()`: the last output being written, its result decided
+_held: int | None = None  # the first signal that came while `finishing`
+_namer: list[Callable[[], str | None]] = []  # the running command's full name (`named`)
+ENDED = "after the command ended: its result stands"  # a late signal's words
+
+
+def named(name: Callable[[], str | None]) -> None:
+    """How a late signal's line names the command (the `epochgc` group: its deepest
+    context's name, `cluster start`)."""
+    _namer[:] = [name]
+
+
+def complete(exit_code: int | None) -> None:
+    """The command's work is complete: its result is decided and its output written. From
+    now on a SIGINT, SIGTERM or SIGHUP does not change the exit code (`exit_code`, or 1 if
+    the output it was to write could not be: impl/closedout.py): it is said in one line,
+    `epochgc CMD: SIGINT after the command ended: its result stands, exit code 0`, and
+    otherwise ignored. A command calls it where it decides its result (after its verdict,
+    after "cluster ready"); the `epochgc` group calls it for every command once its code
+    returned (impl/cli.py). Not for a run a signal interrupted: it ends by that signal;
+    nor in-process. Call from the main thread."""
+    global _result, _held
+    from epochgc.impl import closedout
+    from epochgc.impl.entry import ending_by, exits_here
+
+    if ending_by() is not None or not exits_here():
+        # A signal decided the code (the process ends by it); or the command runs
+        # in-process (a test's CliRunner), whose process must still stop on a Ctrl-C:
+        # there, one `finishing` held is raised as before.
+        held, _held = _held, None
+        if held is not None and ending_by() is None:
+            raise Interrupted(held)
+        return
+    code = closedout.exit_code(exit_code)  # flushes stdout: a failed write is known now
+    _result = code if code is not None else 0
+    held, _held = _held, None
+    if held is not None:
+        _say_late(held)
+
+
+def completed() -> int | None:
+    """The exit code the command's complete work decided (`complete`), or None."""
+    return _result
+
+
+@contextlib.contextmanager
+def finishing(exit_code: int | None) -> Iterator[None]:
+    """The command's last output, its result (`exit_code`) decided: written under this,
+    and then the work is `complete`. A first signal while it is written is held, not
+    raised (the output is whole, not cut by a signal that comes as it is written), and
+    said as a late signal once it is out; a second one raises `Interrupted` as before, so
+    that a write blocked on a reader that never reads still ends on a Ctrl-C. Leaves
+    stdout flushed. Call from the main thread."""
+    global _finishing
+    _finishing += 1
+    try:
+        checkpoint(FINISHING_POINT)  # the signal tests' point: the output not yet written
+        yield
+        with contextlib.suppress(OSError, ValueError):  # said by impl/closedout.py
+            sys.stdout.flush()
+        # Complete before `_finishing` drops: no bytecode between the two where a signal
+        # would be neither held nor late (the newuser19 probe found that window: an
+        # "interrupted ... nothing was written yet" after check-trace's verdict).
+        complete(exit_code)
+    finally:
+        _finishing -= 1
+
+
+def _late(signum: int) -> bool:
+    """Take `signum` as a late signal if the work is complete (said now) or its last output
+    is being written (held: `finishing`); True if taken."""
+    global _held
+    if _result is not None:
+        _say_late(signum)
+        return True
+    if _finishing and _held is None:
+        _held = signum
+        return True
+    return False
+
+
+def _say_late(signum: int) -> None:
+    """A late signal's line. It may come while the main thread writes to stderr itself (a
+    reentrant write to a buffered stream raises RuntimeError): then straight to fd 2."""
+    name = _namer[0]() if _namer else None
+    who = f"epochgc {name}" if name else "epochgc"
+    line = (f"{who}: {signal.Signals(signum).name} {ENDED}, exit code {_result}\n")
+    try:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+    except RuntimeError:
+        with contextlib.suppress(OSError):
+            os.write(2, line.encode("utf-8", "backslashreplace"))
+    except (OSError, ValueError, AttributeError):  # stderr closed or gone: silence
+        pass
+
+
+def ignore_late_at_exit() -> None:
+    """At exit, after the last atexit call (impl/entry.py), a signal that can no longer
+    change the exit code is ignored: CPython's finalization then resets every handler
+    Python installed to the default action (`_PySignal_Fini`), which ended a completed run
+    by the signal, with no line (newuser19 V2). SIG_IGN is left in place."""
+    if _result is None:
+        return
+    for s in SIGNALS:
+        if signal.getsignal(s) is _handler:
+            signal.signal(s, signal.SIG_IGN)
+
+
 def _handler(signum: int, _frame: FrameType | None) -> None:
     global _pending
+    if _late(signum):
+        return
     if _note(signum):
         if _deferring:
             _pending = True
@@ -285,6 +418,8 @@ def run(main: Coroutine[Any, Any, T]) -> T:
         # `_handle_signal` drops it ("Assume it's some race condition", CPython 3.11
         # Lib/asyncio/unix_events.py). This handler records it in the main thread at once;
         # the cancel goes through `call_soon_threadsafe`, which wakes the loop.
+        if _late(signum):
+            return
         if _note(signum):
             got.append(signum)
             if cancel:

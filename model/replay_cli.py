@@ -73,8 +73,10 @@ def replay(variant_name: str | None, vector: str | None, file: str | None) -> No
             return signals.NOTHING_YET
         # The count goes up once a line is out: the next line may be out too, in whole
         # or in part, if the signal came as it was written.
+        # "if any": the last step is known only once the input has ended (newuser19 V2:
+        # "the steps after them were not replayed" after the last one).
         return (f"the results of the first {written:,} step(s) were written (and perhaps "
-                "the next one's); the steps after them were not replayed")
+                "the next one's); the steps after them, if any, were not replayed")
 
     signals.doing(done)
     code = run(file, variant_name, out=out, err=lambda line: click.echo(line, err=True))

@@ -101,10 +101,12 @@ def chaos(nodes: str, seconds: float, seed: int, as_json: bool, store: str | Non
     signals.doing(f"the run had ended; its history and result.json are in {where}")
     # As every other command: a summary for a person, JSON only under --json (the JSON is
     # in result.json either way).
-    click.echo(json.dumps(head) if as_json else summary(res))
-    click.echo(verdict(res, where), err=True)
-    if not res.ok():
-        sys.exit(ExitCode.FAILED)
+    code = ExitCode.OK if res.ok() else ExitCode.FAILED
+    with signals.finishing(code):  # then complete: a signal no longer changes the code
+        click.echo(json.dumps(head) if as_json else summary(res))
+        click.echo(verdict(res, where), err=True)
+    if code:
+        sys.exit(code)
 
 
 def verdict(res: ChaosResult, out: Path) -> str:

@@ -253,7 +253,10 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
         # it stay): a later start begins from a clean state.
         _stop_started(lc, started)
         raise
-    click.echo("cluster ready: every partition has a leader")
+    # Said, the start is complete: a signal no longer changes its exit code (newuser19
+    # V2: one just after this line ended the command 130, no line, its nodes running).
+    with signals.finishing(ExitCode.OK):
+        click.echo("cluster ready: every partition has a leader")
 
 
 def _say_start(line: str) -> None:

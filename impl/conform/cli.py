@@ -6,6 +6,7 @@ the command or the shipped vectors missing, 76 the port broke the protocol
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -92,21 +93,26 @@ def conform(variant: str, examples: int, seed: int | None, max_steps: int,
     summary: dict[str, Any] = {"variant": variant, "command": argv, "result": "pass"}
     done = Done(VectorReport(), GenReport(), 0 if vectors_only else examples)
     progress = ConformProgress(quiet)
-    try:
-        with port:  # stopped on every path, an interrupt included
-            code = _drive(port, argv, variant, examples, seed, max_steps, out, vectors_only,
-                          summary, as_json, done, progress)
-    except KeyboardInterrupt as e:
-        progress.close()
-        # One line, the group's ("epochgc conform: interrupted by SIGINT: ..."), not a line
-        # of its own before it (newuser8 I7).
-        sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
-        raise signals.Interrupted(
-            sig.signum, f"{done.text()}; the port was stopped; no verdict") from None
-    finally:
-        progress.close()
-    if as_json:
-        click.echo(json.dumps(summary))
+    with contextlib.ExitStack() as end:
+        try:
+            with port:  # stopped on every path, an interrupt included
+                code = _drive(port, argv, variant, examples, seed, max_steps, out,
+                              vectors_only, summary, as_json, done, progress)
+                # Decided, its verdict said: the port's stop and --json's summary are the
+                # run's end; a signal from here on no longer changes the exit code
+                # (newuser19 V2: "... no verdict" after the verdict, exit 130).
+                end.enter_context(signals.finishing(code))
+        except KeyboardInterrupt as e:
+            progress.close()
+            # One line, the group's ("epochgc conform: interrupted by SIGINT: ..."), not a
+            # line of its own before it (newuser8 I7).
+            sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
+            raise signals.Interrupted(
+                sig.signum, f"{done.text()}; the port was stopped; no verdict") from None
+        finally:
+            progress.close()
+        if as_json:
+            click.echo(json.dumps(summary))
     raise SystemExit(code)
 
 

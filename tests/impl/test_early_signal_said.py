@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("argv, who", [(["barrier"], "barrier"),
-                                       (["cluster", "stop"], "cluster")])
+                                       (["cluster", "stop"], "cluster stop")])
 def test_a_signal_before_the_command_began_says_nothing_was_done(
         argv: list[str], who: str, tmp_path: Path) -> None:
     env = dict(os.environ, PYTHONPATH=str(ROOT), EPOCHGC_TEST_SIGNAL="load:SIGINT")
@@ -30,6 +30,7 @@ def test_a_signal_before_the_command_began_says_nothing_was_done(
                        timeout=120)
     assert "test hook: SIGINT at load" in r.stderr, r.stderr
     assert r.returncode == by_signal(signal.SIGINT), r.stderr
-    # Old code: "epochgc barrier: interrupted by SIGINT"
+    # Old code: "epochgc barrier: interrupted by SIGINT"; "epochgc cluster: ..." for both
+    # cluster commands (newuser19 V6)
     assert r.stderr.splitlines()[-1] == (f"epochgc {who}: interrupted by SIGINT: before the "
                                          "command began: nothing was done"), r.stderr
