@@ -831,9 +831,13 @@ def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
             meta = await access.any_call(op="meta")
             for p in partitions:
                 if p not in meta["partitions"] and p in meta.get("deleted", []):
-                    raise click.ClickException(
-                        f"partition {p!r} was deleted (controller revision "
-                        f"{meta.get('revision')}): nothing to read")
+                    # The deletion's revision, as `topic delete` printed it (newuser18's notes:
+                    # the controller's current revision, 620 for a deletion at 615, was said).
+                    at = (meta.get("deletions") or {}).get(p)
+                    when = (f"at controller revision {at}" if at is not None else
+                            f"before controller revision {meta.get('revision')}")
+                    raise click.ClickException(f"partition {p!r} was deleted {when}: nothing "
+                                               "to read")
                 if p not in meta["partitions"]:
                     # A bad name is a usage error, as `produce` answers it (newuser5 G7:
                     # produce gave 64, consume 1).
