@@ -26,6 +26,7 @@ it as a trace that ends early), and says it in its status answer (`cluster statu
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -107,7 +108,8 @@ class TraceWriter:
         there is insufficient space on the underlying physical medium, or the RLIMIT_FSIZE
         resource limit is encountered"; the next write then fails: EFBIG ("exceeds ... the
         process's file size limit"; setrlimit(2): the error is returned when SIGXFSZ is
-        caught or ignored, and Python ignores it) or ENOSPC ("no room for the data"). So a
+        caught or ignored, and CPython sets it to SIG_IGN at start-up) or ENOSPC ("no room
+        for the data"). So a
         record can be torn: its first bytes in the file, the rest refused. O_APPEND places
         each write at the end and leaves the offset just past it, so the torn record's
         first byte is `lseek(fd, 0, SEEK_CUR) - written`, whatever other nodes appended
@@ -117,6 +119,8 @@ class TraceWriter:
         try:
             while written < len(data):
                 n = os.write(self._fd, data[written:])
+                if n == 0:  # no error and no progress: would loop for ever
+                    raise OSError(errno.EIO, "write(2) took none of the record's bytes")
                 if start is None:
                     start = os.lseek(self._fd, 0, os.SEEK_CUR) - n
                 written += n
