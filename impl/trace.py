@@ -109,11 +109,10 @@ class TraceWriter:
         resource limit is encountered"; the next write then fails: EFBIG ("exceeds ... the
         process's file size limit"; setrlimit(2): the error is returned when SIGXFSZ is
         caught or ignored, and CPython sets it to SIG_IGN at start-up) or ENOSPC ("no room
-        for the data"). So a
-        record can be torn: its first bytes in the file, the rest refused. O_APPEND places
-        each write at the end and leaves the offset just past it, so the torn record's
-        first byte is `lseek(fd, 0, SEEK_CUR) - written`, whatever other nodes appended
-        before it."""
+        for the data"). So a record can be torn: its first bytes in the file, the rest
+        refused. O_APPEND places each write at the end and leaves the offset just past it,
+        so the torn record's first byte is `lseek(fd, 0, SEEK_CUR) - written`, whatever
+        other nodes appended before it."""
         written = 0
         start: int | None = None
         try:
