@@ -32,6 +32,8 @@ COMMAND_EXTRA = {"gc": "gc"}
 # The key a store probe writes and deletes: outside `level_zero/` (GC lists that) and
 # outside `_cluster/health/` and `_cluster/gc/` (the reports and GC's own records).
 PROBE_PREFIX = "_cluster/preflight/"
+# A pushgateway's connect check: a host that drops the SYN holds `gc` this long, refused.
+CONNECT_S = 10.0
 
 
 class Refused(click.ClickException):
@@ -337,9 +339,11 @@ def store_writable(spec: StoreSpec, command: str,
 def pushgateway_address(value: str, option: str = "--pushgateway") -> str:
     """`value` as prometheus_client's push_to_gateway reads it (a URL, or HOST:PORT taken
     as http://), refused (64) now, naming it, if it names no host, has a bad port or a
-    scheme other than http/https, or its host does not resolve (issue 41: `--pushgateway
-    notahost` ran the round, then warned, exit 0). Whether the gateway answers is only
-    known when the round pushes; that failure is a warning (the round's outcome stands)."""
+    scheme other than http/https, its host does not resolve (issue 41: `--pushgateway
+    notahost` ran the round, then warned, exit 0) or it cannot be connected to within
+    `CONNECT_S` (newuser18 U6: `127.0.0.1:1`, refused, was said after the round only).
+    Whether the gateway takes the push is only known when the round pushes; that failure
+    is a warning (the round's outcome stands)."""
     import socket
     from urllib.parse import urlsplit
 
@@ -355,10 +359,17 @@ def pushgateway_address(value: str, option: str = "--pushgateway") -> str:
         raise Refused(f"{option} {value}: bad port ({e})", ExitCode.USAGE) from None
     if not url.hostname:
         raise Refused(f"{option} {value}: no host", ExitCode.USAGE)
+    port = port or (443 if url.scheme == "https" else 80)
     try:
-        socket.getaddrinfo(url.hostname, port or (443 if url.scheme == "https" else 80),
-                           type=socket.SOCK_STREAM)
+        socket.getaddrinfo(url.hostname, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as e:
         raise Refused(f"{option} {value}: host {url.hostname} does not resolve ({e})",
                       ExitCode.USAGE) from None
+    try:  # a TCP connect, closed at once: nothing is sent
+        socket.create_connection((url.hostname, port), timeout=CONNECT_S).close()
+    except OSError as e:
+        why = (f"no answer within {CONNECT_S:g} s" if isinstance(e, TimeoutError)
+               else e.strerror or str(e))
+        raise Refused(f"{option} {value}: cannot connect to {url.hostname} port {port}: "
+                      f"{why}", ExitCode.USAGE) from None
     return value

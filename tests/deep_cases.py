@@ -53,6 +53,11 @@ DEEP = (
     # each (10-20 s): CI keeps DemoGc's choice, fallback and refusal (under a second).
     Deep(r"^tests/impl/test_demo_engine\.py::test_demo_", "EPOCHGC_DEMO_ENGINES", "1",
          "demo-engines"),
+    # A `--trace` that cannot grow on a real cluster (newuser18 U7, ~12 s): CI keeps the
+    # writer at the size limit (a child process) and the simulated cluster's trace on
+    # /dev/full (the apply and the fence never fail with it).
+    Deep(r"^tests/impl/test_trace_full\.py::test_a_cluster_whose_trace_cannot_grow_",
+         "EPOCHGC_TRACE_FULL", "1", "tracefull"),
     # chaos with its store gone mid-run (newuser16 S5), a whole run (~15-40 s): CI keeps
     # the refusals of a bad store before any node starts.
     Deep(r"^tests/chaos/test_chaos_bad_store\.py::test_a_store_gone_mid_run_",

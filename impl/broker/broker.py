@@ -97,6 +97,9 @@ class Hooks:
     on_fence: Callable[[int, str, FenceDecision], None] | None = None
     on_apply: Callable[[int, str, ApplyEvent], None] | None = None
     on_admitted: Callable[[int, str, Placeholder, int], None] | None = None
+    # An observer that stopped (the trace: a write failed, impl/trace.py), for the node's
+    # status answer: None while it observes.
+    status: Callable[[], dict[str, object] | None] | None = None
 
 
 class Broker:
@@ -288,6 +291,7 @@ class Broker:
             },
             "partitions": parts,
             "storage_failing": self.store_failing.failing(),
+            "trace_stopped": None if self.hooks.status is None else self.hooks.status(),
         }
 
     # ---- operations ----------------------------------------------------------------------

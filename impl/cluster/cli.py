@@ -80,7 +80,9 @@ def cluster() -> None:
               help=f"seconds between the epochs the controller mints "
                    f"({MIN_MINT_INTERVAL_S:g}-{MAX_MINT_INTERVAL_S:g})")
 @click.option("--trace", default=None, type=pathopt.Path(dir_okay=False),
-              help="every node appends an NDJSON trace here (epochgc check-trace FILE)")
+              help="every node appends an NDJSON trace here (epochgc check-trace FILE); "
+                   "a node that cannot write it (a full disk, a size limit) stops its trace "
+                   "at its last whole record and serves on (cluster status says it)")
 @click.option("--s3-endpoint", default=None,
               help="endpoint of an S3-compatible server, for s3:// stores")
 @click.option("--log-level", default="WARNING", show_default=True,
@@ -456,7 +458,8 @@ def status(data_dir: str, as_json: bool) -> None:
     a `topic create` whose outcome was not seen asked for; one none of whose partitions
     exists, its command ended, is said but not counted; partitions left by a `topic delete`
     whose outcome was not seen; a topic some of whose partitions were deleted below one that
-    exists; a node whose object-store writes keep failing): a script can wait on it."""
+    exists; a node whose object-store writes keep failing): a script can wait on it. A node
+    whose `--trace` stopped (a write failed) is said, not counted."""
     closedout.output_is_work()  # its output is what it was asked for
     lc = LocalCluster(data_dir)
     lc.client_addrs()  # no cluster under DATA_DIR: refused (64) before anything else
@@ -535,6 +538,13 @@ def status(data_dir: str, as_json: bool) -> None:
                        f"{f['rounds']:,} round(s) in a row since "
                        f"{time.strftime('%H:%M:%S', time.localtime(f['since']))}: "
                        f"{f['error']} (its log: {lc.dir / f'n{n}.log'})")
+    for n, st in nodes.items():
+        # A trace that could not grow (newuser18 U7): said, not counted against health (the
+        # node serves on; only the observation aid stopped).
+        ts = (st or {}).get("trace_stopped")
+        if ts:
+            click.echo(f"node {n}: trace stopped at record {ts['record']:,}: {ts['error']} "
+                       f"({ts['path']} holds its records before it; the node serves on)")
     for t, n in short.items():
         click.echo(f"topic {t!r}: {n:,} of the {asked_for[t]:,} partitions its create asked "
                    f"for (a create cut short, or still running: `epochgc topic delete {t} "
@@ -872,9 +882,13 @@ def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
             meta = await access.any_call(op="meta")
             for p in partitions:
                 if p not in meta["partitions"] and p in meta.get("deleted", []):
-                    raise click.ClickException(
-                        f"partition {p!r} was deleted (controller revision "
-                        f"{meta.get('revision')}): nothing to read")
+                    # The deletion's revision, as `topic delete` printed it (newuser18's notes:
+                    # the controller's current revision, 620 for a deletion at 615, was said).
+                    at = (meta.get("deletions") or {}).get(p)
+                    when = (f"at controller revision {at}" if at is not None else
+                            f"before controller revision {meta.get('revision')}")
+                    raise click.ClickException(f"partition {p!r} was deleted {when}: nothing "
+                                               "to read")
                 if p not in meta["partitions"]:
                     # A bad name is a usage error, as `produce` answers it (newuser5 G7:
                     # produce gave 64, consume 1).

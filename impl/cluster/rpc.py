@@ -60,7 +60,11 @@ async def handle(broker: Broker, req: dict[str, Any]) -> dict[str, Any]:
             }
             return {"status": "ok", "partitions": parts,
                     "revision": broker.controller.revision,
-                    "deleted": sorted({d.name for d in broker.controller.deleted.values()})}
+                    "deleted": sorted({d.name for d in broker.controller.deleted.values()}),
+                    # name -> the revision its (latest) deletion was applied at, the
+                    # `deletion_revision` `topic delete` printed (newuser18's notes)
+                    "deletions": {d.name: d.deletion_revision for d in sorted(
+                        broker.controller.deleted.values(), key=lambda d: d.deletion_revision)}}
         if op == "replicate":
             ph = Placeholder(int(req["epoch"]), str(req["key"]), int(req["start"]),
                              int(req["end"]), int(req["count"]))

@@ -257,7 +257,7 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
 )
 @click.option("--pushgateway", metavar="HOST:PORT",
               help="Push Prometheus metrics here (HOST:PORT or an http(s) URL); a host that "
-              "does not resolve is refused before the round (64).")
+              "does not resolve or cannot be connected to is refused before the round (64).")
 @click.option("--quiet", "-q", is_flag=True,
               help="No progress on stderr. Without it: a bar when stderr is a terminal that "
               "reports its width; elsewhere (a log, a pipe, a pty of 0 columns such as "
@@ -753,9 +753,20 @@ def _local_master(master: str | None) -> bool:
 def _export(summary: GcSummary, metrics_file: str | None, pushgateway: str | None) -> None:
     if not (metrics_file or pushgateway):
         return
-    from epochgc.impl.gc.metrics import export_metrics
+    from epochgc.impl.gc.metrics import build_registry, in_words, push, write_textfile
 
-    try:
-        export_metrics(summary, metrics_file, pushgateway)
-    except OSError as e:
-        click.echo(f"epochgc gc: warning: metrics not exported: {e}", err=True)
+    # Each target on its own: a file that could not be written does not keep the push back,
+    # and the warning names the one that failed and why, in words (newuser18 U6).
+    reg = build_registry(summary)
+    if metrics_file:
+        try:
+            write_textfile(metrics_file, reg)
+        except OSError as e:
+            click.echo(f"epochgc gc: warning: metrics not written to --metrics-file "
+                       f"{metrics_file}: {in_words(e)}", err=True)
+    if pushgateway:
+        try:
+            push(pushgateway, reg)
+        except OSError as e:
+            click.echo(f"epochgc gc: warning: metrics not pushed to --pushgateway "
+                       f"{pushgateway}: {in_words(e)}", err=True)

@@ -134,12 +134,33 @@ def export_metrics(
 ) -> None:
     reg = build_registry(s)
     if metrics_file:
-        _write_textfile(metrics_file, reg)
+        write_textfile(metrics_file, reg)
     if pushgateway:
-        push_to_gateway(pushgateway, job="epochgc_gc", registry=reg)
+        push(pushgateway, reg)
 
 
-def _write_textfile(path: str, reg: CollectorRegistry) -> None:
+def push(pushgateway: str, reg: CollectorRegistry) -> None:
+    push_to_gateway(pushgateway, job="epochgc_gc", registry=reg)
+
+
+def in_words(e: OSError) -> str:
+    """Why an export failed, in words (newuser18 U6: `<urlopen error [Errno 111] Connection
+    refused>`, the URLError's repr). urllib wraps the connection's OSError in URLError
+    (`reason`); an HTTPError is the gateway's answer; prometheus_client raises a plain
+    OSError("error talking to pushgateway: CODE MSG") for a status >= 400."""
+    from urllib.error import HTTPError, URLError
+
+    if isinstance(e, HTTPError):
+        return f"it answered HTTP {e.code} {e.reason}"
+    if isinstance(e, URLError):
+        r = e.reason
+        return in_words(r) if isinstance(r, OSError) else str(r)
+    if isinstance(e, TimeoutError):
+        return "no answer in time"
+    return e.strerror or str(e)
+
+
+def write_textfile(path: str, reg: CollectorRegistry) -> None:
     """prometheus_client's `write_to_textfile` (a temp file renamed over `path`: a reader
     never sees half a file), except that what is at `path` is checked again just before
     the rename: the preflight refused a device node, FIFO or symlink, but one put there

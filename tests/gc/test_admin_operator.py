@@ -6,12 +6,15 @@ unreadable, and `gc --pushgateway` is checked before the round."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -211,6 +214,49 @@ def test_a_bad_pushgateway_is_refused_before_the_round(tmp_path: Path, where: st
                         "--pushgateway", where)
     assert code == 64 and "--pushgateway" in out and where in out, out
     assert not list((root / "_cluster" / "gc").glob("rounds/*")), "a round ran"
+
+
+@contextlib.contextmanager
+def _refusing_port() -> Iterator[int]:
+    """A loopback port that refuses connections: bound and held (no one else takes it) but
+    not listening, so a connect is answered RST (ECONNREFUSED) at once."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    try:
+        yield s.getsockname()[1]
+    finally:
+        s.close()
+
+
+def test_a_pushgateway_that_cannot_be_connected_to_is_refused_before_the_round(
+        tmp_path: Path) -> None:
+    """newuser18 U6. Old code: the round ran (3,124 deleted), then `warning: metrics not
+    exported: <urlopen error [Errno 111] Connection refused>`, exit 0."""
+    root = _store(tmp_path)
+    assert _invoke("gc-admin", "pause", "--store", str(root))[0] == 0
+    with _refusing_port() as port:
+        where = f"127.0.0.1:{port}"
+        code, out = _invoke("gc", "--store", str(root), "--now", str(NOW), *AHEAD, "-q",
+                            "--pushgateway", where)
+    assert code == 64, out
+    assert f"--pushgateway {where}: cannot connect to 127.0.0.1 port {port}: Connection " \
+           "refused" in out, out
+    assert not list((root / "_cluster" / "gc").glob("rounds/*")), "a round ran"
+
+
+def test_a_push_that_fails_after_the_round_names_the_gateway_and_the_reason(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The gateway gone between the check and the push: the warning names it and says why
+    in words. Old code: `metrics not exported: <urlopen error [Errno 111] Connection
+    refused>` (the URLError's repr, no target)."""
+    from epochgc.impl.gc.cli import _export
+    from epochgc.impl.gc.summary import GcSummary
+
+    with _refusing_port() as port:
+        _export(GcSummary(), None, f"127.0.0.1:{port}")
+    err = capsys.readouterr().err
+    assert err == (f"epochgc gc: warning: metrics not pushed to --pushgateway 127.0.0.1:{port}: "
+                   "Connection refused\n"), err
 
 
 def test_reset_of_a_damaged_journal_says_at_least(tmp_path: Path) -> None:

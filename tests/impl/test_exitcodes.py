@@ -71,6 +71,28 @@ def test_unknown_command_and_bad_root_option_exit_64() -> None:
     assert CliRunner().invoke(main, ["--bogus"]).exit_code == ExitCode.USAGE
 
 
+_GROUPS = ["", *(p for p, c in _tree() if isinstance(c, click.Group))]
+
+
+@pytest.mark.parametrize("group", _GROUPS, ids=lambda g: g or "epochgc")
+def test_every_group_suggests_the_subcommand_a_typo_was_near(group: str) -> None:
+    """newuser18's notes. Old code: `epochgc clutser start` said "No such command
+    'clutser'." alone (the top group loads its commands lazily: click's suggestion, drawn
+    from the loaded ones, had none), where `gc-admin shwo` got "Did you mean 'show'?"."""
+    if not hasattr(click.exceptions, "NoSuchCommand"):
+        pytest.skip("click < 8.2 suggests no command anywhere")
+    names = sorted(p.rsplit(" ", 1)[-1] for p in COMMANDS
+                   if p.startswith(f"{group} ".lstrip()) and p.count(" ") == group.count(" ")
+                   + (1 if group else 0))
+    assert names, group
+    for name in names:
+        typo = name + name[-1]  # its last letter typed twice: 'clusterr', 'gcc'
+        r = CliRunner().invoke(main, [*group.split(), typo, "--help"])
+        assert r.exit_code == ExitCode.USAGE, (group, typo, r.output)
+        assert f"No such command '{typo}'." in r.output and f"'{name}'" in r.output \
+            and "Did you mean" in r.output, (group, typo, r.output)
+
+
 @pytest.mark.parametrize("path", ["epochgc", *COMMANDS])
 def test_every_help_ends_with_its_exit_codes(path: str) -> None:
     args = [] if path == "epochgc" else path.split()

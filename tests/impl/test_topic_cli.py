@@ -152,7 +152,10 @@ def test_topic_delete_recreate_bad_input_and_stranded_gc(tmp_path: Path) -> None
         assert r.exit_code != 0 and "partition deleted: 'u/0'" in r.output, r.output
         assert {i.key for i in store.list_all(DATA_PREFIX)} == before
         r = cli("consume", "--data-dir", data, "--partition", "u/0")
-        assert r.exit_code != 0 and "partition 'u/0' was deleted" in r.output, r.output
+        # The deletion's revision, the one `topic delete` printed (newuser18's notes: the
+        # controller's current revision was said).
+        assert r.exit_code != 0 and f"partition 'u/0' was deleted at controller revision " \
+            f"{deleted['u/0']}: nothing to read" in r.output, r.output
         r = cli("topic", "delete", "u", "--data-dir", data)  # twice: unknown now
         assert r.exit_code != 0 and "unknown topic 'u' (deleted at revision" in r.output
 
@@ -190,3 +193,25 @@ def test_topic_delete_recreate_bad_input_and_stranded_gc(tmp_path: Path) -> None
         assert r.exit_code == 0, r.output
     finally:
         cli("cluster", "stop", "--data-dir", data)
+
+
+def test_meta_names_each_deleted_partitions_deletion_revision(tmp_path: Path) -> None:
+    """What `consume` of a deleted partition says comes from `meta`. Old code: only the
+    names, so `consume` said the controller's current revision (620) where `topic delete`
+    had printed `deletion_revision` 615. On the simulated cluster, the revision moved on
+    after the deletion (an epoch minted)."""
+    from epochgc.impl.cluster.rpc import handle
+    from epochgc.impl.sim.cluster import SimCluster
+
+    c = SimCluster(seed=3, partitions=("t/0", "u/0"), store=LocalStore(tmp_path, create=True))
+    try:
+        c.bootstrap()
+        first = c.delete_partition("u/0")
+        c.create_partition("u/0")
+        again = c.delete_partition("u/0")  # the latest deletion of the name is said
+        c.mint()
+        m = c.wait(handle(c.brokers[1], {"op": "meta"}))
+        assert first < again < m["revision"], (first, again, m["revision"])
+        assert m["deleted"] == ["u/0"] and m["deletions"] == {"u/0": again}, m
+    finally:
+        c.close()
