@@ -13,13 +13,13 @@ import stat
 import sys
 import tempfile
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import click
 
 from epochgc.impl.exitcodes import ExitCode
-from epochgc.impl.store.base import StoreError
+from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.url import StoreSpec
 
 # Module -> the extra that installs it (pyproject.toml [project.optional-dependencies];
@@ -315,23 +315,34 @@ def store_writable(spec: StoreSpec, command: str,
     said through `say` ("waiting for ENDPOINT: no answer yet ..."): newuser11 M1/M2, on
     the ordinary client (60 s read timeout, 10 adaptive attempts) an endpoint that never
     answers held `cluster start` silent for 11 minutes, an unreachable one for 26 s."""
+    require_modules(command, store_modules(spec))
+    key = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
+    with bounded_store(spec, say, f"the preflight write of {key!r}") as store:
+        try:
+            store.put(key, b"epochgc preflight: a store the command can write\n")
+            store.delete_batch([key])
+        except (StoreError, OSError) as e:
+            raise Refused(f"store {spec.describe()}: cannot write to it: {e}",
+                          ExitCode.FAILED) from None
+
+
+@contextlib.contextmanager
+def bounded_store(spec: StoreSpec, say: Callable[[str], None] | None,
+                  what: str) -> Iterator[ObjectStore]:
+    """The store opened for a command's own few requests, refused (1) if it cannot be
+    opened; an S3 store's writes bounded and their waits said (`S3Store.bounded_writes`,
+    `what` naming them); closed on the way out."""
     from epochgc.impl.store.s3 import S3Store
     from epochgc.impl.store.url import open_control
 
-    require_modules(command, store_modules(spec))
-    key = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
-    where = spec.describe()
     try:
         store = open_control(spec, say)
     except (StoreError, OSError) as e:
-        raise Refused(f"store {where}: cannot open it: {e}", ExitCode.FAILED) from None
+        raise Refused(f"store {spec.describe()}: cannot open it: {e}", ExitCode.FAILED) from None
     try:
-        with (store.bounded_writes(f"the preflight write of {key!r}")
-              if isinstance(store, S3Store) else contextlib.nullcontext()):
-            store.put(key, b"epochgc preflight: a store the command can write\n")
-            store.delete_batch([key])
-    except (StoreError, OSError) as e:
-        raise Refused(f"store {where}: cannot write to it: {e}", ExitCode.FAILED) from None
+        with (store.bounded_writes(what) if isinstance(store, S3Store)
+              else contextlib.nullcontext()):
+            yield store
     finally:
         store.close()
 

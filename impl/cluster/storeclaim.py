@@ -16,7 +16,7 @@ The rule for a start (new or restart), by what DATA_DIR/cluster.json and the sto
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.cluster.owner import (
@@ -28,7 +28,7 @@ from epochgc.impl.cluster.owner import (
     read_owner,
 )
 from epochgc.impl.exitcodes import ExitCode
-from epochgc.impl.preflight import Refused
+from epochgc.impl.preflight import Refused, bounded_store
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import NoConditionalWrites, ObjectStore, StoreError
 from epochgc.impl.store.url import StoreSpec
@@ -36,23 +36,11 @@ from epochgc.impl.store.url import StoreSpec
 NOTHING = "nothing was started"
 
 
-@contextlib.contextmanager
-def owner_store(spec: StoreSpec, say: Callable[[str], None]) -> Iterator[ObjectStore]:
+def owner_store(spec: StoreSpec,
+                say: Callable[[str], None]) -> contextlib.AbstractContextManager[ObjectStore]:
     """The store, its requests bounded and said as the start's store preflight's are
     (`preflight.store_writable`: an S3 endpoint that never answers is said, not silent)."""
-    from epochgc.impl.store.s3 import S3Store
-    from epochgc.impl.store.url import open_control
-
-    try:
-        store = open_control(spec, say)
-    except (StoreError, OSError) as e:
-        raise Refused(f"store {spec.describe()}: cannot open it: {e}", ExitCode.FAILED) from None
-    try:
-        with (store.bounded_writes(f"the store's cluster id ({OWNER_KEY!r})")
-              if isinstance(store, S3Store) else contextlib.nullcontext()):
-            yield store
-    finally:
-        store.close()
+    return bounded_store(spec, say, f"the store's cluster id ({OWNER_KEY!r})")
 
 
 def store_owner(store: ObjectStore, spec: StoreSpec, lc: LocalCluster) -> Owner | None:

@@ -758,15 +758,11 @@ def _export(summary: GcSummary, metrics_file: str | None, pushgateway: str | Non
     # Each target on its own: a file that could not be written does not keep the push back,
     # and the warning names the one that failed and why, in words (newuser18 U6).
     reg = build_registry(summary)
-    if metrics_file:
-        try:
-            write_textfile(metrics_file, reg)
-        except OSError as e:
-            click.echo(f"epochgc gc: warning: metrics not written to --metrics-file "
-                       f"{metrics_file}: {in_words(e)}", err=True)
-    if pushgateway:
-        try:
-            push(pushgateway, reg)
-        except OSError as e:
-            click.echo(f"epochgc gc: warning: metrics not pushed to --pushgateway "
-                       f"{pushgateway}: {in_words(e)}", err=True)
+    for target, send, done in ((metrics_file, write_textfile, "written to --metrics-file"),
+                               (pushgateway, push, "pushed to --pushgateway")):
+        if target:
+            try:
+                send(target, reg)
+            except OSError as e:
+                click.echo(f"epochgc gc: warning: metrics not {done} {target}: {in_words(e)}",
+                           err=True)
