@@ -9,12 +9,14 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
+import socket
 import stat
 import sys
 import tempfile
 import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from urllib.parse import SplitResult, urlsplit
 
 import click
 
@@ -350,17 +352,10 @@ def bounded_store(spec: StoreSpec, say: Callable[[str], None] | None,
 def pushgateway_address(value: str, option: str = "--pushgateway") -> str:
     """`value` as prometheus_client's push_to_gateway reads it (a URL, or HOST:PORT taken
     as http://), refused (64) now, naming it, if it names no host, has a bad port or a
-    scheme other than http/https, its host does not resolve (issue 41: `--pushgateway
-    notahost` ran the round, then warned, exit 0) or it cannot be connected to within
-    `CONNECT_S` (newuser18 U6: `127.0.0.1:1`, refused, was said after the round only).
-    Whether the gateway takes the push is only known when the round pushes; that failure
-    is a warning (the round's outcome stands)."""
-    import socket
-    from urllib.parse import urlsplit
-
-    # prometheus_client.exposition._use_gateway: no http/https scheme -> "http://" + value.
-    has_scheme = "://" in value
-    url = urlsplit(value if has_scheme else f"http://{value}")
+    scheme other than http/https, or (reached directly, not through a proxy) its host does
+    not resolve (issue 41: `--pushgateway notahost` ran the round, then warned, exit 0).
+    Whether the gateway answers is `pushgateway_unreachable`'s: said, never a refusal."""
+    url = _gateway_url(value)
     if url.scheme not in ("http", "https"):
         raise Refused(f"{option} {value}: scheme {url.scheme!r} (http or https, or "
                       "HOST:PORT)", ExitCode.USAGE)
@@ -370,17 +365,49 @@ def pushgateway_address(value: str, option: str = "--pushgateway") -> str:
         raise Refused(f"{option} {value}: bad port ({e})", ExitCode.USAGE) from None
     if not url.hostname:
         raise Refused(f"{option} {value}: no host", ExitCode.USAGE)
-    port = port or (443 if url.scheme == "https" else 80)
+    if _through_proxy(url):
+        return value  # the proxy resolves the host, not this machine
     try:
-        socket.getaddrinfo(url.hostname, port, type=socket.SOCK_STREAM)
+        socket.getaddrinfo(url.hostname, port or _default_port(url), type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as e:
         raise Refused(f"{option} {value}: host {url.hostname} does not resolve ({e})",
                       ExitCode.USAGE) from None
-    try:  # a TCP connect, closed at once: nothing is sent
+    return value
+
+
+def pushgateway_unreachable(value: str) -> str | None:
+    """Why a TCP connect (closed at once: nothing sent) to the gateway of a checked
+    `pushgateway_address` fails now, within `CONNECT_S`; None if it connects, or if the
+    push goes through a proxy (the gateway is the proxy's to reach). newuser18 U6: a
+    gateway refusing was said only after the round. A warning before the round, not a
+    refusal (review41a R4): metrics are not what GC's safety needs, a gateway down for a
+    minute must not stop collection, and the push after the round tries again."""
+    url = _gateway_url(value)
+    if _through_proxy(url) or not url.hostname:
+        return None
+    port = url.port or _default_port(url)
+    try:
         socket.create_connection((url.hostname, port), timeout=CONNECT_S).close()
     except OSError as e:
         why = (f"no answer within {CONNECT_S:g} s" if isinstance(e, TimeoutError)
                else e.strerror or str(e))
-        raise Refused(f"{option} {value}: cannot connect to {url.hostname} port {port}: "
-                      f"{why}", ExitCode.USAGE) from None
-    return value
+        return f"cannot connect to {url.hostname} port {port}: {why}"
+    return None
+
+
+def _gateway_url(value: str) -> SplitResult:
+    # prometheus_client.exposition._use_gateway: no http/https scheme -> "http://" + value.
+    return urlsplit(value if "://" in value else f"http://{value}")
+
+
+def _default_port(url: SplitResult) -> int:
+    return 443 if url.scheme == "https" else 80
+
+
+def _through_proxy(url: SplitResult) -> bool:
+    """Whether urllib (prometheus_client's push opens the URL with urllib's default
+    handlers, ProxyHandler among them) sends this URL through a proxy: the *_proxy
+    environment variables, less no_proxy (urllib.request.getproxies, proxy_bypass)."""
+    from urllib.request import getproxies, proxy_bypass
+
+    return url.scheme in getproxies() and not proxy_bypass(url.hostname or "")

@@ -54,6 +54,7 @@ from epochgc.impl.preflight import (
     Refused,
     creatable_path,
     pushgateway_address,
+    pushgateway_unreachable,
     require_spark,
     store_modules,
     writable_file,
@@ -257,7 +258,8 @@ class _UnixTime(click.ParamType):  # type: ignore[type-arg]
 )
 @click.option("--pushgateway", metavar="HOST:PORT",
               help="Push Prometheus metrics here (HOST:PORT or an http(s) URL); a host that "
-              "does not resolve or cannot be connected to is refused before the round (64).")
+              "does not resolve is refused before the round (64), one that cannot be "
+              "connected to now is a warning before it (the round runs).")
 @click.option("--quiet", "-q", is_flag=True,
               help="No progress on stderr. Without it: a bar when stderr is a terminal that "
               "reports its width; elsewhere (a log, a pipe, a pty of 0 columns such as "
@@ -328,6 +330,12 @@ def gc(
         _outside_data(metrics_file, spec, "--metrics-file")
     if pushgateway is not None:
         pushgateway_address(pushgateway)
+        down = pushgateway_unreachable(pushgateway)
+        if down is not None and not (as_json and streams_merged()):
+            # Said before the round, which runs: the push after it tries again (R4).
+            echo_safe(f"epochgc gc: warning: --pushgateway {pushgateway}: {down}; the round "
+                      "runs, and its metrics are pushed after it if the gateway answers then",
+                      err=True)
     if list_keys == "-":
         closedout.output_is_work()  # the keys on stdout are what the dry run was asked for
     elif list_keys is not None:
