@@ -82,6 +82,9 @@ JSON_KEYS = (
     # newuser14 R1: the signal the command ends by (128 + its number is `exit_code`), also
     # when another stop (`interrupted`: unhealthy, deadline, paused) came first; else null.
     "signal",
+    # review41a R5: why the round's own record could not be written (null: written, or
+    # none to write); the exit code is then 1 and `record` null.
+    "record_error",
 )
 
 

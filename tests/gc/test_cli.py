@@ -287,4 +287,6 @@ def test_a_round_whose_record_cannot_be_written_says_so_and_exits_1(
     if as_json:
         out = json.loads(r.stdout)
         assert (out["outcome"], out["record"], out["exit_code"]) == (why, None, 1), out
+        # review41a R5: the object says why too, not only stderr's line.
+        assert "Not a directory" in out["record_error"], out
     assert before <= all_keys(LocalStore(tmp_path))  # nothing deleted
