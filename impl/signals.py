@@ -281,22 +281,62 @@ def finishing(exit_code: int | None) -> Iterator[None]:
     """The command's last output, its result (`exit_code`) decided: written under this,
     and then the work is `complete`. A first signal while it is written is held, not
     raised (the output is whole, not cut by a signal that comes as it is written), and
-    said as a late signal once it is out; a second one raises `Interrupted` as before, so
-    that a write blocked on a reader that never reads still ends on a Ctrl-C. Leaves
-    stdout flushed. Call from the main thread."""
+    said as a late signal once it is out; a second one raises the first one's
+    `Interrupted` (the first decides the exit code), so that a write blocked on a reader
+    that never reads still ends on a Ctrl-C. If the output's code raises, the work is not
+    complete: a held signal is raised then, as the run's interrupt. Leaves stdout
+    flushed. Call from the main thread."""
     global _finishing
     _finishing += 1
     try:
         checkpoint(FINISHING_POINT)  # the signal tests' point: the output not yet written
-        yield
-        with contextlib.suppress(OSError, ValueError):  # said by impl/closedout.py
-            sys.stdout.flush()
+        try:
+            yield
+        except SystemExit as e:  # the output's code exits with its result (conform)
+            _complete_flushed(e.code if isinstance(e.code, int) or e.code is None else 1)
+            raise
+        except KeyboardInterrupt:  # a second signal: the held one decided it (`_first`)
+            raise
+        except BaseException as e:
+            # The output failed: the work is not complete, so a signal held meanwhile is
+            # the run's first signal, not a late one (review41a R7: left in `_held`, it
+            # was raised as the NEXT in-process run's own interrupt). Raised here with
+            # what failed, as the handler would have raised it.
+            held = _release()
+            if held is None:
+                raise
+            _note(held)
+            raise Interrupted(held, f"{done_so_far()}; its last output failed: {e}") from e
         # Complete before `_finishing` drops: no bytecode between the two where a signal
         # would be neither held nor late (the newuser19 probe found that window: an
         # "interrupted ... nothing was written yet" after check-trace's verdict).
-        complete(exit_code)
+        _complete_flushed(exit_code)
     finally:
         _finishing -= 1
+
+
+def _complete_flushed(exit_code: int | None) -> None:
+    """`complete`, stdout flushed first (a failed flush is said by impl/closedout.py)."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+    complete(exit_code)
+
+
+def _release() -> int | None:
+    """The signal `finishing` holds, no longer held."""
+    global _held
+    held, _held = _held, None
+    return held
+
+
+def _first(signum: int) -> int:
+    """The signal that decides how an interrupted run ends: one `finishing` held, if a
+    second came while it held it (review41a R8: the second, SIGTERM after a held SIGINT,
+    ended the run 143), else `signum`. The second one only cuts the output short (a write
+    blocked on a reader that never reads), as gc's rule has it: the first signal decides
+    (impl/gc/README.md)."""
+    held = _release() if _finishing else None
+    return held if held is not None else signum
 
 
 def _late(signum: int) -> bool:
@@ -344,6 +384,7 @@ def _handler(signum: int, _frame: FrameType | None) -> None:
     global _pending
     if _late(signum):
         return
+    signum = _first(signum)
     if _note(signum):
         if _deferring:
             _pending = True
@@ -420,6 +461,7 @@ def run(main: Coroutine[Any, Any, T]) -> T:
         # the cancel goes through `call_soon_threadsafe`, which wakes the loop.
         if _late(signum):
             return
+        signum = _first(signum)
         if _note(signum):
             got.append(signum)
             if cancel:

@@ -15,11 +15,13 @@ Each command signals itself at a named point (impl/signals.py: `finishing`, `end
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import click
@@ -161,3 +163,55 @@ def test_a_signal_after_cluster_ready_leaves_the_start_done(tmp_path: Path,
         assert LocalCluster(str(d)).running() == [1]  # as "cluster ready" said
     finally:
         stop(d)
+
+
+def _blocked_in_pipe_write(pid: int) -> bool:
+    """The process's main thread sleeps in a write to a full pipe (proc(5) wchan, as
+    tests/impl/test_stderr_signal_write.py reads it)."""
+    try:
+        return "pipe_write" in Path(f"/proc/{pid}/wchan").read_text()
+    except OSError:
+        return False
+
+
+def test_a_second_signal_cuts_a_blocked_verdict_and_the_first_decides(tmp_path: Path) -> None:
+    """review41a R8: check-trace's verdict goes to a full pipe nobody reads; SIGINT comes as
+    it begins (held: `finishing`), then SIGTERM once the write is blocked. The second only
+    cuts the write short: the run ends by the first, SIGINT (gc's rule, impl/gc/README.md).
+    Sent once the kernel shows the write blocked, not after a sleep."""
+    trace = tmp_path / "trace.ndjson"
+    write_trace(trace)
+    r, w = os.pipe()
+    try:
+        os.set_blocking(w, False)
+        with contextlib.suppress(BlockingIOError):
+            while True:  # fill it: the verdict's write blocks
+                os.write(w, b"x" * 4096)
+        os.set_blocking(w, True)
+        env = dict(os.environ, PYTHONPATH=str(ROOT), **{HOOK_ENV: "finishing:SIGINT"})
+        p = subprocess.Popen([sys.executable, "-m", "epochgc", "check-trace", str(trace)],
+                             stdout=w, stderr=subprocess.PIPE, env=env, text=True,
+                             cwd=tmp_path)
+        os.close(w)
+        w = -1
+        try:
+            deadline = time.monotonic() + 60
+            while not _blocked_in_pipe_write(p.pid) and p.poll() is None:
+                assert time.monotonic() < deadline, "the verdict's write never blocked"
+                time.sleep(0.01)
+            p.send_signal(signal.SIGTERM)
+            code = p.wait(timeout=60)
+            err = p.stderr.read() if p.stderr else ""
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+            if p.stderr:
+                p.stderr.close()
+    finally:
+        os.close(r)
+        if w >= 0:
+            os.close(w)
+    # Old code: exit -15, "interrupted by SIGTERM": the held SIGINT was dropped.
+    assert code == by_signal(signal.SIGINT), err
+    assert "epochgc check-trace: interrupted by SIGINT: " in err.splitlines()[-1], err

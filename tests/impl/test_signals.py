@@ -60,6 +60,47 @@ def test_a_signal_during_a_deferred_cleanup_is_raised_after_it() -> None:
     assert r.stdout.split() == ["cleanup", "done", "interrupted", "SIGINT"], r.stdout
 
 
+def test_a_second_signal_while_finishing_ends_it_by_the_first() -> None:
+    """review41a R8: a first signal while the last output is written is held; a second
+    cuts the write short, and the first decides the exit code (gc's rule)."""
+    r = _py('''
+        with signals.finishing(0):
+            os.kill(os.getpid(), signal.SIGINT)  # held: the output is being written
+            print("held", flush=True)
+            os.kill(os.getpid(), signal.SIGTERM)  # the second cuts it short
+            print("not reached")
+    ''')
+    # Old code: exit 143, "interrupted SIGTERM": the held SIGINT was dropped.
+    assert r.returncode == 130, r.stderr
+    assert r.stdout.split() == ["held", "interrupted", "SIGINT"], r.stdout
+
+
+def test_a_signal_held_by_a_failed_output_ends_that_run_not_the_next() -> None:
+    """review41a R7: the output's code raised after a signal was held; the signal stayed
+    held and the next in-process run's `finishing` raised it as its own interrupt. Now the
+    failed output's run ends by it (its work is not complete), with what failed."""
+    r = _py('''
+        try:
+            with signals.finishing(0):
+                os.kill(os.getpid(), signal.SIGINT)  # held
+                raise OSError("stdout went away")  # the output fails
+        except signals.Interrupted as e:
+            print("run1:", e.name, "|", e.detail, "|", repr(e.__cause__), flush=True)
+        except OSError as e:
+            print("run1:", repr(e), flush=True)
+        with signals.finishing(0):
+            print("run2: written", flush=True)
+        print("run2: complete", flush=True)
+    ''')
+    # Old code: "run1: OSError('stdout went away')", "run2: written", then run 2 ended by
+    # run 1's SIGINT as it completed (exit 130, "interrupted SIGINT").
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        "run1: SIGINT | before the command began: nothing was done; its last output "
+        "failed: stdout went away | OSError('stdout went away')",
+        "run2: written", "run2: complete"], r.stdout
+
+
 def test_run_cancels_the_main_task_and_raises_interrupted_even_if_it_swallows() -> None:
     r = _py('''
         async def main():
