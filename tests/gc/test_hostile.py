@@ -112,9 +112,11 @@ def test_found_store_full_round(spark: Any, tmp_path: Path) -> None:
     # `_cluster/gc` is a link out of the store: the round can read neither the GC's admin
     # state there (unreadable counts as paused, issue 30: it fails closed) nor take the
     # lease or journal its deletes, so it deletes nothing (issue 29; it used to delete and
-    # only lose its record).
+    # only lose its record). Its record cannot be written either: exit 1, not paused's 3
+    # (newuser18 U3: a retry there never records).
     paused = run_gc(spark, local_spec(root), opts, clock=lambda: NOW)
-    assert paused.exit_code == 3 and paused.deleted == 0
+    assert (paused.outcome, paused.exit_code, paused.deleted) == ("paused", 1, 0), paused
+    assert paused.record is None and paused.record_error is not None
     assert "symbolic link" in (paused.paused or ""), paused.paused
     assert check_round(before, fingerprint(root, outside), root, set()) == set()
     (root / "_cluster/gc").unlink()
