@@ -107,8 +107,10 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
 
     A store belongs to one cluster: the first start names its cluster in the store
     (_cluster/cluster-id.json, the id also in DATA_DIR/cluster.json); a start of another
-    cluster on it is refused (64), naming the data directory that owns it. A local store
-    equal to, inside or around DATA_DIR is refused (64)."""
+    cluster on it is refused (64), naming the data directory that owns it, and so is a new
+    cluster on a store that names none but holds a cluster's data (only that older cluster's
+    own data directory adopts it). A local store equal to, inside or around DATA_DIR is
+    refused (64) for a new cluster (an existing one made so starts, with a warning)."""
     try:
         spec = parse_store_url(store, s3_endpoint)
     except StoreError as e:
