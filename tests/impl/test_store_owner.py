@@ -190,6 +190,12 @@ def test_the_claim_on_s3_is_a_conditional_create(moto_endpoint: str) -> None:
         assert read_owner(store) is None
         assert claim(store, a) is None
         assert claim(store, b) == a and read_owner(store) == a
+        # A cluster's data is found by a one-key listing (review41a R1), the owner is not.
+        from epochgc.impl.cluster.storeclaim import held_data
+
+        assert held_data(store) is None
+        store.put(OLD_DATA[2], b"x")
+        assert held_data(store) == OLD_DATA[2]
     finally:
         store.close()
 
