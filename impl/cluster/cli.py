@@ -36,7 +36,12 @@ from epochgc.impl.cluster.local import (
 from epochgc.impl.cluster.owner import new_cluster_id
 from epochgc.impl.cluster.placement import placement_problem
 from epochgc.impl.cluster.rpc import MAX_RECORD_BYTES
-from epochgc.impl.cluster.storeclaim import claim_store, owner_store, store_owner
+from epochgc.impl.cluster.storeclaim import (
+    claim_store,
+    owner_store,
+    refuse_held_data,
+    store_owner,
+)
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.finite import FiniteFloat
 from epochgc.impl.gc.errors import ReportError
@@ -102,8 +107,10 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
 
     A store belongs to one cluster: the first start names its cluster in the store
     (_cluster/cluster-id.json, the id also in DATA_DIR/cluster.json); a start of another
-    cluster on it is refused (64), naming the data directory that owns it. A local store
-    equal to, inside or around DATA_DIR is refused (64)."""
+    cluster on it is refused (64), naming the data directory that owns it, and so is a new
+    cluster on a store that names none but holds a cluster's data (only that older cluster's
+    own data directory adopts it). A local store equal to, inside or around DATA_DIR is
+    refused (64) for a new cluster (an existing one made so starts, with a warning)."""
     try:
         spec = parse_store_url(store, s3_endpoint)
     except StoreError as e:
@@ -169,7 +176,13 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
     if spec.kind == "file":
         # newuser18 U1: a store in (or around) a data directory mixes objects and Raft logs.
         problem = placement_problem(str(lc.dir), spec.location)
-        if problem is not None:
+        if problem is not None and lc.meta:
+            # An existing cluster made so (the old README's `--data-dir run --store
+            # run/store`) restarts: moving its store is a changed option, so refusing
+            # stranded its data (review41a R3). New clusters are refused.
+            _say_start(f"warning: {problem} (this cluster was created so: it starts; "
+                       "docs/operations.md \"One store, one cluster\")")
+        elif problem is not None:
             raise Refused(f"refused: {problem} (nothing was started)", ExitCode.USAGE)
     # The start's first writes (the store's directory, its preflight object, the
     # cluster's file): what a signal's line says from here (newuser15 S3).
@@ -186,6 +199,10 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
         # here, before this start writes anything.
         owned = store_owner(claimed, spec, lc)
         new = not lc.meta
+        if owned is None and new:
+            # Only an existing data directory adopts a store that names no cluster but holds
+            # one's data (review41a R1): a new one would take a live older cluster's store.
+            refuse_held_data(claimed, spec, f"the one under {lc.dir}")
         if new:
             extra = ["--trace", trace] if trace else []
             if s3_endpoint:

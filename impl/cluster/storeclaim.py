@@ -6,6 +6,12 @@ The rule for a start (new or restart), by what DATA_DIR/cluster.json and the sto
 - the store names this cluster's id: the start goes on;
 - the store names another id: refused (64), naming the store and the data directory that
   owns it, nothing started, nothing written;
+- the store names none but holds a cluster's data (`held_data`: its partition table, a
+  health report, an L0 or L1 object) and DATA_DIR has no cluster.json yet: refused (64).
+  Such a store is a cluster's made before stores named their cluster (every live cluster
+  at the upgrade), and a new cluster that took it would write over that cluster's reports
+  and its GC delete that cluster's acknowledged data (review41a R1: newuser18 U1 again).
+  Only an existing data directory adopts it (below); `chaos --store` is refused the same;
 - the store names none: this cluster's id is written into cluster.json (a new cluster's
   file, or a cluster made before stores named their cluster: an existing data directory
   keeps working and adopts its store), then into the store by a create that succeeds only
@@ -28,12 +34,21 @@ from epochgc.impl.cluster.owner import (
     read_owner,
 )
 from epochgc.impl.exitcodes import ExitCode
+from epochgc.impl.gc.manifest import DATA_PREFIX
+from epochgc.impl.gc.reports import HEALTH_PREFIX, PARTITIONS_KEY
 from epochgc.impl.preflight import Refused, bounded_store
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import NoConditionalWrites, ObjectStore, StoreError
 from epochgc.impl.store.url import StoreSpec
 
 NOTHING = "nothing was started"
+# What only a cluster writes to its store (its nodes: the partition table, health reports,
+# L0 objects under DATA_PREFIX, reconciled L1 objects: impl/broker/reconciler.py). Not
+# `_cluster/preflight/` or `_cluster/gc/` probes, which a refused start or a gc may leave.
+CLUSTER_DATA = (PARTITIONS_KEY, HEALTH_PREFIX, DATA_PREFIX, "level_one/")
+_WAY_OUT = ("restart the cluster it belongs to from its own data directory (that start "
+            "names it the store's owner), or give this one a store of its own; "
+            "docs/operations.md \"One store, one cluster\"")
 
 
 def owner_store(spec: StoreSpec,
@@ -58,6 +73,34 @@ def store_owner(store: ObjectStore, spec: StoreSpec, lc: LocalCluster) -> Owner 
     if found is not None and found.cluster_id != lc.meta.get("cluster_id"):
         raise Refused(another_cluster(spec, found, lc), ExitCode.USAGE)
     return found
+
+
+def held_data(store: ObjectStore) -> str | None:
+    """The first key of a cluster's data the store holds (None: none). One listing of at
+    most one key per prefix; an entry a local store will not list as an object (a link)
+    counts: something is there."""
+    for prefix in CLUSTER_DATA:
+        page = store.list_page(prefix, limit=1)
+        if page.objects:
+            return page.objects[0].key
+        if page.refused:
+            return page.refused[0][0]
+    return None
+
+
+def refuse_held_data(store: ObjectStore, spec: StoreSpec, who: str) -> None:
+    """Refused (64) if the store, which names no cluster, holds a cluster's data: a cluster
+    made before stores named their cluster, which `who` (a new cluster) must not take."""
+    try:
+        found = held_data(store)
+    except StoreError as e:
+        raise Refused(f"store {spec.describe()}: cannot list it for a cluster's data: {e} "
+                      f"({NOTHING})", ExitCode.FAILED) from None
+    if found is not None:
+        raise Refused(f"refused: store {spec.describe()} names no cluster but holds a "
+                      f"cluster's data ({found!r}): a cluster made before stores named their "
+                      f"cluster; {who} is a new cluster and would take it over: {_WAY_OUT} "
+                      f"({NOTHING})", ExitCode.USAGE)
 
 
 def claim_store(store: ObjectStore, spec: StoreSpec, lc: LocalCluster, new: bool) -> None:
@@ -105,12 +148,14 @@ def claim_for_new_cluster(spec: StoreSpec, label: str, say: Callable[[str], None
     from epochgc.impl.cluster.owner import new_cluster_id
 
     where = spec.describe()
+    mine = owner_for(new_cluster_id(), label)
     with owner_store(spec, say) as store:
         try:
             found = read_owner(store)
             if found is None:
+                refuse_held_data(store, spec, "this run")
                 store.require_conditional_writes()
-                found = claim(store, owner_for(new_cluster_id(), label))
+                found = claim(store, mine)
         except DamagedOwner as e:
             raise Refused(f"store {where} holds {OWNER_KEY}, damaged ({e}): it is a cluster's "
                           f"store; give this run a store of its own ({NOTHING})",
@@ -121,7 +166,9 @@ def claim_for_new_cluster(spec: StoreSpec, label: str, say: Callable[[str], None
         except StoreError as e:
             raise Refused(f"store {where}: cannot read or write {OWNER_KEY}: {e} ({NOTHING})",
                           ExitCode.FAILED) from None
-    if found is not None:
+    # Its own id found: the create was applied and its answer lost, and a retry answered
+    # "exists" (review41a R2; `claim_store` compares the same way).
+    if found is not None and found.cluster_id != mine.cluster_id:
         raise Refused(f"refused: the store belongs to another cluster: {where} is cluster "
                       f"{found.cluster_id}'s (data directory {found.where()}); this command "
                       f"runs a new cluster: give it a store of its own ({NOTHING})",

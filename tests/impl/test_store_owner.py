@@ -190,6 +190,12 @@ def test_the_claim_on_s3_is_a_conditional_create(moto_endpoint: str) -> None:
         assert read_owner(store) is None
         assert claim(store, a) is None
         assert claim(store, b) == a and read_owner(store) == a
+        # A cluster's data is found by a one-key listing (review41a R1), the owner is not.
+        from epochgc.impl.cluster.storeclaim import held_data
+
+        assert held_data(store) is None
+        store.put(OLD_DATA[2], b"x")
+        assert held_data(store) == OLD_DATA[2]
     finally:
         store.close()
 
@@ -266,3 +272,101 @@ def test_a_cluster_file_with_a_bad_cluster_id_is_damaged(tmp_path: Path) -> None
     r = cli("cluster", "start", "--data-dir", str(tmp_path / "c"), "--store",
             str(tmp_path / "s"), *ONE_NODE)
     assert r.exit_code == ExitCode.DATAERR and "'cluster_id'" in r.output, r.output
+
+
+# review41a R1: a store that names no owner but holds a cluster's data is a cluster's made
+# before stores named their cluster (every live cluster at the upgrade): only that cluster's
+# own data directory (cluster.json, no id) adopts it; a new one, and chaos, are refused.
+OLD_DATA = [
+    "_cluster/partitions.json",
+    "_cluster/health/n1.json",
+    "level_zero/data/863/000000000000000002/121212dea30c4c73aedbd1f1a7af994b",
+    "level_one/t/000000/00000000000000000000-00000000000000000009-t1",
+]
+
+
+def _old_store(root: Path, key: str) -> Path:
+    store = root / "s"
+    (store / key).parent.mkdir(parents=True)
+    (store / key).write_bytes(b"{}")
+    return store
+
+
+@pytest.mark.parametrize("key", OLD_DATA)
+def test_a_new_cluster_on_an_unnamed_store_holding_data_is_refused(
+        tmp_path: Path, key: str) -> None:
+    store = _old_store(tmp_path, key)
+
+    def files() -> list[Path]:  # the preflight's probe leaves its empty directory (s29b)
+        return sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*") if not p.is_dir())
+
+    before = files()
+    r = cli("cluster", "start", "--data-dir", str(tmp_path / "b"), "--store", str(store),
+            *ONE_NODE)
+    try:
+        # Main: exit 0, "cluster ready": b claimed the older cluster's store.
+        assert r.exit_code == ExitCode.USAGE, r.output
+        assert r.output.count("\n") == 1 and key in r.output, r.output
+        assert "holds a cluster's data" in r.output and "operations.md" in r.output, r.output
+        assert files() == before and not (tmp_path / "b").exists()
+    finally:
+        if r.exit_code == 0:
+            cli("cluster", "stop", "--data-dir", str(tmp_path / "b"))
+
+
+def test_chaos_on_an_unnamed_store_holding_data_is_refused(tmp_path: Path) -> None:
+    store = _old_store(tmp_path, OLD_DATA[2])
+    r = cli("chaos", "--seconds", "10", "--gc-engine", "model", "--quiet", "--store",
+            str(store), "--out", str(tmp_path / "out"))
+    assert r.exit_code == ExitCode.USAGE, r.output  # main: the run began on it
+    assert "holds a cluster's data" in r.output and OLD_DATA[2] in r.output, r.output
+    assert not (tmp_path / "out").exists() and not (store / OWNER_KEY).exists()
+
+
+def test_chaos_accepts_its_own_claim_found_after_a_lost_answer(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """review41a R2: the create is applied but its answer is lost; botocore's retry of the
+    same request is answered 412 (exists): `create_if_absent` says None and the read finds
+    this run's own document. Main refused it as another cluster's (64) and left the store
+    named by a run that never ran."""
+    from epochgc.impl.cluster.storeclaim import claim_for_new_cluster
+    from epochgc.impl.store.url import parse_store_url
+
+    real = LocalStore.create_if_absent
+
+    def answer_lost(self: LocalStore, key: str, data: bytes) -> str | None:
+        real(self, key, data)  # applied; its answer never arrives
+        return real(self, key, data)  # the retry: exists (None)
+
+    monkeypatch.setattr(LocalStore, "create_if_absent", answer_lost)
+    (tmp_path / "s").mkdir()
+    claim_for_new_cluster(parse_store_url(str(tmp_path / "s")), "run one", print)
+    got = read_owner(LocalStore(tmp_path / "s"))
+    assert got is not None and got.data_dir == "run one"
+
+
+def test_a_cluster_made_with_the_store_inside_its_data_directory_restarts(
+        tmp_path: Path) -> None:
+    """review41a R3: the old README made `--data-dir run --store run/store`; main refused
+    its restart (store inside the data directory) and any other --store (a changed option):
+    no command started it again. An existing cluster restarts, with one warning line; the
+    refusal stays for new clusters (test above). It also adopts its store, which names no
+    cluster (R1: its own data directory may)."""
+    from epochgc.impl.cluster.local import LocalCluster
+
+    run = tmp_path / "run"
+    store = run / "store"
+    lc = LocalCluster(str(run))  # what the old start wrote: no cluster_id
+    lc.init(1, str(store), ["t/0"], 3.0, [])
+    lc.meta["s3_endpoint"] = None
+    lc.save()
+    (store / "_cluster/health").mkdir(parents=True)
+    (store / "_cluster/health/n9.json").write_text("{}")  # data from its earlier life
+    r = cli("cluster", "start", "--data-dir", str(run), "--store", str(store), *ONE_NODE)
+    try:
+        assert r.exit_code == 0 and "cluster ready" in r.output, r.output
+        warned = [ln for ln in r.output.splitlines() if "inside the data directory" in ln]
+        assert len(warned) == 1 and "warning" in warned[0], r.output
+        assert file_id(run) is not None and store_id(store) == file_id(run)
+    finally:
+        cli("cluster", "stop", "--data-dir", str(run))
