@@ -20,7 +20,12 @@ A write that fails (the trace's file system full, the file at the process's size
 stops the trace and nothing else (newuser18 U7: the OSError raised inside Raft's flush and
 the fence, and the node stopped serving). The trace is an observation aid: the node logs one
 line, cuts the torn record so the file ends with whole records (`epochgc check-trace` reads
-it as a trace that ends early), and says it in its status answer (`cluster status`).
+it as a trace that ends early), and says it in its status answer (`cluster status`). One
+case is not cut: another node appended after the torn bytes (in the moment between the
+failed write and the cut's lock, `TraceWriter._append`). Its whole record is not this node's
+to delete, so the torn bytes stay, glued to its line, the status says "a torn record is left
+at byte B", and `epochgc check-trace` refuses that line (65), saying it is a torn record and
+whose record follows it.
 """
 
 from __future__ import annotations
