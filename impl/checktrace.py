@@ -178,6 +178,33 @@ class Progress:
                 "against the model")
 
 
+# How impl/trace.py's records begin (json.dumps with sort_keys: the first key of each kind).
+_RECORD_STARTS = ('{"accepted":', '{"admitted":')
+
+
+def glued(line: str) -> str | None:
+    """What a line that is not JSON holds when it is a torn record with another node's whole
+    record appended after it (impl/trace.py: a node's write failed part-way and another node
+    appended before the torn bytes could be cut; that node's status says "a torn record is
+    left at byte B"), in words; None when it is not that. The trace cannot be checked past a
+    record cut in two, so the line stays malformed (65), but the error says which it is."""
+    body = line.rstrip("\r\n")
+    for first in _RECORD_STARTS:
+        at = body.find(first, 1)
+        while at > 0:
+            try:
+                doc, end = json.JSONDecoder().raw_decode(body, at)
+            except ValueError:
+                doc, end = None, -1
+            if end == len(body) and isinstance(doc, dict) and "node" in doc and "seq" in doc:
+                return (f"a torn record: its first {at:,} bytes are what a node's failed trace "
+                        f"write left (`cluster status`: 'a torn record is left at byte ...'), "
+                        f"and node {doc['node']}'s record {doc['seq']} was appended after "
+                        "them on this line")
+            at = body.find(first, at + 1)
+    return None
+
+
 def parse(path: str, progress: Progress | None = None) -> list[Rec]:
     progress = progress if progress is not None else Progress()
     recs = []
@@ -197,7 +224,9 @@ def parse(path: str, progress: Progress | None = None) -> list[Rec]:
                 progress.read += 1
                 if progress.read == 1:
                     checkpoint("record")  # the signal tests' point
-            except (json.JSONDecodeError, Malformed, TypeError) as e:
+            except json.JSONDecodeError as e:
+                raise Malformed(f"{source}:{n}: {glued(line) or e}") from None
+            except (Malformed, TypeError) as e:
                 raise Malformed(f"{source}:{n}: {e}") from None
             except ValueError as e:  # after its subclass JSONDecodeError: int(str)'s bound
                 raise Malformed(f"{source}:{n}: {too_many_digits(e)}") from None

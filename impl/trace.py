@@ -20,19 +20,25 @@ A write that fails (the trace's file system full, the file at the process's size
 stops the trace and nothing else (newuser18 U7: the OSError raised inside Raft's flush and
 the fence, and the node stopped serving). The trace is an observation aid: the node logs one
 line, cuts the torn record so the file ends with whole records (`epochgc check-trace` reads
-it as a trace that ends early), and says it in its status answer (`cluster status`).
+it as a trace that ends early), and says it in its status answer (`cluster status`). One
+case is not cut: another node appended after the torn bytes (in the moment between the
+failed write and the cut's lock, `TraceWriter._append`). Its whole record is not this node's
+to delete, so the torn bytes stay, glued to its line, the status says "a torn record is left
+at byte B", and `epochgc check-trace` refuses that line (65), saying it is a torn record and
+whose record follows it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import logging
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -112,43 +118,81 @@ class TraceWriter:
         for the data"). So a record can be torn: its first bytes in the file, the rest
         refused. O_APPEND places each write at the end and leaves the offset just past it,
         so the torn record's first byte is `lseek(fd, 0, SEEK_CUR) - written`, whatever
-        other nodes appended before it."""
-        written = 0
-        start: int | None = None
+        other nodes appended before it.
+
+        The nodes share the file, so each write holds flock(2)'s LOCK_SH (writers never
+        wait for each other), and a torn record is finished or cut under LOCK_EX ("Only one
+        process may hold an exclusive lock for a given file at a given time"): no other
+        node appends between the check that the file still ends with it and the write of
+        its rest or the ftruncate (review41a R6: another node's record, appended between an
+        unlocked check and the cut, was cut). flock(2): a lock belongs to the open file
+        description, and each node opens the file itself, so the nodes' locks conflict."""
         try:
-            while written < len(data):
-                n = os.write(self._fd, data[written:])
+            with self._locked(fcntl.LOCK_SH):
+                n = os.write(self._fd, data)
                 if n == 0:  # no error and no progress: would loop for ever
                     raise OSError(errno.EIO, "write(2) took none of the record's bytes")
-                if start is None:
-                    start = os.lseek(self._fd, 0, os.SEEK_CUR) - n
-                written += n
         except OSError as e:
-            self._stop(e, start, written)
+            self._stop(e, "")  # nothing of it was written
+            return
+        if n < len(data):
+            self._torn(data, os.lseek(self._fd, 0, os.SEEK_CUR) - n, n)
 
-    def _stop(self, e: OSError, start: int | None, written: int) -> None:
-        error = e.strerror or str(e)
-        if start is not None and written:
-            error += self._cut(start, start + written)
+    def _torn(self, data: bytes, start: int, written: int) -> None:
+        """A short write left [start, start + written) of the record: under LOCK_EX, write
+        its rest if the file still ends with it (so no other record lands inside it), else
+        leave it and say so; cut it if its rest cannot be written. The trace stops (its
+        file closed) after the lock is released."""
+        failed: OSError | None = None
+        try:
+            with self._locked(fcntl.LOCK_EX):
+                if os.fstat(self._fd).st_size != start + written:
+                    torn = (f"; a torn record is left at byte {start:,} (another node wrote "
+                            "after it; `epochgc check-trace` refuses its line)")
+                else:
+                    try:
+                        while written < len(data):
+                            n = os.write(self._fd, data[written:])
+                            if n == 0:
+                                raise OSError(errno.EIO,
+                                              "write(2) took none of the record's bytes")
+                            written += n
+                        return  # whole after all
+                    except OSError as e:
+                        failed, torn = e, self._cut(start)
+        except OSError as e:  # the lock (ENOLCK) or the fstat: nothing is cut unchecked
+            torn = (f"; a torn record is left at byte {start:,} (the file could not be "
+                    f"locked and checked to cut it: {e.strerror or e})")
+        self._stop(failed, torn)
+
+    @contextlib.contextmanager
+    def _locked(self, how: int) -> Iterator[None]:
+        fcntl.flock(self._fd, how)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(OSError):
+                fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def _stop(self, e: OSError | None, torn: str) -> None:
+        error = ("write(2) wrote part of a record" if e is None else e.strerror or str(e)) + torn
         self.stopped = TraceStopped(self.path, self.seq, error)
         # One line, at error: the trace asked for is incomplete from here on.
         log.error("trace stopped at record %d: %s (%s holds the records before it; the "
                   "node serves on)", self.seq, error, self.path,
                   extra={"trace": self.path, "record": self.seq})
-        with contextlib.suppress(OSError):  # nothing more is written to it
+        with contextlib.suppress(OSError):  # nothing more is written to it (nor locked)
             os.close(self._fd)
         self._fd = -1
 
-    def _cut(self, start: int, end: int) -> str:
-        """Cut the torn record [start, end) when it is the file's tail, so the trace ends
-        with a whole record; "" when cut, else what is left where. Never cuts what another
-        node appended after it (whole records of theirs: not this node's to delete)."""
+    def _cut(self, start: int) -> str:
+        """Cut the torn record at `start`, the file's tail (checked under the caller's
+        LOCK_EX), so the trace ends with a whole record: "" when cut, else why not."""
         try:
-            if os.fstat(self._fd).st_size != end:
-                return f"; a torn record is left at byte {start:,} (another node wrote after it)"
             os.ftruncate(self._fd, start)
         except OSError as e:
-            return f"; the torn record at byte {start:,} could not be cut: {e.strerror or e}"
+            return (f"; the torn record at byte {start:,} could not be cut: {e.strerror or e} "
+                    "(`epochgc check-trace` refuses its line)")
         return ""
 
     def status(self) -> dict[str, object] | None:

@@ -87,7 +87,9 @@ def cluster() -> None:
 @click.option("--trace", default=None, type=pathopt.Path(dir_okay=False),
               help="every node appends an NDJSON trace here (epochgc check-trace FILE); "
                    "a node that cannot write it (a full disk, a size limit) stops its trace "
-                   "at its last whole record and serves on (cluster status says it)")
+                   "at its last whole record and serves on (cluster status says it; if "
+                   "another node appended after its torn record, that is left and said, and "
+                   "check-trace refuses its line)")
 @click.option("--s3-endpoint", default=None,
               help="endpoint of an S3-compatible server, for s3:// stores")
 @click.option("--log-level", default="WARNING", show_default=True,

@@ -245,3 +245,22 @@ def test_a_divergence_says_how_many_records_were_checked(
     last = out.strip().splitlines()[-1]
     assert last.startswith(f"checked: {at:,} of {2 * n:,} records ("), last
     assert "stopped at the first divergence" in last, last
+
+
+def test_a_torn_record_with_another_nodes_record_glued_after_it_is_named(tmp_path: Path) -> None:
+    """review41a R6: a node's trace write failed part-way and another node appended before
+    the torn bytes could be cut (impl/trace.py leaves them). The line is refused (a record is
+    cut in two), and the error says that, which bytes, and whose whole record follows; old
+    code said only the JSON decoder's "Extra data" or "Expecting ..."."""
+    t = tmp_path / "trace.ndjson"
+    write_trace(t)
+    lines = t.read_text().splitlines()
+    after = json.loads(lines[5])
+    lines[4:6] = [lines[4][:57] + lines[5]]  # 57 bytes of record 5, then record 6 whole
+    t.write_text("\n".join(lines) + "\n")
+    code, out = run(t)
+    assert code == 65, out
+    assert (f"{t}:5: a torn record: its first 57 bytes are what a node's failed trace write "
+            f"left (`cluster status`: 'a torn record is left at byte ...'), and node "
+            f"{after['node']}'s record {after['seq']} was appended after them on this line"
+            ) in out, out

@@ -76,12 +76,17 @@ def test_a_torn_record_another_node_wrote_after_is_left_and_said(tmp_path: Path)
     trace = tmp_path / "t.ndjson"
     w = TraceWriter(trace, 1)
     w.write("apply", "t/0", {"i": 0})
-    size = trace.stat().st_size
+    start = trace.stat().st_size
+    rec = b'{"a torn":"record"}\n'
+    os.write(w._fd, rec[:5])  # what a short write leaves
     with open(trace, "ab") as other:
         other.write(b'{"another":"node"}\n')
-    assert "another node wrote after it" in w._cut(0, size)
-    assert trace.read_bytes().endswith(b'{"another":"node"}\n')
-    w.close()
+    w._torn(rec, start, 5)
+    assert trace.read_bytes().endswith(b'{"a t{"another":"node"}\n')
+    st = w.status()
+    assert st is not None and st["error"] == (
+        f"write(2) wrote part of a record; a torn record is left at byte {start} (another "
+        "node wrote after it; `epochgc check-trace` refuses its line)"), st
 
 
 class _TracedSim(SimCluster):
