@@ -94,14 +94,22 @@ def conform(variant: str, examples: int, seed: int | None, max_steps: int,
     done = Done(VectorReport(), GenReport(), 0 if vectors_only else examples)
     progress = ConformProgress(quiet)
     with contextlib.ExitStack() as end:
+        decided: list[int] = []
+
+        def decide(result: int) -> None:
+            """The verdict is decided and about to be said: it, the port's stop and
+            --json's summary are the run's end; a signal from here on no longer changes
+            the exit code (newuser19 V2: "... no verdict" after the verdict, exit 130;
+            newuser20 W2: it was entered after the verdict line, ~20 ms later)."""
+            if not decided:
+                decided.append(result)
+                end.enter_context(signals.finishing(result))
+
         try:
             with port:  # stopped on every path, an interrupt included
                 code = _drive(port, argv, variant, examples, seed, max_steps, out,
-                              vectors_only, summary, as_json, done, progress)
-                # Decided, its verdict said: the port's stop and --json's summary are the
-                # run's end; a signal from here on no longer changes the exit code
-                # (newuser19 V2: "... no verdict" after the verdict, exit 130).
-                end.enter_context(signals.finishing(code))
+                              vectors_only, summary, as_json, done, progress, decide)
+                decide(code)
         except KeyboardInterrupt as e:
             progress.close()
             # One line, the group's ("epochgc conform: interrupted by SIGINT: ..."), not a
@@ -140,7 +148,8 @@ class Done:
 
 def _drive(port: PortProcess, argv: list[str], variant: str, examples: int, seed: int | None,
            max_steps: int, out: Path | None, vectors_only: bool, summary: dict[str, Any],
-           as_json: bool, done: Done, progress: ConformProgress) -> int:
+           as_json: bool, done: Done, progress: ConformProgress,
+           decide: Callable[[int], None]) -> int:
     from epochgc.impl.conform import report as rep
     from epochgc.impl.conform.driver import (
         VECTORS_DIR,
@@ -163,27 +172,29 @@ def _drive(port: PortProcess, argv: list[str], variant: str, examples: int, seed
         progress.close()
         summary["vectors"] = {"passed": len(v.passed), "skipped": v.skipped, "steps": v.steps}
         if v.failed is not None:
-            return _disagree(v.failed, argv, out, summary, say)
+            return _disagree(v.failed, argv, out, summary, say, decide)
         skipped = f", {len(v.skipped)} skipped (variant refused)" if v.skipped else ""
-        say(f"vectors: {len(v.passed)} files, {v.steps} steps agreed{skipped}")
+        vectors_line = f"vectors: {len(v.passed)} files, {v.steps} steps agreed{skipped}"
+        if vectors_only:  # the verdict: said once the port ended well
+            return _finish(port, summary, say, decide, vectors_line)
+        say(vectors_line)
         checkpoint("work")  # the signal tests' point: between the vectors and generation
-        if vectors_only:
-            return _finish(port, summary, say)
         progress.phase("generated", "program", examples)
         g = generate(port, variant, examples=examples, seed=seed, max_steps=max_steps,
                      report=done.generated, on_program=_each_program(progress))
         progress.close()
         summary["generated"] = {"programs": g.programs, "steps": g.steps}
         if g.failed is not None:
-            return _disagree(g.failed, argv, out, summary, say)
-        say(f"generated: {g.programs} programs, {g.steps} steps agreed ({variant})")
-        return _finish(port, summary, say)
+            return _disagree(g.failed, argv, out, summary, say, decide)
+        return _finish(port, summary, say, decide,
+                       f"generated: {g.programs} programs, {g.steps} steps agreed ({variant})")
     except Broken as b:
         step = len(b.run.outcomes) - 1
         summary["result"] = "broken"
         summary["protocol"] = {"kind": b.failure.kind, "detail": b.failure.detail,
                                "source": b.run.source, "step": step}
         summary["failure"] = rep.summary_run(b.run)
+        decide(EXIT_BROKEN)
         say(f"the port broke the protocol at step {step} of {b.run.source} "
             f"(step 0 is the reset): {b.failure.kind}: {b.failure.detail}")
         say(rep.table(b.run, b.failure.answered))
@@ -198,15 +209,21 @@ def _each_program(progress: ConformProgress) -> Callable[[GenReport], None]:
     return each
 
 
-def _finish(port: PortProcess, summary: dict[str, Any], say: Callable[[str], None]) -> int:
-    """Everything agreed: the port must now end without writing anything more."""
+def _finish(port: PortProcess, summary: dict[str, Any], say: Callable[[str], None],
+            decide: Callable[[int], None], agreed: str) -> int:
+    """Everything agreed: the port must now end without writing anything more; then the
+    verdict (`agreed`, or the break) is decided and said."""
     try:
         port.finish()
     except ProtocolFailure as e:
         summary["result"] = "broken"
         summary["protocol"] = {"kind": e.kind, "detail": e.detail, "source": None, "step": None}
+        decide(EXIT_BROKEN)
+        say(agreed)
         say(f"the port broke the protocol after its last answer: {e.kind}: {e.detail}")
         return EXIT_BROKEN
+    decide(EXIT_OK)
+    say(agreed)
     return EXIT_OK
 
 
@@ -219,9 +236,10 @@ def _to_stderr(text: str) -> None:
 
 
 def _disagree(run: Run, argv: list[str], out: Path | None, summary: dict[str, Any],
-              say: Callable[[str], None]) -> int:
+              say: Callable[[str], None], decide: Callable[[int], None]) -> int:
     from epochgc.impl.conform import report as rep
 
+    decide(EXIT_DISAGREE)
     summary["result"] = "disagree"
     summary["failure"] = rep.summary_run(run)
     say(f"disagreement in {run.source} at step {len(run.outcomes) - 1} "
