@@ -22,6 +22,7 @@ The rule for a start (new or restart), by what DATA_DIR/cluster.json and the sto
 from __future__ import annotations
 
 import contextlib
+import socket
 from collections.abc import Callable
 
 from epochgc.impl.cluster.local import LocalCluster
@@ -180,7 +181,14 @@ def another_cluster(spec: StoreSpec, owner: Owner, lc: LocalCluster) -> str:
     old = ("; this cluster's file names no cluster id (it was made before stores named "
            "their cluster) and the store was taken by another since"
            if lc.meta and "cluster_id" not in lc.meta else "")
+    if owner.data_dir == str(lc.dir) and owner.host == socket.gethostname():
+        # newuser20 W5: "... (data directory D), not the one under D" read as a
+        # contradiction: D was removed or replaced, and the cluster in it now is new.
+        return (f"refused: the store belongs to another cluster: {spec.describe()} is "
+                f"cluster {owner.cluster_id}'s, made in this data directory ({lc.dir}), "
+                f"which no longer holds it (removed or replaced since); give this cluster "
+                f"a store of its own: docs/operations.md, 'One store, one cluster' ({NOTHING})")
     return (f"refused: the store belongs to another cluster: {spec.describe()} is cluster "
             f"{owner.cluster_id}'s (data directory {owner.where()}), not the one under "
-            f"{lc.dir}{old}; give this cluster a store of its own (one store, one cluster) "
-            f"({NOTHING})")
+            f"{lc.dir}{old}; give this cluster a store of its own (one store, one cluster: "
+            f"docs/operations.md) ({NOTHING})")

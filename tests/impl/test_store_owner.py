@@ -370,3 +370,20 @@ def test_a_cluster_made_with_the_store_inside_its_data_directory_restarts(
         assert file_id(run) is not None and store_id(store) == file_id(run)
     finally:
         cli("cluster", "stop", "--data-dir", str(run))
+
+
+def test_a_store_made_in_this_data_directory_before_it_was_replaced_says_so(
+        tmp_path: Path) -> None:
+    """newuser20 W5: after `rm -rf c8`, `cluster start --data-dir c8` on c8's old store said
+    "is cluster X's (data directory /p/c8), not the one under /p/c8": a contradiction to the
+    reader. It says the store was made in this data directory, which no longer holds it, and
+    where the way out is written."""
+    data, store = tmp_path / "c8", tmp_path / "s8"
+    store.mkdir()
+    assert claim(LocalStore(store), owner_for("a" * 32, str(data))) is None
+    r = cli("cluster", "start", "--data-dir", str(data), "--store", str(store), *ONE_NODE)
+    assert r.exit_code == ExitCode.USAGE, r.output
+    line = r.output.strip()
+    assert f"made in this data directory ({data}), which no longer holds it" in line, line
+    assert "not the one under" not in line and "docs/operations.md" in line, line
+    assert not data.exists() or not (data / "cluster.json").exists()
