@@ -352,6 +352,13 @@ def _late(signum: int) -> bool:
     return False
 
 
+def taken_late(signum: int) -> bool:
+    """For a command with a handler of its own (`gc-admin`'s): whether `signum` is a late
+    signal, said or held as `complete` and `finishing` say (then the handler does nothing
+    more); False while the command works."""
+    return _late(signum)
+
+
 def _say_late(signum: int) -> None:
     """A late signal's line. It may come while the main thread writes to stderr itself (a
     reentrant write to a buffered stream raises RuntimeError): then straight to fd 2."""

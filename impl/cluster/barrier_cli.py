@@ -10,7 +10,6 @@ promoted, and M(p). Exit 0 when every partition applied it, 1 otherwise."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from dataclasses import dataclass
@@ -143,7 +142,7 @@ def barrier(data_dir: str, wait: float, as_json: bool) -> None:
     done = BarrierProgress(time.monotonic())
     try:
         lc = LocalCluster(data_dir)
-        cand, rows, unanswered = asyncio.run(_run(lc, wait, done))
+        cand, rows, unanswered = signals.run(_run(lc, wait, done))
         ok = _applied(rows)
         done.seen(rows)
         # newuser12 P4: a failed stdout write (`> /dev/full`) said only "cannot write to
@@ -157,16 +156,20 @@ def barrier(data_dir: str, wait: float, as_json: bool) -> None:
     except KeyboardInterrupt as e:
         sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
         raise signals.Interrupted(sig.signum, done.interrupted()) from None
-    if unanswered:
-        # Every node holds every partition: the rows are whole without it, said as such.
-        stderr_line(f"epochgc barrier: no answer from node(s) {', '.join(map(str, unanswered))}"
-                    "; the table is from the nodes that answered")
-    if as_json:
-        click.echo(json.dumps({"candidate": cand, "partitions": rows, "applied": ok,
-                               "unanswered": unanswered}))
+    # Decided: its output is the run's end, a signal no longer changes the exit code
+    # (newuser20 W3: after the table, "interrupted ..." and an end by the signal).
+    with signals.finishing(0 if ok else 1):
+        if unanswered:
+            # Every node holds every partition: the rows are whole without it, said so.
+            stderr_line(f"epochgc barrier: no answer from node(s) "
+                        f"{', '.join(map(str, unanswered))}; the table is from the nodes "
+                        "that answered")
+        if as_json:
+            click.echo(json.dumps({"candidate": cand, "partitions": rows, "applied": ok,
+                                   "unanswered": unanswered}))
+            raise SystemExit(0 if ok else 1)
+        click.echo(f"barrier candidate: {cand}")
+        for p, x in sorted(rows.items()):
+            click.echo(f"{p:8} {x['state']:8} barrier={x['barrier_epoch']} "
+                       f"safe={x['gc_safe_epoch']} M(p)={x['inactive_epoch']}")
         raise SystemExit(0 if ok else 1)
-    click.echo(f"barrier candidate: {cand}")
-    for p, x in sorted(rows.items()):
-        click.echo(f"{p:8} {x['state']:8} barrier={x['barrier_epoch']} "
-                   f"safe={x['gc_safe_epoch']} M(p)={x['inactive_epoch']}")
-    raise SystemExit(0 if ok else 1)

@@ -407,10 +407,12 @@ def stop(data_dir: str) -> None:
     if stopped:  # newuser14 R3: said if stdout fails
         closedout.done(f"stopped node(s) {_ids(stopped)}")
     # What was done (newuser13 Q7: nothing was said, for a stop or for nothing to stop), as
-    # `cluster kill` says it (newuser12 P5).
-    click.echo(f"stopped node(s) {_ids(stopped)}"
-               + (f"; node(s) {_ids(idle)} not running" if idle else "")
-               if stopped else "no node was running: nothing stopped")
+    # `cluster kill` says it (newuser12 P5); its work done, a signal no longer changes the
+    # exit code (newuser20 W3: "interrupted by SIGINT: stopped node(s) 1, 2, 3", 130).
+    with signals.finishing(0):
+        click.echo(f"stopped node(s) {_ids(stopped)}"
+                   + (f"; node(s) {_ids(idle)} not running" if idle else "")
+                   if stopped else "no node was running: nothing stopped")
 
 
 def _say_waiting(nid: int) -> Callable[[int], None]:
@@ -495,7 +497,7 @@ def status(data_dir: str, as_json: bool) -> None:
             await access.close()
         return {n: r.get("data") for n, r in zip(lc.ids, answers, strict=True)}
 
-    nodes = asyncio.run(gather())
+    nodes = signals.run(gather())  # a signal cancels it (newuser20 W7: see consume)
     cluster_m = _cluster_m(lc)
     answered = all(st is not None for st in nodes.values())
     # A create cut short (a node stopped mid-create: newuser11 M11), judged only when every
@@ -935,7 +937,10 @@ def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
             await access.close()
         return problems
 
-    problems = asyncio.run(go())
+    # signals.run: a signal cancels the task, and the connections close on the way out
+    # (newuser20 W7: a SIGHUP raised inside a loop callback of a plain asyncio.run was
+    # swallowed there, and consume waited on an open connection for good).
+    problems = signals.run(go())
     if problems:
         for line in problems[:20]:
             click.echo(f"verify: {line}", err=True)

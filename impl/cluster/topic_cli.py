@@ -5,7 +5,6 @@ ill-formed name is one line naming it on stderr, exit 1, nothing changed."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any
 
@@ -67,7 +66,7 @@ def _call(data_dir: str, **req: Any) -> dict[str, Any]:
     except asked.Busy as e:
         raise click.ClickException(str(e)) from None
     try:
-        r = asyncio.run(go())
+        r = signals.run(go())
     except KeyboardInterrupt as e:
         nid = access.change_unanswered
         if nid is None:
@@ -131,7 +130,7 @@ def _now_holds(lc: LocalCluster, topic: str) -> str:
             await access.close()
 
     try:
-        meta = asyncio.run(go())
+        meta = signals.run(go())
     except (OSError, ConnectionError) as e:
         return f"the cluster could not be asked: {e}"
     if meta.get("status") != "ok":
@@ -149,8 +148,9 @@ def create(data_dir: str, partitions: int, name: str) -> None:
     """Create topic NAME with partitions NAME/0 .. NAME/N-1 (an existing topic is refused)."""
     r = _call(data_dir, op="create_topic", topic=name, partitions=partitions)
     closedout.done(f"topic {name} was created")  # newuser11 M9: said if stdout fails
-    for p, rev in r["partitions"].items():
-        click.echo(json.dumps({"partition": p, "creation_revision": rev}))
+    with signals.finishing(0):  # then its output: a signal no longer changes the code (W3)
+        for p, rev in r["partitions"].items():
+            click.echo(json.dumps({"partition": p, "creation_revision": rev}))
 
 
 @topic.command()
@@ -160,5 +160,6 @@ def delete(data_dir: str, name: str) -> None:
     """Delete every partition of topic NAME (an unknown topic is refused)."""
     r = _call(data_dir, op="delete_topic", topic=name)
     closedout.done(f"topic {name} was deleted")  # newuser11 M9: said if stdout fails
-    for p, rev in r["partitions"].items():
-        click.echo(json.dumps({"partition": p, "deletion_revision": rev}))
+    with signals.finishing(0):  # then its output: a signal no longer changes the code (W3)
+        for p, rev in r["partitions"].items():
+            click.echo(json.dumps({"partition": p, "deletion_revision": rev}))

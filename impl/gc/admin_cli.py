@@ -140,6 +140,8 @@ def _signals() -> Iterator[None]:
     """SIGINT and SIGTERM end the command with 130 / 143 (not click's "Aborted!", exit 1);
     what it did so far is said by the command (expire) or was one write (the others)."""
     def handle(signum: int, _frame: FrameType | None) -> None:
+        if signals.taken_late(signum):  # its output decided (`signals.finishing`): W3
+            return
         raise _Interrupted(signum)
 
     previous = {s: signal.getsignal(s) for s in _SIGNAL_EXIT}
@@ -350,16 +352,17 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
             return
     finally:
         s.close()
-    if as_json:
-        _json({"paused": True, "changed": True, **_state(state),
-               "replaced": _state(before) if before.paused else None})
-        return
-    # Escaped as `show` does (newuser9 K6: CR/LF forged a line, OSC set the title).
-    echo_safe(f"gc-admin: paused by {printable(state.by)} "
-              f"({printable(state.reason or 'no reason given')})"
-              + (f"; replaces the pause by {printable(before.by or 'unknown')} "
-                 f"({printable(before.reason or 'no reason given')})"
-                 if before.paused else ""))
+    with signals.finishing(0):  # written: its output is the run's end (newuser20 W3)
+        if as_json:
+            _json({"paused": True, "changed": True, **_state(state),
+                   "replaced": _state(before) if before.paused else None})
+            return
+        # Escaped as `show` does (newuser9 K6: CR/LF forged a line, OSC set the title).
+        echo_safe(f"gc-admin: paused by {printable(state.by)} "
+                  f"({printable(state.reason or 'no reason given')})"
+                  + (f"; replaces the pause by {printable(before.by or 'unknown')} "
+                     f"({printable(before.reason or 'no reason given')})"
+                     if before.paused else ""))
 
 
 @gc_admin.command()
@@ -388,20 +391,21 @@ def start(store: str, s3_endpoint: str | None, as_json: bool) -> None:
         state = change.written or before
     finally:
         s.close()
-    if as_json:
-        # Never paused: nobody resumed it (newuser8 I7: "by": "" beside "at": null).
-        _json({"paused": False, "changed": before.paused, "by": state.by or None,
-               **_at(state.at)})
-        return
-    if not before.paused:
-        click.echo("gc-admin: running (it was not paused; nothing changed)")
-        return
-    # newuser13 Q9: it said only "running": what was lifted is said, as `pause` says what
-    # it kept or replaced (escaped as `show` does).
-    since = f" since {iso(before.at)}" if before.at is not None else ""
-    echo_safe(f"gc-admin: resumed: GC runs again on this store (it was paused by "
-              f"{printable(before.by or 'unknown')}{since}: "
-              f"{printable(before.reason or 'no reason given')})")
+    with signals.finishing(0):  # written: its output is the run's end (newuser20 W3)
+        if as_json:
+            # Never paused: nobody resumed it (newuser8 I7: "by": "" beside "at": null).
+            _json({"paused": False, "changed": before.paused, "by": state.by or None,
+                   **_at(state.at)})
+            return
+        if not before.paused:
+            click.echo("gc-admin: running (it was not paused; nothing changed)")
+            return
+        # newuser13 Q9: it said only "running": what was lifted is said, as `pause` says
+        # what it kept or replaced (escaped as `show` does).
+        since = f" since {iso(before.at)}" if before.at is not None else ""
+        echo_safe(f"gc-admin: resumed: GC runs again on this store (it was paused by "
+                  f"{printable(before.by or 'unknown')}{since}: "
+                  f"{printable(before.reason or 'no reason given')})")
 
 
 gc_admin.add_command(start, "resume")
@@ -616,17 +620,22 @@ def show(store: str, s3_endpoint: str | None, max_report_age: float, as_json: bo
         doc["unrecordable"] = unrecordable
     finally:
         s.close()
-    if as_json:
-        # Strict JSON (RFC 8259): whatever the store holds was read strictly (load_strict),
-        # and a string UTF-8 cannot hold is given escaped, named under `escaped`.
-        safe, escaped = json_safe(doc)
-        click.echo(json.dumps({**safe, "escaped": escaped}, sort_keys=True, allow_nan=False))
-    else:
-        for line in render(doc):
-            echo_safe(line)
     # The exit code says what a round would do now, as `epochgc gc`'s would (issue 41 item
-    # 6: show exited 0 while M was blocked, so a script could not tell).
-    sys.exit(show_exit_code(doc))
+    # 6: show exited 0 while M was blocked, so a script could not tell). Decided: the
+    # output is the run's end, a signal no longer changes the code (newuser20 W3).
+    code = show_exit_code(doc)
+    with signals.finishing(code):
+        if as_json:
+            # Strict JSON (RFC 8259): whatever the store holds was read strictly
+            # (load_strict), and a string UTF-8 cannot hold is given escaped, named under
+            # `escaped`.
+            safe, escaped = json_safe(doc)
+            click.echo(json.dumps({**safe, "escaped": escaped}, sort_keys=True,
+                                  allow_nan=False))
+        else:
+            for line in render(doc):
+                echo_safe(line)
+        sys.exit(code)
 
 
 def show_exit_code(doc: dict[str, Any]) -> int:
