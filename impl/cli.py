@@ -44,7 +44,6 @@ GROUPS = frozenset({"cluster", "topic", "gc-admin"})
 _OUTPUT_IS_WORK = ("replay",)
 
 _LOADING = "epochgc.loading"  # ctx.meta: the subcommand whose module is being loaded
-_ARGS = "epochgc.args"  # ctx.meta: the command line's arguments after `epochgc`
 BEFORE_BEGAN = signals.BEFORE_BEGAN  # a signal's line before the command's code began
 
 
@@ -75,10 +74,10 @@ class _LazyGroup(click.Group):
             raise
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        jsonfailure.note_args(ctx, args)  # a command's --json, should its parsing fail
-        # For a signal's line while the subcommand loads: click has emptied the context's
-        # arguments by then (`Group.invoke`), newuser19 V6.
-        ctx.meta[_ARGS] = list(args)
+        # A command's --json, should its parsing fail; and for a signal's line while the
+        # subcommand loads: click has emptied the context's arguments by then
+        # (`Group.invoke`), newuser19 V6.
+        jsonfailure.note_args(ctx, args)
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> object:
@@ -87,6 +86,8 @@ class _LazyGroup(click.Group):
         # Every way out but a signal's is the command's result: complete, a signal from
         # here on does not change the exit code (impl/signals.py `complete`; newuser19 V1:
         # one while click's `sys.exit` unwound said "Aborted!" or a traceback, exit 1).
+        # A command's code that returned or exited is complete already (`_ended`); an
+        # error it ends with is, here.
         try:
             try:
                 rv = self._invoke(ctx)
@@ -97,13 +98,10 @@ class _LazyGroup(click.Group):
                 raise shaped from None
         except SystemExit as e:
             code = e.code if isinstance(e.code, int) or e.code is None else 1
-            signals.complete(code)
             raise SystemExit(closedout.exit_code(code)) from None
         except click.exceptions.Exit as e:
-            signals.complete(e.exit_code)
             ctx.exit(closedout.exit_code(e.exit_code) or 0)
         final = closedout.exit_code(0)
-        signals.complete(final)
         if final:
             ctx.exit(final)
         return rv
@@ -220,7 +218,7 @@ def _subcommand_named(ctx: click.Context, group: str) -> list[str]:
     "epochgc cluster start"; these groups take no option of their own but --help)."""
     module, attr = SUBCOMMANDS[group].split(":")
     cmd = getattr(sys.modules.get(module), attr, None)
-    args = ctx.meta.get(_ARGS) or [*ctx.protected_args, *ctx.args]
+    args = jsonfailure.given_args(ctx) or [*ctx.protected_args, *ctx.args]
     after = args[args.index(group) + 1:] if group in args else args
     if not isinstance(cmd, click.Group):
         if cmd is None and group in GROUPS:

@@ -38,8 +38,14 @@ def has_json(command: click.Command) -> bool:
 
 def note_args(ctx: click.Context, args: list[str]) -> None:
     """The `epochgc` group's arguments, before it parses them: for a failure while the
-    command's own are parsed, whether --json was among them."""
+    command's own are parsed, whether --json was among them (and, `given_args`, for a
+    signal's line while the subcommand loads)."""
     ctx.meta[_ARGS] = list(args)
+
+
+def given_args(ctx: click.Context) -> list[str]:
+    """The arguments `note_args` noted (empty if none were)."""
+    return list(ctx.meta.get(_ARGS, ()))
 
 
 def wanted(ctx: click.Context) -> bool:
@@ -53,7 +59,7 @@ def wanted(ctx: click.Context) -> bool:
         return False
     if "as_json" in leaf.params:  # parsed (`--reason --json` is a reason, not --json)
         return bool(leaf.params["as_json"])
-    return _asked(list(ctx.meta.get(_ARGS, ())))
+    return _asked(given_args(ctx))
 
 
 def note_before_parsing(ctx: click.Context, command: click.Command, args: list[str]) -> None:

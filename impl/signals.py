@@ -339,9 +339,10 @@ def _first(signum: int) -> int:
     return held if held is not None else signum
 
 
-def _late(signum: int) -> bool:
+def taken_late(signum: int) -> bool:
     """Take `signum` as a late signal if the work is complete (said now) or its last output
-    is being written (held: `finishing`); True if taken."""
+    is being written (held: `finishing`); True if taken (the handler does nothing more).
+    Every handler of ours asks it first, `gc-admin`'s own too."""
     global _held
     if _result is not None:
         _say_late(signum)
@@ -350,13 +351,6 @@ def _late(signum: int) -> bool:
         _held = signum
         return True
     return False
-
-
-def taken_late(signum: int) -> bool:
-    """For a command with a handler of its own (`gc-admin`'s): whether `signum` is a late
-    signal, said or held as `complete` and `finishing` say (then the handler does nothing
-    more); False while the command works."""
-    return _late(signum)
 
 
 def _say_late(signum: int) -> None:
@@ -389,7 +383,7 @@ def ignore_late_at_exit() -> None:
 
 def _handler(signum: int, _frame: FrameType | None) -> None:
     global _pending
-    if _late(signum):
+    if taken_late(signum):
         return
     signum = _first(signum)
     if _note(signum):
@@ -466,7 +460,7 @@ def run(main: Coroutine[Any, Any, T]) -> T:
         # `_handle_signal` drops it ("Assume it's some race condition", CPython 3.11
         # Lib/asyncio/unix_events.py). This handler records it in the main thread at once;
         # the cancel goes through `call_soon_threadsafe`, which wakes the loop.
-        if _late(signum):
+        if taken_late(signum):
             return
         signum = _first(signum)
         if _note(signum):
