@@ -160,11 +160,6 @@ def _write(data_dir: str | os.PathLike[str], doc: dict[str, Asked]) -> None:
         os.close(dfd)
 
 
-def note(data_dir: str | os.PathLike[str], topic: str, partitions: int) -> None:
-    """Before a create of `topic` with `partitions` is sent (by this process)."""
-    begin(data_dir, topic, "create", partitions)
-
-
 def begin(data_dir: str | os.PathLike[str], topic: str, op: str, partitions: int = 0) -> None:
     """Before a create or delete of `topic` is sent by this process: its entry written,
     or `Busy` raised (nothing written) if another live command of `topic` holds one. The

@@ -22,7 +22,6 @@ The rule for a start (new or restart), by what DATA_DIR/cluster.json and the sto
 from __future__ import annotations
 
 import contextlib
-import socket
 from collections.abc import Callable
 
 from epochgc.impl.cluster.local import LocalCluster
@@ -181,7 +180,7 @@ def another_cluster(spec: StoreSpec, owner: Owner, lc: LocalCluster) -> str:
     old = ("; this cluster's file names no cluster id (it was made before stores named "
            "their cluster) and the store was taken by another since"
            if lc.meta and "cluster_id" not in lc.meta else "")
-    if owner.data_dir == str(lc.dir) and owner.host == socket.gethostname():
+    if owner.where() == str(lc.dir):  # made on this host, in this data directory
         # newuser20 W5: "... (data directory D), not the one under D" read as a
         # contradiction: D was removed or replaced, and the cluster in it now is new.
         return (f"refused: the store belongs to another cluster: {spec.describe()} is "

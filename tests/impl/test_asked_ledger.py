@@ -23,7 +23,7 @@ TOPICS_EACH = 8
 def _writer(data_dir: str, w: int, go: multiprocessing.synchronize.Event) -> None:
     go.wait()
     for k in range(TOPICS_EACH):
-        asked.note(data_dir, f"w{w}-{k}", k + 1)
+        asked.begin(data_dir, f"w{w}-{k}", "create", k + 1)
         if k % 2:
             asked.settle(data_dir, f"w{w}-{k}")
 
@@ -50,7 +50,7 @@ def test_a_foreign_file_at_the_old_fixed_name_does_not_stop_a_note(tmp_path: Pat
     """The temporary name is the writer's own (mkstemp), never the fixed `.tmp` one: a
     directory there (old code: IsADirectoryError) is not touched."""
     (tmp_path / f"{asked.FILE}.tmp").mkdir()
-    asked.note(tmp_path, "a", 2)
+    asked.begin(tmp_path, "a", "create", 2)
     assert asked.asked(tmp_path) == {"a": 2}
 
 
