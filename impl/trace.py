@@ -129,9 +129,7 @@ class TraceWriter:
         description, and each node opens the file itself, so the nodes' locks conflict."""
         try:
             with self._locked(fcntl.LOCK_SH):
-                n = os.write(self._fd, data)
-                if n == 0:  # no error and no progress: would loop for ever
-                    raise OSError(errno.EIO, "write(2) took none of the record's bytes")
+                n = self._write(data)
         except OSError as e:
             self._stop(e, "")  # nothing of it was written
             return
@@ -152,11 +150,7 @@ class TraceWriter:
                 else:
                     try:
                         while written < len(data):
-                            n = os.write(self._fd, data[written:])
-                            if n == 0:
-                                raise OSError(errno.EIO,
-                                              "write(2) took none of the record's bytes")
-                            written += n
+                            written += self._write(data[written:])
                         return  # whole after all
                     except OSError as e:
                         failed, torn = e, self._cut(start)
@@ -164,6 +158,14 @@ class TraceWriter:
             torn = (f"; a torn record is left at byte {start:,} (the file could not be "
                     f"locked and checked to cut it: {e.strerror or e})")
         self._stop(failed, torn)
+
+    def _write(self, data: bytes) -> int:
+        """One write(2) of `data`: the bytes it took, at least one (no error and no
+        progress would loop for ever: EIO)."""
+        n = os.write(self._fd, data)
+        if n == 0:
+            raise OSError(errno.EIO, "write(2) took none of the record's bytes")
+        return n
 
     @contextlib.contextmanager
     def _locked(self, how: int) -> Iterator[None]:

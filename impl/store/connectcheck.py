@@ -121,22 +121,18 @@ def _hook(event: str, args: tuple[Any, ...]) -> None:
     check = _ARMED.check
     if check is None:
         return
-    if event == "socket.connect":
-        try:
-            check()
-        except BaseException:
-            args[0].close()  # the socket urllib3 made for this address (it would leak)
-            raise
-        return
-    # "http.client.send": `args[0]` is the connection, right before its `sock.sendall`.
+    writing = event == "http.client.send"  # `args[0]`: the connection, before its sendall
     try:
         check()
     except BaseException as e:
-        # Closed now, with the reset every connection of ours closes with
-        # (`resetclose.py`): what this attempt queued before never reaches the server.
+        # `socket.connect`: the socket urllib3 made for this address (it would leak).
+        # `http.client.send`: the connection, closed now with the reset every connection of
+        # ours closes with (`resetclose.py`): what this attempt queued never reaches the
+        # server.
         args[0].close()
-        if _ARMED.wrote:
+        if writing and _ARMED.wrote:
             raise SentInPart("past the send deadline after part of the request was written: "
                              "its connection reset (it may have reached the server)") from e
         raise
-    _ARMED.wrote = True  # before the write: one that fails part-way may have sent bytes
+    if writing:
+        _ARMED.wrote = True  # before the write: one that fails part-way may have sent bytes
