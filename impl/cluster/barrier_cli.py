@@ -158,7 +158,8 @@ def barrier(data_dir: str, wait: float, as_json: bool) -> None:
         raise signals.Interrupted(sig.signum, done.interrupted()) from None
     # Decided: its output is the run's end, a signal no longer changes the exit code
     # (newuser20 W3: after the table, "interrupted ..." and an end by the signal).
-    with signals.finishing(0 if ok else 1):
+    code = 0 if ok else 1
+    with signals.finishing(code):
         if unanswered:
             # Every node holds every partition: the rows are whole without it, said so.
             stderr_line(f"epochgc barrier: no answer from node(s) "
@@ -167,9 +168,9 @@ def barrier(data_dir: str, wait: float, as_json: bool) -> None:
         if as_json:
             click.echo(json.dumps({"candidate": cand, "partitions": rows, "applied": ok,
                                    "unanswered": unanswered}))
-            raise SystemExit(0 if ok else 1)
+            raise SystemExit(code)
         click.echo(f"barrier candidate: {cand}")
         for p, x in sorted(rows.items()):
             click.echo(f"{p:8} {x['state']:8} barrier={x['barrier_epoch']} "
                        f"safe={x['gc_safe_epoch']} M(p)={x['inactive_epoch']}")
-        raise SystemExit(0 if ok else 1)
+        raise SystemExit(code)

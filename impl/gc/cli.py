@@ -101,7 +101,7 @@ class _GcCommand(click.Command):
         except click.UsageError as e:
             if parent is not None:
                 jsonfailure.say(parent, "gc", "error", e.format_message(), EXIT_USAGE)
-            if parent is not None:  # its usage and name when click's parser gave no context
+                # Its usage and name when click's parser gave no context (s29a).
                 raise errorline.shaped(e, parent) from None
             raise errorline.UsageFailure(e.format_message(), e.ctx) from None
         jsonfailure.note_parsed(ctx)
@@ -412,10 +412,9 @@ def gc(
         # StandaloneAppClient: REGISTRATION_RETRIES = 3, REGISTRATION_TIMEOUT_SECONDS = 20).
         gives_up = ("; a standalone master that does not answer is given up after 60 s"
                     if (master or "").startswith("spark://") else "")
-        try:  # every 10 s, as a wait for a store or a node is said (`patience.waiting`)
-            waiting_after_s = waiting_line_after_s()
-        except StoreError:  # a bad setting was refused before the round: the default
-            waiting_after_s = Patience.say_after_s
+        # Every 10 s, as a wait for a store or a node is said (`patience.waiting`); a bad
+        # setting of it was refused before the round (`check_settings`, 64).
+        waiting_after_s = waiting_line_after_s()
         # A signal during start-up stops the starting JVM and the round at once (issue 41);
         # the context is made off the main thread, so PySpark's own SIGINT handler (cancel
         # every job, raise KeyboardInterrupt) never replaces ours.
@@ -761,16 +760,7 @@ def _local_master(master: str | None) -> bool:
 def _export(summary: GcSummary, metrics_file: str | None, pushgateway: str | None) -> None:
     if not (metrics_file or pushgateway):
         return
-    from epochgc.impl.gc.metrics import build_registry, in_words, push, write_textfile
+    from epochgc.impl.gc.metrics import export_metrics
 
-    # Each target on its own: a file that could not be written does not keep the push back,
-    # and the warning names the one that failed and why, in words (newuser18 U6).
-    reg = build_registry(summary)
-    for target, send, done in ((metrics_file, write_textfile, "written to --metrics-file"),
-                               (pushgateway, push, "pushed to --pushgateway")):
-        if target:
-            try:
-                send(target, reg)
-            except OSError as e:
-                click.echo(f"epochgc gc: warning: metrics not {done} {target}: {in_words(e)}",
-                           err=True)
+    export_metrics(summary, metrics_file, pushgateway,
+                   warn=lambda m: click.echo(f"epochgc gc: warning: {m}", err=True))

@@ -11,6 +11,7 @@ import errno
 import math
 import os
 import threading
+from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest, push_to_gateway
 
@@ -130,13 +131,22 @@ def build_registry(s: GcSummary) -> CollectorRegistry:
 
 
 def export_metrics(
-    s: GcSummary, metrics_file: str | None = None, pushgateway: str | None = None
+    s: GcSummary, metrics_file: str | None = None, pushgateway: str | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> None:
+    """The round's metrics to each target given. `warn`: a target's failure is said through
+    it, naming the target and why in words (newuser18 U6), and the other target is still
+    tried (a file that could not be written does not keep the push back); None: raised."""
     reg = build_registry(s)
-    if metrics_file:
-        write_textfile(metrics_file, reg)
-    if pushgateway:
-        push(pushgateway, reg)
+    for target, send, done in ((metrics_file, write_textfile, "written to --metrics-file"),
+                               (pushgateway, push, "pushed to --pushgateway")):
+        if target:
+            try:
+                send(target, reg)
+            except OSError as e:
+                if warn is None:
+                    raise
+                warn(f"metrics not {done} {target}: {in_words(e)}")
 
 
 def push(pushgateway: str, reg: CollectorRegistry) -> None:
