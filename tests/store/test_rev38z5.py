@@ -164,14 +164,24 @@ def test_a_per_key_error_of_an_unknown_code_is_not_taken_as_not_deleted(
     one a gateway relays (Azure's OperationTimedOut: "may or may not have succeeded"):
     the key left the store by the round's own request, and the record says it is still
     there to be listed again: a deletion in no record."""
-    direct, items = _one_key(moto_endpoint)  # `direct`: the journal's store too
-    with serving(_CodeServer(moto_endpoint, code, message)) as front:
+    deleted_through_is_recorded_true(moto_endpoint, monkeypatch,
+                                     _CodeServer(moto_endpoint, code, message),
+                                     f"answered {code}")
+
+
+def deleted_through_is_recorded_true(moto_endpoint: str, monkeypatch: pytest.MonkeyPatch,
+                                     front_server: FrontServer, answered: str) -> None:
+    """One key deleted through `front_server` (which carries the request out once and
+    answers it as `answered` says): the key is gone, and its record does not say "listed
+    again next round" (a deletion in no record). `direct` is the journal's store too."""
+    direct, items = _one_key(moto_endpoint)
+    with serving(front_server) as front:
         writer = _journaled_delete(front.endpoint(), direct, items)
         assert front.forwarded == 1, front.forwarded
     totals, waited = _read_back(direct, writer, monkeypatch)
     assert direct.head(f"{D}k") is None  # the round's own request deleted it
     assert f"{D}k" not in totals.errors, (
-        f"the key left the store by the round's own request (answered {code}), yet the "
+        f"the key left the store by the round's own request ({answered}), yet the "
         f"record says {totals.errors[D + 'k']!r}: 'listed again next round' "
         f"(HEADs the task sent: {front.heads}; waited {waited})")
 

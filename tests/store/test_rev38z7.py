@@ -10,16 +10,11 @@ from __future__ import annotations
 import pytest
 
 from epochgc.impl.store.s3 import S3Store
-from tests.store.forward import serving
 from tests.store.s3server import new_bucket
 from tests.store.test_rev38z5 import (
     _CodeServer,
-    _journaled_delete,
-    _one_key,
-    _read_back,
+    deleted_through_is_recorded_true,
 )
-
-D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
 
 
 @pytest.mark.s3
@@ -45,16 +40,9 @@ def test_a_per_key_refusal_after_an_intermediarys_retry_is_not_recorded_not_dele
     the key already left the store by the round's own request: a deletion in no record.
     Here the front carries the first copy out (moto) and answers it with `code` per key,
     which is what the client sees of a retried copy."""
-    direct, items = _one_key(moto_endpoint)  # `direct`: the journal's store too
-    with serving(_CodeServer(moto_endpoint, code, message)) as front:
-        writer = _journaled_delete(front.endpoint(), direct, items)
-        assert front.forwarded == 1, front.forwarded
-    totals, waited = _read_back(direct, writer, monkeypatch)
-    assert direct.head(f"{D}k") is None  # the intermediary's first call deleted it
-    assert f"{D}k" not in totals.errors, (
-        f"the key left the store by the round's own request (its retried copy answered "
-        f"{code}), yet the record says {totals.errors[D + 'k']!r}: 'listed again next "
-        f"round' (HEADs the task sent: {front.heads}; waited {waited})")
+    deleted_through_is_recorded_true(moto_endpoint, monkeypatch,
+                                     _CodeServer(moto_endpoint, code, message),
+                                     f"its retried copy answered {code}")
 
 
 LEGACY = "20270115T060000.000Z-legacy7z"

@@ -22,6 +22,7 @@ from tests.store.test_rev38z5 import (
     _one_key,
     _per_key_errors,
     _read_back,
+    deleted_through_is_recorded_true,
 )
 
 D = "level_zero/data/001/000000000000000005/"  # journaled keys are data keys (R20)
@@ -56,16 +57,9 @@ def whole_refusal_is_recorded_true(moto_endpoint: str, monkeypatch: pytest.Monke
     """One key deleted through `_WholeServer` (its first copy carried out, the retried
     copy's whole-request error `status` `code` relayed): the key is gone and its record
     does not say "listed again next round" (finding 1 here, rev38z9 finding 1)."""
-    direct, items = _one_key(moto_endpoint)
-    with serving(_WholeServer(moto_endpoint, status, code, message)) as front:
-        writer = _journaled_delete(front.endpoint(), direct, items)
-        assert front.forwarded == 1, front.forwarded
-    totals, waited = _read_back(direct, writer, monkeypatch)
-    assert direct.head(f"{D}k") is None  # the intermediary's first copy deleted it
-    assert f"{D}k" not in totals.errors, (
-        f"the key left the store by the round's own request (its retried copy answered "
-        f"{status} {code} whole), yet the record says {totals.errors[D + 'k']!r}: 'listed "
-        f"again next round' (HEADs the task sent: {front.heads}; waited {waited})")
+    deleted_through_is_recorded_true(
+        moto_endpoint, monkeypatch, _WholeServer(moto_endpoint, status, code, message),
+        f"its retried copy answered {status} {code} whole")
 
 
 @pytest.mark.s3
