@@ -761,7 +761,8 @@ def _local_master(master: str | None) -> bool:
 
 
 def _export(summary: GcSummary, metrics_file: str | None, pushgateway: str | None,
-            say: Callable[[str], None] | None, abandoned: Callable[[], str | None]) -> None:
+            say: Callable[[str], None] | None = None,
+            abandoned: Callable[[], str | None] | None = None) -> None:
     if not (metrics_file or pushgateway):
         return
     from epochgc.impl.gc.metrics import export_metrics
