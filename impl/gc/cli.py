@@ -494,7 +494,8 @@ def gc(
                         if stop.finishing_clean else "after the round ended")
                 late(f"gc: {came.name} {when}: {stands}, exit code {summary.exit_code}")
             # Its record is written: a signal from now on does not change the exit code.
-            after = absorb_late_signal(summary.exit_code, late, stands)
+            # One that came as it ended gives up the push as a later one does.
+            after = absorb_late_signal(summary.exit_code, late, stands, came)
     finally:
         try:
             if any(launched):  # stopped and waited for: no JVM outlives the command (41)

@@ -621,7 +621,8 @@ class LateSignal:
 
 
 def absorb_late_signal(exit_code: int, say: Callable[[str], None] | None,
-                       stands: str = "its record stands") -> LateSignal:
+                       stands: str = "its record stands",
+                       came: int | None = None) -> LateSignal:
     """The round has ended and its record is written: every SIGINT, SIGTERM or SIGHUP from
     now on is said (`say`) and otherwise ignored, so that the exit code stays the record's
     (newuser41 item 11: one that landed after the summary ended the process 143/130, or by
@@ -629,8 +630,10 @@ def absorb_late_signal(exit_code: int, say: Callable[[str], None] | None,
     is kept in the returned `LateSignal`: the metrics' push gives up for it. newuser20 W4:
     the handlers in place before this call came back at the first, so a second Ctrl-C
     (the first one's push still waiting) ended a done round 130. Call from the main
-    thread."""
+    thread. `came`: one that came as the round ended, already said as late: it counts as
+    the first."""
     got = LateSignal()
+    got.signum = came
 
     def late(signum: int, _frame: FrameType | None) -> None:
         if got.signum is None:

@@ -188,3 +188,26 @@ def test_late_signals_after_the_record_are_each_said_and_ignored() -> None:
     assert r.stderr.splitlines() == [
         "gc: SIGINT after the round ended: its record stands, exit code 3",
         "gc: SIGTERM after the round ended: its record stands, exit code 3"], r.stderr
+
+
+def test_a_signal_as_the_round_ended_gives_up_the_push_too(tmp_path: Path) -> None:
+    """A signal at `round-over` (the record written, the round's handlers still in place)
+    is said as "after the round ended" too: the push is given up for it as well (before:
+    the command said the round had ended, then waited out the push's 30 s)."""
+    from epochgc.impl.signals import HOOK_ENV
+
+    root = tmp_path / "store"
+    _paused_store(root)
+    with silent_gateway() as g:
+        p = _gc(root, g.port, **{HOOK_ENV: "round-over:SIGINT"})
+        try:
+            _, err = p.communicate(timeout=BOUND_S)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    assert "test hook: SIGINT at round-over" in err, err
+    assert p.returncode == 3, err
+    assert "after the round ended: its record stands, exit code 3" in err, err
+    assert "metrics not pushed to --pushgateway" in err and "interrupted by SIGINT" in err, err
+    assert "no answer" not in err, err
