@@ -143,7 +143,8 @@ _received: int | None = None  # the first signal, once one came
 
 
 def received() -> int | None:
-    """The first SIGINT or SIGTERM this process received since `install`, or None."""
+    """The first SIGINT or SIGTERM this process received since `install` (the run's; each
+    in-process run's group installs anew), or None."""
     return _received
 
 
@@ -402,8 +403,22 @@ def deferred() -> Iterator[None]:
     _deferring += 1
     try:
         yield
-    finally:
+    except KeyboardInterrupt:  # already stopping (ours, or one the body raised)
         _deferring -= 1
+        if not _deferring:
+            _pending = False
+        raise
+    except BaseException as e:
+        # The cleanup failed while a signal waited for its end (a review of this module:
+        # the failure propagated and the signal stayed pending, raised by the next
+        # `deferred()` to end, a later in-process run's): the run ends by its signal, the
+        # failure as the cause.
+        _deferring -= 1
+        if _pending and not _deferring:
+            _pending = False
+            raise interrupted() from e
+        raise
+    _deferring -= 1
     if _pending and not _deferring:
         _pending = False
         raise interrupted()
@@ -414,6 +429,11 @@ def install() -> None:
     the entry point kept while the modules loaded (`impl.entry`) is raised now."""
     from epochgc.impl.entry import take_early
 
+    # A run begins: nothing of an earlier in-process run's signals stays (a review of this
+    # module: click's CliRunner runs several commands in one process, each through the
+    # group, and a first signal of the next run was taken as a second one, "already
+    # stopping", and ignored). In a real process this is the first call: they are unset.
+    _forget()
     for s in SIGNALS:
         signal.signal(s, _handler)
     global _unraisable_before
@@ -424,6 +444,16 @@ def install() -> None:
     if early is not None and _note(early):
         raise Interrupted(early)
     check()
+
+
+def _forget() -> None:
+    """No signal received, none pending, held or swallowed, no result decided."""
+    global _received, _swallowed, _pending, _held, _result
+    _received = None
+    _swallowed = False
+    _pending = False
+    _held = None
+    _result = None
 
 
 def ignore_further() -> None:

@@ -40,8 +40,8 @@ FIELDS = ("seconds", "acked", "lost", "in_use_deleted", "faults", "leader_change
 @click.option("--seed", type=int, default=1, show_default=True, help="the nemesis's plan")
 @click.option("--json", "as_json", is_flag=True,
               help="print the result as one JSON object (else a summary; result.json has it)")
-@click.option("--store", default=None, help="a directory or s3://bucket/prefix "
-              "(default: a fresh directory)")
+@click.option("--store", default=None, help="a directory (made if missing, as "
+              "`cluster start` makes it) or s3://bucket/prefix (default: a fresh directory)")
 @click.option("--s3-endpoint", default=None, help="the S3 server (a proxy goes in front)")
 @click.option("--out", type=pathopt.Path(file_okay=False), default=None,
               help="where result.json and history.txt go (default: a new temporary "
@@ -69,6 +69,10 @@ def chaos(nodes: str, seconds: float, seed: int, as_json: bool, store: str | Non
             raise click.BadParameter("an s3:// store needs --s3-endpoint (the run's fault "
                                      "proxy goes in front of it)", param_hint="--store")
         require_modules("chaos", store_modules(spec))
+        if spec.kind == "file":
+            # A missing local store is made, as `cluster start` makes it (newuser20 W6: exit
+            # 1, "store directory ... does not exist"); one that cannot be made is 64.
+            writable_dir(spec.location, "--store")
         # A store the run can write, before any node starts, as `cluster start` checks it
         # (newuser16 S5: a bucket that does not exist, or a closed port, ran the whole
         # nemesis against it, then failed). Said as it waits: `store_writable`.

@@ -38,6 +38,7 @@ from epochgc.impl.gc.stop import (
     SIGNALS,
     STOPPED_AT_ONCE,
     HeldSignal,
+    LateSignal,
     OutputProgress,
     RoundStop,
     SignalAgain,
@@ -454,6 +455,7 @@ def gc(
         announce(stop, say if not quiet else lambda line: echo_safe(line, err=True))
     restored = False
     held: HeldSignal | None = None  # a --list - dry run's signal after its round
+    after: LateSignal | None = None  # the first signal after the round's record
     try:
         # The driver's own requests: short attempts, said while they wait, and no retry
         # once a signal or the deadline stopped the round (newuser10 L4/L5: the START
@@ -492,7 +494,8 @@ def gc(
                         if stop.finishing_clean else "after the round ended")
                 late(f"gc: {came.name} {when}: {stands}, exit code {summary.exit_code}")
             # Its record is written: a signal from now on does not change the exit code.
-            absorb_late_signal(summary.exit_code, late, stands)
+            # One that came as it ended gives up the push as a later one does.
+            after = absorb_late_signal(summary.exit_code, late, stands, came)
     finally:
         try:
             if any(launched):  # stopped and waited for: no JVM outlives the command (41)
@@ -504,7 +507,8 @@ def gc(
                 shutil.rmtree(directory, ignore_errors=True)
         if not restored:
             restore()
-    _export(summary, metrics_file, pushgateway)
+    _export(summary, metrics_file, pushgateway, None if merged else say,
+            lambda: _gave_up(held if held is not None else after))
     # Output never raises (issue 38 item 7): keys are escaped (`text.printable`), and any
     # other text the stream's encoding cannot hold is written as an escape.
     if summary.error is not None:
@@ -757,10 +761,21 @@ def _local_master(master: str | None) -> bool:
     return master == "local" or master.startswith("local[")
 
 
-def _export(summary: GcSummary, metrics_file: str | None, pushgateway: str | None) -> None:
+def _export(summary: GcSummary, metrics_file: str | None, pushgateway: str | None,
+            say: Callable[[str], None] | None = None,
+            abandoned: Callable[[], str | None] | None = None) -> None:
     if not (metrics_file or pushgateway):
         return
     from epochgc.impl.gc.metrics import export_metrics
 
     export_metrics(summary, metrics_file, pushgateway,
-                   warn=lambda m: click.echo(f"epochgc gc: warning: {m}", err=True))
+                   warn=lambda m: click.echo(f"epochgc gc: warning: {m}", err=True),
+                   say=say, abandoned=abandoned)
+
+
+def _gave_up(came: HeldSignal | LateSignal | None) -> str | None:
+    """Why the metrics' push is given up: a signal after the round ended (newuser20 W4),
+    held for a dry run's list or said as late; the round's exit code stands."""
+    if came is None or came.signum is None:
+        return None
+    return f"interrupted by {signal.Signals(came.signum).name}"

@@ -11,6 +11,7 @@ import errno
 import math
 import os
 import threading
+import time
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Gauge, generate_latest, push_to_gateway
@@ -130,16 +131,43 @@ def build_registry(s: GcSummary) -> CollectorRegistry:
     return reg
 
 
+# How long a push waits for the gateway, in all (prometheus_client's own default timeout,
+# which bounds each socket operation, not their sum; the wait below bounds the sum).
+PUSH_TIMEOUT_S = 30.0
+# How often the wait for a push looks whether a signal abandoned it: a signal's handler runs
+# in the main thread during the wait, which then resumes (PEP 475), so the slice is the
+# most an abandoned push keeps the command.
+_PUSH_POLL_S = 0.05
+
+
+class PushAbandoned(OSError):
+    """The push was given up before the gateway answered (a signal after the round's
+    record, newuser20 W4): the round's exit code stands, the metrics are not pushed."""
+
+
+class PushTimedOut(TimeoutError):
+    """The gateway did not answer the push within `PUSH_TIMEOUT_S` in all."""
+
+
 def export_metrics(
     s: GcSummary, metrics_file: str | None = None, pushgateway: str | None = None,
     warn: Callable[[str], None] | None = None,
+    say: Callable[[str], None] | None = None,
+    abandoned: Callable[[], str | None] | None = None,
 ) -> None:
     """The round's metrics to each target given. `warn`: a target's failure is said through
     it, naming the target and why in words (newuser18 U6), and the other target is still
-    tried (a file that could not be written does not keep the push back); None: raised."""
+    tried (a file that could not be written does not keep the push back); None: raised.
+    The push waits at most `PUSH_TIMEOUT_S`; `say`: a push still unanswered after the
+    waiting-line time (store/patience.py) is said through it; `abandoned`: asked while the
+    push waits, a reason (a signal after the round's record) gives it up at once."""
     reg = build_registry(s)
+
+    def send_push(target: str, r: CollectorRegistry) -> None:
+        push_waited(target, r, say, abandoned or (lambda: None))
+
     for target, send, done in ((metrics_file, write_textfile, "written to --metrics-file"),
-                               (pushgateway, push, "pushed to --pushgateway")):
+                               (pushgateway, send_push, "pushed to --pushgateway")):
         if target:
             try:
                 send(target, reg)
@@ -149,8 +177,50 @@ def export_metrics(
                 warn(f"metrics not {done} {target}: {in_words(e)}")
 
 
-def push(pushgateway: str, reg: CollectorRegistry) -> None:
-    push_to_gateway(pushgateway, job="epochgc_gc", registry=reg)
+def push(pushgateway: str, reg: CollectorRegistry, timeout_s: float = PUSH_TIMEOUT_S) -> None:
+    push_to_gateway(pushgateway, job="epochgc_gc", registry=reg, timeout=timeout_s)
+
+
+def push_waited(pushgateway: str, reg: CollectorRegistry, say: Callable[[str], None] | None,
+                abandoned: Callable[[], str | None], total_s: float = PUSH_TIMEOUT_S) -> None:
+    """`push`, in a daemon thread the main thread waits for (newuser20 W4: a gateway that
+    accepts and never answers held a Ctrl-C after the round's record for 30 s, silent):
+    given up (`PushAbandoned`) as soon as `abandoned` gives a reason, or after `total_s`
+    (TimeoutError); said once after the waiting-line time. An abandoned push's thread is
+    left to its socket timeout; the process does not wait for it (daemon)."""
+    from epochgc.impl.store.patience import waiting_line_after_s
+
+    say_after_s = waiting_line_after_s()
+    outcome: list[BaseException | None] = []
+
+    def run() -> None:
+        try:
+            push(pushgateway, reg, total_s)
+            outcome.append(None)
+        except BaseException as e:  # handed to the main thread, which says it
+            outcome.append(e)
+
+    worker = threading.Thread(target=run, name="epochgc-push", daemon=True)
+    began = time.monotonic()
+    worker.start()
+    said = False
+    while True:
+        worker.join(_PUSH_POLL_S)
+        if outcome:
+            if outcome[0] is not None:
+                raise outcome[0]
+            return
+        why = abandoned()
+        if why is not None:
+            raise PushAbandoned(why)
+        waited = time.monotonic() - began
+        if waited >= total_s:
+            raise PushTimedOut(f"no answer within {total_s:g} s")
+        if not said and say is not None and waited >= say_after_s:
+            said = True
+            say(f"gc: waiting for the Pushgateway {pushgateway} to answer the metrics push "
+                f"({waited:.0f} s so far, at most {total_s:g} s in all; a Ctrl-C gives it "
+                "up, the round's exit code stands)")
 
 
 def in_words(e: OSError) -> str:
@@ -165,6 +235,8 @@ def in_words(e: OSError) -> str:
     if isinstance(e, URLError):
         r = e.reason
         return in_words(r) if isinstance(r, OSError) else str(r)
+    if isinstance(e, PushTimedOut):
+        return str(e)
     if isinstance(e, TimeoutError):
         return "no answer in time"
     return e.strerror or str(e)

@@ -612,26 +612,46 @@ def interruptible_output(what: Callable[[], str],
             signal.signal(s, h)
 
 
+class LateSignal:
+    """The first signal that came after the round's record (`absorb_late_signal`), or
+    None: a push still waiting is given up for it (newuser20 W4)."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+
 def absorb_late_signal(exit_code: int, say: Callable[[str], None] | None,
-                       stands: str = "its record stands") -> None:
-    """The round has ended and its record is written: the next SIGINT or SIGTERM is said
-    (`say`) and otherwise ignored, so that the exit code stays the record's (newuser41
-    item 11: one that landed after the summary ended the process 143/130, or by the
-    default action, -15/-2, while the record said how the round had ended). The handlers
-    in place before this call come back with it: a second late signal acts as they do.
-    Call from the main thread."""
-    previous = {s: signal.getsignal(s) for s in SIGNALS}
+                       stands: str = "its record stands",
+                       came: int | None = None) -> LateSignal:
+    """The round has ended and its record is written: every SIGINT, SIGTERM or SIGHUP from
+    now on is said (`say`) and otherwise ignored, so that the exit code stays the record's
+    (newuser41 item 11: one that landed after the summary ended the process 143/130, or by
+    the default action, -15/-2, while the record said how the round had ended). The first
+    is kept in the returned `LateSignal`: the metrics' push gives up for it. newuser20 W4:
+    the handlers in place before this call came back at the first, so a second Ctrl-C
+    (the first one's push still waiting) ended a done round 130. Call from the main
+    thread. `came`: one that came as the round ended, already said as late: it counts as
+    the first."""
+    got = LateSignal()
+    got.signum = came
 
     def late(signum: int, _frame: FrameType | None) -> None:
-        for s, h in previous.items():
-            signal.signal(s, h)
-        if say is not None:
-            say(f"gc: {SIGNALS[signal.Signals(signum)]} after the round ended: {stands}, "
+        if got.signum is None:
+            got.signum = signum
+        if say is None:
+            return
+        line = (f"gc: {SIGNALS[signal.Signals(signum)]} after the round ended: {stands}, "
                 f"exit code {exit_code}")
+        try:
+            say(line)
+        except RuntimeError:  # it came inside the main thread's own write to stderr
+            with contextlib.suppress(OSError):
+                os.write(2, f"{line}\n".encode("utf-8", "backslashreplace"))
 
     for s in SIGNALS:
         signal.signal(s, late)
     _ignore_at_exit(late)
+    return got
 
 
 _ABSORBING: list[Callable[[int, FrameType | None], None]] = []  # `absorb_late_signal`'s

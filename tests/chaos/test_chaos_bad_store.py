@@ -126,3 +126,22 @@ def test_a_store_gone_mid_run_says_so_on_a_true_result_line(
         assert "faults=-" not in result[0], result[0]
     seen = re.findall(r"leader change\(s\) seen  total=(\d+)", text)
     assert f"leader_changes={seen[-1] if seen else 0} " in result[0], (seen, result[0])
+
+
+def test_a_missing_local_store_is_made_as_cluster_start_makes_it(tmp_path: Path) -> None:
+    """newuser20 W6: `chaos --store DIR` with DIR missing exited 1 ("cannot open it: store
+    directory ... does not exist"), where `cluster start` makes a missing local store.
+    Now it is made (and named by the run). The run is then stopped before it begins by an
+    --out it cannot make (64), so the test runs no cluster."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    store = tmp_path / "new" / "store"
+    code, out = _chaos(tmp_path, str(store), "--out", str(blocker / "out"))
+    assert "does not exist" not in out, out
+    assert store.is_dir(), out
+    from epochgc.impl.cluster.owner import read_owner
+    from epochgc.impl.store.local import LocalStore
+
+    owner = read_owner(LocalStore(store))
+    assert owner is not None and "epochgc chaos" in owner.data_dir, owner
+    assert code == ExitCode.USAGE and "--out" in out, out
