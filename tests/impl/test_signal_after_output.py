@@ -11,12 +11,15 @@ the assertion on the line fails."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.impl.cli_cluster import epochgc, module_cluster
+from epochgc.impl.signals import HOOK_ENV
+from tests.impl.cli_cluster import BOUND_S, ENV, epochgc, module_cluster
 
 
 def _late(cmd: str, sig: str, code: int) -> str:
@@ -56,6 +59,29 @@ def test_gc_admin_keeps_its_code(cluster: Path) -> None:
                                                   r.returncode), (argv, r.stderr)
 
 
+def test_consume_keeps_its_code(cluster: Path) -> None:
+    """s30a: consume's result line (newuser20 W3: 22 of 45 runs signalled as it appeared
+    said "interrupted ...: nothing was written yet" and exited 143)."""
+    d = str(cluster)
+    r = epochgc("produce", "--data-dir", d, "--partition", "t/0", "--count", "3")
+    assert r.returncode == 0, r.stderr
+    r = epochgc("consume", "--data-dir", d, "--partition", "t/0", "--verify",
+                hook="finishing:SIGTERM")
+    assert r.returncode == 0, r.stderr
+    assert '"records": 3, "acked_checked": 3}' in r.stdout, r.stdout
+    assert r.stderr.splitlines()[-1] == _late("consume", "SIGTERM", 0), r.stderr
+
+
+def test_cluster_status_keeps_its_code(cluster: Path) -> None:
+    """s30a: `cluster status`'s block (newuser20 W3: 9 of 30 runs, "nothing was written
+    yet" after `cluster M: N`)."""
+    r = epochgc("cluster", "status", "--data-dir", str(cluster), hook="finishing:SIGHUP")
+    assert "cluster M: " in r.stdout, (r.stdout, r.stderr)
+    assert r.returncode in (0, 1), r.stderr
+    assert r.stderr.splitlines()[-1] == _late("cluster status", "SIGHUP", r.returncode), \
+        r.stderr
+
+
 def test_cluster_stop_keeps_its_code(cluster: Path) -> None:
     """Last in the module: it stops the module's cluster (whose own end then finds none)."""
     r = epochgc("cluster", "stop", "--data-dir", str(cluster), hook="finishing:SIGINT")
@@ -74,3 +100,29 @@ def test_every_cluster_client_command_runs_its_loop_under_signals_run() -> None:
     for name in ("cli.py", "topic_cli.py", "barrier_cli.py"):
         source = (root / name).read_text()
         assert "asyncio.run(" not in source, name
+
+
+STEPS = "".join(f'{{"op":"fence","term":1,"epoch":{e}}}\n' for e in range(5))
+
+
+@pytest.mark.parametrize("source", ["file", "stdin"])
+def test_replays_last_result_keeps_its_code(tmp_path: Path, source: str) -> None:
+    """s30a: replay's last result (newuser20 W3: 17 of 30 runs signalled as it appeared
+    ended 130, "the steps after them, if any, were not replayed"). Which step is the last
+    is known once the input has ended: its result is written then, under `finishing`."""
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text(STEPS)
+    argv = [sys.executable, "-m", "epochgc", "replay", "-" if source == "stdin" else str(steps)]
+    env = dict(ENV, **{HOOK_ENV: "finishing:SIGINT"})
+    r = subprocess.run(argv, input=STEPS if source == "stdin" else None, env=env,
+                       capture_output=True, text=True, timeout=BOUND_S)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("\n") == 5, r.stdout
+    assert r.stderr.splitlines()[-1] == _late("replay", "SIGINT", 0), r.stderr
+    # Bad input's code stands too: the results before it, then its error, then the signal.
+    r = subprocess.run([*argv[:-1], "-"], input=STEPS + "{\n", env=env, capture_output=True,
+                       text=True, timeout=BOUND_S)
+    assert r.returncode == 65, r.stderr
+    assert r.stdout.count("\n") == 5, r.stdout
+    assert "epochgc replay: error: " in r.stderr.splitlines()[-2], r.stderr
+    assert r.stderr.splitlines()[-1] == _late("replay", "SIGINT", 65), r.stderr
