@@ -11,6 +11,7 @@ the assertion on the line fails."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -20,6 +21,7 @@ import pytest
 
 from epochgc.impl.signals import HOOK_ENV
 from tests.impl.cli_cluster import BOUND_S, ENV, epochgc, module_cluster
+from tests.interrupted import by_signal
 
 
 def _late(cmd: str, sig: str, code: int) -> str:
@@ -79,6 +81,46 @@ def test_cluster_status_keeps_its_code(cluster: Path) -> None:
     assert "cluster M: " in r.stdout, (r.stdout, r.stderr)
     assert r.returncode in (0, 1), r.stderr
     assert r.stderr.splitlines()[-1] == _late("cluster status", "SIGHUP", r.returncode), \
+        r.stderr
+
+
+# The child for W7: consume, with SIGHUP sent to itself from inside asyncio's `call_soon`
+# as RpcClient.close cancels its reader task (`self._task.cancel()`, which schedules the
+# task's wake-up through `call_soon`). A Python-level handler that raises there cuts the
+# cancel halfway: the reader's future is cancelled, its wake-up never scheduled.
+W7_CHILD = """
+import os, signal, sys
+
+def prof(frame, event, arg):
+    back = frame.f_back
+    if (event == "call" and frame.f_code.co_name == "call_soon" and back is not None
+            and back.f_code.co_name == "close"
+            and back.f_code.co_filename.endswith(os.path.join("cluster", "rpc.py"))):
+        sys.setprofile(None)
+        os.write(2, b"w7: SIGHUP inside call_soon of RpcClient.close\\n")
+        os.kill(os.getpid(), signal.SIGHUP)
+
+sys.setprofile(prof)
+sys.argv = ["epochgc", *sys.argv[1:]]
+from epochgc.impl.entry import main
+main()
+"""
+
+
+def test_a_signal_inside_a_loop_callback_ends_consume(cluster: Path) -> None:
+    """newuser20 W7, reproduced: with a plain `asyncio.run`, the handler's `Interrupted`
+    raised inside `call_soon` left the reader task's future cancelled and its wake-up never
+    scheduled; asyncio.run's shutdown then cancelled that task and waited for it for good
+    (epoll_wait, the connection open; a SIGTERM said "already stopping"). Seen hanging
+    with consume reverted to `asyncio.run` in a scratch copy (s30a report). Under
+    `signals.run` the handler only records the signal and cancels the main task: it ends by
+    the signal (129 to a shell)."""
+    r = subprocess.run([sys.executable, "-c", W7_CHILD, "consume", "--data-dir",
+                        str(cluster), "--partition", "t/0"], env=ENV, capture_output=True,
+                       text=True, timeout=60)
+    assert "w7: SIGHUP inside call_soon of RpcClient.close" in r.stderr, r.stderr
+    assert r.returncode == by_signal(signal.SIGHUP), r.stderr
+    assert r.stderr.splitlines()[-1].startswith("epochgc consume: interrupted by SIGHUP: "), \
         r.stderr
 
 
