@@ -107,21 +107,24 @@ main()
 """
 
 
-def test_a_signal_inside_a_loop_callback_ends_consume(cluster: Path) -> None:
+@pytest.mark.parametrize("argv", [("consume",), ("gc-admin", "advance-epoch")])
+def test_a_signal_inside_a_loop_callback_ends_the_command(cluster: Path,
+                                                          argv: tuple[str, ...]) -> None:
     """newuser20 W7, reproduced: with a plain `asyncio.run`, the handler's `Interrupted`
     raised inside `call_soon` left the reader task's future cancelled and its wake-up never
     scheduled; asyncio.run's shutdown then cancelled that task and waited for it for good
     (epoll_wait, the connection open; a SIGTERM said "already stopping"). Seen hanging
     with consume reverted to `asyncio.run` in a scratch copy (s30a report). Under
     `signals.run` the handler only records the signal and cancels the main task: it ends by
-    the signal (129 to a shell)."""
-    r = subprocess.run([sys.executable, "-c", W7_CHILD, "consume", "--data-dir",
-                        str(cluster), "--partition", "t/0"], env=ENV, capture_output=True,
-                       text=True, timeout=60)
+    the signal (129 to a shell). `gc-admin advance-epoch` (s30a: found by the same child)
+    hung the same way with its own handler under `asyncio.run`."""
+    r = subprocess.run([sys.executable, "-c", W7_CHILD, *argv, "--data-dir", str(cluster),
+                        "--partition", "t/0"], env=ENV, capture_output=True, text=True,
+                       timeout=60)
     assert "w7: SIGHUP inside call_soon of RpcClient.close" in r.stderr, r.stderr
     assert r.returncode == by_signal(signal.SIGHUP), r.stderr
-    assert r.stderr.splitlines()[-1].startswith("epochgc consume: interrupted by SIGHUP: "), \
-        r.stderr
+    assert r.stderr.splitlines()[-1].startswith(
+        f"epochgc {' '.join(argv)}: interrupted by SIGHUP: "), r.stderr
 
 
 def test_cluster_stop_keeps_its_code(cluster: Path) -> None:
@@ -138,8 +141,9 @@ def test_every_cluster_client_command_runs_its_loop_under_signals_run() -> None:
     open connection; a later SIGTERM said only "already stopping". `signals.run` turns a
     signal into the main task's cancellation (its `finally` closes the connections) and
     raises it once the loop has unwound. The commands that talk to a cluster use it."""
-    root = Path(__file__).resolve().parents[2] / "impl" / "cluster"
-    for name in ("cli.py", "topic_cli.py", "barrier_cli.py"):
+    root = Path(__file__).resolve().parents[2] / "impl"
+    for name in ("cluster/cli.py", "cluster/topic_cli.py", "cluster/barrier_cli.py",
+                 "gc/admin_cli.py"):
         source = (root / name).read_text()
         assert "asyncio.run(" not in source, name
 
