@@ -61,6 +61,15 @@ def test_gc_admin_keeps_its_code(cluster: Path) -> None:
                                                   r.returncode), (argv, r.stderr)
 
 
+def test_gc_admin_advance_epoch_keeps_its_code(cluster: Path) -> None:
+    """s30a: the one gc-admin command that asks the cluster, as pause/start above."""
+    r = epochgc("gc-admin", "advance-epoch", "--data-dir", str(cluster), "--partition",
+                "t/0", hook="finishing:SIGINT")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("gc-admin: "), (r.stdout, r.stderr)
+    assert r.stderr.splitlines()[-1] == _late("gc-admin advance-epoch", "SIGINT", 0), r.stderr
+
+
 def test_consume_keeps_its_code(cluster: Path) -> None:
     """s30a: consume's result line (newuser20 W3: 22 of 45 runs signalled as it appeared
     said "interrupted ...: nothing was written yet" and exited 143)."""
