@@ -511,6 +511,8 @@ def run(main: Coroutine[Any, Any, T]) -> T:
 
     try:
         check()  # a stop that was swallowed before the loop started
+        # Restored as they were: `_handler`, or a command's own (gc-admin's).
+        before = {s: signal.getsignal(s) for s in SIGNALS}
         for s in SIGNALS:
             signal.signal(s, on_signal)
         try:
@@ -520,8 +522,8 @@ def run(main: Coroutine[Any, Any, T]) -> T:
                 raise Interrupted(got[0]) from None
             raise
         finally:
-            for s in SIGNALS:
-                signal.signal(s, _handler)
+            for s, h in before.items():
+                signal.signal(s, h if h is not None else _handler)
     finally:
         # Interrupted before the main task's first step (newuser5 G5: "coroutine
         # '_produce_batch' was never awaited" at exit): closing a coroutine that never

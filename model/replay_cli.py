@@ -74,11 +74,15 @@ def replay(variant_name: str | None, vector: str | None, file: str | None) -> No
         # The count goes up once a line is out: the next line may be out too, in whole
         # or in part, if the signal came as it was written.
         # "if any": the last step is known only once the input has ended (newuser19 V2:
-        # "the steps after them were not replayed" after the last one).
+        # "the steps after them were not replayed" after the last one). "Written", not
+        # "replayed": a result is written once the next step is replayed (`run`).
         return (f"the results of the first {written:,} step(s) were written (and perhaps "
-                "the next one's); the steps after them, if any, were not replayed")
+                "the next one's); the results of the steps after them, if any, were not")
 
     signals.doing(done)
-    code = run(file, variant_name, out=out, err=lambda line: click.echo(line, err=True))
+    # The last result and the summary under `finishing`: once the input has ended and
+    # they are written, a signal no longer changes the exit code (newuser20 W3).
+    code = run(file, variant_name, out=out, err=lambda line: click.echo(line, err=True),
+               finishing=signals.finishing)
     raise SystemExit(code)
 

@@ -524,67 +524,70 @@ def status(data_dir: str, as_json: bool) -> None:
     failing = {n: st.get("storage_failing") or {} for n, st in nodes.items() if st is not None}
     healthy = (answered and cluster_m["M"] is not None and not short and not cut
                and not holed and not any(failing.values()))
-    if as_json:
-        click.echo(json.dumps({"nodes": nodes, "cluster": cluster_m, "healthy": healthy,
-                               "short_topics": {t: {"partitions": n, "asked": asked_for[t]}
-                                                for t, n in short.items()},
-                               "never_made": {t: {"asked": asked_for[t]}
-                                              for t in sorted(unmade)},
-                               "deletes_cut_short": {t: {"partitions": n}
-                                                     for t, n in cut.items()},
-                               "deleted_below_existing": holed},
-                              default=str))
-        raise SystemExit(0 if healthy else 1)
-    for n, st in nodes.items():
-        if st is None:
-            click.echo(f"node {n}: unreachable{_stop_reason(lc, n)}")
-            continue
-        for p, s in st["partitions"].items():
-            if s["leader"] != n:
+    # Decided: its output is the run's end, a signal no longer changes the exit code
+    # (newuser20 W3: after `cluster M: N`, "interrupted ...: nothing was written yet").
+    with signals.finishing(0 if healthy else 1):
+        if as_json:
+            click.echo(json.dumps({"nodes": nodes, "cluster": cluster_m, "healthy": healthy,
+                                   "short_topics": {t: {"partitions": n, "asked": asked_for[t]}
+                                                    for t, n in short.items()},
+                                   "never_made": {t: {"asked": asked_for[t]}
+                                                  for t in sorted(unmade)},
+                                   "deletes_cut_short": {t: {"partitions": n}
+                                                         for t, n in cut.items()},
+                                   "deleted_below_existing": holed},
+                                  default=str))
+            raise SystemExit(0 if healthy else 1)
+        for n, st in nodes.items():
+            if st is None:
+                click.echo(f"node {n}: unreachable{_stop_reason(lc, n)}")
                 continue
-            click.echo(
-                f"{p:8} leader={n} term={s['term']} applied={s['applied_window']} "
-                f"seen={s['seen_window']} LRO={s['lro']} M(p)={s['inactive_epoch']}"
-            )
-    if cluster_m["M"] is not None:
-        click.echo(f"cluster M: {cluster_m['M']}")
-    else:
-        blocked = cluster_m.get("blocked")
-        # The partitions without a report, cut (newuser9 K9: a line of 20,000 characters).
-        why = short_tail(str(blocked)) if blocked else cluster_m.get("error") or "unknown"
-        click.echo(f"cluster M: none ({why})")
-    for n, services in failing.items():
-        for f in services.values():
-            click.echo(f"node {n}: object store failing: {f['writes']} cannot be written, "
-                       f"{f['rounds']:,} round(s) in a row since "
-                       f"{time.strftime('%H:%M:%S', time.localtime(f['since']))}: "
-                       f"{f['error']} (its log: {lc.dir / f'n{n}.log'})")
-    for n, st in nodes.items():
-        # A trace that could not grow (newuser18 U7): said, not counted against health (the
-        # node serves on; only the observation aid stopped).
-        ts = (st or {}).get("trace_stopped")
-        if ts:
-            click.echo(f"node {n}: trace stopped at record {ts['record']:,}: {ts['error']} "
-                       f"({ts['path']} holds its records before it; the node serves on)")
-    for t, n in short.items():
-        click.echo(f"topic {t!r}: {n:,} of the {asked_for[t]:,} partitions its create asked "
-                   f"for (a create cut short, or still running: `epochgc topic delete {t} "
-                   f"--data-dir {data_dir}`, then create it again)")
-    for t, n in cut.items():
-        click.echo(f"topic {t!r}: {n:,} partition(s) left by a `topic delete` of it that "
-                   f"ended without seeing its outcome, or still runs (run `epochgc topic "
-                   f"delete {t} --data-dir {data_dir}` again)")
-    for t, ns in holed.items():
-        click.echo(f"topic {t!r}: partition(s) {short_list(ns)} were deleted while higher "
-                   f"ones exist (a delete and a create of it crossed, or a delete cut short: "
-                   f"`epochgc topic delete {t} --data-dir {data_dir}`, then create it again)")
-    for t in sorted(unmade):
-        click.echo(f"topic {t!r}: no partition of it exists; a `topic create` of it "
-                   f"({asked_for[t]:,} partition(s)) ended without seeing its outcome, so it "
-                   f"was most likely never applied (not counted against health; a `topic "
-                   f"create {t}` or `topic delete {t}` with --data-dir {data_dir} clears "
-                   f"this line)")
-    raise SystemExit(0 if healthy else 1)
+            for p, s in st["partitions"].items():
+                if s["leader"] != n:
+                    continue
+                click.echo(
+                    f"{p:8} leader={n} term={s['term']} applied={s['applied_window']} "
+                    f"seen={s['seen_window']} LRO={s['lro']} M(p)={s['inactive_epoch']}"
+                )
+        if cluster_m["M"] is not None:
+            click.echo(f"cluster M: {cluster_m['M']}")
+        else:
+            blocked = cluster_m.get("blocked")
+            # The partitions without a report, cut (newuser9 K9: a line of 20,000 characters).
+            why = short_tail(str(blocked)) if blocked else cluster_m.get("error") or "unknown"
+            click.echo(f"cluster M: none ({why})")
+        for n, services in failing.items():
+            for f in services.values():
+                click.echo(f"node {n}: object store failing: {f['writes']} cannot be written, "
+                           f"{f['rounds']:,} round(s) in a row since "
+                           f"{time.strftime('%H:%M:%S', time.localtime(f['since']))}: "
+                           f"{f['error']} (its log: {lc.dir / f'n{n}.log'})")
+        for n, st in nodes.items():
+            # A trace that could not grow (newuser18 U7): said, not counted against health (the
+            # node serves on; only the observation aid stopped).
+            ts = (st or {}).get("trace_stopped")
+            if ts:
+                click.echo(f"node {n}: trace stopped at record {ts['record']:,}: {ts['error']} "
+                           f"({ts['path']} holds its records before it; the node serves on)")
+        for t, n in short.items():
+            click.echo(f"topic {t!r}: {n:,} of the {asked_for[t]:,} partitions its create asked "
+                       f"for (a create cut short, or still running: `epochgc topic delete {t} "
+                       f"--data-dir {data_dir}`, then create it again)")
+        for t, n in cut.items():
+            click.echo(f"topic {t!r}: {n:,} partition(s) left by a `topic delete` of it that "
+                       f"ended without seeing its outcome, or still runs (run `epochgc topic "
+                       f"delete {t} --data-dir {data_dir}` again)")
+        for t, ns in holed.items():
+            click.echo(f"topic {t!r}: partition(s) {short_list(ns)} were deleted while higher "
+                       f"ones exist (a delete and a create of it crossed, or a delete cut short: "
+                       f"`epochgc topic delete {t} --data-dir {data_dir}`, then create it again)")
+        for t in sorted(unmade):
+            click.echo(f"topic {t!r}: no partition of it exists; a `topic create` of it "
+                       f"({asked_for[t]:,} partition(s)) ended without seeing its outcome, so it "
+                       f"was most likely never applied (not counted against health; a `topic "
+                       f"create {t}` or `topic delete {t}` with --data-dir {data_dir} clears "
+                       f"this line)")
+        raise SystemExit(0 if healthy else 1)
 
 
 def _stop_reason(lc: LocalCluster, node: int) -> str:
@@ -896,6 +899,17 @@ def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
             stderr_line(f"epochgc consume: {warning}")
         runs = manifest.runs
 
+    # The last partition's line is written once the connections are closed and the result
+    # decided, under `finishing` (newuser20 W3: a signal right after it ended the complete
+    # run by the signal, "interrupted ...: nothing was written yet").
+    held: list[str] = []
+
+    def line(p: str, text: str) -> None:
+        if p == partitions[-1]:
+            held.append(text)
+        else:
+            click.echo(text)
+
     async def go() -> list[str]:
         problems: list[str] = []
         access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint(), say=stderr_line)
@@ -932,7 +946,7 @@ def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
                     mine = [r for r in runs if r.partition == p and r.epoch >= crev]
                     problems += compare(mine, {p: dict(recs)})
                     out["acked_checked"] = sum(r.count for r in mine)
-                click.echo(json.dumps(out))
+                line(p, json.dumps(out))
         finally:
             await access.close()
         return problems
@@ -941,7 +955,10 @@ def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
     # (newuser20 W7: a SIGHUP raised inside a loop callback of a plain asyncio.run was
     # swallowed there, and consume waited on an open connection for good).
     problems = signals.run(go())
-    if problems:
-        for line in problems[:20]:
-            click.echo(f"verify: {line}", err=True)
+    with signals.finishing(1 if problems else 0):
+        for text in held:
+            click.echo(text)
+        for text in problems[:20]:
+            click.echo(f"verify: {text}", err=True)
+    if problems:  # its line is the group's, the exit code decided above
         raise click.ClickException(f"verification failed: {len(problems)} problem(s)")

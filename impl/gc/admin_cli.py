@@ -726,7 +726,6 @@ def advance_epoch(data_dir: str, partition: str, as_json: bool) -> None:
     Exit 0 without a change where the partition already applies that epoch ("nothing to
     advance"); refused (exit 1) where it cannot help: the leader's cached epoch is below
     the epochs the partition already accepted."""
-    import asyncio
 
     from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
     from epochgc.impl.cluster.local import LocalCluster
@@ -752,7 +751,14 @@ def advance_epoch(data_dir: str, partition: str, as_json: bool) -> None:
     signals.doing(f"the advance of {partition} may have been sent: `epochgc cluster status "
                   f"--data-dir {shlex.quote(data_dir)} --json` shows its M(p)")
     try:
-        r = asyncio.run(go())
+        try:
+            # signals.run, not asyncio.run (newuser20 W7's class): this command's handler
+            # raised inside one of the loop's callbacks (`call_soon` as the connections
+            # closed) cut asyncio's own bookkeeping halfway, and asyncio.run's shutdown
+            # then waited for good on a task nothing would wake.
+            r = signals.run(go())
+        except signals.Interrupted as i:  # the loop's: this command's own from here on
+            raise _Interrupted(i.signum) from None
     except _Interrupted as e:
         nid = access.change_unanswered
         if nid is not None:  # sent, not answered: it may be applied (newuser10 L2's shape)
@@ -760,19 +766,24 @@ def advance_epoch(data_dir: str, partition: str, as_json: bool) -> None:
                         "answered: it may have been applied (`epochgc cluster status "
                         f"--data-dir {shlex.quote(data_dir)} --json` shows its M(p))")
         raise
+    # Its output is the run's end, a signal no longer changes the exit code (newuser20 W3,
+    # as for pause/start).
     if r.get("status") == "nothing":  # already at that epoch: done, nothing changed
-        if as_json:
-            _json({"partition": partition, "changed": False, "message": r.get("message")})
-            return
-        click.echo(f"gc-admin: advance-epoch: {r.get('message')}")
+        with signals.finishing(0):
+            if as_json:
+                _json({"partition": partition, "changed": False,
+                       "message": r.get("message")})
+                return
+            click.echo(f"gc-admin: advance-epoch: {r.get('message')}")
         return
     if r.get("status") != "ok":
         raise _Refused(f"{partition}: {r.get('status')}: {r.get('message', r)}")
     # newuser14 R3: a failed stdout write's line says the partition was advanced.
     closedout.done(f"{partition} was advanced to {r['advanced_to']}")
-    if as_json:  # newuser13 Q8: the only gc-admin command without --json
-        _json({"partition": partition, "changed": True, "advanced_to": r["advanced_to"],
-               "cached_epoch": r["cached_epoch"], "inactive_epoch": r["inactive_epoch"]})
-        return
-    click.echo(f"gc-admin: {partition} advanced to {r['advanced_to']} (cached cluster epoch "
-               f"{r['cached_epoch']}); M(p) now {r['inactive_epoch']}")
+    with signals.finishing(0):
+        if as_json:  # newuser13 Q8: the only gc-admin command without --json
+            _json({"partition": partition, "changed": True, "advanced_to": r["advanced_to"],
+                   "cached_epoch": r["cached_epoch"], "inactive_epoch": r["inactive_epoch"]})
+            return
+        click.echo(f"gc-admin: {partition} advanced to {r['advanced_to']} (cached cluster "
+                   f"epoch {r['cached_epoch']}); M(p) now {r['inactive_epoch']}")

@@ -37,7 +37,8 @@ def test_replay_signalled_after_a_result_says_how_many_were_written(tmp_path: Pa
     # Old code: "... interrupted by SIGINT: nothing was written yet" (a result was).
     assert r.stderr.splitlines()[-1] == (
         "epochgc replay: interrupted by SIGINT: the results of the first 1 step(s) were "
-        "written (and perhaps the next one's); the steps after them, if any, were not replayed"), \
+        "written (and perhaps the next one's); the results of the steps after them, if any, "
+        "were not"), \
         r.stderr
 
 

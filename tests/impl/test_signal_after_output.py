@@ -11,12 +11,17 @@ the assertion on the line fails."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.impl.cli_cluster import epochgc, module_cluster
+from epochgc.impl.signals import HOOK_ENV
+from tests.impl.cli_cluster import BOUND_S, ENV, epochgc, module_cluster
+from tests.interrupted import by_signal
 
 
 def _late(cmd: str, sig: str, code: int) -> str:
@@ -56,6 +61,81 @@ def test_gc_admin_keeps_its_code(cluster: Path) -> None:
                                                   r.returncode), (argv, r.stderr)
 
 
+def test_gc_admin_advance_epoch_keeps_its_code(cluster: Path) -> None:
+    """s30a: the one gc-admin command that asks the cluster, as pause/start above."""
+    r = epochgc("gc-admin", "advance-epoch", "--data-dir", str(cluster), "--partition",
+                "t/0", hook="finishing:SIGINT")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("gc-admin: "), (r.stdout, r.stderr)
+    assert r.stderr.splitlines()[-1] == _late("gc-admin advance-epoch", "SIGINT", 0), r.stderr
+
+
+def test_consume_keeps_its_code(cluster: Path) -> None:
+    """s30a: consume's result line (newuser20 W3: 22 of 45 runs signalled as it appeared
+    said "interrupted ...: nothing was written yet" and exited 143)."""
+    d = str(cluster)
+    r = epochgc("produce", "--data-dir", d, "--partition", "t/0", "--count", "3")
+    assert r.returncode == 0, r.stderr
+    r = epochgc("consume", "--data-dir", d, "--partition", "t/0", "--verify",
+                hook="finishing:SIGTERM")
+    assert r.returncode == 0, r.stderr
+    assert '"records": 3, "acked_checked": 3}' in r.stdout, r.stdout
+    assert r.stderr.splitlines()[-1] == _late("consume", "SIGTERM", 0), r.stderr
+
+
+def test_cluster_status_keeps_its_code(cluster: Path) -> None:
+    """s30a: `cluster status`'s block (newuser20 W3: 9 of 30 runs, "nothing was written
+    yet" after `cluster M: N`)."""
+    r = epochgc("cluster", "status", "--data-dir", str(cluster), hook="finishing:SIGHUP")
+    assert "cluster M: " in r.stdout, (r.stdout, r.stderr)
+    assert r.returncode in (0, 1), r.stderr
+    assert r.stderr.splitlines()[-1] == _late("cluster status", "SIGHUP", r.returncode), \
+        r.stderr
+
+
+# The child for W7: consume, with SIGHUP sent to itself from inside asyncio's `call_soon`
+# as RpcClient.close cancels its reader task (`self._task.cancel()`, which schedules the
+# task's wake-up through `call_soon`). A Python-level handler that raises there cuts the
+# cancel halfway: the reader's future is cancelled, its wake-up never scheduled.
+W7_CHILD = """
+import os, signal, sys
+
+def prof(frame, event, arg):
+    back = frame.f_back
+    if (event == "call" and frame.f_code.co_name == "call_soon" and back is not None
+            and back.f_code.co_name == "close"
+            and back.f_code.co_filename.endswith(os.path.join("cluster", "rpc.py"))):
+        sys.setprofile(None)
+        os.write(2, b"w7: SIGHUP inside call_soon of RpcClient.close\\n")
+        os.kill(os.getpid(), signal.SIGHUP)
+
+sys.setprofile(prof)
+sys.argv = ["epochgc", *sys.argv[1:]]
+from epochgc.impl.entry import main
+main()
+"""
+
+
+@pytest.mark.parametrize("argv", [("consume",), ("gc-admin", "advance-epoch")])
+def test_a_signal_inside_a_loop_callback_ends_the_command(cluster: Path,
+                                                          argv: tuple[str, ...]) -> None:
+    """newuser20 W7, reproduced: with a plain `asyncio.run`, the handler's `Interrupted`
+    raised inside `call_soon` left the reader task's future cancelled and its wake-up never
+    scheduled; asyncio.run's shutdown then cancelled that task and waited for it for good
+    (epoll_wait, the connection open; a SIGTERM said "already stopping"). Seen hanging
+    with consume reverted to `asyncio.run` in a scratch copy (s30a report). Under
+    `signals.run` the handler only records the signal and cancels the main task: it ends by
+    the signal (129 to a shell). `gc-admin advance-epoch` (s30a: found by the same child)
+    hung the same way with its own handler under `asyncio.run`."""
+    r = subprocess.run([sys.executable, "-c", W7_CHILD, *argv, "--data-dir", str(cluster),
+                        "--partition", "t/0"], env=ENV, capture_output=True, text=True,
+                       timeout=60)
+    assert "w7: SIGHUP inside call_soon of RpcClient.close" in r.stderr, r.stderr
+    assert r.returncode == by_signal(signal.SIGHUP), r.stderr
+    assert r.stderr.splitlines()[-1].startswith(
+        f"epochgc {' '.join(argv)}: interrupted by SIGHUP: "), r.stderr
+
+
 def test_cluster_stop_keeps_its_code(cluster: Path) -> None:
     """Last in the module: it stops the module's cluster (whose own end then finds none)."""
     r = epochgc("cluster", "stop", "--data-dir", str(cluster), hook="finishing:SIGINT")
@@ -70,7 +150,34 @@ def test_every_cluster_client_command_runs_its_loop_under_signals_run() -> None:
     open connection; a later SIGTERM said only "already stopping". `signals.run` turns a
     signal into the main task's cancellation (its `finally` closes the connections) and
     raises it once the loop has unwound. The commands that talk to a cluster use it."""
-    root = Path(__file__).resolve().parents[2] / "impl" / "cluster"
-    for name in ("cli.py", "topic_cli.py", "barrier_cli.py"):
+    root = Path(__file__).resolve().parents[2] / "impl"
+    for name in ("cluster/cli.py", "cluster/topic_cli.py", "cluster/barrier_cli.py",
+                 "gc/admin_cli.py"):
         source = (root / name).read_text()
         assert "asyncio.run(" not in source, name
+
+
+STEPS = "".join(f'{{"op":"fence","term":1,"epoch":{e}}}\n' for e in range(5))
+
+
+@pytest.mark.parametrize("source", ["file", "stdin"])
+def test_replays_last_result_keeps_its_code(tmp_path: Path, source: str) -> None:
+    """s30a: replay's last result (newuser20 W3: 17 of 30 runs signalled as it appeared
+    ended 130, "the steps after them, if any, were not replayed"). Which step is the last
+    is known once the input has ended: its result is written then, under `finishing`."""
+    steps = tmp_path / "steps.jsonl"
+    steps.write_text(STEPS)
+    argv = [sys.executable, "-m", "epochgc", "replay", "-" if source == "stdin" else str(steps)]
+    env = dict(ENV, **{HOOK_ENV: "finishing:SIGINT"})
+    r = subprocess.run(argv, input=STEPS if source == "stdin" else None, env=env,
+                       capture_output=True, text=True, timeout=BOUND_S)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("\n") == 5, r.stdout
+    assert r.stderr.splitlines()[-1] == _late("replay", "SIGINT", 0), r.stderr
+    # Bad input's code stands too: the results before it, then its error, then the signal.
+    r = subprocess.run([*argv[:-1], "-"], input=STEPS + "{\n", env=env, capture_output=True,
+                       text=True, timeout=BOUND_S)
+    assert r.returncode == 65, r.stderr
+    assert r.stdout.count("\n") == 5, r.stdout
+    assert "epochgc replay: error: " in r.stderr.splitlines()[-2], r.stderr
+    assert r.stderr.splitlines()[-1] == _late("replay", "SIGINT", 65), r.stderr
