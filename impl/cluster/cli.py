@@ -903,12 +903,19 @@ def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
     # decided, under `finishing` (newuser20 W3: a signal right after it ended the complete
     # run by the signal, "interrupted ...: nothing was written yet").
     held: list[str] = []
+    written: list[str] = []  # the partitions whose line is out, for a signal's line
 
     def line(p: str, text: str) -> None:
         if p == partitions[-1]:
             held.append(text)
         else:
             click.echo(text)
+            written.append(p)
+            # Said if a signal ends the run now (s30a: it said "nothing was written yet"
+            # after the lines of earlier partitions were written).
+            signals.doing(f"the line(s) of {len(written)} partition(s) were written "
+                          f"({', '.join(written)}); the partitions after them were not read")
+            signals.checkpoint("line")
 
     async def go() -> list[str]:
         problems: list[str] = []
