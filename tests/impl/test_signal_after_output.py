@@ -14,8 +14,10 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -196,3 +198,35 @@ def test_replays_last_result_keeps_its_code(tmp_path: Path, source: str) -> None
     assert r.stdout.count("\n") == 5, r.stdout
     assert "epochgc replay: error: " in r.stderr.splitlines()[-2], r.stderr
     assert r.stderr.splitlines()[-1] == _late("replay", "SIGINT", 65), r.stderr
+
+
+def test_replay_from_an_open_stdin_answers_each_step_at_once() -> None:
+    """review41b B2: with each result held until the next step was replayed, a driver
+    that sends one step and waits for its result (a stdin held open) waited for ever. A
+    result is held only while the next line or the input's end is already there."""
+    argv = [sys.executable, "-m", "epochgc", "replay", "-"]
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env=ENV, text=True) as p:
+        assert p.stdin is not None and p.stdout is not None
+        try:
+            for line in STEPS.splitlines(keepends=True)[:2]:
+                p.stdin.write(line)
+                p.stdin.flush()
+                got = _line_within(p.stdout, 60.0)
+                assert got is not None, "no result for a step sent, the input held open"
+                assert '"step":' in got, got
+            p.stdin.close()
+            assert p.wait(BOUND_S) == 0, p.stderr.read() if p.stderr else ""
+            assert p.stdout.read() == "", "a result written twice"
+        finally:
+            p.kill()
+
+
+def _line_within(stream: IO[str], bound_s: float) -> str | None:
+    """The next line of `stream`, or None if none came within `bound_s` (a bound on a
+    hang, not a timing: the line comes at once or never)."""
+    got: list[str] = []
+    reader = threading.Thread(target=lambda: got.append(stream.readline()), daemon=True)
+    reader.start()
+    reader.join(bound_s)
+    return got[0] if got else None
