@@ -98,8 +98,9 @@ POINTS: dict[str, tuple[str, ...]] = {
     # round-removed: `gc-admin expire --apply` has removed a round, and said so.
     "gc-admin expire": ("round-removed",),
     # line: a partition's line written (the first), the next partition not yet read (the
-    # last partition's line is written under `finishing`).
-    "consume": ("line",),
+    # last partition's line is written under `finishing`); closing: the last partition
+    # read, its line held until the connections are closed.
+    "consume": ("line", "closing"),
     # result: a step's result line written (the first one: a hook fires once).
     "replay": ("result",),
     # record: a record read (the first); checked: a record checked against the model.

@@ -908,6 +908,12 @@ def consume(data_dir: str, partitions: tuple[str, ...], verify: bool) -> None:
     def line(p: str, text: str) -> None:
         if p == partitions[-1]:
             held.append(text)
+            # review41b B4: a signal while the connections close ends the run with this
+            # line unwritten; it was read.
+            before = (f"the line(s) of {len(written)} partition(s) were written "
+                      f"({', '.join(written)}); " if written else "")
+            signals.doing(f"{before}partition {p} was read, its line not written")
+            signals.checkpoint("closing")
         else:
             click.echo(text)
             written.append(p)

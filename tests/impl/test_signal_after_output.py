@@ -100,6 +100,17 @@ def test_consume_cut_between_partitions_says_the_lines_written(cluster: Path) ->
         "(c2/0); the partitions after them were not read"), r.stderr
 
 
+def test_consume_cut_as_it_closes_says_the_last_partition_was_read(cluster: Path) -> None:
+    """review41b B4: a signal once the last partition was read (its line held until the
+    connections close) said "the partitions after them were not read"."""
+    r = epochgc("consume", "--data-dir", str(cluster), "--partition", "t/0",
+                hook="closing:SIGTERM")
+    assert r.returncode in (-15, 143), (r.stdout, r.stderr)
+    assert r.stderr.splitlines()[-1] == (
+        "epochgc consume: interrupted by SIGTERM: partition t/0 was read, its line not "
+        "written"), r.stderr
+
+
 def test_cluster_status_keeps_its_code(cluster: Path) -> None:
     """s30a: `cluster status`'s block (newuser20 W3: 9 of 30 runs, "nothing was written
     yet" after `cluster M: N`)."""
