@@ -451,8 +451,11 @@ def install() -> None:
 
 
 def _forget() -> None:
-    """No signal received, none pending, held or swallowed, no result decided."""
-    global _received, _swallowed, _pending, _held, _result
+    """No signal received, none pending, held or swallowed, no result decided, nothing
+    said done (review41b B5: the next in-process run's early signal said the last run's
+    words)."""
+    global _received, _swallowed, _pending, _held, _result, _done
+    _done = None
     _received = None
     _swallowed = False
     _pending = False
@@ -517,8 +520,7 @@ def run(main: Coroutine[Any, Any, T]) -> T:
         check()  # a stop that was swallowed before the loop started
         # Restored as they were: `_handler`, or a command's own (gc-admin's).
         before = {s: signal.getsignal(s) for s in SIGNALS}
-        for s in SIGNALS:
-            signal.signal(s, on_signal)
+        _swap(dict.fromkeys(SIGNALS, on_signal))
         try:
             result = asyncio.run(guarded())
         except asyncio.CancelledError:
@@ -526,8 +528,7 @@ def run(main: Coroutine[Any, Any, T]) -> T:
                 raise Interrupted(got[0]) from None
             raise
         finally:
-            for s, h in before.items():
-                signal.signal(s, h if h is not None else _handler)
+            _swap({s: h if h is not None else _handler for s, h in before.items()})
     finally:
         # Interrupted before the main task's first step (newuser5 G5: "coroutine
         # '_produce_batch' was never awaited" at exit): closing a coroutine that never
@@ -537,6 +538,19 @@ def run(main: Coroutine[Any, Any, T]) -> T:
     if got:
         raise Interrupted(got[0])
     return result
+
+
+def _swap(handlers: dict[signal.Signals, Any]) -> None:
+    """Every handler of `handlers` installed with the signals blocked (pthread_sigmask(3)):
+    one that comes meanwhile is delivered, to the new handler, as the mask is restored
+    (review41b B6: a SIGINT between two `signal.signal` calls ran a finished run's handler,
+    which ignored it)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, handlers)
+    try:
+        for s, h in handlers.items():
+            signal.signal(s, h)
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
 
 @contextlib.contextmanager

@@ -310,6 +310,46 @@ def test_a_signal_of_one_in_process_run_does_not_leak_into_the_next() -> None:
     assert "already stopping" not in r.stderr, r.stderr
 
 
+def test_a_run_begins_with_nothing_said_done() -> None:
+    """review41b B5: `install` forgot the last in-process run's signal, not its words: the
+    next run's early signal said the first run's `doing` ("the results of the first 4
+    step(s) were written ...") instead of "before the command began"."""
+    r = _py('''
+        signals.doing("run1 wrote things")
+        signals.install()  # the next run's group
+        print(signals.done_so_far(), flush=True)
+    ''')
+    assert r.stdout.splitlines() == ["before the command began: nothing was done"], (
+        r.stdout, r.stderr)
+
+
+def test_a_signal_while_handlers_are_swapped_reaches_the_new_one() -> None:
+    """review41b B6: `signals.run` swapped its handlers one `signal.signal` call at a time;
+    a SIGINT between two calls ran the handler being replaced (a finished run's, which
+    ignored it). `_swap` blocks the signals while they change: it reaches the new one."""
+    r = _py('''
+        got = []
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, lambda n, f: got.append("old"))
+
+        class Between(dict):  # a SIGINT sent between the two `signal.signal` calls
+            def items(self):
+                pairs = list(super().items())
+                yield pairs[0]
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(1000):  # bytecodes where Python runs a handler
+                    pass
+                yield from pairs[1:]
+
+        new = lambda n, f: got.append("new")
+        signals._swap(Between([(signal.SIGTERM, new), (signal.SIGINT, new)]))
+        for _ in range(1000):
+            pass
+        print(got, flush=True)
+    ''')
+    assert r.stdout.splitlines() == ["['new']"], (r.stdout, r.stderr)
+
+
 def test_a_signal_during_a_deferred_cleanup_that_fails_ends_that_run() -> None:
     """A review of impl/signals.py: a signal that came while `deferred()`'s body ran was
     lost when the body raised (the failure propagated, the signal stayed pending), and the
