@@ -584,7 +584,10 @@ class Demo:
         self.result.gc_stopped_by_pause += r.stopped_by_pause
         self.result.gc_safety_blocked_rounds += r.safety_blocked
         why = f" (blocked: {r.blocked})" if r.blocked else ""
-        self.say(f"{'final ' if final else ''}GC round ({r.engine}): M={r.M}, "
+        # M is None when the round computed none (blocked, paused): said in words, as
+        # gc's summary says it (newuser21 X6: "M=None").
+        m = "not computed" if r.M is None else str(r.M)
+        self.say(f"{'final ' if final else ''}GC round ({r.engine}): M={m}, "
                  f"deleted {len(gone)} object(s){why}")
 
     def _orphaned_before(self, key: str, start: float) -> bool:

@@ -81,6 +81,7 @@ def test_the_pause_step_shows_a_refused_round_though_the_engine_is_never_ready(
     assert out["gc_break_glass"] in ("ok", "nothing"), out
     rounds = [x for x in r.stderr.splitlines() if "GC round (model)" in x]
     assert len(rounds) == 2 and "blocked: GC is paused" in rounds[0], rounds
+    assert "M=not computed" in rounds[0], rounds  # newuser21 X6: "M=None", a repr
     assert "final GC round" in rounds[1] and out["lost"] == out["in_use_deleted"] == 0, rounds
 
 
