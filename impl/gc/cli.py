@@ -474,25 +474,31 @@ def gc(
         late = None if merged else lambda line: echo_safe(line, err=True)
         # Its record only if it has one (newuser9 K4, K11: said of a round that wrote none).
         stands = "its record stands" if summary.record is not None else "its outcome stands"
-        came = (signal.Signals[stop.reason] if stop.reason is not None
-                and stop.reason in SIGNALS.values() and summary.interrupted is None else None)
         if list_keys == "-":
             # The list on stdout is the dry run's work, still to be written (newuser10 L9:
             # a signal here, while Spark stopped, was said as "after the round ended ...
             # exit code 0" and ignored; the list then blocked on its unread pipe): held
             # until the output begins, where it ends the command, 128 + the signal.
             held = hold_signals()
-            held.signum = came
         else:
             # Its record is written: a signal from now on does not change the exit code.
-            # One that came as it ended gives up the push as a later one does.
-            after = absorb_late_signal(summary.exit_code, late, stands, came)
+            after = absorb_late_signal(summary.exit_code, late, stands)
         # The round's handlers give way only now, the next ones in place: restored first,
         # the `epochgc` group's handler was back in between, and a signal there ended a
         # round whose record says paused (3) by the signal, 143 (review41b B3).
         restore(handlers=False)
         restored = True
         checkpoint("restored")  # the signal tests' point: B3's window, now closed
+        # One the round's handler took as the round ended (read only now: that handler no
+        # longer runs) came before any the new handler took: it is the first, held for the
+        # list, or the late one that gives up the push as a later one does.
+        came = (signal.Signals[stop.reason] if stop.reason is not None
+                and stop.reason in SIGNALS.values() and summary.interrupted is None else None)
+        if came is not None:
+            if held is not None:
+                held.signum = came
+            elif after is not None:
+                after.signum = came
         if held is None and late is not None and came is not None:
             # It came once the deletes were over, too late to stop anything: the
             # round ended as its record says (newuser3 N10: a terminal's Ctrl-C at

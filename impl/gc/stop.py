@@ -647,8 +647,7 @@ class LateSignal:
 
 
 def absorb_late_signal(exit_code: int, say: Callable[[str], None] | None,
-                       stands: str = "its record stands",
-                       came: int | None = None) -> LateSignal:
+                       stands: str = "its record stands") -> LateSignal:
     """The round has ended and its record is written: every SIGINT, SIGTERM or SIGHUP from
     now on is said (`say`) and otherwise ignored, so that the exit code stays the record's
     (newuser41 item 11: one that landed after the summary ended the process 143/130, or by
@@ -656,8 +655,8 @@ def absorb_late_signal(exit_code: int, say: Callable[[str], None] | None,
     is kept in the returned `LateSignal`: the metrics' push gives up for it. newuser20 W4:
     the handlers in place before this call came back at the first, so a second Ctrl-C
     (the first one's push still waiting) ended a done round 130. Call from the main
-    thread. `came`: one that came as the round ended, already said as late: it counts as
-    the first.
+    thread. One that came as the round ended, already said as late, counts as the first:
+    the caller sets it in `LateSignal.signum`.
 
     A signal after the first, while the command writes its output (`LateSignal.writing`
     set), cuts that output short (`_cut_output`), as every command's second signal does
@@ -668,7 +667,6 @@ def absorb_late_signal(exit_code: int, say: Callable[[str], None] | None,
     retried (PEP 475) onto /dev/null, which takes it at once. Not while Spark is stopped
     or the push waits (`writing` None): those are not cut short."""
     got = LateSignal()
-    got.signum = came
 
     def late(signum: int, _frame: FrameType | None) -> None:
         first = got.signum is None
