@@ -28,6 +28,7 @@ import os
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from pathlib import Path
 
@@ -165,3 +166,34 @@ def test_a_signal_as_the_round_handlers_are_restored_is_late(tmp_path: Path) -> 
     assert "gc: SIGTERM after the round ended: its record stands, exit code 3" in r.stderr
     assert "interrupted" not in r.stderr, r.stderr
     assert metrics.exists(), r.stderr  # exported, as for any round with a record
+
+
+def test_only_the_output_is_cut_short() -> None:
+    """`absorb_late_signal` alone: late signals while Spark stops, its scratch goes or the
+    push waits (no output being written) are said and cut nothing; one while the output is
+    written (`LateSignal.cuts`), after the first, drops the rest of stdout and says so."""
+    code = textwrap.dedent('''
+        import os, signal, sys
+        from epochgc.impl import closedout
+        from epochgc.impl.gc.stop import absorb_late_signal
+        closedout.guard()
+        late = absorb_late_signal(0, lambda line: print(line, file=sys.stderr, flush=True))
+        os.kill(os.getpid(), signal.SIGINT)  # the first: as Spark stops
+        os.kill(os.getpid(), signal.SIGTERM)  # a second, still no output being written
+        print("cleanup went on", flush=True)
+        with late.cuts("the summary"):
+            print("summary begins", flush=True)
+            os.kill(os.getpid(), signal.SIGINT)
+            print("the rest of it", flush=True)
+        print("after it", flush=True)
+        sys.exit(0)
+    ''')
+    r = subprocess.run([sys.executable, "-c", code], env=ENV, capture_output=True, text=True,
+                       timeout=BOUND_S)
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert r.stdout.splitlines() == ["cleanup went on", "summary begins"], r.stdout
+    assert r.stderr.splitlines() == [
+        "gc: SIGINT after the round ended: its record stands, exit code 0",
+        "gc: SIGTERM after the round ended: its record stands, exit code 0",
+        "gc: SIGINT while the summary was written: the summary was cut short; its record "
+        "stands, exit code 0"], r.stderr
