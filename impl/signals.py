@@ -72,10 +72,11 @@ POINTS: dict[str, tuple[str, ...]] = {
     # deletes-over: the stage has ended, its record not written yet (impl/gc/stage.py).
     # summary: after the summary is printed, just before the exit (the round's record is
     # written by then).
-    # round-over: the round ended, Spark not yet stopped, nothing said. list-begin,
+    # round-over: the round ended, Spark not yet stopped, nothing said. restored: the
+    # round's handlers given way to the late signal's (review41b B3). list-begin,
     # list-line, list-done: a dry run's `--list -` before its first line, after it, after
     # its last (the summary not yet written).
-    "gc": ("start", "spark-launch", "spark-start", "deletes-over", "round-over",
+    "gc": ("start", "spark-launch", "spark-start", "deletes-over", "round-over", "restored",
            "list-begin", "list-line", "list-done", "summary"),
     # reset-removed: `gc-admin reset` has removed the lease, not yet recorded the round.
     "gc-admin reset": ("reset-removed",),

@@ -40,6 +40,7 @@ from epochgc.impl.gc.stop import (
     HeldSignal,
     LateSignal,
     OutputProgress,
+    Restore,
     RoundStop,
     SignalAgain,
     absorb_late_signal,
@@ -470,32 +471,42 @@ def gc(
         # A failed stdout write's line says what the round did (newuser14 R3).
         closedout.done(summary.done_words())
         checkpoint("round-over")  # the signal tests' point: the round ended, nothing said
-        restore()
-        restored = True
         late = None if merged else lambda line: echo_safe(line, err=True)
         # Its record only if it has one (newuser9 K4, K11: said of a round that wrote none).
         stands = "its record stands" if summary.record is not None else "its outcome stands"
-        came = (signal.Signals[stop.reason] if stop.reason is not None
-                and stop.reason in SIGNALS.values() and summary.interrupted is None else None)
         if list_keys == "-":
             # The list on stdout is the dry run's work, still to be written (newuser10 L9:
             # a signal here, while Spark stopped, was said as "after the round ended ...
             # exit code 0" and ignored; the list then blocked on its unread pipe): held
             # until the output begins, where it ends the command, 128 + the signal.
             held = hold_signals()
-            held.signum = came
         else:
-            if late is not None and came is not None:
-                # It came once the deletes were over, too late to stop anything: the
-                # round ended as its record says (newuser3 N10: a terminal's Ctrl-C at
-                # the round's last line said nothing, where the same signal a moment
-                # later did).
-                when = ("while the round's record was written: the round had ended"
-                        if stop.finishing_clean else "after the round ended")
-                late(f"gc: {came.name} {when}: {stands}, exit code {summary.exit_code}")
             # Its record is written: a signal from now on does not change the exit code.
-            # One that came as it ended gives up the push as a later one does.
-            after = absorb_late_signal(summary.exit_code, late, stands, came)
+            after = absorb_late_signal(summary.exit_code, late, stands)
+        # The round's handlers give way only now, the next ones in place: restored first,
+        # the `epochgc` group's handler was back in between, and a signal there ended a
+        # round whose record says paused (3) by the signal, 143 (review41b B3).
+        restore(handlers=False)
+        restored = True
+        checkpoint("restored")  # the signal tests' point: B3's window, now closed
+        # One the round's handler took as the round ended (read only now: that handler no
+        # longer runs) came before any the new handler took: it is the first, held for the
+        # list, or the late one that gives up the push as a later one does.
+        came = (signal.Signals[stop.reason] if stop.reason is not None
+                and stop.reason in SIGNALS.values() and summary.interrupted is None else None)
+        if came is not None:
+            if held is not None:
+                held.signum = came
+            elif after is not None:
+                after.signum = came
+        if held is None and late is not None and came is not None:
+            # It came once the deletes were over, too late to stop anything: the
+            # round ended as its record says (newuser3 N10: a terminal's Ctrl-C at
+            # the round's last line said nothing, where the same signal a moment
+            # later did).
+            when = ("while the round's record was written: the round had ended"
+                    if stop.finishing_clean else "after the round ended")
+            late(f"gc: {came.name} {when}: {stands}, exit code {summary.exit_code}")
     finally:
         try:
             if any(launched):  # stopped and waited for: no JVM outlives the command (41)
@@ -510,7 +521,20 @@ def gc(
     _export(summary, metrics_file, pushgateway, None if merged else say,
             lambda: _gave_up(held if held is not None else after))
     # Output never raises (issue 38 item 7): keys are escaped (`text.printable`), and any
-    # other text the stream's encoding cannot hold is written as an escape.
+    # other text the stream's encoding cannot hold is written as an escape. A second
+    # signal after the record cuts it short (`LateSignal.cuts`: review41b B1).
+    with (after.cuts("the summary") if after is not None else contextlib.nullcontext()):
+        _write_output(summary, held, late, stands, merged, as_json, list_keys)
+    if summary.error is None:
+        checkpoint("summary")  # the signal tests' point: the record written, the summary said
+    _exit(summary)
+
+
+def _write_output(summary: GcSummary, held: HeldSignal | None,
+                  late: Callable[[str], None] | None, stands: str, merged: bool,
+                  as_json: bool, list_keys: str | None) -> None:
+    """The round's last output: its error's lines, or a dry run's `--list -` and the
+    summary."""
     if summary.error is not None:
         if held is not None:  # nothing of the list to write: a held signal came late
             if held.signum is not None and late is not None:
@@ -526,7 +550,7 @@ def gc(
             echo_safe(failure_line(summary), err=True)
         if as_json:
             click.echo(summary.to_json())
-        _exit(summary)
+        return
     keys = summary.would_delete or []
     # The list, and the summary after it on stdout, are the dry run's work: a signal while
     # they are written (their reader not reading, newuser9 K11), or one held since the
@@ -554,8 +578,6 @@ def gc(
     if held is not None:
         # All written: only now is a signal "after the round ended" (the exit code stays).
         absorb_late_signal(summary.exit_code, late, stands)
-    checkpoint("summary")  # the signal tests' point: the record is written, the summary said
-    _exit(summary)
 
 
 def _exit(summary: GcSummary) -> None:
@@ -673,10 +695,10 @@ def _run(
         return failed
 
 
-def _both(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
-    def both() -> None:
+def _both(first: Callable[[], None], then: Restore) -> Restore:
+    def both(handlers: bool = True) -> None:
         first()
-        then()
+        then(handlers)
 
     return both
 

@@ -18,12 +18,15 @@ import atexit
 import contextlib
 import logging
 import os
+import select
 import signal
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from types import FrameType
+from typing import Protocol
 
 from epochgc.impl.signals import SIGNALS as _COMMAND_SIGNALS
 from epochgc.impl.signals import Interrupted
@@ -460,9 +463,18 @@ class _Deliveries:
         self._r = self._w = None
 
 
-def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
+class Restore(Protocol):
+    """`install_signal_handlers`'s undo: the previous handlers back (`handlers`), the
+    round's helper threads ended."""
+
+    def __call__(self, handlers: bool = True) -> None: ...
+
+
+def install_signal_handlers(stop: RoundStop) -> Restore:
     """SIGINT and SIGTERM request `stop` (a second one raises KeyboardInterrupt); returns a
-    function that restores the previous handlers. Call from the main thread."""
+    function that restores the previous handlers (with `handlers=False`, leaves the
+    handlers as they are: the caller installed the next ones first, so that no signal
+    finds the previous ones in between, review41b B3). Call from the main thread."""
     previous = {s: signal.getsignal(s) for s in SIGNALS}
     folded = _Deliveries()
 
@@ -514,9 +526,10 @@ def install_signal_handlers(stop: RoundStop) -> Callable[[], None]:
         signal.signal(s, handle)
     folded.start()
 
-    def restore() -> None:
-        for s, h in previous.items():
-            signal.signal(s, h)
+    def restore(handlers: bool = True) -> None:
+        if handlers:
+            for s, h in previous.items():
+                signal.signal(s, h)
         folded.stop()
         stop.close()  # stops the waker too
 
@@ -614,15 +627,27 @@ def interruptible_output(what: Callable[[], str],
 
 class LateSignal:
     """The first signal that came after the round's record (`absorb_late_signal`), or
-    None: a push still waiting is given up for it (newuser20 W4)."""
+    None: a push still waiting is given up for it (newuser20 W4). `writing`: what output
+    the command is writing now ("the summary"), or None: a signal after the first one,
+    while it is written, cuts it short (review41b B1)."""
 
     def __init__(self) -> None:
         self.signum: int | None = None
+        self.writing: str | None = None
+
+    @contextlib.contextmanager
+    def cuts(self, what: str) -> Iterator[None]:
+        """`what` (the command's output) is written under this: a signal after the first
+        one cuts it short."""
+        self.writing = what
+        try:
+            yield
+        finally:
+            self.writing = None
 
 
 def absorb_late_signal(exit_code: int, say: Callable[[str], None] | None,
-                       stands: str = "its record stands",
-                       came: int | None = None) -> LateSignal:
+                       stands: str = "its record stands") -> LateSignal:
     """The round has ended and its record is written: every SIGINT, SIGTERM or SIGHUP from
     now on is said (`say`) and otherwise ignored, so that the exit code stays the record's
     (newuser41 item 11: one that landed after the summary ended the process 143/130, or by
@@ -630,14 +655,27 @@ def absorb_late_signal(exit_code: int, say: Callable[[str], None] | None,
     is kept in the returned `LateSignal`: the metrics' push gives up for it. newuser20 W4:
     the handlers in place before this call came back at the first, so a second Ctrl-C
     (the first one's push still waiting) ended a done round 130. Call from the main
-    thread. `came`: one that came as the round ended, already said as late: it counts as
-    the first."""
+    thread. One that came as the round ended, already said as late, counts as the first:
+    the caller sets it in `LateSignal.signum`.
+
+    A signal after the first, while the command writes its output (`LateSignal.writing`
+    set), cuts that output short (`_cut_output`), as every command's second signal does
+    (README: "A second signal while that last output is written (to a reader that never
+    reads) cuts the write short"; review41b B1: said and ignored, a summary blocked on a
+    pipe nobody read kept gc running for good, SIGQUIT or SIGKILL the only way out). The
+    exit code stays the record's: the handler returns, and the write it interrupted is
+    retried (PEP 475) onto /dev/null, which takes it at once. Not while Spark is stopped
+    or the push waits (`writing` None): those are not cut short."""
     got = LateSignal()
-    got.signum = came
 
     def late(signum: int, _frame: FrameType | None) -> None:
-        if got.signum is None:
+        first = got.signum is None
+        if first:
             got.signum = signum
+        if got.writing is not None and not first:
+            _cut_output(signum, got.writing, say is not None,
+                        f"{stands}, exit code {exit_code}")
+            return
         if say is None:
             return
         line = (f"gc: {SIGNALS[signal.Signals(signum)]} after the round ended: {stands}, "
@@ -652,6 +690,51 @@ def absorb_late_signal(exit_code: int, say: Callable[[str], None] | None,
         signal.signal(s, late)
     _ignore_at_exit(late)
     return got
+
+
+def _cut_output(signum: int, what: str, say: bool, stands: str) -> None:
+    """Drop the rest of the command's output: descriptor 1 onto /dev/null
+    (`closedout.drop`, as `interruptible_output` does), so that a write blocked on a reader
+    that never reads returns; and say so in one line on stderr (`say`) if stderr takes it
+    now. Stderr the same pipe as stdout (`2>&1`) is full as well: it goes to /dev/null too,
+    so that no write of ours to it blocks for good (the one the main thread may be in, a
+    late signal's line)."""
+    from epochgc.impl import closedout
+
+    same = _same_pipe(1, 2)
+    closedout.drop()
+    line = (f"gc: {SIGNALS[signal.Signals(signum)]} while {what} was written: "
+            f"{what} was cut short; {stands}\n")
+    if say and _takes_now(2):
+        with contextlib.suppress(OSError):
+            os.write(2, line.encode("utf-8", "backslashreplace"))
+    elif same:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+
+
+def _same_pipe(a: int, b: int) -> bool:
+    """Whether descriptors `a` and `b` are the same pipe or socket (a file never blocks)."""
+    try:
+        sa, sb = os.fstat(a), os.fstat(b)
+    except OSError:
+        return False
+    return ((sa.st_dev, sa.st_ino) == (sb.st_dev, sb.st_ino)
+            and (stat.S_ISFIFO(sa.st_mode) or stat.S_ISSOCK(sa.st_mode)))
+
+
+def _takes_now(fd: int) -> bool:
+    """Whether a line written to `fd` now does not block: poll(2) says it is writable (a
+    pipe with room for a write of up to PIPE_BUF bytes, pipe(7); a terminal; a file)."""
+    p = select.poll()
+    p.register(fd, select.POLLOUT)
+    try:
+        events = p.poll(0)
+    except OSError:
+        return False
+    return any(e & select.POLLOUT and not e & (select.POLLERR | select.POLLNVAL)
+               for _, e in events)
 
 
 _ABSORBING: list[Callable[[int, FrameType | None], None]] = []  # `absorb_late_signal`'s
