@@ -22,7 +22,12 @@ from pathlib import Path
 import pytest
 
 from epochgc.impl.cluster.local import LocalCluster
-from epochgc.impl.raft.identity import IDENTITY_FILE, LEGACY_CLUSTER_ID, NodeIdentity
+from epochgc.impl.raft.identity import (
+    IDENTITY_FILE,
+    LEGACY_CLUSTER_ID,
+    NodeIdentity,
+    ensure_identity,
+)
 from tests.impl.cli_cluster import BOUND_S, ENV, epochgc, stop
 
 
@@ -99,3 +104,31 @@ def test_an_old_format_identity_restarts_and_takes_its_clusters_id(
     r = epochgc("consume", "--data-dir", str(b), "--partition", "t/0", "--verify")
     assert r.returncode == 0, r.stderr
     assert '"records": 3' in r.stdout or "3 record" in r.stdout, r.stdout
+
+
+def test_a_new_cluster_refuses_an_older_versions_directory(tmp_path: Path) -> None:
+    # A cluster new at this start has no directory of its own yet: one naming no cluster
+    # came from elsewhere (adopted only where DATA_DIR/cluster.json was there before).
+    d = tmp_path / "c"
+    ensure_identity(str(d / "n1"), LEGACY_CLUSTER_ID, 1)
+    r = epochgc("cluster", "start", "--data-dir", str(d), "--store", str(tmp_path / "s"),
+                "--nodes", "1")
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert str(d / "n1" / IDENTITY_FILE) in r.stderr and "cluster 'epochgc'" in r.stderr
+    assert "no node was started" in r.stderr
+    assert not (d / "cluster.json").exists()  # refused before the start's first write
+    assert not (tmp_path / "s").exists()
+
+
+def test_the_node_refuses_another_clusters_directory_by_itself(tmp_path: Path) -> None:
+    # Without `cluster start`'s check (a directory swapped after it looked): the broker
+    # compares its --cluster-id with node-identity and exits, one line naming the file.
+    lc = LocalCluster(tmp_path / "c")
+    lc.init(1, str(tmp_path / "s"), ["t/0"], 1.0)
+    other = "0" * 32
+    ensure_identity(str(lc.node_dir(1)), other, 1)
+    with pytest.raises(RuntimeError, match=r"node 1 failed to start: .?refusing to start: "
+                       rf".*n1/{IDENTITY_FILE}: .* cluster '{other}' .* cluster "
+                       rf"'{lc.cluster_id()}'"):
+        lc.start(1)
+    assert lc.running() == []
