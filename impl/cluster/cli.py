@@ -113,7 +113,9 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
     cluster on it is refused (64), naming the data directory that owns it, and so is a new
     cluster on a store that names none but holds a cluster's data (only that older cluster's
     own data directory adopts it). A local store equal to, inside or around DATA_DIR is
-    refused (64) for a new cluster (an existing one made so starts, with a warning)."""
+    refused (64) for a new cluster (an existing one made so starts, with a warning).
+    A node's data directory names its cluster and node (DATA_DIR/nN/node-identity): one of
+    another cluster or node is refused (1) before any node starts; docs/operations.md."""
     try:
         spec = parse_store_url(store, s3_endpoint)
     except StoreError as e:
