@@ -56,6 +56,7 @@ from epochgc.impl.preflight import (
     writable_dir,
     writable_file,
 )
+from epochgc.impl.raft.identity import IdentityMismatch, IdentityMissing, IdentityUnreadable
 from epochgc.impl.shortlist import short_list, short_tail
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
@@ -112,7 +113,9 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
     cluster on it is refused (64), naming the data directory that owns it, and so is a new
     cluster on a store that names none but holds a cluster's data (only that older cluster's
     own data directory adopts it). A local store equal to, inside or around DATA_DIR is
-    refused (64) for a new cluster (an existing one made so starts, with a warning)."""
+    refused (64) for a new cluster (an existing one made so starts, with a warning).
+    A node's data directory names its cluster and node (DATA_DIR/nN/node-identity): one of
+    another cluster or node is refused (1) before any node starts; docs/operations.md."""
     try:
         spec = parse_store_url(store, s3_endpoint)
     except StoreError as e:
@@ -186,6 +189,10 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
                        "docs/operations.md \"One store, one cluster\")")
         elif problem is not None:
             raise Refused(f"refused: {problem} (nothing was started)", ExitCode.USAGE)
+    # Every node directory this start would start names this cluster, checked before
+    # anything is written (newuser21 X1): a directory of another cluster is refused.
+    cluster_id = lc.meta.get("cluster_id") or new_cluster_id()
+    _check_identities(lc, nodes, cluster_id)
     # The start's first writes (the store's directory, its preflight object, the
     # cluster's file): what a signal's line says from here (newuser15 S3).
     signals.doing(f"no node was started; the cluster's file ({lc.meta_path}) may have been "
@@ -209,10 +216,10 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
             extra = ["--trace", trace] if trace else []
             if s3_endpoint:
                 extra += ["--s3-endpoint", s3_endpoint]
-            lc.init(nodes, store, parts, mint_interval, extra)
+            lc.init(nodes, store, parts, mint_interval, extra, cluster_id)
             lc.meta["s3_endpoint"] = s3_endpoint
-        if "cluster_id" not in lc.meta:  # new, or made before stores named their cluster
-            lc.meta["cluster_id"] = new_cluster_id()
+        if "cluster_id" not in lc.meta:  # made before stores named their cluster
+            lc.meta["cluster_id"] = cluster_id
         lc.save()  # the id is in the cluster's file before the store names it
         if owned is None:
             claim_store(claimed, spec, lc, new)
@@ -278,6 +285,31 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
     # V2: one just after this line ended the command 130, no line, its nodes running).
     with signals.finishing(ExitCode.OK):
         click.echo("cluster ready: every partition has a leader")
+
+
+def _check_identities(lc: LocalCluster, nodes: int, cluster_id: str) -> None:
+    """Refuse (1) a start whose nodes to start include a data directory of another node or
+    cluster (LocalCluster.check_identities); say each directory an older version wrote
+    that takes this cluster's id at this start."""
+    existing = bool(lc.meta)
+    if existing:
+        running = lc.running()
+        nids = [n for n in lc.ids if n not in running]
+    else:
+        nids = list(range(1, nodes + 1))
+    try:
+        adopted = lc.check_identities(nids, cluster_id, adopt_legacy=existing)
+    except (IdentityMismatch, IdentityMissing, IdentityUnreadable) as e:
+        raise Refused(f"{e} See docs/operations.md, \"Never restore a node's data directory "
+                      "from a backup\" (no node was started)", ExitCode.FAILED) from None
+    for nid, found in adopted:
+        _say_start(
+            f"warning: node {nid}'s data directory ({lc.node_dir(nid)}) was written by an "
+            f"older version, which named no cluster in it (cluster {found.cluster_id!r}): it "
+            f"takes this cluster's id {cluster_id!r} ({lc.meta_path}) when node {nid} "
+            "starts. A directory copied from another cluster before this upgrade cannot be "
+            "told apart; docs/operations.md, \"Never restore a node's data directory from a "
+            "backup\"")
 
 
 def _say_start(line: str) -> None:

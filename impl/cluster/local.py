@@ -20,7 +20,9 @@ from typing import IO, Any
 from epochgc import IMPORT_ROOT
 from epochgc.impl.cluster.errors import NoCluster
 from epochgc.impl.cluster.meta import load_meta
+from epochgc.impl.cluster.owner import new_cluster_id
 from epochgc.impl.ports import free_ports
+from epochgc.impl.raft.identity import LEGACY_CLUSTER_ID, NodeIdentity, check_identity
 
 LOCK_NAME = "start.lock"
 # A node's listeners, as cluster.json names their ports.
@@ -116,7 +118,7 @@ class LocalCluster:
         self.meta: dict[str, Any] = load_meta(self.meta_path)  # checked (cluster/meta.py)
 
     def init(self, n: int, store: str, partitions: list[str], mint_interval: float,
-             extra: list[str] | None = None) -> None:
+             extra: list[str] | None = None, cluster_id: str | None = None) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         ports = free_ports(3 * n)
         ids = list(range(1, n + 1))
@@ -130,6 +132,9 @@ class LocalCluster:
             "mint_interval": mint_interval,
             "extra": extra or [],
             "pids": {},
+            # The node directories' `node-identity` name it (check_identities); so does the
+            # store's _cluster/cluster-id.json once `cluster start` claims it (storeclaim.py).
+            "cluster_id": cluster_id or new_cluster_id(),
         }
         self.save()
 
@@ -139,6 +144,14 @@ class LocalCluster:
         tmp = self.meta_path.with_name(f".{self.meta_path.name}.{os.getpid()}")
         tmp.write_text(json.dumps(self.meta, indent=1))
         os.replace(tmp, self.meta_path)
+
+    def cluster_id(self) -> str:
+        """The cluster's id, made and saved by the first call on a cluster's file from
+        before ids were kept (never started since: `cluster start` saves one first)."""
+        if not self.meta.get("cluster_id"):
+            self.meta["cluster_id"] = new_cluster_id()
+            self.save()
+        return str(self.meta["cluster_id"])
 
     @property
     def ids(self) -> list[int]:
@@ -184,6 +197,28 @@ class LocalCluster:
         for k, listener in enumerate(LISTENERS):
             self.meta[listener] = {str(i): ports[k * n + i - 1] for i in self.ids}
         self.save()
+
+    def check_identities(self, nids: list[int], cluster_id: str,
+                         adopt_legacy: bool) -> list[tuple[int, NodeIdentity]]:
+        """Every data directory of the nodes `nids` belongs to that node of cluster
+        `cluster_id`, else the first refusal (IdentityMismatch, IdentityMissing,
+        IdentityUnreadable), raised before any of them starts (newuser21 X1: B's node 2
+        started on A's `n2`, led B's t/1 with A's log, and B's acknowledged records were
+        lost). `adopt_legacy`: a directory naming LEGACY_CLUSTER_ID (written by an older
+        version, which named no cluster) is this cluster's, only where this cluster's file
+        was there before this start; the ones so adopted are returned, to be said (the node
+        rewrites the file at its start). In a cluster new at this start such a directory
+        came from elsewhere and is refused."""
+        adopt = (LEGACY_CLUSTER_ID,) if adopt_legacy else ()
+        adopted = []
+        for nid in nids:
+            found = check_identity(str(self.node_dir(nid)), cluster_id, nid, adopt)
+            if found is not None and found.cluster_id != cluster_id:
+                adopted.append((nid, found))
+        return adopted
+
+    def node_dir(self, nid: int) -> Path:
+        return self.dir / f"n{nid}"
 
     def running(self) -> list[int]:
         """The nodes whose recorded pid is alive and is that node (`is_node`)."""
@@ -234,7 +269,8 @@ class LocalCluster:
             "--peers", peers,
             "--client-port", str(self.meta["client"][str(nid)]),
             "--metrics-port", str(self.meta["metrics"][str(nid)]),
-            "--data-dir", str(self.dir / f"n{nid}"), "--store", self.meta["store"],
+            "--data-dir", str(self.node_dir(nid)), "--store", self.meta["store"],
+            "--cluster-id", self.cluster_id(),
             "--partitions", ",".join(self.meta["partitions"]),
             "--mint-interval", str(self.meta["mint_interval"]), *self.meta["extra"],
             "--log-level", self.meta.get("log_level", "WARNING"), "--owned",

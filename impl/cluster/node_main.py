@@ -2,10 +2,11 @@
 partition group, the broker services, the client RPC port and a Prometheus endpoint.
 
   python -m epochgc.impl.cluster.node_main --id 1 --peers 1=127.0.0.1:7001,... --client-port 8001 \
-      --data-dir DIR --store URL [--partitions t/0,t/1] [--metrics-port 9001]
+      --data-dir DIR --store URL --cluster-id ID [--partitions t/0,t/1] [--metrics-port 9001]
 
-Prints "READY <raft port> <client port>" once serving. A corrupted journal or snapshot makes
-it exit with status 2 and a message naming the file, before anything is served.
+Prints "READY <raft port> <client port>" once serving. A corrupted journal or snapshot, or a
+data directory of another node or cluster (impl/raft/identity.py), makes it exit with status
+2 and a message naming the file, before anything is served.
 """
 
 from __future__ import annotations
@@ -32,6 +33,12 @@ from epochgc.impl.cluster.local import DETACH
 from epochgc.impl.cluster.rpc import serve_client
 from epochgc.impl.controller.epochcache import EpochCache
 from epochgc.impl.raft.disklog import DiskStorage
+from epochgc.impl.raft.identity import (
+    LEGACY_CLUSTER_ID,
+    IdentityMismatch,
+    IdentityMissing,
+    IdentityUnreadable,
+)
 from epochgc.impl.raft.node import Config
 from epochgc.impl.raft.node_main import parse_peers
 from epochgc.impl.raft.server import RaftServer
@@ -47,7 +54,7 @@ async def run(args: argparse.Namespace) -> int:
     peers = parse_peers(args.peers)
     host, port = peers.pop(args.id)
     secret = os.environ.get("EPOCHGC_RAFT_SECRET", "").encode() or None
-    tcfg = TransportConfig(args.id, "epochgc", port, peers, host=host, secret=secret)
+    tcfg = TransportConfig(args.id, LEGACY_CLUSTER_ID, port, peers, host=host, secret=secret)
     faults = _test_faults()
     factory = None
     if faults is not None:
@@ -55,8 +62,18 @@ async def run(args: argparse.Namespace) -> int:
 
         def factory(d: str) -> DiskStorage:
             return DiskStorage(d, fs=fs, group_commit=server.group_commit)
-    server = RaftServer(tcfg, args.data_dir, Config(), tick_interval=args.tick,
-                        snapshot_interval=args.snapshot_interval, storage_factory=factory)
+    # The data directory must name this cluster (DATA_DIR/cluster.json's id, newuser21 X1);
+    # one an older version wrote ('epochgc', whatever its cluster) takes it (`cluster start`
+    # refused such a file in a cluster new at that start: LocalCluster.check_identities).
+    # The transport keeps the constant: a node restarted by this version still talks to
+    # peers an older one started.
+    try:
+        server = RaftServer(tcfg, args.data_dir, Config(), tick_interval=args.tick,
+                            snapshot_interval=args.snapshot_interval, storage_factory=factory,
+                            cluster_id=args.cluster_id, adopt_clusters={LEGACY_CLUSTER_ID})
+    except (IdentityMismatch, IdentityMissing, IdentityUnreadable) as e:
+        print(f"refusing to start: {e}", file=sys.stderr, flush=True)
+        return 2
     store = open_store(args.store, args.s3_endpoint)
     wall = time.time
     if faults is not None:
@@ -201,6 +218,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--client-port", type=int, default=0)
     ap.add_argument("--data-dir", required=True)
     ap.add_argument("--store", required=True)
+    ap.add_argument("--cluster-id", required=True,
+                    help="the cluster's id (DATA_DIR/cluster.json): the one the data "
+                         "directory's node-identity must name")
     ap.add_argument("--s3-endpoint", default=None)
     ap.add_argument("--partitions", default="")
     ap.add_argument("--mint-interval", type=float, default=3.0)

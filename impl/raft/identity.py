@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from epochgc.impl.raft.atomicfile import atomic_write
@@ -24,6 +25,10 @@ from epochgc.impl.raft.fileio import EntryKind, FileIO, OsFileIO, make_dirs_dura
 
 IDENTITY_FILE = "node-identity"
 _HEADER = "epochgc node identity v1"
+# The cluster id every broker before this version wrote, whatever its cluster (newuser21 X1:
+# impl/cluster/node_main.py passed this constant, never DATA_DIR/cluster.json's random id).
+# Such a file says nothing about the cluster, so a start may adopt it (`adopt`).
+LEGACY_CLUSTER_ID = "epochgc"
 
 
 class IdentityMismatch(Exception):
@@ -34,8 +39,8 @@ class IdentityMismatch(Exception):
             f"{path}: this data directory belongs to node {found.node_id} of cluster "
             f"{found.cluster_id!r} (incarnation {found.incarnation}), not to node {node_id} of "
             f"cluster {cluster_id!r}: refusing to start (a directory copied from another node "
-            "would vote with that node's term and vote). Give this node its own empty data "
-            "directory and let it catch up from its peers."
+            "or cluster would vote with that node's term and vote, and serve its log). Give "
+            "this node its own empty data directory and let it catch up from its peers."
         )
         self.path = path
 
@@ -84,26 +89,47 @@ class NodeIdentity:
             raise IdentityUnreadable(f"{path}: unreadable node identity file: {e}") from e
 
 
+def check_identity(
+    data_dir: str, cluster_id: str, node_id: int, adopt: Collection[str] = (),
+    fs: FileIO | None = None,
+) -> NodeIdentity | None:
+    """What `ensure_identity` would find, writing nothing: the identity of `data_dir`, or
+    None if a start would write a new one (no file, no format-4 group data). Raises as
+    `ensure_identity` does. A file naming a cluster in `adopt` (LEGACY_CLUSTER_ID: an older
+    version's, which named no cluster) and this node is returned as found: the start
+    rewrites it with `cluster_id`."""
+    fs = fs or OsFileIO()
+    path = os.path.join(data_dir, IDENTITY_FILE)
+    if fs.exists(path):
+        found = NodeIdentity.decode(path, fs.read(path))
+        if found.node_id != node_id or (
+                found.cluster_id != cluster_id and found.cluster_id not in adopt):
+            raise IdentityMismatch(path, found, cluster_id, node_id)
+        return found
+    evidence = _format4_evidence(fs, data_dir) if fs.exists(data_dir) else None
+    if evidence is not None:
+        raise IdentityMissing(path, evidence)
+    return None
+
+
 def ensure_identity(
-    data_dir: str, cluster_id: str, node_id: int, fs: FileIO | None = None
+    data_dir: str, cluster_id: str, node_id: int, fs: FileIO | None = None,
+    adopt: Collection[str] = (),
 ) -> NodeIdentity:
     """Return the identity of `data_dir`, writing it (durably) at the first start; raise
     IdentityMismatch if the directory belongs to another cluster or node, IdentityUnreadable
     if the file is damaged, IdentityMissing if the file is gone from a directory whose groups
     hold format-4 data. A directory of an older version (format 3) without the file adopts
-    the identity it is started with."""
+    the identity it is started with; a file of this node naming a cluster in `adopt` is
+    rewritten with `cluster_id` (its incarnation kept)."""
     fs = fs or OsFileIO()
     make_dirs_durable(fs, data_dir)
     path = os.path.join(data_dir, IDENTITY_FILE)
-    if fs.exists(path):
-        found = NodeIdentity.decode(path, fs.read(path))
-        if (found.cluster_id, found.node_id) != (cluster_id, node_id):
-            raise IdentityMismatch(path, found, cluster_id, node_id)
+    found = check_identity(data_dir, cluster_id, node_id, adopt, fs)
+    if found is not None and found.cluster_id == cluster_id:
         return found
-    evidence = _format4_evidence(fs, data_dir)
-    if evidence is not None:
-        raise IdentityMissing(path, evidence)
-    ident = NodeIdentity(cluster_id, node_id, os.urandom(8).hex())
+    ident = NodeIdentity(cluster_id, node_id,
+                         found.incarnation if found is not None else os.urandom(8).hex())
     atomic_write(path, ident.encode(), fs)
     return ident
 

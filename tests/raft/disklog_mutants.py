@@ -316,7 +316,8 @@ MUTANTS = (
     Mutant(
         "identity-not-checked",
         "impl/raft/identity.py",
-        "        if (found.cluster_id, found.node_id) != (cluster_id, node_id):",
+        "        if found.node_id != node_id or (\n"
+        "                found.cluster_id != cluster_id and found.cluster_id not in adopt):",
         "        if False:",
         f"{IDENTITY}",
     ),

@@ -10,8 +10,11 @@ import pytest
 
 from epochgc.impl.raft.identity import (
     IDENTITY_FILE,
+    LEGACY_CLUSTER_ID,
     IdentityMismatch,
     IdentityUnreadable,
+    NodeIdentity,
+    check_identity,
     ensure_identity,
 )
 from epochgc.impl.raft.node import Config
@@ -49,3 +52,30 @@ def test_a_server_on_another_nodes_data_directory_refuses_to_start(tmp_path: Pat
     server(1)
     with pytest.raises(IdentityMismatch, match="not to node 2"):
         server(2)
+
+
+def test_an_older_versions_identity_is_adopted_only_when_allowed(tmp_path: Path) -> None:
+    # newuser21 X1: every broker before this version wrote cluster=epochgc (no cluster id).
+    # Such a file of this node may take the cluster's id (its incarnation kept); without
+    # `adopt` it is another cluster's, and a legacy file of another node is never adopted.
+    d = tmp_path / "n1"
+    old = ensure_identity(str(d), LEGACY_CLUSTER_ID, 1)
+    with pytest.raises(IdentityMismatch, match=r"cluster 'epochgc'.*cluster 'c1'"):
+        ensure_identity(str(d), "c1", 1)
+    with pytest.raises(IdentityMismatch, match="not to node 2"):
+        ensure_identity(str(d), "c1", 2, adopt={LEGACY_CLUSTER_ID})
+    assert check_identity(str(d), "c1", 1, {LEGACY_CLUSTER_ID}) == old  # nothing written
+    assert NodeIdentity.decode("x", (d / IDENTITY_FILE).read_bytes()) == old
+    now = ensure_identity(str(d), "c1", 1, adopt={LEGACY_CLUSTER_ID})
+    assert now == NodeIdentity("c1", 1, old.incarnation)
+    assert NodeIdentity.decode("x", (d / IDENTITY_FILE).read_bytes()) == now
+    # Adopted once: from now on another cluster's start is refused, 'epochgc' included.
+    with pytest.raises(IdentityMismatch, match="cluster 'c1'"):
+        ensure_identity(str(d), "c2", 1, adopt={LEGACY_CLUSTER_ID})
+
+
+def test_checking_a_first_start_writes_nothing(tmp_path: Path) -> None:
+    # `cluster start` checks every node's directory before starting any (read-only).
+    d = tmp_path / "absent" / "n1"
+    assert check_identity(str(d), "c", 1) is None
+    assert not (tmp_path / "absent").exists()
