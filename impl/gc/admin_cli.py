@@ -185,6 +185,9 @@ class _AdminGroup(click.Group):
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
         except click.UsageError as e:
+            said = errorline.usage_failure(e, e.ctx)
+            if isinstance(said, errorline.NoCommand):  # `gc-admin` alone: its help
+                raise said from None
             raise _Usage(e.format_message(), e.ctx) from None
 
     def invoke(self, ctx: click.Context) -> Any:
