@@ -53,7 +53,7 @@ from epochgc.impl.gc.recordread import (
     DamagedRecord,
     is_refusal,
     listed_records,
-    read_record,
+    read_round_record,
 )
 from epochgc.impl.gc.sequence import (
     ROUND_SEQ_PREFIX,
@@ -291,7 +291,7 @@ def _last_that_ran(store: ObjectStore, records: dict[str, ObjectInfo],
             break
         for round_id in group:
             try:
-                refusal = is_refusal(read_record(store, records[round_id].key))
+                refusal = is_refusal(read_round_record(store, records[round_id].key))
             except DamagedRecord:
                 refusal = False
             if not refusal:
@@ -301,9 +301,12 @@ def _last_that_ran(store: ObjectStore, records: dict[str, ObjectInfo],
 
 def _readable(store: ObjectStore, rec: ObjectInfo, plan: ExpirePlan) -> bool:
     """Whether round record `rec` reads as one; if not, it is noted in `plan.unreadable`.
-    A failed request (StoreError) propagates: the record may be fine."""
+    A failed request (StoreError) propagates: the record may be fine. Read as `show` reads
+    it (`read_round_record`: strict JSON and a round record's fields): newuser21 X4, a
+    record `show` called "not a round record" was removed by age without a word, so the two
+    commands disagreed on what cannot be read."""
     try:
-        read_record(store, rec.key)
+        read_round_record(store, rec.key)
     except DamagedRecord as e:
         plan.unreadable.append(Unreadable(rec.key, e.why))
         return False

@@ -36,6 +36,14 @@ def _invoke(*args: str) -> tuple[int, str]:
     return r.exit_code, r.output
 
 
+# A round record's fields as `show` checks them (`recordread.shape_problem`): expire reads
+# a record the same way (newuser21 X4), so a bare `{"outcome": "done"}` is "not a round
+# record" to both.
+RECORD = (b'{"outcome": "done", "exit_code": 0, "started_at": "2026-11-30T19:00:00+00:00", '
+          b'"counts": {"deleted": 0}}')
+PAUSED = RECORD.replace(b'"done", "exit_code": 0', b'"paused", "exit_code": 3')
+
+
 def _round(root: Path, round_id: str, age_days: float, finished: bool = True) -> None:
     """A round as a real one leaves it: journal (START, one batch, END), record, marker;
     every object dated `age_days` ago (the store's own time is what expire reads)."""
@@ -48,7 +56,7 @@ def _round(root: Path, round_id: str, age_days: float, finished: bool = True) ->
     if finished:
         claim(store, round_id, f"{ROUNDS_PREFIX}{round_id}.json")
         store.put(base + END, b"{}")
-        store.put(f"{ROUNDS_PREFIX}{round_id}.json", b'{"outcome": "done"}')
+        store.put(f"{ROUNDS_PREFIX}{round_id}.json", RECORD)
         keys += [base + END, f"{ROUNDS_PREFIX}{round_id}.json"]
     t = time.time() - age_days * DAY
     for k in keys:
@@ -142,10 +150,14 @@ def test_expire_keeps_the_journal_of_a_round_killed_between_end_and_record(
     assert {base + START, base + END} <= _objects(root)
 
 
-DAMAGED = [b"\xff\xfe{", b'{"a":', b"[]", b'{"outcome": NaN}']
+# The last: valid JSON, not a round record's fields (newuser21 X4: `show` called it
+# damaged, expire removed it with its journal by age, exit 0).
+DAMAGED = [b"\xff\xfe{", b'{"a":', b"[]", b'{"outcome": NaN}',
+           b'{"outcome": {"x": 1}, "deleted": "many"}']
 
 
-@pytest.mark.parametrize("raw", DAMAGED, ids=["utf16-bom", "cut", "array", "nan"])
+@pytest.mark.parametrize("raw", DAMAGED, ids=["utf16-bom", "cut", "array", "nan",
+                                              "wrong-shape"])
 def test_expire_names_and_keeps_a_record_it_cannot_read(tmp_path: Path, raw: bytes) -> None:
     """Issue 41 (newuser2 F9): expire never read a record, so a damaged one was removed
     with its round's journal (the only account of that round's deletions) like any other,
@@ -277,7 +289,7 @@ def test_orphaned_markers_are_removed_only_past_the_retention_and_with_no_round(
     class _RecordMeanwhile(LocalStore):
         def head(self, key: str) -> ObjectInfo | None:
             if key == f"{ROUNDS_PREFIX}comes.json":  # its PUT lands after the listing
-                self.put(key, b'{"outcome": "paused"}')
+                self.put(key, PAUSED)
             return super().head(key)
 
     plan = expire_rounds(_RecordMeanwhile(root), time.time(), 30 * DAY, apply=True)
