@@ -116,7 +116,14 @@ async def _run(lc: LocalCluster, wait: float, done: BarrierProgress
                             "controller's barrier_candidate" if e.sent
                             else "the barrier was not started")) from None
         if r["status"] != "ok":
-            raise click.ClickException(f"barrier refused: {r}")
+            # In words, not the answer's repr: "failed" is a proposal whose leader lost
+            # its place before it applied (`ProposalFailed`), fate unknown.
+            said = str(r.get("message") or r.get("reason") or "")
+            raise click.ClickException(
+                f"the barrier's request was answered {r['status']}" + (f": {said}" if said
+                                                                        else "")
+                + "; the barrier may have started: `epochgc cluster status --json` shows "
+                "the controller's barrier_candidate")
         cand = done.candidate = int(r["candidate"])
         checkpoint("barrier-started")  # the signal tests' point
         deadline = time.monotonic() + wait
