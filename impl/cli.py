@@ -66,7 +66,7 @@ class _LazyGroup(click.Group):
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
         except click.UsageError as e:
-            raise errorline.UsageFailure(e.format_message(), e.ctx) from None
+            raise errorline.usage_failure(e, e.ctx) from None
         except click.exceptions.Exit as e:
             code = closedout.exit_code(e.exit_code)
             if code:

@@ -115,13 +115,38 @@ class UsageFailure(click.UsageError):
         echo_safe(line(command_of(self.ctx), self.format_message()), err=True, file=file)
 
 
+class NoCommand(UsageFailure):
+    """A group run without a command (`epochgc`, `epochgc cluster`): its help, as click
+    shows it, then the error line in the shape, exit 64 (a usage error). Click >= 8.2
+    raises a usage error whose message IS the help; shown as one error line that was a
+    3,240-character line (newuser21 X3)."""
+
+    def __init__(self, ctx: click.Context) -> None:
+        super().__init__(f"give a command: `{ctx.command_path} --help` lists them", ctx)
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        assert self.ctx is not None
+        echo_safe(self.ctx.get_help() + "\n", err=True, file=file)
+        echo_safe(line(command_of(self.ctx), "give a command (listed above)"), err=True,
+                  file=file)
+
+
+def usage_failure(e: click.UsageError, ctx: click.Context | None) -> UsageFailure:
+    """`e` as a usage error in the shape (`ctx`: its context when `e` has none)."""
+    where = e.ctx or ctx
+    no_args = getattr(click.exceptions, "NoArgsIsHelpError", None)  # click >= 8.2
+    if no_args is not None and isinstance(e, no_args) and where is not None:
+        return NoCommand(where)
+    return UsageFailure(e.format_message(), where)
+
+
 def shaped(e: click.ClickException, ctx: click.Context) -> click.ClickException:
     """`e` as an exception that shows itself in the shape, with its exit code; `ctx` any
     context of the run (its deepest names the command)."""
     if isinstance(e, Failure | UsageFailure):
         return e
     if isinstance(e, click.UsageError):
-        return UsageFailure(e.format_message(), e.ctx or deepest(ctx))
+        return usage_failure(e, deepest(ctx))
     f = _failure_class(e.exit_code)(e.format_message())
     f.command = command_of(deepest(ctx))
     return f

@@ -8,7 +8,7 @@ import os
 import click
 
 import epochgc
-from epochgc.model.replay import run
+from epochgc.model.replay import ReplayError, resolve_variant, run
 
 VECTORS = ("spec", "vectors")
 
@@ -38,6 +38,14 @@ def replay(variant_name: str | None, vector: str | None, file: str | None) -> No
     """
     if (vector is None) == (file is None):
         raise click.UsageError("give FILE.jsonl or --vector NAME (one of them)")
+    if variant_name is not None:
+        # A bad option value is a usage error (64), as `conform --variant` says it; 65 is
+        # for the file (a `# variant:` header naming no variant). newuser21 X2: 65, and
+        # "variant:", not "--variant:".
+        try:
+            resolve_variant(variant_name)
+        except ReplayError as e:
+            raise click.UsageError(f"--variant: {e.message}") from None
     if vector is not None:
         # By name only (newuser9 K10: the tour found the path with `python -c`, which a
         # `pipx install` does not put on PATH): no path, so no file outside the vectors.

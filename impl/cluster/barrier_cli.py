@@ -18,7 +18,7 @@ from typing import Any
 import click
 
 from epochgc.impl import closedout, pathopt, signals
-from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
+from epochgc.impl.cluster.client import NoAnswerWithin, ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.cluster.statuspoll import StatusPoll
 from epochgc.impl.finite import FiniteFloat
@@ -46,6 +46,13 @@ def barrier_rows(nodes: dict[int, Any], candidate: int) -> dict[str, dict[str, A
                 out[p] = row
     return out
 
+
+# The bound on the barrier's own request, all its nodes and attempts together: a node "waits
+# up to 30 s" (docs/operations.md), and so does the whole ask now. Each attempt had its own
+# 30 s, the client tried again through ~50 rounds: `barrier --wait 5` ran 10 min 12 s with
+# the controller leader alive and its mint not committing (newuser21 X9). The command
+# ends within ASK_S + max(--wait, QUICK_S) (+ a connect's 2 s per node).
+ASK_S = 30.0
 
 # A line on stderr this often while the command waits (as `gc`'s progress: newuser11 M12,
 # 11 s of silence on 1,032 partitions).
@@ -100,9 +107,23 @@ async def _run(lc: LocalCluster, wait: float, done: BarrierProgress
     access = ProcClusterAccess(lc.client_addrs(), hint=lc.down_hint(), say=stderr_line)
     try:
         done.asked = True
-        r = await access.controller_call(op="barrier")
+        try:
+            r = await access.controller_call(op="barrier", within_s=ASK_S)
+        except NoAnswerWithin as e:
+            raise click.ClickException(
+                f"{e}; " + ("the barrier may have started (a node was sent it and did not "
+                            "answer): `epochgc cluster status --json` shows the "
+                            "controller's barrier_candidate" if e.sent
+                            else "the barrier was not started")) from None
         if r["status"] != "ok":
-            raise click.ClickException(f"barrier refused: {r}")
+            # In words, not the answer's repr: "failed" is a proposal whose leader lost
+            # its place before it applied (`ProposalFailed`), fate unknown.
+            said = str(r.get("message") or r.get("reason") or "")
+            raise click.ClickException(
+                f"the barrier's request was answered {r['status']}" + (f": {said}" if said
+                                                                        else "")
+                + "; the barrier may have started: `epochgc cluster status --json` shows "
+                "the controller's barrier_candidate")
         cand = done.candidate = int(r["candidate"])
         checkpoint("barrier-started")  # the signal tests' point
         deadline = time.monotonic() + wait
@@ -134,7 +155,9 @@ def _applied(rows: dict[str, dict[str, Any]]) -> bool:
 @click.command()
 @click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 @click.option("--wait", default=10.0, show_default=True, type=FiniteFloat(0, 3600),
-              help="seconds to wait for every partition to apply the candidate (0-3600)")
+              help="seconds to wait for every partition to apply the candidate (0-3600), "
+                   "after the controller answered the barrier's request (at most 30 s); a "
+                   "node that does not answer stretches it to its 10 s bound")
 @click.option("--json", "as_json", is_flag=True)
 def barrier(data_dir: str, wait: float, as_json: bool) -> None:
     """Run the epoch barrier now: invalidate every epoch cache, drain, write

@@ -7,6 +7,7 @@ import base64
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -37,6 +38,9 @@ QUICK_S = 10.0
 # mint, so that it does not wait on a follower first, a frozen one its whole bound
 # (newuser10 L10).
 LEADER_FIRST = CHANGES_CONTROLLER | {"barrier"}
+# A request's own bound when it is not a quick one (`RpcClient.call`'s default: "waits up
+# to 30 s for its node", docs/operations.md).
+_CHANGE_S = 30.0
 
 
 def stderr_line(line: str) -> None:
@@ -160,14 +164,26 @@ class ProcClusterAccess:
                 return answers[nid]
         raise self._none_answered("no broker", req.get("op"), answers)
 
-    async def controller_call(self, **req: Any) -> dict[str, Any]:
+    async def controller_call(self, within_s: float | None = None, **req: Any
+                              ) -> dict[str, Any]:
         """The controller leader's answer (ok or an error of its own), trying every node:
-        unlike `any_call`, an error from the leader is returned, not passed over."""
+        unlike `any_call`, an error from the leader is returned, not passed over.
+        `within_s`: a bound on the whole call, its nodes and its rounds together (each
+        request's own bound cut to what is left of it), for a request sent again after no
+        answer: the barrier's took 30 s per attempt, ~20 attempts, 10 min 12 s with its
+        leader alive and not committing (newuser21 X9). Past it, a `NoAnswerWithin` says
+        what each node last answered."""
+        deadline = None if within_s is None else time.monotonic() + within_s
         answers: dict[int, dict[str, Any]] = {}
-        first = await self._controller_leader() if req.get("op") in LEADER_FIRST else None
+        first = (await self._controller_leader(deadline) if req.get("op") in LEADER_FIRST
+                 else None)
         for _ in range(50):  # an election in progress: a few rounds
             for nid in self._order(first):
-                answers[nid] = await self.call(nid, **req)
+                bound = _left(deadline, _CHANGE_S)
+                if bound <= 0:
+                    raise self._not_within(req.get("op"), within_s, answers)
+                answers[nid] = await self.call(nid, **req, **(
+                    {} if deadline is None else {"timeout": bound}))
                 if answers[nid]["status"] not in ("not_leader", "unreachable"):
                     return answers[nid]
                 if answers[nid].get("sent") and req.get("op") in CHANGES_CONTROLLER:
@@ -179,20 +195,36 @@ class ProcClusterAccess:
                             "message": f"node {nid}: {answers[nid]['message']}"}
             if all(a["status"] == "unreachable" for a in answers.values()):
                 break  # no node listens: no election to wait for (newuser7 H8: 5.3 s)
-            await asyncio.sleep(0.1)
+            await asyncio.sleep(min(0.1, max(0.0, _left(deadline, 0.1))))
         raise self._none_answered("no controller leader", req.get("op"), answers)
 
-    async def _controller_leader(self) -> int | None:
+    async def _controller_leader(self, deadline: float | None = None) -> int | None:
         """The controller leader as the first node that answers `status` sees it (None:
         none known): a change goes to it first, not to a node that only says "not the
         leader" (a signal while that answer is awaited left the change unsent, though
-        said sent; newuser10 L2)."""
+        said sent; newuser10 L2). Asked within `deadline` (monotonic), if any."""
         for nid in self._order(self.via):
-            st = (await self.call(nid, op="status")).get("data")
+            bound = _left(deadline, QUICK_S)
+            if bound <= 0:
+                return None
+            st = (await self.call(nid, op="status", timeout=bound)).get("data")
             if st is not None:
                 leader = (st.get("controller") or {}).get("leader")
                 return leader if leader in self.nodes else None
         return None
+
+    def _not_within(self, op: object, within_s: float | None,
+                    answers: dict[int, dict[str, Any]]) -> NoAnswerWithin:
+        """The bound of `controller_call` passed: what it waited for, node by node."""
+        said = "; ".join(
+            f"node {n} ({self.nodes[n][0]}:{self.nodes[n][1]}): "
+            + ("not the controller leader" if a["status"] == "not_leader"
+               else str(a.get("message") or a["status"]))
+            for n, a in sorted(answers.items()))
+        return NoAnswerWithin(
+            f"no controller leader answered {op} within {within_s:g} s"
+            + (f" ({said})" if said else ""),
+            sent=any(a.get("sent") for a in answers.values()))
 
     def _none_answered(self, who: str, op: object, answers: dict[int, dict[str, Any]]
                        ) -> ConnectionError:
@@ -325,6 +357,20 @@ class ProcClusterAccess:
         for c in self._clients.values():
             await c.close()
         self._clients.clear()
+
+
+class NoAnswerWithin(ConnectionError):
+    """`controller_call`'s whole bound passed; `sent`: some node was sent the request and
+    did not answer it, so it may have acted on it."""
+
+    def __init__(self, message: str, sent: bool) -> None:
+        super().__init__(message)
+        self.sent = sent
+
+
+def _left(deadline: float | None, cap: float) -> float:
+    """What is left of `deadline` (monotonic), at most `cap`; `cap` with no deadline."""
+    return cap if deadline is None else min(cap, deadline - time.monotonic())
 
 
 def _os_reason(e: BaseException) -> str:

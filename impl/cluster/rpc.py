@@ -212,7 +212,9 @@ class RpcClient:
                 return await fut
         except TimeoutError:
             # Said with its bound (newuser9 K9: a caller tells an unanswered change by it).
-            raise TimeoutError(f"no answer within {timeout:g} s") from None
+            # `.2g`: a bound cut to what is left of a whole one (`controller_call`'s
+            # `within_s`) is said "0.5 s", not "0.49987 s".
+            raise TimeoutError(f"no answer within {timeout:.2g} s") from None
         finally:
             # A call left by a signal (or a cancel) takes its future with it: failed later
             # by `close` with no one awaiting it, asyncio printed "Future exception was

@@ -318,9 +318,17 @@ class LeaseView:
     next_round_replaces: bool = False
 
     @property
-    def live(self) -> bool:
-        """Held, or cannot be told apart from held (fail closed)."""
-        return self.state not in (LeaseState.ABSENT, LeaseState.EXPIRED)
+    def live(self) -> bool | None:
+        """Held: True, free: False, None when it cannot be told (a lease that cannot be
+        read that a round may have written, or not a regular object). An unreadable lease
+        the next round replaces is held by no round (no round wrote it: `show.py`), so
+        False, as the human form says it; it was True beside `next_round_replaces: true`
+        (newuser21 X5), a contradiction to a script that gates on `live`."""
+        if self.state is LeaseState.LIVE:
+            return True
+        if self.state in (LeaseState.ABSENT, LeaseState.EXPIRED) or self.next_round_replaces:
+            return False
+        return None
 
     def holder_running(self) -> bool | None:
         """Whether the holder's process still runs: False only when known (the lease names

@@ -35,6 +35,7 @@ import signal
 import socket
 import sys
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -83,7 +84,7 @@ from epochgc.impl.gc.sequence import SequenceError
 from epochgc.impl.gc.show import count_text, gc_state, iso, json_safe, render
 from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import GONE_WHERE_SHORT, echo_safe, printable
-from epochgc.impl.preflight import Refused, require_modules, store_modules
+from epochgc.impl.preflight import PROBE_PREFIX, Refused, require_modules, store_modules
 from epochgc.impl.signals import SIGNALS, checkpoint
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.patience import BadSetting, check_settings
@@ -185,6 +186,9 @@ class _AdminGroup(click.Group):
         try:
             return super().make_context(info_name, args, parent=parent, **extra)
         except click.UsageError as e:
+            said = errorline.usage_failure(e, e.ctx)
+            if isinstance(said, errorline.NoCommand):  # `gc-admin` alone: its help
+                raise said from None
             raise _Usage(e.format_message(), e.ctx) from None
 
     def invoke(self, ctx: click.Context) -> Any:
@@ -558,8 +562,20 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
         echo_safe(line, err=True)
         checkpoint("round-removed")  # the signal tests' point
 
+    def writable() -> None:
+        # newuser21 X8: a store it cannot write was found at the first removal. Checked
+        # first, as `cluster start` and `chaos` check theirs (`preflight.store_writable`:
+        # one small object written and removed), so a refusal removes nothing.
+        key = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
+        try:
+            s.put(key, b"epochgc gc-admin expire: a store it can write\n")
+            s.delete_batch([key])
+        except (StoreError, OSError) as e:
+            raise _Refused(f"cannot write to the store, nothing was removed: {e}") from None
+
     try:
-        plan = expire_rounds(s, time.time(), older_than, keep_last, apply, said, progress)
+        plan = expire_rounds(s, time.time(), older_than, keep_last, apply, said, progress,
+                             before_removing=writable)
         if plan.applied and (plan.rounds or plan.orphans):  # newuser14 R3: said if stdout
             # fails; inside the `try`, so a signal until then says how far it got too.
             closedout.done(f"removed {len(plan.rounds)} round(s) ({plan.removed:,} "
@@ -574,7 +590,7 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
                         "removes the rest")
         raise
     except StoreError as e:
-        raise _Refused(f"failed: {e}") from None
+        raise _Refused(f"failed: {e}" + (f"; {progress.said()}" if apply else "")) from None
     except SequenceError as e:  # rounds it cannot order are never expired (newuser3 N8)
         raise _Refused(f"refused, nothing removed: {e}") from None
     finally:

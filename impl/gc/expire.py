@@ -53,7 +53,7 @@ from epochgc.impl.gc.recordread import (
     DamagedRecord,
     is_refusal,
     listed_records,
-    read_record,
+    read_round_record,
 )
 from epochgc.impl.gc.sequence import (
     ROUND_SEQ_PREFIX,
@@ -142,6 +142,22 @@ class ExpireProgress:
 
     planned: int = 0
     removed: int = 0
+    # Objects removed so far (every request's, a failed batch's too), and those a failed
+    # request may have removed (`DeleteResult.unknown`): what a failure's line says
+    # (newuser21 X8: "failed: cannot remove ...: Permission denied", not whether anything
+    # was removed).
+    objects: int = 0
+    maybe: int = 0
+
+    def said(self) -> str:
+        """What was removed, for a line that ends the command before it finished."""
+        if not self.objects and not self.maybe:
+            return "nothing was removed"
+        return (f"{self.removed} of {self.planned} round(s) removed whole, {self.objects:,} "
+                "object(s) in all" + (f" (and perhaps {self.maybe:,} more: their requests may "
+                                      "have been applied)" if self.maybe else "")
+                + "; a round cut short mid-way is finished by the next "
+                "`gc-admin expire --apply`")
 
 
 def expire_rounds(
@@ -152,10 +168,13 @@ def expire_rounds(
     apply: bool = False,
     say: Callable[[str], None] | None = None,
     progress: ExpireProgress | None = None,
+    before_removing: Callable[[], None] | None = None,
 ) -> ExpirePlan:
     """Plan (and with `apply`, carry out) the expiry. Raises StoreError on a failed request;
     what was removed before it stays removed (each step leaves a consistent store).
-    `progress`: kept up to date while it removes."""
+    `progress`: kept up to date while it removes. `before_removing`: called once the plan
+    has something to remove, before the first removal (`gc-admin expire`'s check that
+    the store takes a write)."""
     progress = progress if progress is not None else ExpireProgress()
     plan = ExpirePlan(apply, older_than_s, keep_last)
     listed, damaged = listed_records(store, ROUNDS_PREFIX)
@@ -234,9 +253,12 @@ def expire_rounds(
     if not apply:
         return plan
     progress.planned = len(doomed) + len(plan.orphans)
+    if progress.planned and before_removing is not None:
+        before_removing()
     for round_id, entries, rec in doomed:
         plan.removed += _remove_round(store, round_id, entries, rec,
-                                      [k for k in by_round.get(round_id, []) if k != top])
+                                      [k for k in by_round.get(round_id, []) if k != top],
+                                      progress)
         progress.removed += 1
         if say is not None:
             say(f"gc-admin: expire: removed round {round_id}")
@@ -244,7 +266,7 @@ def expire_rounds(
         if _has_round(store, round_id):  # its record or journal came meanwhile: kept
             progress.planned -= 1
             continue
-        plan.removed += _delete(store, orphans[round_id])
+        plan.removed += _delete(store, orphans[round_id], progress)
         progress.removed += 1
         if say is not None:
             say(f"gc-admin: expire: removed the sequence markers of round {round_id}")
@@ -291,7 +313,7 @@ def _last_that_ran(store: ObjectStore, records: dict[str, ObjectInfo],
             break
         for round_id in group:
             try:
-                refusal = is_refusal(read_record(store, records[round_id].key))
+                refusal = is_refusal(read_round_record(store, records[round_id].key))
             except DamagedRecord:
                 refusal = False
             if not refusal:
@@ -301,36 +323,46 @@ def _last_that_ran(store: ObjectStore, records: dict[str, ObjectInfo],
 
 def _readable(store: ObjectStore, rec: ObjectInfo, plan: ExpirePlan) -> bool:
     """Whether round record `rec` reads as one; if not, it is noted in `plan.unreadable`.
-    A failed request (StoreError) propagates: the record may be fine."""
+    A failed request (StoreError) propagates: the record may be fine. Read as `show` reads
+    it (`read_round_record`: strict JSON and a round record's fields): newuser21 X4, a
+    record `show` called "not a round record" was removed by age without a word, so the two
+    commands disagreed on what cannot be read."""
     try:
-        read_record(store, rec.key)
+        read_round_record(store, rec.key)
     except DamagedRecord as e:
         plan.unreadable.append(Unreadable(rec.key, e.why))
         return False
     return True
 
 
-def _delete(store: ObjectStore, keys: Iterable[str]) -> int:
+def _delete(store: ObjectStore, keys: Iterable[str],
+            progress: ExpireProgress | None = None) -> int:
     keys = list(keys)
     n = 0
     for i in range(0, len(keys), MAX_DELETE_BATCH):
         chunk = keys[i:i + MAX_DELETE_BATCH]
         r = store.delete_batch(chunk)
         if r.errors:
+            if progress is not None:  # the batch's other keys are gone (`DeleteResult`)
+                progress.objects += len(chunk) - len(r.gone) - len(r.errors) - len(r.changed)
+                progress.maybe += len(r.unknown)
             key, why = next(iter(r.errors.items()))
             raise StoreError(f"cannot remove {key}: {why}")
         n += len(chunk) - len(r.gone)
+        if progress is not None:
+            progress.objects += len(chunk) - len(r.gone)
     return n
 
 
 def _remove_round(store: ObjectStore, round_id: str, entries: list[ObjectInfo],
-                  rec: ObjectInfo | None, seq_keys: list[str]) -> int:
+                  rec: ObjectInfo | None, seq_keys: list[str],
+                  progress: ExpireProgress | None = None) -> int:
     base = f"{JOURNAL_PREFIX}{round_id}/"
     last = {base + STOP, base + START, base + END}
-    n = _delete(store, [o.key for o in entries if o.key not in last])
+    n = _delete(store, [o.key for o in entries if o.key not in last], progress)
     for name in (STOP, START, END):  # END last: never a START without END left behind
         if any(o.key == base + name for o in entries):
-            n += _delete(store, [base + name])
+            n += _delete(store, [base + name], progress)
     if rec is not None:
-        n += _delete(store, [rec.key])
-    return n + _delete(store, seq_keys)
+        n += _delete(store, [rec.key], progress)
+    return n + _delete(store, seq_keys, progress)

@@ -4,10 +4,13 @@ rounds, the highest sequence marker and an unfinished round's journal are never 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -36,6 +39,14 @@ def _invoke(*args: str) -> tuple[int, str]:
     return r.exit_code, r.output
 
 
+# A round record's fields as `show` checks them (`recordread.shape_problem`): expire reads
+# a record the same way (newuser21 X4), so a bare `{"outcome": "done"}` is "not a round
+# record" to both.
+RECORD = (b'{"outcome": "done", "exit_code": 0, "started_at": "2026-11-30T19:00:00+00:00", '
+          b'"counts": {"deleted": 0}}')
+PAUSED = RECORD.replace(b'"done", "exit_code": 0', b'"paused", "exit_code": 3')
+
+
 def _round(root: Path, round_id: str, age_days: float, finished: bool = True) -> None:
     """A round as a real one leaves it: journal (START, one batch, END), record, marker;
     every object dated `age_days` ago (the store's own time is what expire reads)."""
@@ -48,7 +59,7 @@ def _round(root: Path, round_id: str, age_days: float, finished: bool = True) ->
     if finished:
         claim(store, round_id, f"{ROUNDS_PREFIX}{round_id}.json")
         store.put(base + END, b"{}")
-        store.put(f"{ROUNDS_PREFIX}{round_id}.json", b'{"outcome": "done"}')
+        store.put(f"{ROUNDS_PREFIX}{round_id}.json", RECORD)
         keys += [base + END, f"{ROUNDS_PREFIX}{round_id}.json"]
     t = time.time() - age_days * DAY
     for k in keys:
@@ -142,10 +153,14 @@ def test_expire_keeps_the_journal_of_a_round_killed_between_end_and_record(
     assert {base + START, base + END} <= _objects(root)
 
 
-DAMAGED = [b"\xff\xfe{", b'{"a":', b"[]", b'{"outcome": NaN}']
+# The last: valid JSON, not a round record's fields (newuser21 X4: `show` called it
+# damaged, expire removed it with its journal by age, exit 0).
+DAMAGED = [b"\xff\xfe{", b'{"a":', b"[]", b'{"outcome": NaN}',
+           b'{"outcome": {"x": 1}, "deleted": "many"}']
 
 
-@pytest.mark.parametrize("raw", DAMAGED, ids=["utf16-bom", "cut", "array", "nan"])
+@pytest.mark.parametrize("raw", DAMAGED, ids=["utf16-bom", "cut", "array", "nan",
+                                              "wrong-shape"])
 def test_expire_names_and_keeps_a_record_it_cannot_read(tmp_path: Path, raw: bytes) -> None:
     """Issue 41 (newuser2 F9): expire never read a record, so a damaged one was removed
     with its round's journal (the only account of that round's deletions) like any other,
@@ -277,7 +292,7 @@ def test_orphaned_markers_are_removed_only_past_the_retention_and_with_no_round(
     class _RecordMeanwhile(LocalStore):
         def head(self, key: str) -> ObjectInfo | None:
             if key == f"{ROUNDS_PREFIX}comes.json":  # its PUT lands after the listing
-                self.put(key, b'{"outcome": "paused"}')
+                self.put(key, PAUSED)
             return super().head(key)
 
     plan = expire_rounds(_RecordMeanwhile(root), time.time(), 30 * DAY, apply=True)
@@ -302,3 +317,65 @@ def test_a_long_expire_list_is_cut_as_every_list_is() -> None:
     assert lines[1:22] == [f"  r{i:04d}" for i in range(20)] + ["  ... and 1,214 more"]
     assert "  o19" in lines and "  ... and 1 more" in lines and "  o20" not in lines
     assert lines[-20:] == [f"  k{i}: why" for i in range(20)]  # 20: none cut
+
+
+@contextlib.contextmanager
+def _immutable(*paths: Path) -> Iterator[None]:
+    """`paths` (recursively) made immutable (chattr +i: no entry created or removed in a
+    directory, even by root, as the tests run here): a store the command cannot write, for
+    real (newuser21 X8 ran it as `nobody`). Skipped where the file system or the process
+    cannot (no chattr, no CAP_LINUX_IMMUTABLE); undone on the way out."""
+    chattr = shutil.which("chattr")
+    if chattr is None:
+        pytest.skip("no chattr")
+    done: list[Path] = []
+    try:
+        for p in paths:
+            if subprocess.run([chattr, "-R", "+i", str(p)], capture_output=True).returncode:
+                pytest.skip("chattr +i is not permitted here")
+            done.append(p)
+        yield
+    finally:
+        for p in done:
+            subprocess.run([chattr, "-R", "-i", str(p)], check=True)
+
+
+def test_expire_on_a_store_it_cannot_write_removes_nothing_and_says_so(
+        tmp_path: Path) -> None:
+    """newuser21 X8: `expire --apply` on a store it could not write: "failed: cannot remove
+    .../STOP: Permission denied", true (nothing was removed) but not said, and found at the
+    first removal. Now checked first (one small object written and removed, as `cluster
+    start` checks its store): refused, exit 1, "nothing was removed"."""
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)
+    for name, age in (("a", 40), ("b", 39), ("c", 1)):
+        _round(root, name, age)
+    before = _objects(root)
+    with _immutable(root / "_cluster"):
+        code, out = _invoke("gc-admin", "expire", "--store", str(root), "--keep-last", "1",
+                            "--apply")
+    assert code == 1, out
+    assert out.rstrip().splitlines()[-1].startswith(
+        "epochgc gc-admin expire: error: cannot write to the store, nothing was removed: "), out
+    assert _objects(root) == before
+
+
+def test_expire_failing_mid_way_says_how_far_it_got(tmp_path: Path) -> None:
+    """The other half of X8: a removal that fails after others (here round `b`'s journal
+    cannot be changed; `a` went first) says what was removed, not only the failure."""
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)
+    for name, age in (("a", 40), ("b", 39), ("c", 1)):
+        _round(root, name, age)
+    before = _objects(root)
+    with _immutable(root / JOURNAL_PREFIX / "b"):
+        code, out = _invoke("gc-admin", "expire", "--store", str(root), "--keep-last", "1",
+                            "--apply")
+    assert code == 1, out
+    last = out.rstrip().splitlines()[-1]
+    assert last.startswith("epochgc gc-admin expire: error: failed: cannot remove "), last
+    gone = len(before - _objects(root))  # round a's record, journal and markers
+    assert last.endswith(f"; 1 of 2 round(s) removed whole, {gone} object(s) in all; a round "
+                         "cut short mid-way is finished by the next `gc-admin expire "
+                         "--apply`"), last
+    assert not {k for k in _objects(root) if "/a" in k}

@@ -42,6 +42,11 @@ def test_a_damaged_lease_is_shown_as_the_next_round_takes_it(tmp_path: Path) -> 
     assert "not UTF-8 (invalid start byte at byte 0)" in line, line
     assert "Expecting value" not in line and "reset --force" not in line, line
     assert line.endswith("the next round replaces it"), line
+    # newuser21 X5: --json said `"live": true` beside `"next_round_replaces": true`.
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    lease = json.loads(out)["lease"]
+    assert (lease["state"], lease["next_round_replaces"], lease["live"]) == (
+        "unreadable", True, False), lease
     # ... and it does: a round's acquire over it (what `gc` runs first).
     Lease(lambda: LocalStore(root), "r-next").acquire()
     got = read_lease(LocalStore(root), time.time())
@@ -59,6 +64,11 @@ def test_a_malformed_lease_a_round_would_refuse_keeps_the_reset_advice(
     _, out = _invoke("gc-admin", "show", "--store", str(root))
     line = next(ln for ln in out.splitlines() if ln.startswith("lease: "))
     assert "given twice" in line and "gc-admin reset --force removes it" in line, line
+    # A round may hold it: whether it is live cannot be told (null), not true or false.
+    _, out = _invoke("gc-admin", "show", "--store", str(root), "--json")
+    lease = json.loads(out)["lease"]
+    assert (lease["state"], lease["next_round_replaces"], lease["live"]) == (
+        "unreadable", False, None), lease
 
 
 def test_a_record_null_is_named_in_json_terms(tmp_path: Path) -> None:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
+import socket
 
 import pytest
 
-from epochgc.impl.cluster.client import ProcClusterAccess
+from epochgc.impl.cluster.client import NoAnswerWithin, ProcClusterAccess
 
 
 async def _silent_broker(
@@ -345,3 +347,57 @@ def test_a_change_left_unanswered_is_not_said_to_go_to_the_others() -> None:
     answer = asyncio.run(go())
     assert answer["status"] == "unreachable" and answer.get("sent"), answer
     assert not any("trying the others" in ln for ln in lines), lines
+
+
+def test_the_barriers_request_is_bounded_in_all_not_per_attempt() -> None:
+    """newuser21 X9: `barrier --wait 5` ran 10 min 12 s: the controller leader (node 1)
+    answered `status` but not the barrier (its mint not committing), node 2 said "not the
+    leader", node 3 was down, and `controller_call` sent the barrier again round after
+    round, each attempt bounded at 30 s on its own. Now `within_s` bounds the call whole.
+    Here node 1 is a server that answers `status` naming itself the leader and never answers
+    anything else, node 2 answers `not_leader`, node 3's port refuses. The bound is 0.5 s;
+    the hang bound (20 s) is under one old attempt (30 s): the old code cannot pass."""
+
+    async def leader_that_never_commits(reader: asyncio.StreamReader,
+                                        writer: asyncio.StreamWriter) -> None:
+        while line := await reader.readline():
+            req = json.loads(line)
+            if req["op"] == "status":
+                writer.write(json.dumps({"id": req["id"], "status": "ok", "data": {
+                    "controller": {"leader": 1}}}).encode() + b"\n")
+        writer.close()
+
+    async def follower(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while line := await reader.readline():
+            req = json.loads(line)
+            writer.write(json.dumps({"id": req["id"], "status": "not_leader",
+                                     "leader": 1}).encode() + b"\n")
+        writer.close()
+
+    async def scenario() -> tuple[str, bool]:
+        one = await asyncio.start_server(leader_that_never_commits, "127.0.0.1", 0)
+        two = await asyncio.start_server(follower, "127.0.0.1", 0)
+        gone = socket.socket()
+        gone.bind(("127.0.0.1", 0))  # bound, never listening: a connect is refused
+        nodes = {1: ("127.0.0.1", one.sockets[0].getsockname()[1]),
+                 2: ("127.0.0.1", two.sockets[0].getsockname()[1]),
+                 3: ("127.0.0.1", gone.getsockname()[1])}
+        access = ProcClusterAccess(nodes, say=lambda _line: None)
+        try:
+            async with asyncio.timeout(20):
+                await access.controller_call(op="barrier", within_s=0.5)
+        except NoAnswerWithin as e:
+            return str(e), e.sent
+        finally:
+            await access.close()
+            gone.close()
+            for s in (one, two):
+                s.close()
+                await s.wait_closed()
+        raise AssertionError("answered")
+
+    said, sent = asyncio.run(scenario())
+    # Node 1, the leader as `status` named it, was asked first and took the whole bound.
+    assert said.startswith("no controller leader answered barrier within 0.5 s (node 1 "
+                           "(127.0.0.1:"), said
+    assert said.endswith("): no answer within 0.5 s)") and sent, said

@@ -287,3 +287,22 @@ def test_an_option_missing_its_value_names_the_command(path: str, option: str) -
     last = r.stderr.strip().splitlines()[-1]
     assert last == f"epochgc {path}: error: Option '{option}' requires an argument.", last
     assert f"Usage: epochgc {path} " in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("group", _GROUPS, ids=lambda g: g or "epochgc")
+def test_a_group_without_a_command_shows_its_help_then_one_short_error_line(
+        group: str) -> None:
+    """newuser21 X3: `epochgc` alone (the first thing a new user types; `cluster`,
+    `gc-admin`, `topic` the same) printed click's usage, then its whole help flattened into
+    one 3,240-character "epochgc: error: Usage: ...; Options: ...; Commands: ..." line
+    (click >= 8.2 raises a usage error whose message is the help). Now the help as
+    `--help` shows it, then one short error line in the shape; a usage error, 64."""
+    r = CliRunner().invoke(main, group.split(), terminal_width=100)
+    assert r.exit_code == ExitCode.USAGE, (group, r.exit_code, r.output)
+    lines = r.stderr.splitlines()
+    who = f"epochgc {group}" if group else "epochgc"
+    assert lines[-1] == f"{who}: error: give a command (listed above)", lines[-3:]
+    helped = CliRunner().invoke(main, [*group.split(), "--help"], terminal_width=100)
+    assert r.stderr == f"{helped.stdout}\n{lines[-1]}\n", r.stderr  # --help's text whole
+    assert {"Commands:", "Exit codes:"} <= {x.strip() for x in lines}, r.stderr
+    assert r.stdout == ""

@@ -18,10 +18,12 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 
 from epochgc.impl.cluster import asked
@@ -523,3 +525,54 @@ def test_status_flags_a_delete_cut_short_and_a_topic_deleted_below_a_partition(
         assert r2.returncode == 0, r2.stderr
     r = CliRunner().invoke(main, ["cluster", "status", "--data-dir", str(cluster)])
     assert "topic 'z" not in r.output, r.output
+
+
+async def _until_not_controller_leader(lc: LocalCluster, nid: int) -> None:
+    """Until node `nid` says it does not lead the controller (a bound, not a sleep)."""
+    access = ProcClusterAccess({nid: lc.client_addrs()[nid]})
+    try:
+        async with asyncio.timeout(BOUND_S):
+            while True:
+                st = (await access.call(nid, op="status")).get("data")
+                if st is not None and st["controller"]["leader"] != nid:
+                    return
+                await asyncio.sleep(0.2)
+    finally:
+        await access.close()
+
+
+def test_the_barriers_request_is_bounded_whole_not_per_attempt(
+        cluster: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """newuser21 X9: `barrier --wait 5` ran 10 min 12 s with one node down and the
+    controller's entry not committing: each attempt had its own 30 s and the client tried
+    again round after round (the waiting lines repeated ~20 times). Here nodes 2 and 3 are
+    stopped (SIGSTOP: their sockets still accept), so no barrier can commit; node 1 answers
+    (once it no longer leads: a pending proposal is another path). The bound on the whole
+    request (barrier_cli.ASK_S, 30 s) is cut to 2 s; the hang bound, 25 s, is under one
+    old attempt: the old code cannot pass (seen: still waiting after 100 s)."""
+    from epochgc.impl.cluster import barrier_cli
+
+    lc = LocalCluster(cluster)
+    pids = [int(lc.meta["pids"][n]) for n in ("2", "3")]
+    monkeypatch.setattr(barrier_cli, "ASK_S", 2.0, raising=False)
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        asyncio.run(_until_not_controller_leader(lc, 1))
+
+        async def run() -> object:
+            async with asyncio.timeout(25):
+                return await barrier_cli._run(lc, 0.0, barrier_cli.BarrierProgress(
+                    time.monotonic()))
+
+        with pytest.raises(click.ClickException) as e:
+            asyncio.run(run())
+    finally:
+        for pid in pids:
+            os.kill(pid, signal.SIGCONT)
+    said = e.value.message
+    assert said.startswith("no controller leader answered barrier within 2 s ("), said
+    assert said.endswith("; the barrier may have started (a node was sent it and did not "
+                         "answer): `epochgc cluster status --json` shows the controller's "
+                         "barrier_candidate"), said
+    asyncio.run(_until_led_by(lc, {1, 2, 3}))  # the module's next cases get a whole cluster

@@ -265,8 +265,17 @@ def test_bad_header(tmp_path: Path, lines: list[str], needle: str) -> None:
 
 
 def test_unknown_variant_option_and_missing_file(tmp_path: Path) -> None:
-    res = _cli(tmp_path, ['{"op":"state"}'], "--variant", "nope")
-    assert res.exit_code == 65 and "unknown variant 'nope'" in res.stderr
+    # newuser21 X2: a bad option value is a usage error (64, as `conform --variant` says
+    # it), naming the option; it was 65 ("the file given is ... malformed") and "variant:".
+    # Through the `epochgc` group, as a user runs it (its usage errors exit 64).
+    from epochgc.impl.cli import main
+
+    f = tmp_path / "v.jsonl"
+    f.write_text('{"op":"state"}\n', encoding="utf-8")
+    for where in ([str(f)], ["--vector", "fence-window-reference"]):
+        res = CliRunner().invoke(main, ["replay", "--variant", "nope", *where])
+        assert res.exit_code == 64, (res.exit_code, res.output)
+        assert "--variant: unknown variant 'nope'" in res.stderr, res.stderr
     res = CliRunner().invoke(replay_cmd, [str(tmp_path / "absent.jsonl")])
     assert res.exit_code == 65 and "absent.jsonl: cannot read" in res.stderr
 
