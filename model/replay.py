@@ -684,18 +684,52 @@ def mismatched(results: Iterable[Mapping[str, Any]]) -> list[int]:
     return [r["step"] for r in results if "mismatch" in r]
 
 
-def _open(path: str, stdin: TextIO | None) -> AbstractContextManager[TextIO]:
+class _WritesBeforeWaiting(io.RawIOBase):
+    """stdin's bytes, read by `os.read`, with `before_wait()` called first whenever the read
+    would wait (poll(2) finds nothing to read yet): `run` writes the result it holds for the
+    next step then, so a driver that sends a step and waits for its result gets it, however
+    the next bytes arrive (review41b B2; review41c C3: a blank line, a comment or part of a
+    line arriving while a step was replayed made a "ready" test hold the result for ever)."""
+
+    def __init__(self, fd: int, before_wait: Callable[[], None]) -> None:
+        super().__init__()
+        self._fd = fd
+        self._before_wait = before_wait
+
+    def readable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def readinto(self, b: Any) -> int:
+        if not select.select([self._fd], [], [], 0)[0]:
+            self._before_wait()
+        data = os.read(self._fd, len(b))
+        b[: len(data)] = data
+        return len(data)
+
+
+def _open(path: str, stdin: TextIO | None,
+          before_wait: Callable[[], None]) -> AbstractContextManager[TextIO]:
     # surrogateescape: a byte that is not UTF-8 is named with its line by `bounded_lines`
     # (a strict decoder fails on a whole chunk, which says neither line nor column).
+    # newline=None: universal newlines, as a file is opened (VECTORS.md "Files": a line
+    # ends at \n, \r\n or a lone \r). Python opens stdin with newline="\n" on POSIX (i41y:
+    # a lone \r ended a line of a file, not of stdin).
     if path == "-":
         f = stdin or sys.stdin
         if stdin is None and isinstance(f, io.TextIOWrapper):
-            # newline=None: universal newlines, as a file is opened (VECTORS.md "Files": a
-            # line ends at \n, \r\n or a lone \r). Python opens stdin with newline="\n"
-            # on POSIX (i41y: a lone \r ended a line of a file, not of stdin).
-            f.reconfigure(errors="surrogateescape", newline=None)
+            try:
+                fd = f.fileno()
+            except (OSError, ValueError, io.UnsupportedOperation):  # in memory: never waits
+                f.reconfigure(errors="surrogateescape", newline=None)
+                return nullcontext(f)
+            raw = _WritesBeforeWaiting(fd, before_wait)  # never closes fd 0: the caller's
+            return nullcontext(io.TextIOWrapper(io.BufferedReader(raw), encoding=f.encoding,
+                                                errors="surrogateescape", newline=None))
         return nullcontext(f)  # stdin is the caller's to close
-    # The caller's `with` closes it.
+    # The caller's `with` closes it. A file never waits: its results are held to its end.
     return open(path, encoding="utf-8", errors="surrogateescape")
 
 
@@ -707,22 +741,6 @@ ERROR_HEAD = "epochgc replay: error: "
 
 def _unguarded(_code: int) -> AbstractContextManager[object]:
     return nullcontext()
-
-
-def _more_ready(f: TextIO) -> bool:
-    """Whether the next line (or the input's end) can be read without waiting: a regular
-    file, an in-memory stream, or a pipe or terminal poll(2) finds readable (data, or its
-    writer gone). A result is held back only then (`run`): from a stdin held open, a
-    driver that sends one step and waits for its result gets it at once (review41b B2:
-    it waited for ever)."""
-    try:
-        fd = f.fileno()
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            return True
-        ready, _, _ = select.select([fd], [], [], 0)
-    except (OSError, ValueError, io.UnsupportedOperation):  # no descriptor: all in memory
-        return True
-    return bool(ready)
 
 
 def run(
@@ -740,15 +758,23 @@ def run(
     under `finishing(code)`, its code decided: the CLI's `signals.finishing` (newuser20 W3:
     a signal right after the last result ended a complete replay "interrupted"). Which
     step is the last is known only once the input has ended, so a result is held until
-    the next step's is ready (or the input has ended) when that needs no wait
-    (`_more_ready`: a file, or a pipe with its next line or its end already there), and
-    written at once otherwise: from a stdin held open the run is not complete, and a
-    signal while it waits ends it as interrupted, its results so far written."""
+    the next step's is ready or the input has ended, and written before a read of stdin
+    would wait (`_WritesBeforeWaiting`): from a stdin held open each result is out before
+    replay waits for more, and a signal while it waits ends the run as interrupted, its
+    results so far written."""
     source = STDIN if path == "-" else path
     default = DEFAULT_VARIANT if path == "-" else variant_from_filename(path) or DEFAULT_VARIANT
     bad: list[int] = []
     steps = 0
     held: list[str] = []  # the latest step's result, not written yet
+
+    def write_held() -> None:
+        try:
+            for line in held:
+                out(line)
+        except OSError as e:
+            raise OutputError(e) from e
+        held.clear()
 
     def last(code: int, said: str | None = None) -> int:
         with finishing(code):
@@ -763,25 +789,14 @@ def run(
             resolve_variant(variant_name)
         if path != "-":
             _whole_file_utf8(path, source)
-        with _open(path, stdin) as f:
+        with _open(path, stdin, write_held) as f:
             for r in iter_replay(bounded_lines(f, source), variant_name, source=source,
                                  default=default):
                 steps += 1
                 if "mismatch" in r:
                     bad.append(r["step"])
-                try:
-                    for line in held:
-                        out(line)
-                except OSError as e:
-                    raise OutputError(e) from e
-                held[:] = [json.dumps(r, separators=(",", ":"))]
-                if not _more_ready(f):
-                    try:
-                        for line in held:
-                            out(line)
-                    except OSError as e:
-                        raise OutputError(e) from e
-                    held.clear()
+                write_held()
+                held.append(json.dumps(r, separators=(",", ":")))
     except OutputError as e:
         # The caller's to handle (`epochgc`'s group: a closed pipe ends quietly, exit 1).
         raise e.error from None

@@ -233,6 +233,30 @@ def test_replay_from_an_open_stdin_answers_each_step_at_once() -> None:
             p.kill()
 
 
+def test_replay_answers_a_step_whose_next_line_is_not_whole_yet() -> None:
+    """review41c C3: the result was held whenever stdin had bytes to read, which a blank
+    line, a comment or part of the next line also make: a driver waiting for the result
+    waited for ever. Here the pipe holds a step and more blank lines than one read takes
+    (io.DEFAULT_BUFFER_SIZE), all before replay reads: once they are read, the next read
+    would wait, and the step's result must be out."""
+    argv = [sys.executable, "-m", "epochgc", "replay", "-"]
+    with subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, env=ENV, text=True) as p:
+        assert p.stdin is not None and p.stdout is not None
+        try:
+            p.stdin.write(STEPS.splitlines(keepends=True)[0] + "\n" * 20000 + '{"op":')
+            p.stdin.flush()
+            got = _line_within(p.stdout, 60.0)
+            assert got is not None, "no result for a step sent, the input held open"
+            assert '"step":1' in got, got
+            p.stdin.write('"fence","term":1,"epoch":1}\n')
+            p.stdin.close()
+            assert p.wait(BOUND_S) == 0, p.stderr.read() if p.stderr else ""
+            assert '"step":2' in p.stdout.read()
+        finally:
+            p.kill()
+
+
 def _line_within(stream: IO[str], bound_s: float) -> str | None:
     """The next line of `stream`, or None if none came within `bound_s` (a bound on a
     hang, not a timing: the line comes at once or never)."""
