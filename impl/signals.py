@@ -521,8 +521,10 @@ def run(main: Coroutine[Any, Any, T]) -> T:
         check()  # a stop that was swallowed before the loop started
         # Restored as they were: `_handler`, or a command's own (gc-admin's).
         before = {s: signal.getsignal(s) for s in SIGNALS}
-        _swap(dict.fromkeys(SIGNALS, on_signal))
         try:
+            # Inside the `try`: one the swap's own pending-signal check raises (a handler
+            # being replaced) still has every handler put back (review41b B6).
+            _swap(dict.fromkeys(SIGNALS, on_signal))
             result = asyncio.run(guarded())
         except asyncio.CancelledError:
             if got:
@@ -545,13 +547,30 @@ def _swap(handlers: dict[signal.Signals, Any]) -> None:
     """Every handler of `handlers` installed with the signals blocked (pthread_sigmask(3)):
     one that comes meanwhile is delivered, to the new handler, as the mask is restored
     (review41b B6: a SIGINT between two `signal.signal` calls ran a finished run's handler,
-    which ignored it)."""
+    which ignored it). The mask is the calling thread's: a signal another thread takes
+    meanwhile is run by the main thread at its next check, which `signal.signal` itself
+    makes before it sets a handler (CPython's signal_signal_impl); a handler that raises
+    there leaves that handler unset, so it is set again, every handler is set, and the
+    first such exception is raised once they are (review41c C4)."""
     old = signal.pthread_sigmask(signal.SIG_BLOCK, handlers)
+    pairs = list(handlers.items())
+    raised: BaseException | None = None
+    done, tries = 0, 0
     try:
-        for s, h in handlers.items():
-            signal.signal(s, h)
+        while done < len(pairs):
+            try:
+                while done < len(pairs):
+                    signal.signal(*pairs[done])
+                    done += 1
+            except BaseException as e:  # a handler's, taken on the way: raised once all are set
+                tries += 1
+                if tries > 8:  # not a handler's: signal.signal's own refusal
+                    raise
+                raised = raised or e
     finally:
         signal.pthread_sigmask(signal.SIG_SETMASK, old)
+    if raised is not None:
+        raise raised
 
 
 @contextlib.contextmanager

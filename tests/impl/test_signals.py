@@ -350,6 +350,50 @@ def test_a_signal_while_handlers_are_swapped_reaches_the_new_one() -> None:
     assert r.stdout.splitlines() == ["['new']"], (r.stdout, r.stderr)
 
 
+def test_a_handler_that_raises_mid_swap_leaves_no_handler_unset() -> None:
+    """review41c C4 (B6 with another thread): the mask is the calling thread's; a SIGINT
+    another thread takes meanwhile is run by the main thread in `signal.signal`'s own check
+    before it sets a handler. The handler being replaced raised there, that handler was
+    never set (and `signals.run` left a finished run's handler in place). Now every handler
+    is set, then the exception is raised."""
+    r = _py('''
+        import threading
+
+        def old(n, f):
+            raise RuntimeError("old ran")
+
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, old)
+        go = threading.Event()
+        sender = threading.Thread(target=lambda: (go.wait(), os.kill(os.getpid(),
+                                                                     signal.SIGINT)),
+                                  daemon=True)
+        sender.start()  # before the swap: its signal mask lets SIGINT in
+        calls = []
+
+        import _signal  # signal.signal wraps it (Lib/signal.py)
+
+        def between(frame, event, arg):  # SIGINT taken by the other thread before the
+            if event == "c_call" and arg is _signal.signal:  # second handler is set
+                calls.append(1)
+                if len(calls) == 2:
+                    sys.setprofile(None)
+                    go.set()
+                    sender.join()  # the main thread runs `old` here, in that call's place
+
+        new = lambda n, f: None
+        sys.setprofile(between)
+        try:
+            signals._swap({signal.SIGTERM: new, signal.SIGINT: new})
+        except RuntimeError as e:
+            print("raised:", e, flush=True)
+        sys.setprofile(None)
+        print("SIGINT new:", signal.getsignal(signal.SIGINT) is new, flush=True)
+    ''')
+    assert r.stdout.splitlines() == ["raised: old ran", "SIGINT new: True"], (
+        r.stdout, r.stderr)
+
+
 def test_a_signal_during_a_deferred_cleanup_that_fails_ends_that_run() -> None:
     """A review of impl/signals.py: a signal that came while `deferred()`'s body ran was
     lost when the body raised (the failure propagated, the signal stayed pending), and the
