@@ -24,7 +24,6 @@ from epochgc.impl.cluster.errors import DamagedClusterFile
 from epochgc.impl.cluster.local import (
     FORCED,
     KILLED,
-    NAMED,
     NOT_RUNNING,
     LocalCluster,
     NotPermitted,
@@ -34,6 +33,7 @@ from epochgc.impl.cluster.local import (
     start_lock,
     stop_pids,
 )
+from epochgc.impl.cluster.meta import NAMED
 from epochgc.impl.cluster.owner import new_cluster_id
 from epochgc.impl.cluster.placement import placement_problem
 from epochgc.impl.cluster.rpc import MAX_RECORD_BYTES

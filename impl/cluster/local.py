@@ -19,7 +19,7 @@ from typing import IO, Any
 
 from epochgc import IMPORT_ROOT
 from epochgc.impl.cluster.errors import NoCluster
-from epochgc.impl.cluster.meta import load_meta
+from epochgc.impl.cluster.meta import NAMED, load_meta
 from epochgc.impl.cluster.owner import new_cluster_id
 from epochgc.impl.ports import free_ports
 from epochgc.impl.raft.identity import (
@@ -115,9 +115,6 @@ def port_free(port: int) -> str | None:
 
 
 NODE_MODULE = "epochgc.impl.cluster.node_main"
-# cluster.json: true once every node directory names the cluster's id (set by `init`, or by
-# `cluster start` once an upgraded cluster's nodes have all rewritten their identity).
-NAMED = "nodes_name_cluster"
 
 
 class LocalCluster:

@@ -29,7 +29,9 @@ from pathlib import Path
 
 import pytest
 
-from epochgc.impl.cluster.local import NAMED, LocalCluster
+from epochgc.impl.cluster.errors import DamagedClusterFile
+from epochgc.impl.cluster.local import LocalCluster
+from epochgc.impl.cluster.meta import NAMED
 from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.identity import (
     IDENTITY_FILE,
@@ -254,3 +256,14 @@ def test_the_mark_is_set_once_every_node_names_the_cluster(tmp_path: Path) -> No
     assert lc.mark_named() and not lc.legacy_allowed
     assert LocalCluster(tmp_path / "c").meta[NAMED] is True  # saved
     assert not lc.mark_named()  # once
+
+
+def test_a_mark_that_is_not_a_boolean_is_a_damaged_file(tmp_path: Path) -> None:
+    # Read as truthy it would refuse the cluster's own old-format directories, as falsy
+    # adopt a foreign one: neither is guessed (65, DamagedClusterFile, one line).
+    lc = LocalCluster(tmp_path / "c")
+    lc.init(1, str(tmp_path / "s"), ["t/0"], 1.0)
+    lc.meta[NAMED] = "yes"
+    lc.save()
+    with pytest.raises(DamagedClusterFile, match=rf"field '{NAMED}' is not true or false"):
+        LocalCluster(tmp_path / "c")
