@@ -57,7 +57,12 @@ from epochgc.impl.preflight import (
     writable_dir,
     writable_file,
 )
-from epochgc.impl.raft.identity import IdentityMismatch, IdentityMissing, IdentityUnreadable
+from epochgc.impl.raft.identity import (
+    LEGACY_CLUSTER_ID,
+    IdentityMismatch,
+    IdentityMissing,
+    IdentityUnreadable,
+)
 from epochgc.impl.shortlist import short_list, short_tail
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
@@ -307,8 +312,15 @@ def _check_identities(lc: LocalCluster, nodes: int, cluster_id: str) -> None:
         # Only a cluster an older version made, not yet marked (review41c C1).
         adopted = lc.check_identities(nids, cluster_id, adopt_legacy=lc.legacy_allowed)
     except (IdentityMismatch, IdentityMissing, IdentityUnreadable) as e:
-        raise Refused(f"{e} See docs/operations.md, \"Never restore a node's data directory "
-                      "from a backup\" (no node was started)", ExitCode.FAILED) from None
+        why = ""
+        if isinstance(e, IdentityMismatch) and e.found.cluster_id == LEGACY_CLUSTER_ID:
+            why = (" It was written by an older version, which named no cluster; this "
+                   + (f"cluster's file ({lc.meta_path}) says {NAMED}: every node of it names "
+                      "its id" if lc.meta else "cluster is new at this start")
+                   + ", so it came from another cluster or a backup.")
+        raise Refused(f"{e}{why} See docs/operations.md, \"Never restore a node's data "
+                      "directory from a backup\" (no node was started)",
+                      ExitCode.FAILED) from None
     for nid, found in adopted:
         _say_start(
             f"warning: node {nid}'s data directory ({lc.node_dir(nid)}) was written by an "

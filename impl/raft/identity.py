@@ -43,6 +43,7 @@ class IdentityMismatch(Exception):
             "this node its own empty data directory and let it catch up from its peers."
         )
         self.path = path
+        self.found = found
 
 
 class IdentityUnreadable(Exception):

@@ -191,6 +191,8 @@ def test_a_cluster_of_this_version_refuses_an_old_format_directory(
         assert named in line and "no node was started" in line
         assert (f"cluster '{LEGACY_CLUSTER_ID}'" if kind == "epochgc"
                 else "before node identity files") in line
+        if kind == "epochgc":  # why the old format is not this cluster's
+            assert f"({lc.meta_path}) says {NAMED}: every node of it names its id" in line
         assert "node 1: pid" not in r.stdout
         assert _sha(lc.meta_path) == before
         assert not (lc.node_dir(1) / IDENTITY_FILE).exists() or \
