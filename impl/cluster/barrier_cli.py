@@ -50,8 +50,10 @@ def barrier_rows(nodes: dict[int, Any], candidate: int) -> dict[str, dict[str, A
 # The bound on the barrier's own request, all its nodes and attempts together: a node "waits
 # up to 30 s" (docs/operations.md), and so does the whole ask now. Each attempt had its own
 # 30 s, the client tried again through ~50 rounds: `barrier --wait 5` ran 10 min 12 s with
-# the controller leader alive and its mint not committing (newuser21 X9). The command
-# ends within ASK_S + max(--wait, QUICK_S) (+ a connect's 2 s per node).
+# the controller leader alive and its mint not committing (newuser21 X9). It starts once
+# the leader search is over (every node asked at once, QUICK_S + a connect's 2 s at most:
+# review41c C2, the search spent it). The command ends within QUICK_S + 2 s + ASK_S +
+# max(--wait, QUICK_S) (+ a connect's 2 s per node).
 ASK_S = 30.0
 
 # A line on stderr this often while the command waits (as `gc`'s progress: newuser11 M12,
@@ -156,8 +158,9 @@ def _applied(rows: dict[str, dict[str, Any]]) -> bool:
 @click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 @click.option("--wait", default=10.0, show_default=True, type=FiniteFloat(0, 3600),
               help="seconds to wait for every partition to apply the candidate (0-3600), "
-                   "after the controller answered the barrier's request (at most 30 s); a "
-                   "node that does not answer stretches it to its 10 s bound")
+                   "after the controller answered the barrier's request (at most 12 s to "
+                   "find the controller leader, then 30 s); a node that does not answer "
+                   "stretches it to its 10 s bound")
 @click.option("--json", "as_json", is_flag=True)
 def barrier(data_dir: str, wait: float, as_json: bool) -> None:
     """Run the epoch barrier now: invalidate every epoch cache, drain, write

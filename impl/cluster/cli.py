@@ -33,6 +33,7 @@ from epochgc.impl.cluster.local import (
     start_lock,
     stop_pids,
 )
+from epochgc.impl.cluster.meta import NAMED
 from epochgc.impl.cluster.owner import new_cluster_id
 from epochgc.impl.cluster.placement import placement_problem
 from epochgc.impl.cluster.rpc import MAX_RECORD_BYTES
@@ -56,7 +57,12 @@ from epochgc.impl.preflight import (
     writable_dir,
     writable_file,
 )
-from epochgc.impl.raft.identity import IdentityMismatch, IdentityMissing, IdentityUnreadable
+from epochgc.impl.raft.identity import (
+    LEGACY_CLUSTER_ID,
+    IdentityMismatch,
+    IdentityMissing,
+    IdentityUnreadable,
+)
 from epochgc.impl.shortlist import short_list, short_tail
 from epochgc.impl.signals import checkpoint
 from epochgc.impl.store.base import StoreError
@@ -115,7 +121,9 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
     own data directory adopts it). A local store equal to, inside or around DATA_DIR is
     refused (64) for a new cluster (an existing one made so starts, with a warning).
     A node's data directory names its cluster and node (DATA_DIR/nN/node-identity): one of
-    another cluster or node is refused (1) before any node starts; docs/operations.md."""
+    another cluster or node is refused (1) before any node starts, and so is one naming no
+    cluster (an older version's) unless this cluster's file was written by an older version
+    and is not yet marked; docs/operations.md."""
     try:
         spec = parse_store_url(store, s3_endpoint)
     except StoreError as e:
@@ -261,6 +269,10 @@ def _start(ctx: click.Context, lc: LocalCluster, spec: StoreSpec, store: str, no
         # Ready: handed over, they run on after this command (until `cluster stop`); a
         # start killed before this point (kill -9) leaves none of its nodes running.
         lc.detach(started)
+        if lc.mark_named():  # an upgraded cluster: every node named it at this start
+            _say_start(f"every node's data directory now names this cluster ({lc.meta_path}: "
+                       f"{NAMED}): one naming no cluster (an older version's) is refused "
+                       "from now on")
         # newuser14 R3: a failed stdout write's line says the cluster runs (a bare "cannot
         # write" reads as a start that failed).
         closedout.done(f"the cluster is running ({len(lc.ids)} node(s), "
@@ -291,25 +303,33 @@ def _check_identities(lc: LocalCluster, nodes: int, cluster_id: str) -> None:
     """Refuse (1) a start whose nodes to start include a data directory of another node or
     cluster (LocalCluster.check_identities); say each directory an older version wrote
     that takes this cluster's id at this start."""
-    existing = bool(lc.meta)
-    if existing:
+    if lc.meta:
         running = lc.running()
         nids = [n for n in lc.ids if n not in running]
     else:
         nids = list(range(1, nodes + 1))
     try:
-        adopted = lc.check_identities(nids, cluster_id, adopt_legacy=existing)
+        # Only a cluster an older version made, not yet marked (review41c C1).
+        adopted = lc.check_identities(nids, cluster_id, adopt_legacy=lc.legacy_allowed)
     except (IdentityMismatch, IdentityMissing, IdentityUnreadable) as e:
-        raise Refused(f"{e} See docs/operations.md, \"Never restore a node's data directory "
-                      "from a backup\" (no node was started)", ExitCode.FAILED) from None
+        why = ""
+        if isinstance(e, IdentityMismatch) and e.found.cluster_id == LEGACY_CLUSTER_ID:
+            why = (" It was written by an older version, which named no cluster; this "
+                   + (f"cluster's file ({lc.meta_path}) says {NAMED}: every node of it names "
+                      "its id" if lc.meta else "cluster is new at this start")
+                   + ", so it came from another cluster or a backup.")
+        raise Refused(f"{e}{why} See docs/operations.md, \"Never restore a node's data "
+                      "directory from a backup\" (no node was started)",
+                      ExitCode.FAILED) from None
     for nid, found in adopted:
         _say_start(
             f"warning: node {nid}'s data directory ({lc.node_dir(nid)}) was written by an "
             f"older version, which named no cluster in it (cluster {found.cluster_id!r}): it "
             f"takes this cluster's id {cluster_id!r} ({lc.meta_path}) when node {nid} "
-            "starts. A directory copied from another cluster before this upgrade cannot be "
-            "told apart; docs/operations.md, \"Never restore a node's data directory from a "
-            "backup\"")
+            f"starts. Until every node of this cluster has so started ({lc.meta_path} then "
+            f"says {NAMED}), a directory an older version wrote for another cluster cannot "
+            "be told apart; docs/operations.md, \"Never restore a node's data directory from "
+            "a backup\"")
 
 
 def _say_start(line: str) -> None:

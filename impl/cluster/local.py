@@ -19,10 +19,16 @@ from typing import IO, Any
 
 from epochgc import IMPORT_ROOT
 from epochgc.impl.cluster.errors import NoCluster
-from epochgc.impl.cluster.meta import load_meta
+from epochgc.impl.cluster.meta import NAMED, load_meta
 from epochgc.impl.cluster.owner import new_cluster_id
 from epochgc.impl.ports import free_ports
-from epochgc.impl.raft.identity import LEGACY_CLUSTER_ID, NodeIdentity, check_identity
+from epochgc.impl.raft.identity import (
+    IDENTITY_FILE,
+    LEGACY_CLUSTER_ID,
+    IdentityUnreadable,
+    NodeIdentity,
+    check_identity,
+)
 
 LOCK_NAME = "start.lock"
 # A node's listeners, as cluster.json names their ports.
@@ -135,6 +141,9 @@ class LocalCluster:
             # The node directories' `node-identity` name it (check_identities); so does the
             # store's _cluster/cluster-id.json once `cluster start` claims it (storeclaim.py).
             "cluster_id": cluster_id or new_cluster_id(),
+            # Created by this version: every node directory will name `cluster_id`, so one
+            # naming no cluster is never this cluster's (review41c C1: `legacy_allowed`).
+            NAMED: True,
         }
         self.save()
 
@@ -198,6 +207,34 @@ class LocalCluster:
             self.meta[listener] = {str(i): ports[k * n + i - 1] for i in self.ids}
         self.save()
 
+    @property
+    def legacy_allowed(self) -> bool:
+        """Whether a node directory that names no cluster (an older version's
+        `cluster=epochgc`, or format 3 without the file) may be this cluster's: only in a
+        cluster whose file an older version wrote and that has not had every node's identity
+        rewritten since (no NAMED mark). A new cluster, or a marked one, has none such: a
+        directory naming no cluster came from another cluster or a backup (review41c C1)."""
+        return bool(self.meta) and not self.meta.get(NAMED)
+
+    def mark_named(self) -> bool:
+        """Set the NAMED mark once every node's `node-identity` names this cluster's id
+        (an upgraded cluster whose nodes have all started on this version); True if set
+        now. From then on a directory naming no cluster is refused (`legacy_allowed`)."""
+        if not self.meta or self.meta.get(NAMED):
+            return False
+        cid = self.cluster_id()
+        for nid in self.ids:
+            path = self.node_dir(nid) / IDENTITY_FILE
+            try:
+                found = NodeIdentity.decode(str(path), path.read_bytes())
+            except (OSError, IdentityUnreadable):
+                return False
+            if found.cluster_id != cid or found.node_id != nid:
+                return False
+        self.meta[NAMED] = True
+        self.save()
+        return True
+
     def check_identities(self, nids: list[int], cluster_id: str,
                          adopt_legacy: bool) -> list[tuple[int, NodeIdentity]]:
         """Every data directory of the nodes `nids` belongs to that node of cluster
@@ -212,7 +249,8 @@ class LocalCluster:
         adopt = (LEGACY_CLUSTER_ID,) if adopt_legacy else ()
         adopted = []
         for nid in nids:
-            found = check_identity(str(self.node_dir(nid)), cluster_id, nid, adopt)
+            found = check_identity(str(self.node_dir(nid)), cluster_id, nid, adopt,
+                                   adopt_unnamed=adopt_legacy)
             if found is not None and found.cluster_id != cluster_id:
                 adopted.append((nid, found))
         return adopted
@@ -271,6 +309,8 @@ class LocalCluster:
             "--metrics-port", str(self.meta["metrics"][str(nid)]),
             "--data-dir", str(self.node_dir(nid)), "--store", self.meta["store"],
             "--cluster-id", self.cluster_id(),
+            # The broker adopts a directory naming no cluster only when told (review41c C1).
+            *(["--adopt-legacy-identity"] if self.legacy_allowed else []),
             "--partitions", ",".join(self.meta["partitions"]),
             "--mint-interval", str(self.meta["mint_interval"]), *self.meta["extra"],
             "--log-level", self.meta.get("log_level", "WARNING"), "--owned",

@@ -45,6 +45,12 @@ def _int_map(v: object, keys: list[int], lo: int = 1, hi: int = 2**31) -> bool:
             and all(_int(p) and lo <= p < hi for p in v.values()))
 
 
+# True once every node directory names the cluster's id (impl/cluster/local.py
+# `legacy_allowed`, review41c C1): set at creation by this version, or by the start that
+# finds an upgraded cluster's nodes all rewritten. Absent: an older version's file.
+NAMED = "nodes_name_cluster"
+
+
 def _checks(meta: dict[str, Any]) -> list[tuple[Field, bool]]:
     ids = _ints(meta.get("ids"))
     v = meta.get
@@ -68,6 +74,7 @@ def _checks(meta: dict[str, Any]) -> list[tuple[Field, bool]]:
         (Field("cluster_id", "32 hexadecimal digits", required=False),
          isinstance(v("cluster_id", ""), str) and ID_PATTERN.fullmatch(v("cluster_id", ""))
          is not None),
+        (Field(NAMED, "true or false", required=False), isinstance(v(NAMED, False), bool)),
     ]
 
 

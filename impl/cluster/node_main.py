@@ -62,15 +62,19 @@ async def run(args: argparse.Namespace) -> int:
 
         def factory(d: str) -> DiskStorage:
             return DiskStorage(d, fs=fs, group_commit=server.group_commit)
-    # The data directory must name this cluster (DATA_DIR/cluster.json's id, newuser21 X1);
-    # one an older version wrote ('epochgc', whatever its cluster) takes it (`cluster start`
-    # refused such a file in a cluster new at that start: LocalCluster.check_identities).
+    # The data directory must name this cluster (DATA_DIR/cluster.json's id, newuser21 X1).
+    # One naming no cluster (an older version's 'epochgc', or format 3 without the file)
+    # takes it only with --adopt-legacy-identity, which `cluster start` gives only to a
+    # cluster that may hold such a directory (LocalCluster.legacy_allowed, review41c C1).
     # The transport keeps the constant: a node restarted by this version still talks to
     # peers an older one started.
+    legacy = args.adopt_legacy_identity
     try:
         server = RaftServer(tcfg, args.data_dir, Config(), tick_interval=args.tick,
                             snapshot_interval=args.snapshot_interval, storage_factory=factory,
-                            cluster_id=args.cluster_id, adopt_clusters={LEGACY_CLUSTER_ID})
+                            cluster_id=args.cluster_id,
+                            adopt_clusters={LEGACY_CLUSTER_ID} if legacy else (),
+                            adopt_unnamed=legacy)
     except (IdentityMismatch, IdentityMissing, IdentityUnreadable) as e:
         print(f"refusing to start: {e}", file=sys.stderr, flush=True)
         return 2
@@ -221,6 +225,9 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--cluster-id", required=True,
                     help="the cluster's id (DATA_DIR/cluster.json): the one the data "
                          "directory's node-identity must name")
+    ap.add_argument("--adopt-legacy-identity", action="store_true",
+                    help="a data directory naming no cluster (written by an older version) "
+                         "takes --cluster-id; without it such a directory is refused")
     ap.add_argument("--s3-endpoint", default=None)
     ap.add_argument("--partitions", default="")
     ap.add_argument("--mint-interval", type=float, default=3.0)

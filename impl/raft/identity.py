@@ -20,7 +20,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 
 from epochgc.impl.raft.atomicfile import atomic_write
-from epochgc.impl.raft.diskformat import FORMAT, MAGIC
+from epochgc.impl.raft.diskformat import FORMAT, FORMAT4, MAGIC, SNAP_FORMAT
 from epochgc.impl.raft.fileio import EntryKind, FileIO, OsFileIO, make_dirs_durable
 
 IDENTITY_FILE = "node-identity"
@@ -43,6 +43,7 @@ class IdentityMismatch(Exception):
             "this node its own empty data directory and let it catch up from its peers."
         )
         self.path = path
+        self.found = found
 
 
 class IdentityUnreadable(Exception):
@@ -61,6 +62,24 @@ class IdentityMissing(Exception):
             "adopt a new identity (it could vote with another node's term and vote). Restore "
             "the file, or give this node its own empty data directory and let it catch up "
             "from its peers."
+        )
+        self.path = path
+
+
+class IdentityUnnamed(IdentityMissing):
+    """No identity file, but Raft group data a version from before identity files wrote
+    (format 3): the directory names no cluster. Refused where the cluster cannot hold such a
+    directory (review41c C7: `adopt_unnamed` False)."""
+
+    def __init__(self, path: str, evidence: str, cluster_id: str) -> None:
+        Exception.__init__(
+            self,
+            f"{path} is missing, and {evidence} holds Raft data of a version from before "
+            f"node identity files: the directory names no cluster, and cluster {cluster_id!r} "
+            "has none such (created by this version, or every node's identity rewritten "
+            "since), so it came from another cluster or a backup. Refusing to start on it "
+            "(it would vote with another node's term and vote, and serve its log). Give "
+            "this node its own empty data directory and let it catch up from its peers."
         )
         self.path = path
 
@@ -91,13 +110,14 @@ class NodeIdentity:
 
 def check_identity(
     data_dir: str, cluster_id: str, node_id: int, adopt: Collection[str] = (),
-    fs: FileIO | None = None,
+    fs: FileIO | None = None, adopt_unnamed: bool = True,
 ) -> NodeIdentity | None:
     """What `ensure_identity` would find, writing nothing: the identity of `data_dir`, or
     None if a start would write a new one (no file, no format-4 group data). Raises as
     `ensure_identity` does. A file naming a cluster in `adopt` (LEGACY_CLUSTER_ID: an older
     version's, which named no cluster) and this node is returned as found: the start
-    rewrites it with `cluster_id`."""
+    rewrites it with `cluster_id`. `adopt_unnamed` False: a directory with group data of a
+    version before identity files and no file raises IdentityUnnamed (not adopted)."""
     fs = fs or OsFileIO()
     path = os.path.join(data_dir, IDENTITY_FILE)
     if fs.exists(path):
@@ -106,26 +126,29 @@ def check_identity(
                 found.cluster_id != cluster_id and found.cluster_id not in adopt):
             raise IdentityMismatch(path, found, cluster_id, node_id)
         return found
-    evidence = _format4_evidence(fs, data_dir) if fs.exists(data_dir) else None
-    if evidence is not None:
-        raise IdentityMissing(path, evidence)
+    first, named = _group_data(fs, data_dir) if fs.exists(data_dir) else (None, None)
+    if named is not None:
+        raise IdentityMissing(path, named)
+    if first is not None and not adopt_unnamed:
+        raise IdentityUnnamed(path, first, cluster_id)
     return None
 
 
 def ensure_identity(
     data_dir: str, cluster_id: str, node_id: int, fs: FileIO | None = None,
-    adopt: Collection[str] = (),
+    adopt: Collection[str] = (), adopt_unnamed: bool = True,
 ) -> NodeIdentity:
     """Return the identity of `data_dir`, writing it (durably) at the first start; raise
     IdentityMismatch if the directory belongs to another cluster or node, IdentityUnreadable
     if the file is damaged, IdentityMissing if the file is gone from a directory whose groups
     hold format-4 data. A directory of an older version (format 3) without the file adopts
     the identity it is started with; a file of this node naming a cluster in `adopt` is
-    rewritten with `cluster_id` (its incarnation kept)."""
+    rewritten with `cluster_id` (its incarnation kept); `adopt_unnamed` False refuses the
+    format-3 directory (IdentityUnnamed)."""
     fs = fs or OsFileIO()
     make_dirs_durable(fs, data_dir)
     path = os.path.join(data_dir, IDENTITY_FILE)
-    found = check_identity(data_dir, cluster_id, node_id, adopt, fs)
+    found = check_identity(data_dir, cluster_id, node_id, adopt, fs, adopt_unnamed)
     if found is not None and found.cluster_id == cluster_id:
         return found
     ident = NodeIdentity(cluster_id, node_id,
@@ -137,9 +160,13 @@ def ensure_identity(
 _GROUP = re.compile(r"g\d+")
 
 
-def _format4_evidence(fs: FileIO, data_dir: str) -> str | None:
-    """A file of a group directory under `data_dir` in on-disk format 4 (a snapshot file or
-    a segment with the format-4 magic), or None. Only regular files are read."""
+def _group_data(fs: FileIO, data_dir: str) -> tuple[str | None, str | None]:
+    """(the first group file under `data_dir`, the first one in an on-disk format of a
+    version that writes the identity file first): a snapshot file or segment of a `gN`
+    group directory, regular files only. Formats 4 and 5 wrote identity files (segment
+    magic byte, snapshot header byte SNAP_FORMAT: impl/raft/diskformat.py, diskrecovery.py);
+    format 3 did not."""
+    first = None
     for g in sorted(fs.listdir(data_dir)):
         gdir = os.path.join(data_dir, g)
         if not _GROUP.fullmatch(g) or fs.entry_kind(gdir) is not EntryKind.DIRECTORY:
@@ -149,7 +176,11 @@ def _format4_evidence(fs: FileIO, data_dir: str) -> str | None:
             ours = n == "snapshot" or n.endswith(".seg")
             if not ours or fs.entry_kind(p) is not EntryKind.REGULAR:
                 continue
+            first = first or p
             raw = fs.read(p)
-            if (n == "snapshot" and raw[4:5] == bytes([FORMAT])) or raw[: len(MAGIC)] == MAGIC:
-                return p
-    return None
+            if n == "snapshot" and raw[4:5] == bytes([SNAP_FORMAT]):
+                return first, p
+            if n != "snapshot" and raw[:7] == MAGIC[:7] and raw[7:8] in (
+                    bytes([FORMAT]), bytes([FORMAT4])):
+                return first, p
+    return first, None

@@ -49,13 +49,15 @@ class RaftServer:
         fileio: FileIO | None = None,
         cluster_id: str | None = None,
         adopt_clusters: Collection[str] = (),
+        adopt_unnamed: bool = True,
     ) -> None:
         """`group_commit`: one barrier per batch for all groups: "syncfs", "parallel" (the
         groups' fsyncs issued concurrently), True (= "parallel"), False (one fsync per group
         in turn), None (the default: "parallel"). `fileio`: the file system calls of a
         group's removal (the real ones by default). `cluster_id`: the cluster the data
         directory's `node-identity` must name (default: the transport's), `adopt_clusters`:
-        the ids it may name instead, rewritten at this start (`ensure_identity`)."""
+        the ids it may name instead, rewritten at this start (`ensure_identity`),
+        `adopt_unnamed`: whether a format-3 directory without the file is adopted."""
         self.fileio: FileIO = fileio or OsFileIO()
         self.node_id = transport_config.node_id
         self.voters = sorted([self.node_id, *transport_config.peers])
@@ -63,7 +65,8 @@ class RaftServer:
         # Refuses a data directory of another node or cluster (impl/raft/identity.py); makes
         # the directory durable in its parent first.
         self.identity = ensure_identity(data_dir, cluster_id or transport_config.cluster_id,
-                                        self.node_id, adopt=adopt_clusters)
+                                        self.node_id, adopt=adopt_clusters,
+                                        adopt_unnamed=adopt_unnamed)
         self.tick_interval = tick_interval
         self.transport = Transport(transport_config, self._on_message)
         rng = random.Random(seed if seed is not None else int.from_bytes(os.urandom(8), "big"))

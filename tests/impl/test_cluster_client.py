@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import re
 import socket
 
 import pytest
@@ -400,4 +401,46 @@ def test_the_barriers_request_is_bounded_in_all_not_per_attempt() -> None:
     # Node 1, the leader as `status` named it, was asked first and took the whole bound.
     assert said.startswith("no controller leader answered barrier within 0.5 s (node 1 "
                            "(127.0.0.1:"), said
-    assert said.endswith("): no answer within 0.5 s)") and sent, said
+    # The others as the leader search found them, if their answers came before node 1's
+    # (review41c C2: the search's answers are named too).
+    assert re.match(r"[^(]*\(node 1 \(127\.0\.0\.1:\d+\): no answer within 0\.5 s[;)]",
+                    said) and sent, said
+
+
+def test_a_bound_passed_names_the_nodes_the_leader_search_found_silent(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """review41c C2: with the nodes frozen (they accept and never answer), the barrier's
+    refusal named no node: the leader search's timeouts were not kept. Node 1 and node 2
+    never answer; the search's bound (QUICK_S) is cut to 0.2 s, the request's to 0.5 s:
+    node 1 is then asked the barrier and takes the bound, node 2 is named by its search
+    answer."""
+    from epochgc.impl.cluster import client
+
+    monkeypatch.setattr(client, "QUICK_S", 0.2)
+
+    async def frozen(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.readline():
+            pass
+        writer.close()
+
+    async def scenario() -> str:
+        servers = [await asyncio.start_server(frozen, "127.0.0.1", 0) for _ in (1, 2)]
+        nodes = {i + 1: ("127.0.0.1", s.sockets[0].getsockname()[1])
+                 for i, s in enumerate(servers)}
+        access = ProcClusterAccess(nodes, say=lambda _line: None)
+        try:
+            async with asyncio.timeout(20):
+                await access.controller_call(op="barrier", within_s=0.5)
+        except NoAnswerWithin as e:
+            return str(e)
+        finally:
+            await access.close()
+            for s in servers:
+                s.close()
+                await s.wait_closed()
+        raise AssertionError("answered")
+
+    said = asyncio.run(scenario())
+    assert re.fullmatch(r"no controller leader answered barrier within 0\.5 s \(node 1 "
+                        r"\(127\.0\.0\.1:\d+\): no answer within 0\.5 s; node 2 "
+                        r"\(127\.0\.0\.1:\d+\): no answer within 0\.2 s\)", said), said

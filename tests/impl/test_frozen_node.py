@@ -576,3 +576,36 @@ def test_the_barriers_request_is_bounded_whole_not_per_attempt(
                          "answer): `epochgc cluster status --json` shows the controller's "
                          "barrier_candidate"), said
     asyncio.run(_until_led_by(lc, {1, 2, 3}))  # the module's next cases get a whole cluster
+
+
+def test_the_leader_search_does_not_spend_the_barriers_bound(cluster: Path) -> None:
+    """review41c C2: the controller-leader search asked the nodes one at a time (QUICK_S,
+    10 s each) from the barrier's whole bound (barrier_cli.ASK_S, 30 s): 7 nodes, 3 frozen
+    ordered first, a healthy majority, refused "the barrier was not started" in 30.3 s.
+    Shrunk: node 1, asked first, frozen; nodes 2 and 3 lead. The bound given is QUICK_S
+    itself, so node 1's status alone spends it in old code (deterministic: it fails
+    whatever the load). Now the search asks every node at once, bounded on its own, and
+    the bound is the request's once a leader is known."""
+    from epochgc.impl.cluster import client
+
+    lc = LocalCluster(cluster)
+    pid = int(lc.meta["pids"]["1"])
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        asyncio.run(_until_led_by(lc, {2, 3}))
+
+        async def run() -> dict[str, Any]:
+            access = ProcClusterAccess(lc.client_addrs())
+            assert access._order(access.via)[0] == 1  # the frozen node is asked first
+            try:
+                async with asyncio.timeout(BOUND_S):
+                    return await access.controller_call(op="barrier",
+                                                        within_s=client.QUICK_S)
+            finally:
+                await access.close()
+
+        r = asyncio.run(run())
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    assert r["status"] == "ok" and int(r["candidate"]) > 0, r
+    asyncio.run(_until_led_by(lc, {1, 2, 3}))  # the module's next cases get a whole cluster

@@ -309,7 +309,7 @@ MUTANTS = (
     Mutant(
         "identity-missing-adopted",
         "impl/raft/identity.py",
-        "    if evidence is not None:\n        raise IdentityMissing(path, evidence)\n",
+        "    if named is not None:\n        raise IdentityMissing(path, named)\n",
         "",
         f"{REVIEW}test_identity_file_deleted_is_refused",
     ),

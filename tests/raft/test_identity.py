@@ -4,14 +4,19 @@ another cluster is refused with a message naming both."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
 
+from epochgc.impl.raft.diskformat import SNAP_FORMAT
+from epochgc.impl.raft.disklog import DiskStorage
 from epochgc.impl.raft.identity import (
     IDENTITY_FILE,
     LEGACY_CLUSTER_ID,
     IdentityMismatch,
+    IdentityMissing,
+    IdentityUnnamed,
     IdentityUnreadable,
     NodeIdentity,
     check_identity,
@@ -79,3 +84,38 @@ def test_checking_a_first_start_writes_nothing(tmp_path: Path) -> None:
     d = tmp_path / "absent" / "n1"
     assert check_identity(str(d), "c", 1) is None
     assert not (tmp_path / "absent").exists()
+
+
+FORMAT3 = Path(__file__).parent / "fixtures" / "format3" / "g3"
+
+
+def test_a_format3_directory_is_adopted_only_where_allowed(tmp_path: Path) -> None:
+    # review41c C7: a directory from before identity files names no cluster. Adopted by
+    # default (an upgrading node), refused with `adopt_unnamed=False` (a cluster that cannot
+    # hold one), writing nothing.
+    d = tmp_path / "n1"
+    shutil.copytree(FORMAT3, d / "g3")
+    with pytest.raises(IdentityUnnamed, match=rf"{IDENTITY_FILE} is missing, and .*g3/"
+                       r".* before node identity files.* cluster 'c1'"):
+        ensure_identity(str(d), "c1", 1, adopt_unnamed=False)
+    assert not (d / IDENTITY_FILE).exists()
+    assert check_identity(str(d), "c1", 1) is None
+    assert ensure_identity(str(d), "c1", 1).cluster_id == "c1"
+    # An empty directory, or group directories without data, is a first start either way.
+    assert check_identity(str(tmp_path / "empty"), "c1", 1, adopt_unnamed=False) is None
+    (tmp_path / "e" / "g7").mkdir(parents=True)
+    assert check_identity(str(tmp_path / "e"), "c1", 1, adopt_unnamed=False) is None
+
+
+def test_a_format4_group_without_the_file_is_refused(tmp_path: Path) -> None:
+    # Format 4 wrote the identity file before any group, as format 5 does: with the file
+    # gone, a format-4 snapshot is evidence too (old code compared its header byte with the
+    # segment format 5, and took such a directory as format 3, adopted silently).
+    d = tmp_path / "n1"
+    shutil.copytree(FORMAT3, d / "g3")
+    DiskStorage(str(d / "g3")).load()  # the upgrade rewrites it: format-4 snapshot, format-5 log
+    assert (d / "g3" / "snapshot").read_bytes()[4] == SNAP_FORMAT
+    for seg in (d / "g3").glob("*.seg"):
+        seg.unlink()  # only the snapshot is left
+    with pytest.raises(IdentityMissing, match=r"g3/snapshot"):
+        check_identity(str(d), "c1", 1)
