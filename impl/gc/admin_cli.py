@@ -344,7 +344,10 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
             # newuser11 M9: a failed stdout write's line says the work was done.
             closedout.done("the pause was written" + (" (it replaces the earlier one)"
                                                       if before.paused else ""))
-        if state is None:
+    finally:
+        s.close()
+    with signals.finishing(0):  # written: its output is the run's end (newuser20 W3)
+        if state is None:  # kept as it is: its output is the run's end too (newuser22 Y1)
             if as_json:
                 _json({"paused": True, "changed": False, **_state(before), "replaced": None})
                 return
@@ -354,9 +357,6 @@ def pause(store: str, s3_endpoint: str | None, reason: str, by: str | None,
                       "it is (pass "
                       "--replace to replace who paused and why)")
             return
-    finally:
-        s.close()
-    with signals.finishing(0):  # written: its output is the run's end (newuser20 W3)
         if as_json:
             _json({"paused": True, "changed": True, **_state(state),
                    "replaced": _state(before) if before.paused else None})
@@ -449,8 +449,12 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
                          *(f"round {r}, which held it, ended {NO_JOURNAL}"
                            for r in unjournaled)]).strip("; ")
         closedout.done(did)
-        if not as_json:  # said before the recovery's wait (review rev38n finding 4)
-            click.echo("gc-admin: reset: " + (removed_said or "nothing to remove"))
+        if not did:
+            # newuser22 Y3: "the lease's removal may have been written (its request was
+            # under way)" was still a signal's words after "nothing to remove".
+            signals.doing("nothing was removed: there was no lease to remove")
+        if not as_json and removed_said:  # said before the recovery's wait (rev38n 4)
+            click.echo("gc-admin: reset: " + removed_said)
             for r in unjournaled:
                 echo_safe(f"gc-admin: reset: round {printable(r)}, which held it, ended "
                           f"{NO_JOURNAL}")
@@ -473,13 +477,19 @@ def reset(store: str, s3_endpoint: str | None, force: bool, even_if_running: boo
                 for r in recovered)]))
     finally:
         s.close()
-    if as_json:
-        # `ended`: rounds that recorded themselves (or were recorded by another look)
-        # during the wait; how they ended was on stderr only (newuser8 N1).
-        _json({"removed": removed, "recovered": recovered, "ended": ended,
-               "unrecordable": unrecordable, "no_journal": unjournaled})
-    else:
-        _say_recovered(recovered)
+    # Its last output under `finishing` (newuser22 Y3, Y4): a signal as it is written no
+    # longer turns a done reset into "interrupted". "nothing to remove" is said here, at
+    # the end: nothing is waited on after it.
+    with signals.finishing(ExitCode.FAILED if unrecordable else 0):
+        if as_json:
+            # `ended`: rounds that recorded themselves (or were recorded by another look)
+            # during the wait; how they ended was on stderr only (newuser8 N1).
+            _json({"removed": removed, "recovered": recovered, "ended": ended,
+                   "unrecordable": unrecordable, "no_journal": unjournaled})
+        else:
+            if not removed_said:
+                click.echo("gc-admin: reset: nothing to remove")
+            _say_recovered(recovered)
     if unrecordable:  # named on stderr and left: the operator must look (the table: 1)
         sys.exit(ExitCode.FAILED)
 
@@ -595,11 +605,12 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
         raise _Refused(f"refused, nothing removed: {e}") from None
     finally:
         s.close()
-    if as_json:
-        click.echo(json.dumps(plan.as_dict(), sort_keys=True))
-    else:
-        for line in plan.lines():
-            echo_safe(line)
+    with signals.finishing(ExitCode.FAILED if plan.unreadable else 0):  # newuser22 Y4
+        if as_json:
+            click.echo(json.dumps(plan.as_dict(), sort_keys=True))
+        else:
+            for line in plan.lines():
+                echo_safe(line)
     if plan.unreadable:  # named above and kept: the operator must look (exit-code table: 1)
         sys.exit(ExitCode.FAILED)
 

@@ -11,6 +11,7 @@ the assertion on the line fails."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 import sys
@@ -83,6 +84,76 @@ def test_consume_keeps_its_code(cluster: Path) -> None:
     assert r.returncode == 0, r.stderr
     assert '"records": 3, "acked_checked": 3}' in r.stdout, r.stdout
     assert r.stderr.splitlines()[-1] == _late("consume", "SIGTERM", 0), r.stderr
+
+
+def test_gc_admin_pause_kept_as_it_is_keeps_its_code(cluster: Path) -> None:
+    """newuser22 Y1: `pause` on a store already paused ("kept as it is", exit 0) wrote its
+    line (and `--json` its object) outside `finishing`: a signal right after it ended the
+    run 130/143 ("nothing was written yet"), and stdout then held two JSON objects."""
+    store = str(cluster.parent / "store")
+    r = epochgc("gc-admin", "pause", "--store", store, "--reason", "y1")
+    assert r.returncode == 0, r.stderr
+    try:
+        r = epochgc("gc-admin", "pause", "--store", store, hook="finishing:SIGTERM")
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.startswith("gc-admin: already paused by "), r.stdout
+        assert r.stderr.splitlines()[-1] == _late("gc-admin pause", "SIGTERM", 0), r.stderr
+        r = epochgc("gc-admin", "pause", "--store", store, "--json", hook="finishing:SIGINT")
+        assert r.returncode == 0, r.stderr
+        assert len(r.stdout.splitlines()) == 1 and '"changed": false' in r.stdout, r.stdout
+        assert r.stderr.splitlines()[-1] == _late("gc-admin pause", "SIGINT", 0), r.stderr
+    finally:
+        assert epochgc("gc-admin", "start", "--store", store).returncode == 0
+
+
+def test_gc_admin_reset_and_expire_keep_their_code(cluster: Path) -> None:
+    """newuser22 Y3, Y4: `reset` with nothing to remove said so, then a signal said "the
+    lease's removal may have been written (its request was under way): ... says" and
+    exited 130; with a lease removed, "interrupted" too; `expire` the same ("nothing was
+    written yet" after its complete dry run)."""
+    store = cluster.parent / "store"
+    r = epochgc("gc-admin", "reset", "--store", str(store), hook="finishing:SIGHUP")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "gc-admin: reset: nothing to remove\n", r.stdout
+    assert r.stderr.splitlines()[-1] == _late("gc-admin reset", "SIGHUP", 0), r.stderr
+    # A released (expired) lease of a round on another host: removed.
+    lease = store / "_cluster" / "gc" / "lease.json"
+    lease.parent.mkdir(parents=True, exist_ok=True)
+    lease.write_text(json.dumps({"round": "y4", "host": "elsewhere", "pid": 1,
+                                 "renewed_at": 0, "expires_at": 0}))
+    r = epochgc("gc-admin", "reset", "--store", str(store), hook="finishing:SIGTERM")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("gc-admin: reset: removed _cluster/gc/lease.json"), r.stdout
+    assert r.stderr.splitlines()[-1] == _late("gc-admin reset", "SIGTERM", 0), r.stderr
+    assert not lease.exists()
+    r = epochgc("gc-admin", "expire", "--store", str(store), hook="finishing:SIGINT")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("gc-admin: expire (dry run"), r.stdout
+    assert r.stderr.splitlines()[-1] == _late("gc-admin expire", "SIGINT", 0), r.stderr
+
+
+def test_gc_admin_reset_interrupted_says_nothing_was_removed(cluster: Path) -> None:
+    """newuser22 Y3: interrupted after it found nothing to remove (its recovery's look at
+    the store), its line said the removal "may have been written"."""
+    r = epochgc("gc-admin", "reset", "--store", str(cluster.parent / "store"),
+                hook="reset-removed:SIGINT")
+    assert r.returncode in (-2, 130), (r.stdout, r.stderr)
+    assert r.stderr.splitlines()[-1] == (
+        "epochgc gc-admin reset: interrupted by SIGINT: nothing was removed: there was no "
+        "lease to remove"), r.stderr
+
+
+def test_produce_of_one_batch_keeps_its_code(cluster: Path) -> None:
+    """newuser22 Y4: a signal right after one batch's ack line ("5 of 5 record(s)
+    acknowledged") ended the run 130: a script retrying on it sent the records twice."""
+    d = str(cluster)
+    assert epochgc("topic", "create", "--data-dir", d, "--partitions", "1", "y4"
+                   ).returncode == 0
+    r = epochgc("produce", "--data-dir", d, "--partition", "y4/0", "--count", "3",
+                "--batch", "2", hook="finishing:SIGTERM")
+    assert r.returncode == 0, r.stderr
+    assert [json.loads(x)["count"] for x in r.stdout.splitlines()] == [2, 1], r.stdout
+    assert r.stderr.splitlines()[-1] == _late("produce", "SIGTERM", 0), r.stderr
 
 
 def test_consume_cut_between_partitions_says_the_lines_written(cluster: Path) -> None:
@@ -169,6 +240,15 @@ def test_cluster_stop_keeps_its_code(cluster: Path) -> None:
     r = epochgc("cluster", "stop", "--data-dir", str(cluster), hook="finishing:SIGINT")
     assert (r.returncode, r.stdout) == (0, "stopped node(s) 1\n"), (r.stdout, r.stderr)
     assert r.stderr.splitlines()[-1] == _late("cluster stop", "SIGINT", 0), r.stderr
+
+
+def test_cluster_kill_keeps_its_code(cluster: Path) -> None:
+    """newuser22 Y4: `cluster kill`'s line, then a signal: 130. After the stop above, its
+    node is not running (the line is written under the same `finishing` as "killed")."""
+    r = epochgc("cluster", "kill", "--data-dir", str(cluster), "1", hook="finishing:SIGINT")
+    assert (r.returncode, r.stdout) == (0, "node 1 is not running: nothing killed\n"), \
+        (r.stdout, r.stderr)
+    assert r.stderr.splitlines()[-1] == _late("cluster kill", "SIGINT", 0), r.stderr
 
 
 def test_every_cluster_client_command_runs_its_loop_under_signals_run() -> None:
