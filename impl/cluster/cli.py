@@ -516,8 +516,9 @@ def kill(data_dir: str, node: int) -> None:
         signals.doing(f"nothing was killed: node {node} was not running")
     # Said either way (newuser12 P5: nothing, and exit 0 also for a node not running; the
     # wanted state holds then, so 0 stays, and the line says nothing was killed).
-    click.echo(f"node {node} (pid {ended.pid}) killed" if ended.how == KILLED
-               else f"node {node} is not running: nothing killed")
+    with signals.finishing(0):  # its output is the run's end (newuser22 Y4)
+        click.echo(f"node {node} (pid {ended.pid}) killed" if ended.how == KILLED
+                   else f"node {node} is not running: nothing killed")
 
 
 @cluster.command()
@@ -748,11 +749,12 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
         # the first SIGINT/SIGTERM raises at once (impl/signals.py), so no new batch is
         # built or uploaded after it. One batch of 500,000 records took seconds to build
         # in the loop, deaf to the signal (issue 41: 6-8 s to exit after SIGINT).
+        last: list[str] = []
         for first in range(0, count, batch):
             n = min(batch, count - first)
             recorded.begun = True
-            signals.run(_produce_batch(lc, partitions, name, first, n, size, epoch, rng,
-                                       recorded))
+            last = signals.run(_produce_batch(lc, partitions, name, first, n, size, epoch,
+                                              rng, recorded, first + n >= count))
             checkpoint("acked")  # the signal tests' point: between batches
     except KeyboardInterrupt as e:
         # Said on the one interrupted line (newuser15 S5: "produce interrupted: ..." then
@@ -774,6 +776,12 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
             if e.strerror else str(e)  # as impl/cli.py `_in_words` says an OSError
         raise click.ClickException(
             f"{what}; {_acked_words(recorded, count, partitions, lc)}") from e
+    # The last batch's lines are the run's end, written under `finishing` (newuser22 Y4:
+    # a signal right after "5 of 5" acknowledged ended a done run 130, and a script that
+    # retries on it sent the records twice).
+    with signals.finishing(0):
+        for text in last:
+            click.echo(text)
 
 
 class _Unrecorded(Exception):
@@ -843,10 +851,12 @@ class _Tally:
 
 async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: str, first: int,
                          n: int, size: int, epoch: int | None, rng: random.Random,
-                         recorded: _Tally) -> None:
+                         recorded: _Tally, last: bool) -> list[str]:
     """Records first..first+n-1 of each partition in one L0 object; the acknowledged ones
     are appended to the manifest at once, before anything else is awaited (a signal then
-    cannot leave acknowledged records out of it), and their number to `recorded`."""
+    cannot leave acknowledged records out of it), and their number to `recorded`. Their
+    lines are written here, or returned if the batch is the `last` (written by the caller
+    under `signals.finishing`)."""
     from epochgc.impl.broker.producer import (
         Ack,
         NotAcknowledgedError,
@@ -916,14 +926,18 @@ async def _produce_batch(lc: LocalCluster, partitions: tuple[str, ...], name: st
         except ProduceError as e:
             raise _NotAcked(str(e)) from e
         record(acks)  # only after every ack: the manifest is what was acked
-        for a in acks.values():
-            click.echo(json.dumps({"partition": a.partition, "base": a.base, "count": a.count,
-                                   "epoch": a.epoch, "key": a.key, "producer": name}))
+        lines = [json.dumps({"partition": a.partition, "base": a.base, "count": a.count,
+                             "epoch": a.epoch, "key": a.key, "producer": name})
+                 for a in acks.values()]
+        if not last:
+            for text in lines:
+                click.echo(text)
     finally:
         await access.close()
     # The signal tests' point: the task is past its last await (`close` awaits nothing
     # that yields), where a signal the event loop had to dispatch was lost (newuser5 G5).
     checkpoint("batch-end")
+    return lines if last else []
 
 
 @click.command()
