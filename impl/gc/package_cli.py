@@ -46,8 +46,11 @@ def gc_package(out_dir: str, force: bool) -> None:
     # newuser13 Q9: `> /dev/full` said only "cannot write to stdout", not that the package
     # was written (impl/closedout.py says this with that line).
     closedout.done(f"the package was written: {z} and {entry}")
-    click.echo(f"wrote {z} and {entry}; run it with, for example:")
-    click.echo(
-        f"  spark-submit --master spark://HOST:7077 --py-files {shlex.quote(str(z))} "
-        f"{shlex.quote(str(entry))} --store s3://BUCKET/PREFIX --json"
-    )
+    # Its last output under `finishing`: a signal as it is written no longer turns a
+    # package written into "interrupted" (newuser22 Y4's class, as `cluster kill`).
+    with signals.finishing(0):
+        click.echo(f"wrote {z} and {entry}; run it with, for example:")
+        click.echo(
+            f"  spark-submit --master spark://HOST:7077 --py-files {shlex.quote(str(z))} "
+            f"{shlex.quote(str(entry))} --store s3://BUCKET/PREFIX --json"
+        )

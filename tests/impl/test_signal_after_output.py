@@ -265,6 +265,16 @@ def test_every_cluster_client_command_runs_its_loop_under_signals_run() -> None:
         assert "asyncio.run(" not in source, name
 
 
+def test_gc_package_keeps_its_code(tmp_path: Path) -> None:
+    """s30g (newuser22 Y4's class, found walking every command): `gc-package`'s lines,
+    the package written, were outside `finishing`."""
+    out = tmp_path / "pkg"
+    r = epochgc("gc-package", "--out", str(out), hook="finishing:SIGTERM")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"wrote {out}"), r.stdout
+    assert r.stderr.splitlines()[-1] == _late("gc-package", "SIGTERM", 0), r.stderr
+
+
 STEPS = "".join(f'{{"op":"fence","term":1,"epoch":{e}}}\n' for e in range(5))
 
 
