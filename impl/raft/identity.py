@@ -56,8 +56,11 @@ class IdentityMissing(Exception):
 
     def __init__(self, path: str, evidence: str) -> None:
         super().__init__(
-            f"{path} is missing, but {evidence} holds on-disk format-{FORMAT} data written by "
-            "this version, which writes the identity file before any group: the file was "
+            # The evidence is format 4 or 5 (`_group_data`): the format number docs/
+            # operations.md gives, not this version's alone (newuser22 Y5).
+            f"{path} is missing, but {evidence} holds data in on-disk format {FORMAT4} or "
+            "later, written by a version that writes the identity file before any group: "
+            "the file was "
             "deleted, or the directory was copied from another node without it. Refusing to "
             "adopt a new identity (it could vote with another node's term and vote). Restore "
             "the file, or give this node its own empty data directory and let it catch up "
