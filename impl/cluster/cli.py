@@ -318,7 +318,10 @@ def _check_identities(lc: LocalCluster, nodes: int, cluster_id: str) -> None:
                    + (f"cluster's file ({lc.meta_path}) says {NAMED}: every node of it names "
                       "its id" if lc.meta else "cluster is new at this start")
                    + ", so it came from another cluster or a backup.")
-        raise Refused(f"{e}{why} See docs/operations.md, \"Never restore a node's data "
+        # One sentence after another (newuser22 Y6: "...invalid start byte See docs/..."):
+        # the refusal's own words end with a full stop.
+        said = str(e) if str(e).endswith(".") else f"{e}."
+        raise Refused(f"{said}{why} See docs/operations.md, \"Never restore a node's data "
                       "directory from a backup\" (no node was started)",
                       ExitCode.FAILED) from None
     for nid, found in adopted:

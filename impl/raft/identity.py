@@ -107,8 +107,15 @@ class NodeIdentity:
                 raise ValueError(f"first line is not {_HEADER!r}")
             kv = dict(line.split("=", 1) for line in lines[1:] if line)
             return NodeIdentity(kv["cluster"], int(kv["node"]), kv["incarnation"])
-        except (UnicodeDecodeError, ValueError, KeyError) as e:
-            raise IdentityUnreadable(f"{path}: unreadable node identity file: {e}") from e
+        except UnicodeDecodeError as e:  # said in a sentence, not Python's codec words
+            raise IdentityUnreadable(
+                f"{path}: unreadable node identity file: not UTF-8 text (byte "
+                f"0x{raw[e.start]:02x} at offset {e.start}).") from e
+        except KeyError as e:
+            raise IdentityUnreadable(
+                f"{path}: unreadable node identity file: no {e.args[0]}= line.") from e
+        except ValueError as e:
+            raise IdentityUnreadable(f"{path}: unreadable node identity file: {e}.") from e
 
 
 def check_identity(

@@ -221,6 +221,24 @@ def test_a_new_cluster_refuses_an_older_versions_directory(tmp_path: Path, kind:
     assert not (tmp_path / "s").exists()
 
 
+def test_an_unreadable_identity_file_is_refused_in_sentences(tmp_path: Path) -> None:
+    """newuser22 Y6: "...: 'utf-8' codec can't decode byte 0xff in position 8: invalid
+    start byte See docs/operations.md, ...": Python's codec words, and two sentences run
+    together."""
+    d = tmp_path / "c"
+    (d / "n1").mkdir(parents=True)
+    (d / "n1" / "node-identity").write_bytes(b"garbage\x00\xff\n")
+    r = epochgc("cluster", "start", "--data-dir", str(d), "--store", str(tmp_path / "s"),
+                "--nodes", "1")
+    if r.returncode == 0:
+        stop(d)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    line = r.stderr.splitlines()[-1]
+    assert "unreadable node identity file: not UTF-8 text (byte 0xff at offset 8). See " \
+        "docs/operations.md" in line, line
+    assert "codec" not in line, line
+
+
 @pytest.mark.parametrize("kind", ["other", "epochgc"])
 def test_the_node_refuses_another_clusters_directory_by_itself(tmp_path: Path,
                                                                 kind: str) -> None:
