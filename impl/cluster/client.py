@@ -248,8 +248,13 @@ class ProcClusterAccess:
             return str(a.get("message") or a["status"])
 
         last = {**(looked or {}), **answers}
-        said = "; ".join(f"node {n} ({self.nodes[n][0]}:{self.nodes[n][1]}): {words(a)}"
-                         for n, a in sorted(last.items()))
+        # Every node, also one neither asked nor answering the search before it ended
+        # (newuser22 Y7: node 2, frozen, left out of the list while node 1 took the bound).
+        said = "; ".join(
+            f"node {n} ({self.nodes[n][0]}:{self.nodes[n][1]}): "
+            + (words(last[n]) if n in last
+               else f"not asked {op}: the bound passed before its turn")
+            for n in sorted(self.nodes))
         return NoAnswerWithin(
             f"no controller leader answered {op} within {within_s:g} s"
             + (f" ({said})" if said else ""),

@@ -444,3 +444,48 @@ def test_a_bound_passed_names_the_nodes_the_leader_search_found_silent(
     assert re.fullmatch(r"no controller leader answered barrier within 0\.5 s \(node 1 "
                         r"\(127\.0\.0\.1:\d+\): no answer within 0\.5 s; node 2 "
                         r"\(127\.0\.0\.1:\d+\): no answer within 0\.2 s\)", said), said
+
+
+def test_a_bound_passed_names_every_node_also_one_never_asked() -> None:
+    """newuser22 Y7: nodes 1 and 2 frozen, node 3 naming node 1 the leader: the search
+    ended on node 3's answer (its questions to 1 and 2 cancelled), node 1 took the whole
+    bound, and the refusal's list of what each node answered left node 2 out."""
+
+    async def frozen(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while await reader.readline():
+            pass
+        writer.close()
+
+    async def follower(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while line := await reader.readline():
+            req = json.loads(line)
+            answer = ({"status": "ok", "data": {"controller": {"leader": 1}}}
+                      if req["op"] == "status" else {"status": "not_leader", "leader": 1})
+            writer.write(json.dumps({"id": req["id"], **answer}).encode() + b"\n")
+        writer.close()
+
+    async def scenario() -> str:
+        servers = [await asyncio.start_server(h, "127.0.0.1", 0)
+                   for h in (frozen, frozen, follower)]
+        nodes = {i + 1: ("127.0.0.1", s.sockets[0].getsockname()[1])
+                 for i, s in enumerate(servers)}
+        access = ProcClusterAccess(nodes, say=lambda _line: None)
+        access.via = 3  # the search's answer from node 3 comes first: 1 and 2 never answer
+        try:
+            async with asyncio.timeout(20):
+                await access.controller_call(op="barrier", within_s=0.5)
+        except NoAnswerWithin as e:
+            return str(e)
+        finally:
+            await access.close()
+            for s in servers:
+                s.close()
+                await s.wait_closed()
+        raise AssertionError("answered")
+
+    said = asyncio.run(scenario())
+    assert re.fullmatch(r"no controller leader answered barrier within 0\.5 s \(node 1 "
+                        r"\(127\.0\.0\.1:\d+\): no answer within 0\.5 s; node 2 "
+                        r"\(127\.0\.0\.1:\d+\): not asked barrier: the bound passed before its "
+                        r"turn; node 3 \(127\.0\.0\.1:\d+\): status: controller leader 1\)",
+                        said), said
