@@ -295,16 +295,18 @@ def err_stream(raw: _ErrGuard, encoding: str, errors: str | None) -> io.TextIOWr
                             line_buffering=True, write_through=True)
 
 
-def drop() -> None:
+def drop() -> bool:
     """Stop writing stdout at once: what is buffered and every later write go nowhere
     (descriptor 1 onto /dev/null), so the exit-time flush cannot block on a reader that
-    never reads (newuser9 K11: `gc --dry-run --list - | less` left open)."""
+    never reads (newuser9 K11: `gc --dry-run --list - | less` left open). False where
+    stdout is not guarded (nothing done)."""
     if _guard is None:
-        return
+        return False
     _guard.cut = True
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, _guard.fileno())
     os.close(devnull)
+    return True
 
 
 def wrote() -> bool:

@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import inspect
 import os
+import select
 import signal
 import socket
 import sys
@@ -188,12 +189,53 @@ def done_so_far() -> str:
     return said or BEFORE_BEGAN
 
 
+def unblock_output() -> None:
+    """stdout and stderr that cannot take a line now (poll(2) finds neither room nor an
+    error: a pipe whose reader stopped reading, `2>&1 | less` left open) are pointed at
+    /dev/null. Called for a signal after the first: a write blocked on them is interrupted
+    by the signal and, retried once the handler returns (PEP 475), goes nowhere, so the
+    command ends as the first signal said (newuser22 Y2: with stderr such a pipe, every
+    signal's own line blocked on it and only SIGKILL ended the command). Never for the
+    first signal: output a reader is merely slow to take is not thrown away."""
+    from epochgc.impl import closedout
+
+    for fd in (1, 2):
+        try:
+            poller = select.poll()
+            poller.register(fd, select.POLLOUT)
+            if poller.poll(0):  # room, or an error a write reports at once
+                continue
+        except (OSError, ValueError):
+            continue
+        if fd == 1 and closedout.drop():
+            continue
+        with contextlib.suppress(OSError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fd)
+            os.close(devnull)
+
+
+def _say(line: str) -> None:
+    """A handler's own line to stderr: straight to fd 2 if the main thread is inside a
+    write to stderr itself (a reentrant write to a buffered stream raises RuntimeError);
+    nothing if stderr is closed or gone."""
+    try:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+    except RuntimeError:
+        with contextlib.suppress(OSError):
+            os.write(2, line.encode("utf-8", "backslashreplace"))
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def _note(signum: int) -> bool:
     """Record `signum`; True if it is the first (or the first one's stop was swallowed)."""
     global _received, _swallowed
     if _received is not None and not _swallowed:
         name = signal.Signals(signum).name
-        print(f"epochgc: {name}: already stopping (cleaning up)", file=sys.stderr, flush=True)
+        unblock_output()  # a cleanup's line blocked on a reader that never reads (Y2)
+        _say(f"epochgc: {name}: already stopping (cleaning up)\n")
         return False
     if _received is None:
         _received = signum
@@ -239,6 +281,7 @@ _pending = False  # a first signal recorded and not raised yet
 _result: int | None = None  # the exit code, once the work is complete (`complete`)
 _finishing = 0  # inside `finishing()`: the last output being written, its result decided
 _held: int | None = None  # the first signal that came while `finishing`
+_late_said = 0  # late signals said (`_say_late`)
 _namer: list[Callable[[], str | None]] = []  # the running command's full name (`named`)
 ENDED = "after the command ended: its result stands"  # a late signal's words
 
@@ -342,6 +385,8 @@ def _first(signum: int) -> int:
     blocked on a reader that never reads), as gc's rule has it: the first signal decides
     (impl/gc/README.md)."""
     held = _release() if _finishing else None
+    if held is not None:
+        unblock_output()  # the write it cuts, and the interrupted line after it (Y2)
     return held if held is not None else signum
 
 
@@ -362,17 +407,13 @@ def taken_late(signum: int) -> bool:
 def _say_late(signum: int) -> None:
     """A late signal's line. It may come while the main thread writes to stderr itself (a
     reentrant write to a buffered stream raises RuntimeError): then straight to fd 2."""
+    global _late_said
+    _late_said += 1
+    if _late_said > 1:  # the exit's last flush blocked on a reader that never reads (Y2)
+        unblock_output()
     name = _namer[0]() if _namer else None
     who = f"epochgc {name}" if name else "epochgc"
-    line = (f"{who}: {signal.Signals(signum).name} {ENDED}, exit code {_result}\n")
-    try:
-        sys.stderr.write(line)
-        sys.stderr.flush()
-    except RuntimeError:
-        with contextlib.suppress(OSError):
-            os.write(2, line.encode("utf-8", "backslashreplace"))
-    except (OSError, ValueError, AttributeError):  # stderr closed or gone: silence
-        pass
+    _say(f"{who}: {signal.Signals(signum).name} {ENDED}, exit code {_result}\n")
 
 
 def ignore_late_at_exit() -> None:
@@ -455,8 +496,9 @@ def _forget() -> None:
     """No signal received, none pending, held or swallowed, no result decided, nothing
     said done (review41b B5: the next in-process run's early signal said the last run's
     words)."""
-    global _received, _swallowed, _pending, _held, _result, _done
+    global _received, _swallowed, _pending, _held, _result, _done, _late_said
     _done = None
+    _late_said = 0
     _received = None
     _swallowed = False
     _pending = False
@@ -473,6 +515,17 @@ def ignore_further() -> None:
     leaves an ignored signal ignored. A process that ignores SIGINT still ends on SIGKILL."""
     for s in SIGNALS:
         signal.signal(s, signal.SIG_IGN)
+
+
+def record(signum: int) -> None:
+    """A command's own handler took `signum` as the run's first signal and raises
+    `Interrupted` itself (gc's, before its round began): recorded here too, so that the
+    group's handler, back in place while the command unwinds, takes the next one as a
+    later signal (newuser22 Y2: it took it as the first and raised again, and a write
+    blocked on a reader that never reads was cut only by the third signal)."""
+    global _received
+    if _received is None:
+        _received = signum
 
 
 def interrupted(signum: int | None = None) -> Interrupted:

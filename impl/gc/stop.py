@@ -29,7 +29,7 @@ from types import FrameType
 from typing import Protocol
 
 from epochgc.impl.signals import SIGNALS as _COMMAND_SIGNALS
-from epochgc.impl.signals import Interrupted
+from epochgc.impl.signals import Interrupted, record, unblock_output
 from epochgc.impl.store.driverbound import DriverBound
 from epochgc.impl.store.patience import Patience
 
@@ -488,6 +488,12 @@ def install_signal_handlers(stop: RoundStop) -> Restore:
     def _handle(signum: int) -> None:
         name = SIGNALS[signal.Signals(signum)]
         first = stop.signalled is None
+        if not first:
+            # A write blocked on a reader that never reads (the round's progress line on a
+            # stderr pipe nobody reads) goes nowhere from now on: the round goes on to
+            # its record and its end (newuser22 Y2: it ended only at the third signal,
+            # with no record). The first signal throws nothing away.
+            unblock_output()
         if first:
             stop.signalled = name
             if stop.requested and stop.reason not in SIGNALS.values() and not stop.decided:
@@ -502,6 +508,7 @@ def install_signal_handlers(stop: RoundStop) -> Restore:
             stop.reason = name
             stop.insist_open = False
             stop.cut_short = True
+            record(signum)
             raise Interrupted(signum)
         if stop.requested and not stop.insist_open:
             # The first signal after a stop of another kind (the monitor's, a pause) is not
@@ -634,6 +641,9 @@ class LateSignal:
     def __init__(self) -> None:
         self.signum: int | None = None
         self.writing: str | None = None
+        # The command's first signal came before the record (it stopped the round): every
+        # signal from now on is a later one (newuser22 Y2).
+        self.stopped = False
 
     @contextlib.contextmanager
     def cuts(self, what: str) -> Iterator[None]:
@@ -647,7 +657,7 @@ class LateSignal:
 
 
 def absorb_late_signal(exit_code: int, say: Callable[[str], None] | None,
-                       stands: str = "its record stands") -> LateSignal:
+                       stands: str = "its record stands", stopped: bool = False) -> LateSignal:
     """The round has ended and its record is written: every SIGINT, SIGTERM or SIGHUP from
     now on is said (`say`) and otherwise ignored, so that the exit code stays the record's
     (newuser41 item 11: one that landed after the summary ended the process 143/130, or by
@@ -665,14 +675,27 @@ def absorb_late_signal(exit_code: int, say: Callable[[str], None] | None,
     pipe nobody read kept gc running for good, SIGQUIT or SIGKILL the only way out). The
     exit code stays the record's: the handler returns, and the write it interrupted is
     retried (PEP 475) onto /dev/null, which takes it at once. Not while Spark is stopped
-    or the push waits (`writing` None): those are not cut short."""
+    or the push waits (`writing` None): those are not cut short.
+
+    `stopped`: a signal stopped the round, so each one from now on is a later signal, the
+    first of them included: it points stdout and stderr that a reader has stopped reading
+    at /dev/null (`unblock_output`) and cuts the output short (newuser22 Y2: taken as the
+    first late one, its own line blocked on a stderr pipe nobody read, and the round
+    ended only at the third signal)."""
     got = LateSignal()
+    got.stopped = stopped
 
     def late(signum: int, _frame: FrameType | None) -> None:
         first = got.signum is None
         if first:
             got.signum = signum
-        if got.writing is not None and not first:
+        later = not first or got.stopped
+        if later:
+            # Whatever write blocks on a reader that never reads (the stop's own line on a
+            # full stderr pipe, the first late signal's) goes nowhere from now on
+            # (newuser22 Y2: every later signal blocked in its own line).
+            unblock_output()
+        if got.writing is not None and later:
             _cut_output(signum, got.writing, say is not None,
                         f"{stands}, exit code {exit_code}")
             return

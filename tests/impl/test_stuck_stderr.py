@@ -1,0 +1,89 @@
+"""newuser22 Y2: with stderr a pipe whose reader has stopped reading (`2>&1 | less` left
+open, a log shipper wedged), no signal ended a command: each signal's own line ("already
+stopping", "after the round ended") blocked on that pipe inside its handler, and only
+SIGKILL (`replay`) or a third signal (`gc`) ended it. The rule (README): the first signal
+throws no output away (a slow reader is not a stuck one); a later one points stdout and
+stderr that take nothing now at /dev/null, and the command ends as the first said.
+
+Deterministic: the pipe is one page (fcntl(2) F_SETPIPE_SZ), filled before the command
+starts and never read. Each signal is sent once the main thread sleeps in a write to
+descriptor 2 (proc(5) /proc/PID/syscall: "1 0x2 ...", write(2) on fd 2 on x86-64) and no
+signal is pending, so the handler it meets is the one that blocks there.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.gc.helpers import NOW
+from tests.gc.test_late_signal_blocked_output import (
+    BOUND_S,
+    ENV,
+    _full_pipe,
+    _paused_store,
+    _pending,
+    _wait,
+)
+
+pytestmark = pytest.mark.skipif(
+    platform.machine() != "x86_64" or not os.path.exists("/proc/self/syscall"),
+    reason="proc(5) syscall numbers of x86-64 needed")
+
+
+def _stuck(pid: int, fd: int) -> bool:
+    """The main thread sleeps in write(2) on `fd`, no SIGTERM pending: a signal sent before
+    was taken (dequeued, proc(5) SigPnd/ShdPnd) and this is a write begun after it."""
+    try:
+        writing = Path(f"/proc/{pid}/syscall").read_text().split()[:2] == ["1", hex(fd)]
+    except OSError:
+        return False
+    return writing and not _pending(pid, signal.SIGTERM)
+
+
+def _two_signals(argv: list[str], tmp_path: Path, stdout_too: bool) -> int:
+    """Two SIGTERMs: the first once the command blocks on its output (stdout if it shares
+    the pipe), the second once it blocks on stderr after the first was taken."""
+    r, w = _full_pipe()
+    said = tmp_path / "out"
+    with open(said, "w") as out:
+        proc = subprocess.Popen(argv, stdout=w if stdout_too else out, stderr=w, env=ENV)
+    os.close(w)
+    try:
+        for fd in (1 if stdout_too else 2, 2):
+            _wait(f"blocked writing fd {fd}", lambda fd=fd: _stuck(proc.pid, fd), proc, said)
+            proc.send_signal(signal.SIGTERM)
+        return proc.wait(timeout=BOUND_S)  # old code: blocked for good
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(r)
+
+
+def test_replay_ends_at_the_second_signal(tmp_path: Path) -> None:
+    """`replay big.jsonl 2>&1 | stuck`: results, then the first signal's line, block on the
+    pipe; the second said "already stopping" into the same pipe, inside its handler."""
+    steps = tmp_path / "big.jsonl"
+    steps.write_text("".join(f'{{"op":"fence","term":1,"epoch":{e}}}\n' for e in range(5000)))
+    code = _two_signals([sys.executable, "-m", "epochgc", "replay", str(steps)], tmp_path,
+                        stdout_too=True)
+    assert code == -signal.SIGTERM  # ended by the first signal (143 to a shell)
+
+
+def test_gc_ends_at_the_second_signal(tmp_path: Path) -> None:
+    """`gc` on a paused store, its refusal's line blocked on stderr: the first signal stops
+    the round before it began; the second was taken as the first one after the round's
+    end (its line blocked in its handler), and only a third ended the command."""
+    root = tmp_path / "store"
+    _paused_store(root)
+    code = _two_signals([sys.executable, "-m", "epochgc", "gc", "--store", str(root),
+                         "--now", str(NOW), "--i-know-now-is-ahead"], tmp_path,
+                        stdout_too=False)
+    assert code == -signal.SIGTERM
