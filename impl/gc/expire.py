@@ -306,18 +306,23 @@ def _last_that_ran(store: ObjectStore, records: dict[str, ObjectInfo],
     round that may be among the last is removed): a refusal (paused, lease held:
     `recordread.is_refusal`) is not one and expires by age alone (issue 41 F5:
     `--keep-last 1` kept a refusal and removed the last `done` rounds). A record that
-    cannot be read counts as a round (kept; `_readable` names it)."""
+    cannot be read among them is in the set (kept; `_readable` names it) but not counted:
+    it is never removed anyway, and counted it left one fewer readable round than asked
+    (newuser22 Y8: `--keep-last 1`, the newest record damaged, removed the last readable)."""
     ran: set[str] = set()
+    counted = 0
     for group in order:
-        if len(ran) >= keep_last:
+        if counted >= keep_last:
             break
         for round_id in group:
             try:
                 refusal = is_refusal(read_round_record(store, records[round_id].key))
             except DamagedRecord:
-                refusal = False
+                ran.add(round_id)
+                continue
             if not refusal:
                 ran.add(round_id)
+                counted += 1
     return ran
 
 

@@ -170,6 +170,7 @@ def test_expire_names_and_keeps_a_record_it_cannot_read(tmp_path: Path, raw: byt
     root = tmp_path / "s"
     simple_cluster(LocalStore(root, create=True), 100)
     _round(root, "bad", 40)  # old enough to expire, not among the last ones
+    _round(root, "gone", 39.5)
     _round(root, "old", 39)
     _round(root, "last", 38)
     for name in ("bad", "last"):  # the last round's record damaged too: kept and named
@@ -186,7 +187,10 @@ def test_expire_names_and_keeps_a_record_it_cannot_read(tmp_path: Path, raw: byt
             assert f"{ROUNDS_PREFIX}{name}.json: " in out, out
         assert "cannot read" in out and "kept" in out, out
         assert bad_objects <= _objects(root)  # the damaged round kept whole
-    assert not {k for k in _objects(root) if "/old" in k}  # the readable old round went
+    assert not {k for k in _objects(root) if "/gone" in k}  # the readable old round went
+    # newuser22 Y8: the damaged newest is kept but not counted, so `--keep-last 1` keeps the
+    # last readable round too (old code: removed it)
+    assert f"{ROUNDS_PREFIX}old.json" in _objects(root)
     code, out = _invoke("gc-admin", "expire", "--store", str(root), "--keep-last", "1",
                         "--json")
     assert code == 1, out
