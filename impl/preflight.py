@@ -320,12 +320,28 @@ def store_writable(spec: StoreSpec, command: str,
     require_modules(command, store_modules(spec))
     key = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
     with bounded_store(spec, say, f"the preflight write of {key!r}") as store:
-        try:
-            store.put(key, b"epochgc preflight: a store the command can write\n")
-            store.delete_batch([key])
-        except (StoreError, OSError) as e:
-            raise Refused(f"store {spec.describe()}: cannot write to it: {e}",
-                          ExitCode.FAILED) from None
+        why = probe_write(store, key, b"epochgc preflight: a store the command can write\n")
+        if why is not None:
+            raise Refused(f"store {spec.describe()}: cannot write to it: {why}",
+                          ExitCode.FAILED)
+
+
+def probe_write(store: ObjectStore, key: str, body: bytes) -> str | None:
+    """Write `key` and delete it again: None if the store took both, else why not. A
+    delete refused per key is answered in the batch's result, not raised (S3
+    DeleteObjects: an `Error` element per key it could not delete, in a 200 answer; the
+    API reference's "DeleteObjects", Response Syntax): review41c C5, a store that took the
+    write and refused the delete passed, the probe object left behind, and `gc-admin
+    expire --apply` then failed at its first removal."""
+    try:
+        store.put(key, body)
+        result = store.delete_batch([key])
+    except (StoreError, OSError) as e:
+        return str(e)
+    if key in result.errors or key in result.changed:
+        why = result.errors.get(key, "it changed meanwhile")
+        return f"it took {key!r} but did not delete it: {why}"
+    return None
 
 
 @contextlib.contextmanager

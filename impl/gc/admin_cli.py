@@ -84,7 +84,13 @@ from epochgc.impl.gc.sequence import SequenceError
 from epochgc.impl.gc.show import count_text, gc_state, iso, json_safe, render
 from epochgc.impl.gc.summary import EXIT_USAGE
 from epochgc.impl.gc.text import GONE_WHERE_SHORT, echo_safe, printable
-from epochgc.impl.preflight import PROBE_PREFIX, Refused, require_modules, store_modules
+from epochgc.impl.preflight import (
+    PROBE_PREFIX,
+    Refused,
+    probe_write,
+    require_modules,
+    store_modules,
+)
 from epochgc.impl.signals import SIGNALS, checkpoint
 from epochgc.impl.store.base import ObjectStore, StoreError
 from epochgc.impl.store.patience import BadSetting, check_settings
@@ -576,12 +582,10 @@ def expire(store: str, s3_endpoint: str | None, older_than: float, keep_last: in
         # newuser21 X8: a store it cannot write was found at the first removal. Checked
         # first, as `cluster start` and `chaos` check theirs (`preflight.store_writable`:
         # one small object written and removed), so a refusal removes nothing.
-        key = f"{PROBE_PREFIX}{uuid.uuid4().hex}"
-        try:
-            s.put(key, b"epochgc gc-admin expire: a store it can write\n")
-            s.delete_batch([key])
-        except (StoreError, OSError) as e:
-            raise _Refused(f"cannot write to the store, nothing was removed: {e}") from None
+        why = probe_write(s, f"{PROBE_PREFIX}{uuid.uuid4().hex}",
+                          b"epochgc gc-admin expire: a store it can write\n")
+        if why is not None:
+            raise _Refused(f"cannot write to the store, nothing was removed: {why}")
 
     try:
         plan = expire_rounds(s, time.time(), older_than, keep_last, apply, said, progress,

@@ -383,3 +383,26 @@ def test_expire_failing_mid_way_says_how_far_it_got(tmp_path: Path) -> None:
                          "cut short mid-way is finished by the next `gc-admin expire "
                          "--apply`"), last
     assert not {k for k in _objects(root) if "/a" in k}
+
+
+def test_expire_on_a_store_that_refuses_deletes_removes_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """review41c C5: the write probe ignored its delete's answer (S3 DeleteObjects says a
+    refused key in its 200 answer), so a store that takes writes and refuses deletes passed
+    it and the refusal came at the first removal. Now refused first: nothing removed."""
+    from tests.impl.test_preflight import _refuse_deletes
+
+    root = tmp_path / "s"
+    simple_cluster(LocalStore(root, create=True), 100)
+    for name, age in (("a", 40), ("b", 39), ("c", 1)):
+        _round(root, name, age)
+    before = _objects(root)
+    monkeypatch.setattr(LocalStore, "delete_batch", _refuse_deletes)
+    code, out = _invoke("gc-admin", "expire", "--store", str(root), "--keep-last", "1",
+                        "--apply")
+    assert code == 1, out
+    last = out.rstrip().splitlines()[-1]
+    assert last.startswith("epochgc gc-admin expire: error: cannot write to the store, "
+                           "nothing was removed: "), out
+    assert "did not delete it: AccessDenied" in last, out
+    assert _objects(root) == before

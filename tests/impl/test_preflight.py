@@ -22,6 +22,7 @@ from epochgc.impl.cli import main
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.preflight import PROBE_PREFIX, writable_file
+from epochgc.impl.store.base import DeleteResult
 from epochgc.impl.store.local import LocalStore
 from tests.gc.helpers import NOW, simple_cluster
 
@@ -94,6 +95,26 @@ def test_the_probe_leaves_no_object(tmp_path: Path, moto_endpoint: str, s3_bucke
         store_writable(spec, "test")
         store = open_store(url, endpoint)
         assert not list(store.list_all(PROBE_PREFIX)), url
+
+
+def _refuse_deletes(self: LocalStore, keys: list[str]) -> DeleteResult:
+    """S3's DeleteObjects answer for keys the caller may not delete: 200, an `Error`
+    element per key (AccessDenied), nothing raised (the API reference's "DeleteObjects")."""
+    return DeleteResult(requested=len(keys),
+                        errors={k: "AccessDenied: Access Denied" for k in keys})
+
+
+def test_a_store_that_takes_the_write_but_not_the_delete_is_refused(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """review41c C5: the probe ignored the delete's answer, so such a store passed (and
+    kept the probe object); `gc-admin expire --apply` then failed at its first removal."""
+    from epochgc.impl.preflight import Refused, store_writable
+    from epochgc.impl.store.url import parse_store_url
+
+    monkeypatch.setattr(LocalStore, "delete_batch", _refuse_deletes)
+    with pytest.raises(Refused, match="did not delete it: AccessDenied") as e:
+        store_writable(parse_store_url(str(tmp_path)), "test")
+    assert e.value.exit_code == ExitCode.FAILED
 
 
 @pytest.fixture(name="s3_endpoint", params=["moto"])
