@@ -428,16 +428,28 @@ def ignore_late_at_exit() -> None:
             signal.signal(s, signal.SIG_IGN)
 
 
+def take(signum: int) -> int | None:
+    """What a handler of ours does with `signum` (the group's, `run`'s, gc-admin's own):
+    None when it is to do nothing more: a late signal (said, or held while the last
+    output is written), or one after the run's first (said "already stopping", and
+    stdout and stderr that take nothing pointed at /dev/null). Else the signal that ends
+    the run, recorded as its first: one `finishing` held, if any, decides (newuser23 F2:
+    gc-admin's own handler raised the second, SIGTERM after a held SIGINT, and its line
+    blocked on a pipe nobody read: F1)."""
+    if taken_late(signum):
+        return None
+    signum = _first(signum)
+    return signum if _note(signum) else None
+
+
 def _handler(signum: int, _frame: FrameType | None) -> None:
     global _pending
-    if taken_late(signum):
-        return
-    signum = _first(signum)
-    if _note(signum):
+    first = take(signum)
+    if first is not None:
         if _deferring:
             _pending = True
             return
-        raise Interrupted(signum)
+        raise Interrupted(first)
 
 
 @contextlib.contextmanager
@@ -551,14 +563,12 @@ def run(main: Coroutine[Any, Any, T]) -> T:
         # `_handle_signal` drops it ("Assume it's some race condition", CPython 3.11
         # Lib/asyncio/unix_events.py). This handler records it in the main thread at once;
         # the cancel goes through `call_soon_threadsafe`, which wakes the loop.
-        if taken_late(signum):
-            return
-        signum = _first(signum)
-        if _note(signum):
-            got.append(signum)
+        first = take(signum)
+        if first is not None:
+            got.append(first)
             if cancel:
                 with contextlib.suppress(RuntimeError):  # the loop is already closed
-                    cancel[0](signal.Signals(signum).name)
+                    cancel[0](signal.Signals(first).name)
 
     async def guarded() -> T:
         loop = asyncio.get_running_loop()

@@ -147,9 +147,11 @@ def _signals() -> Iterator[None]:
     """SIGINT and SIGTERM end the command with 130 / 143 (not click's "Aborted!", exit 1);
     what it did so far is said by the command (expire) or was one write (the others)."""
     def handle(signum: int, _frame: FrameType | None) -> None:
-        if signals.taken_late(signum):  # its output decided (`signals.finishing`): W3
-            return
-        raise _Interrupted(signum)
+        # Late (its output decided, `signals.finishing`: W3) or after the first: nothing
+        # more; a held first one decides (newuser23 F1, F2).
+        first = signals.take(signum)
+        if first is not None:
+            raise _Interrupted(first)
 
     previous = {s: signal.getsignal(s) for s in _SIGNAL_EXIT}
     try:

@@ -13,6 +13,7 @@ signal is pending, so the handler it meets is the one that blocks there.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import signal
@@ -22,7 +23,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.gc.helpers import NOW
+from epochgc.impl.gc.lease import LEASE_KEY
+from epochgc.impl.store.local import LocalStore
+from tests.gc.helpers import NOW, simple_cluster
 from tests.gc.test_late_signal_blocked_output import (
     BOUND_S,
     ENV,
@@ -37,28 +40,35 @@ pytestmark = pytest.mark.skipif(
     reason="proc(5) syscall numbers of x86-64 needed")
 
 
-def _stuck(pid: int, fd: int) -> bool:
-    """The main thread sleeps in write(2) on `fd`, no SIGTERM pending: a signal sent before
-    was taken (dequeued, proc(5) SigPnd/ShdPnd) and this is a write begun after it."""
+def _stuck(pid: int, fd: int, sent: signal.Signals | None) -> bool:
+    """The main thread sleeps in write(2) on `fd`, and the signal sent before (`sent`) was
+    taken (dequeued, no longer in proc(5) SigPnd/ShdPnd): this is a write begun after it,
+    or the same one retried once its handler returned."""
     try:
         writing = Path(f"/proc/{pid}/syscall").read_text().split()[:2] == ["1", hex(fd)]
     except OSError:
         return False
-    return writing and not _pending(pid, signal.SIGTERM)
+    return writing and (sent is None or not _pending(pid, sent))
 
 
-def _two_signals(argv: list[str], tmp_path: Path, stdout_too: bool) -> int:
-    """Two SIGTERMs: the first once the command blocks on its output (stdout if it shares
-    the pipe), the second once it blocks on stderr after the first was taken."""
+def _two_signals(argv: list[str], tmp_path: Path, stdout_too: bool,
+                 plan: tuple[tuple[int, signal.Signals], ...] = ()) -> int:
+    """Two signals (`plan`: the descriptor the command is to be blocked on before each,
+    and the signal; by default SIGTERM once it blocks on its output, stdout if it shares
+    the pipe, then SIGTERM once it blocks on stderr after the first was taken)."""
+    plan = plan or ((1 if stdout_too else 2, signal.SIGTERM), (2, signal.SIGTERM))
     r, w = _full_pipe()
     said = tmp_path / "out"
     with open(said, "w") as out:
         proc = subprocess.Popen(argv, stdout=w if stdout_too else out, stderr=w, env=ENV)
     os.close(w)
     try:
-        for fd in (1 if stdout_too else 2, 2):
-            _wait(f"blocked writing fd {fd}", lambda fd=fd: _stuck(proc.pid, fd), proc, said)
-            proc.send_signal(signal.SIGTERM)
+        sent: signal.Signals | None = None
+        for fd, sig in plan:
+            _wait(f"blocked writing fd {fd}",
+                  lambda fd=fd, sent=sent: _stuck(proc.pid, fd, sent), proc, said)
+            proc.send_signal(sig)
+            sent = sig
         return proc.wait(timeout=BOUND_S)  # old code: blocked for good
     finally:
         if proc.poll() is None:
@@ -87,3 +97,24 @@ def test_gc_ends_at_the_second_signal(tmp_path: Path) -> None:
                          "--now", str(NOW), "--i-know-now-is-ahead"], tmp_path,
                         stdout_too=False)
     assert code == -signal.SIGTERM
+
+
+@pytest.mark.parametrize("command", ["show", "pause", "reset"])
+def test_gc_admin_ends_at_the_second_signal_by_the_first(tmp_path: Path, command: str) -> None:
+    """newuser23 F1, F2: `gc-admin show 2>&1 | stuck`, SIGINT (held: the report is its last
+    output) then SIGTERM: gc-admin's own handler raised the SIGTERM and its line blocked on
+    the same pipe (hung until the pipe was read, then ended by SIGTERM, the SIGINT lost).
+    The first signal decides: it ends by SIGINT (130 to a shell)."""
+    root = tmp_path / "store"
+    store = LocalStore(root, create=True)
+    simple_cluster(store, 100)
+    if command == "reset":  # a released lease, which it removes (F2: its SIGINT lost)
+        store.put(LEASE_KEY, json.dumps({"round": "round-A", "host": "h", "pid": 1,
+                                         "renewed_at": 0, "expires_at": 0}).encode())
+    code = _two_signals([sys.executable, "-m", "epochgc", "gc-admin", command, "--store",
+                         str(root)], tmp_path, stdout_too=True,
+                        # reset's SIGINT is not held (it came before its last output):
+                        # its interrupted line blocks on stderr
+                        plan=((1, signal.SIGINT), (2 if command == "reset" else 1,
+                                                   signal.SIGTERM)))
+    assert code == -signal.SIGINT
