@@ -189,14 +189,17 @@ def done_so_far() -> str:
     return said or BEFORE_BEGAN
 
 
-def unblock_output() -> None:
+def unblock_output() -> bool:
     """stdout and stderr that cannot take a line now (poll(2) finds neither room nor an
     error: a pipe whose reader stopped reading, `2>&1 | less` left open) are pointed at
     /dev/null. Called for a signal after the first: a write blocked on them is interrupted
     by the signal and, retried once the handler returns (PEP 475), goes nowhere, so the
     command ends as the first signal said (newuser22 Y2: with stderr such a pipe, every
     signal's own line blocked on it and only SIGKILL ended the command). Never for the
-    first signal: output a reader is merely slow to take is not thrown away."""
+    first signal: output a reader is merely slow to take is not thrown away. True if
+    this run's output went to /dev/null so (now or at an earlier call): a helper thread
+    may be left blocked in a write to the pipe, not worth waiting for."""
+    global _unblocked
     from epochgc.impl import closedout
 
     for fd in (1, 2):
@@ -207,12 +210,17 @@ def unblock_output() -> None:
                 continue
         except (OSError, ValueError):
             continue
+        _unblocked = True
         if fd == 1 and closedout.drop():
             continue
         with contextlib.suppress(OSError):
             devnull = os.open(os.devnull, os.O_WRONLY)
             os.dup2(devnull, fd)
             os.close(devnull)
+    return _unblocked
+
+
+_unblocked = False  # `unblock_output` pointed stdout or stderr at /dev/null in this run
 
 
 def _say(line: str) -> None:
@@ -508,9 +516,10 @@ def _forget() -> None:
     """No signal received, none pending, held or swallowed, no result decided, nothing
     said done (review41b B5: the next in-process run's early signal said the last run's
     words)."""
-    global _received, _swallowed, _pending, _held, _result, _done, _late_said
+    global _received, _swallowed, _pending, _held, _result, _done, _late_said, _unblocked
     _done = None
     _late_said = 0
+    _unblocked = False
     _received = None
     _swallowed = False
     _pending = False

@@ -483,7 +483,8 @@ def gc(
         else:
             # Its record is written: a signal from now on does not change the exit code.
             after = absorb_late_signal(summary.exit_code, late, stands,
-                                       stopped=stop.signalled is not None)
+                                       stopped=stop.signalled is not None,
+                                       abandon=stop.abandon)
         # The round's handlers give way only now, the next ones in place: restored first,
         # the `epochgc` group's handler was back in between, and a signal there ended a
         # round whose record says paused (3) by the signal, 143 (review41b B3).

@@ -52,6 +52,7 @@ class RoundStop:
         # wait on, so that each ends with the round instead of outliving it.
         self._wake = threading.Event()
         self._threads: list[threading.Thread] = []  # the helper threads `close` waits for
+        self._abandoned = False  # `abandon`: `close` waits for them no longer
         self._further = threading.Event()  # a request made after the first (`wait_further`)
         self._said = threading.Event()  # set once `announce` has said the stop (or never will)
         self._said.set()
@@ -277,9 +278,22 @@ class RoundStop:
         self._wake.set()
         deadline = time.monotonic() + timeout
         for t in self._threads:
-            if t is not threading.current_thread():
-                t.join(max(0.0, deadline - time.monotonic()))
+            if t is threading.current_thread():
+                continue
+            # In slices, so that a later signal (`abandon`, from its handler, which runs
+            # in this thread between two slices' waits) ends the wait at once.
+            while t.is_alive() and not self._abandoned:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                t.join(min(left, 0.05))
         self._threads = [t for t in self._threads if t.is_alive()]
+
+    def abandon(self) -> None:
+        """A signal after the first came: `close` waits no more for the helper threads (one
+        blocked writing to a stderr nobody reads held the command `timeout` seconds past
+        the second Ctrl-C: newuser23 F3, 5 s). Safe in a signal handler: one assignment."""
+        self._abandoned = True
 
     def disarm(self) -> None:
         """What `arm` set up is no longer to be done for a request from now on (one made
@@ -488,12 +502,13 @@ def install_signal_handlers(stop: RoundStop) -> Restore:
     def _handle(signum: int) -> None:
         name = SIGNALS[signal.Signals(signum)]
         first = stop.signalled is None
-        if not first:
-            # A write blocked on a reader that never reads (the round's progress line on a
-            # stderr pipe nobody reads) goes nowhere from now on: the round goes on to
-            # its record and its end (newuser22 Y2: it ended only at the third signal,
-            # with no record). The first signal throws nothing away.
-            unblock_output()
+        # A write blocked on a reader that never reads (the round's progress line on a
+        # stderr pipe nobody reads) goes nowhere from a later signal on: the round goes on
+        # to its record and its end (newuser22 Y2: it ended only at the third signal, with
+        # no record). The first signal throws nothing away. A helper thread left blocked
+        # in a write there is not waited for (newuser23 F3).
+        if not first and unblock_output():
+            stop.abandon()
         if first:
             stop.signalled = name
             if stop.requested and stop.reason not in SIGNALS.values() and not stop.decided:
@@ -657,7 +672,8 @@ class LateSignal:
 
 
 def absorb_late_signal(exit_code: int, say: Callable[[str], None] | None,
-                       stands: str = "its record stands", stopped: bool = False) -> LateSignal:
+                       stands: str = "its record stands", stopped: bool = False,
+                       abandon: Callable[[], None] = lambda: None) -> LateSignal:
     """The round has ended and its record is written: every SIGINT, SIGTERM or SIGHUP from
     now on is said (`say`) and otherwise ignored, so that the exit code stays the record's
     (newuser41 item 11: one that landed after the summary ended the process 143/130, or by
@@ -681,7 +697,9 @@ def absorb_late_signal(exit_code: int, say: Callable[[str], None] | None,
     first of them included: it points stdout and stderr that a reader has stopped reading
     at /dev/null (`unblock_output`) and cuts the output short (newuser22 Y2: taken as the
     first late one, its own line blocked on a stderr pipe nobody read, and the round
-    ended only at the third signal)."""
+    ended only at the third signal). `abandon`: called for such a later signal once output
+    went to /dev/null (`RoundStop.abandon`: no more waiting for the round's helper
+    threads, one of which may be blocked in a write to that pipe)."""
     got = LateSignal()
     got.stopped = stopped
 
@@ -690,11 +708,12 @@ def absorb_late_signal(exit_code: int, say: Callable[[str], None] | None,
         if first:
             got.signum = signum
         later = not first or got.stopped
-        if later:
-            # Whatever write blocks on a reader that never reads (the stop's own line on a
-            # full stderr pipe, the first late signal's) goes nowhere from now on
-            # (newuser22 Y2: every later signal blocked in its own line).
-            unblock_output()
+        # Whatever write blocks on a reader that never reads (the stop's own line on a
+        # full stderr pipe, the first late signal's) goes nowhere from a later signal on
+        # (newuser22 Y2: every later signal blocked in its own line); a helper thread
+        # blocked in one is not waited for (newuser23 F3).
+        if later and unblock_output():
+            abandon()
         if got.writing is not None and later:
             _cut_output(signum, got.writing, say is not None,
                         f"{stands}, exit code {exit_code}")
