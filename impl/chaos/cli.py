@@ -55,7 +55,8 @@ def chaos(nodes: str, seconds: float, seed: int, as_json: bool, store: str | Non
           quiet: bool) -> None:
     """A real cluster under a seeded nemesis, then independent checks; exit 1 on any loss
     or divergence. Progress (the history as it is written) goes to stderr, whatever --json
-    says: a 20-minute run is not silent; stdout holds only the result."""
+    says: a 20-minute run is not silent; stdout holds only the result, then its one-line
+    verdict (with --json, the JSON alone: the verdict then goes to stderr)."""
     # Before the cluster starts (issue 41): what the run imports and where it writes; the
     # default is not `build/chaos` under whatever directory the operator stands in.
     if gc_engine == "spark":
@@ -108,7 +109,9 @@ def chaos(nodes: str, seconds: float, seed: int, as_json: bool, store: str | Non
     code = ExitCode.OK if res.ok() else ExitCode.FAILED
     with signals.finishing(code):  # then complete: a signal no longer changes the code
         click.echo(json.dumps(head) if as_json else summary(res))
-        click.echo(verdict(res, where), err=True)
+        # On stdout with the summary, as demo's (newuser23 F4: a script keeping stdout
+        # had no verdict); --json's stdout is one JSON object.
+        click.echo(verdict(res, where), err=as_json)
     if code:
         sys.exit(code)
 
