@@ -482,8 +482,15 @@ class Demo:
             if status not in ("refused", "not_leader", "unreachable", "failed"):
                 break
         self.result.gc_break_glass = status
-        self.say(f"break-glass advance-epoch t/0 on node {leader}: {status} "
-                 f"{r.get('advanced_to', r.get('message', ''))}")
+        # "advanced to 17", or the status then its message after a colon (newuser23 F5:
+        # "nothing t/0 already applies epoch 16", the status run into the sentence).
+        if status != "ok":
+            said = f"{status}: {r.get('message', '')}".rstrip(": ")
+        elif r.get("advanced_to") is not None:
+            said = f"advanced to epoch {r['advanced_to']}"
+        else:  # breakglass.py: the fence turned it away (a newer window meanwhile)
+            said = "not advanced: a newer window came meanwhile"
+        self.say(f"break-glass advance-epoch t/0 on node {leader}: {said}")
 
     async def _caught_up_leader(self, access: ProcClusterAccess, part: str) -> int:
         """The leader of `part` once its cached cluster epoch is at or above the epochs
