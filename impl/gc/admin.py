@@ -430,8 +430,9 @@ def reset_lease(store: ObjectStore, now: float, force: bool = False,
         # cannot create the lease while it is there), so it is removed by name.
         r = store.delete_batch([LEASE_KEY])
         if r.errors:
-            raise ResetRefused(f"cannot remove {LEASE_KEY}: "
-                               f"{r.errors.get(LEASE_KEY, r.errors)}; remove it by hand")
+            # In `show`'s words (newuser23 F5: "[Errno 21] Is a directory: 'lease.json'").
+            raise ResetRefused(f"cannot remove {LEASE_KEY}: {lease.problem}, and a directory "
+                               "is never removed: remove it by hand")
         return LeaseReset([] if LEASE_KEY in r.gone else [LEASE_KEY], lease)
     # Issue 38 item 3: conditional on the store itself (S3 DeleteObject If-Match: <ETag>);
     # the batch delete's per-object ETag is ignored by moto, and the version was "" on S3.
