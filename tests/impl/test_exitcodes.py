@@ -110,6 +110,16 @@ def test_every_help_ends_with_its_exit_codes(path: str) -> None:
         assert MEANING[code] in rows
 
 
+def test_only_gc_admin_show_lists_blocked_and_paused() -> None:
+    """newuser23 F5: every gc-admin command's --help listed 2 and 3, which only `show`
+    gives (its M blocked, its store paused); the group lists what any of them gives."""
+    for path in COMMANDS:
+        if path.startswith("gc-admin "):
+            has = {ExitCode.BLOCKED, ExitCode.PAUSED} <= set(codes_for(path))
+            assert has == (path == "gc-admin show"), path
+    assert {ExitCode.BLOCKED, ExitCode.PAUSED} <= set(codes_for("gc-admin"))
+
+
 def test_every_command_declares_its_codes_and_every_code_is_used() -> None:
     for path in COMMANDS:
         codes_for(path)  # raises for a command USES does not know
