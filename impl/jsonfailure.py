@@ -70,10 +70,10 @@ def note_before_parsing(ctx: click.Context, command: click.Command, args: list[s
 
 def note_parsed(ctx: click.Context) -> None:
     """From the parsed value (`pause --reason --json` gives a reason, not --json); and the
-    command's name, for a failure the `epochgc` group says (`gc-admin`'s own say
-    `show`, `pause`: its name as gc-admin's objects give it)."""
+    command's full name (`gc-admin show`, as `cluster status` is named; newuser23 F5:
+    gc-admin's objects said `show` alone)."""
     ctx.meta[_WANTS_JSON] = bool(ctx.params.get("as_json"))
-    ctx.meta.setdefault(_NAME, ctx.info_name)
+    ctx.meta.setdefault(_NAME, errorline.command_of(ctx) or ctx.info_name)
 
 
 def say(ctx: click.Context, command: str | None, outcome: str, error: str, code: int) -> None:

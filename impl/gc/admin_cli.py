@@ -209,11 +209,11 @@ class _AdminGroup(click.Group):
             except click.UsageError as e:
                 raise _Usage(e.format_message(), e.ctx) from None
         except click.ClickException as e:
-            jsonfailure.say(ctx, ctx.invoked_subcommand, "error", e.format_message(),
+            jsonfailure.say(ctx, None, "error", e.format_message(),
                             e.exit_code)
             raise
         except _Interrupted as e:
-            jsonfailure.say(ctx, ctx.invoked_subcommand, "interrupted", e.line(), e.code)
+            jsonfailure.say(ctx, None, "interrupted", e.line(), e.code)
             # The form `epochgc`'s group prints for a signal while the command loads
             # (newuser8 I7: "epochgc gc-admin:" then, "gc-admin:" later), naming the
             # subcommand as its error lines do (newuser15 S3: "epochgc gc-admin:" only).

@@ -70,7 +70,7 @@ def test_a_failure_with_json_is_one_object_on_stdout(case: str, tmp_path: Path) 
     r = CliRunner().invoke(main, [*argv, "--json"])
     assert r.exit_code == code, r.output
     doc = json.loads(r.stdout)  # the whole of stdout: one object
-    assert doc == {"command": args[0], "outcome": "error", "error": doc["error"],
+    assert doc == {"command": f"gc-admin {args[0]}", "outcome": "error", "error": doc["error"],
                    "exit_code": code}, doc
     assert doc["error"] and doc["error"] in r.stderr, (doc, r.stderr)
 
@@ -95,7 +95,7 @@ def test_an_interrupted_command_with_json_says_so_on_stdout(tmp_path: Path) -> N
                        env=dict(os.environ, PYTHONPATH=str(ROOT),
                                 **{HOOK_ENV: "reset-removed:SIGINT"}))
     assert p.returncode == by_signal(signal.SIGINT), p.stderr
-    assert json.loads(p.stdout) == {"command": "reset", "outcome": "interrupted",
+    assert json.loads(p.stdout) == {"command": "gc-admin reset", "outcome": "interrupted",
                                     "error": "interrupted by SIGINT: removed "
                                     "_cluster/gc/lease.json", "exit_code": 130}
     # newuser15 S3: the full command, and what was done (the lease removed: it was bare).
@@ -141,5 +141,5 @@ def test_advance_epoch_has_json_and_its_failure_is_one_object(tmp_path: Path) ->
     r = CliRunner().invoke(main, ["gc-admin", "advance-epoch", "--data-dir", str(tmp_path),
                                   "--partition", "t/0", "--json"])
     assert r.exit_code == 64 and json.loads(r.stdout) == {
-        "command": "advance-epoch", "outcome": "error", "error": want, "exit_code": 64}, \
+        "command": "gc-admin advance-epoch", "outcome": "error", "error": want, "exit_code": 64}, \
         r.output

@@ -38,8 +38,8 @@ def _object(path: str, r: Result) -> dict[str, Any]:
     doc = json.loads(r.stdout)  # the whole of stdout: one object
     assert isinstance(doc, dict), r.stdout
     assert sorted(doc) == ["command", "error", "exit_code", "outcome"], doc
-    # gc-admin's objects name the subcommand alone (`show`), as they always have.
-    assert path.endswith(doc["command"]), (path, doc)
+    # Its full name: gc-admin's named the subcommand alone (`show`; newuser23 F5).
+    assert doc["command"] == path, (path, doc)
     assert doc["exit_code"] == r.exit_code and doc["outcome"] == "error", (path, doc)
     assert doc["error"] and doc["error"] in r.stderr.splitlines()[-1], (doc, r.stderr)
     return doc
