@@ -49,7 +49,10 @@ def gc_state(store: ObjectStore, now: float, max_report_age_s: float,
         doc["blocked"] = f"the reports cannot be read: {e}"
     doc["health"] = check_health(store, now, max_report_age_s).as_dict()
     state = read_admin_state(store)
-    doc["paused"], doc["paused_reason"] = state.paused, state.why() if state.paused else None
+    # The operator's --reason (or why the pause state is taken as paused), as `pause
+    # --json` gives it; not the refusal sentence around it (newuser23 F5).
+    doc["paused"] = state.paused
+    doc["paused_reason"] = (state.reason or None) if state.paused else None
     doc["paused_by"] = state.by or None if state.paused else None
     doc["paused_at"] = state.at if state.paused else None
     doc["lease"] = read_lease(store, now).as_dict()
@@ -198,7 +201,8 @@ def render(doc: dict[str, Any]) -> list[str]:
     if doc["paused"]:
         by = f" by {_text(doc['paused_by'])}" if doc.get("paused_by") else ""
         at = f" since {_since(doc['paused_at'], now)}" if doc.get("paused_at") else ""
-        out.append(f"paused: yes{by}{at}: {_text(doc['paused_reason'])}")
+        why = _text(doc["paused_reason"]) if doc.get("paused_reason") else "no reason given"
+        out.append(f"paused: yes{by}{at}: {why} (epochgc gc-admin start resumes it)")
     else:
         out.append("paused: no")
     out.append("lease: " + _lease_line(doc["lease"], now))
