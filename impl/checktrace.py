@@ -31,7 +31,14 @@ from epochgc.impl.signals import NOTHING_YET, checkpoint
 from epochgc.model import partition as mp
 from epochgc.model.fence import SeenWindow, fence
 from epochgc.model.partition import PartitionState
-from epochgc.model.replay import MAX_LINE, STDIN, cannot_read, not_utf8, too_many_digits
+from epochgc.model.replay import (
+    MAX_LINE,
+    STDIN,
+    cannot_read,
+    malformed_json,
+    not_utf8,
+    too_many_digits,
+)
 
 _STATE_FIELDS = {f.name for f in fields(PartitionState)}
 _COMMON = {"v", "kind", "node", "run", "seq", "partition"}
@@ -225,7 +232,7 @@ def parse(path: str, progress: Progress | None = None) -> list[Rec]:
                 if progress.read == 1:
                     checkpoint("record")  # the signal tests' point
             except json.JSONDecodeError as e:
-                raise Malformed(f"{source}:{n}: {glued(line) or e}") from None
+                raise Malformed(f"{source}:{n}: {glued(line) or malformed_json(e)}") from None
             except (Malformed, TypeError) as e:
                 raise Malformed(f"{source}:{n}: {e}") from None
             except ValueError as e:  # after its subclass JSONDecodeError: int(str)'s bound

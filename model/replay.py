@@ -503,17 +503,22 @@ def parse_step(text: str) -> Any:
             text, object_pairs_hook=_reject_duplicates, parse_constant=_reject_constant
         )
     except json.JSONDecodeError as e:
-        # Two of Python's messages end in "at" ("Unterminated string starting at",
-        # "Invalid control character at"; Lib/json/decoder.py), written to be followed by
-        # the place: newuser15 S7 read "starting at at column 2". The place is said once.
-        what = e.msg.removesuffix(" at")
-        raise _Bad("json", f"malformed JSON: {what} at column {e.colno}") from None
+        raise _Bad("json", malformed_json(e)) from None
     except RecursionError:
         # Deeper than the interpreter's recursion limit: json's C scanner counts each
         # array/object level as one recursive call (newuser8 I3: "Error: RecursionError").
         raise _Bad("json", "malformed JSON: nested too deeply") from None
     except ValueError as e:
         raise _Bad("json", too_many_digits(e)) from None
+
+
+def malformed_json(e: json.JSONDecodeError) -> str:
+    """"malformed JSON: Expecting value at column 7", for one line (replay, check-trace:
+    newuser23 F5, check-trace said Python's "Expecting value: line 1 column 1 (char 0)").
+    Two of Python's messages end in "at" ("Unterminated string starting at", "Invalid
+    control character at"; Lib/json/decoder.py), written to be followed by the place:
+    newuser15 S7 read "starting at at column 2". The place is said once."""
+    return f"malformed JSON: {e.msg.removesuffix(' at')} at column {e.colno}"
 
 
 def too_many_digits(e: ValueError) -> str:

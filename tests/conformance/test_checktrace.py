@@ -264,3 +264,14 @@ def test_a_torn_record_with_another_nodes_record_glued_after_it_is_named(tmp_pat
             f"left (`cluster status`: 'a torn record is left at byte ...'), and node "
             f"{after['node']}'s record {after['seq']} was appended after them on this line"
             ) in out, out
+
+
+def test_a_line_that_is_not_json_is_said_as_replay_says_it(tmp_path: Path) -> None:
+    """newuser23 F5: `check-trace /etc/passwd` said Python's decoder words, "Expecting
+    value: line 1 column 1 (char 0)", where `replay` says "malformed JSON: ... at column"."""
+    t = tmp_path / "passwd"
+    t.write_text("root:x:0:0:root:/root:/bin/bash\n")
+    code, out = run(t)
+    assert code == 65, out
+    assert f"{t}:1: malformed JSON: Expecting value at column 1" in out, out
+    assert "(char" not in out, out
