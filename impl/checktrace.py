@@ -21,7 +21,7 @@ from collections import defaultdict, deque
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, fields
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NoReturn
 
 import click
 
@@ -373,10 +373,15 @@ def _say(line: str) -> None:
     click.echo(f"epochgc check-trace: {line}", err=True)
 
 
-def _refuse(line: str) -> None:
+def _refuse(line: str) -> NoReturn:
     """Input that cannot be checked: an error, in every command's shape (impl/errorline.py;
-    newuser13 Q9: it had no word saying it was one)."""
-    click.echo(errorline.line("check-trace", line), err=True)
+    newuser13 Q9: it had no word saying it was one), and exit 65. The error is the
+    command's result: written under `signals.finishing`, so that a signal that comes with
+    it no longer changes the exit code (newuser23 F6: a SIGINT right after it turned 65
+    into 130, with an "interrupted ... nothing was written yet" line after the error)."""
+    with signals.finishing(ExitCode.DATAERR):
+        click.echo(errorline.line("check-trace", line), err=True)
+    raise SystemExit(ExitCode.DATAERR)
 
 
 # Records of context kept per partition at most: far more than a reader takes in, and
@@ -403,16 +408,13 @@ def check_trace(trace: str, context: int) -> None:
         res = check(trace, context, progress)
     except OSError as e:
         _refuse(cannot_read(STDIN if trace == "-" else trace, e))
-        raise SystemExit(ExitCode.DATAERR) from e
     except Malformed as e:
         _refuse(str(e))  # SOURCE:LINE: what, as `replay` words bad input
-        raise SystemExit(ExitCode.DATAERR) from e
     if res.records == 0:
         # An empty file, a truncated copy or `-` with nothing piped is not a pass: nothing was
         # compared with the model (newuser12 P3: "conforms: 0 records", exit 0).
         _refuse(f"{STDIN if trace == '-' else trace}: the trace holds no record: nothing was "
                 "checked")
-        raise SystemExit(ExitCode.DATAERR)
     # The verdict is the command's result: once written, a signal no longer changes the
     # exit code (newuser19 V2: "nothing was written yet" after it, exit 130).
     if res.divergence is not None:

@@ -355,3 +355,18 @@ def _line_within(stream: IO[str], bound_s: float) -> str | None:
     reader.start()
     reader.join(bound_s)
     return got[0] if got else None
+
+
+@pytest.mark.parametrize("trace", ["/dev/null", "passwd"])
+def test_check_trace_keeps_its_error_code(tmp_path: Path, trace: str) -> None:
+    """newuser23 F6: a SIGINT right after check-trace's error line ended it 130 (13 runs
+    of 19), a second last line "interrupted by SIGINT: nothing was written yet" after the
+    error. The error is its result, written under `finishing`: the code stays 65."""
+    if trace == "passwd":
+        (tmp_path / trace).write_text("root:x:0:0:root:/root:/bin/bash\n")
+        trace = str(tmp_path / trace)
+    r = epochgc("check-trace", trace, hook="finishing:SIGINT")
+    assert r.returncode == 65, r.stderr
+    lines = r.stderr.splitlines()
+    assert lines[-2].startswith("epochgc check-trace: error: "), r.stderr
+    assert lines[-1] == _late("check-trace", "SIGINT", 65), r.stderr
