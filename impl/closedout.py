@@ -249,10 +249,15 @@ class _ErrGuard(_FdStream):
             # All of it, here: the text stream above keeps nothing to write again (`err_stream`).
             done = 0
             while done < len(data):
-                done += os.write(self._fd, data[done:])
+                try:
+                    done += os.write(self._fd, data[done:])
+                except BlockingIOError:
+                    # A non-blocking stderr that is full waits as a blocking one would, as
+                    # stdout does (`_Guard`): a signal still interrupts the wait (and a
+                    # later one points it at /dev/null). Raised, it failed the signal's own
+                    # line, and an interrupted command exited 1 (newuser23 F8).
+                    select.select([], [self._fd], [])
             return done
-        except BlockingIOError:
-            raise
         except OSError:
             self.gone = True
         devnull = os.open(os.devnull, os.O_WRONLY)

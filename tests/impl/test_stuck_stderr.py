@@ -118,3 +118,42 @@ def test_gc_admin_ends_at_the_second_signal_by_the_first(tmp_path: Path, command
                         plan=((1, signal.SIGINT), (2 if command == "reset" else 1,
                                                    signal.SIGTERM)))
     assert code == -signal.SIGINT
+
+
+def _waiting(pid: int, sent: signal.Signals | None) -> bool:
+    """The main thread waits for a descriptor to take more (select(2) 23, pselect6(2) 270,
+    poll(2) 7 on x86-64), the signal sent before taken."""
+    try:
+        call = Path(f"/proc/{pid}/syscall").read_text().split()[0]
+    except (OSError, IndexError):
+        return False
+    return call in ("7", "23", "270") and (sent is None or not _pending(pid, sent))
+
+
+def test_a_full_non_blocking_output_waits_and_the_first_signal_decides(tmp_path: Path) -> None:
+    """newuser23 F8: stdout and stderr a full pipe left O_NONBLOCK (a shell another program
+    left so): a SIGINT ended `replay` with exit 1, not 130: its own line failed with
+    EAGAIN (stderr's guard raised it). Stderr now waits as a blocking one would, as stdout
+    does; the second signal cuts it, and the first decides."""
+    steps = tmp_path / "big.jsonl"
+    steps.write_text("".join(f'{{"op":"fence","term":1,"epoch":{e}}}\n' for e in range(5000)))
+    r, w = _full_pipe()
+    os.set_blocking(w, False)
+    said = tmp_path / "said"
+    said.touch()
+    proc = subprocess.Popen([sys.executable, "-m", "epochgc", "replay", str(steps)],
+                            stdout=w, stderr=w, env=ENV)
+    os.close(w)
+    try:
+        sent: signal.Signals | None = None
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            _wait("waiting for the pipe", lambda sent=sent: _waiting(proc.pid, sent), proc,
+                  said)
+            proc.send_signal(sig)
+            sent = sig
+        assert proc.wait(timeout=BOUND_S) == -signal.SIGINT  # old code: 1 at the first
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(r)
