@@ -710,6 +710,11 @@ def failure_line(s: GcSummary) -> str:
     written, what records it (newuser13 Q2: a store gone mid-round ended on the journal's
     read-back error, not on what to do; its lease stayed held)."""
     assert s.error is not None
+    if s.lease_busy and not s.deleted and s.journal is None:
+        # Another round holds the lease: turned away (2, retry later), a refusal as a
+        # paused store's is, not an error (README: "a GC round blocked or paused is the
+        # command's own report"; newuser23 F5: "epochgc gc: error: another GC round ...").
+        return f"gc: round refused, nothing deleted: {s.error}; retry later"
     # A second signal is the operator's stop, not a failure (newuser11 M8).
     # With a journal there is something to record: the last line says how (without one,
     # the warning above it says "nothing was deleted ...; ... removes its lease").

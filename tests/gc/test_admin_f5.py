@@ -124,6 +124,10 @@ def _refusals_after_a_round(root: Path) -> None:
     code, out = _invoke("gc", "--store", str(root), "--now", str(NOW), *AHEAD, "-q")
     # newuser12 P11: blocked, retry later (2), as the exit-code table says; it was 1.
     assert code == 2 and "another GC round holds the store's lease" in out, out
+    # a refusal, said as a paused store's is, not an error (newuser23 F5)
+    assert out.rstrip().splitlines()[-1].startswith(
+        "gc: round refused, nothing deleted: another GC round holds the store's lease"), out
+    assert out.rstrip().endswith("; retry later"), out
     other.release()
     assert _invoke("gc-admin", "pause", "--store", str(root), "--reason", "swap")[0] == 0
     code, out = _invoke("gc", "--store", str(root), "--now", str(NOW), *AHEAD, "-q")
