@@ -79,11 +79,12 @@ def _keep(signum: int, _frame: FrameType | None) -> None:
     _early.append(signum)
 
 
-def take_early() -> int | None:
-    """The first signal received before the command's handlers, once (None if none)."""
-    first = _early[0] if _early else None
+def take_early() -> list[int]:
+    """The signals received before the command's handlers, in order, once (the first
+    decides; one after it is a later signal: newuser24 G1)."""
+    early = list(_early)
     _early.clear()
-    return first
+    return early
 
 
 _by_signal: int | None = None  # the signal the command's exit code came from (`end_by`)

@@ -507,8 +507,13 @@ def install() -> None:
         _unraisable_before = sys.unraisablehook
         sys.unraisablehook = _unraisable
     early = take_early()
-    if early is not None and _note(early):
-        raise Interrupted(early)
+    if early and _note(early[0]):
+        if len(early) > 1:
+            # A second came too before the handlers were in place (the start-up window):
+            # a later signal, as one after them is (newuser24 G1: lost, the first one's
+            # line blocked on a stderr nobody read and only a third signal ended it).
+            unblock_output()
+        raise Interrupted(early[0])
     check()
 
 

@@ -19,6 +19,7 @@ import platform
 import signal
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -157,3 +158,34 @@ def test_a_full_non_blocking_output_waits_and_the_first_signal_decides(tmp_path:
             proc.kill()
             proc.wait()
         os.close(r)
+
+
+def test_two_signals_before_the_handlers_cut_a_stuck_stderr(tmp_path: Path) -> None:
+    """newuser24 G1: SIGINT then SIGTERM while the command loads (kept by impl/entry.py's
+    start-up handler): the second was dropped with the first taken, so the first one's
+    line ("interrupted ... before the command began") blocked on a stderr nobody read and
+    only a third signal ended the command. The second is a later signal: stderr goes to
+    /dev/null. Made certain here: both kept before `install`, then a write to fd 2."""
+    code = textwrap.dedent("""
+        import os, signal
+        from epochgc.impl import entry, signals
+        entry._early.extend([signal.SIGINT, signal.SIGTERM])
+        try:
+            signals.install()
+        except signals.Interrupted as e:
+            assert e.signum == signal.SIGINT, e.signum  # the first decides
+        os.write(2, b"x" * 100)  # old code: blocked on the full pipe for good
+        print("ended")
+    """)
+    r, w = _full_pipe()
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=w,
+                            env=ENV, text=True)
+    os.close(w)
+    try:
+        out, _ = proc.communicate(timeout=BOUND_S)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(r)
+    assert proc.returncode == 0 and out == "ended\n", (proc.returncode, out)
