@@ -13,6 +13,7 @@ signal is pending, so the handler it meets is the one that blocks there.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -20,7 +21,9 @@ import signal
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -52,30 +55,56 @@ def _stuck(pid: int, fd: int, sent: signal.Signals | None) -> bool:
     return writing and (sent is None or not _pending(pid, sent))
 
 
-def _two_signals(argv: list[str], tmp_path: Path, stdout_too: bool,
-                 plan: tuple[tuple[int, signal.Signals], ...] = ()) -> int:
-    """Two signals (`plan`: the descriptor the command is to be blocked on before each,
-    and the signal; by default SIGTERM once it blocks on its output, stdout if it shares
-    the pipe, then SIGTERM once it blocks on stderr after the first was taken)."""
-    plan = plan or ((1 if stdout_too else 2, signal.SIGTERM), (2, signal.SIGTERM))
-    r, w = _full_pipe()
-    said = tmp_path / "out"
-    with open(said, "w") as out:
-        proc = subprocess.Popen(argv, stdout=w if stdout_too else out, stderr=w, env=ENV)
-    os.close(w)
+def _waiting(pid: int, sent: signal.Signals | None) -> bool:
+    """The main thread waits for a descriptor to take more (select(2) 23, pselect6(2) 270,
+    poll(2) 7 on x86-64), the signal sent before taken."""
     try:
-        sent: signal.Signals | None = None
-        for fd, sig in plan:
-            _wait(f"blocked writing fd {fd}",
-                  lambda fd=fd, sent=sent: _stuck(proc.pid, fd, sent), proc, said)
-            proc.send_signal(sig)
-            sent = sig
-        return proc.wait(timeout=BOUND_S)  # old code: blocked for good
+        call = Path(f"/proc/{pid}/syscall").read_text().split()[0]
+    except (OSError, IndexError):
+        return False
+    return call in ("7", "23", "270") and (sent is None or not _pending(pid, sent))
+
+
+@contextlib.contextmanager
+def _reaped(proc: subprocess.Popen[Any], r: int) -> Iterator[None]:
+    """`proc` killed if still running on the way out (a hang fails the test, it does not
+    outlive it), and the pipe's read end closed."""
+    try:
+        yield
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
         os.close(r)
+
+
+def _two_signals(argv: list[str], tmp_path: Path, stdout_too: bool,
+                 plan: tuple[tuple[int | None, signal.Signals], ...] = (),
+                 blocking: bool = True) -> int:
+    """Two signals (`plan`: the descriptor the command is to be blocked writing on before
+    each, None for waiting in poll/select until one takes more (`_waiting`), and the
+    signal; by default SIGTERM once it blocks on its output, stdout if it shares the
+    pipe, then SIGTERM once it blocks on stderr after the first was taken). `blocking`
+    False: the pipe is left O_NONBLOCK."""
+    plan = plan or ((1 if stdout_too else 2, signal.SIGTERM), (2, signal.SIGTERM))
+    r, w = _full_pipe()
+    os.set_blocking(w, blocking)
+    said = tmp_path / "out"
+    with open(said, "w") as out:
+        proc = subprocess.Popen(argv, stdout=w if stdout_too else out, stderr=w, env=ENV)
+    os.close(w)
+    with _reaped(proc, r):
+        sent: signal.Signals | None = None
+        for fd, sig in plan:
+            if fd is None:
+                _wait("waiting for the pipe", lambda sent=sent: _waiting(proc.pid, sent),
+                      proc, said)
+            else:
+                _wait(f"blocked writing fd {fd}",
+                      lambda fd=fd, sent=sent: _stuck(proc.pid, fd, sent), proc, said)
+            proc.send_signal(sig)
+            sent = sig
+        return proc.wait(timeout=BOUND_S)  # old code: blocked for good
 
 
 def test_replay_ends_at_the_second_signal(tmp_path: Path) -> None:
@@ -121,16 +150,6 @@ def test_gc_admin_ends_at_the_second_signal_by_the_first(tmp_path: Path, command
     assert code == -signal.SIGINT
 
 
-def _waiting(pid: int, sent: signal.Signals | None) -> bool:
-    """The main thread waits for a descriptor to take more (select(2) 23, pselect6(2) 270,
-    poll(2) 7 on x86-64), the signal sent before taken."""
-    try:
-        call = Path(f"/proc/{pid}/syscall").read_text().split()[0]
-    except (OSError, IndexError):
-        return False
-    return call in ("7", "23", "270") and (sent is None or not _pending(pid, sent))
-
-
 def test_a_full_non_blocking_output_waits_and_the_first_signal_decides(tmp_path: Path) -> None:
     """newuser23 F8: stdout and stderr a full pipe left O_NONBLOCK (a shell another program
     left so): a SIGINT ended `replay` with exit 1, not 130: its own line failed with
@@ -138,26 +157,10 @@ def test_a_full_non_blocking_output_waits_and_the_first_signal_decides(tmp_path:
     does; the second signal cuts it, and the first decides."""
     steps = tmp_path / "big.jsonl"
     steps.write_text("".join(f'{{"op":"fence","term":1,"epoch":{e}}}\n' for e in range(5000)))
-    r, w = _full_pipe()
-    os.set_blocking(w, False)
-    said = tmp_path / "said"
-    said.touch()
-    proc = subprocess.Popen([sys.executable, "-m", "epochgc", "replay", str(steps)],
-                            stdout=w, stderr=w, env=ENV)
-    os.close(w)
-    try:
-        sent: signal.Signals | None = None
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            _wait("waiting for the pipe", lambda sent=sent: _waiting(proc.pid, sent), proc,
-                  said)
-            proc.send_signal(sig)
-            sent = sig
-        assert proc.wait(timeout=BOUND_S) == -signal.SIGINT  # old code: 1 at the first
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(r)
+    code = _two_signals([sys.executable, "-m", "epochgc", "replay", str(steps)], tmp_path,
+                        stdout_too=True, plan=((None, signal.SIGINT), (None, signal.SIGTERM)),
+                        blocking=False)
+    assert code == -signal.SIGINT  # old code: 1 at the first
 
 
 def test_two_signals_before_the_handlers_cut_a_stuck_stderr(tmp_path: Path) -> None:
@@ -181,11 +184,6 @@ def test_two_signals_before_the_handlers_cut_a_stuck_stderr(tmp_path: Path) -> N
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=w,
                             env=ENV, text=True)
     os.close(w)
-    try:
+    with _reaped(proc, r):
         out, _ = proc.communicate(timeout=BOUND_S)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(r)
     assert proc.returncode == 0 and out == "ended\n", (proc.returncode, out)
