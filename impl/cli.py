@@ -141,8 +141,7 @@ class _LazyGroup(click.Group):
             # gone and ended the command before its work did: say nothing more on a closed
             # pipe and end as Python's documentation advises (stdout to /dev/null, so the
             # exit-time flush cannot fail again), exit 1: the work was cut short.
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+            closedout.to_devnull(sys.stdout.fileno())
             ctx.exit(ExitCode.FAILED)
         except (OSError, RuntimeError, ValueError, StoreError) as e:
             if os.environ.get("EPOCHGC_DEBUG"):

@@ -103,10 +103,18 @@ class _Guard(_FdStream):
             self.failed = e.strerror or str(e)
             if _ending:
                 _say_failed(self.failed)
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, self._fd)  # later writes, and any child's, go nowhere
-        os.close(devnull)
+        to_devnull(self._fd)
         return len(data)
+
+
+def to_devnull(fd: int) -> None:
+    """Point descriptor `fd` at /dev/null: later writes to it, and any child's, go nowhere
+    and never block. The one place this is done (stdout or stderr whose reader is gone or
+    stuck, a cut output)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    if devnull != fd:  # `fd` was closed and open(2) reused its number: already there
+        os.dup2(devnull, fd)
+        os.close(devnull)
 
 
 def _say_failed(why: str) -> None:
@@ -260,9 +268,7 @@ class _ErrGuard(_FdStream):
             return done
         except OSError:
             self.gone = True
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, self._fd)
-        os.close(devnull)
+        to_devnull(self._fd)
         return len(data)
 
 
@@ -308,9 +314,7 @@ def drop() -> bool:
     if _guard is None:
         return False
     _guard.cut = True
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, _guard.fileno())
-    os.close(devnull)
+    to_devnull(_guard.fileno())
     return True
 
 

@@ -214,9 +214,7 @@ def unblock_output() -> bool:
         if fd == 1 and closedout.drop():
             continue
         with contextlib.suppress(OSError):
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, fd)
-            os.close(devnull)
+            closedout.to_devnull(fd)
     return _unblocked
 
 

@@ -751,9 +751,7 @@ def _cut_output(signum: int, what: str, say: bool, stands: str) -> None:
         with contextlib.suppress(OSError):
             os.write(2, line.encode("utf-8", "backslashreplace"))
     elif same:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 2)
-        os.close(devnull)
+        closedout.to_devnull(2)
 
 
 def _same_pipe(a: int, b: int) -> bool:
