@@ -18,7 +18,12 @@ exit with 128 + n (under spark-submit the JVM is the caller's child: impl/gc/sub
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
+import subprocess
+from collections.abc import Iterator
+from typing import Any
 
 
 def by_signal(sig: int) -> int:
@@ -29,3 +34,17 @@ def by_signal(sig: int) -> int:
 def shell_status(sig: int) -> int:
     """What a shell's `$?` (and the command's record) says for that process."""
     return 128 + int(signal.Signals(sig))
+
+
+@contextlib.contextmanager
+def reaped(proc: subprocess.Popen[Any], *fds: int) -> Iterator[None]:
+    """`proc` killed if still running on the way out (a hang fails the test, it does not
+    outlive it), and `fds` (a pipe's read end the test held) closed."""
+    try:
+        yield
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for fd in fds:
+            os.close(fd)

@@ -38,6 +38,7 @@ from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.signals import HOOK_ENV
 from epochgc.impl.store.local import LocalStore
 from tests.gc.helpers import NOW, simple_cluster
+from tests.interrupted import reaped
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -118,7 +119,7 @@ def test_a_second_signal_after_the_record_cuts_a_blocked_summary(
              *(["-q"] if stderr_to == "same-pipe" else [])],
             stdout=w, stderr=err_f if stderr_to == "file" else w, env=ENV)
     os.close(w)
-    try:
+    with reaped(proc, r):
         _wait("blocked on stdout", lambda: _in_pipe_write(proc.pid), proc, err)
         proc.send_signal(signal.SIGTERM)
         _wait("the first signal taken", lambda: not _pending(proc.pid, signal.SIGTERM),
@@ -131,11 +132,6 @@ def test_a_second_signal_after_the_record_cuts_a_blocked_summary(
             code = proc.wait(timeout=BOUND_S)  # the old code: never (SIGQUIT/SIGKILL only)
         except subprocess.TimeoutExpired:
             pytest.fail(f"still blocked {BOUND_S} s after a second signal: {err.read_text()}")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(r)
     said = err.read_text()
     assert _record(root) == ("paused", 3)
     assert code == 3, said  # the record's code: not 130/143, not by the signal

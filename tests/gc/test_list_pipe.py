@@ -25,7 +25,7 @@ import pytest
 from epochgc.impl.store.local import LocalStore
 from epochgc.model.keys import format_key
 from tests.gc.helpers import HOUR, NOW, put_local, simple_cluster
-from tests.interrupted import by_signal
+from tests.interrupted import by_signal, reaped
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -74,7 +74,7 @@ def test_a_signal_while_the_list_waits_on_its_reader_ends_the_dry_run(
              "--i-know-now-is-ahead", "--tasks", "1", "--dry-run", "--list", "-"],
             stdout=w, stderr=err_f, env=ENV, start_new_session=True)
     os.close(w)
-    try:
+    with reaped(proc, r):
         deadline = time.monotonic() + BOUND_S
         while not ((q := _queued(r)) and _blocked_writing(proc.pid, q)
                    and "listed" in err.read_text()):  # the writer waits on it
@@ -87,11 +87,6 @@ def test_a_signal_while_the_list_waits_on_its_reader_ends_the_dry_run(
             code = proc.wait(timeout=BOUND_S)  # old code: never, until the reader closes
         except subprocess.TimeoutExpired:
             pytest.fail(f"still writing {BOUND_S} s after {sig.name}: {err.read_text()}")
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(r)
     said = err.read_text()
     assert code == by_signal(sig), said
     assert "record" not in said, said

@@ -31,6 +31,7 @@ from epochgc.impl.gc.record import ROUNDS_PREFIX
 from epochgc.impl.store.local import LocalStore
 from epochgc.impl.store.patience import SAY_AFTER_ENV
 from tests.gc.helpers import NOW, simple_cluster
+from tests.interrupted import reaped
 
 ROOT = Path(__file__).resolve().parents[2]
 BOUND_S = 120.0  # generous: a hang, not a slow machine, fails the test
@@ -106,7 +107,7 @@ def _signalled_in_push(tmp_path: Path, signals: int) -> tuple[int, str, dict[str
         p = _gc(root, g.port)
         assert p.stderr is not None
         lines: list[str] = []
-        try:
+        with reaped(p):
             assert g.pushed.wait(BOUND_S), "the push never reached the gateway"
             p.send_signal(signal.SIGINT)
             if signals == 2:
@@ -116,10 +117,6 @@ def _signalled_in_push(tmp_path: Path, signals: int) -> tuple[int, str, dict[str
                         p.send_signal(signal.SIGINT)
                         break
             _, rest = p.communicate(timeout=BOUND_S)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
     return p.returncode, "".join(lines) + rest, _record(root)
 
 
@@ -152,17 +149,13 @@ def test_a_push_still_unanswered_is_said(tmp_path: Path) -> None:
         p = _gc(root, g.port, **{SAY_AFTER_ENV: "0.01"})
         assert p.stderr is not None
         lines: list[str] = []
-        try:
+        with reaped(p):
             for line in p.stderr:
                 lines.append(line)
                 if "waiting for the Pushgateway" in line:
                     p.send_signal(signal.SIGINT)
                     break
             _, rest = p.communicate(timeout=BOUND_S)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
     err = "".join(lines) + rest
     assert p.returncode == 3, err
     [said] = [ln for ln in err.splitlines() if "waiting for the Pushgateway" in ln]
@@ -200,12 +193,8 @@ def test_a_signal_as_the_round_ended_gives_up_the_push_too(tmp_path: Path) -> No
     _paused_store(root)
     with silent_gateway() as g:
         p = _gc(root, g.port, **{HOOK_ENV: "round-over:SIGINT"})
-        try:
+        with reaped(p):
             _, err = p.communicate(timeout=BOUND_S)
-        finally:
-            if p.poll() is None:
-                p.kill()
-                p.wait()
     assert "test hook: SIGINT at round-over" in err, err
     assert p.returncode == 3, err
     assert "after the round ended: its record stands, exit code 3" in err, err

@@ -13,7 +13,6 @@ signal is pending, so the handler it meets is the one that blocks there.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import platform
@@ -21,9 +20,7 @@ import signal
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -38,6 +35,7 @@ from tests.gc.test_late_signal_blocked_output import (
     _pending,
     _wait,
 )
+from tests.interrupted import reaped
 
 pytestmark = pytest.mark.skipif(
     platform.machine() != "x86_64" or not os.path.exists("/proc/self/syscall"),
@@ -65,19 +63,6 @@ def _waiting(pid: int, sent: signal.Signals | None) -> bool:
     return call in ("7", "23", "270") and (sent is None or not _pending(pid, sent))
 
 
-@contextlib.contextmanager
-def _reaped(proc: subprocess.Popen[Any], r: int) -> Iterator[None]:
-    """`proc` killed if still running on the way out (a hang fails the test, it does not
-    outlive it), and the pipe's read end closed."""
-    try:
-        yield
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-        os.close(r)
-
-
 def _two_signals(argv: list[str], tmp_path: Path, stdout_too: bool,
                  plan: tuple[tuple[int | None, signal.Signals], ...] = (),
                  blocking: bool = True) -> int:
@@ -93,7 +78,7 @@ def _two_signals(argv: list[str], tmp_path: Path, stdout_too: bool,
     with open(said, "w") as out:
         proc = subprocess.Popen(argv, stdout=w if stdout_too else out, stderr=w, env=ENV)
     os.close(w)
-    with _reaped(proc, r):
+    with reaped(proc, r):
         sent: signal.Signals | None = None
         for fd, sig in plan:
             if fd is None:
@@ -184,6 +169,6 @@ def test_two_signals_before_the_handlers_cut_a_stuck_stderr(tmp_path: Path) -> N
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=w,
                             env=ENV, text=True)
     os.close(w)
-    with _reaped(proc, r):
+    with reaped(proc, r):
         out, _ = proc.communicate(timeout=BOUND_S)
     assert proc.returncode == 0 and out == "ended\n", (proc.returncode, out)
