@@ -48,6 +48,7 @@ import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -92,12 +93,22 @@ U_PARTS = [f"{TOPIC_U}/{i}" for i in range(2)]
 U_SHARED_WITH = "t/7"  # every other batch of u's producer also feeds this live partition
 DELETE_AT, RECREATE_AT = 0.45, 0.7  # shares of the work phase
 BARRIER_AT = 0.55  # the epoch barrier (R36-R38) on demand, while producers run
+# A controller request's whole bound (`controller_call`'s within_s): a controller leader
+# that does not commit ends the demo in one line naming each node's last answer, where it
+# waited up to 50 rounds of 30 s a node (newuser21 X9, found on `epochgc barrier`).
+ASK_S = 30.0
 
 
 def plan_work_end(deadline: float, work_start: float, final_round_s: float) -> float:
     """When the workload ends: early enough for the tail, with a final round of
     `final_round_s`, within the budget's `deadline`; never before `MIN_WORK_S` of work."""
     return max(deadline - TAIL_S - CLEAN_UP_S - final_round_s, work_start + MIN_WORK_S)
+
+
+def _why(answer: dict[str, Any]) -> str:
+    """A refused or unanswered controller request in words (its `message`), not the
+    answer's dict."""
+    return str(answer.get("message") or answer.get("reason") or answer.get("status"))
 
 
 @dataclass
@@ -407,9 +418,10 @@ class Demo:
         """Delete topic u part-way through the run, re-create it later (new incarnation)."""
         span = work_end - time.monotonic()
         await asyncio.sleep(max(0.5, span * DELETE_AT))
-        r = await access.controller_call(op="delete_topic", topic=TOPIC_U)
+        r = await access.controller_call(op="delete_topic", topic=TOPIC_U,
+                                         within_s=ASK_S)
         if r.get("status") != "ok":
-            raise RuntimeError(f"deleting topic {TOPIC_U!r} failed: {r}")
+            raise RuntimeError(f"deleting topic {TOPIC_U!r} failed: {_why(r)}")
         self.u_deleted_at = time.time()
         self.u_deletion_rev = min(int(v) for v in r["partitions"].values())
         self.result.topics_deleted += 1
@@ -417,17 +429,17 @@ class Demo:
                  f"{self.u_deletion_rev}")
         await asyncio.sleep(max(0.5, span * (RECREATE_AT - DELETE_AT)))
         r = await access.controller_call(op="create_topic", topic=TOPIC_U,
-                                         partitions=len(U_PARTS))
+                                         partitions=len(U_PARTS), within_s=ASK_S)
         if r.get("status") != "ok":
-            raise RuntimeError(f"re-creating topic {TOPIC_U!r} failed: {r}")
+            raise RuntimeError(f"re-creating topic {TOPIC_U!r} failed: {_why(r)}")
         self.say(f"re-created topic {TOPIC_U} at revision {min(r['partitions'].values())}")
 
     async def _barrier(self, access: ProcClusterAccess, work_end: float) -> None:
         """Run the epoch barrier on demand part-way through, producers still running."""
         await asyncio.sleep(max(0.5, (work_end - time.monotonic()) * BARRIER_AT))
-        r = await access.controller_call(op="barrier")
+        r = await access.controller_call(op="barrier", within_s=ASK_S)
         if r.get("status") != "ok":
-            raise RuntimeError(f"the epoch barrier failed: {r}")
+            raise RuntimeError(f"the epoch barrier failed: {_why(r)}")
         self.result.barrier_candidate = int(r["candidate"])
         self.say(f"epoch barrier: caches invalidated, advance_gc_epoch({r['candidate']}) "
                  "goes to every partition")
@@ -624,7 +636,7 @@ class Demo:
 
     async def _read_back(self, access: ProcClusterAccess) -> None:
         got: dict[str, dict[int, bytes]] = {}
-        info = (await access.controller_call(op="meta"))["partitions"]
+        info = (await access.controller_call(op="meta", within_s=ASK_S))["partitions"]
         for p in sorted(info):
             got[p], unreadable = await access.read_checked(p)
             if unreadable:

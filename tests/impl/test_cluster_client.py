@@ -9,10 +9,12 @@ loopback that reads requests and never answers, as a stopped broker's kernel doe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import json
 import re
 import socket
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -350,14 +352,12 @@ def test_a_change_left_unanswered_is_not_said_to_go_to_the_others() -> None:
     assert not any("trying the others" in ln for ln in lines), lines
 
 
-def test_the_barriers_request_is_bounded_in_all_not_per_attempt() -> None:
-    """newuser21 X9: `barrier --wait 5` ran 10 min 12 s: the controller leader (node 1)
-    answered `status` but not the barrier (its mint not committing), node 2 said "not the
-    leader", node 3 was down, and `controller_call` sent the barrier again round after
-    round, each attempt bounded at 30 s on its own. Now `within_s` bounds the call whole.
-    Here node 1 is a server that answers `status` naming itself the leader and never answers
-    anything else, node 2 answers `not_leader`, node 3's port refuses. The bound is 0.5 s;
-    the hang bound (20 s) is under one old attempt (30 s): the old code cannot pass."""
+
+@contextlib.asynccontextmanager
+async def uncommitting_cluster() -> AsyncIterator[dict[int, tuple[str, int]]]:
+    """Three nodes' addresses (newuser21 X9's cluster): node 1 answers `status` naming
+    itself the controller leader and never answers anything else (its mint not
+    committing), node 2 answers `not_leader`, node 3's port refuses a connect."""
 
     async def leader_that_never_commits(reader: asyncio.StreamReader,
                                         writer: asyncio.StreamWriter) -> None:
@@ -375,26 +375,40 @@ def test_the_barriers_request_is_bounded_in_all_not_per_attempt() -> None:
                                      "leader": 1}).encode() + b"\n")
         writer.close()
 
+    one = await asyncio.start_server(leader_that_never_commits, "127.0.0.1", 0)
+    two = await asyncio.start_server(follower, "127.0.0.1", 0)
+    gone = socket.socket()
+    gone.bind(("127.0.0.1", 0))  # bound, never listening: a connect is refused
+    try:
+        yield {1: ("127.0.0.1", one.sockets[0].getsockname()[1]),
+               2: ("127.0.0.1", two.sockets[0].getsockname()[1]),
+               3: ("127.0.0.1", gone.getsockname()[1])}
+    finally:
+        gone.close()
+        for s in (one, two):
+            s.close()
+            await s.wait_closed()
+
+
+def test_the_barriers_request_is_bounded_in_all_not_per_attempt() -> None:
+    """newuser21 X9: `barrier --wait 5` ran 10 min 12 s: the controller leader (node 1)
+    answered `status` but not the barrier (its mint not committing), node 2 said "not the
+    leader", node 3 was down, and `controller_call` sent the barrier again round after
+    round, each attempt bounded at 30 s on its own. Now `within_s` bounds the call whole.
+    Here node 1 is a server that answers `status` naming itself the leader and never answers
+    anything else, node 2 answers `not_leader`, node 3's port refuses. The bound is 0.5 s;
+    the hang bound (20 s) is under one old attempt (30 s): the old code cannot pass."""
+
     async def scenario() -> tuple[str, bool]:
-        one = await asyncio.start_server(leader_that_never_commits, "127.0.0.1", 0)
-        two = await asyncio.start_server(follower, "127.0.0.1", 0)
-        gone = socket.socket()
-        gone.bind(("127.0.0.1", 0))  # bound, never listening: a connect is refused
-        nodes = {1: ("127.0.0.1", one.sockets[0].getsockname()[1]),
-                 2: ("127.0.0.1", two.sockets[0].getsockname()[1]),
-                 3: ("127.0.0.1", gone.getsockname()[1])}
-        access = ProcClusterAccess(nodes, say=lambda _line: None)
-        try:
-            async with asyncio.timeout(20):
-                await access.controller_call(op="barrier", within_s=0.5)
-        except NoAnswerWithin as e:
-            return str(e), e.sent
-        finally:
-            await access.close()
-            gone.close()
-            for s in (one, two):
-                s.close()
-                await s.wait_closed()
+        async with uncommitting_cluster() as nodes:
+            access = ProcClusterAccess(nodes, say=lambda _line: None)
+            try:
+                async with asyncio.timeout(20):
+                    await access.controller_call(op="barrier", within_s=0.5)
+            except NoAnswerWithin as e:
+                return str(e), e.sent
+            finally:
+                await access.close()
         raise AssertionError("answered")
 
     said, sent = asyncio.run(scenario())
