@@ -37,6 +37,24 @@ def _summary() -> dict[str, Any] | None:
     }
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """On a pytest-xdist worker: hand its harness counts to the controller, which alone
+    prints the summary (`pytest_testnodedown` adds them up)."""
+    from tests.conformance.harness import STATS
+
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["harness_stats"] = dict(STATS)
+
+
+def pytest_testnodedown(node: Any, error: object) -> None:
+    """On the controller: a worker's harness counts added to this process's (the
+    summary's), so `-n 2` prints what one process would."""
+    from tests.conformance.harness import STATS
+
+    STATS.update(getattr(node, "workeroutput", {}).get("harness_stats", {}))
+
+
 def pytest_terminal_summary(terminalreporter: Any) -> None:
     s = _summary()
     if s is None:
