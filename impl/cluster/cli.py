@@ -9,7 +9,7 @@ import random
 import signal
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -29,8 +29,8 @@ from epochgc.impl.cluster.local import (
     NotPermitted,
     PortTaken,
     StartRunning,
+    cluster_lock,
     nodes_on,
-    start_lock,
     stop_pids,
 )
 from epochgc.impl.cluster.meta import NAMED
@@ -134,9 +134,10 @@ def start(ctx: click.Context, data_dir: str, store: str, nodes: int, partitions:
     try:
         # A directory it cannot make is a bad argument (64), named, not an OSError's repr.
         data_dir = str(writable_dir(data_dir, "--data-dir"))
-        # One start at a time on a data directory (issue 41 item 12): a second one refuses,
-        # before it reads the cluster's file or binds anything.
-        with start_lock(data_dir):
+        # One start at a time on a data directory (issue 41 item 12), and none beside a stop
+        # or kill (newuser25 H3): refused before it reads the cluster's file or binds
+        # anything.
+        with cluster_lock(data_dir, "start"):
             _start(ctx, LocalCluster(data_dir), spec, store, nodes, partitions,
                    mint_interval, trace, s3_endpoint, log_level, new_ports)
     except StartRunning as e:
@@ -415,7 +416,34 @@ async def _until_ready(lc: LocalCluster, partitions: list[str], timeout_s: float
 def stop(data_dir: str) -> None:
     """Stop every node of the cluster in DATA_DIR (its data stays). With DATA_DIR's
     cluster.json damaged, the node processes running on DATA_DIR are found by their
-    command lines and stopped, and the damage is refused (65)."""
+    command lines and stopped, and the damage is refused (65). A `cluster start` running on
+    DATA_DIR is waited for (said), then what it started is stopped too."""
+    with _changing(data_dir, "stop", "no node was stopped (none was asked)"):
+        _stop(data_dir)
+
+
+@contextlib.contextmanager
+def _changing(data_dir: str, command: str, if_interrupted: str) -> Iterator[None]:
+    """DATA_DIR's cluster lock for `stop` or `kill` (local.cluster_lock): another command
+    holding it (a start still starting nodes) is waited for, said once on stderr; a signal
+    during the wait ends the command with `if_interrupted`. A DATA_DIR that does not exist
+    holds no cluster: nothing to lock (the command refuses it as before, making nothing)."""
+    if not Path(data_dir).is_dir():
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(cluster_lock(
+                data_dir, command, waiting=lambda holder: click.echo(
+                    f"waiting for {holder.who()} on {Path(data_dir).absolute()} to finish",
+                    err=True)))
+        except KeyboardInterrupt as e:
+            sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
+            raise signals.Interrupted(sig.signum, if_interrupted) from None
+        yield
+
+
+def _stop(data_dir: str) -> None:
     try:
         lc = LocalCluster(data_dir)
     except DamagedClusterFile as e:
@@ -502,7 +530,12 @@ def _stopped_without_file(data_dir: str, e: DamagedClusterFile) -> str:
 @click.option("--data-dir", required=True, type=pathopt.Path(file_okay=False))
 @click.argument("node", type=int)
 def kill(data_dir: str, node: int) -> None:
-    """SIGKILL one node."""
+    """SIGKILL one node (a `cluster start` running on DATA_DIR is waited for, said)."""
+    with _changing(data_dir, "kill", "nothing was killed"):
+        _kill(data_dir, node)
+
+
+def _kill(data_dir: str, node: int) -> None:
     lc = LocalCluster(data_dir)
     if node not in lc.ids:
         raise click.BadParameter(

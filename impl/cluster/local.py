@@ -30,7 +30,7 @@ from epochgc.impl.raft.identity import (
     check_identity,
 )
 
-LOCK_NAME = "start.lock"
+LOCK_NAME = "cluster.lock"
 # A node's listeners, as cluster.json names their ports.
 LISTENERS = ("raft", "client", "metrics")
 # What a node prints instead of READY when it cannot listen (node_main.py).
@@ -40,7 +40,8 @@ DETACH = "detach\n"
 
 
 class StartRunning(RuntimeError):
-    """Another `cluster start` holds the data directory's start lock."""
+    """Another command that changes the cluster (`cluster start`, `stop` or `kill`) holds
+    the data directory's lock, and this one (a start) does not wait for it."""
 
 
 class PortTaken(RuntimeError):
@@ -52,43 +53,84 @@ class PortTaken(RuntimeError):
         self.node, self.listener, self.port, self.why = node, listener, port, why
 
 
-@contextlib.contextmanager
-def start_lock(data_dir: str | os.PathLike[str]) -> Iterator[None]:
-    """Hold DATA_DIR/start.lock (flock(2), exclusive, not waited for) while a start runs:
-    two starts on a new directory both chose ports and started nodes on them, and the
-    loser died on `OSError: [Errno 98] address already in use` (issue 41 item 12).
+@dataclass(frozen=True)
+class Holder:
+    """Who holds a data directory's lock: its pid and command (`start`, `stop`, `kill`)."""
 
-    The file is removed on every exit path by the start that holds it, while it still holds
-    it, and only if the name still refers to the file it locked (a refused start removes
-    nothing). A start that locked a file which was unlinked meanwhile holds nothing anyone
-    else can see, so it opens the name again (the usual lock-file protocol: the lock is on
-    the open file, the name is what the next start opens). SIGKILL leaves the file; the
-    kernel drops the lock, so the next start takes it."""
+    pid: str
+    command: str
+
+    @staticmethod
+    def read(fd: int) -> Holder:
+        pid, _, command = os.pread(fd, 64, 0).decode(errors="replace").strip().partition(" ")
+        return Holder(pid or "unknown", command or "start")  # an older start wrote its pid
+
+    def who(self) -> str:
+        return f"`epochgc cluster {self.command}` (pid {self.pid})"
+
+
+@contextlib.contextmanager
+def cluster_lock(data_dir: str | os.PathLike[str], command: str = "start",
+                 waiting: Callable[[Holder], None] | None = None) -> Iterator[None]:
+    """Hold DATA_DIR/cluster.lock (flock(2), exclusive) while a command that changes the
+    cluster's processes and its cluster.json runs: `cluster start`, `stop` and `kill`.
+    Each reads cluster.json, starts or stops nodes, and writes the file back: two at once
+    lost each other's pids (newuser25 H2/H3: a stop during a start, or a start during a
+    stop, left a node running that no stop or kill could see, and said "cluster ready" or
+    "not running" contrary to the processes), and two starts on a new directory chose the
+    same ports (issue 41 item 12).
+
+    `waiting` None (a start): not waited for; another holder is refused (StartRunning,
+    naming its command and pid). Otherwise (stop, kill: what they are asked to end may be
+    being started) `waiting(holder)` is called once and the lock is waited for; a signal
+    ends the wait (its handler raises).
+
+    The file is removed on every exit path by the command that holds it, while it still
+    holds it, and only if the name still refers to the file it locked (a refused command
+    removes nothing). One that locked a file which was unlinked meanwhile holds nothing
+    anyone else can see, so it opens the name again (the usual lock-file protocol: the lock
+    is on the open file, the name is what the next command opens). SIGKILL leaves the file;
+    the kernel drops the lock, so the next command takes it."""
     d = Path(data_dir).absolute()
     d.mkdir(parents=True, exist_ok=True)
     path = d / LOCK_NAME
+    said = False
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "unknown"
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = Holder.read(fd)
+                if waiting is None:
+                    raise StartRunning(_busy(holder, d)) from None
+                if not said:
+                    waiting(holder)
+                    said = True
+                fcntl.flock(fd, fcntl.LOCK_EX)  # a signal's handler raises out of it
+        except BaseException:
             os.close(fd)
-            raise StartRunning(
-                f"another `epochgc cluster start` is running on {d} (pid {holder}); wait for "
-                "it to finish, then `epochgc cluster status --data-dir` shows the cluster"
-            ) from None
+            raise
         if _same_file(fd, path):
             break
         os.close(fd)  # locked a file its holder removed as we opened it: open the name again
     try:
         os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        os.pwrite(fd, f"{os.getpid()} {command}\n".encode(), 0)
         yield
     finally:
         if _same_file(fd, path):
-            path.unlink()  # before the lock goes: no other start can hold this name now
+            path.unlink()  # before the lock goes: no other command can hold this name now
         os.close(fd)  # releases the lock
+
+
+def _busy(holder: Holder, d: Path) -> str:
+    """A start's refusal while `holder` runs on `d`."""
+    if holder.command == "start":
+        return (f"another {holder.who()} is running on {d}; wait for it to finish, then "
+                "`epochgc cluster status --data-dir` shows the cluster")
+    return (f"{holder.who()} is running on {d}; start the cluster again once it has "
+            "finished (a start beside it could have its nodes stopped and unrecorded)")
 
 
 def _same_file(fd: int, path: Path) -> bool:

@@ -20,7 +20,7 @@ from epochgc.impl.cluster.local import (
     LocalCluster,
     PortTaken,
     StartRunning,
-    start_lock,
+    cluster_lock,
 )
 from epochgc.impl.exitcodes import ExitCode
 
@@ -113,7 +113,7 @@ def test_new_ports_moves_a_stopped_cluster_off_a_taken_port(tmp_path: Path) -> N
 
 
 def test_a_refused_start_removes_its_lock(tmp_path: Path) -> None:
-    """Old code: DATA_DIR/start.lock stayed after any refusal inside the lock (a bucket
+    """Old code: DATA_DIR/start.lock (now cluster.lock) stayed after any refusal inside the lock (a bucket
     that does not exist, no credentials, an unwritable --trace: the same exit path)."""
     data = tmp_path / "run"
     r = CliRunner().invoke(main, ["cluster", "start", "--data-dir", str(data),
@@ -127,13 +127,13 @@ def test_a_refused_start_removes_its_lock(tmp_path: Path) -> None:
 
 def test_a_start_refused_by_the_lock_never_removes_the_holders(tmp_path: Path) -> None:
     data = tmp_path / "run"
-    with start_lock(data):
+    with cluster_lock(data):
         lock = data / LOCK_NAME
         ino = lock.stat().st_ino
         r = CliRunner().invoke(main, ["cluster", "start", "--data-dir", str(data),
                                       "--store", str(tmp_path / "store")])
         assert r.exit_code == ExitCode.FAILED and "another `epochgc cluster start`" in r.output
-        assert lock.stat().st_ino == ino and lock.read_text() == f"{os.getpid()}\n"
+        assert lock.stat().st_ino == ino and lock.read_text() == f"{os.getpid()} start\n"
     assert not lock.exists()
 
 
@@ -155,9 +155,9 @@ def test_a_lock_removed_under_a_waiting_opener_is_taken_again(
         return fd
 
     monkeypatch.setattr(os, "open", open_then_holder_removes)
-    with start_lock(data):
+    with cluster_lock(data):
         monkeypatch.setattr(os, "open", real_open)
         assert raced and (data / LOCK_NAME).exists()
-        with pytest.raises(StartRunning), start_lock(data):
+        with pytest.raises(StartRunning), cluster_lock(data):
             pytest.fail("a second start ran beside the first")
     assert not (data / LOCK_NAME).exists()
