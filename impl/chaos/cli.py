@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from epochgc.impl import pathopt, signals
-from epochgc.impl.chaos.run import ChaosResult, ChaosRun
+from epochgc.impl.chaos.run import OUTPUTS, RESULT, ChaosResult, ChaosRun
 from epochgc.impl.cluster.demo_gc import GcFailed
 from epochgc.impl.cluster.storeclaim import claim_for_new_cluster
 from epochgc.impl.exitcodes import ExitCode
@@ -61,6 +61,8 @@ def chaos(nodes: str, seconds: float, seed: int, as_json: bool, store: str | Non
     # default is not `build/chaos` under whatever directory the operator stands in.
     if gc_engine == "spark":
         require_spark("chaos --gc-engine spark")
+    if out:
+        _refuse_earlier_run(out)
     if store is not None:
         try:
             spec = parse_store_url(store, s3_endpoint)
@@ -102,7 +104,7 @@ def chaos(nodes: str, seconds: float, seed: int, as_json: bool, store: str | Non
     doc = asdict(res)
     head = {k: doc.pop(k) for k in FIELDS}
     head.update(doc)  # the extra counters after the issue's fields
-    (where / "result.json").write_text(json.dumps(head, indent=1) + "\n")
+    (where / RESULT).write_text(json.dumps(head, indent=1) + "\n")
     signals.doing(f"the run had ended; its history and result.json are in {where}")
     # As every other command: a summary for a person, JSON only under --json (the JSON is
     # in result.json either way).
@@ -114,6 +116,18 @@ def chaos(nodes: str, seconds: float, seed: int, as_json: bool, store: str | Non
         click.echo(verdict(res, where), err=as_json)
     if code:
         sys.exit(code)
+
+
+def _refuse_earlier_run(out: str) -> None:
+    """Refused (64) before anything starts if --out holds an earlier run's result.json or
+    history.txt: never overwritten, as every other output path of the tool (`gc --list`,
+    `--manifest`, `conform --out`; newuser25 H1: a re-run replaced a failed run's evidence
+    without a word)."""
+    held = [name for name in OUTPUTS if os.path.lexists(os.path.join(out, name))]
+    if held:
+        raise Refused(f"--out {out} already holds an earlier run's {' and '.join(held)}; "
+                      "refusing to overwrite (give a new directory, or move them away)",
+                      ExitCode.USAGE)
 
 
 def verdict(res: ChaosResult, out: Path) -> str:

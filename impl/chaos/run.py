@@ -44,6 +44,10 @@ from epochgc.impl.store.faulty import FaultyStore
 from epochgc.impl.store.url import StoreSpec, open_spec, parse_store_url
 from epochgc.model.keys import DATA_PREFIX
 
+# What a run writes in its --out directory (never over an earlier run's: chaos/cli.py).
+HISTORY = "history.txt"
+RESULT = "result.json"
+OUTPUTS = (RESULT, HISTORY)
 MINT_INTERVAL = 1.0  # epochs minted often: windows slide many times a minute
 CACHE_TTL = 1.0
 # The controller leader runs the epoch barrier (R36-R38) whenever the minimum M(p) stalls
@@ -100,7 +104,7 @@ class ChaosRun:
         out.mkdir(parents=True, exist_ok=True)
         self.tmp = Path(tempfile.mkdtemp(prefix="epochgc-chaos-"))
         self.parts = [f"t/{i}" for i in range(partitions)]
-        self.h = History(out / "history.txt",
+        self.h = History(out / HISTORY,
                          (lambda s: print(s, file=sys.stderr, flush=True)) if echo else None)
         self.store_url = store or str(self.tmp / "store")
         self.s3_endpoint = s3_endpoint

@@ -10,6 +10,7 @@ import asyncio
 import shutil
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from epochgc.impl.chaos.cli import chaos, summary, verdict
@@ -72,6 +73,23 @@ def test_out_defaults_to_a_temporary_directory_and_a_bad_one_is_refused(
     (tmp_path / "file").write_text("x")
     r = CliRunner().invoke(main, ["chaos", "--out", str(tmp_path / "file" / "sub")])
     assert r.exit_code == 64 and "--out" in r.output and len(r.output.splitlines()) == 1
+
+
+@pytest.mark.parametrize("earlier", ["result.json", "history.txt"])
+def test_an_out_holding_an_earlier_run_is_refused_before_anything_starts(
+        tmp_path: Path, earlier: str) -> None:
+    """newuser25 H1: `chaos --out DIR` replaced an earlier (failed) run's result.json and
+    history.txt, exit 0, without a word. Refused (64) before any node or store is touched:
+    the store given here is never made, the file is unchanged."""
+    (tmp_path / earlier).write_text("the earlier run's\n")
+    store = tmp_path / "store"
+    r = CliRunner().invoke(main, ["chaos", "--seconds", "10", "--out", str(tmp_path),
+                                  "--store", str(store)])
+    assert r.exit_code == 64, r.output
+    [line] = r.output.splitlines()
+    assert f"--out {tmp_path} already holds an earlier run's {earlier}" in line, line
+    assert (tmp_path / earlier).read_text() == "the earlier run's\n"
+    assert not store.exists() and sorted(p.name for p in tmp_path.iterdir()) == [earlier]
 
 
 def test_the_verdict_is_one_line() -> None:
