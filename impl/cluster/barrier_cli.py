@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from epochgc.impl import closedout, pathopt, signals
+from epochgc.impl import closedout, errorline, pathopt, signals
 from epochgc.impl.cluster.client import NoAnswerWithin, ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.cluster.statuspoll import StatusPoll
@@ -194,9 +194,20 @@ def barrier(data_dir: str, wait: float, as_json: bool) -> None:
         if as_json:
             click.echo(json.dumps({"candidate": cand, "partitions": rows, "applied": ok,
                                    "unanswered": unanswered}))
-            raise SystemExit(code)
-        click.echo(f"barrier candidate: {cand}")
-        for p, x in sorted(rows.items()):
-            click.echo(f"{p:8} {x['state']:8} barrier={x['barrier_epoch']} "
-                       f"safe={x['gc_safe_epoch']} M(p)={x['inactive_epoch']}")
+        else:
+            click.echo(f"barrier candidate: {cand}")
+            for p, x in sorted(rows.items()):
+                click.echo(f"{p:8} {x['state']:8} barrier={x['barrier_epoch']} "
+                           f"safe={x['gc_safe_epoch']} M(p)={x['inactive_epoch']}")
+        if not ok:
+            # Exit 1 says it on stderr's last line, as every error (newuser25 H4: stderr
+            # empty, the table on stdout the only word of it).
+            missing = sum(1 for x in rows.values() if x["state"] == "missing")
+            stderr_line(errorline.line("barrier", (
+                f"{missing:,} of {len(rows):,} partition(s) did not apply candidate {cand} "
+                f"within --wait {wait:g} s" if rows else
+                f"no node showed its partitions within --wait {wait:g} s, so whether they "
+                f"applied candidate {cand} is not known")
+                + "; their leaders apply it on their own barrier rounds (`epochgc cluster "
+                "status` shows them)"))
         raise SystemExit(code)

@@ -162,6 +162,14 @@ def test_barrier_wait_0_still_reports_every_partition(cluster: Path) -> None:
                  timeout=BOUND_S)
     out = json.loads(r.stdout)
     assert out["partitions"] and out["unanswered"] == [], (r.stdout, r.stderr)
+    if not out["applied"]:  # nearly always at --wait 0 (a barrier round runs every second)
+        # newuser25 H4: exit 1 with stderr empty. Now its last line says why.
+        missing = sum(1 for x in out["partitions"].values() if x["state"] == "missing")
+        assert r.returncode == 1 and r.stderr.splitlines()[-1].startswith(
+            f"epochgc barrier: error: {missing} of {len(out['partitions'])} partition(s) did "
+            f"not apply candidate {out['candidate']} within --wait 0 s; "), r.stderr
+    else:
+        assert r.returncode == 0, r.stderr
 
 
 async def _until_topic_has(lc: LocalCluster, topic: str, count: int) -> None:
