@@ -265,8 +265,8 @@ def _in_words(e: BaseException) -> str:
     """A failure in words, not a Python class (newuser7 H8: `Error: OSError: [Errno 24]
     Too many open files`, `Error: RuntimeError: cluster not ready ...`): an OSError as the
     C library says it, with its file; anything else its own message."""
-    if isinstance(e, OSError) and e.strerror:
-        return f"{e.filename}: {e.strerror}" if e.filename else e.strerror
+    if isinstance(e, OSError):
+        return errorline.os_error(e)
     return str(e) or type(e).__name__
 
 

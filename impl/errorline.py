@@ -19,7 +19,9 @@ command's own report, not an error (docs/exit-codes in the README).
 
 from __future__ import annotations
 
+import errno
 import functools
+import traceback
 from typing import IO, Any
 
 import click
@@ -42,6 +44,28 @@ def line(command: str | None, message: str) -> str:
     error; a message quoting another program's output may hold newlines too)."""
     message = one_line(message)
     return f"{PROG} {command}: error: {message}" if command else f"{PROG}: error: {message}"
+
+
+def os_error(e: OSError, with_file: bool = True) -> str:
+    """An OSError as the C library says it, with its file, not as Python's class and errno
+    (newuser7 H8: `Error: OSError: [Errno 24] Too many open files`). EFBIG names the
+    limit that gives it (newuser25 H5: `OSError: [Errno 27] File too large` from Spark's
+    own temporary file under `ulimit -f`, no file named: setrlimit(2) RLIMIT_FSIZE, "the
+    maximum size in bytes of files that the process may create"). `with_file` False: the
+    caller names the file itself."""
+    if not e.strerror:
+        return str(e) or type(e).__name__
+    said = f"{e.filename}: {e.strerror}" if e.filename and with_file else e.strerror
+    if e.errno == errno.EFBIG:
+        said += (" (a file reached this process's file-size limit, `ulimit -f`, or the "
+                 "largest file its file system holds)")
+    return said
+
+
+def in_spark(e: BaseException) -> bool:
+    """Whether `e` was raised inside PySpark's own code (a temporary file of the driver's,
+    its gateway): the line then says so, as no file of ours is named."""
+    return any("/pyspark/" in frame.filename for frame in traceback.extract_tb(e.__traceback__))
 
 
 def one_line(message: str) -> str:

@@ -17,7 +17,7 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from epochgc.impl import closedout, pathopt, signals
+from epochgc.impl import closedout, errorline, pathopt, signals
 from epochgc.impl.cluster import asked, local
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.errors import DamagedClusterFile
@@ -808,10 +808,9 @@ def produce(data_dir: str, partitions: tuple[str, ...], count: int, size: int, b
     except (ConnectionError, OSError) as e:
         # newuser16 S6: the cluster stopped mid-run ("no node of the cluster answered")
         # said nothing of the batches acknowledged before it.
-        what = (f"{e.filename}: {e.strerror}" if e.filename else e.strerror) \
-            if e.strerror else str(e)  # as impl/cli.py `_in_words` says an OSError
         raise click.ClickException(
-            f"{what}; {_acked_words(recorded, count, partitions, lc)}") from e
+            f"{errorline.os_error(e)}; {_acked_words(recorded, count, partitions, lc)}"
+        ) from e
     # The last batch's lines are the run's end, written under `finishing` (newuser22 Y4:
     # a signal right after "5 of 5" acknowledged ended a done run 130, and a script that
     # retries on it sent the records twice).

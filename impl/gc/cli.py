@@ -29,7 +29,7 @@ from epochgc.impl.entry import end_by
 from epochgc.impl.exitcodes import ExitCode
 from epochgc.impl.gc.duration import SPAN, at_most, format_duration
 from epochgc.impl.gc.errors import GcError
-from epochgc.impl.gc.job import run_gc
+from epochgc.impl.gc.job import describe, run_gc
 from epochgc.impl.gc.manifest import inside_data_problem, manifest_target
 from epochgc.impl.gc.masterurl import master_problem
 from epochgc.impl.gc.options import DEFAULT_MAX_REPORT_AGE_S, MAX_REPORT_AGE_S, GcOptions
@@ -42,7 +42,6 @@ from epochgc.impl.gc.stop import (
     OutputProgress,
     Restore,
     RoundStop,
-    SignalAgain,
     absorb_late_signal,
     announce,
     driver_bound,
@@ -686,8 +685,7 @@ def _run(
                              listing_complete=False, unstarted=True)
         failed = getattr(e, "summary", None)
         if not isinstance(failed, GcSummary):
-            text = str(e) if isinstance(e, GcError | StoreError | SignalAgain) else (
-                f"{type(e).__name__}: {e}" if str(e) else type(e).__name__)
+            text = describe(e)
             # The round never began: nothing was listed (newuser13 Q8: `--json` on a store
             # that does not exist said `"listing_complete": true`).
             failed = GcSummary(dry_run=options.dry_run, error=text, listing_complete=False)

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import asdict
 from typing import TYPE_CHECKING
 
+from epochgc.impl import errorline
 from epochgc.impl.gc.admin import read_admin_state
 from epochgc.impl.gc.errors import GcError, NotAStore, ReportError, StoreUnreadable
 from epochgc.impl.gc.killpoint import reach
@@ -101,7 +102,7 @@ def run_gc(
                 return summary
             # Whatever ended the round (a store, a Spark job, a bug, a second Ctrl-C), the
             # record and the exit code say so: never `done` with exit 0.
-            summary.error = summary.error or _describe(e)
+            summary.error = summary.error or describe(e)
             if isinstance(e, KeyboardInterrupt) and summary.interrupted is None:
                 summary.interrupted = stop.reason or "SIGINT"
             bound = driver_bound()
@@ -200,9 +201,14 @@ def check_is_store(store: ObjectStore) -> None:
                         "nothing was written")
 
 
-def _describe(e: BaseException) -> str:
+def describe(e: BaseException) -> str:
+    """A round's failure for its record and its error line: our own errors' messages; an
+    OSError in the C library's words (errorline.os_error), said to be Spark's when PySpark
+    raised it; anything else with its class, which says what went wrong (`KeyError: 'x'`)."""
     if isinstance(e, GcError | StoreError | SignalAgain):
         return str(e)
+    if isinstance(e, OSError):
+        return ("Spark's driver: " if errorline.in_spark(e) else "") + errorline.os_error(e)
     return f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
 
 

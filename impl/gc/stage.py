@@ -955,11 +955,23 @@ def _list_keys(keys: list[str], target: str, summary: GcSummary) -> None:
     if target == "-":
         summary.would_delete = keys
         return
+    made = False
     try:
         with open(target, "x", encoding="utf-8") as f:
+            made = True
             f.writelines(k + "\n" for k in keys)
     except OSError as e:
-        raise GcError(f"--list file {target}: {e}") from e
+        from epochgc.impl import errorline  # the driver's: click stays out of the tasks
+
+        # A part of the list would read as the whole (newuser25 H5: 50,000 bytes left under
+        # `ulimit -f`, unsaid, and the next run refused the existing file): ours, removed.
+        removed = ""
+        if made:
+            with contextlib.suppress(OSError):
+                os.unlink(target)
+                removed = "; the partial list was removed"
+        raise GcError(f"--list file {target}: {errorline.os_error(e, with_file=False)}"
+                      f"{removed}") from e
     summary.listed_to = target
 
 
