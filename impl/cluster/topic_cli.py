@@ -6,16 +6,19 @@ ill-formed name is one line naming it on stderr, exit 1, nothing changed."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import click
 
-from epochgc.impl import closedout, pathopt, signals
+from epochgc.impl import closedout, errorline, pathopt, signals
 from epochgc.impl.cluster import asked
 from epochgc.impl.cluster.client import ProcClusterAccess, stderr_line
 from epochgc.impl.cluster.errors import NoCluster
 from epochgc.impl.cluster.local import LocalCluster
 from epochgc.impl.controller.topics import TopicError, check_topic_name, topic_names
+from epochgc.impl.exitcodes import ExitCode
+from epochgc.impl.preflight import Refused
 from epochgc.impl.shortlist import short_list
 
 # Answers after which a create's outcome is known: done, or refused before anything was
@@ -65,6 +68,14 @@ def _call(data_dir: str, **req: Any) -> dict[str, Any]:
                     req.get("partitions", 0))
     except asked.Busy as e:
         raise click.ClickException(str(e)) from None
+    except OSError as e:
+        # Its ledger cannot be written (newuser25 H6: `run/topics-asked.json.lock:
+        # Permission denied`, exit 1, a relative path, not a word of whether it was sent):
+        # refused unsent, as `produce` refuses a record it cannot append (64).
+        where = Path(e.filename).absolute() if e.filename else lc.dir
+        raise Refused(f"{where}: {errorline.os_error(e, with_file=False)}; nothing was sent "
+                      f"(a {req['op']} is noted there until its outcome is seen)",
+                      ExitCode.USAGE) from None
     try:
         r = signals.run(go())
     except KeyboardInterrupt as e:
