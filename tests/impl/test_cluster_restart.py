@@ -113,8 +113,9 @@ def test_new_ports_moves_a_stopped_cluster_off_a_taken_port(tmp_path: Path) -> N
 
 
 def test_a_refused_start_removes_its_lock(tmp_path: Path) -> None:
-    """Old code: DATA_DIR/start.lock (now cluster.lock) stayed after any refusal inside the lock (a bucket
-    that does not exist, no credentials, an unwritable --trace: the same exit path)."""
+    """Old code: DATA_DIR's lock file (start.lock then) stayed after any refusal inside the
+    lock (a bucket that does not exist, no credentials, an unwritable --trace: the same
+    exit path)."""
     data = tmp_path / "run"
     r = CliRunner().invoke(main, ["cluster", "start", "--data-dir", str(data),
                                   "--store", str(tmp_path / "store"),
