@@ -71,7 +71,7 @@ def test_a_create_without_an_answer_in_time_is_said_as_a_timeout_and_status_cut(
         assert line.startswith("epochgc topic create: error: create_topic 'big' had been "
                                "sent to node "), line
         assert (f", not answered (no answer within {SHORT_S:g} s): it may have been "
-                "applied, in whole or in part (a node now shows ") in line, line
+                "applied, in whole or in part (a node shows at least ") in line, line
         assert "partition(s) of 'big'" in line, line
         assert line.endswith(f"); `epochgc cluster status --data-dir {data}` shows the "
                              "cluster and flags a topic short of its partitions; `epochgc "
