@@ -30,6 +30,7 @@ from epochgc.impl.cluster.local import (
     PortTaken,
     StartRunning,
     cluster_lock,
+    lock_holder,
     nodes_on,
     stop_pids,
 )
@@ -434,9 +435,11 @@ def _changing(data_dir: str, command: str, if_interrupted: str) -> Iterator[None
     with contextlib.ExitStack() as stack:
         try:
             stack.enter_context(cluster_lock(
-                data_dir, command, waiting=lambda holder: click.echo(
-                    f"waiting for {holder.who()} on {Path(data_dir).absolute()} to finish",
-                    err=True)))
+                data_dir, command, waiting=lambda holder, waited_s, stopped: click.echo(
+                    ("waiting for" if waited_s < 1 else f"still waiting ({waited_s:.0f} s) for")
+                    + f" {holder.who()} on {Path(data_dir).absolute()} to finish"
+                    + (f"; its process is stopped (Ctrl-Z or SIGSTOP): `kill -CONT "
+                       f"{holder.pid}` resumes it" if stopped else ""), err=True)))
         except KeyboardInterrupt as e:
             sig = e if isinstance(e, signals.Interrupted) else signals.interrupted()
             raise signals.Interrupted(sig.signum, if_interrupted) from None
@@ -613,6 +616,9 @@ def status(data_dir: str, as_json: bool) -> None:
     failing = {n: st.get("storage_failing") or {} for n, st in nodes.items() if st is not None}
     healthy = (answered and cluster_m["M"] is not None and not short and not cut
                and not holed and not any(failing.values()))
+    # A start, stop or kill running on DATA_DIR (newuser26 J2: "node 2: unreachable" alone
+    # beside a stop): said, not counted against health (the nodes' answers are).
+    changing = lock_holder(data_dir)
     # Decided: its output is the run's end, a signal no longer changes the exit code
     # (newuser20 W3: after `cluster M: N`, "interrupted ...: nothing was written yet").
     with signals.finishing(0 if healthy else 1):
@@ -624,7 +630,10 @@ def status(data_dir: str, as_json: bool) -> None:
                                                   for t in sorted(unmade)},
                                    "deletes_cut_short": {t: {"partitions": n}
                                                          for t, n in cut.items()},
-                                   "deleted_below_existing": holed},
+                                   "deleted_below_existing": holed,
+                                   "changing": None if changing is None else {
+                                       "command": changing.command,
+                                       "pid": changing.pid}},
                                   default=str))
             raise SystemExit(0 if healthy else 1)
         for n, st in nodes.items():
@@ -638,6 +647,9 @@ def status(data_dir: str, as_json: bool) -> None:
                     f"{p:8} leader={n} term={s['term']} applied={s['applied_window']} "
                     f"seen={s['seen_window']} LRO={s['lro']} M(p)={s['inactive_epoch']}"
                 )
+        if changing is not None:
+            click.echo(f"{changing.who()} is running on {lc.dir}: its nodes may be starting "
+                       "or stopping")
         if cluster_m["M"] is not None:
             click.echo(f"cluster M: {cluster_m['M']}")
         else:

@@ -69,9 +69,24 @@ class Holder:
         return f"`epochgc cluster {self.command}` (pid {self.pid})"
 
 
+# A stop or kill waiting for the lock says so again this often (as the other waits do).
+LOCK_SAY_EVERY_S = 10.0
+LOCK_POLL_S = 0.1
+
+
+def _stopped(pid: str) -> bool:
+    """Whether process `pid` is stopped (SIGSTOP, Ctrl-Z: proc(5) state T): it holds the
+    lock until continued."""
+    from epochgc.impl.proctree import _stat
+
+    st = _stat(int(pid)) if pid.isdigit() else None
+    return st is not None and st[1] in ("T", "t")
+
+
 @contextlib.contextmanager
 def cluster_lock(data_dir: str | os.PathLike[str], command: str = "start",
-                 waiting: Callable[[Holder], None] | None = None) -> Iterator[None]:
+                 waiting: Callable[[Holder, float, bool], None] | None = None
+                 ) -> Iterator[None]:
     """Hold DATA_DIR/cluster.lock (flock(2), exclusive) while a command that changes the
     cluster's processes and its cluster.json runs: `cluster start`, `stop` and `kill`.
     Each reads cluster.json, starts or stops nodes, and writes the file back: two at once
@@ -82,8 +97,10 @@ def cluster_lock(data_dir: str | os.PathLike[str], command: str = "start",
 
     `waiting` None (a start): not waited for; another holder is refused (StartRunning,
     naming its command and pid). Otherwise (stop, kill: what they are asked to end may be
-    being started) `waiting(holder)` is called once and the lock is waited for; a signal
-    ends the wait (its handler raises).
+    being started) the lock is waited for, and `waiting(holder, waited_s, stopped)` is
+    called at once and every LOCK_SAY_EVERY_S (newuser26 J1: said once, then silent for as
+    long as a start stopped by Ctrl-Z held it; `stopped`: the holder's process is); a
+    signal ends the wait (its handler raises out of the sleep).
 
     The file is removed on every exit path by the command that holds it, while it still
     holds it, and only if the name still refers to the file it locked (a refused command
@@ -94,20 +111,24 @@ def cluster_lock(data_dir: str | os.PathLike[str], command: str = "start",
     d = Path(data_dir).absolute()
     d.mkdir(parents=True, exist_ok=True)
     path = d / LOCK_NAME
-    said = False
+    began = time.monotonic()
+    said_at: float | None = None
     while True:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                holder = Holder.read(fd)
-                if waiting is None:
-                    raise StartRunning(_busy(holder, d)) from None
-                if not said:
-                    waiting(holder)
-                    said = True
-                fcntl.flock(fd, fcntl.LOCK_EX)  # a signal's handler raises out of it
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    holder = Holder.read(fd)
+                    if waiting is None:
+                        raise StartRunning(_busy(holder, d)) from None
+                    now = time.monotonic()
+                    if said_at is None or now - said_at >= LOCK_SAY_EVERY_S:
+                        waiting(holder, now - began, _stopped(holder.pid))
+                        said_at = now
+                    time.sleep(LOCK_POLL_S)  # a signal's handler raises out of it
         except BaseException:
             os.close(fd)
             raise
@@ -122,6 +143,39 @@ def cluster_lock(data_dir: str | os.PathLike[str], command: str = "start",
         if _same_file(fd, path):
             path.unlink()  # before the lock goes: no other command can hold this name now
         os.close(fd)  # releases the lock
+
+
+def lock_holder(data_dir: str | os.PathLike[str]) -> Holder | None:
+    """Who holds DATA_DIR's lock now (a start, stop or kill running), read without taking
+    it: `cluster status` must never make a start refuse. The lock file's inode among the
+    flock(2) locks /proc/locks lists (proc(5): "FLOCK ADVISORY WRITE PID MAJOR:MINOR:INODE
+    ..."; a waiter's line has "->" before FLOCK). None if no one holds it or /proc/locks
+    cannot be read (not Linux)."""
+    path = Path(data_dir).absolute() / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        try:
+            lines = Path("/proc/locks").read_text().splitlines()
+        except OSError:
+            return None
+        for line in lines:
+            f = line.split()
+            if "FLOCK" not in f:
+                continue
+            i = f.index("FLOCK")
+            if f[i - 1] == "->" or len(f) < i + 5:
+                continue
+            major, minor, inode = f[i + 4].split(":")
+            if (int(inode), int(major, 16), int(minor, 16)) == (
+                    st.st_ino, os.major(st.st_dev), os.minor(st.st_dev)):
+                return Holder.read(fd)
+        return None
+    finally:
+        os.close(fd)
 
 
 def _busy(holder: Holder, d: Path) -> str:

@@ -14,11 +14,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+
+import pytest
 
 from epochgc.impl.cluster.local import LocalCluster, nodes_on
 from epochgc.impl.proctree import _stat
 from epochgc.impl.signals import HOOK_ENV
+from tests.interrupted import reaped
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -42,6 +46,18 @@ def _stopped_at_hook(p: subprocess.Popen[str]) -> None:
         assert p.poll() is None, p.communicate()
         assert time.monotonic() < deadline, "never reached its hook"
         time.sleep(0.05)
+
+
+def _state(pid: int) -> str | None:
+    st = _stat(pid)
+    return None if st is None else st[1]
+
+
+def _until(done: Callable[[], bool]) -> None:
+    deadline = time.monotonic() + BOUND_S
+    while not done():
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
 
 
 def _clean_up(data: str, *procs: subprocess.Popen[str]) -> None:
@@ -94,8 +110,10 @@ def test_a_stop_during_a_start_waits_and_stops_what_it_started(tmp_path: Path) -
         _clean_up(data, start, *([stop] if stop else []))
     # Old code: no wait; it stopped the nodes under the frozen start (its children, unreaped:
     # each waited out the grace and was "killed"), and the start then failed.
+    # newuser26 J1: a holder stopped (here by the hook's SIGSTOP) is named as such.
     assert said == (f"waiting for `epochgc cluster start` (pid {start.pid}) on "
-                    f"{Path(data).absolute()} to finish\n"), said + err
+                    f"{Path(data).absolute()} to finish; its process is stopped (Ctrl-Z or "
+                    f"SIGSTOP): `kill -CONT {start.pid}` resumes it\n"), said + err
     assert start.returncode == 0 and "cluster ready" in start_out, start_err
     assert stop.returncode == 0 and out == "stopped node(s) 1, 2\n", out + err
     assert left == {} and LocalCluster(data).meta["pids"] == {}, left
@@ -121,3 +139,72 @@ def test_a_signal_while_a_stop_waits_for_the_lock_ends_it_having_asked_nothing(
     assert stop.returncode == by_signal(signal.SIGINT), err
     assert err.splitlines()[-1] == ("epochgc cluster stop: interrupted by SIGINT: no node was "
                                     "stopped (none was asked)"), err
+
+
+def test_the_wait_is_said_again_while_it_lasts(monkeypatch: pytest.MonkeyPatch,
+                                               tmp_path: Path) -> None:
+    """newuser26 J1: the wait was said once, then nothing for as long as it lasted (35 s
+    behind a start stopped by Ctrl-Z). The holder here is another process, stopped, then
+    continued and killed at the third line; the lines' period is cut to 0.2 s."""
+    from epochgc.impl.cluster import local
+
+    monkeypatch.setattr(local, "LOCK_SAY_EVERY_S", 0.2)
+    holder = subprocess.Popen([sys.executable, "-c", (
+        "import fcntl, os, sys, time\n"
+        f"fd = os.open({str(tmp_path / local.LOCK_NAME)!r}, os.O_RDWR | os.O_CREAT)\n"
+        "fcntl.flock(fd, fcntl.LOCK_EX)\n"
+        "os.write(fd, f'{os.getpid()} start\\n'.encode())\n"
+        "print('held', flush=True)\n"
+        "time.sleep(600)\n")], stdout=subprocess.PIPE, text=True)
+    calls: list[tuple[str, float, bool]] = []
+
+    def waiting(h: local.Holder, waited_s: float, stopped: bool) -> None:
+        calls.append((h.who(), waited_s, stopped))
+        if len(calls) == 1:
+            os.kill(holder.pid, signal.SIGSTOP)
+            _until(lambda: _state(holder.pid) == "T")  # stopped before the next line
+        elif len(calls) == 2:
+            os.kill(holder.pid, signal.SIGCONT)
+            _until(lambda: _state(holder.pid) != "T")
+        else:
+            holder.kill()  # the lock goes with it
+
+    with reaped(holder):
+        assert holder.stdout is not None and holder.stdout.readline() == "held\n"
+        with local.cluster_lock(tmp_path, "stop", waiting=waiting):
+            pass
+    assert [c[0] for c in calls] == [f"`epochgc cluster start` (pid {holder.pid})"] * 3
+    assert calls[0][1] < calls[1][1] - 0.15 and calls[1][1] < calls[2][1] - 0.15, calls
+    assert [c[2] for c in calls] == [False, True, False], calls
+
+
+def test_status_names_a_command_holding_the_lock(tmp_path: Path) -> None:
+    """newuser26 J2: beside a start or a stop, `cluster status` said "node N: unreachable"
+    alone. The holder is found without taking the lock (/proc/locks): a status must never
+    make a start refuse."""
+    import json
+
+    from click.testing import CliRunner
+
+    from epochgc.impl.cli import main
+    from epochgc.impl.cluster.local import Holder, cluster_lock, lock_holder
+    from tests.impl.test_cluster_restart import made_cluster
+
+    lc = made_cluster(tmp_path, 1, ["t/0"])
+    said = (f"`epochgc cluster stop` (pid {os.getpid()}) is running on {lc.dir}: its nodes "
+            "may be starting or stopping")
+    args = ["cluster", "status", "--data-dir", str(lc.dir)]
+    with cluster_lock(lc.dir, "stop"):
+        r = CliRunner().invoke(main, args)
+        assert r.exit_code == 1 and said in r.output.splitlines(), r.output
+        r = CliRunner().invoke(main, [*args, "--json"])
+        assert json.loads(r.stdout)["changing"] == {"command": "stop",
+                                                    "pid": str(os.getpid())}, r.output
+        # Each directory's own lock (/proc/locks lists both, by inode).
+        assert lock_holder(tmp_path / "other") is None
+        with cluster_lock(tmp_path / "other", "start"):
+            assert lock_holder(tmp_path / "other") == Holder(
+                str(os.getpid()), "start")
+    assert lock_holder(lc.dir) is None
+    r = CliRunner().invoke(main, args)
+    assert "is running on" not in r.output, r.output
