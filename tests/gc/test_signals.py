@@ -231,7 +231,7 @@ def test_a_later_signal_raises_once_and_never_while_the_round_finishes() -> None
     code = textwrap.dedent('''
         import os, signal, sys, threading
         from epochgc.impl.gc.stop import RoundStop, announce, install_signal_handlers
-        from epochgc.impl.gc.job import _describe
+        from epochgc.impl.gc.job import describe
         said = []
         def run(finish_first):
             stop = RoundStop()
@@ -249,7 +249,7 @@ def test_a_later_signal_raises_once_and_never_while_the_round_finishes() -> None
                         os.kill(os.getpid(), signal.SIGINT)
                 except KeyboardInterrupt as e:
                     raised += 1
-                    said.append(_describe(e))
+                    said.append(describe(e))
             for t in threading.enumerate():  # the threads that say it: waited for
                 if t.name == "epochgc-stop-again":
                     t.join()
