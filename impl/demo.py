@@ -602,7 +602,10 @@ class Demo:
             self.result.gc_paused_deleted += len(gone)
         self.result.gc_stopped_by_pause += r.stopped_by_pause
         self.result.gc_safety_blocked_rounds += r.safety_blocked
-        why = f" (blocked: {r.blocked})" if r.blocked else ""
+        # A paused store's round is refused, not blocked (newuser27 K1: "(blocked: GC is
+        # paused ...)"): the two are apart in the exit-code table (3 and 2).
+        why = (f" ({'refused' if r.paused else 'blocked'}: {r.blocked})" if r.blocked
+               else "")
         # M is None when the round computed none (blocked, paused): said in words, as
         # gc's summary says it (newuser21 X6: "M=None").
         m = "not computed" if r.M is None else str(r.M)

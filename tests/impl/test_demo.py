@@ -84,7 +84,8 @@ def test_the_pause_step_shows_a_refused_round_though_the_engine_is_never_ready(
     assert out["gc_paused_rounds"] == 1 and out["gc_paused_deleted"] == 0, out
     assert out["gc_break_glass"] in ("ok", "nothing"), out
     rounds = [x for x in r.stderr.splitlines() if "GC round (model)" in x]
-    assert len(rounds) == 2 and "blocked: GC is paused" in rounds[0], rounds
+    # newuser27 K1: it said "(blocked: GC is paused ...)"; refused and blocked are apart.
+    assert len(rounds) == 2 and "(refused: GC is paused" in rounds[0], rounds
     assert "M=not computed" in rounds[0], rounds  # newuser21 X6: "M=None", a repr
     assert "final GC round" in rounds[1] and out["lost"] == out["in_use_deleted"] == 0, rounds
 
