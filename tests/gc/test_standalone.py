@@ -88,7 +88,9 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
                 with urllib.request.urlopen(f"http://127.0.0.1:{ui}/json/", timeout=2) as r:
                     if json.load(r).get("aliveworkers", 0) >= 1:
                         break
-            except OSError:
+            except (OSError, ValueError):
+                # Not up yet: refused, or (on a loaded host, 1 start in a CI run) an HTML page
+                # served at /json/ while the master's UI was still being set up.
                 pass
             if time.monotonic() > deadline or master.poll() is not None:
                 pytest.fail("standalone master/worker did not start: " + _tail(base))

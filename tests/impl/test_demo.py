@@ -52,7 +52,7 @@ def test_demo_json_loses_nothing_and_deletes_only_garbage() -> None:
     steps = [line.partition("] ")[2] for line in p.stderr.splitlines() if "] " in line]
     paused = steps.index("GC paused (gc-admin pause)")
     resumed = steps.index("GC resumed (gc-admin start)")
-    assert any("blocked: GC is paused" in x for x in steps[paused:resumed]), steps
+    assert any("refused: GC is paused" in x for x in steps[paused:resumed]), steps
     [glass] = [x for x in steps[resumed:]
                if x.startswith("break-glass advance-epoch t/0 on node ")]
     # newuser23 F5: "...: nothing t/0 already applies epoch 16", the status run into it
