@@ -426,9 +426,10 @@ def stop(data_dir: str) -> None:
 @contextlib.contextmanager
 def _changing(data_dir: str, command: str, if_interrupted: str) -> Iterator[None]:
     """DATA_DIR's cluster lock for `stop` or `kill` (local.cluster_lock): another command
-    holding it (a start still starting nodes) is waited for, said once on stderr; a signal
-    during the wait ends the command with `if_interrupted`. A DATA_DIR that does not exist
-    holds no cluster: nothing to lock (the command refuses it as before, making nothing)."""
+    holding it (a start still starting nodes) is waited for, said on stderr at once and
+    every LOCK_SAY_EVERY_S (newuser26 J1); a signal during the wait ends the command with
+    `if_interrupted`. A DATA_DIR that does not exist holds no cluster: nothing to lock
+    (the command refuses it as before, making nothing)."""
     if not Path(data_dir).is_dir():
         yield
         return
